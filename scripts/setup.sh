@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages synapse needs to build and test, only those
+# missing. Run as root (or with sudo) on Debian 12.
+set -euo pipefail
+pkgs=(cmake g++ make pkg-config git python3
+      libgtest-dev libgmock-dev libbenchmark-dev
+      libpcre2-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,48 @@
+// ggml block formats: dequantize, quantize and dot products, per weight type.
+//
+// Every weight type is paired with the activation type ggml's CPU backend
+// converts the other operand to before the dot (ggml-cpu's type_traits_cpu
+// `vec_dot_type`): Q8_0 for the 32-element legacy blocks, Q8_1 for Q4_1/Q5_1,
+// Q8_K for the K-quants, IQ4_XS and the ternary types, F16 for F16, BF16 for
+// BF16, F32 for F32. The table lives in quant.cpp with its sources.
+//
+// Rows: a row of `n` elements of type t occupies row_size(t, n) bytes; n must
+// be a multiple of the type's block size.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "synapse/types.hpp"
+
+namespace synapse::quant {
+
+// Type the activation row is converted to before a dot with weight type `t`
+// (ggml's vec_dot_type). Throws Error(unsupported) for types synapse cannot
+// compute with.
+GgmlType vec_dot_type(GgmlType t);
+
+// Converts `n` floats to one row of type `t` (activations and `synapse
+// quantize`). For the activation types (Q8_0, Q8_1, Q8_K, F16, BF16, F32) the
+// result is bit-identical to what ggml's x86 AVX2 CPU build produces, since
+// those bits decide the logits. For weight types it is ggml's reference
+// quantizer (quantize_row_*_ref) without importance matrix.
+// Throws Error(invalid_argument) if n is not a multiple of the block size,
+// Error(unsupported) for types without a quantizer.
+void quantize_row(GgmlType t, const float* x, void* y, int64_t n);
+
+// Converts one row of `n` elements of type `t` to floats (ggml's
+// dequantize_row_* / to_float). Same errors as quantize_row.
+void dequantize_row(GgmlType t, const void* x, float* y, int64_t n);
+
+// Dot product of one weight row (type `t`) with one activation row already
+// converted to vec_dot_type(t), `n` elements: ggml's ggml_vec_dot_<t>_<vt>.
+// Quantized types: integer products summed per block, then scaled by the two
+// block scales and accumulated in float. No bounds checks (hot path): callers
+// guarantee n is a multiple of the block size.
+float vec_dot(GgmlType t, int64_t n, const void* w, const void* act);
+
+// True when synapse can run matrix products with weight type `t`.
+bool is_supported_weight(GgmlType t) noexcept;
+
+}  // namespace synapse::quant
