@@ -1,1 +1,89 @@
-// placeholder: filled in by the layer's first implementation
+// Dispatch from a ggml type to its kernels (formats.hpp), and the table of
+// which activation type each weight type is paired with.
+#include "quant/quant.hpp"
+
+#include <string>
+
+#include "quant/formats.hpp"
+#include "synapse/error.hpp"
+
+namespace synapse::quant {
+namespace {
+
+using QuantizeFn = void (*)(const float*, void*, int64_t);
+using DequantizeFn = void (*)(const void*, float*, int64_t);
+using VecDotFn = float (*)(int64_t, const void*, const void*);
+
+struct Kernels {
+  QuantizeFn quantize = nullptr;
+  DequantizeFn dequantize = nullptr;
+  VecDotFn vec_dot = nullptr;
+  GgmlType vec_dot_type = GgmlType::F32;
+};
+
+// vec_dot_type per weight type. Source: ggml/src/ggml-cpu/ggml-cpu.c,
+// type_traits_cpu[] (llama.cpp c392e509): F32->F32, F16->F16, BF16->BF16,
+// Q4_0/Q5_0/Q8_0/IQ4_NL->Q8_0, Q4_1/Q5_1->Q8_1, Q2_K..Q6_K/IQ4_XS/TQ1_0/TQ2_0->Q8_K.
+Kernels kernels_of(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return {quantize_row_f32, dequantize_row_f32, vec_dot_f32_f32, GgmlType::F32};
+    case GgmlType::F16: return {quantize_row_f16, dequantize_row_f16, vec_dot_f16_f16, GgmlType::F16};
+    case GgmlType::BF16: return {quantize_row_bf16, dequantize_row_bf16, vec_dot_bf16_bf16, GgmlType::BF16};
+    case GgmlType::Q4_0: return {quantize_row_q4_0, dequantize_row_q4_0, vec_dot_q4_0_q8_0, GgmlType::Q8_0};
+    case GgmlType::Q4_1: return {quantize_row_q4_1, dequantize_row_q4_1, vec_dot_q4_1_q8_1, GgmlType::Q8_1};
+    case GgmlType::Q5_0: return {quantize_row_q5_0, dequantize_row_q5_0, vec_dot_q5_0_q8_0, GgmlType::Q8_0};
+    case GgmlType::Q5_1: return {quantize_row_q5_1, dequantize_row_q5_1, vec_dot_q5_1_q8_1, GgmlType::Q8_1};
+    case GgmlType::Q8_0: return {quantize_row_q8_0, dequantize_row_q8_0, vec_dot_q8_0_q8_0, GgmlType::Q8_0};
+    case GgmlType::Q8_1: return {quantize_row_q8_1, dequantize_row_q8_1, nullptr, GgmlType::Q8_1};
+    case GgmlType::IQ4_NL: return {quantize_row_iq4_nl, dequantize_row_iq4_nl, vec_dot_iq4_nl_q8_0, GgmlType::Q8_0};
+    case GgmlType::Q2_K: return {quantize_row_q2_K, dequantize_row_q2_K, vec_dot_q2_K_q8_K, GgmlType::Q8_K};
+    case GgmlType::Q3_K: return {quantize_row_q3_K, dequantize_row_q3_K, vec_dot_q3_K_q8_K, GgmlType::Q8_K};
+    case GgmlType::Q4_K: return {quantize_row_q4_K, dequantize_row_q4_K, vec_dot_q4_K_q8_K, GgmlType::Q8_K};
+    case GgmlType::Q5_K: return {quantize_row_q5_K, dequantize_row_q5_K, vec_dot_q5_K_q8_K, GgmlType::Q8_K};
+    case GgmlType::Q6_K: return {quantize_row_q6_K, dequantize_row_q6_K, vec_dot_q6_K_q8_K, GgmlType::Q8_K};
+    case GgmlType::Q8_K: return {quantize_row_q8_K, dequantize_row_q8_K, nullptr, GgmlType::Q8_K};
+    case GgmlType::IQ4_XS: return {quantize_row_iq4_xs, dequantize_row_iq4_xs, vec_dot_iq4_xs_q8_K, GgmlType::Q8_K};
+    case GgmlType::TQ1_0: return {quantize_row_tq1_0, dequantize_row_tq1_0, vec_dot_tq1_0_q8_K, GgmlType::Q8_K};
+    case GgmlType::TQ2_0: return {quantize_row_tq2_0, dequantize_row_tq2_0, vec_dot_tq2_0_q8_K, GgmlType::Q8_K};
+    default: return {};
+  }
+}
+
+void check_row(GgmlType t, int64_t n, const char* what) {
+  const TypeTraits& tt = type_traits(t);
+  if (!tt.known) throw Error(Errc::unsupported, std::string(what) + ": unknown tensor type");
+  if (n < 0 || n % tt.block_size != 0)
+    throw Error(Errc::invalid_argument, std::string(what) + ": row of " + std::to_string(n) +
+                                            " elements is not a multiple of " + std::string(tt.name) +
+                                            "'s block size " + std::to_string(tt.block_size));
+}
+
+}  // namespace
+
+GgmlType vec_dot_type(GgmlType t) {
+  const Kernels k = kernels_of(t);
+  if (!k.vec_dot)
+    throw Error(Errc::unsupported, "no matrix product for tensor type " + std::string(type_name(t)));
+  return k.vec_dot_type;
+}
+
+bool is_supported_weight(GgmlType t) noexcept { return kernels_of(t).vec_dot != nullptr; }
+
+void quantize_row(GgmlType t, const float* x, void* y, int64_t n) {
+  check_row(t, n, "quantize_row");
+  const Kernels k = kernels_of(t);
+  if (!k.quantize) throw Error(Errc::unsupported, "no quantizer for tensor type " + std::string(type_name(t)));
+  k.quantize(x, y, n);
+}
+
+void dequantize_row(GgmlType t, const void* x, float* y, int64_t n) {
+  check_row(t, n, "dequantize_row");
+  const Kernels k = kernels_of(t);
+  if (!k.dequantize)
+    throw Error(Errc::unsupported, "no dequantizer for tensor type " + std::string(type_name(t)));
+  k.dequantize(x, y, n);
+}
+
+float vec_dot(GgmlType t, int64_t n, const void* w, const void* act) { return kernels_of(t).vec_dot(n, w, act); }
+
+}  // namespace synapse::quant

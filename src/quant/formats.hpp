@@ -1,0 +1,99 @@
+// Per-format kernels behind quant.hpp's dispatch (quant.cpp). One set per ggml
+// type, named as ggml names them:
+//   quantize_row_<t>(x, y, n)     n floats -> n/QK blocks
+//   dequantize_row_<t>(x, y, n)   n/QK blocks -> n floats
+//   vec_dot_<t>_<vt>(n, w, a)     weight row (type t) . activation row (type vt)
+// n is a multiple of the type's block size (callers check). Block layouts are
+// ggml-common.h's block_* structs, byte for byte.
+#pragma once
+
+#include <cstdint>
+
+#include "quant/fp16.hpp"
+
+namespace synapse::quant {
+
+inline constexpr int QK4_0 = 32, QK4_1 = 32, QK5_0 = 32, QK5_1 = 32, QK8_0 = 32, QK8_1 = 32;
+inline constexpr int QK4_NL = 32;
+inline constexpr int QK_K = 256;
+inline constexpr int K_SCALE_SIZE = 12;
+
+struct block_q4_0 { ggml_fp16_t d; uint8_t qs[QK4_0 / 2]; };
+struct block_q4_1 { ggml_fp16_t d; ggml_fp16_t m; uint8_t qs[QK4_1 / 2]; };
+struct block_q5_0 { ggml_fp16_t d; uint8_t qh[4]; uint8_t qs[QK5_0 / 2]; };
+struct block_q5_1 { ggml_fp16_t d; ggml_fp16_t m; uint8_t qh[4]; uint8_t qs[QK5_1 / 2]; };
+struct block_q8_0 { ggml_fp16_t d; int8_t qs[QK8_0]; };
+struct block_q8_1 { ggml_fp16_t d; ggml_fp16_t s; int8_t qs[QK8_1]; };  // s = d * sum(qs)
+struct block_iq4_nl { ggml_fp16_t d; uint8_t qs[QK4_NL / 2]; };
+struct block_q2_K { uint8_t scales[QK_K / 16]; uint8_t qs[QK_K / 4]; ggml_fp16_t d; ggml_fp16_t dmin; };
+struct block_q3_K { uint8_t hmask[QK_K / 8]; uint8_t qs[QK_K / 4]; uint8_t scales[12]; ggml_fp16_t d; };
+struct block_q4_K { ggml_fp16_t d; ggml_fp16_t dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qs[QK_K / 2]; };
+struct block_q5_K { ggml_fp16_t d; ggml_fp16_t dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qh[QK_K / 8]; uint8_t qs[QK_K / 2]; };
+struct block_q6_K { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; ggml_fp16_t d; };
+struct block_q8_K { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; };
+struct block_iq4_xs { ggml_fp16_t d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; };
+struct block_tq1_0 { uint8_t qs[(QK_K - 4 * QK_K / 64) / 5]; uint8_t qh[QK_K / 64]; ggml_fp16_t d; };
+struct block_tq2_0 { uint8_t qs[QK_K / 4]; ggml_fp16_t d; };
+
+static_assert(sizeof(block_q4_0) == 18 && sizeof(block_q4_1) == 20 && sizeof(block_q5_0) == 22);
+static_assert(sizeof(block_q5_1) == 24 && sizeof(block_q8_0) == 34 && sizeof(block_q8_1) == 36);
+static_assert(sizeof(block_iq4_nl) == 18 && sizeof(block_q2_K) == 84 && sizeof(block_q3_K) == 110);
+static_assert(sizeof(block_q4_K) == 144 && sizeof(block_q5_K) == 176 && sizeof(block_q6_K) == 210);
+static_assert(sizeof(block_q8_K) == 292 && sizeof(block_iq4_xs) == 136);
+static_assert(sizeof(block_tq1_0) == 54 && sizeof(block_tq2_0) == 66);
+
+// The 16 non-uniform levels of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl).
+inline constexpr int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                             1,    13,   25,  38,  53,  69,  89,  113};
+
+#define SYNAPSE_DECLARE_FORMAT(t)                                  \
+  void quantize_row_##t(const float* x, void* y, int64_t n);       \
+  void dequantize_row_##t(const void* x, float* y, int64_t n);
+
+// float.cpp
+SYNAPSE_DECLARE_FORMAT(f32)
+SYNAPSE_DECLARE_FORMAT(f16)
+SYNAPSE_DECLARE_FORMAT(bf16)
+float vec_dot_f32_f32(int64_t n, const void* w, const void* a);
+float vec_dot_f16_f16(int64_t n, const void* w, const void* a);
+float vec_dot_bf16_bf16(int64_t n, const void* w, const void* a);
+
+// legacy.cpp: 32-element blocks
+SYNAPSE_DECLARE_FORMAT(q4_0)
+SYNAPSE_DECLARE_FORMAT(q4_1)
+SYNAPSE_DECLARE_FORMAT(q5_0)
+SYNAPSE_DECLARE_FORMAT(q5_1)
+SYNAPSE_DECLARE_FORMAT(q8_0)
+SYNAPSE_DECLARE_FORMAT(q8_1)
+SYNAPSE_DECLARE_FORMAT(iq4_nl)
+float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* a);
+float vec_dot_q4_1_q8_1(int64_t n, const void* w, const void* a);
+float vec_dot_q5_0_q8_0(int64_t n, const void* w, const void* a);
+float vec_dot_q5_1_q8_1(int64_t n, const void* w, const void* a);
+float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* a);
+float vec_dot_iq4_nl_q8_0(int64_t n, const void* w, const void* a);
+
+// k_quants.cpp: 256-element super-blocks
+SYNAPSE_DECLARE_FORMAT(q2_K)
+SYNAPSE_DECLARE_FORMAT(q3_K)
+SYNAPSE_DECLARE_FORMAT(q4_K)
+SYNAPSE_DECLARE_FORMAT(q5_K)
+SYNAPSE_DECLARE_FORMAT(q6_K)
+SYNAPSE_DECLARE_FORMAT(q8_K)
+SYNAPSE_DECLARE_FORMAT(iq4_xs)
+float vec_dot_q2_K_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_q3_K_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_q4_K_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_q5_K_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_q6_K_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_iq4_xs_q8_K(int64_t n, const void* w, const void* a);
+
+// ternary.cpp
+SYNAPSE_DECLARE_FORMAT(tq1_0)
+SYNAPSE_DECLARE_FORMAT(tq2_0)
+float vec_dot_tq1_0_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_tq2_0_q8_K(int64_t n, const void* w, const void* a);
+
+#undef SYNAPSE_DECLARE_FORMAT
+
+}  // namespace synapse::quant
