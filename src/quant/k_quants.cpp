@@ -1,29 +1,1146 @@
-// STUB: not yet implemented; every function throws. Replaced by the real kernels.
-#include "quant/formats.hpp"
-#include <string>
+// The 256-element super-block formats of ggml ("k-quants"): Q2_K, Q3_K,
+// Q4_K, Q5_K, Q6_K, the activation type Q8_K, and IQ4_XS.
+//
+// Layouts are ggml-common.h's block_q2_K ... block_iq4_xs (formats.hpp).
+// Quantizers are ggml-quants.c's reference quantizers without an importance
+// matrix (what llama-quantize runs when no imatrix is given):
+//   Q2_K  quantize_row_q2_K_ref  (make_qkx2_quants, 16 sub-blocks of 16)
+//   Q3_K  quantize_row_q3_K_ref  (make_q3_quants, 16 sub-blocks of 16)
+//   Q4_K  quantize_row_q4_K_ref  (make_qkx2_quants, 8 sub-blocks of 32)
+//   Q5_K  quantize_row_q5_K_ref  (make_qkx2_quants, 8 sub-blocks of 32)
+//   Q6_K  quantize_row_q6_K_ref  (make_qx_quants, 16 sub-blocks of 16)
+//   IQ4_XS quantize_iq4_xs -> quantize_row_iq4_nl_impl(256, 32, ..., ntry 7)
+//   Q8_K  quantize_row_q8_K_ref  (which is also what ggml-cpu's x86 build runs
+//         for activations: quantize_row_q8_K there calls the reference)
+// Every float expression keeps ggml's operand order and its divisions (x/d is
+// not x*(1/d)): the reference quantizers are compiled without FMA contraction
+// or fast-math, so the same order gives the same bits.
+//
+// Dot products mirror ggml-cpu's scalar ggml_vec_dot_<t>_q8_K: integer
+// products per (sub-)block, then scaled by the block scales in float, in
+// ggml's order (including its 8 float lanes for Q3_K..Q6_K).
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
 
-#include "synapse/error.hpp"
+#include "quant/formats.hpp"
 
 namespace synapse::quant {
-namespace { [[noreturn]] void todo(const char* f) { throw Error(Errc::unsupported, std::string(f) + " is not implemented yet"); } }
-void quantize_row_q2_K(const float*, void*, int64_t) { todo("quantize_row_q2_K"); }
-void dequantize_row_q2_K(const void*, float*, int64_t) { todo("dequantize_row_q2_K"); }
-void quantize_row_q3_K(const float*, void*, int64_t) { todo("quantize_row_q3_K"); }
-void dequantize_row_q3_K(const void*, float*, int64_t) { todo("dequantize_row_q3_K"); }
-void quantize_row_q4_K(const float*, void*, int64_t) { todo("quantize_row_q4_K"); }
-void dequantize_row_q4_K(const void*, float*, int64_t) { todo("dequantize_row_q4_K"); }
-void quantize_row_q5_K(const float*, void*, int64_t) { todo("quantize_row_q5_K"); }
-void dequantize_row_q5_K(const void*, float*, int64_t) { todo("dequantize_row_q5_K"); }
-void quantize_row_q6_K(const float*, void*, int64_t) { todo("quantize_row_q6_K"); }
-void dequantize_row_q6_K(const void*, float*, int64_t) { todo("dequantize_row_q6_K"); }
-void quantize_row_q8_K(const float*, void*, int64_t) { todo("quantize_row_q8_K"); }
-void dequantize_row_q8_K(const void*, float*, int64_t) { todo("dequantize_row_q8_K"); }
-void quantize_row_iq4_xs(const float*, void*, int64_t) { todo("quantize_row_iq4_xs"); }
-void dequantize_row_iq4_xs(const void*, float*, int64_t) { todo("dequantize_row_iq4_xs"); }
-float vec_dot_q2_K_q8_K(int64_t, const void*, const void*) { todo("vec_dot_q2_K_q8_K"); }
-float vec_dot_q3_K_q8_K(int64_t, const void*, const void*) { todo("vec_dot_q3_K_q8_K"); }
-float vec_dot_q4_K_q8_K(int64_t, const void*, const void*) { todo("vec_dot_q4_K_q8_K"); }
-float vec_dot_q5_K_q8_K(int64_t, const void*, const void*) { todo("vec_dot_q5_K_q8_K"); }
-float vec_dot_q6_K_q8_K(int64_t, const void*, const void*) { todo("vec_dot_q6_K_q8_K"); }
-float vec_dot_iq4_xs_q8_K(int64_t, const void*, const void*) { todo("vec_dot_iq4_xs_q8_K"); }
+namespace {
+
+// ggml's GROUP_MAX_EPS: a (sub-)block whose largest |x| is below it is zero.
+constexpr float kGroupMaxEps = 1e-15f;
+
+// ggml's nearest_int: adds 1.5 * 2^23 so the FPU's round-to-nearest-even
+// leaves the integer in the low mantissa bits. Valid for |fval| <= 4194303;
+// ties go to the even integer (nearest_int(2.5f) == 2).
+inline int nearest_int(float fval) {
+  const float val = fval + 12582912.f;
+  const int32_t i = std::bit_cast<int32_t>(val);
+  return (i & 0x007fffff) - 0x00400000;
+}
+
+// ggml's make_qx_quants with rmse_type 1 and no importance weights (w = x^2),
+// the only case the weight quantizers here use. Fits x[0..n) ~ scale * l with
+// l in [-nmax, nmax-1]; writes L[i] = l + nmax and returns scale.
+float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
+  float max = 0;
+  float amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.f;
+  }
+  float iscale = -nmax / max;
+  float sumlx = 0;
+  float suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    int l = nearest_int(iscale * x[i]);
+    l = std::max(-nmax, std::min(nmax - 1, l));
+    L[i] = static_cast<int8_t>(l + nmax);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * l;
+    suml2 += w * l * l;
+  }
+  float scale = suml2 != 0.f ? sumlx / suml2 : 0.0f;
+  float best = scale * sumlx;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(nmax + 0.1f * is) / max;
+    sumlx = suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+      int l = nearest_int(iscale * x[i]);
+      l = std::max(-nmax, std::min(nmax - 1, l));
+      const float w = x[i] * x[i];
+      sumlx += w * x[i] * l;
+      suml2 += w * l * l;
+    }
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      for (int i = 0; i < n; ++i) {
+        const int l = nearest_int(iscale * x[i]);
+        L[i] = static_cast<int8_t>(nmax + std::max(-nmax, std::min(nmax - 1, l)));
+      }
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
+// ggml's make_q3_quants with do_rmse = true: symmetric fit x ~ scale * l,
+// l in [-nmax, nmax-1], refined by up to 5 passes of coordinate descent on
+// the weighted (w = x^2) error. Writes L[i] = l + nmax, returns scale.
+float make_q3_quants(int n, int nmax, const float* x, int8_t* L) {
+  float max = 0;
+  float amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.f;
+  }
+  const float iscale = -nmax / max;
+  float sumlx = 0;
+  float suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    int l = nearest_int(iscale * x[i]);
+    l = std::max(-nmax, std::min(nmax - 1, l));
+    L[i] = static_cast<int8_t>(l);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * l;
+    suml2 += w * l * l;
+  }
+  for (int itry = 0; itry < 5; ++itry) {
+    int n_changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = x[i] * x[i];
+      float slx = sumlx - w * x[i] * L[i];
+      if (slx > 0) {
+        float sl2 = suml2 - w * L[i] * L[i];
+        int new_l = nearest_int(x[i] * sl2 / slx);
+        new_l = std::max(-nmax, std::min(nmax - 1, new_l));
+        if (new_l != L[i]) {
+          slx += w * x[i] * new_l;
+          sl2 += w * new_l * new_l;
+          if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+            L[i] = static_cast<int8_t>(new_l);
+            sumlx = slx;
+            suml2 = sl2;
+            ++n_changed;
+          }
+        }
+      }
+    }
+    if (!n_changed) break;
+  }
+  for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(L[i] + nmax);
+  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+// ggml's make_qkx2_quants: asymmetric fit x ~ scale * l - the_min with l in
+// [0, nmax] and min <= 0, minimizing the weighted squared (or absolute, when
+// use_mad) error over nstep+1 trial scales (rmin + rdelta*is + nmax)/(max-min),
+// each refined by a weighted least-squares solve. Writes L, *the_min (>= 0)
+// and returns scale. Laux: scratch of n bytes.
+float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
+                       uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad) {
+  float min = x[0];
+  float max = x[0];
+  float sum_w = weights[0];
+  float sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    if (x[i] < min) min = x[i];
+    if (x[i] > max) max = x[i];
+    const float w = weights[i];
+    sum_w += w;
+    sum_x += w * x[i];
+  }
+  if (min > 0) min = 0;
+  if (max == min) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    *the_min = -min;
+    return 0.f;
+  }
+  float iscale = nmax / (max - min);
+  float scale = 1 / iscale;
+  float best_error = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = nearest_int(iscale * (x[i] - min));
+    L[i] = static_cast<uint8_t>(std::max(0, std::min(nmax, l)));
+    float diff = scale * L[i] + min - x[i];
+    diff = use_mad ? std::fabs(diff) : diff * diff;
+    best_error += weights[i] * diff;
+  }
+  if (nstep < 1) {
+    *the_min = -min;
+    return scale;
+  }
+  for (int is = 0; is <= nstep; ++is) {
+    iscale = (rmin + rdelta * is + nmax) / (max - min);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      int l = nearest_int(iscale * (x[i] - min));
+      l = std::max(0, std::min(nmax, l));
+      Laux[i] = static_cast<uint8_t>(l);
+      const float w = weights[i];
+      sum_l += w * l;
+      sum_l2 += w * l * l;
+      sum_xl += w * l * x[i];
+    }
+    const float D = sum_w * sum_l2 - sum_l * sum_l;
+    if (D > 0) {
+      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+      if (this_min > 0) {
+        this_min = 0;
+        this_scale = sum_xl / sum_l2;
+      }
+      float cur_error = 0;
+      for (int i = 0; i < n; ++i) {
+        float diff = this_scale * Laux[i] + this_min - x[i];
+        diff = use_mad ? std::fabs(diff) : diff * diff;
+        cur_error += weights[i] * diff;
+      }
+      if (cur_error < best_error) {
+        for (int i = 0; i < n; ++i) L[i] = Laux[i];
+        best_error = cur_error;
+        scale = this_scale;
+        min = this_min;
+      }
+    }
+  }
+  *the_min = -min;
+  return scale;
+}
+
+// ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j (0..7) of
+// a Q4_K/Q5_K block from its 12 packed bytes. Bytes 0-3 hold scales 0-3 (low
+// 6 bits), bytes 4-7 mins 0-3; bytes 8-11 hold the low nibbles of scale and
+// min 4-7, whose top 2 bits sit in bits 6-7 of bytes 0-3 (scales) and 4-7 (mins).
+inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
+  }
+}
+
+// Inverse of get_scale_min_k4: packs 6-bit scale ls and min lm of sub-block j.
+// `scales` must be zeroed first (bits 6-7 of bytes 0-7 are or-ed in).
+inline void set_scale_min_k4(int j, uint8_t ls, uint8_t lm, uint8_t* scales) {
+  if (j < 4) {
+    scales[j] = ls;
+    scales[j + 4] = lm;
+  } else {
+    scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+    scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
+    scales[j - 0] |= static_cast<uint8_t>((lm >> 4) << 6);
+  }
+}
+
+// The 6-bit scale of sub-block j (0..15) of a Q3_K block, minus 32 (-32..31).
+// Low nibbles: bytes 0-7 (j < 8 low nibble, j >= 8 high nibble of byte j-8);
+// top 2 bits: byte 8 + j%4, bits 2*(j/4).
+inline int q3_K_scale(const uint8_t* scales, int j) {
+  const int lo = j < 8 ? (scales[j] & 0xF) : (scales[j - 8] >> 4);
+  const int hi = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return (lo | (hi << 4)) - 32;
+}
+
+// Packs 2-bit values L[0..256) into 64 bytes the way Q2_K and Q3_K store them:
+// byte j/4 + l of each 128-value half holds values l, l+32, l+64, l+96 at
+// bits 0, 2, 4, 6.
+void pack_2bit(const uint8_t* L, uint8_t* qs) {
+  for (int j = 0; j < QK_K; j += 128) {
+    for (int l = 0; l < 32; ++l) {
+      qs[j / 4 + l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
+                                           (L[j + l + 96] << 6));
+    }
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Q2_K: block_q2_K = 16 sub-blocks of 16; 4-bit scale and 4-bit min per
+// sub-block (scales[j]: low nibble scale, high nibble min), F16 d and dmin;
+// x = d*sc*q - dmin*m, q in 0..3.
+
+// quantize_row_q2_K_ref.
+void quantize_row_q2_K(const float* x, void* vy, int64_t n) {
+  auto* y = static_cast<block_q2_K*>(vy);
+  const int64_t nb = n / QK_K;
+  uint8_t L[QK_K];
+  uint8_t Laux[16];
+  float weights[16];
+  float mins[QK_K / 16];
+  float scales[QK_K / 16];
+  const float q4scale = 15.f;
+
+  for (int64_t i = 0; i < nb; ++i) {
+    float max_scale = 0;  // scales are >= 0: the min is taken out
+    float max_min = 0;
+    for (int j = 0; j < QK_K / 16; ++j) {
+      for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
+      scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
+      if (scales[j] > max_scale) max_scale = scales[j];
+      if (mins[j] > max_min) max_min = mins[j];
+    }
+
+    if (max_scale > 0) {
+      const float iscale = q4scale / max_scale;
+      for (int j = 0; j < QK_K / 16; ++j) y[i].scales[j] = static_cast<uint8_t>(nearest_int(iscale * scales[j]));
+      y[i].d = fp32_to_fp16(max_scale / q4scale);
+    } else {
+      for (int j = 0; j < QK_K / 16; ++j) y[i].scales[j] = 0;
+      y[i].d = fp32_to_fp16(0.f);
+    }
+    if (max_min > 0) {
+      const float iscale = q4scale / max_min;
+      for (int j = 0; j < QK_K / 16; ++j) {
+        const int l = nearest_int(iscale * mins[j]);
+        y[i].scales[j] = static_cast<uint8_t>(y[i].scales[j] | (l << 4));
+      }
+      y[i].dmin = fp32_to_fp16(max_min / q4scale);
+    } else {
+      y[i].dmin = fp32_to_fp16(0.f);
+    }
+    // Requantize against the stored (rounded) scales.
+    for (int j = 0; j < QK_K / 16; ++j) {
+      const float d = fp16_to_fp32(y[i].d) * (y[i].scales[j] & 0xF);
+      if (d == 0.f) continue;
+      const float dm = fp16_to_fp32(y[i].dmin) * (y[i].scales[j] >> 4);
+      for (int ii = 0; ii < 16; ++ii) {
+        const int l = nearest_int((x[16 * j + ii] + dm) / d);
+        L[16 * j + ii] = static_cast<uint8_t>(std::max(0, std::min(3, l)));
+      }
+    }
+    pack_2bit(L, y[i].qs);
+    x += QK_K;
+  }
+}
+
+// dequantize_row_q2_K.
+void dequantize_row_q2_K(const void* vx, float* y, int64_t n) {
+  const auto* x = static_cast<const block_q2_K*>(vx);
+  const int64_t nb = n / QK_K;
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_fp32(x[i].d);
+    const float min = fp16_to_fp32(x[i].dmin);
+    const uint8_t* q = x[i].qs;
+    int is = 0;
+    for (int half = 0; half < QK_K; half += 128) {
+      int shift = 0;
+      for (int j = 0; j < 4; ++j) {
+        uint8_t sc = x[i].scales[is++];
+        float dl = d * (sc & 0xF), ml = min * (sc >> 4);
+        for (int l = 0; l < 16; ++l) *y++ = dl * ((q[l] >> shift) & 3) - ml;
+        sc = x[i].scales[is++];
+        dl = d * (sc & 0xF);
+        ml = min * (sc >> 4);
+        for (int l = 0; l < 16; ++l) *y++ = dl * ((q[l + 16] >> shift) & 3) - ml;
+        shift += 2;
+      }
+      q += 32;
+    }
+  }
+}
+
+// ggml_vec_dot_q2_K_q8_K (scalar). Per block: isum = sum_j sc_j * (q2 . q8 over
+// sub-block j); summs = sum_j m_j * bsums_j; sumf += dall*isum - dmin*summs.
+float vec_dot_q2_K_q8_K(int64_t n, const void* vw, const void* va) {
+  const auto* x = static_cast<const block_q2_K*>(vw);
+  const auto* y = static_cast<const block_q8_K*>(va);
+  const int64_t nb = n / QK_K;
+  float sumf = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* q2 = x[i].qs;
+    const int8_t* q8 = y[i].qs;
+    const uint8_t* sc = x[i].scales;
+    int summs = 0;
+    for (int j = 0; j < 16; ++j) summs += y[i].bsums[j] * (sc[j] >> 4);
+    const float dall = y[i].d * fp16_to_fp32(x[i].d);
+    const float dmin = y[i].d * fp16_to_fp32(x[i].dmin);
+    int isum = 0;
+    int is = 0;
+    for (int k = 0; k < QK_K / 128; ++k) {
+      int shift = 0;
+      for (int j = 0; j < 4; ++j) {
+        int d = sc[is++] & 0xF;
+        int isuml = 0;
+        for (int l = 0; l < 16; ++l) isuml += q8[l] * ((q2[l] >> shift) & 3);
+        isum += d * isuml;
+        d = sc[is++] & 0xF;
+        isuml = 0;
+        for (int l = 16; l < 32; ++l) isuml += q8[l] * ((q2[l] >> shift) & 3);
+        isum += d * isuml;
+        shift += 2;
+        q8 += 32;
+      }
+      q2 += 32;
+    }
+    sumf += dall * isum - dmin * summs;
+  }
+  return sumf;
+}
+
+// ---------------------------------------------------------------------------
+// Q3_K: block_q3_K = 16 sub-blocks of 16; signed 6-bit scales (12 bytes, see
+// q3_K_scale), F16 d; q = low 2 bits (qs) + high bit (hmask), stored +4:
+// x = d * (sc - 32) * (q - 4). hmask bit b of byte m holds value 32*b + m.
+
+// quantize_row_q3_K_ref.
+void quantize_row_q3_K(const float* x, void* vy, int64_t n) {
+  auto* y = static_cast<block_q3_K*>(vy);
+  const int64_t nb = n / QK_K;
+  int8_t L[QK_K];
+  float scales[QK_K / 16];
+
+  for (int64_t i = 0; i < nb; ++i) {
+    float max_scale = 0;
+    float amax = 0;
+    for (int j = 0; j < QK_K / 16; ++j) {
+      scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+      const float scale = std::fabs(scales[j]);
+      if (scale > amax) {
+        amax = scale;
+        max_scale = scales[j];
+      }
+    }
+
+    std::memset(y[i].scales, 0, 12);
+    if (max_scale != 0.f) {
+      const float iscale = -32.f / max_scale;
+      for (int j = 0; j < QK_K / 16; ++j) {
+        int8_t l = static_cast<int8_t>(nearest_int(iscale * scales[j]));
+        l = static_cast<int8_t>(std::max<int>(-32, std::min<int>(31, l)) + 32);
+        if (j < 8) {
+          y[i].scales[j] = l & 0xF;
+        } else {
+          y[i].scales[j - 8] = static_cast<uint8_t>(y[i].scales[j - 8] | ((l & 0xF) << 4));
+        }
+        l = static_cast<int8_t>(l >> 4);
+        y[i].scales[j % 4 + 8] = static_cast<uint8_t>(y[i].scales[j % 4 + 8] | (l << (2 * (j / 4))));
+      }
+      y[i].d = fp32_to_fp16(1 / iscale);
+    } else {
+      y[i].d = fp32_to_fp16(0.f);
+    }
+
+    // Requantize against the stored scales.
+    for (int j = 0; j < QK_K / 16; ++j) {
+      const float d = fp16_to_fp32(y[i].d) * q3_K_scale(y[i].scales, j);
+      if (d == 0.f) continue;
+      for (int ii = 0; ii < 16; ++ii) {
+        int l = nearest_int(x[16 * j + ii] / d);
+        l = std::max(-4, std::min(3, l));
+        L[16 * j + ii] = static_cast<int8_t>(l + 4);
+      }
+    }
+
+    // High bit of the first 32 values into bit 0 of hmask[0..32), the next
+    // 32 into bit 1, ...
+    std::memset(y[i].hmask, 0, QK_K / 8);
+    int m = 0;
+    uint8_t hm = 1;
+    for (int j = 0; j < QK_K; ++j) {
+      if (L[j] > 3) {
+        y[i].hmask[m] |= hm;
+        L[j] = static_cast<int8_t>(L[j] - 4);
+      }
+      if (++m == QK_K / 8) {
+        m = 0;
+        hm = static_cast<uint8_t>(hm << 1);
+      }
+    }
+    pack_2bit(reinterpret_cast<const uint8_t*>(L), y[i].qs);
+    x += QK_K;
+  }
+}
+
+// dequantize_row_q3_K.
+void dequantize_row_q3_K(const void* vx, float* y, int64_t n) {
+  const auto* x = static_cast<const block_q3_K*>(vx);
+  const int64_t nb = n / QK_K;
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d_all = fp16_to_fp32(x[i].d);
+    const uint8_t* q = x[i].qs;
+    const uint8_t* hm = x[i].hmask;
+    uint8_t m = 1;
+    int is = 0;
+    for (int half = 0; half < QK_K; half += 128) {
+      int shift = 0;
+      for (int j = 0; j < 4; ++j) {
+        float dl = d_all * q3_K_scale(x[i].scales, is++);
+        for (int l = 0; l < 16; ++l) *y++ = dl * (((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+        dl = d_all * q3_K_scale(x[i].scales, is++);
+        for (int l = 0; l < 16; ++l) *y++ = dl * (((q[l + 16] >> shift) & 3) - ((hm[l + 16] & m) ? 0 : 4));
+        shift += 2;
+        m = static_cast<uint8_t>(m << 1);
+      }
+      q += 32;
+    }
+  }
+}
+
+// ggml_vec_dot_q3_K_q8_K (scalar): per block, 8 int32 lanes aux32[l] collect
+// sum over sub-blocks j of (sc_j - 32) * q3[8k+l] * q8[8k+l]; then
+// sums[l] += d * aux32[l]; at the end sumf = sums[0] + ... + sums[7].
+float vec_dot_q3_K_q8_K(int64_t n, const void* vw, const void* va) {
+  const auto* x = static_cast<const block_q3_K*>(vw);
+  const auto* y = static_cast<const block_q8_K*>(va);
+  const int64_t nb = n / QK_K;
+  int8_t aux8[QK_K];
+  float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* q3 = x[i].qs;
+    const uint8_t* hm = x[i].hmask;
+    const int8_t* q8 = y[i].qs;
+    int32_t aux32[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int8_t* a = aux8;
+    uint8_t m = 1;
+    for (int j = 0; j < QK_K; j += 128) {
+      for (int shift = 0; shift < 8; shift += 2) {
+        for (int l = 0; l < 32; ++l) a[l] = static_cast<int8_t>(((q3[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+        a += 32;
+        m = static_cast<uint8_t>(m << 1);
+      }
+      q3 += 32;
+    }
+    a = aux8;
+    for (int j = 0; j < QK_K / 16; ++j) {
+      const int scale = q3_K_scale(x[i].scales, j);
+      for (int k = 0; k < 2; ++k) {
+        for (int l = 0; l < 8; ++l) aux32[l] += scale * (q8[l] * a[l]);
+        q8 += 8;
+        a += 8;
+      }
+    }
+    const float d = fp16_to_fp32(x[i].d) * y[i].d;
+    for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
+  }
+  float sumf = 0;
+  for (int l = 0; l < 8; ++l) sumf += sums[l];
+  return sumf;
+}
+
+// ---------------------------------------------------------------------------
+// Q4_K / Q5_K: 8 sub-blocks of 32; 6-bit scale and min per sub-block packed
+// in 12 bytes (get_scale_min_k4), F16 d and dmin: x = d*sc*q - dmin*m with
+// q in 0..15 (Q4_K) or 0..31 (Q5_K, high bit in qh).
+
+namespace {
+
+// The shared part of quantize_row_q4_K_ref and quantize_row_q5_K_ref: fits
+// the 8 sub-blocks with make_qkx2_quants (weights av_x + |x|), writes d, dmin
+// and the packed scales, and requantizes into L[0..256) (values 0..nmax).
+template <typename Block>
+void quantize_k_scale_min(const float* x, Block& y, uint8_t* L, int nmax, float rmin, float rdelta, int nstep) {
+  uint8_t Laux[32];
+  float weights[32];
+  float mins[QK_K / 32];
+  float scales[QK_K / 32];
+  float max_scale = 0;  // scales are >= 0: the min is taken out
+  float max_min = 0;
+  for (int j = 0; j < QK_K / 32; ++j) {
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+    const float av_x = std::sqrt(sum_x2 / 32);
+    for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
+    scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, rdelta, nstep, false);
+    if (scales[j] > max_scale) max_scale = scales[j];
+    if (mins[j] > max_min) max_min = mins[j];
+  }
+
+  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+  std::memset(y.scales, 0, K_SCALE_SIZE);
+  for (int j = 0; j < QK_K / 32; ++j) {
+    // ggml stores nearest_int into a uint8_t, then clamps to 63.
+    uint8_t ls = static_cast<uint8_t>(nearest_int(inv_scale * scales[j]));
+    uint8_t lm = static_cast<uint8_t>(nearest_int(inv_min * mins[j]));
+    ls = std::min<uint8_t>(63, ls);
+    lm = std::min<uint8_t>(63, lm);
+    set_scale_min_k4(j, ls, lm, y.scales);
+  }
+  y.d = fp32_to_fp16(max_scale / 63.f);
+  y.dmin = fp32_to_fp16(max_min / 63.f);
+
+  // Requantize against the stored scales and mins.
+  uint8_t sc, m;
+  for (int j = 0; j < QK_K / 32; ++j) {
+    get_scale_min_k4(j, y.scales, &sc, &m);
+    const float d = fp16_to_fp32(y.d) * sc;
+    if (d == 0.f) continue;
+    const float dm = fp16_to_fp32(y.dmin) * m;
+    for (int ii = 0; ii < 32; ++ii) {
+      const int l = nearest_int((x[32 * j + ii] + dm) / d);
+      L[32 * j + ii] = static_cast<uint8_t>(std::max(0, std::min(nmax, l)));
+    }
+  }
+}
+
+// Unpacks the 8 scales and 8 mins of a Q4_K/Q5_K block.
+inline void unpack_scale_min_k4(const uint8_t* packed, uint8_t* scales, uint8_t* mins) {
+  for (int j = 0; j < QK_K / 32; ++j) get_scale_min_k4(j, packed, &scales[j], &mins[j]);
+}
+
+// The float part of ggml_vec_dot_q4_K_q8_K / q5_K: given the block's values
+// a[0..256) (0..31) and 6-bit scales/mins, adds to the 8 lanes and returns
+// the min term's integer sum.
+inline int k4_block_dot(const int8_t* a, const int8_t* q8, const uint8_t* scales, const uint8_t* mins,
+                        const int16_t* bsums, int32_t* aux32) {
+  int sumi = 0;
+  for (int j = 0; j < QK_K / 16; ++j) sumi += bsums[j] * mins[j / 2];
+  for (int j = 0; j < QK_K / 32; ++j) {
+    const int32_t scale = scales[j];
+    for (int k = 0; k < 4; ++k) {
+      for (int l = 0; l < 8; ++l) aux32[l] += scale * (q8[l] * a[l]);
+      q8 += 8;
+      a += 8;
+    }
+  }
+  return sumi;
+}
+
+}  // namespace
+
+// quantize_row_q4_K_ref.
+void quantize_row_q4_K(const float* x, void* vy, int64_t n) {
+  auto* y = static_cast<block_q4_K*>(vy);
+  const int64_t nb = n / QK_K;
+  uint8_t L[QK_K];
+  for (int64_t i = 0; i < nb; ++i) {
+    quantize_k_scale_min(x, y[i], L, 15, -1.f, 0.1f, 20);
+    // 64 values per 32 bytes: low nibbles the first 32, high nibbles the next.
+    uint8_t* q = y[i].qs;
+    for (int j = 0; j < QK_K; j += 64) {
+      for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
+      q += 32;
+    }
+    x += QK_K;
+  }
+}
+
+// dequantize_row_q4_K.
+void dequantize_row_q4_K(const void* vx, float* y, int64_t n) {
+  const auto* x = static_cast<const block_q4_K*>(vx);
+  const int64_t nb = n / QK_K;
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* q = x[i].qs;
+    const float d = fp16_to_fp32(x[i].d);
+    const float min = fp16_to_fp32(x[i].dmin);
+    int is = 0;
+    uint8_t sc, m;
+    for (int j = 0; j < QK_K; j += 64) {
+      get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
+      const float d1 = d * sc, m1 = min * m;
+      get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
+      const float d2 = d * sc, m2 = min * m;
+      for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
+      q += 32;
+      is += 2;
+    }
+  }
+}
+
+// ggml_vec_dot_q4_K_q8_K (scalar): 8 int32 lanes per block scaled into 8
+// float lanes by d = d_w * d_8; the min term dmin * sum_j m_{j/2} * bsums_j
+// is subtracted from sumf per block; the lanes are added to sumf at the end.
+float vec_dot_q4_K_q8_K(int64_t n, const void* vw, const void* va) {
+  const auto* x = static_cast<const block_q4_K*>(vw);
+  const auto* y = static_cast<const block_q8_K*>(va);
+  const int64_t nb = n / QK_K;
+  int8_t aux8[QK_K];
+  uint8_t scales[8], mins[8];
+  float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  float sumf = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* q4 = x[i].qs;
+    int8_t* a = aux8;
+    for (int j = 0; j < QK_K / 64; ++j) {
+      for (int l = 0; l < 32; ++l) a[l] = static_cast<int8_t>(q4[l] & 0xF);
+      a += 32;
+      for (int l = 0; l < 32; ++l) a[l] = static_cast<int8_t>(q4[l] >> 4);
+      a += 32;
+      q4 += 32;
+    }
+    unpack_scale_min_k4(x[i].scales, scales, mins);
+    int32_t aux32[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    const int sumi = k4_block_dot(aux8, y[i].qs, scales, mins, y[i].bsums, aux32);
+    const float d = fp16_to_fp32(x[i].d) * y[i].d;
+    for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
+    const float dmin = fp16_to_fp32(x[i].dmin) * y[i].d;
+    sumf -= dmin * sumi;
+  }
+  for (int l = 0; l < 8; ++l) sumf += sums[l];
+  return sumf;
+}
+
+// quantize_row_q5_K_ref.
+void quantize_row_q5_K(const float* x, void* vy, int64_t n) {
+  auto* y = static_cast<block_q5_K*>(vy);
+  const int64_t nb = n / QK_K;
+  uint8_t L[QK_K];
+  for (int64_t i = 0; i < nb; ++i) {
+    quantize_k_scale_min(x, y[i], L, 31, -0.5f, 0.1f, 15);
+    // Low 4 bits as in Q4_K; bit 4 of value 64*p + j (j < 32) goes to bit 2p
+    // of qh[j], of value 64*p + 32 + j to bit 2p+1.
+    uint8_t* qh = y[i].qh;
+    uint8_t* ql = y[i].qs;
+    std::memset(qh, 0, QK_K / 8);
+    uint8_t m1 = 1, m2 = 2;
+    for (int base = 0; base < QK_K; base += 64) {
+      for (int j = 0; j < 32; ++j) {
+        int l1 = L[base + j];
+        if (l1 > 15) {
+          l1 -= 16;
+          qh[j] |= m1;
+        }
+        int l2 = L[base + j + 32];
+        if (l2 > 15) {
+          l2 -= 16;
+          qh[j] |= m2;
+        }
+        ql[j] = static_cast<uint8_t>(l1 | (l2 << 4));
+      }
+      m1 = static_cast<uint8_t>(m1 << 2);
+      m2 = static_cast<uint8_t>(m2 << 2);
+      ql += 32;
+    }
+    x += QK_K;
+  }
+}
+
+// dequantize_row_q5_K.
+void dequantize_row_q5_K(const void* vx, float* y, int64_t n) {
+  const auto* x = static_cast<const block_q5_K*>(vx);
+  const int64_t nb = n / QK_K;
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* ql = x[i].qs;
+    const uint8_t* qh = x[i].qh;
+    const float d = fp16_to_fp32(x[i].d);
+    const float min = fp16_to_fp32(x[i].dmin);
+    int is = 0;
+    uint8_t sc, m;
+    uint8_t u1 = 1, u2 = 2;
+    for (int j = 0; j < QK_K; j += 64) {
+      get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
+      const float d1 = d * sc, m1 = min * m;
+      get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
+      const float d2 = d * sc, m2 = min * m;
+      for (int l = 0; l < 32; ++l) *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+      ql += 32;
+      is += 2;
+      u1 = static_cast<uint8_t>(u1 << 2);
+      u2 = static_cast<uint8_t>(u2 << 2);
+    }
+  }
+}
+
+// ggml_vec_dot_q5_K_q8_K (scalar): as Q4_K with the fifth bit from qh.
+float vec_dot_q5_K_q8_K(int64_t n, const void* vw, const void* va) {
+  const auto* x = static_cast<const block_q5_K*>(vw);
+  const auto* y = static_cast<const block_q8_K*>(va);
+  const int64_t nb = n / QK_K;
+  int8_t aux8[QK_K];
+  uint8_t scales[8], mins[8];
+  float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  float sumf = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* q4 = x[i].qs;
+    const uint8_t* hm = x[i].qh;
+    int8_t* a = aux8;
+    uint8_t m = 1;
+    for (int j = 0; j < QK_K / 64; ++j) {
+      for (int l = 0; l < 32; ++l) a[l] = static_cast<int8_t>((q4[l] & 0xF) + (hm[l] & m ? 16 : 0));
+      a += 32;
+      m = static_cast<uint8_t>(m << 1);
+      for (int l = 0; l < 32; ++l) a[l] = static_cast<int8_t>((q4[l] >> 4) + (hm[l] & m ? 16 : 0));
+      a += 32;
+      m = static_cast<uint8_t>(m << 1);
+      q4 += 32;
+    }
+    unpack_scale_min_k4(x[i].scales, scales, mins);
+    int32_t aux32[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    const int sumi = k4_block_dot(aux8, y[i].qs, scales, mins, y[i].bsums, aux32);
+    const float d = fp16_to_fp32(x[i].d) * y[i].d;
+    for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
+    const float dmin = fp16_to_fp32(x[i].dmin) * y[i].d;
+    sumf -= dmin * sumi;
+  }
+  for (int l = 0; l < 8; ++l) sumf += sums[l];
+  return sumf;
+}
+
+// ---------------------------------------------------------------------------
+// Q6_K: block_q6_K = 16 sub-blocks of 16; int8 scales, F16 d; 6-bit values
+// (low 4 bits in ql, high 2 in qh) stored +32: x = d * sc * (q - 32).
+// Per 128 values: ql[l] holds values l (low nibble) and l+64 (high nibble),
+// ql[l+32] values l+32 and l+96; qh[l] bits 0,2,4,6: values l, l+32, l+64, l+96.
+
+// quantize_row_q6_K_ref.
+void quantize_row_q6_K(const float* x, void* vy, int64_t n) {
+  auto* y = static_cast<block_q6_K*>(vy);
+  const int64_t nb = n / QK_K;
+  int8_t L[QK_K];
+  float scales[QK_K / 16];
+  for (int64_t i = 0; i < nb; ++i) {
+    float max_scale = 0;
+    float max_abs_scale = 0;
+    for (int ib = 0; ib < QK_K / 16; ++ib) {
+      const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
+      scales[ib] = scale;
+      const float abs_scale = std::fabs(scale);
+      if (abs_scale > max_abs_scale) {
+        max_abs_scale = abs_scale;
+        max_scale = scale;
+      }
+    }
+    if (max_abs_scale < kGroupMaxEps) {
+      std::memset(&y[i], 0, sizeof(block_q6_K));
+      y[i].d = fp32_to_fp16(0.f);
+      x += QK_K;
+      continue;
+    }
+    const float iscale = -128.f / max_scale;
+    y[i].d = fp32_to_fp16(1 / iscale);
+    for (int ib = 0; ib < QK_K / 16; ++ib) {
+      y[i].scales[ib] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[ib])));
+    }
+    for (int j = 0; j < QK_K / 16; ++j) {
+      const float d = fp16_to_fp32(y[i].d) * y[i].scales[j];
+      if (d == 0.f) continue;
+      for (int ii = 0; ii < 16; ++ii) {
+        int l = nearest_int(x[16 * j + ii] / d);
+        l = std::max(-32, std::min(31, l));
+        L[16 * j + ii] = static_cast<int8_t>(l + 32);
+      }
+    }
+    uint8_t* ql = y[i].ql;
+    uint8_t* qh = y[i].qh;
+    for (int j = 0; j < QK_K; j += 128) {
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t q1 = L[j + l + 0] & 0xF;
+        const uint8_t q2 = L[j + l + 32] & 0xF;
+        const uint8_t q3 = L[j + l + 64] & 0xF;
+        const uint8_t q4 = L[j + l + 96] & 0xF;
+        ql[l + 0] = static_cast<uint8_t>(q1 | (q3 << 4));
+        ql[l + 32] = static_cast<uint8_t>(q2 | (q4 << 4));
+        qh[l] = static_cast<uint8_t>((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) |
+                                     ((L[j + l + 96] >> 4) << 6));
+      }
+      ql += 64;
+      qh += 32;
+    }
+    x += QK_K;
+  }
+}
+
+namespace {
+// Unpacks the 256 signed 6-bit values (-32..31) of a Q6_K block, in order.
+inline void unpack_q6_K(const block_q6_K& b, int8_t* a) {
+  const uint8_t* ql = b.ql;
+  const uint8_t* qh = b.qh;
+  for (int j = 0; j < QK_K; j += 128) {
+    for (int l = 0; l < 32; ++l) {
+      a[l + 0] = static_cast<int8_t>(((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+      a[l + 32] = static_cast<int8_t>(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+      a[l + 64] = static_cast<int8_t>(((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+      a[l + 96] = static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+    }
+    a += 128;
+    ql += 64;
+    qh += 32;
+  }
+}
+}  // namespace
+
+// dequantize_row_q6_K: y = (d * sc) * q.
+void dequantize_row_q6_K(const void* vx, float* y, int64_t n) {
+  const auto* x = static_cast<const block_q6_K*>(vx);
+  const int64_t nb = n / QK_K;
+  int8_t a[QK_K];
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_fp32(x[i].d);
+    unpack_q6_K(x[i], a);
+    for (int j = 0; j < QK_K; ++j) *y++ = d * x[i].scales[j / 16] * a[j];
+  }
+}
+
+// ggml_vec_dot_q6_K_q8_K (scalar): 8 int32 lanes per block, scaled into 8
+// float lanes, summed at the end.
+float vec_dot_q6_K_q8_K(int64_t n, const void* vw, const void* va) {
+  const auto* x = static_cast<const block_q6_K*>(vw);
+  const auto* y = static_cast<const block_q8_K*>(va);
+  const int64_t nb = n / QK_K;
+  int8_t aux8[QK_K];
+  float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int64_t i = 0; i < nb; ++i) {
+    unpack_q6_K(x[i], aux8);
+    const int8_t* q8 = y[i].qs;
+    const int8_t* a = aux8;
+    int32_t aux32[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int j = 0; j < QK_K / 16; ++j) {
+      const int scale = x[i].scales[j];
+      for (int k = 0; k < 2; ++k) {
+        for (int l = 0; l < 8; ++l) aux32[l] += scale * (q8[l] * a[l]);
+        q8 += 8;
+        a += 8;
+      }
+    }
+    const float d = fp16_to_fp32(x[i].d) * y[i].d;
+    for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
+  }
+  float sumf = 0;
+  for (int l = 0; l < 8; ++l) sumf += sums[l];
+  return sumf;
+}
+
+// ---------------------------------------------------------------------------
+// Q8_K: block_q8_K = float d, 256 int8 values, int16 sums of each 16 (bsums).
+
+// quantize_row_q8_K_ref, which ggml-cpu's x86 quantize_row_q8_K calls: the
+// value of largest |x| (first one on ties) keeps its sign in
+// iscale = -127/max, q = min(127, nearest_int(iscale * x)), d = 1/iscale.
+// So the extreme value maps to -127 and d < 0 when it is positive. An
+// all-zero block gives d = 0 and q = 0 (bsums = 0).
+void quantize_row_q8_K(const float* x, void* vy, int64_t n) {
+  auto* y = static_cast<block_q8_K*>(vy);
+  const int64_t nb = n / QK_K;
+  for (int64_t i = 0; i < nb; ++i) {
+    float max = 0;
+    float amax = 0;
+    for (int j = 0; j < QK_K; ++j) {
+      const float ax = std::fabs(x[j]);
+      if (ax > amax) {
+        amax = ax;
+        max = x[j];
+      }
+    }
+    if (amax == 0.f) {
+      y[i].d = 0;
+      std::memset(y[i].qs, 0, QK_K);
+      std::memset(y[i].bsums, 0, sizeof(y[i].bsums));  // ggml leaves them unwritten
+      x += QK_K;
+      continue;
+    }
+    const float iscale = -127.f / max;
+    for (int j = 0; j < QK_K; ++j) {
+      const int v = nearest_int(iscale * x[j]);
+      y[i].qs[j] = static_cast<int8_t>(std::min(127, v));
+    }
+    for (int j = 0; j < QK_K / 16; ++j) {
+      int sum = 0;
+      for (int ii = 0; ii < 16; ++ii) sum += y[i].qs[j * 16 + ii];
+      y[i].bsums[j] = static_cast<int16_t>(sum);
+    }
+    y[i].d = 1 / iscale;
+    x += QK_K;
+  }
+}
+
+// dequantize_row_q8_K: y = d * q.
+void dequantize_row_q8_K(const void* vx, float* y, int64_t n) {
+  const auto* x = static_cast<const block_q8_K*>(vx);
+  const int64_t nb = n / QK_K;
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int j = 0; j < QK_K; ++j) *y++ = x[i].d * x[i].qs[j];
+  }
+}
+
+// ---------------------------------------------------------------------------
+// IQ4_XS: block_iq4_xs = 8 sub-blocks of 32; 6-bit scales stored +32 (low 4
+// bits in scales_l, nibble ib%2 of byte ib/2; high 2 bits in scales_h, bits
+// 2*ib), F16 d; 4-bit indices into kvalues_iq4nl: x = d * (ls - 32) * kvalues[q].
+// Per sub-block, qs[16*ib + j] holds values j (low nibble) and j+16 (high).
+
+namespace {
+
+// ggml's best_index_int8: index of the entry of the sorted table val[0..n)
+// nearest to x (ties to the lower index).
+inline int best_index_int8(int n, const int8_t* val, float x) {
+  if (x <= val[0]) return 0;
+  if (x >= val[n - 1]) return n - 1;
+  int ml = 0, mu = n - 1;
+  while (mu - ml > 1) {
+    const int mav = (ml + mu) / 2;
+    if (x < val[mav]) {
+      mu = mav;
+    } else {
+      ml = mav;
+    }
+  }
+  return x - val[mu - 1] < val[mu] - x ? mu - 1 : mu;
+}
+
+// quantize_row_iq4_nl_impl(super_block_size = 256, block_size = 32, ...,
+// values = kvalues_iq4nl, quant_weights = NULL, ntry = 7) for one block.
+void quantize_iq4_xs_block(const float* x, block_iq4_xs& y) {
+  constexpr int kBlock = 32;
+  constexpr int kNtry = 7;
+  const int8_t* values = kvalues_iq4nl;
+  uint8_t L[QK_K];
+  float scales[QK_K / kBlock];
+  float weight[kBlock];
+
+  std::memset(y.qs, 0, QK_K / 2);
+  y.d = fp32_to_fp16(0.f);
+
+  float max_scale = 0, amax_scale = 0;
+  for (int ib = 0; ib < QK_K / kBlock; ++ib) {
+    const float* xb = x + ib * kBlock;
+    uint8_t* Lb = L + ib * kBlock;
+    for (int j = 0; j < kBlock; ++j) weight[j] = xb[j] * xb[j];
+    float amax = 0, max = 0;
+    for (int j = 0; j < kBlock; ++j) {
+      const float ax = std::fabs(xb[j]);
+      if (ax > amax) {
+        amax = ax;
+        max = xb[j];
+      }
+    }
+    if (amax < kGroupMaxEps) {
+      scales[ib] = 0;
+      continue;
+    }
+    float d = -max / values[0];  // ntry > 0
+    float id = 1 / d;
+    float sumqx = 0, sumq2 = 0;
+    for (int j = 0; j < kBlock; ++j) {
+      const float al = id * xb[j];
+      const int l = best_index_int8(16, values, al);
+      Lb[j] = static_cast<uint8_t>(l);
+      const float q = values[l];
+      const float w = weight[j];
+      sumqx += w * q * xb[j];
+      sumq2 += w * q * q;
+    }
+    d = sumqx / sumq2;
+    float best = d * sumqx;
+    for (int itry = -kNtry; itry <= kNtry; ++itry) {
+      id = (itry + values[0]) / max;
+      sumqx = sumq2 = 0;
+      for (int j = 0; j < kBlock; ++j) {
+        const float al = id * xb[j];
+        const int l = best_index_int8(16, values, al);
+        const float q = values[l];
+        const float w = weight[j];
+        sumqx += w * q * xb[j];
+        sumq2 += w * q * q;
+      }
+      if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+        d = sumqx / sumq2;
+        best = d * sumqx;
+      }
+    }
+    scales[ib] = d;
+    const float abs_d = std::fabs(d);
+    if (abs_d > amax_scale) {
+      amax_scale = abs_d;
+      max_scale = d;
+    }
+  }
+
+  // Super-block scale d = -max_scale/32 (unrounded here, as in ggml), 6-bit
+  // sub-block scales, and the values requantized against them.
+  y.scales_h = 0;
+  const float d = -max_scale / 32;
+  y.d = fp32_to_fp16(d);
+  const float id = d != 0.f ? 1 / d : 0.f;
+  for (int ib = 0; ib < QK_K / kBlock; ++ib) {
+    int l = nearest_int(id * scales[ib]);
+    l = std::max(-32, std::min(31, l));
+    const float dl = d * l;
+    const float idl = dl != 0.f ? 1 / dl : 0.f;
+    uint8_t* Lb = L + ib * kBlock;
+    const float* xb = x + ib * kBlock;
+    for (int j = 0; j < kBlock; ++j) Lb[j] = static_cast<uint8_t>(best_index_int8(16, values, idl * xb[j]));
+    l += 32;
+    const uint8_t l_l = l & 0xf;
+    const uint8_t l_h = static_cast<uint8_t>(l >> 4);
+    if (ib % 2 == 0) {
+      y.scales_l[ib / 2] = l_l;
+    } else {
+      y.scales_l[ib / 2] = static_cast<uint8_t>(y.scales_l[ib / 2] | (l_l << 4));
+    }
+    y.scales_h = static_cast<uint16_t>(y.scales_h | (l_h << 2 * (ib % 8)));
+  }
+  for (int i = 0; i < QK_K / 32; ++i) {
+    for (int j = 0; j < 16; ++j) y.qs[16 * i + j] = static_cast<uint8_t>(L[32 * i + j] | (L[32 * i + 16 + j] << 4));
+  }
+}
+
+}  // namespace
+
+// quantize_iq4_xs without importance matrix (llama-quantize's path).
+void quantize_row_iq4_xs(const float* x, void* vy, int64_t n) {
+  auto* y = static_cast<block_iq4_xs*>(vy);
+  const int64_t nb = n / QK_K;
+  for (int64_t i = 0; i < nb; ++i) quantize_iq4_xs_block(x + QK_K * i, y[i]);
+}
+
+// dequantize_row_iq4_xs: y = (d * (ls - 32)) * kvalues_iq4nl[q].
+void dequantize_row_iq4_xs(const void* vx, float* y, int64_t n) {
+  const auto* x = static_cast<const block_iq4_xs*>(vx);
+  const int64_t nb = n / QK_K;
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* qs = x[i].qs;
+    const float d = fp16_to_fp32(x[i].d);
+    for (int ib = 0; ib < QK_K / 32; ++ib) {
+      const int ls = ((x[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((x[i].scales_h >> 2 * ib) & 3) << 4);
+      const float dl = d * (ls - 32);
+      for (int j = 0; j < 16; ++j) {
+        y[j + 0] = dl * kvalues_iq4nl[qs[j] & 0xf];
+        y[j + 16] = dl * kvalues_iq4nl[qs[j] >> 4];
+      }
+      y += 32;
+      qs += 16;
+    }
+  }
+}
+
+// ggml_vec_dot_iq4_xs_q8_K (scalar): per sub-block of 32, the integer dot
+// of kvalues and q8, times d_w * d_8 * (ls - 32), added to sumf in order.
+float vec_dot_iq4_xs_q8_K(int64_t n, const void* vw, const void* va) {
+  const auto* x = static_cast<const block_iq4_xs*>(vw);
+  const auto* y = static_cast<const block_q8_K*>(va);
+  const int64_t nb = n / QK_K;
+  float sumf = 0;
+  for (int64_t ibl = 0; ibl < nb; ++ibl) {
+    const float d4d8 = fp16_to_fp32(x[ibl].d) * y[ibl].d;
+    const uint8_t* qs = x[ibl].qs;
+    const int8_t* q8 = y[ibl].qs;
+    for (int ib = 0; ib < QK_K / 32; ++ib) {
+      const int ls = ((x[ibl].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((x[ibl].scales_h >> 2 * ib) & 3) << 4);
+      const float dl = d4d8 * (ls - 32);
+      int sumi1 = 0, sumi2 = 0;
+      for (int j = 0; j < 16; ++j) {
+        sumi1 += q8[j + 0] * kvalues_iq4nl[qs[j] & 0xf];
+        sumi2 += q8[j + 16] * kvalues_iq4nl[qs[j] >> 4];
+      }
+      sumf += dl * (sumi1 + sumi2);
+      qs += 16;
+      q8 += 32;
+    }
+  }
+  return sumf;
+}
+
 }  // namespace synapse::quant
