@@ -1,29 +1,557 @@
-// STUB: not yet implemented; every function throws. Replaced by the real kernels.
-#include "quant/formats.hpp"
-#include <string>
+// The 32-element ggml block formats: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1 and
+// IQ4_NL (ggml-common.h's block_q4_0 ... block_iq4_nl; layouts in formats.hpp).
+//
+// Element order inside a block (all 4-bit formats): byte j of qs holds element
+// j in its low nibble and element j + 16 in its high nibble. Q5_0/Q5_1 keep
+// the fifth bit of element j in bit j of qh (read as a little-endian uint32).
+//
+// Pairing with the activation row (ggml-cpu's vec_dot_type, see quant.cpp):
+//   Q4_0, Q5_0, Q8_0, IQ4_NL  . Q8_0
+//   Q4_1, Q5_1                . Q8_1 (its s = d * sum(qs) carries the offset m)
+//   Q8_1                        activation only (no dot with it as weight)
+//
+// Quantizers:
+//   * weights (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL): what llama-quantize writes
+//     without an importance matrix: ggml's quantize_row_<t>_ref, and for
+//     IQ4_NL quantize_iq4_nl (quantize_row_iq4_nl_impl with ntry = 7).
+//   * activations (Q8_0, Q8_1): bit-identical to ggml's x86 AVX2
+//     quantize_row_q8_0 / quantize_row_q8_1 (ggml-cpu/arch/x86/quants.c),
+//     which differ from the _ref versions: id = 127/amax instead of 1/d, and
+//     round half to even (_mm256_round_ps) instead of roundf.
+//
+// Dots (ggml_vec_dot_<t>_q8_0 / _q8_1): exact integer products, summed per
+// group of 4 consecutive elements of a block into 8 int32 lanes (lane l holds
+// elements 4l..4l+3, as _mm256_maddubs_epi16 + _mm256_madd_epi16 produce
+// them); each lane is converted to float and accumulated over the blocks
+// with a fused multiply-add by the block scale product d_w * d_a (fp16 ->
+// fp32, multiplied in float); the 8 lanes are reduced as hsum_float_8. This
+// is ggml's AVX2 vec_dot order and that of llamafile's tinyBLAS_Q0_AVX (one
+// accumulator per output), so SIMD kernels reproduce it exactly and the order
+// depends on nothing but the row (DESIGN.md contract 2).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 
-#include "synapse/error.hpp"
+#include "quant/formats.hpp"
 
 namespace synapse::quant {
-namespace { [[noreturn]] void todo(const char* f) { throw Error(Errc::unsupported, std::string(f) + " is not implemented yet"); } }
-void quantize_row_q4_0(const float*, void*, int64_t) { todo("quantize_row_q4_0"); }
-void dequantize_row_q4_0(const void*, float*, int64_t) { todo("dequantize_row_q4_0"); }
-void quantize_row_q4_1(const float*, void*, int64_t) { todo("quantize_row_q4_1"); }
-void dequantize_row_q4_1(const void*, float*, int64_t) { todo("dequantize_row_q4_1"); }
-void quantize_row_q5_0(const float*, void*, int64_t) { todo("quantize_row_q5_0"); }
-void dequantize_row_q5_0(const void*, float*, int64_t) { todo("dequantize_row_q5_0"); }
-void quantize_row_q5_1(const float*, void*, int64_t) { todo("quantize_row_q5_1"); }
-void dequantize_row_q5_1(const void*, float*, int64_t) { todo("dequantize_row_q5_1"); }
-void quantize_row_q8_0(const float*, void*, int64_t) { todo("quantize_row_q8_0"); }
-void dequantize_row_q8_0(const void*, float*, int64_t) { todo("dequantize_row_q8_0"); }
-void quantize_row_q8_1(const float*, void*, int64_t) { todo("quantize_row_q8_1"); }
-void dequantize_row_q8_1(const void*, float*, int64_t) { todo("dequantize_row_q8_1"); }
-void quantize_row_iq4_nl(const float*, void*, int64_t) { todo("quantize_row_iq4_nl"); }
-void dequantize_row_iq4_nl(const void*, float*, int64_t) { todo("dequantize_row_iq4_nl"); }
-float vec_dot_q4_0_q8_0(int64_t, const void*, const void*) { todo("vec_dot_q4_0_q8_0"); }
-float vec_dot_q4_1_q8_1(int64_t, const void*, const void*) { todo("vec_dot_q4_1_q8_1"); }
-float vec_dot_q5_0_q8_0(int64_t, const void*, const void*) { todo("vec_dot_q5_0_q8_0"); }
-float vec_dot_q5_1_q8_1(int64_t, const void*, const void*) { todo("vec_dot_q5_1_q8_1"); }
-float vec_dot_q8_0_q8_0(int64_t, const void*, const void*) { todo("vec_dot_q8_0_q8_0"); }
-float vec_dot_iq4_nl_q8_0(int64_t, const void*, const void*) { todo("vec_dot_iq4_nl_q8_0"); }
+namespace {
+
+inline uint32_t load_qh(const uint8_t qh[4]) {
+  return static_cast<uint32_t>(qh[0]) | (static_cast<uint32_t>(qh[1]) << 8) |
+         (static_cast<uint32_t>(qh[2]) << 16) | (static_cast<uint32_t>(qh[3]) << 24);
+}
+
+inline void store_qh(uint8_t qh[4], uint32_t v) {
+  for (int b = 0; b < 4; ++b) qh[b] = static_cast<uint8_t>(v >> (8 * b));
+}
+
+// C's (int8_t)(float) / (uint8_t)(float) for the in-range values the _ref
+// quantizers produce: truncation toward zero, then the low 8 bits.
+inline int trunc_to_int(float v) { return static_cast<int>(v); }
+
+// ggml's hsum_float_8: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
+inline float hsum_float_8(const float a[8]) {
+  const float r0 = a[4] + a[0], r1 = a[5] + a[1], r2 = a[6] + a[2], r3 = a[7] + a[3];
+  return (r0 + r2) + (r1 + r3);
+}
+
+// acc[l] += d * lane[l], fused, for the 8 lanes of one block.
+inline void fma_lanes(float acc[8], float d, const int32_t lane[8]) {
+  for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lane[l]), acc[l]);
+}
+
+// lane[l] = sum of w[k] * a[k] for k in 4l..4l+3 (exact in int32).
+inline void int_lanes(const int w[32], const int8_t a[32], int32_t lane[8]) {
+  for (int l = 0; l < 8; ++l) {
+    int32_t s = 0;
+    for (int k = 4 * l; k < 4 * l + 4; ++k) s += w[k] * a[k];
+    lane[l] = s;
+  }
+}
+
+// What _mm256_cvtps_epi32 followed by the saturating packs (epi32 -> epi16 ->
+// epi8) make of an already rounded float: NaN and values outside int32 give
+// INT32_MIN (-> -128); other values saturate to [-128, 127]. Returns the int32
+// (for Q8_1's sum, taken before the packs) in `i32`.
+inline int8_t cvt_pack_i8(float r, int32_t& i32) {
+  if (!(r >= -2147483648.0f && r < 2147483648.0f)) {
+    i32 = INT32_MIN;
+    return -128;
+  }
+  i32 = static_cast<int32_t>(r);
+  return static_cast<int8_t>(i32 < -128 ? -128 : (i32 > 127 ? 127 : i32));
+}
+
+// One activation block as ggml's AVX2 quantize_row_q8_0/q8_1 computes it:
+// amax = max |x|, d = amax / 127, id = amax != 0 ? 127 / amax : 0,
+// q = round_half_even(x * id). Returns d (unrounded) and the int32 sum of q.
+inline float quantize_block_q8_avx2(const float* x, int8_t* qs, int32_t& sum) {
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) {
+    const float ax = std::fabs(x[j]);
+    amax = ax > amax ? ax : amax;
+  }
+  const float d = amax / 127.f;
+  const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+  uint32_t s = 0;  // int32 adds wrap as _mm256_add_epi32 does
+  for (int j = 0; j < 32; ++j) {
+    int32_t i32 = 0;
+    qs[j] = cvt_pack_i8(std::nearbyint(x[j] * id), i32);  // default rounding: half to even
+    s += static_cast<uint32_t>(i32);
+  }
+  sum = static_cast<int32_t>(s);
+  return d;
+}
+
+// ggml's best_index_int8: index of the level of the sorted `val[16]` nearest
+// to x; at an exact midpoint the upper level wins. Midpoints compared as
+// x + x >= val[j-1] + val[j], exact in float.
+inline int best_index_iq4nl(float x) {
+  const float x2 = x + x;
+  int idx = 0;
+  for (int step = 8; step > 0; step >>= 1) {
+    const int j = idx + step;
+    idx = (x2 >= static_cast<float>(kvalues_iq4nl[j - 1] + kvalues_iq4nl[j])) ? j : idx;
+  }
+  return idx;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Q4_0
+// block_q4_0: d (fp16), 16 bytes of 4-bit q; value = (q - 8) * d.
+
+// Weight quantizer: ggml's quantize_row_q4_0_ref. d = max / -8 where max is
+// the element of largest magnitude (first one on ties), q = min(15, trunc(x/d + 8.5)).
+void quantize_row_q4_0(const float* x, void* vy, int64_t n) {
+  auto* y = static_cast<block_q4_0*>(vy);
+  const int64_t nb = n / QK4_0;
+  for (int64_t i = 0; i < nb; ++i, x += QK4_0) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < QK4_0; ++j) {
+      if (amax < std::fabs(x[j])) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    const float d = max / -8;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = fp32_to_fp16(d);
+    for (int j = 0; j < QK4_0 / 2; ++j) {
+      const float x0 = x[j] * id;
+      const float x1 = x[QK4_0 / 2 + j] * id;
+      const int q0 = std::min(15, trunc_to_int(x0 + 8.5f));
+      const int q1 = std::min(15, trunc_to_int(x1 + 8.5f));
+      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+
+// ggml's dequantize_row_q4_0.
+void dequantize_row_q4_0(const void* vx, float* y, int64_t n) {
+  const auto* x = static_cast<const block_q4_0*>(vx);
+  const int64_t nb = n / QK4_0;
+  for (int64_t i = 0; i < nb; ++i, y += QK4_0) {
+    const float d = fp16_to_fp32(x[i].d);
+    for (int j = 0; j < QK4_0 / 2; ++j) {
+      y[j] = static_cast<float>((x[i].qs[j] & 0x0F) - 8) * d;
+      y[j + QK4_0 / 2] = static_cast<float>((x[i].qs[j] >> 4) - 8) * d;
+    }
+  }
+}
+
+// ggml_vec_dot_q4_0_q8_0: w [n/32] block_q4_0, a [n/32] block_q8_0.
+float vec_dot_q4_0_q8_0(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const block_q4_0*>(vw);
+  const auto* a = static_cast<const block_q8_0*>(va);
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int q[32];
+  int32_t lane[8];
+  for (int64_t i = 0; i < n / QK4_0; ++i) {
+    for (int j = 0; j < 16; ++j) {
+      q[j] = (w[i].qs[j] & 0x0F) - 8;
+      q[j + 16] = (w[i].qs[j] >> 4) - 8;
+    }
+    int_lanes(q, a[i].qs, lane);
+    fma_lanes(acc, fp16_to_fp32(w[i].d) * fp16_to_fp32(a[i].d), lane);
+  }
+  return hsum_float_8(acc);
+}
+
+// ---------------------------------------------------------------- Q4_1
+// block_q4_1: d, m (fp16), 16 bytes of 4-bit q; value = q * d + m.
+
+// Weight quantizer: ggml's quantize_row_q4_1_ref. d = (max - min) / 15,
+// m = min, q = min(15, trunc((x - min)/d + 0.5)).
+void quantize_row_q4_1(const float* x, void* vy, int64_t n) {
+  auto* y = static_cast<block_q4_1*>(vy);
+  const int64_t nb = n / QK4_1;
+  for (int64_t i = 0; i < nb; ++i, x += QK4_1) {
+    float min = 3.402823466e+38f, max = -3.402823466e+38f;
+    for (int j = 0; j < QK4_1; ++j) {
+      if (x[j] < min) min = x[j];
+      if (x[j] > max) max = x[j];
+    }
+    const float d = (max - min) / 15;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = fp32_to_fp16(d);
+    y[i].m = fp32_to_fp16(min);
+    for (int j = 0; j < QK4_1 / 2; ++j) {
+      const float x0 = (x[j] - min) * id;
+      const float x1 = (x[QK4_1 / 2 + j] - min) * id;
+      const int q0 = std::min(15, trunc_to_int(x0 + 0.5f));
+      const int q1 = std::min(15, trunc_to_int(x1 + 0.5f));
+      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+
+// ggml's dequantize_row_q4_1 (q * d, then + m: two roundings, no fma).
+void dequantize_row_q4_1(const void* vx, float* y, int64_t n) {
+  const auto* x = static_cast<const block_q4_1*>(vx);
+  const int64_t nb = n / QK4_1;
+  for (int64_t i = 0; i < nb; ++i, y += QK4_1) {
+    const float d = fp16_to_fp32(x[i].d);
+    const float m = fp16_to_fp32(x[i].m);
+    for (int j = 0; j < QK4_1 / 2; ++j) {
+      const float p0 = static_cast<float>(x[i].qs[j] & 0x0F) * d;
+      const float p1 = static_cast<float>(x[i].qs[j] >> 4) * d;
+      y[j] = p0 + m;
+      y[j + QK4_1 / 2] = p1 + m;
+    }
+  }
+}
+
+// ggml_vec_dot_q4_1_q8_1: w [n/32] block_q4_1, a [n/32] block_q8_1.
+// sum_blocks d_w*d_a*sum(q_w*q_a) (lanes as above) + sum_blocks m_w*s_a, the
+// second sum a separate float accumulated with a fused multiply-add block by
+// block (ggml's `summs += m*s`, contracted by the compiler), added last.
+float vec_dot_q4_1_q8_1(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const block_q4_1*>(vw);
+  const auto* a = static_cast<const block_q8_1*>(va);
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  float summs = 0.0f;
+  int q[32];
+  int32_t lane[8];
+  for (int64_t i = 0; i < n / QK4_1; ++i) {
+    summs = std::fma(fp16_to_fp32(w[i].m), fp16_to_fp32(a[i].s), summs);
+    for (int j = 0; j < 16; ++j) {
+      q[j] = w[i].qs[j] & 0x0F;
+      q[j + 16] = w[i].qs[j] >> 4;
+    }
+    int_lanes(q, a[i].qs, lane);
+    fma_lanes(acc, fp16_to_fp32(w[i].d) * fp16_to_fp32(a[i].d), lane);
+  }
+  return hsum_float_8(acc) + summs;
+}
+
+// ---------------------------------------------------------------- Q5_0
+// block_q5_0: d (fp16), qh (bit j = fifth bit of element j), 16 bytes of
+// low nibbles; value = (q - 16) * d.
+
+// Weight quantizer: ggml's quantize_row_q5_0_ref. d = max / -16,
+// q = min(31, trunc(x/d + 16.5)).
+void quantize_row_q5_0(const float* x, void* vy, int64_t n) {
+  auto* y = static_cast<block_q5_0*>(vy);
+  const int64_t nb = n / QK5_0;
+  for (int64_t i = 0; i < nb; ++i, x += QK5_0) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < QK5_0; ++j) {
+      if (amax < std::fabs(x[j])) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    const float d = max / -16;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = fp32_to_fp16(d);
+    uint32_t qh = 0;
+    for (int j = 0; j < QK5_0 / 2; ++j) {
+      const float x0 = x[j] * id;
+      const float x1 = x[QK5_0 / 2 + j] * id;
+      const int q0 = std::min(31, trunc_to_int(x0 + 16.5f));
+      const int q1 = std::min(31, trunc_to_int(x1 + 16.5f));
+      y[i].qs[j] = static_cast<uint8_t>((q0 & 0x0F) | ((q1 & 0x0F) << 4));
+      qh |= static_cast<uint32_t>((q0 >> 4) & 1) << j;
+      qh |= static_cast<uint32_t>((q1 >> 4) & 1) << (j + 16);
+    }
+    store_qh(y[i].qh, qh);
+  }
+}
+
+// ggml's dequantize_row_q5_0.
+void dequantize_row_q5_0(const void* vx, float* y, int64_t n) {
+  const auto* x = static_cast<const block_q5_0*>(vx);
+  const int64_t nb = n / QK5_0;
+  for (int64_t i = 0; i < nb; ++i, y += QK5_0) {
+    const float d = fp16_to_fp32(x[i].d);
+    const uint32_t qh = load_qh(x[i].qh);
+    for (int j = 0; j < QK5_0 / 2; ++j) {
+      const int q0 = (x[i].qs[j] & 0x0F) | static_cast<int>(((qh >> j) & 1) << 4);
+      const int q1 = (x[i].qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1) << 4);
+      y[j] = static_cast<float>(q0 - 16) * d;
+      y[j + QK5_0 / 2] = static_cast<float>(q1 - 16) * d;
+    }
+  }
+}
+
+// ggml_vec_dot_q5_0_q8_0: w [n/32] block_q5_0, a [n/32] block_q8_0.
+float vec_dot_q5_0_q8_0(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const block_q5_0*>(vw);
+  const auto* a = static_cast<const block_q8_0*>(va);
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int q[32];
+  int32_t lane[8];
+  for (int64_t i = 0; i < n / QK5_0; ++i) {
+    const uint32_t qh = load_qh(w[i].qh);
+    for (int j = 0; j < 16; ++j) {
+      q[j] = ((w[i].qs[j] & 0x0F) | static_cast<int>(((qh >> j) & 1) << 4)) - 16;
+      q[j + 16] = ((w[i].qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1) << 4)) - 16;
+    }
+    int_lanes(q, a[i].qs, lane);
+    fma_lanes(acc, fp16_to_fp32(w[i].d) * fp16_to_fp32(a[i].d), lane);
+  }
+  return hsum_float_8(acc);
+}
+
+// ---------------------------------------------------------------- Q5_1
+// block_q5_1: d, m (fp16), qh, 16 bytes of low nibbles; value = q * d + m.
+
+// Weight quantizer: ggml's quantize_row_q5_1_ref. d = (max - min) / 31,
+// q = trunc((x - min)/d + 0.5) as uint8_t, no clamp (a value that rounds to
+// 32 stores 0, exactly as ggml does).
+void quantize_row_q5_1(const float* x, void* vy, int64_t n) {
+  auto* y = static_cast<block_q5_1*>(vy);
+  const int64_t nb = n / QK5_1;
+  for (int64_t i = 0; i < nb; ++i, x += QK5_1) {
+    float min = 3.402823466e+38f, max = -3.402823466e+38f;
+    for (int j = 0; j < QK5_1; ++j) {
+      if (x[j] < min) min = x[j];
+      if (x[j] > max) max = x[j];
+    }
+    const float d = (max - min) / 31;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = fp32_to_fp16(d);
+    y[i].m = fp32_to_fp16(min);
+    uint32_t qh = 0;
+    for (int j = 0; j < QK5_1 / 2; ++j) {
+      const float x0 = (x[j] - min) * id;
+      const float x1 = (x[QK5_1 / 2 + j] - min) * id;
+      const int q0 = trunc_to_int(x0 + 0.5f) & 0xFF;
+      const int q1 = trunc_to_int(x1 + 0.5f) & 0xFF;
+      y[i].qs[j] = static_cast<uint8_t>((q0 & 0x0F) | ((q1 & 0x0F) << 4));
+      qh |= static_cast<uint32_t>((q0 >> 4) & 1) << j;
+      qh |= static_cast<uint32_t>((q1 >> 4) & 1) << (j + 16);
+    }
+    store_qh(y[i].qh, qh);
+  }
+}
+
+// ggml's dequantize_row_q5_1 (q * d, then + m).
+void dequantize_row_q5_1(const void* vx, float* y, int64_t n) {
+  const auto* x = static_cast<const block_q5_1*>(vx);
+  const int64_t nb = n / QK5_1;
+  for (int64_t i = 0; i < nb; ++i, y += QK5_1) {
+    const float d = fp16_to_fp32(x[i].d);
+    const float m = fp16_to_fp32(x[i].m);
+    const uint32_t qh = load_qh(x[i].qh);
+    for (int j = 0; j < QK5_1 / 2; ++j) {
+      const int q0 = (x[i].qs[j] & 0x0F) | static_cast<int>(((qh >> j) & 1) << 4);
+      const int q1 = (x[i].qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1) << 4);
+      const float p0 = static_cast<float>(q0) * d;
+      const float p1 = static_cast<float>(q1) * d;
+      y[j] = p0 + m;
+      y[j + QK5_1 / 2] = p1 + m;
+    }
+  }
+}
+
+// ggml_vec_dot_q5_1_q8_1: w [n/32] block_q5_1, a [n/32] block_q8_1; the
+// m * s term as in vec_dot_q4_1_q8_1.
+float vec_dot_q5_1_q8_1(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const block_q5_1*>(vw);
+  const auto* a = static_cast<const block_q8_1*>(va);
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  float summs = 0.0f;
+  int q[32];
+  int32_t lane[8];
+  for (int64_t i = 0; i < n / QK5_1; ++i) {
+    summs = std::fma(fp16_to_fp32(w[i].m), fp16_to_fp32(a[i].s), summs);
+    const uint32_t qh = load_qh(w[i].qh);
+    for (int j = 0; j < 16; ++j) {
+      q[j] = (w[i].qs[j] & 0x0F) | static_cast<int>(((qh >> j) & 1) << 4);
+      q[j + 16] = (w[i].qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1) << 4);
+    }
+    int_lanes(q, a[i].qs, lane);
+    fma_lanes(acc, fp16_to_fp32(w[i].d) * fp16_to_fp32(a[i].d), lane);
+  }
+  return hsum_float_8(acc) + summs;
+}
+
+// ---------------------------------------------------------------- Q8_0
+// block_q8_0: d (fp16), 32 int8 q; value = q * d.
+
+// Activation quantizer (also used for Q8_0 weights by `synapse quantize`):
+// ggml's x86 AVX2 quantize_row_q8_0, bit for bit. Note llama-quantize's
+// quantize_row_q8_0_ref (id = 1/d, roundf) can differ from it by one step at
+// some elements.
+void quantize_row_q8_0(const float* x, void* vy, int64_t n) {
+  auto* y = static_cast<block_q8_0*>(vy);
+  const int64_t nb = n / QK8_0;
+  for (int64_t i = 0; i < nb; ++i, x += QK8_0) {
+    int32_t sum = 0;
+    const float d = quantize_block_q8_avx2(x, y[i].qs, sum);
+    y[i].d = fp32_to_fp16(d);
+  }
+}
+
+// ggml's dequantize_row_q8_0.
+void dequantize_row_q8_0(const void* vx, float* y, int64_t n) {
+  const auto* x = static_cast<const block_q8_0*>(vx);
+  const int64_t nb = n / QK8_0;
+  for (int64_t i = 0; i < nb; ++i, y += QK8_0) {
+    const float d = fp16_to_fp32(x[i].d);
+    for (int j = 0; j < QK8_0; ++j) y[j] = static_cast<float>(x[i].qs[j]) * d;
+  }
+}
+
+// ggml_vec_dot_q8_0_q8_0: w, a [n/32] block_q8_0.
+float vec_dot_q8_0_q8_0(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const block_q8_0*>(vw);
+  const auto* a = static_cast<const block_q8_0*>(va);
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int q[32];
+  int32_t lane[8];
+  for (int64_t i = 0; i < n / QK8_0; ++i) {
+    for (int j = 0; j < 32; ++j) q[j] = w[i].qs[j];
+    int_lanes(q, a[i].qs, lane);
+    fma_lanes(acc, fp16_to_fp32(w[i].d) * fp16_to_fp32(a[i].d), lane);
+  }
+  return hsum_float_8(acc);
+}
+
+// ---------------------------------------------------------------- Q8_1
+// block_q8_1: d (fp16), s (fp16) = d * sum(q), 32 int8 q; value = q * d.
+
+// Activation quantizer: ggml's x86 AVX2 quantize_row_q8_1, bit for bit:
+// as Q8_0, and s = fp16(d * (float)sum(q)) with the unrounded float d.
+void quantize_row_q8_1(const float* x, void* vy, int64_t n) {
+  auto* y = static_cast<block_q8_1*>(vy);
+  const int64_t nb = n / QK8_1;
+  for (int64_t i = 0; i < nb; ++i, x += QK8_1) {
+    int32_t sum = 0;
+    const float d = quantize_block_q8_avx2(x, y[i].qs, sum);
+    y[i].d = fp32_to_fp16(d);
+    y[i].s = fp32_to_fp16(d * static_cast<float>(sum));
+  }
+}
+
+// ggml's dequantize_row_q8_1 (s is not needed to decode).
+void dequantize_row_q8_1(const void* vx, float* y, int64_t n) {
+  const auto* x = static_cast<const block_q8_1*>(vx);
+  const int64_t nb = n / QK8_1;
+  for (int64_t i = 0; i < nb; ++i, y += QK8_1) {
+    const float d = fp16_to_fp32(x[i].d);
+    for (int j = 0; j < QK8_1; ++j) y[j] = static_cast<float>(x[i].qs[j]) * d;
+  }
+}
+
+// ---------------------------------------------------------------- IQ4_NL
+// block_iq4_nl: d (fp16), 16 bytes of 4-bit indices into kvalues_iq4nl;
+// value = kvalues_iq4nl[q] * d.
+
+// Weight quantizer: what llama-quantize does without an importance matrix,
+// ggml's quantize_iq4_nl -> quantize_row_iq4_nl_impl(QK4_NL, 32, 16, ...,
+// ntry = 7). Per block, weights w_j = x_j^2; start from d = max/127 and
+// refine d = sum(w q x)/sum(w q^2) (the least-squares scale for the chosen
+// levels); then try the 15 inverse scales (itry - 127)/max, itry in [-7, 7],
+// keeping the one whose levels maximise sum(w q x)^2 / sum(w q^2); finally
+// re-pick the levels for the kept d. A block with max |x| < 1e-15 gets d = 0
+// (its levels are then all index 8, as ggml writes them).
+void quantize_row_iq4_nl(const float* x, void* vy, int64_t n) {
+  auto* y = static_cast<block_iq4_nl*>(vy);
+  const int64_t nb = n / QK4_NL;
+  constexpr int ntry = 7;
+  for (int64_t i = 0; i < nb; ++i, x += QK4_NL) {
+    float weight[QK4_NL];
+    for (int j = 0; j < QK4_NL; ++j) weight[j] = x[j] * x[j];
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < QK4_NL; ++j) {
+      const float ax = std::fabs(x[j]);
+      if (ax > amax) {
+        amax = ax;
+        max = x[j];
+      }
+    }
+    float d = 0.0f;
+    if (amax >= 1e-15f) {  // GROUP_MAX_EPS
+      const float v0 = static_cast<float>(kvalues_iq4nl[0]);
+      d = -max / v0;
+      float id = 1 / d;
+      float sumqx = 0, sumq2 = 0;
+      for (int j = 0; j < QK4_NL; ++j) {
+        const float q = kvalues_iq4nl[best_index_iq4nl(id * x[j])];
+        const float w = weight[j];
+        sumqx += w * q * x[j];
+        sumq2 += w * q * q;
+      }
+      d = sumq2 > 0 ? sumqx / sumq2 : 0.0f;
+      float best = d * sumqx;
+      for (int itry = -ntry; itry <= ntry; ++itry) {
+        id = static_cast<float>(itry + kvalues_iq4nl[0]) / max;
+        sumqx = sumq2 = 0;
+        for (int j = 0; j < QK4_NL; ++j) {
+          const float q = kvalues_iq4nl[best_index_iq4nl(id * x[j])];
+          const float w = weight[j];
+          sumqx += w * q * x[j];
+          sumq2 += w * q * q;
+        }
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+          d = sumqx / sumq2;
+          best = d * sumqx;
+        }
+      }
+    }
+    y[i].d = fp32_to_fp16(d);
+    const float id = d != 0.0f ? 1 / d : 0.0f;
+    uint8_t L[QK4_NL];
+    for (int j = 0; j < QK4_NL; ++j) L[j] = static_cast<uint8_t>(best_index_iq4nl(id * x[j]));
+    for (int j = 0; j < QK4_NL / 2; ++j) y[i].qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
+  }
+}
+
+// ggml's dequantize_row_iq4_nl.
+void dequantize_row_iq4_nl(const void* vx, float* y, int64_t n) {
+  const auto* x = static_cast<const block_iq4_nl*>(vx);
+  const int64_t nb = n / QK4_NL;
+  for (int64_t i = 0; i < nb; ++i, y += QK4_NL) {
+    const float d = fp16_to_fp32(x[i].d);
+    for (int j = 0; j < QK4_NL / 2; ++j) {
+      y[j] = d * static_cast<float>(kvalues_iq4nl[x[i].qs[j] & 0x0F]);
+      y[j + QK4_NL / 2] = d * static_cast<float>(kvalues_iq4nl[x[i].qs[j] >> 4]);
+    }
+  }
+}
+
+// ggml_vec_dot_iq4_nl_q8_0: w [n/32] block_iq4_nl, a [n/32] block_q8_0.
+// One accumulator over all blocks (tinyBLAS_Q0_AVX's order; ggml's own AVX2
+// vec_dot splits even and odd blocks over two accumulators).
+float vec_dot_iq4_nl_q8_0(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const block_iq4_nl*>(vw);
+  const auto* a = static_cast<const block_q8_0*>(va);
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int q[32];
+  int32_t lane[8];
+  for (int64_t i = 0; i < n / QK4_NL; ++i) {
+    for (int j = 0; j < 16; ++j) {
+      q[j] = kvalues_iq4nl[w[i].qs[j] & 0x0F];
+      q[j + 16] = kvalues_iq4nl[w[i].qs[j] >> 4];
+    }
+    int_lanes(q, a[i].qs, lane);
+    fma_lanes(acc, fp16_to_fp32(w[i].d) * fp16_to_fp32(a[i].d), lane);
+  }
+  return hsum_float_8(acc);
+}
+
 }  // namespace synapse::quant
