@@ -273,7 +273,7 @@ void File::Impl::parse() {
   version = c.read<uint32_t>("header");
   if (version != 2 && version != 3) {
     std::string hint;
-    if (version == 1) hint = " (GGUF v1, with 32-bit counts, is no longer supported)";
+    if (version == 1) hint = "; v1 stored 32-bit counts";
     else if (version >= 0x10000 && (version & 0xffff) == 0) hint = " (a big-endian file?)";
     throw Error(Errc::unsupported, label + ": header: GGUF version " + std::to_string(version) +
                                        " is not supported (only versions 2 and 3)" + hint);

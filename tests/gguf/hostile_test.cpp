@@ -1,0 +1,364 @@
+// Hostile GGUF files, made here from real files (byte surgery) and from the
+// Writer or a field-by-field builder. Each must throw synapse::Error with the
+// right category and a message naming the file and the key or tensor; the
+// "claim" files (huge counts in a tiny file) must fail fast without a large
+// allocation (operator new is instrumented below to prove it).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <new>
+#include <random>
+
+#include "gguf_test_util.hpp"
+
+// Largest single allocation while g_track is set (this test binary only).
+// The replacements pair malloc with free, which GCC cannot see through.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+static std::atomic<bool> g_track{false};
+static std::atomic<size_t> g_max_alloc{0};
+void* operator new(size_t n) {
+  if (g_track.load(std::memory_order_relaxed)) {
+    size_t m = g_max_alloc.load(std::memory_order_relaxed);
+    while (n > m && !g_max_alloc.compare_exchange_weak(m, n)) {
+    }
+  }
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](size_t n) { return ::operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+
+namespace {
+
+using namespace synapse;
+using namespace synapse::gguf;
+using namespace gguf_test;
+
+constexpr uint32_t kString = 8, kArray = 9, kU32 = 4, kF32 = 6;
+
+// Parses `b`, expecting a format error naming `subs`; returns the seconds it
+// took and the largest single allocation made meanwhile (beyond the copy).
+struct Claim {
+  double seconds;
+  size_t max_alloc;
+};
+Claim expect_fast_failure(const std::vector<uint8_t>& b, std::initializer_list<std::string_view> subs) {
+  g_max_alloc = 0;
+  g_track = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  expect_error([&] { parse(b); }, Errc::format, subs);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  g_track = false;
+  return {s, g_max_alloc.load()};
+}
+
+std::vector<uint8_t> stories() { return read_bytes(data_path("models/stories260K.gguf")); }
+
+// A small well-formed file: a few keys and two F32 tensors {4, 4} and {8}.
+Writer small_writer() {
+  Writer w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("general.name", "hostile");
+  w.set_u32("dup.aaa", 1);
+  w.set_u32("dup.bbb", 2);
+  std::vector<uint8_t> d(64, 0x3f);
+  const int64_t ne_a[2] = {4, 4}, ne_b[1] = {8};
+  w.add_tensor("t.aaa", GgmlType::F32, ne_a, d);
+  w.add_tensor("t.bbb", GgmlType::F32, ne_b, std::span<const uint8_t>(d).first(32));
+  return w;
+}
+
+TEST(GgufHostile, SmallWriterFileIsValid) {
+  File f = parse(small_writer().bytes());
+  EXPECT_EQ(f.tensors().size(), 2u);
+  EXPECT_EQ(f.get_u32("dup.bbb"), 2u);
+}
+
+TEST(GgufHostile, TruncatedAtEveryHeaderAndMetadataOffset) {
+  const std::vector<uint8_t> full = stories();
+  const uint64_t data_offset = 14176;  // from an independent Python parse
+  ASSERT_EQ(parse(full).data_offset(), data_offset);
+  int n = 0;
+  for (uint64_t len = 0; len < data_offset; ++len) {
+    std::vector<uint8_t> b(full.begin(), full.begin() + static_cast<ptrdiff_t>(len));
+    try {
+      parse(b, "cut.gguf");
+      ADD_FAILURE() << "prefix of " << len << " bytes parsed";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      ASSERT_EQ(e.code(), Errc::format) << len << ": " << m;
+      ASSERT_EQ(m.rfind("cut.gguf: ", 0), 0u) << m;
+      ++n;
+    }
+  }
+  EXPECT_EQ(n, 14176);
+  // A cut inside the tokens array names the key; one inside the infos the tensor.
+  expect_error([&] { parse({full.begin(), full.begin() + 5000}); }, Errc::format, {"'tokenizer.ggml.tokens'"});
+  expect_error([&] { parse({full.begin(), full.begin() + 14000}); }, Errc::format, {"tensor"});
+}
+
+TEST(GgufHostile, TruncatedInTheDataSection) {
+  const std::vector<uint8_t> full = stories();
+  for (uint64_t len = 14176; len < full.size(); len += 4099) {
+    std::vector<uint8_t> b(full.begin(), full.begin() + static_cast<ptrdiff_t>(len));
+    expect_error([&] { parse(b); }, Errc::format, {"hostile.gguf", "extends past the end of the file (" + std::to_string(len) + " bytes)"});
+  }
+  std::vector<uint8_t> b(full.begin(), full.end() - 1);  // only the last tensor is cut
+  expect_error([&] { parse(b); }, Errc::format, {"tensor 'blk.4.ffn_norm.weight'", "extends past the end"});
+}
+
+TEST(GgufHostile, TruncatedVocabFile) {
+  const std::vector<uint8_t> full = read_bytes(data_path("tokenizer/vocab/ggml-vocab-llama-spm.gguf"));
+  for (uint64_t len = 1; len < full.size(); len += full.size() / 97) {
+    std::vector<uint8_t> b(full.begin(), full.begin() + static_cast<ptrdiff_t>(len));
+    expect_error([&] { parse(b); }, Errc::format, {"hostile.gguf"});
+  }
+  expect_error([&] { parse({full.begin(), full.end() - 1}); }, Errc::format, {"'tokenizer.ggml.add_eos_token'"});
+}
+
+TEST(GgufHostile, RandomByteFlipsNeverCrash) {
+  // Whatever the damage, the result is a File or a synapse::Error.
+  const std::vector<uint8_t> full = read_bytes(data_path("models/stories260K-q4_0.gguf"));
+  std::mt19937 rng(42);
+  int ok = 0, bad = 0;
+  for (int iter = 0; iter < 300; ++iter) {
+    std::vector<uint8_t> b = full;
+    const int flips = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < flips; ++k) b[rng() % 14240] ^= static_cast<uint8_t>(1u << (rng() % 8));
+    try {
+      File f = parse(b);
+      // Every tensor lies inside the image.
+      const uint8_t* base = f.tensors().at(0).data - f.tensors()[0].offset - f.data_offset();
+      for (const TensorInfo& t : f.tensors()) {
+        ASSERT_GE(t.data, base + f.data_offset());
+        ASSERT_LE(t.data + t.n_bytes, base + f.file_size());
+      }
+      ++ok;
+    } catch (const Error&) {
+      ++bad;
+    }
+  }
+  EXPECT_EQ(ok + bad, 300);
+  EXPECT_GT(bad, 0);
+}
+
+TEST(GgufHostile, HugeStringLengths) {
+  std::vector<uint8_t> b = small_writer().bytes();
+  const size_t name_len = find_bytes(b, "general.name") + 12 + 4;  // after the key and its type
+  poke_u64(b, name_len, 1ull << 62);
+  expect_error([&] { parse(b); }, Errc::format, {"hostile.gguf", "'general.name'", "4611686018427387904", "cap"});
+  poke_u64(b, name_len, 1ull << 20);  // under the cap, past the end
+  expect_error([&] { parse(b); }, Errc::format, {"'general.name'", "1048576", "past the end"});
+  b = small_writer().bytes();
+  poke_u64(b, 24, ~0ull);  // the first key's length
+  expect_error([&] { parse(b); }, Errc::format, {"metadata entry 0 key", "string length"});
+  b = small_writer().bytes();
+  const TensorFields tf = tensor_fields(b, "t.aaa");
+  poke_u64(b, tf.n_dims - 5 - 8, 1ull << 40);  // the tensor name's length
+  expect_error([&] { parse(b); }, Errc::format, {"tensor info 0 name", "1099511627776"});
+}
+
+TEST(GgufHostile, TenMegabyteStringClaimFailsFast) {
+  Raw r;
+  r.header(3, 0, 1).str("general.name").u32(kString).u64(10ull << 20).zeros_to(160);
+  const Claim c = expect_fast_failure(r.b, {"'general.name'", "10485760", "past the end"});
+  EXPECT_LT(c.seconds, 0.5);
+  EXPECT_LT(c.max_alloc, 4096u);
+}
+
+TEST(GgufHostile, ArrayCount2To40In160Bytes) {
+  Raw r;
+  r.header(3, 0, 1).str("tokenizer.ggml.scores").u32(kArray).u32(kF32).u64(1ull << 40).zeros_to(160);
+  ASSERT_EQ(r.b.size(), 160u);
+  const Claim c = expect_fast_failure(r.b, {"hostile.gguf", "'tokenizer.ggml.scores'", "1099511627776"});
+  EXPECT_LT(c.seconds, 0.5);
+  EXPECT_LT(c.max_alloc, 4096u);
+  // Under the item cap but beyond the bytes left: refused before reserving.
+  for (uint32_t et : {kF32, kString, kArray}) {
+    Raw q;
+    q.header(3, 0, 1).str("tokenizer.ggml.tokens").u32(kArray).u32(et).u64(1ull << 27).zeros_to(160);
+    const Claim d = expect_fast_failure(q.b, {"'tokenizer.ggml.tokens'", "134217728", "left in the file"});
+    EXPECT_LT(d.seconds, 0.5);
+    EXPECT_LT(d.max_alloc, 4096u);
+  }
+}
+
+TEST(GgufHostile, TensorCount2To32) {
+  Raw r;
+  r.header(3, 1ull << 32, 1).str("general.architecture").u32(kString).str("llama").zeros_to(160);
+  const Claim c = expect_fast_failure(r.b, {"hostile.gguf", "tensor count 4294967296"});
+  EXPECT_LT(c.seconds, 0.5);
+  EXPECT_LT(c.max_alloc, 4096u);
+  Raw k;
+  k.header(3, 0, 1ull << 40).zeros_to(160);
+  const Claim d = expect_fast_failure(k.b, {"metadata count 1099511627776"});
+  EXPECT_LT(d.seconds, 0.5);
+  EXPECT_LT(d.max_alloc, 4096u);
+}
+
+TEST(GgufHostile, DimensionProductsThatOverflow) {
+  std::vector<uint8_t> b = small_writer().bytes();
+  const TensorFields tf = tensor_fields(b, "t.aaa");
+  poke_u64(b, tf.ne0, 1ull << 32);
+  poke_u64(b, tf.ne0 + 8, 1ull << 32);  // 2^64 elements
+  expect_error([&] { parse(b); }, Errc::format, {"tensor 't.aaa'", "element count", "overflows 64 bits"});
+  poke_u64(b, tf.ne0, 1ull << 31);
+  poke_u64(b, tf.ne0 + 8, 1ull << 31);  // 2^62 elements fit, 2^64 bytes do not
+  expect_error([&] { parse(b); }, Errc::format, {"tensor 't.aaa'", "byte size", "overflows 64 bits"});
+  poke_u64(b, tf.ne0, 1ull << 63);  // not an int64
+  expect_error([&] { parse(b); }, Errc::format, {"tensor 't.aaa'", "dimension 0"});
+  poke_u64(b, tf.ne0, 1ull << 20);
+  poke_u64(b, tf.ne0 + 8, 1ull << 20);  // fits, but far past the end of the file
+  expect_error([&] { parse(b); }, Errc::format, {"tensor 't.aaa'", "4398046511104 bytes", "extends past the end"});
+}
+
+TEST(GgufHostile, BadDimensionCounts) {
+  std::vector<uint8_t> b = small_writer().bytes();
+  const TensorFields tf = tensor_fields(b, "t.aaa");
+  poke_u32(b, tf.n_dims, 5);
+  expect_error([&] { parse(b); }, Errc::format, {"tensor 't.aaa'", "n_dims 5"});
+  b = small_writer().bytes();
+  poke_u64(b, tf.ne0 + 8, 0);
+  expect_error([&] { parse(b); }, Errc::format, {"tensor 't.aaa'", "dimension 1 is 0"});
+}
+
+TEST(GgufHostile, TensorOffsets) {
+  std::vector<uint8_t> b = small_writer().bytes();
+  const TensorFields tf = tensor_fields(b, "t.bbb");
+  poke_u64(b, tf.offset, 1ull << 20);
+  expect_error([&] { parse(b); }, Errc::format,
+               {"hostile.gguf: tensor 't.bbb': data [offset 1048576", "32 bytes] extends past the end of the file (" + std::to_string(b.size()) + " bytes)"});
+  poke_u64(b, tf.offset, ~0ull << 5);  // aligned, and offset + size wraps around 2^64
+  expect_error([&] { parse(b); }, Errc::format, {"tensor 't.bbb'", "extends past the end"});
+  poke_u64(b, tf.offset, 68);
+  expect_error([&] { parse(b); }, Errc::format, {"tensor 't.bbb'", "offset 68", "alignment 32"});
+  // Real file: a tensor moved past the end.
+  std::vector<uint8_t> s = stories();
+  poke_u64(s, tensor_fields(s, "output.weight").offset, 1185376);
+  expect_error([&] { parse(s); }, Errc::format, {"tensor 'output.weight'", "extends past the end of the file (1185376 bytes)"});
+}
+
+TEST(GgufHostile, TensorTypeIds) {
+  std::vector<uint8_t> s = stories();
+  const TensorFields tf = tensor_fields(s, "blk.0.attn_q.weight");
+  ASSERT_EQ(peek_u32(s, tf.type), 0u);  // F32 in the original
+  poke_u32(s, tf.type, 200);
+  expect_error([&] { parse(s); }, Errc::format, {"tensor 'blk.0.attn_q.weight'", "unknown tensor type id 200"});
+  poke_u32(s, tf.type, 4);  // Q4_2, removed from ggml
+  expect_error([&] { parse(s); }, Errc::format, {"tensor 'blk.0.attn_q.weight'", "id 4"});
+  // Q4_0 on ne[0] = 64 is well formed; on a 4-wide row it is not.
+  std::vector<uint8_t> b = small_writer().bytes();
+  poke_u32(b, tensor_fields(b, "t.aaa").type, 2);
+  expect_error([&] { parse(b); }, Errc::format, {"tensor 't.aaa'", "ne[0] = 4", "Q4_0 block size 32"});
+}
+
+TEST(GgufHostile, UnknownValueTypes) {
+  std::vector<uint8_t> b = small_writer().bytes();
+  const size_t type_at = find_bytes(b, "general.name") + 12;
+  poke_u32(b, type_at, 13);
+  expect_error([&] { parse(b); }, Errc::format, {"'general.name'", "unknown value type 13"});
+  Raw r;
+  r.header(3, 0, 1).str("x.arr").u32(kArray).u32(0xdeadbeef).u64(1).u32(0);
+  expect_error([&] { parse(r.b); }, Errc::format, {"'x.arr'", "unknown array element type 3735928559"});
+  Raw bb;
+  bb.header(3, 0, 1).str("x.bool").u32(7).u8(2);
+  expect_error([&] { parse(bb.b); }, Errc::format, {"'x.bool'", "BOOL value 2"});
+}
+
+TEST(GgufHostile, NestingDepthAndEmptyNames) {
+  auto nested = [](int depth) {
+    Raw r;
+    r.header(3, 0, 1).str("x.deep");
+    r.u32(kArray);
+    for (int d = 1; d < depth; ++d) r.u32(kArray).u64(1);
+    r.u32(kU32).u64(1).u32(7);
+    return r.b;
+  };
+  File ok = parse(nested(kMaxArrayDepth));
+  const Value* v = ok.find("x.deep");
+  for (int d = 1; d < kMaxArrayDepth; ++d) v = &v->items.at(0);
+  EXPECT_EQ(v->items.at(0).u, 7u);
+  expect_error([&] { parse(nested(kMaxArrayDepth + 1)); }, Errc::format, {"'x.deep'", "nested deeper than 8"});
+  expect_error([&] { parse(nested(100000)); }, Errc::format, {"'x.deep'", "nested"});
+  Raw e;
+  e.header(3, 0, 1).str("").u32(kU32).u32(1);
+  expect_error([&] { parse(e.b); }, Errc::format, {"metadata entry 0", "empty key"});
+  Raw t;
+  t.header(3, 1, 0).str("").u32(1).u64(8).u32(0).u64(0).zeros_to(96);
+  expect_error([&] { parse(t.b); }, Errc::format, {"tensor info 0", "empty tensor name"});
+}
+
+TEST(GgufHostile, DuplicateKeyAndTensorName) {
+  std::vector<uint8_t> b = small_writer().bytes();
+  const size_t at = find_bytes(b, "dup.bbb");
+  std::memcpy(b.data() + at, "dup.aaa", 7);
+  expect_error([&] { parse(b); }, Errc::format, {"hostile.gguf", "key 'dup.aaa'", "duplicate key"});
+  b = small_writer().bytes();
+  const size_t tat = find_bytes(b, "t.bbb");
+  std::memcpy(b.data() + tat, "t.aaa", 5);
+  expect_error([&] { parse(b); }, Errc::format, {"tensor 't.aaa'", "duplicate tensor name"});
+}
+
+TEST(GgufHostile, Alignment) {
+  for (uint32_t a : {0u, 3u, 1u << 21, 48u}) {
+    Writer w = small_writer();
+    w.set_u32("general.alignment", a);  // the layout stays at 32; the claim is bad
+    expect_error([&] { parse(w.bytes()); }, Errc::format, {"'general.alignment'", "alignment " + std::to_string(a), "power of two"});
+  }
+  Writer s = small_writer();
+  s.set_string("general.alignment", "32");
+  expect_error([&] { parse(s.bytes()); }, Errc::format, {"'general.alignment'", "UINT32", "STRING"});
+  Writer i = small_writer();
+  i.set_i32("general.alignment", 32);
+  expect_error([&] { parse(i.bytes()); }, Errc::format, {"'general.alignment'", "INT32"});
+  // Any unsigned type holding a valid value is accepted.
+  Writer u64w = small_writer();
+  u64w.set_u64("general.alignment", 32);
+  EXPECT_EQ(parse(u64w.bytes()).alignment(), 32u);
+  // A valid alignment the layout does not honour: offsets become misaligned.
+  Writer big = small_writer();
+  big.set_u32("general.alignment", 4096);
+  expect_error([&] { parse(big.bytes()); }, Errc::format, {"tensor 't.bbb'", "alignment 4096"});
+}
+
+TEST(GgufHostile, ScoresDeclaredAsUint8) {
+  Writer w = small_writer();
+  Value v;
+  v.type = ValueType::ARRAY;
+  v.elem_type = ValueType::UINT8;
+  v.items.resize(3);
+  for (Value& it : v.items) it.type = ValueType::UINT8;
+  w.set_value("tokenizer.ggml.scores", v);
+  File f = parse(w.bytes());  // loads: the type is only wrong for the consumer
+  expect_error([&] { f.get_f32_array("tokenizer.ggml.scores"); }, Errc::format,
+               {"hostile.gguf", "'tokenizer.ggml.scores'", "ARRAY of FLOAT32", "ARRAY of UINT8"});
+}
+
+TEST(GgufHostile, MagicAndVersion) {
+  std::vector<uint8_t> s = stories();
+  s[3] = 'X';
+  expect_error([&] { parse(s); }, Errc::format, {"hostile.gguf", "bad magic 'GGUX'"});
+  for (uint32_t v : {1u, 4u, 0u, 0x03000000u}) {
+    std::vector<uint8_t> b = stories();
+    poke_u32(b, 4, v);
+    expect_error([&] { parse(b); }, Errc::unsupported, {"hostile.gguf", "version " + std::to_string(v)});
+  }
+  expect_error([&] { parse({}); }, Errc::format, {"hostile.gguf", "truncated"});
+}
+
+TEST(GgufHostile, KnownButUnsupportedTypeLoads) {
+  Writer w;
+  std::vector<uint8_t> d(66);
+  const int64_t ne[2] = {256, 1};
+  w.add_tensor("blk.0.ffn_down.weight", GgmlType::IQ2_XXS, ne, d);
+  File f = parse(w.bytes());
+  EXPECT_EQ(f.tensors().at(0).type, GgmlType::IQ2_XXS);
+  EXPECT_EQ(f.tensors().at(0).n_bytes, 66u);
+}
+
+}  // namespace
