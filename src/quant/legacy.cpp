@@ -33,6 +33,7 @@
 #include <cstring>
 
 #include "quant/formats.hpp"
+#include "quant/legacy_avx2.hpp"
 
 namespace synapse::quant {
 namespace {
@@ -47,8 +48,12 @@ inline void store_qh(uint8_t qh[4], uint32_t v) {
 }
 
 // C's (int8_t)(float) / (uint8_t)(float) for the in-range values the _ref
-// quantizers produce: truncation toward zero, then the low 8 bits.
-inline int trunc_to_int(float v) { return static_cast<int>(v); }
+// quantizers produce: truncation toward zero (callers keep the low 8 bits).
+// NaN and out-of-range values (from NaN/inf weights) give INT32_MIN, as
+// x86's cvttss2si does, instead of undefined behaviour.
+inline int trunc_to_int(float v) {
+  return (v > -2147483648.0f && v < 2147483648.0f) ? static_cast<int>(v) : INT32_MIN;
+}
 
 // ggml's hsum_float_8: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
 inline float hsum_float_8(const float a[8]) {
@@ -395,14 +400,23 @@ float vec_dot_q5_1_q8_1(int64_t n, const void* vw, const void* va) {
 // Activation quantizer (also used for Q8_0 weights by `synapse quantize`):
 // ggml's x86 AVX2 quantize_row_q8_0, bit for bit. Note llama-quantize's
 // quantize_row_q8_0_ref (id = 1/d, roundf) can differ from it by one step at
-// some elements.
-void quantize_row_q8_0(const float* x, void* vy, int64_t n) {
+// some elements. Scalar reference here; the AVX2 version (legacy_avx2.cpp)
+// is used when the CPU has it.
+void detail::quantize_row_q8_0_scalar(const float* x, void* vy, int64_t n) {
   auto* y = static_cast<block_q8_0*>(vy);
   const int64_t nb = n / QK8_0;
   for (int64_t i = 0; i < nb; ++i, x += QK8_0) {
     int32_t sum = 0;
     const float d = quantize_block_q8_avx2(x, y[i].qs, sum);
     y[i].d = fp32_to_fp16(d);
+  }
+}
+
+void quantize_row_q8_0(const float* x, void* y, int64_t n) {
+  if (detail::cpu_has_avx2()) {
+    detail::quantize_row_q8_0_avx2(x, y, n);
+  } else {
+    detail::quantize_row_q8_0_scalar(x, y, n);
   }
 }
 
@@ -436,7 +450,8 @@ float vec_dot_q8_0_q8_0(int64_t n, const void* vw, const void* va) {
 
 // Activation quantizer: ggml's x86 AVX2 quantize_row_q8_1, bit for bit:
 // as Q8_0, and s = fp16(d * (float)sum(q)) with the unrounded float d.
-void quantize_row_q8_1(const float* x, void* vy, int64_t n) {
+// Scalar reference; AVX2 version as for Q8_0.
+void detail::quantize_row_q8_1_scalar(const float* x, void* vy, int64_t n) {
   auto* y = static_cast<block_q8_1*>(vy);
   const int64_t nb = n / QK8_1;
   for (int64_t i = 0; i < nb; ++i, x += QK8_1) {
@@ -444,6 +459,14 @@ void quantize_row_q8_1(const float* x, void* vy, int64_t n) {
     const float d = quantize_block_q8_avx2(x, y[i].qs, sum);
     y[i].d = fp32_to_fp16(d);
     y[i].s = fp32_to_fp16(d * static_cast<float>(sum));
+  }
+}
+
+void quantize_row_q8_1(const float* x, void* y, int64_t n) {
+  if (detail::cpu_has_avx2()) {
+    detail::quantize_row_q8_1_avx2(x, y, n);
+  } else {
+    detail::quantize_row_q8_1_scalar(x, y, n);
   }
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "quant/formats.hpp"
+#include "quant/legacy_avx2.hpp"
 #include "quant/quant.hpp"
 #include "synapse/gguf.hpp"
 
@@ -391,6 +392,38 @@ TEST(LegacyActivation, Q8_1SumUsesUnroundedD) {
     EXPECT_NEAR(fp16_to_fp32(q1[i].s), fp16_to_fp32(q1[i].d) * sum,
                 std::fabs(fp16_to_fp32(q1[i].d) * sum) * 2e-3 + 1e-6);
   }
+}
+
+// The AVX2 quantizers equal the scalar reference bit for bit, on Gaussian
+// rows of several scales, exact ties, zero blocks, huge and tiny values
+// (127/amax overflowing to inf makes every quant -128 in both).
+TEST(LegacyActivation, Avx2EqualsScalar) {
+  if (!detail::cpu_has_avx2()) GTEST_SKIP() << "CPU without AVX2/FMA/F16C";
+  std::vector<float> x;
+  for (float scale : {1e-3f, 1.0f, 37.0f, 3e4f}) {
+    const auto r = random_row(32 * 64, static_cast<uint32_t>(scale * 10), scale);
+    x.insert(x.end(), r.begin(), r.end());
+  }
+  for (int j = 0; j < 32; ++j) x.push_back(j == 0 ? 127.0f : static_cast<float>(j) - 15.5f);  // ties
+  for (int j = 0; j < 32; ++j) x.push_back(0.0f);
+  for (int j = 0; j < 32; ++j) x.push_back(j % 2 ? -0.0f : 1e-39f * static_cast<float>(j));  // tiny amax: 127/amax = inf
+  for (int j = 0; j < 32; ++j) x.push_back(j == 3 ? -3.0e38f : 1e30f * static_cast<float>(j));
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<block_q8_0> a(n / 32), b(n / 32);
+  detail::quantize_row_q8_0_scalar(x.data(), a.data(), n);
+  detail::quantize_row_q8_0_avx2(x.data(), b.data(), n);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(block_q8_0)), 0);
+  std::vector<block_q8_1> c(n / 32), e(n / 32);
+  detail::quantize_row_q8_1_scalar(x.data(), c.data(), n);
+  detail::quantize_row_q8_1_avx2(x.data(), e.data(), n);
+  EXPECT_EQ(std::memcmp(c.data(), e.data(), c.size() * sizeof(block_q8_1)), 0);
+  for (size_t i = 0; i < c.size(); ++i) {
+    ASSERT_EQ(std::memcmp(&c[i], &e[i], sizeof(block_q8_1)), 0) << "block " << i;
+  }
+  // The tiny-amax block: id = 127/amax = inf, x*id is inf or NaN, and
+  // the conversion makes every quant -128 (what the AVX2 instructions do).
+  const size_t sub = static_cast<size_t>(n / 32) - 2;
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(a[sub].qs[j], -128) << j;
 }
 
 // ------------------------------------------------ dot products
