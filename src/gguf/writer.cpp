@@ -167,6 +167,19 @@ void Writer::add_tensor(std::string name, GgmlType type, std::span<const int64_t
 }
 
 std::vector<uint8_t> Writer::bytes() const {
+  // The layout follows a valid general.alignment key when one was set (so
+  // metadata copied from another file stays truthful); an invalid one is
+  // written verbatim (tests make hostile files that way) over the
+  // constructor's alignment.
+  uint64_t alignment = alignment_;
+  for (const KeyValue& kv : kv_) {
+    const Value& v = kv.value;
+    const bool is_uint = v.type == ValueType::UINT8 || v.type == ValueType::UINT16 ||
+                         v.type == ValueType::UINT32 || v.type == ValueType::UINT64;
+    if (kv.key == "general.alignment" && is_uint && v.u != 0 && (v.u & (v.u - 1)) == 0 &&
+        v.u <= kMaxAlignment)
+      alignment = v.u;
+  }
   std::vector<uint8_t> b;
   Out o{b};
   o.put<uint32_t>(0x46554747);  // "GGUF"
@@ -185,12 +198,12 @@ std::vector<uint8_t> Writer::bytes() const {
     for (int64_t n : t.ne) o.put<uint64_t>(static_cast<uint64_t>(n));
     o.put<uint32_t>(static_cast<uint32_t>(t.type));
     o.put<uint64_t>(offset);
-    offset += (t.data.size() + alignment_ - 1) / alignment_ * alignment_;
+    offset += (t.data.size() + alignment - 1) / alignment * alignment;
   }
-  o.pad_to(alignment_);
+  o.pad_to(alignment);
   for (const PendingTensor& t : tensors_) {
     b.insert(b.end(), t.data.begin(), t.data.end());
-    o.pad_to(alignment_);
+    o.pad_to(alignment);
   }
   return b;
 }

@@ -322,8 +322,12 @@ TEST(GgufHostile, Alignment) {
   EXPECT_EQ(parse(u64w.bytes()).alignment(), 32u);
   // A valid alignment the layout does not honour: offsets become misaligned.
   Writer big = small_writer();
-  big.set_u32("general.alignment", 4096);
-  expect_error([&] { parse(big.bytes()); }, Errc::format, {"tensor 't.bbb'", "alignment 4096"});
+  big.set_u32("general.alignment", 4096);  // the writer lays out at 4096 then
+  std::vector<uint8_t> b = big.bytes();
+  EXPECT_EQ(parse(b).alignment(), 4096u);
+  EXPECT_EQ(parse(b).data_offset(), 4096u);
+  poke_u64(b, tensor_fields(b, "t.bbb").offset, 64);  // 32-aligned, not 4096-aligned
+  expect_error([&] { parse(b); }, Errc::format, {"tensor 't.bbb'", "offset 64", "alignment 4096"});
 }
 
 TEST(GgufHostile, ScoresDeclaredAsUint8) {

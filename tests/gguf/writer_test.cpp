@@ -243,6 +243,13 @@ TEST(GgufWriter, WriteThenOpenMapsTheFile) {
     EXPECT_EQ(f.get_string("general.architecture"), "test");
   }
   std::remove(path.c_str());
+  {
+    std::FILE* f = std::fopen(path.c_str(), "wb");  // an empty file is malformed, not unreadable
+    ASSERT_NE(f, nullptr);
+    std::fclose(f);
+  }
+  expect_error([&] { File::open(path); }, Errc::format, {path, "truncated"});
+  std::remove(path.c_str());
   expect_error([&] { tensor_writer(32).write("/nonexistent/dir/x.gguf"); }, Errc::io, {"/nonexistent/dir/x.gguf"});
 }
 
