@@ -1,0 +1,60 @@
+// Matrix products of a weight matrix with rows of activations, in the weight's
+// own format: y[m][r] = dot(W[r, :], x[m, :]) (ggml_mul_mat with the weight as
+// src0). The activation rows are converted once to the type the weight pairs
+// with (quant::vec_dot_type: Q8_0, Q8_K, F16, ...) and reused for every weight
+// of that type that reads the same input (Q, K, V; gate and up).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/thread_pool.hpp"
+#include "synapse/types.hpp"
+
+namespace synapse::kernels {
+
+// A 2-D weight view into the mapped file: n_out rows of n_in elements.
+struct WeightView {
+  std::string name;  // tensor name, for errors
+  GgmlType type = GgmlType::F32;
+  int64_t n_in = 0;    // ne[0]
+  int64_t n_out = 0;   // ne[1]
+  size_t row_bytes = 0;
+  const uint8_t* data = nullptr;
+
+  bool present() const { return data != nullptr; }
+  const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
+  // Rows [first, first + count) as a view (Phi-3's fused tensors, experts).
+  WeightView rows(int64_t first, int64_t count, const std::string& view_name) const;
+};
+
+// n_rows activation rows of n_cols floats, with their conversions cached per
+// activation type.
+class Activations {
+ public:
+  Activations(const float* x, int64_t n_rows, int64_t n_cols) : x_(x), n_rows_(n_rows), n_cols_(n_cols) {}
+  int64_t n_rows() const { return n_rows_; }
+  int64_t n_cols() const { return n_cols_; }
+  // Row stride in bytes and base pointer of the rows converted to `vt`
+  // (converted on first use).
+  const uint8_t* as(GgmlType vt, size_t& stride);
+
+ private:
+  const float* x_;
+  int64_t n_rows_, n_cols_;
+  std::map<GgmlType, std::vector<uint8_t>> cache_;
+};
+
+// y: [x.n_rows()][w.n_out] floats. Throws Error(invalid_argument) if
+// x.n_cols() != w.n_in. Rows of W are split across the pool's threads; each
+// output element is one vec_dot, so the result does not depend on the thread
+// count or on the number of activation rows.
+void matmul(const WeightView& w, Activations& x, float* y, runtime::ThreadPool& pool);
+
+
+// Dequantizes row r of w into out[w.n_in] (ggml_get_rows).
+void get_row(const WeightView& w, int64_t r, float* out);
+
+}  // namespace synapse::kernels

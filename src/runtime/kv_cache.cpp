@@ -1,0 +1,18 @@
+#include "runtime/kv_cache.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "synapse/error.hpp"
+
+namespace synapse::runtime {
+
+KvCache::KvCache(int64_t n_layer, int64_t n_embd_k, int64_t n_embd_v, int64_t n_ctx, int64_t window)
+    : n_layer_(n_layer), n_embd_k_(n_embd_k), n_embd_v_(n_embd_v), n_ctx_(n_ctx) {
+  if (n_ctx < 1) throw Error(Errc::invalid_argument, "context size must be at least 1, got " + std::to_string(n_ctx));
+  capacity_ = window > 0 ? std::min(window, n_ctx) : n_ctx;
+  k_.assign(static_cast<size_t>(n_layer_ * capacity_ * n_embd_k_), 0);
+  v_.assign(static_cast<size_t>(n_layer_ * capacity_ * n_embd_v_), 0);
+}
+
+}  // namespace synapse::runtime

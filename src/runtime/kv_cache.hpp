@@ -1,0 +1,48 @@
+// The KV cache of one sequence: per layer, K and V rows stored as F16 (as
+// llama.cpp's default type_k = type_v = f16), one row of n_embd_k_gqa /
+// n_embd_v_gqa values per cached position.
+//
+// Sliding-window models keep a circular buffer of min(n_swa, n_ctx) rows:
+// position p lives in slot p % capacity, and memory stays bounded however long
+// the sequence runs (seed 000 "Sliding Window").
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "quant/fp16.hpp"
+
+namespace synapse::runtime {
+
+class KvCache {
+ public:
+  // n_ctx: the most positions this sequence may reach. window: 0 for full
+  // attention, else the sliding window in positions. Throws
+  // Error(invalid_argument) for n_ctx < 1.
+  KvCache(int64_t n_layer, int64_t n_embd_k, int64_t n_embd_v, int64_t n_ctx, int64_t window);
+
+  int64_t n_ctx() const { return n_ctx_; }
+  int64_t capacity() const { return capacity_; }  // rows per layer actually stored
+  int64_t n_past() const { return n_past_; }      // positions 0 .. n_past-1 are cached
+  void set_n_past(int64_t n) { n_past_ = n; }
+  void clear() { n_past_ = 0; }
+
+  int64_t slot(int64_t pos) const { return pos % capacity_; }
+  quant::ggml_fp16_t* k(int64_t layer, int64_t pos) { return &k_[index(layer, pos, n_embd_k_)]; }
+  quant::ggml_fp16_t* v(int64_t layer, int64_t pos) { return &v_[index(layer, pos, n_embd_v_)]; }
+  const quant::ggml_fp16_t* k(int64_t layer, int64_t pos) const { return &k_[index(layer, pos, n_embd_k_)]; }
+  const quant::ggml_fp16_t* v(int64_t layer, int64_t pos) const { return &v_[index(layer, pos, n_embd_v_)]; }
+
+  // Bytes held by K and V together.
+  size_t bytes() const { return (k_.size() + v_.size()) * sizeof(quant::ggml_fp16_t); }
+
+ private:
+  size_t index(int64_t layer, int64_t pos, int64_t width) const {
+    return (static_cast<size_t>(layer) * capacity_ + static_cast<size_t>(slot(pos))) * width;
+  }
+  int64_t n_layer_, n_embd_k_, n_embd_v_, n_ctx_, capacity_;
+  int64_t n_past_ = 0;
+  std::vector<quant::ggml_fp16_t> k_, v_;
+};
+
+}  // namespace synapse::runtime
