@@ -1,1 +1,179 @@
-// placeholder: filled in by the layer's first implementation
+#include "model/model.hpp"
+
+#include <string>
+
+#include "quant/quant.hpp"
+
+namespace synapse::model {
+namespace {
+
+std::string shape_str(const gguf::TensorInfo& t) {
+  std::string s = "[";
+  for (uint32_t d = 0; d < t.n_dims; ++d) s += (d ? ", " : "") + std::to_string(t.ne[d]);
+  return s + "]";
+}
+
+class Binder {
+ public:
+  explicit Binder(const gguf::File& f) : f_(f) {}
+
+  const gguf::TensorInfo* find(const std::string& name) const { return f_.find_tensor(name); }
+
+  const gguf::TensorInfo& require(const std::string& name) const {
+    const gguf::TensorInfo* t = f_.find_tensor(name);
+    if (!t) throw Error(Errc::format, f_.path() + ": required tensor '" + name + "' is missing");
+    return *t;
+  }
+
+  void check_shape(const gguf::TensorInfo& t, std::initializer_list<int64_t> ne) const {
+    bool ok = true;
+    size_t d = 0;
+    for (int64_t want : ne) ok = ok && t.ne[d++] == want;
+    for (; d < 4; ++d) ok = ok && t.ne[d] == 1;
+    if (!ok) {
+      std::string want = "[";
+      size_t i = 0;
+      for (int64_t w : ne) want += (i++ ? ", " : "") + std::to_string(w);
+      throw Error(Errc::format, f_.path() + ": tensor '" + t.name + "' has shape " + shape_str(t) +
+                                    ", expected " + want + "]");
+    }
+  }
+
+  // A matrix [n_in -> n_out] (ne = {n_in, n_out}).
+  WeightView matrix(const std::string& name, int64_t n_in, int64_t n_out) const {
+    const gguf::TensorInfo& t = require(name);
+    check_shape(t, {n_in, n_out});
+    return view(t);
+  }
+
+  WeightView view(const gguf::TensorInfo& t) const {
+    if (!quant::is_supported_weight(t.type))
+      throw Error(Errc::unsupported, f_.path() + ": tensor '" + t.name + "' has type " +
+                                         std::string(type_name(t.type)) + ", which synapse does not support");
+    WeightView w;
+    w.name = t.name;
+    w.type = t.type;
+    w.n_in = t.ne[0];
+    w.n_out = t.ne[1] * t.ne[2] * t.ne[3];
+    w.row_bytes = row_size(t.type, t.ne[0]);
+    w.data = t.data;
+    return w;
+  }
+
+  // A 1-D float vector of length n (norms, biases): F32/F16/BF16 to float.
+  std::vector<float> vec(const std::string& name, int64_t n) const {
+    const gguf::TensorInfo& t = require(name);
+    check_shape(t, {n});
+    std::vector<float> out(static_cast<size_t>(n));
+    if (t.type != GgmlType::F32 && t.type != GgmlType::F16 && t.type != GgmlType::BF16)
+      throw Error(Errc::unsupported, f_.path() + ": tensor '" + name + "' has type " +
+                                         std::string(type_name(t.type)) + "; vectors must be F32, F16 or BF16");
+    quant::dequantize_row(t.type, t.data, out.data(), n);
+    return out;
+  }
+
+  std::vector<float> opt_vec(const std::string& name, int64_t n) const {
+    return find(name) ? vec(name, n) : std::vector<float>{};
+  }
+
+ private:
+  const gguf::File& f_;
+};
+
+void bind_experts(const Binder& b, const HParams& hp, int il, Layer& L) {
+  const std::string p = "blk." + std::to_string(il) + ".";
+  L.ffn_gate_inp = b.matrix(p + "ffn_gate_inp.weight", hp.n_embd, hp.n_expert);
+  const struct {
+    const char* name;
+    int64_t n_in, n_out;
+    std::vector<WeightView>* dst;
+  } parts[] = {{"ffn_gate", hp.n_embd, hp.n_ff, &L.gate_exps},
+               {"ffn_up", hp.n_embd, hp.n_ff, &L.up_exps},
+               {"ffn_down", hp.n_ff, hp.n_embd, &L.down_exps}};
+  for (const auto& part : parts) {
+    const std::string merged = p + part.name + "_exps.weight";
+    if (const gguf::TensorInfo* t = b.find(merged)) {
+      // Merged layout: one 3-D tensor [n_in, n_out, n_expert] sliced into views.
+      b.check_shape(*t, {part.n_in, part.n_out, hp.n_expert});
+      const WeightView all = b.view(*t);
+      for (int64_t e = 0; e < hp.n_expert; ++e)
+        part.dst->push_back(all.rows(e * part.n_out, part.n_out, merged + "[" + std::to_string(e) + "]"));
+    } else if (b.find(p + part.name + ".0.weight")) {
+      // Older split layout: blk.N.ffn_gate.E.weight, one 2-D tensor per expert.
+      for (int64_t e = 0; e < hp.n_expert; ++e)
+        part.dst->push_back(b.matrix(p + part.name + "." + std::to_string(e) + ".weight", part.n_in, part.n_out));
+    } else {
+      b.require(merged);  // throws, naming the merged tensor
+    }
+  }
+}
+
+}  // namespace
+
+uint64_t Model::weight_bytes() const {
+  uint64_t n = 0;
+  for (const auto& t : file.tensors()) n += t.n_bytes;
+  return n;
+}
+
+uint64_t Model::n_params() const {
+  uint64_t n = 0;
+  for (const auto& t : file.tensors()) n += static_cast<uint64_t>(t.n_elements());
+  return n;
+}
+
+std::unique_ptr<Model> load_model(const std::string& path) { return load_model(gguf::File::open(path)); }
+
+std::unique_ptr<Model> load_model(gguf::File file) {
+  auto m = std::make_unique<Model>(Model{std::move(file), {}, {}, {}, {}, {}, {}, {}});
+  const gguf::File& f = m->file;
+  m->hp = read_hparams(f);
+  const HParams& hp = m->hp;
+  const Binder b(f);
+
+  m->tok_embd = b.matrix("token_embd.weight", hp.n_embd, hp.n_vocab);
+  m->output_norm = b.vec("output_norm.weight", hp.n_embd);
+  m->output = b.find("output.weight") ? b.matrix("output.weight", hp.n_embd, hp.n_vocab) : m->tok_embd;
+  m->rope_freqs = b.opt_vec("rope_freqs.weight", hp.n_rot / 2);
+
+  const int64_t n_q = hp.n_embd_head_k * hp.n_head, n_k = hp.n_embd_k_gqa(), n_v = hp.n_embd_v_gqa();
+  const int64_t n_attn_out = hp.n_embd_head_v * hp.n_head;
+  m->layers.resize(static_cast<size_t>(hp.n_layer));
+  for (int il = 0; il < hp.n_layer; ++il) {
+    Layer& L = m->layers[il];
+    const std::string p = "blk." + std::to_string(il) + ".";
+    L.attn_norm = b.vec(p + "attn_norm.weight", hp.n_embd);
+    L.ffn_norm = b.vec(p + "ffn_norm.weight", hp.n_embd);
+    if (hp.fused_qkv) {
+      const WeightView qkv = b.matrix(p + "attn_qkv.weight", hp.n_embd, n_q + n_k + n_v);
+      L.wq = qkv.rows(0, n_q, p + "attn_qkv.weight[q]");
+      L.wk = qkv.rows(n_q, n_k, p + "attn_qkv.weight[k]");
+      L.wv = qkv.rows(n_q + n_k, n_v, p + "attn_qkv.weight[v]");
+    } else {
+      L.wq = b.matrix(p + "attn_q.weight", hp.n_embd, n_q);
+      L.wk = b.matrix(p + "attn_k.weight", hp.n_embd, n_k);
+      L.wv = b.matrix(p + "attn_v.weight", hp.n_embd, n_v);
+    }
+    L.wo = b.matrix(p + "attn_output.weight", n_attn_out, hp.n_embd);
+    L.bq = b.opt_vec(p + "attn_q.bias", n_q);
+    L.bk = b.opt_vec(p + "attn_k.bias", n_k);
+    L.bv = b.opt_vec(p + "attn_v.bias", n_v);
+    L.bo = b.opt_vec(p + "attn_output.bias", hp.n_embd);
+    if (hp.n_expert > 0) {
+      bind_experts(b, hp, il, L);
+    } else if (hp.fused_qkv) {
+      const WeightView up = b.matrix(p + "ffn_up.weight", hp.n_embd, 2 * hp.n_ff);
+      L.ffn_gate = up.rows(0, hp.n_ff, p + "ffn_up.weight[gate]");
+      L.ffn_up = up.rows(hp.n_ff, hp.n_ff, p + "ffn_up.weight[up]");
+      L.ffn_down = b.matrix(p + "ffn_down.weight", hp.n_ff, hp.n_embd);
+    } else {
+      L.ffn_gate = b.matrix(p + "ffn_gate.weight", hp.n_embd, hp.n_ff);
+      L.ffn_up = b.matrix(p + "ffn_up.weight", hp.n_embd, hp.n_ff);
+      L.ffn_down = b.matrix(p + "ffn_down.weight", hp.n_ff, hp.n_embd);
+    }
+  }
+  m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_gguf(f));
+  return m;
+}
+
+}  // namespace synapse::model

@@ -1,0 +1,222 @@
+// The Llama-family forward pass (seed 000 "Forward Pass Flow", seed 003 §2).
+//
+// Rounding points follow llama.cpp's CPU path with flash attention off and an
+// F16 KV cache (seed 003 §8): activations converted to the weight's vec_dot
+// type before every matrix product (kernels/matmul), K and V stored as F16, q
+// rounded to F16 before q.k, softmax probabilities rounded to F16 before they
+// weight V, RMSNorm's sum of squares in double.
+#include "model/forward.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "kernels/ops.hpp"
+
+namespace synapse::model {
+namespace {
+
+using quant::fp16_to_fp32;
+using quant::fp32_to_fp16;
+
+void add_bias(std::vector<float>& y, int64_t n_rows, const std::vector<float>& bias) {
+  if (bias.empty()) return;
+  const int64_t w = static_cast<int64_t>(bias.size());
+  for (int64_t m = 0; m < n_rows; ++m)
+    for (int64_t i = 0; i < w; ++i) y[m * w + i] += bias[i];
+}
+
+// Attention of one query row (position `pos`) for query heads [h0, h1):
+// scores over cached positions [first, pos], softmax, weighted sum of V.
+// q: [n_head][hd] of this row; out: [n_head][hd_v] of this row.
+void attend_row(const HParams& hp, const runtime::KvCache& kv, int64_t il, int64_t pos, const float* q,
+                float kq_scale, int64_t h0, int64_t h1, float* out, std::vector<float>& scores,
+                std::vector<quant::ggml_fp16_t>& q16) {
+  const int64_t hd = hp.n_embd_head_k, hd_v = hp.n_embd_head_v;
+  const int64_t first = hp.n_swa > 0 ? std::max<int64_t>(0, pos - hp.n_swa + 1) : 0;
+  const int64_t n_kv = pos - first + 1;
+  scores.resize(static_cast<size_t>(n_kv));
+  q16.resize(static_cast<size_t>(hd));
+  for (int64_t h = h0; h < h1; ++h) {
+    const int64_t g = h / hp.n_gqa();
+    for (int64_t d = 0; d < hd; ++d) q16[d] = fp32_to_fp16(q[h * hd + d]);  // ggml converts q to F16
+    for (int64_t j = 0; j < n_kv; ++j) {
+      const quant::ggml_fp16_t* k = kv.k(il, first + j) + g * hd;
+      double s = 0.0;
+      for (int64_t d = 0; d < hd; ++d) s += static_cast<double>(fp16_to_fp32(k[d]) * fp16_to_fp32(q16[d]));
+      scores[j] = static_cast<float>(s) * kq_scale;
+    }
+    kernels::softmax(scores.data(), n_kv);
+    for (int64_t j = 0; j < n_kv; ++j) scores[j] = quant::round_fp16(scores[j]);  // probabilities to F16
+    float* o = out + h * hd_v;
+    for (int64_t d = 0; d < hd_v; ++d) {
+      double acc = 0.0;
+      for (int64_t j = 0; j < n_kv; ++j)
+        acc += static_cast<double>(scores[j] * fp16_to_fp32(kv.v(il, first + j)[g * hd_v + d]));
+      o[d] = static_cast<float>(acc);
+    }
+  }
+}
+
+// Mixtral's sparse FFN for one row (llama.cpp build_moe_ffn, softmax gating,
+// weights renormalized): router logits -> softmax -> top n_expert_used
+// (largest first, ties to the lower id) -> weights / their sum -> weighted sum
+// of the selected experts' SwiGLU outputs, in selection order.
+void moe_row(const HParams& hp, const Layer& L, const float* h, float* out, runtime::ThreadPool& pool) {
+  std::vector<float> probs(static_cast<size_t>(hp.n_expert));
+  kernels::Activations act(h, 1, hp.n_embd);
+  kernels::matmul(L.ffn_gate_inp, act, probs.data(), pool);
+  kernels::softmax(probs.data(), hp.n_expert);
+  std::vector<int64_t> order(static_cast<size_t>(hp.n_expert));
+  for (int64_t e = 0; e < hp.n_expert; ++e) order[e] = e;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return probs[a] > probs[b]; });
+  double wsum = 0.0;
+  for (int64_t s = 0; s < hp.n_expert_used; ++s) wsum += probs[order[s]];
+  const float wsum_f = static_cast<float>(wsum);
+
+  std::vector<float> gate(static_cast<size_t>(hp.n_ff)), up(gate.size()), y(static_cast<size_t>(hp.n_embd));
+  for (int64_t s = 0; s < hp.n_expert_used; ++s) {
+    const int64_t e = order[s];
+    const float w = probs[e] / wsum_f;
+    kernels::matmul(L.gate_exps[e], act, gate.data(), pool);
+    kernels::matmul(L.up_exps[e], act, up.data(), pool);
+    kernels::swiglu(gate.data(), up.data(), gate.data(), hp.n_ff);
+    kernels::Activations par(gate.data(), 1, hp.n_ff);
+    kernels::matmul(L.down_exps[e], par, y.data(), pool);
+    for (int64_t i = 0; i < hp.n_embd; ++i) out[i] = s == 0 ? y[i] * w : out[i] + y[i] * w;
+  }
+}
+
+}  // namespace
+
+runtime::KvCache make_kv_cache(const Model& m, int64_t n_ctx) {
+  const HParams& hp = m.hp;
+  return runtime::KvCache(hp.n_layer, hp.n_embd_k_gqa(), hp.n_embd_v_gqa(), n_ctx, hp.n_swa);
+}
+
+void forward(const Model& m, runtime::KvCache& kv, std::span<const token_id> tokens, bool all_logits,
+             std::vector<float>& logits, runtime::ThreadPool& pool) {
+  const HParams& hp = m.hp;
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) throw Error(Errc::invalid_argument, "forward: empty batch");
+  for (int64_t i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= hp.n_vocab)
+      throw Error(Errc::out_of_range, "token id " + std::to_string(tokens[i]) + " is outside the vocabulary [0, " +
+                                          std::to_string(hp.n_vocab) + ")");
+  const int64_t p0 = kv.n_past();
+  if (p0 + n > kv.n_ctx())
+    throw Error(Errc::invalid_argument, "context full: " + std::to_string(p0) + " cached + " + std::to_string(n) +
+                                            " new tokens exceed the context size " + std::to_string(kv.n_ctx()));
+
+  const int64_t n_embd = hp.n_embd, hd = hp.n_embd_head_k, hd_v = hp.n_embd_head_v;
+  const int64_t n_q = hd * hp.n_head, n_k = hp.n_embd_k_gqa(), n_v = hp.n_embd_v_gqa(), n_att = hd_v * hp.n_head;
+
+  // Embedding rows (ggml_get_rows).
+  std::vector<float> x(static_cast<size_t>(n * n_embd));
+  for (int64_t i = 0; i < n; ++i) kernels::get_row(m.tok_embd, tokens[i], &x[i * n_embd]);
+
+  // RoPE angles of each row's position, shared by every layer.
+  const int64_t half = hp.n_rot / 2;
+  std::vector<float> rope_cos(static_cast<size_t>(n * half)), rope_sin(rope_cos.size());
+  const kernels::RopeParams rp{hp.n_rot,          hp.rope_freq_base, hp.rope_freq_scale, hp.yarn_ext_factor,
+                               hp.yarn_attn_factor, hp.yarn_beta_fast, hp.yarn_beta_slow, hp.n_ctx_orig_yarn,
+                               m.rope_freqs.empty() ? nullptr : m.rope_freqs.data()};
+  for (int64_t i = 0; i < n; ++i) kernels::rope_cache(rp, p0 + i, &rope_cos[i * half], &rope_sin[i * half]);
+  const bool neox = hp.rope_type == RopeType::neox;
+  const float inv_sqrt_hd = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float kq_scale = hp.scale_q_before_kq ? 1.0f : inv_sqrt_hd;
+  // All new rows can be written to the cache before attention unless the
+  // circular buffer would overwrite a position an earlier row still reads.
+  const bool write_all_first = p0 + n <= kv.capacity();
+
+  std::vector<float> cur(x.size()), q(static_cast<size_t>(n * n_q)), k(static_cast<size_t>(n * n_k)),
+      v(static_cast<size_t>(n * n_v)), att(static_cast<size_t>(n * n_att)), tmp(x.size());
+  std::vector<float> gate, up;
+  if (hp.n_expert == 0) {
+    gate.resize(static_cast<size_t>(n * hp.n_ff));
+    up.resize(gate.size());
+  }
+
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const Layer& L = m.layers[il];
+    // Attention block.
+    for (int64_t i = 0; i < n; ++i)
+      kernels::rms_norm(&x[i * n_embd], L.attn_norm.data(), &cur[i * n_embd], n_embd, hp.f_norm_rms_eps);
+    {
+      kernels::Activations act(cur.data(), n, n_embd);
+      kernels::matmul(L.wq, act, q.data(), pool);
+      kernels::matmul(L.wk, act, k.data(), pool);
+      kernels::matmul(L.wv, act, v.data(), pool);
+    }
+    add_bias(q, n, L.bq);
+    add_bias(k, n, L.bk);
+    add_bias(v, n, L.bv);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* c = &rope_cos[i * half];
+      const float* s = &rope_sin[i * half];
+      for (int64_t h = 0; h < hp.n_head; ++h) kernels::rope_apply(&q[i * n_q + h * hd], hp.n_rot, c, s, neox);
+      for (int64_t h = 0; h < hp.n_head_kv; ++h) kernels::rope_apply(&k[i * n_k + h * hd], hp.n_rot, c, s, neox);
+      if (hp.scale_q_before_kq)
+        for (int64_t d = 0; d < n_q; ++d) q[i * n_q + d] *= inv_sqrt_hd;
+    }
+    auto store_kv = [&](int64_t i) {
+      quant::ggml_fp16_t* kd = kv.k(il, p0 + i);
+      quant::ggml_fp16_t* vd = kv.v(il, p0 + i);
+      for (int64_t d = 0; d < n_k; ++d) kd[d] = fp32_to_fp16(k[i * n_k + d]);
+      for (int64_t d = 0; d < n_v; ++d) vd[d] = fp32_to_fp16(v[i * n_v + d]);
+    };
+    auto attend = [&](int64_t i0, int64_t i1) {
+      // Work items are (row, head) pairs: split across threads, never inside a sum.
+      pool.parallel_for((i1 - i0) * hp.n_head, 1, [&](int64_t w0, int64_t w1) {
+        std::vector<float> scores;
+        std::vector<quant::ggml_fp16_t> q16;
+        for (int64_t w = w0; w < w1; ++w) {
+          const int64_t i = i0 + w / hp.n_head, h = w % hp.n_head;
+          attend_row(hp, kv, il, p0 + i, &q[i * n_q], kq_scale, h, h + 1, &att[i * n_att], scores, q16);
+        }
+      });
+    };
+    if (write_all_first) {
+      for (int64_t i = 0; i < n; ++i) store_kv(i);
+      attend(0, n);
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        store_kv(i);
+        attend(i, i + 1);
+      }
+    }
+    {
+      kernels::Activations act(att.data(), n, n_att);
+      kernels::matmul(L.wo, act, tmp.data(), pool);
+    }
+    add_bias(tmp, n, L.bo);
+    for (size_t j = 0; j < x.size(); ++j) x[j] += tmp[j];
+
+    // Feed-forward block.
+    for (int64_t i = 0; i < n; ++i)
+      kernels::rms_norm(&x[i * n_embd], L.ffn_norm.data(), &cur[i * n_embd], n_embd, hp.f_norm_rms_eps);
+    if (hp.n_expert > 0) {
+      for (int64_t i = 0; i < n; ++i) moe_row(hp, L, &cur[i * n_embd], &tmp[i * n_embd], pool);
+    } else {
+      kernels::Activations act(cur.data(), n, n_embd);
+      kernels::matmul(L.ffn_gate, act, gate.data(), pool);
+      kernels::matmul(L.ffn_up, act, up.data(), pool);
+      kernels::swiglu(gate.data(), up.data(), gate.data(), n * hp.n_ff);
+      kernels::Activations par(gate.data(), n, hp.n_ff);
+      kernels::matmul(L.ffn_down, par, tmp.data(), pool);
+    }
+    for (size_t j = 0; j < x.size(); ++j) x[j] += tmp[j];
+  }
+  kv.set_n_past(p0 + n);
+
+  // Output: final norm and the vocabulary projection of the wanted rows.
+  const int64_t first_out = all_logits ? 0 : n - 1, n_out = n - first_out;
+  for (int64_t i = first_out; i < n; ++i)
+    kernels::rms_norm(&x[i * n_embd], m.output_norm.data(), &cur[(i - first_out) * n_embd], n_embd,
+                      hp.f_norm_rms_eps);
+  logits.resize(static_cast<size_t>(n_out * hp.n_vocab));
+  kernels::Activations act(cur.data(), n_out, n_embd);
+  kernels::matmul(m.output, act, logits.data(), pool);
+}
+
+}  // namespace synapse::model

@@ -1,0 +1,63 @@
+// Hyperparameters of a Llama-family model, read once from GGUF metadata.
+//
+// The architectures differ only by fields of this struct (seed 000 "Architecture
+// Differences", seed 003 §6); the forward pass tests flags, it is not copied.
+// Keys are `<prefix>.<name>` where prefix is general.architecture, except that
+// "mistral" files keep the llama.* keys.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "synapse/gguf.hpp"
+
+namespace synapse::model {
+
+enum class Arch { llama, mistral, qwen2, phi3 };
+enum class RopeType { normal, neox };  // pairs (x[2i], x[2i+1]) or (x[i], x[i + n_rot/2])
+
+struct HParams {
+  Arch arch = Arch::llama;
+  std::string arch_name;    // general.architecture as written
+  std::string key_prefix;   // "llama", "qwen2", "phi3"
+  int64_t n_vocab = 0;      // rows of token_embd.weight
+  int64_t n_ctx_train = 0;  // <prefix>.context_length
+  int64_t n_embd = 0;       // <prefix>.embedding_length
+  int64_t n_layer = 0;      // <prefix>.block_count
+  int64_t n_ff = 0;         // <prefix>.feed_forward_length (per expert for MoE)
+  int64_t n_head = 0;       // <prefix>.attention.head_count
+  int64_t n_head_kv = 0;    // <prefix>.attention.head_count_kv (default n_head)
+  int64_t n_embd_head_k = 0;  // attention.key_length (default n_embd / n_head)
+  int64_t n_embd_head_v = 0;  // attention.value_length (default n_embd_head_k)
+  int64_t n_rot = 0;        // rope.dimension_count (default n_embd_head_k)
+  float f_norm_rms_eps = 1e-5f;  // attention.layer_norm_rms_epsilon
+  RopeType rope_type = RopeType::normal;
+  float rope_freq_base = 10000.0f;  // rope.freq_base (rope_theta)
+  float rope_freq_scale = 1.0f;     // 1 / rope.scaling.factor
+  // YaRN (Peng et al. 2023) as llama.cpp's llama_context derives it:
+  // ext_factor 1 for scaling type "yarn", else 0; beta_fast 32, beta_slow 1.
+  float yarn_ext_factor = 0.0f;
+  float yarn_attn_factor = 1.0f;
+  float yarn_beta_fast = 32.0f;
+  float yarn_beta_slow = 1.0f;
+  int64_t n_ctx_orig_yarn = 0;  // rope.scaling.original_context_length (default n_ctx_train)
+  int64_t n_swa = 0;            // attention.sliding_window; 0 = full attention
+  int64_t n_expert = 0;         // expert_count (Mixtral)
+  int64_t n_expert_used = 0;    // expert_used_count
+  bool fused_qkv = false;       // Phi-3: attn_qkv [q|k|v] and ffn_up [gate|up]
+  bool scale_q_before_kq = false;  // Phi-3 scales q by 1/sqrt(head dim) before q.k
+
+  int64_t n_gqa() const { return n_head / n_head_kv; }
+  int64_t n_embd_k_gqa() const { return n_embd_head_k * n_head_kv; }
+  int64_t n_embd_v_gqa() const { return n_embd_head_v * n_head_kv; }
+};
+
+// Reads and validates the hyperparameters. n_vocab is taken from the
+// token_embd.weight tensor. Throws Error(unsupported) for an unknown
+// general.architecture (the message lists the supported ones) and
+// Error(format) naming the key for a missing or inconsistent value.
+HParams read_hparams(const gguf::File& file);
+
+const char* arch_name(Arch arch);
+
+}  // namespace synapse::model

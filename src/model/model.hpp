@@ -1,0 +1,53 @@
+// A loaded model: the mapped GGUF file, its hyperparameters, weight views
+// bound by tensor name (zero-copy: quantized weights stay in the mapping;
+// only norms, biases and rope factors become float), and its tokenizer.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/matmul.hpp"
+#include "model/hparams.hpp"
+#include "synapse/gguf.hpp"
+#include "synapse/tokenizer.hpp"
+
+namespace synapse::model {
+
+using kernels::WeightView;
+
+struct Layer {
+  std::vector<float> attn_norm;         // blk.N.attn_norm.weight [n_embd]
+  WeightView wq, wk, wv, wo;            // attn_q/k/v/output (Phi-3: views of attn_qkv)
+  std::vector<float> bq, bk, bv, bo;    // Qwen2 biases (empty when absent)
+  std::vector<float> ffn_norm;          // blk.N.ffn_norm.weight
+  WeightView ffn_gate, ffn_up, ffn_down;  // dense FFN (Phi-3: views of fused ffn_up)
+  WeightView ffn_gate_inp;              // MoE router [n_embd -> n_expert]
+  std::vector<WeightView> gate_exps, up_exps, down_exps;  // per-expert views
+};
+
+struct Model {
+  gguf::File file;
+  HParams hp;
+  WeightView tok_embd;                  // token_embd.weight [n_embd -> n_vocab rows]
+  WeightView output;                    // output.weight, or token_embd when tied
+  std::vector<float> output_norm;
+  std::vector<float> rope_freqs;        // Llama 3 frequency factors [n_rot/2], or empty
+  std::vector<Layer> layers;
+  std::unique_ptr<Tokenizer> tokenizer;
+
+  // Bytes of every tensor's data (what a decode step streams, roughly).
+  uint64_t weight_bytes() const;
+  uint64_t n_params() const;
+};
+
+// Opens `path` and binds every tensor the architecture needs. Throws
+// Error(io) when the file cannot be read, Error(format) naming a missing or
+// misshapen tensor, Error(unsupported) naming a tensor of a type synapse
+// cannot compute with (e.g. IQ2_XXS) or an unknown architecture.
+std::unique_ptr<Model> load_model(const std::string& path);
+
+// Same, from an already opened file (tests build models in memory).
+std::unique_ptr<Model> load_model(gguf::File file);
+
+}  // namespace synapse::model
