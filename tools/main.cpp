@@ -1,2 +1,39 @@
+// synapse: the command line. `synapse <command> --help` lists each command's flags.
 #include <cstdio>
-int main() { std::puts("synapse"); return 0; }
+#include <map>
+#include <string>
+
+#include "commands.hpp"
+#include "synapse/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"synapse: run GGUF Llama-family models on the CPU"};
+  app.require_subcommand(1);
+  std::map<CLI::App*, synapse::tools::Runner> runners;
+  auto add = [&](const char* name, const char* about, auto adder) {
+    CLI::App* sub = app.add_subcommand(name, about);
+    runners[sub] = adder(*sub);
+  };
+  add("run", "generate text from a prompt", synapse::tools::add_run);
+  add("logits", "write the logits of every position of a token sequence", synapse::tools::add_logits);
+  add("info", "list a GGUF file's metadata and tensors", synapse::tools::add_info);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& [sub, run] : runners)
+      if (sub->parsed()) return run();
+  } catch (const synapse::Error& e) {
+    std::fprintf(stderr, "synapse: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "synapse: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "synapse: internal error: %s\n", e.what());
+    return 3;
+  }
+  return 0;
+}

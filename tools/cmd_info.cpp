@@ -1,0 +1,81 @@
+// synapse info MODEL: the file's metadata, each tensor's name, type, shape and
+// byte size, and the total size and bits per weight.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "commands.hpp"
+#include "synapse/gguf.hpp"
+
+namespace synapse::tools {
+namespace {
+
+std::string show(const gguf::Value& v, size_t max_items) {
+  using gguf::ValueType;
+  switch (v.type) {
+    case ValueType::UINT8: case ValueType::UINT16: case ValueType::UINT32: case ValueType::UINT64:
+      return std::to_string(v.u);
+    case ValueType::INT8: case ValueType::INT16: case ValueType::INT32: case ValueType::INT64:
+      return std::to_string(v.i);
+    case ValueType::FLOAT32: case ValueType::FLOAT64: {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%g", v.f);
+      return buf;
+    }
+    case ValueType::BOOL: return v.b ? "true" : "false";
+    case ValueType::STRING: {
+      std::string s = v.str.size() > 80 ? v.str.substr(0, 77) + "..." : v.str;
+      std::string out = "\"";
+      for (unsigned char c : s) {
+        if (c == '\n') out += "\\n";
+        else if (c < 0x20) out += "?";
+        else out += static_cast<char>(c);
+      }
+      return out + "\"";
+    }
+    case ValueType::ARRAY: {
+      std::string s = "[" + std::string(gguf::value_type_name(v.elem_type)) + " x " + std::to_string(v.items.size()) + "]";
+      if (max_items == 0) return s;
+      s += " {";
+      for (size_t i = 0; i < v.items.size() && i < max_items; ++i) s += (i ? ", " : "") + show(v.items[i], 0);
+      return s + (v.items.size() > max_items ? ", ...}" : "}");
+    }
+  }
+  return "?";
+}
+
+int run(const std::string& path) {
+  const gguf::File f = gguf::File::open(path);
+  std::printf("%s: GGUF v%u, %zu metadata keys, %zu tensors, alignment %llu\n", path.c_str(), f.version(),
+              f.metadata().size(), f.tensors().size(), static_cast<unsigned long long>(f.alignment()));
+  std::printf("\nmetadata:\n");
+  for (const auto& kv : f.metadata())
+    std::printf("  %-48s %-8s %s\n", kv.key.c_str(), std::string(gguf::value_type_name(kv.value.type)).c_str(),
+                show(kv.value, 5).c_str());
+  std::printf("\ntensors:\n");
+  uint64_t bytes = 0, params = 0;
+  for (const auto& t : f.tensors()) {
+    std::string shape = "[";
+    for (uint32_t d = 0; d < t.n_dims; ++d) shape += (d ? ", " : "") + std::to_string(t.ne[d]);
+    shape += "]";
+    std::printf("  %-40s %-8s %-24s %12llu bytes\n", t.name.c_str(), std::string(type_name(t.type)).c_str(),
+                shape.c_str(), static_cast<unsigned long long>(t.n_bytes));
+    bytes += t.n_bytes;
+    params += static_cast<uint64_t>(t.n_elements());
+  }
+  std::printf("\ntotal: %llu parameters, %llu bytes (%.2f MiB), %.3f bits per weight\n",
+              static_cast<unsigned long long>(params), static_cast<unsigned long long>(bytes), bytes / 1048576.0,
+              params ? 8.0 * static_cast<double>(bytes) / static_cast<double>(params) : 0.0);
+  return 0;
+}
+
+}  // namespace
+
+Runner add_info(CLI::App& app) {
+  auto path = std::make_shared<std::string>();
+  app.add_option("model", *path, "GGUF file")->required();
+  app.add_option("-m,--model", *path, "GGUF file (same as the positional argument)");
+  return [path] { return run(*path); };
+}
+
+}  // namespace synapse::tools

@@ -1,0 +1,89 @@
+// synapse logits -m MODEL --ids 1,2,3 -o out.f32 [--greedy K] [-t T]
+// Runs the ids as one prompt and writes the logits of every position as
+// little-endian float32, row-major [n_tokens][n_vocab]. --greedy K then
+// prints the next K greedy ids (argmax, fed back one at a time), comma
+// separated, on stdout.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "commands.hpp"
+#include "model/forward.hpp"
+#include "runtime/sampler.hpp"
+#include "synapse/error.hpp"
+
+namespace synapse::tools {
+namespace {
+
+struct LogitsArgs {
+  std::string model, ids, out;
+  int greedy = 0, threads = 0, n_ctx = 0;
+};
+
+std::vector<token_id> parse_ids(const std::string& s) {
+  std::vector<token_id> ids;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    const std::string item = s.substr(i, j - i);
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || v < 0 || v > INT32_MAX)
+      throw Error(Errc::invalid_argument, "--ids: '" + item + "' is not a token id");
+    ids.push_back(static_cast<token_id>(v));
+    i = j + 1;
+  }
+  if (ids.empty()) throw Error(Errc::invalid_argument, "--ids: no token ids given");
+  return ids;
+}
+
+int run(const LogitsArgs& a) {
+  const std::vector<token_id> ids = parse_ids(a.ids);
+  auto m = model::load_model(a.model);
+  const int64_t n_ctx = a.n_ctx > 0 ? a.n_ctx : static_cast<int64_t>(ids.size()) + a.greedy;
+  runtime::ThreadPool pool(a.threads > 0 ? a.threads : runtime::default_thread_count());
+  runtime::KvCache kv = model::make_kv_cache(*m, n_ctx);
+  std::vector<float> logits;
+  model::forward(*m, kv, ids, true, logits, pool);
+  if (!a.out.empty()) {
+    std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(a.out.c_str(), "wb"), &std::fclose);
+    if (!f || std::fwrite(logits.data(), sizeof(float), logits.size(), f.get()) != logits.size())
+      throw Error(Errc::io, a.out + ": cannot write the logits");
+  }
+  if (a.greedy > 0) {
+    const int64_t n_vocab = m->hp.n_vocab;
+    std::span<const float> last(logits.data() + (ids.size() - 1) * n_vocab, n_vocab);
+    std::string line;
+    for (int k = 0; k < a.greedy; ++k) {
+      const token_id next = runtime::sample_greedy(last);
+      line += (k ? "," : "") + std::to_string(next);
+      if (k + 1 == a.greedy) break;
+      const token_id one[1] = {next};
+      model::forward(*m, kv, one, false, logits, pool);
+      last = std::span<const float>(logits.data(), n_vocab);
+    }
+    std::printf("%s\n", line.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner add_logits(CLI::App& app) {
+  auto a = std::make_shared<LogitsArgs>();
+  app.add_option("-m,--model", a->model, "GGUF model file")->required();
+  app.add_option("--ids", a->ids, "comma-separated token ids, run as one prompt")->required();
+  app.add_option("-o,--output", a->out, "write [n_tokens][n_vocab] float32 logits here");
+  app.add_option("--greedy", a->greedy, "then print the next K greedy ids");
+  app.add_option("-t,--threads", a->threads, "threads (default: physical cores)");
+  app.add_option("-c,--ctx-size", a->n_ctx, "context size (default: ids + K)");
+  return [a] { return run(*a); };
+}
+
+}  // namespace synapse::tools

@@ -1,0 +1,99 @@
+// synapse run -m MODEL -p PROMPT [-n N] [-t T] [-c N_CTX] [--temp T] [--seed S]
+// Prints only the generated text to stdout, token by token; logs and timings
+// go to stderr. Stops at an end-of-generation token or after -n tokens.
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "commands.hpp"
+#include "model/forward.hpp"
+#include "runtime/sampler.hpp"
+#include "synapse/error.hpp"
+
+namespace synapse::tools {
+namespace {
+
+struct RunArgs {
+  std::string model;
+  std::string prompt;
+  int n_predict = -1;
+  int threads = 0;
+  int n_ctx = 0;
+  runtime::SamplerParams sp;
+  bool no_display_prompt = true;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int run(const RunArgs& a) {
+  const auto t_load = std::chrono::steady_clock::now();
+  auto m = model::load_model(a.model);
+  const int threads = a.threads > 0 ? a.threads : runtime::default_thread_count();
+  int64_t n_ctx = a.n_ctx > 0 ? a.n_ctx : (m->hp.n_ctx_train > 0 ? std::min<int64_t>(m->hp.n_ctx_train, 4096) : 4096);
+
+  const Tokenizer& tok = *m->tokenizer;
+  const std::vector<token_id> prompt = tok.tokenize(a.prompt, /*add_special=*/true, /*parse_special=*/false);
+  if (prompt.empty()) throw Error(Errc::invalid_argument, "the prompt tokenizes to no tokens and the model adds no BOS");
+  if (static_cast<int64_t>(prompt.size()) > n_ctx)
+    throw Error(Errc::invalid_argument, "the prompt is " + std::to_string(prompt.size()) +
+                                            " tokens, longer than the context size " + std::to_string(n_ctx) +
+                                            " (raise -c)");
+  std::fprintf(stderr, "synapse: loaded %s (%s, %lld layers, n_embd %lld, n_vocab %lld) in %.3f s; n_ctx %lld, %d threads\n",
+               a.model.c_str(), m->hp.arch_name.c_str(), static_cast<long long>(m->hp.n_layer),
+               static_cast<long long>(m->hp.n_embd), static_cast<long long>(m->hp.n_vocab), seconds_since(t_load),
+               static_cast<long long>(n_ctx), threads);
+  runtime::ThreadPool pool(threads);
+  runtime::KvCache kv = model::make_kv_cache(*m, n_ctx);
+  runtime::Sampler sampler(a.sp);
+  std::vector<float> logits;
+
+  const auto t_pp = std::chrono::steady_clock::now();
+  model::forward(*m, kv, prompt, false, logits, pool);
+  const double pp_s = seconds_since(t_pp);
+
+  const auto t_tg = std::chrono::steady_clock::now();
+  int n_gen = 0;
+  const int n_max = a.n_predict < 0 ? static_cast<int>(n_ctx) : a.n_predict;
+  while (n_gen < n_max) {
+    const token_id next = sampler.sample(logits);
+    if (tok.is_eog(next)) break;
+    const std::string piece = tok.token_to_piece(next, /*special=*/false);
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    ++n_gen;
+    if (n_gen == n_max) break;
+    if (kv.n_past() >= kv.n_ctx()) {
+      std::fprintf(stderr, "\nsynapse: context of %lld tokens is full; stopping\n", static_cast<long long>(n_ctx));
+      break;
+    }
+    const token_id one[1] = {next};
+    model::forward(*m, kv, one, false, logits, pool);
+  }
+  const double tg_s = seconds_since(t_tg);
+  std::fputc('\n', stdout);
+  std::fprintf(stderr, "synapse: prompt %zu tokens in %.3f s (%.1f t/s); generated %d tokens in %.3f s (%.1f t/s); seed %u\n",
+               prompt.size(), pp_s, prompt.size() / std::max(pp_s, 1e-9), n_gen, tg_s, n_gen / std::max(tg_s, 1e-9),
+               sampler.seed());
+  return 0;
+}
+
+}  // namespace
+
+Runner add_run(CLI::App& app) {
+  auto a = std::make_shared<RunArgs>();
+  app.add_option("-m,--model", a->model, "GGUF model file")->required();
+  app.add_option("-p,--prompt", a->prompt, "prompt text")->required();
+  app.add_option("-n,--n-predict", a->n_predict, "tokens to generate (-1: until end of generation or full context)");
+  app.add_option("-t,--threads", a->threads, "threads (default: physical cores)");
+  app.add_option("-c,--ctx-size", a->n_ctx, "context size in tokens (default: the model's, at most 4096)");
+  app.add_option("--temp", a->sp.temp, "temperature; 0 = greedy (default 0.8)");
+  app.add_option("--top-k", a->sp.top_k, "top-k sampling (default 40, 0 = off)");
+  app.add_option("--top-p", a->sp.top_p, "top-p sampling (default 0.95, 1 = off)");
+  app.add_option("--min-p", a->sp.min_p, "min-p sampling (default 0.05, 0 = off)");
+  app.add_option("-s,--seed", a->sp.seed, "RNG seed (default: random)");
+  return [a] { return run(*a); };
+}
+
+}  // namespace synapse::tools

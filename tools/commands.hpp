@@ -1,0 +1,17 @@
+// The `synapse` subcommands. Each registers its flags on a CLI11 subcommand
+// and returns the function that runs it (exit code). Flags follow llama.cpp's.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace synapse::tools {
+
+using Runner = std::function<int()>;
+
+Runner add_run(CLI::App& app);     // generate text from a prompt
+Runner add_logits(CLI::App& app);  // logits of every position, for golden comparisons
+Runner add_info(CLI::App& app);    // metadata and tensors of a GGUF file
+
+}  // namespace synapse::tools
