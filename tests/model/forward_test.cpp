@@ -1,0 +1,146 @@
+// Batch invariance (DESIGN.md contract 2): a prompt run as one batch, in
+// chunks of 7, or token by token gives memcmp-equal logits and KV cache
+// contents, at 1, 2 and 3 threads. Plus the sliding-window cache bound and the
+// load/forward errors.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "golden_util.hpp"
+#include "model/forward.hpp"
+
+namespace synapse {
+namespace {
+
+using test::data_path;
+
+// The golden files' id rule (tests/data/golden/README.md "Input ids").
+std::vector<token_id> lcg_ids(int64_t n_vocab, token_id bos, size_t n) {
+  std::vector<token_id> ids{bos};
+  uint64_t x = 20250220;
+  while (ids.size() < n) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    ids.push_back(static_cast<token_id>(3 + (x >> 33) % static_cast<uint64_t>(n_vocab - 3)));
+  }
+  return ids;
+}
+
+struct ChunkedRun {
+  std::vector<float> logits;  // [n][n_vocab]
+  std::vector<uint16_t> k, v; // every cached row of every layer
+};
+
+ChunkedRun run_chunked(const model::Model& m, const std::vector<token_id>& ids, size_t chunk, int threads) {
+  runtime::ThreadPool pool(threads);
+  runtime::KvCache kv = model::make_kv_cache(m, static_cast<int64_t>(ids.size()));
+  ChunkedRun r;
+  std::vector<float> part;
+  for (size_t i = 0; i < ids.size(); i += chunk) {
+    const size_t n = std::min(chunk, ids.size() - i);
+    model::forward(m, kv, std::span<const token_id>(ids.data() + i, n), true, part, pool);
+    r.logits.insert(r.logits.end(), part.begin(), part.end());
+  }
+  const int64_t first = static_cast<int64_t>(ids.size()) - kv.capacity();
+  for (int64_t il = 0; il < m.hp.n_layer; ++il)
+    for (int64_t p = std::max<int64_t>(0, first); p < static_cast<int64_t>(ids.size()); ++p) {
+      r.k.insert(r.k.end(), kv.k(il, p), kv.k(il, p) + m.hp.n_embd_k_gqa());
+      r.v.insert(r.v.end(), kv.v(il, p), kv.v(il, p) + m.hp.n_embd_v_gqa());
+    }
+  return r;
+}
+
+class BatchInvariance : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(BatchInvariance, PrefillChunksAndDecodeAreBitIdentical) {
+  auto m = model::load_model(data_path(std::string("models/") + GetParam()));
+  const std::vector<token_id> ids = lcg_ids(m->hp.n_vocab, std::max(0, m->tokenizer->bos()), 64);
+  const ChunkedRun ref = run_chunked(*m, ids, ids.size(), 1);
+  ASSERT_EQ(ref.logits.size(), ids.size() * static_cast<size_t>(m->hp.n_vocab));
+  for (int threads : {1, 2, 3}) {
+    for (size_t chunk : {ids.size(), size_t{7}, size_t{1}}) {
+      if (threads == 1 && chunk == ids.size()) continue;
+      SCOPED_TRACE(::testing::Message() << "threads " << threads << ", chunk " << chunk);
+      const ChunkedRun r = run_chunked(*m, ids, chunk, threads);
+      ASSERT_EQ(r.logits.size(), ref.logits.size());
+      EXPECT_EQ(0, std::memcmp(r.logits.data(), ref.logits.data(), ref.logits.size() * sizeof(float)));
+      ASSERT_EQ(r.k.size(), ref.k.size());
+      EXPECT_EQ(0, std::memcmp(r.k.data(), ref.k.data(), ref.k.size() * sizeof(uint16_t)));
+      EXPECT_EQ(0, std::memcmp(r.v.data(), ref.v.data(), ref.v.size() * sizeof(uint16_t)));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, BatchInvariance,
+                         ::testing::Values("stories260K.gguf", "stories260K-q4_0.gguf", "stories260K-q8_0.gguf",
+                                           "llama-2-tiny-random.gguf", "tiny-llama-q4_k_m.gguf",
+                                           "tiny-llama-bf16.gguf", "tiny-llama3-q4_k_m.gguf",
+                                           "tiny-qwen2-q4_k_m.gguf", "tiny-mixtral-q4_k_m.gguf",
+                                           "tiny-phi3-q4_k_m.gguf", "tiny-mistral-swa-f32.gguf"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& c : s)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return s;
+                         });
+
+TEST(SlidingWindow, CacheHoldsWindowRowsForALongSequence) {
+  auto m = model::load_model(data_path("models/tiny-mistral-swa-f32.gguf"));
+  ASSERT_EQ(m->hp.n_swa, 32);
+  runtime::KvCache kv = model::make_kv_cache(*m, 4096);
+  EXPECT_EQ(kv.capacity(), 32);
+  // 2 layers x 32 rows x (64 K + 64 V values) x 2 bytes.
+  EXPECT_EQ(kv.bytes(), size_t{2} * 32 * (64 + 64) * 2);
+  const std::vector<token_id> ids = lcg_ids(m->hp.n_vocab, 1, 4096);
+  runtime::ThreadPool pool(2);
+  std::vector<float> logits;
+  for (size_t i = 0; i < ids.size(); i += 512)
+    model::forward(*m, kv, std::span<const token_id>(ids.data() + i, 512), false, logits, pool);
+  EXPECT_EQ(kv.n_past(), 4096);
+  EXPECT_EQ(kv.capacity(), 32);
+  EXPECT_EQ(kv.bytes(), size_t{2} * 32 * (64 + 64) * 2);
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  // The last position sees only the window: the same 32 tokens at the same
+  // positions, decoded in a fresh cache after a different history, give the
+  // same logits bit for bit.
+  runtime::KvCache fresh = model::make_kv_cache(*m, 4096);
+  std::vector<token_id> other = lcg_ids(m->hp.n_vocab, 2, 4096 - 32);
+  for (auto& t : other) t = (t * 7 + 1) % static_cast<token_id>(m->hp.n_vocab);
+  std::vector<float> scratch, last;
+  for (size_t i = 0; i < other.size(); i += 504)
+    model::forward(*m, fresh, std::span<const token_id>(other.data() + i, std::min<size_t>(504, other.size() - i)),
+                   false, scratch, pool);
+  // Layer inputs past the first layer depend on the whole window of the
+  // previous layer, so only n_layer * window positions back matter: feed the
+  // last 2 * 32 tokens again with the same positions.
+  fresh.set_n_past(4096 - 64);
+  model::forward(*m, fresh, std::span<const token_id>(ids.data() + 4096 - 64, 64), false, last, pool);
+  EXPECT_EQ(0, std::memcmp(last.data(), logits.data(), logits.size() * sizeof(float)));
+}
+
+TEST(Forward, RejectsBadTokensAndFullContext) {
+  auto m = model::load_model(data_path("models/stories260K.gguf"));
+  runtime::ThreadPool pool(1);
+  runtime::KvCache kv = model::make_kv_cache(*m, 4);
+  std::vector<float> logits;
+  const std::vector<token_id> bad{1, 512};
+  try {
+    model::forward(*m, kv, bad, false, logits, pool);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::out_of_range);
+    EXPECT_NE(std::string(e.what()).find("512"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(kv.n_past(), 0);
+  const std::vector<token_id> five{1, 2, 3, 4, 5};
+  try {
+    model::forward(*m, kv, five, false, logits, pool);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("context"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(kv.n_past(), 0);
+}
+
+}  // namespace
+}  // namespace synapse
