@@ -228,9 +228,7 @@ std::string Tokenizer::detokenize(const std::vector<token_id>& ids, bool remove_
   std::string text;
   for (size_t i = first; i < last; ++i) {
     const std::string piece = token_to_piece(ids[i], unparse_special);
-    if (remove_space && !piece.empty() && piece[0] == ' ' &&
-        !(!unparse_special &&
-          (v.attr[ids[i]] & (tokenizer::kAttrUnknown | tokenizer::kAttrControl)))) {
+    if (remove_space && !piece.empty() && piece[0] == ' ') {  // lstrip = 1
       text.append(piece, 1, std::string::npos);
     } else {
       text += piece;

@@ -307,9 +307,13 @@ Vocab Vocab::load(const gguf::File& f) {
     fail(f, "tokenizer.ggml.add_eos_token", "true, but tokenizer.ggml.eos_token_id is not set");
 
   // Auto-detection by text (llama.cpp iterates its token_to_id hash map; the
-  // first match found sets each id, and any match becomes a control token).
-  // We visit ids in ascending order.
-  const auto make_control = [&](token_id id) { v.attr[id] |= kAttrControl; };
+  // first match found sets each id). We visit ids in ascending order; which of
+  // several candidates becomes the id changes nothing below, since all of
+  // them are end-of-generation tokens anyway. A detected token that is not a
+  // control token becomes one (llama.cpp overwrites its attribute).
+  const auto make_control = [&](token_id id) {
+    if (!(v.attr[id] & kAttrControl)) v.attr[id] = kAttrControl;
+  };
   const auto detect = [&](token_id& slot, std::initializer_list<const char*> names) {
     if (slot != kNull) return;
     for (const char* s : names) {
@@ -319,26 +323,21 @@ Vocab Vocab::load(const gguf::File& f) {
     if (slot != kNull) make_control(slot);
   };
   detect(v.eot, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>",
-                 "_<EOT>", "<｜end▁of▁sentence｜>"});
+                 "<｜end▁of▁sentence｜>"});
   detect(v.eom, {"<|eom_id|>"});
-  detect(v.fim_pre, {"<|fim_prefix|>", "<fim-prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>"});
-  detect(v.fim_suf, {"<|fim_suffix|>", "<fim-suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>"});
-  detect(v.fim_mid, {"<|fim_middle|>", "<fim-middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>"});
+  detect(v.fim_pre, {"<|fim_prefix|>", "<fim-prefix>", "<｜fim▁begin｜>", "<PRE>"});
+  detect(v.fim_suf, {"<|fim_suffix|>", "<fim-suffix>", "<｜fim▁hole｜>", "<SUF>"});
+  detect(v.fim_mid, {"<|fim_middle|>", "<fim-middle>", "<｜fim▁end｜>", "<MID>"});
   detect(v.fim_pad, {"<|fim_pad|>", "<fim-pad>", "<PAD>"});
   detect(v.fim_rep, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"});
   detect(v.fim_sep, {"<|file_sep|>"});
 
-  // Control tokens whose text says "unused" are marked unused.
-  for (size_t i = 0; i < n; ++i) {
-    if ((v.attr[i] & kAttrControl) && v.text[i].find("unused") != std::string::npos)
-      v.attr[i] |= kAttrUnused;
-  }
-
-  // End-of-generation set.
+  // End-of-generation set: FIM pad/repo/separator, the end-looking texts
+  // (made control tokens), then eos, eot, eom.
   for (token_id id : {v.fim_pad, v.fim_rep, v.fim_sep})
     if (id != kNull) v.eog.insert(id);
   for (const char* s : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                        "<|eom_id|>", "<EOT>", "_<EOT>"}) {
+                        "<|eom_id|>", "<EOT>"}) {
     const token_id id = v.find(s);
     if (id != kNull) {
       v.eog.insert(id);
