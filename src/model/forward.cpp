@@ -96,24 +96,49 @@ runtime::KvCache make_kv_cache(const Model& m, int64_t n_ctx) {
 
 void forward(const Model& m, runtime::KvCache& kv, std::span<const token_id> tokens, bool all_logits,
              std::vector<float>& logits, runtime::ThreadPool& pool) {
+  std::vector<BatchRow> rows(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) rows[i] = {tokens[i], nullptr, 0, all_logits || i + 1 == tokens.size()};
+  runtime::KvCache* seqs[1] = {&kv};
+  forward_batch(m, seqs, rows, logits, pool);
+}
+
+void forward_batch(const Model& m, std::span<runtime::KvCache* const> seqs, std::span<const BatchRow> rows,
+                   std::vector<float>& logits, runtime::ThreadPool& pool) {
   const HParams& hp = m.hp;
-  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t n = static_cast<int64_t>(rows.size());
   if (n == 0) throw Error(Errc::invalid_argument, "forward: empty batch");
-  for (int64_t i = 0; i < n; ++i)
-    if (tokens[i] < 0 || tokens[i] >= hp.n_vocab)
-      throw Error(Errc::out_of_range, "token id " + std::to_string(tokens[i]) + " is outside the vocabulary [0, " +
+
+  // Validate everything before touching any cache; positions per row.
+  std::vector<int64_t> pos(static_cast<size_t>(n)), n_new(seqs.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const BatchRow& r = rows[i];
+    if (r.seq < 0 || static_cast<size_t>(r.seq) >= seqs.size() || !seqs[r.seq])
+      throw Error(Errc::out_of_range, "batch row " + std::to_string(i) + ": sequence " + std::to_string(r.seq) +
+                                          " does not exist (" + std::to_string(seqs.size()) + " sequences)");
+    if (!r.embd && (r.token < 0 || r.token >= hp.n_vocab))
+      throw Error(Errc::out_of_range, "token id " + std::to_string(r.token) + " is outside the vocabulary [0, " +
                                           std::to_string(hp.n_vocab) + ")");
-  const int64_t p0 = kv.n_past();
-  if (p0 + n > kv.n_ctx())
-    throw Error(Errc::invalid_argument, "context full: " + std::to_string(p0) + " cached + " + std::to_string(n) +
-                                            " new tokens exceed the context size " + std::to_string(kv.n_ctx()));
+    pos[i] = seqs[r.seq]->n_past() + n_new[r.seq]++;
+  }
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    if (!n_new[s]) continue;
+    const runtime::KvCache& kv = *seqs[s];
+    if (kv.n_past() + n_new[s] > kv.n_ctx())
+      throw Error(Errc::invalid_argument, "context full: " + std::to_string(kv.n_past()) + " cached + " +
+                                              std::to_string(n_new[s]) + " new tokens exceed the context size " +
+                                              std::to_string(kv.n_ctx()) +
+                                              (seqs.size() > 1 ? " (sequence " + std::to_string(s) + ")" : ""));
+  }
 
   const int64_t n_embd = hp.n_embd, hd = hp.n_embd_head_k, hd_v = hp.n_embd_head_v;
   const int64_t n_q = hd * hp.n_head, n_k = hp.n_embd_k_gqa(), n_v = hp.n_embd_v_gqa(), n_att = hd_v * hp.n_head;
 
-  // Embedding rows (ggml_get_rows).
+  // Embedding rows (ggml_get_rows), or the row's own embedding.
   std::vector<float> x(static_cast<size_t>(n * n_embd));
-  for (int64_t i = 0; i < n; ++i) kernels::get_row(m.tok_embd, tokens[i], &x[i * n_embd]);
+  for (int64_t i = 0; i < n; ++i) {
+    if (rows[i].embd) std::copy(rows[i].embd, rows[i].embd + n_embd, &x[i * n_embd]);
+    else kernels::get_row(m.tok_embd, rows[i].token, &x[i * n_embd]);
+  }
 
   // RoPE angles of each row's position, shared by every layer.
   const int64_t half = hp.n_rot / 2;
@@ -121,13 +146,18 @@ void forward(const Model& m, runtime::KvCache& kv, std::span<const token_id> tok
   const kernels::RopeParams rp{hp.n_rot,          hp.rope_freq_base, hp.rope_freq_scale, hp.yarn_ext_factor,
                                hp.yarn_attn_factor, hp.yarn_beta_fast, hp.yarn_beta_slow, hp.n_ctx_orig_yarn,
                                m.rope_freqs.empty() ? nullptr : m.rope_freqs.data()};
-  for (int64_t i = 0; i < n; ++i) kernels::rope_cache(rp, p0 + i, &rope_cos[i * half], &rope_sin[i * half]);
+  for (int64_t i = 0; i < n; ++i) kernels::rope_cache(rp, pos[i], &rope_cos[i * half], &rope_sin[i * half]);
   const bool neox = hp.rope_type == RopeType::neox;
   const float inv_sqrt_hd = 1.0f / std::sqrt(static_cast<float>(hd));
   const float kq_scale = hp.scale_q_before_kq ? 1.0f : inv_sqrt_hd;
-  // All new rows can be written to the cache before attention unless the
-  // circular buffer would overwrite a position an earlier row still reads.
-  const bool write_all_first = p0 + n <= kv.capacity();
+  // A sequence's new rows can all be written to its cache before attention
+  // unless its circular buffer would overwrite a position an earlier row of
+  // the batch still reads; those rows are stored and attended one at a time.
+  std::vector<int64_t> batched_rows, one_by_one_rows;
+  for (int64_t i = 0; i < n; ++i) {
+    const runtime::KvCache& kv = *seqs[rows[i].seq];
+    (kv.n_past() + n_new[rows[i].seq] <= kv.capacity() ? batched_rows : one_by_one_rows).push_back(i);
+  }
 
   std::vector<float> cur(x.size()), q(static_cast<size_t>(n * n_q)), k(static_cast<size_t>(n * n_k)),
       v(static_cast<size_t>(n * n_v)), att(static_cast<size_t>(n * n_att)), tmp(x.size());
@@ -160,30 +190,29 @@ void forward(const Model& m, runtime::KvCache& kv, std::span<const token_id> tok
         for (int64_t d = 0; d < n_q; ++d) q[i * n_q + d] *= inv_sqrt_hd;
     }
     auto store_kv = [&](int64_t i) {
-      quant::ggml_fp16_t* kd = kv.k(il, p0 + i);
-      quant::ggml_fp16_t* vd = kv.v(il, p0 + i);
+      runtime::KvCache& kv = *seqs[rows[i].seq];
+      quant::ggml_fp16_t* kd = kv.k(il, pos[i]);
+      quant::ggml_fp16_t* vd = kv.v(il, pos[i]);
       for (int64_t d = 0; d < n_k; ++d) kd[d] = fp32_to_fp16(k[i * n_k + d]);
       for (int64_t d = 0; d < n_v; ++d) vd[d] = fp32_to_fp16(v[i * n_v + d]);
     };
-    auto attend = [&](int64_t i0, int64_t i1) {
+    auto attend = [&](const int64_t* row_ids, int64_t n_rows) {
       // Work items are (row, head) pairs: split across threads, never inside a sum.
-      pool.parallel_for((i1 - i0) * hp.n_head, 1, [&](int64_t w0, int64_t w1) {
+      pool.parallel_for(n_rows * hp.n_head, 1, [&](int64_t w0, int64_t w1) {
         std::vector<float> scores;
         std::vector<quant::ggml_fp16_t> q16;
         for (int64_t w = w0; w < w1; ++w) {
-          const int64_t i = i0 + w / hp.n_head, h = w % hp.n_head;
-          attend_row(hp, kv, il, p0 + i, &q[i * n_q], kq_scale, h, h + 1, &att[i * n_att], scores, q16);
+          const int64_t i = row_ids[w / hp.n_head], h = w % hp.n_head;
+          attend_row(hp, *seqs[rows[i].seq], il, pos[i], &q[i * n_q], kq_scale, h, h + 1, &att[i * n_att], scores,
+                     q16);
         }
       });
     };
-    if (write_all_first) {
-      for (int64_t i = 0; i < n; ++i) store_kv(i);
-      attend(0, n);
-    } else {
-      for (int64_t i = 0; i < n; ++i) {
-        store_kv(i);
-        attend(i, i + 1);
-      }
+    for (int64_t i : batched_rows) store_kv(i);
+    attend(batched_rows.data(), static_cast<int64_t>(batched_rows.size()));
+    for (int64_t i : one_by_one_rows) {
+      store_kv(i);
+      attend(&i, 1);
     }
     {
       kernels::Activations act(att.data(), n, n_att);
@@ -207,14 +236,18 @@ void forward(const Model& m, runtime::KvCache& kv, std::span<const token_id> tok
     }
     for (size_t j = 0; j < x.size(); ++j) x[j] += tmp[j];
   }
-  kv.set_n_past(p0 + n);
+  for (size_t s = 0; s < seqs.size(); ++s)
+    if (n_new[s]) seqs[s]->set_n_past(seqs[s]->n_past() + n_new[s]);
 
   // Output: final norm and the vocabulary projection of the wanted rows.
-  const int64_t first_out = all_logits ? 0 : n - 1, n_out = n - first_out;
-  for (int64_t i = first_out; i < n; ++i)
-    kernels::rms_norm(&x[i * n_embd], m.output_norm.data(), &cur[(i - first_out) * n_embd], n_embd,
-                      hp.f_norm_rms_eps);
+  int64_t n_out = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!rows[i].logits) continue;
+    kernels::rms_norm(&x[i * n_embd], m.output_norm.data(), &cur[n_out * n_embd], n_embd, hp.f_norm_rms_eps);
+    ++n_out;
+  }
   logits.resize(static_cast<size_t>(n_out * hp.n_vocab));
+  if (n_out == 0) return;
   kernels::Activations act(cur.data(), n_out, n_embd);
   kernels::matmul(m.output, act, logits.data(), pool);
 }

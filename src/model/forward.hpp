@@ -11,17 +11,37 @@
 
 namespace synapse::model {
 
-// Runs `tokens` as the next rows of one sequence, at positions kv.n_past() ..
-// kv.n_past() + n - 1, appends their K/V to `kv` and advances it.
+// One row of a batch: a token id (or an embedding row of n_embd floats in
+// place of the token's embedding, e.g. an image-token position), the
+// sequence it belongs to (an index into the `seqs` span of forward_batch) and
+// whether its logits are wanted. A row's position is its sequence's n_past
+// plus the number of earlier rows of the same sequence in the batch.
+struct BatchRow {
+  token_id token = 0;
+  const float* embd = nullptr;  // [n_embd] or null (then `token` is used)
+  int32_t seq = 0;
+  bool logits = false;
+};
+
+// Runs a batch whose rows may belong to different sequences, each with its
+// own KV cache, mixing prefill chunks and decode steps (continuous batching).
+// Each sequence's new rows are appended to its cache and its n_past advanced.
 //
-// logits: resized to [n][n_vocab] when all_logits, else [1][n_vocab] (the
-// last row), row-major float. Each row's logits are bit-identical whether the
-// tokens come in one call or one at a time (every op is per row, reduced in a
-// fixed order) and for any thread count.
+// logits: resized to [n_wanted][n_vocab], the wanted rows in batch order.
+// Row b's logits and cache contents are bit-identical to running its
+// sequence alone, in one call or token by token, at any thread count
+// (DESIGN.md contract 2: every op is per row, reduced in a fixed order).
 //
-// Throws Error(out_of_range) for a token id outside [0, n_vocab) and
-// Error(invalid_argument) when the positions would pass kv.n_ctx() (the
-// message gives both numbers); the cache is unchanged then.
+// Throws Error(out_of_range) for a token id outside [0, n_vocab) or a
+// sequence index outside `seqs`, Error(invalid_argument) for an empty batch
+// or when a sequence would pass its n_ctx (naming the numbers); no cache is
+// changed then.
+void forward_batch(const Model& m, std::span<runtime::KvCache* const> seqs, std::span<const BatchRow> rows,
+                   std::vector<float>& logits, runtime::ThreadPool& pool);
+
+// One sequence: runs `tokens` at positions kv.n_past() .. kv.n_past() + n - 1.
+// logits: [n][n_vocab] when all_logits, else [1][n_vocab] (the last row).
+// Same guarantees and errors as forward_batch.
 void forward(const Model& m, runtime::KvCache& kv, std::span<const token_id> tokens, bool all_logits,
              std::vector<float>& logits, runtime::ThreadPool& pool);
 

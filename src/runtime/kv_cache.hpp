@@ -27,6 +27,12 @@ class KvCache {
   void set_n_past(int64_t n) { n_past_ = n; }
   void clear() { n_past_ = 0; }
 
+  // A copy holding positions [0, n_prefix) of this sequence (a fork shares
+  // the prompt, then the two continue apart). Throws Error(invalid_argument)
+  // if n_prefix > n_past(), or if a circular buffer no longer holds every
+  // position the copy would need to read.
+  KvCache fork(int64_t n_prefix) const;
+
   int64_t slot(int64_t pos) const { return pos % capacity_; }
   quant::ggml_fp16_t* k(int64_t layer, int64_t pos) { return &k_[index(layer, pos, n_embd_k_)]; }
   quant::ggml_fp16_t* v(int64_t layer, int64_t pos) { return &v_[index(layer, pos, n_embd_v_)]; }

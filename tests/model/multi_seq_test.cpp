@@ -1,0 +1,191 @@
+// Many sequences in one forward_batch (continuous batching): each
+// sequence's logits and greedy ids are memcmp-equal to running it alone
+// (DESIGN.md contract 2), for B = 2, 8 and 32 sequences of different lengths
+// mixing prefill chunks and decode steps; embedding rows equal token rows.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+
+#include "golden_util.hpp"
+#include "model/forward.hpp"
+#include "runtime/sampler.hpp"
+
+namespace synapse {
+namespace {
+
+using test::data_path;
+
+std::vector<token_id> prompt_for(int b, int64_t n_vocab) {
+  std::vector<token_id> ids{1};
+  uint64_t x = 1000 + static_cast<uint64_t>(b);
+  const int len = 3 + (b * 7) % 23;  // 3 .. 25 tokens
+  for (int i = 1; i < len; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    ids.push_back(static_cast<token_id>(3 + (x >> 33) % static_cast<uint64_t>(n_vocab - 3)));
+  }
+  return ids;
+}
+
+struct Stream {
+  std::vector<token_id> ids;    // prompt then greedy tokens
+  std::vector<float> logits;    // logits of every generated step, concatenated
+};
+
+constexpr int kSteps = 12;
+
+// Alone: the prompt in one call, then kSteps greedy decode steps.
+Stream run_alone(const model::Model& m, const std::vector<token_id>& prompt, runtime::ThreadPool& pool) {
+  runtime::KvCache kv = model::make_kv_cache(m, 64);
+  Stream s{prompt, {}};
+  std::vector<float> logits;
+  model::forward(m, kv, prompt, false, logits, pool);
+  for (int k = 0; k < kSteps; ++k) {
+    s.logits.insert(s.logits.end(), logits.begin(), logits.end());
+    const token_id next = runtime::sample_greedy(logits);
+    s.ids.push_back(next);
+    const token_id one[1] = {next};
+    model::forward(m, kv, one, false, logits, pool);
+  }
+  return s;
+}
+
+// Together: every step, each sequence contributes either a prefill chunk of
+// up to 5 prompt tokens or one decode token, all in one forward_batch.
+std::vector<Stream> run_together(const model::Model& m, const std::vector<std::vector<token_id>>& prompts,
+                                 runtime::ThreadPool& pool) {
+  const size_t B = prompts.size();
+  std::vector<runtime::KvCache> caches;
+  for (size_t b = 0; b < B; ++b) caches.push_back(model::make_kv_cache(m, 64));
+  std::vector<runtime::KvCache*> seqs;
+  for (auto& c : caches) seqs.push_back(&c);
+  std::vector<Stream> out(B);
+  std::vector<size_t> fed(B, 0);
+  std::vector<int> steps(B, 0);
+  for (size_t b = 0; b < B; ++b) out[b].ids = prompts[b];
+  std::vector<float> logits;
+  for (;;) {
+    std::vector<model::BatchRow> rows;
+    std::vector<size_t> owner;  // sequence of each wanted row
+    for (size_t b = 0; b < B; ++b) {
+      if (steps[b] == kSteps) continue;
+      const size_t have = out[b].ids.size();
+      const size_t chunk = fed[b] < prompts[b].size() ? std::min<size_t>(5, prompts[b].size() - fed[b]) : 1;
+      for (size_t i = 0; i < chunk; ++i) {
+        const bool last = fed[b] + i + 1 == have;
+        rows.push_back({out[b].ids[fed[b] + i], nullptr, static_cast<int32_t>(b), last});
+        if (last) owner.push_back(b);
+      }
+      fed[b] += chunk;
+    }
+    if (rows.empty()) break;
+    model::forward_batch(m, seqs, rows, logits, pool);
+    const int64_t V = m.hp.n_vocab;
+    for (size_t w = 0; w < owner.size(); ++w) {
+      const size_t b = owner[w];
+      std::span<const float> row(logits.data() + w * V, V);
+      out[b].logits.insert(out[b].logits.end(), row.begin(), row.end());
+      out[b].ids.push_back(runtime::sample_greedy(row));
+      ++steps[b];
+    }
+  }
+  return out;
+}
+
+class MultiSequence : public ::testing::TestWithParam<std::tuple<const char*, int>> {};
+
+TEST_P(MultiSequence, EachSequenceEqualsRunningItAlone) {
+  const auto [file, B] = GetParam();
+  auto m = model::load_model(data_path(std::string("models/") + file));
+  std::vector<std::vector<token_id>> prompts;
+  for (int b = 0; b < B; ++b) prompts.push_back(prompt_for(b, m->hp.n_vocab));
+  runtime::ThreadPool pool(2);
+  const std::vector<Stream> together = run_together(*m, prompts, pool);
+  for (int b = 0; b < B; ++b) {
+    SCOPED_TRACE(::testing::Message() << "sequence " << b << " of " << B);
+    const Stream alone = run_alone(*m, prompts[b], pool);
+    ASSERT_EQ(together[b].ids, alone.ids);
+    ASSERT_EQ(together[b].logits.size(), alone.logits.size());
+    EXPECT_EQ(0, std::memcmp(together[b].logits.data(), alone.logits.data(), alone.logits.size() * sizeof(float)));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, MultiSequence,
+                         ::testing::Values(std::make_tuple("stories260K.gguf", 2),
+                                           std::make_tuple("stories260K.gguf", 8),
+                                           std::make_tuple("stories260K.gguf", 32),
+                                           std::make_tuple("tiny-llama-q4_k_m.gguf", 8),
+                                           std::make_tuple("tiny-mixtral-q4_k_m.gguf", 8),
+                                           std::make_tuple("tiny-mistral-swa-f32.gguf", 8)));
+
+TEST(MultiSequence, EmbeddingRowEqualsTokenRow) {
+  auto m = model::load_model(data_path("models/stories260K.gguf"));
+  runtime::ThreadPool pool(1);
+  const std::vector<token_id> ids{1, 403, 407, 261, 378};
+  runtime::KvCache a = model::make_kv_cache(*m, 8), b = model::make_kv_cache(*m, 8);
+  std::vector<float> la, lb;
+  model::forward(*m, a, ids, true, la, pool);
+  // Row 2 carries the embedding of token 407 instead of the id.
+  std::vector<float> embd(static_cast<size_t>(m->hp.n_embd));
+  kernels::get_row(m->tok_embd, 407, embd.data());
+  std::vector<model::BatchRow> rows;
+  for (size_t i = 0; i < ids.size(); ++i) rows.push_back({ids[i], i == 2 ? embd.data() : nullptr, 0, true});
+  runtime::KvCache* seqs[1] = {&b};
+  model::forward_batch(*m, seqs, rows, lb, pool);
+  ASSERT_EQ(la.size(), lb.size());
+  EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)));
+}
+
+TEST(MultiSequence, RejectsUnknownSequenceWithoutTouchingCaches) {
+  auto m = model::load_model(data_path("models/stories260K.gguf"));
+  runtime::ThreadPool pool(1);
+  runtime::KvCache a = model::make_kv_cache(*m, 8);
+  runtime::KvCache* seqs[1] = {&a};
+  const model::BatchRow rows[2] = {{1, nullptr, 0, true}, {1, nullptr, 3, true}};
+  std::vector<float> logits;
+  try {
+    model::forward_batch(*m, seqs, rows, logits, pool);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::out_of_range);
+    EXPECT_NE(std::string(e.what()).find("sequence 3"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(a.n_past(), 0);
+}
+
+}  // namespace
+}  // namespace synapse
+
+namespace synapse {
+namespace {
+
+TEST(SequenceLifecycle, ForkContinuesLikeAFreshRunAndClearRestarts) {
+  auto m = model::load_model(test::data_path("models/stories260K.gguf"));
+  runtime::ThreadPool pool(1);
+  const std::vector<token_id> prompt{1, 403, 407, 261, 378};
+  const std::vector<token_id> tail_a{286, 261}, tail_b{432, 383, 286};
+  runtime::KvCache base = model::make_kv_cache(*m, 16);
+  std::vector<float> scratch, la, lb, ref;
+  model::forward(*m, base, prompt, false, scratch, pool);
+  runtime::KvCache fork = base.fork(base.n_past());
+  model::forward(*m, base, tail_a, true, la, pool);
+  model::forward(*m, fork, tail_b, true, lb, pool);
+  // The fork equals a fresh sequence fed prompt + tail_b.
+  std::vector<token_id> full = prompt;
+  full.insert(full.end(), tail_b.begin(), tail_b.end());
+  runtime::KvCache fresh = model::make_kv_cache(*m, 16);
+  model::forward(*m, fresh, full, true, ref, pool);
+  ASSERT_EQ(ref.size(), (prompt.size() + tail_b.size()) * 512);
+  EXPECT_EQ(0, std::memcmp(lb.data(), ref.data() + prompt.size() * 512, lb.size() * sizeof(float)));
+  // A fork of a shorter prefix, and clear().
+  runtime::KvCache head = fresh.fork(2);
+  EXPECT_EQ(head.n_past(), 2);
+  EXPECT_THROW(fresh.fork(99), Error);
+  fresh.clear();
+  EXPECT_EQ(fresh.n_past(), 0);
+  model::forward(*m, fresh, full, true, la, pool);
+  EXPECT_EQ(0, std::memcmp(la.data(), ref.data(), ref.size() * sizeof(float)));
+}
+
+}  // namespace
+}  // namespace synapse
