@@ -1,0 +1,137 @@
+// The synapse C++ API: load a model, tokenize, create sequences, run batches
+// of many sequences, read logits. Sampling and chat formatting: see
+// synapse/sampling.hpp and synapse/chat.hpp.
+//
+//   synapse::Model model = synapse::Model::load("model.gguf");
+//   synapse::Context ctx(model);                 // threads: physical cores
+//   synapse::Sequence seq = ctx.new_sequence(4096);
+//   auto ids = model.tokenizer().tokenize("Once upon a time", true, false);
+//   std::span<const float> logits = ctx.decode(seq, ids);   // [n_vocab], last row
+//
+// Every call that can fail throws synapse::Error (synapse/error.hpp); none
+// aborts the process.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "synapse/error.hpp"
+#include "synapse/tokenizer.hpp"
+
+namespace synapse {
+
+namespace model {
+struct Model;
+}
+namespace runtime {
+class KvCache;
+class ThreadPool;
+}  // namespace runtime
+
+class Model {
+ public:
+  // Maps `path` and binds its weights (zero-copy). Throws Error(io) if the
+  // file cannot be read, Error(format) for a malformed file or a missing or
+  // misshapen tensor (named), Error(unsupported) for an unknown architecture
+  // or a tensor type synapse cannot compute with.
+  static Model load(const std::string& path);
+
+  const Tokenizer& tokenizer() const;
+  const std::string& architecture() const;  // general.architecture
+  int64_t n_vocab() const;
+  int64_t n_embd() const;
+  int64_t n_layer() const;
+  int64_t n_ctx_train() const;     // <arch>.context_length, 0 if absent
+  uint64_t n_params() const;
+  uint64_t weight_bytes() const;   // bytes of all tensor data in the file
+  // tokenizer.chat_template, if the file has one.
+  std::optional<std::string> chat_template() const;
+
+  const model::Model& impl() const { return *impl_; }
+
+ private:
+  friend class Context;
+  std::shared_ptr<model::Model> impl_;
+};
+
+// One sequence: its KV cache (F16 K and V per layer) and position.
+class Sequence {
+ public:
+  Sequence(Sequence&&) noexcept;
+  Sequence& operator=(Sequence&&) noexcept;
+  ~Sequence();
+
+  int64_t n_past() const;  // positions already in the cache
+  int64_t n_ctx() const;   // the most positions this sequence may reach
+  void clear();            // forget everything; the next token is position 0
+  // A new sequence sharing positions [0, n_prefix) of this one (Error
+  // invalid_argument if n_prefix > n_past()).
+  Sequence fork(int64_t n_prefix) const;
+
+ private:
+  friend class Context;
+  explicit Sequence(std::unique_ptr<runtime::KvCache> kv);
+  std::unique_ptr<runtime::KvCache> kv_;
+};
+
+// Rows for one Context::decode: each row is a token id or an embedding row
+// of n_embd floats, for one sequence, with or without logits. Rows of one
+// sequence take consecutive positions from its n_past, in the order added.
+class Batch {
+ public:
+  void add(Sequence& seq, token_id token, bool logits);
+  // `embd` is copied; it replaces the token embedding at that position.
+  void add_embedding(Sequence& seq, std::span<const float> embd, bool logits);
+  void clear();
+  size_t size() const { return rows_.size(); }
+  size_t n_logits() const;
+
+ private:
+  friend class Context;
+  struct Row {
+    Sequence* seq;
+    token_id token;
+    int64_t embd_offset;  // into embd_, or -1
+    int64_t embd_len;
+    bool logits;
+  };
+  std::vector<Row> rows_;
+  std::vector<float> embd_;
+};
+
+class Context {
+ public:
+  // n_threads <= 0: the number of physical cores.
+  explicit Context(const Model& model, int n_threads = 0);
+  Context(Context&&) noexcept;
+  ~Context();
+
+  int n_threads() const;
+
+  // A new empty sequence that may hold n_ctx positions (n_ctx <= 0: the
+  // model's training context, at most 4096). Sliding-window models store
+  // only the window.
+  Sequence new_sequence(int64_t n_ctx = 0) const;
+
+  // Runs every row of `batch` in one pass. Returns the logits of the rows
+  // added with logits = true, in order: [n_logits][n_vocab] floats, valid
+  // until the next decode. Each row's result is bit-identical to running its
+  // sequence alone. Throws Error(out_of_range) for a token id outside the
+  // vocabulary, Error(invalid_argument) for an embedding row of the wrong
+  // size or a sequence that would pass its n_ctx (nothing is changed then).
+  std::span<const float> decode(const Batch& batch);
+
+  // One sequence: runs `tokens` and returns the last row's logits [n_vocab].
+  std::span<const float> decode(Sequence& seq, std::span<const token_id> tokens);
+
+ private:
+  std::shared_ptr<model::Model> model_;
+  std::unique_ptr<runtime::ThreadPool> pool_;
+  std::vector<float> logits_;
+};
+
+}  // namespace synapse

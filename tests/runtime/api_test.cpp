@@ -1,0 +1,101 @@
+// The public API (include/synapse/synapse.hpp) end to end on the bundled
+// model: golden logits through Context::decode, batches of several
+// sequences, forks, embedding rows, and errors.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "golden_util.hpp"
+#include "synapse/synapse.hpp"
+
+namespace synapse {
+namespace {
+
+using test::data_path;
+
+TEST(Api, DecodeGivesGoldenLogitsAndGreedyText) {
+  const nlohmann::json j = test::read_json(data_path("golden/stories260K.once-upon-a-time.json"));
+  const Model model = Model::load(data_path("models/stories260K.gguf"));
+  EXPECT_EQ(model.architecture(), "llama");
+  EXPECT_EQ(model.n_vocab(), 512);
+  EXPECT_EQ(model.n_embd(), 64);
+  Context ctx(model, 1);
+  Sequence seq = ctx.new_sequence(128);
+  const std::vector<token_id> ids = model.tokenizer().tokenize(j["prompt"].get<std::string>(), true, false);
+  ASSERT_EQ(ids, test::as_array(j["input_ids"]).get<std::vector<token_id>>());
+  std::span<const float> logits = ctx.decode(seq, ids);
+  const std::vector<float> gold = test::read_f32(data_path("golden/stories260K.once-upon-a-time.logits.f32"));
+  EXPECT_LE(test::rel_rms(logits.data(), gold.data() + (ids.size() - 1) * 512, 512), 1e-3);
+  std::vector<token_id> out;
+  for (int k = 0; k < 64; ++k) {
+    const token_id next = static_cast<token_id>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.push_back(next);
+    const token_id one[1] = {next};
+    logits = ctx.decode(seq, one);
+  }
+  EXPECT_EQ(out, test::as_array(j["greedy_ids"]).get<std::vector<token_id>>());
+  EXPECT_EQ(model.tokenizer().detokenize(out, false, false), j["greedy_text"].get<std::string>());
+  EXPECT_EQ(seq.n_past(), 5 + 64);
+}
+
+TEST(Api, BatchOfSequencesEqualsEachAlone) {
+  const Model model = Model::load(data_path("models/stories260K.gguf"));
+  Context ctx(model, 2);
+  const std::vector<std::vector<token_id>> prompts{{1, 403, 407}, {1, 261, 378, 432, 383}, {1}};
+  std::vector<Sequence> seqs;
+  for (size_t i = 0; i < prompts.size(); ++i) seqs.push_back(ctx.new_sequence(32));
+  Batch batch;
+  for (size_t s = 0; s < prompts.size(); ++s)
+    for (size_t i = 0; i < prompts[s].size(); ++i) batch.add(seqs[s], prompts[s][i], i + 1 == prompts[s].size());
+  EXPECT_EQ(batch.n_logits(), 3u);
+  const std::span<const float> got = ctx.decode(batch);
+  const std::vector<float> together(got.begin(), got.end());
+  ASSERT_EQ(together.size(), 3u * 512);
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    Sequence alone = ctx.new_sequence(32);
+    const std::span<const float> want = ctx.decode(alone, prompts[s]);
+    EXPECT_EQ(0, std::memcmp(want.data(), together.data() + s * 512, 512 * sizeof(float))) << "sequence " << s;
+    EXPECT_EQ(seqs[s].n_past(), static_cast<int64_t>(prompts[s].size()));
+  }
+}
+
+TEST(Api, ForkAndEmbeddingRows) {
+  const Model model = Model::load(data_path("models/stories260K.gguf"));
+  Context ctx(model, 1);
+  Sequence a = ctx.new_sequence(16);
+  const std::vector<token_id> prompt{1, 403, 407};
+  ctx.decode(a, prompt);
+  const token_id next[1] = {261};
+  // Two forks continued with the same token give the same logits.
+  Sequence c = a.fork(3), d = a.fork(3);
+  const std::span<const float> lc = ctx.decode(c, next);
+  const std::vector<float> vc(lc.begin(), lc.end());
+  const std::span<const float> ld = ctx.decode(d, next);
+  EXPECT_EQ(0, std::memcmp(vc.data(), ld.data(), vc.size() * sizeof(float)));
+  // A wrong-sized embedding row is refused, naming n_embd.
+  Sequence e = ctx.new_sequence(16);
+  Batch bad;
+  const std::vector<float> short_row(10, 0.0f);
+  bad.add_embedding(e, short_row, true);
+  try {
+    ctx.decode(bad);
+    FAIL() << "expected an error";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(err.what()).find("n_embd is 64"), std::string::npos) << err.what();
+  }
+  EXPECT_EQ(e.n_past(), 0);
+}
+
+TEST(Api, LoadErrorsNameTheFile) {
+  try {
+    Model::load("/nonexistent.gguf");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::io);
+    EXPECT_NE(std::string(e.what()).find("/nonexistent.gguf"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace synapse
