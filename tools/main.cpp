@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   add("run", "generate text from a prompt", synapse::tools::add_run);
   add("logits", "write the logits of every position of a token sequence", synapse::tools::add_logits);
   add("info", "list a GGUF file's metadata and tensors", synapse::tools::add_info);
+  add("tokenize", "print the token ids of a text (like llama-tokenize)", synapse::tools::add_tokenize);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
