@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "model/forward.hpp"
 #include "runtime/sampler.hpp"
+#include "sampler_flags.hpp"
 #include "synapse/error.hpp"
 
 namespace synapse::tools {
@@ -46,7 +47,8 @@ int run(const RunArgs& a) {
                static_cast<long long>(n_ctx), threads);
   runtime::ThreadPool pool(threads);
   runtime::KvCache kv = model::make_kv_cache(*m, n_ctx);
-  runtime::Sampler sampler(a.sp);
+  runtime::Sampler sampler(a.sp, static_cast<int32_t>(n_ctx));
+  for (const token_id t : prompt) sampler.accept(t);  // the penalty window starts with the prompt, as in llama-cli
   std::vector<float> logits;
 
   const auto t_pp = std::chrono::steady_clock::now();
@@ -58,6 +60,7 @@ int run(const RunArgs& a) {
   const int n_max = a.n_predict < 0 ? static_cast<int>(n_ctx) : a.n_predict;
   while (n_gen < n_max) {
     const token_id next = sampler.sample(logits);
+    sampler.accept(next);
     if (tok.is_eog(next)) break;
     const std::string piece = tok.token_to_piece(next, /*special=*/false);
     std::fwrite(piece.data(), 1, piece.size(), stdout);
@@ -88,11 +91,7 @@ Runner add_run(CLI::App& app) {
   app.add_option("-n,--n-predict", a->n_predict, "tokens to generate (-1: until end of generation or full context)");
   app.add_option("-t,--threads", a->threads, "threads (default: physical cores)");
   app.add_option("-c,--ctx-size", a->n_ctx, "context size in tokens (default: the model's, at most 4096)");
-  app.add_option("--temp", a->sp.temp, "temperature; 0 = greedy (default 0.8)");
-  app.add_option("--top-k", a->sp.top_k, "top-k sampling (default 40, 0 = off)");
-  app.add_option("--top-p", a->sp.top_p, "top-p sampling (default 0.95, 1 = off)");
-  app.add_option("--min-p", a->sp.min_p, "min-p sampling (default 0.05, 0 = off)");
-  app.add_option("-s,--seed", a->sp.seed, "RNG seed (default: random)");
+  add_sampler_flags(app, a->sp);
   return [a] { return run(*a); };
 }
 
