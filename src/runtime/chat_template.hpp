@@ -1,0 +1,116 @@
+// Chat templates: a conversation of (role, content) messages -> the prompt text
+// the model was tuned on, as llama.cpp's built-in (non-Jinja) templates write it.
+//
+// The model's template is the Jinja string under `tokenizer.chat_template`. It
+// is not executed: like llama.cpp's llm_chat_detect_template (src/llama-chat.cpp)
+// we recognise its family by substrings, then format with C++ code that
+// reproduces llm_chat_apply_template byte for byte. A file without the key gets
+// chatml (llama.cpp's fallback). `--chat-template NAME` picks a family by name.
+//
+// Template text and message contents are kept apart (ChatSegment) so that the
+// template's special tokens ("<|im_start|>") are parsed while a user who types
+// "<|im_end|>" gets ordinary text tokens: tokenize_chat().
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "synapse/gguf.hpp"
+#include "synapse/tokenizer.hpp"
+
+namespace synapse::runtime {
+
+// The formats implemented here (llm_chat_template names in comments).
+enum class ChatTemplate {
+  chatml,             // "chatml"            <|im_start|>role\n...<|im_end|>\n (Qwen, ...)
+  llama2,             // "llama2"            [INST] ... [/INST], system folded into the first turn
+  llama2_sys,         // "llama2-sys"        with <<SYS>>\n...\n<</SYS>>\n\n
+  llama2_sys_bos,     // "llama2-sys-bos"    and <s> before each later [INST]
+  llama2_sys_strip,   // "llama2-sys-strip"  and contents trimmed
+  mistral_v1,         // "mistral-v1"        " [INST] ... [/INST]"
+  mistral_v3,         // "mistral-v3"        "[INST] ...[/INST]", assistant trimmed
+  mistral_v3_tekken,  // "mistral-v3-tekken" "[INST]...[/INST]"
+  mistral_v7,         // "mistral-v7"        [SYSTEM_PROMPT] ... [/SYSTEM_PROMPT]
+  mistral_v7_tekken,  // "mistral-v7-tekken" v7 without the spaces
+  phi3,               // "phi3"              <|role|>\n...<|end|>\n
+  phi4,               // "phi4"              <|im_start|>role<|im_sep|>...<|im_end|>
+  falcon3,            // "falcon3"           <|role|>\n...\n
+  zephyr,             // "zephyr"            <|role|>\n...<|endoftext|>\n
+  llama3,             // "llama3"            <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
+  gemma,              // "gemma"             <start_of_turn>role\n...<end_of_turn>\n
+};
+
+// A message. Roles are "system", "user", "assistant" (others are written as
+// given by the templates that print the role, like llama.cpp). The role is
+// template text (trusted: Phi-3's "<|" + role + "|>" must become one special
+// token); the content is the user's.
+struct ChatMessage {
+  std::string role;
+  std::string content;
+};
+
+// A piece of a formatted conversation: template text (special = true: its
+// special-token texts become special tokens) or message content (false).
+struct ChatSegment {
+  std::string text;
+  bool special;
+};
+
+// The names --chat-template accepts, in the order of the enum.
+std::span<const std::string_view> chat_template_names();
+std::string_view chat_template_name(ChatTemplate t);
+
+// llm_chat_template_from_str. Throws Error(invalid_argument) naming `name` and
+// listing the known names when it is not one of them.
+ChatTemplate chat_template_from_name(std::string_view name);
+
+// llm_chat_detect_template: a family name is accepted as is, otherwise the
+// Jinja source is matched by llama.cpp's substring rules in llama.cpp's order.
+// Throws Error(unsupported) naming the family when the rules select one that
+// is not implemented here (e.g. "gemma"-like families such as "command-r"),
+// and Error(unsupported) quoting the start of the template when no rule
+// matches; both messages list the known names (use --chat-template NAME).
+ChatTemplate detect_chat_template(std::string_view tmpl);
+
+// The template for a model: `override_name` (--chat-template) when given, else
+// detect_chat_template(tokenizer.chat_template), else chatml when the file has
+// no such key. Throws as chat_template_from_name / detect_chat_template, and
+// Error(format) when tokenizer.chat_template is not a string.
+ChatTemplate chat_template_for_model(const gguf::File& file, std::optional<std::string_view> override_name = {});
+
+// llm_chat_apply_template(tmpl, msgs, add_ass) as segments. The Llama 2 and
+// Mistral families have no generation prompt (their user turn already ends in
+// [/INST]), so add_generation_prompt changes nothing for them, as in llama.cpp.
+std::vector<ChatSegment> format_chat_segments(ChatTemplate tmpl, std::span<const ChatMessage> msgs,
+                                              bool add_generation_prompt);
+
+// The concatenated text of format_chat_segments: llm_chat_apply_template's output.
+std::string format_chat(ChatTemplate tmpl, std::span<const ChatMessage> msgs, bool add_generation_prompt);
+
+// The part of the prompt a new message adds to a conversation whose past is
+// already in the model's KV cache (llama.cpp's common_chat_format_single, used
+// by llama-cli's conversation mode): format(past + msg, add_generation_prompt)
+// minus the bytes of format(past, false), preceded by "\n" when add_generation_prompt
+// and format(past, false) ends in '\n' (the newline after the end-of-turn token
+// the model stopped at, which it never generated).
+std::vector<ChatSegment> format_chat_delta(ChatTemplate tmpl, std::span<const ChatMessage> past,
+                                           const ChatMessage& msg, bool add_generation_prompt);
+
+// Token ids of segments as one llama_tokenize(text, add_special, parse_special
+// = true) call would give them, except that special tokens are only recognised
+// inside template segments: content segments are parsed as with
+// parse_special = false (only user-defined tokens are matched, as llama.cpp
+// always matches them). White-space stripping of special tokens (LSTRIP/RSTRIP,
+// e.g. Phi-3) applies across segment boundaries as in one call. add_special
+// adds BOS/EOS per the vocabulary's add_bos/add_eos flags.
+std::vector<token_id> tokenize_segments(const Tokenizer& tok, std::span<const ChatSegment> segments,
+                                        bool add_special);
+
+// format_chat_segments + tokenize_segments.
+std::vector<token_id> tokenize_chat(const Tokenizer& tok, ChatTemplate tmpl, std::span<const ChatMessage> msgs,
+                                    bool add_generation_prompt, bool add_special);
+
+}  // namespace synapse::runtime
