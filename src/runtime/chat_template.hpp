@@ -70,9 +70,9 @@ ChatTemplate chat_template_from_name(std::string_view name);
 // llm_chat_detect_template: a family name is accepted as is, otherwise the
 // Jinja source is matched by llama.cpp's substring rules in llama.cpp's order.
 // Throws Error(unsupported) naming the family when the rules select one that
-// is not implemented here (e.g. "gemma"-like families such as "command-r"),
-// and Error(unsupported) quoting the start of the template when no rule
-// matches; both messages list the known names (use --chat-template NAME).
+// is not implemented here (e.g. "command-r", "vicuna", "deepseek3"), and
+// Error(unsupported) quoting the start of the template when no rule matches;
+// both messages list the known names (use --chat-template NAME).
 ChatTemplate detect_chat_template(std::string_view tmpl);
 
 // The template for a model: `override_name` (--chat-template) when given, else
