@@ -1,18 +1,21 @@
-// Dispatch from a ggml type to its kernels (formats.hpp), and the table of
-// which activation type each weight type is paired with.
+// Dispatch from a ggml type to its kernels (formats.hpp), the table of which
+// activation type each weight type is paired with, and the run-time choice
+// of the SIMD kernels (simd.hpp).
 #include "quant/quant.hpp"
 
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "quant/formats.hpp"
+#include "quant/legacy_avx2.hpp"
+#include "quant/simd.hpp"
 #include "synapse/error.hpp"
 
 namespace synapse::quant {
 namespace {
 
-using QuantizeFn = void (*)(const float*, void*, int64_t);
 using DequantizeFn = void (*)(const void*, float*, int64_t);
-using VecDotFn = float (*)(int64_t, const void*, const void*);
 
 struct Kernels {
   QuantizeFn quantize = nullptr;
@@ -33,8 +36,8 @@ Kernels kernels_of(GgmlType t) {
     case GgmlType::Q4_1: return {quantize_row_q4_1, dequantize_row_q4_1, vec_dot_q4_1_q8_1, GgmlType::Q8_1};
     case GgmlType::Q5_0: return {quantize_row_q5_0, dequantize_row_q5_0, vec_dot_q5_0_q8_0, GgmlType::Q8_0};
     case GgmlType::Q5_1: return {quantize_row_q5_1, dequantize_row_q5_1, vec_dot_q5_1_q8_1, GgmlType::Q8_1};
-    case GgmlType::Q8_0: return {quantize_row_q8_0, dequantize_row_q8_0, vec_dot_q8_0_q8_0, GgmlType::Q8_0};
-    case GgmlType::Q8_1: return {quantize_row_q8_1, dequantize_row_q8_1, nullptr, GgmlType::Q8_1};
+    case GgmlType::Q8_0: return {detail::quantize_row_q8_0_scalar, dequantize_row_q8_0, vec_dot_q8_0_q8_0, GgmlType::Q8_0};
+    case GgmlType::Q8_1: return {detail::quantize_row_q8_1_scalar, dequantize_row_q8_1, nullptr, GgmlType::Q8_1};
     case GgmlType::IQ4_NL: return {quantize_row_iq4_nl, dequantize_row_iq4_nl, vec_dot_iq4_nl_q8_0, GgmlType::Q8_0};
     case GgmlType::Q2_K: return {quantize_row_q2_K, dequantize_row_q2_K, vec_dot_q2_K_q8_K, GgmlType::Q8_K};
     case GgmlType::Q3_K: return {quantize_row_q3_K, dequantize_row_q3_K, vec_dot_q3_K_q8_K, GgmlType::Q8_K};
@@ -47,6 +50,49 @@ Kernels kernels_of(GgmlType t) {
     case GgmlType::TQ2_0: return {quantize_row_tq2_0, dequantize_row_tq2_0, vec_dot_tq2_0_q8_K, GgmlType::Q8_K};
     default: return {};
   }
+}
+
+// The AVX2 kernels that replace the scalar ones of kernels_of (null fields:
+// no AVX2 version, the scalar one is used).
+struct SimdKernels {
+  QuantizeFn quantize = nullptr;
+  VecDotFn vec_dot = nullptr;
+};
+
+SimdKernels avx2_kernels_of(GgmlType t) {
+#if defined(__x86_64__) || defined(_M_X64)
+  switch (t) {
+    case GgmlType::F32: return {nullptr, avx2::vec_dot_f32_f32};
+    case GgmlType::F16: return {avx2::quantize_row_f16, avx2::vec_dot_f16_f16};
+    case GgmlType::BF16: return {nullptr, avx2::vec_dot_bf16_bf16};
+    case GgmlType::Q4_0: return {nullptr, avx2::vec_dot_q4_0_q8_0};
+    case GgmlType::Q4_1: return {nullptr, avx2::vec_dot_q4_1_q8_1};
+    case GgmlType::Q5_0: return {nullptr, avx2::vec_dot_q5_0_q8_0};
+    case GgmlType::Q5_1: return {nullptr, avx2::vec_dot_q5_1_q8_1};
+    case GgmlType::Q8_0: return {detail::quantize_row_q8_0_avx2, avx2::vec_dot_q8_0_q8_0};
+    case GgmlType::Q8_1: return {detail::quantize_row_q8_1_avx2, nullptr};
+    case GgmlType::IQ4_NL: return {nullptr, avx2::vec_dot_iq4_nl_q8_0};
+    case GgmlType::Q2_K: return {nullptr, avx2::vec_dot_q2_K_q8_K};
+    case GgmlType::Q3_K: return {nullptr, avx2::vec_dot_q3_K_q8_K};
+    case GgmlType::Q4_K: return {nullptr, avx2::vec_dot_q4_K_q8_K};
+    case GgmlType::Q5_K: return {nullptr, avx2::vec_dot_q5_K_q8_K};
+    case GgmlType::Q6_K: return {nullptr, avx2::vec_dot_q6_K_q8_K};
+    case GgmlType::Q8_K: return {avx2::quantize_row_q8_K, nullptr};
+    case GgmlType::IQ4_XS: return {nullptr, avx2::vec_dot_iq4_xs_q8_K};
+    case GgmlType::TQ1_0: return {nullptr, avx2::vec_dot_tq1_0_q8_K};
+    case GgmlType::TQ2_0: return {nullptr, avx2::vec_dot_tq2_0_q8_K};
+    default: return {};
+  }
+#else
+  (void)t;
+  return {};
+#endif
+}
+
+Isa decide_isa() noexcept {
+  const char* off = std::getenv("SYNAPSE_NO_SIMD");
+  if (off != nullptr && off[0] != '\0' && std::strcmp(off, "0") != 0) return Isa::scalar;
+  return cpu_has_avx2() ? Isa::avx2 : Isa::scalar;
 }
 
 void check_row(GgmlType t, int64_t n, const char* what) {
@@ -71,9 +117,9 @@ bool is_supported_weight(GgmlType t) noexcept { return kernels_of(t).vec_dot != 
 
 void quantize_row(GgmlType t, const float* x, void* y, int64_t n) {
   check_row(t, n, "quantize_row");
-  const Kernels k = kernels_of(t);
-  if (!k.quantize) throw Error(Errc::unsupported, "no quantizer for tensor type " + std::string(type_name(t)));
-  k.quantize(x, y, n);
+  const QuantizeFn q = quantize_kernel(t, active_isa());
+  if (!q) throw Error(Errc::unsupported, "no quantizer for tensor type " + std::string(type_name(t)));
+  q(x, y, n);
 }
 
 void dequantize_row(GgmlType t, const void* x, float* y, int64_t n) {
@@ -84,6 +130,39 @@ void dequantize_row(GgmlType t, const void* x, float* y, int64_t n) {
   k.dequantize(x, y, n);
 }
 
-float vec_dot(GgmlType t, int64_t n, const void* w, const void* act) { return kernels_of(t).vec_dot(n, w, act); }
+float vec_dot(GgmlType t, int64_t n, const void* w, const void* act) {
+  return vec_dot_kernel(t, active_isa())(n, w, act);
+}
+
+bool cpu_has_avx2() noexcept { return detail::cpu_has_avx2(); }
+
+Isa active_isa() noexcept {
+  static const Isa isa = decide_isa();
+  return isa;
+}
+
+const char* isa_name(Isa isa) noexcept { return isa == Isa::avx2 ? "avx2" : "scalar"; }
+
+VecDotFn vec_dot_kernel(GgmlType t, Isa isa) noexcept {
+  if (isa == Isa::avx2) {
+    if (const VecDotFn f = avx2_kernels_of(t).vec_dot) return f;
+  }
+  return kernels_of(t).vec_dot;
+}
+
+QuantizeFn quantize_kernel(GgmlType t, Isa isa) noexcept {
+  if (isa == Isa::avx2) {
+    if (const QuantizeFn f = avx2_kernels_of(t).quantize) return f;
+  }
+  return kernels_of(t).quantize;
+}
+
+bool has_vec_dot(GgmlType t, Isa isa) noexcept {
+  return isa == Isa::scalar ? kernels_of(t).vec_dot != nullptr : avx2_kernels_of(t).vec_dot != nullptr;
+}
+
+bool has_quantize(GgmlType t, Isa isa) noexcept {
+  return isa == Isa::scalar ? kernels_of(t).quantize != nullptr : avx2_kernels_of(t).quantize != nullptr;
+}
 
 }  // namespace synapse::quant

@@ -1,0 +1,80 @@
+// AVX2 versions of the F32/F16/BF16 dots and of the F16 row conversion
+// (float.cpp holds the scalar references and the order they define: element
+// i into lane i % 8 of one fused multiply-add accumulator over the first
+// n - n % 8 elements, ggml's hsum_float_8, then the tail one fused
+// multiply-add at a time). Equal to the scalar kernels bit for bit
+// (tests/quant/simd_test.cpp).
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "quant/formats.hpp"
+#include "quant/simd.hpp"
+
+namespace synapse::quant::avx2 {
+namespace {
+
+// ggml's hsum_float_8: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
+inline float hsum_float_8(__m256 x) {
+  __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+  r = _mm_add_ss(r, _mm_movehdup_ps(r));
+  return _mm_cvtss_f32(r);
+}
+
+inline __m256 load_f16(const ggml_fp16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+inline __m256 load_bf16(const ggml_bf16_t* p) {
+  const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+// The common loop: `load(p)` gives 8 floats of row p; `get(p, i)` one element.
+// Four accumulators would be faster but change the order; the one-FMA chain
+// (latency 4) is enough to saturate memory at 8 floats per 4 cycles for
+// everything but cache-resident rows.
+template <typename T, typename Load, typename Get>
+inline float dot(int64_t n, const T* w, const T* a, Load load, Get get) {
+  __m256 acc = _mm256_setzero_ps();
+  const int64_t n8 = n - n % 8;
+  for (int64_t i = 0; i < n8; i += 8) acc = _mm256_fmadd_ps(load(w + i), load(a + i), acc);
+  float sum = hsum_float_8(acc);
+  for (int64_t i = n8; i < n; ++i) sum = std::fma(get(w[i]), get(a[i]), sum);
+  return sum;
+}
+
+}  // namespace
+
+float vec_dot_f32_f32(int64_t n, const void* w, const void* a) {
+  return dot(
+      n, static_cast<const float*>(w), static_cast<const float*>(a), [](const float* p) { return _mm256_loadu_ps(p); },
+      [](float v) { return v; });
+}
+
+float vec_dot_f16_f16(int64_t n, const void* w, const void* a) {
+  return dot(n, static_cast<const ggml_fp16_t*>(w), static_cast<const ggml_fp16_t*>(a), load_f16,
+             [](ggml_fp16_t v) { return fp16_to_fp32(v); });
+}
+
+float vec_dot_bf16_bf16(int64_t n, const void* w, const void* a) {
+  return dot(n, static_cast<const ggml_bf16_t*>(w), static_cast<const ggml_bf16_t*>(a), load_bf16,
+             [](ggml_bf16_t v) { return bf16_to_fp32(v); });
+}
+
+// x [n] floats -> y [n] F16, round to nearest even (vcvtps2ph, which
+// fp32_to_fp16 reproduces, NaN payloads included).
+void quantize_row_f16(const float* x, void* vy, int64_t n) {
+  auto* y = static_cast<ggml_fp16_t*>(vy);
+  const int64_t n8 = n - n % 8;
+  for (int64_t i = 0; i < n8; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), h);
+  }
+  for (int64_t i = n8; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
+}
+
+}  // namespace synapse::quant::avx2
+#endif

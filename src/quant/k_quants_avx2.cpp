@@ -1,0 +1,503 @@
+// AVX2 versions of the dots of the 256-element formats (Q2_K..Q6_K, IQ4_XS,
+// TQ1_0, TQ2_0) with Q8_K activations, and of the Q8_K activation quantizer.
+// k_quants.cpp and ternary.cpp hold the scalar references and the orders
+// they define; every kernel here is tested bit-equal to its reference
+// (tests/quant/simd_test.cpp).
+//
+// Q3_K, Q4_K, Q5_K, Q6_K: the reference (ggml's scalar
+// ggml_vec_dot_<t>_q8_K) sums scale * w * a exactly into 8 int32 lanes by
+// element index mod 8, then per block sums[l] += d * lane[l] (a float
+// multiply, then an add: no fused multiply-add). To build those lanes with
+// _mm256_maddubs_epi16, whose pairs must come from the same lane, both
+// operands are permuted in each 16-byte half so that bytes k and k + 8 sit
+// side by side (they share lane k); the int16 pair sums of two 32-byte
+// groups A and B are interleaved (unpacklo/hi) so that _mm256_madd_epi16
+// with (scale_A, scale_B) word pairs sums 4 elements of one lane; lanes 0-3
+// gather in `lo`, 4-7 in `hi`, one half per source half, and are folded
+// once per block.
+//
+// Every integer product is exact for any byte value: weight digits are
+// unsigned (<= 63, so maddubs pairs cannot saturate) and signed weights are
+// formed as digit - offset with a second maddubs of the offset.
+//
+// The float steps are written mul-then-add exactly as the reference; `nc`
+// keeps the compiler from contracting them into fused multiply-adds (this
+// file is built with -mfma, and GCC contracts across intrinsics).
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "quant/formats.hpp"
+#include "quant/simd.hpp"
+
+namespace synapse::quant::avx2 {
+namespace {
+
+inline float h2f(ggml_fp16_t h) { return _cvtsh_ss(h); }
+
+// Opaque copy: the value must be materialised (rounded) here.
+inline float nc(float v) {
+  __asm__("" : "+x"(v));
+  return v;
+}
+inline __m256 nc(__m256 v) {
+  __asm__("" : "+x"(v));
+  return v;
+}
+
+inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// In each 16-byte half, bytes k and k + 8 side by side (k = 0..7).
+inline __m256i pair_shuffle() {
+  return _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15,  //
+                          0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+}
+
+inline __m256i perm(__m256i v) { return _mm256_shuffle_epi8(v, pair_shuffle()); }
+
+// Two int16 madd factors: low word a, high word b.
+inline int32_t word_pair(int a, int b) {
+  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(a)) |
+                              (static_cast<uint32_t>(static_cast<uint16_t>(b)) << 16));
+}
+
+// The mod-8 lane accumulator described at the top of the file.
+struct Mod8 {
+  __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+
+  // ua/ub: permuted digits (0..63) of groups A and B, ya/yb: permuted
+  // activations, sc: per half the word pair (scale of A, scale of B), off:
+  // the digit offset (value = digit - off).
+  inline void add(__m256i ua, __m256i ya, __m256i ub, __m256i yb, __m256i sc, int off) {
+    __m256i pa = _mm256_maddubs_epi16(ua, ya);
+    __m256i pb = _mm256_maddubs_epi16(ub, yb);
+    if (off != 0) {
+      const __m256i o = _mm256_set1_epi8(static_cast<char>(off));
+      pa = _mm256_sub_epi16(pa, _mm256_maddubs_epi16(o, ya));
+      pb = _mm256_sub_epi16(pb, _mm256_maddubs_epi16(o, yb));
+    }
+    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(pa, pb), sc));
+    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(pa, pb), sc));
+  }
+
+  // int32 lane l = elements with index % 8 == l.
+  inline __m256i lanes() const {
+    return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
+  }
+};
+
+// sums[l] += d * lane[l], rounded product then sum, as the reference.
+inline __m256 add_scaled(__m256 sums, float d, __m256i lanes) {
+  return _mm256_add_ps(sums, nc(_mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes))));
+}
+
+// sumf + sums[0] + ... + sums[7], left to right.
+inline float add_lanes_in_order(float sumf, __m256 sums) {
+  float s[8];
+  _mm256_storeu_ps(s, sums);
+  for (float v : s) sumf += v;
+  return sumf;
+}
+
+inline int hsum_i32_8(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Q4_K/Q5_K: bytes 0..7 the 6-bit scales, 8..15 the 6-bit mins of the 8
+// sub-blocks (the unpacking of get_scale_min_k4 done 4 bytes at a time).
+inline void scales_mins_k4(const uint8_t* packed, uint8_t out[16]) {
+  constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+  uint32_t u[4];
+  std::memcpy(u, packed, 12);
+  u[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
+  const uint32_t m03 = u[1] & kmask1;
+  u[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
+  u[2] = m03;
+  u[0] &= kmask1;
+  std::memcpy(out, u, 16);
+}
+
+// sum_j bsums[j] * mins[j / 2], exact in int32 for any int16 bsums.
+inline int min_term(const int16_t* bsums, const uint8_t* mins) {
+  const __m128i m = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mins)));
+  const __m256i m2 = _mm256_set_m128i(_mm_unpackhi_epi16(m, m), _mm_unpacklo_epi16(m, m));
+  return hsum_i32_8(_mm256_madd_epi16(m2, load32(bsums)));
+}
+
+// The 8 int32 sums of 8 vectors of int32 lanes, in one vector (v[k] -> k).
+inline __m256i hsum_8x8(const __m256i v[8]) {
+  const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Q4_K
+float vec_dot_q4_K_q8_K(int64_t n, const void* vw, const void* va) {
+  const auto* x = static_cast<const block_q4_K*>(vw);
+  const auto* y = static_cast<const block_q8_K*>(va);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 sums = _mm256_setzero_ps();
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    uint8_t sm[16];
+    scales_mins_k4(x[i].scales, sm);
+    const int8_t* q8 = y[i].qs;
+    Mod8 acc;
+    for (int j = 0; j < QK_K / 64; ++j) {
+      const __m256i q = perm(load32(x[i].qs + 32 * j));
+      const __m256i sc = _mm256_set1_epi32(word_pair(sm[2 * j], sm[2 * j + 1]));
+      acc.add(_mm256_and_si256(q, m4), perm(load32(q8 + 64 * j)), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+              perm(load32(q8 + 64 * j + 32)), sc, 0);
+    }
+    const int sumi = min_term(y[i].bsums, sm + 8);
+    sums = add_scaled(sums, h2f(x[i].d) * y[i].d, acc.lanes());
+    const float dmin = h2f(x[i].dmin) * y[i].d;
+    sumf -= nc(dmin * static_cast<float>(sumi));
+  }
+  return add_lanes_in_order(sumf, sums);
+}
+
+// ---------------------------------------------------------------- Q5_K
+float vec_dot_q5_K_q8_K(int64_t n, const void* vw, const void* va) {
+  const auto* x = static_cast<const block_q5_K*>(vw);
+  const auto* y = static_cast<const block_q8_K*>(va);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i one = _mm256_set1_epi8(1), two = _mm256_set1_epi8(2);
+  __m256 sums = _mm256_setzero_ps();
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    uint8_t sm[16];
+    scales_mins_k4(x[i].scales, sm);
+    const int8_t* q8 = y[i].qs;
+    __m256i h = perm(load32(x[i].qh));  // bit 2j: fifth bit of sub-block 2j, bit 2j+1 of 2j+1
+    Mod8 acc;
+    for (int j = 0; j < QK_K / 64; ++j) {
+      const __m256i q = perm(load32(x[i].qs + 32 * j));
+      const __m256i ul = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
+      const __m256i uh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                         _mm256_slli_epi16(_mm256_and_si256(h, two), 3));
+      h = _mm256_srli_epi16(h, 2);
+      const __m256i sc = _mm256_set1_epi32(word_pair(sm[2 * j], sm[2 * j + 1]));
+      acc.add(ul, perm(load32(q8 + 64 * j)), uh, perm(load32(q8 + 64 * j + 32)), sc, 0);
+    }
+    const int sumi = min_term(y[i].bsums, sm + 8);
+    sums = add_scaled(sums, h2f(x[i].d) * y[i].d, acc.lanes());
+    const float dmin = h2f(x[i].dmin) * y[i].d;
+    sumf -= nc(dmin * static_cast<float>(sumi));
+  }
+  return add_lanes_in_order(sumf, sums);
+}
+
+// ---------------------------------------------------------------- Q6_K
+// Per 128 values: ql[l] holds values l (low nibble) and l+64 (high), ql[l+32]
+// values l+32 and l+96; qh[l] bits 0-1, 2-3, 4-5, 6-7: values l, l+32, l+64,
+// l+96. Sub-blocks of 16, int8 scales; value = digit - 32.
+float vec_dot_q6_K_q8_K(int64_t n, const void* vw, const void* va) {
+  const auto* x = static_cast<const block_q6_K*>(vw);
+  const auto* y = static_cast<const block_q8_K*>(va);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+  __m256 sums = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    const int8_t* sc = x[i].scales;
+    Mod8 acc;
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = x[i].ql + 64 * h;
+      const int8_t* q8 = y[i].qs + 128 * h;
+      const int8_t* s = sc + 8 * h;
+      const __m256i qa = perm(load32(ql)), qb = perm(load32(ql + 32)), qh = perm(load32(x[i].qh + 32 * h));
+      const __m256i u0 = _mm256_or_si256(_mm256_and_si256(qa, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+      const __m256i u1 = _mm256_or_si256(_mm256_and_si256(qb, m4),
+                                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+      const __m256i u2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qa, 4), m4),
+                                         _mm256_and_si256(qh, _mm256_set1_epi8(0x30)));
+      const __m256i u3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4),
+                                         _mm256_and_si256(_mm256_srli_epi16(qh, 2), _mm256_set1_epi8(0x30)));
+      const __m256i sc01 = _mm256_set_epi32(word_pair(s[1], s[3]), word_pair(s[1], s[3]), word_pair(s[1], s[3]),
+                                            word_pair(s[1], s[3]), word_pair(s[0], s[2]), word_pair(s[0], s[2]),
+                                            word_pair(s[0], s[2]), word_pair(s[0], s[2]));
+      const __m256i sc23 = _mm256_set_epi32(word_pair(s[5], s[7]), word_pair(s[5], s[7]), word_pair(s[5], s[7]),
+                                            word_pair(s[5], s[7]), word_pair(s[4], s[6]), word_pair(s[4], s[6]),
+                                            word_pair(s[4], s[6]), word_pair(s[4], s[6]));
+      acc.add(u0, perm(load32(q8)), u1, perm(load32(q8 + 32)), sc01, 32);
+      acc.add(u2, perm(load32(q8 + 64)), u3, perm(load32(q8 + 96)), sc23, 32);
+    }
+    sums = add_scaled(sums, h2f(x[i].d) * y[i].d, acc.lanes());
+  }
+  return add_lanes_in_order(0.0f, sums);
+}
+
+// ---------------------------------------------------------------- Q3_K
+// Group t (0..7) = values 32t..32t+31: digit ((qs[32*(t/4) + l] >> 2*(t%4)) & 3)
+// plus 4 when bit t of hmask[l] is set; value = digit - 4. Sub-blocks of 16.
+float vec_dot_q3_K_q8_K(int64_t n, const void* vw, const void* va) {
+  const auto* x = static_cast<const block_q3_K*>(vw);
+  const auto* y = static_cast<const block_q8_K*>(va);
+  const __m256i m2 = _mm256_set1_epi8(0x03), one = _mm256_set1_epi8(1);
+  __m256 sums = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    int sc[16];
+    const uint8_t* p = x[i].scales;
+    for (int j = 0; j < 16; ++j) {
+      const int lo = j < 8 ? (p[j] & 0xF) : (p[j - 8] >> 4);
+      const int hi = (p[8 + j % 4] >> (2 * (j / 4))) & 3;
+      sc[j] = (lo | (hi << 4)) - 32;
+    }
+    const int8_t* q8 = y[i].qs;
+    __m256i hm = perm(load32(x[i].hmask));
+    Mod8 acc;
+    for (int half = 0; half < 2; ++half) {
+      __m256i q = perm(load32(x[i].qs + 32 * half));
+      for (int t2 = 0; t2 < 2; ++t2) {  // groups t = 4*half + 2*t2 and t + 1
+        const int t = 4 * half + 2 * t2;
+        const __m256i ua = _mm256_or_si256(_mm256_and_si256(q, m2), _mm256_slli_epi16(_mm256_and_si256(hm, one), 2));
+        const __m256i ub = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2), m2),
+                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 1), one), 2));
+        q = _mm256_srli_epi16(q, 4);
+        hm = _mm256_srli_epi16(hm, 2);
+        const int32_t w0 = word_pair(sc[2 * t], sc[2 * t + 2]), w1 = word_pair(sc[2 * t + 1], sc[2 * t + 3]);
+        const __m256i s = _mm256_set_epi32(w1, w1, w1, w1, w0, w0, w0, w0);
+        acc.add(ua, perm(load32(q8 + 32 * t)), ub, perm(load32(q8 + 32 * t + 32)), s, 4);
+      }
+    }
+    sums = add_scaled(sums, h2f(x[i].d) * y[i].d, acc.lanes());
+  }
+  return add_lanes_in_order(0.0f, sums);
+}
+
+// ---------------------------------------------------------------- Q2_K
+// Reference: per block isum = sum_j (sc_j & 15) * dot(sub-block j) and
+// summs = sum_j bsums_j * (sc_j >> 4), exact integers; then
+// sumf += dall * isum - dmin * summs. Group (k, s) = values 128k + 32s + l:
+// (qs[32k + l] >> 2s) & 3, sub-blocks 8k + 2s (l < 16) and 8k + 2s + 1.
+float vec_dot_q2_K_q8_K(int64_t n, const void* vw, const void* va) {
+  const auto* x = static_cast<const block_q2_K*>(vw);
+  const auto* y = static_cast<const block_q8_K*>(va);
+  const __m256i m2 = _mm256_set1_epi8(0x03);
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    const uint8_t* sc = x[i].scales;
+    const int8_t* q8 = y[i].qs;
+    // summs: bsums . (sc >> 4)
+    const __m128i scv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(scv, 4), _mm_set1_epi8(0x0F)));
+    const int summs = hsum_i32_8(_mm256_madd_epi16(mins, load32(y[i].bsums)));
+    __m256i isum = _mm256_setzero_si256();
+    for (int k = 0; k < 2; ++k) {
+      __m256i q = load32(x[i].qs + 32 * k);
+      for (int s = 0; s < 4; ++s) {
+        const int j = 8 * k + 2 * s;
+        const __m256i f = _mm256_set_epi16(sc[j + 1] & 15, sc[j + 1] & 15, sc[j + 1] & 15, sc[j + 1] & 15,
+                                           sc[j + 1] & 15, sc[j + 1] & 15, sc[j + 1] & 15, sc[j + 1] & 15,
+                                           sc[j] & 15, sc[j] & 15, sc[j] & 15, sc[j] & 15, sc[j] & 15, sc[j] & 15,
+                                           sc[j] & 15, sc[j] & 15);
+        const __m256i p = _mm256_maddubs_epi16(_mm256_and_si256(q, m2), load32(q8 + 128 * k + 32 * s));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, f));
+        q = _mm256_srli_epi16(q, 2);
+      }
+    }
+    const float dall = y[i].d * h2f(x[i].d);
+    const float dmin = y[i].d * h2f(x[i].dmin);
+    sumf += nc(nc(dall * static_cast<float>(hsum_i32_8(isum))) - nc(dmin * static_cast<float>(summs)));
+  }
+  return sumf;
+}
+
+// ---------------------------------------------------------------- IQ4_XS
+// Reference: per sub-block of 32, sumf += (d_w * d_8 * (ls - 32)) * isum in
+// order; qs[16 ib + j] holds values j (low nibble) and j + 16 (high).
+float vec_dot_iq4_xs_q8_K(int64_t n, const void* vw, const void* va) {
+  const auto* x = static_cast<const block_iq4_xs*>(vw);
+  const auto* y = static_cast<const block_q8_K*>(va);
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kvalues_iq4nl)));
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  float sumf = 0.0f;
+  for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {
+    const float d4d8 = h2f(x[ibl].d) * y[ibl].d;
+    __m256i part[8];
+    for (int ib = 0; ib < 8; ++ib) {
+      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[ibl].qs + 16 * ib));
+      const __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+      const __m256i w = _mm256_shuffle_epi8(table, u);
+      const __m256i a = load32(y[ibl].qs + 32 * ib);
+      // exact int8 x int8: even and odd bytes widened to int16
+      const __m256i we = _mm256_srai_epi16(_mm256_slli_epi16(w, 8), 8), wo = _mm256_srai_epi16(w, 8);
+      const __m256i ae = _mm256_srai_epi16(_mm256_slli_epi16(a, 8), 8), ao = _mm256_srai_epi16(a, 8);
+      part[ib] = _mm256_add_epi32(_mm256_madd_epi16(we, ae), _mm256_madd_epi16(wo, ao));
+    }
+    int32_t isum[8];
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(isum), hsum_8x8(part));
+    for (int ib = 0; ib < 8; ++ib) {
+      const int ls = ((x[ibl].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((x[ibl].scales_h >> 2 * ib) & 3) << 4);
+      const float dl = nc(d4d8 * static_cast<float>(ls - 32));
+      sumf += nc(dl * static_cast<float>(isum[ib]));
+    }
+  }
+  return sumf;
+}
+
+// ---------------------------------------------------------------- TQ2_0
+// Reference: sumi = sum (digit - 1) * a over the block (exact), then
+// sumf += sumi * (d_8 * d_w). qs[32 g + m] holds values 128 g + 32 k + m at bits 2k.
+float vec_dot_tq2_0_q8_K(int64_t n, const void* vw, const void* va) {
+  const auto* x = static_cast<const block_tq2_0*>(vw);
+  const auto* y = static_cast<const block_q8_K*>(va);
+  const __m256i m2 = _mm256_set1_epi8(0x03), ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    __m256i acc = _mm256_setzero_si256();
+    for (int g = 0; g < 2; ++g) {
+      __m256i q = load32(x[i].qs + 32 * g);
+      for (int k = 0; k < 4; ++k) {
+        const __m256i a = load32(y[i].qs + 128 * g + 32 * k);
+        const __m256i p =
+            _mm256_sub_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m2), a), _mm256_maddubs_epi16(ones8, a));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones16));
+        q = _mm256_srli_epi16(q, 2);
+      }
+    }
+    const float d = y[i].d * h2f(x[i].d);
+    sumf += nc(static_cast<float>(hsum_i32_8(acc)) * d);
+  }
+  return sumf;
+}
+
+// ---------------------------------------------------------------- TQ1_0
+// Reference: one exact integer sum per block, sumf += sum * (d_w * d_8).
+// Trit k of a byte b: q = b * 3^k mod 256, trit = (3 q) >> 8, which is
+// (q >= 86) + (q >= 171). qs[0..32): values m + 32k (k = 0..4); qs[32..48):
+// 160 + m + 16k; qh[0..4): 240 + j + 4k (k = 0..3).
+namespace {
+
+// b * c mod 256 per byte.
+inline __m256i mul_bytes(__m256i b, int c) {
+  const __m256i f = _mm256_set1_epi16(static_cast<int16_t>(c));
+  const __m256i even = _mm256_and_si256(_mm256_mullo_epi16(b, f), _mm256_set1_epi16(0x00FF));
+  const __m256i odd = _mm256_mullo_epi16(_mm256_and_si256(b, _mm256_set1_epi16(static_cast<int16_t>(0xFF00))), f);
+  return _mm256_or_si256(even, odd);
+}
+
+// Digits 0..2 (trit + 1) of bytes q.
+inline __m256i trit_digits(__m256i q) {
+  const __m256i ge86 = _mm256_cmpeq_epi8(_mm256_max_epu8(q, _mm256_set1_epi8(86)), q);
+  const __m256i ge171 = _mm256_cmpeq_epi8(_mm256_max_epu8(q, _mm256_set1_epi8(static_cast<char>(171))), q);
+  return _mm256_sub_epi8(_mm256_setzero_si256(), _mm256_add_epi8(ge86, ge171));
+}
+
+// Lanes of sum (digit - 1) * a.
+inline __m256i trit_lanes(__m256i digits, __m256i a) {
+  const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(digits, a), _mm256_maddubs_epi16(_mm256_set1_epi8(1), a));
+  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+inline int unpack_trit(uint8_t byte, int k) {
+  constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+  const uint8_t q = static_cast<uint8_t>(byte * kPow3[k]);
+  return ((static_cast<uint16_t>(q) * 3) >> 8) - 1;
+}
+
+}  // namespace
+
+float vec_dot_tq1_0_q8_K(int64_t n, const void* vw, const void* va) {
+  const auto* x = static_cast<const block_tq1_0*>(vw);
+  const auto* y = static_cast<const block_q8_K*>(va);
+  constexpr int kPow3[5] = {1, 3, 9, 27, 81};
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    const int8_t* q8 = y[i].qs;
+    const __m256i b32 = load32(x[i].qs);
+    // qs[32..48) twice: the low half is used with values 160 + m + 16k (k even
+    // pairs are loaded as two 16-byte halves).
+    const __m128i b16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].qs + 32));
+    const __m256i b16x2 = _mm256_set_m128i(b16, b16);
+    __m256i acc = _mm256_setzero_si256();
+    for (int k = 0; k < 5; ++k) {
+      acc = _mm256_add_epi32(acc, trit_lanes(trit_digits(mul_bytes(b32, kPow3[k])), load32(q8 + 32 * k)));
+    }
+    const __m256i d16[3] = {trit_digits(mul_bytes(b16x2, 1)), trit_digits(mul_bytes(b16x2, 3)),
+                            trit_digits(mul_bytes(b16x2, 9))};
+    const __m256i d16b[2] = {trit_digits(mul_bytes(b16x2, 27)), trit_digits(mul_bytes(b16x2, 81))};
+    // values 160..191: k = 0 (low half) and k = 1 (high half)
+    acc = _mm256_add_epi32(acc, trit_lanes(_mm256_blend_epi32(d16[0], d16[1], 0xF0), load32(q8 + 160)));
+    // values 192..223: k = 2 and k = 3
+    acc = _mm256_add_epi32(acc, trit_lanes(_mm256_blend_epi32(d16[2], d16b[0], 0xF0), load32(q8 + 192)));
+    int sum = hsum_i32_8(acc);
+    // values 224..239: k = 4 (16 bytes)
+    const __m128i d4 = _mm256_castsi256_si128(d16b[1]);
+    const __m128i a4 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q8 + 224));
+    __m128i p4 = _mm_sub_epi16(_mm_maddubs_epi16(d4, a4), _mm_maddubs_epi16(_mm_set1_epi8(1), a4));
+    p4 = _mm_madd_epi16(p4, _mm_set1_epi16(1));
+    p4 = _mm_add_epi32(p4, _mm_unpackhi_epi64(p4, p4));
+    p4 = _mm_add_epi32(p4, _mm_shuffle_epi32(p4, 1));
+    sum += _mm_cvtsi128_si32(p4);
+    for (int k = 0; k < 4; ++k) {
+      for (int j = 0; j < 4; ++j) sum += unpack_trit(x[i].qh[j], k) * q8[240 + 4 * k + j];
+    }
+    sumf += nc(static_cast<float>(sum) * (h2f(x[i].d) * y[i].d));
+  }
+  return sumf;
+}
+
+// ---------------------------------------------------------------- Q8_K
+// quantize_row_q8_K_ref (k_quants.cpp): max = first element of largest |x|
+// (NaN never wins), iscale = -127 / max, q = min(127, nearest_int(iscale * x))
+// truncated to 8 bits, bsums = sums of 16, d = 1 / iscale; all-zero block:
+// d = 0, q = 0, bsums = 0.
+void quantize_row_q8_K(const float* x, void* vy, int64_t n) {
+  auto* y = static_cast<block_q8_K*>(vy);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t i = 0; i < n / QK_K; ++i, x += QK_K) {
+    __m256 m = _mm256_setzero_ps();
+    for (int j = 0; j < QK_K; j += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)), m);
+    __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    if (amax == 0.f) {
+      std::memset(&y[i], 0, sizeof(block_q8_K));
+      continue;
+    }
+    float max = 0.0f;
+    const __m256 va = _mm256_set1_ps(amax);
+    for (int j = 0; j < QK_K; j += 8) {
+      const __m256 v = _mm256_loadu_ps(x + j);
+      const int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, v), va, _CMP_EQ_OQ));
+      if (mask != 0) {
+        max = x[j + __builtin_ctz(static_cast<unsigned>(mask))];
+        break;
+      }
+    }
+    const float iscale = -127.f / max;
+    const __m256 vs = _mm256_set1_ps(iscale), magic = _mm256_set1_ps(12582912.f);
+    const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
+    const __m256i m127 = _mm256_set1_epi32(127), low = _mm256_set1_epi32(0xFF);
+    for (int j = 0; j < QK_K; j += 32) {
+      __m256i q[4];
+      for (int k = 0; k < 4; ++k) {
+        const __m256 v = _mm256_add_ps(nc(_mm256_mul_ps(vs, _mm256_loadu_ps(x + j + 8 * k))), magic);
+        __m256i iv = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(v), mant), bias);
+        q[k] = _mm256_and_si256(_mm256_min_epi32(iv, m127), low);  // low 8 bits, as the int8_t cast
+      }
+      __m256i p = _mm256_packus_epi16(_mm256_packus_epi32(q[0], q[1]), _mm256_packus_epi32(q[2], q[3]));
+      p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[i].qs + j), p);
+      // bsums of the two 16s: unsigned byte sums of q + 128, less 16 * 128
+      const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(p, _mm256_set1_epi8(static_cast<char>(0x80))),
+                                        _mm256_setzero_si256());
+      int64_t s64[4];
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(s64), s);
+      y[i].bsums[j / 16] = static_cast<int16_t>(s64[0] + s64[1] - 2048);
+      y[i].bsums[j / 16 + 1] = static_cast<int16_t>(s64[2] + s64[3] - 2048);
+    }
+    y[i].d = 1 / iscale;
+  }
+}
+
+}  // namespace synapse::quant::avx2
+#endif
