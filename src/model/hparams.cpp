@@ -96,6 +96,12 @@ HParams read_hparams(const gguf::File& f) {
   hp.yarn_ext_factor = scaling == "yarn" ? 1.0f : 0.0f;
   hp.yarn_attn_factor = k.f32("rope.scaling.attn_factor").value_or(1.0f);
   if (hp.yarn_attn_factor == 0.0f) hp.yarn_attn_factor = 1.0f;
+  // Newer converters store the YaRN parameters themselves; they override the
+  // values derived above (llama.cpp's LLM_KV_ROPE_SCALING_YARN_* keys).
+  if (auto v = k.f32("rope.scaling.yarn_ext_factor"); v && *v >= 0.0f) hp.yarn_ext_factor = *v;
+  if (auto v = k.f32("rope.scaling.yarn_attn_factor"); v && *v > 0.0f) hp.yarn_attn_factor = *v;
+  if (auto v = k.f32("rope.scaling.yarn_beta_fast"); v && *v > 0.0f) hp.yarn_beta_fast = *v;
+  if (auto v = k.f32("rope.scaling.yarn_beta_slow"); v && *v > 0.0f) hp.yarn_beta_slow = *v;
   hp.n_ctx_orig_yarn = k.i64("rope.scaling.original_context_length").value_or(hp.n_ctx_train);
   if (hp.yarn_ext_factor != 0.0f && hp.n_ctx_orig_yarn <= 0)
     fail(f, k.name("rope.scaling.original_context_length"), "YaRN needs the original context length");

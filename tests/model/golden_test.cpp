@@ -170,6 +170,9 @@ INSTANTIATE_TEST_SUITE_P(Architectures, Golden,
                                            GoldenCase{"tiny-phi3-swa48-f32.long", Kind::f32},
                                            GoldenCase{"tiny-llama-yarn-f32.short", Kind::f32},
                                            GoldenCase{"tiny-llama-yarn-f32.long", Kind::f32},
+                                           // Linear rope scaling (freq_scale 1/4); expected logits from
+                                           // the NumPy reference (tests/data/PROVENANCE.md).
+                                           GoldenCase{"tiny-llama-linear-f32.long", Kind::f32},
                                            // llama.cpp's greedy steps run past position 32
                                            // without the window: compare as llama.cpp ran.
                                            GoldenCase{"tiny-mistral-swa-f32.short", Kind::f32, 0, 0},
