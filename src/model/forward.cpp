@@ -11,12 +11,12 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/attention.hpp"
 #include "kernels/ops.hpp"
 
 namespace synapse::model {
 namespace {
 
-using quant::fp16_to_fp32;
 using quant::fp32_to_fp16;
 
 void add_bias(std::vector<float>& y, int64_t n_rows, const std::vector<float>& bias) {
@@ -24,38 +24,6 @@ void add_bias(std::vector<float>& y, int64_t n_rows, const std::vector<float>& b
   const int64_t w = static_cast<int64_t>(bias.size());
   for (int64_t m = 0; m < n_rows; ++m)
     for (int64_t i = 0; i < w; ++i) y[m * w + i] += bias[i];
-}
-
-// Attention of one query row (position `pos`) for query heads [h0, h1):
-// scores over cached positions [first, pos], softmax, weighted sum of V.
-// q: [n_head][hd] of this row; out: [n_head][hd_v] of this row.
-void attend_row(const HParams& hp, const runtime::KvCache& kv, int64_t il, int64_t pos, const float* q,
-                float kq_scale, int64_t h0, int64_t h1, float* out, std::vector<float>& scores,
-                std::vector<quant::ggml_fp16_t>& q16) {
-  const int64_t hd = hp.n_embd_head_k, hd_v = hp.n_embd_head_v;
-  const int64_t first = hp.n_swa > 0 ? std::max<int64_t>(0, pos - hp.n_swa + 1) : 0;
-  const int64_t n_kv = pos - first + 1;
-  scores.resize(static_cast<size_t>(n_kv));
-  q16.resize(static_cast<size_t>(hd));
-  for (int64_t h = h0; h < h1; ++h) {
-    const int64_t g = h / hp.n_gqa();
-    for (int64_t d = 0; d < hd; ++d) q16[d] = fp32_to_fp16(q[h * hd + d]);  // ggml converts q to F16
-    for (int64_t j = 0; j < n_kv; ++j) {
-      const quant::ggml_fp16_t* k = kv.k(il, first + j) + g * hd;
-      double s = 0.0;
-      for (int64_t d = 0; d < hd; ++d) s += static_cast<double>(fp16_to_fp32(k[d]) * fp16_to_fp32(q16[d]));
-      scores[j] = static_cast<float>(s) * kq_scale;
-    }
-    kernels::softmax(scores.data(), n_kv);
-    for (int64_t j = 0; j < n_kv; ++j) scores[j] = quant::round_fp16(scores[j]);  // probabilities to F16
-    float* o = out + h * hd_v;
-    for (int64_t d = 0; d < hd_v; ++d) {
-      double acc = 0.0;
-      for (int64_t j = 0; j < n_kv; ++j)
-        acc += static_cast<double>(scores[j] * fp16_to_fp32(kv.v(il, first + j)[g * hd_v + d]));
-      o[d] = static_cast<float>(acc);
-    }
-  }
 }
 
 // Mixtral's sparse FFN for one row (llama.cpp build_moe_ffn, softmax gating,
@@ -197,14 +165,18 @@ void forward_batch(const Model& m, std::span<runtime::KvCache* const> seqs, std:
       for (int64_t d = 0; d < n_v; ++d) vd[d] = fp32_to_fp16(v[i * n_v + d]);
     };
     auto attend = [&](const int64_t* row_ids, int64_t n_rows) {
-      // Work items are (row, head) pairs: split across threads, never inside a sum.
-      pool.parallel_for(n_rows * hp.n_head, 1, [&](int64_t w0, int64_t w1) {
-        std::vector<float> scores;
-        std::vector<quant::ggml_fp16_t> q16;
+      // Work items are (row, KV group) pairs: split across threads, never
+      // inside a sum. Each reads its group's K/V rows once for all n_gqa heads.
+      const int64_t n_groups = hp.n_head_kv, n_gqa = hp.n_gqa();
+      pool.parallel_for(n_rows * n_groups, 1, [&](int64_t w0, int64_t w1) {
+        kernels::AttentionScratch scratch;
         for (int64_t w = w0; w < w1; ++w) {
-          const int64_t i = row_ids[w / hp.n_head], h = w % hp.n_head;
-          attend_row(hp, *seqs[rows[i].seq], il, pos[i], &q[i * n_q], kq_scale, h, h + 1, &att[i * n_att], scores,
-                     q16);
+          const int64_t i = row_ids[w / n_groups], g = w % n_groups;
+          const runtime::KvCache& kv = *seqs[rows[i].seq];
+          const kernels::KvLayerView view{kv.k(il, 0), kv.v(il, 0), n_k, n_v, kv.capacity()};
+          const int64_t first = hp.n_swa > 0 ? std::max<int64_t>(0, pos[i] - hp.n_swa + 1) : 0;
+          kernels::attend_group(view, g, first, pos[i], &q[i * n_q + g * n_gqa * hd], n_gqa, hd, hd_v, kq_scale,
+                                &att[i * n_att + g * n_gqa * hd_v], scratch);
         }
       });
     };

@@ -1,0 +1,55 @@
+// Decode/prefill attention of one query position over a sequence's F16 KV
+// cache, one KV group at a time: K and V rows are read (and converted from
+// F16) once for all the query heads that share them (grouped-query attention,
+// Ainslie et al. 2023), as seed 003 §2.5 describes kernels::attend_group.
+//
+// Rounding follows llama.cpp's CPU path with flash attention off (seed 003
+// §8): q is rounded to F16 before q.k, the softmax probabilities are rounded
+// to F16 before they weight V. The reduction order is defined here (the
+// scalar reference) and reproduced bit for bit by the AVX2 version:
+//   q.k: 8 lanes, lane l accumulates d = l, l+8, ... with fused multiply-add;
+//        lanes summed as ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)); the
+//        hd % 8 tail is added after, one fma per element, in d order.
+//   V:   out[d] = fma(p_j, V[j][d], out[d]) for j in position order.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "quant/fp16.hpp"
+
+namespace synapse::kernels {
+
+// One layer of one sequence's cache: position p's K row starts at
+// k + slot(p) * k_stride (F16 values), slot(p) = p % capacity; the same for V.
+struct KvLayerView {
+  const quant::ggml_fp16_t* k;
+  const quant::ggml_fp16_t* v;
+  int64_t k_stride;
+  int64_t v_stride;
+  int64_t capacity;
+};
+
+struct AttentionScratch {
+  std::vector<float> q, kv_row, scores;
+};
+
+// Attention for the n_gqa query heads of KV group g at one query position,
+// over cached positions [first, last] (last = the query's own position, so
+// the causal mask and a sliding window are both expressed by the range).
+//   q:   [n_gqa][hd] floats, the group's heads (F32, rounded to F16 here)
+//   out: [n_gqa][hd_v] floats
+//   scores_j = (f16(q) . K[j]) * kq_scale; p = softmax(scores) (ggml_soft_max);
+//   out = sum_j f16(p_j) V[j].
+// No bounds checks beyond the documented preconditions (hot path).
+void attend_group(const KvLayerView& kv, int64_t g, int64_t first, int64_t last, const float* q, int64_t n_gqa,
+                  int64_t hd, int64_t hd_v, float kq_scale, float* out, AttentionScratch& scratch);
+
+// The two implementations behind attend_group (tests compare them).
+void attend_group_scalar(const KvLayerView& kv, int64_t g, int64_t first, int64_t last, const float* q,
+                         int64_t n_gqa, int64_t hd, int64_t hd_v, float kq_scale, float* out,
+                         AttentionScratch& scratch);
+void attend_group_avx2(const KvLayerView& kv, int64_t g, int64_t first, int64_t last, const float* q, int64_t n_gqa,
+                       int64_t hd, int64_t hd_v, float kq_scale, float* out, AttentionScratch& scratch);
+
+}  // namespace synapse::kernels
