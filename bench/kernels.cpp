@@ -1,0 +1,133 @@
+// Micro-benchmark of the dot-product kernels: one activation row against a
+// weight matrix of 2048 rows x 8192 columns (ggml's GEMV, the decode case),
+// per weight type, with the scalar reference and with the AVX2 kernel, on
+// one thread; and the engine's kernels::matmul (the active ISA) on 1 and 2
+// threads. Reports GB/s of weight bytes streamed ("bytes_per_second").
+//
+//   build-x/bench/bench_kernels --benchmark_filter='Q4_K'
+//   build-x/bench/bench_kernels --benchmark_min_time=0.2
+//
+// The weights are random bytes with finite scales (a kernel's speed does
+// not depend on the values). Note the matrix sizes in bytes: Q4_K is 9.4 MB,
+// which stays in a large L3; F32 is 64 MB (DRAM).
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/matmul.hpp"
+#include "quant/formats.hpp"
+#include "quant/quant.hpp"
+#include "quant/simd.hpp"
+#include "runtime/thread_pool.hpp"
+
+namespace {
+
+using synapse::GgmlType;
+namespace quant = synapse::quant;
+
+constexpr int64_t kRows = 2048, kCols = 8192;
+
+const GgmlType kTypes[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0,  GgmlType::Q4_0, GgmlType::Q5_K,
+                           GgmlType::F16,  GgmlType::F32,  GgmlType::BF16,  GgmlType::Q5_0, GgmlType::Q4_1,
+                           GgmlType::Q5_1, GgmlType::Q3_K, GgmlType::Q2_K,  GgmlType::IQ4_NL, GgmlType::IQ4_XS,
+                           GgmlType::TQ1_0, GgmlType::TQ2_0};
+
+// A weight matrix of type t: random bytes, and every 16-bit word a finite
+// F16 (so scales and F16/BF16 elements are finite). The activation row is
+// a Gaussian row quantized to the paired type.
+struct Problem {
+  GgmlType type;
+  size_t row_bytes;
+  std::vector<uint8_t> w;
+  std::vector<float> x;
+  std::vector<uint8_t> a;
+};
+
+const Problem& problem(GgmlType t) {
+  static std::unique_ptr<Problem> cache[64];
+  auto& p = cache[static_cast<int>(t)];
+  if (p) return *p;
+  p = std::make_unique<Problem>();
+  p->type = t;
+  p->row_bytes = synapse::row_size(t, kCols);
+  p->w.resize(p->row_bytes * kRows);
+  std::mt19937 rng(42);
+  auto* words = reinterpret_cast<uint16_t*>(p->w.data());
+  for (size_t i = 0; i < p->w.size() / 2; ++i) words[i] = static_cast<uint16_t>(rng() & 0x3BFF);
+  if (t == GgmlType::BF16) {  // normal numbers around 1 (no subnormal products)
+    for (size_t i = 0; i < p->w.size() / 2; ++i) words[i] = static_cast<uint16_t>((rng() & 0x807F) | 0x3F00);
+  }
+  if (t == GgmlType::F32) {
+    auto* f = reinterpret_cast<float*>(p->w.data());
+    for (int64_t i = 0; i < kRows * kCols; ++i) f[i] = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) * 1e-3f;
+  }
+  std::normal_distribution<float> g(0.f, 1.f);
+  p->x.resize(kCols);
+  for (auto& v : p->x) v = g(rng);
+  const GgmlType vt = quant::vec_dot_type(t);
+  p->a.resize(synapse::row_size(vt, kCols));
+  quant::quantize_row(vt, p->x.data(), p->a.data(), kCols);
+  return *p;
+}
+
+void gemv(benchmark::State& state, GgmlType t, quant::Isa isa) {
+  if (isa == quant::Isa::avx2 && !quant::cpu_has_avx2()) {
+    state.SkipWithError("no AVX2 on this CPU");
+    return;
+  }
+  const Problem& p = problem(t);
+  const quant::VecDotFn f = quant::vec_dot_kernel(t, isa);
+  std::vector<float> y(kRows);
+  for (auto _ : state) {
+    for (int64_t r = 0; r < kRows; ++r) y[r] = f(kCols, p.w.data() + r * p.row_bytes, p.a.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(p.w.size()));
+}
+
+void matmul(benchmark::State& state, GgmlType t, int threads) {
+  const Problem& p = problem(t);
+  synapse::runtime::ThreadPool pool(threads);
+  synapse::kernels::WeightView wv;
+  wv.name = "bench";
+  wv.type = t;
+  wv.n_in = kCols;
+  wv.n_out = kRows;
+  wv.row_bytes = p.row_bytes;
+  wv.data = p.w.data();
+  std::vector<float> y(kRows);
+  for (auto _ : state) {
+    synapse::kernels::Activations act(p.x.data(), 1, kCols);
+    synapse::kernels::matmul(wv, act, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(p.w.size()));
+  state.SetLabel(quant::isa_name(quant::active_isa()));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (GgmlType t : kTypes) {
+    const std::string name(synapse::type_name(t));
+    benchmark::RegisterBenchmark(("gemv/scalar/" + name).c_str(), gemv, t, quant::Isa::scalar)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("gemv/avx2/" + name).c_str(), gemv, t, quant::Isa::avx2)
+        ->Unit(benchmark::kMillisecond);
+    for (int threads : {1, 2}) {
+      benchmark::RegisterBenchmark(("matmul/" + name + "/t" + std::to_string(threads)).c_str(), matmul, t, threads)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+    }
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
