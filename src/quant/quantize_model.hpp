@@ -1,0 +1,121 @@
+// Requantizing a whole GGUF model: `synapse quantize IN OUT TYPE [--pure]`.
+//
+// Reproduces llama-quantize (llama.cpp c392e509, src/llama-quant.cpp,
+// llama_model_quantize_impl and llama_tensor_get_type): the file types it
+// accepts for the formats synapse supports, its per-tensor choice of type for
+// the mixed presets (Q4_K_M, Q5_K_M, Q3_K_S/M/L, Q2_K, ...), its fallbacks for
+// rows that are not a multiple of the block size, its tensor order and its
+// metadata (every key copied; general.quantization_version = 2 and
+// general.file_type = the LLAMA_FTYPE value, both moved to the end). The
+// weights are converted with quant::quantize_row, ggml's reference quantizers
+// without importance matrix, which is what llama-quantize runs without
+// --imatrix, so the tensor data is byte-identical too.
+//
+// Where llama-quantize aborts, synapse does something useful instead (both
+// noted at the code): a row length that fits no block of the chosen type
+// and that has no fallback in llama.cpp's table (Q4_0..Q8_0, IQ4_NL with
+// ne[0] % 32 != 0) falls back to F16 instead of "Unsupported tensor size
+// encountered", and --pure applies the same fallbacks instead of failing
+// row validation.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "synapse/gguf.hpp"
+#include "synapse/types.hpp"
+
+namespace synapse::quant {
+
+// llama.cpp's enum llama_ftype (include/llama.h): the values stored in
+// general.file_type. Only those of formats synapse can write are listed.
+enum class FileType : uint32_t {
+  ALL_F32 = 0,
+  MOSTLY_F16 = 1,
+  MOSTLY_Q4_0 = 2,
+  MOSTLY_Q4_1 = 3,
+  MOSTLY_Q8_0 = 7,
+  MOSTLY_Q5_0 = 8,
+  MOSTLY_Q5_1 = 9,
+  MOSTLY_Q2_K = 10,
+  MOSTLY_Q3_K_S = 11,
+  MOSTLY_Q3_K_M = 12,
+  MOSTLY_Q3_K_L = 13,
+  MOSTLY_Q4_K_S = 14,
+  MOSTLY_Q4_K_M = 15,
+  MOSTLY_Q5_K_S = 16,
+  MOSTLY_Q5_K_M = 17,
+  MOSTLY_Q6_K = 18,
+  MOSTLY_IQ4_NL = 25,
+  MOSTLY_IQ4_XS = 30,
+  MOSTLY_BF16 = 32,
+  MOSTLY_TQ1_0 = 36,
+  MOSTLY_TQ2_0 = 37,
+};
+
+// Parses a file type name as llama-quantize spells it, case-insensitive:
+// F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_S, Q3_K_M, Q3_K_L,
+// Q3_K (= Q3_K_M), Q4_K_S, Q4_K_M, Q4_K (= Q4_K_M), Q5_K_S, Q5_K_M, Q5_K
+// (= Q5_K_M), Q6_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0. Throws
+// Error(invalid_argument) naming `name` and listing the valid names.
+FileType parse_file_type(std::string_view name);
+
+// The canonical name ("Q4_K_M") of a file type.
+std::string_view file_type_name(FileType ft) noexcept;
+
+// The valid names, comma-separated, for messages and --help.
+std::string file_type_names();
+
+// The tensor type a file type quantizes to before the per-tensor rules
+// (llama_model_quantize_impl's default_type): Q4_K for Q4_K_S/M, Q3_K for
+// Q3_K_S/M/L, F32 for ALL_F32, ...
+GgmlType default_tensor_type(FileType ft) noexcept;
+
+struct QuantizeOptions {
+  FileType ftype = FileType::MOSTLY_Q4_K_M;
+  bool pure = false;              // one type for every quantizable tensor (llama-quantize --pure)
+  bool allow_requantize = false;  // accept quantized input tensors (llama-quantize --allow-requantize)
+  int n_threads = 1;              // threads converting the rows of one tensor (>= 1)
+};
+
+// The decision for one tensor of the input, in output order.
+struct TensorPlan {
+  std::string name;
+  std::array<int64_t, 4> ne{1, 1, 1, 1};
+  uint32_t n_dims = 0;
+  GgmlType from = GgmlType::F32;  // type in the input file
+  GgmlType to = GgmlType::F32;    // type written (== from: copied verbatim)
+  bool quantizable = false;       // a 2-D+ weight llama-quantize converts (norms, routers etc. are not)
+  bool fallback = false;          // `to` is a fallback: ne[0] not a multiple of the chosen type's block
+  uint64_t bytes_in = 0;
+  uint64_t bytes_out = 0;
+};
+
+// Chooses the output type of every tensor of `in`, in llama-quantize's output
+// order (tensors outside blk.N first, then by layer number, by name within a
+// layer: llama_model_loader's weight_name_comparer). Reads the architecture,
+// block_count, attention.head_count(_kv) and expert_count keys that the
+// rules use. Throws Error(format) when general.architecture or block_count is
+// missing, or a per-expert tensor name carries no valid layer number.
+std::vector<TensorPlan> plan_quantization(const gguf::File& in, const QuantizeOptions& opt);
+
+// Converts `in` following plan_quantization and returns the output file in a
+// Writer (metadata first, then the tensors in plan order). `on_tensor`, when
+// set, is called after each tensor with its plan (progress output).
+// Throws Error(unsupported) naming a tensor whose input type synapse cannot
+// convert, Error(invalid_argument) for a quantized input tensor without
+// allow_requantize, Error(format) naming a tensor with a NaN or infinity.
+gguf::Writer quantize_model(const gguf::File& in, const QuantizeOptions& opt,
+                            const std::function<void(const TensorPlan&)>& on_tensor = {});
+
+// quantize_model from the file `in_path` to the file `out_path`; the errors of
+// gguf::File::open, quantize_model and gguf::Writer::write. Returns the plan.
+std::vector<TensorPlan> quantize_file(const std::string& in_path, const std::string& out_path,
+                                      const QuantizeOptions& opt,
+                                      const std::function<void(const TensorPlan&)>& on_tensor = {});
+
+}  // namespace synapse::quant

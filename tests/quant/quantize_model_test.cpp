@@ -1,0 +1,460 @@
+// quant::quantize_model against llama-quantize (llama.cpp c392e509).
+//
+// tests/data/models/MANIFEST.md records how each reference file was made:
+// tiny-llama-<type>.gguf is llama-quantize --pure <TYPE> of tiny-llama-f32.gguf,
+// *-q4_k_m.gguf the plain Q4_K_M mix of the f32 masters, stories260K-q8_0 and
+// -q4_0 the Q6_K / TQ2_0 mixes of stories260K.gguf (their 64- and 172-column
+// rows exercise the fallbacks). synapse's output must carry the same type for
+// every tensor, the same metadata, and weights at least as accurate (RMS error
+// against the F32 master <= 1.02x the reference's, per tensor); the bytes
+// identical where the quantizer is (reported, and asserted for the files that
+// are identical today).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "quant/quant.hpp"
+#include "quant/quantize_model.hpp"
+#include "synapse/error.hpp"
+#include "synapse/gguf.hpp"
+
+namespace synapse::quant {
+namespace {
+
+const std::string kModels = std::string(SYNAPSE_TEST_DATA) + "/models/";
+
+gguf::File quantize_in_memory(const gguf::File& in, const QuantizeOptions& opt,
+                              std::vector<uint8_t>* image = nullptr) {
+  const gguf::Writer w = quantize_model(in, opt);
+  const std::vector<uint8_t> bytes = w.bytes();
+  if (image != nullptr) *image = bytes;
+  return gguf::File::from_bytes(bytes, "quantized " + in.path());
+}
+
+std::vector<uint8_t> read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// RMS of dequantize(t) - master over the whole tensor.
+double rms_error(const gguf::TensorInfo& t, const gguf::TensorInfo& master) {
+  const int64_t n = t.ne[0], rows = t.n_elements() / n;
+  const size_t rs = row_size(t.type, n);
+  const auto* x = reinterpret_cast<const float*>(master.data);
+  std::vector<float> y(static_cast<size_t>(n));
+  double sum = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row(t.type, t.data + r * rs, y.data(), n);
+    for (int64_t j = 0; j < n; ++j) sum += std::pow(static_cast<double>(y[j]) - x[r * n + j], 2);
+  }
+  return std::sqrt(sum / static_cast<double>(t.n_elements()));
+}
+
+bool same_value(const gguf::Value& a, const gguf::Value& b) {
+  if (a.type != b.type || a.u != b.u || a.i != b.i || a.b != b.b || a.str != b.str) return false;
+  if (!(a.f == b.f || (std::isnan(a.f) && std::isnan(b.f)))) return false;
+  if (a.elem_type != b.elem_type || a.items.size() != b.items.size()) return false;
+  for (size_t i = 0; i < a.items.size(); ++i)
+    if (!same_value(a.items[i], b.items[i])) return false;
+  return true;
+}
+
+struct Comparison {
+  int n_tensors = 0, n_identical = 0;
+  double worst_ratio = 0;
+};
+
+// Every tensor of `mine` against `ref`: same names in the same order, same
+// type and shape; RMS error ratio vs `master` for the converted ones.
+// `skip` names one tensor whose type is known to differ (none if empty).
+Comparison compare_files(const gguf::File& mine, const gguf::File& ref, const gguf::File& master,
+                         const std::string& label, const std::string& skip = "") {
+  Comparison c;
+  EXPECT_EQ(mine.tensors().size(), ref.tensors().size()) << label;
+  for (size_t i = 0; i < std::min(mine.tensors().size(), ref.tensors().size()); ++i) {
+    const gguf::TensorInfo& a = mine.tensors()[i];
+    const gguf::TensorInfo& b = ref.tensors()[i];
+    EXPECT_EQ(a.name, b.name) << label << " tensor " << i;
+    if (a.name != b.name || a.name == skip) continue;
+    EXPECT_EQ(type_name(a.type), type_name(b.type)) << label << " " << a.name;
+    EXPECT_EQ(a.n_dims, b.n_dims) << label << " " << a.name;
+    EXPECT_EQ(a.ne, b.ne) << label << " " << a.name;
+    if (a.type != b.type || a.n_bytes != b.n_bytes) continue;
+    ++c.n_tensors;
+    const bool identical = std::memcmp(a.data, b.data, a.n_bytes) == 0;
+    c.n_identical += identical;
+    const gguf::TensorInfo* m = master.find_tensor(a.name);
+    if (m == nullptr || m->type != GgmlType::F32 || a.type == GgmlType::F32) continue;
+    const double ea = rms_error(a, *m), eb = rms_error(b, *m);
+    const double ratio = eb > 0 ? ea / eb : (ea > 0 ? INFINITY : 1.0);
+    EXPECT_LE(ratio, 1.02) << label << " " << a.name << ": rms " << ea << " vs llama-quantize " << eb;
+    c.worst_ratio = std::max(c.worst_ratio, ratio);
+  }
+  return c;
+}
+
+void expect_same_metadata(const gguf::File& mine, const gguf::File& ref, const std::string& label,
+                          bool compare_file_type = true) {
+  ASSERT_EQ(mine.metadata().size(), ref.metadata().size()) << label;
+  for (size_t i = 0; i < mine.metadata().size(); ++i) {
+    const gguf::KeyValue& a = mine.metadata()[i];
+    const gguf::KeyValue& b = ref.metadata()[i];
+    EXPECT_EQ(a.key, b.key) << label << " key " << i;
+    if (!compare_file_type && a.key == "general.file_type") continue;
+    EXPECT_TRUE(same_value(a.value, b.value)) << label << " " << a.key;
+  }
+}
+
+// ---------------------------------------------------------------------------
+
+TEST(QuantizeModel, ParsesLlamaQuantizeTypeNames) {
+  EXPECT_EQ(parse_file_type("q4_k_m"), FileType::MOSTLY_Q4_K_M);
+  EXPECT_EQ(parse_file_type("Q4_K"), FileType::MOSTLY_Q4_K_M);
+  EXPECT_EQ(parse_file_type("q3_k"), FileType::MOSTLY_Q3_K_M);
+  EXPECT_EQ(parse_file_type("Q5_k"), FileType::MOSTLY_Q5_K_M);
+  EXPECT_EQ(parse_file_type("bf16"), FileType::MOSTLY_BF16);
+  EXPECT_EQ(parse_file_type("F32"), FileType::ALL_F32);
+  EXPECT_EQ(parse_file_type("iq4_xs"), FileType::MOSTLY_IQ4_XS);
+  EXPECT_EQ(parse_file_type("TQ1_0"), FileType::MOSTLY_TQ1_0);
+  EXPECT_EQ(static_cast<uint32_t>(parse_file_type("Q8_0")), 7u);  // LLAMA_FTYPE_MOSTLY_Q8_0
+  EXPECT_EQ(static_cast<uint32_t>(parse_file_type("Q6_K")), 18u);
+  EXPECT_EQ(static_cast<uint32_t>(parse_file_type("TQ2_0")), 37u);
+  EXPECT_EQ(file_type_name(FileType::MOSTLY_Q3_K_L), "Q3_K_L");
+  EXPECT_EQ(default_tensor_type(FileType::MOSTLY_Q3_K_S), GgmlType::Q3_K);
+  EXPECT_EQ(default_tensor_type(FileType::MOSTLY_Q5_K_M), GgmlType::Q5_K);
+  for (const char* bad : {"Q9_0", "IQ2_XXS", "q4_k_mm", ""}) {
+    try {
+      parse_file_type(bad);
+      ADD_FAILURE() << "'" << bad << "' accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::invalid_argument);
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("'" + std::string(bad) + "'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("Q4_K_M"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("IQ4_NL"), std::string::npos) << msg;
+    }
+  }
+}
+
+struct PureCase {
+  const char* type;    // synapse quantize TYPE
+  const char* suffix;  // tiny-llama-<suffix>.gguf
+};
+
+// Every file of the tiny-llama set: llama-quantize --pure <TYPE>, and the
+// realistic Q4_K_M mix.
+TEST(QuantizeModel, TinyLlamaSetMatchesLlamaQuantize) {
+  const gguf::File master = gguf::File::open(kModels + "tiny-llama-f32.gguf");
+  const PureCase cases[] = {{"F16", "f16"},       {"BF16", "bf16"},     {"Q8_0", "q8_0"},     {"Q4_0", "q4_0"},
+                            {"Q4_1", "q4_1"},     {"Q5_0", "q5_0"},     {"Q5_1", "q5_1"},     {"IQ4_NL", "iq4_nl"},
+                            {"Q2_K", "q2_k"},     {"Q3_K_S", "q3_k"},   {"Q4_K_S", "q4_k"},   {"Q5_K_S", "q5_k"},
+                            {"Q6_K", "q6_k"},     {"IQ4_XS", "iq4_xs"}, {"TQ1_0", "tq1_0"},   {"TQ2_0", "tq2_0"},
+                            {"Q4_K_M", "q4_k_m"}};
+  for (const PureCase& pc : cases) {
+    QuantizeOptions opt;
+    opt.ftype = parse_file_type(pc.type);
+    opt.pure = std::string(pc.suffix) != "q4_k_m";
+    opt.n_threads = 2;
+    std::vector<uint8_t> image;
+    const gguf::File mine = quantize_in_memory(master, opt, &image);
+    const std::string ref_path = kModels + "tiny-llama-" + pc.suffix + ".gguf";
+    const gguf::File ref = gguf::File::open(ref_path);
+    const std::string label = std::string(pc.type) + (opt.pure ? " --pure" : "");
+    expect_same_metadata(mine, ref, label);
+    const Comparison c = compare_files(mine, ref, master, label);
+    EXPECT_EQ(c.n_tensors, 21) << label;
+    std::printf("[ quantize ] %-14s %2d/%2d tensors byte-identical, worst rms ratio %.6f\n", label.c_str(),
+                c.n_identical, c.n_tensors, c.worst_ratio);
+    // The whole file, layout and padding included.
+    EXPECT_EQ(c.n_identical, c.n_tensors) << label;
+    EXPECT_EQ(mine.data_offset(), ref.data_offset()) << label;
+    EXPECT_TRUE(image == read_file(ref_path)) << label << ": the file differs from llama-quantize's";
+  }
+}
+
+// The Q4_K_M mixes of the other architectures: tied embeddings (token_embd
+// takes the output's Q6_K), rope_freqs and biases kept F32, Phi-3's fused
+// attn_qkv (Q5_K), Mixtral's merged experts (ffn_down_exps: Q6_K falls back
+// to Q8_0 on 128 columns) and router (kept F32).
+TEST(QuantizeModel, Q4_K_MMixesMatchLlamaQuantize) {
+  for (const char* m : {"tiny-llama3", "tiny-qwen2", "tiny-phi3", "tiny-mixtral"}) {
+    const gguf::File master = gguf::File::open(kModels + m + "-f32.gguf");
+    QuantizeOptions opt;
+    opt.ftype = FileType::MOSTLY_Q4_K_M;
+    const gguf::File mine = quantize_in_memory(master, opt);
+    const gguf::File ref = gguf::File::open(kModels + m + "-q4_k_m.gguf");
+    expect_same_metadata(mine, ref, m);
+    const Comparison c = compare_files(mine, ref, master, m);
+    EXPECT_EQ(static_cast<size_t>(c.n_tensors), ref.tensors().size()) << m;
+    EXPECT_EQ(c.n_identical, c.n_tensors) << m;
+    EXPECT_EQ(mine.file_size(), ref.file_size()) << m;
+    std::printf("[ quantize ] %-14s Q4_K_M %2d/%2d tensors byte-identical, worst rms ratio %.6f\n", m,
+                c.n_identical, c.n_tensors, c.worst_ratio);
+  }
+}
+
+// stories260K (64 columns, ffn_down 172): the reference files were made with
+// the Q6_K and TQ2_0 mixes (general.file_type then overwritten). Q6_K falls
+// back to Q8_0, TQ2_0 to Q4_0, and 172 columns fit no block: F16. The output
+// (64 columns, not a multiple of 256) is Q8_0 by the output rule.
+TEST(QuantizeModel, StoriesFallbacksMatchLlamaQuantize) {
+  const gguf::File master = gguf::File::open(kModels + "stories260K.gguf");
+  {
+    QuantizeOptions opt;
+    opt.ftype = FileType::MOSTLY_Q6_K;
+    const gguf::File mine = quantize_in_memory(master, opt);
+    const gguf::File ref = gguf::File::open(kModels + "stories260K-q8_0.gguf");
+    expect_same_metadata(mine, ref, "stories Q6_K", /*compare_file_type=*/false);
+    EXPECT_EQ(mine.get_u32("general.file_type"), 18u);
+    const Comparison c = compare_files(mine, ref, master, "stories Q6_K");
+    EXPECT_EQ(static_cast<size_t>(c.n_tensors), ref.tensors().size());
+    EXPECT_EQ(c.n_identical, c.n_tensors);
+    const auto plan = plan_quantization(master, opt);
+    int n_fallback = 0;
+    for (const TensorPlan& p : plan) n_fallback += p.fallback;
+    EXPECT_EQ(n_fallback, 5 * 7 + 1) << "7 weights per layer and token_embd fall back (ffn_down to F16); the "
+                                         "output takes Q8_0 by its own rule";
+  }
+  {
+    // llama-quantize ran with --token-embedding-type q4_0, which synapse does
+    // not have: its token_embd is TQ2_0's token_embd rule, Q4_K -> Q5_0.
+    QuantizeOptions opt;
+    opt.ftype = FileType::MOSTLY_TQ2_0;
+    const gguf::File mine = quantize_in_memory(master, opt);
+    const gguf::File ref = gguf::File::open(kModels + "stories260K-q4_0.gguf");
+    const Comparison c = compare_files(mine, ref, master, "stories TQ2_0", "token_embd.weight");
+    EXPECT_EQ(static_cast<size_t>(c.n_tensors), ref.tensors().size() - 1);
+    EXPECT_EQ(c.n_identical, c.n_tensors);
+    EXPECT_EQ(mine.find_tensor("token_embd.weight")->type, GgmlType::Q5_0);
+    EXPECT_EQ(mine.find_tensor("blk.0.ffn_down.weight")->type, GgmlType::F16);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Synthetic models for the rules the reference files do not reach.
+
+struct SynthTensor {
+  std::string name;
+  std::vector<int64_t> ne;
+};
+
+gguf::File synth_model(int n_layer, int n_head, int n_head_kv, int n_expert, const std::vector<SynthTensor>& extra,
+                       int64_t n_embd = 256, int64_t n_ff = 512, float poison = 0) {
+  gguf::Writer w;
+  w.set_string("general.architecture", "llama");
+  w.set_u32("llama.block_count", static_cast<uint32_t>(n_layer));
+  w.set_u32("llama.attention.head_count", static_cast<uint32_t>(n_head));
+  w.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(n_head_kv));
+  if (n_expert > 0) w.set_u32("llama.expert_count", static_cast<uint32_t>(n_expert));
+  uint32_t seed = 1;
+  auto add = [&](const std::string& name, std::vector<int64_t> ne) {
+    int64_t n = 1;
+    for (int64_t d : ne) n *= d;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) {
+      seed = seed * 1664525u + 1013904223u;
+      x = static_cast<float>(seed >> 8) / 16777216.0f - 0.5f;
+    }
+    if (poison != 0 && name == "blk.0.attn_q.weight") v[7] = poison;
+    std::vector<uint8_t> bytes(v.size() * 4);
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    w.add_tensor(name, GgmlType::F32, ne, bytes);
+  };
+  add("token_embd.weight", {n_embd, 64});
+  for (int l = 0; l < n_layer; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    add(b + "attn_norm.weight", {n_embd});
+    add(b + "attn_q.weight", {n_embd, n_embd});
+    add(b + "attn_v.weight", {n_embd, n_embd * n_head_kv / n_head});
+    add(b + "ffn_down.weight", {n_ff, n_embd});
+  }
+  for (const SynthTensor& t : extra) add(t.name, t.ne);
+  return gguf::File::from_bytes(w.bytes(), "synth");
+}
+
+GgmlType planned(const std::vector<TensorPlan>& plan, const std::string& name) {
+  for (const TensorPlan& p : plan)
+    if (p.name == name) return p.to;
+  ADD_FAILURE() << name << " not in the plan";
+  return GgmlType::F32;
+}
+
+// use_more_bits over 16 layers: layers 0, 1 (first eighth), 4, 7, 10, 13 and
+// 14, 15 (last eighth) get Q6_K for attn_v and ffn_down under Q4_K_M; the
+// tensor order is by layer number (blk.10 after blk.9), as llama.cpp sorts.
+TEST(QuantizeModel, Q4_K_MUsesMoreBitsOnTheRightLayers) {
+  const gguf::File f = synth_model(16, 4, 4, 0, {{"output.weight", {256, 64}}});
+  QuantizeOptions opt;
+  opt.ftype = FileType::MOSTLY_Q4_K_M;
+  const auto plan = plan_quantization(f, opt);
+  EXPECT_EQ(plan[0].name, "output.weight");
+  EXPECT_EQ(plan[1].name, "token_embd.weight");
+  EXPECT_EQ(plan[2].name, "blk.0.attn_norm.weight");
+  EXPECT_EQ(plan.back().name, "blk.15.ffn_down.weight");
+  const std::vector<int> more = {0, 1, 4, 7, 10, 13, 14, 15};
+  for (int l = 0; l < 16; ++l) {
+    const bool m = std::find(more.begin(), more.end(), l) != more.end();
+    const std::string b = "blk." + std::to_string(l) + ".";
+    EXPECT_EQ(planned(plan, b + "attn_v.weight"), m ? GgmlType::Q6_K : GgmlType::Q4_K) << l;
+    EXPECT_EQ(planned(plan, b + "ffn_down.weight"), m ? GgmlType::Q6_K : GgmlType::Q4_K) << l;
+    EXPECT_EQ(planned(plan, b + "attn_q.weight"), GgmlType::Q4_K) << l;
+    EXPECT_EQ(planned(plan, b + "attn_norm.weight"), GgmlType::F32) << l;
+  }
+  EXPECT_EQ(planned(plan, "output.weight"), GgmlType::Q6_K);
+  EXPECT_EQ(planned(plan, "token_embd.weight"), GgmlType::Q4_K);
+}
+
+TEST(QuantizeModel, OtherMixes) {
+  const gguf::File f = synth_model(16, 8, 2, 0, {});  // n_gqa 4, tied embeddings
+  auto plan_for = [&](FileType ft) {
+    QuantizeOptions opt;
+    opt.ftype = ft;
+    return plan_quantization(f, opt);
+  };
+  // Q3_K_M: attn_v Q5_K for the first two, then Q4_K; ffn_down Q5_K in the
+  // first sixteenth, else Q4_K; tied token_embd as the output: Q6_K.
+  auto p = plan_for(FileType::MOSTLY_Q3_K_M);
+  EXPECT_EQ(planned(p, "blk.0.attn_v.weight"), GgmlType::Q5_K);
+  EXPECT_EQ(planned(p, "blk.1.attn_v.weight"), GgmlType::Q5_K);
+  EXPECT_EQ(planned(p, "blk.2.attn_v.weight"), GgmlType::Q4_K);
+  EXPECT_EQ(planned(p, "blk.0.ffn_down.weight"), GgmlType::Q5_K);
+  EXPECT_EQ(planned(p, "blk.1.ffn_down.weight"), GgmlType::Q4_K);
+  EXPECT_EQ(planned(p, "blk.0.attn_q.weight"), GgmlType::Q3_K);
+  EXPECT_EQ(planned(p, "token_embd.weight"), GgmlType::Q6_K);
+  // Q2_K: attn_v Q4_K when n_gqa >= 4, ffn_down Q3_K.
+  p = plan_for(FileType::MOSTLY_Q2_K);
+  EXPECT_EQ(planned(p, "blk.3.attn_v.weight"), GgmlType::Q4_K);
+  EXPECT_EQ(planned(p, "blk.3.ffn_down.weight"), GgmlType::Q3_K);
+  EXPECT_EQ(planned(p, "blk.3.attn_q.weight"), GgmlType::Q2_K);
+  // Q3_K_L: attn_v and ffn_down Q5_K. Q4_K_S: attn_v Q5_K for the first 4,
+  // ffn_down Q5_K for the first eighth.
+  p = plan_for(FileType::MOSTLY_Q3_K_L);
+  EXPECT_EQ(planned(p, "blk.9.attn_v.weight"), GgmlType::Q5_K);
+  EXPECT_EQ(planned(p, "blk.9.ffn_down.weight"), GgmlType::Q5_K);
+  p = plan_for(FileType::MOSTLY_Q4_K_S);
+  EXPECT_EQ(planned(p, "blk.3.attn_v.weight"), GgmlType::Q5_K);
+  EXPECT_EQ(planned(p, "blk.4.attn_v.weight"), GgmlType::Q4_K);
+  EXPECT_EQ(planned(p, "blk.1.ffn_down.weight"), GgmlType::Q5_K);
+  EXPECT_EQ(planned(p, "blk.2.ffn_down.weight"), GgmlType::Q4_K);
+  // IQ4_NL with n_gqa >= 4: attn_v Q5_K; ffn_down Q5_K in the first eighth.
+  p = plan_for(FileType::MOSTLY_IQ4_NL);
+  EXPECT_EQ(planned(p, "blk.5.attn_v.weight"), GgmlType::Q5_K);
+  EXPECT_EQ(planned(p, "blk.0.ffn_down.weight"), GgmlType::Q5_K);
+  EXPECT_EQ(planned(p, "blk.5.ffn_down.weight"), GgmlType::IQ4_NL);
+  // Q4_0: the (tied) output rule gives Q6_K; --pure keeps Q4_0 everywhere.
+  p = plan_for(FileType::MOSTLY_Q4_0);
+  EXPECT_EQ(planned(p, "token_embd.weight"), GgmlType::Q6_K);
+  EXPECT_EQ(planned(p, "blk.0.attn_v.weight"), GgmlType::Q4_0);
+  QuantizeOptions pure;
+  pure.ftype = FileType::MOSTLY_Q4_0;
+  pure.pure = true;
+  EXPECT_EQ(planned(plan_quantization(f, pure), "token_embd.weight"), GgmlType::Q4_0);
+  // F16: every weight F16, nothing mixed.
+  p = plan_for(FileType::MOSTLY_F16);
+  EXPECT_EQ(planned(p, "token_embd.weight"), GgmlType::F16);
+  EXPECT_EQ(planned(p, "blk.0.attn_v.weight"), GgmlType::F16);
+  EXPECT_EQ(planned(p, "blk.0.attn_norm.weight"), GgmlType::F32);
+}
+
+// Eight experts: attn_v and attn_k Q8_0; merged expert tensors (3-D) are
+// quantized expert by expert, the router is kept F32; the expert layer
+// comes from the name.
+TEST(QuantizeModel, ExpertsAndRouters) {
+  const gguf::File f = synth_model(2, 4, 4, 8,
+                                   {{"blk.0.ffn_gate_inp.weight", {256, 8}},
+                                    {"blk.0.attn_k.weight", {256, 256}},
+                                    {"blk.1.ffn_down_exps.weight", {512, 256, 8}},
+                                    {"blk.0.ffn_up_exps.weight", {256, 512, 8}},
+                                    {"rope_freqs.weight", {32}}},
+                                   256, 512);
+  QuantizeOptions opt;
+  opt.ftype = FileType::MOSTLY_Q4_K_M;
+  const gguf::File out = quantize_in_memory(f, opt);
+  EXPECT_EQ(out.find_tensor("blk.0.attn_v.weight")->type, GgmlType::Q8_0);
+  EXPECT_EQ(out.find_tensor("blk.0.attn_k.weight")->type, GgmlType::Q8_0);
+  EXPECT_EQ(out.find_tensor("blk.0.ffn_gate_inp.weight")->type, GgmlType::F32);
+  EXPECT_EQ(out.find_tensor("rope_freqs.weight")->type, GgmlType::F32);
+  const gguf::TensorInfo* down = out.find_tensor("blk.1.ffn_down_exps.weight");
+  EXPECT_EQ(down->type, GgmlType::Q6_K);  // layer 1 of 2: use_more_bits (the last eighth)
+  EXPECT_EQ(down->n_dims, 3u);
+  EXPECT_EQ(down->n_bytes, row_size(GgmlType::Q6_K, 512) * 256 * 8);
+  EXPECT_EQ(out.find_tensor("blk.0.ffn_up_exps.weight")->type, GgmlType::Q4_K);
+  EXPECT_EQ(out.find_tensor("blk.0.ffn_down.weight")->type, GgmlType::Q4_K);  // layer 0 of 2: no more bits
+  // Expert 5's first row dequantizes close to the master's.
+  const gguf::TensorInfo* src = f.find_tensor("blk.1.ffn_down_exps.weight");
+  std::vector<float> row(512);
+  dequantize_row(GgmlType::Q6_K, down->data + row_size(GgmlType::Q6_K, 512) * 256 * 5, row.data(), 512);
+  const auto* x = reinterpret_cast<const float*>(src->data) + 512 * 256 * 5;
+  for (int j = 0; j < 512; ++j) EXPECT_NEAR(row[j], x[j], 0.02) << j;
+}
+
+// A row length that fits no block: K-types take llama.cpp's fallback table,
+// the 32-block types (llama-quantize: "Unsupported tensor size") go to F16.
+TEST(QuantizeModel, RowLengthFallbacks) {
+  const gguf::File f = synth_model(1, 4, 4, 0, {{"blk.0.ffn_up.weight", {96, 64}}, {"blk.0.ffn_gate.weight", {48, 64}}},
+                                   256, 96);
+  auto to = [&](FileType ft, bool pure, const char* name) {
+    QuantizeOptions opt;
+    opt.ftype = ft;
+    opt.pure = pure;
+    return planned(plan_quantization(f, opt), name);
+  };
+  EXPECT_EQ(to(FileType::MOSTLY_Q4_K_S, true, "blk.0.ffn_up.weight"), GgmlType::Q5_0);
+  EXPECT_EQ(to(FileType::MOSTLY_Q5_K_S, true, "blk.0.ffn_up.weight"), GgmlType::Q5_1);
+  EXPECT_EQ(to(FileType::MOSTLY_Q6_K, true, "blk.0.ffn_up.weight"), GgmlType::Q8_0);
+  EXPECT_EQ(to(FileType::MOSTLY_Q2_K, true, "blk.0.ffn_up.weight"), GgmlType::IQ4_NL);
+  EXPECT_EQ(to(FileType::MOSTLY_Q3_K_S, true, "blk.0.ffn_up.weight"), GgmlType::IQ4_NL);
+  EXPECT_EQ(to(FileType::MOSTLY_IQ4_XS, true, "blk.0.ffn_up.weight"), GgmlType::IQ4_NL);
+  EXPECT_EQ(to(FileType::MOSTLY_TQ1_0, true, "blk.0.ffn_up.weight"), GgmlType::Q4_0);
+  EXPECT_EQ(to(FileType::MOSTLY_Q4_K_S, true, "blk.0.ffn_gate.weight"), GgmlType::F16);
+  EXPECT_EQ(to(FileType::MOSTLY_Q8_0, false, "blk.0.ffn_gate.weight"), GgmlType::F16);
+  EXPECT_EQ(to(FileType::MOSTLY_Q8_0, false, "blk.0.ffn_up.weight"), GgmlType::Q8_0);
+  // The mix first, then the fallback: Q4_K_M's ffn_down (96 columns) Q6_K -> Q8_0.
+  EXPECT_EQ(to(FileType::MOSTLY_Q4_K_M, false, "blk.0.ffn_down.weight"), GgmlType::Q8_0);
+  EXPECT_EQ(to(FileType::MOSTLY_F16, false, "blk.0.ffn_gate.weight"), GgmlType::F16);
+}
+
+TEST(QuantizeModel, BadInputIsAnError) {
+  QuantizeOptions opt;
+  opt.ftype = FileType::MOSTLY_Q8_0;
+  // A NaN in a weight: the message names the tensor.
+  const gguf::File nan_model = synth_model(1, 4, 4, 0, {}, 256, 512, NAN);
+  try {
+    quantize_model(nan_model, opt);
+    ADD_FAILURE() << "NaN accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::format);
+    EXPECT_NE(std::string(e.what()).find("blk.0.attn_q.weight"), std::string::npos) << e.what();
+  }
+  // A quantized input needs allow_requantize; with it, Q8_0 -> Q4_0 works.
+  const gguf::File q8 = quantize_in_memory(synth_model(1, 4, 4, 0, {}), opt);
+  opt.ftype = FileType::MOSTLY_Q4_0;
+  opt.pure = true;
+  EXPECT_THROW(quantize_model(q8, opt), Error);
+  opt.allow_requantize = true;
+  const gguf::File q4 = quantize_in_memory(q8, opt);
+  EXPECT_EQ(q4.find_tensor("blk.0.attn_q.weight")->type, GgmlType::Q4_0);
+  // Same type in and out: copied, not requantized (no flag needed).
+  opt.ftype = FileType::MOSTLY_Q8_0;
+  opt.allow_requantize = false;
+  const gguf::File again = quantize_in_memory(q8, opt);
+  const gguf::TensorInfo* a = again.find_tensor("blk.0.attn_q.weight");
+  const gguf::TensorInfo* b = q8.find_tensor("blk.0.attn_q.weight");
+  ASSERT_EQ(a->n_bytes, b->n_bytes);
+  EXPECT_EQ(std::memcmp(a->data, b->data, a->n_bytes), 0);
+  // No architecture: the rules cannot be applied.
+  gguf::Writer w;
+  w.set_u32("llama.block_count", 1);
+  const gguf::File no_arch = gguf::File::from_bytes(w.bytes(), "no-arch");
+  EXPECT_THROW(plan_quantization(no_arch, opt), Error);
+}
+
+}  // namespace
+}  // namespace synapse::quant
