@@ -14,6 +14,8 @@ Runner add_run(CLI::App& app);     // generate text from a prompt
 Runner add_logits(CLI::App& app);  // logits of every position, for golden comparisons
 Runner add_info(CLI::App& app);    // metadata and tensors of a GGUF file
 Runner add_tokenize(CLI::App& app);  // text -> token ids, like llama-tokenize
+Runner add_synth(CLI::App& app);   // random-weight model at a real model's shapes
+Runner add_bench(CLI::App& app);   // prefill / decode speed, like llama-bench
 Runner add_quantize(CLI::App& app);  // requantize a GGUF file like llama-quantize
 
 }  // namespace synapse::tools

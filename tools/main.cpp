@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   add("logits", "write the logits of every position of a token sequence", synapse::tools::add_logits);
   add("info", "list a GGUF file's metadata and tensors", synapse::tools::add_info);
   add("tokenize", "print the token ids of a text (like llama-tokenize)", synapse::tools::add_tokenize);
+  add("synth", "write a random-weight model at a real model's shapes", synapse::tools::add_synth);
+  add("bench", "measure prefill and decode speed (like llama-bench)", synapse::tools::add_bench);
   add("quantize", "requantize a GGUF file's weights (llama-quantize's types and mixes)", synapse::tools::add_quantize);
   try {
     app.parse(argc, argv);

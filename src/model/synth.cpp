@@ -1,0 +1,464 @@
+// Synthetic benchmark models (see synth.hpp): presets, llama-quantize's
+// per-tensor type choice, the vocabulary, and a streaming GGUF v3 writer.
+#include "model/synth.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <numbers>
+
+#include "quant/quant.hpp"
+#include "synapse/error.hpp"
+#include "synapse/gguf.hpp"
+
+namespace synapse::model {
+namespace {
+
+[[noreturn]] void bad_arg(const std::string& msg) { throw Error(Errc::invalid_argument, "synth: " + msg); }
+
+std::string upper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// A file type: the default tensor type, llama.cpp's llama_ftype id
+// (general.file_type) and whether the K-quant mixture rules of Q4_K_M /
+// Q5_K_M apply.
+struct FileType {
+  const char* name;
+  GgmlType type;
+  uint32_t llama_ftype;
+  bool km_mixture;
+};
+
+constexpr FileType kFileTypes[] = {
+    {"F32", GgmlType::F32, 0, false},     {"F16", GgmlType::F16, 1, false},
+    {"BF16", GgmlType::BF16, 32, false},  {"Q4_0", GgmlType::Q4_0, 2, false},
+    {"Q4_1", GgmlType::Q4_1, 3, false},   {"Q5_0", GgmlType::Q5_0, 8, false},
+    {"Q5_1", GgmlType::Q5_1, 9, false},   {"Q8_0", GgmlType::Q8_0, 7, false},
+    {"Q6_K", GgmlType::Q6_K, 18, false},  {"Q4_K_M", GgmlType::Q4_K, 15, true},
+    {"Q5_K_M", GgmlType::Q5_K, 17, true},
+};
+
+const FileType& file_type(std::string_view name) {
+  const std::string u = upper(name);
+  for (const FileType& ft : kFileTypes)
+    if (u == ft.name) return ft;
+  std::string known;
+  for (const FileType& ft : kFileTypes) known += (known.empty() ? "" : ", ") + std::string(ft.name);
+  bad_arg("unknown type '" + std::string(name) + "' (known: " + known + ")");
+}
+
+bool is_quantized(GgmlType t) { return t != GgmlType::F32 && t != GgmlType::F16 && t != GgmlType::BF16; }
+
+// llama-quantize's use_more_bits(i_layer, n_layers): the first and last
+// eighth of the layers and every third one in between.
+bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+// llama-quantize's fallback for a row length the chosen type cannot hold
+// (c392e509: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0; F16 if even that fails).
+GgmlType fallback(GgmlType t, int64_t ne0) {
+  if (ne0 % type_traits(t).block_size == 0) return t;
+  switch (t) {
+    case GgmlType::Q4_K: t = GgmlType::Q5_0; break;
+    case GgmlType::Q5_K: t = GgmlType::Q5_1; break;
+    case GgmlType::Q6_K: t = GgmlType::Q8_0; break;
+    default: break;
+  }
+  return ne0 % type_traits(t).block_size == 0 ? t : GgmlType::F16;
+}
+
+// Splitmix64 (Steele, Lea, Flood 2014): the row seed and the stream.
+inline uint64_t splitmix64(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
+  return h;
+}
+
+// `n` approximately normal values of standard deviation `sd`: the Irwin-Hall
+// sum of four 16-bit uniforms (mean 131070, sd 65536/sqrt(3)), standardised.
+void fill_normal(float* x, int64_t n, float sd, uint64_t seed) {
+  const float scale = sd * static_cast<float>(std::sqrt(3.0) / 65536.0);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t r = splitmix64(seed);
+    const int64_t s = static_cast<int64_t>(r & 0xFFFF) + static_cast<int64_t>((r >> 16) & 0xFFFF) +
+                      static_cast<int64_t>((r >> 32) & 0xFFFF) + static_cast<int64_t>(r >> 48);
+    x[i] = static_cast<float>(s - 131070) * scale;
+  }
+}
+
+// Llama 3 rope frequency factors [head_dim / 2], as convert_hf_to_gguf.py's
+// LlamaModel.generate_extra_tensors computes them from rope_scaling
+// (factor, low_freq_factor, high_freq_factor, original_max_position_embeddings).
+std::vector<float> llama3_rope_factors(const SynthPreset& p) {
+  const int64_t dim = p.n_embd / p.n_head;
+  const double low_wavelen = static_cast<double>(p.rope_orig_ctx) / p.rope_low_freq_factor;
+  const double high_wavelen = static_cast<double>(p.rope_orig_ctx) / p.rope_high_freq_factor;
+  std::vector<float> f;
+  for (int64_t i = 0; i < dim; i += 2) {
+    const float freq = 1.0f / std::pow(p.rope_theta, static_cast<float>(i) / static_cast<float>(dim));
+    const double wavelen = 2.0 * std::numbers::pi / static_cast<double>(freq);
+    double factor;
+    if (wavelen < high_wavelen) {
+      factor = 1.0;
+    } else if (wavelen > low_wavelen) {
+      factor = p.rope_factor;
+    } else {
+      const double smooth = (static_cast<double>(p.rope_orig_ctx) / wavelen - p.rope_low_freq_factor) /
+                            (p.rope_high_freq_factor - p.rope_low_freq_factor);
+      factor = 1.0 / ((1.0 - smooth) / p.rope_factor + smooth);
+    }
+    f.push_back(static_cast<float>(factor));
+  }
+  return f;
+}
+
+// Bijective base-26 letters of k: 0 -> "a", 25 -> "z", 26 -> "aa", ...
+std::string letters(uint64_t k) {
+  std::string s;
+  for (;;) {
+    s.insert(s.begin(), static_cast<char>('a' + k % 26));
+    if (k < 26) break;
+    k = k / 26 - 1;
+  }
+  return s;
+}
+
+// ---- GGUF v3 serialisation (ggml docs/gguf.md), streamed to a FILE ----
+
+struct Sink {
+  std::FILE* f;
+  const std::string& path;
+  uint64_t written = 0;
+  void raw(const void* p, size_t n) {
+    if (n && std::fwrite(p, 1, n, f) != n) throw Error(Errc::io, path + ": write failed: " + std::strerror(errno));
+    written += n;
+  }
+  template <typename T>
+  void put(T v) { raw(&v, sizeof v); }
+  void str(const std::string& s) {
+    put<uint64_t>(s.size());
+    raw(s.data(), s.size());
+  }
+  void pad(uint64_t alignment) {
+    static const uint8_t zeros[64] = {};
+    uint64_t n = (alignment - written % alignment) % alignment;
+    while (n) {
+      const uint64_t k = std::min<uint64_t>(n, sizeof zeros);
+      raw(zeros, k);
+      n -= k;
+    }
+  }
+};
+
+// Metadata values of the kinds a synthetic file holds.
+struct Meta {
+  enum Kind { u32, f32, boolean, string, str_array, f32_array, i32_array };
+  Meta(Kind k, std::string name, uint64_t v = 0) : kind(k), key(std::move(name)), u(v) {}
+  Kind kind;
+  std::string key;
+  uint64_t u = 0;
+  float f = 0;
+  std::string s;
+  std::vector<std::string> strs;
+  std::vector<float> floats;
+  std::vector<int32_t> ints;
+};
+
+void put_meta(Sink& o, const Meta& m) {
+  using gguf::ValueType;
+  o.str(m.key);
+  switch (m.kind) {
+    case Meta::u32: o.put<uint32_t>(static_cast<uint32_t>(ValueType::UINT32)); o.put<uint32_t>(static_cast<uint32_t>(m.u)); break;
+    case Meta::f32: o.put<uint32_t>(static_cast<uint32_t>(ValueType::FLOAT32)); o.put<float>(m.f); break;
+    case Meta::boolean: o.put<uint32_t>(static_cast<uint32_t>(ValueType::BOOL)); o.put<uint8_t>(m.u ? 1 : 0); break;
+    case Meta::string: o.put<uint32_t>(static_cast<uint32_t>(ValueType::STRING)); o.str(m.s); break;
+    case Meta::str_array:
+      o.put<uint32_t>(static_cast<uint32_t>(ValueType::ARRAY));
+      o.put<uint32_t>(static_cast<uint32_t>(ValueType::STRING));
+      o.put<uint64_t>(m.strs.size());
+      for (const std::string& s : m.strs) o.str(s);
+      break;
+    case Meta::f32_array:
+      o.put<uint32_t>(static_cast<uint32_t>(ValueType::ARRAY));
+      o.put<uint32_t>(static_cast<uint32_t>(ValueType::FLOAT32));
+      o.put<uint64_t>(m.floats.size());
+      o.raw(m.floats.data(), m.floats.size() * sizeof(float));
+      break;
+    case Meta::i32_array:
+      o.put<uint32_t>(static_cast<uint32_t>(ValueType::ARRAY));
+      o.put<uint32_t>(static_cast<uint32_t>(ValueType::INT32));
+      o.put<uint64_t>(m.ints.size());
+      o.raw(m.ints.data(), m.ints.size() * sizeof(int32_t));
+      break;
+  }
+}
+
+std::vector<Meta> metadata(const SynthPreset& p, const FileType& ft) {
+  std::vector<Meta> md;
+  const auto u32 = [&](std::string k, uint64_t v) { md.push_back(Meta{Meta::u32, std::move(k), v}); };
+  const auto f32 = [&](std::string k, float v) {
+    Meta m{Meta::f32, std::move(k)};
+    m.f = v;
+    md.push_back(std::move(m));
+  };
+  const auto str = [&](std::string k, std::string v) {
+    Meta m{Meta::string, std::move(k)};
+    m.s = std::move(v);
+    md.push_back(std::move(m));
+  };
+  const std::string a = p.arch;
+  str("general.architecture", a);
+  str("general.name", p.name);
+  str("general.description", "synthetic model with random weights at the shapes of " + p.name + " (synapse synth)");
+  u32("general.file_type", ft.llama_ftype);
+  if (is_quantized(ft.type)) u32("general.quantization_version", 2);
+  u32(a + ".context_length", static_cast<uint64_t>(p.n_ctx_train));
+  u32(a + ".embedding_length", static_cast<uint64_t>(p.n_embd));
+  u32(a + ".block_count", static_cast<uint64_t>(p.n_layer));
+  u32(a + ".feed_forward_length", static_cast<uint64_t>(p.n_ff));
+  u32(a + ".attention.head_count", static_cast<uint64_t>(p.n_head));
+  u32(a + ".attention.head_count_kv", static_cast<uint64_t>(p.n_head_kv));
+  u32(a + ".rope.dimension_count", static_cast<uint64_t>(p.n_embd / p.n_head));
+  f32(a + ".rope.freq_base", p.rope_theta);
+  f32(a + ".attention.layer_norm_rms_epsilon", p.rms_eps);
+  if (a == "llama") u32(a + ".vocab_size", static_cast<uint64_t>(p.n_vocab));
+
+  // SentencePiece-style vocabulary: specials, 256 byte tokens, generated pieces.
+  Meta tokens{Meta::str_array, "tokenizer.ggml.tokens"};
+  Meta scores{Meta::f32_array, "tokenizer.ggml.scores"};
+  Meta types{Meta::i32_array, "tokenizer.ggml.token_type"};
+  const auto add = [&](std::string text, float score, int32_t type) {
+    tokens.strs.push_back(std::move(text));
+    scores.floats.push_back(score);
+    types.ints.push_back(type);
+  };
+  add("<unk>", 0.0f, 2);
+  add("<s>", 0.0f, 3);
+  add("</s>", 0.0f, 3);
+  static const char* hex = "0123456789ABCDEF";
+  for (int b = 0; b < 256; ++b) add(std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">", 0.0f, 6);
+  for (int64_t j = 0; static_cast<int64_t>(tokens.strs.size()) < p.n_vocab; ++j)
+    add((j % 2 == 0 ? "\xE2\x96\x81" : "") + letters(static_cast<uint64_t>(j / 2)), -static_cast<float>(j), 1);
+  str("tokenizer.ggml.model", "llama");
+  md.push_back(std::move(tokens));
+  md.push_back(std::move(scores));
+  md.push_back(std::move(types));
+  u32("tokenizer.ggml.bos_token_id", 1);
+  u32("tokenizer.ggml.eos_token_id", 2);
+  u32("tokenizer.ggml.unknown_token_id", 0);
+  md.push_back(Meta{Meta::boolean, "tokenizer.ggml.add_bos_token", 1});
+  md.push_back(Meta{Meta::boolean, "tokenizer.ggml.add_eos_token", 0});
+  return md;
+}
+
+void check_preset(const SynthPreset& p) {
+  if (p.arch != "llama" && p.arch != "qwen2") bad_arg(p.name + ": architecture '" + p.arch + "' (llama or qwen2)");
+  if (p.n_layer < 1 || p.n_embd < 1 || p.n_head < 1 || p.n_head_kv < 1 || p.n_ff < 1 || p.n_ctx_train < 1)
+    bad_arg(p.name + ": layers, n_embd, heads, n_ff and context must be positive");
+  if (p.n_embd % p.n_head != 0 || p.n_head % p.n_head_kv != 0 || (p.n_embd / p.n_head) % 2 != 0)
+    bad_arg(p.name + ": n_embd must be a multiple of n_head, n_head of n_head_kv, the head size even");
+  if (p.n_vocab < 259) bad_arg(p.name + ": vocabulary of " + std::to_string(p.n_vocab) + " tokens (at least 259: 3 specials and 256 bytes)");
+  if (p.n_layer > 4096 || p.n_embd > (1 << 16) || p.n_ff > (1 << 18) || p.n_vocab > (1 << 22))
+    bad_arg(p.name + ": shape out of range");
+  if (p.rope_factor != 0.0f &&
+      (p.rope_factor < 1.0f || p.rope_low_freq_factor <= 0.0f || p.rope_high_freq_factor <= p.rope_low_freq_factor))
+    bad_arg(p.name + ": Llama 3 rope scaling needs factor >= 1 and 0 < low_freq_factor < high_freq_factor");
+}
+
+}  // namespace
+
+int64_t SynthTensor::n_elements() const {
+  int64_t n = 1;
+  for (int64_t d : ne) n *= d;
+  return n;
+}
+
+SynthPreset synth_preset(std::string_view name) {
+  SynthPreset p;
+  p.name = std::string(name);
+  if (name == "smollm2-135m") {
+    // HuggingFaceTB/SmolLM2-135M config.json.
+    p.arch = "llama";
+    p.n_layer = 30, p.n_embd = 576, p.n_head = 9, p.n_head_kv = 3, p.n_ff = 1536, p.n_vocab = 49152;
+    p.n_ctx_train = 8192, p.tied = true, p.rope_theta = 100000.0f, p.rms_eps = 1e-5f;
+  } else if (name == "qwen2.5-0.5b") {
+    // Qwen/Qwen2.5-0.5B config.json.
+    p.arch = "qwen2";
+    p.n_layer = 24, p.n_embd = 896, p.n_head = 14, p.n_head_kv = 2, p.n_ff = 4864, p.n_vocab = 151936;
+    p.n_ctx_train = 32768, p.tied = true, p.qkv_bias = true, p.rope_theta = 1000000.0f, p.rms_eps = 1e-6f;
+  } else if (name == "llama-3.2-1b") {
+    // meta-llama/Llama-3.2-1B config.json (rope_scaling llama3, factor 32).
+    p.arch = "llama";
+    p.n_layer = 16, p.n_embd = 2048, p.n_head = 32, p.n_head_kv = 8, p.n_ff = 8192, p.n_vocab = 128256;
+    p.n_ctx_train = 131072, p.tied = true, p.rope_theta = 500000.0f, p.rms_eps = 1e-5f;
+    p.rope_factor = 32.0f;
+  } else if (name == "llama-3.1-8b") {
+    // meta-llama/Llama-3.1-8B config.json (rope_scaling llama3, factor 8).
+    p.arch = "llama";
+    p.n_layer = 32, p.n_embd = 4096, p.n_head = 32, p.n_head_kv = 8, p.n_ff = 14336, p.n_vocab = 128256;
+    p.n_ctx_train = 131072, p.tied = false, p.rope_theta = 500000.0f, p.rms_eps = 1e-5f;
+    p.rope_factor = 8.0f;
+  } else {
+    std::string known;
+    for (const std::string& n : synth_preset_names()) known += (known.empty() ? "" : ", ") + n;
+    bad_arg("unknown preset '" + std::string(name) + "' (known: " + known + ")");
+  }
+  return p;
+}
+
+std::vector<std::string> synth_preset_names() {
+  return {"smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b", "llama-3.1-8b"};
+}
+
+std::vector<std::string> synth_type_names() {
+  std::vector<std::string> v;
+  for (const FileType& ft : kFileTypes) v.emplace_back(ft.name);
+  return v;
+}
+
+std::vector<SynthTensor> synth_plan(const SynthPreset& p, std::string_view ftype) {
+  check_preset(p);
+  const FileType& ft = file_type(ftype);
+  const int64_t head = p.n_embd / p.n_head, n_kv = head * p.n_head_kv;
+  std::vector<SynthTensor> plan;
+  int64_t i_attn_v = 0;
+  // kind: 0 other weight, 1 output (or tied embedding), 2 attn_v, 3 ffn_down.
+  const auto matrix = [&](std::string name, int64_t ne0, int64_t ne1, int kind, int64_t layer) {
+    GgmlType t = ft.type;
+    if (is_quantized(ft.type)) {
+      if (kind == 1) {
+        t = ne0 % 256 != 0 ? GgmlType::Q8_0 : (ft.type == GgmlType::Q8_0 ? GgmlType::Q8_0 : GgmlType::Q6_K);
+      } else if (kind == 2) {
+        if (ft.km_mixture && use_more_bits(i_attn_v, p.n_layer)) t = GgmlType::Q6_K;
+        ++i_attn_v;
+      } else if (kind == 3) {
+        if (ft.km_mixture && use_more_bits(layer, p.n_layer)) t = GgmlType::Q6_K;
+      }
+      t = fallback(t, ne0);
+      if (ne0 % type_traits(t).block_size != 0)
+        bad_arg(name + ": row length " + std::to_string(ne0) + " is not a multiple of the " +
+                std::string(type_name(t)) + " block");
+    }
+    plan.push_back(SynthTensor{std::move(name), {ne0, ne1}, t, row_size(t, ne0) * static_cast<uint64_t>(ne1)});
+  };
+  const auto vec = [&](std::string name, int64_t n) {
+    plan.push_back(SynthTensor{std::move(name), {n}, GgmlType::F32, static_cast<uint64_t>(n) * 4});
+  };
+  matrix("token_embd.weight", p.n_embd, p.n_vocab, p.tied ? 1 : 0, -1);
+  if (p.rope_factor != 0.0f) vec("rope_freqs.weight", head / 2);
+  for (int64_t il = 0; il < p.n_layer; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    vec(b + "attn_norm.weight", p.n_embd);
+    matrix(b + "attn_q.weight", p.n_embd, p.n_embd, 0, il);
+    if (p.qkv_bias) vec(b + "attn_q.bias", p.n_embd);
+    matrix(b + "attn_k.weight", p.n_embd, n_kv, 0, il);
+    if (p.qkv_bias) vec(b + "attn_k.bias", n_kv);
+    matrix(b + "attn_v.weight", p.n_embd, n_kv, 2, il);
+    if (p.qkv_bias) vec(b + "attn_v.bias", n_kv);
+    matrix(b + "attn_output.weight", p.n_embd, p.n_embd, 0, il);
+    vec(b + "ffn_norm.weight", p.n_embd);
+    matrix(b + "ffn_gate.weight", p.n_embd, p.n_ff, 0, il);
+    matrix(b + "ffn_up.weight", p.n_embd, p.n_ff, 0, il);
+    matrix(b + "ffn_down.weight", p.n_ff, p.n_embd, 3, il);
+  }
+  vec("output_norm.weight", p.n_embd);
+  if (!p.tied) matrix("output.weight", p.n_embd, p.n_vocab, 1, -1);
+  return plan;
+}
+
+namespace {
+
+SynthResult write_file(const SynthPreset& p, std::string_view ftype, uint64_t seed, const std::string& path,
+                       runtime::ThreadPool& pool, bool& created) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<SynthTensor> plan = synth_plan(p, ftype);
+  const FileType& ft = file_type(ftype);
+  const std::vector<Meta> md = metadata(p, ft);
+  const std::vector<float> rope_factors = p.rope_factor != 0.0f ? llama3_rope_factors(p) : std::vector<float>{};
+  constexpr uint64_t kAlign = 32;
+
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
+  if (!f) throw Error(Errc::io, path + ": cannot create: " + std::strerror(errno));
+  created = true;
+  Sink o{f.get(), path};
+  o.put<uint32_t>(0x46554747);  // "GGUF"
+  o.put<uint32_t>(3);
+  o.put<uint64_t>(plan.size());
+  o.put<uint64_t>(md.size());
+  for (const Meta& m : md) put_meta(o, m);
+  uint64_t offset = 0;
+  SynthResult res;
+  for (const SynthTensor& t : plan) {
+    o.str(t.name);
+    o.put<uint32_t>(static_cast<uint32_t>(t.ne.size()));
+    for (int64_t n : t.ne) o.put<uint64_t>(static_cast<uint64_t>(n));
+    o.put<uint32_t>(static_cast<uint32_t>(t.type));
+    o.put<uint64_t>(offset);
+    offset += (t.n_bytes + kAlign - 1) / kAlign * kAlign;
+    res.n_params += static_cast<uint64_t>(t.n_elements());
+    res.tensor_bytes += t.n_bytes;
+  }
+  o.pad(kAlign);
+
+  std::vector<uint8_t> data;
+  for (const SynthTensor& t : plan) {
+    data.resize(t.n_bytes);
+    const int64_t ne0 = t.ne[0], rows = t.n_elements() / ne0;
+    const size_t rb = row_size(t.type, ne0);
+    const uint64_t tseed = seed ^ fnv1a(t.name);
+    const bool is_norm = t.name.find("_norm.weight") != std::string::npos;
+    const bool is_rope = t.name == "rope_freqs.weight";
+    pool.parallel_for(rows, 8, [&](int64_t r0, int64_t r1) {
+      std::vector<float> row(static_cast<size_t>(ne0));
+      for (int64_t r = r0; r < r1; ++r) {
+        if (is_norm) {
+          std::fill(row.begin(), row.end(), 1.0f);
+        } else if (is_rope) {
+          std::copy(rope_factors.begin(), rope_factors.end(), row.begin());
+        } else {
+          uint64_t s = tseed + static_cast<uint64_t>(r) * 0xD1B54A32D192ED03ull;
+          fill_normal(row.data(), ne0, 0.02f, splitmix64(s));
+        }
+        quant::quantize_row(t.type, row.data(), data.data() + static_cast<size_t>(r) * rb, ne0);
+      }
+    });
+    o.raw(data.data(), data.size());
+    o.pad(kAlign);
+  }
+  if (std::fflush(f.get()) != 0) throw Error(Errc::io, path + ": write failed: " + std::strerror(errno));
+  std::FILE* raw = f.release();
+  if (std::fclose(raw) != 0) throw Error(Errc::io, path + ": close failed: " + std::strerror(errno));
+  res.file_bytes = o.written;
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace
+
+SynthResult synth_write(const SynthPreset& p, std::string_view ftype, uint64_t seed, const std::string& path,
+                        runtime::ThreadPool& pool) {
+  synth_plan(p, ftype);  // bad arguments throw before the file is created
+  bool created = false;
+  try {
+    return write_file(p, ftype, seed, path, pool, created);
+  } catch (...) {
+    if (created) std::remove(path.c_str());  // no half-written model is left behind
+    throw;
+  }
+}
+
+}  // namespace synapse::model

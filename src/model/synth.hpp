@@ -1,0 +1,98 @@
+// Synthetic models for benchmarking: random weights at the real shapes of
+// known Llama-family models, written as a GGUF file that `synapse` (and
+// llama.cpp) load like the real thing. Decode and prefill speed depend only on
+// the shapes and tensor types, never on the values, so no download is needed
+// to benchmark (issue 6 "Synthetic models").
+//
+// What a file holds:
+//   - the architecture's hyperparameters as GGUF metadata (llama.* / qwen2.*),
+//     with the real model's context length, rope theta and RMSNorm epsilon;
+//   - a synthetic SentencePiece-style vocabulary at the real size: <unk>, <s>,
+//     </s>, the 256 byte tokens <0x00>..<0xFF>, then generated unique pieces;
+//   - every tensor the real model has, at its shape: token_embd, output (when
+//     untied), output_norm, per layer attn_norm, attn_q/k/v (+ biases for
+//     Qwen2), attn_output, ffn_norm, ffn_gate/up/down, and rope_freqs for
+//     Llama 3 (frequency factors computed as convert_hf_to_gguf.py does);
+//   - weights drawn from an approximately normal distribution (Irwin-Hall sum
+//     of four uniforms, sd 0.02), norms 1, so activations stay finite;
+//   - tensor types chosen as llama-quantize chooses them for the file type
+//     (e.g. Q4_K_M: Q6_K for the output / tied embedding and for attn_v and
+//     ffn_down in the use_more_bits layers, Q4_K elsewhere, with the
+//     block-size fallbacks Q4_K -> Q5_0, Q6_K -> Q8_0 for rows not a multiple
+//     of 256; llama.cpp src/llama-quant.cpp, llama_tensor_get_type).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/thread_pool.hpp"
+#include "synapse/types.hpp"
+
+namespace synapse::model {
+
+// The hyperparameters of one real model (from its config.json / GGUF).
+struct SynthPreset {
+  std::string name;           // "llama-3.2-1b"
+  std::string arch;           // general.architecture: "llama" or "qwen2"
+  int64_t n_layer = 0;
+  int64_t n_embd = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t n_ff = 0;
+  int64_t n_vocab = 0;
+  int64_t n_ctx_train = 0;
+  bool tied = true;           // output shares token_embd
+  bool qkv_bias = false;      // Qwen2: attn_q/k/v.bias
+  float rope_theta = 10000.0f;
+  float rms_eps = 1e-5f;
+  // Llama 3 rope scaling (rope_freqs tensor); factor 0 = none.
+  float rope_factor = 0.0f;
+  float rope_low_freq_factor = 1.0f;
+  float rope_high_freq_factor = 4.0f;
+  int64_t rope_orig_ctx = 8192;
+};
+
+// The preset called `name` (smollm2-135m, qwen2.5-0.5b, llama-3.2-1b,
+// llama-3.1-8b). Throws Error(invalid_argument) naming the known presets for
+// any other name.
+SynthPreset synth_preset(std::string_view name);
+std::vector<std::string> synth_preset_names();
+
+// File types `synth` writes: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+// Q6_K, Q4_K_M, Q5_K_M (llama-quantize's names, case-insensitive).
+std::vector<std::string> synth_type_names();
+
+// One tensor of the plan: name, ggml shape (ne[0] = row length), type and
+// exact data bytes.
+struct SynthTensor {
+  std::string name;
+  std::vector<int64_t> ne;
+  GgmlType type = GgmlType::F32;
+  uint64_t n_bytes = 0;
+  int64_t n_elements() const;
+};
+
+// Every tensor of `preset` in file order, with the type llama-quantize gives
+// it for file type `ftype` (see the header comment). Throws
+// Error(invalid_argument) for an unknown ftype or a shape the type cannot
+// hold (a row length not a multiple of 32 for a quantized type).
+std::vector<SynthTensor> synth_plan(const SynthPreset& preset, std::string_view ftype);
+
+struct SynthResult {
+  uint64_t n_params = 0;      // elements of all tensors
+  uint64_t tensor_bytes = 0;  // sum of tensor data bytes (llama-bench's "size")
+  uint64_t file_bytes = 0;
+  double seconds = 0;
+};
+
+// Writes the synthetic model to `path`, streaming tensor by tensor (memory:
+// the largest tensor once). Values depend only on `seed`, the tensor name and
+// the row, never on the thread count. Rows are generated and quantized in
+// parallel on `pool`. Throws Error(io) when the file cannot be written,
+// Error(invalid_argument) as synth_plan does.
+SynthResult synth_write(const SynthPreset& preset, std::string_view ftype, uint64_t seed, const std::string& path,
+                        runtime::ThreadPool& pool);
+
+}  // namespace synapse::model

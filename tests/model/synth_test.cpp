@@ -1,0 +1,266 @@
+// Synthetic benchmark models (src/model/synth.hpp): the plans reproduce the
+// real models' parameter counts and llama.cpp's tensor byte totals
+// (../shared/docs/BASELINE.md, measured on llama-quantize's files), and the
+// written files load, carry the preset's shapes and types, and run a forward
+// pass with finite logits.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+
+#include "model/forward.hpp"
+#include "model/synth.hpp"
+#include "synapse/error.hpp"
+
+namespace synapse::model {
+namespace {
+
+std::string tmp_path(const std::string& name) {
+  return ::testing::TempDir() + "synapse_synth_" + std::to_string(::getpid()) + "_" + name;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+struct Totals {
+  uint64_t params = 0, bytes = 0;
+};
+
+Totals totals(const std::vector<SynthTensor>& plan) {
+  Totals t;
+  for (const SynthTensor& s : plan) {
+    t.params += static_cast<uint64_t>(s.n_elements());
+    t.bytes += s.n_bytes;
+  }
+  return t;
+}
+
+const SynthTensor& find(const std::vector<SynthTensor>& plan, const std::string& name) {
+  for (const SynthTensor& s : plan)
+    if (s.name == name) return s;
+  throw std::runtime_error("no tensor " + name);
+}
+
+// Parameter counts of the real models (BASELINE.md "Shapes").
+TEST(Synth, PresetsHaveTheRealModelsParameterCounts) {
+  EXPECT_EQ(totals(synth_plan(synth_preset("smollm2-135m"), "F32")).params, 134515008u);
+  EXPECT_EQ(totals(synth_plan(synth_preset("llama-3.2-1b"), "F32")).params, 1235814432u);
+  EXPECT_EQ(totals(synth_plan(synth_preset("qwen2.5-0.5b"), "F32")).params, 494032768u);
+  // Llama-3.1-8B: 8,030,261,248 parameters (its config; untied output), plus
+  // the 64 rope frequency factors the GGUF conversion adds.
+  EXPECT_EQ(totals(synth_plan(synth_preset("llama-3.1-8b"), "F32")).params, 8030261248u + 64u);
+}
+
+// Tensor bytes of llama-quantize's files, in MB as BASELINE.md gives them.
+TEST(Synth, TensorBytesMatchLlamaQuantizesFiles) {
+  const auto mb = [](const char* preset, const char* type) {
+    return static_cast<double>(totals(synth_plan(synth_preset(preset), type)).bytes) / 1e6;
+  };
+  EXPECT_NEAR(mb("llama-3.2-1b", "Q4_K_M"), 799.9, 0.05);
+  EXPECT_NEAR(mb("llama-3.2-1b", "Q8_0"), 1313.3, 0.05);
+  EXPECT_NEAR(mb("llama-3.2-1b", "Q4_0"), 763.1, 0.05);
+  EXPECT_NEAR(mb("smollm2-135m", "Q8_0"), 143.0, 0.05);
+  EXPECT_NEAR(mb("qwen2.5-0.5b", "Q4_K_M"), 391.9, 0.05);
+  // llama-bench prints Llama-3.2-1B Q4_K_M as 762.81 MiB: the exact total.
+  EXPECT_EQ(totals(synth_plan(synth_preset("llama-3.2-1b"), "Q4_K_M")).bytes, 799862912u);
+}
+
+// llama-quantize's Q4_K_M mixture: Q6_K for the tied embedding and for
+// attn_v / ffn_down in the use_more_bits layers (16 layers: 0, 1, 4, 7, 10,
+// 13, 14, 15), Q4_K elsewhere.
+TEST(Synth, Q4KMMixtureFollowsLlamaQuantize) {
+  const auto plan = synth_plan(synth_preset("llama-3.2-1b"), "q4_k_m");
+  EXPECT_EQ(find(plan, "token_embd.weight").type, GgmlType::Q6_K);
+  EXPECT_EQ(find(plan, "rope_freqs.weight").type, GgmlType::F32);
+  const std::set<int> more_bits = {0, 1, 4, 7, 10, 13, 14, 15};
+  for (int il = 0; il < 16; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    const GgmlType hi = more_bits.count(il) ? GgmlType::Q6_K : GgmlType::Q4_K;
+    EXPECT_EQ(find(plan, b + "attn_v.weight").type, hi) << il;
+    EXPECT_EQ(find(plan, b + "ffn_down.weight").type, hi) << il;
+    EXPECT_EQ(find(plan, b + "attn_q.weight").type, GgmlType::Q4_K) << il;
+    EXPECT_EQ(find(plan, b + "ffn_up.weight").type, GgmlType::Q4_K) << il;
+    EXPECT_EQ(find(plan, b + "attn_norm.weight").type, GgmlType::F32) << il;
+  }
+  // Llama-3.1-8B is untied: token_embd keeps Q4_K, output becomes Q6_K.
+  const auto p8 = synth_plan(synth_preset("llama-3.1-8b"), "Q4_K_M");
+  EXPECT_EQ(find(p8, "token_embd.weight").type, GgmlType::Q4_K);
+  EXPECT_EQ(find(p8, "output.weight").type, GgmlType::Q6_K);
+}
+
+// Rows of 896 (Qwen2.5-0.5B) are no multiple of 256: llama-quantize falls
+// back Q4_K -> Q5_0 and Q6_K -> Q8_0 and writes the output as Q8_0.
+TEST(Synth, RowsThatNoKQuantBlockFitsFallBackAsLlamaQuantizeDoes) {
+  const auto plan = synth_plan(synth_preset("qwen2.5-0.5b"), "Q4_K_M");
+  EXPECT_EQ(find(plan, "token_embd.weight").type, GgmlType::Q8_0);
+  EXPECT_EQ(find(plan, "blk.0.attn_q.weight").type, GgmlType::Q5_0);
+  EXPECT_EQ(find(plan, "blk.0.attn_v.weight").type, GgmlType::Q8_0);   // Q6_K -> Q8_0
+  EXPECT_EQ(find(plan, "blk.4.attn_v.weight").type, GgmlType::Q5_0);   // Q4_K -> Q5_0 (24 layers: 4 is no use_more_bits layer)
+  EXPECT_EQ(find(plan, "blk.0.ffn_down.weight").type, GgmlType::Q6_K);  // rows of 4864 = 19 x 256
+  EXPECT_EQ(find(plan, "blk.4.ffn_down.weight").type, GgmlType::Q4_K);
+  EXPECT_EQ(find(plan, "blk.5.ffn_down.weight").type, GgmlType::Q6_K);  // (5 - 3) % 3 == 2
+  EXPECT_EQ(find(plan, "blk.0.attn_q.bias").type, GgmlType::F32);
+  EXPECT_EQ(find(plan, "blk.0.attn_k.bias").ne, std::vector<int64_t>{128});
+  // Q4_0 and Q8_0 files: output Q6_K (Q8_0 stays Q8_0), except on rows of 576.
+  EXPECT_EQ(find(synth_plan(synth_preset("llama-3.2-1b"), "Q4_0"), "token_embd.weight").type, GgmlType::Q6_K);
+  EXPECT_EQ(find(synth_plan(synth_preset("llama-3.2-1b"), "Q8_0"), "token_embd.weight").type, GgmlType::Q8_0);
+  EXPECT_EQ(find(synth_plan(synth_preset("smollm2-135m"), "Q4_0"), "token_embd.weight").type, GgmlType::Q8_0);
+}
+
+TEST(Synth, BadNamesAreRejectedWithTheKnownOnes) {
+  try {
+    synth_preset("llama-7b");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("llama-3.2-1b"), std::string::npos) << e.what();
+  }
+  try {
+    synth_plan(synth_preset("smollm2-135m"), "Q3_XL");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("Q4_K_M"), std::string::npos) << e.what();
+  }
+  SynthPreset p = synth_preset("smollm2-135m");
+  p.n_vocab = 100;  // no room for the specials and the 256 byte tokens
+  EXPECT_THROW(synth_plan(p, "Q8_0"), Error);
+}
+
+TEST(Synth, UnwritablePathThrowsIoAndLeavesNothing) {
+  SynthPreset p = synth_preset("smollm2-135m");
+  p.n_layer = 1, p.n_vocab = 300;
+  runtime::ThreadPool pool(1);
+  const std::string path = ::testing::TempDir() + "no_such_dir_synapse/x.gguf";
+  try {
+    synth_write(p, "Q8_0", 1, path, pool);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::io);
+  }
+  EXPECT_FALSE(std::ifstream(path).good());
+}
+
+// Writes `p` as `type`, loads it, checks the file against the plan and the
+// hyperparameters, and runs 5 tokens through forward(): finite logits.
+std::unique_ptr<Model> write_and_load(const SynthPreset& p, const char* type, const std::string& path) {
+  runtime::ThreadPool pool(2);
+  const SynthResult r = synth_write(p, type, 7, path, pool);
+  auto m = load_model(path);
+  const auto plan = synth_plan(p, type);
+  EXPECT_EQ(m->file.tensors().size(), plan.size());
+  EXPECT_EQ(r.tensor_bytes, totals(plan).bytes);
+  EXPECT_EQ(r.file_bytes, m->file.file_size());
+  EXPECT_EQ(m->weight_bytes(), totals(plan).bytes);
+  for (const SynthTensor& s : plan) {
+    const gguf::TensorInfo* t = m->file.find_tensor(s.name);
+    if (!t) {
+      ADD_FAILURE() << "missing " << s.name;
+      continue;
+    }
+    EXPECT_EQ(t->type, s.type) << s.name;
+    EXPECT_EQ(t->n_bytes, s.n_bytes) << s.name;
+    EXPECT_EQ(t->n_dims, s.ne.size()) << s.name;
+    for (size_t d = 0; d < s.ne.size(); ++d) EXPECT_EQ(t->ne[d], s.ne[d]) << s.name;
+  }
+  EXPECT_EQ(m->hp.n_layer, p.n_layer);
+  EXPECT_EQ(m->hp.n_embd, p.n_embd);
+  EXPECT_EQ(m->hp.n_head, p.n_head);
+  EXPECT_EQ(m->hp.n_head_kv, p.n_head_kv);
+  EXPECT_EQ(m->hp.n_ff, p.n_ff);
+  EXPECT_EQ(m->hp.n_vocab, p.n_vocab);
+  EXPECT_EQ(m->hp.n_ctx_train, p.n_ctx_train);
+  EXPECT_EQ(m->hp.rope_freq_base, p.rope_theta);
+  EXPECT_EQ(m->hp.f_norm_rms_eps, p.rms_eps);
+  EXPECT_EQ(m->tokenizer->n_vocab(), p.n_vocab);
+  EXPECT_EQ(m->tokenizer->bos(), 1);
+  EXPECT_EQ(m->tokenizer->text(3 + 0x41), "<0x41>");
+
+  runtime::KvCache kv = make_kv_cache(*m, 16);
+  std::vector<float> logits;
+  const std::vector<token_id> toks = {1, 300, 7, static_cast<token_id>(p.n_vocab - 1), 42};
+  forward(*m, kv, toks, true, logits, pool);
+  EXPECT_EQ(logits.size(), toks.size() * static_cast<size_t>(p.n_vocab));
+  float lo = logits[0], hi = logits[0];
+  for (float x : logits) {
+    EXPECT_TRUE(std::isfinite(x));
+    lo = std::min(lo, x), hi = std::max(hi, x);
+  }
+  EXPECT_GT(hi - lo, 0.1f);   // not constant: the weights are random
+  EXPECT_LT(hi - lo, 100.0f);  // and of a sensible scale
+  return m;
+}
+
+TEST(Synth, SmolLM2ShapeLoadsAndRuns) {
+  SynthPreset p = synth_preset("smollm2-135m");
+  p.n_layer = 2, p.n_vocab = 1024;
+  const std::string path = tmp_path("smollm2.gguf");
+  const auto m = write_and_load(p, "Q4_K_M", path);
+  EXPECT_EQ(m->file.get_string("general.architecture"), "llama");
+  EXPECT_EQ(m->file.get_u32("general.file_type"), 15u);  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+  EXPECT_EQ(m->rope_freqs.size(), 0u);
+  std::remove(path.c_str());
+}
+
+TEST(Synth, Qwen2ShapeHasBiasesAndRuns) {
+  SynthPreset p = synth_preset("qwen2.5-0.5b");
+  p.n_layer = 2, p.n_vocab = 512;
+  const std::string path = tmp_path("qwen2.gguf");
+  const auto m = write_and_load(p, "Q4_K_M", path);
+  EXPECT_EQ(m->hp.arch, Arch::qwen2);
+  EXPECT_EQ(m->layers[0].bq.size(), 896u);
+  EXPECT_EQ(m->layers[1].bk.size(), 128u);
+  std::remove(path.c_str());
+}
+
+// Llama 3 frequency factors (convert_hf_to_gguf.py, factor 32, low 1, high 4,
+// original context 8192, head 64, theta 5e5): wavelengths below 2048 keep
+// factor 1, above 8192 get 32, in between the smooth blend.
+TEST(Synth, Llama3RopeFreqsAsTheConverterComputesThem) {
+  SynthPreset p = synth_preset("llama-3.2-1b");
+  p.n_layer = 1, p.n_vocab = 512;
+  const std::string path = tmp_path("llama3.gguf");
+  const auto m = write_and_load(p, "Q4_0", path);
+  ASSERT_EQ(m->rope_freqs.size(), 32u);
+  for (int i = 0; i < 32; ++i) {
+    const double freq = 1.0 / std::pow(500000.0, 2.0 * i / 64.0);
+    const double wavelen = 2 * 3.14159265358979 / freq;
+    double want;
+    if (wavelen < 2048) want = 1;
+    else if (wavelen > 8192) want = 32;
+    else {
+      const double smooth = (8192 / wavelen - 1) / 3;
+      want = 1 / ((1 - smooth) / 32 + smooth);
+    }
+    EXPECT_NEAR(m->rope_freqs[i], want, 1e-4 * want) << i;
+  }
+  EXPECT_EQ(m->rope_freqs[0], 1.0f);
+  EXPECT_EQ(m->rope_freqs[31], 32.0f);
+  std::remove(path.c_str());
+}
+
+TEST(Synth, ContentDependsOnTheSeedNotTheThreadCount) {
+  SynthPreset p = synth_preset("smollm2-135m");
+  p.n_layer = 1, p.n_vocab = 300;
+  const std::string a = tmp_path("t1.gguf"), b = tmp_path("t2.gguf"), c = tmp_path("s2.gguf");
+  runtime::ThreadPool one(1), two(2);
+  synth_write(p, "Q4_K_M", 5, a, one);
+  synth_write(p, "Q4_K_M", 5, b, two);
+  synth_write(p, "Q4_K_M", 6, c, two);
+  const std::string fa = slurp(a), fb = slurp(b), fc = slurp(c);
+  EXPECT_GT(fa.size(), 1000000u);
+  EXPECT_TRUE(fa == fb);
+  EXPECT_EQ(fa.size(), fc.size());
+  EXPECT_FALSE(fa == fc);
+  for (const auto& s : {a, b, c}) std::remove(s.c_str());
+}
+
+}  // namespace
+}  // namespace synapse::model

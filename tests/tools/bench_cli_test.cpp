@@ -1,0 +1,142 @@
+// `synapse bench` and `synapse synth` as a user runs them: the markdown table
+// with one row per test, the JSON form, and clear errors for bad flags.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+#include "golden_util.hpp"
+
+namespace synapse {
+namespace {
+
+using test::data_path;
+
+struct Result {
+  int exit_code;
+  std::string out, err;
+};
+
+std::string tmp_path(const std::string& name) {
+  return ::testing::TempDir() + "synapse_bench_cli_" + std::to_string(::getpid()) + "_" + name;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+Result synapse_cli(const std::string& args) {
+  const std::string out = tmp_path("stdout"), err = tmp_path("stderr");
+  const std::string cmd = std::string(SYNAPSE_BINARY) + " " + args + " >" + out + " 2>" + err;
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+// The table rows ("| ... |" lines after the header and the separator).
+std::vector<std::string> table_rows(const std::string& out) {
+  std::vector<std::string> rows;
+  size_t pos = 0;
+  int seen = 0;
+  while (pos < out.size()) {
+    const size_t nl = out.find('\n', pos);
+    const std::string line = out.substr(pos, (nl == std::string::npos ? out.size() : nl) - pos);
+    pos = nl == std::string::npos ? out.size() : nl + 1;
+    if (line.rfind("| ", 0) == 0 && ++seen > 2) rows.push_back(line);
+  }
+  return rows;
+}
+
+TEST(BenchCli, PrintsATableWithPpAndTgRows) {
+  const Result r = synapse_cli("bench -m " + data_path("models/stories260K.gguf") + " -p 16 -n 8 -r 1 -t 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("| model | size | params | threads | test | t/s | GB/s |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("commit "), std::string::npos) << r.out;
+  const auto rows = table_rows(r.out);
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  EXPECT_NE(rows[0].find("| pp16 |"), std::string::npos) << rows[0];
+  EXPECT_NE(rows[1].find("| tg8 |"), std::string::npos) << rows[1];
+  // stories260K: 292,800 parameters, 1,171,200 bytes of F32 tensors.
+  EXPECT_NE(rows[0].find("| 292.80 K |"), std::string::npos) << rows[0];
+  EXPECT_NE(rows[0].find("| 1.12 MiB |"), std::string::npos) << rows[0];
+  EXPECT_NE(rows[1].find(" ± "), std::string::npos) << rows[1];
+}
+
+TEST(BenchCli, JsonParsesWithOneResultPerTestAndRun) {
+  const Result r = synapse_cli("bench -m " + data_path("models/stories260K.gguf") +
+                               " -p 16 -n 8 -r 2 -t 1,2 --bw 10 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("commit"));
+  const auto& res = j.at("results");
+  ASSERT_EQ(res.size(), 4u);  // (pp16, tg8) x (t=1, t=2)
+  const char* tests[] = {"pp16", "tg8", "pp16", "tg8"};
+  const int threads[] = {1, 1, 2, 2};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(res[i].at("test"), tests[i]);
+    EXPECT_EQ(res[i].at("threads"), threads[i]);
+    EXPECT_EQ(res[i].at("samples_ts").size(), 2u);
+    EXPECT_GT(res[i].at("avg_ts").get<double>(), 0.0);
+    EXPECT_EQ(res[i].at("params"), 292800);
+    EXPECT_EQ(res[i].at("size_bytes"), 1171200);
+  }
+  // Decode: bytes per token = the weights, of which the untied token_embd
+  // (512 x 64 F32) only the one row looked up, plus the KV rows read: 5
+  // layers x (32 + 32) x 2 bytes x 4.5 rows on average over 8 steps.
+  const auto& tg = res[1];
+  EXPECT_EQ(tg.at("weight_bytes_per_token"), 1171200 - 512 * 64 * 4 + 64 * 4);
+  EXPECT_DOUBLE_EQ(tg.at("kv_bytes_per_token").get<double>(), 5 * 64 * 2 * 4.5);
+  const double bytes = 1171200 - 512 * 64 * 4 + 64 * 4 + 5 * 64 * 2 * 4.5;
+  EXPECT_NEAR(tg.at("bound_ts").get<double>(), 10e9 / bytes, 1e-6 * 10e9 / bytes);
+  EXPECT_NEAR(tg.at("gbps").get<double>(), tg.at("avg_ts").get<double>() * bytes / 1e9, 1e-9);
+  EXPECT_FALSE(res[0].contains("gbps"));
+}
+
+TEST(BenchCli, DepthRowsAreLabelled) {
+  const Result r = synapse_cli("bench -m " + data_path("models/stories260K.gguf") + " -p 0 -n 4 -d 32 -r 1 -t 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.at("results").size(), 1u);
+  EXPECT_EQ(j["results"][0].at("test"), "tg4 @ d32");
+  EXPECT_EQ(j["results"][0].at("n_depth"), 32);
+}
+
+TEST(BenchCli, BadFlagsGiveOneClearError) {
+  const std::string m = " -m " + data_path("models/stories260K.gguf");
+  Result r = synapse_cli("bench" + m + " -r 0");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("-r must be at least 1"), std::string::npos) << r.err;
+  r = synapse_cli("bench" + m + " --bw fast");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--bw"), std::string::npos) << r.err;
+  r = synapse_cli("bench" + m + " -p 0 -n 0");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("nothing to run"), std::string::npos) << r.err;
+  r = synapse_cli("bench -m /nonexistent/model.gguf -p 1 -n 1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("/nonexistent/model.gguf"), std::string::npos) << r.err;
+}
+
+TEST(SynthCli, WritesAModelThatBenchRuns) {
+  const std::string path = tmp_path("synth.gguf");
+  Result r = synapse_cli("synth --preset smollm2-135m --type q8_0 --layers 1 --vocab 512 -t 1 -o " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("smollm2-135m"), std::string::npos) << r.err;
+  r = synapse_cli("bench -m " + path + " -p 4 -n 2 -r 1 -t 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.at("results").size(), 2u);
+  EXPECT_EQ(j["results"][0].at("model"), "smollm2-135m Q8_0");
+  std::remove(path.c_str());
+
+  r = synapse_cli("synth --preset gpt-5 --type Q8_0 -o " + path);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("unknown preset 'gpt-5'"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::ifstream(path).good());
+}
+
+}  // namespace
+}  // namespace synapse

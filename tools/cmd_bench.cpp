@@ -1,0 +1,354 @@
+// synapse bench -m MODEL [-p 512] [-n 128] [-t T] [-r 5] [-d 0] [--bw GBps|auto] [--json]
+//
+// Speed of prefill and decode, measured as llama.cpp's llama-bench does:
+//   ppP      one forward pass of P tokens (a prompt), timed;
+//   tgN      N decode steps of one token each, timed together;
+//   @ dD     both run after D tokens are already in the KV cache.
+// Each test runs -r times after one untimed warm-up decode step; the table
+// gives the mean tokens/s ± the sample standard deviation over the runs.
+// The tokens are pseudo-random ids (speed does not depend on them). -p, -n,
+// -t and -d take comma lists (-p 512,2048 -t 1,2), and -m may repeat; every
+// combination runs.
+//
+// Decode streams the weights once per token, so for tg tests the table also
+// gives the bytes streamed per second, GB/s = (weight bytes read per token +
+// KV-cache bytes read per token) x t/s, and with --bw the bound
+// t/s = bandwidth / bytes per token and the fraction of it reached (issue 6).
+// Weight bytes per token: every tensor's data, except that an untied
+// token_embd contributes one row only (the embedding lookup). KV bytes per
+// token: the F16 K and V rows attention reads, averaged over the N steps.
+// --bw auto measures the read bandwidth with the thread count of each test
+// (bench/bandwidth.hpp, 1 GiB, best of 3).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "../bench/bandwidth.hpp"
+#include "commands.hpp"
+#include "model/forward.hpp"
+#include "synapse/error.hpp"
+
+#ifndef SYNAPSE_GIT_COMMIT
+#define SYNAPSE_GIT_COMMIT "unknown"
+#endif
+
+namespace synapse::tools {
+namespace {
+
+struct BenchArgs {
+  std::vector<std::string> models;
+  std::vector<int> n_prompt{512};
+  std::vector<int> n_gen{128};
+  std::vector<int> threads;
+  std::vector<int> depth{0};
+  int reps = 5;
+  std::string bw;  // "", "auto" or GB/s
+  bool json = false;
+};
+
+struct Result {
+  std::string model, path;
+  uint64_t size_bytes = 0, params = 0;
+  uint64_t weight_bytes_per_token = 0;
+  double kv_bytes_per_token = 0;
+  int threads = 0;
+  int n_prompt = 0, n_gen = 0, depth = 0;
+  std::string test;
+  std::vector<double> samples;  // tokens/s per run
+  double avg = 0, sd = 0;
+  double bw_gbps = 0;           // 0 = no bandwidth given
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// llama.cpp's llama_ftype names (general.file_type), for the model column.
+std::string file_type_name(uint32_t ft) {
+  static const std::map<uint32_t, const char*> names = {
+      {0, "F32"},     {1, "F16"},     {2, "Q4_0"},    {3, "Q4_1"},    {7, "Q8_0"},    {8, "Q5_0"},
+      {9, "Q5_1"},    {10, "Q2_K"},   {11, "Q3_K_S"}, {12, "Q3_K_M"}, {13, "Q3_K_L"}, {14, "Q4_K_S"},
+      {15, "Q4_K_M"}, {16, "Q5_K_S"}, {17, "Q5_K_M"}, {18, "Q6_K"},   {25, "IQ4_NL"}, {30, "IQ4_XS"},
+      {32, "BF16"},   {36, "TQ1_0"},  {37, "TQ2_0"}};
+  const auto it = names.find(ft);
+  return it == names.end() ? "ftype " + std::to_string(ft) : it->second;
+}
+
+std::string model_label(const model::Model& m, const std::string& path) {
+  std::string name;
+  try {
+    name = m.file.get_string("general.name").value_or("");
+  } catch (const Error&) {
+  }
+  if (name.empty()) {
+    name = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+    if (name.size() > 5 && name.ends_with(".gguf")) name.resize(name.size() - 5);
+  }
+  std::optional<uint32_t> ft;
+  try {
+    ft = m.file.get_u32("general.file_type");
+  } catch (const Error&) {
+  }
+  return ft ? name + " " + file_type_name(*ft) : name;
+}
+
+// Weight bytes a decode step reads (see the header comment).
+uint64_t weight_bytes_per_token(const model::Model& m) {
+  uint64_t n = 0;
+  const bool untied = m.file.find_tensor("output.weight") != nullptr;
+  for (const auto& t : m.file.tensors()) {
+    if (untied && t.name == "token_embd.weight")
+      n += t.n_bytes / static_cast<uint64_t>(std::max<int64_t>(1, t.ne[1]));
+    else
+      n += t.n_bytes;
+  }
+  return n;
+}
+
+// Pseudo-random token ids in [0, n_vocab) (xorshift64; fixed seed).
+struct TokenStream {
+  uint64_t s = 0x9E3779B97F4A7C15ull;
+  int64_t n_vocab;
+  token_id next() {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    return static_cast<token_id>(s % static_cast<uint64_t>(n_vocab));
+  }
+};
+
+void finish(Result& r) {
+  double sum = 0;
+  for (double x : r.samples) sum += x;
+  r.avg = sum / static_cast<double>(r.samples.size());
+  double ss = 0;
+  for (double x : r.samples) ss += (x - r.avg) * (x - r.avg);
+  r.sd = r.samples.size() > 1 ? std::sqrt(ss / static_cast<double>(r.samples.size() - 1)) : 0.0;
+}
+
+double bytes_per_token(const Result& r) { return static_cast<double>(r.weight_bytes_per_token) + r.kv_bytes_per_token; }
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string params_str(uint64_t n) {
+  return n >= 1000000000ull ? fmt("%.2f B", n / 1e9) : n >= 1000000ull ? fmt("%.2f M", n / 1e6) : fmt("%.2f K", n / 1e3);
+}
+
+std::string size_str(uint64_t n) {
+  return n >= (1ull << 30) ? fmt("%.2f GiB", n / 1073741824.0) : fmt("%.2f MiB", n / 1048576.0);
+}
+
+void print_table(const std::vector<Result>& rs, bool with_bound) {
+  std::printf("| model | size | params | threads | test | t/s | GB/s |%s\n", with_bound ? " bound t/s | % of bound |" : "");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |%s\n", with_bound ? " ---: | ---: |" : "");
+  for (const Result& r : rs) {
+    const bool tg = r.n_gen > 0;
+    std::string gbps = "-", bound = "-", pct = "-";
+    if (tg) {
+      gbps = fmt("%.2f", bytes_per_token(r) * r.avg / 1e9);
+      if (r.bw_gbps > 0) {
+        const double b = r.bw_gbps * 1e9 / bytes_per_token(r);
+        bound = fmt("%.2f", b);
+        pct = fmt("%.0f%%", 100.0 * r.avg / b);
+      }
+    }
+    std::printf("| %s | %s | %s | %d | %s | %.2f ± %.2f | %s |", r.model.c_str(), size_str(r.size_bytes).c_str(),
+                params_str(r.params).c_str(), r.threads, r.test.c_str(), r.avg, r.sd, gbps.c_str());
+    if (with_bound) std::printf(" %s | %s |", bound.c_str(), pct.c_str());
+    std::printf("\n");
+  }
+}
+
+nlohmann::json to_json(const std::vector<Result>& rs) {
+  nlohmann::json out;
+  out["commit"] = SYNAPSE_GIT_COMMIT;
+  out["results"] = nlohmann::json::array();
+  for (const Result& r : rs) {
+    nlohmann::json j;
+    j["model"] = r.model;
+    j["model_path"] = r.path;
+    j["size_bytes"] = r.size_bytes;
+    j["params"] = r.params;
+    j["threads"] = r.threads;
+    j["test"] = r.test;
+    j["n_prompt"] = r.n_prompt;
+    j["n_gen"] = r.n_gen;
+    j["n_depth"] = r.depth;
+    j["samples_ts"] = r.samples;
+    j["avg_ts"] = r.avg;
+    j["stddev_ts"] = r.sd;
+    if (r.n_gen > 0) {
+      j["weight_bytes_per_token"] = r.weight_bytes_per_token;
+      j["kv_bytes_per_token"] = r.kv_bytes_per_token;
+      j["gbps"] = bytes_per_token(r) * r.avg / 1e9;
+      if (r.bw_gbps > 0) {
+        const double b = r.bw_gbps * 1e9 / bytes_per_token(r);
+        j["bw_gbps"] = r.bw_gbps;
+        j["bound_ts"] = b;
+        j["fraction_of_bound"] = r.avg / b;
+      }
+    }
+    out["results"].push_back(j);
+  }
+  return out;
+}
+
+void check_args(const BenchArgs& a) {
+  const auto bad = [](const std::string& m) { throw Error(Errc::invalid_argument, "bench: " + m); };
+  if (a.models.empty()) bad("-m MODEL is required");
+  if (a.reps < 1) bad("-r must be at least 1");
+  for (int p : a.n_prompt) if (p < 0) bad("-p values must be >= 0");
+  for (int n : a.n_gen) if (n < 0) bad("-n values must be >= 0");
+  for (int d : a.depth) if (d < 0) bad("-d values must be >= 0");
+  for (int t : a.threads) if (t < 1 || t > 1024) bad("-t values must be in [1, 1024]");
+  const bool any_p = std::any_of(a.n_prompt.begin(), a.n_prompt.end(), [](int p) { return p > 0; });
+  const bool any_n = std::any_of(a.n_gen.begin(), a.n_gen.end(), [](int n) { return n > 0; });
+  if (!any_p && !any_n) bad("nothing to run: every -p and -n value is 0");
+  if (!a.bw.empty() && a.bw != "auto") {
+    char* end = nullptr;
+    const double v = std::strtod(a.bw.c_str(), &end);
+    if (end == a.bw.c_str() || *end != '\0' || !(v > 0) || !std::isfinite(v))
+      bad("--bw must be a bandwidth in GB/s or 'auto', got '" + a.bw + "'");
+  }
+}
+
+int run(BenchArgs a) {
+  check_args(a);
+  if (a.threads.empty()) a.threads.push_back(runtime::default_thread_count());
+  std::map<int, double> bw_by_threads;
+  const auto bandwidth = [&](int threads) -> double {
+    if (a.bw.empty()) return 0.0;
+    if (a.bw != "auto") return std::strtod(a.bw.c_str(), nullptr);
+    auto it = bw_by_threads.find(threads);
+    if (it == bw_by_threads.end()) {
+      std::fprintf(stderr, "synapse bench: measuring read bandwidth with %d thread(s)...\n", threads);
+      it = bw_by_threads.emplace(threads, bench::read_bandwidth_gbps(threads, size_t{1} << 30, 3)).first;
+    }
+    return it->second;
+  };
+
+  std::vector<Result> results;
+  if (!a.json) std::printf("synapse bench, commit %s\n\n", SYNAPSE_GIT_COMMIT);
+  for (const std::string& path : a.models) {
+    const auto m = model::load_model(path);
+    const model::HParams& hp = m->hp;
+    Result base;
+    base.model = model_label(*m, path);
+    base.path = path;
+    base.size_bytes = m->weight_bytes();
+    base.params = m->n_params();
+    base.weight_bytes_per_token = weight_bytes_per_token(*m);
+    const int max_p = *std::max_element(a.n_prompt.begin(), a.n_prompt.end());
+    const int max_n = *std::max_element(a.n_gen.begin(), a.n_gen.end());
+    const uint64_t kv_row_bytes = static_cast<uint64_t>(hp.n_layer) *
+                                  static_cast<uint64_t>(hp.n_embd_k_gqa() + hp.n_embd_v_gqa()) * 2;
+    TokenStream toks{.n_vocab = hp.n_vocab};
+    std::vector<float> logits;
+    for (int threads : a.threads) {
+      runtime::ThreadPool pool(threads);
+      const double bw = bandwidth(threads);
+      for (int depth : a.depth) {
+        runtime::KvCache kv = model::make_kv_cache(*m, static_cast<int64_t>(depth) + std::max(max_p, max_n) + 1);
+        if (depth > 0) {
+          // Fill the cache to `depth` once (untimed); each run rewinds to it.
+          const auto t0 = std::chrono::steady_clock::now();
+          for (int done = 0; done < depth;) {
+            const int chunk = std::min(512, depth - done);
+            std::vector<token_id> batch(static_cast<size_t>(chunk));
+            for (token_id& t : batch) t = toks.next();
+            model::forward(*m, kv, batch, false, logits, pool);
+            done += chunk;
+          }
+          std::fprintf(stderr, "synapse bench: %s: filled %d tokens of context in %.1f s\n", base.model.c_str(),
+                       depth, seconds_since(t0));
+        }
+        const auto warm_up = [&] {
+          kv.set_n_past(depth);
+          const token_id one[1] = {toks.next()};
+          model::forward(*m, kv, one, false, logits, pool);
+        };
+        for (int p : a.n_prompt) {
+          if (p == 0) continue;
+          Result r = base;
+          r.threads = threads, r.n_prompt = p, r.depth = depth, r.bw_gbps = bw;
+          r.test = "pp" + std::to_string(p) + (depth ? " @ d" + std::to_string(depth) : "");
+          warm_up();
+          for (int rep = 0; rep < a.reps; ++rep) {
+            std::vector<token_id> batch(static_cast<size_t>(p));
+            for (token_id& t : batch) t = toks.next();
+            kv.set_n_past(depth);
+            const auto t0 = std::chrono::steady_clock::now();
+            model::forward(*m, kv, batch, false, logits, pool);
+            r.samples.push_back(p / std::max(seconds_since(t0), 1e-9));
+          }
+          finish(r);
+          std::fprintf(stderr, "synapse bench: %s t=%d %s: %.2f t/s\n", r.model.c_str(), threads, r.test.c_str(), r.avg);
+          results.push_back(std::move(r));
+        }
+        for (int n : a.n_gen) {
+          if (n == 0) continue;
+          Result r = base;
+          r.threads = threads, r.n_gen = n, r.depth = depth, r.bw_gbps = bw;
+          r.test = "tg" + std::to_string(n) + (depth ? " @ d" + std::to_string(depth) : "");
+          // Attention reads positions 0..n_past at each step: on average
+          // depth + (n + 1) / 2 rows (bounded by a sliding window's capacity).
+          const double rows = std::min<double>(depth + (n + 1) / 2.0, static_cast<double>(kv.capacity()));
+          r.kv_bytes_per_token = rows * static_cast<double>(kv_row_bytes);
+          warm_up();
+          for (int rep = 0; rep < a.reps; ++rep) {
+            kv.set_n_past(depth);
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int i = 0; i < n; ++i) {
+              const token_id one[1] = {toks.next()};
+              model::forward(*m, kv, one, false, logits, pool);
+            }
+            r.samples.push_back(n / std::max(seconds_since(t0), 1e-9));
+          }
+          finish(r);
+          std::fprintf(stderr, "synapse bench: %s t=%d %s: %.2f t/s\n", r.model.c_str(), threads, r.test.c_str(), r.avg);
+          results.push_back(std::move(r));
+        }
+      }
+    }
+  }
+  if (a.json) {
+    std::printf("%s\n", to_json(results).dump(2).c_str());
+  } else {
+    print_table(results, !a.bw.empty());
+    if (!a.bw.empty()) {
+      std::printf("\nbound t/s = read bandwidth / (weight + KV bytes per token); bandwidth:");
+      for (int t : a.threads) std::printf(" %.2f GB/s at t=%d%s", bandwidth(t), t, a.bw == "auto" ? " (measured)" : "");
+      std::printf("\n");
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner add_bench(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  app.add_option("-m,--model", a->models, "GGUF model file (repeat for several)")->required();
+  app.add_option("-p,--n-prompt", a->n_prompt, "prompt tokens per pp test, comma list (default 512; 0 = none)")
+      ->delimiter(',');
+  app.add_option("-n,--n-gen", a->n_gen, "tokens per tg test, comma list (default 128; 0 = none)")->delimiter(',');
+  app.add_option("-t,--threads", a->threads, "threads, comma list (default: physical cores)")->delimiter(',');
+  app.add_option("-d,--n-depth", a->depth, "tokens already in the KV cache, comma list (default 0)")->delimiter(',');
+  app.add_option("-r,--repetitions", a->reps, "runs per test (default 5)");
+  app.add_option("--bw", a->bw, "read bandwidth in GB/s for the decode bound, or 'auto' to measure it");
+  app.add_flag("--json", a->json, "print the results as JSON");
+  return [a] { return run(*a); };
+}
+
+}  // namespace synapse::tools
