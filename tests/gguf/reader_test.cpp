@@ -50,6 +50,7 @@ const Expected kFiles[] = {
     {"models/tiny-llama-q8_0.gguf", 3, 24, 21, 21888, 2255232, 2233344, 25810170u},
     {"models/tiny-llama-tq1_0.gguf", 3, 24, 21, 21888, 469376, 447488, 5228989u},
     {"models/tiny-llama-tq2_0.gguf", 3, 24, 21, 21888, 567680, 545792, 4319501u},
+    {"models/tiny-llama-linear-f32.gguf", 3, 26, 21, 12768, 1719264, 1706496, 32934139u},
     {"models/tiny-llama-yarn-f32.gguf", 3, 26, 21, 12768, 1719264, 1706496, 32934139u},
     {"models/tiny-llama3-f32.gguf", 3, 25, 12, 28832, 2653472, 2624640, 112999u},
     {"models/tiny-llama3-q4_k_m.gguf", 3, 26, 12, 28864, 493632, 464768, 4757004u},
