@@ -1,6 +1,7 @@
 #include "kernels/matmul.hpp"
 
 #include "quant/quant.hpp"
+#include "quant/simd.hpp"
 #include "synapse/error.hpp"
 
 namespace synapse::kernels {
@@ -34,12 +35,15 @@ void matmul(const WeightView& w, Activations& x, float* y, runtime::ThreadPool& 
   const GgmlType vt = quant::vec_dot_type(w.type);
   size_t stride = 0;
   const uint8_t* a = x.as(vt, stride);
-  const int64_t n_rows = x.n_rows(), n_out = w.n_out;
+  const int64_t n_rows = x.n_rows(), n_out = w.n_out, n_in = w.n_in;
+  // The kernel (AVX2 or scalar, quant/simd.hpp) is looked up once, not per row.
+  const quant::VecDotFn dot = quant::vec_dot_kernel(w.type, quant::active_isa());
+  // Each weight row is read once and dotted with every activation row while
+  // it is in L1; each output element is still one vec_dot over the row.
   pool.parallel_for(n_out, 16, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* wr = w.row(r);
-      for (int64_t m = 0; m < n_rows; ++m)
-        y[m * n_out + r] = quant::vec_dot(w.type, w.n_in, wr, a + static_cast<size_t>(m) * stride);
+      for (int64_t m = 0; m < n_rows; ++m) y[m * n_out + r] = dot(n_in, wr, a + static_cast<size_t>(m) * stride);
     }
   });
 }
