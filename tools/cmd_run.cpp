@@ -7,6 +7,8 @@
 
 #include "commands.hpp"
 #include "model/forward.hpp"
+#include "generate.hpp"
+#include "runtime/chat_template.hpp"
 #include "runtime/sampler.hpp"
 #include "sampler_flags.hpp"
 #include "synapse/error.hpp"
@@ -21,6 +23,11 @@ struct RunArgs {
   int threads = 0;
   int n_ctx = 0;
   runtime::SamplerParams sp;
+  std::vector<std::string> stops;
+  bool ignore_eos = false;
+  bool chat = false;
+  std::string system_prompt;
+  std::string chat_template;
   bool no_display_prompt = true;
 };
 
@@ -35,7 +42,19 @@ int run(const RunArgs& a) {
   int64_t n_ctx = a.n_ctx > 0 ? a.n_ctx : (m->hp.n_ctx_train > 0 ? std::min<int64_t>(m->hp.n_ctx_train, 4096) : 4096);
 
   const Tokenizer& tok = *m->tokenizer;
-  const std::vector<token_id> prompt = tok.tokenize(a.prompt, /*add_special=*/true, /*parse_special=*/false);
+  std::vector<token_id> prompt;
+  if (a.chat) {
+    // One chat turn: the model's template (or --chat-template) around the
+    // prompt; template text parses special tokens, the user's text does not.
+    const runtime::ChatTemplate tmpl = runtime::chat_template_for_model(
+        m->file, a.chat_template.empty() ? std::nullopt : std::optional<std::string_view>(a.chat_template));
+    std::vector<runtime::ChatMessage> msgs;
+    if (!a.system_prompt.empty()) msgs.push_back({"system", a.system_prompt});
+    msgs.push_back({"user", a.prompt});
+    prompt = runtime::tokenize_chat(tok, tmpl, msgs, /*add_generation_prompt=*/true, /*add_special=*/true);
+  } else {
+    prompt = tok.tokenize(a.prompt, /*add_special=*/true, /*parse_special=*/false);
+  }
   if (prompt.empty()) throw Error(Errc::invalid_argument, "the prompt tokenizes to no tokens and the model adds no BOS");
   if (static_cast<int64_t>(prompt.size()) > n_ctx)
     throw Error(Errc::invalid_argument, "the prompt is " + std::to_string(prompt.size()) +
@@ -55,30 +74,15 @@ int run(const RunArgs& a) {
   model::forward(*m, kv, prompt, false, logits, pool);
   const double pp_s = seconds_since(t_pp);
 
-  const auto t_tg = std::chrono::steady_clock::now();
-  int n_gen = 0;
-  const int n_max = a.n_predict < 0 ? static_cast<int>(n_ctx) : a.n_predict;
-  while (n_gen < n_max) {
-    const token_id next = sampler.sample(logits);
-    sampler.accept(next);
-    if (tok.is_eog(next)) break;
-    const std::string piece = tok.token_to_piece(next, /*special=*/false);
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
-    ++n_gen;
-    if (n_gen == n_max) break;
-    if (kv.n_past() >= kv.n_ctx()) {
-      std::fprintf(stderr, "\nsynapse: context of %lld tokens is full; stopping\n", static_cast<long long>(n_ctx));
-      break;
-    }
-    const token_id one[1] = {next};
-    model::forward(*m, kv, one, false, logits, pool);
-  }
-  const double tg_s = seconds_since(t_tg);
+  runtime::Stopper stopper(tok, {a.n_predict, a.stops, a.ignore_eos});
+  const Generated g = generate(*m, kv, pool, sampler, stopper, logits, stdout);
   std::fputc('\n', stdout);
-  std::fprintf(stderr, "synapse: prompt %zu tokens in %.3f s (%.1f t/s); generated %d tokens in %.3f s (%.1f t/s); seed %u\n",
-               prompt.size(), pp_s, prompt.size() / std::max(pp_s, 1e-9), n_gen, tg_s, n_gen / std::max(tg_s, 1e-9),
-               sampler.seed());
+  if (g.context_full)
+    std::fprintf(stderr, "synapse: context of %lld tokens is full; stopping\n", static_cast<long long>(n_ctx));
+  std::fprintf(stderr, "synapse: prompt %zu tokens in %.3f s (%.1f t/s); generated %d tokens in %.3f s (%.1f t/s); seed %u; stop: %s\n",
+               prompt.size(), pp_s, prompt.size() / std::max(pp_s, 1e-9), g.n_tokens, g.seconds,
+               g.n_tokens / std::max(g.seconds, 1e-9), sampler.seed(),
+               g.context_full ? "context full" : runtime::stop_reason_name(stopper.reason()));
   return 0;
 }
 
@@ -92,6 +96,12 @@ Runner add_run(CLI::App& app) {
   app.add_option("-t,--threads", a->threads, "threads (default: physical cores)");
   app.add_option("-c,--ctx-size", a->n_ctx, "context size in tokens (default: the model's, at most 4096)");
   add_sampler_flags(app, a->sp);
+  app.add_option("--stop", a->stops, "stop when the output contains this string (repeatable; not printed)");
+  app.add_flag("--ignore-eos", a->ignore_eos, "do not stop at end-of-generation tokens");
+  app.add_flag("--chat", a->chat, "wrap the prompt in the model's chat template (one user turn)");
+  app.add_option("--system-prompt", a->system_prompt, "system message for --chat");
+  app.add_option("--chat-template", a->chat_template,
+                 "chat template name (chatml, llama2, llama3, mistral-v1, mistral-v3, mistral-v7, phi3, zephyr, ...)");
   return [a] { return run(*a); };
 }
 

@@ -11,6 +11,7 @@ namespace synapse::tools {
 using Runner = std::function<int()>;
 
 Runner add_run(CLI::App& app);     // generate text from a prompt
+Runner add_chat(CLI::App& app);    // interactive multi-turn chat
 Runner add_logits(CLI::App& app);  // logits of every position, for golden comparisons
 Runner add_info(CLI::App& app);    // metadata and tensors of a GGUF file
 Runner add_tokenize(CLI::App& app);  // text -> token ids, like llama-tokenize

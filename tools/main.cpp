@@ -1,5 +1,7 @@
 // synapse: the command line. `synapse <command> --help` lists each command's flags.
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 #include <map>
 #include <string>
 
@@ -15,14 +17,25 @@ int main(int argc, char** argv) {
     runners[sub] = adder(*sub);
   };
   add("run", "generate text from a prompt", synapse::tools::add_run);
+  add("chat", "interactive multi-turn chat with the model's template", synapse::tools::add_chat);
   add("logits", "write the logits of every position of a token sequence", synapse::tools::add_logits);
   add("info", "list a GGUF file's metadata and tensors", synapse::tools::add_info);
   add("tokenize", "print the token ids of a text (like llama-tokenize)", synapse::tools::add_tokenize);
   add("synth", "write a random-weight model at a real model's shapes", synapse::tools::add_synth);
   add("bench", "measure prefill and decode speed (like llama-bench)", synapse::tools::add_bench);
   add("quantize", "requantize a GGUF file's weights (llama-quantize's types and mixes)", synapse::tools::add_quantize);
+  // llama.cpp spells a few long options with one dash (-sys, -cnv, -ub);
+  // CLI11 takes one-dash names as single letters, so they are rewritten to
+  // their long forms first.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (std::string& a : args) {
+    if (a == "-sys") a = "--system-prompt";
+    else if (a == "-cnv") a = "--chat";
+    else if (a == "-ub") a = "--ubatch-size";
+  }
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments in reverse order
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
