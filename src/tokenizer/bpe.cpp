@@ -1,7 +1,8 @@
 // Byte-level BPE as llama.cpp's llm_tokenizer_bpe_session (src/llama-vocab.cpp,
 // c392e509): pre-tokenize, then in each word merge the adjacent pair with the
 // lowest merge rank (ties: leftmost) until no pair has a rank.
-#include <queue>
+#include <algorithm>
+#include <unordered_map>
 
 #include "tokenizer/sessions.hpp"
 #include "tokenizer/unicode.hpp"
@@ -21,7 +22,7 @@ struct Bigram {
   int left;
   int right;
   int32_t rank;
-  std::string text;  // the pair's text when queued (stale check)
+  uint32_t size;  // bytes of the pair when queued (stale check; a token text's length)
 };
 
 // Lowest rank first; among equal ranks the smaller `left`.
@@ -31,8 +32,15 @@ struct BigramGreater {
   }
 };
 
-void merge_word(const Vocab& vocab, const std::string& word, std::vector<token_id>& out) {
+// Scratch space reused across the words of one text.
+struct Scratch {
   std::vector<Symbol> sym;
+  std::vector<Bigram> queue;
+};
+
+void merge_word(const Vocab& vocab, const std::string& word, Scratch& scratch, std::vector<token_id>& out) {
+  std::vector<Symbol>& sym = scratch.sym;
+  sym.clear();
   if (vocab.ignore_merges) {
     // Llama 3 / Tekken: a word that is a whole token is taken as it is.
     const token_id id = vocab.find(word);
@@ -50,7 +58,9 @@ void merge_word(const Vocab& vocab, const std::string& word, std::vector<token_i
   }
   if (sym.empty()) return;
 
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramGreater> queue;
+  std::vector<Bigram>& queue = scratch.queue;
+  queue.clear();
+  const BigramGreater greater;
   const std::string_view w(word);
   const auto try_add = [&](int left, int right) {
     if (left == -1 || right == -1) return;
@@ -58,23 +68,22 @@ void merge_word(const Vocab& vocab, const std::string& word, std::vector<token_i
     const std::string_view b = w.substr(sym[right].off, sym[right].n);
     const int32_t rank = vocab.rank(a, b);
     if (rank < 0) return;
-    std::string text;
-    text.reserve(a.size() + b.size());
-    text.append(a).append(b);
-    queue.push({left, right, rank, std::move(text)});
+    queue.push_back({left, right, rank, static_cast<uint32_t>(a.size() + b.size())});
+    std::push_heap(queue.begin(), queue.end(), greater);
   };
   for (int i = 1; i < static_cast<int>(sym.size()); ++i) try_add(i - 1, i);
 
   while (!queue.empty()) {
-    const Bigram b = queue.top();
-    queue.pop();
+    std::pop_heap(queue.begin(), queue.end(), greater);
+    const Bigram b = queue.back();
+    queue.pop_back();
     Symbol& l = sym[b.left];
     Symbol& r = sym[b.right];
     if (l.n == 0 || r.n == 0) continue;
-    // Stale unless the two symbols still spell the queued pair.
-    if (l.n + r.n != b.text.size() || w.substr(l.off, l.n + r.n) != b.text ||
-        l.off + l.n != r.off)
-      continue;
+    // Stale unless the two symbols still spell the queued pair. A symbol's
+    // start never moves, so the same start, adjacency and length mean the same
+    // text as llama.cpp's string comparison.
+    if (l.n + r.n != b.size || l.off + l.n != r.off) continue;
     l.n += r.n;
     r.n = 0;
     l.next = r.next;
@@ -102,10 +111,22 @@ void merge_word(const Vocab& vocab, const std::string& word, std::vector<token_i
 
 }  // namespace
 
+// Natural text repeats its words, so each distinct word of `text` is merged
+// once and its ids reused (merge_word depends on the word alone).
 void bpe_tokenize(const Vocab& vocab, const PreTokenizer& pre, const std::string& text,
                   std::vector<token_id>& out) {
-  for (const std::string& word : pre.split(text, /*byte_encode=*/true)) {
-    merge_word(vocab, word, out);
+  Scratch scratch;
+  std::unordered_map<std::string, std::pair<size_t, size_t>> seen;  // word -> [first, count) in `out`
+  for (std::string& word : pre.split(text, /*byte_encode=*/true)) {
+    const auto it = seen.find(word);
+    if (it != seen.end()) {
+      const auto [first, count] = it->second;
+      for (size_t i = 0; i < count; ++i) out.push_back(out[first + i]);
+      continue;
+    }
+    const size_t first = out.size();
+    merge_word(vocab, word, scratch, out);
+    seen.emplace(std::move(word), std::make_pair(first, out.size() - first));
   }
 }
 

@@ -267,6 +267,10 @@ Vocab Vocab::load(const gguf::File& f) {
     std::string& w = v.text[i];
     if (w.empty()) w = "[EMPTY_" + std::to_string(i) + "]";
     v.to_id[w] = static_cast<token_id>(i);
+    for (size_t j = 1; j < w.size(); ++j) {
+      const unsigned k = (unsigned(static_cast<uint8_t>(w[j - 1])) << 8) | static_cast<uint8_t>(w[j]);
+      v.inner_pairs[k >> 6] |= uint64_t{1} << (k & 63);
+    }
     if (scores) v.score[i] = (*scores)[i];
     if (types) {
       v.attr[i] = attr_of_type((*types)[i]);

@@ -67,11 +67,20 @@ struct Vocab {
   std::vector<token_id> special_cache;
   // token_to_piece(id, special = true) for every id.
   std::vector<std::string> piece_cache;
+  // Bit (a << 8 | b) is set when byte b follows byte a inside some token
+  // text. Where two neighbouring text bytes are not such a pair, no token can
+  // span the boundary between them, so the SPM merges on either side of it
+  // are independent (spm.cpp splits the work there; a speed-up only).
+  std::vector<uint64_t> inner_pairs = std::vector<uint64_t>(1024, 0);
 
   int32_t n_vocab() const { return static_cast<int32_t>(text.size()); }
   token_id find(std::string_view s) const {
     auto it = to_id.find(std::string(s));
     return it == to_id.end() ? kNull : it->second;
+  }
+  bool pair_inside_token(uint8_t a, uint8_t b) const {
+    const unsigned k = (unsigned(a) << 8) | b;
+    return (inner_pairs[k >> 6] >> (k & 63)) & 1;
   }
   // Rank of merging `left` and `right`; -1 when no merge exists.
   int32_t rank(std::string_view left, std::string_view right) const;
