@@ -15,7 +15,7 @@
 
 #include "commands.hpp"
 #include "generate.hpp"
-#include "runtime/chat_template.hpp"
+#include "synapse/chat.hpp"
 #include "sampler_flags.hpp"
 #include "synapse/error.hpp"
 

@@ -9,7 +9,7 @@
 
 #include "commands.hpp"
 #include "model/forward.hpp"
-#include "runtime/sampler.hpp"
+#include "synapse/sampling.hpp"
 #include "synapse/error.hpp"
 
 namespace synapse::tools {

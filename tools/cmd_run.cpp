@@ -8,8 +8,8 @@
 #include "commands.hpp"
 #include "model/forward.hpp"
 #include "generate.hpp"
-#include "runtime/chat_template.hpp"
-#include "runtime/sampler.hpp"
+#include "synapse/chat.hpp"
+#include "synapse/sampling.hpp"
 #include "sampler_flags.hpp"
 #include "synapse/error.hpp"
 

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "model/forward.hpp"
-#include "runtime/sampler.hpp"
-#include "runtime/stop.hpp"
+#include "synapse/sampling.hpp"
+#include "synapse/stop.hpp"
 
 namespace synapse::tools {
 

@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "runtime/sampler.hpp"
+#include "synapse/sampling.hpp"
 #include "synapse/error.hpp"
 
 namespace synapse::tools {

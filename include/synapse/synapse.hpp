@@ -1,6 +1,7 @@
 // The synapse C++ API: load a model, tokenize, create sequences, run batches
-// of many sequences, read logits. Sampling and chat formatting: see
-// synapse/sampling.hpp and synapse/chat.hpp.
+// of many sequences, read logits. Sampling, stopping and chat formatting:
+// synapse/sampling.hpp, synapse/stop.hpp, synapse/chat.hpp; a whole program:
+// examples/chat.cpp.
 //
 //   synapse::Model model = synapse::Model::load("model.gguf");
 //   synapse::Context ctx(model);                 // threads: physical cores
@@ -50,6 +51,8 @@ class Model {
   uint64_t weight_bytes() const;   // bytes of all tensor data in the file
   // tokenizer.chat_template, if the file has one.
   std::optional<std::string> chat_template() const;
+  // The mapped file (metadata, tensors); e.g. for chat_template_for_model.
+  const gguf::File& gguf() const;
 
   const model::Model& impl() const { return *impl_; }
 

@@ -20,6 +20,7 @@ int64_t Model::n_layer() const { return impl_->hp.n_layer; }
 int64_t Model::n_ctx_train() const { return impl_->hp.n_ctx_train; }
 uint64_t Model::n_params() const { return impl_->n_params(); }
 uint64_t Model::weight_bytes() const { return impl_->weight_bytes(); }
+const gguf::File& Model::gguf() const { return impl_->file; }
 std::optional<std::string> Model::chat_template() const {
   return impl_->file.get_string("tokenizer.chat_template");
 }

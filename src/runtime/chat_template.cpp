@@ -1,4 +1,4 @@
-#include "runtime/chat_template.hpp"
+#include "synapse/chat.hpp"
 
 #include <algorithm>
 #include <array>

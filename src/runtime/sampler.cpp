@@ -1,4 +1,4 @@
-#include "runtime/sampler.hpp"
+#include "synapse/sampling.hpp"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,4 +1,4 @@
-#include "runtime/stop.hpp"
+#include "synapse/stop.hpp"
 
 #include <algorithm>
 #include <utility>

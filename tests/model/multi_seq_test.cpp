@@ -9,7 +9,7 @@
 
 #include "golden_util.hpp"
 #include "model/forward.hpp"
-#include "runtime/sampler.hpp"
+#include "synapse/sampling.hpp"
 
 namespace synapse {
 namespace {

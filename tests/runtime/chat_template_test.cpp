@@ -2,7 +2,7 @@
 // (tests/test-chat-template.cpp's conversation and outputs), detection from
 // real tokenizer.chat_template values, and tokenization that does not let a
 // message inject special tokens.
-#include "runtime/chat_template.hpp"
+#include "synapse/chat.hpp"
 
 #include <gtest/gtest.h>
 

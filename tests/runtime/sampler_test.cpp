@@ -1,6 +1,6 @@
 // The sampler chain on fixed logits: each stage's survivors and values, the
 // full chain with llama.cpp's defaults, greedy ties, seeds.
-#include "runtime/sampler.hpp"
+#include "synapse/sampling.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Stop strings over a stream of pieces, and the whole stopping rule over a
 // real vocabulary.
-#include "runtime/stop.hpp"
+#include "synapse/stop.hpp"
 
 #include <gtest/gtest.h>
 

@@ -114,3 +114,20 @@ std::vector<token_id> tokenize_chat(const Tokenizer& tok, ChatTemplate tmpl, std
                                     bool add_generation_prompt, bool add_special);
 
 }  // namespace synapse::runtime
+
+// The names above in the top-level namespace, for API users.
+namespace synapse {
+using runtime::ChatTemplate;
+using runtime::ChatMessage;
+using runtime::ChatSegment;
+using runtime::chat_template_for_model;
+using runtime::chat_template_from_name;
+using runtime::detect_chat_template;
+using runtime::format_chat;
+using runtime::format_chat_segments;
+using runtime::format_chat_delta;
+using runtime::tokenize_chat;
+using runtime::tokenize_segments;
+using runtime::chat_template_names;
+using runtime::chat_template_name;
+}  // namespace synapse

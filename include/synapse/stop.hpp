@@ -107,3 +107,12 @@ class Stopper {
 };
 
 }  // namespace synapse::runtime
+
+// The names above in the top-level namespace, for API users.
+namespace synapse {
+using runtime::StopParams;
+using runtime::Stopper;
+using runtime::StopReason;
+using runtime::StopFilter;
+using runtime::stop_reason_name;
+}  // namespace synapse

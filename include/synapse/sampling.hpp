@@ -153,3 +153,12 @@ class Sampler {
 };
 
 }  // namespace synapse::runtime
+
+// The names above in the top-level namespace, for API users.
+namespace synapse {
+using runtime::SamplerParams;
+using runtime::Sampler;
+using runtime::LogitBias;
+using runtime::sample_greedy;
+using runtime::parse_logit_bias;
+}  // namespace synapse
