@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Regenerates docs/PERFORMANCE.md in one run (issue 6):
+#   1. builds synapse and bench_bandwidth (Release) in $BUILD;
+#   2. synthesises the benchmark models into $MODELS (gitignored; a model
+#      already there is reused, FORCE_SYNTH=1 rewrites them);
+#   3. measures the read bandwidth with 1 and 2 threads (bench_bandwidth);
+#   4. runs `synapse bench` for the rows of ../shared/docs/BASELINE.md (pp512
+#      and tg128 at 1 and 2 threads) plus tg128 @ d4096 on llama-3.2-1b
+#      Q4_K_M at 2 threads;
+#   5. writes docs/PERFORMANCE.md: synapse t/s, llama.cpp's figure, the ratio,
+#      and for tg the GB/s streamed and the % of the bandwidth bound.
+# It takes a long time (tens of minutes; more on a loaded machine). Run it on
+# a quiet machine: the load average before and after is recorded in the file.
+#
+# Environment: BUILD (default build-perf), MODELS (build/models), REPS (3),
+# OUT (docs/PERFORMANCE.md), FORCE_SYNTH (0), SKIP_DEPTH (0: set 1 to skip
+# the d4096 row, whose 4096-token fill is the slowest step); PP, NG, DEPTH
+# (512, 128, 4096) change the test sizes for a quick smoke run of the script
+# (the llama.cpp column then reads n/a).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD=${BUILD:-build-perf}
+MODELS=${MODELS:-build/models}
+REPS=${REPS:-3}
+OUT=${OUT:-docs/PERFORMANCE.md}
+FORCE_SYNTH=${FORCE_SYNTH:-0}
+SKIP_DEPTH=${SKIP_DEPTH:-0}
+PP=${PP:-512}
+NG=${NG:-128}
+DEPTH=${DEPTH:-4096}
+RAW="$BUILD/perf"
+
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSYNAPSE_BUILD_TESTS=OFF >/dev/null
+cmake --build "$BUILD" -j2 --target synapse bench_bandwidth >/dev/null
+SYN="$BUILD/synapse"
+BW="$BUILD/bench/bench_bandwidth"
+mkdir -p "$MODELS" "$RAW"
+rm -f "$RAW"/*.json
+
+load_before="$(uptime)"
+top_before="$(top -bn1 | head -15)"
+started="$(date -u '+%Y-%m-%d %H:%M UTC')"
+
+model() {  # preset type -> path (synthesised if missing)
+  local f="$MODELS/$1-$2.gguf"
+  if [ "$FORCE_SYNTH" = 1 ] || [ ! -s "$f" ]; then
+    "$SYN" synth --preset "$1" --type "$2" -o "$f" >&2
+  fi
+  echo "$f"
+}
+
+echo "perf.sh: measuring read bandwidth" >&2
+"$BW" --threads 1,2 --passes 5 --json > "$RAW/bandwidth.json"
+bw1=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; print([x["gbps"] for x in r if x["threads"]==1][0])' "$RAW/bandwidth.json")
+bw2=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; print([x["gbps"] for x in r if x["threads"]==2][0])' "$RAW/bandwidth.json")
+echo "perf.sh: bandwidth $bw1 GB/s (1 thread), $bw2 GB/s (2 threads)" >&2
+
+run_bench() {  # name preset type extra-args...
+  local name=$1 preset=$2 type=$3
+  shift 3
+  local f
+  f=$(model "$preset" "$type")
+  for t in 1 2; do
+    local bw=$bw1
+    [ "$t" = 2 ] && bw=$bw2
+    echo "perf.sh: $preset $type t=$t" >&2
+    "$SYN" bench -m "$f" -p "$PP" -n "$NG" -t "$t" -r "$REPS" --bw "$bw" --json "$@" > "$RAW/$name-t$t.json"
+  done
+}
+
+run_bench llama-q4km llama-3.2-1b Q4_K_M
+run_bench llama-q80 llama-3.2-1b Q8_0
+run_bench llama-q40 llama-3.2-1b Q4_0
+run_bench smollm2-q80 smollm2-135m Q8_0
+run_bench qwen-q4km qwen2.5-0.5b Q4_K_M
+if [ "$SKIP_DEPTH" != 1 ]; then
+  echo "perf.sh: llama-3.2-1b Q4_K_M tg$NG @ d$DEPTH, t=2" >&2
+  "$SYN" bench -m "$(model llama-3.2-1b Q4_K_M)" -p 0 -n "$NG" -d "$DEPTH" -t 2 -r "$REPS" --bw "$bw2" --json \
+    > "$RAW/llama-q4km-d4096-t2.json"
+fi
+
+load_after="$(uptime)"
+cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+
+python3 - "$RAW" "$OUT" "$bw1" "$bw2" "$REPS" "$started" "$cpu" "$load_before" "$load_after" "$top_before" <<'EOF'
+import glob, json, os, sys
+raw, out, bw1, bw2, reps, started, cpu, load_before, load_after, top_before = sys.argv[1:]
+
+# llama.cpp c392e509 on this machine kind (../shared/docs/BASELINE.md):
+# llama-bench -p 512 -n 128 -r 3, best of three passes, tokens/s.
+baseline = {
+    ("llama-3.2-1b Q4_K_M", 1): {"pp512": 26.8, "tg128": 14.95},
+    ("llama-3.2-1b Q4_K_M", 2): {"pp512": 50.2, "tg128": 25.8},
+    ("llama-3.2-1b Q8_0", 1): {"pp512": 33.4, "tg128": 11.1},
+    ("llama-3.2-1b Q8_0", 2): {"pp512": 66.1, "tg128": 19.4},
+    ("llama-3.2-1b Q4_0", 1): {"pp512": 40.0, "tg128": 16.3},
+    ("llama-3.2-1b Q4_0", 2): {"pp512": 75.7, "tg128": 28.3},
+    ("smollm2-135m Q8_0", 1): {"pp512": 220.6, "tg128": 82.2},
+    ("smollm2-135m Q8_0", 2): {"pp512": 411.4, "tg128": 137.9},
+    ("qwen2.5-0.5b Q4_K_M", 1): {"pp512": 60.1, "tg128": 27.2},
+    ("qwen2.5-0.5b Q4_K_M", 2): {"pp512": 113.0, "tg128": 43.3},
+}
+order = ["llama-q4km", "llama-q80", "llama-q40", "smollm2-q80", "qwen-q4km"]
+files = [f"{raw}/{n}-t{t}.json" for n in order for t in (1, 2)] + [f"{raw}/llama-q4km-d4096-t2.json"]
+rows, commit = [], "unknown"
+for f in files:
+    if not os.path.exists(f):
+        continue
+    j = json.load(open(f))
+    commit = j["commit"]
+    rows += j["results"]
+
+def mib(b): return f"{b / 1048576:.2f} MiB"
+
+lines = []
+w = lines.append
+w("# Performance")
+w("")
+w("Generated by `scripts/perf.sh` (do not edit by hand; re-run the script).")
+w("Models are `synapse synth` files: random weights at the real models' shapes and")
+w("llama-quantize's per-tensor types, so their tensor bytes equal those of the real")
+w("quantized files (speed does not depend on the values). llama.cpp's figures are those")
+w("of `../shared/docs/BASELINE.md` (build c392e509, same machine kind, best of three")
+w("passes); compare ratios, not absolute numbers, across runs.")
+w("")
+w(f"- run: {started}, synapse commit `{commit}`, {reps} runs per test (mean ± sd)")
+w(f"- CPU: {cpu}, {os.cpu_count()} logical CPUs")
+w(f"- read bandwidth (`bench_bandwidth`, 1 GiB, best of 5): {float(bw1):.2f} GB/s at 1 thread, {float(bw2):.2f} GB/s at 2 threads")
+w(f"- load before: `{load_before.strip()}`")
+w(f"- load after: `{load_after.strip()}`")
+w("")
+w("Decode bound = read bandwidth / bytes read per token (weights + KV rows attention")
+w("reads); GB/s = those bytes x t/s. A ratio above 1 means synapse is faster.")
+w("")
+w("| model | size | test | threads | synapse t/s | llama.cpp t/s | ratio | GB/s | bound t/s | % of bound |")
+w("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for r in rows:
+    test = r["test"]
+    base = baseline.get((r["model"], r["threads"]), {}).get(test)
+    ratio = f"{r['avg_ts'] / base:.2f}" if base else "-"
+    gbps = f"{r['gbps']:.2f}" if "gbps" in r else "-"
+    bound = f"{r['bound_ts']:.2f}" if "bound_ts" in r else "-"
+    pct = f"{100 * r['fraction_of_bound']:.0f}%" if "fraction_of_bound" in r else "-"
+    w(f"| {r['model']} | {mib(r['size_bytes'])} | {test} | {r['threads']} | {r['avg_ts']:.2f} ± {r['stddev_ts']:.2f} | "
+      f"{base if base else 'n/a'} | {ratio} | {gbps} | {bound} | {pct} |")
+w("")
+w("llama.cpp has no tg128 @ d4096 figure in BASELINE.md (n/a).")
+w("")
+w("## How to reproduce")
+w("")
+w("```sh")
+w("scripts/perf.sh                      # everything above (REPS=3; SKIP_DEPTH=1 skips d4096)")
+w("build-perf/synapse synth --preset llama-3.2-1b --type Q4_K_M -o build/models/llama-3.2-1b-Q4_K_M.gguf")
+w("build-perf/bench/bench_bandwidth --threads 1,2")
+w("build-perf/synapse bench -m build/models/llama-3.2-1b-Q4_K_M.gguf -p 512 -n 128 -t 2 -r 3 --bw auto")
+w("build-perf/synapse bench -m build/models/llama-3.2-1b-Q4_K_M.gguf -p 0 -n 128 -d 4096 -t 2 -r 3 --bw auto")
+w("```")
+w("")
+w("## Machine state at the start (`top -bn1 | head -15`)")
+w("")
+w("```")
+w(top_before)
+w("```")
+open(out, "w").write("\n".join(lines) + "\n")
+print(f"perf.sh: wrote {out}", file=sys.stderr)
+EOF
