@@ -22,6 +22,8 @@ struct RunArgs {
   int n_predict = -1;
   int threads = 0;
   int n_ctx = 0;
+  int n_batch = 2048;   // -b: logical batch (llama.cpp's default)
+  int n_ubatch = 512;   // -ub: physical batch, the rows of one forward
   runtime::SamplerParams sp;
   std::vector<std::string> stops;
   bool ignore_eos = false;
@@ -71,7 +73,13 @@ int run(const RunArgs& a) {
   std::vector<float> logits;
 
   const auto t_pp = std::chrono::steady_clock::now();
-  model::forward(*m, kv, prompt, false, logits, pool);
+  // The prompt runs in physical batches of at most min(-b, -ub) rows; the
+  // logits are the same whatever the split (every op is per row).
+  const size_t step = static_cast<size_t>(std::max(1, std::min(a.n_batch, a.n_ubatch)));
+  for (size_t i = 0; i < prompt.size(); i += step) {
+    const size_t n = std::min(step, prompt.size() - i);
+    model::forward(*m, kv, std::span<const token_id>(prompt.data() + i, n), false, logits, pool);
+  }
   const double pp_s = seconds_since(t_pp);
 
   runtime::Stopper stopper(tok, {a.n_predict, a.stops, a.ignore_eos});
@@ -95,6 +103,10 @@ Runner add_run(CLI::App& app) {
   app.add_option("-n,--n-predict", a->n_predict, "tokens to generate (-1: until end of generation or full context)");
   app.add_option("-t,--threads", a->threads, "threads (default: physical cores)");
   app.add_option("-c,--ctx-size", a->n_ctx, "context size in tokens (default: the model's, at most 4096)");
+  app.add_option("-b,--batch-size", a->n_batch, "logical batch size for the prompt (default 2048)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--ubatch-size", a->n_ubatch, "physical batch size, rows per forward pass (-ub, default 512)")
+      ->check(CLI::PositiveNumber);
   add_sampler_flags(app, a->sp);
   app.add_option("--stop", a->stops, "stop when the output contains this string (repeatable; not printed)");
   app.add_flag("--ignore-eos", a->ignore_eos, "do not stop at end-of-generation tokens");

@@ -145,3 +145,34 @@ TEST(Cli, BadIds) {
 
 }  // namespace
 }  // namespace synapse
+
+namespace synapse {
+namespace {
+
+TEST(Cli, PromptChunksDoNotChangeTheOutput) {
+  const std::string base = "run -m " + data_path("models/stories260K.gguf") +
+                           " -p \"Once upon a time there was a girl who liked cats\" -n 24 --temp 0 -t 2";
+  const Result whole = synapse_cli(base), ub3 = synapse_cli(base + " -ub 3"), b1 = synapse_cli(base + " -b 1");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  EXPECT_EQ(ub3.out, whole.out);
+  EXPECT_EQ(b1.out, whole.out);
+  EXPECT_EQ(synapse_cli(base + " -ub 0").exit_code, 105);  // CLI11's validation error
+}
+
+TEST(Cli, ChatTurnAndStopString) {
+  const Result r = synapse_cli("run -m " + data_path("models/stories260K.gguf") +
+                               " -p \"Once upon a time\" -n 64 --temp 0 --stop Lily");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, ", there was a little girl named \n");  // the stop string itself is not printed
+  const Result c = synapse_cli("run -m " + data_path("models/stories260K.gguf") +
+                               " -p \"Hi\" -n 8 --temp 0 -cnv -sys \"Be kind\" --chat-template chatml");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  // ChatML around the message: <|im_start|>system ... <|im_start|>assistant\n is 2 + ... tokens.
+  EXPECT_NE(c.err.find("stop:"), std::string::npos) << c.err;
+  const Result bad = synapse_cli("run -m " + data_path("models/stories260K.gguf") + " -p Hi -cnv --chat-template nosuch");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("nosuch"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace synapse
