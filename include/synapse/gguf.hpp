@@ -63,12 +63,34 @@ struct KeyValue {
   Value value;
 };
 
-// Limits the reader enforces (documented caps; see issue "Hostile input").
+// Limits the reader enforces (issue 9, "Hostile input"). Every count and
+// length read from the file is checked against the bytes left in it before
+// anything is allocated for it (an array of n items needs at least n times
+// its element's smallest encoding), and against these caps; a file past any
+// of them is refused with Error(format) naming the key or tensor.
 inline constexpr uint64_t kMaxStringBytes = 64ull << 20;   // one string: 64 MiB
-inline constexpr uint64_t kMaxArrayItems = 1ull << 28;     // one array: 268M items
+inline constexpr uint64_t kMaxArrayItems = 1ull << 24;     // one array: 16.7M items
 inline constexpr int kMaxArrayDepth = 8;                  // nested arrays
-inline constexpr uint64_t kMaxAlignment = 1ull << 20;     // general.alignment
+inline constexpr uint64_t kMaxAlignment = 1ull << 20;     // general.alignment: power of two <= 1 MiB
 inline constexpr uint32_t kMaxDims = 4;                   // GGML_MAX_DIMS
+
+// Memory cap on the parsed metadata and tensor infos. Each array item becomes
+// a whole gguf::Value (sizeof(Value), ~100 bytes) whatever it takes in the
+// file (1 byte for UINT8), so bytes-left checks alone would let a 256 MB UINT8
+// array cost ~25 GB. Before allocating, the reader charges sizeof(Value) per
+// array item, the bytes of every string (keys and tensor names included), and
+// sizeof(KeyValue) / sizeof(TensorInfo) plus kIndexEntryBytes per entry, and
+// refuses the file once the total passes
+//   kMetadataMemoryBase + kMetadataMemoryPerFileByte * file size
+// or the values (keys' values plus all array items, nested ones included)
+// pass kMaxMetadataValues. Real files are far below: a 256K-entry vocabulary
+// (tokens, scores, token types, merges) costs ~100 MB; the 7.8 MB Llama 3
+// vocabulary file ~70 MB. Worst case for any file: min(~100 x size,
+// 256 MiB + 8 x size, ~1.7 GB + string bytes).
+inline constexpr uint64_t kMaxMetadataValues = 1ull << 24;
+inline constexpr uint64_t kMetadataMemoryBase = 256ull << 20;
+inline constexpr uint64_t kMetadataMemoryPerFileByte = 8;
+inline constexpr uint64_t kIndexEntryBytes = 64;  // one name -> index hash-map node
 
 // One tensor as described by the file. ne[0] is the innermost (row) length,
 // as ggml orders dimensions; unused dims are 1.

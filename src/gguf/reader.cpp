@@ -14,7 +14,10 @@
 //
 // Hostile input: every count and length is checked against the bytes left in
 // the file before anything is allocated for it, so a short file that claims a
-// huge array or tensor count fails at once with no large allocation.
+// huge array or tensor count fails at once with no large allocation; the
+// memory the parsed metadata takes is charged against a budget proportional
+// to the file size before it is allocated (kMetadataMemoryBase and friends in
+// synapse/gguf.hpp).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -66,12 +69,41 @@ uint64_t min_encoded_size(ValueType t) {
   }
 }
 
+uint64_t sat_mul(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+uint64_t sat_add(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
 // Reads little-endian fields from [base, base + size) and throws
 // Error(format) naming the file and `what` when a field runs past the end.
+// Also keeps the metadata memory budget (see kMetadataMemoryBase): charge()
+// is called before every allocation whose size comes from the file.
 class Cursor {
  public:
   Cursor(const uint8_t* base, uint64_t size, const std::string& label)
-      : base_(base), size_(size), label_(label) {}
+      : base_(base), size_(size), label_(label) {
+    budget_ = sat_add(kMetadataMemoryBase, sat_mul(kMetadataMemoryPerFileByte, size));
+  }
+
+  // Charges `bytes` of memory and `values` metadata values for `what`, or
+  // throws Error(format) when either cap is passed.
+  void charge(uint64_t bytes, uint64_t values, const std::string& what) {
+    if (values > kMaxMetadataValues - values_)
+      fail(what, "the metadata holds more than " + std::to_string(kMaxMetadataValues) +
+                     " values in all (arrays' items included)");
+    if (bytes > budget_ - used_)
+      fail(what, "parsing the metadata would take more than " + std::to_string(budget_) +
+                     " bytes of memory (cap: " + std::to_string(kMetadataMemoryBase >> 20) +
+                     " MiB + " + std::to_string(kMetadataMemoryPerFileByte) +
+                     " x the file size); already used " + std::to_string(used_) +
+                     ", this needs " + std::to_string(bytes) + " more");
+    values_ += values;
+    used_ += bytes;
+  }
 
   uint64_t pos() const { return pos_; }
   uint64_t left() const { return size_ - pos_; }
@@ -105,6 +137,7 @@ class Cursor {
       fail(what, "string length " + std::to_string(len) + " at offset " +
                      std::to_string(pos_ - 8) + " runs past the end of the file (" +
                      std::to_string(left()) + " bytes left)");
+    charge(len, 0, what);
     std::string s(reinterpret_cast<const char*>(base_ + pos_), static_cast<size_t>(len));
     pos_ += len;
     return s;
@@ -115,6 +148,9 @@ class Cursor {
   uint64_t size_;
   uint64_t pos_ = 0;
   const std::string& label_;
+  uint64_t budget_ = 0;  // bytes
+  uint64_t used_ = 0;    // bytes charged so far
+  uint64_t values_ = 0;  // metadata values charged so far
 };
 
 std::string key_what(const std::string& key) { return "key '" + key + "'"; }
@@ -160,6 +196,7 @@ Value read_value(Cursor& c, ValueType t, int depth, const std::string& what) {
                          std::string(value_type_name(v.elem_type)) + " items needs at least " +
                          std::to_string(n) + " x " + std::to_string(min_size) +
                          " bytes but only " + std::to_string(c.left()) + " are left in the file");
+      c.charge(n * sizeof(Value), n, what);  // n <= kMaxArrayItems: no overflow
       v.items.reserve(static_cast<size_t>(n));
       for (uint64_t k = 0; k < n; ++k) v.items.push_back(read_value(c, v.elem_type, depth + 1, what));
       break;
@@ -289,6 +326,10 @@ void File::Impl::parse() {
   if (n_tensors > c.left() / 24)
     c.fail("header", "tensor count " + std::to_string(n_tensors) + " cannot fit in the " +
                          std::to_string(c.left()) + " bytes left in the file");
+
+  // Memory for the entries and their indexes.
+  c.charge(sat_mul(n_kv, sizeof(KeyValue) + kIndexEntryBytes), n_kv, "header: metadata count");
+  c.charge(sat_mul(n_tensors, sizeof(TensorInfo) + kIndexEntryBytes), 0, "header: tensor count");
 
   // Metadata.
   metadata.reserve(static_cast<size_t>(n_kv));
