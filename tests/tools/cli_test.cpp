@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "cli_util.hpp"
 #include "golden_util.hpp"
 
 namespace synapse {
@@ -14,27 +15,10 @@ namespace {
 
 using test::data_path;
 
-struct Result {
-  int exit_code;
-  std::string out, err;
-};
-
-std::string tmp_path(const std::string& name) {
-  return ::testing::TempDir() + "synapse_cli_" + std::to_string(::getpid()) + "_" + name;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-// Runs `synapse ARGS` through the shell; stdout and stderr captured apart.
-Result synapse_cli(const std::string& args) {
-  const std::string out = tmp_path("stdout"), err = tmp_path("stderr");
-  const std::string cmd = std::string(SYNAPSE_BINARY) + " " + args + " >" + out + " 2>" + err;
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-}
+using Result = test::CliResult;
+using test::slurp;
+using test::synapse_cli;
+using test::tmp_path;
 
 int count_lines(const std::string& s) {
   int n = 0;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "cli_util.hpp"
 #include "golden_util.hpp"
 #include "model/forward.hpp"
 #include "quant/quantize_model.hpp"
@@ -74,29 +75,10 @@ TEST(QuantizeLogits, WithinTwiceLlamaQuantizesDistance) {
 // ---------------------------------------------------------------------------
 // The command line.
 
-struct Result {
-  int exit_code;
-  std::string out, err;
-};
-
-std::string tmp_path(const std::string& name) {
-  return ::testing::TempDir() + "synapse_quantize_" + std::to_string(::getpid()) + "_" + name;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-Result synapse_cli(const std::string& args) {
-  const std::string out = tmp_path("stdout"), err = tmp_path("stderr");
-  const std::string cmd = std::string(SYNAPSE_BINARY) + " " + args + " >" + out + " 2>" + err;
-  const int status = std::system(cmd.c_str());
-  Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-  std::remove(out.c_str());
-  std::remove(err.c_str());
-  return r;
-}
+using Result = test::CliResult;
+using test::slurp;
+using test::synapse_cli;
+using test::tmp_path;
 
 int count_lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
 

@@ -13,40 +13,19 @@
 #include <string>
 #include <vector>
 
+#include "cli_util.hpp"
+#include "golden_util.hpp"
+
 namespace synapse {
 namespace {
 
-struct Result {
-  int exit_code;
-  std::string out, err;
-};
+using Result = test::CliResult;
+using test::slurp;
+using test::synapse_cli;
+using test::tmp_path;
+using test::spit;
 
-std::string data(const std::string& rel) { return std::string(SYNAPSE_TEST_DATA) + "/" + rel; }
-
-std::string tmp_path(const std::string& name) {
-  return ::testing::TempDir() + "synapse_tokcli_" + std::to_string(::getpid()) + "_" + name;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-void spit(const std::string& path, const std::string& s) {
-  std::ofstream f(path, std::ios::binary);
-  f << s;
-}
-
-// Runs `synapse ARGS` through the shell; stdout and stderr captured apart.
-Result synapse_cli(const std::string& args) {
-  const std::string out = tmp_path("stdout"), err = tmp_path("stderr");
-  const std::string cmd = std::string(SYNAPSE_BINARY) + " " + args + " >" + out + " 2>" + err;
-  const int status = std::system(cmd.c_str());
-  Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-  std::remove(out.c_str());
-  std::remove(err.c_str());
-  return r;
-}
+std::string data(const std::string& rel) { return test::data_path(rel); }
 
 std::vector<std::string> lines_of(const std::string& s) {
   std::vector<std::string> v;

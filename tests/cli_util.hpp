@@ -1,0 +1,49 @@
+// Running the built `synapse` binary from tests, as a user does: stdout and
+// stderr captured apart, the exit code decoded.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace synapse::test {
+
+struct CliResult {
+  int exit_code;  // -1 when the process did not exit normally
+  std::string out, err;
+};
+
+// A per-process temporary file name (ctest runs tests as parallel processes).
+inline std::string tmp_path(const std::string& name) {
+  return ::testing::TempDir() + "synapse_test_" + std::to_string(::getpid()) + "_" + name;
+}
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+inline void spit(const std::string& path, const std::string& s) {
+  std::ofstream f(path, std::ios::binary);
+  f << s;
+}
+
+// Runs `synapse ARGS` through the shell (ARGS is shell text: quote as needed).
+inline CliResult synapse_cli(const std::string& args) {
+  const std::string out = tmp_path("stdout"), err = tmp_path("stderr");
+  const std::string cmd = std::string(SYNAPSE_BINARY) + " " + args + " >" + out + " 2>" + err;
+  const int status = std::system(cmd.c_str());
+  CliResult r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  std::remove(out.c_str());
+  std::remove(err.c_str());
+  return r;
+}
+
+}  // namespace synapse::test
