@@ -1,5 +1,8 @@
 #include "kernels/matmul.hpp"
 
+#include <algorithm>
+
+#include "quant/gemm.hpp"
 #include "quant/quant.hpp"
 #include "quant/simd.hpp"
 #include "synapse/error.hpp"
@@ -36,14 +39,37 @@ void matmul(const WeightView& w, Activations& x, float* y, runtime::ThreadPool& 
   size_t stride = 0;
   const uint8_t* a = x.as(vt, stride);
   const int64_t n_rows = x.n_rows(), n_out = w.n_out, n_in = w.n_in;
-  // The kernel (AVX2 or scalar, quant/simd.hpp) is looked up once, not per row.
-  const quant::VecDotFn dot = quant::vec_dot_kernel(w.type, quant::active_isa());
-  // Each weight row is read once and dotted with every activation row while
-  // it is in L1; each output element is still one vec_dot over the row.
+  // The kernels (AVX2 or scalar, quant/simd.hpp) are looked up once, not per row.
+  const quant::Isa isa = quant::active_isa();
+  const quant::VecDotFn dot = quant::vec_dot_kernel(w.type, isa);
+  const quant::GemmFn gemm = n_rows > 1 ? quant::gemm_kernel(w.type, isa) : nullptr;
+  if (gemm == nullptr) {
+    // Each weight row is read once and dotted with every activation row
+    // while it is in L1; each output element is one vec_dot over the row.
+    pool.parallel_for(n_out, 16, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* wr = w.row(r);
+        for (int64_t m = 0; m < n_rows; ++m) y[m * n_out + r] = dot(n_in, wr, a + static_cast<size_t>(m) * stride);
+      }
+    });
+    return;
+  }
+  // Blocked: a panel of weight rows (about kPanelBytes) against a tile of
+  // activation rows (about kTileBytes), both resident in L2 while the
+  // multi-row kernel unpacks each weight block once per few activation rows.
+  // Every output element is still exactly the vec_dot of its two rows
+  // (quant/gemm.hpp), so the result is the same as the loop above.
+  constexpr size_t kPanelBytes = 128 * 1024, kTileBytes = 128 * 1024;
+  const int64_t panel = std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / std::max<size_t>(1, w.row_bytes)));
+  const int64_t tile = std::clamp<int64_t>(static_cast<int64_t>(kTileBytes / std::max<size_t>(1, stride)), 4, 64);
   pool.parallel_for(n_out, 16, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t* wr = w.row(r);
-      for (int64_t m = 0; m < n_rows; ++m) y[m * n_out + r] = dot(n_in, wr, a + static_cast<size_t>(m) * stride);
+    for (int64_t p0 = r0; p0 < r1; p0 += panel) {
+      const int64_t p1 = std::min(r1, p0 + panel);
+      for (int64_t m0 = 0; m0 < n_rows; m0 += tile) {
+        const int64_t mt = std::min(tile, n_rows - m0);
+        const uint8_t* at = a + static_cast<size_t>(m0) * stride;
+        for (int64_t r = p0; r < p1; ++r) gemm(n_in, w.row(r), at, stride, mt, y + m0 * n_out + r, n_out);
+      }
     }
   });
 }

@@ -1,0 +1,42 @@
+// Dispatch of the multi-row dot kernels (gemm.hpp) and the fallback that
+// loops the single-row dot.
+#include "quant/gemm.hpp"
+
+#include <string>
+
+#include "synapse/error.hpp"
+
+namespace synapse::quant {
+
+GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept {
+#if defined(__x86_64__) || defined(_M_X64)
+  if (isa == Isa::avx2) {
+    switch (t) {
+      case GgmlType::Q4_0: return avx2::gemm_q4_0_q8_0;
+      case GgmlType::Q8_0: return avx2::gemm_q8_0_q8_0;
+      case GgmlType::Q4_K: return avx2::gemm_q4_K_q8_K;
+      case GgmlType::Q5_K: return avx2::gemm_q5_K_q8_K;
+      case GgmlType::Q6_K: return avx2::gemm_q6_K_q8_K;
+      case GgmlType::F16: return avx2::gemm_f16_f16;
+      case GgmlType::F32: return avx2::gemm_f32_f32;
+      default: return nullptr;
+    }
+  }
+#endif
+  (void)t;
+  (void)isa;
+  return nullptr;
+}
+
+void gemm(GgmlType t, Isa isa, int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
+          size_t y_stride) {
+  if (const GemmFn g = gemm_kernel(t, isa)) {
+    g(n, w, a, a_stride, n_rows, y, y_stride);
+    return;
+  }
+  const VecDotFn dot = vec_dot_kernel(t, isa);
+  if (!dot) throw Error(Errc::unsupported, "no matrix product for tensor type " + std::string(type_name(t)));
+  for (int64_t m = 0; m < n_rows; ++m) y[static_cast<size_t>(m) * y_stride] = dot(n, w, a + m * a_stride);
+}
+
+}  // namespace synapse::quant

@@ -1,0 +1,58 @@
+// Multi-row dot kernels: one weight row against several activation rows,
+// each weight block unpacked (nibbles, high bits, scales) once and used for
+// every activation row (the inner step of the prefill / batched-decode
+// matrix product, kernels::matmul).
+//
+// Contract (DESIGN.md contract 2): y[m * y_stride] is bit-identical to
+// vec_dot_kernel(t, isa)(n, w, a + m * a_stride) for every m — the same
+// integer products and the same float operations in the same order per
+// output element — so the result does not depend on how many rows are
+// dotted together or how they are tiled (tests/quant/gemm_test.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "quant/simd.hpp"
+#include "synapse/types.hpp"
+
+namespace synapse::quant {
+
+// n: elements per row (a multiple of t's block size). w: one weight row of
+// type t. a: n_rows activation rows of type vec_dot_type(t), a_stride bytes
+// apart. y: n_rows floats, y_stride floats apart.
+using GemmFn = void (*)(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
+                        size_t y_stride);
+
+// The multi-row kernel of weight type t for `isa`, or nullptr when `isa` has
+// none for t (callers then loop the vec_dot kernel: gemm() below does).
+// Isa::avx2 kernels exist on x86-64 for Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16
+// and F32; Isa::scalar has none (the scalar vec_dot loop is the reference).
+GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept;
+
+// y[m * y_stride] = vec_dot_kernel(t, isa)(n, w, a + m * a_stride) for
+// m = 0..n_rows-1, through gemm_kernel(t, isa) when there is one, else by
+// looping the vec_dot kernel. Throws Error(unsupported) when t has no dot.
+void gemm(GgmlType t, Isa isa, int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
+          size_t y_stride);
+
+namespace avx2 {
+// Defined in gemm_avx2.cpp (x86-64 only). Same contract as GemmFn, each
+// equal per row to the avx2::vec_dot_* kernel of the same type.
+void gemm_q4_0_q8_0(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
+                    size_t y_stride);
+void gemm_q8_0_q8_0(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
+                    size_t y_stride);
+void gemm_q4_K_q8_K(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
+                    size_t y_stride);
+void gemm_q5_K_q8_K(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
+                    size_t y_stride);
+void gemm_q6_K_q8_K(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
+                    size_t y_stride);
+void gemm_f16_f16(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
+                  size_t y_stride);
+void gemm_f32_f32(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
+                  size_t y_stride);
+}  // namespace avx2
+
+}  // namespace synapse::quant

@@ -1,0 +1,146 @@
+// Multi-row dot kernels (src/quant/gemm*.cpp) against the single-row dot
+// they must equal bit for bit (DESIGN.md contract 2): for M = 1..17
+// activation rows, random weight and activation rows of every type, each
+// output compared with memcmp to vec_dot_kernel(t, isa) on that row alone.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "quant/formats.hpp"
+#include "quant/gemm.hpp"
+#include "quant/quant.hpp"
+#include "quant/simd.hpp"
+#include "synapse/error.hpp"
+
+namespace synapse::quant {
+namespace {
+
+const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                           GgmlType::F16,  GgmlType::F32,  GgmlType::Q4_1, GgmlType::Q3_K, GgmlType::IQ4_XS};
+
+// A finite F16 bit pattern.
+uint16_t finite_f16(std::mt19937& rng) {
+  for (;;) {
+    const auto h = static_cast<uint16_t>(rng() & 0xFFFF);
+    if (((h >> 10) & 0x1F) != 0x1F) return h;
+  }
+}
+
+// Random row of type t: either quantized from Gaussian floats at a random
+// scale, or (raw = true) random bytes with finite F16 scale fields.
+std::vector<uint8_t> random_row(GgmlType t, int64_t n, std::mt19937& rng, bool raw) {
+  std::vector<uint8_t> row(row_size(t, n));
+  if (raw && t != GgmlType::F32 && t != GgmlType::F16) {
+    for (auto& b : row) b = static_cast<uint8_t>(rng());
+    // Make every F16 / F32 scale finite: the fields are at known offsets.
+    size_t bs = 0;
+    std::vector<size_t> f16;
+    bool f32_d = false;
+    switch (t) {
+      case GgmlType::Q4_0: bs = sizeof(block_q4_0); f16 = {0}; break;
+      case GgmlType::Q4_1: bs = sizeof(block_q4_1); f16 = {0, 2}; break;
+      case GgmlType::Q8_0: bs = sizeof(block_q8_0); f16 = {0}; break;
+      case GgmlType::Q8_1: bs = sizeof(block_q8_1); f16 = {0, 2}; break;
+      case GgmlType::Q4_K: bs = sizeof(block_q4_K); f16 = {0, 2}; break;
+      case GgmlType::Q5_K: bs = sizeof(block_q5_K); f16 = {0, 2}; break;
+      case GgmlType::Q6_K: bs = sizeof(block_q6_K); f16 = {offsetof(block_q6_K, d)}; break;
+      case GgmlType::Q3_K: bs = sizeof(block_q3_K); f16 = {offsetof(block_q3_K, d)}; break;
+      case GgmlType::IQ4_XS: bs = sizeof(block_iq4_xs); f16 = {0}; break;
+      case GgmlType::Q8_K: bs = sizeof(block_q8_K); f32_d = true; break;
+      default: ADD_FAILURE() << "no scale layout for " << type_name(t); return row;
+    }
+    for (size_t off = 0; off < row.size(); off += bs) {
+      for (size_t f : f16) {
+        const uint16_t h = finite_f16(rng);
+        std::memcpy(row.data() + off + f, &h, 2);
+      }
+      if (f32_d) {
+        const float d = std::ldexp(static_cast<float>(static_cast<int32_t>(rng() % 2001) - 1000), -12);
+        std::memcpy(row.data() + off, &d, sizeof d);
+      }
+    }
+    return row;
+  }
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  const float scale = std::ldexp(1.0f, static_cast<int>(rng() % 20) - 10);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = g(rng) * scale;
+  quantize_kernel(t, Isa::scalar)(x.data(), row.data(), n);
+  return row;
+}
+
+std::vector<int64_t> lengths_of(GgmlType t) {
+  const int64_t bs = type_traits(t).block_size;
+  if (bs == 1) return {8, 13, 64, 100, 2048 + 5};
+  if (bs == 32) return {32, 96, 2048};
+  return {256, 768, 2048};
+}
+
+// Checks gemm(t, isa) against vec_dot_kernel(t, isa) for M = 1..17, with an
+// output stride of 3 (the elements between must stay untouched).
+void check(GgmlType t, Isa isa, std::mt19937& rng) {
+  const GgmlType vt = vec_dot_type(t);
+  const VecDotFn dot = vec_dot_kernel(t, isa);
+  int compared = 0;
+  for (int64_t n : lengths_of(t)) {
+    for (int trial = 0; trial < 2; ++trial) {
+      const bool raw = trial == 1;
+      const std::vector<uint8_t> w = random_row(t, n, rng, raw);
+      const size_t stride = row_size(vt, n);
+      std::vector<uint8_t> a;
+      for (int m = 0; m < 17; ++m) {
+        const std::vector<uint8_t> r = random_row(vt, n, rng, raw);
+        a.insert(a.end(), r.begin(), r.end());
+      }
+      for (int64_t M = 1; M <= 17; ++M) {
+        const size_t ys = 3;
+        std::vector<float> y(static_cast<size_t>(M) * ys, -7.0f);
+        gemm(t, isa, n, w.data(), a.data(), stride, M, y.data(), ys);
+        for (int64_t m = 0; m < M; ++m) {
+          const float want = dot(n, w.data(), a.data() + m * stride);
+          const float got = y[m * ys];
+          if (std::isnan(want) && std::isnan(got)) continue;
+          ASSERT_EQ(std::memcmp(&want, &got, sizeof(float)), 0)
+              << type_name(t) << " " << isa_name(isa) << " n " << n << " raw " << raw << " M " << M << " row " << m
+              << ": vec_dot " << want << " gemm " << got;
+          ASSERT_EQ(y[m * ys + 1], -7.0f);
+          ASSERT_EQ(y[m * ys + 2], -7.0f);
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 400) << type_name(t);
+}
+
+TEST(Gemm, Avx2KernelsExistForTheMainWeightTypes) {
+  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16,
+                     GgmlType::F32})
+    EXPECT_NE(gemm_kernel(t, Isa::avx2), nullptr) << type_name(t);
+  EXPECT_EQ(gemm_kernel(GgmlType::Q4_K, Isa::scalar), nullptr);
+}
+
+TEST(Gemm, Avx2EqualsVecDotBitForBitForAnyRowCount) {
+  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
+  std::mt19937 rng(99);
+  for (GgmlType t : kTypes) check(t, Isa::avx2, rng);
+}
+
+TEST(Gemm, ScalarFallbackEqualsVecDot) {
+  std::mt19937 rng(5);
+  for (GgmlType t : kTypes) check(t, Isa::scalar, rng);
+}
+
+TEST(Gemm, TypeWithoutDotIsRefused) {
+  std::vector<uint8_t> w(64), a(64);
+  float y = 0;
+  EXPECT_THROW(gemm(GgmlType::Q8_K, Isa::scalar, 256, w.data(), a.data(), 0, 1, &y, 1), Error);
+}
+
+}  // namespace
+}  // namespace synapse::quant
