@@ -1,6 +1,7 @@
 #include "kernels/matmul.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include "quant/gemm.hpp"
 #include "quant/quant.hpp"
@@ -37,7 +38,7 @@ void matmul(const WeightView& w, Activations& x, float* y, runtime::ThreadPool& 
                                             " columns, the weight has " + std::to_string(w.n_in));
   const GgmlType vt = quant::vec_dot_type(w.type);
   size_t stride = 0;
-  const uint8_t* a = x.as(vt, stride);
+  const uint8_t* a = x.as(vt, stride);  // repointed below when packed
   const int64_t n_rows = x.n_rows(), n_out = w.n_out, n_in = w.n_in;
   // The kernels (AVX2 or scalar, quant/simd.hpp) are looked up once, not per row.
   const quant::Isa isa = quant::active_isa();
@@ -59,6 +60,16 @@ void matmul(const WeightView& w, Activations& x, float* y, runtime::ThreadPool& 
   // multi-row kernel unpacks each weight block once per few activation rows.
   // Every output element is still exactly the vec_dot of its two rows
   // (quant/gemm.hpp), so the result is the same as the loop above.
+  // Activation rows in the kernel's layout (quant::gemm_pack_kernel), once
+  // per product.
+  std::vector<uint8_t> packed;
+  if (const quant::GemmPackFn pack = quant::gemm_pack_kernel(w.type, isa)) {
+    packed.resize(stride * static_cast<size_t>(n_rows));
+    pool.parallel_for(n_rows, 1, [&](int64_t m0, int64_t m1) {
+      for (int64_t m = m0; m < m1; ++m) pack(n_in, a + m * stride, packed.data() + m * stride);
+    });
+    a = packed.data();
+  }
   constexpr size_t kPanelBytes = 128 * 1024, kTileBytes = 128 * 1024;
   const int64_t panel = std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / std::max<size_t>(1, w.row_bytes)));
   const int64_t tile = std::clamp<int64_t>(static_cast<int64_t>(kTileBytes / std::max<size_t>(1, stride)), 4, 64);

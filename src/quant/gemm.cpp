@@ -3,6 +3,7 @@
 #include "quant/gemm.hpp"
 
 #include <string>
+#include <vector>
 
 #include "synapse/error.hpp"
 
@@ -28,10 +29,26 @@ GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept {
   return nullptr;
 }
 
+GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept {
+#if defined(__x86_64__) || defined(_M_X64)
+  if (isa == Isa::avx2 && (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K))
+    return avx2::pack_q8_K_permuted;
+#endif
+  (void)t;
+  (void)isa;
+  return nullptr;
+}
+
 void gemm(GgmlType t, Isa isa, int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
           size_t y_stride) {
   if (const GemmFn g = gemm_kernel(t, isa)) {
-    g(n, w, a, a_stride, n_rows, y, y_stride);
+    if (const GemmPackFn pack = gemm_pack_kernel(t, isa)) {
+      std::vector<uint8_t> packed(a_stride * static_cast<size_t>(n_rows));
+      for (int64_t m = 0; m < n_rows; ++m) pack(n, a + m * a_stride, packed.data() + m * a_stride);
+      g(n, w, packed.data(), a_stride, n_rows, y, y_stride);
+    } else {
+      g(n, w, a, a_stride, n_rows, y, y_stride);
+    }
     return;
   }
   const VecDotFn dot = vec_dot_kernel(t, isa);

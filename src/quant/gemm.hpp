@@ -20,7 +20,8 @@ namespace synapse::quant {
 
 // n: elements per row (a multiple of t's block size). w: one weight row of
 // type t. a: n_rows activation rows of type vec_dot_type(t), a_stride bytes
-// apart. y: n_rows floats, y_stride floats apart.
+// apart, each passed through gemm_pack_kernel(t, isa) when that is not null.
+// y: n_rows floats, y_stride floats apart.
 using GemmFn = void (*)(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
                         size_t y_stride);
 
@@ -30,15 +31,25 @@ using GemmFn = void (*)(int64_t n, const void* w, const uint8_t* a, size_t a_str
 // and F32; Isa::scalar has none (the scalar vec_dot loop is the reference).
 GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept;
 
+// Converts one activation row of n elements (type vec_dot_type(t), src) to
+// the layout gemm_kernel(t, isa) reads (dst, same size in bytes), or nullptr
+// when that kernel reads the rows as they are. AVX2 Q4_K/Q5_K/Q6_K: every
+// 32 bytes of Q8_K qs with bytes k and k + 8 of each 16 side by side (the
+// permute the single-row kernels apply per weight row, k_quants_avx2.cpp).
+using GemmPackFn = void (*)(int64_t n, const void* src, void* dst);
+GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept;
+
 // y[m * y_stride] = vec_dot_kernel(t, isa)(n, w, a + m * a_stride) for
-// m = 0..n_rows-1, through gemm_kernel(t, isa) when there is one, else by
-// looping the vec_dot kernel. Throws Error(unsupported) when t has no dot.
+// m = 0..n_rows-1 (a: plain rows, packed here when the kernel needs it),
+// through gemm_kernel(t, isa) when there is one, else by looping the
+// vec_dot kernel. Throws Error(unsupported) when t has no dot.
 void gemm(GgmlType t, Isa isa, int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
           size_t y_stride);
 
 namespace avx2 {
 // Defined in gemm_avx2.cpp (x86-64 only). Same contract as GemmFn, each
 // equal per row to the avx2::vec_dot_* kernel of the same type.
+void pack_q8_K_permuted(int64_t n, const void* src, void* dst);
 void gemm_q4_0_q8_0(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
                     size_t y_stride);
 void gemm_q8_0_q8_0(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,

@@ -6,7 +6,9 @@
 // same float multiplies / adds / fused multiply-adds in the same order, the
 // same final reduction. Only the weight-side work (nibble and high-bit
 // unpacking, byte permutes, scale decoding, F16 conversion) is hoisted out
-// of the loop over rows. Tested bit-equal per row, for 1..17 rows, in
+// of the loop over rows, and for Q4_K/Q5_K/Q6_K the activation-side byte
+// permute is done once per matrix product (pack_q8_K_permuted) instead of
+// once per weight row: the kernels read the same permuted bytes. Tested bit-equal per row, for 1..17 rows, in
 // tests/quant/gemm_test.cpp.
 //
 // The small helpers below repeat the ones of those files (their anonymous
@@ -189,7 +191,7 @@ inline void k4_rows(const UnpackedK4& k, int64_t i, const uint8_t* a, size_t as,
     const int8_t* q8 = b->qs;
     Mod8 acc;
     for (int j = 0; j < QK_K / 64; ++j)
-      acc.add(k.u[2 * j], perm(load32(q8 + 64 * j)), k.u[2 * j + 1], perm(load32(q8 + 64 * j + 32)), k.sc[j], 0);
+      acc.add(k.u[2 * j], load32(q8 + 64 * j), k.u[2 * j + 1], load32(q8 + 64 * j + 32), k.sc[j], 0);
     const int sumi = hsum_i32_8(_mm256_madd_epi16(k.mins, load32(b->bsums)));
     sums[m] = add_scaled(sums[m], k.d * b->d, acc.lanes());
     const float dmin = k.dmin * b->d;
@@ -281,8 +283,8 @@ void q6_K_tile(int64_t nb, const block_q6_K* x, const uint8_t* a, size_t as, flo
       Mod8 acc;
       for (int h = 0; h < 2; ++h) {
         const int8_t* q8 = b->qs + 128 * h;
-        acc.add(u[4 * h + 0], perm(load32(q8)), u[4 * h + 1], perm(load32(q8 + 32)), sc[2 * h], 32);
-        acc.add(u[4 * h + 2], perm(load32(q8 + 64)), u[4 * h + 3], perm(load32(q8 + 96)), sc[2 * h + 1], 32);
+        acc.add(u[4 * h + 0], load32(q8), u[4 * h + 1], load32(q8 + 32), sc[2 * h], 32);
+        acc.add(u[4 * h + 2], load32(q8 + 64), u[4 * h + 3], load32(q8 + 96), sc[2 * h + 1], 32);
       }
       sums[m] = add_scaled(sums[m], d * b->d, acc.lanes());
     }
@@ -371,6 +373,14 @@ struct FloatTile {
 };
 
 }  // namespace
+
+void pack_q8_K_permuted(int64_t n, const void* src, void* dst) {
+  std::memcpy(dst, src, static_cast<size_t>(n / QK_K) * sizeof(block_q8_K));
+  auto* b = static_cast<block_q8_K*>(dst);
+  for (int64_t i = 0; i < n / QK_K; ++i)
+    for (int c = 0; c < QK_K; c += 32)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(b[i].qs + c), perm(load32(b[i].qs + c)));
+}
 
 void gemm_q4_0_q8_0(int64_t n, const void* w, const uint8_t* a, size_t as, int64_t n_rows, float* y, size_t ys) {
   by_tiles(Q4_0Tile{}, n / QK4_0, static_cast<const block_q4_0*>(w), a, as, n_rows, y, ys);
