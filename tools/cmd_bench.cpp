@@ -50,6 +50,7 @@ struct BenchArgs {
   std::vector<int> n_gen{128};
   std::vector<int> threads;
   std::vector<int> depth{0};
+  std::vector<int> batch{1};
   int reps = 5;
   std::string bw;  // "", "auto" or GB/s
   bool json = false;
@@ -62,6 +63,7 @@ struct Result {
   double kv_bytes_per_token = 0;
   int threads = 0;
   int n_prompt = 0, n_gen = 0, depth = 0;
+  int batch = 1;  // sequences decoded together (tg tests)
   std::string test;
   std::vector<double> samples;  // tokens/s per run
   double avg = 0, sd = 0;
@@ -184,6 +186,7 @@ nlohmann::json to_json(const std::vector<Result>& rs) {
     j["test"] = r.test;
     j["n_prompt"] = r.n_prompt;
     j["n_gen"] = r.n_gen;
+    j["batch"] = r.batch;
     j["n_depth"] = r.depth;
     j["samples_ts"] = r.samples;
     j["avg_ts"] = r.avg;
@@ -210,6 +213,7 @@ void check_args(const BenchArgs& a) {
   if (a.reps < 1) bad("-r must be at least 1");
   for (int p : a.n_prompt) if (p < 0) bad("-p values must be >= 0");
   for (int n : a.n_gen) if (n < 0) bad("-n values must be >= 0");
+  for (int b : a.batch) if (b < 1 || b > 512) bad("--batch values must be in 1..512");
   for (int d : a.depth) if (d < 0) bad("-d values must be >= 0");
   for (int t : a.threads) if (t < 1 || t > 1024) bad("-t values must be in [1, 1024]");
   const bool any_p = std::any_of(a.n_prompt.begin(), a.n_prompt.end(), [](int p) { return p > 0; });
@@ -298,26 +302,51 @@ int run(BenchArgs a) {
         }
         for (int n : a.n_gen) {
           if (n == 0) continue;
+          for (int b : a.batch) {
           Result r = base;
-          r.threads = threads, r.n_gen = n, r.depth = depth, r.bw_gbps = bw;
-          r.test = "tg" + std::to_string(n) + (depth ? " @ d" + std::to_string(depth) : "");
+          r.threads = threads, r.n_gen = n, r.depth = depth, r.bw_gbps = bw, r.batch = b;
+          r.test = "tg" + std::to_string(n) + (depth ? " @ d" + std::to_string(depth) : "") +
+                   (b > 1 ? " x" + std::to_string(b) : "");
+          // With B sequences a step streams the weights once for B tokens.
+          r.weight_bytes_per_token = base.weight_bytes_per_token / static_cast<uint64_t>(b);
           // Attention reads positions 0..n_past at each step: on average
           // depth + (n + 1) / 2 rows (bounded by a sliding window's capacity).
           const double rows = std::min<double>(depth + (n + 1) / 2.0, static_cast<double>(kv.capacity()));
           r.kv_bytes_per_token = rows * static_cast<double>(kv_row_bytes);
           warm_up();
-          for (int rep = 0; rep < a.reps; ++rep) {
-            kv.set_n_past(depth);
-            const auto t0 = std::chrono::steady_clock::now();
-            for (int i = 0; i < n; ++i) {
-              const token_id one[1] = {toks.next()};
-              model::forward(*m, kv, one, false, logits, pool);
+          if (b == 1) {
+            for (int rep = 0; rep < a.reps; ++rep) {
+              kv.set_n_past(depth);
+              const auto t0 = std::chrono::steady_clock::now();
+              for (int i = 0; i < n; ++i) {
+                const token_id one[1] = {toks.next()};
+                model::forward(*m, kv, one, false, logits, pool);
+              }
+              r.samples.push_back(n / std::max(seconds_since(t0), 1e-9));
             }
-            r.samples.push_back(n / std::max(seconds_since(t0), 1e-9));
+          } else {
+            // B sequences, each holding the same `depth` tokens (forks of the
+            // filled cache), decode one token each per forward_batch step;
+            // t/s counts the tokens of all sequences (aggregate throughput).
+            std::vector<runtime::KvCache> caches;
+            for (int s = 0; s < b; ++s) caches.push_back(kv.fork(depth));
+            std::vector<runtime::KvCache*> seqs;
+            for (auto& c : caches) seqs.push_back(&c);
+            std::vector<model::BatchRow> rows_b(static_cast<size_t>(b));
+            for (int rep = 0; rep < a.reps; ++rep) {
+              for (auto& c : caches) c.set_n_past(depth);
+              const auto t0 = std::chrono::steady_clock::now();
+              for (int i = 0; i < n; ++i) {
+                for (int s = 0; s < b; ++s) rows_b[s] = {toks.next(), nullptr, s, true};
+                model::forward_batch(*m, seqs, rows_b, logits, pool);
+              }
+              r.samples.push_back(static_cast<double>(n) * b / std::max(seconds_since(t0), 1e-9));
+            }
           }
           finish(r);
           std::fprintf(stderr, "synapse bench: %s t=%d %s: %.2f t/s\n", r.model.c_str(), threads, r.test.c_str(), r.avg);
           results.push_back(std::move(r));
+          }
         }
       }
     }
@@ -346,6 +375,9 @@ Runner add_bench(CLI::App& app) {
   app.add_option("-t,--threads", a->threads, "threads, comma list (default: physical cores)")->delimiter(',');
   app.add_option("-d,--n-depth", a->depth, "tokens already in the KV cache, comma list (default 0)")->delimiter(',');
   app.add_option("-r,--repetitions", a->reps, "runs per test (default 5)");
+  app.add_option("--batch", a->batch,
+                 "sequences decoded together in tg tests, comma list (default 1); t/s is the aggregate")
+      ->delimiter(',');
   app.add_option("--bw", a->bw, "read bandwidth in GB/s for the decode bound, or 'auto' to measure it");
   app.add_flag("--json", a->json, "print the results as JSON");
   return [a] { return run(*a); };

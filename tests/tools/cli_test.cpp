@@ -160,3 +160,21 @@ TEST(Cli, ChatTurnAndStopString) {
 
 }  // namespace
 }  // namespace synapse
+
+namespace synapse {
+namespace {
+
+TEST(Cli, BenchBatchReportsAggregateDecode) {
+  const test::CliResult r = test::synapse_cli("bench -m " + test::data_path("models/stories260K.gguf") +
+                                              " -p 0 -n 8 --batch 1,4 -r 1 -t 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out)["results"];
+  ASSERT_EQ(j.size(), 2u) << r.out;
+  EXPECT_EQ(j[0]["batch"], 1);
+  EXPECT_EQ(j[1]["batch"], 4);
+  EXPECT_GT(j[1]["avg_ts"].get<double>(), 0.0) << r.out;
+  EXPECT_EQ(test::synapse_cli("bench -m " + test::data_path("models/stories260K.gguf") + " --batch 0").exit_code, 1);
+}
+
+}  // namespace
+}  // namespace synapse
