@@ -16,7 +16,8 @@
 # OUT (docs/PERFORMANCE.md), FORCE_SYNTH (0), SKIP_DEPTH (0: set 1 to skip
 # the d4096 row, whose 4096-token fill is the slowest step); PP, NG, DEPTH
 # (512, 128, 4096) change the test sizes for a quick smoke run of the script
-# (the llama.cpp column then reads n/a).
+# (the llama.cpp column then reads n/a). REPORT_ONLY=1 only rewrites $OUT from
+# the results the last run left in $BUILD/perf (no build, no measurement).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,7 +31,9 @@ PP=${PP:-512}
 NG=${NG:-128}
 DEPTH=${DEPTH:-4096}
 RAW="$BUILD/perf"
+REPORT_ONLY=${REPORT_ONLY:-0}
 
+if [ "$REPORT_ONLY" != 1 ]; then
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSYNAPSE_BUILD_TESTS=OFF >/dev/null
 cmake --build "$BUILD" -j2 --target synapse bench_bandwidth >/dev/null
 SYN="$BUILD/synapse"
@@ -82,10 +85,26 @@ fi
 
 load_after="$(uptime)"
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+python3 - "$RAW/meta.json" "$bw1" "$bw2" "$REPS" "$started" "$cpu" "$load_before" "$load_after" "$top_before" <<'PY'
+import json, sys
+keys = ["bw1", "bw2", "reps", "started", "cpu", "load_before", "load_after", "top_before"]
+json.dump(dict(zip(keys, sys.argv[2:])), open(sys.argv[1], "w"), indent=1)
+PY
 
-python3 - "$RAW" "$OUT" "$bw1" "$bw2" "$REPS" "$started" "$cpu" "$load_before" "$load_after" "$top_before" <<'EOF'
-import glob, json, os, sys
-raw, out, bw1, bw2, reps, started, cpu, load_before, load_after, top_before = sys.argv[1:]
+fi
+
+python3 - "$RAW" "$OUT" <<'EOF'
+import json, os, sys
+raw, out = sys.argv[1:]
+meta = json.load(open(f"{raw}/meta.json"))
+bw1, bw2, reps, started, cpu = meta["bw1"], meta["bw2"], meta["reps"], meta["started"], meta["cpu"]
+load_before, load_after, top_before = meta["load_before"], meta["load_after"], meta["top_before"]
+
+def load1(uptime_line):  # the 1-minute load average of an `uptime` line
+    try:
+        return float(uptime_line.split("load average:")[1].split(",")[0])
+    except (IndexError, ValueError):
+        return 0.0
 
 # llama.cpp c392e509 on this machine kind (../shared/docs/BASELINE.md):
 # llama-bench -p 512 -n 128 -r 3, best of three passes, tokens/s.
@@ -130,6 +149,11 @@ w(f"- read bandwidth (`bench_bandwidth`, 1 GiB, best of 5): {float(bw1):.2f} GB/
 w(f"- load before: `{load_before.strip()}`")
 w(f"- load after: `{load_after.strip()}`")
 w("")
+if max(load1(load_before), load1(load_after)) > 0.5 * (os.cpu_count() or 1):
+    w(f"**The machine was not quiet during this run** (load average above half the CPU count: other")
+    w("processes were compiling or fuzzing). Speeds and the measured bandwidth are depressed and")
+    w("noisy, and thread scaling is distorted; re-run on a quiet machine before drawing conclusions.")
+    w("")
 w("Decode bound = read bandwidth / bytes read per token (weights + KV rows attention")
 w("reads); GB/s = those bytes x t/s. A ratio above 1 means synapse is faster.")
 w("")
