@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "cli_util.hpp"
 #include "golden_util.hpp"
 
 namespace synapse {
@@ -15,26 +16,9 @@ namespace {
 
 using test::data_path;
 
-struct Result {
-  int exit_code;
-  std::string out, err;
-};
-
-std::string tmp_path(const std::string& name) {
-  return ::testing::TempDir() + "synapse_bench_cli_" + std::to_string(::getpid()) + "_" + name;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-Result synapse_cli(const std::string& args) {
-  const std::string out = tmp_path("stdout"), err = tmp_path("stderr");
-  const std::string cmd = std::string(SYNAPSE_BINARY) + " " + args + " >" + out + " 2>" + err;
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-}
+using Result = test::CliResult;
+using test::synapse_cli;
+using test::tmp_path;
 
 // The table rows ("| ... |" lines after the header and the separator).
 std::vector<std::string> table_rows(const std::string& out) {
