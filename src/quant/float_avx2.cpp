@@ -10,18 +10,12 @@
 #include <cmath>
 
 #include "quant/formats.hpp"
+#include "quant/avx2_util.hpp"
 #include "quant/simd.hpp"
 
 namespace synapse::quant::avx2 {
 namespace {
 
-// ggml's hsum_float_8: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
-inline float hsum_float_8(__m256 x) {
-  __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-  r = _mm_add_ss(r, _mm_movehdup_ps(r));
-  return _mm_cvtss_f32(r);
-}
 
 inline __m256 load_f16(const ggml_fp16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

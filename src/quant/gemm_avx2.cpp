@@ -11,8 +11,8 @@
 // once per weight row: the kernels read the same permuted bytes. Tested bit-equal per row, for 1..17 rows, in
 // tests/quant/gemm_test.cpp.
 //
-// The small helpers below repeat the ones of those files (their anonymous
-// namespaces are private to them); they must stay the same instructions.
+// The small helpers (F16 conversion, lane sums, scale decoding) come from
+// quant/avx2_util.hpp, shared with the single-row kernels.
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "quant/formats.hpp"
+#include "quant/avx2_util.hpp"
 #include "quant/gemm.hpp"
 
 namespace synapse::quant::avx2 {
@@ -27,34 +28,10 @@ namespace {
 
 constexpr int kTile = 4;  // activation rows per weight-block unpack
 
-inline float h2f(ggml_fp16_t h) { return _cvtsh_ss(h); }
 
-// Opaque copy: the value must be materialised (rounded) here, never fused.
-inline float nc(float v) {
-  __asm__("" : "+x"(v));
-  return v;
-}
-inline __m256 nc(__m256 v) {
-  __asm__("" : "+x"(v));
-  return v;
-}
 
-inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
-// ggml's hsum_float_8: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
-inline float hsum_float_8(__m256 x) {
-  __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-  r = _mm_add_ss(r, _mm_movehdup_ps(r));
-  return _mm_cvtss_f32(r);
-}
 
-inline int hsum_i32_8(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-  return _mm_cvtsi128_si32(s);
-}
 
 template <typename B>
 inline const B* act_row(const uint8_t* a, size_t stride, int m) {
@@ -63,12 +40,6 @@ inline const B* act_row(const uint8_t* a, size_t stride, int m) {
 
 // ------------------------------------------------ 32-element blocks (Q8_0 activations)
 
-// 16 bytes of packed nibbles -> 32 bytes: elements 0..15, then 16..31.
-inline __m256i unpack_nibbles(const uint8_t* qs) {
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i m4 = _mm_set1_epi8(0x0F);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
-}
 
 // vec_dot_q4_0_q8_0, T rows at a time.
 template <int T>
@@ -119,10 +90,6 @@ inline __m256i perm(__m256i v) {
   return _mm256_shuffle_epi8(v, s);
 }
 
-inline int32_t word_pair(int a, int b) {
-  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(a)) |
-                              (static_cast<uint32_t>(static_cast<uint16_t>(b)) << 16));
-}
 
 // The mod-8 lane accumulator of k_quants_avx2.cpp.
 struct Mod8 {
@@ -145,28 +112,8 @@ struct Mod8 {
   }
 };
 
-inline __m256 add_scaled(__m256 sums, float d, __m256i lanes) {
-  return _mm256_add_ps(sums, nc(_mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes))));
-}
 
-inline float add_lanes_in_order(float sumf, __m256 sums) {
-  float s[8];
-  _mm256_storeu_ps(s, sums);
-  for (float v : s) sumf += v;
-  return sumf;
-}
 
-inline void scales_mins_k4(const uint8_t* packed, uint8_t out[16]) {
-  constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-  uint32_t u[4];
-  std::memcpy(u, packed, 12);
-  u[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
-  const uint32_t m03 = u[1] & kmask1;
-  u[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
-  u[2] = m03;
-  u[0] &= kmask1;
-  std::memcpy(out, u, 16);
-}
 
 // min_term's mins operand: mins[j / 2] as int16 in word j.
 inline __m256i mins_words(const uint8_t* mins) {

@@ -29,24 +29,14 @@
 #include <cstring>
 
 #include "quant/formats.hpp"
+#include "quant/avx2_util.hpp"
 #include "quant/simd.hpp"
 
 namespace synapse::quant::avx2 {
 namespace {
 
-inline float h2f(ggml_fp16_t h) { return _cvtsh_ss(h); }
 
-// Opaque copy: the value must be materialised (rounded) here.
-inline float nc(float v) {
-  __asm__("" : "+x"(v));
-  return v;
-}
-inline __m256 nc(__m256 v) {
-  __asm__("" : "+x"(v));
-  return v;
-}
 
-inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
 // In each 16-byte half, bytes k and k + 8 side by side (k = 0..7).
 inline __m256i pair_shuffle() {
@@ -56,11 +46,6 @@ inline __m256i pair_shuffle() {
 
 inline __m256i perm(__m256i v) { return _mm256_shuffle_epi8(v, pair_shuffle()); }
 
-// Two int16 madd factors: low word a, high word b.
-inline int32_t word_pair(int a, int b) {
-  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(a)) |
-                              (static_cast<uint32_t>(static_cast<uint16_t>(b)) << 16));
-}
 
 // The mod-8 lane accumulator described at the top of the file.
 struct Mod8 {
@@ -87,39 +72,9 @@ struct Mod8 {
   }
 };
 
-// sums[l] += d * lane[l], rounded product then sum, as the reference.
-inline __m256 add_scaled(__m256 sums, float d, __m256i lanes) {
-  return _mm256_add_ps(sums, nc(_mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes))));
-}
 
-// sumf + sums[0] + ... + sums[7], left to right.
-inline float add_lanes_in_order(float sumf, __m256 sums) {
-  float s[8];
-  _mm256_storeu_ps(s, sums);
-  for (float v : s) sumf += v;
-  return sumf;
-}
 
-inline int hsum_i32_8(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-  return _mm_cvtsi128_si32(s);
-}
 
-// Q4_K/Q5_K: bytes 0..7 the 6-bit scales, 8..15 the 6-bit mins of the 8
-// sub-blocks (the unpacking of get_scale_min_k4 done 4 bytes at a time).
-inline void scales_mins_k4(const uint8_t* packed, uint8_t out[16]) {
-  constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-  uint32_t u[4];
-  std::memcpy(u, packed, 12);
-  u[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
-  const uint32_t m03 = u[1] & kmask1;
-  u[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
-  u[2] = m03;
-  u[0] &= kmask1;
-  std::memcpy(out, u, 16);
-}
 
 // sum_j bsums[j] * mins[j / 2], exact in int32 for any int16 bsums.
 inline int min_term(const int16_t* bsums, const uint8_t* mins) {

@@ -20,30 +20,15 @@
 #include <cstring>
 
 #include "quant/formats.hpp"
+#include "quant/avx2_util.hpp"
 #include "quant/simd.hpp"
 
 namespace synapse::quant::avx2 {
 namespace {
 
-inline float hsum_float_8(__m256 x) {
-  __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-  r = _mm_add_ss(r, _mm_movehdup_ps(r));
-  return _mm_cvtss_f32(r);
-}
 
-// F16 -> float with F16C (exact, as fp16_to_fp32).
-inline float h2f(ggml_fp16_t h) { return _cvtsh_ss(h); }
 
-inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
-// 16 bytes of packed nibbles -> 32 bytes: elements 0..15 (low nibbles), then
-// 16..31 (high nibbles).
-inline __m256i unpack_nibbles(const uint8_t* qs) {
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i m4 = _mm_set1_epi8(0x0F);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
-}
 
 // Byte j = 0x10 when bit j of the 32-bit qh is set, else 0 (the fifth bit
 // of Q5_0/Q5_1 element j).
