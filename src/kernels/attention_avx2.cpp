@@ -8,6 +8,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/ops.hpp"
+#include "quant/avx2_util.hpp"
 
 namespace synapse::kernels {
 namespace {
@@ -32,10 +33,7 @@ float dot_lanes8(const float* a, const float* b, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
   int64_t d = 0;
   for (; d + 8 <= n; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d), acc);
-  // ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  float r = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+  float r = quant::avx2::hsum_float_8(acc);  // ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))
   for (; d < n; ++d) r = std::fma(a[d], b[d], r);
   return r;
 }
