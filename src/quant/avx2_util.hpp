@@ -83,5 +83,31 @@ inline __m256i unpack_nibbles(const uint8_t* qs) {
   return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
 }
 
+// The mod-8 lane accumulator of the K-quant dots (k_quants_avx2.cpp describes
+// the lane layout); the multi-row kernels (gemm_avx2.cpp) use the same one.
+struct Mod8 {
+  __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+
+  // ua/ub: permuted digits (0..63) of groups A and B, ya/yb: permuted
+  // activations, sc: per half the word pair (scale of A, scale of B), off:
+  // the digit offset (value = digit - off).
+  inline void add(__m256i ua, __m256i ya, __m256i ub, __m256i yb, __m256i sc, int off) {
+    __m256i pa = _mm256_maddubs_epi16(ua, ya);
+    __m256i pb = _mm256_maddubs_epi16(ub, yb);
+    if (off != 0) {
+      const __m256i o = _mm256_set1_epi8(static_cast<char>(off));
+      pa = _mm256_sub_epi16(pa, _mm256_maddubs_epi16(o, ya));
+      pb = _mm256_sub_epi16(pb, _mm256_maddubs_epi16(o, yb));
+    }
+    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(pa, pb), sc));
+    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(pa, pb), sc));
+  }
+
+  // int32 lane l = elements with index % 8 == l.
+  inline __m256i lanes() const {
+    return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
+  }
+};
+
 }  // namespace synapse::quant::avx2
 #endif
