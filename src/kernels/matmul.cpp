@@ -9,6 +9,14 @@
 #include "synapse/error.hpp"
 
 namespace synapse::kernels {
+namespace {
+// Below this many activation rows a product runs the decode kernel (each
+// weight row is then re-read per activation row, which costs less than the
+// gemm tiles' set-up for 1-3 rows).
+constexpr int64_t kGemvMaxRows = 4;
+// Weight rows per parallel_for grain: a multiple of the kernel's 4-row group.
+constexpr int64_t kGemvGrain = 32;
+}  // namespace
 
 WeightView WeightView::rows(int64_t first, int64_t count, const std::string& view_name) const {
   if (first < 0 || count < 0 || first + count > n_out)
@@ -43,6 +51,24 @@ void matmul(const WeightView& w, Activations& x, float* y, runtime::ThreadPool& 
   // The kernels (AVX2 or scalar, quant/simd.hpp) are looked up once, not per row.
   const quant::Isa isa = quant::active_isa();
   const quant::VecDotFn dot = quant::vec_dot_kernel(w.type, isa);
+  // Decode (a few activation rows): the weight-row-parallel kernel, whose
+  // independent per-row chains hide the latency of each dot's accumulator.
+  const quant::GemvFn gemv = n_rows < kGemvMaxRows ? quant::gemv_kernel(w.type, isa) : nullptr;
+  if (gemv != nullptr) {
+    std::vector<uint8_t> packed;
+    if (const quant::GemmPackFn pack = quant::gemm_pack_kernel(w.type, isa)) {
+      packed.resize(stride * static_cast<size_t>(n_rows));
+      for (int64_t m = 0; m < n_rows; ++m) pack(n_in, a + m * stride, packed.data() + m * stride);
+      a = packed.data();
+    }
+    const uint8_t* wd = w.data;
+    pool.parallel_for(n_out, kGemvGrain, [&](int64_t r0, int64_t r1) {
+      for (int64_t m = 0; m < n_rows; ++m)
+        gemv(n_in, wd + static_cast<size_t>(r0) * w.row_bytes, w.row_bytes, r1 - r0, a + m * stride,
+             y + m * n_out + r0);
+    });
+    return;
+  }
   const quant::GemmFn gemm = n_rows > 1 ? quant::gemm_kernel(w.type, isa) : nullptr;
   if (gemm == nullptr) {
     // Each weight row is read once and dotted with every activation row

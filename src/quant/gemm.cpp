@@ -29,6 +29,23 @@ GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept {
   return nullptr;
 }
 
+GemvFn gemv_kernel(GgmlType t, Isa isa) noexcept {
+#if defined(__x86_64__) || defined(_M_X64)
+  if (isa == Isa::avx2) {
+    switch (t) {
+      case GgmlType::Q4_0: return avx2::gemv_q4_0_q8_0;
+      case GgmlType::Q8_0: return avx2::gemv_q8_0_q8_0;
+      case GgmlType::F16: return avx2::gemv_f16_f16;
+      case GgmlType::F32: return avx2::gemv_f32_f32;
+      default: return nullptr;
+    }
+  }
+#endif
+  (void)t;
+  (void)isa;
+  return nullptr;
+}
+
 GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
   if (isa == Isa::avx2 && (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K))

@@ -39,6 +39,20 @@ GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept;
 using GemmPackFn = void (*)(int64_t n, const void* src, void* dst);
 GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept;
 
+// Decode-side multi-row kernel: several weight rows against ONE activation
+// row. y[r] = vec_dot_kernel(t, isa)(n, w + r * w_stride, a) for
+// r = 0..n_w-1, bit for bit (the same contract as GemmFn). The kernel keeps
+// the float accumulators of a few weight rows live at once, so their
+// dependent fused multiply-add chains overlap instead of one row's chain
+// bounding the speed, and it streams the rows' memory side by side.
+// a: one activation row of type vec_dot_type(t), passed through
+// gemm_pack_kernel(t, isa) when that is not null (the same layout as GemmFn).
+using GemvFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
+
+// The decode kernel of weight type t for `isa`, or nullptr when there is
+// none (callers then loop the vec_dot kernel).
+GemvFn gemv_kernel(GgmlType t, Isa isa) noexcept;
+
 // y[m * y_stride] = vec_dot_kernel(t, isa)(n, w, a + m * a_stride) for
 // m = 0..n_rows-1 (a: plain rows, packed here when the kernel needs it),
 // through gemm_kernel(t, isa) when there is one, else by looping the
@@ -64,6 +78,11 @@ void gemm_f16_f16(int64_t n, const void* w, const uint8_t* a, size_t a_stride, i
                   size_t y_stride);
 void gemm_f32_f32(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
                   size_t y_stride);
+// Same contract as GemvFn, each equal per row to the avx2::vec_dot_* kernel.
+void gemv_q4_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
+void gemv_q8_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
+void gemv_f16_f16(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
+void gemv_f32_f32(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 }  // namespace avx2
 
 }  // namespace synapse::quant

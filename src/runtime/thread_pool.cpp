@@ -7,46 +7,72 @@
 
 namespace synapse::runtime {
 
+namespace {
+
+// Spin iterations before a thread sleeps: about 50-100 microseconds, longer
+// than the gap between two jobs of a decode step, far shorter than a
+// scheduler time slice.
+constexpr int kSpins = 4000;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+}  // namespace
+
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker(); });
 }
 
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true, std::memory_order_release);
   }
   cv_work_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::worker(int index) {
+// Takes chunks of the current job until none is left.
+void ThreadPool::run_chunks() {
+  const int64_t n = job_n_, chunk = job_chunk_;
+  for (;;) {
+    const int64_t begin = next_.fetch_add(chunk, std::memory_order_relaxed);
+    if (begin >= n) return;
+    (*job_)(begin, std::min(n, begin + chunk));
+  }
+}
+
+void ThreadPool::worker() {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t)>* job;
-    int64_t n, chunk;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_work_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = job_n_;
-      chunk = job_chunk_;
-    }
-    const int64_t begin = std::min(n, index * chunk), end = std::min(n, begin + chunk);
-    std::exception_ptr err;
-    if (begin < end) {
-      try {
-        (*job)(begin, end);
-      } catch (...) {
-        err = std::current_exception();
+    int spins = 0;
+    while (generation_.load(std::memory_order_acquire) == seen && !stop_.load(std::memory_order_acquire)) {
+      if (++spins < kSpins) {
+        cpu_relax();
+        continue;
       }
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_work_.wait(lock, [&] {
+        return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
+      });
     }
-    {
+    if (stop_.load(std::memory_order_acquire)) return;
+    seen = generation_.load(std::memory_order_acquire);
+    try {
+      run_chunks();
+    } catch (...) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (err && !error_) error_ = err;
-      if (--pending_ == 0) cv_done_.notify_one();
+      if (!error_) error_ = std::current_exception();
+      next_.store(job_n_, std::memory_order_relaxed);  // hand out nothing more
+    }
+    if (running_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);
+      cv_done_.notify_one();
     }
   }
 }
@@ -59,28 +85,38 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     fn(0, n);
     return;
   }
-  const int64_t parts = std::min<int64_t>(n_threads_, max_parts);
-  const int64_t chunk = (n + parts - 1) / parts;
+  // About four chunks per thread (whole grains): small enough to even out
+  // a slow thread, large enough that the handing out costs nothing.
+  const int64_t parts = std::min<int64_t>(max_parts, 4 * static_cast<int64_t>(n_threads_));
+  const int64_t grains_per_chunk = (max_parts + parts - 1) / parts;
+  job_ = &fn;
+  job_n_ = n;
+  job_chunk_ = grains_per_chunk * grain;
+  error_ = nullptr;
+  next_.store(0, std::memory_order_relaxed);
+  running_.store(n_threads_ - 1, std::memory_order_relaxed);
   {
+    // Under the mutex, so that a worker between its check and its wait
+    // cannot miss the wake-up.
     std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    job_n_ = n;
-    job_chunk_ = chunk;
-    pending_ = n_threads_ - 1;
-    error_ = nullptr;
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   cv_work_.notify_all();
   std::exception_ptr mine;
   try {
-    fn(0, std::min(n, chunk));
+    run_chunks();
   } catch (...) {
     mine = std::current_exception();
+    next_.store(n, std::memory_order_relaxed);
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_done_.wait(lock, [&] { return pending_ == 0; });
+  for (int spins = 0; running_.load(std::memory_order_acquire) != 0 && spins < kSpins; ++spins) cpu_relax();
+  if (running_.load(std::memory_order_acquire) != 0) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_done_.wait(lock, [&] { return running_.load(std::memory_order_acquire) == 0; });
+  }
   job_ = nullptr;
   if (mine) std::rethrow_exception(mine);
+  std::lock_guard<std::mutex> lock(mu_);
   if (error_) std::rethrow_exception(error_);
 }
 

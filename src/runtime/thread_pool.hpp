@@ -4,7 +4,9 @@
 // result is bit-identical for any thread count (DESIGN.md contract 2).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
+#include <exception>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -25,27 +27,34 @@ class ThreadPool {
   int n_threads() const { return n_threads_; }
 
   // Calls fn(begin, end) on disjoint ranges covering [0, n), in parallel;
-  // returns when all are done. Ranges are contiguous chunks of at least
-  // `grain` items. Exceptions from fn are rethrown in the caller (the first).
+  // returns when all are done. Ranges are contiguous chunks whose length is
+  // a multiple of `grain` (the last may be shorter), handed out to the
+  // threads as they become free, so a thread slowed by another process
+  // does not hold the others back. Which thread runs a range never changes
+  // a result: callers split by output element. Exceptions from fn are
+  // rethrown in the caller (the first one).
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
-  void worker(int index);
+  void worker();
+  void run_chunks();
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable cv_work_, cv_done_;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  // A job is published by bumping generation_ (release); workers spin on it
+  // for a short while (a decode step issues hundreds of small jobs per
+  // token), then sleep on cv_work_.
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int64_t> next_{0};    // first index not yet handed out
+  std::atomic<int> running_{0};     // workers not yet done with the job
+  std::atomic<bool> stop_{false};
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0, job_chunk_ = 0;
+  std::mutex mu_;  // guards error_ and the sleeps on the condition variables
+  std::condition_variable cv_work_, cv_done_;
   std::exception_ptr error_;
 };
 
-// Physical cores of this machine (a guess from hardware_concurrency and SMT
-// siblings in /sys); at least 1.
 int default_thread_count();
 
 }  // namespace synapse::runtime

@@ -117,6 +117,58 @@ void check(GgmlType t, Isa isa, std::mt19937& rng) {
   EXPECT_GT(compared, 400) << type_name(t);
 }
 
+// Checks gemv_kernel(t, isa) (several weight rows, one activation row)
+// against vec_dot on each row for n_w = 1..11 weight rows, the rows
+// w_stride bytes apart with a gap between them; y[n_w] must stay untouched.
+// Returns the number of outputs compared (0 when isa has no gemv for t).
+int check_gemv(GgmlType t, Isa isa, std::mt19937& rng) {
+  const GemvFn gemv = gemv_kernel(t, isa);
+  if (gemv == nullptr) return 0;
+  const GgmlType vt = vec_dot_type(t);
+  const VecDotFn dot = vec_dot_kernel(t, isa);
+  const GemmPackFn pack = gemm_pack_kernel(t, isa);
+  int compared = 0;
+  for (int64_t n : lengths_of(t)) {
+    for (int trial = 0; trial < 2; ++trial) {
+      const bool raw = trial == 1;
+      const size_t row_bytes = row_size(t, n), w_stride = row_bytes + 64;
+      std::vector<uint8_t> w(w_stride * 11, 0xAB);
+      for (int r = 0; r < 11; ++r) {
+        const std::vector<uint8_t> row = random_row(t, n, rng, raw);
+        std::memcpy(w.data() + r * w_stride, row.data(), row_bytes);
+      }
+      const std::vector<uint8_t> a = random_row(vt, n, rng, raw);
+      std::vector<uint8_t> packed = a;
+      if (pack) pack(n, a.data(), packed.data());
+      for (int64_t n_w = 1; n_w <= 11; ++n_w) {
+        std::vector<float> y(static_cast<size_t>(n_w) + 1, -7.0f);
+        gemv(n, w.data(), w_stride, n_w, packed.data(), y.data());
+        for (int64_t r = 0; r < n_w; ++r) {
+          const float want = dot(n, w.data() + r * w_stride, a.data());
+          if (std::isnan(want) && std::isnan(y[r])) continue;
+          EXPECT_EQ(std::memcmp(&want, &y[r], sizeof(float)), 0)
+              << type_name(t) << " n " << n << " raw " << raw << " n_w " << n_w << " row " << r << ": vec_dot "
+              << want << " gemv " << y[r];
+          ++compared;
+        }
+        EXPECT_EQ(y[n_w], -7.0f) << type_name(t) << " wrote past its rows";
+      }
+    }
+  }
+  return compared;
+}
+
+TEST(Gemv, Avx2EqualsVecDotBitForBitForAnyRowCount) {
+  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
+  std::mt19937 rng(17);
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::F16, GgmlType::F32}) {
+    ASSERT_NE(gemv_kernel(t, Isa::avx2), nullptr) << type_name(t);
+    EXPECT_GT(check_gemv(t, Isa::avx2, rng), 300) << type_name(t);
+  }
+  for (GgmlType t : kTypes) check_gemv(t, Isa::avx2, rng);  // whatever else has one
+  EXPECT_EQ(gemv_kernel(GgmlType::Q4_0, Isa::scalar), nullptr);
+}
+
 TEST(Gemm, Avx2KernelsExistForTheMainWeightTypes) {
   if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16,

@@ -1,0 +1,56 @@
+// Tiling helpers of the AVX2 multi-row kernels (gemm_avx2.cpp for the
+// 32-element and float formats, gemm_k_avx2.cpp for the K-quants): they
+// only decide which rows a kernel instance handles, never an order of
+// operations inside an output element.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace synapse::quant::avx2::tiles {
+
+constexpr int kTile = 4;  // activation rows per weight-block unpack
+
+template <typename B>
+inline const B* act_row(const uint8_t* a, size_t stride, int m) {
+  return reinterpret_cast<const B*>(a + static_cast<size_t>(m) * stride);
+}
+
+// Runs tile<T>(args) over n_rows rows in tiles of kTile, the last one
+// smaller; `Tile` is a template functor with `template <int T> void run(...)`.
+template <typename Tile, typename W>
+void by_tiles(Tile tile, int64_t nb, const W* w, const uint8_t* a, size_t as, int64_t n_rows, float* y, size_t ys) {
+  int64_t m = 0;
+  for (; m + kTile <= n_rows; m += kTile) tile.template run<kTile>(nb, w, a + m * as, as, y + m * ys, ys);
+  switch (n_rows - m) {
+    case 3: tile.template run<3>(nb, w, a + m * as, as, y + m * ys, ys); break;
+    case 2: tile.template run<2>(nb, w, a + m * as, as, y + m * ys, ys); break;
+    case 1: tile.template run<1>(nb, w, a + m * as, as, y + m * ys, ys); break;
+    default: break;
+  }
+}
+static_assert(kTile == 4, "by_tiles handles remainders up to 3");
+
+constexpr int kRows = 4;  // weight rows whose float chains run side by side
+
+template <typename B>
+inline const B* weight_row(const uint8_t* w, size_t stride, int r) {
+  return reinterpret_cast<const B*>(w + static_cast<size_t>(r) * stride);
+}
+
+// Runs rows.run<R>(w, ...) over n_w weight rows, kRows at a time, the last
+// group smaller.
+template <typename Rows>
+void by_row_groups(Rows rows, const uint8_t* w, size_t ws, int64_t n_w, float* y) {
+  int64_t r = 0;
+  for (; r + kRows <= n_w; r += kRows) rows.template run<kRows>(w + r * ws, ws, y + r);
+  switch (n_w - r) {
+    case 3: rows.template run<3>(w + r * ws, ws, y + r); break;
+    case 2: rows.template run<2>(w + r * ws, ws, y + r); break;
+    case 1: rows.template run<1>(w + r * ws, ws, y + r); break;
+    default: break;
+  }
+}
+static_assert(kRows == 4, "by_row_groups handles remainders up to 3");
+
+}  // namespace synapse::quant::avx2::tiles
