@@ -57,9 +57,11 @@ void matmul(const WeightView& w, Activations& x, float* y, runtime::ThreadPool& 
   if (gemv != nullptr) {
     std::vector<uint8_t> packed;
     if (const quant::GemmPackFn pack = quant::gemm_pack_kernel(w.type, isa)) {
-      packed.resize(stride * static_cast<size_t>(n_rows));
-      for (int64_t m = 0; m < n_rows; ++m) pack(n_in, a + m * stride, packed.data() + m * stride);
+      const size_t ps = quant::gemm_packed_row_size(w.type, isa, n_in);
+      packed.resize(ps * static_cast<size_t>(n_rows));
+      for (int64_t m = 0; m < n_rows; ++m) pack(n_in, a + m * stride, packed.data() + m * ps);
       a = packed.data();
+      stride = ps;
     }
     const uint8_t* wd = w.data;
     pool.parallel_for(n_out, kGemvGrain, [&](int64_t r0, int64_t r1) {
@@ -90,11 +92,13 @@ void matmul(const WeightView& w, Activations& x, float* y, runtime::ThreadPool& 
   // per product.
   std::vector<uint8_t> packed;
   if (const quant::GemmPackFn pack = quant::gemm_pack_kernel(w.type, isa)) {
-    packed.resize(stride * static_cast<size_t>(n_rows));
+    const size_t ps = quant::gemm_packed_row_size(w.type, isa, n_in);
+    packed.resize(ps * static_cast<size_t>(n_rows));
     pool.parallel_for(n_rows, 1, [&](int64_t m0, int64_t m1) {
-      for (int64_t m = m0; m < m1; ++m) pack(n_in, a + m * stride, packed.data() + m * stride);
+      for (int64_t m = m0; m < m1; ++m) pack(n_in, a + m * stride, packed.data() + m * ps);
     });
     a = packed.data();
+    stride = ps;
   }
   constexpr size_t kPanelBytes = 128 * 1024, kTileBytes = 128 * 1024;
   const int64_t panel = std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / std::max<size_t>(1, w.row_bytes)));

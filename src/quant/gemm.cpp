@@ -2,6 +2,8 @@
 // loops the single-row dot.
 #include "quant/gemm.hpp"
 
+#include "quant/quant.hpp"
+
 #include <string>
 #include <vector>
 
@@ -48,6 +50,8 @@ GemvFn gemv_kernel(GgmlType t, Isa isa) noexcept {
 
 GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
+  if (isa == Isa::avx2 && t == GgmlType::Q4_0) return avx2::pack_q8_0_for_q4_0;
+  if (isa == Isa::avx2 && t == GgmlType::Q8_0) return avx2::pack_q8_0_for_q8_0;
   if (isa == Isa::avx2 && (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K))
     return avx2::pack_q8_K_permuted;
 #endif
@@ -56,13 +60,21 @@ GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept {
   return nullptr;
 }
 
+size_t gemm_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept {
+#if defined(__x86_64__) || defined(_M_X64)
+  if (isa == Isa::avx2 && (t == GgmlType::Q4_0 || t == GgmlType::Q8_0)) return static_cast<size_t>(n / 32) * 96;
+#endif
+  return row_size(vec_dot_type(t), n);
+}
+
 void gemm(GgmlType t, Isa isa, int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
           size_t y_stride) {
   if (const GemmFn g = gemm_kernel(t, isa)) {
     if (const GemmPackFn pack = gemm_pack_kernel(t, isa)) {
-      std::vector<uint8_t> packed(a_stride * static_cast<size_t>(n_rows));
-      for (int64_t m = 0; m < n_rows; ++m) pack(n, a + m * a_stride, packed.data() + m * a_stride);
-      g(n, w, packed.data(), a_stride, n_rows, y, y_stride);
+      const size_t ps = gemm_packed_row_size(t, isa, n);
+      std::vector<uint8_t> packed(ps * static_cast<size_t>(n_rows));
+      for (int64_t m = 0; m < n_rows; ++m) pack(n, a + m * a_stride, packed.data() + m * ps);
+      g(n, w, packed.data(), ps, n_rows, y, y_stride);
     } else {
       g(n, w, a, a_stride, n_rows, y, y_stride);
     }

@@ -39,6 +39,13 @@ GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept;
 using GemmPackFn = void (*)(int64_t n, const void* src, void* dst);
 GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept;
 
+// Bytes of one packed activation row of n elements (what gemm_pack_kernel
+// writes, and the stride the kernels are given): row_size(vec_dot_type(t), n)
+// unless the pack changes the size. AVX2 Q4_0/Q8_0: 96 bytes per 32 elements
+// (gemm_avx2.cpp's PackedQ4_0 / PackedQ8_0: the activation block's float
+// scale, its int16-widened bytes or its offset term, computed once).
+size_t gemm_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept;
+
 // Decode-side multi-row kernel: several weight rows against ONE activation
 // row. y[r] = vec_dot_kernel(t, isa)(n, w + r * w_stride, a) for
 // r = 0..n_w-1, bit for bit (the same contract as GemmFn). The kernel keeps
@@ -64,6 +71,8 @@ namespace avx2 {
 // Defined in gemm_avx2.cpp (x86-64 only). Same contract as GemmFn, each
 // equal per row to the avx2::vec_dot_* kernel of the same type.
 void pack_q8_K_permuted(int64_t n, const void* src, void* dst);
+void pack_q8_0_for_q4_0(int64_t n, const void* src, void* dst);
+void pack_q8_0_for_q8_0(int64_t n, const void* src, void* dst);
 void gemm_q4_0_q8_0(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
                     size_t y_stride);
 void gemm_q8_0_q8_0(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,

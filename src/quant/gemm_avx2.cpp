@@ -37,29 +37,66 @@ using namespace tiles;
 
 
 // ------------------------------------------------ 32-element blocks (Q8_0 activations)
+//
+// The Q4_0 and Q8_0 kernels read the activation rows in a packed layout made
+// once per matrix product (pack_q8_0_for_q4_0 / pack_q8_0_for_q8_0): per
+// 32-element block the activation-side work of the single-row kernel done
+// ahead (the F16 scale converted to float; for Q8_0 the bytes widened to
+// int16 even/odd words; for Q4_0 the offset term 8 * sum of each group of
+// 4 bytes). The integer lanes are the same exact integers and the float
+// steps the same operations, so every output equals the vec_dot.
 
+// Packed activation block for Q8_0 weights: e/o = bytes 2k / 2k+1 as int16.
+struct PackedQ8_0 {
+  int16_t e[16];
+  int16_t o[16];
+  float d;
+  uint8_t pad[28];
+};
+// Packed activation block for Q4_0 weights: off[l] = 8 * (qs[4l] + ... + qs[4l+3]).
+struct PackedQ4_0 {
+  int8_t qs[32];
+  int32_t off[8];
+  float d;
+  uint8_t pad[28];
+};
+static_assert(sizeof(PackedQ8_0) == 96 && sizeof(PackedQ4_0) == 96);
 
-// vec_dot_q4_0_q8_0, T rows at a time.
+template <typename P>
+inline const P* packed_row(const uint8_t* a, size_t stride, int m) {
+  return reinterpret_cast<const P*>(a + static_cast<size_t>(m) * stride);
+}
+
+inline __m256i load_i(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// Q4_0 lanes: sum over 4 bytes of (u - 8) * a = madd(maddubs(u, a), 1) - off.
+inline __m256i q4_0_lanes(__m256i u, const PackedQ4_0& b) {
+  return _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u, load_i(b.qs)), _mm256_set1_epi16(1)),
+                          load_i(b.off));
+}
+
+// Q8_0 lanes: even and odd int16 products, pairwise, added.
+inline __m256i q8_0_lanes(__m256i we, __m256i wo, const PackedQ8_0& b) {
+  return _mm256_add_epi32(_mm256_madd_epi16(we, load_i(b.e)), _mm256_madd_epi16(wo, load_i(b.o)));
+}
+
+// One weight row against T packed activation rows.
 template <int T>
 void q4_0_tile(int64_t nb, const block_q4_0* w, const uint8_t* a, size_t as, float* y, size_t ys) {
   __m256 acc[T];
   for (int m = 0; m < T; ++m) acc[m] = _mm256_setzero_ps();
-  const __m256i off = _mm256_set1_epi8(8), ones = _mm256_set1_epi16(1);
   for (int64_t i = 0; i < nb; ++i) {
     const __m256i u = unpack_nibbles(w[i].qs);
-    const float dw = h2f(w[i].d);
+    const __m256 dw = _mm256_set1_ps(h2f(w[i].d));
     for (int m = 0; m < T; ++m) {
-      const block_q8_0* b = act_row<block_q8_0>(a, as, m) + i;
-      const __m256i av = load32(b->qs);
-      const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u, av), _mm256_maddubs_epi16(off, av));
-      const __m256i l = _mm256_madd_epi16(p, ones);
-      acc[m] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(b->d)), _mm256_cvtepi32_ps(l), acc[m]);
+      const PackedQ4_0& b = packed_row<PackedQ4_0>(a, as, m)[i];
+      const __m256 d = _mm256_mul_ps(dw, _mm256_broadcast_ss(&b.d));
+      acc[m] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q4_0_lanes(u, b)), acc[m]);
     }
   }
   for (int m = 0; m < T; ++m) y[m * ys] = hsum_float_8(acc[m]);
 }
 
-// vec_dot_q8_0_q8_0 (both operands signed, widened to int16), T rows at a time.
 template <int T>
 void q8_0_tile(int64_t nb, const block_q8_0* w, const uint8_t* a, size_t as, float* y, size_t ys) {
   __m256 acc[T];
@@ -67,13 +104,11 @@ void q8_0_tile(int64_t nb, const block_q8_0* w, const uint8_t* a, size_t as, flo
   for (int64_t i = 0; i < nb; ++i) {
     const __m256i wq = load32(w[i].qs);
     const __m256i we = _mm256_srai_epi16(_mm256_slli_epi16(wq, 8), 8), wo = _mm256_srai_epi16(wq, 8);
-    const float dw = h2f(w[i].d);
+    const __m256 dw = _mm256_set1_ps(h2f(w[i].d));
     for (int m = 0; m < T; ++m) {
-      const block_q8_0* b = act_row<block_q8_0>(a, as, m) + i;
-      const __m256i av = load32(b->qs);
-      const __m256i ae = _mm256_srai_epi16(_mm256_slli_epi16(av, 8), 8), ao = _mm256_srai_epi16(av, 8);
-      const __m256i l = _mm256_add_epi32(_mm256_madd_epi16(we, ae), _mm256_madd_epi16(wo, ao));
-      acc[m] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(b->d)), _mm256_cvtepi32_ps(l), acc[m]);
+      const PackedQ8_0& b = packed_row<PackedQ8_0>(a, as, m)[i];
+      const __m256 d = _mm256_mul_ps(dw, _mm256_broadcast_ss(&b.d));
+      acc[m] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q8_0_lanes(we, wo, b)), acc[m]);
     }
   }
   for (int m = 0; m < T; ++m) y[m * ys] = hsum_float_8(acc[m]);
@@ -131,42 +166,35 @@ struct FloatTile {
 
 
 
-// vec_dot_q4_0_q8_0 for R weight rows; the activation-side offset product
-// maddubs(8, a) is computed once per block for all rows.
+// vec_dot_q4_0_q8_0 for R weight rows against one packed activation row.
 template <int R>
-void q4_0_rows(int64_t nb, const uint8_t* w, size_t ws, const block_q8_0* a, float* y) {
+void q4_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ4_0* a, float* y) {
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  const __m256i off = _mm256_set1_epi8(8), ones = _mm256_set1_epi16(1);
   for (int64_t i = 0; i < nb; ++i) {
-    const __m256i av = load32(a[i].qs);
-    const __m256i ao = _mm256_maddubs_epi16(off, av);
-    const float da = h2f(a[i].d);
+    const __m256 da = _mm256_broadcast_ss(&a[i].d);
     for (int r = 0; r < R; ++r) {
       const block_q4_0* b = weight_row<block_q4_0>(w, ws, r) + i;
-      const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(unpack_nibbles(b->qs), av), ao);
-      const __m256i l = _mm256_madd_epi16(p, ones);
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b->d) * da), _mm256_cvtepi32_ps(l), acc[r]);
+      const __m256 d = _mm256_mul_ps(_mm256_set1_ps(h2f(b->d)), da);
+      acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q4_0_lanes(unpack_nibbles(b->qs), a[i])), acc[r]);
     }
   }
   for (int r = 0; r < R; ++r) y[r] = hsum_float_8(acc[r]);
 }
 
-// vec_dot_q8_0_q8_0 for R weight rows; the activation is widened once.
+// vec_dot_q8_0_q8_0 for R weight rows against one packed activation row.
 template <int R>
-void q8_0_rows(int64_t nb, const uint8_t* w, size_t ws, const block_q8_0* a, float* y) {
+void q8_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8_0* a, float* y) {
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
-    const __m256i av = load32(a[i].qs);
-    const __m256i ae = _mm256_srai_epi16(_mm256_slli_epi16(av, 8), 8), ao = _mm256_srai_epi16(av, 8);
-    const float da = h2f(a[i].d);
+    const __m256 da = _mm256_broadcast_ss(&a[i].d);
     for (int r = 0; r < R; ++r) {
       const block_q8_0* b = weight_row<block_q8_0>(w, ws, r) + i;
       const __m256i wq = load32(b->qs);
       const __m256i we = _mm256_srai_epi16(_mm256_slli_epi16(wq, 8), 8), wo = _mm256_srai_epi16(wq, 8);
-      const __m256i l = _mm256_add_epi32(_mm256_madd_epi16(we, ae), _mm256_madd_epi16(wo, ao));
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b->d) * da), _mm256_cvtepi32_ps(l), acc[r]);
+      const __m256 d = _mm256_mul_ps(_mm256_set1_ps(h2f(b->d)), da);
+      acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q8_0_lanes(we, wo, a[i])), acc[r]);
     }
   }
   for (int r = 0; r < R; ++r) y[r] = hsum_float_8(acc[r]);
@@ -193,13 +221,13 @@ void float_rows(int64_t n, const uint8_t* w, size_t ws, const E* a, float* y) {
 
 struct Q4_0Rows {
   int64_t nb;
-  const block_q8_0* a;
+  const PackedQ4_0* a;
   template <int R>
   void run(const uint8_t* w, size_t ws, float* y) const { q4_0_rows<R>(nb, w, ws, a, y); }
 };
 struct Q8_0Rows {
   int64_t nb;
-  const block_q8_0* a;
+  const PackedQ8_0* a;
   template <int R>
   void run(const uint8_t* w, size_t ws, float* y) const { q8_0_rows<R>(nb, w, ws, a, y); }
 };
@@ -213,12 +241,37 @@ struct FloatRows {
 
 }  // namespace
 
+void pack_q8_0_for_q4_0(int64_t n, const void* src, void* dst) {
+  const auto* x = static_cast<const block_q8_0*>(src);
+  auto* p = static_cast<PackedQ4_0*>(dst);
+  for (int64_t i = 0; i < n / QK8_0; ++i) {
+    const __m256i q = load32(x[i].qs);
+    std::memcpy(p[i].qs, x[i].qs, 32);
+    const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p[i].off), _mm256_slli_epi32(sums, 3));
+    p[i].d = h2f(x[i].d);
+    std::memset(p[i].pad, 0, sizeof p[i].pad);
+  }
+}
+
+void pack_q8_0_for_q8_0(int64_t n, const void* src, void* dst) {
+  const auto* x = static_cast<const block_q8_0*>(src);
+  auto* p = static_cast<PackedQ8_0*>(dst);
+  for (int64_t i = 0; i < n / QK8_0; ++i) {
+    const __m256i q = load32(x[i].qs);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p[i].e), _mm256_srai_epi16(_mm256_slli_epi16(q, 8), 8));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p[i].o), _mm256_srai_epi16(q, 8));
+    p[i].d = h2f(x[i].d);
+    std::memset(p[i].pad, 0, sizeof p[i].pad);
+  }
+}
+
 void gemv_q4_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, float* y) {
-  by_row_groups(Q4_0Rows{n / QK4_0, reinterpret_cast<const block_q8_0*>(a)}, w, ws, n_w, y);
+  by_row_groups(Q4_0Rows{n / QK4_0, reinterpret_cast<const PackedQ4_0*>(a)}, w, ws, n_w, y);
 }
 
 void gemv_q8_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, float* y) {
-  by_row_groups(Q8_0Rows{n / QK8_0, reinterpret_cast<const block_q8_0*>(a)}, w, ws, n_w, y);
+  by_row_groups(Q8_0Rows{n / QK8_0, reinterpret_cast<const PackedQ8_0*>(a)}, w, ws, n_w, y);
 }
 
 void gemv_f16_f16(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, float* y) {

@@ -139,7 +139,10 @@ int check_gemv(GgmlType t, Isa isa, std::mt19937& rng) {
       }
       const std::vector<uint8_t> a = random_row(vt, n, rng, raw);
       std::vector<uint8_t> packed = a;
-      if (pack) pack(n, a.data(), packed.data());
+      if (pack) {
+        packed.assign(gemm_packed_row_size(t, isa, n), 0);
+        pack(n, a.data(), packed.data());
+      }
       for (int64_t n_w = 1; n_w <= 11; ++n_w) {
         std::vector<float> y(static_cast<size_t>(n_w) + 1, -7.0f);
         gemv(n, w.data(), w_stride, n_w, packed.data(), y.data());
