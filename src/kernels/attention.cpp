@@ -1,5 +1,6 @@
 #include "kernels/attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/ops.hpp"
@@ -63,7 +64,85 @@ void attend_group_scalar(const KvLayerView& kv, int64_t g, int64_t first, int64_
   }
 }
 
+int64_t attend_block_bk(int64_t hd, int64_t hd_v) {
+  const int64_t row_bytes = 4 * std::max<int64_t>(1, std::max(hd, hd_v));
+  return std::clamp<int64_t>((16384 / row_bytes) / 8 * 8, 8, 256);
+}
+
+void attend_block_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                         int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& s) {
+  if (n_rows <= 0) return;
+  const float* h2f = fp16_table();
+  int64_t lo = rows[0].first, hi = rows[0].last, ld = 0;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    lo = std::min(lo, rows[r].first);
+    hi = std::max(hi, rows[r].last);
+    ld = std::max(ld, rows[r].last - rows[r].first + 1);
+  }
+  const int64_t n_q = n_rows * n_gqa;  // query vectors, row-major (row, head)
+  s.q.resize(static_cast<size_t>(n_q * hd));
+  s.scores.resize(static_cast<size_t>(n_q * ld));
+  s.kv_block.resize(static_cast<size_t>(bk * std::max(hd, hd_v)));
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t i = 0; i < n_gqa * hd; ++i) s.q[r * n_gqa * hd + i] = h2f[quant::fp32_to_fp16(rows[r].q[i])];
+  float* blk = s.kv_block.data();
+
+  // Scores, K block by K block: each row's positions of the block, in any
+  // order (every score is its own dot product).
+  for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
+    const int64_t j1 = std::min(hi + 1, j0 + bk);
+    for (int64_t j = j0; j < j1; ++j) {
+      const quant::ggml_fp16_t* k = kv.k + (j % kv.capacity) * kv.k_stride + g * hd;
+      for (int64_t d = 0; d < hd; ++d) blk[(j - j0) * hd + d] = h2f[k[d]];
+    }
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const int64_t a = std::max(j0, rows[r].first), b = std::min(j1 - 1, rows[r].last);
+      for (int64_t i = 0; i < n_gqa; ++i) {
+        const float* qi = &s.q[(r * n_gqa + i) * hd];
+        float* sc = &s.scores[(r * n_gqa + i) * ld];
+        for (int64_t j = a; j <= b; ++j) sc[j - rows[r].first] = dot_lanes8(qi, blk + (j - j0) * hd, hd) * kq_scale;
+      }
+    }
+  }
+  // Softmax of each full score row, probabilities rounded to F16.
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const int64_t n_kv = rows[r].last - rows[r].first + 1;
+    for (int64_t i = 0; i < n_gqa; ++i) {
+      float* p = &s.scores[(r * n_gqa + i) * ld];
+      softmax(p, n_kv);
+      for (int64_t j = 0; j < n_kv; ++j) p[j] = h2f[quant::fp32_to_fp16(p[j])];
+    }
+    std::fill(rows[r].out, rows[r].out + n_gqa * hd_v, 0.0f);
+  }
+  // Weighted V, V block by V block: each output element takes its positions
+  // in increasing order, as in attend_group.
+  for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
+    const int64_t j1 = std::min(hi + 1, j0 + bk);
+    for (int64_t j = j0; j < j1; ++j) {
+      const quant::ggml_fp16_t* v = kv.v + (j % kv.capacity) * kv.v_stride + g * hd_v;
+      for (int64_t d = 0; d < hd_v; ++d) blk[(j - j0) * hd_v + d] = h2f[v[d]];
+    }
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const int64_t a = std::max(j0, rows[r].first), b = std::min(j1 - 1, rows[r].last);
+      for (int64_t i = 0; i < n_gqa; ++i) {
+        const float* p = &s.scores[(r * n_gqa + i) * ld];
+        float* o = rows[r].out + i * hd_v;
+        for (int64_t j = a; j <= b; ++j) {
+          const float pj = p[j - rows[r].first];
+          const float* vj = blk + (j - j0) * hd_v;
+          for (int64_t d = 0; d < hd_v; ++d) o[d] = std::fma(pj, vj[d], o[d]);
+        }
+      }
+    }
+  }
+}
+
 #if !(defined(__x86_64__) || defined(_M_X64))
+void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                       int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& s) {
+  attend_block_scalar(kv, g, rows, n_rows, n_gqa, hd, hd_v, kq_scale, bk, s);
+}
+
 void attend_group_avx2(const KvLayerView& kv, int64_t g, int64_t first, int64_t last, const float* q, int64_t n_gqa,
                        int64_t hd, int64_t hd_v, float kq_scale, float* out, AttentionScratch& s) {
   attend_group_scalar(kv, g, first, last, q, n_gqa, hd, hd_v, kq_scale, out, s);
@@ -75,6 +154,14 @@ void attend_group(const KvLayerView& kv, int64_t g, int64_t first, int64_t last,
   static const bool use_avx2 = quant::active_isa() == quant::Isa::avx2;
   if (use_avx2) attend_group_avx2(kv, g, first, last, q, n_gqa, hd, hd_v, kq_scale, out, s);
   else attend_group_scalar(kv, g, first, last, q, n_gqa, hd, hd_v, kq_scale, out, s);
+}
+
+void attend_block(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa, int64_t hd,
+                  int64_t hd_v, float kq_scale, AttentionScratch& s) {
+  static const bool use_avx2 = quant::active_isa() == quant::Isa::avx2;
+  const int64_t bk = attend_block_bk(hd, hd_v);
+  if (use_avx2) attend_block_avx2(kv, g, rows, n_rows, n_gqa, hd, hd_v, kq_scale, bk, s);
+  else attend_block_scalar(kv, g, rows, n_rows, n_gqa, hd, hd_v, kq_scale, bk, s);
 }
 
 }  // namespace synapse::kernels

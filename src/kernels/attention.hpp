@@ -1,7 +1,9 @@
-// Decode/prefill attention of one query position over a sequence's F16 KV
-// cache, one KV group at a time: K and V rows are read (and converted from
-// F16) once for all the query heads that share them (grouped-query attention,
-// Ainslie et al. 2023), as seed 003 §2.5 describes kernels::attend_group.
+// Decode/prefill attention over a sequence's F16 KV cache, one KV group at a
+// time: K and V rows are read (and converted from F16) once for all the query
+// heads that share them (grouped-query attention, Ainslie et al. 2023), as
+// seed 003 §2.5 describes kernels::attend_group. attend_block does the same
+// for a block of query positions at once (prefill), with the same operations
+// per output element, so both give the same bits.
 //
 // Rounding follows llama.cpp's CPU path with flash attention off (seed 003
 // §8): q is rounded to F16 before q.k, the softmax probabilities are rounded
@@ -31,7 +33,7 @@ struct KvLayerView {
 };
 
 struct AttentionScratch {
-  std::vector<float> q, kv_row, scores;
+  std::vector<float> q, kv_row, scores, kv_block;
 };
 
 // Attention for the n_gqa query heads of KV group g at one query position,
@@ -51,5 +53,44 @@ void attend_group_scalar(const KvLayerView& kv, int64_t g, int64_t first, int64_
                          AttentionScratch& scratch);
 void attend_group_avx2(const KvLayerView& kv, int64_t g, int64_t first, int64_t last, const float* q, int64_t n_gqa,
                        int64_t hd, int64_t hd_v, float kq_scale, float* out, AttentionScratch& scratch);
+
+// One query position of a blocked attention call (attend_block): its KV
+// group's query heads and output, and the cached positions it attends.
+struct QueryRow {
+  const float* q;        // [n_gqa][hd] floats (F32, rounded to F16 in the kernel)
+  float* out;            // [n_gqa][hd_v] floats
+  int64_t first, last;   // attends cached positions [first, last], first <= last
+};
+
+// Blocked (prefill) attention: the n_gqa query heads of KV group g at n_rows
+// query positions, typically 16-64 consecutive positions of one sequence.
+// The blocking is FlashAttention's (Dao et al. 2022) without its online
+// softmax: K is streamed in blocks of bk positions over the union of the
+// rows' ranges, each block converted from F16 once and dotted with every
+// query of the block while it sits in L1; each query keeps its FULL score
+// row, so the softmax is ggml_soft_max's over the whole row (kernels::softmax,
+// the one attend_group uses); then V is streamed the same way.
+// The result is bit for bit attend_group's for each row on its own range:
+//   scores_j = (f16(q) . K[j]) * kq_scale, q.k in attend_group's lane order;
+//   p = f16(softmax(scores over [first, last]));
+//   out[d] = fma(p_j, V[j][d], out[d]) for j = first .. last, from 0.
+// A row's range is its causal mask and sliding window. Every position in a
+// range must be present in the cache (not overwritten in a circular one).
+// Rows whose ranges barely overlap stay correct but gain nothing.
+// No bounds checks beyond these preconditions (hot path).
+void attend_block(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa, int64_t hd,
+                  int64_t hd_v, float kq_scale, AttentionScratch& scratch);
+
+// The K/V block length attend_block uses for these head sizes: a multiple of
+// 8 positions whose F32 K (or V) block is about 16 KiB, so it stays in L1
+// (32 KiB on Zen 3) beside the query rows.
+int64_t attend_block_bk(int64_t hd, int64_t hd_v);
+
+// The two implementations behind attend_block, with the block length bk > 0
+// explicit (tests compare them with attend_group for several bk).
+void attend_block_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                         int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& scratch);
+void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                       int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& scratch);
 
 }  // namespace synapse::kernels

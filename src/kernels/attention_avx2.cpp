@@ -38,7 +38,134 @@ float dot_lanes8(const float* a, const float* b, int64_t n) {
   return r;
 }
 
+// The scores of one query against 8 consecutive K rows k, k + hd, ...: eight
+// dot_lanes8 at once. Lane sums are reduced in hsum_float_8's tree for all 8
+// accumulators together (a transpose by permutes, shuffles and hadd; each
+// add is the tree's add, operands at most swapped, so the bits are equal);
+// the hd % 8 tail is then added one fma per element in d order.
+void dot8_lanes8(const float* q, const float* k, int64_t hd, float kq_scale, float* scores) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  int64_t d = 0;
+  for (; d + 8 <= hd; d += 8) {
+    const __m256 qv = _mm256_loadu_ps(q + d);
+    a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + d), a0);
+    a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + hd + d), a1);
+    a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 2 * hd + d), a2);
+    a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 3 * hd + d), a3);
+    a4 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 4 * hd + d), a4);
+    a5 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 5 * hd + d), a5);
+    a6 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 6 * hd + d), a6);
+    a7 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 7 * hd + d), a7);
+  }
+  // Step 1, lanes l + (l+4): pairs (a0,a4) (a1,a5) (a2,a6) (a3,a7) share a
+  // register, so the later steps leave keys 0..3 in the low half, 4..7 high.
+  const __m256 s04 = _mm256_add_ps(_mm256_permute2f128_ps(a0, a4, 0x20), _mm256_permute2f128_ps(a0, a4, 0x31));
+  const __m256 s15 = _mm256_add_ps(_mm256_permute2f128_ps(a1, a5, 0x20), _mm256_permute2f128_ps(a1, a5, 0x31));
+  const __m256 s26 = _mm256_add_ps(_mm256_permute2f128_ps(a2, a6, 0x20), _mm256_permute2f128_ps(a2, a6, 0x31));
+  const __m256 s37 = _mm256_add_ps(_mm256_permute2f128_ps(a3, a7, 0x20), _mm256_permute2f128_ps(a3, a7, 0x31));
+  // Step 2, t0 + t2 and t1 + t3 of each key.
+  const __m256 u0145 = _mm256_add_ps(_mm256_shuffle_ps(s04, s15, _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm256_shuffle_ps(s04, s15, _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m256 u2367 = _mm256_add_ps(_mm256_shuffle_ps(s26, s37, _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm256_shuffle_ps(s26, s37, _MM_SHUFFLE(3, 2, 3, 2)));
+  // Step 3, (t0 + t2) + (t1 + t3): keys 0 1 2 3 | 4 5 6 7.
+  __m256 r = _mm256_hadd_ps(u0145, u2367);
+  for (; d < hd; ++d) {
+    const __m256 kd = _mm256_setr_ps(k[d], k[hd + d], k[2 * hd + d], k[3 * hd + d], k[4 * hd + d], k[5 * hd + d],
+                                     k[6 * hd + d], k[7 * hd + d]);
+    r = _mm256_fmadd_ps(_mm256_set1_ps(q[d]), kd, r);
+  }
+  _mm256_storeu_ps(scores, _mm256_mul_ps(r, _mm256_set1_ps(kq_scale)));
+}
+
+// o[0 .. 8*NV) = fma(p_j, v_j[.], o) for j = 0 .. n-1 (v_j = v + j * ld),
+// with the NV accumulators held in registers across the positions.
+template <int NV>
+void weighted_v(const float* p, const float* v, int64_t ld, int64_t n, float* o) {
+  __m256 acc[NV];
+  for (int k = 0; k < NV; ++k) acc[k] = _mm256_loadu_ps(o + 8 * k);
+  for (int64_t j = 0; j < n; ++j) {
+    const __m256 pv = _mm256_broadcast_ss(p + j);
+    for (int k = 0; k < NV; ++k) acc[k] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + j * ld + 8 * k), acc[k]);
+  }
+  for (int k = 0; k < NV; ++k) _mm256_storeu_ps(o + 8 * k, acc[k]);
+}
+
 }  // namespace
+
+void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                       int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& s) {
+  if (n_rows <= 0) return;
+  int64_t lo = rows[0].first, hi = rows[0].last, ld = 0;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    lo = std::min(lo, rows[r].first);
+    hi = std::max(hi, rows[r].last);
+    ld = std::max(ld, rows[r].last - rows[r].first + 1);
+  }
+  const int64_t n_q = n_rows * n_gqa;  // query vectors, row-major (row, head)
+  s.q.resize(static_cast<size_t>(n_q * hd));
+  s.scores.resize(static_cast<size_t>(n_q * ld));
+  s.kv_block.resize(static_cast<size_t>(bk * std::max(hd, hd_v)));
+  for (int64_t r = 0; r < n_rows; ++r) std::copy(rows[r].q, rows[r].q + n_gqa * hd, &s.q[r * n_gqa * hd]);
+  round_f16(s.q.data(), n_q * hd);
+  float* blk = s.kv_block.data();
+  // True when some row attends a position of [j0, j1).
+  auto used = [&](int64_t j0, int64_t j1) {
+    for (int64_t r = 0; r < n_rows; ++r)
+      if (rows[r].first < j1 && rows[r].last >= j0) return true;
+    return false;
+  };
+
+  // Scores, K block by K block (each score is its own dot product).
+  for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
+    const int64_t j1 = std::min(hi + 1, j0 + bk);
+    if (!used(j0, j1)) continue;
+    for (int64_t j = j0; j < j1; ++j) load_f16(kv.k + (j % kv.capacity) * kv.k_stride + g * hd, blk + (j - j0) * hd, hd);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const int64_t a = std::max(j0, rows[r].first), b = std::min(j1 - 1, rows[r].last);
+      for (int64_t i = 0; i < n_gqa; ++i) {
+        const float* qi = &s.q[(r * n_gqa + i) * hd];
+        float* sc = &s.scores[(r * n_gqa + i) * ld];
+        int64_t j = a;
+        for (; j + 8 <= b + 1; j += 8) dot8_lanes8(qi, blk + (j - j0) * hd, hd, kq_scale, sc + (j - rows[r].first));
+        for (; j <= b; ++j) sc[j - rows[r].first] = dot_lanes8(qi, blk + (j - j0) * hd, hd) * kq_scale;
+      }
+    }
+  }
+  // Softmax of each full score row, probabilities rounded to F16.
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const int64_t n_kv = rows[r].last - rows[r].first + 1;
+    for (int64_t i = 0; i < n_gqa; ++i) {
+      softmax(&s.scores[(r * n_gqa + i) * ld], n_kv);
+      round_f16(&s.scores[(r * n_gqa + i) * ld], n_kv);
+    }
+    std::fill(rows[r].out, rows[r].out + n_gqa * hd_v, 0.0f);
+  }
+  // Weighted V, V block by V block: each output element takes its positions
+  // in increasing order, as in attend_group.
+  for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
+    const int64_t j1 = std::min(hi + 1, j0 + bk);
+    if (!used(j0, j1)) continue;
+    for (int64_t j = j0; j < j1; ++j)
+      load_f16(kv.v + (j % kv.capacity) * kv.v_stride + g * hd_v, blk + (j - j0) * hd_v, hd_v);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const int64_t a = std::max(j0, rows[r].first), b = std::min(j1 - 1, rows[r].last);
+      if (a > b) continue;
+      for (int64_t i = 0; i < n_gqa; ++i) {
+        const float* p = &s.scores[(r * n_gqa + i) * ld + (a - rows[r].first)];
+        const float* vb = blk + (a - j0) * hd_v;
+        float* o = rows[r].out + i * hd_v;
+        int64_t d = 0;
+        for (; d + 64 <= hd_v; d += 64) weighted_v<8>(p, vb + d, hd_v, b - a + 1, o + d);
+        if (d + 32 <= hd_v) weighted_v<4>(p, vb + d, hd_v, b - a + 1, o + d), d += 32;
+        if (d + 16 <= hd_v) weighted_v<2>(p, vb + d, hd_v, b - a + 1, o + d), d += 16;
+        if (d + 8 <= hd_v) weighted_v<1>(p, vb + d, hd_v, b - a + 1, o + d), d += 8;
+        for (; d < hd_v; ++d)
+          for (int64_t j = 0; j <= b - a; ++j) o[d] = std::fma(p[j], vb[j * hd_v + d], o[d]);
+      }
+    }
+  }
+}
 
 void attend_group_avx2(const KvLayerView& kv, int64_t g, int64_t first, int64_t last, const float* q, int64_t n_gqa,
                        int64_t hd, int64_t hd_v, float kq_scale, float* out, AttentionScratch& s) {

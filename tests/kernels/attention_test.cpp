@@ -1,7 +1,10 @@
 // The AVX2 attention kernel equals the scalar reference bit for bit, and the
 // reference equals a plain double-precision attention to float accuracy.
+// The blocked kernel (attend_block, scalar and AVX2) equals attend_group row
+// by row bit for bit, for any block sizes, windows and ranges.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -67,6 +70,133 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Attention,
                                            Case{64, 64, 4, 2, 256, 0, 200}, Case{64, 64, 1, 1, 32, 90, 121},
                                            Case{96, 96, 1, 4, 100, 0, 99}, Case{100, 100, 3, 2, 50, 10, 59},
                                            Case{128, 128, 7, 2, 4096, 0, 4095}, Case{64, 32, 5, 3, 40, 3, 42}));
+
+// A block of bq query rows at consecutive positions p0 .. p0+bq-1 of one
+// sequence, each attending [max(0, pos - n_swa + 1), pos] (n_swa = 0: [0, pos]),
+// in a cache of `capacity` slots (circular when positions pass it).
+struct BlockCase {
+  int64_t bq, bk, n_gqa, hd, hd_v, n_groups, capacity, p0, n_swa;
+};
+
+class AttentionBlock : public ::testing::TestWithParam<BlockCase> {};
+
+struct BlockData {
+  std::vector<quant::ggml_fp16_t> k, v;
+  std::vector<float> q;
+  int64_t k_stride, v_stride;
+};
+
+BlockData make_block_data(int64_t n_rows, int64_t n_gqa, int64_t hd, int64_t hd_v, int64_t n_groups, int64_t capacity,
+                          uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  BlockData b;
+  b.k_stride = hd * n_groups;
+  b.v_stride = hd_v * n_groups;
+  b.k.resize(static_cast<size_t>(capacity * b.k_stride));
+  b.v.resize(static_cast<size_t>(capacity * b.v_stride));
+  for (auto& x : b.k) x = quant::fp32_to_fp16(nd(rng) * 2.0f);
+  for (auto& x : b.v) x = quant::fp32_to_fp16(nd(rng));
+  b.q.resize(static_cast<size_t>(n_rows * n_groups * n_gqa * hd));  // [row][group][head][hd], like forward's q
+  for (auto& x : b.q) x = nd(rng);
+  return b;
+}
+
+// attend_block_scalar / _avx2 with block length bk on `ranges` equal
+// attend_group_scalar on each row's range, for every KV group.
+void expect_block_equals_group(const BlockData& b, const std::vector<std::pair<int64_t, int64_t>>& ranges,
+                               int64_t n_gqa, int64_t hd, int64_t hd_v, int64_t n_groups, int64_t capacity,
+                               int64_t bk) {
+  const int64_t n_rows = static_cast<int64_t>(ranges.size());
+  const KvLayerView view{b.k.data(), b.v.data(), b.k_stride, b.v_stride, capacity};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t q_row = n_groups * n_gqa * hd, o_row = n_groups * n_gqa * hd_v;
+  std::vector<float> want(static_cast<size_t>(n_rows * o_row)), got_s(want.size(), NAN), got_v(want.size(), NAN),
+      got_d(want.size(), NAN);
+  AttentionScratch sg, ss, sv, sd;
+  for (int64_t g = 0; g < n_groups; ++g) {
+    std::vector<QueryRow> rs(static_cast<size_t>(n_rows)), rv(rs.size()), rd(rs.size());
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const float* q = &b.q[r * q_row + g * n_gqa * hd];
+      const int64_t o = r * o_row + g * n_gqa * hd_v;
+      attend_group_scalar(view, g, ranges[r].first, ranges[r].second, q, n_gqa, hd, hd_v, scale, &want[o], sg);
+      rs[r] = {q, &got_s[o], ranges[r].first, ranges[r].second};
+      rv[r] = {q, &got_v[o], ranges[r].first, ranges[r].second};
+      rd[r] = {q, &got_d[o], ranges[r].first, ranges[r].second};
+    }
+    attend_block_scalar(view, g, rs.data(), n_rows, n_gqa, hd, hd_v, scale, bk, ss);
+    if (quant::cpu_has_avx2()) attend_block_avx2(view, g, rv.data(), n_rows, n_gqa, hd, hd_v, scale, bk, sv);
+    attend_block(view, g, rd.data(), n_rows, n_gqa, hd, hd_v, scale, sd);
+  }
+  const size_t bytes = want.size() * sizeof(float);
+  EXPECT_EQ(0, std::memcmp(want.data(), got_s.data(), bytes)) << "scalar, bk " << bk;
+  if (quant::cpu_has_avx2()) {
+    EXPECT_EQ(0, std::memcmp(want.data(), got_v.data(), bytes)) << "avx2, bk " << bk;
+  }
+  EXPECT_EQ(0, std::memcmp(want.data(), got_d.data(), bytes)) << "dispatch";
+  // attend_group's AVX2 version gives the same bits too (the decode path).
+  if (quant::cpu_has_avx2()) {
+    std::vector<float> gv(want.size());
+    for (int64_t g = 0; g < n_groups; ++g)
+      for (int64_t r = 0; r < n_rows; ++r)
+        attend_group_avx2(view, g, ranges[r].first, ranges[r].second, &b.q[r * q_row + g * n_gqa * hd], n_gqa, hd,
+                          hd_v, scale, &gv[r * o_row + g * n_gqa * hd_v], sg);
+    EXPECT_EQ(0, std::memcmp(want.data(), gv.data(), bytes)) << "attend_group_avx2";
+  }
+}
+
+TEST_P(AttentionBlock, EqualsAttendGroupBitForBit) {
+  const BlockCase c = GetParam();
+  ASSERT_TRUE(c.n_swa == 0 ? c.p0 + c.bq <= c.capacity : c.n_swa + c.bq - 1 <= c.capacity);
+  const BlockData b = make_block_data(c.bq, c.n_gqa, c.hd, c.hd_v, c.n_groups, c.capacity,
+                                      static_cast<uint32_t>(c.bq * 1009 + c.hd * 31 + c.p0));
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (int64_t r = 0; r < c.bq; ++r) {
+    const int64_t pos = c.p0 + r;
+    ranges.emplace_back(c.n_swa > 0 ? std::max<int64_t>(0, pos - c.n_swa + 1) : 0, pos);
+  }
+  expect_block_equals_group(b, ranges, c.n_gqa, c.hd, c.hd_v, c.n_groups, c.capacity, c.bk);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionBlock,
+    ::testing::Values(
+        // bq, bk, n_gqa, hd, hd_v, n_groups, capacity, p0, n_swa
+        BlockCase{1, 8, 1, 8, 8, 1, 16, 0, 0},            // one row, one position
+        BlockCase{16, 64, 4, 64, 64, 2, 512, 0, 0},       // a prompt's first block (Llama 3.2 1B heads)
+        BlockCase{16, 64, 4, 64, 64, 2, 512, 300, 0},     // a later block
+        BlockCase{13, 24, 4, 64, 64, 2, 300, 211, 0},     // lengths not multiples of the block sizes
+        BlockCase{7, 8, 2, 128, 128, 2, 200, 50, 0},      // hd 128, smallest K block
+        BlockCase{32, 256, 8, 128, 128, 1, 400, 333, 0},  // one block covers the whole range
+        BlockCase{9, 40, 3, 100, 100, 2, 100, 60, 0},     // hd % 8 != 0 (tails in q.k and V)
+        BlockCase{5, 16, 5, 64, 32, 3, 64, 17, 0},        // hd_v != hd
+        BlockCase{11, 16, 2, 96, 96, 1, 64, 0, 0},        // hd_v = 96 (64 + 32 register tiles)
+        BlockCase{12, 8, 1, 24, 24, 2, 64, 3, 0},         // hd_v = 24 (16 + 8 tiles)
+        BlockCase{20, 32, 4, 64, 64, 2, 64, 10, 24},      // sliding window, partly before 0
+        BlockCase{20, 32, 4, 64, 64, 2, 64, 150, 24},     // sliding window in a circular cache
+        BlockCase{33, 16, 2, 64, 64, 1, 48, 1000, 16}));  // window shorter than the block
+
+// Arbitrary ranges in one call (rows need not be consecutive positions).
+TEST(AttentionBlock, ArbitraryRangesEqualAttendGroup) {
+  const int64_t n_rows = 24, n_gqa = 3, hd = 40, hd_v = 72, n_groups = 2, capacity = 200;
+  const BlockData b = make_block_data(n_rows, n_gqa, hd, hd_v, n_groups, capacity, 77);
+  std::mt19937 rng(5);
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const int64_t x = static_cast<int64_t>(rng() % capacity), y = static_cast<int64_t>(rng() % capacity);
+    ranges.emplace_back(std::min(x, y), std::max(x, y));
+  }
+  ranges[3] = {5, 5};
+  for (int64_t bk : {8, 16, 56, 256}) expect_block_equals_group(b, ranges, n_gqa, hd, hd_v, n_groups, capacity, bk);
+}
+
+TEST(AttentionBlock, BlockLengthFitsL1) {
+  EXPECT_EQ(64, attend_block_bk(64, 64));
+  EXPECT_EQ(32, attend_block_bk(128, 128));
+  EXPECT_EQ(0, attend_block_bk(100, 100) % 8);
+  EXPECT_LE(attend_block_bk(100, 100) * 100 * 4, 16384);
+  EXPECT_GE(attend_block_bk(1024, 1024), 8);
+}
 
 }  // namespace
 }  // namespace synapse::kernels
