@@ -32,6 +32,7 @@ NG=${NG:-128}
 DEPTH=${DEPTH:-4096}
 RAW="$BUILD/perf"
 REPORT_ONLY=${REPORT_ONLY:-0}
+LLAMA_BENCH=${LLAMA_BENCH:-}
 
 if [ "$REPORT_ONLY" != 1 ]; then
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSYNAPSE_BUILD_TESTS=OFF >/dev/null
@@ -39,7 +40,7 @@ cmake --build "$BUILD" -j2 --target synapse bench_bandwidth >/dev/null
 SYN="$BUILD/synapse"
 BW="$BUILD/bench/bench_bandwidth"
 mkdir -p "$MODELS" "$RAW"
-rm -f "$RAW"/*.json
+rm -f "$RAW"/*.json "$RAW"/*.jsonl
 
 load_before="$(uptime)"
 top_before="$(top -bn1 | head -15)"
@@ -70,6 +71,11 @@ run_bench() {  # name preset type extra-args...
     echo "perf.sh: $preset $type t=$t" >&2
     "$SYN" bench -m "$f" -p "$PP" -n "$NG" -t "$t" -r "$REPS" --bw "$bw" --json "$@" > "$RAW/$name-t$t.json"
   done
+  if [ -n "$LLAMA_BENCH" ]; then
+    echo "perf.sh: llama-bench $preset $type t=1,2" >&2
+    "$LLAMA_BENCH" -m "$f" -t 1,2 -p "$PP" -n "$NG" -r "$REPS" -fa 0 -b 2048 -ub 512 -o jsonl 2>/dev/null \
+      > "$RAW/$name-llama.jsonl"
+  fi
 }
 
 run_bench llama-q4km llama-3.2-1b Q4_K_M
@@ -81,13 +87,18 @@ if [ "$SKIP_DEPTH" != 1 ]; then
   echo "perf.sh: llama-3.2-1b Q4_K_M tg$NG @ d$DEPTH, t=2" >&2
   "$SYN" bench -m "$(model llama-3.2-1b Q4_K_M)" -p 0 -n "$NG" -d "$DEPTH" -t 2 -r "$REPS" --bw "$bw2" --json \
     > "$RAW/llama-q4km-d4096-t2.json"
+  if [ -n "$LLAMA_BENCH" ]; then
+    echo "perf.sh: llama-bench tg$NG @ d$DEPTH, t=2" >&2
+    "$LLAMA_BENCH" -m "$(model llama-3.2-1b Q4_K_M)" -t 2 -p 0 -n "$NG" -d "$DEPTH" -r "$REPS" -fa 0 -b 2048 -ub 512 \
+      -o jsonl 2>/dev/null > "$RAW/llama-q4km-d4096-llama.jsonl"
+  fi
 fi
 
 load_after="$(uptime)"
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-python3 - "$RAW/meta.json" "$bw1" "$bw2" "$REPS" "$started" "$cpu" "$load_before" "$load_after" "$top_before" <<'PY'
+python3 - "$RAW/meta.json" "$bw1" "$bw2" "$REPS" "$started" "$cpu" "$load_before" "$load_after" "$top_before" "$LLAMA_BENCH" <<'PY'
 import json, sys
-keys = ["bw1", "bw2", "reps", "started", "cpu", "load_before", "load_after", "top_before"]
+keys = ["bw1", "bw2", "reps", "started", "cpu", "load_before", "load_after", "top_before", "llama_bench"]
 json.dump(dict(zip(keys, sys.argv[2:])), open(sys.argv[1], "w"), indent=1)
 PY
 
@@ -121,6 +132,23 @@ baseline = {
     ("qwen2.5-0.5b Q4_K_M", 2): {"pp512": 113.0, "tg128": 43.3},
 }
 order = ["llama-q4km", "llama-q80", "llama-q40", "smollm2-q80", "qwen-q4km"]
+# llama-bench on this machine in this run (LLAMA_BENCH), keyed like synapse's
+# rows: (file name, threads, test).
+here, here_build = {}, None
+for n in order + ["llama-q4km-d4096"]:
+    f = f"{raw}/{n}-llama.jsonl"
+    if not os.path.exists(f):
+        continue
+    for line in open(f):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        j = json.loads(line)
+        test = f"pp{j['n_prompt']}" if j["n_prompt"] else f"tg{j['n_gen']}"
+        if j.get("n_depth"):
+            test += f" @ d{j['n_depth']}"
+        here[(os.path.basename(j["model_filename"]), j["n_threads"], test)] = j
+        here_build = j["build_commit"]
 files = [f"{raw}/{n}-t{t}.json" for n in order for t in (1, 2)] + [f"{raw}/llama-q4km-d4096-t2.json"]
 rows, commit = [], "unknown"
 for f in files:
@@ -128,7 +156,7 @@ for f in files:
         continue
     j = json.load(open(f))
     commit = j["commit"]
-    rows += j["results"]
+    rows += [dict(r, file=os.path.basename(r.get("model_path", ""))) for r in j["results"]]
 
 def mib(b): return f"{b / 1048576:.2f} MiB"
 
@@ -157,17 +185,26 @@ if max(load1(load_before), load1(load_after)) > 0.5 * (os.cpu_count() or 1):
 w("Decode bound = read bandwidth / bytes read per token (weights + KV rows attention")
 w("reads); GB/s = those bytes x t/s. A ratio above 1 means synapse is faster.")
 w("")
-w("| model | size | test | threads | synapse t/s | llama.cpp t/s | ratio | GB/s | bound t/s | % of bound |")
-w("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+if here:
+    w(f"\"llama.cpp here\" is llama-bench (`{meta.get('llama_bench', '')}`, build {here_build}) run by this script")
+    w("on the same files, threads and sizes right after synapse's runs of each model (-fa 0,")
+    w("-b 2048 -ub 512); \"ratio here\" = synapse / llama.cpp here, the ratio from one run on one machine.")
+    w("\"BASELINE\" is the figure of ../shared/docs/BASELINE.md (another machine: AMD Zen 3).")
+    w("")
+w("| model | size | test | threads | synapse t/s | llama.cpp here t/s | ratio here | BASELINE t/s | ratio vs BASELINE | GB/s | bound t/s | % of bound |")
+w("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for r in rows:
     test = r["test"]
     base = baseline.get((r["model"], r["threads"]), {}).get(test)
     ratio = f"{r['avg_ts'] / base:.2f}" if base else "-"
+    h = here.get((r["file"], r["threads"], test))
+    h_ts = f"{h['avg_ts']:.2f} ± {h['stddev_ts']:.2f}" if h else "n/a"
+    h_ratio = f"**{r['avg_ts'] / h['avg_ts']:.2f}**" if h and h["avg_ts"] > 0 else "-"
     gbps = f"{r['gbps']:.2f}" if "gbps" in r else "-"
     bound = f"{r['bound_ts']:.2f}" if "bound_ts" in r else "-"
     pct = f"{100 * r['fraction_of_bound']:.0f}%" if "fraction_of_bound" in r else "-"
     w(f"| {r['model']} | {mib(r['size_bytes'])} | {test} | {r['threads']} | {r['avg_ts']:.2f} ± {r['stddev_ts']:.2f} | "
-      f"{base if base else 'n/a'} | {ratio} | {gbps} | {bound} | {pct} |")
+      f"{h_ts} | {h_ratio} | {base if base else 'n/a'} | {ratio} | {gbps} | {bound} | {pct} |")
 w("")
 w("llama.cpp has no tg128 @ d4096 figure in BASELINE.md (n/a).")
 w("")
@@ -175,6 +212,7 @@ w("## How to reproduce")
 w("")
 w("```sh")
 w("scripts/perf.sh                      # everything above (REPS=3; SKIP_DEPTH=1 skips d4096)")
+w("LLAMA_BENCH=/path/to/llama-bench scripts/perf.sh   # plus llama.cpp on the same machine in the same run")
 w("build-perf/synapse synth --preset llama-3.2-1b --type Q4_K_M -o build/models/llama-3.2-1b-Q4_K_M.gguf")
 w("build-perf/bench/bench_bandwidth --threads 1,2")
 w("build-perf/synapse bench -m build/models/llama-3.2-1b-Q4_K_M.gguf -p 512 -n 128 -t 2 -r 3 --bw auto")
