@@ -33,6 +33,15 @@ float dot_lanes8(const float* a, const float* b, int64_t n) {
 
 }  // namespace
 
+void softmax_f16_rows_scalar(float* x, int64_t ld, const int64_t* n, int64_t n_rows) {
+  const float* h2f = fp16_table();
+  for (int64_t r = 0; r < n_rows; ++r) {
+    float* p = x + r * ld;
+    softmax(p, n[r]);
+    for (int64_t j = 0; j < n[r]; ++j) p[j] = h2f[quant::fp32_to_fp16(p[j])];
+  }
+}
+
 void attend_group_scalar(const KvLayerView& kv, int64_t g, int64_t first, int64_t last, const float* q,
                          int64_t n_gqa, int64_t hd, int64_t hd_v, float kq_scale, float* out,
                          AttentionScratch& s) {
@@ -47,11 +56,7 @@ void attend_group_scalar(const KvLayerView& kv, int64_t g, int64_t first, int64_
     for (int64_t d = 0; d < hd; ++d) s.kv_row[d] = h2f[k[d]];
     for (int64_t i = 0; i < n_gqa; ++i) s.scores[i * n_kv + j] = dot_lanes8(&s.q[i * hd], s.kv_row.data(), hd) * kq_scale;
   }
-  for (int64_t i = 0; i < n_gqa; ++i) {
-    float* p = &s.scores[i * n_kv];
-    softmax(p, n_kv);
-    for (int64_t j = 0; j < n_kv; ++j) p[j] = h2f[quant::fp32_to_fp16(p[j])];
-  }
+  for (int64_t i = 0; i < n_gqa; ++i) softmax_f16_rows_scalar(&s.scores[i * n_kv], n_kv, &n_kv, 1);
   for (int64_t i = 0; i < n_gqa * hd_v; ++i) out[i] = 0.0f;
   for (int64_t j = 0; j < n_kv; ++j) {
     const quant::ggml_fp16_t* v = kv.v + ((first + j) % kv.capacity) * kv.v_stride + g * hd_v;
@@ -107,11 +112,7 @@ void attend_block_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows,
   // Softmax of each full score row, probabilities rounded to F16.
   for (int64_t r = 0; r < n_rows; ++r) {
     const int64_t n_kv = rows[r].last - rows[r].first + 1;
-    for (int64_t i = 0; i < n_gqa; ++i) {
-      float* p = &s.scores[(r * n_gqa + i) * ld];
-      softmax(p, n_kv);
-      for (int64_t j = 0; j < n_kv; ++j) p[j] = h2f[quant::fp32_to_fp16(p[j])];
-    }
+    for (int64_t i = 0; i < n_gqa; ++i) softmax_f16_rows_scalar(&s.scores[(r * n_gqa + i) * ld], ld, &n_kv, 1);
     std::fill(rows[r].out, rows[r].out + n_gqa * hd_v, 0.0f);
   }
   // Weighted V, V block by V block: each output element takes its positions
@@ -138,6 +139,10 @@ void attend_block_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows,
 }
 
 #if !(defined(__x86_64__) || defined(_M_X64))
+void softmax_f16_rows_avx2(float* x, int64_t ld, const int64_t* n, int64_t n_rows) {
+  softmax_f16_rows_scalar(x, ld, n, n_rows);
+}
+
 void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
                        int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& s) {
   attend_block_scalar(kv, g, rows, n_rows, n_gqa, hd, hd_v, kq_scale, bk, s);

@@ -91,7 +91,79 @@ void weighted_v(const float* p, const float* v, int64_t ld, int64_t n, float* o)
   for (int k = 0; k < NV; ++k) _mm256_storeu_ps(o + 8 * k, acc[k]);
 }
 
+// max(x[0 .. n)), n >= 1, as kernels::softmax's std::max chain gives it for
+// non-NaN values (max is exact in any order).
+float max_row(const float* x, int64_t n) {
+  int64_t j = 0;
+  float mx = -INFINITY;
+  if (n >= 32) {
+    __m256 m0 = _mm256_loadu_ps(x), m1 = _mm256_loadu_ps(x + 8), m2 = _mm256_loadu_ps(x + 16),
+           m3 = _mm256_loadu_ps(x + 24);
+    for (j = 32; j + 32 <= n; j += 32) {
+      m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + j));
+      m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + j + 8));
+      m2 = _mm256_max_ps(m2, _mm256_loadu_ps(x + j + 16));
+      m3 = _mm256_max_ps(m3, _mm256_loadu_ps(x + j + 24));
+    }
+    const __m256 m = _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    mx = _mm_cvtss_f32(h);
+  }
+  for (; j < n; ++j) mx = std::max(mx, x[j]);
+  return mx;
+}
+
+// x[0 .. n) *= inv, then rounded through F16 (kernels::softmax's last step
+// and the probabilities' rounding).
+void scale_round_f16(float* x, int64_t n, float inv) {
+  const __m256 iv = _mm256_set1_ps(inv);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    _mm256_storeu_ps(x + j, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(x + j), iv),
+                                                             _MM_FROUND_TO_NEAREST_INT)));
+  for (; j < n; ++j) x[j] = _cvtsh_ss(_cvtss_sh(x[j] * inv, _MM_FROUND_TO_NEAREST_INT));
+}
+
 }  // namespace
+
+void softmax_f16_rows_avx2(float* x, int64_t ld, const int64_t* n, int64_t n_rows) {
+  for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
+    const int64_t m = std::min<int64_t>(4, n_rows - r0);
+    float* row[4];
+    double sum[4] = {0.0, 0.0, 0.0, 0.0};
+    for (int64_t t = 0; t < m; ++t) {
+      row[t] = x + (r0 + t) * ld;
+      const float mx = max_row(row[t], n[r0 + t]);
+      for (int64_t j = 0; j < n[r0 + t]; ++j) row[t][j] = std::exp(row[t][j] - mx);
+    }
+    // The 4 rows' double sums in the lanes of one register, over the
+    // positions they all have; each row then continues alone.
+    int64_t common = 0;
+    if (m == 4) {
+      common = std::min(std::min(n[r0], n[r0 + 1]), std::min(n[r0 + 2], n[r0 + 3]));
+      __m256d acc = _mm256_setzero_pd();
+      int64_t j = 0;
+      for (; j + 4 <= common; j += 4) {
+        __m128 c0 = _mm_loadu_ps(row[0] + j), c1 = _mm_loadu_ps(row[1] + j), c2 = _mm_loadu_ps(row[2] + j),
+               c3 = _mm_loadu_ps(row[3] + j);
+        _MM_TRANSPOSE4_PS(c0, c1, c2, c3);  // c_k = (row0[j+k], row1[j+k], row2[j+k], row3[j+k])
+        acc = _mm256_add_pd(acc, _mm256_cvtps_pd(c0));
+        acc = _mm256_add_pd(acc, _mm256_cvtps_pd(c1));
+        acc = _mm256_add_pd(acc, _mm256_cvtps_pd(c2));
+        acc = _mm256_add_pd(acc, _mm256_cvtps_pd(c3));
+      }
+      for (; j < common; ++j)
+        acc = _mm256_add_pd(acc, _mm256_cvtps_pd(_mm_setr_ps(row[0][j], row[1][j], row[2][j], row[3][j])));
+      _mm256_storeu_pd(sum, acc);
+    }
+    for (int64_t t = 0; t < m; ++t) {
+      for (int64_t j = common; j < n[r0 + t]; ++j) sum[t] += static_cast<double>(row[t][j]);
+      scale_round_f16(row[t], n[r0 + t], static_cast<float>(1.0 / sum[t]));
+    }
+  }
+}
 
 void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
                        int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& s) {
@@ -133,14 +205,12 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
     }
   }
   // Softmax of each full score row, probabilities rounded to F16.
+  s.n_kv.resize(static_cast<size_t>(n_q));
   for (int64_t r = 0; r < n_rows; ++r) {
-    const int64_t n_kv = rows[r].last - rows[r].first + 1;
-    for (int64_t i = 0; i < n_gqa; ++i) {
-      softmax(&s.scores[(r * n_gqa + i) * ld], n_kv);
-      round_f16(&s.scores[(r * n_gqa + i) * ld], n_kv);
-    }
+    for (int64_t i = 0; i < n_gqa; ++i) s.n_kv[r * n_gqa + i] = rows[r].last - rows[r].first + 1;
     std::fill(rows[r].out, rows[r].out + n_gqa * hd_v, 0.0f);
   }
+  softmax_f16_rows_avx2(s.scores.data(), ld, s.n_kv.data(), n_q);
   // Weighted V, V block by V block: each output element takes its positions
   // in increasing order, as in attend_group.
   for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
@@ -178,10 +248,8 @@ void attend_group_avx2(const KvLayerView& kv, int64_t g, int64_t first, int64_t 
     load_f16(kv.k + ((first + j) % kv.capacity) * kv.k_stride + g * hd, s.kv_row.data(), hd);
     for (int64_t i = 0; i < n_gqa; ++i) s.scores[i * n_kv + j] = dot_lanes8(&s.q[i * hd], s.kv_row.data(), hd) * kq_scale;
   }
-  for (int64_t i = 0; i < n_gqa; ++i) {
-    softmax(&s.scores[i * n_kv], n_kv);
-    round_f16(&s.scores[i * n_kv], n_kv);
-  }
+  s.n_kv.assign(static_cast<size_t>(n_gqa), n_kv);
+  softmax_f16_rows_avx2(s.scores.data(), n_kv, s.n_kv.data(), n_gqa);
   std::fill(out, out + n_gqa * hd_v, 0.0f);
   for (int64_t j = 0; j < n_kv; ++j) {
     load_f16(kv.v + ((first + j) % kv.capacity) * kv.v_stride + g * hd_v, s.kv_row.data(), hd_v);

@@ -190,6 +190,41 @@ TEST(AttentionBlock, ArbitraryRangesEqualAttendGroup) {
   for (int64_t bk : {8, 16, 56, 256}) expect_block_equals_group(b, ranges, n_gqa, hd, hd_v, n_groups, capacity, bk);
 }
 
+// The AVX2 probabilities (vector max, 4 rows' double sums side by side) equal
+// kernels::softmax + F16 rounding bit for bit, for uneven row lengths, ties,
+// signed zeros, values whose exp underflows, and any number of rows.
+TEST(AttentionSoftmax, Avx2EqualsScalar) {
+  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 4.0f);
+  for (int64_t n_rows : {1, 3, 4, 5, 8, 9, 13}) {
+    for (int64_t base : {1, 7, 31, 32, 33, 100, 517}) {
+      const int64_t ld = base + 3;
+      std::vector<int64_t> n(static_cast<size_t>(n_rows));
+      for (int64_t r = 0; r < n_rows; ++r) n[r] = std::max<int64_t>(1, base - static_cast<int64_t>(rng() % 4));
+      std::vector<float> x(static_cast<size_t>(n_rows * ld));
+      for (auto& v : x) v = nd(rng);
+      x[0] = -0.0f;
+      if (x.size() > 5) x[5] = 0.0f, x[4] = -150.0f, x[3] = x[2];
+      std::vector<float> a = x, b = x;
+      softmax_f16_rows_scalar(a.data(), ld, n.data(), n_rows);
+      softmax_f16_rows_avx2(b.data(), ld, n.data(), n_rows);
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << n_rows << " rows of ~" << base;
+    }
+  }
+  // All-equal and all-zero rows (the max is a tie everywhere).
+  std::vector<float> z(64, 0.0f), w(64, -0.0f);
+  for (int i = 0; i < 64; i += 3) w[i] = 0.0f;
+  const int64_t n64[2] = {64, 64};
+  std::vector<float> za = z, zb = z, wa = w, wb = w;
+  softmax_f16_rows_scalar(za.data(), 32, n64, 1);
+  softmax_f16_rows_avx2(zb.data(), 32, n64, 1);
+  softmax_f16_rows_scalar(wa.data(), 64, n64, 1);
+  softmax_f16_rows_avx2(wb.data(), 64, n64, 1);
+  EXPECT_EQ(0, std::memcmp(za.data(), zb.data(), za.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(wa.data(), wb.data(), wa.size() * sizeof(float)));
+}
+
 TEST(AttentionBlock, BlockLengthFitsL1) {
   EXPECT_EQ(64, attend_block_bk(64, 64));
   EXPECT_EQ(32, attend_block_bk(128, 128));
