@@ -126,6 +126,21 @@ void forward_batch(const Model& m, std::span<runtime::KvCache* const> seqs, std:
     const runtime::KvCache& kv = *seqs[rows[i].seq];
     (kv.n_past() + n_new[rows[i].seq] <= kv.capacity() ? batched_rows : one_by_one_rows).push_back(i);
   }
+  // Query blocks (seed 000 "Flash (Blocked) Prefill Attention"): each
+  // sequence's batched rows, in batch order (so consecutive positions), cut
+  // into blocks of up to kQueryBlock rows that share every K/V block they
+  // read (kernels::attend_block). A block of one row (a decode step) takes
+  // kernels::attend_group. Block b is block_rows[block_begin[b] ..
+  // block_begin[b + 1]). Either kernel gives the same bits for a row.
+  constexpr int64_t kQueryBlock = 32;
+  std::vector<int64_t> block_rows(batched_rows), block_begin;
+  std::stable_sort(block_rows.begin(), block_rows.end(),
+                   [&](int64_t a, int64_t b) { return rows[a].seq < rows[b].seq; });
+  for (size_t j = 0; j < block_rows.size(); ++j)
+    if (j == 0 || rows[block_rows[j]].seq != rows[block_rows[j - 1]].seq ||
+        static_cast<int64_t>(j) - block_begin.back() == kQueryBlock)
+      block_begin.push_back(static_cast<int64_t>(j));
+  block_begin.push_back(static_cast<int64_t>(block_rows.size()));
 
   std::vector<float> cur(x.size()), q(static_cast<size_t>(n * n_q)), k(static_cast<size_t>(n * n_k)),
       v(static_cast<size_t>(n * n_v)), att(static_cast<size_t>(n * n_att)), tmp(x.size());
@@ -164,27 +179,41 @@ void forward_batch(const Model& m, std::span<runtime::KvCache* const> seqs, std:
       for (int64_t d = 0; d < n_k; ++d) kd[d] = fp32_to_fp16(k[i * n_k + d]);
       for (int64_t d = 0; d < n_v; ++d) vd[d] = fp32_to_fp16(v[i * n_v + d]);
     };
-    auto attend = [&](const int64_t* row_ids, int64_t n_rows) {
-      // Work items are (row, KV group) pairs: split across threads, never
-      // inside a sum. Each reads its group's K/V rows once for all n_gqa heads.
-      const int64_t n_groups = hp.n_head_kv, n_gqa = hp.n_gqa();
-      pool.parallel_for(n_rows * n_groups, 1, [&](int64_t w0, int64_t w1) {
+    auto attend = [&](const int64_t* row_ids, const int64_t* begin, int64_t n_blocks) {
+      // Work items are (query block, KV group) pairs, split across threads,
+      // never inside a sum; handed out last block first (the longest, under
+      // the causal mask) so the cheap ones even out the threads at the end.
+      // Each reads its group's K/V rows once for all n_gqa heads of its rows.
+      const int64_t n_groups = hp.n_head_kv, n_gqa = hp.n_gqa(), n_items = n_blocks * n_groups;
+      pool.parallel_for(n_items, 1, [&](int64_t w0, int64_t w1) {
         kernels::AttentionScratch scratch;
+        std::vector<kernels::QueryRow> block;
         for (int64_t w = w0; w < w1; ++w) {
-          const int64_t i = row_ids[w / n_groups], g = w % n_groups;
-          const runtime::KvCache& kv = *seqs[rows[i].seq];
+          const int64_t b = (n_items - 1 - w) / n_groups, g = (n_items - 1 - w) % n_groups;
+          const int64_t* ids = row_ids + begin[b];
+          const int64_t n_b = begin[b + 1] - begin[b];
+          const runtime::KvCache& kv = *seqs[rows[ids[0]].seq];
           const kernels::KvLayerView view{kv.k(il, 0), kv.v(il, 0), n_k, n_v, kv.capacity()};
-          const int64_t first = hp.n_swa > 0 ? std::max<int64_t>(0, pos[i] - hp.n_swa + 1) : 0;
-          kernels::attend_group(view, g, first, pos[i], &q[i * n_q + g * n_gqa * hd], n_gqa, hd, hd_v, kq_scale,
-                                &att[i * n_att + g * n_gqa * hd_v], scratch);
+          block.resize(static_cast<size_t>(n_b));
+          for (int64_t r = 0; r < n_b; ++r) {
+            const int64_t i = ids[r];
+            const int64_t first = hp.n_swa > 0 ? std::max<int64_t>(0, pos[i] - hp.n_swa + 1) : 0;
+            block[r] = {&q[i * n_q + g * n_gqa * hd], &att[i * n_att + g * n_gqa * hd_v], first, pos[i]};
+          }
+          if (n_b == 1)
+            kernels::attend_group(view, g, block[0].first, block[0].last, block[0].q, n_gqa, hd, hd_v, kq_scale,
+                                  block[0].out, scratch);
+          else
+            kernels::attend_block(view, g, block.data(), n_b, n_gqa, hd, hd_v, kq_scale, scratch);
         }
       });
     };
     for (int64_t i : batched_rows) store_kv(i);
-    attend(batched_rows.data(), static_cast<int64_t>(batched_rows.size()));
+    attend(block_rows.data(), block_begin.data(), static_cast<int64_t>(block_begin.size()) - 1);
     for (int64_t i : one_by_one_rows) {
       store_kv(i);
-      attend(&i, 1);
+      const int64_t one[2] = {0, 1};
+      attend(&i, one, 1);
     }
     {
       kernels::Activations act(att.data(), n, n_att);
