@@ -54,18 +54,10 @@ inline int hsum_i32_8(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
-// Q4_K/Q5_K: bytes 0..7 the 6-bit scales, 8..15 the 6-bit mins of the 8
-// sub-blocks (the unpacking of get_scale_min_k4 done 4 bytes at a time).
-inline void scales_mins_k4(const uint8_t* packed, uint8_t out[16]) {
-  constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-  uint32_t u[4];
-  std::memcpy(u, packed, 12);
-  u[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
-  const uint32_t m03 = u[1] & kmask1;
-  u[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
-  u[2] = m03;
-  u[0] &= kmask1;
-  std::memcpy(out, u, 16);
+inline int hsum_i32_4(__m128i s) {
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
 }
 
 inline float hsum_float_8(__m256 x) {
@@ -83,8 +75,190 @@ inline __m256i unpack_nibbles(const uint8_t* qs) {
   return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
 }
 
-// The mod-8 lane accumulator of the K-quant dots (k_quants_avx2.cpp describes
-// the lane layout); the multi-row kernels (gemm_avx2.cpp) use the same one.
+// ---- K-quant blocks in ggml's AVX2 order (k_quants.cpp defines the order:
+// per 32-element chunk, int32 lane q = scale * elements 4q..4q+3; lanes
+// summed over a block's chunks; one fused multiply-add per lane and block).
+// The single-row dots (k_quants_avx2.cpp) and the multi-row kernels
+// (gemm_k_avx2.cpp) both build their integer lanes with these.
+
+// ggml's get_scale_shuffle_k4: pshufb mask that puts word k (0..7) of each
+// 16-byte half in every word of that half.
+inline __m256i word_bcast_mask(int k) { return _mm256_set1_epi16(static_cast<int16_t>((2 * k) | ((2 * k + 1) << 8))); }
+
+// Q4_K/Q5_K: the 8 scales (words 0..7) and 8 mins (words 8..15) of a block
+// as int16, from the 12 packed bytes (scales_mins_k4's unpacking, built in
+// registers: no store-forwarding stall).
+inline __m256i k4_scales_mins(const uint8_t* packed) {
+  constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+  uint32_t u0, u1, u2;
+  std::memcpy(&u0, packed, 4);
+  std::memcpy(&u1, packed + 4, 4);
+  std::memcpy(&u2, packed + 8, 4);
+  const uint32_t m47 = ((u2 >> 4) & kmask2) | (((u1 >> 6) & kmask3) << 4);
+  const uint32_t s47 = (u2 & kmask2) | (((u0 >> 6) & kmask3) << 4);
+  const __m128i v = _mm_set_epi32(static_cast<int>(m47), static_cast<int>(u1 & kmask1), static_cast<int>(s47),
+                                  static_cast<int>(u0 & kmask1));
+  return _mm256_cvtepu8_epi16(v);
+}
+
+// The 8 lanes of one chunk: madd(scale words, maddubs(digits, activations)).
+// Exact for digits <= 63 and any int8 activations (k_quants.cpp, add_chunk).
+inline __m256i chunk_lanes(__m256i u, __m256i a, __m256i scale) {
+  return _mm256_madd_epi16(scale, _mm256_maddubs_epi16(u, a));
+}
+
+// Q6_K: the same with digit - 32: maddubs(u, a) - maddubs(32, a), off being
+// the second term (q6_offset).
+inline __m256i chunk_lanes_off(__m256i u, __m256i a, __m256i off, __m256i scale) {
+  return _mm256_madd_epi16(scale, _mm256_sub_epi16(_mm256_maddubs_epi16(u, a), off));
+}
+inline __m256i q6_offset(__m256i a) { return _mm256_maddubs_epi16(_mm256_set1_epi8(32), a); }
+
+// Q4_K/Q5_K min term lanes: madd(mins, hadd(bsums)) (4 int32; the int16
+// hadd wraps as k4_min_prod in k_quants.cpp). sm: k4_scales_mins.
+inline __m128i k4_min_lanes(__m256i sm, __m128i q8s) {
+  return _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), q8s);
+}
+inline __m128i k4_bsum_pairs(const int16_t* bsums) {
+  const __m256i b = load32(bsums);
+  return _mm_hadd_epi16(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+}
+
+// (m0 + m2) + (m1 + m3): ggml's reduction of the Q4_K min accumulator.
+inline float hsum_float_4(__m128 m) {
+  m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_add_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// Q4_K / Q5_K block unpacked: digits of the 8 chunks (0..15 / 0..31), the
+// chunk scale words, the scales-and-mins words (for k4_min_lanes), d, dmin.
+struct BlockK4 {
+  __m256i u[8];
+  __m256i sc[8];
+  __m256i sm;
+  float d, dmin;
+};
+
+// Scale words of the 8 chunks and the F16 scales, shared by Q4_K and Q5_K.
+template <typename B>
+inline void unpack_k4_scales(const B& b, BlockK4& k) {
+  k.sm = k4_scales_mins(b.scales);
+  const __m256i s = _mm256_permute4x64_epi64(k.sm, 0x44);  // scales in both halves
+  for (int c = 0; c < 8; ++c) k.sc[c] = _mm256_shuffle_epi8(s, word_bcast_mask(c));
+  k.d = h2f(b.d);
+  k.dmin = h2f(b.dmin);
+}
+
+inline void unpack_q4_K(const block_q4_K& b, BlockK4& k) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int j = 0; j < 4; ++j) {
+    const __m256i q = load32(b.qs + 32 * j);
+    k.u[2 * j] = _mm256_and_si256(q, m4);
+    k.u[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+  }
+  unpack_k4_scales(b, k);
+}
+
+// Fifth bit of element 64j + l: bit 2j of qh[l]; of 64j + 32 + l: bit 2j + 1.
+inline void unpack_q5_K(const block_q5_K& b, BlockK4& k) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+  __m256i h = load32(b.qh);  // bit 0 of each byte: the next fifth bit
+  for (int j = 0; j < 4; ++j) {
+    const __m256i q = load32(b.qs + 32 * j);
+    k.u[2 * j] = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
+    h = _mm256_srli_epi16(h, 1);
+    k.u[2 * j + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                     _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
+    h = _mm256_srli_epi16(h, 1);
+  }
+  unpack_k4_scales(b, k);
+}
+
+// The block's 8 integer lanes against activations q8 (256 bytes).
+inline __m256i k4_lanes(const BlockK4& k, const int8_t* q8) {
+  __m256i s = chunk_lanes(k.u[0], load32(q8), k.sc[0]);
+  for (int c = 1; c < 8; ++c) s = _mm256_add_epi32(s, chunk_lanes(k.u[c], load32(q8 + 32 * c), k.sc[c]));
+  return s;
+}
+
+// Q6_K block unpacked: digits 0..63 of the 8 chunks, scale words (low half:
+// sub-block 2c, high half: 2c + 1), d.
+struct BlockQ6K {
+  __m256i u[8];
+  __m256i sc[8];
+  float d;
+};
+
+// Per 128 elements (half h): ql[64h + l] holds elements l (low nibble) and
+// l + 64 (high), ql[64h + 32 + l] elements l + 32 and l + 96; qh[32h + l]
+// bits 0-1, 2-3, 4-5, 6-7 their top two bits.
+inline void unpack_q6_K(const block_q6_K& b, BlockQ6K& k) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x03);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i qa = load32(b.ql + 64 * h), qb = load32(b.ql + 64 * h + 32), qh = load32(b.qh + 32 * h);
+    k.u[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(qa, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
+    k.u[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(qb, m4),
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
+    k.u[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qa, 4), m4),
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
+    k.u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4),
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+  }
+  const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+  for (int c = 0; c < 8; ++c) {
+    const __m128i mask = _mm_set_epi64x(0x0101010101010101LL * (2 * c + 1), 0x0101010101010101LL * (2 * c));
+    k.sc[c] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s, mask));
+  }
+  k.d = h2f(b.d);
+}
+
+// The block's 8 integer lanes; off[c] = q6_offset of activation chunk c.
+inline __m256i q6_K_lanes(const BlockQ6K& k, const int8_t* q8, const __m256i off[8]) {
+  __m256i s = chunk_lanes_off(k.u[0], load32(q8), off[0], k.sc[0]);
+  for (int c = 1; c < 8; ++c)
+    s = _mm256_add_epi32(s, chunk_lanes_off(k.u[c], load32(q8 + 32 * c), off[c], k.sc[c]));
+  return s;
+}
+
+inline void q6_offsets(const int8_t* q8, __m256i off[8]) {
+  for (int c = 0; c < 8; ++c) off[c] = q6_offset(load32(q8 + 32 * c));
+}
+
+// The float accumulators of one Q4_K / Q5_K / Q6_K dot and one block's
+// step, as ggml's AVX2 branches run them (k_quants.cpp gives the orders).
+// Every kernel that must equal the single-row dots goes through these.
+struct AccK {
+  __m256 acc = _mm256_setzero_ps();     // the 8 lanes
+  __m128 acc_m = _mm_setzero_ps();      // Q4_K: the 4 min lanes
+  float summs = 0.0f;                   // Q5_K: the min term
+};
+
+// q8s: k4_bsum_pairs of the activation block a.
+inline void q4_K_step(AccK& s, const BlockK4& k, const block_q8_K& a, __m128i q8s) {
+  const float d = a.d * k.d, dmin = -a.d * k.dmin;
+  s.acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_min_lanes(k.sm, q8s)), s.acc_m);
+  s.acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(k4_lanes(k, a.qs)), s.acc);
+}
+inline float q4_K_result(const AccK& s) { return hsum_float_8(s.acc) + hsum_float_4(s.acc_m); }
+
+inline void q5_K_step(AccK& s, const BlockK4& k, const block_q8_K& a, __m128i q8s) {
+  const float d = a.d * k.d, dmin = -a.d * k.dmin;
+  s.summs = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(dmin), _mm_set_ss(static_cast<float>(hsum_i32_4(k4_min_lanes(k.sm, q8s)))),
+                                        _mm_set_ss(s.summs)));
+  s.acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(k4_lanes(k, a.qs)), s.acc);
+}
+inline float q5_K_result(const AccK& s) { return hsum_float_8(s.acc) + s.summs; }
+
+// off: q6_offsets of the activation block a.
+inline void q6_K_step(AccK& s, const BlockQ6K& k, const block_q8_K& a, const __m256i off[8]) {
+  const float d = a.d * k.d;
+  s.acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(q6_K_lanes(k, a.qs, off)), s.acc);
+}
+inline float q6_K_result(const AccK& s) { return hsum_float_8(s.acc); }
+
+// The mod-8 lane accumulator of ggml's scalar K-quant order, still used by
+// the Q3_K dot (k_quants_avx2.cpp describes the lane layout).
 struct Mod8 {
   __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
 

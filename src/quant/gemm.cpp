@@ -37,6 +37,9 @@ GemvFn gemv_kernel(GgmlType t, Isa isa) noexcept {
     switch (t) {
       case GgmlType::Q4_0: return avx2::gemv_q4_0_q8_0;
       case GgmlType::Q8_0: return avx2::gemv_q8_0_q8_0;
+      case GgmlType::Q4_K: return avx2::gemv_q4_K_q8_K;
+      case GgmlType::Q5_K: return avx2::gemv_q5_K_q8_K;
+      case GgmlType::Q6_K: return avx2::gemv_q6_K_q8_K;
       case GgmlType::F16: return avx2::gemv_f16_f16;
       case GgmlType::F32: return avx2::gemv_f32_f32;
       default: return nullptr;
@@ -52,8 +55,6 @@ GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
   if (isa == Isa::avx2 && t == GgmlType::Q4_0) return avx2::pack_q8_0_for_q4_0;
   if (isa == Isa::avx2 && t == GgmlType::Q8_0) return avx2::pack_q8_0_for_q8_0;
-  if (isa == Isa::avx2 && (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K))
-    return avx2::pack_q8_K_permuted;
 #endif
   (void)t;
   (void)isa;

@@ -33,9 +33,8 @@ GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept;
 
 // Converts one activation row of n elements (type vec_dot_type(t), src) to
 // the layout gemm_kernel(t, isa) reads (dst, same size in bytes), or nullptr
-// when that kernel reads the rows as they are. AVX2 Q4_K/Q5_K/Q6_K: every
-// 32 bytes of Q8_K qs with bytes k and k + 8 of each 16 side by side (the
-// permute the single-row kernels apply per weight row, k_quants_avx2.cpp).
+// when that kernel reads the rows as they are (AVX2 Q4_K/Q5_K/Q6_K read
+// plain Q8_K rows).
 using GemmPackFn = void (*)(int64_t n, const void* src, void* dst);
 GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept;
 
@@ -70,7 +69,6 @@ void gemm(GgmlType t, Isa isa, int64_t n, const void* w, const uint8_t* a, size_
 namespace avx2 {
 // Defined in gemm_avx2.cpp (x86-64 only). Same contract as GemmFn, each
 // equal per row to the avx2::vec_dot_* kernel of the same type.
-void pack_q8_K_permuted(int64_t n, const void* src, void* dst);
 void pack_q8_0_for_q4_0(int64_t n, const void* src, void* dst);
 void pack_q8_0_for_q8_0(int64_t n, const void* src, void* dst);
 void gemm_q4_0_q8_0(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
@@ -92,6 +90,12 @@ void gemv_q4_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, c
 void gemv_q8_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 void gemv_f16_f16(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 void gemv_f32_f32(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
+// Defined in gemm_k_avx2.cpp: R = 4 weight rows at a time, each with its own
+// float accumulators, against one plain Q8_K row; per row the order of
+// avx2::vec_dot_<t>_q8_K (ggml's AVX2 ggml_vec_dot_<t>_q8_K).
+void gemv_q4_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
+void gemv_q5_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
+void gemv_q6_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 }  // namespace avx2
 
 }  // namespace synapse::quant

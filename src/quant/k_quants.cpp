@@ -16,9 +16,11 @@
 // not x*(1/d)): the reference quantizers are compiled without FMA contraction
 // or fast-math, so the same order gives the same bits.
 //
-// Dot products mirror ggml-cpu's scalar ggml_vec_dot_<t>_q8_K: integer
-// products per (sub-)block, then scaled by the block scales in float, in
-// ggml's order (including its 8 float lanes for Q3_K..Q6_K).
+// Dot products: exact integer products per (sub-)block, then scaled by the
+// block scales in float, in the order of the ggml kernel llama.cpp runs on
+// x86 (AVX2): Q4_K, Q5_K, Q6_K follow the AVX2 branches of
+// ggml_vec_dot_<t>_q8_K (below, "The float order of ggml's AVX2 K-quant
+// dots"); Q2_K, Q3_K and IQ4_XS still follow ggml's scalar versions.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -259,6 +261,55 @@ inline int q3_K_scale(const uint8_t* scales, int j) {
   const int lo = j < 8 ? (scales[j] & 0xF) : (scales[j - 8] >> 4);
   const int hi = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
   return (lo | (hi << 4)) - 32;
+}
+
+// ---- The float order of ggml's AVX2 K-quant dots (ggml-cpu-quants.c,
+// `#elif defined __AVX2__` branches of ggml_vec_dot_<t>_q8_K), which the
+// x86 llama.cpp build runs and synapse reproduces (k_quants_avx2.cpp does it
+// with the same instructions). Per 32-element chunk of a block,
+// _mm256_maddubs_epi16 adds adjacent byte products in pairs and
+// _mm256_madd_epi16 with the chunk's sub-block scale adds adjacent pairs, so
+// int32 lane q (0..7) holds the chunk's elements 4q..4q+3; the lanes are
+// summed over the block's 8 chunks (exact integers), converted to float and
+// accumulated over the blocks with one fused multiply-add per lane.
+
+// ggml's hsum_float_8 (ggml-cpu-quants.c): high half + low half, then
+// movehl, then movehdup: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
+inline float hsum_float_8(const float a[8]) {
+  const float r0 = a[4] + a[0], r1 = a[5] + a[1], r2 = a[6] + a[2], r3 = a[7] + a[3];
+  return (r0 + r2) + (r1 + r3);
+}
+
+// acc[q] = fma(d, lane[q], acc[q]) (_mm256_fmadd_ps(vd, cvtepi32_ps(sumi), acc)).
+inline void fma_lanes(float acc[8], float d, const int32_t lane[8]) {
+  for (int q = 0; q < 8; ++q) acc[q] = std::fma(d, static_cast<float>(lane[q]), acc[q]);
+}
+
+// lane[q] += scale(q) * sum_{e<4} (u[4q+e] - off) * a[4q+e] for one chunk of
+// 32: digits u (unsigned), activations a, scale(q) = sc_lo for q < 4
+// (elements 0..15) and sc_hi for q >= 4 (Q4_K/Q5_K pass one scale twice).
+// The SIMD form is exact, so plain integer arithmetic reproduces it:
+// maddubs(u, a) pairs stay within int16 for digits <= 63 (|sum| <= 2*63*128
+// = 16128; Q4_K <= 15, Q5_K <= 31, Q6_K <= 63 whatever the bytes, and Q8_K
+// bytes are any int8 including -128); Q6_K's offset is a second maddubs of
+// 32 subtracted (|32*(a0+a1)| <= 8192, difference <= 2*32*128); madd with a
+// scale of at most 8 bits fits int32.
+inline void add_chunk(int32_t lane[8], const uint8_t* u, const int8_t* a, int sc_lo, int sc_hi, int off) {
+  for (int q = 0; q < 8; ++q) {
+    int s = 0;
+    for (int e = 4 * q; e < 4 * q + 4; ++e) s += (u[e] - off) * a[e];
+    lane[q] += (q < 4 ? sc_lo : sc_hi) * s;
+  }
+}
+
+// The min term of ggml's AVX2 Q4_K/Q5_K dot: the 16 Q8_K bsums added in
+// adjacent pairs as int16 (_mm_hadd_epi16, which wraps), then
+// _mm_madd_epi16 with the 8 mins: prod[k] = m[2k]*s[2k] + m[2k+1]*s[2k+1].
+inline void k4_min_prod(const int16_t* bsums, const uint8_t* mins, int32_t prod[4]) {
+  int16_t s[8];
+  for (int k = 0; k < 8; ++k)
+    s[k] = static_cast<int16_t>(static_cast<uint16_t>(bsums[2 * k]) + static_cast<uint16_t>(bsums[2 * k + 1]));
+  for (int k = 0; k < 4; ++k) prod[k] = mins[2 * k] * s[2 * k] + mins[2 * k + 1] * s[2 * k + 1];
 }
 
 // Packs 2-bit values L[0..256) into 64 bytes the way Q2_K and Q3_K store them:
@@ -599,22 +650,11 @@ inline void unpack_scale_min_k4(const uint8_t* packed, uint8_t* scales, uint8_t*
   for (int j = 0; j < QK_K / 32; ++j) get_scale_min_k4(j, packed, &scales[j], &mins[j]);
 }
 
-// The float part of ggml_vec_dot_q4_K_q8_K / q5_K: given the block's values
-// a[0..256) (0..31) and 6-bit scales/mins, adds to the 8 lanes and returns
-// the min term's integer sum.
-inline int k4_block_dot(const int8_t* a, const int8_t* q8, const uint8_t* scales, const uint8_t* mins,
-                        const int16_t* bsums, int32_t* aux32) {
-  int sumi = 0;
-  for (int j = 0; j < QK_K / 16; ++j) sumi += bsums[j] * mins[j / 2];
-  for (int j = 0; j < QK_K / 32; ++j) {
-    const int32_t scale = scales[j];
-    for (int k = 0; k < 4; ++k) {
-      for (int l = 0; l < 8; ++l) aux32[l] += scale * (q8[l] * a[l]);
-      q8 += 8;
-      a += 8;
-    }
-  }
-  return sumi;
+// The block part of ggml's AVX2 ggml_vec_dot_q4_K_q8_K / q5_K_q8_K: u the
+// block's 256 digits in order (0..15 or 0..31); adds the 8 integer lanes of
+// the 8 chunks, each with its sub-block scale, to lane.
+inline void k4_block_lanes(const uint8_t* u, const int8_t* q8, const uint8_t* scales, int32_t lane[8]) {
+  for (int c = 0; c < QK_K / 32; ++c) add_chunk(lane, u + 32 * c, q8 + 32 * c, scales[c], scales[c], 0);
 }
 
 }  // namespace
@@ -659,37 +699,40 @@ void dequantize_row_q4_K(const void* vx, float* y, int64_t n) {
   }
 }
 
-// ggml_vec_dot_q4_K_q8_K (scalar): 8 int32 lanes per block scaled into 8
-// float lanes by d = d_w * d_8; the min term dmin * sum_j m_{j/2} * bsums_j
-// is subtracted from sumf per block; the lanes are added to sumf at the end.
+// ggml_vec_dot_q4_K_q8_K, the order of its AVX2 branch. w: n/256 block_q4_K,
+// a: n/256 block_q8_K. Per block, with d = a.d * fp16(w.d) and
+// dmin = -a.d * fp16(w.dmin): the 8 integer lanes of the block (see
+// add_chunk: lane q = elements 4q..4q+3 of every chunk of 32, times the
+// chunk's 6-bit scale) go into acc[q] = fma(d, lane[q], acc[q]); the min
+// term's 4 lanes (k4_min_prod) into acc_m[k] = fma(dmin, prod[k], acc_m[k]).
+// Result: hsum_float_8(acc) + ((acc_m0 + acc_m2) + (acc_m1 + acc_m3)).
 float vec_dot_q4_K_q8_K(int64_t n, const void* vw, const void* va) {
   const auto* x = static_cast<const block_q4_K*>(vw);
   const auto* y = static_cast<const block_q8_K*>(va);
   const int64_t nb = n / QK_K;
-  int8_t aux8[QK_K];
+  uint8_t u[QK_K];
   uint8_t scales[8], mins[8];
-  float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  float sumf = 0;
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  float acc_m[4] = {0, 0, 0, 0};
   for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* q4 = x[i].qs;
-    int8_t* a = aux8;
-    for (int j = 0; j < QK_K / 64; ++j) {
-      for (int l = 0; l < 32; ++l) a[l] = static_cast<int8_t>(q4[l] & 0xF);
-      a += 32;
-      for (int l = 0; l < 32; ++l) a[l] = static_cast<int8_t>(q4[l] >> 4);
-      a += 32;
-      q4 += 32;
-    }
+    const float d = y[i].d * fp16_to_fp32(x[i].d);
+    const float dmin = -y[i].d * fp16_to_fp32(x[i].dmin);
     unpack_scale_min_k4(x[i].scales, scales, mins);
-    int32_t aux32[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    const int sumi = k4_block_dot(aux8, y[i].qs, scales, mins, y[i].bsums, aux32);
-    const float d = fp16_to_fp32(x[i].d) * y[i].d;
-    for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
-    const float dmin = fp16_to_fp32(x[i].dmin) * y[i].d;
-    sumf -= dmin * sumi;
+    int32_t prod[4];
+    k4_min_prod(y[i].bsums, mins, prod);
+    for (int k = 0; k < 4; ++k) acc_m[k] = std::fma(dmin, static_cast<float>(prod[k]), acc_m[k]);
+    const uint8_t* q4 = x[i].qs;
+    for (int j = 0; j < QK_K; j += 64, q4 += 32) {
+      for (int l = 0; l < 32; ++l) {
+        u[j + l] = q4[l] & 0xF;
+        u[j + l + 32] = q4[l] >> 4;
+      }
+    }
+    int32_t lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    k4_block_lanes(u, y[i].qs, scales, lane);
+    fma_lanes(acc, d, lane);
   }
-  for (int l = 0; l < 8; ++l) sumf += sums[l];
-  return sumf;
+  return hsum_float_8(acc) + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]));
 }
 
 // quantize_row_q5_K_ref.
@@ -754,39 +797,41 @@ void dequantize_row_q5_K(const void* vx, float* y, int64_t n) {
   }
 }
 
-// ggml_vec_dot_q5_K_q8_K (scalar): as Q4_K with the fifth bit from qh.
+// ggml_vec_dot_q5_K_q8_K, the order of its AVX2 branch. w: n/256 block_q5_K,
+// a: n/256 block_q8_K. The integer lanes and acc as Q4_K (digits 0..31, the
+// fifth bit of element 64j + l in bit 2j of qh[l], of 64j + 32 + l in bit
+// 2j + 1). The min term differs from Q4_K's: the 4 lanes of k4_min_prod are
+// added up as integers and summs = fma(dmin, that sum, summs) per block (the
+// scalar `summs += dmin * hsum` of ggml's AVX2 branch; the compiler fuses it,
+// as it fuses Q4_1's `summs += m * s`). Result: hsum_float_8(acc) + summs.
 float vec_dot_q5_K_q8_K(int64_t n, const void* vw, const void* va) {
   const auto* x = static_cast<const block_q5_K*>(vw);
   const auto* y = static_cast<const block_q8_K*>(va);
   const int64_t nb = n / QK_K;
-  int8_t aux8[QK_K];
+  uint8_t u[QK_K];
   uint8_t scales[8], mins[8];
-  float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  float sumf = 0;
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  float summs = 0;
   for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* q4 = x[i].qs;
-    const uint8_t* hm = x[i].qh;
-    int8_t* a = aux8;
-    uint8_t m = 1;
-    for (int j = 0; j < QK_K / 64; ++j) {
-      for (int l = 0; l < 32; ++l) a[l] = static_cast<int8_t>((q4[l] & 0xF) + (hm[l] & m ? 16 : 0));
-      a += 32;
-      m = static_cast<uint8_t>(m << 1);
-      for (int l = 0; l < 32; ++l) a[l] = static_cast<int8_t>((q4[l] >> 4) + (hm[l] & m ? 16 : 0));
-      a += 32;
-      m = static_cast<uint8_t>(m << 1);
-      q4 += 32;
-    }
+    const float d = y[i].d * fp16_to_fp32(x[i].d);
+    const float dmin = -y[i].d * fp16_to_fp32(x[i].dmin);
     unpack_scale_min_k4(x[i].scales, scales, mins);
-    int32_t aux32[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    const int sumi = k4_block_dot(aux8, y[i].qs, scales, mins, y[i].bsums, aux32);
-    const float d = fp16_to_fp32(x[i].d) * y[i].d;
-    for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
-    const float dmin = fp16_to_fp32(x[i].dmin) * y[i].d;
-    sumf -= dmin * sumi;
+    int32_t prod[4];
+    k4_min_prod(y[i].bsums, mins, prod);
+    summs = std::fma(dmin, static_cast<float>((prod[0] + prod[1]) + (prod[2] + prod[3])), summs);
+    const uint8_t* q5 = x[i].qs;
+    const uint8_t* qh = x[i].qh;
+    for (int j = 0; j < QK_K / 64; ++j, q5 += 32) {
+      for (int l = 0; l < 32; ++l) {
+        u[64 * j + l] = static_cast<uint8_t>((q5[l] & 0xF) | (((qh[l] >> (2 * j)) & 1) << 4));
+        u[64 * j + l + 32] = static_cast<uint8_t>((q5[l] >> 4) | (((qh[l] >> (2 * j + 1)) & 1) << 4));
+      }
+    }
+    int32_t lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    k4_block_lanes(u, y[i].qs, scales, lane);
+    fma_lanes(acc, d, lane);
   }
-  for (int l = 0; l < 8; ++l) sumf += sums[l];
-  return sumf;
+  return hsum_float_8(acc) + summs;
 }
 
 // ---------------------------------------------------------------------------
@@ -884,33 +929,30 @@ void dequantize_row_q6_K(const void* vx, float* y, int64_t n) {
   }
 }
 
-// ggml_vec_dot_q6_K_q8_K (scalar): 8 int32 lanes per block, scaled into 8
-// float lanes, summed at the end.
+// ggml_vec_dot_q6_K_q8_K, the order of its AVX2 branch. w: n/256 block_q6_K,
+// a: n/256 block_q8_K. Per block, d = a.d * fp16(w.d); the digits (0..63,
+// value = digit - 32) of chunk c (elements 32c..32c+31) form 8 integer lanes
+// (add_chunk: lanes 0-3 elements 0..15 of the chunk with scale 2c, lanes
+// 4-7 elements 16..31 with scale 2c + 1; the -32 comes from ggml's second
+// maddubs of 32, subtracted), summed over the 8 chunks;
+// acc[q] = fma(d, lane[q], acc[q]). Result: hsum_float_8(acc).
 float vec_dot_q6_K_q8_K(int64_t n, const void* vw, const void* va) {
   const auto* x = static_cast<const block_q6_K*>(vw);
   const auto* y = static_cast<const block_q8_K*>(va);
   const int64_t nb = n / QK_K;
-  int8_t aux8[QK_K];
-  float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int8_t v[QK_K];
+  uint8_t u[QK_K];
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   for (int64_t i = 0; i < nb; ++i) {
-    unpack_q6_K(x[i], aux8);
-    const int8_t* q8 = y[i].qs;
-    const int8_t* a = aux8;
-    int32_t aux32[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int j = 0; j < QK_K / 16; ++j) {
-      const int scale = x[i].scales[j];
-      for (int k = 0; k < 2; ++k) {
-        for (int l = 0; l < 8; ++l) aux32[l] += scale * (q8[l] * a[l]);
-        q8 += 8;
-        a += 8;
-      }
-    }
-    const float d = fp16_to_fp32(x[i].d) * y[i].d;
-    for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
+    const float d = y[i].d * fp16_to_fp32(x[i].d);
+    unpack_q6_K(x[i], v);
+    for (int j = 0; j < QK_K; ++j) u[j] = static_cast<uint8_t>(v[j] + 32);
+    int32_t lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int c = 0; c < QK_K / 32; ++c)
+      add_chunk(lane, u + 32 * c, y[i].qs + 32 * c, x[i].scales[2 * c], x[i].scales[2 * c + 1], 32);
+    fma_lanes(acc, d, lane);
   }
-  float sumf = 0;
-  for (int l = 0; l < 8; ++l) sumf += sums[l];
-  return sumf;
+  return hsum_float_8(acc);
 }
 
 // ---------------------------------------------------------------------------

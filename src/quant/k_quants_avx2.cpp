@@ -4,23 +4,28 @@
 // they define; every kernel here is tested bit-equal to its reference
 // (tests/quant/simd_test.cpp).
 //
-// Q3_K, Q4_K, Q5_K, Q6_K: the reference (ggml's scalar
-// ggml_vec_dot_<t>_q8_K) sums scale * w * a exactly into 8 int32 lanes by
-// element index mod 8, then per block sums[l] += d * lane[l] (a float
-// multiply, then an add: no fused multiply-add). To build those lanes with
-// _mm256_maddubs_epi16, whose pairs must come from the same lane, both
-// operands are permuted in each 16-byte half so that bytes k and k + 8 sit
-// side by side (they share lane k); the int16 pair sums of two 32-byte
-// groups A and B are interleaved (unpacklo/hi) so that _mm256_madd_epi16
-// with (scale_A, scale_B) word pairs sums 4 elements of one lane; lanes 0-3
-// gather in `lo`, 4-7 in `hi`, one half per source half, and are folded
-// once per block.
+// Q4_K, Q5_K, Q6_K: ggml's AVX2 ggml_vec_dot_<t>_q8_K, the order the x86
+// llama.cpp build runs (k_quants.cpp states it): per 32-element chunk
+// _mm256_maddubs_epi16(digits, activations) then _mm256_madd_epi16 with the
+// chunk's scale words, so lane q holds elements 4q..4q+3; lanes summed over
+// the block; one _mm256_fmadd_ps per block; hsum_float_8 at the end. The
+// block steps live in avx2_util.hpp, shared with the multi-row kernels.
+//
+// Q3_K: the reference (ggml's scalar ggml_vec_dot_q3_K_q8_K) sums
+// scale * w * a exactly into 8 int32 lanes by element index mod 8, then per
+// block sums[l] += d * lane[l] (a float multiply, then an add: no fused
+// multiply-add). To build those lanes with _mm256_maddubs_epi16, whose pairs
+// must come from the same lane, both operands are permuted in each 16-byte
+// half so that bytes k and k + 8 sit side by side (they share lane k); the
+// int16 pair sums of two 32-byte groups A and B are interleaved
+// (unpacklo/hi) so that _mm256_madd_epi16 with (scale_A, scale_B) word
+// pairs sums 4 elements of one lane (Mod8, avx2_util.hpp).
 //
 // Every integer product is exact for any byte value: weight digits are
 // unsigned (<= 63, so maddubs pairs cannot saturate) and signed weights are
 // formed as digit - offset with a second maddubs of the offset.
 //
-// The float steps are written mul-then-add exactly as the reference; `nc`
+// Float steps the reference writes mul-then-add are written so here; `nc`
 // keeps the compiler from contracting them into fused multiply-adds (this
 // file is built with -mfma, and GCC contracts across intrinsics).
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -52,13 +57,6 @@ inline __m256i perm(__m256i v) { return _mm256_shuffle_epi8(v, pair_shuffle()); 
 
 
 
-// sum_j bsums[j] * mins[j / 2], exact in int32 for any int16 bsums.
-inline int min_term(const int16_t* bsums, const uint8_t* mins) {
-  const __m128i m = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mins)));
-  const __m256i m2 = _mm256_set_m128i(_mm_unpackhi_epi16(m, m), _mm_unpacklo_epi16(m, m));
-  return hsum_i32_8(_mm256_madd_epi16(m2, load32(bsums)));
-}
-
 // The 8 int32 sums of 8 vectors of int32 lanes, in one vector (v[k] -> k).
 inline __m256i hsum_8x8(const __m256i v[8]) {
   const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
@@ -69,98 +67,51 @@ inline __m256i hsum_8x8(const __m256i v[8]) {
 }  // namespace
 
 // ---------------------------------------------------------------- Q4_K
+// ggml's AVX2 ggml_vec_dot_q4_K_q8_K (k_quants.cpp gives the order): per
+// block acc = fma(d, lanes, acc) over 8 lanes and acc_m = fma(dmin, min
+// lanes, acc_m) over 4; hsum_float_8(acc) + hsum_float_4(acc_m).
 float vec_dot_q4_K_q8_K(int64_t n, const void* vw, const void* va) {
   const auto* x = static_cast<const block_q4_K*>(vw);
   const auto* y = static_cast<const block_q8_K*>(va);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256 sums = _mm256_setzero_ps();
-  float sumf = 0.0f;
+  AccK s;
   for (int64_t i = 0; i < n / QK_K; ++i) {
-    uint8_t sm[16];
-    scales_mins_k4(x[i].scales, sm);
-    const int8_t* q8 = y[i].qs;
-    Mod8 acc;
-    for (int j = 0; j < QK_K / 64; ++j) {
-      const __m256i q = perm(load32(x[i].qs + 32 * j));
-      const __m256i sc = _mm256_set1_epi32(word_pair(sm[2 * j], sm[2 * j + 1]));
-      acc.add(_mm256_and_si256(q, m4), perm(load32(q8 + 64 * j)), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-              perm(load32(q8 + 64 * j + 32)), sc, 0);
-    }
-    const int sumi = min_term(y[i].bsums, sm + 8);
-    sums = add_scaled(sums, h2f(x[i].d) * y[i].d, acc.lanes());
-    const float dmin = h2f(x[i].dmin) * y[i].d;
-    sumf -= nc(dmin * static_cast<float>(sumi));
+    BlockK4 k;
+    unpack_q4_K(x[i], k);
+    q4_K_step(s, k, y[i], k4_bsum_pairs(y[i].bsums));
   }
-  return add_lanes_in_order(sumf, sums);
+  return q4_K_result(s);
 }
 
 // ---------------------------------------------------------------- Q5_K
+// ggml's AVX2 ggml_vec_dot_q5_K_q8_K: lanes and acc as Q4_K; the min lanes
+// added as integers, summs = fma(dmin, sum, summs); hsum_float_8(acc) + summs.
 float vec_dot_q5_K_q8_K(int64_t n, const void* vw, const void* va) {
   const auto* x = static_cast<const block_q5_K*>(vw);
   const auto* y = static_cast<const block_q8_K*>(va);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i one = _mm256_set1_epi8(1), two = _mm256_set1_epi8(2);
-  __m256 sums = _mm256_setzero_ps();
-  float sumf = 0.0f;
+  AccK s;
   for (int64_t i = 0; i < n / QK_K; ++i) {
-    uint8_t sm[16];
-    scales_mins_k4(x[i].scales, sm);
-    const int8_t* q8 = y[i].qs;
-    __m256i h = perm(load32(x[i].qh));  // bit 2j: fifth bit of sub-block 2j, bit 2j+1 of 2j+1
-    Mod8 acc;
-    for (int j = 0; j < QK_K / 64; ++j) {
-      const __m256i q = perm(load32(x[i].qs + 32 * j));
-      const __m256i ul = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
-      const __m256i uh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                                         _mm256_slli_epi16(_mm256_and_si256(h, two), 3));
-      h = _mm256_srli_epi16(h, 2);
-      const __m256i sc = _mm256_set1_epi32(word_pair(sm[2 * j], sm[2 * j + 1]));
-      acc.add(ul, perm(load32(q8 + 64 * j)), uh, perm(load32(q8 + 64 * j + 32)), sc, 0);
-    }
-    const int sumi = min_term(y[i].bsums, sm + 8);
-    sums = add_scaled(sums, h2f(x[i].d) * y[i].d, acc.lanes());
-    const float dmin = h2f(x[i].dmin) * y[i].d;
-    sumf -= nc(dmin * static_cast<float>(sumi));
+    BlockK4 k;
+    unpack_q5_K(x[i], k);
+    q5_K_step(s, k, y[i], k4_bsum_pairs(y[i].bsums));
   }
-  return add_lanes_in_order(sumf, sums);
+  return q5_K_result(s);
 }
 
 // ---------------------------------------------------------------- Q6_K
-// Per 128 values: ql[l] holds values l (low nibble) and l+64 (high), ql[l+32]
-// values l+32 and l+96; qh[l] bits 0-1, 2-3, 4-5, 6-7: values l, l+32, l+64,
-// l+96. Sub-blocks of 16, int8 scales; value = digit - 32.
+// ggml's AVX2 ggml_vec_dot_q6_K_q8_K: per block acc = fma(d, lanes, acc);
+// hsum_float_8(acc).
 float vec_dot_q6_K_q8_K(int64_t n, const void* vw, const void* va) {
   const auto* x = static_cast<const block_q6_K*>(vw);
   const auto* y = static_cast<const block_q8_K*>(va);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
-  __m256 sums = _mm256_setzero_ps();
+  AccK s;
   for (int64_t i = 0; i < n / QK_K; ++i) {
-    const int8_t* sc = x[i].scales;
-    Mod8 acc;
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* ql = x[i].ql + 64 * h;
-      const int8_t* q8 = y[i].qs + 128 * h;
-      const int8_t* s = sc + 8 * h;
-      const __m256i qa = perm(load32(ql)), qb = perm(load32(ql + 32)), qh = perm(load32(x[i].qh + 32 * h));
-      const __m256i u0 = _mm256_or_si256(_mm256_and_si256(qa, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
-      const __m256i u1 = _mm256_or_si256(_mm256_and_si256(qb, m4),
-                                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
-      const __m256i u2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qa, 4), m4),
-                                         _mm256_and_si256(qh, _mm256_set1_epi8(0x30)));
-      const __m256i u3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4),
-                                         _mm256_and_si256(_mm256_srli_epi16(qh, 2), _mm256_set1_epi8(0x30)));
-      const __m256i sc01 = _mm256_set_epi32(word_pair(s[1], s[3]), word_pair(s[1], s[3]), word_pair(s[1], s[3]),
-                                            word_pair(s[1], s[3]), word_pair(s[0], s[2]), word_pair(s[0], s[2]),
-                                            word_pair(s[0], s[2]), word_pair(s[0], s[2]));
-      const __m256i sc23 = _mm256_set_epi32(word_pair(s[5], s[7]), word_pair(s[5], s[7]), word_pair(s[5], s[7]),
-                                            word_pair(s[5], s[7]), word_pair(s[4], s[6]), word_pair(s[4], s[6]),
-                                            word_pair(s[4], s[6]), word_pair(s[4], s[6]));
-      acc.add(u0, perm(load32(q8)), u1, perm(load32(q8 + 32)), sc01, 32);
-      acc.add(u2, perm(load32(q8 + 64)), u3, perm(load32(q8 + 96)), sc23, 32);
-    }
-    sums = add_scaled(sums, h2f(x[i].d) * y[i].d, acc.lanes());
+    BlockQ6K k;
+    unpack_q6_K(x[i], k);
+    __m256i off[8];
+    q6_offsets(y[i].qs, off);
+    q6_K_step(s, k, y[i], off);
   }
-  return add_lanes_in_order(0.0f, sums);
+  return q6_K_result(s);
 }
 
 // ---------------------------------------------------------------- Q3_K

@@ -164,7 +164,8 @@ int check_gemv(GgmlType t, Isa isa, std::mt19937& rng) {
 TEST(Gemv, Avx2EqualsVecDotBitForBitForAnyRowCount) {
   if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
   std::mt19937 rng(17);
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::F16, GgmlType::F32}) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16,
+                     GgmlType::F32}) {
     ASSERT_NE(gemv_kernel(t, Isa::avx2), nullptr) << type_name(t);
     EXPECT_GT(check_gemv(t, Isa::avx2, rng), 300) << type_name(t);
   }

@@ -417,11 +417,22 @@ TEST(KQuantRoundTrip, ZeroAndConstantBlocks) {
 // ---------------------------------------------------------------------------
 // Dot products.
 
+// ggml's hsum_float_8 (x86): ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
+float hsum8(const float* l) { return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])); }
+
 // The block's integer dot with Q8_K, from the element-wise reading, combined
-// in the float order of ggml's scalar ggml_vec_dot_<t>_q8_K.
+// in the float order of ggml's dot for the type: its scalar
+// ggml_vec_dot_<t>_q8_K for Q2_K, Q3_K and IQ4_XS; its AVX2 branch (what
+// llama.cpp runs on x86) for Q4_K, Q5_K and Q6_K: 8 lanes, lane (v % 32) / 4
+// (_mm256_maddubs_epi16 then _mm256_madd_epi16 per chunk of 32), each block
+// added with a fused multiply-add by d = d_8 * d_w, reduced as hsum_float_8;
+// the Q4_K/Q5_K min term from bsums added in adjacent pairs as int16
+// (_mm_hadd_epi16), times the mins in 4 lanes: Q4_K keeps 4 float lanes
+// (fma by -d_8 * dmin_w), Q5_K one float (fma of the lanes' integer sum).
 float spec_dot(const Spec& s, const uint8_t* w, const block_q8_K* a, int nb) {
   float sumf = 0;
   float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  float min_lanes[4] = {0, 0, 0, 0};
   for (int i = 0; i < nb; ++i) {
     const uint8_t* b = w + i * s.block_bytes;
     const int8_t* q8 = a[i].qs;
@@ -434,17 +445,32 @@ float spec_dot(const Spec& s, const uint8_t* w, const block_q8_K* a, int nb) {
         sumf += (a[i].d * dw) * isum - (a[i].d * dmw) * summs;
         break;
       }
-      case GgmlType::Q3_K:
-      case GgmlType::Q4_K:
-      case GgmlType::Q5_K:
-      case GgmlType::Q6_K: {  // 8 lanes by v % 8; min term subtracted per block
+      case GgmlType::Q3_K: {  // 8 lanes by v % 8, sums[l] += d * aux[l] unfused
         int32_t aux[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         for (int v = 0; v < QK_K; ++v) aux[v % 8] += s.scale(b, v) * s.q(b, v) * q8[v];
-        int sumi = 0;
-        for (int j = 0; j < 16; ++j) sumi += a[i].bsums[j] * s.min(b, 16 * j);
         const float d = dw * a[i].d;
         for (int l = 0; l < 8; ++l) lanes[l] += d * aux[l];
-        if (s.type == GgmlType::Q4_K || s.type == GgmlType::Q5_K) sumf -= (dmw * a[i].d) * sumi;
+        break;
+      }
+      case GgmlType::Q4_K:
+      case GgmlType::Q5_K:
+      case GgmlType::Q6_K: {
+        int32_t aux[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int v = 0; v < QK_K; ++v) aux[(v % 32) / 4] += s.scale(b, v) * s.q(b, v) * q8[v];
+        const float d = a[i].d * dw;
+        for (int l = 0; l < 8; ++l) lanes[l] = std::fma(d, static_cast<float>(aux[l]), lanes[l]);
+        if (s.type == GgmlType::Q6_K) break;
+        int32_t prod[4] = {0, 0, 0, 0};
+        for (int j = 0; j < 8; ++j) {  // sub-block j of 32 = bsums 2j, 2j + 1
+          const auto pair = static_cast<int16_t>(static_cast<uint16_t>(a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]));
+          prod[j / 2] += s.min(b, 32 * j) * pair;
+        }
+        const float dmin = -a[i].d * dmw;
+        if (s.type == GgmlType::Q4_K) {
+          for (int k = 0; k < 4; ++k) min_lanes[k] = std::fma(dmin, static_cast<float>(prod[k]), min_lanes[k]);
+        } else {
+          sumf = std::fma(dmin, static_cast<float>(prod[0] + prod[1] + prod[2] + prod[3]), sumf);
+        }
         break;
       }
       case GgmlType::IQ4_XS: {  // per 32: sumf += (d*d8*(ls-32)) * isum
@@ -457,6 +483,12 @@ float spec_dot(const Spec& s, const uint8_t* w, const block_q8_K* a, int nb) {
       }
       default: break;
     }
+  }
+  switch (s.type) {
+    case GgmlType::Q4_K: return hsum8(lanes) + ((min_lanes[0] + min_lanes[2]) + (min_lanes[1] + min_lanes[3]));
+    case GgmlType::Q5_K: return hsum8(lanes) + sumf;  // sumf holds the min term
+    case GgmlType::Q6_K: return hsum8(lanes);
+    default: break;
   }
   for (int l = 0; l < 8; ++l) sumf += lanes[l];
   return sumf;

@@ -250,5 +250,44 @@ TEST_F(SimdTest, Q8_0MinusOneTwentyEightIsExact) {
   EXPECT_EQ(vec_dot_kernel(GgmlType::Q8_0, Isa::scalar)(32, &w, &a), 32.0f * 16384.0f);
 }
 
+// K-quant corners of ggml's AVX2 instruction sequence: the largest digits
+// (every weight byte 0xFF: Q4_K 15, Q5_K 31, Q6_K 63 with the -32 offset)
+// against activations of all -128 or all 127, where a maddubs pair comes
+// closest to int16 saturation (2 * 63 * 128 = 16128: none saturates), and
+// bsums of +-32767 / -32768, whose pair sums wrap in _mm_hadd_epi16 (the
+// scalar reference wraps them alike). Bit-equal to the scalar reference
+// and, where nothing wraps, equal to the exact value.
+TEST_F(SimdTest, KQuantExtremesEqualScalar) {
+  const int64_t n = 2 * QK_K;
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    std::vector<uint8_t> w(row_size(t, n), 0xFF);
+    const ScaleFields sf = scale_fields(t);
+    for (size_t off = 0; off < w.size(); off += sf.block_bytes)
+      for (size_t f : sf.f16) {
+        const ggml_fp16_t one = fp32_to_fp16(1.0f);
+        std::memcpy(w.data() + off + f, &one, sizeof one);
+      }
+    for (int8_t v : {int8_t{-128}, int8_t{127}}) {
+      for (int bsum_case = 0; bsum_case < 3; ++bsum_case) {
+        std::vector<block_q8_K> a(n / QK_K);
+        for (auto& b : a) {
+          b.d = 1.0f;
+          std::memset(b.qs, static_cast<uint8_t>(v), sizeof b.qs);
+          for (int j = 0; j < QK_K / 16; ++j)
+            b.bsums[j] = bsum_case == 0 ? static_cast<int16_t>(16 * v) : bsum_case == 1 ? int16_t{32767} : int16_t{-32768};
+        }
+        const float want = vec_dot_kernel(t, Isa::scalar)(n, w.data(), a.data());
+        const float got = vec_dot_kernel(t, Isa::avx2)(n, w.data(), a.data());
+        EXPECT_TRUE(same_bits(want, got)) << type_name(t) << " a " << int{v} << " bsums " << bsum_case << ": scalar "
+                                          << hex(want) << " avx2 " << hex(got);
+        if (bsum_case == 0 && t == GgmlType::Q6_K) {
+          // 0xFF bytes: digit 63, value 31; scales 0xFF = -1; d = 1.
+          EXPECT_EQ(want, static_cast<float>(n * 31 * -1 * v)) << int{v};
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace synapse::quant
