@@ -128,17 +128,22 @@ void forward_batch(const Model& m, std::span<runtime::KvCache* const> seqs, std:
   }
   // Query blocks (seed 000 "Flash (Blocked) Prefill Attention"): each
   // sequence's batched rows, in batch order (so consecutive positions), cut
-  // into blocks of up to kQueryBlock rows that share every K/V block they
-  // read (kernels::attend_block). A block of one row (a decode step) takes
-  // kernels::attend_group. Block b is block_rows[block_begin[b] ..
-  // block_begin[b + 1]). Either kernel gives the same bits for a row.
-  constexpr int64_t kQueryBlock = 32;
+  // into blocks that share every K/V block they read (kernels::attend_block):
+  // 32 rows, fewer when the block's full score rows (rows x n_gqa x cached
+  // positions floats) would pass 2 MiB, at least 2. A block of one row (a
+  // decode step) takes kernels::attend_group. Block b is
+  // block_rows[block_begin[b] .. block_begin[b + 1]). Either kernel gives
+  // the same bits for a row.
+  auto query_block = [&](int seq) {
+    const int64_t n_kv = seqs[seq]->n_past() + n_new[seq];
+    return std::clamp<int64_t>((int64_t{1} << 19) / std::max<int64_t>(1, hp.n_gqa() * n_kv), 2, 32);
+  };
   std::vector<int64_t> block_rows(batched_rows), block_begin;
   std::stable_sort(block_rows.begin(), block_rows.end(),
                    [&](int64_t a, int64_t b) { return rows[a].seq < rows[b].seq; });
   for (size_t j = 0; j < block_rows.size(); ++j)
     if (j == 0 || rows[block_rows[j]].seq != rows[block_rows[j - 1]].seq ||
-        static_cast<int64_t>(j) - block_begin.back() == kQueryBlock)
+        static_cast<int64_t>(j) - block_begin.back() == query_block(rows[block_rows[j]].seq))
       block_begin.push_back(static_cast<int64_t>(j));
   block_begin.push_back(static_cast<int64_t>(block_rows.size()));
 
