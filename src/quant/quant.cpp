@@ -7,6 +7,10 @@
 #include <cstring>
 #include <string>
 
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
+
 #include "quant/formats.hpp"
 #include "quant/legacy_avx2.hpp"
 #include "quant/simd.hpp"
@@ -89,10 +93,41 @@ SimdKernels avx2_kernels_of(GgmlType t) {
 #endif
 }
 
+// The NEON (ARMv8.2 dotprod) kernels that replace the scalar ones, as above.
+SimdKernels neon_kernels_of(GgmlType t) {
+#if defined(__aarch64__)
+  switch (t) {
+    case GgmlType::F32: return {nullptr, neon::vec_dot_f32_f32};
+    case GgmlType::F16: return {nullptr, neon::vec_dot_f16_f16};
+    case GgmlType::BF16: return {nullptr, neon::vec_dot_bf16_bf16};
+    case GgmlType::Q4_0: return {nullptr, neon::vec_dot_q4_0_q8_0};
+    case GgmlType::Q4_1: return {nullptr, neon::vec_dot_q4_1_q8_1};
+    case GgmlType::Q5_0: return {nullptr, neon::vec_dot_q5_0_q8_0};
+    case GgmlType::Q5_1: return {nullptr, neon::vec_dot_q5_1_q8_1};
+    case GgmlType::Q8_0: return {nullptr, neon::vec_dot_q8_0_q8_0};
+    case GgmlType::IQ4_NL: return {nullptr, neon::vec_dot_iq4_nl_q8_0};
+    default: return {};
+  }
+#else
+  (void)t;
+  return {};
+#endif
+}
+
+SimdKernels simd_kernels_of(GgmlType t, Isa isa) {
+  switch (isa) {
+    case Isa::avx2: return avx2_kernels_of(t);
+    case Isa::neon: return neon_kernels_of(t);
+    default: return {};
+  }
+}
+
 Isa decide_isa() noexcept {
   const char* off = std::getenv("SYNAPSE_NO_SIMD");
   if (off != nullptr && off[0] != '\0' && std::strcmp(off, "0") != 0) return Isa::scalar;
-  return cpu_has_avx2() ? Isa::avx2 : Isa::scalar;
+  if (cpu_has_avx2()) return Isa::avx2;
+  if (cpu_has_neon_dotprod()) return Isa::neon;
+  return Isa::scalar;
 }
 
 void check_row(GgmlType t, int64_t n, const char* what) {
@@ -136,33 +171,47 @@ float vec_dot(GgmlType t, int64_t n, const void* w, const void* act) {
 
 bool cpu_has_avx2() noexcept { return detail::cpu_has_avx2(); }
 
+bool cpu_has_neon_dotprod() noexcept {
+#if defined(__aarch64__) && defined(__linux__)
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20)  // Linux arch/arm64 uapi hwcap.h
+#endif
+  static const bool has = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+  return has;
+#else
+  return false;
+#endif
+}
+
 Isa active_isa() noexcept {
   static const Isa isa = decide_isa();
   return isa;
 }
 
-const char* isa_name(Isa isa) noexcept { return isa == Isa::avx2 ? "avx2" : "scalar"; }
+const char* isa_name(Isa isa) noexcept {
+  switch (isa) {
+    case Isa::avx2: return "avx2";
+    case Isa::neon: return "neon";
+    default: return "scalar";
+  }
+}
 
 VecDotFn vec_dot_kernel(GgmlType t, Isa isa) noexcept {
-  if (isa == Isa::avx2) {
-    if (const VecDotFn f = avx2_kernels_of(t).vec_dot) return f;
-  }
+  if (const VecDotFn f = simd_kernels_of(t, isa).vec_dot) return f;
   return kernels_of(t).vec_dot;
 }
 
 QuantizeFn quantize_kernel(GgmlType t, Isa isa) noexcept {
-  if (isa == Isa::avx2) {
-    if (const QuantizeFn f = avx2_kernels_of(t).quantize) return f;
-  }
+  if (const QuantizeFn f = simd_kernels_of(t, isa).quantize) return f;
   return kernels_of(t).quantize;
 }
 
 bool has_vec_dot(GgmlType t, Isa isa) noexcept {
-  return isa == Isa::scalar ? kernels_of(t).vec_dot != nullptr : avx2_kernels_of(t).vec_dot != nullptr;
+  return isa == Isa::scalar ? kernels_of(t).vec_dot != nullptr : simd_kernels_of(t, isa).vec_dot != nullptr;
 }
 
 bool has_quantize(GgmlType t, Isa isa) noexcept {
-  return isa == Isa::scalar ? kernels_of(t).quantize != nullptr : avx2_kernels_of(t).quantize != nullptr;
+  return isa == Isa::scalar ? kernels_of(t).quantize != nullptr : simd_kernels_of(t, isa).quantize != nullptr;
 }
 
 }  // namespace synapse::quant

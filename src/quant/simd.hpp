@@ -6,8 +6,12 @@
 // On x86-64 the AVX2 kernels (files *_avx2.cpp, built with -mavx2 -mfma
 // -mf16c) are used when the CPU reports AVX2, FMA and F16C (cpuid, checked
 // once) and the environment variable SYNAPSE_NO_SIMD is not set to a
-// non-empty value other than "0". Everywhere else (ARM64, old x86) the
-// scalar reference runs. quant::vec_dot and quant::quantize_row go through
+// non-empty value other than "0". On ARM64 the NEON kernels (files
+// *_neon.cpp, built with -march=armv8.2-a+dotprod) are used when the CPU
+// reports the dot-product instructions (getauxval(AT_HWCAP) & HWCAP_ASIMDDP),
+// under the same SYNAPSE_NO_SIMD switch; types without a NEON kernel use the
+// scalar one. Everywhere else (old x86, ARM64 without dotprod) the scalar
+// reference runs. quant::vec_dot and quant::quantize_row go through
 // this choice; the functions below expose both sides for tests, benchmarks
 // and the matmul kernel (which hoists the table look-up out of its loops).
 #pragma once
@@ -22,11 +26,11 @@ using VecDotFn = float (*)(int64_t n, const void* w, const void* act);
 using QuantizeFn = void (*)(const float* x, void* y, int64_t n);
 
 // The instruction sets a kernel may be taken from.
-enum class Isa { scalar, avx2 };
+enum class Isa { scalar, avx2, neon };
 
 // The ISA quant::vec_dot / quantize_row use in this process: avx2 when the CPU
-// has AVX2+FMA+F16C and SYNAPSE_NO_SIMD is unset (or "0"), else scalar.
-// Decided once, on first call.
+// has AVX2+FMA+F16C, neon when it is ARM64 with dotprod, and in both cases
+// SYNAPSE_NO_SIMD is unset (or "0"); else scalar. Decided once, on first call.
 Isa active_isa() noexcept;
 const char* isa_name(Isa isa) noexcept;
 
@@ -34,7 +38,9 @@ const char* isa_name(Isa isa) noexcept;
 // dot for t at all. For an ISA without a specialised kernel for t this is the
 // scalar reference (so it is never null when the type is supported).
 // Isa::avx2 on a CPU without AVX2 still returns the AVX2 kernel: callers
-// check cpu_has_avx2() first (tests do).
+// check cpu_has_avx2() first (tests do); likewise Isa::neon and
+// cpu_has_neon_dotprod(). Isa::neon on x86-64 (no NEON kernels built) and
+// Isa::avx2 on ARM64 give the scalar references.
 VecDotFn vec_dot_kernel(GgmlType t, Isa isa) noexcept;
 // Same for the row converter of type t (activation quantizers and weight
 // quantizers); nullptr when t has none.
@@ -47,6 +53,9 @@ bool has_quantize(GgmlType t, Isa isa) noexcept;
 
 // True when this CPU can run the AVX2 kernels (AVX2, FMA and F16C).
 bool cpu_has_avx2() noexcept;
+// True when this CPU can run the NEON kernels (ARM64 with the ASIMD
+// dot-product instructions, HWCAP_ASIMDDP); false on every other target.
+bool cpu_has_neon_dotprod() noexcept;
 
 // The AVX2 kernels (defined in *_avx2.cpp on x86-64 only; the dispatch
 // table in quant.cpp references them only there). Same contract as the
@@ -72,5 +81,20 @@ float vec_dot_tq2_0_q8_K(int64_t n, const void* w, const void* a);
 void quantize_row_q8_K(const float* x, void* y, int64_t n);
 void quantize_row_f16(const float* x, void* y, int64_t n);
 }  // namespace avx2
+
+// The NEON kernels (defined in *_neon.cpp on ARM64 only; the dispatch table in
+// quant.cpp references them only there). Same contract and reduction order
+// as the scalar kernel of formats.hpp with the same name.
+namespace neon {
+float vec_dot_f32_f32(int64_t n, const void* w, const void* a);
+float vec_dot_f16_f16(int64_t n, const void* w, const void* a);
+float vec_dot_bf16_bf16(int64_t n, const void* w, const void* a);
+float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* a);
+float vec_dot_q4_1_q8_1(int64_t n, const void* w, const void* a);
+float vec_dot_q5_0_q8_0(int64_t n, const void* w, const void* a);
+float vec_dot_q5_1_q8_1(int64_t n, const void* w, const void* a);
+float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* a);
+float vec_dot_iq4_nl_q8_0(int64_t n, const void* w, const void* a);
+}  // namespace neon
 
 }  // namespace synapse::quant

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Cross-builds synapse for ARM64 with aarch64-linux-gnu-g++ and runs, under
+# qemu-aarch64, tests/cross/neon_check: every NEON dot kernel
+# (src/quant/*_neon.cpp) against its scalar reference, bit for bit.
+#
+#   scripts/cross-arm64.sh              build neon_check (build-arm64/) and run it
+#   TESTS="quant gguf" scripts/cross-arm64.sh
+#                                       also build test_quant, test_gguf and run
+#                                       them under qemu (slow: minutes each)
+#
+# Installs what is missing on first use (Debian 12, root or sudo): the cross
+# compiler, qemu-user and, through dpkg multiarch (adds the arm64
+# architecture), the arm64 builds of the libraries CMake looks for. Not run by
+# CI (x86-64). BUILD_DIR overrides the build folder; JOBS the build's -j
+# (default 2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD_DIR:-build-arm64}
+jobs=${JOBS:-2}
+sysroot=/usr/aarch64-linux-gnu
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+pkgs=(g++-aarch64-linux-gnu qemu-user libpcre2-dev:arm64 libgtest-dev:arm64 libbenchmark-dev:arm64
+      nlohmann-json3-dev libcli11-dev cmake pkg-config)
+missing=()
+for p in "${pkgs[@]}"; do installed "$p" || missing+=("$p"); done
+if ((${#missing[@]})); then
+  echo "cross-arm64: installing ${missing[*]}" >&2
+  dpkg --print-foreign-architectures | grep -qx arm64 || $SUDO dpkg --add-architecture arm64
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# CMAKE_LIBRARY_ARCHITECTURE makes find_package look in lib/aarch64-linux-gnu;
+# the emulator runs the test binaries (gtest discovery, ctest) under qemu.
+PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig \
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
+  -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++ -DCMAKE_LIBRARY_ARCHITECTURE=aarch64-linux-gnu \
+  -DCMAKE_CROSSCOMPILING_EMULATOR="qemu-aarch64;-L;$sysroot" >/dev/null
+
+targets=(neon_check)
+for t in ${TESTS:-}; do targets+=("test_$t"); done
+cmake --build "$build" -j "$jobs" --target "${targets[@]}"
+
+qemu-aarch64 -L "$sysroot" "$build/neon_check"
+SYNAPSE_NO_SIMD=1 qemu-aarch64 -L "$sysroot" "$build/neon_check" | tail -n 1
+for t in ${TESTS:-}; do
+  echo "cross-arm64: test_$t under qemu-aarch64" >&2
+  (cd "$build" && qemu-aarch64 -L "$sysroot" "./test_$t" --gtest_brief=1)
+done

@@ -1,0 +1,265 @@
+// The ARM64 NEON dot kernels (src/quant/*_neon.cpp) against the scalar
+// references that define their results (DESIGN.md contract 2): for every
+// weight type with a NEON dot, random rows, real quantized rows and extreme
+// byte patterns of several lengths must give the same float, compared with
+// memcmp (two NaNs count as equal: NaN has no single bit pattern).
+//
+// A plain program, not a GoogleTest suite, so it builds from synapse_quant
+// alone: CMakeLists.txt builds it on aarch64 only (target neon_check, also
+// registered with CTest there), and scripts/cross-arm64.sh cross-builds it
+// and runs it under qemu-aarch64. Prints one line per type (comparisons
+// made) and exits 1 on the first difference, 2 when the CPU has no dotprod.
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "quant/formats.hpp"
+#include "quant/quant.hpp"
+#include "quant/simd.hpp"
+
+namespace {
+
+using namespace synapse;
+using namespace synapse::quant;
+
+const GgmlType kDotTypes[] = {GgmlType::F32,   GgmlType::F16,    GgmlType::BF16, GgmlType::Q4_0,  GgmlType::Q4_1,
+                              GgmlType::Q5_0,  GgmlType::Q5_1,   GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::Q2_K,
+                              GgmlType::Q3_K,  GgmlType::Q4_K,   GgmlType::Q5_K, GgmlType::Q6_K,  GgmlType::IQ4_XS,
+                              GgmlType::TQ1_0, GgmlType::TQ2_0};
+
+// Byte offsets of the F16 scale fields in one block, and the block size.
+struct ScaleFields {
+  size_t block_bytes;
+  std::vector<size_t> f16;
+};
+
+ScaleFields scale_fields(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_0: return {sizeof(block_q4_0), {0}};
+    case GgmlType::Q4_1: return {sizeof(block_q4_1), {0, 2}};
+    case GgmlType::Q5_0: return {sizeof(block_q5_0), {0}};
+    case GgmlType::Q5_1: return {sizeof(block_q5_1), {0, 2}};
+    case GgmlType::Q8_0: return {sizeof(block_q8_0), {0}};
+    case GgmlType::Q8_1: return {sizeof(block_q8_1), {0, 2}};
+    case GgmlType::IQ4_NL: return {sizeof(block_iq4_nl), {0}};
+    case GgmlType::Q2_K: return {sizeof(block_q2_K), {offsetof(block_q2_K, d), offsetof(block_q2_K, dmin)}};
+    case GgmlType::Q3_K: return {sizeof(block_q3_K), {offsetof(block_q3_K, d)}};
+    case GgmlType::Q4_K: return {sizeof(block_q4_K), {0, 2}};
+    case GgmlType::Q5_K: return {sizeof(block_q5_K), {0, 2}};
+    case GgmlType::Q6_K: return {sizeof(block_q6_K), {offsetof(block_q6_K, d)}};
+    case GgmlType::IQ4_XS: return {sizeof(block_iq4_xs), {0}};
+    case GgmlType::TQ1_0: return {sizeof(block_tq1_0), {offsetof(block_tq1_0, d)}};
+    case GgmlType::TQ2_0: return {sizeof(block_tq2_0), {offsetof(block_tq2_0, d)}};
+    default: return {0, {}};
+  }
+}
+
+// A finite F16 value: random sign, mantissa and exponent (subnormals and the
+// largest finite values included).
+ggml_fp16_t random_finite_f16(std::mt19937& rng) {
+  for (;;) {
+    const auto h = static_cast<ggml_fp16_t>(rng() & 0xFFFF);
+    if (((h >> 10) & 0x1F) != 0x1F) return h;
+  }
+}
+
+// Every scale field of a row of type t set to `h` (F16 bits), or for Q8_K
+// the float d to fp16_to_fp32(h).
+void set_scales(GgmlType t, std::vector<uint8_t>& row, ggml_fp16_t h) {
+  if (t == GgmlType::Q8_K) {
+    const float d = fp16_to_fp32(h);
+    for (size_t off = 0; off < row.size(); off += sizeof(block_q8_K)) std::memcpy(row.data() + off, &d, sizeof d);
+    return;
+  }
+  const ScaleFields s = scale_fields(t);
+  for (size_t off = 0; off + s.block_bytes <= row.size() && s.block_bytes != 0; off += s.block_bytes)
+    for (size_t f : s.f16) std::memcpy(row.data() + off + f, &h, sizeof h);
+}
+
+// A row of type t with every byte random, except that scale fields and
+// float elements are finite.
+std::vector<uint8_t> random_row_bytes(GgmlType t, int64_t n, std::mt19937& rng) {
+  std::vector<uint8_t> row(row_size(t, n));
+  for (auto& b : row) b = static_cast<uint8_t>(rng());
+  if (t == GgmlType::F32) {
+    auto* f = reinterpret_cast<float*>(row.data());
+    for (int64_t i = 0; i < n; ++i) f[i] = std::ldexp(static_cast<float>(static_cast<int32_t>(rng())), -40);
+  } else if (t == GgmlType::F16 || t == GgmlType::BF16) {
+    auto* h = reinterpret_cast<uint16_t*>(row.data());
+    for (int64_t i = 0; i < n; ++i) {
+      h[i] = t == GgmlType::F16 ? random_finite_f16(rng) : static_cast<uint16_t>((rng() & 0x80FF) | 0x3C00u);
+    }
+  } else if (t == GgmlType::Q8_K) {
+    for (size_t off = 0; off < row.size(); off += sizeof(block_q8_K)) {
+      const float d = std::ldexp(static_cast<float>(static_cast<int32_t>(rng() % 2001) - 1000), -12);
+      std::memcpy(row.data() + off, &d, sizeof d);
+    }
+  } else {
+    const ScaleFields s = scale_fields(t);
+    for (size_t off = 0; off < row.size(); off += s.block_bytes)
+      for (size_t f : s.f16) {
+        const ggml_fp16_t h = random_finite_f16(rng);
+        std::memcpy(row.data() + off + f, &h, sizeof h);
+      }
+  }
+  return row;
+}
+
+// Floats of several kinds: Gaussian at a random scale, sparse, extremes
+// (FLT_MAX, subnormals, 65504), small integers and halves (rounding ties).
+std::vector<float> random_floats(int64_t n, std::mt19937& rng, int kind) {
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  const float scale = std::ldexp(1.0f, static_cast<int>(rng() % 40) - 20);
+  for (auto& v : x) v = g(rng) * scale;
+  for (auto& v : x) {
+    switch (kind) {
+      case 1:
+        if (rng() % 3 != 0) v = 0.0f;
+        break;
+      case 2:
+        switch (rng() % 8) {
+          case 0: v = FLT_MAX * (rng() % 2 ? 1.f : -1.f); break;
+          case 1: v = std::numeric_limits<float>::denorm_min() * static_cast<float>(rng() % 100); break;
+          case 2: v = FLT_MIN * (rng() % 2 ? 1.f : -1.f); break;
+          case 3: v = 65504.0f * (rng() % 2 ? 1.f : -1.f); break;
+          default: break;
+        }
+        break;
+      case 3: v = static_cast<float>(static_cast<int>(rng() % 512) - 256) * 0.5f; break;
+      default: break;
+    }
+  }
+  return x;
+}
+
+std::vector<int64_t> lengths_of(GgmlType t) {
+  const int64_t bs = type_traits(t).block_size;
+  if (bs == 1) return {1, 3, 7, 8, 9, 15, 16, 17, 31, 64, 100, 255, 256, 257, 1000, 4096, 4101};
+  if (bs == 32) return {32, 64, 96, 224, 256, 288, 1024, 4096 + 32};
+  return {256, 512, 768, 256 * 7, 4096, 4096 + 256};
+}
+
+struct Counts {
+  long compared = 0, nan = 0;
+};
+
+// One comparison; prints and exits on a difference.
+void compare(GgmlType t, const char* what, int64_t n, int trial, const std::vector<uint8_t>& w,
+             const std::vector<uint8_t>& a, Counts& c) {
+  const float want = vec_dot_kernel(t, Isa::scalar)(n, w.data(), a.data());
+  const float got = vec_dot_kernel(t, Isa::neon)(n, w.data(), a.data());
+  if (std::isnan(want) && std::isnan(got)) {
+    ++c.nan;
+    return;
+  }
+  if (std::memcmp(&want, &got, sizeof want) != 0) {
+    std::printf("FAIL %s %s n %lld trial %d: scalar %a neon %a\n", type_name(t).data(), what,
+                static_cast<long long>(n), trial, static_cast<double>(want), static_cast<double>(got));
+    std::exit(1);
+  }
+  ++c.compared;
+}
+
+// Extreme byte patterns: every weight byte b (0x00, 0x0F, 0x7F, 0x80, 0xF0,
+// 0xFF) against activation bytes of all -128, all 127 or random, with unit
+// scales (so nothing rounds but the integer lanes' float conversion) and
+// with the largest finite F16 scale (65504, products overflow to inf).
+void check_extremes(GgmlType t, Counts& c, std::mt19937& rng) {
+  const GgmlType vt = vec_dot_type(t);
+  if (type_traits(t).block_size == 1) return;  // float rows: covered by random_floats kind 2
+  const int64_t n = type_traits(t).block_size * 3;
+  int trial = 0;
+  for (uint8_t b : {0x00, 0x0F, 0x7F, 0x80, 0xF0, 0xFF}) {
+    for (int act = 0; act < 3; ++act) {
+      for (ggml_fp16_t scale : {fp32_to_fp16(1.0f), ggml_fp16_t{0x7BFF}, ggml_fp16_t{0x0001}}) {
+        std::vector<uint8_t> w(row_size(t, n), b);
+        std::vector<uint8_t> a(row_size(vt, n));
+        if (act == 2) {
+          for (auto& v : a) v = static_cast<uint8_t>(rng());
+        } else {
+          std::memset(a.data(), act == 0 ? 0x80 : 0x7F, a.size());
+        }
+        set_scales(t, w, scale);
+        set_scales(vt, a, fp32_to_fp16(1.0f));
+        compare(t, "extreme", n, trial++, w, a, c);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main() {
+  std::printf("neon_check: cpu_has_neon_dotprod %d, active_isa %s\n", cpu_has_neon_dotprod() ? 1 : 0,
+              isa_name(active_isa()));
+  if (!cpu_has_neon_dotprod()) {
+    std::printf("neon_check: this CPU has no ASIMD dot product: the NEON kernels cannot run here\n");
+    return 2;
+  }
+  const char* env = std::getenv("SYNAPSE_NO_SIMD");
+  const bool off = env != nullptr && env[0] != '\0' && std::strcmp(env, "0") != 0;
+  if (active_isa() != (off ? Isa::scalar : Isa::neon)) {
+    std::printf("FAIL active_isa %s\n", isa_name(active_isa()));
+    return 1;
+  }
+  std::mt19937 rng(1234);
+  long total = 0;
+  int n_types = 0;
+  for (GgmlType t : kDotTypes) {
+    if (!has_vec_dot(t, Isa::neon)) {
+      std::printf("%-7s scalar (no NEON kernel)\n", type_name(t).data());
+      continue;
+    }
+    if (vec_dot_kernel(t, Isa::neon) == vec_dot_kernel(t, Isa::scalar)) {
+      std::printf("FAIL %s: the NEON kernel is the scalar one\n", type_name(t).data());
+      return 1;
+    }
+    const GgmlType vt = vec_dot_type(t);
+    Counts c;
+    for (int64_t n : lengths_of(t)) {
+      for (int trial = 0; trial < 24; ++trial) {
+        std::vector<uint8_t> w, a;
+        if (trial < 8) {
+          w = random_row_bytes(t, n, rng);
+          a = random_row_bytes(vt, n, rng);
+        } else {
+          const auto wf = random_floats(n, rng, trial % 4);
+          const auto af = random_floats(n, rng, (trial / 4) % 4);
+          w.resize(row_size(t, n));
+          a.resize(row_size(vt, n));
+          quantize_kernel(t, Isa::scalar)(wf.data(), w.data(), n);
+          quantize_kernel(vt, Isa::scalar)(af.data(), a.data(), n);
+        }
+        compare(t, trial < 8 ? "random bytes" : "quantized", n, trial, w, a, c);
+      }
+    }
+    check_extremes(t, c, rng);
+    // The public entry point runs the active ISA's kernel.
+    {
+      const int64_t n = lengths_of(t).back();
+      const auto w = random_row_bytes(t, n, rng), a = random_row_bytes(vt, n, rng);
+      const float got = vec_dot(t, n, w.data(), a.data());
+      const float want = vec_dot_kernel(t, active_isa())(n, w.data(), a.data());
+      if (std::memcmp(&got, &want, sizeof got) != 0 && !(std::isnan(got) && std::isnan(want))) {
+        std::printf("FAIL %s: vec_dot does not run the active ISA's kernel\n", type_name(t).data());
+        return 1;
+      }
+    }
+    if (c.compared < 100) {
+      std::printf("FAIL %s: only %ld comparisons were not NaN\n", type_name(t).data(), c.compared);
+      return 1;
+    }
+    std::printf("%-7s neon == scalar: %ld comparisons bit-equal (%ld both NaN)\n", type_name(t).data(), c.compared,
+                c.nan);
+    total += c.compared;
+    ++n_types;
+  }
+  std::printf("neon_check: OK, %d types with a NEON kernel, %ld comparisons, all bit-equal\n", n_types, total);
+  return 0;
+}
