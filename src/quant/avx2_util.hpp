@@ -28,25 +28,6 @@ inline __m256 nc(__m256 v) {
 
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
-// Two int16 madd factors: low word a, high word b.
-inline int32_t word_pair(int a, int b) {
-  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(a)) |
-                              (static_cast<uint32_t>(static_cast<uint16_t>(b)) << 16));
-}
-
-// sums[l] += d * lane[l], rounded product then sum, as the reference.
-inline __m256 add_scaled(__m256 sums, float d, __m256i lanes) {
-  return _mm256_add_ps(sums, nc(_mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes))));
-}
-
-// sumf + sums[0] + ... + sums[7], left to right.
-inline float add_lanes_in_order(float sumf, __m256 sums) {
-  float s[8];
-  _mm256_storeu_ps(s, sums);
-  for (float v : s) sumf += v;
-  return sumf;
-}
-
 inline int hsum_i32_8(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
@@ -84,6 +65,29 @@ inline __m256i unpack_nibbles(const uint8_t* qs) {
 // ggml's get_scale_shuffle_k4: pshufb mask that puts word k (0..7) of each
 // 16-byte half in every word of that half.
 inline __m256i word_bcast_mask(int k) { return _mm256_set1_epi16(static_cast<int16_t>((2 * k) | ((2 * k + 1) << 8))); }
+
+// ggml's get_scale_shuffle_q3k: pshufb mask putting word 2k of the low
+// 16-byte half in every word of the low half and word 2k + 1 of the high
+// half in every word of the high half (sub-blocks 2c, 2c + 1 of chunk c).
+inline __m256i half_word_bcast_mask(int k) {
+  return _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>((4 * k + 2) | ((4 * k + 3) << 8))),
+                          _mm_set1_epi16(static_cast<int16_t>((4 * k) | ((4 * k + 1) << 8))));
+}
+
+// Q3_K: the 16 6-bit scales minus 32 as int8, from the 12 packed bytes (low
+// nibbles in bytes 0-7, top 2 bits in bytes 8-11; ggml's kmask unpacking).
+inline __m128i q3_K_scales(const uint8_t* packed) {
+  constexpr uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+  uint32_t a0, a1, a2;
+  std::memcpy(&a0, packed, 4);
+  std::memcpy(&a1, packed + 4, 4);
+  std::memcpy(&a2, packed + 8, 4);
+  const __m128i v = _mm_set_epi32(static_cast<int>(((a1 >> 4) & kmask2) | (((a2 >> 6) & kmask1) << 4)),
+                                  static_cast<int>(((a0 >> 4) & kmask2) | (((a2 >> 4) & kmask1) << 4)),
+                                  static_cast<int>((a1 & kmask2) | (((a2 >> 2) & kmask1) << 4)),
+                                  static_cast<int>((a0 & kmask2) | ((a2 & kmask1) << 4)));
+  return _mm_sub_epi8(v, _mm_set1_epi8(32));
+}
 
 // Q4_K/Q5_K: the 8 scales (words 0..7) and 8 mins (words 8..15) of a block
 // as int16, from the 12 packed bytes (scales_mins_k4's unpacking, built in
@@ -256,32 +260,6 @@ inline void q6_K_step(AccK& s, const BlockQ6K& k, const block_q8_K& a, const __m
   s.acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(q6_K_lanes(k, a.qs, off)), s.acc);
 }
 inline float q6_K_result(const AccK& s) { return hsum_float_8(s.acc); }
-
-// The mod-8 lane accumulator of ggml's scalar K-quant order, still used by
-// the Q3_K dot (k_quants_avx2.cpp describes the lane layout).
-struct Mod8 {
-  __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
-
-  // ua/ub: permuted digits (0..63) of groups A and B, ya/yb: permuted
-  // activations, sc: per half the word pair (scale of A, scale of B), off:
-  // the digit offset (value = digit - off).
-  inline void add(__m256i ua, __m256i ya, __m256i ub, __m256i yb, __m256i sc, int off) {
-    __m256i pa = _mm256_maddubs_epi16(ua, ya);
-    __m256i pb = _mm256_maddubs_epi16(ub, yb);
-    if (off != 0) {
-      const __m256i o = _mm256_set1_epi8(static_cast<char>(off));
-      pa = _mm256_sub_epi16(pa, _mm256_maddubs_epi16(o, ya));
-      pb = _mm256_sub_epi16(pb, _mm256_maddubs_epi16(o, yb));
-    }
-    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(pa, pb), sc));
-    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(pa, pb), sc));
-  }
-
-  // int32 lane l = elements with index % 8 == l.
-  inline __m256i lanes() const {
-    return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
-  }
-};
 
 }  // namespace synapse::quant::avx2
 #endif

@@ -18,9 +18,8 @@
 //
 // Dot products: exact integer products per (sub-)block, then scaled by the
 // block scales in float, in the order of the ggml kernel llama.cpp runs on
-// x86 (AVX2): Q4_K, Q5_K, Q6_K follow the AVX2 branches of
-// ggml_vec_dot_<t>_q8_K (below, "The float order of ggml's AVX2 K-quant
-// dots"); Q2_K, Q3_K and IQ4_XS still follow ggml's scalar versions.
+// x86 (AVX2): the AVX2 branches of ggml_vec_dot_<t>_q8_K (below, "The float
+// order of ggml's AVX2 K-quant dots").
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -411,42 +410,36 @@ void dequantize_row_q2_K(const void* vx, float* y, int64_t n) {
   }
 }
 
-// ggml_vec_dot_q2_K_q8_K (scalar). Per block: isum = sum_j sc_j * (q2 . q8 over
-// sub-block j); summs = sum_j m_j * bsums_j; sumf += dall*isum - dmin*summs.
+// ggml_vec_dot_q2_K_q8_K, the order of its AVX2 branch. w: n/256 block_q2_K,
+// a: n/256 block_q8_K. Per block, with d = a.d * fp16(w.d) and
+// dmin = -a.d * fp16(w.dmin): first the min term into the same 8 float lanes,
+// acc[k] = fma(dmin, m[2k]*bsums[2k] + m[2k+1]*bsums[2k+1], acc[k])
+// (_mm256_madd_epi16 of the 16 4-bit mins and bsums), then the integer lanes
+// (add_chunk; digits 0..3, chunk c with the 4-bit scales of sub-blocks 2c
+// and 2c + 1), acc[q] = fma(d, lane[q], acc[q]). Result: hsum_float_8(acc).
 float vec_dot_q2_K_q8_K(int64_t n, const void* vw, const void* va) {
   const auto* x = static_cast<const block_q2_K*>(vw);
   const auto* y = static_cast<const block_q8_K*>(va);
   const int64_t nb = n / QK_K;
-  float sumf = 0;
+  uint8_t u[QK_K];
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* q2 = x[i].qs;
-    const int8_t* q8 = y[i].qs;
+    const float d = y[i].d * fp16_to_fp32(x[i].d);
+    const float dmin = -y[i].d * fp16_to_fp32(x[i].dmin);
     const uint8_t* sc = x[i].scales;
-    int summs = 0;
-    for (int j = 0; j < 16; ++j) summs += y[i].bsums[j] * (sc[j] >> 4);
-    const float dall = y[i].d * fp16_to_fp32(x[i].d);
-    const float dmin = y[i].d * fp16_to_fp32(x[i].dmin);
-    int isum = 0;
-    int is = 0;
-    for (int k = 0; k < QK_K / 128; ++k) {
-      int shift = 0;
-      for (int j = 0; j < 4; ++j) {
-        int d = sc[is++] & 0xF;
-        int isuml = 0;
-        for (int l = 0; l < 16; ++l) isuml += q8[l] * ((q2[l] >> shift) & 3);
-        isum += d * isuml;
-        d = sc[is++] & 0xF;
-        isuml = 0;
-        for (int l = 16; l < 32; ++l) isuml += q8[l] * ((q2[l] >> shift) & 3);
-        isum += d * isuml;
-        shift += 2;
-        q8 += 32;
-      }
-      q2 += 32;
-    }
-    sumf += dall * isum - dmin * summs;
+    int32_t prod[8];
+    for (int k = 0; k < 8; ++k)
+      prod[k] = (sc[2 * k] >> 4) * y[i].bsums[2 * k] + (sc[2 * k + 1] >> 4) * y[i].bsums[2 * k + 1];
+    fma_lanes(acc, dmin, prod);
+    for (int j = 0; j < QK_K / 128; ++j)  // element 128j + 32k + l: bits 2k of qs[32j + l]
+      for (int k = 0; k < 4; ++k)
+        for (int l = 0; l < 32; ++l) u[128 * j + 32 * k + l] = (x[i].qs[32 * j + l] >> (2 * k)) & 3;
+    int32_t lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int c = 0; c < QK_K / 32; ++c)
+      add_chunk(lane, u + 32 * c, y[i].qs + 32 * c, sc[2 * c] & 0xF, sc[2 * c + 1] & 0xF, 0);
+    fma_lanes(acc, d, lane);
   }
-  return sumf;
+  return hsum_float_8(acc);
 }
 
 // ---------------------------------------------------------------------------
@@ -548,45 +541,33 @@ void dequantize_row_q3_K(const void* vx, float* y, int64_t n) {
   }
 }
 
-// ggml_vec_dot_q3_K_q8_K (scalar): per block, 8 int32 lanes aux32[l] collect
-// sum over sub-blocks j of (sc_j - 32) * q3[8k+l] * q8[8k+l]; then
-// sums[l] += d * aux32[l]; at the end sumf = sums[0] + ... + sums[7].
+// ggml_vec_dot_q3_K_q8_K, the order of its AVX2 branch. w: n/256 block_q3_K,
+// a: n/256 block_q8_K. Per block, d = a.d * fp16(w.d); the digits 0..7
+// (value = digit - 4: ggml subtracts a second maddubs of 4 where the high
+// bit is clear) form the integer lanes of add_chunk with the 6-bit scales
+// minus 32 of sub-blocks 2c and 2c + 1; acc[q] = fma(d, lane[q], acc[q]).
+// Result: hsum_float_8(acc).
 float vec_dot_q3_K_q8_K(int64_t n, const void* vw, const void* va) {
   const auto* x = static_cast<const block_q3_K*>(vw);
   const auto* y = static_cast<const block_q8_K*>(va);
   const int64_t nb = n / QK_K;
-  int8_t aux8[QK_K];
-  float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  uint8_t u[QK_K];
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* q3 = x[i].qs;
-    const uint8_t* hm = x[i].hmask;
-    const int8_t* q8 = y[i].qs;
-    int32_t aux32[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int8_t* a = aux8;
-    uint8_t m = 1;
-    for (int j = 0; j < QK_K; j += 128) {
-      for (int shift = 0; shift < 8; shift += 2) {
-        for (int l = 0; l < 32; ++l) a[l] = static_cast<int8_t>(((q3[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
-        a += 32;
-        m = static_cast<uint8_t>(m << 1);
-      }
-      q3 += 32;
-    }
-    a = aux8;
-    for (int j = 0; j < QK_K / 16; ++j) {
-      const int scale = q3_K_scale(x[i].scales, j);
-      for (int k = 0; k < 2; ++k) {
-        for (int l = 0; l < 8; ++l) aux32[l] += scale * (q8[l] * a[l]);
-        q8 += 8;
-        a += 8;
-      }
-    }
-    const float d = fp16_to_fp32(x[i].d) * y[i].d;
-    for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
+    const float d = y[i].d * fp16_to_fp32(x[i].d);
+    // element 128j + 32k + l: bits 2k of qs[32j + l], high bit 4j + k of hmask[l]
+    for (int j = 0; j < QK_K / 128; ++j)
+      for (int k = 0; k < 4; ++k)
+        for (int l = 0; l < 32; ++l)
+          u[128 * j + 32 * k + l] = static_cast<uint8_t>(((x[i].qs[32 * j + l] >> (2 * k)) & 3) |
+                                                         (((x[i].hmask[l] >> (4 * j + k)) & 1) << 2));
+    int32_t lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int c = 0; c < QK_K / 32; ++c)
+      add_chunk(lane, u + 32 * c, y[i].qs + 32 * c, q3_K_scale(x[i].scales, 2 * c), q3_K_scale(x[i].scales, 2 * c + 1),
+                4);
+    fma_lanes(acc, d, lane);
   }
-  float sumf = 0;
-  for (int l = 0; l < 8; ++l) sumf += sums[l];
-  return sumf;
+  return hsum_float_8(acc);
 }
 
 // ---------------------------------------------------------------------------
@@ -1158,31 +1139,41 @@ void dequantize_row_iq4_xs(const void* vx, float* y, int64_t n) {
   }
 }
 
-// ggml_vec_dot_iq4_xs_q8_K (scalar): per sub-block of 32, the integer dot
-// of kvalues and q8, times d_w * d_8 * (ls - 32), added to sumf in order.
+// ggml_vec_dot_iq4_xs_q8_K, the order of its AVX2 branch. w: n/256
+// block_iq4_xs, a: n/256 block_q8_K. Per block, d = fp16(w.d) * a.d;
+// sub-block c of 32 (its kvalues_iq4nl values v, 6-bit scale ls - 32) gives
+// lane[q] += (ls - 32) * sum_{e<4} sign_mul(v, a) over elements 4q..4q+3,
+// and acc[q] = fma(d, lane[q], acc[q]). Result: hsum_float_8(acc).
+// sign_mul is ggml's mul_add_epi8 per element, maddubs(|v|, sign(a, v)):
+// v * a, except that an activation of -128 against a negative v gives
+// |v| * -128 (_mm256_sign_epi8 cannot negate -128). Real Q8_K rows hold
+// -127..127, where it is the plain product; the pairs never saturate
+// (2 * 127 * 128 < 32768).
 float vec_dot_iq4_xs_q8_K(int64_t n, const void* vw, const void* va) {
   const auto* x = static_cast<const block_iq4_xs*>(vw);
   const auto* y = static_cast<const block_q8_K*>(va);
   const int64_t nb = n / QK_K;
-  float sumf = 0;
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   for (int64_t ibl = 0; ibl < nb; ++ibl) {
-    const float d4d8 = fp16_to_fp32(x[ibl].d) * y[ibl].d;
-    const uint8_t* qs = x[ibl].qs;
-    const int8_t* q8 = y[ibl].qs;
-    for (int ib = 0; ib < QK_K / 32; ++ib) {
-      const int ls = ((x[ibl].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((x[ibl].scales_h >> 2 * ib) & 3) << 4);
-      const float dl = d4d8 * (ls - 32);
-      int sumi1 = 0, sumi2 = 0;
-      for (int j = 0; j < 16; ++j) {
-        sumi1 += q8[j + 0] * kvalues_iq4nl[qs[j] & 0xf];
-        sumi2 += q8[j + 16] * kvalues_iq4nl[qs[j] >> 4];
+    const float d = fp16_to_fp32(x[ibl].d) * y[ibl].d;
+    int32_t lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int c = 0; c < QK_K / 32; ++c) {
+      const int ls = ((x[ibl].scales_l[c / 2] >> 4 * (c % 2)) & 0xf) | (((x[ibl].scales_h >> 2 * c) & 3) << 4);
+      const uint8_t* qs = x[ibl].qs + 16 * c;
+      const int8_t* q8 = y[ibl].qs + 32 * c;
+      for (int q = 0; q < 8; ++q) {
+        int sum = 0;
+        for (int e = 4 * q; e < 4 * q + 4; ++e) {
+          const int v = kvalues_iq4nl[e < 16 ? (qs[e] & 0xf) : (qs[e - 16] >> 4)];
+          const int a = q8[e];
+          sum += v > 0 ? v * a : v < 0 ? -v * (a == -128 ? -128 : -a) : 0;
+        }
+        lane[q] += (ls - 32) * sum;
       }
-      sumf += dl * (sumi1 + sumi2);
-      qs += 16;
-      q8 += 32;
     }
+    fma_lanes(acc, d, lane);
   }
-  return sumf;
+  return hsum_float_8(acc);
 }
 
 }  // namespace synapse::quant

@@ -4,30 +4,21 @@
 // they define; every kernel here is tested bit-equal to its reference
 // (tests/quant/simd_test.cpp).
 //
-// Q4_K, Q5_K, Q6_K: ggml's AVX2 ggml_vec_dot_<t>_q8_K, the order the x86
-// llama.cpp build runs (k_quants.cpp states it): per 32-element chunk
-// _mm256_maddubs_epi16(digits, activations) then _mm256_madd_epi16 with the
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS: ggml's AVX2 ggml_vec_dot_<t>_q8_K,
+// the order the x86 llama.cpp build runs (k_quants.cpp states it): per
+// 32-element chunk _mm256_maddubs_epi16(digits, activations) (IQ4_XS: of
+// |value| and the sign-adjusted activations) then _mm256_madd_epi16 with the
 // chunk's scale words, so lane q holds elements 4q..4q+3; lanes summed over
-// the block; one _mm256_fmadd_ps per block; hsum_float_8 at the end. The
-// block steps live in avx2_util.hpp, shared with the multi-row kernels.
+// the block; _mm256_fmadd_ps per block; hsum_float_8 at the end. Every
+// integer step is exact (digits <= 63: no maddubs pair saturates; signed
+// weights as digit - offset with a second maddubs of the offset). The
+// Q4_K/Q5_K/Q6_K block steps live in avx2_util.hpp, shared with the
+// multi-row kernels.
 //
-// Q3_K: the reference (ggml's scalar ggml_vec_dot_q3_K_q8_K) sums
-// scale * w * a exactly into 8 int32 lanes by element index mod 8, then per
-// block sums[l] += d * lane[l] (a float multiply, then an add: no fused
-// multiply-add). To build those lanes with _mm256_maddubs_epi16, whose pairs
-// must come from the same lane, both operands are permuted in each 16-byte
-// half so that bytes k and k + 8 sit side by side (they share lane k); the
-// int16 pair sums of two 32-byte groups A and B are interleaved
-// (unpacklo/hi) so that _mm256_madd_epi16 with (scale_A, scale_B) word
-// pairs sums 4 elements of one lane (Mod8, avx2_util.hpp).
-//
-// Every integer product is exact for any byte value: weight digits are
-// unsigned (<= 63, so maddubs pairs cannot saturate) and signed weights are
-// formed as digit - offset with a second maddubs of the offset.
-//
-// Float steps the reference writes mul-then-add are written so here; `nc`
-// keeps the compiler from contracting them into fused multiply-adds (this
-// file is built with -mfma, and GCC contracts across intrinsics).
+// TQ1_0, TQ2_0 and the Q8_K quantizer write the reference's float steps
+// mul-then-add; `nc` keeps the compiler from contracting them into fused
+// multiply-adds (this file is built with -mfma, and GCC contracts across
+// intrinsics).
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
@@ -38,33 +29,6 @@
 #include "quant/simd.hpp"
 
 namespace synapse::quant::avx2 {
-namespace {
-
-
-
-
-// In each 16-byte half, bytes k and k + 8 side by side (k = 0..7).
-inline __m256i pair_shuffle() {
-  return _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15,  //
-                          0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
-}
-
-inline __m256i perm(__m256i v) { return _mm256_shuffle_epi8(v, pair_shuffle()); }
-
-
-
-
-
-
-
-// The 8 int32 sums of 8 vectors of int32 lanes, in one vector (v[k] -> k).
-inline __m256i hsum_8x8(const __m256i v[8]) {
-  const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-  const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------- Q4_K
 // ggml's AVX2 ggml_vec_dot_q4_K_q8_K (k_quants.cpp gives the order): per
@@ -115,113 +79,90 @@ float vec_dot_q6_K_q8_K(int64_t n, const void* vw, const void* va) {
 }
 
 // ---------------------------------------------------------------- Q3_K
-// Group t (0..7) = values 32t..32t+31: digit ((qs[32*(t/4) + l] >> 2*(t%4)) & 3)
-// plus 4 when bit t of hmask[l] is set; value = digit - 4. Sub-blocks of 16.
+// ggml's AVX2 ggml_vec_dot_q3_K_q8_K: digits low2 | high << 2 (element
+// 128j + 32k + l: bits 2k of qs[32j + l], bit 4j + k of hmask[l]), offset 4
+// as a second maddubs, scales - 32 per 16 elements; acc = fma(d, lanes, acc).
 float vec_dot_q3_K_q8_K(int64_t n, const void* vw, const void* va) {
   const auto* x = static_cast<const block_q3_K*>(vw);
   const auto* y = static_cast<const block_q8_K*>(va);
-  const __m256i m2 = _mm256_set1_epi8(0x03), one = _mm256_set1_epi8(1);
-  __m256 sums = _mm256_setzero_ps();
+  const __m256i m3 = _mm256_set1_epi8(0x03), one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / QK_K; ++i) {
-    int sc[16];
-    const uint8_t* p = x[i].scales;
-    for (int j = 0; j < 16; ++j) {
-      const int lo = j < 8 ? (p[j] & 0xF) : (p[j - 8] >> 4);
-      const int hi = (p[8 + j % 4] >> (2 * (j / 4))) & 3;
-      sc[j] = (lo | (hi << 4)) - 32;
-    }
-    const int8_t* q8 = y[i].qs;
-    __m256i hm = perm(load32(x[i].hmask));
-    Mod8 acc;
-    for (int half = 0; half < 2; ++half) {
-      __m256i q = perm(load32(x[i].qs + 32 * half));
-      for (int t2 = 0; t2 < 2; ++t2) {  // groups t = 4*half + 2*t2 and t + 1
-        const int t = 4 * half + 2 * t2;
-        const __m256i ua = _mm256_or_si256(_mm256_and_si256(q, m2), _mm256_slli_epi16(_mm256_and_si256(hm, one), 2));
-        const __m256i ub = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2), m2),
-                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 1), one), 2));
-        q = _mm256_srli_epi16(q, 4);
-        hm = _mm256_srli_epi16(hm, 2);
-        const int32_t w0 = word_pair(sc[2 * t], sc[2 * t + 2]), w1 = word_pair(sc[2 * t + 1], sc[2 * t + 3]);
-        const __m256i s = _mm256_set_epi32(w1, w1, w1, w1, w0, w0, w0, w0);
-        acc.add(ua, perm(load32(q8 + 32 * t)), ub, perm(load32(q8 + 32 * t + 32)), s, 4);
+    const float d = y[i].d * h2f(x[i].d);
+    const __m256i all = _mm256_cvtepi8_epi16(q3_K_scales(x[i].scales));
+    const __m256i hm = load32(x[i].hmask);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 2; ++j) {
+      const __m256i sc = _mm256_permute4x64_epi64(all, j == 0 ? 0x44 : 0xEE);  // sub-blocks 8j..8j+7
+      const __m256i q = load32(x[i].qs + 32 * j);
+      for (int k = 0; k < 4; ++k) {
+        const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3),
+                                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * j + k), one), 2));
+        const __m256i a = load32(y[i].qs + 128 * j + 32 * k);
+        sumi = _mm256_add_epi32(sumi, chunk_lanes_off(u, a, _mm256_maddubs_epi16(four, a),
+                                                      _mm256_shuffle_epi8(sc, half_word_bcast_mask(k))));
       }
     }
-    sums = add_scaled(sums, h2f(x[i].d) * y[i].d, acc.lanes());
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
-  return add_lanes_in_order(0.0f, sums);
+  return hsum_float_8(acc);
 }
 
 // ---------------------------------------------------------------- Q2_K
-// Reference: per block isum = sum_j (sc_j & 15) * dot(sub-block j) and
-// summs = sum_j bsums_j * (sc_j >> 4), exact integers; then
-// sumf += dall * isum - dmin * summs. Group (k, s) = values 128k + 32s + l:
-// (qs[32k + l] >> 2s) & 3, sub-blocks 8k + 2s (l < 16) and 8k + 2s + 1.
+// ggml's AVX2 ggml_vec_dot_q2_K_q8_K: per block first acc = fma(dmin,
+// madd(mins, bsums), acc), then acc = fma(d, lanes, acc) with the 4-bit
+// scales per 16 elements; hsum_float_8(acc).
 float vec_dot_q2_K_q8_K(int64_t n, const void* vw, const void* va) {
   const auto* x = static_cast<const block_q2_K*>(vw);
   const auto* y = static_cast<const block_q8_K*>(va);
-  const __m256i m2 = _mm256_set1_epi8(0x03);
-  float sumf = 0.0f;
+  const __m256i m3 = _mm256_set1_epi8(0x03);
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / QK_K; ++i) {
-    const uint8_t* sc = x[i].scales;
-    const int8_t* q8 = y[i].qs;
-    // summs: bsums . (sc >> 4)
-    const __m128i scv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
-    const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(scv, 4), _mm_set1_epi8(0x0F)));
-    const int summs = hsum_i32_8(_mm256_madd_epi16(mins, load32(y[i].bsums)));
-    __m256i isum = _mm256_setzero_si256();
-    for (int k = 0; k < 2; ++k) {
-      __m256i q = load32(x[i].qs + 32 * k);
-      for (int s = 0; s < 4; ++s) {
-        const int j = 8 * k + 2 * s;
-        const __m256i f = _mm256_set_epi16(sc[j + 1] & 15, sc[j + 1] & 15, sc[j + 1] & 15, sc[j + 1] & 15,
-                                           sc[j + 1] & 15, sc[j + 1] & 15, sc[j + 1] & 15, sc[j + 1] & 15,
-                                           sc[j] & 15, sc[j] & 15, sc[j] & 15, sc[j] & 15, sc[j] & 15, sc[j] & 15,
-                                           sc[j] & 15, sc[j] & 15);
-        const __m256i p = _mm256_maddubs_epi16(_mm256_and_si256(q, m2), load32(q8 + 128 * k + 32 * s));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, f));
-        q = _mm256_srli_epi16(q, 2);
+    const float d = y[i].d * h2f(x[i].d), dmin = -y[i].d * h2f(x[i].dmin);
+    const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), m4));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_madd_epi16(mins, load32(y[i].bsums))), acc);
+    const __m256i all = _mm256_cvtepu8_epi16(_mm_and_si128(sm, m4));
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 2; ++j) {
+      const __m256i sc = _mm256_permute4x64_epi64(all, j == 0 ? 0x44 : 0xEE);  // sub-blocks 8j..8j+7
+      const __m256i q = load32(x[i].qs + 32 * j);
+      for (int k = 0; k < 4; ++k) {
+        const __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3);
+        sumi = _mm256_add_epi32(sumi, chunk_lanes(u, load32(y[i].qs + 128 * j + 32 * k),
+                                                  _mm256_shuffle_epi8(sc, half_word_bcast_mask(k))));
       }
     }
-    const float dall = y[i].d * h2f(x[i].d);
-    const float dmin = y[i].d * h2f(x[i].dmin);
-    sumf += nc(nc(dall * static_cast<float>(hsum_i32_8(isum))) - nc(dmin * static_cast<float>(summs)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
-  return sumf;
+  return hsum_float_8(acc);
 }
 
 // ---------------------------------------------------------------- IQ4_XS
-// Reference: per sub-block of 32, sumf += (d_w * d_8 * (ls - 32)) * isum in
-// order; qs[16 ib + j] holds values j (low nibble) and j + 16 (high).
+// ggml's AVX2 ggml_vec_dot_iq4_xs_q8_K: per sub-block of 32 the table
+// values against the activations with ggml's mul_add_epi8 (maddubs(|v|,
+// sign(a, v)), k_quants.cpp says what it computes for a = -128), madd with
+// the scale ls - 32; acc = fma(d, lanes, acc) per block; hsum_float_8.
 float vec_dot_iq4_xs_q8_K(int64_t n, const void* vw, const void* va) {
   const auto* x = static_cast<const block_iq4_xs*>(vw);
   const auto* y = static_cast<const block_q8_K*>(va);
   const __m256i table =
       _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kvalues_iq4nl)));
-  const __m128i m4 = _mm_set1_epi8(0x0F);
-  float sumf = 0.0f;
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {
-    const float d4d8 = h2f(x[ibl].d) * y[ibl].d;
-    __m256i part[8];
-    for (int ib = 0; ib < 8; ++ib) {
-      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[ibl].qs + 16 * ib));
-      const __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
-      const __m256i w = _mm256_shuffle_epi8(table, u);
-      const __m256i a = load32(y[ibl].qs + 32 * ib);
-      // exact int8 x int8: even and odd bytes widened to int16
-      const __m256i we = _mm256_srai_epi16(_mm256_slli_epi16(w, 8), 8), wo = _mm256_srai_epi16(w, 8);
-      const __m256i ae = _mm256_srai_epi16(_mm256_slli_epi16(a, 8), 8), ao = _mm256_srai_epi16(a, 8);
-      part[ib] = _mm256_add_epi32(_mm256_madd_epi16(we, ae), _mm256_madd_epi16(wo, ao));
+    const float d = h2f(x[ibl].d) * y[ibl].d;
+    __m256i sumi = _mm256_setzero_si256();
+    for (int c = 0; c < 8; ++c) {
+      const int ls = ((x[ibl].scales_l[c / 2] >> 4 * (c % 2)) & 0xf) | (((x[ibl].scales_h >> 2 * c) & 3) << 4);
+      const __m256i v = _mm256_shuffle_epi8(table, unpack_nibbles(x[ibl].qs + 16 * c));
+      const __m256i a = load32(y[ibl].qs + 32 * c);
+      const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(a, v));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set1_epi16(static_cast<int16_t>(ls - 32))));
     }
-    int32_t isum[8];
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(isum), hsum_8x8(part));
-    for (int ib = 0; ib < 8; ++ib) {
-      const int ls = ((x[ibl].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((x[ibl].scales_h >> 2 * ib) & 3) << 4);
-      const float dl = nc(d4d8 * static_cast<float>(ls - 32));
-      sumf += nc(dl * static_cast<float>(isum[ib]));
-    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
-  return sumf;
+  return hsum_float_8(acc);
 }
 
 // ---------------------------------------------------------------- TQ2_0

@@ -417,81 +417,53 @@ TEST(KQuantRoundTrip, ZeroAndConstantBlocks) {
 // ---------------------------------------------------------------------------
 // Dot products.
 
-// ggml's hsum_float_8 (x86): ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
-float hsum8(const float* l) { return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])); }
-
 // The block's integer dot with Q8_K, from the element-wise reading, combined
-// in the float order of ggml's dot for the type: its scalar
-// ggml_vec_dot_<t>_q8_K for Q2_K, Q3_K and IQ4_XS; its AVX2 branch (what
-// llama.cpp runs on x86) for Q4_K, Q5_K and Q6_K: 8 lanes, lane (v % 32) / 4
-// (_mm256_maddubs_epi16 then _mm256_madd_epi16 per chunk of 32), each block
-// added with a fused multiply-add by d = d_8 * d_w, reduced as hsum_float_8;
-// the Q4_K/Q5_K min term from bsums added in adjacent pairs as int16
-// (_mm_hadd_epi16), times the mins in 4 lanes: Q4_K keeps 4 float lanes
-// (fma by -d_8 * dmin_w), Q5_K one float (fma of the lanes' integer sum).
+// in the float order of ggml's AVX2 ggml_vec_dot_<t>_q8_K (what llama.cpp
+// runs on x86): 8 lanes, lane (v % 32) / 4 (_mm256_maddubs_epi16 then
+// _mm256_madd_epi16 per chunk of 32 with the sub-block scale), each block
+// added with a fused multiply-add by d = d_8 * d_w, reduced as
+// hsum_float_8. Min terms: Q2_K adds m[2k]*bsums[2k] + m[2k+1]*bsums[2k+1]
+// to lane k first (fma by -d_8 * dmin_w); Q4_K/Q5_K add the bsums in
+// adjacent pairs as int16 (_mm_hadd_epi16) times the mins in 4 lanes: Q4_K
+// keeps 4 float lanes, Q5_K one float (fma of the lanes' integer sum).
+// (The activations here come from quantize_row_q8_K: no -128, where
+// IQ4_XS's sign trick would differ from the plain product.)
 float spec_dot(const Spec& s, const uint8_t* w, const block_q8_K* a, int nb) {
-  float sumf = 0;
   float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   float min_lanes[4] = {0, 0, 0, 0};
+  float summs = 0;
   for (int i = 0; i < nb; ++i) {
     const uint8_t* b = w + i * s.block_bytes;
     const int8_t* q8 = a[i].qs;
     const float dw = s.d(b), dmw = s.dmin(b);
-    switch (s.type) {
-      case GgmlType::Q2_K: {  // sumf += dall*isum - dmin*summs
-        int isum = 0, summs = 0;
-        for (int v = 0; v < QK_K; ++v) isum += s.scale(b, v) * s.q(b, v) * q8[v];
-        for (int j = 0; j < 16; ++j) summs += a[i].bsums[j] * s.min(b, 16 * j);
-        sumf += (a[i].d * dw) * isum - (a[i].d * dmw) * summs;
-        break;
+    const float dmin = -a[i].d * dmw;
+    if (s.type == GgmlType::Q2_K) {
+      for (int k = 0; k < 8; ++k) {
+        const int prod = a[i].bsums[2 * k] * s.min(b, 32 * k) + a[i].bsums[2 * k + 1] * s.min(b, 32 * k + 16);
+        lanes[k] = std::fma(dmin, static_cast<float>(prod), lanes[k]);
       }
-      case GgmlType::Q3_K: {  // 8 lanes by v % 8, sums[l] += d * aux[l] unfused
-        int32_t aux[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (int v = 0; v < QK_K; ++v) aux[v % 8] += s.scale(b, v) * s.q(b, v) * q8[v];
-        const float d = dw * a[i].d;
-        for (int l = 0; l < 8; ++l) lanes[l] += d * aux[l];
-        break;
+    }
+    int32_t aux[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int v = 0; v < QK_K; ++v) aux[(v % 32) / 4] += s.scale(b, v) * s.q(b, v) * q8[v];
+    const float d = s.type == GgmlType::IQ4_XS ? dw * a[i].d : a[i].d * dw;
+    for (int l = 0; l < 8; ++l) lanes[l] = std::fma(d, static_cast<float>(aux[l]), lanes[l]);
+    if (s.type == GgmlType::Q4_K || s.type == GgmlType::Q5_K) {
+      int32_t prod[4] = {0, 0, 0, 0};
+      for (int j = 0; j < 8; ++j) {  // sub-block j of 32 = bsums 2j, 2j + 1
+        const auto pair = static_cast<int16_t>(static_cast<uint16_t>(a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]));
+        prod[j / 2] += s.min(b, 32 * j) * pair;
       }
-      case GgmlType::Q4_K:
-      case GgmlType::Q5_K:
-      case GgmlType::Q6_K: {
-        int32_t aux[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (int v = 0; v < QK_K; ++v) aux[(v % 32) / 4] += s.scale(b, v) * s.q(b, v) * q8[v];
-        const float d = a[i].d * dw;
-        for (int l = 0; l < 8; ++l) lanes[l] = std::fma(d, static_cast<float>(aux[l]), lanes[l]);
-        if (s.type == GgmlType::Q6_K) break;
-        int32_t prod[4] = {0, 0, 0, 0};
-        for (int j = 0; j < 8; ++j) {  // sub-block j of 32 = bsums 2j, 2j + 1
-          const auto pair = static_cast<int16_t>(static_cast<uint16_t>(a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]));
-          prod[j / 2] += s.min(b, 32 * j) * pair;
-        }
-        const float dmin = -a[i].d * dmw;
-        if (s.type == GgmlType::Q4_K) {
-          for (int k = 0; k < 4; ++k) min_lanes[k] = std::fma(dmin, static_cast<float>(prod[k]), min_lanes[k]);
-        } else {
-          sumf = std::fma(dmin, static_cast<float>(prod[0] + prod[1] + prod[2] + prod[3]), sumf);
-        }
-        break;
+      if (s.type == GgmlType::Q4_K) {
+        for (int k = 0; k < 4; ++k) min_lanes[k] = std::fma(dmin, static_cast<float>(prod[k]), min_lanes[k]);
+      } else {
+        summs = std::fma(dmin, static_cast<float>(prod[0] + prod[1] + prod[2] + prod[3]), summs);
       }
-      case GgmlType::IQ4_XS: {  // per 32: sumf += (d*d8*(ls-32)) * isum
-        for (int ib = 0; ib < 8; ++ib) {
-          int isum = 0;
-          for (int v = 32 * ib; v < 32 * ib + 32; ++v) isum += s.q(b, v) * q8[v];
-          sumf += ((dw * a[i].d) * s.scale(b, 32 * ib)) * isum;
-        }
-        break;
-      }
-      default: break;
     }
   }
-  switch (s.type) {
-    case GgmlType::Q4_K: return hsum8(lanes) + ((min_lanes[0] + min_lanes[2]) + (min_lanes[1] + min_lanes[3]));
-    case GgmlType::Q5_K: return hsum8(lanes) + sumf;  // sumf holds the min term
-    case GgmlType::Q6_K: return hsum8(lanes);
-    default: break;
-  }
-  for (int l = 0; l < 8; ++l) sumf += lanes[l];
-  return sumf;
+  const float h = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
+  if (s.type == GgmlType::Q4_K) return h + ((min_lanes[0] + min_lanes[2]) + (min_lanes[1] + min_lanes[3]));
+  if (s.type == GgmlType::Q5_K) return h + summs;
+  return h;
 }
 
 TEST(KQuantVecDot, MatchesIntegerReadingExactly) {

@@ -250,40 +250,59 @@ TEST_F(SimdTest, Q8_0MinusOneTwentyEightIsExact) {
   EXPECT_EQ(vec_dot_kernel(GgmlType::Q8_0, Isa::scalar)(32, &w, &a), 32.0f * 16384.0f);
 }
 
-// K-quant corners of ggml's AVX2 instruction sequence: the largest digits
-// (every weight byte 0xFF: Q4_K 15, Q5_K 31, Q6_K 63 with the -32 offset)
-// against activations of all -128 or all 127, where a maddubs pair comes
-// closest to int16 saturation (2 * 63 * 128 = 16128: none saturates), and
-// bsums of +-32767 / -32768, whose pair sums wrap in _mm_hadd_epi16 (the
-// scalar reference wraps them alike). Bit-equal to the scalar reference
-// and, where nothing wraps, equal to the exact value.
+// K-quant corners of ggml's AVX2 instruction sequences: weight bytes all
+// 0xFF (the largest digits: Q4_K 15, Q5_K 31, Q6_K 63, IQ4_XS value 113)
+// or all 0x00 (IQ4_XS value -127, Q3_K digit - 4) against activations of all
+// -128 or all 127, where a maddubs pair comes closest to int16 saturation
+// (none saturates) and IQ4_XS's sign trick meets -128 (the reference
+// computes what the instructions do); and bsums of 16 * a, +32767 or
+// -32768, whose Q4_K/Q5_K pair sums wrap in _mm_hadd_epi16 (the reference
+// wraps them alike). Bit-equal to the scalar reference, and where nothing
+// wraps equal to a value worked out by hand.
 TEST_F(SimdTest, KQuantExtremesEqualScalar) {
   const int64_t n = 2 * QK_K;
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
-    std::vector<uint8_t> w(row_size(t, n), 0xFF);
-    const ScaleFields sf = scale_fields(t);
-    for (size_t off = 0; off < w.size(); off += sf.block_bytes)
-      for (size_t f : sf.f16) {
-        const ggml_fp16_t one = fp32_to_fp16(1.0f);
-        std::memcpy(w.data() + off + f, &one, sizeof one);
+  for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                     GgmlType::IQ4_XS}) {
+    for (uint8_t fill : {uint8_t{0xFF}, uint8_t{0x00}}) {
+      std::vector<uint8_t> w(row_size(t, n), fill);
+      const ScaleFields sf = scale_fields(t);
+      for (size_t off = 0; off < w.size(); off += sf.block_bytes)
+        for (size_t f : sf.f16) {
+          const ggml_fp16_t one = fp32_to_fp16(1.0f);
+          std::memcpy(w.data() + off + f, &one, sizeof one);
+        }
+      for (int8_t v : {int8_t{-128}, int8_t{127}}) {
+        for (int bsum_case = 0; bsum_case < 3; ++bsum_case) {
+          std::vector<block_q8_K> a(n / QK_K);
+          for (auto& b : a) {
+            b.d = 1.0f;
+            std::memset(b.qs, static_cast<uint8_t>(v), sizeof b.qs);
+            for (int j = 0; j < QK_K / 16; ++j)
+              b.bsums[j] = bsum_case == 0 ? static_cast<int16_t>(16 * v) : bsum_case == 1 ? int16_t{32767} : int16_t{-32768};
+          }
+          const float want = vec_dot_kernel(t, Isa::scalar)(n, w.data(), a.data());
+          const float got = vec_dot_kernel(t, Isa::avx2)(n, w.data(), a.data());
+          EXPECT_TRUE(same_bits(want, got)) << type_name(t) << " fill " << int{fill} << " a " << int{v} << " bsums "
+                                            << bsum_case << ": scalar " << hex(want) << " avx2 " << hex(got);
+          if (bsum_case != 0 || fill != 0xFF) continue;
+          if (t == GgmlType::Q6_K) {  // digit 63 (value 31), scales 0xFF = -1
+            EXPECT_EQ(want, static_cast<float>(n * 31 * -1 * v)) << int{v};
+          }
+          if (t == GgmlType::IQ4_XS) {  // value 113, scale 63 - 32 = 31
+            EXPECT_EQ(want, static_cast<float>(n * 113 * 31 * v)) << int{v};
+          }
+        }
       }
-    for (int8_t v : {int8_t{-128}, int8_t{127}}) {
-      for (int bsum_case = 0; bsum_case < 3; ++bsum_case) {
+      if (t == GgmlType::IQ4_XS && fill == 0x00) {
+        // value -127 against -128: the sign trick gives 127 * -128 per
+        // element (not +127 * 128); scale 0 - 32 = -32.
         std::vector<block_q8_K> a(n / QK_K);
         for (auto& b : a) {
           b.d = 1.0f;
-          std::memset(b.qs, static_cast<uint8_t>(v), sizeof b.qs);
-          for (int j = 0; j < QK_K / 16; ++j)
-            b.bsums[j] = bsum_case == 0 ? static_cast<int16_t>(16 * v) : bsum_case == 1 ? int16_t{32767} : int16_t{-32768};
+          std::memset(b.qs, 0x80, sizeof b.qs);
+          std::memset(b.bsums, 0, sizeof b.bsums);
         }
-        const float want = vec_dot_kernel(t, Isa::scalar)(n, w.data(), a.data());
-        const float got = vec_dot_kernel(t, Isa::avx2)(n, w.data(), a.data());
-        EXPECT_TRUE(same_bits(want, got)) << type_name(t) << " a " << int{v} << " bsums " << bsum_case << ": scalar "
-                                          << hex(want) << " avx2 " << hex(got);
-        if (bsum_case == 0 && t == GgmlType::Q6_K) {
-          // 0xFF bytes: digit 63, value 31; scales 0xFF = -1; d = 1.
-          EXPECT_EQ(want, static_cast<float>(n * 31 * -1 * v)) << int{v};
-        }
+        EXPECT_EQ(vec_dot_kernel(t, Isa::scalar)(n, w.data(), a.data()), static_cast<float>(n * 127 * -128 * -32));
       }
     }
   }
