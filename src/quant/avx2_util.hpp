@@ -56,6 +56,17 @@ inline __m256i unpack_nibbles(const uint8_t* qs) {
   return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
 }
 
+// Byte j = 0x10 when bit j of the 32-bit qh is set, else 0 (the fifth bit
+// of Q5_0/Q5_1 element j).
+inline __m256i fifth_bits(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+  __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), shuf);
+  bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));  // all bits but bit j%8
+  return _mm256_and_si256(_mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1)), _mm256_set1_epi8(0x10));
+}
+
 // ---- K-quant blocks in ggml's AVX2 order (k_quants.cpp defines the order:
 // per 32-element chunk, int32 lane q = scale * elements 4q..4q+3; lanes
 // summed over a block's chunks; one fused multiply-add per lane and block).

@@ -27,7 +27,7 @@ using GemmFn = void (*)(int64_t n, const void* w, const uint8_t* a, size_t a_str
 
 // The multi-row kernel of weight type t for `isa`, or nullptr when `isa` has
 // none for t (callers then loop the vec_dot kernel: gemm() below does).
-// Isa::avx2 kernels exist on x86-64 for Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16
+// Isa::avx2 kernels exist on x86-64 for Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, F16
 // and F32; Isa::scalar has none (the scalar vec_dot loop is the reference).
 GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept;
 
@@ -40,7 +40,7 @@ GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept;
 
 // Bytes of one packed activation row of n elements (what gemm_pack_kernel
 // writes, and the stride the kernels are given): row_size(vec_dot_type(t), n)
-// unless the pack changes the size. AVX2 Q4_0/Q8_0: 96 bytes per 32 elements
+// unless the pack changes the size. AVX2 Q4_0/Q5_0/Q8_0: 96 bytes per 32 elements
 // (gemm_avx2.cpp's PackedQ4_0 / PackedQ8_0: the activation block's float
 // scale, its int16-widened bytes or its offset term, computed once).
 size_t gemm_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept;
@@ -70,10 +70,13 @@ namespace avx2 {
 // Defined in gemm_avx2.cpp (x86-64 only). Same contract as GemmFn, each
 // equal per row to the avx2::vec_dot_* kernel of the same type.
 void pack_q8_0_for_q4_0(int64_t n, const void* src, void* dst);
+void pack_q8_0_for_q5_0(int64_t n, const void* src, void* dst);
 void pack_q8_0_for_q8_0(int64_t n, const void* src, void* dst);
 void gemm_q4_0_q8_0(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
                     size_t y_stride);
 void gemm_q8_0_q8_0(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
+                    size_t y_stride);
+void gemm_q5_0_q8_0(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
                     size_t y_stride);
 void gemm_q4_K_q8_K(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
                     size_t y_stride);
@@ -88,6 +91,7 @@ void gemm_f32_f32(int64_t n, const void* w, const uint8_t* a, size_t a_stride, i
 // Same contract as GemvFn, each equal per row to the avx2::vec_dot_* kernel.
 void gemv_q4_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 void gemv_q8_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
+void gemv_q5_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 void gemv_f16_f16(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 void gemv_f32_f32(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 // Defined in gemm_k_avx2.cpp: R = 4 weight rows at a time, each with its own

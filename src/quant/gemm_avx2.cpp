@@ -53,14 +53,15 @@ struct PackedQ8_0 {
   float d;
   uint8_t pad[28];
 };
-// Packed activation block for Q4_0 weights: off[l] = 8 * (qs[4l] + ... + qs[4l+3]).
-struct PackedQ4_0 {
+// Packed activation block for Q4_0 / Q5_0 weights (digits u stored with an
+// offset of 8 / 16): off[l] = offset * (qs[4l] + ... + qs[4l+3]).
+struct PackedQ8Offset {
   int8_t qs[32];
   int32_t off[8];
   float d;
   uint8_t pad[28];
 };
-static_assert(sizeof(PackedQ8_0) == 96 && sizeof(PackedQ4_0) == 96);
+static_assert(sizeof(PackedQ8_0) == 96 && sizeof(PackedQ8Offset) == 96);
 
 template <typename P>
 inline const P* packed_row(const uint8_t* a, size_t stride, int m) {
@@ -69,8 +70,9 @@ inline const P* packed_row(const uint8_t* a, size_t stride, int m) {
 
 inline __m256i load_i(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
-// Q4_0 lanes: sum over 4 bytes of (u - 8) * a = madd(maddubs(u, a), 1) - off.
-inline __m256i q4_0_lanes(__m256i u, const PackedQ4_0& b) {
+// Q4_0 / Q5_0 lanes: sum over 4 bytes of (u - offset) * a
+// = madd(maddubs(u, a), 1) - off (u <= 31: no int16 pair saturates).
+inline __m256i offset_lanes(__m256i u, const PackedQ8Offset& b) {
   return _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u, load_i(b.qs)), _mm256_set1_epi16(1)),
                           load_i(b.off));
 }
@@ -89,9 +91,25 @@ void q4_0_tile(int64_t nb, const block_q4_0* w, const uint8_t* a, size_t as, flo
     const __m256i u = unpack_nibbles(w[i].qs);
     const __m256 dw = _mm256_set1_ps(h2f(w[i].d));
     for (int m = 0; m < T; ++m) {
-      const PackedQ4_0& b = packed_row<PackedQ4_0>(a, as, m)[i];
+      const PackedQ8Offset& b = packed_row<PackedQ8Offset>(a, as, m)[i];
       const __m256 d = _mm256_mul_ps(dw, _mm256_broadcast_ss(&b.d));
-      acc[m] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q4_0_lanes(u, b)), acc[m]);
+      acc[m] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(offset_lanes(u, b)), acc[m]);
+    }
+  }
+  for (int m = 0; m < T; ++m) y[m * ys] = hsum_float_8(acc[m]);
+}
+
+template <int T>
+void q5_0_tile(int64_t nb, const block_q5_0* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+  __m256 acc[T];
+  for (int m = 0; m < T; ++m) acc[m] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const __m256i u = _mm256_or_si256(unpack_nibbles(w[i].qs), fifth_bits(w[i].qh));
+    const __m256 dw = _mm256_set1_ps(h2f(w[i].d));
+    for (int m = 0; m < T; ++m) {
+      const PackedQ8Offset& b = packed_row<PackedQ8Offset>(a, as, m)[i];
+      const __m256 d = _mm256_mul_ps(dw, _mm256_broadcast_ss(&b.d));
+      acc[m] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(offset_lanes(u, b)), acc[m]);
     }
   }
   for (int m = 0; m < T; ++m) y[m * ys] = hsum_float_8(acc[m]);
@@ -149,6 +167,12 @@ struct Q4_0Tile {
     q4_0_tile<T>(nb, w, a, as, y, ys);
   }
 };
+struct Q5_0Tile {
+  template <int T>
+  void run(int64_t nb, const block_q5_0* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+    q5_0_tile<T>(nb, w, a, as, y, ys);
+  }
+};
 struct Q8_0Tile {
   template <int T>
   void run(int64_t nb, const block_q8_0* w, const uint8_t* a, size_t as, float* y, size_t ys) {
@@ -168,7 +192,7 @@ struct FloatTile {
 
 // vec_dot_q4_0_q8_0 for R weight rows against one packed activation row.
 template <int R>
-void q4_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ4_0* a, float* y) {
+void q4_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8Offset* a, float* y) {
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
@@ -176,7 +200,22 @@ void q4_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ4_0* a, flo
     for (int r = 0; r < R; ++r) {
       const block_q4_0* b = weight_row<block_q4_0>(w, ws, r) + i;
       const __m256 d = _mm256_mul_ps(_mm256_set1_ps(h2f(b->d)), da);
-      acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q4_0_lanes(unpack_nibbles(b->qs), a[i])), acc[r]);
+      acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(offset_lanes(unpack_nibbles(b->qs), a[i])), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = hsum_float_8(acc[r]);
+}
+
+template <int R>
+void q5_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8Offset* a, float* y) {
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const __m256 da = _mm256_broadcast_ss(&a[i].d);
+    for (int r = 0; r < R; ++r) {
+      const block_q5_0* b = weight_row<block_q5_0>(w, ws, r) + i;
+      const __m256 d = _mm256_mul_ps(_mm256_set1_ps(h2f(b->d)), da);
+      acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(offset_lanes(_mm256_or_si256(unpack_nibbles(b->qs), fifth_bits(b->qh)), a[i])), acc[r]);
     }
   }
   for (int r = 0; r < R; ++r) y[r] = hsum_float_8(acc[r]);
@@ -221,9 +260,15 @@ void float_rows(int64_t n, const uint8_t* w, size_t ws, const E* a, float* y) {
 
 struct Q4_0Rows {
   int64_t nb;
-  const PackedQ4_0* a;
+  const PackedQ8Offset* a;
   template <int R>
   void run(const uint8_t* w, size_t ws, float* y) const { q4_0_rows<R>(nb, w, ws, a, y); }
+};
+struct Q5_0Rows {
+  int64_t nb;
+  const PackedQ8Offset* a;
+  template <int R>
+  void run(const uint8_t* w, size_t ws, float* y) const { q5_0_rows<R>(nb, w, ws, a, y); }
 };
 struct Q8_0Rows {
   int64_t nb;
@@ -239,20 +284,26 @@ struct FloatRows {
   void run(const uint8_t* w, size_t ws, float* y) const { float_rows<R>(n, w, ws, a, y); }
 };
 
-}  // namespace
-
-void pack_q8_0_for_q4_0(int64_t n, const void* src, void* dst) {
+template <int kOffset>
+void pack_q8_0_offset(int64_t n, const void* src, void* dst) {
   const auto* x = static_cast<const block_q8_0*>(src);
-  auto* p = static_cast<PackedQ4_0*>(dst);
+  auto* p = static_cast<PackedQ8Offset*>(dst);
   for (int64_t i = 0; i < n / QK8_0; ++i) {
     const __m256i q = load32(x[i].qs);
     std::memcpy(p[i].qs, x[i].qs, 32);
     const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p[i].off), _mm256_slli_epi32(sums, 3));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p[i].off), _mm256_mullo_epi32(sums, _mm256_set1_epi32(kOffset)));
     p[i].d = h2f(x[i].d);
     std::memset(p[i].pad, 0, sizeof p[i].pad);
   }
 }
+
+}  // namespace
+
+
+void pack_q8_0_for_q4_0(int64_t n, const void* src, void* dst) { pack_q8_0_offset<8>(n, src, dst); }
+
+void pack_q8_0_for_q5_0(int64_t n, const void* src, void* dst) { pack_q8_0_offset<16>(n, src, dst); }
 
 void pack_q8_0_for_q8_0(int64_t n, const void* src, void* dst) {
   const auto* x = static_cast<const block_q8_0*>(src);
@@ -267,7 +318,11 @@ void pack_q8_0_for_q8_0(int64_t n, const void* src, void* dst) {
 }
 
 void gemv_q4_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, float* y) {
-  by_row_groups(Q4_0Rows{n / QK4_0, reinterpret_cast<const PackedQ4_0*>(a)}, w, ws, n_w, y);
+  by_row_groups(Q4_0Rows{n / QK4_0, reinterpret_cast<const PackedQ8Offset*>(a)}, w, ws, n_w, y);
+}
+
+void gemv_q5_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, float* y) {
+  by_row_groups(Q5_0Rows{n / QK5_0, reinterpret_cast<const PackedQ8Offset*>(a)}, w, ws, n_w, y);
 }
 
 void gemv_q8_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, float* y) {
@@ -284,6 +339,10 @@ void gemv_f32_f32(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uin
 
 void gemm_q4_0_q8_0(int64_t n, const void* w, const uint8_t* a, size_t as, int64_t n_rows, float* y, size_t ys) {
   by_tiles(Q4_0Tile{}, n / QK4_0, static_cast<const block_q4_0*>(w), a, as, n_rows, y, ys);
+}
+
+void gemm_q5_0_q8_0(int64_t n, const void* w, const uint8_t* a, size_t as, int64_t n_rows, float* y, size_t ys) {
+  by_tiles(Q5_0Tile{}, n / QK5_0, static_cast<const block_q5_0*>(w), a, as, n_rows, y, ys);
 }
 
 void gemm_q8_0_q8_0(int64_t n, const void* w, const uint8_t* a, size_t as, int64_t n_rows, float* y, size_t ys) {

@@ -19,7 +19,7 @@
 namespace synapse::quant {
 namespace {
 
-const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                            GgmlType::F16,  GgmlType::F32,  GgmlType::Q4_1, GgmlType::Q3_K, GgmlType::IQ4_XS};
 
 // A finite F16 bit pattern.
@@ -43,6 +43,7 @@ std::vector<uint8_t> random_row(GgmlType t, int64_t n, std::mt19937& rng, bool r
     switch (t) {
       case GgmlType::Q4_0: bs = sizeof(block_q4_0); f16 = {0}; break;
       case GgmlType::Q4_1: bs = sizeof(block_q4_1); f16 = {0, 2}; break;
+      case GgmlType::Q5_0: bs = sizeof(block_q5_0); f16 = {0}; break;
       case GgmlType::Q8_0: bs = sizeof(block_q8_0); f16 = {0}; break;
       case GgmlType::Q8_1: bs = sizeof(block_q8_1); f16 = {0, 2}; break;
       case GgmlType::Q4_K: bs = sizeof(block_q4_K); f16 = {0, 2}; break;
