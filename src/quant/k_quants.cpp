@@ -289,10 +289,11 @@ inline void fma_lanes(float acc[8], float d, const int32_t lane[8]) {
 // (elements 0..15) and sc_hi for q >= 4 (Q4_K/Q5_K pass one scale twice).
 // The SIMD form is exact, so plain integer arithmetic reproduces it:
 // maddubs(u, a) pairs stay within int16 for digits <= 63 (|sum| <= 2*63*128
-// = 16128; Q4_K <= 15, Q5_K <= 31, Q6_K <= 63 whatever the bytes, and Q8_K
-// bytes are any int8 including -128); Q6_K's offset is a second maddubs of
-// 32 subtracted (|32*(a0+a1)| <= 8192, difference <= 2*32*128); madd with a
-// scale of at most 8 bits fits int32.
+// = 16128; Q2_K <= 3, Q3_K <= 7, Q4_K <= 15, Q5_K <= 31, Q6_K <= 63
+// whatever the bytes, and Q8_K bytes are any int8 including -128); the
+// offsets (Q3_K 4, Q6_K 32) are a second maddubs subtracted (|off*(a0+a1)|
+// <= 8192, difference <= 2*32*128); madd with a scale of at most 8 bits
+// fits int32, and a block's lanes stay within 2^24 in magnitude.
 inline void add_chunk(int32_t lane[8], const uint8_t* u, const int8_t* a, int sc_lo, int sc_hi, int off) {
   for (int q = 0; q < 8; ++q) {
     int s = 0;
