@@ -1,17 +1,17 @@
-// AVX2 multi-row dots (gemm.hpp): one weight row against a tile of up to 4
-// activation rows, each weight block unpacked once per tile. Per activation
-// row every step is the one of the single-row AVX2 kernel of the same type
-// (legacy_dot_avx2.cpp, k_quants_avx2.cpp, float_avx2.cpp; the orders are
-// explained there): the same integer instructions on the same operands, the
-// same float multiplies / adds / fused multiply-adds in the same order, the
-// same final reduction. Only the weight-side work (nibble and high-bit
-// unpacking, byte permutes, scale decoding, F16 conversion) is hoisted out
-// of the loop over rows, and for Q4_K/Q5_K/Q6_K the activation-side byte
-// permute is done once per matrix product (pack_q8_K_permuted) instead of
-// once per weight row: the kernels read the same permuted bytes. Tested bit-equal per row, for 1..17 rows, in
-// tests/quant/gemm_test.cpp.
+// AVX2 multi-row dots (gemm.hpp) of the 32-element formats (Q4_0, Q5_0,
+// Q8_0) and of F16/F32: gemm_* take one weight row against a tile of up to 4
+// activation rows (prefill), gemv_* up to 4 weight rows against one
+// activation row (decode). Per output element every step is the one of the
+// single-row AVX2 kernel of the same type (legacy_dot_avx2.cpp,
+// float_avx2.cpp; the orders are explained there): the same exact integer
+// lanes, the same float multiplies / fused multiply-adds in the same order,
+// the same final reduction. Only work that does not depend on the pair is
+// hoisted: the weight-side unpacking per weight block, and the
+// activation-side work once per matrix product (the pack_* functions: F16
+// scale to float, int16 widening, the offset term). The K-quant kernels are
+// in gemm_k_avx2.cpp. Tested bit-equal per row in tests/quant/gemm_test.cpp.
 //
-// The small helpers (F16 conversion, lane sums, scale decoding) come from
+// The small helpers (F16 conversion, lane sums, nibble unpacking) come from
 // quant/avx2_util.hpp, shared with the single-row kernels.
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
