@@ -106,6 +106,14 @@ SimdKernels neon_kernels_of(GgmlType t) {
     case GgmlType::Q5_1: return {nullptr, neon::vec_dot_q5_1_q8_1};
     case GgmlType::Q8_0: return {nullptr, neon::vec_dot_q8_0_q8_0};
     case GgmlType::IQ4_NL: return {nullptr, neon::vec_dot_iq4_nl_q8_0};
+    case GgmlType::Q2_K: return {nullptr, neon::vec_dot_q2_K_q8_K};
+    case GgmlType::Q3_K: return {nullptr, neon::vec_dot_q3_K_q8_K};
+    case GgmlType::Q4_K: return {nullptr, neon::vec_dot_q4_K_q8_K};
+    case GgmlType::Q5_K: return {nullptr, neon::vec_dot_q5_K_q8_K};
+    case GgmlType::Q6_K: return {nullptr, neon::vec_dot_q6_K_q8_K};
+    case GgmlType::IQ4_XS: return {nullptr, neon::vec_dot_iq4_xs_q8_K};
+    case GgmlType::TQ1_0: return {nullptr, neon::vec_dot_tq1_0_q8_K};
+    case GgmlType::TQ2_0: return {nullptr, neon::vec_dot_tq2_0_q8_K};
     default: return {};
   }
 #else

@@ -95,6 +95,14 @@ float vec_dot_q5_0_q8_0(int64_t n, const void* w, const void* a);
 float vec_dot_q5_1_q8_1(int64_t n, const void* w, const void* a);
 float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* a);
 float vec_dot_iq4_nl_q8_0(int64_t n, const void* w, const void* a);
+float vec_dot_q2_K_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_q3_K_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_q4_K_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_q5_K_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_q6_K_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_iq4_xs_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_tq1_0_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_tq2_0_q8_K(int64_t n, const void* w, const void* a);
 }  // namespace neon
 
 }  // namespace synapse::quant
