@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Cross-builds synapse for ARM64 with aarch64-linux-gnu-g++ and runs, under
 # qemu-aarch64, tests/cross/neon_check: every NEON dot kernel
-# (src/quant/*_neon.cpp) against its scalar reference, bit for bit.
+# (src/quant/*_neon.cpp) against its scalar reference, bit for bit. Then
+# compares `neon_check --digest` (dots of the same seeded rows through the
+# active ISA) on ARM64 (NEON, then scalar) with a host x86-64 build of the
+# same program (AVX2 where the CPU has it, then scalar): all four must match.
 #
-#   scripts/cross-arm64.sh              build neon_check (build-arm64/) and run it
+#   scripts/cross-arm64.sh              build neon_check (build-arm64/ and
+#                                       build-arm64-host/) and run it
 #   TESTS="quant gguf" scripts/cross-arm64.sh
 #                                       also build test_quant, test_gguf and run
 #                                       them under qemu (slow: minutes each)
@@ -12,10 +16,11 @@
 # compiler, qemu-user and, through dpkg multiarch (adds the arm64
 # architecture), the arm64 builds of the libraries CMake looks for. Not run by
 # CI (x86-64). BUILD_DIR overrides the build folder; JOBS the build's -j
-# (default 2).
+# (default 2). GTEST_FILTER passes through to the test binaries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-arm64}
+host=${HOST_BUILD_DIR:-build-arm64-host}
 jobs=${JOBS:-2}
 sysroot=/usr/aarch64-linux-gnu
 
@@ -47,6 +52,20 @@ cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 
 qemu-aarch64 -L "$sysroot" "$build/neon_check"
 SYNAPSE_NO_SIMD=1 qemu-aarch64 -L "$sysroot" "$build/neon_check" | tail -n 1
+
+# The same dots on both architectures.
+cmake -S . -B "$host" -DCMAKE_BUILD_TYPE=Release -DSYNAPSE_BUILD_TESTS=OFF >/dev/null
+cmake --build "$host" -j "$jobs" --target neon_check >/dev/null
+digests=("$(qemu-aarch64 -L "$sysroot" "$build/neon_check" --digest)"
+         "$(SYNAPSE_NO_SIMD=1 qemu-aarch64 -L "$sysroot" "$build/neon_check" --digest)"
+         "$("$host/neon_check" --digest)"
+         "$(SYNAPSE_NO_SIMD=1 "$host/neon_check" --digest)")
+printf 'arm64  %s\n' "${digests[0]}" "${digests[1]}"
+printf 'x86-64 %s\n' "${digests[2]}" "${digests[3]}"
+for d in "${digests[@]}"; do  # "digest HEX (N dots, active_isa ISA)": compare up to " ("
+  [ "${d%% (*}" = "${digests[0]%% (*}" ] || { echo "cross-arm64: FAIL, the digests differ" >&2; exit 1; }
+done
+echo "cross-arm64: the same dot bits on ARM64 and x86-64"
 for t in ${TESTS:-}; do
   echo "cross-arm64: test_$t under qemu-aarch64" >&2
   (cd "$build" && qemu-aarch64 -L "$sysroot" "./test_$t" --gtest_brief=1)

@@ -9,6 +9,8 @@
 // registered with CTest there), and scripts/cross-arm64.sh cross-builds it
 // and runs it under qemu-aarch64. Prints one line per type (comparisons
 // made) and exits 1 on the first difference, 2 when the CPU has no dotprod.
+// With --digest it prints a digest of dots through the active ISA instead
+// (see print_digest), which scripts/cross-arm64.sh compares across machines.
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -193,9 +195,48 @@ void check_extremes(GgmlType t, Counts& c, std::mt19937& rng) {
   }
 }
 
+// FNV-1a over the bits of every dot of a fixed set of rows (seeded, so the
+// same on every machine), through the public quantize_row / vec_dot of the
+// active ISA: float rows quantized to the weight type and to its activation
+// type, then dotted. A NaN counts as one canonical pattern (x86 and ARM make
+// different default NaNs). Equal digests on x86-64 (AVX2 or scalar) and ARM64
+// (NEON or scalar) mean the same bits from the same inputs on both.
+void print_digest() {
+  std::mt19937 rng(20250520);
+  uint64_t h = 1469598103934665603ull;
+  long count = 0;
+  for (GgmlType t : kDotTypes) {
+    const GgmlType vt = vec_dot_type(t);
+    for (int64_t n : lengths_of(t)) {
+      for (int trial = 0; trial < 8; ++trial) {
+        const auto wf = random_floats(n, rng, trial % 4);
+        const auto af = random_floats(n, rng, (trial / 4 + trial) % 4);
+        std::vector<uint8_t> w(row_size(t, n)), a(row_size(vt, n));
+        quantize_row(t, wf.data(), w.data(), n);
+        quantize_row(vt, af.data(), a.data(), n);
+        float r = vec_dot(t, n, w.data(), a.data());
+        if (std::isnan(r)) r = std::numeric_limits<float>::quiet_NaN();
+        uint32_t bits;
+        std::memcpy(&bits, &r, sizeof bits);
+        for (int b = 0; b < 4; ++b) h = (h ^ ((bits >> (8 * b)) & 0xFF)) * 1099511628211ull;
+        ++count;
+      }
+    }
+  }
+  std::printf("digest %016llx (%ld dots, active_isa %s)\n", static_cast<unsigned long long>(h), count,
+              isa_name(active_isa()));
+}
+
 }  // namespace
 
-int main() {
+// neon_check            the NEON == scalar comparisons
+// neon_check --digest   only the digest line (runs on any CPU; the cross
+//                       script compares the x86-64 and ARM64 ones)
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--digest") == 0) {
+    print_digest();
+    return 0;
+  }
   std::printf("neon_check: cpu_has_neon_dotprod %d, active_isa %s\n", cpu_has_neon_dotprod() ? 1 : 0,
               isa_name(active_isa()));
   if (!cpu_has_neon_dotprod()) {
