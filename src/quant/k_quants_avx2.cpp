@@ -93,7 +93,7 @@ float vec_dot_q3_K_q8_K(int64_t n, const void* vw, const void* va) {
     const __m256i hm = load32(x[i].hmask);
     __m256i sumi = _mm256_setzero_si256();
     for (int j = 0; j < 2; ++j) {
-      const __m256i sc = _mm256_permute4x64_epi64(all, j == 0 ? 0x44 : 0xEE);  // sub-blocks 8j..8j+7
+      const __m256i sc = j == 0 ? _mm256_permute4x64_epi64(all, 0x44) : _mm256_permute4x64_epi64(all, 0xEE);  // sub-blocks 8j..8j+7
       const __m256i q = load32(x[i].qs + 32 * j);
       for (int k = 0; k < 4; ++k) {
         const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3),
@@ -126,7 +126,7 @@ float vec_dot_q2_K_q8_K(int64_t n, const void* vw, const void* va) {
     const __m256i all = _mm256_cvtepu8_epi16(_mm_and_si128(sm, m4));
     __m256i sumi = _mm256_setzero_si256();
     for (int j = 0; j < 2; ++j) {
-      const __m256i sc = _mm256_permute4x64_epi64(all, j == 0 ? 0x44 : 0xEE);  // sub-blocks 8j..8j+7
+      const __m256i sc = j == 0 ? _mm256_permute4x64_epi64(all, 0x44) : _mm256_permute4x64_epi64(all, 0xEE);  // sub-blocks 8j..8j+7
       const __m256i q = load32(x[i].qs + 32 * j);
       for (int k = 0; k < 4; ++k) {
         const __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3);
