@@ -37,7 +37,7 @@ void softmax_f16_rows_scalar(float* x, int64_t ld, const int64_t* n, int64_t n_r
   const float* h2f = fp16_table();
   for (int64_t r = 0; r < n_rows; ++r) {
     float* p = x + r * ld;
-    softmax(p, n[r]);
+    softmax_pad8(p, n[r]);
     for (int64_t j = 0; j < n[r]; ++j) p[j] = h2f[quant::fp32_to_fp16(p[j])];
   }
 }

@@ -8,6 +8,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/ops.hpp"
+#include "kernels/ops_avx2.hpp"
 #include "quant/avx2_util.hpp"
 
 namespace synapse::kernels {
@@ -129,39 +130,33 @@ void scale_round_f16(float* x, int64_t n, float inv) {
 }  // namespace
 
 void softmax_f16_rows_avx2(float* x, int64_t ld, const int64_t* n, int64_t n_rows) {
-  for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
-    const int64_t m = std::min<int64_t>(4, n_rows - r0);
-    float* row[4];
-    double sum[4] = {0.0, 0.0, 0.0, 0.0};
-    for (int64_t t = 0; t < m; ++t) {
-      row[t] = x + (r0 + t) * ld;
-      const float mx = max_row(row[t], n[r0 + t]);
-      for (int64_t j = 0; j < n[r0 + t]; ++j) row[t][j] = std::exp(row[t][j] - mx);
-    }
-    // The 4 rows' double sums in the lanes of one register, over the
-    // positions they all have; each row then continues alone.
-    int64_t common = 0;
-    if (m == 4) {
-      common = std::min(std::min(n[r0], n[r0 + 1]), std::min(n[r0 + 2], n[r0 + 3]));
-      __m256d acc = _mm256_setzero_pd();
-      int64_t j = 0;
-      for (; j + 4 <= common; j += 4) {
-        __m128 c0 = _mm_loadu_ps(row[0] + j), c1 = _mm_loadu_ps(row[1] + j), c2 = _mm_loadu_ps(row[2] + j),
-               c3 = _mm_loadu_ps(row[3] + j);
-        _MM_TRANSPOSE4_PS(c0, c1, c2, c3);  // c_k = (row0[j+k], row1[j+k], row2[j+k], row3[j+k])
-        acc = _mm256_add_pd(acc, _mm256_cvtps_pd(c0));
-        acc = _mm256_add_pd(acc, _mm256_cvtps_pd(c1));
-        acc = _mm256_add_pd(acc, _mm256_cvtps_pd(c2));
-        acc = _mm256_add_pd(acc, _mm256_cvtps_pd(c3));
+  // kernels::softmax_pad8 (ggml_vec_soft_max_f32's AVX2 loop over a row
+  // padded with -inf to a multiple of 8), then F16 rounding.
+  for (int64_t r = 0; r < n_rows; ++r) {
+    float* row = x + r * ld;
+    const int64_t nr = n[r];
+    const __m256 mx = _mm256_set1_ps(max_row(row, nr));
+    double sum = 0.0;
+    for (int64_t j = 0; j < nr; j += 8) {
+      __m256 val;
+      if (j + 8 <= nr) {
+        val = expf_ggml_avx2(_mm256_sub_ps(_mm256_loadu_ps(row + j), mx));
+        _mm256_storeu_ps(row + j, val);
+      } else {
+        alignas(32) float t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int64_t l = 0; j + l < nr; ++l) t[l] = row[j + l];
+        val = expf_ggml_avx2(_mm256_sub_ps(_mm256_load_ps(t), mx));
+        val = _mm256_and_ps(val, _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+                                     _mm256_set1_epi32(static_cast<int>(nr - j)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))));
+        _mm256_store_ps(t, val);
+        for (int64_t l = 0; j + l < nr; ++l) row[j + l] = t[l];
       }
-      for (; j < common; ++j)
-        acc = _mm256_add_pd(acc, _mm256_cvtps_pd(_mm_setr_ps(row[0][j], row[1][j], row[2][j], row[3][j])));
-      _mm256_storeu_pd(sum, acc);
+      __m128 h = _mm_add_ps(_mm256_extractf128_ps(val, 1), _mm256_castps256_ps128(val));
+      h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+      h = _mm_add_ss(h, _mm_movehdup_ps(h));
+      sum += static_cast<double>(_mm_cvtss_f32(h));
     }
-    for (int64_t t = 0; t < m; ++t) {
-      for (int64_t j = common; j < n[r0 + t]; ++j) sum[t] += static_cast<double>(row[t][j]);
-      scale_round_f16(row[t], n[r0 + t], static_cast<float>(1.0 / sum[t]));
-    }
+    scale_round_f16(row, nr, static_cast<float>(1.0 / sum));
   }
 }
 

@@ -1,7 +1,9 @@
 #include "kernels/ops.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 namespace synapse::kernels {
 
@@ -71,22 +73,92 @@ void rope_apply(float* x, int64_t n_rot, const float* cos, const float* sin, boo
   }
 }
 
-void softmax(float* x, int64_t n) {
+float expf_ggml(float x) {
+  // One lane of ggml_v_expf (AVX2+FMA): each fmaf is one _mm256_fmadd_ps or
+  // _mm256_fnmadd_ps (fmaf(-a, b, c) == -(a*b) + c, one rounding), each
+  // * / - one _mm256_mul_ps / _mm256_sub_ps.
+  const float r = 0x1.8p23f;
+  const float z = std::fma(x, 0x1.715476p+0f, r);
+  const float n = z - r;  // round(x / ln 2)
+  const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+  const uint32_t e = std::bit_cast<uint32_t>(z) << 23;
+  const float k = std::bit_cast<float>(e + std::bit_cast<uint32_t>(1.0f));  // 2^n
+  const float u = b * b;
+  const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                                      std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                            u, 0x1.ffffecp-1f * b);
+  const float an = std::fabs(n);
+  if (!(an > 126.0f)) return std::fma(k, j, k);  // the common path (also NaN)
+  const uint32_t g = (n <= 0.0f) ? 0x82000000u : 0u;
+  const float s1 = std::bit_cast<float>(g + 0x7f000000u);
+  const float s2 = std::bit_cast<float>(e - g);
+  if (an > 192.0f) return s1 * s1;  // 0 or inf
+  return std::fma(s2, j, s2) * s1;
+}
+
+namespace {
+
+// The horizontal sum of ggml_vec_soft_max_f32's AVX2 loop: high half + low
+// half, then _mm_movehl_ps, then _mm_movehdup_ps, in float.
+float hsum8(const float* v) {
+  const float a0 = v[4] + v[0], a1 = v[5] + v[1], a2 = v[6] + v[2], a3 = v[7] + v[3];
+  return (a0 + a2) + (a1 + a3);
+}
+
+float max_of(const float* x, int64_t n) {
   float mx = -INFINITY;
   for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += static_cast<double>(x[i]);
-  }
+  return mx;
+}
+
+void scale(float* x, int64_t n, double sum) {
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
+}  // namespace
+
+void softmax(float* x, int64_t n) {
+  const float mx = max_of(x, n);
+  double sum = 0.0;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int l = 0; l < 8; ++l) x[i + l] = expf_ggml(x[i + l] - mx);
+    sum += static_cast<double>(hsum8(x + i));
+  }
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += static_cast<double>(x[i]);
+  }
+  scale(x, n, sum);
+}
+
+void softmax_pad8(float* x, int64_t n) {
+  const float mx = max_of(x, n);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; i += 8) {
+    float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // masked lanes: ggml_v_expf(-inf) = 0
+    for (int64_t l = 0; l < 8 && i + l < n; ++l) v[l] = x[i + l] = expf_ggml(x[i + l] - mx);
+    sum += static_cast<double>(hsum8(v));
+  }
+  scale(x, n, sum);
+}
+
 float silu(float z) { return z / (1.0f + std::exp(-z)); }
 
+float silu_ggml(float z) { return z / (1.0f + expf_ggml(0.0f - z)); }
+
 void swiglu(const float* gate, const float* up, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = silu(gate[i]) * up[i];
+  for (int64_t i = 0; i < n; ++i) y[i] = silu_ggml(gate[i]) * up[i];
+}
+
+void swiglu_rows(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len) {
+  const int64_t nv = row_len - row_len % 8;  // ggml_vec_silu_f32: 8-lane ggml_v_silu, then ggml_silu_f32
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const int64_t o = r * row_len;
+    for (int64_t i = 0; i < nv; ++i) y[o + i] = silu_ggml(gate[o + i]) * up[o + i];
+    for (int64_t i = nv; i < row_len; ++i) y[o + i] = silu(gate[o + i]) * up[o + i];
+  }
 }
 
 }  // namespace synapse::kernels

@@ -34,14 +34,45 @@ void rope_cache(const RopeParams& p, int64_t pos, float* cos, float* sin);
 // pairs (x[i], x[i + n_rot/2]); dims >= n_rot pass through (ggml_rope_ext).
 void rope_apply(float* x, int64_t n_rot, const float* cos, const float* sin, bool neox);
 
-// In-place softmax of n floats: max, exp(x - max) in float, sum in double,
-// one multiply by (float)(1/sum) (ggml_soft_max / ggml_vec_soft_max_f32).
+// One lane of ggml_v_expf (ggml-cpu, AVX2+FMA), the polynomial exp that
+// ggml's vectorized softmax and silu use instead of libm's expf; bit-equal
+// per lane (same fma / mul / sub steps, same blends for |n| > 126 and > 192).
+float expf_ggml(float x);
+
+// y[0 .. n) = ggml_v_expf(x[0 .. n)) with AVX2 (ops_avx2.hpp's
+// expf_ggml_avx2, 8 at a time, the tail through a zero-padded group; needs
+// an AVX2 CPU; off x86 it is the scalar loop). For the tests.
+void expf_ggml_avx2_n(const float* x, float* y, int64_t n);
+
+// In-place softmax of one row of n floats as ggml_soft_max computes it
+// (ggml_compute_forward_soft_max_f32 -> ggml_vec_soft_max_f32, AVX2): max,
+// then per 8 values y = ggml_v_expf(x - max) and their float horizontal sum
+// ((y0+y4)+(y2+y6))+((y1+y5)+(y3+y7)) added to a double; the last n % 8
+// values use libm expf, each added to the double; then one multiply by
+// (float)(1/sum) (ggml_vec_scale_f32). Used for the MoE router (row = n_expert).
 void softmax(float* x, int64_t n);
 
-// silu(z) = z * sigmoid(z) = z / (1 + exp(-z)) (ggml_silu_f32).
+// The same for an attention score row whose n values are the unmasked start
+// of a row padded with -inf (the KQ mask) to a multiple of 8: llama.cpp's
+// n_kv is a multiple of 32, so every value goes through ggml_v_expf and the
+// last partial group of 8 is summed with zeros (ggml_v_expf(-inf) = 0).
+void softmax_pad8(float* x, int64_t n);
+
+// silu(z) = z / (1 + expf(-z)) with libm expf (ggml_silu_f32).
 float silu(float z);
 
-// y[i] = silu(gate[i]) * up[i] (ggml_silu then ggml_mul), n floats.
+// silu(z) = z / (1 + ggml_v_expf(0 - z)), one lane of ggml_v_silu.
+float silu_ggml(float z);
+
+// y[i] = silu_ggml(gate[i]) * up[i] (ggml_silu then ggml_mul), n floats,
+// element by element (any batch of rows gives the same values). Equal to
+// llama.cpp when the FFN row length is a multiple of 8; otherwise the last
+// row_len % 8 values of each row differ (see swiglu_rows).
 void swiglu(const float* gate, const float* up, float* y, int64_t n);
+
+// The same over n_rows rows of row_len floats exactly as ggml_vec_silu_f32
+// runs each row: silu_ggml (ggml_v_silu, 8 lanes) for the first
+// row_len - row_len % 8 values, silu (ggml_silu_f32, libm expf) for the rest.
+void swiglu_rows(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len);
 
 }  // namespace synapse::kernels

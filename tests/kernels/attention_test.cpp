@@ -190,8 +190,9 @@ TEST(AttentionBlock, ArbitraryRangesEqualAttendGroup) {
   for (int64_t bk : {8, 16, 56, 256}) expect_block_equals_group(b, ranges, n_gqa, hd, hd_v, n_groups, capacity, bk);
 }
 
-// The AVX2 probabilities (vector max, 4 rows' double sums side by side) equal
-// kernels::softmax + F16 rounding bit for bit, for uneven row lengths, ties,
+// The AVX2 probabilities (vector max, ggml_v_expf 8 lanes at a time, each
+// group's float horizontal sum added to a double) equal kernels::softmax_pad8
+// + F16 rounding bit for bit, for uneven row lengths, ties,
 // signed zeros, values whose exp underflows, and any number of rows.
 TEST(AttentionSoftmax, Avx2EqualsScalar) {
   if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2";

@@ -1,0 +1,130 @@
+// kernels::expf_ggml (one lane of ggml_v_expf) against its AVX2 form and
+// known values; the softmax / swiglu forms built on it.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/ops.hpp"
+#include "quant/simd.hpp"
+
+namespace synapse::kernels {
+namespace {
+
+uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
+
+void expect_avx2_equals_scalar(const std::vector<float>& x) {
+  std::vector<float> y(x.size());
+  expf_ggml_avx2_n(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float s = expf_ggml(x[i]);
+    if (std::isnan(s)) {
+      EXPECT_TRUE(std::isnan(y[i])) << x[i];
+    } else {
+      ASSERT_EQ(bits(s), bits(y[i])) << "x = " << x[i] << " (0x" << std::hex << bits(x[i]) << ")";
+    }
+  }
+}
+
+// Every 251st bit pattern (all signs, exponents, NaNs, infinities,
+// subnormals), in groups of 8 that mix the fast path and the |n| > 126 / 192
+// blends in one vector.
+TEST(ExpfGgml, Avx2EqualsScalarOverBitPatterns) {
+  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2";
+  std::vector<float> x;
+  x.reserve(1 << 20);
+  for (uint64_t b = 0; b <= 0xffffffffull; b += 251) {
+    x.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
+    if (x.size() == (1u << 20)) {
+      expect_avx2_equals_scalar(x);
+      x.clear();
+    }
+  }
+  expect_avx2_equals_scalar(x);
+}
+
+TEST(ExpfGgml, Avx2EqualsScalarOverRanges) {
+  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(5);
+  std::vector<float> x;
+  for (float lim : {1.0f, 10.0f, 88.0f, 100.0f, 130.0f, 200.0f}) {
+    std::uniform_real_distribution<float> ud(-lim, lim);
+    for (int i = 0; i < 200000; ++i) x.push_back(ud(rng));
+  }
+  // Around the blend thresholds and the ends of the float range.
+  for (float c : {87.0f, 88.72f, 89.0f, -87.3f, -88.0f, -103.0f, -104.0f, -126.0f * 0.6931472f,
+                  126.0f * 0.6931472f, 192.0f * 0.6931472f, -192.0f * 0.6931472f, 0.0f})
+    for (int k = -300; k <= 300; ++k) x.push_back(std::nextafter(c, k < 0 ? -1e9f : 1e9f) + k * 1e-3f);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float v : {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::max(),
+                  -std::numeric_limits<float>::max(), std::numeric_limits<float>::denorm_min(), 1e-30f, -1e-30f})
+    x.push_back(v);
+  expect_avx2_equals_scalar(x);
+}
+
+// Values that follow from ggml_v_expf's steps: x = 0 gives n = 0, b = 0,
+// k = 2^0, j = 0, so fma(k, j, k) = 1 exactly; x = -inf and +inf take the
+// |n| > 192 blend, s1*s1 with s1 = 2^-125 (n <= 0) or 2^127: 0 and inf; NaN
+// stays NaN. Elsewhere it is an approximation of exp within 2 ulp (the
+// polynomial's stated ~1.5 ulp), subnormal results included down to -103.
+TEST(ExpfGgml, KnownValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(bits(1.0f), bits(expf_ggml(0.0f)));
+  EXPECT_EQ(bits(1.0f), bits(expf_ggml(-0.0f)));
+  EXPECT_EQ(bits(0.0f), bits(expf_ggml(-inf)));
+  EXPECT_EQ(bits(inf), bits(expf_ggml(inf)));
+  EXPECT_EQ(bits(inf), bits(expf_ggml(100.0f)));  // n = 144: s2 * s1 = 2^144, past FLT_MAX
+  EXPECT_TRUE(std::isnan(expf_ggml(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(bits(0.0f), bits(expf_ggml(-200.0f)));
+  for (float x = -87.0f; x < 88.0f; x += 0.0137f) {
+    const double ref = std::exp(static_cast<double>(x));
+    const float got = expf_ggml(x);
+    const double ulp = std::nextafter(static_cast<float>(ref), inf) - static_cast<float>(ref);
+    EXPECT_LE(std::fabs(got - ref), 2.0 * ulp) << x;
+  }
+}
+
+// The softmax of a row with n % 8 == 0 does not depend on the padding form.
+TEST(Softmax, Pad8EqualsPlainForWholeGroups) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (int64_t n : {8, 16, 64, 200}) {
+    std::vector<float> a(static_cast<size_t>(n));
+    for (auto& v : a) v = nd(rng);
+    std::vector<float> b = a;
+    softmax(a.data(), n);
+    softmax_pad8(b.data(), n);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+    double s = 0;
+    for (float v : a) s += v;
+    EXPECT_NEAR(1.0, s, 1e-5);
+  }
+}
+
+// swiglu_rows = ggml_vec_silu_f32 per row then ggml_vec_mul_f32: ggml_v_silu
+// on whole groups of 8, ggml_silu_f32 (libm expf) on each row's n % 8 tail;
+// swiglu = ggml_v_silu everywhere.
+TEST(Swiglu, GroupsThenTail) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 4.0f);
+  const int64_t len = 29, rows = 3, n = len * rows;
+  std::vector<float> g(n), u(n), y(n), z(n);
+  for (auto& v : g) v = nd(rng);
+  for (auto& v : u) v = nd(rng);
+  swiglu_rows(g.data(), u.data(), y.data(), rows, len);
+  swiglu(g.data(), u.data(), z.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    const float sg = g[i] / (1.0f + expf_ggml(0.0f - g[i]));
+    const float s = i % len < 24 ? sg : g[i] / (1.0f + std::exp(-g[i]));
+    EXPECT_EQ(bits(s * u[i]), bits(y[i])) << i;
+    EXPECT_EQ(bits(sg * u[i]), bits(z[i])) << i;
+  }
+}
+
+}  // namespace
+}  // namespace synapse::kernels
