@@ -199,6 +199,7 @@ void q4_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8Offset* a,
     const __m256 da = _mm256_broadcast_ss(&a[i].d);
     for (int r = 0; r < R; ++r) {
       const block_q4_0* b = weight_row<block_q4_0>(w, ws, r) + i;
+      prefetch_ahead(b);
       const __m256 d = _mm256_mul_ps(_mm256_set1_ps(h2f(b->d)), da);
       acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(offset_lanes(unpack_nibbles(b->qs), a[i])), acc[r]);
     }
@@ -214,6 +215,7 @@ void q5_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8Offset* a,
     const __m256 da = _mm256_broadcast_ss(&a[i].d);
     for (int r = 0; r < R; ++r) {
       const block_q5_0* b = weight_row<block_q5_0>(w, ws, r) + i;
+      prefetch_ahead(b);
       const __m256 d = _mm256_mul_ps(_mm256_set1_ps(h2f(b->d)), da);
       acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(offset_lanes(_mm256_or_si256(unpack_nibbles(b->qs), fifth_bits(b->qh)), a[i])), acc[r]);
     }
@@ -230,6 +232,7 @@ void q8_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8_0* a, flo
     const __m256 da = _mm256_broadcast_ss(&a[i].d);
     for (int r = 0; r < R; ++r) {
       const block_q8_0* b = weight_row<block_q8_0>(w, ws, r) + i;
+      prefetch_ahead(b);
       const __m256i wq = load32(b->qs);
       const __m256i we = _mm256_srai_epi16(_mm256_slli_epi16(wq, 8), 8), wo = _mm256_srai_epi16(wq, 8);
       const __m256 d = _mm256_mul_ps(_mm256_set1_ps(h2f(b->d)), da);

@@ -71,6 +71,7 @@ void k4_rows(int64_t nb, const uint8_t* w, size_t ws, const block_q8_K* a, float
     const __m128i q8s = k4_bsum_pairs(a[i].bsums);
     for (int r = 0; r < R; ++r) {
       BlockK4 k;
+      prefetch_ahead(weight_row<B>(w, ws, r) + i);
       Unpack(weight_row<B>(w, ws, r)[i], k);
       Step(s[r], k, a[i], q8s);
     }
@@ -87,6 +88,7 @@ void q6_K_rows(int64_t nb, const uint8_t* w, size_t ws, const block_q8_K* a, flo
     q6_offsets(a[i].qs, off);
     for (int r = 0; r < R; ++r) {
       BlockQ6K k;
+      prefetch_ahead(weight_row<block_q6_K>(w, ws, r) + i);
       unpack_q6_K(weight_row<block_q6_K>(w, ws, r)[i], k);
       q6_K_step(s[r], k, a[i], off);
     }

@@ -1,11 +1,12 @@
 // Tiling helpers of the AVX2 multi-row kernels (gemm_avx2.cpp for the
 // 32-element and float formats, gemm_k_avx2.cpp for the K-quants): they
-// only decide which rows a kernel instance handles, never an order of
-// operations inside an output element.
+// only decide which rows a kernel instance handles and what is prefetched,
+// never an order of operations inside an output element.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <immintrin.h>
 
 namespace synapse::quant::avx2::tiles {
 
@@ -52,5 +53,17 @@ void by_row_groups(Rows rows, const uint8_t* w, size_t ws, int64_t n_w, float* y
   }
 }
 static_assert(kRows == 4, "by_row_groups handles remainders up to 3");
+
+// Software prefetch for the decode kernels: each weight row is a separate
+// stream read once (from DRAM for any real model); asking for the lines a
+// few blocks ahead lets the loads of the next blocks overlap the arithmetic
+// of this one. Prefetching never changes a result.
+constexpr int64_t kPrefetchAhead = 512;  // bytes ahead of the current block, per row
+
+template <typename B>
+inline void prefetch_ahead(const B* block) {
+  const char* p = reinterpret_cast<const char*>(block) + kPrefetchAhead;
+  for (size_t off = 0; off < sizeof(B); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+}
 
 }  // namespace synapse::quant::avx2::tiles
