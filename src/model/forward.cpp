@@ -48,7 +48,7 @@ void moe_row(const HParams& hp, const Layer& L, const float* h, float* out, runt
     const float w = probs[e] / wsum_f;
     kernels::matmul(L.gate_exps[e], act, gate.data(), pool);
     kernels::matmul(L.up_exps[e], act, up.data(), pool);
-    kernels::swiglu(gate.data(), up.data(), gate.data(), hp.n_ff);
+    kernels::swiglu_rows(gate.data(), up.data(), gate.data(), 1, hp.n_ff);
     kernels::Activations par(gate.data(), 1, hp.n_ff);
     kernels::matmul(L.down_exps[e], par, y.data(), pool);
     for (int64_t i = 0; i < hp.n_embd; ++i) out[i] = s == 0 ? y[i] * w : out[i] + y[i] * w;
@@ -236,7 +236,7 @@ void forward_batch(const Model& m, std::span<runtime::KvCache* const> seqs, std:
       kernels::Activations act(cur.data(), n, n_embd);
       kernels::matmul(L.ffn_gate, act, gate.data(), pool);
       kernels::matmul(L.ffn_up, act, up.data(), pool);
-      kernels::swiglu(gate.data(), up.data(), gate.data(), n * hp.n_ff);
+      kernels::swiglu_rows(gate.data(), up.data(), gate.data(), n, hp.n_ff);
       kernels::Activations par(gate.data(), n, hp.n_ff);
       kernels::matmul(L.ffn_down, par, tmp.data(), pool);
     }
