@@ -11,6 +11,16 @@
 #   TESTS="quant gguf" scripts/cross-arm64.sh
 #                                       also build test_quant, test_gguf and run
 #                                       them under qemu (slow: minutes each)
+#   E2E=1 scripts/cross-arm64.sh        also build `synapse` for both and check
+#                                       that `synapse logits` (16 tokens, then 4
+#                                       greedy ids) is bit-identical on ARM64 and
+#                                       x86-64 for every tests/data/models file
+#                                       (a whole-build's compile time, ~10 min)
+#
+# On the machine this was written on, qemu-user 7.2 hangs as soon as a guest
+# program starts a second thread: the ARM64 runs here use one thread (-t 1),
+# and test binaries whose tests start threads (QuantizeModel.*, the thread
+# pool's) need GTEST_FILTER to leave those out.
 #
 # Installs what is missing on first use (Debian 12, root or sudo): the cross
 # compiler, qemu-user and, through dpkg multiarch (adds the arm64
@@ -66,6 +76,26 @@ for d in "${digests[@]}"; do  # "digest HEX (N dots, active_isa ISA)": compare u
   [ "${d%% (*}" = "${digests[0]%% (*}" ] || { echo "cross-arm64: FAIL, the digests differ" >&2; exit 1; }
 done
 echo "cross-arm64: the same dot bits on ARM64 and x86-64"
+if [ -n "${E2E:-}" ]; then
+  cmake --build "$build" -j "$jobs" --target synapse >/dev/null
+  cmake --build "$host" -j "$jobs" --target synapse >/dev/null
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  ids=1,415,298,338,263,124,492,127,471,263,217,482,5,9,100,17  # < 512, the smallest n_vocab there
+  n=0
+  for f in tests/data/models/*.gguf; do
+    qemu-aarch64 -L "$sysroot" "$build/synapse" logits -m "$f" --ids "$ids" -t 1 -o "$tmp/arm.f32" --greedy 4 \
+      >"$tmp/arm.txt" 2>/dev/null
+    "$host/synapse" logits -m "$f" --ids "$ids" -o "$tmp/x86.f32" --greedy 4 >"$tmp/x86.txt" 2>/dev/null
+    if ! cmp -s "$tmp/arm.f32" "$tmp/x86.f32" || ! cmp -s "$tmp/arm.txt" "$tmp/x86.txt"; then
+      echo "cross-arm64: FAIL, $f: the logits or greedy ids differ between ARM64 and x86-64" >&2
+      exit 1
+    fi
+    n=$((n + 1))
+  done
+  echo "cross-arm64: synapse logits bit-identical on ARM64 and x86-64 for $n models"
+fi
+
 for t in ${TESTS:-}; do
   echo "cross-arm64: test_$t under qemu-aarch64" >&2
   (cd "$build" && qemu-aarch64 -L "$sysroot" "./test_$t" --gtest_brief=1)
