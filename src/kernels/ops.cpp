@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "quant/simd.hpp"
+
 namespace synapse::kernels {
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
@@ -153,6 +155,14 @@ void swiglu(const float* gate, const float* up, float* y, int64_t n) {
 }
 
 void swiglu_rows(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len) {
+  static const bool use_avx2 = quant::active_isa() == quant::Isa::avx2;
+  if (use_avx2)
+    swiglu_rows_avx2(gate, up, y, n_rows, row_len);
+  else
+    swiglu_rows_scalar(gate, up, y, n_rows, row_len);
+}
+
+void swiglu_rows_scalar(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len) {
   const int64_t nv = row_len - row_len % 8;  // ggml_vec_silu_f32: 8-lane ggml_v_silu, then ggml_silu_f32
   for (int64_t r = 0; r < n_rows; ++r) {
     const int64_t o = r * row_len;

@@ -73,6 +73,11 @@ void swiglu(const float* gate, const float* up, float* y, int64_t n);
 // The same over n_rows rows of row_len floats exactly as ggml_vec_silu_f32
 // runs each row: silu_ggml (ggml_v_silu, 8 lanes) for the first
 // row_len - row_len % 8 values, silu (ggml_silu_f32, libm expf) for the rest.
+// Runs the AVX2 version (8 lanes of expf_ggml_avx2, bit-equal to the scalar
+// one; tests/kernels/ops_test.cpp) unless quant::active_isa() is scalar.
 void swiglu_rows(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len);
+// The two implementations behind swiglu_rows (tests compare them).
+void swiglu_rows_scalar(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len);
+void swiglu_rows_avx2(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len);
 
 }  // namespace synapse::kernels

@@ -19,11 +19,28 @@ void expf_ggml_avx2_n(const float* x, float* y, int64_t n) {
   }
 }
 
+void swiglu_rows_avx2(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len) {
+  const int64_t nv = row_len - row_len % 8;
+  const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const int64_t o = r * row_len;
+    for (int64_t i = 0; i < nv; i += 8) {  // silu_ggml: z / (1 + expf_ggml(0 - z)), then * up
+      const __m256 g = _mm256_loadu_ps(gate + o + i);
+      const __m256 s = _mm256_div_ps(g, _mm256_add_ps(one, expf_ggml_avx2(_mm256_sub_ps(zero, g))));
+      _mm256_storeu_ps(y + o + i, _mm256_mul_ps(s, _mm256_loadu_ps(up + o + i)));
+    }
+    for (int64_t i = nv; i < row_len; ++i) y[o + i] = silu(gate[o + i]) * up[o + i];
+  }
+}
+
 }  // namespace synapse::kernels
 #else
 namespace synapse::kernels {
 void expf_ggml_avx2_n(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = expf_ggml(x[i]);
+}
+void swiglu_rows_avx2(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len) {
+  swiglu_rows_scalar(gate, up, y, n_rows, row_len);
 }
 }  // namespace synapse::kernels
 #endif

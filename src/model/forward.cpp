@@ -236,7 +236,10 @@ void forward_batch(const Model& m, std::span<runtime::KvCache* const> seqs, std:
       kernels::Activations act(cur.data(), n, n_embd);
       kernels::matmul(L.ffn_gate, act, gate.data(), pool);
       kernels::matmul(L.ffn_up, act, up.data(), pool);
-      kernels::swiglu_rows(gate.data(), up.data(), gate.data(), n, hp.n_ff);
+      pool.parallel_for(n, 1, [&](int64_t r0, int64_t r1) {  // row by row: any split gives the same bits
+        const size_t o = static_cast<size_t>(r0 * hp.n_ff);
+        kernels::swiglu_rows(gate.data() + o, up.data() + o, gate.data() + o, r1 - r0, hp.n_ff);
+      });
       kernels::Activations par(gate.data(), n, hp.n_ff);
       kernels::matmul(L.ffn_down, par, tmp.data(), pool);
     }
