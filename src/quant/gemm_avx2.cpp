@@ -82,29 +82,17 @@ inline __m256i q8_0_lanes(__m256i we, __m256i wo, const PackedQ8_0& b) {
   return _mm256_add_epi32(_mm256_madd_epi16(we, load_i(b.e)), _mm256_madd_epi16(wo, load_i(b.o)));
 }
 
-// One weight row against T packed activation rows.
-template <int T>
-void q4_0_tile(int64_t nb, const block_q4_0* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-  __m256 acc[T];
-  for (int m = 0; m < T; ++m) acc[m] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    const __m256i u = unpack_nibbles(w[i].qs);
-    const __m256 dw = _mm256_set1_ps(h2f(w[i].d));
-    for (int m = 0; m < T; ++m) {
-      const PackedQ8Offset& b = packed_row<PackedQ8Offset>(a, as, m)[i];
-      const __m256 d = _mm256_mul_ps(dw, _mm256_broadcast_ss(&b.d));
-      acc[m] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(offset_lanes(u, b)), acc[m]);
-    }
-  }
-  for (int m = 0; m < T; ++m) y[m * ys] = hsum_float_8(acc[m]);
-}
+// The unsigned digits of a Q4_0 / Q5_0 block (value = digit - 8 / - 16).
+inline __m256i digits(const block_q4_0& b) { return unpack_nibbles(b.qs); }
+inline __m256i digits(const block_q5_0& b) { return _mm256_or_si256(unpack_nibbles(b.qs), fifth_bits(b.qh)); }
 
-template <int T>
-void q5_0_tile(int64_t nb, const block_q5_0* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+// One Q4_0 / Q5_0 weight row against T packed activation rows.
+template <int T, typename B>
+void offset_tile(int64_t nb, const B* w, const uint8_t* a, size_t as, float* y, size_t ys) {
   __m256 acc[T];
   for (int m = 0; m < T; ++m) acc[m] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
-    const __m256i u = _mm256_or_si256(unpack_nibbles(w[i].qs), fifth_bits(w[i].qh));
+    const __m256i u = digits(w[i]);
     const __m256 dw = _mm256_set1_ps(h2f(w[i].d));
     for (int m = 0; m < T; ++m) {
       const PackedQ8Offset& b = packed_row<PackedQ8Offset>(a, as, m)[i];
@@ -164,13 +152,13 @@ void float_tile(int64_t n, const E* w, const uint8_t* a, size_t as, float* y, si
 struct Q4_0Tile {
   template <int T>
   void run(int64_t nb, const block_q4_0* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-    q4_0_tile<T>(nb, w, a, as, y, ys);
+    offset_tile<T>(nb, w, a, as, y, ys);
   }
 };
 struct Q5_0Tile {
   template <int T>
   void run(int64_t nb, const block_q5_0* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-    q5_0_tile<T>(nb, w, a, as, y, ys);
+    offset_tile<T>(nb, w, a, as, y, ys);
   }
 };
 struct Q8_0Tile {
@@ -190,34 +178,19 @@ struct FloatTile {
 
 
 
-// vec_dot_q4_0_q8_0 for R weight rows against one packed activation row.
-template <int R>
-void q4_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8Offset* a, float* y) {
+// vec_dot_q4_0_q8_0 / vec_dot_q5_0_q8_0 for R weight rows against one packed
+// activation row.
+template <int R, typename B>
+void offset_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8Offset* a, float* y) {
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const __m256 da = _mm256_broadcast_ss(&a[i].d);
     for (int r = 0; r < R; ++r) {
-      const block_q4_0* b = weight_row<block_q4_0>(w, ws, r) + i;
+      const B* b = weight_row<B>(w, ws, r) + i;
       prefetch_ahead(b);
       const __m256 d = _mm256_mul_ps(_mm256_set1_ps(h2f(b->d)), da);
-      acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(offset_lanes(unpack_nibbles(b->qs), a[i])), acc[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) y[r] = hsum_float_8(acc[r]);
-}
-
-template <int R>
-void q5_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8Offset* a, float* y) {
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    const __m256 da = _mm256_broadcast_ss(&a[i].d);
-    for (int r = 0; r < R; ++r) {
-      const block_q5_0* b = weight_row<block_q5_0>(w, ws, r) + i;
-      prefetch_ahead(b);
-      const __m256 d = _mm256_mul_ps(_mm256_set1_ps(h2f(b->d)), da);
-      acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(offset_lanes(_mm256_or_si256(unpack_nibbles(b->qs), fifth_bits(b->qh)), a[i])), acc[r]);
+      acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(offset_lanes(digits(*b), a[i])), acc[r]);
     }
   }
   for (int r = 0; r < R; ++r) y[r] = hsum_float_8(acc[r]);
@@ -265,13 +238,13 @@ struct Q4_0Rows {
   int64_t nb;
   const PackedQ8Offset* a;
   template <int R>
-  void run(const uint8_t* w, size_t ws, float* y) const { q4_0_rows<R>(nb, w, ws, a, y); }
+  void run(const uint8_t* w, size_t ws, float* y) const { offset_rows<R, block_q4_0>(nb, w, ws, a, y); }
 };
 struct Q5_0Rows {
   int64_t nb;
   const PackedQ8Offset* a;
   template <int R>
-  void run(const uint8_t* w, size_t ws, float* y) const { q5_0_rows<R>(nb, w, ws, a, y); }
+  void run(const uint8_t* w, size_t ws, float* y) const { offset_rows<R, block_q5_0>(nb, w, ws, a, y); }
 };
 struct Q8_0Rows {
   int64_t nb;
