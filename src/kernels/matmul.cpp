@@ -106,14 +106,15 @@ void matmul(const WeightView& w, Activations& x, float* y, runtime::ThreadPool& 
   // llama-3.2-1b Q8_0, 1 thread: 19.4 -> 23.8 t/s going from 128 to 24 KiB).
   constexpr size_t kPanelBytes = 128 * 1024, kTileBytes = 24 * 1024;
   const int64_t panel = std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / std::max<size_t>(1, w.row_bytes)));
-  const int64_t tile = std::clamp<int64_t>(static_cast<int64_t>(kTileBytes / std::max<size_t>(1, stride)), 4, 64);
+  // A multiple of 4 rows: the kernels' register tiles take 4 activation rows.
+  const int64_t tile = std::clamp<int64_t>(static_cast<int64_t>(kTileBytes / std::max<size_t>(1, stride)) / 4 * 4, 4, 64);
   pool.parallel_for(n_out, 16, [&](int64_t r0, int64_t r1) {
     for (int64_t p0 = r0; p0 < r1; p0 += panel) {
       const int64_t p1 = std::min(r1, p0 + panel);
       for (int64_t m0 = 0; m0 < n_rows; m0 += tile) {
         const int64_t mt = std::min(tile, n_rows - m0);
-        const uint8_t* at = a + static_cast<size_t>(m0) * stride;
-        for (int64_t r = p0; r < p1; ++r) gemm(n_in, w.row(r), at, stride, mt, y + m0 * n_out + r, n_out);
+        gemm(n_in, w.row(p0), w.row_bytes, p1 - p0, a + static_cast<size_t>(m0) * stride, stride, mt,
+             y + m0 * n_out + p0, n_out);
       }
     }
   });

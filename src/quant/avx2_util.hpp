@@ -249,26 +249,40 @@ struct AccK {
   float summs = 0.0f;                   // Q5_K: the min term
 };
 
+// The float step of one block, given its integer lanes (k4_lanes /
+// q6_K_lanes, or the same sums built another way: integer sums are exact, so
+// any grouping of the chunk products gives the same lanes). ad: the
+// activation block's d; q8s: k4_bsum_pairs of its bsums.
+inline void q4_K_accumulate(AccK& s, const BlockK4& k, float ad, __m128i q8s, __m256i lanes) {
+  const float d = ad * k.d, dmin = -ad * k.dmin;
+  s.acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_min_lanes(k.sm, q8s)), s.acc_m);
+  s.acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), s.acc);
+}
+inline void q5_K_accumulate(AccK& s, const BlockK4& k, float ad, __m128i q8s, __m256i lanes) {
+  const float d = ad * k.d, dmin = -ad * k.dmin;
+  s.summs = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(dmin), _mm_set_ss(static_cast<float>(hsum_i32_4(k4_min_lanes(k.sm, q8s)))),
+                                        _mm_set_ss(s.summs)));
+  s.acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), s.acc);
+}
+inline void q6_K_accumulate(AccK& s, const BlockQ6K& k, float ad, __m256i lanes) {
+  const float d = ad * k.d;
+  s.acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), s.acc);
+}
+
 // q8s: k4_bsum_pairs of the activation block a.
 inline void q4_K_step(AccK& s, const BlockK4& k, const block_q8_K& a, __m128i q8s) {
-  const float d = a.d * k.d, dmin = -a.d * k.dmin;
-  s.acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_min_lanes(k.sm, q8s)), s.acc_m);
-  s.acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(k4_lanes(k, a.qs)), s.acc);
+  q4_K_accumulate(s, k, a.d, q8s, k4_lanes(k, a.qs));
 }
 inline float q4_K_result(const AccK& s) { return hsum_float_8(s.acc) + hsum_float_4(s.acc_m); }
 
 inline void q5_K_step(AccK& s, const BlockK4& k, const block_q8_K& a, __m128i q8s) {
-  const float d = a.d * k.d, dmin = -a.d * k.dmin;
-  s.summs = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(dmin), _mm_set_ss(static_cast<float>(hsum_i32_4(k4_min_lanes(k.sm, q8s)))),
-                                        _mm_set_ss(s.summs)));
-  s.acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(k4_lanes(k, a.qs)), s.acc);
+  q5_K_accumulate(s, k, a.d, q8s, k4_lanes(k, a.qs));
 }
 inline float q5_K_result(const AccK& s) { return hsum_float_8(s.acc) + s.summs; }
 
 // off: q6_offsets of the activation block a.
 inline void q6_K_step(AccK& s, const BlockQ6K& k, const block_q8_K& a, const __m256i off[8]) {
-  const float d = a.d * k.d;
-  s.acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(q6_K_lanes(k, a.qs, off)), s.acc);
+  q6_K_accumulate(s, k, a.d, q6_K_lanes(k, a.qs, off));
 }
 inline float q6_K_result(const AccK& s) { return hsum_float_8(s.acc); }
 

@@ -18,12 +18,13 @@
 
 namespace synapse::quant {
 
-// n: elements per row (a multiple of t's block size). w: one weight row of
-// type t. a: n_rows activation rows of type vec_dot_type(t), a_stride bytes
-// apart, each passed through gemm_pack_kernel(t, isa) when that is not null.
-// y: n_rows floats, y_stride floats apart.
-using GemmFn = void (*)(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
-                        size_t y_stride);
+// n: elements per row (a multiple of t's block size). w: n_w weight rows of
+// type t, w_stride bytes apart. a: n_rows activation rows of type
+// vec_dot_type(t), a_stride bytes apart, each passed through
+// gemm_pack_kernel(t, isa) when that is not null. y: the output of weight
+// row r and activation row m goes to y[m * y_stride + r].
+using GemmFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+                        int64_t n_rows, float* y, size_t y_stride);
 
 // The multi-row kernel of weight type t for `isa`, or nullptr when `isa` has
 // none for t (callers then loop the vec_dot kernel: gemm() below does).
@@ -59,35 +60,36 @@ using GemvFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_
 // none (callers then loop the vec_dot kernel).
 GemvFn gemv_kernel(GgmlType t, Isa isa) noexcept;
 
-// y[m * y_stride] = vec_dot_kernel(t, isa)(n, w, a + m * a_stride) for
-// m = 0..n_rows-1 (a: plain rows, packed here when the kernel needs it),
-// through gemm_kernel(t, isa) when there is one, else by looping the
-// vec_dot kernel. Throws Error(unsupported) when t has no dot.
-void gemm(GgmlType t, Isa isa, int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
-          size_t y_stride);
+// y[m * y_stride + r] = vec_dot_kernel(t, isa)(n, w + r * w_stride, a + m * a_stride)
+// for r = 0..n_w-1, m = 0..n_rows-1 (a: plain rows, packed here when the
+// kernel needs it), through gemm_kernel(t, isa) when there is one, else by
+// looping the vec_dot kernel. Throws Error(unsupported) when t has no dot.
+void gemm(GgmlType t, Isa isa, int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a,
+          size_t a_stride, int64_t n_rows, float* y, size_t y_stride);
 
 namespace avx2 {
-// Defined in gemm_avx2.cpp (x86-64 only). Same contract as GemmFn, each
-// equal per row to the avx2::vec_dot_* kernel of the same type.
+// Defined in gemm_avx2.cpp (x86-64 only; the K-quants in gemm_k_avx2.cpp).
+// Same contract as GemmFn, each equal per output to the avx2::vec_dot_*
+// kernel of the same type.
 void pack_q8_0_for_q4_0(int64_t n, const void* src, void* dst);
 void pack_q8_0_for_q5_0(int64_t n, const void* src, void* dst);
 void pack_q8_0_for_q8_0(int64_t n, const void* src, void* dst);
-void gemm_q4_0_q8_0(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
-                    size_t y_stride);
-void gemm_q8_0_q8_0(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
-                    size_t y_stride);
-void gemm_q5_0_q8_0(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
-                    size_t y_stride);
-void gemm_q4_K_q8_K(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
-                    size_t y_stride);
-void gemm_q5_K_q8_K(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
-                    size_t y_stride);
-void gemm_q6_K_q8_K(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
-                    size_t y_stride);
-void gemm_f16_f16(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
-                  size_t y_stride);
-void gemm_f32_f32(int64_t n, const void* w, const uint8_t* a, size_t a_stride, int64_t n_rows, float* y,
-                  size_t y_stride);
+void gemm_q4_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+          int64_t n_rows, float* y, size_t y_stride);
+void gemm_q8_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+          int64_t n_rows, float* y, size_t y_stride);
+void gemm_q5_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+          int64_t n_rows, float* y, size_t y_stride);
+void gemm_q4_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+          int64_t n_rows, float* y, size_t y_stride);
+void gemm_q5_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+          int64_t n_rows, float* y, size_t y_stride);
+void gemm_q6_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+          int64_t n_rows, float* y, size_t y_stride);
+void gemm_f16_f16(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+          int64_t n_rows, float* y, size_t y_stride);
+void gemm_f32_f32(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+          int64_t n_rows, float* y, size_t y_stride);
 // Same contract as GemvFn, each equal per row to the avx2::vec_dot_* kernel.
 void gemv_q4_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 void gemv_q8_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);

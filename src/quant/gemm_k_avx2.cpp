@@ -1,6 +1,7 @@
 // AVX2 multi-row dots (gemm.hpp) of the K-quants with Q8_K activations:
-// gemm_* take one weight row against a tile of activation rows (prefill,
-// batches), gemv_* several weight rows against one activation row (decode).
+// gemm_* take a few weight rows against a few activation rows at once
+// (prefill, batches), gemv_* several weight rows against one activation row
+// (decode).
 // The order of every output is that of the single-row kernels in
 // k_quants_avx2.cpp, ggml's AVX2 order (k_quants.cpp defines it). Tested
 // bit-equal per row in tests/quant/gemm_test.cpp.
@@ -22,43 +23,73 @@ using namespace tiles;
 // Every output goes through the per-block steps of avx2_util.hpp
 // (q4_K_step, q5_K_step, q6_K_step) that the single-row kernels use: the
 // same integer lanes, the same fused multiply-adds in the same order, the
-// same final reduction. Only where the work sits changes: gemm tiles unpack
-// a weight block once for up to 4 activation rows; gemv kernels unpack the
+// same final reduction. Only where the work sits changes: gemm register
+// tiles unpack a weight block once for up to 4 activation rows and load an
+// activation chunk once for 2 weight rows; gemv kernels unpack the
 // blocks of up to 4 weight rows and share the activation-side work (bsum
 // pairs, Q6_K offsets) of the one activation row.
 
-// One Q4_K / Q5_K weight row against T activation rows.
-template <int T, typename B, void (*Unpack)(const B&, BlockK4&), void (*Step)(AccK&, const BlockK4&,
-                                                                              const block_q8_K&, __m128i),
-          float (*Result)(const AccK&)>
-void k4_tile(int64_t nb, const B* x, const uint8_t* a, size_t as, float* y, size_t ys) {
-  AccK s[T];
+// R weight rows by A activation rows of Q4_K / Q5_K (a register tile,
+// gemm_tiles.hpp by_blocks): per block the R weight blocks are unpacked
+// once; then per 32-element chunk each activation chunk is loaded once and
+// multiplied into the R x A integer lane sums, all held in registers; the
+// float step per output is the single-row kernel's (q4_K_accumulate /
+// q5_K_accumulate on the same integer lanes: integer sums are exact).
+template <int R, int A, typename B, void (*Unpack)(const B&, BlockK4&),
+          void (*Accumulate)(AccK&, const BlockK4&, float, __m128i, __m256i), float (*Result)(const AccK&)>
+void k4_block(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* y, size_t ys) {
+  AccK s[R][A];
   for (int64_t i = 0; i < nb; ++i) {
-    BlockK4 k;
-    Unpack(x[i], k);
-    for (int m = 0; m < T; ++m) {
-      const block_q8_K& b = act_row<block_q8_K>(a, as, m)[i];
-      Step(s[m], k, b, k4_bsum_pairs(b.bsums));
+    BlockK4 k[R];
+    for (int r = 0; r < R; ++r) Unpack(weight_row<B>(w, ws, r)[i], k[r]);
+    const block_q8_K* b[A];
+    for (int m = 0; m < A; ++m) b[m] = act_row<block_q8_K>(a, as, m) + i;
+    __m256i lanes[R][A];
+    for (int r = 0; r < R; ++r)
+      for (int m = 0; m < A; ++m) lanes[r][m] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      for (int m = 0; m < A; ++m) {
+        const __m256i q = load32(b[m]->qs + 32 * c);
+        for (int r = 0; r < R; ++r) lanes[r][m] = _mm256_add_epi32(lanes[r][m], chunk_lanes(k[r].u[c], q, k[r].sc[c]));
+      }
+    }
+    for (int m = 0; m < A; ++m) {
+      const __m128i q8s = k4_bsum_pairs(b[m]->bsums);
+      for (int r = 0; r < R; ++r) Accumulate(s[r][m], k[r], b[m]->d, q8s, lanes[r][m]);
     }
   }
-  for (int m = 0; m < T; ++m) y[m * ys] = Result(s[m]);
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < A; ++m) y[m * ys + r] = Result(s[r][m]);
 }
 
-// One Q6_K weight row against T activation rows.
-template <int T>
-void q6_K_tile(int64_t nb, const block_q6_K* x, const uint8_t* a, size_t as, float* y, size_t ys) {
-  AccK s[T];
+// The same register tile for Q6_K: the activation-side offset term
+// (q6_offset) is computed once per activation chunk for the R weight rows.
+template <int R, int A>
+void q6_K_block(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* y, size_t ys) {
+  AccK s[R][A];
   for (int64_t i = 0; i < nb; ++i) {
-    BlockQ6K k;
-    unpack_q6_K(x[i], k);
-    for (int m = 0; m < T; ++m) {
-      const block_q8_K& b = act_row<block_q8_K>(a, as, m)[i];
-      __m256i off[8];
-      q6_offsets(b.qs, off);
-      q6_K_step(s[m], k, b, off);
+    BlockQ6K k[R];
+    for (int r = 0; r < R; ++r) unpack_q6_K(weight_row<block_q6_K>(w, ws, r)[i], k[r]);
+    const block_q8_K* b[A];
+    for (int m = 0; m < A; ++m) b[m] = act_row<block_q8_K>(a, as, m) + i;
+    __m256i lanes[R][A];
+    for (int r = 0; r < R; ++r)
+      for (int m = 0; m < A; ++m) lanes[r][m] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      for (int m = 0; m < A; ++m) {
+        const __m256i q = load32(b[m]->qs + 32 * c);
+        const __m256i off = q6_offset(q);
+        for (int r = 0; r < R; ++r)
+          lanes[r][m] = _mm256_add_epi32(lanes[r][m], chunk_lanes_off(k[r].u[c], q, off, k[r].sc[c]));
+      }
     }
+    for (int m = 0; m < A; ++m)
+      for (int r = 0; r < R; ++r) q6_K_accumulate(s[r][m], k[r], b[m]->d, lanes[r][m]);
   }
-  for (int m = 0; m < T; ++m) y[m * ys] = q6_K_result(s[m]);
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < A; ++m) y[m * ys + r] = q6_K_result(s[r][m]);
 }
 
 // R Q4_K / Q5_K weight rows against one activation row.
@@ -96,22 +127,25 @@ void q6_K_rows(int64_t nb, const uint8_t* w, size_t ws, const block_q8_K* a, flo
   for (int r = 0; r < R; ++r) y[r] = q6_K_result(s[r]);
 }
 
-struct Q4_KTile {
-  template <int T>
-  void run(int64_t nb, const block_q4_K* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-    k4_tile<T, block_q4_K, unpack_q4_K, q4_K_step, q4_K_result>(nb, w, a, as, y, ys);
+struct Q4_KBlock {
+  int64_t nb;
+  template <int R, int A>
+  void run(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* y, size_t ys) const {
+    k4_block<R, A, block_q4_K, unpack_q4_K, q4_K_accumulate, q4_K_result>(nb, w, ws, a, as, y, ys);
   }
 };
-struct Q5_KTile {
-  template <int T>
-  void run(int64_t nb, const block_q5_K* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-    k4_tile<T, block_q5_K, unpack_q5_K, q5_K_step, q5_K_result>(nb, w, a, as, y, ys);
+struct Q5_KBlock {
+  int64_t nb;
+  template <int R, int A>
+  void run(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* y, size_t ys) const {
+    k4_block<R, A, block_q5_K, unpack_q5_K, q5_K_accumulate, q5_K_result>(nb, w, ws, a, as, y, ys);
   }
 };
-struct Q6_KTile {
-  template <int T>
-  void run(int64_t nb, const block_q6_K* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-    q6_K_tile<T>(nb, w, a, as, y, ys);
+struct Q6_KBlock {
+  int64_t nb;
+  template <int R, int A>
+  void run(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* y, size_t ys) const {
+    q6_K_block<R, A>(nb, w, ws, a, as, y, ys);
   }
 };
 
@@ -140,16 +174,19 @@ struct Q6_KRows {
 
 }  // namespace
 
-void gemm_q4_K_q8_K(int64_t n, const void* w, const uint8_t* a, size_t as, int64_t n_rows, float* y, size_t ys) {
-  by_tiles(Q4_KTile{}, n / QK_K, static_cast<const block_q4_K*>(w), a, as, n_rows, y, ys);
+void gemm_q4_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows, float* y,
+                    size_t ys) {
+  by_blocks(Q4_KBlock{n / QK_K}, w, ws, n_w, a, as, n_rows, y, ys);
 }
 
-void gemm_q5_K_q8_K(int64_t n, const void* w, const uint8_t* a, size_t as, int64_t n_rows, float* y, size_t ys) {
-  by_tiles(Q5_KTile{}, n / QK_K, static_cast<const block_q5_K*>(w), a, as, n_rows, y, ys);
+void gemm_q5_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows, float* y,
+                    size_t ys) {
+  by_blocks(Q5_KBlock{n / QK_K}, w, ws, n_w, a, as, n_rows, y, ys);
 }
 
-void gemm_q6_K_q8_K(int64_t n, const void* w, const uint8_t* a, size_t as, int64_t n_rows, float* y, size_t ys) {
-  by_tiles(Q6_KTile{}, n / QK_K, static_cast<const block_q6_K*>(w), a, as, n_rows, y, ys);
+void gemm_q6_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows, float* y,
+                    size_t ys) {
+  by_blocks(Q6_KBlock{n / QK_K}, w, ws, n_w, a, as, n_rows, y, ys);
 }
 
 void gemv_q4_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, float* y) {

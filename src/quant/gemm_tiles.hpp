@@ -17,27 +17,34 @@ inline const B* act_row(const uint8_t* a, size_t stride, int m) {
   return reinterpret_cast<const B*>(a + static_cast<size_t>(m) * stride);
 }
 
-// Runs tile<T>(args) over n_rows rows in tiles of kTile, the last one
-// smaller; `Tile` is a template functor with `template <int T> void run(...)`.
+template <typename B>
+inline const B* weight_row(const uint8_t* w, size_t stride, int r) {
+  return reinterpret_cast<const B*>(w + static_cast<size_t>(r) * stride);
+}
+
+// Runs tile<T>(args) for each of the n_w weight rows (ws bytes apart) over
+// n_rows activation rows in tiles of kTile, the last one smaller; `Tile` is
+// a template functor with `template <int T> void run(...)`. Output of weight
+// row r, activation row m: y[m * ys + r].
 template <typename Tile, typename W>
-void by_tiles(Tile tile, int64_t nb, const W* w, const uint8_t* a, size_t as, int64_t n_rows, float* y, size_t ys) {
-  int64_t m = 0;
-  for (; m + kTile <= n_rows; m += kTile) tile.template run<kTile>(nb, w, a + m * as, as, y + m * ys, ys);
-  switch (n_rows - m) {
-    case 3: tile.template run<3>(nb, w, a + m * as, as, y + m * ys, ys); break;
-    case 2: tile.template run<2>(nb, w, a + m * as, as, y + m * ys, ys); break;
-    case 1: tile.template run<1>(nb, w, a + m * as, as, y + m * ys, ys); break;
-    default: break;
+void by_tiles(Tile tile, int64_t nb, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
+              int64_t n_rows, float* y, size_t ys) {
+  for (int64_t r = 0; r < n_w; ++r) {
+    const W* wr = weight_row<W>(w, ws, static_cast<int>(r));
+    float* yr = y + r;
+    int64_t m = 0;
+    for (; m + kTile <= n_rows; m += kTile) tile.template run<kTile>(nb, wr, a + m * as, as, yr + m * ys, ys);
+    switch (n_rows - m) {
+      case 3: tile.template run<3>(nb, wr, a + m * as, as, yr + m * ys, ys); break;
+      case 2: tile.template run<2>(nb, wr, a + m * as, as, yr + m * ys, ys); break;
+      case 1: tile.template run<1>(nb, wr, a + m * as, as, yr + m * ys, ys); break;
+      default: break;
+    }
   }
 }
 static_assert(kTile == 4, "by_tiles handles remainders up to 3");
 
 constexpr int kRows = 4;  // weight rows whose float chains run side by side
-
-template <typename B>
-inline const B* weight_row(const uint8_t* w, size_t stride, int r) {
-  return reinterpret_cast<const B*>(w + static_cast<size_t>(r) * stride);
-}
 
 // Runs rows.run<R>(w, ...) over n_w weight rows, kRows at a time, the last
 // group smaller.
@@ -53,6 +60,37 @@ void by_row_groups(Rows rows, const uint8_t* w, size_t ws, int64_t n_w, float* y
   }
 }
 static_assert(kRows == 4, "by_row_groups handles remainders up to 3");
+
+// Register tiles: kBlockRows weight rows by kBlockActs activation rows
+// whose integer sums are all live in registers at once (each activation
+// chunk loaded once for the weight rows, each weight chunk once for the
+// activation rows). Runs block.run<R, A>(w, ws, a, as, y, ys) over n_w x
+// n_rows in such tiles, the edge tiles smaller; y[m * ys + r] as by_tiles.
+constexpr int kBlockRows = 2, kBlockActs = 4;
+
+template <int R, typename Block>
+void by_blocks_of_rows(Block block, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int64_t n_rows, float* y,
+                       size_t ys) {
+  int64_t m = 0;
+  for (; m + kBlockActs <= n_rows; m += kBlockActs) block.template run<R, kBlockActs>(w, ws, a + m * as, as, y + m * ys, ys);
+  switch (n_rows - m) {
+    case 3: block.template run<R, 3>(w, ws, a + m * as, as, y + m * ys, ys); break;
+    case 2: block.template run<R, 2>(w, ws, a + m * as, as, y + m * ys, ys); break;
+    case 1: block.template run<R, 1>(w, ws, a + m * as, as, y + m * ys, ys); break;
+    default: break;
+  }
+}
+static_assert(kBlockActs == 4, "by_blocks_of_rows handles remainders up to 3");
+
+template <typename Block>
+void by_blocks(Block block, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows,
+               float* y, size_t ys) {
+  int64_t r = 0;
+  for (; r + kBlockRows <= n_w; r += kBlockRows)
+    by_blocks_of_rows<kBlockRows>(block, w + r * ws, ws, a, as, n_rows, y + r, ys);
+  if (r < n_w) by_blocks_of_rows<1>(block, w + r * ws, ws, a, as, n_rows, y + r, ys);
+}
+static_assert(kBlockRows == 2, "by_blocks handles a remainder of 1");
 
 // Software prefetch for the decode kernels: each weight row is a separate
 // stream read once (from DRAM for any real model); asking for the lines a

@@ -1,7 +1,8 @@
 // Multi-row dot kernels (src/quant/gemm*.cpp) against the single-row dot
-// they must equal bit for bit (DESIGN.md contract 2): for M = 1..17
-// activation rows, random weight and activation rows of every type, each
-// output compared with memcmp to vec_dot_kernel(t, isa) on that row alone.
+// they must equal bit for bit (DESIGN.md contract 2): for 1..5 weight rows
+// by 1..17 activation rows (every edge of the register tiles), random weight
+// and activation rows of every type, each output compared with memcmp to
+// vec_dot_kernel(t, isa) on that pair of rows alone.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -81,8 +82,9 @@ std::vector<int64_t> lengths_of(GgmlType t) {
   return {256, 768, 2048};
 }
 
-// Checks gemm(t, isa) against vec_dot_kernel(t, isa) for M = 1..17, with an
-// output stride of 3 (the elements between must stay untouched).
+// Checks gemm(t, isa) against vec_dot_kernel(t, isa) for n_w = 1..5 weight
+// rows (w_stride bytes apart, with a gap) and M = 1..17 activation rows, with
+// an output stride of n_w + 2 (the elements between must stay untouched).
 void check(GgmlType t, Isa isa, std::mt19937& rng) {
   const GgmlType vt = vec_dot_type(t);
   const VecDotFn dot = vec_dot_kernel(t, isa);
@@ -90,32 +92,41 @@ void check(GgmlType t, Isa isa, std::mt19937& rng) {
   for (int64_t n : lengths_of(t)) {
     for (int trial = 0; trial < 2; ++trial) {
       const bool raw = trial == 1;
-      const std::vector<uint8_t> w = random_row(t, n, rng, raw);
+      const size_t row_bytes = row_size(t, n), w_stride = row_bytes + 32;
+      std::vector<uint8_t> w(w_stride * 5, 0xCD);
+      for (int r = 0; r < 5; ++r) {
+        const std::vector<uint8_t> row = random_row(t, n, rng, raw);
+        std::memcpy(w.data() + r * w_stride, row.data(), row_bytes);
+      }
       const size_t stride = row_size(vt, n);
       std::vector<uint8_t> a;
       for (int m = 0; m < 17; ++m) {
         const std::vector<uint8_t> r = random_row(vt, n, rng, raw);
         a.insert(a.end(), r.begin(), r.end());
       }
-      for (int64_t M = 1; M <= 17; ++M) {
-        const size_t ys = 3;
-        std::vector<float> y(static_cast<size_t>(M) * ys, -7.0f);
-        gemm(t, isa, n, w.data(), a.data(), stride, M, y.data(), ys);
-        for (int64_t m = 0; m < M; ++m) {
-          const float want = dot(n, w.data(), a.data() + m * stride);
-          const float got = y[m * ys];
-          if (std::isnan(want) && std::isnan(got)) continue;
-          ASSERT_EQ(std::memcmp(&want, &got, sizeof(float)), 0)
-              << type_name(t) << " " << isa_name(isa) << " n " << n << " raw " << raw << " M " << M << " row " << m
-              << ": vec_dot " << want << " gemm " << got;
-          ASSERT_EQ(y[m * ys + 1], -7.0f);
-          ASSERT_EQ(y[m * ys + 2], -7.0f);
-          ++compared;
+      for (int64_t n_w = 1; n_w <= 5; ++n_w) {
+        for (int64_t M = 1; M <= 17; ++M) {
+          const size_t ys = static_cast<size_t>(n_w) + 2;
+          std::vector<float> y(static_cast<size_t>(M) * ys, -7.0f);
+          gemm(t, isa, n, w.data(), w_stride, n_w, a.data(), stride, M, y.data(), ys);
+          for (int64_t m = 0; m < M; ++m) {
+            for (int64_t r = 0; r < n_w; ++r) {
+              const float want = dot(n, w.data() + r * w_stride, a.data() + m * stride);
+              const float got = y[m * ys + r];
+              if (std::isnan(want) && std::isnan(got)) continue;
+              ASSERT_EQ(std::memcmp(&want, &got, sizeof(float)), 0)
+                  << type_name(t) << " " << isa_name(isa) << " n " << n << " raw " << raw << " n_w " << n_w << " M "
+                  << M << " row " << r << " act " << m << ": vec_dot " << want << " gemm " << got;
+              ++compared;
+            }
+            ASSERT_EQ(y[m * ys + n_w], -7.0f) << type_name(t) << " wrote past its rows";
+            ASSERT_EQ(y[m * ys + n_w + 1], -7.0f) << type_name(t) << " wrote past its rows";
+          }
         }
       }
     }
   }
-  EXPECT_GT(compared, 400) << type_name(t);
+  EXPECT_GT(compared, 2000) << type_name(t);
 }
 
 // Checks gemv_kernel(t, isa) (several weight rows, one activation row)
@@ -196,7 +207,7 @@ TEST(Gemm, ScalarFallbackEqualsVecDot) {
 TEST(Gemm, TypeWithoutDotIsRefused) {
   std::vector<uint8_t> w(64), a(64);
   float y = 0;
-  EXPECT_THROW(gemm(GgmlType::Q8_K, Isa::scalar, 256, w.data(), a.data(), 0, 1, &y, 1), Error);
+  EXPECT_THROW(gemm(GgmlType::Q8_K, Isa::scalar, 256, w.data(), 0, 1, a.data(), 0, 1, &y, 1), Error);
 }
 
 }  // namespace
