@@ -131,9 +131,10 @@ void forward_batch(const Model& m, std::span<runtime::KvCache* const> seqs, std:
   // into blocks that share every K/V block they read (kernels::attend_block):
   // 32 rows, fewer when the block's full score rows (rows x n_gqa x cached
   // positions floats) would pass 2 MiB, at least 2. A block of one row (a
-  // decode step) takes kernels::attend_group. Block b is
-  // block_rows[block_begin[b] .. block_begin[b + 1]). Either kernel gives
-  // the same bits for a row.
+  // decode step) takes the same kernel: its K/V blocks are dotted 8 keys at
+  // a time (attend_group, one key at a time, waits on each dot's chain).
+  // Block b is block_rows[block_begin[b] .. block_begin[b + 1]). Both
+  // kernels give the same bits for a row.
   auto query_block = [&](int seq) {
     const int64_t n_kv = seqs[seq]->n_past() + n_new[seq];
     return std::clamp<int64_t>((int64_t{1} << 19) / std::max<int64_t>(1, hp.n_gqa() * n_kv), 2, 32);
@@ -205,11 +206,7 @@ void forward_batch(const Model& m, std::span<runtime::KvCache* const> seqs, std:
             const int64_t first = hp.n_swa > 0 ? std::max<int64_t>(0, pos[i] - hp.n_swa + 1) : 0;
             block[r] = {&q[i * n_q + g * n_gqa * hd], &att[i * n_att + g * n_gqa * hd_v], first, pos[i]};
           }
-          if (n_b == 1)
-            kernels::attend_group(view, g, block[0].first, block[0].last, block[0].q, n_gqa, hd, hd_v, kq_scale,
-                                  block[0].out, scratch);
-          else
-            kernels::attend_block(view, g, block.data(), n_b, n_gqa, hd, hd_v, kq_scale, scratch);
+          kernels::attend_block(view, g, block.data(), n_b, n_gqa, hd, hd_v, kq_scale, scratch);
         }
       });
     };
