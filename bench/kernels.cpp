@@ -110,6 +110,30 @@ void matmul(benchmark::State& state, GgmlType t, int threads) {
   state.SetLabel(quant::isa_name(quant::active_isa()));
 }
 
+// Prefill: m activation rows (the one row repeated) against the matrix,
+// through kernels::matmul on one thread; items = multiply-adds.
+void gemm(benchmark::State& state, GgmlType t, int64_t m) {
+  const Problem& p = problem(t);
+  synapse::runtime::ThreadPool pool(1);
+  synapse::kernels::WeightView wv;
+  wv.name = "bench";
+  wv.type = t;
+  wv.n_in = kCols;
+  wv.n_out = kRows;
+  wv.row_bytes = p.row_bytes;
+  wv.data = p.w.data();
+  std::vector<float> x;
+  for (int64_t i = 0; i < m; ++i) x.insert(x.end(), p.x.begin(), p.x.end());
+  std::vector<float> y(static_cast<size_t>(kRows * m));
+  for (auto _ : state) {
+    synapse::kernels::Activations act(x.data(), m, kCols);
+    synapse::kernels::matmul(wv, act, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kRows * kCols * m);
+  state.SetLabel(quant::isa_name(quant::active_isa()));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -124,6 +148,9 @@ int main(int argc, char** argv) {
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
     }
+    benchmark::RegisterBenchmark(("gemm/" + name + "/m64").c_str(), gemm, t, int64_t{64})
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -1,7 +1,7 @@
 // AVX2 multi-row dots (gemm.hpp) of the 32-element formats (Q4_0, Q5_0,
-// Q8_0) and of F16/F32: gemm_* take one weight row against a tile of up to 4
-// activation rows (prefill), gemv_* up to 4 weight rows against one
-// activation row (decode). Per output element every step is the one of the
+// Q8_0) and of F16/F32: gemm_* take register tiles of 2 weight rows by 4
+// activation rows (F16/F32: one weight row by 4; prefill), gemv_* up to 4
+// weight rows against one activation row (decode). Per output element every step is the one of the
 // single-row AVX2 kernel of the same type (legacy_dot_avx2.cpp,
 // float_avx2.cpp; the orders are explained there): the same exact integer
 // lanes, the same float multiplies / fused multiply-adds in the same order,
@@ -86,38 +86,60 @@ inline __m256i q8_0_lanes(__m256i we, __m256i wo, const PackedQ8_0& b) {
 inline __m256i digits(const block_q4_0& b) { return unpack_nibbles(b.qs); }
 inline __m256i digits(const block_q5_0& b) { return _mm256_or_si256(unpack_nibbles(b.qs), fifth_bits(b.qh)); }
 
-// One Q4_0 / Q5_0 weight row against T packed activation rows.
-template <int T, typename B>
-void offset_tile(int64_t nb, const B* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-  __m256 acc[T];
-  for (int m = 0; m < T; ++m) acc[m] = _mm256_setzero_ps();
+// R Q4_0 / Q5_0 weight rows by A packed activation rows (a register tile,
+// gemm_tiles.hpp by_blocks): each weight block unpacked once for the A
+// activation rows, each activation block loaded once for the R weight rows;
+// per output the single-row kernel's steps (offset_lanes, d = dw * da, one
+// fused multiply-add per block).
+template <int R, int A, typename B>
+void offset_block(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* y, size_t ys) {
+  __m256 acc[R][A];
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < A; ++m) acc[r][m] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
-    const __m256i u = digits(w[i]);
-    const __m256 dw = _mm256_set1_ps(h2f(w[i].d));
-    for (int m = 0; m < T; ++m) {
+    __m256i u[R];
+    __m256 dw[R];
+    for (int r = 0; r < R; ++r) {
+      const B& b = weight_row<B>(w, ws, r)[i];
+      u[r] = digits(b);
+      dw[r] = _mm256_set1_ps(h2f(b.d));
+    }
+    for (int m = 0; m < A; ++m) {
       const PackedQ8Offset& b = packed_row<PackedQ8Offset>(a, as, m)[i];
-      const __m256 d = _mm256_mul_ps(dw, _mm256_broadcast_ss(&b.d));
-      acc[m] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(offset_lanes(u, b)), acc[m]);
+      const __m256 da = _mm256_broadcast_ss(&b.d);
+      for (int r = 0; r < R; ++r)
+        acc[r][m] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], da), _mm256_cvtepi32_ps(offset_lanes(u[r], b)), acc[r][m]);
     }
   }
-  for (int m = 0; m < T; ++m) y[m * ys] = hsum_float_8(acc[m]);
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < A; ++m) y[m * ys + r] = hsum_float_8(acc[r][m]);
 }
 
-template <int T>
-void q8_0_tile(int64_t nb, const block_q8_0* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-  __m256 acc[T];
-  for (int m = 0; m < T; ++m) acc[m] = _mm256_setzero_ps();
+// The same register tile for Q8_0 (weights widened to int16 once per block).
+template <int R, int A>
+void q8_0_block(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* y, size_t ys) {
+  __m256 acc[R][A];
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < A; ++m) acc[r][m] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
-    const __m256i wq = load32(w[i].qs);
-    const __m256i we = _mm256_srai_epi16(_mm256_slli_epi16(wq, 8), 8), wo = _mm256_srai_epi16(wq, 8);
-    const __m256 dw = _mm256_set1_ps(h2f(w[i].d));
-    for (int m = 0; m < T; ++m) {
+    __m256i we[R], wo[R];
+    __m256 dw[R];
+    for (int r = 0; r < R; ++r) {
+      const block_q8_0& b = weight_row<block_q8_0>(w, ws, r)[i];
+      const __m256i wq = load32(b.qs);
+      we[r] = _mm256_srai_epi16(_mm256_slli_epi16(wq, 8), 8);
+      wo[r] = _mm256_srai_epi16(wq, 8);
+      dw[r] = _mm256_set1_ps(h2f(b.d));
+    }
+    for (int m = 0; m < A; ++m) {
       const PackedQ8_0& b = packed_row<PackedQ8_0>(a, as, m)[i];
-      const __m256 d = _mm256_mul_ps(dw, _mm256_broadcast_ss(&b.d));
-      acc[m] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q8_0_lanes(we, wo, b)), acc[m]);
+      const __m256 da = _mm256_broadcast_ss(&b.d);
+      for (int r = 0; r < R; ++r)
+        acc[r][m] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], da), _mm256_cvtepi32_ps(q8_0_lanes(we[r], wo[r], b)), acc[r][m]);
     }
   }
-  for (int m = 0; m < T; ++m) y[m * ys] = hsum_float_8(acc[m]);
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < A; ++m) y[m * ys + r] = hsum_float_8(acc[r][m]);
 }
 
 // ------------------------------------------------ F32 / F16
@@ -149,22 +171,19 @@ void float_tile(int64_t n, const E* w, const uint8_t* a, size_t as, float* y, si
 }
 
 
-struct Q4_0Tile {
-  template <int T>
-  void run(int64_t nb, const block_q4_0* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-    offset_tile<T>(nb, w, a, as, y, ys);
+template <typename B>
+struct OffsetBlock {
+  int64_t nb;
+  template <int R, int A>
+  void run(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* y, size_t ys) const {
+    offset_block<R, A, B>(nb, w, ws, a, as, y, ys);
   }
 };
-struct Q5_0Tile {
-  template <int T>
-  void run(int64_t nb, const block_q5_0* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-    offset_tile<T>(nb, w, a, as, y, ys);
-  }
-};
-struct Q8_0Tile {
-  template <int T>
-  void run(int64_t nb, const block_q8_0* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-    q8_0_tile<T>(nb, w, a, as, y, ys);
+struct Q8_0Block {
+  int64_t nb;
+  template <int R, int A>
+  void run(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* y, size_t ys) const {
+    q8_0_block<R, A>(nb, w, ws, a, as, y, ys);
   }
 };
 struct FloatTile {
@@ -315,17 +334,17 @@ void gemv_f32_f32(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uin
 
 void gemm_q4_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows, float* y,
           size_t ys) {
-  by_tiles<Q4_0Tile, block_q4_0>(Q4_0Tile{}, n / QK4_0, w, ws, n_w, a, as, n_rows, y, ys);
+  by_blocks(OffsetBlock<block_q4_0>{n / QK4_0}, w, ws, n_w, a, as, n_rows, y, ys);
 }
 
 void gemm_q5_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows, float* y,
           size_t ys) {
-  by_tiles<Q5_0Tile, block_q5_0>(Q5_0Tile{}, n / QK5_0, w, ws, n_w, a, as, n_rows, y, ys);
+  by_blocks(OffsetBlock<block_q5_0>{n / QK5_0}, w, ws, n_w, a, as, n_rows, y, ys);
 }
 
 void gemm_q8_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows, float* y,
           size_t ys) {
-  by_tiles<Q8_0Tile, block_q8_0>(Q8_0Tile{}, n / QK8_0, w, ws, n_w, a, as, n_rows, y, ys);
+  by_blocks(Q8_0Block{n / QK8_0}, w, ws, n_w, a, as, n_rows, y, ys);
 }
 
 void gemm_f16_f16(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows, float* y,
