@@ -26,6 +26,13 @@ inline __m256 nc(__m256 v) {
   return v;
 }
 
+// Opaque integer vector: keeps the compiler from reassociating a chain of
+// integer adds into a tree of products held in (spilled) registers.
+inline __m256i nc(__m256i v) {
+  __asm__("" : "+x"(v));
+  return v;
+}
+
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
 inline int hsum_i32_8(__m256i v) {

@@ -51,7 +51,8 @@ void k4_block(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t 
     for (int c = 0; c < 8; ++c) {
       for (int m = 0; m < A; ++m) {
         const __m256i q = load32(b[m]->qs + 32 * c);
-        for (int r = 0; r < R; ++r) lanes[r][m] = _mm256_add_epi32(lanes[r][m], chunk_lanes(k[r].u[c], q, k[r].sc[c]));
+        for (int r = 0; r < R; ++r)
+          lanes[r][m] = nc(_mm256_add_epi32(lanes[r][m], chunk_lanes(k[r].u[c], q, k[r].sc[c])));
       }
     }
     for (int m = 0; m < A; ++m) {
@@ -82,7 +83,7 @@ void q6_K_block(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_
         const __m256i q = load32(b[m]->qs + 32 * c);
         const __m256i off = q6_offset(q);
         for (int r = 0; r < R; ++r)
-          lanes[r][m] = _mm256_add_epi32(lanes[r][m], chunk_lanes_off(k[r].u[c], q, off, k[r].sc[c]));
+          lanes[r][m] = nc(_mm256_add_epi32(lanes[r][m], chunk_lanes_off(k[r].u[c], q, off, k[r].sc[c])));
       }
     }
     for (int m = 0; m < A; ++m)
