@@ -56,20 +56,32 @@ inline float hsum_float_8(__m256 x) {
 }
 
 // 16 bytes of packed nibbles -> 32 bytes: elements 0..15 (low nibbles), then
-// 16..31 (high nibbles).
+// 16..31 (high nibbles). One 128-bit broadcast load, then the shifted copy
+// blended into the high half (no cross-lane insert).
 inline __m256i unpack_nibbles(const uint8_t* qs) {
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i m4 = _mm_set1_epi8(0x0F);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+  const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  return _mm256_and_si256(_mm256_blend_epi32(q, _mm256_srli_epi16(q, 4), 0xF0), _mm256_set1_epi8(0x0F));
+}
+
+// Every F16 bit pattern's float value (256 KiB; ggml keeps the same table,
+// ggml_table_f32_f16): a weight block's scale is one load and a broadcast
+// from memory instead of an insert, a conversion and a shuffle. Exact, so
+// interchangeable with h2f.
+inline const float* f16_table() {
+  static const float* const table = [] {
+    static float t[65536];
+    for (uint32_t h = 0; h < 65536; ++h) t[h] = _cvtsh_ss(static_cast<unsigned short>(h));
+    return t;
+  }();
+  return table;
 }
 
 // Byte j = 0x10 when bit j of the 32-bit qh is set, else 0 (the fifth bit
 // of Q5_0/Q5_1 element j).
 inline __m256i fifth_bits(const uint8_t* qh) {
-  uint32_t bits;
-  std::memcpy(&bits, qh, 4);
   const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
-  __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), shuf);
+  // A broadcast straight from memory (one load), not through a general register.
+  __m256i bytes = _mm256_shuffle_epi8(_mm256_broadcastd_epi32(_mm_loadu_si32(qh)), shuf);
   bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));  // all bits but bit j%8
   return _mm256_and_si256(_mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1)), _mm256_set1_epi8(0x10));
 }

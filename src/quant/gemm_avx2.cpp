@@ -96,13 +96,14 @@ void offset_block(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, siz
   __m256 acc[R][A];
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < A; ++m) acc[r][m] = _mm256_setzero_ps();
+  const float* f16 = f16_table();
   for (int64_t i = 0; i < nb; ++i) {
     __m256i u[R];
     __m256 dw[R];
     for (int r = 0; r < R; ++r) {
       const B& b = weight_row<B>(w, ws, r)[i];
       u[r] = digits(b);
-      dw[r] = _mm256_set1_ps(h2f(b.d));
+      dw[r] = _mm256_broadcast_ss(f16 + b.d);
     }
     for (int m = 0; m < A; ++m) {
       const PackedQ8Offset& b = packed_row<PackedQ8Offset>(a, as, m)[i];
@@ -121,6 +122,7 @@ void q8_0_block(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_
   __m256 acc[R][A];
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < A; ++m) acc[r][m] = _mm256_setzero_ps();
+  const float* f16 = f16_table();
   for (int64_t i = 0; i < nb; ++i) {
     __m256i we[R], wo[R];
     __m256 dw[R];
@@ -129,7 +131,7 @@ void q8_0_block(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_
       const __m256i wq = load32(b.qs);
       we[r] = _mm256_srai_epi16(_mm256_slli_epi16(wq, 8), 8);
       wo[r] = _mm256_srai_epi16(wq, 8);
-      dw[r] = _mm256_set1_ps(h2f(b.d));
+      dw[r] = _mm256_broadcast_ss(f16 + b.d);
     }
     for (int m = 0; m < A; ++m) {
       const PackedQ8_0& b = packed_row<PackedQ8_0>(a, as, m)[i];
@@ -203,12 +205,13 @@ template <int R, typename B>
 void offset_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8Offset* a, float* y) {
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  const float* f16 = f16_table();
   for (int64_t i = 0; i < nb; ++i) {
     const __m256 da = _mm256_broadcast_ss(&a[i].d);
     for (int r = 0; r < R; ++r) {
       const B* b = weight_row<B>(w, ws, r) + i;
       prefetch_ahead(b);
-      const __m256 d = _mm256_mul_ps(_mm256_set1_ps(h2f(b->d)), da);
+      const __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(f16 + b->d), da);
       acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(offset_lanes(digits(*b), a[i])), acc[r]);
     }
   }
@@ -220,6 +223,7 @@ template <int R>
 void q8_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8_0* a, float* y) {
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  const float* f16 = f16_table();
   for (int64_t i = 0; i < nb; ++i) {
     const __m256 da = _mm256_broadcast_ss(&a[i].d);
     for (int r = 0; r < R; ++r) {
@@ -227,7 +231,7 @@ void q8_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8_0* a, flo
       prefetch_ahead(b);
       const __m256i wq = load32(b->qs);
       const __m256i we = _mm256_srai_epi16(_mm256_slli_epi16(wq, 8), 8), wo = _mm256_srai_epi16(wq, 8);
-      const __m256 d = _mm256_mul_ps(_mm256_set1_ps(h2f(b->d)), da);
+      const __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(f16 + b->d), da);
       acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q8_0_lanes(we, wo, a[i])), acc[r]);
     }
   }
