@@ -12,7 +12,10 @@
 # It takes a long time (tens of minutes; more on a loaded machine). Run it on
 # a quiet machine: the load average before and after is recorded in the file.
 #
-# Environment: BUILD (default build-perf), MODELS (build/models), REPS (3),
+# Environment: LLAMA_BENCH (path to llama.cpp's llama-bench: run on the same
+# files right after synapse, its figures and build printed beside ours),
+# LLAMA_BENCH_NOTE (one line on where that llama-bench came from, copied into
+# the file), BUILD (default build-perf), MODELS (build/models), REPS (3),
 # OUT (docs/PERFORMANCE.md), FORCE_SYNTH (0), SKIP_DEPTH (0: set 1 to skip
 # the d4096 row, whose 4096-token fill is the slowest step); PP, NG, DEPTH
 # (512, 128, 4096) change the test sizes for a quick smoke run of the script
@@ -96,9 +99,11 @@ fi
 
 load_after="$(uptime)"
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-python3 - "$RAW/meta.json" "$bw1" "$bw2" "$REPS" "$started" "$cpu" "$load_before" "$load_after" "$top_before" "$LLAMA_BENCH" <<'PY'
+python3 - "$RAW/meta.json" "$bw1" "$bw2" "$REPS" "$started" "$cpu" "$load_before" "$load_after" "$top_before" "$LLAMA_BENCH" \
+  "${LLAMA_BENCH_NOTE:-}" <<'PY'
 import json, sys
-keys = ["bw1", "bw2", "reps", "started", "cpu", "load_before", "load_after", "top_before", "llama_bench"]
+keys = ["bw1", "bw2", "reps", "started", "cpu", "load_before", "load_after", "top_before", "llama_bench",
+        "llama_bench_note"]
 json.dump(dict(zip(keys, sys.argv[2:])), open(sys.argv[1], "w"), indent=1)
 PY
 
@@ -172,11 +177,14 @@ w("script was given LLAMA_BENCH, llama-bench run on this machine in this run: th
 w("and BASELINE (`../shared/docs/BASELINE.md`: build c392e509 on an AMD Zen 3 of the project's")
 w("machine kind, best of three passes; another machine, so only indicative).")
 w("")
-w("The llama-bench of the last run was llama.cpp 5b4ebc5 (2026-09): the prebuilt CPU libraries of")
-w("the npm package node-llama-cpp@3.21.1 with llama-bench compiled from the source bundled in it,")
-w("restricted to its AVX2 (\"haswell\") CPU variant, the instruction set synapse targets. It repacks")
-w("Q4_0 and Q4_K weights at load (q4_0_8x8, q4_K_8x8) for its prefill. It is not part of the project.")
-w("")
+if here:
+    any_row = next(iter(here.values()))
+    w(f"The llama-bench of this run: `{meta.get('llama_bench', '')}`, llama.cpp build {any_row.get('build_commit')}"
+      f" ({any_row.get('build_number')}), backends {any_row.get('backends')}, CPU as it reports it:"
+      f" {any_row.get('cpu_info')}. It is not part of the project.")
+    if meta.get("llama_bench_note"):
+        w(f"How it was obtained (LLAMA_BENCH_NOTE): {meta['llama_bench_note']}")
+    w("")
 w(f"- run: {started}, synapse commit `{commit}`, {reps} runs per test (mean ± sd)")
 w(f"- CPU: {cpu}, {os.cpu_count()} logical CPUs")
 w(f"- read bandwidth (`bench_bandwidth`, 1 GiB, best of 5): {float(bw1):.2f} GB/s at 1 thread, {float(bw2):.2f} GB/s at 2 threads")

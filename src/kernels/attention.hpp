@@ -38,6 +38,9 @@ struct AttentionScratch {
 };
 
 // Attention for the n_gqa query heads of KV group g at one query position,
+// one cached position at a time: the reference the blocked kernel below is
+// tested against (the forward pass runs attend_block for decode steps too,
+// where dotting 8 keys at a time avoids waiting on each dot's chain),
 // over cached positions [first, last] (last = the query's own position, so
 // the causal mask and a sliding window are both expressed by the range).
 //   q:   [n_gqa][hd] floats, the group's heads (F32, rounded to F16 here)
