@@ -78,7 +78,9 @@ TEST_P(Golden, LogitsAndGreedyMatch) {
     const double r = test::rel_rms(&logits[p * n_vocab], &gold[p * n_vocab], n_vocab);
     worst = std::max(worst, r);
     EXPECT_LE(r, bound) << "position " << p;
-    if (c.kind == Kind::f32 && p < 4) EXPECT_LE(r, 2e-5) << "position " << p << " (before F16 roundings pile up)";
+    if (c.kind == Kind::f32 && p < 4) {
+      EXPECT_LE(r, 2e-5) << "position " << p << " (before F16 roundings pile up)";
+    }
   }
   std::printf("[ golden   ] %s: max rel RMS %.3g (bound %.3g)\n", c.name, worst, bound);
 
