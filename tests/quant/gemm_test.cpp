@@ -15,6 +15,7 @@
 #include "quant/gemm.hpp"
 #include "quant/quant.hpp"
 #include "quant/simd.hpp"
+#include "quant/random_rows.hpp"
 #include "synapse/error.hpp"
 
 namespace synapse::quant {
@@ -23,50 +24,11 @@ namespace {
 const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                            GgmlType::F16,  GgmlType::F32,  GgmlType::Q4_1, GgmlType::Q3_K, GgmlType::IQ4_XS};
 
-// A finite F16 bit pattern.
-uint16_t finite_f16(std::mt19937& rng) {
-  for (;;) {
-    const auto h = static_cast<uint16_t>(rng() & 0xFFFF);
-    if (((h >> 10) & 0x1F) != 0x1F) return h;
-  }
-}
-
 // Random row of type t: either quantized from Gaussian floats at a random
-// scale, or (raw = true) random bytes with finite F16 scale fields.
+// scale, or (raw = true) random bytes with finite scales and floats.
 std::vector<uint8_t> random_row(GgmlType t, int64_t n, std::mt19937& rng, bool raw) {
+  if (raw) return test_rows::random_row_bytes(t, n, rng);
   std::vector<uint8_t> row(row_size(t, n));
-  if (raw && t != GgmlType::F32 && t != GgmlType::F16) {
-    for (auto& b : row) b = static_cast<uint8_t>(rng());
-    // Make every F16 / F32 scale finite: the fields are at known offsets.
-    size_t bs = 0;
-    std::vector<size_t> f16;
-    bool f32_d = false;
-    switch (t) {
-      case GgmlType::Q4_0: bs = sizeof(block_q4_0); f16 = {0}; break;
-      case GgmlType::Q4_1: bs = sizeof(block_q4_1); f16 = {0, 2}; break;
-      case GgmlType::Q5_0: bs = sizeof(block_q5_0); f16 = {0}; break;
-      case GgmlType::Q8_0: bs = sizeof(block_q8_0); f16 = {0}; break;
-      case GgmlType::Q8_1: bs = sizeof(block_q8_1); f16 = {0, 2}; break;
-      case GgmlType::Q4_K: bs = sizeof(block_q4_K); f16 = {0, 2}; break;
-      case GgmlType::Q5_K: bs = sizeof(block_q5_K); f16 = {0, 2}; break;
-      case GgmlType::Q6_K: bs = sizeof(block_q6_K); f16 = {offsetof(block_q6_K, d)}; break;
-      case GgmlType::Q3_K: bs = sizeof(block_q3_K); f16 = {offsetof(block_q3_K, d)}; break;
-      case GgmlType::IQ4_XS: bs = sizeof(block_iq4_xs); f16 = {0}; break;
-      case GgmlType::Q8_K: bs = sizeof(block_q8_K); f32_d = true; break;
-      default: ADD_FAILURE() << "no scale layout for " << type_name(t); return row;
-    }
-    for (size_t off = 0; off < row.size(); off += bs) {
-      for (size_t f : f16) {
-        const uint16_t h = finite_f16(rng);
-        std::memcpy(row.data() + off + f, &h, 2);
-      }
-      if (f32_d) {
-        const float d = std::ldexp(static_cast<float>(static_cast<int32_t>(rng() % 2001) - 1000), -12);
-        std::memcpy(row.data() + off, &d, sizeof d);
-      }
-    }
-    return row;
-  }
   std::normal_distribution<float> g(0.0f, 1.0f);
   const float scale = std::ldexp(1.0f, static_cast<int>(rng() % 20) - 10);
   std::vector<float> x(static_cast<size_t>(n));

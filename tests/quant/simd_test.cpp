@@ -16,14 +16,12 @@
 #include "quant/formats.hpp"
 #include "quant/quant.hpp"
 #include "quant/simd.hpp"
+#include "quant/random_rows.hpp"
 
 namespace synapse::quant {
 namespace {
 
-const GgmlType kDotTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,   GgmlType::Q4_0,  GgmlType::Q4_1,
-                              GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,   GgmlType::IQ4_NL, GgmlType::Q2_K,
-                              GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,   GgmlType::Q6_K,  GgmlType::IQ4_XS,
-                              GgmlType::TQ1_0, GgmlType::TQ2_0};
+using namespace test_rows;
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 
@@ -31,109 +29,6 @@ std::string hex(float f) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%a", static_cast<double>(f));
   return buf;
-}
-
-// Byte offsets of the F16 scale fields in one block, and the block size.
-struct ScaleFields {
-  size_t block_bytes;
-  std::vector<size_t> f16;
-};
-
-ScaleFields scale_fields(GgmlType t) {
-  switch (t) {
-    case GgmlType::Q4_0: return {sizeof(block_q4_0), {0}};
-    case GgmlType::Q4_1: return {sizeof(block_q4_1), {0, 2}};
-    case GgmlType::Q5_0: return {sizeof(block_q5_0), {0}};
-    case GgmlType::Q5_1: return {sizeof(block_q5_1), {0, 2}};
-    case GgmlType::Q8_0: return {sizeof(block_q8_0), {0}};
-    case GgmlType::Q8_1: return {sizeof(block_q8_1), {0, 2}};
-    case GgmlType::IQ4_NL: return {sizeof(block_iq4_nl), {0}};
-    case GgmlType::Q2_K: return {sizeof(block_q2_K), {offsetof(block_q2_K, d), offsetof(block_q2_K, dmin)}};
-    case GgmlType::Q3_K: return {sizeof(block_q3_K), {offsetof(block_q3_K, d)}};
-    case GgmlType::Q4_K: return {sizeof(block_q4_K), {0, 2}};
-    case GgmlType::Q5_K: return {sizeof(block_q5_K), {0, 2}};
-    case GgmlType::Q6_K: return {sizeof(block_q6_K), {offsetof(block_q6_K, d)}};
-    case GgmlType::IQ4_XS: return {sizeof(block_iq4_xs), {0}};
-    case GgmlType::TQ1_0: return {sizeof(block_tq1_0), {offsetof(block_tq1_0, d)}};
-    case GgmlType::TQ2_0: return {sizeof(block_tq2_0), {offsetof(block_tq2_0, d)}};
-    default: return {0, {}};
-  }
-}
-
-// A finite F16 value: random sign, mantissa and exponent (subnormals and the
-// largest finite values included).
-ggml_fp16_t random_finite_f16(std::mt19937& rng) {
-  for (;;) {
-    const auto h = static_cast<ggml_fp16_t>(rng() & 0xFFFF);
-    if (((h >> 10) & 0x1F) != 0x1F) return h;
-  }
-}
-
-// A row of type t with every byte random, except that scale fields and
-// float elements are finite (NaN has no single bit pattern to compare).
-std::vector<uint8_t> random_row_bytes(GgmlType t, int64_t n, std::mt19937& rng) {
-  std::vector<uint8_t> row(row_size(t, n));
-  for (auto& b : row) b = static_cast<uint8_t>(rng());
-  if (t == GgmlType::F32) {
-    auto* f = reinterpret_cast<float*>(row.data());
-    for (int64_t i = 0; i < n; ++i) f[i] = std::ldexp(static_cast<float>(static_cast<int32_t>(rng())), -40);
-  } else if (t == GgmlType::F16 || t == GgmlType::BF16) {
-    auto* h = reinterpret_cast<uint16_t*>(row.data());
-    for (int64_t i = 0; i < n; ++i) {
-      h[i] = t == GgmlType::F16 ? random_finite_f16(rng) : static_cast<uint16_t>((rng() & 0x80FF) | 0x3C00u);
-    }
-  } else if (t == GgmlType::Q8_K) {
-    for (size_t off = 0; off < row.size(); off += sizeof(block_q8_K)) {
-      const float d = std::ldexp(static_cast<float>(static_cast<int32_t>(rng() % 2001) - 1000), -12);
-      std::memcpy(row.data() + off, &d, sizeof d);
-    }
-  } else {
-    const ScaleFields s = scale_fields(t);
-    for (size_t off = 0; off < row.size(); off += s.block_bytes) {
-      for (size_t f : s.f16) {
-        const ggml_fp16_t h = random_finite_f16(rng);
-        std::memcpy(row.data() + off + f, &h, sizeof h);
-      }
-    }
-  }
-  return row;
-}
-
-// Floats of several kinds: Gaussian at a random scale, with runs of zeros,
-// huge and tiny (subnormal) values, exact ties.
-std::vector<float> random_floats(int64_t n, std::mt19937& rng, int kind) {
-  std::normal_distribution<float> g(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n));
-  const float scale = std::ldexp(1.0f, static_cast<int>(rng() % 40) - 20);
-  for (auto& v : x) v = g(rng) * scale;
-  switch (kind) {
-    case 1:  // sparse
-      for (auto& v : x) if (rng() % 3 != 0) v = 0.0f;
-      break;
-    case 2:  // extremes
-      for (auto& v : x) {
-        switch (rng() % 8) {
-          case 0: v = FLT_MAX * (rng() % 2 ? 1.f : -1.f); break;
-          case 1: v = std::numeric_limits<float>::denorm_min() * static_cast<float>(rng() % 100); break;
-          case 2: v = FLT_MIN * (rng() % 2 ? 1.f : -1.f); break;
-          case 3: v = 65504.0f * (rng() % 2 ? 1.f : -1.f); break;
-          default: break;
-        }
-      }
-      break;
-    case 3:  // small integers and halves (rounding ties)
-      for (auto& v : x) v = static_cast<float>(static_cast<int>(rng() % 512) - 256) * 0.5f;
-      break;
-    default: break;
-  }
-  return x;
-}
-
-std::vector<int64_t> lengths_of(GgmlType t) {
-  const int64_t bs = type_traits(t).block_size;
-  if (bs == 1) return {1, 3, 7, 8, 9, 15, 16, 17, 31, 64, 100, 255, 256, 257, 1000, 4096, 4101};
-  if (bs == 32) return {32, 64, 96, 224, 256, 288, 1024, 4096 + 32};
-  return {256, 512, 768, 256 * 7, 4096, 4096 + 256};
 }
 
 class SimdTest : public ::testing::Test {
