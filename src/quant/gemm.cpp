@@ -23,6 +23,13 @@ GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept {
       case GgmlType::Q6_K: return avx2::gemm_q6_K_q8_K;
       case GgmlType::F16: return avx2::gemm_f16_f16;
       case GgmlType::F32: return avx2::gemm_f32_f32;
+      case GgmlType::Q4_1: return avx2::gemm_q4_1_q8_1;
+      case GgmlType::Q5_1: return avx2::gemm_q5_1_q8_1;
+      case GgmlType::IQ4_NL: return avx2::gemm_iq4_nl_q8_0;
+      case GgmlType::Q2_K: return avx2::gemm_q2_K_q8_K;
+      case GgmlType::Q3_K: return avx2::gemm_q3_K_q8_K;
+      case GgmlType::IQ4_XS: return avx2::gemm_iq4_xs_q8_K;
+      case GgmlType::TQ2_0: return avx2::gemm_tq2_0_q8_K;
       default: return nullptr;
     }
   }

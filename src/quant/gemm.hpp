@@ -28,8 +28,8 @@ using GemmFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_
 
 // The multi-row kernel of weight type t for `isa`, or nullptr when `isa` has
 // none for t (callers then loop the vec_dot kernel: gemm() below does).
-// Isa::avx2 kernels exist on x86-64 for Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, F16
-// and F32; Isa::scalar has none (the scalar vec_dot loop is the reference).
+// Isa::avx2 kernels exist on x86-64 for every weight type but BF16 and
+// TQ1_0; Isa::scalar has none (the scalar vec_dot loop is the reference).
 GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept;
 
 // Converts one activation row of n elements (type vec_dot_type(t), src) to
@@ -86,6 +86,22 @@ void gemm_q5_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, c
           int64_t n_rows, float* y, size_t y_stride);
 void gemm_q6_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
           int64_t n_rows, float* y, size_t y_stride);
+// legacy_dot_avx2.cpp / k_quants_avx2.cpp: one weight row against tiles of
+// 4 activation rows (no packing), the same tile code as the vec_dot.
+void gemm_q4_1_q8_1(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+                    int64_t n_rows, float* y, size_t y_stride);
+void gemm_q5_1_q8_1(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+                    int64_t n_rows, float* y, size_t y_stride);
+void gemm_iq4_nl_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+                      int64_t n_rows, float* y, size_t y_stride);
+void gemm_q2_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+                    int64_t n_rows, float* y, size_t y_stride);
+void gemm_q3_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+                    int64_t n_rows, float* y, size_t y_stride);
+void gemm_iq4_xs_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+                      int64_t n_rows, float* y, size_t y_stride);
+void gemm_tq2_0_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+                     int64_t n_rows, float* y, size_t y_stride);
 void gemm_f16_f16(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
           int64_t n_rows, float* y, size_t y_stride);
 void gemm_f32_f32(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,

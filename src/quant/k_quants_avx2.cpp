@@ -26,6 +26,8 @@
 
 #include "quant/formats.hpp"
 #include "quant/avx2_util.hpp"
+#include "quant/gemm.hpp"
+#include "quant/gemm_tiles.hpp"
 #include "quant/simd.hpp"
 
 namespace synapse::quant::avx2 {
@@ -78,65 +80,90 @@ float vec_dot_q6_K_q8_K(int64_t n, const void* vw, const void* va) {
   return q6_K_result(s);
 }
 
+namespace {
+
+using namespace tiles;
+
+// The dots below are written for a tile of T activation rows against one
+// weight row (the weight block unpacked once, then each activation row's
+// steps): the single-row vec_dot is the tile of one, and gemm_<t>_q8_K
+// (gemm.hpp) runs tiles of 4, so both give the same bits by construction.
+// a: T rows of block_q8_K, as bytes apart; y[m * ys].
+
 // ---------------------------------------------------------------- Q3_K
 // ggml's AVX2 ggml_vec_dot_q3_K_q8_K: digits low2 | high << 2 (element
 // 128j + 32k + l: bits 2k of qs[32j + l], bit 4j + k of hmask[l]), offset 4
 // as a second maddubs, scales - 32 per 16 elements; acc = fma(d, lanes, acc).
-float vec_dot_q3_K_q8_K(int64_t n, const void* vw, const void* va) {
-  const auto* x = static_cast<const block_q3_K*>(vw);
-  const auto* y = static_cast<const block_q8_K*>(va);
+template <int T>
+void q3_K_tile(int64_t nb, const block_q3_K* x, const uint8_t* a, size_t as, float* y, size_t ys) {
   const __m256i m3 = _mm256_set1_epi8(0x03), one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / QK_K; ++i) {
-    const float d = y[i].d * h2f(x[i].d);
+  __m256 acc[T];
+  for (int m = 0; m < T; ++m) acc[m] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
     const __m256i all = _mm256_cvtepi8_epi16(q3_K_scales(x[i].scales));
     const __m256i hm = load32(x[i].hmask);
-    __m256i sumi = _mm256_setzero_si256();
+    __m256i sumi[T];
+    for (int m = 0; m < T; ++m) sumi[m] = _mm256_setzero_si256();
     for (int j = 0; j < 2; ++j) {
       const __m256i sc = j == 0 ? _mm256_permute4x64_epi64(all, 0x44) : _mm256_permute4x64_epi64(all, 0xEE);  // sub-blocks 8j..8j+7
       const __m256i q = load32(x[i].qs + 32 * j);
       for (int k = 0; k < 4; ++k) {
         const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3),
                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * j + k), one), 2));
-        const __m256i a = load32(y[i].qs + 128 * j + 32 * k);
-        sumi = _mm256_add_epi32(sumi, chunk_lanes_off(u, a, _mm256_maddubs_epi16(four, a),
-                                                      _mm256_shuffle_epi8(sc, half_word_bcast_mask(k))));
+        const __m256i scale = _mm256_shuffle_epi8(sc, half_word_bcast_mask(k));
+        for (int m = 0; m < T; ++m) {
+          const __m256i av = load32(act_row<block_q8_K>(a, as, m)[i].qs + 128 * j + 32 * k);
+          sumi[m] = nc(_mm256_add_epi32(sumi[m], chunk_lanes_off(u, av, _mm256_maddubs_epi16(four, av), scale)));
+        }
       }
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    for (int m = 0; m < T; ++m) {
+      const float d = act_row<block_q8_K>(a, as, m)[i].d * h2f(x[i].d);
+      acc[m] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[m]), acc[m]);
+    }
   }
-  return hsum_float_8(acc);
+  for (int m = 0; m < T; ++m) y[m * ys] = hsum_float_8(acc[m]);
 }
 
 // ---------------------------------------------------------------- Q2_K
 // ggml's AVX2 ggml_vec_dot_q2_K_q8_K: per block first acc = fma(dmin,
 // madd(mins, bsums), acc), then acc = fma(d, lanes, acc) with the 4-bit
 // scales per 16 elements; hsum_float_8(acc).
-float vec_dot_q2_K_q8_K(int64_t n, const void* vw, const void* va) {
-  const auto* x = static_cast<const block_q2_K*>(vw);
-  const auto* y = static_cast<const block_q8_K*>(va);
+template <int T>
+void q2_K_tile(int64_t nb, const block_q2_K* x, const uint8_t* a, size_t as, float* y, size_t ys) {
   const __m256i m3 = _mm256_set1_epi8(0x03);
   const __m128i m4 = _mm_set1_epi8(0x0F);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / QK_K; ++i) {
-    const float d = y[i].d * h2f(x[i].d), dmin = -y[i].d * h2f(x[i].dmin);
+  __m256 acc[T];
+  for (int m = 0; m < T; ++m) acc[m] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
     const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), m4));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_madd_epi16(mins, load32(y[i].bsums))), acc);
+    for (int m = 0; m < T; ++m) {
+      const block_q8_K& b = act_row<block_q8_K>(a, as, m)[i];
+      const float dmin = -b.d * h2f(x[i].dmin);
+      acc[m] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_madd_epi16(mins, load32(b.bsums))), acc[m]);
+    }
     const __m256i all = _mm256_cvtepu8_epi16(_mm_and_si128(sm, m4));
-    __m256i sumi = _mm256_setzero_si256();
+    __m256i sumi[T];
+    for (int m = 0; m < T; ++m) sumi[m] = _mm256_setzero_si256();
     for (int j = 0; j < 2; ++j) {
       const __m256i sc = j == 0 ? _mm256_permute4x64_epi64(all, 0x44) : _mm256_permute4x64_epi64(all, 0xEE);  // sub-blocks 8j..8j+7
       const __m256i q = load32(x[i].qs + 32 * j);
       for (int k = 0; k < 4; ++k) {
         const __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3);
-        sumi = _mm256_add_epi32(sumi, chunk_lanes(u, load32(y[i].qs + 128 * j + 32 * k),
-                                                  _mm256_shuffle_epi8(sc, half_word_bcast_mask(k))));
+        const __m256i scale = _mm256_shuffle_epi8(sc, half_word_bcast_mask(k));
+        for (int m = 0; m < T; ++m) {
+          const __m256i av = load32(act_row<block_q8_K>(a, as, m)[i].qs + 128 * j + 32 * k);
+          sumi[m] = nc(_mm256_add_epi32(sumi[m], chunk_lanes(u, av, scale)));
+        }
       }
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    for (int m = 0; m < T; ++m) {
+      const float d = act_row<block_q8_K>(a, as, m)[i].d * h2f(x[i].d);
+      acc[m] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[m]), acc[m]);
+    }
   }
-  return hsum_float_8(acc);
+  for (int m = 0; m < T; ++m) y[m * ys] = hsum_float_8(acc[m]);
 }
 
 // ---------------------------------------------------------------- IQ4_XS
@@ -144,51 +171,133 @@ float vec_dot_q2_K_q8_K(int64_t n, const void* vw, const void* va) {
 // values against the activations with ggml's mul_add_epi8 (maddubs(|v|,
 // sign(a, v)), k_quants.cpp says what it computes for a = -128), madd with
 // the scale ls - 32; acc = fma(d, lanes, acc) per block; hsum_float_8.
-float vec_dot_iq4_xs_q8_K(int64_t n, const void* vw, const void* va) {
-  const auto* x = static_cast<const block_iq4_xs*>(vw);
-  const auto* y = static_cast<const block_q8_K*>(va);
+template <int T>
+void iq4_xs_tile(int64_t nb, const block_iq4_xs* x, const uint8_t* a, size_t as, float* y, size_t ys) {
   const __m256i table =
       _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kvalues_iq4nl)));
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {
-    const float d = h2f(x[ibl].d) * y[ibl].d;
-    __m256i sumi = _mm256_setzero_si256();
+  __m256 acc[T];
+  for (int m = 0; m < T; ++m) acc[m] = _mm256_setzero_ps();
+  for (int64_t ibl = 0; ibl < nb; ++ibl) {
+    __m256i sumi[T];
+    for (int m = 0; m < T; ++m) sumi[m] = _mm256_setzero_si256();
     for (int c = 0; c < 8; ++c) {
       const int ls = ((x[ibl].scales_l[c / 2] >> 4 * (c % 2)) & 0xf) | (((x[ibl].scales_h >> 2 * c) & 3) << 4);
       const __m256i v = _mm256_shuffle_epi8(table, unpack_nibbles(x[ibl].qs + 16 * c));
-      const __m256i a = load32(y[ibl].qs + 32 * c);
-      const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(a, v));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set1_epi16(static_cast<int16_t>(ls - 32))));
+      const __m256i abs_v = _mm256_sign_epi8(v, v), scale = _mm256_set1_epi16(static_cast<int16_t>(ls - 32));
+      for (int m = 0; m < T; ++m) {
+        const __m256i av = load32(act_row<block_q8_K>(a, as, m)[ibl].qs + 32 * c);
+        const __m256i p = _mm256_maddubs_epi16(abs_v, _mm256_sign_epi8(av, v));
+        sumi[m] = nc(_mm256_add_epi32(sumi[m], _mm256_madd_epi16(p, scale)));
+      }
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    for (int m = 0; m < T; ++m) {
+      const float d = h2f(x[ibl].d) * act_row<block_q8_K>(a, as, m)[ibl].d;
+      acc[m] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[m]), acc[m]);
+    }
   }
-  return hsum_float_8(acc);
+  for (int m = 0; m < T; ++m) y[m * ys] = hsum_float_8(acc[m]);
 }
 
 // ---------------------------------------------------------------- TQ2_0
 // Reference: sumi = sum (digit - 1) * a over the block (exact), then
 // sumf += sumi * (d_8 * d_w). qs[32 g + m] holds values 128 g + 32 k + m at bits 2k.
-float vec_dot_tq2_0_q8_K(int64_t n, const void* vw, const void* va) {
-  const auto* x = static_cast<const block_tq2_0*>(vw);
-  const auto* y = static_cast<const block_q8_K*>(va);
+template <int T>
+void tq2_0_tile(int64_t nb, const block_tq2_0* x, const uint8_t* a, size_t as, float* y, size_t ys) {
   const __m256i m2 = _mm256_set1_epi8(0x03), ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
-  float sumf = 0.0f;
-  for (int64_t i = 0; i < n / QK_K; ++i) {
-    __m256i acc = _mm256_setzero_si256();
+  float sumf[T];
+  for (int m = 0; m < T; ++m) sumf[m] = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    __m256i acc[T];
+    for (int m = 0; m < T; ++m) acc[m] = _mm256_setzero_si256();
     for (int g = 0; g < 2; ++g) {
       __m256i q = load32(x[i].qs + 32 * g);
       for (int k = 0; k < 4; ++k) {
-        const __m256i a = load32(y[i].qs + 128 * g + 32 * k);
-        const __m256i p =
-            _mm256_sub_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m2), a), _mm256_maddubs_epi16(ones8, a));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones16));
+        const __m256i digits = _mm256_and_si256(q, m2);
+        for (int m = 0; m < T; ++m) {
+          const __m256i av = load32(act_row<block_q8_K>(a, as, m)[i].qs + 128 * g + 32 * k);
+          const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(digits, av), _mm256_maddubs_epi16(ones8, av));
+          acc[m] = nc(_mm256_add_epi32(acc[m], _mm256_madd_epi16(p, ones16)));
+        }
         q = _mm256_srli_epi16(q, 2);
       }
     }
-    const float d = y[i].d * h2f(x[i].d);
-    sumf += nc(static_cast<float>(hsum_i32_8(acc)) * d);
+    for (int m = 0; m < T; ++m) {
+      const float d = act_row<block_q8_K>(a, as, m)[i].d * h2f(x[i].d);
+      sumf[m] += nc(static_cast<float>(hsum_i32_8(acc[m])) * d);
+    }
   }
-  return sumf;
+  for (int m = 0; m < T; ++m) y[m * ys] = sumf[m];
+}
+
+struct Q3_KTile {
+  template <int T>
+  void run(int64_t nb, const block_q3_K* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+    q3_K_tile<T>(nb, w, a, as, y, ys);
+  }
+};
+struct Q2_KTile {
+  template <int T>
+  void run(int64_t nb, const block_q2_K* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+    q2_K_tile<T>(nb, w, a, as, y, ys);
+  }
+};
+struct IQ4_XSTile {
+  template <int T>
+  void run(int64_t nb, const block_iq4_xs* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+    iq4_xs_tile<T>(nb, w, a, as, y, ys);
+  }
+};
+struct TQ2_0Tile {
+  template <int T>
+  void run(int64_t nb, const block_tq2_0* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+    tq2_0_tile<T>(nb, w, a, as, y, ys);
+  }
+};
+
+}  // namespace
+
+float vec_dot_q3_K_q8_K(int64_t n, const void* vw, const void* va) {
+  float r;
+  q3_K_tile<1>(n / QK_K, static_cast<const block_q3_K*>(vw), static_cast<const uint8_t*>(va), 0, &r, 1);
+  return r;
+}
+
+float vec_dot_q2_K_q8_K(int64_t n, const void* vw, const void* va) {
+  float r;
+  q2_K_tile<1>(n / QK_K, static_cast<const block_q2_K*>(vw), static_cast<const uint8_t*>(va), 0, &r, 1);
+  return r;
+}
+
+float vec_dot_iq4_xs_q8_K(int64_t n, const void* vw, const void* va) {
+  float r;
+  iq4_xs_tile<1>(n / QK_K, static_cast<const block_iq4_xs*>(vw), static_cast<const uint8_t*>(va), 0, &r, 1);
+  return r;
+}
+
+float vec_dot_tq2_0_q8_K(int64_t n, const void* vw, const void* va) {
+  float r;
+  tq2_0_tile<1>(n / QK_K, static_cast<const block_tq2_0*>(vw), static_cast<const uint8_t*>(va), 0, &r, 1);
+  return r;
+}
+
+void gemm_q3_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows,
+                    float* y, size_t ys) {
+  by_tiles<Q3_KTile, block_q3_K>(Q3_KTile{}, n / QK_K, w, ws, n_w, a, as, n_rows, y, ys);
+}
+
+void gemm_q2_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows,
+                    float* y, size_t ys) {
+  by_tiles<Q2_KTile, block_q2_K>(Q2_KTile{}, n / QK_K, w, ws, n_w, a, as, n_rows, y, ys);
+}
+
+void gemm_iq4_xs_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
+                      int64_t n_rows, float* y, size_t ys) {
+  by_tiles<IQ4_XSTile, block_iq4_xs>(IQ4_XSTile{}, n / QK_K, w, ws, n_w, a, as, n_rows, y, ys);
+}
+
+void gemm_tq2_0_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows,
+                     float* y, size_t ys) {
+  by_tiles<TQ2_0Tile, block_tq2_0>(TQ2_0Tile{}, n / QK_K, w, ws, n_w, a, as, n_rows, y, ys);
 }
 
 // ---------------------------------------------------------------- TQ1_0

@@ -21,10 +21,14 @@
 
 #include "quant/formats.hpp"
 #include "quant/avx2_util.hpp"
+#include "quant/gemm.hpp"
+#include "quant/gemm_tiles.hpp"
 #include "quant/simd.hpp"
 
 namespace synapse::quant::avx2 {
 namespace {
+
+using namespace tiles;
 
 
 
@@ -49,6 +53,69 @@ inline __m256 scale_fma(float d, __m256i lanes, __m256 acc) {
   return _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), acc);
 }
 
+// Q4_1 / Q5_1 (Q8_1 activations) and IQ4_NL (Q8_0) written for a tile of
+// T activation rows against one weight row (the weight block unpacked once,
+// then each activation row's steps): the single-row vec_dot is the tile of
+// one and gemm_<t> (gemm.hpp) runs tiles of 4, so both give the same bits
+// by construction. a: T activation rows, as bytes apart; y[m * ys].
+
+// The digits of a Q4_1 / Q5_1 block (no offset: value = d * digit + m).
+inline __m256i digits(const block_q4_1& b) { return unpack_nibbles(b.qs); }
+inline __m256i digits(const block_q5_1& b) { return _mm256_or_si256(unpack_nibbles(b.qs), fifth_bits(b.qh)); }
+
+template <int T, typename B>
+void q_1_tile(int64_t nb, const B* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+  __m256 acc[T];
+  float summs[T];
+  for (int m = 0; m < T; ++m) acc[m] = _mm256_setzero_ps(), summs[m] = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    const __m256i u = digits(w[i]);
+    const float dw = h2f(w[i].d), mw = h2f(w[i].m);
+    for (int m = 0; m < T; ++m) {
+      const block_q8_1& b = reinterpret_cast<const block_q8_1*>(a + static_cast<size_t>(m) * as)[i];
+      summs[m] = std::fma(mw, h2f(b.s), summs[m]);
+      acc[m] = scale_fma(dw * h2f(b.d), lanes_unsigned(u, load32(b.qs), 0), acc[m]);
+    }
+  }
+  for (int m = 0; m < T; ++m) y[m * ys] = hsum_float_8(acc[m]) + summs[m];
+}
+
+template <int T>
+void iq4_nl_tile(int64_t nb, const block_iq4_nl* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kvalues_iq4nl)));
+  __m256 acc[T];
+  for (int m = 0; m < T; ++m) acc[m] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const __m256i q = _mm256_shuffle_epi8(table, unpack_nibbles(w[i].qs));
+    const float dw = h2f(w[i].d);
+    for (int m = 0; m < T; ++m) {
+      const block_q8_0& b = reinterpret_cast<const block_q8_0*>(a + static_cast<size_t>(m) * as)[i];
+      acc[m] = scale_fma(dw * h2f(b.d), lanes_signed(q, load32(b.qs)), acc[m]);
+    }
+  }
+  for (int m = 0; m < T; ++m) y[m * ys] = hsum_float_8(acc[m]);
+}
+
+struct Q4_1Tile {
+  template <int T>
+  void run(int64_t nb, const block_q4_1* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+    q_1_tile<T>(nb, w, a, as, y, ys);
+  }
+};
+struct Q5_1Tile {
+  template <int T>
+  void run(int64_t nb, const block_q5_1* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+    q_1_tile<T>(nb, w, a, as, y, ys);
+  }
+};
+struct IQ4_NLTile {
+  template <int T>
+  void run(int64_t nb, const block_iq4_nl* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+    iq4_nl_tile<T>(nb, w, a, as, y, ys);
+  }
+};
+
 }  // namespace
 
 float vec_dot_q4_0_q8_0(int64_t n, const void* vw, const void* va) {
@@ -60,19 +127,6 @@ float vec_dot_q4_0_q8_0(int64_t n, const void* vw, const void* va) {
     acc = scale_fma(h2f(w[i].d) * h2f(a[i].d), l, acc);
   }
   return hsum_float_8(acc);
-}
-
-float vec_dot_q4_1_q8_1(int64_t n, const void* vw, const void* va) {
-  const auto* w = static_cast<const block_q4_1*>(vw);
-  const auto* a = static_cast<const block_q8_1*>(va);
-  __m256 acc = _mm256_setzero_ps();
-  float summs = 0.0f;
-  for (int64_t i = 0; i < n / QK4_1; ++i) {
-    summs = std::fma(h2f(w[i].m), h2f(a[i].s), summs);
-    const __m256i l = lanes_unsigned(unpack_nibbles(w[i].qs), load32(a[i].qs), 0);
-    acc = scale_fma(h2f(w[i].d) * h2f(a[i].d), l, acc);
-  }
-  return hsum_float_8(acc) + summs;
 }
 
 float vec_dot_q5_0_q8_0(int64_t n, const void* vw, const void* va) {
@@ -87,20 +141,6 @@ float vec_dot_q5_0_q8_0(int64_t n, const void* vw, const void* va) {
   return hsum_float_8(acc);
 }
 
-float vec_dot_q5_1_q8_1(int64_t n, const void* vw, const void* va) {
-  const auto* w = static_cast<const block_q5_1*>(vw);
-  const auto* a = static_cast<const block_q8_1*>(va);
-  __m256 acc = _mm256_setzero_ps();
-  float summs = 0.0f;
-  for (int64_t i = 0; i < n / QK5_1; ++i) {
-    summs = std::fma(h2f(w[i].m), h2f(a[i].s), summs);
-    const __m256i u = _mm256_or_si256(unpack_nibbles(w[i].qs), fifth_bits(w[i].qh));
-    const __m256i l = lanes_unsigned(u, load32(a[i].qs), 0);
-    acc = scale_fma(h2f(w[i].d) * h2f(a[i].d), l, acc);
-  }
-  return hsum_float_8(acc) + summs;
-}
-
 float vec_dot_q8_0_q8_0(int64_t n, const void* vw, const void* va) {
   const auto* w = static_cast<const block_q8_0*>(vw);
   const auto* a = static_cast<const block_q8_0*>(va);
@@ -112,18 +152,37 @@ float vec_dot_q8_0_q8_0(int64_t n, const void* vw, const void* va) {
   return hsum_float_8(acc);
 }
 
+float vec_dot_q4_1_q8_1(int64_t n, const void* vw, const void* va) {
+  float r;
+  q_1_tile<1>(n / QK4_1, static_cast<const block_q4_1*>(vw), static_cast<const uint8_t*>(va), 0, &r, 1);
+  return r;
+}
+
+float vec_dot_q5_1_q8_1(int64_t n, const void* vw, const void* va) {
+  float r;
+  q_1_tile<1>(n / QK5_1, static_cast<const block_q5_1*>(vw), static_cast<const uint8_t*>(va), 0, &r, 1);
+  return r;
+}
+
 float vec_dot_iq4_nl_q8_0(int64_t n, const void* vw, const void* va) {
-  const auto* w = static_cast<const block_iq4_nl*>(vw);
-  const auto* a = static_cast<const block_q8_0*>(va);
-  const __m256i table =
-      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kvalues_iq4nl)));
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / QK4_NL; ++i) {
-    const __m256i q = _mm256_shuffle_epi8(table, unpack_nibbles(w[i].qs));
-    const __m256i l = lanes_signed(q, load32(a[i].qs));
-    acc = scale_fma(h2f(w[i].d) * h2f(a[i].d), l, acc);
-  }
-  return hsum_float_8(acc);
+  float r;
+  iq4_nl_tile<1>(n / QK4_NL, static_cast<const block_iq4_nl*>(vw), static_cast<const uint8_t*>(va), 0, &r, 1);
+  return r;
+}
+
+void gemm_q4_1_q8_1(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows,
+                    float* y, size_t ys) {
+  by_tiles<Q4_1Tile, block_q4_1>(Q4_1Tile{}, n / QK4_1, w, ws, n_w, a, as, n_rows, y, ys);
+}
+
+void gemm_q5_1_q8_1(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows,
+                    float* y, size_t ys) {
+  by_tiles<Q5_1Tile, block_q5_1>(Q5_1Tile{}, n / QK5_1, w, ws, n_w, a, as, n_rows, y, ys);
+}
+
+void gemm_iq4_nl_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
+                      int64_t n_rows, float* y, size_t ys) {
+  by_tiles<IQ4_NLTile, block_iq4_nl>(IQ4_NLTile{}, n / QK4_NL, w, ws, n_w, a, as, n_rows, y, ys);
 }
 
 }  // namespace synapse::quant::avx2
