@@ -272,10 +272,32 @@ struct AccK {
 // q6_K_lanes, or the same sums built another way: integer sums are exact, so
 // any grouping of the chunk products gives the same lanes). ad: the
 // activation block's d; q8s: k4_bsum_pairs of its bsums.
-inline void q4_K_accumulate(AccK& s, const BlockK4& k, float ad, __m128i q8s, __m256i lanes) {
-  const float d = ad * k.d, dmin = -ad * k.dmin;
-  s.acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_min_lanes(k.sm, q8s)), s.acc_m);
+inline void q4_K_accumulate(AccK& s, __m256i sm, float kd, float kdmin, float ad, __m128i q8s, __m256i lanes) {
+  const float d = ad * kd, dmin = -ad * kdmin;
+  s.acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_min_lanes(sm, q8s)), s.acc_m);
   s.acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), s.acc);
+}
+inline void q4_K_accumulate(AccK& s, const BlockK4& k, float ad, __m128i q8s, __m256i lanes) {
+  q4_K_accumulate(s, k.sm, k.d, k.dmin, ad, q8s, lanes);
+}
+
+// A Q4_K block's 8 integer lanes against activations q8 (256 bytes) in one
+// pass, each digit vector and scale word made just before its use (the
+// lanes of unpack_q4_K + k4_lanes without the unpacked block in memory: the
+// decode path, where a block meets one activation row). sm: the block's
+// k4_scales_mins, for the min lanes.
+inline __m256i q4_K_lanes_direct(const block_q4_K& b, const int8_t* q8, __m256i& sm) {
+  sm = k4_scales_mins(b.scales);
+  const __m256i s = _mm256_permute4x64_epi64(sm, 0x44), m4 = _mm256_set1_epi8(0x0F);
+  __m256i acc = _mm256_setzero_si256();
+  for (int j = 0; j < 4; ++j) {
+    const __m256i q = load32(b.qs + 32 * j);
+    acc = nc(_mm256_add_epi32(
+        acc, chunk_lanes(_mm256_and_si256(q, m4), load32(q8 + 64 * j), _mm256_shuffle_epi8(s, word_bcast_mask(2 * j)))));
+    acc = nc(_mm256_add_epi32(acc, chunk_lanes(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), load32(q8 + 64 * j + 32),
+                                               _mm256_shuffle_epi8(s, word_bcast_mask(2 * j + 1)))));
+  }
+  return acc;
 }
 inline void q5_K_accumulate(AccK& s, const BlockK4& k, float ad, __m128i q8s, __m256i lanes) {
   const float d = ad * k.d, dmin = -ad * k.dmin;

@@ -111,6 +111,24 @@ void k4_rows(int64_t nb, const uint8_t* w, size_t ws, const block_q8_K* a, float
   for (int r = 0; r < R; ++r) y[r] = Result(s[r]);
 }
 
+// R Q4_K weight rows against one activation row, each block's lanes in one
+// pass (q4_K_lanes_direct).
+template <int R>
+void q4_K_rows(int64_t nb, const uint8_t* w, size_t ws, const block_q8_K* a, float* y) {
+  AccK s[R];
+  for (int64_t i = 0; i < nb; ++i) {
+    const __m128i q8s = k4_bsum_pairs(a[i].bsums);
+    for (int r = 0; r < R; ++r) {
+      const block_q4_K& b = weight_row<block_q4_K>(w, ws, r)[i];
+      prefetch_ahead(&b);
+      __m256i sm;
+      const __m256i lanes = q4_K_lanes_direct(b, a[i].qs, sm);
+      q4_K_accumulate(s[r], sm, h2f(b.d), h2f(b.dmin), a[i].d, q8s, lanes);
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = q4_K_result(s[r]);
+}
+
 // R Q6_K weight rows against one activation row.
 template <int R>
 void q6_K_rows(int64_t nb, const uint8_t* w, size_t ws, const block_q8_K* a, float* y) {
@@ -155,7 +173,7 @@ struct Q4_KRows {
   const block_q8_K* a;
   template <int R>
   void run(const uint8_t* w, size_t ws, float* y) const {
-    k4_rows<R, block_q4_K, unpack_q4_K, q4_K_step, q4_K_result>(nb, w, ws, a, y);
+    q4_K_rows<R>(nb, w, ws, a, y);
   }
 };
 struct Q5_KRows {

@@ -41,9 +41,9 @@ float vec_dot_q4_K_q8_K(int64_t n, const void* vw, const void* va) {
   const auto* y = static_cast<const block_q8_K*>(va);
   AccK s;
   for (int64_t i = 0; i < n / QK_K; ++i) {
-    BlockK4 k;
-    unpack_q4_K(x[i], k);
-    q4_K_step(s, k, y[i], k4_bsum_pairs(y[i].bsums));
+    __m256i sm;
+    const __m256i lanes = q4_K_lanes_direct(x[i], y[i].qs, sm);
+    q4_K_accumulate(s, sm, h2f(x[i].d), h2f(x[i].dmin), y[i].d, k4_bsum_pairs(y[i].bsums), lanes);
   }
   return q4_K_result(s);
 }
