@@ -1,13 +1,15 @@
-// Multi-row dot kernels: one weight row against several activation rows,
-// each weight block unpacked (nibbles, high bits, scales) once and used for
-// every activation row (the inner step of the prefill / batched-decode
-// matrix product, kernels::matmul).
+// Multi-row dot kernels: several weight rows against several activation
+// rows (the prefill / batched-decode matrix product, kernels::matmul), each
+// weight block unpacked (nibbles, high bits, scales) once for a few
+// activation rows and each activation block loaded once for a few weight
+// rows; and the decode kernels, several weight rows against one activation
+// row.
 //
-// Contract (DESIGN.md contract 2): y[m * y_stride] is bit-identical to
-// vec_dot_kernel(t, isa)(n, w, a + m * a_stride) for every m — the same
-// integer products and the same float operations in the same order per
-// output element — so the result does not depend on how many rows are
-// dotted together or how they are tiled (tests/quant/gemm_test.cpp).
+// Contract (DESIGN.md contract 2): y[m * y_stride + r] is bit-identical to
+// vec_dot_kernel(t, isa)(n, w + r * w_stride, a + m * a_stride) for every
+// r, m — the same integer products and the same float operations in the
+// same order per output element — so the result does not depend on how many
+// rows are dotted together or how they are tiled (tests/quant/gemm_test.cpp).
 #pragma once
 
 #include <cstddef>
@@ -75,17 +77,17 @@ void pack_q8_0_for_q4_0(int64_t n, const void* src, void* dst);
 void pack_q8_0_for_q5_0(int64_t n, const void* src, void* dst);
 void pack_q8_0_for_q8_0(int64_t n, const void* src, void* dst);
 void gemm_q4_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
-          int64_t n_rows, float* y, size_t y_stride);
+                    int64_t n_rows, float* y, size_t y_stride);
 void gemm_q8_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
-          int64_t n_rows, float* y, size_t y_stride);
+                    int64_t n_rows, float* y, size_t y_stride);
 void gemm_q5_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
-          int64_t n_rows, float* y, size_t y_stride);
+                    int64_t n_rows, float* y, size_t y_stride);
 void gemm_q4_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
-          int64_t n_rows, float* y, size_t y_stride);
+                    int64_t n_rows, float* y, size_t y_stride);
 void gemm_q5_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
-          int64_t n_rows, float* y, size_t y_stride);
+                    int64_t n_rows, float* y, size_t y_stride);
 void gemm_q6_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
-          int64_t n_rows, float* y, size_t y_stride);
+                    int64_t n_rows, float* y, size_t y_stride);
 // legacy_dot_avx2.cpp / k_quants_avx2.cpp: one weight row against tiles of
 // 4 activation rows (no packing), the same tile code as the vec_dot.
 void gemm_q4_1_q8_1(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
@@ -103,9 +105,9 @@ void gemm_iq4_xs_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w,
 void gemm_tq2_0_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
                      int64_t n_rows, float* y, size_t y_stride);
 void gemm_f16_f16(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
-          int64_t n_rows, float* y, size_t y_stride);
+                  int64_t n_rows, float* y, size_t y_stride);
 void gemm_f32_f32(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
-          int64_t n_rows, float* y, size_t y_stride);
+                  int64_t n_rows, float* y, size_t y_stride);
 // Same contract as GemvFn, each equal per row to the avx2::vec_dot_* kernel.
 void gemv_q4_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 void gemv_q8_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);

@@ -336,28 +336,28 @@ void gemv_f32_f32(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uin
   by_row_groups(FloatRows<float>{n, reinterpret_cast<const float*>(a)}, w, ws, n_w, y);
 }
 
-void gemm_q4_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows, float* y,
-          size_t ys) {
+void gemm_q4_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
+                    int64_t n_rows, float* y, size_t ys) {
   by_blocks(OffsetBlock<block_q4_0>{n / QK4_0}, w, ws, n_w, a, as, n_rows, y, ys);
 }
 
-void gemm_q5_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows, float* y,
-          size_t ys) {
+void gemm_q5_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
+                    int64_t n_rows, float* y, size_t ys) {
   by_blocks(OffsetBlock<block_q5_0>{n / QK5_0}, w, ws, n_w, a, as, n_rows, y, ys);
 }
 
-void gemm_q8_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows, float* y,
-          size_t ys) {
+void gemm_q8_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
+                    int64_t n_rows, float* y, size_t ys) {
   by_blocks(Q8_0Block{n / QK8_0}, w, ws, n_w, a, as, n_rows, y, ys);
 }
 
-void gemm_f16_f16(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows, float* y,
-          size_t ys) {
+void gemm_f16_f16(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
+                  int64_t n_rows, float* y, size_t ys) {
   by_tiles<FloatTile, ggml_fp16_t>(FloatTile{}, n, w, ws, n_w, a, as, n_rows, y, ys);
 }
 
-void gemm_f32_f32(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows, float* y,
-          size_t ys) {
+void gemm_f32_f32(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
+                  int64_t n_rows, float* y, size_t ys) {
   by_tiles<FloatTile, float>(FloatTile{}, n, w, ws, n_w, a, as, n_rows, y, ys);
 }
 

@@ -193,18 +193,18 @@ struct Q6_KRows {
 
 }  // namespace
 
-void gemm_q4_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows, float* y,
-                    size_t ys) {
+void gemm_q4_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
+                    int64_t n_rows, float* y, size_t ys) {
   by_blocks(Q4_KBlock{n / QK_K}, w, ws, n_w, a, as, n_rows, y, ys);
 }
 
-void gemm_q5_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows, float* y,
-                    size_t ys) {
+void gemm_q5_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
+                    int64_t n_rows, float* y, size_t ys) {
   by_blocks(Q5_KBlock{n / QK_K}, w, ws, n_w, a, as, n_rows, y, ys);
 }
 
-void gemm_q6_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows, float* y,
-                    size_t ys) {
+void gemm_q6_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
+                    int64_t n_rows, float* y, size_t ys) {
   by_blocks(Q6_KBlock{n / QK_K}, w, ws, n_w, a, as, n_rows, y, ys);
 }
 

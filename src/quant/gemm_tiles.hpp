@@ -92,11 +92,18 @@ void by_blocks(Block block, const uint8_t* w, size_t ws, int64_t n_w, const uint
 }
 static_assert(kBlockRows == 2, "by_blocks handles a remainder of 1");
 
-// Software prefetch for the decode kernels: each weight row is a separate
-// stream read once (from DRAM for any real model); asking for the lines a
-// few blocks ahead lets the loads of the next blocks overlap the arithmetic
-// of this one. Prefetching never changes a result.
-constexpr int64_t kPrefetchAhead = 512;  // bytes ahead of the current block, per row
+// Software prefetch for the decode kernels: the weights are read once per
+// token, from DRAM for any real model, and the matrix rows lie one after the
+// other, so asking for the line 8 KiB ahead of each row's current block
+// keeps the whole matrix streaming well ahead of the arithmetic (across rows
+// and 4 KiB pages, where the hardware prefetchers stop). At 512 bytes the
+// loads and the arithmetic barely overlapped on short rows: tg t=2, ABBA
+// runs, 512 -> 8192: smollm2-135m Q8_0 81.8/79.8 -> 130.2/124.0 t/s,
+// qwen2.5-0.5b Q4_K_M 27.7/27.5 -> 38.7/42.0, llama-3.2-1b Q4_K_M
+// 15.3/17.1 -> 17.9/20.0, Q8_0 11.6/11.6 -> 15.0/14.4 (16384: no better).
+// Prefetching never changes a result; past the end of a matrix it touches
+// the next tensor or nothing (a prefetch does not fault).
+constexpr int64_t kPrefetchAhead = 8192;  // bytes ahead of the current block, per row
 
 template <typename B>
 inline void prefetch_ahead(const B* block) {
