@@ -46,7 +46,9 @@ mkdir -p "$MODELS" "$RAW"
 rm -f "$RAW"/*.json "$RAW"/*.jsonl
 
 load_before="$(uptime)"
-top_before="$(top -bn1 | head -15)"
+# top's first frame has no interval to measure CPU use over (it can read 0%
+# or 100% idle on an idle machine): keep the second frame, one second later.
+top_before="$(top -bn2 -d 1 | awk '/^top -/ { n++ } n == 2' | head -15)"
 started="$(date -u '+%Y-%m-%d %H:%M UTC')"
 
 model() {  # preset type -> path (synthesised if missing)
@@ -250,7 +252,7 @@ w("build-perf/synapse bench -m build/models/llama-3.2-1b-Q4_K_M.gguf -p 512 -n 1
 w("build-perf/synapse bench -m build/models/llama-3.2-1b-Q4_K_M.gguf -p 0 -n 128 -d 4096 -t 2 -r 3 --bw auto")
 w("```")
 w("")
-w("## Machine state at the start (`top -bn1 | head -15`)")
+w("## Machine state at the start (`top -bn2 -d 1`, second frame, first 15 lines)")
 w("")
 w("```")
 w(top_before)
