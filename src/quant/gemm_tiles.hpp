@@ -48,8 +48,11 @@ constexpr int kRows = 4;  // weight rows whose float chains run side by side
 
 // Runs rows.run<R>(w, ...) over n_w weight rows, kRows at a time, the last
 // group smaller.
+void prefetch_start(const uint8_t* w, size_t bytes);
+
 template <typename Rows>
 void by_row_groups(Rows rows, const uint8_t* w, size_t ws, int64_t n_w, float* y) {
+  prefetch_start(w, static_cast<size_t>(n_w) * ws);
   int64_t r = 0;
   for (; r + kRows <= n_w; r += kRows) rows.template run<kRows>(w + r * ws, ws, y + r);
   switch (n_w - r) {
@@ -104,6 +107,13 @@ static_assert(kBlockRows == 2, "by_blocks handles a remainder of 1");
 // Prefetching never changes a result; past the end of a matrix it touches
 // the next tensor or nothing (a prefetch does not fault).
 constexpr int64_t kPrefetchAhead = 8192;  // bytes ahead of the current block, per row
+
+// The first kPrefetchAhead bytes of a run of rows (a thread's chunk of a
+// matrix), which prefetch_ahead only reaches once the run is under way.
+inline void prefetch_start(const uint8_t* w, size_t bytes) {
+  const size_t n = bytes < static_cast<size_t>(kPrefetchAhead) ? bytes : static_cast<size_t>(kPrefetchAhead);
+  for (size_t off = 0; off < n; off += 64) _mm_prefetch(reinterpret_cast<const char*>(w) + off, _MM_HINT_T0);
+}
 
 template <typename B>
 inline void prefetch_ahead(const B* block) {
