@@ -90,16 +90,22 @@ void gemv(benchmark::State& state, GgmlType t, quant::Isa isa) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(p.w.size()));
 }
 
-void matmul(benchmark::State& state, GgmlType t, int threads) {
-  const Problem& p = problem(t);
-  synapse::runtime::ThreadPool pool(threads);
+// The problem's matrix as kernels::matmul takes it.
+synapse::kernels::WeightView weight_view(const Problem& p) {
   synapse::kernels::WeightView wv;
   wv.name = "bench";
-  wv.type = t;
+  wv.type = p.type;
   wv.n_in = kCols;
   wv.n_out = kRows;
   wv.row_bytes = p.row_bytes;
   wv.data = p.w.data();
+  return wv;
+}
+
+void matmul(benchmark::State& state, GgmlType t, int threads) {
+  const Problem& p = problem(t);
+  synapse::runtime::ThreadPool pool(threads);
+  const synapse::kernels::WeightView wv = weight_view(p);
   std::vector<float> y(kRows);
   for (auto _ : state) {
     synapse::kernels::Activations act(p.x.data(), 1, kCols);
@@ -115,13 +121,7 @@ void matmul(benchmark::State& state, GgmlType t, int threads) {
 void gemm(benchmark::State& state, GgmlType t, int64_t m) {
   const Problem& p = problem(t);
   synapse::runtime::ThreadPool pool(1);
-  synapse::kernels::WeightView wv;
-  wv.name = "bench";
-  wv.type = t;
-  wv.n_in = kCols;
-  wv.n_out = kRows;
-  wv.row_bytes = p.row_bytes;
-  wv.data = p.w.data();
+  const synapse::kernels::WeightView wv = weight_view(p);
   std::vector<float> x;
   for (int64_t i = 0; i < m; ++i) x.insert(x.end(), p.x.begin(), p.x.end());
   std::vector<float> y(static_cast<size_t>(kRows * m));

@@ -44,6 +44,16 @@ void by_tiles(Tile tile, int64_t nb, const uint8_t* w, size_t ws, int64_t n_w, c
 }
 static_assert(kTile == 4, "by_tiles handles remainders up to 3");
 
+// The single-row dot of a kernel written as a tile (Tile::run<T>, as
+// by_tiles takes it): the tile of one activation row, so the vec_dot and the
+// gemm tiles are the same code.
+template <typename Tile, typename W>
+float dot_by_tile(int64_t nb, const void* w, const void* a) {
+  float r;
+  Tile{}.template run<1>(nb, static_cast<const W*>(w), static_cast<const uint8_t*>(a), 0, &r, 1);
+  return r;
+}
+
 constexpr int kRows = 4;  // weight rows whose float chains run side by side
 
 // Runs rows.run<R>(w, ...) over n_w weight rows, kRows at a time, the last

@@ -257,27 +257,19 @@ struct TQ2_0Tile {
 }  // namespace
 
 float vec_dot_q3_K_q8_K(int64_t n, const void* vw, const void* va) {
-  float r;
-  q3_K_tile<1>(n / QK_K, static_cast<const block_q3_K*>(vw), static_cast<const uint8_t*>(va), 0, &r, 1);
-  return r;
+  return dot_by_tile<Q3_KTile, block_q3_K>(n / QK_K, vw, va);
 }
 
 float vec_dot_q2_K_q8_K(int64_t n, const void* vw, const void* va) {
-  float r;
-  q2_K_tile<1>(n / QK_K, static_cast<const block_q2_K*>(vw), static_cast<const uint8_t*>(va), 0, &r, 1);
-  return r;
+  return dot_by_tile<Q2_KTile, block_q2_K>(n / QK_K, vw, va);
 }
 
 float vec_dot_iq4_xs_q8_K(int64_t n, const void* vw, const void* va) {
-  float r;
-  iq4_xs_tile<1>(n / QK_K, static_cast<const block_iq4_xs*>(vw), static_cast<const uint8_t*>(va), 0, &r, 1);
-  return r;
+  return dot_by_tile<IQ4_XSTile, block_iq4_xs>(n / QK_K, vw, va);
 }
 
 float vec_dot_tq2_0_q8_K(int64_t n, const void* vw, const void* va) {
-  float r;
-  tq2_0_tile<1>(n / QK_K, static_cast<const block_tq2_0*>(vw), static_cast<const uint8_t*>(va), 0, &r, 1);
-  return r;
+  return dot_by_tile<TQ2_0Tile, block_tq2_0>(n / QK_K, vw, va);
 }
 
 void gemm_q3_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows,

@@ -153,21 +153,15 @@ float vec_dot_q8_0_q8_0(int64_t n, const void* vw, const void* va) {
 }
 
 float vec_dot_q4_1_q8_1(int64_t n, const void* vw, const void* va) {
-  float r;
-  q_1_tile<1>(n / QK4_1, static_cast<const block_q4_1*>(vw), static_cast<const uint8_t*>(va), 0, &r, 1);
-  return r;
+  return dot_by_tile<Q4_1Tile, block_q4_1>(n / QK4_1, vw, va);
 }
 
 float vec_dot_q5_1_q8_1(int64_t n, const void* vw, const void* va) {
-  float r;
-  q_1_tile<1>(n / QK5_1, static_cast<const block_q5_1*>(vw), static_cast<const uint8_t*>(va), 0, &r, 1);
-  return r;
+  return dot_by_tile<Q5_1Tile, block_q5_1>(n / QK5_1, vw, va);
 }
 
 float vec_dot_iq4_nl_q8_0(int64_t n, const void* vw, const void* va) {
-  float r;
-  iq4_nl_tile<1>(n / QK4_NL, static_cast<const block_iq4_nl*>(vw), static_cast<const uint8_t*>(va), 0, &r, 1);
-  return r;
+  return dot_by_tile<IQ4_NLTile, block_iq4_nl>(n / QK4_NL, vw, va);
 }
 
 void gemm_q4_1_q8_1(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows,
