@@ -150,10 +150,6 @@ float silu(float z) { return z / (1.0f + std::exp(-z)); }
 
 float silu_ggml(float z) { return z / (1.0f + expf_ggml(0.0f - z)); }
 
-void swiglu(const float* gate, const float* up, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = silu_ggml(gate[i]) * up[i];
-}
-
 void swiglu_rows(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len) {
   static const bool use_avx2 = quant::active_isa() == quant::Isa::avx2;
   if (use_avx2)

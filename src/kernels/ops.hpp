@@ -64,14 +64,8 @@ float silu(float z);
 // silu(z) = z / (1 + ggml_v_expf(0 - z)), one lane of ggml_v_silu.
 float silu_ggml(float z);
 
-// y[i] = silu_ggml(gate[i]) * up[i] (ggml_silu then ggml_mul), n floats,
-// element by element (any batch of rows gives the same values). Equal to
-// llama.cpp when the FFN row length is a multiple of 8; otherwise the last
-// row_len % 8 values of each row differ (see swiglu_rows).
-void swiglu(const float* gate, const float* up, float* y, int64_t n);
-
-// The same over n_rows rows of row_len floats exactly as ggml_vec_silu_f32
-// runs each row: silu_ggml (ggml_v_silu, 8 lanes) for the first
+// y = silu(gate) * up (ggml_silu then ggml_mul) over n_rows rows of row_len
+// floats, exactly as ggml_vec_silu_f32 runs each row: silu_ggml (ggml_v_silu, 8 lanes) for the first
 // row_len - row_len % 8 values, silu (ggml_silu_f32, libm expf) for the rest.
 // Runs the AVX2 version (8 lanes of expf_ggml_avx2, bit-equal to the scalar
 // one; tests/kernels/ops_test.cpp) unless quant::active_isa() is scalar.
