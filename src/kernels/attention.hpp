@@ -98,14 +98,14 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
                        int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& scratch);
 
 // The attention probabilities of n_rows score rows, in place: row i (x + i*ld,
-// n[i] >= 1 values) becomes f16(kernels::softmax(row)), i.e. ggml_soft_max
-// (max; exp(x - max) in float by std::exp; sum in double in index order; one
-// multiply by (float)(1/sum)) then rounded to F16. Both kernels use it.
-// The AVX2 version is bit-equal to the scalar one for all non-NaN scores: it
-// takes the max 8 lanes wide (max is exact in any order; +-0 ties do not
-// change x - max's exp), keeps the scalar std::exp per element, runs the
-// double sums of 4 rows side by side in the lanes of one register (each
-// lane adds its row's values in index order), and scales and rounds 8 wide.
+// n[i] >= 1 values) becomes f16(kernels::softmax_pad8(row)), i.e.
+// ggml_soft_max over the row padded with -inf to a multiple of 8 (max;
+// ggml_v_expf(x - max) 8 at a time, each group's float horizontal sum added
+// to a double; one multiply by (float)(1/sum)) then rounded to F16. Both
+// kernels use it. The AVX2 version is bit-equal to the scalar one for all
+// non-NaN scores: it takes the max 8 lanes wide (max is exact in any order;
+// +-0 ties do not change x - max's exp), runs expf_ggml_avx2 on each group
+// (the last one zero-masked), and scales and rounds 8 wide.
 void softmax_f16_rows_scalar(float* x, int64_t ld, const int64_t* n, int64_t n_rows);
 void softmax_f16_rows_avx2(float* x, int64_t ld, const int64_t* n, int64_t n_rows);
 

@@ -161,10 +161,7 @@ void softmax_f16_rows_avx2(float* x, int64_t ld, const int64_t* n, int64_t n_row
         _mm256_store_ps(t, val);
         for (int64_t l = 0; j + l < nr; ++l) row[j + l] = t[l];
       }
-      __m128 h = _mm_add_ps(_mm256_extractf128_ps(val, 1), _mm256_castps256_ps128(val));
-      h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-      h = _mm_add_ss(h, _mm_movehdup_ps(h));
-      sum += static_cast<double>(_mm_cvtss_f32(h));
+      sum += static_cast<double>(quant::avx2::hsum_float_8(val));
     }
     scale_round_f16(row, nr, static_cast<float>(1.0 / sum));
   }
