@@ -35,6 +35,11 @@ inline __m256i nc(__m256i v) {
 
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
+// 32 int8 -> the even bytes (e) and the odd bytes (o) as int16 words, for
+// _mm256_madd_epi16 dots that are exact for every byte value.
+inline __m256i even_bytes_i16(__m256i q) { return _mm256_srai_epi16(_mm256_slli_epi16(q, 8), 8); }
+inline __m256i odd_bytes_i16(__m256i q) { return _mm256_srai_epi16(q, 8); }
+
 inline int hsum_i32_8(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
@@ -310,12 +315,9 @@ inline void q6_K_accumulate(AccK& s, const BlockQ6K& k, float ad, __m256i lanes)
   s.acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), s.acc);
 }
 
-// q8s: k4_bsum_pairs of the activation block a.
-inline void q4_K_step(AccK& s, const BlockK4& k, const block_q8_K& a, __m128i q8s) {
-  q4_K_accumulate(s, k, a.d, q8s, k4_lanes(k, a.qs));
-}
 inline float q4_K_result(const AccK& s) { return hsum_float_8(s.acc) + hsum_float_4(s.acc_m); }
 
+// q8s: k4_bsum_pairs of the activation block a.
 inline void q5_K_step(AccK& s, const BlockK4& k, const block_q8_K& a, __m128i q8s) {
   q5_K_accumulate(s, k, a.d, q8s, k4_lanes(k, a.qs));
 }

@@ -29,13 +29,6 @@ namespace {
 
 using namespace tiles;
 
-
-
-
-
-
-
-
 // ------------------------------------------------ 32-element blocks (Q8_0 activations)
 //
 // The Q4_0 and Q8_0 kernels read the activation rows in a packed layout made
@@ -63,23 +56,16 @@ struct PackedQ8Offset {
 };
 static_assert(sizeof(PackedQ8_0) == 96 && sizeof(PackedQ8Offset) == 96);
 
-template <typename P>
-inline const P* packed_row(const uint8_t* a, size_t stride, int m) {
-  return reinterpret_cast<const P*>(a + static_cast<size_t>(m) * stride);
-}
-
-inline __m256i load_i(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
 // Q4_0 / Q5_0 lanes: sum over 4 bytes of (u - offset) * a
 // = madd(maddubs(u, a), 1) - off (u <= 31: no int16 pair saturates).
 inline __m256i offset_lanes(__m256i u, const PackedQ8Offset& b) {
-  return _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u, load_i(b.qs)), _mm256_set1_epi16(1)),
-                          load_i(b.off));
+  return _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u, load32(b.qs)), _mm256_set1_epi16(1)),
+                          load32(b.off));
 }
 
 // Q8_0 lanes: even and odd int16 products, pairwise, added.
 inline __m256i q8_0_lanes(__m256i we, __m256i wo, const PackedQ8_0& b) {
-  return _mm256_add_epi32(_mm256_madd_epi16(we, load_i(b.e)), _mm256_madd_epi16(wo, load_i(b.o)));
+  return _mm256_add_epi32(_mm256_madd_epi16(we, load32(b.e)), _mm256_madd_epi16(wo, load32(b.o)));
 }
 
 // The unsigned digits of a Q4_0 / Q5_0 block (value = digit - 8 / - 16).
@@ -106,7 +92,7 @@ void offset_block(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, siz
       dw[r] = _mm256_broadcast_ss(f16 + b.d);
     }
     for (int m = 0; m < A; ++m) {
-      const PackedQ8Offset& b = packed_row<PackedQ8Offset>(a, as, m)[i];
+      const PackedQ8Offset& b = act_row<PackedQ8Offset>(a, as, m)[i];
       const __m256 da = _mm256_broadcast_ss(&b.d);
       for (int r = 0; r < R; ++r)
         acc[r][m] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], da), _mm256_cvtepi32_ps(offset_lanes(u[r], b)), acc[r][m]);
@@ -129,12 +115,12 @@ void q8_0_block(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_
     for (int r = 0; r < R; ++r) {
       const block_q8_0& b = weight_row<block_q8_0>(w, ws, r)[i];
       const __m256i wq = load32(b.qs);
-      we[r] = _mm256_srai_epi16(_mm256_slli_epi16(wq, 8), 8);
-      wo[r] = _mm256_srai_epi16(wq, 8);
+      we[r] = even_bytes_i16(wq);
+      wo[r] = odd_bytes_i16(wq);
       dw[r] = _mm256_broadcast_ss(f16 + b.d);
     }
     for (int m = 0; m < A; ++m) {
-      const PackedQ8_0& b = packed_row<PackedQ8_0>(a, as, m)[i];
+      const PackedQ8_0& b = act_row<PackedQ8_0>(a, as, m)[i];
       const __m256 da = _mm256_broadcast_ss(&b.d);
       for (int r = 0; r < R; ++r)
         acc[r][m] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], da), _mm256_cvtepi32_ps(q8_0_lanes(we[r], wo[r], b)), acc[r][m]);
@@ -172,7 +158,6 @@ void float_tile(int64_t n, const E* w, const uint8_t* a, size_t as, float* y, si
   }
 }
 
-
 template <typename B>
 struct OffsetBlock {
   int64_t nb;
@@ -196,8 +181,6 @@ struct FloatTile {
 };
 
 // ------------------------------------------------ decode: R weight rows, one activation row
-
-
 
 // vec_dot_q4_0_q8_0 / vec_dot_q5_0_q8_0 for R weight rows against one packed
 // activation row.
@@ -230,7 +213,7 @@ void q8_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8_0* a, flo
       const block_q8_0* b = weight_row<block_q8_0>(w, ws, r) + i;
       prefetch_ahead(b);
       const __m256i wq = load32(b->qs);
-      const __m256i we = _mm256_srai_epi16(_mm256_slli_epi16(wq, 8), 8), wo = _mm256_srai_epi16(wq, 8);
+      const __m256i we = even_bytes_i16(wq), wo = odd_bytes_i16(wq);
       const __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(f16 + b->d), da);
       acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q8_0_lanes(we, wo, a[i])), acc[r]);
     }
@@ -255,7 +238,6 @@ void float_rows(int64_t n, const uint8_t* w, size_t ws, const E* a, float* y) {
     y[r] = sum;
   }
 }
-
 
 struct Q4_0Rows {
   int64_t nb;
@@ -299,7 +281,6 @@ void pack_q8_0_offset(int64_t n, const void* src, void* dst) {
 
 }  // namespace
 
-
 void pack_q8_0_for_q4_0(int64_t n, const void* src, void* dst) { pack_q8_0_offset<8>(n, src, dst); }
 
 void pack_q8_0_for_q5_0(int64_t n, const void* src, void* dst) { pack_q8_0_offset<16>(n, src, dst); }
@@ -309,8 +290,8 @@ void pack_q8_0_for_q8_0(int64_t n, const void* src, void* dst) {
   auto* p = static_cast<PackedQ8_0*>(dst);
   for (int64_t i = 0; i < n / QK8_0; ++i) {
     const __m256i q = load32(x[i].qs);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p[i].e), _mm256_srai_epi16(_mm256_slli_epi16(q, 8), 8));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p[i].o), _mm256_srai_epi16(q, 8));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p[i].e), even_bytes_i16(q));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p[i].o), odd_bytes_i16(q));
     p[i].d = h2f(x[i].d);
     std::memset(p[i].pad, 0, sizeof p[i].pad);
   }

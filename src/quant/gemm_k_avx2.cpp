@@ -20,10 +20,10 @@ using namespace tiles;
 
 // ------------------------------------------------ 256-element blocks (Q8_K activations)
 //
-// Every output goes through the per-block steps of avx2_util.hpp
-// (q4_K_step, q5_K_step, q6_K_step) that the single-row kernels use: the
-// same integer lanes, the same fused multiply-adds in the same order, the
-// same final reduction. Only where the work sits changes: gemm register
+// Every output goes through the float steps of avx2_util.hpp
+// (q4_K_accumulate, q5_K_accumulate, q6_K_accumulate) that the single-row
+// kernels use, on the same exact integer lanes: the same fused multiply-adds
+// in the same order, the same final reduction. Only where the work sits changes: gemm register
 // tiles unpack a weight block once for up to 4 activation rows and load an
 // activation chunk once for 2 weight rows; gemv kernels unpack the
 // blocks of up to 4 weight rows and share the activation-side work (bsum

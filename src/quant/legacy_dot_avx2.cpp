@@ -30,11 +30,6 @@ namespace {
 
 using namespace tiles;
 
-
-
-
-
-
 // Lanes of sum (u - off) * a over groups of 4 bytes; u in 0..63.
 inline __m256i lanes_unsigned(__m256i u, __m256i a, int off) {
   __m256i p = _mm256_maddubs_epi16(u, a);
@@ -44,9 +39,8 @@ inline __m256i lanes_unsigned(__m256i u, __m256i a, int off) {
 
 // Lanes of sum w * a over groups of 4 bytes, both signed int8 (any value).
 inline __m256i lanes_signed(__m256i w, __m256i a) {
-  const __m256i we = _mm256_srai_epi16(_mm256_slli_epi16(w, 8), 8), wo = _mm256_srai_epi16(w, 8);
-  const __m256i ae = _mm256_srai_epi16(_mm256_slli_epi16(a, 8), 8), ao = _mm256_srai_epi16(a, 8);
-  return _mm256_add_epi32(_mm256_madd_epi16(we, ae), _mm256_madd_epi16(wo, ao));
+  return _mm256_add_epi32(_mm256_madd_epi16(even_bytes_i16(w), even_bytes_i16(a)),
+                          _mm256_madd_epi16(odd_bytes_i16(w), odd_bytes_i16(a)));
 }
 
 inline __m256 scale_fma(float d, __m256i lanes, __m256 acc) {
