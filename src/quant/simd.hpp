@@ -57,52 +57,40 @@ bool cpu_has_avx2() noexcept;
 // dot-product instructions, HWCAP_ASIMDDP); false on every other target.
 bool cpu_has_neon_dotprod() noexcept;
 
+// The 17 vec_dot kernels every SIMD instruction set provides, declared in
+// its namespace (each the same contract as the scalar kernel of formats.hpp
+// with the same name).
+#define SYNAPSE_DECLARE_SIMD_DOTS()                                         \
+  float vec_dot_f32_f32(int64_t n, const void* w, const void* a);          \
+  float vec_dot_f16_f16(int64_t n, const void* w, const void* a);          \
+  float vec_dot_bf16_bf16(int64_t n, const void* w, const void* a);        \
+  float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* a);        \
+  float vec_dot_q4_1_q8_1(int64_t n, const void* w, const void* a);        \
+  float vec_dot_q5_0_q8_0(int64_t n, const void* w, const void* a);        \
+  float vec_dot_q5_1_q8_1(int64_t n, const void* w, const void* a);        \
+  float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* a);        \
+  float vec_dot_iq4_nl_q8_0(int64_t n, const void* w, const void* a);      \
+  float vec_dot_q2_K_q8_K(int64_t n, const void* w, const void* a);        \
+  float vec_dot_q3_K_q8_K(int64_t n, const void* w, const void* a);        \
+  float vec_dot_q4_K_q8_K(int64_t n, const void* w, const void* a);        \
+  float vec_dot_q5_K_q8_K(int64_t n, const void* w, const void* a);        \
+  float vec_dot_q6_K_q8_K(int64_t n, const void* w, const void* a);        \
+  float vec_dot_iq4_xs_q8_K(int64_t n, const void* w, const void* a);      \
+  float vec_dot_tq1_0_q8_K(int64_t n, const void* w, const void* a);       \
+  float vec_dot_tq2_0_q8_K(int64_t n, const void* w, const void* a);
+
 // The AVX2 kernels (defined in *_avx2.cpp on x86-64 only; the dispatch
-// table in quant.cpp references them only there). Same contract as the
-// scalar kernel of formats.hpp with the same name minus `_avx2`.
+// table in quant.cpp references them only there).
 namespace avx2 {
-float vec_dot_f32_f32(int64_t n, const void* w, const void* a);
-float vec_dot_f16_f16(int64_t n, const void* w, const void* a);
-float vec_dot_bf16_bf16(int64_t n, const void* w, const void* a);
-float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* a);
-float vec_dot_q4_1_q8_1(int64_t n, const void* w, const void* a);
-float vec_dot_q5_0_q8_0(int64_t n, const void* w, const void* a);
-float vec_dot_q5_1_q8_1(int64_t n, const void* w, const void* a);
-float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* a);
-float vec_dot_iq4_nl_q8_0(int64_t n, const void* w, const void* a);
-float vec_dot_q2_K_q8_K(int64_t n, const void* w, const void* a);
-float vec_dot_q3_K_q8_K(int64_t n, const void* w, const void* a);
-float vec_dot_q4_K_q8_K(int64_t n, const void* w, const void* a);
-float vec_dot_q5_K_q8_K(int64_t n, const void* w, const void* a);
-float vec_dot_q6_K_q8_K(int64_t n, const void* w, const void* a);
-float vec_dot_iq4_xs_q8_K(int64_t n, const void* w, const void* a);
-float vec_dot_tq1_0_q8_K(int64_t n, const void* w, const void* a);
-float vec_dot_tq2_0_q8_K(int64_t n, const void* w, const void* a);
+SYNAPSE_DECLARE_SIMD_DOTS()
 void quantize_row_q8_K(const float* x, void* y, int64_t n);
 void quantize_row_f16(const float* x, void* y, int64_t n);
 }  // namespace avx2
 
 // The NEON kernels (defined in *_neon.cpp on ARM64 only; the dispatch table in
-// quant.cpp references them only there). Same contract and reduction order
-// as the scalar kernel of formats.hpp with the same name.
+// quant.cpp references them only there).
 namespace neon {
-float vec_dot_f32_f32(int64_t n, const void* w, const void* a);
-float vec_dot_f16_f16(int64_t n, const void* w, const void* a);
-float vec_dot_bf16_bf16(int64_t n, const void* w, const void* a);
-float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* a);
-float vec_dot_q4_1_q8_1(int64_t n, const void* w, const void* a);
-float vec_dot_q5_0_q8_0(int64_t n, const void* w, const void* a);
-float vec_dot_q5_1_q8_1(int64_t n, const void* w, const void* a);
-float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* a);
-float vec_dot_iq4_nl_q8_0(int64_t n, const void* w, const void* a);
-float vec_dot_q2_K_q8_K(int64_t n, const void* w, const void* a);
-float vec_dot_q3_K_q8_K(int64_t n, const void* w, const void* a);
-float vec_dot_q4_K_q8_K(int64_t n, const void* w, const void* a);
-float vec_dot_q5_K_q8_K(int64_t n, const void* w, const void* a);
-float vec_dot_q6_K_q8_K(int64_t n, const void* w, const void* a);
-float vec_dot_iq4_xs_q8_K(int64_t n, const void* w, const void* a);
-float vec_dot_tq1_0_q8_K(int64_t n, const void* w, const void* a);
-float vec_dot_tq2_0_q8_K(int64_t n, const void* w, const void* a);
+SYNAPSE_DECLARE_SIMD_DOTS()
 }  // namespace neon
 
 }  // namespace synapse::quant
