@@ -37,13 +37,23 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-// Takes chunks of the current job until none is left.
+// Takes chunks of the current job until none is left. Guided sizes (as
+// OpenMP's schedule(guided)): each chunk is about 1 / (2 n_threads) of what
+// is left, in whole grains, at least job_chunk_, so the first chunks are
+// long (one stream of rows per thread) and the last ones short: the
+// threads finish within about one short chunk of each other whatever the
+// number of grains (a fixed chunk left one thread a whole extra chunk when
+// the chunk count was odd).
 void ThreadPool::run_chunks() {
-  const int64_t n = job_n_, chunk = job_chunk_;
+  const int64_t n = job_n_, grain = job_grain_, min_chunk = job_chunk_, split = 2 * static_cast<int64_t>(n_threads_);
+  int64_t begin = next_.load(std::memory_order_relaxed);
   for (;;) {
-    const int64_t begin = next_.fetch_add(chunk, std::memory_order_relaxed);
     if (begin >= n) return;
-    (*job_)(begin, std::min(n, begin + chunk));
+    const int64_t guided = (n - begin) / split / grain * grain;
+    const int64_t len = std::max(min_chunk, guided);
+    if (!next_.compare_exchange_weak(begin, begin + len, std::memory_order_relaxed)) continue;
+    (*job_)(begin, std::min(n, begin + len));
+    begin = next_.load(std::memory_order_relaxed);
   }
 }
 
@@ -85,13 +95,15 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     fn(0, n);
     return;
   }
-  // About four chunks per thread (whole grains): small enough to even out
-  // a slow thread, large enough that the handing out costs nothing.
-  const int64_t parts = std::min<int64_t>(max_parts, 4 * static_cast<int64_t>(n_threads_));
-  const int64_t grains_per_chunk = (max_parts + parts - 1) / parts;
+  // Chunks shrink from about n / (2 n_threads) down to the smallest chunk,
+  // which is one grain or 1/32 of the job per thread, whichever is longer
+  // (run_chunks): short enough to even out the threads at the end, long
+  // enough that handing out costs nothing.
+  const int64_t min_grains = std::max<int64_t>(1, max_parts / (32 * static_cast<int64_t>(n_threads_)));
   job_ = &fn;
   job_n_ = n;
-  job_chunk_ = grains_per_chunk * grain;
+  job_grain_ = grain;
+  job_chunk_ = min_grains * grain;
   error_ = nullptr;
   next_.store(0, std::memory_order_relaxed);
   running_.store(n_threads_ - 1, std::memory_order_relaxed);

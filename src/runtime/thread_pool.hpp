@@ -29,8 +29,9 @@ class ThreadPool {
   // Calls fn(begin, end) on disjoint ranges covering [0, n), in parallel;
   // returns when all are done. Ranges are contiguous chunks whose length is
   // a multiple of `grain` (the last may be shorter), handed out to the
-  // threads as they become free, so a thread slowed by another process
-  // does not hold the others back. Which thread runs a range never changes
+  // threads as they become free, longest first (guided: about a 1/(2T) share
+  // of what is left each), so a thread slowed by another process does not
+  // hold the others back and the threads finish close together. Which thread runs a range never changes
   // a result: callers split by output element. Exceptions from fn are
   // rethrown in the caller (the first one).
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
@@ -49,7 +50,7 @@ class ThreadPool {
   std::atomic<int> running_{0};     // workers not yet done with the job
   std::atomic<bool> stop_{false};
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
-  int64_t job_n_ = 0, job_chunk_ = 0;
+  int64_t job_n_ = 0, job_grain_ = 1, job_chunk_ = 0;  // job_chunk_: the smallest chunk
   std::mutex mu_;  // guards error_ and the sleeps on the condition variables
   std::condition_variable cv_work_, cv_done_;
   std::exception_ptr error_;

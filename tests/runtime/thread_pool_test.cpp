@@ -1,0 +1,83 @@
+// runtime::ThreadPool::parallel_for: every index handed out exactly once, in
+// ranges that start on a grain and are whole grains but for the last, for
+// many job sizes, grains and thread counts; exceptions reach the caller.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "runtime/thread_pool.hpp"
+
+namespace synapse::runtime {
+namespace {
+
+TEST(ThreadPool, CoversEveryIndexOnceInWholeGrains) {
+  const int64_t sizes[] = {0, 1, 2, 5, 31, 32, 33, 100, 896, 1000, 4864, 151936};
+  const int64_t grains[] = {1, 4, 16, 32};
+  for (int threads = 1; threads <= 4; ++threads) {
+    ThreadPool pool(threads);
+    for (int64_t n : sizes)
+      for (int64_t grain : grains) {
+        std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+        std::mutex mu;
+        std::vector<std::pair<int64_t, int64_t>> ranges;
+        pool.parallel_for(n, grain, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) seen[static_cast<size_t>(i)].fetch_add(1);
+          std::lock_guard<std::mutex> lock(mu);
+          ranges.emplace_back(b, e);
+        });
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(seen[static_cast<size_t>(i)].load(), 1) << "index " << i << " n " << n << " grain " << grain;
+        for (const auto& [b, e] : ranges) {
+          ASSERT_LT(b, e) << "empty range, n " << n;
+          ASSERT_EQ(b % grain, 0) << "range [" << b << ", " << e << ") n " << n << " grain " << grain;
+          if (e != n) ASSERT_EQ((e - b) % grain, 0) << "range [" << b << ", " << e << ") n " << n;
+        }
+        if (n > 0 && threads == 1) ASSERT_EQ(ranges.size(), 1u);  // one thread: one call
+      }
+  }
+}
+
+// With several threads the first ranges are long and the last short
+// (guided hand-out): the largest range of a big job holds a sizeable share.
+TEST(ThreadPool, HandsOutLongRangesFirst) {
+  ThreadPool pool(2);
+  std::mutex mu;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  const int64_t n = 4096 * 32;
+  pool.parallel_for(n, 32, [&](int64_t b, int64_t e) {
+    std::lock_guard<std::mutex> lock(mu);
+    ranges.emplace_back(b, e);
+  });
+  int64_t longest = 0, shortest = n;
+  for (const auto& [b, e] : ranges) {
+    longest = std::max(longest, e - b);
+    shortest = std::min(shortest, e - b);
+  }
+  EXPECT_GE(longest, n / 8);  // about n / (2 * threads) at the start
+  EXPECT_LE(shortest, n / 32);
+  EXPECT_LE(ranges.size(), 64u);
+}
+
+TEST(ThreadPool, RethrowsTheFirstException) {
+  for (int threads = 1; threads <= 3; ++threads) {
+    ThreadPool pool(threads);
+    EXPECT_THROW(pool.parallel_for(1000, 1,
+                                   [&](int64_t b, int64_t e) {
+                                     if (b <= 500 && 500 < e) throw std::runtime_error("boom");
+                                   }),
+                 std::runtime_error);
+    // The pool still works afterwards.
+    std::atomic<int64_t> sum{0};
+    pool.parallel_for(100, 7, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) sum += i;
+    });
+    EXPECT_EQ(sum.load(), 4950);
+  }
+}
+
+}  // namespace
+}  // namespace synapse::runtime
