@@ -29,95 +29,146 @@ WeightView WeightView::rows(int64_t first, int64_t count, const std::string& vie
   return v;
 }
 
-const uint8_t* Activations::as(GgmlType vt, size_t& stride) {
+const uint8_t* Activations::as(GgmlType vt, size_t& stride, runtime::ThreadPool& pool) {
   stride = row_size(vt, n_cols_);
   auto it = cache_.find(vt);
   if (it != cache_.end()) return it->second.data();
   std::vector<uint8_t>& buf = cache_[vt];
   buf.resize(stride * static_cast<size_t>(n_rows_));
-  for (int64_t m = 0; m < n_rows_; ++m)
-    quant::quantize_row(vt, x_ + m * n_cols_, buf.data() + static_cast<size_t>(m) * stride, n_cols_);
+  const size_t st = stride;
+  pool.parallel_for(n_rows_, 1, [&](int64_t m0, int64_t m1) {  // row by row: any split gives the same bytes
+    for (int64_t m = m0; m < m1; ++m)
+      quant::quantize_row(vt, x_ + m * n_cols_, buf.data() + static_cast<size_t>(m) * st, n_cols_);
+  });
   return buf.data();
 }
 
-void matmul(const WeightView& w, Activations& x, float* y, runtime::ThreadPool& pool) {
+const uint8_t* Activations::packed_for(GgmlType wt, quant::Isa isa, size_t& stride, runtime::ThreadPool& pool) {
+  const GgmlType vt = quant::vec_dot_type(wt);
+  const uint8_t* a = as(vt, stride, pool);
+  const quant::GemmPackFn pack = quant::gemm_pack_kernel(wt, isa);
+  if (pack == nullptr) return a;
+  const size_t src_stride = stride;
+  stride = quant::gemm_packed_row_size(wt, isa, n_cols_);
+  auto it = packed_.find(wt);
+  if (it != packed_.end()) return it->second.data();
+  std::vector<uint8_t>& buf = packed_[wt];
+  buf.resize(stride * static_cast<size_t>(n_rows_));
+  const size_t ps = stride;
+  pool.parallel_for(n_rows_, 1, [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) pack(n_cols_, a + m * src_stride, buf.data() + m * ps);
+  });
+  return buf.data();
+}
+
+namespace {
+
+// One product of a matmul_many call, with its kernels looked up and its
+// activation rows in the layout they read.
+struct Product {
+  const WeightView* w;
+  float* y;
+  const uint8_t* a;
+  size_t stride;
+  quant::VecDotFn dot;
+  quant::GemvFn gemv;  // decode kernel (a few activation rows), or null
+  quant::GemmFn gemm;  // multi-row kernel, or null
+  int64_t panel, tile;
+};
+
+Product prepare(const MatmulOut& o, Activations& x, quant::Isa isa, runtime::ThreadPool& pool) {
+  const WeightView& w = *o.w;
   if (x.n_cols() != w.n_in)
     throw Error(Errc::invalid_argument, w.name + ": input of " + std::to_string(x.n_cols()) +
                                             " columns, the weight has " + std::to_string(w.n_in));
-  const GgmlType vt = quant::vec_dot_type(w.type);
-  size_t stride = 0;
-  const uint8_t* a = x.as(vt, stride);  // repointed below when packed
-  const int64_t n_rows = x.n_rows(), n_out = w.n_out, n_in = w.n_in;
-  // The kernels (AVX2 or scalar, quant/simd.hpp) are looked up once, not per row.
-  const quant::Isa isa = quant::active_isa();
-  const quant::VecDotFn dot = quant::vec_dot_kernel(w.type, isa);
+  Product p{&w, o.y, nullptr, 0, quant::vec_dot_kernel(w.type, isa), nullptr, nullptr, 1, 1};
+  const int64_t n_rows = x.n_rows();
   // Decode (a few activation rows): the weight-row-parallel kernel, whose
   // independent per-row chains hide the latency of each dot's accumulator.
-  const quant::GemvFn gemv = n_rows < kGemvMaxRows ? quant::gemv_kernel(w.type, isa) : nullptr;
-  if (gemv != nullptr) {
-    std::vector<uint8_t> packed;
-    if (const quant::GemmPackFn pack = quant::gemm_pack_kernel(w.type, isa)) {
-      const size_t ps = quant::gemm_packed_row_size(w.type, isa, n_in);
-      packed.resize(ps * static_cast<size_t>(n_rows));
-      for (int64_t m = 0; m < n_rows; ++m) pack(n_in, a + m * stride, packed.data() + m * ps);
-      a = packed.data();
-      stride = ps;
-    }
-    const uint8_t* wd = w.data;
-    pool.parallel_for(n_out, kGemvGrain, [&](int64_t r0, int64_t r1) {
-      for (int64_t m = 0; m < n_rows; ++m)
-        gemv(n_in, wd + static_cast<size_t>(r0) * w.row_bytes, w.row_bytes, r1 - r0, a + m * stride,
-             y + m * n_out + r0);
-    });
-    return;
-  }
-  const quant::GemmFn gemm = n_rows > 1 ? quant::gemm_kernel(w.type, isa) : nullptr;
-  if (gemm == nullptr) {
-    // Each weight row is read once and dotted with every activation row
-    // while it is in L1; each output element is one vec_dot over the row.
-    pool.parallel_for(n_out, 16, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const uint8_t* wr = w.row(r);
-        for (int64_t m = 0; m < n_rows; ++m) y[m * n_out + r] = dot(n_in, wr, a + static_cast<size_t>(m) * stride);
-      }
-    });
-    return;
+  p.gemv = n_rows < kGemvMaxRows ? quant::gemv_kernel(w.type, isa) : nullptr;
+  p.gemm = p.gemv == nullptr && n_rows > 1 ? quant::gemm_kernel(w.type, isa) : nullptr;
+  if (p.gemv != nullptr || p.gemm != nullptr) {
+    // Activation rows in the kernels' layout (quant::gemm_pack_kernel), once
+    // per input and weight type.
+    p.a = x.packed_for(w.type, isa, p.stride, pool);
+  } else {
+    p.a = x.as(quant::vec_dot_type(w.type), p.stride, pool);
   }
   // Blocked: a panel of weight rows (about kPanelBytes) against a tile of
   // activation rows (about kTileBytes), both resident in L2 while the
   // multi-row kernel unpacks each weight block once per few activation rows.
-  // Every output element is still exactly the vec_dot of its two rows
-  // (quant/gemm.hpp), so the result is the same as the loop above.
-  // Activation rows in the kernel's layout (quant::gemm_pack_kernel), once
-  // per product.
-  std::vector<uint8_t> packed;
-  if (const quant::GemmPackFn pack = quant::gemm_pack_kernel(w.type, isa)) {
-    const size_t ps = quant::gemm_packed_row_size(w.type, isa, n_in);
-    packed.resize(ps * static_cast<size_t>(n_rows));
-    pool.parallel_for(n_rows, 1, [&](int64_t m0, int64_t m1) {
-      for (int64_t m = m0; m < m1; ++m) pack(n_in, a + m * stride, packed.data() + m * ps);
-    });
-    a = packed.data();
-    stride = ps;
-  }
   // The tile of activation rows stays in L1 (32-48 KiB) while the panel's
   // weight rows stream past it from L2: with larger tiles the kernels'
   // activation loads came from L2 and bounded the speed (pp128 on
   // llama-3.2-1b Q8_0, 1 thread: 19.4 -> 23.8 t/s going from 128 to 24 KiB).
   constexpr size_t kPanelBytes = 128 * 1024, kTileBytes = 24 * 1024;
-  const int64_t panel = std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / std::max<size_t>(1, w.row_bytes)));
+  p.panel = std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / std::max<size_t>(1, w.row_bytes)));
   // A multiple of 4 rows: the kernels' register tiles take 4 activation rows.
-  const int64_t tile = std::clamp<int64_t>(static_cast<int64_t>(kTileBytes / std::max<size_t>(1, stride)) / 4 * 4, 4, 64);
-  pool.parallel_for(n_out, 16, [&](int64_t r0, int64_t r1) {
-    for (int64_t p0 = r0; p0 < r1; p0 += panel) {
-      const int64_t p1 = std::min(r1, p0 + panel);
-      for (int64_t m0 = 0; m0 < n_rows; m0 += tile) {
-        const int64_t mt = std::min(tile, n_rows - m0);
-        gemm(n_in, w.row(p0), w.row_bytes, p1 - p0, a + static_cast<size_t>(m0) * stride, stride, mt,
-             y + m0 * n_out + p0, n_out);
-      }
+  p.tile = std::clamp<int64_t>(static_cast<int64_t>(kTileBytes / std::max<size_t>(1, p.stride)) / 4 * 4, 4, 64);
+  return p;
+}
+
+// Output rows [r0, r1) of product p for all n_rows activation rows.
+void run_rows(const Product& p, int64_t n_rows, int64_t r0, int64_t r1) {
+  const WeightView& w = *p.w;
+  const int64_t n_out = w.n_out, n_in = w.n_in;
+  if (p.gemv != nullptr) {
+    for (int64_t m = 0; m < n_rows; ++m)
+      p.gemv(n_in, w.row(r0), w.row_bytes, r1 - r0, p.a + m * p.stride, p.y + m * n_out + r0);
+    return;
+  }
+  if (p.gemm == nullptr) {
+    // Each weight row is read once and dotted with every activation row
+    // while it is in L1; each output element is one vec_dot over the row.
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* wr = w.row(r);
+      for (int64_t m = 0; m < n_rows; ++m) p.y[m * n_out + r] = p.dot(n_in, wr, p.a + static_cast<size_t>(m) * p.stride);
+    }
+    return;
+  }
+  // Every output element is still exactly the vec_dot of its two rows
+  // (quant/gemm.hpp), so the result is the same as the loop above.
+  for (int64_t p0 = r0; p0 < r1; p0 += p.panel) {
+    const int64_t p1 = std::min(r1, p0 + p.panel);
+    for (int64_t m0 = 0; m0 < n_rows; m0 += p.tile) {
+      const int64_t mt = std::min(p.tile, n_rows - m0);
+      p.gemm(n_in, w.row(p0), w.row_bytes, p1 - p0, p.a + static_cast<size_t>(m0) * p.stride, p.stride, mt,
+             p.y + m0 * n_out + p0, n_out);
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_many(std::span<const MatmulOut> outs, Activations& x, runtime::ThreadPool& pool) {
+  // The kernels (AVX2 or scalar, quant/simd.hpp) are looked up once, not per row.
+  const quant::Isa isa = quant::active_isa();
+  std::vector<Product> ps;
+  ps.reserve(outs.size());
+  for (const MatmulOut& o : outs) ps.push_back(prepare(o, x, isa, pool));
+  // One job over the products' rows laid end to end: one hand-out and one
+  // wait for all of them (a decode step has hundreds of small products).
+  std::vector<int64_t> first(ps.size() + 1, 0);
+  bool decode = true;
+  for (size_t j = 0; j < ps.size(); ++j) {
+    first[j + 1] = first[j] + ps[j].w->n_out;
+    decode = decode && ps[j].gemv != nullptr;
+  }
+  const int64_t n_rows = x.n_rows();
+  // Weight rows per grain: a multiple of the kernels' 4-row groups.
+  pool.parallel_for(first.back(), decode ? kGemvGrain : 16, [&](int64_t g0, int64_t g1) {
+    for (size_t j = 0; j < ps.size() && g0 < g1; ++j) {
+      if (g0 >= first[j + 1]) continue;
+      const int64_t end = std::min(g1, first[j + 1]);
+      run_rows(ps[j], n_rows, g0 - first[j], end - first[j]);
+      g0 = end;
     }
   });
+}
+
+void matmul(const WeightView& w, Activations& x, float* y, runtime::ThreadPool& pool) {
+  const MatmulOut one{&w, y};
+  matmul_many({&one, 1}, x, pool);
 }
 
 void get_row(const WeightView& w, int64_t r, float* out) {

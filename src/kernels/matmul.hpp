@@ -7,9 +7,11 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "quant/simd.hpp"
 #include "runtime/thread_pool.hpp"
 #include "synapse/types.hpp"
 
@@ -38,13 +40,24 @@ class Activations {
   int64_t n_rows() const { return n_rows_; }
   int64_t n_cols() const { return n_cols_; }
   // Row stride in bytes and base pointer of the rows converted to `vt`
-  // (converted on first use).
-  const uint8_t* as(GgmlType vt, size_t& stride);
+  // (converted on first use, rows split over the pool's threads).
+  const uint8_t* as(GgmlType vt, size_t& stride, runtime::ThreadPool& pool);
+  // The rows as the multi-row kernels of weight type wt read them: as(vec_dot_type(wt))
+  // passed through quant::gemm_pack_kernel(wt, isa) when that is not null
+  // (packed once per weight type). stride: bytes per row of the result.
+  const uint8_t* packed_for(GgmlType wt, quant::Isa isa, size_t& stride, runtime::ThreadPool& pool);
 
  private:
   const float* x_;
   int64_t n_rows_, n_cols_;
-  std::map<GgmlType, std::vector<uint8_t>> cache_;
+  std::map<GgmlType, std::vector<uint8_t>> cache_;   // by activation type
+  std::map<GgmlType, std::vector<uint8_t>> packed_;  // by weight type
+};
+
+// One product of matmul_many: y = [x.n_rows()][w->n_out] floats.
+struct MatmulOut {
+  const WeightView* w;
+  float* y;
 };
 
 // y: [x.n_rows()][w.n_out] floats. Throws Error(invalid_argument) if
@@ -52,6 +65,12 @@ class Activations {
 // output element is one vec_dot, so the result does not depend on the thread
 // count or on the number of activation rows.
 void matmul(const WeightView& w, Activations& x, float* y, runtime::ThreadPool& pool);
+
+// Several products of the same input (Q, K and V; gate and up), each as
+// matmul computes it, bit for bit, in ONE parallel job over their rows laid
+// end to end: one hand-out and one wait instead of one per product. Throws
+// as matmul does (checked before anything is computed).
+void matmul_many(std::span<const MatmulOut> outs, Activations& x, runtime::ThreadPool& pool);
 
 
 // Dequantizes row r of w into out[w.n_in] (ggml_get_rows).

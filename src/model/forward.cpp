@@ -46,8 +46,8 @@ void moe_row(const HParams& hp, const Layer& L, const float* h, float* out, runt
   for (int64_t s = 0; s < hp.n_expert_used; ++s) {
     const int64_t e = order[s];
     const float w = probs[e] / wsum_f;
-    kernels::matmul(L.gate_exps[e], act, gate.data(), pool);
-    kernels::matmul(L.up_exps[e], act, up.data(), pool);
+    const kernels::MatmulOut gate_up[] = {{&L.gate_exps[e], gate.data()}, {&L.up_exps[e], up.data()}};
+    kernels::matmul_many(gate_up, act, pool);
     kernels::swiglu_rows(gate.data(), up.data(), gate.data(), 1, hp.n_ff);
     kernels::Activations par(gate.data(), 1, hp.n_ff);
     kernels::matmul(L.down_exps[e], par, y.data(), pool);
@@ -163,9 +163,8 @@ void forward_batch(const Model& m, std::span<runtime::KvCache* const> seqs, std:
       kernels::rms_norm(&x[i * n_embd], L.attn_norm.data(), &cur[i * n_embd], n_embd, hp.f_norm_rms_eps);
     {
       kernels::Activations act(cur.data(), n, n_embd);
-      kernels::matmul(L.wq, act, q.data(), pool);
-      kernels::matmul(L.wk, act, k.data(), pool);
-      kernels::matmul(L.wv, act, v.data(), pool);
+      const kernels::MatmulOut qkv[] = {{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}};
+      kernels::matmul_many(qkv, act, pool);
     }
     add_bias(q, n, L.bq);
     add_bias(k, n, L.bk);
@@ -231,8 +230,8 @@ void forward_batch(const Model& m, std::span<runtime::KvCache* const> seqs, std:
       for (int64_t i = 0; i < n; ++i) moe_row(hp, L, &cur[i * n_embd], &tmp[i * n_embd], pool);
     } else {
       kernels::Activations act(cur.data(), n, n_embd);
-      kernels::matmul(L.ffn_gate, act, gate.data(), pool);
-      kernels::matmul(L.ffn_up, act, up.data(), pool);
+      const kernels::MatmulOut gate_up[] = {{&L.ffn_gate, gate.data()}, {&L.ffn_up, up.data()}};
+      kernels::matmul_many(gate_up, act, pool);
       pool.parallel_for(n, 1, [&](int64_t r0, int64_t r1) {  // row by row: any split gives the same bits
         const size_t o = static_cast<size_t>(r0 * hp.n_ff);
         kernels::swiglu_rows(gate.data() + o, up.data() + o, gate.data() + o, r1 - r0, hp.n_ff);
