@@ -239,19 +239,28 @@ void float_rows(int64_t n, const uint8_t* w, size_t ws, const E* a, float* y) {
   }
 }
 
+// Rows side by side in the decode kernels (tiles::by_row_groups): Q4_0 has
+// the least work per block, so two rows' chains overlap (tg128 llama-3.2-1b
+// Q4_0 t=2: 46.2 vs 43.4 t/s with one row); Q5_0 (fifth bits) and Q8_0 (two
+// loads per block) stream best one row at a time (Q8_0 33.8/34.3 vs
+// 28.7/26.0 t/s with two rows; qwen2.5-0.5b, mostly Q5_0, 94.3/97.8 vs
+// 91.1/95.7).
 struct Q4_0Rows {
+  static constexpr int kGroup = 2;
   int64_t nb;
   const PackedQ8Offset* a;
   template <int R>
   void run(const uint8_t* w, size_t ws, float* y) const { offset_rows<R, block_q4_0>(nb, w, ws, a, y); }
 };
 struct Q5_0Rows {
+  static constexpr int kGroup = 1;
   int64_t nb;
   const PackedQ8Offset* a;
   template <int R>
   void run(const uint8_t* w, size_t ws, float* y) const { offset_rows<R, block_q5_0>(nb, w, ws, a, y); }
 };
 struct Q8_0Rows {
+  static constexpr int kGroup = 1;
   int64_t nb;
   const PackedQ8_0* a;
   template <int R>
@@ -259,6 +268,7 @@ struct Q8_0Rows {
 };
 template <typename E>
 struct FloatRows {
+  static constexpr int kGroup = 4;  // one fused multiply-add per 8 elements: four chains side by side
   int64_t n;
   const E* a;
   template <int R>

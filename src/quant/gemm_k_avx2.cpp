@@ -169,6 +169,7 @@ struct Q6_KBlock {
 };
 
 struct Q4_KRows {
+  static constexpr int kGroup = 1;  // tiles::by_row_groups: one stream
   int64_t nb;
   const block_q8_K* a;
   template <int R>
@@ -177,6 +178,7 @@ struct Q4_KRows {
   }
 };
 struct Q5_KRows {
+  static constexpr int kGroup = 1;  // tiles::by_row_groups: one stream
   int64_t nb;
   const block_q8_K* a;
   template <int R>
@@ -185,6 +187,7 @@ struct Q5_KRows {
   }
 };
 struct Q6_KRows {
+  static constexpr int kGroup = 1;  // tiles::by_row_groups: one stream
   int64_t nb;
   const block_q8_K* a;
   template <int R>
