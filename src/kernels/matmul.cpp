@@ -83,8 +83,8 @@ Product prepare(const MatmulOut& o, Activations& x, quant::Isa isa, runtime::Thr
                                             " columns, the weight has " + std::to_string(w.n_in));
   Product p{&w, o.y, nullptr, 0, quant::vec_dot_kernel(w.type, isa), nullptr, nullptr, 1, 1};
   const int64_t n_rows = x.n_rows();
-  // Decode (a few activation rows): the weight-row-parallel kernel, whose
-  // independent per-row chains hide the latency of each dot's accumulator.
+  // Decode (a few activation rows): the decode kernel, which streams the
+  // weight rows once per activation row (quant/gemm.hpp GemvFn).
   p.gemv = n_rows < kGemvMaxRows ? quant::gemv_kernel(w.type, isa) : nullptr;
   p.gemm = p.gemv == nullptr && n_rows > 1 ? quant::gemm_kernel(w.type, isa) : nullptr;
   if (p.gemv != nullptr || p.gemm != nullptr) {

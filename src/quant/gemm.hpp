@@ -50,10 +50,11 @@ size_t gemm_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept;
 
 // Decode-side multi-row kernel: several weight rows against ONE activation
 // row. y[r] = vec_dot_kernel(t, isa)(n, w + r * w_stride, a) for
-// r = 0..n_w-1, bit for bit (the same contract as GemmFn). The kernel keeps
-// the float accumulators of a few weight rows live at once, so their
-// dependent fused multiply-add chains overlap instead of one row's chain
-// bounding the speed, and it streams the rows' memory side by side.
+// r = 0..n_w-1, bit for bit (the same contract as GemmFn). Per weight type
+// the kernel runs one row at a time (the matrix read as one sequential
+// stream, software-prefetched ahead) or, where a block holds too little work
+// to cover its fused multiply-add chain's latency (Q4_0, F16, F32), a few
+// rows side by side (gemm_tiles.hpp, by_row_groups).
 // a: one activation row of type vec_dot_type(t), passed through
 // gemm_pack_kernel(t, isa) when that is not null (the same layout as GemmFn).
 using GemvFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
@@ -114,8 +115,8 @@ void gemv_q8_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, c
 void gemv_q5_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 void gemv_f16_f16(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 void gemv_f32_f32(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
-// Defined in gemm_k_avx2.cpp: R = 4 weight rows at a time, each with its own
-// float accumulators, against one plain Q8_K row; per row the order of
+// Defined in gemm_k_avx2.cpp: one weight row at a time against one plain
+// Q8_K row; per row the order of
 // avx2::vec_dot_<t>_q8_K (ggml's AVX2 ggml_vec_dot_<t>_q8_K).
 void gemv_q4_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 void gemv_q5_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);

@@ -25,9 +25,9 @@ using namespace tiles;
 // kernels use, on the same exact integer lanes: the same fused multiply-adds
 // in the same order, the same final reduction. Only where the work sits changes: gemm register
 // tiles unpack a weight block once for up to 4 activation rows and load an
-// activation chunk once for 2 weight rows; gemv kernels unpack the
-// blocks of up to 4 weight rows and share the activation-side work (bsum
-// pairs, Q6_K offsets) of the one activation row.
+// activation chunk once for 2 weight rows; gemv kernels (R weight rows
+// against one activation row) run with R = 1 (Rows::kGroup, gemm_tiles.hpp
+// by_row_groups: one sequential stream through the matrix).
 
 // R weight rows by A activation rows of Q4_K / Q5_K (a register tile,
 // gemm_tiles.hpp by_blocks): per block the R weight blocks are unpacked
