@@ -194,9 +194,13 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
   for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
     const int64_t j1 = std::min(hi + 1, j0 + bk);
     if (!used(j0, j1)) continue;
+    // Slots advance by one (no division per row): slot(j) = j % capacity.
+    int64_t slot = j0 % kv.capacity, ahead = (j0 + kRowsAhead) % kv.capacity;
     for (int64_t j = j0; j < j1; ++j) {
-      prefetch_row(kv.k + ((j + kRowsAhead) % kv.capacity) * kv.k_stride + g * hd, hd);
-      load_f16(kv.k + (j % kv.capacity) * kv.k_stride + g * hd, blk + (j - j0) * hd, hd);
+      prefetch_row(kv.k + ahead * kv.k_stride + g * hd, hd);
+      load_f16(kv.k + slot * kv.k_stride + g * hd, blk + (j - j0) * hd, hd);
+      if (++slot == kv.capacity) slot = 0;
+      if (++ahead == kv.capacity) ahead = 0;
     }
     for (int64_t r = 0; r < n_rows; ++r) {
       const int64_t a = std::max(j0, rows[r].first), b = std::min(j1 - 1, rows[r].last);
@@ -221,9 +225,12 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
   for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
     const int64_t j1 = std::min(hi + 1, j0 + bk);
     if (!used(j0, j1)) continue;
+    int64_t slot = j0 % kv.capacity, ahead = (j0 + kRowsAhead) % kv.capacity;
     for (int64_t j = j0; j < j1; ++j) {
-      prefetch_row(kv.v + ((j + kRowsAhead) % kv.capacity) * kv.v_stride + g * hd_v, hd_v);
-      load_f16(kv.v + (j % kv.capacity) * kv.v_stride + g * hd_v, blk + (j - j0) * hd_v, hd_v);
+      prefetch_row(kv.v + ahead * kv.v_stride + g * hd_v, hd_v);
+      load_f16(kv.v + slot * kv.v_stride + g * hd_v, blk + (j - j0) * hd_v, hd_v);
+      if (++slot == kv.capacity) slot = 0;
+      if (++ahead == kv.capacity) ahead = 0;
     }
     for (int64_t r = 0; r < n_rows; ++r) {
       const int64_t a = std::max(j0, rows[r].first), b = std::min(j1 - 1, rows[r].last);
