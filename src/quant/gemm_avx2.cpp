@@ -189,6 +189,11 @@ void offset_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8Offset* 
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   const float* f16 = f16_table();
+  // Unrolled: the loop's counter and pointer updates were a fifth of the
+  // instructions of a Q5_0 block (tg128 llama-3.2-1b Q4_0 t=2, A/B:
+  // 47.7/47.6 -> 53.4/51.3 t/s; t=1 24.8 -> 27.3). Same operations per row,
+  // in the same order.
+#pragma GCC unroll 4
   for (int64_t i = 0; i < nb; ++i) {
     const __m256 da = _mm256_broadcast_ss(&a[i].d);
     for (int r = 0; r < R; ++r) {
@@ -207,6 +212,7 @@ void q8_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8_0* a, flo
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   const float* f16 = f16_table();
+#pragma GCC unroll 4
   for (int64_t i = 0; i < nb; ++i) {
     const __m256 da = _mm256_broadcast_ss(&a[i].d);
     for (int r = 0; r < R; ++r) {
