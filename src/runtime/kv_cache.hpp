@@ -36,6 +36,10 @@ struct HugePageAllocator {
   bool operator==(const HugePageAllocator<U>&) const noexcept { return true; }
 };
 
+// The allocation behind HugePageAllocator: `bytes` bytes, 2 MiB-aligned and
+// rounded up to whole 2 MiB pages with the huge-page advice when bytes >= 2 MiB,
+// else from operator new. Throws std::bad_alloc. huge_page_free takes the
+// same byte count back (it decides the same way how the block was made).
 void* huge_page_alloc(size_t bytes);
 void huge_page_free(void* p, size_t bytes) noexcept;
 
