@@ -32,6 +32,21 @@ void prefetch_row(const quant::ggml_fp16_t* row, int64_t n) {
   for (int64_t off = 0; off < n * 2; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
 }
 
+// Positions [j0, j1) of one KV group as floats: row j is the n F16 values at
+// base + slot(j) * stride, slot(j) = j % capacity (kernels/attention.hpp),
+// converted into blk[(j - j0) * n ..]; the row kRowsAhead positions on is
+// prefetched. The slots advance by one per row (no division per row).
+void load_rows_f16(const quant::ggml_fp16_t* base, int64_t stride, int64_t capacity, int64_t j0, int64_t j1,
+                   int64_t n, float* blk) {
+  int64_t slot = j0 % capacity, ahead = (j0 + kRowsAhead) % capacity;
+  for (int64_t j = j0; j < j1; ++j) {
+    prefetch_row(base + ahead * stride, n);
+    load_f16(base + slot * stride, blk + (j - j0) * n, n);
+    if (++slot == capacity) slot = 0;
+    if (++ahead == capacity) ahead = 0;
+  }
+}
+
 // Rounds n floats through F16 in place.
 void round_f16(float* x, int64_t n) {
   int64_t d = 0;
@@ -194,14 +209,7 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
   for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
     const int64_t j1 = std::min(hi + 1, j0 + bk);
     if (!used(j0, j1)) continue;
-    // Slots advance by one (no division per row): slot(j) = j % capacity.
-    int64_t slot = j0 % kv.capacity, ahead = (j0 + kRowsAhead) % kv.capacity;
-    for (int64_t j = j0; j < j1; ++j) {
-      prefetch_row(kv.k + ahead * kv.k_stride + g * hd, hd);
-      load_f16(kv.k + slot * kv.k_stride + g * hd, blk + (j - j0) * hd, hd);
-      if (++slot == kv.capacity) slot = 0;
-      if (++ahead == kv.capacity) ahead = 0;
-    }
+    load_rows_f16(kv.k + g * hd, kv.k_stride, kv.capacity, j0, j1, hd, blk);
     for (int64_t r = 0; r < n_rows; ++r) {
       const int64_t a = std::max(j0, rows[r].first), b = std::min(j1 - 1, rows[r].last);
       for (int64_t i = 0; i < n_gqa; ++i) {
@@ -225,13 +233,7 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
   for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
     const int64_t j1 = std::min(hi + 1, j0 + bk);
     if (!used(j0, j1)) continue;
-    int64_t slot = j0 % kv.capacity, ahead = (j0 + kRowsAhead) % kv.capacity;
-    for (int64_t j = j0; j < j1; ++j) {
-      prefetch_row(kv.v + ahead * kv.v_stride + g * hd_v, hd_v);
-      load_f16(kv.v + slot * kv.v_stride + g * hd_v, blk + (j - j0) * hd_v, hd_v);
-      if (++slot == kv.capacity) slot = 0;
-      if (++ahead == kv.capacity) ahead = 0;
-    }
+    load_rows_f16(kv.v + g * hd_v, kv.v_stride, kv.capacity, j0, j1, hd_v, blk);
     for (int64_t r = 0; r < n_rows; ++r) {
       const int64_t a = std::max(j0, rows[r].first), b = std::min(j1 - 1, rows[r].last);
       if (a > b) continue;
