@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "quant/gemm.hpp"
+#include "quant/interleave.hpp"
 #include "quant/quant.hpp"
 #include "quant/simd.hpp"
 #include "synapse/error.hpp"
@@ -22,6 +23,9 @@ WeightView WeightView::rows(int64_t first, int64_t count, const std::string& vie
   if (first < 0 || count < 0 || first + count > n_out)
     throw Error(Errc::format, name + ": rows [" + std::to_string(first) + ", " + std::to_string(first + count) +
                                   ") are outside its " + std::to_string(n_out) + " rows");
+  if (interleaved && (first % quant::kInterleave != 0 || count % quant::kInterleave != 0))
+    throw Error(Errc::format, name + ": rows [" + std::to_string(first) + ", " + std::to_string(first + count) +
+                                  ") cut its groups of 8 interleaved rows");
   WeightView v = *this;
   v.name = view_name;
   v.n_out = count;
@@ -73,7 +77,9 @@ struct Product {
   quant::VecDotFn dot;
   quant::GemvFn gemv;  // decode kernel (a few activation rows), or null
   quant::GemmFn gemm;  // multi-row kernel, or null
+  quant::GemmX8Fn x8;  // the kernel of an interleaved matrix (then gemv, gemm null)
   int64_t panel, tile;
+  bool decode;  // few activation rows: split the rows in decode grains
 };
 
 Product prepare(const MatmulOut& o, Activations& x, quant::Isa isa, runtime::ThreadPool& pool) {
@@ -81,13 +87,21 @@ Product prepare(const MatmulOut& o, Activations& x, quant::Isa isa, runtime::Thr
   if (x.n_cols() != w.n_in)
     throw Error(Errc::invalid_argument, w.name + ": input of " + std::to_string(x.n_cols()) +
                                             " columns, the weight has " + std::to_string(w.n_in));
-  Product p{&w, o.y, nullptr, 0, quant::vec_dot_kernel(w.type, isa), nullptr, nullptr, 1, 1};
+  Product p{&w, o.y, nullptr, 0, quant::vec_dot_kernel(w.type, isa), nullptr, nullptr, nullptr, 1, 1, false};
   const int64_t n_rows = x.n_rows();
-  // Decode (a few activation rows): the decode kernel, which streams the
-  // weight rows once per activation row (quant/gemm.hpp GemvFn).
-  p.gemv = n_rows < kGemvMaxRows ? quant::gemv_kernel(w.type, isa) : nullptr;
-  p.gemm = p.gemv == nullptr && n_rows > 1 ? quant::gemm_kernel(w.type, isa) : nullptr;
-  if (p.gemv != nullptr || p.gemm != nullptr) {
+  if (w.interleaved) {
+    // One kernel for any number of activation rows (quant/interleave.hpp).
+    p.x8 = quant::gemm_x8_kernel(w.type, isa);
+    if (p.x8 == nullptr)
+      throw Error(Errc::unsupported, w.name + ": interleaved " + std::string(type_name(w.type)) + " has no kernel");
+  } else {
+    // Decode (a few activation rows): the decode kernel, which streams the
+    // weight rows once per activation row (quant/gemm.hpp GemvFn).
+    p.gemv = n_rows < kGemvMaxRows ? quant::gemv_kernel(w.type, isa) : nullptr;
+    p.gemm = p.gemv == nullptr && n_rows > 1 ? quant::gemm_kernel(w.type, isa) : nullptr;
+  }
+  p.decode = p.gemv != nullptr || (p.x8 != nullptr && n_rows < kGemvMaxRows);
+  if (p.gemv != nullptr || p.gemm != nullptr || p.x8 != nullptr) {
     // Activation rows in the kernels' layout (quant::gemm_pack_kernel), once
     // per input and weight type.
     p.a = x.packed_for(w.type, isa, p.stride, pool);
@@ -103,15 +117,62 @@ Product prepare(const MatmulOut& o, Activations& x, quant::Isa isa, runtime::Thr
   // llama-3.2-1b Q8_0, 1 thread: 19.4 -> 23.8 t/s going from 128 to 24 KiB).
   constexpr size_t kPanelBytes = 128 * 1024, kTileBytes = 24 * 1024;
   p.panel = std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / std::max<size_t>(1, w.row_bytes)));
+  if (p.x8 != nullptr) p.panel = std::max<int64_t>(1, p.panel / quant::kInterleave);  // in groups of 8 rows
   // A multiple of 4 rows: the kernels' register tiles take 4 activation rows.
   p.tile = std::clamp<int64_t>(static_cast<int64_t>(kTileBytes / std::max<size_t>(1, p.stride)) / 4 * 4, 4, 64);
   return p;
+}
+
+// Groups [g0, g0 + ng) of interleaved product p for all n_rows activation
+// rows, output row 8 * (g - g0) + l of activation row m at y[m * ys + ...]:
+// panels of p.panel groups against tiles of p.tile activation rows, as
+// run_rows blocks the plain kernels.
+void run_groups(const Product& p, int64_t n_rows, int64_t g0, int64_t ng, float* y, size_t ys) {
+  const WeightView& w = *p.w;
+  const size_t group_bytes = static_cast<size_t>(quant::kInterleave) * w.row_bytes;
+  const int64_t tile = p.decode ? n_rows : p.tile;
+  for (int64_t q0 = 0; q0 < ng; q0 += p.panel) {
+    const int64_t nq = std::min(p.panel, ng - q0);
+    for (int64_t m0 = 0; m0 < n_rows; m0 += tile) {
+      const int64_t mt = std::min(tile, n_rows - m0);
+      p.x8(w.n_in, w.data + static_cast<size_t>(g0 + q0) * group_bytes, nq, p.a + static_cast<size_t>(m0) * p.stride,
+           p.stride, mt, y + static_cast<size_t>(m0) * ys + static_cast<size_t>(q0 * quant::kInterleave), ys);
+    }
+  }
+}
+
+// Output rows [r0, r1) of interleaved product p: whole groups in place; a
+// group cut by r0 or r1 (a thread's share need not end on a group) computed
+// whole into a scratch block and only its rows in [r0, r1) copied out (each
+// output is the same whichever rows it is computed with).
+void run_interleaved(const Product& p, int64_t n_rows, int64_t r0, int64_t r1) {
+  constexpr int64_t G = quant::kInterleave;
+  const int64_t n_out = p.w->n_out;
+  for (int64_t r = r0; r < r1;) {
+    const int64_t g = r / G;
+    if (r % G == 0 && r + G <= r1) {
+      const int64_t ng = (r1 - r) / G;
+      run_groups(p, n_rows, g, ng, p.y + r, static_cast<size_t>(n_out));
+      r += ng * G;
+      continue;
+    }
+    std::vector<float> part(static_cast<size_t>(n_rows * G));
+    run_groups(p, n_rows, g, 1, part.data(), G);
+    const int64_t end = std::min(r1, (g + 1) * G);
+    for (int64_t m = 0; m < n_rows; ++m)
+      for (int64_t k = r; k < end; ++k) p.y[m * n_out + k] = part[static_cast<size_t>(m * G + k - g * G)];
+    r = end;
+  }
 }
 
 // Output rows [r0, r1) of product p for all n_rows activation rows.
 void run_rows(const Product& p, int64_t n_rows, int64_t r0, int64_t r1) {
   const WeightView& w = *p.w;
   const int64_t n_out = w.n_out, n_in = w.n_in;
+  if (p.x8 != nullptr) {
+    run_interleaved(p, n_rows, r0, r1);
+    return;
+  }
   if (p.gemv != nullptr) {
     for (int64_t m = 0; m < n_rows; ++m)
       p.gemv(n_in, w.row(r0), w.row_bytes, r1 - r0, p.a + m * p.stride, p.y + m * n_out + r0);
@@ -152,7 +213,7 @@ void matmul_many(std::span<const MatmulOut> outs, Activations& x, runtime::Threa
   bool decode = true;
   for (size_t j = 0; j < ps.size(); ++j) {
     first[j + 1] = first[j] + ps[j].w->n_out;
-    decode = decode && ps[j].gemv != nullptr;
+    decode = decode && ps[j].decode;
   }
   const int64_t n_rows = x.n_rows();
   // Weight rows per grain: a multiple of the kernels' 4-row groups.
@@ -175,7 +236,21 @@ void get_row(const WeightView& w, int64_t r, float* out) {
   if (r < 0 || r >= w.n_out)
     throw Error(Errc::out_of_range, w.name + ": row " + std::to_string(r) + " outside [0, " +
                                         std::to_string(w.n_out) + ")");
+  if (w.interleaved) {
+    quant::dequantize_interleaved_row(w.type, w.data, w.row_bytes, r, out, w.n_in);
+    return;
+  }
   quant::dequantize_row(w.type, w.row(r), out, w.n_in);
+}
+
+bool interleave_weight(WeightView& w, WeightStore& store, quant::Isa isa) {
+  if (w.interleaved || !w.present() || !quant::interleave_pays(w.type, isa) || !quant::can_interleave(w.type, w.n_out))
+    return false;
+  auto& buf = store.emplace_back(static_cast<size_t>(w.n_out) * w.row_bytes);
+  quant::interleave_rows(w.type, w.n_in, w.data, w.row_bytes, w.n_out, buf.data());
+  w.data = buf.data();
+  w.interleaved = true;
+  return true;
 }
 
 }  // namespace synapse::kernels

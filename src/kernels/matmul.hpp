@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "quant/simd.hpp"
+#include "runtime/kv_cache.hpp"
 #include "runtime/thread_pool.hpp"
 #include "synapse/types.hpp"
 
@@ -25,12 +26,32 @@ struct WeightView {
   int64_t n_out = 0;   // ne[1]
   size_t row_bytes = 0;
   const uint8_t* data = nullptr;
+  // The rows are stored as groups of 8 interleaved rows (quant/interleave.hpp,
+  // made by interleave_weight): row(r) is then not row r; group g starts at
+  // row(8 * g).
+  bool interleaved = false;
 
   bool present() const { return data != nullptr; }
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
   // Rows [first, first + count) as a view (Phi-3's fused tensors, experts).
+  // Throws Error(format) when they are outside the matrix, or, for an
+  // interleaved matrix, do not start and end on a group of 8.
   WeightView rows(int64_t first, int64_t count, const std::string& view_name) const;
 };
+
+// The memory of interleaved weight copies (2 MiB pages where large; kept
+// by the model as long as its views).
+using WeightStore = std::vector<std::vector<uint8_t, runtime::HugePageAllocator<uint8_t>>>;
+
+// When the kernels of `isa` read interleaved matrices of w's type
+// (quant::interleave_pays) and w qualifies (quant::can_interleave: Q4_0, a
+// multiple of 8 rows), copies w's rows into a new buffer of `store` as
+// groups of 8 interleaved rows and points w at it; returns whether it did
+// (else w is unchanged). The products and rows of w stay bit for bit what
+// they were. Memory: one more copy of w (n_out * row_bytes bytes), while
+// the file's pages it was read from stay in the page cache. Throws
+// std::bad_alloc.
+bool interleave_weight(WeightView& w, WeightStore& store, quant::Isa isa);
 
 // n_rows activation rows of n_cols floats, with their conversions cached per
 // activation type.
@@ -73,7 +94,8 @@ void matmul(const WeightView& w, Activations& x, float* y, runtime::ThreadPool& 
 void matmul_many(std::span<const MatmulOut> outs, Activations& x, runtime::ThreadPool& pool);
 
 
-// Dequantizes row r of w into out[w.n_in] (ggml_get_rows).
+// Dequantizes row r of w into out[w.n_in] (ggml_get_rows), interleaved or
+// not. Throws Error(out_of_range) when r is outside [0, w.n_out).
 void get_row(const WeightView& w, int64_t r, float* out);
 
 }  // namespace synapse::kernels

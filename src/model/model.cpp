@@ -1,6 +1,8 @@
 #include "model/model.hpp"
 
+#include <map>
 #include <string>
+#include <utility>
 
 #include "quant/quant.hpp"
 
@@ -108,6 +110,32 @@ void bind_experts(const Binder& b, const HParams& hp, int il, Layer& L) {
   }
 }
 
+// Every matrix the active ISA runs faster interleaved (kernels::interleave_weight:
+// Q4_0 under AVX2) gets its interleaved copy, once per distinct matrix (the
+// tied output shares token_embd's). Prefill on llama-3.2-1b Q4_0 at 2
+// threads: see the commit that added it and docs/PERFORMANCE.md.
+void interleave_weights(Model& m) {
+  const quant::Isa isa = quant::active_isa();
+  std::map<std::pair<const uint8_t*, int64_t>, const uint8_t*> done;  // (plain data, rows) -> interleaved data
+  const auto one = [&](WeightView& w) {
+    if (!w.present()) return;
+    const auto key = std::make_pair(w.data, w.n_out);
+    if (auto it = done.find(key); it != done.end()) {
+      w.data = it->second;
+      w.interleaved = true;
+      return;
+    }
+    if (kernels::interleave_weight(w, m.interleaved, isa)) done[key] = w.data;
+  };
+  one(m.tok_embd);
+  one(m.output);
+  for (Layer& L : m.layers) {
+    for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.ffn_gate_inp}) one(*w);
+    for (auto* exps : {&L.gate_exps, &L.up_exps, &L.down_exps})
+      for (WeightView& w : *exps) one(w);
+  }
+}
+
 }  // namespace
 
 uint64_t Model::weight_bytes() const {
@@ -125,7 +153,7 @@ uint64_t Model::n_params() const {
 std::unique_ptr<Model> load_model(const std::string& path) { return load_model(gguf::File::open(path)); }
 
 std::unique_ptr<Model> load_model(gguf::File file) {
-  auto m = std::make_unique<Model>(Model{std::move(file), {}, {}, {}, {}, {}, {}, {}});
+  auto m = std::make_unique<Model>(Model{std::move(file), {}, {}, {}, {}, {}, {}, {}, {}});
   const gguf::File& f = m->file;
   m->hp = read_hparams(f);
   const HParams& hp = m->hp;
@@ -172,6 +200,7 @@ std::unique_ptr<Model> load_model(gguf::File file) {
       L.ffn_down = b.matrix(p + "ffn_down.weight", hp.n_ff, hp.n_embd);
     }
   }
+  interleave_weights(*m);
   m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_gguf(f));
   return m;
 }

@@ -1,6 +1,8 @@
 // A loaded model: the mapped GGUF file, its hyperparameters, weight views
 // bound by tensor name (zero-copy: quantized weights stay in the mapping;
-// only norms, biases and rope factors become float), and its tokenizer.
+// only norms, biases and rope factors become float; the one exception is
+// Q4_0 under AVX2, copied once as 8 interleaved rows, see
+// kernels::interleave_weight), and its tokenizer.
 #pragma once
 
 #include <memory>
@@ -35,6 +37,9 @@ struct Model {
   std::vector<float> rope_freqs;        // Llama 3 frequency factors [n_rot/2], or empty
   std::vector<Layer> layers;
   std::unique_ptr<Tokenizer> tokenizer;
+  // Interleaved copies of the matrices the active kernels read that way
+  // (kernels::interleave_weight; the views above then point here).
+  kernels::WeightStore interleaved;
 
   // Bytes of every tensor's data (what a decode step streams, roughly).
   uint64_t weight_bytes() const;

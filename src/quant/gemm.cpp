@@ -2,6 +2,7 @@
 // loops the single-row dot.
 #include "quant/gemm.hpp"
 
+#include "quant/interleave.hpp"
 #include "quant/quant.hpp"
 
 #include <string>
@@ -15,7 +16,6 @@ GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
   if (isa == Isa::avx2) {
     switch (t) {
-      case GgmlType::Q4_0: return avx2::gemm_q4_0_q8_0;
       case GgmlType::Q8_0: return avx2::gemm_q8_0_q8_0;
       case GgmlType::Q5_0: return avx2::gemm_q5_0_q8_0;
       case GgmlType::Q4_K: return avx2::gemm_q4_K_q8_K;
@@ -43,7 +43,6 @@ GemvFn gemv_kernel(GgmlType t, Isa isa) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
   if (isa == Isa::avx2) {
     switch (t) {
-      case GgmlType::Q4_0: return avx2::gemv_q4_0_q8_0;
       case GgmlType::Q8_0: return avx2::gemv_q8_0_q8_0;
       case GgmlType::Q5_0: return avx2::gemv_q5_0_q8_0;
       case GgmlType::Q4_K: return avx2::gemv_q4_K_q8_K;
@@ -62,7 +61,7 @@ GemvFn gemv_kernel(GgmlType t, Isa isa) noexcept {
 
 GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
-  if (isa == Isa::avx2 && t == GgmlType::Q4_0) return avx2::pack_q8_0_for_q4_0;
+  if (isa == Isa::avx2 && t == GgmlType::Q4_0) return avx2::pack_q8_0_for_q4_0x8;  // interleave.hpp
   if (isa == Isa::avx2 && t == GgmlType::Q8_0) return avx2::pack_q8_0_for_q8_0;
   if (isa == Isa::avx2 && t == GgmlType::Q5_0) return avx2::pack_q8_0_for_q5_0;
 #endif
@@ -73,7 +72,8 @@ GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept {
 
 size_t gemm_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
-  if (isa == Isa::avx2 && (t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || t == GgmlType::Q8_0)) return static_cast<size_t>(n / 32) * 96;
+  if (isa == Isa::avx2 && (t == GgmlType::Q5_0 || t == GgmlType::Q8_0)) return static_cast<size_t>(n / 32) * 96;
+  if (isa == Isa::avx2 && t == GgmlType::Q4_0) return static_cast<size_t>(n / 32) * 40;
 #endif
   return row_size(vec_dot_type(t), n);
 }

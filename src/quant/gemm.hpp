@@ -74,11 +74,8 @@ namespace avx2 {
 // Defined in gemm_avx2.cpp (x86-64 only; the K-quants in gemm_k_avx2.cpp).
 // Same contract as GemmFn, each equal per output to the avx2::vec_dot_*
 // kernel of the same type.
-void pack_q8_0_for_q4_0(int64_t n, const void* src, void* dst);
 void pack_q8_0_for_q5_0(int64_t n, const void* src, void* dst);
 void pack_q8_0_for_q8_0(int64_t n, const void* src, void* dst);
-void gemm_q4_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
-                    int64_t n_rows, float* y, size_t y_stride);
 void gemm_q8_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
                     int64_t n_rows, float* y, size_t y_stride);
 void gemm_q5_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
@@ -110,7 +107,6 @@ void gemm_f16_f16(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, con
 void gemm_f32_f32(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
                   int64_t n_rows, float* y, size_t y_stride);
 // Same contract as GemvFn, each equal per row to the avx2::vec_dot_* kernel.
-void gemv_q4_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 void gemv_q8_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 void gemv_q5_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 void gemv_f16_f16(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);

@@ -1,5 +1,5 @@
-// AVX2 multi-row dots (gemm.hpp) of the 32-element formats (Q4_0, Q5_0,
-// Q8_0) and of F16/F32: gemm_* take register tiles of 2 weight rows by 4
+// AVX2 multi-row dots (gemm.hpp) of the 32-element formats Q5_0 and Q8_0
+// (Q4_0 matrices run interleaved: interleave_avx2.cpp) and of F16/F32: gemm_* take register tiles of 2 weight rows by 4
 // activation rows (F16/F32: one weight row by 4; prefill), gemv_* up to 4
 // weight rows against one activation row (decode). Per output element every step is the one of the
 // single-row AVX2 kernel of the same type (legacy_dot_avx2.cpp,
@@ -31,11 +31,11 @@ using namespace tiles;
 
 // ------------------------------------------------ 32-element blocks (Q8_0 activations)
 //
-// The Q4_0 and Q8_0 kernels read the activation rows in a packed layout made
-// once per matrix product (pack_q8_0_for_q4_0 / pack_q8_0_for_q8_0): per
+// The Q5_0 and Q8_0 kernels read the activation rows in a packed layout made
+// once per matrix product (pack_q8_0_for_q5_0 / pack_q8_0_for_q8_0): per
 // 32-element block the activation-side work of the single-row kernel done
 // ahead (the F16 scale converted to float; for Q8_0 the bytes widened to
-// int16 even/odd words; for Q4_0 the offset term 8 * sum of each group of
+// int16 even/odd words; for Q5_0 the offset term 16 * sum of each group of
 // 4 bytes). The integer lanes are the same exact integers and the float
 // steps the same operations, so every output equals the vec_dot.
 
@@ -46,8 +46,8 @@ struct PackedQ8_0 {
   float d;
   uint8_t pad[28];
 };
-// Packed activation block for Q4_0 / Q5_0 weights (digits u stored with an
-// offset of 8 / 16): off[l] = offset * (qs[4l] + ... + qs[4l+3]).
+// Packed activation block for Q5_0 weights (digits u stored with an
+// offset of 16): off[l] = offset * (qs[4l] + ... + qs[4l+3]).
 struct PackedQ8Offset {
   int8_t qs[32];
   int32_t off[8];
@@ -56,7 +56,7 @@ struct PackedQ8Offset {
 };
 static_assert(sizeof(PackedQ8_0) == 96 && sizeof(PackedQ8Offset) == 96);
 
-// Q4_0 / Q5_0 lanes: sum over 4 bytes of (u - offset) * a
+// Q5_0 lanes: sum over 4 bytes of (u - offset) * a
 // = madd(maddubs(u, a), 1) - off (u <= 31: no int16 pair saturates).
 inline __m256i offset_lanes(__m256i u, const PackedQ8Offset& b) {
   return _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u, load32(b.qs)), _mm256_set1_epi16(1)),
@@ -68,11 +68,10 @@ inline __m256i q8_0_lanes(__m256i we, __m256i wo, const PackedQ8_0& b) {
   return _mm256_add_epi32(_mm256_madd_epi16(we, load32(b.e)), _mm256_madd_epi16(wo, load32(b.o)));
 }
 
-// The unsigned digits of a Q4_0 / Q5_0 block (value = digit - 8 / - 16).
-inline __m256i digits(const block_q4_0& b) { return unpack_nibbles(b.qs); }
+// The unsigned digits of a Q5_0 block (value = digit - 16).
 inline __m256i digits(const block_q5_0& b) { return _mm256_or_si256(unpack_nibbles(b.qs), fifth_bits(b.qh)); }
 
-// R Q4_0 / Q5_0 weight rows by A packed activation rows (a register tile,
+// R Q5_0 weight rows by A packed activation rows (a register tile,
 // gemm_tiles.hpp by_blocks): each weight block unpacked once for the A
 // activation rows, each activation block loaded once for the R weight rows;
 // per output the single-row kernel's steps (offset_lanes, d = dw * da, one
@@ -182,7 +181,7 @@ struct FloatTile {
 
 // ------------------------------------------------ decode: R weight rows, one activation row
 
-// vec_dot_q4_0_q8_0 / vec_dot_q5_0_q8_0 for R weight rows against one packed
+// vec_dot_q5_0_q8_0 for R weight rows against one packed
 // activation row.
 template <int R, typename B>
 void offset_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8Offset* a, float* y) {
@@ -190,9 +189,9 @@ void offset_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8Offset* 
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   const float* f16 = f16_table();
   // Unrolled: the loop's counter and pointer updates were a fifth of the
-  // instructions of a Q5_0 block (tg128 llama-3.2-1b Q4_0 t=2, A/B:
-  // 47.7/47.6 -> 53.4/51.3 t/s; t=1 24.8 -> 27.3). Same operations per row,
-  // in the same order.
+  // instructions of a Q5_0 block (measured when Q4_0 ran here too: tg128
+  // llama-3.2-1b Q4_0 t=2, A/B: 47.7/47.6 -> 53.4/51.3 t/s; t=1 24.8 ->
+  // 27.3). Same operations per row, in the same order.
 #pragma GCC unroll 4
   for (int64_t i = 0; i < nb; ++i) {
     const __m256 da = _mm256_broadcast_ss(&a[i].d);
@@ -245,19 +244,10 @@ void float_rows(int64_t n, const uint8_t* w, size_t ws, const E* a, float* y) {
   }
 }
 
-// Rows side by side in the decode kernels (tiles::by_row_groups): Q4_0 has
-// the least work per block, so two rows' chains overlap (tg128 llama-3.2-1b
-// Q4_0 t=2: 46.2 vs 43.4 t/s with one row); Q5_0 (fifth bits) and Q8_0 (two
-// loads per block) stream best one row at a time (Q8_0 33.8/34.3 vs
+// Rows side by side in the decode kernels (tiles::by_row_groups): Q5_0
+// (fifth bits) and Q8_0 (two loads per block) stream best one row at a time (Q8_0 33.8/34.3 vs
 // 28.7/26.0 t/s with two rows; qwen2.5-0.5b, mostly Q5_0, 94.3/97.8 vs
 // 91.1/95.7).
-struct Q4_0Rows {
-  static constexpr int kGroup = 2;
-  int64_t nb;
-  const PackedQ8Offset* a;
-  template <int R>
-  void run(const uint8_t* w, size_t ws, float* y) const { offset_rows<R, block_q4_0>(nb, w, ws, a, y); }
-};
 struct Q5_0Rows {
   static constexpr int kGroup = 1;
   int64_t nb;
@@ -297,8 +287,6 @@ void pack_q8_0_offset(int64_t n, const void* src, void* dst) {
 
 }  // namespace
 
-void pack_q8_0_for_q4_0(int64_t n, const void* src, void* dst) { pack_q8_0_offset<8>(n, src, dst); }
-
 void pack_q8_0_for_q5_0(int64_t n, const void* src, void* dst) { pack_q8_0_offset<16>(n, src, dst); }
 
 void pack_q8_0_for_q8_0(int64_t n, const void* src, void* dst) {
@@ -311,10 +299,6 @@ void pack_q8_0_for_q8_0(int64_t n, const void* src, void* dst) {
     p[i].d = h2f(x[i].d);
     std::memset(p[i].pad, 0, sizeof p[i].pad);
   }
-}
-
-void gemv_q4_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, float* y) {
-  by_row_groups(Q4_0Rows{n / QK4_0, reinterpret_cast<const PackedQ8Offset*>(a)}, w, ws, n_w, y);
 }
 
 void gemv_q5_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, float* y) {
@@ -331,11 +315,6 @@ void gemv_f16_f16(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uin
 
 void gemv_f32_f32(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, float* y) {
   by_row_groups(FloatRows<float>{n, reinterpret_cast<const float*>(a)}, w, ws, n_w, y);
-}
-
-void gemm_q4_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
-                    int64_t n_rows, float* y, size_t ys) {
-  by_blocks(OffsetBlock<block_q4_0>{n / QK4_0}, w, ws, n_w, a, as, n_rows, y, ys);
 }
 
 void gemm_q5_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,

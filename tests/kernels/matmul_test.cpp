@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/matmul.hpp"
+#include "quant/interleave.hpp"
 #include "quant/quant.hpp"
 #include "quant/random_rows.hpp"
 #include "synapse/error.hpp"
@@ -60,10 +61,20 @@ TEST(Matmul, ManyProductsEqualVecDotPerElement) {
   ws.push_back(make_weight(GgmlType::Q8_0, n_in, 5, rng));
   ws.push_back(make_weight(GgmlType::Q4_0, n_in, 130, rng));
   ws.push_back(make_weight(GgmlType::F16, n_in, 9, rng));
+  // A Q4_0 matrix of 17 groups of 8 rows, interleaved (the reference reads
+  // the plain copy). It follows 5 + 9 rows of other products, so the split
+  // of matmul_many's rows cuts its groups.
+  ws.push_back(make_weight(GgmlType::Q4_0, n_in, 136, rng));
+  const std::vector<uint8_t> plain_q4_0 = ws.back().bytes;
+  quant::interleave_rows(GgmlType::Q4_0, n_in, plain_q4_0.data(), ws.back().view.row_bytes, 136,
+                         ws.back().bytes.data());
+  WeightView plain_view = ws.back().view;
+  plain_view.data = plain_q4_0.data();
+  ws.back().view.interleaved = true;
   for (int64_t n_rows : {1, 2, 3, 4, 7, 19}) {
     const std::vector<float> x = quant::test_rows::random_floats(n_rows * n_in, rng, 0);
     std::vector<std::vector<float>> want;
-    for (const Weight& w : ws) want.push_back(reference(w.view, x, n_rows));
+    for (const Weight& w : ws) want.push_back(reference(w.view.interleaved ? plain_view : w.view, x, n_rows));
     for (int threads = 1; threads <= 3; ++threads) {
       runtime::ThreadPool pool(threads);
       // One product at a time.
@@ -86,6 +97,42 @@ TEST(Matmul, ManyProductsEqualVecDotPerElement) {
             << "matmul_many: " << ws[j].view.name << " rows " << n_rows << " threads " << threads;
     }
   }
+}
+
+// interleave_weight: which matrices it takes, and that rows and views of
+// the interleaved copy are those of the plain matrix.
+TEST(Matmul, InterleavedWeightKeepsItsRows) {
+  std::mt19937 rng(11);
+  const int64_t n_in = 96;
+  Weight q4 = make_weight(GgmlType::Q4_0, n_in, 24, rng);
+  Weight odd = make_weight(GgmlType::Q4_0, n_in, 12, rng), q8 = make_weight(GgmlType::Q8_0, n_in, 16, rng);
+  WeightStore store;
+  const quant::Isa isa = quant::active_isa();
+  EXPECT_FALSE(interleave_weight(odd.view, store, isa));  // 12 rows: no whole groups
+  EXPECT_FALSE(interleave_weight(q8.view, store, isa));   // only Q4_0
+  EXPECT_FALSE(interleave_weight(q4.view, store, quant::Isa::scalar));  // nothing to gain there
+  EXPECT_TRUE(store.empty());
+  WeightView x8 = q4.view;
+  EXPECT_EQ(interleave_weight(x8, store, isa), quant::interleave_pays(GgmlType::Q4_0, isa));
+  if (!x8.interleaved) {  // this ISA keeps plain rows; test the layout all the same
+    store.emplace_back(q4.bytes.size());
+    quant::interleave_rows(GgmlType::Q4_0, n_in, q4.bytes.data(), q4.view.row_bytes, 24, store.back().data());
+    x8.data = store.back().data();
+    x8.interleaved = true;
+  }
+  EXPECT_NE(x8.data, q4.view.data);
+  std::vector<float> want(n_in), got(n_in);
+  for (int64_t r = 0; r < 24; ++r) {
+    get_row(q4.view, r, want.data());
+    get_row(x8, r, got.data());
+    ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << "row " << r;
+  }
+  const WeightView tail = x8.rows(8, 16, "tail");
+  get_row(tail, 3, got.data());
+  get_row(q4.view, 11, want.data());
+  EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0);
+  EXPECT_THROW(x8.rows(4, 8, "cut"), Error);
+  EXPECT_THROW(x8.rows(8, 12, "cut"), Error);
 }
 
 TEST(Matmul, ManyRejectsAMismatchedInputBeforeComputing) {

@@ -1,0 +1,161 @@
+// Interleaved Q4_0 matrices (src/quant/interleave*.cpp): the repack keeps
+// every row (dequantized rows memcmp-equal to the plain ones), and the
+// kernels of every ISA give, per output, vec_dot_q4_0_q8_0 of the plain row
+// bit for bit (DESIGN.md contract 2) for 1..3 groups by 1..17 activation
+// rows (every edge of the AVX2 tiles), quantized and raw-byte rows
+// (activation bytes down to -128), with untouched gaps in the output.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "quant/formats.hpp"
+#include "quant/gemm.hpp"
+#include "quant/interleave.hpp"
+#include "quant/quant.hpp"
+#include "quant/random_rows.hpp"
+#include "quant/simd.hpp"
+#include "synapse/error.hpp"
+
+namespace synapse::quant {
+namespace {
+
+std::vector<uint8_t> rows_of(GgmlType t, int64_t n, int64_t count, std::mt19937& rng, bool raw) {
+  std::vector<uint8_t> out;
+  for (int64_t r = 0; r < count; ++r) {
+    std::vector<uint8_t> row;
+    if (raw) {
+      row = test_rows::random_row_bytes(t, n, rng);
+    } else {
+      row.resize(row_size(t, n));
+      const std::vector<float> x = test_rows::random_floats(n, rng, static_cast<int>(r % 2));
+      quantize_kernel(t, Isa::scalar)(x.data(), row.data(), n);
+    }
+    out.insert(out.end(), row.begin(), row.end());
+  }
+  return out;
+}
+
+TEST(Interleave, RowsSurviveTheRepack) {
+  std::mt19937 rng(21);
+  for (int64_t n : {32, 96, 2048}) {
+    const size_t rb = row_size(GgmlType::Q4_0, n);
+    const std::vector<uint8_t> plain = rows_of(GgmlType::Q4_0, n, 24, rng, true);
+    std::vector<uint8_t> x8(plain.size(), 0xEE);
+    interleave_rows(GgmlType::Q4_0, n, plain.data(), rb, 24, x8.data());
+    EXPECT_NE(std::memcmp(plain.data(), x8.data(), plain.size()), 0);  // the bytes did move
+    std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+    for (int64_t r = 0; r < 24; ++r) {
+      dequantize_row(GgmlType::Q4_0, plain.data() + r * rb, want.data(), n);
+      dequantize_interleaved_row(GgmlType::Q4_0, x8.data(), rb, r, got.data(), n);
+      ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << "n " << n << " row " << r;
+    }
+  }
+}
+
+TEST(Interleave, RefusesWhatItCannotInterleave) {
+  EXPECT_TRUE(can_interleave(GgmlType::Q4_0, 8));
+  EXPECT_FALSE(can_interleave(GgmlType::Q4_0, 12));
+  EXPECT_FALSE(can_interleave(GgmlType::Q4_0, 0));
+  EXPECT_FALSE(can_interleave(GgmlType::Q8_0, 16));
+  EXPECT_FALSE(interleave_pays(GgmlType::Q4_0, Isa::scalar));
+  EXPECT_FALSE(interleave_pays(GgmlType::Q8_0, Isa::avx2));
+  EXPECT_EQ(gemm_x8_kernel(GgmlType::Q8_0, Isa::scalar), nullptr);
+  std::vector<uint8_t> src(18 * 16), dst(src.size());
+  EXPECT_THROW(interleave_rows(GgmlType::Q4_0, 32, src.data(), 18, 12, dst.data()), Error);
+  EXPECT_THROW(interleave_rows(GgmlType::Q8_0, 32, src.data(), 34, 8, dst.data()), Error);
+  EXPECT_THROW(interleave_rows(GgmlType::Q4_0, 32, src.data(), 20, 8, dst.data()), Error);  // not Q4_0 rows
+  EXPECT_THROW(interleave_rows(GgmlType::Q4_0, 48, src.data(), 27, 8, dst.data()), Error);  // n % 32 != 0
+  float y[32];
+  EXPECT_THROW(dequantize_interleaved_row(GgmlType::Q8_0, src.data(), 34, 0, y, 32), Error);
+}
+
+// gemm_x8_kernel(Q4_0, isa) against vec_dot_kernel(Q4_0, isa) on the plain
+// rows, output stride 8 * n_groups + 3 (the 3 floats between rows must stay
+// untouched).
+void check(Isa isa, std::mt19937& rng) {
+  const GemmX8Fn kernel = gemm_x8_kernel(GgmlType::Q4_0, isa);
+  ASSERT_NE(kernel, nullptr);
+  const VecDotFn dot = vec_dot_kernel(GgmlType::Q4_0, isa);
+  const GemmPackFn pack = gemm_pack_kernel(GgmlType::Q4_0, isa);
+  int compared = 0;
+  for (int64_t n : {32, 96, 2048}) {
+    for (bool raw : {false, true}) {
+      const size_t rb = row_size(GgmlType::Q4_0, n), as = row_size(GgmlType::Q8_0, n);
+      const std::vector<uint8_t> plain = rows_of(GgmlType::Q4_0, n, 24, rng, raw);
+      std::vector<uint8_t> x8(plain.size());
+      interleave_rows(GgmlType::Q4_0, n, plain.data(), rb, 24, x8.data());
+      const std::vector<uint8_t> a = rows_of(GgmlType::Q8_0, n, 17, rng, raw);
+      std::vector<uint8_t> packed = a;
+      size_t ps = as;
+      if (pack != nullptr) {
+        ps = gemm_packed_row_size(GgmlType::Q4_0, isa, n);
+        packed.assign(ps * 17, 0);
+        for (int m = 0; m < 17; ++m) pack(n, a.data() + m * as, packed.data() + m * ps);
+      }
+      for (int64_t groups = 1; groups <= 3; ++groups) {
+        for (int64_t M = 1; M <= 17; ++M) {
+          const size_t ys = static_cast<size_t>(8 * groups) + 3;
+          std::vector<float> y(static_cast<size_t>(M) * ys, -7.0f);
+          kernel(n, x8.data(), groups, packed.data(), ps, M, y.data(), ys);
+          for (int64_t m = 0; m < M; ++m) {
+            for (int64_t r = 0; r < 8 * groups; ++r) {
+              const float want = dot(n, plain.data() + r * rb, a.data() + m * as);
+              const float got = y[m * ys + r];
+              ASSERT_EQ(std::memcmp(&want, &got, sizeof(float)), 0)
+                  << isa_name(isa) << " n " << n << " raw " << raw << " groups " << groups << " M " << M << " row "
+                  << r << " act " << m << ": vec_dot " << want << " kernel " << got;
+              ++compared;
+            }
+            for (size_t k = static_cast<size_t>(8 * groups); k < ys; ++k)
+              ASSERT_EQ(y[m * ys + k], -7.0f) << "wrote past its rows";
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 10000);
+}
+
+TEST(Interleave, ScalarKernelEqualsVecDot) {
+  std::mt19937 rng(4);
+  check(Isa::scalar, rng);
+}
+
+TEST(Interleave, Avx2KernelEqualsVecDot) {
+  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
+  EXPECT_TRUE(interleave_pays(GgmlType::Q4_0, Isa::avx2));
+  std::mt19937 rng(8);
+  check(Isa::avx2, rng);
+}
+
+// The Q4_0 order itself (legacy.cpp): one exact integer per block, one
+// fused multiply-add per block; the AVX2 and scalar dots agree on it.
+TEST(Interleave, Q4_0DotIsOneFmaPerBlock) {
+  std::mt19937 rng(13);
+  const int64_t n = 96;
+  const std::vector<uint8_t> w = rows_of(GgmlType::Q4_0, n, 1, rng, true);
+  const std::vector<uint8_t> a = rows_of(GgmlType::Q8_0, n, 1, rng, true);
+  const auto* wb = reinterpret_cast<const block_q4_0*>(w.data());
+  const auto* ab = reinterpret_cast<const block_q8_0*>(a.data());
+  float acc = 0.0f;
+  for (int i = 0; i < 3; ++i) {
+    int32_t isum = 0;
+    for (int k = 0; k < 32; ++k) {
+      const int q = k < 16 ? (wb[i].qs[k] & 0x0F) : (wb[i].qs[k - 16] >> 4);
+      isum += (q - 8) * ab[i].qs[k];
+    }
+    acc = std::fma(static_cast<float>(isum), fp16_to_fp32(wb[i].d) * fp16_to_fp32(ab[i].d), acc);
+  }
+  const float scalar = vec_dot_kernel(GgmlType::Q4_0, Isa::scalar)(n, w.data(), a.data());
+  EXPECT_EQ(std::memcmp(&acc, &scalar, sizeof acc), 0) << acc << " vs " << scalar;
+  if (cpu_has_avx2()) {
+    const float simd = vec_dot_kernel(GgmlType::Q4_0, Isa::avx2)(n, w.data(), a.data());
+    EXPECT_EQ(std::memcmp(&acc, &simd, sizeof acc), 0) << acc << " vs " << simd;
+  }
+}
+
+}  // namespace
+}  // namespace synapse::quant
