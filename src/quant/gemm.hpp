@@ -43,9 +43,11 @@ GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept;
 
 // Bytes of one packed activation row of n elements (what gemm_pack_kernel
 // writes, and the stride the kernels are given): row_size(vec_dot_type(t), n)
-// unless the pack changes the size. AVX2 Q4_0/Q5_0/Q8_0: 96 bytes per 32 elements
-// (gemm_avx2.cpp's PackedQ4_0 / PackedQ8_0: the activation block's float
-// scale, its int16-widened bytes or its offset term, computed once).
+// unless the pack changes the size. AVX2 Q8_0: 96 bytes per 32 elements
+// (gemm_avx2.cpp's PackedQ8_0: the activation block's float scale and its
+// int16-widened bytes); AVX2 Q4_0/Q5_0: 40 (interleave_avx2.cpp's
+// PackedQ8x8, for the interleaved kernels: the float scale and the offset
+// term), computed once.
 size_t gemm_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept;
 
 // Decode-side multi-row kernel: several weight rows against ONE activation
@@ -53,7 +55,7 @@ size_t gemm_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept;
 // r = 0..n_w-1, bit for bit (the same contract as GemmFn). Per weight type
 // the kernel runs one row at a time (the matrix read as one sequential
 // stream, software-prefetched ahead) or, where a block holds too little work
-// to cover its fused multiply-add chain's latency (Q4_0, F16, F32), a few
+// to cover its fused multiply-add chain's latency (F16, F32), a few
 // rows side by side (gemm_tiles.hpp, by_row_groups).
 // a: one activation row of type vec_dot_type(t), passed through
 // gemm_pack_kernel(t, isa) when that is not null (the same layout as GemmFn).
@@ -74,11 +76,8 @@ namespace avx2 {
 // Defined in gemm_avx2.cpp (x86-64 only; the K-quants in gemm_k_avx2.cpp).
 // Same contract as GemmFn, each equal per output to the avx2::vec_dot_*
 // kernel of the same type.
-void pack_q8_0_for_q5_0(int64_t n, const void* src, void* dst);
 void pack_q8_0_for_q8_0(int64_t n, const void* src, void* dst);
 void gemm_q8_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
-                    int64_t n_rows, float* y, size_t y_stride);
-void gemm_q5_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
                     int64_t n_rows, float* y, size_t y_stride);
 void gemm_q4_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
                     int64_t n_rows, float* y, size_t y_stride);
@@ -108,7 +107,6 @@ void gemm_f32_f32(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, con
                   int64_t n_rows, float* y, size_t y_stride);
 // Same contract as GemvFn, each equal per row to the avx2::vec_dot_* kernel.
 void gemv_q8_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
-void gemv_q5_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 void gemv_f16_f16(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 void gemv_f32_f32(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 // Defined in gemm_k_avx2.cpp: one weight row at a time against one plain

@@ -1,15 +1,16 @@
-// AVX2 multi-row dots (gemm.hpp) of the 32-element formats Q5_0 and Q8_0
-// (Q4_0 matrices run interleaved: interleave_avx2.cpp) and of F16/F32: gemm_* take register tiles of 2 weight rows by 4
-// activation rows (F16/F32: one weight row by 4; prefill), gemv_* up to 4
-// weight rows against one activation row (decode). Per output element every step is the one of the
-// single-row AVX2 kernel of the same type (legacy_dot_avx2.cpp,
+// AVX2 multi-row dots (gemm.hpp) of the 32-element format Q8_0 (Q4_0 and
+// Q5_0 matrices run interleaved: interleave_avx2.cpp) and of F16/F32:
+// gemm_* take register tiles of 2 weight rows by 4 activation rows
+// (F16/F32: one weight row by 4; prefill), gemv_* up to 4 weight rows
+// against one activation row (decode). Per output element every step is the
+// one of the single-row AVX2 kernel of the same type (legacy_dot_avx2.cpp,
 // float_avx2.cpp; the orders are explained there): the same exact integer
 // lanes, the same float multiplies / fused multiply-adds in the same order,
 // the same final reduction. Only work that does not depend on the pair is
 // hoisted: the weight-side unpacking per weight block, and the
-// activation-side work once per matrix product (the pack_* functions: F16
-// scale to float, int16 widening, the offset term). The K-quant kernels are
-// in gemm_k_avx2.cpp. Tested bit-equal per row in tests/quant/gemm_test.cpp.
+// activation-side work once per matrix product (pack_q8_0_for_q8_0: F16
+// scale to float, int16 widening). The K-quant kernels are in
+// gemm_k_avx2.cpp. Tested bit-equal per row in tests/quant/gemm_test.cpp.
 //
 // The small helpers (F16 conversion, lane sums, nibble unpacking) come from
 // quant/avx2_util.hpp, shared with the single-row kernels.
@@ -31,12 +32,10 @@ using namespace tiles;
 
 // ------------------------------------------------ 32-element blocks (Q8_0 activations)
 //
-// The Q5_0 and Q8_0 kernels read the activation rows in a packed layout made
-// once per matrix product (pack_q8_0_for_q5_0 / pack_q8_0_for_q8_0): per
-// 32-element block the activation-side work of the single-row kernel done
-// ahead (the F16 scale converted to float; for Q8_0 the bytes widened to
-// int16 even/odd words; for Q5_0 the offset term 16 * sum of each group of
-// 4 bytes). The integer lanes are the same exact integers and the float
+// The Q8_0 kernels read the activation rows in a packed layout made once
+// per matrix product (pack_q8_0_for_q8_0): per 32-element block the
+// activation-side work of the single-row kernel done ahead (the F16 scale
+// converted to float, the bytes widened to int16 even/odd words). The integer lanes are the same exact integers and the float
 // steps the same operations, so every output equals the vec_dot.
 
 // Packed activation block for Q8_0 weights: e/o = bytes 2k / 2k+1 as int16.
@@ -46,59 +45,11 @@ struct PackedQ8_0 {
   float d;
   uint8_t pad[28];
 };
-// Packed activation block for Q5_0 weights (digits u stored with an
-// offset of 16): off[l] = offset * (qs[4l] + ... + qs[4l+3]).
-struct PackedQ8Offset {
-  int8_t qs[32];
-  int32_t off[8];
-  float d;
-  uint8_t pad[28];
-};
-static_assert(sizeof(PackedQ8_0) == 96 && sizeof(PackedQ8Offset) == 96);
-
-// Q5_0 lanes: sum over 4 bytes of (u - offset) * a
-// = madd(maddubs(u, a), 1) - off (u <= 31: no int16 pair saturates).
-inline __m256i offset_lanes(__m256i u, const PackedQ8Offset& b) {
-  return _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u, load32(b.qs)), _mm256_set1_epi16(1)),
-                          load32(b.off));
-}
+static_assert(sizeof(PackedQ8_0) == 96);
 
 // Q8_0 lanes: even and odd int16 products, pairwise, added.
 inline __m256i q8_0_lanes(__m256i we, __m256i wo, const PackedQ8_0& b) {
   return _mm256_add_epi32(_mm256_madd_epi16(we, load32(b.e)), _mm256_madd_epi16(wo, load32(b.o)));
-}
-
-// The unsigned digits of a Q5_0 block (value = digit - 16).
-inline __m256i digits(const block_q5_0& b) { return _mm256_or_si256(unpack_nibbles(b.qs), fifth_bits(b.qh)); }
-
-// R Q5_0 weight rows by A packed activation rows (a register tile,
-// gemm_tiles.hpp by_blocks): each weight block unpacked once for the A
-// activation rows, each activation block loaded once for the R weight rows;
-// per output the single-row kernel's steps (offset_lanes, d = dw * da, one
-// fused multiply-add per block).
-template <int R, int A, typename B>
-void offset_block(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* y, size_t ys) {
-  __m256 acc[R][A];
-  for (int r = 0; r < R; ++r)
-    for (int m = 0; m < A; ++m) acc[r][m] = _mm256_setzero_ps();
-  const float* f16 = f16_table();
-  for (int64_t i = 0; i < nb; ++i) {
-    __m256i u[R];
-    __m256 dw[R];
-    for (int r = 0; r < R; ++r) {
-      const B& b = weight_row<B>(w, ws, r)[i];
-      u[r] = digits(b);
-      dw[r] = _mm256_broadcast_ss(f16 + b.d);
-    }
-    for (int m = 0; m < A; ++m) {
-      const PackedQ8Offset& b = act_row<PackedQ8Offset>(a, as, m)[i];
-      const __m256 da = _mm256_broadcast_ss(&b.d);
-      for (int r = 0; r < R; ++r)
-        acc[r][m] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], da), _mm256_cvtepi32_ps(offset_lanes(u[r], b)), acc[r][m]);
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int m = 0; m < A; ++m) y[m * ys + r] = hsum_float_8(acc[r][m]);
 }
 
 // The same register tile for Q8_0 (weights widened to int16 once per block).
@@ -157,14 +108,6 @@ void float_tile(int64_t n, const E* w, const uint8_t* a, size_t as, float* y, si
   }
 }
 
-template <typename B>
-struct OffsetBlock {
-  int64_t nb;
-  template <int R, int A>
-  void run(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* y, size_t ys) const {
-    offset_block<R, A, B>(nb, w, ws, a, as, y, ys);
-  }
-};
 struct Q8_0Block {
   int64_t nb;
   template <int R, int A>
@@ -181,36 +124,16 @@ struct FloatTile {
 
 // ------------------------------------------------ decode: R weight rows, one activation row
 
-// vec_dot_q5_0_q8_0 for R weight rows against one packed
-// activation row.
-template <int R, typename B>
-void offset_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8Offset* a, float* y) {
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  const float* f16 = f16_table();
-  // Unrolled: the loop's counter and pointer updates were a fifth of the
-  // instructions of a Q5_0 block (measured when Q4_0 ran here too: tg128
-  // llama-3.2-1b Q4_0 t=2, A/B: 47.7/47.6 -> 53.4/51.3 t/s; t=1 24.8 ->
-  // 27.3). Same operations per row, in the same order.
-#pragma GCC unroll 4
-  for (int64_t i = 0; i < nb; ++i) {
-    const __m256 da = _mm256_broadcast_ss(&a[i].d);
-    for (int r = 0; r < R; ++r) {
-      const B* b = weight_row<B>(w, ws, r) + i;
-      prefetch_ahead(b);
-      const __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(f16 + b->d), da);
-      acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(offset_lanes(digits(*b), a[i])), acc[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) y[r] = hsum_float_8(acc[r]);
-}
-
 // vec_dot_q8_0_q8_0 for R weight rows against one packed activation row.
 template <int R>
 void q8_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8_0* a, float* y) {
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   const float* f16 = f16_table();
+  // Unrolled: the loop's counter and pointer updates were a fifth of the
+  // instructions of a (Q5_0) block when this was measured (tg128
+  // llama-3.2-1b Q4_0 t=2, A/B: 47.7/47.6 -> 53.4/51.3 t/s). Same
+  // operations per row, in the same order.
 #pragma GCC unroll 4
   for (int64_t i = 0; i < nb; ++i) {
     const __m256 da = _mm256_broadcast_ss(&a[i].d);
@@ -244,17 +167,9 @@ void float_rows(int64_t n, const uint8_t* w, size_t ws, const E* a, float* y) {
   }
 }
 
-// Rows side by side in the decode kernels (tiles::by_row_groups): Q5_0
-// (fifth bits) and Q8_0 (two loads per block) stream best one row at a time (Q8_0 33.8/34.3 vs
-// 28.7/26.0 t/s with two rows; qwen2.5-0.5b, mostly Q5_0, 94.3/97.8 vs
-// 91.1/95.7).
-struct Q5_0Rows {
-  static constexpr int kGroup = 1;
-  int64_t nb;
-  const PackedQ8Offset* a;
-  template <int R>
-  void run(const uint8_t* w, size_t ws, float* y) const { offset_rows<R, block_q5_0>(nb, w, ws, a, y); }
-};
+// Rows side by side in the decode kernels (tiles::by_row_groups): Q8_0 (two
+// loads per block) streams best one row at a time (tg128 llama-3.2-1b Q8_0
+// t=2: 33.8/34.3 vs 28.7/26.0 t/s with two rows).
 struct Q8_0Rows {
   static constexpr int kGroup = 1;
   int64_t nb;
@@ -271,23 +186,7 @@ struct FloatRows {
   void run(const uint8_t* w, size_t ws, float* y) const { float_rows<R>(n, w, ws, a, y); }
 };
 
-template <int kOffset>
-void pack_q8_0_offset(int64_t n, const void* src, void* dst) {
-  const auto* x = static_cast<const block_q8_0*>(src);
-  auto* p = static_cast<PackedQ8Offset*>(dst);
-  for (int64_t i = 0; i < n / QK8_0; ++i) {
-    const __m256i q = load32(x[i].qs);
-    std::memcpy(p[i].qs, x[i].qs, 32);
-    const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p[i].off), _mm256_mullo_epi32(sums, _mm256_set1_epi32(kOffset)));
-    p[i].d = h2f(x[i].d);
-    std::memset(p[i].pad, 0, sizeof p[i].pad);
-  }
-}
-
 }  // namespace
-
-void pack_q8_0_for_q5_0(int64_t n, const void* src, void* dst) { pack_q8_0_offset<16>(n, src, dst); }
 
 void pack_q8_0_for_q8_0(int64_t n, const void* src, void* dst) {
   const auto* x = static_cast<const block_q8_0*>(src);
@@ -301,10 +200,6 @@ void pack_q8_0_for_q8_0(int64_t n, const void* src, void* dst) {
   }
 }
 
-void gemv_q5_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, float* y) {
-  by_row_groups(Q5_0Rows{n / QK5_0, reinterpret_cast<const PackedQ8Offset*>(a)}, w, ws, n_w, y);
-}
-
 void gemv_q8_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, float* y) {
   by_row_groups(Q8_0Rows{n / QK8_0, reinterpret_cast<const PackedQ8_0*>(a)}, w, ws, n_w, y);
 }
@@ -315,11 +210,6 @@ void gemv_f16_f16(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uin
 
 void gemv_f32_f32(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, float* y) {
   by_row_groups(FloatRows<float>{n, reinterpret_cast<const float*>(a)}, w, ws, n_w, y);
-}
-
-void gemm_q5_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
-                    int64_t n_rows, float* y, size_t ys) {
-  by_blocks(OffsetBlock<block_q5_0>{n / QK5_0}, w, ws, n_w, a, as, n_rows, y, ys);
 }
 
 void gemm_q8_0_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,

@@ -1,5 +1,5 @@
-// Interleaved Q4_0 matrices (interleave.hpp): the repack, the row lookup,
-// the scalar reference kernel and the dispatch.
+// Interleaved Q4_0 / Q5_0 matrices (interleave.hpp): the repack, the row
+// lookup, the scalar reference kernels and the dispatch.
 #include "quant/interleave.hpp"
 
 #include <cmath>
@@ -11,22 +11,123 @@
 namespace synapse::quant {
 namespace {
 
-// Index in block_q4_0x8::qs of byte k (0..15) of row l's block_q4_0 qs.
+// Index in the interleaved qs of byte k (0..15) of row l's plain qs.
 constexpr int x8_byte(int l, int k) { return 32 * (k / 4) + 4 * l + k % 4; }
 
-const block_q4_0x8* group_blocks(const uint8_t* data, size_t row_bytes, int64_t g) {
-  return reinterpret_cast<const block_q4_0x8*>(data + static_cast<size_t>(g) * kInterleave * row_bytes);
+uint32_t load_u32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
+         (static_cast<uint32_t>(p[3]) << 24);
+}
+
+// Per type: the plain and interleaved blocks, the digits' offset, and the
+// digits (0..15 / 0..31) of row l's elements k and k + 16 (k = 0..15).
+struct Q4 {
+  using Plain = block_q4_0;
+  using X8 = block_q4_0x8;
+  static constexpr int kOffset = 8;
+  static void digits(const X8& b, int l, int k, int& lo, int& hi) {
+    const uint8_t q = b.qs[x8_byte(l, k)];
+    lo = q & 0x0F;
+    hi = q >> 4;
+  }
+  static void put(const Plain& p, int l, X8& b) {
+    b.d[l] = p.d;
+    for (int k = 0; k < 16; ++k) b.qs[x8_byte(l, k)] = p.qs[k];
+  }
+};
+
+struct Q5 {
+  using Plain = block_q5_0;
+  using X8 = block_q5_0x8;
+  static constexpr int kOffset = 16;
+  static int bit(const X8& b, int word, int pos) { return static_cast<int>((load_u32(b.qh + 4 * word) >> pos) & 1); }
+  static void digits(const X8& b, int l, int k, int& lo, int& hi) {
+    const uint8_t q = b.qs[x8_byte(l, k)];
+    const int c = k / 4, pos = 4 * l + k % 4;
+    lo = (q & 0x0F) | (bit(b, 2 * c, pos) << 4);
+    hi = (q >> 4) | (bit(b, 2 * c + 1, pos) << 4);
+  }
+  static void put(const Plain& p, int l, X8& b) {
+    b.d[l] = p.d;
+    const uint32_t qh = load_u32(p.qh);
+    for (int k = 0; k < 16; ++k) {
+      b.qs[x8_byte(l, k)] = p.qs[k];
+      const int c = k / 4, pos = 4 * l + k % 4;
+      b.qh[4 * (2 * c) + pos / 8] |= static_cast<uint8_t>(((qh >> k) & 1) << (pos % 8));
+      b.qh[4 * (2 * c + 1) + pos / 8] |= static_cast<uint8_t>(((qh >> (k + 16)) & 1) << (pos % 8));
+    }
+  }
+};
+
+template <class T>
+const typename T::X8* group_blocks(const uint8_t* data, size_t row_bytes, int64_t g) {
+  return reinterpret_cast<const typename T::X8*>(data + static_cast<size_t>(g) * kInterleave * row_bytes);
+}
+
+template <class T>
+void interleave(int64_t nb, const uint8_t* src, size_t row_bytes, int64_t n_out, uint8_t* dst) {
+  for (int64_t g = 0; g < n_out / kInterleave; ++g) {
+    auto* out = reinterpret_cast<typename T::X8*>(dst + static_cast<size_t>(g) * kInterleave * row_bytes);
+    std::memset(out, 0, static_cast<size_t>(nb) * sizeof(typename T::X8));
+    for (int l = 0; l < kInterleave; ++l) {
+      const auto* row = reinterpret_cast<const typename T::Plain*>(src + static_cast<size_t>(8 * g + l) * row_bytes);
+      for (int64_t i = 0; i < nb; ++i) T::put(row[i], l, out[i]);
+    }
+  }
+}
+
+template <class T>
+void dequantize(const uint8_t* data, size_t row_bytes, int64_t r, float* y, int64_t n) {
+  const auto* b = group_blocks<T>(data, row_bytes, r / kInterleave);
+  const int l = static_cast<int>(r % kInterleave);
+  for (int64_t i = 0; i < n / 32; ++i, y += 32) {
+    const float d = fp16_to_fp32(b[i].d[l]);
+    for (int k = 0; k < 16; ++k) {
+      int lo, hi;
+      T::digits(b[i], l, k, lo, hi);
+      y[k] = static_cast<float>(lo - T::kOffset) * d;
+      y[k + 16] = static_cast<float>(hi - T::kOffset) * d;
+    }
+  }
+}
+
+// The reference: per output, vec_dot_<t>_q8_0's steps (legacy.cpp) with the
+// weight bits read from their interleaved places.
+template <class T>
+void gemm_ref(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, int64_t n_rows,
+              float* y, size_t y_stride) {
+  const int64_t nb = n / 32;
+  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(typename T::Plain);
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const auto* b = group_blocks<T>(w, row_bytes, g);
+    for (int64_t m = 0; m < n_rows; ++m) {
+      const auto* x = reinterpret_cast<const block_q8_0*>(a + static_cast<size_t>(m) * a_stride);
+      for (int l = 0; l < kInterleave; ++l) {
+        float acc = 0.0f;
+        for (int64_t i = 0; i < nb; ++i) {
+          int32_t isum = 0;
+          for (int k = 0; k < 16; ++k) {
+            int lo, hi;
+            T::digits(b[i], l, k, lo, hi);
+            isum += (lo - T::kOffset) * x[i].qs[k] + (hi - T::kOffset) * x[i].qs[k + 16];
+          }
+          acc = std::fma(static_cast<float>(isum), fp16_to_fp32(b[i].d[l]) * fp16_to_fp32(x[i].d), acc);
+        }
+        y[static_cast<size_t>(m) * y_stride + static_cast<size_t>(8 * g + l)] = acc;
+      }
+    }
+  }
 }
 
 }  // namespace
 
 bool can_interleave(GgmlType t, int64_t n_out) noexcept {
-  return t == GgmlType::Q4_0 && n_out > 0 && n_out % kInterleave == 0;
+  return (t == GgmlType::Q4_0 || t == GgmlType::Q5_0) && n_out > 0 && n_out % kInterleave == 0;
 }
 
 bool interleave_pays(GgmlType t, Isa isa) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
-  return t == GgmlType::Q4_0 && isa == Isa::avx2;
+  return (t == GgmlType::Q4_0 || t == GgmlType::Q5_0) && isa == Isa::avx2;
 #else
   (void)t;
   (void)isa;
@@ -38,72 +139,43 @@ void interleave_rows(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes
   if (!can_interleave(t, n_out))
     throw Error(Errc::invalid_argument, "interleave_rows: " + std::to_string(n_out) + " rows of " +
                                             std::string(type_name(t)) +
-                                            " (only Q4_0 matrices with a multiple of 8 rows are interleaved)");
-  if (n <= 0 || n % QK4_0 != 0 || row_bytes != row_size(t, n))
+                                            " (only Q4_0 and Q5_0 matrices with a multiple of 8 rows are interleaved)");
+  if (n <= 0 || n % 32 != 0 || row_bytes != row_size(t, n))
     throw Error(Errc::invalid_argument, "interleave_rows: rows of " + std::to_string(n) + " elements in " +
-                                            std::to_string(row_bytes) + " bytes are not Q4_0 rows");
-  const int64_t nb = n / QK4_0;
-  for (int64_t g = 0; g < n_out / kInterleave; ++g) {
-    auto* out = reinterpret_cast<block_q4_0x8*>(dst + static_cast<size_t>(g) * kInterleave * row_bytes);
-    for (int l = 0; l < kInterleave; ++l) {
-      const auto* row = reinterpret_cast<const block_q4_0*>(src + static_cast<size_t>(8 * g + l) * row_bytes);
-      for (int64_t i = 0; i < nb; ++i) {
-        out[i].d[l] = row[i].d;
-        for (int k = 0; k < QK4_0 / 2; ++k) out[i].qs[x8_byte(l, k)] = row[i].qs[k];
-      }
-    }
-  }
+                                            std::to_string(row_bytes) + " bytes are not " +
+                                            std::string(type_name(t)) + " rows");
+  if (t == GgmlType::Q4_0) interleave<Q4>(n / 32, src, row_bytes, n_out, dst);
+  else interleave<Q5>(n / 32, src, row_bytes, n_out, dst);
 }
 
 void dequantize_interleaved_row(GgmlType t, const uint8_t* data, size_t row_bytes, int64_t r, float* y, int64_t n) {
-  if (t != GgmlType::Q4_0)
-    throw Error(Errc::invalid_argument, "dequantize_interleaved_row: " + std::string(type_name(t)) +
-                                            " matrices are never interleaved");
-  const block_q4_0x8* b = group_blocks(data, row_bytes, r / kInterleave);
-  const int l = static_cast<int>(r % kInterleave);
-  for (int64_t i = 0; i < n / QK4_0; ++i, y += QK4_0) {
-    const float d = fp16_to_fp32(b[i].d[l]);
-    for (int k = 0; k < QK4_0 / 2; ++k) {
-      const uint8_t q = b[i].qs[x8_byte(l, k)];
-      y[k] = static_cast<float>((q & 0x0F) - 8) * d;
-      y[k + QK4_0 / 2] = static_cast<float>((q >> 4) - 8) * d;
-    }
+  switch (t) {
+    case GgmlType::Q4_0: return dequantize<Q4>(data, row_bytes, r, y, n);
+    case GgmlType::Q5_0: return dequantize<Q5>(data, row_bytes, r, y, n);
+    default:
+      throw Error(Errc::invalid_argument, "dequantize_interleaved_row: " + std::string(type_name(t)) +
+                                              " matrices are never interleaved");
   }
 }
 
-// The reference: per output, vec_dot_q4_0_q8_0's steps (legacy.cpp) with
-// the weight bytes read from their interleaved places.
 void scalar::gemm_q4_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
                               int64_t n_rows, float* y, size_t y_stride) {
-  const int64_t nb = n / QK4_0;
-  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(block_q4_0);
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const block_q4_0x8* b = group_blocks(w, row_bytes, g);
-    for (int64_t m = 0; m < n_rows; ++m) {
-      const auto* x = reinterpret_cast<const block_q8_0*>(a + static_cast<size_t>(m) * a_stride);
-      for (int l = 0; l < kInterleave; ++l) {
-        float acc = 0.0f;
-        for (int64_t i = 0; i < nb; ++i) {
-          int32_t isum = 0;
-          for (int k = 0; k < QK4_0 / 2; ++k) {
-            const uint8_t q = b[i].qs[x8_byte(l, k)];
-            isum += ((q & 0x0F) - 8) * x[i].qs[k] + ((q >> 4) - 8) * x[i].qs[k + QK4_0 / 2];
-          }
-          acc = std::fma(static_cast<float>(isum), fp16_to_fp32(b[i].d[l]) * fp16_to_fp32(x[i].d), acc);
-        }
-        y[static_cast<size_t>(m) * y_stride + static_cast<size_t>(8 * g + l)] = acc;
-      }
-    }
-  }
+  gemm_ref<Q4>(n, w, n_groups, a, a_stride, n_rows, y, y_stride);
+}
+
+void scalar::gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
+                              int64_t n_rows, float* y, size_t y_stride) {
+  gemm_ref<Q5>(n, w, n_groups, a, a_stride, n_rows, y, y_stride);
 }
 
 GemmX8Fn gemm_x8_kernel(GgmlType t, Isa isa) noexcept {
-  if (t != GgmlType::Q4_0) return nullptr;
+  if (t != GgmlType::Q4_0 && t != GgmlType::Q5_0) return nullptr;
+  const bool q4 = t == GgmlType::Q4_0;
 #if defined(__x86_64__) || defined(_M_X64)
-  if (isa == Isa::avx2) return avx2::gemm_q4_0x8_q8_0;
+  if (isa == Isa::avx2) return q4 ? avx2::gemm_q4_0x8_q8_0 : avx2::gemm_q5_0x8_q8_0;
 #endif
   (void)isa;
-  return scalar::gemm_q4_0x8_q8_0;
+  return q4 ? scalar::gemm_q4_0x8_q8_0 : scalar::gemm_q5_0x8_q8_0;
 }
 
 }  // namespace synapse::quant

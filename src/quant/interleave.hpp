@@ -1,7 +1,8 @@
-// Q4_0 matrices kept as groups of 8 interleaved rows (block_q4_0x8), made
-// once when a model is loaded, and the matrix-product kernels that read them.
+// Q4_0 and Q5_0 matrices kept as groups of 8 interleaved rows
+// (block_q4_0x8, block_q5_0x8), made once when a model is loaded, and the
+// matrix-product kernels that read them.
 //
-// Why: in legacy.cpp's Q4_0 order each output takes, per 32-element block,
+// Why: in legacy.cpp's Q4_0 order (Q5_0's too) each output takes, per 32-element block,
 // the block's whole exact integer dot and one fused multiply-add. With 8
 // rows interleaved, one 256-bit register holds 4 consecutive elements of
 // each of 8 rows (one int32 lane per row), so the integer dots of 8 rows
@@ -18,8 +19,14 @@
 // 8 * g * row_bytes: the interleaved matrix has the plain one's size and
 // every group starts where its first row did.
 //
-// Every kernel here gives, per output, exactly vec_dot_q4_0_q8_0 of the
-// plain row (the same exact integer per block, the same float operations in
+// block_q5_0x8 (176 bytes, the size of 8 block_q5_0): d and qs as in
+// block_q4_0x8; qh as 8 little-endian uint32 words, word 2c bit 4l + j =
+// the fifth bit of row l's element 4c + j, word 2c + 1 bit 4l + j = that
+// of its element 16 + 4c + j (the bits of each chunk's low and high
+// nibbles, in the chunk's byte order).
+//
+// Every kernel here gives, per output, exactly vec_dot_q4_0_q8_0 (or
+// vec_dot_q5_0_q8_0) of the plain row (the same exact integer per block, the same float operations in
 // the same order), so an interleaved matrix and a plain one give the same
 // bits (tests/quant/interleave_test.cpp).
 #pragma once
@@ -42,12 +49,19 @@ struct block_q4_0x8 {
 };
 static_assert(sizeof(block_q4_0x8) == 8 * sizeof(block_q4_0));
 
+struct block_q5_0x8 {
+  ggml_fp16_t d[8];
+  uint8_t qh[32];
+  uint8_t qs[128];
+};
+static_assert(sizeof(block_q5_0x8) == 8 * sizeof(block_q5_0));
+
 // True when a matrix of weight type t with n_out rows can be interleaved:
-// t is Q4_0 and n_out is a positive multiple of 8.
+// t is Q4_0 or Q5_0 and n_out is a positive multiple of 8.
 bool can_interleave(GgmlType t, int64_t n_out) noexcept;
 
 // True when `isa` has a kernel of its own for interleaved matrices of type t
-// (AVX2 for Q4_0): model loading interleaves only then, since elsewhere the
+// (AVX2 for Q4_0 and Q5_0): model loading interleaves only then, since elsewhere the
 // plain rows run as fast through the vec_dot kernels and need no copy.
 bool interleave_pays(GgmlType t, Isa isa) noexcept;
 
@@ -59,13 +73,14 @@ void interleave_rows(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes
 
 // Row r (any row, not only a group's first) of an interleaved matrix whose
 // group 0 starts at `data`: its n elements as floats into y, the values
-// dequantize_row_q4_0 gives for the plain row (ggml_get_rows).
+// dequantize_row_<t> gives for the plain row (ggml_get_rows). Throws
+// Error(invalid_argument) for a type that is never interleaved.
 void dequantize_interleaved_row(GgmlType t, const uint8_t* data, size_t row_bytes, int64_t r, float* y, int64_t n);
 
 // The product of n_groups interleaved groups (starting at w, 8 * row_bytes
 // apart) with n_rows activation rows (a_stride bytes apart, of type
 // vec_dot_type(t), passed through gemm_pack_kernel(t, isa) when that is not
-// null): y[m * y_stride + 8 * g + l] = vec_dot_q4_0_q8_0 of row 8g + l and
+// null): y[m * y_stride + 8 * g + l] = vec_dot_<t>_q8_0 of row 8g + l and
 // activation row m, bit for bit. n: elements per row (a multiple of 32).
 // Used for decode (n_rows 1) and prefill alike.
 using GemmX8Fn = void (*)(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
@@ -79,13 +94,18 @@ GemmX8Fn gemm_x8_kernel(GgmlType t, Isa isa) noexcept;
 namespace scalar {
 void gemm_q4_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
                       int64_t n_rows, float* y, size_t y_stride);
+void gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
+                      int64_t n_rows, float* y, size_t y_stride);
 }  // namespace scalar
 namespace avx2 {
-// interleave_avx2.cpp: activation rows in gemm_pack_kernel(Q4_0, avx2)'s
-// layout (pack_q8_0_for_q4_0x8, 40 bytes per block).
+// interleave_avx2.cpp: activation rows in gemm_pack_kernel(t, avx2)'s
+// layout (pack_q8_0_for_q4_0x8 / _q5_0x8, 40 bytes per block).
 void gemm_q4_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
                       int64_t n_rows, float* y, size_t y_stride);
+void gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
+                      int64_t n_rows, float* y, size_t y_stride);
 void pack_q8_0_for_q4_0x8(int64_t n, const void* src, void* dst);
+void pack_q8_0_for_q5_0x8(int64_t n, const void* src, void* dst);
 }  // namespace avx2
 
 }  // namespace synapse::quant

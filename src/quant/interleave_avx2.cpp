@@ -1,18 +1,21 @@
-// AVX2 kernel of interleaved Q4_0 matrices (interleave.hpp) against Q8_0
-// activation rows, for decode (one activation row) and prefill alike.
+// AVX2 kernels of interleaved Q4_0 / Q5_0 matrices (interleave.hpp) against
+// Q8_0 activation rows, for decode (one activation row) and prefill alike.
 //
 // Per group of 8 rows and 32-element block, for each chunk c = 0..3 one
 // 32-byte load holds bytes 4c..4c+3 of the 8 rows' qs (lane l = row l):
 // the low nibbles are the rows' elements 4c..4c+3, the high nibbles their
-// elements 16+4c..16+4c+3. Against the activation's bytes 4c..4c+3 and
-// 16+4c..16+4c+3, each broadcast to all lanes, _mm256_maddubs_epi16 gives
-// per row two int16 sums of 2 products; the 8 such results of a block are
-// added in int16 (digits 0..15, bytes -128..127: |sum| <= 8 * 2 * 15 * 128
-// = 30720, no saturation), _mm256_madd_epi16 by 1 adds each row's two
-// words, and subtracting 8 * (sum of the activation block's bytes) leaves
-// row l's exact isum = sum (q - 8) * a in lane l. Then, as legacy.cpp's
-// Q4_0 order has it, acc = fma(float(isum), d_w * d_a, acc) lane by lane:
-// the same integer and the same two roundings as vec_dot_q4_0_q8_0.
+// elements 16+4c..16+4c+3 (Q5_0: each with its fifth bit from qh word 2c /
+// 2c+1 put in as 0x10, fifth_bits). Against the activation's bytes
+// 4c..4c+3 and 16+4c..16+4c+3, each broadcast to all lanes,
+// _mm256_maddubs_epi16 gives per row two int16 sums of 2 products. Those of
+// a block are added in int16 while they cannot saturate (digits <= 15,
+// bytes -128..127: all 4 chunks, |sum| <= 4 * 2 * 2 * 15 * 128 = 30720;
+// Q5_0 digits <= 31: 2 chunks at a time, <= 31744), _mm256_madd_epi16 by 1
+// adds each row's words into int32, and subtracting offset * (sum of the
+// activation block's bytes) leaves row l's exact isum = sum (q - offset) * a
+// in lane l. Then, as legacy.cpp's Q4_0 order has it,
+// acc = fma(float(isum), d_w * d_a, acc) lane by lane: the same integer and
+// the same two roundings as vec_dot_q4_0_q8_0 / vec_dot_q5_0_q8_0.
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
@@ -27,8 +30,9 @@ namespace {
 
 using namespace tiles;
 
-// An activation block as the kernel reads it: the bytes, the F16 scale as
-// float, and the offset term 8 * sum(qs), made once per matrix product.
+// An activation block as the kernels read it: the bytes, the F16 scale as
+// float, and the offset term (8 for Q4_0, 16 for Q5_0) * sum(qs), made once
+// per matrix product.
 struct PackedQ8x8 {
   int8_t qs[32];
   float d;
@@ -42,71 +46,111 @@ inline __m256i bcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// A groups' blocks (nb of them) by A activation rows (as bytes apart):
+// The digits of chunk c of an interleaved block: q = the chunk's 32 bytes.
+struct Q4x8 {
+  using X8 = block_q4_0x8;
+  static constexpr bool kTwoStep = false;  // int16 sums of all 4 chunks cannot saturate
+  static __m256i lo(const X8&, int, __m256i q, __m256i m4) { return _mm256_and_si256(q, m4); }
+  static __m256i hi(const X8&, int, __m256i q, __m256i m4) { return _mm256_and_si256(_mm256_srli_epi16(q, 4), m4); }
+};
+struct Q5x8 {
+  using X8 = block_q5_0x8;
+  static constexpr bool kTwoStep = true;  // int16 sums of 2 chunks at a time
+  static __m256i lo(const X8& b, int c, __m256i q, __m256i m4) {
+    return _mm256_or_si256(_mm256_and_si256(q, m4), fifth_bits(b.qh + 8 * c));
+  }
+  static __m256i hi(const X8& b, int c, __m256i q, __m256i m4) {
+    return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), fifth_bits(b.qh + 8 * c + 4));
+  }
+};
+
+// A group's blocks (nb of them) by A activation rows (as bytes apart):
 // y[m * ys + l] for the 8 rows l. Each chunk's weight bytes are unpacked
 // once for the A rows.
-template <int A>
-void x8_tile(int64_t nb, const block_q4_0x8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+template <class T, int A>
+void x8_tile(int64_t nb, const typename T::X8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   __m256 acc[A];
   for (int m = 0; m < A; ++m) acc[m] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
-    const block_q4_0x8& b = w[i];
+    const typename T::X8& b = w[i];
     prefetch_ahead(&b);
-    __m256i s[A];
+    __m256i s[A], s32[A];
     for (int c = 0; c < 4; ++c) {
       const __m256i q = load32(b.qs + 32 * c);
-      const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      const __m256i lo = T::lo(b, c, q, m4), hi = T::hi(b, c, q, m4);
       for (int m = 0; m < A; ++m) {
         const PackedQ8x8& x = act_row<PackedQ8x8>(a, as, m)[i];
         const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(x.qs + 4 * c)),
                                            _mm256_maddubs_epi16(hi, bcast4(x.qs + 16 + 4 * c)));
-        s[m] = c == 0 ? p : _mm256_add_epi16(s[m], p);
+        s[m] = (c == 0 || (T::kTwoStep && c == 2)) ? p : _mm256_add_epi16(s[m], p);
+        if constexpr (T::kTwoStep) {
+          if (c == 1) s32[m] = _mm256_madd_epi16(s[m], ones);
+        }
       }
     }
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.d)));
     for (int m = 0; m < A; ++m) {
       const PackedQ8x8& x = act_row<PackedQ8x8>(a, as, m)[i];
-      const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(s[m], ones), _mm256_set1_epi32(x.off));
+      __m256i dot = _mm256_madd_epi16(s[m], ones);
+      if constexpr (T::kTwoStep) dot = _mm256_add_epi32(s32[m], dot);
+      const __m256i isum = _mm256_sub_epi32(dot, _mm256_set1_epi32(x.off));
       acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_broadcast_ss(&x.d)), acc[m]);
     }
   }
   for (int m = 0; m < A; ++m) _mm256_storeu_ps(y + static_cast<size_t>(m) * ys, acc[m]);
 }
 
-}  // namespace
-
-void gemm_q4_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
-                      float* y, size_t ys) {
-  const int64_t nb = n / QK4_0;
-  const size_t group_bytes = static_cast<size_t>(nb) * sizeof(block_q4_0x8);
+template <class T>
+void gemm_x8(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows, float* y,
+             size_t ys) {
+  using X8 = typename T::X8;
+  const int64_t nb = n / 32;
+  const size_t group_bytes = static_cast<size_t>(nb) * sizeof(X8);
   // Decode reads the matrix once, from memory: start the stream
   // (prefetch_ahead keeps it kPrefetchAhead bytes ahead).
   if (n_rows < kTile) prefetch_start(w, static_cast<size_t>(n_groups) * group_bytes);
   for (int64_t g = 0; g < n_groups; ++g) {
-    const auto* wg = reinterpret_cast<const block_q4_0x8*>(w + static_cast<size_t>(g) * group_bytes);
+    const auto* wg = reinterpret_cast<const X8*>(w + static_cast<size_t>(g) * group_bytes);
     float* yg = y + kInterleave * g;
     int64_t m = 0;
-    for (; m + kTile <= n_rows; m += kTile) x8_tile<kTile>(nb, wg, a + m * as, as, yg + m * ys, ys);
+    for (; m + kTile <= n_rows; m += kTile) x8_tile<T, kTile>(nb, wg, a + m * as, as, yg + m * ys, ys);
     switch (n_rows - m) {
-      case 3: x8_tile<3>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
-      case 2: x8_tile<2>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
-      case 1: x8_tile<1>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
+      case 3: x8_tile<T, 3>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
+      case 2: x8_tile<T, 2>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
+      case 1: x8_tile<T, 1>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
       default: break;
     }
   }
 }
 
-void pack_q8_0_for_q4_0x8(int64_t n, const void* src, void* dst) {
+template <int kOffset>
+void pack_offset(int64_t n, const void* src, void* dst) {
   const auto* x = static_cast<const block_q8_0*>(src);
   auto* p = static_cast<PackedQ8x8*>(dst);
   for (int64_t i = 0; i < n / QK8_0; ++i) {
     std::memcpy(p[i].qs, x[i].qs, 32);
     p[i].d = h2f(x[i].d);
-    p[i].off = 8 * hsum_i32_8(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), load32(x[i].qs)),
-                                                _mm256_set1_epi16(1)));
+    p[i].off = kOffset * hsum_i32_8(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), load32(x[i].qs)),
+                                                      _mm256_set1_epi16(1)));
   }
 }
+
+}  // namespace
+
+void gemm_q4_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
+                      float* y, size_t ys) {
+  gemm_x8<Q4x8>(n, w, n_groups, a, as, n_rows, y, ys);
+}
+
+void gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
+                      float* y, size_t ys) {
+  gemm_x8<Q5x8>(n, w, n_groups, a, as, n_rows, y, ys);
+}
+
+void pack_q8_0_for_q4_0x8(int64_t n, const void* src, void* dst) { pack_offset<8>(n, src, dst); }
+
+void pack_q8_0_for_q5_0x8(int64_t n, const void* src, void* dst) { pack_offset<16>(n, src, dst); }
 
 }  // namespace synapse::quant::avx2
 #endif

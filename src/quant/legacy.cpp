@@ -29,14 +29,15 @@
 // accumulator per output), so SIMD kernels reproduce it exactly and the order
 // depends on nothing but the row (DESIGN.md contract 2).
 //
-// Q4_0 is the exception: per block the whole exact integer dot
-// isum = sum_k (q_k - 8) * a_k is one int32, and the row's one float
-// accumulator takes acc = fma(float(isum), d_w * d_a, acc) block after block
-// (acc starts at 0). That is the order of ggml's repacked q4_0_8x8 GEMM and
-// GEMV (ggml-cpu/repack.cpp: 8 weight rows interleaved, one lane per row),
-// and it is what lets synapse keep Q4_0 matrices as 8 interleaved rows
-// (q4_0x8.cpp): one fused multiply-add then serves 8 outputs instead of each
-// output doing one per 4 elements.
+// Q4_0 and Q5_0 are the exception: per block the whole exact integer dot
+// isum = sum_k (q_k - 8) * a_k (Q5_0: q_k - 16) is one int32, and the
+// row's one float accumulator takes acc = fma(float(isum), d_w * d_a, acc)
+// block after block (acc starts at 0). That is the order of ggml's
+// repacked q4_0_8x8 GEMM and GEMV (ggml-cpu/repack.cpp: 8 weight rows
+// interleaved, one lane per row), and it is what lets synapse keep Q4_0 and
+// Q5_0 matrices as 8 interleaved rows (interleave.hpp): one fused
+// multiply-add then serves 8 outputs instead of each output doing one per
+// 4 elements.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -307,23 +308,23 @@ void dequantize_row_q5_0(const void* vx, float* y, int64_t n) {
   }
 }
 
-// ggml_vec_dot_q5_0_q8_0: w [n/32] block_q5_0, a [n/32] block_q8_0.
+// ggml_vec_dot_q5_0_q8_0 in the Q4_0 order (see the top of the file): w [n/32]
+// block_q5_0, a [n/32] block_q8_0.
 float vec_dot_q5_0_q8_0(int64_t n, const void* vw, const void* va) {
   const auto* w = static_cast<const block_q5_0*>(vw);
   const auto* a = static_cast<const block_q8_0*>(va);
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int q[32];
-  int32_t lane[8];
+  float acc = 0.0f;
   for (int64_t i = 0; i < n / QK5_0; ++i) {
     const uint32_t qh = load_qh(w[i].qh);
+    int32_t isum = 0;
     for (int j = 0; j < 16; ++j) {
-      q[j] = ((w[i].qs[j] & 0x0F) | static_cast<int>(((qh >> j) & 1) << 4)) - 16;
-      q[j + 16] = ((w[i].qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1) << 4)) - 16;
+      const int q0 = ((w[i].qs[j] & 0x0F) | static_cast<int>(((qh >> j) & 1) << 4)) - 16;
+      const int q1 = ((w[i].qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1) << 4)) - 16;
+      isum += q0 * a[i].qs[j] + q1 * a[i].qs[j + 16];
     }
-    int_lanes(q, a[i].qs, lane);
-    fma_lanes(acc, fp16_to_fp32(w[i].d) * fp16_to_fp32(a[i].d), lane);
+    acc = std::fma(static_cast<float>(isum), fp16_to_fp32(w[i].d) * fp16_to_fp32(a[i].d), acc);
   }
-  return hsum_float_8(acc);
+  return acc;
 }
 
 // ---------------------------------------------------------------- Q5_1

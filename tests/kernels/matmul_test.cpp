@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernels/matmul.hpp"
@@ -61,20 +62,26 @@ TEST(Matmul, ManyProductsEqualVecDotPerElement) {
   ws.push_back(make_weight(GgmlType::Q8_0, n_in, 5, rng));
   ws.push_back(make_weight(GgmlType::Q4_0, n_in, 130, rng));
   ws.push_back(make_weight(GgmlType::F16, n_in, 9, rng));
-  // A Q4_0 matrix of 17 groups of 8 rows, interleaved (the reference reads
-  // the plain copy). It follows 5 + 9 rows of other products, so the split
-  // of matmul_many's rows cuts its groups.
-  ws.push_back(make_weight(GgmlType::Q4_0, n_in, 136, rng));
-  const std::vector<uint8_t> plain_q4_0 = ws.back().bytes;
-  quant::interleave_rows(GgmlType::Q4_0, n_in, plain_q4_0.data(), ws.back().view.row_bytes, 136,
-                         ws.back().bytes.data());
-  WeightView plain_view = ws.back().view;
-  plain_view.data = plain_q4_0.data();
-  ws.back().view.interleaved = true;
+  // A Q4_0 matrix of 17 groups of 8 rows and a Q5_0 one of 3, interleaved
+  // (the reference reads the plain copies). They follow 5 + 9 rows of other
+  // products, so the split of matmul_many's rows cuts their groups.
+  std::vector<std::pair<std::vector<uint8_t>, WeightView>> plain;  // bytes and view of each interleaved weight
+  for (const auto& [t, rows] : {std::pair{GgmlType::Q4_0, int64_t{136}}, std::pair{GgmlType::Q5_0, int64_t{24}}}) {
+    ws.push_back(make_weight(t, n_in, rows, rng));
+    plain.emplace_back(ws.back().bytes, ws.back().view);
+    plain.back().second.data = plain.back().first.data();
+    quant::interleave_rows(t, n_in, plain.back().first.data(), ws.back().view.row_bytes, rows, ws.back().bytes.data());
+    ws.back().view.interleaved = true;
+  }
+  const auto plain_of = [&](const WeightView& v) -> const WeightView& {
+    for (const auto& p : plain)
+      if (v.interleaved && p.second.type == v.type) return p.second;
+    return v;
+  };
   for (int64_t n_rows : {1, 2, 3, 4, 7, 19}) {
     const std::vector<float> x = quant::test_rows::random_floats(n_rows * n_in, rng, 0);
     std::vector<std::vector<float>> want;
-    for (const Weight& w : ws) want.push_back(reference(w.view.interleaved ? plain_view : w.view, x, n_rows));
+    for (const Weight& w : ws) want.push_back(reference(plain_of(w.view), x, n_rows));
     for (int threads = 1; threads <= 3; ++threads) {
       runtime::ThreadPool pool(threads);
       // One product at a time.
@@ -106,12 +113,15 @@ TEST(Matmul, InterleavedWeightKeepsItsRows) {
   const int64_t n_in = 96;
   Weight q4 = make_weight(GgmlType::Q4_0, n_in, 24, rng);
   Weight odd = make_weight(GgmlType::Q4_0, n_in, 12, rng), q8 = make_weight(GgmlType::Q8_0, n_in, 16, rng);
+  Weight q5 = make_weight(GgmlType::Q5_0, n_in, 16, rng);
   WeightStore store;
   const quant::Isa isa = quant::active_isa();
   EXPECT_FALSE(interleave_weight(odd.view, store, isa));  // 12 rows: no whole groups
   EXPECT_FALSE(interleave_weight(q8.view, store, isa));   // only Q4_0
   EXPECT_FALSE(interleave_weight(q4.view, store, quant::Isa::scalar));  // nothing to gain there
   EXPECT_TRUE(store.empty());
+  EXPECT_EQ(interleave_weight(q5.view, store, isa), quant::interleave_pays(GgmlType::Q5_0, isa));
+  EXPECT_EQ(q5.view.interleaved, quant::interleave_pays(GgmlType::Q5_0, isa));
   WeightView x8 = q4.view;
   EXPECT_EQ(interleave_weight(x8, store, isa), quant::interleave_pays(GgmlType::Q4_0, isa));
   if (!x8.interleaved) {  // this ISA keeps plain rows; test the layout all the same

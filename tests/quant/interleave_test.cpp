@@ -1,6 +1,6 @@
-// Interleaved Q4_0 matrices (src/quant/interleave*.cpp): the repack keeps
-// every row (dequantized rows memcmp-equal to the plain ones), and the
-// kernels of every ISA give, per output, vec_dot_q4_0_q8_0 of the plain row
+// Interleaved Q4_0 and Q5_0 matrices (src/quant/interleave*.cpp): the
+// repack keeps every row (dequantized rows memcmp-equal to the plain ones),
+// and the kernels of every ISA give, per output, vec_dot_<t>_q8_0 of the plain row
 // bit for bit (DESIGN.md contract 2) for 1..3 groups by 1..17 activation
 // rows (every edge of the AVX2 tiles), quantized and raw-byte rows
 // (activation bytes down to -128), with untouched gaps in the output.
@@ -38,19 +38,24 @@ std::vector<uint8_t> rows_of(GgmlType t, int64_t n, int64_t count, std::mt19937&
   return out;
 }
 
+const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q5_0};
+
 TEST(Interleave, RowsSurviveTheRepack) {
   std::mt19937 rng(21);
-  for (int64_t n : {32, 96, 2048}) {
-    const size_t rb = row_size(GgmlType::Q4_0, n);
-    const std::vector<uint8_t> plain = rows_of(GgmlType::Q4_0, n, 24, rng, true);
-    std::vector<uint8_t> x8(plain.size(), 0xEE);
-    interleave_rows(GgmlType::Q4_0, n, plain.data(), rb, 24, x8.data());
-    EXPECT_NE(std::memcmp(plain.data(), x8.data(), plain.size()), 0);  // the bytes did move
-    std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
-    for (int64_t r = 0; r < 24; ++r) {
-      dequantize_row(GgmlType::Q4_0, plain.data() + r * rb, want.data(), n);
-      dequantize_interleaved_row(GgmlType::Q4_0, x8.data(), rb, r, got.data(), n);
-      ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << "n " << n << " row " << r;
+  for (GgmlType t : kTypes) {
+    for (int64_t n : {32, 96, 2048}) {
+      const size_t rb = row_size(t, n);
+      const std::vector<uint8_t> plain = rows_of(t, n, 24, rng, true);
+      std::vector<uint8_t> x8(plain.size(), 0xEE);
+      interleave_rows(t, n, plain.data(), rb, 24, x8.data());
+      EXPECT_NE(std::memcmp(plain.data(), x8.data(), plain.size()), 0);  // the bytes did move
+      std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+      for (int64_t r = 0; r < 24; ++r) {
+        dequantize_row(t, plain.data() + r * rb, want.data(), n);
+        dequantize_interleaved_row(t, x8.data(), rb, r, got.data(), n);
+        ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+            << type_name(t) << " n " << n << " row " << r;
+      }
     }
   }
 }
@@ -60,7 +65,9 @@ TEST(Interleave, RefusesWhatItCannotInterleave) {
   EXPECT_FALSE(can_interleave(GgmlType::Q4_0, 12));
   EXPECT_FALSE(can_interleave(GgmlType::Q4_0, 0));
   EXPECT_FALSE(can_interleave(GgmlType::Q8_0, 16));
+  EXPECT_TRUE(can_interleave(GgmlType::Q5_0, 16));
   EXPECT_FALSE(interleave_pays(GgmlType::Q4_0, Isa::scalar));
+  EXPECT_FALSE(interleave_pays(GgmlType::Q5_0, Isa::scalar));
   EXPECT_FALSE(interleave_pays(GgmlType::Q8_0, Isa::avx2));
   EXPECT_EQ(gemm_x8_kernel(GgmlType::Q8_0, Isa::scalar), nullptr);
   std::vector<uint8_t> src(18 * 16), dst(src.size());
@@ -72,26 +79,26 @@ TEST(Interleave, RefusesWhatItCannotInterleave) {
   EXPECT_THROW(dequantize_interleaved_row(GgmlType::Q8_0, src.data(), 34, 0, y, 32), Error);
 }
 
-// gemm_x8_kernel(Q4_0, isa) against vec_dot_kernel(Q4_0, isa) on the plain
-// rows, output stride 8 * n_groups + 3 (the 3 floats between rows must stay
+// gemm_x8_kernel(t, isa) against vec_dot_kernel(t, isa) on the plain rows,
+// output stride 8 * n_groups + 3 (the 3 floats between rows must stay
 // untouched).
-void check(Isa isa, std::mt19937& rng) {
-  const GemmX8Fn kernel = gemm_x8_kernel(GgmlType::Q4_0, isa);
+void check(GgmlType t, Isa isa, std::mt19937& rng) {
+  const GemmX8Fn kernel = gemm_x8_kernel(t, isa);
   ASSERT_NE(kernel, nullptr);
-  const VecDotFn dot = vec_dot_kernel(GgmlType::Q4_0, isa);
-  const GemmPackFn pack = gemm_pack_kernel(GgmlType::Q4_0, isa);
+  const VecDotFn dot = vec_dot_kernel(t, isa);
+  const GemmPackFn pack = gemm_pack_kernel(t, isa);
   int compared = 0;
   for (int64_t n : {32, 96, 2048}) {
     for (bool raw : {false, true}) {
-      const size_t rb = row_size(GgmlType::Q4_0, n), as = row_size(GgmlType::Q8_0, n);
-      const std::vector<uint8_t> plain = rows_of(GgmlType::Q4_0, n, 24, rng, raw);
+      const size_t rb = row_size(t, n), as = row_size(GgmlType::Q8_0, n);
+      const std::vector<uint8_t> plain = rows_of(t, n, 24, rng, raw);
       std::vector<uint8_t> x8(plain.size());
-      interleave_rows(GgmlType::Q4_0, n, plain.data(), rb, 24, x8.data());
+      interleave_rows(t, n, plain.data(), rb, 24, x8.data());
       const std::vector<uint8_t> a = rows_of(GgmlType::Q8_0, n, 17, rng, raw);
       std::vector<uint8_t> packed = a;
       size_t ps = as;
       if (pack != nullptr) {
-        ps = gemm_packed_row_size(GgmlType::Q4_0, isa, n);
+        ps = gemm_packed_row_size(t, isa, n);
         packed.assign(ps * 17, 0);
         for (int m = 0; m < 17; ++m) pack(n, a.data() + m * as, packed.data() + m * ps);
       }
@@ -105,7 +112,7 @@ void check(Isa isa, std::mt19937& rng) {
               const float want = dot(n, plain.data() + r * rb, a.data() + m * as);
               const float got = y[m * ys + r];
               ASSERT_EQ(std::memcmp(&want, &got, sizeof(float)), 0)
-                  << isa_name(isa) << " n " << n << " raw " << raw << " groups " << groups << " M " << M << " row "
+                  << type_name(t) << " " << isa_name(isa) << " n " << n << " raw " << raw << " groups " << groups << " M " << M << " row "
                   << r << " act " << m << ": vec_dot " << want << " kernel " << got;
               ++compared;
             }
@@ -121,39 +128,47 @@ void check(Isa isa, std::mt19937& rng) {
 
 TEST(Interleave, ScalarKernelEqualsVecDot) {
   std::mt19937 rng(4);
-  check(Isa::scalar, rng);
+  for (GgmlType t : kTypes) check(t, Isa::scalar, rng);
 }
 
 TEST(Interleave, Avx2KernelEqualsVecDot) {
   if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
-  EXPECT_TRUE(interleave_pays(GgmlType::Q4_0, Isa::avx2));
   std::mt19937 rng(8);
-  check(Isa::avx2, rng);
+  for (GgmlType t : kTypes) {
+    EXPECT_TRUE(interleave_pays(t, Isa::avx2)) << type_name(t);
+    check(t, Isa::avx2, rng);
+  }
 }
 
-// The Q4_0 order itself (legacy.cpp): one exact integer per block, one
-// fused multiply-add per block; the AVX2 and scalar dots agree on it.
-TEST(Interleave, Q4_0DotIsOneFmaPerBlock) {
+// The Q4_0 order itself (legacy.cpp), Q5_0's too: one exact integer per
+// block, one fused multiply-add per block; the AVX2 and scalar dots agree
+// on it.
+TEST(Interleave, DotIsOneFmaPerBlock) {
   std::mt19937 rng(13);
   const int64_t n = 96;
-  const std::vector<uint8_t> w = rows_of(GgmlType::Q4_0, n, 1, rng, true);
-  const std::vector<uint8_t> a = rows_of(GgmlType::Q8_0, n, 1, rng, true);
-  const auto* wb = reinterpret_cast<const block_q4_0*>(w.data());
-  const auto* ab = reinterpret_cast<const block_q8_0*>(a.data());
-  float acc = 0.0f;
-  for (int i = 0; i < 3; ++i) {
-    int32_t isum = 0;
-    for (int k = 0; k < 32; ++k) {
-      const int q = k < 16 ? (wb[i].qs[k] & 0x0F) : (wb[i].qs[k - 16] >> 4);
-      isum += (q - 8) * ab[i].qs[k];
+  for (GgmlType t : kTypes) {
+    const std::vector<uint8_t> w = rows_of(t, n, 1, rng, true);
+    const std::vector<uint8_t> a = rows_of(GgmlType::Q8_0, n, 1, rng, true);
+    std::vector<float> values(n);  // (digit - offset) * d_w, so value / d_w is the integer
+    dequantize_row(t, w.data(), values.data(), n);
+    const auto* ab = reinterpret_cast<const block_q8_0*>(a.data());
+    const size_t bb = row_size(t, 32);
+    float acc = 0.0f;
+    for (int i = 0; i < 3; ++i) {
+      ggml_fp16_t dh;
+      std::memcpy(&dh, w.data() + i * bb, sizeof dh);  // d is the first field of block_q4_0 and block_q5_0
+      const float d = fp16_to_fp32(dh);
+      int32_t isum = 0;
+      for (int k = 0; k < 32 && d != 0.0f; ++k)  // (d = 0: any isum adds 0)
+        isum += static_cast<int32_t>(std::lround(values[32 * i + k] / d)) * ab[i].qs[k];
+      acc = std::fma(static_cast<float>(isum), d * fp16_to_fp32(ab[i].d), acc);
     }
-    acc = std::fma(static_cast<float>(isum), fp16_to_fp32(wb[i].d) * fp16_to_fp32(ab[i].d), acc);
-  }
-  const float scalar = vec_dot_kernel(GgmlType::Q4_0, Isa::scalar)(n, w.data(), a.data());
-  EXPECT_EQ(std::memcmp(&acc, &scalar, sizeof acc), 0) << acc << " vs " << scalar;
-  if (cpu_has_avx2()) {
-    const float simd = vec_dot_kernel(GgmlType::Q4_0, Isa::avx2)(n, w.data(), a.data());
-    EXPECT_EQ(std::memcmp(&acc, &simd, sizeof acc), 0) << acc << " vs " << simd;
+    const float scalar = vec_dot_kernel(t, Isa::scalar)(n, w.data(), a.data());
+    EXPECT_EQ(std::memcmp(&acc, &scalar, sizeof acc), 0) << type_name(t) << ": " << acc << " vs " << scalar;
+    if (cpu_has_avx2()) {
+      const float simd = vec_dot_kernel(t, Isa::avx2)(n, w.data(), a.data());
+      EXPECT_EQ(std::memcmp(&acc, &simd, sizeof acc), 0) << type_name(t) << ": " << acc << " vs " << simd;
+    }
   }
 }
 

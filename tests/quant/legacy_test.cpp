@@ -430,11 +430,22 @@ TEST(LegacyActivation, Avx2EqualsScalar) {
 
 // Independent model of the documented dot: the integer values are recovered
 // from the dequantized floats (value / d is exact for these formats), summed
-// per lane of 4, fused-multiply-added per lane, lanes reduced as hsum_float_8.
+// per lane of 4, fused-multiply-added per lane, lanes reduced as
+// hsum_float_8; or, for Q4_0 and Q5_0 (block_order), summed per block and
+// fused-multiply-added into one accumulator block after block.
 float model_dot(const std::vector<float>& wq, const std::vector<float>& wd, const std::vector<float>& aq,
-                const std::vector<float>& ad, const std::vector<float>& extra) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                const std::vector<float>& ad, const std::vector<float>& extra, bool block_order) {
   const size_t nb = wd.size();
+  if (block_order) {
+    float acc = 0;
+    for (size_t b = 0; b < nb; ++b) {
+      int64_t s = 0;
+      for (size_t i = b * 32; i < b * 32 + 32; ++i) s += static_cast<int64_t>(wq[i]) * static_cast<int64_t>(aq[i]);
+      acc = std::fma(static_cast<float>(s), wd[b] * ad[b], acc);
+    }
+    return acc;
+  }
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   for (size_t b = 0; b < nb; ++b) {
     for (int l = 0; l < 8; ++l) {
       int64_t s = 0;
@@ -512,7 +523,8 @@ TEST_P(LegacyDot, MatchesModelAndFloatDot) {
       }
     }
   }
-  EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(model_dot(wq, wd, aq, ad, extra)));
+  const bool block_order = c.w_type == GgmlType::Q4_0 || c.w_type == GgmlType::Q5_0;
+  EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(model_dot(wq, wd, aq, ad, extra, block_order)));
 
   // Against the float dot of the dequantized rows. Q4_1/Q5_1 take the
   // offset term from the activation's s = fp16(d_a * sum(q_a)), which is
