@@ -122,6 +122,14 @@ class File {
   ~File();
 
   const std::string& path() const;
+
+  // Advice that the bytes [p, p + n) of this file's tensor data will not be
+  // read again (a matrix now read from an interleaved copy): the whole
+  // memory pages inside the range leave this process's resident set
+  // (madvise MADV_DONTNEED; a later read brings them back from the file, so
+  // nothing changes but memory). No effect for a File made by from_bytes,
+  // or for a range outside the file. Never throws.
+  void release_pages(const uint8_t* p, size_t n) const noexcept;
   uint32_t version() const;
   uint64_t alignment() const;
   uint64_t data_offset() const;  // byte offset of the data section in the file

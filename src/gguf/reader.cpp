@@ -480,6 +480,15 @@ File File::from_bytes(std::span<const uint8_t> bytes, const std::string& label) 
 }
 
 const std::string& File::path() const { return impl_->label; }
+
+void File::release_pages(const uint8_t* p, size_t n) const noexcept {
+  const Storage& s = impl_->storage;
+  if (s.map == nullptr || p < s.data || n > s.size || static_cast<uint64_t>(p - s.data) > s.size - n) return;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
 uint32_t File::version() const { return impl_->version; }
 uint64_t File::alignment() const { return impl_->alignment; }
 uint64_t File::data_offset() const { return impl_->data_offset; }

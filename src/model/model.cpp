@@ -111,7 +111,7 @@ void bind_experts(const Binder& b, const HParams& hp, int il, Layer& L) {
 }
 
 // Every matrix the active ISA runs faster interleaved (kernels::interleave_weight:
-// Q4_0 under AVX2) gets its interleaved copy, once per distinct matrix (the
+// Q4_0 and Q5_0 under AVX2) gets its interleaved copy, once per distinct matrix (the
 // tied output shares token_embd's). Prefill on llama-3.2-1b Q4_0 at 2
 // threads: see the commit that added it and docs/PERFORMANCE.md.
 void interleave_weights(Model& m) {
@@ -125,7 +125,13 @@ void interleave_weights(Model& m) {
       w.interleaved = true;
       return;
     }
-    if (kernels::interleave_weight(w, m.interleaved, isa)) done[key] = w.data;
+    const uint8_t* plain = w.data;
+    if (kernels::interleave_weight(w, m.interleaved, isa)) {
+      done[key] = w.data;
+      // Nothing reads the plain rows now: their pages leave the resident
+      // set (without this a Q4_0 model's RSS held both copies).
+      m.file.release_pages(plain, static_cast<size_t>(w.n_out) * w.row_bytes);
+    }
   };
   one(m.tok_embd);
   one(m.output);

@@ -1,7 +1,7 @@
 // A loaded model: the mapped GGUF file, its hyperparameters, weight views
 // bound by tensor name (zero-copy: quantized weights stay in the mapping;
 // only norms, biases and rope factors become float; the one exception is
-// Q4_0 under AVX2, copied once as 8 interleaved rows, see
+// Q4_0 and Q5_0 under AVX2, copied once as 8 interleaved rows, see
 // kernels::interleave_weight), and its tokenizer.
 #pragma once
 

@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <set>
+#include <vector>
 
 #include "gguf_test_util.hpp"
 
@@ -211,6 +214,36 @@ TEST(GgufReader, Stories260KTensors) {
   EXPECT_EQ(up->offset, 1126912u);
   EXPECT_EQ(up->data, reinterpret_cast<const uint8_t*>(te->data) + 1126912);
   EXPECT_EQ(f.find_tensor("blk.5.ffn_up.weight"), nullptr);
+}
+
+// release_pages drops pages from the resident set and nothing else: the
+// bytes read afterwards are the file's, for a mapped file and for one made
+// from bytes (where it does nothing), and ranges outside the file are
+// ignored.
+TEST(GgufReader, ReleasedPagesReadBackTheSame) {
+  const std::string path = data_path("models/tiny-llama-q4_0.gguf");
+  File mapped = File::open(path);
+  std::vector<uint8_t> raw(static_cast<size_t>(mapped.file_size()));
+  {
+    std::FILE* fp = std::fopen(path.c_str(), "rb");
+    ASSERT_NE(fp, nullptr);
+    ASSERT_EQ(std::fread(raw.data(), 1, raw.size(), fp), raw.size());
+    std::fclose(fp);
+  }
+  File copied = File::from_bytes(raw, "copy");
+  for (const File* f : {&mapped, &copied}) {
+    for (const TensorInfo& t : f->tensors()) {
+      const std::vector<uint8_t> before(t.data, t.data + t.n_bytes);
+      f->release_pages(t.data, static_cast<size_t>(t.n_bytes));
+      ASSERT_EQ(std::memcmp(before.data(), t.data, before.size()), 0) << t.name;
+    }
+    const uint8_t* base = f->tensors().front().data;
+    f->release_pages(base, static_cast<size_t>(f->file_size()) * 2);  // past the end: ignored
+    f->release_pages(nullptr, 4096);
+  }
+  EXPECT_EQ(std::memcmp(mapped.tensors().back().data, copied.tensors().back().data,
+                        static_cast<size_t>(mapped.tensors().back().n_bytes)),
+            0);
 }
 
 TEST(GgufReader, QuantizedTensorsAndBools) {
