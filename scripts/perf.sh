@@ -65,6 +65,14 @@ bw1=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; pr
 bw2=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; print([x["gbps"] for x in r if x["threads"]==2][0])' "$RAW/bandwidth.json")
 echo "perf.sh: bandwidth $bw1 GB/s (1 thread), $bw2 GB/s (2 threads)" >&2
 
+# The bound of each synapse run: BW_PER_RUN=1 (the default) has `synapse
+# bench --bw auto` measure the bandwidth at the run's thread count right
+# before it (this host's bandwidth drifts by tens of percent within minutes,
+# so a probe taken at the start of the script can be far from the one the
+# run met); BW_PER_RUN=0 uses the probe from the start of the script.
+BW_PER_RUN=${BW_PER_RUN:-1}
+bw_arg() { if [ "$BW_PER_RUN" = 1 ]; then echo auto; else echo "$1"; fi; }
+
 run_bench() {  # name preset type extra-args...
   local name=$1 preset=$2 type=$3
   shift 3
@@ -74,7 +82,7 @@ run_bench() {  # name preset type extra-args...
     local bw=$bw1
     [ "$t" = 2 ] && bw=$bw2
     echo "perf.sh: $preset $type t=$t" >&2
-    "$SYN" bench -m "$f" -p "$PP" -n "$NG" -t "$t" -r "$REPS" --bw "$bw" --json "$@" > "$RAW/$name-t$t.json"
+    "$SYN" bench -m "$f" -p "$PP" -n "$NG" -t "$t" -r "$REPS" --bw "$(bw_arg "$bw")" --json "$@" > "$RAW/$name-t$t.json"
   done
   if [ -n "$LLAMA_BENCH" ]; then
     echo "perf.sh: llama-bench $preset $type t=1,2" >&2
@@ -90,7 +98,7 @@ run_bench smollm2-q80 smollm2-135m Q8_0
 run_bench qwen-q4km qwen2.5-0.5b Q4_K_M
 if [ "$SKIP_DEPTH" != 1 ]; then
   echo "perf.sh: llama-3.2-1b Q4_K_M tg$NG @ d$DEPTH, t=2" >&2
-  "$SYN" bench -m "$(model llama-3.2-1b Q4_K_M)" -p 0 -n "$NG" -d "$DEPTH" -t 2 -r "$REPS" --bw "$bw2" --json \
+  "$SYN" bench -m "$(model llama-3.2-1b Q4_K_M)" -p 0 -n "$NG" -d "$DEPTH" -t 2 -r "$REPS" --bw "$(bw_arg "$bw2")" --json \
     > "$RAW/llama-q4km-d4096-t2.json"
   if [ -n "$LLAMA_BENCH" ]; then
     echo "perf.sh: llama-bench tg$NG @ d$DEPTH, t=2" >&2
@@ -216,7 +224,9 @@ else:
     w("one taken after includes the benchmarks' own threads.")
     w("")
 w("Decode bound = read bandwidth / bytes read per token (weights + KV rows attention")
-w("reads); GB/s = those bytes x t/s. A ratio above 1 means synapse is faster.")
+w("reads); GB/s = those bytes x t/s. A ratio above 1 means synapse is faster. \"bw GB/s\" is the")
+w("bandwidth each bound was computed from: measured by `synapse bench --bw auto` at the run's thread")
+w("count just before the run (BW_PER_RUN=1, the default), else the probe at the start of the script.")
 w("")
 if here:
     w(f"\"llama.cpp here\" is llama-bench (`{meta.get('llama_bench', '')}`, build {here_build}) run by this script")
@@ -224,8 +234,8 @@ if here:
     w("-b 2048 -ub 512); \"ratio here\" = synapse / llama.cpp here, the ratio from one run on one machine.")
     w("\"BASELINE\" is the figure of ../shared/docs/BASELINE.md (another machine: AMD Zen 3).")
     w("")
-w("| model | size | test | threads | synapse t/s | llama.cpp here t/s | ratio here | BASELINE t/s | ratio vs BASELINE | GB/s | bound t/s | % of bound |")
-w("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+w("| model | size | test | threads | synapse t/s | llama.cpp here t/s | ratio here | BASELINE t/s | ratio vs BASELINE | GB/s | bw GB/s | bound t/s | % of bound |")
+w("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for r in rows:
     test = r["test"]
     base = baseline.get((r["model"], r["threads"]), {}).get(test)
@@ -235,9 +245,10 @@ for r in rows:
     h_ratio = f"**{r['avg_ts'] / h['avg_ts']:.2f}**" if h and h["avg_ts"] > 0 else "-"
     gbps = f"{r['gbps']:.2f}" if "gbps" in r else "-"
     bound = f"{r['bound_ts']:.2f}" if "bound_ts" in r else "-"
+    bw = f"{r['bw_gbps']:.1f}" if "bw_gbps" in r and "bound_ts" in r else "-"
     pct = f"{100 * r['fraction_of_bound']:.0f}%" if "fraction_of_bound" in r else "-"
     w(f"| {r['model']} | {mib(r['size_bytes'])} | {test} | {r['threads']} | {r['avg_ts']:.2f} ± {r['stddev_ts']:.2f} | "
-      f"{h_ts} | {h_ratio} | {base if base else 'n/a'} | {ratio} | {gbps} | {bound} | {pct} |")
+      f"{h_ts} | {h_ratio} | {base if base else 'n/a'} | {ratio} | {gbps} | {bw} | {bound} | {pct} |")
 w("")
 w("llama.cpp has no tg128 @ d4096 figure in BASELINE.md (n/a).")
 w("")
