@@ -13,6 +13,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstring>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -94,7 +95,9 @@ void gemv(benchmark::State& state, GgmlType t, quant::Isa isa) {
 // loaded model's would be (kernels::interleave_weight; the copy is made
 // once, outside the timed loop).
 synapse::kernels::WeightView weight_view(const Problem& p) {
+  static std::map<GgmlType, synapse::kernels::WeightView> made;  // one copy per type
   static synapse::kernels::WeightStore store;
+  if (auto it = made.find(p.type); it != made.end()) return it->second;
   synapse::kernels::WeightView wv;
   wv.name = "bench";
   wv.type = p.type;
@@ -103,7 +106,7 @@ synapse::kernels::WeightView weight_view(const Problem& p) {
   wv.row_bytes = p.row_bytes;
   wv.data = p.w.data();
   synapse::kernels::interleave_weight(wv, store, quant::active_isa());
-  return wv;
+  return made[p.type] = wv;
 }
 
 void matmul(benchmark::State& state, GgmlType t, int threads) {

@@ -128,7 +128,7 @@ class File {
   // memory pages inside the range leave this process's resident set
   // (madvise MADV_DONTNEED; a later read brings them back from the file, so
   // nothing changes but memory). No effect for a File made by from_bytes,
-  // or for a range outside the file. Never throws.
+  // or for a range not wholly inside the file. Never throws.
   void release_pages(const uint8_t* p, size_t n) const noexcept;
   uint32_t version() const;
   uint64_t alignment() const;

@@ -1,6 +1,7 @@
 #include "kernels/matmul.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "quant/gemm.hpp"
@@ -23,7 +24,7 @@ WeightView WeightView::rows(int64_t first, int64_t count, const std::string& vie
   if (first < 0 || count < 0 || first + count > n_out)
     throw Error(Errc::format, name + ": rows [" + std::to_string(first) + ", " + std::to_string(first + count) +
                                   ") are outside its " + std::to_string(n_out) + " rows");
-  if (interleaved && (first % quant::kInterleave != 0 || count % quant::kInterleave != 0))
+  if (interleaved && (first % quant::kInterleave != 0 || (count % quant::kInterleave != 0 && first + count != n_out)))
     throw Error(Errc::format, name + ": rows [" + std::to_string(first) + ", " + std::to_string(first + count) +
                                   ") cut its groups of 8 interleaved rows");
   WeightView v = *this;
@@ -80,6 +81,10 @@ struct Product {
   quant::GemmX8Fn x8;  // the kernel of an interleaved matrix (then gemv, gemm null)
   int64_t panel, tile;
   bool decode;  // few activation rows: split the rows in decode grains
+  // Interleaved matrices: the plain activation rows for the rows after the
+  // last whole group (fewer than 8, run by the vec_dot), or null.
+  const uint8_t* tail_a = nullptr;
+  size_t tail_stride = 0;
 };
 
 Product prepare(const MatmulOut& o, Activations& x, quant::Isa isa, runtime::ThreadPool& pool) {
@@ -105,6 +110,8 @@ Product prepare(const MatmulOut& o, Activations& x, quant::Isa isa, runtime::Thr
     // Activation rows in the kernels' layout (quant::gemm_pack_kernel), once
     // per input and weight type.
     p.a = x.packed_for(w.type, isa, p.stride, pool);
+    if (p.x8 != nullptr && w.n_out % quant::kInterleave != 0)
+      p.tail_a = x.as(quant::vec_dot_type(w.type), p.tail_stride, pool);
   } else {
     p.a = x.as(quant::vec_dot_type(w.type), p.stride, pool);
   }
@@ -144,10 +151,16 @@ void run_groups(const Product& p, int64_t n_rows, int64_t g0, int64_t ng, float*
 // Output rows [r0, r1) of interleaved product p: whole groups in place; a
 // group cut by r0 or r1 (a thread's share need not end on a group) computed
 // whole into a scratch block and only its rows in [r0, r1) copied out (each
-// output is the same whichever rows it is computed with).
+// output is the same whichever rows it is computed with); the plain rows
+// after the last group one vec_dot each.
 void run_interleaved(const Product& p, int64_t n_rows, int64_t r0, int64_t r1) {
   constexpr int64_t G = quant::kInterleave;
-  const int64_t n_out = p.w->n_out;
+  const WeightView& w = *p.w;
+  const int64_t n_out = w.n_out, n_grouped = n_out / G * G;
+  for (int64_t r = std::max(r0, n_grouped); r < r1; ++r)
+    for (int64_t m = 0; m < n_rows; ++m)
+      p.y[m * n_out + r] = p.dot(w.n_in, w.row(r), p.tail_a + static_cast<size_t>(m) * p.tail_stride);
+  r1 = std::min(r1, n_grouped);
   for (int64_t r = r0; r < r1;) {
     const int64_t g = r / G;
     if (r % G == 0 && r + G <= r1) {
@@ -236,7 +249,7 @@ void get_row(const WeightView& w, int64_t r, float* out) {
   if (r < 0 || r >= w.n_out)
     throw Error(Errc::out_of_range, w.name + ": row " + std::to_string(r) + " outside [0, " +
                                         std::to_string(w.n_out) + ")");
-  if (w.interleaved) {
+  if (w.interleaved && r < w.n_out / quant::kInterleave * quant::kInterleave) {
     quant::dequantize_interleaved_row(w.type, w.data, w.row_bytes, r, out, w.n_in);
     return;
   }
@@ -244,10 +257,13 @@ void get_row(const WeightView& w, int64_t r, float* out) {
 }
 
 bool interleave_weight(WeightView& w, WeightStore& store, quant::Isa isa) {
-  if (w.interleaved || !w.present() || !quant::interleave_pays(w.type, isa) || !quant::can_interleave(w.type, w.n_out))
+  const int64_t n_grouped = w.n_out / quant::kInterleave * quant::kInterleave;
+  if (w.interleaved || !w.present() || !quant::interleave_pays(w.type, isa) || !quant::can_interleave(w.type, n_grouped))
     return false;
   auto& buf = store.emplace_back(static_cast<size_t>(w.n_out) * w.row_bytes);
-  quant::interleave_rows(w.type, w.n_in, w.data, w.row_bytes, w.n_out, buf.data());
+  quant::interleave_rows(w.type, w.n_in, w.data, w.row_bytes, n_grouped, buf.data());
+  const size_t grouped_bytes = static_cast<size_t>(n_grouped) * w.row_bytes;
+  std::memcpy(buf.data() + grouped_bytes, w.data + grouped_bytes, buf.size() - grouped_bytes);  // the plain tail
   w.data = buf.data();
   w.interleaved = true;
   return true;

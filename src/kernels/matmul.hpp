@@ -18,7 +18,8 @@
 
 namespace synapse::kernels {
 
-// A 2-D weight view into the mapped file: n_out rows of n_in elements.
+// A 2-D weight view: n_out rows of n_in elements, in the mapped file or in
+// an interleaved copy of it (interleave_weight).
 struct WeightView {
   std::string name;  // tensor name, for errors
   GgmlType type = GgmlType::F32;
@@ -26,16 +27,18 @@ struct WeightView {
   int64_t n_out = 0;   // ne[1]
   size_t row_bytes = 0;
   const uint8_t* data = nullptr;
-  // The rows are stored as groups of 8 interleaved rows (quant/interleave.hpp,
-  // made by interleave_weight): row(r) is then not row r; group g starts at
-  // row(8 * g).
+  // Rows [0, n_out / 8 * 8) are stored as groups of 8 interleaved rows
+  // (quant/interleave.hpp, made by interleave_weight): row(r) is then not
+  // row r there, but group g starts at row(8 * g); the rows after the last
+  // whole group (fewer than 8) stay plain at row(r).
   bool interleaved = false;
 
   bool present() const { return data != nullptr; }
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
   // Rows [first, first + count) as a view (Phi-3's fused tensors, experts).
   // Throws Error(format) when they are outside the matrix, or, for an
-  // interleaved matrix, do not start and end on a group of 8.
+  // interleaved matrix, do not start on a group of 8 and end on one or at
+  // the matrix's end.
   WeightView rows(int64_t first, int64_t count, const std::string& view_name) const;
 };
 
@@ -44,13 +47,13 @@ struct WeightView {
 using WeightStore = std::vector<std::vector<uint8_t, runtime::HugePageAllocator<uint8_t>>>;
 
 // When the kernels of `isa` read interleaved matrices of w's type
-// (quant::interleave_pays) and w qualifies (quant::can_interleave: Q4_0, a
-// multiple of 8 rows), copies w's rows into a new buffer of `store` as
-// groups of 8 interleaved rows and points w at it; returns whether it did
-// (else w is unchanged). The products and rows of w stay bit for bit what
-// they were. Memory: one more copy of w (n_out * row_bytes bytes), while
-// the file's pages it was read from stay in the page cache. Throws
-// std::bad_alloc.
+// (quant::interleave_pays: Q4_0 and Q5_0 under AVX2) and w has at least
+// one group of 8 rows, copies w's rows into a new buffer of `store`, its
+// whole groups interleaved and the rest plain after them, and points w at
+// it; returns whether it did (else w is unchanged). The products and rows
+// of w stay bit for bit what they were. Memory: one more copy of w (n_out *
+// row_bytes bytes; the caller may release the file's pages it was read
+// from, gguf::File::release_pages). Throws std::bad_alloc.
 bool interleave_weight(WeightView& w, WeightStore& store, quant::Isa isa);
 
 // n_rows activation rows of n_cols floats, with their conversions cached per

@@ -110,10 +110,11 @@ void bind_experts(const Binder& b, const HParams& hp, int il, Layer& L) {
   }
 }
 
-// Every matrix the active ISA runs faster interleaved (kernels::interleave_weight:
-// Q4_0 and Q5_0 under AVX2) gets its interleaved copy, once per distinct matrix (the
-// tied output shares token_embd's). Prefill on llama-3.2-1b Q4_0 at 2
-// threads: see the commit that added it and docs/PERFORMANCE.md.
+// Every matrix the active ISA runs faster interleaved
+// (kernels::interleave_weight: Q4_0 and Q5_0 under AVX2) gets its
+// interleaved copy, once per distinct matrix (a tied token_embd shares the
+// output's). The speed-ups are in the commits that added each type and in
+// docs/PERFORMANCE.md.
 void interleave_weights(Model& m) {
   const quant::Isa isa = quant::active_isa();
   std::map<std::pair<const uint8_t*, int64_t>, const uint8_t*> done;  // (plain data, rows) -> interleaved data
@@ -133,8 +134,11 @@ void interleave_weights(Model& m) {
       m.file.release_pages(plain, static_cast<size_t>(w.n_out) * w.row_bytes);
     }
   };
-  one(m.tok_embd);
+  // token_embd only when it is also the output: else it is read one row
+  // per token (get_row), where the copy gains nothing.
+  const bool tied = m.tok_embd.data == m.output.data && m.tok_embd.n_out == m.output.n_out;
   one(m.output);
+  if (tied) one(m.tok_embd);  // the same matrix: takes the output's copy
   for (Layer& L : m.layers) {
     for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.ffn_gate_inp}) one(*w);
     for (auto* exps : {&L.gate_exps, &L.up_exps, &L.down_exps})

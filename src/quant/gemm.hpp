@@ -30,14 +30,18 @@ using GemmFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_
 
 // The multi-row kernel of weight type t for `isa`, or nullptr when `isa` has
 // none for t (callers then loop the vec_dot kernel: gemm() below does).
-// Isa::avx2 kernels exist on x86-64 for every weight type but BF16 and
-// TQ1_0; Isa::scalar has none (the scalar vec_dot loop is the reference).
+// Isa::avx2 kernels exist on x86-64 for every weight type but BF16, TQ1_0
+// and the interleaved formats Q4_0 and Q5_0 (their matrices run
+// interleave.hpp's gemm_x8_kernel; a plain row of theirs loops the
+// vec_dot); Isa::scalar has none (the scalar vec_dot loop is the
+// reference).
 GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept;
 
 // Converts one activation row of n elements (type vec_dot_type(t), src) to
-// the layout gemm_kernel(t, isa) reads (dst, same size in bytes), or nullptr
-// when that kernel reads the rows as they are (AVX2 Q4_K/Q5_K/Q6_K read
-// plain Q8_K rows).
+// the layout gemm_kernel(t, isa) reads (for Q4_0 and Q5_0: the layout
+// gemm_x8_kernel(t, isa) reads), gemm_packed_row_size(t, isa, n) bytes at
+// dst, or nullptr when the kernels read the rows as they are (AVX2
+// Q4_K/Q5_K/Q6_K read plain Q8_K rows).
 using GemmPackFn = void (*)(int64_t n, const void* src, void* dst);
 GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept;
 

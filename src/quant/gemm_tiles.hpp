@@ -81,18 +81,19 @@ inline void prefetch_ahead(const B* block) {
 }
 
 // Runs rows.run<G>(w, ...) over n_w weight rows, G = Rows::kGroup rows side
-// by side (1, 2 or 4), the last group smaller, after prefetch_start of the
+// by side (1 or 4), the last group smaller, after prefetch_start of the
 // whole run. G is per weight type: the rows of a group are separate
 // streams through memory, so one row at a time reads the matrix as one
-// sequential stream (what the prefetchers serve best), while two or more
-// rows overlap the dependent fused multiply-add chains of types with little
-// work per block. Measured on tg128 at 2 threads (Zen 5, 43 GB/s): K-quants
-// one row at a time 41.6/35.5 -> 50.4/44.7 t/s on llama-3.2-1b Q4_K_M (4 ->
-// 1 rows), Q4_0 2 rows 46.2 vs 43.4 (1 row) vs 40.8 (4 rows).
+// sequential stream (what the prefetchers serve best), while four rows
+// overlap the dependent fused multiply-add chains of F16/F32 (one per 8
+// elements). Measured on tg128 at 2 threads (Zen 5, 43 GB/s): K-quants one
+// row at a time 41.6/35.5 -> 50.4/44.7 t/s on llama-3.2-1b Q4_K_M (4 -> 1
+// rows). (The 32-element formats run interleaved instead, interleave.hpp:
+// 8 rows that are one stream.)
 template <typename Rows>
 void by_row_groups(Rows rows, const uint8_t* w, size_t ws, int64_t n_w, float* y) {
   constexpr int G = Rows::kGroup;
-  static_assert(G == 1 || G == 2 || G == 4, "groups of 1, 2 or 4 rows");
+  static_assert(G == 1 || G == 4, "groups of 1 or 4 rows");
   prefetch_start(w, static_cast<size_t>(n_w) * ws);
   int64_t r = 0;
   for (; r + G <= n_w; r += G) rows.template run<G>(w + r * ws, ws, y + r);
@@ -103,8 +104,6 @@ void by_row_groups(Rows rows, const uint8_t* w, size_t ws, int64_t n_w, float* y
       case 1: rows.template run<1>(w + r * ws, ws, y + r); break;
       default: break;
     }
-  } else if constexpr (G == 2) {
-    if (r < n_w) rows.template run<1>(w + r * ws, ws, y + r);
   }
 }
 

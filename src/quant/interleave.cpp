@@ -19,16 +19,15 @@ uint32_t load_u32(const uint8_t* p) {
          (static_cast<uint32_t>(p[3]) << 24);
 }
 
-// Per type: the plain and interleaved blocks, the digits' offset, and the
-// digits (0..15 / 0..31) of row l's elements k and k + 16 (k = 0..15).
+// Per type: the plain and interleaved blocks, and q(b, l, e), the integer
+// value (digit minus offset) of row l's element e (0..31);
+// put() places row l's plain block in the interleaved one.
 struct Q4 {
   using Plain = block_q4_0;
   using X8 = block_q4_0x8;
-  static constexpr int kOffset = 8;
-  static void digits(const X8& b, int l, int k, int& lo, int& hi) {
-    const uint8_t q = b.qs[x8_byte(l, k)];
-    lo = q & 0x0F;
-    hi = q >> 4;
+  static int q(const X8& b, int l, int e) {
+    const uint8_t v = b.qs[x8_byte(l, e % 16)];
+    return (e < 16 ? (v & 0x0F) : (v >> 4)) - 8;
   }
   static void put(const Plain& p, int l, X8& b) {
     b.d[l] = p.d;
@@ -39,13 +38,11 @@ struct Q4 {
 struct Q5 {
   using Plain = block_q5_0;
   using X8 = block_q5_0x8;
-  static constexpr int kOffset = 16;
-  static int bit(const X8& b, int word, int pos) { return static_cast<int>((load_u32(b.qh + 4 * word) >> pos) & 1); }
-  static void digits(const X8& b, int l, int k, int& lo, int& hi) {
-    const uint8_t q = b.qs[x8_byte(l, k)];
-    const int c = k / 4, pos = 4 * l + k % 4;
-    lo = (q & 0x0F) | (bit(b, 2 * c, pos) << 4);
-    hi = (q >> 4) | (bit(b, 2 * c + 1, pos) << 4);
+  static int q(const X8& b, int l, int e) {
+    const int k = e % 16, c = k / 4, pos = 4 * l + k % 4;
+    const uint8_t v = b.qs[x8_byte(l, k)];
+    const int high = static_cast<int>((load_u32(b.qh + 4 * (2 * c + e / 16)) >> pos) & 1);
+    return ((e < 16 ? (v & 0x0F) : (v >> 4)) | (high << 4)) - 16;
   }
   static void put(const Plain& p, int l, X8& b) {
     b.d[l] = p.d;
@@ -82,12 +79,7 @@ void dequantize(const uint8_t* data, size_t row_bytes, int64_t r, float* y, int6
   const int l = static_cast<int>(r % kInterleave);
   for (int64_t i = 0; i < n / 32; ++i, y += 32) {
     const float d = fp16_to_fp32(b[i].d[l]);
-    for (int k = 0; k < 16; ++k) {
-      int lo, hi;
-      T::digits(b[i], l, k, lo, hi);
-      y[k] = static_cast<float>(lo - T::kOffset) * d;
-      y[k + 16] = static_cast<float>(hi - T::kOffset) * d;
-    }
+    for (int e = 0; e < 32; ++e) y[e] = static_cast<float>(T::q(b[i], l, e)) * d;
   }
 }
 
@@ -106,11 +98,7 @@ void gemm_ref(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, s
         float acc = 0.0f;
         for (int64_t i = 0; i < nb; ++i) {
           int32_t isum = 0;
-          for (int k = 0; k < 16; ++k) {
-            int lo, hi;
-            T::digits(b[i], l, k, lo, hi);
-            isum += (lo - T::kOffset) * x[i].qs[k] + (hi - T::kOffset) * x[i].qs[k + 16];
-          }
+          for (int e = 0; e < 32; ++e) isum += T::q(b[i], l, e) * x[i].qs[e];
           acc = std::fma(static_cast<float>(isum), fp16_to_fp32(b[i].d[l]) * fp16_to_fp32(x[i].d), acc);
         }
         y[static_cast<size_t>(m) * y_stride + static_cast<size_t>(8 * g + l)] = acc;
@@ -144,8 +132,10 @@ void interleave_rows(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes
     throw Error(Errc::invalid_argument, "interleave_rows: rows of " + std::to_string(n) + " elements in " +
                                             std::to_string(row_bytes) + " bytes are not " +
                                             std::string(type_name(t)) + " rows");
-  if (t == GgmlType::Q4_0) interleave<Q4>(n / 32, src, row_bytes, n_out, dst);
-  else interleave<Q5>(n / 32, src, row_bytes, n_out, dst);
+  switch (t) {
+    case GgmlType::Q4_0: return interleave<Q4>(n / 32, src, row_bytes, n_out, dst);
+    default: return interleave<Q5>(n / 32, src, row_bytes, n_out, dst);
+  }
 }
 
 void dequantize_interleaved_row(GgmlType t, const uint8_t* data, size_t row_bytes, int64_t r, float* y, int64_t n) {
@@ -169,13 +159,21 @@ void scalar::gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, con
 }
 
 GemmX8Fn gemm_x8_kernel(GgmlType t, Isa isa) noexcept {
-  if (t != GgmlType::Q4_0 && t != GgmlType::Q5_0) return nullptr;
-  const bool q4 = t == GgmlType::Q4_0;
 #if defined(__x86_64__) || defined(_M_X64)
-  if (isa == Isa::avx2) return q4 ? avx2::gemm_q4_0x8_q8_0 : avx2::gemm_q5_0x8_q8_0;
+  if (isa == Isa::avx2) {
+    switch (t) {
+      case GgmlType::Q4_0: return avx2::gemm_q4_0x8_q8_0;
+      case GgmlType::Q5_0: return avx2::gemm_q5_0x8_q8_0;
+      default: return nullptr;
+    }
+  }
 #endif
   (void)isa;
-  return q4 ? scalar::gemm_q4_0x8_q8_0 : scalar::gemm_q5_0x8_q8_0;
+  switch (t) {
+    case GgmlType::Q4_0: return scalar::gemm_q4_0x8_q8_0;
+    case GgmlType::Q5_0: return scalar::gemm_q5_0x8_q8_0;
+    default: return nullptr;
+  }
 }
 
 }  // namespace synapse::quant

@@ -2,8 +2,9 @@
 // (block_q4_0x8, block_q5_0x8), made once when a model is loaded, and the
 // matrix-product kernels that read them.
 //
-// Why: in legacy.cpp's Q4_0 order (Q5_0's too) each output takes, per 32-element block,
-// the block's whole exact integer dot and one fused multiply-add. With 8
+// Why: in legacy.cpp's Q4_0 order (Q5_0's too) each output takes, per
+// 32-element block, the block's whole exact integer dot and one fused
+// multiply-add. With 8
 // rows interleaved, one 256-bit register holds 4 consecutive elements of
 // each of 8 rows (one int32 lane per row), so the integer dots of 8 rows
 // come out in the 8 lanes of one register and a single cvt + mul + fma
@@ -25,8 +26,8 @@
 // of its element 16 + 4c + j (the bits of each chunk's low and high
 // nibbles, in the chunk's byte order).
 //
-// Every kernel here gives, per output, exactly vec_dot_q4_0_q8_0 (or
-// vec_dot_q5_0_q8_0) of the plain row (the same exact integer per block, the same float operations in
+// Every kernel here gives, per output, exactly vec_dot_<t>_q8_0 of the
+// plain row (the same exact integer per block, the same float operations in
 // the same order), so an interleaved matrix and a plain one give the same
 // bits (tests/quant/interleave_test.cpp).
 #pragma once
@@ -71,8 +72,10 @@ bool interleave_pays(GgmlType t, Isa isa) noexcept;
 // n_out) or row_bytes is not row_size(t, n).
 void interleave_rows(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes, int64_t n_out, uint8_t* dst);
 
-// Row r (any row, not only a group's first) of an interleaved matrix whose
-// group 0 starts at `data`: its n elements as floats into y, the values
+// Row r (any row of a whole group, not only a group's first; r and n are
+// not checked: callers pass r < the matrix's grouped rows and its n) of an
+// interleaved matrix whose group 0 starts at `data`: its n elements as
+// floats into y, the values
 // dequantize_row_<t> gives for the plain row (ggml_get_rows). Throws
 // Error(invalid_argument) for a type that is never interleaved.
 void dequantize_interleaved_row(GgmlType t, const uint8_t* data, size_t row_bytes, int64_t r, float* y, int64_t n);

@@ -101,6 +101,20 @@ void x8_tile(int64_t nb, const typename T::X8* w, const uint8_t* a, size_t as, f
   for (int m = 0; m < A; ++m) _mm256_storeu_ps(y + static_cast<size_t>(m) * ys, acc[m]);
 }
 
+// The nibble formats as gemm_x8 takes them.
+struct Q4Tile : Q4x8 {
+  template <int A>
+  static void tile(int64_t nb, const X8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+    x8_tile<Q4x8, A>(nb, w, a, as, y, ys);
+  }
+};
+struct Q5Tile : Q5x8 {
+  template <int A>
+  static void tile(int64_t nb, const X8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+    x8_tile<Q5x8, A>(nb, w, a, as, y, ys);
+  }
+};
+
 template <class T>
 void gemm_x8(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows, float* y,
              size_t ys) {
@@ -114,11 +128,11 @@ void gemm_x8(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, si
     const auto* wg = reinterpret_cast<const X8*>(w + static_cast<size_t>(g) * group_bytes);
     float* yg = y + kInterleave * g;
     int64_t m = 0;
-    for (; m + kTile <= n_rows; m += kTile) x8_tile<T, kTile>(nb, wg, a + m * as, as, yg + m * ys, ys);
+    for (; m + kTile <= n_rows; m += kTile) T::template tile<kTile>(nb, wg, a + m * as, as, yg + m * ys, ys);
     switch (n_rows - m) {
-      case 3: x8_tile<T, 3>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
-      case 2: x8_tile<T, 2>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
-      case 1: x8_tile<T, 1>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
+      case 3: T::template tile<3>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
+      case 2: T::template tile<2>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
+      case 1: T::template tile<1>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
       default: break;
     }
   }
@@ -140,12 +154,12 @@ void pack_offset(int64_t n, const void* src, void* dst) {
 
 void gemm_q4_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
                       float* y, size_t ys) {
-  gemm_x8<Q4x8>(n, w, n_groups, a, as, n_rows, y, ys);
+  gemm_x8<Q4Tile>(n, w, n_groups, a, as, n_rows, y, ys);
 }
 
 void gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
                       float* y, size_t ys) {
-  gemm_x8<Q5x8>(n, w, n_groups, a, as, n_rows, y, ys);
+  gemm_x8<Q5Tile>(n, w, n_groups, a, as, n_rows, y, ys);
 }
 
 void pack_q8_0_for_q4_0x8(int64_t n, const void* src, void* dst) { pack_offset<8>(n, src, dst); }

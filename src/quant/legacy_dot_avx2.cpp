@@ -118,7 +118,7 @@ float vec_dot_q4_0_q8_0(int64_t n, const void* vw, const void* va) {
   const auto* w = static_cast<const block_q4_0*>(vw);
   const auto* a = static_cast<const block_q8_0*>(va);
   // legacy.cpp's Q4_0 order: the block's exact integer dot, then one scalar
-  // fused multiply-add per block. (Matrices run q4_0x8_avx2.cpp instead;
+  // fused multiply-add per block. (Matrices run interleave_avx2.cpp instead;
   // this is for rows that are not interleaved.)
   float acc = 0.0f;
   for (int64_t i = 0; i < n / QK4_0; ++i) {

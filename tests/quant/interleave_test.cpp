@@ -64,19 +64,20 @@ TEST(Interleave, RefusesWhatItCannotInterleave) {
   EXPECT_TRUE(can_interleave(GgmlType::Q4_0, 8));
   EXPECT_FALSE(can_interleave(GgmlType::Q4_0, 12));
   EXPECT_FALSE(can_interleave(GgmlType::Q4_0, 0));
-  EXPECT_FALSE(can_interleave(GgmlType::Q8_0, 16));
   EXPECT_TRUE(can_interleave(GgmlType::Q5_0, 16));
-  EXPECT_FALSE(interleave_pays(GgmlType::Q4_0, Isa::scalar));
-  EXPECT_FALSE(interleave_pays(GgmlType::Q5_0, Isa::scalar));
-  EXPECT_FALSE(interleave_pays(GgmlType::Q8_0, Isa::avx2));
-  EXPECT_EQ(gemm_x8_kernel(GgmlType::Q8_0, Isa::scalar), nullptr);
-  std::vector<uint8_t> src(18 * 16), dst(src.size());
+  EXPECT_FALSE(can_interleave(GgmlType::Q8_0, 16));
+  EXPECT_FALSE(can_interleave(GgmlType::Q4_1, 16));
+  EXPECT_FALSE(can_interleave(GgmlType::Q4_K, 16));
+  for (GgmlType t : kTypes) EXPECT_FALSE(interleave_pays(t, Isa::scalar)) << type_name(t);
+  EXPECT_FALSE(interleave_pays(GgmlType::Q4_1, Isa::avx2));
+  EXPECT_EQ(gemm_x8_kernel(GgmlType::Q4_1, Isa::scalar), nullptr);
+  std::vector<uint8_t> src(20 * 16), dst(src.size());
   EXPECT_THROW(interleave_rows(GgmlType::Q4_0, 32, src.data(), 18, 12, dst.data()), Error);
-  EXPECT_THROW(interleave_rows(GgmlType::Q8_0, 32, src.data(), 34, 8, dst.data()), Error);
+  EXPECT_THROW(interleave_rows(GgmlType::Q4_1, 32, src.data(), 20, 8, dst.data()), Error);
   EXPECT_THROW(interleave_rows(GgmlType::Q4_0, 32, src.data(), 20, 8, dst.data()), Error);  // not Q4_0 rows
   EXPECT_THROW(interleave_rows(GgmlType::Q4_0, 48, src.data(), 27, 8, dst.data()), Error);  // n % 32 != 0
   float y[32];
-  EXPECT_THROW(dequantize_interleaved_row(GgmlType::Q8_0, src.data(), 34, 0, y, 32), Error);
+  EXPECT_THROW(dequantize_interleaved_row(GgmlType::Q4_1, src.data(), 20, 0, y, 32), Error);
 }
 
 // gemm_x8_kernel(t, isa) against vec_dot_kernel(t, isa) on the plain rows,
@@ -140,6 +141,58 @@ TEST(Interleave, Avx2KernelEqualsVecDot) {
   }
 }
 
+// The integer sums at their extremes (every digit or byte at its largest
+// magnitude against activation bytes of -128 and of 127, where an int16
+// step would saturate first): every kernel still equals the vec_dot.
+TEST(Interleave, ExtremeBlocksDoNotSaturate) {
+  const int64_t n = 64;
+  for (GgmlType t : kTypes) {
+    const size_t rb = row_size(t, n), bb = row_size(t, 32);
+    for (int pattern = 0; pattern < 3; ++pattern) {
+      std::vector<uint8_t> plain(rb * 8);
+      for (size_t off = 0; off < plain.size(); off += bb) {
+        uint8_t* blk = plain.data() + off;
+        std::memset(blk, pattern == 1 ? 0x00 : 0xFF, bb);  // digits 15 (Q5_0: 31) or 0
+        const ggml_fp16_t one = fp32_to_fp16(pattern == 2 ? 1e-3f : 1.0f);
+        std::memcpy(blk, &one, sizeof one);
+      }
+      std::vector<uint8_t> x8(plain.size());
+      interleave_rows(t, n, plain.data(), rb, 8, x8.data());
+      for (int8_t byte : {int8_t{-128}, int8_t{127}}) {
+        std::vector<uint8_t> a(row_size(GgmlType::Q8_0, n));
+        for (size_t off = 0; off < a.size(); off += sizeof(block_q8_0)) {
+          const ggml_fp16_t d = fp32_to_fp16(0.5f);
+          std::memcpy(a.data() + off, &d, sizeof d);
+          std::memset(a.data() + off + 2, static_cast<uint8_t>(byte), 32);
+        }
+        for (Isa isa : {Isa::scalar, Isa::avx2}) {
+          if (isa == Isa::avx2 && !cpu_has_avx2()) continue;
+          const GemmPackFn pack = gemm_pack_kernel(t, isa);
+          std::vector<uint8_t> packed = a;
+          if (pack != nullptr) {
+            packed.assign(gemm_packed_row_size(t, isa, n), 0);
+            pack(n, a.data(), packed.data());
+          }
+          float y[8];
+          gemm_x8_kernel(t, isa)(n, x8.data(), 1, packed.data(), packed.size(), 1, y, 8);
+          for (int r = 0; r < 8; ++r) {
+            const float want = vec_dot_kernel(t, isa)(n, plain.data() + r * rb, a.data());
+            ASSERT_EQ(std::memcmp(&want, &y[r], sizeof want), 0)
+                << type_name(t) << " " << isa_name(isa) << " pattern " << pattern << " byte " << int{byte}
+                << ": vec_dot " << want << " kernel " << y[r];
+          }
+          // And the value itself, from the dequantized floats (exact here).
+          std::vector<float> wf(n);
+          dequantize_row(t, plain.data(), wf.data(), n);
+          double exact = 0;
+          for (int64_t k = 0; k < n; ++k) exact += double(wf[k]) * 0.5 * byte;
+          EXPECT_NEAR(y[0], exact, std::fabs(exact) * 1e-6) << type_name(t) << " pattern " << pattern;
+        }
+      }
+    }
+  }
+}
+
 // The Q4_0 order itself (legacy.cpp), Q5_0's too: one exact integer per
 // block, one fused multiply-add per block; the AVX2 and scalar dots agree
 // on it.
@@ -149,14 +202,14 @@ TEST(Interleave, DotIsOneFmaPerBlock) {
   for (GgmlType t : kTypes) {
     const std::vector<uint8_t> w = rows_of(t, n, 1, rng, true);
     const std::vector<uint8_t> a = rows_of(GgmlType::Q8_0, n, 1, rng, true);
-    std::vector<float> values(n);  // (digit - offset) * d_w, so value / d_w is the integer
+    std::vector<float> values(n);  // the integer times d_w, so value / d_w is the integer
     dequantize_row(t, w.data(), values.data(), n);
     const auto* ab = reinterpret_cast<const block_q8_0*>(a.data());
     const size_t bb = row_size(t, 32);
     float acc = 0.0f;
     for (int i = 0; i < 3; ++i) {
       ggml_fp16_t dh;
-      std::memcpy(&dh, w.data() + i * bb, sizeof dh);  // d is the first field of block_q4_0 and block_q5_0
+      std::memcpy(&dh, w.data() + i * bb, sizeof dh);  // d is the first field of both blocks
       const float d = fp16_to_fp32(dh);
       int32_t isum = 0;
       for (int k = 0; k < 32 && d != 0.0f; ++k)  // (d = 0: any isum adds 0)
