@@ -30,7 +30,7 @@ WeightView WeightView::rows(int64_t first, int64_t count, const std::string& vie
   WeightView v = *this;
   v.name = view_name;
   v.n_out = count;
-  v.data = row(first);
+  v.data = interleaved ? group(first / quant::kInterleave) : row(first);
   return v;
 }
 
@@ -136,13 +136,12 @@ Product prepare(const MatmulOut& o, Activations& x, quant::Isa isa, runtime::Thr
 // run_rows blocks the plain kernels.
 void run_groups(const Product& p, int64_t n_rows, int64_t g0, int64_t ng, float* y, size_t ys) {
   const WeightView& w = *p.w;
-  const size_t group_bytes = static_cast<size_t>(quant::kInterleave) * w.row_bytes;
   const int64_t tile = p.decode ? n_rows : p.tile;
   for (int64_t q0 = 0; q0 < ng; q0 += p.panel) {
     const int64_t nq = std::min(p.panel, ng - q0);
     for (int64_t m0 = 0; m0 < n_rows; m0 += tile) {
       const int64_t mt = std::min(tile, n_rows - m0);
-      p.x8(w.n_in, w.data + static_cast<size_t>(g0 + q0) * group_bytes, nq, p.a + static_cast<size_t>(m0) * p.stride,
+      p.x8(w.n_in, w.group(g0 + q0), nq, p.a + static_cast<size_t>(m0) * p.stride,
            p.stride, mt, y + static_cast<size_t>(m0) * ys + static_cast<size_t>(q0 * quant::kInterleave), ys);
     }
   }
@@ -250,7 +249,7 @@ void get_row(const WeightView& w, int64_t r, float* out) {
     throw Error(Errc::out_of_range, w.name + ": row " + std::to_string(r) + " outside [0, " +
                                         std::to_string(w.n_out) + ")");
   if (w.interleaved && r < w.n_out / quant::kInterleave * quant::kInterleave) {
-    quant::dequantize_interleaved_row(w.type, w.data, w.row_bytes, r, out, w.n_in);
+    quant::dequantize_interleaved_row(w.type, w.data, r, out, w.n_in);
     return;
   }
   quant::dequantize_row(w.type, w.row(r), out, w.n_in);
@@ -260,12 +259,15 @@ bool interleave_weight(WeightView& w, WeightStore& store, quant::Isa isa) {
   const int64_t n_grouped = w.n_out / quant::kInterleave * quant::kInterleave;
   if (w.interleaved || !w.present() || !quant::interleave_pays(w.type, isa) || !quant::can_interleave(w.type, n_grouped))
     return false;
-  auto& buf = store.emplace_back(static_cast<size_t>(w.n_out) * w.row_bytes);
+  const size_t group_bytes = quant::interleaved_group_bytes(w.type, w.n_in);
+  const size_t grouped_bytes = static_cast<size_t>(n_grouped / quant::kInterleave) * group_bytes;
+  const size_t tail_bytes = static_cast<size_t>(w.n_out - n_grouped) * w.row_bytes;
+  auto& buf = store.emplace_back(grouped_bytes + tail_bytes);
   quant::interleave_rows(w.type, w.n_in, w.data, w.row_bytes, n_grouped, buf.data());
-  const size_t grouped_bytes = static_cast<size_t>(n_grouped) * w.row_bytes;
-  std::memcpy(buf.data() + grouped_bytes, w.data + grouped_bytes, buf.size() - grouped_bytes);  // the plain tail
+  std::memcpy(buf.data() + grouped_bytes, w.row(n_grouped), tail_bytes);  // the plain last rows
   w.data = buf.data();
   w.interleaved = true;
+  w.group_bytes = group_bytes;
   return true;
 }
 

@@ -111,24 +111,25 @@ void bind_experts(const Binder& b, const HParams& hp, int il, Layer& L) {
 }
 
 // Every matrix the active ISA runs faster interleaved
-// (kernels::interleave_weight: Q4_0 and Q5_0 under AVX2) gets its
+// (kernels::interleave_weight: Q4_0, Q5_0 and Q4_K under AVX2) gets its
 // interleaved copy, once per distinct matrix (a tied token_embd shares the
 // output's). The speed-ups are in the commits that added each type and in
 // docs/PERFORMANCE.md.
 void interleave_weights(Model& m) {
   const quant::Isa isa = quant::active_isa();
-  std::map<std::pair<const uint8_t*, int64_t>, const uint8_t*> done;  // (plain data, rows) -> interleaved data
+  std::map<std::pair<const uint8_t*, int64_t>, WeightView> done;  // (plain data, rows) -> interleaved view
   const auto one = [&](WeightView& w) {
     if (!w.present()) return;
     const auto key = std::make_pair(w.data, w.n_out);
     if (auto it = done.find(key); it != done.end()) {
-      w.data = it->second;
+      w.data = it->second.data;
       w.interleaved = true;
+      w.group_bytes = it->second.group_bytes;
       return;
     }
     const uint8_t* plain = w.data;
     if (kernels::interleave_weight(w, m.interleaved, isa)) {
-      done[key] = w.data;
+      done[key] = w;
       // Nothing reads the plain rows now: their pages leave the resident
       // set (without this a Q4_0 model's RSS held both copies).
       m.file.release_pages(plain, static_cast<size_t>(w.n_out) * w.row_bytes);

@@ -17,7 +17,6 @@ GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept {
   if (isa == Isa::avx2) {
     switch (t) {
       case GgmlType::Q8_0: return avx2::gemm_q8_0_q8_0;
-      case GgmlType::Q4_K: return avx2::gemm_q4_K_q8_K;
       case GgmlType::Q5_K: return avx2::gemm_q5_K_q8_K;
       case GgmlType::Q6_K: return avx2::gemm_q6_K_q8_K;
       case GgmlType::F16: return avx2::gemm_f16_f16;
@@ -43,7 +42,6 @@ GemvFn gemv_kernel(GgmlType t, Isa isa) noexcept {
   if (isa == Isa::avx2) {
     switch (t) {
       case GgmlType::Q8_0: return avx2::gemv_q8_0_q8_0;
-      case GgmlType::Q4_K: return avx2::gemv_q4_K_q8_K;
       case GgmlType::Q5_K: return avx2::gemv_q5_K_q8_K;
       case GgmlType::Q6_K: return avx2::gemv_q6_K_q8_K;
       case GgmlType::F16: return avx2::gemv_f16_f16;
@@ -62,6 +60,7 @@ GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept {
   if (isa == Isa::avx2 && t == GgmlType::Q4_0) return avx2::pack_q8_0_for_q4_0x8;  // interleave.hpp
   if (isa == Isa::avx2 && t == GgmlType::Q8_0) return avx2::pack_q8_0_for_q8_0;
   if (isa == Isa::avx2 && t == GgmlType::Q5_0) return avx2::pack_q8_0_for_q5_0x8;  // interleave.hpp
+  if (isa == Isa::avx2 && t == GgmlType::Q4_K) return avx2::pack_q8_K_for_q4_Kx8;  // interleave.hpp
 #endif
   (void)t;
   (void)isa;
@@ -72,6 +71,7 @@ size_t gemm_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
   if (isa == Isa::avx2 && t == GgmlType::Q8_0) return static_cast<size_t>(n / 32) * 96;
   if (isa == Isa::avx2 && (t == GgmlType::Q4_0 || t == GgmlType::Q5_0)) return static_cast<size_t>(n / 32) * 40;
+  if (isa == Isa::avx2 && t == GgmlType::Q4_K) return static_cast<size_t>(n / QK_K) * 288;
 #endif
   return row_size(vec_dot_type(t), n);
 }

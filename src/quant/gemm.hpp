@@ -31,17 +31,17 @@ using GemmFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_
 // The multi-row kernel of weight type t for `isa`, or nullptr when `isa` has
 // none for t (callers then loop the vec_dot kernel: gemm() below does).
 // Isa::avx2 kernels exist on x86-64 for every weight type but BF16, TQ1_0
-// and the interleaved formats Q4_0 and Q5_0 (their matrices run
+// and the interleaved formats Q4_0, Q5_0 and Q4_K (their matrices run
 // interleave.hpp's gemm_x8_kernel; a plain row of theirs loops the
 // vec_dot); Isa::scalar has none (the scalar vec_dot loop is the
 // reference).
 GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept;
 
 // Converts one activation row of n elements (type vec_dot_type(t), src) to
-// the layout gemm_kernel(t, isa) reads (for Q4_0 and Q5_0: the layout
+// the layout gemm_kernel(t, isa) reads (for Q4_0, Q5_0 and Q4_K: the layout
 // gemm_x8_kernel(t, isa) reads), gemm_packed_row_size(t, isa, n) bytes at
 // dst, or nullptr when the kernels read the rows as they are (AVX2
-// Q4_K/Q5_K/Q6_K read plain Q8_K rows).
+// Q5_K/Q6_K read plain Q8_K rows).
 using GemmPackFn = void (*)(int64_t n, const void* src, void* dst);
 GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept;
 
@@ -51,7 +51,8 @@ GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept;
 // (gemm_avx2.cpp's PackedQ8_0: the activation block's float scale and its
 // int16-widened bytes); AVX2 Q4_0/Q5_0: 40 (interleave_avx2.cpp's
 // PackedQ8x8, for the interleaved kernels: the float scale and the offset
-// term), computed once.
+// term); AVX2 Q4_K: 288 per 256 (PackedQ8Kx8: the float scale, the int16
+// sums of 32 bytes, the bytes), computed once.
 size_t gemm_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept;
 
 // Decode-side multi-row kernel: several weight rows against ONE activation
@@ -82,8 +83,6 @@ namespace avx2 {
 // kernel of the same type.
 void pack_q8_0_for_q8_0(int64_t n, const void* src, void* dst);
 void gemm_q8_0_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
-                    int64_t n_rows, float* y, size_t y_stride);
-void gemm_q4_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
                     int64_t n_rows, float* y, size_t y_stride);
 void gemm_q5_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
                     int64_t n_rows, float* y, size_t y_stride);
@@ -116,7 +115,6 @@ void gemv_f32_f32(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, con
 // Defined in gemm_k_avx2.cpp: one weight row at a time against one plain
 // Q8_K row; per row the order of
 // avx2::vec_dot_<t>_q8_K (ggml's AVX2 ggml_vec_dot_<t>_q8_K).
-void gemv_q4_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 void gemv_q5_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 void gemv_q6_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 }  // namespace avx2

@@ -1,4 +1,5 @@
-// AVX2 multi-row dots (gemm.hpp) of the K-quants with Q8_K activations:
+// AVX2 multi-row dots (gemm.hpp) of the K-quants with Q8_K activations
+// (Q4_K matrices run interleaved instead: interleave_avx2.cpp):
 // gemm_* take a few weight rows against a few activation rows at once
 // (prefill, batches), gemv_* several weight rows against one activation row
 // (decode).
@@ -23,7 +24,7 @@ using namespace tiles;
 // ------------------------------------------------ 256-element blocks (Q8_K activations)
 //
 // Every output goes through the float steps of avx2_util.hpp
-// (q4_K_accumulate, q5_K_accumulate, q6_K_accumulate) that the single-row
+// (q5_K_accumulate, q6_K_accumulate) that the single-row
 // kernels use, on the same exact integer lanes: the same fused multiply-adds
 // in the same order, the same final reduction. Only where the work sits changes: gemm register
 // tiles unpack a weight block once for up to 4 activation rows and load an
@@ -31,12 +32,12 @@ using namespace tiles;
 // against one activation row) run with R = 1 (Rows::kGroup, gemm_tiles.hpp
 // by_row_groups: one sequential stream through the matrix).
 
-// R weight rows by A activation rows of Q4_K / Q5_K (a register tile,
+// R weight rows by A activation rows of Q5_K (a register tile,
 // gemm_tiles.hpp by_blocks): per block the R weight blocks are unpacked
 // once; then per 32-element chunk each activation chunk is loaded once and
 // multiplied into the R x A integer lane sums, all held in registers; the
-// float step per output is the single-row kernel's (q4_K_accumulate /
-// q5_K_accumulate on the same integer lanes: integer sums are exact).
+// float step per output is the single-row kernel's (q5_K_accumulate on
+// the same integer lanes: integer sums are exact).
 template <int R, int A, typename B, void (*Unpack)(const B&, BlockK4&),
           void (*Accumulate)(AccK&, const BlockK4&, float, __m128i, __m256i), float (*Result)(const AccK&)>
 void k4_block(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* y, size_t ys) {
@@ -95,7 +96,7 @@ void q6_K_block(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_
     for (int m = 0; m < A; ++m) y[m * ys + r] = q6_K_result(s[r][m]);
 }
 
-// R Q4_K / Q5_K weight rows against one activation row.
+// R Q5_K weight rows against one activation row.
 template <int R, typename B, void (*Unpack)(const B&, BlockK4&), void (*Step)(AccK&, const BlockK4&,
                                                                               const block_q8_K&, __m128i),
           float (*Result)(const AccK&)>
@@ -111,24 +112,6 @@ void k4_rows(int64_t nb, const uint8_t* w, size_t ws, const block_q8_K* a, float
     }
   }
   for (int r = 0; r < R; ++r) y[r] = Result(s[r]);
-}
-
-// R Q4_K weight rows against one activation row, each block's lanes in one
-// pass (q4_K_lanes_direct).
-template <int R>
-void q4_K_rows(int64_t nb, const uint8_t* w, size_t ws, const block_q8_K* a, float* y) {
-  AccK s[R];
-  for (int64_t i = 0; i < nb; ++i) {
-    const __m128i q8s = k4_bsum_pairs(a[i].bsums);
-    for (int r = 0; r < R; ++r) {
-      const block_q4_K& b = weight_row<block_q4_K>(w, ws, r)[i];
-      prefetch_ahead(&b);
-      __m256i sm;
-      const __m256i lanes = q4_K_lanes_direct(b, a[i].qs, sm);
-      q4_K_accumulate(s[r], sm, h2f(b.d), h2f(b.dmin), a[i].d, q8s, lanes);
-    }
-  }
-  for (int r = 0; r < R; ++r) y[r] = q4_K_result(s[r]);
 }
 
 // q6_offsets of one activation block (its 8 chunks).
@@ -152,13 +135,6 @@ void q6_K_rows(int64_t nb, const uint8_t* w, size_t ws, const block_q8_K* a, con
   for (int r = 0; r < R; ++r) y[r] = q6_K_result(s[r]);
 }
 
-struct Q4_KBlock {
-  int64_t nb;
-  template <int R, int A>
-  void run(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* y, size_t ys) const {
-    k4_block<R, A, block_q4_K, unpack_q4_K, q4_K_accumulate, q4_K_result>(nb, w, ws, a, as, y, ys);
-  }
-};
 struct Q5_KBlock {
   int64_t nb;
   template <int R, int A>
@@ -174,15 +150,6 @@ struct Q6_KBlock {
   }
 };
 
-struct Q4_KRows {
-  static constexpr int kGroup = 1;  // tiles::by_row_groups: one stream
-  int64_t nb;
-  const block_q8_K* a;
-  template <int R>
-  void run(const uint8_t* w, size_t ws, float* y) const {
-    q4_K_rows<R>(nb, w, ws, a, y);
-  }
-};
 struct Q5_KRows {
   static constexpr int kGroup = 1;  // tiles::by_row_groups: one stream
   int64_t nb;
@@ -203,11 +170,6 @@ struct Q6_KRows {
 
 }  // namespace
 
-void gemm_q4_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
-                    int64_t n_rows, float* y, size_t ys) {
-  by_blocks(Q4_KBlock{n / QK_K}, w, ws, n_w, a, as, n_rows, y, ys);
-}
-
 void gemm_q5_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
                     int64_t n_rows, float* y, size_t ys) {
   by_blocks(Q5_KBlock{n / QK_K}, w, ws, n_w, a, as, n_rows, y, ys);
@@ -216,10 +178,6 @@ void gemm_q5_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const u
 void gemm_q6_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
                     int64_t n_rows, float* y, size_t ys) {
   by_blocks(Q6_KBlock{n / QK_K}, w, ws, n_w, a, as, n_rows, y, ys);
-}
-
-void gemv_q4_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, float* y) {
-  by_row_groups(Q4_KRows{n / QK_K, reinterpret_cast<const block_q8_K*>(a)}, w, ws, n_w, y);
 }
 
 void gemv_q5_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, float* y) {

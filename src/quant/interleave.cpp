@@ -1,4 +1,4 @@
-// Interleaved Q4_0 / Q5_0 matrices (interleave.hpp): the repack, the row
+// Interleaved Q4_0 / Q5_0 / Q4_K matrices (interleave.hpp): the repack, the row
 // lookup, the scalar reference kernels and the dispatch.
 #include "quant/interleave.hpp"
 
@@ -56,15 +56,16 @@ struct Q5 {
   }
 };
 
+// Group g of an interleaved matrix with nb blocks per row.
 template <class T>
-const typename T::X8* group_blocks(const uint8_t* data, size_t row_bytes, int64_t g) {
-  return reinterpret_cast<const typename T::X8*>(data + static_cast<size_t>(g) * kInterleave * row_bytes);
+const typename T::X8* group_blocks(const uint8_t* data, int64_t nb, int64_t g) {
+  return reinterpret_cast<const typename T::X8*>(data + static_cast<size_t>(g * nb) * sizeof(typename T::X8));
 }
 
 template <class T>
 void interleave(int64_t nb, const uint8_t* src, size_t row_bytes, int64_t n_out, uint8_t* dst) {
   for (int64_t g = 0; g < n_out / kInterleave; ++g) {
-    auto* out = reinterpret_cast<typename T::X8*>(dst + static_cast<size_t>(g) * kInterleave * row_bytes);
+    auto* out = reinterpret_cast<typename T::X8*>(dst + static_cast<size_t>(g * nb) * sizeof(typename T::X8));
     std::memset(out, 0, static_cast<size_t>(nb) * sizeof(typename T::X8));
     for (int l = 0; l < kInterleave; ++l) {
       const auto* row = reinterpret_cast<const typename T::Plain*>(src + static_cast<size_t>(8 * g + l) * row_bytes);
@@ -74,8 +75,8 @@ void interleave(int64_t nb, const uint8_t* src, size_t row_bytes, int64_t n_out,
 }
 
 template <class T>
-void dequantize(const uint8_t* data, size_t row_bytes, int64_t r, float* y, int64_t n) {
-  const auto* b = group_blocks<T>(data, row_bytes, r / kInterleave);
+void dequantize(const uint8_t* data, int64_t r, float* y, int64_t n) {
+  const auto* b = group_blocks<T>(data, n / 32, r / kInterleave);
   const int l = static_cast<int>(r % kInterleave);
   for (int64_t i = 0; i < n / 32; ++i, y += 32) {
     const float d = fp16_to_fp32(b[i].d[l]);
@@ -89,9 +90,8 @@ template <class T>
 void gemm_ref(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, int64_t n_rows,
               float* y, size_t y_stride) {
   const int64_t nb = n / 32;
-  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(typename T::Plain);
   for (int64_t g = 0; g < n_groups; ++g) {
-    const auto* b = group_blocks<T>(w, row_bytes, g);
+    const auto* b = group_blocks<T>(w, nb, g);
     for (int64_t m = 0; m < n_rows; ++m) {
       const auto* x = reinterpret_cast<const block_q8_0*>(a + static_cast<size_t>(m) * a_stride);
       for (int l = 0; l < kInterleave; ++l) {
@@ -107,15 +107,106 @@ void gemm_ref(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, s
   }
 }
 
+// ---- Q4_K (block_q4_Kx8)
+
+// ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j.
+void scale_min_k4(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+// Index in block_q4_Kx8::qs of byte k (0..127) of row l's plain qs.
+constexpr int x8k_byte(int l, int k) { return 32 * (8 * (k / 32) + (k % 32) / 4) + 4 * l + k % 4; }
+
+// Row l's digit (0..15) of element e (0..255).
+int q4_K_digit(const block_q4_Kx8& b, int l, int e) {
+  const int g = e / 64, j = e % 64;
+  const uint8_t v = b.qs[x8k_byte(l, 32 * g + j % 32)];
+  return j < 32 ? (v & 0x0F) : (v >> 4);
+}
+
+int q4_K_min(const block_q4_Kx8& b, int l, int s) { return b.mp[s / 2][l][s % 2]; }
+
+void interleave_q4_K(int64_t nb, const uint8_t* src, size_t row_bytes, int64_t n_out, uint8_t* dst) {
+  for (int64_t g = 0; g < n_out / kInterleave; ++g) {
+    auto* out = reinterpret_cast<block_q4_Kx8*>(dst + static_cast<size_t>(g * nb) * sizeof(block_q4_Kx8));
+    for (int l = 0; l < kInterleave; ++l) {
+      const auto* row = reinterpret_cast<const block_q4_K*>(src + static_cast<size_t>(8 * g + l) * row_bytes);
+      for (int64_t i = 0; i < nb; ++i) {
+        block_q4_Kx8& b = out[i];
+        b.d[l] = row[i].d;
+        b.dmin[l] = row[i].dmin;
+        for (int j = 0; j < 8; ++j) scale_min_k4(j, row[i].scales, b.sc[j][l], b.mp[j / 2][l][j % 2]);
+        for (int k = 0; k < QK_K / 2; ++k) b.qs[x8k_byte(l, k)] = row[i].qs[k];
+      }
+    }
+  }
+}
+
+void dequantize_q4_K(const uint8_t* data, int64_t r, float* y, int64_t n) {
+  const int64_t nb = n / QK_K;
+  const auto* b = reinterpret_cast<const block_q4_Kx8*>(data + static_cast<size_t>((r / kInterleave) * nb) *
+                                                                   sizeof(block_q4_Kx8));
+  const int l = static_cast<int>(r % kInterleave);
+  for (int64_t i = 0; i < nb; ++i, y += QK_K) {
+    // dequantize_row_q4_K's values: d * scale * q - dmin * min.
+    const float d = fp16_to_fp32(b[i].d[l]), dmin = fp16_to_fp32(b[i].dmin[l]);
+    for (int s = 0; s < 8; ++s) {
+      const float ds = d * b[i].sc[s][l], ms = dmin * q4_K_min(b[i], l, s);
+      for (int e = 32 * s; e < 32 * s + 32; ++e) y[e] = ds * static_cast<float>(q4_K_digit(b[i], l, e)) - ms;
+    }
+  }
+}
+
 }  // namespace
 
+// k_quants.cpp's Q4_K order, with the weight bits read from their
+// interleaved places.
+void scalar::gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
+                              int64_t n_rows, float* y, size_t y_stride) {
+  const int64_t nb = n / QK_K;
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const auto* b = reinterpret_cast<const block_q4_Kx8*>(w + static_cast<size_t>(g * nb) * sizeof(block_q4_Kx8));
+    for (int64_t m = 0; m < n_rows; ++m) {
+      const auto* x = reinterpret_cast<const block_q8_K*>(a + static_cast<size_t>(m) * a_stride);
+      for (int l = 0; l < kInterleave; ++l) {
+        float acc = 0.0f;
+        for (int64_t i = 0; i < nb; ++i) {
+          int32_t isum = 0, msum = 0;
+          for (int s = 0; s < 8; ++s) {
+            int32_t sub = 0;
+            for (int e = 32 * s; e < 32 * s + 32; ++e) sub += q4_K_digit(b[i], l, e) * x[i].qs[e];
+            isum += b[i].sc[s][l] * sub;
+            const auto bsum = static_cast<int16_t>(x[i].bsums[2 * s] + x[i].bsums[2 * s + 1]);
+            msum += q4_K_min(b[i], l, s) * bsum;
+          }
+          acc = std::fma(static_cast<float>(isum), fp16_to_fp32(b[i].d[l]) * x[i].d, acc);
+          acc = std::fma(-static_cast<float>(msum), fp16_to_fp32(b[i].dmin[l]) * x[i].d, acc);
+        }
+        y[static_cast<size_t>(m) * y_stride + static_cast<size_t>(8 * g + l)] = acc;
+      }
+    }
+  }
+}
+
+size_t interleaved_group_bytes(GgmlType t, int64_t n) noexcept {
+  if (t == GgmlType::Q4_K) return static_cast<size_t>(n / QK_K) * sizeof(block_q4_Kx8);
+  return static_cast<size_t>(kInterleave) * row_size(t, n);
+}
+
 bool can_interleave(GgmlType t, int64_t n_out) noexcept {
-  return (t == GgmlType::Q4_0 || t == GgmlType::Q5_0) && n_out > 0 && n_out % kInterleave == 0;
+  return (t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || t == GgmlType::Q4_K) && n_out > 0 &&
+         n_out % kInterleave == 0;
 }
 
 bool interleave_pays(GgmlType t, Isa isa) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
-  return (t == GgmlType::Q4_0 || t == GgmlType::Q5_0) && isa == Isa::avx2;
+  return (t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || t == GgmlType::Q4_K) && isa == Isa::avx2;
 #else
   (void)t;
   (void)isa;
@@ -127,21 +218,23 @@ void interleave_rows(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes
   if (!can_interleave(t, n_out))
     throw Error(Errc::invalid_argument, "interleave_rows: " + std::to_string(n_out) + " rows of " +
                                             std::string(type_name(t)) +
-                                            " (only Q4_0 and Q5_0 matrices with a multiple of 8 rows are interleaved)");
-  if (n <= 0 || n % 32 != 0 || row_bytes != row_size(t, n))
+                                            " (only Q4_0, Q5_0 and Q4_K matrices with a multiple of 8 rows are interleaved)");
+  if (n <= 0 || n % type_traits(t).block_size != 0 || row_bytes != row_size(t, n))
     throw Error(Errc::invalid_argument, "interleave_rows: rows of " + std::to_string(n) + " elements in " +
                                             std::to_string(row_bytes) + " bytes are not " +
                                             std::string(type_name(t)) + " rows");
   switch (t) {
     case GgmlType::Q4_0: return interleave<Q4>(n / 32, src, row_bytes, n_out, dst);
-    default: return interleave<Q5>(n / 32, src, row_bytes, n_out, dst);
+    case GgmlType::Q5_0: return interleave<Q5>(n / 32, src, row_bytes, n_out, dst);
+    default: return interleave_q4_K(n / QK_K, src, row_bytes, n_out, dst);
   }
 }
 
-void dequantize_interleaved_row(GgmlType t, const uint8_t* data, size_t row_bytes, int64_t r, float* y, int64_t n) {
+void dequantize_interleaved_row(GgmlType t, const uint8_t* data, int64_t r, float* y, int64_t n) {
   switch (t) {
-    case GgmlType::Q4_0: return dequantize<Q4>(data, row_bytes, r, y, n);
-    case GgmlType::Q5_0: return dequantize<Q5>(data, row_bytes, r, y, n);
+    case GgmlType::Q4_0: return dequantize<Q4>(data, r, y, n);
+    case GgmlType::Q5_0: return dequantize<Q5>(data, r, y, n);
+    case GgmlType::Q4_K: return dequantize_q4_K(data, r, y, n);
     default:
       throw Error(Errc::invalid_argument, "dequantize_interleaved_row: " + std::string(type_name(t)) +
                                               " matrices are never interleaved");
@@ -164,6 +257,7 @@ GemmX8Fn gemm_x8_kernel(GgmlType t, Isa isa) noexcept {
     switch (t) {
       case GgmlType::Q4_0: return avx2::gemm_q4_0x8_q8_0;
       case GgmlType::Q5_0: return avx2::gemm_q5_0x8_q8_0;
+      case GgmlType::Q4_K: return avx2::gemm_q4_Kx8_q8_K;
       default: return nullptr;
     }
   }
@@ -172,6 +266,7 @@ GemmX8Fn gemm_x8_kernel(GgmlType t, Isa isa) noexcept {
   switch (t) {
     case GgmlType::Q4_0: return scalar::gemm_q4_0x8_q8_0;
     case GgmlType::Q5_0: return scalar::gemm_q5_0x8_q8_0;
+    case GgmlType::Q4_K: return scalar::gemm_q4_Kx8_q8_K;
     default: return nullptr;
   }
 }

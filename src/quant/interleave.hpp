@@ -1,24 +1,26 @@
-// Q4_0 and Q5_0 matrices kept as groups of 8 interleaved rows
-// (block_q4_0x8, block_q5_0x8), made once when a model is loaded, and the
-// matrix-product kernels that read them.
+// Q4_0, Q5_0 and Q4_K matrices kept as groups of 8 interleaved rows
+// (block_q4_0x8, block_q5_0x8, block_q4_Kx8), made once when a model is
+// loaded, and the matrix-product kernels that read them.
 //
-// Why: in legacy.cpp's Q4_0 order (Q5_0's too) each output takes, per
-// 32-element block, the block's whole exact integer dot and one fused
-// multiply-add. With 8
-// rows interleaved, one 256-bit register holds 4 consecutive elements of
-// each of 8 rows (one int32 lane per row), so the integer dots of 8 rows
-// come out in the 8 lanes of one register and a single cvt + mul + fma
-// serves 8 outputs; and the 8 rows are one sequential stream through
-// memory. (ggml-cpu's repack.cpp does the same for its q4_0_8x8 kernels;
-// the byte placement here is synapse's own, chosen for AVX2.)
+// Why: in the block order these types use (legacy.cpp for Q4_0/Q5_0,
+// k_quants.cpp for Q4_K) each output takes, per block, the block's whole
+// exact integer dot and one fused multiply-add (Q4_K: two, the scales' and
+// the mins'). With 8 rows interleaved, one 256-bit register holds 4
+// consecutive elements of each of 8 rows (one int32 lane per row), so the
+// integer dots of 8 rows come out in the 8 lanes of one register and a
+// single cvt + mul + fma serves 8 outputs; and the 8 rows are one
+// sequential stream through memory. (ggml-cpu's repack.cpp does the same
+// for its q4_0_8x8 and q4_K_8x8 kernels; the byte placement here is
+// synapse's own, chosen for AVX2.)
 //
 // block_q4_0x8 (144 bytes, the size of 8 block_q4_0): d[l] is row l's
 // block scale; for chunk c = 0..3, byte qs[32c + 4l + j] is byte 4c + j of
 // row l's block_q4_0 qs, i.e. element 4c + j in its low nibble and element
 // 16 + 4c + j in its high nibble. Group g (rows 8g..8g+7) of a matrix of
 // n elements per row holds its n/32 blocks one after the other, at byte
-// 8 * g * row_bytes: the interleaved matrix has the plain one's size and
-// every group starts where its first row did.
+// 8 * g * row_bytes: for Q4_0 and Q5_0 the interleaved matrix has the plain
+// one's size and every group starts where its first row did (Q4_K's groups
+// are 32 bytes per block larger: interleaved_group_bytes).
 //
 // block_q5_0x8 (176 bytes, the size of 8 block_q5_0): d and qs as in
 // block_q4_0x8; qh as 8 little-endian uint32 words, word 2c bit 4l + j =
@@ -26,7 +28,7 @@
 // of its element 16 + 4c + j (the bits of each chunk's low and high
 // nibbles, in the chunk's byte order).
 //
-// Every kernel here gives, per output, exactly vec_dot_<t>_q8_0 of the
+// Every kernel here gives, per output, exactly vec_dot_<t>_<vt> of the
 // plain row (the same exact integer per block, the same float operations in
 // the same order), so an interleaved matrix and a plain one give the same
 // bits (tests/quant/interleave_test.cpp).
@@ -57,31 +59,54 @@ struct block_q5_0x8 {
 };
 static_assert(sizeof(block_q5_0x8) == 8 * sizeof(block_q5_0));
 
+// block_q4_Kx8 (1184 bytes, 32 more than 8 block_q4_K: the 6-bit scales
+// and mins unpacked to bytes): d[l], dmin[l] row l's super-block scales;
+// sc[s][l] row l's scale of sub-block s (0..7); mp[t][l] = row l's mins of
+// sub-blocks 2t and 2t+1; for each 64-element group g = 0..3 and chunk
+// c = 0..7, qs[32 (8g + c) + 4l + j] = byte 32g + 4c + j of row l's qs
+// (low nibble: element 64g + 4c + j, of sub-block 2g; high nibble: element
+// 64g + 32 + 4c + j, of sub-block 2g + 1).
+struct block_q4_Kx8 {
+  ggml_fp16_t d[8];
+  ggml_fp16_t dmin[8];
+  uint8_t sc[8][8];
+  uint8_t mp[4][8][2];
+  uint8_t qs[1024];
+};
+static_assert(sizeof(block_q4_Kx8) == 1184);
+
+// Bytes of one interleaved group of 8 rows of n elements of type t: 8 *
+// row_size(t, n) for Q4_0 and Q5_0, n / 256 * 1184 for Q4_K. An
+// interleaved matrix of n_out rows takes (n_out / 8) groups, then its
+// n_out % 8 last rows plain (row_size(t, n) each).
+size_t interleaved_group_bytes(GgmlType t, int64_t n) noexcept;
+
 // True when a matrix of weight type t with n_out rows can be interleaved:
-// t is Q4_0 or Q5_0 and n_out is a positive multiple of 8.
+// t is Q4_0, Q5_0 or Q4_K and n_out is a positive multiple of 8.
 bool can_interleave(GgmlType t, int64_t n_out) noexcept;
 
 // True when `isa` has a kernel of its own for interleaved matrices of type t
-// (AVX2 for Q4_0 and Q5_0): model loading interleaves only then, since elsewhere the
+// (AVX2 for Q4_0, Q5_0 and Q4_K): model loading interleaves only then, since elsewhere the
 // plain rows run as fast through the vec_dot kernels and need no copy.
 bool interleave_pays(GgmlType t, Isa isa) noexcept;
 
 // Writes the n_out rows of src (type t, n elements each, row_bytes apart)
-// as n_out / 8 interleaved groups into dst (n_out * row_bytes bytes; must
-// not overlap src). Throws Error(invalid_argument) when !can_interleave(t,
-// n_out) or row_bytes is not row_size(t, n).
+// as n_out / 8 interleaved groups into dst (n_out / 8 *
+// interleaved_group_bytes(t, n) bytes; must not overlap src). Throws
+// Error(invalid_argument) when !can_interleave(t, n_out) or row_bytes is
+// not row_size(t, n).
 void interleave_rows(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes, int64_t n_out, uint8_t* dst);
 
 // Row r (any row of a whole group, not only a group's first; r and n are
 // not checked: callers pass r < the matrix's grouped rows and its n) of an
 // interleaved matrix whose group 0 starts at `data`: its n elements as
-// floats into y, the values
-// dequantize_row_<t> gives for the plain row (ggml_get_rows). Throws
-// Error(invalid_argument) for a type that is never interleaved.
-void dequantize_interleaved_row(GgmlType t, const uint8_t* data, size_t row_bytes, int64_t r, float* y, int64_t n);
+// floats into y, the values dequantize_row_<t> gives for the plain row
+// (ggml_get_rows). Throws Error(invalid_argument) for a type that is never
+// interleaved.
+void dequantize_interleaved_row(GgmlType t, const uint8_t* data, int64_t r, float* y, int64_t n);
 
-// The product of n_groups interleaved groups (starting at w, 8 * row_bytes
-// apart) with n_rows activation rows (a_stride bytes apart, of type
+// The product of n_groups interleaved groups (starting at w,
+// interleaved_group_bytes(t, n) apart) with n_rows activation rows (a_stride bytes apart, of type
 // vec_dot_type(t), passed through gemm_pack_kernel(t, isa) when that is not
 // null): y[m * y_stride + 8 * g + l] = vec_dot_<t>_q8_0 of row 8g + l and
 // activation row m, bit for bit. n: elements per row (a multiple of 32).
@@ -99,6 +124,8 @@ void gemm_q4_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8
                       int64_t n_rows, float* y, size_t y_stride);
 void gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
                       int64_t n_rows, float* y, size_t y_stride);
+void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
+                      int64_t n_rows, float* y, size_t y_stride);
 }  // namespace scalar
 namespace avx2 {
 // interleave_avx2.cpp: activation rows in gemm_pack_kernel(t, avx2)'s
@@ -107,8 +134,13 @@ void gemm_q4_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8
                       int64_t n_rows, float* y, size_t y_stride);
 void gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
                       int64_t n_rows, float* y, size_t y_stride);
+void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
+                      int64_t n_rows, float* y, size_t y_stride);
 void pack_q8_0_for_q4_0x8(int64_t n, const void* src, void* dst);
 void pack_q8_0_for_q5_0x8(int64_t n, const void* src, void* dst);
+// Q8_K rows for gemm_q4_Kx8_q8_K: 288 bytes per 256 elements (the float d,
+// the 8 sums of 32 bytes as int16, the bytes).
+void pack_q8_K_for_q4_Kx8(int64_t n, const void* src, void* dst);
 }  // namespace avx2
 
 }  // namespace synapse::quant

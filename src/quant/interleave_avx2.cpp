@@ -1,5 +1,6 @@
 // AVX2 kernels of interleaved Q4_0 / Q5_0 matrices (interleave.hpp) against
-// Q8_0 activation rows, for decode (one activation row) and prefill alike.
+// Q8_0 activation rows, and of interleaved Q4_K against Q8_K (q4_Kx8_tile,
+// below), for decode (one activation row) and prefill alike.
 //
 // Per group of 8 rows and 32-element block, for each chunk c = 0..3 one
 // 32-byte load holds bytes 4c..4c+3 of the 8 rows' qs (lane l = row l):
@@ -109,6 +110,7 @@ void x8_tile(int64_t nb, const typename T::X8* w, const uint8_t* a, size_t as, f
 // 323.5/321.2 with 2).
 struct Q4Tile : Q4x8 {
   static constexpr int kActs = 2;
+  static constexpr int kBlock = 32;
   template <int A>
   static void tile(int64_t nb, const X8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
     x8_tile<Q4x8, A>(nb, w, a, as, y, ys);
@@ -116,9 +118,89 @@ struct Q4Tile : Q4x8 {
 };
 struct Q5Tile : Q5x8 {
   static constexpr int kActs = 4;
+  static constexpr int kBlock = 32;
   template <int A>
   static void tile(int64_t nb, const X8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
     x8_tile<Q5x8, A>(nb, w, a, as, y, ys);
+  }
+};
+
+// ---- Q4_K: a Q8_K activation block as the kernel reads it (made once per
+// matrix product): d, the 8 sums of 32 bytes as int16 (the int16 sums of
+// bsums pairs, as k_quants.cpp's order takes them), the bytes.
+struct PackedQ8Kx8 {
+  float d;
+  int16_t bsum[8];
+  int8_t qs[256];
+  uint8_t pad[12];
+};
+static_assert(sizeof(PackedQ8Kx8) == 288);
+
+// A group's Q4_K blocks by A activation rows. Per 64-element group g and
+// chunk c, one load holds bytes 32g + 4c..+3 of the 8 rows (low nibbles:
+// sub-block 2g, high: 2g + 1); _mm256_maddubs_epi16 against the broadcast
+// activation bytes, summed in int16 over the 8 chunks of a sub-block
+// (<= 8 * 2 * 15 * 128 = 30720), then _mm256_madd_epi16 with the rows'
+// scale of that sub-block in both words of each lane: row l's exact isum in
+// lane l. The mins: _mm256_madd_epi16 of the rows' (min 2t, min 2t+1) with
+// the activation's (bsum 2t, bsum 2t+1). Then the two fused multiply-adds
+// of k_quants.cpp's order.
+template <int A>
+void q4_Kx8_tile(int64_t nb, const block_q4_Kx8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[A];
+  for (int m = 0; m < A; ++m) acc[m] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const block_q4_Kx8& b = w[i];
+    prefetch_ahead(&b);
+    __m256i i32[A];
+    for (int m = 0; m < A; ++m) i32[m] = _mm256_setzero_si256();
+    for (int g = 0; g < 4; ++g) {
+      __m256i slo[A], shi[A];
+      for (int c = 0; c < 8; ++c) {
+        const __m256i q = load32(b.qs + 32 * (8 * g + c));
+        const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        for (int m = 0; m < A; ++m) {
+          const int8_t* x = act_row<PackedQ8Kx8>(a, as, m)[i].qs + 64 * g + 4 * c;
+          const __m256i pl = _mm256_maddubs_epi16(lo, bcast4(x)), ph = _mm256_maddubs_epi16(hi, bcast4(x + 32));
+          slo[m] = c == 0 ? pl : _mm256_add_epi16(slo[m], pl);
+          shi[m] = c == 0 ? ph : _mm256_add_epi16(shi[m], ph);
+        }
+      }
+      const __m256i v0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.sc[2 * g])));
+      const __m256i v1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.sc[2 * g + 1])));
+      const __m256i s0 = _mm256_or_si256(v0, _mm256_slli_epi32(v0, 16));
+      const __m256i s1 = _mm256_or_si256(v1, _mm256_slli_epi32(v1, 16));
+      for (int m = 0; m < A; ++m)
+        i32[m] = _mm256_add_epi32(i32[m], _mm256_add_epi32(_mm256_madd_epi16(slo[m], s0), _mm256_madd_epi16(shi[m], s1)));
+    }
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.d)));
+    const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.dmin)));
+    __m256i mp[4];
+    for (int t = 0; t < 4; ++t) mp[t] = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.mp[t])));
+    for (int m = 0; m < A; ++m) {
+      const PackedQ8Kx8& x = act_row<PackedQ8Kx8>(a, as, m)[i];
+      __m256i ms = _mm256_madd_epi16(mp[0], bcast4(reinterpret_cast<const int8_t*>(x.bsum)));
+      for (int t = 1; t < 4; ++t)
+        ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mp[t], bcast4(reinterpret_cast<const int8_t*>(x.bsum + 2 * t))));
+      const __m256 da = _mm256_broadcast_ss(&x.d);
+      acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32[m]), _mm256_mul_ps(dw, da), acc[m]);
+      acc[m] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(dm, da), acc[m]);
+    }
+  }
+  for (int m = 0; m < A; ++m) _mm256_storeu_ps(y + static_cast<size_t>(m) * ys, acc[m]);
+}
+
+// Q4_K as gemm_x8 takes it: 2 activation rows per tile (an out-of-tree
+// prefill experiment, 2048 x 2048 by 64 rows on one thread: 1.76x the
+// register tiles of gemm_k_avx2.cpp with 2 rows, 0.88x with 4, which spill).
+struct Q4KTile {
+  using X8 = block_q4_Kx8;
+  static constexpr int kActs = 2;
+  static constexpr int kBlock = QK_K;
+  template <int A>
+  static void tile(int64_t nb, const X8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+    q4_Kx8_tile<A>(nb, w, a, as, y, ys);
   }
 };
 
@@ -126,7 +208,7 @@ template <class T>
 void gemm_x8(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows, float* y,
              size_t ys) {
   using X8 = typename T::X8;
-  const int64_t nb = n / 32;
+  const int64_t nb = n / T::kBlock;
   const size_t group_bytes = static_cast<size_t>(nb) * sizeof(X8);
   // Decode reads the matrix once, from memory: start the stream
   // (prefetch_ahead keeps it kPrefetchAhead bytes ahead).
@@ -167,6 +249,22 @@ void gemm_q4_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8
 void gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
                       float* y, size_t ys) {
   gemm_x8<Q5Tile>(n, w, n_groups, a, as, n_rows, y, ys);
+}
+
+void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
+                      float* y, size_t ys) {
+  gemm_x8<Q4KTile>(n, w, n_groups, a, as, n_rows, y, ys);
+}
+
+void pack_q8_K_for_q4_Kx8(int64_t n, const void* src, void* dst) {
+  const auto* x = static_cast<const block_q8_K*>(src);
+  auto* p = static_cast<PackedQ8Kx8*>(dst);
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    p[i].d = x[i].d;
+    for (int s = 0; s < 8; ++s) p[i].bsum[s] = static_cast<int16_t>(x[i].bsums[2 * s] + x[i].bsums[2 * s + 1]);
+    std::memcpy(p[i].qs, x[i].qs, QK_K);
+    std::memset(p[i].pad, 0, sizeof p[i].pad);
+  }
 }
 
 void pack_q8_0_for_q4_0x8(int64_t n, const void* src, void* dst) { pack_offset<8>(n, src, dst); }

@@ -19,7 +19,11 @@
 // Dot products: exact integer products per (sub-)block, then scaled by the
 // block scales in float, in the order of the ggml kernel llama.cpp runs on
 // x86 (AVX2): the AVX2 branches of ggml_vec_dot_<t>_q8_K (below, "The float
-// order of ggml's AVX2 K-quant dots").
+// order of ggml's AVX2 K-quant dots"). Q4_K is the exception: a block order
+// (vec_dot_q4_K_q8_K: two exact integers and two fused multiply-adds per
+// block), the one its interleaved kernels need (interleave.hpp). Its cost
+// in fidelity: the golden q4_k / q4_k_m cases went from max rel RMS ~3e-7
+// to ~2e-2 (bound 3e-2); the gain: pp512 llama-3.2-1b Q4_K_M t=2 +30%.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -681,40 +685,37 @@ void dequantize_row_q4_K(const void* vx, float* y, int64_t n) {
   }
 }
 
-// ggml_vec_dot_q4_K_q8_K, the order of its AVX2 branch. w: n/256 block_q4_K,
-// a: n/256 block_q8_K. Per block, with d = a.d * fp16(w.d) and
-// dmin = -a.d * fp16(w.dmin): the 8 integer lanes of the block (see
-// add_chunk: lane q = elements 4q..4q+3 of every chunk of 32, times the
-// chunk's 6-bit scale) go into acc[q] = fma(d, lane[q], acc[q]); the min
-// term's 4 lanes (k4_min_prod) into acc_m[k] = fma(dmin, prod[k], acc_m[k]).
-// Result: hsum_float_8(acc) + ((acc_m0 + acc_m2) + (acc_m1 + acc_m3)).
+// ggml_vec_dot_q4_K_q8_K in a block order (the one of ggml's repacked
+// q4_K_8x8 kernels; synapse keeps Q4_K matrices as 8 interleaved rows,
+// interleave.hpp): w [n/256] block_q4_K, a [n/256] block_q8_K. Per block,
+// two exact integers: isum = sum over the 8 sub-blocks s of scale_s *
+// (sum of q * a over its 32 elements), and msum = sum_s min_s * bsum_s with
+// bsum_s = the int16 sum a.bsums[2s] + a.bsums[2s+1] (wrapping as ggml's
+// _mm256_hadd_epi16 does; never for real activations, |sum| <= 32 * 128);
+// then acc = fma(float(isum), fp16(w.d) * a.d, acc) and
+// acc = fma(-float(msum), fp16(w.dmin) * a.d, acc), block after block
+// (acc starts at 0).
 float vec_dot_q4_K_q8_K(int64_t n, const void* vw, const void* va) {
   const auto* x = static_cast<const block_q4_K*>(vw);
   const auto* y = static_cast<const block_q8_K*>(va);
   const int64_t nb = n / QK_K;
-  uint8_t u[QK_K];
   uint8_t scales[8], mins[8];
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  float acc_m[4] = {0, 0, 0, 0};
+  float acc = 0.0f;
   for (int64_t i = 0; i < nb; ++i) {
-    const float d = y[i].d * fp16_to_fp32(x[i].d);
-    const float dmin = -y[i].d * fp16_to_fp32(x[i].dmin);
     unpack_scale_min_k4(x[i].scales, scales, mins);
-    int32_t prod[4];
-    k4_min_prod(y[i].bsums, mins, prod);
-    for (int k = 0; k < 4; ++k) acc_m[k] = std::fma(dmin, static_cast<float>(prod[k]), acc_m[k]);
-    const uint8_t* q4 = x[i].qs;
-    for (int j = 0; j < QK_K; j += 64, q4 += 32) {
-      for (int l = 0; l < 32; ++l) {
-        u[j + l] = q4[l] & 0xF;
-        u[j + l + 32] = q4[l] >> 4;
-      }
+    int32_t isum = 0, msum = 0;
+    for (int s = 0; s < 8; ++s) {
+      const uint8_t* q4 = x[i].qs + 32 * (s / 2);
+      const int8_t* q8 = y[i].qs + 32 * s;
+      int32_t sub = 0;
+      for (int l = 0; l < 32; ++l) sub += (s % 2 == 0 ? (q4[l] & 0xF) : (q4[l] >> 4)) * q8[l];
+      isum += scales[s] * sub;
+      msum += mins[s] * static_cast<int16_t>(y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]);
     }
-    int32_t lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    k4_block_lanes(u, y[i].qs, scales, lane);
-    fma_lanes(acc, d, lane);
+    acc = std::fma(static_cast<float>(isum), fp16_to_fp32(x[i].d) * y[i].d, acc);
+    acc = std::fma(-static_cast<float>(msum), fp16_to_fp32(x[i].dmin) * y[i].d, acc);
   }
-  return hsum_float_8(acc) + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]));
+  return acc;
 }
 
 // quantize_row_q5_K_ref.

@@ -9,7 +9,8 @@
 // 32-element chunk _mm256_maddubs_epi16(digits, activations) (IQ4_XS: of
 // |value| and the sign-adjusted activations) then _mm256_madd_epi16 with the
 // chunk's scale words, so lane q holds elements 4q..4q+3; lanes summed over
-// the block; _mm256_fmadd_ps per block; hsum_float_8 at the end. Every
+// the block; _mm256_fmadd_ps per block; hsum_float_8 at the end (Q4_K:
+// its block order instead, k_quants.cpp). Every
 // integer step is exact (digits <= 63: no maddubs pair saturates; signed
 // weights as digit - offset with a second maddubs of the offset). The
 // Q4_K/Q5_K/Q6_K block steps live in avx2_util.hpp, shared with the
@@ -22,6 +23,8 @@
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
+#include <cmath>
+
 #include <cstring>
 
 #include "quant/formats.hpp"
@@ -33,19 +36,23 @@
 namespace synapse::quant::avx2 {
 
 // ---------------------------------------------------------------- Q4_K
-// ggml's AVX2 ggml_vec_dot_q4_K_q8_K (k_quants.cpp gives the order): per
-// block acc = fma(d, lanes, acc) over 8 lanes and acc_m = fma(dmin, min
-// lanes, acc_m) over 4; hsum_float_8(acc) + hsum_float_4(acc_m).
+// vec_dot_q4_K_q8_K in k_quants.cpp's block order: the block's integer
+// lanes (q4_K_lanes_direct) and min lanes (k4_min_lanes: madd of the mins
+// with the int16 pair sums of bsums) each summed to one exact integer, then
+// two scalar fused multiply-adds per block. (Matrices run
+// interleave_avx2.cpp; this is for rows that are not interleaved.)
 float vec_dot_q4_K_q8_K(int64_t n, const void* vw, const void* va) {
   const auto* x = static_cast<const block_q4_K*>(vw);
   const auto* y = static_cast<const block_q8_K*>(va);
-  AccK s;
+  float acc = 0.0f;
   for (int64_t i = 0; i < n / QK_K; ++i) {
     __m256i sm;
-    const __m256i lanes = q4_K_lanes_direct(x[i], y[i].qs, sm);
-    q4_K_accumulate(s, sm, h2f(x[i].d), h2f(x[i].dmin), y[i].d, k4_bsum_pairs(y[i].bsums), lanes);
+    const int isum = hsum_i32_8(q4_K_lanes_direct(x[i], y[i].qs, sm));
+    const int msum = hsum_i32_4(k4_min_lanes(sm, k4_bsum_pairs(y[i].bsums)));
+    acc = std::fma(static_cast<float>(isum), h2f(x[i].d) * y[i].d, acc);
+    acc = std::fma(-static_cast<float>(msum), h2f(x[i].dmin) * y[i].d, acc);
   }
-  return q4_K_result(s);
+  return acc;
 }
 
 // ---------------------------------------------------------------- Q5_K

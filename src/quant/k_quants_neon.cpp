@@ -15,6 +15,7 @@
 // vmlaq_n_s32 multiplies by the sub-block scale and adds: the same integers
 // as the scalar reference (which stay within 2^24 in magnitude), no int16
 // step except the bsums pair sums that the reference itself wraps as int16.
+// Q4_K follows its own block order (k_quants.cpp, vec_dot_q4_K_q8_K).
 // Tested bit-equal to the scalar kernels (tests/cross).
 #if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
 #include <arm_neon.h>
@@ -177,28 +178,35 @@ float vec_dot_q3_K_q8_K(int64_t n, const void* vw, const void* va) {
   return hsum_float_8(acc);
 }
 
-// ggml_vec_dot_q4_K_q8_K in its AVX2 order (k_quants.cpp): w [n/256]
-// block_q4_K, a [n/256] block_q8_K. Per block, d = a.d * fp16(w.d),
-// dmin = -a.d * fp16(w.dmin); acc[q] = fma(d, lane[q], acc[q]) (digits
-// 0..15, 6-bit sub-block scales) and the min term's 4 lanes
-// acc_m[k] = fma(dmin, prod[k], acc_m[k]) (k4_min_prod). Result
-// hsum_float_8(acc) + ((acc_m0 + acc_m2) + (acc_m1 + acc_m3)).
+// ggml_vec_dot_q4_K_q8_K in k_quants.cpp's block order: w [n/256]
+// block_q4_K, a [n/256] block_q8_K. Per block the exact integers
+// isum = sum_s scale_s * (SDOT of sub-block s, lanes summed) and
+// msum = sum_s min_s * int16(bsums[2s] + bsums[2s+1]), then
+// acc = fma(float(isum), fp16(w.d) * a.d, acc) and
+// acc = fma(-float(msum), fp16(w.dmin) * a.d, acc).
 float vec_dot_q4_K_q8_K(int64_t n, const void* vw, const void* va) {
   const auto* x = static_cast<const block_q4_K*>(vw);
   const auto* y = static_cast<const block_q8_K*>(va);
-  F8 acc = f8_zero();
-  float32x4_t acc_m = vdupq_n_f32(0.0f);
+  float acc = 0.0f;
   uint8_t sc[8], mins[8];
   for (int64_t i = 0; i < n / QK_K; ++i) {
-    const float d = y[i].d * h2f(x[i].d);
-    const float dmin = -y[i].d * h2f(x[i].dmin);
     scales_mins_k4(x[i].scales, sc, mins);
-    acc_m = vfmaq_f32(acc_m, vcvtq_f32_s32(k4_min_prod(y[i].bsums, mins)), vdupq_n_f32(dmin));
-    const I8 l = k4_lanes<false>(x[i].qs, nullptr, y[i].qs, sc);
-    acc = scale_fma(acc, d, l.lo, l.hi);
+    int32_t isum = 0, msum = 0;
+    for (int g = 0; g < 4; ++g) {
+      const uint8x16_t q0 = vld1q_u8(x[i].qs + 32 * g), q1 = vld1q_u8(x[i].qs + 32 * g + 16);
+      const int8_t* a = y[i].qs + 64 * g;
+      const int8x16_t lo0 = vreinterpretq_s8_u8(vandq_u8(q0, vdupq_n_u8(0x0F)));
+      const int8x16_t lo1 = vreinterpretq_s8_u8(vandq_u8(q1, vdupq_n_u8(0x0F)));
+      const int8x16_t hi0 = vreinterpretq_s8_u8(vshrq_n_u8(q0, 4)), hi1 = vreinterpretq_s8_u8(vshrq_n_u8(q1, 4));
+      const int32_t s_lo = vaddvq_s32(vaddq_s32(dot4(lo0, vld1q_s8(a)), dot4(lo1, vld1q_s8(a + 16))));
+      const int32_t s_hi = vaddvq_s32(vaddq_s32(dot4(hi0, vld1q_s8(a + 32)), dot4(hi1, vld1q_s8(a + 48))));
+      isum += sc[2 * g] * s_lo + sc[2 * g + 1] * s_hi;
+    }
+    for (int s = 0; s < 8; ++s) msum += mins[s] * static_cast<int16_t>(y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]);
+    acc = std::fma(static_cast<float>(isum), h2f(x[i].d) * y[i].d, acc);
+    acc = std::fma(-static_cast<float>(msum), h2f(x[i].dmin) * y[i].d, acc);
   }
-  const float32x2_t m = vadd_f32(vget_low_f32(acc_m), vget_high_f32(acc_m));  // (m0+m2, m1+m3)
-  return hsum_float_8(acc) + (vget_lane_f32(m, 0) + vget_lane_f32(m, 1));
+  return acc;
 }
 
 // ggml_vec_dot_q5_K_q8_K in its AVX2 order (k_quants.cpp): w [n/256]

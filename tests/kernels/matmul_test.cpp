@@ -37,12 +37,20 @@ Weight make_weight(GgmlType t, int64_t n_in, int64_t n_out, std::mt19937& rng) {
   return w;
 }
 
-// What interleave_weight makes of `rows` plain rows at src (row_bytes
-// apart): the whole groups of 8 interleaved, the rest plain after them.
-void interleave_copy(GgmlType t, int64_t n_in, int64_t rows, const uint8_t* src, size_t row_bytes, uint8_t* dst) {
-  const int64_t grouped = rows / quant::kInterleave * quant::kInterleave;
-  quant::interleave_rows(t, n_in, src, row_bytes, grouped, dst);
-  std::memcpy(dst + grouped * row_bytes, src + grouped * row_bytes, static_cast<size_t>(rows - grouped) * row_bytes);
+// What interleave_weight makes of a plain matrix, whatever the active ISA:
+// its whole groups of 8 interleaved, the rest plain after them, in buf.
+WeightView interleave_copy(const WeightView& plain, std::vector<uint8_t>& buf) {
+  const int64_t grouped = plain.n_out / quant::kInterleave * quant::kInterleave;
+  const size_t gb = quant::interleaved_group_bytes(plain.type, plain.n_in);
+  const size_t grouped_bytes = static_cast<size_t>(grouped / quant::kInterleave) * gb;
+  buf.assign(grouped_bytes + static_cast<size_t>(plain.n_out - grouped) * plain.row_bytes, 0);
+  quant::interleave_rows(plain.type, plain.n_in, plain.data, plain.row_bytes, grouped, buf.data());
+  std::memcpy(buf.data() + grouped_bytes, plain.row(grouped), buf.size() - grouped_bytes);
+  WeightView v = plain;
+  v.data = buf.data();
+  v.interleaved = true;
+  v.group_bytes = gb;
+  return v;
 }
 
 // y[m][r] = vec_dot(W[r], quantize(x[m])), one element at a time.
@@ -70,21 +78,23 @@ TEST(Matmul, ManyProductsEqualVecDotPerElement) {
   ws.push_back(make_weight(GgmlType::Q8_0, n_in, 5, rng));
   ws.push_back(make_weight(GgmlType::Q4_0, n_in, 130, rng));
   ws.push_back(make_weight(GgmlType::F16, n_in, 9, rng));
-  // Interleaved matrices (the reference reads the plain copies): Q4_0 of 17
-  // groups and 2 plain rows, Q5_0 of 2 groups and 5 plain rows. 318 rows of
-  // other products come first (318 % 8 = 6), so the split of matmul_many's
-  // rows cuts their groups.
-  std::vector<std::pair<std::vector<uint8_t>, WeightView>> plain;  // bytes and view of each interleaved weight
-  for (const auto& [t, rows] : {std::pair{GgmlType::Q4_0, int64_t{138}}, std::pair{GgmlType::Q5_0, int64_t{21}}}) {
-    ws.push_back(make_weight(t, n_in, rows, rng));
-    plain.emplace_back(ws.back().bytes, ws.back().view);
-    plain.back().second.data = plain.back().first.data();
-    interleave_copy(t, n_in, rows, plain.back().first.data(), ws.back().view.row_bytes, ws.back().bytes.data());
-    ws.back().view.interleaved = true;
+  // Interleaved matrices (the reference reads the plain ones): Q4_0 of 17
+  // groups and 2 plain rows, Q5_0 of 2 groups and 5 plain rows, Q4_K of 3
+  // groups and 3 plain rows. 318 rows of other products come first
+  // (318 % 8 = 6), so the split of matmul_many's rows cuts their groups.
+  std::vector<Weight> plain;  // the plain matrix of each interleaved one
+  for (const auto& [t, rows] : {std::pair{GgmlType::Q4_0, int64_t{138}}, std::pair{GgmlType::Q5_0, int64_t{21}},
+                                std::pair{GgmlType::Q4_K, int64_t{27}}}) {
+    plain.push_back(make_weight(t, n_in, rows, rng));
+    ws.emplace_back();
+  }
+  for (size_t k = 0; k < plain.size(); ++k) {
+    Weight& w = ws[ws.size() - plain.size() + k];
+    w.view = interleave_copy(plain[k].view, w.bytes);
   }
   const auto plain_of = [&](const WeightView& v) -> const WeightView& {
-    for (const auto& p : plain)
-      if (v.interleaved && p.second.type == v.type) return p.second;
+    for (const Weight& p : plain)
+      if (v.interleaved && p.view.type == v.type) return p.view;
     return v;
   };
   for (int64_t n_rows : {1, 2, 3, 4, 7, 19}) {
@@ -135,12 +145,8 @@ TEST(Matmul, InterleavedWeightKeepsItsRows) {
   EXPECT_EQ(q5.view.interleaved, quant::interleave_pays(GgmlType::Q5_0, isa));
   WeightView x8 = q4.view;
   EXPECT_EQ(interleave_weight(x8, store, isa), quant::interleave_pays(GgmlType::Q4_0, isa));
-  if (!x8.interleaved) {  // this ISA keeps plain rows; test the layout all the same
-    store.emplace_back(q4.bytes.size());
-    interleave_copy(GgmlType::Q4_0, n_in, 12, q4.bytes.data(), q4.view.row_bytes, store.back().data());
-    x8.data = store.back().data();
-    x8.interleaved = true;
-  }
+  std::vector<uint8_t> own;
+  if (!x8.interleaved) x8 = interleave_copy(q4.view, own);  // this ISA keeps plain rows; test the layout all the same
   EXPECT_NE(x8.data, q4.view.data);
   std::vector<float> want(n_in), got(n_in);
   for (int64_t r = 0; r < 12; ++r) {

@@ -141,28 +141,30 @@ int check_gemv(GgmlType t, Isa isa, std::mt19937& rng) {
 TEST(Gemv, Avx2EqualsVecDotBitForBitForAnyRowCount) {
   if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
   std::mt19937 rng(17);
-  // (Q4_0 and Q5_0 matrices run interleaved, interleave_test.cpp.)
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16,
+  // (Q4_0, Q5_0 and Q4_K matrices run interleaved, interleave_test.cpp.)
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16,
                      GgmlType::F32}) {
     ASSERT_NE(gemv_kernel(t, Isa::avx2), nullptr) << type_name(t);
     EXPECT_GT(check_gemv(t, Isa::avx2, rng), 300) << type_name(t);
   }
   for (GgmlType t : kTypes) check_gemv(t, Isa::avx2, rng);  // whatever else has one
-  EXPECT_EQ(gemv_kernel(GgmlType::Q4_K, Isa::scalar), nullptr);
+  EXPECT_EQ(gemv_kernel(GgmlType::Q5_K, Isa::scalar), nullptr);
 }
 
 TEST(Gemm, Avx2KernelsExistForTheMainWeightTypes) {
   if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
   for (GgmlType t : kTypes) {
-    // Q4_0, Q5_0: plain rows loop the vec_dot; their matrices run
+    // Q4_0, Q5_0, Q4_K: plain rows loop the vec_dot; their matrices run
     // interleaved (interleave.hpp, tested in interleave_test.cpp).
-    if (t != GgmlType::TQ1_0 && t != GgmlType::BF16 && t != GgmlType::Q4_0 && t != GgmlType::Q5_0) {
+    if (t != GgmlType::TQ1_0 && t != GgmlType::BF16 && t != GgmlType::Q4_0 && t != GgmlType::Q5_0 &&
+        t != GgmlType::Q4_K) {
       EXPECT_NE(gemm_kernel(t, Isa::avx2), nullptr) << type_name(t);
     }
   }
   EXPECT_EQ(gemm_x8_kernel(GgmlType::Q4_0, Isa::avx2), &avx2::gemm_q4_0x8_q8_0);
   EXPECT_EQ(gemm_x8_kernel(GgmlType::Q5_0, Isa::avx2), &avx2::gemm_q5_0x8_q8_0);
-  EXPECT_EQ(gemm_kernel(GgmlType::Q4_K, Isa::scalar), nullptr);
+  EXPECT_EQ(gemm_kernel(GgmlType::Q5_K, Isa::scalar), nullptr);
+  EXPECT_EQ(gemm_x8_kernel(GgmlType::Q4_K, Isa::avx2), &avx2::gemm_q4_Kx8_q8_K);
 }
 
 TEST(Gemm, Avx2EqualsVecDotBitForBitForAnyRowCount) {
