@@ -163,15 +163,8 @@ inline __m128i k4_bsum_pairs(const int16_t* bsums) {
   return _mm_hadd_epi16(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
 }
 
-// (m0 + m2) + (m1 + m3): ggml's reduction of the Q4_K min accumulator.
-inline float hsum_float_4(__m128 m) {
-  m = _mm_add_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_add_ss(m, _mm_movehdup_ps(m));
-  return _mm_cvtss_f32(m);
-}
-
-// Q4_K / Q5_K block unpacked: digits of the 8 chunks (0..15 / 0..31), the
-// chunk scale words, the scales-and-mins words (for k4_min_lanes), d, dmin.
+// Q5_K block unpacked: digits of the 8 chunks (0..31), the chunk scale
+// words, the scales-and-mins words (for k4_min_lanes), d, dmin.
 struct BlockK4 {
   __m256i u[8];
   __m256i sc[8];
@@ -179,7 +172,7 @@ struct BlockK4 {
   float d, dmin;
 };
 
-// Scale words of the 8 chunks and the F16 scales, shared by Q4_K and Q5_K.
+// Scale words of the 8 chunks and the F16 scales of a Q5_K block.
 template <typename B>
 inline void unpack_k4_scales(const B& b, BlockK4& k) {
   k.sm = k4_scales_mins(b.scales);
@@ -187,16 +180,6 @@ inline void unpack_k4_scales(const B& b, BlockK4& k) {
   for (int c = 0; c < 8; ++c) k.sc[c] = _mm256_shuffle_epi8(s, word_bcast_mask(c));
   k.d = h2f(b.d);
   k.dmin = h2f(b.dmin);
-}
-
-inline void unpack_q4_K(const block_q4_K& b, BlockK4& k) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  for (int j = 0; j < 4; ++j) {
-    const __m256i q = load32(b.qs + 32 * j);
-    k.u[2 * j] = _mm256_and_si256(q, m4);
-    k.u[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-  }
-  unpack_k4_scales(b, k);
 }
 
 // Fifth bit of element 64j + l: bit 2j of qh[l]; of 64j + 32 + l: bit 2j + 1.
@@ -264,33 +247,24 @@ inline void q6_offsets(const int8_t* q8, __m256i off[8]) {
   for (int c = 0; c < 8; ++c) off[c] = q6_offset(load32(q8 + 32 * c));
 }
 
-// The float accumulators of one Q4_K / Q5_K / Q6_K dot and one block's
-// step, as ggml's AVX2 branches run them (k_quants.cpp gives the orders).
-// Every kernel that must equal the single-row dots goes through these.
+// The float accumulators of one Q5_K / Q6_K dot and one block's step, as
+// ggml's AVX2 branches run them (k_quants.cpp gives the orders). Every
+// kernel of those types that must equal the single-row dots goes through
+// these. (Q4_K has its block order: k_quants_avx2.cpp, interleave_avx2.cpp.)
 struct AccK {
-  __m256 acc = _mm256_setzero_ps();     // the 8 lanes
-  __m128 acc_m = _mm_setzero_ps();      // Q4_K: the 4 min lanes
-  float summs = 0.0f;                   // Q5_K: the min term
+  __m256 acc = _mm256_setzero_ps();  // the 8 lanes
+  float summs = 0.0f;                // Q5_K: the min term
 };
 
 // The float step of one block, given its integer lanes (k4_lanes /
 // q6_K_lanes, or the same sums built another way: integer sums are exact, so
 // any grouping of the chunk products gives the same lanes). ad: the
 // activation block's d; q8s: k4_bsum_pairs of its bsums.
-inline void q4_K_accumulate(AccK& s, __m256i sm, float kd, float kdmin, float ad, __m128i q8s, __m256i lanes) {
-  const float d = ad * kd, dmin = -ad * kdmin;
-  s.acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_min_lanes(sm, q8s)), s.acc_m);
-  s.acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), s.acc);
-}
-inline void q4_K_accumulate(AccK& s, const BlockK4& k, float ad, __m128i q8s, __m256i lanes) {
-  q4_K_accumulate(s, k.sm, k.d, k.dmin, ad, q8s, lanes);
-}
-
 // A Q4_K block's 8 integer lanes against activations q8 (256 bytes) in one
-// pass, each digit vector and scale word made just before its use (the
-// lanes of unpack_q4_K + k4_lanes without the unpacked block in memory: the
-// decode path, where a block meets one activation row). sm: the block's
-// k4_scales_mins, for the min lanes.
+// pass, each digit vector and scale word made just before its use (lane q:
+// scale times elements 4q..4q+3 of every chunk, summed; their sum is the
+// block's isum, k_quants.cpp). sm: the block's k4_scales_mins, for the min
+// lanes.
 inline __m256i q4_K_lanes_direct(const block_q4_K& b, const int8_t* q8, __m256i& sm) {
   sm = k4_scales_mins(b.scales);
   const __m256i s = _mm256_permute4x64_epi64(sm, 0x44), m4 = _mm256_set1_epi8(0x0F);
@@ -314,8 +288,6 @@ inline void q6_K_accumulate(AccK& s, const BlockQ6K& k, float ad, __m256i lanes)
   const float d = ad * k.d;
   s.acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), s.acc);
 }
-
-inline float q4_K_result(const AccK& s) { return hsum_float_8(s.acc) + hsum_float_4(s.acc_m); }
 
 // q8s: k4_bsum_pairs of the activation block a.
 inline void q5_K_step(AccK& s, const BlockK4& k, const block_q8_K& a, __m128i q8s) {

@@ -175,7 +175,7 @@ void scalar::gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, con
     for (int64_t m = 0; m < n_rows; ++m) {
       const auto* x = reinterpret_cast<const block_q8_K*>(a + static_cast<size_t>(m) * a_stride);
       for (int l = 0; l < kInterleave; ++l) {
-        float acc = 0.0f;
+        float acc = 0.0f, acc_min = 0.0f;
         for (int64_t i = 0; i < nb; ++i) {
           int32_t isum = 0, msum = 0;
           for (int s = 0; s < 8; ++s) {
@@ -186,9 +186,9 @@ void scalar::gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, con
             msum += q4_K_min(b[i], l, s) * bsum;
           }
           acc = std::fma(static_cast<float>(isum), fp16_to_fp32(b[i].d[l]) * x[i].d, acc);
-          acc = std::fma(-static_cast<float>(msum), fp16_to_fp32(b[i].dmin[l]) * x[i].d, acc);
+          acc_min = std::fma(static_cast<float>(msum), fp16_to_fp32(b[i].dmin[l]) * x[i].d, acc_min);
         }
-        y[static_cast<size_t>(m) * y_stride + static_cast<size_t>(8 * g + l)] = acc;
+        y[static_cast<size_t>(m) * y_stride + static_cast<size_t>(8 * g + l)] = acc - acc_min;
       }
     }
   }

@@ -106,11 +106,12 @@ void interleave_rows(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes
 void dequantize_interleaved_row(GgmlType t, const uint8_t* data, int64_t r, float* y, int64_t n);
 
 // The product of n_groups interleaved groups (starting at w,
-// interleaved_group_bytes(t, n) apart) with n_rows activation rows (a_stride bytes apart, of type
-// vec_dot_type(t), passed through gemm_pack_kernel(t, isa) when that is not
-// null): y[m * y_stride + 8 * g + l] = vec_dot_<t>_q8_0 of row 8g + l and
-// activation row m, bit for bit. n: elements per row (a multiple of 32).
-// Used for decode (n_rows 1) and prefill alike.
+// interleaved_group_bytes(t, n) apart) with n_rows activation rows
+// (a_stride bytes apart, of type vt = vec_dot_type(t), passed through
+// gemm_pack_kernel(t, isa) when that is not null): y[m * y_stride + 8 * g +
+// l] = vec_dot_<t>_<vt> of row 8g + l and activation row m, bit for bit.
+// n: elements per row (a multiple of t's block size, 32 or 256). Used for
+// decode (n_rows 1) and prefill alike.
 using GemmX8Fn = void (*)(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
                           int64_t n_rows, float* y, size_t y_stride);
 

@@ -143,13 +143,13 @@ static_assert(sizeof(PackedQ8Kx8) == 288);
 // (<= 8 * 2 * 15 * 128 = 30720), then _mm256_madd_epi16 with the rows'
 // scale of that sub-block in both words of each lane: row l's exact isum in
 // lane l. The mins: _mm256_madd_epi16 of the rows' (min 2t, min 2t+1) with
-// the activation's (bsum 2t, bsum 2t+1). Then the two fused multiply-adds
-// of k_quants.cpp's order.
+// the activation's (bsum 2t, bsum 2t+1). Then k_quants.cpp's order: one
+// fused multiply-add into each of two accumulators, subtracted at the end.
 template <int A>
 void q4_Kx8_tile(int64_t nb, const block_q4_Kx8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256 acc[A];
-  for (int m = 0; m < A; ++m) acc[m] = _mm256_setzero_ps();
+  __m256 acc[A], acc_min[A];
+  for (int m = 0; m < A; ++m) acc[m] = acc_min[m] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const block_q4_Kx8& b = w[i];
     prefetch_ahead(&b);
@@ -185,10 +185,10 @@ void q4_Kx8_tile(int64_t nb, const block_q4_Kx8* w, const uint8_t* a, size_t as,
         ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mp[t], bcast4(reinterpret_cast<const int8_t*>(x.bsum + 2 * t))));
       const __m256 da = _mm256_broadcast_ss(&x.d);
       acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32[m]), _mm256_mul_ps(dw, da), acc[m]);
-      acc[m] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(dm, da), acc[m]);
+      acc_min[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(dm, da), acc_min[m]);
     }
   }
-  for (int m = 0; m < A; ++m) _mm256_storeu_ps(y + static_cast<size_t>(m) * ys, acc[m]);
+  for (int m = 0; m < A; ++m) _mm256_storeu_ps(y + static_cast<size_t>(m) * ys, _mm256_sub_ps(acc[m], acc_min[m]));
 }
 
 // Q4_K as gemm_x8 takes it: 2 activation rows per tile (an out-of-tree

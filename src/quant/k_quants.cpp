@@ -19,9 +19,10 @@
 // Dot products: exact integer products per (sub-)block, then scaled by the
 // block scales in float, in the order of the ggml kernel llama.cpp runs on
 // x86 (AVX2): the AVX2 branches of ggml_vec_dot_<t>_q8_K (below, "The float
-// order of ggml's AVX2 K-quant dots"). Q4_K is the exception: a block order
-// (vec_dot_q4_K_q8_K: two exact integers and two fused multiply-adds per
-// block), the one its interleaved kernels need (interleave.hpp). Its cost
+// order of ggml's AVX2 K-quant dots"). Q4_K is the exception: the block
+// order of ggml's repacked q4_K_8x8 kernels (vec_dot_q4_K_q8_K: two exact
+// integers and two fused multiply-adds per block), the one its interleaved
+// kernels need (interleave.hpp). Its cost
 // in fidelity: the golden q4_k / q4_k_m cases went from max rel RMS ~3e-7
 // to ~2e-2 (bound 3e-2); the gain: pp512 llama-3.2-1b Q4_K_M t=2 +30%.
 #include <algorithm>
@@ -306,7 +307,7 @@ inline void add_chunk(int32_t lane[8], const uint8_t* u, const int8_t* a, int sc
   }
 }
 
-// The min term of ggml's AVX2 Q4_K/Q5_K dot: the 16 Q8_K bsums added in
+// The min term of ggml's AVX2 Q5_K dot: the 16 Q8_K bsums added in
 // adjacent pairs as int16 (_mm_hadd_epi16, which wraps), then
 // _mm_madd_epi16 with the 8 mins: prod[k] = m[2k]*s[2k] + m[2k+1]*s[2k+1].
 inline void k4_min_prod(const int16_t* bsums, const uint8_t* mins, int32_t prod[4]) {
@@ -636,9 +637,9 @@ inline void unpack_scale_min_k4(const uint8_t* packed, uint8_t* scales, uint8_t*
   for (int j = 0; j < QK_K / 32; ++j) get_scale_min_k4(j, packed, &scales[j], &mins[j]);
 }
 
-// The block part of ggml's AVX2 ggml_vec_dot_q4_K_q8_K / q5_K_q8_K: u the
-// block's 256 digits in order (0..15 or 0..31); adds the 8 integer lanes of
-// the 8 chunks, each with its sub-block scale, to lane.
+// The block part of ggml's AVX2 ggml_vec_dot_q5_K_q8_K: u the block's 256
+// digits in order (0..31); adds the 8 integer lanes of the 8 chunks, each
+// with its sub-block scale, to lane.
 inline void k4_block_lanes(const uint8_t* u, const int8_t* q8, const uint8_t* scales, int32_t lane[8]) {
   for (int c = 0; c < QK_K / 32; ++c) add_chunk(lane, u + 32 * c, q8 + 32 * c, scales[c], scales[c], 0);
 }
@@ -685,22 +686,22 @@ void dequantize_row_q4_K(const void* vx, float* y, int64_t n) {
   }
 }
 
-// ggml_vec_dot_q4_K_q8_K in a block order (the one of ggml's repacked
-// q4_K_8x8 kernels; synapse keeps Q4_K matrices as 8 interleaved rows,
-// interleave.hpp): w [n/256] block_q4_K, a [n/256] block_q8_K. Per block,
-// two exact integers: isum = sum over the 8 sub-blocks s of scale_s *
-// (sum of q * a over its 32 elements), and msum = sum_s min_s * bsum_s with
-// bsum_s = the int16 sum a.bsums[2s] + a.bsums[2s+1] (wrapping as ggml's
-// _mm256_hadd_epi16 does; never for real activations, |sum| <= 32 * 128);
-// then acc = fma(float(isum), fp16(w.d) * a.d, acc) and
-// acc = fma(-float(msum), fp16(w.dmin) * a.d, acc), block after block
-// (acc starts at 0).
+// ggml_vec_dot_q4_K_q8_K in a block order, that of the AVX2 branch of
+// ggml's repacked q4_K_8x8 kernels (ggml-cpu/repack.cpp; synapse keeps
+// Q4_K matrices as 8 interleaved rows, interleave.hpp): w [n/256]
+// block_q4_K, a [n/256] block_q8_K. Per block, two exact integers: isum =
+// sum over the 8 sub-blocks s of scale_s * (sum of q * a over its 32
+// elements), and msum = sum_s min_s * bsum_s with bsum_s = the int16 sum
+// a.bsums[2s] + a.bsums[2s+1] (wrapping as _mm256_hadd_epi16 does; never
+// for real activations, |sum| <= 32 * 128); then acc = fma(float(isum),
+// fp16(w.d) * a.d, acc) and acc_min = fma(float(msum), fp16(w.dmin) * a.d,
+// acc_min), block after block from 0; the result acc - acc_min.
 float vec_dot_q4_K_q8_K(int64_t n, const void* vw, const void* va) {
   const auto* x = static_cast<const block_q4_K*>(vw);
   const auto* y = static_cast<const block_q8_K*>(va);
   const int64_t nb = n / QK_K;
   uint8_t scales[8], mins[8];
-  float acc = 0.0f;
+  float acc = 0.0f, acc_min = 0.0f;
   for (int64_t i = 0; i < nb; ++i) {
     unpack_scale_min_k4(x[i].scales, scales, mins);
     int32_t isum = 0, msum = 0;
@@ -713,9 +714,9 @@ float vec_dot_q4_K_q8_K(int64_t n, const void* vw, const void* va) {
       msum += mins[s] * static_cast<int16_t>(y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]);
     }
     acc = std::fma(static_cast<float>(isum), fp16_to_fp32(x[i].d) * y[i].d, acc);
-    acc = std::fma(-static_cast<float>(msum), fp16_to_fp32(x[i].dmin) * y[i].d, acc);
+    acc_min = std::fma(static_cast<float>(msum), fp16_to_fp32(x[i].dmin) * y[i].d, acc_min);
   }
-  return acc;
+  return acc - acc_min;
 }
 
 // quantize_row_q5_K_ref.
@@ -781,10 +782,10 @@ void dequantize_row_q5_K(const void* vx, float* y, int64_t n) {
 }
 
 // ggml_vec_dot_q5_K_q8_K, the order of its AVX2 branch. w: n/256 block_q5_K,
-// a: n/256 block_q8_K. The integer lanes and acc as Q4_K (digits 0..31, the
-// fifth bit of element 64j + l in bit 2j of qh[l], of 64j + 32 + l in bit
-// 2j + 1). The min term differs from Q4_K's: the 4 lanes of k4_min_prod are
-// added up as integers and summs = fma(dmin, that sum, summs) per block (the
+// a: n/256 block_q8_K. 8 integer lanes (add_chunk; digits 0..31, the fifth
+// bit of element 64j + l in bit 2j of qh[l], of 64j + 32 + l in bit 2j + 1),
+// acc[q] = fma(d, lane[q], acc[q]). The min term: the 4 lanes of k4_min_prod
+// are added up as integers and summs = fma(dmin, that sum, summs) per block (the
 // scalar `summs += dmin * hsum` of ggml's AVX2 branch; the compiler fuses it,
 // as it fuses Q4_1's `summs += m * s`). Result: hsum_float_8(acc) + summs.
 float vec_dot_q5_K_q8_K(int64_t n, const void* vw, const void* va) {

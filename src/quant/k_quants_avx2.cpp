@@ -39,20 +39,21 @@ namespace synapse::quant::avx2 {
 // vec_dot_q4_K_q8_K in k_quants.cpp's block order: the block's integer
 // lanes (q4_K_lanes_direct) and min lanes (k4_min_lanes: madd of the mins
 // with the int16 pair sums of bsums) each summed to one exact integer, then
-// two scalar fused multiply-adds per block. (Matrices run
+// one scalar fused multiply-add per block into each of the two
+// accumulators. (Matrices run
 // interleave_avx2.cpp; this is for rows that are not interleaved.)
 float vec_dot_q4_K_q8_K(int64_t n, const void* vw, const void* va) {
   const auto* x = static_cast<const block_q4_K*>(vw);
   const auto* y = static_cast<const block_q8_K*>(va);
-  float acc = 0.0f;
+  float acc = 0.0f, acc_min = 0.0f;
   for (int64_t i = 0; i < n / QK_K; ++i) {
     __m256i sm;
     const int isum = hsum_i32_8(q4_K_lanes_direct(x[i], y[i].qs, sm));
     const int msum = hsum_i32_4(k4_min_lanes(sm, k4_bsum_pairs(y[i].bsums)));
     acc = std::fma(static_cast<float>(isum), h2f(x[i].d) * y[i].d, acc);
-    acc = std::fma(-static_cast<float>(msum), h2f(x[i].dmin) * y[i].d, acc);
+    acc_min = std::fma(static_cast<float>(msum), h2f(x[i].dmin) * y[i].d, acc_min);
   }
-  return acc;
+  return acc - acc_min;
 }
 
 // ---------------------------------------------------------------- Q5_K

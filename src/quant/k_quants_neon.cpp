@@ -61,7 +61,7 @@ inline void scales_mins_k4(const uint8_t* q, uint8_t sc[8], uint8_t m[8]) {
   }
 }
 
-// The min term of ggml's AVX2 Q4_K/Q5_K dot (k_quants.cpp's k4_min_prod):
+// The min term of ggml's AVX2 Q5_K dot (k_quants.cpp's k4_min_prod):
 // the 16 bsums added in adjacent pairs as int16 (ADDP wraps as
 // _mm_hadd_epi16 does), then prod[k] = m[2k]*s[2k] + m[2k+1]*s[2k+1].
 inline int32x4_t k4_min_prod(const int16_t* bsums, const uint8_t mins[8]) {
@@ -80,8 +80,8 @@ inline void q3_K_scales(const uint8_t* scales, int32_t out[16]) {
   }
 }
 
-// The Q4_K / Q5_K integer lanes: `fifth` adds bit c of qh as the digits'
-// 0x10 for chunk c (Q5_K), off for Q4_K.
+// The Q5_K integer lanes: `fifth` adds bit c of qh as the digits' 0x10 for
+// chunk c (always on now: Q4_K has its own block order).
 template <bool kFifth>
 inline I8 k4_lanes(const uint8_t* qs, const uint8_t* qh, const int8_t* a, const uint8_t sc[8]) {
   I8 l;
@@ -183,11 +183,11 @@ float vec_dot_q3_K_q8_K(int64_t n, const void* vw, const void* va) {
 // isum = sum_s scale_s * (SDOT of sub-block s, lanes summed) and
 // msum = sum_s min_s * int16(bsums[2s] + bsums[2s+1]), then
 // acc = fma(float(isum), fp16(w.d) * a.d, acc) and
-// acc = fma(-float(msum), fp16(w.dmin) * a.d, acc).
+// acc_min = fma(float(msum), fp16(w.dmin) * a.d, acc_min); acc - acc_min.
 float vec_dot_q4_K_q8_K(int64_t n, const void* vw, const void* va) {
   const auto* x = static_cast<const block_q4_K*>(vw);
   const auto* y = static_cast<const block_q8_K*>(va);
-  float acc = 0.0f;
+  float acc = 0.0f, acc_min = 0.0f;
   uint8_t sc[8], mins[8];
   for (int64_t i = 0; i < n / QK_K; ++i) {
     scales_mins_k4(x[i].scales, sc, mins);
@@ -204,13 +204,13 @@ float vec_dot_q4_K_q8_K(int64_t n, const void* vw, const void* va) {
     }
     for (int s = 0; s < 8; ++s) msum += mins[s] * static_cast<int16_t>(y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]);
     acc = std::fma(static_cast<float>(isum), h2f(x[i].d) * y[i].d, acc);
-    acc = std::fma(-static_cast<float>(msum), h2f(x[i].dmin) * y[i].d, acc);
+    acc_min = std::fma(static_cast<float>(msum), h2f(x[i].dmin) * y[i].d, acc_min);
   }
-  return acc;
+  return acc - acc_min;
 }
 
 // ggml_vec_dot_q5_K_q8_K in its AVX2 order (k_quants.cpp): w [n/256]
-// block_q5_K, a [n/256] block_q8_K. Lanes and acc as Q4_K with digits 0..31
+// block_q5_K, a [n/256] block_q8_K. 8 lanes and acc with digits 0..31
 // (the fifth bit of chunk c's element l is bit c of qh[l]); the min term
 // summs = fma(dmin, (prod0 + prod1) + (prod2 + prod3), summs) per block
 // (an exact integer sum). Result hsum_float_8(acc) + summs.

@@ -163,6 +163,40 @@ TEST(Matmul, InterleavedWeightKeepsItsRows) {
   EXPECT_THROW(x8.rows(0, 11, "cut"), Error);
 }
 
+// The same for Q4_K, whose groups are larger than 8 plain rows
+// (interleaved_group_bytes): interleave_weight itself, its plain last rows,
+// views, and the product against the plain matrix.
+TEST(Matmul, InterleavedQ4_KKeepsItsRowsAndProducts) {
+  std::mt19937 rng(12);
+  const int64_t n_in = 512;
+  Weight q4k = make_weight(GgmlType::Q4_K, n_in, 12, rng);  // one group and 4 plain rows
+  WeightStore store;
+  WeightView x8 = q4k.view;
+  std::vector<uint8_t> own;
+  if (!interleave_weight(x8, store, quant::active_isa())) x8 = interleave_copy(q4k.view, own);
+  ASSERT_TRUE(x8.interleaved);
+  EXPECT_EQ(x8.group_bytes, quant::interleaved_group_bytes(GgmlType::Q4_K, n_in));
+  std::vector<float> want(n_in), got(n_in);
+  for (int64_t r = 0; r < 12; ++r) {
+    get_row(q4k.view, r, want.data());
+    get_row(x8, r, got.data());
+    ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << "row " << r;
+  }
+  const WeightView tail = x8.rows(8, 4, "tail");
+  get_row(tail, 1, got.data());
+  get_row(q4k.view, 9, want.data());
+  EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0);
+  for (int64_t n_rows : {1, 5}) {
+    const std::vector<float> x = quant::test_rows::random_floats(n_rows * n_in, rng, 0);
+    const std::vector<float> ref = reference(q4k.view, x, n_rows);
+    runtime::ThreadPool pool(2);
+    Activations act(x.data(), n_rows, n_in);
+    std::vector<float> y(ref.size(), -1.f);
+    matmul(x8, act, y.data(), pool);
+    EXPECT_EQ(std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)), 0) << "rows " << n_rows;
+  }
+}
+
 TEST(Matmul, ManyRejectsAMismatchedInputBeforeComputing) {
   std::mt19937 rng(3);
   Weight a = make_weight(GgmlType::Q8_0, 256, 8, rng), b = make_weight(GgmlType::Q8_0, 512, 8, rng);

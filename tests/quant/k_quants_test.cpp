@@ -425,7 +425,8 @@ TEST(KQuantRoundTrip, ZeroAndConstantBlocks) {
 // hsum_float_8. Min terms: Q2_K adds m[2k]*bsums[2k] + m[2k+1]*bsums[2k+1]
 // to lane k first (fma by -d_8 * dmin_w); Q4_K/Q5_K add the bsums in
 // adjacent pairs as int16 (_mm_hadd_epi16) times the mins in 4 lanes: Q4_K
-// keeps 4 float lanes, Q5_K one float (fma of the lanes' integer sum).
+// kept 4 float lanes before its block order (below), Q5_K one float (fma
+// of the lanes' integer sum).
 // Q4_K has its own block order (below). (The activations here come from
 // quantize_row_q8_K: no -128, where IQ4_XS's sign trick would differ from
 // the plain product.)
@@ -433,8 +434,9 @@ float spec_dot(const Spec& s, const uint8_t* w, const block_q8_K* a, int nb) {
   if (s.type == GgmlType::Q4_K) {
     // Q4_K's block order (k_quants.cpp; its matrices run interleaved): per
     // block the exact integers isum and msum (the mins times the int16
-    // bsums pairs), two fused multiply-adds into one accumulator.
-    float acc = 0;
+    // bsums pairs), one fused multiply-add into each of two accumulators,
+    // subtracted at the end.
+    float acc = 0, acc_min = 0;
     for (int i = 0; i < nb; ++i) {
       const uint8_t* b = w + i * s.block_bytes;
       int32_t isum = 0, msum = 0;
@@ -442,9 +444,9 @@ float spec_dot(const Spec& s, const uint8_t* w, const block_q8_K* a, int nb) {
       for (int j = 0; j < 8; ++j)
         msum += s.min(b, 32 * j) * static_cast<int16_t>(static_cast<uint16_t>(a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]));
       acc = std::fma(static_cast<float>(isum), s.d(b) * a[i].d, acc);
-      acc = std::fma(-static_cast<float>(msum), s.dmin(b) * a[i].d, acc);
+      acc_min = std::fma(static_cast<float>(msum), s.dmin(b) * a[i].d, acc_min);
     }
-    return acc;
+    return acc - acc_min;
   }
   float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   float min_lanes[4] = {0, 0, 0, 0};
