@@ -42,6 +42,26 @@ static_assert(sizeof(block_q4_K) == 144 && sizeof(block_q5_K) == 176 && sizeof(b
 static_assert(sizeof(block_q8_K) == 292 && sizeof(block_iq4_xs) == 136);
 static_assert(sizeof(block_tq1_0) == 54 && sizeof(block_tq2_0) == 66);
 
+// ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j (0..7) of
+// a Q4_K/Q5_K block from its 12 packed bytes. Bytes 0-3 hold scales 0-3 (low
+// 6 bits), bytes 4-7 mins 0-3; bytes 8-11 hold the low nibbles of scale and
+// min 4-7, whose top 2 bits sit in bits 6-7 of bytes 0-3 (scales) and 4-7 (mins).
+inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
+  }
+}
+
+// The 8 scales and 8 mins of a Q4_K/Q5_K block (get_scale_min_k4 of each
+// sub-block).
+inline void unpack_scale_min_k4(const uint8_t* packed, uint8_t* scales, uint8_t* mins) {
+  for (int j = 0; j < QK_K / 32; ++j) get_scale_min_k4(j, packed, &scales[j], &mins[j]);
+}
+
 // The 16 non-uniform levels of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl).
 inline constexpr int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                              1,    13,   25,  38,  53,  69,  89,  113};

@@ -109,16 +109,9 @@ void gemm_ref(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, s
 
 // ---- Q4_K (block_q4_Kx8)
 
-// ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j.
-void scale_min_k4(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-  }
-}
+struct Q4K {
+  using X8 = block_q4_Kx8;
+};
 
 // Index in block_q4_Kx8::qs of byte k (0..127) of row l's plain qs.
 constexpr int x8k_byte(int l, int k) { return 32 * (8 * (k / 32) + (k % 32) / 4) + 4 * l + k % 4; }
@@ -141,7 +134,7 @@ void interleave_q4_K(int64_t nb, const uint8_t* src, size_t row_bytes, int64_t n
         block_q4_Kx8& b = out[i];
         b.d[l] = row[i].d;
         b.dmin[l] = row[i].dmin;
-        for (int j = 0; j < 8; ++j) scale_min_k4(j, row[i].scales, b.sc[j][l], b.mp[j / 2][l][j % 2]);
+        for (int j = 0; j < 8; ++j) get_scale_min_k4(j, row[i].scales, &b.sc[j][l], &b.mp[j / 2][l][j % 2]);
         for (int k = 0; k < QK_K / 2; ++k) b.qs[x8k_byte(l, k)] = row[i].qs[k];
       }
     }
@@ -150,8 +143,7 @@ void interleave_q4_K(int64_t nb, const uint8_t* src, size_t row_bytes, int64_t n
 
 void dequantize_q4_K(const uint8_t* data, int64_t r, float* y, int64_t n) {
   const int64_t nb = n / QK_K;
-  const auto* b = reinterpret_cast<const block_q4_Kx8*>(data + static_cast<size_t>((r / kInterleave) * nb) *
-                                                                   sizeof(block_q4_Kx8));
+  const auto* b = group_blocks<Q4K>(data, nb, r / kInterleave);
   const int l = static_cast<int>(r % kInterleave);
   for (int64_t i = 0; i < nb; ++i, y += QK_K) {
     // dequantize_row_q4_K's values: d * scale * q - dmin * min.
@@ -171,7 +163,7 @@ void scalar::gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, con
                               int64_t n_rows, float* y, size_t y_stride) {
   const int64_t nb = n / QK_K;
   for (int64_t g = 0; g < n_groups; ++g) {
-    const auto* b = reinterpret_cast<const block_q4_Kx8*>(w + static_cast<size_t>(g * nb) * sizeof(block_q4_Kx8));
+    const auto* b = group_blocks<Q4K>(w, nb, g);
     for (int64_t m = 0; m < n_rows; ++m) {
       const auto* x = reinterpret_cast<const block_q8_K*>(a + static_cast<size_t>(m) * a_stride);
       for (int l = 0; l < kInterleave; ++l) {

@@ -120,23 +120,23 @@ using GemmX8Fn = void (*)(int64_t n, const uint8_t* w, int64_t n_groups, const u
 // a matrix interleaved under another); nullptr when t cannot be interleaved.
 GemmX8Fn gemm_x8_kernel(GgmlType t, Isa isa) noexcept;
 
+// The GemmX8Fn kernels every ISA with its own provides (one per
+// interleaved type), declared in its namespace.
+#define SYNAPSE_DECLARE_X8_KERNELS()                                                                        \
+  void gemm_q4_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, \
+                        int64_t n_rows, float* y, size_t y_stride);                                         \
+  void gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, \
+                        int64_t n_rows, float* y, size_t y_stride);                                         \
+  void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, \
+                        int64_t n_rows, float* y, size_t y_stride);
+
 namespace scalar {
-void gemm_q4_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
-                      int64_t n_rows, float* y, size_t y_stride);
-void gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
-                      int64_t n_rows, float* y, size_t y_stride);
-void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
-                      int64_t n_rows, float* y, size_t y_stride);
+SYNAPSE_DECLARE_X8_KERNELS()
 }  // namespace scalar
 namespace avx2 {
 // interleave_avx2.cpp: activation rows in gemm_pack_kernel(t, avx2)'s
 // layout (pack_q8_0_for_q4_0x8 / _q5_0x8, 40 bytes per block).
-void gemm_q4_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
-                      int64_t n_rows, float* y, size_t y_stride);
-void gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
-                      int64_t n_rows, float* y, size_t y_stride);
-void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
-                      int64_t n_rows, float* y, size_t y_stride);
+SYNAPSE_DECLARE_X8_KERNELS()
 void pack_q8_0_for_q4_0x8(int64_t n, const void* src, void* dst);
 void pack_q8_0_for_q5_0x8(int64_t n, const void* src, void* dst);
 // Q8_K rows for gemm_q4_Kx8_q8_K: 288 bytes per 256 elements (the float d,

@@ -108,22 +108,18 @@ void x8_tile(int64_t nb, const typename T::X8* w, const uint8_t* a, size_t as, f
 // 170.9/171.5 t/s), Q5_0 4 (its fifth bits make the weight unpacking worth
 // sharing among more rows: qwen2.5-0.5b pp512 351.2/342.0 with 4,
 // 323.5/321.2 with 2).
-struct Q4Tile : Q4x8 {
-  static constexpr int kActs = 2;
+template <class T, int Acts>
+struct NibbleTile {
+  using X8 = typename T::X8;
+  static constexpr int kActs = Acts;
   static constexpr int kBlock = 32;
   template <int A>
   static void tile(int64_t nb, const X8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-    x8_tile<Q4x8, A>(nb, w, a, as, y, ys);
+    x8_tile<T, A>(nb, w, a, as, y, ys);
   }
 };
-struct Q5Tile : Q5x8 {
-  static constexpr int kActs = 4;
-  static constexpr int kBlock = 32;
-  template <int A>
-  static void tile(int64_t nb, const X8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-    x8_tile<Q5x8, A>(nb, w, a, as, y, ys);
-  }
-};
+using Q4Tile = NibbleTile<Q4x8, 2>;
+using Q5Tile = NibbleTile<Q5x8, 4>;
 
 // ---- Q4_K: a Q8_K activation block as the kernel reads it (made once per
 // matrix product): d, the 8 sums of 32 bytes as int16 (the int16 sums of

@@ -231,21 +231,7 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
   return scale;
 }
 
-// ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j (0..7) of
-// a Q4_K/Q5_K block from its 12 packed bytes. Bytes 0-3 hold scales 0-3 (low
-// 6 bits), bytes 4-7 mins 0-3; bytes 8-11 hold the low nibbles of scale and
-// min 4-7, whose top 2 bits sit in bits 6-7 of bytes 0-3 (scales) and 4-7 (mins).
-inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
-  }
-}
-
-// Inverse of get_scale_min_k4: packs 6-bit scale ls and min lm of sub-block j.
+// Inverse of get_scale_min_k4 (formats.hpp): packs 6-bit scale ls and min lm of sub-block j.
 // `scales` must be zeroed first (bits 6-7 of bytes 0-7 are or-ed in).
 inline void set_scale_min_k4(int j, uint8_t ls, uint8_t lm, uint8_t* scales) {
   if (j < 4) {
@@ -630,11 +616,6 @@ void quantize_k_scale_min(const float* x, Block& y, uint8_t* L, int nmax, float 
       L[32 * j + ii] = static_cast<uint8_t>(std::max(0, std::min(nmax, l)));
     }
   }
-}
-
-// Unpacks the 8 scales and 8 mins of a Q4_K/Q5_K block.
-inline void unpack_scale_min_k4(const uint8_t* packed, uint8_t* scales, uint8_t* mins) {
-  for (int j = 0; j < QK_K / 32; ++j) get_scale_min_k4(j, packed, &scales[j], &mins[j]);
 }
 
 // The block part of ggml's AVX2 ggml_vec_dot_q5_K_q8_K: u the block's 256

@@ -49,18 +49,6 @@ inline uint8x16_t bit_as(uint8x16_t bytes, int bit, uint8_t as) {
   return vandq_u8(vtstq_u8(bytes, vdupq_n_u8(static_cast<uint8_t>(1u << bit))), vdupq_n_u8(as));
 }
 
-// ggml's get_scale_min_k4 for the 8 sub-blocks of a Q4_K/Q5_K block.
-inline void scales_mins_k4(const uint8_t* q, uint8_t sc[8], uint8_t m[8]) {
-  for (int j = 0; j < 4; ++j) {
-    sc[j] = q[j] & 63;
-    m[j] = q[j + 4] & 63;
-  }
-  for (int j = 4; j < 8; ++j) {
-    sc[j] = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    m[j] = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-  }
-}
-
 // The min term of ggml's AVX2 Q5_K dot (k_quants.cpp's k4_min_prod):
 // the 16 bsums added in adjacent pairs as int16 (ADDP wraps as
 // _mm_hadd_epi16 does), then prod[k] = m[2k]*s[2k] + m[2k+1]*s[2k+1].
@@ -190,7 +178,7 @@ float vec_dot_q4_K_q8_K(int64_t n, const void* vw, const void* va) {
   float acc = 0.0f, acc_min = 0.0f;
   uint8_t sc[8], mins[8];
   for (int64_t i = 0; i < n / QK_K; ++i) {
-    scales_mins_k4(x[i].scales, sc, mins);
+    unpack_scale_min_k4(x[i].scales, sc, mins);
     int32_t isum = 0, msum = 0;
     for (int g = 0; g < 4; ++g) {
       const uint8x16_t q0 = vld1q_u8(x[i].qs + 32 * g), q1 = vld1q_u8(x[i].qs + 32 * g + 16);
@@ -223,7 +211,7 @@ float vec_dot_q5_K_q8_K(int64_t n, const void* vw, const void* va) {
   for (int64_t i = 0; i < n / QK_K; ++i) {
     const float d = y[i].d * h2f(x[i].d);
     const float dmin = -y[i].d * h2f(x[i].dmin);
-    scales_mins_k4(x[i].scales, sc, mins);
+    unpack_scale_min_k4(x[i].scales, sc, mins);
     summs = std::fma(dmin, static_cast<float>(vaddvq_s32(k4_min_prod(y[i].bsums, mins))), summs);
     const I8 l = k4_lanes<true>(x[i].qs, x[i].qh, y[i].qs, sc);
     acc = scale_fma(acc, d, l.lo, l.hi);
