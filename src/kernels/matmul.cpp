@@ -123,8 +123,9 @@ Product prepare(const MatmulOut& o, Activations& x, quant::Isa isa, runtime::Thr
   // activation loads came from L2 and bounded the speed (pp128 on
   // llama-3.2-1b Q8_0, 1 thread: 19.4 -> 23.8 t/s going from 128 to 24 KiB).
   constexpr size_t kPanelBytes = 128 * 1024, kTileBytes = 24 * 1024;
-  p.panel = std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / std::max<size_t>(1, w.row_bytes)));
-  if (p.x8 != nullptr) p.panel = std::max<int64_t>(1, p.panel / quant::kInterleave);  // in groups of 8 rows
+  // (Interleaved matrices: in groups of 8 rows.)
+  const size_t unit_bytes = p.x8 != nullptr ? w.group_bytes : w.row_bytes;
+  p.panel = std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / std::max<size_t>(1, unit_bytes)));
   // A multiple of 4 rows: the kernels' register tiles take 4 activation rows.
   p.tile = std::clamp<int64_t>(static_cast<int64_t>(kTileBytes / std::max<size_t>(1, p.stride)) / 4 * 4, 4, 64);
   return p;

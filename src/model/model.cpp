@@ -1,8 +1,6 @@
 #include "model/model.hpp"
 
-#include <map>
 #include <string>
-#include <utility>
 
 #include "quant/quant.hpp"
 
@@ -112,24 +110,14 @@ void bind_experts(const Binder& b, const HParams& hp, int il, Layer& L) {
 
 // Every matrix the active ISA runs faster interleaved
 // (kernels::interleave_weight: Q4_0, Q5_0 and Q4_K under AVX2) gets its
-// interleaved copy, once per distinct matrix (a tied token_embd shares the
-// output's). The speed-ups are in the commits that added each type and in
-// docs/PERFORMANCE.md.
+// interleaved copy (the views of one file never share rows, except a tied
+// token_embd, which takes the output's copy). The speed-ups are in the
+// commits that added each type and in docs/PERFORMANCE.md.
 void interleave_weights(Model& m) {
   const quant::Isa isa = quant::active_isa();
-  std::map<std::pair<const uint8_t*, int64_t>, WeightView> done;  // (plain data, rows) -> interleaved view
   const auto one = [&](WeightView& w) {
-    if (!w.present()) return;
-    const auto key = std::make_pair(w.data, w.n_out);
-    if (auto it = done.find(key); it != done.end()) {
-      w.data = it->second.data;
-      w.interleaved = true;
-      w.group_bytes = it->second.group_bytes;
-      return;
-    }
     const uint8_t* plain = w.data;
     if (kernels::interleave_weight(w, m.interleaved, isa)) {
-      done[key] = w;
       // Nothing reads the plain rows now: their pages leave the resident
       // set (without this a Q4_0 model's RSS held both copies).
       m.file.release_pages(plain, static_cast<size_t>(w.n_out) * w.row_bytes);
@@ -139,7 +127,11 @@ void interleave_weights(Model& m) {
   // per token (get_row), where the copy gains nothing.
   const bool tied = m.tok_embd.data == m.output.data && m.tok_embd.n_out == m.output.n_out;
   one(m.output);
-  if (tied) one(m.tok_embd);  // the same matrix: takes the output's copy
+  if (tied && m.output.interleaved) {
+    m.tok_embd.data = m.output.data;
+    m.tok_embd.interleaved = true;
+    m.tok_embd.group_bytes = m.output.group_bytes;
+  }
   for (Layer& L : m.layers) {
     for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.ffn_gate_inp}) one(*w);
     for (auto* exps : {&L.gate_exps, &L.up_exps, &L.down_exps})
