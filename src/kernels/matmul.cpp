@@ -48,16 +48,18 @@ const uint8_t* Activations::as(GgmlType vt, size_t& stride, runtime::ThreadPool&
   return buf.data();
 }
 
-const uint8_t* Activations::packed_for(GgmlType wt, quant::Isa isa, size_t& stride, runtime::ThreadPool& pool) {
+const uint8_t* Activations::packed_for(GgmlType wt, bool interleaved, quant::Isa isa, size_t& stride,
+                                       runtime::ThreadPool& pool) {
   const GgmlType vt = quant::vec_dot_type(wt);
   const uint8_t* a = as(vt, stride, pool);
-  const quant::GemmPackFn pack = quant::gemm_pack_kernel(wt, isa);
+  const quant::GemmPackFn pack = interleaved ? quant::x8_pack_kernel(wt, isa) : quant::gemm_pack_kernel(wt, isa);
   if (pack == nullptr) return a;
   const size_t src_stride = stride;
-  stride = quant::gemm_packed_row_size(wt, isa, n_cols_);
-  auto it = packed_.find(wt);
+  stride = interleaved ? quant::x8_packed_row_size(wt, isa, n_cols_) : quant::gemm_packed_row_size(wt, isa, n_cols_);
+  const auto key = std::make_pair(wt, interleaved);
+  auto it = packed_.find(key);
   if (it != packed_.end()) return it->second.data();
-  std::vector<uint8_t>& buf = packed_[wt];
+  std::vector<uint8_t>& buf = packed_[key];
   buf.resize(stride * static_cast<size_t>(n_rows_));
   const size_t ps = stride;
   pool.parallel_for(n_rows_, 1, [&](int64_t m0, int64_t m1) {
@@ -107,9 +109,9 @@ Product prepare(const MatmulOut& o, Activations& x, quant::Isa isa, runtime::Thr
   }
   p.decode = p.gemv != nullptr || (p.x8 != nullptr && n_rows < kGemvMaxRows);
   if (p.gemv != nullptr || p.gemm != nullptr || p.x8 != nullptr) {
-    // Activation rows in the kernels' layout (quant::gemm_pack_kernel), once
-    // per input and weight type.
-    p.a = x.packed_for(w.type, isa, p.stride, pool);
+    // Activation rows in the kernels' layout (quant::gemm_pack_kernel,
+    // quant::x8_pack_kernel), once per input, weight type and layout.
+    p.a = x.packed_for(w.type, p.x8 != nullptr, isa, p.stride, pool);
     if (p.x8 != nullptr && w.n_out % quant::kInterleave != 0)
       p.tail_a = x.as(quant::vec_dot_type(w.type), p.tail_stride, pool);
   } else {
@@ -258,7 +260,9 @@ void get_row(const WeightView& w, int64_t r, float* out) {
 
 bool interleave_weight(WeightView& w, WeightStore& store, quant::Isa isa) {
   const int64_t n_grouped = w.n_out / quant::kInterleave * quant::kInterleave;
-  if (w.interleaved || !w.present() || !quant::interleave_pays(w.type, isa) || !quant::can_interleave(w.type, n_grouped))
+  if (w.interleaved || !w.present() || !quant::interleave_pays(w.type, isa) ||
+      !quant::can_interleave(w.type, n_grouped) ||
+      !quant::rows_interleave_exactly(w.type, w.n_in, w.data, w.row_bytes, n_grouped))
     return false;
   const size_t group_bytes = quant::interleaved_group_bytes(w.type, w.n_in);
   const size_t grouped_bytes = static_cast<size_t>(n_grouped / quant::kInterleave) * group_bytes;

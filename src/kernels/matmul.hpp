@@ -9,6 +9,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "quant/simd.hpp"
@@ -55,8 +56,9 @@ struct WeightView {
 using WeightStore = std::vector<std::vector<uint8_t, runtime::HugePageAllocator<uint8_t>>>;
 
 // When the kernels of `isa` read interleaved matrices of w's type
-// (quant::interleave_pays: Q4_0, Q5_0 and Q4_K under AVX2) and w has at least
-// one group of 8 rows, copies w's rows into a new buffer of `store`, its
+// (quant::interleave_pays: Q4_0, Q5_0, Q8_0 and Q4_K under AVX2), w has at
+// least one group of 8 rows and they interleave exactly
+// (quant::rows_interleave_exactly: no Q8_0 byte of -128), copies w's rows into a new buffer of `store`, its
 // whole groups interleaved and the rest plain after them, and points w at
 // it; returns whether it did (else w is unchanged). The products and rows
 // of w stay bit for bit what they were. Memory: one more copy of w (n_out *
@@ -75,15 +77,17 @@ class Activations {
   // (converted on first use, rows split over the pool's threads).
   const uint8_t* as(GgmlType vt, size_t& stride, runtime::ThreadPool& pool);
   // The rows as the multi-row kernels of weight type wt read them: as(vec_dot_type(wt))
-  // passed through quant::gemm_pack_kernel(wt, isa) when that is not null
-  // (packed once per weight type). stride: bytes per row of the result.
-  const uint8_t* packed_for(GgmlType wt, quant::Isa isa, size_t& stride, runtime::ThreadPool& pool);
+  // passed through quant::gemm_pack_kernel(wt, isa), or for an interleaved
+  // matrix quant::x8_pack_kernel(wt, isa), when that is not null (packed
+  // once per weight type and layout). stride: bytes per row of the result.
+  const uint8_t* packed_for(GgmlType wt, bool interleaved, quant::Isa isa, size_t& stride,
+                            runtime::ThreadPool& pool);
 
  private:
   const float* x_;
   int64_t n_rows_, n_cols_;
   std::map<GgmlType, std::vector<uint8_t>> cache_;   // by activation type
-  std::map<GgmlType, std::vector<uint8_t>> packed_;  // by weight type
+  std::map<std::pair<GgmlType, bool>, std::vector<uint8_t>> packed_;  // by weight type, interleaved
 };
 
 // One product of matmul_many: y = [x.n_rows()][w->n_out] floats.

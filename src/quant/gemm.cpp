@@ -57,10 +57,7 @@ GemvFn gemv_kernel(GgmlType t, Isa isa) noexcept {
 
 GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
-  if (isa == Isa::avx2 && t == GgmlType::Q4_0) return avx2::pack_q8_0_for_q4_0x8;  // interleave.hpp
   if (isa == Isa::avx2 && t == GgmlType::Q8_0) return avx2::pack_q8_0_for_q8_0;
-  if (isa == Isa::avx2 && t == GgmlType::Q5_0) return avx2::pack_q8_0_for_q5_0x8;  // interleave.hpp
-  if (isa == Isa::avx2 && t == GgmlType::Q4_K) return avx2::pack_q8_K_for_q4_Kx8;  // interleave.hpp
 #endif
   (void)t;
   (void)isa;
@@ -70,8 +67,6 @@ GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept {
 size_t gemm_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
   if (isa == Isa::avx2 && t == GgmlType::Q8_0) return static_cast<size_t>(n / 32) * 96;
-  if (isa == Isa::avx2 && (t == GgmlType::Q4_0 || t == GgmlType::Q5_0)) return static_cast<size_t>(n / 32) * 40;
-  if (isa == Isa::avx2 && t == GgmlType::Q4_K) return static_cast<size_t>(n / QK_K) * 288;
 #endif
   return row_size(vec_dot_type(t), n);
 }

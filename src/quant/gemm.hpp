@@ -33,15 +33,16 @@ using GemmFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_
 // Isa::avx2 kernels exist on x86-64 for every weight type but BF16, TQ1_0
 // and the interleaved formats Q4_0, Q5_0 and Q4_K (their matrices run
 // interleave.hpp's gemm_x8_kernel; a plain row of theirs loops the
-// vec_dot); Isa::scalar has none (the scalar vec_dot loop is the
+// vec_dot; Q8_0 matrices are interleaved too, but keep these kernels for
+// the matrices that stay plain); Isa::scalar has none (the scalar vec_dot loop is the
 // reference).
 GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept;
 
 // Converts one activation row of n elements (type vec_dot_type(t), src) to
-// the layout gemm_kernel(t, isa) reads (for Q4_0, Q5_0 and Q4_K: the layout
-// gemm_x8_kernel(t, isa) reads), gemm_packed_row_size(t, isa, n) bytes at
-// dst, or nullptr when the kernels read the rows as they are (AVX2
-// Q5_K/Q6_K read plain Q8_K rows).
+// the layout gemm_kernel(t, isa) and gemv_kernel(t, isa) read,
+// gemm_packed_row_size(t, isa, n) bytes at dst, or nullptr when the kernels
+// read the rows as they are (AVX2 Q5_K/Q6_K read plain Q8_K rows). The
+// interleaved kernels have their own (interleave.hpp x8_pack_kernel).
 using GemmPackFn = void (*)(int64_t n, const void* src, void* dst);
 GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept;
 
@@ -49,10 +50,7 @@ GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept;
 // writes, and the stride the kernels are given): row_size(vec_dot_type(t), n)
 // unless the pack changes the size. AVX2 Q8_0: 96 bytes per 32 elements
 // (gemm_avx2.cpp's PackedQ8_0: the activation block's float scale and its
-// int16-widened bytes); AVX2 Q4_0/Q5_0: 40 (interleave_avx2.cpp's
-// PackedQ8x8, for the interleaved kernels: the float scale and the offset
-// term); AVX2 Q4_K: 288 per 256 (PackedQ8Kx8: the float scale, the int16
-// sums of 32 bytes, the bytes), computed once.
+// int16-widened bytes), computed once.
 size_t gemm_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept;
 
 // Decode-side multi-row kernel: several weight rows against ONE activation

@@ -1,17 +1,19 @@
-// Interleaved Q4_0 / Q5_0 / Q4_K matrices (interleave.hpp): the repack, the row
-// lookup, the scalar reference kernels and the dispatch.
+// Interleaved Q4_0 / Q5_0 / Q8_0 / Q4_K matrices (interleave.hpp): the
+// repack, the row lookup, the scalar reference kernels and the dispatch.
 #include "quant/interleave.hpp"
 
 #include <cmath>
 #include <cstring>
 #include <string>
 
+#include "quant/quant.hpp"
 #include "synapse/error.hpp"
 
 namespace synapse::quant {
 namespace {
 
-// Index in the interleaved qs of byte k (0..15) of row l's plain qs.
+// Index in the interleaved qs of byte k (0..15; Q8_0 0..31) of row l's
+// plain qs.
 constexpr int x8_byte(int l, int k) { return 32 * (k / 4) + 4 * l + k % 4; }
 
 uint32_t load_u32(const uint8_t* p) {
@@ -53,6 +55,16 @@ struct Q5 {
       b.qh[4 * (2 * c) + pos / 8] |= static_cast<uint8_t>(((qh >> k) & 1) << (pos % 8));
       b.qh[4 * (2 * c + 1) + pos / 8] |= static_cast<uint8_t>(((qh >> (k + 16)) & 1) << (pos % 8));
     }
+  }
+};
+
+struct Q8 {
+  using Plain = block_q8_0;
+  using X8 = block_q8_0x8;
+  static int q(const X8& b, int l, int e) { return b.qs[x8_byte(l, e)]; }
+  static void put(const Plain& p, int l, X8& b) {
+    b.d[l] = p.d;
+    for (int k = 0; k < 32; ++k) b.qs[x8_byte(l, k)] = p.qs[k];
   }
 };
 
@@ -102,6 +114,34 @@ void gemm_ref(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, s
           acc = std::fma(static_cast<float>(isum), fp16_to_fp32(b[i].d[l]) * fp16_to_fp32(x[i].d), acc);
         }
         y[static_cast<size_t>(m) * y_stride + static_cast<size_t>(8 * g + l)] = acc;
+      }
+    }
+  }
+}
+
+// The reference for Q8_0: vec_dot_q8_0_q8_0's 8-lane order (legacy.cpp),
+// lane c = elements 4c..4c+3, with the weight bytes read from their
+// interleaved places.
+void gemm_ref_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, int64_t n_rows,
+                   float* y, size_t y_stride) {
+  const int64_t nb = n / 32;
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const auto* b = group_blocks<Q8>(w, nb, g);
+    for (int64_t m = 0; m < n_rows; ++m) {
+      const auto* x = reinterpret_cast<const block_q8_0*>(a + static_cast<size_t>(m) * a_stride);
+      for (int l = 0; l < kInterleave; ++l) {
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int64_t i = 0; i < nb; ++i) {
+          const float d = fp16_to_fp32(b[i].d[l]) * fp16_to_fp32(x[i].d);
+          for (int c = 0; c < 8; ++c) {
+            int32_t lane = 0;
+            for (int e = 4 * c; e < 4 * c + 4; ++e) lane += Q8::q(b[i], l, e) * x[i].qs[e];
+            acc[c] = std::fma(d, static_cast<float>(lane), acc[c]);
+          }
+        }
+        // hsum_float_8
+        y[static_cast<size_t>(m) * y_stride + static_cast<size_t>(8 * g + l)] =
+            ((acc[4] + acc[0]) + (acc[6] + acc[2])) + ((acc[5] + acc[1]) + (acc[7] + acc[3]));
       }
     }
   }
@@ -191,14 +231,30 @@ size_t interleaved_group_bytes(GgmlType t, int64_t n) noexcept {
   return static_cast<size_t>(kInterleave) * row_size(t, n);
 }
 
+namespace {
+bool interleaved_type(GgmlType t) {
+  return t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || t == GgmlType::Q8_0 || t == GgmlType::Q4_K;
+}
+}  // namespace
+
 bool can_interleave(GgmlType t, int64_t n_out) noexcept {
-  return (t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || t == GgmlType::Q4_K) && n_out > 0 &&
-         n_out % kInterleave == 0;
+  return interleaved_type(t) && n_out > 0 && n_out % kInterleave == 0;
+}
+
+bool rows_interleave_exactly(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes, int64_t n_rows) noexcept {
+  if (t != GgmlType::Q8_0) return true;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto* b = reinterpret_cast<const block_q8_0*>(src + static_cast<size_t>(r) * row_bytes);
+    for (int64_t i = 0; i < n / QK8_0; ++i)
+      for (int8_t q : b[i].qs)
+        if (q == -128) return false;
+  }
+  return true;
 }
 
 bool interleave_pays(GgmlType t, Isa isa) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
-  return (t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || t == GgmlType::Q4_K) && isa == Isa::avx2;
+  return interleaved_type(t) && isa == Isa::avx2;
 #else
   (void)t;
   (void)isa;
@@ -210,14 +266,18 @@ void interleave_rows(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes
   if (!can_interleave(t, n_out))
     throw Error(Errc::invalid_argument, "interleave_rows: " + std::to_string(n_out) + " rows of " +
                                             std::string(type_name(t)) +
-                                            " (only Q4_0, Q5_0 and Q4_K matrices with a multiple of 8 rows are interleaved)");
+                                            " (only Q4_0, Q5_0, Q8_0 and Q4_K matrices with a multiple of 8 rows are interleaved)");
   if (n <= 0 || n % type_traits(t).block_size != 0 || row_bytes != row_size(t, n))
     throw Error(Errc::invalid_argument, "interleave_rows: rows of " + std::to_string(n) + " elements in " +
                                             std::to_string(row_bytes) + " bytes are not " +
                                             std::string(type_name(t)) + " rows");
+  if (!rows_interleave_exactly(t, n, src, row_bytes, n_out))
+    throw Error(Errc::invalid_argument, "interleave_rows: a Q8_0 weight byte is -128, which the interleaved "
+                                        "kernels cannot multiply exactly (the matrix must stay plain)");
   switch (t) {
     case GgmlType::Q4_0: return interleave<Q4>(n / 32, src, row_bytes, n_out, dst);
     case GgmlType::Q5_0: return interleave<Q5>(n / 32, src, row_bytes, n_out, dst);
+    case GgmlType::Q8_0: return interleave<Q8>(n / 32, src, row_bytes, n_out, dst);
     default: return interleave_q4_K(n / QK_K, src, row_bytes, n_out, dst);
   }
 }
@@ -226,6 +286,7 @@ void dequantize_interleaved_row(GgmlType t, const uint8_t* data, int64_t r, floa
   switch (t) {
     case GgmlType::Q4_0: return dequantize<Q4>(data, r, y, n);
     case GgmlType::Q5_0: return dequantize<Q5>(data, r, y, n);
+    case GgmlType::Q8_0: return dequantize<Q8>(data, r, y, n);
     case GgmlType::Q4_K: return dequantize_q4_K(data, r, y, n);
     default:
       throw Error(Errc::invalid_argument, "dequantize_interleaved_row: " + std::string(type_name(t)) +
@@ -243,12 +304,18 @@ void scalar::gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, con
   gemm_ref<Q5>(n, w, n_groups, a, a_stride, n_rows, y, y_stride);
 }
 
+void scalar::gemm_q8_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
+                              int64_t n_rows, float* y, size_t y_stride) {
+  gemm_ref_q8_0(n, w, n_groups, a, a_stride, n_rows, y, y_stride);
+}
+
 GemmX8Fn gemm_x8_kernel(GgmlType t, Isa isa) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
   if (isa == Isa::avx2) {
     switch (t) {
       case GgmlType::Q4_0: return avx2::gemm_q4_0x8_q8_0;
       case GgmlType::Q5_0: return avx2::gemm_q5_0x8_q8_0;
+      case GgmlType::Q8_0: return avx2::gemm_q8_0x8_q8_0;
       case GgmlType::Q4_K: return avx2::gemm_q4_Kx8_q8_K;
       default: return nullptr;
     }
@@ -258,9 +325,40 @@ GemmX8Fn gemm_x8_kernel(GgmlType t, Isa isa) noexcept {
   switch (t) {
     case GgmlType::Q4_0: return scalar::gemm_q4_0x8_q8_0;
     case GgmlType::Q5_0: return scalar::gemm_q5_0x8_q8_0;
+    case GgmlType::Q8_0: return scalar::gemm_q8_0x8_q8_0;
     case GgmlType::Q4_K: return scalar::gemm_q4_Kx8_q8_K;
     default: return nullptr;
   }
+}
+
+GemmPackFn x8_pack_kernel(GgmlType t, Isa isa) noexcept {
+#if defined(__x86_64__) || defined(_M_X64)
+  if (isa == Isa::avx2) {
+    switch (t) {
+      case GgmlType::Q4_0: return avx2::pack_q8_0_for_q4_0x8;
+      case GgmlType::Q5_0: return avx2::pack_q8_0_for_q5_0x8;
+      case GgmlType::Q8_0: return avx2::pack_q8_0_for_q8_0x8;
+      case GgmlType::Q4_K: return avx2::pack_q8_K_for_q4_Kx8;
+      default: return nullptr;
+    }
+  }
+#endif
+  (void)t;
+  (void)isa;
+  return nullptr;
+}
+
+size_t x8_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept {
+  if (x8_pack_kernel(t, isa) != nullptr) {
+    switch (t) {
+      case GgmlType::Q4_0:
+      case GgmlType::Q5_0: return static_cast<size_t>(n / 32) * 40;
+      case GgmlType::Q8_0: return static_cast<size_t>(n / 32) * 72;
+      case GgmlType::Q4_K: return static_cast<size_t>(n / QK_K) * 288;
+      default: break;
+    }
+  }
+  return row_size(vec_dot_type(t), n);
 }
 
 }  // namespace synapse::quant

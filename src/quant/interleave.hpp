@@ -1,6 +1,6 @@
-// Q4_0, Q5_0 and Q4_K matrices kept as groups of 8 interleaved rows
-// (block_q4_0x8, block_q5_0x8, block_q4_Kx8), made once when a model is
-// loaded, and the matrix-product kernels that read them.
+// Q4_0, Q5_0, Q8_0 and Q4_K matrices kept as groups of 8 interleaved rows
+// (block_q4_0x8, block_q5_0x8, block_q8_0x8, block_q4_Kx8), made once when
+// a model is loaded, and the matrix-product kernels that read them.
 //
 // Why: in the block order these types use (legacy.cpp for Q4_0/Q5_0,
 // k_quants.cpp for Q4_K) each output takes, per block, the block's whole
@@ -27,6 +27,17 @@
 // the fifth bit of row l's element 4c + j, word 2c + 1 bit 4l + j = that
 // of its element 16 + 4c + j (the bits of each chunk's low and high
 // nibbles, in the chunk's byte order).
+//
+// block_q8_0x8 (272 bytes, the size of 8 block_q8_0): d[l] row l's block
+// scale; for chunk c = 0..7, qs[32c + 4l + j] = row l's byte 4c + j. Q8_0
+// keeps legacy.cpp's 8-lane order (lane c = the exact integer dot of
+// elements 4c..4c+3, one float accumulator per lane, hsum_float_8 last):
+// chunk c of the 8 rows is lane c of the 8 outputs, so the kernel keeps 8
+// accumulators, one per lane, each holding that lane of the 8 rows, and
+// reduces them as hsum_float_8 does, across registers instead of within
+// one. The AVX2 kernel multiplies with _mm256_sign_epi8(w, a) against |a|,
+// exact unless a weight byte is -128 (its negation overflows):
+// rows_interleave_exactly says whether a matrix may be interleaved.
 //
 // Every kernel here gives, per output, exactly vec_dot_<t>_<vt> of the
 // plain row (the same exact integer per block, the same float operations in
@@ -59,6 +70,12 @@ struct block_q5_0x8 {
 };
 static_assert(sizeof(block_q5_0x8) == 8 * sizeof(block_q5_0));
 
+struct block_q8_0x8 {
+  ggml_fp16_t d[8];
+  int8_t qs[256];
+};
+static_assert(sizeof(block_q8_0x8) == 8 * sizeof(block_q8_0));
+
 // block_q4_Kx8 (1184 bytes, 32 more than 8 block_q4_K: the 6-bit scales
 // and mins unpacked to bytes): d[l], dmin[l] row l's super-block scales;
 // sc[s][l] row l's scale of sub-block s (0..7); mp[t][l] = row l's mins of
@@ -76,25 +93,32 @@ struct block_q4_Kx8 {
 static_assert(sizeof(block_q4_Kx8) == 1184);
 
 // Bytes of one interleaved group of 8 rows of n elements of type t: 8 *
-// row_size(t, n) for Q4_0 and Q5_0, n / 256 * 1184 for Q4_K. An
+// row_size(t, n) for Q4_0, Q5_0 and Q8_0, n / 256 * 1184 for Q4_K. An
 // interleaved matrix of n_out rows takes (n_out / 8) groups, then its
 // n_out % 8 last rows plain (row_size(t, n) each).
 size_t interleaved_group_bytes(GgmlType t, int64_t n) noexcept;
 
 // True when a matrix of weight type t with n_out rows can be interleaved:
-// t is Q4_0, Q5_0 or Q4_K and n_out is a positive multiple of 8.
+// t is Q4_0, Q5_0, Q8_0 or Q4_K and n_out is a positive multiple of 8.
 bool can_interleave(GgmlType t, int64_t n_out) noexcept;
 
+// True when the interleaved kernels of every ISA give vec_dot's bits for
+// these n_rows rows of type t (n elements, row_bytes apart): always, except
+// for Q8_0 rows holding a weight byte of -128 (block_q8_0x8 above; ggml's
+// quantizer never writes one, as it rounds to [-127, 127]). interleave_rows
+// refuses rows for which this is false.
+bool rows_interleave_exactly(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes, int64_t n_rows) noexcept;
+
 // True when `isa` has a kernel of its own for interleaved matrices of type t
-// (AVX2 for Q4_0, Q5_0 and Q4_K): model loading interleaves only then, since elsewhere the
+// (AVX2 for Q4_0, Q5_0, Q8_0 and Q4_K): model loading interleaves only then, since elsewhere the
 // plain rows run as fast through the vec_dot kernels and need no copy.
 bool interleave_pays(GgmlType t, Isa isa) noexcept;
 
 // Writes the n_out rows of src (type t, n elements each, row_bytes apart)
 // as n_out / 8 interleaved groups into dst (n_out / 8 *
 // interleaved_group_bytes(t, n) bytes; must not overlap src). Throws
-// Error(invalid_argument) when !can_interleave(t, n_out) or row_bytes is
-// not row_size(t, n).
+// Error(invalid_argument) when !can_interleave(t, n_out), row_bytes is
+// not row_size(t, n) or !rows_interleave_exactly(t, n, src, row_bytes, n_out).
 void interleave_rows(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes, int64_t n_out, uint8_t* dst);
 
 // Row r (any row of a whole group, not only a group's first; r and n are
@@ -108,7 +132,7 @@ void dequantize_interleaved_row(GgmlType t, const uint8_t* data, int64_t r, floa
 // The product of n_groups interleaved groups (starting at w,
 // interleaved_group_bytes(t, n) apart) with n_rows activation rows
 // (a_stride bytes apart, of type vt = vec_dot_type(t), passed through
-// gemm_pack_kernel(t, isa) when that is not null): y[m * y_stride + 8 * g +
+// x8_pack_kernel(t, isa) when that is not null): y[m * y_stride + 8 * g +
 // l] = vec_dot_<t>_<vt> of row 8g + l and activation row m, bit for bit.
 // n: elements per row (a multiple of t's block size, 32 or 256). Used for
 // decode (n_rows 1) and prefill alike.
@@ -120,12 +144,28 @@ using GemmX8Fn = void (*)(int64_t n, const uint8_t* w, int64_t n_groups, const u
 // a matrix interleaved under another); nullptr when t cannot be interleaved.
 GemmX8Fn gemm_x8_kernel(GgmlType t, Isa isa) noexcept;
 
+// Converts one activation row of n elements (type vec_dot_type(t), src) to
+// the layout gemm_x8_kernel(t, isa) reads, x8_packed_row_size(t, isa, n)
+// bytes at dst; nullptr when the kernel reads the rows as they are (the
+// scalar references).
+GemmPackFn x8_pack_kernel(GgmlType t, Isa isa) noexcept;
+
+// Bytes of one row x8_pack_kernel(t, isa) writes, the stride the kernel is
+// given: row_size(vec_dot_type(t), n) when there is no pack; AVX2 Q4_0 /
+// Q5_0 40 per 32 elements (interleave_avx2.cpp's PackedQ8x8: the bytes, the
+// float scale, the offset term), Q8_0 72 (PackedQ8x8s: |bytes|, bytes,
+// the float scale), Q4_K 288 per 256 (PackedQ8Kx8: the float scale, the
+// int16 sums of 32 bytes, the bytes).
+size_t x8_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept;
+
 // The GemmX8Fn kernels every ISA with its own provides (one per
 // interleaved type), declared in its namespace.
 #define SYNAPSE_DECLARE_X8_KERNELS()                                                                        \
   void gemm_q4_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, \
                         int64_t n_rows, float* y, size_t y_stride);                                         \
   void gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, \
+                        int64_t n_rows, float* y, size_t y_stride);                                         \
+  void gemm_q8_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, \
                         int64_t n_rows, float* y, size_t y_stride);                                         \
   void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, \
                         int64_t n_rows, float* y, size_t y_stride);
@@ -134,11 +174,13 @@ namespace scalar {
 SYNAPSE_DECLARE_X8_KERNELS()
 }  // namespace scalar
 namespace avx2 {
-// interleave_avx2.cpp: activation rows in gemm_pack_kernel(t, avx2)'s
-// layout (pack_q8_0_for_q4_0x8 / _q5_0x8, 40 bytes per block).
+// interleave_avx2.cpp: activation rows in x8_pack_kernel(t, avx2)'s
+// layout (pack_q8_0_for_q4_0x8 / _q5_0x8, 40 bytes per block;
+// pack_q8_0_for_q8_0x8, 72).
 SYNAPSE_DECLARE_X8_KERNELS()
 void pack_q8_0_for_q4_0x8(int64_t n, const void* src, void* dst);
 void pack_q8_0_for_q5_0x8(int64_t n, const void* src, void* dst);
+void pack_q8_0_for_q8_0x8(int64_t n, const void* src, void* dst);
 // Q8_K rows for gemm_q4_Kx8_q8_K: 288 bytes per 256 elements (the float d,
 // the 8 sums of 32 bytes as int16, the bytes).
 void pack_q8_K_for_q4_Kx8(int64_t n, const void* src, void* dst);

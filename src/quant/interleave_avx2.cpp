@@ -1,6 +1,7 @@
 // AVX2 kernels of interleaved Q4_0 / Q5_0 matrices (interleave.hpp) against
-// Q8_0 activation rows, and of interleaved Q4_K against Q8_K (q4_Kx8_tile,
-// below), for decode (one activation row) and prefill alike.
+// Q8_0 activation rows, of interleaved Q8_0 (q8_0x8_tile, below: the 8-lane
+// order) and of interleaved Q4_K against Q8_K (q4_Kx8_tile), for decode (one
+// activation row) and prefill alike.
 //
 // Per group of 8 rows and 32-element block, for each chunk c = 0..3 one
 // 32-byte load holds bytes 4c..4c+3 of the 8 rows' qs (lane l = row l):
@@ -120,6 +121,66 @@ struct NibbleTile {
 };
 using Q4Tile = NibbleTile<Q4x8, 2>;
 using Q5Tile = NibbleTile<Q5x8, 4>;
+
+// ---- Q8_0: an activation block as q8_0x8_tile reads it (made once per
+// matrix product): the bytes' magnitudes (|-128| = 128 fits a uint8), the
+// bytes, the F16 scale as float.
+struct PackedQ8x8s {
+  uint8_t mag[32];
+  int8_t qs[32];
+  float d;
+  uint8_t pad[4];
+};
+static_assert(sizeof(PackedQ8x8s) == 72);
+
+// A group's Q8_0 blocks by A activation rows, in legacy.cpp's 8-lane order.
+// Chunk c's load holds bytes 4c..4c+3 of the 8 rows (lane l = row l):
+// _mm256_sign_epi8 gives w * sign(a) (exact, as no weight byte is -128:
+// rows_interleave_exactly), _mm256_maddubs_epi16 against the broadcast
+// |a| the int16 sums of 2 products (|sum| <= 2 * 128 * 127 = 32512, no
+// saturation), _mm256_madd_epi16 by 1 lane c's exact int32 for the 8 rows.
+// acc[c] = fma(d_w * d_a, float(lane), acc[c]) keeps each output's 8 lane
+// accumulators in 8 registers (lane l of acc[c] = row l's lane c), and the
+// end adds them as hsum_float_8 does: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
+template <int A>
+void q8_0x8_tile(int64_t nb, const block_q8_0x8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[A][8];
+  for (int m = 0; m < A; ++m)
+    for (int c = 0; c < 8; ++c) acc[m][c] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const block_q8_0x8& b = w[i];
+    prefetch_ahead(&b);
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.d)));
+    __m256 d[A];
+    for (int m = 0; m < A; ++m) d[m] = _mm256_mul_ps(dw, _mm256_broadcast_ss(&act_row<PackedQ8x8s>(a, as, m)[i].d));
+    for (int c = 0; c < 8; ++c) {
+      const __m256i q = load32(b.qs + 32 * c);
+      for (int m = 0; m < A; ++m) {
+        const PackedQ8x8s& x = act_row<PackedQ8x8s>(a, as, m)[i];
+        const __m256i p = _mm256_maddubs_epi16(bcast4(reinterpret_cast<const int8_t*>(x.mag) + 4 * c),
+                                               _mm256_sign_epi8(q, bcast4(x.qs + 4 * c)));
+        acc[m][c] = _mm256_fmadd_ps(d[m], _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), acc[m][c]);
+      }
+    }
+  }
+  for (int m = 0; m < A; ++m) {
+    const __m256* r = acc[m];
+    const __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(r[4], r[0]), _mm256_add_ps(r[6], r[2])),
+                                     _mm256_add_ps(_mm256_add_ps(r[5], r[1]), _mm256_add_ps(r[7], r[3])));
+    _mm256_storeu_ps(y + static_cast<size_t>(m) * ys, sum);
+  }
+}
+
+struct Q8Tile {
+  using X8 = block_q8_0x8;
+  static constexpr int kActs = 1;
+  static constexpr int kBlock = 32;
+  template <int A>
+  static void tile(int64_t nb, const X8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+    q8_0x8_tile<A>(nb, w, a, as, y, ys);
+  }
+};
 
 // ---- Q4_K: a Q8_K activation block as the kernel reads it (made once per
 // matrix product): d, the 8 sums of 32 bytes as int16 (the int16 sums of
@@ -245,6 +306,23 @@ void gemm_q4_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8
 void gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
                       float* y, size_t ys) {
   gemm_x8<Q5Tile>(n, w, n_groups, a, as, n_rows, y, ys);
+}
+
+void gemm_q8_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
+                      float* y, size_t ys) {
+  gemm_x8<Q8Tile>(n, w, n_groups, a, as, n_rows, y, ys);
+}
+
+void pack_q8_0_for_q8_0x8(int64_t n, const void* src, void* dst) {
+  const auto* x = static_cast<const block_q8_0*>(src);
+  auto* p = static_cast<PackedQ8x8s*>(dst);
+  for (int64_t i = 0; i < n / QK8_0; ++i) {
+    const __m256i q = load32(x[i].qs);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p[i].mag), _mm256_abs_epi8(q));
+    std::memcpy(p[i].qs, x[i].qs, 32);
+    p[i].d = h2f(x[i].d);
+    std::memset(p[i].pad, 0, sizeof p[i].pad);
+  }
 }
 
 void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,

@@ -39,10 +39,10 @@
 // each output doing one per 4 elements. For Q4_0 it is llama.cpp's own
 // order on AVX2 (the golden logits match exactly); for Q5_0, which
 // llama.cpp does not repack, the logits move within the golden bounds
-// (tiny-llama-q5_0: max rel RMS 0 -> 0.0158 of the bound 0.03). (Q8_0 keeps
-// the 8-lane order: interleaved with int16 products it was slower, pp512
-// llama-3.2-1b Q8_0 t=2 82.2/84.9 -> 65.4/70.7 t/s, as AVX2 has no signed
-// 8-bit product that covers every byte value.)
+// (tiny-llama-q5_0: max rel RMS 0 -> 0.0158 of the bound 0.03). Q8_0 keeps
+// the 8-lane order, and its matrices are interleaved all the same
+// (interleave.hpp: 8 accumulators, one per lane, each serving 8 rows), so
+// its logits stay llama.cpp's.
 #include <algorithm>
 #include <cmath>
 #include <cstring>

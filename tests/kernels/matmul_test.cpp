@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/matmul.hpp"
+#include "quant/formats.hpp"
 #include "quant/interleave.hpp"
 #include "quant/quant.hpp"
 #include "quant/random_rows.hpp"
@@ -139,8 +140,12 @@ TEST(Matmul, InterleavedWeightKeepsItsRows) {
   EXPECT_FALSE(interleave_weight(q4.view, store, quant::Isa::scalar));  // nothing to gain there
   EXPECT_TRUE(store.empty());
   Weight q8 = make_weight(GgmlType::Q8_0, n_in, 16, rng), q5 = make_weight(GgmlType::Q5_0, n_in, 16, rng);
-  EXPECT_FALSE(interleave_weight(q8.view, store, isa));  // keeps the 8-lane order: never interleaved
+  Weight q8_min = make_weight(GgmlType::Q8_0, n_in, 16, rng);
+  reinterpret_cast<quant::block_q8_0*>(q8_min.bytes.data())[5].qs[3] = -128;  // the sign trick cannot negate it
+  EXPECT_FALSE(interleave_weight(q8_min.view, store, isa));
+  EXPECT_FALSE(q8_min.view.interleaved);
   EXPECT_TRUE(store.empty());
+  EXPECT_EQ(interleave_weight(q8.view, store, isa), quant::interleave_pays(GgmlType::Q8_0, isa));
   EXPECT_EQ(interleave_weight(q5.view, store, isa), quant::interleave_pays(GgmlType::Q5_0, isa));
   EXPECT_EQ(q5.view.interleaved, quant::interleave_pays(GgmlType::Q5_0, isa));
   WeightView x8 = q4.view;

@@ -1,4 +1,4 @@
-// Interleaved Q4_0 and Q5_0 matrices (src/quant/interleave*.cpp): the
+// Interleaved Q4_0, Q5_0, Q8_0 and Q4_K matrices (src/quant/interleave*.cpp): the
 // repack keeps every row (dequantized rows memcmp-equal to the plain ones),
 // and the kernels of every ISA give, per output, vec_dot_<t>_q8_0 of the plain row
 // bit for bit (DESIGN.md contract 2) for 1..3 groups by 1..17 activation
@@ -38,7 +38,20 @@ std::vector<uint8_t> rows_of(GgmlType t, int64_t n, int64_t count, std::mt19937&
   return out;
 }
 
-const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_K};
+// Weight rows: as rows_of, with no Q8_0 byte of -128 (which
+// rows_interleave_exactly refuses; tested apart).
+std::vector<uint8_t> weight_rows_of(GgmlType t, int64_t n, int64_t count, std::mt19937& rng, bool raw) {
+  std::vector<uint8_t> out = rows_of(t, n, count, rng, raw);
+  if (t == GgmlType::Q8_0) {
+    for (size_t off = 0; off < out.size(); off += sizeof(block_q8_0)) {
+      auto* b = reinterpret_cast<block_q8_0*>(out.data() + off);
+      for (int8_t& q : b->qs) q = q == -128 ? int8_t{-127} : q;
+    }
+  }
+  return out;
+}
+
+const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K};
 
 std::vector<int64_t> lengths_of(GgmlType t) {
   if (type_traits(t).block_size == 32) return {32, 96, 2048};
@@ -53,7 +66,7 @@ TEST(Interleave, RowsSurviveTheRepack) {
   for (GgmlType t : kTypes) {
     for (int64_t n : lengths_of(t)) {
       const size_t rb = row_size(t, n);
-      const std::vector<uint8_t> plain = rows_of(t, n, 24, rng, true);
+      const std::vector<uint8_t> plain = weight_rows_of(t, n, 24, rng, true);
       std::vector<uint8_t> x8(x8_bytes(t, n), 0xEE);
       interleave_rows(t, n, plain.data(), rb, 24, x8.data());
       EXPECT_NE(std::memcmp(plain.data(), x8.data(), std::min(plain.size(), x8.size())), 0);  // the bytes did move
@@ -73,7 +86,7 @@ TEST(Interleave, RefusesWhatItCannotInterleave) {
   EXPECT_FALSE(can_interleave(GgmlType::Q4_0, 12));
   EXPECT_FALSE(can_interleave(GgmlType::Q4_0, 0));
   EXPECT_TRUE(can_interleave(GgmlType::Q5_0, 16));
-  EXPECT_FALSE(can_interleave(GgmlType::Q8_0, 16));
+  EXPECT_TRUE(can_interleave(GgmlType::Q8_0, 16));
   EXPECT_FALSE(can_interleave(GgmlType::Q4_1, 16));
   EXPECT_TRUE(can_interleave(GgmlType::Q4_K, 16));
   EXPECT_FALSE(can_interleave(GgmlType::Q6_K, 16));
@@ -91,6 +104,23 @@ TEST(Interleave, RefusesWhatItCannotInterleave) {
   EXPECT_THROW(dequantize_interleaved_row(GgmlType::Q4_1, src.data(), 0, y, 32), Error);
 }
 
+// A Q8_0 weight byte of -128 (the sign trick cannot negate it) keeps the
+// matrix plain: rows_interleave_exactly says so and interleave_rows refuses.
+TEST(Interleave, Q8_0ByteMinus128StaysPlain) {
+  std::mt19937 rng(3);
+  const int64_t n = 64;
+  std::vector<uint8_t> rows = weight_rows_of(GgmlType::Q8_0, n, 8, rng, true);
+  const size_t rb = row_size(GgmlType::Q8_0, n);
+  EXPECT_TRUE(rows_interleave_exactly(GgmlType::Q8_0, n, rows.data(), rb, 8));
+  std::vector<uint8_t> x8(interleaved_group_bytes(GgmlType::Q8_0, n));
+  EXPECT_NO_THROW(interleave_rows(GgmlType::Q8_0, n, rows.data(), rb, 8, x8.data()));
+  reinterpret_cast<block_q8_0*>(rows.data() + 7 * rb)[1].qs[31] = -128;  // the very last byte
+  EXPECT_FALSE(rows_interleave_exactly(GgmlType::Q8_0, n, rows.data(), rb, 8));
+  EXPECT_TRUE(rows_interleave_exactly(GgmlType::Q8_0, n, rows.data(), rb, 7));  // the rows before it
+  EXPECT_THROW(interleave_rows(GgmlType::Q8_0, n, rows.data(), rb, 8, x8.data()), Error);
+  EXPECT_TRUE(rows_interleave_exactly(GgmlType::Q4_0, 32, rows.data(), 18, 8));  // other types: always
+}
+
 // gemm_x8_kernel(t, isa) against vec_dot_kernel(t, isa) on the plain rows,
 // output stride 8 * n_groups + 3 (the 3 floats between rows must stay
 // untouched).
@@ -98,20 +128,20 @@ void check(GgmlType t, Isa isa, std::mt19937& rng) {
   const GemmX8Fn kernel = gemm_x8_kernel(t, isa);
   ASSERT_NE(kernel, nullptr);
   const VecDotFn dot = vec_dot_kernel(t, isa);
-  const GemmPackFn pack = gemm_pack_kernel(t, isa);
+  const GemmPackFn pack = x8_pack_kernel(t, isa);
   int compared = 0;
   const GgmlType vt = vec_dot_type(t);
   for (int64_t n : lengths_of(t)) {
     for (bool raw : {false, true}) {
       const size_t rb = row_size(t, n), as = row_size(vt, n);
-      const std::vector<uint8_t> plain = rows_of(t, n, 24, rng, raw);
+      const std::vector<uint8_t> plain = weight_rows_of(t, n, 24, rng, raw);
       std::vector<uint8_t> x8(x8_bytes(t, n));
       interleave_rows(t, n, plain.data(), rb, 24, x8.data());
       const std::vector<uint8_t> a = rows_of(vt, n, 17, rng, raw);
       std::vector<uint8_t> packed = a;
       size_t ps = as;
       if (pack != nullptr) {
-        ps = gemm_packed_row_size(t, isa, n);
+        ps = x8_packed_row_size(t, isa, n);
         packed.assign(ps * 17, 0);
         for (int m = 0; m < 17; ++m) pack(n, a.data() + m * as, packed.data() + m * ps);
       }
@@ -165,8 +195,10 @@ TEST(Interleave, ExtremeBlocksDoNotSaturate) {
       std::vector<uint8_t> plain(rb * 8);
       for (size_t off = 0; off < plain.size(); off += bb) {
         uint8_t* blk = plain.data() + off;
-        // Digits 15 (Q5_0: 31; Q4_K scales and mins 63) or all 0.
-        std::memset(blk, pattern == 1 ? 0x00 : 0xFF, bb);
+        // Digits 15 (Q5_0: 31; Q4_K scales and mins 63; Q8_0 bytes -127 or
+        // 127) or all 0.
+        const int fill = t != GgmlType::Q8_0 ? 0xFF : pattern == 0 ? 0x81 : 0x7F;
+        std::memset(blk, pattern == 1 ? 0x00 : fill, bb);
         const ggml_fp16_t one = fp32_to_fp16(pattern == 2 ? 1e-3f : 1.0f);
         std::memcpy(blk, &one, sizeof one);  // d (and, for Q4_K, dmin next to it)
         if (t == GgmlType::Q4_K) std::memcpy(blk + 2, &one, sizeof one);
@@ -191,10 +223,10 @@ TEST(Interleave, ExtremeBlocksDoNotSaturate) {
         }
         for (Isa isa : {Isa::scalar, Isa::avx2}) {
           if (isa == Isa::avx2 && !cpu_has_avx2()) continue;
-          const GemmPackFn pack = gemm_pack_kernel(t, isa);
+          const GemmPackFn pack = x8_pack_kernel(t, isa);
           std::vector<uint8_t> packed = a;
           if (pack != nullptr) {
-            packed.assign(gemm_packed_row_size(t, isa, n), 0);
+            packed.assign(x8_packed_row_size(t, isa, n), 0);
             pack(n, a.data(), packed.data());
           }
           float y[8];
