@@ -43,7 +43,7 @@ struct Q5 {
   static int q(const X8& b, int l, int e) {
     const int k = e % 16, c = k / 4, pos = 4 * l + k % 4;
     const uint8_t v = b.qs[x8_byte(l, k)];
-    const int high = static_cast<int>((load_u32(b.qh + 4 * (2 * c + e / 16)) >> pos) & 1);
+    const int high = (b.qh[pos] >> (2 * c + e / 16)) & 1;
     return ((e < 16 ? (v & 0x0F) : (v >> 4)) | (high << 4)) - 16;
   }
   static void put(const Plain& p, int l, X8& b) {
@@ -52,8 +52,8 @@ struct Q5 {
     for (int k = 0; k < 16; ++k) {
       b.qs[x8_byte(l, k)] = p.qs[k];
       const int c = k / 4, pos = 4 * l + k % 4;
-      b.qh[4 * (2 * c) + pos / 8] |= static_cast<uint8_t>(((qh >> k) & 1) << (pos % 8));
-      b.qh[4 * (2 * c + 1) + pos / 8] |= static_cast<uint8_t>(((qh >> (k + 16)) & 1) << (pos % 8));
+      b.qh[pos] |= static_cast<uint8_t>(((qh >> k) & 1) << (2 * c));
+      b.qh[pos] |= static_cast<uint8_t>(((qh >> (k + 16)) & 1) << (2 * c + 1));
     }
   }
 };

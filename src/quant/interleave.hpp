@@ -23,10 +23,10 @@
 // are 32 bytes per block larger: interleaved_group_bytes).
 //
 // block_q5_0x8 (176 bytes, the size of 8 block_q5_0): d and qs as in
-// block_q4_0x8; qh as 8 little-endian uint32 words, word 2c bit 4l + j =
-// the fifth bit of row l's element 4c + j, word 2c + 1 bit 4l + j = that
-// of its element 16 + 4c + j (the bits of each chunk's low and high
-// nibbles, in the chunk's byte order).
+// block_q4_0x8; qh[4l + j], in the place of the qs byte it serves, holds in
+// bit 2c the fifth bit of row l's element 4c + j and in bit 2c + 1 that of
+// its element 16 + 4c + j (chunk c's low and high nibbles), so one shift
+// and one mask bring a chunk's fifth bits to 0x10.
 //
 // block_q8_0x8 (272 bytes, the size of 8 block_q8_0): d[l] row l's block
 // scale; for chunk c = 0..7, qs[32c + 4l + j] = row l's byte 4c + j. Q8_0

@@ -6,8 +6,8 @@
 // Per group of 8 rows and 32-element block, for each chunk c = 0..3 one
 // 32-byte load holds bytes 4c..4c+3 of the 8 rows' qs (lane l = row l):
 // the low nibbles are the rows' elements 4c..4c+3, the high nibbles their
-// elements 16+4c..16+4c+3 (Q5_0: each with its fifth bit from qh word 2c /
-// 2c+1 put in as 0x10, fifth_bits). Against the activation's bytes
+// elements 16+4c..16+4c+3 (Q5_0: each with its fifth bit, bit 2c / 2c+1 of
+// the qh byte in the same place, shifted to 0x10). Against the activation's bytes
 // 4c..4c+3 and 16+4c..16+4c+3, each broadcast to all lanes,
 // _mm256_maddubs_epi16 gives per row two int16 sums of 2 products. Those of
 // a block are added in int16 while they cannot saturate (digits <= 15,
@@ -52,17 +52,33 @@ inline __m256i bcast4(const int8_t* p) {
 struct Q4x8 {
   using X8 = block_q4_0x8;
   static constexpr bool kTwoStep = false;  // int16 sums of all 4 chunks cannot saturate
-  static __m256i lo(const X8&, int, __m256i q, __m256i m4) { return _mm256_and_si256(q, m4); }
-  static __m256i hi(const X8&, int, __m256i q, __m256i m4) { return _mm256_and_si256(_mm256_srli_epi16(q, 4), m4); }
+  template <int c>
+  static __m256i lo(const X8&, __m256i q, __m256i m4) { return _mm256_and_si256(q, m4); }
+  template <int c>
+  static __m256i hi(const X8&, __m256i q, __m256i m4) { return _mm256_and_si256(_mm256_srli_epi16(q, 4), m4); }
 };
+// Bit `bit` of each byte of v moved to bit 4 (other bits: garbage). 16-bit
+// shifts keep bit 4 of each byte within the byte for a left shift of at most
+// 4 and a right shift of at most 3, which covers bits 0..7.
+template <int bit>
+inline __m256i to_bit4(__m256i v) {
+  if constexpr (bit < 4) return _mm256_slli_epi16(v, 4 - bit);
+  else if constexpr (bit > 4) return _mm256_srli_epi16(v, bit - 4);
+  else return v;
+}
+
 struct Q5x8 {
   using X8 = block_q5_0x8;
   static constexpr bool kTwoStep = true;  // int16 sums of 2 chunks at a time
-  static __m256i lo(const X8& b, int c, __m256i q, __m256i m4) {
-    return _mm256_or_si256(_mm256_and_si256(q, m4), fifth_bits(b.qh + 8 * c));
+  template <int c>
+  static __m256i lo(const X8& b, __m256i q, __m256i m4) {
+    return _mm256_or_si256(_mm256_and_si256(q, m4),
+                           _mm256_and_si256(to_bit4<2 * c>(load32(b.qh)), _mm256_set1_epi8(0x10)));
   }
-  static __m256i hi(const X8& b, int c, __m256i q, __m256i m4) {
-    return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), fifth_bits(b.qh + 8 * c + 4));
+  template <int c>
+  static __m256i hi(const X8& b, __m256i q, __m256i m4) {
+    return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                           _mm256_and_si256(to_bit4<2 * c + 1>(load32(b.qh)), _mm256_set1_epi8(0x10)));
   }
 };
 
@@ -78,19 +94,21 @@ void x8_tile(int64_t nb, const typename T::X8* w, const uint8_t* a, size_t as, f
     const typename T::X8& b = w[i];
     prefetch_ahead(&b);
     __m256i s[A], s32[A];
-    for (int c = 0; c < 4; ++c) {
+    const auto chunk = [&]<int c>() {
       const __m256i q = load32(b.qs + 32 * c);
-      const __m256i lo = T::lo(b, c, q, m4), hi = T::hi(b, c, q, m4);
+      const __m256i lo = T::template lo<c>(b, q, m4), hi = T::template hi<c>(b, q, m4);
       for (int m = 0; m < A; ++m) {
         const PackedQ8x8& x = act_row<PackedQ8x8>(a, as, m)[i];
         const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(x.qs + 4 * c)),
                                            _mm256_maddubs_epi16(hi, bcast4(x.qs + 16 + 4 * c)));
         s[m] = (c == 0 || (T::kTwoStep && c == 2)) ? p : _mm256_add_epi16(s[m], p);
-        if constexpr (T::kTwoStep) {
-          if (c == 1) s32[m] = _mm256_madd_epi16(s[m], ones);
-        }
+        if constexpr (T::kTwoStep && c == 1) s32[m] = _mm256_madd_epi16(s[m], ones);
       }
-    }
+    };
+    chunk.template operator()<0>();
+    chunk.template operator()<1>();
+    chunk.template operator()<2>();
+    chunk.template operator()<3>();
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.d)));
     for (int m = 0; m < A; ++m) {
       const PackedQ8x8& x = act_row<PackedQ8x8>(a, as, m)[i];
