@@ -226,6 +226,103 @@ void scalar::gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, con
   }
 }
 
+// ---- Q6_K (block_q6_Kx8)
+
+namespace {
+
+struct Q6K {
+  using X8 = block_q6_Kx8;
+};
+
+// Where register (c, q)'s top 2 bits are: qh[c][h] bits 2f..2f+1.
+constexpr int q6_h(int q) { return (q % 4) / 2; }
+constexpr int q6_f(int q) { return q % 2 + 2 * (q / 4); }
+
+// Row l's digit (0..63, value + 32) of element e (0..255).
+int q6_K_digit(const block_q6_Kx8& b, int l, int e) {
+  const int c = e / 32, q = (e % 32) / 4, pos = 4 * l + e % 4;
+  const uint8_t lo = b.ql[c][q % 4][pos];
+  const int low = q < 4 ? (lo & 0x0F) : (lo >> 4);
+  return low | (((b.qh[c][q6_h(q)][pos] >> (2 * q6_f(q))) & 3) << 4);
+}
+
+void interleave_q6_K(int64_t nb, const uint8_t* src, size_t row_bytes, int64_t n_out, uint8_t* dst) {
+  for (int64_t g = 0; g < n_out / kInterleave; ++g) {
+    auto* out = reinterpret_cast<block_q6_Kx8*>(dst + static_cast<size_t>(g * nb) * sizeof(block_q6_Kx8));
+    std::memset(out, 0, static_cast<size_t>(nb) * sizeof(block_q6_Kx8));
+    for (int l = 0; l < kInterleave; ++l) {
+      const auto* row = reinterpret_cast<const block_q6_K*>(src + static_cast<size_t>(8 * g + l) * row_bytes);
+      for (int64_t i = 0; i < nb; ++i) {
+        block_q6_Kx8& b = out[i];
+        b.d[l] = row[i].d;
+        for (int s = 0; s < 16; ++s) b.sc[s][l] = row[i].scales[s];
+        // The digits in order (dequantize_row_q6_K's unpacking: ql low /
+        // high nibbles, qh 2-bit fields, per 128-element half).
+        uint8_t u[QK_K];
+        for (int half = 0; half < 2; ++half) {
+          const uint8_t* ql = row[i].ql + 64 * half;
+          const uint8_t* qh = row[i].qh + 32 * half;
+          for (int k = 0; k < 32; ++k) {
+            u[128 * half + k] = static_cast<uint8_t>((ql[k] & 0x0F) | ((qh[k] & 3) << 4));
+            u[128 * half + k + 32] = static_cast<uint8_t>((ql[k + 32] & 0x0F) | (((qh[k] >> 2) & 3) << 4));
+            u[128 * half + k + 64] = static_cast<uint8_t>((ql[k] >> 4) | (((qh[k] >> 4) & 3) << 4));
+            u[128 * half + k + 96] = static_cast<uint8_t>((ql[k + 32] >> 4) | (((qh[k] >> 6) & 3) << 4));
+          }
+        }
+        for (int e = 0; e < QK_K; ++e) {
+          const int c = e / 32, q = (e % 32) / 4, pos = 4 * l + e % 4;
+          b.ql[c][q % 4][pos] |= static_cast<uint8_t>((u[e] & 0x0F) << (q < 4 ? 0 : 4));
+          b.qh[c][q6_h(q)][pos] |= static_cast<uint8_t>((u[e] >> 4) << (2 * q6_f(q)));
+        }
+      }
+    }
+  }
+}
+
+void dequantize_q6_K(const uint8_t* data, int64_t r, float* y, int64_t n) {
+  const int64_t nb = n / QK_K;
+  const auto* b = group_blocks<Q6K>(data, nb, r / kInterleave);
+  const int l = static_cast<int>(r % kInterleave);
+  for (int64_t i = 0; i < nb; ++i, y += QK_K) {
+    // dequantize_row_q6_K's values: (d * sc) * q.
+    const float d = fp16_to_fp32(b[i].d[l]);
+    for (int e = 0; e < QK_K; ++e) y[e] = d * b[i].sc[e / 16][l] * static_cast<float>(q6_K_digit(b[i], l, e) - 32);
+  }
+}
+
+}  // namespace
+
+// k_quants.cpp's 8-lane Q6_K order, with the weight bits read from their
+// interleaved places.
+void scalar::gemm_q6_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
+                              int64_t n_rows, float* y, size_t y_stride) {
+  const int64_t nb = n / QK_K;
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const auto* b = group_blocks<Q6K>(w, nb, g);
+    for (int64_t m = 0; m < n_rows; ++m) {
+      const auto* x = reinterpret_cast<const block_q8_K*>(a + static_cast<size_t>(m) * a_stride);
+      for (int l = 0; l < kInterleave; ++l) {
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int64_t i = 0; i < nb; ++i) {
+          const float d = x[i].d * fp16_to_fp32(b[i].d[l]);
+          for (int q = 0; q < 8; ++q) {
+            int32_t lane = 0;
+            for (int c = 0; c < 8; ++c) {
+              int32_t s = 0;
+              for (int e = 32 * c + 4 * q; e < 32 * c + 4 * q + 4; ++e) s += (q6_K_digit(b[i], l, e) - 32) * x[i].qs[e];
+              lane += b[i].sc[2 * c + q / 4][l] * s;
+            }
+            acc[q] = std::fma(d, static_cast<float>(lane), acc[q]);
+          }
+        }
+        // hsum_float_8
+        y[static_cast<size_t>(m) * y_stride + static_cast<size_t>(8 * g + l)] =
+            ((acc[4] + acc[0]) + (acc[6] + acc[2])) + ((acc[5] + acc[1]) + (acc[7] + acc[3]));
+      }
+    }
+  }
+}
+
 size_t interleaved_group_bytes(GgmlType t, int64_t n) noexcept {
   if (t == GgmlType::Q4_K) return static_cast<size_t>(n / QK_K) * sizeof(block_q4_Kx8);
   return static_cast<size_t>(kInterleave) * row_size(t, n);
@@ -233,7 +330,8 @@ size_t interleaved_group_bytes(GgmlType t, int64_t n) noexcept {
 
 namespace {
 bool interleaved_type(GgmlType t) {
-  return t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || t == GgmlType::Q8_0 || t == GgmlType::Q4_K;
+  return t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || t == GgmlType::Q8_0 || t == GgmlType::Q4_K ||
+         t == GgmlType::Q6_K;
 }
 }  // namespace
 
@@ -266,7 +364,7 @@ void interleave_rows(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes
   if (!can_interleave(t, n_out))
     throw Error(Errc::invalid_argument, "interleave_rows: " + std::to_string(n_out) + " rows of " +
                                             std::string(type_name(t)) +
-                                            " (only Q4_0, Q5_0, Q8_0 and Q4_K matrices with a multiple of 8 rows are interleaved)");
+                                            " (only Q4_0, Q5_0, Q8_0, Q4_K and Q6_K matrices with a multiple of 8 rows are interleaved)");
   if (n <= 0 || n % type_traits(t).block_size != 0 || row_bytes != row_size(t, n))
     throw Error(Errc::invalid_argument, "interleave_rows: rows of " + std::to_string(n) + " elements in " +
                                             std::to_string(row_bytes) + " bytes are not " +
@@ -278,6 +376,7 @@ void interleave_rows(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes
     case GgmlType::Q4_0: return interleave<Q4>(n / 32, src, row_bytes, n_out, dst);
     case GgmlType::Q5_0: return interleave<Q5>(n / 32, src, row_bytes, n_out, dst);
     case GgmlType::Q8_0: return interleave<Q8>(n / 32, src, row_bytes, n_out, dst);
+    case GgmlType::Q6_K: return interleave_q6_K(n / QK_K, src, row_bytes, n_out, dst);
     default: return interleave_q4_K(n / QK_K, src, row_bytes, n_out, dst);
   }
 }
@@ -288,6 +387,7 @@ void dequantize_interleaved_row(GgmlType t, const uint8_t* data, int64_t r, floa
     case GgmlType::Q5_0: return dequantize<Q5>(data, r, y, n);
     case GgmlType::Q8_0: return dequantize<Q8>(data, r, y, n);
     case GgmlType::Q4_K: return dequantize_q4_K(data, r, y, n);
+    case GgmlType::Q6_K: return dequantize_q6_K(data, r, y, n);
     default:
       throw Error(Errc::invalid_argument, "dequantize_interleaved_row: " + std::string(type_name(t)) +
                                               " matrices are never interleaved");
@@ -317,6 +417,7 @@ GemmX8Fn gemm_x8_kernel(GgmlType t, Isa isa) noexcept {
       case GgmlType::Q5_0: return avx2::gemm_q5_0x8_q8_0;
       case GgmlType::Q8_0: return avx2::gemm_q8_0x8_q8_0;
       case GgmlType::Q4_K: return avx2::gemm_q4_Kx8_q8_K;
+      case GgmlType::Q6_K: return avx2::gemm_q6_Kx8_q8_K;
       default: return nullptr;
     }
   }
@@ -327,6 +428,7 @@ GemmX8Fn gemm_x8_kernel(GgmlType t, Isa isa) noexcept {
     case GgmlType::Q5_0: return scalar::gemm_q5_0x8_q8_0;
     case GgmlType::Q8_0: return scalar::gemm_q8_0x8_q8_0;
     case GgmlType::Q4_K: return scalar::gemm_q4_Kx8_q8_K;
+    case GgmlType::Q6_K: return scalar::gemm_q6_Kx8_q8_K;
     default: return nullptr;
   }
 }
@@ -339,6 +441,7 @@ GemmPackFn x8_pack_kernel(GgmlType t, Isa isa) noexcept {
       case GgmlType::Q5_0: return avx2::pack_q8_0_for_q5_0x8;
       case GgmlType::Q8_0: return avx2::pack_q8_0_for_q8_0x8;
       case GgmlType::Q4_K: return avx2::pack_q8_K_for_q4_Kx8;
+      case GgmlType::Q6_K: return avx2::pack_q8_K_for_q6_Kx8;
       default: return nullptr;
     }
   }
@@ -355,6 +458,7 @@ size_t x8_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept {
       case GgmlType::Q5_0: return static_cast<size_t>(n / 32) * 40;
       case GgmlType::Q8_0: return static_cast<size_t>(n / 32) * 72;
       case GgmlType::Q4_K: return static_cast<size_t>(n / QK_K) * 288;
+      case GgmlType::Q6_K: return static_cast<size_t>(n / QK_K) * 528;
       default: break;
     }
   }

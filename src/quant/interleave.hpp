@@ -1,6 +1,7 @@
-// Q4_0, Q5_0, Q8_0 and Q4_K matrices kept as groups of 8 interleaved rows
-// (block_q4_0x8, block_q5_0x8, block_q8_0x8, block_q4_Kx8), made once when
-// a model is loaded, and the matrix-product kernels that read them.
+// Q4_0, Q5_0, Q8_0, Q4_K and Q6_K matrices kept as groups of 8 interleaved
+// rows (block_q4_0x8, block_q5_0x8, block_q8_0x8, block_q4_Kx8,
+// block_q6_Kx8), made once when a model is loaded, and the matrix-product
+// kernels that read them.
 //
 // Why: in the block order these types use (legacy.cpp for Q4_0/Q5_0,
 // k_quants.cpp for Q4_K) each output takes, per block, the block's whole
@@ -92,14 +93,32 @@ struct block_q4_Kx8 {
 };
 static_assert(sizeof(block_q4_Kx8) == 1184);
 
+// block_q6_Kx8 (1680 bytes, the size of 8 block_q6_K): keeps k_quants.cpp's
+// 8-lane Q6_K order as block_q8_0x8 keeps Q8_0's (lane q of chunk c =
+// elements 32c + 4q .. +3, scale of sub-block 2c + q / 4; per lane one
+// exact int32 over the block's 8 chunks, one float accumulator, then
+// hsum_float_8). Register (c, q) = those 4 elements of the 8 rows, byte
+// 4l + j = row l's element 32c + 4q + j. d[l] row l's scale, sc[s][l] its
+// int8 scale of sub-block s; the 6-bit digits (value + 32) split as
+// ql[c][p] (p = 0..3): low nibble the low 4 bits of register (c, p), high
+// nibble those of (c, p + 4); qh[c][h] (h = 0, 1): bits 2f..2f+1 the top 2
+// bits of register (c, q) for f = 0..3 and q = 2h, 2h + 1, 2h + 4, 2h + 5.
+struct block_q6_Kx8 {
+  ggml_fp16_t d[8];
+  int8_t sc[16][8];
+  uint8_t ql[8][4][32];
+  uint8_t qh[8][2][32];
+};
+static_assert(sizeof(block_q6_Kx8) == 8 * sizeof(block_q6_K));
+
 // Bytes of one interleaved group of 8 rows of n elements of type t: 8 *
-// row_size(t, n) for Q4_0, Q5_0 and Q8_0, n / 256 * 1184 for Q4_K. An
+// row_size(t, n) for Q4_0, Q5_0, Q8_0 and Q6_K, n / 256 * 1184 for Q4_K. An
 // interleaved matrix of n_out rows takes (n_out / 8) groups, then its
 // n_out % 8 last rows plain (row_size(t, n) each).
 size_t interleaved_group_bytes(GgmlType t, int64_t n) noexcept;
 
 // True when a matrix of weight type t with n_out rows can be interleaved:
-// t is Q4_0, Q5_0, Q8_0 or Q4_K and n_out is a positive multiple of 8.
+// t is Q4_0, Q5_0, Q8_0, Q4_K or Q6_K and n_out is a positive multiple of 8.
 bool can_interleave(GgmlType t, int64_t n_out) noexcept;
 
 // True when the interleaved kernels of every ISA give vec_dot's bits for
@@ -110,7 +129,7 @@ bool can_interleave(GgmlType t, int64_t n_out) noexcept;
 bool rows_interleave_exactly(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes, int64_t n_rows) noexcept;
 
 // True when `isa` has a kernel of its own for interleaved matrices of type t
-// (AVX2 for Q4_0, Q5_0, Q8_0 and Q4_K): model loading interleaves only then, since elsewhere the
+// (AVX2 for Q4_0, Q5_0, Q8_0, Q4_K and Q6_K): model loading interleaves only then, since elsewhere the
 // plain rows run as fast through the vec_dot kernels and need no copy.
 bool interleave_pays(GgmlType t, Isa isa) noexcept;
 
@@ -155,7 +174,8 @@ GemmPackFn x8_pack_kernel(GgmlType t, Isa isa) noexcept;
 // Q5_0 40 per 32 elements (interleave_avx2.cpp's PackedQ8x8: the bytes, the
 // float scale, the offset term), Q8_0 72 (PackedQ8x8s: |bytes|, bytes,
 // the float scale), Q4_K 288 per 256 (PackedQ8Kx8: the float scale, the
-// int16 sums of 32 bytes, the bytes).
+// int16 sums of 32 bytes, the bytes), Q6_K 528 per 256 (PackedQ8Kx8o: the
+// float scale, the bytes, the offset term 32 * (a0 + a1) per byte pair).
 size_t x8_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept;
 
 // The GemmX8Fn kernels every ISA with its own provides (one per
@@ -168,6 +188,8 @@ size_t x8_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept;
   void gemm_q8_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, \
                         int64_t n_rows, float* y, size_t y_stride);                                         \
   void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, \
+                        int64_t n_rows, float* y, size_t y_stride);                                         \
+  void gemm_q6_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, \
                         int64_t n_rows, float* y, size_t y_stride);
 
 namespace scalar {
@@ -184,6 +206,8 @@ void pack_q8_0_for_q8_0x8(int64_t n, const void* src, void* dst);
 // Q8_K rows for gemm_q4_Kx8_q8_K: 288 bytes per 256 elements (the float d,
 // the 8 sums of 32 bytes as int16, the bytes).
 void pack_q8_K_for_q4_Kx8(int64_t n, const void* src, void* dst);
+// Q8_K rows for gemm_q6_Kx8_q8_K: 528 bytes per 256 elements.
+void pack_q8_K_for_q6_Kx8(int64_t n, const void* src, void* dst);
 }  // namespace avx2
 
 }  // namespace synapse::quant

@@ -1,7 +1,8 @@
 // AVX2 kernels of interleaved Q4_0 / Q5_0 matrices (interleave.hpp) against
 // Q8_0 activation rows, of interleaved Q8_0 (q8_0x8_tile, below: the 8-lane
-// order) and of interleaved Q4_K against Q8_K (q4_Kx8_tile), for decode (one
-// activation row) and prefill alike.
+// order), of interleaved Q4_K against Q8_K (q4_Kx8_tile) and of interleaved
+// Q6_K (q6_Kx8_tile: the 8-lane order), for decode (one activation row) and
+// prefill alike.
 //
 // Per group of 8 rows and 32-element block, for each chunk c = 0..3 one
 // 32-byte load holds bytes 4c..4c+3 of the 8 rows' qs (lane l = row l):
@@ -21,6 +22,7 @@
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "quant/avx2_util.hpp"
@@ -279,6 +281,177 @@ struct Q4KTile {
   }
 };
 
+// ---- Q6_K: a Q8_K activation block as q6_Kx8_tile reads it (made once per
+// matrix product): d, the bytes, and for each register (c, q) the offset
+// term of k_quants.cpp's Q6_K order as ggml's second maddubs makes it,
+// 32 * (a0 + a1) and 32 * (a2 + a3) of its 4 bytes (int16).
+struct PackedQ8Kx8o {
+  float d;
+  uint8_t pad[12];
+  int8_t qs[256];
+  int16_t off[128];
+};
+static_assert(sizeof(PackedQ8Kx8o) == 528);
+
+// Bits 2f, 2f + 1 of each byte of v moved to bits 4, 5 (others: garbage;
+// the 16-bit shifts keep them within their byte, as to_bit4).
+template <int f>
+inline __m256i field_to_bits45(__m256i v) {
+  if constexpr (f < 2) return _mm256_slli_epi16(v, 4 - 2 * f);
+  else if constexpr (f > 2) return _mm256_srli_epi16(v, 2 * f - 4);
+  else return v;
+}
+
+// Row l's int8 scales of one sub-block (8 bytes, row l at byte l) as
+// int16 pairs (s_l, s_l) in int32 lane l, for _mm256_madd_epi16.
+inline __m256i scale_pairs(const int8_t* sc) {
+  const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)), dup));
+}
+
+// A group's Q6_K blocks by A activation rows, in k_quants.cpp's 8-lane
+// order. Register (c, q) (block_q6_Kx8): its digits u = low 4 bits | top
+// 2 bits << 4 (0..63); _mm256_maddubs_epi16(u, a) - 32 * (pair sums of a)
+// is the int16 sum of 2 products (u - 32) * a (|.| <= 2 * 32 * 128, the
+// maddubs itself <= 2 * 63 * 128: no saturation), _mm256_madd_epi16 with
+// the rows' scale of sub-block 2c + q / 4 adds the pair into lane q's int32
+// (lane l = row l), summed over the 8 chunks: each row's exact lane q.
+// Then acc[q] = fma(d_a * d_w, float(lane), acc[q]) and, at the end,
+// hsum_float_8 across the 8 accumulators, as for Q8_0.
+template <int A>
+void q6_Kx8_tile(int64_t nb, const block_q6_Kx8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[A][8];
+  for (int m = 0; m < A; ++m)
+    for (int q = 0; q < 8; ++q) acc[m][q] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const block_q6_Kx8& b = w[i];
+    prefetch_ahead(&b);
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.d)));
+    // The lanes in two halves, h = 0 (q = 0, 1, 4, 5) and h = 1 (2, 3, 6,
+    // 7): 4 int32 accumulators per activation row at a time, which stay in
+    // registers (all 8 spilled).
+    for (int h = 0; h < 2; ++h) {
+      __m256i lane[A][4];
+      for (int m = 0; m < A; ++m)
+        for (int f = 0; f < 4; ++f) lane[m][f] = _mm256_setzero_si256();
+      for (int c = 0; c < 8; ++c) {
+        const __m256i s_lo = scale_pairs(b.sc[2 * c]), s_hi = scale_pairs(b.sc[2 * c + 1]);
+        // Register (c, q) is field f of qh[c][h].
+        const auto add = [&](int f, __m256i u) {
+          const int q = 2 * h + f % 2 + 4 * (f / 2);
+          for (int m = 0; m < A; ++m) {
+            const PackedQ8Kx8o& x = act_row<PackedQ8Kx8o>(a, as, m)[i];
+            const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u, bcast4(x.qs + 32 * c + 4 * q)),
+                                               bcast4(reinterpret_cast<const int8_t*>(x.off + 2 * (8 * c + q))));
+            lane[m][f] = _mm256_add_epi32(lane[m][f], _mm256_madd_epi16(p, f < 2 ? s_lo : s_hi));
+          }
+        };
+        const __m256i qh = load32(b.qh[c][h]);
+        const __m256i l0 = load32(b.ql[c][2 * h]), l1 = load32(b.ql[c][2 * h + 1]);
+        add(0, _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(field_to_bits45<0>(qh), m30)));
+        add(1, _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(field_to_bits45<1>(qh), m30)));
+        add(2, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                               _mm256_and_si256(field_to_bits45<2>(qh), m30)));
+        add(3, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                               _mm256_and_si256(field_to_bits45<3>(qh), m30)));
+      }
+      for (int m = 0; m < A; ++m) {
+        const __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(&act_row<PackedQ8Kx8o>(a, as, m)[i].d), dw);
+        for (int f = 0; f < 4; ++f) {
+          const int q = 2 * h + f % 2 + 4 * (f / 2);
+          acc[m][q] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lane[m][f]), acc[m][q]);
+        }
+      }
+    }
+  }
+  for (int m = 0; m < A; ++m) {
+    const __m256* r = acc[m];
+    const __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(r[4], r[0]), _mm256_add_ps(r[6], r[2])),
+                                     _mm256_add_ps(_mm256_add_ps(r[5], r[1]), _mm256_add_ps(r[7], r[3])));
+    _mm256_storeu_ps(y + static_cast<size_t>(m) * ys, sum);
+  }
+}
+
+// Prefill: a group's Q6_K blocks by M (1..kMaxRows) activation rows, each
+// block unpacked once, into a scratch of 64 digit registers and 16 scale
+// pairs in L1, for all M rows (q6_Kx8_tile unpacks per tile of A rows, in
+// registers, which spill beyond A = 2). The same steps per output as
+// q6_Kx8_tile, so the same bits.
+constexpr int64_t kQ6MaxRows = 64;
+void q6_Kx8_many(int64_t nb, const block_q6_Kx8* w, const uint8_t* a, size_t as, int64_t M, float* y, size_t ys) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[kQ6MaxRows][8];
+  for (int64_t m = 0; m < M; ++m)
+    for (int q = 0; q < 8; ++q) acc[m][q] = _mm256_setzero_ps();
+  __m256i u[2][8][4], sc[16];
+  for (int64_t i = 0; i < nb; ++i) {
+    const block_q6_Kx8& b = w[i];
+    for (int s = 0; s < 16; ++s) sc[s] = scale_pairs(b.sc[s]);
+    for (int h = 0; h < 2; ++h) {
+      for (int c = 0; c < 8; ++c) {
+        const __m256i qh = load32(b.qh[c][h]);
+        const __m256i l0 = load32(b.ql[c][2 * h]), l1 = load32(b.ql[c][2 * h + 1]);
+        u[h][c][0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(field_to_bits45<0>(qh), m30));
+        u[h][c][1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(field_to_bits45<1>(qh), m30));
+        u[h][c][2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                     _mm256_and_si256(field_to_bits45<2>(qh), m30));
+        u[h][c][3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                     _mm256_and_si256(field_to_bits45<3>(qh), m30));
+      }
+    }
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.d)));
+    // Two activation rows at a time: each digit register loaded once for
+    // both (M odd: the last row alone).
+    const auto rows = [&]<int R>(int64_t m0) {
+      const PackedQ8Kx8o* x[R];
+      for (int r = 0; r < R; ++r) x[r] = &act_row<PackedQ8Kx8o>(a, as, static_cast<int>(m0 + r))[i];
+      for (int h = 0; h < 2; ++h) {
+        __m256i lane[R][4];
+        for (int r = 0; r < R; ++r)
+          for (int f = 0; f < 4; ++f) lane[r][f] = _mm256_setzero_si256();
+        for (int c = 0; c < 8; ++c) {
+          for (int f = 0; f < 4; ++f) {
+            const int q = 2 * h + f % 2 + 4 * (f / 2);
+            const __m256i uf = u[h][c][f], s = sc[2 * c + f / 2];
+            for (int r = 0; r < R; ++r) {
+              const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(uf, bcast4(x[r]->qs + 32 * c + 4 * q)),
+                                                 bcast4(reinterpret_cast<const int8_t*>(x[r]->off + 2 * (8 * c + q))));
+              lane[r][f] = _mm256_add_epi32(lane[r][f], _mm256_madd_epi16(p, s));
+            }
+          }
+        }
+        for (int r = 0; r < R; ++r) {
+          const __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(&x[r]->d), dw);
+          for (int f = 0; f < 4; ++f) {
+            const int q = 2 * h + f % 2 + 4 * (f / 2);
+            acc[m0 + r][q] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lane[r][f]), acc[m0 + r][q]);
+          }
+        }
+      }
+    };
+    int64_t m = 0;
+    for (; m + 2 <= M; m += 2) rows.template operator()<2>(m);
+    if (m < M) rows.template operator()<1>(m);
+  }
+  for (int64_t m = 0; m < M; ++m) {
+    const __m256* r = acc[m];
+    const __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(r[4], r[0]), _mm256_add_ps(r[6], r[2])),
+                                     _mm256_add_ps(_mm256_add_ps(r[5], r[1]), _mm256_add_ps(r[7], r[3])));
+    _mm256_storeu_ps(y + static_cast<size_t>(m) * ys, sum);
+  }
+}
+
+struct Q6KTile {
+  using X8 = block_q6_Kx8;
+  static constexpr int kActs = 1;
+  static constexpr int kBlock = QK_K;
+  template <int A>
+  static void tile(int64_t nb, const X8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+    q6_Kx8_tile<A>(nb, w, a, as, y, ys);
+  }
+};
+
 template <class T>
 void gemm_x8(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows, float* y,
              size_t ys) {
@@ -346,6 +519,31 @@ void pack_q8_0_for_q8_0x8(int64_t n, const void* src, void* dst) {
 void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
                       float* y, size_t ys) {
   gemm_x8<Q4KTile>(n, w, n_groups, a, as, n_rows, y, ys);
+}
+
+void gemm_q6_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
+                      float* y, size_t ys) {
+  if (n_rows < kTile) {  // decode: the digits unpacked in registers
+    gemm_x8<Q6KTile>(n, w, n_groups, a, as, n_rows, y, ys);
+    return;
+  }
+  const int64_t nb = n / QK_K;
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const auto* wg = reinterpret_cast<const block_q6_Kx8*>(w + static_cast<size_t>(g * nb) * sizeof(block_q6_Kx8));
+    for (int64_t m = 0; m < n_rows; m += kQ6MaxRows)
+      q6_Kx8_many(nb, wg, a + m * as, as, std::min(kQ6MaxRows, n_rows - m), y + m * ys + kInterleave * g, ys);
+  }
+}
+
+void pack_q8_K_for_q6_Kx8(int64_t n, const void* src, void* dst) {
+  const auto* x = static_cast<const block_q8_K*>(src);
+  auto* p = static_cast<PackedQ8Kx8o*>(dst);
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    p[i].d = x[i].d;
+    std::memset(p[i].pad, 0, sizeof p[i].pad);
+    std::memcpy(p[i].qs, x[i].qs, QK_K);
+    for (int k = 0; k < 128; ++k) p[i].off[k] = static_cast<int16_t>(32 * (x[i].qs[2 * k] + x[i].qs[2 * k + 1]));
+  }
 }
 
 void pack_q8_K_for_q4_Kx8(int64_t n, const void* src, void* dst) {

@@ -1,4 +1,4 @@
-// Interleaved Q4_0, Q5_0, Q8_0 and Q4_K matrices (src/quant/interleave*.cpp): the
+// Interleaved Q4_0, Q5_0, Q8_0, Q4_K and Q6_K matrices (src/quant/interleave*.cpp): the
 // repack keeps every row (dequantized rows memcmp-equal to the plain ones),
 // and the kernels of every ISA give, per output, vec_dot_<t>_q8_0 of the plain row
 // bit for bit (DESIGN.md contract 2) for 1..3 groups by 1..17 activation
@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -51,7 +52,7 @@ std::vector<uint8_t> weight_rows_of(GgmlType t, int64_t n, int64_t count, std::m
   return out;
 }
 
-const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K};
+const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K};
 
 std::vector<int64_t> lengths_of(GgmlType t) {
   if (type_traits(t).block_size == 32) return {32, 96, 2048};
@@ -89,7 +90,8 @@ TEST(Interleave, RefusesWhatItCannotInterleave) {
   EXPECT_TRUE(can_interleave(GgmlType::Q8_0, 16));
   EXPECT_FALSE(can_interleave(GgmlType::Q4_1, 16));
   EXPECT_TRUE(can_interleave(GgmlType::Q4_K, 16));
-  EXPECT_FALSE(can_interleave(GgmlType::Q6_K, 16));
+  EXPECT_TRUE(can_interleave(GgmlType::Q6_K, 16));
+  EXPECT_FALSE(can_interleave(GgmlType::Q5_K, 16));
   EXPECT_EQ(interleaved_group_bytes(GgmlType::Q4_0, 64), 8 * row_size(GgmlType::Q4_0, 64));
   EXPECT_EQ(interleaved_group_bytes(GgmlType::Q4_K, 512), 2 * sizeof(block_q4_Kx8));
   for (GgmlType t : kTypes) EXPECT_FALSE(interleave_pays(t, Isa::scalar)) << type_name(t);
@@ -200,7 +202,8 @@ TEST(Interleave, ExtremeBlocksDoNotSaturate) {
         const int fill = t != GgmlType::Q8_0 ? 0xFF : pattern == 0 ? 0x81 : 0x7F;
         std::memset(blk, pattern == 1 ? 0x00 : fill, bb);
         const ggml_fp16_t one = fp32_to_fp16(pattern == 2 ? 1e-3f : 1.0f);
-        std::memcpy(blk, &one, sizeof one);  // d (and, for Q4_K, dmin next to it)
+        // d (Q4_K: dmin next to it; Q6_K: d last, its int8 scales -1 here)
+        std::memcpy(blk + (t == GgmlType::Q6_K ? offsetof(block_q6_K, d) : 0), &one, sizeof one);
         if (t == GgmlType::Q4_K) std::memcpy(blk + 2, &one, sizeof one);
       }
       std::vector<uint8_t> x8(interleaved_group_bytes(t, n));
