@@ -141,7 +141,8 @@ int check_gemv(GgmlType t, Isa isa, std::mt19937& rng) {
 TEST(Gemv, Avx2EqualsVecDotBitForBitForAnyRowCount) {
   if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
   std::mt19937 rng(17);
-  // (Q4_0, Q5_0 and Q4_K matrices run interleaved, interleave_test.cpp.)
+  // (Q4_0, Q5_0 and Q4_K matrices run interleaved, interleave_test.cpp;
+  // Q8_0 and Q6_K ones too, but these kernels serve those that stay plain.)
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16,
                      GgmlType::F32}) {
     ASSERT_NE(gemv_kernel(t, Isa::avx2), nullptr) << type_name(t);
