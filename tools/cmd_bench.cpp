@@ -18,7 +18,11 @@
 // token_embd contributes one row only (the embedding lookup). KV bytes per
 // token: the F16 K and V rows attention reads, averaged over the N steps.
 // --bw auto measures the read bandwidth with the thread count of each test
-// (bench/bandwidth.hpp, 1 GiB, best of 3).
+// (bench/bandwidth.hpp, 1 GiB, best of 3): for a tg test right before and
+// right after its runs, its bound taken from the mean of the two (this
+// host's bandwidth moves by tens of percent within a minute, so one probe
+// taken before the pp runs, or before filling a deep cache, was often far
+// from what the decode runs met); for the rest, once per thread count.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -68,6 +72,7 @@ struct Result {
   std::vector<double> samples;  // tokens/s per run
   double avg = 0, sd = 0;
   double bw_gbps = 0;           // 0 = no bandwidth given
+  double bw_before = 0, bw_after = 0;  // --bw auto, tg tests: the probes around the runs
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -198,6 +203,7 @@ nlohmann::json to_json(const std::vector<Result>& rs) {
       if (r.bw_gbps > 0) {
         const double b = r.bw_gbps * 1e9 / bytes_per_token(r);
         j["bw_gbps"] = r.bw_gbps;
+        if (r.bw_before > 0) j["bw_before_gbps"] = r.bw_before, j["bw_after_gbps"] = r.bw_after;
         j["bound_ts"] = b;
         j["fraction_of_bound"] = r.avg / b;
       }
@@ -231,14 +237,15 @@ int run(BenchArgs a) {
   check_args(a);
   if (a.threads.empty()) a.threads.push_back(runtime::default_thread_count());
   std::map<int, double> bw_by_threads;
+  const auto probe = [&](int threads) {
+    std::fprintf(stderr, "synapse bench: measuring read bandwidth with %d thread(s)...\n", threads);
+    return bench::read_bandwidth_gbps(threads, size_t{1} << 30, 3);
+  };
   const auto bandwidth = [&](int threads) -> double {
     if (a.bw.empty()) return 0.0;
     if (a.bw != "auto") return std::strtod(a.bw.c_str(), nullptr);
     auto it = bw_by_threads.find(threads);
-    if (it == bw_by_threads.end()) {
-      std::fprintf(stderr, "synapse bench: measuring read bandwidth with %d thread(s)...\n", threads);
-      it = bw_by_threads.emplace(threads, bench::read_bandwidth_gbps(threads, size_t{1} << 30, 3)).first;
-    }
+    if (it == bw_by_threads.end()) it = bw_by_threads.emplace(threads, probe(threads)).first;
     return it->second;
   };
 
@@ -314,6 +321,7 @@ int run(BenchArgs a) {
           const double rows = std::min<double>(depth + (n + 1) / 2.0, static_cast<double>(kv.capacity()));
           r.kv_bytes_per_token = rows * static_cast<double>(kv_row_bytes);
           warm_up();
+          if (a.bw == "auto") r.bw_before = probe(threads);
           if (b == 1) {
             for (int rep = 0; rep < a.reps; ++rep) {
               kv.set_n_past(depth);
@@ -343,6 +351,10 @@ int run(BenchArgs a) {
               r.samples.push_back(static_cast<double>(n) * b / std::max(seconds_since(t0), 1e-9));
             }
           }
+          if (a.bw == "auto") {
+            r.bw_after = probe(threads);
+            r.bw_gbps = (r.bw_before + r.bw_after) / 2;
+          }
           finish(r);
           std::fprintf(stderr, "synapse bench: %s t=%d %s: %.2f t/s\n", r.model.c_str(), threads, r.test.c_str(), r.avg);
           results.push_back(std::move(r));
@@ -357,7 +369,15 @@ int run(BenchArgs a) {
     print_table(results, !a.bw.empty());
     if (!a.bw.empty()) {
       std::printf("\nbound t/s = read bandwidth / (weight + KV bytes per token); bandwidth:");
-      for (int t : a.threads) std::printf(" %.2f GB/s at t=%d%s", bandwidth(t), t, a.bw == "auto" ? " (measured)" : "");
+      if (a.bw == "auto") {
+        std::printf(" measured right before and after each tg test (the mean, \"bw GB/s\"):");
+        for (const Result& r : results)
+          if (r.bw_before > 0)
+            std::printf("\n  %s t=%d %s: %.2f then %.2f GB/s", r.model.c_str(), r.threads, r.test.c_str(), r.bw_before,
+                        r.bw_after);
+      } else {
+        for (int t : a.threads) std::printf(" %.2f GB/s at t=%d", bandwidth(t), t);
+      }
       std::printf("\n");
     }
   }
