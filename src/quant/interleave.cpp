@@ -119,6 +119,10 @@ void gemm_ref(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, s
   }
 }
 
+// ggml's hsum_float_8, the last step of the 8-lane orders:
+// ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
+float hsum_float_8(const float a[8]) { return ((a[4] + a[0]) + (a[6] + a[2])) + ((a[5] + a[1]) + (a[7] + a[3])); }
+
 // The reference for Q8_0: vec_dot_q8_0_q8_0's 8-lane order (legacy.cpp),
 // lane c = elements 4c..4c+3, with the weight bytes read from their
 // interleaved places.
@@ -139,9 +143,7 @@ void gemm_ref_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t*
             acc[c] = std::fma(d, static_cast<float>(lane), acc[c]);
           }
         }
-        // hsum_float_8
-        y[static_cast<size_t>(m) * y_stride + static_cast<size_t>(8 * g + l)] =
-            ((acc[4] + acc[0]) + (acc[6] + acc[2])) + ((acc[5] + acc[1]) + (acc[7] + acc[3]));
+        y[static_cast<size_t>(m) * y_stride + static_cast<size_t>(8 * g + l)] = hsum_float_8(acc);
       }
     }
   }
@@ -315,9 +317,7 @@ void scalar::gemm_q6_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, con
             acc[q] = std::fma(d, static_cast<float>(lane), acc[q]);
           }
         }
-        // hsum_float_8
-        y[static_cast<size_t>(m) * y_stride + static_cast<size_t>(8 * g + l)] =
-            ((acc[4] + acc[0]) + (acc[6] + acc[2])) + ((acc[5] + acc[1]) + (acc[7] + acc[3]));
+        y[static_cast<size_t>(m) * y_stride + static_cast<size_t>(8 * g + l)] = hsum_float_8(acc);
       }
     }
   }

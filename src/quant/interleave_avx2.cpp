@@ -150,6 +150,14 @@ struct NibbleTile {
 using Q4Tile = NibbleTile<Q4x8, 2>;
 using Q5Tile = NibbleTile<Q5x8, 4>;
 
+// The 8-lane orders' last step for 8 rows at once: lane l of r[q] is row
+// l's accumulator of lane q, and hsum_float_8's sum ((a0+a4)+(a2+a6)) +
+// ((a1+a5)+(a3+a7)) is taken across the 8 registers.
+inline __m256 hsum_lanes(const __m256 r[8]) {
+  return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(r[4], r[0]), _mm256_add_ps(r[6], r[2])),
+                       _mm256_add_ps(_mm256_add_ps(r[5], r[1]), _mm256_add_ps(r[7], r[3])));
+}
+
 // ---- Q8_0: an activation block as q8_0x8_tile reads it (made once per
 // matrix product): the bytes' magnitudes (|-128| = 128 fits a uint8), the
 // bytes, the F16 scale as float.
@@ -193,10 +201,7 @@ void q8_0x8_tile(int64_t nb, const block_q8_0x8* w, const uint8_t* a, size_t as,
     }
   }
   for (int m = 0; m < A; ++m) {
-    const __m256* r = acc[m];
-    const __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(r[4], r[0]), _mm256_add_ps(r[6], r[2])),
-                                     _mm256_add_ps(_mm256_add_ps(r[5], r[1]), _mm256_add_ps(r[7], r[3])));
-    _mm256_storeu_ps(y + static_cast<size_t>(m) * ys, sum);
+    _mm256_storeu_ps(y + static_cast<size_t>(m) * ys, hsum_lanes(acc[m]));
   }
 }
 
@@ -376,10 +381,7 @@ void q6_Kx8_tile(int64_t nb, const block_q6_Kx8* w, const uint8_t* a, size_t as,
     }
   }
   for (int m = 0; m < A; ++m) {
-    const __m256* r = acc[m];
-    const __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(r[4], r[0]), _mm256_add_ps(r[6], r[2])),
-                                     _mm256_add_ps(_mm256_add_ps(r[5], r[1]), _mm256_add_ps(r[7], r[3])));
-    _mm256_storeu_ps(y + static_cast<size_t>(m) * ys, sum);
+    _mm256_storeu_ps(y + static_cast<size_t>(m) * ys, hsum_lanes(acc[m]));
   }
 }
 
@@ -446,10 +448,7 @@ void q6_Kx8_many(int64_t nb, const block_q6_Kx8* w, const uint8_t* a, size_t as,
     if (m < M) rows.template operator()<1>(m);
   }
   for (int64_t m = 0; m < M; ++m) {
-    const __m256* r = acc[m];
-    const __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(r[4], r[0]), _mm256_add_ps(r[6], r[2])),
-                                     _mm256_add_ps(_mm256_add_ps(r[5], r[1]), _mm256_add_ps(r[7], r[3])));
-    _mm256_storeu_ps(y + static_cast<size_t>(m) * ys, sum);
+    _mm256_storeu_ps(y + static_cast<size_t>(m) * ys, hsum_lanes(acc[m]));
   }
 }
 
