@@ -33,7 +33,7 @@ struct Q4 {
   }
   static void put(const Plain& p, int l, X8& b) {
     b.d[l] = p.d;
-    for (int k = 0; k < 16; ++k) b.qs[x8_byte(l, k)] = p.qs[k];
+    for (int c = 0; c < 4; ++c) std::memcpy(b.qs + x8_byte(l, 4 * c), p.qs + 4 * c, 4);
   }
 };
 
@@ -64,7 +64,7 @@ struct Q8 {
   static int q(const X8& b, int l, int e) { return b.qs[x8_byte(l, e)]; }
   static void put(const Plain& p, int l, X8& b) {
     b.d[l] = p.d;
-    for (int k = 0; k < 32; ++k) b.qs[x8_byte(l, k)] = p.qs[k];
+    for (int c = 0; c < 8; ++c) std::memcpy(b.qs + x8_byte(l, 4 * c), p.qs + 4 * c, 4);
   }
 };
 
@@ -251,7 +251,6 @@ int q6_K_digit(const block_q6_Kx8& b, int l, int e) {
 void interleave_q6_K(int64_t nb, const uint8_t* src, size_t row_bytes, int64_t n_out, uint8_t* dst) {
   for (int64_t g = 0; g < n_out / kInterleave; ++g) {
     auto* out = reinterpret_cast<block_q6_Kx8*>(dst + static_cast<size_t>(g * nb) * sizeof(block_q6_Kx8));
-    std::memset(out, 0, static_cast<size_t>(nb) * sizeof(block_q6_Kx8));
     for (int l = 0; l < kInterleave; ++l) {
       const auto* row = reinterpret_cast<const block_q6_K*>(src + static_cast<size_t>(8 * g + l) * row_bytes);
       for (int64_t i = 0; i < nb; ++i) {
@@ -271,10 +270,19 @@ void interleave_q6_K(int64_t nb, const uint8_t* src, size_t row_bytes, int64_t n
             u[128 * half + k + 96] = static_cast<uint8_t>((ql[k + 32] >> 4) | (((qh[k] >> 6) & 3) << 4));
           }
         }
-        for (int e = 0; e < QK_K; ++e) {
-          const int c = e / 32, q = (e % 32) / 4, pos = 4 * l + e % 4;
-          b.ql[c][q % 4][pos] |= static_cast<uint8_t>((u[e] & 0x0F) << (q < 4 ? 0 : 4));
-          b.qh[c][q6_h(q)][pos] |= static_cast<uint8_t>((u[e] >> 4) << (2 * q6_f(q)));
+        // Each byte of row l's places written once (register (c, q) holds
+        // elements 32c + 4q + j at byte 4l + j).
+        for (int c = 0; c < 8; ++c) {
+          const uint8_t* uc = u + 32 * c;
+          for (int j = 0; j < 4; ++j) {
+            for (int p = 0; p < 4; ++p)
+              b.ql[c][p][4 * l + j] = static_cast<uint8_t>((uc[4 * p + j] & 0x0F) | ((uc[16 + 4 * p + j] & 0x0F) << 4));
+            for (int h = 0; h < 2; ++h) {
+              int v = 0;
+              for (int f = 0; f < 4; ++f) v |= (uc[4 * (2 * h + f % 2 + 4 * (f / 2)) + j] >> 4) << (2 * f);
+              b.qh[c][h][4 * l + j] = static_cast<uint8_t>(v);
+            }
+          }
         }
       }
     }
@@ -341,11 +349,22 @@ bool can_interleave(GgmlType t, int64_t n_out) noexcept {
 
 bool rows_interleave_exactly(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes, int64_t n_rows) noexcept {
   if (t != GgmlType::Q8_0) return true;
+  // 8 bytes at a time (model loading scans every Q8_0 matrix): a byte is
+  // 0x80 when it is 0 after ^ 0x80, and (v - 0x01..01) & ~v & 0x80..80 is
+  // nonzero exactly when some byte of v is 0.
+  constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
   for (int64_t r = 0; r < n_rows; ++r) {
     const auto* b = reinterpret_cast<const block_q8_0*>(src + static_cast<size_t>(r) * row_bytes);
-    for (int64_t i = 0; i < n / QK8_0; ++i)
-      for (int8_t q : b[i].qs)
-        if (q == -128) return false;
+    uint64_t found = 0;
+    for (int64_t i = 0; i < n / QK8_0; ++i) {
+      for (int k = 0; k < 4; ++k) {
+        uint64_t v;
+        std::memcpy(&v, b[i].qs + 8 * k, 8);
+        v ^= kHigh;
+        found |= (v - kOnes) & ~v & kHigh;
+      }
+    }
+    if (found != 0) return false;
   }
   return true;
 }
