@@ -22,7 +22,7 @@
 // right after its runs, its bound taken from the mean of the two (this
 // host's bandwidth moves by tens of percent within a minute, so one probe
 // taken before the pp runs, or before filling a deep cache, was often far
-// from what the decode runs met); for the rest, once per thread count.
+// from what the decode runs met).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -236,18 +236,12 @@ void check_args(const BenchArgs& a) {
 int run(BenchArgs a) {
   check_args(a);
   if (a.threads.empty()) a.threads.push_back(runtime::default_thread_count());
-  std::map<int, double> bw_by_threads;
   const auto probe = [&](int threads) {
     std::fprintf(stderr, "synapse bench: measuring read bandwidth with %d thread(s)...\n", threads);
     return bench::read_bandwidth_gbps(threads, size_t{1} << 30, 3);
   };
-  const auto bandwidth = [&](int threads) -> double {
-    if (a.bw.empty()) return 0.0;
-    if (a.bw != "auto") return std::strtod(a.bw.c_str(), nullptr);
-    auto it = bw_by_threads.find(threads);
-    if (it == bw_by_threads.end()) it = bw_by_threads.emplace(threads, probe(threads)).first;
-    return it->second;
-  };
+  // A bandwidth given in GB/s (--bw auto: each tg test probes around its runs, below).
+  const double given_bw = a.bw.empty() || a.bw == "auto" ? 0.0 : std::strtod(a.bw.c_str(), nullptr);
 
   std::vector<Result> results;
   if (!a.json) std::printf("synapse bench, commit %s\n\n", SYNAPSE_GIT_COMMIT);
@@ -268,7 +262,7 @@ int run(BenchArgs a) {
     std::vector<float> logits;
     for (int threads : a.threads) {
       runtime::ThreadPool pool(threads);
-      const double bw = bandwidth(threads);
+      const double bw = given_bw;
       for (int depth : a.depth) {
         runtime::KvCache kv = model::make_kv_cache(*m, static_cast<int64_t>(depth) + std::max(max_p, max_n) + 1);
         if (depth > 0) {
@@ -320,8 +314,8 @@ int run(BenchArgs a) {
           // depth + (n + 1) / 2 rows (bounded by a sliding window's capacity).
           const double rows = std::min<double>(depth + (n + 1) / 2.0, static_cast<double>(kv.capacity()));
           r.kv_bytes_per_token = rows * static_cast<double>(kv_row_bytes);
+          if (a.bw == "auto") r.bw_before = probe(threads);  // before the warm-up, whose caches it would flush
           warm_up();
-          if (a.bw == "auto") r.bw_before = probe(threads);
           if (b == 1) {
             for (int rep = 0; rep < a.reps; ++rep) {
               kv.set_n_past(depth);
@@ -376,7 +370,7 @@ int run(BenchArgs a) {
             std::printf("\n  %s t=%d %s: %.2f then %.2f GB/s", r.model.c_str(), r.threads, r.test.c_str(), r.bw_before,
                         r.bw_after);
       } else {
-        for (int t : a.threads) std::printf(" %.2f GB/s at t=%d", bandwidth(t), t);
+        std::printf(" %.2f GB/s (given)", given_bw);
       }
       std::printf("\n");
     }

@@ -266,15 +266,16 @@ void get_row(const WeightView& w, int64_t r, float* out) {
 
 bool interleave_weight(WeightView& w, WeightStore& store, quant::Isa isa) {
   const int64_t n_grouped = w.n_out / quant::kInterleave * quant::kInterleave;
-  if (w.interleaved || !w.present() || !quant::interleave_pays(w.type, isa) ||
-      !quant::can_interleave(w.type, n_grouped) ||
-      !quant::rows_interleave_exactly(w.type, w.n_in, w.data, w.row_bytes, n_grouped))
+  if (w.interleaved || !w.present() || !quant::interleave_pays(w.type, isa) || !quant::can_interleave(w.type, n_grouped))
     return false;
   const size_t group_bytes = quant::interleaved_group_bytes(w.type, w.n_in);
   const size_t grouped_bytes = static_cast<size_t>(n_grouped / quant::kInterleave) * group_bytes;
   const size_t tail_bytes = static_cast<size_t>(w.n_out - n_grouped) * w.row_bytes;
   auto& buf = store.emplace_back(grouped_bytes + tail_bytes);
-  quant::interleave_rows(w.type, w.n_in, w.data, w.row_bytes, n_grouped, buf.data());
+  if (!quant::interleave_rows(w.type, w.n_in, w.data, w.row_bytes, n_grouped, buf.data())) {
+    store.pop_back();  // rows the kernels cannot take exactly (quant::rows_interleave_exactly)
+    return false;
+  }
   std::memcpy(buf.data() + grouped_bytes, w.row(n_grouped), tail_bytes);  // the plain last rows
   w.data = buf.data();
   w.interleaved = true;

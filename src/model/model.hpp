@@ -1,8 +1,8 @@
 // A loaded model: the mapped GGUF file, its hyperparameters, weight views
 // bound by tensor name (zero-copy: quantized weights stay in the mapping;
 // only norms, biases and rope factors become float; the one exception is
-// Q4_0 and Q5_0 under AVX2, copied once as 8 interleaved rows, see
-// kernels::interleave_weight), and its tokenizer.
+// Q4_0, Q5_0, Q8_0, Q4_K and Q6_K under AVX2, copied once as 8 interleaved
+// rows, see kernels::interleave_weight), and its tokenizer.
 #pragma once
 
 #include <memory>

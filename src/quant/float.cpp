@@ -26,13 +26,6 @@
 namespace synapse::quant {
 namespace {
 
-// ggml's hsum_float_8 (arch/x86/quants.c): lanes added as
-// ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
-inline float hsum_float_8(const float a[8]) {
-  const float r0 = a[4] + a[0], r1 = a[5] + a[1], r2 = a[6] + a[2], r3 = a[7] + a[3];
-  return (r0 + r2) + (r1 + r3);
-}
-
 // The common dot: `get(p, i)` decodes element i of row p to float.
 template <typename T, typename Get>
 float dot_8_lanes(int64_t n, const T* w, const T* a, Get get) {

@@ -62,6 +62,33 @@ inline void unpack_scale_min_k4(const uint8_t* packed, uint8_t* scales, uint8_t*
   for (int j = 0; j < QK_K / 32; ++j) get_scale_min_k4(j, packed, &scales[j], &mins[j]);
 }
 
+// The 256 signed 6-bit values (-32..31) of a Q6_K block, in order
+// (dequantize_row_q6_K's unpacking: per 128-element half, ql's low then
+// high nibbles of bytes 0..63 with the 2-bit fields of qh's 32 bytes).
+inline void unpack_q6_K(const block_q6_K& b, int8_t* a) {
+  const uint8_t* ql = b.ql;
+  const uint8_t* qh = b.qh;
+  for (int j = 0; j < QK_K; j += 128) {
+    for (int l = 0; l < 32; ++l) {
+      a[l + 0] = static_cast<int8_t>(((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+      a[l + 32] = static_cast<int8_t>(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+      a[l + 64] = static_cast<int8_t>(((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+      a[l + 96] = static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+    }
+    a += 128;
+    ql += 64;
+    qh += 32;
+  }
+}
+
+// ggml's hsum_float_8 (arch/x86/quants.c: high half + low half, then movehl,
+// then movehdup), the last step of the 8-lane dot orders the scalar
+// references follow: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
+inline float hsum_float_8(const float a[8]) {
+  const float r0 = a[4] + a[0], r1 = a[5] + a[1], r2 = a[6] + a[2], r3 = a[7] + a[3];
+  return (r0 + r2) + (r1 + r3);
+}
+
 // The 16 non-uniform levels of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl).
 inline constexpr int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                              1,    13,   25,  38,  53,  69,  89,  113};

@@ -1,5 +1,5 @@
-// Interleaved Q4_0 / Q5_0 / Q8_0 / Q4_K matrices (interleave.hpp): the
-// repack, the row lookup, the scalar reference kernels and the dispatch.
+// Interleaved Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K matrices (interleave.hpp):
+// the repack, the row lookup, the scalar reference kernels and the dispatch.
 #include "quant/interleave.hpp"
 
 #include <cmath>
@@ -119,10 +119,6 @@ void gemm_ref(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, s
   }
 }
 
-// ggml's hsum_float_8, the last step of the 8-lane orders:
-// ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
-float hsum_float_8(const float a[8]) { return ((a[4] + a[0]) + (a[6] + a[2])) + ((a[5] + a[1]) + (a[7] + a[3])); }
-
 // The reference for Q8_0: vec_dot_q8_0_q8_0's 8-lane order (legacy.cpp),
 // lane c = elements 4c..4c+3, with the weight bytes read from their
 // interleaved places.
@@ -236,16 +232,13 @@ struct Q6K {
   using X8 = block_q6_Kx8;
 };
 
-// Where register (c, q)'s top 2 bits are: qh[c][h] bits 2f..2f+1.
-constexpr int q6_h(int q) { return (q % 4) / 2; }
-constexpr int q6_f(int q) { return q % 2 + 2 * (q / 4); }
 
 // Row l's digit (0..63, value + 32) of element e (0..255).
 int q6_K_digit(const block_q6_Kx8& b, int l, int e) {
   const int c = e / 32, q = (e % 32) / 4, pos = 4 * l + e % 4;
   const uint8_t lo = b.ql[c][q % 4][pos];
   const int low = q < 4 ? (lo & 0x0F) : (lo >> 4);
-  return low | (((b.qh[c][q6_h(q)][pos] >> (2 * q6_f(q))) & 3) << 4);
+  return low | (((b.qh[c][q6x8_qh(q)][pos] >> (2 * q6x8_field(q))) & 3) << 4);
 }
 
 void interleave_q6_K(int64_t nb, const uint8_t* src, size_t row_bytes, int64_t n_out, uint8_t* dst) {
@@ -257,19 +250,11 @@ void interleave_q6_K(int64_t nb, const uint8_t* src, size_t row_bytes, int64_t n
         block_q6_Kx8& b = out[i];
         b.d[l] = row[i].d;
         for (int s = 0; s < 16; ++s) b.sc[s][l] = row[i].scales[s];
-        // The digits in order (dequantize_row_q6_K's unpacking: ql low /
-        // high nibbles, qh 2-bit fields, per 128-element half).
+        // The digits (value + 32) in order.
+        int8_t v[QK_K];
+        unpack_q6_K(row[i], v);
         uint8_t u[QK_K];
-        for (int half = 0; half < 2; ++half) {
-          const uint8_t* ql = row[i].ql + 64 * half;
-          const uint8_t* qh = row[i].qh + 32 * half;
-          for (int k = 0; k < 32; ++k) {
-            u[128 * half + k] = static_cast<uint8_t>((ql[k] & 0x0F) | ((qh[k] & 3) << 4));
-            u[128 * half + k + 32] = static_cast<uint8_t>((ql[k + 32] & 0x0F) | (((qh[k] >> 2) & 3) << 4));
-            u[128 * half + k + 64] = static_cast<uint8_t>((ql[k] >> 4) | (((qh[k] >> 4) & 3) << 4));
-            u[128 * half + k + 96] = static_cast<uint8_t>((ql[k + 32] >> 4) | (((qh[k] >> 6) & 3) << 4));
-          }
-        }
+        for (int e = 0; e < QK_K; ++e) u[e] = static_cast<uint8_t>(v[e] + 32);
         // Each byte of row l's places written once (register (c, q) holds
         // elements 32c + 4q + j at byte 4l + j).
         for (int c = 0; c < 8; ++c) {
@@ -279,7 +264,7 @@ void interleave_q6_K(int64_t nb, const uint8_t* src, size_t row_bytes, int64_t n
               b.ql[c][p][4 * l + j] = static_cast<uint8_t>((uc[4 * p + j] & 0x0F) | ((uc[16 + 4 * p + j] & 0x0F) << 4));
             for (int h = 0; h < 2; ++h) {
               int v = 0;
-              for (int f = 0; f < 4; ++f) v |= (uc[4 * (2 * h + f % 2 + 4 * (f / 2)) + j] >> 4) << (2 * f);
+              for (int f = 0; f < 4; ++f) v |= (uc[4 * q6x8_register(h, f) + j] >> 4) << (2 * f);
               b.qh[c][h][4 * l + j] = static_cast<uint8_t>(v);
             }
           }
@@ -379,7 +364,7 @@ bool interleave_pays(GgmlType t, Isa isa) noexcept {
 #endif
 }
 
-void interleave_rows(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes, int64_t n_out, uint8_t* dst) {
+bool interleave_rows(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes, int64_t n_out, uint8_t* dst) {
   if (!can_interleave(t, n_out))
     throw Error(Errc::invalid_argument, "interleave_rows: " + std::to_string(n_out) + " rows of " +
                                             std::string(type_name(t)) +
@@ -388,16 +373,15 @@ void interleave_rows(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes
     throw Error(Errc::invalid_argument, "interleave_rows: rows of " + std::to_string(n) + " elements in " +
                                             std::to_string(row_bytes) + " bytes are not " +
                                             std::string(type_name(t)) + " rows");
-  if (!rows_interleave_exactly(t, n, src, row_bytes, n_out))
-    throw Error(Errc::invalid_argument, "interleave_rows: a Q8_0 weight byte is -128, which the interleaved "
-                                        "kernels cannot multiply exactly (the matrix must stay plain)");
+  if (!rows_interleave_exactly(t, n, src, row_bytes, n_out)) return false;
   switch (t) {
-    case GgmlType::Q4_0: return interleave<Q4>(n / 32, src, row_bytes, n_out, dst);
-    case GgmlType::Q5_0: return interleave<Q5>(n / 32, src, row_bytes, n_out, dst);
-    case GgmlType::Q8_0: return interleave<Q8>(n / 32, src, row_bytes, n_out, dst);
-    case GgmlType::Q6_K: return interleave_q6_K(n / QK_K, src, row_bytes, n_out, dst);
-    default: return interleave_q4_K(n / QK_K, src, row_bytes, n_out, dst);
+    case GgmlType::Q4_0: interleave<Q4>(n / 32, src, row_bytes, n_out, dst); break;
+    case GgmlType::Q5_0: interleave<Q5>(n / 32, src, row_bytes, n_out, dst); break;
+    case GgmlType::Q8_0: interleave<Q8>(n / 32, src, row_bytes, n_out, dst); break;
+    case GgmlType::Q6_K: interleave_q6_K(n / QK_K, src, row_bytes, n_out, dst); break;
+    default: interleave_q4_K(n / QK_K, src, row_bytes, n_out, dst); break;
   }
+  return true;
 }
 
 void dequantize_interleaved_row(GgmlType t, const uint8_t* data, int64_t r, float* y, int64_t n) {
@@ -474,10 +458,10 @@ size_t x8_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept {
   if (x8_pack_kernel(t, isa) != nullptr) {
     switch (t) {
       case GgmlType::Q4_0:
-      case GgmlType::Q5_0: return static_cast<size_t>(n / 32) * 40;
-      case GgmlType::Q8_0: return static_cast<size_t>(n / 32) * 72;
-      case GgmlType::Q4_K: return static_cast<size_t>(n / QK_K) * 288;
-      case GgmlType::Q6_K: return static_cast<size_t>(n / QK_K) * 528;
+      case GgmlType::Q5_0: return static_cast<size_t>(n / 32) * kPackQ4_0x8;
+      case GgmlType::Q8_0: return static_cast<size_t>(n / 32) * kPackQ8_0x8;
+      case GgmlType::Q4_K: return static_cast<size_t>(n / QK_K) * kPackQ4_Kx8;
+      case GgmlType::Q6_K: return static_cast<size_t>(n / QK_K) * kPackQ6_Kx8;
       default: break;
     }
   }

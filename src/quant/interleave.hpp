@@ -3,14 +3,14 @@
 // block_q6_Kx8), made once when a model is loaded, and the matrix-product
 // kernels that read them.
 //
-// Why: in the block order these types use (legacy.cpp for Q4_0/Q5_0,
-// k_quants.cpp for Q4_K) each output takes, per block, the block's whole
-// exact integer dot and one fused multiply-add (Q4_K: two, the scales' and
-// the mins'). With 8 rows interleaved, one 256-bit register holds 4
-// consecutive elements of each of 8 rows (one int32 lane per row), so the
-// integer dots of 8 rows come out in the 8 lanes of one register and a
-// single cvt + mul + fma serves 8 outputs; and the 8 rows are one
-// sequential stream through memory. (ggml-cpu's repack.cpp does the same
+// Why: in the block order Q4_0, Q5_0 and Q4_K use (legacy.cpp for Q4_0 /
+// Q5_0, k_quants.cpp for Q4_K) each output takes, per block, the block's
+// whole exact integer dot and one fused multiply-add (Q4_K: two, the
+// scales' and the mins'; Q8_0 and Q6_K keep 8 lanes, below). With 8 rows
+// interleaved, one 256-bit register holds 4 consecutive elements of each of
+// 8 rows (one int32 lane per row), so the integer dots of 8 rows come out in
+// the 8 lanes of one register and a single cvt + mul + fma serves 8
+// outputs; and the 8 rows are one sequential stream through memory. (ggml-cpu's repack.cpp does the same
 // for its q4_0_8x8 and q4_K_8x8 kernels; the byte placement here is
 // synapse's own, chosen for AVX2.)
 //
@@ -41,7 +41,7 @@
 // rows_interleave_exactly says whether a matrix may be interleaved.
 //
 // Every kernel here gives, per output, exactly vec_dot_<t>_<vt> of the
-// plain row (the same exact integer per block, the same float operations in
+// plain row (the same exact integers per block, the same float operations in
 // the same order), so an interleaved matrix and a plain one give the same
 // bits (tests/quant/interleave_test.cpp).
 #pragma once
@@ -111,6 +111,12 @@ struct block_q6_Kx8 {
 };
 static_assert(sizeof(block_q6_Kx8) == 8 * sizeof(block_q6_K));
 
+// The register q (0..7) of a chunk whose top 2 bits are field f (0..3) of
+// qh[c][h], and back: q = 2h + f % 2 + 4 (f / 2).
+constexpr int q6x8_register(int h, int f) { return 2 * h + f % 2 + 4 * (f / 2); }
+constexpr int q6x8_qh(int q) { return (q % 4) / 2; }
+constexpr int q6x8_field(int q) { return q % 2 + 2 * (q / 4); }
+
 // Bytes of one interleaved group of 8 rows of n elements of type t: 8 *
 // row_size(t, n) for Q4_0, Q5_0, Q8_0 and Q6_K, n / 256 * 1184 for Q4_K. An
 // interleaved matrix of n_out rows takes (n_out / 8) groups, then its
@@ -135,10 +141,12 @@ bool interleave_pays(GgmlType t, Isa isa) noexcept;
 
 // Writes the n_out rows of src (type t, n elements each, row_bytes apart)
 // as n_out / 8 interleaved groups into dst (n_out / 8 *
-// interleaved_group_bytes(t, n) bytes; must not overlap src). Throws
-// Error(invalid_argument) when !can_interleave(t, n_out), row_bytes is
-// not row_size(t, n) or !rows_interleave_exactly(t, n, src, row_bytes, n_out).
-void interleave_rows(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes, int64_t n_out, uint8_t* dst);
+// interleaved_group_bytes(t, n) bytes; must not overlap src) and returns
+// true; returns false, writing nothing, when
+// !rows_interleave_exactly(t, n, src, row_bytes, n_out) (the rows must stay
+// plain). Throws Error(invalid_argument) when !can_interleave(t, n_out) or
+// row_bytes is not row_size(t, n).
+bool interleave_rows(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes, int64_t n_out, uint8_t* dst);
 
 // Row r (any row of a whole group, not only a group's first; r and n are
 // not checked: callers pass r < the matrix's grouped rows and its n) of an
@@ -170,13 +178,17 @@ GemmX8Fn gemm_x8_kernel(GgmlType t, Isa isa) noexcept;
 GemmPackFn x8_pack_kernel(GgmlType t, Isa isa) noexcept;
 
 // Bytes of one row x8_pack_kernel(t, isa) writes, the stride the kernel is
-// given: row_size(vec_dot_type(t), n) when there is no pack; AVX2 Q4_0 /
-// Q5_0 40 per 32 elements (interleave_avx2.cpp's PackedQ8x8: the bytes, the
-// float scale, the offset term), Q8_0 72 (PackedQ8x8s: |bytes|, bytes,
-// the float scale), Q4_K 288 per 256 (PackedQ8Kx8: the float scale, the
-// int16 sums of 32 bytes, the bytes), Q6_K 528 per 256 (PackedQ8Kx8o: the
-// float scale, the bytes, the offset term 32 * (a0 + a1) per byte pair).
+// given: row_size(vec_dot_type(t), n) when there is no pack, else per block
+// of the activation type the sizes below.
 size_t x8_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept;
+
+// The AVX2 packs' bytes per block (interleave_avx2.cpp asserts its structs'
+// sizes against these): Q4_0 / Q5_0 40 per 32 elements (PackedQ8x8: the
+// bytes, the float scale, the offset term), Q8_0 72 (PackedQ8x8s: |bytes|,
+// bytes, the float scale), Q4_K 288 per 256 (PackedQ8Kx8: the float scale,
+// the int16 sums of 32 bytes, the bytes), Q6_K 528 per 256 (PackedQ8Kx8o:
+// the float scale, the bytes, the offset term 32 * (a0 + a1) per byte pair).
+inline constexpr size_t kPackQ4_0x8 = 40, kPackQ8_0x8 = 72, kPackQ4_Kx8 = 288, kPackQ6_Kx8 = 528;
 
 // The GemmX8Fn kernels every ISA with its own provides (one per
 // interleaved type), declared in its namespace.

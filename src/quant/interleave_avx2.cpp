@@ -1,10 +1,11 @@
 // AVX2 kernels of interleaved Q4_0 / Q5_0 matrices (interleave.hpp) against
 // Q8_0 activation rows, of interleaved Q8_0 (q8_0x8_tile, below: the 8-lane
 // order), of interleaved Q4_K against Q8_K (q4_Kx8_tile) and of interleaved
-// Q6_K (q6_Kx8_tile: the 8-lane order), for decode (one activation row) and
-// prefill alike.
+// Q6_K (the 8-lane order), one kernel per type for decode (one activation
+// row) and prefill alike, but for Q6_K (q6_Kx8_tile decodes, q6_Kx8_many
+// takes 4 rows and more).
 //
-// Per group of 8 rows and 32-element block, for each chunk c = 0..3 one
+// Q4_0 / Q5_0: per group of 8 rows and 32-element block, for each chunk c = 0..3 one
 // 32-byte load holds bytes 4c..4c+3 of the 8 rows' qs (lane l = row l):
 // the low nibbles are the rows' elements 4c..4c+3, the high nibbles their
 // elements 16+4c..16+4c+3 (Q5_0: each with its fifth bit, bit 2c / 2c+1 of
@@ -42,7 +43,7 @@ struct PackedQ8x8 {
   float d;
   int32_t off;
 };
-static_assert(sizeof(PackedQ8x8) == 40);
+static_assert(sizeof(PackedQ8x8) == kPackQ4_0x8);
 
 inline __m256i bcast4(const int8_t* p) {
   int32_t v;
@@ -167,7 +168,7 @@ struct PackedQ8x8s {
   float d;
   uint8_t pad[4];
 };
-static_assert(sizeof(PackedQ8x8s) == 72);
+static_assert(sizeof(PackedQ8x8s) == kPackQ8_0x8);
 
 // A group's Q8_0 blocks by A activation rows, in legacy.cpp's 8-lane order.
 // Chunk c's load holds bytes 4c..4c+3 of the 8 rows (lane l = row l):
@@ -224,7 +225,7 @@ struct PackedQ8Kx8 {
   int8_t qs[256];
   uint8_t pad[12];
 };
-static_assert(sizeof(PackedQ8Kx8) == 288);
+static_assert(sizeof(PackedQ8Kx8) == kPackQ4_Kx8);
 
 // A group's Q4_K blocks by A activation rows. Per 64-element group g and
 // chunk c, one load holds bytes 32g + 4c..+3 of the 8 rows (low nibbles:
@@ -306,7 +307,7 @@ struct PackedQ8Kx8o {
   int8_t qs[256];
   int16_t off[128];
 };
-static_assert(sizeof(PackedQ8Kx8o) == 528);
+static_assert(sizeof(PackedQ8Kx8o) == kPackQ6_Kx8);
 
 // Bits 2f, 2f + 1 of each byte of v moved to bits 4, 5 (others: garbage;
 // the 16-bit shifts keep them within their byte, as to_bit4).
@@ -324,6 +325,19 @@ inline __m256i scale_pairs(const int8_t* sc) {
   return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)), dup));
 }
 
+// The digits (0..63) of the 4 registers of chunk c whose top bits are in
+// qh[c][h]: u[f] = register q6x8_register(h, f), its low 4 bits from
+// ql[c][2h + f % 2] (low nibbles for f < 2, high for f >= 2).
+inline void q6x8_digits(const block_q6_Kx8& b, int c, int h, __m256i u[4]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  const __m256i qh = load32(b.qh[c][h]);
+  const __m256i l0 = load32(b.ql[c][2 * h]), l1 = load32(b.ql[c][2 * h + 1]);
+  u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(field_to_bits45<0>(qh), m30));
+  u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(field_to_bits45<1>(qh), m30));
+  u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(field_to_bits45<2>(qh), m30));
+  u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(field_to_bits45<3>(qh), m30));
+}
+
 // A group's Q6_K blocks by A activation rows, in k_quants.cpp's 8-lane
 // order. Register (c, q) (block_q6_Kx8): its digits u = low 4 bits | top
 // 2 bits << 4 (0..63); _mm256_maddubs_epi16(u, a) - 32 * (pair sums of a)
@@ -335,7 +349,6 @@ inline __m256i scale_pairs(const int8_t* sc) {
 // hsum_float_8 across the 8 accumulators, as for Q8_0.
 template <int A>
 void q6_Kx8_tile(int64_t nb, const block_q6_Kx8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[A][8];
   for (int m = 0; m < A; ++m)
     for (int q = 0; q < 8; ++q) acc[m][q] = _mm256_setzero_ps();
@@ -354,7 +367,7 @@ void q6_Kx8_tile(int64_t nb, const block_q6_Kx8* w, const uint8_t* a, size_t as,
         const __m256i s_lo = scale_pairs(b.sc[2 * c]), s_hi = scale_pairs(b.sc[2 * c + 1]);
         // Register (c, q) is field f of qh[c][h].
         const auto add = [&](int f, __m256i u) {
-          const int q = 2 * h + f % 2 + 4 * (f / 2);
+          const int q = q6x8_register(h, f);
           for (int m = 0; m < A; ++m) {
             const PackedQ8Kx8o& x = act_row<PackedQ8Kx8o>(a, as, m)[i];
             const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u, bcast4(x.qs + 32 * c + 4 * q)),
@@ -362,19 +375,14 @@ void q6_Kx8_tile(int64_t nb, const block_q6_Kx8* w, const uint8_t* a, size_t as,
             lane[m][f] = nc(_mm256_add_epi32(lane[m][f], _mm256_madd_epi16(p, f < 2 ? s_lo : s_hi)));
           }
         };
-        const __m256i qh = load32(b.qh[c][h]);
-        const __m256i l0 = load32(b.ql[c][2 * h]), l1 = load32(b.ql[c][2 * h + 1]);
-        add(0, _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(field_to_bits45<0>(qh), m30)));
-        add(1, _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(field_to_bits45<1>(qh), m30)));
-        add(2, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                               _mm256_and_si256(field_to_bits45<2>(qh), m30)));
-        add(3, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                               _mm256_and_si256(field_to_bits45<3>(qh), m30)));
+        __m256i u[4];
+        q6x8_digits(b, c, h, u);
+        for (int f = 0; f < 4; ++f) add(f, u[f]);
       }
       for (int m = 0; m < A; ++m) {
         const __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(&act_row<PackedQ8Kx8o>(a, as, m)[i].d), dw);
         for (int f = 0; f < 4; ++f) {
-          const int q = 2 * h + f % 2 + 4 * (f / 2);
+          const int q = q6x8_register(h, f);
           acc[m][q] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lane[m][f]), acc[m][q]);
         }
       }
@@ -385,14 +393,14 @@ void q6_Kx8_tile(int64_t nb, const block_q6_Kx8* w, const uint8_t* a, size_t as,
   }
 }
 
-// Prefill: a group's Q6_K blocks by M (1..kMaxRows) activation rows, each
+// Prefill: a group's Q6_K blocks by M (1..kQ6MaxRows) activation rows, each
 // block unpacked once, into a scratch of 64 digit registers and 16 scale
-// pairs in L1, for all M rows (q6_Kx8_tile unpacks per tile of A rows, in
-// registers, which spill beyond A = 2). The same steps per output as
+// pairs in L1, for all M rows (q6_Kx8_tile unpacks them in registers per
+// tile of A rows; with A = 2 it ran 47 Gmac/s here against 54, as its
+// accumulators spill). The same steps per output as
 // q6_Kx8_tile, so the same bits.
 constexpr int64_t kQ6MaxRows = 64;
 void q6_Kx8_many(int64_t nb, const block_q6_Kx8* w, const uint8_t* a, size_t as, int64_t M, float* y, size_t ys) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[kQ6MaxRows][8];
   for (int64_t m = 0; m < M; ++m)
     for (int q = 0; q < 8; ++q) acc[m][q] = _mm256_setzero_ps();
@@ -400,18 +408,8 @@ void q6_Kx8_many(int64_t nb, const block_q6_Kx8* w, const uint8_t* a, size_t as,
   for (int64_t i = 0; i < nb; ++i) {
     const block_q6_Kx8& b = w[i];
     for (int s = 0; s < 16; ++s) sc[s] = scale_pairs(b.sc[s]);
-    for (int h = 0; h < 2; ++h) {
-      for (int c = 0; c < 8; ++c) {
-        const __m256i qh = load32(b.qh[c][h]);
-        const __m256i l0 = load32(b.ql[c][2 * h]), l1 = load32(b.ql[c][2 * h + 1]);
-        u[h][c][0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(field_to_bits45<0>(qh), m30));
-        u[h][c][1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(field_to_bits45<1>(qh), m30));
-        u[h][c][2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                     _mm256_and_si256(field_to_bits45<2>(qh), m30));
-        u[h][c][3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                     _mm256_and_si256(field_to_bits45<3>(qh), m30));
-      }
-    }
+    for (int h = 0; h < 2; ++h)
+      for (int c = 0; c < 8; ++c) q6x8_digits(b, c, h, u[h][c]);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.d)));
     // Two activation rows at a time: each digit register loaded once for
     // both (M odd: the last row alone).
@@ -424,7 +422,7 @@ void q6_Kx8_many(int64_t nb, const block_q6_Kx8* w, const uint8_t* a, size_t as,
           for (int f = 0; f < 4; ++f) lane[r][f] = _mm256_setzero_si256();
         for (int c = 0; c < 8; ++c) {
           for (int f = 0; f < 4; ++f) {
-            const int q = 2 * h + f % 2 + 4 * (f / 2);
+            const int q = q6x8_register(h, f);
             const __m256i uf = u[h][c][f], s = sc[2 * c + f / 2];
             for (int r = 0; r < R; ++r) {
               const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(uf, bcast4(x[r]->qs + 32 * c + 4 * q)),
@@ -437,7 +435,7 @@ void q6_Kx8_many(int64_t nb, const block_q6_Kx8* w, const uint8_t* a, size_t as,
         for (int r = 0; r < R; ++r) {
           const __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(&x[r]->d), dw);
           for (int f = 0; f < 4; ++f) {
-            const int q = 2 * h + f % 2 + 4 * (f / 2);
+            const int q = q6x8_register(h, f);
             acc[m0 + r][q] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lane[r][f]), acc[m0 + r][q]);
           }
         }
@@ -476,11 +474,13 @@ void gemm_x8(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, si
     float* yg = y + kInterleave * g;
     int64_t m = 0;
     for (; m + T::kActs <= n_rows; m += T::kActs) T::template tile<T::kActs>(nb, wg, a + m * as, as, yg + m * ys, ys);
-    switch (n_rows - m) {
-      case 3: T::template tile<3>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
-      case 2: T::template tile<2>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
-      case 1: T::template tile<1>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
-      default: break;
+    if constexpr (T::kActs > 1) {  // (tiles of one row leave no remainder)
+      switch (n_rows - m) {
+        case 3: T::template tile<3>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
+        case 2: T::template tile<2>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
+        case 1: T::template tile<1>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
+        default: break;
+      }
     }
   }
 }

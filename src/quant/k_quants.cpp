@@ -263,13 +263,6 @@ inline int q3_K_scale(const uint8_t* scales, int j) {
 // summed over the block's 8 chunks (exact integers), converted to float and
 // accumulated over the blocks with one fused multiply-add per lane.
 
-// ggml's hsum_float_8 (ggml-cpu-quants.c): high half + low half, then
-// movehl, then movehdup: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
-inline float hsum_float_8(const float a[8]) {
-  const float r0 = a[4] + a[0], r1 = a[5] + a[1], r2 = a[6] + a[2], r3 = a[7] + a[3];
-  return (r0 + r2) + (r1 + r3);
-}
-
 // acc[q] = fma(d, lane[q], acc[q]) (_mm256_fmadd_ps(vd, cvtepi32_ps(sumi), acc)).
 inline void fma_lanes(float acc[8], float d, const int32_t lane[8]) {
   for (int q = 0; q < 8; ++q) acc[q] = std::fma(d, static_cast<float>(lane[q]), acc[q]);
@@ -863,24 +856,6 @@ void quantize_row_q6_K(const float* x, void* vy, int64_t n) {
   }
 }
 
-namespace {
-// Unpacks the 256 signed 6-bit values (-32..31) of a Q6_K block, in order.
-inline void unpack_q6_K(const block_q6_K& b, int8_t* a) {
-  const uint8_t* ql = b.ql;
-  const uint8_t* qh = b.qh;
-  for (int j = 0; j < QK_K; j += 128) {
-    for (int l = 0; l < 32; ++l) {
-      a[l + 0] = static_cast<int8_t>(((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
-      a[l + 32] = static_cast<int8_t>(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
-      a[l + 64] = static_cast<int8_t>(((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-      a[l + 96] = static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
-    }
-    a += 128;
-    ql += 64;
-    qh += 32;
-  }
-}
-}  // namespace
 
 // dequantize_row_q6_K: y = (d * sc) * q.
 void dequantize_row_q6_K(const void* vx, float* y, int64_t n) {

@@ -70,12 +70,6 @@ inline int trunc_to_int(float v) {
   return (v > -2147483648.0f && v < 2147483648.0f) ? static_cast<int>(v) : INT32_MIN;
 }
 
-// ggml's hsum_float_8: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
-inline float hsum_float_8(const float a[8]) {
-  const float r0 = a[4] + a[0], r1 = a[5] + a[1], r2 = a[6] + a[2], r3 = a[7] + a[3];
-  return (r0 + r2) + (r1 + r3);
-}
-
 // acc[l] += d * lane[l], fused, for the 8 lanes of one block.
 inline void fma_lanes(float acc[8], float d, const int32_t lane[8]) {
   for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lane[l]), acc[l]);

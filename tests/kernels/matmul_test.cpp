@@ -45,7 +45,7 @@ WeightView interleave_copy(const WeightView& plain, std::vector<uint8_t>& buf) {
   const size_t gb = quant::interleaved_group_bytes(plain.type, plain.n_in);
   const size_t grouped_bytes = static_cast<size_t>(grouped / quant::kInterleave) * gb;
   buf.assign(grouped_bytes + static_cast<size_t>(plain.n_out - grouped) * plain.row_bytes, 0);
-  quant::interleave_rows(plain.type, plain.n_in, plain.data, plain.row_bytes, grouped, buf.data());
+  EXPECT_TRUE(quant::interleave_rows(plain.type, plain.n_in, plain.data, plain.row_bytes, grouped, buf.data()));
   std::memcpy(buf.data() + grouped_bytes, plain.row(grouped), buf.size() - grouped_bytes);
   WeightView v = plain;
   v.data = buf.data();
@@ -81,11 +81,15 @@ TEST(Matmul, ManyProductsEqualVecDotPerElement) {
   ws.push_back(make_weight(GgmlType::F16, n_in, 9, rng));
   // Interleaved matrices (the reference reads the plain ones): Q4_0 of 17
   // groups and 2 plain rows, Q5_0 of 2 groups and 5 plain rows, Q4_K of 3
-  // groups and 3 plain rows. 318 rows of other products come first
-  // (318 % 8 = 6), so the split of matmul_many's rows cuts their groups.
+  // groups and 3 plain rows, Q8_0 of 3 groups and 5 plain rows, Q6_K of 3
+  // groups and 3 plain rows (the last two beside plain Q8_0 and Q6_K
+  // matrices on the same input, whose activation packs differ from theirs).
+  // 318 rows of other products come first (318 % 8 = 6), so the split of
+  // matmul_many's rows cuts their groups.
   std::vector<Weight> plain;  // the plain matrix of each interleaved one
   for (const auto& [t, rows] : {std::pair{GgmlType::Q4_0, int64_t{138}}, std::pair{GgmlType::Q5_0, int64_t{21}},
-                                std::pair{GgmlType::Q4_K, int64_t{27}}}) {
+                                std::pair{GgmlType::Q4_K, int64_t{27}}, std::pair{GgmlType::Q8_0, int64_t{29}},
+                                std::pair{GgmlType::Q6_K, int64_t{27}}}) {
     plain.push_back(make_weight(t, n_in, rows, rng));
     ws.emplace_back();
   }
@@ -98,7 +102,7 @@ TEST(Matmul, ManyProductsEqualVecDotPerElement) {
       if (v.interleaved && p.view.type == v.type) return p.view;
     return v;
   };
-  for (int64_t n_rows : {1, 2, 3, 4, 7, 19}) {
+  for (int64_t n_rows : {1, 2, 3, 4, 7, 19, 67}) {
     const std::vector<float> x = quant::test_rows::random_floats(n_rows * n_in, rng, 0);
     std::vector<std::vector<float>> want;
     for (const Weight& w : ws) want.push_back(reference(plain_of(w.view), x, n_rows));

@@ -1,9 +1,10 @@
-// Interleaved Q4_0, Q5_0, Q8_0, Q4_K and Q6_K matrices (src/quant/interleave*.cpp): the
-// repack keeps every row (dequantized rows memcmp-equal to the plain ones),
-// and the kernels of every ISA give, per output, vec_dot_<t>_q8_0 of the plain row
-// bit for bit (DESIGN.md contract 2) for 1..3 groups by 1..17 activation
-// rows (every edge of the AVX2 tiles), quantized and raw-byte rows
-// (activation bytes down to -128), with untouched gaps in the output.
+// Interleaved Q4_0, Q5_0, Q8_0, Q4_K and Q6_K matrices
+// (src/quant/interleave*.cpp): the repack keeps every row (dequantized rows
+// memcmp-equal to the plain ones), and the kernels of every ISA give, per
+// output, vec_dot_<t>_<vt> of the plain row bit for bit (DESIGN.md contract
+// 2) for 1..3 groups by 1..17 activation rows (the edges of the AVX2 tiles)
+// and by 131 (more than a Q6_K prefill chunk of 64), quantized and raw-byte
+// rows (activation bytes down to -128), with untouched gaps in the output.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -107,7 +108,8 @@ TEST(Interleave, RefusesWhatItCannotInterleave) {
 }
 
 // A Q8_0 weight byte of -128 (the sign trick cannot negate it) keeps the
-// matrix plain: rows_interleave_exactly says so and interleave_rows refuses.
+// matrix plain: rows_interleave_exactly says so and interleave_rows refuses
+// (returns false and writes nothing).
 TEST(Interleave, Q8_0ByteMinus128StaysPlain) {
   std::mt19937 rng(3);
   const int64_t n = 64;
@@ -115,11 +117,22 @@ TEST(Interleave, Q8_0ByteMinus128StaysPlain) {
   const size_t rb = row_size(GgmlType::Q8_0, n);
   EXPECT_TRUE(rows_interleave_exactly(GgmlType::Q8_0, n, rows.data(), rb, 8));
   std::vector<uint8_t> x8(interleaved_group_bytes(GgmlType::Q8_0, n));
-  EXPECT_NO_THROW(interleave_rows(GgmlType::Q8_0, n, rows.data(), rb, 8, x8.data()));
+  EXPECT_TRUE(interleave_rows(GgmlType::Q8_0, n, rows.data(), rb, 8, x8.data()));
+  for (int byte = 0; byte < 32; ++byte) {  // each place of a block's 8-byte words
+    std::vector<uint8_t> bad = rows;
+    reinterpret_cast<block_q8_0*>(bad.data() + 7 * rb)[1].qs[byte] = -128;
+    EXPECT_FALSE(rows_interleave_exactly(GgmlType::Q8_0, n, bad.data(), rb, 8)) << byte;
+    EXPECT_TRUE(rows_interleave_exactly(GgmlType::Q8_0, n, bad.data(), rb, 7));  // the rows before it
+  }
   reinterpret_cast<block_q8_0*>(rows.data() + 7 * rb)[1].qs[31] = -128;  // the very last byte
-  EXPECT_FALSE(rows_interleave_exactly(GgmlType::Q8_0, n, rows.data(), rb, 8));
-  EXPECT_TRUE(rows_interleave_exactly(GgmlType::Q8_0, n, rows.data(), rb, 7));  // the rows before it
-  EXPECT_THROW(interleave_rows(GgmlType::Q8_0, n, rows.data(), rb, 8, x8.data()), Error);
+  std::vector<uint8_t> untouched(x8.size(), 0x5A);
+  x8 = untouched;
+  EXPECT_FALSE(interleave_rows(GgmlType::Q8_0, n, rows.data(), rb, 8, x8.data()));
+  EXPECT_EQ(x8, untouched);
+  // 0x80 in a d (not a byte) is no -128: the scan reads only the bytes.
+  std::vector<uint8_t> d80 = weight_rows_of(GgmlType::Q8_0, n, 8, rng, true);
+  reinterpret_cast<block_q8_0*>(d80.data())->d = 0x8080;
+  EXPECT_TRUE(rows_interleave_exactly(GgmlType::Q8_0, n, d80.data(), rb, 8));
   EXPECT_TRUE(rows_interleave_exactly(GgmlType::Q4_0, 32, rows.data(), 18, 8));  // other types: always
 }
 
@@ -169,6 +182,40 @@ void check(GgmlType t, Isa isa, std::mt19937& rng) {
     }
   }
   EXPECT_GT(compared, 10000);
+}
+
+// More activation rows than one call of the Q6_K prefill path takes (64):
+// 131 rows by 2 groups, every ISA's kernel against the vec_dot.
+TEST(Interleave, ManyActivationRowsEqualVecDot) {
+  std::mt19937 rng(99);
+  for (Isa isa : {Isa::scalar, Isa::avx2}) {
+    if (isa == Isa::avx2 && !cpu_has_avx2()) continue;
+    for (GgmlType t : kTypes) {
+      const int64_t n = type_traits(t).block_size == 32 ? 64 : 512, M = 131;
+      const GgmlType vt = vec_dot_type(t);
+      const size_t rb = row_size(t, n), as = row_size(vt, n);
+      const std::vector<uint8_t> plain = weight_rows_of(t, n, 16, rng, true);
+      std::vector<uint8_t> x8(2 * interleaved_group_bytes(t, n));
+      ASSERT_TRUE(interleave_rows(t, n, plain.data(), rb, 16, x8.data()));
+      const std::vector<uint8_t> a = rows_of(vt, n, M, rng, false);
+      std::vector<uint8_t> packed = a;
+      size_t ps = as;
+      if (const GemmPackFn pack = x8_pack_kernel(t, isa)) {
+        ps = x8_packed_row_size(t, isa, n);
+        packed.assign(ps * M, 0);
+        for (int64_t m = 0; m < M; ++m) pack(n, a.data() + m * as, packed.data() + m * ps);
+      }
+      std::vector<float> y(static_cast<size_t>(M) * 16, -7.0f);
+      gemm_x8_kernel(t, isa)(n, x8.data(), 2, packed.data(), ps, M, y.data(), 16);
+      for (int64_t m = 0; m < M; ++m) {
+        for (int r = 0; r < 16; ++r) {
+          const float want = vec_dot_kernel(t, isa)(n, plain.data() + r * rb, a.data() + m * as);
+          ASSERT_EQ(std::memcmp(&want, &y[m * 16 + r], sizeof want), 0)
+              << type_name(t) << " " << isa_name(isa) << " act " << m << " row " << r;
+        }
+      }
+    }
+  }
 }
 
 TEST(Interleave, ScalarKernelEqualsVecDot) {
