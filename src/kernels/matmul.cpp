@@ -11,6 +11,7 @@
 #include "synapse/error.hpp"
 
 namespace synapse::kernels {
+static_assert(WeightView::kGroupRows == quant::kInterleave);
 namespace {
 // Below this many activation rows a product runs the decode kernel (each
 // weight row is then re-read per activation row, which costs less than the
@@ -177,7 +178,7 @@ void run_groups(const Product& p, int64_t n_rows, int64_t g0, int64_t ng, float*
 void run_interleaved(const Product& p, int64_t n_rows, int64_t r0, int64_t r1) {
   constexpr int64_t G = quant::kInterleave;
   const WeightView& w = *p.w;
-  const int64_t n_out = w.n_out, n_grouped = n_out / G * G;
+  const int64_t n_out = w.n_out, n_grouped = w.grouped_rows();
   for (int64_t r = std::max(r0, n_grouped); r < r1; ++r)
     for (int64_t m = 0; m < n_rows; ++m)
       p.y[m * n_out + r] = p.dot(w.n_in, w.row(r), p.tail_a + static_cast<size_t>(m) * p.tail_stride);
@@ -270,7 +271,7 @@ void get_row(const WeightView& w, int64_t r, float* out) {
   if (r < 0 || r >= w.n_out)
     throw Error(Errc::out_of_range, w.name + ": row " + std::to_string(r) + " outside [0, " +
                                         std::to_string(w.n_out) + ")");
-  if (w.interleaved && r < w.n_out / quant::kInterleave * quant::kInterleave) {
+  if (w.interleaved && r < w.grouped_rows()) {
     quant::dequantize_interleaved_row(w.type, w.data, r, out, w.n_in);
     return;
   }
@@ -278,7 +279,7 @@ void get_row(const WeightView& w, int64_t r, float* out) {
 }
 
 bool interleave_weight(WeightView& w, WeightStore& store, quant::Isa isa) {
-  const int64_t n_grouped = w.n_out / quant::kInterleave * quant::kInterleave;
+  const int64_t n_grouped = w.grouped_rows();
   if (w.interleaved || !w.present() || !quant::interleave_pays(w.type, isa) || !quant::can_interleave(w.type, n_grouped))
     return false;
   const size_t group_bytes = quant::interleaved_group_bytes(w.type, w.n_in);

@@ -28,20 +28,25 @@ struct WeightView {
   int64_t n_out = 0;   // ne[1]
   size_t row_bytes = 0;
   const uint8_t* data = nullptr;
-  // Rows [0, n_out / 8 * 8) are stored as groups of 8 interleaved rows
+  // Rows [0, grouped_rows()) are stored as groups of 8 interleaved rows
   // (quant/interleave.hpp, made by interleave_weight), group g at
   // group(g), group_bytes apart; the rows after the last whole group (fewer
   // than 8) stay plain, at row(r).
   bool interleaved = false;
   size_t group_bytes = 0;  // interleaved: quant::interleaved_group_bytes(type, n_in)
 
+  static constexpr int64_t kGroupRows = 8;  // quant::kInterleave
+
   bool present() const { return data != nullptr; }
+  // The rows that make whole groups of 8 (those an interleaved matrix keeps
+  // interleaved): n_out rounded down to a multiple of 8.
+  int64_t grouped_rows() const { return n_out / kGroupRows * kGroupRows; }
   // Row r of a plain matrix, or one of the plain last rows of an
   // interleaved one.
   const uint8_t* row(int64_t r) const {
     if (!interleaved) return data + static_cast<size_t>(r) * row_bytes;
-    const int64_t groups = n_out / 8;
-    return data + static_cast<size_t>(groups) * group_bytes + static_cast<size_t>(r - 8 * groups) * row_bytes;
+    const int64_t grouped = grouped_rows();
+    return group(grouped / kGroupRows) + static_cast<size_t>(r - grouped) * row_bytes;
   }
   const uint8_t* group(int64_t g) const { return data + static_cast<size_t>(g) * group_bytes; }
   // Rows [first, first + count) as a view (Phi-3's fused tensors, experts).
