@@ -48,12 +48,15 @@ struct Q5 {
   }
   static void put(const Plain& p, int l, X8& b) {
     b.d[l] = p.d;
+    for (int c = 0; c < 4; ++c) std::memcpy(b.qs + x8_byte(l, 4 * c), p.qs + 4 * c, 4);
+    // qh[4l + j] holds only row l's bits: written whole.
     const uint32_t qh = load_u32(p.qh);
-    for (int k = 0; k < 16; ++k) {
-      b.qs[x8_byte(l, k)] = p.qs[k];
-      const int c = k / 4, pos = 4 * l + k % 4;
-      b.qh[pos] |= static_cast<uint8_t>(((qh >> k) & 1) << (2 * c));
-      b.qh[pos] |= static_cast<uint8_t>(((qh >> (k + 16)) & 1) << (2 * c + 1));
+    for (int j = 0; j < 4; ++j) {
+      int v = 0;
+      for (int c = 0; c < 4; ++c)
+        v |= static_cast<int>(((qh >> (4 * c + j)) & 1) << (2 * c)) |
+             static_cast<int>(((qh >> (16 + 4 * c + j)) & 1) << (2 * c + 1));
+      b.qh[4 * l + j] = static_cast<uint8_t>(v);
     }
   }
 };
@@ -74,11 +77,13 @@ const typename T::X8* group_blocks(const uint8_t* data, int64_t nb, int64_t g) {
   return reinterpret_cast<const typename T::X8*>(data + static_cast<size_t>(g * nb) * sizeof(typename T::X8));
 }
 
+// The repack of every type: T::put writes all of row l's bytes of an
+// interleaved block (each byte of a block belongs to one row), so dst needs
+// no clearing first.
 template <class T>
 void interleave(int64_t nb, const uint8_t* src, size_t row_bytes, int64_t n_out, uint8_t* dst) {
   for (int64_t g = 0; g < n_out / kInterleave; ++g) {
     auto* out = reinterpret_cast<typename T::X8*>(dst + static_cast<size_t>(g * nb) * sizeof(typename T::X8));
-    std::memset(out, 0, static_cast<size_t>(nb) * sizeof(typename T::X8));
     for (int l = 0; l < kInterleave; ++l) {
       const auto* row = reinterpret_cast<const typename T::Plain*>(src + static_cast<size_t>(8 * g + l) * row_bytes);
       for (int64_t i = 0; i < nb; ++i) T::put(row[i], l, out[i]);
@@ -147,12 +152,19 @@ void gemm_ref_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t*
 
 // ---- Q4_K (block_q4_Kx8)
 
-struct Q4K {
-  using X8 = block_q4_Kx8;
-};
-
 // Index in block_q4_Kx8::qs of byte k (0..127) of row l's plain qs.
 constexpr int x8k_byte(int l, int k) { return 32 * (8 * (k / 32) + (k % 32) / 4) + 4 * l + k % 4; }
+
+struct Q4K {
+  using Plain = block_q4_K;
+  using X8 = block_q4_Kx8;
+  static void put(const Plain& p, int l, X8& b) {
+    b.d[l] = p.d;
+    b.dmin[l] = p.dmin;
+    for (int j = 0; j < 8; ++j) get_scale_min_k4(j, p.scales, &b.sc[j][l], &b.mp[j / 2][l][j % 2]);
+    for (int k = 0; k < QK_K / 2; k += 4) std::memcpy(b.qs + x8k_byte(l, k), p.qs + k, 4);
+  }
+};
 
 // Row l's digit (0..15) of element e (0..255).
 int q4_K_digit(const block_q4_Kx8& b, int l, int e) {
@@ -162,22 +174,6 @@ int q4_K_digit(const block_q4_Kx8& b, int l, int e) {
 }
 
 int q4_K_min(const block_q4_Kx8& b, int l, int s) { return b.mp[s / 2][l][s % 2]; }
-
-void interleave_q4_K(int64_t nb, const uint8_t* src, size_t row_bytes, int64_t n_out, uint8_t* dst) {
-  for (int64_t g = 0; g < n_out / kInterleave; ++g) {
-    auto* out = reinterpret_cast<block_q4_Kx8*>(dst + static_cast<size_t>(g * nb) * sizeof(block_q4_Kx8));
-    for (int l = 0; l < kInterleave; ++l) {
-      const auto* row = reinterpret_cast<const block_q4_K*>(src + static_cast<size_t>(8 * g + l) * row_bytes);
-      for (int64_t i = 0; i < nb; ++i) {
-        block_q4_Kx8& b = out[i];
-        b.d[l] = row[i].d;
-        b.dmin[l] = row[i].dmin;
-        for (int j = 0; j < 8; ++j) get_scale_min_k4(j, row[i].scales, &b.sc[j][l], &b.mp[j / 2][l][j % 2]);
-        for (int k = 0; k < QK_K / 2; ++k) b.qs[x8k_byte(l, k)] = row[i].qs[k];
-      }
-    }
-  }
-}
 
 void dequantize_q4_K(const uint8_t* data, int64_t r, float* y, int64_t n) {
   const int64_t nb = n / QK_K;
@@ -229,7 +225,30 @@ void scalar::gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, con
 namespace {
 
 struct Q6K {
+  using Plain = block_q6_K;
   using X8 = block_q6_Kx8;
+  static void put(const Plain& p, int l, X8& b) {
+    b.d[l] = p.d;
+    for (int s = 0; s < 16; ++s) b.sc[s][l] = p.scales[s];
+    // The digits (value + 32) in order.
+    int8_t v[QK_K];
+    unpack_q6_K(p, v);
+    uint8_t u[QK_K];
+    for (int e = 0; e < QK_K; ++e) u[e] = static_cast<uint8_t>(v[e] + 32);
+    // Register (c, q) holds elements 32c + 4q + j at byte 4l + j.
+    for (int c = 0; c < 8; ++c) {
+      const uint8_t* uc = u + 32 * c;
+      for (int j = 0; j < 4; ++j) {
+        for (int q = 0; q < 4; ++q)
+          b.ql[c][q][4 * l + j] = static_cast<uint8_t>((uc[4 * q + j] & 0x0F) | ((uc[16 + 4 * q + j] & 0x0F) << 4));
+        for (int h = 0; h < 2; ++h) {
+          int f2 = 0;
+          for (int f = 0; f < 4; ++f) f2 |= (uc[4 * q6x8_register(h, f) + j] >> 4) << (2 * f);
+          b.qh[c][h][4 * l + j] = static_cast<uint8_t>(f2);
+        }
+      }
+    }
+  }
 };
 
 
@@ -239,39 +258,6 @@ int q6_K_digit(const block_q6_Kx8& b, int l, int e) {
   const uint8_t lo = b.ql[c][q % 4][pos];
   const int low = q < 4 ? (lo & 0x0F) : (lo >> 4);
   return low | (((b.qh[c][q6x8_qh(q)][pos] >> (2 * q6x8_field(q))) & 3) << 4);
-}
-
-void interleave_q6_K(int64_t nb, const uint8_t* src, size_t row_bytes, int64_t n_out, uint8_t* dst) {
-  for (int64_t g = 0; g < n_out / kInterleave; ++g) {
-    auto* out = reinterpret_cast<block_q6_Kx8*>(dst + static_cast<size_t>(g * nb) * sizeof(block_q6_Kx8));
-    for (int l = 0; l < kInterleave; ++l) {
-      const auto* row = reinterpret_cast<const block_q6_K*>(src + static_cast<size_t>(8 * g + l) * row_bytes);
-      for (int64_t i = 0; i < nb; ++i) {
-        block_q6_Kx8& b = out[i];
-        b.d[l] = row[i].d;
-        for (int s = 0; s < 16; ++s) b.sc[s][l] = row[i].scales[s];
-        // The digits (value + 32) in order.
-        int8_t v[QK_K];
-        unpack_q6_K(row[i], v);
-        uint8_t u[QK_K];
-        for (int e = 0; e < QK_K; ++e) u[e] = static_cast<uint8_t>(v[e] + 32);
-        // Each byte of row l's places written once (register (c, q) holds
-        // elements 32c + 4q + j at byte 4l + j).
-        for (int c = 0; c < 8; ++c) {
-          const uint8_t* uc = u + 32 * c;
-          for (int j = 0; j < 4; ++j) {
-            for (int p = 0; p < 4; ++p)
-              b.ql[c][p][4 * l + j] = static_cast<uint8_t>((uc[4 * p + j] & 0x0F) | ((uc[16 + 4 * p + j] & 0x0F) << 4));
-            for (int h = 0; h < 2; ++h) {
-              int v = 0;
-              for (int f = 0; f < 4; ++f) v |= (uc[4 * q6x8_register(h, f) + j] >> 4) << (2 * f);
-              b.qh[c][h][4 * l + j] = static_cast<uint8_t>(v);
-            }
-          }
-        }
-      }
-    }
-  }
 }
 
 void dequantize_q6_K(const uint8_t* data, int64_t r, float* y, int64_t n) {
@@ -378,8 +364,8 @@ bool interleave_rows(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes
     case GgmlType::Q4_0: interleave<Q4>(n / 32, src, row_bytes, n_out, dst); break;
     case GgmlType::Q5_0: interleave<Q5>(n / 32, src, row_bytes, n_out, dst); break;
     case GgmlType::Q8_0: interleave<Q8>(n / 32, src, row_bytes, n_out, dst); break;
-    case GgmlType::Q6_K: interleave_q6_K(n / QK_K, src, row_bytes, n_out, dst); break;
-    default: interleave_q4_K(n / QK_K, src, row_bytes, n_out, dst); break;
+    case GgmlType::Q6_K: interleave<Q6K>(n / QK_K, src, row_bytes, n_out, dst); break;
+    default: interleave<Q4K>(n / QK_K, src, row_bytes, n_out, dst); break;
   }
   return true;
 }
