@@ -101,8 +101,9 @@ void dequantize(const uint8_t* data, int64_t r, float* y, int64_t n) {
   }
 }
 
-// The reference: per output, vec_dot_<t>_q8_0's steps (legacy.cpp) with the
-// weight bits read from their interleaved places.
+// The reference of Q4_0, Q5_0 and Q8_0: per output, vec_dot_<t>_q8_0's
+// steps (legacy.cpp's Q4_0 order) with the weight bits read from their
+// interleaved places.
 template <class T>
 void gemm_ref(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, int64_t n_rows,
               float* y, size_t y_stride) {
@@ -119,32 +120,6 @@ void gemm_ref(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, s
           acc = std::fma(static_cast<float>(isum), fp16_to_fp32(b[i].d[l]) * fp16_to_fp32(x[i].d), acc);
         }
         y[static_cast<size_t>(m) * y_stride + static_cast<size_t>(8 * g + l)] = acc;
-      }
-    }
-  }
-}
-
-// The reference for Q8_0: vec_dot_q8_0_q8_0's 8-lane order (legacy.cpp),
-// lane c = elements 4c..4c+3, with the weight bytes read from their
-// interleaved places.
-void gemm_ref_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, int64_t n_rows,
-                   float* y, size_t y_stride) {
-  const int64_t nb = n / 32;
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const auto* b = group_blocks<Q8>(w, nb, g);
-    for (int64_t m = 0; m < n_rows; ++m) {
-      const auto* x = reinterpret_cast<const block_q8_0*>(a + static_cast<size_t>(m) * a_stride);
-      for (int l = 0; l < kInterleave; ++l) {
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (int64_t i = 0; i < nb; ++i) {
-          const float d = fp16_to_fp32(b[i].d[l]) * fp16_to_fp32(x[i].d);
-          for (int c = 0; c < 8; ++c) {
-            int32_t lane = 0;
-            for (int e = 4 * c; e < 4 * c + 4; ++e) lane += Q8::q(b[i], l, e) * x[i].qs[e];
-            acc[c] = std::fma(d, static_cast<float>(lane), acc[c]);
-          }
-        }
-        y[static_cast<size_t>(m) * y_stride + static_cast<size_t>(8 * g + l)] = hsum_float_8(acc);
       }
     }
   }
@@ -395,7 +370,7 @@ void scalar::gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, con
 
 void scalar::gemm_q8_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
                               int64_t n_rows, float* y, size_t y_stride) {
-  gemm_ref_q8_0(n, w, n_groups, a, a_stride, n_rows, y, y_stride);
+  gemm_ref<Q8>(n, w, n_groups, a, a_stride, n_rows, y, y_stride);
 }
 
 GemmX8Fn gemm_x8_kernel(GgmlType t, Isa isa) noexcept {

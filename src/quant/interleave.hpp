@@ -3,10 +3,10 @@
 // block_q6_Kx8), made once when a model is loaded, and the matrix-product
 // kernels that read them.
 //
-// Why: in the block order Q4_0, Q5_0 and Q4_K use (legacy.cpp for Q4_0 /
-// Q5_0, k_quants.cpp for Q4_K) each output takes, per block, the block's
-// whole exact integer dot and one fused multiply-add (Q4_K: two, the
-// scales' and the mins'; Q8_0 and Q6_K keep 8 lanes, below). With 8 rows
+// Why: in the block order Q4_0, Q5_0, Q8_0 and Q4_K use (legacy.cpp for
+// Q4_0 / Q5_0 / Q8_0, k_quants.cpp for Q4_K) each output takes, per block,
+// the block's whole exact integer dot and one fused multiply-add (Q4_K:
+// two, the scales' and the mins'; Q6_K keeps 8 lanes, below). With 8 rows
 // interleaved, one 256-bit register holds 4 consecutive elements of each of
 // 8 rows (one int32 lane per row), so the integer dots of 8 rows come out in
 // the 8 lanes of one register and a single cvt + mul + fma serves 8
@@ -31,14 +31,12 @@
 //
 // block_q8_0x8 (272 bytes, the size of 8 block_q8_0): d[l] row l's block
 // scale; for chunk c = 0..7, qs[32c + 4l + j] = row l's byte 4c + j. Q8_0
-// keeps legacy.cpp's 8-lane order (lane c = the exact integer dot of
-// elements 4c..4c+3, one float accumulator per lane, hsum_float_8 last):
-// chunk c of the 8 rows is lane c of the 8 outputs, so the kernel keeps 8
-// accumulators, one per lane, each holding that lane of the 8 rows, and
-// reduces them as hsum_float_8 does, across registers instead of within
-// one. The AVX2 kernel multiplies with _mm256_sign_epi8(w, a) against |a|,
-// exact unless a weight byte is -128 (its negation overflows):
-// rows_interleave_exactly says whether a matrix may be interleaved.
+// takes legacy.cpp's Q4_0 order (one exact int32 per block and row, one
+// fused multiply-add), so chunk c of the 8 rows adds lane c's 4 products to
+// the 8 rows' block sums. The AVX2 kernel multiplies with
+// _mm256_sign_epi8(w, a) against |a|, exact unless a weight byte is -128
+// (its negation overflows): rows_interleave_exactly says whether a matrix
+// may be interleaved.
 //
 // Every kernel here gives, per output, exactly vec_dot_<t>_<vt> of the
 // plain row (the same exact integers per block, the same float operations in
@@ -94,7 +92,7 @@ struct block_q4_Kx8 {
 static_assert(sizeof(block_q4_Kx8) == 1184);
 
 // block_q6_Kx8 (1680 bytes, the size of 8 block_q6_K): keeps k_quants.cpp's
-// 8-lane Q6_K order as block_q8_0x8 keeps Q8_0's (lane q of chunk c =
+// 8-lane Q6_K order (lane q of chunk c =
 // elements 32c + 4q .. +3, scale of sub-block 2c + q / 4; per lane one
 // exact int32 over the block's 8 chunks, one float accumulator, then
 // hsum_float_8). Register (c, q) = those 4 elements of the 8 rows, byte

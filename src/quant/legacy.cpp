@@ -29,20 +29,27 @@
 // accumulator per output), so SIMD kernels reproduce it exactly and the order
 // depends on nothing but the row (DESIGN.md contract 2).
 //
-// Q4_0 and Q5_0 are the exception: per block the whole exact integer dot
-// isum = sum_k (q_k - offset) * a_k (offset 8 or 16) is one int32, and the row's one float accumulator takes
+// Q4_0, Q5_0 and Q8_0 are the exception: per block the whole exact integer
+// dot isum = sum_k (q_k - offset) * a_k (offset 8 or 16; Q8_0 none) is one
+// int32, and the row's one float accumulator takes
 // acc = fma(float(isum), d_w * d_a, acc) block after block (acc starts at
 // 0). That is the order of ggml's repacked q4_0_8x8 GEMM and GEMV
 // (ggml-cpu/repack.cpp: 8 weight rows interleaved, one lane per row), and
 // it is what lets synapse keep these matrices as 8 interleaved rows
 // (interleave.hpp): one fused multiply-add then serves 8 outputs instead of
 // each output doing one per 4 elements. For Q4_0 it is llama.cpp's own
-// order on AVX2 (the golden logits match exactly); for Q5_0, which
-// llama.cpp does not repack, the logits move within the golden bounds
-// (tiny-llama-q5_0: max rel RMS 0 -> 0.0158 of the bound 0.03). Q8_0 keeps
-// the 8-lane order, and its matrices are interleaved all the same
-// (interleave.hpp: 8 accumulators, one per lane, each serving 8 rows), so
-// its logits stay llama.cpp's.
+// order on AVX2 (the golden logits match exactly); for Q5_0 and Q8_0,
+// which llama.cpp's AVX2 build does not repack, the logits move within the
+// golden bounds (tiny-llama-q5_0: max rel RMS 0 -> 0.0158 of the bound
+// 0.03; Q8_0 below). Q8_0 kept the 8-lane order until prefill had to go
+// faster than it allows: per 32 products and output, the 8-lane order
+// needs a multiply-add of its own, with the int16 pair sums and the
+// products on the same two vector multiply pipes of Zen (3 of their ops per
+// 32 products; the block order: 2 and a share of one). llama-3.2-1b Q8_0
+// pp512 t=2, A/B: 117.5/109.7 -> 155.8/152.0 t/s. The Q8_0 goldens moved
+// from 0 to 2.9e-4 (stories260K-q8_0.short) and 0.0132 (tiny-llama-q8_0,
+// whose random weights amplify any rounding: llama.cpp's own two Q4_0
+// orders, batch against token by token, differ by 0.0115 on tiny-llama-q4_0).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -436,19 +443,18 @@ void dequantize_row_q8_0(const void* vx, float* y, int64_t n) {
   }
 }
 
-// ggml_vec_dot_q8_0_q8_0: w, a [n/32] block_q8_0.
+// ggml_vec_dot_q8_0_q8_0 in the Q4_0 order (see the top of the file): w, a
+// [n/32] block_q8_0.
 float vec_dot_q8_0_q8_0(int64_t n, const void* vw, const void* va) {
   const auto* w = static_cast<const block_q8_0*>(vw);
   const auto* a = static_cast<const block_q8_0*>(va);
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int q[32];
-  int32_t lane[8];
+  float acc = 0.0f;
   for (int64_t i = 0; i < n / QK8_0; ++i) {
-    for (int j = 0; j < 32; ++j) q[j] = w[i].qs[j];
-    int_lanes(q, a[i].qs, lane);
-    fma_lanes(acc, fp16_to_fp32(w[i].d) * fp16_to_fp32(a[i].d), lane);
+    int32_t isum = 0;
+    for (int j = 0; j < 32; ++j) isum += w[i].qs[j] * a[i].qs[j];
+    acc = std::fma(static_cast<float>(isum), fp16_to_fp32(w[i].d) * fp16_to_fp32(a[i].d), acc);
   }
-  return hsum_float_8(acc);
+  return acc;
 }
 
 // ---------------------------------------------------------------- Q8_1

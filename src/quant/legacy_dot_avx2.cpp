@@ -4,9 +4,9 @@
 // 8 int32 lanes, lane l = the exact integer dot of elements 4l..4l+3; each
 // lane converted to float and accumulated with one fused multiply-add by
 // d_w * d_a; the lanes reduced as hsum_float_8; for Q4_1/Q5_1 a separate
-// float summs = fma(m_w, s_a, summs) per block, added last. Q4_0 and Q5_0
-// instead sum each block's lanes to one exact integer and takes one scalar fused
-// multiply-add per block (legacy.cpp's Q4_0 order).
+// float summs = fma(m_w, s_a, summs) per block, added last. Q4_0, Q5_0 and
+// Q8_0 instead sum each block's lanes to one exact integer and take one
+// scalar fused multiply-add per block (legacy.cpp's Q4_0 order).
 //
 // The integer lanes are exact for every byte value: unsigned weight digits
 // go through _mm256_maddubs_epi16 only where no pair can saturate (digits
@@ -144,12 +144,13 @@ float vec_dot_q5_0_q8_0(int64_t n, const void* vw, const void* va) {
 float vec_dot_q8_0_q8_0(int64_t n, const void* vw, const void* va) {
   const auto* w = static_cast<const block_q8_0*>(vw);
   const auto* a = static_cast<const block_q8_0*>(va);
-  __m256 acc = _mm256_setzero_ps();
+  // legacy.cpp's Q4_0 order (as vec_dot_q4_0_q8_0 above).
+  float acc = 0.0f;
   for (int64_t i = 0; i < n / QK8_0; ++i) {
-    const __m256i l = lanes_signed(load32(w[i].qs), load32(a[i].qs));
-    acc = scale_fma(h2f(w[i].d) * h2f(a[i].d), l, acc);
+    const int isum = hsum_i32_8(lanes_signed(load32(w[i].qs), load32(a[i].qs)));
+    acc = std::fma(static_cast<float>(isum), h2f(w[i].d) * h2f(a[i].d), acc);
   }
-  return hsum_float_8(acc);
+  return acc;
 }
 
 float vec_dot_q4_1_q8_1(int64_t n, const void* vw, const void* va) {

@@ -5,9 +5,9 @@
 // elements 4l..4l+3; each lane converted to float and accumulated with one
 // fused multiply-add by d_w * d_a (the product rounded to float first); the
 // lanes reduced as hsum_float_8; for Q4_1/Q5_1 a separate float
-// summs = fma(m_w, s_a, summs) per block, added last. Q4_0 and Q5_0
-// instead sum each block's lanes to one exact integer and takes one scalar fused
-// multiply-add per block (legacy.cpp's Q4_0 order).
+// summs = fma(m_w, s_a, summs) per block, added last. Q4_0, Q5_0 and Q8_0
+// instead sum each block's lanes to one exact integer and take one scalar
+// fused multiply-add per block (legacy.cpp's Q4_0 order).
 //
 // Block layout to lanes: the weight digits of elements 0..15 (low nibbles)
 // and 16..31 (high nibbles) are two int8x16_t; SDOT (vdotq_s32) of each with
@@ -126,15 +126,16 @@ float vec_dot_q5_1_q8_1(int64_t n, const void* vw, const void* va) {
   return hsum_float_8(acc) + summs;
 }
 
-// ggml_vec_dot_q8_0_q8_0: w, a [n/32] block_q8_0.
+// ggml_vec_dot_q8_0_q8_0 in legacy.cpp's Q4_0 order: w, a [n/32] block_q8_0.
 float vec_dot_q8_0_q8_0(int64_t n, const void* vw, const void* va) {
   const auto* w = static_cast<const block_q8_0*>(vw);
   const auto* a = static_cast<const block_q8_0*>(va);
-  F8 acc = f8_zero();
+  float acc = 0.0f;
   for (int64_t i = 0; i < n / QK8_0; ++i) {
-    acc = block_fma(acc, h2f(w[i].d) * h2f(a[i].d), vld1q_s8(w[i].qs), vld1q_s8(w[i].qs + 16), a[i].qs);
+    const int32x4_t l = vaddq_s32(dot4(vld1q_s8(w[i].qs), vld1q_s8(a[i].qs)), dot4(vld1q_s8(w[i].qs + 16), vld1q_s8(a[i].qs + 16)));
+    acc = std::fma(static_cast<float>(vaddvq_s32(l)), h2f(w[i].d) * h2f(a[i].d), acc);
   }
-  return hsum_float_8(acc);
+  return acc;
 }
 
 // ggml_vec_dot_iq4_nl_q8_0: w [n/32] block_iq4_nl, a [n/32] block_q8_0; the
