@@ -66,12 +66,12 @@ bw2=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; pr
 echo "perf.sh: bandwidth $bw1 GB/s (1 thread), $bw2 GB/s (2 threads)" >&2
 
 # The bound of each synapse run: BW_PER_RUN=1 (the default) has `synapse
-# bench --bw auto` measure the bandwidth at the run's thread count right
-# before and right after its tg runs and take the mean (this host's
-# bandwidth drifts by tens of percent within a minute, so a probe taken at
-# the start of the script, or before the pp runs, can be far from the one
-# the decode runs met); BW_PER_RUN=0 uses the probe from the start of the
-# script.
+# bench --bw auto` measure the bandwidth at the run's thread count before
+# the first tg run and after each, each run's bound taken from the mean of
+# the two probes around it (this host's bandwidth moves by tens of percent
+# within seconds, so a probe taken at the start of the script, or around all
+# of a test's runs, can be far from the one a run met); BW_PER_RUN=0 uses
+# the probe from the start of the script.
 BW_PER_RUN=${BW_PER_RUN:-1}
 bw_arg() { if [ "$BW_PER_RUN" = 1 ]; then echo auto; else echo "$1"; fi; }
 
@@ -228,8 +228,9 @@ else:
 w("Decode bound = read bandwidth / bytes read per token (weights + KV rows attention")
 w("reads); GB/s = those bytes x t/s. A ratio above 1 means synapse is faster. \"bw GB/s\" is the")
 w("bandwidth each bound was computed from: measured by `synapse bench --bw auto` at the run's thread")
-w("count right before and right after the tg runs, their mean (the two in brackets; BW_PER_RUN=1,")
-w("the default), else the probe at the start of the script.")
+w("count before the first tg run and after each (the probes in brackets; BW_PER_RUN=1, the default),")
+w("the mean over the runs of the mean of each run's two probes; \"% of bound\" is then the mean over")
+w("the runs of t/s / that run's bound. Else the probe at the start of the script.")
 w("")
 if here:
     w(f"\"llama.cpp here\" is llama-bench (`{meta.get('llama_bench', '')}`, build {here_build}) run by this script")
@@ -249,8 +250,8 @@ for r in rows:
     gbps = f"{r['gbps']:.2f}" if "gbps" in r else "-"
     bound = f"{r['bound_ts']:.2f}" if "bound_ts" in r else "-"
     bw = f"{r['bw_gbps']:.1f}" if "bw_gbps" in r and "bound_ts" in r else "-"
-    if bw != "-" and "bw_before_gbps" in r:
-        bw += f" ({r['bw_before_gbps']:.1f}, {r['bw_after_gbps']:.1f})"
+    if bw != "-" and "bw_probes_gbps" in r:
+        bw += " (" + ", ".join(f"{p:.0f}" for p in r["bw_probes_gbps"]) + ")"
     pct = f"{100 * r['fraction_of_bound']:.0f}%" if "fraction_of_bound" in r else "-"
     w(f"| {r['model']} | {mib(r['size_bytes'])} | {test} | {r['threads']} | {r['avg_ts']:.2f} ± {r['stddev_ts']:.2f} | "
       f"{h_ts} | {h_ratio} | {base if base else 'n/a'} | {ratio} | {gbps} | {bw} | {bound} | {pct} |")

@@ -18,11 +18,15 @@
 // token_embd contributes one row only (the embedding lookup). KV bytes per
 // token: the F16 K and V rows attention reads, averaged over the N steps.
 // --bw auto measures the read bandwidth with the thread count of each test
-// (bench/bandwidth.hpp, 1 GiB, best of 3): for a tg test right before and
-// right after its runs, its bound taken from the mean of the two (this
-// host's bandwidth moves by tens of percent within a minute, so one probe
-// taken before the pp runs, or before filling a deep cache, was often far
-// from what the decode runs met).
+// (bench/bandwidth.hpp, 1 GiB, best of 3) before a tg test's first run and
+// after each of its runs; a run's bound comes from the mean of the probes
+// right before and right after it, the test's fraction of the bound is the
+// mean over its runs of t/s / bound, and "bw GB/s" the mean of the runs'
+// bandwidths. This host's bandwidth moves by tens of percent within
+// seconds: one probe before the pp runs, or one before and one after all
+// the runs of a test (the last two versions of this), was often far from
+// what a run met (qwen2.5-0.5b tg128 t=2: probes 40.6 and 61.8 GB/s
+// around runs that streamed 31).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -72,7 +76,9 @@ struct Result {
   std::vector<double> samples;  // tokens/s per run
   double avg = 0, sd = 0;
   double bw_gbps = 0;           // 0 = no bandwidth given
-  double bw_before = 0, bw_after = 0;  // --bw auto, tg tests: the probes around the runs
+  // --bw auto, tg tests: the probes before the first run and after each
+  // run (samples.size() + 1 of them; run i lies between probes i and i + 1).
+  std::vector<double> bw_probes;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -142,6 +148,25 @@ void finish(Result& r) {
 
 double bytes_per_token(const Result& r) { return static_cast<double>(r.weight_bytes_per_token) + r.kv_bytes_per_token; }
 
+// A tg test's fraction of its bound (r.bw_gbps > 0): with probes around
+// every run, the mean over the runs of t/s / (the mean of the run's two
+// probes / bytes per token); else avg t/s / (r.bw_gbps / bytes per token).
+double fraction_of_bound(const Result& r) {
+  const double bytes = bytes_per_token(r);
+  if (r.bw_probes.size() != r.samples.size() + 1) return r.avg * bytes / (r.bw_gbps * 1e9);
+  double sum = 0;
+  for (size_t i = 0; i < r.samples.size(); ++i)
+    sum += r.samples[i] * bytes / ((r.bw_probes[i] + r.bw_probes[i + 1]) / 2 * 1e9);
+  return sum / static_cast<double>(r.samples.size());
+}
+
+// The mean of the runs' bandwidths (each the mean of its two probes).
+double mean_run_bandwidth(const std::vector<double>& probes) {
+  double sum = 0;
+  for (size_t i = 0; i + 1 < probes.size(); ++i) sum += (probes[i] + probes[i + 1]) / 2;
+  return sum / static_cast<double>(probes.size() - 1);
+}
+
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
@@ -167,7 +192,7 @@ void print_table(const std::vector<Result>& rs, bool with_bound) {
       if (r.bw_gbps > 0) {
         const double b = r.bw_gbps * 1e9 / bytes_per_token(r);
         bound = fmt("%.2f", b);
-        pct = fmt("%.0f%%", 100.0 * r.avg / b);
+        pct = fmt("%.0f%%", 100.0 * fraction_of_bound(r));
       }
     }
     std::printf("| %s | %s | %s | %d | %s | %.2f ± %.2f | %s |", r.model.c_str(), size_str(r.size_bytes).c_str(),
@@ -203,9 +228,13 @@ nlohmann::json to_json(const std::vector<Result>& rs) {
       if (r.bw_gbps > 0) {
         const double b = r.bw_gbps * 1e9 / bytes_per_token(r);
         j["bw_gbps"] = r.bw_gbps;
-        if (r.bw_before > 0) j["bw_before_gbps"] = r.bw_before, j["bw_after_gbps"] = r.bw_after;
+        if (!r.bw_probes.empty()) {
+          j["bw_probes_gbps"] = r.bw_probes;
+          j["bw_before_gbps"] = r.bw_probes.front();
+          j["bw_after_gbps"] = r.bw_probes.back();
+        }
         j["bound_ts"] = b;
-        j["fraction_of_bound"] = r.avg / b;
+        j["fraction_of_bound"] = fraction_of_bound(r);
       }
     }
     out["results"].push_back(j);
@@ -314,8 +343,13 @@ int run(BenchArgs a) {
           // depth + (n + 1) / 2 rows (bounded by a sliding window's capacity).
           const double rows = std::min<double>(depth + (n + 1) / 2.0, static_cast<double>(kv.capacity()));
           r.kv_bytes_per_token = rows * static_cast<double>(kv_row_bytes);
-          if (a.bw == "auto") r.bw_before = probe(threads);  // before the warm-up, whose caches it would flush
-          warm_up();
+          // --bw auto: a probe before the first run and after each, each
+          // followed by the untimed warm-up step (a probe flushes the caches).
+          const auto probe_and_warm_up = [&] {
+            if (a.bw == "auto") r.bw_probes.push_back(probe(threads));
+            warm_up();
+          };
+          probe_and_warm_up();
           if (b == 1) {
             for (int rep = 0; rep < a.reps; ++rep) {
               kv.set_n_past(depth);
@@ -325,6 +359,7 @@ int run(BenchArgs a) {
                 model::forward(*m, kv, one, false, logits, pool);
               }
               r.samples.push_back(n / std::max(seconds_since(t0), 1e-9));
+              probe_and_warm_up();
             }
           } else {
             // B sequences, each holding the same `depth` tokens (forks of the
@@ -343,12 +378,10 @@ int run(BenchArgs a) {
                 model::forward_batch(*m, seqs, rows_b, logits, pool);
               }
               r.samples.push_back(static_cast<double>(n) * b / std::max(seconds_since(t0), 1e-9));
+              probe_and_warm_up();
             }
           }
-          if (a.bw == "auto") {
-            r.bw_after = probe(threads);
-            r.bw_gbps = (r.bw_before + r.bw_after) / 2;
-          }
+          if (a.bw == "auto") r.bw_gbps = mean_run_bandwidth(r.bw_probes);
           finish(r);
           std::fprintf(stderr, "synapse bench: %s t=%d %s: %.2f t/s\n", r.model.c_str(), threads, r.test.c_str(), r.avg);
           results.push_back(std::move(r));
@@ -364,11 +397,14 @@ int run(BenchArgs a) {
     if (!a.bw.empty()) {
       std::printf("\nbound t/s = read bandwidth / (weight + KV bytes per token); bandwidth:");
       if (a.bw == "auto") {
-        std::printf(" measured right before and after each tg test (the mean, \"bw GB/s\"):");
-        for (const Result& r : results)
-          if (r.bw_before > 0)
-            std::printf("\n  %s t=%d %s: %.2f then %.2f GB/s", r.model.c_str(), r.threads, r.test.c_str(), r.bw_before,
-                        r.bw_after);
+        std::printf(" measured before each tg run and after it; %% of bound = the mean over the runs of t/s /"
+                    " bound from the mean of the run's two probes:");
+        for (const Result& r : results) {
+          if (r.bw_probes.empty()) continue;
+          std::printf("\n  %s t=%d %s: probes", r.model.c_str(), r.threads, r.test.c_str());
+          for (double p : r.bw_probes) std::printf(" %.1f", p);
+          std::printf(" GB/s (runs' mean %.1f)", r.bw_gbps);
+        }
       } else {
         std::printf(" %.2f GB/s (given)", given_bw);
       }

@@ -79,6 +79,33 @@ TEST(BenchCli, JsonParsesWithOneResultPerTestAndRun) {
   EXPECT_FALSE(res[0].contains("gbps"));
 }
 
+TEST(BenchCli, BwAutoProbesAroundEveryRun) {
+  // Three runs: a probe before the first and after each; each run's bound
+  // from the mean of its two probes, the fraction the mean over the runs.
+  const Result r = synapse_cli("bench -m " + data_path("models/stories260K.gguf") + " -p 0 -n 4 -r 3 -t 1 --bw auto --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.at("results").size(), 1u);
+  const auto& tg = j["results"][0];
+  const std::vector<double> probes = tg.at("bw_probes_gbps").get<std::vector<double>>();
+  const std::vector<double> ts = tg.at("samples_ts").get<std::vector<double>>();
+  ASSERT_EQ(ts.size(), 3u);
+  ASSERT_EQ(probes.size(), 4u);
+  for (double p : probes) EXPECT_GT(p, 0.0);
+  EXPECT_EQ(tg.at("bw_before_gbps").get<double>(), probes.front());
+  EXPECT_EQ(tg.at("bw_after_gbps").get<double>(), probes.back());
+  const double bytes = tg.at("weight_bytes_per_token").get<double>() + tg.at("kv_bytes_per_token").get<double>();
+  double bw = 0, fraction = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    const double run_bw = (probes[i] + probes[i + 1]) / 2;
+    bw += run_bw / 3;
+    fraction += ts[i] * bytes / (run_bw * 1e9) / 3;
+  }
+  EXPECT_NEAR(tg.at("bw_gbps").get<double>(), bw, 1e-9 * bw);
+  EXPECT_NEAR(tg.at("fraction_of_bound").get<double>(), fraction, 1e-9 * fraction);
+  EXPECT_NEAR(tg.at("bound_ts").get<double>(), bw * 1e9 / bytes, 1e-9 * bw * 1e9 / bytes);
+}
+
 TEST(BenchCli, DepthRowsAreLabelled) {
   const Result r = synapse_cli("bench -m " + data_path("models/stories260K.gguf") + " -p 0 -n 4 -d 32 -r 1 -t 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
