@@ -64,6 +64,25 @@ float dot_lanes8(const float* a, const float* b, int64_t n) {
   return r;
 }
 
+// Lane l of the result = hsum_float_8(a_l): hsum_float_8's tree for 8
+// accumulators at once (a transpose by permutes, shuffles and hadd; each
+// add is the tree's add, operands at most swapped, so the bits are equal).
+inline __m256 hsum8x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5, __m256 a6, __m256 a7) {
+  // Step 1, lanes l + (l+4): pairs (a0,a4) (a1,a5) (a2,a6) (a3,a7) share a
+  // register, so the later steps leave sums 0..3 in the low half, 4..7 high.
+  const __m256 s04 = _mm256_add_ps(_mm256_permute2f128_ps(a0, a4, 0x20), _mm256_permute2f128_ps(a0, a4, 0x31));
+  const __m256 s15 = _mm256_add_ps(_mm256_permute2f128_ps(a1, a5, 0x20), _mm256_permute2f128_ps(a1, a5, 0x31));
+  const __m256 s26 = _mm256_add_ps(_mm256_permute2f128_ps(a2, a6, 0x20), _mm256_permute2f128_ps(a2, a6, 0x31));
+  const __m256 s37 = _mm256_add_ps(_mm256_permute2f128_ps(a3, a7, 0x20), _mm256_permute2f128_ps(a3, a7, 0x31));
+  // Step 2, t0 + t2 and t1 + t3 of each key.
+  const __m256 u0145 = _mm256_add_ps(_mm256_shuffle_ps(s04, s15, _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm256_shuffle_ps(s04, s15, _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m256 u2367 = _mm256_add_ps(_mm256_shuffle_ps(s26, s37, _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm256_shuffle_ps(s26, s37, _MM_SHUFFLE(3, 2, 3, 2)));
+  // Step 3, (t0 + t2) + (t1 + t3): sums 0 1 2 3 | 4 5 6 7.
+  return _mm256_hadd_ps(u0145, u2367);
+}
+
 // The scores of one query against 8 consecutive K rows k, k + hd, ...: eight
 // dot_lanes8 at once. Lane sums are reduced in hsum_float_8's tree for all 8
 // accumulators together (a transpose by permutes, shuffles and hadd; each
@@ -83,25 +102,46 @@ void dot8_lanes8(const float* q, const float* k, int64_t hd, float kq_scale, flo
     a6 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 6 * hd + d), a6);
     a7 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 7 * hd + d), a7);
   }
-  // Step 1, lanes l + (l+4): pairs (a0,a4) (a1,a5) (a2,a6) (a3,a7) share a
-  // register, so the later steps leave keys 0..3 in the low half, 4..7 high.
-  const __m256 s04 = _mm256_add_ps(_mm256_permute2f128_ps(a0, a4, 0x20), _mm256_permute2f128_ps(a0, a4, 0x31));
-  const __m256 s15 = _mm256_add_ps(_mm256_permute2f128_ps(a1, a5, 0x20), _mm256_permute2f128_ps(a1, a5, 0x31));
-  const __m256 s26 = _mm256_add_ps(_mm256_permute2f128_ps(a2, a6, 0x20), _mm256_permute2f128_ps(a2, a6, 0x31));
-  const __m256 s37 = _mm256_add_ps(_mm256_permute2f128_ps(a3, a7, 0x20), _mm256_permute2f128_ps(a3, a7, 0x31));
-  // Step 2, t0 + t2 and t1 + t3 of each key.
-  const __m256 u0145 = _mm256_add_ps(_mm256_shuffle_ps(s04, s15, _MM_SHUFFLE(1, 0, 1, 0)),
-                                     _mm256_shuffle_ps(s04, s15, _MM_SHUFFLE(3, 2, 3, 2)));
-  const __m256 u2367 = _mm256_add_ps(_mm256_shuffle_ps(s26, s37, _MM_SHUFFLE(1, 0, 1, 0)),
-                                     _mm256_shuffle_ps(s26, s37, _MM_SHUFFLE(3, 2, 3, 2)));
-  // Step 3, (t0 + t2) + (t1 + t3): keys 0 1 2 3 | 4 5 6 7.
-  __m256 r = _mm256_hadd_ps(u0145, u2367);
+  __m256 r = hsum8x8(a0, a1, a2, a3, a4, a5, a6, a7);
   for (; d < hd; ++d) {
     const __m256 kd = _mm256_setr_ps(k[d], k[hd + d], k[2 * hd + d], k[3 * hd + d], k[4 * hd + d], k[5 * hd + d],
                                      k[6 * hd + d], k[7 * hd + d]);
     r = _mm256_fmadd_ps(_mm256_set1_ps(q[d]), kd, r);
   }
   _mm256_storeu_ps(scores, _mm256_mul_ps(r, _mm256_set1_ps(kq_scale)));
+}
+
+// The scores of 4 queries q, q + hd, q + 2 hd, q + 3 hd (the heads of one
+// row) against 2 consecutive K rows k, k + hd: eight dot_lanes8 as
+// dot8_lanes8 computes them, with each K load serving 4 queries instead
+// of 1 (6 loads per 8 fused multiply-adds instead of 9). scores[h] gets
+// query h's two scores.
+void dot4x2_lanes8(const float* q, const float* k, int64_t hd, float kq_scale, float* const scores[4]) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  int64_t d = 0;
+  for (; d + 8 <= hd; d += 8) {
+    const __m256 k0 = _mm256_loadu_ps(k + d), k1 = _mm256_loadu_ps(k + hd + d);
+    const __m256 q0 = _mm256_loadu_ps(q + d), q1 = _mm256_loadu_ps(q + hd + d);
+    a0 = _mm256_fmadd_ps(q0, k0, a0);
+    a1 = _mm256_fmadd_ps(q0, k1, a1);
+    a2 = _mm256_fmadd_ps(q1, k0, a2);
+    a3 = _mm256_fmadd_ps(q1, k1, a3);
+    const __m256 q2 = _mm256_loadu_ps(q + 2 * hd + d), q3 = _mm256_loadu_ps(q + 3 * hd + d);
+    a4 = _mm256_fmadd_ps(q2, k0, a4);
+    a5 = _mm256_fmadd_ps(q2, k1, a5);
+    a6 = _mm256_fmadd_ps(q3, k0, a6);
+    a7 = _mm256_fmadd_ps(q3, k1, a7);
+  }
+  __m256 r = hsum8x8(a0, a1, a2, a3, a4, a5, a6, a7);
+  for (; d < hd; ++d) {
+    const __m256 qd = _mm256_setr_ps(q[d], q[d], q[hd + d], q[hd + d], q[2 * hd + d], q[2 * hd + d], q[3 * hd + d],
+                                     q[3 * hd + d]);
+    const __m256 kd = _mm256_setr_ps(k[d], k[hd + d], k[d], k[hd + d], k[d], k[hd + d], k[d], k[hd + d]);
+    r = _mm256_fmadd_ps(qd, kd, r);
+  }
+  alignas(32) float t[8];
+  _mm256_store_ps(t, _mm256_mul_ps(r, _mm256_set1_ps(kq_scale)));
+  for (int h = 0; h < 4; ++h) scores[h][0] = t[2 * h], scores[h][1] = t[2 * h + 1];
 }
 
 // o[0 .. 8*NV) = fma(p_j, v_j[.], o) for j = 0 .. n-1 (v_j = v + j * ld),
@@ -115,6 +155,26 @@ void weighted_v(const float* p, const float* v, int64_t ld, int64_t n, float* o)
     for (int k = 0; k < NV; ++k) acc[k] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + j * ld + 8 * k), acc[k]);
   }
   for (int k = 0; k < NV; ++k) _mm256_storeu_ps(o + 8 * k, acc[k]);
+}
+
+// weighted_v for G heads of one row at once (their probabilities p[h],
+// outputs o[h]): each V load serves the G heads. Per output element the
+// same fused multiply-adds in the same order as weighted_v.
+template <int G, int NV>
+void weighted_v_heads(const float* const* p, const float* v, int64_t ld, int64_t n, float* const* o) {
+  __m256 acc[G][NV];
+  for (int h = 0; h < G; ++h)
+    for (int k = 0; k < NV; ++k) acc[h][k] = _mm256_loadu_ps(o[h] + 8 * k);
+  for (int64_t j = 0; j < n; ++j) {
+    __m256 vv[NV];
+    for (int k = 0; k < NV; ++k) vv[k] = _mm256_loadu_ps(v + j * ld + 8 * k);
+    for (int h = 0; h < G; ++h) {
+      const __m256 pv = _mm256_broadcast_ss(p[h] + j);
+      for (int k = 0; k < NV; ++k) acc[h][k] = _mm256_fmadd_ps(pv, vv[k], acc[h][k]);
+    }
+  }
+  for (int h = 0; h < G; ++h)
+    for (int k = 0; k < NV; ++k) _mm256_storeu_ps(o[h] + 8 * k, acc[h][k]);
 }
 
 // max(x[0 .. n)), n >= 1, as kernels::softmax's std::max chain gives it for
@@ -212,7 +272,20 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
     load_rows_f16(kv.k + g * hd, kv.k_stride, kv.capacity, j0, j1, hd, blk);
     for (int64_t r = 0; r < n_rows; ++r) {
       const int64_t a = std::max(j0, rows[r].first), b = std::min(j1 - 1, rows[r].last);
-      for (int64_t i = 0; i < n_gqa; ++i) {
+      int64_t i = 0;
+      for (; i + 4 <= n_gqa; i += 4) {  // four heads at a time: each K load serves 4 queries
+        const float* qi = &s.q[(r * n_gqa + i) * hd];
+        float* sc[4];
+        for (int h = 0; h < 4; ++h) sc[h] = &s.scores[(r * n_gqa + i + h) * ld + (a - rows[r].first)];
+        int64_t j = a;
+        for (; j + 2 <= b + 1; j += 2) {
+          dot4x2_lanes8(qi, blk + (j - j0) * hd, hd, kq_scale, sc);
+          for (int h = 0; h < 4; ++h) sc[h] += 2;
+        }
+        if (j <= b)
+          for (int h = 0; h < 4; ++h) *sc[h] = dot_lanes8(qi + h * hd, blk + (j - j0) * hd, hd) * kq_scale;
+      }
+      for (; i < n_gqa; ++i) {
         const float* qi = &s.q[(r * n_gqa + i) * hd];
         float* sc = &s.scores[(r * n_gqa + i) * ld];
         int64_t j = a;
@@ -237,9 +310,27 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
     for (int64_t r = 0; r < n_rows; ++r) {
       const int64_t a = std::max(j0, rows[r].first), b = std::min(j1 - 1, rows[r].last);
       if (a > b) continue;
-      for (int64_t i = 0; i < n_gqa; ++i) {
+      const float* vb = blk + (a - j0) * hd_v;
+      int64_t i = 0;
+      // Four heads at a time, 16 elements of each: each V load serves the
+      // 4 heads, 8 accumulators in registers (4 heads x 3 vectors, or 2
+      // heads x 6, ran no faster; one head x 8 vectors is the loop below).
+      if (hd_v % 16 == 0) {
+        for (; i + 4 <= n_gqa; i += 4) {
+          const float* p[4];
+          float* o[4];
+          for (int h = 0; h < 4; ++h) {
+            p[h] = &s.scores[(r * n_gqa + i + h) * ld + (a - rows[r].first)];
+            o[h] = rows[r].out + (i + h) * hd_v;
+          }
+          for (int64_t d = 0; d < hd_v; d += 16) {
+            float* od[4] = {o[0] + d, o[1] + d, o[2] + d, o[3] + d};
+            weighted_v_heads<4, 2>(p, vb + d, hd_v, b - a + 1, od);
+          }
+        }
+      }
+      for (; i < n_gqa; ++i) {
         const float* p = &s.scores[(r * n_gqa + i) * ld + (a - rows[r].first)];
-        const float* vb = blk + (a - j0) * hd_v;
         float* o = rows[r].out + i * hd_v;
         int64_t d = 0;
         for (; d + 64 <= hd_v; d += 64) weighted_v<8>(p, vb + d, hd_v, b - a + 1, o + d);

@@ -169,6 +169,8 @@ INSTANTIATE_TEST_SUITE_P(
         BlockCase{7, 8, 2, 128, 128, 2, 200, 50, 0},      // hd 128, smallest K block
         BlockCase{32, 256, 8, 128, 128, 1, 400, 333, 0},  // one block covers the whole range
         BlockCase{9, 40, 3, 100, 100, 2, 100, 60, 0},     // hd % 8 != 0 (tails in q.k and V)
+        BlockCase{9, 40, 4, 100, 100, 2, 100, 60, 0},     // four heads at a time with the q.k tail
+        BlockCase{10, 32, 7, 64, 64, 1, 128, 40, 0},      // qwen2.5-0.5b's 7 heads per group: 4 + 3
         BlockCase{5, 16, 5, 64, 32, 3, 64, 17, 0},        // hd_v != hd
         BlockCase{11, 16, 2, 96, 96, 1, 64, 0, 0},        // hd_v = 96 (64 + 32 register tiles)
         BlockCase{12, 8, 1, 24, 24, 2, 64, 3, 0},         // hd_v = 24 (16 + 8 tiles)
