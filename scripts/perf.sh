@@ -6,7 +6,9 @@
 #   3. measures the read bandwidth with 1 and 2 threads (bench_bandwidth);
 #   4. runs `synapse bench` for the rows of ../shared/docs/BASELINE.md (pp512
 #      and tg128 at 1 and 2 threads) plus tg128 @ d4096 on llama-3.2-1b
-#      Q4_K_M at 2 threads;
+#      Q4_K_M at 2 threads, and pp512 then pp2048 back to back at 2 threads
+#      on the four models of issue 7 (its pp2048 target: the drop from pp512
+#      no larger than llama.cpp's own, llama-bench run the same way);
 #   5. writes docs/PERFORMANCE.md: synapse t/s, llama.cpp's figure, the ratio,
 #      and for tg the GB/s streamed and the % of the bandwidth bound.
 # It takes a long time (tens of minutes; more on a loaded machine). Run it on
@@ -17,8 +19,10 @@
 # LLAMA_BENCH_NOTE (one line on where that llama-bench came from, copied into
 # the file), BUILD (default build-perf), MODELS (build/models), REPS (3),
 # OUT (docs/PERFORMANCE.md), FORCE_SYNTH (0), SKIP_DEPTH (0: set 1 to skip
-# the d4096 row, whose 4096-token fill is the slowest step); PP, NG, DEPTH
-# (512, 128, 4096) change the test sizes for a quick smoke run of the script
+# the d4096 row, whose 4096-token fill is the slowest step), SKIP_LONG (0:
+# set 1 to skip the pp2048 section), LONG_REPS (2: its runs per test);
+# PP, NG, DEPTH, PP_LONG (512, 128, 4096, 2048) change the test sizes for a
+# quick smoke run of the script
 # (the llama.cpp column then reads n/a). REPORT_ONLY=1 only rewrites $OUT from
 # the results the last run left in $BUILD/perf (no build, no measurement).
 set -euo pipefail
@@ -33,6 +37,9 @@ SKIP_DEPTH=${SKIP_DEPTH:-0}
 PP=${PP:-512}
 NG=${NG:-128}
 DEPTH=${DEPTH:-4096}
+SKIP_LONG=${SKIP_LONG:-0}
+LONG_REPS=${LONG_REPS:-2}
+PP_LONG=${PP_LONG:-2048}
 RAW="$BUILD/perf"
 REPORT_ONLY=${REPORT_ONLY:-0}
 LLAMA_BENCH=${LLAMA_BENCH:-}
@@ -107,6 +114,20 @@ if [ "$SKIP_DEPTH" != 1 ]; then
     "$LLAMA_BENCH" -m "$(model llama-3.2-1b Q4_K_M)" -t 2 -p 0 -n "$NG" -d "$DEPTH" -r "$REPS" -fa 0 -b 2048 -ub 512 \
       -o jsonl 2>/dev/null > "$RAW/llama-q4km-d4096-llama.jsonl"
   fi
+fi
+
+if [ "$SKIP_LONG" != 1 ]; then
+  for spec in "llama-q4km llama-3.2-1b Q4_K_M" "llama-q80 llama-3.2-1b Q8_0" "llama-q40 llama-3.2-1b Q4_0" \
+              "qwen-q4km qwen2.5-0.5b Q4_K_M"; do
+    set -- $spec
+    echo "perf.sh: $2 $3 pp$PP,$PP_LONG t=2" >&2
+    "$SYN" bench -m "$(model "$2" "$3")" -p "$PP,$PP_LONG" -n 0 -t 2 -r "$LONG_REPS" --json > "$RAW/$1-long-t2.json"
+    if [ -n "$LLAMA_BENCH" ]; then
+      echo "perf.sh: llama-bench $2 $3 pp$PP,$PP_LONG t=2" >&2
+      "$LLAMA_BENCH" -m "$(model "$2" "$3")" -t 2 -p "$PP,$PP_LONG" -n 0 -r "$LONG_REPS" -fa 0 -b 2048 -ub 512 \
+        -o jsonl 2>/dev/null > "$RAW/$1-long-llama.jsonl"
+    fi
+  done
 fi
 
 load_after="$(uptime)"
@@ -258,6 +279,49 @@ for r in rows:
 w("")
 w("llama.cpp has no tg128 @ d4096 figure in BASELINE.md (n/a).")
 w("")
+
+# pp512 then pp2048 in one invocation of each engine, 2 threads (issue 7:
+# synapse's drop no larger than llama.cpp's).
+def load_long(n):
+    syn, lla = {}, {}
+    f = f"{raw}/{n}-long-t2.json"
+    if os.path.exists(f):
+        for r in json.load(open(f))["results"]:
+            syn[r["n_prompt"]] = r
+    f = f"{raw}/{n}-long-llama.jsonl"
+    if os.path.exists(f):
+        for line in open(f):
+            if line.strip().startswith("{"):
+                j = json.loads(line)
+                lla[j["n_prompt"]] = j
+    return syn, lla
+long_rows = [(n, *load_long(n)) for n in ["llama-q4km", "llama-q80", "llama-q40", "qwen-q4km"]]
+long_rows = [x for x in long_rows if len(x[1]) == 2]
+if long_rows:
+    w("## Long prompts: pp2048 against pp512 (2 threads)")
+    w("")
+    w("Each engine ran pp512 and then pp2048 in one invocation (`synapse bench -p 512,2048 -n 0 -t 2`,")
+    w("`llama-bench -p 512,2048 -n 0 -t 2 -fa 0 -b 2048 -ub 512`), runs per test as given below.")
+    w("Drop = pp2048 / pp512 - 1; issue 7's target: synapse's drop no larger than llama.cpp's.")
+    w("")
+    w("| model | synapse pp512 | synapse pp2048 | synapse drop | llama.cpp pp512 | llama.cpp pp2048 | llama.cpp drop | met |")
+    w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for n, syn, lla in long_rows:
+        ps = sorted(syn)
+        a, b = syn[ps[0]], syn[ps[1]]
+        sd = b["avg_ts"] / a["avg_ts"] - 1
+        cells = [a["model"], f"{a['avg_ts']:.1f} ± {a['stddev_ts']:.1f}", f"{b['avg_ts']:.1f} ± {b['stddev_ts']:.1f}", f"{100 * sd:+.1f}%"]
+        if len(lla) == 2:
+            la, lb = lla[ps[0]], lla[ps[1]]
+            ld = lb["avg_ts"] / la["avg_ts"] - 1
+            cells += [f"{la['avg_ts']:.1f} ± {la['stddev_ts']:.1f}", f"{lb['avg_ts']:.1f} ± {lb['stddev_ts']:.1f}",
+                      f"{100 * ld:+.1f}%", "yes" if sd >= ld else "**no**"]
+        else:
+            cells += ["n/a", "n/a", "n/a", "-"]
+        w("| " + " | ".join(cells) + " |")
+    w("")
+    w(f"Runs per test in this section: {len(next(iter(long_rows))[1][ps[0]]['samples_ts'])}.")
+    w("")
 w("## How to reproduce")
 w("")
 w("```sh")
@@ -267,6 +331,7 @@ w("build-perf/synapse synth --preset llama-3.2-1b --type Q4_K_M -o build/models/
 w("build-perf/bench/bench_bandwidth --threads 1,2")
 w("build-perf/synapse bench -m build/models/llama-3.2-1b-Q4_K_M.gguf -p 512 -n 128 -t 2 -r 3 --bw auto")
 w("build-perf/synapse bench -m build/models/llama-3.2-1b-Q4_K_M.gguf -p 0 -n 128 -d 4096 -t 2 -r 3 --bw auto")
+w("build-perf/synapse bench -m build/models/llama-3.2-1b-Q4_K_M.gguf -p 512,2048 -n 0 -t 2 -r 2")
 w("```")
 w("")
 w("## Machine state at the start (`top -bn2 -d 1`, second frame, first 15 lines)")
