@@ -40,24 +40,28 @@ struct Q4 {
 struct Q5 {
   using Plain = block_q5_0;
   using X8 = block_q5_0x8;
+  // Row l's byte at k (0..15) of chunk c = k / 4: the whole 5-bit digit of
+  // element k in bits 0..4, the low 3 bits of element 16 + k's above them;
+  // that digit's top 2 bits in bits 2c, 2c + 1 of qh[4l + k % 4]
+  // (interleave.hpp).
   static int q(const X8& b, int l, int e) {
-    const int k = e % 16, c = k / 4, pos = 4 * l + k % 4;
+    const int k = e % 16, c = k / 4;
     const uint8_t v = b.qs[x8_byte(l, k)];
-    const int high = (b.qh[pos] >> (2 * c + e / 16)) & 1;
-    return ((e < 16 ? (v & 0x0F) : (v >> 4)) | (high << 4)) - 16;
+    if (e < 16) return (v & 0x1F) - 16;
+    return ((v >> 5) | (((b.qh[4 * l + k % 4] >> (2 * c)) & 3) << 3)) - 16;
   }
   static void put(const Plain& p, int l, X8& b) {
     b.d[l] = p.d;
-    for (int c = 0; c < 4; ++c) std::memcpy(b.qs + x8_byte(l, 4 * c), p.qs + 4 * c, 4);
-    // qh[4l + j] holds only row l's bits: written whole.
     const uint32_t qh = load_u32(p.qh);
-    for (int j = 0; j < 4; ++j) {
-      int v = 0;
-      for (int c = 0; c < 4; ++c)
-        v |= static_cast<int>(((qh >> (4 * c + j)) & 1) << (2 * c)) |
-             static_cast<int>(((qh >> (16 + 4 * c + j)) & 1) << (2 * c + 1));
-      b.qh[4 * l + j] = static_cast<uint8_t>(v);
+    // qh[4l + j] holds only row l's bits: written whole.
+    uint8_t top[4] = {0, 0, 0, 0};
+    for (int k = 0; k < 16; ++k) {
+      const int lo = (p.qs[k] & 0x0F) | static_cast<int>(((qh >> k) & 1) << 4);
+      const int hi = (p.qs[k] >> 4) | static_cast<int>(((qh >> (16 + k)) & 1) << 4);
+      b.qs[x8_byte(l, k)] = static_cast<uint8_t>(lo | ((hi & 7) << 5));
+      top[k % 4] = static_cast<uint8_t>(top[k % 4] | ((hi >> 3) << (2 * (k / 4))));
     }
+    for (int j = 0; j < 4; ++j) b.qh[4 * l + j] = top[j];
   }
 };
 

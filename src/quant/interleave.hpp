@@ -23,11 +23,14 @@
 // one's size and every group starts where its first row did (Q4_K's groups
 // are 32 bytes per block larger: interleaved_group_bytes).
 //
-// block_q5_0x8 (176 bytes, the size of 8 block_q5_0): d and qs as in
-// block_q4_0x8; qh[4l + j], in the place of the qs byte it serves, holds in
-// bit 2c the fifth bit of row l's element 4c + j and in bit 2c + 1 that of
-// its element 16 + 4c + j (chunk c's low and high nibbles), so one shift
-// and one mask bring a chunk's fifth bits to 0x10.
+// block_q5_0x8 (176 bytes, the size of 8 block_q5_0): d as in block_q4_0x8;
+// for chunk c = 0..3, byte qs[32c + 4l + j] holds row l's element 4c + j
+// as its whole 5-bit digit (bits 0..4: low nibble and fifth bit) and the
+// low 3 bits of its element 16 + 4c + j (bits 5..7); qh[4l + j] holds in
+// bits 2c, 2c + 1 the top 2 bits of that element 16 + 4c + j. One mask
+// gives a chunk's first 16 digits, a shift, two masks and an or its other
+// 16 (the layout before, nibbles in qs and the fifth bits in qh, took 4 and
+// 5 operations).
 //
 // block_q8_0x8 (272 bytes, the size of 8 block_q8_0): d[l] row l's block
 // scale; for chunk c = 0..7, qs[32c + 4l + j] = row l's byte 4c + j. Q8_0

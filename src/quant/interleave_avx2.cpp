@@ -8,8 +8,9 @@
 // Q4_0 / Q5_0: per group of 8 rows and 32-element block, for each chunk c = 0..3 one
 // 32-byte load holds bytes 4c..4c+3 of the 8 rows' qs (lane l = row l):
 // the low nibbles are the rows' elements 4c..4c+3, the high nibbles their
-// elements 16+4c..16+4c+3 (Q5_0: each with its fifth bit, bit 2c / 2c+1 of
-// the qh byte in the same place, shifted to 0x10). Against the activation's bytes
+// elements 16+4c..16+4c+3 (Q5_0: the whole 5-bit digits of the first four
+// and the low 3 bits of the others, whose top bits lie in the qh byte in
+// the same place: block_q5_0x8). Against the activation's bytes
 // 4c..4c+3 and 16+4c..16+4c+3, each broadcast to all lanes,
 // _mm256_maddubs_epi16 gives per row two int16 sums of 2 products. Those of
 // a block are added in int16 while they cannot saturate (digits <= 15,
@@ -60,28 +61,28 @@ struct Q4x8 {
   template <int c>
   static __m256i hi(const X8&, __m256i q, __m256i m4) { return _mm256_and_si256(_mm256_srli_epi16(q, 4), m4); }
 };
-// Bit `bit` of each byte of v moved to bit 4 (other bits: garbage). 16-bit
-// shifts keep bit 4 of each byte within the byte for a left shift of at most
-// 4 and a right shift of at most 3, which covers bits 0..7.
-template <int bit>
-inline __m256i to_bit4(__m256i v) {
-  if constexpr (bit < 4) return _mm256_slli_epi16(v, 4 - bit);
-  else if constexpr (bit > 4) return _mm256_srli_epi16(v, bit - 4);
-  else return v;
+// Bits 2c, 2c + 1 of each byte of v moved to bits 3, 4 (other bits:
+// garbage). 16-bit shifts keep them within their byte: left by at most 3
+// from bits 0, 1, right by at most 3 from bits 6, 7.
+template <int c>
+inline __m256i top_bits_to_3(__m256i v) {
+  if constexpr (c == 0) return _mm256_slli_epi16(v, 3);
+  else if constexpr (c == 1) return _mm256_slli_epi16(v, 1);
+  else if constexpr (c == 2) return _mm256_srli_epi16(v, 1);
+  else return _mm256_srli_epi16(v, 3);
 }
 
+// block_q5_0x8 (interleave.hpp): the chunk's first 16 digits are its bytes'
+// bits 0..4, the other 16 their bits 5..7 below qh's bits 2c, 2c + 1.
 struct Q5x8 {
   using X8 = block_q5_0x8;
   static constexpr bool kTwoStep = true;  // int16 sums of 2 chunks at a time
   template <int c>
-  static __m256i lo(const X8& b, __m256i q, __m256i m4) {
-    return _mm256_or_si256(_mm256_and_si256(q, m4),
-                           _mm256_and_si256(to_bit4<2 * c>(load32(b.qh)), _mm256_set1_epi8(0x10)));
-  }
+  static __m256i lo(const X8&, __m256i q, __m256i) { return _mm256_and_si256(q, _mm256_set1_epi8(0x1F)); }
   template <int c>
-  static __m256i hi(const X8& b, __m256i q, __m256i m4) {
-    return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                           _mm256_and_si256(to_bit4<2 * c + 1>(load32(b.qh)), _mm256_set1_epi8(0x10)));
+  static __m256i hi(const X8& b, __m256i q, __m256i) {
+    return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 5), _mm256_set1_epi8(0x07)),
+                           _mm256_and_si256(top_bits_to_3<c>(load32(b.qh)), _mm256_set1_epi8(0x18)));
   }
 };
 
