@@ -217,15 +217,14 @@ struct Q6K {
     // Register (c, q) holds elements 32c + 4q + j at byte 4l + j.
     for (int c = 0; c < 8; ++c) {
       const uint8_t* uc = u + 32 * c;
-      for (int j = 0; j < 4; ++j) {
-        for (int q = 0; q < 4; ++q)
-          b.ql[c][q][4 * l + j] = static_cast<uint8_t>((uc[4 * q + j] & 0x0F) | ((uc[16 + 4 * q + j] & 0x0F) << 4));
-        for (int h = 0; h < 2; ++h) {
-          int f2 = 0;
-          for (int f = 0; f < 4; ++f) f2 |= (uc[4 * q6x8_register(h, f) + j] >> 4) << (2 * f);
-          b.qh[c][h][4 * l + j] = static_cast<uint8_t>(f2);
+      for (int h = 0; h < 2; ++h)
+        for (int j = 0; j < 4; ++j) {
+          int d[4];
+          for (int f = 0; f < 4; ++f) d[f] = uc[4 * q6x8_register(h, f) + j];
+          b.q[c][h][0][4 * l + j] = static_cast<uint8_t>(d[0] | (d[2] & 3) << 6);
+          b.q[c][h][1][4 * l + j] = static_cast<uint8_t>(d[1] | (d[3] & 3) << 6);
+          b.q[c][h][2][4 * l + j] = static_cast<uint8_t>(d[2] >> 2 | (d[3] >> 2) << 4);
         }
-      }
     }
   }
 };
@@ -233,10 +232,10 @@ struct Q6K {
 
 // Row l's digit (0..63, value + 32) of element e (0..255).
 int q6_K_digit(const block_q6_Kx8& b, int l, int e) {
-  const int c = e / 32, q = (e % 32) / 4, pos = 4 * l + e % 4;
-  const uint8_t lo = b.ql[c][q % 4][pos];
-  const int low = q < 4 ? (lo & 0x0F) : (lo >> 4);
-  return low | (((b.qh[c][q6x8_qh(q)][pos] >> (2 * q6x8_field(q))) & 3) << 4);
+  const int c = e / 32, q = (e % 32) / 4, pos = 4 * l + e % 4, f = q6x8_digit(q);
+  const uint8_t(&r)[3][32] = b.q[c][q6x8_half(q)];
+  if (f < 2) return r[f][pos] & 0x3F;
+  return r[f - 2][pos] >> 6 | ((r[2][pos] >> (4 * (f - 2))) & 0x0F) << 2;
 }
 
 void dequantize_q6_K(const uint8_t* data, int64_t r, float* y, int64_t n) {

@@ -100,23 +100,26 @@ static_assert(sizeof(block_q4_Kx8) == 1184);
 // exact int32 over the block's 8 chunks, one float accumulator, then
 // hsum_float_8). Register (c, q) = those 4 elements of the 8 rows, byte
 // 4l + j = row l's element 32c + 4q + j. d[l] row l's scale, sc[s][l] its
-// int8 scale of sub-block s; the 6-bit digits (value + 32) split as
-// ql[c][p] (p = 0..3): low nibble the low 4 bits of register (c, p), high
-// nibble those of (c, p + 4); qh[c][h] (h = 0, 1): bits 2f..2f+1 the top 2
-// bits of register (c, q) for f = 0..3 and q = 2h, 2h + 1, 2h + 4, 2h + 5.
+// int8 scale of sub-block s. The 6-bit digits (value + 32) of chunk c's
+// registers q6x8_register(h, f) (f = 0..3; half h = 0, 1) are the bytes
+// q[c][h][0..2][4l + j]: with d_f the digit of register (h, f),
+//   q[c][h][0] = d_0 | (d_2 & 3) << 6,  q[c][h][1] = d_1 | (d_3 & 3) << 6,
+//   q[c][h][2] = d_2 >> 2 | (d_3 >> 2) << 4,
+// so one mask gives d_0 (d_1) and a shift, two masks and an or d_2 (d_3):
+// 12 vector operations per half chunk (nibbles and a field of top bits,
+// the layout before, took 17).
 struct block_q6_Kx8 {
   ggml_fp16_t d[8];
   int8_t sc[16][8];
-  uint8_t ql[8][4][32];
-  uint8_t qh[8][2][32];
+  uint8_t q[8][2][3][32];
 };
 static_assert(sizeof(block_q6_Kx8) == 8 * sizeof(block_q6_K));
 
-// The register q (0..7) of a chunk whose top 2 bits are field f (0..3) of
-// qh[c][h], and back: q = 2h + f % 2 + 4 (f / 2).
+// The register q (0..7) of a chunk that is digit f (0..3) of half h, and
+// back: q = 2h + f % 2 + 4 (f / 2).
 constexpr int q6x8_register(int h, int f) { return 2 * h + f % 2 + 4 * (f / 2); }
-constexpr int q6x8_qh(int q) { return (q % 4) / 2; }
-constexpr int q6x8_field(int q) { return q % 2 + 2 * (q / 4); }
+constexpr int q6x8_half(int q) { return (q % 4) / 2; }
+constexpr int q6x8_digit(int q) { return q % 2 + 2 * (q / 4); }
 
 // Bytes of one interleaved group of 8 rows of n elements of type t: 8 *
 // row_size(t, n) for Q4_0, Q5_0, Q8_0 and Q6_K, n / 256 * 1184 for Q4_K. An

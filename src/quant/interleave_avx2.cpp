@@ -320,15 +320,6 @@ struct PackedQ8Kx8o {
 };
 static_assert(sizeof(PackedQ8Kx8o) == kPackQ6_Kx8);
 
-// Bits 2f, 2f + 1 of each byte of v moved to bits 4, 5 (others: garbage;
-// the 16-bit shifts keep them within their byte, as to_bit4).
-template <int f>
-inline __m256i field_to_bits45(__m256i v) {
-  if constexpr (f < 2) return _mm256_slli_epi16(v, 4 - 2 * f);
-  else if constexpr (f > 2) return _mm256_srli_epi16(v, 2 * f - 4);
-  else return v;
-}
-
 // Row l's int8 scales of one sub-block (8 bytes, row l at byte l) as
 // int16 pairs (s_l, s_l) in int32 lane l, for _mm256_madd_epi16.
 inline __m256i scale_pairs(const int8_t* sc) {
@@ -336,17 +327,16 @@ inline __m256i scale_pairs(const int8_t* sc) {
   return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)), dup));
 }
 
-// The digits (0..63) of the 4 registers of chunk c whose top bits are in
-// qh[c][h]: u[f] = register q6x8_register(h, f), its low 4 bits from
-// ql[c][2h + f % 2] (low nibbles for f < 2, high for f >= 2).
+// The digits (0..63) of half h of chunk c (block_q6_Kx8): u[f] = register
+// q6x8_register(h, f). The 16-bit shifts keep each field in its byte
+// (what they bring in from the neighbouring byte is masked off).
 inline void q6x8_digits(const block_q6_Kx8& b, int c, int h, __m256i u[4]) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-  const __m256i qh = load32(b.qh[c][h]);
-  const __m256i l0 = load32(b.ql[c][2 * h]), l1 = load32(b.ql[c][2 * h + 1]);
-  u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(field_to_bits45<0>(qh), m30));
-  u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(field_to_bits45<1>(qh), m30));
-  u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(field_to_bits45<2>(qh), m30));
-  u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(field_to_bits45<3>(qh), m30));
+  const __m256i m6 = _mm256_set1_epi8(0x3F), m2 = _mm256_set1_epi8(0x03), m3c = _mm256_set1_epi8(0x3C);
+  const __m256i x0 = load32(b.q[c][h][0]), x1 = load32(b.q[c][h][1]), x2 = load32(b.q[c][h][2]);
+  u[0] = _mm256_and_si256(x0, m6);
+  u[1] = _mm256_and_si256(x1, m6);
+  u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x0, 6), m2), _mm256_and_si256(_mm256_slli_epi16(x2, 2), m3c));
+  u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x1, 6), m2), _mm256_and_si256(_mm256_srli_epi16(x2, 2), m3c));
 }
 
 // A group's Q6_K blocks by A activation rows, in k_quants.cpp's 8-lane
