@@ -451,6 +451,69 @@ void q6_Kx8_many(int64_t nb, const block_q6_Kx8* w, const uint8_t* a, size_t as,
   }
 }
 
+// q6_Kx8_many for two groups side by side (16 output rows): each
+// activation load (bytes, offset term) serves both groups' digits, and each
+// digit register and scale pair both rows of a pair of activation rows.
+// The lanes of a half chunk go two registers (one scale) at a time, so the
+// 8 int32 lane accumulators (2 groups x 2 rows x 2 registers) stay in
+// registers. The same steps per output as q6_Kx8_tile, so the same bits.
+constexpr int64_t kQ6PairRows = 32;
+void q6_Kx8_many2(int64_t nb, const block_q6_Kx8* w0, const block_q6_Kx8* w1, const uint8_t* a, size_t as, int64_t M,
+                  float* y, size_t ys) {
+  __m256 acc[2][kQ6PairRows][8];
+  for (int g = 0; g < 2; ++g)
+    for (int64_t m = 0; m < M; ++m)
+      for (int q = 0; q < 8; ++q) acc[g][m][q] = _mm256_setzero_ps();
+  __m256i u[2][2][8][4], sc[2][16];
+  for (int64_t i = 0; i < nb; ++i) {
+    const block_q6_Kx8* b[2] = {&w0[i], &w1[i]};
+    __m256 dw[2];
+    for (int g = 0; g < 2; ++g) {
+      for (int sb = 0; sb < 16; ++sb) sc[g][sb] = scale_pairs(b[g]->sc[sb]);
+      for (int h = 0; h < 2; ++h)
+        for (int c = 0; c < 8; ++c) q6x8_digits(*b[g], c, h, u[g][h][c]);
+      dw[g] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[g]->d)));
+    }
+    const auto rows = [&]<int R>(int64_t m0) {
+      const PackedQ8Kx8o* x[R];
+      for (int r = 0; r < R; ++r) x[r] = &act_row<PackedQ8Kx8o>(a, as, static_cast<int>(m0 + r))[i];
+      for (int h = 0; h < 2; ++h)
+        for (int fp = 0; fp < 2; ++fp) {  // digits f = 2fp, 2fp + 1: scale of sub-block 2c + fp
+          __m256i lane[2][R][2];
+          for (int g = 0; g < 2; ++g)
+            for (int r = 0; r < R; ++r) lane[g][r][0] = lane[g][r][1] = _mm256_setzero_si256();
+          for (int c = 0; c < 8; ++c) {
+            for (int k = 0; k < 2; ++k) {
+              const int f = 2 * fp + k, q = q6x8_register(h, f);
+              for (int r = 0; r < R; ++r) {
+                const __m256i xq = bcast4(x[r]->qs + 32 * c + 4 * q);
+                const __m256i xo = bcast4(reinterpret_cast<const int8_t*>(x[r]->off + 2 * (8 * c + q)));
+                for (int g = 0; g < 2; ++g) {
+                  const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u[g][h][c][f], xq), xo);
+                  lane[g][r][k] = nc(_mm256_add_epi32(lane[g][r][k], _mm256_madd_epi16(p, sc[g][2 * c + fp])));
+                }
+              }
+            }
+          }
+          for (int r = 0; r < R; ++r)
+            for (int g = 0; g < 2; ++g) {
+              const __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(&x[r]->d), dw[g]);
+              for (int k = 0; k < 2; ++k) {
+                const int q = q6x8_register(h, 2 * fp + k);
+                acc[g][m0 + r][q] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lane[g][r][k]), acc[g][m0 + r][q]);
+              }
+            }
+        }
+    };
+    int64_t m = 0;
+    for (; m + 2 <= M; m += 2) rows.template operator()<2>(m);
+    if (m < M) rows.template operator()<1>(m);
+  }
+  for (int g = 0; g < 2; ++g)
+    for (int64_t m = 0; m < M; ++m)
+      _mm256_storeu_ps(y + static_cast<size_t>(m) * ys + kInterleave * g, hsum_lanes(acc[g][m]));
+}
+
 struct Q6KTile {
   using X8 = block_q6_Kx8;
   static constexpr int kActs = 1;
@@ -539,11 +602,17 @@ void gemm_q6_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8
     return;
   }
   const int64_t nb = n / QK_K;
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const auto* wg = reinterpret_cast<const block_q6_Kx8*>(w + static_cast<size_t>(g * nb) * sizeof(block_q6_Kx8));
+  const auto group = [&](int64_t g) {
+    return reinterpret_cast<const block_q6_Kx8*>(w + static_cast<size_t>(g * nb) * sizeof(block_q6_Kx8));
+  };
+  int64_t g = 0;
+  for (; g + 2 <= n_groups; g += 2)
+    for (int64_t m = 0; m < n_rows; m += kQ6PairRows)
+      q6_Kx8_many2(nb, group(g), group(g + 1), a + m * as, as, std::min(kQ6PairRows, n_rows - m),
+                   y + m * ys + kInterleave * g, ys);
+  for (; g < n_groups; ++g)
     for (int64_t m = 0; m < n_rows; m += kQ6MaxRows)
-      q6_Kx8_many(nb, wg, a + m * as, as, std::min(kQ6MaxRows, n_rows - m), y + m * ys + kInterleave * g, ys);
-  }
+      q6_Kx8_many(nb, group(g), a + m * as, as, std::min(kQ6MaxRows, n_rows - m), y + m * ys + kInterleave * g, ys);
 }
 
 void pack_q8_K_for_q6_Kx8(int64_t n, const void* src, void* dst) {
