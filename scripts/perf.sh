@@ -320,7 +320,8 @@ if long_rows:
             cells += ["n/a", "n/a", "n/a", "-"]
         w("| " + " | ".join(cells) + " |")
     w("")
-    w(f"Runs per test in this section: {len(next(iter(long_rows))[1][ps[0]]['samples_ts'])}.")
+    first_syn = long_rows[0][1]
+    w(f"Runs per test in this section: {len(first_syn[min(first_syn)]['samples_ts'])}.")
     w("")
 w("## How to reproduce")
 w("")

@@ -343,13 +343,16 @@ int run(BenchArgs a) {
           // depth + (n + 1) / 2 rows (bounded by a sliding window's capacity).
           const double rows = std::min<double>(depth + (n + 1) / 2.0, static_cast<double>(kv.capacity()));
           r.kv_bytes_per_token = rows * static_cast<double>(kv_row_bytes);
-          // --bw auto: a probe before the first run and after each, each
-          // followed by the untimed warm-up step (a probe flushes the caches).
-          const auto probe_and_warm_up = [&] {
-            if (a.bw == "auto") r.bw_probes.push_back(probe(threads));
-            warm_up();
+          // --bw auto: a probe before the first run and after each; the
+          // untimed warm-up step follows every probe but the last (a probe
+          // flushes the caches), else it runs once before the first run.
+          if (a.bw == "auto") r.bw_probes.push_back(probe(threads));
+          warm_up();
+          const auto probe_after = [&](int rep) {
+            if (a.bw != "auto") return;
+            r.bw_probes.push_back(probe(threads));
+            if (rep + 1 < a.reps) warm_up();
           };
-          probe_and_warm_up();
           if (b == 1) {
             for (int rep = 0; rep < a.reps; ++rep) {
               kv.set_n_past(depth);
@@ -359,7 +362,7 @@ int run(BenchArgs a) {
                 model::forward(*m, kv, one, false, logits, pool);
               }
               r.samples.push_back(n / std::max(seconds_since(t0), 1e-9));
-              probe_and_warm_up();
+              probe_after(rep);
             }
           } else {
             // B sequences, each holding the same `depth` tokens (forks of the
@@ -378,7 +381,7 @@ int run(BenchArgs a) {
                 model::forward_batch(*m, seqs, rows_b, logits, pool);
               }
               r.samples.push_back(static_cast<double>(n) * b / std::max(seconds_since(t0), 1e-9));
-              probe_and_warm_up();
+              probe_after(rep);
             }
           }
           if (a.bw == "auto") r.bw_gbps = mean_run_bandwidth(r.bw_probes);

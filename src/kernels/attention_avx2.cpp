@@ -272,6 +272,7 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
     load_rows_f16(kv.k + g * hd, kv.k_stride, kv.capacity, j0, j1, hd, blk);
     for (int64_t r = 0; r < n_rows; ++r) {
       const int64_t a = std::max(j0, rows[r].first), b = std::min(j1 - 1, rows[r].last);
+      if (a > b) continue;  // (the score pointers below would lie outside the row)
       int64_t i = 0;
       for (; i + 4 <= n_gqa; i += 4) {  // four heads at a time: each K load serves 4 queries
         const float* qi = &s.q[(r * n_gqa + i) * hd];

@@ -5,8 +5,9 @@
 // against one activation row (decode). Per output element every step is the
 // one of the single-row AVX2 kernel of the same type (legacy_dot_avx2.cpp,
 // float_avx2.cpp; the orders are explained there): the same exact integer
-// lanes, the same float multiplies / fused multiply-adds in the same order,
-// the same final reduction. Only work that does not depend on the pair is
+// lanes (Q8_0: summed to the block's one integer), the same float
+// multiplies / fused multiply-adds in the same order, the same final
+// reduction (F16/F32). Only work that does not depend on the pair is
 // hoisted: the weight-side unpacking per weight block, and the
 // activation-side work once per matrix product (pack_q8_0_for_q8_0: F16
 // scale to float, int16 widening). The K-quant kernels are in

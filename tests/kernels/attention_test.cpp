@@ -178,18 +178,27 @@ INSTANTIATE_TEST_SUITE_P(
         BlockCase{20, 32, 4, 64, 64, 2, 64, 150, 24},     // sliding window in a circular cache
         BlockCase{33, 16, 2, 64, 64, 1, 48, 1000, 16}));  // window shorter than the block
 
-// Arbitrary ranges in one call (rows need not be consecutive positions).
+// Arbitrary ranges in one call (rows need not be consecutive positions):
+// rows that skip some K blocks, with 3 heads per group (one head at a
+// time), 4 and 7 (the four-head kernels, then the rest), hd_v 72 and 64
+// (the four-head V kernel needs a multiple of 16).
 TEST(AttentionBlock, ArbitraryRangesEqualAttendGroup) {
-  const int64_t n_rows = 24, n_gqa = 3, hd = 40, hd_v = 72, n_groups = 2, capacity = 200;
-  const BlockData b = make_block_data(n_rows, n_gqa, hd, hd_v, n_groups, capacity, 77);
-  std::mt19937 rng(5);
-  std::vector<std::pair<int64_t, int64_t>> ranges;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const int64_t x = static_cast<int64_t>(rng() % capacity), y = static_cast<int64_t>(rng() % capacity);
-    ranges.emplace_back(std::min(x, y), std::max(x, y));
+  const int64_t n_rows = 24, hd = 40, n_groups = 2, capacity = 200;
+  for (int64_t n_gqa : {3, 4, 7}) {
+    for (int64_t hd_v : {72, 64}) {
+      const BlockData b = make_block_data(n_rows, n_gqa, hd, hd_v, n_groups, capacity, 77);
+      std::mt19937 rng(5);
+      std::vector<std::pair<int64_t, int64_t>> ranges;
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const int64_t x = static_cast<int64_t>(rng() % capacity), y = static_cast<int64_t>(rng() % capacity);
+        ranges.emplace_back(std::min(x, y), std::max(x, y));
+      }
+      ranges[3] = {5, 5};
+      ranges[n_rows - 1] = {0, 5};  // the last row ends before most K blocks
+      for (int64_t bk : {8, 16, 56, 256})
+        expect_block_equals_group(b, ranges, n_gqa, hd, hd_v, n_groups, capacity, bk);
+    }
   }
-  ranges[3] = {5, 5};
-  for (int64_t bk : {8, 16, 56, 256}) expect_block_equals_group(b, ranges, n_gqa, hd, hd_v, n_groups, capacity, bk);
 }
 
 // The AVX2 probabilities (vector max, ggml_v_expf 8 lanes at a time, each

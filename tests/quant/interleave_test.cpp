@@ -279,13 +279,22 @@ TEST(Interleave, ExtremeBlocksDoNotSaturate) {
             packed.assign(x8_packed_row_size(t, isa, n), 0);
             pack(n, a.data(), packed.data());
           }
+          // One activation row (decode), and the same row 4 times (the
+          // prefill tiles of 4 rows).
           float y[8];
           gemm_x8_kernel(t, isa)(n, x8.data(), 1, packed.data(), packed.size(), 1, y, 8);
+          std::vector<uint8_t> packed4;
+          for (int m = 0; m < 4; ++m) packed4.insert(packed4.end(), packed.begin(), packed.end());
+          float y4[4][8];
+          gemm_x8_kernel(t, isa)(n, x8.data(), 1, packed4.data(), packed.size(), 4, &y4[0][0], 8);
           for (int r = 0; r < 8; ++r) {
             const float want = vec_dot_kernel(t, isa)(n, plain.data() + r * rb, a.data());
             ASSERT_EQ(std::memcmp(&want, &y[r], sizeof want), 0)
                 << type_name(t) << " " << isa_name(isa) << " pattern " << pattern << " byte " << int{byte}
                 << ": vec_dot " << want << " kernel " << y[r];
+            for (int m = 0; m < 4; ++m)
+              ASSERT_EQ(std::memcmp(&want, &y4[m][r], sizeof want), 0)
+                  << type_name(t) << " " << isa_name(isa) << " 4 rows, pattern " << pattern << " byte " << int{byte};
           }
           // And the value itself, from the dequantized floats.
           std::vector<float> wf(n);
@@ -299,13 +308,13 @@ TEST(Interleave, ExtremeBlocksDoNotSaturate) {
   }
 }
 
-// The Q4_0 order itself (legacy.cpp), Q5_0's too: one exact integer per
-// block, one fused multiply-add per block; the AVX2 and scalar dots agree
-// on it.
+// The Q4_0 order itself (legacy.cpp), Q5_0's and Q8_0's too: one exact
+// integer per block, one fused multiply-add per block; the AVX2 and scalar
+// dots agree on it.
 TEST(Interleave, DotIsOneFmaPerBlock) {
   std::mt19937 rng(13);
   const int64_t n = 96;
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_0}) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0}) {
     const std::vector<uint8_t> w = rows_of(t, n, 1, rng, true);
     const std::vector<uint8_t> a = rows_of(GgmlType::Q8_0, n, 1, rng, true);
     std::vector<float> values(n);  // the integer times d_w, so value / d_w is the integer
