@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "quant/avx2_util.hpp"
 #include "quant/gemm_tiles.hpp"
@@ -45,6 +46,13 @@ struct PackedQ8x8 {
   int32_t off;
 };
 static_assert(sizeof(PackedQ8x8) == kPackQ4_0x8);
+
+// f.template operator()<c>() for c = 0 .. N-1, unrolled at compile time
+// (c indexes registers and is a template argument).
+template <int N, class F>
+inline void unrolled(F&& f) {
+  [&]<int... c>(std::integer_sequence<int, c...>) { (f.template operator()<c>(), ...); }(std::make_integer_sequence<int, N>{});
+}
 
 inline __m256i bcast4(const int8_t* p) {
   int32_t v;
@@ -117,10 +125,7 @@ void x8_tile(int64_t nb, const typename T::X8* w, const uint8_t* a, size_t as, f
         if constexpr (T::kTwoStep && c == 1) s32[m] = _mm256_madd_epi16(s[m], ones);
       }
     };
-    chunk.template operator()<0>();
-    chunk.template operator()<1>();
-    chunk.template operator()<2>();
-    chunk.template operator()<3>();
+    unrolled<4>(chunk);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.d)));
     for (int m = 0; m < A; ++m) {
       const PackedQ8x8& x = act_row<PackedQ8x8>(a, as, m)[i];
@@ -171,107 +176,66 @@ struct PackedQ8x8s {
 };
 static_assert(sizeof(PackedQ8x8s) == kPackQ8_0x8);
 
-// A group's Q8_0 blocks by A activation rows, in legacy.cpp's Q4_0 order.
-// Chunk c's load holds bytes 4c..4c+3 of the 8 rows (lane l = row l):
-// _mm256_sign_epi8 gives w * sign(a) (exact, as no weight byte is -128:
-// rows_interleave_exactly), _mm256_maddubs_epi16 against the broadcast
-// |a| the int16 sums of 2 products (|sum| <= 2 * 128 * 127 = 32512, no
-// saturation), _mm256_madd_epi16 by 1 the exact int32 of 4 products for the
-// 8 rows; the 8 chunks' int32 added make each row's exact block dot, and
+// G groups' Q8_0 blocks (w[g], 8 output rows each, at y + 8g) by A
+// activation rows, in legacy.cpp's Q4_0 order. Chunk c's load holds bytes
+// 4c..4c+3 of a group's 8 rows (lane l = row l): _mm256_sign_epi8 gives
+// w * sign(a) (exact, as no weight byte is -128: rows_interleave_exactly),
+// _mm256_maddubs_epi16 against the broadcast |a| the int16 sums of 2
+// products (|sum| <= 2 * 128 * 127 = 32512, no saturation),
+// _mm256_madd_epi16 by 1 the exact int32 of 4 products for the 8 rows; the
+// 8 chunks' int32 added make each row's exact block dot, and
 // acc = fma(float(isum), d_w * d_a, acc) serves the 8 rows at once. The
 // chunks are unrolled (a loop over them kept the sums of the A rows in
-// memory: 72 -> 96 Gmac/s, 64 rows by 2048 x 256, one thread).
-template <int A>
-void q8_0x8_tile(int64_t nb, const block_q8_0x8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+// memory: 72 -> 96 Gmac/s, 64 rows by 2048 x 256, one thread). Each
+// activation broadcast serves the G groups: with one group the broadcasts
+// (two loads per 32 products) bound the prefill tile, as this core does two
+// 256-bit loads per cycle (8 vpbroadcastd or 8 vmovdqu take ~4 cycles);
+// two groups by 2 rows: 75-78 -> 87-88 Gmac/s (by 3 rows: 81-87).
+template <int G, int A>
+void q8_0x8_tile(int64_t nb, const block_q8_0x8* const* w, const uint8_t* a, size_t as, float* y, size_t ys) {
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[A];
-  for (int m = 0; m < A; ++m) acc[m] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    const block_q8_0x8& b = w[i];
-    prefetch_ahead(&b);
-    __m256i s[A];
-    const auto chunk = [&]<int c>() {
-      const __m256i q = load32(b.qs + 32 * c);
-      for (int m = 0; m < A; ++m) {
-        const PackedQ8x8s& x = act_row<PackedQ8x8s>(a, as, m)[i];
-        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(bcast4(reinterpret_cast<const int8_t*>(x.mag) + 4 * c), _mm256_sign_epi8(q, bcast4(x.qs + 4 * c))), ones);
-        if constexpr (c == 0) s[m] = p;
-        else s[m] = nc(_mm256_add_epi32(s[m], p));
-      }
-    };
-    chunk.template operator()<0>();
-    chunk.template operator()<1>();
-    chunk.template operator()<2>();
-    chunk.template operator()<3>();
-    chunk.template operator()<4>();
-    chunk.template operator()<5>();
-    chunk.template operator()<6>();
-    chunk.template operator()<7>();
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.d)));
-    for (int m = 0; m < A; ++m)
-      acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[m]), _mm256_mul_ps(dw, _mm256_broadcast_ss(&act_row<PackedQ8x8s>(a, as, m)[i].d)), acc[m]);
-  }
-  for (int m = 0; m < A; ++m) _mm256_storeu_ps(y + static_cast<size_t>(m) * ys, acc[m]);
-}
-
-// q8_0x8_tile for two groups side by side (16 output rows) by A activation
-// rows: each activation broadcast serves both groups (the broadcasts, two
-// loads per 32 products of one group, were what bound the one-group
-// tile: this core does two 256-bit loads per cycle). Two activation rows
-// per tile (three ran slower). The same steps per output, so the same
-// bits.
-template <int A>
-void q8_0x8_tile2(int64_t nb, const block_q8_0x8* w0, const block_q8_0x8* w1, const uint8_t* a, size_t as, float* y,
-                  size_t ys) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[2][A];
-  for (int g = 0; g < 2; ++g)
+  __m256 acc[G][A];
+  for (int g = 0; g < G; ++g)
     for (int m = 0; m < A; ++m) acc[g][m] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
-    const block_q8_0x8* b[2] = {&w0[i], &w1[i]};
-    __m256i s[2][A];
-    const auto chunk = [&]<int c>() {
-      const __m256i q[2] = {load32(b[0]->qs + 32 * c), load32(b[1]->qs + 32 * c)};
+    if constexpr (G == 1) prefetch_ahead(&w[0][i]);  // decode streams one group at a time
+    __m256i s[G][A];
+    unrolled<8>([&]<int c>() {
+      __m256i q[G];
+      for (int g = 0; g < G; ++g) q[g] = load32(w[g][i].qs + 32 * c);
       for (int m = 0; m < A; ++m) {
         const PackedQ8x8s& x = act_row<PackedQ8x8s>(a, as, m)[i];
         const __m256i mag = bcast4(reinterpret_cast<const int8_t*>(x.mag) + 4 * c), sgn = bcast4(x.qs + 4 * c);
-        for (int g = 0; g < 2; ++g) {
+        for (int g = 0; g < G; ++g) {
           const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(q[g], sgn)), ones);
           if constexpr (c == 0) s[g][m] = p;
           else s[g][m] = nc(_mm256_add_epi32(s[g][m], p));
         }
       }
-    };
-    chunk.template operator()<0>();
-    chunk.template operator()<1>();
-    chunk.template operator()<2>();
-    chunk.template operator()<3>();
-    chunk.template operator()<4>();
-    chunk.template operator()<5>();
-    chunk.template operator()<6>();
-    chunk.template operator()<7>();
-    for (int g = 0; g < 2; ++g) {
-      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[g]->d)));
+    });
+    for (int g = 0; g < G; ++g) {
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[g][i].d)));
       for (int m = 0; m < A; ++m)
         acc[g][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[g][m]),
                                     _mm256_mul_ps(dw, _mm256_broadcast_ss(&act_row<PackedQ8x8s>(a, as, m)[i].d)),
                                     acc[g][m]);
     }
   }
-  for (int g = 0; g < 2; ++g)
+  for (int g = 0; g < G; ++g)
     for (int m = 0; m < A; ++m) _mm256_storeu_ps(y + static_cast<size_t>(m) * ys + kInterleave * g, acc[g][m]);
 }
 
-// Four activation rows per tile share each weight load: pp512
-// llama-3.2-1b Q8_0 t=2 (A/B of the whole change from the 8-lane order, one
-// row per tile): 117.5/109.7 -> 155.8/152.0 t/s; 2 or 3 rows ran no faster.
+// One group (decode, and a lone last group in prefill): four activation
+// rows per tile share each weight load: pp512 llama-3.2-1b Q8_0 t=2 (A/B of
+// the whole change from the 8-lane order, one row per tile): 117.5/109.7 ->
+// 155.8/152.0 t/s; 2 or 3 rows ran no faster.
 struct Q8Tile {
   using X8 = block_q8_0x8;
   static constexpr int kActs = 4;
   static constexpr int kBlock = 32;
   template <int A>
   static void tile(int64_t nb, const X8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-    q8_0x8_tile<A>(nb, w, a, as, y, ys);
+    q8_0x8_tile<1, A>(nb, &w, a, as, y, ys);
   }
 };
 
@@ -634,8 +598,9 @@ void gemm_q8_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8
   for (; g + 2 <= n_groups; g += 2) {
     float* yg = y + kInterleave * g;
     int64_t m = 0;
-    for (; m + 2 <= n_rows; m += 2) q8_0x8_tile2<2>(nb, group(g), group(g + 1), a + m * as, as, yg + m * ys, ys);
-    for (; m < n_rows; ++m) q8_0x8_tile2<1>(nb, group(g), group(g + 1), a + m * as, as, yg + m * ys, ys);
+    const block_q8_0x8* pair[2] = {group(g), group(g + 1)};
+    for (; m + 2 <= n_rows; m += 2) q8_0x8_tile<2, 2>(nb, pair, a + m * as, as, yg + m * ys, ys);
+    for (; m < n_rows; ++m) q8_0x8_tile<2, 1>(nb, pair, a + m * as, as, yg + m * ys, ys);
   }
   if (g < n_groups) gemm_x8<Q8Tile>(n, reinterpret_cast<const uint8_t*>(group(g)), 1, a, as, n_rows, y + kInterleave * g, ys);
 }
