@@ -2,8 +2,9 @@
 // Q8_0 activation rows, of interleaved Q8_0 (q8_0x8_tile, below), of
 // interleaved Q4_K against Q8_K (q4_Kx8_tile) and of interleaved
 // Q6_K (the 8-lane order), one kernel per type for decode (one activation
-// row) and prefill alike, but for Q6_K (q6_Kx8_tile decodes, q6_Kx8_many
-// takes 4 rows and more).
+// row) and prefill alike, but for Q6_K (q6_Kx8_tile decodes, q6_Kx8_many2
+// and q6_Kx8_many take 4 rows and more) and Q8_0 (prefill takes two groups
+// at a time).
 //
 // Q4_0 / Q5_0: per group of 8 rows and 32-element block, for each chunk c = 0..3 one
 // 32-byte load holds bytes 4c..4c+3 of the 8 rows' qs (lane l = row l):
@@ -157,7 +158,7 @@ struct NibbleTile {
 using Q4Tile = NibbleTile<Q4x8, 2>;
 using Q5Tile = NibbleTile<Q5x8, 4>;
 
-// The 8-lane orders' last step for 8 rows at once: lane l of r[q] is row
+// The 8-lane order's last step (Q6_K) for 8 rows at once: lane l of r[q] is row
 // l's accumulator of lane q, and hsum_float_8's sum ((a0+a4)+(a2+a6)) +
 // ((a1+a5)+(a3+a7)) is taken across the 8 registers.
 inline __m256 hsum_lanes(const __m256 r[8]) {
@@ -378,7 +379,7 @@ void q6_Kx8_tile(int64_t nb, const block_q6_Kx8* w, const uint8_t* a, size_t as,
         for (int f = 0; f < 4; ++f) lane[m][f] = _mm256_setzero_si256();
       for (int c = 0; c < 8; ++c) {
         const __m256i s_lo = scale_pairs(b.sc[2 * c]), s_hi = scale_pairs(b.sc[2 * c + 1]);
-        // Register (c, q) is field f of qh[c][h].
+        // Register (c, q) is digit f of half h (block_q6_Kx8).
         const auto add = [&](int f, __m256i u) {
           const int q = q6x8_register(h, f);
           for (int m = 0; m < A; ++m) {
