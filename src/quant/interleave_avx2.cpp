@@ -2,8 +2,8 @@
 // Q8_0 activation rows, of interleaved Q8_0 (q8_0x8_tile, below), of
 // interleaved Q4_K against Q8_K (q4_Kx8_tile) and of interleaved
 // Q6_K (the 8-lane order), one kernel per type for decode (one activation
-// row) and prefill alike, but for Q6_K (q6_Kx8_tile decodes, q6_Kx8_many2
-// and q6_Kx8_many take 4 rows and more) and Q8_0 (prefill takes two groups
+// row) and prefill alike, but for Q6_K (q6_Kx8_tile decodes, q6_Kx8_many
+// takes 4 rows and more) and Q8_0 (prefill takes two groups
 // at a time).
 //
 // Q4_0 / Q5_0: per group of 8 rows and 32-element block, for each chunk c = 0..3 one
@@ -407,112 +407,72 @@ void q6_Kx8_tile(int64_t nb, const block_q6_Kx8* w, const uint8_t* a, size_t as,
   }
 }
 
-// Prefill: a group's Q6_K blocks by M (1..kQ6MaxRows) activation rows, each
-// block unpacked once, into a scratch of 64 digit registers and 16 scale
-// pairs in L1, for all M rows (q6_Kx8_tile unpacks them in registers per
-// tile of A rows; with A = 2 it ran 47 Gmac/s here against 54, as its
-// accumulators spill). The same steps per output as
-// q6_Kx8_tile, so the same bits.
-constexpr int64_t kQ6MaxRows = 64;
-void q6_Kx8_many(int64_t nb, const block_q6_Kx8* w, const uint8_t* a, size_t as, int64_t M, float* y, size_t ys) {
-  __m256 acc[kQ6MaxRows][8];
-  for (int64_t m = 0; m < M; ++m)
-    for (int q = 0; q < 8; ++q) acc[m][q] = _mm256_setzero_ps();
-  __m256i u[2][8][4], sc[16];
-  for (int64_t i = 0; i < nb; ++i) {
-    const block_q6_Kx8& b = w[i];
-    for (int s = 0; s < 16; ++s) sc[s] = scale_pairs(b.sc[s]);
-    for (int h = 0; h < 2; ++h)
-      for (int c = 0; c < 8; ++c) q6x8_digits(b, c, h, u[h][c]);
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.d)));
-    // Two activation rows at a time: each digit register loaded once for
-    // both (M odd: the last row alone).
-    const auto rows = [&]<int R>(int64_t m0) {
-      const PackedQ8Kx8o* x[R];
-      for (int r = 0; r < R; ++r) x[r] = &act_row<PackedQ8Kx8o>(a, as, static_cast<int>(m0 + r))[i];
-      for (int h = 0; h < 2; ++h) {
-        __m256i lane[R][4];
-        for (int r = 0; r < R; ++r)
-          for (int f = 0; f < 4; ++f) lane[r][f] = _mm256_setzero_si256();
-        for (int c = 0; c < 8; ++c) {
-          for (int f = 0; f < 4; ++f) {
-            const int q = q6x8_register(h, f);
-            const __m256i uf = u[h][c][f], s = sc[2 * c + f / 2];
-            for (int r = 0; r < R; ++r) {
-              const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(uf, bcast4(x[r]->qs + 32 * c + 4 * q)),
-                                                 bcast4(reinterpret_cast<const int8_t*>(x[r]->off + 2 * (8 * c + q))));
-              // (nc: the chain as written; 2048 x 512 by 64 rows 46 -> 58 Gmac/s.)
-              lane[r][f] = nc(_mm256_add_epi32(lane[r][f], _mm256_madd_epi16(p, s)));
-            }
-          }
-        }
-        for (int r = 0; r < R; ++r) {
-          const __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(&x[r]->d), dw);
-          for (int f = 0; f < 4; ++f) {
-            const int q = q6x8_register(h, f);
-            acc[m0 + r][q] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lane[r][f]), acc[m0 + r][q]);
-          }
-        }
-      }
-    };
-    int64_t m = 0;
-    for (; m + 2 <= M; m += 2) rows.template operator()<2>(m);
-    if (m < M) rows.template operator()<1>(m);
-  }
-  for (int64_t m = 0; m < M; ++m) {
-    _mm256_storeu_ps(y + static_cast<size_t>(m) * ys, hsum_lanes(acc[m]));
-  }
-}
-
-// q6_Kx8_many for two groups side by side (16 output rows): each
-// activation load (bytes, offset term) serves both groups' digits, and each
-// digit register and scale pair both rows of a pair of activation rows.
-// The lanes of a half chunk go two registers (one scale) at a time, so the
-// 8 int32 lane accumulators (2 groups x 2 rows x 2 registers) stay in
-// registers. The same steps per output as q6_Kx8_tile, so the same bits.
-constexpr int64_t kQ6PairRows = 32;
-void q6_Kx8_many2(int64_t nb, const block_q6_Kx8* w0, const block_q6_Kx8* w1, const uint8_t* a, size_t as, int64_t M,
-                  float* y, size_t ys) {
-  __m256 acc[2][kQ6PairRows][8];
-  for (int g = 0; g < 2; ++g)
+// Prefill: G groups' Q6_K blocks (w[g], 8 output rows each, at y + 8g) by
+// M (1..kQ6Rows<G>) activation rows, each block unpacked once, into a
+// scratch of 64 digit registers and 16 scale pairs per group in L1, for all
+// M rows (q6_Kx8_tile unpacks them in registers per tile of A rows; with
+// A = 2 it ran 47 Gmac/s here against 54, as its accumulators spill). Each
+// activation load (bytes, offset term) serves the G groups' digits, and
+// each digit register and scale pair a pair of activation rows (M odd: the
+// last row alone). The same steps per output as q6_Kx8_tile,
+// so the same bits. Two groups against one, 2048 x 512 by 64 rows on one
+// thread, best of 150: 61-62 -> 71-74 Gmac/s (the activation broadcasts,
+// two loads per 32 products of one group, bound the one-group pass).
+// Activation rows per call: the float accumulators take 16 KiB of L1.
+template <int G>
+inline constexpr int64_t kQ6Rows = 64 / G;
+template <int G>
+void q6_Kx8_many(int64_t nb, const block_q6_Kx8* const* w, const uint8_t* a, size_t as, int64_t M, float* y,
+                 size_t ys) {
+  __m256 acc[G][kQ6Rows<G>][8];
+  for (int g = 0; g < G; ++g)
     for (int64_t m = 0; m < M; ++m)
       for (int q = 0; q < 8; ++q) acc[g][m][q] = _mm256_setzero_ps();
-  __m256i u[2][2][8][4], sc[2][16];
+  // Registers per pass over a half chunk: the int32 lane accumulators
+  // (G x 2 rows x K) stay in registers (one group: all 4 ran 4-10% faster
+  // than 2 at a time).
+  constexpr int K = G == 1 ? 4 : 2;
+  __m256i u[G][2][8][4], sc[G][16];
   for (int64_t i = 0; i < nb; ++i) {
-    const block_q6_Kx8* b[2] = {&w0[i], &w1[i]};
-    __m256 dw[2];
-    for (int g = 0; g < 2; ++g) {
-      for (int sb = 0; sb < 16; ++sb) sc[g][sb] = scale_pairs(b[g]->sc[sb]);
+    __m256 dw[G];
+    for (int g = 0; g < G; ++g) {
+      const block_q6_Kx8& b = w[g][i];
+      for (int sb = 0; sb < 16; ++sb) sc[g][sb] = scale_pairs(b.sc[sb]);
       for (int h = 0; h < 2; ++h)
-        for (int c = 0; c < 8; ++c) q6x8_digits(*b[g], c, h, u[g][h][c]);
-      dw[g] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[g]->d)));
+        for (int c = 0; c < 8; ++c) q6x8_digits(b, c, h, u[g][h][c]);
+      dw[g] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.d)));
     }
     const auto rows = [&]<int R>(int64_t m0) {
       const PackedQ8Kx8o* x[R];
       for (int r = 0; r < R; ++r) x[r] = &act_row<PackedQ8Kx8o>(a, as, static_cast<int>(m0 + r))[i];
       for (int h = 0; h < 2; ++h)
-        for (int fp = 0; fp < 2; ++fp) {  // digits f = 2fp, 2fp + 1: scale of sub-block 2c + fp
-          __m256i lane[2][R][2];
-          for (int g = 0; g < 2; ++g)
-            for (int r = 0; r < R; ++r) lane[g][r][0] = lane[g][r][1] = _mm256_setzero_si256();
+        for (int fp = 0; fp < 4 / K; ++fp) {  // digits f = K fp .. K fp + K - 1
+          __m256i lane[G][R][K];
+          for (int g = 0; g < G; ++g)
+            for (int r = 0; r < R; ++r)
+              for (int k = 0; k < K; ++k) lane[g][r][k] = _mm256_setzero_si256();
           for (int c = 0; c < 8; ++c) {
-            for (int k = 0; k < 2; ++k) {
-              const int f = 2 * fp + k, q = q6x8_register(h, f);
+            for (int k = 0; k < K; ++k) {
+              // Digit f's scale is sub-block 2c + f / 2, written so the
+              // compiler sees it fixed across k when K = 2 (as f / 2 it
+              // reloaded it: 71-72 -> 63 Gmac/s, two groups).
+              const int f = K * fp + k, q = q6x8_register(h, f), sb = 2 * c + K * fp / 2 + k / 2;
               for (int r = 0; r < R; ++r) {
                 const __m256i xq = bcast4(x[r]->qs + 32 * c + 4 * q);
                 const __m256i xo = bcast4(reinterpret_cast<const int8_t*>(x[r]->off + 2 * (8 * c + q)));
-                for (int g = 0; g < 2; ++g) {
+                for (int g = 0; g < G; ++g) {
                   const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u[g][h][c][f], xq), xo);
-                  lane[g][r][k] = nc(_mm256_add_epi32(lane[g][r][k], _mm256_madd_epi16(p, sc[g][2 * c + fp])));
+                  // (nc: the chain as written; 2048 x 512 by 64 rows 46 -> 58 Gmac/s.)
+                  lane[g][r][k] = nc(_mm256_add_epi32(lane[g][r][k], _mm256_madd_epi16(p, sc[g][sb])));
                 }
               }
             }
           }
           for (int r = 0; r < R; ++r)
-            for (int g = 0; g < 2; ++g) {
+            for (int g = 0; g < G; ++g) {
               const __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(&x[r]->d), dw[g]);
-              for (int k = 0; k < 2; ++k) {
-                const int q = q6x8_register(h, 2 * fp + k);
+              for (int k = 0; k < K; ++k) {
+                const int q = q6x8_register(h, K * fp + k);
                 acc[g][m0 + r][q] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lane[g][r][k]), acc[g][m0 + r][q]);
               }
             }
@@ -522,7 +482,7 @@ void q6_Kx8_many2(int64_t nb, const block_q6_Kx8* w0, const block_q6_Kx8* w1, co
     for (; m + 2 <= M; m += 2) rows.template operator()<2>(m);
     if (m < M) rows.template operator()<1>(m);
   }
-  for (int g = 0; g < 2; ++g)
+  for (int g = 0; g < G; ++g)
     for (int64_t m = 0; m < M; ++m)
       _mm256_storeu_ps(y + static_cast<size_t>(m) * ys + kInterleave * g, hsum_lanes(acc[g][m]));
 }
@@ -634,13 +594,16 @@ void gemm_q6_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8
     return reinterpret_cast<const block_q6_Kx8*>(w + static_cast<size_t>(g * nb) * sizeof(block_q6_Kx8));
   };
   int64_t g = 0;
-  for (; g + 2 <= n_groups; g += 2)
-    for (int64_t m = 0; m < n_rows; m += kQ6PairRows)
-      q6_Kx8_many2(nb, group(g), group(g + 1), a + m * as, as, std::min(kQ6PairRows, n_rows - m),
-                   y + m * ys + kInterleave * g, ys);
-  for (; g < n_groups; ++g)
-    for (int64_t m = 0; m < n_rows; m += kQ6MaxRows)
-      q6_Kx8_many(nb, group(g), a + m * as, as, std::min(kQ6MaxRows, n_rows - m), y + m * ys + kInterleave * g, ys);
+  for (; g + 2 <= n_groups; g += 2) {
+    const block_q6_Kx8* pair[2] = {group(g), group(g + 1)};
+    for (int64_t m = 0; m < n_rows; m += kQ6Rows<2>)
+      q6_Kx8_many<2>(nb, pair, a + m * as, as, std::min(kQ6Rows<2>, n_rows - m), y + m * ys + kInterleave * g, ys);
+  }
+  if (g < n_groups) {
+    const block_q6_Kx8* last = group(g);
+    for (int64_t m = 0; m < n_rows; m += kQ6Rows<1>)
+      q6_Kx8_many<1>(nb, &last, a + m * as, as, std::min(kQ6Rows<1>, n_rows - m), y + m * ys + kInterleave * g, ys);
+  }
 }
 
 void pack_q8_K_for_q6_Kx8(int64_t n, const void* src, void* dst) {

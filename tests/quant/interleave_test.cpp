@@ -3,8 +3,9 @@
 // memcmp-equal to the plain ones), and the kernels of every ISA give, per
 // output, vec_dot_<t>_<vt> of the plain row bit for bit (DESIGN.md contract
 // 2) for 1..3 groups by 1..17 activation rows (the edges of the AVX2 tiles)
-// and by 131 (more than a Q6_K prefill chunk of 64), quantized and raw-byte
-// rows (activation bytes down to -128), with untouched gaps in the output.
+// and by 131 (more than one Q6_K prefill call takes: 64 rows, 32 for two
+// groups), quantized and raw-byte rows (activation bytes down to -128),
+// with untouched gaps in the output.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -184,8 +185,9 @@ void check(GgmlType t, Isa isa, std::mt19937& rng) {
   EXPECT_GT(compared, 10000);
 }
 
-// More activation rows than one call of the Q6_K prefill path takes (64):
-// 131 rows by 2 groups, every ISA's kernel against the vec_dot.
+// More activation rows than one call of the Q6_K prefill path takes (64,
+// 32 for two groups): 131 rows by 2 groups, every ISA's kernel against the
+// vec_dot.
 TEST(Interleave, ManyActivationRowsEqualVecDot) {
   std::mt19937 rng(99);
   for (Isa isa : {Isa::scalar, Isa::avx2}) {
