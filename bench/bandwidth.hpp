@@ -15,16 +15,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
+#include "runtime/kv_cache.hpp"
 
 namespace synapse::bench {
 
@@ -58,14 +55,10 @@ inline double read_bandwidth_gbps(int threads, size_t bytes, int passes) {
   // In 2 MiB pages where the kernel grants them, as the engine's weight
   // copies are (runtime::huge_page_alloc): the probe reads memory of the kind
   // the decode reads. Not initialised: each thread touches its own slice.
-  constexpr size_t kHuge = size_t{2} << 20;
-  const size_t rounded = (words * sizeof(uint64_t) + kHuge - 1) / kHuge * kHuge;
-  std::unique_ptr<uint64_t[], void (*)(uint64_t*)> buf(static_cast<uint64_t*>(std::aligned_alloc(kHuge, rounded)),
-                                                       [](uint64_t* p) { std::free(p); });
-  if (!buf) throw std::bad_alloc();
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  madvise(buf.get(), rounded, MADV_HUGEPAGE);  // advice only
-#endif
+  const size_t n_bytes = words * sizeof(uint64_t);
+  const auto release = [n_bytes](uint64_t* p) { runtime::huge_page_free(p, n_bytes); };
+  std::unique_ptr<uint64_t[], decltype(release)> buf(static_cast<uint64_t*>(runtime::huge_page_alloc(n_bytes)),
+                                                     release);
   const size_t per = (words + static_cast<size_t>(threads) - 1) / static_cast<size_t>(threads);
   std::atomic<uint64_t> sink{0};
   double best = 0;
