@@ -148,22 +148,25 @@ void finish(Result& r) {
 
 double bytes_per_token(const Result& r) { return static_cast<double>(r.weight_bytes_per_token) + r.kv_bytes_per_token; }
 
+// Run i's bandwidth in GB/s: the mean of the probes before and after it
+// (i + 1 < probes.size()).
+double run_bandwidth(const std::vector<double>& probes, size_t i) { return (probes[i] + probes[i + 1]) / 2; }
+
 // A tg test's fraction of its bound (r.bw_gbps > 0): with probes around
-// every run, the mean over the runs of t/s / (the mean of the run's two
-// probes / bytes per token); else avg t/s / (r.bw_gbps / bytes per token).
+// every run, the mean over the runs of t/s / (run_bandwidth / bytes per
+// token); else avg t/s / (r.bw_gbps / bytes per token).
 double fraction_of_bound(const Result& r) {
   const double bytes = bytes_per_token(r);
   if (r.bw_probes.size() != r.samples.size() + 1) return r.avg * bytes / (r.bw_gbps * 1e9);
   double sum = 0;
-  for (size_t i = 0; i < r.samples.size(); ++i)
-    sum += r.samples[i] * bytes / ((r.bw_probes[i] + r.bw_probes[i + 1]) / 2 * 1e9);
+  for (size_t i = 0; i < r.samples.size(); ++i) sum += r.samples[i] * bytes / (run_bandwidth(r.bw_probes, i) * 1e9);
   return sum / static_cast<double>(r.samples.size());
 }
 
-// The mean of the runs' bandwidths (each the mean of its two probes).
+// The mean of the runs' bandwidths.
 double mean_run_bandwidth(const std::vector<double>& probes) {
   double sum = 0;
-  for (size_t i = 0; i + 1 < probes.size(); ++i) sum += (probes[i] + probes[i + 1]) / 2;
+  for (size_t i = 0; i + 1 < probes.size(); ++i) sum += run_bandwidth(probes, i);
   return sum / static_cast<double>(probes.size() - 1);
 }
 
@@ -291,7 +294,6 @@ int run(BenchArgs a) {
     std::vector<float> logits;
     for (int threads : a.threads) {
       runtime::ThreadPool pool(threads);
-      const double bw = given_bw;
       for (int depth : a.depth) {
         runtime::KvCache kv = model::make_kv_cache(*m, static_cast<int64_t>(depth) + std::max(max_p, max_n) + 1);
         if (depth > 0) {
@@ -315,7 +317,7 @@ int run(BenchArgs a) {
         for (int p : a.n_prompt) {
           if (p == 0) continue;
           Result r = base;
-          r.threads = threads, r.n_prompt = p, r.depth = depth, r.bw_gbps = bw;
+          r.threads = threads, r.n_prompt = p, r.depth = depth, r.bw_gbps = given_bw;
           r.test = "pp" + std::to_string(p) + (depth ? " @ d" + std::to_string(depth) : "");
           warm_up();
           for (int rep = 0; rep < a.reps; ++rep) {
@@ -334,7 +336,7 @@ int run(BenchArgs a) {
           if (n == 0) continue;
           for (int b : a.batch) {
           Result r = base;
-          r.threads = threads, r.n_gen = n, r.depth = depth, r.bw_gbps = bw, r.batch = b;
+          r.threads = threads, r.n_gen = n, r.depth = depth, r.bw_gbps = given_bw, r.batch = b;
           r.test = "tg" + std::to_string(n) + (depth ? " @ d" + std::to_string(depth) : "") +
                    (b > 1 ? " x" + std::to_string(b) : "");
           // With B sequences a step streams the weights once for B tokens.
