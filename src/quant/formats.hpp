@@ -7,6 +7,7 @@
 // ggml-common.h's block_* structs, byte for byte.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "quant/fp16.hpp"
@@ -79,6 +80,13 @@ inline void unpack_q6_K(const block_q6_K& b, int8_t* a) {
     ql += 64;
     qh += 32;
   }
+}
+
+// One block's step of the 8-lane dot orders: acc[l] = fma(d, lane[l],
+// acc[l]) for the 8 exact int32 lanes (_mm256_fmadd_ps(vd,
+// _mm256_cvtepi32_ps(lanes), acc) lane by lane).
+inline void fma_lanes(float acc[8], float d, const int32_t lane[8]) {
+  for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lane[l]), acc[l]);
 }
 
 // ggml's hsum_float_8 (arch/x86/quants.c: high half + low half, then movehl,

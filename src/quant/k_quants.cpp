@@ -263,11 +263,6 @@ inline int q3_K_scale(const uint8_t* scales, int j) {
 // summed over the block's 8 chunks (exact integers), converted to float and
 // accumulated over the blocks with one fused multiply-add per lane.
 
-// acc[q] = fma(d, lane[q], acc[q]) (_mm256_fmadd_ps(vd, cvtepi32_ps(sumi), acc)).
-inline void fma_lanes(float acc[8], float d, const int32_t lane[8]) {
-  for (int q = 0; q < 8; ++q) acc[q] = std::fma(d, static_cast<float>(lane[q]), acc[q]);
-}
-
 // lane[q] += scale(q) * sum_{e<4} (u[4q+e] - off) * a[4q+e] for one chunk of
 // 32: digits u (unsigned), activations a, scale(q) = sc_lo for q < 4
 // (elements 0..15) and sc_hi for q >= 4 (Q4_K/Q5_K pass one scale twice).

@@ -77,11 +77,6 @@ inline int trunc_to_int(float v) {
   return (v > -2147483648.0f && v < 2147483648.0f) ? static_cast<int>(v) : INT32_MIN;
 }
 
-// acc[l] += d * lane[l], fused, for the 8 lanes of one block.
-inline void fma_lanes(float acc[8], float d, const int32_t lane[8]) {
-  for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lane[l]), acc[l]);
-}
-
 // lane[l] = sum of w[k] * a[k] for k in 4l..4l+3 (exact in int32).
 inline void int_lanes(const int w[32], const int8_t a[32], int32_t lane[8]) {
   for (int l = 0; l < 8; ++l) {
