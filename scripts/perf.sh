@@ -170,18 +170,17 @@ baseline = {
     ("qwen2.5-0.5b Q4_K_M", 2): {"pp512": 113.0, "tg128": 43.3},
 }
 order = ["llama-q4km", "llama-q80", "llama-q40", "smollm2-q80", "qwen-q4km"]
+
+def llama_results(f):  # the result objects of a llama-bench -o jsonl file ([] when it is missing)
+    if not os.path.exists(f):
+        return []
+    return [json.loads(line) for line in open(f) if line.strip().startswith("{")]
+
 # llama-bench on this machine in this run (LLAMA_BENCH), keyed like synapse's
 # rows: (file name, threads, test).
 here, here_build = {}, None
 for n in order + ["llama-q4km-d4096"]:
-    f = f"{raw}/{n}-llama.jsonl"
-    if not os.path.exists(f):
-        continue
-    for line in open(f):
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        j = json.loads(line)
+    for j in llama_results(f"{raw}/{n}-llama.jsonl"):
         test = f"pp{j['n_prompt']}" if j["n_prompt"] else f"tg{j['n_gen']}"
         if j.get("n_depth"):
             test += f" @ d{j['n_depth']}"
@@ -288,12 +287,8 @@ def load_long(n):
     if os.path.exists(f):
         for r in json.load(open(f))["results"]:
             syn[r["n_prompt"]] = r
-    f = f"{raw}/{n}-long-llama.jsonl"
-    if os.path.exists(f):
-        for line in open(f):
-            if line.strip().startswith("{"):
-                j = json.loads(line)
-                lla[j["n_prompt"]] = j
+    for j in llama_results(f"{raw}/{n}-long-llama.jsonl"):
+        lla[j["n_prompt"]] = j
     return syn, lla
 long_rows = [(n, *load_long(n)) for n in ["llama-q4km", "llama-q80", "llama-q40", "qwen-q4km"]]
 long_rows = [x for x in long_rows if len(x[1]) == 2]
