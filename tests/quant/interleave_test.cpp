@@ -137,6 +137,23 @@ TEST(Interleave, Q8_0ByteMinus128StaysPlain) {
   EXPECT_TRUE(rows_interleave_exactly(GgmlType::Q4_0, 32, rows.data(), 18, 8));  // other types: always
 }
 
+// count activation rows a (vec_dot_type(t), row_size apart) as t's
+// interleaved kernel under isa reads them: through x8_pack_kernel(t, isa)
+// when it has one, else as they are. stride: the result's bytes per row.
+std::vector<uint8_t> packed_rows(GgmlType t, Isa isa, int64_t n, const std::vector<uint8_t>& a, int64_t count,
+                                 size_t& stride) {
+  const size_t as = row_size(vec_dot_type(t), n);
+  const GemmPackFn pack = x8_pack_kernel(t, isa);
+  if (pack == nullptr) {
+    stride = as;
+    return a;
+  }
+  stride = x8_packed_row_size(t, isa, n);
+  std::vector<uint8_t> packed(stride * static_cast<size_t>(count), 0);
+  for (int64_t m = 0; m < count; ++m) pack(n, a.data() + m * as, packed.data() + m * stride);
+  return packed;
+}
+
 // gemm_x8_kernel(t, isa) against vec_dot_kernel(t, isa) on the plain rows,
 // output stride 8 * n_groups + 3 (the 3 floats between rows must stay
 // untouched).
@@ -144,7 +161,6 @@ void check(GgmlType t, Isa isa, std::mt19937& rng) {
   const GemmX8Fn kernel = gemm_x8_kernel(t, isa);
   ASSERT_NE(kernel, nullptr);
   const VecDotFn dot = vec_dot_kernel(t, isa);
-  const GemmPackFn pack = x8_pack_kernel(t, isa);
   int compared = 0;
   const GgmlType vt = vec_dot_type(t);
   for (int64_t n : lengths_of(t)) {
@@ -154,13 +170,8 @@ void check(GgmlType t, Isa isa, std::mt19937& rng) {
       std::vector<uint8_t> x8(x8_bytes(t, n));
       interleave_rows(t, n, plain.data(), rb, 24, x8.data());
       const std::vector<uint8_t> a = rows_of(vt, n, 17, rng, raw);
-      std::vector<uint8_t> packed = a;
-      size_t ps = as;
-      if (pack != nullptr) {
-        ps = x8_packed_row_size(t, isa, n);
-        packed.assign(ps * 17, 0);
-        for (int m = 0; m < 17; ++m) pack(n, a.data() + m * as, packed.data() + m * ps);
-      }
+      size_t ps = 0;
+      const std::vector<uint8_t> packed = packed_rows(t, isa, n, a, 17, ps);
       for (int64_t groups = 1; groups <= 3; ++groups) {
         for (int64_t M = 1; M <= 17; ++M) {
           const size_t ys = static_cast<size_t>(8 * groups) + 3;
@@ -200,13 +211,8 @@ TEST(Interleave, ManyActivationRowsEqualVecDot) {
       std::vector<uint8_t> x8(2 * interleaved_group_bytes(t, n));
       ASSERT_TRUE(interleave_rows(t, n, plain.data(), rb, 16, x8.data()));
       const std::vector<uint8_t> a = rows_of(vt, n, M, rng, false);
-      std::vector<uint8_t> packed = a;
-      size_t ps = as;
-      if (const GemmPackFn pack = x8_pack_kernel(t, isa)) {
-        ps = x8_packed_row_size(t, isa, n);
-        packed.assign(ps * M, 0);
-        for (int64_t m = 0; m < M; ++m) pack(n, a.data() + m * as, packed.data() + m * ps);
-      }
+      size_t ps = 0;
+      const std::vector<uint8_t> packed = packed_rows(t, isa, n, a, M, ps);
       std::vector<float> y(static_cast<size_t>(M) * 16, -7.0f);
       gemm_x8_kernel(t, isa)(n, x8.data(), 2, packed.data(), ps, M, y.data(), 16);
       for (int64_t m = 0; m < M; ++m) {
@@ -275,20 +281,16 @@ TEST(Interleave, ExtremeBlocksDoNotSaturate) {
         }
         for (Isa isa : {Isa::scalar, Isa::avx2}) {
           if (isa == Isa::avx2 && !cpu_has_avx2()) continue;
-          const GemmPackFn pack = x8_pack_kernel(t, isa);
-          std::vector<uint8_t> packed = a;
-          if (pack != nullptr) {
-            packed.assign(x8_packed_row_size(t, isa, n), 0);
-            pack(n, a.data(), packed.data());
-          }
           // One activation row (decode), and the same row 4 times (the
           // prefill tiles of 4 rows).
+          std::vector<uint8_t> a4;
+          for (int m = 0; m < 4; ++m) a4.insert(a4.end(), a.begin(), a.end());
+          size_t ps = 0;
+          const std::vector<uint8_t> packed4 = packed_rows(t, isa, n, a4, 4, ps);
           float y[8];
-          gemm_x8_kernel(t, isa)(n, x8.data(), 1, packed.data(), packed.size(), 1, y, 8);
-          std::vector<uint8_t> packed4;
-          for (int m = 0; m < 4; ++m) packed4.insert(packed4.end(), packed.begin(), packed.end());
+          gemm_x8_kernel(t, isa)(n, x8.data(), 1, packed4.data(), ps, 1, y, 8);
           float y4[4][8];
-          gemm_x8_kernel(t, isa)(n, x8.data(), 1, packed4.data(), packed.size(), 4, &y4[0][0], 8);
+          gemm_x8_kernel(t, isa)(n, x8.data(), 1, packed4.data(), ps, 4, &y4[0][0], 8);
           for (int r = 0; r < 8; ++r) {
             const float want = vec_dot_kernel(t, isa)(n, plain.data() + r * rb, a.data());
             ASSERT_EQ(std::memcmp(&want, &y[r], sizeof want), 0)
