@@ -21,21 +21,22 @@
 #include <thread>
 #include <vector>
 
+#include "quant/simd.hpp"
 #include "runtime/kv_cache.hpp"
 
 namespace synapse::bench {
 
-// Sums n 64-bit words (the load stream), asking for each cache line 8 KiB
-// ahead as the decode kernels do (quant/gemm_tiles.hpp kPrefetchAhead): the
-// hardware prefetchers alone stop at 4 KiB pages: without it the probe
-// measured 11.1 / 18.6 GB/s at 1 / 2 threads on the 2-vCPU Xeon here, with
-// it 12.9 / 24.5 (same minute), and the kernels streamed more than the
-// former, so it was not a bound.
-inline uint64_t sum_words(const uint64_t* p, size_t n) {
+// Sums n 64-bit words (the load stream), asking for each cache line
+// `ahead` words ahead, as far as the decode kernels do
+// (quant::prefetch_ahead_bytes): the hardware prefetchers alone stop at 4 KiB
+// pages: without a prefetch the probe measured 11.1 / 18.6 GB/s at 1 / 2
+// threads on a 2-vCPU Xeon, with one 8 KiB ahead 12.9 / 24.5 (same minute),
+// and the kernels streamed more than the former, so it was not a bound.
+inline uint64_t sum_words(const uint64_t* p, size_t n, size_t ahead) {
   uint64_t a = 0, b = 0, c = 0, d = 0;
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    __builtin_prefetch(p + i + 1024);  // 8 KiB ahead; a prefetch past the end does not fault
+    __builtin_prefetch(p + i + ahead);  // a prefetch past the end does not fault
     a += p[i] + p[i + 4];
     b += p[i + 1] + p[i + 5];
     c += p[i + 2] + p[i + 6];
@@ -60,6 +61,7 @@ inline double read_bandwidth_gbps(int threads, size_t bytes, int passes) {
   std::unique_ptr<uint64_t[], decltype(release)> buf(static_cast<uint64_t*>(runtime::huge_page_alloc(n_bytes)),
                                                      release);
   const size_t per = (words + static_cast<size_t>(threads) - 1) / static_cast<size_t>(threads);
+  const size_t ahead = static_cast<size_t>(quant::prefetch_ahead_bytes()) / sizeof(uint64_t);
   std::atomic<uint64_t> sink{0};
   double best = 0;
   // Pass -1 writes (first touch); passes 0.. read.
@@ -77,7 +79,7 @@ inline double read_bandwidth_gbps(int threads, size_t bytes, int passes) {
         if (pass < 0) {
           for (size_t i = b; i < e; ++i) buf[i] = i * 0x9E3779B97F4A7C15ull;
         } else {
-          sink.fetch_add(sum_words(buf.get() + b, e - b), std::memory_order_relaxed);
+          sink.fetch_add(sum_words(buf.get() + b, e - b, ahead), std::memory_order_relaxed);
         }
         secs[static_cast<size_t>(t)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       });

@@ -4,9 +4,13 @@
 // never an order of operations inside an output element.
 #pragma once
 
+#include <immintrin.h>
+
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <immintrin.h>
+
+#include "quant/simd.hpp"
 
 namespace synapse::quant::avx2::tiles {
 
@@ -56,27 +60,27 @@ float dot_by_tile(int64_t nb, const void* w, const void* a) {
 
 // Software prefetch for the decode kernels: the weights are read once per
 // token, from DRAM for any real model, and the matrix rows lie one after the
-// other, so asking for the line 8 KiB ahead of each row's current block
-// keeps the whole matrix streaming well ahead of the arithmetic (across rows
-// and 4 KiB pages, where the hardware prefetchers stop). At 512 bytes the
-// loads and the arithmetic barely overlapped on short rows: tg t=2, ABBA
-// runs, 512 -> 8192: smollm2-135m Q8_0 81.8/79.8 -> 130.2/124.0 t/s,
-// qwen2.5-0.5b Q4_K_M 27.7/27.5 -> 38.7/42.0, llama-3.2-1b Q4_K_M
-// 15.3/17.1 -> 17.9/20.0, Q8_0 11.6/11.6 -> 15.0/14.4 (16384: no better).
+// other, so each row's current block asks for the line prefetch_ahead_bytes()
+// ahead, which keeps the matrix streaming ahead of the arithmetic across rows
+// (and across 4 KiB pages, where the hardware prefetchers stop). How far
+// ahead pays depends on the core (quant::prefetch_ahead_bytes, simd.hpp).
 // Prefetching never changes a result; past the end of a matrix it touches
 // the next tensor or nothing (a prefetch does not fault).
-constexpr int64_t kPrefetchAhead = 8192;  // bytes ahead of the current block, per row
+inline int64_t prefetch_ahead_bytes() {
+  static const int64_t bytes = quant::prefetch_ahead_bytes();  // (one guard check per call)
+  return bytes;
+}
 
-// The first kPrefetchAhead bytes of a run of rows (a thread's chunk of a
+// The first prefetch_ahead_bytes() of a run of rows (a thread's chunk of a
 // matrix), which prefetch_ahead only reaches once the run is under way.
 inline void prefetch_start(const uint8_t* w, size_t bytes) {
-  const size_t n = bytes < static_cast<size_t>(kPrefetchAhead) ? bytes : static_cast<size_t>(kPrefetchAhead);
+  const size_t n = std::min(bytes, static_cast<size_t>(prefetch_ahead_bytes()));
   for (size_t off = 0; off < n; off += 64) _mm_prefetch(reinterpret_cast<const char*>(w) + off, _MM_HINT_T0);
 }
 
 template <typename B>
 inline void prefetch_ahead(const B* block) {
-  const char* p = reinterpret_cast<const char*>(block) + kPrefetchAhead;
+  const char* p = reinterpret_cast<const char*>(block) + prefetch_ahead_bytes();
   for (size_t off = 0; off < sizeof(B); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
 }
 

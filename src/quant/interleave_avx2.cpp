@@ -504,7 +504,7 @@ void gemm_x8(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, si
   const int64_t nb = n / T::kBlock;
   const size_t group_bytes = static_cast<size_t>(nb) * sizeof(X8);
   // Decode reads the matrix once, from memory: start the stream
-  // (prefetch_ahead keeps it kPrefetchAhead bytes ahead).
+  // (prefetch_ahead keeps it prefetch_ahead_bytes() ahead).
   if (n_rows < kTile) prefetch_start(w, static_cast<size_t>(n_groups) * group_bytes);
   for (int64_t g = 0; g < n_groups; ++g) {
     const auto* wg = reinterpret_cast<const X8*>(w + static_cast<size_t>(g) * group_bytes);

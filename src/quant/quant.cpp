@@ -179,6 +179,15 @@ float vec_dot(GgmlType t, int64_t n, const void* w, const void* act) {
 
 bool cpu_has_avx2() noexcept { return detail::cpu_has_avx2(); }
 
+int64_t prefetch_ahead_bytes() noexcept {
+#if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)
+  static const int64_t bytes = __builtin_cpu_is("intel") ? 2048 : 8192;
+#else
+  static const int64_t bytes = 8192;
+#endif
+  return bytes;
+}
+
 bool cpu_has_neon_dotprod() noexcept {
 #if defined(__aarch64__) && defined(__linux__)
 #ifndef HWCAP_ASIMDDP

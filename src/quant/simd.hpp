@@ -51,6 +51,25 @@ QuantizeFn quantize_kernel(GgmlType t, Isa isa) noexcept;
 bool has_vec_dot(GgmlType t, Isa isa) noexcept;
 bool has_quantize(GgmlType t, Isa isa) noexcept;
 
+// How many bytes ahead of the block it is reading a decode kernel asks for
+// the weight stream with a software prefetch (quant/gemm_tiles.hpp), per
+// CPU vendor (cpuid, checked once). Measured with tg t=2 on llama-3.2-1b:
+//  - Intel (the 2-vCPU Xeon with AMX here): 2048. The L2 streamer already
+//    has most lines that close on their way, while a prefetch 8 KiB ahead
+//    holds a fill buffer for a whole DRAM trip and starves the demand loads.
+//    8192 -> 2048, ABBA, same minutes: Q4_K_M 19.2/19.7 -> 28.0/27.9 t/s,
+//    Q4_0 21.7/23.7 -> 31.6/31.1, Q8_0 15.5/15.8 -> 19.7/17.3, qwen2.5-0.5b
+//    Q4_K_M 49.9/50.7 -> 59.1/62.1. One matrix streamed from DRAM at 2
+//    threads, GB/s: Q4_K 15.1 -> 23.9, Q6_K 15.8 -> 22.6, Q4_0 19.5 -> 26.1
+//    (1024 and 1536 alike; 4096 and 16384 as slow as 8192; 512 a little
+//    slower).
+//  - Everything else: 8192, the distance decode ran at 82-87% of the bound
+//    with on the AMD Zen 5 of the seventh session (2048 was not measured
+//    there). It replaced 512 in 2ee7462 (512 -> 8192 then: Q4_K_M 15.3/17.1
+//    -> 17.9/20.0 t/s, Q8_0 11.6/11.6 -> 15.0/14.4, older kernels).
+// Never changes a result.
+int64_t prefetch_ahead_bytes() noexcept;
+
 // True when this CPU can run the AVX2 kernels (AVX2, FMA and F16C).
 bool cpu_has_avx2() noexcept;
 // True when this CPU can run the NEON kernels (ARM64 with the ASIMD
