@@ -308,12 +308,16 @@ void q4_Kx8_tile(int64_t nb, const block_q4_Kx8* w, const uint8_t* a, size_t as,
   for (int m = 0; m < A; ++m) _mm256_storeu_ps(y + static_cast<size_t>(m) * ys, _mm256_sub_ps(acc[m], acc_min[m]));
 }
 
-// Q4_K as gemm_x8 takes it: 2 activation rows per tile (an out-of-tree
-// prefill experiment, 2048 x 2048 by 64 rows on one thread: 1.76x the
-// register tiles of gemm_k_avx2.cpp with 2 rows, 0.88x with 4, which spill).
+// Q4_K as gemm_x8 takes it: Acts activation rows per tile. 2 on AMD (an
+// out-of-tree prefill experiment on Zen 5, 2048 x 2048 by 64 rows on one
+// thread: 1.76x the register tiles of gemm_k_avx2.cpp with 2 rows, 0.88x
+// with 4, which spill). 4 on Intel (quant::cpu_is_intel), where the spills
+// cost less than the unpacking they save: pp512 llama-3.2-1b Q4_K_M t=2,
+// ABBA on the 2-vCPU Xeon here: 118.6/117.8 -> 121.9/124.6 t/s.
+template <int Acts>
 struct Q4KTile {
   using X8 = block_q4_Kx8;
-  static constexpr int kActs = 2;
+  static constexpr int kActs = Acts;
   static constexpr int kBlock = QK_K;
   template <int A>
   static void tile(int64_t nb, const X8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
@@ -580,7 +584,9 @@ void pack_q8_0_for_q8_0x8(int64_t n, const void* src, void* dst) {
 
 void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
                       float* y, size_t ys) {
-  gemm_x8<Q4KTile>(n, w, n_groups, a, as, n_rows, y, ys);
+  static const bool four = cpu_is_intel();
+  if (four && n_rows >= kTile) gemm_x8<Q4KTile<4>>(n, w, n_groups, a, as, n_rows, y, ys);
+  else gemm_x8<Q4KTile<2>>(n, w, n_groups, a, as, n_rows, y, ys);
 }
 
 void gemm_q6_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,

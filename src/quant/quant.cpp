@@ -179,14 +179,16 @@ float vec_dot(GgmlType t, int64_t n, const void* w, const void* act) {
 
 bool cpu_has_avx2() noexcept { return detail::cpu_has_avx2(); }
 
-int64_t prefetch_ahead_bytes() noexcept {
+bool cpu_is_intel() noexcept {
 #if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)
-  static const int64_t bytes = __builtin_cpu_is("intel") ? 2048 : 8192;
+  static const bool intel = __builtin_cpu_is("intel");
+  return intel;
 #else
-  static const int64_t bytes = 8192;
+  return false;
 #endif
-  return bytes;
 }
+
+int64_t prefetch_ahead_bytes() noexcept { return cpu_is_intel() ? 2048 : 8192; }
 
 bool cpu_has_neon_dotprod() noexcept {
 #if defined(__aarch64__) && defined(__linux__)

@@ -51,6 +51,11 @@ QuantizeFn quantize_kernel(GgmlType t, Isa isa) noexcept;
 bool has_vec_dot(GgmlType t, Isa isa) noexcept;
 bool has_quantize(GgmlType t, Isa isa) noexcept;
 
+// True on an Intel x86-64 CPU (cpuid vendor, checked once): the tuning
+// that differs between the cores measured here (prefetch distance, Q4_K
+// prefill tile) keys on it. Never changes a result.
+bool cpu_is_intel() noexcept;
+
 // How many bytes ahead of the block it is reading a decode kernel asks for
 // the weight stream with a software prefetch (quant/gemm_tiles.hpp), per
 // CPU vendor (cpuid, checked once). Measured with tg t=2 on llama-3.2-1b:
