@@ -308,7 +308,7 @@ void q4_Kx8_tile(int64_t nb, const block_q4_Kx8* w, const uint8_t* a, size_t as,
   for (int m = 0; m < A; ++m) _mm256_storeu_ps(y + static_cast<size_t>(m) * ys, _mm256_sub_ps(acc[m], acc_min[m]));
 }
 
-// Q4_K as gemm_x8 takes it: Acts activation rows per tile. 2 on AMD (an
+// Q4_K as gemm_x8 takes it: Acts activation rows per tile. 2 in general (an
 // out-of-tree prefill experiment on Zen 5, 2048 x 2048 by 64 rows on one
 // thread: 1.76x the register tiles of gemm_k_avx2.cpp with 2 rows, 0.88x
 // with 4, which spill). 4 on Intel (quant::cpu_is_intel), where the spills

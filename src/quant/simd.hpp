@@ -59,9 +59,10 @@ bool cpu_is_intel() noexcept;
 // How many bytes ahead of the block it is reading a decode kernel asks for
 // the weight stream with a software prefetch (quant/gemm_tiles.hpp), per
 // CPU vendor (cpuid, checked once). Measured with tg t=2 on llama-3.2-1b:
-//  - Intel (the 2-vCPU Xeon with AMX here): 2048. The L2 streamer already
-//    has most lines that close on their way, while a prefetch 8 KiB ahead
-//    holds a fill buffer for a whole DRAM trip and starves the demand loads.
+//  - Intel (the 2-vCPU Xeon with AMX here): 2048. (Likely cause, not
+//    measured: no hardware counters in this VM. The L2 streamer already has
+//    most lines that close on their way, while a prefetch 8 KiB ahead holds
+//    a fill buffer for a whole DRAM trip and starves the demand loads.)
 //    8192 -> 2048, ABBA, same minutes: Q4_K_M 19.2/19.7 -> 28.0/27.9 t/s,
 //    Q4_0 21.7/23.7 -> 31.6/31.1, Q8_0 15.5/15.8 -> 19.7/17.3, qwen2.5-0.5b
 //    Q4_K_M 49.9/50.7 -> 59.1/62.1. One matrix streamed from DRAM at 2
