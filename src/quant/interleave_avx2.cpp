@@ -584,8 +584,7 @@ void pack_q8_0_for_q8_0x8(int64_t n, const void* src, void* dst) {
 
 void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
                       float* y, size_t ys) {
-  static const bool four = cpu_is_intel();
-  if (four && n_rows >= kTile) gemm_x8<Q4KTile<4>>(n, w, n_groups, a, as, n_rows, y, ys);
+  if (n_rows >= kTile && cpu_is_intel()) gemm_x8<Q4KTile<4>>(n, w, n_groups, a, as, n_rows, y, ys);
   else gemm_x8<Q4KTile<2>>(n, w, n_groups, a, as, n_rows, y, ys);
 }
 
