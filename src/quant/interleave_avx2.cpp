@@ -97,15 +97,16 @@ struct Q5x8 {
 
 // A group's blocks (nb of them) by A activation rows (as bytes apart):
 // y[m * ys + l] for the 8 rows l. Each chunk's weight bytes are unpacked
-// once for the A rows.
-template <class T, int A>
+// once for the A rows. kStream: prefetch the weights ahead (decode, which
+// streams them from memory; gemm_x8).
+template <class T, int A, bool kStream>
 void x8_tile(int64_t nb, const typename T::X8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   __m256 acc[A];
   for (int m = 0; m < A; ++m) acc[m] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const typename T::X8& b = w[i];
-    prefetch_ahead(&b);
+    if constexpr (kStream) prefetch_ahead(&b);
     __m256i s[A], s32[A];
     const auto chunk = [&]<int c>() {
       const __m256i q = load32(b.qs + 32 * c);
@@ -150,9 +151,9 @@ struct NibbleTile {
   using X8 = typename T::X8;
   static constexpr int kActs = Acts;
   static constexpr int kBlock = 32;
-  template <int A>
+  template <int A, bool kStream>
   static void tile(int64_t nb, const X8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-    x8_tile<T, A>(nb, w, a, as, y, ys);
+    x8_tile<T, A, kStream>(nb, w, a, as, y, ys);
   }
 };
 using Q4Tile = NibbleTile<Q4x8, 2>;
@@ -192,14 +193,14 @@ static_assert(sizeof(PackedQ8x8s) == kPackQ8_0x8);
 // (two loads per 32 products) bound the prefill tile, as this core does two
 // 256-bit loads per cycle (8 vpbroadcastd or 8 vmovdqu take ~4 cycles);
 // two groups by 2 rows: 75-78 -> 87-88 Gmac/s (by 3 rows: 81-87).
-template <int G, int A>
+template <int G, int A, bool kStream>
 void q8_0x8_tile(int64_t nb, const block_q8_0x8* const* w, const uint8_t* a, size_t as, float* y, size_t ys) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[G][A];
   for (int g = 0; g < G; ++g)
     for (int m = 0; m < A; ++m) acc[g][m] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
-    if constexpr (G == 1) prefetch_ahead(&w[0][i]);  // decode streams one group at a time
+    if constexpr (kStream) prefetch_ahead(&w[0][i]);  // decode streams one group at a time
     __m256i s[G][A];
     unrolled<8>([&]<int c>() {
       __m256i q[G];
@@ -234,9 +235,9 @@ struct Q8Tile {
   using X8 = block_q8_0x8;
   static constexpr int kActs = 4;
   static constexpr int kBlock = 32;
-  template <int A>
+  template <int A, bool kStream>
   static void tile(int64_t nb, const X8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-    q8_0x8_tile<1, A>(nb, &w, a, as, y, ys);
+    q8_0x8_tile<1, A, kStream>(nb, &w, a, as, y, ys);
   }
 };
 
@@ -260,14 +261,14 @@ static_assert(sizeof(PackedQ8Kx8) == kPackQ4_Kx8);
 // lane l. The mins: _mm256_madd_epi16 of the rows' (min 2t, min 2t+1) with
 // the activation's (bsum 2t, bsum 2t+1). Then k_quants.cpp's order: one
 // fused multiply-add into each of two accumulators, subtracted at the end.
-template <int A>
+template <int A, bool kStream>
 void q4_Kx8_tile(int64_t nb, const block_q4_Kx8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[A], acc_min[A];
   for (int m = 0; m < A; ++m) acc[m] = acc_min[m] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const block_q4_Kx8& b = w[i];
-    prefetch_ahead(&b);
+    if constexpr (kStream) prefetch_ahead(&b);
     __m256i i32[A];
     for (int m = 0; m < A; ++m) i32[m] = _mm256_setzero_si256();
     for (int g = 0; g < 4; ++g) {
@@ -319,9 +320,9 @@ struct Q4KTile {
   using X8 = block_q4_Kx8;
   static constexpr int kActs = Acts;
   static constexpr int kBlock = QK_K;
-  template <int A>
+  template <int A, bool kStream>
   static void tile(int64_t nb, const X8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-    q4_Kx8_tile<A>(nb, w, a, as, y, ys);
+    q4_Kx8_tile<A, kStream>(nb, w, a, as, y, ys);
   }
 };
 
@@ -365,14 +366,14 @@ inline void q6x8_digits(const block_q6_Kx8& b, int c, int h, __m256i u[4]) {
 // (lane l = row l), summed over the 8 chunks: each row's exact lane q.
 // Then acc[q] = fma(d_a * d_w, float(lane), acc[q]) and, at the end,
 // hsum_float_8 across the 8 accumulators (hsum_lanes).
-template <int A>
+template <int A, bool kStream>
 void q6_Kx8_tile(int64_t nb, const block_q6_Kx8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
   __m256 acc[A][8];
   for (int m = 0; m < A; ++m)
     for (int q = 0; q < 8; ++q) acc[m][q] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const block_q6_Kx8& b = w[i];
-    prefetch_ahead(&b);
+    if constexpr (kStream) prefetch_ahead(&b);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.d)));
     // The lanes in two halves, h = 0 (q = 0, 1, 4, 5) and h = 1 (2, 3, 6,
     // 7): 4 int32 accumulators per activation row at a time, which stay in
@@ -495,34 +496,54 @@ struct Q6KTile {
   using X8 = block_q6_Kx8;
   static constexpr int kActs = 1;
   static constexpr int kBlock = QK_K;
-  template <int A>
+  template <int A, bool kStream>
   static void tile(int64_t nb, const X8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-    q6_Kx8_tile<A>(nb, w, a, as, y, ys);
+    q6_Kx8_tile<A, kStream>(nb, w, a, as, y, ys);
   }
 };
 
-template <class T>
-void gemm_x8(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows, float* y,
-             size_t ys) {
-  using X8 = typename T::X8;
-  const int64_t nb = n / T::kBlock;
-  const size_t group_bytes = static_cast<size_t>(nb) * sizeof(X8);
-  // Decode reads the matrix once, from memory: start the stream
-  // (prefetch_ahead keeps it prefetch_ahead_bytes() ahead).
-  if (n_rows < kTile) prefetch_start(w, static_cast<size_t>(n_groups) * group_bytes);
+// The groups of gemm_x8, each by all n_rows activation rows in tiles of
+// T::kActs (the last smaller).
+template <class T, bool kStream>
+void groups_x8(int64_t nb, const uint8_t* w, size_t group_bytes, int64_t n_groups, const uint8_t* a, size_t as,
+               int64_t n_rows, float* y, size_t ys) {
   for (int64_t g = 0; g < n_groups; ++g) {
-    const auto* wg = reinterpret_cast<const X8*>(w + static_cast<size_t>(g) * group_bytes);
+    const auto* wg = reinterpret_cast<const typename T::X8*>(w + static_cast<size_t>(g) * group_bytes);
     float* yg = y + kInterleave * g;
     int64_t m = 0;
-    for (; m + T::kActs <= n_rows; m += T::kActs) T::template tile<T::kActs>(nb, wg, a + m * as, as, yg + m * ys, ys);
+    for (; m + T::kActs <= n_rows; m += T::kActs)
+      T::template tile<T::kActs, kStream>(nb, wg, a + m * as, as, yg + m * ys, ys);
     if constexpr (T::kActs > 1) {  // (tiles of one row leave no remainder)
       switch (n_rows - m) {
-        case 3: T::template tile<3>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
-        case 2: T::template tile<2>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
-        case 1: T::template tile<1>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
+        case 3: T::template tile<3, kStream>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
+        case 2: T::template tile<2, kStream>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
+        case 1: T::template tile<1, kStream>(nb, wg, a + m * as, as, yg + m * ys, ys); break;
         default: break;
       }
     }
+  }
+}
+
+// Decode (n_rows < kTile) reads the matrix once, from memory: the stream
+// is started (prefetch_start) and the tiles prefetch it ahead
+// (prefetch_ahead). Prefill re-reads each group for every tile of
+// activation rows, from cache after the first, so its tiles prefetch
+// nothing: pp512 t=2 on the 2-vCPU Xeon here, ABBA against tiles that
+// prefetched 2048 bytes ahead into L1: llama-3.2-1b Q4_K_M 143.3/143.7 ->
+// 150.7/149.3 t/s, Q8_0 117.5/118.7 -> 122.7/120.3, Q4_0 153.0/152.7 ->
+// 163.5/165.0, qwen2.5-0.5b Q4_K_M 302.1/302.6 -> 316.4/306.8 (prefetching
+// as decode does, 1024 into L1 + 4096 into L2, ran slower than either:
+// Q4_0 142.1/140.5).
+template <class T>
+void gemm_x8(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows, float* y,
+             size_t ys) {
+  const int64_t nb = n / T::kBlock;
+  const size_t group_bytes = static_cast<size_t>(nb) * sizeof(typename T::X8);
+  if (n_rows < kTile) {
+    prefetch_start(w, static_cast<size_t>(n_groups) * group_bytes);
+    groups_x8<T, true>(nb, w, group_bytes, n_groups, a, as, n_rows, y, ys);
+  } else {
+    groups_x8<T, false>(nb, w, group_bytes, n_groups, a, as, n_rows, y, ys);
   }
 }
 
@@ -564,8 +585,8 @@ void gemm_q8_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8
     float* yg = y + kInterleave * g;
     int64_t m = 0;
     const block_q8_0x8* pair[2] = {group(g), group(g + 1)};
-    for (; m + 2 <= n_rows; m += 2) q8_0x8_tile<2, 2>(nb, pair, a + m * as, as, yg + m * ys, ys);
-    for (; m < n_rows; ++m) q8_0x8_tile<2, 1>(nb, pair, a + m * as, as, yg + m * ys, ys);
+    for (; m + 2 <= n_rows; m += 2) q8_0x8_tile<2, 2, false>(nb, pair, a + m * as, as, yg + m * ys, ys);
+    for (; m < n_rows; ++m) q8_0x8_tile<2, 1, false>(nb, pair, a + m * as, as, yg + m * ys, ys);
   }
   if (g < n_groups) gemm_x8<Q8Tile>(n, reinterpret_cast<const uint8_t*>(group(g)), 1, a, as, n_rows, y + kInterleave * g, ys);
 }
