@@ -27,16 +27,20 @@
 namespace synapse::bench {
 
 // Sums n 64-bit words (the load stream), asking for each cache line
-// `ahead` words ahead, as far as the decode kernels do
-// (quant::prefetch_ahead_bytes): the hardware prefetchers alone stop at 4 KiB
-// pages: without a prefetch the probe measured 11.1 / 18.6 GB/s at 1 / 2
-// threads on a 2-vCPU Xeon, with one 8 KiB ahead 12.9 / 24.5 (same minute),
-// and the kernels streamed more than the former, so it was not a bound.
-inline uint64_t sum_words(const uint64_t* p, size_t n, size_t ahead) {
+// `ahead` words ahead into L1 and, when `far` is not 0, `far` words ahead
+// into L2, as the decode kernels do (quant::prefetch_ahead_bytes,
+// prefetch_far_bytes): the hardware prefetchers alone stop at 4 KiB pages:
+// without a prefetch the probe measured 11.1 / 18.6 GB/s at 1 / 2 threads
+// on a 2-vCPU Xeon, with one 8 KiB ahead 12.9 / 24.5 (same minute), and the
+// kernels streamed more than the former, so it was not a bound. (There, at
+// 2 threads, L1 2048 alone or L1 1024 + L2 4096 bytes ahead: the same
+// 36 GB/s, within 1.)
+inline uint64_t sum_words(const uint64_t* p, size_t n, size_t ahead, size_t far) {
   uint64_t a = 0, b = 0, c = 0, d = 0;
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    __builtin_prefetch(p + i + ahead);  // a prefetch past the end does not fault
+    __builtin_prefetch(p + i + ahead, 0, 3);  // (into L1) a prefetch past the end does not fault
+    if (far != 0) __builtin_prefetch(p + i + far, 0, 2);  // (into L2)
     a += p[i] + p[i + 4];
     b += p[i + 1] + p[i + 5];
     c += p[i + 2] + p[i + 6];
@@ -62,6 +66,7 @@ inline double read_bandwidth_gbps(int threads, size_t bytes, int passes) {
                                                      release);
   const size_t per = (words + static_cast<size_t>(threads) - 1) / static_cast<size_t>(threads);
   const size_t ahead = static_cast<size_t>(quant::prefetch_ahead_bytes()) / sizeof(uint64_t);
+  const size_t far = static_cast<size_t>(quant::prefetch_far_bytes()) / sizeof(uint64_t);
   std::atomic<uint64_t> sink{0};
   double best = 0;
   // Pass -1 writes (first touch); passes 0.. read.
@@ -79,7 +84,7 @@ inline double read_bandwidth_gbps(int threads, size_t bytes, int passes) {
         if (pass < 0) {
           for (size_t i = b; i < e; ++i) buf[i] = i * 0x9E3779B97F4A7C15ull;
         } else {
-          sink.fetch_add(sum_words(buf.get() + b, e - b, ahead), std::memory_order_relaxed);
+          sink.fetch_add(sum_words(buf.get() + b, e - b, ahead, far), std::memory_order_relaxed);
         }
         secs[static_cast<size_t>(t)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       });

@@ -60,28 +60,41 @@ float dot_by_tile(int64_t nb, const void* w, const void* a) {
 
 // Software prefetch for the decode kernels: the weights are read once per
 // token, from DRAM for any real model, and the matrix rows lie one after the
-// other, so each row's current block asks for the line prefetch_ahead_bytes()
-// ahead, which keeps the matrix streaming ahead of the arithmetic across rows
-// (and across 4 KiB pages, where the hardware prefetchers stop). How far
-// ahead pays depends on the core (quant::prefetch_ahead_bytes, simd.hpp).
-// Prefetching never changes a result; past the end of a matrix it touches
-// the next tensor or nothing (a prefetch does not fault).
+// other, so each row's current block asks for the lines prefetch_ahead_bytes()
+// ahead into L1 and, where prefetch_far_bytes() is not 0, those that far
+// ahead into L2, which keeps the matrix streaming ahead of the arithmetic
+// across rows (and across 4 KiB pages, where the hardware prefetchers stop).
+// How far ahead pays depends on the core (quant::prefetch_ahead_bytes,
+// simd.hpp). Prefetching never changes a result; past the end of a matrix
+// it touches the next tensor or nothing (a prefetch does not fault).
 inline int64_t prefetch_ahead_bytes() {
   static const int64_t bytes = quant::prefetch_ahead_bytes();  // (one guard check per call)
   return bytes;
 }
+inline int64_t prefetch_far_bytes() {
+  static const int64_t bytes = quant::prefetch_far_bytes();
+  return bytes;
+}
 
-// The first prefetch_ahead_bytes() of a run of rows (a thread's chunk of a
-// matrix), which prefetch_ahead only reaches once the run is under way.
+// The first prefetch_far_bytes() (at least prefetch_ahead_bytes()) of a run
+// of rows (a thread's chunk of a matrix), which prefetch_ahead only reaches
+// once the run is under way: into L1 as far as prefetch_ahead_bytes(), the
+// rest into L2.
 inline void prefetch_start(const uint8_t* w, size_t bytes) {
-  const size_t n = std::min(bytes, static_cast<size_t>(prefetch_ahead_bytes()));
-  for (size_t off = 0; off < n; off += 64) _mm_prefetch(reinterpret_cast<const char*>(w) + off, _MM_HINT_T0);
+  const char* p = reinterpret_cast<const char*>(w);
+  const size_t near = std::min(bytes, static_cast<size_t>(prefetch_ahead_bytes()));
+  const size_t far = std::min(bytes, static_cast<size_t>(prefetch_far_bytes()));
+  size_t off = 0;
+  for (; off < near; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+  for (; off < far; off += 64) _mm_prefetch(p + off, _MM_HINT_T1);
 }
 
 template <typename B>
 inline void prefetch_ahead(const B* block) {
-  const char* p = reinterpret_cast<const char*>(block) + prefetch_ahead_bytes();
-  for (size_t off = 0; off < sizeof(B); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+  const char* p = reinterpret_cast<const char*>(block);
+  for (size_t off = 0; off < sizeof(B); off += 64) _mm_prefetch(p + prefetch_ahead_bytes() + off, _MM_HINT_T0);
+  if (const int64_t far = prefetch_far_bytes(); far > 0)
+    for (size_t off = 0; off < sizeof(B); off += 64) _mm_prefetch(p + far + off, _MM_HINT_T1);
 }
 
 // Runs rows.run<G>(w, ...) over n_w weight rows, G = Rows::kGroup rows side

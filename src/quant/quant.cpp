@@ -188,7 +188,8 @@ bool cpu_is_intel() noexcept {
 #endif
 }
 
-int64_t prefetch_ahead_bytes() noexcept { return cpu_is_intel() ? 2048 : 8192; }
+int64_t prefetch_ahead_bytes() noexcept { return cpu_is_intel() ? 1024 : 8192; }
+int64_t prefetch_far_bytes() noexcept { return cpu_is_intel() ? 4096 : 0; }
 
 bool cpu_has_neon_dotprod() noexcept {
 #if defined(__aarch64__) && defined(__linux__)
