@@ -74,7 +74,10 @@ bool cpu_is_intel() noexcept;
 //    as slow as 8192; 512 a little slower).
 //    Then 2048 -> 1024 + 4096 into L2, 3 runs each: Q4_K 24.1 -> 27.1,
 //    Q6_K 24.4 -> 27.6, Q8_0 28.4 -> 32.7 GB/s (L2 at 3072 or 5120 alike,
-//    at 6144 less; L2 only, without the L1 one, slower than neither).
+//    at 6144 less; L2 only, without the L1 one: slower than L1 alone);
+//    tg64, ABBA: Q4_K_M 30.1/30.4 -> 31.9/32.5 t/s, Q8_0 20.6/20.6 ->
+//    22.9/22.9, Q4_0 33.7/34.1 -> 34.5/35.1, qwen2.5-0.5b Q4_K_M 63.0/64.0
+//    -> 70.2/72.5.
 //  - Everything else: 8192 into L1, none into L2: the distance decode ran
 //    at 82-87% of the bound with on the AMD Zen 5 of the seventh session
 //    (shorter ones and L2 prefetches were not measured there). It replaced
