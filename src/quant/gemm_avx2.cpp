@@ -127,6 +127,7 @@ template <int R>
 void q8_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8_0* a, float* y) {
   float acc[R] = {};
   const float* f16 = f16_table();
+  const PrefetchDistances pf = prefetch_distances();
   // Unrolled: the loop's counter and pointer updates were a fifth of the
   // instructions of a (Q5_0) block when this was measured (tg128
   // llama-3.2-1b Q4_0 t=2, A/B: 47.7/47.6 -> 53.4/51.3 t/s). Same
@@ -135,7 +136,7 @@ void q8_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8_0* a, flo
   for (int64_t i = 0; i < nb; ++i) {
     for (int r = 0; r < R; ++r) {
       const block_q8_0* b = weight_row<block_q8_0>(w, ws, r) + i;
-      prefetch_ahead(b);
+      prefetch_ahead(b, pf);
       const __m256i wq = load32(b->qs);
       const __m256i we = even_bytes_i16(wq), wo = odd_bytes_i16(wq);
       acc[r] = std::fma(static_cast<float>(hsum_i32_8(q8_0_lanes(we, wo, a[i]))), f16[b->d] * a[i].d, acc[r]);

@@ -102,11 +102,12 @@ template <int R, typename B, void (*Unpack)(const B&, BlockK4&), void (*Step)(Ac
           float (*Result)(const AccK&)>
 void k4_rows(int64_t nb, const uint8_t* w, size_t ws, const block_q8_K* a, float* y) {
   AccK s[R];
+  const PrefetchDistances pf = prefetch_distances();
   for (int64_t i = 0; i < nb; ++i) {
     const __m128i q8s = k4_bsum_pairs(a[i].bsums);
     for (int r = 0; r < R; ++r) {
       BlockK4 k;
-      prefetch_ahead(weight_row<B>(w, ws, r) + i);
+      prefetch_ahead(weight_row<B>(w, ws, r) + i, pf);
       Unpack(weight_row<B>(w, ws, r)[i], k);
       Step(s[r], k, a[i], q8s);
     }
@@ -124,10 +125,11 @@ struct Q6Offsets {
 template <int R>
 void q6_K_rows(int64_t nb, const uint8_t* w, size_t ws, const block_q8_K* a, const Q6Offsets* off, float* y) {
   AccK s[R];
+  const PrefetchDistances pf = prefetch_distances();
   for (int64_t i = 0; i < nb; ++i) {
     for (int r = 0; r < R; ++r) {
       BlockQ6K k;
-      prefetch_ahead(weight_row<block_q6_K>(w, ws, r) + i);
+      prefetch_ahead(weight_row<block_q6_K>(w, ws, r) + i, pf);
       unpack_q6_K(weight_row<block_q6_K>(w, ws, r)[i], k);
       q6_K_step(s[r], k, a[i], off[i].c);
     }

@@ -104,9 +104,10 @@ void x8_tile(int64_t nb, const typename T::X8* w, const uint8_t* a, size_t as, f
   const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   __m256 acc[A];
   for (int m = 0; m < A; ++m) acc[m] = _mm256_setzero_ps();
+  const PrefetchDistances pf = kStream ? prefetch_distances() : PrefetchDistances{};
   for (int64_t i = 0; i < nb; ++i) {
     const typename T::X8& b = w[i];
-    if constexpr (kStream) prefetch_ahead(&b);
+    if constexpr (kStream) prefetch_ahead(&b, pf);
     __m256i s[A], s32[A];
     const auto chunk = [&]<int c>() {
       const __m256i q = load32(b.qs + 32 * c);
@@ -199,8 +200,9 @@ void q8_0x8_tile(int64_t nb, const block_q8_0x8* const* w, const uint8_t* a, siz
   __m256 acc[G][A];
   for (int g = 0; g < G; ++g)
     for (int m = 0; m < A; ++m) acc[g][m] = _mm256_setzero_ps();
+  const PrefetchDistances pf = kStream ? prefetch_distances() : PrefetchDistances{};
   for (int64_t i = 0; i < nb; ++i) {
-    if constexpr (kStream) prefetch_ahead(&w[0][i]);  // decode streams one group at a time
+    if constexpr (kStream) prefetch_ahead(&w[0][i], pf);  // decode streams one group at a time
     __m256i s[G][A];
     unrolled<8>([&]<int c>() {
       __m256i q[G];
@@ -266,9 +268,10 @@ void q4_Kx8_tile(int64_t nb, const block_q4_Kx8* w, const uint8_t* a, size_t as,
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[A], acc_min[A];
   for (int m = 0; m < A; ++m) acc[m] = acc_min[m] = _mm256_setzero_ps();
+  const PrefetchDistances pf = kStream ? prefetch_distances() : PrefetchDistances{};
   for (int64_t i = 0; i < nb; ++i) {
     const block_q4_Kx8& b = w[i];
-    if constexpr (kStream) prefetch_ahead(&b);
+    if constexpr (kStream) prefetch_ahead(&b, pf);
     __m256i i32[A];
     for (int m = 0; m < A; ++m) i32[m] = _mm256_setzero_si256();
     for (int g = 0; g < 4; ++g) {
@@ -371,9 +374,10 @@ void q6_Kx8_tile(int64_t nb, const block_q6_Kx8* w, const uint8_t* a, size_t as,
   __m256 acc[A][8];
   for (int m = 0; m < A; ++m)
     for (int q = 0; q < 8; ++q) acc[m][q] = _mm256_setzero_ps();
+  const PrefetchDistances pf = kStream ? prefetch_distances() : PrefetchDistances{};
   for (int64_t i = 0; i < nb; ++i) {
     const block_q6_Kx8& b = w[i];
-    if constexpr (kStream) prefetch_ahead(&b);
+    if constexpr (kStream) prefetch_ahead(&b, pf);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.d)));
     // The lanes in two halves, h = 0 (q = 0, 1, 4, 5) and h = 1 (2, 3, 6,
     // 7): 4 int32 accumulators per activation row at a time, which stay in
