@@ -80,7 +80,10 @@ bool cpu_is_intel() noexcept;
 //    -> 70.2/72.5.
 //  - Everything else: 8192 into L1, none into L2: the distance decode ran
 //    at 82-87% of the bound with on the AMD Zen 5 of the seventh session
-//    (shorter ones and L2 prefetches were not measured there). It replaced
+//    (shorter ones and L2 prefetches were not measured there; on the same
+//    kind of VM in the tenth session, tg64 t=2 llama-3.2-1b Q4_K_M, ABBA x4:
+//    4096 into L1 + 16384 into L2 ran 35.2 t/s against 8192's 40.5, and
+//    8192 + 24576 into L2 35.5 against 36.4, ABBA x3). It replaced
 //    512 in 2ee7462 (512 -> 8192 then: Q4_K_M 15.3/17.1 -> 17.9/20.0 t/s,
 //    Q8_0 11.6/11.6 -> 15.0/14.4, older kernels).
 // Never changes a result.
