@@ -83,7 +83,13 @@ bool cpu_is_intel() noexcept;
 //    (shorter ones and L2 prefetches were not measured there; on the same
 //    kind of VM in the tenth session, tg64 t=2 llama-3.2-1b Q4_K_M, ABBA x4:
 //    4096 into L1 + 16384 into L2 ran 35.2 t/s against 8192's 40.5, and
-//    8192 + 24576 into L2 35.5 against 36.4, ABBA x3). It replaced
+//    8192 + 24576 into L2 35.5 against 36.4, ABBA x3; on the 2-vCPU Zen 3
+//    of the eleventh session, at 12-17 GB/s, one model load with the
+//    distances alternated every 16 decode steps, 16 rounds, median ratio of
+//    a round's t/s to 8192's: llama-3.2-1b Q4_K_M 2048 + 8192 into L2
+//    0.88, 4096 + 16384 0.97, 1024 + 4096 0.87; Q4_0 2048, 4096 or 16384
+//    alone within the +-4% two 8192 runs differed by, no prefetch 0.93).
+//    It replaced
 //    512 in 2ee7462 (512 -> 8192 then: Q4_K_M 15.3/17.1 -> 17.9/20.0 t/s,
 //    Q8_0 11.6/11.6 -> 15.0/14.4, older kernels).
 // Never changes a result.
