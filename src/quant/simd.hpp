@@ -89,9 +89,8 @@ bool cpu_is_intel() noexcept;
 //    a round's t/s to 8192's: llama-3.2-1b Q4_K_M 2048 + 8192 into L2
 //    0.88, 4096 + 16384 0.97, 1024 + 4096 0.87; Q4_0 2048, 4096 or 16384
 //    alone within the +-4% two 8192 runs differed by, no prefetch 0.93).
-//    It replaced
-//    512 in 2ee7462 (512 -> 8192 then: Q4_K_M 15.3/17.1 -> 17.9/20.0 t/s,
-//    Q8_0 11.6/11.6 -> 15.0/14.4, older kernels).
+//    It replaced 512 in 2ee7462 (512 -> 8192 then: Q4_K_M 15.3/17.1 ->
+//    17.9/20.0 t/s, Q8_0 11.6/11.6 -> 15.0/14.4, older kernels).
 // Never changes a result.
 int64_t prefetch_ahead_bytes() noexcept;
 int64_t prefetch_far_bytes() noexcept;
