@@ -108,13 +108,19 @@ void forward_batch(const Model& m, std::span<runtime::KvCache* const> seqs, std:
     else kernels::get_row(m.tok_embd, rows[i].token, &x[i * n_embd]);
   }
 
-  // RoPE angles of each row's position, shared by every layer.
+  // RoPE angles of each row's position, shared by every layer; the frequency
+  // factors may depend on the row's sequence (its n_ctx picks Phi-3 LongRoPE's
+  // set, Model::rope_factors). Ministral 3's attention temperature of each row.
   const int64_t half = hp.n_rot / 2;
-  std::vector<float> rope_cos(static_cast<size_t>(n * half)), rope_sin(rope_cos.size());
-  const kernels::RopeParams rp{hp.n_rot,          hp.rope_freq_base, hp.rope_freq_scale, hp.yarn_ext_factor,
-                               hp.yarn_attn_factor, hp.yarn_beta_fast, hp.yarn_beta_slow, hp.n_ctx_orig_yarn,
-                               m.rope_freqs.empty() ? nullptr : m.rope_freqs.data()};
-  for (int64_t i = 0; i < n; ++i) kernels::rope_cache(rp, pos[i], &rope_cos[i * half], &rope_sin[i * half]);
+  std::vector<float> rope_cos(static_cast<size_t>(n * half)), rope_sin(rope_cos.size()), q_temp(static_cast<size_t>(n));
+  kernels::RopeParams rp{hp.n_rot,          hp.rope_freq_base, hp.rope_freq_scale, hp.yarn_ext_factor,
+                         hp.yarn_attn_factor, hp.yarn_beta_fast, hp.yarn_beta_slow, hp.n_ctx_orig_yarn,
+                         nullptr};
+  for (int64_t i = 0; i < n; ++i) {
+    rp.freq_factors = m.rope_factors(seqs[rows[i].seq]->n_ctx());
+    kernels::rope_cache(rp, pos[i], &rope_cos[i * half], &rope_sin[i * half]);
+    q_temp[i] = attn_temperature(hp, pos[i]);
+  }
   const bool neox = hp.rope_type == RopeType::neox;
   const float inv_sqrt_hd = 1.0f / std::sqrt(static_cast<float>(hd));
   const float kq_scale = hp.scale_q_before_kq ? 1.0f : inv_sqrt_hd;
@@ -174,8 +180,16 @@ void forward_batch(const Model& m, std::span<runtime::KvCache* const> seqs, std:
     for (int64_t i = 0; i < n; ++i) {
       const float* c = &rope_cos[i * half];
       const float* s = &rope_sin[i * half];
+      if (hp.qk_norm) {  // Qwen3: RMSNorm of each head over its hd values, before RoPE
+        for (int64_t h = 0; h < hp.n_head; ++h)
+          kernels::rms_norm(&q[i * n_q + h * hd], L.attn_q_norm.data(), &q[i * n_q + h * hd], hd, hp.f_norm_rms_eps);
+        for (int64_t h = 0; h < hp.n_head_kv; ++h)
+          kernels::rms_norm(&k[i * n_k + h * hd], L.attn_k_norm.data(), &k[i * n_k + h * hd], hd, hp.f_norm_rms_eps);
+      }
       for (int64_t h = 0; h < hp.n_head; ++h) kernels::rope_apply(&q[i * n_q + h * hd], hp.n_rot, c, s, neox);
       for (int64_t h = 0; h < hp.n_head_kv; ++h) kernels::rope_apply(&k[i * n_k + h * hd], hp.n_rot, c, s, neox);
+      if (hp.attn_temp_scale != 0.0f)  // Ministral 3: q times its position's temperature, after RoPE
+        for (int64_t d = 0; d < n_q; ++d) q[i * n_q + d] *= q_temp[i];
       if (hp.scale_q_before_kq)
         for (int64_t d = 0; d < n_q; ++d) q[i * n_q + d] *= inv_sqrt_hd;
     }

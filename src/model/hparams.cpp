@@ -1,6 +1,8 @@
 #include "model/hparams.hpp"
 
+#include <cmath>
 #include <string>
+#include <utility>
 
 namespace synapse::model {
 namespace {
@@ -23,16 +25,35 @@ struct Keys {
   std::optional<float> f32(const char* k) const { return f.get_f32(name(k)); }
 };
 
+// general.architecture values and what they select.
+constexpr std::pair<std::string_view, Arch> kArchs[] = {{"llama", Arch::llama}, {"mistral", Arch::mistral},
+                                                        {"qwen2", Arch::qwen2}, {"qwen3", Arch::qwen3},
+                                                        {"mistral3", Arch::mistral3}, {"phi3", Arch::phi3}};
+
 }  // namespace
 
 const char* arch_name(Arch arch) {
-  switch (arch) {
-    case Arch::llama: return "llama";
-    case Arch::mistral: return "mistral";
-    case Arch::qwen2: return "qwen2";
-    case Arch::phi3: return "phi3";
-  }
+  for (const auto& [name, a] : kArchs)
+    if (a == arch) return name.data();
   return "?";
+}
+
+std::optional<Arch> arch_from_name(std::string_view name) {
+  for (const auto& [n, a] : kArchs)
+    if (n == name) return a;
+  return std::nullopt;
+}
+
+std::string supported_architectures() {
+  std::string s;
+  for (const auto& entry : kArchs) s += (s.empty() ? "" : ", ") + std::string(entry.first);
+  return s;
+}
+
+float attn_temperature(const HParams& hp, int64_t pos) {
+  if (hp.attn_temp_scale == 0.0f) return 1.0f;
+  const float scaled = static_cast<float>(pos) / static_cast<float>(hp.n_attn_temp_floor_scale);
+  return static_cast<float>(std::log(static_cast<double>(std::floor(scaled)) + 1.0) * hp.attn_temp_scale + 1.0);
 }
 
 HParams read_hparams(const gguf::File& f) {
@@ -40,13 +61,11 @@ HParams read_hparams(const gguf::File& f) {
   const auto arch = f.get_string("general.architecture");
   if (!arch) fail(f, "general.architecture", "required key is missing");
   hp.arch_name = *arch;
-  if (*arch == "llama") hp.arch = Arch::llama;
-  else if (*arch == "mistral") hp.arch = Arch::mistral;
-  else if (*arch == "qwen2") hp.arch = Arch::qwen2;
-  else if (*arch == "phi3") hp.arch = Arch::phi3;
-  else
+  const std::optional<Arch> known = arch_from_name(*arch);
+  if (!known)
     throw Error(Errc::unsupported, f.path() + ": unknown model architecture '" + *arch +
-                                       "' (supported: llama, mistral, qwen2, phi3)");
+                                       "' (supported: " + supported_architectures() + ")");
+  hp.arch = *known;
   // "mistral" files keep the llama.* keys.
   hp.key_prefix = *arch;
   if (hp.arch == Arch::mistral && !f.find("mistral.block_count")) hp.key_prefix = "llama";
@@ -83,7 +102,9 @@ HParams read_hparams(const gguf::File& f) {
 
   hp.f_norm_rms_eps = k.f32("attention.layer_norm_rms_epsilon").value_or(1e-5f);
   hp.rope_freq_base = k.f32("rope.freq_base").value_or(10000.0f);
-  hp.rope_type = (hp.arch == Arch::qwen2 || hp.arch == Arch::phi3) ? RopeType::neox : RopeType::normal;
+  // llama_model_rope_type: NEOX for qwen2, qwen3 and phi3; mistral3 is normal.
+  hp.rope_type = (hp.arch == Arch::qwen2 || hp.arch == Arch::qwen3 || hp.arch == Arch::phi3) ? RopeType::neox
+                                                                                            : RopeType::normal;
 
   // RoPE scaling: llama.cpp's llm_load_hparams + llama_context.
   const std::string scaling = f.get_string(k.name("rope.scaling.type")).value_or("linear");
@@ -106,10 +127,39 @@ HParams read_hparams(const gguf::File& f) {
   if (hp.yarn_ext_factor != 0.0f && hp.n_ctx_orig_yarn <= 0)
     fail(f, k.name("rope.scaling.original_context_length"), "YaRN needs the original context length");
 
+  if (hp.arch == Arch::mistral3) {
+    // YaRN magnitude with rope.scaling.yarn_log_multiplier M (mscale_all_dim):
+    // llama.cpp v0.5.0's llama_context (src/llama-context.cpp:177-214) passes
+    // RoPE attn_factor = get_mscale(f, 1) / get_mscale(f, M) / (1 + 0.1 ln f)
+    // * rope.scaling.attn_factor, get_mscale(f, m) = 1 + 0.1 m ln f (float, in
+    // that order), and ggml's rope_yarn multiplies by 1 + 0.1 ln f again
+    // (kernels::rope_cache): for M = 1 cos and sin are not scaled. Without the
+    // key the older 1 + 0.1 ln f stays, as for the other architectures.
+    const float log_mul = k.f32("rope.scaling.yarn_log_multiplier").value_or(0.0f);
+    if (log_mul != 0.0f && hp.yarn_ext_factor != 0.0f) {
+      const auto get_mscale = [](float scale, float mscale) {
+        return scale <= 1.0f ? 1.0f : 0.1f * mscale * std::log(scale) + 1.0f;
+      };
+      const float factor = 1.0f / hp.rope_freq_scale;
+      float af = get_mscale(factor, 1.0f) / get_mscale(factor, log_mul);
+      af *= 1.0f / (1.0f + 0.1f * std::log(factor));
+      hp.yarn_attn_factor = af * hp.yarn_attn_factor;
+    }
+    hp.attn_temp_scale = k.f32("attention.temperature_scale").value_or(0.0f);
+    if (!std::isfinite(hp.attn_temp_scale)) fail(f, k.name("attention.temperature_scale"), "not a finite number");
+    if (hp.attn_temp_scale != 0.0f) {
+      hp.n_attn_temp_floor_scale = hp.n_ctx_orig_yarn;
+      if (hp.n_attn_temp_floor_scale <= 0)
+        fail(f, k.name("rope.scaling.original_context_length"),
+             "the attention temperature needs the original context length (or context_length)");
+    }
+  }
+
   hp.n_swa = k.i64("attention.sliding_window").value_or(0);
   if (hp.n_swa < 0) fail(f, k.name("attention.sliding_window"), "negative window");
   hp.fused_qkv = hp.arch == Arch::phi3;
   hp.scale_q_before_kq = hp.arch == Arch::phi3;
+  hp.qk_norm = hp.arch == Arch::qwen3;
 
   const gguf::TensorInfo* embd = f.find_tensor("token_embd.weight");
   if (!embd) fail(f, "token_embd.weight", "required tensor is missing");

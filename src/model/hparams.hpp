@@ -3,17 +3,22 @@
 // The architectures differ only by fields of this struct (seed 000 "Architecture
 // Differences", seed 003 §6); the forward pass tests flags, it is not copied.
 // Keys are `<prefix>.<name>` where prefix is general.architecture, except that
-// "mistral" files keep the llama.* keys.
+// "mistral" files keep the llama.* keys. Which keys each architecture reads
+// follows llama.cpp v0.5.0 (de3ff81): llama_model_loader keys in
+// src/llama-model.cpp and the per-architecture load_arch_hparams in
+// src/models/<arch>.cpp.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "synapse/gguf.hpp"
 
 namespace synapse::model {
 
-enum class Arch { llama, mistral, qwen2, phi3 };
+enum class Arch { llama, mistral, qwen2, qwen3, mistral3, phi3 };
 enum class RopeType { normal, neox };  // pairs (x[2i], x[2i+1]) or (x[i], x[i + n_rot/2])
 
 struct HParams {
@@ -41,11 +46,19 @@ struct HParams {
   float yarn_beta_fast = 32.0f;
   float yarn_beta_slow = 1.0f;
   int64_t n_ctx_orig_yarn = 0;  // rope.scaling.original_context_length (default n_ctx_train)
+  // Ministral 3 attention temperature (llama.cpp v0.5.0 src/models/mistral3.cpp:
+  // f_attn_temp_scale, n_attn_temp_floor_scale): after RoPE, q at position p is
+  // multiplied by 1 + attn_temp_scale * ln(floor(p / n_attn_temp_floor_scale) + 1).
+  // attention.temperature_scale (mistral3 only; 0 = off); the length is
+  // n_ctx_orig_yarn, not a key of its own.
+  float attn_temp_scale = 0.0f;
+  int64_t n_attn_temp_floor_scale = 0;
   int64_t n_swa = 0;            // attention.sliding_window; 0 = full attention
   int64_t n_expert = 0;         // expert_count (Mixtral)
   int64_t n_expert_used = 0;    // expert_used_count
   bool fused_qkv = false;       // Phi-3: attn_qkv [q|k|v] and ffn_up [gate|up]
   bool scale_q_before_kq = false;  // Phi-3 scales q by 1/sqrt(head dim) before q.k
+  bool qk_norm = false;         // Qwen3: per-head RMSNorm of q and k (attn_q_norm/attn_k_norm) before RoPE
 
   int64_t n_gqa() const { return n_head / n_head_kv; }
   int64_t n_embd_k_gqa() const { return n_embd_head_k * n_head_kv; }
@@ -59,5 +72,19 @@ struct HParams {
 HParams read_hparams(const gguf::File& file);
 
 const char* arch_name(Arch arch);
+
+// The architecture a general.architecture value names, if synapse runs it.
+std::optional<Arch> arch_from_name(std::string_view name);
+
+// The general.architecture values synapse runs, comma-separated
+// ("llama, mistral, ..."), as error messages and `synapse info` list them.
+std::string supported_architectures();
+
+// Ministral 3's attention temperature at position `pos` (1 when
+// hp.attn_temp_scale is 0): float(ln(floor(float(pos) / L) + 1) * beta + 1),
+// the division in float, the rest in double, as llama.cpp v0.5.0's
+// llm_graph_input_attn_temp::set_input (src/llama-graph.cpp:157-173) fills
+// inp_attn_scale. Thread-safe (pure).
+float attn_temperature(const HParams& hp, int64_t pos);
 
 }  // namespace synapse::model

@@ -141,6 +141,13 @@ void interleave_weights(Model& m) {
 
 }  // namespace
 
+const float* Model::rope_factors(int64_t n_ctx) const {
+  if (!rope_freqs.empty()) return rope_freqs.data();
+  if (rope_factors_long.empty()) return nullptr;
+  const int64_t n_ctx_seq = (n_ctx + 255) / 256 * 256;
+  return n_ctx_seq > hp.n_ctx_orig_yarn ? rope_factors_long.data() : rope_factors_short.data();
+}
+
 uint64_t Model::weight_bytes() const {
   uint64_t n = 0;
   for (const auto& t : file.tensors()) n += t.n_bytes;
@@ -156,7 +163,7 @@ uint64_t Model::n_params() const {
 std::unique_ptr<Model> load_model(const std::string& path) { return load_model(gguf::File::open(path)); }
 
 std::unique_ptr<Model> load_model(gguf::File file) {
-  auto m = std::make_unique<Model>(Model{std::move(file), {}, {}, {}, {}, {}, {}, {}, {}});
+  auto m = std::make_unique<Model>(Model{std::move(file), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}});
   const gguf::File& f = m->file;
   m->hp = read_hparams(f);
   const HParams& hp = m->hp;
@@ -166,6 +173,16 @@ std::unique_ptr<Model> load_model(gguf::File file) {
   m->output_norm = b.vec("output_norm.weight", hp.n_embd);
   m->output = b.find("output.weight") ? b.matrix("output.weight", hp.n_embd, hp.n_vocab) : m->tok_embd;
   m->rope_freqs = b.opt_vec("rope_freqs.weight", hp.n_rot / 2);
+  if (hp.arch == Arch::phi3 && (b.find("rope_factors_long.weight") || b.find("rope_factors_short.weight"))) {
+    // Phi-3 LongRoPE (llama.cpp loads these for phi3): both sets, since the
+    // context size picks one at run time.
+    m->rope_factors_long = b.vec("rope_factors_long.weight", hp.n_rot / 2);
+    m->rope_factors_short = b.vec("rope_factors_short.weight", hp.n_rot / 2);
+    if (hp.n_ctx_orig_yarn <= 0)
+      throw Error(Errc::format, f.path() + ": " + hp.key_prefix +
+                                    ".rope.scaling.original_context_length: LongRoPE factors need the original "
+                                    "context length (or context_length)");
+  }
 
   const int64_t n_q = hp.n_embd_head_k * hp.n_head, n_k = hp.n_embd_k_gqa(), n_v = hp.n_embd_v_gqa();
   const int64_t n_attn_out = hp.n_embd_head_v * hp.n_head;
@@ -190,6 +207,10 @@ std::unique_ptr<Model> load_model(gguf::File file) {
     L.bk = b.opt_vec(p + "attn_k.bias", n_k);
     L.bv = b.opt_vec(p + "attn_v.bias", n_v);
     L.bo = b.opt_vec(p + "attn_output.bias", hp.n_embd);
+    if (hp.qk_norm) {
+      L.attn_q_norm = b.vec(p + "attn_q_norm.weight", hp.n_embd_head_k);
+      L.attn_k_norm = b.vec(p + "attn_k_norm.weight", hp.n_embd_head_k);
+    }
     if (hp.n_expert > 0) {
       bind_experts(b, hp, il, L);
     } else if (hp.fused_qkv) {

@@ -22,6 +22,7 @@ struct Layer {
   std::vector<float> attn_norm;         // blk.N.attn_norm.weight [n_embd]
   WeightView wq, wk, wv, wo;            // attn_q/k/v/output (Phi-3: views of attn_qkv)
   std::vector<float> bq, bk, bv, bo;    // Qwen2 biases (empty when absent)
+  std::vector<float> attn_q_norm, attn_k_norm;  // Qwen3 per-head norms [n_embd_head_k] (else empty)
   std::vector<float> ffn_norm;          // blk.N.ffn_norm.weight
   WeightView ffn_gate, ffn_up, ffn_down;  // dense FFN (Phi-3: views of fused ffn_up)
   WeightView ffn_gate_inp;              // MoE router [n_embd -> n_expert]
@@ -35,11 +36,26 @@ struct Model {
   WeightView output;                    // output.weight, or token_embd when tied
   std::vector<float> output_norm;
   std::vector<float> rope_freqs;        // Llama 3 frequency factors [n_rot/2], or empty
+  // Phi-3 LongRoPE frequency factors [n_rot/2] (rope_factors_long/short.weight,
+  // one pair for all layers; both or neither), or empty.
+  std::vector<float> rope_factors_long, rope_factors_short;
   std::vector<Layer> layers;
   std::unique_ptr<Tokenizer> tokenizer;
   // Interleaved copies of the matrices the active kernels read that way
   // (kernels::interleave_weight; the views above then point here).
   kernels::WeightStore interleaved;
+
+  // The frequency factors RoPE divides each pair's frequency by, for a
+  // sequence whose context size is n_ctx (null: none). rope_freqs when the
+  // file has them; else, for Phi-3 LongRoPE, llama.cpp v0.5.0's
+  // llama_model::get_rope_factors (src/llama-model.cpp:2259-2272): the long
+  // factors when n_ctx_seq > n_ctx_orig_yarn (rope.scaling.original_context_length),
+  // else the short ones, where n_ctx_seq is the context per sequence rounded
+  // UP to a multiple of 256 as llama_context does (src/llama-context.cpp:289-295;
+  // so synapse's -c N picks the set llama.cpp's -c N picks). synapse's n_ctx
+  // is per sequence (KvCache::n_ctx), so the choice is per sequence and a row's
+  // result never depends on the other sequences of its batch. [n_rot/2] floats.
+  const float* rope_factors(int64_t n_ctx) const;
 
   // Bytes of every tensor's data (what a decode step streams, roughly).
   uint64_t weight_bytes() const;

@@ -30,9 +30,11 @@ struct ChunkedRun {
   std::vector<uint16_t> k, v; // every cached row of every layer
 };
 
-ChunkedRun run_chunked(const model::Model& m, const std::vector<token_id>& ids, size_t chunk, int threads) {
+// n_ctx 0: the number of ids.
+ChunkedRun run_chunked(const model::Model& m, const std::vector<token_id>& ids, size_t chunk, int threads,
+                       int64_t n_ctx = 0) {
   runtime::ThreadPool pool(threads);
-  runtime::KvCache kv = model::make_kv_cache(m, static_cast<int64_t>(ids.size()));
+  runtime::KvCache kv = model::make_kv_cache(m, n_ctx > 0 ? n_ctx : static_cast<int64_t>(ids.size()));
   ChunkedRun r;
   std::vector<float> part;
   for (size_t i = 0; i < ids.size(); i += chunk) {
@@ -49,18 +51,21 @@ ChunkedRun run_chunked(const model::Model& m, const std::vector<token_id>& ids, 
   return r;
 }
 
-class BatchInvariance : public ::testing::TestWithParam<const char*> {};
+// A model file, and the sequence's n_ctx (0: the number of ids; 1024 puts
+// tiny-phi3-longrope past its original context 256: the long factors).
+class BatchInvariance : public ::testing::TestWithParam<std::tuple<const char*, int64_t>> {};
 
 TEST_P(BatchInvariance, PrefillChunksAndDecodeAreBitIdentical) {
-  auto m = model::load_model(data_path(std::string("models/") + GetParam()));
+  const auto [file, n_ctx] = GetParam();
+  auto m = model::load_model(data_path(std::string("models/") + file));
   const std::vector<token_id> ids = lcg_ids(m->hp.n_vocab, std::max(0, m->tokenizer->bos()), 64);
-  const ChunkedRun ref = run_chunked(*m, ids, ids.size(), 1);
+  const ChunkedRun ref = run_chunked(*m, ids, ids.size(), 1, n_ctx);
   ASSERT_EQ(ref.logits.size(), ids.size() * static_cast<size_t>(m->hp.n_vocab));
   for (int threads : {1, 2, 3}) {
     for (size_t chunk : {ids.size(), size_t{7}, size_t{1}}) {
       if (threads == 1 && chunk == ids.size()) continue;
       SCOPED_TRACE(::testing::Message() << "threads " << threads << ", chunk " << chunk);
-      const ChunkedRun r = run_chunked(*m, ids, chunk, threads);
+      const ChunkedRun r = run_chunked(*m, ids, chunk, threads, n_ctx);
       ASSERT_EQ(r.logits.size(), ref.logits.size());
       EXPECT_EQ(0, std::memcmp(r.logits.data(), ref.logits.data(), ref.logits.size() * sizeof(float)));
       ASSERT_EQ(r.k.size(), ref.k.size());
@@ -70,18 +75,27 @@ TEST_P(BatchInvariance, PrefillChunksAndDecodeAreBitIdentical) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, BatchInvariance,
-                         ::testing::Values("stories260K.gguf", "stories260K-q4_0.gguf", "stories260K-q8_0.gguf",
-                                           "llama-2-tiny-random.gguf", "tiny-llama-q4_k_m.gguf",
-                                           "tiny-llama-bf16.gguf", "tiny-llama3-q4_k_m.gguf",
-                                           "tiny-qwen2-q4_k_m.gguf", "tiny-mixtral-q4_k_m.gguf",
-                                           "tiny-phi3-q4_k_m.gguf", "tiny-mistral-swa-f32.gguf"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& c : s)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, BatchInvariance,
+    ::testing::Values(std::make_tuple("stories260K.gguf", 0), std::make_tuple("stories260K-q4_0.gguf", 0),
+                      std::make_tuple("stories260K-q8_0.gguf", 0), std::make_tuple("llama-2-tiny-random.gguf", 0),
+                      std::make_tuple("tiny-llama-q4_k_m.gguf", 0), std::make_tuple("tiny-llama-bf16.gguf", 0),
+                      std::make_tuple("tiny-llama3-q4_k_m.gguf", 0), std::make_tuple("tiny-qwen2-q4_k_m.gguf", 0),
+                      std::make_tuple("tiny-mixtral-q4_k_m.gguf", 0), std::make_tuple("tiny-phi3-q4_k_m.gguf", 0),
+                      std::make_tuple("tiny-mistral-swa-f32.gguf", 0),
+                      // qwen3: q/k norms; mistral3: YaRN and the temperature, which
+                      // steps at position 32 inside the 64 ids; LongRoPE both sets.
+                      std::make_tuple("tiny-qwen3-f32.gguf", 0), std::make_tuple("tiny-qwen3-q4_k_m.gguf", 0),
+                      std::make_tuple("tiny-mistral3-f32.gguf", 0),
+                      std::make_tuple("tiny-phi3-longrope-f32.gguf", 0),
+                      std::make_tuple("tiny-phi3-longrope-f32.gguf", 1024)),
+    [](const auto& info) {
+      std::string s = std::get<0>(info.param);
+      for (char& c : s)
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+      const int64_t n_ctx = std::get<1>(info.param);
+      return n_ctx > 0 ? s + "_nctx" + std::to_string(n_ctx) : s;
+    });
 
 TEST(SlidingWindow, CacheHoldsWindowRowsForALongSequence) {
   auto m = model::load_model(data_path("models/tiny-mistral-swa-f32.gguf"));

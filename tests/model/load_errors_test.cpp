@@ -86,7 +86,8 @@ TEST(LoadErrors, UnknownArchitectureListsSupported) {
         if (kv.key == "general.architecture") w.set_string(kv.key, "gemma");
         else w.set_value(kv.key, kv.value);
       });
-  expect_load_error(std::move(f), Errc::unsupported, {"'gemma'", "supported: llama, mistral, qwen2, phi3"});
+  expect_load_error(std::move(f), Errc::unsupported,
+                    {"'gemma'", "supported: llama, mistral, qwen2, qwen3, mistral3, phi3"});
 }
 
 TEST(LoadErrors, SplitExpertsLoadLikeMerged) {

@@ -35,8 +35,9 @@ struct Stream {
 constexpr int kSteps = 12;
 
 // Alone: the prompt in one call, then kSteps greedy decode steps.
-Stream run_alone(const model::Model& m, const std::vector<token_id>& prompt, runtime::ThreadPool& pool) {
-  runtime::KvCache kv = model::make_kv_cache(m, 64);
+Stream run_alone(const model::Model& m, const std::vector<token_id>& prompt, runtime::ThreadPool& pool,
+                 int64_t n_ctx = 64) {
+  runtime::KvCache kv = model::make_kv_cache(m, n_ctx);
   Stream s{prompt, {}};
   std::vector<float> logits;
   model::forward(m, kv, prompt, false, logits, pool);
@@ -52,11 +53,12 @@ Stream run_alone(const model::Model& m, const std::vector<token_id>& prompt, run
 
 // Together: every step, each sequence contributes either a prefill chunk of
 // up to 5 prompt tokens or one decode token, all in one forward_batch.
+// n_ctx: each sequence's context size (empty: 64 for all).
 std::vector<Stream> run_together(const model::Model& m, const std::vector<std::vector<token_id>>& prompts,
-                                 runtime::ThreadPool& pool) {
+                                 runtime::ThreadPool& pool, const std::vector<int64_t>& n_ctx = {}) {
   const size_t B = prompts.size();
   std::vector<runtime::KvCache> caches;
-  for (size_t b = 0; b < B; ++b) caches.push_back(model::make_kv_cache(m, 64));
+  for (size_t b = 0; b < B; ++b) caches.push_back(model::make_kv_cache(m, n_ctx.empty() ? 64 : n_ctx[b]));
   std::vector<runtime::KvCache*> seqs;
   for (auto& c : caches) seqs.push_back(&c);
   std::vector<Stream> out(B);
@@ -116,7 +118,39 @@ INSTANTIATE_TEST_SUITE_P(Models, MultiSequence,
                                            std::make_tuple("stories260K.gguf", 32),
                                            std::make_tuple("tiny-llama-q4_k_m.gguf", 8),
                                            std::make_tuple("tiny-mixtral-q4_k_m.gguf", 8),
-                                           std::make_tuple("tiny-mistral-swa-f32.gguf", 8)));
+                                           std::make_tuple("tiny-mistral-swa-f32.gguf", 8),
+                                           std::make_tuple("tiny-qwen3-q4_k_m.gguf", 8),
+                                           std::make_tuple("tiny-mistral3-f32.gguf", 8),
+                                           std::make_tuple("tiny-phi3-longrope-f32.gguf", 8)));
+
+// Phi-3 LongRoPE picks its factor set from each sequence's own n_ctx
+// (Model::rope_factors): sequences at n_ctx 256 (short factors) and 1024
+// (long) batched together each equal running alone at their n_ctx, and the
+// two sets really differ.
+TEST(MultiSequence, LongRopeFactorsFollowEachSequencesContext) {
+  auto m = model::load_model(data_path("models/tiny-phi3-longrope-f32.gguf"));
+  ASSERT_FALSE(m->rope_factors_long.empty());
+  ASSERT_NE(m->rope_factors(256), m->rope_factors(1024));
+  EXPECT_EQ(m->rope_factors(256), m->rope_factors_short.data());
+  EXPECT_EQ(m->rope_factors(257), m->rope_factors_long.data());  // n_ctx_seq 512 > 256
+  std::vector<std::vector<token_id>> prompts;
+  std::vector<int64_t> n_ctx;
+  for (int b = 0; b < 6; ++b) {
+    prompts.push_back(prompt_for(b, m->hp.n_vocab));
+    n_ctx.push_back(b % 2 ? 1024 : 256);
+  }
+  runtime::ThreadPool pool(2);
+  const std::vector<Stream> together = run_together(*m, prompts, pool, n_ctx);
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    SCOPED_TRACE(::testing::Message() << "sequence " << b << ", n_ctx " << n_ctx[b]);
+    const Stream alone = run_alone(*m, prompts[b], pool, n_ctx[b]);
+    ASSERT_EQ(together[b].ids, alone.ids);
+    ASSERT_EQ(together[b].logits.size(), alone.logits.size());
+    EXPECT_EQ(0, std::memcmp(together[b].logits.data(), alone.logits.data(), alone.logits.size() * sizeof(float)));
+    const Stream other = run_alone(*m, prompts[b], pool, n_ctx[b] == 256 ? 1024 : 256);
+    EXPECT_NE(0, std::memcmp(other.logits.data(), alone.logits.data(), alone.logits.size() * sizeof(float)));
+  }
+}
 
 TEST(MultiSequence, EmbeddingRowEqualsTokenRow) {
   auto m = model::load_model(data_path("models/stories260K.gguf"));
