@@ -5,6 +5,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "model/hparams.hpp"
 #include "synapse/gguf.hpp"
 
 namespace synapse::tools {
@@ -48,6 +49,10 @@ int run(const std::string& path) {
   const gguf::File f = gguf::File::open(path);
   std::printf("%s: GGUF v%u, %zu metadata keys, %zu tensors, alignment %llu\n", path.c_str(), f.version(),
               f.metadata().size(), f.tensors().size(), static_cast<unsigned long long>(f.alignment()));
+  const std::optional<std::string> arch = f.get_string("general.architecture");
+  std::printf("architecture: %s (%s; synapse runs %s)\n", arch ? arch->c_str() : "(none)",
+              arch && model::arch_from_name(*arch) ? "supported" : "not supported",
+              model::supported_architectures().c_str());
   std::printf("\nmetadata:\n");
   for (const auto& kv : f.metadata())
     std::printf("  %-48s %-8s %s\n", kv.key.c_str(), std::string(gguf::value_type_name(kv.value.type)).c_str(),

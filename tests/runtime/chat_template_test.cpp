@@ -251,6 +251,23 @@ TEST(ChatTemplate, UnknownNamesAndTemplatesAreErrors) {
   EXPECT_THROW(chat_template_for_model(f, "qwen"), Error);
 }
 
+// The Qwen3 family (tiny-qwen3's vocabulary is Qwen3's special-token layout,
+// without a template): ChatML, ending a turn at <|im_end|>, which is the
+// file's eos. EOG as llama.cpp's llama_vocab::impl::load marks it: eos,
+// <|im_end|> and <|endoftext|> by text, and the FIM pad / repo / file
+// separator tokens; not <|im_start|> nor the FIM prefix/middle/suffix.
+TEST(ChatTemplate, Qwen3FamilyIsChatmlWithItsEndOfGenerationTokens) {
+  const gguf::File f = gguf::File::open(test::data_path("models/tiny-qwen3-f32.gguf"));
+  EXPECT_EQ(chat_template_for_model(f), ChatTemplate::chatml);
+  const Tokenizer tok = Tokenizer::from_gguf(f);
+  std::vector<token_id> eog;
+  for (token_id id = 0; id < tok.n_vocab(); ++id)
+    if (tok.is_eog(id)) eog.push_back(id);
+  // 486 <|endoftext|>, 488 <|im_end|>, 505 <|fim_pad|>, 506 <|repo_name|>, 507 <|file_sep|>.
+  EXPECT_EQ(eog, (std::vector<token_id>{486, 488, 505, 506, 507}));
+  EXPECT_EQ(tok.text(488), "<|im_end|>");
+}
+
 TEST(ChatTemplate, DeltaIsWhatANewTurnAdds) {
   const std::vector<ChatMessage> past = {{"user", "a"}, {"assistant", "b"}};
   std::string text;
