@@ -31,6 +31,8 @@ struct BatchRow {
 // Row b's logits and cache contents are bit-identical to running its
 // sequence alone, in one call or token by token, at any thread count
 // (DESIGN.md contract 2: every op is per row, reduced in a fixed order).
+// What a row's result depends on besides its sequence's tokens: its position
+// and its own sequence's n_ctx (Phi-3 LongRoPE's factor set, Model::rope_factors).
 //
 // Throws Error(out_of_range) for a token id outside [0, n_vocab) or a
 // sequence index outside `seqs`, Error(invalid_argument) for an empty batch

@@ -1,9 +1,14 @@
 // Loading refuses what synapse cannot run, naming the tensor or key: a weight
 // type without kernels (IQ2_XXS), a missing tensor, a Mixtral file with
-// neither expert layout, a misshapen tensor, an unknown architecture.
+// neither expert layout, a misshapen tensor, an unknown architecture, a
+// Qwen3 file without its q/k norms, a LongRoPE file with one factor set.
+// Plus the hyperparameters the newer architectures derive from their keys.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
+#include <string>
+#include <utility>
 
 #include "golden_util.hpp"
 #include "model/model.hpp"
@@ -59,10 +64,18 @@ TEST(LoadErrors, UnsupportedTensorTypeNamesTensorAndType) {
   expect_load_error(std::move(f), Errc::unsupported, {"blk.1.attn_q.weight", "IQ2_XXS"});
 }
 
+// A required tensor dropped: a plain FFN matrix, a Qwen3 k norm, one of
+// Phi-3 LongRoPE's two factor sets (both are needed: n_ctx picks one).
 TEST(LoadErrors, MissingTensor) {
-  auto f = rewrite(data_path("models/tiny-llama-f32.gguf"),
-                   [](const gguf::TensorInfo& t, auto&, auto&) { return t.name != "blk.0.ffn_up.weight"; });
-  expect_load_error(std::move(f), Errc::format, {"blk.0.ffn_up.weight", "missing"});
+  const std::pair<const char*, std::string> cases[] = {{"tiny-llama-f32.gguf", "blk.0.ffn_up.weight"},
+                                                       {"tiny-qwen3-f32.gguf", "blk.1.attn_k_norm.weight"},
+                                                       {"tiny-phi3-longrope-f32.gguf", "rope_factors_short.weight"}};
+  for (const auto& [file, tensor] : cases) {
+    SCOPED_TRACE(file);
+    auto f = rewrite(data_path(std::string("models/") + file),
+                     [&](const gguf::TensorInfo& t, auto&, auto&) { return t.name != tensor; });
+    expect_load_error(std::move(f), Errc::format, {tensor.c_str(), "missing"});
+  }
 }
 
 TEST(LoadErrors, MixtralWithNeitherExpertLayout) {
@@ -88,6 +101,48 @@ TEST(LoadErrors, UnknownArchitectureListsSupported) {
       });
   expect_load_error(std::move(f), Errc::unsupported,
                     {"'gemma'", "supported: llama, mistral, qwen2, qwen3, mistral3, phi3"});
+}
+
+// What the newer architectures read (values: tests/data/models/MANIFEST.md).
+TEST(Hparams, Qwen3Mistral3AndLongRope) {
+  auto qwen3 = model::load_model(data_path("models/tiny-qwen3-f32.gguf"));
+  EXPECT_EQ(qwen3->hp.arch, model::Arch::qwen3);
+  EXPECT_TRUE(qwen3->hp.qk_norm);
+  EXPECT_EQ(qwen3->hp.rope_type, model::RopeType::neox);
+  EXPECT_EQ(qwen3->hp.n_embd_head_k, 128);  // key_length, not n_embd / n_head = 64
+  EXPECT_EQ(qwen3->layers[0].attn_q_norm.size(), 128u);
+
+  auto m3 = model::load_model(data_path("models/tiny-mistral3-f32.gguf"));
+  const model::HParams& hp = m3->hp;
+  EXPECT_EQ(hp.arch, model::Arch::mistral3);
+  EXPECT_FALSE(hp.qk_norm);
+  EXPECT_EQ(hp.rope_type, model::RopeType::normal);
+  EXPECT_EQ(hp.n_embd_head_k, 64);
+  EXPECT_FLOAT_EQ(hp.rope_freq_scale, 0.25f);
+  EXPECT_EQ(hp.yarn_ext_factor, 1.0f);
+  // yarn_log_multiplier 1: RoPE's attn_factor cancels ggml's 1 + 0.1 ln 4.
+  EXPECT_FLOAT_EQ(hp.yarn_attn_factor * (1.0f + 0.1f * std::log(4.0f)), 1.0f);
+  EXPECT_FLOAT_EQ(hp.attn_temp_scale, 0.1f);
+  EXPECT_EQ(hp.n_attn_temp_floor_scale, 32);
+  // 1 + 0.1 ln(floor(p / 32) + 1): the README's 1, 1.0693, 1.1099, 1.1386.
+  EXPECT_EQ(model::attn_temperature(hp, 0), 1.0f);
+  EXPECT_EQ(model::attn_temperature(hp, 31), 1.0f);
+  EXPECT_FLOAT_EQ(model::attn_temperature(hp, 32), 1.0f + 0.1f * std::log(2.0f));
+  EXPECT_FLOAT_EQ(model::attn_temperature(hp, 95), 1.0f + 0.1f * std::log(3.0f));
+  EXPECT_FLOAT_EQ(model::attn_temperature(hp, 96), 1.0f + 0.1f * std::log(4.0f));
+  EXPECT_EQ(model::attn_temperature(qwen3->hp, 1000), 1.0f);  // no temperature elsewhere
+
+  auto phi = model::load_model(data_path("models/tiny-phi3-longrope-f32.gguf"));
+  EXPECT_EQ(phi->hp.n_ctx_orig_yarn, 256);
+  EXPECT_FLOAT_EQ(phi->hp.yarn_attn_factor, 1.1180340f);
+  EXPECT_EQ(phi->hp.yarn_ext_factor, 0.0f);
+  ASSERT_EQ(phi->rope_factors_short.size(), 32u);
+  // n_ctx_seq = n_ctx rounded up to 256; long factors when it passes 256.
+  EXPECT_EQ(phi->rope_factors(1), phi->rope_factors_short.data());
+  EXPECT_EQ(phi->rope_factors(256), phi->rope_factors_short.data());
+  EXPECT_EQ(phi->rope_factors(257), phi->rope_factors_long.data());
+  EXPECT_EQ(phi->rope_factors(1024), phi->rope_factors_long.data());
+  EXPECT_EQ(qwen3->rope_factors(100000), nullptr);
 }
 
 TEST(LoadErrors, SplitExpertsLoadLikeMerged) {
