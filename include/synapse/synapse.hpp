@@ -117,7 +117,9 @@ class Context {
 
   // A new empty sequence that may hold n_ctx positions (n_ctx <= 0: the
   // model's training context, at most 4096). Sliding-window models store
-  // only the window.
+  // only the window. For Phi-3 LongRoPE files n_ctx also picks the factor
+  // set as llama.cpp's n_ctx does (long when n_ctx rounded up to a multiple
+  // of 256 exceeds rope.scaling.original_context_length), per sequence.
   Sequence new_sequence(int64_t n_ctx = 0) const;
 
   // Runs every row of `batch` in one pass. Returns the logits of the rows
