@@ -1,0 +1,4 @@
+#include "bindings.hpp"
+namespace synapse::python {
+void bind_generation(pybind11::module_& m) {}
+}
