@@ -145,6 +145,8 @@ PYBIND11_MODULE(_synapse, m) {
       .def_property_readonly("n_past", &Sequence::n_past)
       .def_property_readonly("n_ctx", &Sequence::n_ctx)
       .def("clear", &Sequence::clear, "forget every position; the next token is position 0")
+      .def("truncate", &Sequence::truncate, py::arg("n_keep"),
+           "forget positions [n_keep, n_past); InvalidArgumentError outside [0, n_past]")
       .def("fork", &Sequence::fork, py::arg("n_prefix"), "a new sequence sharing positions [0, n_prefix)");
 
   py::class_<BoundContext>(m, "Context", "A thread pool and logits buffer over a model (synapse::Context).")

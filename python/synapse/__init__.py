@@ -113,6 +113,7 @@ class Llama:
         self.n_threads = self._ctx.n_threads
         self._seq = self._ctx.new_sequence(n_ctx)
         self._tokens: List[int] = []  # the ids whose K/V the sequence holds, in order
+        self._pending: List[int] = []  # the prompt of the reply in progress
         self.chat_format = _CHAT_FORMAT_ALIASES.get(chat_format, chat_format)
         self._jinja: Optional[Jinja2ChatFormatter] = None
         if self.chat_format == "jinja":
@@ -453,9 +454,10 @@ class Llama:
         stream = self._start(ids, params, keep_steps=False)
         try:
             result = stream.result()
-        finally:
-            self._stream = None
-            stream.stop()
+        except BaseException:  # KeyboardInterrupt included: keep what the sequence holds consistent
+            self._end_stream()
+            raise
+        self._stream = None
         self._sync_tokens(result.tokens)
         return result
 

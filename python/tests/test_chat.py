@@ -85,3 +85,19 @@ def test_jinja_needs_a_template(stories_path):
         Llama(stories_path, chat_format="jinja", verbose=False)
     with pytest.raises(ValueError, match="chat_format"):
         Llama(stories_path, chat_format="no-such-format", verbose=False)
+
+
+def test_jinja_renders_the_files_own_template(stories_path, tmp_path):
+    from gguf_edit import with_string_key
+    path = tmp_path / "stories-chatml.gguf"
+    with_string_key(stories_path, str(path), "tokenizer.chat_template", CHATML)
+    jinja = Llama(str(path), chat_format="jinja", verbose=False)
+    builtin = Llama(stories_path, chat_format="chatml", verbose=False)
+    # Same model weights, same prompt text: Jinja's rendering of the file's
+    # template gives the prompt the library's own chatml formatter gives.
+    kwargs = dict(max_tokens=12, temperature=0)
+    a = jinja.create_chat_completion(MESSAGES, **kwargs)
+    b = builtin.create_chat_completion(MESSAGES, **kwargs)
+    assert a["usage"] == b["usage"]
+    assert a["choices"][0]["message"] == b["choices"][0]["message"]
+    assert jinja.metadata["tokenizer.chat_template"] == CHATML
