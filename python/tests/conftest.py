@@ -38,6 +38,8 @@ def synapse_bin() -> str:
 @pytest.fixture
 def llm(stories_path):
     from synapse import Llama
-    model = Llama(stories_path, n_ctx=512, verbose=False)
+    # One thread: stories260K is far too small to gain from more, and on a
+    # shared 2-core machine a second thread mostly waits for a core.
+    model = Llama(stories_path, n_ctx=512, n_threads=1, verbose=False)
     yield model
     model.close()

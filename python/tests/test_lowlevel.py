@@ -30,7 +30,8 @@ def test_tokenize_roundtrip(llm, golden):
         llm.detokenize([100000])
 
 
-def test_logits_view_equals_cli(llm, stories_path, synapse_bin, tmp_path, golden):
+def test_logits_view_equals_cli(stories_path, synapse_bin, tmp_path, golden):
+    llm = Llama(stories_path, n_threads=2, verbose=False)  # the CLI's default thread count here; any gives the same bits
     ids = golden["input_ids"]
     out = tmp_path / "logits.f32"
     subprocess.run([synapse_bin, "logits", "-m", stories_path, "--ids", ",".join(map(str, ids)), "-o", str(out)],

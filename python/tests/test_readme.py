@@ -11,5 +11,5 @@ def test_readme_example_runs():
     out = subprocess.run([sys.executable, "examples/quickstart.py"], cwd=ROOT, check=True, capture_output=True,
                          text=True, timeout=120)
     lines = out.stdout.splitlines()
-    assert lines[0] == ", there was a little girl named Lily. She loved to play outside in the park. One day, she"
+    assert lines[0] == ", there was a little girl named Lily. She loved to play outside in the park. One day, she saw"
     assert len(lines) >= 4
