@@ -52,11 +52,24 @@ __all__ = [
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF
 
 # llama-cpp-python's chat_format names for the library's built-in templates.
-_CHAT_FORMAT_ALIASES = {"llama-2": "llama2", "llama-3": "llama3", "mistral-instruct": "mistral-v1"}
+_CHAT_FORMAT_ALIASES = {"llama-2": "llama2", "llama-3": "llama3"}
+
+
+# llama-cpp-python arguments about GPUs and memory mapping: nothing to do on
+# a CPU engine that always maps the file, so they are accepted and ignored.
+_HARMLESS = {"n_gpu_layers", "main_gpu", "tensor_split", "offload_kqv", "use_mmap", "use_mlock", "numa"}
 
 
 def _bad(message: str) -> InvalidArgumentError:
     return InvalidArgumentError(message)
+
+
+def _refuse_unsupported(where: str, kwargs: Dict[str, Any]) -> None:
+    """llama-cpp-python arguments synapse has no feature for: an error when set
+    to anything but an "off" value, rather than silently ignored."""
+    for name, value in kwargs.items():
+        if name not in _HARMLESS and value not in (None, False, 0, [], {}):
+            raise _bad(f"{where}: {name}={value!r} is not supported by synapse")
 
 
 class Llama:
@@ -102,6 +115,7 @@ class Llama:
             raise _bad(f"n_threads = {n_threads!r}: must be None or an integer >= 1")
         if not isinstance(seed, int) or not 0 <= seed <= 0xFFFFFFFF:
             raise _bad(f"seed = {seed!r}: must be an integer in [0, 2**32)")
+        _refuse_unsupported("Llama", kwargs)
         self.model_path = os.fspath(model_path)
         self.verbose = verbose
         self.n_batch = n_batch
@@ -256,6 +270,7 @@ class Llama:
         common prefix with the previous call's tokens is not recomputed."""
         if suffix is not None:
             raise _bad("suffix: fill-in-the-middle is not supported")
+        _refuse_unsupported("create_completion", kwargs)
         ids = self._prompt_ids(prompt)
         params = self._params(max_tokens, temperature, top_p, min_p, typical_p, logprobs, stop,
                               frequency_penalty, presence_penalty, repeat_penalty, top_k, seed, logit_bias)
@@ -286,6 +301,7 @@ class Llama:
                 raise _bad(f"create_completions: {bad} is not supported")
             kwargs.pop(bad, None)
         model = kwargs.pop("model", None)
+        _refuse_unsupported("create_completions", {k: v for k, v in kwargs.items() if k not in _COMPLETION_DEFAULTS})
         want_logprobs = kwargs.get("logprobs")
         params = self._params(**{**_COMPLETION_DEFAULTS, **kwargs})
         ids = [self._prompt_ids(p) for p in prompts]
@@ -337,6 +353,7 @@ class Llama:
         stream=True an iterator of "chat.completion.chunk" dicts (the first
         delta {"role": "assistant"}, then {"content": ...}, the last {} with
         finish_reason)."""
+        _refuse_unsupported("create_chat_completion", kwargs)
         ids, extra_stop = self._chat_prompt(messages)
         if isinstance(stop, str):
             stop = [stop]

@@ -87,3 +87,8 @@ def test_reports_bad_arguments(stories_path):
         llm(PROMPT, logit_bias={100000: 1.0})
     with pytest.raises(ValueError):
         llm(PROMPT, top_p=float("nan"))
+    with pytest.raises(ValueError, match="mirostat_mode"):
+        llm(PROMPT, mirostat_mode=2)
+    with pytest.raises(ValueError, match="grammar"):
+        llm.create_chat_completion([{"role": "user", "content": "hi"}], grammar="root ::= x")
+    Llama(stories_path, n_gpu_layers=-1, verbose=False)  # nothing to offload: accepted
