@@ -484,6 +484,8 @@ class Llama:
         generated: List[int] = []
         try:
             while True:
+                if self._stream is not stream:
+                    raise _bad("stream: cancelled by another call on the same Llama (one request at a time)")
                 steps = stream.poll()
                 if not steps:
                     return

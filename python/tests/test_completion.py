@@ -92,3 +92,11 @@ def test_reports_bad_arguments(stories_path):
     with pytest.raises(ValueError, match="grammar"):
         llm.create_chat_completion([{"role": "user", "content": "hi"}], grammar="root ::= x")
     Llama(stories_path, n_gpu_layers=-1, verbose=False)  # nothing to offload: accepted
+
+
+def test_a_second_request_cancels_an_open_stream(llm):
+    first = llm(PROMPT, stream=True, max_tokens=32, temperature=0)
+    next(first)
+    assert llm(PROMPT, max_tokens=4, temperature=0)["usage"]["completion_tokens"] == 4
+    with pytest.raises(ValueError, match="another call"):
+        list(first)
