@@ -83,7 +83,8 @@ py::bytes detokenize(const Model& m, const std::vector<token_id>& ids, bool spec
 
 py::array logits_view(py::object self) {
   BoundContext& c = self.cast<BoundContext&>();
-  if (c.last.empty()) throw Error(Errc::invalid_argument, "logits: nothing has been evaluated yet");
+  if (c.last.empty())
+    throw Error(Errc::invalid_argument, "logits: none to show (no decode yet, or a generation has run since the last one)");
   const py::ssize_t rows = static_cast<py::ssize_t>(c.last.size() / c.n_vocab);
   // A read-only NumPy array over the engine's buffer; `self` is its base, so
   // the Context lives as long as any view of it.

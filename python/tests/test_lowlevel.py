@@ -72,3 +72,16 @@ def test_errors_are_python_exceptions(tmp_path):
     with pytest.raises(ValueError) as e:
         Llama(str(bad), verbose=False)
     assert isinstance(e.value, synapse.Error) and str(bad) in str(e.value)
+
+
+def test_logits_need_an_eval(llm):
+    with pytest.raises(ValueError, match="logits"):
+        llm.logits
+    llm.eval([1])
+    row = llm.logits.copy()
+    llm("Once upon a time", max_tokens=2)
+    with pytest.raises(ValueError, match="logits"):
+        llm.logits  # the completion's decodes overwrote the buffer
+    llm.reset()
+    llm.eval([1])
+    assert np.array_equal(llm.logits, row)
