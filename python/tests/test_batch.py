@@ -44,18 +44,21 @@ def smollm2(tmp_path_factory, synapse_bin):
 
 def test_batch_is_faster_than_the_loop(smollm2):
     llm = Llama(smollm2, n_ctx=128, verbose=False)
-    kwargs = dict(max_tokens=16, temperature=0.7, seed=3)
+    kwargs = dict(max_tokens=12, temperature=0.7, seed=3)
     llm(PROMPTS[0], max_tokens=2)  # warm-up: pages of the weights, threads
-    t0 = time.perf_counter()
-    alone = [llm(p, **kwargs) for p in PROMPTS]
-    t1 = time.perf_counter()
-    batch = llm.create_completions(PROMPTS, **kwargs)
-    t2 = time.perf_counter()
-    _check_equal(alone, batch)
-    loop, together = t1 - t0, t2 - t1
-    print(f"\n8 prompts x 16 tokens, smollm2-135m Q4_0 (random weights), {llm.n_threads} threads: "
-          f"loop {loop:.2f} s, batch {together:.2f} s, speed-up {loop / together:.2f}x")
-    assert together < loop
+    loop, together = [], []
+    for _ in range(2):  # alternated, best of 2: the machine is shared
+        t0 = time.perf_counter()
+        alone = [llm(p, **kwargs) for p in PROMPTS]
+        t1 = time.perf_counter()
+        batch = llm.create_completions(PROMPTS, **kwargs)
+        t2 = time.perf_counter()
+        _check_equal(alone, batch)
+        loop.append(t1 - t0)
+        together.append(t2 - t1)
+    print(f"\n8 prompts x 12 tokens, smollm2-135m Q4_0 (random weights), {llm.n_threads} threads: "
+          f"loop {min(loop):.2f} s, batch {min(together):.2f} s, speed-up {min(loop) / min(together):.2f}x")
+    assert min(together) < min(loop)
 
 
 def test_batch_of_token_prompts_and_errors(llm):
