@@ -1,8 +1,8 @@
 // Generation bindings: the library's generation loop (synapse/generation.hpp)
 // and scheduler (synapse/scheduler.hpp) driven from Python. Nothing here
 // samples or decides when to stop: a Stream runs synapse::generate() on a
-// worker thread and hands its steps to Python; run_batch submits requests to
-// a synapse::Scheduler and collects their results.
+// worker thread and hands its steps to Python; a BatchRunner submits requests
+// to a synapse::Scheduler and collects their results.
 //
 // Python's thread waits for the worker with the GIL released, in slices of
 // kPollSeconds, and between slices runs PyErr_CheckSignals(): a Ctrl-C (or
@@ -173,62 +173,85 @@ class Stream {
   std::thread worker_;
 };
 
-// Runs every prompt as one request of one Scheduler with a slot each (so all
-// of them share every step's batch), and returns their results in order.
-// Signals are checked as in Stream; on one, every request is cancelled.
-std::vector<GenerationResult> run_batch(const Model& model, const std::vector<std::vector<token_id>>& prompts,
-                                        const std::vector<GenerationParams>& params, const SchedulerParams& sp_in) {
-  if (prompts.size() != params.size())
-    throw Error(Errc::invalid_argument, "run_batch: " + std::to_string(prompts.size()) + " prompts but " +
-                                            std::to_string(params.size()) + " parameter sets");
-  std::vector<GenerationResult> results(prompts.size());
-  if (prompts.empty()) return results;
-  SchedulerParams sp = sp_in;
-  sp.n_parallel = static_cast<int32_t>(prompts.size());
-  sp.max_queue = prompts.size();
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t n_done = 0;
-  std::unique_ptr<Scheduler> sched;
-  {
+// A synapse::Scheduler with n_parallel slots that runs batches of prompts:
+// each prompt one request with a slot of its own, so all of them share every
+// step's batch. Kept by the Llama object between calls (making the slots'
+// KV caches and the Context's threads is the costly part).
+class BatchRunner {
+ public:
+  BatchRunner(const Model& model, const SchedulerParams& sp) {
     py::gil_scoped_release nogil;
-    sched = std::make_unique<Scheduler>(model, sp);
+    sched_ = std::make_unique<Scheduler>(model, sp);
   }
-  std::vector<RequestId> ids;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    Request req;
-    req.prompt = prompts[i];
-    req.params = params[i];
-    req.cache_prompt = false;
-    req.on_done = [&, i](const GenerationResult& r) {
-      std::lock_guard<std::mutex> lock(mu);
-      results[i] = r;
-      ++n_done;
-      cv.notify_all();
-    };
-    const std::optional<RequestId> id = sched->try_submit(std::move(req));
-    if (!id) throw Error(Errc::invalid_argument, "run_batch: the scheduler refused prompt " + std::to_string(i));
-    ids.push_back(*id);
-  }
-  bool interrupted = false;
-  {
+  ~BatchRunner() {
     py::gil_scoped_release nogil;
-    std::unique_lock<std::mutex> lock(mu);
-    interrupted = !wait_or_signal(lock, cv, [&] { return n_done == prompts.size(); });
-    lock.unlock();
-    if (interrupted)
-      for (RequestId id : ids) sched->cancel(id);
+    sched_.reset();  // joins the worker
   }
-  {
+
+  int32_t n_parallel() const { return sched_->params().n_parallel; }
+
+  // The results in prompt order. Signals are checked as in Stream; on one,
+  // every request is cancelled (the scheduler frees their slots within a
+  // step) and the handler's exception propagates.
+  std::vector<GenerationResult> run(const std::vector<std::vector<token_id>>& prompts,
+                                    const std::vector<GenerationParams>& params) {
+    if (prompts.size() != params.size())
+      throw Error(Errc::invalid_argument, "run_batch: " + std::to_string(prompts.size()) + " prompts but " +
+                                              std::to_string(params.size()) + " parameter sets");
+    if (prompts.size() > static_cast<size_t>(n_parallel()))
+      throw Error(Errc::invalid_argument, "run_batch: " + std::to_string(prompts.size()) + " prompts for " +
+                                              std::to_string(n_parallel()) + " slots");
+    results_.assign(prompts.size(), GenerationResult{});
+    n_done_ = 0;
+    std::vector<RequestId> ids;
+    bool interrupted = false;
+    try {
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        Request req;
+        req.prompt = prompts[i];
+        req.params = params[i];
+        req.cache_prompt = false;  // an empty slot: the result cannot depend on earlier batches
+        req.on_done = [this, i](const GenerationResult& r) {
+          std::lock_guard<std::mutex> lock(mu_);
+          results_[i] = r;
+          ++n_done_;
+          cv_.notify_all();
+        };
+        const std::optional<RequestId> id = sched_->try_submit(std::move(req));
+        if (!id) throw Error(Errc::invalid_argument, "run_batch: the scheduler refused prompt " + std::to_string(i));
+        ids.push_back(*id);
+      }
+      py::gil_scoped_release nogil;
+      std::unique_lock<std::mutex> lock(mu_);
+      interrupted = !wait_or_signal(lock, cv_, [&] { return n_done_ == ids.size(); });
+    } catch (...) {
+      cancel_and_wait(ids);  // a refused prompt: the ones already queued must not outlive this call
+      throw;
+    }
+    if (interrupted) {
+      cancel_and_wait(ids);
+      throw py::error_already_set();
+    }
+    for (size_t i = 0; i < results_.size(); ++i)
+      if (results_[i].finish_reason == FinishReason::error)
+        throw Error(Errc::invalid_argument, "prompt " + std::to_string(i) + ": " + results_[i].error);
+    return std::move(results_);
+  }
+
+ private:
+  void cancel_and_wait(const std::vector<RequestId>& ids) {
     py::gil_scoped_release nogil;
-    sched.reset();  // joins the worker (cancelled requests get on_done first)
+    for (RequestId id : ids) sched_->cancel(id);
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return n_done_ == ids.size(); });
   }
-  if (interrupted) throw py::error_already_set();
-  for (size_t i = 0; i < results.size(); ++i)
-    if (results[i].finish_reason == FinishReason::error)
-      throw Error(Errc::invalid_argument, "prompt " + std::to_string(i) + ": " + results[i].error);
-  return results;
-}
+
+  std::unique_ptr<Scheduler> sched_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<GenerationResult> results_;
+  size_t n_done_ = 0;
+};
 
 }  // namespace
 
@@ -264,6 +287,7 @@ void bind_generation(py::module_& m) {
 
   py::class_<SchedulerParams>(m, "SchedulerParams", "The batch runner's settings (synapse/scheduler.hpp).")
       .def(py::init<>())
+      .def_readwrite("n_parallel", &SchedulerParams::n_parallel)
       .def_readwrite("n_ctx", &SchedulerParams::n_ctx)
       .def_readwrite("n_batch", &SchedulerParams::n_batch)
       .def_readwrite("n_ubatch", &SchedulerParams::n_ubatch)
@@ -306,8 +330,15 @@ void bind_generation(py::module_& m) {
       .def("result", &Stream::result, py::return_value_policy::copy, "Waits for the end and returns the result.")
       .def("stop", &Stream::stop, "Cancels the reply and waits for the worker.");
 
-  m.def("run_batch", &run_batch, py::arg("model"), py::arg("prompts"), py::arg("params"), py::arg("scheduler"),
-        "Runs each prompt as a request of one Scheduler (all in the same steps); results in order.");
+  py::class_<BatchRunner>(m, "BatchRunner",
+                          "A synapse::Scheduler with n_parallel slots (its own Context and KV caches) that\n"
+                          "runs prompts as one batch of sequences.")
+      .def(py::init<const Model&, const SchedulerParams&>(), py::arg("model"), py::arg("params"),
+           py::keep_alive<1, 2>())
+      .def_property_readonly("n_parallel", &BatchRunner::n_parallel)
+      .def("run", &BatchRunner::run, py::arg("prompts"), py::arg("params"),
+           "Runs each prompt as a request with a slot of its own (all in the same steps); results in\n"
+           "order. At most n_parallel prompts.");
 }
 
 }  // namespace synapse::python

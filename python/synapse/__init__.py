@@ -128,6 +128,7 @@ class Llama:
         self._seq = self._ctx.new_sequence(n_ctx)
         self._tokens: List[int] = []  # the ids whose K/V the sequence holds, in order
         self._pending: List[int] = []  # the prompt of the reply in progress
+        self._batch: Optional[_synapse.BatchRunner] = None  # create_completions' scheduler
         self.chat_format = _CHAT_FORMAT_ALIASES.get(chat_format, chat_format)
         self._jinja: Optional[Jinja2ChatFormatter] = None
         if self.chat_format == "jinja":
@@ -223,7 +224,7 @@ class Llama:
     def close(self) -> None:
         """Frees the model, context and KV cache now (the object is unusable after)."""
         self._end_stream()
-        for name in ("_seq", "_ctx", "_model"):
+        for name in ("_batch", "_seq", "_ctx", "_model"):
             if hasattr(self, name):
                 delattr(self, name)
 
@@ -305,12 +306,7 @@ class Llama:
         want_logprobs = kwargs.get("logprobs")
         params = self._params(**{**_COMPLETION_DEFAULTS, **kwargs})
         ids = [self._prompt_ids(p) for p in prompts]
-        sp = _synapse.SchedulerParams()
-        sp.n_ctx = self.n_ctx()
-        sp.n_ubatch = min(self.n_batch, self.n_ubatch)
-        sp.n_batch = max(self.n_batch, sp.n_ubatch * len(ids), 1)
-        sp.n_threads = self.n_threads
-        results = _synapse.run_batch(self._model, ids, [params] * len(ids), sp)
+        results = self._batch_runner(len(ids)).run(ids, [params] * len(ids)) if ids else []
         out = []
         for p, prompt_ids, r in zip(prompts, ids, results):
             text_prompt = p if isinstance(p, str) else self.detokenize(prompt_ids).decode("utf-8", "ignore")
@@ -375,6 +371,20 @@ class Llama:
         return meta.chat([choice], len(ids), len(result.tokens))
 
     # --- internals ---------------------------------------------------------------
+
+    def _batch_runner(self, n: int) -> "_synapse.BatchRunner":
+        """The library's Scheduler with at least n slots of n_ctx positions,
+        kept between calls (its Context and KV caches are the costly part)."""
+        if self._batch is None or self._batch.n_parallel < n:
+            self._batch = None  # free the old slots first
+            sp = _synapse.SchedulerParams()
+            sp.n_parallel = n
+            sp.n_ctx = self.n_ctx()
+            sp.n_ubatch = min(self.n_batch, self.n_ubatch)
+            sp.n_batch = max(self.n_batch, sp.n_ubatch * n)
+            sp.n_threads = self.n_threads
+            self._batch = _synapse.BatchRunner(self._model, sp)
+        return self._batch
 
     def _token_str(self, token: int) -> str:
         return self._model.token_text(token).decode("utf-8", "ignore") if token >= 0 else ""

@@ -9,7 +9,10 @@ from synapse import Llama
 
 
 def test_keyboard_interrupt_stops_generation_quickly(stories_path):
-    llm = Llama(stories_path, n_ctx=10240, verbose=False)
+    # One thread: on a shared 2-core box a second one can wait a whole time
+    # slice for its core at each step's barrier, which is the machine's
+    # latency, not the binding's.
+    llm = Llama(stories_path, n_ctx=10240, n_threads=1, verbose=False)
     # 10,000 tokens; EOS forbidden so the reply cannot end by itself.
     kwargs = dict(max_tokens=10000, temperature=0, logit_bias={llm.token_eos(): float("-inf")})
     fired = {}
@@ -37,7 +40,7 @@ def test_keyboard_interrupt_stops_generation_quickly(stories_path):
 
 
 def test_keyboard_interrupt_in_a_stream(stories_path):
-    llm = Llama(stories_path, n_ctx=10240, verbose=False)
+    llm = Llama(stories_path, n_ctx=10240, n_threads=1, verbose=False)
     stream = llm("Once upon a time", stream=True, max_tokens=10000, temperature=0,
                  logit_bias={llm.token_eos(): float("-inf")})
     timer = threading.Timer(0.3, lambda: signal.raise_signal(signal.SIGINT))
@@ -51,3 +54,25 @@ def test_keyboard_interrupt_in_a_stream(stories_path):
     assert time.monotonic() - t0 < 0.3 + 0.1
     assert 0 < n < 10000
     assert llm("Once upon a time", max_tokens=4, temperature=0)["usage"]["completion_tokens"] == 4
+
+
+def test_keyboard_interrupt_stops_a_batch(stories_path):
+    llm = Llama(stories_path, n_ctx=10240, n_threads=1, verbose=False)
+    kwargs = dict(max_tokens=10000, temperature=0, logit_bias={llm.token_eos(): float("-inf")})
+    # The first batch makes the scheduler (8 slots of 10240 positions): not a generation, not timed.
+    llm.create_completions(["Once upon a time"] * 8, max_tokens=1)
+    old = signal.signal(signal.SIGALRM, lambda signum, frame: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        delay = 0.5
+        start = time.monotonic()
+        signal.setitimer(signal.ITIMER_REAL, delay)
+        with pytest.raises(KeyboardInterrupt):
+            llm.create_completions(["Once upon a time"] * 8, **kwargs)
+        latency = time.monotonic() - (start + delay)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    print(f"\nKeyboardInterrupt of a batch of 8: {latency * 1e3:.1f} ms after the signal")
+    assert 0 <= latency < 0.1
+    a, b = llm.create_completions(["Once upon a time", "The dog"], max_tokens=8, temperature=0)
+    assert a["choices"][0]["text"] == llm("Once upon a time", max_tokens=8, temperature=0)["choices"][0]["text"]
