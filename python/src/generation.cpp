@@ -29,7 +29,7 @@ namespace synapse::python {
 
 namespace {
 
-constexpr auto kPollSeconds = std::chrono::milliseconds(10);
+constexpr auto kPollSeconds = std::chrono::milliseconds(5);
 
 // Waits on `cv` (the caller has released the GIL and holds `lock`) until
 // pred() is true, running Python's signal handlers (PyErr_CheckSignals, with
@@ -116,8 +116,7 @@ class Stream {
         done = done_;
       } else {
         interrupted = true;
-        lock.unlock();
-        cancel_and_join();
+        cancel_.store(true);  // the worker ends the reply after its step; stop() joins it
       }
     }
     if (interrupted) throw py::error_already_set();
@@ -136,12 +135,18 @@ class Stream {
       std::unique_lock<std::mutex> lock(mu_);
       interrupted = !wait_or_signal(lock, cv_, [this] { return done_; });
       lock.unlock();
-      cancel_and_join();  // after the end of the reply this only joins
+      if (interrupted)
+        cancel_.store(true);  // the worker ends the reply after its step; stop() joins it
+      else
+        cancel_and_join();  // the reply is over: only joins
     }
     if (interrupted) throw py::error_already_set();
     rethrow_error();
     return result_;
   }
+
+  // Asks the worker to end the reply after its current step; returns at once.
+  void cancel() { cancel_.store(true); }
 
   // Cancels the reply (it ends after the current step) and joins the worker.
   void stop() {
@@ -328,7 +333,9 @@ void bind_generation(py::module_& m) {
            "The steps produced since the last call as (id, eog, text bytes, logprob, [(id, logprob)],\n"
            "finish_reason or None); [] once the reply is over.")
       .def("result", &Stream::result, py::return_value_policy::copy, "Waits for the end and returns the result.")
-      .def("stop", &Stream::stop, "Cancels the reply and waits for the worker.");
+      .def("cancel", &Stream::cancel, "Asks the worker to end the reply after its step; returns at once.")
+      .def("stop", &Stream::stop, "Cancels the reply and waits for the worker (the Context and Sequence\n"
+                                  "are free again after it).");
 
   py::class_<BatchRunner>(m, "BatchRunner",
                           "A synapse::Scheduler with n_parallel slots (its own Context and KV caches) that\n"

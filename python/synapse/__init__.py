@@ -128,6 +128,7 @@ class Llama:
         self._seq = self._ctx.new_sequence(n_ctx)
         self._tokens: List[int] = []  # the ids whose K/V the sequence holds, in order
         self._pending: List[int] = []  # the prompt of the reply in progress
+        self._generated: List[int] = []  # its tokens so far (streaming)
         self._batch: Optional[_synapse.BatchRunner] = None  # create_completions' scheduler
         self.chat_format = _CHAT_FORMAT_ALIASES.get(chat_format, chat_format)
         self._jinja: Optional[Jinja2ChatFormatter] = None
@@ -442,12 +443,14 @@ class Llama:
         p.n_ubatch = min(self.n_batch, self.n_ubatch)
         return p
 
-    def _end_stream(self) -> None:
+    def _end_stream(self, generated: Optional[List[int]] = None) -> None:
+        """Joins the reply in progress, if any (cancelling it unless it is
+        over) and records what the sequence holds."""
         stream = getattr(self, "_stream", None)
         if stream is not None:
             stream.stop()
             self._stream = None
-            self._sync_tokens([])
+            self._sync_tokens(self._generated if generated is None else generated)
 
     def _start(self, ids: List[int], params, keep_steps: bool) -> "_synapse.Stream":
         """Starts the library's generate() on the context, reusing the longest
@@ -464,6 +467,7 @@ class Llama:
         self._seq.truncate(keep)
         del self._tokens[keep:]
         self._pending = ids
+        self._generated = []
         self._stream = _synapse.Stream(self._ctx, self._seq, ids[keep:], params, keep_steps)
         return self._stream
 
@@ -479,35 +483,30 @@ class Llama:
 
     def _run(self, ids: List[int], params) -> "_synapse.GenerationResult":
         stream = self._start(ids, params, keep_steps=False)
-        try:
-            result = stream.result()
-        except BaseException:  # KeyboardInterrupt included: keep what the sequence holds consistent
-            self._end_stream()
-            raise
-        self._stream = None
-        self._sync_tokens(result.tokens)
+        # A KeyboardInterrupt raised here has cancelled the reply; the next
+        # call joins its worker (_end_stream) before using the context.
+        result = stream.result()
+        self._end_stream(result.tokens)
         return result
 
     def _steps(self, ids: List[int], params) -> Iterator[tuple]:
         """The reply's steps as the worker produces them (see _synapse.Stream.poll)."""
         stream = self._start(ids, params, keep_steps=True)
-        generated: List[int] = []
         try:
             while True:
                 if self._stream is not stream:
                     raise _bad("stream: cancelled by another call on the same Llama (one request at a time)")
                 steps = stream.poll()
                 if not steps:
-                    return
+                    break
                 for step in steps:
                     if step[0] >= 0 and not step[1]:
-                        generated.append(step[0])
+                        self._generated.append(step[0])
                     yield step
+            self._end_stream()
         finally:
-            if self._stream is stream:
-                self._stream = None
-                stream.stop()
-                self._sync_tokens(generated)
+            if self._stream is stream:  # interrupted or abandoned: the next call joins it
+                stream.cancel()
 
     def _stream_completion(self, ids, params, meta, echo_text, logprobs, prompt_len) -> Iterator[Dict[str, Any]]:
         if echo_text:
