@@ -3,6 +3,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <atomic>
 #include <span>
 #include <string>
 
@@ -17,6 +18,29 @@ struct BoundContext {
   Context ctx;
   int64_t n_vocab;
   std::span<const float> last;  // [rows * n_vocab]; valid until the next decode, empty when stale
+  // Held by whoever runs the Context (a decode, or a Stream's worker for its
+  // whole reply): synapse::Context allows one caller at a time.
+  std::atomic<bool> busy{false};
+};
+
+// Takes `flag` for this scope; Error(invalid_argument) naming `what` when it
+// is already taken (another Python thread is using the object). A Python
+// program that shares one Llama between threads gets an exception, not a
+// data race.
+class BusyGuard {
+ public:
+  BusyGuard(std::atomic<bool>& flag, const char* what);
+  ~BusyGuard() { release(); }
+  void release() {
+    if (flag_) flag_->store(false);
+    flag_ = nullptr;
+  }
+  BusyGuard(BusyGuard&& o) noexcept : flag_(o.flag_) { o.flag_ = nullptr; }
+  BusyGuard(const BusyGuard&) = delete;
+  BusyGuard& operator=(const BusyGuard&) = delete;
+
+ private:
+  std::atomic<bool>* flag_;
 };
 
 // Creates synapse.Error and its subclasses (one per synapse::Errc) in module

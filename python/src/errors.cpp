@@ -60,6 +60,12 @@ void register_errors(py::module_& m) {
   });
 }
 
+BusyGuard::BusyGuard(std::atomic<bool>& flag, const char* what) : flag_(&flag) {
+  bool expected = false;
+  if (!flag.compare_exchange_strong(expected, true))
+    throw Error(Errc::invalid_argument, std::string(what) + " is in use by another thread (one call at a time)");
+}
+
 void raise_not_found(const std::string& message) {
   PyErr_SetString(g_not_found, message.c_str());
   throw py::error_already_set();

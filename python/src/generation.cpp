@@ -67,7 +67,7 @@ class Stream {
  public:
   Stream(py::object ctx_owner, BoundContext& ctx, Sequence& seq, std::vector<token_id> prompt, GenerationParams params,
          bool keep_steps)
-      : owner_(std::move(ctx_owner)), keep_steps_(keep_steps) {
+      : owner_(std::move(ctx_owner)), keep_steps_(keep_steps), guard_(ctx.busy, "the Context") {
     ctx.last = {};  // decode() overwrites the buffer the last eval's logits view showed
     Context& c = ctx.ctx;
     worker_ = std::thread([this, &c, &seq, prompt = std::move(prompt), params = std::move(params)] {
@@ -159,6 +159,7 @@ class Stream {
   void cancel_and_join() {
     cancel_.store(true);
     if (worker_.joinable()) worker_.join();
+    guard_.release();
   }
   void rethrow_error() {
     if (errc_ >= 0) throw Error(static_cast<Errc>(errc_), error_);
@@ -167,6 +168,7 @@ class Stream {
 
   py::object owner_;  // keeps the Context (and so the model) alive while the worker runs
   bool keep_steps_;
+  BusyGuard guard_;   // the Context is the worker's until it is joined
   std::atomic<bool> cancel_{false};
   std::mutex mu_;
   std::condition_variable cv_;
@@ -206,6 +208,7 @@ class BatchRunner {
     if (prompts.size() > static_cast<size_t>(n_parallel()))
       throw Error(Errc::invalid_argument, "run_batch: " + std::to_string(prompts.size()) + " prompts for " +
                                               std::to_string(n_parallel()) + " slots");
+    BusyGuard guard(busy_, "the batch runner");
     results_.assign(prompts.size(), GenerationResult{});
     n_done_ = 0;
     std::vector<RequestId> ids;
@@ -252,6 +255,7 @@ class BatchRunner {
   }
 
   std::unique_ptr<Scheduler> sched_;
+  std::atomic<bool> busy_{false};
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<GenerationResult> results_;

@@ -160,6 +160,7 @@ PYBIND11_MODULE(_synapse, m) {
       .def(
           "decode",
           [](BoundContext& c, Sequence& seq, std::vector<token_id> tokens) {
+            BusyGuard guard(c.busy, "the Context");
             py::gil_scoped_release nogil;
             c.last = c.ctx.decode(seq, tokens);
           },

@@ -85,3 +85,19 @@ def test_logits_need_an_eval(llm):
     llm.reset()
     llm.eval([1])
     assert np.array_equal(llm.logits, row)
+
+
+def test_one_call_at_a_time(llm):
+    import threading
+    stream = llm("Once upon a time", stream=True, max_tokens=2000, temperature=0,
+                 logit_bias={llm.token_eos(): float("-inf")})
+    next(stream)
+    # Another thread reaching the context while the reply runs gets an error, not a data race.
+    errors = []
+    t = threading.Thread(target=lambda: errors.append(pytest.raises(ValueError, llm._ctx.decode, llm._seq, [1])))
+    t.start()
+    t.join()
+    assert "in use" in str(errors[0].value)
+    del stream  # abandoned: the next call joins its worker
+    llm.eval([1])
+    assert llm.n_tokens >= 1
