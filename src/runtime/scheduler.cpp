@@ -387,8 +387,17 @@ void Scheduler::Impl::run() {
         m.n_busy_slots_total += order.size();
       }
       for (Slot* s : closing) release(*s);
-      for (size_t r = 0; r < owners.size(); ++r)
-        on_step(*owners[r], logits.subspan(r * static_cast<size_t>(n_vocab), static_cast<size_t>(n_vocab)));
+      for (size_t r = 0; r < owners.size(); ++r) {
+        Slot& s = *owners[r];
+        try {
+          on_step(s, logits.subspan(r * static_cast<size_t>(n_vocab), static_cast<size_t>(n_vocab)));
+        } catch (const std::exception& e) {  // refused at submission; kept so the worker never dies
+          if (s.job && !s.job->reply_over) {
+            s.job->result.error = e.what();
+            end_reply(s, FinishReason::error);
+          }
+        }
+      }
     }
     update_metrics();
   }
@@ -418,6 +427,10 @@ std::optional<RequestId> Scheduler::try_submit(Request request) {
     if (t < 0 || t >= d.n_vocab)
       throw Error(Errc::out_of_range,
                   "prompt token id " + std::to_string(t) + " outside [0, " + std::to_string(d.n_vocab) + ")");
+  for (const LogitBias& b : request.params.sampling.logit_bias)
+    if (b.token >= d.n_vocab)
+      throw Error(Errc::out_of_range, "logit_bias: token " + std::to_string(b.token) + " outside [0, " +
+                                          std::to_string(d.n_vocab) + ")");
   // The Generation is made here so that a bad parameter is refused at once
   // and a random seed is drawn at submission.
   Generation gen(d.model.tokenizer(), request.params, static_cast<int32_t>(d.p.n_ctx));

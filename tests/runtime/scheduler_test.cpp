@@ -452,6 +452,40 @@ TEST(Scheduler, PromptCacheAndCloseTurnAndMetrics) {
   EXPECT_EQ(mt.kv_cells_used, 0);
 }
 
+// issue 26: a reply cut by a disconnect (cancel) still ends its turn in the
+// cache, so the conversation's next request reuses all of it.
+TEST(Scheduler, CancelledReplyClosesItsTurn) {
+  const Model m = Model::load(data_path("models/stories260K.gguf"));
+  Scheduler s(m, sched_params(1, 1));
+  Collector a;
+  RequestId id = 0;
+  std::promise<void> streaming;
+  a.on_step = [&](const GeneratedToken&, int step) {
+    if (step == 3) streaming.set_value();
+  };
+  Request r1 = endless(m);
+  r1.params.close_turn = true;
+  a.attach(r1);
+  id = *s.try_submit(r1);
+  streaming.get_future().wait();
+  s.cancel(id);
+  const Reply got = a.get();
+  EXPECT_EQ(got.finish, FinishReason::cancelled);
+  s.wait_idle();
+  std::vector<token_id> turn2 = r1.prompt;
+  turn2.insert(turn2.end(), got.tokens.begin(), got.tokens.end());
+  turn2.push_back(end_of_turn_token(m.tokenizer()));
+  turn2.push_back(13);
+  EXPECT_EQ(s.metrics().kv_cells_cached, static_cast<int64_t>(turn2.size() - 1));
+  Collector b;
+  Request r2 = endless(m);
+  r2.prompt = turn2;
+  r2.params.max_tokens = 2;
+  b.attach(r2);
+  ASSERT_TRUE(s.try_submit(std::move(r2)).has_value());
+  EXPECT_EQ(b.get().n_cached, static_cast<int64_t>(turn2.size() - 1));
+}
+
 TEST(Scheduler, RefusesBadRequests) {
   const Model m = Model::load(data_path("models/stories260K.gguf"));
   SchedulerParams p = sched_params(1, 1);
@@ -472,6 +506,10 @@ TEST(Scheduler, RefusesBadRequests) {
   Request bad_id;
   bad_id.prompt = {1, 600};
   EXPECT_THROW(s.try_submit(bad_id), Error);
+  Request bad_bias;
+  bad_bias.prompt = {1};
+  bad_bias.params.sampling.logit_bias = {{512, 1.0f}};
+  EXPECT_THROW(s.try_submit(bad_bias), Error);
   Request bad_param;
   bad_param.prompt = {1};
   bad_param.params.sampling.penalty_last_n = -2;
