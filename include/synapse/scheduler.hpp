@@ -100,7 +100,8 @@ class Scheduler {
   // slots' allocation throws.
   Scheduler(const Model& model, const SchedulerParams& params);
   // Cancels every queued and running request (on_done with cancelled, on
-  // the worker thread) and joins the worker.
+  // the worker thread) and joins the worker. Must not run on the worker (from
+  // a callback).
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
