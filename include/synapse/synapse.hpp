@@ -71,6 +71,12 @@ class Sequence {
   int64_t n_past() const;  // positions already in the cache
   int64_t n_ctx() const;   // the most positions this sequence may reach
   void clear();            // forget everything; the next token is position 0
+  // Forgets positions [n_keep, n_past()): the next token is position n_keep
+  // and the rows before it are kept as they are (reusing a cached prefix
+  // without copying it). Throws Error(invalid_argument) if n_keep is outside
+  // [0, n_past()], or if a sliding-window cache has already overwritten a
+  // position the kept prefix would need (as fork()).
+  void truncate(int64_t n_keep);
   // A new sequence sharing positions [0, n_prefix) of this one (Error
   // invalid_argument if n_prefix > n_past()).
   Sequence fork(int64_t n_prefix) const;
@@ -114,6 +120,8 @@ class Context {
   ~Context();
 
   int n_threads() const;
+  // The model's tokenizer (valid while the Context lives).
+  const Tokenizer& tokenizer() const;
 
   // A new empty sequence that may hold n_ctx positions (n_ctx <= 0: the
   // model's training context, at most 4096). Sliding-window models store

@@ -64,6 +64,7 @@ class Tokenizer {
   int32_t n_vocab() const;
   token_id bos() const;  // -1 when the vocabulary has none
   token_id eos() const;
+  token_id eot() const;  // end of turn (tokenizer.ggml.eot_token_id or a known text, e.g. <|im_end|>); -1 when none
   bool add_bos() const;
   bool add_eos() const;
   // End of generation: eos, eot, eom and the known end tokens of the vocabulary.

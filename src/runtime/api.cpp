@@ -32,6 +32,7 @@ Sequence::~Sequence() = default;
 int64_t Sequence::n_past() const { return kv_->n_past(); }
 int64_t Sequence::n_ctx() const { return kv_->n_ctx(); }
 void Sequence::clear() { kv_->clear(); }
+void Sequence::truncate(int64_t n_keep) { kv_->truncate(n_keep); }
 Sequence Sequence::fork(int64_t n_prefix) const {
   return Sequence(std::make_unique<runtime::KvCache>(kv_->fork(n_prefix)));
 }
@@ -60,6 +61,7 @@ Context::Context(Context&&) noexcept = default;
 Context::~Context() = default;
 
 int Context::n_threads() const { return pool_->n_threads(); }
+const Tokenizer& Context::tokenizer() const { return *model_->tokenizer; }
 
 Sequence Context::new_sequence(int64_t n_ctx) const {
   const int64_t train = model_->hp.n_ctx_train;

@@ -40,17 +40,27 @@ KvCache::KvCache(int64_t n_layer, int64_t n_embd_k, int64_t n_embd_v, int64_t n_
   v_.assign(static_cast<size_t>(n_layer_ * capacity_ * n_embd_v_), 0);
 }
 
-KvCache KvCache::fork(int64_t n_prefix) const {
+void KvCache::check_prefix(const char* what, int64_t n_prefix) const {
   if (n_prefix < 0 || n_prefix > n_past_)
-    throw Error(Errc::invalid_argument, "fork: prefix of " + std::to_string(n_prefix) + " positions, the sequence has " +
-                                            std::to_string(n_past_));
+    throw Error(Errc::invalid_argument, std::string(what) + ": prefix of " + std::to_string(n_prefix) +
+                                            " positions, the sequence has " + std::to_string(n_past_));
   if (n_prefix < n_past_ && n_past_ > capacity_)
-    throw Error(Errc::invalid_argument, "fork: positions before " + std::to_string(n_past_ - capacity_) +
-                                            " have left the sliding-window cache; cannot fork at " +
+    throw Error(Errc::invalid_argument, std::string(what) + ": positions before " +
+                                            std::to_string(n_past_ - capacity_) +
+                                            " have left the sliding-window cache; cannot keep a prefix of " +
                                             std::to_string(n_prefix));
+}
+
+KvCache KvCache::fork(int64_t n_prefix) const {
+  check_prefix("fork", n_prefix);
   KvCache copy = *this;
   copy.n_past_ = n_prefix;
   return copy;
+}
+
+void KvCache::truncate(int64_t n_keep) {
+  check_prefix("truncate", n_keep);
+  n_past_ = n_keep;
 }
 
 }  // namespace synapse::runtime

@@ -71,6 +71,9 @@ class KvCache {
   // if n_prefix > n_past(), or if a circular buffer no longer holds every
   // position the copy would need to read.
   KvCache fork(int64_t n_prefix) const;
+  // Keeps positions [0, n_keep) in place (the next row is position n_keep).
+  // Throws as fork().
+  void truncate(int64_t n_keep);
 
   int64_t slot(int64_t pos) const { return pos % capacity_; }
   quant::ggml_fp16_t* k(int64_t layer, int64_t pos) { return &k_[index(layer, pos, n_embd_k_)]; }
@@ -82,6 +85,8 @@ class KvCache {
   size_t bytes() const { return (k_.size() + v_.size()) * sizeof(quant::ggml_fp16_t); }
 
  private:
+  // Error(invalid_argument) unless positions [0, n_prefix) can be kept.
+  void check_prefix(const char* what, int64_t n_prefix) const;
   size_t index(int64_t layer, int64_t pos, int64_t width) const {
     return (static_cast<size_t>(layer) * capacity_ + static_cast<size_t>(slot(pos))) * width;
   }

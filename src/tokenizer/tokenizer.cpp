@@ -242,6 +242,7 @@ std::string Tokenizer::detokenize(const std::vector<token_id>& ids, bool remove_
 int32_t Tokenizer::n_vocab() const { return impl_->vocab.n_vocab(); }
 token_id Tokenizer::bos() const { return impl_->vocab.bos; }
 token_id Tokenizer::eos() const { return impl_->vocab.eos; }
+token_id Tokenizer::eot() const { return impl_->vocab.eot; }
 bool Tokenizer::add_bos() const { return impl_->vocab.add_bos; }
 bool Tokenizer::add_eos() const { return impl_->vocab.add_eos; }
 bool Tokenizer::is_eog(token_id id) const {

@@ -1,0 +1,142 @@
+// The serving runtime: many requests, one model, one forward pass per step.
+//
+// A Scheduler owns one Context and n_parallel slots (llama-server's -np), each
+// a Sequence of n_ctx positions (-c, per slot). Requests wait in a FIFO queue
+// and take a free slot in arrival order. A worker thread then runs steps; each
+// step builds ONE Batch from every active slot (continuous batching, as
+// llama-server's update_slots):
+//   - one decode row for every slot that is generating (its last sampled
+//     token, logits wanted);
+//   - then prompt chunks of the slots still prefilling, oldest request first,
+//     at most n_ubatch rows per slot and at most n_batch rows in the whole
+//     step (decode rows count against n_batch but are never left out);
+// runs Context::decode once, and hands each logits row to its request's
+// Generation (synapse/generation.hpp), which samples, applies stop strings /
+// EOG / max_tokens and reports through the request's callbacks. A long prompt
+// thus delays the generating slots by at most one chunk per step.
+//
+// Because every row's result is bit-identical to its sequence run alone
+// (DESIGN.md contract 2), a request's tokens, text and logprobs depend on the
+// request alone: not on what runs beside it, the slot, the thread count, the
+// chunking, or whether its prompt came from the cache.
+//
+// Prompt cache (llama-server's cache_prompt): a slot that finished keeps its
+// KV rows and the tokens they hold. A new request goes to the free slot whose
+// tokens share the longest prefix with its prompt, if that prefix is more
+// than slot_prompt_similarity of the prompt (llama-server's rule), else to
+// the least recently used free slot. The prefix it shares with the chosen
+// slot is kept (at most prompt length - 1: the last prompt token is always
+// recomputed for its logits) and only the rest is prefilled.
+// GenerationResult::n_cached reports how many positions were kept.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "synapse/generation.hpp"
+#include "synapse/synapse.hpp"
+
+namespace synapse {
+
+struct SchedulerParams {
+  int32_t n_parallel = 1;    // -np: slots, i.e. sequences served at once (>= 1)
+  int64_t n_ctx = 0;         // -c: positions per slot (<= 0: the model's training context, at most 4096)
+  int32_t n_batch = 2048;    // -b: rows per step, all slots together (>= 1)
+  int32_t n_ubatch = 512;    // -ub: prompt rows per slot per step (>= 1)
+  size_t max_queue = 256;    // requests waiting for a slot before try_submit refuses (0: refuse when no slot is free)
+  int n_threads = 0;         // -t: the Context's threads (<= 0: physical cores)
+  // --slot-prompt-similarity: the fraction of a prompt a free slot's cached
+  // prefix must exceed for the request to go to that slot rather than the
+  // least recently used one (llama-server's default 0.5).
+  float slot_prompt_similarity = 0.5f;
+};
+
+// One request. The callbacks run on the scheduler's worker thread, one
+// request's calls in order; they must be quick (the whole batch waits) and
+// may call Scheduler::cancel / try_submit / metrics. An exception thrown by
+// a callback cancels that request (it is not propagated).
+struct Request {
+  std::vector<token_id> prompt;  // token ids (BOS and chat template already applied)
+  GenerationParams params;       // sampling, stop, max_tokens, logprobs, close_turn (n_ubatch is ignored)
+  bool cache_prompt = true;      // llama-server's cache_prompt: false starts from an empty slot
+  // Each step of the reply (synapse/generation.hpp); returning false cancels
+  // the request. May be empty.
+  TokenCallback on_token;
+  // Called exactly once per accepted request, after its last on_token, also
+  // when it is cancelled (while queued too) or the scheduler shuts down
+  // (finish_reason cancelled). May be empty.
+  std::function<void(const GenerationResult&)> on_done;
+};
+
+using RequestId = uint64_t;
+
+// llama-server's /metrics counters (names in comments), for the process so far.
+struct SchedulerMetrics {
+  uint64_t prompt_tokens_total = 0;       // llamacpp:prompt_tokens_total: prompt tokens computed (cache hits excluded)
+  double prompt_seconds_total = 0;        // llamacpp:prompt_seconds_total: sum of the replies' prompt_ms / 1000
+  uint64_t tokens_predicted_total = 0;    // llamacpp:tokens_predicted_total: tokens sampled
+  double tokens_predicted_seconds_total = 0;  // llamacpp:tokens_predicted_seconds_total
+  uint64_t cached_tokens_total = 0;       // prompt tokens served from the prompt cache
+  uint64_t n_decode_total = 0;            // llamacpp:n_decode_total: Context::decode calls (steps)
+  uint64_t n_busy_slots_total = 0;        // sum over steps of the slots in the step (llamacpp:n_busy_slots_per_decode = this / n_decode_total)
+  uint64_t requests_total = 0;            // requests accepted
+  int32_t requests_processing = 0;        // llamacpp:requests_processing: requests holding a slot
+  int32_t requests_deferred = 0;          // llamacpp:requests_deferred: requests waiting in the queue
+  int64_t kv_cells_used = 0;              // positions held by requests being processed
+  int64_t kv_cells_cached = 0;            // positions kept by free slots for the prompt cache
+  int64_t kv_cells_total = 0;             // n_parallel * n_ctx
+};
+
+class Scheduler {
+ public:
+  // Makes the Context and the slots and starts the worker thread. `model`
+  // is shared (the Scheduler keeps it alive). Throws Error(invalid_argument)
+  // naming the field for n_parallel, n_batch or n_ubatch < 1 or
+  // slot_prompt_similarity outside [0, 1]; whatever the
+  // slots' allocation throws.
+  Scheduler(const Model& model, const SchedulerParams& params);
+  // Cancels every queued and running request (on_done with cancelled, on
+  // the worker thread) and joins the worker. Must not run on the worker (from
+  // a callback).
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a request. Returns its id, or std::nullopt when max_queue
+  // requests are already waiting (a refusal: nothing is queued and no
+  // callback is called; HTTP 503). Throws Error(invalid_argument) for an
+  // empty prompt, a prompt longer than n_ctx (naming n_ctx and the prompt's
+  // token count) or a bad parameter (named), Error(out_of_range) for a
+  // prompt or logit_bias token id outside the vocabulary; nothing is queued
+  // then. Thread-safe.
+  std::optional<RequestId> try_submit(Request request);
+
+  // Cancels a queued or running request: within one step its on_done has
+  // run (finish_reason cancelled), its slot is free and its KV rows no longer
+  // count as used (they stay as prompt cache). With params.close_turn the
+  // slot is held one step more, to write the reply's last token and the
+  // end-of-turn token. Returns false when the id is unknown or already
+  // finished. Thread-safe; may be called from a callback.
+  bool cancel(RequestId id);
+
+  // A snapshot of the counters. Thread-safe.
+  SchedulerMetrics metrics() const;
+
+  // Blocks until no request is queued or running. Thread-safe; must not be
+  // called from a callback.
+  void wait_idle() const;
+
+  const Model& model() const;
+  const SchedulerParams& params() const;  // with n_ctx and n_threads resolved
+  int64_t n_ctx() const;                  // positions per slot
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace synapse

@@ -1,0 +1,59 @@
+// Shared declarations of the _synapse extension module's translation units.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <atomic>
+#include <span>
+#include <string>
+
+#include "synapse/synapse.hpp"
+
+namespace synapse::python {
+
+// The Context the Llama class owns, plus the logits its last decode returned:
+// the view Context.logits hands out without a copy.
+struct BoundContext {
+  BoundContext(const Model& m, int n_threads) : ctx(m, n_threads), n_vocab(m.n_vocab()) {}
+  Context ctx;
+  int64_t n_vocab;
+  std::span<const float> last;  // [rows * n_vocab]; valid until the next decode, empty when stale
+  // Held by whoever runs the Context (a decode, or a Stream's worker for its
+  // whole reply): synapse::Context allows one caller at a time.
+  std::atomic<bool> busy{false};
+};
+
+// Takes `flag` for this scope; Error(invalid_argument) naming `what` when it
+// is already taken (another Python thread is using the object). A Python
+// program that shares one Llama between threads gets an exception, not a
+// data race.
+class BusyGuard {
+ public:
+  BusyGuard(std::atomic<bool>& flag, const char* what);
+  ~BusyGuard() { release(); }
+  void release() {
+    if (flag_) flag_->store(false);
+    flag_ = nullptr;
+  }
+  BusyGuard(BusyGuard&& o) noexcept : flag_(o.flag_) { o.flag_ = nullptr; }
+  BusyGuard(const BusyGuard&) = delete;
+  BusyGuard& operator=(const BusyGuard&) = delete;
+
+ private:
+  std::atomic<bool>* flag_;
+};
+
+// Creates synapse.Error and its subclasses (one per synapse::Errc) in module
+// `m` and translates every synapse::Error thrown under a binding into the one
+// for its code, with the library's message.
+void register_errors(pybind11::module_& m);
+
+// Throws ModelNotFoundError (a synapse.Error and a FileNotFoundError) with
+// `message`.
+[[noreturn]] void raise_not_found(const std::string& message);
+
+// Generation: the per-request step object, the single-sequence driver and the
+// batched scheduler (generation.cpp).
+void bind_generation(pybind11::module_& m);
+
+}  // namespace synapse::python

@@ -1,0 +1,608 @@
+"""synapse: GGUF Llama-family models on the CPU, with llama-cpp-python's API.
+
+    from synapse import Llama
+    llm = Llama(model_path="models/stories260K.gguf")
+    out = llm("Once upon a time", max_tokens=32, temperature=0)
+    print(out["choices"][0]["text"])
+
+Everything runs in the C++ library (synapse._synapse, pybind11 bindings over
+include/synapse/): tokenizer, forward pass, sampler chain, stop strings and
+the generation loop (synapse/generation.hpp) and its batched scheduler
+(synapse/scheduler.hpp). This module only shapes arguments and results the
+way llama-cpp-python does (OpenAI completion / chat-completion dictionaries),
+and renders Jinja chat templates (chat_format="jinja") with Jinja2.
+
+Errors: every failure of the library is a `synapse.Error`; each category is
+also the built-in exception Python code expects (FileNotFoundError for a
+missing model, ValueError for a bad argument or a malformed file), with the
+library's message.
+
+The GIL is released while the model runs. Ctrl-C (KeyboardInterrupt), or any
+signal handler that raises, stops a generation within a few milliseconds and
+leaves the Llama object usable.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+import uuid
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _synapse
+from ._synapse import (  # noqa: F401  (re-exported)
+    Error,
+    FileError,
+    FormatError,
+    InvalidArgumentError,
+    ModelNotFoundError,
+    OutOfRangeError,
+    UnsupportedError,
+)
+from .chat import Jinja2ChatFormatter
+
+__all__ = [
+    "Llama", "Jinja2ChatFormatter", "LLAMA_DEFAULT_SEED", "Error", "FileError", "ModelNotFoundError",
+    "FormatError", "UnsupportedError", "InvalidArgumentError", "OutOfRangeError",
+]
+
+# llama.cpp's LLAMA_DEFAULT_SEED: draw a seed from the system's entropy source.
+LLAMA_DEFAULT_SEED = 0xFFFFFFFF
+
+# llama-cpp-python's chat_format names for the library's built-in templates.
+_CHAT_FORMAT_ALIASES = {"llama-2": "llama2", "llama-3": "llama3"}
+
+
+# llama-cpp-python arguments about GPUs and memory mapping: nothing to do on
+# a CPU engine that always maps the file, so they are accepted and ignored.
+_HARMLESS = {"n_gpu_layers", "main_gpu", "tensor_split", "offload_kqv", "use_mmap", "use_mlock", "numa"}
+
+
+def _bad(message: str) -> InvalidArgumentError:
+    return InvalidArgumentError(message)
+
+
+def _refuse_unsupported(where: str, kwargs: Dict[str, Any]) -> None:
+    """llama-cpp-python arguments synapse has no feature for: an error when set
+    to anything but an "off" value, rather than silently ignored."""
+    for name, value in kwargs.items():
+        if name not in _HARMLESS and value not in (None, False, 0, [], {}):
+            raise _bad(f"{where}: {name}={value!r} is not supported by synapse")
+
+
+class Llama:
+    """A model and one context over it, as llama-cpp-python's `Llama`.
+
+    Args:
+        model_path: a GGUF file. Missing: ModelNotFoundError (a FileNotFoundError);
+            malformed or unsupported: FormatError / UnsupportedError (ValueErrors).
+        n_ctx: positions of the context (the KV cache); 0 uses the model's
+            training context (at most 4096).
+        n_batch, n_ubatch: the most prompt tokens per forward pass (the
+            smaller of the two is used; results do not depend on it).
+        n_threads: threads of the forward pass; None uses the physical cores.
+        seed: the default seed of the sampler (LLAMA_DEFAULT_SEED draws one).
+        chat_format: None uses the model's own template through the library's
+            built-in formats (chatml when the file has none); "jinja" renders
+            the file's tokenizer.chat_template with Jinja2 as Hugging Face does;
+            another name picks a built-in format (`synapse.chat_formats()`).
+        verbose: print a line about the model to stderr on load.
+
+    Not thread-safe: use one Llama from one thread at a time (as
+    llama-cpp-python). Memory (weights mapping, KV cache, threads) is freed
+    when the object is dropped, or at once by close().
+    """
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        n_ctx: int = 512,
+        n_batch: int = 512,
+        n_ubatch: int = 512,
+        n_threads: Optional[int] = None,
+        seed: int = LLAMA_DEFAULT_SEED,
+        chat_format: Optional[str] = None,
+        verbose: bool = True,
+        **kwargs: Any,
+    ):
+        for name, value in (("n_ctx", n_ctx), ("n_batch", n_batch), ("n_ubatch", n_ubatch)):
+            if not isinstance(value, int) or value < (0 if name == "n_ctx" else 1):
+                raise _bad(f"{name} = {value!r}: must be an integer >= {0 if name == 'n_ctx' else 1}")
+        if n_threads is not None and (not isinstance(n_threads, int) or n_threads < 1):
+            raise _bad(f"n_threads = {n_threads!r}: must be None or an integer >= 1")
+        if not isinstance(seed, int) or not 0 <= seed <= 0xFFFFFFFF:
+            raise _bad(f"seed = {seed!r}: must be an integer in [0, 2**32)")
+        _refuse_unsupported("Llama", kwargs)
+        self.model_path = os.fspath(model_path)
+        self.verbose = verbose
+        self.n_batch = n_batch
+        self.n_ubatch = n_ubatch
+        self._seed = seed
+        self._stream: Optional[_synapse.Stream] = None
+        self._model = _synapse.Model.load(self.model_path)
+        self._ctx = _synapse.Context(self._model, n_threads or 0)
+        self.n_threads = self._ctx.n_threads
+        self._seq = self._ctx.new_sequence(n_ctx)
+        self._tokens: List[int] = []  # the ids whose K/V the sequence holds, in order
+        self._pending: List[int] = []  # the prompt of the reply in progress
+        self._generated: List[int] = []  # its tokens so far (streaming)
+        self._batch: Optional[_synapse.BatchRunner] = None  # create_completions' scheduler
+        self.chat_format = _CHAT_FORMAT_ALIASES.get(chat_format, chat_format)
+        self._jinja: Optional[Jinja2ChatFormatter] = None
+        if self.chat_format == "jinja":
+            template = self._model.chat_template
+            if template is None:
+                raise _bad(f"chat_format='jinja': {self.model_path} has no tokenizer.chat_template")
+            self._jinja = Jinja2ChatFormatter(template, eos_token=self._token_str(self.token_eos()),
+                                              bos_token=self._token_str(self.token_bos()))
+        elif self.chat_format is not None and self.chat_format not in chat_formats():
+            raise _bad(f"chat_format = {chat_format!r}: expected None, 'jinja' or one of {chat_formats()}")
+        self.metadata: Dict[str, str] = self._model.metadata
+        if verbose:
+            print(f"synapse: {self.model_path}: {self._model.architecture}, {self._model.n_params} parameters, "
+                  f"n_ctx {self.n_ctx()}, {self.n_threads} threads", file=sys.stderr)
+
+    # --- the model ---------------------------------------------------------
+
+    def n_ctx(self) -> int:
+        """Positions of the context (KV cache)."""
+        return self._seq.n_ctx
+
+    def n_vocab(self) -> int:
+        return self._model.n_vocab
+
+    def n_embd(self) -> int:
+        return self._model.n_embd
+
+    def token_bos(self) -> int:
+        """The BOS token id (-1 when the vocabulary has none)."""
+        return self._model.bos
+
+    def token_eos(self) -> int:
+        """The EOS token id (-1 when the vocabulary has none)."""
+        return self._model.eos
+
+    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> List[int]:
+        """llama_tokenize: `text` (UTF-8 bytes) to token ids. add_bos adds BOS (and
+        EOS) as the vocabulary asks; special parses control-token texts such as
+        "<|im_start|>" into their ids."""
+        if isinstance(text, str):
+            raise TypeError("tokenize() takes bytes (e.g. text.encode('utf-8')), as llama-cpp-python")
+        return self._model.tokenize(bytes(text), add_bos, special)
+
+    def detokenize(self, tokens: Sequence[int], prev_tokens: Optional[Sequence[int]] = None,
+                   special: bool = False) -> bytes:
+        """llama_detokenize: token ids to UTF-8 bytes (special renders control
+        tokens' text). OutOfRangeError (a ValueError) for an id outside the
+        vocabulary. prev_tokens is accepted for llama-cpp-python's signature."""
+        return self._model.detokenize(list(tokens), special)
+
+    # --- low level: eval and logits -------------------------------------------
+
+    @property
+    def n_tokens(self) -> int:
+        """Tokens in the context (evaluated and kept)."""
+        return len(self._tokens)
+
+    @property
+    def input_ids(self) -> np.ndarray:
+        """The tokens in the context, int32 [n_tokens]."""
+        return np.array(self._tokens, dtype=np.intc)
+
+    def eval(self, tokens: Sequence[int]) -> None:
+        """Appends `tokens` to the context and runs them (GIL released, in
+        chunks of min(n_batch, n_ubatch): the results do not depend on it).
+        Afterwards `logits` holds the last token's logits. InvalidArgumentError
+        when they do not fit in n_ctx, OutOfRangeError for a bad id; nothing is
+        kept then."""
+        self._end_stream()
+        tokens = list(tokens)
+        step = min(self.n_batch, self.n_ubatch)
+        if len(self._tokens) + len(tokens) > self.n_ctx():
+            raise _bad(f"eval: {len(tokens)} tokens do not fit: {len(self._tokens)} of n_ctx {self.n_ctx()} "
+                       "positions are in use")
+        for i in range(0, len(tokens), step):
+            self._ctx.decode(self._seq, tokens[i:i + step])
+            self._tokens.extend(tokens[i:i + step])
+
+    @property
+    def logits(self) -> np.ndarray:
+        """The logits of the last token eval() ran: float32 [n_vocab], a read-only
+        NumPy view of the engine's buffer (no copy). The next eval overwrites
+        it in place; a completion invalidates it (InvalidArgumentError until
+        the next eval)."""
+        return self._ctx.logits[-1]
+
+    def reset(self) -> None:
+        """Empties the context: the next token is position 0."""
+        self._end_stream()
+        self._seq.clear()
+        self._tokens = []
+
+    def close(self) -> None:
+        """Frees the model, context and KV cache now (the object is unusable after)."""
+        self._end_stream()
+        for name in ("_batch", "_seq", "_ctx", "_model"):
+            if hasattr(self, name):
+                delattr(self, name)
+
+    def __del__(self) -> None:
+        self._end_stream()
+
+    # --- completions -----------------------------------------------------------
+
+    def __call__(self, prompt: Union[str, List[int]], **kwargs: Any):
+        """Same as create_completion."""
+        return self.create_completion(prompt, **kwargs)
+
+    def create_completion(
+        self,
+        prompt: Union[str, List[int]],
+        suffix: Optional[str] = None,
+        max_tokens: Optional[int] = 16,
+        temperature: float = 0.8,
+        top_p: float = 0.95,
+        min_p: float = 0.05,
+        typical_p: float = 1.0,
+        logprobs: Optional[int] = None,
+        echo: bool = False,
+        stop: Optional[Union[str, List[str]]] = [],
+        frequency_penalty: float = 0.0,
+        presence_penalty: float = 0.0,
+        repeat_penalty: float = 1.0,
+        top_k: int = 40,
+        stream: bool = False,
+        seed: Optional[int] = None,
+        logit_bias: Optional[Dict[int, float]] = None,
+        model: Optional[str] = None,
+        **kwargs: Any,
+    ):
+        """Generates a continuation of `prompt` (text, or token ids) with the
+        library's generation loop and returns an OpenAI completion dict
+        ({"id", "object": "text_completion", "created", "model", "choices":
+        [{"text", "index", "logprobs", "finish_reason"}], "usage"}), or with
+        stream=True an iterator of chunks of that shape whose texts concatenate
+        to the whole text (the last chunk carries finish_reason "stop" or
+        "length"). max_tokens None or <= 0: until the end of the context.
+        temperature 0 is greedy. logprobs=N also reports each token's
+        log-probability and its N most likely alternatives. The prompt's
+        common prefix with the previous call's tokens is not recomputed."""
+        if suffix is not None:
+            raise _bad("suffix: fill-in-the-middle is not supported")
+        _refuse_unsupported("create_completion", kwargs)
+        ids = self._prompt_ids(prompt)
+        params = self._params(max_tokens, temperature, top_p, min_p, typical_p, logprobs, stop,
+                              frequency_penalty, presence_penalty, repeat_penalty, top_k, seed, logit_bias)
+        text_prompt = prompt if isinstance(prompt, str) else self.detokenize(ids).decode("utf-8", "ignore")
+        meta = _Meta("cmpl-", model or self.model_path)
+        if stream:
+            return self._stream_completion(ids, params, meta, text_prompt if echo else "", logprobs, len(text_prompt))
+        result = self._run(ids, params)
+        text = result.text.decode("utf-8", "ignore")
+        choice = {
+            "text": (text_prompt if echo else "") + text,
+            "index": 0,
+            "logprobs": self._logprobs(result.tokens, result.logprobs, result.top_logprobs, len(text_prompt))
+            if logprobs is not None else None,
+            "finish_reason": result.finish_reason,
+        }
+        return meta.completion([choice], len(ids), len(result.tokens))
+
+    def create_completions(self, prompts: Sequence[Union[str, List[int]]], **kwargs: Any) -> List[Dict[str, Any]]:
+        """Runs every prompt as one batch of sequences (the library's Scheduler:
+        one forward pass per step for all of them) and returns, in order, the
+        completion dict each would get from create_completion alone: the same
+        tokens and text byte for byte (each row of a batch computes what it
+        would alone). Takes create_completion's arguments except stream,
+        suffix and echo; seed=None gives each prompt the Llama's seed."""
+        for bad in ("stream", "suffix", "echo"):
+            if kwargs.get(bad):
+                raise _bad(f"create_completions: {bad} is not supported")
+            kwargs.pop(bad, None)
+        model = kwargs.pop("model", None)
+        _refuse_unsupported("create_completions", {k: v for k, v in kwargs.items() if k not in _COMPLETION_DEFAULTS})
+        want_logprobs = kwargs.get("logprobs")
+        params = self._params(**{**_COMPLETION_DEFAULTS, **kwargs})
+        ids = [self._prompt_ids(p) for p in prompts]
+        results = self._batch_runner(len(ids)).run(ids, [params] * len(ids)) if ids else []
+        out = []
+        for p, prompt_ids, r in zip(prompts, ids, results):
+            text_prompt = p if isinstance(p, str) else self.detokenize(prompt_ids).decode("utf-8", "ignore")
+            choice = {
+                "text": r.text.decode("utf-8", "ignore"),
+                "index": 0,
+                "logprobs": self._logprobs(r.tokens, r.logprobs, r.top_logprobs, len(text_prompt))
+                if want_logprobs is not None else None,
+                "finish_reason": r.finish_reason,
+            }
+            out.append(_Meta("cmpl-", model or self.model_path).completion([choice], len(prompt_ids), len(r.tokens)))
+        return out
+
+    def create_chat_completion(
+        self,
+        messages: List[Dict[str, Any]],
+        temperature: float = 0.2,
+        top_p: float = 0.95,
+        top_k: int = 40,
+        min_p: float = 0.05,
+        typical_p: float = 1.0,
+        stream: bool = False,
+        stop: Optional[Union[str, List[str]]] = [],
+        seed: Optional[int] = None,
+        max_tokens: Optional[int] = None,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        repeat_penalty: float = 1.0,
+        model: Optional[str] = None,
+        logit_bias: Optional[Dict[int, float]] = None,
+        logprobs: Optional[bool] = None,
+        top_logprobs: Optional[int] = None,
+        **kwargs: Any,
+    ):
+        """Formats `messages` ([{"role", "content"}, ...]) with the chat template
+        (see chat_format) and generates the assistant's reply: an OpenAI
+        chat-completion dict ({"id", "object": "chat.completion", "created",
+        "model", "choices": [{"index", "message": {"role": "assistant",
+        "content"}, "logprobs", "finish_reason"}], "usage"}), or with
+        stream=True an iterator of "chat.completion.chunk" dicts (the first
+        delta {"role": "assistant"}, then {"content": ...}, the last {} with
+        finish_reason)."""
+        _refuse_unsupported("create_chat_completion", kwargs)
+        ids, extra_stop = self._chat_prompt(messages)
+        if isinstance(stop, str):
+            stop = [stop]
+        n_probs = (top_logprobs or 0) if logprobs else None
+        params = self._params(max_tokens, temperature, top_p, min_p, typical_p, n_probs,
+                              list(stop or []) + extra_stop, frequency_penalty, presence_penalty,
+                              repeat_penalty, top_k, seed, logit_bias)
+        meta = _Meta("chatcmpl-", model or self.model_path)
+        if stream:
+            return self._stream_chat(ids, params, meta, n_probs)
+        result = self._run(ids, params)
+        choice = {
+            "index": 0,
+            "message": {"role": "assistant", "content": result.text.decode("utf-8", "ignore")},
+            "logprobs": self._chat_logprobs(result.tokens, result.logprobs, result.top_logprobs)
+            if n_probs is not None else None,
+            "finish_reason": result.finish_reason,
+        }
+        return meta.chat([choice], len(ids), len(result.tokens))
+
+    # --- internals ---------------------------------------------------------------
+
+    def _batch_runner(self, n: int) -> "_synapse.BatchRunner":
+        """The library's Scheduler with at least n slots of n_ctx positions,
+        kept between calls (its Context and KV caches are the costly part)."""
+        if self._batch is None or self._batch.n_parallel < n:
+            self._batch = None  # free the old slots first
+            sp = _synapse.SchedulerParams()
+            sp.n_parallel = n
+            sp.n_ctx = self.n_ctx()
+            sp.n_ubatch = min(self.n_batch, self.n_ubatch)
+            sp.n_batch = max(self.n_batch, sp.n_ubatch * n)
+            sp.n_threads = self.n_threads
+            self._batch = _synapse.BatchRunner(self._model, sp)
+        return self._batch
+
+    def _token_str(self, token: int) -> str:
+        return self._model.token_text(token).decode("utf-8", "ignore") if token >= 0 else ""
+
+    def _prompt_ids(self, prompt: Union[str, List[int]]) -> List[int]:
+        if isinstance(prompt, str):
+            # As llama-cpp-python: BOS per the vocabulary, special-token texts parsed.
+            return self.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+        if isinstance(prompt, (bytes, bytearray)):
+            raise TypeError("prompt must be str or a list of token ids")
+        return [int(t) for t in prompt]
+
+    def _chat_prompt(self, messages: List[Dict[str, Any]]):
+        if not isinstance(messages, list) or not messages:
+            raise _bad("messages: a non-empty list of {'role', 'content'} dicts is required")
+        for i, m in enumerate(messages):
+            if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+                raise _bad(f"messages[{i}]: must be a dict with a string 'role'")
+            if not isinstance(m.get("content", ""), (str, type(None))):
+                raise _bad(f"messages[{i}].content: only text content is supported")
+        if self._jinja is not None:
+            text = self._jinja.render(messages, add_generation_prompt=True)
+            bos = self._jinja.bos_token
+            # The template writes BOS itself when the model wants one.
+            add_bos = not (bos and text.startswith(bos))
+            return self.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True), []
+        pairs = [(m["role"], m.get("content") or "") for m in messages]
+        return _synapse.tokenize_chat(self._model, self.chat_format, pairs, True), []
+
+    def _params(self, max_tokens, temperature, top_p, min_p, typical_p, logprobs, stop, frequency_penalty,
+                presence_penalty, repeat_penalty, top_k, seed, logit_bias) -> "_synapse.GenerationParams":
+        s = _synapse.SamplerParams()
+        s.seed = self._seed if seed is None else seed
+        if not 0 <= s.seed <= 0xFFFFFFFF:
+            raise _bad(f"seed = {seed!r}: must be in [0, 2**32)")
+        s.temp, s.top_p, s.min_p, s.typical_p, s.top_k = temperature, top_p, min_p, typical_p, top_k
+        s.penalty_repeat, s.penalty_freq, s.penalty_present = repeat_penalty, frequency_penalty, presence_penalty
+        if logit_bias:
+            biases = []
+            for tok, bias in logit_bias.items():
+                tok = int(tok)
+                if not 0 <= tok < self.n_vocab():
+                    raise OutOfRangeError(f"logit_bias: token {tok} outside the vocabulary [0, {self.n_vocab()})")
+                biases.append(_synapse.LogitBias(tok, float(bias)))
+            s.logit_bias = biases
+        p = _synapse.GenerationParams()
+        p.sampling = s
+        p.max_tokens = -1 if max_tokens is None or max_tokens <= 0 else int(max_tokens)
+        p.stop = [stop] if isinstance(stop, str) else list(stop or [])
+        if logprobs is not None:
+            if not isinstance(logprobs, int) or logprobs < 0:
+                raise _bad(f"logprobs = {logprobs!r}: must be None or an integer >= 0")
+            p.logprobs = True
+            p.n_probs = logprobs
+        p.n_ubatch = min(self.n_batch, self.n_ubatch)
+        return p
+
+    def _end_stream(self, generated: Optional[List[int]] = None) -> None:
+        """Joins the reply in progress, if any (cancelling it unless it is
+        over) and records what the sequence holds."""
+        stream = getattr(self, "_stream", None)
+        if stream is not None:
+            stream.stop()
+            self._stream = None
+            self._sync_tokens(self._generated if generated is None else generated)
+
+    def _start(self, ids: List[int], params, keep_steps: bool) -> "_synapse.Stream":
+        """Starts the library's generate() on the context, reusing the longest
+        prefix of `ids` already in the sequence (at least the last token is
+        recomputed, for its logits)."""
+        self._end_stream()
+        if not ids:
+            raise _bad("prompt: empty (no tokens and no BOS)")
+        keep = 0
+        for a, b in zip(self._tokens, ids[:-1]):
+            if a != b:
+                break
+            keep += 1
+        self._seq.truncate(keep)
+        del self._tokens[keep:]
+        self._pending = ids
+        self._generated = []
+        self._stream = _synapse.Stream(self._ctx, self._seq, ids[keep:], params, keep_steps)
+        return self._stream
+
+    def _sync_tokens(self, generated: List[int]) -> None:
+        """After a reply: records what the sequence now holds (prompt, then the
+        reply's tokens that were fed back), dropping any position whose id is
+        not known here."""
+        known = self._tokens + getattr(self, "_pending", []) + list(generated)
+        self._pending = []
+        n = min(self._seq.n_past, len(known))
+        self._seq.truncate(n)
+        self._tokens = known[:n]
+
+    def _run(self, ids: List[int], params) -> "_synapse.GenerationResult":
+        stream = self._start(ids, params, keep_steps=False)
+        # A KeyboardInterrupt raised here has cancelled the reply; the next
+        # call joins its worker (_end_stream) before using the context.
+        result = stream.result()
+        self._end_stream(result.tokens)
+        return result
+
+    def _steps(self, ids: List[int], params) -> Iterator[tuple]:
+        """The reply's steps as the worker produces them (see _synapse.Stream.poll)."""
+        stream = self._start(ids, params, keep_steps=True)
+        try:
+            while True:
+                if self._stream is not stream:
+                    raise _bad("stream: cancelled by another call on the same Llama (one request at a time)")
+                steps = stream.poll()
+                if not steps:
+                    break
+                for step in steps:
+                    if step[0] >= 0 and not step[1]:
+                        self._generated.append(step[0])
+                    yield step
+            self._end_stream()
+        finally:
+            if self._stream is stream:  # interrupted or abandoned: the next call joins it
+                stream.cancel()
+
+    def _stream_completion(self, ids, params, meta, echo_text, logprobs, prompt_len) -> Iterator[Dict[str, Any]]:
+        if echo_text:
+            yield meta.completion_chunk(echo_text, None, None)
+        offset = prompt_len
+        for tok, eog, text, lp, top, finish in self._steps(ids, params):
+            piece = text.decode("utf-8", "ignore")
+            chunk_lp = None
+            if logprobs is not None and tok >= 0 and not eog:
+                chunk_lp = self._logprobs([tok], [lp], [top], offset)
+            offset += len(piece)
+            if piece or finish is not None or chunk_lp is not None:
+                yield meta.completion_chunk(piece, chunk_lp, finish)
+
+    def _stream_chat(self, ids, params, meta, n_probs) -> Iterator[Dict[str, Any]]:
+        yield meta.chat_chunk({"role": "assistant"}, None, None)
+        for tok, eog, text, lp, top, finish in self._steps(ids, params):
+            piece = text.decode("utf-8", "ignore")
+            chunk_lp = None
+            if n_probs is not None and tok >= 0 and not eog:
+                chunk_lp = self._chat_logprobs([tok], [lp], [top])
+            if piece or chunk_lp is not None:
+                yield meta.chat_chunk({"content": piece}, chunk_lp, None)
+            if finish is not None:
+                yield meta.chat_chunk({}, None, finish)
+
+    def _piece(self, token: int) -> str:
+        return self._model.token_to_piece(token, False).decode("utf-8", "ignore")
+
+    def _logprobs(self, tokens, logprobs, top, offset: int) -> Dict[str, Any]:
+        """llama-cpp-python's completion logprobs: tokens, text_offset,
+        token_logprobs and top_logprobs ({piece: logprob}, the token included)."""
+        out = {"tokens": [], "text_offset": [], "token_logprobs": [], "top_logprobs": []}
+        for i, tok in enumerate(tokens):
+            piece = self._piece(tok)
+            lp = float(logprobs[i]) if i < len(logprobs) else None
+            alts = {self._piece(t): float(v) for t, v in (top[i] if i < len(top) else [])}
+            alts.setdefault(piece, lp)
+            out["tokens"].append(piece)
+            out["text_offset"].append(offset)
+            out["token_logprobs"].append(lp)
+            out["top_logprobs"].append(alts)
+            offset += len(piece)
+        return out
+
+    def _chat_logprobs(self, tokens, logprobs, top) -> Dict[str, Any]:
+        """OpenAI's chat logprobs: {"content": [{"token", "logprob", "bytes", "top_logprobs"}]}."""
+        content = []
+        for i, tok in enumerate(tokens):
+            raw = self._model.token_to_piece(tok, False)
+            content.append({
+                "token": raw.decode("utf-8", "ignore"),
+                "logprob": float(logprobs[i]) if i < len(logprobs) else None,
+                "bytes": list(raw),
+                "top_logprobs": [{"token": self._piece(t), "logprob": float(v),
+                                  "bytes": list(self._model.token_to_piece(t, False))}
+                                 for t, v in (top[i] if i < len(top) else [])],
+            })
+        return {"content": content}
+
+
+_COMPLETION_DEFAULTS = dict(max_tokens=16, temperature=0.8, top_p=0.95, min_p=0.05, typical_p=1.0, logprobs=None,
+                            stop=[], frequency_penalty=0.0, presence_penalty=0.0, repeat_penalty=1.0, top_k=40,
+                            seed=None, logit_bias=None)
+
+
+class _Meta:
+    """The id, creation time and model name shared by one response's dicts."""
+
+    def __init__(self, prefix: str, model: str):
+        self.id = prefix + str(uuid.uuid4())
+        self.created = int(time.time())
+        self.model = model
+
+    def _head(self, obj: str) -> Dict[str, Any]:
+        return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
+
+    @staticmethod
+    def _usage(n_prompt: int, n_completion: int) -> Dict[str, int]:
+        return {"prompt_tokens": n_prompt, "completion_tokens": n_completion, "total_tokens": n_prompt + n_completion}
+
+    def completion(self, choices, n_prompt: int, n_completion: int) -> Dict[str, Any]:
+        return {**self._head("text_completion"), "choices": choices, "usage": self._usage(n_prompt, n_completion)}
+
+    def completion_chunk(self, text: str, logprobs, finish: Optional[str]) -> Dict[str, Any]:
+        return {**self._head("text_completion"),
+                "choices": [{"text": text, "index": 0, "logprobs": logprobs, "finish_reason": finish}]}
+
+    def chat(self, choices, n_prompt: int, n_completion: int) -> Dict[str, Any]:
+        return {**self._head("chat.completion"), "choices": choices, "usage": self._usage(n_prompt, n_completion)}
+
+    def chat_chunk(self, delta: Dict[str, Any], logprobs, finish: Optional[str]) -> Dict[str, Any]:
+        return {**self._head("chat.completion.chunk"),
+                "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]}
+
+
+def chat_formats() -> List[str]:
+    """The names of the library's built-in chat formats (chat_format=...)."""
+    return list(_synapse.chat_template_names())
