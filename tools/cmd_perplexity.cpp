@@ -394,10 +394,8 @@ int run_perplexity(const PplArgs& a, const model::Model& m, runtime::ThreadPool&
   const int n_ctx = a.n_ctx;
   const int64_t n_vocab = m.hp.n_vocab;
   const std::string text = read_text(a.text_file);
-  std::fprintf(stderr, "perplexity: tokenizing the input ..\n");
   const auto t_tok = std::chrono::steady_clock::now();
   const std::vector<token_id> tokens = m.tokenizer->tokenize(text, /*add_special=*/true, /*parse_special=*/false);
-  std::fprintf(stderr, "perplexity: tokenization took %.1f ms (%zu tokens)\n", 1e3 * seconds_since(t_tok), tokens.size());
   if (static_cast<int64_t>(tokens.size()) < 2 * int64_t{n_ctx})
     throw Error(Errc::invalid_argument,
                 a.text_file + " tokenizes to " + std::to_string(tokens.size()) + " tokens; -c " + std::to_string(n_ctx) +
@@ -424,6 +422,8 @@ int run_perplexity(const PplArgs& a, const model::Model& m, runtime::ThreadPool&
     write_or_throw(tokens.data(), static_cast<size_t>(n_chunk) * n_ctx * sizeof(token_id));
     records.resize(static_cast<size_t>(n_scored * nv));
   }
+  std::fprintf(stderr, "perplexity: %s: %zu tokens (tokenized in %.1f ms)\n", a.text_file.c_str(), tokens.size(),
+               1e3 * seconds_since(t_tok));
 
   double nll = 0, nll2 = 0;
   int64_t count = 0;
@@ -446,8 +446,8 @@ int run_perplexity(const PplArgs& a, const model::Model& m, runtime::ThreadPool&
       std::fflush(stdout);
     }
   });
-  if (base && std::fflush(base.get()) != 0) write_or_throw(nullptr, 1);
-  base.reset();
+  if (base && std::fclose(base.release()) != 0)
+    throw Error(Errc::io, a.base_file + ": cannot write the KL-divergence base (" + std::strerror(errno) + ")");
 
   const double mean = nll / static_cast<double>(count);
   const double ppl = std::exp(mean);
