@@ -48,7 +48,13 @@
 // Output: results on stdout — the `[1]x,[2]y,...` line then
 // `Final estimate: PPL = X +/- Y` (llama-perplexity prints the latter on
 // stderr), or the KL table and statistics in llama-perplexity's layout; with
-// --json one JSON object instead. Progress and timings go to stderr.
+// --json one JSON object instead: n_ctx, n_chunk, n_scored, chunks (the
+// per-chunk running figures), ppl and ppl_uncertainty, tokens_per_second (of
+// the forward passes); with --kl-divergence also ppl_base, ln_ppl_ratio,
+// ppl_ratio, ppl_diff, same_top_p (each with _uncertainty), cor_ln_ppl,
+// kld {mean, uncertainty, max, p99.9 .. min} and delta_p {mean, rms, ...};
+// probabilities, Δp and same_top_p as fractions (the text prints percent).
+// Progress and timings go to stderr.
 // Per-row scoring runs on the thread pool, then the sums are taken in row
 // order, so every figure is the same for any -t and -b.
 #include <algorithm>
@@ -224,6 +230,12 @@ KldFigures kld_figures(const KldSums& s) {
   f.same_top = {top, std::sqrt(top * (1 - top) / static_cast<double>(s.count - 1))};
   f.p_diff = mean_and_uncertainty(s.p_diff, s.p_diff2, s.count);
   return f;
+}
+
+// Sets j[key] and j[key + "_uncertainty"].
+void put(nlohmann::json& j, const std::string& key, const Estimate& e) {
+  j[key] = e.value;
+  j[key + "_uncertainty"] = e.uncertainty;
 }
 
 // llama-perplexity's percentile of sorted values: linear interpolation
@@ -540,17 +552,13 @@ int run_kl_divergence(const PplArgs& a, const model::Model& m, runtime::ThreadPo
     }
     const KldFigures f = kld_figures(sums);
     if (a.json) {
-      chunks.push_back({{"chunk", chunk + 1},
-                        {"ppl", std::exp(f.log_ppl.value)},
-                        {"ppl_uncertainty", std::exp(f.log_ppl.value) * f.log_ppl.uncertainty},
-                        {"ln_ppl_ratio", f.log_ratio.value},
-                        {"ln_ppl_ratio_uncertainty", f.log_ratio.uncertainty},
-                        {"kld", f.kld.value},
-                        {"kld_uncertainty", f.kld.uncertainty},
-                        {"rms_dp", f.rms_p_diff.value},
-                        {"rms_dp_uncertainty", f.rms_p_diff.uncertainty},
-                        {"same_top_p", f.same_top.value},
-                        {"same_top_p_uncertainty", f.same_top.uncertainty}});
+      nlohmann::json c{{"chunk", chunk + 1}};
+      put(c, "ppl", {std::exp(f.log_ppl.value), std::exp(f.log_ppl.value) * f.log_ppl.uncertainty});
+      put(c, "ln_ppl_ratio", f.log_ratio);
+      put(c, "kld", f.kld);
+      put(c, "rms_dp", f.rms_p_diff);
+      put(c, "same_top_p", f.same_top);
+      chunks.push_back(c);
       return;
     }
     if (chunk == 0)
@@ -573,27 +581,16 @@ int run_kl_divergence(const PplArgs& a, const model::Model& m, runtime::ThreadPo
   const bool stats = sums.count >= 100;
 
   if (a.json) {
-    nlohmann::json j{{"model", a.model},
-                     {"kl_divergence_base", a.base_file},
-                     {"n_ctx", n_ctx},
-                     {"n_chunk", n_chunk},
-                     {"n_scored", sums.count},
-                     {"chunks", chunks},
-                     {"ppl", ppl},
-                     {"ppl_uncertainty", ppl_unc},
-                     {"ppl_base", ppl_base},
-                     {"ppl_base_uncertainty", ppl_base_unc},
-                     {"cor_ln_ppl", cor},
-                     {"ln_ppl_ratio", f.log_ratio.value},
-                     {"ln_ppl_ratio_uncertainty", f.log_ratio.uncertainty},
-                     {"ppl_ratio", ratio},
-                     {"ppl_ratio_uncertainty", ratio_unc},
-                     {"ppl_diff", diff},
-                     {"ppl_diff_uncertainty", diff_unc},
-                     {"same_top_p", f.same_top.value},
-                     {"same_top_p_uncertainty", f.same_top.uncertainty},
-                     {"seconds_forward", t_eval},
+    nlohmann::json j{{"model", a.model},   {"kl_divergence_base", a.base_file}, {"n_ctx", n_ctx},
+                     {"n_chunk", n_chunk}, {"n_scored", sums.count},             {"chunks", chunks},
+                     {"cor_ln_ppl", cor},  {"seconds_forward", t_eval},
                      {"tokens_per_second", n_chunk * double{1} * n_ctx / t_eval}};
+    put(j, "ppl", {ppl, ppl_unc});
+    put(j, "ppl_base", {ppl_base, ppl_base_unc});
+    put(j, "ln_ppl_ratio", f.log_ratio);
+    put(j, "ppl_ratio", {ratio, ratio_unc});
+    put(j, "ppl_diff", {diff, diff_unc});
+    put(j, "same_top_p", f.same_top);
     nlohmann::json kld{{"mean", f.kld.value}, {"uncertainty", f.kld.uncertainty}};
     nlohmann::json dp{{"mean", f.p_diff.value},
                       {"uncertainty", f.p_diff.uncertainty},
