@@ -314,11 +314,13 @@ void open_base(const std::string& path, int64_t model_n_vocab, BaseFile& b) {
 // Runs chunks [0, n_chunk) of `tokens` (n_ctx each) through the model and
 // calls score(chunk, logits, targets) per chunk with the logits of its
 // positions first .. n_ctx-2 ([n_scored][n_vocab]) and the tokens they
-// predict (targets[k] = the token at first + 1 + k). Progress on stderr.
-// Returns the seconds spent in forward passes.
+// predict (targets[k] = the token at first + 1 + k). A progress line goes to
+// stderr every 10 s unless the results stream to a terminal (progress_lines
+// false: the running `[i]` line shows it there). Returns the seconds spent
+// in forward passes.
 template <typename Score>
 double evaluate(const model::Model& m, const std::vector<token_id>& tokens, int n_ctx, int n_chunk, int n_batch_arg,
-                runtime::ThreadPool& pool, const char* what, Score&& score) {
+                runtime::ThreadPool& pool, const char* what, bool progress_lines, Score&& score) {
   const int64_t n_vocab = m.hp.n_vocab;
   const int n_seq = std::max(1, n_batch_arg / n_ctx);
   const int n_batch = std::min(n_batch_arg, n_seq * n_ctx);
@@ -338,7 +340,6 @@ double evaluate(const model::Model& m, const std::vector<token_id>& tokens, int 
   double t_eval = 0;
   const auto t_start = std::chrono::steady_clock::now();
   auto t_report = t_start;
-  const bool tty = ::isatty(STDERR_FILENO) != 0;
 
   for (int i = 0; i < n_chunk; i += n_seq) {
     const int n_seq_batch = std::min(n_seq, n_chunk - i);
@@ -374,16 +375,17 @@ double evaluate(const model::Model& m, const std::vector<token_id>& tokens, int 
             &tokens[chunk_start + first + 1]);
     }
     const int done = i + n_seq_batch;
-    if (done < n_chunk && (tty || seconds_since(t_report) >= 10)) {
+    if (progress_lines && done < n_chunk && seconds_since(t_report) >= 10) {
       const double el = seconds_since(t_start);
-      std::fprintf(stderr, "%s%s: %d/%d chunks, %.1f t/s, ETA %.2f minutes%s", tty ? "\r" : "", what, done, n_chunk,
-                   static_cast<double>(done) * n_ctx / el, el / done * (n_chunk - done) / 60.0, tty ? "" : "\n");
+      std::fprintf(stderr, "%s: %d/%d chunks, %.1f t/s, ETA %.2f minutes\n", what, done, n_chunk,
+                   static_cast<double>(done) * n_ctx / el, el / done * (n_chunk - done) / 60.0);
       t_report = std::chrono::steady_clock::now();
     }
   }
-  if (tty) std::fprintf(stderr, "\r\033[K");
   return t_eval;
 }
+
+bool progress_lines(const PplArgs& a) { return a.json || ::isatty(STDOUT_FILENO) == 0; }
 
 // The scored rows of one chunk, in parallel (split by row).
 template <typename Fn>
@@ -441,7 +443,7 @@ int run_perplexity(const PplArgs& a, const model::Model& m, runtime::ThreadPool&
   int64_t count = 0;
   std::vector<double> row(static_cast<size_t>(n_scored));
   nlohmann::json chunks = nlohmann::json::array();
-  const double t_eval = evaluate(m, tokens, n_ctx, n_chunk, a.n_batch, pool, "perplexity",
+  const double t_eval = evaluate(m, tokens, n_ctx, n_chunk, a.n_batch, pool, "perplexity", progress_lines(a),
                                  [&](int chunk, std::span<const float> logits, const token_id* targets) {
     for_rows(pool, n_scored, [&](int r) {
       const float* l = logits.data() + static_cast<size_t>(r) * n_vocab;
@@ -537,7 +539,7 @@ int run_kl_divergence(const PplArgs& a, const model::Model& m, runtime::ThreadPo
   std::vector<float> kld_values, p_diff_values;
   KldSums sums;
   nlohmann::json chunks = nlohmann::json::array();
-  const double t_eval = evaluate(m, b.tokens, n_ctx, n_chunk, a.n_batch, pool, "kl_divergence",
+  const double t_eval = evaluate(m, b.tokens, n_ctx, n_chunk, a.n_batch, pool, "kl_divergence", progress_lines(a),
                                  [&](int chunk, std::span<const float> logits, const token_id* targets) {
     b.in.read(reinterpret_cast<char*>(records.data()), static_cast<std::streamsize>(records.size() * sizeof(uint16_t)));
     if (!b.in) throw Error(Errc::io, a.base_file + ": read error in chunk " + std::to_string(chunk + 1));
