@@ -8,12 +8,13 @@
 // digit: llama.cpp rounds q/K/V/probabilities to F16 (and Q8_0 activations to
 // int8), so two correct engines whose float sums differ in the last bit
 // round some value to the other neighbour now and then, and the change
-// travels through the KV cache (golden/README.md "Tolerances"). synapse's
-// logits on these chunks are not llama.cpp's bit for bit (nor are llama.cpp's
-// AVX2 and AVX-512 builds'), so a chunk's 127 scored tokens move its running
-// PPL by up to ~2e-4 relative on F32 and ~1% on Q8_0 (the Q8_0 noise is
-// larger: a flipped int8 moves a logit by ~1e-2); the final figures, over
-// 1270 tokens, agree within the 0.1%.
+// travels through the KV cache (golden/README.md "Tolerances"). llama.cpp
+// v0.5.0's own AVX-512 build reproduces these files digit for digit, but
+// synapse's kernels sum in their own (batch-invariant) orders, so its logits
+// are not llama.cpp's bit for bit, and a chunk's 127 scored tokens move its
+// running PPL by up to ~2e-4 relative on F32 and ~1% on Q8_0 (a flipped int8
+// moves a logit by ~1e-2); the final figures, over 1270 tokens, agree within
+// the 0.1%.
 #include <gtest/gtest.h>
 
 #include <algorithm>
