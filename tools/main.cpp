@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   add("tokenize", "print the token ids of a text (like llama-tokenize)", synapse::tools::add_tokenize);
   add("synth", "write a random-weight model at a real model's shapes", synapse::tools::add_synth);
   add("bench", "measure prefill and decode speed (like llama-bench)", synapse::tools::add_bench);
+  add("perplexity", "perplexity over a text and KL divergence against a base model (like llama-perplexity)",
+      synapse::tools::add_perplexity);
   add("quantize", "requantize a GGUF file's weights (llama-quantize's types and mixes)", synapse::tools::add_quantize);
   // llama.cpp spells a few long options with one dash (-sys, -cnv, -ub);
   // CLI11 takes one-dash names as single letters, so they are rewritten to
