@@ -1,6 +1,7 @@
 #include "server/request.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 namespace synapse::server {
@@ -43,10 +44,12 @@ float number_in(const json& v, const std::string& field, double lo, double hi) {
   if (!std::isfinite(x)) bad(field, "must be finite", v);
   if (x < lo || x > hi) {
     auto fmt = [](double d) {
-      if (std::isinf(d)) return std::string(d > 0 ? "inf" : "-inf");
-      json n = d;
-      return n.dump();
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%g", d);
+      return std::string(buf);
     };
+    if (std::isinf(hi)) bad(field, "must be >= " + fmt(lo), v);
+    if (std::isinf(lo)) bad(field, "must be <= " + fmt(hi), v);
     bad(field, "must be in [" + fmt(lo) + ", " + fmt(hi) + "]", v);
   }
   return static_cast<float>(x);
@@ -258,24 +261,6 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
   r.sampling = rc.sampling;
   runtime::SamplerParams& sp = r.sampling;
 
-  // The prompt(s).
-  if (route == Route::chat_completions) {
-    const std::vector<runtime::ChatMessage> msgs = parse_messages(j, lim);
-    r.prompts.push_back(runtime::tokenize_chat(tok, rc.chat_template, msgs, true, true));
-  } else {
-    const json* p = field_of(j, "prompt");
-    if (!p) throw HttpError(400, "'prompt' is required", "prompt");
-    r.prompts = parse_prompts(*p, tok);
-  }
-  for (size_t i = 0; i < r.prompts.size(); ++i) {
-    const std::string field = route == Route::chat_completions ? "messages" : "prompt";
-    const int64_t n = static_cast<int64_t>(r.prompts[i].size());
-    if (n == 0) throw HttpError(400, "'" + field + "' tokenizes to no tokens (and the model adds no BOS)", field);
-    if (n > rc.n_ctx)
-      throw HttpError(400, "'" + field + "' is " + std::to_string(n) + " tokens, more than the context size n_ctx = " +
-                               std::to_string(rc.n_ctx) + " (start the server with a larger -c)", field);
-  }
-
   // How many tokens to generate: the request's count, capped by -n.
   int32_t n_predict = rc.n_predict;
   const char* len_field = route == Route::completion ? "n_predict" : "max_tokens";
@@ -318,10 +303,6 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
     if (const json* v = field_of(j, "best_of"); v && !(v->is_number_integer() && v->get<int64_t>() == r.n))
       bad("best_of", "is not supported (only best_of = n)", *v);
   }
-  if (static_cast<int64_t>(r.prompts.size()) * r.n > lim.max_choices)
-    throw HttpError(400, "the request asks for " + std::to_string(r.prompts.size() * r.n) +
-                             " choices (prompts x n), more than " + std::to_string(lim.max_choices), "n");
-
   // Log probabilities.
   if (route == Route::chat_completions) {
     r.logprobs = get_bool(j, "logprobs", false);
@@ -362,6 +343,29 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
     if (!v->is_object() || get_string(*v, "type", "text") != "text")
       bad("response_format", "must be {\"type\": \"text\"} (structured output is not supported)", *v);
   }
+
+  // The prompt(s) last: every cheap check has passed before text is tokenized.
+  if (route == Route::chat_completions) {
+    const std::vector<runtime::ChatMessage> msgs = parse_messages(j, lim);
+    r.prompts.push_back(runtime::tokenize_chat(tok, rc.chat_template, msgs, true, true));
+  } else {
+    const json* p = field_of(j, "prompt");
+    if (!p) throw HttpError(400, "'prompt' is required", "prompt");
+    r.prompts = parse_prompts(*p, tok);
+  }
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    const std::string field = route == Route::chat_completions ? "messages" : "prompt";
+    const int64_t n = static_cast<int64_t>(r.prompts[i].size());
+    if (n == 0) throw HttpError(400, "'" + field + "' tokenizes to no tokens (and the model adds no BOS)", field);
+    if (n > rc.n_ctx)
+      throw HttpError(400, "'" + field + "' is " + std::to_string(n) + " tokens, more than the context size n_ctx = " +
+                               std::to_string(rc.n_ctx) + " (start the server with a larger -c)", field);
+  }
+
+  if (static_cast<int64_t>(r.prompts.size()) * r.n > lim.max_choices)
+    throw HttpError(400, "the request asks for " + std::to_string(r.prompts.size() * r.n) +
+                             " choices (prompts x n), more than " + std::to_string(lim.max_choices), "n");
+
   return r;
 }
 
