@@ -22,11 +22,12 @@
 //
 // Prompt cache (llama-server's cache_prompt): a slot that finished keeps its
 // KV rows and the tokens they hold. A new request goes to the free slot whose
-// tokens share the longest prefix with its prompt; those positions are kept
-// (at most prompt length - 1: the last prompt token is always recomputed for
-// its logits) and only the rest is prefilled. GenerationResult::n_cached
-// reports how many. With no useful prefix the least recently used free slot
-// is taken.
+// tokens share the longest prefix with its prompt, if that prefix is more
+// than slot_prompt_similarity of the prompt (llama-server's rule), else to
+// the least recently used free slot. The prefix it shares with the chosen
+// slot is kept (at most prompt length - 1: the last prompt token is always
+// recomputed for its logits) and only the rest is prefilled.
+// GenerationResult::n_cached reports how many positions were kept.
 #pragma once
 
 #include <cstddef>
@@ -48,6 +49,10 @@ struct SchedulerParams {
   int32_t n_ubatch = 512;    // -ub: prompt rows per slot per step (>= 1)
   size_t max_queue = 256;    // requests waiting for a slot before try_submit refuses (0: refuse when no slot is free)
   int n_threads = 0;         // -t: the Context's threads (<= 0: physical cores)
+  // --slot-prompt-similarity: the fraction of a prompt a free slot's cached
+  // prefix must exceed for the request to go to that slot rather than the
+  // least recently used one (llama-server's default 0.5).
+  float slot_prompt_similarity = 0.5f;
 };
 
 // One request. The callbacks run on the scheduler's worker thread, one
@@ -90,7 +95,8 @@ class Scheduler {
  public:
   // Makes the Context and the slots and starts the worker thread. `model`
   // is shared (the Scheduler keeps it alive). Throws Error(invalid_argument)
-  // naming the field for n_parallel, n_batch or n_ubatch < 1; whatever the
+  // naming the field for n_parallel, n_batch or n_ubatch < 1 or
+  // slot_prompt_similarity outside [0, 1]; whatever the
   // slots' allocation throws.
   Scheduler(const Model& model, const SchedulerParams& params);
   // Cancels every queued and running request (on_done with cancelled, on

@@ -96,6 +96,7 @@ class Stopper {
   bool done() const { return reason_ != StopReason::none; }
   StopReason reason() const { return reason_; }
   int32_t n_generated() const { return n_gen_; }  // tokens accepted, EOG excluded
+  const std::string& matched() const { return filter_.matched(); }  // the stop string that ended it, or ""
 
  private:
   const Tokenizer& tok_;

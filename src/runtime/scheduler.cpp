@@ -1,0 +1,470 @@
+// The serving runtime (include/synapse/scheduler.hpp): a FIFO queue, slots
+// with a prompt cache, and a worker thread that runs one batch per step.
+//
+// Ownership: the queue, the set of live ids, the cancel requests and the
+// metrics are guarded by `mu`; the slots and the running requests belong to
+// the worker thread alone. Callbacks run on the worker without `mu` held, so
+// they may call back into the Scheduler.
+#include "synapse/scheduler.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+
+#include "runtime/reply.hpp"
+#include "synapse/error.hpp"
+
+namespace synapse {
+
+using runtime::Clock;
+
+namespace {
+
+enum class Phase {
+  prefill,   // prompt rows still to run
+  generate,  // `pending` is the token to feed next
+  closing,   // the reply is over; `closing` rows (close_turn) go in next step
+};
+
+struct Job {
+  RequestId id = 0;
+  Request req;
+  Generation gen;
+  GenerationResult result;
+  Phase phase = Phase::prefill;
+  size_t n_done = 0;     // prompt tokens in the slot's cache
+  token_id pending = -1;
+  std::vector<token_id> closing;
+  bool reply_over = false;  // on_done has run
+  Clock::time_point t_admit, t_first;
+
+  Job(RequestId i, Request r, Generation g) : id(i), req(std::move(r)), gen(std::move(g)) {}
+};
+
+struct Slot {
+  int32_t id = 0;
+  Sequence seq;
+  std::vector<token_id> tokens;  // what seq's cache holds, position by position
+  uint64_t last_used = 0;
+  std::unique_ptr<Job> job;
+};
+
+size_t common_prefix(const std::vector<token_id>& a, const std::vector<token_id>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
+}  // namespace
+
+struct Scheduler::Impl {
+  Model model;
+  SchedulerParams p;
+  Context ctx;
+  std::vector<Slot> slots;
+  int64_t n_vocab;
+
+  mutable std::mutex mu;
+  std::condition_variable wake;          // work arrived, a cancel, or shutdown
+  mutable std::condition_variable idle;  // the queue and the slots became empty
+  std::deque<std::unique_ptr<Job>> queue;
+  std::unordered_set<RequestId> live;     // queued or running, reply not yet over
+  std::unordered_set<RequestId> cancels;  // asked to stop
+  RequestId next_id = 1;
+  int32_t n_free = 0;  // slots without a job, as of the worker's last update
+  bool busy = false;   // the worker holds jobs
+  bool stopping = false;
+  SchedulerMetrics m;
+  uint64_t clock = 0;  // LRU counter for slot choice (worker only)
+  std::thread worker;
+
+  Impl(const Model& mod, const SchedulerParams& params) : model(mod), p(params), ctx(mod, params.n_threads) {
+    if (p.n_parallel < 1) throw Error(Errc::invalid_argument, "n_parallel must be at least 1, got " + std::to_string(p.n_parallel));
+    if (p.n_batch < 1) throw Error(Errc::invalid_argument, "n_batch must be at least 1, got " + std::to_string(p.n_batch));
+    if (p.n_ubatch < 1) throw Error(Errc::invalid_argument, "n_ubatch must be at least 1, got " + std::to_string(p.n_ubatch));
+    if (!(p.slot_prompt_similarity >= 0 && p.slot_prompt_similarity <= 1))
+      throw Error(Errc::invalid_argument,
+                  "slot_prompt_similarity must be in [0, 1], got " + std::to_string(p.slot_prompt_similarity));
+    p.n_threads = ctx.n_threads();
+    n_vocab = model.n_vocab();
+    for (int32_t i = 0; i < p.n_parallel; ++i) slots.push_back(Slot{i, ctx.new_sequence(p.n_ctx), {}, 0, nullptr});
+    p.n_ctx = slots[0].seq.n_ctx();
+    n_free = p.n_parallel;
+    m.kv_cells_total = p.n_ctx * p.n_parallel;
+    worker = std::thread([this] { run(); });
+  }
+
+  void run();
+  void admit(std::unique_ptr<Job> job);
+  void finish(Slot& s, const GeneratedToken& closing_step);
+  bool call_on_token(Job& j, const GeneratedToken& t);
+  void on_step(Slot& s, std::span<const float> row);
+  void end_reply(Slot& s, FinishReason why);
+  void release(Slot& s);
+  void fail_all(const std::string& what);
+  void shutdown();
+  void update_metrics();
+};
+
+// Picks the free slot whose cached tokens share the longest prefix with the
+// prompt when that prefix is more than slot_prompt_similarity of it, else the
+// least recently used free slot (llama-server's choice), and keeps the prefix
+// the chosen slot shares with the prompt in place.
+void Scheduler::Impl::admit(std::unique_ptr<Job> job) {
+  const std::vector<token_id>& prompt = job->req.prompt;
+  // The last prompt token is always recomputed: its logits start the reply.
+  const auto reusable = [&](const Slot& s) {
+    return job->req.cache_prompt ? std::min(common_prefix(s.tokens, prompt), prompt.size() - 1) : 0;
+  };
+  Slot* best = nullptr;
+  Slot* lru = nullptr;
+  size_t best_len = 0;
+  for (Slot& s : slots) {
+    if (s.job) continue;
+    const size_t len = reusable(s);
+    if (len > best_len && static_cast<double>(len) > p.slot_prompt_similarity * static_cast<double>(prompt.size())) {
+      best = &s;
+      best_len = len;
+    }
+    if (lru == nullptr || s.last_used < lru->last_used) lru = &s;
+  }
+  if (best == nullptr) {
+    best = lru;
+    best_len = reusable(*lru);
+  }
+  try {
+    best->seq.truncate(static_cast<int64_t>(best_len));
+  } catch (const Error&) {  // a sliding window has overwritten the prefix
+    best->seq.clear();
+    best_len = 0;
+  }
+  best->tokens.resize(best_len);
+  best->last_used = ++clock;
+  job->n_done = best_len;
+  job->result.n_prompt = static_cast<int64_t>(prompt.size());
+  job->result.n_cached = static_cast<int64_t>(best_len);
+  job->result.timings.prompt_n = static_cast<int64_t>(prompt.size() - best_len);
+  job->result.slot = best->id;
+  job->t_admit = Clock::now();
+  job->gen.accept_prompt(prompt);
+  best->job = std::move(job);
+}
+
+bool Scheduler::Impl::call_on_token(Job& j, const GeneratedToken& t) {
+  runtime::record_step(j.result, t, j.gen.params());
+  if (!j.req.on_token) return true;
+  try {
+    return j.req.on_token(t);
+  } catch (...) {
+    return false;  // a throwing callback cancels its request
+  }
+}
+
+// The reply of slot s is over (its last step has been reported): on_done
+// runs now; the slot is released, or kept one more step for close_turn rows.
+void Scheduler::Impl::finish(Slot& s, const GeneratedToken& closing_step) {
+  Job& j = *s.job;
+  if (closing_step.finish != FinishReason::none && closing_step.id < 0) call_on_token(j, closing_step);
+  j.result.timings.predicted_ms =
+      j.t_first == Clock::time_point{} ? 0 : runtime::ms_between(j.t_first, Clock::now());
+  runtime::record_end(j.result, j.gen);
+  // A reply cut before its prompt was in the cache has no turn to close.
+  if (j.phase != Phase::prefill)
+    j.closing = runtime::closing_rows(j.gen, model.tokenizer(), j.pending, s.seq.n_ctx() - s.seq.n_past());
+  j.reply_over = true;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    live.erase(j.id);
+    cancels.erase(j.id);
+    m.tokens_predicted_total += static_cast<uint64_t>(j.result.timings.predicted_n);
+    m.tokens_predicted_seconds_total += j.result.timings.predicted_ms / 1e3;
+  }
+  if (j.req.on_done) {
+    try {
+      j.req.on_done(j.result);
+    } catch (...) {
+      // Nothing to report it to: the request is over either way.
+    }
+  }
+  if (j.closing.empty()) release(s);
+  else j.phase = Phase::closing;
+}
+
+void Scheduler::Impl::end_reply(Slot& s, FinishReason why) { finish(s, s.job->gen.finish(why)); }
+
+void Scheduler::Impl::release(Slot& s) {
+  s.job.reset();
+  s.last_used = ++clock;
+}
+
+// A logits row for slot s: sample, report, and decide what it feeds next.
+void Scheduler::Impl::on_step(Slot& s, std::span<const float> row) {
+  Job& j = *s.job;
+  if (j.phase == Phase::prefill) {
+    j.t_first = Clock::now();
+    j.result.timings.prompt_ms = runtime::ms_between(j.t_admit, j.t_first);
+    std::lock_guard<std::mutex> lock(mu);
+    m.prompt_tokens_total += static_cast<uint64_t>(j.result.timings.prompt_n);
+    m.prompt_seconds_total += j.result.timings.prompt_ms / 1e3;
+    m.cached_tokens_total += static_cast<uint64_t>(j.result.n_cached);
+  }
+  j.phase = Phase::generate;
+  const GeneratedToken t = j.gen.next(row);
+  ++j.result.timings.predicted_n;
+  j.pending = t.id;
+  const bool go_on = call_on_token(j, t);
+  if (t.finish != FinishReason::none) return finish(s, {});
+  if (!go_on) return end_reply(s, FinishReason::cancelled);
+  if (s.seq.n_past() >= s.seq.n_ctx()) {
+    j.result.context_full = true;
+    return end_reply(s, FinishReason::length);
+  }
+}
+
+void Scheduler::Impl::fail_all(const std::string& what) {
+  for (Slot& s : slots) {
+    if (!s.job) continue;
+    // Context::decode changed no cache, but the rows already written for this
+    // job are dropped too: the cache is rebuilt from scratch next time.
+    s.seq.clear();
+    s.tokens.clear();
+    if (!s.job->reply_over) {
+      s.job->result.error = what;
+      s.job->pending = -1;
+      end_reply(s, FinishReason::error);
+    }
+    release(s);
+  }
+}
+
+void Scheduler::Impl::update_metrics() {
+  std::lock_guard<std::mutex> lock(mu);
+  m.requests_processing = 0;
+  m.kv_cells_used = m.kv_cells_cached = 0;
+  n_free = 0;
+  for (const Slot& s : slots) {
+    if (s.job) {
+      m.kv_cells_used += s.seq.n_past();
+      if (!s.job->reply_over) ++m.requests_processing;
+    } else {
+      m.kv_cells_cached += s.seq.n_past();
+      ++n_free;
+    }
+  }
+  m.requests_deferred = static_cast<int32_t>(queue.size());
+  busy = n_free < static_cast<int32_t>(slots.size());
+  if (!busy && queue.empty()) idle.notify_all();
+}
+
+void Scheduler::Impl::shutdown() {
+  std::deque<std::unique_ptr<Job>> queued;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    queued.swap(queue);
+  }
+  for (Slot& s : slots)
+    if (s.job && !s.job->reply_over) {
+      s.job->pending = -1;
+      end_reply(s, FinishReason::cancelled);
+    }
+  for (std::unique_ptr<Job>& j : queued) {
+    j->gen.finish(FinishReason::cancelled);
+    runtime::record_end(j->result, j->gen);
+    j->result.n_prompt = static_cast<int64_t>(j->req.prompt.size());
+    if (j->req.on_done) {
+      try {
+        j->req.on_done(j->result);
+      } catch (...) {
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  live.clear();
+  idle.notify_all();
+}
+
+void Scheduler::Impl::run() {
+  Batch batch;
+  std::vector<Slot*> owners;  // the slot of each logits row, in order
+  std::vector<size_t> order;  // slots in admission order (oldest first)
+  for (;;) {
+    std::vector<std::unique_ptr<Job>> dropped;  // cancelled while queued
+    std::unordered_set<RequestId> to_cancel;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      const auto has_free = [&] {
+        return std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return !s.job; });
+      };
+      wake.wait(lock, [&] { return stopping || busy || !cancels.empty() || (!queue.empty() && has_free()); });
+      if (stopping) break;
+      for (auto it = queue.begin(); it != queue.end();) {
+        if (cancels.count((*it)->id)) {
+          cancels.erase((*it)->id);
+          live.erase((*it)->id);
+          dropped.push_back(std::move(*it));
+          it = queue.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      to_cancel = cancels;
+      // Arrival order: the oldest waiting request takes the next free slot.
+      while (!queue.empty() && has_free()) {
+        std::unique_ptr<Job> j = std::move(queue.front());
+        queue.pop_front();
+        busy = true;
+        lock.unlock();
+        admit(std::move(j));
+        lock.lock();
+      }
+    }
+    for (std::unique_ptr<Job>& j : dropped) {
+      j->gen.finish(FinishReason::cancelled);
+      runtime::record_end(j->result, j->gen);
+      j->result.n_prompt = static_cast<int64_t>(j->req.prompt.size());
+      if (j->req.on_done) {
+        try {
+          j->req.on_done(j->result);
+        } catch (...) {
+        }
+      }
+    }
+    for (Slot& s : slots)
+      if (s.job && !s.job->reply_over && to_cancel.count(s.job->id)) {
+        end_reply(s, FinishReason::cancelled);
+      }
+
+    // One batch: decode rows and closing rows first, then prompt chunks of
+    // the oldest requests under the step's row budget.
+    order.clear();
+    for (size_t i = 0; i < slots.size(); ++i)
+      if (slots[i].job) order.push_back(i);
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return slots[a].job->id < slots[b].job->id; });
+    batch.clear();
+    owners.clear();
+    int64_t budget = p.n_batch;
+    std::vector<Slot*> closing;
+    for (const size_t i : order) {
+      Slot& s = slots[i];
+      Job& j = *s.job;
+      if (j.phase == Phase::generate) {
+        batch.add(s.seq, j.pending, true);
+        s.tokens.push_back(j.pending);
+        owners.push_back(&s);
+        --budget;
+      } else if (j.phase == Phase::closing) {
+        for (const token_id t : j.closing) {
+          batch.add(s.seq, t, false);
+          s.tokens.push_back(t);
+          --budget;
+        }
+        closing.push_back(&s);
+      }
+    }
+    for (const size_t i : order) {
+      Slot& s = slots[i];
+      Job& j = *s.job;
+      if (j.phase != Phase::prefill || budget <= 0) continue;
+      const size_t n = std::min({static_cast<size_t>(p.n_ubatch), static_cast<size_t>(budget),
+                                 j.req.prompt.size() - j.n_done});
+      for (size_t k = 0; k < n; ++k) {
+        const bool last = j.n_done + k + 1 == j.req.prompt.size();
+        batch.add(s.seq, j.req.prompt[j.n_done + k], last);
+        s.tokens.push_back(j.req.prompt[j.n_done + k]);
+        if (last) owners.push_back(&s);
+      }
+      j.n_done += n;
+      budget -= static_cast<int64_t>(n);
+    }
+    if (batch.size() > 0) {
+      std::span<const float> logits;
+      try {
+        logits = ctx.decode(batch);
+      } catch (const std::exception& e) {
+        fail_all(e.what());
+        update_metrics();
+        continue;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ++m.n_decode_total;
+        m.n_busy_slots_total += order.size();
+      }
+      for (Slot* s : closing) release(*s);
+      for (size_t r = 0; r < owners.size(); ++r)
+        on_step(*owners[r], logits.subspan(r * static_cast<size_t>(n_vocab), static_cast<size_t>(n_vocab)));
+    }
+    update_metrics();
+  }
+  shutdown();
+}
+
+Scheduler::Scheduler(const Model& model, const SchedulerParams& params)
+    : impl_(std::make_unique<Impl>(model, params)) {}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+  impl_->worker.join();
+}
+
+std::optional<RequestId> Scheduler::try_submit(Request request) {
+  Impl& d = *impl_;
+  const size_t n = request.prompt.size();
+  if (n == 0) throw Error(Errc::invalid_argument, "the prompt has no tokens");
+  if (static_cast<int64_t>(n) > d.p.n_ctx)
+    throw Error(Errc::invalid_argument, "the prompt is " + std::to_string(n) + " tokens, longer than the context (n_ctx " +
+                                            std::to_string(d.p.n_ctx) + ")");
+  for (const token_id t : request.prompt)
+    if (t < 0 || t >= d.n_vocab)
+      throw Error(Errc::out_of_range,
+                  "prompt token id " + std::to_string(t) + " outside [0, " + std::to_string(d.n_vocab) + ")");
+  // The Generation is made here so that a bad parameter is refused at once
+  // and a random seed is drawn at submission.
+  Generation gen(d.model.tokenizer(), request.params, static_cast<int32_t>(d.p.n_ctx));
+  std::lock_guard<std::mutex> lock(d.mu);
+  if (d.stopping) return std::nullopt;
+  const size_t waiting_room = d.p.max_queue + static_cast<size_t>(std::max(0, d.n_free));
+  if (d.queue.size() >= waiting_room) return std::nullopt;
+  const RequestId id = d.next_id++;
+  d.queue.push_back(std::make_unique<Job>(id, std::move(request), std::move(gen)));
+  d.live.insert(id);
+  ++d.m.requests_total;
+  d.m.requests_deferred = static_cast<int32_t>(d.queue.size());
+  d.wake.notify_all();
+  return id;
+}
+
+bool Scheduler::cancel(RequestId id) {
+  Impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mu);
+  if (!d.live.count(id)) return false;
+  d.cancels.insert(id);
+  d.wake.notify_all();
+  return true;
+}
+
+SchedulerMetrics Scheduler::metrics() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->m;
+}
+
+void Scheduler::wait_idle() const {
+  Impl& d = *impl_;
+  std::unique_lock<std::mutex> lock(d.mu);
+  d.idle.wait(lock, [&] { return d.stopping || (d.queue.empty() && !d.busy); });
+}
+
+const Model& Scheduler::model() const { return impl_->model; }
+const SchedulerParams& Scheduler::params() const { return impl_->p; }
+int64_t Scheduler::n_ctx() const { return impl_->p.n_ctx; }
+
+}  // namespace synapse

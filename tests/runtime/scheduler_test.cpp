@@ -1,0 +1,488 @@
+// The serving runtime (synapse/scheduler.hpp). The headline property: a
+// fixed request's token ids, text and logprobs are byte-identical run alone,
+// beside 15 other requests started before, during and after it, on any slot,
+// with -np 1 and -np 16, 1 and 2 threads, with a cold and a warm prompt
+// cache; on stories260K and a quantized tiny model. Then: cancel frees the
+// slot, a full queue refuses, requests start in arrival order, a long prompt
+// delays the others by at most one step, metrics add up.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "golden_util.hpp"
+#include "synapse/scheduler.hpp"
+
+namespace synapse {
+namespace {
+
+using test::data_path;
+
+// What a client sees of one request.
+struct Reply {
+  std::vector<token_id> tokens;
+  std::string text, streamed;
+  std::vector<float> logprobs;
+  std::vector<TokenLogprob> top;  // flattened
+  FinishReason finish = FinishReason::none;
+  int64_t n_cached = 0;
+  int32_t slot = -1;
+  std::string error;
+};
+
+// Collects a request's steps and result; get() waits for on_done.
+struct Collector {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Reply r;
+  std::function<void(const GeneratedToken&, int)> on_step;  // extra action per step (step index)
+  int steps = 0;
+
+  void attach(Request& req) {
+    req.on_token = [this](const GeneratedToken& t) {
+      r.streamed += t.text;
+      if (on_step) on_step(t, steps);
+      ++steps;
+      return true;
+    };
+    req.on_done = [this](const GenerationResult& g) {
+      std::lock_guard<std::mutex> lock(mu);
+      r.tokens = g.tokens;
+      r.text = g.text;
+      r.logprobs = g.logprobs;
+      for (const auto& v : g.top_logprobs) r.top.insert(r.top.end(), v.begin(), v.end());
+      r.finish = g.finish_reason;
+      r.n_cached = g.n_cached;
+      r.slot = g.slot;
+      r.error = g.error;
+      done = true;
+      cv.notify_all();
+    };
+  }
+  Reply get() {
+    std::unique_lock<std::mutex> lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(120), [&] { return done; })) << "request never finished";
+    return r;
+  }
+  bool finished() {
+    std::lock_guard<std::mutex> lock(mu);
+    return done;
+  }
+};
+
+void expect_same_bytes(const Reply& want, const Reply& got, const std::string& what) {
+  EXPECT_EQ(want.tokens, got.tokens) << what;
+  EXPECT_EQ(want.text, got.text) << what;
+  EXPECT_EQ(got.text, got.streamed) << what;
+  EXPECT_EQ(want.finish, got.finish) << what;
+  ASSERT_EQ(want.logprobs.size(), got.logprobs.size()) << what;
+  EXPECT_EQ(0, std::memcmp(want.logprobs.data(), got.logprobs.data(), want.logprobs.size() * sizeof(float))) << what;
+  ASSERT_EQ(want.top.size(), got.top.size()) << what;
+  EXPECT_EQ(0, std::memcmp(want.top.data(), got.top.data(), want.top.size() * sizeof(TokenLogprob))) << what;
+}
+
+std::vector<token_id> prompt_of(const Model& m, const std::string& text) {
+  return m.tokenizer().tokenize(text, true, false);
+}
+
+const char* const kTexts[] = {
+    "Once upon a time",
+    "The cat sat on the mat and looked at the bird in the tree. It wanted to catch it.",
+    "Lily",
+    "One day, a little boy named Tom went to the park with his mom. He saw a big slide and wanted to go down it. "
+    "His mom said he had to wait for his turn, so he waited and waited.",
+    "The sun was hot.",
+    "Max the dog liked to dig holes in the garden, but his owner did not like it at all.",
+    "A bird",
+    "There was a big red ball in the yard. Sam kicked it very hard and it flew over the fence into the garden of "
+    "the old man who lived next door. The old man came out and",
+};
+
+// The 15 others: different prompts, lengths, sampling and limits.
+Request other(const Model& m, int i) {
+  Request r;
+  std::string text = kTexts[i % 8];
+  if (i >= 8) text += " And then";
+  r.prompt = prompt_of(m, text);
+  r.params.max_tokens = 4 + (i * 7) % 37;
+  r.params.ignore_eos = i % 3 == 0;
+  r.params.sampling.seed = 100 + i;
+  r.params.sampling.temp = i % 2 ? 0.0f : 0.7f + 0.1f * (i % 4);
+  r.params.n_probs = i % 4;
+  return r;
+}
+
+struct Case {
+  const char* model;
+  bool greedy;
+};
+
+Request fixed_request(const Model& m, bool greedy) {
+  Request r;
+  // Shares no prefix with the others' prompts beyond BOS.
+  r.prompt = prompt_of(m, "In a small house near the woods, there lived a girl who loved to sing songs to the "
+                          "birds every morning.");
+  r.params.max_tokens = 32;
+  r.params.ignore_eos = true;
+  if (greedy) {
+    r.params.sampling.temp = 0;
+    r.params.logprobs = true;
+  } else {
+    r.params.sampling.seed = 1234;
+    r.params.sampling.temp = 0.9f;
+    r.params.sampling.top_k = 0;  // the whole distribution: every position's draw matters
+    r.params.n_probs = 4;
+  }
+  return r;
+}
+
+SchedulerParams sched_params(int np, int threads) {
+  SchedulerParams p;
+  p.n_parallel = np;
+  p.n_threads = threads;
+  p.n_ctx = 256;
+  p.n_batch = 24;  // small: prompt chunks and budget limits happen often
+  p.n_ubatch = 8;
+  p.max_queue = 64;
+  return p;
+}
+
+Reply run_alone(const Model& m, const Request& fixed, int np, int threads) {
+  Scheduler s(m, sched_params(np, threads));
+  Collector c;
+  Request r = fixed;
+  c.attach(r);
+  EXPECT_TRUE(s.try_submit(std::move(r)).has_value());
+  return c.get();
+}
+
+// The fixed request among 15 others: 7 submitted before it (and running when
+// it arrives), 8 submitted while it generates. `warm`: a request with the
+// same prompt runs (after the 7) and ends just before, so the fixed one finds
+// its prefix cached.
+Reply run_crowded(const Model& m, const Request& fixed, int np, int threads, bool warm) {
+  Scheduler s(m, sched_params(np, threads));
+  std::vector<std::unique_ptr<Collector>> others;
+  for (int i = 0; i < 15; ++i) others.push_back(std::make_unique<Collector>());
+  std::promise<void> started;
+  bool signalled = false;
+  others[0]->on_step = [&](const GeneratedToken&, int) {
+    if (!signalled) {
+      signalled = true;
+      started.set_value();
+    }
+  };
+  for (int i = 0; i < 7; ++i) {
+    Request r = other(m, i);
+    others[static_cast<size_t>(i)]->attach(r);
+    EXPECT_TRUE(s.try_submit(std::move(r)).has_value());
+  }
+  started.get_future().wait();  // the first others are generating
+  if (warm) {
+    Collector w;
+    Request r = fixed;
+    r.params.max_tokens = 3;
+    r.params.sampling.seed = 99;
+    w.attach(r);
+    EXPECT_TRUE(s.try_submit(std::move(r)).has_value());
+    w.get();
+  }
+  Collector c;
+  c.on_step = [&](const GeneratedToken&, int step) {
+    if (step == 2) {  // during: submitted from the worker's callback
+      for (int i = 7; i < 11; ++i) {
+        Request r = other(m, i);
+        others[static_cast<size_t>(i)]->attach(r);
+        EXPECT_TRUE(s.try_submit(std::move(r)).has_value());
+      }
+    }
+  };
+  Request r = fixed;
+  c.attach(r);
+  EXPECT_TRUE(s.try_submit(std::move(r)).has_value());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  for (int i = 11; i < 15; ++i) {  // after (or during, depending on timing)
+    Request o = other(m, i);
+    others[static_cast<size_t>(i)]->attach(o);
+    EXPECT_TRUE(s.try_submit(std::move(o)).has_value());
+  }
+  const Reply got = c.get();
+  s.wait_idle();
+  for (auto& o : others) {
+    EXPECT_TRUE(o->finished());
+    EXPECT_TRUE(o->get().error.empty());
+  }
+  if (warm) {
+    EXPECT_GT(got.n_cached, 0) << "the warm run found nothing in the prompt cache";
+  }
+  const SchedulerMetrics mt = s.metrics();
+  EXPECT_EQ(mt.requests_total, warm ? 17u : 16u);
+  if (np > 1) {
+    EXPECT_GT(mt.n_busy_slots_total, 2 * mt.n_decode_total) << "the requests did not run side by side";
+  }
+  return got;
+}
+
+class SchedulerInvariance : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SchedulerInvariance, ReplyDependsOnTheRequestAlone) {
+  const Model m = Model::load(data_path(std::string("models/") + GetParam().model));
+  const Request fixed = fixed_request(m, GetParam().greedy);
+
+  // The single-sequence loop the CLI uses gives the same reply.
+  Context ctx(m, 1);
+  Sequence seq = ctx.new_sequence(256);
+  const GenerationResult g = generate(ctx, seq, fixed.prompt, fixed.params);
+  const Reply want = run_alone(m, fixed, 1, 1);
+  ASSERT_EQ(want.tokens.size(), 32u);
+  EXPECT_EQ(want.tokens, g.tokens);
+  EXPECT_EQ(want.text, g.text);
+  EXPECT_EQ(want.n_cached, 0);
+  ASSERT_FALSE(want.logprobs.empty());
+  ASSERT_EQ(want.logprobs.size(), g.logprobs.size());
+  EXPECT_EQ(0, std::memcmp(want.logprobs.data(), g.logprobs.data(), g.logprobs.size() * sizeof(float)));
+
+  expect_same_bytes(want, run_alone(m, fixed, 16, 2), "alone, -np 16 -t 2");
+  std::vector<int32_t> slots;
+  for (const int np : {16, 1})
+    for (const int threads : {2, 1})
+      for (const bool warm : {false, true}) {
+        const Reply got = run_crowded(m, fixed, np, threads, warm);
+        expect_same_bytes(want, got, "crowded, -np " + std::to_string(np) + " -t " + std::to_string(threads) +
+                                         (warm ? " warm" : " cold"));
+        slots.push_back(got.slot);
+      }
+  // It ran on slots other than the one it had alone.
+  EXPECT_TRUE(std::any_of(slots.begin(), slots.end(), [&](int32_t s) { return s != want.slot; }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SchedulerInvariance,
+                         ::testing::Values(Case{"stories260K.gguf", false}, Case{"stories260K.gguf", true},
+                                           Case{"tiny-qwen2-q4_k_m.gguf", false},
+                                           Case{"tiny-qwen2-q4_k_m.gguf", true}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           std::string n = i.param.model;
+                           n = n.substr(0, n.find('.'));
+                           for (char& ch : n)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n + (i.param.greedy ? "_greedy" : "_seeded");
+                         });
+
+Request endless(const Model& m) {
+  Request r;
+  r.prompt = prompt_of(m, "Once upon a time");
+  r.params.ignore_eos = true;
+  r.params.sampling.temp = 0;
+  return r;
+}
+
+TEST(Scheduler, CancelFreesTheSlotAndItsKvRows) {
+  const Model m = Model::load(data_path("models/stories260K.gguf"));
+  Scheduler s(m, sched_params(1, 1));
+  Collector a, b;
+  std::promise<void> streaming;
+  a.on_step = [&](const GeneratedToken&, int step) {
+    if (step == 3) streaming.set_value();
+  };
+  Request ra = endless(m), rb = endless(m);
+  a.attach(ra);
+  b.attach(rb);
+  const RequestId ia = *s.try_submit(std::move(ra));
+  const RequestId ib = *s.try_submit(std::move(rb));  // waits: one slot
+  streaming.get_future().wait();
+  EXPECT_EQ(s.metrics().requests_deferred, 1);
+  EXPECT_TRUE(s.cancel(ib));  // queued: dropped without running
+  const Reply rb_got = b.get();
+  EXPECT_EQ(rb_got.finish, FinishReason::cancelled);
+  EXPECT_TRUE(rb_got.tokens.empty());
+  EXPECT_FALSE(a.finished());
+  EXPECT_TRUE(s.cancel(ia));
+  const Reply ra_got = a.get();
+  EXPECT_EQ(ra_got.finish, FinishReason::cancelled);
+  EXPECT_GE(ra_got.tokens.size(), 4u);
+  s.wait_idle();
+  const SchedulerMetrics mt = s.metrics();
+  EXPECT_EQ(mt.requests_processing, 0);
+  EXPECT_EQ(mt.requests_deferred, 0);
+  EXPECT_EQ(mt.kv_cells_used, 0);
+  EXPECT_GT(mt.kv_cells_cached, 0);  // kept for the prompt cache
+  EXPECT_FALSE(s.cancel(ia));        // already over
+  // The slot serves the next request.
+  Collector c;
+  Request rc = endless(m);
+  rc.params.max_tokens = 3;
+  c.attach(rc);
+  ASSERT_TRUE(s.try_submit(std::move(rc)).has_value());
+  EXPECT_EQ(c.get().tokens.size(), 3u);
+}
+
+TEST(Scheduler, FullQueueRefuses) {
+  const Model m = Model::load(data_path("models/stories260K.gguf"));
+  SchedulerParams p = sched_params(1, 1);
+  p.max_queue = 2;
+  Scheduler s(m, p);
+  Collector a;
+  std::promise<void> running;
+  a.on_step = [&](const GeneratedToken&, int step) {
+    if (step == 2) running.set_value();
+  };
+  Request ra = endless(m);
+  a.attach(ra);
+  const RequestId ia = *s.try_submit(std::move(ra));
+  running.get_future().wait();
+  std::vector<std::unique_ptr<Collector>> queued;
+  for (int i = 0; i < 2; ++i) {
+    queued.push_back(std::make_unique<Collector>());
+    Request r = endless(m);
+    r.params.max_tokens = 2;
+    queued.back()->attach(r);
+    EXPECT_TRUE(s.try_submit(std::move(r)).has_value());
+  }
+  Request refused = endless(m);
+  bool called = false;
+  refused.on_done = [&](const GenerationResult&) { called = true; };
+  EXPECT_FALSE(s.try_submit(std::move(refused)).has_value());
+  EXPECT_EQ(s.metrics().requests_deferred, 2);
+  s.cancel(ia);
+  for (auto& q : queued) EXPECT_EQ(q->get().tokens.size(), 2u);
+  EXPECT_FALSE(called);
+}
+
+TEST(Scheduler, RequestsStartInArrivalOrder) {
+  const Model m = Model::load(data_path("models/stories260K.gguf"));
+  Scheduler s(m, sched_params(1, 1));
+  std::mutex mu;
+  std::vector<int> first_token_order;
+  std::vector<std::unique_ptr<Collector>> cs;
+  for (int i = 0; i < 8; ++i) {
+    cs.push_back(std::make_unique<Collector>());
+    Request r = other(m, i);
+    r.params.max_tokens = 6;
+    r.params.ignore_eos = true;
+    cs.back()->attach(r);
+    cs.back()->on_step = [&, i](const GeneratedToken&, int step) {
+      if (step == 0) {
+        std::lock_guard<std::mutex> lock(mu);
+        first_token_order.push_back(i);
+      }
+    };
+    ASSERT_TRUE(s.try_submit(std::move(r)).has_value());
+  }
+  s.wait_idle();
+  EXPECT_EQ(first_token_order, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+}
+
+TEST(Scheduler, LongPromptDelaysOthersByAtMostOneStep) {
+  const Model m = Model::load(data_path("models/stories260K.gguf"));
+  Scheduler s(m, sched_params(2, 1));
+  Collector a, b;
+  std::vector<uint64_t> steps_at_token;
+  Request rb;
+  rb.prompt = prompt_of(m, std::string(kTexts[3]) + " " + kTexts[7] + " " + kTexts[1]);
+  ASSERT_GT(rb.prompt.size(), 80u);
+  rb.params.max_tokens = 2;
+  b.attach(rb);
+  a.on_step = [&](const GeneratedToken&, int step) {
+    steps_at_token.push_back(s.metrics().n_decode_total);
+    if (step == 2) {
+      EXPECT_TRUE(s.try_submit(std::move(rb)).has_value());
+    }
+  };
+  Request ra = endless(m);
+  ra.params.max_tokens = 30;
+  a.attach(ra);
+  ASSERT_TRUE(s.try_submit(std::move(ra)).has_value());
+  EXPECT_EQ(a.get().tokens.size(), 30u);
+  b.get();
+  // A token for `a` at every step, while b's prompt is prefilled 8 rows at a time.
+  for (size_t i = 1; i < steps_at_token.size(); ++i) EXPECT_EQ(steps_at_token[i], steps_at_token[i - 1] + 1) << i;
+}
+
+TEST(Scheduler, PromptCacheAndCloseTurnAndMetrics) {
+  const Model m = Model::load(data_path("models/stories260K.gguf"));
+  Scheduler s(m, sched_params(2, 1));
+  Collector first;
+  Request r1;
+  r1.prompt = prompt_of(m, "Once upon a time, there was a cat");
+  r1.params.sampling.temp = 0;
+  r1.params.max_tokens = 5;
+  r1.params.ignore_eos = true;
+  r1.params.close_turn = true;
+  first.attach(r1);
+  ASSERT_TRUE(s.try_submit(r1).has_value());
+  const Reply a = first.get();
+  s.wait_idle();
+  // The next turn: prompt + reply + end-of-turn + a new message.
+  std::vector<token_id> turn2 = r1.prompt;
+  turn2.insert(turn2.end(), a.tokens.begin(), a.tokens.end());
+  turn2.push_back(end_of_turn_token(m.tokenizer()));
+  for (token_id t : prompt_of(m, "The dog")) turn2.push_back(t);
+  Request r2;
+  r2.prompt = turn2;
+  r2.params.sampling.seed = 5;
+  r2.params.max_tokens = 8;
+  r2.params.ignore_eos = true;
+  r2.params.logprobs = true;
+  Collector warm, cold;
+  Request r2w = r2;
+  warm.attach(r2w);
+  ASSERT_TRUE(s.try_submit(std::move(r2w)).has_value());
+  const Reply w = warm.get();
+  EXPECT_EQ(w.n_cached, static_cast<int64_t>(r1.prompt.size() + a.tokens.size() + 1));
+  EXPECT_EQ(w.slot, a.slot);
+  Request r2c = r2;
+  r2c.cache_prompt = false;
+  cold.attach(r2c);
+  ASSERT_TRUE(s.try_submit(std::move(r2c)).has_value());
+  const Reply c = cold.get();
+  EXPECT_EQ(c.n_cached, 0);
+  expect_same_bytes(c, w, "cache hit against miss");
+  s.wait_idle();
+  const SchedulerMetrics mt = s.metrics();
+  EXPECT_EQ(mt.requests_total, 3u);
+  EXPECT_EQ(mt.cached_tokens_total, static_cast<uint64_t>(w.n_cached));
+  EXPECT_EQ(mt.prompt_tokens_total, r1.prompt.size() + 2 * turn2.size() - static_cast<uint64_t>(w.n_cached));
+  EXPECT_EQ(mt.tokens_predicted_total, 5u + 8u + 8u);
+  EXPECT_EQ(mt.kv_cells_total, 2 * 256);
+  EXPECT_EQ(mt.kv_cells_used, 0);
+}
+
+TEST(Scheduler, RefusesBadRequests) {
+  const Model m = Model::load(data_path("models/stories260K.gguf"));
+  SchedulerParams p = sched_params(1, 1);
+  p.n_ctx = 8;
+  Scheduler s(m, p);
+  Request empty;
+  EXPECT_THROW(s.try_submit(empty), Error);
+  Request longer;
+  longer.prompt.assign(9, 1);
+  try {
+    s.try_submit(longer);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("9 tokens"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("n_ctx 8"), std::string::npos) << e.what();
+  }
+  Request bad_id;
+  bad_id.prompt = {1, 600};
+  EXPECT_THROW(s.try_submit(bad_id), Error);
+  Request bad_param;
+  bad_param.prompt = {1};
+  bad_param.params.sampling.penalty_last_n = -2;
+  EXPECT_THROW(s.try_submit(bad_param), Error);
+  EXPECT_EQ(s.metrics().requests_total, 0u);
+  SchedulerParams zero = sched_params(0, 1);
+  EXPECT_THROW({ Scheduler bad(m, zero); }, Error);
+  SchedulerParams sim = sched_params(1, 1);
+  sim.slot_prompt_similarity = 1.5f;
+  EXPECT_THROW({ Scheduler bad(m, sim); }, Error);
+}
+
+}  // namespace
+}  // namespace synapse
