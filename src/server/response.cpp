@@ -58,18 +58,30 @@ std::vector<TokenEntry> entries_of(std::span<const GeneratedToken> steps) {
   return out;
 }
 
-json chat_logprobs(std::span<const TokenEntry> tokens, const Tokenizer& tok) {
-  json content = json::array();
+// One token's entry: OpenAI's {token, logprob, bytes}, plus llama-server's id.
+json prob_entry(const Tokenizer& tok, token_id id, float logprob, bool with_id) {
+  const std::string p = piece(tok, id);
+  json e = {{"token", p}, {"logprob", logprob}, {"bytes", bytes_of(p)}};
+  if (with_id) e["id"] = id;
+  return e;
+}
+
+// The entries of chat's logprobs.content (with_id false) and of
+// llama-server's completion_probabilities (true), each with its top_logprobs.
+json token_probs(std::span<const TokenEntry> tokens, const Tokenizer& tok, bool with_id) {
+  json out = json::array();
   for (const TokenEntry& t : tokens) {
-    const std::string p = piece(tok, t.id);
+    json e = prob_entry(tok, t.id, t.logprob, with_id);
     json top = json::array();
-    for (const TokenLogprob& c : t.top) {
-      const std::string cp = piece(tok, c.id);
-      top.push_back({{"token", cp}, {"logprob", c.logprob}, {"bytes", bytes_of(cp)}});
-    }
-    content.push_back({{"token", p}, {"logprob", t.logprob}, {"bytes", bytes_of(p)}, {"top_logprobs", top}});
+    for (const TokenLogprob& c : t.top) top.push_back(prob_entry(tok, c.id, c.logprob, with_id));
+    e["top_logprobs"] = std::move(top);
+    out.push_back(std::move(e));
   }
-  return {{"content", content}, {"refusal", nullptr}};
+  return out;
+}
+
+json chat_logprobs(std::span<const TokenEntry> tokens, const Tokenizer& tok) {
+  return {{"content", token_probs(tokens, tok, false)}, {"refusal", nullptr}};
 }
 
 // OpenAI's legacy completions shape; text_offset counts bytes from the start
@@ -87,20 +99,6 @@ json completion_logprobs(std::span<const TokenEntry> tokens, const Tokenizer& to
     offset += p.size();
   }
   return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
-}
-
-json native_probs(std::span<const TokenEntry> tokens, const Tokenizer& tok) {
-  json out = json::array();
-  for (const TokenEntry& t : tokens) {
-    const std::string p = piece(tok, t.id);
-    json top = json::array();
-    for (const TokenLogprob& c : t.top) {
-      const std::string cp = piece(tok, c.id);
-      top.push_back({{"id", c.id}, {"token", cp}, {"bytes", bytes_of(cp)}, {"logprob", c.logprob}});
-    }
-    out.push_back({{"id", t.id}, {"token", p}, {"bytes", bytes_of(p)}, {"logprob", t.logprob}, {"top_logprobs", top}});
-  }
-  return out;
 }
 
 json token_ids(std::span<const TokenEntry> tokens) {
@@ -134,7 +132,7 @@ json native_result(const CompletionRequest& req, const ReplyMeta& meta, int inde
                    std::span<const TokenEntry> tokens, const Tokenizer& tok, const GenerationResult* fin) {
   json j = {{"index", index}, {"content", text}, {"stop", fin != nullptr}, {"id_slot", fin ? fin->slot : -1}};
   j["tokens"] = req.return_tokens ? token_ids(tokens) : json::array();
-  if (req.logprobs) j["completion_probabilities"] = native_probs(tokens, tok);
+  if (req.logprobs) j["completion_probabilities"] = token_probs(tokens, tok, true);
   if (fin) {
     j["model"] = meta.model;
     j["tokens_predicted"] = fin->tokens.size();
