@@ -7,8 +7,7 @@
 #include <string>
 
 #include "synapse/chat.hpp"
-#include "synapse/sampling.hpp"
-#include "synapse/stop.hpp"
+#include "synapse/generation.hpp"
 #include "synapse/synapse.hpp"
 
 int main(int argc, char** argv) {
@@ -18,40 +17,32 @@ int main(int argc, char** argv) {
   }
   try {
     const synapse::Model model = synapse::Model::load(argv[1]);
-    const synapse::Tokenizer& tok = model.tokenizer();
     synapse::Context ctx(model);
     synapse::Sequence seq = ctx.new_sequence();
 
     // The conversation so far: one user message, then the assistant's turn.
     const synapse::ChatTemplate tmpl = synapse::chat_template_for_model(model.gguf());
     const std::vector<synapse::ChatMessage> messages{{"user", argv[2]}};
-    const std::vector<synapse::token_id> prompt =
-        synapse::tokenize_chat(tok, tmpl, messages, /*add_generation_prompt=*/true, /*add_special=*/true);
+    const std::vector<synapse::token_id> prompt = synapse::tokenize_chat(
+        model.tokenizer(), tmpl, messages, /*add_generation_prompt=*/true, /*add_special=*/true);
 
-    synapse::SamplerParams sp;
-    sp.seed = 42;
-    synapse::Sampler sampler(sp);
-    synapse::StopParams stop_params;
-    stop_params.n_predict = argc > 3 ? std::stoi(argv[3]) : 256;
-    synapse::Stopper stopper(tok, stop_params);
-
-    std::span<const float> logits = ctx.decode(seq, prompt);
-    while (!stopper.done() && seq.n_past() < seq.n_ctx()) {
-      const synapse::token_id next = sampler.sample(logits);
-      sampler.accept(next);
-      const std::string text = stopper.on_token(next);
-      std::fwrite(text.data(), 1, text.size(), stdout);
-      std::fflush(stdout);
-      if (stopper.done()) break;
-      logits = ctx.decode(seq, std::span<const synapse::token_id>(&next, 1));
-    }
-    const std::string rest = stopper.finish();
-    std::fwrite(rest.data(), 1, rest.size(), stdout);
+    synapse::GenerationParams params;
+    params.sampling.seed = 42;
+    params.max_tokens = argc > 3 ? std::stoi(argv[3]) : 256;
+    const synapse::GenerationResult r =
+        synapse::generate(ctx, seq, prompt, params, [](const synapse::GeneratedToken& t) {
+          std::fwrite(t.text.data(), 1, t.text.size(), stdout);
+          std::fflush(stdout);
+          return true;
+        });
     std::printf("\n");
-    std::fprintf(stderr, "[%d tokens, stopped by %s]\n", stopper.n_generated(),
-                 synapse::stop_reason_name(stopper.reason()));
+    std::fprintf(stderr, "[%zu tokens, stopped by %s]\n", r.tokens.size(),
+                 r.context_full ? "context full" : synapse::stop_reason_name(r.stop_reason));
     return 0;
   } catch (const synapse::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {  // std::stoi on a bad MAX_TOKENS
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }

@@ -14,10 +14,11 @@
 #include <string>
 
 #include "commands.hpp"
-#include "generate.hpp"
-#include "synapse/chat.hpp"
 #include "sampler_flags.hpp"
+#include "synapse/chat.hpp"
 #include "synapse/error.hpp"
+#include "synapse/generation.hpp"
+#include "synapse/synapse.hpp"
 
 namespace synapse::tools {
 namespace {
@@ -37,26 +38,41 @@ struct ChatArgs {
   std::string model, system_prompt, chat_template;
   int n_predict = -1, threads = 0, n_ctx = 0;
   bool ignore_eos = false;
-  runtime::SamplerParams sp;
+  SamplerParams sp;
 };
 
 int run(const ChatArgs& a) {
-  auto m = model::load_model(a.model);
-  const Tokenizer& tok = *m->tokenizer;
-  const runtime::ChatTemplate tmpl = runtime::chat_template_for_model(
-      m->file, a.chat_template.empty() ? std::nullopt : std::optional<std::string_view>(a.chat_template));
-  const int64_t n_ctx =
-      a.n_ctx > 0 ? a.n_ctx : (m->hp.n_ctx_train > 0 ? std::min<int64_t>(m->hp.n_ctx_train, 4096) : 4096);
-  runtime::ThreadPool pool(a.threads > 0 ? a.threads : runtime::default_thread_count());
-  runtime::KvCache kv = model::make_kv_cache(*m, n_ctx);
-  runtime::Sampler sampler(a.sp, static_cast<int32_t>(n_ctx));
+  const Model model = Model::load(a.model);
+  const Tokenizer& tok = model.tokenizer();
+  const ChatTemplate tmpl = chat_template_for_model(
+      model.gguf(), a.chat_template.empty() ? std::nullopt : std::optional<std::string_view>(a.chat_template));
+  const int64_t n_ctx = a.n_ctx > 0 ? a.n_ctx
+                                    : (model.n_ctx_train() > 0 ? std::min<int64_t>(model.n_ctx_train(), 4096) : 4096);
+  Context ctx(model, a.threads);
+  Sequence seq = ctx.new_sequence(n_ctx);
+  // One sampler for the session: its RNG and penalty window run on across
+  // turns, as llama-cli's one common_sampler does.
+  Sampler sampler(a.sp, static_cast<int32_t>(n_ctx));
   std::fprintf(stderr, "synapse: chat with %s (template %s, n_ctx %lld); Ctrl-C stops a reply, Ctrl-D or Ctrl-C at the prompt quits\n",
-               a.model.c_str(), std::string(runtime::chat_template_name(tmpl)).c_str(), static_cast<long long>(n_ctx));
+               a.model.c_str(), std::string(chat_template_name(tmpl)).c_str(), static_cast<long long>(n_ctx));
   std::signal(SIGINT, on_sigint);
 
-  std::vector<runtime::ChatMessage> history;
+  GenerationParams gp;
+  gp.max_tokens = a.n_predict;
+  gp.ignore_eos = a.ignore_eos;
+  // Every reply ends with an end-of-turn token in the cache (the one the
+  // model stopped at, or the vocabulary's when -n or Ctrl-C cut it short), so
+  // the next turn's delta continues the conversation the template shows.
+  gp.close_turn = true;
+  const auto print = [](const GeneratedToken& t) {
+    if (!t.text.empty()) {
+      std::fwrite(t.text.data(), 1, t.text.size(), stdout);
+      std::fflush(stdout);
+    }
+    return true;
+  };
+  std::vector<ChatMessage> history;
   if (!a.system_prompt.empty()) history.push_back({"system", a.system_prompt});
-  std::vector<float> logits;
   bool first = true;
   std::string line;
   for (;;) {
@@ -64,32 +80,24 @@ int run(const ChatArgs& a) {
     std::fflush(stdout);
     if (!std::getline(std::cin, line)) break;
     if (line.empty()) continue;
-    const runtime::ChatMessage msg{"user", line};
+    const ChatMessage msg{"user", line};
     // What this message adds to the prompt the cache already holds.
-    const std::vector<runtime::ChatSegment> delta = runtime::format_chat_delta(tmpl, history, msg, true);
-    const std::vector<token_id> ids = runtime::tokenize_segments(tok, delta, /*add_special=*/first);
-    if (kv.n_past() + static_cast<int64_t>(ids.size()) >= kv.n_ctx()) {
+    const std::vector<ChatSegment> delta = format_chat_delta(tmpl, history, msg, true);
+    const std::vector<token_id> ids = tokenize_segments(tok, delta, /*add_special=*/first);
+    if (seq.n_past() + static_cast<int64_t>(ids.size()) >= seq.n_ctx()) {
       std::fprintf(stderr, "synapse: the context of %lld tokens is full; start a new session (or raise -c)\n",
                    static_cast<long long>(n_ctx));
       break;
     }
     first = false;
     history.push_back(msg);
-    for (token_id t : ids) sampler.accept(t);
-    model::forward(*m, kv, ids, false, logits, pool);
-    runtime::Stopper stopper(tok, {a.n_predict, {}, a.ignore_eos});
+    Generation gen(tok, gp, sampler);
     g_interrupt.store(false);
     g_generating.store(true);
-    const Generated g = generate(*m, kv, pool, sampler, stopper, logits, stdout, &g_interrupt);
+    const GenerationResult g = generate(ctx, seq, ids, gen, print, &g_interrupt);
     g_generating.store(false);
     history.push_back({"assistant", g.text});
-    // The end-of-turn token the model stopped at goes into the cache too (as
-    // llama-cli does); the next turn's delta starts after it.
-    if (stopper.reason() == runtime::StopReason::eog && kv.n_past() < kv.n_ctx()) {
-      const token_id eot[1] = {g.last_token};
-      model::forward(*m, kv, eot, false, logits, pool);
-    }
-    if (g.interrupted) std::fputs(" [stopped]", stdout);
+    if (g.finish_reason == FinishReason::cancelled) std::fputs(" [stopped]", stdout);
     std::fputc('\n', stdout);
     std::fflush(stdout);
     if (g.context_full) {

@@ -6,12 +6,11 @@
 #include <string>
 
 #include "commands.hpp"
-#include "model/forward.hpp"
-#include "generate.hpp"
-#include "synapse/chat.hpp"
-#include "synapse/sampling.hpp"
 #include "sampler_flags.hpp"
+#include "synapse/chat.hpp"
 #include "synapse/error.hpp"
+#include "synapse/generation.hpp"
+#include "synapse/synapse.hpp"
 
 namespace synapse::tools {
 namespace {
@@ -24,7 +23,7 @@ struct RunArgs {
   int n_ctx = 0;
   int n_batch = 2048;   // -b: logical batch (llama.cpp's default)
   int n_ubatch = 512;   // -ub: physical batch, the rows of one forward
-  runtime::SamplerParams sp;
+  SamplerParams sp;
   std::vector<std::string> stops;
   bool ignore_eos = false;
   bool chat = false;
@@ -39,21 +38,21 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 int run(const RunArgs& a) {
   const auto t_load = std::chrono::steady_clock::now();
-  auto m = model::load_model(a.model);
-  const int threads = a.threads > 0 ? a.threads : runtime::default_thread_count();
-  int64_t n_ctx = a.n_ctx > 0 ? a.n_ctx : (m->hp.n_ctx_train > 0 ? std::min<int64_t>(m->hp.n_ctx_train, 4096) : 4096);
+  const Model model = Model::load(a.model);
+  const int64_t n_ctx = a.n_ctx > 0 ? a.n_ctx
+                                    : (model.n_ctx_train() > 0 ? std::min<int64_t>(model.n_ctx_train(), 4096) : 4096);
 
-  const Tokenizer& tok = *m->tokenizer;
+  const Tokenizer& tok = model.tokenizer();
   std::vector<token_id> prompt;
   if (a.chat) {
     // One chat turn: the model's template (or --chat-template) around the
     // prompt; template text parses special tokens, the user's text does not.
-    const runtime::ChatTemplate tmpl = runtime::chat_template_for_model(
-        m->file, a.chat_template.empty() ? std::nullopt : std::optional<std::string_view>(a.chat_template));
-    std::vector<runtime::ChatMessage> msgs;
+    const ChatTemplate tmpl = chat_template_for_model(
+        model.gguf(), a.chat_template.empty() ? std::nullopt : std::optional<std::string_view>(a.chat_template));
+    std::vector<ChatMessage> msgs;
     if (!a.system_prompt.empty()) msgs.push_back({"system", a.system_prompt});
     msgs.push_back({"user", a.prompt});
-    prompt = runtime::tokenize_chat(tok, tmpl, msgs, /*add_generation_prompt=*/true, /*add_special=*/true);
+    prompt = tokenize_chat(tok, tmpl, msgs, /*add_generation_prompt=*/true, /*add_special=*/true);
   } else {
     prompt = tok.tokenize(a.prompt, /*add_special=*/true, /*parse_special=*/false);
   }
@@ -62,35 +61,37 @@ int run(const RunArgs& a) {
     throw Error(Errc::invalid_argument, "the prompt is " + std::to_string(prompt.size()) +
                                             " tokens, longer than the context size " + std::to_string(n_ctx) +
                                             " (raise -c)");
+  const double load_s = seconds_since(t_load);
+  Context ctx(model, a.threads);
   std::fprintf(stderr, "synapse: loaded %s (%s, %lld layers, n_embd %lld, n_vocab %lld) in %.3f s; n_ctx %lld, %d threads\n",
-               a.model.c_str(), m->hp.arch_name.c_str(), static_cast<long long>(m->hp.n_layer),
-               static_cast<long long>(m->hp.n_embd), static_cast<long long>(m->hp.n_vocab), seconds_since(t_load),
-               static_cast<long long>(n_ctx), threads);
-  runtime::ThreadPool pool(threads);
-  runtime::KvCache kv = model::make_kv_cache(*m, n_ctx);
-  runtime::Sampler sampler(a.sp, static_cast<int32_t>(n_ctx));
-  for (const token_id t : prompt) sampler.accept(t);  // the penalty window starts with the prompt, as in llama-cli
-  std::vector<float> logits;
+               a.model.c_str(), model.architecture().c_str(), static_cast<long long>(model.n_layer()),
+               static_cast<long long>(model.n_embd()), static_cast<long long>(model.n_vocab()), load_s,
+               static_cast<long long>(n_ctx), ctx.n_threads());
+  Sequence seq = ctx.new_sequence(n_ctx);
 
-  const auto t_pp = std::chrono::steady_clock::now();
+  GenerationParams gp;
+  gp.sampling = a.sp;  // the penalty window starts with the prompt, as in llama-cli (generate accepts it)
+  gp.max_tokens = a.n_predict;
+  gp.stop = a.stops;
+  gp.ignore_eos = a.ignore_eos;
   // The prompt runs in physical batches of at most min(-b, -ub) rows; the
   // logits are the same whatever the split (every op is per row).
-  const size_t step = static_cast<size_t>(std::max(1, std::min(a.n_batch, a.n_ubatch)));
-  for (size_t i = 0; i < prompt.size(); i += step) {
-    const size_t n = std::min(step, prompt.size() - i);
-    model::forward(*m, kv, std::span<const token_id>(prompt.data() + i, n), false, logits, pool);
-  }
-  const double pp_s = seconds_since(t_pp);
-
-  runtime::Stopper stopper(tok, {a.n_predict, a.stops, a.ignore_eos});
-  const Generated g = generate(*m, kv, pool, sampler, stopper, logits, stdout);
+  gp.n_ubatch = std::max(1, std::min(a.n_batch, a.n_ubatch));
+  const GenerationResult g = generate(ctx, seq, prompt, gp, [](const GeneratedToken& t) {
+    if (!t.text.empty()) {
+      std::fwrite(t.text.data(), 1, t.text.size(), stdout);
+      std::fflush(stdout);
+    }
+    return true;
+  });
   std::fputc('\n', stdout);
   if (g.context_full)
     std::fprintf(stderr, "synapse: context of %lld tokens is full; stopping\n", static_cast<long long>(n_ctx));
+  const double pp_s = g.timings.prompt_ms / 1e3, tg_s = g.timings.predicted_ms / 1e3;
+  const int n_gen = static_cast<int>(g.tokens.size());
   std::fprintf(stderr, "synapse: prompt %zu tokens in %.3f s (%.1f t/s); generated %d tokens in %.3f s (%.1f t/s); seed %u; stop: %s\n",
-               prompt.size(), pp_s, prompt.size() / std::max(pp_s, 1e-9), g.n_tokens, g.seconds,
-               g.n_tokens / std::max(g.seconds, 1e-9), sampler.seed(),
-               g.context_full ? "context full" : runtime::stop_reason_name(stopper.reason()));
+               prompt.size(), pp_s, prompt.size() / std::max(pp_s, 1e-9), n_gen, tg_s, n_gen / std::max(tg_s, 1e-9),
+               g.seed, g.context_full ? "context full" : stop_reason_name(g.stop_reason));
   return 0;
 }
 
