@@ -113,8 +113,12 @@ Runner add_serve(CLI::App& app) {
                  "tokens per reply: the default and the ceiling of max_tokens (-1: until the end or a full context)");
   add_sampler_flags(app, a->server.sampling);
   app.add_option("--chat-template", a->server.chat_template, "chat template name (default: the model's)");
-  app.add_option("--timeout", a->server.timeout_s, "socket read/write timeout in seconds (-to, default 600)")
+  app.add_option("--timeout", a->server.timeout_s,
+                 "socket read/write timeout, and wall-clock limit of one request, in seconds (-to, default 600)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--cors-origin", a->server.cors_origins,
+                 "origin a browser page may call from (repeatable; '*': any; default: no CORS)")
+      ->delimiter(',');
   app.add_flag("--metrics", a->server.metrics, "enable the Prometheus endpoint GET /metrics");
   app.add_option("--threads-http", a->server.n_http_threads, "HTTP threads (default: 4 x slots + 16, at least 32)");
   return [a] { return serve(*a); };

@@ -13,6 +13,7 @@
 
 #include <httplib.h>
 
+#include "server/limits.hpp"
 #include "server/request.hpp"
 #include "server/response.hpp"
 #include "synapse/chat.hpp"
@@ -110,6 +111,12 @@ struct Channel {
   size_t n_done = 0;
   bool stream = false;
   std::atomic<bool> cancelled{false};
+  std::atomic<bool> timed_out{false};  // --timeout ended the generations
+  // A reply cut by --timeout reads as one cut by a length limit.
+  GenerationResult reported(GenerationResult r) const {
+    if (timed_out.load() && r.finish_reason == FinishReason::cancelled) r.finish_reason = FinishReason::length;
+    return r;
+  }
 };
 
 std::string random_id(const char* prefix) {
@@ -205,6 +212,7 @@ void HttpServer::start() {
   s.http.set_read_timeout(s.p.timeout_s);
   s.http.set_write_timeout(s.p.timeout_s);
   s.http.set_payload_max_length(s.p.max_body_bytes);
+  s.http.set_keep_alive_timeout(s.p.idle_timeout_s);
   s.http.set_tcp_nodelay(true);  // one SSE chunk per token: no Nagle delay
   if (s.p.port == 0) {
     s.bound_port = s.http.bind_to_any_port(s.p.host);
@@ -253,6 +261,7 @@ json HttpServer::Impl::model_meta() const {
 
 void HttpServer::Impl::install_routes() {
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (apply_cors(p.cors_origins, req, res)) return httplib::Server::HandlerResponse::Handled;
     if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
     send_error(res, 401, "Invalid API Key");
     return httplib::Server::HandlerResponse::Handled;
@@ -369,6 +378,7 @@ void HttpServer::Impl::handle_completion(Route route, const httplib::Request& re
     throw HttpError(400, "'stream' with several prompts is not supported on /completion (use /v1/completions)",
                     "stream");
   const size_t n_choices = c.prompts.size() * static_cast<size_t>(c.n);
+  const Deadline deadline(p.timeout_s);
   auto ch = std::make_shared<Channel>();
   ch->stream = c.stream;
   ch->results.resize(n_choices);
@@ -397,13 +407,14 @@ void HttpServer::Impl::handle_completion(Route route, const httplib::Request& re
     r.params.close_turn = route == Route::chat_completions;
     r.cache_prompt = c.cache_prompt;
     const int index = static_cast<int>(i);
-    r.on_token = [ch, index](const GeneratedToken& step) {
+    r.on_token = [ch, index, deadline](const GeneratedToken& step) {
+      if (deadline.expired()) ch->timed_out.store(true);
       if (ch->stream) {
         std::lock_guard<std::mutex> lock(ch->mu);
         ch->events.push_back({index, false, step});
         ch->cv.notify_all();
       }
-      return !ch->cancelled.load();
+      return !ch->cancelled.load() && !ch->timed_out.load();
     };
     r.on_done = [ch, index](const GenerationResult& result) {
       std::lock_guard<std::mutex> lock(ch->mu);
@@ -435,7 +446,7 @@ void HttpServer::Impl::handle_completion(Route route, const httplib::Request& re
   {
     std::unique_lock<std::mutex> lock(ch->mu);
     ch->cv.wait(lock, [&] { return ch->n_done == n_choices; });
-    for (auto& r : ch->results) results.push_back(std::move(*r));
+    for (auto& r : ch->results) results.push_back(ch->reported(std::move(*r)));
   }
   for (const GenerationResult& r : results)
     if (r.finish_reason == FinishReason::error) return send_error(res, 500, "generation failed: " + r.error);
@@ -473,7 +484,7 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
             ch->cv.wait(lock, [&] { return !ch->events.empty(); });
             ev = std::move(ch->events.front());
             ch->events.pop_front();
-            if (ev.done) fin = *ch->results[static_cast<size_t>(ev.index)];
+            if (ev.done) fin = ch->reported(*ch->results[static_cast<size_t>(ev.index)]);
           }
           const size_t i = static_cast<size_t>(ev.index);
           if (ev.done) {
@@ -496,7 +507,7 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
           std::vector<GenerationResult> results;
           {
             std::lock_guard<std::mutex> lock(ch->mu);
-            for (auto& r : ch->results) results.push_back(*r);
+            for (auto& r : ch->results) results.push_back(ch->reported(*r));
           }
           if (c.include_usage && !write(usage_chunk(c, meta, results))) return give_up();
           static constexpr char kDone[] = "data: [DONE]\n\n";

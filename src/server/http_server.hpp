@@ -34,7 +34,12 @@ struct ServerParams {
   std::string model_name;                // --alias, else the model path: "model" in replies, /v1/models id
   std::string model_path;                // -m
   std::string chat_template;             // --chat-template NAME ("" : the model's own)
-  int timeout_s = 600;                   // --timeout: socket read/write timeout
+  int timeout_s = 600;                   // --timeout: socket read/write timeout, and the wall-clock limit of
+                                         // one request from its arrival (the reply then ends with what it
+                                         // has, finish_reason "length", as llama-server's t_max_predict_ms)
+  int idle_timeout_s = 5;                // a keep-alive connection with no request for this long is closed
+  std::vector<std::string> cors_origins; // --cors-origin: origins a browser may call from ("*": any; no
+                                         // credentials ever); empty: no CORS headers at all
   bool metrics = false;                  // --metrics: enable GET /metrics
   size_t max_body_bytes = 8u << 20;      // request body limit (413 above it)
   int n_http_threads = 0;                // --threads-http (<= 0: 4 * n_parallel + 16, at least 32)

@@ -41,7 +41,8 @@ int64_t int_in(const json& v, const std::string& field, int64_t lo, int64_t hi) 
 float number_in(const json& v, const std::string& field, double lo, double hi) {
   if (!v.is_number()) bad(field, "must be a number", v);
   const double x = v.get<double>();
-  if (!std::isfinite(x)) bad(field, "must be finite", v);
+  // Finite as the float it becomes (1e308 would be inf there).
+  if (!std::isfinite(x) || std::fabs(x) > std::numeric_limits<float>::max()) bad(field, "must be finite", v);
   if (x < lo || x > hi) {
     auto fmt = [](double d) {
       char buf[32];
@@ -181,7 +182,7 @@ nlohmann::json parse_json_object(std::string_view body, int max_depth) {
   json j;
   try {
     j = json::parse(body.begin(), body.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
     throw HttpError(400, std::string("the request body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw HttpError(400, "the request body must be a JSON object, got " + quote_value(j));
