@@ -207,7 +207,8 @@ int HttpServer::port() const { return impl_->bound_port; }
 void HttpServer::start() {
   Impl& s = *impl_;
   s.install_routes();
-  const int n_threads = s.p.n_http_threads;
+  // Each open connection (a streaming reply included) holds one thread.
+  const int n_threads = s.p.n_http_threads > 0 ? s.p.n_http_threads : 64;
   s.http.new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
   s.http.set_read_timeout(s.p.timeout_s);
   s.http.set_write_timeout(s.p.timeout_s);

@@ -42,7 +42,7 @@ struct ServerParams {
                                          // credentials ever); empty: no CORS headers at all
   bool metrics = false;                  // --metrics: enable GET /metrics
   size_t max_body_bytes = 8u << 20;      // request body limit (413 above it)
-  int n_http_threads = 0;                // --threads-http (<= 0: 4 * n_parallel + 16, at least 32)
+  int n_http_threads = 0;                // --threads-http: connections served at once (<= 0: 64)
   int32_t n_predict = -1;                // -n: default and ceiling of tokens per reply (< 0: none)
   SamplerParams sampling;                // --temp, --top-k, ...: defaults of every request
   std::string system_fingerprint;        // the build, in every OpenAI reply

@@ -340,3 +340,27 @@ def test_openai_node_client():
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
         assert "openai client: ok" in r.stdout
+
+
+def test_disconnect_frees_the_slot():
+    with Server("stories260K.gguf", "--metrics", "-np", "2") as s:
+        def gauge(name):
+            text = requests.get(s.url("/metrics"), timeout=10).text
+            return float(re.search("^" + name + r" (\S+)$", text, re.M).group(1))
+        r = s.post("/completion", {"prompt": "Once", "n_predict": -1, "ignore_eos": True, "stream": True}, stream=True)
+        lines = r.iter_lines()
+        for _ in range(5):
+            next(line for line in lines if line)
+        assert gauge("llamacpp:requests_processing") == 1
+        r.close()
+        deadline = time.time() + 10
+        while gauge("llamacpp:requests_processing") != 0:
+            assert time.time() < deadline, "the slot of a closed stream is still busy"
+            time.sleep(0.05)
+        assert gauge("llamacpp:kv_cache_tokens") == 0
+        predicted = gauge("llamacpp:tokens_predicted_total")
+        assert predicted < 200  # not run on to the context's 2048 tokens
+        time.sleep(0.5)
+        assert gauge("llamacpp:tokens_predicted_total") == predicted  # nothing generates for nobody
+        # The server goes on answering.
+        assert s.post("/completion", {"prompt": "Once", "n_predict": 4}).status_code == 200
