@@ -11,6 +11,8 @@ model and vocabulary file (header + metadata, cut at several lengths).
 fuzz_gguf_metadata: short descriptions (see fuzz/fuzz_gguf_metadata.cpp): the
 template model as is, with each alignment choice, and a few edits.
 fuzz_tokenizer: every distinct text of tests/data/tokenizer/cases.
+fuzz_request: a route byte (0 chat, 1 completions, 2 /completion) and a body:
+valid requests using every field, and the public attack inputs (issue 27).
 """
 import base64, glob, hashlib, json, os, struct, sys
 
@@ -123,6 +125,24 @@ TENSORS = ['token_embd.weight', 'output_norm.weight', 'output.weight', 'rope_fre
                            'ffn_down_exps.weight')]
 
 
+def request_seeds(out):
+    d = os.path.join(out, 'fuzz_request')
+    chat = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi <|im_end|>"}],
+            "max_tokens": 8, "seed": 1, "temperature": 0.7, "top_p": 0.9, "top_k": 40, "min_p": 0.05,
+            "logprobs": True, "top_logprobs": 3, "stop": ["\n", "end"], "presence_penalty": 0.5,
+            "frequency_penalty": 0.1, "logit_bias": {"5": -1.5}, "n": 2, "stream": True,
+            "stream_options": {"include_usage": True}}
+    comp = {"prompt": ["Once upon", [1, 400, 401]], "max_tokens": 4, "logprobs": 2, "echo": False, "seed": 7}
+    native = {"prompt": "The cat", "n_predict": 6, "n_probs": 2, "cache_prompt": False, "repeat_penalty": 1.1,
+              "repeat_last_n": 16, "logit_bias": [[3, False], [4, 2.0]], "ignore_eos": True, "return_tokens": True}
+    for route, body in ((0, chat), (1, comp), (2, native), (1, {"prompt": [-1]}), (2, {"prompt": [-1]}),
+                        (1, {"prompt": "x", "temperature": 999999}), (1, {"prompt": "x", "top_p": -1}),
+                        (2, {"prompt": "x", "n_discard": -100, "n_keep": -1}),
+                        (0, {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}]}]})):
+        put(d, bytes([route]) + json.dumps(body).encode())
+    put(d, b'\x01{"prompt": ' + b'[' * 100 + b']' * 100 + b'}')
+
+
 def esc(b):
     return ''.join(chr(c) if 32 <= c < 127 and chr(c) not in '"\\' else '\\x%02x' % c for c in b)
 
@@ -155,5 +175,6 @@ if __name__ == '__main__':
         gguf_seeds(sys.argv[1])
         metadata_seeds(sys.argv[1])
         tokenizer_seeds(sys.argv[1])
+        request_seeds(sys.argv[1])
     else:
         sys.exit(__doc__)

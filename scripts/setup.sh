@@ -6,7 +6,7 @@ pkgs=(cmake g++ make pkg-config git python3
       libgtest-dev libgmock-dev libbenchmark-dev
       libpcre2-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
       python3-dev python3-pybind11 pybind11-dev python3-numpy python3-jinja2 python3-pytest
-      python3-venv python3-pip python3-setuptools python3-wheel)
+      python3-venv python3-pip python3-setuptools python3-wheel python3-requests)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -17,4 +17,16 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# The server tests' OpenAI client: Node from Debian (unless a node with npm is
+# already installed) and the openai package pinned by tests/server/node's lock file.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+node_dir="$(dirname "$0")/../tests/server/node"
+if [ ! -d "$node_dir/node_modules/openai" ]; then
+  (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error)
 fi

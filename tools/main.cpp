@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
   add("perplexity", "perplexity over a text and KL divergence against a base model (like llama-perplexity)",
       synapse::tools::add_perplexity);
   add("quantize", "requantize a GGUF file's weights (llama-quantize's types and mixes)", synapse::tools::add_quantize);
-  // llama.cpp spells a few long options with one dash (-sys, -cnv, -ub);
+  add("serve", "OpenAI- and llama-server-compatible HTTP server", synapse::tools::add_serve);
+  // llama.cpp spells a few long options with one dash (-sys, -cnv, -ub, -np, -to);
   // CLI11 takes one-dash names as single letters, so they are rewritten to
   // their long forms first.
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -34,6 +35,8 @@ int main(int argc, char** argv) {
     if (a == "-sys") a = "--system-prompt";
     else if (a == "-cnv") a = "--chat";
     else if (a == "-ub") a = "--ubatch-size";
+    else if (a == "-np") a = "--parallel";
+    else if (a == "-to") a = "--timeout";
   }
   std::reverse(args.begin(), args.end());  // CLI11 takes the arguments in reverse order
   try {

@@ -1,0 +1,530 @@
+#include "server/http_server.hpp"
+
+#include <sys/socket.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include <httplib.h>
+
+#include "server/limits.hpp"
+#include "server/request.hpp"
+#include "server/response.hpp"
+#include "synapse/chat.hpp"
+#include "synapse/error.hpp"
+
+namespace synapse::server {
+
+using nlohmann::json;
+
+bool api_key_matches(const std::vector<std::string>& keys, std::string_view given) {
+  unsigned match = 0;
+  for (const std::string& key : keys) {
+    // Walk the longer of the two in full so that the time depends on the
+    // lengths only, never on the first differing byte.
+    const size_t n = std::max(key.size(), given.size());
+    unsigned char diff = key.size() == given.size() ? 0 : 1;
+    for (size_t i = 0; i < n; ++i) {
+      const unsigned char a = i < key.size() ? static_cast<unsigned char>(key[i]) : 0;
+      const unsigned char b = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+      diff |= a ^ b;
+    }
+    match |= diff == 0;
+  }
+  return match != 0;
+}
+
+std::string presented_key(std::string_view authorization, std::string_view x_api_key) {
+  constexpr std::string_view kBearer = "Bearer ";
+  if (authorization.size() > kBearer.size() && authorization.substr(0, kBearer.size()) == kBearer)
+    return std::string(authorization.substr(kBearer.size()));
+  return std::string(x_api_key);
+}
+
+std::string metrics_text(const SchedulerMetrics& m) {
+  std::string s;
+  auto metric = [&](const char* name, const char* type, const char* help, double value) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", value);
+    s += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " + buf + "\n";
+  };
+  const double decodes = static_cast<double>(m.n_decode_total);
+  metric("llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.",
+         static_cast<double>(m.prompt_tokens_total));
+  metric("llamacpp:prompt_seconds_total", "counter", "Prompt process time", m.prompt_seconds_total);
+  metric("llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.",
+         static_cast<double>(m.tokens_predicted_total));
+  metric("llamacpp:tokens_predicted_seconds_total", "counter", "Predict process time",
+         m.tokens_predicted_seconds_total);
+  metric("llamacpp:n_decode_total", "counter", "Total number of llama_decode() calls", decodes);
+  metric("llamacpp:n_busy_slots_per_decode", "counter", "Average number of busy slots per llama_decode() call",
+         decodes > 0 ? static_cast<double>(m.n_busy_slots_total) / decodes : 0.0);
+  metric("llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.",
+         m.prompt_seconds_total > 0 ? static_cast<double>(m.prompt_tokens_total) / m.prompt_seconds_total : 0.0);
+  metric("llamacpp:predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.",
+         m.tokens_predicted_seconds_total > 0
+             ? static_cast<double>(m.tokens_predicted_total) / m.tokens_predicted_seconds_total
+             : 0.0);
+  metric("llamacpp:kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+         m.kv_cells_total > 0 ? static_cast<double>(m.kv_cells_used) / static_cast<double>(m.kv_cells_total) : 0.0);
+  metric("llamacpp:kv_cache_tokens", "gauge", "KV-cache tokens.", static_cast<double>(m.kv_cells_used));
+  metric("llamacpp:requests_processing", "gauge", "Number of requests processing.", m.requests_processing);
+  metric("llamacpp:requests_deferred", "gauge", "Number of requests deferred.", m.requests_deferred);
+  metric("synapse:kv_cells_cached", "gauge", "KV cells kept by free slots as prompt cache.",
+         static_cast<double>(m.kv_cells_cached));
+  metric("synapse:kv_cells_total", "gauge", "KV cells of all slots.", static_cast<double>(m.kv_cells_total));
+  metric("synapse:cached_tokens_total", "counter", "Prompt tokens served from the prompt cache.",
+         static_cast<double>(m.cached_tokens_total));
+  metric("synapse:requests_total", "counter", "Requests accepted.", static_cast<double>(m.requests_total));
+  return s;
+}
+
+namespace {
+
+// httplib::Server with its listening socket reachable: the library listens
+// with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into Debian's
+// .so), and 16 clients connecting at once would have their SYNs dropped and
+// retried a second later; listen() again raises the backlog.
+class Listener : public httplib::Server {
+ public:
+  void raise_backlog(int n) { ::listen(svr_sock_, n); }
+};
+
+// What one HTTP request's generations report, from the scheduler's worker
+// thread to the HTTP thread that waits on it.
+struct Channel {
+  struct Event {
+    int index;
+    bool done;
+    GeneratedToken step;  // when !done
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Event> events;  // streaming only
+  std::vector<std::optional<GenerationResult>> results;
+  size_t n_done = 0;
+  bool stream = false;
+  std::atomic<bool> cancelled{false};
+  std::atomic<bool> timed_out{false};  // --timeout ended the generations
+  // A reply cut by --timeout reads as one cut by a length limit.
+  GenerationResult reported(GenerationResult r) const {
+    if (timed_out.load() && r.finish_reason == FinishReason::cancelled) r.finish_reason = FinishReason::length;
+    return r;
+  }
+};
+
+std::string random_id(const char* prefix) {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::lock_guard<std::mutex> lock(mu);
+  std::string s = prefix;
+  for (int i = 0; i < 24; ++i) s += kAlnum[rng() % (sizeof kAlnum - 1)];
+  return s;
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void send_json(httplib::Response& res, int status, const json& j) {
+  res.status = status;
+  res.set_content(dump_json(j), "application/json; charset=utf-8");
+}
+
+void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = {}) {
+  send_json(res, status, error_body(status, message, param));
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  ServerParams p;
+  Listener http;
+  std::thread thread;
+  int bound_port = 0;
+
+  // Set once by set_scheduler, read by every handler after `ready`.
+  std::atomic<bool> ready{false};
+  std::unique_ptr<Scheduler> sched;
+  RequestContext rc;
+  std::string template_name;
+  int64_t created = unix_now();
+
+  explicit Impl(ServerParams params) : p(std::move(params)) {}
+
+  const Tokenizer& tok() const { return *rc.tok; }
+
+  // Wraps a handler: 503 while loading (unless `always`), and every exception
+  // as an OpenAI error body.
+  template <class F>
+  httplib::Server::Handler route(F f, bool needs_model = true) {
+    return [this, f, needs_model](const httplib::Request& req, httplib::Response& res) {
+      try {
+        if (needs_model && !ready.load(std::memory_order_acquire))
+          return send_error(res, 503, "Loading model");
+        f(req, res);
+      } catch (const HttpError& e) {
+        send_error(res, e.status(), e.what(), e.param());
+      } catch (const Error& e) {
+        const bool caller = e.code() == Errc::invalid_argument || e.code() == Errc::out_of_range;
+        send_error(res, caller ? 400 : 500, e.what());
+      } catch (const std::bad_alloc&) {
+        send_error(res, 500, "out of memory");
+      } catch (const std::exception& e) {
+        send_error(res, 500, std::string("internal error: ") + e.what());
+      }
+    };
+  }
+
+  bool authorized(const httplib::Request& req) const {
+    if (p.api_keys.empty()) return true;
+    const std::string& path = req.path;
+    if (path == "/health" || path == "/v1/health" || path == "/v1/models" || path == "/models") return true;
+    return api_key_matches(p.api_keys,
+                           presented_key(req.get_header_value("Authorization"), req.get_header_value("x-api-key")));
+  }
+
+  void install_routes();
+  void handle_completion(Route route, const httplib::Request& req, httplib::Response& res);
+  void stream_reply(std::shared_ptr<const CompletionRequest> creq, std::shared_ptr<Channel> ch,
+                    std::vector<RequestId> ids, ReplyMeta meta, httplib::Response& res);
+  json model_meta() const;
+};
+
+HttpServer::HttpServer(ServerParams params) : impl_(std::make_unique<Impl>(std::move(params))) {}
+
+HttpServer::~HttpServer() { stop(); }
+
+int HttpServer::port() const { return impl_->bound_port; }
+
+void HttpServer::start() {
+  Impl& s = *impl_;
+  s.install_routes();
+  // Each open connection (a streaming reply included) holds one thread.
+  const int n_threads = s.p.n_http_threads > 0 ? s.p.n_http_threads : 64;
+  s.http.new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
+  s.http.set_read_timeout(s.p.timeout_s);
+  s.http.set_write_timeout(s.p.timeout_s);
+  s.http.set_payload_max_length(s.p.max_body_bytes);
+  s.http.set_keep_alive_timeout(s.p.idle_timeout_s);
+  s.http.set_tcp_nodelay(true);  // one SSE chunk per token: no Nagle delay
+  if (s.p.port == 0) {
+    s.bound_port = s.http.bind_to_any_port(s.p.host);
+  } else {
+    s.bound_port = s.http.bind_to_port(s.p.host, s.p.port) ? s.p.port : -1;
+  }
+  if (s.bound_port <= 0)
+    throw Error(Errc::io, "cannot listen on " + s.p.host + ":" + std::to_string(s.p.port) +
+                              " (address in use, or not an address of this host)");
+  s.http.raise_backlog(512);
+  s.thread = std::thread([&s] { s.http.listen_after_bind(); });
+}
+
+void HttpServer::stop() {
+  Impl& s = *impl_;
+  if (s.thread.joinable()) {
+    s.http.stop();
+    s.thread.join();
+  }
+  s.sched.reset();  // cancels what runs (on_done on its worker), joins it
+}
+
+void HttpServer::set_scheduler(std::unique_ptr<Scheduler> scheduler) {
+  Impl& s = *impl_;
+  const Model& model = scheduler->model();
+  s.rc.tok = &model.tokenizer();
+  s.rc.chat_template = runtime::chat_template_for_model(
+      model.gguf(), s.p.chat_template.empty() ? std::nullopt : std::optional<std::string_view>(s.p.chat_template));
+  s.template_name = std::string(runtime::chat_template_name(s.rc.chat_template));
+  s.rc.n_ctx = scheduler->n_ctx();
+  s.rc.sampling = s.p.sampling;
+  s.rc.n_predict = s.p.n_predict;
+  s.sched = std::move(scheduler);
+  s.ready.store(true, std::memory_order_release);
+}
+
+json HttpServer::Impl::model_meta() const {
+  const Model& m = sched->model();
+  return {{"vocab_type", m.tokenizer().bos() >= 0 ? 1 : 2},
+          {"n_vocab", m.n_vocab()},
+          {"n_ctx_train", m.n_ctx_train()},
+          {"n_embd", m.n_embd()},
+          {"n_params", m.n_params()},
+          {"size", m.weight_bytes()}};
+}
+
+void HttpServer::Impl::install_routes() {
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (apply_cors(p.cors_origins, req, res)) return httplib::Server::HandlerResponse::Handled;
+    if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, 401, "Invalid API Key");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // 404 for unknown routes, 413 for a body over the limit, ...: the library
+  // sets the status and leaves the body to this handler.
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 404) send_error(res, 404, "File Not Found: " + req.path);
+    else if (res.status == 413) send_error(res, 413, "the request body is larger than the limit");
+    else send_error(res, res.status, "HTTP error " + std::to_string(res.status));
+  });
+
+  auto health = route([this](const httplib::Request&, httplib::Response& res) { send_json(res, 200, {{"status", "ok"}}); });
+  http.Get("/health", health);
+  http.Get("/v1/health", health);
+
+  auto models = route([this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200,
+              {{"object", "list"},
+               {"data", json::array({{{"id", p.model_name},
+                                      {"object", "model"},
+                                      {"created", created},
+                                      {"owned_by", "synapse"},
+                                      {"meta", model_meta()}}})}});
+  });
+  http.Get("/v1/models", models);
+  http.Get("/models", models);
+
+  http.Get("/props", route([this](const httplib::Request&, httplib::Response& res) {
+    const SamplerParams& sp = rc.sampling;
+    send_json(res, 200,
+              {{"default_generation_settings",
+                {{"n_ctx", rc.n_ctx},
+                 {"params",
+                  {{"n_predict", rc.n_predict},
+                   {"seed", sp.seed},
+                   {"temperature", sp.temp},
+                   {"top_k", sp.top_k},
+                   {"top_p", sp.top_p},
+                   {"min_p", sp.min_p},
+                   {"typical_p", sp.typical_p},
+                   {"repeat_penalty", sp.penalty_repeat},
+                   {"repeat_last_n", sp.penalty_last_n},
+                   {"presence_penalty", sp.penalty_present},
+                   {"frequency_penalty", sp.penalty_freq}}}}},
+               {"total_slots", sched->params().n_parallel},
+               {"model_path", p.model_path},
+               {"model_alias", p.model_name},
+               {"chat_template", template_name},
+               {"build_info", p.system_fingerprint}});
+  }));
+
+  http.Get("/metrics", route([this](const httplib::Request&, httplib::Response& res) {
+    if (!p.metrics) return send_error(res, 501, "This server does not support metrics endpoint (start it with --metrics)");
+    res.set_content(metrics_text(sched->metrics()), "text/plain; version=0.0.4");
+  }));
+
+  http.Post("/tokenize", route([this](const httplib::Request& req, httplib::Response& res) {
+    const json j = parse_json_object(req.body, rc.limits.max_json_depth);
+    const std::string content = get_string(j, "content", "");
+    const bool add_special = get_bool(j, "add_special", false);
+    const bool parse_special = get_bool(j, "parse_special", true);
+    const bool with_pieces = get_bool(j, "with_pieces", false);
+    const std::vector<token_id> ids = tok().tokenize(content, add_special, parse_special);
+    json tokens = json::array();
+    for (const token_id id : ids) {
+      if (!with_pieces) {
+        tokens.push_back(id);
+        continue;
+      }
+      // A piece that is not valid UTF-8 (a byte token) is given as its bytes.
+      const std::string piece = tok().token_to_piece(id, true);
+      json jp = piece;
+      try {
+        (void)jp.dump();
+      } catch (const json::type_error&) {
+        jp = json::array();
+        for (const unsigned char c : piece) jp.push_back(static_cast<int>(c));
+      }
+      tokens.push_back({{"id", id}, {"piece", jp}});
+    }
+    send_json(res, 200, {{"tokens", tokens}});
+  }));
+
+  http.Post("/detokenize", route([this](const httplib::Request& req, httplib::Response& res) {
+    const json j = parse_json_object(req.body, rc.limits.max_json_depth);
+    std::vector<token_id> ids;
+    if (const auto it = j.find("tokens"); it != j.end() && !it->is_null())
+      ids = get_token_ids(*it, "tokens", tok().n_vocab());
+    send_json(res, 200, {{"content", tok().detokenize(ids, false, false)}});
+  }));
+
+  http.Post("/apply-template", route([this](const httplib::Request& req, httplib::Response& res) {
+    const json j = parse_json_object(req.body, rc.limits.max_json_depth);
+    const std::vector<runtime::ChatMessage> msgs = parse_messages(j, rc.limits);
+    send_json(res, 200, {{"prompt", runtime::format_chat(rc.chat_template, msgs, true)}});
+  }));
+
+  auto completion = [this](Route r) {
+    return route([this, r](const httplib::Request& req, httplib::Response& res) { handle_completion(r, req, res); });
+  };
+  http.Post("/v1/chat/completions", completion(Route::chat_completions));
+  http.Post("/chat/completions", completion(Route::chat_completions));
+  http.Post("/v1/completions", completion(Route::completions));
+  http.Post("/completion", completion(Route::completion));
+  http.Post("/completions", completion(Route::completion));
+}
+
+void HttpServer::Impl::handle_completion(Route route, const httplib::Request& req, httplib::Response& res) {
+  auto creq = std::make_shared<const CompletionRequest>(parse_completion_request(route, req.body, rc));
+  const CompletionRequest& c = *creq;
+  if (c.stream && route == Route::completion && c.prompts.size() > 1)
+    throw HttpError(400, "'stream' with several prompts is not supported on /completion (use /v1/completions)",
+                    "stream");
+  const size_t n_choices = c.prompts.size() * static_cast<size_t>(c.n);
+  const Deadline deadline(p.timeout_s);
+  auto ch = std::make_shared<Channel>();
+  ch->stream = c.stream;
+  ch->results.resize(n_choices);
+
+  std::vector<RequestId> ids;
+  auto cancel_all = [this](const std::vector<RequestId>& list) {
+    for (const RequestId id : list) sched->cancel(id);
+  };
+  for (size_t i = 0; i < n_choices; ++i) {
+    Request r;
+    r.prompt = c.prompts[i / static_cast<size_t>(c.n)];
+    r.params.sampling = c.sampling;
+    // Choice j of a prompt draws with seed + j: n samples, each reproducible.
+    const uint32_t j = static_cast<uint32_t>(i % static_cast<size_t>(c.n));
+    if (c.sampling.seed != runtime::kDefaultSeed && j > 0) {
+      r.params.sampling.seed = c.sampling.seed + j;
+      if (r.params.sampling.seed == runtime::kDefaultSeed) r.params.sampling.seed = 0;
+    }
+    r.params.max_tokens = c.stop.n_predict;
+    r.params.stop = c.stop.stops;
+    r.params.ignore_eos = c.stop.ignore_eos;
+    r.params.logprobs = c.logprobs;
+    r.params.n_probs = c.top_logprobs;
+    // A chat reply always ends its turn in the cache (also when cut by
+    // max_tokens or a disconnect), so the next turn's prompt finds it there.
+    r.params.close_turn = route == Route::chat_completions;
+    r.cache_prompt = c.cache_prompt;
+    const int index = static_cast<int>(i);
+    r.on_token = [ch, index, deadline](const GeneratedToken& step) {
+      if (deadline.expired()) ch->timed_out.store(true);
+      if (ch->stream) {
+        std::lock_guard<std::mutex> lock(ch->mu);
+        ch->events.push_back({index, false, step});
+        ch->cv.notify_all();
+      }
+      return !ch->cancelled.load() && !ch->timed_out.load();
+    };
+    r.on_done = [ch, index](const GenerationResult& result) {
+      std::lock_guard<std::mutex> lock(ch->mu);
+      ch->results[static_cast<size_t>(index)] = result;
+      ++ch->n_done;
+      if (ch->stream) ch->events.push_back({index, true, {}});
+      ch->cv.notify_all();
+    };
+    std::optional<RequestId> id;
+    try {
+      id = sched->try_submit(std::move(r));
+    } catch (...) {
+      cancel_all(ids);
+      throw;
+    }
+    if (!id) {
+      cancel_all(ids);
+      res.set_header("Retry-After", "1");
+      return send_error(res, 503, "the server is busy: the request queue is full; retry later");
+    }
+    ids.push_back(*id);
+  }
+
+  ReplyMeta meta{random_id(route == Route::chat_completions ? "chatcmpl-" : "cmpl-"), unix_now(), p.model_name,
+                 p.system_fingerprint};
+  if (c.stream) return stream_reply(creq, ch, std::move(ids), std::move(meta), res);
+
+  std::vector<GenerationResult> results;
+  {
+    std::unique_lock<std::mutex> lock(ch->mu);
+    ch->cv.wait(lock, [&] { return ch->n_done == n_choices; });
+    for (auto& r : ch->results) results.push_back(ch->reported(std::move(*r)));
+  }
+  for (const GenerationResult& r : results)
+    if (r.finish_reason == FinishReason::error) return send_error(res, 500, "generation failed: " + r.error);
+  send_json(res, 200, completion_reply(c, meta, results, tok()));
+}
+
+void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> creq, std::shared_ptr<Channel> ch,
+                                    std::vector<RequestId> ids, ReplyMeta meta, httplib::Response& res) {
+  const size_t n_choices = ch->results.size();
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, creq, ch, ids, meta, n_choices](size_t, httplib::DataSink& sink) {
+        const CompletionRequest& c = *creq;
+        const bool openai = c.route != Route::completion;
+        std::vector<size_t> offsets(n_choices, 0);
+        auto write = [&](const json& j) {
+          const std::string e = sse_event(j);
+          return sink.write(e.data(), e.size());
+        };
+        auto give_up = [&] {
+          ch->cancelled.store(true);
+          for (const RequestId id : ids) sched->cancel(id);
+          return false;
+        };
+        if (c.route == Route::chat_completions)
+          for (size_t i = 0; i < n_choices; ++i)
+            if (!write(stream_chunk(c, meta, static_cast<int>(i), "", {}, 0, tok(), true, nullptr))) return give_up();
+        size_t n_closed = 0;
+        while (n_closed < n_choices) {
+          Channel::Event ev;
+          GenerationResult fin;
+          {
+            std::unique_lock<std::mutex> lock(ch->mu);
+            ch->cv.wait(lock, [&] { return !ch->events.empty(); });
+            ev = std::move(ch->events.front());
+            ch->events.pop_front();
+            if (ev.done) fin = ch->reported(*ch->results[static_cast<size_t>(ev.index)]);
+          }
+          const size_t i = static_cast<size_t>(ev.index);
+          if (ev.done) {
+            ++n_closed;
+            if (fin.finish_reason == FinishReason::error) {
+              write({{"error", error_body(500, "generation failed: " + fin.error)["error"]}});
+              continue;
+            }
+            if (!write(stream_chunk(c, meta, ev.index, "", {}, offsets[i], tok(), false, &fin))) return give_up();
+            continue;
+          }
+          const bool has_token = ev.step.id >= 0 && !ev.step.eog;
+          if (ev.step.text.empty() && !has_token) continue;
+          if (!write(stream_chunk(c, meta, ev.index, ev.step.text, std::span<const GeneratedToken>(&ev.step, 1),
+                                  offsets[i], tok(), false, nullptr)))
+            return give_up();
+          if (has_token) offsets[i] += tok().token_to_piece(ev.step.id, true).size();
+        }
+        if (openai) {
+          std::vector<GenerationResult> results;
+          {
+            std::lock_guard<std::mutex> lock(ch->mu);
+            for (auto& r : ch->results) results.push_back(ch->reported(*r));
+          }
+          if (c.include_usage && !write(usage_chunk(c, meta, results))) return give_up();
+          static constexpr char kDone[] = "data: [DONE]\n\n";
+          if (!sink.write(kDone, sizeof kDone - 1)) return give_up();
+        }
+        sink.done();
+        return true;
+      },
+      [this, ch, ids](bool success) {
+        // The connection is gone before the end (or the provider never ran):
+        // nothing will read the rest, so free the slots.
+        if (!success) {
+          ch->cancelled.store(true);
+          for (const RequestId id : ids) sched->cancel(id);
+        }
+      });
+}
+
+}  // namespace synapse::server

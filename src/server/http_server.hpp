@@ -1,0 +1,89 @@
+// `synapse serve`: the OpenAI- and llama-server-compatible HTTP front of a
+// Scheduler (synapse/scheduler.hpp).
+//
+// Routes (shapes: server/response.hpp; fields: server/request.hpp):
+//   POST /v1/chat/completions, /chat/completions   OpenAI chat (stream: SSE)
+//   POST /v1/completions                           OpenAI completions
+//   POST /completion, /completions                 llama-server's native completion
+//   POST /tokenize, /detokenize, /apply-template   llama-server's helpers
+//   GET  /health, /v1/health                       {"status":"ok"}, 503 while the model loads
+//   GET  /v1/models, /models, /props               the model served
+//   GET  /metrics                                  Prometheus text (with --metrics; else 501)
+// Errors: {"error":{"message","type","param","code"}} with 400, 401, 404,
+// 413 (body over the size limit), 500, 501, 503.
+//
+// Every reply's text, token ids and logprobs are a function of its request
+// alone (the Scheduler's contract): this layer only parses, queues and formats.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "synapse/scheduler.hpp"
+#include "synapse/synapse.hpp"
+
+namespace synapse::server {
+
+struct ServerParams {
+  std::string host = "127.0.0.1";        // --host: loopback unless asked otherwise
+  int port = 8080;                       // --port (0: any free port; see HttpServer::port)
+  std::vector<std::string> api_keys;     // --api-key / --api-key-file; empty: no authentication
+  std::string model_name;                // --alias, else the model path: "model" in replies, /v1/models id
+  std::string model_path;                // -m
+  std::string chat_template;             // --chat-template NAME ("" : the model's own)
+  int timeout_s = 600;                   // --timeout: socket read/write timeout, and the wall-clock limit of
+                                         // one request from its arrival (the reply then ends with what it
+                                         // has, finish_reason "length", as llama-server's t_max_predict_ms)
+  int idle_timeout_s = 5;                // a keep-alive connection with no request for this long is closed
+  std::vector<std::string> cors_origins; // --cors-origin: origins a browser may call from ("*": any; no
+                                         // credentials ever); empty: no CORS headers at all
+  bool metrics = false;                  // --metrics: enable GET /metrics
+  size_t max_body_bytes = 8u << 20;      // request body limit (413 above it)
+  int n_http_threads = 0;                // --threads-http: connections served at once (<= 0: 64)
+  int32_t n_predict = -1;                // -n: default and ceiling of tokens per reply (< 0: none)
+  SamplerParams sampling;                // --temp, --top-k, ...: defaults of every request
+  std::string system_fingerprint;        // the build, in every OpenAI reply
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(ServerParams params);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds host:port and starts answering on a background thread (every
+  // model route says 503 until set_scheduler). Throws Error(io) naming the
+  // address when it cannot bind.
+  void start();
+  int port() const;  // the bound port (meaningful after start)
+
+  // The model is loaded: from now on requests go to `scheduler` (kept until
+  // the server is destroyed). Throws Error(invalid_argument) for an unknown
+  // --chat-template name or Error(unsupported) for an unrecognised template.
+  void set_scheduler(std::unique_ptr<Scheduler> scheduler);
+
+  // Stops accepting, cancels what runs, joins the listening thread.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// True when `given` equals one of `keys`; the time taken does not depend on
+// where `given` first differs from a key (every key is compared in full).
+bool api_key_matches(const std::vector<std::string>& keys, std::string_view given);
+
+// The key a request presents: "Authorization: Bearer KEY" or "x-api-key: KEY"
+// ("" when neither).
+std::string presented_key(std::string_view authorization, std::string_view x_api_key);
+
+// The /metrics text (Prometheus exposition format 0.0.4) of a snapshot, with
+// llama-server's metric names (llamacpp:...) plus synapse's own.
+std::string metrics_text(const SchedulerMetrics& m);
+
+}  // namespace synapse::server

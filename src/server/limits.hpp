@@ -1,0 +1,45 @@
+// What `synapse serve` refuses or bounds beyond the fields of a request
+// (issue 27): cross-origin access and the per-request wall-clock limit.
+// The field checks live in server/request.hpp, the queue bound in the
+// Scheduler (SchedulerParams::max_queue).
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace httplib {
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace synapse::server {
+
+// True when a browser page of `origin` may read replies: `origin` is one of
+// `allowed` (exact, scheme://host[:port] as the Origin header spells it) or
+// `allowed` holds "*". Empty `allowed` or empty `origin`: false.
+bool cors_origin_allowed(const std::vector<std::string>& allowed, std::string_view origin);
+
+// Adds the CORS reply headers for an allowed Origin (the origin itself, never
+// "*" echoed with credentials: Access-Control-Allow-Credentials is never
+// sent, so a browser never attaches cookies or HTTP auth it holds for the
+// host). Returns true when `req` is a preflight (OPTIONS) that is now fully
+// answered (204), so it must not reach authentication (browsers send no
+// key on a preflight). Does nothing for a request without an allowed Origin.
+bool apply_cors(const std::vector<std::string>& allowed, const httplib::Request& req, httplib::Response& res);
+
+// The wall-clock limit of one request (--timeout): set at arrival; expired()
+// is read by the scheduler's callbacks (thread-safe: const after construction).
+class Deadline {
+ public:
+  explicit Deadline(int seconds)
+      : end_(seconds > 0 ? std::chrono::steady_clock::now() + std::chrono::seconds(seconds)
+                         : std::chrono::steady_clock::time_point::max()) {}
+  bool expired() const { return std::chrono::steady_clock::now() >= end_; }
+
+ private:
+  std::chrono::steady_clock::time_point end_;
+};
+
+}  // namespace synapse::server

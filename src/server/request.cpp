@@ -1,0 +1,373 @@
+#include "server/request.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace synapse::server {
+
+using nlohmann::json;
+
+std::string quote_value(const json& v) {
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 64) s = s.substr(0, 61) + "...";
+  return s;
+}
+
+namespace {
+
+[[noreturn]] void bad(const std::string& field, const std::string& what, const json& value) {
+  throw HttpError(400, "'" + field + "' " + what + ", got " + quote_value(value), field);
+}
+
+// The field's value, or nullptr when it is absent or null (OpenAI treats an
+// explicit null as "use the default").
+const json* field_of(const json& j, const char* field) {
+  const auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+int64_t int_in(const json& v, const std::string& field, int64_t lo, int64_t hi) {
+  if (!v.is_number_integer()) bad(field, "must be an integer", v);
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    bad(field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]", v);
+  const int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi) bad(field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]", v);
+  return x;
+}
+
+// A finite number in [lo, hi] (integers accepted).
+float number_in(const json& v, const std::string& field, double lo, double hi) {
+  if (!v.is_number()) bad(field, "must be a number", v);
+  const double x = v.get<double>();
+  // Finite as the float it becomes (1e308 would be inf there).
+  if (!std::isfinite(x) || std::fabs(x) > std::numeric_limits<float>::max()) bad(field, "must be finite", v);
+  if (x < lo || x > hi) {
+    auto fmt = [](double d) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%g", d);
+      return std::string(buf);
+    };
+    if (std::isinf(hi)) bad(field, "must be >= " + fmt(lo), v);
+    if (std::isinf(lo)) bad(field, "must be <= " + fmt(hi), v);
+    bad(field, "must be in [" + fmt(lo) + ", " + fmt(hi) + "]", v);
+  }
+  return static_cast<float>(x);
+}
+
+void read_int(const json& j, const char* field, int64_t lo, int64_t hi, int32_t& out) {
+  if (const json* v = field_of(j, field)) out = static_cast<int32_t>(int_in(*v, field, lo, hi));
+}
+
+void read_float(const json& j, const char* field, double lo, double hi, float& out) {
+  if (const json* v = field_of(j, field)) out = number_in(*v, field, lo, hi);
+}
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// logit_bias: OpenAI's {"token id": bias} or llama-server's [[id, bias], ...]
+// with bias a number or false (false forbids the token: -inf).
+std::vector<runtime::LogitBias> parse_logit_bias(const json& v, int32_t n_vocab, size_t max_entries) {
+  std::vector<runtime::LogitBias> out;
+  if (v.size() > max_entries)
+    throw HttpError(400, "'logit_bias' has " + std::to_string(v.size()) + " entries, more than " +
+                             std::to_string(max_entries), "logit_bias");
+  auto token_of = [&](const std::string& field, const json& id) -> token_id {
+    return static_cast<token_id>(int_in(id, field, 0, n_vocab - 1));
+  };
+  if (v.is_object()) {
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      const std::string field = "logit_bias." + it.key();
+      const std::string& k = it.key();
+      size_t used = 0;
+      long long id = -1;
+      try {
+        id = std::stoll(k, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (k.empty() || used != k.size() || id < 0 || id >= n_vocab)
+        bad(field, "must be keyed by a token id in [0, " + std::to_string(n_vocab - 1) + "]", json(k));
+      out.push_back({static_cast<token_id>(id), number_in(it.value(), field, -kInf, kInf)});
+    }
+  } else if (v.is_array()) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string field = "logit_bias[" + std::to_string(i) + "]";
+      const json& e = v[i];
+      if (!e.is_array() || e.size() != 2) bad(field, "must be a pair [token id, bias]", e);
+      const token_id id = token_of(field + "[0]", e[0]);
+      if (e[1].is_boolean()) {
+        if (e[1].get<bool>()) bad(field + "[1]", "must be a number or false", e[1]);
+        out.push_back({id, -std::numeric_limits<float>::infinity()});
+      } else {
+        out.push_back({id, number_in(e[1], field + "[1]", -kInf, kInf)});
+      }
+    }
+  } else {
+    bad("logit_bias", "must be an object {\"token id\": bias} or an array of [token id, bias]", v);
+  }
+  return out;
+}
+
+std::vector<std::string> parse_stop(const json& v, const RequestLimits& lim) {
+  std::vector<std::string> out;
+  auto one = [&](const json& s, const std::string& field) {
+    if (!s.is_string()) bad(field, "must be a string", s);
+    const std::string& str = s.get_ref<const std::string&>();
+    if (str.size() > lim.max_stop_bytes)
+      bad(field, "must be at most " + std::to_string(lim.max_stop_bytes) + " bytes long", s);
+    out.push_back(str);
+  };
+  if (v.is_string()) {
+    one(v, "stop");
+  } else if (v.is_array()) {
+    if (v.size() > static_cast<size_t>(lim.max_stop))
+      bad("stop", "must have at most " + std::to_string(lim.max_stop) + " entries", v);
+    for (size_t i = 0; i < v.size(); ++i) one(v[i], "stop[" + std::to_string(i) + "]");
+  } else {
+    bad("stop", "must be a string or an array of strings", v);
+  }
+  return out;
+}
+
+// "prompt": a string, an array of token ids, or an array of those (one
+// prompt each). Strings are tokenized as llama-server does: BOS added per
+// the vocabulary, special-token texts parsed (the caller writes the whole
+// prompt, template text included). Token arrays are taken as given.
+std::vector<std::vector<token_id>> parse_prompts(const json& v, const Tokenizer& tok) {
+  auto from_string = [&](const json& s) { return tok.tokenize(s.get_ref<const std::string&>(), true, true); };
+  auto all_ints = [](const json& a) {
+    for (const json& e : a)
+      if (!e.is_number_integer()) return false;
+    return true;
+  };
+  std::vector<std::vector<token_id>> out;
+  if (v.is_string()) {
+    out.push_back(from_string(v));
+  } else if (v.is_array() && !v.empty() && all_ints(v)) {
+    out.push_back(get_token_ids(v, "prompt", tok.n_vocab()));
+  } else if (v.is_array() && !v.empty()) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string field = "prompt[" + std::to_string(i) + "]";
+      if (v[i].is_string()) out.push_back(from_string(v[i]));
+      else if (v[i].is_array() && all_ints(v[i])) out.push_back(get_token_ids(v[i], field, tok.n_vocab()));
+      else bad(field, "must be a string or an array of token ids", v[i]);
+    }
+  } else {
+    bad("prompt", "must be a string, an array of token ids, or a non-empty array of those", v);
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json parse_json_object(std::string_view body, int max_depth) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : body) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth)
+        throw HttpError(400, "the request body nests arrays/objects deeper than " + std::to_string(max_depth) + " levels");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  json j;
+  try {
+    j = json::parse(body.begin(), body.end());
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
+    throw HttpError(400, std::string("the request body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw HttpError(400, "the request body must be a JSON object, got " + quote_value(j));
+  return j;
+}
+
+bool get_bool(const json& j, const char* field, bool def) {
+  const json* v = field_of(j, field);
+  if (!v) return def;
+  if (!v->is_boolean()) bad(field, "must be a boolean", *v);
+  return v->get<bool>();
+}
+
+std::string get_string(const json& j, const char* field, const std::string& def) {
+  const json* v = field_of(j, field);
+  if (!v) return def;
+  if (!v->is_string()) bad(field, "must be a string", *v);
+  return v->get<std::string>();
+}
+
+std::vector<token_id> get_token_ids(const json& v, const std::string& field, int32_t n_vocab) {
+  if (!v.is_array()) bad(field, "must be an array of token ids", v);
+  std::vector<token_id> ids;
+  ids.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    ids.push_back(static_cast<token_id>(int_in(v[i], field + "[" + std::to_string(i) + "]", 0, n_vocab - 1)));
+  return ids;
+}
+
+std::vector<runtime::ChatMessage> parse_messages(const json& body, const RequestLimits& lim) {
+  const json* v = field_of(body, "messages");
+  if (!v) throw HttpError(400, "'messages' is required", "messages");
+  if (!v->is_array() || v->empty()) bad("messages", "must be a non-empty array of messages", *v);
+  if (v->size() > lim.max_messages) bad("messages", "must have at most " + std::to_string(lim.max_messages) + " entries", json(v->size()));
+  std::vector<runtime::ChatMessage> msgs;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const std::string field = "messages[" + std::to_string(i) + "]";
+    const json& m = (*v)[i];
+    if (!m.is_object()) bad(field, "must be an object with 'role' and 'content'", m);
+    const json* role = field_of(m, "role");
+    if (!role || !role->is_string()) bad(field + ".role", "must be a string", role ? *role : json());
+    std::string r = role->get<std::string>();
+    if (r == "developer") r = "system";
+    if (r != "system" && r != "user" && r != "assistant")
+      bad(field + ".role", "must be one of system, developer, user, assistant", *role);
+    std::string content;
+    const json* c = field_of(m, "content");
+    if (!c) {
+      if (r != "assistant") throw HttpError(400, "'" + field + ".content' is required", field + ".content");
+    } else if (c->is_string()) {
+      content = c->get<std::string>();
+    } else if (c->is_array()) {
+      for (size_t k = 0; k < c->size(); ++k) {
+        const std::string pf = field + ".content[" + std::to_string(k) + "]";
+        const json& part = (*c)[k];
+        if (!part.is_object() || get_string(part, "type", "") != "text")
+          bad(pf, "must be a {\"type\": \"text\", \"text\": ...} part (only text is supported)", part);
+        const json* t = field_of(part, "text");
+        if (!t || !t->is_string()) bad(pf + ".text", "must be a string", t ? *t : json());
+        content += t->get<std::string>();
+      }
+    } else {
+      bad(field + ".content", "must be a string or an array of text parts", *c);
+    }
+    msgs.push_back({std::move(r), std::move(content)});
+  }
+  return msgs;
+}
+
+CompletionRequest parse_completion_request(Route route, std::string_view body, const RequestContext& rc) {
+  const json j = parse_json_object(body, rc.limits.max_json_depth);
+  const Tokenizer& tok = *rc.tok;
+  const RequestLimits& lim = rc.limits;
+  CompletionRequest r;
+  r.route = route;
+  r.model = get_string(j, "model", "");
+  r.sampling = rc.sampling;
+  runtime::SamplerParams& sp = r.sampling;
+
+  // How many tokens to generate: the request's count, capped by -n.
+  int32_t n_predict = rc.n_predict;
+  const char* len_field = route == Route::completion ? "n_predict" : "max_tokens";
+  if (route == Route::chat_completions && field_of(j, "max_completion_tokens")) len_field = "max_completion_tokens";
+  if (route == Route::completion && !field_of(j, "n_predict") && field_of(j, "max_tokens")) len_field = "max_tokens";
+  if (const json* v = field_of(j, len_field)) {
+    const int64_t lo = route == Route::completion ? -1 : 1;
+    const int32_t asked = static_cast<int32_t>(int_in(*v, len_field, lo, rc.n_ctx));
+    if (asked >= 0 && (n_predict < 0 || asked < n_predict)) n_predict = asked;
+  }
+  r.stop.n_predict = n_predict;
+  if (const json* v = field_of(j, "stop")) r.stop.stops = parse_stop(*v, lim);
+  r.stop.ignore_eos = get_bool(j, "ignore_eos", false);
+
+  // Sampling.
+  read_float(j, "temperature", 0.0, kInf, sp.temp);
+  read_float(j, "top_p", 0.0, 1.0, sp.top_p);
+  read_int(j, "top_k", 0, std::numeric_limits<int32_t>::max(), sp.top_k);
+  read_float(j, "min_p", 0.0, 1.0, sp.min_p);
+  read_float(j, "typical_p", 0.0, 1.0, sp.typical_p);
+  read_float(j, "presence_penalty", -kInf, kInf, sp.penalty_present);
+  read_float(j, "frequency_penalty", -kInf, kInf, sp.penalty_freq);
+  if (const json* v = field_of(j, "repeat_penalty")) {
+    sp.penalty_repeat = number_in(*v, "repeat_penalty", 0.0, kInf);
+    if (sp.penalty_repeat <= 0.0f) bad("repeat_penalty", "must be greater than 0", *v);
+  }
+  read_int(j, "repeat_last_n", -1, rc.n_ctx, sp.penalty_last_n);
+  if (const json* v = field_of(j, "seed")) {
+    const int64_t s = int_in(*v, "seed", -1, 0xFFFFFFFFll);
+    sp.seed = s < 0 ? runtime::kDefaultSeed : static_cast<uint32_t>(s);
+  }
+  if (const json* v = field_of(j, "logit_bias")) {
+    std::vector<runtime::LogitBias> lb = parse_logit_bias(*v, tok.n_vocab(), lim.max_logit_bias);
+    sp.logit_bias.insert(sp.logit_bias.end(), lb.begin(), lb.end());
+  }
+
+  // Choices.
+  if (route != Route::completion) {
+    if (const json* v = field_of(j, "n")) r.n = static_cast<int>(int_in(*v, "n", 1, lim.max_choices));
+    if (const json* v = field_of(j, "best_of"); v && !(v->is_number_integer() && v->get<int64_t>() == r.n))
+      bad("best_of", "is not supported (only best_of = n)", *v);
+  }
+  // Log probabilities.
+  if (route == Route::chat_completions) {
+    r.logprobs = get_bool(j, "logprobs", false);
+    if (const json* v = field_of(j, "top_logprobs")) {
+      r.top_logprobs = static_cast<int>(int_in(*v, "top_logprobs", 0, lim.max_top_logprobs));
+      if (!r.logprobs) bad("top_logprobs", "needs 'logprobs': true", *v);
+    }
+  } else if (route == Route::completions) {
+    if (const json* v = field_of(j, "logprobs")) {
+      r.top_logprobs = static_cast<int>(int_in(*v, "logprobs", 0, lim.max_top_logprobs));
+      r.logprobs = true;
+    }
+    if (const json* v = field_of(j, "echo"); v && !(v->is_boolean() && !v->get<bool>()))
+      bad("echo", "is not supported (only false)", *v);
+    if (const json* v = field_of(j, "suffix"); v && !(v->is_string() && v->get_ref<const std::string&>().empty()))
+      bad("suffix", "is not supported", *v);
+  } else {
+    if (const json* v = field_of(j, "n_probs")) {
+      r.top_logprobs = static_cast<int>(int_in(*v, "n_probs", 0, lim.max_top_logprobs));
+      r.logprobs = r.top_logprobs > 0;
+    }
+    r.cache_prompt = get_bool(j, "cache_prompt", true);
+    r.return_tokens = get_bool(j, "return_tokens", false);
+  }
+
+  // Streaming.
+  r.stream = get_bool(j, "stream", false);
+  if (const json* v = field_of(j, "stream_options")) {
+    if (!v->is_object()) bad("stream_options", "must be an object", *v);
+    r.include_usage = get_bool(*v, "include_usage", false);
+  }
+
+  // What synapse cannot do is refused, never silently dropped.
+  for (const char* f : {"tools", "functions", "grammar", "json_schema"})
+    if (const json* v = field_of(j, f); v && !(v->is_array() && v->empty()))
+      bad(f, "is not supported by synapse serve", *v);
+  if (const json* v = field_of(j, "response_format")) {
+    if (!v->is_object() || get_string(*v, "type", "text") != "text")
+      bad("response_format", "must be {\"type\": \"text\"} (structured output is not supported)", *v);
+  }
+
+  // The prompt(s) last: every cheap check has passed before text is tokenized.
+  if (route == Route::chat_completions) {
+    const std::vector<runtime::ChatMessage> msgs = parse_messages(j, lim);
+    r.prompts.push_back(runtime::tokenize_chat(tok, rc.chat_template, msgs, true, true));
+  } else {
+    const json* p = field_of(j, "prompt");
+    if (!p) throw HttpError(400, "'prompt' is required", "prompt");
+    r.prompts = parse_prompts(*p, tok);
+  }
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    const std::string field = route == Route::chat_completions ? "messages" : "prompt";
+    const int64_t n = static_cast<int64_t>(r.prompts[i].size());
+    if (n == 0) throw HttpError(400, "'" + field + "' tokenizes to no tokens (and the model adds no BOS)", field);
+    if (n > rc.n_ctx)
+      throw HttpError(400, "'" + field + "' is " + std::to_string(n) + " tokens, more than the context size n_ctx = " +
+                               std::to_string(rc.n_ctx) + " (start the server with a larger -c)", field);
+  }
+
+  if (static_cast<int64_t>(r.prompts.size()) * r.n > lim.max_choices)
+    throw HttpError(400, "the request asks for " + std::to_string(r.prompts.size() * r.n) +
+                             " choices (prompts x n), more than " + std::to_string(lim.max_choices), "n");
+
+  return r;
+}
+
+}  // namespace synapse::server

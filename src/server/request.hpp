@@ -1,0 +1,119 @@
+// HTTP request bodies -> validated generation parameters.
+//
+// Three routes share one parameter set: OpenAI's POST /v1/chat/completions
+// and POST /v1/completions (field names and ranges from OpenAI's API
+// reference), and llama-server's native POST /completion (n_predict, n_probs,
+// cache_prompt, ... as tools/server/README.md of llama.cpp names them).
+// Every field is checked for type, range and size before anything reaches the
+// engine; a bad one throws HttpError(400) naming the field and the value.
+// Unknown fields are ignored, as llama-server and OpenAI's own clients expect.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "synapse/chat.hpp"
+#include "synapse/sampling.hpp"
+#include "synapse/stop.hpp"
+#include "synapse/tokenizer.hpp"
+
+namespace synapse::server {
+
+// An error answered in OpenAI's shape {"error":{"message","type","param","code"}}
+// with HTTP status `status`. `param` names the request field ("" when none).
+class HttpError : public std::runtime_error {
+ public:
+  HttpError(int status, std::string message, std::string param = {})
+      : std::runtime_error(std::move(message)), status_(status), param_(std::move(param)) {}
+  int status() const noexcept { return status_; }
+  const std::string& param() const noexcept { return param_; }
+
+ private:
+  int status_;
+  std::string param_;
+};
+
+// The limits on what one request may ask for (issue 27). Sizes are bytes.
+struct RequestLimits {
+  int max_json_depth = 64;          // nesting of arrays/objects in a body
+  int max_choices = 16;             // prompts x n
+  int max_stop = 16;                // entries of "stop"
+  size_t max_stop_bytes = 1024;     // length of one stop string
+  int max_top_logprobs = 20;        // OpenAI's bound on top_logprobs
+  size_t max_logit_bias = 4096;     // entries of "logit_bias"
+  size_t max_messages = 4096;       // entries of "messages"
+};
+
+// What the server fixes for every request: the model's vocabulary and chat
+// template, the per-sequence context (-c), the sampling defaults from the
+// command line (--temp, --top-k, ...), and -n (default and ceiling of the
+// tokens one reply may generate; < 0: none).
+struct RequestContext {
+  const Tokenizer* tok = nullptr;
+  runtime::ChatTemplate chat_template = runtime::ChatTemplate::chatml;
+  int64_t n_ctx = 0;
+  runtime::SamplerParams sampling;
+  int32_t n_predict = -1;
+  RequestLimits limits;
+};
+
+enum class Route {
+  chat_completions,  // POST /v1/chat/completions (and /chat/completions)
+  completions,       // POST /v1/completions (and /completions)
+  completion,        // POST /completion: llama-server's native shape
+};
+
+// One validated request. A reply has prompts.size() * n choices: choice
+// i * n + j is prompt i's j-th sample, drawn with seed + j when a seed was given.
+struct CompletionRequest {
+  Route route = Route::completions;
+  std::string model;                          // "model" as sent ("" when absent)
+  std::vector<std::vector<token_id>> prompts; // tokenized, each 1..n_ctx tokens
+  int n = 1;
+  runtime::SamplerParams sampling;
+  runtime::StopParams stop;                   // n_predict already capped by -n
+  bool logprobs = false;                      // the chosen token's logprob per token
+  int top_logprobs = 0;                       // alternatives per token (0..20)
+  bool stream = false;
+  bool include_usage = false;                 // stream_options.include_usage
+  bool cache_prompt = true;                   // native: may reuse cached KV rows
+  bool return_tokens = false;                 // native: "tokens" in the reply
+  bool echo = false;                          // completions: prompt text before the reply
+};
+
+// Parses `body` (raw bytes) for `route`. Throws HttpError(400) for malformed
+// JSON, a body nested deeper than limits.max_json_depth, a field of the wrong
+// type or out of range (message and param name it and quote the value), an
+// empty prompt, or a prompt longer than n_ctx (the message gives both counts).
+// Thread-safe (the tokenizer is only read).
+CompletionRequest parse_completion_request(Route route, std::string_view body, const RequestContext& rc);
+
+// Parses a body into JSON after checking its nesting depth (nlohmann's parser
+// recurses once per level, so a body of 100,000 '[' would exhaust the stack).
+// Throws HttpError(400) when the body is not a JSON object or is too deep.
+nlohmann::json parse_json_object(std::string_view body, int max_depth);
+
+// Field readers for the small routes (/tokenize, /detokenize, /apply-template):
+// `def` when the field is absent or null, else HttpError(400) naming `field`
+// unless it has the asked type.
+bool get_bool(const nlohmann::json& j, const char* field, bool def);
+std::string get_string(const nlohmann::json& j, const char* field, const std::string& def);
+
+// A token id list from `v` (field name `field`): each an integer in [0, n_vocab).
+std::vector<token_id> get_token_ids(const nlohmann::json& v, const std::string& field, int32_t n_vocab);
+
+// "messages" -> chat messages: role a string (system, user, assistant;
+// "developer" is read as system), content a string or an array of
+// {"type":"text","text":...} parts. Throws HttpError(400) naming messages[i].
+std::vector<runtime::ChatMessage> parse_messages(const nlohmann::json& body, const RequestLimits& limits);
+
+// A value quoted for an error message: its JSON text, cut to 64 bytes.
+std::string quote_value(const nlohmann::json& v);
+
+}  // namespace synapse::server

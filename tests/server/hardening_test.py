@@ -1,0 +1,345 @@
+"""`synapse serve` under load and attack (issue 27): limits, fair admission,
+cancellation, authentication and exposure, hostile inputs.
+
+The real binary on loopback (tests/server/test_serve.py's Server), every loop
+bounded. Registered in CTest by the top CMakeLists.txt (serve.hardening.*).
+"""
+import json
+import random
+import re
+import socket
+import threading
+import time
+
+import pytest
+import requests
+
+from test_serve import Server, canon
+
+MODEL = "stories260K.gguf"
+
+
+def metrics(srv):
+    text = requests.get(srv.url("/metrics"), timeout=10).text
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(\S+) (\S+)$", text, re.M)}
+
+
+def wait_idle(srv, seconds=10):
+    """Polls /metrics until no request holds a slot or a KV row; returns the last snapshot."""
+    deadline = time.time() + seconds
+    while True:
+        m = metrics(srv)
+        if m["llamacpp:kv_cache_tokens"] == 0 and m["llamacpp:requests_processing"] == 0 \
+                and m["llamacpp:requests_deferred"] == 0:
+            return m
+        assert time.time() < deadline, m
+        time.sleep(0.01)
+
+
+def is_error(r, status):
+    assert r.status_code == status, (r.status_code, r.text[:300])
+    err = r.json()["error"]
+    assert err["code"] == status and err["message"], err
+    return err
+
+
+def long_request(i, n=400):
+    return {"prompt": "Once upon a time %d" % i, "n_predict": n, "ignore_eos": True, "seed": i}
+
+
+def in_threads(fn, args):
+    out = [None] * len(args)
+
+    def run(k):
+        out[k] = fn(args[k])
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(args))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    return out
+
+
+# --- Limits -------------------------------------------------------------------
+
+def test_full_queue_is_503_with_retry_after():
+    with Server(MODEL, "-np", "1", "--max-queue", "1", "-c", "512", "--metrics") as s:
+        rs = in_threads(lambda i: s.post("/completion", long_request(i)), list(range(8)))
+        codes = sorted(r.status_code for r in rs)
+        assert set(codes) <= {200, 503}, codes
+        # One in the slot, one waiting, maybe one more taken before the slot
+        # was: the rest are refused.
+        assert codes.count(503) >= 5, codes
+        for r in rs:
+            if r.status_code == 503:
+                assert r.headers["Retry-After"] == "1"
+                assert is_error(r, 503)["type"] == "unavailable_error"
+            else:
+                assert r.json()["tokens_predicted"] == 400
+        wait_idle(s)
+        assert s.post("/completion", long_request(0, 8)).status_code == 200
+
+
+def test_timeout_ends_a_request_with_what_it_has():
+    # -np 1: sixteen long requests queue behind each other; the later ones
+    # reach their 1 s limit and end early, as a length limit, not an error.
+    with Server(MODEL, "-np", "1", "-c", "512", "--timeout", "1", "--metrics") as s:
+        body = lambda i: {"prompt": "The dog %d" % i, "max_tokens": 500, "ignore_eos": True, "seed": i}
+        t0 = time.time()
+        rs = in_threads(lambda i: s.post("/v1/completions", body(i)), list(range(16)))
+        elapsed = time.time() - t0
+        assert [r.status_code for r in rs] == [200] * 16, [r.text[:200] for r in rs]
+        used = [r.json()["usage"]["completion_tokens"] for r in rs]
+        assert all(r.json()["choices"][0]["finish_reason"] == "length" for r in rs)
+        assert min(used) >= 1 and min(used) < 500, used  # what each had; the late ones were cut
+        # Each request ends within about 1 s of its arrival (+ one step), not after all 8,000 tokens.
+        assert elapsed < 5, (elapsed, used)
+        wait_idle(s)
+
+
+def test_n_predict_is_a_ceiling():
+    with Server(MODEL, "-n", "5", "-c", "256") as s:
+        r = s.post("/v1/completions", {"prompt": "Once", "max_tokens": 200, "ignore_eos": True}).json()
+        assert r["usage"]["completion_tokens"] == 5
+        r = s.post("/completion", {"prompt": "Once", "n_predict": -1, "ignore_eos": True}).json()
+        assert r["tokens_predicted"] == 5
+
+
+def test_header_and_idle_limits():
+    with Server(MODEL, "-c", "128") as s:
+        r = requests.get(s.url("/health"), headers={"X-Big": "a" * 100000}, timeout=30)
+        assert 400 <= r.status_code < 500, r.status_code
+        r = requests.get(s.url("/health"), headers={"X-H%d" % i: "v" for i in range(2000)}, timeout=30)
+        assert r.status_code == 200 or 400 <= r.status_code < 500, r.status_code
+        # A keep-alive connection left idle is closed by the server (5 s).
+        host, port = s.base[len("http://"):].split(":")
+        with socket.create_connection((host, int(port)), timeout=20) as c:
+            c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n")
+            got = b""
+            while b"\r\n\r\n" not in got or not got.endswith(b"}"):
+                got += c.recv(4096)
+            t0 = time.time()
+            assert c.recv(4096) == b""  # EOF: closed by the server
+            assert 3 < time.time() - t0 < 15
+        assert requests.get(s.url("/health"), timeout=10).status_code == 200
+
+
+def test_admission_in_arrival_order():
+    # -np 1: client A's ten requests, then client B's one, then A's ten more.
+    # B is served after A's first ten and before any of the second ten.
+    with Server(MODEL, "-np", "1", "-c", "512", "--metrics") as s:
+        done = {}
+
+        def one(tag, i):
+            r = s.post("/completion", {"prompt": "A cat %d" % i, "n_predict": 120, "ignore_eos": True, "seed": i})
+            assert r.status_code == 200, r.text
+            done[tag] = time.monotonic()
+
+        def submit(tags, total):
+            ts = [threading.Thread(target=one, args=(t, k)) for k, t in enumerate(tags)]
+            for t in ts:
+                t.start()
+            deadline = time.time() + 30
+            while metrics(s)["synapse:requests_total"] < total:
+                assert time.time() < deadline
+                time.sleep(0.002)
+            return ts
+
+        threads = submit(["a%d" % k for k in range(10)], 10)
+        threads += submit(["b"], 11)
+        threads += submit(["c%d" % k for k in range(10)], 21)
+        for t in threads:
+            t.join(timeout=300)
+        assert len(done) == 21
+        assert max(done["a%d" % k] for k in range(10)) < done["b"] < min(done["c%d" % k] for k in range(10))
+        wait_idle(s)
+
+
+# --- Cancellation -------------------------------------------------------------
+
+def stream_events(srv, body, stop_after=None):
+    """Streams /completion; returns (content, tokens), or closes the connection after `stop_after` events."""
+    r = srv.post("/completion", dict(body, stream=True), stream=True)
+    assert r.status_code == 200, r.text
+    content, tokens, n = "", [], 0
+    for line in r.iter_lines():
+        if not line:
+            continue
+        e = json.loads(line[len(b"data: "):])
+        content += e["content"]
+        tokens += e["tokens"]
+        n += 1
+        if stop_after is not None and n >= stop_after:
+            r.close()
+            return None
+        if e["stop"]:
+            break
+    return canon([content, tokens])
+
+
+def test_disconnect_frees_the_slot_and_kv_rows():
+    keep = [{"prompt": "The sun %d" % i, "n_predict": 200, "seed": 10 + i, "temperature": 0.8,
+             "return_tokens": True} for i in range(3)]
+    with Server(MODEL, "-np", "6", "-c", "512", "-ub", "8", "--metrics") as s:
+        solo = [stream_events(s, b) for b in keep]
+        idle = wait_idle(s)
+        assert idle["synapse:kv_cells_cached"] > 0
+
+        def run(k):
+            if k < 3:
+                return stream_events(s, keep[k])
+            if k < 5:  # mid-stream: gone after a few tokens
+                return stream_events(s, long_request(k, 500), stop_after=3)
+            # mid-prefill: a 400-token prompt in chunks of 8, and gone at once
+            r = s.post("/completion", {"prompt": "the cat sat " * 130, "n_predict": 50, "stream": True},
+                       stream=True)
+            r.close()
+            return None
+        got = in_threads(run, list(range(6)))
+        assert got[:3] == solo
+        m = wait_idle(s)
+        assert m["llamacpp:kv_cache_tokens"] == 0 and m["llamacpp:requests_processing"] == 0
+        # The cancelled ones were not generated to their end.
+        assert m["llamacpp:tokens_predicted_total"] < 2 * sum(1 for _ in solo) * 200 + 2 * 500
+        assert [stream_events(s, b) for b in keep] == solo
+
+
+# --- Authentication and exposure ----------------------------------------------
+
+def test_key_file_and_cors(tmp_path):
+    keys = tmp_path / "keys"
+    keys.write_text("sk-one-1111\n\nsk-two-2222\r\n")
+    body = {"prompt": "Once", "max_tokens": 4}
+    with Server(MODEL, "--api-key-file", str(keys), "-c", "128", "--metrics",
+                "--cors-origin", "http://app.example,http://other.example:8000") as s:
+        for h in ({"Authorization": "Bearer sk-one-1111"}, {"x-api-key": "sk-two-2222"},
+                  {"Authorization": "Bearer sk-two-2222"}):
+            assert s.post("/v1/completions", body, headers=h).status_code == 200, h
+        for h in ({}, {"Authorization": "Bearer sk-one-111"}, {"Authorization": "Bearer sk-one-11111"},
+                  {"Authorization": "Basic sk-one-1111"}, {"x-api-key": ""}, {"Authorization": "Bearer "}):
+            assert is_error(s.post("/v1/completions", body, headers=h), 401)["type"] == "authentication_error"
+        for path in ("/metrics", "/props", "/slots"):
+            assert requests.get(s.url(path), timeout=10).status_code == 401, path
+        for path in ("/tokenize", "/detokenize", "/apply-template", "/completion", "/v1/chat/completions"):
+            assert s.post(path, {}).status_code == 401, path
+        assert requests.get(s.url("/health"), timeout=10).status_code == 200
+        assert requests.get(s.url("/v1/models"), timeout=10).status_code == 200
+        # CORS: the listed origins only, echoed, never with credentials.
+        ok = requests.get(s.url("/v1/models"), headers={"Origin": "http://app.example"}, timeout=10)
+        assert ok.headers["Access-Control-Allow-Origin"] == "http://app.example"
+        assert "Access-Control-Allow-Credentials" not in ok.headers
+        bad = requests.get(s.url("/v1/models"), headers={"Origin": "http://evil.example"}, timeout=10)
+        assert "Access-Control-Allow-Origin" not in bad.headers
+        pre = requests.options(s.url("/v1/chat/completions"), timeout=10,
+                               headers={"Origin": "http://other.example:8000",
+                                        "Access-Control-Request-Method": "POST"})
+        assert pre.status_code == 204 and "Authorization" in pre.headers["Access-Control-Allow-Headers"]
+        pre = requests.options(s.url("/v1/chat/completions"), headers={"Origin": "http://evil.example"}, timeout=10)
+        assert "Access-Control-Allow-Origin" not in pre.headers and pre.status_code != 204
+    with Server(MODEL, "-c", "128") as s:  # no --cors-origin: no CORS at all
+        r = requests.get(s.url("/v1/models"), headers={"Origin": "http://app.example"}, timeout=10)
+        assert not [h for h in r.headers if h.lower().startswith("access-control")]
+        assert s.base.startswith("http://127.0.0.1:")  # --host default
+
+
+# --- Hostile inputs -----------------------------------------------------------
+
+ATTACKS = [
+    ("/completion", {"prompt": [-1]}),                                   # llama.cpp #12178
+    ("/completion", {"prompt": "x", "n_discard": -100000, "n_keep": -5}),  # CVE-2026-21869: ignored fields here
+    ("/completion", {"prompt": "x", "n_discard": 2**63 - 1, "n_keep": 2**64}),
+    ("/v1/completions", {"prompt": "x", "temperature": 999999}),         # llama.cpp #19367
+    ("/v1/completions", {"prompt": "x", "top_p": -1}),
+    ("/v1/completions", {"prompt": "x", "temperature": 1e308, "top_p": 1e-308, "top_k": 2**31}),
+    ("/completion", {"prompt": "x", "grammar": "(" * 60000 + ")" * 60000}),  # llama.cpp #26600
+    ("/v1/completions", {"prompt": "x", "logit_bias": {str(i): 1 for i in range(100000)}}),
+    ("/completion", {"prompt": "x", "logit_bias": [[i % 512, -1e38] for i in range(5000)]}),
+    ("/v1/completions", {"prompt": "x", "stop": ["s"] * 100000}),
+    ("/v1/completions", {"prompt": "x", "stop": ["y" * 1000000]}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}] * 100000}),
+    ("/v1/completions", {"prompt": [[1, 2]] * 100000}),
+    ("/v1/completions", {"prompt": "x", "n": 2**31}),
+    ("/v1/completions", {"prompt": "x", "max_tokens": -1}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "top_logprobs": 10**6,
+                              "logprobs": True}),
+    ("/completion", {"prompt": "x", "n_probs": -3, "repeat_last_n": -100}),
+    ("/completion", {"prompt": "x", "seed": -2**63, "min_p": float("nan")}),
+    ("/tokenize", {"content": "\x00" * 100000, "with_pieces": True}),
+    ("/detokenize", {"tokens": [2**31, -1]}),
+    ("/apply-template", {"messages": [{"role": "user", "content": {"a": 1}}]}),
+]
+
+RAW_ATTACKS = [
+    b"[" * 60000 + b"]" * 60000,
+    b'{"prompt": "x", "a": ' + b"{" * 60000 + b"}" * 60000 + b"}",
+    b'{"prompt": "x", "temperature": NaN}',
+    b'{"prompt": "x", "temperature": 1e999}',
+    b'{"prompt": "\\ud800"}',
+    b'{"prompt": "x"' + b', "k": 1' * 200000 + b"}",
+    b"\x00" * 1000,
+]
+
+VALID = [
+    ("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 6, "seed": 1, "logprobs": 2, "stop": ["."]}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 6, "seed": 2,
+                              "logprobs": True, "top_logprobs": 2, "logit_bias": {"5": 1.5}, "n": 2}),
+    ("/completion", {"prompt": [1, 400, 401], "n_predict": 6, "seed": 3, "n_probs": 2, "logit_bias": [[3, False]],
+                     "repeat_penalty": 1.2, "top_k": 5, "min_p": 0.1}),
+]
+
+ODD_VALUES = [-1, 0, 1, -2**63, 2**64, 1e308, -1e308, 0.5, "", "x" * 5000, [], {}, None, True, False,
+              [-1], [[[[]]]], {"a": {"b": []}}, [1] * 3000, "\ud800"]
+
+
+def mutate(rng, route, body):
+    """One seeded bad (or odd) body: a structural edit of a valid one, or byte damage to its text."""
+    b = json.loads(json.dumps(body))
+    if rng.random() < 0.5:
+        for _ in range(rng.randint(1, 3)):
+            key = rng.choice(list(b.keys()) + ["n", "top_k", "max_tokens", "stop", "logit_bias", "prompt",
+                                               "messages", "stream", "n_probs", "temperature", "seed"])
+            b[key] = rng.choice(ODD_VALUES)
+        text = json.dumps(b).encode("utf-8", "surrogatepass")
+    else:
+        text = bytearray(json.dumps(b).encode())
+        for _ in range(rng.randint(1, 4)):
+            op, at = rng.randrange(3), rng.randrange(len(text))
+            if op == 0:
+                del text[at:at + rng.randint(1, 8)]
+            elif op == 1:
+                text[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
+            else:
+                text[at:at] = rng.choice([b"[", b"{", b"]", b"}", b'"', b",", b":", b"\\", b"-", b"e9999"]) * rng.randint(1, 50)
+        text = bytes(text)
+    return route, text
+
+
+def test_hostile_inputs_leave_the_server_correct():
+    with Server(MODEL, "-np", "2", "-c", "128", "--metrics") as s:
+        before = [canon(s.post(p, b).json()["choices"] if p != "/completion" else s.post(p, b).json()["content"])
+                  for p, b in VALID]
+        sent = [(p, json.dumps(b).encode()) for p, b in ATTACKS]
+        sent += [("/v1/completions", raw) for raw in RAW_ATTACKS]
+        rng = random.Random(27)
+        sent += [mutate(rng, *rng.choice(VALID)) for _ in range(300)]
+        codes = {}
+        for path, data in sent:
+            r = requests.post(s.url(path), data=data, headers={"Content-Type": "application/json"}, timeout=120)
+            codes[r.status_code] = codes.get(r.status_code, 0) + 1
+            assert r.status_code in (200, 400, 413), (path, data[:200], r.status_code, r.text[:300])
+            if r.status_code != 200:
+                is_error(r, r.status_code)
+            if r.status_code == 200 and r.headers["Content-Type"].startswith("application/json"):
+                r.json()
+        assert codes.get(400, 0) > 200, codes
+        # ATTACKS that are not requests at all are refused, not run.
+        for p, b in [ATTACKS[0]] + ATTACKS[4:9]:
+            assert requests.post(s.url(p), json=b, timeout=60).status_code == 400, (p, str(b)[:80])
+        # temperature 999999 is finite and >= 0: sampled (nearly uniform), answered in full.
+        r = s.post(*ATTACKS[3]).json()
+        assert r["choices"][0]["finish_reason"] in ("stop", "length") and r["usage"]["completion_tokens"] > 0
+        after = [canon(s.post(p, b).json()["choices"] if p != "/completion" else s.post(p, b).json()["content"])
+                 for p, b in VALID]
+        assert after == before
+        wait_idle(s)
+        assert s.proc.poll() is None

@@ -1,0 +1,366 @@
+"""`synapse serve` as clients see it: the real binary on loopback.
+
+The headline property (issue 26): a fixed, seeded request gets byte-identical
+text, token ids and logprobs whatever else the server does: alone, beside 15
+other requests, with -np 1 or 16, -t 1 or 2, a cold or warm prompt cache,
+streamed or not. Plus the error shapes, authentication, limits and the
+llama-server routes, and the official OpenAI Node client.
+
+Python (requests + threads) rather than C++: starting processes, HTTP,
+JSON and SSE parsing are a few lines each here, and the replies are
+compared as the bytes of their JSON values (Python parses floats exactly,
+so equal floats are equal bytes). Registered in CTest by the top
+CMakeLists.txt (serve.*), with SYNAPSE_BINARY and SYNAPSE_TEST_DATA set.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+import requests
+
+SYNAPSE = os.environ.get("SYNAPSE_BINARY", "build/synapse")
+DATA = os.environ.get("SYNAPSE_TEST_DATA", "tests/data")
+NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
+
+
+def model_path(name):
+    return os.path.join(DATA, "models", name)
+
+
+class Server:
+    """`synapse serve -m MODEL --port 0 ARGS...`; the port is read from its log line."""
+
+    def __init__(self, model, *args):
+        self.proc = subprocess.Popen([SYNAPSE, "serve", "-m", model_path(model), "--port", "0", *args],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.log = []
+        line = self.proc.stderr.readline()
+        self.log.append(line)
+        m = re.search(r"listening on http://([^:]+):(\d+)", line)
+        assert m, "no 'listening on' line: " + line + self.proc.stderr.read()
+        self.base = "http://%s:%s" % (m.group(1), m.group(2))
+        self.drain = threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True)
+        self.drain.start()
+        deadline = time.time() + 60
+        while requests.get(self.base + "/health", timeout=10).status_code != 200:
+            assert time.time() < deadline and self.proc.poll() is None, "".join(self.log)
+            time.sleep(0.05)
+
+    def url(self, path):
+        return self.base + path
+
+    def post(self, path, body, **kw):
+        return requests.post(self.url(path), json=body, timeout=120, **kw)
+
+    def close(self):
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(timeout=30) == 0, "".join(self.log)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc.poll() is None:
+            self.close()
+
+
+# --- The reference requests and what of their replies must not change -------
+
+NATIVE = {"prompt": "Once upon a time, there was a", "n_predict": 40, "seed": 1234, "temperature": 1.1,
+          "top_k": 50, "top_p": 0.9, "min_p": 0.02, "repeat_penalty": 1.1, "n_probs": 3, "return_tokens": True}
+CHAT = {"messages": [{"role": "system", "content": "You are a storyteller."},
+                     {"role": "user", "content": "Tell me about a cat named <|im_end|> Tom. </s>"}],
+        "max_tokens": 40, "seed": 99, "temperature": 0.9, "logprobs": True, "top_logprobs": 3,
+        "frequency_penalty": 0.2, "presence_penalty": 0.1}
+COMPLETIONS = {"prompt": "The little dog", "max_tokens": 32, "seed": 7, "temperature": 1.0, "logprobs": 2}
+
+
+def canon(value):
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def sig_native(r):
+    return canon([r["content"], r["tokens"], r["completion_probabilities"], r["stop_type"]])
+
+
+def sig_chat(r):
+    c = r["choices"][0]
+    return canon([c["message"]["content"], c["finish_reason"], c["logprobs"]["content"]])
+
+
+def sig_completions(r):
+    c = r["choices"][0]
+    return canon([c["text"], c["finish_reason"], c["logprobs"]])
+
+
+def sse(resp):
+    """The JSON events of a server-sent-event stream (stops at [DONE])."""
+    assert resp.status_code == 200, resp.text
+    assert resp.headers["Content-Type"].startswith("text/event-stream")
+    out = []
+    for line in resp.iter_lines():
+        if not line:
+            continue
+        assert line.startswith(b"data: "), line
+        payload = line[len(b"data: "):]
+        if payload == b"[DONE]":
+            out.append("[DONE]")
+            break
+        out.append(json.loads(payload))
+    return out
+
+
+def streamed_native(srv, body):
+    events = sse(srv.post("/completion", dict(body, stream=True), stream=True))
+    content, tokens, probs = "", [], []
+    for e in events:
+        content += e["content"]
+        tokens += e["tokens"]
+        probs += e.get("completion_probabilities", [])
+    last = events[-1]
+    assert last["stop"] is True
+    return canon([content, tokens, probs, last["stop_type"]])
+
+
+def streamed_chat(srv, body):
+    events = sse(srv.post("/v1/chat/completions", dict(body, stream=True, stream_options={"include_usage": True}),
+                          stream=True))
+    assert events[-1] == "[DONE]"
+    assert events[0]["choices"][0]["delta"]["role"] == "assistant"
+    usage = events[-2]["usage"]
+    assert events[-2]["choices"] == []
+    content, lps, finish = "", [], None
+    for e in events[:-2]:
+        for c in e["choices"]:
+            content += c["delta"].get("content", "")
+            if c["logprobs"]:
+                lps += c["logprobs"]["content"]
+            if c["finish_reason"]:
+                finish = c["finish_reason"]
+    assert usage["completion_tokens"] == len(lps)
+    return canon([content, finish, lps])
+
+
+def signatures(srv):
+    """Each reference request once, non-streamed."""
+    n = srv.post("/completion", NATIVE)
+    c = srv.post("/v1/chat/completions", CHAT)
+    p = srv.post("/v1/completions", COMPLETIONS)
+    for r in (n, c, p):
+        assert r.status_code == 200, r.text
+    return {"native": sig_native(n.json()), "chat": sig_chat(c.json()), "completions": sig_completions(p.json())}
+
+
+def background_load(srv, n, results):
+    """n requests of different lengths and kinds, each in its own thread."""
+    def one(i):
+        words = "the cat sat on a mat and " * (1 + 7 * i % 13)
+        if i % 3 == 0:
+            r = srv.post("/v1/chat/completions", {"messages": [{"role": "user", "content": words}],
+                                                  "max_tokens": 20 + 13 * i, "seed": i, "stream": i % 2 == 0})
+        else:
+            r = srv.post("/completion", {"prompt": words, "n_predict": 30 + 9 * i, "seed": i,
+                                         "temperature": 0.5 + 0.1 * (i % 5), "stream": i % 2 == 1})
+        results.append(r.status_code if r.status_code == 200 else (r.status_code, r.text[:300]))
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    return threads
+
+
+MODELS = ["stories260K.gguf", "stories260K-q8_0.gguf", "tiny-llama-q4_k_m.gguf", "tiny-qwen2-q4_k_m.gguf",
+          "tiny-phi3-q4_k_m.gguf"]
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_reply_depends_on_the_request_alone(model):
+    # -np 1 -t 1: each request cold on a fresh server, then warm right after.
+    base = {}
+    for kind, path, body, sig, cached in (
+            ("native", "/completion", NATIVE, sig_native, lambda r: r["tokens_cached"]),
+            ("chat", "/v1/chat/completions", CHAT, sig_chat,
+             lambda r: r["usage"]["prompt_tokens_details"]["cached_tokens"]),
+            ("completions", "/v1/completions", COMPLETIONS, sig_completions,
+             lambda r: r["usage"]["prompt_tokens_details"]["cached_tokens"])):
+        with Server(model, "-np", "1", "-t", "1", "-c", "512") as a:
+            cold = a.post(path, body).json()
+            warm = a.post(path, body).json()
+        assert cached(cold) == 0, kind
+        assert cached(warm) > 0, kind
+        base[kind] = sig(cold)
+        assert sig(warm) == base[kind], kind
+    assert len(json.loads(base["native"])[1]) > 0  # something was generated
+
+    # -np 16 -t 2: alone, streamed, beside 15 others, warm.
+    with Server(model, "-np", "16", "-t", "2", "-c", "512", "--metrics") as b:
+        assert signatures(b) == base
+        assert streamed_native(b, NATIVE) == base["native"]
+        assert streamed_chat(b, CHAT) == base["chat"]
+        for kind, path, body, sig in (("native", "/completion", NATIVE, sig_native),
+                                      ("chat", "/v1/chat/completions", CHAT, sig_chat)):
+            results = []
+            before = background_load(b, 7, results)
+            time.sleep(0.02)
+            mine = b.post(path, body)
+            after = background_load(b, 8, results)
+            for t in before + after:
+                t.join()
+            assert mine.status_code == 200, mine.text
+            assert sig(mine.json()) == base[kind], kind
+            assert results == [200] * 15
+        text = requests.get(b.url("/metrics"), timeout=10).text
+        busy = float(re.search(r"^llamacpp:n_busy_slots_per_decode (\S+)$", text, re.M).group(1))
+        assert busy > 1.0, "the load never ran beside another request:\n" + text
+
+    # -np 16 -t 1 and -np 1 -t 2.
+    for args in (("-np", "16", "-t", "1"), ("-np", "1", "-t", "2")):
+        with Server(model, *args, "-c", "512") as s:
+            assert signatures(s) == base, args
+
+
+# --- Errors, authentication, limits ------------------------------------------
+
+KEY = "sk-test-0123456789"
+
+
+@pytest.fixture(scope="module")
+def keyed():
+    with Server("stories260K.gguf", "--api-key", KEY, "-c", "64", "--metrics", "-np", "2") as s:
+        yield s
+
+
+def auth(key=KEY):
+    return {"Authorization": "Bearer " + key}
+
+
+def expect_400(srv, path, body, param, needle):
+    r = srv.post(path, body, headers=auth())
+    assert r.status_code == 400, (body, r.text)
+    err = r.json()["error"]
+    assert err["type"] == "invalid_request_error"
+    assert err["code"] == 400
+    assert err["param"] == param, err
+    assert needle in err["message"], err
+
+
+def test_authentication(keyed):
+    assert keyed.post("/v1/completions", COMPLETIONS).status_code == 401
+    r = keyed.post("/v1/completions", COMPLETIONS, headers=auth("sk-test-0123456788"))
+    assert r.status_code == 401
+    assert r.json()["error"]["type"] == "authentication_error"
+    assert keyed.post("/v1/completions", COMPLETIONS, headers=auth()).status_code == 200
+    assert keyed.post("/v1/completions", COMPLETIONS, headers={"x-api-key": KEY}).status_code == 200
+    assert requests.get(keyed.url("/health"), timeout=10).status_code == 200
+    assert requests.get(keyed.url("/v1/models"), timeout=10).json()["data"][0]["object"] == "model"
+    assert requests.get(keyed.url("/props"), timeout=10).status_code == 401
+
+
+def test_bad_requests_name_the_field(keyed):
+    p = "/v1/completions"
+    expect_400(keyed, p, dict(COMPLETIONS, temperature=-1), "temperature", "-1")
+    expect_400(keyed, p, dict(COMPLETIONS, temperature="hot"), "temperature", '"hot"')
+    expect_400(keyed, p, dict(COMPLETIONS, top_p=-1), "top_p", "[0, 1]")
+    expect_400(keyed, p, dict(COMPLETIONS, top_p=1.5), "top_p", "1.5")
+    expect_400(keyed, p, dict(COMPLETIONS, max_tokens=10**9), "max_tokens", "1000000000")
+    expect_400(keyed, p, dict(COMPLETIONS, max_tokens="10"), "max_tokens", "integer")
+    expect_400(keyed, p, dict(COMPLETIONS, prompt=[-1]), "prompt[0]", "-1")
+    expect_400(keyed, p, dict(COMPLETIONS, prompt=[1, 512]), "prompt[1]", "512")
+    expect_400(keyed, p, dict(COMPLETIONS, prompt="word " * 200), "prompt", "n_ctx = 64")
+    expect_400(keyed, p, dict(COMPLETIONS, logit_bias={"512": 1}), "logit_bias.512", "token id")
+    expect_400(keyed, p, dict(COMPLETIONS, stop=["x"] * 17), "stop", "at most 16")
+    expect_400(keyed, p, dict(COMPLETIONS, seed=2**40), "seed", str(2**40))
+    expect_400(keyed, p, dict(COMPLETIONS, n=1000), "n", "1000")
+    expect_400(keyed, p, dict(COMPLETIONS, repeat_penalty=0), "repeat_penalty", "greater than 0")
+    expect_400(keyed, "/completion", dict(NATIVE, n_probs=21), "n_probs", "21")
+    expect_400(keyed, "/v1/chat/completions", dict(CHAT, top_logprobs=21), "top_logprobs", "21")
+    expect_400(keyed, "/v1/chat/completions", {"messages": []}, "messages", "non-empty")
+    expect_400(keyed, "/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]},
+               "messages[0].role", "wizard")
+    expect_400(keyed, "/v1/chat/completions", dict(CHAT, tools=[{"type": "function"}]), "tools", "not supported")
+    # The prompt-too-long message names n_ctx and the prompt's token count.
+    r = keyed.post(p, dict(COMPLETIONS, prompt="word " * 200), headers=auth()).json()["error"]["message"]
+    assert re.search(r"is \d+ tokens, more than the context size n_ctx = 64", r), r
+    # Bodies that are not requests at all.
+    for body in (b"{", b"[1,2]", b"\xff\xfe", b"[" * 100000, b'{"prompt": ' + b"[" * 5000 + b"]" * 5000 + b"}"):
+        r = requests.post(keyed.url(p), data=body, headers=dict(auth(), **{"Content-Type": "application/json"}),
+                          timeout=60)
+        assert r.status_code == 400, (body[:20], r.text)
+        assert r.json()["error"]["type"] == "invalid_request_error"
+    r = requests.post(keyed.url(p), data=b" " * (9 << 20), headers=auth(), timeout=60)
+    assert r.status_code == 413
+    r = requests.get(keyed.url("/no/such/route"), headers=auth(), timeout=10)
+    assert r.status_code == 404 and r.json()["error"]["code"] == 404
+    # Still serving, the same bytes as before.
+    a = keyed.post("/v1/completions", COMPLETIONS, headers=auth()).json()
+    b = keyed.post("/v1/completions", COMPLETIONS, headers=auth()).json()
+    assert sig_completions(a) == sig_completions(b)
+
+
+def test_llama_server_routes(keyed):
+    h = auth()
+    t = keyed.post("/tokenize", {"content": "Once upon a time", "with_pieces": True}, headers=h).json()["tokens"]
+    ids = [x["id"] for x in t]
+    assert "".join(x["piece"] for x in t).replace("\u2581", " ").strip() == "Once upon a time"
+    plain = keyed.post("/tokenize", {"content": "Once upon a time"}, headers=h).json()["tokens"]
+    assert plain == ids
+    d = keyed.post("/detokenize", {"tokens": ids}, headers=h).json()["content"]
+    assert d.strip() == "Once upon a time"
+    tmpl = keyed.post("/apply-template", {"messages": [{"role": "user", "content": "hi"}]}, headers=h).json()
+    assert tmpl["prompt"] == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"  # chatml: no template in the file
+    props = requests.get(keyed.url("/props"), headers=h, timeout=10).json()
+    assert props["total_slots"] == 2 and props["default_generation_settings"]["n_ctx"] == 64
+    r = keyed.post("/completion", {"prompt": "Once", "n_predict": 8, "seed": 3}, headers=h).json()
+    assert r["stop"] is True and r["tokens_predicted"] <= 8 and r["stop_type"] in ("eos", "limit")
+    m = requests.get(keyed.url("/metrics"), headers=h, timeout=10).text
+    for name in ("llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total", "llamacpp:requests_processing",
+                 "llamacpp:requests_deferred", "llamacpp:kv_cache_tokens", "llamacpp:prompt_tokens_seconds"):
+        assert re.search("^" + name + r" \d", m, re.M), name
+    assert float(re.search(r"^llamacpp:tokens_predicted_total (\S+)", m, re.M).group(1)) > 0
+
+
+def test_n_choices_and_token_prompts(keyed):
+    h = auth()
+    r = keyed.post("/v1/completions", {"prompt": ["Once", [1, 400, 401]], "n": 2, "max_tokens": 8, "seed": 1},
+                   headers=h).json()
+    assert [c["index"] for c in r["choices"]] == [0, 1, 2, 3]
+    alone = keyed.post("/v1/completions", {"prompt": [1, 400, 401], "max_tokens": 8, "seed": 2}, headers=h).json()
+    assert r["choices"][3]["text"] == alone["choices"][0]["text"]  # choice j draws with seed + j
+
+
+def test_openai_node_client():
+    if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "openai")):
+        pytest.fail("the openai npm package is not installed: run scripts/setup.sh (npm ci in tests/server/node)")
+    with Server("stories260K.gguf", "--api-key", KEY, "-np", "2") as s:
+        r = subprocess.run(["node", os.path.join(NODE_DIR, "client.mjs"), s.url("/v1"), KEY],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "openai client: ok" in r.stdout
+
+
+def test_disconnect_frees_the_slot():
+    with Server("stories260K.gguf", "--metrics", "-np", "2") as s:
+        def gauge(name):
+            text = requests.get(s.url("/metrics"), timeout=10).text
+            return float(re.search("^" + name + r" (\S+)$", text, re.M).group(1))
+        r = s.post("/completion", {"prompt": "Once", "n_predict": -1, "ignore_eos": True, "stream": True}, stream=True)
+        lines = r.iter_lines()
+        for _ in range(5):
+            next(line for line in lines if line)
+        assert gauge("llamacpp:requests_processing") == 1
+        r.close()
+        deadline = time.time() + 10
+        while gauge("llamacpp:requests_processing") != 0:
+            assert time.time() < deadline, "the slot of a closed stream is still busy"
+            time.sleep(0.05)
+        assert gauge("llamacpp:kv_cache_tokens") == 0
+        predicted = gauge("llamacpp:tokens_predicted_total")
+        assert predicted < 200  # not run on to the context's 2048 tokens
+        time.sleep(0.5)
+        assert gauge("llamacpp:tokens_predicted_total") == predicted  # nothing generates for nobody
+        # The server goes on answering.
+        assert s.post("/completion", {"prompt": "Once", "n_predict": 4}).status_code == 200

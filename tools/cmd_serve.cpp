@@ -1,0 +1,127 @@
+// synapse serve -m MODEL [-c N] [-np N] [-t N] [--host H] [--port P] [--api-key K] ...
+// An OpenAI- and llama-server-compatible HTTP server (src/server/). The flags
+// are llama-server's, so a llama-server command line works with
+// `llama-server` replaced by `synapse serve`. One difference: -c is the
+// context of EACH of the -np slots (llama-server divides -c among them).
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "commands.hpp"
+#include "sampler_flags.hpp"
+#include "server/http_server.hpp"
+#include "synapse/error.hpp"
+#include "synapse/scheduler.hpp"
+
+#ifndef SYNAPSE_GIT_COMMIT
+#define SYNAPSE_GIT_COMMIT "unknown"
+#endif
+
+namespace synapse::tools {
+namespace {
+
+struct ServeArgs {
+  server::ServerParams server;
+  SchedulerParams sched;
+  std::vector<std::string> api_keys;  // --api-key, each maybe "k1,k2"
+  std::string api_key_file;
+  std::string alias;
+};
+
+// --api-key-file: one key per line; blank lines are skipped.
+std::vector<std::string> read_key_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw Error(Errc::io, "cannot read --api-key-file " + path);
+  std::vector<std::string> keys;
+  for (std::string line; std::getline(f, line);) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (!line.empty()) keys.push_back(line);
+  }
+  if (keys.empty()) throw Error(Errc::invalid_argument, "--api-key-file " + path + " holds no key");
+  return keys;
+}
+
+int serve(ServeArgs& a) {
+  server::ServerParams& sp = a.server;
+  for (const std::string& k : a.api_keys) {
+    size_t start = 0;
+    for (size_t comma; (comma = k.find(',', start)) != std::string::npos; start = comma + 1)
+      if (comma > start) sp.api_keys.push_back(k.substr(start, comma - start));
+    if (start < k.size()) sp.api_keys.push_back(k.substr(start));
+  }
+  if (!a.api_key_file.empty())
+    for (std::string& k : read_key_file(a.api_key_file)) sp.api_keys.push_back(std::move(k));
+  sp.model_name = a.alias.empty() ? sp.model_path : a.alias;
+  sp.system_fingerprint = std::string("synapse-") + SYNAPSE_GIT_COMMIT;
+  if (sp.n_http_threads <= 0) sp.n_http_threads = std::max(32, 4 * a.sched.n_parallel + 16);
+
+  // SIGINT / SIGTERM are taken by this thread (sigwait below), not by the
+  // server's threads, which inherit the blocked mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client that hangs up is a failed write, not a dead server
+
+  server::HttpServer http(sp);
+  http.start();
+  std::fprintf(stderr, "synapse serve: listening on http://%s:%d (loading %s)\n", sp.host.c_str(), http.port(),
+               sp.model_path.c_str());
+  const Model model = Model::load(sp.model_path);
+  auto sched = std::make_unique<Scheduler>(model, a.sched);
+  const SchedulerParams& rp = sched->params();
+  std::fprintf(stderr, "synapse serve: model loaded; %d slots of %lld tokens, %d threads%s\n", rp.n_parallel,
+               static_cast<long long>(sched->n_ctx()), rp.n_threads,
+               sp.api_keys.empty() ? "" : ", API key required");
+  http.set_scheduler(std::move(sched));
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::fprintf(stderr, "synapse serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  http.stop();
+  return 0;
+}
+
+}  // namespace
+
+Runner add_serve(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  a->sched.max_queue = 64;
+  app.add_option("-m,--model", a->server.model_path, "GGUF model file")->required();
+  app.add_option("-c,--ctx-size", a->sched.n_ctx,
+                 "context of each slot in tokens (default: the model's, at most 4096)");
+  app.add_option("--parallel", a->sched.n_parallel, "slots: requests served at once (-np, default 1)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("-t,--threads", a->sched.n_threads, "threads (default: physical cores)");
+  app.add_option("-b,--batch-size", a->sched.n_batch, "rows per step, all slots together (default 2048)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--ubatch-size", a->sched.n_ubatch, "prompt rows per slot per step (-ub, default 512)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-queue", a->sched.max_queue, "requests waiting for a slot before 503 (default 64)");
+  app.add_option("--host", a->server.host, "address to listen on (default 127.0.0.1)");
+  app.add_option("--port", a->server.port, "port to listen on (default 8080; 0: any free port)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--api-key", a->api_keys, "API key clients must send (Bearer or x-api-key); repeatable or comma-separated");
+  app.add_option("--api-key-file", a->api_key_file, "file of API keys, one per line");
+  app.add_option("-a,--alias", a->alias, "model name in replies and /v1/models (default: the model path)");
+  app.add_option("-n,--n-predict", a->server.n_predict,
+                 "tokens per reply: the default and the ceiling of max_tokens (-1: until the end or a full context)");
+  add_sampler_flags(app, a->server.sampling);
+  app.add_option("--chat-template", a->server.chat_template, "chat template name (default: the model's)");
+  app.add_option("--timeout", a->server.timeout_s,
+                 "socket read/write timeout, and wall-clock limit of one request, in seconds (-to, default 600)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--cors-origin", a->server.cors_origins,
+                 "origin a browser page may call from (repeatable; '*': any; default: no CORS)")
+      ->delimiter(',');
+  app.add_flag("--metrics", a->server.metrics, "enable the Prometheus endpoint GET /metrics");
+  app.add_option("--threads-http", a->server.n_http_threads, "HTTP threads (default: 4 x slots + 16, at least 32)");
+  return [a] { return serve(*a); };
+}
+
+}  // namespace synapse::tools
