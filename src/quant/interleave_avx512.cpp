@@ -156,13 +156,53 @@ struct Q5Digits {
   }
 };
 
-// Two groups' blocks by A activation rows: per row, the low and the high
-// digits' products in two int32 chains (vpdpbusd's latency), added, the
-// offset term subtracted (row l's exact isum in lane l), then
-// acc = fma(float(isum), d_w * d_a, acc): legacy.cpp's Q4_0 order.
-template <class D, int Acts>
-struct NibbleKernel {
+// The integer sums of chunk-pair c of a Q4_0 / Q5_0 block of both groups
+// against A activation rows: the low digits' products into s0, the high
+// digits' into s1 (two int32 chains, for vpdpbusd's latency).
+template <class D>
+struct NibbleSums {
   using X8 = typename D::X8;
+  using Pack = PackedQ8x8;
+  template <int A>
+  static void add(const X8& b0, const X8& b1, const uint8_t* a, size_t as, int64_t i, __m512i* s0, __m512i* s1) {
+    unrolled<4>([&]<int c>() {
+      __m512i lo, hi;
+      D::template get<c>(b0, b1, load_pair(b0.qs + 32 * c, b1.qs + 32 * c), lo, hi);
+      for (int m = 0; m < A; ++m) {
+        const PackedQ8x8& x = act<PackedQ8x8>(a, as, m, i);
+        s0[m] = _mm512_dpbusd_epi32(s0[m], lo, bcast4(x.qs + 4 * c));
+        s1[m] = _mm512_dpbusd_epi32(s1[m], hi, bcast4(x.qs + 16 + 4 * c));
+      }
+    });
+  }
+};
+
+// Q8_0: the weight bytes + 128 (xor 0x80: 0..255) against the activation
+// bytes (even chunks into s0, odd into s1); PackedQ8x8s::off = 128 * sum(a)
+// then leaves the exact block dot (a weight byte of -128 would be exact
+// too).
+struct Q8Sums {
+  using X8 = block_q8_0x8;
+  using Pack = PackedQ8x8s;
+  template <int A>
+  static void add(const X8& b0, const X8& b1, const uint8_t* a, size_t as, int64_t i, __m512i* s0, __m512i* s1) {
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    unrolled<8>([&]<int c>() {
+      const __m512i q = _mm512_xor_si512(load_pair(b0.qs + 32 * c, b1.qs + 32 * c), flip);
+      __m512i* s = c % 2 == 0 ? s0 : s1;
+      for (int m = 0; m < A; ++m) s[m] = _mm512_dpbusd_epi32(s[m], q, bcast4(act<PackedQ8x8s>(a, as, m, i).qs + 4 * c));
+    });
+  }
+};
+
+// Two groups' 32-element blocks (Q4_0, Q5_0, Q8_0) by A activation rows:
+// per row the two chains added and the offset term subtracted (row l's
+// exact isum in lane l), then acc = fma(float(isum), d_w * d_a, acc):
+// legacy.cpp's Q4_0 order.
+template <class S, int Acts>
+struct Block32Kernel {
+  using X8 = typename S::X8;
+  using Pack = typename S::Pack;
   static constexpr int kActs = Acts;
   static constexpr int kBlock = 32;
   template <int A>
@@ -172,51 +212,11 @@ struct NibbleKernel {
     for (int64_t i = 0; i < nb; ++i) {
       __m512i s0[A], s1[A];
       for (int m = 0; m < A; ++m) s0[m] = s1[m] = _mm512_setzero_si512();
-      unrolled<4>([&]<int c>() {
-        __m512i lo, hi;
-        D::template get<c>(w0[i], w1[i], load_pair(w0[i].qs + 32 * c, w1[i].qs + 32 * c), lo, hi);
-        for (int m = 0; m < A; ++m) {
-          const PackedQ8x8& x = act<PackedQ8x8>(a, as, m, i);
-          s0[m] = _mm512_dpbusd_epi32(s0[m], lo, bcast4(x.qs + 4 * c));
-          s1[m] = _mm512_dpbusd_epi32(s1[m], hi, bcast4(x.qs + 16 + 4 * c));
-        }
-      });
+      S::template add<A>(w0[i], w1[i], a, as, i, s0, s1);
       const __m512 dw = f16_pair(w0[i].d, w1[i].d);
       for (int m = 0; m < A; ++m) {
-        const PackedQ8x8& x = act<PackedQ8x8>(a, as, m, i);
+        const Pack& x = act<Pack>(a, as, m, i);
         const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s0[m], s1[m]), _mm512_set1_epi32(x.off));
-        acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(x.d)), acc[m]);
-      }
-    }
-    for (int m = 0; m < A; ++m) _mm512_storeu_ps(y + static_cast<size_t>(m) * ys, acc[m]);
-  }
-};
-
-// ---- Q8_0: the weight bytes + 128 (xor 0x80: 0..255) against the
-// activation bytes, minus 128 * sum(a) (PackedQ8x8s::off): the exact
-// block dot (a weight byte of -128 would be exact too).
-template <int Acts>
-struct Q8Kernel {
-  using X8 = block_q8_0x8;
-  static constexpr int kActs = Acts;
-  static constexpr int kBlock = 32;
-  template <int A>
-  static void run(int64_t nb, const X8* w0, const X8* w1, const uint8_t* a, size_t as, float* y, size_t ys) {
-    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-    __m512 acc[A];
-    for (int m = 0; m < A; ++m) acc[m] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nb; ++i) {
-      __m512i s[2][A];
-      for (int m = 0; m < A; ++m) s[0][m] = s[1][m] = _mm512_setzero_si512();
-      unrolled<8>([&]<int c>() {
-        const __m512i q = _mm512_xor_si512(load_pair(w0[i].qs + 32 * c, w1[i].qs + 32 * c), flip);
-        for (int m = 0; m < A; ++m)
-          s[c % 2][m] = _mm512_dpbusd_epi32(s[c % 2][m], q, bcast4(act<PackedQ8x8s>(a, as, m, i).qs + 4 * c));
-      });
-      const __m512 dw = f16_pair(w0[i].d, w1[i].d);
-      for (int m = 0; m < A; ++m) {
-        const PackedQ8x8s& x = act<PackedQ8x8s>(a, as, m, i);
-        const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s[0][m], s[1][m]), _mm512_set1_epi32(x.off));
         acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(x.d)), acc[m]);
       }
     }
@@ -388,17 +388,17 @@ void q6_many(int64_t nb, const block_q6_Kx8* w0, const block_q6_Kx8* w1, const u
 
 void gemm_q4_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
                       float* y, size_t ys) {
-  gemm_pairs<NibbleKernel<Q4Digits, 8>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q4_0x8_q8_0);
+  gemm_pairs<Block32Kernel<NibbleSums<Q4Digits>, 8>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q4_0x8_q8_0);
 }
 
 void gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
                       float* y, size_t ys) {
-  gemm_pairs<NibbleKernel<Q5Digits, 8>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q5_0x8_q8_0);
+  gemm_pairs<Block32Kernel<NibbleSums<Q5Digits>, 8>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q5_0x8_q8_0);
 }
 
 void gemm_q8_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
                       float* y, size_t ys) {
-  gemm_pairs<Q8Kernel<8>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q8_0x8_q8_0);
+  gemm_pairs<Block32Kernel<Q8Sums, 8>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q8_0x8_q8_0);
 }
 
 void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
