@@ -43,6 +43,7 @@
 #include "../bench/bandwidth.hpp"
 #include "commands.hpp"
 #include "model/forward.hpp"
+#include "quant/simd.hpp"
 #include "synapse/error.hpp"
 
 #ifndef SYNAPSE_GIT_COMMIT
@@ -208,6 +209,7 @@ void print_table(const std::vector<Result>& rs, bool with_bound) {
 nlohmann::json to_json(const std::vector<Result>& rs) {
   nlohmann::json out;
   out["commit"] = SYNAPSE_GIT_COMMIT;
+  out["kernels"] = synapse::quant::isa_name(synapse::quant::active_isa());
   out["results"] = nlohmann::json::array();
   for (const Result& r : rs) {
     nlohmann::json j;
@@ -276,7 +278,10 @@ int run(BenchArgs a) {
   const double given_bw = a.bw.empty() || a.bw == "auto" ? 0.0 : std::strtod(a.bw.c_str(), nullptr);
 
   std::vector<Result> results;
-  if (!a.json) std::printf("synapse bench, commit %s\n\n", SYNAPSE_GIT_COMMIT);
+  // The kernel table in use (quant/simd.hpp: SYNAPSE_ISA / SYNAPSE_NO_SIMD and cpuid).
+  if (!a.json)
+    std::printf("synapse bench, commit %s, kernels %s\n\n", SYNAPSE_GIT_COMMIT,
+                synapse::quant::isa_name(synapse::quant::active_isa()));
   for (const std::string& path : a.models) {
     const auto m = model::load_model(path);
     const model::HParams& hp = m->hp;

@@ -156,14 +156,14 @@ void attend_group_avx2(const KvLayerView& kv, int64_t g, int64_t first, int64_t 
 
 void attend_group(const KvLayerView& kv, int64_t g, int64_t first, int64_t last, const float* q, int64_t n_gqa,
                   int64_t hd, int64_t hd_v, float kq_scale, float* out, AttentionScratch& s) {
-  static const bool use_avx2 = quant::active_isa() == quant::Isa::avx2;
+  static const bool use_avx2 = quant::runs_avx2(quant::active_isa());
   if (use_avx2) attend_group_avx2(kv, g, first, last, q, n_gqa, hd, hd_v, kq_scale, out, s);
   else attend_group_scalar(kv, g, first, last, q, n_gqa, hd, hd_v, kq_scale, out, s);
 }
 
 void attend_block(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa, int64_t hd,
                   int64_t hd_v, float kq_scale, AttentionScratch& s) {
-  static const bool use_avx2 = quant::active_isa() == quant::Isa::avx2;
+  static const bool use_avx2 = quant::runs_avx2(quant::active_isa());
   const int64_t bk = attend_block_bk(hd, hd_v);
   if (use_avx2) attend_block_avx2(kv, g, rows, n_rows, n_gqa, hd, hd_v, kq_scale, bk, s);
   else attend_block_scalar(kv, g, rows, n_rows, n_gqa, hd, hd_v, kq_scale, bk, s);

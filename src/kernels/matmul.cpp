@@ -135,8 +135,13 @@ Product prepare(const MatmulOut& o, Activations& x, quant::Isa isa, runtime::Thr
   const size_t unit_bytes = p.x8 != nullptr ? w.group_bytes : w.row_bytes;
   const size_t tile_bytes = p.x8 != nullptr ? kTileBytesX8 : kTileBytes;
   p.panel = std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / std::max<size_t>(1, unit_bytes)));
+  // The AVX-512 interleaved kernels take groups in pairs (a lone group runs
+  // the AVX2 kernel at half the width): even panels.
+  if (p.x8 != nullptr && isa == quant::Isa::avx512) p.panel = std::max<int64_t>(2, p.panel / 2 * 2);
   // A multiple of 4 rows: the kernels' register tiles take 4 activation rows.
   p.tile = std::clamp<int64_t>(static_cast<int64_t>(tile_bytes / std::max<size_t>(1, p.stride)) / 4 * 4, 4, 64);
+  // (Their 32-element kernels take 8 activation rows per register tile.)
+  if (p.x8 != nullptr && isa == quant::Isa::avx512) p.tile = std::max<int64_t>(8, p.tile / 8 * 8);
   return p;
 }
 

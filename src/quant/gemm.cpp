@@ -14,7 +14,7 @@ namespace synapse::quant {
 
 GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
-  if (isa == Isa::avx2) {
+  if (runs_avx2(isa)) {
     switch (t) {
       case GgmlType::Q8_0: return avx2::gemm_q8_0_q8_0;
       case GgmlType::Q5_K: return avx2::gemm_q5_K_q8_K;
@@ -39,7 +39,7 @@ GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept {
 
 GemvFn gemv_kernel(GgmlType t, Isa isa) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
-  if (isa == Isa::avx2) {
+  if (runs_avx2(isa)) {
     switch (t) {
       case GgmlType::Q8_0: return avx2::gemv_q8_0_q8_0;
       case GgmlType::Q5_K: return avx2::gemv_q5_K_q8_K;
@@ -57,7 +57,7 @@ GemvFn gemv_kernel(GgmlType t, Isa isa) noexcept {
 
 GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
-  if (isa == Isa::avx2 && t == GgmlType::Q8_0) return avx2::pack_q8_0_for_q8_0;
+  if (runs_avx2(isa) && t == GgmlType::Q8_0) return avx2::pack_q8_0_for_q8_0;
 #endif
   (void)t;
   (void)isa;
@@ -66,7 +66,7 @@ GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept {
 
 size_t gemm_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
-  if (isa == Isa::avx2 && t == GgmlType::Q8_0) return static_cast<size_t>(n / 32) * 96;
+  if (runs_avx2(isa) && t == GgmlType::Q8_0) return static_cast<size_t>(n / 32) * 96;
 #endif
   return row_size(vec_dot_type(t), n);
 }

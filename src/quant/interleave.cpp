@@ -320,7 +320,7 @@ bool rows_interleave_exactly(GgmlType t, int64_t n, const uint8_t* src, size_t r
 
 bool interleave_pays(GgmlType t, Isa isa) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
-  return interleaved_type(t) && isa == Isa::avx2;
+  return interleaved_type(t) && runs_avx2(isa);
 #else
   (void)t;
   (void)isa;
@@ -378,6 +378,16 @@ void scalar::gemm_q8_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, con
 
 GemmX8Fn gemm_x8_kernel(GgmlType t, Isa isa) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
+  if (isa == Isa::avx512) {
+    switch (t) {
+      case GgmlType::Q4_0: return avx512::gemm_q4_0x8_q8_0;
+      case GgmlType::Q5_0: return avx512::gemm_q5_0x8_q8_0;
+      case GgmlType::Q8_0: return avx512::gemm_q8_0x8_q8_0;
+      case GgmlType::Q4_K: return avx512::gemm_q4_Kx8_q8_K;
+      case GgmlType::Q6_K: return avx512::gemm_q6_Kx8_q8_K;
+      default: return nullptr;
+    }
+  }
   if (isa == Isa::avx2) {
     switch (t) {
       case GgmlType::Q4_0: return avx2::gemm_q4_0x8_q8_0;
@@ -402,7 +412,7 @@ GemmX8Fn gemm_x8_kernel(GgmlType t, Isa isa) noexcept {
 
 GemmPackFn x8_pack_kernel(GgmlType t, Isa isa) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
-  if (isa == Isa::avx2) {
+  if (runs_avx2(isa)) {  // (the AVX-512 kernels read the AVX2 packs: x8_packs.hpp)
     switch (t) {
       case GgmlType::Q4_0: return avx2::pack_q8_0_for_q4_0x8;
       case GgmlType::Q5_0: return avx2::pack_q8_0_for_q5_0x8;

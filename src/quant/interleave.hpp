@@ -139,7 +139,7 @@ bool can_interleave(GgmlType t, int64_t n_out) noexcept;
 bool rows_interleave_exactly(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes, int64_t n_rows) noexcept;
 
 // True when `isa` has a kernel of its own for interleaved matrices of type t
-// (AVX2 for Q4_0, Q5_0, Q8_0, Q4_K and Q6_K): model loading interleaves only then, since elsewhere the
+// (AVX2 and AVX-512 for Q4_0, Q5_0, Q8_0, Q4_K and Q6_K): model loading interleaves only then, since elsewhere the
 // plain rows run as fast through the vec_dot kernels and need no copy.
 bool interleave_pays(GgmlType t, Isa isa) noexcept;
 
@@ -225,5 +225,10 @@ void pack_q8_K_for_q4_Kx8(int64_t n, const void* src, void* dst);
 // Q8_K rows for gemm_q6_Kx8_q8_K: 528 bytes per 256 elements.
 void pack_q8_K_for_q6_Kx8(int64_t n, const void* src, void* dst);
 }  // namespace avx2
+namespace avx512 {
+// interleave_avx512.cpp: the AVX-512 VNNI kernels, reading the AVX2 packs
+// (x8_pack_kernel(t, Isa::avx512) is x8_pack_kernel(t, Isa::avx2)).
+SYNAPSE_DECLARE_X8_KERNELS()
+}  // namespace avx512
 
 }  // namespace synapse::quant

@@ -32,21 +32,17 @@
 #include "quant/avx2_util.hpp"
 #include "quant/gemm_tiles.hpp"
 #include "quant/interleave.hpp"
+#include "quant/x8_packs.hpp"
 
 namespace synapse::quant::avx2 {
 namespace {
 
 using namespace tiles;
+using x8::PackedQ8x8;
+using x8::PackedQ8x8s;
+using x8::PackedQ8Kx8;
+using x8::PackedQ8Kx8o;
 
-// An activation block as the kernels read it: the bytes, the F16 scale as
-// float, and the offset term (8 for Q4_0, 16 for Q5_0) * sum(qs), made once
-// per matrix product.
-struct PackedQ8x8 {
-  int8_t qs[32];
-  float d;
-  int32_t off;
-};
-static_assert(sizeof(PackedQ8x8) == kPackQ4_0x8);
 
 // f.template operator()<c>() for c = 0 .. N-1, unrolled at compile time
 // (c indexes registers and is a template argument).
@@ -168,16 +164,6 @@ inline __m256 hsum_lanes(const __m256 r[8]) {
                        _mm256_add_ps(_mm256_add_ps(r[5], r[1]), _mm256_add_ps(r[7], r[3])));
 }
 
-// ---- Q8_0: an activation block as q8_0x8_tile reads it (made once per
-// matrix product): the bytes' magnitudes (|-128| = 128 fits a uint8), the
-// bytes, the F16 scale as float.
-struct PackedQ8x8s {
-  uint8_t mag[32];
-  int8_t qs[32];
-  float d;
-  uint8_t pad[4];
-};
-static_assert(sizeof(PackedQ8x8s) == kPackQ8_0x8);
 
 // G groups' Q8_0 blocks (w[g], 8 output rows each, at y + 8g) by A
 // activation rows, in legacy.cpp's Q4_0 order. Chunk c's load holds bytes
@@ -243,16 +229,6 @@ struct Q8Tile {
   }
 };
 
-// ---- Q4_K: a Q8_K activation block as the kernel reads it (made once per
-// matrix product): d, the 8 sums of 32 bytes as int16 (the int16 sums of
-// bsums pairs, as k_quants.cpp's order takes them), the bytes.
-struct PackedQ8Kx8 {
-  float d;
-  int16_t bsum[8];
-  int8_t qs[256];
-  uint8_t pad[12];
-};
-static_assert(sizeof(PackedQ8Kx8) == kPackQ4_Kx8);
 
 // A group's Q4_K blocks by A activation rows. Per 64-element group g and
 // chunk c, one load holds bytes 32g + 4c..+3 of the 8 rows (low nibbles:
@@ -329,17 +305,6 @@ struct Q4KTile {
   }
 };
 
-// ---- Q6_K: a Q8_K activation block as q6_Kx8_tile reads it (made once per
-// matrix product): d, the bytes, and for each register (c, q) the offset
-// term of k_quants.cpp's Q6_K order as ggml's second maddubs makes it,
-// 32 * (a0 + a1) and 32 * (a2 + a3) of its 4 bytes (int16).
-struct PackedQ8Kx8o {
-  float d;
-  uint8_t pad[12];
-  int8_t qs[256];
-  int16_t off[128];
-};
-static_assert(sizeof(PackedQ8Kx8o) == kPackQ6_Kx8);
 
 // Row l's int8 scales of one sub-block (8 bytes, row l at byte l) as
 // int16 pairs (s_l, s_l) in int32 lane l, for _mm256_madd_epi16.
@@ -603,7 +568,7 @@ void pack_q8_0_for_q8_0x8(int64_t n, const void* src, void* dst) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p[i].mag), _mm256_abs_epi8(q));
     std::memcpy(p[i].qs, x[i].qs, 32);
     p[i].d = h2f(x[i].d);
-    std::memset(p[i].pad, 0, sizeof p[i].pad);
+    p[i].off = 128 * hsum_i32_8(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1)));
   }
 }
 

@@ -3,6 +3,7 @@
 // of the SIMD kernels (simd.hpp).
 #include "quant/quant.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -124,7 +125,8 @@ SimdKernels neon_kernels_of(GgmlType t) {
 
 SimdKernels simd_kernels_of(GgmlType t, Isa isa) {
   switch (isa) {
-    case Isa::avx2: return avx2_kernels_of(t);
+    case Isa::avx2:
+    case Isa::avx512: return avx2_kernels_of(t);  // (no AVX-512 dot or quantizer of its own)
     case Isa::neon: return neon_kernels_of(t);
     default: return {};
   }
@@ -133,6 +135,18 @@ SimdKernels simd_kernels_of(GgmlType t, Isa isa) {
 Isa decide_isa() noexcept {
   const char* off = std::getenv("SYNAPSE_NO_SIMD");
   if (off != nullptr && off[0] != '\0' && std::strcmp(off, "0") != 0) return Isa::scalar;
+  if (const char* want = std::getenv("SYNAPSE_ISA"); want != nullptr && want[0] != '\0') {
+    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon}) {
+      if (std::strcmp(want, isa_name(isa)) != 0) continue;
+      if (cpu_runs(isa)) return isa;
+      std::fprintf(stderr, "synapse: SYNAPSE_ISA=%s ignored: this CPU cannot run it\n", want);
+      want = nullptr;
+      break;
+    }
+    if (want != nullptr)
+      std::fprintf(stderr, "synapse: SYNAPSE_ISA=%s ignored: not one of scalar, avx2, avx512, neon\n", want);
+  }
+  if (cpu_has_avx512_vnni()) return Isa::avx512;
   if (cpu_has_avx2()) return Isa::avx2;
   if (cpu_has_neon_dotprod()) return Isa::neon;
   return Isa::scalar;
@@ -179,6 +193,28 @@ float vec_dot(GgmlType t, int64_t n, const void* w, const void* act) {
 
 bool cpu_has_avx2() noexcept { return detail::cpu_has_avx2(); }
 
+bool cpu_has_avx512_vnni() noexcept {
+#if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)
+  // (libgcc sets the avx512 bits only when XCR0 says the OS saves the
+  // ZMM state.)
+  static const bool has = detail::cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool cpu_runs(Isa isa) noexcept {
+  switch (isa) {
+    case Isa::avx2: return cpu_has_avx2();
+    case Isa::avx512: return cpu_has_avx512_vnni();
+    case Isa::neon: return cpu_has_neon_dotprod();
+    default: return true;
+  }
+}
+
 bool cpu_is_intel() noexcept {
 #if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)
   static const bool intel = __builtin_cpu_is("intel");
@@ -211,6 +247,7 @@ Isa active_isa() noexcept {
 const char* isa_name(Isa isa) noexcept {
   switch (isa) {
     case Isa::avx2: return "avx2";
+    case Isa::avx512: return "avx512";
     case Isa::neon: return "neon";
     default: return "scalar";
   }

@@ -25,14 +25,26 @@ namespace synapse::quant {
 using VecDotFn = float (*)(int64_t n, const void* w, const void* act);
 using QuantizeFn = void (*)(const float* x, void* y, int64_t n);
 
-// The instruction sets a kernel may be taken from.
-enum class Isa { scalar, avx2, neon };
+// The instruction sets a kernel may be taken from. avx512 (AVX-512
+// F/BW/DQ/VL + VNNI, on top of AVX2/FMA/F16C) is a level above avx2: its
+// table has its own kernels where they pay (the interleaved prefill GEMMs,
+// interleave_avx512.cpp) and the AVX2 kernels everywhere else.
+enum class Isa { scalar, avx2, neon, avx512 };
 
-// The ISA quant::vec_dot / quantize_row use in this process: avx2 when the CPU
-// has AVX2+FMA+F16C, neon when it is ARM64 with dotprod, and in both cases
-// SYNAPSE_NO_SIMD is unset (or "0"); else scalar. Decided once, on first call.
+// True for the levels that run the AVX2 kernels (avx2 and avx512): the
+// dispatch sites that pick an AVX2 kernel ask this, not isa == Isa::avx2.
+constexpr bool runs_avx2(Isa isa) noexcept { return isa == Isa::avx2 || isa == Isa::avx512; }
+
+// The ISA quant::vec_dot / quantize_row use in this process, decided once on
+// first call: scalar when SYNAPSE_NO_SIMD is set (not empty, not "0"); else
+// SYNAPSE_ISA when set to scalar, avx2, avx512 or neon and the CPU runs it
+// (cpu_runs; otherwise one line on stderr says it is ignored); else the
+// highest level the CPU runs: avx512, avx2, neon, scalar.
 Isa active_isa() noexcept;
 const char* isa_name(Isa isa) noexcept;
+
+// True when this CPU can execute the kernels of `isa`.
+bool cpu_runs(Isa isa) noexcept;
 
 // The dot kernel of weight type t for `isa`, or nullptr when synapse has no
 // dot for t at all. For an ISA without a specialised kernel for t this is the
@@ -97,6 +109,9 @@ int64_t prefetch_far_bytes() noexcept;
 
 // True when this CPU can run the AVX2 kernels (AVX2, FMA and F16C).
 bool cpu_has_avx2() noexcept;
+// True when this CPU (and OS) runs the AVX-512 VNNI kernels: AVX2, FMA,
+// F16C, AVX-512 F, BW, DQ, VL and VNNI (cpuid and XCR0, checked once).
+bool cpu_has_avx512_vnni() noexcept;
 // True when this CPU can run the NEON kernels (ARM64 with the ASIMD
 // dot-product instructions, HWCAP_ASIMDDP); false on every other target.
 bool cpu_has_neon_dotprod() noexcept;

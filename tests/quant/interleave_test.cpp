@@ -55,6 +55,8 @@ std::vector<uint8_t> weight_rows_of(GgmlType t, int64_t n, int64_t count, std::m
 }
 
 const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K};
+// The x86 levels with interleaved kernels (each run where cpu_runs).
+const Isa kIsas[] = {Isa::scalar, Isa::avx2, Isa::avx512};
 
 std::vector<int64_t> lengths_of(GgmlType t) {
   if (type_traits(t).block_size == 32) return {32, 96, 2048};
@@ -201,8 +203,8 @@ void check(GgmlType t, Isa isa, std::mt19937& rng) {
 // vec_dot.
 TEST(Interleave, ManyActivationRowsEqualVecDot) {
   std::mt19937 rng(99);
-  for (Isa isa : {Isa::scalar, Isa::avx2}) {
-    if (isa == Isa::avx2 && !cpu_has_avx2()) continue;
+  for (Isa isa : kIsas) {
+    if (!cpu_runs(isa)) continue;
     for (GgmlType t : kTypes) {
       const int64_t n = type_traits(t).block_size == 32 ? 64 : 512, M = 131;
       const GgmlType vt = vec_dot_type(t);
@@ -240,6 +242,19 @@ TEST(Interleave, Avx2KernelEqualsVecDot) {
   }
 }
 
+// The AVX-512 VNNI kernels: two groups per register, tiles of 4 activation
+// rows, a lone third group and 1..3 rows through the AVX2 kernels; Q6_K's
+// 32-row calls in ManyActivationRowsEqualVecDot.
+TEST(Interleave, Avx512KernelEqualsVecDot) {
+  if (!cpu_runs(Isa::avx512)) GTEST_SKIP() << "no AVX-512 F/BW/DQ/VL + VNNI on this CPU";
+  std::mt19937 rng(16);
+  for (GgmlType t : kTypes) {
+    EXPECT_TRUE(interleave_pays(t, Isa::avx512)) << type_name(t);
+    EXPECT_NE(gemm_x8_kernel(t, Isa::avx512), gemm_x8_kernel(t, Isa::avx2)) << type_name(t);
+    check(t, Isa::avx512, rng);
+  }
+}
+
 // The integer sums at their extremes (every digit or byte at its largest
 // magnitude against activation bytes of -128 and of 127, where an int16
 // step would saturate first): every kernel still equals the vec_dot.
@@ -249,7 +264,7 @@ TEST(Interleave, ExtremeBlocksDoNotSaturate) {
     const GgmlType vt = vec_dot_type(t);
     const size_t rb = row_size(t, n), bb = row_size(t, n / 2);
     for (int pattern = 0; pattern < 3; ++pattern) {
-      std::vector<uint8_t> plain(rb * 8);
+      std::vector<uint8_t> plain(rb * 16);  // two groups (the AVX-512 kernels take them in pairs)
       for (size_t off = 0; off < plain.size(); off += bb) {
         uint8_t* blk = plain.data() + off;
         // Digits 15 (Q5_0: 31; Q4_K scales and mins 63; Q8_0 bytes -127 or
@@ -261,8 +276,8 @@ TEST(Interleave, ExtremeBlocksDoNotSaturate) {
         std::memcpy(blk + (t == GgmlType::Q6_K ? offsetof(block_q6_K, d) : 0), &one, sizeof one);
         if (t == GgmlType::Q4_K) std::memcpy(blk + 2, &one, sizeof one);
       }
-      std::vector<uint8_t> x8(interleaved_group_bytes(t, n));
-      interleave_rows(t, n, plain.data(), rb, 8, x8.data());
+      std::vector<uint8_t> x8(2 * interleaved_group_bytes(t, n));
+      interleave_rows(t, n, plain.data(), rb, 16, x8.data());
       for (int8_t byte : {int8_t{-128}, int8_t{127}}) {
         std::vector<uint8_t> a(row_size(vt, n));
         if (vt == GgmlType::Q8_0) {
@@ -279,19 +294,19 @@ TEST(Interleave, ExtremeBlocksDoNotSaturate) {
             for (int16_t& s : b->bsums) s = static_cast<int16_t>(16 * byte);
           }
         }
-        for (Isa isa : {Isa::scalar, Isa::avx2}) {
-          if (isa == Isa::avx2 && !cpu_has_avx2()) continue;
+        for (Isa isa : kIsas) {
+          if (!cpu_runs(isa)) continue;
           // One activation row (decode), and the same row 4 times (the
           // prefill tiles of 4 rows).
           std::vector<uint8_t> a4;
           for (int m = 0; m < 4; ++m) a4.insert(a4.end(), a.begin(), a.end());
           size_t ps = 0;
           const std::vector<uint8_t> packed4 = packed_rows(t, isa, n, a4, 4, ps);
-          float y[8];
-          gemm_x8_kernel(t, isa)(n, x8.data(), 1, packed4.data(), ps, 1, y, 8);
-          float y4[4][8];
-          gemm_x8_kernel(t, isa)(n, x8.data(), 1, packed4.data(), ps, 4, &y4[0][0], 8);
-          for (int r = 0; r < 8; ++r) {
+          float y[16];
+          gemm_x8_kernel(t, isa)(n, x8.data(), 2, packed4.data(), ps, 1, y, 16);
+          float y4[4][16];
+          gemm_x8_kernel(t, isa)(n, x8.data(), 2, packed4.data(), ps, 4, &y4[0][0], 16);
+          for (int r = 0; r < 16; ++r) {
             const float want = vec_dot_kernel(t, isa)(n, plain.data() + r * rb, a.data());
             ASSERT_EQ(std::memcmp(&want, &y[r], sizeof want), 0)
                 << type_name(t) << " " << isa_name(isa) << " pattern " << pattern << " byte " << int{byte}

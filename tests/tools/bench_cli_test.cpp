@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 
@@ -47,6 +48,22 @@ TEST(BenchCli, PrintsATableWithPpAndTgRows) {
   EXPECT_NE(rows[0].find("| 292.80 K |"), std::string::npos) << rows[0];
   EXPECT_NE(rows[0].find("| 1.12 MiB |"), std::string::npos) << rows[0];
   EXPECT_NE(rows[1].find(" ± "), std::string::npos) << rows[1];
+}
+
+// The header names the kernel table in use; SYNAPSE_ISA picks it, and a
+// name that is no table is reported on stderr and ignored.
+TEST(BenchCli, PrintsTheKernelTable) {
+  const std::string args = "bench -m " + data_path("models/stories260K.gguf") + " -p 4 -n 2 -r 1 -t 1";
+  ::setenv("SYNAPSE_ISA", "scalar", 1);
+  const Result r = synapse_cli(args);
+  ::setenv("SYNAPSE_ISA", "avx1024", 1);
+  const Result bad = synapse_cli(args);
+  ::unsetenv("SYNAPSE_ISA");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(", kernels scalar\n"), std::string::npos) << r.out;
+  ASSERT_EQ(bad.exit_code, 0) << bad.err;
+  EXPECT_NE(bad.err.find("SYNAPSE_ISA=avx1024 ignored"), std::string::npos) << bad.err;
+  EXPECT_EQ(bad.out.find(", kernels scalar\n"), std::string::npos) << bad.out;
 }
 
 TEST(BenchCli, JsonParsesWithOneResultPerTestAndRun) {

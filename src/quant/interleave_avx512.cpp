@@ -1,0 +1,430 @@
+// AVX-512 VNNI kernels of interleaved Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K
+// matrices (interleave.hpp) for prefill: the AVX2 kernels' steps
+// (interleave_avx2.cpp) on 512-bit registers that hold two groups, 16 weight
+// rows side by side (lanes 0..7 group g, 8..15 group g + 1), so every
+// activation broadcast and every float step serves 16 outputs. The extra
+// width goes across outputs only: each output keeps, per block, the exact
+// integer and the float operations of vec_dot_<t>_<vt> in their order, so
+// these kernels give the AVX2 and scalar kernels' bits (contract 2;
+// tests/quant/interleave_test.cpp compares them with memcmp).
+//
+// vpdpbusd (_mm512_dpbusd_epi32: unsigned bytes times signed bytes, four
+// products added into each int32 lane without saturation) replaces
+// maddubs + madd + add: the same exact int32 sums, as no int16 step is left
+// to saturate. The weight digits are the unsigned operand (Q4_0 0..15,
+// Q5_0 0..31, Q4_K 0..15; Q8_0 bytes + 128, via xor 0x80), the activation
+// bytes the signed one, and the digit offset comes off as the packs' offset
+// term (x8_packs.hpp). Q4_K multiplies its int32 sub-block sums by the
+// scales with vpmulld (sums up to 32 * 15 * 128 do not fit the int16 of
+// madd). Q6_K keeps maddubs (its 8-lane order scales every 4 products),
+// with the operands' roles swapped (q6_many), and adds with vpdpwssd.
+//
+// Decode (fewer than kMinRows activation rows, which streams the weights
+// from memory) and a lone last group run the AVX2 kernels, which give the
+// same bits. No STL and no inline function of a shared header here: code
+// compiled with -mavx512* must not become the definition generic code links.
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__) && \
+    defined(__AVX512VNNI__) && defined(__FMA__) && defined(__F16C__)
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which
+// -Wmaybe-uninitialized reports as read uninitialized (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "quant/interleave.hpp"
+#include "quant/x8_packs.hpp"
+
+namespace synapse::quant::avx512 {
+namespace {
+
+using x8::PackedQ8Kx8;
+using x8::PackedQ8Kx8o;
+using x8::PackedQ8x8;
+using x8::PackedQ8x8s;
+
+// Activation rows below which a product runs the AVX2 (decode) kernels.
+constexpr int64_t kMinRows = 4;
+
+template <int N, class F>
+inline void unrolled(F&& f) {
+  [&]<int... c>(std::integer_sequence<int, c...>) { (f.template operator()<c>(), ...); }(std::make_integer_sequence<int, N>{});
+}
+
+template <class B>
+inline const B& act(const uint8_t* a, size_t as, int m, int64_t i) {
+  return reinterpret_cast<const B*>(a + static_cast<size_t>(m) * as)[i];
+}
+
+// 4 bytes broadcast to the 16 int32 lanes.
+inline __m512i bcast4(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// 32 bytes of group g (lanes 0..7) and 32 of group g + 1 (lanes 8..15).
+inline __m512i load_pair(const void* p0, const void* p1) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(p0))),
+                            _mm256_loadu_si256(static_cast<const __m256i*>(p1)), 1);
+}
+
+inline __m256i load_pair16(const void* p0, const void* p1) {
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p0))),
+                                 _mm_loadu_si128(static_cast<const __m128i*>(p1)), 1);
+}
+
+inline __m128i load_pair8(const void* p0, const void* p1) {
+  return _mm_unpacklo_epi64(_mm_loadl_epi64(static_cast<const __m128i*>(p0)),
+                            _mm_loadl_epi64(static_cast<const __m128i*>(p1)));
+}
+
+// The 8 F16 scales of each group as 16 floats (exact conversions).
+inline __m512 f16_pair(const ggml_fp16_t* d0, const ggml_fp16_t* d1) { return _mm512_cvtph_ps(load_pair16(d0, d1)); }
+
+// Runs K::run<A>(nb, w0, w1, a, as, y, ys) for rem (< K::kActs) rows.
+template <class K, int A>
+inline void rest(int64_t rem, int64_t nb, const typename K::X8* w0, const typename K::X8* w1, const uint8_t* a,
+                 size_t as, float* y, size_t ys) {
+  if constexpr (A > 0) {
+    if (rem == A) K::template run<A>(nb, w0, w1, a, as, y, ys);
+    else rest<K, A - 1>(rem, nb, w0, w1, a, as, y, ys);
+  }
+}
+
+// gemm_x8 of the AVX-512 table: pairs of groups in tiles of K::kActs
+// activation rows (the last smaller); decode and a lone last group through
+// `narrow` (the AVX2 kernel of the type). Rows per tile, measured on one
+// thread of the Zen 5 here (2048 x 256 by 64 rows, best of 200, two runs):
+// Q4_0, Q5_0 and Q8_0 8 (4 -> 8: Q4_0 255-264 -> 291-301 Gmac/s, Q5_0
+// 244-249 -> 274-285, Q8_0 212 -> 255-256; 6 in between), Q4_K 4 (2:
+// 236-243, 3: 260-269, 4: 285-292; 5 and up spill its 5 accumulators
+// per row).
+template <class K>
+void gemm_pairs(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows, float* y,
+                size_t ys, GemmX8Fn narrow) {
+  if (n_rows < kMinRows) {
+    narrow(n, w, n_groups, a, as, n_rows, y, ys);
+    return;
+  }
+  const int64_t nb = n / K::kBlock;
+  const size_t gb = static_cast<size_t>(nb) * sizeof(typename K::X8);
+  int64_t g = 0;
+  for (; g + 2 <= n_groups; g += 2) {
+    const auto* w0 = reinterpret_cast<const typename K::X8*>(w + static_cast<size_t>(g) * gb);
+    const auto* w1 = reinterpret_cast<const typename K::X8*>(w + static_cast<size_t>(g + 1) * gb);
+    float* yg = y + kInterleave * g;
+    int64_t m = 0;
+    for (; m + K::kActs <= n_rows; m += K::kActs) K::template run<K::kActs>(nb, w0, w1, a + m * as, as, yg + m * ys, ys);
+    rest<K, K::kActs - 1>(n_rows - m, nb, w0, w1, a + m * as, as, yg + m * ys, ys);
+  }
+  if (g < n_groups) narrow(n, w + static_cast<size_t>(g) * gb, 1, a, as, n_rows, y + kInterleave * g, ys);
+}
+
+// ---- Q4_0 / Q5_0: digits of chunk c of the 16 rows from q = the chunk's
+// bytes of both groups (block_q4_0x8 / block_q5_0x8).
+struct Q4Digits {
+  using X8 = block_q4_0x8;
+  template <int c>
+  static void get(const X8&, const X8&, __m512i q, __m512i& lo, __m512i& hi) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    lo = _mm512_and_si512(q, m4);
+    hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+  }
+};
+
+// Bits 2c, 2c + 1 of each byte moved to bits 3, 4 (other bits: garbage;
+// the 16-bit shifts keep them within their byte).
+template <int c>
+inline __m512i top_bits_to_3(__m512i v) {
+  if constexpr (c == 0) return _mm512_slli_epi16(v, 3);
+  else if constexpr (c == 1) return _mm512_slli_epi16(v, 1);
+  else if constexpr (c == 2) return _mm512_srli_epi16(v, 1);
+  else return _mm512_srli_epi16(v, 3);
+}
+
+struct Q5Digits {
+  using X8 = block_q5_0x8;
+  template <int c>
+  static void get(const X8& b0, const X8& b1, __m512i q, __m512i& lo, __m512i& hi) {
+    lo = _mm512_and_si512(q, _mm512_set1_epi8(0x1F));
+    hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q, 5), _mm512_set1_epi8(0x07)),
+                         _mm512_and_si512(top_bits_to_3<c>(load_pair(b0.qh, b1.qh)), _mm512_set1_epi8(0x18)));
+  }
+};
+
+// The integer sums of chunk-pair c of a Q4_0 / Q5_0 block of both groups
+// against A activation rows: the low digits' products into s0, the high
+// digits' into s1 (two int32 chains, for vpdpbusd's latency).
+template <class D>
+struct NibbleSums {
+  using X8 = typename D::X8;
+  using Pack = PackedQ8x8;
+  template <int A>
+  static void add(const X8& b0, const X8& b1, const uint8_t* a, size_t as, int64_t i, __m512i* s0, __m512i* s1) {
+    unrolled<4>([&]<int c>() {
+      __m512i lo, hi;
+      D::template get<c>(b0, b1, load_pair(b0.qs + 32 * c, b1.qs + 32 * c), lo, hi);
+      for (int m = 0; m < A; ++m) {
+        const PackedQ8x8& x = act<PackedQ8x8>(a, as, m, i);
+        s0[m] = _mm512_dpbusd_epi32(s0[m], lo, bcast4(x.qs + 4 * c));
+        s1[m] = _mm512_dpbusd_epi32(s1[m], hi, bcast4(x.qs + 16 + 4 * c));
+      }
+    });
+  }
+};
+
+// Q8_0: the weight bytes + 128 (xor 0x80: 0..255) against the activation
+// bytes (even chunks into s0, odd into s1); PackedQ8x8s::off = 128 * sum(a)
+// then leaves the exact block dot (a weight byte of -128 would be exact
+// too).
+struct Q8Sums {
+  using X8 = block_q8_0x8;
+  using Pack = PackedQ8x8s;
+  template <int A>
+  static void add(const X8& b0, const X8& b1, const uint8_t* a, size_t as, int64_t i, __m512i* s0, __m512i* s1) {
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    unrolled<8>([&]<int c>() {
+      const __m512i q = _mm512_xor_si512(load_pair(b0.qs + 32 * c, b1.qs + 32 * c), flip);
+      __m512i* s = c % 2 == 0 ? s0 : s1;
+      for (int m = 0; m < A; ++m) s[m] = _mm512_dpbusd_epi32(s[m], q, bcast4(act<PackedQ8x8s>(a, as, m, i).qs + 4 * c));
+    });
+  }
+};
+
+// Two groups' 32-element blocks (Q4_0, Q5_0, Q8_0) by A activation rows:
+// per row the two chains added and the offset term subtracted (row l's
+// exact isum in lane l), then acc = fma(float(isum), d_w * d_a, acc):
+// legacy.cpp's Q4_0 order.
+template <class S, int Acts>
+struct Block32Kernel {
+  using X8 = typename S::X8;
+  using Pack = typename S::Pack;
+  static constexpr int kActs = Acts;
+  static constexpr int kBlock = 32;
+  template <int A>
+  static void run(int64_t nb, const X8* w0, const X8* w1, const uint8_t* a, size_t as, float* y, size_t ys) {
+    __m512 acc[A];
+    for (int m = 0; m < A; ++m) acc[m] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+      __m512i s0[A], s1[A];
+      for (int m = 0; m < A; ++m) s0[m] = s1[m] = _mm512_setzero_si512();
+      S::template add<A>(w0[i], w1[i], a, as, i, s0, s1);
+      const __m512 dw = f16_pair(w0[i].d, w1[i].d);
+      for (int m = 0; m < A; ++m) {
+        const Pack& x = act<Pack>(a, as, m, i);
+        const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s0[m], s1[m]), _mm512_set1_epi32(x.off));
+        acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(x.d)), acc[m]);
+      }
+    }
+    for (int m = 0; m < A; ++m) _mm512_storeu_ps(y + static_cast<size_t>(m) * ys, acc[m]);
+  }
+};
+
+// ---- Q4_K: per 64-element group g, sub-blocks 2g (low nibbles) and 2g + 1
+// (high) summed in int32 by vpdpbusd over their 8 chunks, times the rows'
+// scales (vpmulld) into isum; the mins as the AVX2 kernel takes them (madd
+// of the (min 2t, min 2t+1) pairs with the bsum pairs, here vpdpwssd); then
+// k_quants.cpp's two fused multiply-adds, subtracted at the end.
+template <int Acts>
+struct Q4KKernel {
+  using X8 = block_q4_Kx8;
+  static constexpr int kActs = Acts;
+  static constexpr int kBlock = QK_K;
+  template <int A>
+  static void run(int64_t nb, const X8* w0, const X8* w1, const uint8_t* a, size_t as, float* y, size_t ys) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc[A], acc_min[A];
+    for (int m = 0; m < A; ++m) acc[m] = acc_min[m] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+      const X8& b0 = w0[i];
+      const X8& b1 = w1[i];
+      __m512i isum[A];
+      for (int m = 0; m < A; ++m) isum[m] = _mm512_setzero_si512();
+      for (int g = 0; g < 4; ++g) {
+        __m512i slo[A], shi[A];
+        for (int m = 0; m < A; ++m) slo[m] = shi[m] = _mm512_setzero_si512();
+        unrolled<8>([&]<int c>() {
+          const __m512i q = load_pair(b0.qs + 32 * (8 * g + c), b1.qs + 32 * (8 * g + c));
+          const __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+          for (int m = 0; m < A; ++m) {
+            const int8_t* x = act<PackedQ8Kx8>(a, as, m, i).qs + 64 * g + 4 * c;
+            slo[m] = _mm512_dpbusd_epi32(slo[m], lo, bcast4(x));
+            shi[m] = _mm512_dpbusd_epi32(shi[m], hi, bcast4(x + 32));
+          }
+        });
+        const __m512i sc0 = _mm512_cvtepu8_epi32(load_pair8(b0.sc[2 * g], b1.sc[2 * g]));
+        const __m512i sc1 = _mm512_cvtepu8_epi32(load_pair8(b0.sc[2 * g + 1], b1.sc[2 * g + 1]));
+        for (int m = 0; m < A; ++m)
+          isum[m] = _mm512_add_epi32(isum[m], _mm512_add_epi32(_mm512_mullo_epi32(slo[m], sc0),
+                                                               _mm512_mullo_epi32(shi[m], sc1)));
+      }
+      const __m512 dw = f16_pair(b0.d, b1.d), dm = f16_pair(b0.dmin, b1.dmin);
+      __m512i mp[4];
+      for (int t = 0; t < 4; ++t) mp[t] = _mm512_cvtepu8_epi16(load_pair16(b0.mp[t], b1.mp[t]));
+      for (int m = 0; m < A; ++m) {
+        const PackedQ8Kx8& x = act<PackedQ8Kx8>(a, as, m, i);
+        __m512i ms = _mm512_setzero_si512();
+        for (int t = 0; t < 4; ++t) ms = _mm512_dpwssd_epi32(ms, mp[t], bcast4(x.bsum + 2 * t));
+        const __m512 da = _mm512_set1_ps(x.d);
+        acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[m]), _mm512_mul_ps(dw, da), acc[m]);
+        acc_min[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dm, da), acc_min[m]);
+      }
+    }
+    for (int m = 0; m < A; ++m) _mm512_storeu_ps(y + static_cast<size_t>(m) * ys, _mm512_sub_ps(acc[m], acc_min[m]));
+  }
+};
+
+// ---- Q6_K (k_quants.cpp's 8-lane order): hsum_float_8's sum
+// ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) across the 8 lane accumulators.
+inline __m512 hsum_lanes(const __m512 r[8]) {
+  return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(r[4], r[0]), _mm512_add_ps(r[6], r[2])),
+                       _mm512_add_ps(_mm512_add_ps(r[5], r[1]), _mm512_add_ps(r[7], r[3])));
+}
+
+// q6x8_register of interleave.hpp, local: a shared header's function could
+// be emitted here, compiled for AVX-512, and linked into generic code.
+constexpr int q6_register(int h, int f) { return 2 * h + f % 2 + 4 * (f / 2); }
+
+// The 16 rows' int8 scales of one sub-block as int16 pairs (s, s) per lane.
+inline __m512i scale_pairs(const int8_t* s0, const int8_t* s1) {
+  const __m512i v = _mm512_cvtepu16_epi32(_mm256_cvtepi8_epi16(load_pair8(s0, s1)));
+  return _mm512_or_si512(v, _mm512_slli_epi32(v, 16));
+}
+
+// The digits (0..63) of half h of chunk c of both groups (block_q6_Kx8):
+// u[f] = register q6_register(h, f).
+inline void q6_digits(const block_q6_Kx8& b0, const block_q6_Kx8& b1, int c, int h, __m512i u[4]) {
+  const __m512i m6 = _mm512_set1_epi8(0x3F), m2 = _mm512_set1_epi8(0x03), m3c = _mm512_set1_epi8(0x3C);
+  const __m512i x0 = load_pair(b0.q[c][h][0], b1.q[c][h][0]);
+  const __m512i x1 = load_pair(b0.q[c][h][1], b1.q[c][h][1]);
+  const __m512i x2 = load_pair(b0.q[c][h][2], b1.q[c][h][2]);
+  u[0] = _mm512_and_si512(x0, m6);
+  u[1] = _mm512_and_si512(x1, m6);
+  u[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(x0, 6), m2), _mm512_and_si512(_mm512_slli_epi16(x2, 2), m3c));
+  u[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(x1, 6), m2), _mm512_and_si512(_mm512_srli_epi16(x2, 2), m3c));
+}
+
+// Two groups' Q6_K blocks by M (1..kQ6Rows) activation rows, in
+// k_quants.cpp's 8-lane order. The operands swap roles against the AVX2
+// kernel: the weights as signed v = digit - 32 (-32..31), the activation
+// bytes as unsigned a + 128 (0..255), so maddubs(a + 128, v) is the int16
+// sum of 2 products (<= 2 * 255 * 32) and needs no per-row offset term;
+// vpdpwssd with the rows' scale of sub-block 2c + q / 4 adds it into lane
+// q's int32, summed over the 8 chunks. That sum is the exact lane plus
+// 128 * sum_c scale * (sum of the 4 v), a per-weight-row term (corr[q])
+// made once per block while unpacking and subtracted before the float
+// step. Then acc[q] = fma(d_a * d_w, float(lane), acc[q]) and hsum_lanes
+// at the end: the same integers and float steps as q6_Kx8_many
+// (interleave_avx2.cpp). Each block is unpacked once into a scratch of 64
+// digit registers and 16 scale pairs for all M rows, taken 4 at a time
+// (then 2, then 1), whose bytes + 128 are made once per block. (4 rows
+// against 2, 2048 x 256 by 64 rows, one thread, two runs: 118/109 ->
+// 129/122 Gmac/s.)
+constexpr int64_t kQ6Rows = 32;
+void q6_many(int64_t nb, const block_q6_Kx8* w0, const block_q6_Kx8* w1, const uint8_t* a, size_t as, int64_t M,
+             float* y, size_t ys) {
+  __m512 acc[kQ6Rows][8];
+  for (int64_t m = 0; m < M; ++m)
+    for (int q = 0; q < 8; ++q) acc[m][q] = _mm512_setzero_ps();
+  __m512i v[2][8][4], sc[16], corr[8];
+  alignas(64) uint8_t ax[4][QK_K];
+  const __m512i ones = _mm512_set1_epi8(1), k32 = _mm512_set1_epi8(32), flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int sb = 0; sb < 16; ++sb) sc[sb] = scale_pairs(w0[i].sc[sb], w1[i].sc[sb]);
+    for (int q = 0; q < 8; ++q) corr[q] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h)
+      for (int c = 0; c < 8; ++c) {
+        __m512i u[4];
+        q6_digits(w0[i], w1[i], c, h, u);
+        for (int f = 0; f < 4; ++f) {
+          const int q = q6_register(h, f);
+          v[h][c][f] = _mm512_sub_epi8(u[f], k32);
+          corr[q] = _mm512_dpwssd_epi32(corr[q], _mm512_maddubs_epi16(ones, v[h][c][f]), sc[2 * c + f / 2]);
+        }
+      }
+    for (int q = 0; q < 8; ++q) corr[q] = _mm512_slli_epi32(corr[q], 7);
+    const __m512 dw = f16_pair(w0[i].d, w1[i].d);
+    const auto rows = [&]<int R>(int64_t m0) {
+      const PackedQ8Kx8o* x[R];
+      for (int r = 0; r < R; ++r) {
+        x[r] = &act<PackedQ8Kx8o>(a, as, static_cast<int>(m0 + r), i);
+        for (int k = 0; k < QK_K; k += 64)
+          _mm512_store_si512(ax[r] + k, _mm512_xor_si512(_mm512_loadu_si512(x[r]->qs + k), flip));
+      }
+      for (int h = 0; h < 2; ++h) {
+        __m512i lane[R][4];
+        for (int r = 0; r < R; ++r)
+          for (int f = 0; f < 4; ++f) lane[r][f] = _mm512_setzero_si512();
+        for (int c = 0; c < 8; ++c) {
+          for (int f = 0; f < 4; ++f) {
+            const int q = q6_register(h, f), sb = 2 * c + f / 2;
+            for (int r = 0; r < R; ++r)
+              lane[r][f] = _mm512_dpwssd_epi32(lane[r][f], _mm512_maddubs_epi16(bcast4(ax[r] + 32 * c + 4 * q), v[h][c][f]),
+                                               sc[sb]);
+          }
+        }
+        for (int r = 0; r < R; ++r) {
+          const __m512 d = _mm512_mul_ps(_mm512_set1_ps(x[r]->d), dw);
+          for (int f = 0; f < 4; ++f) {
+            const int q = q6_register(h, f);
+            acc[m0 + r][q] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(lane[r][f], corr[q])), acc[m0 + r][q]);
+          }
+        }
+      }
+    };
+    int64_t m = 0;
+    for (; m + 4 <= M; m += 4) rows.template operator()<4>(m);
+    for (; m + 2 <= M; m += 2) rows.template operator()<2>(m);
+    if (m < M) rows.template operator()<1>(m);
+  }
+  for (int64_t m = 0; m < M; ++m) _mm512_storeu_ps(y + static_cast<size_t>(m) * ys, hsum_lanes(acc[m]));
+}
+
+}  // namespace
+
+void gemm_q4_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
+                      float* y, size_t ys) {
+  gemm_pairs<Block32Kernel<NibbleSums<Q4Digits>, 8>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q4_0x8_q8_0);
+}
+
+void gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
+                      float* y, size_t ys) {
+  gemm_pairs<Block32Kernel<NibbleSums<Q5Digits>, 8>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q5_0x8_q8_0);
+}
+
+void gemm_q8_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
+                      float* y, size_t ys) {
+  gemm_pairs<Block32Kernel<Q8Sums, 8>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q8_0x8_q8_0);
+}
+
+void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
+                      float* y, size_t ys) {
+  gemm_pairs<Q4KKernel<4>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q4_Kx8_q8_K);
+}
+
+void gemm_q6_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
+                      float* y, size_t ys) {
+  if (n_rows < kMinRows) {
+    avx2::gemm_q6_Kx8_q8_K(n, w, n_groups, a, as, n_rows, y, ys);
+    return;
+  }
+  const int64_t nb = n / QK_K;
+  const size_t gb = static_cast<size_t>(nb) * sizeof(block_q6_Kx8);
+  int64_t g = 0;
+  for (; g + 2 <= n_groups; g += 2) {
+    const auto* w0 = reinterpret_cast<const block_q6_Kx8*>(w + static_cast<size_t>(g) * gb);
+    const auto* w1 = reinterpret_cast<const block_q6_Kx8*>(w + static_cast<size_t>(g + 1) * gb);
+    for (int64_t m = 0; m < n_rows; m += kQ6Rows)
+      q6_many(nb, w0, w1, a + m * as, as, n_rows - m < kQ6Rows ? n_rows - m : kQ6Rows,
+              y + m * ys + kInterleave * g, ys);
+  }
+  if (g < n_groups)
+    avx2::gemm_q6_Kx8_q8_K(n, w + static_cast<size_t>(g) * gb, 1, a, as, n_rows, y + kInterleave * g, ys);
+}
+
+}  // namespace synapse::quant::avx512
+#endif

@@ -1,0 +1,57 @@
+// The activation blocks the interleaved kernels (interleave.hpp) read, made
+// once per matrix product by the x8_pack_kernel packs (interleave_avx2.cpp).
+// One layout per type serves the AVX2 and the AVX-512 kernels alike: the
+// AVX-512 table packs with the AVX2 functions (its CPUs run them) and hands
+// decode and a lone group to the AVX2 kernels, so both read the same rows.
+// Plain structs only (no inline code): included by instruction-set
+// translation units of different levels.
+#pragma once
+
+#include <cstdint>
+
+#include "quant/interleave.hpp"
+
+namespace synapse::quant::x8 {
+
+// Q4_0 / Q5_0: the bytes, the F16 scale as float, and the offset term
+// (8 for Q4_0, 16 for Q5_0) * sum(qs).
+struct PackedQ8x8 {
+  int8_t qs[32];
+  float d;
+  int32_t off;
+};
+static_assert(sizeof(PackedQ8x8) == kPackQ4_0x8);
+
+// Q8_0: the bytes' magnitudes (|-128| = 128 fits a uint8; the AVX2 sign
+// trick), the bytes, the F16 scale as float, and 128 * sum(qs) (the AVX-512
+// kernel's offset term: it multiplies the bytes against weight byte + 128).
+struct PackedQ8x8s {
+  uint8_t mag[32];
+  int8_t qs[32];
+  float d;
+  int32_t off;
+};
+static_assert(sizeof(PackedQ8x8s) == kPackQ8_0x8);
+
+// Q4_K: d, the 8 sums of 32 bytes as int16 (the int16 sums of bsums pairs,
+// as k_quants.cpp's order takes them), the bytes.
+struct PackedQ8Kx8 {
+  float d;
+  int16_t bsum[8];
+  int8_t qs[256];
+  uint8_t pad[12];
+};
+static_assert(sizeof(PackedQ8Kx8) == kPackQ4_Kx8);
+
+// Q6_K: d, the bytes, and for each register (c, q) the offset term of
+// k_quants.cpp's Q6_K order as ggml's second maddubs makes it, 32 * (a0 +
+// a1) and 32 * (a2 + a3) of its 4 bytes (int16).
+struct PackedQ8Kx8o {
+  float d;
+  uint8_t pad[12];
+  int8_t qs[256];
+  int16_t off[128];
+};
+static_assert(sizeof(PackedQ8Kx8o) == kPackQ6_Kx8);
+
+}  // namespace synapse::quant::x8
