@@ -139,7 +139,7 @@ def wait_idle(base, seconds=30):
             return m
         if time.time() > deadline:
             return m
-        time.sleep(0.05)
+        time.sleep(0.01)
 
 
 def pct(xs, p):
