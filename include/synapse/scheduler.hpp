@@ -100,7 +100,8 @@ class Scheduler {
   // slots' allocation throws.
   Scheduler(const Model& model, const SchedulerParams& params);
   // Cancels every queued and running request (on_done with cancelled, on
-  // the worker thread) and joins the worker.
+  // the worker thread) and joins the worker. Must not run on the worker (from
+  // a callback).
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -109,14 +110,16 @@ class Scheduler {
   // requests are already waiting (a refusal: nothing is queued and no
   // callback is called; HTTP 503). Throws Error(invalid_argument) for an
   // empty prompt, a prompt longer than n_ctx (naming n_ctx and the prompt's
-  // token count) or a bad parameter (named), Error(out_of_range) for a token
-  // id outside the vocabulary; nothing is queued then. Thread-safe.
+  // token count) or a bad parameter (named), Error(out_of_range) for a
+  // prompt or logit_bias token id outside the vocabulary; nothing is queued
+  // then. Thread-safe.
   std::optional<RequestId> try_submit(Request request);
 
-  // Cancels a queued or running request: within one step its slot is free,
-  // its on_done has run (finish_reason cancelled) and its KV rows no longer
-  // count as used (they stay as prompt cache, closed by the end-of-turn token
-  // when params.close_turn). Returns false when the id is unknown or already
+  // Cancels a queued or running request: within one step its on_done has
+  // run (finish_reason cancelled), its slot is free and its KV rows no longer
+  // count as used (they stay as prompt cache). With params.close_turn the
+  // slot is held one step more, to write the reply's last token and the
+  // end-of-turn token. Returns false when the id is unknown or already
   // finished. Thread-safe; may be called from a callback.
   bool cancel(RequestId id);
 

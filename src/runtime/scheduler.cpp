@@ -53,6 +53,23 @@ struct Slot {
   std::unique_ptr<Job> job;
 };
 
+void call_on_done(Job& j) {
+  if (!j.req.on_done) return;
+  try {
+    j.req.on_done(j.result);
+  } catch (...) {
+    // Nothing to report it to: the request is over either way.
+  }
+}
+
+// A request cancelled (or shut down) before it had a slot.
+void drop_queued(Job& j) {
+  j.gen.finish(FinishReason::cancelled);
+  runtime::record_end(j.result, j.gen);
+  j.result.n_prompt = static_cast<int64_t>(j.req.prompt.size());
+  call_on_done(j);
+}
+
 size_t common_prefix(const std::vector<token_id>& a, const std::vector<token_id>& b) {
   const size_t n = std::min(a.size(), b.size());
   size_t i = 0;
@@ -184,13 +201,7 @@ void Scheduler::Impl::finish(Slot& s, const GeneratedToken& closing_step) {
     m.tokens_predicted_total += static_cast<uint64_t>(j.result.timings.predicted_n);
     m.tokens_predicted_seconds_total += j.result.timings.predicted_ms / 1e3;
   }
-  if (j.req.on_done) {
-    try {
-      j.req.on_done(j.result);
-    } catch (...) {
-      // Nothing to report it to: the request is over either way.
-    }
-  }
+  call_on_done(j);
   if (j.closing.empty()) release(s);
   else j.phase = Phase::closing;
 }
@@ -272,17 +283,7 @@ void Scheduler::Impl::shutdown() {
       s.job->pending = -1;
       end_reply(s, FinishReason::cancelled);
     }
-  for (std::unique_ptr<Job>& j : queued) {
-    j->gen.finish(FinishReason::cancelled);
-    runtime::record_end(j->result, j->gen);
-    j->result.n_prompt = static_cast<int64_t>(j->req.prompt.size());
-    if (j->req.on_done) {
-      try {
-        j->req.on_done(j->result);
-      } catch (...) {
-      }
-    }
-  }
+  for (std::unique_ptr<Job>& j : queued) drop_queued(*j);
   std::lock_guard<std::mutex> lock(mu);
   live.clear();
   idle.notify_all();
@@ -323,17 +324,7 @@ void Scheduler::Impl::run() {
         lock.lock();
       }
     }
-    for (std::unique_ptr<Job>& j : dropped) {
-      j->gen.finish(FinishReason::cancelled);
-      runtime::record_end(j->result, j->gen);
-      j->result.n_prompt = static_cast<int64_t>(j->req.prompt.size());
-      if (j->req.on_done) {
-        try {
-          j->req.on_done(j->result);
-        } catch (...) {
-        }
-      }
-    }
+    for (std::unique_ptr<Job>& j : dropped) drop_queued(*j);
     for (Slot& s : slots)
       if (s.job && !s.job->reply_over && to_cancel.count(s.job->id)) {
         end_reply(s, FinishReason::cancelled);
@@ -396,8 +387,17 @@ void Scheduler::Impl::run() {
         m.n_busy_slots_total += order.size();
       }
       for (Slot* s : closing) release(*s);
-      for (size_t r = 0; r < owners.size(); ++r)
-        on_step(*owners[r], logits.subspan(r * static_cast<size_t>(n_vocab), static_cast<size_t>(n_vocab)));
+      for (size_t r = 0; r < owners.size(); ++r) {
+        Slot& s = *owners[r];
+        try {
+          on_step(s, logits.subspan(r * static_cast<size_t>(n_vocab), static_cast<size_t>(n_vocab)));
+        } catch (const std::exception& e) {  // refused at submission; kept so the worker never dies
+          if (s.job && !s.job->reply_over) {
+            s.job->result.error = e.what();
+            end_reply(s, FinishReason::error);
+          }
+        }
+      }
     }
     update_metrics();
   }
@@ -427,6 +427,10 @@ std::optional<RequestId> Scheduler::try_submit(Request request) {
     if (t < 0 || t >= d.n_vocab)
       throw Error(Errc::out_of_range,
                   "prompt token id " + std::to_string(t) + " outside [0, " + std::to_string(d.n_vocab) + ")");
+  for (const LogitBias& b : request.params.sampling.logit_bias)
+    if (b.token >= d.n_vocab)
+      throw Error(Errc::out_of_range, "logit_bias: token " + std::to_string(b.token) + " outside [0, " +
+                                          std::to_string(d.n_vocab) + ")");
   // The Generation is made here so that a bad parameter is refused at once
   // and a random seed is drawn at submission.
   Generation gen(d.model.tokenizer(), request.params, static_cast<int32_t>(d.p.n_ctx));

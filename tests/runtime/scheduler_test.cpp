@@ -64,6 +64,14 @@ struct Collector {
       cv.notify_all();
     };
   }
+  // Ready when the request has reported step `n` (0-based).
+  std::future<void> reached(int n) {
+    auto p = std::make_shared<std::promise<void>>();
+    on_step = [p, n](const GeneratedToken&, int step) {
+      if (step == n) p->set_value();
+    };
+    return p->get_future();
+  }
   Reply get() {
     std::unique_lock<std::mutex> lock(mu);
     EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(120), [&] { return done; })) << "request never finished";
@@ -169,20 +177,13 @@ Reply run_crowded(const Model& m, const Request& fixed, int np, int threads, boo
   Scheduler s(m, sched_params(np, threads));
   std::vector<std::unique_ptr<Collector>> others;
   for (int i = 0; i < 15; ++i) others.push_back(std::make_unique<Collector>());
-  std::promise<void> started;
-  bool signalled = false;
-  others[0]->on_step = [&](const GeneratedToken&, int) {
-    if (!signalled) {
-      signalled = true;
-      started.set_value();
-    }
-  };
+  std::future<void> started = others[0]->reached(0);
   for (int i = 0; i < 7; ++i) {
     Request r = other(m, i);
     others[static_cast<size_t>(i)]->attach(r);
     EXPECT_TRUE(s.try_submit(std::move(r)).has_value());
   }
-  started.get_future().wait();  // the first others are generating
+  started.wait();  // the first others are generating
   if (warm) {
     Collector w;
     Request r = fixed;
@@ -285,16 +286,13 @@ TEST(Scheduler, CancelFreesTheSlotAndItsKvRows) {
   const Model m = Model::load(data_path("models/stories260K.gguf"));
   Scheduler s(m, sched_params(1, 1));
   Collector a, b;
-  std::promise<void> streaming;
-  a.on_step = [&](const GeneratedToken&, int step) {
-    if (step == 3) streaming.set_value();
-  };
+  std::future<void> streaming = a.reached(3);
   Request ra = endless(m), rb = endless(m);
   a.attach(ra);
   b.attach(rb);
   const RequestId ia = *s.try_submit(std::move(ra));
   const RequestId ib = *s.try_submit(std::move(rb));  // waits: one slot
-  streaming.get_future().wait();
+  streaming.wait();
   EXPECT_EQ(s.metrics().requests_deferred, 1);
   EXPECT_TRUE(s.cancel(ib));  // queued: dropped without running
   const Reply rb_got = b.get();
@@ -327,14 +325,11 @@ TEST(Scheduler, FullQueueRefuses) {
   p.max_queue = 2;
   Scheduler s(m, p);
   Collector a;
-  std::promise<void> running;
-  a.on_step = [&](const GeneratedToken&, int step) {
-    if (step == 2) running.set_value();
-  };
+  std::future<void> running = a.reached(2);
   Request ra = endless(m);
   a.attach(ra);
   const RequestId ia = *s.try_submit(std::move(ra));
-  running.get_future().wait();
+  running.wait();
   std::vector<std::unique_ptr<Collector>> queued;
   for (int i = 0; i < 2; ++i) {
     queued.push_back(std::make_unique<Collector>());
@@ -452,6 +447,37 @@ TEST(Scheduler, PromptCacheAndCloseTurnAndMetrics) {
   EXPECT_EQ(mt.kv_cells_used, 0);
 }
 
+// issue 26: a reply cut by a disconnect (cancel) still ends its turn in the
+// cache, so the conversation's next request reuses all of it.
+TEST(Scheduler, CancelledReplyClosesItsTurn) {
+  const Model m = Model::load(data_path("models/stories260K.gguf"));
+  Scheduler s(m, sched_params(1, 1));
+  Collector a;
+  RequestId id = 0;
+  std::future<void> streaming = a.reached(3);
+  Request r1 = endless(m);
+  r1.params.close_turn = true;
+  a.attach(r1);
+  id = *s.try_submit(r1);
+  streaming.wait();
+  s.cancel(id);
+  const Reply got = a.get();
+  EXPECT_EQ(got.finish, FinishReason::cancelled);
+  s.wait_idle();
+  std::vector<token_id> turn2 = r1.prompt;
+  turn2.insert(turn2.end(), got.tokens.begin(), got.tokens.end());
+  turn2.push_back(end_of_turn_token(m.tokenizer()));
+  turn2.push_back(13);
+  EXPECT_EQ(s.metrics().kv_cells_cached, static_cast<int64_t>(turn2.size() - 1));
+  Collector b;
+  Request r2 = endless(m);
+  r2.prompt = turn2;
+  r2.params.max_tokens = 2;
+  b.attach(r2);
+  ASSERT_TRUE(s.try_submit(std::move(r2)).has_value());
+  EXPECT_EQ(b.get().n_cached, static_cast<int64_t>(turn2.size() - 1));
+}
+
 TEST(Scheduler, RefusesBadRequests) {
   const Model m = Model::load(data_path("models/stories260K.gguf"));
   SchedulerParams p = sched_params(1, 1);
@@ -472,6 +498,10 @@ TEST(Scheduler, RefusesBadRequests) {
   Request bad_id;
   bad_id.prompt = {1, 600};
   EXPECT_THROW(s.try_submit(bad_id), Error);
+  Request bad_bias;
+  bad_bias.prompt = {1};
+  bad_bias.params.sampling.logit_bias = {{512, 1.0f}};
+  EXPECT_THROW(s.try_submit(bad_bias), Error);
   Request bad_param;
   bad_param.prompt = {1};
   bad_param.params.sampling.penalty_last_n = -2;

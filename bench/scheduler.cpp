@@ -1,0 +1,100 @@
+// The serving runtime's throughput without HTTP: one request alone, then N
+// requests submitted at once to a Scheduler with -np N, each generating the
+// same number of tokens (EOG ignored) from its own prompt. Prints generated
+// tokens per second for both, their ratio, and the time to first token.
+//
+//   bench_scheduler MODEL.gguf [N=16] [THREADS=2] [TOKENS=64]
+//
+// Run it alone on the machine (flock /work/bench.lock ...): every number is
+// wall-clock time.
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "synapse/scheduler.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Run {
+  double seconds = 0;
+  int64_t tokens = 0;
+  std::vector<double> ttft_ms;
+};
+
+Run serve(synapse::Scheduler& s, int n, int n_tokens) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int done = 0;
+  Run run;
+  run.ttft_ms.assign(static_cast<size_t>(n), 0);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < n; ++i) {
+    synapse::Request r;
+    const std::string text = "Request " + std::to_string(i) + ": tell me a story about the number " +
+                             std::to_string(i * 7919) + " and a cat.";
+    r.prompt = s.model().tokenizer().tokenize(text, true, false);
+    r.params.max_tokens = n_tokens;
+    r.params.ignore_eos = true;
+    r.params.sampling.seed = static_cast<uint32_t>(i);
+    r.on_token = [&, i, first = true](const synapse::GeneratedToken&) mutable {
+      if (first) run.ttft_ms[static_cast<size_t>(i)] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      first = false;
+      return true;
+    };
+    r.on_done = [&](const synapse::GenerationResult& g) {
+      std::lock_guard<std::mutex> lock(mu);
+      run.tokens += static_cast<int64_t>(g.tokens.size());
+      ++done;
+      cv.notify_all();
+    };
+    if (!s.try_submit(std::move(r))) {
+      std::fprintf(stderr, "refused\n");
+      return run;
+    }
+  }
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done == n; });
+  run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return run;
+}
+
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s MODEL.gguf [N=16] [THREADS=2] [TOKENS=64]\n", argv[0]);
+    return 2;
+  }
+  try {
+    const int n = argc > 2 ? std::stoi(argv[2]) : 16;
+    const int threads = argc > 3 ? std::stoi(argv[3]) : 2;
+    const int n_tokens = argc > 4 ? std::stoi(argv[4]) : 64;
+    const synapse::Model model = synapse::Model::load(argv[1]);
+    synapse::SchedulerParams p;
+    p.n_parallel = n;
+    p.n_threads = threads;
+    p.n_ctx = 256;
+    synapse::Scheduler s(model, p);
+    const Run one = serve(s, 1, n_tokens);
+    const Run many = serve(s, n, n_tokens);
+    const double t1 = static_cast<double>(one.tokens) / one.seconds, tn = static_cast<double>(many.tokens) / many.seconds;
+    std::printf("1 client: %.2f t/s, ttft %.0f ms\n", t1, one.ttft_ms[0]);
+    std::printf("%d clients: %.2f t/s aggregate (%.2fx), ttft p50 %.0f ms p99 %.0f ms\n", n, tn, tn / t1,
+                percentile(many.ttft_ms, 0.5), percentile(many.ttft_ms, 0.99));
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
