@@ -139,7 +139,7 @@ def wait_idle(base, seconds=30):
             return m
         if time.time() > deadline:
             return m
-        time.sleep(0.05)
+        time.sleep(0.01)
 
 
 def pct(xs, p):
@@ -154,8 +154,8 @@ def main():
     ap.add_argument("--clients", type=int, default=64)
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--distinct", type=int, default=60, help="distinct good requests (each run alone first)")
-    ap.add_argument("--np", type=int, default=8, help="server slots (-np)")
-    ap.add_argument("--max-queue", type=int, default=16)
+    ap.add_argument("--np", type=int, default=16, help="server slots (-np)")
+    ap.add_argument("--max-queue", type=int, default=40)
     ap.add_argument("--ctx", type=int, default=256, help="-c")
     ap.add_argument("--threads", type=int, default=2, help="-t")
     ap.add_argument("--rss-mark", type=int, default=200)

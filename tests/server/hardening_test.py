@@ -5,9 +5,10 @@ The real binary on loopback (tests/server/test_serve.py's Server), every loop
 bounded. Registered in CTest by the top CMakeLists.txt (serve.hardening.*).
 """
 import json
+import os
 import random
-import re
 import socket
+import sys
 import threading
 import time
 
@@ -16,24 +17,22 @@ import requests
 
 from test_serve import Server, canon
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import serve_soak as soak  # noqa: E402  (its /metrics readers)
+
 MODEL = "stories260K.gguf"
 
 
 def metrics(srv):
-    text = requests.get(srv.url("/metrics"), timeout=10).text
-    return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(\S+) (\S+)$", text, re.M)}
+    return soak.metrics(srv.base)
 
 
 def wait_idle(srv, seconds=10):
     """Polls /metrics until no request holds a slot or a KV row; returns the last snapshot."""
-    deadline = time.time() + seconds
-    while True:
-        m = metrics(srv)
-        if m["llamacpp:kv_cache_tokens"] == 0 and m["llamacpp:requests_processing"] == 0 \
-                and m["llamacpp:requests_deferred"] == 0:
-            return m
-        assert time.time() < deadline, m
-        time.sleep(0.01)
+    m = soak.wait_idle(srv.base, seconds)
+    assert m["llamacpp:kv_cache_tokens"] == 0 and m["llamacpp:requests_processing"] == 0 \
+        and m["llamacpp:requests_deferred"] == 0, m
+    return m
 
 
 def is_error(r, status):
