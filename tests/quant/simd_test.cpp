@@ -86,8 +86,16 @@ TEST_F(SimdTest, VecDotEqualsScalarBitForBit) {
 TEST_F(SimdTest, DispatchFollowsActiveIsa) {
   const char* env = std::getenv("SYNAPSE_NO_SIMD");
   const bool off = env != nullptr && env[0] != '\0' && std::strcmp(env, "0") != 0;
-  EXPECT_EQ(active_isa(), off ? Isa::scalar : Isa::avx2);
+  const char* chosen = std::getenv("SYNAPSE_ISA");
+  // (A SYNAPSE_ISA naming a table this CPU runs wins over cpuid's choice.)
+  Isa expected = cpu_has_avx512_vnni() ? Isa::avx512 : Isa::avx2;
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512})
+    if (chosen != nullptr && std::strcmp(chosen, isa_name(isa)) == 0 && cpu_runs(isa)) expected = isa;
+  EXPECT_EQ(active_isa(), off ? Isa::scalar : expected);
   EXPECT_STREQ(isa_name(Isa::avx2), "avx2");
+  EXPECT_STREQ(isa_name(Isa::avx512), "avx512");
+  EXPECT_TRUE(runs_avx2(Isa::avx512));
+  EXPECT_FALSE(runs_avx2(Isa::scalar));
   std::mt19937 rng(7);
   const int64_t n = 512;
   const auto w = random_row_bytes(GgmlType::Q4_K, n, rng);
