@@ -17,6 +17,7 @@ enum class Errc {
   unsupported,       // well-formed but not handled (unknown architecture, tensor type)
   invalid_argument,  // a caller-supplied value is wrong (prompt too long, bad flag)
   out_of_range,      // an index or id outside its valid range
+  resource,          // the system refused a resource (a thread, a mapping of memory)
 };
 
 // Name of an error category, e.g. "format".
