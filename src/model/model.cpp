@@ -203,8 +203,15 @@ std::unique_ptr<Model> load_model(gguf::File file) {
       L.ffn_down = b.matrix(p + "ffn_down.weight", hp.n_ff, hp.n_embd);
     }
   }
-  interleave_weights(*m);
   m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_gguf(f));
+  // Every token id the tokenizer can produce needs an embedding row and an
+  // output row (llama.cpp refuses the file at load: token_embd's shape
+  // must be [n_embd, n_vocab]); output.weight was bound at n_vocab rows above.
+  if (m->tokenizer->n_vocab() != hp.n_vocab)
+    throw Error(Errc::format, f.path() + ": the vocabulary has " + std::to_string(m->tokenizer->n_vocab()) +
+                                  " tokens (tokenizer.ggml.tokens) but token_embd.weight has " +
+                                  std::to_string(hp.n_vocab) + " rows");
+  interleave_weights(*m);
   return m;
 }
 
