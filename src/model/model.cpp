@@ -1,16 +1,16 @@
 #include "model/model.hpp"
 
+#include <span>
 #include <string>
 
+#include "base/strings.hpp"
 #include "quant/quant.hpp"
 
 namespace synapse::model {
 namespace {
 
 std::string shape_str(const gguf::TensorInfo& t) {
-  std::string s = "[";
-  for (uint32_t d = 0; d < t.n_dims; ++d) s += (d ? ", " : "") + std::to_string(t.ne[d]);
-  return s + "]";
+  return "[" + join(std::span(t.ne.data(), t.n_dims), ", ") + "]";
 }
 
 class Binder {
@@ -31,11 +31,8 @@ class Binder {
     for (int64_t want : ne) ok = ok && t.ne[d++] == want;
     for (; d < 4; ++d) ok = ok && t.ne[d] == 1;
     if (!ok) {
-      std::string want = "[";
-      size_t i = 0;
-      for (int64_t w : ne) want += (i++ ? ", " : "") + std::to_string(w);
       throw Error(Errc::format, f_.path() + ": tensor '" + t.name + "' has shape " + shape_str(t) +
-                                    ", expected " + want + "]");
+                                    ", expected [" + join(ne, ", ") + "]");
     }
   }
 
