@@ -25,16 +25,6 @@ struct Keys {
 
 }  // namespace
 
-const char* arch_name(Arch arch) {
-  switch (arch) {
-    case Arch::llama: return "llama";
-    case Arch::mistral: return "mistral";
-    case Arch::qwen2: return "qwen2";
-    case Arch::phi3: return "phi3";
-  }
-  return "?";
-}
-
 HParams read_hparams(const gguf::File& f) {
   HParams hp;
   const auto arch = f.get_string("general.architecture");

@@ -58,6 +58,4 @@ struct HParams {
 // Error(format) naming the key for a missing or inconsistent value.
 HParams read_hparams(const gguf::File& file);
 
-const char* arch_name(Arch arch);
-
 }  // namespace synapse::model
