@@ -13,7 +13,7 @@
 #include "base/strings.hpp"
 #include "common_flags.hpp"
 #include "quant/quantize_model.hpp"
-#include "runtime/thread_pool.hpp"
+#include "base/thread_pool.hpp"
 #include "synapse/error.hpp"
 
 namespace synapse::tools {

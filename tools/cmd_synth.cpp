@@ -11,7 +11,7 @@
 #include "commands.hpp"
 #include "common_flags.hpp"
 #include "model/synth.hpp"
-#include "runtime/thread_pool.hpp"
+#include "base/thread_pool.hpp"
 #include "synapse/error.hpp"
 
 namespace synapse::tools {

@@ -6,7 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "runtime/thread_pool.hpp"
+#include "base/thread_pool.hpp"
 
 namespace synapse::tools {
 

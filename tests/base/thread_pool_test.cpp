@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/thread_pool.hpp"
+#include "base/thread_pool.hpp"
 #include "synapse/error.hpp"
 
 namespace synapse::runtime {

@@ -1,4 +1,4 @@
-#include "runtime/thread_pool.hpp"
+#include "base/thread_pool.hpp"
 
 #include <algorithm>
 #include <fstream>

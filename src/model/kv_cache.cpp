@@ -1,4 +1,4 @@
-#include "runtime/kv_cache.hpp"
+#include "model/kv_cache.hpp"
 
 #include <algorithm>
 #include <cstdlib>
