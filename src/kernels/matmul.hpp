@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "quant/simd.hpp"
-#include "model/kv_cache.hpp"
+#include "base/huge_pages.hpp"
 #include "base/thread_pool.hpp"
 #include "synapse/types.hpp"
 
