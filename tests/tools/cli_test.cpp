@@ -10,6 +10,7 @@
 #include "cli_util.hpp"
 #include "base/strings.hpp"
 #include "golden_util.hpp"
+#include "synapse/version.hpp"
 
 namespace synapse {
 namespace {
@@ -165,6 +166,14 @@ TEST(Cli, LogitsBatchFlagsDoNotChangeTheLogits) {
   EXPECT_EQ(slurp(whole).size(), 6u * 512 * 4);
   std::remove(whole.c_str());
   std::remove(split.c_str());
+}
+
+TEST(Cli, VersionFromTheHeader) {
+  const Result r = synapse_cli("--version");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, std::string("synapse ") + kVersion + "\n");
+  EXPECT_EQ(std::string(kVersion), std::to_string(kVersionMajor) + "." + std::to_string(kVersionMinor) + "." +
+                                       std::to_string(kVersionPatch));
 }
 
 TEST(Cli, BadIds) {
