@@ -3,6 +3,8 @@
 // Every failure the user can cause (a bad file, a bad request, an unsupported
 // model) is reported as a synapse::Error whose message names the file, key,
 // tensor or field and the bad value. A library call never aborts the process.
+//
+// Thread-safety: Error is an immutable value; errc_name is thread-safe.
 #pragma once
 
 #include <stdexcept>

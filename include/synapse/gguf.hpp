@@ -8,6 +8,10 @@
 // and size against the file before use (overflow included). A malformed file
 // throws synapse::Error (Errc::format, or Errc::io when it cannot be read)
 // whose message names the file, the key or tensor, and what was wrong.
+//
+// Thread-safety: a File is immutable after open/from_bytes, so its const
+// members may be called from any number of threads; a Writer is not
+// thread-safe (one thread per Writer).
 #pragma once
 
 #include <array>

@@ -14,6 +14,9 @@
 //
 // Each stage is also a free function over Candidates so that tests (and
 // callers that want another order) can run stages one at a time.
+//
+// Thread-safety: the free functions are thread-safe on distinct Candidates;
+// a Sampler holds an RNG and a penalty window, so one thread per Sampler.
 #pragma once
 
 #include <cstdint>

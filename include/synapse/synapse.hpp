@@ -11,6 +11,11 @@
 //
 // Every call that can fail throws synapse::Error (synapse/error.hpp); none
 // aborts the process.
+//
+// Thread-safety: a Model is immutable after load and may be shared by any
+// number of Contexts and threads. A Context (its thread pool and logits
+// buffer) and a Sequence are used by one thread at a time; several Contexts
+// may decode concurrently, each with its own Sequences.
 #pragma once
 
 #include <cstdint>
