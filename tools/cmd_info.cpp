@@ -58,7 +58,7 @@ int run(const std::string& path) {
   std::printf("\ntensors:\n");
   uint64_t bytes = 0, params = 0;
   for (const auto& t : f.tensors()) {
-    const std::string shape = "[" + join(std::span(t.ne.data(), t.n_dims), ", ") + "]";
+    const std::string shape = join_in("[", std::span(t.ne.data(), t.n_dims), ", ", "]");
     std::printf("  %-40s %-8s %-24s %12llu bytes\n", t.name.c_str(), std::string(type_name(t.type)).c_str(),
                 shape.c_str(), static_cast<unsigned long long>(t.n_bytes));
     bytes += t.n_bytes;

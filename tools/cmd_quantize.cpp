@@ -26,7 +26,7 @@ struct QuantizeArgs {
 };
 
 std::string shape_of(const quant::TensorPlan& p) {
-  return "[" + join(std::span(p.ne.data(), p.n_dims), ", ") + "]";
+  return join_in("[", std::span(p.ne.data(), p.n_dims), ", ", "]");
 }
 
 int run(const QuantizeArgs& a) {

@@ -189,7 +189,7 @@ Tokenizer load_tokenizer(const std::string& path) {
 }
 
 std::string ids_list(const std::vector<token_id>& ids) {
-  return "[" + join(ids, ", ") + "]";
+  return join_in("[", ids, ", ", "]");
 }
 
 // One --jsonl line -> one output line. Throws Error(format) naming `line_no`.
@@ -302,7 +302,7 @@ int run(const TokenizeArgs& a) {
   if (a.ids) {
     out = ids_list(ids) + "\n";
   } else if (a.pieces) {
-    out = "[" + join(ids, ", ", [&](token_id id) { return py_quote(tok.token_to_piece(id, true)); }) + "]\n";
+    out = join_in("[", ids, ", ", "]\n", [&](token_id id) { return py_quote(tok.token_to_piece(id, true)); });
   } else {
     char buf[32];
     for (token_id id : ids) {

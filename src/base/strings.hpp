@@ -28,4 +28,15 @@ std::string join(const Range& items, std::string_view sep) {
   return join(items, sep, [](const auto& x) { return std::to_string(x); });
 }
 
+// join(items, sep) between `open` and `close`: "[64, 512]". (Built by
+// appending: gcc 12's -Wrestrict misfires on "[" + std::string&&.)
+template <typename Range, typename... Show>
+std::string join_in(std::string_view open, const Range& items, std::string_view sep, std::string_view close,
+                    Show... show) {
+  std::string s(open);
+  s += join(items, sep, show...);
+  s += close;
+  return s;
+}
+
 }  // namespace synapse

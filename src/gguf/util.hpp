@@ -34,7 +34,7 @@ inline uint64_t scalar_size(ValueType t) {
 
 // "{64, 512}" for the first n dims of ne.
 inline std::string shape_str(const std::array<int64_t, 4>& ne, uint32_t n) {
-  return "{" + join(std::span(ne.data(), n), ", ") + "}";
+  return join_in("{", std::span(ne.data(), n), ", ", "}");
 }
 
 }  // namespace synapse::gguf

@@ -10,7 +10,7 @@ namespace synapse::model {
 namespace {
 
 std::string shape_str(const gguf::TensorInfo& t) {
-  return "[" + join(std::span(t.ne.data(), t.n_dims), ", ") + "]";
+  return join_in("[", std::span(t.ne.data(), t.n_dims), ", ", "]");
 }
 
 class Binder {

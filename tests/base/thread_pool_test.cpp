@@ -43,9 +43,13 @@ TEST(ThreadPool, CoversEveryIndexOnceInWholeGrains) {
         for (const auto& [b, e] : ranges) {
           ASSERT_LT(b, e) << "empty range, n " << n;
           ASSERT_EQ(b % grain, 0) << "range [" << b << ", " << e << ") n " << n << " grain " << grain;
-          if (e != n) ASSERT_EQ((e - b) % grain, 0) << "range [" << b << ", " << e << ") n " << n;
+          if (e != n) {
+            ASSERT_EQ((e - b) % grain, 0) << "range [" << b << ", " << e << ") n " << n;
+          }
         }
-        if (n > 0 && threads == 1) ASSERT_EQ(ranges.size(), 1u);  // one thread: one call
+        if (n > 0 && threads == 1) {
+          ASSERT_EQ(ranges.size(), 1u);  // one thread: one call
+        }
       }
   }
 }
