@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "quant/simd.hpp"
-#include "runtime/kv_cache.hpp"
+#include "base/huge_pages.hpp"
 
 namespace synapse::bench {
 

@@ -23,7 +23,7 @@
 #include "quant/formats.hpp"
 #include "quant/quant.hpp"
 #include "quant/simd.hpp"
-#include "runtime/thread_pool.hpp"
+#include "base/thread_pool.hpp"
 
 namespace {
 

@@ -1,18 +1,33 @@
 #!/usr/bin/env bash
-# README command 2: installs what is missing, builds, runs the whole test suite,
-# installs the Python package into .venv (scripts/python.sh) and runs its pytest
-# suite (python/tests), then builds the suite again with AddressSanitizer + UndefinedBehaviorSanitizer
-# (-O1 -g1, in build-asan or $ASAN_BUILD_DIR) and runs it there (issue 9); any
-# sanitizer report fails its test.
+# README command 2: installs what is missing, checks that every #include
+# points down the layer table (scripts/check-layers.sh), builds with warnings
+# as errors, runs the whole test suite, installs the Python package into .venv
+# and runs its pytest suite (scripts/python.sh), installs the libraries into a scratch
+# prefix and builds examples/ against that package (find_package(synapse) and
+# pkg-config), then builds the suite again with AddressSanitizer +
+# UndefinedBehaviorSanitizer (-O1 -g1, in build-asan or $ASAN_BUILD_DIR) and
+# runs it there (issue 9); any sanitizer report fails its test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/build.sh
-(cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j "$(nproc)" --timeout 900)
-scripts/python.sh
+scripts/check-layers.sh
+build=${BUILD_DIR:-build}
+scripts/build.sh -DSYNAPSE_WERROR=ON
+(cd "$build" && ctest --output-on-failure -j "$(nproc)" --timeout 900)
+BUILD_DIR=$build scripts/python.sh
+prefix=$(mktemp -d)
+trap 'rm -rf "$prefix"' EXIT
+cmake --install "$build" --prefix "$prefix/usr" >/dev/null
+cmake -S examples -B "$prefix/examples" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix/usr" >/dev/null
+cmake --build "$prefix/examples" -j "$(nproc)"
+"$prefix/examples/example_chat" models/stories260K.gguf "Tell me a story." 8 2>&1 | grep -q "tokens, stopped by"
+pcdir=$(dirname "$(find "$prefix/usr" -name synapse.pc)")
+PKG_CONFIG_PATH="$pcdir" pkg-config --exists synapse
+g++ -std=c++20 examples/chat.cpp -o "$prefix/example_chat_pc" \
+    $(PKG_CONFIG_PATH="$pcdir" pkg-config --cflags --libs synapse)
 asan=${ASAN_BUILD_DIR:-build-asan}
 cmake -S . -B "$asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-      -DSYNAPSE_SANITIZE=ON >/dev/null
+      -DSYNAPSE_SANITIZE=ON -DSYNAPSE_WERROR=ON >/dev/null
 cmake --build "$asan" -j "$(nproc)"
 cd "$asan"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -255,7 +255,8 @@ void check_args(const BenchArgs& a) {
   for (int n : a.n_gen) if (n < 0) bad("-n values must be >= 0");
   for (int b : a.batch) if (b < 1 || b > 512) bad("--batch values must be in 1..512");
   for (int d : a.depth) if (d < 0) bad("-d values must be >= 0");
-  for (int t : a.threads) if (t < 1 || t > 1024) bad("-t values must be in [1, 1024]");
+  for (int t : a.threads)
+    if (t < 1 || t > runtime::kMaxThreads) bad("-t values must be in [1, 512] (ggml's GGML_MAX_N_THREADS)");
   const bool any_p = std::any_of(a.n_prompt.begin(), a.n_prompt.end(), [](int p) { return p > 0; });
   const bool any_n = std::any_of(a.n_gen.begin(), a.n_gen.end(), [](int n) { return n > 0; });
   if (!any_p && !any_n) bad("nothing to run: every -p and -n value is 0");

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "common_flags.hpp"
 #include "sampler_flags.hpp"
 #include "synapse/chat.hpp"
 #include "synapse/error.hpp"
@@ -117,7 +118,7 @@ Runner add_chat(CLI::App& app) {
   app.add_option("--system-prompt", a->system_prompt, "system message (-sys)");
   app.add_option("--chat-template", a->chat_template, "chat template name (default: the model's, else chatml)");
   app.add_option("-n,--n-predict", a->n_predict, "most tokens per reply (-1: until end of turn)");
-  app.add_option("-t,--threads", a->threads, "threads (default: physical cores)");
+  add_threads_flag(app, a->threads);
   app.add_option("-c,--ctx-size", a->n_ctx, "context size in tokens (default: the model's, at most 4096)");
   app.add_flag("--ignore-eos", a->ignore_eos, "do not end a reply at end-of-generation tokens");
   add_sampler_flags(app, a->sp);

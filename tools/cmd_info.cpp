@@ -2,10 +2,12 @@
 // byte size, and the total size and bits per weight.
 #include <cstdio>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "commands.hpp"
 #include "model/hparams.hpp"
+#include "base/strings.hpp"
 #include "synapse/gguf.hpp"
 
 namespace synapse::tools {
@@ -38,7 +40,8 @@ std::string show(const gguf::Value& v, size_t max_items) {
       std::string s = "[" + std::string(gguf::value_type_name(v.elem_type)) + " x " + std::to_string(v.items.size()) + "]";
       if (max_items == 0) return s;
       s += " {";
-      for (size_t i = 0; i < v.items.size() && i < max_items; ++i) s += (i ? ", " : "") + show(v.items[i], 0);
+      s += join(std::span(v.items).first(std::min(v.items.size(), max_items)), ", ",
+                [](const gguf::Value& item) { return show(item, 0); });
       return s + (v.items.size() > max_items ? ", ...}" : "}");
     }
   }
@@ -60,9 +63,7 @@ int run(const std::string& path) {
   std::printf("\ntensors:\n");
   uint64_t bytes = 0, params = 0;
   for (const auto& t : f.tensors()) {
-    std::string shape = "[";
-    for (uint32_t d = 0; d < t.n_dims; ++d) shape += (d ? ", " : "") + std::to_string(t.ne[d]);
-    shape += "]";
+    const std::string shape = join_in("[", std::span(t.ne.data(), t.n_dims), ", ", "]");
     std::printf("  %-40s %-8s %-24s %12llu bytes\n", t.name.c_str(), std::string(type_name(t.type)).c_str(),
                 shape.c_str(), static_cast<unsigned long long>(t.n_bytes));
     bytes += t.n_bytes;

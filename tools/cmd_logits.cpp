@@ -1,5 +1,6 @@
-// synapse logits -m MODEL --ids 1,2,3 -o out.f32 [--greedy K] [-t T]
-// Runs the ids as one prompt and writes the logits of every position as
+// synapse logits -m MODEL --ids 1,2,3 -o out.f32 [--greedy K] [-t T] [-b N] [-ub N]
+// Runs the ids as one prompt (in forward passes of at most min(-b, -ub) rows,
+// as `synapse run` does) and writes the logits of every position as
 // little-endian float32, row-major [n_tokens][n_vocab]. --greedy K then
 // prints the next K greedy ids (argmax, fed back one at a time), comma
 // separated, on stdout.
@@ -8,6 +9,8 @@
 #include <string>
 
 #include "commands.hpp"
+#include "base/strings.hpp"
+#include "common_flags.hpp"
 #include "model/forward.hpp"
 #include "synapse/sampling.hpp"
 #include "synapse/error.hpp"
@@ -18,6 +21,7 @@ namespace {
 struct LogitsArgs {
   std::string model, ids, out;
   int greedy = 0, threads = 0, n_ctx = 0;
+  int n_batch = 2048, n_ubatch = 512;  // -b, -ub: llama.cpp's defaults
 };
 
 std::vector<token_id> parse_ids(const std::string& s) {
@@ -49,8 +53,14 @@ int run(const LogitsArgs& a) {
   const int64_t n_ctx = a.n_ctx > 0 ? a.n_ctx : static_cast<int64_t>(ids.size()) + a.greedy;
   runtime::ThreadPool pool(a.threads > 0 ? a.threads : runtime::default_thread_count());
   runtime::KvCache kv = model::make_kv_cache(*m, n_ctx);
-  std::vector<float> logits;
-  model::forward(*m, kv, ids, true, logits, pool);
+  std::vector<float> logits, chunk;
+  // Every op is per row (contract 2), so the split changes no bit.
+  const size_t step = static_cast<size_t>(std::min(a.n_batch, a.n_ubatch));
+  for (size_t i = 0; i < ids.size(); i += step) {
+    const size_t n = std::min(step, ids.size() - i);
+    model::forward(*m, kv, std::span<const token_id>(ids.data() + i, n), true, chunk, pool);
+    logits.insert(logits.end(), chunk.begin(), chunk.end());
+  }
   if (!a.out.empty()) {
     std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(a.out.c_str(), "wb"), &std::fclose);
     if (!f || std::fwrite(logits.data(), sizeof(float), logits.size(), f.get()) != logits.size())
@@ -59,16 +69,16 @@ int run(const LogitsArgs& a) {
   if (a.greedy > 0) {
     const int64_t n_vocab = m->hp.n_vocab;
     std::span<const float> last(logits.data() + (ids.size() - 1) * n_vocab, n_vocab);
-    std::string line;
+    std::vector<token_id> greedy;
     for (int k = 0; k < a.greedy; ++k) {
       const token_id next = runtime::sample_greedy(last);
-      line += (k ? "," : "") + std::to_string(next);
+      greedy.push_back(next);
       if (k + 1 == a.greedy) break;
       const token_id one[1] = {next};
       model::forward(*m, kv, one, false, logits, pool);
       last = std::span<const float>(logits.data(), n_vocab);
     }
-    std::printf("%s\n", line.c_str());
+    std::printf("%s\n", join(greedy, ",").c_str());
   }
   return 0;
 }
@@ -80,8 +90,10 @@ Runner add_logits(CLI::App& app) {
   app.add_option("-m,--model", a->model, "GGUF model file")->required();
   app.add_option("--ids", a->ids, "comma-separated token ids, run as one prompt")->required();
   app.add_option("-o,--output", a->out, "write [n_tokens][n_vocab] float32 logits here");
-  app.add_option("--greedy", a->greedy, "then print the next K greedy ids");
-  app.add_option("-t,--threads", a->threads, "threads (default: physical cores)");
+  app.add_option("--greedy", a->greedy, "then print the next K greedy ids")
+      ->check(int_range(0, INT32_MAX / 2));
+  add_threads_flag(app, a->threads);
+  add_batch_flags(app, a->n_batch, a->n_ubatch);
   app.add_option("-c,--ctx-size", a->n_ctx, "context size (default: ids + K)");
   return [a] { return run(*a); };
 }

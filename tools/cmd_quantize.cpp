@@ -6,11 +6,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "commands.hpp"
+#include "base/strings.hpp"
+#include "common_flags.hpp"
 #include "quant/quantize_model.hpp"
-#include "runtime/thread_pool.hpp"
+#include "base/thread_pool.hpp"
 #include "synapse/error.hpp"
 
 namespace synapse::tools {
@@ -23,9 +26,7 @@ struct QuantizeArgs {
 };
 
 std::string shape_of(const quant::TensorPlan& p) {
-  std::string s = "[";
-  for (uint32_t d = 0; d < p.n_dims; ++d) s += (d ? ", " : "") + std::to_string(p.ne[d]);
-  return s + "]";
+  return join_in("[", std::span(p.ne.data(), p.n_dims), ", ", "]");
 }
 
 int run(const QuantizeArgs& a) {
@@ -62,7 +63,7 @@ Runner add_quantize(CLI::App& app) {
   app.add_option("type", a->type, "file type: " + quant::file_type_names() + " (case-insensitive)")->required();
   app.add_flag("--pure", a->pure, "one type for every weight (no Q4_K_M-style mix; row-length fallbacks kept)");
   app.add_flag("--allow-requantize", a->allow_requantize, "accept already quantized input tensors");
-  app.add_option("-t,--threads", a->threads, "threads (default: physical cores)");
+  add_threads_flag(app, a->threads);
   return [a] { return run(*a); };
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "common_flags.hpp"
 #include "sampler_flags.hpp"
 #include "synapse/chat.hpp"
 #include "synapse/error.hpp"
@@ -102,12 +103,9 @@ Runner add_run(CLI::App& app) {
   app.add_option("-m,--model", a->model, "GGUF model file")->required();
   app.add_option("-p,--prompt", a->prompt, "prompt text")->required();
   app.add_option("-n,--n-predict", a->n_predict, "tokens to generate (-1: until end of generation or full context)");
-  app.add_option("-t,--threads", a->threads, "threads (default: physical cores)");
+  add_threads_flag(app, a->threads);
   app.add_option("-c,--ctx-size", a->n_ctx, "context size in tokens (default: the model's, at most 4096)");
-  app.add_option("-b,--batch-size", a->n_batch, "logical batch size for the prompt (default 2048)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--ubatch-size", a->n_ubatch, "physical batch size, rows per forward pass (-ub, default 512)")
-      ->check(CLI::PositiveNumber);
+  add_batch_flags(app, a->n_batch, a->n_ubatch);
   add_sampler_flags(app, a->sp);
   app.add_option("--stop", a->stops, "stop when the output contains this string (repeatable; not printed)");
   app.add_flag("--ignore-eos", a->ignore_eos, "do not stop at end-of-generation tokens");

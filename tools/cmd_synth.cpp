@@ -9,8 +9,9 @@
 #include <string>
 
 #include "commands.hpp"
+#include "common_flags.hpp"
 #include "model/synth.hpp"
-#include "runtime/thread_pool.hpp"
+#include "base/thread_pool.hpp"
 #include "synapse/error.hpp"
 
 namespace synapse::tools {
@@ -60,7 +61,7 @@ Runner add_synth(CLI::App& app) {
   app.add_option("--preset", a->preset, "model shape: smollm2-135m, qwen2.5-0.5b, llama-3.2-1b, llama-3.1-8b");
   app.add_option("--type", a->type, "file type: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q6_K, Q4_K_M, Q5_K_M");
   app.add_option("-o,--output", a->out, "output GGUF file");
-  app.add_option("-t,--threads", a->threads, "threads (default: physical cores)");
+  add_threads_flag(app, a->threads);
   app.add_option("--seed", a->seed, "random seed (default 42)");
   app.add_flag("--list", a->list, "list the presets and types");
   app.add_option("--layers", a->layers, "override the layer count (tests)")->group("");

@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -38,6 +39,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "base/strings.hpp"
 #include "synapse/error.hpp"
 #include "synapse/gguf.hpp"
 #include "synapse/tokenizer.hpp"
@@ -55,11 +57,21 @@ struct TokenizeArgs {
   int repeat = 5;
 };
 
+// Opens `path` for reading. Throws Error(io) naming it when it cannot be
+// opened or is a directory (an ifstream opens a directory, then throws
+// "basic_filebuf::underflow" from the first read).
+void open_text_file(std::ifstream& f, const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(Errc::io, path + ": is a directory, not a text file");
+  f.open(path, std::ios::binary);
+  if (!f) throw Error(Errc::io, path + ": cannot open the file");
+}
+
 // Reads a whole file, or stdin for "-". Throws Error(io) naming the path.
 std::string read_all(const std::string& path) {
   if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(Errc::io, path + ": cannot open the file");
+  std::ifstream f;
+  open_text_file(f, path);
   std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   if (f.bad()) throw Error(Errc::io, path + ": read error");
   return s;
@@ -177,12 +189,7 @@ Tokenizer load_tokenizer(const std::string& path) {
 }
 
 std::string ids_list(const std::vector<token_id>& ids) {
-  std::string s = "[";
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(ids[i]);
-  }
-  return s + "]";
+  return join_in("[", ids, ", ", "]");
 }
 
 // One --jsonl line -> one output line. Throws Error(format) naming `line_no`.
@@ -229,8 +236,7 @@ int run_jsonl(const Tokenizer& tok, const TokenizeArgs& a) {
   std::ifstream file;
   std::istream* in = &std::cin;
   if (a.jsonl != "-") {
-    file.open(a.jsonl, std::ios::binary);
-    if (!file) throw Error(Errc::io, a.jsonl + ": cannot open the file");
+    open_text_file(file, a.jsonl);
     in = &file;
   }
   std::string line, out;
@@ -296,9 +302,7 @@ int run(const TokenizeArgs& a) {
   if (a.ids) {
     out = ids_list(ids) + "\n";
   } else if (a.pieces) {
-    out = "[";
-    for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + py_quote(tok.token_to_piece(ids[i], true));
-    out += "]\n";
+    out = join_in("[", ids, ", ", "]\n", [&](token_id id) { return py_quote(tok.token_to_piece(id, true)); });
   } else {
     char buf[32];
     for (token_id id : ids) {

@@ -7,9 +7,11 @@
 
 #include "commands.hpp"
 #include "synapse/error.hpp"
+#include "synapse/version.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"synapse: run GGUF Llama-family models on the CPU"};
+  app.set_version_flag("--version", std::string("synapse ") + synapse::kVersion);
   app.require_subcommand(1);
   std::map<CLI::App*, synapse::tools::Runner> runners;
   auto add = [&](const char* name, const char* about, auto adder) {

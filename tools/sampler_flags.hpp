@@ -43,7 +43,16 @@ inline void add_sampler_flags(CLI::App& app, runtime::SamplerParams& sp) {
          "modify a token's likelihood, TOKEN_ID(+|-)BIAS, e.g. 15043+1 or 15043-inf (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  app.add_option("-s,--seed", sp.seed, "RNG seed (default: random)");
+  // llama.cpp reads the seed with stoul, so -1 wraps to LLAMA_DEFAULT_SEED:
+  // a random seed. Other negative values are refused.
+  app.add_option_function<long long>(
+      "-s,--seed",
+      [&sp](long long v) {
+        if (v < -1 || v > static_cast<long long>(UINT32_MAX))
+          throw CLI::ValidationError("--seed", std::to_string(v) + ": must be -1 (random) or in [0, 4294967295]");
+        sp.seed = v == -1 ? runtime::kDefaultSeed : static_cast<uint32_t>(v);
+      },
+      "RNG seed (default -1: random)");
 }
 
 }  // namespace synapse::tools

@@ -10,6 +10,9 @@
 // Template text and message contents are kept apart (ChatSegment) so that the
 // template's special tokens ("<|im_start|>") are parsed while a user who types
 // "<|im_end|>" gets ordinary text tokens: tokenize_chat().
+//
+// Thread-safety: every function here is a pure function of its arguments
+// (thread-safe); a ChatTemplate is an immutable value.
 #pragma once
 
 #include <optional>

@@ -3,6 +3,8 @@
 // Every failure the user can cause (a bad file, a bad request, an unsupported
 // model) is reported as a synapse::Error whose message names the file, key,
 // tensor or field and the bad value. A library call never aborts the process.
+//
+// Thread-safety: Error is an immutable value; errc_name is thread-safe.
 #pragma once
 
 #include <stdexcept>
@@ -17,6 +19,7 @@ enum class Errc {
   unsupported,       // well-formed but not handled (unknown architecture, tensor type)
   invalid_argument,  // a caller-supplied value is wrong (prompt too long, bad flag)
   out_of_range,      // an index or id outside its valid range
+  resource,          // the system refused a resource (a thread, a mapping of memory)
 };
 
 // Name of an error category, e.g. "format".

@@ -8,6 +8,10 @@
 // and size against the file before use (overflow included). A malformed file
 // throws synapse::Error (Errc::format, or Errc::io when it cannot be read)
 // whose message names the file, the key or tensor, and what was wrong.
+//
+// Thread-safety: a File is immutable after open/from_bytes, so its const
+// members may be called from any number of threads; a Writer is not
+// thread-safe (one thread per Writer).
 #pragma once
 
 #include <array>
@@ -101,7 +105,10 @@ struct TensorInfo {
   GgmlType type = GgmlType::F32;
   uint64_t offset = 0;       // from the start of the data section
   uint64_t n_bytes = 0;      // exact size of the tensor's data
-  const uint8_t* data = nullptr;  // into the mapping: valid while the File lives
+  // Into the mapping, valid while the File lives; aligned for the type's
+  // blocks (a tensor the file places at an address misaligned for them, which
+  // general.alignment < 8 allows, is copied at open).
+  const uint8_t* data = nullptr;
 
   int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
 };
@@ -110,7 +117,9 @@ class File {
  public:
   // Opens and validates `path`. Throws Error(io) if it cannot be opened or
   // mapped, Error(format) on any malformed field (the message names the file
-  // and the key/tensor), Error(unsupported) on an unknown version.
+  // and the key/tensor) or tensor data out of llama.cpp's layout (each
+  // tensor where the previous one ends, padded to the alignment: no overlap,
+  // no aliasing), Error(unsupported) on an unknown version.
   static File open(const std::string& path);
 
   // Parses an in-memory GGUF image (used by tests and fuzzers). The bytes are

@@ -14,6 +14,9 @@
 //
 // Each stage is also a free function over Candidates so that tests (and
 // callers that want another order) can run stages one at a time.
+//
+// Thread-safety: the free functions are thread-safe on distinct Candidates;
+// a Sampler holds an RNG and a penalty window, so one thread per Sampler.
 #pragma once
 
 #include <cstdint>
@@ -87,7 +90,8 @@ token_id sample_greedy(std::span<const float> logits);
 // that many. Formulas are llama.cpp's (llama-sampling.cpp, same names).
 
 // llama_sampler_softmax_impl: p_i = exp(l_i - max) / sum, in float; with
-// do_sort the candidates are first sorted by logit.
+// do_sort the candidates are first sorted by logit. When the max is +inf
+// (+inf logit biases) the +inf candidates share p equally, the rest get 0.
 void softmax(Candidates& c, bool do_sort);
 // llama_sampler_logit_bias: logit += bias for each entry. Throws
 // Error(out_of_range) for a token outside the candidates' id range.
@@ -109,13 +113,15 @@ void apply_top_p(Candidates& c, float p, size_t min_keep);
 // llama_sampler_min_p: keep logit >= max_logit + log(p), i.e. p_i >= p * p_max;
 // keeps the order of unsorted candidates. p <= 0: no-op.
 void apply_min_p(Candidates& c, float p, size_t min_keep);
-// llama_sampler_temp: logit /= temp. temp <= 0: every candidate but the
-// maximum (the lowest id among equal maxima) gets logit -inf.
+// llama_sampler_temp: logit /= temp. temp <= 0, or a temp so small that a
+// finite logit / temp overflows (1e-40): every candidate but the maximum (the
+// lowest id among equal maxima) gets logit -inf, the limit temp -> 0.
 void apply_temperature(Candidates& c, float temp);
 // llama_sampler_dist: p_i = expf(l_i - max) (float), a double sum, one
 // uniform_real_distribution<double>(0, 1) draw u, and the first candidate
 // whose running sum reaches u * sum. Returns its index in c.data (0 without a
-// draw when one candidate is left). Throws Error(invalid_argument) when c is empty.
+// draw when one candidate is left). +inf logits (+inf biases) are drawn
+// uniformly among themselves, as softmax() weighs them. Throws Error(invalid_argument) when c is empty.
 size_t sample_dist(Candidates& c, std::mt19937& rng);
 
 class Sampler {

@@ -13,6 +13,8 @@
 // (llama-server's find_stopping_strings with partial matches held back). It
 // also holds back an incomplete UTF-8 sequence at the end, so a multi-byte
 // character split over byte tokens is printed whole.
+//
+// Thread-safety: a Stopper holds per-reply state: one thread per Stopper.
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,11 @@
 //
 // Every call that can fail throws synapse::Error (synapse/error.hpp); none
 // aborts the process.
+//
+// Thread-safety: a Model is immutable after load and may be shared by any
+// number of Contexts and threads. A Context (its thread pool and logits
+// buffer) and a Sequence are used by one thread at a time; several Contexts
+// may decode concurrently, each with its own Sequences.
 #pragma once
 
 #include <cstdint>
@@ -54,14 +59,14 @@ class Model {
   // The mapped file (metadata, tensors); e.g. for chat_template_for_model.
   const gguf::File& gguf() const;
 
-  const model::Model& impl() const { return *impl_; }
-
  private:
   friend class Context;
   std::shared_ptr<model::Model> impl_;
 };
 
-// One sequence: its KV cache (F16 K and V per layer) and position.
+// One sequence: its KV cache (F16 K and V per layer) and position, sized for
+// the model whose Context made it (it keeps that model alive and only a
+// Context of that model may decode it).
 class Sequence {
  public:
   Sequence(Sequence&&) noexcept;
@@ -83,7 +88,8 @@ class Sequence {
 
  private:
   friend class Context;
-  explicit Sequence(std::unique_ptr<runtime::KvCache> kv);
+  Sequence(std::shared_ptr<const model::Model> model, std::unique_ptr<runtime::KvCache> kv);
+  std::shared_ptr<const model::Model> model_;  // the model its cache was sized for
   std::unique_ptr<runtime::KvCache> kv_;
 };
 
@@ -135,7 +141,9 @@ class Context {
   // until the next decode. Each row's result is bit-identical to running its
   // sequence alone. Throws Error(out_of_range) for a token id outside the
   // vocabulary, Error(invalid_argument) for an embedding row of the wrong
-  // size or a sequence that would pass its n_ctx (nothing is changed then).
+  // size, a sequence made by a Context of another model (its cache has
+  // another shape) or a sequence that would pass its n_ctx (nothing is
+  // changed then).
   std::span<const float> decode(const Batch& batch);
 
   // One sequence: runs `tokens` and returns the last row's logits [n_vocab].

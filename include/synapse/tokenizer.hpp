@@ -9,6 +9,9 @@
 //   tokenizer.ggml.merges      BPE merges "a b", rank = index
 //   tokenizer.ggml.{bos,eos,eot,eom,unknown,padding}_token_id, add_bos_token,
 //   add_eos_token, add_space_prefix
+//
+// Thread-safety: a Tokenizer is immutable after loading; its const members
+// (tokenize, token_to_piece, ...) may run on any number of threads at once.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,6 @@
 // The ggml tensor types, with the ids GGUF files store (ggml.h's enum ggml_type).
+//
+// Thread-safety: the type table is constant; every function here is thread-safe.
 #pragma once
 
 #include <cstddef>

@@ -23,10 +23,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <new>
 #include <unordered_map>
 
@@ -285,6 +287,10 @@ struct File::Impl {
   std::vector<TensorInfo> tensors;
   std::unordered_map<std::string_view, size_t> key_index;
   std::unordered_map<std::string_view, size_t> tensor_index;
+  // Copies of tensors whose data in the file is not aligned for their type
+  // (general.alignment < 8 with odd offsets): new[] memory is aligned for any
+  // block type.
+  std::vector<std::unique_ptr<uint8_t[]>> realigned;
 
   void parse();
   [[noreturn]] void fail_key(std::string_view key, const std::string& msg) const {
@@ -425,6 +431,38 @@ void File::Impl::parse() {
                  std::to_string(size) + " bytes)");
     }
     ti.data = base + data_offset + ti.offset;
+  }
+
+  // llama.cpp's layout rule (gguf_init_from_file_impl): the data of the
+  // tensors lies in the order of their infos, each where the previous one's
+  // data, padded to the alignment, ends. So no tensor overlaps or aliases
+  // another (which the zero-copy views and the load-time repack rely on).
+  uint64_t expected = 0;  // no overflow: every range was checked to lie inside the file above
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const TensorInfo& ti = tensors[k];
+    if (ti.offset != expected)
+      c.fail(tensor_what(ti.name),
+             "data offset " + std::to_string(ti.offset) + ", expected " + std::to_string(expected) +
+                 (k == 0 ? std::string(" (the start of the data section)")
+                         : " (where tensor '" + tensors[k - 1].name + "' ends, padded to the alignment " +
+                               std::to_string(alignment) + ")") +
+                 (ti.offset < expected ? ": it overlaps the data of an earlier tensor" : ": it leaves a gap") +
+                 " (llama.cpp requires the data in the order of the infos, without overlaps or gaps)");
+    expected += (ti.n_bytes + alignment - 1) / alignment * alignment;
+  }
+
+  // Typed loads need each tensor aligned for its block type (whose alignment
+  // divides its size, at most 8). A file with general.alignment below that
+  // can place data at odd addresses; such tensors are copied (a memory cost
+  // only such files pay) rather than read through misaligned pointers.
+  for (TensorInfo& ti : tensors) {
+    const uint64_t type_size = type_traits(static_cast<uint32_t>(ti.type)).type_size;
+    const uint64_t need = std::min<uint64_t>(8, type_size & (~type_size + 1));  // lowest set bit
+    if (reinterpret_cast<uintptr_t>(ti.data) % need == 0) continue;
+    auto copy = std::make_unique<uint8_t[]>(ti.n_bytes);
+    std::memcpy(copy.get(), ti.data, ti.n_bytes);
+    ti.data = copy.get();
+    realigned.push_back(std::move(copy));
   }
 }
 

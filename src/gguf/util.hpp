@@ -3,8 +3,10 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 
+#include "base/strings.hpp"
 #include "synapse/gguf.hpp"
 
 namespace synapse::gguf {
@@ -32,12 +34,7 @@ inline uint64_t scalar_size(ValueType t) {
 
 // "{64, 512}" for the first n dims of ne.
 inline std::string shape_str(const std::array<int64_t, 4>& ne, uint32_t n) {
-  std::string s = "{";
-  for (uint32_t d = 0; d < n; ++d) {
-    if (d) s += ", ";
-    s += std::to_string(ne[d]);
-  }
-  return s + "}";
+  return join_in("{", std::span(ne.data(), n), ", ", "}");
 }
 
 }  // namespace synapse::gguf

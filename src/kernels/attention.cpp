@@ -154,13 +154,6 @@ void attend_group_avx2(const KvLayerView& kv, int64_t g, int64_t first, int64_t 
 }
 #endif
 
-void attend_group(const KvLayerView& kv, int64_t g, int64_t first, int64_t last, const float* q, int64_t n_gqa,
-                  int64_t hd, int64_t hd_v, float kq_scale, float* out, AttentionScratch& s) {
-  static const bool use_avx2 = quant::runs_avx2(quant::active_isa());
-  if (use_avx2) attend_group_avx2(kv, g, first, last, q, n_gqa, hd, hd_v, kq_scale, out, s);
-  else attend_group_scalar(kv, g, first, last, q, n_gqa, hd, hd_v, kq_scale, out, s);
-}
-
 void attend_block(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa, int64_t hd,
                   int64_t hd_v, float kq_scale, AttentionScratch& s) {
   static const bool use_avx2 = quant::runs_avx2(quant::active_isa());

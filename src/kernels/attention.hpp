@@ -47,11 +47,9 @@ struct AttentionScratch {
 //   out: [n_gqa][hd_v] floats
 //   scores_j = (f16(q) . K[j]) * kq_scale; p = softmax(scores) (ggml_soft_max);
 //   out = sum_j f16(p_j) V[j].
-// No bounds checks beyond the documented preconditions (hot path).
-void attend_group(const KvLayerView& kv, int64_t g, int64_t first, int64_t last, const float* q, int64_t n_gqa,
-                  int64_t hd, int64_t hd_v, float kq_scale, float* out, AttentionScratch& scratch);
-
-// The two implementations behind attend_group (tests compare them).
+// No bounds checks beyond the documented preconditions (hot path). Two
+// implementations, tests only (the forward pass runs attend_block): the
+// scalar reference and its AVX2 version, tested equal bit for bit.
 void attend_group_scalar(const KvLayerView& kv, int64_t g, int64_t first, int64_t last, const float* q,
                          int64_t n_gqa, int64_t hd, int64_t hd_v, float kq_scale, float* out,
                          AttentionScratch& scratch);

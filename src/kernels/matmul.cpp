@@ -122,15 +122,12 @@ Product prepare(const MatmulOut& o, Activations& x, quant::Isa isa, runtime::Thr
   // activation rows (about kTileBytes), both resident in L2 while the
   // multi-row kernel unpacks each weight block once per few activation rows.
   // The tile of activation rows stays in L1 (32-48 KiB) while the panel's
-  // weight rows stream past it from L2: with larger tiles the kernels'
-  // activation loads came from L2 and bounded the speed (pp128 on
-  // llama-3.2-1b Q8_0, 1 thread: 19.4 -> 23.8 t/s going from 128 to 24 KiB).
-  // Interleaved matrices take their panels in groups of 8 rows, and larger
-  // tiles (64 KiB, in L2): their kernels load each activation block once
-  // per group block rather than keep a tile in registers, and interleaved
-  // Q6_K unpacks each group block once per tile (2048 x 512 by 64 rows, one
-  // thread: 44-45 -> 54 Gmac/s; Q4_0, Q5_0, Q4_K unchanged, Q8_0 52-55 ->
-  // 55-57).
+  // weight rows stream past it from L2 (with larger tiles the activation
+  // loads came from L2 and bounded the speed). Interleaved matrices take
+  // their panels in groups of 8 rows, and larger tiles (64 KiB, in L2):
+  // their kernels load each activation block once per group block rather
+  // than keep a tile in registers. Measurements: docs/PERFORMANCE.md,
+  // "Measurements behind the tuning constants".
   constexpr size_t kPanelBytes = 128 * 1024, kTileBytes = 24 * 1024, kTileBytesX8 = 64 * 1024;
   const size_t unit_bytes = p.x8 != nullptr ? w.group_bytes : w.row_bytes;
   const size_t tile_bytes = p.x8 != nullptr ? kTileBytesX8 : kTileBytes;
@@ -155,10 +152,8 @@ void run_groups(const Product& p, int64_t n_rows, int64_t g0, int64_t ng, float*
   // Each panel reads all the activation rows again, so these go in chunks
   // of about kChunkBytes, which stay in L3 while the panels stream past
   // them (pp2048 on llama-3.2-1b Q8_0 has 9.4 MB of packed activation rows
-  // per product, read again for every 128 KiB panel). pp512 -> pp2048 at
-  // t=2, A/B: Q8_0 113.1/109.4 -> 68.7/72.4 t/s before, 112.8 -> 103.5 in
-  // chunks of 4 MiB (1 MiB: 100.6); Q4_K_M 167.3 -> 129.0 before, 165.9 ->
-  // 136.7; Q4_0 192.6 -> 143.4, 184.3 -> 153.8.
+  // per product, read again for every 128 KiB panel). Measurements:
+  // docs/PERFORMANCE.md, "Measurements behind the tuning constants".
   constexpr size_t kChunkBytes = size_t{4} << 20;
   const int64_t chunk = p.decode ? n_rows
                                  : std::max<int64_t>(tile, static_cast<int64_t>(kChunkBytes / p.stride) / tile * tile);

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "quant/simd.hpp"
-#include "runtime/kv_cache.hpp"
-#include "runtime/thread_pool.hpp"
+#include "base/huge_pages.hpp"
+#include "base/thread_pool.hpp"
 #include "synapse/types.hpp"
 
 namespace synapse::kernels {

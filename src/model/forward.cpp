@@ -136,10 +136,9 @@ void forward_batch(const Model& m, std::span<runtime::KvCache* const> seqs, std:
   // sequence's batched rows, in batch order (so consecutive positions), cut
   // into blocks that share every K/V block they read (kernels::attend_block):
   // 64 rows, fewer when the block's full score rows (rows x n_gqa x cached
-  // positions floats) would pass 2 MiB, at least 2. (One layer of
-  // llama-3.2-1b's causal attention over 2048 positions, one thread: 32 rows
-  // 284-321 ms, 64 rows 241-267, 128 rows 278-303; over 512: 20.7 -> 16.7-18.2.) A block of one row (a
-  // decode step) takes the same kernel: its K/V blocks are dotted 8 keys at
+  // positions floats) would pass 2 MiB, at least 2 (64 was the fastest
+  // measured: docs/PERFORMANCE.md, "Measurements behind the tuning
+  // constants"). A block of one row (a decode step) takes the same kernel: its K/V blocks are dotted 8 keys at
   // a time (attend_group, one key at a time, waits on each dot's chain).
   // Block b is block_rows[block_begin[b] .. block_begin[b + 1]). Both
   // kernels give the same bits for a row.

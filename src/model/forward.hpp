@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "model/model.hpp"
-#include "runtime/kv_cache.hpp"
-#include "runtime/thread_pool.hpp"
+#include "model/kv_cache.hpp"
+#include "base/thread_pool.hpp"
 
 namespace synapse::model {
 

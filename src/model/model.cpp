@@ -1,16 +1,16 @@
 #include "model/model.hpp"
 
+#include <span>
 #include <string>
 
+#include "base/strings.hpp"
 #include "quant/quant.hpp"
 
 namespace synapse::model {
 namespace {
 
 std::string shape_str(const gguf::TensorInfo& t) {
-  std::string s = "[";
-  for (uint32_t d = 0; d < t.n_dims; ++d) s += (d ? ", " : "") + std::to_string(t.ne[d]);
-  return s + "]";
+  return join_in("[", std::span(t.ne.data(), t.n_dims), ", ", "]");
 }
 
 class Binder {
@@ -31,11 +31,8 @@ class Binder {
     for (int64_t want : ne) ok = ok && t.ne[d++] == want;
     for (; d < 4; ++d) ok = ok && t.ne[d] == 1;
     if (!ok) {
-      std::string want = "[";
-      size_t i = 0;
-      for (int64_t w : ne) want += (i++ ? ", " : "") + std::to_string(w);
       throw Error(Errc::format, f_.path() + ": tensor '" + t.name + "' has shape " + shape_str(t) +
-                                    ", expected " + want + "]");
+                                    ", expected [" + join(ne, ", ") + "]");
     }
   }
 
@@ -224,8 +221,15 @@ std::unique_ptr<Model> load_model(gguf::File file) {
       L.ffn_down = b.matrix(p + "ffn_down.weight", hp.n_ff, hp.n_embd);
     }
   }
-  interleave_weights(*m);
   m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_gguf(f));
+  // Every token id the tokenizer can produce needs an embedding row and an
+  // output row (llama.cpp refuses the file at load: token_embd's shape
+  // must be [n_embd, n_vocab]); output.weight was bound at n_vocab rows above.
+  if (m->tokenizer->n_vocab() != hp.n_vocab)
+    throw Error(Errc::format, f.path() + ": the vocabulary has " + std::to_string(m->tokenizer->n_vocab()) +
+                                  " tokens (tokenizer.ggml.tokens) but token_embd.weight has " +
+                                  std::to_string(hp.n_vocab) + " rows");
+  interleave_weights(*m);
   return m;
 }
 

@@ -27,7 +27,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/thread_pool.hpp"
+#include "base/thread_pool.hpp"
 #include "synapse/types.hpp"
 
 namespace synapse::model {

@@ -71,39 +71,10 @@ bool cpu_is_intel() noexcept;
 // How many bytes ahead of the block it is reading a decode kernel asks for
 // the weight stream with a software prefetch into L1 (_MM_HINT_T0), and how
 // far ahead with a second one into L2 (_MM_HINT_T1; 0: none), per CPU
-// vendor (cpuid, checked once); quant/gemm_tiles.hpp issues them. Measured
-// with tg t=2 on llama-3.2-1b and, in GB/s, on one matrix product streamed
-// from DRAM at 2 threads (2048 x 8192, distinct copies past 400 MB):
-//  - Intel (the 2-vCPU Xeon with AMX here): 1024 into L1, 4096 into L2.
-//    (Likely cause, not measured: no hardware counters in this VM. An L1
-//    prefetch holds one of the few fill buffers for its whole trip, so a
-//    far one starves the demand loads, while an L2 prefetch a page ahead
-//    starts the DRAM trip early, across the 4 KiB pages where the L2
-//    streamer stops.)
-//    L1 only, 8192 -> 2048, ABBA: Q4_K_M 19.2/19.7 -> 28.0/27.9 t/s, Q4_0
-//    21.7/23.7 -> 31.6/31.1, Q8_0 15.5/15.8 -> 19.7/17.3, qwen2.5-0.5b
-//    Q4_K_M 49.9/50.7 -> 59.1/62.1 (1024 and 1536 alike; 4096 and 16384
-//    as slow as 8192; 512 a little slower).
-//    Then 2048 -> 1024 + 4096 into L2, 3 runs each: Q4_K 24.1 -> 27.1,
-//    Q6_K 24.4 -> 27.6, Q8_0 28.4 -> 32.7 GB/s (L2 at 3072 or 5120 alike,
-//    at 6144 less; L2 only, without the L1 one: slower than L1 alone);
-//    tg64, ABBA: Q4_K_M 30.1/30.4 -> 31.9/32.5 t/s, Q8_0 20.6/20.6 ->
-//    22.9/22.9, Q4_0 33.7/34.1 -> 34.5/35.1, qwen2.5-0.5b Q4_K_M 63.0/64.0
-//    -> 70.2/72.5.
-//  - Everything else: 8192 into L1, none into L2: the distance decode ran
-//    at 82-87% of the bound with on the AMD Zen 5 of the seventh session
-//    (shorter ones and L2 prefetches were not measured there; on the same
-//    kind of VM in the tenth session, tg64 t=2 llama-3.2-1b Q4_K_M, ABBA x4:
-//    4096 into L1 + 16384 into L2 ran 35.2 t/s against 8192's 40.5, and
-//    8192 + 24576 into L2 35.5 against 36.4, ABBA x3; on the 2-vCPU Zen 3
-//    of the eleventh session, at 12-17 GB/s, one model load with the
-//    distances alternated every 16 decode steps, 16 rounds, median ratio of
-//    a round's t/s to 8192's: llama-3.2-1b Q4_K_M 2048 + 8192 into L2
-//    0.88, 4096 + 16384 0.97, 1024 + 4096 0.87; Q4_0 2048, 4096 or 16384
-//    alone within the +-4% two 8192 runs differed by, no prefetch 0.93).
-//    It replaced 512 in 2ee7462 (512 -> 8192 then: Q4_K_M 15.3/17.1 ->
-//    17.9/20.0 t/s, Q8_0 11.6/11.6 -> 15.0/14.4, older kernels).
-// Never changes a result.
+// vendor (cpuid, checked once); quant/gemm_tiles.hpp issues them. Intel:
+// 1024 into L1 + 4096 into L2; everything else: 8192 into L1, none into L2,
+// the fastest measured on each (docs/PERFORMANCE.md, "Measurements behind
+// the tuning constants"). Never changes a result.
 int64_t prefetch_ahead_bytes() noexcept;
 int64_t prefetch_far_bytes() noexcept;
 

@@ -25,7 +25,8 @@ std::optional<std::string> Model::chat_template() const {
   return impl_->file.get_string("tokenizer.chat_template");
 }
 
-Sequence::Sequence(std::unique_ptr<runtime::KvCache> kv) : kv_(std::move(kv)) {}
+Sequence::Sequence(std::shared_ptr<const model::Model> model, std::unique_ptr<runtime::KvCache> kv)
+    : model_(std::move(model)), kv_(std::move(kv)) {}
 Sequence::Sequence(Sequence&&) noexcept = default;
 Sequence& Sequence::operator=(Sequence&&) noexcept = default;
 Sequence::~Sequence() = default;
@@ -34,7 +35,7 @@ int64_t Sequence::n_ctx() const { return kv_->n_ctx(); }
 void Sequence::clear() { kv_->clear(); }
 void Sequence::truncate(int64_t n_keep) { kv_->truncate(n_keep); }
 Sequence Sequence::fork(int64_t n_prefix) const {
-  return Sequence(std::make_unique<runtime::KvCache>(kv_->fork(n_prefix)));
+  return Sequence(model_, std::make_unique<runtime::KvCache>(kv_->fork(n_prefix)));
 }
 
 void Batch::add(Sequence& seq, token_id token, bool logits) { rows_.push_back({&seq, token, -1, 0, logits}); }
@@ -66,14 +67,27 @@ const Tokenizer& Context::tokenizer() const { return *model_->tokenizer; }
 Sequence Context::new_sequence(int64_t n_ctx) const {
   const int64_t train = model_->hp.n_ctx_train;
   if (n_ctx <= 0) n_ctx = train > 0 ? std::min<int64_t>(train, 4096) : 4096;
-  return Sequence(std::make_unique<runtime::KvCache>(model::make_kv_cache(*model_, n_ctx)));
+  return Sequence(model_, std::make_unique<runtime::KvCache>(model::make_kv_cache(*model_, n_ctx)));
 }
+
+namespace {
+
+// A sequence's cache is sized for its model's layers and heads; another
+// model's forward pass would write past it (contract 4).
+void check_same_model(const Sequence& seq, const model::Model* model, const std::shared_ptr<const model::Model>& own) {
+  if (own.get() != model)
+    throw Error(Errc::invalid_argument, "decode: the sequence was made by a Context of another model (" +
+                                            own->file.path() + "), not " + model->file.path());
+}
+
+}  // namespace
 
 std::span<const float> Context::decode(const Batch& batch) {
   std::vector<runtime::KvCache*> seqs;
   std::vector<model::BatchRow> rows;
   rows.reserve(batch.rows_.size());
   for (const Batch::Row& r : batch.rows_) {
+    check_same_model(*r.seq, model_.get(), r.seq->model_);
     auto it = std::find(seqs.begin(), seqs.end(), r.seq->kv_.get());
     if (it == seqs.end()) it = seqs.insert(seqs.end(), r.seq->kv_.get());
     model::BatchRow row{r.token, nullptr, static_cast<int32_t>(it - seqs.begin()), r.logits};
@@ -90,6 +104,7 @@ std::span<const float> Context::decode(const Batch& batch) {
 }
 
 std::span<const float> Context::decode(Sequence& seq, std::span<const token_id> tokens) {
+  check_same_model(seq, model_.get(), seq.model_);
   model::forward(*model_, *seq.kv_, tokens, false, logits_, *pool_);
   return logits_;
 }

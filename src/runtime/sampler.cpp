@@ -33,6 +33,26 @@ float max_logit(const Candidates& c) {
   return m;
 }
 
+// exp(logit - m) for the maximum logit m. When m is +inf (a +inf logit bias)
+// the +inf candidates share the whole mass equally and the others get none:
+// the limit of raising those logits without bound, where exp(inf - inf)
+// would be NaN.
+float exp_rel(float logit, float m) {
+  if (m == INFINITY) return logit == INFINITY ? 1.0f : 0.0f;
+  return std::exp(logit - m);
+}
+
+// Whether temperature `temp` leaves only the argmax: temp <= 0 (llama.cpp's
+// greedy), or a temperature so small that a finite logit divided by it
+// overflows to +-inf (1e-40: softmax at temperature -> 0 tends to the
+// argmax, which is where this ends).
+bool temp_is_greedy(const Candidates& c, float temp) {
+  if (temp <= 0.0f) return true;
+  for (const TokenData& t : c.data)
+    if (std::isfinite(t.logit) && !std::isfinite(t.logit / temp)) return true;
+  return false;
+}
+
 void check_finite_param(float v, const char* name) {
   if (std::isnan(v)) throw Error(Errc::invalid_argument, std::string("sampler: ") + name + " is NaN");
 }
@@ -84,7 +104,7 @@ void softmax(Candidates& c, bool do_sort) {
   const float m = max_logit(c);
   float sum = 0.0f;
   for (TokenData& t : c.data) {
-    t.p = std::exp(t.logit - m);
+    t.p = exp_rel(t.logit, m);
     sum += t.p;
   }
   for (TokenData& t : c.data) t.p /= sum;
@@ -207,7 +227,7 @@ void apply_min_p(Candidates& c, float p, size_t min_keep) {
 
 void apply_temperature(Candidates& c, float temp) {
   if (c.data.empty()) return;
-  if (temp <= 0.0f) {
+  if (temp_is_greedy(c, temp)) {
     size_t best = 0;
     for (size_t i = 1; i < c.data.size(); ++i)
       if (by_logit(c.data[i], c.data[best])) best = i;
@@ -227,7 +247,7 @@ size_t sample_dist(Candidates& c, std::mt19937& rng) {
   const float m = max_logit(c);
   double sum = 0.0;
   for (TokenData& t : c.data) {
-    t.p = std::exp(t.logit - m);
+    t.p = exp_rel(t.logit, m);
     sum += t.p;
   }
   std::uniform_real_distribution<double> uni(0.0, 1.0);
@@ -293,8 +313,9 @@ token_id Sampler::sample(std::span<const float> logits) {
   apply_typical(cur_, p_.typical_p, p_.min_keep);
   apply_top_p(cur_, p_.top_p, p_.min_keep);
   apply_min_p(cur_, p_.min_p, p_.min_keep);
+  const bool greedy = temp_is_greedy(cur_, p_.temp);
   apply_temperature(cur_, p_.temp);
-  if (p_.temp <= 0.0f) {
+  if (greedy) {
     // The draw would pick the one finite candidate; skip the RNG.
     size_t best = 0;
     for (size_t i = 1; i < cur_.data.size(); ++i)

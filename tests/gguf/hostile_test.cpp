@@ -318,6 +318,48 @@ TEST(GgufHostile, TensorOffsets) {
   expect_error([&] { parse(s); }, Errc::format, {"tensor 'output.weight'", "extends past the end of the file (1185376 bytes)"});
 }
 
+// llama.cpp's layout rule: each tensor's data where the previous one's ends
+// (padded to the alignment). Aliasing (output.weight at token_embd.weight's
+// offset), a partial overlap and a gap are refused, naming both tensors.
+TEST(GgufHostile, OverlappingOrAliasedTensorData) {
+  std::vector<uint8_t> s = stories();
+  poke_u64(s, tensor_fields(s, "output.weight").offset, 0);  // token_embd.weight's
+  expect_error([&] { parse(s); }, Errc::format, {"tensor 'output.weight'", "data offset 0", "overlaps"});
+  std::vector<uint8_t> b = small_writer().bytes();
+  const TensorFields tf = tensor_fields(b, "t.bbb");
+  poke_u64(b, tf.offset, 32);  // inside t.aaa's 64 bytes
+  expect_error([&] { parse(b); }, Errc::format, {"tensor 't.bbb'", "data offset 32", "expected 64", "'t.aaa'"});
+  b = small_writer().bytes();
+  poke_u64(b, tensor_fields(b, "t.aaa").offset, 32);  // a gap before t.aaa (t.bbb at 64 overlaps it then)
+  expect_error([&] { parse(b); }, Errc::format, {"tensor 't.aaa'", "data offset 32", "expected 0", "gap"});
+}
+
+// general.alignment = 1 (a power of two, so llama.cpp accepts it) with odd
+// offsets: every tensor comes back aligned for its type, with its bytes.
+TEST(GgufHostile, AlignmentOneGivesAlignedTensorData) {
+  Writer w(1);
+  std::vector<uint8_t> odd(3, 7), f32(16), f16(8);
+  for (size_t i = 0; i < f32.size(); ++i) f32[i] = static_cast<uint8_t>(i + 1);
+  for (size_t i = 0; i < f16.size(); ++i) f16[i] = static_cast<uint8_t>(100 + i);
+  std::vector<uint8_t> q8k(row_size(GgmlType::Q8_K, 256), 0x11);
+  const int64_t ne3[1] = {3}, ne4[1] = {4}, ne256[1] = {256};
+  w.add_tensor("t.i8", GgmlType::I8, ne3, odd);
+  w.add_tensor("t.f32", GgmlType::F32, ne4, f32);
+  w.add_tensor("t.f16", GgmlType::F16, ne4, f16);
+  w.add_tensor("t.i8b", GgmlType::I8, ne3, odd);
+  w.add_tensor("t.q8k", GgmlType::Q8_K, ne256, q8k);
+  const File f = parse(w.bytes());
+  ASSERT_EQ(f.alignment(), 1u);
+  EXPECT_EQ(f.find_tensor("t.f32")->offset, 3u);  // odd in the file
+  const auto at = [&](const char* name) { return reinterpret_cast<uintptr_t>(f.find_tensor(name)->data); };
+  EXPECT_EQ(at("t.f32") % alignof(float), 0u);
+  EXPECT_EQ(at("t.f16") % alignof(uint16_t), 0u);
+  EXPECT_EQ(at("t.q8k") % alignof(float), 0u);
+  EXPECT_EQ(0, std::memcmp(f.find_tensor("t.f32")->data, f32.data(), f32.size()));
+  EXPECT_EQ(0, std::memcmp(f.find_tensor("t.f16")->data, f16.data(), f16.size()));
+  EXPECT_EQ(0, std::memcmp(f.find_tensor("t.q8k")->data, q8k.data(), q8k.size()));
+}
+
 TEST(GgufHostile, TensorTypeIds) {
   std::vector<uint8_t> s = stories();
   const TensorFields tf = tensor_fields(s, "blk.0.attn_q.weight");

@@ -16,7 +16,7 @@
 #include "quant/quant.hpp"
 #include "quant/random_rows.hpp"
 #include "synapse/error.hpp"
-#include "runtime/thread_pool.hpp"
+#include "base/thread_pool.hpp"
 
 namespace synapse::kernels {
 namespace {

@@ -92,6 +92,18 @@ TEST(LoadErrors, MisshapenTensor) {
   expect_load_error(std::move(f), Errc::format, {"blk.0.attn_k.weight", "[256, 64]", "expected [256, 128]"});
 }
 
+// token_embd.weight and output.weight with 300 rows for a 512-token
+// vocabulary: refused at load naming the file and both numbers (it used to
+// load and fail at the first token id >= 300).
+TEST(LoadErrors, VocabularyLargerThanTheEmbeddingRows) {
+  auto f = rewrite(data_path("models/stories260K.gguf"), [](const gguf::TensorInfo& t, auto&, auto& ne) {
+    if (t.name == "token_embd.weight" || t.name == "output.weight") ne[1] = 300;
+    return true;
+  });
+  expect_load_error(std::move(f), Errc::format,
+                    {"edited.gguf", "vocabulary has 512 tokens", "token_embd.weight has 300 rows"});
+}
+
 TEST(LoadErrors, UnknownArchitectureListsSupported) {
   auto f = rewrite(
       data_path("models/stories260K.gguf"), [](auto&, auto&, auto&) { return true; },

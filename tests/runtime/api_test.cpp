@@ -87,6 +87,37 @@ TEST(Api, ForkAndEmbeddingRows) {
   EXPECT_EQ(e.n_past(), 0);
 }
 
+// A Sequence made for one model, decoded by another model's Context (whose
+// layers and heads differ): a clear Error, nothing written (it used to write
+// past the smaller model's KV cache). Even two loads of one file are two
+// models.
+TEST(Api, SequenceOfAnotherModelIsRefused) {
+  const Model small = Model::load(data_path("models/stories260K.gguf"));
+  const Model other = Model::load(data_path("models/tiny-llama-f32.gguf"));
+  Context ctx_small(small, 1), ctx_other(other, 1);
+  Sequence seq = ctx_small.new_sequence(64);
+  const std::vector<token_id> ids = {1, 2, 3};
+  auto expect_refused = [&](auto&& f) {
+    try {
+      f();
+      FAIL() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("another model"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("stories260K.gguf"), std::string::npos) << e.what();
+    }
+  };
+  expect_refused([&] { ctx_other.decode(seq, ids); });
+  Batch batch;
+  batch.add(seq, 1, true);
+  expect_refused([&] { ctx_other.decode(batch); });
+  Sequence fork = seq.fork(0);
+  expect_refused([&] { ctx_other.decode(fork, ids); });
+  EXPECT_EQ(seq.n_past(), 0);
+  ctx_small.decode(seq, ids);  // its own model's Context still works
+  EXPECT_EQ(seq.n_past(), 3);
+}
+
 TEST(Api, LoadErrorsNameTheFile) {
   try {
     Model::load("/nonexistent.gguf");

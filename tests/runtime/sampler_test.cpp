@@ -209,6 +209,63 @@ TEST(Sampler, LogitBias) {
   EXPECT_EQ(s.sample(std::vector<float>{1, 2, 9, 3}), 3);
 }
 
+// A temperature so small that logit / temp overflows (1e-40 is a float
+// denormal) is the limit temp -> 0: the argmax, for every seed, never a NaN
+// draw that falls through to the last candidate.
+TEST(Sampler, TinyTemperatureIsGreedy) {
+  Candidates g = Candidates::from_logits(std::vector<float>{1, 4, -2, 2});
+  apply_temperature(g, 1e-40f);
+  EXPECT_EQ(g.data[1].logit, 4.0f);
+  EXPECT_EQ(g.data[0].logit, -INFINITY);
+  EXPECT_EQ(g.data[3].logit, -INFINITY);
+  for (uint32_t seed = 0; seed < 20; ++seed) {
+    SamplerParams p = plain();
+    p.temp = 1e-40f;
+    p.seed = seed;
+    Sampler s(p);
+    EXPECT_EQ(s.sample(std::vector<float>{1, 4, -2, 2}), 1) << "seed " << seed;
+    for (const TokenData& t : s.last_candidates().data) EXPECT_FALSE(std::isnan(t.p)) << "seed " << seed;
+  }
+  // A small temperature that does not overflow still divides.
+  Candidates a = Candidates::from_logits(std::vector<float>{1, 4});
+  apply_temperature(a, 1e-3f);
+  EXPECT_EQ(a.data[0].logit, 1.0f / 1e-3f);
+}
+
+// Two +inf biases: both tokens are forced, each drawn about half the time,
+// nothing else ever (a NaN sum used to pick the last candidate always).
+// Greedy takes the lower id; one +inf bias always wins.
+TEST(Sampler, TwoInfiniteBiasesShareTheDraw) {
+  const std::vector<float> l = {3, 1, 0, 2, 1};
+  int count[5] = {};
+  for (uint32_t seed = 0; seed < 200; ++seed) {
+    SamplerParams p = plain();
+    p.seed = seed;
+    p.logit_bias = {{1, INFINITY}, {2, INFINITY}};
+    Sampler s(p);
+    ++count[s.sample(l)];
+  }
+  EXPECT_EQ(count[0] + count[3] + count[4], 0);
+  EXPECT_GT(count[1], 60);
+  EXPECT_GT(count[2], 60);
+  Candidates c = Candidates::from_logits(std::vector<float>{0, INFINITY, 5, INFINITY});
+  softmax(c, false);
+  EXPECT_EQ(c.data[0].p, 0.0f);
+  EXPECT_EQ(c.data[1].p, 0.5f);
+  EXPECT_EQ(c.data[2].p, 0.0f);
+  EXPECT_EQ(c.data[3].p, 0.5f);
+  SamplerParams g = plain();
+  g.temp = 0.0f;
+  g.logit_bias = {{3, INFINITY}, {1, INFINITY}};
+  EXPECT_EQ(Sampler(g).sample(l), 1);
+  SamplerParams one = plain();
+  one.logit_bias = {{4, INFINITY}};
+  for (uint32_t seed = 0; seed < 20; ++seed) {
+    one.seed = seed;
+    EXPECT_EQ(Sampler(one).sample(l), 4);
+  }
+}
+
 TEST(Sampler, ParseLogitBias) {
   LogitBias b = parse_logit_bias("15043+1");
   EXPECT_EQ(b.token, 15043);

@@ -8,7 +8,9 @@
 #include <fstream>
 
 #include "cli_util.hpp"
+#include "base/strings.hpp"
 #include "golden_util.hpp"
+#include "synapse/version.hpp"
 
 namespace synapse {
 namespace {
@@ -47,9 +49,7 @@ TEST(Cli, LogitsMatchGoldenAndGreedy) {
   const nlohmann::json j = test::read_json(data_path("golden/stories260K.short.json"));
   const auto ids = test::as_array(j["input_ids"]).get<std::vector<int>>();
   const auto greedy = test::as_array(j["greedy_ids"]).get<std::vector<int>>();
-  std::string list, want;
-  for (size_t i = 0; i < ids.size(); ++i) list += (i ? "," : "") + std::to_string(ids[i]);
-  for (size_t i = 0; i < greedy.size(); ++i) want += (i ? "," : "") + std::to_string(greedy[i]);
+  const std::string list = join(ids, ","), want = join(greedy, ",");
   const std::string out = tmp_path("logits.f32");
   const Result r = synapse_cli("logits -m " + data_path("models/stories260K.gguf") + " --ids " + list + " -o " + out +
                                " --greedy " + std::to_string(greedy.size()));
@@ -126,6 +126,60 @@ TEST(Cli, PromptLongerThanContext) {
   expect_clean_error(synapse_cli("run -m " + data_path("models/stories260K.gguf") +
                                  " -p \"Once upon a time there was a little girl\" -n 4 -c 4"),
                      "longer than the context size 4");
+}
+
+// Flag values llama.cpp users give, each refused with a message naming the
+// flag and the value, or (--seed -1) accepted as llama.cpp does.
+TEST(Cli, FlagValuesOutOfRange) {
+  const std::string run = "run -m " + data_path("models/stories260K.gguf") + " -p hi -n 2";
+  const Result seed = synapse_cli(run + " --seed -1");  // llama.cpp: -1 = a random seed
+  ASSERT_EQ(seed.exit_code, 0) << seed.err;
+  EXPECT_EQ(seed.err.find("seed 4294967295"), std::string::npos) << seed.err;  // drawn, not used as is
+  const Result bad_seed = synapse_cli(run + " --seed -2");
+  EXPECT_EQ(bad_seed.exit_code, 105);
+  EXPECT_NE(bad_seed.err.find("--seed"), std::string::npos) << bad_seed.err;
+  const Result b0 = synapse_cli(run + " -b 0");
+  EXPECT_EQ(b0.exit_code, 105);  // CLI11's validation error
+  EXPECT_NE(b0.err.find("--batch-size: must be at least 1, got 0"), std::string::npos) << b0.err;
+  const Result t = synapse_cli(run + " -t 100000");
+  EXPECT_EQ(t.exit_code, 105);
+  EXPECT_NE(t.err.find("--threads: must be at most 512"), std::string::npos) << t.err;
+  const Result g = synapse_cli("logits -m " + data_path("models/stories260K.gguf") + " --ids 1,2 --greedy -3");
+  EXPECT_EQ(g.exit_code, 105);
+  EXPECT_NE(g.err.find("--greedy: must be at least 0, got -3"), std::string::npos) << g.err;
+  EXPECT_EQ(g.err.find("context"), std::string::npos) << g.err;
+}
+
+// A temperature so small that logit / temp overflows samples the argmax, for
+// any seed (it used to return the last candidate: ", in a doub for a hom").
+TEST(Cli, TinyTemperatureIsGreedy) {
+  const std::string run = "run -m " + data_path("models/stories260K.gguf") + " -p \"Once upon a time\" -n 16 -t 1";
+  const Result greedy = synapse_cli(run + " --temp 0");
+  ASSERT_EQ(greedy.exit_code, 0) << greedy.err;
+  for (const char* seed : {"1", "2", "3"}) EXPECT_EQ(synapse_cli(run + " --temp 1e-40 --seed " + seed).out, greedy.out);
+}
+
+// -b/-ub split the ids into forward passes without changing a bit.
+TEST(Cli, LogitsBatchFlagsDoNotChangeTheLogits) {
+  const std::string base = "logits -m " + data_path("models/stories260K.gguf") + " --ids 1,403,407,263,158,2 -t 2";
+  const std::string whole = tmp_path("whole.f32"), split = tmp_path("split.f32");
+  ASSERT_EQ(synapse_cli(base + " -o " + whole).exit_code, 0);
+  for (const char* flags : {" -ub 2", " -b 1", " -b 4 -ub 5"}) {
+    const Result r = synapse_cli(base + flags + " -o " + split);
+    ASSERT_EQ(r.exit_code, 0) << flags << r.err;
+    EXPECT_EQ(slurp(split), slurp(whole)) << flags;
+  }
+  EXPECT_EQ(slurp(whole).size(), 6u * 512 * 4);
+  std::remove(whole.c_str());
+  std::remove(split.c_str());
+}
+
+TEST(Cli, VersionFromTheHeader) {
+  const Result r = synapse_cli("--version");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, std::string("synapse ") + kVersion + "\n");
+  EXPECT_EQ(std::string(kVersion), std::to_string(kVersionMajor) + "." + std::to_string(kVersionMinor) + "." +
+                                       std::to_string(kVersionPatch));
 }
 
 TEST(Cli, BadIds) {

@@ -210,6 +210,14 @@ TEST(TokenizeCli, MissingFilesAndBadFlagsFailWithOneLine) {
   r = synapse_cli("tokenize -m " + kLlamaSpm + " -f " + tmp_path("no-such.txt"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("no-such.txt"), std::string::npos) << r.err;
+  // A directory: one line naming it (it was "internal error: basic_filebuf::underflow", exit 3).
+  const std::string dir = ::testing::TempDir();
+  for (const char* flag : {" -f ", " --jsonl "}) {
+    r = synapse_cli("tokenize -m " + kLlamaSpm + flag + dir);
+    EXPECT_EQ(r.exit_code, 1) << flag;
+    EXPECT_EQ(lines_of(r.err).size(), 1u) << r.err;
+    EXPECT_NE(r.err.find("is a directory"), std::string::npos) << r.err;
+  }
   r = synapse_cli("tokenize -m " + kLlamaSpm + " -p a -f b");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("exactly one of -p, -f and --jsonl"), std::string::npos) << r.err;

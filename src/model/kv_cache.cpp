@@ -1,36 +1,12 @@
-#include "runtime/kv_cache.hpp"
+#include "model/kv_cache.hpp"
 
 #include <algorithm>
 #include <cstdlib>
 #include <string>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 #include "synapse/error.hpp"
 
 namespace synapse::runtime {
-
-namespace {
-constexpr size_t kHugePage = size_t{2} << 20;
-}
-
-void* huge_page_alloc(size_t bytes) {
-  if (bytes < kHugePage) return ::operator new(bytes);
-  const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-  void* p = std::aligned_alloc(kHugePage, rounded);
-  if (p == nullptr) throw std::bad_alloc();
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  madvise(p, rounded, MADV_HUGEPAGE);  // advice only: on failure the pages are 4 KiB
-#endif
-  return p;
-}
-
-void huge_page_free(void* p, size_t bytes) noexcept {
-  if (bytes < kHugePage) ::operator delete(p);
-  else std::free(p);
-}
 
 KvCache::KvCache(int64_t n_layer, int64_t n_embd_k, int64_t n_embd_v, int64_t n_ctx, int64_t window)
     : n_layer_(n_layer), n_embd_k_(n_embd_k), n_embd_v_(n_embd_v), n_ctx_(n_ctx) {

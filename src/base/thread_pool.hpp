@@ -15,10 +15,18 @@
 
 namespace synapse::runtime {
 
+// The most threads a pool takes: ggml's GGML_MAX_N_THREADS. More than this
+// is a typo or a misunderstanding, not a machine (and each thread costs a
+// stack and a process-table slot).
+inline constexpr int kMaxThreads = 512;
+
 class ThreadPool {
  public:
-  // n_threads >= 1 (the caller's thread counts as one; n_threads - 1 workers
-  // are started once and live until destruction).
+  // n_threads in [1, kMaxThreads] (values below 1 mean 1; the caller's thread
+  // counts as one; n_threads - 1 workers are started once and live until
+  // destruction). Throws Error(invalid_argument) for n_threads > kMaxThreads,
+  // Error(resource) naming the count when the system refuses to create a
+  // worker (the workers already started are stopped and joined first).
   explicit ThreadPool(int n_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -38,6 +46,7 @@ class ThreadPool {
 
  private:
   void worker();
+  void stop_workers();  // sets stop_, wakes and joins every worker
   void run_chunks();
 
   int n_threads_;

@@ -1,9 +1,12 @@
-#include "runtime/thread_pool.hpp"
+#include "base/thread_pool.hpp"
 
 #include <algorithm>
 #include <fstream>
 #include <set>
 #include <string>
+#include <system_error>
+
+#include "synapse/error.hpp"
 
 namespace synapse::runtime {
 
@@ -25,10 +28,27 @@ inline void cpu_relax() {
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker(); });
+  if (n_threads_ > kMaxThreads)
+    throw Error(Errc::invalid_argument, "threads: " + std::to_string(n_threads_) + " is more than the most, " +
+                                            std::to_string(kMaxThreads) + " (ggml's GGML_MAX_N_THREADS)");
+  workers_.reserve(static_cast<size_t>(n_threads_ - 1));
+  for (int i = 1; i < n_threads_; ++i) {
+    try {
+      workers_.emplace_back([this] { worker(); });
+    } catch (const std::system_error& e) {
+      // The destructor does not run for a constructor that throws: stop and
+      // join the workers made so far here (leaving them would deadlock or
+      // terminate).
+      stop_workers();
+      throw Error(Errc::resource, "threads: the system refused to create thread " + std::to_string(i + 1) +
+                                      " of " + std::to_string(n_threads_) + " (" + e.what() + "); use fewer (-t)");
+    }
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_.store(true, std::memory_order_release);

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "runtime/kv_cache.hpp"
+#include "model/kv_cache.hpp"
 
 namespace synapse::runtime {
 namespace {

@@ -1,15 +1,24 @@
 // runtime::ThreadPool::parallel_for: every index handed out exactly once, in
 // ranges that start on a grain and are whole grains but for the last, for
-// many job sizes, grains and thread counts; exceptions reach the caller.
+// many job sizes, grains and thread counts; exceptions reach the caller; a
+// thread count past ggml's 512 or one the system refuses is an Error, not a
+// hang.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <fstream>
+#include <string>
 #include <mutex>
 #include <stdexcept>
 #include <utility>
 #include <vector>
 
-#include "runtime/thread_pool.hpp"
+#include "base/thread_pool.hpp"
+#include "synapse/error.hpp"
 
 namespace synapse::runtime {
 namespace {
@@ -34,9 +43,13 @@ TEST(ThreadPool, CoversEveryIndexOnceInWholeGrains) {
         for (const auto& [b, e] : ranges) {
           ASSERT_LT(b, e) << "empty range, n " << n;
           ASSERT_EQ(b % grain, 0) << "range [" << b << ", " << e << ") n " << n << " grain " << grain;
-          if (e != n) ASSERT_EQ((e - b) % grain, 0) << "range [" << b << ", " << e << ") n " << n;
+          if (e != n) {
+            ASSERT_EQ((e - b) % grain, 0) << "range [" << b << ", " << e << ") n " << n;
+          }
         }
-        if (n > 0 && threads == 1) ASSERT_EQ(ranges.size(), 1u);  // one thread: one call
+        if (n > 0 && threads == 1) {
+          ASSERT_EQ(ranges.size(), 1u);  // one thread: one call
+        }
       }
   }
 }
@@ -77,6 +90,59 @@ TEST(ThreadPool, RethrowsTheFirstException) {
     });
     EXPECT_EQ(sum.load(), 4950);
   }
+}
+
+TEST(ThreadPool, RefusesMoreThanGgmlsMaximum) {
+  try {
+    ThreadPool pool(100000);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("100000"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("512"), std::string::npos) << e.what();
+  }
+  ThreadPool most(kMaxThreads);  // the maximum itself is allowed
+  EXPECT_EQ(most.n_threads(), 512);
+}
+
+// Under an address-space limit that leaves room for a few thread stacks, not
+// 100, the constructor must throw (after joining the threads it made), not
+// hang. Runs in a child process, which the parent kills after 30 s.
+TEST(ThreadPool, ThrowsWhenTheSystemRefusesAThread) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space; RLIMIT_AS cannot be set under it";
+#else
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    long vm_kb = 0;
+    std::ifstream status("/proc/self/status");
+    for (std::string key; status >> key;)
+      if (key == "VmSize:") status >> vm_kb;
+    const rlim_t limit = static_cast<rlim_t>(vm_kb + 64 * 1024) * 1024;  // 64 MiB beyond what is mapped
+    const rlimit rl{limit, limit};
+    if (vm_kb == 0 || setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+    try {
+      ThreadPool pool(100);  // 99 stacks of >= 2 MiB each cannot fit
+      _exit(1);
+    } catch (const Error& e) {
+      _exit(e.code() == Errc::resource && std::string(e.what()).find("of 100") != std::string::npos ? 0 : 2);
+    } catch (...) {
+      _exit(2);
+    }
+  }
+  int status = 0;
+  for (int waited_ms = 0; waitpid(pid, &status, WNOHANG) == 0; waited_ms += 10) {
+    if (waited_ms > 30000) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      FAIL() << "ThreadPool(100) hung under an address-space limit";
+    }
+    usleep(10000);
+  }
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: no error, 2: the wrong error, 3: setrlimit failed";
+#endif
 }
 
 }  // namespace

@@ -9,6 +9,7 @@ const char* errc_name(Errc code) noexcept {
     case Errc::unsupported: return "unsupported";
     case Errc::invalid_argument: return "invalid argument";
     case Errc::out_of_range: return "out of range";
+    case Errc::resource: return "resource";
   }
   return "unknown";
 }

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Fails when an #include in src/ or include/synapse/ points up or sideways in
+# the layer table of docs/LAYERS.md: a layer may include its own headers and
+# those of the layers below it, nothing else. Run by scripts/test.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# layer -> the layers it may include (itself and everything below it).
+declare -A allowed=(
+  [base]="base"
+  [gguf]="gguf base"
+  [quant]="quant gguf base"
+  [tokenizer]="tokenizer gguf base"
+  [kernels]="kernels quant gguf base"
+  [model]="model kernels quant tokenizer gguf base"
+  [runtime]="runtime model kernels quant tokenizer gguf base"
+  [server]="server runtime model kernels quant tokenizer gguf base"
+)
+# The public headers, by the layer that implements them.
+declare -A public=(
+  [error]=base [types]=base [version]=base [gguf]=gguf [tokenizer]=tokenizer
+  [sampling]=runtime [stop]=runtime [chat]=runtime [synapse]=runtime [generation]=runtime [scheduler]=runtime
+)
+
+# The layer of an included path ("quant/gemm.hpp", "synapse/chat.hpp"), or
+# empty for a header outside the table (system and third-party headers).
+layer_of_include() {
+  local dir=${1%%/*} name
+  if [[ $dir == synapse ]]; then
+    name=${1#synapse/}; name=${name%.hpp}
+    echo "${public[$name]:-unknown-public:$name}"
+  elif [[ -n ${allowed[$dir]:-} ]]; then
+    echo "$dir"
+  fi
+}
+
+bad=0
+check_file() {  # file, its layer
+  local file=$1 layer=$2 inc target
+  while IFS= read -r inc; do
+    target=$(layer_of_include "$inc")
+    [[ -z $target ]] && continue
+    if [[ $target == unknown-public:* ]]; then
+      echo "$file: includes \"$inc\", a public header missing from scripts/check-layers.sh's table"
+      bad=1
+    elif [[ " ${allowed[$layer]} " != *" $target "* ]]; then
+      echo "$file: layer '$layer' includes \"$inc\" of layer '$target' (up or sideways; docs/LAYERS.md)"
+      bad=1
+    fi
+  done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$file")
+}
+
+for dir in src/*/; do
+  layer=$(basename "$dir")
+  if [[ -z ${allowed[$layer]:-} ]]; then
+    echo "$dir: a folder missing from the layer table (scripts/check-layers.sh, docs/LAYERS.md)"
+    bad=1
+    continue
+  fi
+  while IFS= read -r f; do check_file "$f" "$layer"; done < <(find "$dir" -name '*.hpp' -o -name '*.cpp' -o -name '*.h')
+done
+for f in include/synapse/*.hpp include/synapse/*.hpp.in; do
+  [[ -e $f ]] || continue
+  name=$(basename "$f"); name=${name%%.*}
+  layer=${public[$name]:-}
+  if [[ -z $layer ]]; then
+    echo "$f: a public header missing from scripts/check-layers.sh's table"
+    bad=1
+    continue
+  fi
+  check_file "$f" "$layer"
+done
+if (( bad )); then
+  echo "check-layers: FAILED" >&2
+  exit 1
+fi
+echo "check-layers: every include points down"

@@ -1,0 +1,42 @@
+// Small string helpers shared by every layer (error messages, CLI output).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace synapse {
+
+// The items of `items` (any range), each turned into text by `show`, with
+// `sep` between them: join(ne, ", ") gives "64, 512". The default `show` is
+// std::to_string (arithmetic items). Appends in place, which also keeps
+// gcc 12's -Wrestrict false positive on `(i ? "," : "") + std::to_string(x)`
+// away.
+template <typename Range, typename Show>
+std::string join(const Range& items, std::string_view sep, Show show) {
+  std::string s;
+  bool first = true;
+  for (const auto& item : items) {
+    if (!first) s += sep;
+    s += show(item);
+    first = false;
+  }
+  return s;
+}
+
+template <typename Range>
+std::string join(const Range& items, std::string_view sep) {
+  return join(items, sep, [](const auto& x) { return std::to_string(x); });
+}
+
+// join(items, sep) between `open` and `close`: "[64, 512]". (Built by
+// appending: gcc 12's -Wrestrict misfires on "[" + std::string&&.)
+template <typename Range, typename... Show>
+std::string join_in(std::string_view open, const Range& items, std::string_view sep, std::string_view close,
+                    Show... show) {
+  std::string s(open);
+  s += join(items, sep, show...);
+  s += close;
+  return s;
+}
+
+}  // namespace synapse
