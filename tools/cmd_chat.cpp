@@ -85,6 +85,15 @@ int run(const ChatArgs& a) {
     // What this message adds to the prompt the cache already holds.
     const std::vector<ChatSegment> delta = format_chat_delta(tmpl, history, msg, true);
     const std::vector<token_id> ids = tokenize_segments(tok, delta, /*add_special=*/first);
+    // A message that cannot fit even in an empty context is refused alone
+    // (the session goes on); one that fits but not beside the history ends it.
+    if (static_cast<int64_t>(ids.size()) + (first ? 0 : 1) >= seq.n_ctx()) {
+      std::fprintf(stderr,
+                   "synapse: this message is %zu tokens with its template, more than the context of %lld tokens "
+                   "holds; shorten it or raise -c\n",
+                   ids.size(), static_cast<long long>(n_ctx));
+      continue;
+    }
     if (seq.n_past() + static_cast<int64_t>(ids.size()) >= seq.n_ctx()) {
       std::fprintf(stderr, "synapse: the context of %lld tokens is full; start a new session (or raise -c)\n",
                    static_cast<long long>(n_ctx));

@@ -78,5 +78,27 @@ TEST(ChatTurn, ReplyCutByNPredictStillEndsTheTurnInTheCache) {
   EXPECT_EQ(got[1], text2) << "the second turn did not continue `turn 1 + reply + end-of-turn`";
 }
 
+// issue 25: a single message longer than the context said "start a new
+// session" although the session was empty. It is refused on its own, naming
+// its size and the context, and the session goes on with the next message.
+TEST(ChatTurn, MessageLongerThanTheContextIsRefusedAlone) {
+  std::string long_message;
+  for (int i = 0; i < 100; ++i) long_message += "the cat sat on the mat. ";
+  const std::string input = test::tmp_path("chat_long_input.txt");
+  test::spit(input, long_message + "\nTell me about a cat.\n");
+  const test::CliResult r = test::synapse_cli("chat -m " + data_path("models/stories260K.gguf") +
+                                              " -c 64 -n 4 --temp 0 -t 1 < " + input);
+  std::remove(input.c_str());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("more than the context of 64 tokens holds; shorten it or raise -c"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("start a new session"), std::string::npos) << r.err;
+  // stdout holds only the prompts ("\n> ") and the second message's reply.
+  std::string reply = r.out;
+  for (size_t at; (at = reply.find("\n> ")) != std::string::npos;) reply.erase(at, 3);
+  reply.erase(std::remove(reply.begin(), reply.end(), '\n'), reply.end());
+  EXPECT_FALSE(reply.empty()) << "the session did not go on to the second message: " << r.out;
+}
+
 }  // namespace
 }  // namespace synapse
