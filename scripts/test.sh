@@ -20,7 +20,9 @@ trap 'rm -rf "$prefix"' EXIT
 cmake --install "$build" --prefix "$prefix/usr" >/dev/null
 cmake -S examples -B "$prefix/examples" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix/usr" >/dev/null
 cmake --build "$prefix/examples" -j "$(nproc)"
-"$prefix/examples/example_chat" models/stories260K.gguf "Tell me a story." 8 2>&1 | grep -q "tokens, stopped by"
+# (captured first: grep -q closing the pipe early would SIGPIPE the example under pipefail)
+example_out=$("$prefix/examples/example_chat" models/stories260K.gguf "Tell me a story." 8 2>&1)
+grep -q "tokens, stopped by" <<<"$example_out"
 pcdir=$(dirname "$(find "$prefix/usr" -name synapse.pc)")
 PKG_CONFIG_PATH="$pcdir" pkg-config --exists synapse
 g++ -std=c++20 examples/chat.cpp -o "$prefix/example_chat_pc" \
