@@ -5,8 +5,10 @@
 # and runs its pytest suite (scripts/python.sh), installs the libraries into a scratch
 # prefix and builds examples/ against that package (find_package(synapse) and
 # pkg-config), then builds the suite again with AddressSanitizer +
-# UndefinedBehaviorSanitizer (-O1 -g1, in build-asan or $ASAN_BUILD_DIR) and
-# runs it there (issue 9); any sanitizer report fails its test.
+# UndefinedBehaviorSanitizer (-O1 -g1, in build-asan or $ASAN_BUILD_DIR; warnings
+# are errors only in the Release build: -O1 with sanitizers gives gcc's false
+# maybe-uninitialized positives) and runs it there (issue 9); any sanitizer
+# report fails its test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -29,7 +31,7 @@ g++ -std=c++20 examples/chat.cpp -o "$prefix/example_chat_pc" \
     $(PKG_CONFIG_PATH="$pcdir" pkg-config --cflags --libs synapse)
 asan=${ASAN_BUILD_DIR:-build-asan}
 cmake -S . -B "$asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-      -DSYNAPSE_SANITIZE=ON -DSYNAPSE_WERROR=ON >/dev/null
+      -DSYNAPSE_SANITIZE=ON >/dev/null
 cmake --build "$asan" -j "$(nproc)"
 cd "$asan"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
