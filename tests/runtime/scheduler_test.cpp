@@ -89,11 +89,13 @@ void expect_same_bytes(const Reply& want, const Reply& got, const std::string& w
   EXPECT_EQ(got.text, got.streamed) << what;
   EXPECT_EQ(want.finish, got.finish) << what;
   ASSERT_EQ(want.logprobs.size(), got.logprobs.size()) << what;
-  if (!want.logprobs.empty())  // memcmp of a null pointer is undefined even for 0 bytes
+  if (!want.logprobs.empty()) {  // memcmp of a null pointer is undefined even for 0 bytes
     EXPECT_EQ(0, std::memcmp(want.logprobs.data(), got.logprobs.data(), want.logprobs.size() * sizeof(float))) << what;
+  }
   ASSERT_EQ(want.top.size(), got.top.size()) << what;
-  if (!want.top.empty())
+  if (!want.top.empty()) {
     EXPECT_EQ(0, std::memcmp(want.top.data(), got.top.data(), want.top.size() * sizeof(TokenLogprob))) << what;
+  }
 }
 
 std::vector<token_id> prompt_of(const Model& m, const std::string& text) {
