@@ -119,6 +119,14 @@ Runner add_serve(CLI::App& app) {
   app.add_option("--cors-origin", a->server.cors_origins,
                  "origin a browser page may call from (repeatable; '*': any; default: no CORS)")
       ->delimiter(',');
+  app.add_option("--max-header-size", a->server.max_header_bytes,
+                 "largest request line and headers together, in bytes (431 above it; default 16384; "
+                 "each line at most 8192)")
+      ->check(CLI::Range(size_t{256}, size_t{1} << 20));
+  app.add_option("--idle-timeout", a->server.idle_timeout_s,
+                 "seconds a keep-alive connection may wait for its next request, and a request's header may "
+                 "take to arrive, before the connection is closed (408 for a late header; default 5)")
+      ->check(CLI::Range(1, 3600));
   app.add_flag("--metrics", a->server.metrics, "enable the Prometheus endpoint GET /metrics");
   app.add_option("--threads-http", a->server.n_http_threads, "HTTP threads (default: 4 x slots + 16, at least 32)");
   return [a] { return serve(*a); };

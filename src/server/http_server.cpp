@@ -1,10 +1,12 @@
 #include "server/http_server.hpp"
 
-#include <sys/socket.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -13,6 +15,7 @@
 
 #include <httplib.h>
 
+#include "server/connection.hpp"
 #include "server/limits.hpp"
 #include "server/request.hpp"
 #include "server/response.hpp"
@@ -47,7 +50,7 @@ std::string presented_key(std::string_view authorization, std::string_view x_api
   return std::string(x_api_key);
 }
 
-std::string metrics_text(const SchedulerMetrics& m) {
+std::string metrics_text(const SchedulerMetrics& m, const ServerMetrics& sm) {
   std::string s;
   auto metric = [&](const char* name, const char* type, const char* help, double value) {
     char buf[64];
@@ -82,22 +85,20 @@ std::string metrics_text(const SchedulerMetrics& m) {
   metric("synapse:cached_tokens_total", "counter", "Prompt tokens served from the prompt cache.",
          static_cast<double>(m.cached_tokens_total));
   metric("synapse:requests_total", "counter", "Requests accepted.", static_cast<double>(m.requests_total));
+  metric("synapse:hangups_total", "counter", "Requests whose client closed the connection before the reply's end.",
+         static_cast<double>(sm.hangups_total));
+  metric("synapse:hangup_steps_max", "gauge",
+         "Most scheduler steps between a hang-up seen and its request's end (its slot free).",
+         static_cast<double>(sm.hangup_steps_max));
   return s;
 }
 
 namespace {
 
-// httplib::Server with its listening socket reachable: the library listens
-// with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into Debian's
-// .so), and 16 clients connecting at once would have their SYNs dropped and
-// retried a second later; listen() again raises the backlog.
-class Listener : public httplib::Server {
- public:
-  void raise_backlog(int n) { ::listen(svr_sock_, n); }
-};
-
 // What one HTTP request's generations report, from the scheduler's worker
-// thread to the HTTP thread that waits on it.
+// thread to the HTTP thread that waits on it. The worker signals `event_fd`
+// (an eventfd) after each change, so that the HTTP thread can wait for it and
+// for its client hanging up at once (wait_event_or_hangup).
 struct Channel {
   struct Event {
     int index;
@@ -105,13 +106,39 @@ struct Channel {
     GeneratedToken step;  // when !done
   };
   std::mutex mu;
-  std::condition_variable cv;
   std::deque<Event> events;  // streaming only
   std::vector<std::optional<GenerationResult>> results;
   size_t n_done = 0;
   bool stream = false;
   std::atomic<bool> cancelled{false};
   std::atomic<bool> timed_out{false};  // --timeout ended the generations
+  // The client hung up: the scheduler's step count then (see HttpServer's
+  // hang-up metrics), -1 while connected.
+  std::atomic<int64_t> hangup_step{-1};
+  const int event_fd = eventfd(0, EFD_CLOEXEC);
+
+  Channel() {
+    if (event_fd < 0) throw Error(Errc::io, std::string("eventfd: ") + std::strerror(errno));
+  }
+  ~Channel() { ::close(event_fd); }
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+
+  void notify() { (void)eventfd_write(event_fd, 1); }
+
+  // Waits until ready() (called with `lock` held) or the client of `sock`
+  // hangs up (false). `lock` holds mu on return.
+  template <class Pred>
+  bool wait(std::unique_lock<std::mutex>& lock, int sock, Pred ready) {
+    while (!ready()) {
+      lock.unlock();
+      const bool connected = wait_event_or_hangup(sock, event_fd);
+      lock.lock();
+      if (!connected) return ready();
+    }
+    return true;
+  }
+
   // A reply cut by --timeout reads as one cut by a length limit.
   GenerationResult reported(GenerationResult r) const {
     if (timed_out.load() && r.finish_reason == FinishReason::cancelled) r.finish_reason = FinishReason::length;
@@ -194,8 +221,28 @@ struct HttpServer::Impl {
   void install_routes();
   void handle_completion(Route route, const httplib::Request& req, httplib::Response& res);
   void stream_reply(std::shared_ptr<const CompletionRequest> creq, std::shared_ptr<Channel> ch,
-                    std::vector<RequestId> ids, ReplyMeta meta, httplib::Response& res);
+                    std::vector<RequestId> ids, ReplyMeta meta, int sock, httplib::Response& res);
   json model_meta() const;
+
+  // Hang-ups (the client closed its connection before the reply's end):
+  // counted, their generations cancelled (once: later calls do nothing).
+  std::atomic<uint64_t> hangups_total{0};
+  std::atomic<bool> stopping{false};  // the scheduler is being destroyed: callbacks must not call it
+  std::atomic<uint64_t> hangup_steps_max{0};
+  void hang_up(Channel& ch, const std::vector<RequestId>& ids) {
+    int64_t connected = -1;
+    if (!ch.hangup_step.compare_exchange_strong(connected, static_cast<int64_t>(sched->metrics().n_decode_total)))
+      return;
+    ++hangups_total;
+    ch.cancelled.store(true);
+    for (const RequestId id : ids) sched->cancel(id);
+  }
+  // A hung-up request's on_done ran `steps` scheduler steps after the hang-up was seen.
+  void note_hangup_freed(uint64_t steps) {
+    uint64_t seen = hangup_steps_max.load();
+    while (steps > seen && !hangup_steps_max.compare_exchange_weak(seen, steps)) {
+    }
+  }
 };
 
 HttpServer::HttpServer(ServerParams params) : impl_(std::make_unique<Impl>(std::move(params))) {}
@@ -213,7 +260,7 @@ void HttpServer::start() {
   s.http.set_read_timeout(s.p.timeout_s);
   s.http.set_write_timeout(s.p.timeout_s);
   s.http.set_payload_max_length(s.p.max_body_bytes);
-  s.http.set_keep_alive_timeout(s.p.idle_timeout_s);
+  s.http.limits = ConnectionLimits{s.p.max_header_bytes, s.p.idle_timeout_s};
   s.http.set_tcp_nodelay(true);  // one SSE chunk per token: no Nagle delay
   if (s.p.port == 0) {
     s.bound_port = s.http.bind_to_any_port(s.p.host);
@@ -233,6 +280,7 @@ void HttpServer::stop() {
     s.http.stop();
     s.thread.join();
   }
+  s.stopping.store(true);
   s.sched.reset();  // cancels what runs (on_done on its worker), joins it
 }
 
@@ -269,8 +317,19 @@ void HttpServer::Impl::install_routes() {
   });
   // 404 for unknown routes, 413 for a body over the limit, ...: the library
   // sets the status and leaves the body to this handler.
-  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
+    // The library says 400 for a header it could not read; the connection
+    // knows why (it is closed after this reply).
+    const Connection* conn = current_connection();
+    const HeaderRefusal why = conn != nullptr ? conn->header_refusal() : HeaderRefusal::none;
+    if (res.status == 400 && why == HeaderRefusal::too_large)
+      return send_error(res, 431,
+                        "the request header is larger than " + std::to_string(p.max_header_bytes) +
+                            " bytes (--max-header-size)");
+    if (res.status == 400 && why == HeaderRefusal::too_slow)
+      return send_error(res, 408, "the request header did not arrive within " + std::to_string(p.idle_timeout_s) +
+                                      " s (--idle-timeout)");
     if (res.status == 404) send_error(res, 404, "File Not Found: " + req.path);
     else if (res.status == 413) send_error(res, 413, "the request body is larger than the limit");
     else send_error(res, res.status, "HTTP error " + std::to_string(res.status));
@@ -318,7 +377,8 @@ void HttpServer::Impl::install_routes() {
 
   http.Get("/metrics", route([this](const httplib::Request&, httplib::Response& res) {
     if (!p.metrics) return send_error(res, 501, "This server does not support metrics endpoint (start it with --metrics)");
-    res.set_content(metrics_text(sched->metrics()), "text/plain; version=0.0.4");
+    res.set_content(metrics_text(sched->metrics(), {hangups_total.load(), hangup_steps_max.load()}),
+                    "text/plain; version=0.0.4");
   }));
 
   http.Post("/tokenize", route([this](const httplib::Request& req, httplib::Response& res) {
@@ -413,16 +473,18 @@ void HttpServer::Impl::handle_completion(Route route, const httplib::Request& re
       if (ch->stream) {
         std::lock_guard<std::mutex> lock(ch->mu);
         ch->events.push_back({index, false, step});
-        ch->cv.notify_all();
+        ch->notify();
       }
       return !ch->cancelled.load() && !ch->timed_out.load();
     };
-    r.on_done = [ch, index](const GenerationResult& result) {
+    r.on_done = [this, ch, index](const GenerationResult& result) {
+      if (const int64_t at = ch->hangup_step.load(); at >= 0 && !stopping.load())
+        note_hangup_freed(static_cast<uint64_t>(static_cast<int64_t>(sched->metrics().n_decode_total) - at));
       std::lock_guard<std::mutex> lock(ch->mu);
       ch->results[static_cast<size_t>(index)] = result;
       ++ch->n_done;
       if (ch->stream) ch->events.push_back({index, true, {}});
-      ch->cv.notify_all();
+      ch->notify();
     };
     std::optional<RequestId> id;
     try {
@@ -441,12 +503,20 @@ void HttpServer::Impl::handle_completion(Route route, const httplib::Request& re
 
   ReplyMeta meta{random_id(route == Route::chat_completions ? "chatcmpl-" : "cmpl-"), unix_now(), p.model_name,
                  p.system_fingerprint};
-  if (c.stream) return stream_reply(creq, ch, std::move(ids), std::move(meta), res);
+  // The socket of this request's client, watched while the reply is
+  // computed (-1 off a connection thread).
+  const Connection* conn = current_connection();
+  const int sock = conn != nullptr ? conn->socket() : -1;
+  if (c.stream) return stream_reply(creq, ch, std::move(ids), std::move(meta), sock, res);
 
   std::vector<GenerationResult> results;
   {
     std::unique_lock<std::mutex> lock(ch->mu);
-    ch->cv.wait(lock, [&] { return ch->n_done == n_choices; });
+    if (!ch->wait(lock, sock, [&] { return ch->n_done == n_choices; })) {
+      lock.unlock();
+      hang_up(*ch, ids);
+      return send_error(res, 499, "the client closed the connection");  // read by no one
+    }
     for (auto& r : ch->results) results.push_back(ch->reported(std::move(*r)));
   }
   for (const GenerationResult& r : results)
@@ -455,12 +525,12 @@ void HttpServer::Impl::handle_completion(Route route, const httplib::Request& re
 }
 
 void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> creq, std::shared_ptr<Channel> ch,
-                                    std::vector<RequestId> ids, ReplyMeta meta, httplib::Response& res) {
+                                    std::vector<RequestId> ids, ReplyMeta meta, int sock, httplib::Response& res) {
   const size_t n_choices = ch->results.size();
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, creq, ch, ids, meta, n_choices](size_t, httplib::DataSink& sink) {
+      [this, creq, ch, ids, meta, n_choices, sock](size_t, httplib::DataSink& sink) {
         const CompletionRequest& c = *creq;
         const bool openai = c.route != Route::completion;
         std::vector<size_t> offsets(n_choices, 0);
@@ -469,8 +539,7 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
           return sink.write(e.data(), e.size());
         };
         auto give_up = [&] {
-          ch->cancelled.store(true);
-          for (const RequestId id : ids) sched->cancel(id);
+          hang_up(*ch, ids);
           return false;
         };
         if (c.route == Route::chat_completions)
@@ -482,7 +551,12 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
           GenerationResult fin;
           {
             std::unique_lock<std::mutex> lock(ch->mu);
-            ch->cv.wait(lock, [&] { return !ch->events.empty(); });
+            // A hang-up is seen here also while the prompt is prefilled (no
+            // event, no write).
+            if (!ch->wait(lock, sock, [&] { return !ch->events.empty(); })) {
+              lock.unlock();
+              return give_up();
+            }
             ev = std::move(ch->events.front());
             ch->events.pop_front();
             if (ev.done) fin = ch->reported(*ch->results[static_cast<size_t>(ev.index)]);
@@ -520,10 +594,7 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
       [this, ch, ids](bool success) {
         // The connection is gone before the end (or the provider never ran):
         // nothing will read the rest, so free the slots.
-        if (!success) {
-          ch->cancelled.store(true);
-          for (const RequestId id : ids) sched->cancel(id);
-        }
+        if (!success) hang_up(*ch, ids);
       });
 }
 

@@ -37,7 +37,9 @@ struct ServerParams {
   int timeout_s = 600;                   // --timeout: socket read/write timeout, and the wall-clock limit of
                                          // one request from its arrival (the reply then ends with what it
                                          // has, finish_reason "length", as llama-server's t_max_predict_ms)
-  int idle_timeout_s = 5;                // a keep-alive connection with no request for this long is closed
+  int idle_timeout_s = 5;                // --idle-timeout: a keep-alive connection with no request for this
+                                         // long is closed; a request's header must arrive within this long
+  size_t max_header_bytes = 16384;       // --max-header-size: request line and headers (431 above it)
   std::vector<std::string> cors_origins; // --cors-origin: origins a browser may call from ("*": any; no
                                          // credentials ever); empty: no CORS headers at all
   bool metrics = false;                  // --metrics: enable GET /metrics
@@ -82,8 +84,16 @@ bool api_key_matches(const std::vector<std::string>& keys, std::string_view give
 // ("" when neither).
 std::string presented_key(std::string_view authorization, std::string_view x_api_key);
 
+// What the HTTP layer counts beside the Scheduler.
+struct ServerMetrics {
+  uint64_t hangups_total = 0;     // requests whose client closed the connection before the reply's end
+  uint64_t hangup_steps_max = 0;  // the most scheduler steps (n_decode_total) between a hang-up seen and
+                                  // its request's on_done (slot free; a chat reply that was generating
+                                  // keeps its slot one step more, to write the end of its turn)
+};
+
 // The /metrics text (Prometheus exposition format 0.0.4) of a snapshot, with
 // llama-server's metric names (llamacpp:...) plus synapse's own.
-std::string metrics_text(const SchedulerMetrics& m);
+std::string metrics_text(const SchedulerMetrics& m, const ServerMetrics& s = {});
 
 }  // namespace synapse::server

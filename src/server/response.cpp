@@ -9,7 +9,7 @@ std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error
 std::string sse_event(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
 
 json error_body(int status, const std::string& message, const std::string& param) {
-  const char* type = status == 400 || status == 413 ? "invalid_request_error"
+  const char* type = status == 400 || status == 408 || status == 413 || status == 431 ? "invalid_request_error"
                      : status == 401               ? "authentication_error"
                      : status == 404               ? "not_found_error"
                      : status == 503               ? "unavailable_error"

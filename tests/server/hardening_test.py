@@ -7,6 +7,7 @@ bounded. Registered in CTest by the top CMakeLists.txt (serve.hardening.*).
 import json
 import os
 import random
+import re
 import socket
 import sys
 import threading
@@ -104,22 +105,53 @@ def test_n_predict_is_a_ceiling():
         assert r["tokens_predicted"] == 5
 
 
+def read_reply(c):
+    """One HTTP reply with a Content-Length body from a raw socket: (status, body)."""
+    got = b""
+    while b"\r\n\r\n" not in got:
+        chunk = c.recv(4096)
+        assert chunk, got
+        got += chunk
+    head, body = got.split(b"\r\n\r\n", 1)
+    n = int(re.search(rb"Content-Length: (\d+)", head, re.I).group(1))
+    while len(body) < n:
+        body += c.recv(4096)
+    return int(head.split()[1]), body
+
+
 def test_header_and_idle_limits():
     with Server(MODEL, "-c", "128") as s:
         r = requests.get(s.url("/health"), headers={"X-Big": "a" * 100000}, timeout=30)
-        assert 400 <= r.status_code < 500, r.status_code
+        is_error(r, 431)
         r = requests.get(s.url("/health"), headers={"X-H%d" % i: "v" for i in range(2000)}, timeout=30)
-        assert r.status_code == 200 or 400 <= r.status_code < 500, r.status_code
+        is_error(r, 431)
+        assert requests.get(s.url("/health"), headers={"X-A": "a" * 8000}, timeout=30).status_code == 200
         # A keep-alive connection left idle is closed by the server (5 s).
         host, port = s.base[len("http://"):].split(":")
         with socket.create_connection((host, int(port)), timeout=20) as c:
             c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n")
-            got = b""
-            while b"\r\n\r\n" not in got or not got.endswith(b"}"):
-                got += c.recv(4096)
+            assert read_reply(c) == (200, b'{"status":"ok"}')
             t0 = time.time()
             assert c.recv(4096) == b""  # EOF: closed by the server
-            assert 3 < time.time() - t0 < 15
+            assert 4 < time.time() - t0 < 15
+        assert requests.get(s.url("/health"), timeout=10).status_code == 200
+    with Server(MODEL, "-c", "128", "--max-header-size", "1024", "--idle-timeout", "2") as s:
+        is_error(requests.get(s.url("/health"), headers={"X-A": "a" * 1100}, timeout=30), 431)
+        assert requests.get(s.url("/health"), headers={"X-A": "a" * 700}, timeout=30).status_code == 200
+        host, port = s.base[len("http://"):].split(":")
+        with socket.create_connection((host, int(port)), timeout=20) as c:  # idle: closed after 2 s
+            c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert read_reply(c)[0] == 200
+            t0 = time.time()
+            assert c.recv(4096) == b""
+            assert 1.5 < time.time() - t0 < 8
+        with socket.create_connection((host, int(port)), timeout=20) as c:  # a header that never ends: 408
+            t0 = time.time()
+            c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+            status, body = read_reply(c)
+            assert status == 408 and json.loads(body)["error"]["code"] == 408, body
+            assert 1.5 < time.time() - t0 < 8
+            assert c.recv(4096) == b""
         assert requests.get(s.url("/health"), timeout=10).status_code == 200
 
 
@@ -201,6 +233,58 @@ def test_disconnect_frees_the_slot_and_kv_rows():
         # The cancelled ones were not generated to their end.
         assert m["llamacpp:tokens_predicted_total"] < 2 * sum(1 for _ in solo) * 200 + 2 * 500
         assert [stream_events(s, b) for b in keep] == solo
+
+
+def raw_post(srv, path, body):
+    """Sends a POST on a raw socket and returns the socket (the reply unread)."""
+    host, port = srv.base[len("http://"):].split(":")
+    c = socket.create_connection((host, int(port)), timeout=30)
+    data = json.dumps(body).encode()
+    c.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+              % (path.encode(), len(data), data))
+    return c
+
+
+def wait_for(srv, pred, seconds=30):
+    deadline = time.time() + seconds
+    while True:
+        m = metrics(srv)
+        if pred(m):
+            return m
+        assert time.time() < deadline, m
+        time.sleep(0.002)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_hangup_frees_within_one_step(stream):
+    """A client that hangs up while its prompt is prefilled, or while a plain
+    (not streamed) reply is generated, has its slot and KV rows freed within
+    one scheduler step of the hang-up (synapse:hangup_steps_max)."""
+    with Server(MODEL, "-np", "2", "-c", "4096", "-ub", "1", "-t", "1", "--metrics") as s:
+        base = wait_idle(s)
+        # Mid-prefill: 3,000 prompt tokens, one per step; gone once a few
+        # chunks are in.
+        c = raw_post(s, "/completion", {"prompt": "the cat sat " * 600, "n_predict": 8, "stream": stream})
+        wait_for(s, lambda m: m["llamacpp:kv_cache_tokens"] >= 50)
+        c.close()
+        m = wait_idle(s)
+        assert m["synapse:hangups_total"] == 1, m
+        assert m["synapse:hangup_steps_max"] <= 1, m
+        # It never reached its first token, and stopped well before the prompt's end.
+        assert m["llamacpp:prompt_tokens_total"] == base["llamacpp:prompt_tokens_total"], m
+        assert m["llamacpp:n_decode_total"] - base["llamacpp:n_decode_total"] < 2900, m
+        if stream:
+            return
+        # Mid-generation, not streamed: 4,000 tokens asked, gone after 100.
+        c = raw_post(s, "/completion", {"prompt": "Once", "n_predict": 4000, "ignore_eos": True})
+        wait_for(s, lambda m: m["llamacpp:kv_cache_tokens"] >= 100)
+        c.close()
+        m = wait_idle(s)
+        assert m["synapse:hangups_total"] == 2, m
+        assert m["synapse:hangup_steps_max"] <= 1, m
+        assert m["llamacpp:tokens_predicted_total"] - base["llamacpp:tokens_predicted_total"] < 3500, m
+        # The server still answers.
+        assert s.post("/completion", {"prompt": "Once", "n_predict": 4}).status_code == 200
 
 
 # --- Authentication and exposure ----------------------------------------------
