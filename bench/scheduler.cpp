@@ -2,8 +2,11 @@
 // requests submitted at once to a Scheduler with -np N, each generating the
 // same number of tokens (EOG ignored) from its own prompt. Prints generated
 // tokens per second for both, their ratio, and the time to first token.
+// First it times bare decode steps on a Context (no scheduler): one row of
+// one sequence against one row of each of N sequences (the batch a step of N
+// generating slots makes), each sequence holding a 32-token prompt.
 //
-//   bench_scheduler MODEL.gguf [N=16] [THREADS=2] [TOKENS=64]
+//   bench_scheduler MODEL.gguf [N=16] [THREADS=2] [TOKENS=64]   (TOKENS 0: step costs only)
 //
 // Run it alone on the machine (flock /work/bench.lock ...): every number is
 // wall-clock time.
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "synapse/scheduler.hpp"
+#include "synapse/synapse.hpp"
 
 namespace {
 
@@ -64,6 +68,37 @@ Run serve(synapse::Scheduler& s, int n, int n_tokens) {
   return run;
 }
 
+// Milliseconds per decode step: the median of `reps` steps of one row in
+// each of seqs[0, n).
+double step_ms(synapse::Context& ctx, std::vector<synapse::Sequence>& seqs, int n, int reps) {
+  std::vector<double> ms;
+  synapse::Batch b;
+  for (int r = 0; r < reps; ++r) {
+    b.clear();
+    for (int i = 0; i < n; ++i) b.add(seqs[static_cast<size_t>(i)], 100 + r, true);
+    const auto t0 = Clock::now();
+    ctx.decode(b);
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+void step_costs(const synapse::Model& model, int n, int threads) {
+  synapse::Context ctx(model, threads);
+  std::vector<synapse::Sequence> seqs;
+  std::vector<synapse::token_id> prompt(32);
+  for (size_t k = 0; k < prompt.size(); ++k) prompt[k] = static_cast<synapse::token_id>(10 + 3 * k);
+  for (int i = 0; i < n; ++i) {
+    seqs.push_back(ctx.new_sequence(256));
+    ctx.decode(seqs.back(), prompt);
+  }
+  const int reps = 9;
+  const double one = step_ms(ctx, seqs, 1, reps);
+  const double many = step_ms(ctx, seqs, n, reps);
+  std::printf("decode step: 1 row %.1f ms, %d rows %.1f ms (%.2fx one row)\n", one, n, many, many / one);
+}
+
 double percentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
@@ -81,6 +116,8 @@ int main(int argc, char** argv) {
     const int threads = argc > 3 ? std::stoi(argv[3]) : 2;
     const int n_tokens = argc > 4 ? std::stoi(argv[4]) : 64;
     const synapse::Model model = synapse::Model::load(argv[1]);
+    step_costs(model, n, threads);
+    if (n_tokens <= 0) return 0;  // the step costs only
     synapse::SchedulerParams p;
     p.n_parallel = n;
     p.n_threads = threads;

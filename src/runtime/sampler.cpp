@@ -81,12 +81,23 @@ LogitBias parse_logit_bias(std::string_view value) {
   return {static_cast<token_id>(id), sign == '-' ? -mag : mag};
 }
 
-Candidates Candidates::from_logits(std::span<const float> logits) {
+namespace {
+
+// Candidates::from_logits into `c`, reusing its storage: a sampler refills
+// the same n_vocab entries every token (1.5 MB for a 128k vocabulary, which
+// a fresh vector would take from mmap and fault in page by page each time).
+void fill_candidates(Candidates& c, std::span<const float> logits) {
   if (logits.empty()) throw Error(Errc::invalid_argument, "sampler: empty logits row");
-  Candidates c;
   c.data.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) c.data[i] = {static_cast<token_id>(i), logits[i], 0.0f};
   c.sorted = false;
+}
+
+}  // namespace
+
+Candidates Candidates::from_logits(std::span<const float> logits) {
+  Candidates c;
+  fill_candidates(c, logits);
   return c;
 }
 
@@ -303,7 +314,7 @@ void Sampler::reset() {
 }
 
 token_id Sampler::sample(std::span<const float> logits) {
-  cur_ = Candidates::from_logits(logits);
+  fill_candidates(cur_, logits);
   apply_logit_bias(cur_, p_.logit_bias);
   if (window_cap_ > 0 && !window_.empty()) {
     window_buf_.assign(window_.begin(), window_.end());

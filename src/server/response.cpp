@@ -131,7 +131,9 @@ const char* stop_type_of(const GenerationResult& r) {
 json native_result(const CompletionRequest& req, const ReplyMeta& meta, int index, const std::string& text,
                    std::span<const TokenEntry> tokens, const Tokenizer& tok, const GenerationResult* fin) {
   json j = {{"index", index}, {"content", text}, {"stop", fin != nullptr}, {"id_slot", fin ? fin->slot : -1}};
-  j["tokens"] = req.return_tokens ? token_ids(tokens) : json::array();
+  // A streamed chunk always carries its token ids (llama-server); a whole
+  // reply only with return_tokens.
+  j["tokens"] = req.return_tokens || (req.stream && fin == nullptr) ? token_ids(tokens) : json::array();
   if (req.logprobs) j["completion_probabilities"] = token_probs(tokens, tok, true);
   if (fin) {
     j["model"] = meta.model;
@@ -141,6 +143,7 @@ json native_result(const CompletionRequest& req, const ReplyMeta& meta, int inde
     j["stop_type"] = stop_type_of(*fin);
     j["stopping_word"] = fin->stopping_word;
     j["truncated"] = false;
+    j["has_new_line"] = fin->text.find('\n') != std::string::npos;  // anywhere in the reply
     j["timings"] = timings(*fin);
     j["generation_settings"] = {{"n_predict", req.stop.n_predict},
                                 {"seed", fin->seed},
