@@ -86,30 +86,31 @@ KernelTable make_scalar_table() {
   return k;
 }
 
+// The weight types of the 17 dots every SIMD level has
+// (SYNAPSE_DECLARE_SIMD_DOTS, simd.hpp), in the order SYNAPSE_SIMD_DOTS
+// lists its kernels.
+constexpr GgmlType kSimdDotTypes[17] = {
+    GgmlType::F32,  GgmlType::F16,    GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,   GgmlType::Q5_0,
+    GgmlType::Q5_1, GgmlType::Q8_0,   GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
+    GgmlType::Q5_K, GgmlType::Q6_K,   GgmlType::IQ4_XS, GgmlType::TQ1_0, GgmlType::TQ2_0};
+#define SYNAPSE_SIMD_DOTS(ns)                                                                                   \
+  {ns::vec_dot_f32_f32,    ns::vec_dot_f16_f16,   ns::vec_dot_bf16_bf16, ns::vec_dot_q4_0_q8_0,               \
+   ns::vec_dot_q4_1_q8_1,  ns::vec_dot_q5_0_q8_0, ns::vec_dot_q5_1_q8_1, ns::vec_dot_q8_0_q8_0,               \
+   ns::vec_dot_iq4_nl_q8_0, ns::vec_dot_q2_K_q8_K, ns::vec_dot_q3_K_q8_K, ns::vec_dot_q4_K_q8_K,             \
+   ns::vec_dot_q5_K_q8_K,  ns::vec_dot_q6_K_q8_K, ns::vec_dot_iq4_xs_q8_K, ns::vec_dot_tq1_0_q8_K,           \
+   ns::vec_dot_tq2_0_q8_K}
+
+[[maybe_unused]] void set_simd_dots(KernelTable& k, const VecDotFn (&dots)[17]) {
+  for (int i = 0; i < 17; ++i) k.vec_dot[slot(kSimdDotTypes[i])] = dots[i];
+}
+
 #if defined(__x86_64__) || defined(_M_X64)
 // AVX2 (*_avx2.cpp): the scalar table with its dots, converters, plain and
 // decode GEMMs, interleaved kernels and their activation packs.
 KernelTable make_avx2_table() {
   KernelTable k = make_scalar_table();
   k.isa = Isa::avx2;
-  const auto dot = [&](GgmlType t, VecDotFn f) { k.vec_dot[slot(t)] = f; };
-  dot(GgmlType::F32, avx2::vec_dot_f32_f32);
-  dot(GgmlType::F16, avx2::vec_dot_f16_f16);
-  dot(GgmlType::BF16, avx2::vec_dot_bf16_bf16);
-  dot(GgmlType::Q4_0, avx2::vec_dot_q4_0_q8_0);
-  dot(GgmlType::Q4_1, avx2::vec_dot_q4_1_q8_1);
-  dot(GgmlType::Q5_0, avx2::vec_dot_q5_0_q8_0);
-  dot(GgmlType::Q5_1, avx2::vec_dot_q5_1_q8_1);
-  dot(GgmlType::Q8_0, avx2::vec_dot_q8_0_q8_0);
-  dot(GgmlType::IQ4_NL, avx2::vec_dot_iq4_nl_q8_0);
-  dot(GgmlType::Q2_K, avx2::vec_dot_q2_K_q8_K);
-  dot(GgmlType::Q3_K, avx2::vec_dot_q3_K_q8_K);
-  dot(GgmlType::Q4_K, avx2::vec_dot_q4_K_q8_K);
-  dot(GgmlType::Q5_K, avx2::vec_dot_q5_K_q8_K);
-  dot(GgmlType::Q6_K, avx2::vec_dot_q6_K_q8_K);
-  dot(GgmlType::IQ4_XS, avx2::vec_dot_iq4_xs_q8_K);
-  dot(GgmlType::TQ1_0, avx2::vec_dot_tq1_0_q8_K);
-  dot(GgmlType::TQ2_0, avx2::vec_dot_tq2_0_q8_K);
+  set_simd_dots(k, SYNAPSE_SIMD_DOTS(avx2));
   k.quantize[slot(GgmlType::F16)] = avx2::quantize_row_f16;
   k.quantize[slot(GgmlType::Q8_0)] = detail::quantize_row_q8_0_avx2;
   k.quantize[slot(GgmlType::Q8_1)] = detail::quantize_row_q8_1_avx2;
@@ -173,24 +174,7 @@ KernelTable make_avx512_table() {
 KernelTable make_neon_table() {
   KernelTable k = make_scalar_table();
   k.isa = Isa::neon;
-  const auto dot = [&](GgmlType t, VecDotFn f) { k.vec_dot[slot(t)] = f; };
-  dot(GgmlType::F32, neon::vec_dot_f32_f32);
-  dot(GgmlType::F16, neon::vec_dot_f16_f16);
-  dot(GgmlType::BF16, neon::vec_dot_bf16_bf16);
-  dot(GgmlType::Q4_0, neon::vec_dot_q4_0_q8_0);
-  dot(GgmlType::Q4_1, neon::vec_dot_q4_1_q8_1);
-  dot(GgmlType::Q5_0, neon::vec_dot_q5_0_q8_0);
-  dot(GgmlType::Q5_1, neon::vec_dot_q5_1_q8_1);
-  dot(GgmlType::Q8_0, neon::vec_dot_q8_0_q8_0);
-  dot(GgmlType::IQ4_NL, neon::vec_dot_iq4_nl_q8_0);
-  dot(GgmlType::Q2_K, neon::vec_dot_q2_K_q8_K);
-  dot(GgmlType::Q3_K, neon::vec_dot_q3_K_q8_K);
-  dot(GgmlType::Q4_K, neon::vec_dot_q4_K_q8_K);
-  dot(GgmlType::Q5_K, neon::vec_dot_q5_K_q8_K);
-  dot(GgmlType::Q6_K, neon::vec_dot_q6_K_q8_K);
-  dot(GgmlType::IQ4_XS, neon::vec_dot_iq4_xs_q8_K);
-  dot(GgmlType::TQ1_0, neon::vec_dot_tq1_0_q8_K);
-  dot(GgmlType::TQ2_0, neon::vec_dot_tq2_0_q8_K);
+  set_simd_dots(k, SYNAPSE_SIMD_DOTS(neon));
   return k;
 }
 #endif
