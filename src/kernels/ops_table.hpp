@@ -2,10 +2,8 @@
 // element-wise ops that have a SIMD version, chosen from the same decision
 // as quant's kernel table (quant::active_isa(), quant/kernel_table.hpp says
 // how the levels share kernels). Only x86 AVX2 has kernels of its own here:
-// the avx512 table takes AVX2's (the attention kernels are bound by the
-// F16 conversions and the score rows, not the register width, and an
-// AVX-512 attention kernel is still to be written: issue 28), the neon
-// table the scalar references.
+// the avx512 table takes AVX2's (no AVX-512 attention kernel exists yet:
+// issue 28, item 2), the neon table the scalar references.
 //
 // Thread-safety: built once on first use, read-only after.
 #pragma once

@@ -15,8 +15,9 @@
 // (interleave_avx512.cpp): those are genuinely different kernels (two 8-row
 // groups per zmm register, across outputs, with vpdpbusd), not the AVX2
 // source recompiled wider, so compiling one x86 source once per level (or
-// Highway's fixed-width tags) would not have given them; and the decode
-// kernels, memory-bound, gain nothing from wider registers. A table entry
+// Highway's fixed-width tags) would not have given them. The dots, decode
+// kernels and plain GEMMs have no AVX-512 version yet (decode is
+// memory-bound: wider registers are not where its time goes). A table entry
 // that a level does not replace points to the level below, so every entry
 // of every table is a kernel its CPU runs.
 //
