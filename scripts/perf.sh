@@ -18,7 +18,7 @@
 # files right after synapse, its figures and build printed beside ours),
 # LLAMA_BENCH_NOTE (one line on where that llama-bench came from, copied into
 # the file), IK_LLAMA_BENCH (path to ik_llama.cpp's llama-bench, run the same
-# way with -rtr 1, its run-time repacking of the weights into its interleaved
+# way with -rtr 1 and -o json (it has no jsonl), its run-time repacking of the weights into its interleaved
 # layouts, right after llama.cpp: a third column), IK_LLAMA_BENCH_NOTE (as
 # LLAMA_BENCH_NOTE), BUILD (default build-perf), MODELS (build/models), REPS (3),
 # OUT (docs/PERFORMANCE.md), FORCE_SYNTH (0), SKIP_DEPTH (0: set 1 to skip
@@ -107,7 +107,7 @@ run_bench() {  # name preset type extra-args...
   fi
   if [ -n "$IK_LLAMA_BENCH" ]; then
     echo "perf.sh: ik_llama.cpp llama-bench $preset $type t=1,2" >&2
-    "$IK_LLAMA_BENCH" -m "$f" -t 1,2 -p "$PP" -n "$NG" -r "$REPS" -fa 0 -b 2048 -ub 512 -rtr 1 -o jsonl 2>/dev/null \
+    "$IK_LLAMA_BENCH" -m "$f" -t 1,2 -p "$PP" -n "$NG" -r "$REPS" -fa 0 -b 2048 -ub 512 -rtr 1 -o json 2>/dev/null \
       > "$RAW/$name-ik.jsonl"
   fi
 }
@@ -142,7 +142,7 @@ if [ "$SKIP_LONG" != 1 ]; then
     if [ -n "$IK_LLAMA_BENCH" ]; then
       echo "perf.sh: ik_llama.cpp llama-bench $2 $3 pp$PP,$PP_LONG t=2" >&2
       "$IK_LLAMA_BENCH" -m "$(model "$2" "$3")" -t 2 -p "$PP,$PP_LONG" -n 0 -r "$LONG_REPS" -fa 0 -b 2048 -ub 512 \
-        -rtr 1 -o jsonl 2>/dev/null > "$RAW/$1-long-ik.jsonl"
+        -rtr 1 -o json 2>/dev/null > "$RAW/$1-long-ik.jsonl"
     fi
   done
 fi
@@ -188,10 +188,13 @@ baseline = {
 }
 order = ["llama-q4km", "llama-q80", "llama-q40", "smollm2-q80", "qwen-q4km"]
 
-def llama_results(f):  # the result objects of a llama-bench -o jsonl file ([] when it is missing)
+def llama_results(f):  # the result objects of a llama-bench -o jsonl (or -o json) file ([] when it is missing)
     if not os.path.exists(f):
         return []
-    return [json.loads(line) for line in open(f) if line.strip().startswith("{")]
+    text = open(f).read()
+    if text.lstrip().startswith("["):  # -o json: one array (ik_llama.cpp's llama-bench has no jsonl)
+        return json.loads(text)
+    return [json.loads(line) for line in text.splitlines() if line.strip().startswith("{")]
 
 # llama-bench on this machine in this run (LLAMA_BENCH; ik_llama.cpp's:
 # IK_LLAMA_BENCH), keyed like synapse's rows: (file name, threads, test).
