@@ -37,7 +37,7 @@ sysroot=/usr/aarch64-linux-gnu
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-pkgs=(g++-aarch64-linux-gnu qemu-user libpcre2-dev:arm64 libgtest-dev:arm64 libbenchmark-dev:arm64
+pkgs=(g++-aarch64-linux-gnu qemu-user libpcre2-dev:arm64 libgtest-dev:arm64 libbenchmark-dev:arm64 libcpp-httplib-dev:arm64
       nlohmann-json3-dev libcli11-dev cmake pkg-config)
 missing=()
 for p in "${pkgs[@]}"; do installed "$p" || missing+=("$p"); done

@@ -17,7 +17,10 @@
 # Environment: LLAMA_BENCH (path to llama.cpp's llama-bench: run on the same
 # files right after synapse, its figures and build printed beside ours),
 # LLAMA_BENCH_NOTE (one line on where that llama-bench came from, copied into
-# the file), BUILD (default build-perf), MODELS (build/models), REPS (3),
+# the file), IK_LLAMA_BENCH (path to ik_llama.cpp's llama-bench, run the same
+# way with -rtr 1 and -o json (it has no jsonl), its run-time repacking of the weights into its interleaved
+# layouts, right after llama.cpp: a third column), IK_LLAMA_BENCH_NOTE (as
+# LLAMA_BENCH_NOTE), BUILD (default build-perf), MODELS (build/models), REPS (3),
 # OUT (docs/PERFORMANCE.md), FORCE_SYNTH (0), SKIP_DEPTH (0: set 1 to skip
 # the d4096 row, whose 4096-token fill is the slowest step), SKIP_LONG (0:
 # set 1 to skip the pp2048 section), LONG_REPS (2: its runs per test);
@@ -25,6 +28,9 @@
 # quick smoke run of the script
 # (the llama.cpp column then reads n/a). REPORT_ONLY=1 only rewrites $OUT from
 # the results the last run left in $BUILD/perf (no build, no measurement).
+# Everything of $OUT below the line "<!-- hand-written: ... -->" (the CPU,
+# the references' builds, the kernel tables, the tuning measurements) is kept
+# as it is when the file is rewritten.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,6 +49,7 @@ PP_LONG=${PP_LONG:-2048}
 RAW="$BUILD/perf"
 REPORT_ONLY=${REPORT_ONLY:-0}
 LLAMA_BENCH=${LLAMA_BENCH:-}
+IK_LLAMA_BENCH=${IK_LLAMA_BENCH:-}
 
 if [ "$REPORT_ONLY" != 1 ]; then
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSYNAPSE_BUILD_TESTS=OFF >/dev/null
@@ -98,6 +105,11 @@ run_bench() {  # name preset type extra-args...
     "$LLAMA_BENCH" -m "$f" -t 1,2 -p "$PP" -n "$NG" -r "$REPS" -fa 0 -b 2048 -ub 512 -o jsonl 2>/dev/null \
       > "$RAW/$name-llama.jsonl"
   fi
+  if [ -n "$IK_LLAMA_BENCH" ]; then
+    echo "perf.sh: ik_llama.cpp llama-bench $preset $type t=1,2" >&2
+    "$IK_LLAMA_BENCH" -m "$f" -t 1,2 -p "$PP" -n "$NG" -r "$REPS" -fa 0 -b 2048 -ub 512 -rtr 1 -o json 2>/dev/null \
+      > "$RAW/$name-ik.jsonl"
+  fi
 }
 
 run_bench llama-q4km llama-3.2-1b Q4_K_M
@@ -127,16 +139,21 @@ if [ "$SKIP_LONG" != 1 ]; then
       "$LLAMA_BENCH" -m "$(model "$2" "$3")" -t 2 -p "$PP,$PP_LONG" -n 0 -r "$LONG_REPS" -fa 0 -b 2048 -ub 512 \
         -o jsonl 2>/dev/null > "$RAW/$1-long-llama.jsonl"
     fi
+    if [ -n "$IK_LLAMA_BENCH" ]; then
+      echo "perf.sh: ik_llama.cpp llama-bench $2 $3 pp$PP,$PP_LONG t=2" >&2
+      "$IK_LLAMA_BENCH" -m "$(model "$2" "$3")" -t 2 -p "$PP,$PP_LONG" -n 0 -r "$LONG_REPS" -fa 0 -b 2048 -ub 512 \
+        -rtr 1 -o json 2>/dev/null > "$RAW/$1-long-ik.jsonl"
+    fi
   done
 fi
 
 load_after="$(uptime)"
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
 python3 - "$RAW/meta.json" "$bw1" "$bw2" "$REPS" "$started" "$cpu" "$load_before" "$load_after" "$top_before" "$LLAMA_BENCH" \
-  "${LLAMA_BENCH_NOTE:-}" <<'PY'
+  "${LLAMA_BENCH_NOTE:-}" "$IK_LLAMA_BENCH" "${IK_LLAMA_BENCH_NOTE:-}" <<'PY'
 import json, sys
 keys = ["bw1", "bw2", "reps", "started", "cpu", "load_before", "load_after", "top_before", "llama_bench",
-        "llama_bench_note"]
+        "llama_bench_note", "ik_llama_bench", "ik_llama_bench_note"]
 json.dump(dict(zip(keys, sys.argv[2:])), open(sys.argv[1], "w"), indent=1)
 PY
 
@@ -171,21 +188,28 @@ baseline = {
 }
 order = ["llama-q4km", "llama-q80", "llama-q40", "smollm2-q80", "qwen-q4km"]
 
-def llama_results(f):  # the result objects of a llama-bench -o jsonl file ([] when it is missing)
+def llama_results(f):  # the result objects of a llama-bench -o jsonl (or -o json) file ([] when it is missing)
     if not os.path.exists(f):
         return []
-    return [json.loads(line) for line in open(f) if line.strip().startswith("{")]
+    text = open(f).read()
+    if text.lstrip().startswith("["):  # -o json: one array (ik_llama.cpp's llama-bench has no jsonl)
+        return json.loads(text)
+    return [json.loads(line) for line in text.splitlines() if line.strip().startswith("{")]
 
-# llama-bench on this machine in this run (LLAMA_BENCH), keyed like synapse's
-# rows: (file name, threads, test).
-here, here_build = {}, None
-for n in order + ["llama-q4km-d4096"]:
-    for j in llama_results(f"{raw}/{n}-llama.jsonl"):
-        test = f"pp{j['n_prompt']}" if j["n_prompt"] else f"tg{j['n_gen']}"
-        if j.get("n_depth"):
-            test += f" @ d{j['n_depth']}"
-        here[(os.path.basename(j["model_filename"]), j["n_threads"], test)] = j
-        here_build = j["build_commit"]
+# llama-bench on this machine in this run (LLAMA_BENCH; ik_llama.cpp's:
+# IK_LLAMA_BENCH), keyed like synapse's rows: (file name, threads, test).
+def bench_rows(suffix):
+    got, build = {}, None
+    for n in order + ["llama-q4km-d4096"]:
+        for j in llama_results(f"{raw}/{n}-{suffix}.jsonl"):
+            test = f"pp{j['n_prompt']}" if j["n_prompt"] else f"tg{j['n_gen']}"
+            if j.get("n_depth"):
+                test += f" @ d{j['n_depth']}"
+            got[(os.path.basename(j["model_filename"]), j["n_threads"], test)] = j
+            build = j.get("build_commit")
+    return got, build
+here, here_build = bench_rows("llama")
+ik, ik_build = bench_rows("ik")
 files = [f"{raw}/{n}-t{t}.json" for n in order for t in (1, 2)] + [f"{raw}/llama-q4km-d4096-t2.json"]
 rows, commit = [], "unknown"
 for f in files:
@@ -216,6 +240,12 @@ if here:
       f" {any_row.get('cpu_info')}. It is not part of the project.")
     if meta.get("llama_bench_note"):
         w(f"How it was obtained (LLAMA_BENCH_NOTE): {meta['llama_bench_note']}")
+    w("")
+if ik:
+    w(f"ik_llama.cpp's llama-bench of this run: `{meta.get('ik_llama_bench', '')}` (build {ik_build}), run with"
+      " `-rtr 1` (its weights repacked at load). Its column and ratio: \"ik_llama.cpp\".")
+    if meta.get("ik_llama_bench_note"):
+        w(f"How it was obtained (IK_LLAMA_BENCH_NOTE): {meta['ik_llama_bench_note']}")
     w("")
 w(f"- run: {started}, synapse commit `{commit}`, {reps} runs per test (mean ± sd)")
 w(f"- CPU: {cpu}, {os.cpu_count()} logical CPUs")
@@ -258,8 +288,8 @@ if here:
     w("-b 2048 -ub 512); \"ratio here\" = synapse / llama.cpp here, the ratio from one run on one machine.")
     w("\"BASELINE\" is the figure of ../shared/docs/BASELINE.md (another machine: AMD Zen 3).")
     w("")
-w("| model | size | test | threads | synapse t/s | llama.cpp here t/s | ratio here | BASELINE t/s | ratio vs BASELINE | GB/s | bw GB/s | bound t/s | % of bound |")
-w("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+w("| model | size | test | threads | synapse t/s | llama.cpp here t/s | ratio here | ik_llama.cpp t/s | ratio vs ik | BASELINE t/s | ratio vs BASELINE | GB/s | bw GB/s | bound t/s | % of bound |")
+w("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for r in rows:
     test = r["test"]
     base = baseline.get((r["model"], r["threads"]), {}).get(test)
@@ -267,6 +297,9 @@ for r in rows:
     h = here.get((r["file"], r["threads"], test))
     h_ts = f"{h['avg_ts']:.2f} ± {h['stddev_ts']:.2f}" if h else "n/a"
     h_ratio = f"**{r['avg_ts'] / h['avg_ts']:.2f}**" if h and h["avg_ts"] > 0 else "-"
+    k = ik.get((r["file"], r["threads"], test))
+    k_ts = f"{k['avg_ts']:.2f} ± {k['stddev_ts']:.2f}" if k else "n/a"
+    k_ratio = f"**{r['avg_ts'] / k['avg_ts']:.2f}**" if k and k["avg_ts"] > 0 else "-"
     gbps = f"{r['gbps']:.2f}" if "gbps" in r else "-"
     bound = f"{r['bound_ts']:.2f}" if "bound_ts" in r else "-"
     bw = f"{r['bw_gbps']:.1f}" if "bw_gbps" in r and "bound_ts" in r else "-"
@@ -274,7 +307,7 @@ for r in rows:
         bw += " (" + ", ".join(f"{p:.0f}" for p in r["bw_probes_gbps"]) + ")"
     pct = f"{100 * r['fraction_of_bound']:.0f}%" if "fraction_of_bound" in r else "-"
     w(f"| {r['model']} | {mib(r['size_bytes'])} | {test} | {r['threads']} | {r['avg_ts']:.2f} ± {r['stddev_ts']:.2f} | "
-      f"{h_ts} | {h_ratio} | {base if base else 'n/a'} | {ratio} | {gbps} | {bw} | {bound} | {pct} |")
+      f"{h_ts} | {h_ratio} | {k_ts} | {k_ratio} | {base if base else 'n/a'} | {ratio} | {gbps} | {bw} | {bound} | {pct} |")
 w("")
 w("llama.cpp has no tg128 @ d4096 figure in BASELINE.md (n/a).")
 w("")
@@ -282,14 +315,16 @@ w("")
 # pp512 then pp2048 in one invocation of each engine, 2 threads (issue 7:
 # synapse's drop no larger than llama.cpp's).
 def load_long(n):
-    syn, lla = {}, {}
+    syn, lla, ikl = {}, {}, {}
     f = f"{raw}/{n}-long-t2.json"
     if os.path.exists(f):
         for r in json.load(open(f))["results"]:
             syn[r["n_prompt"]] = r
     for j in llama_results(f"{raw}/{n}-long-llama.jsonl"):
         lla[j["n_prompt"]] = j
-    return syn, lla
+    for j in llama_results(f"{raw}/{n}-long-ik.jsonl"):
+        ikl[j["n_prompt"]] = j
+    return syn, lla, ikl
 long_rows = [(n, *load_long(n)) for n in ["llama-q4km", "llama-q80", "llama-q40", "qwen-q4km"]]
 long_rows = [x for x in long_rows if len(x[1]) == 2]
 if long_rows:
@@ -299,9 +334,9 @@ if long_rows:
     w("`llama-bench -p 512,2048 -n 0 -t 2 -fa 0 -b 2048 -ub 512`), runs per test as given below.")
     w("Drop = pp2048 / pp512 - 1; issue 7's target: synapse's drop no larger than llama.cpp's.")
     w("")
-    w("| model | synapse pp512 | synapse pp2048 | synapse drop | llama.cpp pp512 | llama.cpp pp2048 | llama.cpp drop | met |")
-    w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
-    for n, syn, lla in long_rows:
+    w("| model | synapse pp512 | synapse pp2048 | synapse drop | llama.cpp pp512 | llama.cpp pp2048 | llama.cpp drop | met | ik_llama.cpp pp512 | ik_llama.cpp pp2048 | ratio vs ik pp512 | ratio vs ik pp2048 |")
+    w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
+    for n, syn, lla, ikl in long_rows:
         ps = sorted(syn)
         a, b = syn[ps[0]], syn[ps[1]]
         sd = b["avg_ts"] / a["avg_ts"] - 1
@@ -313,6 +348,12 @@ if long_rows:
                       f"{100 * ld:+.1f}%", "yes" if sd >= ld else "**no**"]
         else:
             cells += ["n/a", "n/a", "n/a", "-"]
+        if len(ikl) == 2:
+            ka, kb = ikl[ps[0]], ikl[ps[1]]
+            cells += [f"{ka['avg_ts']:.1f} ± {ka['stddev_ts']:.1f}", f"{kb['avg_ts']:.1f} ± {kb['stddev_ts']:.1f}",
+                      f"**{a['avg_ts'] / ka['avg_ts']:.2f}**", f"**{b['avg_ts'] / kb['avg_ts']:.2f}**"]
+        else:
+            cells += ["n/a", "n/a", "-", "-"]
         w("| " + " | ".join(cells) + " |")
     w("")
     first_syn = long_rows[0][1]
@@ -323,6 +364,7 @@ w("")
 w("```sh")
 w("scripts/perf.sh                      # everything above (REPS=3; SKIP_DEPTH=1 skips d4096)")
 w("LLAMA_BENCH=/path/to/llama-bench scripts/perf.sh   # plus llama.cpp on the same machine in the same run")
+w("LLAMA_BENCH=/work/ref/llama-build/bin/llama-bench IK_LLAMA_BENCH=/work/ref/ik-build/bin/llama-bench scripts/perf.sh")
 w("build-perf/synapse synth --preset llama-3.2-1b --type Q4_K_M -o build/models/llama-3.2-1b-Q4_K_M.gguf")
 w("build-perf/bench/bench_bandwidth --threads 1,2")
 w("build-perf/synapse bench -m build/models/llama-3.2-1b-Q4_K_M.gguf -p 512 -n 128 -t 2 -r 3 --bw auto")
@@ -335,10 +377,19 @@ w("")
 w("```")
 w(top_before)
 w("```")
-# The hand-written section that the code's comments point to survives regeneration.
-keep = "## Measurements behind the tuning constants"
-if os.path.exists(out) and keep in open(out).read():
-    lines += ["", keep + open(out).read().split(keep, 1)[1].rstrip("\n")]
+# The hand-written sections (the machine and the references, the kernel
+# tables, the tuning measurements the code's comments point to) survive
+# regeneration: everything below the marker line. A file from before the
+# marker keeps what follows its first hand-written heading, under a marker.
+marker = "<!-- hand-written: scripts/perf.sh keeps everything below this line -->"
+old = open(out).read() if os.path.exists(out) else ""
+if marker in old:
+    lines += ["", marker + old.split(marker, 1)[1].rstrip("\n")]
+else:
+    for keep in ("## AVX-512 VNNI prefill", "## Measurements behind the tuning constants"):
+        if keep in old:
+            lines += ["", marker, "", keep + old.split(keep, 1)[1].rstrip("\n")]
+            break
 open(out, "w").write("\n".join(lines) + "\n")
 print(f"perf.sh: wrote {out}", file=sys.stderr)
 EOF

@@ -15,6 +15,7 @@ scripts/setup.sh
 scripts/check-layers.sh
 build=${BUILD_DIR:-build}
 scripts/build.sh -DSYNAPSE_WERROR=ON
+scripts/check-isa-objects.sh "$build"
 (cd "$build" && ctest --output-on-failure -j "$(nproc)" --timeout 900)
 BUILD_DIR=$build scripts/python.sh
 prefix=$(mktemp -d)
@@ -33,6 +34,7 @@ asan=${ASAN_BUILD_DIR:-build-asan}
 cmake -S . -B "$asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
       -DSYNAPSE_SANITIZE=ON >/dev/null
 cmake --build "$asan" -j "$(nproc)"
+scripts/check-isa-objects.sh "$asan"  # (-O1 inlines less: helpers must stay local there too)
 cd "$asan"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --output-on-failure -j "$(nproc)" --timeout 900

@@ -43,6 +43,7 @@
 #include "../bench/bandwidth.hpp"
 #include "commands.hpp"
 #include "model/forward.hpp"
+#include "quant/kernel_table.hpp"
 #include "quant/simd.hpp"
 #include "synapse/error.hpp"
 
@@ -209,7 +210,7 @@ void print_table(const std::vector<Result>& rs, bool with_bound) {
 nlohmann::json to_json(const std::vector<Result>& rs) {
   nlohmann::json out;
   out["commit"] = SYNAPSE_GIT_COMMIT;
-  out["kernels"] = synapse::quant::isa_name(synapse::quant::active_isa());
+  out["kernels"] = synapse::quant::isa_name(synapse::quant::active_kernels().isa);
   out["results"] = nlohmann::json::array();
   for (const Result& r : rs) {
     nlohmann::json j;
@@ -282,7 +283,7 @@ int run(BenchArgs a) {
   // The kernel table in use (quant/simd.hpp: SYNAPSE_ISA / SYNAPSE_NO_SIMD and cpuid).
   if (!a.json)
     std::printf("synapse bench, commit %s, kernels %s\n\n", SYNAPSE_GIT_COMMIT,
-                synapse::quant::isa_name(synapse::quant::active_isa()));
+                synapse::quant::isa_name(synapse::quant::active_kernels().isa));
   for (const std::string& path : a.models) {
     const auto m = model::load_model(path);
     const model::HParams& hp = m->hp;

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "kernels/ops.hpp"
-#include "quant/simd.hpp"
+#include "kernels/ops_table.hpp"
 
 namespace synapse::kernels {
 namespace {
@@ -67,6 +67,15 @@ void attend_group_scalar(const KvLayerView& kv, int64_t g, int64_t first, int64_
       for (int64_t d = 0; d < hd_v; ++d) o[d] = std::fma(p, s.kv_row[d], o[d]);
     }
   }
+}
+
+ScratchPtrs size_scratch(AttentionScratch& s, int64_t q, int64_t kv_row, int64_t scores, int64_t kv_block,
+                         int64_t n_kv) {
+  const auto fit = [](auto& v, int64_t n) {
+    if (n > 0) v.resize(static_cast<size_t>(n));
+    return v.data();
+  };
+  return {fit(s.q, q), fit(s.kv_row, kv_row), fit(s.scores, scores), fit(s.kv_block, kv_block), fit(s.n_kv, n_kv)};
 }
 
 int64_t attend_block_bk(int64_t hd, int64_t hd_v) {
@@ -138,28 +147,9 @@ void attend_block_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows,
   }
 }
 
-#if !(defined(__x86_64__) || defined(_M_X64))
-void softmax_f16_rows_avx2(float* x, int64_t ld, const int64_t* n, int64_t n_rows) {
-  softmax_f16_rows_scalar(x, ld, n, n_rows);
-}
-
-void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
-                       int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& s) {
-  attend_block_scalar(kv, g, rows, n_rows, n_gqa, hd, hd_v, kq_scale, bk, s);
-}
-
-void attend_group_avx2(const KvLayerView& kv, int64_t g, int64_t first, int64_t last, const float* q, int64_t n_gqa,
-                       int64_t hd, int64_t hd_v, float kq_scale, float* out, AttentionScratch& s) {
-  attend_group_scalar(kv, g, first, last, q, n_gqa, hd, hd_v, kq_scale, out, s);
-}
-#endif
-
 void attend_block(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa, int64_t hd,
                   int64_t hd_v, float kq_scale, AttentionScratch& s) {
-  static const bool use_avx2 = quant::runs_avx2(quant::active_isa());
-  const int64_t bk = attend_block_bk(hd, hd_v);
-  if (use_avx2) attend_block_avx2(kv, g, rows, n_rows, n_gqa, hd, hd_v, kq_scale, bk, s);
-  else attend_block_scalar(kv, g, rows, n_rows, n_gqa, hd, hd_v, kq_scale, bk, s);
+  active_ops().attend_block(kv, g, rows, n_rows, n_gqa, hd, hd_v, kq_scale, attend_block_bk(hd, hd_v), s);
 }
 
 }  // namespace synapse::kernels

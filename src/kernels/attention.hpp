@@ -49,12 +49,29 @@ struct AttentionScratch {
 //   out = sum_j f16(p_j) V[j].
 // No bounds checks beyond the documented preconditions (hot path). Two
 // implementations, tests only (the forward pass runs attend_block): the
-// scalar reference and its AVX2 version, tested equal bit for bit.
+// scalar reference and its AVX2 version (x86-64 only), tested equal bit for
+// bit through the ops tables (kernels/ops_table.hpp).
 void attend_group_scalar(const KvLayerView& kv, int64_t g, int64_t first, int64_t last, const float* q,
                          int64_t n_gqa, int64_t hd, int64_t hd_v, float kq_scale, float* out,
                          AttentionScratch& scratch);
 void attend_group_avx2(const KvLayerView& kv, int64_t g, int64_t first, int64_t last, const float* q, int64_t n_gqa,
                        int64_t hd, int64_t hd_v, float kq_scale, float* out, AttentionScratch& scratch);
+
+// Raw views of an AttentionScratch's buffers, sized by size_scratch (a
+// generic translation unit, attention.cpp): the instruction-set kernels
+// (*_avx2.cpp) touch no std::vector, whose out-of-line template code would
+// otherwise be compiled with their flags and could be the copy the linker
+// keeps for generic code (docs/LAYERS.md, "Instruction-set translation
+// units"). Each count is in elements; 0 leaves that buffer as it is.
+struct ScratchPtrs {
+  float* q;
+  float* kv_row;
+  float* scores;
+  float* kv_block;
+  int64_t* n_kv;
+};
+ScratchPtrs size_scratch(AttentionScratch& s, int64_t q, int64_t kv_row, int64_t scores, int64_t kv_block,
+                         int64_t n_kv);
 
 // One query position of a blocked attention call (attend_block): its KV
 // group's query heads and output, and the cached positions it attends.
@@ -88,8 +105,9 @@ void attend_block(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_
 // (32 KiB on Zen 3) beside the query rows.
 int64_t attend_block_bk(int64_t hd, int64_t hd_v);
 
-// The two implementations behind attend_block, with the block length bk > 0
-// explicit (tests compare them with attend_group for several bk).
+// The two implementations behind attend_block (OpsTable::attend_block; the
+// AVX2 one defined on x86-64 only), with the block length bk > 0 explicit
+// (tests compare them with attend_group for several bk).
 void attend_block_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
                          int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& scratch);
 void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,

@@ -252,12 +252,11 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
     ld = std::max(ld, rows[r].last - rows[r].first + 1);
   }
   const int64_t n_q = n_rows * n_gqa;  // query vectors, row-major (row, head)
-  s.q.resize(static_cast<size_t>(n_q * hd));
-  s.scores.resize(static_cast<size_t>(n_q * ld));
-  s.kv_block.resize(static_cast<size_t>(bk * std::max(hd, hd_v)));
-  for (int64_t r = 0; r < n_rows; ++r) std::copy(rows[r].q, rows[r].q + n_gqa * hd, &s.q[r * n_gqa * hd]);
-  round_f16(s.q.data(), n_q * hd);
-  float* blk = s.kv_block.data();
+  const ScratchPtrs sp = size_scratch(s, n_q * hd, 0, n_q * ld, bk * std::max(hd, hd_v), n_q);
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t i = 0; i < n_gqa * hd; ++i) sp.q[r * n_gqa * hd + i] = rows[r].q[i];
+  round_f16(sp.q, n_q * hd);
+  float* blk = sp.kv_block;
   // True when some row attends a position of [j0, j1).
   auto used = [&](int64_t j0, int64_t j1) {
     for (int64_t r = 0; r < n_rows; ++r)
@@ -275,9 +274,9 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
       if (a > b) continue;  // (the score pointers below would lie outside the row)
       int64_t i = 0;
       for (; i + 4 <= n_gqa; i += 4) {  // four heads at a time: each K load serves 4 queries
-        const float* qi = &s.q[(r * n_gqa + i) * hd];
+        const float* qi = sp.q + (r * n_gqa + i) * hd;
         float* sc[4];
-        for (int h = 0; h < 4; ++h) sc[h] = &s.scores[(r * n_gqa + i + h) * ld + (a - rows[r].first)];
+        for (int h = 0; h < 4; ++h) sc[h] = sp.scores + (r * n_gqa + i + h) * ld + (a - rows[r].first);
         int64_t j = a;
         for (; j + 2 <= b + 1; j += 2) {
           dot4x2_lanes8(qi, blk + (j - j0) * hd, hd, kq_scale, sc);
@@ -287,8 +286,8 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
           for (int h = 0; h < 4; ++h) *sc[h] = dot_lanes8(qi + h * hd, blk + (j - j0) * hd, hd) * kq_scale;
       }
       for (; i < n_gqa; ++i) {
-        const float* qi = &s.q[(r * n_gqa + i) * hd];
-        float* sc = &s.scores[(r * n_gqa + i) * ld];
+        const float* qi = sp.q + (r * n_gqa + i) * hd;
+        float* sc = sp.scores + (r * n_gqa + i) * ld;
         int64_t j = a;
         for (; j + 8 <= b + 1; j += 8) dot8_lanes8(qi, blk + (j - j0) * hd, hd, kq_scale, sc + (j - rows[r].first));
         for (; j <= b; ++j) sc[j - rows[r].first] = dot_lanes8(qi, blk + (j - j0) * hd, hd) * kq_scale;
@@ -296,12 +295,11 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
     }
   }
   // Softmax of each full score row, probabilities rounded to F16.
-  s.n_kv.resize(static_cast<size_t>(n_q));
   for (int64_t r = 0; r < n_rows; ++r) {
-    for (int64_t i = 0; i < n_gqa; ++i) s.n_kv[r * n_gqa + i] = rows[r].last - rows[r].first + 1;
-    std::fill(rows[r].out, rows[r].out + n_gqa * hd_v, 0.0f);
+    for (int64_t i = 0; i < n_gqa; ++i) sp.n_kv[r * n_gqa + i] = rows[r].last - rows[r].first + 1;
+    for (int64_t i = 0; i < n_gqa * hd_v; ++i) rows[r].out[i] = 0.0f;
   }
-  softmax_f16_rows_avx2(s.scores.data(), ld, s.n_kv.data(), n_q);
+  softmax_f16_rows_avx2(sp.scores, ld, sp.n_kv, n_q);
   // Weighted V, V block by V block: each output element takes its positions
   // in increasing order, as in attend_group.
   for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
@@ -321,7 +319,7 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
           const float* p[4];
           float* o[4];
           for (int h = 0; h < 4; ++h) {
-            p[h] = &s.scores[(r * n_gqa + i + h) * ld + (a - rows[r].first)];
+            p[h] = sp.scores + (r * n_gqa + i + h) * ld + (a - rows[r].first);
             o[h] = rows[r].out + (i + h) * hd_v;
           }
           for (int64_t d = 0; d < hd_v; d += 16) {
@@ -331,7 +329,7 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
         }
       }
       for (; i < n_gqa; ++i) {
-        const float* p = &s.scores[(r * n_gqa + i) * ld + (a - rows[r].first)];
+        const float* p = sp.scores + (r * n_gqa + i) * ld + (a - rows[r].first);
         float* o = rows[r].out + i * hd_v;
         int64_t d = 0;
         for (; d + 64 <= hd_v; d += 64) weighted_v<8>(p, vb + d, hd_v, b - a + 1, o + d);
@@ -348,27 +346,26 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
 void attend_group_avx2(const KvLayerView& kv, int64_t g, int64_t first, int64_t last, const float* q, int64_t n_gqa,
                        int64_t hd, int64_t hd_v, float kq_scale, float* out, AttentionScratch& s) {
   const int64_t n_kv = last - first + 1;
-  s.q.assign(q, q + n_gqa * hd);
-  s.kv_row.resize(static_cast<size_t>(std::max(hd, hd_v)));
-  s.scores.resize(static_cast<size_t>(n_gqa * n_kv));
-  round_f16(s.q.data(), n_gqa * hd);
+  const ScratchPtrs sp = size_scratch(s, n_gqa * hd, std::max(hd, hd_v), n_gqa * n_kv, 0, n_gqa);
+  for (int64_t i = 0; i < n_gqa * hd; ++i) sp.q[i] = q[i];
+  round_f16(sp.q, n_gqa * hd);
   for (int64_t j = 0; j < n_kv; ++j) {
-    load_f16(kv.k + ((first + j) % kv.capacity) * kv.k_stride + g * hd, s.kv_row.data(), hd);
-    for (int64_t i = 0; i < n_gqa; ++i) s.scores[i * n_kv + j] = dot_lanes8(&s.q[i * hd], s.kv_row.data(), hd) * kq_scale;
+    load_f16(kv.k + ((first + j) % kv.capacity) * kv.k_stride + g * hd, sp.kv_row, hd);
+    for (int64_t i = 0; i < n_gqa; ++i) sp.scores[i * n_kv + j] = dot_lanes8(sp.q + i * hd, sp.kv_row, hd) * kq_scale;
   }
-  s.n_kv.assign(static_cast<size_t>(n_gqa), n_kv);
-  softmax_f16_rows_avx2(s.scores.data(), n_kv, s.n_kv.data(), n_gqa);
-  std::fill(out, out + n_gqa * hd_v, 0.0f);
+  for (int64_t i = 0; i < n_gqa; ++i) sp.n_kv[i] = n_kv;
+  softmax_f16_rows_avx2(sp.scores, n_kv, sp.n_kv, n_gqa);
+  for (int64_t i = 0; i < n_gqa * hd_v; ++i) out[i] = 0.0f;
   for (int64_t j = 0; j < n_kv; ++j) {
-    load_f16(kv.v + ((first + j) % kv.capacity) * kv.v_stride + g * hd_v, s.kv_row.data(), hd_v);
+    load_f16(kv.v + ((first + j) % kv.capacity) * kv.v_stride + g * hd_v, sp.kv_row, hd_v);
     for (int64_t i = 0; i < n_gqa; ++i) {
-      const float p = s.scores[i * n_kv + j];
+      const float p = sp.scores[i * n_kv + j];
       const __m256 pv = _mm256_set1_ps(p);
       float* o = out + i * hd_v;
       int64_t d = 0;
       for (; d + 8 <= hd_v; d += 8)
-        _mm256_storeu_ps(o + d, _mm256_fmadd_ps(pv, _mm256_loadu_ps(s.kv_row.data() + d), _mm256_loadu_ps(o + d)));
-      for (; d < hd_v; ++d) o[d] = std::fma(p, s.kv_row[d], o[d]);
+        _mm256_storeu_ps(o + d, _mm256_fmadd_ps(pv, _mm256_loadu_ps(sp.kv_row + d), _mm256_loadu_ps(o + d)));
+      for (; d < hd_v; ++d) o[d] = std::fma(p, sp.kv_row[d], o[d]);
     }
   }
 }

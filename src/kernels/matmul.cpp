@@ -6,6 +6,7 @@
 
 #include "quant/gemm.hpp"
 #include "quant/interleave.hpp"
+#include "quant/kernel_table.hpp"
 #include "quant/quant.hpp"
 #include "quant/simd.hpp"
 #include "synapse/error.hpp"
@@ -132,13 +133,14 @@ Product prepare(const MatmulOut& o, Activations& x, quant::Isa isa, runtime::Thr
   const size_t unit_bytes = p.x8 != nullptr ? w.group_bytes : w.row_bytes;
   const size_t tile_bytes = p.x8 != nullptr ? kTileBytesX8 : kTileBytes;
   p.panel = std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / std::max<size_t>(1, unit_bytes)));
-  // The AVX-512 interleaved kernels take groups in pairs (a lone group runs
-  // the AVX2 kernel at half the width): even panels.
-  if (p.x8 != nullptr && isa == quant::Isa::avx512) p.panel = std::max<int64_t>(2, p.panel / 2 * 2);
+  // The interleaved kernels' steps (quant::KernelTable::x8_group_step: the
+  // AVX-512 ones take groups in pairs, a lone group runs the AVX2 kernel at
+  // half the width, and 8 activation rows per register tile).
+  const quant::KernelTable& kt = quant::kernel_table(isa);
+  if (p.x8 != nullptr) p.panel = std::max(kt.x8_group_step, p.panel / kt.x8_group_step * kt.x8_group_step);
   // A multiple of 4 rows: the kernels' register tiles take 4 activation rows.
   p.tile = std::clamp<int64_t>(static_cast<int64_t>(tile_bytes / std::max<size_t>(1, p.stride)) / 4 * 4, 4, 64);
-  // (Their 32-element kernels take 8 activation rows per register tile.)
-  if (p.x8 != nullptr && isa == quant::Isa::avx512) p.tile = std::max<int64_t>(8, p.tile / 8 * 8);
+  if (p.x8 != nullptr) p.tile = std::max(kt.x8_tile_step, p.tile / kt.x8_tile_step * kt.x8_tile_step);
   return p;
 }
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "quant/simd.hpp"
+#include "kernels/ops_table.hpp"
 
 namespace synapse::kernels {
 
@@ -151,11 +151,7 @@ float silu(float z) { return z / (1.0f + std::exp(-z)); }
 float silu_ggml(float z) { return z / (1.0f + expf_ggml(0.0f - z)); }
 
 void swiglu_rows(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len) {
-  static const bool use_avx2 = quant::runs_avx2(quant::active_isa());
-  if (use_avx2)
-    swiglu_rows_avx2(gate, up, y, n_rows, row_len);
-  else
-    swiglu_rows_scalar(gate, up, y, n_rows, row_len);
+  active_ops().swiglu_rows(gate, up, y, n_rows, row_len);
 }
 
 void swiglu_rows_scalar(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len) {

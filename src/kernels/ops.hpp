@@ -41,7 +41,7 @@ float expf_ggml(float x);
 
 // y[0 .. n) = ggml_v_expf(x[0 .. n)) with AVX2 (ops_avx2.hpp's
 // expf_ggml_avx2, 8 at a time, the tail through a zero-padded group; needs
-// an AVX2 CPU; off x86 it is the scalar loop). For the tests.
+// an AVX2 CPU; defined on x86-64 only). The avx2 entry of OpsTable::expf_n.
 void expf_ggml_avx2_n(const float* x, float* y, int64_t n);
 
 // In-place softmax of one row of n floats as ggml_soft_max computes it
@@ -67,10 +67,12 @@ float silu_ggml(float z);
 // y = silu(gate) * up (ggml_silu then ggml_mul) over n_rows rows of row_len
 // floats, exactly as ggml_vec_silu_f32 runs each row: silu_ggml (ggml_v_silu, 8 lanes) for the first
 // row_len - row_len % 8 values, silu (ggml_silu_f32, libm expf) for the rest.
-// Runs the AVX2 version (8 lanes of expf_ggml_avx2, bit-equal to the scalar
-// one; tests/kernels/ops_test.cpp) unless quant::active_isa() is scalar.
+// Runs active_ops().swiglu_rows (kernels/ops_table.hpp): the AVX2 version (8
+// lanes of expf_ggml_avx2, bit-equal to the scalar one;
+// tests/kernels/ops_test.cpp) on the avx2 and avx512 tables.
 void swiglu_rows(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len);
-// The two implementations behind swiglu_rows (tests compare them).
+// The two implementations behind swiglu_rows (the _avx2 one defined on
+// x86-64 only; tests reach both through the tables).
 void swiglu_rows_scalar(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len);
 void swiglu_rows_avx2(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len);
 

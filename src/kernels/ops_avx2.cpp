@@ -34,13 +34,4 @@ void swiglu_rows_avx2(const float* gate, const float* up, float* y, int64_t n_ro
 }
 
 }  // namespace synapse::kernels
-#else
-namespace synapse::kernels {
-void expf_ggml_avx2_n(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = expf_ggml(x[i]);
-}
-void swiglu_rows_avx2(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len) {
-  swiglu_rows_scalar(gate, up, y, n_rows, row_len);
-}
-}  // namespace synapse::kernels
 #endif

@@ -5,6 +5,10 @@
 #include <immintrin.h>
 
 namespace synapse::kernels {
+// Internal linkage (an anonymous namespace, as neon_util.hpp): these helpers
+// are compiled with the including file's instruction-set flags, so no copy
+// may be shared with another translation unit (scripts/check-isa-objects.sh).
+namespace {
 
 // ggml_v_expf (ggml-cpu, the __AVX2__ && __FMA__ version), 8 lanes; each
 // lane equals kernels::expf_ggml bit for bit.
@@ -35,4 +39,5 @@ inline __m256 expf_ggml_avx2(__m256 x) {
                                        _mm256_andnot_ps(c, _mm256_fmadd_ps(k, j, k)))));
 }
 
+}  // namespace
 }  // namespace synapse::kernels

@@ -12,6 +12,10 @@
 #include "quant/formats.hpp"
 
 namespace synapse::quant::avx2 {
+// Internal linkage (an anonymous namespace, as neon_util.hpp): these helpers
+// are compiled with the including file's instruction-set flags, so no copy
+// may be shared with another translation unit (scripts/check-isa-objects.sh).
+namespace {
 
 inline float h2f(ggml_fp16_t h) { return _cvtsh_ss(h); }
 
@@ -301,5 +305,6 @@ inline void q6_K_step(AccK& s, const BlockQ6K& k, const block_q8_K& a, const __m
 }
 inline float q6_K_result(const AccK& s) { return hsum_float_8(s.acc); }
 
+}  // namespace
 }  // namespace synapse::quant::avx2
 #endif

@@ -1,8 +1,9 @@
-// Dispatch of the multi-row dot kernels (gemm.hpp) and the fallback that
-// loops the single-row dot.
+// The multi-row dot kernels of each level, looked up in its kernel table
+// (kernel_table.hpp), and the fallback that loops the single-row dot.
 #include "quant/gemm.hpp"
 
 #include "quant/interleave.hpp"
+#include "quant/kernel_table.hpp"
 #include "quant/quant.hpp"
 
 #include <string>
@@ -12,63 +13,27 @@
 
 namespace synapse::quant {
 
+namespace {
+size_t slot(GgmlType t) { return static_cast<size_t>(t); }
+}  // namespace
+
 GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept {
-#if defined(__x86_64__) || defined(_M_X64)
-  if (runs_avx2(isa)) {
-    switch (t) {
-      case GgmlType::Q8_0: return avx2::gemm_q8_0_q8_0;
-      case GgmlType::Q5_K: return avx2::gemm_q5_K_q8_K;
-      case GgmlType::Q6_K: return avx2::gemm_q6_K_q8_K;
-      case GgmlType::F16: return avx2::gemm_f16_f16;
-      case GgmlType::F32: return avx2::gemm_f32_f32;
-      case GgmlType::Q4_1: return avx2::gemm_q4_1_q8_1;
-      case GgmlType::Q5_1: return avx2::gemm_q5_1_q8_1;
-      case GgmlType::IQ4_NL: return avx2::gemm_iq4_nl_q8_0;
-      case GgmlType::Q2_K: return avx2::gemm_q2_K_q8_K;
-      case GgmlType::Q3_K: return avx2::gemm_q3_K_q8_K;
-      case GgmlType::IQ4_XS: return avx2::gemm_iq4_xs_q8_K;
-      case GgmlType::TQ2_0: return avx2::gemm_tq2_0_q8_K;
-      default: return nullptr;
-    }
-  }
-#endif
-  (void)t;
-  (void)isa;
-  return nullptr;
+  return slot(t) < kTypeSlots ? kernel_table(isa).gemm[slot(t)] : nullptr;
 }
 
 GemvFn gemv_kernel(GgmlType t, Isa isa) noexcept {
-#if defined(__x86_64__) || defined(_M_X64)
-  if (runs_avx2(isa)) {
-    switch (t) {
-      case GgmlType::Q8_0: return avx2::gemv_q8_0_q8_0;
-      case GgmlType::Q5_K: return avx2::gemv_q5_K_q8_K;
-      case GgmlType::Q6_K: return avx2::gemv_q6_K_q8_K;
-      case GgmlType::F16: return avx2::gemv_f16_f16;
-      case GgmlType::F32: return avx2::gemv_f32_f32;
-      default: return nullptr;
-    }
-  }
-#endif
-  (void)t;
-  (void)isa;
-  return nullptr;
+  return slot(t) < kTypeSlots ? kernel_table(isa).gemv[slot(t)] : nullptr;
 }
 
 GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept {
-#if defined(__x86_64__) || defined(_M_X64)
-  if (runs_avx2(isa) && t == GgmlType::Q8_0) return avx2::pack_q8_0_for_q8_0;
-#endif
-  (void)t;
-  (void)isa;
-  return nullptr;
+  return slot(t) < kTypeSlots ? kernel_table(isa).gemm_pack[slot(t)] : nullptr;
 }
 
 size_t gemm_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept {
-#if defined(__x86_64__) || defined(_M_X64)
-  if (runs_avx2(isa) && t == GgmlType::Q8_0) return static_cast<size_t>(n / 32) * 96;
-#endif
-  return row_size(vec_dot_type(t), n);
+  const GgmlType vt = vec_dot_type(t);
+  const size_t bytes = slot(t) < kTypeSlots ? kernel_table(isa).gemm_pack_bytes[slot(t)] : 0;
+  if (bytes == 0) return row_size(vt, n);
+  return static_cast<size_t>(n / type_traits(vt).block_size) * bytes;
 }
 
 void gemm(GgmlType t, Isa isa, int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a,

@@ -9,7 +9,6 @@
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
-#include <vector>
 
 #include "quant/avx2_util.hpp"
 #include "quant/formats.hpp"
@@ -193,9 +192,9 @@ void gemv_q6_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const u
   // (bench_kernels matmul/Q6_K/t1: 18.6 -> 20.0 / 23.2 GB/s).
   const int64_t nb = n / QK_K;
   const auto* act = reinterpret_cast<const block_q8_K*>(a);
-  std::vector<Q6Offsets> off(static_cast<size_t>(nb));
-  for (int64_t i = 0; i < nb; ++i) q6_offsets(act[i].qs, off[static_cast<size_t>(i)].c);
-  by_row_groups(Q6_KRows{nb, act, off.data()}, w, ws, n_w, y);
+  auto* off = static_cast<Q6Offsets*>(thread_scratch(static_cast<size_t>(nb) * sizeof(Q6Offsets)));
+  for (int64_t i = 0; i < nb; ++i) q6_offsets(act[i].qs, off[i].c);
+  by_row_groups(Q6_KRows{nb, act, off}, w, ws, n_w, y);
 }
 
 }  // namespace synapse::quant::avx2

@@ -13,6 +13,10 @@
 #include "quant/simd.hpp"
 
 namespace synapse::quant::avx2::tiles {
+// Internal linkage (an anonymous namespace, as neon_util.hpp): these helpers
+// are compiled with the including file's instruction-set flags, so no copy
+// may be shared with another translation unit (scripts/check-isa-objects.sh).
+namespace {
 
 constexpr int kTile = 4;  // activation rows per weight-block unpack
 
@@ -172,4 +176,5 @@ void by_blocks(Block block, const uint8_t* w, size_t ws, int64_t n_w, const uint
 }
 static_assert(kBlockRows == 2, "by_blocks handles a remainder of 1");
 
+}  // namespace
 }  // namespace synapse::quant::avx2::tiles

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "quant/kernel_table.hpp"
 #include "quant/quant.hpp"
 #include "synapse/error.hpp"
 
@@ -319,13 +320,7 @@ bool rows_interleave_exactly(GgmlType t, int64_t n, const uint8_t* src, size_t r
 }
 
 bool interleave_pays(GgmlType t, Isa isa) noexcept {
-#if defined(__x86_64__) || defined(_M_X64)
-  return interleaved_type(t) && runs_avx2(isa);
-#else
-  (void)t;
-  (void)isa;
-  return false;
-#endif
+  return static_cast<size_t>(t) < kTypeSlots && kernel_table(isa).interleave[static_cast<size_t>(t)];
 }
 
 bool interleave_rows(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes, int64_t n_out, uint8_t* dst) {
@@ -377,69 +372,18 @@ void scalar::gemm_q8_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, con
 }
 
 GemmX8Fn gemm_x8_kernel(GgmlType t, Isa isa) noexcept {
-#if defined(__x86_64__) || defined(_M_X64)
-  if (isa == Isa::avx512) {
-    switch (t) {
-      case GgmlType::Q4_0: return avx512::gemm_q4_0x8_q8_0;
-      case GgmlType::Q5_0: return avx512::gemm_q5_0x8_q8_0;
-      case GgmlType::Q8_0: return avx512::gemm_q8_0x8_q8_0;
-      case GgmlType::Q4_K: return avx512::gemm_q4_Kx8_q8_K;
-      case GgmlType::Q6_K: return avx512::gemm_q6_Kx8_q8_K;
-      default: return nullptr;
-    }
-  }
-  if (isa == Isa::avx2) {
-    switch (t) {
-      case GgmlType::Q4_0: return avx2::gemm_q4_0x8_q8_0;
-      case GgmlType::Q5_0: return avx2::gemm_q5_0x8_q8_0;
-      case GgmlType::Q8_0: return avx2::gemm_q8_0x8_q8_0;
-      case GgmlType::Q4_K: return avx2::gemm_q4_Kx8_q8_K;
-      case GgmlType::Q6_K: return avx2::gemm_q6_Kx8_q8_K;
-      default: return nullptr;
-    }
-  }
-#endif
-  (void)isa;
-  switch (t) {
-    case GgmlType::Q4_0: return scalar::gemm_q4_0x8_q8_0;
-    case GgmlType::Q5_0: return scalar::gemm_q5_0x8_q8_0;
-    case GgmlType::Q8_0: return scalar::gemm_q8_0x8_q8_0;
-    case GgmlType::Q4_K: return scalar::gemm_q4_Kx8_q8_K;
-    case GgmlType::Q6_K: return scalar::gemm_q6_Kx8_q8_K;
-    default: return nullptr;
-  }
+  return static_cast<size_t>(t) < kTypeSlots ? kernel_table(isa).gemm_x8[static_cast<size_t>(t)] : nullptr;
 }
 
 GemmPackFn x8_pack_kernel(GgmlType t, Isa isa) noexcept {
-#if defined(__x86_64__) || defined(_M_X64)
-  if (runs_avx2(isa)) {  // (the AVX-512 kernels read the AVX2 packs: x8_packs.hpp)
-    switch (t) {
-      case GgmlType::Q4_0: return avx2::pack_q8_0_for_q4_0x8;
-      case GgmlType::Q5_0: return avx2::pack_q8_0_for_q5_0x8;
-      case GgmlType::Q8_0: return avx2::pack_q8_0_for_q8_0x8;
-      case GgmlType::Q4_K: return avx2::pack_q8_K_for_q4_Kx8;
-      case GgmlType::Q6_K: return avx2::pack_q8_K_for_q6_Kx8;
-      default: return nullptr;
-    }
-  }
-#endif
-  (void)t;
-  (void)isa;
-  return nullptr;
+  return static_cast<size_t>(t) < kTypeSlots ? kernel_table(isa).x8_pack[static_cast<size_t>(t)] : nullptr;
 }
 
 size_t x8_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept {
-  if (x8_pack_kernel(t, isa) != nullptr) {
-    switch (t) {
-      case GgmlType::Q4_0:
-      case GgmlType::Q5_0: return static_cast<size_t>(n / 32) * kPackQ4_0x8;
-      case GgmlType::Q8_0: return static_cast<size_t>(n / 32) * kPackQ8_0x8;
-      case GgmlType::Q4_K: return static_cast<size_t>(n / QK_K) * kPackQ4_Kx8;
-      case GgmlType::Q6_K: return static_cast<size_t>(n / QK_K) * kPackQ6_Kx8;
-      default: break;
-    }
-  }
-  return row_size(vec_dot_type(t), n);
+  const GgmlType vt = vec_dot_type(t);
+  const size_t bytes = static_cast<size_t>(t) < kTypeSlots ? kernel_table(isa).x8_pack_bytes[static_cast<size_t>(t)] : 0;
+  if (bytes == 0) return row_size(vt, n);
+  return static_cast<size_t>(n / type_traits(vt).block_size) * bytes;
 }
 
 }  // namespace synapse::quant

@@ -11,11 +11,14 @@
 // reports the dot-product instructions (getauxval(AT_HWCAP) & HWCAP_ASIMDDP),
 // under the same SYNAPSE_NO_SIMD switch; types without a NEON kernel use the
 // scalar one. Everywhere else (old x86, ARM64 without dotprod) the scalar
-// reference runs. quant::vec_dot and quant::quantize_row go through
-// this choice; the functions below expose both sides for tests, benchmarks
-// and the matmul kernel (which hoists the table look-up out of its loops).
+// reference runs. The choice is made once (active_isa) and selects one
+// kernel table per layer (quant/kernel_table.hpp, kernels/ops_table.hpp);
+// every dispatch is a look-up in it. The functions below read the tables of
+// any level, for tests, benchmarks and the matmul kernel (which hoists the
+// look-up out of its loops).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "synapse/types.hpp"
@@ -25,15 +28,12 @@ namespace synapse::quant {
 using VecDotFn = float (*)(int64_t n, const void* w, const void* act);
 using QuantizeFn = void (*)(const float* x, void* y, int64_t n);
 
-// The instruction sets a kernel may be taken from. avx512 (AVX-512
+// The instruction sets a kernel may be taken from, one kernel table each
+// (quant/kernel_table.hpp, kernels/ops_table.hpp). avx512 (AVX-512
 // F/BW/DQ/VL + VNNI, on top of AVX2/FMA/F16C) is a level above avx2: its
 // table has its own kernels where they pay (the interleaved prefill GEMMs,
 // interleave_avx512.cpp) and the AVX2 kernels everywhere else.
 enum class Isa { scalar, avx2, neon, avx512 };
-
-// True for the levels that run the AVX2 kernels (avx2 and avx512): the
-// dispatch sites that pick an AVX2 kernel ask this, not isa == Isa::avx2.
-constexpr bool runs_avx2(Isa isa) noexcept { return isa == Isa::avx2 || isa == Isa::avx512; }
 
 // The ISA quant::vec_dot / quantize_row use in this process, decided once on
 // first call: scalar when SYNAPSE_NO_SIMD is set (not empty, not "0"); else
@@ -86,6 +86,13 @@ bool cpu_has_avx512_vnni() noexcept;
 // True when this CPU can run the NEON kernels (ARM64 with the ASIMD
 // dot-product instructions, HWCAP_ASIMDDP); false on every other target.
 bool cpu_has_neon_dotprod() noexcept;
+
+// A buffer of at least `bytes` bytes, 64-byte aligned, owned by the calling
+// thread and valid until its next call (it grows, never shrinks). For the
+// instruction-set kernels' scratch: they use no STL container (their
+// template code would be compiled with their flags, LAYERS.md), so the
+// allocation lives here, in generic code. Throws std::bad_alloc.
+void* thread_scratch(size_t bytes);
 
 // The 17 vec_dot kernels every SIMD instruction set provides, declared in
 // its namespace (each the same contract as the scalar kernel of formats.hpp

@@ -1,7 +1,8 @@
-// The AVX2 attention kernel equals the scalar reference bit for bit, and the
-// reference equals a plain double-precision attention to float accuracy.
-// The blocked kernel (attend_block, scalar and AVX2) equals attend_group row
-// by row bit for bit, for any block sizes, windows and ranges.
+// Every ops table's attention kernels (ops_tables.hpp) equal the scalar
+// reference bit for bit, and the reference equals a plain double-precision
+// attention to float accuracy. The blocked kernel (attend_block) of every
+// table equals attend_group_scalar row by row bit for bit, for any block
+// sizes, windows and ranges.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <random>
 
 #include "kernels/attention.hpp"
+#include "kernels/ops_tables.hpp"
 #include "quant/simd.hpp"
 
 namespace synapse::kernels {
@@ -19,10 +21,10 @@ struct Case {
   int64_t hd, hd_v, n_gqa, n_groups, capacity, first, last;
 };
 
-class Attention : public ::testing::TestWithParam<Case> {};
+using Attention = OpsTablesWith<Case>;
 
-TEST_P(Attention, Avx2EqualsScalarAndDoubleReference) {
-  const Case c = GetParam();
+TEST_P(Attention, EqualsScalarAndDoubleReference) {
+  const Case c = shape();
   std::mt19937 rng(static_cast<uint32_t>(c.hd * 131 + c.n_gqa * 7 + c.last));
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const int64_t k_stride = c.hd * c.n_groups, v_stride = c.hd_v * c.n_groups;
@@ -37,10 +39,10 @@ TEST_P(Attention, Avx2EqualsScalarAndDoubleReference) {
   std::vector<float> a(static_cast<size_t>(c.n_gqa * c.hd_v)), b(a.size());
   AttentionScratch sa, sb;
   attend_group_scalar(view, g, c.first, c.last, q.data(), c.n_gqa, c.hd, c.hd_v, scale, a.data(), sa);
-  if (quant::cpu_has_avx2()) {
-    attend_group_avx2(view, g, c.first, c.last, q.data(), c.n_gqa, c.hd, c.hd_v, scale, b.data(), sb);
-    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
-  }
+  std::vector<float> canary(b.size() + 8, -7.0f);
+  table().attend_group(view, g, c.first, c.last, q.data(), c.n_gqa, c.hd, c.hd_v, scale, canary.data(), sb);
+  EXPECT_EQ(0, std::memcmp(a.data(), canary.data(), a.size() * sizeof(float)));
+  for (size_t i = a.size(); i < canary.size(); ++i) EXPECT_EQ(canary[i], -7.0f) << "wrote past its output";
   // Independent reference in double with the same F16 roundings.
   for (int64_t i = 0; i < c.n_gqa; ++i) {
     std::vector<double> s;
@@ -65,11 +67,14 @@ TEST_P(Attention, Avx2EqualsScalarAndDoubleReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, Attention,
-                         ::testing::Values(Case{8, 8, 2, 4, 64, 0, 0}, Case{8, 8, 2, 4, 64, 0, 40},
-                                           Case{64, 64, 4, 2, 256, 0, 200}, Case{64, 64, 1, 1, 32, 90, 121},
-                                           Case{96, 96, 1, 4, 100, 0, 99}, Case{100, 100, 3, 2, 50, 10, 59},
-                                           Case{128, 128, 7, 2, 4096, 0, 4095}, Case{64, 32, 5, 3, 40, 3, 42}));
+INSTANTIATE_TEST_SUITE_P(Tables, Attention,
+                         ::testing::Combine(::testing::ValuesIn(compiled_ops_isas()),
+                                            ::testing::Values(Case{8, 8, 2, 4, 64, 0, 0}, Case{8, 8, 2, 4, 64, 0, 40},
+                                                              Case{64, 64, 4, 2, 256, 0, 200}, Case{64, 64, 1, 1, 32, 90, 121},
+                                                              Case{96, 96, 1, 4, 100, 0, 99}, Case{100, 100, 3, 2, 50, 10, 59},
+                                                              Case{128, 128, 7, 2, 4096, 0, 4095},
+                                                              Case{64, 32, 5, 3, 40, 3, 42})),
+                         table_and_index<Case>);
 
 // A block of bq query rows at consecutive positions p0 .. p0+bq-1 of one
 // sequence, each attending [max(0, pos - n_swa + 1), pos] (n_swa = 0: [0, pos]),
@@ -78,7 +83,7 @@ struct BlockCase {
   int64_t bq, bk, n_gqa, hd, hd_v, n_groups, capacity, p0, n_swa;
 };
 
-class AttentionBlock : public ::testing::TestWithParam<BlockCase> {};
+using AttentionBlock = OpsTablesWith<BlockCase>;
 
 struct BlockData {
   std::vector<quant::ggml_fp16_t> k, v;
@@ -102,51 +107,44 @@ BlockData make_block_data(int64_t n_rows, int64_t n_gqa, int64_t hd, int64_t hd_
   return b;
 }
 
-// attend_block_scalar / _avx2 with block length bk on `ranges` equal
-// attend_group_scalar on each row's range, for every KV group.
-void expect_block_equals_group(const BlockData& b, const std::vector<std::pair<int64_t, int64_t>>& ranges,
-                               int64_t n_gqa, int64_t hd, int64_t hd_v, int64_t n_groups, int64_t capacity,
-                               int64_t bk) {
+// Table t's attend_block with block length bk on `ranges` equals
+// attend_group_scalar on each row's range, for every KV group; so do t's
+// attend_group (the per-position kernel) and the dispatching attend_block.
+void expect_block_equals_group(const OpsTable& t, const BlockData& b,
+                               const std::vector<std::pair<int64_t, int64_t>>& ranges, int64_t n_gqa, int64_t hd,
+                               int64_t hd_v, int64_t n_groups, int64_t capacity, int64_t bk) {
   const int64_t n_rows = static_cast<int64_t>(ranges.size());
   const KvLayerView view{b.k.data(), b.v.data(), b.k_stride, b.v_stride, capacity};
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t q_row = n_groups * n_gqa * hd, o_row = n_groups * n_gqa * hd_v;
-  std::vector<float> want(static_cast<size_t>(n_rows * o_row)), got_s(want.size(), NAN), got_v(want.size(), NAN),
-      got_d(want.size(), NAN);
-  AttentionScratch sg, ss, sv, sd;
+  std::vector<float> want(static_cast<size_t>(n_rows * o_row)), got_t(want.size(), NAN), got_d(want.size(), NAN);
+  AttentionScratch sg, st, sd;
   for (int64_t g = 0; g < n_groups; ++g) {
-    std::vector<QueryRow> rs(static_cast<size_t>(n_rows)), rv(rs.size()), rd(rs.size());
+    std::vector<QueryRow> rt(static_cast<size_t>(n_rows)), rd(rt.size());
     for (int64_t r = 0; r < n_rows; ++r) {
       const float* q = &b.q[r * q_row + g * n_gqa * hd];
       const int64_t o = r * o_row + g * n_gqa * hd_v;
       attend_group_scalar(view, g, ranges[r].first, ranges[r].second, q, n_gqa, hd, hd_v, scale, &want[o], sg);
-      rs[r] = {q, &got_s[o], ranges[r].first, ranges[r].second};
-      rv[r] = {q, &got_v[o], ranges[r].first, ranges[r].second};
+      rt[r] = {q, &got_t[o], ranges[r].first, ranges[r].second};
       rd[r] = {q, &got_d[o], ranges[r].first, ranges[r].second};
     }
-    attend_block_scalar(view, g, rs.data(), n_rows, n_gqa, hd, hd_v, scale, bk, ss);
-    if (quant::cpu_has_avx2()) attend_block_avx2(view, g, rv.data(), n_rows, n_gqa, hd, hd_v, scale, bk, sv);
+    t.attend_block(view, g, rt.data(), n_rows, n_gqa, hd, hd_v, scale, bk, st);
     attend_block(view, g, rd.data(), n_rows, n_gqa, hd, hd_v, scale, sd);
   }
   const size_t bytes = want.size() * sizeof(float);
-  EXPECT_EQ(0, std::memcmp(want.data(), got_s.data(), bytes)) << "scalar, bk " << bk;
-  if (quant::cpu_has_avx2()) {
-    EXPECT_EQ(0, std::memcmp(want.data(), got_v.data(), bytes)) << "avx2, bk " << bk;
-  }
+  EXPECT_EQ(0, std::memcmp(want.data(), got_t.data(), bytes)) << quant::isa_name(t.isa) << ", bk " << bk;
   EXPECT_EQ(0, std::memcmp(want.data(), got_d.data(), bytes)) << "dispatch";
-  // attend_group's AVX2 version gives the same bits too (the decode path).
-  if (quant::cpu_has_avx2()) {
-    std::vector<float> gv(want.size());
-    for (int64_t g = 0; g < n_groups; ++g)
-      for (int64_t r = 0; r < n_rows; ++r)
-        attend_group_avx2(view, g, ranges[r].first, ranges[r].second, &b.q[r * q_row + g * n_gqa * hd], n_gqa, hd,
-                          hd_v, scale, &gv[r * o_row + g * n_gqa * hd_v], sg);
-    EXPECT_EQ(0, std::memcmp(want.data(), gv.data(), bytes)) << "attend_group_avx2";
-  }
+  // The table's attend_group gives the same bits too.
+  std::vector<float> gv(want.size());
+  for (int64_t g = 0; g < n_groups; ++g)
+    for (int64_t r = 0; r < n_rows; ++r)
+      t.attend_group(view, g, ranges[r].first, ranges[r].second, &b.q[r * q_row + g * n_gqa * hd], n_gqa, hd, hd_v,
+                     scale, &gv[r * o_row + g * n_gqa * hd_v], sg);
+  EXPECT_EQ(0, std::memcmp(want.data(), gv.data(), bytes)) << quant::isa_name(t.isa) << " attend_group";
 }
 
 TEST_P(AttentionBlock, EqualsAttendGroupBitForBit) {
-  const BlockCase c = GetParam();
+  const BlockCase c = shape();
   ASSERT_TRUE(c.n_swa == 0 ? c.p0 + c.bq <= c.capacity : c.n_swa + c.bq - 1 <= c.capacity);
   const BlockData b = make_block_data(c.bq, c.n_gqa, c.hd, c.hd_v, c.n_groups, c.capacity,
                                       static_cast<uint32_t>(c.bq * 1009 + c.hd * 31 + c.p0));
@@ -155,12 +153,12 @@ TEST_P(AttentionBlock, EqualsAttendGroupBitForBit) {
     const int64_t pos = c.p0 + r;
     ranges.emplace_back(c.n_swa > 0 ? std::max<int64_t>(0, pos - c.n_swa + 1) : 0, pos);
   }
-  expect_block_equals_group(b, ranges, c.n_gqa, c.hd, c.hd_v, c.n_groups, c.capacity, c.bk);
+  expect_block_equals_group(table(), b, ranges, c.n_gqa, c.hd, c.hd_v, c.n_groups, c.capacity, c.bk);
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Shapes, AttentionBlock,
-    ::testing::Values(
+    Tables, AttentionBlock,
+    ::testing::Combine(::testing::ValuesIn(compiled_ops_isas()), ::testing::Values(
         // bq, bk, n_gqa, hd, hd_v, n_groups, capacity, p0, n_swa
         BlockCase{1, 8, 1, 8, 8, 1, 16, 0, 0},            // one row, one position
         BlockCase{16, 64, 4, 64, 64, 2, 512, 0, 0},       // a prompt's first block (Llama 3.2 1B heads)
@@ -176,13 +174,14 @@ INSTANTIATE_TEST_SUITE_P(
         BlockCase{12, 8, 1, 24, 24, 2, 64, 3, 0},         // hd_v = 24 (16 + 8 tiles)
         BlockCase{20, 32, 4, 64, 64, 2, 64, 10, 24},      // sliding window, partly before 0
         BlockCase{20, 32, 4, 64, 64, 2, 64, 150, 24},     // sliding window in a circular cache
-        BlockCase{33, 16, 2, 64, 64, 1, 48, 1000, 16}));  // window shorter than the block
+        BlockCase{33, 16, 2, 64, 64, 1, 48, 1000, 16})),  // window shorter than the block
+    table_and_index<BlockCase>);
 
 // Arbitrary ranges in one call (rows need not be consecutive positions):
 // rows that skip some K blocks, with 3 heads per group (one head at a
 // time), 4 and 7 (the four-head kernels, then the rest), hd_v 72 and 64
 // (the four-head V kernel needs a multiple of 16).
-TEST(AttentionBlock, ArbitraryRangesEqualAttendGroup) {
+TEST_P(OpsTables, AttentionArbitraryRangesEqualAttendGroup) {
   const int64_t n_rows = 24, hd = 40, n_groups = 2, capacity = 200;
   for (int64_t n_gqa : {3, 4, 7}) {
     for (int64_t hd_v : {72, 64}) {
@@ -196,17 +195,17 @@ TEST(AttentionBlock, ArbitraryRangesEqualAttendGroup) {
       ranges[3] = {5, 5};
       ranges[n_rows - 1] = {0, 5};  // the last row ends before most K blocks
       for (int64_t bk : {8, 16, 56, 256})
-        expect_block_equals_group(b, ranges, n_gqa, hd, hd_v, n_groups, capacity, bk);
+        expect_block_equals_group(table(), b, ranges, n_gqa, hd, hd_v, n_groups, capacity, bk);
     }
   }
 }
 
-// The AVX2 probabilities (vector max, ggml_v_expf 8 lanes at a time, each
-// group's float horizontal sum added to a double) equal kernels::softmax_pad8
-// + F16 rounding bit for bit, for uneven row lengths, ties,
-// signed zeros, values whose exp underflows, and any number of rows.
-TEST(AttentionSoftmax, Avx2EqualsScalar) {
-  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2";
+// Every table's probabilities (AVX2: vector max, ggml_v_expf 8 lanes at a
+// time, each group's float horizontal sum added to a double) equal
+// kernels::softmax_pad8 + F16 rounding bit for bit, for uneven row lengths,
+// ties, signed zeros, values whose exp underflows, and any number of rows;
+// the padding after each row (ld - n) stays untouched.
+TEST_P(OpsTables, AttentionSoftmaxEqualsScalar) {
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 4.0f);
   for (int64_t n_rows : {1, 3, 4, 5, 8, 9, 13}) {
@@ -220,7 +219,7 @@ TEST(AttentionSoftmax, Avx2EqualsScalar) {
       if (x.size() > 5) x[5] = 0.0f, x[4] = -150.0f, x[3] = x[2];
       std::vector<float> a = x, b = x;
       softmax_f16_rows_scalar(a.data(), ld, n.data(), n_rows);
-      softmax_f16_rows_avx2(b.data(), ld, n.data(), n_rows);
+      table().softmax_f16_rows(b.data(), ld, n.data(), n_rows);
       EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << n_rows << " rows of ~" << base;
     }
   }
@@ -230,9 +229,9 @@ TEST(AttentionSoftmax, Avx2EqualsScalar) {
   const int64_t n64[2] = {64, 64};
   std::vector<float> za = z, zb = z, wa = w, wb = w;
   softmax_f16_rows_scalar(za.data(), 32, n64, 1);
-  softmax_f16_rows_avx2(zb.data(), 32, n64, 1);
+  table().softmax_f16_rows(zb.data(), 32, n64, 1);
   softmax_f16_rows_scalar(wa.data(), 64, n64, 1);
-  softmax_f16_rows_avx2(wb.data(), 64, n64, 1);
+  table().softmax_f16_rows(wb.data(), 64, n64, 1);
   EXPECT_EQ(0, std::memcmp(za.data(), zb.data(), za.size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(wa.data(), wb.data(), wa.size() * sizeof(float)));
 }

@@ -1,5 +1,6 @@
-// kernels::expf_ggml (one lane of ggml_v_expf) against its AVX2 form and
-// known values; the softmax / swiglu forms built on it.
+// kernels::expf_ggml (one lane of ggml_v_expf) against every ops table's
+// form (ops_tables.hpp) and known values; the softmax / swiglu forms built
+// on it. The OpsTables suite is instantiated here, once.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "kernels/ops.hpp"
+#include "kernels/ops_tables.hpp"
 #include "quant/simd.hpp"
 
 namespace synapse::kernels {
@@ -18,9 +20,14 @@ namespace {
 
 uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
 
-void expect_avx2_equals_scalar(const std::vector<float>& x) {
+INSTANTIATE_TEST_SUITE_P(Tables, OpsTables, ::testing::ValuesIn(compiled_ops_isas()),
+                         [](const ::testing::TestParamInfo<quant::Isa>& info) {
+                           return std::string(quant::isa_name(info.param));
+                         });
+
+void expect_table_equals_scalar(const OpsTable& t, const std::vector<float>& x) {
   std::vector<float> y(x.size());
-  expf_ggml_avx2_n(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  t.expf_n(x.data(), y.data(), static_cast<int64_t>(x.size()));
   for (size_t i = 0; i < x.size(); ++i) {
     const float s = expf_ggml(x[i]);
     if (std::isnan(s)) {
@@ -34,22 +41,20 @@ void expect_avx2_equals_scalar(const std::vector<float>& x) {
 // Every 251st bit pattern (all signs, exponents, NaNs, infinities,
 // subnormals), in groups of 8 that mix the fast path and the |n| > 126 / 192
 // blends in one vector.
-TEST(ExpfGgml, Avx2EqualsScalarOverBitPatterns) {
-  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2";
+TEST_P(OpsTables, ExpfEqualsScalarOverBitPatterns) {
   std::vector<float> x;
   x.reserve(1 << 20);
   for (uint64_t b = 0; b <= 0xffffffffull; b += 251) {
     x.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
     if (x.size() == (1u << 20)) {
-      expect_avx2_equals_scalar(x);
+      expect_table_equals_scalar(table(), x);
       x.clear();
     }
   }
-  expect_avx2_equals_scalar(x);
+  expect_table_equals_scalar(table(), x);
 }
 
-TEST(ExpfGgml, Avx2EqualsScalarOverRanges) {
-  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2";
+TEST_P(OpsTables, ExpfEqualsScalarOverRanges) {
   std::mt19937 rng(5);
   std::vector<float> x;
   for (float lim : {1.0f, 10.0f, 88.0f, 100.0f, 130.0f, 200.0f}) {
@@ -64,7 +69,7 @@ TEST(ExpfGgml, Avx2EqualsScalarOverRanges) {
   for (float v : {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::max(),
                   -std::numeric_limits<float>::max(), std::numeric_limits<float>::denorm_min(), 1e-30f, -1e-30f})
     x.push_back(v);
-  expect_avx2_equals_scalar(x);
+  expect_table_equals_scalar(table(), x);
 }
 
 // Values that follow from ggml_v_expf's steps: x = 0 gives n = 0, b = 0,
@@ -123,20 +128,21 @@ TEST(Swiglu, GroupsThenTail) {
   }
 }
 
-// The AVX2 swiglu_rows equals the scalar one bit for bit, including the
-// inputs that take expf's special paths (|x| / ln 2 above 126 and 192).
-TEST(Swiglu, Avx2EqualsScalar) {
-  if (!quant::cpu_has_avx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
+// Every table's swiglu_rows equals the scalar one bit for bit, including the
+// inputs that take expf's special paths (|x| / ln 2 above 126 and 192), and
+// writes nothing past its rows.
+TEST_P(OpsTables, SwigluEqualsScalar) {
   std::mt19937 rng(21);
   std::normal_distribution<float> nd(0.0f, 30.0f);
   const int64_t len = 8 * 40 + 5, rows = 4, n = len * rows;
-  std::vector<float> g(n), u(n), a(n), b(n);
+  std::vector<float> g(n), u(n), a(n), b(n + 8, -7.0f);
   for (auto& v : g) v = nd(rng);
   for (auto& v : u) v = nd(rng);
   const float special[] = {0.0f, -0.0f, 87.0f, -87.0f, 88.7f, -88.7f, 100.0f, -100.0f, 134.0f, -134.0f, 200.0f, -200.0f};
   for (size_t k = 0; k < sizeof special / sizeof special[0]; ++k) g[3 * k] = special[k];
   swiglu_rows_scalar(g.data(), u.data(), a.data(), rows, len);
-  swiglu_rows_avx2(g.data(), u.data(), b.data(), rows, len);
+  table().swiglu_rows(g.data(), u.data(), b.data(), rows, len);
+  for (int64_t i = n; i < n + 8; ++i) EXPECT_EQ(b[i], -7.0f) << "wrote past its rows";
   for (int64_t i = 0; i < n; ++i) {
     if (std::isnan(a[i]) && std::isnan(b[i])) continue;
     EXPECT_EQ(bits(a[i]), bits(b[i])) << i << " gate " << g[i];

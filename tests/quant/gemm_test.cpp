@@ -14,6 +14,7 @@
 #include "quant/formats.hpp"
 #include "quant/gemm.hpp"
 #include "quant/interleave.hpp"
+#include "quant/kernel_tables.hpp"
 #include "quant/quant.hpp"
 #include "quant/simd.hpp"
 #include "quant/random_rows.hpp"
@@ -47,12 +48,12 @@ std::vector<int64_t> lengths_of(GgmlType t) {
   return {256, 768, 2048};
 }
 
-// Checks gemm(t, isa) against vec_dot_kernel(t, isa) for n_w = 1..5 weight
+// Checks gemm(t, isa) against the scalar vec_dot for n_w = 1..5 weight
 // rows (w_stride bytes apart, with a gap) and M = 1..17 activation rows, with
 // an output stride of n_w + 2 (the elements between must stay untouched).
 void check(GgmlType t, Isa isa, std::mt19937& rng) {
   const GgmlType vt = vec_dot_type(t);
-  const VecDotFn dot = vec_dot_kernel(t, isa);
+  const VecDotFn dot = vec_dot_kernel(t, Isa::scalar);
   int compared = 0;
   for (int64_t n : lengths_of(t)) {
     for (int trial = 0; trial < 2; ++trial) {
@@ -102,7 +103,7 @@ int check_gemv(GgmlType t, Isa isa, std::mt19937& rng) {
   const GemvFn gemv = gemv_kernel(t, isa);
   if (gemv == nullptr) return 0;
   const GgmlType vt = vec_dot_type(t);
-  const VecDotFn dot = vec_dot_kernel(t, isa);
+  const VecDotFn dot = vec_dot_kernel(t, Isa::scalar);
   const GemmPackFn pack = gemm_pack_kernel(t, isa);
   int compared = 0;
   for (int64_t n : lengths_of(t)) {
@@ -138,45 +139,19 @@ int check_gemv(GgmlType t, Isa isa, std::mt19937& rng) {
   return compared;
 }
 
-TEST(Gemv, Avx2EqualsVecDotBitForBitForAnyRowCount) {
-  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
-  std::mt19937 rng(17);
-  // (Q4_0, Q5_0 and Q4_K matrices run interleaved, interleave_test.cpp;
-  // Q8_0 and Q6_K ones too, but these kernels serve those that stay plain.)
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16,
-                     GgmlType::F32}) {
-    ASSERT_NE(gemv_kernel(t, Isa::avx2), nullptr) << type_name(t);
-    EXPECT_GT(check_gemv(t, Isa::avx2, rng), 300) << type_name(t);
-  }
-  for (GgmlType t : kTypes) check_gemv(t, Isa::avx2, rng);  // whatever else has one
-  EXPECT_EQ(gemv_kernel(GgmlType::Q5_K, Isa::scalar), nullptr);
-}
-
-TEST(Gemm, Avx2KernelsExistForTheMainWeightTypes) {
-  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
+TEST_P(KernelTables, GemvEqualsScalarDot) {
+  std::mt19937 rng(21);
   for (GgmlType t : kTypes) {
-    // Q4_0, Q5_0, Q4_K: plain rows loop the vec_dot; their matrices run
-    // interleaved (interleave.hpp, tested in interleave_test.cpp).
-    if (t != GgmlType::TQ1_0 && t != GgmlType::BF16 && t != GgmlType::Q4_0 && t != GgmlType::Q5_0 &&
-        t != GgmlType::Q4_K) {
-      EXPECT_NE(gemm_kernel(t, Isa::avx2), nullptr) << type_name(t);
-    }
+    const int compared = check_gemv(t, isa(), rng);
+    if (table().gemv[static_cast<size_t>(t)] != nullptr) { EXPECT_GT(compared, 300) << type_name(t); }
   }
-  EXPECT_EQ(gemm_x8_kernel(GgmlType::Q4_0, Isa::avx2), &avx2::gemm_q4_0x8_q8_0);
-  EXPECT_EQ(gemm_x8_kernel(GgmlType::Q5_0, Isa::avx2), &avx2::gemm_q5_0x8_q8_0);
-  EXPECT_EQ(gemm_kernel(GgmlType::Q5_K, Isa::scalar), nullptr);
-  EXPECT_EQ(gemm_x8_kernel(GgmlType::Q4_K, Isa::avx2), &avx2::gemm_q4_Kx8_q8_K);
 }
 
-TEST(Gemm, Avx2EqualsVecDotBitForBitForAnyRowCount) {
-  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
-  std::mt19937 rng(99);
-  for (GgmlType t : kTypes) check(t, Isa::avx2, rng);
-}
-
-TEST(Gemm, ScalarFallbackEqualsVecDot) {
+// Every type: the table's multi-row kernel, or its vec_dot loop where it
+// has none.
+TEST_P(KernelTables, GemmEqualsScalarDot) {
   std::mt19937 rng(5);
-  for (GgmlType t : kTypes) check(t, Isa::scalar, rng);
+  for (GgmlType t : kTypes) check(t, isa(), rng);
 }
 
 TEST(Gemm, TypeWithoutDotIsRefused) {

@@ -1,7 +1,7 @@
 // Interleaved Q4_0, Q5_0, Q8_0, Q4_K and Q6_K matrices
 // (src/quant/interleave*.cpp): the repack keeps every row (dequantized rows
 // memcmp-equal to the plain ones), and the kernels of every ISA give, per
-// output, vec_dot_<t>_<vt> of the plain row bit for bit (DESIGN.md contract
+// output, the scalar vec_dot_<t>_<vt> of the plain row bit for bit (DESIGN.md contract
 // 2) for 1..3 groups by 1..17 activation rows (the edges of the AVX2 tiles)
 // and by 131 (more than one Q6_K prefill call takes: 64 rows, 32 for two
 // groups), quantized and raw-byte rows (activation bytes down to -128),
@@ -17,6 +17,7 @@
 #include "quant/formats.hpp"
 #include "quant/gemm.hpp"
 #include "quant/interleave.hpp"
+#include "quant/kernel_tables.hpp"
 #include "quant/quant.hpp"
 #include "quant/random_rows.hpp"
 #include "quant/simd.hpp"
@@ -55,8 +56,6 @@ std::vector<uint8_t> weight_rows_of(GgmlType t, int64_t n, int64_t count, std::m
 }
 
 const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K};
-// The x86 levels with interleaved kernels (each run where cpu_runs).
-const Isa kIsas[] = {Isa::scalar, Isa::avx2, Isa::avx512};
 
 std::vector<int64_t> lengths_of(GgmlType t) {
   if (type_traits(t).block_size == 32) return {32, 96, 2048};
@@ -99,7 +98,6 @@ TEST(Interleave, RefusesWhatItCannotInterleave) {
   EXPECT_EQ(interleaved_group_bytes(GgmlType::Q4_0, 64), 8 * row_size(GgmlType::Q4_0, 64));
   EXPECT_EQ(interleaved_group_bytes(GgmlType::Q4_K, 512), 2 * sizeof(block_q4_Kx8));
   for (GgmlType t : kTypes) EXPECT_FALSE(interleave_pays(t, Isa::scalar)) << type_name(t);
-  EXPECT_FALSE(interleave_pays(GgmlType::Q4_1, Isa::avx2));
   EXPECT_EQ(gemm_x8_kernel(GgmlType::Q4_1, Isa::scalar), nullptr);
   std::vector<uint8_t> src(20 * 16), dst(src.size());
   EXPECT_THROW(interleave_rows(GgmlType::Q4_0, 32, src.data(), 18, 12, dst.data()), Error);
@@ -156,13 +154,13 @@ std::vector<uint8_t> packed_rows(GgmlType t, Isa isa, int64_t n, const std::vect
   return packed;
 }
 
-// gemm_x8_kernel(t, isa) against vec_dot_kernel(t, isa) on the plain rows,
+// gemm_x8_kernel(t, isa) against the scalar vec_dot on the plain rows,
 // output stride 8 * n_groups + 3 (the 3 floats between rows must stay
 // untouched).
 void check(GgmlType t, Isa isa, std::mt19937& rng) {
   const GemmX8Fn kernel = gemm_x8_kernel(t, isa);
   ASSERT_NE(kernel, nullptr);
-  const VecDotFn dot = vec_dot_kernel(t, isa);
+  const VecDotFn dot = vec_dot_kernel(t, Isa::scalar);
   int compared = 0;
   const GgmlType vt = vec_dot_type(t);
   for (int64_t n : lengths_of(t)) {
@@ -199,66 +197,50 @@ void check(GgmlType t, Isa isa, std::mt19937& rng) {
 }
 
 // More activation rows than one call of the Q6_K prefill path takes (64,
-// 32 for two groups): 131 rows by 2 groups, every ISA's kernel against the
-// vec_dot.
-TEST(Interleave, ManyActivationRowsEqualVecDot) {
+// 32 for two groups): 131 rows by 2 groups, the table's kernel against the
+// scalar vec_dot.
+TEST_P(KernelTables, X8ManyActivationRowsEqualScalarDot) {
   std::mt19937 rng(99);
-  for (Isa isa : kIsas) {
-    if (!cpu_runs(isa)) continue;
-    for (GgmlType t : kTypes) {
-      const int64_t n = type_traits(t).block_size == 32 ? 64 : 512, M = 131;
-      const GgmlType vt = vec_dot_type(t);
-      const size_t rb = row_size(t, n), as = row_size(vt, n);
-      const std::vector<uint8_t> plain = weight_rows_of(t, n, 16, rng, true);
-      std::vector<uint8_t> x8(2 * interleaved_group_bytes(t, n));
-      ASSERT_TRUE(interleave_rows(t, n, plain.data(), rb, 16, x8.data()));
-      const std::vector<uint8_t> a = rows_of(vt, n, M, rng, false);
-      size_t ps = 0;
-      const std::vector<uint8_t> packed = packed_rows(t, isa, n, a, M, ps);
-      std::vector<float> y(static_cast<size_t>(M) * 16, -7.0f);
-      gemm_x8_kernel(t, isa)(n, x8.data(), 2, packed.data(), ps, M, y.data(), 16);
-      for (int64_t m = 0; m < M; ++m) {
-        for (int r = 0; r < 16; ++r) {
-          const float want = vec_dot_kernel(t, isa)(n, plain.data() + r * rb, a.data() + m * as);
-          ASSERT_EQ(std::memcmp(&want, &y[m * 16 + r], sizeof want), 0)
-              << type_name(t) << " " << isa_name(isa) << " act " << m << " row " << r;
-        }
+  for (GgmlType t : kTypes) {
+    const int64_t n = type_traits(t).block_size == 32 ? 64 : 512, M = 131;
+    const GgmlType vt = vec_dot_type(t);
+    const size_t rb = row_size(t, n), as = row_size(vt, n);
+    const std::vector<uint8_t> plain = weight_rows_of(t, n, 16, rng, true);
+    std::vector<uint8_t> x8(2 * interleaved_group_bytes(t, n));
+    ASSERT_TRUE(interleave_rows(t, n, plain.data(), rb, 16, x8.data()));
+    const std::vector<uint8_t> a = rows_of(vt, n, M, rng, false);
+    size_t ps = 0;
+    const std::vector<uint8_t> packed = packed_rows(t, isa(), n, a, M, ps);
+    std::vector<float> y(static_cast<size_t>(M) * 16, -7.0f);
+    gemm_x8_kernel(t, isa())(n, x8.data(), 2, packed.data(), ps, M, y.data(), 16);
+    for (int64_t m = 0; m < M; ++m) {
+      for (int r = 0; r < 16; ++r) {
+        const float want = vec_dot_kernel(t, Isa::scalar)(n, plain.data() + r * rb, a.data() + m * as);
+        ASSERT_EQ(std::memcmp(&want, &y[m * 16 + r], sizeof want), 0)
+            << type_name(t) << " " << isa_name(isa()) << " act " << m << " row " << r;
       }
     }
   }
 }
 
-TEST(Interleave, ScalarKernelEqualsVecDot) {
-  std::mt19937 rng(4);
-  for (GgmlType t : kTypes) check(t, Isa::scalar, rng);
-}
-
-TEST(Interleave, Avx2KernelEqualsVecDot) {
-  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
+// Every interleaved type, 1..3 groups by 1..17 activation rows (AVX-512:
+// two groups per register, a lone third group and 1..3 rows through the
+// AVX2 kernels).
+TEST_P(KernelTables, X8KernelsEqualScalarDot) {
   std::mt19937 rng(8);
   for (GgmlType t : kTypes) {
-    EXPECT_TRUE(interleave_pays(t, Isa::avx2)) << type_name(t);
-    check(t, Isa::avx2, rng);
-  }
-}
-
-// The AVX-512 VNNI kernels: two groups per register, tiles of 4 activation
-// rows, a lone third group and 1..3 rows through the AVX2 kernels; Q6_K's
-// 32-row calls in ManyActivationRowsEqualVecDot.
-TEST(Interleave, Avx512KernelEqualsVecDot) {
-  if (!cpu_runs(Isa::avx512)) GTEST_SKIP() << "no AVX-512 F/BW/DQ/VL + VNNI on this CPU";
-  std::mt19937 rng(16);
-  for (GgmlType t : kTypes) {
-    EXPECT_TRUE(interleave_pays(t, Isa::avx512)) << type_name(t);
-    EXPECT_NE(gemm_x8_kernel(t, Isa::avx512), gemm_x8_kernel(t, Isa::avx2)) << type_name(t);
-    check(t, Isa::avx512, rng);
+    // A level interleaves exactly when it has interleaved kernels of its own.
+    const size_t i = static_cast<size_t>(t);
+    EXPECT_EQ(interleave_pays(t, isa()), isa() != Isa::scalar && table().gemm_x8[i] != reference().gemm_x8[i])
+        << type_name(t);
+    check(t, isa(), rng);
   }
 }
 
 // The integer sums at their extremes (every digit or byte at its largest
 // magnitude against activation bytes of -128 and of 127, where an int16
 // step would saturate first): every kernel still equals the vec_dot.
-TEST(Interleave, ExtremeBlocksDoNotSaturate) {
+TEST_P(KernelTables, X8ExtremeBlocksEqualScalarDot) {
   for (GgmlType t : kTypes) {
     const int64_t n = 2 * type_traits(t).block_size;
     const GgmlType vt = vec_dot_type(t);
@@ -294,8 +276,8 @@ TEST(Interleave, ExtremeBlocksDoNotSaturate) {
             for (int16_t& s : b->bsums) s = static_cast<int16_t>(16 * byte);
           }
         }
-        for (Isa isa : kIsas) {
-          if (!cpu_runs(isa)) continue;
+        {
+          const Isa isa = KernelTables::isa();
           // One activation row (decode), and the same row 4 times (the
           // prefill tiles of 4 rows).
           std::vector<uint8_t> a4;
@@ -307,7 +289,7 @@ TEST(Interleave, ExtremeBlocksDoNotSaturate) {
           float y4[4][16];
           gemm_x8_kernel(t, isa)(n, x8.data(), 2, packed4.data(), ps, 4, &y4[0][0], 16);
           for (int r = 0; r < 16; ++r) {
-            const float want = vec_dot_kernel(t, isa)(n, plain.data() + r * rb, a.data());
+            const float want = vec_dot_kernel(t, Isa::scalar)(n, plain.data() + r * rb, a.data());
             ASSERT_EQ(std::memcmp(&want, &y[r], sizeof want), 0)
                 << type_name(t) << " " << isa_name(isa) << " pattern " << pattern << " byte " << int{byte}
                 << ": vec_dot " << want << " kernel " << y[r];
@@ -328,9 +310,9 @@ TEST(Interleave, ExtremeBlocksDoNotSaturate) {
 }
 
 // The Q4_0 order itself (legacy.cpp), Q5_0's and Q8_0's too: one exact
-// integer per block, one fused multiply-add per block; the AVX2 and scalar
-// dots agree on it.
-TEST(Interleave, DotIsOneFmaPerBlock) {
+// integer per block, one fused multiply-add per block; every table's dot
+// gives it.
+TEST_P(KernelTables, DotIsOneFmaPerBlock) {
   std::mt19937 rng(13);
   const int64_t n = 96;
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0}) {
@@ -350,12 +332,8 @@ TEST(Interleave, DotIsOneFmaPerBlock) {
         isum += static_cast<int32_t>(std::lround(values[32 * i + k] / d)) * ab[i].qs[k];
       acc = std::fma(static_cast<float>(isum), d * fp16_to_fp32(ab[i].d), acc);
     }
-    const float scalar = vec_dot_kernel(t, Isa::scalar)(n, w.data(), a.data());
-    EXPECT_EQ(std::memcmp(&acc, &scalar, sizeof acc), 0) << type_name(t) << ": " << acc << " vs " << scalar;
-    if (cpu_has_avx2()) {
-      const float simd = vec_dot_kernel(t, Isa::avx2)(n, w.data(), a.data());
-      EXPECT_EQ(std::memcmp(&acc, &simd, sizeof acc), 0) << type_name(t) << ": " << acc << " vs " << simd;
-    }
+    const float got = vec_dot_kernel(t, isa())(n, w.data(), a.data());
+    EXPECT_EQ(std::memcmp(&acc, &got, sizeof acc), 0) << type_name(t) << ": " << acc << " vs " << got;
   }
 }
 

@@ -1,7 +1,8 @@
-// SIMD kernels (src/quant/*_avx2.cpp) against the scalar references that
-// define their results (DESIGN.md contract 2): for every type with an AVX2
-// dot or quantizer, random and extreme rows of several lengths must give the
-// same float / the same bytes, compared with memcmp.
+// Every kernel table's dots and quantizers (src/quant/*_avx2.cpp,
+// *_neon.cpp) against the scalar references that define their results
+// (DESIGN.md contract 2), in the KernelTables suite (kernel_tables.hpp):
+// random and extreme rows of several lengths must give the same float / the
+// same bytes, compared with memcmp.
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "quant/formats.hpp"
+#include "quant/kernel_tables.hpp"
 #include "quant/quant.hpp"
 #include "quant/simd.hpp"
 #include "quant/random_rows.hpp"
@@ -31,30 +33,31 @@ std::string hex(float f) {
   return buf;
 }
 
-class SimdTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cpu_has_avx2()) GTEST_SKIP() << "this CPU has no AVX2/FMA/F16C: only the scalar kernels run here";
+// Every entry the scalar table has, every table has (a level without a
+// kernel of its own points to the level below); the packs come with their
+// sizes.
+TEST_P(KernelTables, EveryReferenceEntryIsFilled) {
+  EXPECT_EQ(table().isa, isa());
+  for (size_t i = 0; i < kTypeSlots; ++i) {
+    const auto t = static_cast<GgmlType>(i);
+    if (reference().vec_dot[i] != nullptr) { EXPECT_NE(table().vec_dot[i], nullptr) << type_name(t); }
+    if (reference().quantize[i] != nullptr) { EXPECT_NE(table().quantize[i], nullptr) << type_name(t); }
+    if (reference().gemm_x8[i] != nullptr) { EXPECT_NE(table().gemm_x8[i], nullptr) << type_name(t); }
+    EXPECT_EQ(table().gemm_pack[i] != nullptr, table().gemm_pack_bytes[i] != 0) << type_name(t);
+    EXPECT_EQ(table().x8_pack[i] != nullptr, table().x8_pack_bytes[i] != 0) << type_name(t);
+    if (table().interleave[i]) { EXPECT_NE(table().gemm_x8[i], nullptr) << type_name(t); }
   }
-};
-
-TEST_F(SimdTest, EveryWeightTypeHasAnAvx2Dot) {
-  for (GgmlType t : kDotTypes) EXPECT_TRUE(has_vec_dot(t, Isa::avx2)) << type_name(t);
-  EXPECT_TRUE(has_quantize(GgmlType::Q8_K, Isa::avx2));
-  EXPECT_TRUE(has_quantize(GgmlType::Q8_0, Isa::avx2));
-  EXPECT_TRUE(has_quantize(GgmlType::Q8_1, Isa::avx2));
-  EXPECT_TRUE(has_quantize(GgmlType::F16, Isa::avx2));
+  for (GgmlType t : kDotTypes) EXPECT_NE(table().vec_dot[static_cast<size_t>(t)], nullptr) << type_name(t);
 }
 
 // Random bytes (any digit, any int8 activation including -128, any finite
 // scale) and real quantized rows from floats of every kind.
-TEST_F(SimdTest, VecDotEqualsScalarBitForBit) {
+TEST_P(KernelTables, VecDotEqualsScalarBitForBit) {
   std::mt19937 rng(1234);
   for (GgmlType t : kDotTypes) {
     const GgmlType vt = vec_dot_type(t);
     const VecDotFn scalar = vec_dot_kernel(t, Isa::scalar);
-    const VecDotFn simd = vec_dot_kernel(t, Isa::avx2);
-    ASSERT_NE(scalar, simd) << type_name(t);
+    const VecDotFn simd = vec_dot_kernel(t, isa());
     int checked = 0;
     for (int64_t n : lengths_of(t)) {
       for (int trial = 0; trial < 12; ++trial) {
@@ -74,7 +77,7 @@ TEST_F(SimdTest, VecDotEqualsScalarBitForBit) {
         const float got = simd(n, w.data(), a.data());
         if (std::isnan(want) && std::isnan(got)) continue;  // from an extreme row
         ASSERT_TRUE(same_bits(want, got)) << type_name(t) << " n " << n << " trial " << trial << ": scalar "
-                                          << hex(want) << " avx2 " << hex(got);
+                                          << hex(want) << " " << isa_name(isa()) << " " << hex(got);
         ++checked;
       }
     }
@@ -83,19 +86,20 @@ TEST_F(SimdTest, VecDotEqualsScalarBitForBit) {
 }
 
 // The public entry point runs the kernel active_isa() names.
-TEST_F(SimdTest, DispatchFollowsActiveIsa) {
+TEST(KernelTable, DispatchFollowsActiveIsa) {
   const char* env = std::getenv("SYNAPSE_NO_SIMD");
   const bool off = env != nullptr && env[0] != '\0' && std::strcmp(env, "0") != 0;
   const char* chosen = std::getenv("SYNAPSE_ISA");
   // (A SYNAPSE_ISA naming a table this CPU runs wins over cpuid's choice.)
-  Isa expected = cpu_has_avx512_vnni() ? Isa::avx512 : Isa::avx2;
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512})
+  Isa expected = cpu_has_avx512_vnni() ? Isa::avx512 : cpu_has_avx2()          ? Isa::avx2
+                 : cpu_has_neon_dotprod()                    ? Isa::neon
+                                                             : Isa::scalar;
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon})
     if (chosen != nullptr && std::strcmp(chosen, isa_name(isa)) == 0 && cpu_runs(isa)) expected = isa;
   EXPECT_EQ(active_isa(), off ? Isa::scalar : expected);
   EXPECT_STREQ(isa_name(Isa::avx2), "avx2");
   EXPECT_STREQ(isa_name(Isa::avx512), "avx512");
-  EXPECT_TRUE(runs_avx2(Isa::avx512));
-  EXPECT_FALSE(runs_avx2(Isa::scalar));
+  EXPECT_EQ(&active_kernels(), &kernel_table(active_isa()));
   std::mt19937 rng(7);
   const int64_t n = 512;
   const auto w = random_row_bytes(GgmlType::Q4_K, n, rng);
@@ -105,13 +109,13 @@ TEST_F(SimdTest, DispatchFollowsActiveIsa) {
   EXPECT_TRUE(same_bits(got, want));
 }
 
-// Activation quantizers: identical bytes for every input, NaN and inf included.
-TEST_F(SimdTest, QuantizersEqualScalarByteForByte) {
+// Activation quantizers: identical bytes for every input, NaN and inf
+// included, and nothing written past the row (16 guard bytes).
+TEST_P(KernelTables, QuantizersEqualScalarByteForByte) {
   std::mt19937 rng(99);
   for (GgmlType t : {GgmlType::Q8_K, GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::F16}) {
     const QuantizeFn scalar = quantize_kernel(t, Isa::scalar);
-    const QuantizeFn simd = quantize_kernel(t, Isa::avx2);
-    ASSERT_NE(scalar, simd) << type_name(t);
+    const QuantizeFn simd = quantize_kernel(t, isa());
     // The Q8_0/Q8_1 pair (legacy.cpp / legacy_avx2.cpp) does not agree on
     // where a NaN goes in the block maximum; known, left to its owner.
     const bool nan_ok = t == GgmlType::Q8_K || t == GgmlType::F16;
@@ -132,11 +136,12 @@ TEST_F(SimdTest, QuantizersEqualScalarByteForByte) {
           x[3] = -1000.0f;
           x[9] = 1000.0f;
         }
-        std::vector<uint8_t> want(row_size(t, n), 0xAA), got(row_size(t, n), 0x55);
+        std::vector<uint8_t> want(row_size(t, n), 0xAA), got(row_size(t, n) + 16, 0x55);
         scalar(x.data(), want.data(), n);
         simd(x.data(), got.data(), n);
         ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size()))
             << type_name(t) << " n " << n << " trial " << trial;
+        for (size_t k = want.size(); k < got.size(); ++k) ASSERT_EQ(got[k], 0x55) << type_name(t) << " wrote past the row";
       }
     }
   }
@@ -144,13 +149,12 @@ TEST_F(SimdTest, QuantizersEqualScalarByteForByte) {
 
 // Hand-checked corner: a Q8_0 weight block of -128 against an activation
 // block of -128 (the pair ggml's sign trick gets wrong) gives 32 * 16384 * d.
-TEST_F(SimdTest, Q8_0MinusOneTwentyEightIsExact) {
+TEST_P(KernelTables, Q8_0MinusOneTwentyEightIsExact) {
   block_q8_0 w{}, a{};
   w.d = a.d = fp32_to_fp16(1.0f);
   std::memset(w.qs, 0x80, sizeof w.qs);
   std::memset(a.qs, 0x80, sizeof a.qs);
-  EXPECT_EQ(vec_dot_kernel(GgmlType::Q8_0, Isa::avx2)(32, &w, &a), 32.0f * 16384.0f);
-  EXPECT_EQ(vec_dot_kernel(GgmlType::Q8_0, Isa::scalar)(32, &w, &a), 32.0f * 16384.0f);
+  EXPECT_EQ(vec_dot_kernel(GgmlType::Q8_0, isa())(32, &w, &a), 32.0f * 16384.0f);
 }
 
 // K-quant corners of ggml's AVX2 instruction sequences: weight bytes all
@@ -162,7 +166,7 @@ TEST_F(SimdTest, Q8_0MinusOneTwentyEightIsExact) {
 // -32768, whose Q4_K/Q5_K pair sums wrap in _mm_hadd_epi16 (the reference
 // wraps them alike). Bit-equal to the scalar reference, and where nothing
 // wraps equal to a value worked out by hand.
-TEST_F(SimdTest, KQuantExtremesEqualScalar) {
+TEST_P(KernelTables, KQuantExtremesEqualScalar) {
   const int64_t n = 2 * QK_K;
   for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                      GgmlType::IQ4_XS}) {
@@ -184,9 +188,9 @@ TEST_F(SimdTest, KQuantExtremesEqualScalar) {
               b.bsums[j] = bsum_case == 0 ? static_cast<int16_t>(16 * v) : bsum_case == 1 ? int16_t{32767} : int16_t{-32768};
           }
           const float want = vec_dot_kernel(t, Isa::scalar)(n, w.data(), a.data());
-          const float got = vec_dot_kernel(t, Isa::avx2)(n, w.data(), a.data());
+          const float got = vec_dot_kernel(t, isa())(n, w.data(), a.data());
           EXPECT_TRUE(same_bits(want, got)) << type_name(t) << " fill " << int{fill} << " a " << int{v} << " bsums "
-                                            << bsum_case << ": scalar " << hex(want) << " avx2 " << hex(got);
+                                            << bsum_case << ": scalar " << hex(want) << " " << isa_name(isa()) << " " << hex(got);
           if (bsum_case != 0 || fill != 0xFF) continue;
           if (t == GgmlType::Q6_K) {  // digit 63 (value 31), scales 0xFF = -1
             EXPECT_EQ(want, static_cast<float>(n * 31 * -1 * v)) << int{v};

@@ -1,0 +1,65 @@
+// The kernels layer's table per level (ops_table.hpp).
+#include "kernels/ops_table.hpp"
+
+#include "kernels/ops.hpp"
+
+namespace synapse::kernels {
+namespace {
+
+void expf_n_scalar(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = expf_ggml(x[i]);
+}
+
+OpsTable make_scalar_ops() {
+  OpsTable t;
+  t.isa = quant::Isa::scalar;
+  t.attend_block = attend_block_scalar;
+  t.attend_group = attend_group_scalar;
+  t.softmax_f16_rows = softmax_f16_rows_scalar;
+  t.swiglu_rows = swiglu_rows_scalar;
+  t.expf_n = expf_n_scalar;
+  return t;
+}
+
+// x86-64 AVX2 (attention_avx2.cpp, ops_avx2.cpp); elsewhere the scalar
+// table under this name.
+OpsTable make_avx2_ops(quant::Isa isa) {
+  OpsTable t = make_scalar_ops();
+  t.isa = isa;
+#if defined(__x86_64__) || defined(_M_X64)
+  t.attend_block = attend_block_avx2;
+  t.attend_group = attend_group_avx2;
+  t.softmax_f16_rows = softmax_f16_rows_avx2;
+  t.swiglu_rows = swiglu_rows_avx2;
+  t.expf_n = expf_ggml_avx2_n;
+#endif
+  return t;
+}
+
+OpsTable renamed_scalar(quant::Isa isa) {
+  OpsTable t = make_scalar_ops();
+  t.isa = isa;
+  return t;
+}
+
+}  // namespace
+
+const OpsTable& ops_table(quant::Isa isa) noexcept {
+  static const OpsTable scalar = make_scalar_ops();
+  static const OpsTable avx2 = make_avx2_ops(quant::Isa::avx2);
+  static const OpsTable avx512 = make_avx2_ops(quant::Isa::avx512);  // AVX2's kernels (ops_table.hpp)
+  static const OpsTable neon = renamed_scalar(quant::Isa::neon);
+  switch (isa) {
+    case quant::Isa::avx2: return avx2;
+    case quant::Isa::avx512: return avx512;
+    case quant::Isa::neon: return neon;
+    default: return scalar;
+  }
+}
+
+const OpsTable& active_ops() noexcept {
+  static const OpsTable& table = ops_table(quant::active_isa());
+  return table;
+}
+
+}  // namespace synapse::kernels
