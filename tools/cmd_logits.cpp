@@ -71,7 +71,7 @@ int run(const LogitsArgs& a) {
     std::span<const float> last(logits.data() + (ids.size() - 1) * n_vocab, n_vocab);
     std::vector<token_id> greedy;
     for (int k = 0; k < a.greedy; ++k) {
-      const token_id next = runtime::sample_greedy(last);
+      const token_id next = synapse::sample_greedy(last);
       greedy.push_back(next);
       if (k + 1 == a.greedy) break;
       const token_id one[1] = {next};
