@@ -30,14 +30,6 @@
 
 namespace synapse {
 
-namespace model {
-struct Model;
-}
-namespace runtime {
-class KvCache;
-class ThreadPool;
-}  // namespace runtime
-
 class Model {
  public:
   // Maps `path` and binds its weights (zero-copy). Throws Error(io) if the
@@ -61,7 +53,9 @@ class Model {
 
  private:
   friend class Context;
-  std::shared_ptr<model::Model> impl_;
+  friend class Sequence;
+  struct Impl;  // the loaded weights and hyperparameters (src/runtime/api.cpp)
+  std::shared_ptr<const Impl> impl_;  // shared by copies, Contexts and Sequences
 };
 
 // One sequence: its KV cache (F16 K and V per layer) and position, sized for
@@ -88,9 +82,9 @@ class Sequence {
 
  private:
   friend class Context;
-  Sequence(std::shared_ptr<const model::Model> model, std::unique_ptr<runtime::KvCache> kv);
-  std::shared_ptr<const model::Model> model_;  // the model its cache was sized for
-  std::unique_ptr<runtime::KvCache> kv_;
+  struct Impl;  // its KV cache and the model the cache was sized for (src/runtime/api.cpp)
+  explicit Sequence(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 // Rows for one Context::decode: each row is a token id or an embedding row
@@ -123,6 +117,7 @@ class Context {
   // n_threads <= 0: the number of physical cores.
   explicit Context(const Model& model, int n_threads = 0);
   Context(Context&&) noexcept;
+  Context& operator=(Context&&) noexcept;
   ~Context();
 
   int n_threads() const;
@@ -150,9 +145,8 @@ class Context {
   std::span<const float> decode(Sequence& seq, std::span<const token_id> tokens);
 
  private:
-  std::shared_ptr<model::Model> model_;
-  std::unique_ptr<runtime::ThreadPool> pool_;
-  std::vector<float> logits_;
+  struct Impl;  // the model, the thread pool, the logits buffer (src/runtime/api.cpp)
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace synapse
