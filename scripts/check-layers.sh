@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Fails when an #include in src/ or include/synapse/ points up or sideways in
-# the layer table of docs/LAYERS.md: a layer may include its own headers and
-# those of the layers below it, nothing else. Run by scripts/test.sh.
+# Fails when an #include in src/, tests/<layer>/ or include/synapse/ points up
+# or sideways in the layer table of docs/LAYERS.md (a layer may include its
+# own headers and those of the layers below it, nothing else; a layer's tests
+# are held to their layer), or when an installed header (include/synapse/)
+# names a type of a layer's internal namespace (synapse::model::,
+# synapse::runtime::, ...): public types live in synapse:: and synapse::gguf::
+# only. Run by scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -58,6 +62,25 @@ for dir in src/*/; do
     continue
   fi
   while IFS= read -r f; do check_file "$f" "$layer"; done < <(find "$dir" -name '*.hpp' -o -name '*.cpp' -o -name '*.h')
+done
+# tests/<layer>/ is held to its layer; tests/tools and the shared helpers in
+# tests/ sit above every layer.
+for dir in tests/*/; do
+  layer=$(basename "$dir")
+  [[ -n ${allowed[$layer]:-} ]] || continue
+  while IFS= read -r f; do check_file "$f" "$layer"; done < <(find "$dir" -name '*.hpp' -o -name '*.cpp' -o -name '*.h')
+done
+# Internal namespaces: every layer's but gguf's (synapse::gguf is public:
+# gguf.hpp), plus the tools' and tests'.
+internal="base|quant|tokenizer|kernels|model|runtime|server|tools|test"
+for f in include/synapse/*.hpp include/synapse/*.hpp.in; do
+  [[ -e $f ]] || continue
+  # Code only: comments may name internal functions as provenance.
+  if hits=$(sed 's|//.*||' "$f" | grep -nE "(\b($internal)::|namespace[[:space:]]+(synapse::)?($internal)\b)"); then
+    echo "$f: an installed header names an internal namespace (public types belong in synapse::):"
+    echo "$hits"
+    bad=1
+  fi
 done
 for f in include/synapse/*.hpp include/synapse/*.hpp.in; do
   [[ -e $f ]] || continue

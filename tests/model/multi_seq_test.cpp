@@ -9,7 +9,6 @@
 
 #include "golden_util.hpp"
 #include "model/forward.hpp"
-#include "synapse/sampling.hpp"
 
 namespace synapse {
 namespace {
@@ -43,7 +42,7 @@ Stream run_alone(const model::Model& m, const std::vector<token_id>& prompt, run
   model::forward(m, kv, prompt, false, logits, pool);
   for (int k = 0; k < kSteps; ++k) {
     s.logits.insert(s.logits.end(), logits.begin(), logits.end());
-    const token_id next = synapse::sample_greedy(logits);
+    const token_id next = test::argmax(logits);
     s.ids.push_back(next);
     const token_id one[1] = {next};
     model::forward(m, kv, one, false, logits, pool);
@@ -87,7 +86,7 @@ std::vector<Stream> run_together(const model::Model& m, const std::vector<std::v
       const size_t b = owner[w];
       std::span<const float> row(logits.data() + w * V, V);
       out[b].logits.insert(out[b].logits.end(), row.begin(), row.end());
-      out[b].ids.push_back(synapse::sample_greedy(row));
+      out[b].ids.push_back(test::argmax(row));
       ++steps[b];
     }
   }
