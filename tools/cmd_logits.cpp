@@ -51,8 +51,8 @@ int run(const LogitsArgs& a) {
   const std::vector<token_id> ids = parse_ids(a.ids);
   auto m = model::load_model(a.model);
   const int64_t n_ctx = a.n_ctx > 0 ? a.n_ctx : static_cast<int64_t>(ids.size()) + a.greedy;
-  runtime::ThreadPool pool(a.threads > 0 ? a.threads : runtime::default_thread_count());
-  runtime::KvCache kv = model::make_kv_cache(*m, n_ctx);
+  base::ThreadPool pool(a.threads > 0 ? a.threads : base::default_thread_count());
+  model::KvCache kv = model::make_kv_cache(*m, n_ctx);
   std::vector<float> logits, chunk;
   // Every op is per row (contract 2), so the split changes no bit.
   const size_t step = static_cast<size_t>(std::min(a.n_batch, a.n_ubatch));

@@ -320,7 +320,7 @@ void open_base(const std::string& path, int64_t model_n_vocab, BaseFile& b) {
 // in forward passes.
 template <typename Score>
 double evaluate(const model::Model& m, const std::vector<token_id>& tokens, int n_ctx, int n_chunk, int n_batch_arg,
-                runtime::ThreadPool& pool, const char* what, bool progress_lines, Score&& score) {
+                base::ThreadPool& pool, const char* what, bool progress_lines, Score&& score) {
   const int64_t n_vocab = m.hp.n_vocab;
   const int n_seq = std::max(1, n_batch_arg / n_ctx);
   const int n_batch = std::min(n_batch_arg, n_seq * n_ctx);
@@ -332,9 +332,9 @@ double evaluate(const model::Model& m, const std::vector<token_id>& tokens, int 
 
   std::fprintf(stderr, "%s: %d chunks, n_ctx=%d, batch_size=%d, n_seq=%d, %d threads\n", what, n_chunk, n_ctx,
                n_batch, n_seq, pool.n_threads());
-  std::vector<runtime::KvCache> caches;
+  std::vector<model::KvCache> caches;
   for (int s = 0; s < std::min(n_seq, n_chunk); ++s) caches.push_back(model::make_kv_cache(m, n_ctx));
-  std::vector<runtime::KvCache*> seqs;
+  std::vector<model::KvCache*> seqs;
   std::vector<model::BatchRow> rows;
   std::vector<float> out, chunk_logits;
   double t_eval = 0;
@@ -389,7 +389,7 @@ bool progress_lines(const PplArgs& a) { return a.json || ::isatty(STDOUT_FILENO)
 
 // The scored rows of one chunk, in parallel (split by row).
 template <typename Fn>
-void for_rows(runtime::ThreadPool& pool, int n_rows, Fn&& fn) {
+void for_rows(base::ThreadPool& pool, int n_rows, Fn&& fn) {
   pool.parallel_for(n_rows, 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) fn(static_cast<int>(r));
   });
@@ -403,7 +403,7 @@ void print_timing(const char* what, int n_chunk, int n_ctx, double t_eval, doubl
 
 // ---- the two modes ----
 
-int run_perplexity(const PplArgs& a, const model::Model& m, runtime::ThreadPool& pool) {
+int run_perplexity(const PplArgs& a, const model::Model& m, base::ThreadPool& pool) {
   const auto t0 = std::chrono::steady_clock::now();
   const int n_ctx = a.n_ctx;
   const int64_t n_vocab = m.hp.n_vocab;
@@ -513,7 +513,7 @@ float quantile(const std::vector<float>& sorted, const Quantile& q) {
   return q.fraction < 0 ? median(sorted) : percentile(sorted, q.fraction);
 }
 
-int run_kl_divergence(const PplArgs& a, const model::Model& m, runtime::ThreadPool& pool) {
+int run_kl_divergence(const PplArgs& a, const model::Model& m, base::ThreadPool& pool) {
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t n_vocab = m.hp.n_vocab;
   BaseFile b;
@@ -648,7 +648,7 @@ int run(const PplArgs& a) {
   if (!a.kl_divergence && m->hp.n_ctx_train > 0 && a.n_ctx > m->hp.n_ctx_train)
     std::fprintf(stderr, "perplexity: warning: the model was trained on %lld context tokens, -c is %d\n",
                  static_cast<long long>(m->hp.n_ctx_train), a.n_ctx);
-  runtime::ThreadPool pool(a.threads > 0 ? a.threads : runtime::default_thread_count());
+  base::ThreadPool pool(a.threads > 0 ? a.threads : base::default_thread_count());
   return a.kl_divergence ? run_kl_divergence(a, *m, pool) : run_perplexity(a, *m, pool);
 }
 

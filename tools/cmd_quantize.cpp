@@ -34,7 +34,7 @@ int run(const QuantizeArgs& a) {
   opt.ftype = quant::parse_file_type(a.type);  // a bad name fails before any file is touched
   opt.pure = a.pure;
   opt.allow_requantize = a.allow_requantize;
-  opt.n_threads = a.threads > 0 ? a.threads : runtime::default_thread_count();
+  opt.n_threads = a.threads > 0 ? a.threads : base::default_thread_count();
   std::error_code ec;
   if (std::filesystem::equivalent(a.in, a.out, ec))
     throw Error(Errc::invalid_argument, "output " + a.out + " is the input file; choose another path");

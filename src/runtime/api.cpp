@@ -13,12 +13,12 @@ struct Model::Impl {
 };
 struct Sequence::Impl {
   std::shared_ptr<const Model::Impl> model;  // the model its cache was sized for
-  runtime::KvCache kv;
+  model::KvCache kv;
 };
 struct Context::Impl {
   Impl(std::shared_ptr<const Model::Impl> model, int n_threads) : model(std::move(model)), pool(n_threads) {}
   std::shared_ptr<const Model::Impl> model;
-  runtime::ThreadPool pool;  // not movable: the Context moves its Impl pointer
+  base::ThreadPool pool;  // not movable: the Context moves its Impl pointer
   std::vector<float> logits;
 };
 
@@ -71,7 +71,7 @@ size_t Batch::n_logits() const {
 }
 
 Context::Context(const Model& model, int n_threads)
-    : impl_(std::make_unique<Impl>(model.impl_, n_threads > 0 ? n_threads : runtime::default_thread_count())) {}
+    : impl_(std::make_unique<Impl>(model.impl_, n_threads > 0 ? n_threads : base::default_thread_count())) {}
 Context::Context(Context&&) noexcept = default;
 Context& Context::operator=(Context&&) noexcept = default;
 Context::~Context() = default;
@@ -100,7 +100,7 @@ void check_same_model(const model::Model& ctx_model, const model::Model& seq_mod
 
 std::span<const float> Context::decode(const Batch& batch) {
   const model::Model& m = *impl_->model->m;
-  std::vector<runtime::KvCache*> seqs;
+  std::vector<model::KvCache*> seqs;
   std::vector<model::BatchRow> rows;
   rows.reserve(batch.rows_.size());
   for (const Batch::Row& r : batch.rows_) {

@@ -140,8 +140,8 @@ TEST_P(Golden, LogitsAndGreedyMatch) {
   ASSERT_EQ(n_vocab, m->hp.n_vocab);
   ASSERT_EQ(gold.size(), ids.size() * static_cast<size_t>(n_vocab));
 
-  runtime::ThreadPool pool(1);
-  runtime::KvCache kv = model::make_kv_cache(*m, c.n_ctx);
+  base::ThreadPool pool(1);
+  model::KvCache kv = model::make_kv_cache(*m, c.n_ctx);
   std::vector<float> logits;
   model::forward(*m, kv, ids, true, logits, pool);
   ASSERT_EQ(logits.size(), gold.size());
