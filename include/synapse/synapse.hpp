@@ -30,6 +30,14 @@
 
 namespace synapse {
 
+// The most threads a Context (or any other call taking a thread count) may
+// use: ggml's GGML_MAX_N_THREADS. A larger count is Error(invalid_argument).
+inline constexpr int max_threads = 512;
+
+// The names of the architectures synapse runs (general.architecture values:
+// "llama", "qwen2", ...), in a fixed order. Thread-safe.
+std::vector<std::string> supported_architectures();
+
 class Model {
  public:
   // Maps `path` and binds its weights (zero-copy). Throws Error(io) if the

@@ -1,10 +1,16 @@
 // The public API (include/synapse/synapse.hpp) over the model and runtime layers.
 #include <algorithm>
 
+#include "base/thread_pool.hpp"
 #include "model/forward.hpp"
+#include "model/hparams.hpp"
 #include "synapse/synapse.hpp"
 
 namespace synapse {
+
+static_assert(max_threads == base::kMaxThreads, "synapse.hpp's max_threads is the thread pool's limit");
+
+std::vector<std::string> supported_architectures() { return model::architecture_names(); }
 
 // The public classes hold only these, so that no type of the layers below
 // appears in an installed header.
