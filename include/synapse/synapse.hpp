@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -33,6 +34,10 @@ namespace synapse {
 // The most threads a Context (or any other call taking a thread count) may
 // use: ggml's GGML_MAX_N_THREADS. A larger count is Error(invalid_argument).
 inline constexpr int max_threads = 512;
+
+// The thread count a Context uses for n_threads <= 0: the physical cores of
+// this machine (at least 1; llama.cpp's cpu_get_num_math). Thread-safe.
+int default_thread_count();
 
 // The names of the architectures synapse runs (general.architecture values:
 // "llama", "qwen2", ...), in a fixed order. Thread-safe.
@@ -151,6 +156,14 @@ class Context {
 
   // One sequence: runs `tokens` and returns the last row's logits [n_vocab].
   std::span<const float> decode(Sequence& seq, std::span<const token_id> tokens);
+
+  // Runs fn(begin, end) over [0, n) in ranges of at least `grain`, on this
+  // Context's threads (the caller's among them), and returns when all are
+  // done: for the caller's per-row work on decode's logits (scoring them, as
+  // llama-perplexity does) without a second set of threads. fn runs
+  // concurrently with itself and must not call this Context; an exception
+  // from fn is rethrown here. Same thread rules as decode.
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& fn);
 
  private:
   struct Impl;  // the model, the thread pool, the logits buffer (src/runtime/api.cpp)

@@ -12,6 +12,8 @@ static_assert(max_threads == base::kMaxThreads, "synapse.hpp's max_threads is th
 
 std::vector<std::string> supported_architectures() { return model::architecture_names(); }
 
+int default_thread_count() { return base::default_thread_count(); }
+
 // The public classes hold only these, so that no type of the layers below
 // appears in an installed header.
 struct Model::Impl {
@@ -132,6 +134,10 @@ std::span<const float> Context::decode(Sequence& seq, std::span<const token_id> 
   check_same_model(m, *seq.impl_->model->m);
   model::forward(m, seq.impl_->kv, tokens, false, impl_->logits, impl_->pool);
   return impl_->logits;
+}
+
+void Context::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  impl_->pool.parallel_for(n, grain, fn);
 }
 
 }  // namespace synapse
