@@ -58,11 +58,11 @@ inline double read_bandwidth_gbps(int threads, size_t bytes, int passes) {
     throw std::invalid_argument("bandwidth probe: threads >= 1, bytes >= 1 MiB, passes >= 1");
   const size_t words = bytes / sizeof(uint64_t);
   // In 2 MiB pages where the kernel grants them, as the engine's weight
-  // copies are (runtime::huge_page_alloc): the probe reads memory of the kind
+  // copies are (base::huge_page_alloc): the probe reads memory of the kind
   // the decode reads. Not initialised: each thread touches its own slice.
   const size_t n_bytes = words * sizeof(uint64_t);
-  const auto release = [n_bytes](uint64_t* p) { runtime::huge_page_free(p, n_bytes); };
-  std::unique_ptr<uint64_t[], decltype(release)> buf(static_cast<uint64_t*>(runtime::huge_page_alloc(n_bytes)),
+  const auto release = [n_bytes](uint64_t* p) { base::huge_page_free(p, n_bytes); };
+  std::unique_ptr<uint64_t[], decltype(release)> buf(static_cast<uint64_t*>(base::huge_page_alloc(n_bytes)),
                                                      release);
   const size_t per = (words + static_cast<size_t>(threads) - 1) / static_cast<size_t>(threads);
   const size_t ahead = static_cast<size_t>(quant::prefetch_ahead_bytes()) / sizeof(uint64_t);

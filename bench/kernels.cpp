@@ -111,7 +111,7 @@ synapse::kernels::WeightView weight_view(const Problem& p) {
 
 void matmul(benchmark::State& state, GgmlType t, int threads) {
   const Problem& p = problem(t);
-  synapse::runtime::ThreadPool pool(threads);
+  synapse::base::ThreadPool pool(threads);
   const synapse::kernels::WeightView wv = weight_view(p);
   std::vector<float> y(kRows);
   for (auto _ : state) {
@@ -127,7 +127,7 @@ void matmul(benchmark::State& state, GgmlType t, int threads) {
 // through kernels::matmul on one thread; items = multiply-adds.
 void gemm(benchmark::State& state, GgmlType t, int64_t m) {
   const Problem& p = problem(t);
-  synapse::runtime::ThreadPool pool(1);
+  synapse::base::ThreadPool pool(1);
   const synapse::kernels::WeightView wv = weight_view(p);
   std::vector<float> x;
   for (int64_t i = 0; i < m; ++i) x.insert(x.end(), p.x.begin(), p.x.end());

@@ -37,7 +37,7 @@ struct World {
   server::RequestContext rc;
   World() {
     rc.tok = &model.tokenizer();
-    rc.chat_template = runtime::chat_template_for_model(model.gguf());
+    rc.chat_template = synapse::chat_template_for_model(model.gguf());
     rc.n_ctx = sched.n_ctx();
     rc.n_predict = 4;
   }
@@ -80,7 +80,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check(!p.empty() && static_cast<int64_t>(p.size()) <= w.rc.n_ctx);
     for (const token_id t : p) check(t >= 0 && t < w.rc.tok->n_vocab());
   }
-  const runtime::SamplerParams& s = c.sampling;
+  const synapse::SamplerParams& s = c.sampling;
   check(std::isfinite(s.temp) && s.temp >= 0);
   check(s.top_p >= 0 && s.top_p <= 1 && s.min_p >= 0 && s.min_p <= 1);
   check(c.top_logprobs >= 0 && c.top_logprobs <= lim.max_top_logprobs);

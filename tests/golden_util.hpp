@@ -2,11 +2,13 @@
 // (format: tests/data/golden/README.md).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -47,6 +49,13 @@ inline double rel_rms(const float* a, const float* b, size_t n) {
     den += static_cast<double>(b[i]) * b[i];
   }
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// The greedy token of a row of logits: argmax, ties to the lowest id (as
+// synapse::sample_greedy, which tests/model cannot link: it is the runtime
+// layer's). The row must not be empty.
+inline int32_t argmax(std::span<const float> row) {
+  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
 }  // namespace synapse::test

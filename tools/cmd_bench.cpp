@@ -257,7 +257,7 @@ void check_args(const BenchArgs& a) {
   for (int b : a.batch) if (b < 1 || b > 512) bad("--batch values must be in 1..512");
   for (int d : a.depth) if (d < 0) bad("-d values must be >= 0");
   for (int t : a.threads)
-    if (t < 1 || t > runtime::kMaxThreads) bad("-t values must be in [1, 512] (ggml's GGML_MAX_N_THREADS)");
+    if (t < 1 || t > base::kMaxThreads) bad("-t values must be in [1, 512] (ggml's GGML_MAX_N_THREADS)");
   const bool any_p = std::any_of(a.n_prompt.begin(), a.n_prompt.end(), [](int p) { return p > 0; });
   const bool any_n = std::any_of(a.n_gen.begin(), a.n_gen.end(), [](int n) { return n > 0; });
   if (!any_p && !any_n) bad("nothing to run: every -p and -n value is 0");
@@ -271,7 +271,7 @@ void check_args(const BenchArgs& a) {
 
 int run(BenchArgs a) {
   check_args(a);
-  if (a.threads.empty()) a.threads.push_back(runtime::default_thread_count());
+  if (a.threads.empty()) a.threads.push_back(base::default_thread_count());
   const auto probe = [&](int threads) {
     std::fprintf(stderr, "synapse bench: measuring read bandwidth with %d thread(s)...\n", threads);
     return bench::read_bandwidth_gbps(threads, size_t{1} << 30, 3);
@@ -300,9 +300,9 @@ int run(BenchArgs a) {
     TokenStream toks{.n_vocab = hp.n_vocab};
     std::vector<float> logits;
     for (int threads : a.threads) {
-      runtime::ThreadPool pool(threads);
+      base::ThreadPool pool(threads);
       for (int depth : a.depth) {
-        runtime::KvCache kv = model::make_kv_cache(*m, static_cast<int64_t>(depth) + std::max(max_p, max_n) + 1);
+        model::KvCache kv = model::make_kv_cache(*m, static_cast<int64_t>(depth) + std::max(max_p, max_n) + 1);
         if (depth > 0) {
           // Fill the cache to `depth` once (untimed); each run rewinds to it.
           const auto t0 = std::chrono::steady_clock::now();
@@ -377,9 +377,9 @@ int run(BenchArgs a) {
             // B sequences, each holding the same `depth` tokens (forks of the
             // filled cache), decode one token each per forward_batch step;
             // t/s counts the tokens of all sequences (aggregate throughput).
-            std::vector<runtime::KvCache> caches;
+            std::vector<model::KvCache> caches;
             for (int s = 0; s < b; ++s) caches.push_back(kv.fork(depth));
-            std::vector<runtime::KvCache*> seqs;
+            std::vector<model::KvCache*> seqs;
             for (auto& c : caches) seqs.push_back(&c);
             std::vector<model::BatchRow> rows_b(static_cast<size_t>(b));
             for (int rep = 0; rep < a.reps; ++rep) {

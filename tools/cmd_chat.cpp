@@ -3,7 +3,7 @@
 // An interactive multi-turn conversation, like llama-cli's conversation mode:
 // "> " asks for a user line on stdout; the reply streams after it. The model's
 // KV cache keeps the whole conversation, so each turn only feeds what the new
-// message adds (runtime::format_chat_delta). Ctrl-C during a reply stops it
+// message adds (synapse::format_chat_delta). Ctrl-C during a reply stops it
 // and keeps the session (the partial reply stays in the history); Ctrl-C or
 // end of input at the prompt ends the session.
 #include <atomic>

@@ -1,14 +1,15 @@
 // synapse info MODEL: the file's metadata, each tensor's name, type, shape and
 // byte size, and the total size and bits per weight.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <span>
 #include <string>
 
 #include "commands.hpp"
-#include "model/hparams.hpp"
 #include "base/strings.hpp"
 #include "synapse/gguf.hpp"
+#include "synapse/synapse.hpp"
 
 namespace synapse::tools {
 namespace {
@@ -53,9 +54,11 @@ int run(const std::string& path) {
   std::printf("%s: GGUF v%u, %zu metadata keys, %zu tensors, alignment %llu\n", path.c_str(), f.version(),
               f.metadata().size(), f.tensors().size(), static_cast<unsigned long long>(f.alignment()));
   const std::optional<std::string> arch = f.get_string("general.architecture");
+  const std::vector<std::string> archs = supported_architectures();
+  const bool supported = arch && std::find(archs.begin(), archs.end(), *arch) != archs.end();
   std::printf("architecture: %s (%s; synapse runs %s)\n", arch ? arch->c_str() : "(none)",
-              arch && model::arch_from_name(*arch) ? "supported" : "not supported",
-              model::supported_architectures().c_str());
+              supported ? "supported" : "not supported",
+              join(archs, ", ", [](const std::string& n) { return n; }).c_str());
   std::printf("\nmetadata:\n");
   for (const auto& kv : f.metadata())
     std::printf("  %-48s %-8s %s\n", kv.key.c_str(), std::string(gguf::value_type_name(kv.value.type)).c_str(),

@@ -11,9 +11,9 @@
 #include "commands.hpp"
 #include "base/strings.hpp"
 #include "common_flags.hpp"
-#include "model/forward.hpp"
-#include "synapse/sampling.hpp"
 #include "synapse/error.hpp"
+#include "synapse/sampling.hpp"
+#include "synapse/synapse.hpp"
 
 namespace synapse::tools {
 namespace {
@@ -49,16 +49,18 @@ std::vector<token_id> parse_ids(const std::string& s) {
 
 int run(const LogitsArgs& a) {
   const std::vector<token_id> ids = parse_ids(a.ids);
-  auto m = model::load_model(a.model);
+  const Model model = Model::load(a.model);
   const int64_t n_ctx = a.n_ctx > 0 ? a.n_ctx : static_cast<int64_t>(ids.size()) + a.greedy;
-  runtime::ThreadPool pool(a.threads > 0 ? a.threads : runtime::default_thread_count());
-  runtime::KvCache kv = model::make_kv_cache(*m, n_ctx);
-  std::vector<float> logits, chunk;
+  Context ctx(model, a.threads);
+  Sequence seq = ctx.new_sequence(n_ctx);
+  std::vector<float> logits;
+  Batch batch;
   // Every op is per row (contract 2), so the split changes no bit.
   const size_t step = static_cast<size_t>(std::min(a.n_batch, a.n_ubatch));
   for (size_t i = 0; i < ids.size(); i += step) {
-    const size_t n = std::min(step, ids.size() - i);
-    model::forward(*m, kv, std::span<const token_id>(ids.data() + i, n), true, chunk, pool);
+    batch.clear();
+    for (size_t k = i; k < std::min(i + step, ids.size()); ++k) batch.add(seq, ids[k], true);
+    const std::span<const float> chunk = ctx.decode(batch);
     logits.insert(logits.end(), chunk.begin(), chunk.end());
   }
   if (!a.out.empty()) {
@@ -67,16 +69,15 @@ int run(const LogitsArgs& a) {
       throw Error(Errc::io, a.out + ": cannot write the logits");
   }
   if (a.greedy > 0) {
-    const int64_t n_vocab = m->hp.n_vocab;
+    const int64_t n_vocab = model.n_vocab();
     std::span<const float> last(logits.data() + (ids.size() - 1) * n_vocab, n_vocab);
     std::vector<token_id> greedy;
     for (int k = 0; k < a.greedy; ++k) {
-      const token_id next = runtime::sample_greedy(last);
+      const token_id next = synapse::sample_greedy(last);
       greedy.push_back(next);
       if (k + 1 == a.greedy) break;
       const token_id one[1] = {next};
-      model::forward(*m, kv, one, false, logits, pool);
-      last = std::span<const float>(logits.data(), n_vocab);
+      last = ctx.decode(seq, one);
     }
     std::printf("%s\n", join(greedy, ",").c_str());
   }

@@ -73,8 +73,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "model/forward.hpp"
 #include "synapse/error.hpp"
+#include "synapse/synapse.hpp"
 
 namespace synapse::tools {
 namespace {
@@ -319,24 +319,23 @@ void open_base(const std::string& path, int64_t model_n_vocab, BaseFile& b) {
 // false: the running `[i]` line shows it there). Returns the seconds spent
 // in forward passes.
 template <typename Score>
-double evaluate(const model::Model& m, const std::vector<token_id>& tokens, int n_ctx, int n_chunk, int n_batch_arg,
-                runtime::ThreadPool& pool, const char* what, bool progress_lines, Score&& score) {
-  const int64_t n_vocab = m.hp.n_vocab;
+double evaluate(const Model& m, const std::vector<token_id>& tokens, int n_ctx, int n_chunk, int n_batch_arg,
+                Context& ctx, const char* what, bool progress_lines, Score&& score) {
+  const int64_t n_vocab = m.n_vocab();
   const int n_seq = std::max(1, n_batch_arg / n_ctx);
   const int n_batch = std::min(n_batch_arg, n_seq * n_ctx);
   const int num_batches = (n_ctx + n_batch - 1) / n_batch;
   const int first = n_ctx / 2, n_scored = n_ctx - 1 - first;
-  const Tokenizer& tok = *m.tokenizer;
+  const Tokenizer& tok = m.tokenizer();
   const bool add_bos = tok.add_bos();
   if (add_bos && tok.bos() < 0) throw Error(Errc::format, "the model adds a BOS token but names none");
 
   std::fprintf(stderr, "%s: %d chunks, n_ctx=%d, batch_size=%d, n_seq=%d, %d threads\n", what, n_chunk, n_ctx,
-               n_batch, n_seq, pool.n_threads());
-  std::vector<runtime::KvCache> caches;
-  for (int s = 0; s < std::min(n_seq, n_chunk); ++s) caches.push_back(model::make_kv_cache(m, n_ctx));
-  std::vector<runtime::KvCache*> seqs;
-  std::vector<model::BatchRow> rows;
-  std::vector<float> out, chunk_logits;
+               n_batch, n_seq, ctx.n_threads());
+  std::vector<Sequence> caches;
+  for (int s = 0; s < std::min(n_seq, n_chunk); ++s) caches.push_back(ctx.new_sequence(n_ctx));
+  Batch rows;
+  std::vector<float> chunk_logits;
   double t_eval = 0;
   const auto t_start = std::chrono::steady_clock::now();
   auto t_report = t_start;
@@ -344,8 +343,7 @@ double evaluate(const model::Model& m, const std::vector<token_id>& tokens, int 
   for (int i = 0; i < n_chunk; i += n_seq) {
     const int n_seq_batch = std::min(n_seq, n_chunk - i);
     const size_t start = static_cast<size_t>(i) * n_ctx;
-    seqs.clear();
-    for (int s = 0; s < n_seq_batch; ++s) caches[s].clear(), seqs.push_back(&caches[s]);
+    for (int s = 0; s < n_seq_batch; ++s) caches[s].clear();
     chunk_logits.clear();
     const auto t_pass = std::chrono::steady_clock::now();
     for (int j = 0; j < num_batches; ++j) {
@@ -356,11 +354,11 @@ double evaluate(const model::Model& m, const std::vector<token_id>& tokens, int 
         for (int k = 0; k < batch_size; ++k) {
           const int pos = j * n_batch + k;
           const token_id t = add_bos && pos == 0 ? tok.bos() : tokens[seq_start + k];
-          rows.push_back({t, nullptr, s, pos >= first && pos < n_ctx - 1});
+          rows.add(caches[s], t, pos >= first && pos < n_ctx - 1);
         }
       }
-      model::forward_batch(m, seqs, rows, out, pool);  // logits of the wanted rows only, in row order
-      if (num_batches == 1) chunk_logits.swap(out);
+      const std::span<const float> out = ctx.decode(rows);  // logits of the wanted rows only, in row order
+      if (num_batches == 1) chunk_logits.assign(out.begin(), out.end());
       else chunk_logits.insert(chunk_logits.end(), out.begin(), out.end());
     }
     const double t = seconds_since(t_pass);
@@ -389,8 +387,8 @@ bool progress_lines(const PplArgs& a) { return a.json || ::isatty(STDOUT_FILENO)
 
 // The scored rows of one chunk, in parallel (split by row).
 template <typename Fn>
-void for_rows(runtime::ThreadPool& pool, int n_rows, Fn&& fn) {
-  pool.parallel_for(n_rows, 1, [&](int64_t b, int64_t e) {
+void for_rows(Context& ctx, int n_rows, Fn&& fn) {
+  ctx.parallel_for(n_rows, 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) fn(static_cast<int>(r));
   });
 }
@@ -403,13 +401,13 @@ void print_timing(const char* what, int n_chunk, int n_ctx, double t_eval, doubl
 
 // ---- the two modes ----
 
-int run_perplexity(const PplArgs& a, const model::Model& m, runtime::ThreadPool& pool) {
+int run_perplexity(const PplArgs& a, const Model& m, Context& ctx) {
   const auto t0 = std::chrono::steady_clock::now();
   const int n_ctx = a.n_ctx;
-  const int64_t n_vocab = m.hp.n_vocab;
+  const int64_t n_vocab = m.n_vocab();
   const std::string text = read_text(a.text_file);
   const auto t_tok = std::chrono::steady_clock::now();
-  const std::vector<token_id> tokens = m.tokenizer->tokenize(text, /*add_special=*/true, /*parse_special=*/false);
+  const std::vector<token_id> tokens = m.tokenizer().tokenize(text, /*add_special=*/true, /*parse_special=*/false);
   if (static_cast<int64_t>(tokens.size()) < 2 * int64_t{n_ctx})
     throw Error(Errc::invalid_argument,
                 a.text_file + " tokenizes to " + std::to_string(tokens.size()) + " tokens; -c " + std::to_string(n_ctx) +
@@ -443,9 +441,9 @@ int run_perplexity(const PplArgs& a, const model::Model& m, runtime::ThreadPool&
   int64_t count = 0;
   std::vector<double> row(static_cast<size_t>(n_scored));
   nlohmann::json chunks = nlohmann::json::array();
-  const double t_eval = evaluate(m, tokens, n_ctx, n_chunk, a.n_batch, pool, "perplexity", progress_lines(a),
+  const double t_eval = evaluate(m, tokens, n_ctx, n_chunk, a.n_batch, ctx, "perplexity", progress_lines(a),
                                  [&](int chunk, std::span<const float> logits, const token_id* targets) {
-    for_rows(pool, n_scored, [&](int r) {
+    for_rows(ctx, n_scored, [&](int r) {
       const float* l = logits.data() + static_cast<size_t>(r) * n_vocab;
       row[r] = base ? encode_row(l, n_vocab, targets[r], &records[static_cast<size_t>(r) * nv])
                     : row_nll(l, n_vocab, targets[r]);
@@ -513,9 +511,9 @@ float quantile(const std::vector<float>& sorted, const Quantile& q) {
   return q.fraction < 0 ? median(sorted) : percentile(sorted, q.fraction);
 }
 
-int run_kl_divergence(const PplArgs& a, const model::Model& m, runtime::ThreadPool& pool) {
+int run_kl_divergence(const PplArgs& a, const Model& m, Context& ctx) {
   const auto t0 = std::chrono::steady_clock::now();
-  const int64_t n_vocab = m.hp.n_vocab;
+  const int64_t n_vocab = m.n_vocab();
   BaseFile b;
   open_base(a.base_file, n_vocab, b);
   const int n_ctx = b.n_ctx;
@@ -523,7 +521,7 @@ int run_kl_divergence(const PplArgs& a, const model::Model& m, runtime::ThreadPo
     throw Error(Errc::invalid_argument, a.base_file + " was computed with n_ctx " + std::to_string(n_ctx) + ", -c is " +
                                             std::to_string(a.n_ctx) + " (give -c " + std::to_string(n_ctx) + " or omit it)");
   if (!a.text_file.empty()) {
-    const std::vector<token_id> text = m.tokenizer->tokenize(read_text(a.text_file), true, false);
+    const std::vector<token_id> text = m.tokenizer().tokenize(read_text(a.text_file), true, false);
     const size_t n = std::min(text.size(), b.tokens.size());
     const size_t diff = std::mismatch(text.begin(), text.begin() + n, b.tokens.begin()).first - text.begin();
     if (diff < b.tokens.size())
@@ -539,11 +537,11 @@ int run_kl_divergence(const PplArgs& a, const model::Model& m, runtime::ThreadPo
   std::vector<float> kld_values, p_diff_values;
   KldSums sums;
   nlohmann::json chunks = nlohmann::json::array();
-  const double t_eval = evaluate(m, b.tokens, n_ctx, n_chunk, a.n_batch, pool, "kl_divergence", progress_lines(a),
+  const double t_eval = evaluate(m, b.tokens, n_ctx, n_chunk, a.n_batch, ctx, "kl_divergence", progress_lines(a),
                                  [&](int chunk, std::span<const float> logits, const token_id* targets) {
     b.in.read(reinterpret_cast<char*>(records.data()), static_cast<std::streamsize>(records.size() * sizeof(uint16_t)));
     if (!b.in) throw Error(Errc::io, a.base_file + ": read error in chunk " + std::to_string(chunk + 1));
-    for_rows(pool, n_scored, [&](int r) {
+    for_rows(ctx, n_scored, [&](int r) {
       row[r] = compare_row(logits.data() + static_cast<size_t>(r) * n_vocab, n_vocab,
                            &records[static_cast<size_t>(r) * nv], targets[r]);
     });
@@ -642,14 +640,14 @@ int run(const PplArgs& a) {
     std::ifstream f(a.text_file, std::ios::binary);
     if (!f) throw Error(Errc::io, a.text_file + ": cannot open the text (" + std::strerror(errno) + ")");
   }
-  const auto m = model::load_model(a.model);
-  if (m->tokenizer->add_eos())
+  const Model m = Model::load(a.model);
+  if (m.tokenizer().add_eos())
     throw Error(Errc::unsupported, a.model + ": the tokenizer appends EOS (add_eos_token), which llama-perplexity rejects too");
-  if (!a.kl_divergence && m->hp.n_ctx_train > 0 && a.n_ctx > m->hp.n_ctx_train)
+  if (!a.kl_divergence && m.n_ctx_train() > 0 && a.n_ctx > m.n_ctx_train())
     std::fprintf(stderr, "perplexity: warning: the model was trained on %lld context tokens, -c is %d\n",
-                 static_cast<long long>(m->hp.n_ctx_train), a.n_ctx);
-  runtime::ThreadPool pool(a.threads > 0 ? a.threads : runtime::default_thread_count());
-  return a.kl_divergence ? run_kl_divergence(a, *m, pool) : run_perplexity(a, *m, pool);
+                 static_cast<long long>(m.n_ctx_train()), a.n_ctx);
+  Context ctx(m, a.threads);
+  return a.kl_divergence ? run_kl_divergence(a, m, ctx) : run_perplexity(a, m, ctx);
 }
 
 }  // namespace

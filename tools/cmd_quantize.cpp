@@ -1,6 +1,6 @@
 // synapse quantize IN.gguf OUT.gguf TYPE [--pure] [--allow-requantize] [-t T]
 // Writes IN's weights requantized to TYPE with llama-quantize's per-tensor
-// choice of types and metadata (src/quant/quantize_model.hpp). Prints one line
+// choice of types and metadata (synapse/quantize.hpp, src/quant/quantize_model.hpp). Prints one line
 // per tensor and the sizes before and after on stdout; errors are one line on
 // stderr (main.cpp).
 #include <cstdio>
@@ -12,9 +12,9 @@
 #include "commands.hpp"
 #include "base/strings.hpp"
 #include "common_flags.hpp"
-#include "quant/quantize_model.hpp"
-#include "base/thread_pool.hpp"
 #include "synapse/error.hpp"
+#include "synapse/quantize.hpp"
+#include "synapse/synapse.hpp"
 
 namespace synapse::tools {
 namespace {
@@ -25,24 +25,24 @@ struct QuantizeArgs {
   int threads = 0;
 };
 
-std::string shape_of(const quant::TensorPlan& p) {
+std::string shape_of(const TensorPlan& p) {
   return join_in("[", std::span(p.ne.data(), p.n_dims), ", ", "]");
 }
 
 int run(const QuantizeArgs& a) {
-  quant::QuantizeOptions opt;
-  opt.ftype = quant::parse_file_type(a.type);  // a bad name fails before any file is touched
+  QuantizeParams opt;
+  opt.ftype = parse_file_type(a.type);  // a bad name fails before any file is touched
   opt.pure = a.pure;
   opt.allow_requantize = a.allow_requantize;
-  opt.n_threads = a.threads > 0 ? a.threads : runtime::default_thread_count();
+  opt.nthread = a.threads > 0 ? a.threads : default_thread_count();
   std::error_code ec;
   if (std::filesystem::equivalent(a.in, a.out, ec))
     throw Error(Errc::invalid_argument, "output " + a.out + " is the input file; choose another path");
 
   std::printf("synapse: quantizing %s to %s as %s%s, threads: %d\n", a.in.c_str(), a.out.c_str(),
-              std::string(quant::file_type_name(opt.ftype)).c_str(), opt.pure ? " (pure)" : "", opt.n_threads);
+              std::string(file_type_name(opt.ftype)).c_str(), opt.pure ? " (pure)" : "", opt.nthread);
   uint64_t bytes_in = 0, bytes_out = 0;
-  const auto plan = quant::quantize_file(a.in, a.out, opt, [&](const quant::TensorPlan& p) {
+  const auto plan = quantize_model(a.in, a.out, opt, [&](const TensorPlan& p) {
     bytes_in += p.bytes_in;
     bytes_out += p.bytes_out;
     std::printf("%-40s %-22s %-7s -> %-7s %10.3f MiB -> %10.3f MiB%s\n", p.name.c_str(), shape_of(p).c_str(),
@@ -60,7 +60,7 @@ Runner add_quantize(CLI::App& app) {
   auto a = std::make_shared<QuantizeArgs>();
   app.add_option("input", a->in, "input GGUF file")->required();
   app.add_option("output", a->out, "output GGUF file")->required();
-  app.add_option("type", a->type, "file type: " + quant::file_type_names() + " (case-insensitive)")->required();
+  app.add_option("type", a->type, "file type: " + file_type_names() + " (case-insensitive)")->required();
   app.add_flag("--pure", a->pure, "one type for every weight (no Q4_K_M-style mix; row-length fallbacks kept)");
   app.add_flag("--allow-requantize", a->allow_requantize, "accept already quantized input tensors");
   add_threads_flag(app, a->threads);

@@ -43,8 +43,8 @@ int run(const SynthArgs& a) {
   if (a.layers < 0 || a.vocab < 0) throw Error(Errc::invalid_argument, "synth: --layers and --vocab must be positive");
   if (a.layers > 0) p.n_layer = a.layers;
   if (a.vocab > 0) p.n_vocab = a.vocab;
-  const int threads = a.threads > 0 ? a.threads : runtime::default_thread_count();
-  runtime::ThreadPool pool(threads);
+  const int threads = a.threads > 0 ? a.threads : base::default_thread_count();
+  base::ThreadPool pool(threads);
   const model::SynthResult r = model::synth_write(p, a.type, a.seed, a.out, pool);
   std::fprintf(stderr,
                "synapse synth: %s %s -> %s: %llu params, %.1f MB tensor data (%.2f MiB), %.1f MB file, "

@@ -6,7 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "base/thread_pool.hpp"
+#include "synapse/synapse.hpp"
 
 namespace synapse::tools {
 
@@ -31,10 +31,10 @@ inline CLI::Validator int_range(long long lo, long long hi, const std::string& w
 }
 
 // -t/--threads: 0 (the default) means one per physical core; at most
-// runtime::kMaxThreads (ggml's GGML_MAX_N_THREADS).
+// synapse::max_threads (ggml's GGML_MAX_N_THREADS).
 inline void add_threads_flag(CLI::App& app, int& threads) {
   app.add_option("-t,--threads", threads, "threads (default: physical cores; at most 512)")
-      ->check(int_range(0, runtime::kMaxThreads, " (ggml's GGML_MAX_N_THREADS)"));
+      ->check(int_range(0, max_threads, " (ggml's GGML_MAX_N_THREADS)"));
 }
 
 // -b/--batch-size and -ub/--ubatch-size (main.cpp rewrites -ub): the prompt

@@ -17,8 +17,8 @@ namespace synapse::tools {
 // --repeat-last-n --presence-penalty --frequency-penalty -l/--logit-bias
 // -s/--seed on `app`, writing into `sp` (which must outlive parsing). Each
 // --logit-bias TOKEN(+|-)BIAS is parsed when given; a malformed one fails the
-// parse with runtime::parse_logit_bias's message.
-inline void add_sampler_flags(CLI::App& app, runtime::SamplerParams& sp) {
+// parse with synapse::parse_logit_bias's message.
+inline void add_sampler_flags(CLI::App& app, synapse::SamplerParams& sp) {
   app.add_option("--temp", sp.temp, "temperature; <= 0 = greedy (default 0.8)");
   app.add_option("--top-k", sp.top_k, "top-k sampling (default 40, 0 = off)");
   app.add_option("--top-p", sp.top_p, "top-p sampling (default 0.95, 1.0 = off)");
@@ -34,7 +34,7 @@ inline void add_sampler_flags(CLI::App& app, runtime::SamplerParams& sp) {
          [&sp](const std::vector<std::string>& values) {
            for (const std::string& v : values) {
              try {
-               sp.logit_bias.push_back(runtime::parse_logit_bias(v));
+               sp.logit_bias.push_back(synapse::parse_logit_bias(v));
              } catch (const Error& e) {
                throw CLI::ValidationError(e.what());  // reported like any flag error
              }
@@ -50,7 +50,7 @@ inline void add_sampler_flags(CLI::App& app, runtime::SamplerParams& sp) {
       [&sp](long long v) {
         if (v < -1 || v > static_cast<long long>(UINT32_MAX))
           throw CLI::ValidationError("--seed", std::to_string(v) + ": must be -1 (random) or in [0, 4294967295]");
-        sp.seed = v == -1 ? runtime::kDefaultSeed : static_cast<uint32_t>(v);
+        sp.seed = v == -1 ? synapse::kDefaultSeed : static_cast<uint32_t>(v);
       },
       "RNG seed (default -1: random)");
 }

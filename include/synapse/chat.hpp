@@ -24,7 +24,7 @@
 #include "synapse/gguf.hpp"
 #include "synapse/tokenizer.hpp"
 
-namespace synapse::runtime {
+namespace synapse {
 
 // The formats implemented here (llm_chat_template names in comments).
 enum class ChatTemplate {
@@ -116,21 +116,5 @@ std::vector<token_id> tokenize_segments(const Tokenizer& tok, std::span<const Ch
 std::vector<token_id> tokenize_chat(const Tokenizer& tok, ChatTemplate tmpl, std::span<const ChatMessage> msgs,
                                     bool add_generation_prompt, bool add_special);
 
-}  // namespace synapse::runtime
-
-// The names above in the top-level namespace, for API users.
-namespace synapse {
-using runtime::ChatTemplate;
-using runtime::ChatMessage;
-using runtime::ChatSegment;
-using runtime::chat_template_for_model;
-using runtime::chat_template_from_name;
-using runtime::detect_chat_template;
-using runtime::format_chat;
-using runtime::format_chat_segments;
-using runtime::format_chat_delta;
-using runtime::tokenize_chat;
-using runtime::tokenize_segments;
-using runtime::chat_template_names;
-using runtime::chat_template_name;
 }  // namespace synapse
+

@@ -23,6 +23,11 @@
 //
 // Field and value names follow OpenAI's API (finish_reason "stop" / "length",
 // logprobs, top_logprobs) and llama-server's (n_probs, timings.prompt_n, ...).
+//
+// Thread-safety: a Generation is per-reply state, one thread at a time;
+// generate() is as Context::decode (one call at a time per Context and per
+// Sequence); the parameter and result structs are plain values;
+// end_of_turn_token and finish_reason_name are thread-safe.
 #pragma once
 
 #include <atomic>

@@ -28,7 +28,7 @@
 
 #include "synapse/tokenizer.hpp"
 
-namespace synapse::runtime {
+namespace synapse {
 
 // LLAMA_DEFAULT_SEED: draw a seed from std::random_device.
 inline constexpr uint32_t kDefaultSeed = 0xFFFFFFFFu;
@@ -158,13 +158,5 @@ class Sampler {
   Candidates cur_;
 };
 
-}  // namespace synapse::runtime
-
-// The names above in the top-level namespace, for API users.
-namespace synapse {
-using runtime::SamplerParams;
-using runtime::Sampler;
-using runtime::LogitBias;
-using runtime::sample_greedy;
-using runtime::parse_logit_bias;
 }  // namespace synapse
+

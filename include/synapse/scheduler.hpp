@@ -28,6 +28,12 @@
 // slot is kept (at most prompt length - 1: the last prompt token is always
 // recomputed for its logits) and only the rest is prefilled.
 // GenerationResult::n_cached reports how many positions were kept.
+//
+// Thread-safety: try_submit, cancel, metrics, wait_idle, model, params and
+// n_ctx may be called from any threads at once (all but wait_idle from the
+// callbacks too); the destructor must not run on the worker thread (from a
+// callback) nor concurrently with another member call. Callbacks run on the
+// worker thread.
 #pragma once
 
 #include <cstddef>

@@ -24,7 +24,7 @@
 
 #include "synapse/tokenizer.hpp"
 
-namespace synapse::runtime {
+namespace synapse {
 
 class StopFilter {
  public:
@@ -72,7 +72,7 @@ struct StopParams {
 // The whole stopping rule for one reply: feed each sampled token, print what
 // comes back, stop when done() is true.
 //
-//   runtime::Stopper stop(tok, {.n_predict = 128, .stops = {"User:"}});
+//   synapse::Stopper stop(tok, {.n_predict = 128, .stops = {"User:"}});
 //   while (!stop.done()) {
 //     token_id t = sampler.sample(logits);
 //     print(stop.on_token(t));
@@ -109,13 +109,5 @@ class Stopper {
   bool finished_ = false;
 };
 
-}  // namespace synapse::runtime
-
-// The names above in the top-level namespace, for API users.
-namespace synapse {
-using runtime::StopParams;
-using runtime::Stopper;
-using runtime::StopReason;
-using runtime::StopFilter;
-using runtime::stop_reason_name;
 }  // namespace synapse
+

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -30,13 +31,17 @@
 
 namespace synapse {
 
-namespace model {
-struct Model;
-}
-namespace runtime {
-class KvCache;
-class ThreadPool;
-}  // namespace runtime
+// The most threads a Context (or any other call taking a thread count) may
+// use: ggml's GGML_MAX_N_THREADS. A larger count is Error(invalid_argument).
+inline constexpr int max_threads = 512;
+
+// The thread count a Context uses for n_threads <= 0: the physical cores of
+// this machine (at least 1; llama.cpp's cpu_get_num_math). Thread-safe.
+int default_thread_count();
+
+// The names of the architectures synapse runs (general.architecture values:
+// "llama", "qwen2", ...), in a fixed order. Thread-safe.
+std::vector<std::string> supported_architectures();
 
 class Model {
  public:
@@ -61,7 +66,9 @@ class Model {
 
  private:
   friend class Context;
-  std::shared_ptr<model::Model> impl_;
+  friend class Sequence;
+  struct Impl;  // the loaded weights and hyperparameters (src/runtime/api.cpp)
+  std::shared_ptr<const Impl> impl_;  // shared by copies, Contexts and Sequences
 };
 
 // One sequence: its KV cache (F16 K and V per layer) and position, sized for
@@ -88,9 +95,9 @@ class Sequence {
 
  private:
   friend class Context;
-  Sequence(std::shared_ptr<const model::Model> model, std::unique_ptr<runtime::KvCache> kv);
-  std::shared_ptr<const model::Model> model_;  // the model its cache was sized for
-  std::unique_ptr<runtime::KvCache> kv_;
+  struct Impl;  // its KV cache and the model the cache was sized for (src/runtime/api.cpp)
+  explicit Sequence(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 // Rows for one Context::decode: each row is a token id or an embedding row
@@ -123,6 +130,7 @@ class Context {
   // n_threads <= 0: the number of physical cores.
   explicit Context(const Model& model, int n_threads = 0);
   Context(Context&&) noexcept;
+  Context& operator=(Context&&) noexcept;
   ~Context();
 
   int n_threads() const;
@@ -149,10 +157,17 @@ class Context {
   // One sequence: runs `tokens` and returns the last row's logits [n_vocab].
   std::span<const float> decode(Sequence& seq, std::span<const token_id> tokens);
 
+  // Runs fn(begin, end) over [0, n) in ranges of at least `grain`, on this
+  // Context's threads (the caller's among them), and returns when all are
+  // done: for the caller's per-row work on decode's logits (scoring them, as
+  // llama-perplexity does) without a second set of threads. fn runs
+  // concurrently with itself and must not call this Context; an exception
+  // from fn is rethrown here. Same thread rules as decode.
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& fn);
+
  private:
-  std::shared_ptr<model::Model> model_;
-  std::unique_ptr<runtime::ThreadPool> pool_;
-  std::vector<float> logits_;
+  struct Impl;  // the model, the thread pool, the logits buffer (src/runtime/api.cpp)
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace synapse

@@ -6,7 +6,7 @@
 #include <sys/mman.h>
 #endif
 
-namespace synapse::runtime {
+namespace synapse::base {
 
 namespace {
 constexpr size_t kHugePage = size_t{2} << 20;
@@ -28,4 +28,4 @@ void huge_page_free(void* p, size_t bytes) noexcept {
   else std::free(p);
 }
 
-}  // namespace synapse::runtime
+}  // namespace synapse::base

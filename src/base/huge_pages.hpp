@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <new>
 
-namespace synapse::runtime {
+namespace synapse::base {
 
 // An allocator for large arrays read row by row (the KV cache's rows, the
 // repacked weights): an allocation of 2 MiB or more starts on a
@@ -45,4 +45,4 @@ void HugePageAllocator<T>::deallocate(T* p, size_t n) noexcept {
   huge_page_free(p, n * sizeof(T));
 }
 
-}  // namespace synapse::runtime
+}  // namespace synapse::base

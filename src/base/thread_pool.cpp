@@ -8,7 +8,7 @@
 
 #include "synapse/error.hpp"
 
-namespace synapse::runtime {
+namespace synapse::base {
 
 namespace {
 
@@ -166,4 +166,4 @@ int default_thread_count() {
   return std::max<int>(1, static_cast<int>(cores.size()));
 }
 
-}  // namespace synapse::runtime
+}  // namespace synapse::base

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-namespace synapse::runtime {
+namespace synapse::base {
 
 // The most threads a pool takes: ggml's GGML_MAX_N_THREADS. More than this
 // is a typo or a misunderstanding, not a machine (and each thread costs a
@@ -67,4 +67,4 @@ class ThreadPool {
 
 int default_thread_count();
 
-}  // namespace synapse::runtime
+}  // namespace synapse::base

@@ -36,7 +36,7 @@ WeightView WeightView::rows(int64_t first, int64_t count, const std::string& vie
   return v;
 }
 
-const uint8_t* Activations::as(GgmlType vt, size_t& stride, runtime::ThreadPool& pool) {
+const uint8_t* Activations::as(GgmlType vt, size_t& stride, base::ThreadPool& pool) {
   stride = row_size(vt, n_cols_);
   auto it = cache_.find(vt);
   if (it != cache_.end()) return it->second.data();
@@ -51,7 +51,7 @@ const uint8_t* Activations::as(GgmlType vt, size_t& stride, runtime::ThreadPool&
 }
 
 const uint8_t* Activations::packed_for(GgmlType wt, bool interleaved, quant::Isa isa, size_t& stride,
-                                       runtime::ThreadPool& pool) {
+                                       base::ThreadPool& pool) {
   const GgmlType vt = quant::vec_dot_type(wt);
   const uint8_t* a = as(vt, stride, pool);
   const quant::GemmPackFn pack = interleaved ? quant::x8_pack_kernel(wt, isa) : quant::gemm_pack_kernel(wt, isa);
@@ -91,7 +91,7 @@ struct Product {
   size_t tail_stride = 0;
 };
 
-Product prepare(const MatmulOut& o, Activations& x, quant::Isa isa, runtime::ThreadPool& pool) {
+Product prepare(const MatmulOut& o, Activations& x, quant::Isa isa, base::ThreadPool& pool) {
   const WeightView& w = *o.w;
   if (x.n_cols() != w.n_in)
     throw Error(Errc::invalid_argument, w.name + ": input of " + std::to_string(x.n_cols()) +
@@ -238,7 +238,7 @@ void run_rows(const Product& p, int64_t n_rows, int64_t r0, int64_t r1) {
 
 }  // namespace
 
-void matmul_many(std::span<const MatmulOut> outs, Activations& x, runtime::ThreadPool& pool) {
+void matmul_many(std::span<const MatmulOut> outs, Activations& x, base::ThreadPool& pool) {
   // The kernels (AVX2 or scalar, quant/simd.hpp) are looked up once, not per row.
   const quant::Isa isa = quant::active_isa();
   std::vector<Product> ps;
@@ -264,7 +264,7 @@ void matmul_many(std::span<const MatmulOut> outs, Activations& x, runtime::Threa
   });
 }
 
-void matmul(const WeightView& w, Activations& x, float* y, runtime::ThreadPool& pool) {
+void matmul(const WeightView& w, Activations& x, float* y, base::ThreadPool& pool) {
   const MatmulOut one{&w, y};
   matmul_many({&one, 1}, x, pool);
 }

@@ -58,7 +58,7 @@ struct WeightView {
 
 // The memory of interleaved weight copies (2 MiB pages where large; kept
 // by the model as long as its views).
-using WeightStore = std::vector<std::vector<uint8_t, runtime::HugePageAllocator<uint8_t>>>;
+using WeightStore = std::vector<std::vector<uint8_t, base::HugePageAllocator<uint8_t>>>;
 
 // When the kernels of `isa` read interleaved matrices of w's type
 // (quant::interleave_pays: Q4_0, Q5_0, Q8_0, Q4_K and Q6_K under AVX2), w has at
@@ -80,13 +80,13 @@ class Activations {
   int64_t n_cols() const { return n_cols_; }
   // Row stride in bytes and base pointer of the rows converted to `vt`
   // (converted on first use, rows split over the pool's threads).
-  const uint8_t* as(GgmlType vt, size_t& stride, runtime::ThreadPool& pool);
+  const uint8_t* as(GgmlType vt, size_t& stride, base::ThreadPool& pool);
   // The rows as the multi-row kernels of weight type wt read them: as(vec_dot_type(wt))
   // passed through quant::gemm_pack_kernel(wt, isa), or for an interleaved
   // matrix quant::x8_pack_kernel(wt, isa), when that is not null (packed
   // once per weight type and layout). stride: bytes per row of the result.
   const uint8_t* packed_for(GgmlType wt, bool interleaved, quant::Isa isa, size_t& stride,
-                            runtime::ThreadPool& pool);
+                            base::ThreadPool& pool);
 
  private:
   const float* x_;
@@ -105,13 +105,13 @@ struct MatmulOut {
 // x.n_cols() != w.n_in. Rows of W are split across the pool's threads; each
 // output element is one vec_dot, so the result does not depend on the thread
 // count or on the number of activation rows.
-void matmul(const WeightView& w, Activations& x, float* y, runtime::ThreadPool& pool);
+void matmul(const WeightView& w, Activations& x, float* y, base::ThreadPool& pool);
 
 // Several products of the same input (Q, K and V; gate and up), each as
 // matmul computes it, bit for bit, in ONE parallel job over their rows laid
 // end to end: one hand-out and one wait instead of one per product. Throws
 // as matmul does (checked before anything is computed).
-void matmul_many(std::span<const MatmulOut> outs, Activations& x, runtime::ThreadPool& pool);
+void matmul_many(std::span<const MatmulOut> outs, Activations& x, base::ThreadPool& pool);
 
 
 // Dequantizes row r of w into out[w.n_in] (ggml_get_rows), interleaved or

@@ -30,7 +30,7 @@ void add_bias(std::vector<float>& y, int64_t n_rows, const std::vector<float>& b
 // weights renormalized): router logits -> softmax -> top n_expert_used
 // (largest first, ties to the lower id) -> weights / their sum -> weighted sum
 // of the selected experts' SwiGLU outputs, in selection order.
-void moe_row(const HParams& hp, const Layer& L, const float* h, float* out, runtime::ThreadPool& pool) {
+void moe_row(const HParams& hp, const Layer& L, const float* h, float* out, base::ThreadPool& pool) {
   std::vector<float> probs(static_cast<size_t>(hp.n_expert));
   kernels::Activations act(h, 1, hp.n_embd);
   kernels::matmul(L.ffn_gate_inp, act, probs.data(), pool);
@@ -57,21 +57,21 @@ void moe_row(const HParams& hp, const Layer& L, const float* h, float* out, runt
 
 }  // namespace
 
-runtime::KvCache make_kv_cache(const Model& m, int64_t n_ctx) {
+model::KvCache make_kv_cache(const Model& m, int64_t n_ctx) {
   const HParams& hp = m.hp;
-  return runtime::KvCache(hp.n_layer, hp.n_embd_k_gqa(), hp.n_embd_v_gqa(), n_ctx, hp.n_swa);
+  return model::KvCache(hp.n_layer, hp.n_embd_k_gqa(), hp.n_embd_v_gqa(), n_ctx, hp.n_swa);
 }
 
-void forward(const Model& m, runtime::KvCache& kv, std::span<const token_id> tokens, bool all_logits,
-             std::vector<float>& logits, runtime::ThreadPool& pool) {
+void forward(const Model& m, model::KvCache& kv, std::span<const token_id> tokens, bool all_logits,
+             std::vector<float>& logits, base::ThreadPool& pool) {
   std::vector<BatchRow> rows(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) rows[i] = {tokens[i], nullptr, 0, all_logits || i + 1 == tokens.size()};
-  runtime::KvCache* seqs[1] = {&kv};
+  model::KvCache* seqs[1] = {&kv};
   forward_batch(m, seqs, rows, logits, pool);
 }
 
-void forward_batch(const Model& m, std::span<runtime::KvCache* const> seqs, std::span<const BatchRow> rows,
-                   std::vector<float>& logits, runtime::ThreadPool& pool) {
+void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::span<const BatchRow> rows,
+                   std::vector<float>& logits, base::ThreadPool& pool) {
   const HParams& hp = m.hp;
   const int64_t n = static_cast<int64_t>(rows.size());
   if (n == 0) throw Error(Errc::invalid_argument, "forward: empty batch");
@@ -90,7 +90,7 @@ void forward_batch(const Model& m, std::span<runtime::KvCache* const> seqs, std:
   }
   for (size_t s = 0; s < seqs.size(); ++s) {
     if (!n_new[s]) continue;
-    const runtime::KvCache& kv = *seqs[s];
+    const model::KvCache& kv = *seqs[s];
     if (kv.n_past() + n_new[s] > kv.n_ctx())
       throw Error(Errc::invalid_argument, "context full: " + std::to_string(kv.n_past()) + " cached + " +
                                               std::to_string(n_new[s]) + " new tokens exceed the context size " +
@@ -129,7 +129,7 @@ void forward_batch(const Model& m, std::span<runtime::KvCache* const> seqs, std:
   // the batch still reads; those rows are stored and attended one at a time.
   std::vector<int64_t> batched_rows, one_by_one_rows;
   for (int64_t i = 0; i < n; ++i) {
-    const runtime::KvCache& kv = *seqs[rows[i].seq];
+    const model::KvCache& kv = *seqs[rows[i].seq];
     (kv.n_past() + n_new[rows[i].seq] <= kv.capacity() ? batched_rows : one_by_one_rows).push_back(i);
   }
   // Query blocks (seed 000 "Flash (Blocked) Prefill Attention"): each
@@ -193,7 +193,7 @@ void forward_batch(const Model& m, std::span<runtime::KvCache* const> seqs, std:
         for (int64_t d = 0; d < n_q; ++d) q[i * n_q + d] *= inv_sqrt_hd;
     }
     auto store_kv = [&](int64_t i) {
-      runtime::KvCache& kv = *seqs[rows[i].seq];
+      model::KvCache& kv = *seqs[rows[i].seq];
       quant::ggml_fp16_t* kd = kv.k(il, pos[i]);
       quant::ggml_fp16_t* vd = kv.v(il, pos[i]);
       for (int64_t d = 0; d < n_k; ++d) kd[d] = fp32_to_fp16(k[i * n_k + d]);
@@ -212,7 +212,7 @@ void forward_batch(const Model& m, std::span<runtime::KvCache* const> seqs, std:
           const int64_t b = (n_items - 1 - w) / n_groups, g = (n_items - 1 - w) % n_groups;
           const int64_t* ids = row_ids + begin[b];
           const int64_t n_b = begin[b + 1] - begin[b];
-          const runtime::KvCache& kv = *seqs[rows[ids[0]].seq];
+          const model::KvCache& kv = *seqs[rows[ids[0]].seq];
           const kernels::KvLayerView view{kv.k(il, 0), kv.v(il, 0), n_k, n_v, kv.capacity()};
           block.resize(static_cast<size_t>(n_b));
           for (int64_t r = 0; r < n_b; ++r) {

@@ -38,17 +38,17 @@ struct BatchRow {
 // sequence index outside `seqs`, Error(invalid_argument) for an empty batch
 // or when a sequence would pass its n_ctx (naming the numbers); no cache is
 // changed then.
-void forward_batch(const Model& m, std::span<runtime::KvCache* const> seqs, std::span<const BatchRow> rows,
-                   std::vector<float>& logits, runtime::ThreadPool& pool);
+void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::span<const BatchRow> rows,
+                   std::vector<float>& logits, base::ThreadPool& pool);
 
 // One sequence: runs `tokens` at positions kv.n_past() .. kv.n_past() + n - 1.
 // logits: [n][n_vocab] when all_logits, else [1][n_vocab] (the last row).
 // Same guarantees and errors as forward_batch.
-void forward(const Model& m, runtime::KvCache& kv, std::span<const token_id> tokens, bool all_logits,
-             std::vector<float>& logits, runtime::ThreadPool& pool);
+void forward(const Model& m, model::KvCache& kv, std::span<const token_id> tokens, bool all_logits,
+             std::vector<float>& logits, base::ThreadPool& pool);
 
 // A KV cache sized for model `m` and `n_ctx` positions (the sliding window,
 // if the model has one, bounds the rows actually stored).
-runtime::KvCache make_kv_cache(const Model& m, int64_t n_ctx);
+model::KvCache make_kv_cache(const Model& m, int64_t n_ctx);
 
 }  // namespace synapse::model

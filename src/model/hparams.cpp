@@ -4,6 +4,8 @@
 #include <string>
 #include <utility>
 
+#include "base/strings.hpp"
+
 namespace synapse::model {
 namespace {
 
@@ -44,11 +46,13 @@ std::optional<Arch> arch_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-std::string supported_architectures() {
-  std::string s;
-  for (const auto& entry : kArchs) s += (s.empty() ? "" : ", ") + std::string(entry.first);
-  return s;
+std::vector<std::string> architecture_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : kArchs) names.emplace_back(entry.first);
+  return names;
 }
+
+std::string supported_architectures() { return join(architecture_names(), ", ", [](const std::string& n) { return n; }); }
 
 float attn_temperature(const HParams& hp, int64_t pos) {
   if (hp.attn_temp_scale == 0.0f) return 1.0f;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "synapse/gguf.hpp"
@@ -79,6 +80,8 @@ std::optional<Arch> arch_from_name(std::string_view name);
 // The general.architecture values synapse runs, comma-separated
 // ("llama, mistral, ..."), as error messages and `synapse info` list them.
 std::string supported_architectures();
+// The same names, one per item (synapse::supported_architectures).
+std::vector<std::string> architecture_names();
 
 // Ministral 3's attention temperature at position `pos` (1 when
 // hp.attn_temp_scale is 0): float(ln(floor(float(pos) / L) + 1) * beta + 1),

@@ -6,7 +6,7 @@
 
 #include "synapse/error.hpp"
 
-namespace synapse::runtime {
+namespace synapse::model {
 
 KvCache::KvCache(int64_t n_layer, int64_t n_embd_k, int64_t n_embd_v, int64_t n_ctx, int64_t window)
     : n_layer_(n_layer), n_embd_k_(n_embd_k), n_embd_v_(n_embd_v), n_ctx_(n_ctx) {
@@ -39,4 +39,4 @@ void KvCache::truncate(int64_t n_keep) {
   n_past_ = n_keep;
 }
 
-}  // namespace synapse::runtime
+}  // namespace synapse::model

@@ -15,7 +15,7 @@
 #include "base/huge_pages.hpp"
 #include "quant/fp16.hpp"
 
-namespace synapse::runtime {
+namespace synapse::model {
 
 class KvCache {
  public:
@@ -56,7 +56,7 @@ class KvCache {
   }
   int64_t n_layer_, n_embd_k_, n_embd_v_, n_ctx_, capacity_;
   int64_t n_past_ = 0;
-  std::vector<quant::ggml_fp16_t, HugePageAllocator<quant::ggml_fp16_t>> k_, v_;
+  std::vector<quant::ggml_fp16_t, base::HugePageAllocator<quant::ggml_fp16_t>> k_, v_;
 };
 
-}  // namespace synapse::runtime
+}  // namespace synapse::model

@@ -383,7 +383,7 @@ std::vector<SynthTensor> synth_plan(const SynthPreset& p, std::string_view ftype
 namespace {
 
 SynthResult write_file(const SynthPreset& p, std::string_view ftype, uint64_t seed, const std::string& path,
-                       runtime::ThreadPool& pool, bool& created) {
+                       base::ThreadPool& pool, bool& created) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<SynthTensor> plan = synth_plan(p, ftype);
   const FileType& ft = file_type(ftype);
@@ -450,7 +450,7 @@ SynthResult write_file(const SynthPreset& p, std::string_view ftype, uint64_t se
 }  // namespace
 
 SynthResult synth_write(const SynthPreset& p, std::string_view ftype, uint64_t seed, const std::string& path,
-                        runtime::ThreadPool& pool) {
+                        base::ThreadPool& pool) {
   synth_plan(p, ftype);  // bad arguments throw before the file is created
   bool created = false;
   try {

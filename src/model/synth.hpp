@@ -93,6 +93,6 @@ struct SynthResult {
 // parallel on `pool`. Throws Error(io) when the file cannot be written,
 // Error(invalid_argument) as synth_plan does.
 SynthResult synth_write(const SynthPreset& preset, std::string_view ftype, uint64_t seed, const std::string& path,
-                        runtime::ThreadPool& pool);
+                        base::ThreadPool& pool);
 
 }  // namespace synapse::model

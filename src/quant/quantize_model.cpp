@@ -14,6 +14,7 @@
 #include <span>
 #include <thread>
 
+#include "base/thread_pool.hpp"
 #include "quant/formats.hpp"
 #include "quant/fp16.hpp"
 #include "quant/quant.hpp"
@@ -327,29 +328,51 @@ void convert_rows(const TensorPlan& p, const uint8_t* src, uint8_t* dst, int64_t
 }
 
 }  // namespace
+}  // namespace synapse::quant
+
+// The public half (synapse/quantize.hpp).
+namespace synapse {
 
 FileType parse_file_type(std::string_view name) {
-  for (const FileTypeName& f : kFileTypes)
-    if (iequals(f.name, name)) return f.ftype;
+  for (const quant::FileTypeName& f : quant::kFileTypes)
+    if (quant::iequals(f.name, name)) return f.ftype;
   throw Error(Errc::invalid_argument,
               "unknown quantization type '" + std::string(name) + "' (valid: " + file_type_names() + ")");
 }
 
 std::string_view file_type_name(FileType ft) noexcept {
-  for (const FileTypeName& f : kFileTypes)
+  for (const quant::FileTypeName& f : quant::kFileTypes)
     if (f.ftype == ft) return f.name;
   return "unknown";
 }
 
 std::string file_type_names() {
   std::string s;
-  for (const FileTypeName& f : kFileTypes) {
+  for (const quant::FileTypeName& f : quant::kFileTypes) {
     if (!s.empty()) s += ", ";
     s += f.name;
     if (f.name == "Q3_K" || f.name == "Q4_K" || f.name == "Q5_K") s += " (= " + std::string(f.name) + "_M)";
   }
   return s;
 }
+
+std::vector<TensorPlan> quantize_model(const std::string& fname_inp, const std::string& fname_out,
+                                       const QuantizeParams& params,
+                                       const std::function<void(const TensorPlan&)>& on_tensor) {
+  if (params.nthread > base::kMaxThreads)
+    throw Error(Errc::invalid_argument, "nthread " + std::to_string(params.nthread) + " is above " +
+                                            std::to_string(base::kMaxThreads) + " (ggml's GGML_MAX_N_THREADS)");
+  quant::QuantizeOptions opt;
+  opt.ftype = params.ftype;
+  opt.pure = params.pure;
+  opt.allow_requantize = params.allow_requantize;
+  opt.n_threads = params.nthread > 0 ? params.nthread : base::default_thread_count();
+  return quant::quantize_file(fname_inp, fname_out, opt, on_tensor);
+}
+
+}  // namespace synapse
+
+namespace synapse::quant {
 
 GgmlType default_tensor_type(FileType ft) noexcept {
   switch (ft) {

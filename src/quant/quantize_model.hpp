@@ -27,48 +27,18 @@
 #include <vector>
 
 #include "synapse/gguf.hpp"
+#include "synapse/quantize.hpp"
 #include "synapse/types.hpp"
 
 namespace synapse::quant {
 
-// llama.cpp's enum llama_ftype (include/llama.h): the values stored in
-// general.file_type. Only those of formats synapse can write are listed.
-enum class FileType : uint32_t {
-  ALL_F32 = 0,
-  MOSTLY_F16 = 1,
-  MOSTLY_Q4_0 = 2,
-  MOSTLY_Q4_1 = 3,
-  MOSTLY_Q8_0 = 7,
-  MOSTLY_Q5_0 = 8,
-  MOSTLY_Q5_1 = 9,
-  MOSTLY_Q2_K = 10,
-  MOSTLY_Q3_K_S = 11,
-  MOSTLY_Q3_K_M = 12,
-  MOSTLY_Q3_K_L = 13,
-  MOSTLY_Q4_K_S = 14,
-  MOSTLY_Q4_K_M = 15,
-  MOSTLY_Q5_K_S = 16,
-  MOSTLY_Q5_K_M = 17,
-  MOSTLY_Q6_K = 18,
-  MOSTLY_IQ4_NL = 25,
-  MOSTLY_IQ4_XS = 30,
-  MOSTLY_BF16 = 32,
-  MOSTLY_TQ1_0 = 36,
-  MOSTLY_TQ2_0 = 37,
-};
-
-// Parses a file type name as llama-quantize spells it, case-insensitive:
-// F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_S, Q3_K_M, Q3_K_L,
-// Q3_K (= Q3_K_M), Q4_K_S, Q4_K_M, Q4_K (= Q4_K_M), Q5_K_S, Q5_K_M, Q5_K
-// (= Q5_K_M), Q6_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0. Throws
-// Error(invalid_argument) naming `name` and listing the valid names.
-FileType parse_file_type(std::string_view name);
-
-// The canonical name ("Q4_K_M") of a file type.
-std::string_view file_type_name(FileType ft) noexcept;
-
-// The valid names, comma-separated, for messages and --help.
-std::string file_type_names();
+// FileType (llama_ftype), its names and TensorPlan are public
+// (synapse/quantize.hpp); quant names them as its own.
+using synapse::FileType;
+using synapse::TensorPlan;
+using synapse::file_type_name;
+using synapse::file_type_names;
+using synapse::parse_file_type;
 
 // The tensor type a file type quantizes to before the per-tensor rules
 // (llama_model_quantize_impl's default_type): Q4_K for Q4_K_S/M, Q3_K for
@@ -80,19 +50,6 @@ struct QuantizeOptions {
   bool pure = false;              // one type for every quantizable tensor (llama-quantize --pure)
   bool allow_requantize = false;  // accept quantized input tensors (llama-quantize --allow-requantize)
   int n_threads = 1;              // threads converting the rows of one tensor (>= 1)
-};
-
-// The decision for one tensor of the input, in output order.
-struct TensorPlan {
-  std::string name;
-  std::array<int64_t, 4> ne{1, 1, 1, 1};
-  uint32_t n_dims = 0;
-  GgmlType from = GgmlType::F32;  // type in the input file
-  GgmlType to = GgmlType::F32;    // type written (== from: copied verbatim)
-  bool quantizable = false;       // a 2-D+ weight llama-quantize converts (norms, routers etc. are not)
-  bool fallback = false;          // `to` is a fallback: ne[0] not a multiple of the chosen type's block
-  uint64_t bytes_in = 0;
-  uint64_t bytes_out = 0;
 };
 
 // Chooses the output type of every tensor of `in`, in llama-quantize's output

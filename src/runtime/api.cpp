@@ -1,41 +1,64 @@
 // The public API (include/synapse/synapse.hpp) over the model and runtime layers.
 #include <algorithm>
 
+#include "base/thread_pool.hpp"
 #include "model/forward.hpp"
+#include "model/hparams.hpp"
 #include "synapse/synapse.hpp"
 
 namespace synapse {
 
+static_assert(max_threads == base::kMaxThreads, "synapse.hpp's max_threads is the thread pool's limit");
+
+std::vector<std::string> supported_architectures() { return model::architecture_names(); }
+
+int default_thread_count() { return base::default_thread_count(); }
+
+// The public classes hold only these, so that no type of the layers below
+// appears in an installed header.
+struct Model::Impl {
+  std::unique_ptr<const model::Model> m;
+};
+struct Sequence::Impl {
+  std::shared_ptr<const Model::Impl> model;  // the model its cache was sized for
+  model::KvCache kv;
+};
+struct Context::Impl {
+  Impl(std::shared_ptr<const Model::Impl> model, int n_threads) : model(std::move(model)), pool(n_threads) {}
+  std::shared_ptr<const Model::Impl> model;
+  base::ThreadPool pool;  // not movable: the Context moves its Impl pointer
+  std::vector<float> logits;
+};
+
 Model Model::load(const std::string& path) {
   Model m;
-  m.impl_ = std::shared_ptr<model::Model>(model::load_model(path));
+  m.impl_ = std::make_shared<const Impl>(Impl{model::load_model(path)});
   return m;
 }
 
-const Tokenizer& Model::tokenizer() const { return *impl_->tokenizer; }
-const std::string& Model::architecture() const { return impl_->hp.arch_name; }
-int64_t Model::n_vocab() const { return impl_->hp.n_vocab; }
-int64_t Model::n_embd() const { return impl_->hp.n_embd; }
-int64_t Model::n_layer() const { return impl_->hp.n_layer; }
-int64_t Model::n_ctx_train() const { return impl_->hp.n_ctx_train; }
-uint64_t Model::n_params() const { return impl_->n_params(); }
-uint64_t Model::weight_bytes() const { return impl_->weight_bytes(); }
-const gguf::File& Model::gguf() const { return impl_->file; }
+const Tokenizer& Model::tokenizer() const { return *impl_->m->tokenizer; }
+const std::string& Model::architecture() const { return impl_->m->hp.arch_name; }
+int64_t Model::n_vocab() const { return impl_->m->hp.n_vocab; }
+int64_t Model::n_embd() const { return impl_->m->hp.n_embd; }
+int64_t Model::n_layer() const { return impl_->m->hp.n_layer; }
+int64_t Model::n_ctx_train() const { return impl_->m->hp.n_ctx_train; }
+uint64_t Model::n_params() const { return impl_->m->n_params(); }
+uint64_t Model::weight_bytes() const { return impl_->m->weight_bytes(); }
+const gguf::File& Model::gguf() const { return impl_->m->file; }
 std::optional<std::string> Model::chat_template() const {
-  return impl_->file.get_string("tokenizer.chat_template");
+  return impl_->m->file.get_string("tokenizer.chat_template");
 }
 
-Sequence::Sequence(std::shared_ptr<const model::Model> model, std::unique_ptr<runtime::KvCache> kv)
-    : model_(std::move(model)), kv_(std::move(kv)) {}
+Sequence::Sequence(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Sequence::Sequence(Sequence&&) noexcept = default;
 Sequence& Sequence::operator=(Sequence&&) noexcept = default;
 Sequence::~Sequence() = default;
-int64_t Sequence::n_past() const { return kv_->n_past(); }
-int64_t Sequence::n_ctx() const { return kv_->n_ctx(); }
-void Sequence::clear() { kv_->clear(); }
-void Sequence::truncate(int64_t n_keep) { kv_->truncate(n_keep); }
+int64_t Sequence::n_past() const { return impl_->kv.n_past(); }
+int64_t Sequence::n_ctx() const { return impl_->kv.n_ctx(); }
+void Sequence::clear() { impl_->kv.clear(); }
+void Sequence::truncate(int64_t n_keep) { impl_->kv.truncate(n_keep); }
 Sequence Sequence::fork(int64_t n_prefix) const {
-  return Sequence(model_, std::make_unique<runtime::KvCache>(kv_->fork(n_prefix)));
+  return Sequence(std::make_unique<Impl>(Impl{impl_->model, impl_->kv.fork(n_prefix)}));
 }
 
 void Batch::add(Sequence& seq, token_id token, bool logits) { rows_.push_back({&seq, token, -1, 0, logits}); }
@@ -56,57 +79,65 @@ size_t Batch::n_logits() const {
 }
 
 Context::Context(const Model& model, int n_threads)
-    : model_(model.impl_),
-      pool_(std::make_unique<runtime::ThreadPool>(n_threads > 0 ? n_threads : runtime::default_thread_count())) {}
+    : impl_(std::make_unique<Impl>(model.impl_, n_threads > 0 ? n_threads : base::default_thread_count())) {}
 Context::Context(Context&&) noexcept = default;
+Context& Context::operator=(Context&&) noexcept = default;
 Context::~Context() = default;
 
-int Context::n_threads() const { return pool_->n_threads(); }
-const Tokenizer& Context::tokenizer() const { return *model_->tokenizer; }
+int Context::n_threads() const { return impl_->pool.n_threads(); }
+const Tokenizer& Context::tokenizer() const { return *impl_->model->m->tokenizer; }
 
 Sequence Context::new_sequence(int64_t n_ctx) const {
-  const int64_t train = model_->hp.n_ctx_train;
+  const model::Model& m = *impl_->model->m;
+  const int64_t train = m.hp.n_ctx_train;
   if (n_ctx <= 0) n_ctx = train > 0 ? std::min<int64_t>(train, 4096) : 4096;
-  return Sequence(model_, std::make_unique<runtime::KvCache>(model::make_kv_cache(*model_, n_ctx)));
+  return Sequence(std::make_unique<Sequence::Impl>(Sequence::Impl{impl_->model, model::make_kv_cache(m, n_ctx)}));
 }
 
 namespace {
 
 // A sequence's cache is sized for its model's layers and heads; another
 // model's forward pass would write past it (contract 4).
-void check_same_model(const Sequence& seq, const model::Model* model, const std::shared_ptr<const model::Model>& own) {
-  if (own.get() != model)
+void check_same_model(const model::Model& ctx_model, const model::Model& seq_model) {
+  if (&ctx_model != &seq_model)
     throw Error(Errc::invalid_argument, "decode: the sequence was made by a Context of another model (" +
-                                            own->file.path() + "), not " + model->file.path());
+                                            seq_model.file.path() + "), not " + ctx_model.file.path());
 }
 
 }  // namespace
 
 std::span<const float> Context::decode(const Batch& batch) {
-  std::vector<runtime::KvCache*> seqs;
+  const model::Model& m = *impl_->model->m;
+  std::vector<model::KvCache*> seqs;
   std::vector<model::BatchRow> rows;
   rows.reserve(batch.rows_.size());
   for (const Batch::Row& r : batch.rows_) {
-    check_same_model(*r.seq, model_.get(), r.seq->model_);
-    auto it = std::find(seqs.begin(), seqs.end(), r.seq->kv_.get());
-    if (it == seqs.end()) it = seqs.insert(seqs.end(), r.seq->kv_.get());
+    Sequence::Impl& seq = *r.seq->impl_;
+    check_same_model(m, *seq.model->m);
+    auto it = std::find(seqs.begin(), seqs.end(), &seq.kv);
+    if (it == seqs.end()) it = seqs.insert(seqs.end(), &seq.kv);
     model::BatchRow row{r.token, nullptr, static_cast<int32_t>(it - seqs.begin()), r.logits};
     if (r.embd_offset >= 0) {
-      if (r.embd_len != model_->hp.n_embd)
+      if (r.embd_len != m.hp.n_embd)
         throw Error(Errc::invalid_argument, "batch embedding row of " + std::to_string(r.embd_len) +
-                                                " floats; the model's n_embd is " + std::to_string(model_->hp.n_embd));
+                                                " floats; the model's n_embd is " + std::to_string(m.hp.n_embd));
       row.embd = batch.embd_.data() + r.embd_offset;
     }
     rows.push_back(row);
   }
-  model::forward_batch(*model_, seqs, rows, logits_, *pool_);
-  return logits_;
+  model::forward_batch(m, seqs, rows, impl_->logits, impl_->pool);
+  return impl_->logits;
 }
 
 std::span<const float> Context::decode(Sequence& seq, std::span<const token_id> tokens) {
-  check_same_model(seq, model_.get(), seq.model_);
-  model::forward(*model_, *seq.kv_, tokens, false, logits_, *pool_);
-  return logits_;
+  const model::Model& m = *impl_->model->m;
+  check_same_model(m, *seq.impl_->model->m);
+  model::forward(m, seq.impl_->kv, tokens, false, impl_->logits, impl_->pool);
+  return impl_->logits;
+}
+
+void Context::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  impl_->pool.parallel_for(n, grain, fn);
 }
 
 }  // namespace synapse

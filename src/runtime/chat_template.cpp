@@ -7,7 +7,7 @@
 
 #include "synapse/error.hpp"
 
-namespace synapse::runtime {
+namespace synapse {
 
 namespace {
 
@@ -437,4 +437,4 @@ std::vector<token_id> tokenize_chat(const Tokenizer& tok, ChatTemplate tmpl, std
   return tokenize_segments(tok, segs, add_special);
 }
 
-}  // namespace synapse::runtime
+}  // namespace synapse

@@ -11,7 +11,7 @@
 
 #include "synapse/error.hpp"
 
-namespace synapse::runtime {
+namespace synapse {
 
 namespace {
 
@@ -338,4 +338,4 @@ token_id Sampler::sample(std::span<const float> logits) {
   return cur_.data[sample_dist(cur_, rng_)].id;
 }
 
-}  // namespace synapse::runtime
+}  // namespace synapse

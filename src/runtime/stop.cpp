@@ -5,7 +5,7 @@
 
 #include "synapse/error.hpp"
 
-namespace synapse::runtime {
+namespace synapse {
 
 namespace {
 
@@ -117,4 +117,4 @@ std::string Stopper::finish() {
   return filter_.flush();
 }
 
-}  // namespace synapse::runtime
+}  // namespace synapse

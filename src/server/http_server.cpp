@@ -288,9 +288,9 @@ void HttpServer::set_scheduler(std::unique_ptr<Scheduler> scheduler) {
   Impl& s = *impl_;
   const Model& model = scheduler->model();
   s.rc.tok = &model.tokenizer();
-  s.rc.chat_template = runtime::chat_template_for_model(
+  s.rc.chat_template = synapse::chat_template_for_model(
       model.gguf(), s.p.chat_template.empty() ? std::nullopt : std::optional<std::string_view>(s.p.chat_template));
-  s.template_name = std::string(runtime::chat_template_name(s.rc.chat_template));
+  s.template_name = std::string(synapse::chat_template_name(s.rc.chat_template));
   s.rc.n_ctx = scheduler->n_ctx();
   s.rc.sampling = s.p.sampling;
   s.rc.n_predict = s.p.n_predict;
@@ -418,8 +418,8 @@ void HttpServer::Impl::install_routes() {
 
   http.Post("/apply-template", route([this](const httplib::Request& req, httplib::Response& res) {
     const json j = parse_json_object(req.body, rc.limits.max_json_depth);
-    const std::vector<runtime::ChatMessage> msgs = parse_messages(j, rc.limits);
-    send_json(res, 200, {{"prompt", runtime::format_chat(rc.chat_template, msgs, true)}});
+    const std::vector<synapse::ChatMessage> msgs = parse_messages(j, rc.limits);
+    send_json(res, 200, {{"prompt", synapse::format_chat(rc.chat_template, msgs, true)}});
   }));
 
   auto completion = [this](Route r) {
@@ -454,9 +454,9 @@ void HttpServer::Impl::handle_completion(Route route, const httplib::Request& re
     r.params.sampling = c.sampling;
     // Choice j of a prompt draws with seed + j: n samples, each reproducible.
     const uint32_t j = static_cast<uint32_t>(i % static_cast<size_t>(c.n));
-    if (c.sampling.seed != runtime::kDefaultSeed && j > 0) {
+    if (c.sampling.seed != synapse::kDefaultSeed && j > 0) {
       r.params.sampling.seed = c.sampling.seed + j;
-      if (r.params.sampling.seed == runtime::kDefaultSeed) r.params.sampling.seed = 0;
+      if (r.params.sampling.seed == synapse::kDefaultSeed) r.params.sampling.seed = 0;
     }
     r.params.max_tokens = c.stop.n_predict;
     r.params.stop = c.stop.stops;

@@ -68,8 +68,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // logit_bias: OpenAI's {"token id": bias} or llama-server's [[id, bias], ...]
 // with bias a number or false (false forbids the token: -inf).
-std::vector<runtime::LogitBias> parse_logit_bias(const json& v, int32_t n_vocab, size_t max_entries) {
-  std::vector<runtime::LogitBias> out;
+std::vector<synapse::LogitBias> parse_logit_bias(const json& v, int32_t n_vocab, size_t max_entries) {
+  std::vector<synapse::LogitBias> out;
   if (v.size() > max_entries)
     throw HttpError(400, "'logit_bias' has " + std::to_string(v.size()) + " entries, more than " +
                              std::to_string(max_entries), "logit_bias");
@@ -212,12 +212,12 @@ std::vector<token_id> get_token_ids(const json& v, const std::string& field, int
   return ids;
 }
 
-std::vector<runtime::ChatMessage> parse_messages(const json& body, const RequestLimits& lim) {
+std::vector<synapse::ChatMessage> parse_messages(const json& body, const RequestLimits& lim) {
   const json* v = field_of(body, "messages");
   if (!v) throw HttpError(400, "'messages' is required", "messages");
   if (!v->is_array() || v->empty()) bad("messages", "must be a non-empty array of messages", *v);
   if (v->size() > lim.max_messages) bad("messages", "must have at most " + std::to_string(lim.max_messages) + " entries", json(v->size()));
-  std::vector<runtime::ChatMessage> msgs;
+  std::vector<synapse::ChatMessage> msgs;
   for (size_t i = 0; i < v->size(); ++i) {
     const std::string field = "messages[" + std::to_string(i) + "]";
     const json& m = (*v)[i];
@@ -260,7 +260,7 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
   r.route = route;
   r.model = get_string(j, "model", "");
   r.sampling = rc.sampling;
-  runtime::SamplerParams& sp = r.sampling;
+  synapse::SamplerParams& sp = r.sampling;
 
   // How many tokens to generate: the request's count, capped by -n.
   int32_t n_predict = rc.n_predict;
@@ -291,10 +291,10 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
   read_int(j, "repeat_last_n", -1, rc.n_ctx, sp.penalty_last_n);
   if (const json* v = field_of(j, "seed")) {
     const int64_t s = int_in(*v, "seed", -1, 0xFFFFFFFFll);
-    sp.seed = s < 0 ? runtime::kDefaultSeed : static_cast<uint32_t>(s);
+    sp.seed = s < 0 ? synapse::kDefaultSeed : static_cast<uint32_t>(s);
   }
   if (const json* v = field_of(j, "logit_bias")) {
-    std::vector<runtime::LogitBias> lb = parse_logit_bias(*v, tok.n_vocab(), lim.max_logit_bias);
+    std::vector<synapse::LogitBias> lb = parse_logit_bias(*v, tok.n_vocab(), lim.max_logit_bias);
     sp.logit_bias.insert(sp.logit_bias.end(), lb.begin(), lb.end());
   }
 
@@ -347,8 +347,8 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
 
   // The prompt(s) last: every cheap check has passed before text is tokenized.
   if (route == Route::chat_completions) {
-    const std::vector<runtime::ChatMessage> msgs = parse_messages(j, lim);
-    r.prompts.push_back(runtime::tokenize_chat(tok, rc.chat_template, msgs, true, true));
+    const std::vector<synapse::ChatMessage> msgs = parse_messages(j, lim);
+    r.prompts.push_back(synapse::tokenize_chat(tok, rc.chat_template, msgs, true, true));
   } else {
     const json* p = field_of(j, "prompt");
     if (!p) throw HttpError(400, "'prompt' is required", "prompt");

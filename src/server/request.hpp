@@ -56,9 +56,9 @@ struct RequestLimits {
 // tokens one reply may generate; < 0: none).
 struct RequestContext {
   const Tokenizer* tok = nullptr;
-  runtime::ChatTemplate chat_template = runtime::ChatTemplate::chatml;
+  synapse::ChatTemplate chat_template = synapse::ChatTemplate::chatml;
   int64_t n_ctx = 0;
-  runtime::SamplerParams sampling;
+  synapse::SamplerParams sampling;
   int32_t n_predict = -1;
   RequestLimits limits;
 };
@@ -76,8 +76,8 @@ struct CompletionRequest {
   std::string model;                          // "model" as sent ("" when absent)
   std::vector<std::vector<token_id>> prompts; // tokenized, each 1..n_ctx tokens
   int n = 1;
-  runtime::SamplerParams sampling;
-  runtime::StopParams stop;                   // n_predict already capped by -n
+  synapse::SamplerParams sampling;
+  synapse::StopParams stop;                   // n_predict already capped by -n
   bool logprobs = false;                      // the chosen token's logprob per token
   int top_logprobs = 0;                       // alternatives per token (0..20)
   bool stream = false;
@@ -111,7 +111,7 @@ std::vector<token_id> get_token_ids(const nlohmann::json& v, const std::string& 
 // "messages" -> chat messages: role a string (system, user, assistant;
 // "developer" is read as system), content a string or an array of
 // {"type":"text","text":...} parts. Throws HttpError(400) naming messages[i].
-std::vector<runtime::ChatMessage> parse_messages(const nlohmann::json& body, const RequestLimits& limits);
+std::vector<synapse::ChatMessage> parse_messages(const nlohmann::json& body, const RequestLimits& limits);
 
 // A value quoted for an error message: its JSON text, cut to 64 bytes.
 std::string quote_value(const nlohmann::json& v);

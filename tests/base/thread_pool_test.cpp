@@ -1,4 +1,4 @@
-// runtime::ThreadPool::parallel_for: every index handed out exactly once, in
+// base::ThreadPool::parallel_for: every index handed out exactly once, in
 // ranges that start on a grain and are whole grains but for the last, for
 // many job sizes, grains and thread counts; exceptions reach the caller; a
 // thread count past ggml's 512 or one the system refuses is an Error, not a
@@ -20,7 +20,7 @@
 #include "base/thread_pool.hpp"
 #include "synapse/error.hpp"
 
-namespace synapse::runtime {
+namespace synapse::base {
 namespace {
 
 TEST(ThreadPool, CoversEveryIndexOnceInWholeGrains) {
@@ -146,4 +146,4 @@ TEST(ThreadPool, ThrowsWhenTheSystemRefusesAThread) {
 }
 
 }  // namespace
-}  // namespace synapse::runtime
+}  // namespace synapse::base

@@ -107,7 +107,7 @@ TEST(Matmul, ManyProductsEqualVecDotPerElement) {
     std::vector<std::vector<float>> want;
     for (const Weight& w : ws) want.push_back(reference(plain_of(w.view), x, n_rows));
     for (int threads = 1; threads <= 3; ++threads) {
-      runtime::ThreadPool pool(threads);
+      base::ThreadPool pool(threads);
       // One product at a time.
       for (size_t j = 0; j < ws.size(); ++j) {
         Activations act(x.data(), n_rows, n_in);
@@ -198,7 +198,7 @@ TEST(Matmul, InterleavedQ4_KKeepsItsRowsAndProducts) {
   for (int64_t n_rows : {1, 5}) {
     const std::vector<float> x = quant::test_rows::random_floats(n_rows * n_in, rng, 0);
     const std::vector<float> ref = reference(q4k.view, x, n_rows);
-    runtime::ThreadPool pool(2);
+    base::ThreadPool pool(2);
     Activations act(x.data(), n_rows, n_in);
     std::vector<float> y(ref.size(), -1.f);
     matmul(x8, act, y.data(), pool);
@@ -212,7 +212,7 @@ TEST(Matmul, ManyRejectsAMismatchedInputBeforeComputing) {
   const std::vector<float> x = quant::test_rows::random_floats(256, rng, 0);
   std::vector<float> ya(8, -1.f), yb(8, -1.f);
   const MatmulOut outs[] = {{&a.view, ya.data()}, {&b.view, yb.data()}};
-  runtime::ThreadPool pool(2);
+  base::ThreadPool pool(2);
   Activations act(x.data(), 1, 256);
   try {
     matmul_many(outs, act, pool);

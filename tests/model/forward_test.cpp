@@ -33,8 +33,8 @@ struct ChunkedRun {
 // n_ctx 0: the number of ids.
 ChunkedRun run_chunked(const model::Model& m, const std::vector<token_id>& ids, size_t chunk, int threads,
                        int64_t n_ctx = 0) {
-  runtime::ThreadPool pool(threads);
-  runtime::KvCache kv = model::make_kv_cache(m, n_ctx > 0 ? n_ctx : static_cast<int64_t>(ids.size()));
+  base::ThreadPool pool(threads);
+  model::KvCache kv = model::make_kv_cache(m, n_ctx > 0 ? n_ctx : static_cast<int64_t>(ids.size()));
   ChunkedRun r;
   std::vector<float> part;
   for (size_t i = 0; i < ids.size(); i += chunk) {
@@ -100,12 +100,12 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(SlidingWindow, CacheHoldsWindowRowsForALongSequence) {
   auto m = model::load_model(data_path("models/tiny-mistral-swa-f32.gguf"));
   ASSERT_EQ(m->hp.n_swa, 32);
-  runtime::KvCache kv = model::make_kv_cache(*m, 4096);
+  model::KvCache kv = model::make_kv_cache(*m, 4096);
   EXPECT_EQ(kv.capacity(), 32);
   // 2 layers x 32 rows x (64 K + 64 V values) x 2 bytes.
   EXPECT_EQ(kv.bytes(), size_t{2} * 32 * (64 + 64) * 2);
   const std::vector<token_id> ids = lcg_ids(m->hp.n_vocab, 1, 4096);
-  runtime::ThreadPool pool(2);
+  base::ThreadPool pool(2);
   std::vector<float> logits;
   for (size_t i = 0; i < ids.size(); i += 512)
     model::forward(*m, kv, std::span<const token_id>(ids.data() + i, 512), false, logits, pool);
@@ -116,7 +116,7 @@ TEST(SlidingWindow, CacheHoldsWindowRowsForALongSequence) {
   // The last position sees only the window: the same 32 tokens at the same
   // positions, decoded in a fresh cache after a different history, give the
   // same logits bit for bit.
-  runtime::KvCache fresh = model::make_kv_cache(*m, 4096);
+  model::KvCache fresh = model::make_kv_cache(*m, 4096);
   std::vector<token_id> other = lcg_ids(m->hp.n_vocab, 2, 4096 - 32);
   for (auto& t : other) t = (t * 7 + 1) % static_cast<token_id>(m->hp.n_vocab);
   std::vector<float> scratch, last;
@@ -133,8 +133,8 @@ TEST(SlidingWindow, CacheHoldsWindowRowsForALongSequence) {
 
 TEST(Forward, RejectsBadTokensAndFullContext) {
   auto m = model::load_model(data_path("models/stories260K.gguf"));
-  runtime::ThreadPool pool(1);
-  runtime::KvCache kv = model::make_kv_cache(*m, 4);
+  base::ThreadPool pool(1);
+  model::KvCache kv = model::make_kv_cache(*m, 4);
   std::vector<float> logits;
   const std::vector<token_id> bad{1, 512};
   try {

@@ -32,7 +32,6 @@
 
 #include "golden_util.hpp"
 #include "model/forward.hpp"
-#include "synapse/sampling.hpp"
 
 namespace synapse {
 namespace {
@@ -141,8 +140,8 @@ TEST_P(Golden, LogitsAndGreedyMatch) {
   ASSERT_EQ(n_vocab, m->hp.n_vocab);
   ASSERT_EQ(gold.size(), ids.size() * static_cast<size_t>(n_vocab));
 
-  runtime::ThreadPool pool(1);
-  runtime::KvCache kv = model::make_kv_cache(*m, c.n_ctx);
+  base::ThreadPool pool(1);
+  model::KvCache kv = model::make_kv_cache(*m, c.n_ctx);
   std::vector<float> logits;
   model::forward(*m, kv, ids, true, logits, pool);
   ASSERT_EQ(logits.size(), gold.size());
@@ -165,7 +164,7 @@ TEST_P(Golden, LogitsAndGreedyMatch) {
   const double threshold = margin_threshold(c.kind);
   std::vector<float> last(logits.end() - n_vocab, logits.end());
   for (size_t k = 0; k < greedy.size(); ++k) {
-    const token_id got = runtime::sample_greedy(last);
+    const token_id got = test::argmax(last);
     // Our own margin guards the numpy cases, which record none.
     std::vector<float> sorted = last;
     std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());

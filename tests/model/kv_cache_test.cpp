@@ -1,4 +1,4 @@
-// runtime::KvCache storage: large caches start on a 2 MiB boundary (the
+// model::KvCache storage: large caches start on a 2 MiB boundary (the
 // huge-page allocator), every slot reads zero before it is written, rows of
 // different layers and positions do not overlap, and a fork copies them.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 
 #include "model/kv_cache.hpp"
 
-namespace synapse::runtime {
+namespace synapse::model {
 namespace {
 
 void fill_and_check(int64_t n_layer, int64_t n_k, int64_t n_v, int64_t n_ctx) {
@@ -41,4 +41,4 @@ TEST(KvCache, SlotsStartZeroAndKeepTheirRows) {
 }
 
 }  // namespace
-}  // namespace synapse::runtime
+}  // namespace synapse::model

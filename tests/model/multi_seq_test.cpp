@@ -9,7 +9,6 @@
 
 #include "golden_util.hpp"
 #include "model/forward.hpp"
-#include "synapse/sampling.hpp"
 
 namespace synapse {
 namespace {
@@ -35,15 +34,15 @@ struct Stream {
 constexpr int kSteps = 12;
 
 // Alone: the prompt in one call, then kSteps greedy decode steps.
-Stream run_alone(const model::Model& m, const std::vector<token_id>& prompt, runtime::ThreadPool& pool,
+Stream run_alone(const model::Model& m, const std::vector<token_id>& prompt, base::ThreadPool& pool,
                  int64_t n_ctx = 64) {
-  runtime::KvCache kv = model::make_kv_cache(m, n_ctx);
+  model::KvCache kv = model::make_kv_cache(m, n_ctx);
   Stream s{prompt, {}};
   std::vector<float> logits;
   model::forward(m, kv, prompt, false, logits, pool);
   for (int k = 0; k < kSteps; ++k) {
     s.logits.insert(s.logits.end(), logits.begin(), logits.end());
-    const token_id next = runtime::sample_greedy(logits);
+    const token_id next = test::argmax(logits);
     s.ids.push_back(next);
     const token_id one[1] = {next};
     model::forward(m, kv, one, false, logits, pool);
@@ -55,11 +54,11 @@ Stream run_alone(const model::Model& m, const std::vector<token_id>& prompt, run
 // up to 5 prompt tokens or one decode token, all in one forward_batch.
 // n_ctx: each sequence's context size (empty: 64 for all).
 std::vector<Stream> run_together(const model::Model& m, const std::vector<std::vector<token_id>>& prompts,
-                                 runtime::ThreadPool& pool, const std::vector<int64_t>& n_ctx = {}) {
+                                 base::ThreadPool& pool, const std::vector<int64_t>& n_ctx = {}) {
   const size_t B = prompts.size();
-  std::vector<runtime::KvCache> caches;
+  std::vector<model::KvCache> caches;
   for (size_t b = 0; b < B; ++b) caches.push_back(model::make_kv_cache(m, n_ctx.empty() ? 64 : n_ctx[b]));
-  std::vector<runtime::KvCache*> seqs;
+  std::vector<model::KvCache*> seqs;
   for (auto& c : caches) seqs.push_back(&c);
   std::vector<Stream> out(B);
   std::vector<size_t> fed(B, 0);
@@ -87,7 +86,7 @@ std::vector<Stream> run_together(const model::Model& m, const std::vector<std::v
       const size_t b = owner[w];
       std::span<const float> row(logits.data() + w * V, V);
       out[b].logits.insert(out[b].logits.end(), row.begin(), row.end());
-      out[b].ids.push_back(runtime::sample_greedy(row));
+      out[b].ids.push_back(test::argmax(row));
       ++steps[b];
     }
   }
@@ -101,7 +100,7 @@ TEST_P(MultiSequence, EachSequenceEqualsRunningItAlone) {
   auto m = model::load_model(data_path(std::string("models/") + file));
   std::vector<std::vector<token_id>> prompts;
   for (int b = 0; b < B; ++b) prompts.push_back(prompt_for(b, m->hp.n_vocab));
-  runtime::ThreadPool pool(2);
+  base::ThreadPool pool(2);
   const std::vector<Stream> together = run_together(*m, prompts, pool);
   for (int b = 0; b < B; ++b) {
     SCOPED_TRACE(::testing::Message() << "sequence " << b << " of " << B);
@@ -139,7 +138,7 @@ TEST(MultiSequence, LongRopeFactorsFollowEachSequencesContext) {
     prompts.push_back(prompt_for(b, m->hp.n_vocab));
     n_ctx.push_back(b % 2 ? 1024 : 256);
   }
-  runtime::ThreadPool pool(2);
+  base::ThreadPool pool(2);
   const std::vector<Stream> together = run_together(*m, prompts, pool, n_ctx);
   for (size_t b = 0; b < prompts.size(); ++b) {
     SCOPED_TRACE(::testing::Message() << "sequence " << b << ", n_ctx " << n_ctx[b]);
@@ -154,9 +153,9 @@ TEST(MultiSequence, LongRopeFactorsFollowEachSequencesContext) {
 
 TEST(MultiSequence, EmbeddingRowEqualsTokenRow) {
   auto m = model::load_model(data_path("models/stories260K.gguf"));
-  runtime::ThreadPool pool(1);
+  base::ThreadPool pool(1);
   const std::vector<token_id> ids{1, 403, 407, 261, 378};
-  runtime::KvCache a = model::make_kv_cache(*m, 8), b = model::make_kv_cache(*m, 8);
+  model::KvCache a = model::make_kv_cache(*m, 8), b = model::make_kv_cache(*m, 8);
   std::vector<float> la, lb;
   model::forward(*m, a, ids, true, la, pool);
   // Row 2 carries the embedding of token 407 instead of the id.
@@ -164,7 +163,7 @@ TEST(MultiSequence, EmbeddingRowEqualsTokenRow) {
   kernels::get_row(m->tok_embd, 407, embd.data());
   std::vector<model::BatchRow> rows;
   for (size_t i = 0; i < ids.size(); ++i) rows.push_back({ids[i], i == 2 ? embd.data() : nullptr, 0, true});
-  runtime::KvCache* seqs[1] = {&b};
+  model::KvCache* seqs[1] = {&b};
   model::forward_batch(*m, seqs, rows, lb, pool);
   ASSERT_EQ(la.size(), lb.size());
   EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)));
@@ -172,9 +171,9 @@ TEST(MultiSequence, EmbeddingRowEqualsTokenRow) {
 
 TEST(MultiSequence, RejectsUnknownSequenceWithoutTouchingCaches) {
   auto m = model::load_model(data_path("models/stories260K.gguf"));
-  runtime::ThreadPool pool(1);
-  runtime::KvCache a = model::make_kv_cache(*m, 8);
-  runtime::KvCache* seqs[1] = {&a};
+  base::ThreadPool pool(1);
+  model::KvCache a = model::make_kv_cache(*m, 8);
+  model::KvCache* seqs[1] = {&a};
   const model::BatchRow rows[2] = {{1, nullptr, 0, true}, {1, nullptr, 3, true}};
   std::vector<float> logits;
   try {
@@ -195,24 +194,24 @@ namespace {
 
 TEST(SequenceLifecycle, ForkContinuesLikeAFreshRunAndClearRestarts) {
   auto m = model::load_model(test::data_path("models/stories260K.gguf"));
-  runtime::ThreadPool pool(1);
+  base::ThreadPool pool(1);
   const std::vector<token_id> prompt{1, 403, 407, 261, 378};
   const std::vector<token_id> tail_a{286, 261}, tail_b{432, 383, 286};
-  runtime::KvCache base = model::make_kv_cache(*m, 16);
+  model::KvCache base = model::make_kv_cache(*m, 16);
   std::vector<float> scratch, la, lb, ref;
   model::forward(*m, base, prompt, false, scratch, pool);
-  runtime::KvCache fork = base.fork(base.n_past());
+  model::KvCache fork = base.fork(base.n_past());
   model::forward(*m, base, tail_a, true, la, pool);
   model::forward(*m, fork, tail_b, true, lb, pool);
   // The fork equals a fresh sequence fed prompt + tail_b.
   std::vector<token_id> full = prompt;
   full.insert(full.end(), tail_b.begin(), tail_b.end());
-  runtime::KvCache fresh = model::make_kv_cache(*m, 16);
+  model::KvCache fresh = model::make_kv_cache(*m, 16);
   model::forward(*m, fresh, full, true, ref, pool);
   ASSERT_EQ(ref.size(), (prompt.size() + tail_b.size()) * 512);
   EXPECT_EQ(0, std::memcmp(lb.data(), ref.data() + prompt.size() * 512, lb.size() * sizeof(float)));
   // A fork of a shorter prefix, and clear().
-  runtime::KvCache head = fresh.fork(2);
+  model::KvCache head = fresh.fork(2);
   EXPECT_EQ(head.n_past(), 2);
   EXPECT_THROW(fresh.fork(99), Error);
   fresh.clear();

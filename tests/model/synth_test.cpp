@@ -138,7 +138,7 @@ TEST(Synth, BadNamesAreRejectedWithTheKnownOnes) {
 TEST(Synth, UnwritablePathThrowsIoAndLeavesNothing) {
   SynthPreset p = synth_preset("smollm2-135m");
   p.n_layer = 1, p.n_vocab = 300;
-  runtime::ThreadPool pool(1);
+  base::ThreadPool pool(1);
   const std::string path = ::testing::TempDir() + "no_such_dir_synapse/x.gguf";
   try {
     synth_write(p, "Q8_0", 1, path, pool);
@@ -152,7 +152,7 @@ TEST(Synth, UnwritablePathThrowsIoAndLeavesNothing) {
 // Writes `p` as `type`, loads it, checks the file against the plan and the
 // hyperparameters, and runs 5 tokens through forward(): finite logits.
 std::unique_ptr<Model> write_and_load(const SynthPreset& p, const char* type, const std::string& path) {
-  runtime::ThreadPool pool(2);
+  base::ThreadPool pool(2);
   const SynthResult r = synth_write(p, type, 7, path, pool);
   auto m = load_model(path);
   const auto plan = synth_plan(p, type);
@@ -184,7 +184,7 @@ std::unique_ptr<Model> write_and_load(const SynthPreset& p, const char* type, co
   EXPECT_EQ(m->tokenizer->bos(), 1);
   EXPECT_EQ(m->tokenizer->text(3 + 0x41), "<0x41>");
 
-  runtime::KvCache kv = make_kv_cache(*m, 16);
+  model::KvCache kv = make_kv_cache(*m, 16);
   std::vector<float> logits;
   const std::vector<token_id> toks = {1, 300, 7, static_cast<token_id>(p.n_vocab - 1), 42};
   forward(*m, kv, toks, true, logits, pool);
@@ -251,7 +251,7 @@ TEST(Synth, ContentDependsOnTheSeedNotTheThreadCount) {
   SynthPreset p = synth_preset("smollm2-135m");
   p.n_layer = 1, p.n_vocab = 300;
   const std::string a = tmp_path("t1.gguf"), b = tmp_path("t2.gguf"), c = tmp_path("s2.gguf");
-  runtime::ThreadPool one(1), two(2);
+  base::ThreadPool one(1), two(2);
   synth_write(p, "Q4_K_M", 5, a, one);
   synth_write(p, "Q4_K_M", 5, b, two);
   synth_write(p, "Q4_K_M", 6, c, two);
@@ -277,7 +277,7 @@ TEST(Synth, TypesAgreeWithSynapseQuantizesPlan) {
     for (const bool tied : {true, false}) {
       p.tied = tied;
       const std::string path = tmp_path("f32.gguf");
-      runtime::ThreadPool pool(2);
+      base::ThreadPool pool(2);
       synth_write(p, "F32", 3, path, pool);
       const gguf::File f = gguf::File::open(path);
       for (const char* type : {"Q4_K_M", "Q5_K_M", "Q4_0", "Q8_0", "Q6_K", "F16"}) {

@@ -3,6 +3,7 @@
 // sequences, forks, embedding rows, and errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "golden_util.hpp"
@@ -116,6 +117,27 @@ TEST(Api, SequenceOfAnotherModelIsRefused) {
   EXPECT_EQ(seq.n_past(), 0);
   ctx_small.decode(seq, ids);  // its own model's Context still works
   EXPECT_EQ(seq.n_past(), 3);
+}
+
+TEST(Api, ParallelForCoversEachIndexOnceAndRethrows) {
+  const Model model = Model::load(data_path("models/stories260K.gguf"));
+  Context ctx(model, 2);
+  std::vector<int> hits(1000, 0);
+  ctx.parallel_for(1000, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) ++hits[i];
+  });
+  EXPECT_EQ(std::count(hits.begin(), hits.end(), 1), 1000);
+  EXPECT_THROW(ctx.parallel_for(10, 1, [](int64_t, int64_t) { throw Error(Errc::invalid_argument, "from fn"); }), Error);
+}
+
+TEST(Api, SupportedArchitecturesAndThreadLimits) {
+  const std::vector<std::string> archs = supported_architectures();
+  const std::vector<std::string> want = {"llama", "mistral", "qwen2", "qwen3", "mistral3", "phi3"};
+  EXPECT_EQ(archs, want);
+  EXPECT_EQ(max_threads, 512);  // ggml's GGML_MAX_N_THREADS
+  EXPECT_GE(default_thread_count(), 1);
+  const Model model = Model::load(data_path("models/stories260K.gguf"));
+  EXPECT_THROW(Context(model, max_threads + 1), Error);
 }
 
 TEST(Api, LoadErrorsNameTheFile) {

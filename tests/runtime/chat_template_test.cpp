@@ -14,7 +14,7 @@
 #include "golden_util.hpp"
 #include "synapse/error.hpp"
 
-namespace synapse::runtime {
+namespace synapse {
 namespace {
 
 // llama.cpp's test conversation (test-chat-template.cpp).
@@ -344,4 +344,4 @@ TEST_F(ChatTokenizeTest, EqualsOneParseSpecialCallOnOrdinaryText) {
 }
 
 }  // namespace
-}  // namespace synapse::runtime
+}  // namespace synapse

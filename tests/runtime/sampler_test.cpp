@@ -9,7 +9,7 @@
 
 #include "synapse/error.hpp"
 
-namespace synapse::runtime {
+namespace synapse {
 namespace {
 
 std::vector<token_id> ids(const Candidates& c) {
@@ -380,4 +380,4 @@ TEST(Sampler, RejectsBadParameters) {
 }
 
 }  // namespace
-}  // namespace synapse::runtime
+}  // namespace synapse

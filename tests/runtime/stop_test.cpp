@@ -11,7 +11,7 @@
 #include "synapse/error.hpp"
 #include "synapse/gguf.hpp"
 
-namespace synapse::runtime {
+namespace synapse {
 namespace {
 
 // Feeds pieces one by one and returns everything printed (flushing at the end
@@ -151,4 +151,4 @@ TEST_F(StopperTest, HeldTextIsFlushedWhenTheReplyEndsOtherwise) {
 }
 
 }  // namespace
-}  // namespace synapse::runtime
+}  // namespace synapse

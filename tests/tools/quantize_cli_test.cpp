@@ -37,7 +37,7 @@ TEST(QuantizeLogits, WithinTwiceLlamaQuantizesDistance) {
   const std::vector<token_id> ids = test::as_array(jf["input_ids"]).get<std::vector<token_id>>();
   const int64_t n_vocab = jf["n_vocab"].get<int64_t>();
   const gguf::File master = gguf::File::open(data_path("models/tiny-llama-f32.gguf"));
-  runtime::ThreadPool pool(1);
+  base::ThreadPool pool(1);
 
   const struct {
     const char* type;
@@ -60,7 +60,7 @@ TEST(QuantizeLogits, WithinTwiceLlamaQuantizesDistance) {
     opt.pure = std::string(c.suffix) != "q4_k_m";
     const gguf::Writer w = quant::quantize_model(master, opt);
     auto m = model::load_model(gguf::File::from_bytes(w.bytes(), std::string("tiny-llama ") + c.type));
-    runtime::KvCache kv = model::make_kv_cache(*m, static_cast<int64_t>(ids.size()));
+    model::KvCache kv = model::make_kv_cache(*m, static_cast<int64_t>(ids.size()));
     std::vector<float> logits;
     model::forward(*m, kv, ids, true, logits, pool);
     ASSERT_EQ(logits.size(), gold_f32.size()) << c.type;
