@@ -112,7 +112,8 @@ void run_tiles(int64_t nb, const uint8_t* w, size_t gb, int64_t g, const uint8_t
 // and a lone last group through `narrow` (the AVX2 kernel of the type).
 // Q4_0, Q5_0 and Q8_0 take two pairs by 5 rows (each activation broadcast
 // then feeds two vpdpbusd; 4 accumulators per row and 5 rows fill the 32
-// registers), a last pair by 8 rows. Rows per tile, measured on one thread
+// registers), a last pair by 8 rows; Q4_K two pairs by 3 rows (5
+// accumulators per row and pair), a last pair by 4. Rows per tile, measured on one thread
 // of the Zen 5 here (2048 x 256 by 64 rows, best of 200, two runs), one
 // pair: Q4_0, Q5_0 and Q8_0 8 (4 -> 8: Q4_0 255-264 -> 291-301 Gmac/s, Q5_0
 // 244-249 -> 274-285, Q8_0 212 -> 255-256; 6 in between), Q4_K 4 (2:
@@ -255,56 +256,74 @@ struct Block32Kernel {
 // (high) summed in int32 by vpdpbusd over their 8 chunks, times the rows'
 // scales (vpmulld) into isum; the mins as the AVX2 kernel takes them (madd
 // of the (min 2t, min 2t+1) pairs with the bsum pairs, here vpdpwssd); then
-// k_quants.cpp's two fused multiply-adds, subtracted at the end.
-template <int Acts>
+// k_quants.cpp's two fused multiply-adds, subtracted at the end. Pairs
+// pairs of groups side by side (pair p's outputs at y[16 p ..]): each
+// activation broadcast feeds one vpdpbusd per pair.
+template <int Pairs, int Acts>
 struct Q4KKernel {
   using X8 = block_q4_Kx8;
-  static constexpr int kPairs = 1;
+  static constexpr int kPairs = Pairs;
   static constexpr int kActs = Acts;
   static constexpr int kBlock = QK_K;
   template <int A>
   static void run(int64_t nb, const X8* const* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-    const X8* w0 = w[0];
-    const X8* w1 = w[1];
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    __m512 acc[A], acc_min[A];
-    for (int m = 0; m < A; ++m) acc[m] = acc_min[m] = _mm512_setzero_ps();
+    __m512 acc[Pairs][A], acc_min[Pairs][A];
+    for (int p = 0; p < Pairs; ++p)
+      for (int m = 0; m < A; ++m) acc[p][m] = acc_min[p][m] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
-      const X8& b0 = w0[i];
-      const X8& b1 = w1[i];
-      __m512i isum[A];
-      for (int m = 0; m < A; ++m) isum[m] = _mm512_setzero_si512();
+      __m512i isum[Pairs][A];
+      for (int p = 0; p < Pairs; ++p)
+        for (int m = 0; m < A; ++m) isum[p][m] = _mm512_setzero_si512();
       for (int g = 0; g < 4; ++g) {
-        __m512i slo[A], shi[A];
-        for (int m = 0; m < A; ++m) slo[m] = shi[m] = _mm512_setzero_si512();
+        __m512i slo[Pairs][A], shi[Pairs][A];
+        for (int p = 0; p < Pairs; ++p)
+          for (int m = 0; m < A; ++m) slo[p][m] = shi[p][m] = _mm512_setzero_si512();
         unrolled<8>([&]<int c>() {
-          const __m512i q = load_pair(b0.qs + 32 * (8 * g + c), b1.qs + 32 * (8 * g + c));
-          const __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+          __m512i lo[Pairs], hi[Pairs];
+          for (int p = 0; p < Pairs; ++p) {
+            const __m512i q = load_pair(w[2 * p][i].qs + 32 * (8 * g + c), w[2 * p + 1][i].qs + 32 * (8 * g + c));
+            lo[p] = _mm512_and_si512(q, m4);
+            hi[p] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+          }
           for (int m = 0; m < A; ++m) {
             const int8_t* x = act<PackedQ8Kx8>(a, as, m, i).qs + 64 * g + 4 * c;
-            slo[m] = _mm512_dpbusd_epi32(slo[m], lo, bcast4(x));
-            shi[m] = _mm512_dpbusd_epi32(shi[m], hi, bcast4(x + 32));
+            const __m512i xl = bcast4(x), xh = bcast4(x + 32);
+            for (int p = 0; p < Pairs; ++p) {
+              slo[p][m] = _mm512_dpbusd_epi32(slo[p][m], lo[p], xl);
+              shi[p][m] = _mm512_dpbusd_epi32(shi[p][m], hi[p], xh);
+            }
           }
         });
-        const __m512i sc0 = _mm512_cvtepu8_epi32(load_pair8(b0.sc[2 * g], b1.sc[2 * g]));
-        const __m512i sc1 = _mm512_cvtepu8_epi32(load_pair8(b0.sc[2 * g + 1], b1.sc[2 * g + 1]));
-        for (int m = 0; m < A; ++m)
-          isum[m] = _mm512_add_epi32(isum[m], _mm512_add_epi32(_mm512_mullo_epi32(slo[m], sc0),
-                                                               _mm512_mullo_epi32(shi[m], sc1)));
+        for (int p = 0; p < Pairs; ++p) {
+          const X8& b0 = w[2 * p][i];
+          const X8& b1 = w[2 * p + 1][i];
+          const __m512i sc0 = _mm512_cvtepu8_epi32(load_pair8(b0.sc[2 * g], b1.sc[2 * g]));
+          const __m512i sc1 = _mm512_cvtepu8_epi32(load_pair8(b0.sc[2 * g + 1], b1.sc[2 * g + 1]));
+          for (int m = 0; m < A; ++m)
+            isum[p][m] = _mm512_add_epi32(isum[p][m], _mm512_add_epi32(_mm512_mullo_epi32(slo[p][m], sc0),
+                                                                       _mm512_mullo_epi32(shi[p][m], sc1)));
+        }
       }
-      const __m512 dw = f16_pair(b0.d, b1.d), dm = f16_pair(b0.dmin, b1.dmin);
-      __m512i mp[4];
-      for (int t = 0; t < 4; ++t) mp[t] = _mm512_cvtepu8_epi16(load_pair16(b0.mp[t], b1.mp[t]));
-      for (int m = 0; m < A; ++m) {
-        const PackedQ8Kx8& x = act<PackedQ8Kx8>(a, as, m, i);
-        __m512i ms = _mm512_setzero_si512();
-        for (int t = 0; t < 4; ++t) ms = _mm512_dpwssd_epi32(ms, mp[t], bcast4(x.bsum + 2 * t));
-        const __m512 da = _mm512_set1_ps(x.d);
-        acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[m]), _mm512_mul_ps(dw, da), acc[m]);
-        acc_min[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dm, da), acc_min[m]);
+      for (int p = 0; p < Pairs; ++p) {
+        const X8& b0 = w[2 * p][i];
+        const X8& b1 = w[2 * p + 1][i];
+        const __m512 dw = f16_pair(b0.d, b1.d), dm = f16_pair(b0.dmin, b1.dmin);
+        __m512i mp[4];
+        for (int t = 0; t < 4; ++t) mp[t] = _mm512_cvtepu8_epi16(load_pair16(b0.mp[t], b1.mp[t]));
+        for (int m = 0; m < A; ++m) {
+          const PackedQ8Kx8& x = act<PackedQ8Kx8>(a, as, m, i);
+          __m512i ms = _mm512_setzero_si512();
+          for (int t = 0; t < 4; ++t) ms = _mm512_dpwssd_epi32(ms, mp[t], bcast4(x.bsum + 2 * t));
+          const __m512 da = _mm512_set1_ps(x.d);
+          acc[p][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][m]), _mm512_mul_ps(dw, da), acc[p][m]);
+          acc_min[p][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dm, da), acc_min[p][m]);
+        }
       }
     }
-    for (int m = 0; m < A; ++m) _mm512_storeu_ps(y + static_cast<size_t>(m) * ys, _mm512_sub_ps(acc[m], acc_min[m]));
+    for (int p = 0; p < Pairs; ++p)
+      for (int m = 0; m < A; ++m)
+        _mm512_storeu_ps(y + static_cast<size_t>(m) * ys + 16 * p, _mm512_sub_ps(acc[p][m], acc_min[p][m]));
   }
 };
 
@@ -433,7 +452,7 @@ void gemm_q8_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8
 
 void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
                       float* y, size_t ys) {
-  gemm_pairs<Q4KKernel<4>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q4_Kx8_q8_K);
+  gemm_pairs<Q4KKernel<2, 3>, Q4KKernel<1, 4>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q4_Kx8_q8_K);
 }
 
 void gemm_q6_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
