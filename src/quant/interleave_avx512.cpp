@@ -59,12 +59,10 @@ inline const B& act(const uint8_t* a, size_t as, int m, int64_t i) {
   return reinterpret_cast<const B*>(a + static_cast<size_t>(m) * as)[i];
 }
 
-// 4 bytes broadcast to the 16 int32 lanes.
-inline __m512i bcast4(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
+// 4 bytes broadcast to the 16 int32 lanes, read as one int32 that may alias
+// the bytes (so the compiler can fold it into vpdpbusd's {1to16} operand).
+typedef int32_t unaligned_i32 __attribute__((may_alias, aligned(1)));
+inline __m512i bcast4(const void* p) { return _mm512_set1_epi32(*static_cast<const unaligned_i32*>(p)); }
 
 // 32 bytes of group g (lanes 0..7) and 32 of group g + 1 (lanes 8..15).
 inline __m512i load_pair(const void* p0, const void* p1) {
@@ -85,27 +83,46 @@ inline __m128i load_pair8(const void* p0, const void* p1) {
 // The 8 F16 scales of each group as 16 floats (exact conversions).
 inline __m512 f16_pair(const ggml_fp16_t* d0, const ggml_fp16_t* d1) { return _mm512_cvtph_ps(load_pair16(d0, d1)); }
 
-// Runs K::run<A>(nb, w0, w1, a, as, y, ys) for rem (< K::kActs) rows.
+// Runs K::run<A>(nb, w, a, as, y, ys) for rem (< K::kActs) rows.
 template <class K, int A>
-inline void rest(int64_t rem, int64_t nb, const typename K::X8* w0, const typename K::X8* w1, const uint8_t* a,
-                 size_t as, float* y, size_t ys) {
+inline void rest(int64_t rem, int64_t nb, const typename K::X8* const* w, const uint8_t* a, size_t as, float* y,
+                 size_t ys) {
   if constexpr (A > 0) {
-    if (rem == A) K::template run<A>(nb, w0, w1, a, as, y, ys);
-    else rest<K, A - 1>(rem, nb, w0, w1, a, as, y, ys);
+    if (rem == A) K::template run<A>(nb, w, a, as, y, ys);
+    else rest<K, A - 1>(rem, nb, w, a, as, y, ys);
   }
 }
 
-// gemm_x8 of the AVX-512 table: pairs of groups in tiles of K::kActs
-// activation rows (the last smaller); decode and a lone last group through
-// `narrow` (the AVX2 kernel of the type). Rows per tile, measured on one
-// thread of the Zen 5 here (2048 x 256 by 64 rows, best of 200, two runs):
-// Q4_0, Q5_0 and Q8_0 8 (4 -> 8: Q4_0 255-264 -> 291-301 Gmac/s, Q5_0
-// 244-249 -> 274-285, Q8_0 212 -> 255-256; 6 in between), Q4_K 4 (2:
-// 236-243, 3: 260-269, 4: 285-292; 5 and up spill its 5 accumulators
-// per row).
+// Groups [g, g + 2 * K::kPairs) (K::kPairs pairs, 16 outputs each) against
+// all n_rows activation rows, in tiles of K::kActs rows (the last smaller).
 template <class K>
+void run_tiles(int64_t nb, const uint8_t* w, size_t gb, int64_t g, const uint8_t* a, size_t as, int64_t n_rows, float* y,
+               size_t ys) {
+  const typename K::X8* wg[2 * K::kPairs];
+  for (int k = 0; k < 2 * K::kPairs; ++k)
+    wg[k] = reinterpret_cast<const typename K::X8*>(w + static_cast<size_t>(g + k) * gb);
+  float* yg = y + kInterleave * g;
+  int64_t m = 0;
+  for (; m + K::kActs <= n_rows; m += K::kActs) K::template run<K::kActs>(nb, wg, a + m * as, as, yg + m * ys, ys);
+  rest<K, K::kActs - 1>(n_rows - m, nb, wg, a + m * as, as, yg + m * ys, ys);
+}
+
+// gemm_x8 of the AVX-512 table: K::kPairs pairs of groups at a time, then
+// one pair at a time (K1, kPairs 1), in tiles of activation rows; decode
+// and a lone last group through `narrow` (the AVX2 kernel of the type).
+// Q4_0, Q5_0 and Q8_0 take two pairs by 5 rows (each activation broadcast
+// then feeds two vpdpbusd; 4 accumulators per row and 5 rows fill the 32
+// registers), a last pair by 8 rows; Q4_K two pairs by 3 rows (5
+// accumulators per row and pair), a last pair by 4. Rows per tile, measured on one thread
+// of the Zen 5 here (2048 x 256 by 64 rows, best of 200, two runs), one
+// pair: Q4_0, Q5_0 and Q8_0 8 (4 -> 8: Q4_0 255-264 -> 291-301 Gmac/s, Q5_0
+// 244-249 -> 274-285, Q8_0 212 -> 255-256; 6 in between), Q4_K 4 (2:
+// 236-243, 3: 260-269, 4: 285-292; 5 and up spill its 5 accumulators per
+// row).
+template <class K, class K1 = K>
 void gemm_pairs(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows, float* y,
                 size_t ys, GemmX8Fn narrow) {
+  static_assert(K1::kPairs == 1);
   if (n_rows < kMinRows) {
     narrow(n, w, n_groups, a, as, n_rows, y, ys);
     return;
@@ -113,14 +130,8 @@ void gemm_pairs(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a,
   const int64_t nb = n / K::kBlock;
   const size_t gb = static_cast<size_t>(nb) * sizeof(typename K::X8);
   int64_t g = 0;
-  for (; g + 2 <= n_groups; g += 2) {
-    const auto* w0 = reinterpret_cast<const typename K::X8*>(w + static_cast<size_t>(g) * gb);
-    const auto* w1 = reinterpret_cast<const typename K::X8*>(w + static_cast<size_t>(g + 1) * gb);
-    float* yg = y + kInterleave * g;
-    int64_t m = 0;
-    for (; m + K::kActs <= n_rows; m += K::kActs) K::template run<K::kActs>(nb, w0, w1, a + m * as, as, yg + m * ys, ys);
-    rest<K, K::kActs - 1>(n_rows - m, nb, w0, w1, a + m * as, as, yg + m * ys, ys);
-  }
+  for (; g + 2 * K::kPairs <= n_groups; g += 2 * K::kPairs) run_tiles<K>(nb, w, gb, g, a, as, n_rows, y, ys);
+  for (; g + 2 <= n_groups; g += 2) run_tiles<K1>(nb, w, gb, g, a, as, n_rows, y, ys);
   if (g < n_groups) narrow(n, w + static_cast<size_t>(g) * gb, 1, a, as, n_rows, y + kInterleave * g, ys);
 }
 
@@ -156,71 +167,88 @@ struct Q5Digits {
   }
 };
 
-// The integer sums of chunk-pair c of a Q4_0 / Q5_0 block of both groups
-// against A activation rows: the low digits' products into s0, the high
-// digits' into s1 (two int32 chains, for vpdpbusd's latency).
+// The integer sums of a Q4_0 / Q5_0 block of W pairs of groups (b[2p],
+// b[2p + 1]) against A activation rows, added into s[p][m] (one int32 chain
+// per row and pair: the chains are independent, enough to cover
+// vpdpbusd's latency); each activation broadcast serves the W pairs.
 template <class D>
 struct NibbleSums {
   using X8 = typename D::X8;
   using Pack = PackedQ8x8;
-  template <int A>
-  static void add(const X8& b0, const X8& b1, const uint8_t* a, size_t as, int64_t i, __m512i* s0, __m512i* s1) {
+  template <int A, int W>
+  static void add(const X8* const* b, const uint8_t* a, size_t as, int64_t i, __m512i (*s)[A]) {
     unrolled<4>([&]<int c>() {
-      __m512i lo, hi;
-      D::template get<c>(b0, b1, load_pair(b0.qs + 32 * c, b1.qs + 32 * c), lo, hi);
+      __m512i lo[W], hi[W];
+      for (int p = 0; p < W; ++p)
+        D::template get<c>(b[2 * p][i], b[2 * p + 1][i], load_pair(b[2 * p][i].qs + 32 * c, b[2 * p + 1][i].qs + 32 * c),
+                           lo[p], hi[p]);
       for (int m = 0; m < A; ++m) {
         const PackedQ8x8& x = act<PackedQ8x8>(a, as, m, i);
-        s0[m] = _mm512_dpbusd_epi32(s0[m], lo, bcast4(x.qs + 4 * c));
-        s1[m] = _mm512_dpbusd_epi32(s1[m], hi, bcast4(x.qs + 16 + 4 * c));
+        const __m512i xl = bcast4(x.qs + 4 * c), xh = bcast4(x.qs + 16 + 4 * c);
+        for (int p = 0; p < W; ++p) {
+          s[p][m] = _mm512_dpbusd_epi32(s[p][m], lo[p], xl);
+          s[p][m] = _mm512_dpbusd_epi32(s[p][m], hi[p], xh);
+        }
       }
     });
   }
 };
 
 // Q8_0: the weight bytes + 128 (xor 0x80: 0..255) against the activation
-// bytes (even chunks into s0, odd into s1); PackedQ8x8s::off = 128 * sum(a)
-// then leaves the exact block dot (a weight byte of -128 would be exact
-// too).
+// bytes, into s[p][m]; PackedQ8x8s::off = 128 * sum(a) then leaves the exact
+// block dot (a weight byte of -128 would be exact too).
 struct Q8Sums {
   using X8 = block_q8_0x8;
   using Pack = PackedQ8x8s;
-  template <int A>
-  static void add(const X8& b0, const X8& b1, const uint8_t* a, size_t as, int64_t i, __m512i* s0, __m512i* s1) {
+  template <int A, int W>
+  static void add(const X8* const* b, const uint8_t* a, size_t as, int64_t i, __m512i (*s)[A]) {
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
     unrolled<8>([&]<int c>() {
-      const __m512i q = _mm512_xor_si512(load_pair(b0.qs + 32 * c, b1.qs + 32 * c), flip);
-      __m512i* s = c % 2 == 0 ? s0 : s1;
-      for (int m = 0; m < A; ++m) s[m] = _mm512_dpbusd_epi32(s[m], q, bcast4(act<PackedQ8x8s>(a, as, m, i).qs + 4 * c));
+      __m512i q[W];
+      for (int p = 0; p < W; ++p)
+        q[p] = _mm512_xor_si512(load_pair(b[2 * p][i].qs + 32 * c, b[2 * p + 1][i].qs + 32 * c), flip);
+      for (int m = 0; m < A; ++m) {
+        const __m512i x = bcast4(act<PackedQ8x8s>(a, as, m, i).qs + 4 * c);
+        for (int p = 0; p < W; ++p) s[p][m] = _mm512_dpbusd_epi32(s[p][m], q[p], x);
+      }
     });
   }
 };
 
-// Two groups' 32-element blocks (Q4_0, Q5_0, Q8_0) by A activation rows:
-// per row the two chains added and the offset term subtracted (row l's
-// exact isum in lane l), then acc = fma(float(isum), d_w * d_a, acc):
-// legacy.cpp's Q4_0 order.
-template <class S, int Acts>
+// W pairs of groups' 32-element blocks (Q4_0, Q5_0, Q8_0) by A activation
+// rows: per row and pair a chain that starts at minus the offset term and
+// ends at row l's exact isum in lane l, then acc = fma(float(isum),
+// d_w * d_a, acc): legacy.cpp's Q4_0 order. Pair p's 16 outputs of a row
+// go to y[16 p ..].
+template <class S, int Pairs, int Acts>
 struct Block32Kernel {
   using X8 = typename S::X8;
   using Pack = typename S::Pack;
+  static constexpr int kPairs = Pairs;
   static constexpr int kActs = Acts;
   static constexpr int kBlock = 32;
   template <int A>
-  static void run(int64_t nb, const X8* w0, const X8* w1, const uint8_t* a, size_t as, float* y, size_t ys) {
-    __m512 acc[A];
-    for (int m = 0; m < A; ++m) acc[m] = _mm512_setzero_ps();
+  static void run(int64_t nb, const X8* const* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+    __m512 acc[Pairs][A];
+    for (int p = 0; p < Pairs; ++p)
+      for (int m = 0; m < A; ++m) acc[p][m] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
-      __m512i s0[A], s1[A];
-      for (int m = 0; m < A; ++m) s0[m] = s1[m] = _mm512_setzero_si512();
-      S::template add<A>(w0[i], w1[i], a, as, i, s0, s1);
-      const __m512 dw = f16_pair(w0[i].d, w1[i].d);
+      __m512i s[Pairs][A];
       for (int m = 0; m < A; ++m) {
-        const Pack& x = act<Pack>(a, as, m, i);
-        const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s0[m], s1[m]), _mm512_set1_epi32(x.off));
-        acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(x.d)), acc[m]);
+        const __m512i off = _mm512_set1_epi32(-act<Pack>(a, as, m, i).off);
+        for (int p = 0; p < Pairs; ++p) s[p][m] = off;
+      }
+      S::template add<A, Pairs>(w, a, as, i, s);
+      for (int p = 0; p < Pairs; ++p) {
+        const __m512 dw = f16_pair(w[2 * p][i].d, w[2 * p + 1][i].d);
+        for (int m = 0; m < A; ++m) {
+          const __m512 da = _mm512_set1_ps(act<Pack>(a, as, m, i).d);
+          acc[p][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[p][m]), _mm512_mul_ps(dw, da), acc[p][m]);
+        }
       }
     }
-    for (int m = 0; m < A; ++m) _mm512_storeu_ps(y + static_cast<size_t>(m) * ys, acc[m]);
+    for (int p = 0; p < Pairs; ++p)
+      for (int m = 0; m < A; ++m) _mm512_storeu_ps(y + static_cast<size_t>(m) * ys + 16 * p, acc[p][m]);
   }
 };
 
@@ -228,53 +256,74 @@ struct Block32Kernel {
 // (high) summed in int32 by vpdpbusd over their 8 chunks, times the rows'
 // scales (vpmulld) into isum; the mins as the AVX2 kernel takes them (madd
 // of the (min 2t, min 2t+1) pairs with the bsum pairs, here vpdpwssd); then
-// k_quants.cpp's two fused multiply-adds, subtracted at the end.
-template <int Acts>
+// k_quants.cpp's two fused multiply-adds, subtracted at the end. Pairs
+// pairs of groups side by side (pair p's outputs at y[16 p ..]): each
+// activation broadcast feeds one vpdpbusd per pair.
+template <int Pairs, int Acts>
 struct Q4KKernel {
   using X8 = block_q4_Kx8;
+  static constexpr int kPairs = Pairs;
   static constexpr int kActs = Acts;
   static constexpr int kBlock = QK_K;
   template <int A>
-  static void run(int64_t nb, const X8* w0, const X8* w1, const uint8_t* a, size_t as, float* y, size_t ys) {
+  static void run(int64_t nb, const X8* const* w, const uint8_t* a, size_t as, float* y, size_t ys) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    __m512 acc[A], acc_min[A];
-    for (int m = 0; m < A; ++m) acc[m] = acc_min[m] = _mm512_setzero_ps();
+    __m512 acc[Pairs][A], acc_min[Pairs][A];
+    for (int p = 0; p < Pairs; ++p)
+      for (int m = 0; m < A; ++m) acc[p][m] = acc_min[p][m] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
-      const X8& b0 = w0[i];
-      const X8& b1 = w1[i];
-      __m512i isum[A];
-      for (int m = 0; m < A; ++m) isum[m] = _mm512_setzero_si512();
+      __m512i isum[Pairs][A];
+      for (int p = 0; p < Pairs; ++p)
+        for (int m = 0; m < A; ++m) isum[p][m] = _mm512_setzero_si512();
       for (int g = 0; g < 4; ++g) {
-        __m512i slo[A], shi[A];
-        for (int m = 0; m < A; ++m) slo[m] = shi[m] = _mm512_setzero_si512();
+        __m512i slo[Pairs][A], shi[Pairs][A];
+        for (int p = 0; p < Pairs; ++p)
+          for (int m = 0; m < A; ++m) slo[p][m] = shi[p][m] = _mm512_setzero_si512();
         unrolled<8>([&]<int c>() {
-          const __m512i q = load_pair(b0.qs + 32 * (8 * g + c), b1.qs + 32 * (8 * g + c));
-          const __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+          __m512i lo[Pairs], hi[Pairs];
+          for (int p = 0; p < Pairs; ++p) {
+            const __m512i q = load_pair(w[2 * p][i].qs + 32 * (8 * g + c), w[2 * p + 1][i].qs + 32 * (8 * g + c));
+            lo[p] = _mm512_and_si512(q, m4);
+            hi[p] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+          }
           for (int m = 0; m < A; ++m) {
             const int8_t* x = act<PackedQ8Kx8>(a, as, m, i).qs + 64 * g + 4 * c;
-            slo[m] = _mm512_dpbusd_epi32(slo[m], lo, bcast4(x));
-            shi[m] = _mm512_dpbusd_epi32(shi[m], hi, bcast4(x + 32));
+            const __m512i xl = bcast4(x), xh = bcast4(x + 32);
+            for (int p = 0; p < Pairs; ++p) {
+              slo[p][m] = _mm512_dpbusd_epi32(slo[p][m], lo[p], xl);
+              shi[p][m] = _mm512_dpbusd_epi32(shi[p][m], hi[p], xh);
+            }
           }
         });
-        const __m512i sc0 = _mm512_cvtepu8_epi32(load_pair8(b0.sc[2 * g], b1.sc[2 * g]));
-        const __m512i sc1 = _mm512_cvtepu8_epi32(load_pair8(b0.sc[2 * g + 1], b1.sc[2 * g + 1]));
-        for (int m = 0; m < A; ++m)
-          isum[m] = _mm512_add_epi32(isum[m], _mm512_add_epi32(_mm512_mullo_epi32(slo[m], sc0),
-                                                               _mm512_mullo_epi32(shi[m], sc1)));
+        for (int p = 0; p < Pairs; ++p) {
+          const X8& b0 = w[2 * p][i];
+          const X8& b1 = w[2 * p + 1][i];
+          const __m512i sc0 = _mm512_cvtepu8_epi32(load_pair8(b0.sc[2 * g], b1.sc[2 * g]));
+          const __m512i sc1 = _mm512_cvtepu8_epi32(load_pair8(b0.sc[2 * g + 1], b1.sc[2 * g + 1]));
+          for (int m = 0; m < A; ++m)
+            isum[p][m] = _mm512_add_epi32(isum[p][m], _mm512_add_epi32(_mm512_mullo_epi32(slo[p][m], sc0),
+                                                                       _mm512_mullo_epi32(shi[p][m], sc1)));
+        }
       }
-      const __m512 dw = f16_pair(b0.d, b1.d), dm = f16_pair(b0.dmin, b1.dmin);
-      __m512i mp[4];
-      for (int t = 0; t < 4; ++t) mp[t] = _mm512_cvtepu8_epi16(load_pair16(b0.mp[t], b1.mp[t]));
-      for (int m = 0; m < A; ++m) {
-        const PackedQ8Kx8& x = act<PackedQ8Kx8>(a, as, m, i);
-        __m512i ms = _mm512_setzero_si512();
-        for (int t = 0; t < 4; ++t) ms = _mm512_dpwssd_epi32(ms, mp[t], bcast4(x.bsum + 2 * t));
-        const __m512 da = _mm512_set1_ps(x.d);
-        acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[m]), _mm512_mul_ps(dw, da), acc[m]);
-        acc_min[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dm, da), acc_min[m]);
+      for (int p = 0; p < Pairs; ++p) {
+        const X8& b0 = w[2 * p][i];
+        const X8& b1 = w[2 * p + 1][i];
+        const __m512 dw = f16_pair(b0.d, b1.d), dm = f16_pair(b0.dmin, b1.dmin);
+        __m512i mp[4];
+        for (int t = 0; t < 4; ++t) mp[t] = _mm512_cvtepu8_epi16(load_pair16(b0.mp[t], b1.mp[t]));
+        for (int m = 0; m < A; ++m) {
+          const PackedQ8Kx8& x = act<PackedQ8Kx8>(a, as, m, i);
+          __m512i ms = _mm512_setzero_si512();
+          for (int t = 0; t < 4; ++t) ms = _mm512_dpwssd_epi32(ms, mp[t], bcast4(x.bsum + 2 * t));
+          const __m512 da = _mm512_set1_ps(x.d);
+          acc[p][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][m]), _mm512_mul_ps(dw, da), acc[p][m]);
+          acc_min[p][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dm, da), acc_min[p][m]);
+        }
       }
     }
-    for (int m = 0; m < A; ++m) _mm512_storeu_ps(y + static_cast<size_t>(m) * ys, _mm512_sub_ps(acc[m], acc_min[m]));
+    for (int p = 0; p < Pairs; ++p)
+      for (int m = 0; m < A; ++m)
+        _mm512_storeu_ps(y + static_cast<size_t>(m) * ys + 16 * p, _mm512_sub_ps(acc[p][m], acc_min[p][m]));
   }
 };
 
@@ -388,22 +437,22 @@ void q6_many(int64_t nb, const block_q6_Kx8* w0, const block_q6_Kx8* w1, const u
 
 void gemm_q4_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
                       float* y, size_t ys) {
-  gemm_pairs<Block32Kernel<NibbleSums<Q4Digits>, 8>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q4_0x8_q8_0);
+  gemm_pairs<Block32Kernel<NibbleSums<Q4Digits>, 2, 5>, Block32Kernel<NibbleSums<Q4Digits>, 1, 8>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q4_0x8_q8_0);
 }
 
 void gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
                       float* y, size_t ys) {
-  gemm_pairs<Block32Kernel<NibbleSums<Q5Digits>, 8>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q5_0x8_q8_0);
+  gemm_pairs<Block32Kernel<NibbleSums<Q5Digits>, 2, 5>, Block32Kernel<NibbleSums<Q5Digits>, 1, 8>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q5_0x8_q8_0);
 }
 
 void gemm_q8_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
                       float* y, size_t ys) {
-  gemm_pairs<Block32Kernel<Q8Sums, 8>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q8_0x8_q8_0);
+  gemm_pairs<Block32Kernel<Q8Sums, 2, 5>, Block32Kernel<Q8Sums, 1, 8>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q8_0x8_q8_0);
 }
 
 void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
                       float* y, size_t ys) {
-  gemm_pairs<Q4KKernel<4>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q4_Kx8_q8_K);
+  gemm_pairs<Q4KKernel<2, 3>, Q4KKernel<1, 4>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q4_Kx8_q8_K);
 }
 
 void gemm_q6_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,

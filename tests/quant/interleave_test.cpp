@@ -166,13 +166,15 @@ void check(GgmlType t, Isa isa, std::mt19937& rng) {
   for (int64_t n : lengths_of(t)) {
     for (bool raw : {false, true}) {
       const size_t rb = row_size(t, n), as = row_size(vt, n);
-      const std::vector<uint8_t> plain = weight_rows_of(t, n, 24, rng, raw);
-      std::vector<uint8_t> x8(x8_bytes(t, n));
-      interleave_rows(t, n, plain.data(), rb, 24, x8.data());
+      // Up to 5 groups: the AVX-512 kernels take 2 pairs, then 1 pair,
+      // then a lone group.
+      const std::vector<uint8_t> plain = weight_rows_of(t, n, 40, rng, raw);
+      std::vector<uint8_t> x8(5 * interleaved_group_bytes(t, n));
+      interleave_rows(t, n, plain.data(), rb, 40, x8.data());
       const std::vector<uint8_t> a = rows_of(vt, n, 17, rng, raw);
       size_t ps = 0;
       const std::vector<uint8_t> packed = packed_rows(t, isa, n, a, 17, ps);
-      for (int64_t groups = 1; groups <= 3; ++groups) {
+      for (int64_t groups = 1; groups <= 5; ++groups) {
         for (int64_t M = 1; M <= 17; ++M) {
           const size_t ys = static_cast<size_t>(8 * groups) + 3;
           std::vector<float> y(static_cast<size_t>(M) * ys, -7.0f);
@@ -197,7 +199,7 @@ void check(GgmlType t, Isa isa, std::mt19937& rng) {
 }
 
 // More activation rows than one call of the Q6_K prefill path takes (64,
-// 32 for two groups): 131 rows by 2 groups, the table's kernel against the
+// 32 for two groups): 131 rows by 4 groups, the table's kernel against the
 // scalar vec_dot.
 TEST_P(KernelTables, X8ManyActivationRowsEqualScalarDot) {
   std::mt19937 rng(99);
@@ -205,27 +207,27 @@ TEST_P(KernelTables, X8ManyActivationRowsEqualScalarDot) {
     const int64_t n = type_traits(t).block_size == 32 ? 64 : 512, M = 131;
     const GgmlType vt = vec_dot_type(t);
     const size_t rb = row_size(t, n), as = row_size(vt, n);
-    const std::vector<uint8_t> plain = weight_rows_of(t, n, 16, rng, true);
-    std::vector<uint8_t> x8(2 * interleaved_group_bytes(t, n));
-    ASSERT_TRUE(interleave_rows(t, n, plain.data(), rb, 16, x8.data()));
+    const std::vector<uint8_t> plain = weight_rows_of(t, n, 32, rng, true);
+    std::vector<uint8_t> x8(4 * interleaved_group_bytes(t, n));
+    ASSERT_TRUE(interleave_rows(t, n, plain.data(), rb, 32, x8.data()));
     const std::vector<uint8_t> a = rows_of(vt, n, M, rng, false);
     size_t ps = 0;
     const std::vector<uint8_t> packed = packed_rows(t, isa(), n, a, M, ps);
-    std::vector<float> y(static_cast<size_t>(M) * 16, -7.0f);
-    gemm_x8_kernel(t, isa())(n, x8.data(), 2, packed.data(), ps, M, y.data(), 16);
+    std::vector<float> y(static_cast<size_t>(M) * 32, -7.0f);
+    gemm_x8_kernel(t, isa())(n, x8.data(), 4, packed.data(), ps, M, y.data(), 32);
     for (int64_t m = 0; m < M; ++m) {
-      for (int r = 0; r < 16; ++r) {
+      for (int r = 0; r < 32; ++r) {
         const float want = vec_dot_kernel(t, Isa::scalar)(n, plain.data() + r * rb, a.data() + m * as);
-        ASSERT_EQ(std::memcmp(&want, &y[m * 16 + r], sizeof want), 0)
+        ASSERT_EQ(std::memcmp(&want, &y[m * 32 + r], sizeof want), 0)
             << type_name(t) << " " << isa_name(isa()) << " act " << m << " row " << r;
       }
     }
   }
 }
 
-// Every interleaved type, 1..3 groups by 1..17 activation rows (AVX-512:
-// two groups per register, a lone third group and 1..3 rows through the
-// AVX2 kernels).
+// Every interleaved type, 1..5 groups by 1..17 activation rows (AVX-512:
+// two pairs of groups, one pair, a lone last group, and 1..3 rows through
+// the AVX2 kernels).
 TEST_P(KernelTables, X8KernelsEqualScalarDot) {
   std::mt19937 rng(8);
   for (GgmlType t : kTypes) {
