@@ -126,8 +126,9 @@ float encode_row(const float* logits, int64_t n_vocab, token_id tok, uint16_t* r
   std::memcpy(rec, head, sizeof head);
   uint16_t* code = rec + 4;
   const float scale = head[0];
+  const float inv_scale = scale != 0 ? 1 / scale : 0;  // llama-perplexity multiplies by 1/scale (not / scale)
   for (int64_t i = 0; i < n_vocab; ++i)
-    code[i] = scale != 0 && logits[i] > min_logit ? static_cast<uint16_t>(std::lrint((logits[i] - min_logit) / scale)) : 0;
+    code[i] = scale != 0 && logits[i] > min_logit ? static_cast<uint16_t>(std::lrint(inv_scale * (logits[i] - min_logit))) : 0;
   for (int64_t i = n_vocab; i < record_words(n_vocab) - 4; ++i) code[i] = 0;
   return max_logit + log_sum_exp - logits[tok];
 }
