@@ -1,6 +1,7 @@
 // synapse/synth.hpp: write_synthetic_model writes a file Model::load accepts
 // at the requested shape, the same bytes for any thread count, and rejects
-// bad parameters with Error(invalid_argument).
+// bad parameters with Error(invalid_argument). Also the accessors synapse
+// bench uses: kv_bytes_per_position, Sequence::capacity, system_info.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -39,6 +40,13 @@ TEST(SynthApi, WritesALoadableModelOfTheRequestedShape) {
   EXPECT_EQ(m.n_embd(), 576);  // SmolLM2-135M's hidden size
   EXPECT_EQ(m.n_params(), s.n_params);
   EXPECT_EQ(m.weight_bytes(), s.tensor_bytes);
+  // F16 K and V rows of 3 KV heads x 64 per layer: 2 x (192 + 192) x 2 bytes.
+  EXPECT_EQ(m.kv_bytes_per_position(), 1536u);
+  Context ctx(m, 1);
+  Sequence seq = ctx.new_sequence(64);
+  EXPECT_EQ(seq.capacity(), 64);  // no sliding window: every position is stored
+  const token_id ids[2] = {1, 300};
+  EXPECT_EQ(ctx.decode(seq, ids).size(), 512u);
   std::filesystem::remove(p1);
   std::filesystem::remove(p2);
 }
@@ -49,6 +57,12 @@ TEST(SynthApi, RejectsBadParameters) {
   EXPECT_THROW(write_synthetic_model(p, {.preset = "smollm2-135m", .type = "Q3_XYZ", .n_layer = 1}), Error);
   EXPECT_THROW(write_synthetic_model(p, {.preset = "smollm2-135m", .n_layer = -1}), Error);
   EXPECT_EQ(synth_preset_names().front(), "smollm2-135m");
+}
+
+TEST(SystemInfo, NamesTheKernelTable) {
+  const std::string isa = kernel_isa();
+  EXPECT_FALSE(isa.empty());
+  EXPECT_EQ(system_info(), "kernels " + isa);
 }
 
 }  // namespace
