@@ -42,10 +42,9 @@
 
 #include "../bench/bandwidth.hpp"
 #include "commands.hpp"
-#include "model/forward.hpp"
-#include "quant/kernel_table.hpp"
-#include "quant/simd.hpp"
 #include "synapse/error.hpp"
+#include "synapse/gguf.hpp"
+#include "synapse/synapse.hpp"
 
 #ifndef SYNAPSE_GIT_COMMIT
 #define SYNAPSE_GIT_COMMIT "unknown"
@@ -98,10 +97,10 @@ std::string file_type_name(uint32_t ft) {
   return it == names.end() ? "ftype " + std::to_string(ft) : it->second;
 }
 
-std::string model_label(const model::Model& m, const std::string& path) {
+std::string model_label(const Model& m, const std::string& path) {
   std::string name;
   try {
-    name = m.file.get_string("general.name").value_or("");
+    name = m.gguf().get_string("general.name").value_or("");
   } catch (const Error&) {
   }
   if (name.empty()) {
@@ -110,17 +109,17 @@ std::string model_label(const model::Model& m, const std::string& path) {
   }
   std::optional<uint32_t> ft;
   try {
-    ft = m.file.get_u32("general.file_type");
+    ft = m.gguf().get_u32("general.file_type");
   } catch (const Error&) {
   }
   return ft ? name + " " + file_type_name(*ft) : name;
 }
 
 // Weight bytes a decode step reads (see the header comment).
-uint64_t weight_bytes_per_token(const model::Model& m) {
+uint64_t weight_bytes_per_token(const Model& m) {
   uint64_t n = 0;
-  const bool untied = m.file.find_tensor("output.weight") != nullptr;
-  for (const auto& t : m.file.tensors()) {
+  const bool untied = m.gguf().find_tensor("output.weight") != nullptr;
+  for (const auto& t : m.gguf().tensors()) {
     if (untied && t.name == "token_embd.weight")
       n += t.n_bytes / static_cast<uint64_t>(std::max<int64_t>(1, t.ne[1]));
     else
@@ -210,7 +209,7 @@ void print_table(const std::vector<Result>& rs, bool with_bound) {
 nlohmann::json to_json(const std::vector<Result>& rs) {
   nlohmann::json out;
   out["commit"] = SYNAPSE_GIT_COMMIT;
-  out["kernels"] = synapse::quant::isa_name(synapse::quant::active_kernels().isa);
+  out["kernels"] = kernel_isa();
   out["results"] = nlohmann::json::array();
   for (const Result& r : rs) {
     nlohmann::json j;
@@ -257,7 +256,7 @@ void check_args(const BenchArgs& a) {
   for (int b : a.batch) if (b < 1 || b > 512) bad("--batch values must be in 1..512");
   for (int d : a.depth) if (d < 0) bad("-d values must be >= 0");
   for (int t : a.threads)
-    if (t < 1 || t > base::kMaxThreads) bad("-t values must be in [1, 512] (ggml's GGML_MAX_N_THREADS)");
+    if (t < 1 || t > max_threads) bad("-t values must be in [1, 512] (ggml's GGML_MAX_N_THREADS)");
   const bool any_p = std::any_of(a.n_prompt.begin(), a.n_prompt.end(), [](int p) { return p > 0; });
   const bool any_n = std::any_of(a.n_gen.begin(), a.n_gen.end(), [](int n) { return n > 0; });
   if (!any_p && !any_n) bad("nothing to run: every -p and -n value is 0");
@@ -271,7 +270,7 @@ void check_args(const BenchArgs& a) {
 
 int run(BenchArgs a) {
   check_args(a);
-  if (a.threads.empty()) a.threads.push_back(base::default_thread_count());
+  if (a.threads.empty()) a.threads.push_back(default_thread_count());
   const auto probe = [&](int threads) {
     std::fprintf(stderr, "synapse bench: measuring read bandwidth with %d thread(s)...\n", threads);
     return bench::read_bandwidth_gbps(threads, size_t{1} << 30, 3);
@@ -280,29 +279,26 @@ int run(BenchArgs a) {
   const double given_bw = a.bw.empty() || a.bw == "auto" ? 0.0 : std::strtod(a.bw.c_str(), nullptr);
 
   std::vector<Result> results;
-  // The kernel table in use (quant/simd.hpp: SYNAPSE_ISA / SYNAPSE_NO_SIMD and cpuid).
-  if (!a.json)
-    std::printf("synapse bench, commit %s, kernels %s\n\n", SYNAPSE_GIT_COMMIT,
-                synapse::quant::isa_name(synapse::quant::active_kernels().isa));
+  // The kernel table in use (SYNAPSE_ISA / SYNAPSE_NO_SIMD and cpuid).
+  if (!a.json) std::printf("synapse bench, commit %s, %s\n\n", SYNAPSE_GIT_COMMIT, system_info().c_str());
   for (const std::string& path : a.models) {
-    const auto m = model::load_model(path);
-    const model::HParams& hp = m->hp;
+    const Model m = Model::load(path);
     Result base;
-    base.model = model_label(*m, path);
+    base.model = model_label(m, path);
     base.path = path;
-    base.size_bytes = m->weight_bytes();
-    base.params = m->n_params();
-    base.weight_bytes_per_token = weight_bytes_per_token(*m);
+    base.size_bytes = m.weight_bytes();
+    base.params = m.n_params();
+    base.weight_bytes_per_token = weight_bytes_per_token(m);
     const int max_p = *std::max_element(a.n_prompt.begin(), a.n_prompt.end());
     const int max_n = *std::max_element(a.n_gen.begin(), a.n_gen.end());
-    const uint64_t kv_row_bytes = static_cast<uint64_t>(hp.n_layer) *
-                                  static_cast<uint64_t>(hp.n_embd_k_gqa() + hp.n_embd_v_gqa()) * 2;
-    TokenStream toks{.n_vocab = hp.n_vocab};
-    std::vector<float> logits;
+    const uint64_t kv_row_bytes = m.kv_bytes_per_position();
+    TokenStream toks{.n_vocab = m.n_vocab()};
     for (int threads : a.threads) {
-      base::ThreadPool pool(threads);
+      Context ctx(m, threads);
       for (int depth : a.depth) {
-        model::KvCache kv = model::make_kv_cache(*m, static_cast<int64_t>(depth) + std::max(max_p, max_n) + 1);
+        // Each run rewinds it to `depth` (Sequence::truncate; a sliding-window
+        // model whose window a run overruns cannot rewind, and says so).
+        Sequence kv = ctx.new_sequence(static_cast<int64_t>(depth) + std::max(max_p, max_n) + 1);
         if (depth > 0) {
           // Fill the cache to `depth` once (untimed); each run rewinds to it.
           const auto t0 = std::chrono::steady_clock::now();
@@ -310,16 +306,16 @@ int run(BenchArgs a) {
             const int chunk = std::min(512, depth - done);
             std::vector<token_id> batch(static_cast<size_t>(chunk));
             for (token_id& t : batch) t = toks.next();
-            model::forward(*m, kv, batch, false, logits, pool);
+            ctx.decode(kv, batch);
             done += chunk;
           }
           std::fprintf(stderr, "synapse bench: %s: filled %d tokens of context in %.1f s\n", base.model.c_str(),
                        depth, seconds_since(t0));
         }
         const auto warm_up = [&] {
-          kv.set_n_past(depth);
+          kv.truncate(depth);
           const token_id one[1] = {toks.next()};
-          model::forward(*m, kv, one, false, logits, pool);
+          ctx.decode(kv, one);
         };
         for (int p : a.n_prompt) {
           if (p == 0) continue;
@@ -330,9 +326,9 @@ int run(BenchArgs a) {
           for (int rep = 0; rep < a.reps; ++rep) {
             std::vector<token_id> batch(static_cast<size_t>(p));
             for (token_id& t : batch) t = toks.next();
-            kv.set_n_past(depth);
+            kv.truncate(depth);
             const auto t0 = std::chrono::steady_clock::now();
-            model::forward(*m, kv, batch, false, logits, pool);
+            ctx.decode(kv, batch);
             r.samples.push_back(p / std::max(seconds_since(t0), 1e-9));
           }
           finish(r);
@@ -364,30 +360,29 @@ int run(BenchArgs a) {
           };
           if (b == 1) {
             for (int rep = 0; rep < a.reps; ++rep) {
-              kv.set_n_past(depth);
+              kv.truncate(depth);
               const auto t0 = std::chrono::steady_clock::now();
               for (int i = 0; i < n; ++i) {
                 const token_id one[1] = {toks.next()};
-                model::forward(*m, kv, one, false, logits, pool);
+                ctx.decode(kv, one);
               }
               r.samples.push_back(n / std::max(seconds_since(t0), 1e-9));
               probe_after(rep);
             }
           } else {
             // B sequences, each holding the same `depth` tokens (forks of the
-            // filled cache), decode one token each per forward_batch step;
+            // filled cache), decode one token each per batched decode step;
             // t/s counts the tokens of all sequences (aggregate throughput).
-            std::vector<model::KvCache> caches;
-            for (int s = 0; s < b; ++s) caches.push_back(kv.fork(depth));
-            std::vector<model::KvCache*> seqs;
-            for (auto& c : caches) seqs.push_back(&c);
-            std::vector<model::BatchRow> rows_b(static_cast<size_t>(b));
+            std::vector<Sequence> seqs;
+            for (int s = 0; s < b; ++s) seqs.push_back(kv.fork(depth));
+            Batch step;
             for (int rep = 0; rep < a.reps; ++rep) {
-              for (auto& c : caches) c.set_n_past(depth);
+              for (auto& sq : seqs) sq.truncate(depth);
               const auto t0 = std::chrono::steady_clock::now();
               for (int i = 0; i < n; ++i) {
-                for (int s = 0; s < b; ++s) rows_b[s] = {toks.next(), nullptr, s, true};
-                model::forward_batch(*m, seqs, rows_b, logits, pool);
+                step.clear();
+                for (int s = 0; s < b; ++s) step.add(seqs[static_cast<size_t>(s)], toks.next(), true);
+                ctx.decode(step);
               }
               r.samples.push_back(static_cast<double>(n) * b / std::max(seconds_since(t0), 1e-9));
               probe_after(rep);

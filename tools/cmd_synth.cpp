@@ -1,6 +1,6 @@
 // synapse synth --preset NAME --type TYPE -o FILE.gguf [-t T] [--seed S]
 // Writes a model with random weights at the real shapes of a known model (see
-// src/model/synth.hpp), for benchmarking without downloads. Prints the tensor
+// synapse/synth.hpp), for benchmarking without downloads. Prints the tensor
 // count, parameters, tensor bytes and time to stderr.
 //
 // Hidden flags for tests: --layers N and --vocab N shrink the preset.
@@ -10,9 +10,9 @@
 
 #include "commands.hpp"
 #include "common_flags.hpp"
-#include "model/synth.hpp"
-#include "base/thread_pool.hpp"
 #include "synapse/error.hpp"
+#include "synapse/synapse.hpp"
+#include "synapse/synth.hpp"
 
 namespace synapse::tools {
 namespace {
@@ -31,25 +31,23 @@ struct SynthArgs {
 int run(const SynthArgs& a) {
   if (a.list) {
     std::printf("presets:");
-    for (const std::string& n : model::synth_preset_names()) std::printf(" %s", n.c_str());
+    for (const std::string& n : synth_preset_names()) std::printf(" %s", n.c_str());
     std::printf("\ntypes:");
-    for (const std::string& n : model::synth_type_names()) std::printf(" %s", n.c_str());
+    for (const std::string& n : synth_type_names()) std::printf(" %s", n.c_str());
     std::printf("\n");
     return 0;
   }
   if (a.preset.empty()) throw Error(Errc::invalid_argument, "synth: --preset is required (--list shows the presets)");
   if (a.out.empty()) throw Error(Errc::invalid_argument, "synth: -o FILE.gguf is required");
-  model::SynthPreset p = model::synth_preset(a.preset);
   if (a.layers < 0 || a.vocab < 0) throw Error(Errc::invalid_argument, "synth: --layers and --vocab must be positive");
-  if (a.layers > 0) p.n_layer = a.layers;
-  if (a.vocab > 0) p.n_vocab = a.vocab;
-  const int threads = a.threads > 0 ? a.threads : base::default_thread_count();
-  base::ThreadPool pool(threads);
-  const model::SynthResult r = model::synth_write(p, a.type, a.seed, a.out, pool);
+  const int threads = a.threads > 0 ? a.threads : default_thread_count();
+  const SynthStats r = write_synthetic_model(
+      a.out, {.preset = a.preset, .type = a.type, .seed = a.seed, .n_layer = a.layers, .n_vocab = a.vocab,
+              .n_threads = threads});
   std::fprintf(stderr,
                "synapse synth: %s %s -> %s: %llu params, %.1f MB tensor data (%.2f MiB), %.1f MB file, "
                "%.1f s on %d threads\n",
-               p.name.c_str(), a.type.c_str(), a.out.c_str(), static_cast<unsigned long long>(r.n_params),
+               a.preset.c_str(), a.type.c_str(), a.out.c_str(), static_cast<unsigned long long>(r.n_params),
                r.tensor_bytes / 1e6, r.tensor_bytes / 1048576.0, r.file_bytes / 1e6, r.seconds, threads);
   return 0;
 }

@@ -43,6 +43,16 @@ int default_thread_count();
 // "llama", "qwen2", ...), in a fixed order. Thread-safe.
 std::vector<std::string> supported_architectures();
 
+// The name of the kernel table the forward pass runs ("avx512", "avx2",
+// "neon", "scalar", ...): the instruction-set level chosen once per process
+// from cpuid, SYNAPSE_ISA and SYNAPSE_NO_SIMD. Thread-safe.
+const char* kernel_isa();
+
+// One line describing what this process computes with, for benchmark and bug
+// report headers (llama.cpp's llama_print_system_info): "kernels <kernel_isa()>".
+// Thread-safe.
+std::string system_info();
+
 class Model {
  public:
   // Maps `path` and binds its weights (zero-copy). Throws Error(io) if the
@@ -59,6 +69,10 @@ class Model {
   int64_t n_ctx_train() const;     // <arch>.context_length, 0 if absent
   uint64_t n_params() const;
   uint64_t weight_bytes() const;   // bytes of all tensor data in the file
+  // Bytes one position takes in a Sequence's KV cache: F16 K and V rows of
+  // every layer, n_layer * (n_embd_k_gqa + n_embd_v_gqa) * 2 (llama.cpp's
+  // llama_kv_cache size with type_k = type_v = F16, per cell).
+  uint64_t kv_bytes_per_position() const;
   // tokenizer.chat_template, if the file has one.
   std::optional<std::string> chat_template() const;
   // The mapped file (metadata, tensors); e.g. for chat_template_for_model.
@@ -82,6 +96,9 @@ class Sequence {
 
   int64_t n_past() const;  // positions already in the cache
   int64_t n_ctx() const;   // the most positions this sequence may reach
+  // Positions its cache stores: n_ctx(), or fewer for a sliding-window model
+  // (the window; older positions are overwritten in a circular buffer).
+  int64_t capacity() const;
   void clear();            // forget everything; the next token is position 0
   // Forgets positions [n_keep, n_past()): the next token is position n_keep
   // and the rows before it are kept as they are (reusing a cached prefix

@@ -4,6 +4,8 @@
 #include "base/thread_pool.hpp"
 #include "model/forward.hpp"
 #include "model/hparams.hpp"
+#include "quant/kernel_table.hpp"
+#include "quant/simd.hpp"
 #include "synapse/synapse.hpp"
 
 namespace synapse {
@@ -13,6 +15,10 @@ static_assert(max_threads == base::kMaxThreads, "synapse.hpp's max_threads is th
 std::vector<std::string> supported_architectures() { return model::architecture_names(); }
 
 int default_thread_count() { return base::default_thread_count(); }
+
+const char* kernel_isa() { return quant::isa_name(quant::active_kernels().isa); }
+
+std::string system_info() { return std::string("kernels ") + kernel_isa(); }
 
 // The public classes hold only these, so that no type of the layers below
 // appears in an installed header.
@@ -44,6 +50,10 @@ int64_t Model::n_layer() const { return impl_->m->hp.n_layer; }
 int64_t Model::n_ctx_train() const { return impl_->m->hp.n_ctx_train; }
 uint64_t Model::n_params() const { return impl_->m->n_params(); }
 uint64_t Model::weight_bytes() const { return impl_->m->weight_bytes(); }
+uint64_t Model::kv_bytes_per_position() const {
+  const model::HParams& hp = impl_->m->hp;
+  return static_cast<uint64_t>(hp.n_layer) * static_cast<uint64_t>(hp.n_embd_k_gqa() + hp.n_embd_v_gqa()) * 2;
+}
 const gguf::File& Model::gguf() const { return impl_->m->file; }
 std::optional<std::string> Model::chat_template() const {
   return impl_->m->file.get_string("tokenizer.chat_template");
@@ -55,6 +65,7 @@ Sequence& Sequence::operator=(Sequence&&) noexcept = default;
 Sequence::~Sequence() = default;
 int64_t Sequence::n_past() const { return impl_->kv.n_past(); }
 int64_t Sequence::n_ctx() const { return impl_->kv.n_ctx(); }
+int64_t Sequence::capacity() const { return impl_->kv.capacity(); }
 void Sequence::clear() { impl_->kv.clear(); }
 void Sequence::truncate(int64_t n_keep) { impl_->kv.truncate(n_keep); }
 Sequence Sequence::fork(int64_t n_prefix) const {
