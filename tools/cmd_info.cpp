@@ -82,8 +82,8 @@ int run(const std::string& path) {
 
 Runner add_info(CLI::App& app) {
   auto path = std::make_shared<std::string>();
-  app.add_option("model", *path, "GGUF file")->required();
-  app.add_option("-m,--model", *path, "GGUF file (same as the positional argument)");
+  // One option, positional or -m/--model (llama.cpp's tools take -m).
+  app.add_option("model,-m,--model", *path, "GGUF file (positional or -m)")->required();
   return [path] { return run(*path); };
 }
 

@@ -74,6 +74,10 @@ TEST(Cli, InfoListsTensorsAndSize) {
   const Result q = synapse_cli("info " + data_path("models/tiny-mistral3-f32.gguf"));
   ASSERT_EQ(q.exit_code, 0) << q.err;
   EXPECT_NE(q.out.find("architecture: mistral3 (supported;"), std::string::npos) << q.out;
+  // -m, as llama.cpp's tools spell it, names the same file (it once failed with "model is required").
+  const Result m = synapse_cli("info -m " + data_path("models/stories260K.gguf"));
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  EXPECT_EQ(m.out, r.out);
 }
 
 // Bad input: one line on stderr naming the problem, a non-zero exit, no crash.
