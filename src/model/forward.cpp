@@ -26,32 +26,73 @@ void add_bias(std::vector<float>& y, int64_t n_rows, const std::vector<float>& b
     for (int64_t i = 0; i < w; ++i) y[m * w + i] += bias[i];
 }
 
-// Mixtral's sparse FFN for one row (llama.cpp build_moe_ffn, softmax gating,
-// weights renormalized): router logits -> softmax -> top n_expert_used
-// (largest first, ties to the lower id) -> weights / their sum -> weighted sum
-// of the selected experts' SwiGLU outputs, in selection order.
-void moe_row(const HParams& hp, const Layer& L, const float* h, float* out, base::ThreadPool& pool) {
-  std::vector<float> probs(static_cast<size_t>(hp.n_expert));
-  kernels::Activations act(h, 1, hp.n_embd);
+// Mixtral's sparse FFN for n rows (llama.cpp build_moe_ffn, softmax gating,
+// weights renormalized): per row, router logits -> softmax -> top
+// n_expert_used (largest first, ties to the lower id) -> weights / their sum
+// -> weighted sum of the selected experts' SwiGLU outputs, in selection order.
+// h, out: [n][n_embd]. The rows routed to one expert go through its gate, up
+// and down matrices together (one product per expert per step, as ggml's
+// mul_mat_id groups them); each output element is still one vec_dot of its own
+// row (kernels::matmul), so the bits equal a row-at-a-time evaluation and do
+// not depend on which other rows share the batch (contract 2).
+void moe_rows(const HParams& hp, const Layer& L, const float* h, float* out, int64_t n, base::ThreadPool& pool) {
+  const int64_t n_exp = hp.n_expert, n_used = hp.n_expert_used, n_embd = hp.n_embd, n_ff = hp.n_ff;
+  std::vector<float> probs(static_cast<size_t>(n * n_exp));
+  kernels::Activations act(h, n, n_embd);
   kernels::matmul(L.ffn_gate_inp, act, probs.data(), pool);
-  kernels::softmax(probs.data(), hp.n_expert);
-  std::vector<int64_t> order(static_cast<size_t>(hp.n_expert));
-  for (int64_t e = 0; e < hp.n_expert; ++e) order[e] = e;
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return probs[a] > probs[b]; });
-  double wsum = 0.0;
-  for (int64_t s = 0; s < hp.n_expert_used; ++s) wsum += probs[order[s]];
-  const float wsum_f = static_cast<float>(wsum);
 
-  std::vector<float> gate(static_cast<size_t>(hp.n_ff)), up(gate.size()), y(static_cast<size_t>(hp.n_embd));
-  for (int64_t s = 0; s < hp.n_expert_used; ++s) {
-    const int64_t e = order[s];
-    const float w = probs[e] / wsum_f;
+  // Routing: per row its experts in selection order and their weights.
+  std::vector<int64_t> chosen(static_cast<size_t>(n * n_used));
+  std::vector<float> weight(chosen.size());
+  std::vector<int64_t> order(static_cast<size_t>(n_exp));
+  for (int64_t i = 0; i < n; ++i) {
+    float* p = &probs[i * n_exp];
+    kernels::softmax(p, n_exp);
+    for (int64_t e = 0; e < n_exp; ++e) order[e] = e;
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+    double wsum = 0.0;
+    for (int64_t s = 0; s < n_used; ++s) wsum += p[order[s]];
+    const float wsum_f = static_cast<float>(wsum);
+    for (int64_t s = 0; s < n_used; ++s) {
+      chosen[i * n_used + s] = order[s];
+      weight[i * n_used + s] = p[order[s]] / wsum_f;
+    }
+  }
+
+  // Per expert: gather its rows, one product per matrix, scatter the results
+  // to y[i][s] (row i's s-th selected expert).
+  std::vector<float> y(static_cast<size_t>(n * n_used * n_embd));
+  std::vector<float> rows_in, gate, up, down;
+  std::vector<int64_t> slots;  // i * n_used + s of each gathered row
+  for (int64_t e = 0; e < n_exp; ++e) {
+    slots.clear();
+    for (int64_t j = 0; j < n * n_used; ++j)
+      if (chosen[j] == e) slots.push_back(j);
+    if (slots.empty()) continue;
+    const int64_t m = static_cast<int64_t>(slots.size());
+    rows_in.resize(static_cast<size_t>(m * n_embd));
+    for (int64_t r = 0; r < m; ++r)
+      std::copy_n(&h[(slots[r] / n_used) * n_embd], n_embd, &rows_in[r * n_embd]);
+    gate.resize(static_cast<size_t>(m * n_ff));
+    up.resize(gate.size());
+    down.resize(static_cast<size_t>(m * n_embd));
+    kernels::Activations ein(rows_in.data(), m, n_embd);
     const kernels::MatmulOut gate_up[] = {{&L.gate_exps[e], gate.data()}, {&L.up_exps[e], up.data()}};
-    kernels::matmul_many(gate_up, act, pool);
-    kernels::swiglu_rows(gate.data(), up.data(), gate.data(), 1, hp.n_ff);
-    kernels::Activations par(gate.data(), 1, hp.n_ff);
-    kernels::matmul(L.down_exps[e], par, y.data(), pool);
-    for (int64_t i = 0; i < hp.n_embd; ++i) out[i] = s == 0 ? y[i] * w : out[i] + y[i] * w;
+    kernels::matmul_many(gate_up, ein, pool);
+    kernels::swiglu_rows(gate.data(), up.data(), gate.data(), m, n_ff);
+    kernels::Activations par(gate.data(), m, n_ff);
+    kernels::matmul(L.down_exps[e], par, down.data(), pool);
+    for (int64_t r = 0; r < m; ++r) std::copy_n(&down[r * n_embd], n_embd, &y[slots[r] * n_embd]);
+  }
+
+  // Weighted sum in selection order, as the row-at-a-time evaluation adds them.
+  for (int64_t i = 0; i < n; ++i) {
+    float* o = &out[i * n_embd];
+    for (int64_t s = 0; s < n_used; ++s) {
+      const float w = weight[i * n_used + s];
+      const float* ys = &y[(i * n_used + s) * n_embd];
+      for (int64_t d = 0; d < n_embd; ++d) o[d] = s == 0 ? ys[d] * w : o[d] + ys[d] * w;
+    }
   }
 }
 
@@ -242,7 +283,7 @@ void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::s
     for (int64_t i = 0; i < n; ++i)
       kernels::rms_norm(&x[i * n_embd], L.ffn_norm.data(), &cur[i * n_embd], n_embd, hp.f_norm_rms_eps);
     if (hp.n_expert > 0) {
-      for (int64_t i = 0; i < n; ++i) moe_row(hp, L, &cur[i * n_embd], &tmp[i * n_embd], pool);
+      moe_rows(hp, L, cur.data(), tmp.data(), n, pool);
     } else {
       kernels::Activations act(cur.data(), n, n_embd);
       const kernels::MatmulOut gate_up[] = {{&L.ffn_gate, gate.data()}, {&L.ffn_up, up.data()}};
