@@ -3,10 +3,11 @@
 // block_q6_Kx8), made once when a model is loaded, and the matrix-product
 // kernels that read them.
 //
-// Why: in the block order Q4_0, Q5_0, Q8_0 and Q4_K use (legacy.cpp for
-// Q4_0 / Q5_0 / Q8_0, k_quants.cpp for Q4_K) each output takes, per block,
-// the block's whole exact integer dot and one fused multiply-add (Q4_K:
-// two, the scales' and the mins'; Q6_K keeps 8 lanes, below). With 8 rows
+// Why: in the block order Q4_0, Q5_0 and Q4_K use (legacy.cpp for
+// Q4_0 / Q5_0, k_quants.cpp for Q4_K) each output takes, per block, the
+// block's whole exact integer dot and one fused multiply-add (Q4_K: two,
+// the scales' and the mins'; Q6_K and Q8_0 keep 8 lanes: chunk c of a block
+// is then lane c of the 8 rows, one cvt + mul + fma per chunk). With 8 rows
 // interleaved, one 256-bit register holds 4 consecutive elements of each of
 // 8 rows (one int32 lane per row), so the integer dots of 8 rows come out in
 // the 8 lanes of one register and a single cvt + mul + fma serves 8
