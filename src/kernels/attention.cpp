@@ -5,6 +5,7 @@
 
 #include "kernels/ops.hpp"
 #include "kernels/ops_table.hpp"
+#include "quant/formats.hpp"
 
 namespace synapse::kernels {
 namespace {
@@ -20,24 +21,44 @@ const float* fp16_table() {
   return table.data();
 }
 
-// The reference q.k order (see attention.hpp).
-float dot_lanes8(const float* a, const float* b, int64_t n) {
-  float l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t d = 0;
-  for (; d + 8 <= n; d += 8)
-    for (int i = 0; i < 8; ++i) l[i] = std::fma(a[d + i], b[d + i], l[i]);
-  float r = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-  for (; d < n; ++d) r = std::fma(a[d], b[d], r);
-  return r;
+}  // namespace
+
+float dot_kq(const float* a, const float* b, int64_t n) {
+  if (n % 16 == 0) {  // tinyBLAS<16, __m512> (F16 x F16)
+    float l[16] = {};
+    for (int64_t d = 0; d < n; d += 16)
+      for (int i = 0; i < 16; ++i) l[i] = std::fma(a[d + i], b[d + i], l[i]);
+    return quant::hsum_float_16(l);
+  }
+  // ggml_vec_dot_f16, AVX-512 (GGML_F16_STEP 64, 4 accumulators of 16 lanes).
+  float l[4][16] = {};
+  const int64_t np = n & ~int64_t{63};
+  for (int64_t d = 0; d < np; d += 64)
+    for (int k = 0; k < 4; ++k)
+      for (int i = 0; i < 16; ++i) l[k][i] = std::fma(a[d + 16 * k + i], b[d + 16 * k + i], l[k][i]);
+  for (int i = 0; i < 16; ++i) {
+    l[0][i] += l[2][i];
+    l[1][i] += l[3][i];
+  }
+  for (int i = 0; i < 16; ++i) l[0][i] += l[1][i];
+  double sum = quant::hsum_float_16(l[0]);
+  for (int64_t d = np; d < n; ++d) sum += static_cast<double>(a[d] * b[d]);
+  return static_cast<float>(sum);
 }
 
-}  // namespace
+void reduce_v_lanes(const float* acc, int64_t hd_v, float* out) {
+  for (int64_t d = 0; d < hd_v; ++d) {
+    float l[16];
+    for (int i = 0; i < 16; ++i) l[i] = acc[i * hd_v + d];
+    out[d] = quant::hsum_float_16(l);
+  }
+}
 
 void softmax_f16_rows_scalar(float* x, int64_t ld, const int64_t* n, int64_t n_rows) {
   const float* h2f = fp16_table();
   for (int64_t r = 0; r < n_rows; ++r) {
     float* p = x + r * ld;
-    softmax_pad8(p, n[r]);
+    softmax_pad16(p, n[r]);
     for (int64_t j = 0; j < n[r]; ++j) p[j] = h2f[quant::fp32_to_fp16(p[j])];
   }
 }
@@ -50,32 +71,34 @@ void attend_group_scalar(const KvLayerView& kv, int64_t g, int64_t first, int64_
   s.q.resize(static_cast<size_t>(n_gqa * hd));
   s.kv_row.resize(static_cast<size_t>(std::max(hd, hd_v)));
   s.scores.resize(static_cast<size_t>(n_gqa * n_kv));
+  s.vacc.assign(static_cast<size_t>(n_gqa * 16 * hd_v), 0.0f);
   for (int64_t i = 0; i < n_gqa * hd; ++i) s.q[i] = h2f[quant::fp32_to_fp16(q[i])];
   for (int64_t j = 0; j < n_kv; ++j) {
     const quant::ggml_fp16_t* k = kv.k + ((first + j) % kv.capacity) * kv.k_stride + g * hd;
     for (int64_t d = 0; d < hd; ++d) s.kv_row[d] = h2f[k[d]];
-    for (int64_t i = 0; i < n_gqa; ++i) s.scores[i * n_kv + j] = dot_lanes8(&s.q[i * hd], s.kv_row.data(), hd) * kq_scale;
+    for (int64_t i = 0; i < n_gqa; ++i) s.scores[i * n_kv + j] = dot_kq(&s.q[i * hd], s.kv_row.data(), hd) * kq_scale;
   }
   for (int64_t i = 0; i < n_gqa; ++i) softmax_f16_rows_scalar(&s.scores[i * n_kv], n_kv, &n_kv, 1);
-  for (int64_t i = 0; i < n_gqa * hd_v; ++i) out[i] = 0.0f;
   for (int64_t j = 0; j < n_kv; ++j) {
     const quant::ggml_fp16_t* v = kv.v + ((first + j) % kv.capacity) * kv.v_stride + g * hd_v;
     for (int64_t d = 0; d < hd_v; ++d) s.kv_row[d] = h2f[v[d]];
     for (int64_t i = 0; i < n_gqa; ++i) {
       const float p = s.scores[i * n_kv + j];
-      float* o = out + i * hd_v;
+      float* o = &s.vacc[(i * 16 + j % 16) * hd_v];
       for (int64_t d = 0; d < hd_v; ++d) o[d] = std::fma(p, s.kv_row[d], o[d]);
     }
   }
+  for (int64_t i = 0; i < n_gqa; ++i) reduce_v_lanes(&s.vacc[i * 16 * hd_v], hd_v, out + i * hd_v);
 }
 
 ScratchPtrs size_scratch(AttentionScratch& s, int64_t q, int64_t kv_row, int64_t scores, int64_t kv_block,
-                         int64_t n_kv) {
+                         int64_t n_kv, int64_t vacc) {
   const auto fit = [](auto& v, int64_t n) {
     if (n > 0) v.resize(static_cast<size_t>(n));
     return v.data();
   };
-  return {fit(s.q, q), fit(s.kv_row, kv_row), fit(s.scores, scores), fit(s.kv_block, kv_block), fit(s.n_kv, n_kv)};
+  return {fit(s.q, q),           fit(s.kv_row, kv_row), fit(s.scores, scores), fit(s.kv_block, kv_block),
+          fit(s.n_kv, n_kv),     fit(s.vacc, vacc)};
 }
 
 int64_t attend_block_bk(int64_t hd, int64_t hd_v) {
@@ -97,6 +120,7 @@ void attend_block_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows,
   s.q.resize(static_cast<size_t>(n_q * hd));
   s.scores.resize(static_cast<size_t>(n_q * ld));
   s.kv_block.resize(static_cast<size_t>(bk * std::max(hd, hd_v)));
+  s.vacc.assign(static_cast<size_t>(n_q * 16 * hd_v), 0.0f);
   for (int64_t r = 0; r < n_rows; ++r)
     for (int64_t i = 0; i < n_gqa * hd; ++i) s.q[r * n_gqa * hd + i] = h2f[quant::fp32_to_fp16(rows[r].q[i])];
   float* blk = s.kv_block.data();
@@ -114,7 +138,7 @@ void attend_block_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows,
       for (int64_t i = 0; i < n_gqa; ++i) {
         const float* qi = &s.q[(r * n_gqa + i) * hd];
         float* sc = &s.scores[(r * n_gqa + i) * ld];
-        for (int64_t j = a; j <= b; ++j) sc[j - rows[r].first] = dot_lanes8(qi, blk + (j - j0) * hd, hd) * kq_scale;
+        for (int64_t j = a; j <= b; ++j) sc[j - rows[r].first] = dot_kq(qi, blk + (j - j0) * hd, hd) * kq_scale;
       }
     }
   }
@@ -122,10 +146,10 @@ void attend_block_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows,
   for (int64_t r = 0; r < n_rows; ++r) {
     const int64_t n_kv = rows[r].last - rows[r].first + 1;
     for (int64_t i = 0; i < n_gqa; ++i) softmax_f16_rows_scalar(&s.scores[(r * n_gqa + i) * ld], ld, &n_kv, 1);
-    std::fill(rows[r].out, rows[r].out + n_gqa * hd_v, 0.0f);
   }
-  // Weighted V, V block by V block: each output element takes its positions
-  // in increasing order, as in attend_group.
+  // Weighted V, V block by V block: each output element's lane
+  // (j - first) % 16 takes its positions in increasing order, as in
+  // attend_group.
   for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
     const int64_t j1 = std::min(hi + 1, j0 + bk);
     for (int64_t j = j0; j < j1; ++j) {
@@ -136,15 +160,18 @@ void attend_block_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows,
       const int64_t a = std::max(j0, rows[r].first), b = std::min(j1 - 1, rows[r].last);
       for (int64_t i = 0; i < n_gqa; ++i) {
         const float* p = &s.scores[(r * n_gqa + i) * ld];
-        float* o = rows[r].out + i * hd_v;
         for (int64_t j = a; j <= b; ++j) {
           const float pj = p[j - rows[r].first];
           const float* vj = blk + (j - j0) * hd_v;
+          float* o = &s.vacc[((r * n_gqa + i) * 16 + (j - rows[r].first) % 16) * hd_v];
           for (int64_t d = 0; d < hd_v; ++d) o[d] = std::fma(pj, vj[d], o[d]);
         }
       }
     }
   }
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t i = 0; i < n_gqa; ++i)
+      reduce_v_lanes(&s.vacc[(r * n_gqa + i) * 16 * hd_v], hd_v, rows[r].out + i * hd_v);
 }
 
 void attend_block(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa, int64_t hd,

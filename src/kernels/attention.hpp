@@ -7,12 +7,15 @@
 //
 // Rounding follows llama.cpp's CPU path with flash attention off (seed 003
 // §8): q is rounded to F16 before q.k, the softmax probabilities are rounded
-// to F16 before they weight V. The reduction order is defined here (the
+// to F16 before they weight V. The reduction orders are those of llama.cpp
+// v0.5.0's AVX-512 build (the build of golden/perplexity), defined here (the
 // scalar reference) and reproduced bit for bit by the AVX2 version:
-//   q.k: 8 lanes, lane l accumulates d = l, l+8, ... with fused multiply-add;
-//        lanes summed as ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)); the
-//        hd % 8 tail is added after, one fma per element, in d order.
-//   V:   out[d] = fma(p_j, V[j][d], out[d]) for j in position order.
+//   q.k: dot_kq (ggml_mul_mat(K, q): tinyBLAS<16> for hd % 16 == 0, else
+//        ggml_vec_dot_f16).
+//   V:   ggml_mul_mat(V^T, p) runs tinyBLAS<16> along the positions (n_kv is
+//        a multiple of 256): out[d]'s lane l = (j - first) % 16 takes
+//        fma(p_j, V[j][d], lane) for its positions j in increasing order,
+//        and the 16 lanes are summed by quant::hsum_float_16.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +38,20 @@ struct KvLayerView {
 struct AttentionScratch {
   std::vector<float> q, kv_row, scores, kv_block;
   std::vector<int64_t> n_kv;
+  std::vector<float> vacc;  // [query vector][16 lanes][hd_v] partial sums of the weighted V
 };
+
+// The q.k order (F16-rounded values as floats, n = hd): n % 16 == 0,
+// llamafile's tinyBLAS<16> (lane d % 16 by fused multiply-add,
+// quant::hsum_float_16); otherwise ggml_vec_dot_f16's AVX-512 order (4
+// accumulators of 16 lanes over n & ~63, (a0+a2)+(a1+a3), hsum_float_16,
+// then the tail's float products added in double). Both kernels call or
+// reproduce it.
+float dot_kq(const float* a, const float* b, int64_t n);
+
+// out[d] = quant::hsum_float_16(acc[0*hd_v + d], ..., acc[15*hd_v + d]) for
+// d < hd_v: the weighted V's 16 position lanes summed.
+void reduce_v_lanes(const float* acc, int64_t hd_v, float* out);
 
 // Attention for the n_gqa query heads of KV group g at one query position,
 // one cached position at a time: the reference the blocked kernel below is
@@ -69,9 +85,10 @@ struct ScratchPtrs {
   float* scores;
   float* kv_block;
   int64_t* n_kv;
+  float* vacc;
 };
 ScratchPtrs size_scratch(AttentionScratch& s, int64_t q, int64_t kv_row, int64_t scores, int64_t kv_block,
-                         int64_t n_kv);
+                         int64_t n_kv, int64_t vacc);
 
 // One query position of a blocked attention call (attend_block): its KV
 // group's query heads and output, and the cached positions it attends.
@@ -90,9 +107,9 @@ struct QueryRow {
 // row, so the softmax is ggml_soft_max's over the whole row (kernels::softmax,
 // the one attend_group uses); then V is streamed the same way.
 // The result is bit for bit attend_group's for each row on its own range:
-//   scores_j = (f16(q) . K[j]) * kq_scale, q.k in attend_group's lane order;
+//   scores_j = dot_kq(f16(q), K[j]) * kq_scale;
 //   p = f16(softmax(scores over [first, last]));
-//   out[d] = fma(p_j, V[j][d], out[d]) for j = first .. last, from 0.
+//   out[d] = the 16-lane weighted sum of V described at the top.
 // A row's range is its causal mask and sliding window. Every position in a
 // range must be present in the cache (not overwritten in a circular one).
 // Rows whose ranges barely overlap stay correct but gain nothing.
@@ -114,14 +131,15 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
                        int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& scratch);
 
 // The attention probabilities of n_rows score rows, in place: row i (x + i*ld,
-// n[i] >= 1 values) becomes f16(kernels::softmax_pad8(row)), i.e.
-// ggml_soft_max over the row padded with -inf to a multiple of 8 (max;
-// ggml_v_expf(x - max) 8 at a time, each group's float horizontal sum added
-// to a double; one multiply by (float)(1/sum)) then rounded to F16. Both
-// kernels use it. The AVX2 version is bit-equal to the scalar one for all
-// non-NaN scores: it takes the max 8 lanes wide (max is exact in any order;
-// +-0 ties do not change x - max's exp), runs expf_ggml_avx2 on each group
-// (the last one zero-masked), and scales and rounds 8 wide.
+// n[i] >= 1 values) becomes f16(kernels::softmax_pad16(row)), i.e.
+// ggml_soft_max over the row padded with -inf to a multiple of 16 (max;
+// ggml_v_expf(x - max) 16 at a time, each group's float horizontal sum
+// (hsum_float_16) added to a double; one multiply by (float)(1/sum)) then
+// rounded to F16. Both kernels use it. The AVX2 version is bit-equal to the
+// scalar one for all non-NaN scores: it takes the max 8 lanes wide (max is
+// exact in any order; +-0 ties do not change x - max's exp), runs
+// expf_ggml_avx2 on each group as two halves (the last one zero-masked), and
+// scales and rounds 8 wide.
 void softmax_f16_rows_scalar(float* x, int64_t ld, const int64_t* n, int64_t n_rows);
 void softmax_f16_rows_avx2(float* x, int64_t ld, const int64_t* n, int64_t n_rows);
 

@@ -55,13 +55,16 @@ void round_f16(float* x, int64_t n) {
   for (; d < n; ++d) x[d] = _cvtsh_ss(_cvtss_sh(x[d], _MM_FROUND_TO_NEAREST_INT));
 }
 
-float dot_lanes8(const float* a, const float* b, int64_t n) {
-  __m256 acc = _mm256_setzero_ps();
-  int64_t d = 0;
-  for (; d + 8 <= n; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d), acc);
-  float r = quant::avx2::hsum_float_8(acc);  // ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))
-  for (; d < n; ++d) r = std::fma(a[d], b[d], r);
-  return r;
+// dot_kq: hd % 16 == 0 as two 8-lane chains (lanes 0..7 and 8..15 of the
+// 16), hsum_float_16 = hsum_float_8(high + low); other hd the reference.
+float dot_kq16(const float* a, const float* b, int64_t n) {
+  if (n % 16 != 0) return dot_kq(a, b, n);
+  __m256 lo = _mm256_setzero_ps(), hi = lo;
+  for (int64_t d = 0; d < n; d += 16) {
+    lo = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d), lo);
+    hi = _mm256_fmadd_ps(_mm256_loadu_ps(a + d + 8), _mm256_loadu_ps(b + d + 8), hi);
+  }
+  return quant::avx2::hsum_float_8(_mm256_add_ps(hi, lo));
 }
 
 // Lane l of the result = hsum_float_8(a_l): hsum_float_8's tree for 8
@@ -83,74 +86,58 @@ inline __m256 hsum8x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m
   return _mm256_hadd_ps(u0145, u2367);
 }
 
-// The scores of one query against 8 consecutive K rows k, k + hd, ...: eight
-// dot_lanes8 at once. Lane sums are reduced in hsum_float_8's tree for all 8
-// accumulators together (a transpose by permutes, shuffles and hadd; each
-// add is the tree's add, operands at most swapped, so the bits are equal);
-// the hd % 8 tail is then added one fma per element in d order.
-void dot8_lanes8(const float* q, const float* k, int64_t hd, float kq_scale, float* scores) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-  int64_t d = 0;
-  for (; d + 8 <= hd; d += 8) {
-    const __m256 qv = _mm256_loadu_ps(q + d);
-    a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + d), a0);
-    a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + hd + d), a1);
-    a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 2 * hd + d), a2);
-    a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 3 * hd + d), a3);
-    a4 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 4 * hd + d), a4);
-    a5 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 5 * hd + d), a5);
-    a6 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 6 * hd + d), a6);
-    a7 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 7 * hd + d), a7);
+// The scores of one query against 8 consecutive K rows k, k + hd, ...
+// (hd % 16 == 0): eight dot_kq16 at once. Each key's two 8-lane chains are
+// added (high + low, hsum_float_16's first step), then the 8 sums are
+// reduced in hsum_float_8's tree for all 8 keys together.
+void dot8_kq16(const float* q, const float* k, int64_t hd, float kq_scale, float* scores) {
+  __m256 lo[8], hi[8];
+  for (int t = 0; t < 8; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
+  for (int64_t d = 0; d < hd; d += 16) {
+    const __m256 ql = _mm256_loadu_ps(q + d), qh = _mm256_loadu_ps(q + d + 8);
+    for (int t = 0; t < 8; ++t) {
+      lo[t] = _mm256_fmadd_ps(ql, _mm256_loadu_ps(k + t * hd + d), lo[t]);
+      hi[t] = _mm256_fmadd_ps(qh, _mm256_loadu_ps(k + t * hd + d + 8), hi[t]);
+    }
   }
-  __m256 r = hsum8x8(a0, a1, a2, a3, a4, a5, a6, a7);
-  for (; d < hd; ++d) {
-    const __m256 kd = _mm256_setr_ps(k[d], k[hd + d], k[2 * hd + d], k[3 * hd + d], k[4 * hd + d], k[5 * hd + d],
-                                     k[6 * hd + d], k[7 * hd + d]);
-    r = _mm256_fmadd_ps(_mm256_set1_ps(q[d]), kd, r);
-  }
+  for (int t = 0; t < 8; ++t) lo[t] = _mm256_add_ps(hi[t], lo[t]);
+  const __m256 r = hsum8x8(lo[0], lo[1], lo[2], lo[3], lo[4], lo[5], lo[6], lo[7]);
   _mm256_storeu_ps(scores, _mm256_mul_ps(r, _mm256_set1_ps(kq_scale)));
 }
 
 // The scores of 4 queries q, q + hd, q + 2 hd, q + 3 hd (the heads of one
-// row) against 2 consecutive K rows k, k + hd: eight dot_lanes8 as
-// dot8_lanes8 computes them, with each K load serving 4 queries instead
-// of 1 (6 loads per 8 fused multiply-adds instead of 9). scores[h] gets
-// query h's two scores.
-void dot4x2_lanes8(const float* q, const float* k, int64_t hd, float kq_scale, float* const scores[4]) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-  int64_t d = 0;
-  for (; d + 8 <= hd; d += 8) {
-    const __m256 k0 = _mm256_loadu_ps(k + d), k1 = _mm256_loadu_ps(k + hd + d);
-    const __m256 q0 = _mm256_loadu_ps(q + d), q1 = _mm256_loadu_ps(q + hd + d);
-    a0 = _mm256_fmadd_ps(q0, k0, a0);
-    a1 = _mm256_fmadd_ps(q0, k1, a1);
-    a2 = _mm256_fmadd_ps(q1, k0, a2);
-    a3 = _mm256_fmadd_ps(q1, k1, a3);
-    const __m256 q2 = _mm256_loadu_ps(q + 2 * hd + d), q3 = _mm256_loadu_ps(q + 3 * hd + d);
-    a4 = _mm256_fmadd_ps(q2, k0, a4);
-    a5 = _mm256_fmadd_ps(q2, k1, a5);
-    a6 = _mm256_fmadd_ps(q3, k0, a6);
-    a7 = _mm256_fmadd_ps(q3, k1, a7);
+// row) against 2 consecutive K rows k, k + hd (hd % 16 == 0): eight
+// dot_kq16 as dot8_kq16 computes them, with each K load serving 4 queries.
+// scores[h] gets query h's two scores.
+void dot4x2_kq16(const float* q, const float* k, int64_t hd, float kq_scale, float* const scores[4]) {
+  __m256 lo[8], hi[8];
+  for (int t = 0; t < 8; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
+  for (int64_t d = 0; d < hd; d += 16) {
+    const __m256 k0l = _mm256_loadu_ps(k + d), k1l = _mm256_loadu_ps(k + hd + d);
+    const __m256 k0h = _mm256_loadu_ps(k + d + 8), k1h = _mm256_loadu_ps(k + hd + d + 8);
+    for (int h = 0; h < 4; ++h) {
+      const __m256 ql = _mm256_loadu_ps(q + h * hd + d), qh = _mm256_loadu_ps(q + h * hd + d + 8);
+      lo[2 * h] = _mm256_fmadd_ps(ql, k0l, lo[2 * h]);
+      lo[2 * h + 1] = _mm256_fmadd_ps(ql, k1l, lo[2 * h + 1]);
+      hi[2 * h] = _mm256_fmadd_ps(qh, k0h, hi[2 * h]);
+      hi[2 * h + 1] = _mm256_fmadd_ps(qh, k1h, hi[2 * h + 1]);
+    }
   }
-  __m256 r = hsum8x8(a0, a1, a2, a3, a4, a5, a6, a7);
-  for (; d < hd; ++d) {
-    const __m256 qd = _mm256_setr_ps(q[d], q[d], q[hd + d], q[hd + d], q[2 * hd + d], q[2 * hd + d], q[3 * hd + d],
-                                     q[3 * hd + d]);
-    const __m256 kd = _mm256_setr_ps(k[d], k[hd + d], k[d], k[hd + d], k[d], k[hd + d], k[d], k[hd + d]);
-    r = _mm256_fmadd_ps(qd, kd, r);
-  }
+  for (int t = 0; t < 8; ++t) lo[t] = _mm256_add_ps(hi[t], lo[t]);
+  const __m256 r = hsum8x8(lo[0], lo[1], lo[2], lo[3], lo[4], lo[5], lo[6], lo[7]);
   alignas(32) float t[8];
   _mm256_store_ps(t, _mm256_mul_ps(r, _mm256_set1_ps(kq_scale)));
   for (int h = 0; h < 4; ++h) scores[h][0] = t[2 * h], scores[h][1] = t[2 * h + 1];
 }
 
-// o[0 .. 8*NV) = fma(p_j, v_j[.], o) for j = 0 .. n-1 (v_j = v + j * ld),
-// with the NV accumulators held in registers across the positions.
+// o[0 .. 8*NV) = fma(p_j, v_j[.], o) for j = 0, 16, 32, .. < n (v_j = v + j
+// * ld): one of the 16 position lanes, with the NV accumulators held in
+// registers across its positions.
 template <int NV>
 void weighted_v(const float* p, const float* v, int64_t ld, int64_t n, float* o) {
   __m256 acc[NV];
   for (int k = 0; k < NV; ++k) acc[k] = _mm256_loadu_ps(o + 8 * k);
-  for (int64_t j = 0; j < n; ++j) {
+  for (int64_t j = 0; j < n; j += 16) {
     const __m256 pv = _mm256_broadcast_ss(p + j);
     for (int k = 0; k < NV; ++k) acc[k] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + j * ld + 8 * k), acc[k]);
   }
@@ -158,14 +145,14 @@ void weighted_v(const float* p, const float* v, int64_t ld, int64_t n, float* o)
 }
 
 // weighted_v for G heads of one row at once (their probabilities p[h],
-// outputs o[h]): each V load serves the G heads. Per output element the
+// lane accumulators o[h]): each V load serves the G heads. Per output element the
 // same fused multiply-adds in the same order as weighted_v.
 template <int G, int NV>
 void weighted_v_heads(const float* const* p, const float* v, int64_t ld, int64_t n, float* const* o) {
   __m256 acc[G][NV];
   for (int h = 0; h < G; ++h)
     for (int k = 0; k < NV; ++k) acc[h][k] = _mm256_loadu_ps(o[h] + 8 * k);
-  for (int64_t j = 0; j < n; ++j) {
+  for (int64_t j = 0; j < n; j += 16) {
     __m256 vv[NV];
     for (int k = 0; k < NV; ++k) vv[k] = _mm256_loadu_ps(v + j * ld + 8 * k);
     for (int h = 0; h < G; ++h) {
@@ -215,30 +202,58 @@ void scale_round_f16(float* x, int64_t n, float inv) {
 }  // namespace
 
 void softmax_f16_rows_avx2(float* x, int64_t ld, const int64_t* n, int64_t n_rows) {
-  // kernels::softmax_pad8 (ggml_vec_soft_max_f32's AVX2 loop over a row
-  // padded with -inf to a multiple of 8), then F16 rounding.
+  // kernels::softmax_pad16 (ggml_vec_soft_max_f32's AVX-512 loop over a row
+  // padded with -inf to a multiple of 16, each group as two halves), then
+  // F16 rounding.
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (int64_t r = 0; r < n_rows; ++r) {
     float* row = x + r * ld;
     const int64_t nr = n[r];
     const __m256 mx = _mm256_set1_ps(max_row(row, nr));
     double sum = 0.0;
-    for (int64_t j = 0; j < nr; j += 8) {
-      __m256 val;
-      if (j + 8 <= nr) {
-        val = expf_ggml_avx2(_mm256_sub_ps(_mm256_loadu_ps(row + j), mx));
-        _mm256_storeu_ps(row + j, val);
-      } else {
-        alignas(32) float t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (int64_t l = 0; j + l < nr; ++l) t[l] = row[j + l];
-        val = expf_ggml_avx2(_mm256_sub_ps(_mm256_load_ps(t), mx));
-        val = _mm256_and_ps(val, _mm256_castsi256_ps(_mm256_cmpgt_epi32(
-                                     _mm256_set1_epi32(static_cast<int>(nr - j)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))));
-        _mm256_store_ps(t, val);
-        for (int64_t l = 0; j + l < nr; ++l) row[j + l] = t[l];
+    for (int64_t j = 0; j < nr; j += 16) {
+      __m256 half[2];
+      for (int h = 0; h < 2; ++h) {
+        const int64_t jh = j + 8 * h;
+        if (jh + 8 <= nr) {
+          half[h] = expf_ggml_avx2(_mm256_sub_ps(_mm256_loadu_ps(row + jh), mx));
+          _mm256_storeu_ps(row + jh, half[h]);
+        } else if (jh >= nr) {
+          half[h] = _mm256_setzero_ps();
+        } else {
+          alignas(32) float t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          for (int64_t l = 0; jh + l < nr; ++l) t[l] = row[jh + l];
+          __m256 val = expf_ggml_avx2(_mm256_sub_ps(_mm256_load_ps(t), mx));
+          val = _mm256_and_ps(
+              val, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr - jh)), idx)));
+          _mm256_store_ps(t, val);
+          for (int64_t l = 0; jh + l < nr; ++l) row[jh + l] = t[l];
+          half[h] = val;
+        }
       }
-      sum += static_cast<double>(quant::avx2::hsum_float_8(val));
+      sum += static_cast<double>(quant::avx2::hsum_float_8(_mm256_add_ps(half[1], half[0])));
     }
     scale_round_f16(row, nr, static_cast<float>(1.0 / sum));
+  }
+}
+
+// out[d] = hsum_float_16 of the 16 lanes acc[l * hd_v + d] (reduce_v_lanes),
+// 8 outputs at a time: each step of the tree is an elementwise add.
+void reduce_v_lanes_avx2(const float* acc, int64_t hd_v, float* out) {
+  int64_t d = 0;
+  for (; d + 8 <= hd_v; d += 8) {
+    __m256 l[8];
+    for (int i = 0; i < 8; ++i) l[i] = _mm256_add_ps(_mm256_loadu_ps(acc + (i + 8) * hd_v + d),
+                                                     _mm256_loadu_ps(acc + i * hd_v + d));
+    for (int i = 0; i < 4; ++i) l[i] = _mm256_add_ps(l[i + 4], l[i]);
+    _mm256_storeu_ps(out + d, _mm256_add_ps(_mm256_add_ps(l[0], l[2]), _mm256_add_ps(l[1], l[3])));
+  }
+  if (d < hd_v) {
+    float t[16 * 8];
+    const int64_t m = hd_v - d;
+    for (int i = 0; i < 16; ++i)
+      for (int64_t e = 0; e < m; ++e) t[i * m + e] = acc[i * hd_v + d + e];
+    reduce_v_lanes(t, m, out + d);
   }
 }
 
@@ -252,11 +267,12 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
     ld = std::max(ld, rows[r].last - rows[r].first + 1);
   }
   const int64_t n_q = n_rows * n_gqa;  // query vectors, row-major (row, head)
-  const ScratchPtrs sp = size_scratch(s, n_q * hd, 0, n_q * ld, bk * std::max(hd, hd_v), n_q);
+  const ScratchPtrs sp = size_scratch(s, n_q * hd, 0, n_q * ld, bk * std::max(hd, hd_v), n_q, n_q * 16 * hd_v);
   for (int64_t r = 0; r < n_rows; ++r)
     for (int64_t i = 0; i < n_gqa * hd; ++i) sp.q[r * n_gqa * hd + i] = rows[r].q[i];
   round_f16(sp.q, n_q * hd);
   float* blk = sp.kv_block;
+  const bool wide = hd % 16 == 0;
   // True when some row attends a position of [j0, j1).
   auto used = [&](int64_t j0, int64_t j1) {
     for (int64_t r = 0; r < n_rows; ++r)
@@ -273,35 +289,35 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
       const int64_t a = std::max(j0, rows[r].first), b = std::min(j1 - 1, rows[r].last);
       if (a > b) continue;  // (the score pointers below would lie outside the row)
       int64_t i = 0;
-      for (; i + 4 <= n_gqa; i += 4) {  // four heads at a time: each K load serves 4 queries
+      for (; wide && i + 4 <= n_gqa; i += 4) {  // four heads at a time: each K load serves 4 queries
         const float* qi = sp.q + (r * n_gqa + i) * hd;
         float* sc[4];
         for (int h = 0; h < 4; ++h) sc[h] = sp.scores + (r * n_gqa + i + h) * ld + (a - rows[r].first);
         int64_t j = a;
         for (; j + 2 <= b + 1; j += 2) {
-          dot4x2_lanes8(qi, blk + (j - j0) * hd, hd, kq_scale, sc);
+          dot4x2_kq16(qi, blk + (j - j0) * hd, hd, kq_scale, sc);
           for (int h = 0; h < 4; ++h) sc[h] += 2;
         }
         if (j <= b)
-          for (int h = 0; h < 4; ++h) *sc[h] = dot_lanes8(qi + h * hd, blk + (j - j0) * hd, hd) * kq_scale;
+          for (int h = 0; h < 4; ++h) *sc[h] = dot_kq16(qi + h * hd, blk + (j - j0) * hd, hd) * kq_scale;
       }
       for (; i < n_gqa; ++i) {
         const float* qi = sp.q + (r * n_gqa + i) * hd;
         float* sc = sp.scores + (r * n_gqa + i) * ld;
         int64_t j = a;
-        for (; j + 8 <= b + 1; j += 8) dot8_lanes8(qi, blk + (j - j0) * hd, hd, kq_scale, sc + (j - rows[r].first));
-        for (; j <= b; ++j) sc[j - rows[r].first] = dot_lanes8(qi, blk + (j - j0) * hd, hd) * kq_scale;
+        for (; wide && j + 8 <= b + 1; j += 8) dot8_kq16(qi, blk + (j - j0) * hd, hd, kq_scale, sc + (j - rows[r].first));
+        for (; j <= b; ++j) sc[j - rows[r].first] = dot_kq16(qi, blk + (j - j0) * hd, hd) * kq_scale;
       }
     }
   }
   // Softmax of each full score row, probabilities rounded to F16.
-  for (int64_t r = 0; r < n_rows; ++r) {
+  for (int64_t r = 0; r < n_rows; ++r)
     for (int64_t i = 0; i < n_gqa; ++i) sp.n_kv[r * n_gqa + i] = rows[r].last - rows[r].first + 1;
-    for (int64_t i = 0; i < n_gqa * hd_v; ++i) rows[r].out[i] = 0.0f;
-  }
   softmax_f16_rows_avx2(sp.scores, ld, sp.n_kv, n_q);
-  // Weighted V, V block by V block: each output element takes its positions
-  // in increasing order, as in attend_group.
+  for (int64_t i = 0; i < n_q * 16 * hd_v; ++i) sp.vacc[i] = 0.0f;
+  // Weighted V, V block by V block: lane l of each output element takes
+  // the positions j with (j - first) % 16 == l in increasing order, as in
+  // attend_group.
   for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
     const int64_t j1 = std::min(hi + 1, j0 + bk);
     if (!used(j0, j1)) continue;
@@ -309,65 +325,74 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
     for (int64_t r = 0; r < n_rows; ++r) {
       const int64_t a = std::max(j0, rows[r].first), b = std::min(j1 - 1, rows[r].last);
       if (a > b) continue;
-      const float* vb = blk + (a - j0) * hd_v;
-      int64_t i = 0;
-      // Four heads at a time, 16 elements of each: each V load serves the
-      // 4 heads, 8 accumulators in registers (4 heads x 3 vectors, or 2
-      // heads x 6, ran no faster; one head x 8 vectors is the loop below).
-      if (hd_v % 16 == 0) {
-        for (; i + 4 <= n_gqa; i += 4) {
-          const float* p[4];
-          float* o[4];
-          for (int h = 0; h < 4; ++h) {
-            p[h] = sp.scores + (r * n_gqa + i + h) * ld + (a - rows[r].first);
-            o[h] = rows[r].out + (i + h) * hd_v;
-          }
-          for (int64_t d = 0; d < hd_v; d += 16) {
-            float* od[4] = {o[0] + d, o[1] + d, o[2] + d, o[3] + d};
-            weighted_v_heads<4, 2>(p, vb + d, hd_v, b - a + 1, od);
+      for (int64_t l = 0; l < 16; ++l) {
+        // The first position of [a, b] in lane l, and how many follow it.
+        const int64_t ja = a + ((l - (a - rows[r].first)) % 16 + 16) % 16;
+        if (ja > b) continue;
+        const int64_t n = b - ja + 1;
+        const float* vb = blk + (ja - j0) * hd_v;
+        int64_t i = 0;
+        // Four heads at a time, 16 elements of each: each V load serves the
+        // 4 heads, 8 accumulators in registers.
+        if (hd_v % 16 == 0) {
+          for (; i + 4 <= n_gqa; i += 4) {
+            const float* p[4];
+            float* o[4];
+            for (int h = 0; h < 4; ++h) {
+              p[h] = sp.scores + (r * n_gqa + i + h) * ld + (ja - rows[r].first);
+              o[h] = sp.vacc + ((r * n_gqa + i + h) * 16 + l) * hd_v;
+            }
+            for (int64_t d = 0; d < hd_v; d += 16) {
+              float* od[4] = {o[0] + d, o[1] + d, o[2] + d, o[3] + d};
+              weighted_v_heads<4, 2>(p, vb + d, hd_v, n, od);
+            }
           }
         }
-      }
-      for (; i < n_gqa; ++i) {
-        const float* p = sp.scores + (r * n_gqa + i) * ld + (a - rows[r].first);
-        float* o = rows[r].out + i * hd_v;
-        int64_t d = 0;
-        for (; d + 64 <= hd_v; d += 64) weighted_v<8>(p, vb + d, hd_v, b - a + 1, o + d);
-        if (d + 32 <= hd_v) weighted_v<4>(p, vb + d, hd_v, b - a + 1, o + d), d += 32;
-        if (d + 16 <= hd_v) weighted_v<2>(p, vb + d, hd_v, b - a + 1, o + d), d += 16;
-        if (d + 8 <= hd_v) weighted_v<1>(p, vb + d, hd_v, b - a + 1, o + d), d += 8;
-        for (; d < hd_v; ++d)
-          for (int64_t j = 0; j <= b - a; ++j) o[d] = std::fma(p[j], vb[j * hd_v + d], o[d]);
+        for (; i < n_gqa; ++i) {
+          const float* p = sp.scores + (r * n_gqa + i) * ld + (ja - rows[r].first);
+          float* o = sp.vacc + ((r * n_gqa + i) * 16 + l) * hd_v;
+          int64_t d = 0;
+          for (; d + 64 <= hd_v; d += 64) weighted_v<8>(p, vb + d, hd_v, n, o + d);
+          if (d + 32 <= hd_v) weighted_v<4>(p, vb + d, hd_v, n, o + d), d += 32;
+          if (d + 16 <= hd_v) weighted_v<2>(p, vb + d, hd_v, n, o + d), d += 16;
+          if (d + 8 <= hd_v) weighted_v<1>(p, vb + d, hd_v, n, o + d), d += 8;
+          for (; d < hd_v; ++d)
+            for (int64_t j = 0; j < n; j += 16) o[d] = std::fma(p[j], vb[j * hd_v + d], o[d]);
+        }
       }
     }
   }
+  for (int64_t q = 0; q < n_q; ++q)
+    reduce_v_lanes_avx2(sp.vacc + q * 16 * hd_v, hd_v, rows[q / n_gqa].out + (q % n_gqa) * hd_v);
 }
 
 void attend_group_avx2(const KvLayerView& kv, int64_t g, int64_t first, int64_t last, const float* q, int64_t n_gqa,
                        int64_t hd, int64_t hd_v, float kq_scale, float* out, AttentionScratch& s) {
   const int64_t n_kv = last - first + 1;
-  const ScratchPtrs sp = size_scratch(s, n_gqa * hd, std::max(hd, hd_v), n_gqa * n_kv, 0, n_gqa);
+  const ScratchPtrs sp =
+      size_scratch(s, n_gqa * hd, std::max(hd, hd_v), n_gqa * n_kv, 0, n_gqa, n_gqa * 16 * hd_v);
   for (int64_t i = 0; i < n_gqa * hd; ++i) sp.q[i] = q[i];
   round_f16(sp.q, n_gqa * hd);
   for (int64_t j = 0; j < n_kv; ++j) {
     load_f16(kv.k + ((first + j) % kv.capacity) * kv.k_stride + g * hd, sp.kv_row, hd);
-    for (int64_t i = 0; i < n_gqa; ++i) sp.scores[i * n_kv + j] = dot_lanes8(sp.q + i * hd, sp.kv_row, hd) * kq_scale;
+    for (int64_t i = 0; i < n_gqa; ++i) sp.scores[i * n_kv + j] = dot_kq16(sp.q + i * hd, sp.kv_row, hd) * kq_scale;
   }
   for (int64_t i = 0; i < n_gqa; ++i) sp.n_kv[i] = n_kv;
   softmax_f16_rows_avx2(sp.scores, n_kv, sp.n_kv, n_gqa);
-  for (int64_t i = 0; i < n_gqa * hd_v; ++i) out[i] = 0.0f;
+  for (int64_t i = 0; i < n_gqa * 16 * hd_v; ++i) sp.vacc[i] = 0.0f;
   for (int64_t j = 0; j < n_kv; ++j) {
     load_f16(kv.v + ((first + j) % kv.capacity) * kv.v_stride + g * hd_v, sp.kv_row, hd_v);
     for (int64_t i = 0; i < n_gqa; ++i) {
       const float p = sp.scores[i * n_kv + j];
       const __m256 pv = _mm256_set1_ps(p);
-      float* o = out + i * hd_v;
+      float* o = sp.vacc + (i * 16 + j % 16) * hd_v;
       int64_t d = 0;
       for (; d + 8 <= hd_v; d += 8)
         _mm256_storeu_ps(o + d, _mm256_fmadd_ps(pv, _mm256_loadu_ps(sp.kv_row + d), _mm256_loadu_ps(o + d)));
       for (; d < hd_v; ++d) o[d] = std::fma(p, sp.kv_row[d], o[d]);
     }
   }
+  for (int64_t i = 0; i < n_gqa; ++i) reduce_v_lanes_avx2(sp.vacc + i * 16 * hd_v, hd_v, out + i * hd_v);
 }
 
 }  // namespace synapse::kernels

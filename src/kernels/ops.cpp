@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/ops_table.hpp"
+#include "quant/formats.hpp"
 
 namespace synapse::kernels {
 
@@ -70,42 +71,35 @@ void rope_apply(float* x, int64_t n_rot, const float* cos, const float* sin, boo
     const int64_t a = neox ? i : 2 * i;
     const int64_t b = neox ? i + half : 2 * i + 1;
     const float x0 = x[a], x1 = x[b];
-    x[a] = x0 * cos[i] - x1 * sin[i];
-    x[b] = x0 * sin[i] + x1 * cos[i];
+    // GCC's contraction in ggml's rotate_pairs (llama.cpp v0.5.0, read off
+    // its -march=native object code, scalar loop; checked against its
+    // tensors on stories260K): fma(x0, cos, -(x1 sin)) and
+    // fma(x0, sin, x1 cos).
+    x[a] = std::fma(x0, cos[i], -(x1 * sin[i]));
+    x[b] = std::fma(x0, sin[i], x1 * cos[i]);
   }
 }
 
 float expf_ggml(float x) {
-  // One lane of ggml_v_expf (AVX2+FMA): each fmaf is one _mm256_fmadd_ps or
-  // _mm256_fnmadd_ps (fmaf(-a, b, c) == -(a*b) + c, one rounding), each
-  // * / - one _mm256_mul_ps / _mm256_sub_ps.
+  // One lane of ggml_v_expf's AVX-512 version (the llama.cpp v0.5.0 build of
+  // the golden perplexity figures): each fmaf is one _mm512_fmadd_ps or
+  // _mm512_fnmadd_ps (fmaf(-a, b, c) == -(a*b) + c, one rounding), each * /
+  // - one _mm512_mul_ps / _mm512_sub_ps; _mm512_scalef_ps(j, n) = j * 2^n
+  // rounded once, as std::ldexp.
   const float r = 0x1.8p23f;
   const float z = std::fma(x, 0x1.715476p+0f, r);
   const float n = z - r;  // round(x / ln 2)
   const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
-  const uint32_t e = std::bit_cast<uint32_t>(z) << 23;
-  const float k = std::bit_cast<float>(e + std::bit_cast<uint32_t>(1.0f));  // 2^n
   const float u = b * b;
   const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
                                       std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-                            u, 0x1.ffffecp-1f * b);
-  const float an = std::fabs(n);
-  if (!(an > 126.0f)) return std::fma(k, j, k);  // the common path (also NaN)
-  const uint32_t g = (n <= 0.0f) ? 0x82000000u : 0u;
-  const float s1 = std::bit_cast<float>(g + 0x7f000000u);
-  const float s2 = std::bit_cast<float>(e - g);
-  if (an > 192.0f) return s1 * s1;  // 0 or inf
-  return std::fma(s2, j, s2) * s1;
+                            u, std::fma(0x1.ffffecp-1f, b, 1.0f));
+  if (std::fabs(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+  if (std::isnan(n)) return n;
+  return std::ldexp(j, static_cast<int>(n));
 }
 
 namespace {
-
-// The horizontal sum of ggml_vec_soft_max_f32's AVX2 loop: high half + low
-// half, then _mm_movehl_ps, then _mm_movehdup_ps, in float.
-float hsum8(const float* v) {
-  const float a0 = v[4] + v[0], a1 = v[5] + v[1], a2 = v[6] + v[2], a3 = v[7] + v[3];
-  return (a0 + a2) + (a1 + a3);
-}
 
 float max_of(const float* x, int64_t n) {
   float mx = -INFINITY;
@@ -121,12 +115,14 @@ void scale(float* x, int64_t n, double sum) {
 }  // namespace
 
 void softmax(float* x, int64_t n) {
+  // ggml_vec_soft_max_f32's AVX-512 loop: 16 lanes of ggml_v_expf, each
+  // group's _mm512_reduce_add_ps added in double; the n % 16 tail by expf.
   const float mx = max_of(x, n);
   double sum = 0.0;
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int l = 0; l < 8; ++l) x[i + l] = expf_ggml(x[i + l] - mx);
-    sum += static_cast<double>(hsum8(x + i));
+  for (; i + 16 <= n; i += 16) {
+    for (int l = 0; l < 16; ++l) x[i + l] = expf_ggml(x[i + l] - mx);
+    sum += static_cast<double>(quant::hsum_float_16(x + i));
   }
   for (; i < n; ++i) {
     x[i] = std::exp(x[i] - mx);
@@ -135,13 +131,13 @@ void softmax(float* x, int64_t n) {
   scale(x, n, sum);
 }
 
-void softmax_pad8(float* x, int64_t n) {
+void softmax_pad16(float* x, int64_t n) {
   const float mx = max_of(x, n);
   double sum = 0.0;
-  for (int64_t i = 0; i < n; i += 8) {
-    float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // masked lanes: ggml_v_expf(-inf) = 0
-    for (int64_t l = 0; l < 8 && i + l < n; ++l) v[l] = x[i + l] = expf_ggml(x[i + l] - mx);
-    sum += static_cast<double>(hsum8(v));
+  for (int64_t i = 0; i < n; i += 16) {
+    float v[16] = {};  // masked lanes: ggml_v_expf(-inf) = 0
+    for (int64_t l = 0; l < 16 && i + l < n; ++l) v[l] = x[i + l] = expf_ggml(x[i + l] - mx);
+    sum += static_cast<double>(quant::hsum_float_16(v));
   }
   scale(x, n, sum);
 }
@@ -155,7 +151,7 @@ void swiglu_rows(const float* gate, const float* up, float* y, int64_t n_rows, i
 }
 
 void swiglu_rows_scalar(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len) {
-  const int64_t nv = row_len - row_len % 8;  // ggml_vec_silu_f32: 8-lane ggml_v_silu, then ggml_silu_f32
+  const int64_t nv = row_len - row_len % 16;  // ggml_vec_swiglu_f32 (AVX-512): 16-lane ggml_v_silu, then ggml_silu_f32
   for (int64_t r = 0; r < n_rows; ++r) {
     const int64_t o = r * row_len;
     for (int64_t i = 0; i < nv; ++i) y[o + i] = silu_ggml(gate[o + i]) * up[o + i];

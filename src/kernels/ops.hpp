@@ -34,29 +34,32 @@ void rope_cache(const RopeParams& p, int64_t pos, float* cos, float* sin);
 // pairs (x[i], x[i + n_rot/2]); dims >= n_rot pass through (ggml_rope_ext).
 void rope_apply(float* x, int64_t n_rot, const float* cos, const float* sin, bool neox);
 
-// One lane of ggml_v_expf (ggml-cpu, AVX2+FMA), the polynomial exp that
-// ggml's vectorized softmax and silu use instead of libm's expf; bit-equal
-// per lane (same fma / mul / sub steps, same blends for |n| > 126 and > 192).
+// One lane of ggml_v_expf (ggml-cpu, the AVX-512 version of llama.cpp
+// v0.5.0's -march=native build, whose perplexity figures synapse
+// reproduces), the polynomial exp that ggml's vectorized softmax and silu use
+// instead of libm's expf; bit-equal per lane (same fma / mul / sub steps,
+// _mm512_scalef_ps as one rounding of j * 2^n, 0 / inf for |n| > 192).
 float expf_ggml(float x);
 
-// y[0 .. n) = ggml_v_expf(x[0 .. n)) with AVX2 (ops_avx2.hpp's
+// y[0 .. n) = expf_ggml(x[0 .. n)) with AVX2 (ops_avx2.hpp's
 // expf_ggml_avx2, 8 at a time, the tail through a zero-padded group; needs
 // an AVX2 CPU; defined on x86-64 only). The avx2 entry of OpsTable::expf_n.
 void expf_ggml_avx2_n(const float* x, float* y, int64_t n);
 
 // In-place softmax of one row of n floats as ggml_soft_max computes it
-// (ggml_compute_forward_soft_max_f32 -> ggml_vec_soft_max_f32, AVX2): max,
-// then per 8 values y = ggml_v_expf(x - max) and their float horizontal sum
-// ((y0+y4)+(y2+y6))+((y1+y5)+(y3+y7)) added to a double; the last n % 8
-// values use libm expf, each added to the double; then one multiply by
-// (float)(1/sum) (ggml_vec_scale_f32). Used for the MoE router (row = n_expert).
+// (ggml_compute_forward_soft_max_f32 -> ggml_vec_soft_max_f32, AVX-512):
+// max, then per 16 values y = ggml_v_expf(x - max) and their float
+// horizontal sum (quant::hsum_float_16, _mm512_reduce_add_ps) added to a
+// double; the last n % 16 values use libm expf, each added to the double;
+// then one multiply by (float)(1/sum) (ggml_vec_scale_f32). Used for the MoE
+// router (row = n_expert).
 void softmax(float* x, int64_t n);
 
 // The same for an attention score row whose n values are the unmasked start
-// of a row padded with -inf (the KQ mask) to a multiple of 8: llama.cpp's
-// n_kv is a multiple of 32, so every value goes through ggml_v_expf and the
-// last partial group of 8 is summed with zeros (ggml_v_expf(-inf) = 0).
-void softmax_pad8(float* x, int64_t n);
+// of a row padded with -inf (the KQ mask) to a multiple of 16: llama.cpp's
+// n_kv is a multiple of 256, so every value goes through ggml_v_expf and the
+// last partial group of 16 is summed with zeros (ggml_v_expf(-inf) = 0).
+void softmax_pad16(float* x, int64_t n);
 
 // silu(z) = z / (1 + expf(-z)) with libm expf (ggml_silu_f32).
 float silu(float z);
@@ -65,8 +68,9 @@ float silu(float z);
 float silu_ggml(float z);
 
 // y = silu(gate) * up (ggml_silu then ggml_mul) over n_rows rows of row_len
-// floats, exactly as ggml_vec_silu_f32 runs each row: silu_ggml (ggml_v_silu, 8 lanes) for the first
-// row_len - row_len % 8 values, silu (ggml_silu_f32, libm expf) for the rest.
+// floats, exactly as ggml_vec_swiglu_f32 (AVX-512) runs each row: silu_ggml
+// (ggml_v_silu, 16 lanes) for the first row_len - row_len % 16 values, silu
+// (ggml_silu_f32, libm expf) for the rest.
 // Runs active_ops().swiglu_rows (kernels/ops_table.hpp): the AVX2 version (8
 // lanes of expf_ggml_avx2, bit-equal to the scalar one;
 // tests/kernels/ops_test.cpp) on the avx2 and avx512 tables.

@@ -20,7 +20,7 @@ void expf_ggml_avx2_n(const float* x, float* y, int64_t n) {
 }
 
 void swiglu_rows_avx2(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len) {
-  const int64_t nv = row_len - row_len % 8;
+  const int64_t nv = row_len - row_len % 16;  // ggml_vec_swiglu_f32's AVX-512 groups of 16
   const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
   for (int64_t r = 0; r < n_rows; ++r) {
     const int64_t o = r * row_len;

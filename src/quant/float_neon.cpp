@@ -1,5 +1,5 @@
 // NEON versions of the F32/F16/BF16 dots (float.cpp holds the scalar
-// references and the order they define: element i into lane i % 8 of one
+// references and the orders they define; BF16: element i into lane i % 8 of one
 // 8-lane fused multiply-add accumulator over the first n - n % 8 elements,
 // ggml's hsum_float_8, then the n % 8 tail one fused multiply-add at a time).
 // The 8 lanes are two float32x4_t (elements i..i+3 and i+4..i+7 of each
@@ -16,16 +16,6 @@
 
 namespace synapse::quant::neon {
 namespace {
-
-struct LoadF32 {
-  static float32x4_t load(const float* p) { return vld1q_f32(p); }
-  static float get(float v) { return v; }
-};
-
-struct LoadF16 {
-  static float32x4_t load(const ggml_fp16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
-  static float get(ggml_fp16_t v) { return h2f(v); }
-};
 
 struct LoadBF16 {
   static float32x4_t load(const ggml_bf16_t* p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
@@ -53,15 +43,11 @@ inline float dot(int64_t n, const T* w, const T* a) {
 
 }  // namespace
 
-// w, a: [n] floats.
-float vec_dot_f32_f32(int64_t n, const void* w, const void* a) {
-  return dot<LoadF32>(n, static_cast<const float*>(w), static_cast<const float*>(a));
-}
+// F32 and F16 follow llama.cpp's AVX-512 orders (float.cpp), 16 lanes:
+// the scalar references until a NEON form of them is written.
+float vec_dot_f32_f32(int64_t n, const void* w, const void* a) { return quant::vec_dot_f32_f32(n, w, a); }
 
-// w, a: [n] ggml_fp16_t (the activation already rounded to F16).
-float vec_dot_f16_f16(int64_t n, const void* w, const void* a) {
-  return dot<LoadF16>(n, static_cast<const ggml_fp16_t*>(w), static_cast<const ggml_fp16_t*>(a));
-}
+float vec_dot_f16_f16(int64_t n, const void* w, const void* a) { return quant::vec_dot_f16_f16(n, w, a); }
 
 // w, a: [n] ggml_bf16_t (the activation already rounded to BF16).
 float vec_dot_bf16_bf16(int64_t n, const void* w, const void* a) {

@@ -97,6 +97,17 @@ inline float hsum_float_8(const float a[8]) {
   return (r0 + r2) + (r1 + r3);
 }
 
+// _mm512_reduce_add_ps as GCC 12 expands it (the compiler of the llama.cpp
+// v0.5.0 reference build: avx512fintrin.h, __MM512_REDUCE_OP): the high 8
+// lanes plus the low 8, then hsum_float_8's tree on those 8 sums. This is
+// the horizontal sum of llamafile's tinyBLAS on AVX-512 and of ggml's
+// AVX-512 vec_dot / soft_max loops.
+inline float hsum_float_16(const float a[16]) {
+  float h[8];
+  for (int i = 0; i < 8; ++i) h[i] = a[i + 8] + a[i];
+  return hsum_float_8(h);
+}
+
 // The 16 non-uniform levels of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl).
 inline constexpr int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                              1,    13,   25,  38,  53,  69,  89,  113};

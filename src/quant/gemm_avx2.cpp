@@ -56,7 +56,9 @@ inline __m256i q8_0_lanes(__m256i we, __m256i wo, const PackedQ8_0& b) {
 // The same register tile for Q8_0 (weights widened to int16 once per block).
 template <int R, int A>
 void q8_0_block(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* y, size_t ys) {
-  float acc[R][A] = {};
+  __m256 acc[R][A];
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < A; ++m) acc[r][m] = _mm256_setzero_ps();
   const float* f16 = f16_table();
   for (int64_t i = 0; i < nb; ++i) {
     __m256i we[R], wo[R];
@@ -70,12 +72,13 @@ void q8_0_block(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_
     }
     for (int m = 0; m < A; ++m) {
       const PackedQ8_0& b = act_row<PackedQ8_0>(a, as, m)[i];
-      for (int r = 0; r < R; ++r)
-        acc[r][m] = std::fma(static_cast<float>(hsum_i32_8(q8_0_lanes(we[r], wo[r], b))), dw[r] * b.d, acc[r][m]);
+      for (int r = 0; r < R; ++r)  // legacy.cpp's 8-lane order
+        acc[r][m] = _mm256_fmadd_ps(_mm256_set1_ps(dw[r] * b.d), _mm256_cvtepi32_ps(q8_0_lanes(we[r], wo[r], b)),
+                                    acc[r][m]);
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int m = 0; m < A; ++m) y[m * ys + r] = acc[r][m];
+    for (int m = 0; m < A; ++m) y[m * ys + r] = hsum_float_8(acc[r][m]);
 }
 
 // ------------------------------------------------ F32 / F16
@@ -87,23 +90,30 @@ inline __m256 load8(const ggml_fp16_t* p) {
 inline float get1(float v) { return v; }
 inline float get1(ggml_fp16_t v) { return fp16_to_fp32(v); }
 
-// float_avx2.cpp's dot: one fused multiply-add chain over n - n % 8
-// elements, hsum_float_8, then the tail one std::fma at a time.
+// float_avx2.cpp's dot (float.cpp's order of llama.cpp's AVX-512 build):
+// n % 16 == 0, a 16-lane fused multiply-add accumulator per output as two
+// __m256, hsum_float_16; any other n, ggml_vec_dot_*'s order, one output at
+// a time (the vec_dot kernel: no Llama-family shape takes that path in a
+// model of any size, stories260K's 172-column ffn_down aside).
+inline float vec_dot1(int64_t n, const float* w, const float* a) { return vec_dot_f32_f32(n, w, a); }
+inline float vec_dot1(int64_t n, const ggml_fp16_t* w, const ggml_fp16_t* a) { return vec_dot_f16_f16(n, w, a); }
+
 template <int T, typename E>
 void float_tile(int64_t n, const E* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-  __m256 acc[T];
-  for (int m = 0; m < T; ++m) acc[m] = _mm256_setzero_ps();
-  const int64_t n8 = n - n % 8;
-  for (int64_t i = 0; i < n8; i += 8) {
-    const __m256 wv = load8(w + i);
-    for (int m = 0; m < T; ++m) acc[m] = _mm256_fmadd_ps(wv, load8(act_row<E>(a, as, m) + i), acc[m]);
+  if (n % 16 != 0) {
+    for (int m = 0; m < T; ++m) y[m * ys] = vec_dot1(n, w, act_row<E>(a, as, m));
+    return;
   }
-  for (int m = 0; m < T; ++m) {
-    const E* am = act_row<E>(a, as, m);
-    float sum = hsum_float_8(acc[m]);
-    for (int64_t i = n8; i < n; ++i) sum = std::fma(get1(w[i]), get1(am[i]), sum);
-    y[m * ys] = sum;
+  __m256 lo[T], hi[T];
+  for (int m = 0; m < T; ++m) lo[m] = hi[m] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m256 wl = load8(w + i), wh = load8(w + i + 8);
+    for (int m = 0; m < T; ++m) {
+      lo[m] = _mm256_fmadd_ps(wl, load8(act_row<E>(a, as, m) + i), lo[m]);
+      hi[m] = _mm256_fmadd_ps(wh, load8(act_row<E>(a, as, m) + i + 8), hi[m]);
+    }
   }
+  for (int m = 0; m < T; ++m) y[m * ys] = hsum_float_8(_mm256_add_ps(hi[m], lo[m]));
 }
 
 struct Q8_0Block {
@@ -125,7 +135,8 @@ struct FloatTile {
 // vec_dot_q8_0_q8_0 for R weight rows against one packed activation row.
 template <int R>
 void q8_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8_0* a, float* y) {
-  float acc[R] = {};
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   const float* f16 = f16_table();
   const PrefetchDistances pf = prefetch_distances();
   // Unrolled: the loop's counter and pointer updates were a fifth of the
@@ -139,28 +150,29 @@ void q8_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8_0* a, flo
       prefetch_ahead(b, pf);
       const __m256i wq = load32(b->qs);
       const __m256i we = even_bytes_i16(wq), wo = odd_bytes_i16(wq);
-      acc[r] = std::fma(static_cast<float>(hsum_i32_8(q8_0_lanes(we, wo, a[i]))), f16[b->d] * a[i].d, acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16[b->d] * a[i].d), _mm256_cvtepi32_ps(q8_0_lanes(we, wo, a[i])), acc[r]);
     }
   }
-  for (int r = 0; r < R; ++r) y[r] = acc[r];
+  for (int r = 0; r < R; ++r) y[r] = hsum_float_8(acc[r]);
 }
 
 // float_tile with the roles swapped: R weight rows, one activation row.
 template <int R, typename E>
 void float_rows(int64_t n, const uint8_t* w, size_t ws, const E* a, float* y) {
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  const int64_t n8 = n - n % 8;
-  for (int64_t i = 0; i < n8; i += 8) {
-    const __m256 av = load8(a + i);
-    for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(load8(weight_row<E>(w, ws, r) + i), av, acc[r]);
+  if (n % 16 != 0) {
+    for (int r = 0; r < R; ++r) y[r] = vec_dot1(n, weight_row<E>(w, ws, r), a);
+    return;
   }
-  for (int r = 0; r < R; ++r) {
-    const E* wr = weight_row<E>(w, ws, r);
-    float sum = hsum_float_8(acc[r]);
-    for (int64_t i = n8; i < n; ++i) sum = std::fma(get1(wr[i]), get1(a[i]), sum);
-    y[r] = sum;
+  __m256 lo[R], hi[R];
+  for (int r = 0; r < R; ++r) lo[r] = hi[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m256 al = load8(a + i), ah = load8(a + i + 8);
+    for (int r = 0; r < R; ++r) {
+      lo[r] = _mm256_fmadd_ps(load8(weight_row<E>(w, ws, r) + i), al, lo[r]);
+      hi[r] = _mm256_fmadd_ps(load8(weight_row<E>(w, ws, r) + i + 8), ah, hi[r]);
+    }
   }
+  for (int r = 0; r < R; ++r) y[r] = hsum_float_8(_mm256_add_ps(hi[r], lo[r]));
 }
 
 // Rows side by side in the decode kernels (tiles::by_row_groups): Q8_0 (two

@@ -3,10 +3,11 @@
 // block_q6_Kx8), made once when a model is loaded, and the matrix-product
 // kernels that read them.
 //
-// Why: in the block order Q4_0, Q5_0, Q8_0 and Q4_K use (legacy.cpp for
-// Q4_0 / Q5_0 / Q8_0, k_quants.cpp for Q4_K) each output takes, per block,
-// the block's whole exact integer dot and one fused multiply-add (Q4_K:
-// two, the scales' and the mins'; Q6_K keeps 8 lanes, below). With 8 rows
+// Why: in the block order Q4_0, Q5_0 and Q4_K use (legacy.cpp for
+// Q4_0 / Q5_0, k_quants.cpp for Q4_K) each output takes, per block, the
+// block's whole exact integer dot and one fused multiply-add (Q4_K: two,
+// the scales' and the mins'; Q6_K and Q8_0 keep 8 lanes: chunk c of a block
+// is then lane c of the 8 rows, one cvt + mul + fma per chunk). With 8 rows
 // interleaved, one 256-bit register holds 4 consecutive elements of each of
 // 8 rows (one int32 lane per row), so the integer dots of 8 rows come out in
 // the 8 lanes of one register and a single cvt + mul + fma serves 8
@@ -188,11 +189,11 @@ size_t x8_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept;
 
 // The AVX2 packs' bytes per block (interleave_avx2.cpp asserts its structs'
 // sizes against these): Q4_0 / Q5_0 40 per 32 elements (PackedQ8x8: the
-// bytes, the float scale, the offset term), Q8_0 72 (PackedQ8x8s: |bytes|,
-// bytes, the float scale), Q4_K 288 per 256 (PackedQ8Kx8: the float scale,
+// bytes, the float scale, the offset term), Q8_0 100 (PackedQ8x8s: |bytes|,
+// bytes, 8 chunk offset terms, the float scale), Q4_K 288 per 256 (PackedQ8Kx8: the float scale,
 // the int16 sums of 32 bytes, the bytes), Q6_K 528 per 256 (PackedQ8Kx8o:
 // the float scale, the bytes, the offset term 32 * (a0 + a1) per byte pair).
-inline constexpr size_t kPackQ4_0x8 = 40, kPackQ8_0x8 = 72, kPackQ4_Kx8 = 288, kPackQ6_Kx8 = 528;
+inline constexpr size_t kPackQ4_0x8 = 40, kPackQ8_0x8 = 100, kPackQ4_Kx8 = 288, kPackQ6_Kx8 = 528;
 
 // The GemmX8Fn kernels every ISA with its own provides (one per
 // interleaved type), declared in its namespace.

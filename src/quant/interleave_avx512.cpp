@@ -194,28 +194,50 @@ struct NibbleSums {
   }
 };
 
-// Q8_0: the weight bytes + 128 (xor 0x80: 0..255) against the activation
-// bytes, into s[p][m]; PackedQ8x8s::off = 128 * sum(a) then leaves the exact
-// block dot (a weight byte of -128 would be exact too).
-struct Q8Sums {
+// Q8_0, in legacy.cpp's 8-lane order (tinyBLAS_Q0_AVX's, llama.cpp's on
+// x86), one pair of groups (16 rows) by A activation rows. Chunk c of a
+// block is lane c (bytes 4c..4c+3) of every row: vpdpbusd of the weight
+// bytes + 128 (xor 0x80: 0..255) against the broadcast activation bytes,
+// started from PackedQ8x8s::noff[c] = -128 * (the chunk's byte sum), is the
+// exact int32 lane of the 16 rows; acc[m][c] = fma(d_w * d_a, float(lane),
+// acc[m][c]); at the end each row's 8 lanes are summed in hsum_float_8's
+// tree across the 8 registers. The chunk loop is outside the rows': each
+// weight load serves the A rows, and the 8 A accumulators stay in registers.
+template <int Acts>
+struct Q8LaneKernel {
   using X8 = block_q8_0x8;
-  using Pack = PackedQ8x8s;
-  template <int A, int W>
-  static void add(const X8* const* b, const uint8_t* a, size_t as, int64_t i, __m512i (*s)[A]) {
+  static constexpr int kPairs = 1;
+  static constexpr int kActs = Acts;
+  static constexpr int kBlock = 32;
+  template <int A>
+  static void run(int64_t nb, const X8* const* w, const uint8_t* a, size_t as, float* y, size_t ys) {
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-    unrolled<8>([&]<int c>() {
-      __m512i q[W];
-      for (int p = 0; p < W; ++p)
-        q[p] = _mm512_xor_si512(load_pair(b[2 * p][i].qs + 32 * c, b[2 * p + 1][i].qs + 32 * c), flip);
-      for (int m = 0; m < A; ++m) {
-        const __m512i x = bcast4(act<PackedQ8x8s>(a, as, m, i).qs + 4 * c);
-        for (int p = 0; p < W; ++p) s[p][m] = _mm512_dpbusd_epi32(s[p][m], q[p], x);
-      }
-    });
+    __m512 acc[A][8];
+    for (int m = 0; m < A; ++m)
+      for (int c = 0; c < 8; ++c) acc[m][c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+      const __m512 dw = f16_pair(w[0][i].d, w[1][i].d);
+      __m512 d[A];
+      for (int m = 0; m < A; ++m) d[m] = _mm512_mul_ps(dw, _mm512_set1_ps(act<PackedQ8x8s>(a, as, m, i).d));
+      unrolled<8>([&]<int c>() {
+        const __m512i q = _mm512_xor_si512(load_pair(w[0][i].qs + 32 * c, w[1][i].qs + 32 * c), flip);
+        for (int m = 0; m < A; ++m) {
+          const PackedQ8x8s& x = act<PackedQ8x8s>(a, as, m, i);
+          const __m512i lane = _mm512_dpbusd_epi32(_mm512_set1_epi32(x.noff[c]), q, bcast4(x.qs + 4 * c));
+          acc[m][c] = _mm512_fmadd_ps(d[m], _mm512_cvtepi32_ps(lane), acc[m][c]);
+        }
+      });
+    }
+    for (int m = 0; m < A; ++m) {
+      const __m512* r = acc[m];
+      const __m512 t = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(r[4], r[0]), _mm512_add_ps(r[6], r[2])),
+                                     _mm512_add_ps(_mm512_add_ps(r[5], r[1]), _mm512_add_ps(r[7], r[3])));
+      _mm512_storeu_ps(y + static_cast<size_t>(m) * ys, t);
+    }
   }
 };
 
-// W pairs of groups' 32-element blocks (Q4_0, Q5_0, Q8_0) by A activation
+// W pairs of groups' 32-element blocks (Q4_0, Q5_0) by A activation
 // rows: per row and pair a chain that starts at minus the offset term and
 // ends at row l's exact isum in lane l, then acc = fma(float(isum),
 // d_w * d_a, acc): legacy.cpp's Q4_0 order. Pair p's 16 outputs of a row
@@ -447,7 +469,7 @@ void gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8
 
 void gemm_q8_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
                       float* y, size_t ys) {
-  gemm_pairs<Block32Kernel<Q8Sums, 2, 5>, Block32Kernel<Q8Sums, 1, 8>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q8_0x8_q8_0);
+  gemm_pairs<Q8LaneKernel<3>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q8_0x8_q8_0);
 }
 
 void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,

@@ -73,37 +73,39 @@ TEST_P(OpsTables, ExpfEqualsScalarOverRanges) {
 }
 
 // Values that follow from ggml_v_expf's steps: x = 0 gives n = 0, b = 0,
-// k = 2^0, j = 0, so fma(k, j, k) = 1 exactly; x = -inf and +inf take the
-// |n| > 192 blend, s1*s1 with s1 = 2^-125 (n <= 0) or 2^127: 0 and inf; NaN
-// stays NaN. Elsewhere it is an approximation of exp within 2 ulp (the
-// polynomial's stated ~1.5 ulp), subnormal results included down to -103.
+// j = 1, so scalef(j, 0) = 1 exactly; x = -inf and +inf take the |n| > 192
+// blend: 0 and inf; x = 100 gives n = 144, j * 2^144 past FLT_MAX; NaN
+// stays NaN. Elsewhere it is an approximation of exp within 2.5 ulp (the
+// polynomial's stated ~1.5 ulp, plus the AVX-512 form's rounding of
+// 1 + c0 b before the scaling: up to 2.14 ulp measured), subnormal results
+// included down to -103.
 TEST(ExpfGgml, KnownValues) {
   const float inf = std::numeric_limits<float>::infinity();
   EXPECT_EQ(bits(1.0f), bits(expf_ggml(0.0f)));
   EXPECT_EQ(bits(1.0f), bits(expf_ggml(-0.0f)));
   EXPECT_EQ(bits(0.0f), bits(expf_ggml(-inf)));
   EXPECT_EQ(bits(inf), bits(expf_ggml(inf)));
-  EXPECT_EQ(bits(inf), bits(expf_ggml(100.0f)));  // n = 144: s2 * s1 = 2^144, past FLT_MAX
+  EXPECT_EQ(bits(inf), bits(expf_ggml(100.0f)));  // n = 144: j * 2^144, past FLT_MAX
   EXPECT_TRUE(std::isnan(expf_ggml(std::numeric_limits<float>::quiet_NaN())));
   EXPECT_EQ(bits(0.0f), bits(expf_ggml(-200.0f)));
   for (float x = -87.0f; x < 88.0f; x += 0.0137f) {
     const double ref = std::exp(static_cast<double>(x));
     const float got = expf_ggml(x);
     const double ulp = std::nextafter(static_cast<float>(ref), inf) - static_cast<float>(ref);
-    EXPECT_LE(std::fabs(got - ref), 2.0 * ulp) << x;
+    EXPECT_LE(std::fabs(got - ref), 2.5 * ulp) << x;
   }
 }
 
-// The softmax of a row with n % 8 == 0 does not depend on the padding form.
-TEST(Softmax, Pad8EqualsPlainForWholeGroups) {
+// The softmax of a row with n % 16 == 0 does not depend on the padding form.
+TEST(Softmax, Pad16EqualsPlainForWholeGroups) {
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.0f, 3.0f);
-  for (int64_t n : {8, 16, 64, 200}) {
+  for (int64_t n : {16, 32, 64, 208}) {
     std::vector<float> a(static_cast<size_t>(n));
     for (auto& v : a) v = nd(rng);
     std::vector<float> b = a;
     softmax(a.data(), n);
-    softmax_pad8(b.data(), n);
+    softmax_pad16(b.data(), n);
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
     double s = 0;
     for (float v : a) s += v;
@@ -111,8 +113,8 @@ TEST(Softmax, Pad8EqualsPlainForWholeGroups) {
   }
 }
 
-// swiglu_rows = ggml_vec_silu_f32 per row then ggml_vec_mul_f32: ggml_v_silu
-// on whole groups of 8, ggml_silu_f32 (libm expf) on each row's n % 8 tail.
+// swiglu_rows = ggml_vec_swiglu_f32 per row: ggml_v_silu on whole groups of
+// 16, ggml_silu_f32 (libm expf) on each row's n % 16 tail.
 TEST(Swiglu, GroupsThenTail) {
   std::mt19937 rng(9);
   std::normal_distribution<float> nd(0.0f, 4.0f);
@@ -123,7 +125,7 @@ TEST(Swiglu, GroupsThenTail) {
   swiglu_rows(g.data(), u.data(), y.data(), rows, len);
   for (int64_t i = 0; i < n; ++i) {
     const float sg = g[i] / (1.0f + expf_ggml(0.0f - g[i]));
-    const float s = i % len < 24 ? sg : g[i] / (1.0f + std::exp(-g[i]));
+    const float s = i % len < 16 ? sg : g[i] / (1.0f + std::exp(-g[i]));
     EXPECT_EQ(bits(s * u[i]), bits(y[i])) << i;
   }
 }

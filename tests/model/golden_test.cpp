@@ -100,6 +100,18 @@ CaseSpec case_spec(const nlohmann::json& j, const model::Model& m) {
   c.bound = default_bound(c.kind);
   if (v050 && c.kind == Kind::quant) c.bound = std::max(3 * self_rms, 3e-2);
   if (c.kind == Kind::f32) c.bound_first4 = v050 ? std::max(2e-5, 3 * self_rms) : 2e-5;
+  // Two F32 cases that llama.cpp v0.5.0 itself fails at positions 0..3 (an
+  // F16 flip of K, V, q or the probabilities; shared/golden/README.md, "The
+  // older goldens recomputed with v0.5.0"): synapse follows v0.5.0's
+  // AVX-512 reduction orders, so its bound there is v0.5.0's own largest
+  // distance over positions 0..3, measured with llama.cpp v0.5.0 (libllama,
+  // -march=native, flash attention off, n_ctx 256, one batch): 1.30022e-4 at
+  // position 1 of tiny-llama-f32.short, 3.63662e-4 at position 2 of
+  // tiny-llama-linear-f32.long (a NumPy golden); synapse's distances equal
+  // those to the printed digits.
+  const std::string name = j.value("case", std::string());
+  if (name == "tiny-llama-f32.short") c.bound_first4 = 1.30023e-4;
+  if (name == "tiny-llama-linear-f32.long") c.bound_first4 = 3.63663e-4;
   if (settings.contains("sliding_window_applied")) c.window = settings["sliding_window_applied"].get<int64_t>();
   else if (settings.contains("window")) c.window = settings["window"].get<int64_t>();
   else if (j.contains("numpy_check") && j["numpy_check"].is_object() && j["numpy_check"].contains("numpy_window"))
@@ -157,6 +169,13 @@ TEST_P(Golden, LogitsAndGreedyMatch) {
   }
   std::printf("[ golden   ] %s (%s, n_ctx %lld): max rel RMS %.3g (bound %.3g)\n", name.c_str(), kind_name(c.kind),
               static_cast<long long>(c.n_ctx), worst, c.bound);
+  // llama.cpp v0.5.0's own F32 logits (its -march=native AVX-512 build):
+  // synapse's F32 path sums in that build's orders (quant/float.cpp,
+  // kernels/attention.hpp, kernels/ops.hpp), so they are equal bit for bit.
+  if (j.value("producer", std::string()).starts_with("llama.cpp v0.5.0") && c.kind == Kind::f32) {
+    EXPECT_EQ(std::memcmp(logits.data(), gold.data(), gold.size() * sizeof(float)), 0)
+        << "not bit-identical to llama.cpp v0.5.0's logits";
+  }
 
   // Greedy continuation, one token at a time, as llama.cpp produced it.
   std::vector<double> margins;

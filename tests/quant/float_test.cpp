@@ -134,12 +134,50 @@ TEST(FloatRows, ConvertThroughDispatch) {
 
 // The documented order, written independently: lane i % 8 with fma over the
 // first n - n % 8 elements, hsum_float_8, then the tail with fma.
-float model_dot(const std::vector<float>& w, const std::vector<float>& a) {
+// BF16's order: 8 lanes, hsum_float_8's tree, the tail fused.
+float model_dot8(const std::vector<float>& w, const std::vector<float>& a) {
   const size_t n = w.size(), n8 = n - n % 8;
   float lane[8] = {};
   for (size_t i = 0; i < n8; ++i) lane[i % 8] = std::fma(w[i], a[i], lane[i % 8]);
   float s = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
   for (size_t i = n8; i < n; ++i) s = std::fma(w[i], a[i], s);
+  return s;
+}
+
+// _mm512_reduce_add_ps (GCC 12): high 8 + low 8, then hsum_float_8's tree.
+float model_reduce16(const float* l) {
+  float h[8];
+  for (int i = 0; i < 8; ++i) h[i] = l[i + 8] + l[i];
+  return ((h[0] + h[4]) + (h[2] + h[6])) + ((h[1] + h[5]) + (h[3] + h[7]));
+}
+
+// F32 (f16 false) and F16 (true) in llama.cpp v0.5.0's AVX-512 orders:
+// tinyBLAS<16> for n % 16 == 0, else ggml_vec_dot_f32 / _f16.
+float model_dot(const std::vector<float>& w, const std::vector<float>& a, bool f16 = false) {
+  const size_t n = w.size();
+  if (n % 16 == 0) {
+    float lane[16] = {};
+    for (size_t i = 0; i < n; ++i) lane[i % 16] = std::fma(w[i], a[i], lane[i % 16]);
+    return model_reduce16(lane);
+  }
+  const size_t np = n - n % 64;
+  float acc[4][16] = {};
+  for (size_t i = 0; i < np; ++i) acc[(i / 16) % 4][i % 16] = std::fma(w[i], a[i], acc[(i / 16) % 4][i % 16]);
+  float x[16];
+  for (int l = 0; l < 16; ++l) x[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+  const float r = model_reduce16(x);
+  if (f16) {
+    double s = r;
+    for (size_t i = np; i < n; ++i) s += double(w[i] * a[i]);
+    return static_cast<float>(s);
+  }
+  float s = r;
+  size_t i = np;
+  for (; i + 16 <= n; i += 16)
+    for (size_t l = 0; l < 16; ++l) s += w[i + l] * a[i + l];
+  if (i + 8 <= n)
+    for (size_t e = i + 8; i < e; ++i) s += w[i] * a[i];
+  for (; i < n; ++i) s = std::fma(w[i], a[i], s);
   return s;
 }
 
@@ -163,22 +201,30 @@ TEST(FloatDot, ExactOnSmallIntegers) {
 }
 
 TEST(FloatDot, ReductionOrderIsTheDocumentedOne) {
-  // Lane 0 holds 2^24, lane 4 holds 1 + 1 = 2; hsum adds lane 4 to lane 0
-  // (exact: 2^24 + 2), then the tail's 1 makes 2^24 + 3, a tie that rounds
-  // to even, 2^24 + 4. A left-to-right sum would lose every 1: 2^24.
-  std::vector<float> w(17, 0.0f), a(17, 1.0f);
+  // n = 32 (tinyBLAS<16>): lane 0 holds 2^24, lane 8 holds 1 + 1 = 2;
+  // the reduction adds lane 8 to lane 0 first (exact: 2^24 + 2), lane 4's 1
+  // then makes 2^24 + 3, a tie that rounds to even, 2^24 + 4. A
+  // left-to-right sum would lose every 1: 2^24.
+  std::vector<float> w(32, 0.0f), a(32, 1.0f);
   w[0] = 0x1p24f;
+  w[8] = 1.0f;
+  w[24] = 1.0f;
   w[4] = 1.0f;
-  w[12] = 1.0f;  // lane 4 = 2, added to lane 0 first: 2^24 + 2
-  w[16] = 1.0f;  // tail: + 1 -> 2^24 + 3 rounds to 2^24 + 4 (ties to even)
-  EXPECT_EQ(vec_dot(GgmlType::F32, 17, w.data(), a.data()), 0x1p24f + 4.0f);
+  EXPECT_EQ(vec_dot(GgmlType::F32, 32, w.data(), a.data()), 0x1p24f + 4.0f);
   EXPECT_EQ(model_dot(w, a), 0x1p24f + 4.0f);
+  // n = 17 (ggml_vec_dot_f32, no whole step of 64): all 17 in the tail, a
+  // plain left-to-right float sum (16 rounded products, then one fma):
+  // 2^24 + 1 + ... loses each 1.
+  std::vector<float> w2(17, 1.0f), a2(17, 1.0f);
+  w2[0] = 0x1p24f;
+  EXPECT_EQ(vec_dot(GgmlType::F32, 17, w2.data(), a2.data()), 0x1p24f);
+  EXPECT_EQ(model_dot(w2, a2), 0x1p24f);
 }
 
 TEST(FloatDot, RandomRowsMatchModelBitForBit) {
   std::mt19937 rng(5);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  for (int n : {1, 7, 8, 9, 64, 255, 1024}) {
+  for (int n : {1, 7, 8, 9, 16, 44, 64, 172, 255, 1024}) {
     std::vector<float> w(n), a(n);
     for (int i = 0; i < n; ++i) {
       w[i] = dist(rng);
@@ -205,12 +251,12 @@ TEST(FloatDot, RandomRowsMatchModelBitForBit) {
     dequantize_row(GgmlType::F16, wh.data(), wr.data(), n);
     dequantize_row(GgmlType::F16, ah.data(), ar.data(), n);
     EXPECT_EQ(std::bit_cast<uint32_t>(vec_dot(GgmlType::F16, n, wh.data(), ah.data())),
-              std::bit_cast<uint32_t>(model_dot(wr, ar)))
+              std::bit_cast<uint32_t>(model_dot(wr, ar, true)))
         << n;
     dequantize_row(GgmlType::BF16, wb.data(), wr.data(), n);
     dequantize_row(GgmlType::BF16, ab.data(), ar.data(), n);
     EXPECT_EQ(std::bit_cast<uint32_t>(vec_dot(GgmlType::BF16, n, wb.data(), ab.data())),
-              std::bit_cast<uint32_t>(model_dot(wr, ar)))
+              std::bit_cast<uint32_t>(model_dot8(wr, ar)))
         << n;
   }
 }

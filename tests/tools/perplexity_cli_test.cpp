@@ -4,17 +4,12 @@
 // from the F32 one (golden/perplexity/, see its README), plus the base-file
 // format, --json, and one clear error line for bad input.
 //
-// Why the per-chunk values are compared with a tolerance, not digit for
-// digit: llama.cpp rounds q/K/V/probabilities to F16 (and Q8_0 activations to
-// int8), so two correct engines whose float sums differ in the last bit
-// round some value to the other neighbour now and then, and the change
-// travels through the KV cache (golden/README.md "Tolerances"). llama.cpp
-// v0.5.0's own AVX-512 build reproduces these files digit for digit, but
-// synapse's kernels sum in their own (batch-invariant) orders, so its logits
-// are not llama.cpp's bit for bit, and a chunk's 127 scored tokens move its
-// running PPL by up to ~2e-4 relative on F32 and ~1% on Q8_0 (a flipped int8
-// moves a logit by ~1e-2); the final figures, over 1270 tokens, agree within
-// the issue's 0.1%.
+// The figures are compared digit for digit: synapse's kernels follow llama.cpp
+// v0.5.0's AVX-512 reduction orders (F32/F16 dots as tinyBLAS<16> or
+// ggml_vec_dot_*, attention, soft_max, SwiGLU, RoPE, Q8_0 as
+// tinyBLAS_Q0_AVX), so its logits equal the reference build's bit for bit
+// and every printed value agrees (golden/perplexity/README.md has the build
+// and the commands).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -100,10 +95,28 @@ std::vector<std::vector<double>> kld_rows(const std::string& out) {
 
 const char* kArgs = " -c 256 -b 256 --chunks 10 -t 2";
 
-// Per-chunk running PPL: F32 within 5e-4 relative; Q8_0 within 1%/sqrt(i)
-// (the noise of i x 127 tokens, see the header comment). Final PPL and its
-// uncertainty within 0.1%.
-void expect_ppl_matches(const std::string& name, double chunk_tol, bool over_sqrt_i) {
+// The figure lines of a llama-perplexity log or of synapse's output: every
+// non-empty line but llama.cpp's log records ("0.08.158.093 I ...", whose
+// final-estimate line keeps its text after the prefix).
+std::vector<std::string> figure_lines(const std::string& out) {
+  static const std::regex log_prefix(R"(^\d+\.\d+\.\d+\.\d+ [A-Z] )");
+  std::vector<std::string> lines;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, log_prefix)) {
+      line = m.suffix();
+      if (!line.starts_with("Final estimate:")) continue;
+    }
+    if (!line.empty()) lines.push_back(line);
+  }
+  return lines;
+}
+
+// The running `[i]` line and `Final estimate: PPL = X +/- Y` exactly as
+// llama-perplexity prints them (the numbers are parsed too, to fail with a
+// readable message).
+void expect_ppl_matches(const std::string& name) {
   const test::CliResult r = synapse_cli("perplexity -m " + model(name) + " -f " + kText + kArgs);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string gold = test::slurp(kGolden + name + ".wikitext2-c256-10chunks.txt");
@@ -111,19 +124,17 @@ void expect_ppl_matches(const std::string& name, double chunk_tol, bool over_sqr
   ASSERT_EQ(want.size(), 10u);
   ASSERT_EQ(got.size(), 10u) << r.out;
   for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_NEAR(got[i] / want[i], 1.0, over_sqrt_i ? chunk_tol / std::sqrt(i + 1.0) : chunk_tol)
-        << name << " [" << i + 1 << "] " << got[i] << " vs llama-perplexity " << want[i];
-  const Figure g = final_estimate(gold), s = final_estimate(r.out);
-  ASSERT_FALSE(std::isnan(s.value)) << r.out;
-  EXPECT_NEAR(s.value / g.value, 1.0, 1e-3) << name << " PPL " << s.value << " vs " << g.value;
-  EXPECT_NEAR(s.unc / g.unc, 1.0, 1e-3) << name << " +/- " << s.unc << " vs " << g.unc;
+    EXPECT_EQ(got[i], want[i]) << name << " [" << i + 1 << "] " << got[i] << " vs llama-perplexity " << want[i];
+  const std::vector<std::string> want_lines = figure_lines(gold);
+  ASSERT_EQ(want_lines.size(), 2u);
+  EXPECT_EQ(figure_lines(r.out), want_lines) << r.out;
   // stdout holds the running line and the final estimate, nothing else.
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2) << r.out;
 }
 
-TEST(PerplexityCli, F32MatchesLlamaPerplexity) { expect_ppl_matches("stories260K", 5e-4, false); }
+TEST(PerplexityCli, F32MatchesLlamaPerplexity) { expect_ppl_matches("stories260K"); }
 
-TEST(PerplexityCli, Q8_0MatchesLlamaPerplexity) { expect_ppl_matches("stories260K-q8_0", 1e-2, true); }
+TEST(PerplexityCli, Q8_0MatchesLlamaPerplexity) { expect_ppl_matches("stories260K-q8_0"); }
 
 // -b and -t change how the rows are batched and split over threads, never a
 // digit (DESIGN.md contract 2; the scoring sums in row order).
@@ -137,13 +148,10 @@ TEST(PerplexityCli, SameOutputForAnyBatchAndThreads) {
   EXPECT_EQ(running_ppl(a.out).size(), 5u);
 }
 
-// Q8_0 against llama-perplexity's own F32 base file: every statistic that
-// llama-perplexity states with a ± is within that ± of its value, PPL(Q)
-// within 0.1%, PPL(base) (from the base file alone) equal to the digits
-// shown, each ± within 20% of its own; the percentiles, driven by a few tokens, within 30% (+ 2e-6 for KLD,
-// + 0.02 points for Δp); per chunk the KLD, RMS Δp and same-top within twice
-// the row's ±. The layout is llama-perplexity's (same header, rows, labels in
-// the same order).
+// Q8_0 against llama-perplexity's own F32 base file: the output is
+// llama-perplexity's line for line (the table header, the 10 per-chunk rows
+// and every statistic, digit for digit); the rows and statistics are also
+// parsed, to name what differs.
 TEST(PerplexityCli, KlDivergenceMatchesLlamaPerplexity) {
   const test::CliResult r = synapse_cli("perplexity -m " + model("stories260K-q8_0") +
                                         " --kl-divergence-base " + kBase + " --kl-divergence -t 2");
@@ -152,39 +160,25 @@ TEST(PerplexityCli, KlDivergenceMatchesLlamaPerplexity) {
   const std::string header = "chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence";
   EXPECT_NE(gold.find(header), std::string::npos);
   EXPECT_NE(r.out.find(header), std::string::npos) << r.out;
+  const std::vector<std::string> want_lines = figure_lines(gold);
+  ASSERT_EQ(want_lines.size(), 48u);  // header, 10 rows, 3 section titles, 34 statistics
+  EXPECT_EQ(figure_lines(r.out), want_lines);
 
   const auto want_rows = kld_rows(gold), got_rows = kld_rows(r.out);
   ASSERT_EQ(want_rows.size(), 10u);
   ASSERT_EQ(got_rows.size(), 10u) << r.out;
-  for (size_t i = 0; i < 10; ++i) {
-    const auto &w = want_rows[i], &g = got_rows[i];
-    EXPECT_EQ(g[0], i + 1.0);
-    EXPECT_NEAR(g[1] / w[1], 1.0, 1e-2 / std::sqrt(i + 1.0)) << "chunk " << i + 1 << " PPL";
-    EXPECT_NEAR(g[5], w[5], 2 * w[6]) << "chunk " << i + 1 << " KLD";
-    EXPECT_NEAR(g[7], w[7], 2 * w[8]) << "chunk " << i + 1 << " RMS dp";
-    EXPECT_NEAR(g[9], w[9], 2 * w[10]) << "chunk " << i + 1 << " same top p";
-  }
+  for (size_t i = 0; i < 10; ++i) EXPECT_EQ(got_rows[i], want_rows[i]) << "chunk " << i + 1;
 
   std::vector<std::string> want_order, got_order;
   const auto want = kld_statistics(gold, &want_order), got = kld_statistics(r.out, &got_order);
   // llama-perplexity's log lines ("... I Final ...") carry no ':'-separated figure; only statistics parse.
   ASSERT_EQ(want_order.size(), 34u);
   EXPECT_EQ(got_order, want_order);
-  for (const char* label : {"Mean PPL(Q)", "Mean ln(PPL(Q)/PPL(base))", "Mean PPL(Q)/PPL(base)",
-                            "Mean PPL(Q)-PPL(base)", "Mean KLD", "Mean Δp", "RMS Δp", "Same top p"}) {
-    ASSERT_TRUE(want.count(label) && got.count(label)) << label;
-    const Figure w = want.at(label), g = got.at(label);
-    EXPECT_NEAR(g.value, w.value, w.unc) << label;
-    EXPECT_NEAR(g.unc / w.unc, 1.0, 0.2) << label << " ±";  // a statistic too (RMS Δp: of 4th powers)
-  }
-  EXPECT_NEAR(got.at("Mean PPL(Q)").value / want.at("Mean PPL(Q)").value, 1.0, 1e-3);
-  EXPECT_NEAR(got.at("Mean PPL(base)").value, want.at("Mean PPL(base)").value, 1e-6);
-  EXPECT_NEAR(got.at("Mean PPL(base)").unc, want.at("Mean PPL(base)").unc, 1e-6);
-  EXPECT_NEAR(got.at("Cor(ln(PPL(Q)), ln(PPL(base)))").value, want.at("Cor(ln(PPL(Q)), ln(PPL(base)))").value, 0.5);
   for (const auto& [label, w] : want) {
-    const bool kld = label.ends_with(" KLD"), dp = label.ends_with(" Δp");
-    if ((!kld && !dp) || label.starts_with("Mean") || label.starts_with("RMS")) continue;
-    EXPECT_NEAR(got.at(label).value, w.value, 0.3 * std::fabs(w.value) + (kld ? 2e-6 : 0.02)) << label;
+    ASSERT_TRUE(got.count(label)) << label;
+    const Figure g = got.at(label);
+    EXPECT_EQ(g.value, w.value) << label;
+    if (!std::isnan(w.unc)) EXPECT_EQ(g.unc, w.unc) << label << " ±";
   }
 }
 
@@ -202,7 +196,7 @@ TEST(PerplexityCli, F32AgreesWithLlamaCppBase) {
   EXPECT_LT(j["kld"]["max"].get<double>(), 1e-3);
   EXPECT_LT(j["delta_p"]["rms"].get<double>(), 5e-4);
   EXPECT_GE(j["same_top_p"].get<double>(), 0.998);
-  EXPECT_NEAR(j["ppl"].get<double>() / 114.9362, 1.0, 1e-3);  // llama-perplexity's F32 PPL
+  EXPECT_NEAR(j["ppl"].get<double>(), 114.9362, 5e-5);  // llama-perplexity's F32 PPL, to its digits
   EXPECT_NEAR(j["ppl_base"].get<double>(), 110.387469, 1e-6);
 }
 
@@ -233,13 +227,10 @@ Base read_base(const std::string& path, int n_vocab, int n_tokens) {
   return b;
 }
 
-// --kl-divergence-base writes llama-perplexity's format: the header and the
-// tokens byte for byte as llama.cpp's file (the same tokenization and
-// chunking), every log-probability within 0.05 of llama.cpp's (F16 rounding
-// flips, see the header comment); the run prints the same PPL as a plain run,
-// and the Q8_0 model measured against synapse's base gives llama-perplexity's
-// KLD within its ±.
-TEST(PerplexityCli, WritesLlamaPerplexityBaseFormat) {
+// --kl-divergence-base writes llama-perplexity's file byte for byte (the
+// same tokenization, chunking and log-probability codes of the same
+// logits); the run prints the same PPL as a plain run.
+TEST(PerplexityCli, WritesLlamaPerplexityBaseFile) {
   const std::string out = test::tmp_path("base.bin");
   const test::CliResult r = synapse_cli("perplexity -m " + model("stories260K") + " -f " + kText + kArgs +
                                         " --kl-divergence-base " + out);
@@ -251,18 +242,13 @@ TEST(PerplexityCli, WritesLlamaPerplexityBaseFormat) {
   ASSERT_EQ(llama.log_p.size(), 1270u);
   ASSERT_EQ(mine.log_p.size(), 1270u);
   EXPECT_TRUE(mine.head == llama.head) << "header or tokens differ from llama-perplexity's";
-  double worst = 0;
-  for (size_t k = 0; k < mine.log_p.size(); ++k)
-    for (size_t i = 0; i < 512; ++i) worst = std::max<double>(worst, std::fabs(mine.log_p[k][i] - llama.log_p[k][i]));
-  EXPECT_LT(worst, 0.05);
-
-  const test::CliResult q = synapse_cli("perplexity -m " + model("stories260K-q8_0") + " --kl-divergence-base " +
-                                        out + " --kl-divergence --json");
+  size_t differ = 0;
+  for (size_t k = 0; k < mine.log_p.size(); ++k) differ += mine.log_p[k] != llama.log_p[k];
+  EXPECT_EQ(differ, 0u) << "records whose log-probabilities differ from llama-perplexity's";
+  const std::string bytes = test::slurp(out);
   std::remove(out.c_str());
-  ASSERT_EQ(q.exit_code, 0) << q.err;
-  const nlohmann::json j = nlohmann::json::parse(q.out);
-  EXPECT_NEAR(j["kld"]["mean"].get<double>(), 0.001909, 0.000061);
-  EXPECT_NEAR(j["same_top_p"].get<double>(), 0.96378, 0.00524);
+  EXPECT_EQ(bytes.size(), 1320900u);
+  EXPECT_TRUE(bytes == test::slurp(kBase)) << "the base file differs from llama-perplexity's";
 }
 
 // --json: one object with the same figures as the text output.
