@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "synapse/scheduler.hpp"
@@ -99,6 +100,36 @@ void step_costs(const synapse::Model& model, int n, int threads) {
   std::printf("decode step: 1 row %.1f ms, %d rows %.1f ms (%.2fx one row)\n", one, n, many, many / one);
 }
 
+// Prefill steps: one prompt of `len` tokens alone, then one step holding a
+// prompt of `len` tokens for each of n fresh sequences (a cold round's first
+// step with n_batch >= n * len); the median of `reps`, as prompt tokens per
+// second.
+void prefill_costs(const synapse::Model& model, int n, int threads, int len, int reps) {
+  synapse::Context ctx(model, threads);
+  auto rate = [&](int n_seq) {
+    std::vector<double> ms;
+    for (int r = 0; r < reps; ++r) {
+      std::vector<synapse::Sequence> seqs;
+      for (int i = 0; i < n_seq; ++i) seqs.push_back(ctx.new_sequence(512));
+      synapse::Batch b;
+      for (int i = 0; i < n_seq; ++i)
+        for (int k = 0; k < len; ++k)
+          b.add(seqs[static_cast<size_t>(i)], static_cast<synapse::token_id>(10 + 7 * i + 3 * k), k + 1 == len);
+      const auto t0 = Clock::now();
+      ctx.decode(b);
+      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    const double rows = static_cast<double>(n_seq) * len;
+    return std::pair<double, double>(rows / (ms[ms.size() / 2] / 1e3), rows / (ms[0] / 1e3));
+  };
+  const auto one = rate(1);
+  const auto many = rate(n);
+  std::printf("prefill step (median, best of %d): 1 x %d rows %.1f, %.1f t/s; %d x %d rows %.1f, %.1f t/s (%.2fx, %.2fx)\n",
+              reps, len, one.first, one.second, n, len, many.first, many.second, many.first / one.first,
+              many.second / one.second);
+}
+
 double percentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
@@ -117,7 +148,11 @@ int main(int argc, char** argv) {
     const int n_tokens = argc > 4 ? std::stoi(argv[4]) : 64;
     const synapse::Model model = synapse::Model::load(argv[1]);
     step_costs(model, n, threads);
-    if (n_tokens <= 0) return 0;  // the step costs only
+    if (n_tokens < 0) {  // -LEN: prefill steps of LEN-token prompts only
+      prefill_costs(model, n, threads, -n_tokens, 3);
+      return 0;
+    }
+    if (n_tokens == 0) return 0;  // the step costs only
     synapse::SchedulerParams p;
     p.n_parallel = n;
     p.n_threads = threads;
