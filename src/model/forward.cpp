@@ -261,8 +261,8 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
     }
     for (size_t j = 0; j < x.size(); ++j) x[j] += tmp[j];
   }
-  for (size_t q = 0; q < seqs.size(); ++q)
-    if (n_new[q]) seqs[q]->set_n_past(seqs[q]->n_past() + n_new[q]);
+  for (size_t sq = 0; sq < seqs.size(); ++sq)
+    if (n_new[sq]) seqs[sq]->set_n_past(seqs[sq]->n_past() + n_new[sq]);
 
   // The final norm of the wanted rows; the caller runs the vocabulary
   // projection once for every pass.
@@ -298,14 +298,14 @@ void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::s
     ++s.n_new[r.seq];
     n_wanted += r.logits ? 1 : 0;
   }
-  for (size_t q = 0; q < seqs.size(); ++q) {
-    if (!s.n_new[q]) continue;
-    const model::KvCache& kv = *seqs[q];
-    if (kv.n_past() + s.n_new[q] > kv.n_ctx())
+  for (size_t sq = 0; sq < seqs.size(); ++sq) {
+    if (!s.n_new[sq]) continue;
+    const model::KvCache& kv = *seqs[sq];
+    if (kv.n_past() + s.n_new[sq] > kv.n_ctx())
       throw Error(Errc::invalid_argument, "context full: " + std::to_string(kv.n_past()) + " cached + " +
-                                              std::to_string(s.n_new[q]) + " new tokens exceed the context size " +
+                                              std::to_string(s.n_new[sq]) + " new tokens exceed the context size " +
                                               std::to_string(kv.n_ctx()) +
-                                              (seqs.size() > 1 ? " (sequence " + std::to_string(q) + ")" : ""));
+                                              (seqs.size() > 1 ? " (sequence " + std::to_string(sq) + ")" : ""));
   }
 
   // Passes of at most kMaxPassRows rows, in batch order: a row's result does
