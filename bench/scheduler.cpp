@@ -9,7 +9,8 @@
 //   bench_scheduler MODEL.gguf [N=16] [THREADS=2] [TOKENS=64]
 //   TOKENS 0: the decode step costs only; -1: and steps of N decode rows with
 //   0-240 prompt rows beside them; -LEN: and prefill steps of N prompts of LEN
-//   tokens in one batch against one alone.
+//   tokens in one batch against one alone. Env REPS: decode steps timed per
+//   size (default 9; more to profile them with perf record).
 //
 // Run it alone on the machine (flock /work/bench.lock ...): every number is
 // wall-clock time.
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -97,7 +99,7 @@ void step_costs(const synapse::Model& model, int n, int threads) {
     seqs.push_back(ctx.new_sequence(256));
     ctx.decode(seqs.back(), prompt);
   }
-  const int reps = 9;
+  const int reps = std::max(1, std::getenv("REPS") ? std::atoi(std::getenv("REPS")) : 9);
   const double one = step_ms(ctx, seqs, 1, reps);
   const double many = step_ms(ctx, seqs, n, reps);
   std::printf("decode step: 1 row %.1f ms, %d rows %.1f ms (%.2fx one row)\n", one, n, many, many / one);
