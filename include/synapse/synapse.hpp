@@ -161,7 +161,9 @@ class Context {
   // of 256 exceeds rope.scaling.original_context_length), per sequence.
   Sequence new_sequence(int64_t n_ctx = 0) const;
 
-  // Runs every row of `batch` in one pass. Returns the logits of the rows
+  // Runs every row of `batch` (through the layers in passes of at most 256
+  // rows, in batch order: buffers kept in the Context, reused by the next
+  // call). Returns the logits of the rows
   // added with logits = true, in order: [n_logits][n_vocab] floats, valid
   // until the next decode. Each row's result is bit-identical to running its
   // sequence alone. Throws Error(out_of_range) for a token id outside the

@@ -104,46 +104,40 @@ model::KvCache make_kv_cache(const Model& m, int64_t n_ctx) {
 }
 
 void forward(const Model& m, model::KvCache& kv, std::span<const token_id> tokens, bool all_logits,
-             std::vector<float>& logits, base::ThreadPool& pool) {
-  std::vector<BatchRow> rows(tokens.size());
-  for (size_t i = 0; i < tokens.size(); ++i) rows[i] = {tokens[i], nullptr, 0, all_logits || i + 1 == tokens.size()};
+             std::vector<float>& logits, base::ThreadPool& pool, ForwardScratch* scratch) {
+  ForwardScratch local;
+  ForwardScratch& s = scratch ? *scratch : local;
+  s.one_seq.resize(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) s.one_seq[i] = {tokens[i], nullptr, 0, all_logits || i + 1 == tokens.size()};
   model::KvCache* seqs[1] = {&kv};
-  forward_batch(m, seqs, rows, logits, pool);
+  forward_batch(m, seqs, s.one_seq, logits, pool, &s);
 }
 
-void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::span<const BatchRow> rows,
-                   std::vector<float>& logits, base::ThreadPool& pool) {
+namespace {
+
+// One pass of every layer over `rows` (at most kMaxPassRows, already
+// validated): appends their K/V rows to their sequences' caches, advances
+// each sequence's n_past, and writes the final-normed hidden state of each
+// wanted row to `out` ([n_wanted][n_embd], in row order).
+void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::span<const BatchRow> rows,
+                  float* out, base::ThreadPool& pool, ForwardScratch& sc) {
   const HParams& hp = m.hp;
   const int64_t n = static_cast<int64_t>(rows.size());
-  if (n == 0) throw Error(Errc::invalid_argument, "forward: empty batch");
-
-  // Validate everything before touching any cache; positions per row.
-  std::vector<int64_t> pos(static_cast<size_t>(n)), n_new(seqs.size(), 0);
-  for (int64_t i = 0; i < n; ++i) {
-    const BatchRow& r = rows[i];
-    if (r.seq < 0 || static_cast<size_t>(r.seq) >= seqs.size() || !seqs[r.seq])
-      throw Error(Errc::out_of_range, "batch row " + std::to_string(i) + ": sequence " + std::to_string(r.seq) +
-                                          " does not exist (" + std::to_string(seqs.size()) + " sequences)");
-    if (!r.embd && (r.token < 0 || r.token >= hp.n_vocab))
-      throw Error(Errc::out_of_range, "token id " + std::to_string(r.token) + " is outside the vocabulary [0, " +
-                                          std::to_string(hp.n_vocab) + ")");
-    pos[i] = seqs[r.seq]->n_past() + n_new[r.seq]++;
-  }
-  for (size_t s = 0; s < seqs.size(); ++s) {
-    if (!n_new[s]) continue;
-    const model::KvCache& kv = *seqs[s];
-    if (kv.n_past() + n_new[s] > kv.n_ctx())
-      throw Error(Errc::invalid_argument, "context full: " + std::to_string(kv.n_past()) + " cached + " +
-                                              std::to_string(n_new[s]) + " new tokens exceed the context size " +
-                                              std::to_string(kv.n_ctx()) +
-                                              (seqs.size() > 1 ? " (sequence " + std::to_string(s) + ")" : ""));
-  }
+  // resize() keeps the buffers of earlier calls: no allocation, no page
+  // faults, and nothing relies on their contents (every element is written
+  // before it is read).
+  auto& pos = sc.pos;
+  auto& n_new = sc.n_new;
+  pos.resize(static_cast<size_t>(n));
+  n_new.assign(seqs.size(), 0);
+  for (int64_t i = 0; i < n; ++i) pos[i] = seqs[rows[i].seq]->n_past() + n_new[rows[i].seq]++;
 
   const int64_t n_embd = hp.n_embd, hd = hp.n_embd_head_k, hd_v = hp.n_embd_head_v;
   const int64_t n_q = hd * hp.n_head, n_k = hp.n_embd_k_gqa(), n_v = hp.n_embd_v_gqa(), n_att = hd_v * hp.n_head;
 
   // Embedding rows (ggml_get_rows), or the row's own embedding.
-  std::vector<float> x(static_cast<size_t>(n * n_embd));
+  auto& x = sc.x;
+  x.resize(static_cast<size_t>(n * n_embd));
   for (int64_t i = 0; i < n; ++i) {
     if (rows[i].embd) std::copy(rows[i].embd, rows[i].embd + n_embd, &x[i * n_embd]);
     else kernels::get_row(m.tok_embd, rows[i].token, &x[i * n_embd]);
@@ -153,7 +147,10 @@ void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::s
   // factors may depend on the row's sequence (its n_ctx picks Phi-3 LongRoPE's
   // set, Model::rope_factors). Ministral 3's attention temperature of each row.
   const int64_t half = hp.n_rot / 2;
-  std::vector<float> rope_cos(static_cast<size_t>(n * half)), rope_sin(rope_cos.size()), q_temp(static_cast<size_t>(n));
+  auto &rope_cos = sc.rope_cos, &rope_sin = sc.rope_sin, &q_temp = sc.q_temp;
+  rope_cos.resize(static_cast<size_t>(n * half));
+  rope_sin.resize(rope_cos.size());
+  q_temp.resize(static_cast<size_t>(n));
   kernels::RopeParams rp{hp.n_rot,          hp.rope_freq_base, hp.rope_freq_scale, hp.yarn_ext_factor,
                          hp.yarn_attn_factor, hp.yarn_beta_fast, hp.yarn_beta_slow, hp.n_ctx_orig_yarn,
                          nullptr};
@@ -168,7 +165,9 @@ void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::s
   // A sequence's new rows can all be written to its cache before attention
   // unless its circular buffer would overwrite a position an earlier row of
   // the batch still reads; those rows are stored and attended one at a time.
-  std::vector<int64_t> batched_rows, one_by_one_rows;
+  auto &batched_rows = sc.batched_rows, &one_by_one_rows = sc.one_by_one_rows;
+  batched_rows.clear();
+  one_by_one_rows.clear();
   for (int64_t i = 0; i < n; ++i) {
     const model::KvCache& kv = *seqs[rows[i].seq];
     (kv.n_past() + n_new[rows[i].seq] <= kv.capacity() ? batched_rows : one_by_one_rows).push_back(i);
@@ -187,7 +186,9 @@ void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::s
     const int64_t n_kv = seqs[seq]->n_past() + n_new[seq];
     return std::clamp<int64_t>((int64_t{1} << 19) / std::max<int64_t>(1, hp.n_gqa() * n_kv), 2, 64);
   };
-  std::vector<int64_t> block_rows(batched_rows), block_begin;
+  auto &block_rows = sc.block_rows, &block_begin = sc.block_begin;
+  block_rows.assign(batched_rows.begin(), batched_rows.end());
+  block_begin.clear();
   std::stable_sort(block_rows.begin(), block_rows.end(),
                    [&](int64_t a, int64_t b) { return rows[a].seq < rows[b].seq; });
   for (size_t j = 0; j < block_rows.size(); ++j)
@@ -196,14 +197,17 @@ void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::s
       block_begin.push_back(static_cast<int64_t>(j));
   block_begin.push_back(static_cast<int64_t>(block_rows.size()));
 
-  std::vector<float> cur(x.size()), q(static_cast<size_t>(n * n_q)), k(static_cast<size_t>(n * n_k)),
-      v(static_cast<size_t>(n * n_v)), att(static_cast<size_t>(n * n_att)), tmp(x.size());
-  std::vector<float> gate, up;
+  auto &cur = sc.cur, &q = sc.q, &k = sc.k, &v = sc.v, &att = sc.att, &tmp = sc.tmp, &gate = sc.gate, &up = sc.up;
+  cur.resize(x.size());
+  q.resize(static_cast<size_t>(n * n_q));
+  k.resize(static_cast<size_t>(n * n_k));
+  v.resize(static_cast<size_t>(n * n_v));
+  att.resize(static_cast<size_t>(n * n_att));
+  tmp.resize(x.size());
   if (hp.n_expert == 0) {
     gate.resize(static_cast<size_t>(n * hp.n_ff));
     up.resize(gate.size());
   }
-
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     const Layer& L = m.layers[il];
     // Attention block.
@@ -247,7 +251,8 @@ void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::s
       // Each reads its group's K/V rows once for all n_gqa heads of its rows.
       const int64_t n_groups = hp.n_head_kv, n_gqa = hp.n_gqa(), n_items = n_blocks * n_groups;
       pool.parallel_for(n_items, 1, [&](int64_t w0, int64_t w1) {
-        kernels::AttentionScratch scratch;
+        // Per thread and kept: its score rows reach 2 MiB in a prefill block.
+        thread_local kernels::AttentionScratch scratch;
         std::vector<kernels::QueryRow> block;
         for (int64_t w = w0; w < w1; ++w) {
           const int64_t b = (n_items - 1 - w) / n_groups, g = (n_items - 1 - w) % n_groups;
@@ -297,19 +302,70 @@ void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::s
     }
     for (size_t j = 0; j < x.size(); ++j) x[j] += tmp[j];
   }
-  for (size_t s = 0; s < seqs.size(); ++s)
-    if (n_new[s]) seqs[s]->set_n_past(seqs[s]->n_past() + n_new[s]);
+  for (size_t sq = 0; sq < seqs.size(); ++sq)
+    if (n_new[sq]) seqs[sq]->set_n_past(seqs[sq]->n_past() + n_new[sq]);
 
-  // Output: final norm and the vocabulary projection of the wanted rows.
+  // The final norm of the wanted rows; the caller runs the vocabulary
+  // projection once for every pass.
   int64_t n_out = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (!rows[i].logits) continue;
-    kernels::rms_norm(&x[i * n_embd], m.output_norm.data(), &cur[n_out * n_embd], n_embd, hp.f_norm_rms_eps);
+    kernels::rms_norm(&x[i * n_embd], m.output_norm.data(), out + n_out * n_embd, n_embd, hp.f_norm_rms_eps);
     ++n_out;
   }
-  logits.resize(static_cast<size_t>(n_out * hp.n_vocab));
-  if (n_out == 0) return;
-  kernels::Activations act(cur.data(), n_out, n_embd);
+}
+
+}  // namespace
+
+void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::span<const BatchRow> rows,
+                   std::vector<float>& logits, base::ThreadPool& pool, ForwardScratch* scratch) {
+  const HParams& hp = m.hp;
+  const int64_t n = static_cast<int64_t>(rows.size());
+  if (n == 0) throw Error(Errc::invalid_argument, "forward: empty batch");
+  ForwardScratch local;
+  ForwardScratch& s = scratch ? *scratch : local;
+
+  // Validate everything before touching any cache.
+  s.n_new.assign(seqs.size(), 0);
+  int64_t n_wanted = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const BatchRow& r = rows[i];
+    if (r.seq < 0 || static_cast<size_t>(r.seq) >= seqs.size() || !seqs[r.seq])
+      throw Error(Errc::out_of_range, "batch row " + std::to_string(i) + ": sequence " + std::to_string(r.seq) +
+                                          " does not exist (" + std::to_string(seqs.size()) + " sequences)");
+    if (!r.embd && (r.token < 0 || r.token >= hp.n_vocab))
+      throw Error(Errc::out_of_range, "token id " + std::to_string(r.token) + " is outside the vocabulary [0, " +
+                                          std::to_string(hp.n_vocab) + ")");
+    ++s.n_new[r.seq];
+    n_wanted += r.logits ? 1 : 0;
+  }
+  for (size_t sq = 0; sq < seqs.size(); ++sq) {
+    if (!s.n_new[sq]) continue;
+    const model::KvCache& kv = *seqs[sq];
+    if (kv.n_past() + s.n_new[sq] > kv.n_ctx())
+      throw Error(Errc::invalid_argument, "context full: " + std::to_string(kv.n_past()) + " cached + " +
+                                              std::to_string(s.n_new[sq]) + " new tokens exceed the context size " +
+                                              std::to_string(kv.n_ctx()) +
+                                              (seqs.size() > 1 ? " (sequence " + std::to_string(sq) + ")" : ""));
+  }
+
+  // Passes of at most kMaxPassRows rows, in batch order: a row's result does
+  // not depend on the rows beside it (contract 2), and the rows of a sequence
+  // cut between two passes find the earlier ones in its cache. What a pass
+  // touches (activations, their quantized copies) then stays in cache.
+  s.normed.resize(static_cast<size_t>(n_wanted * hp.n_embd));
+  int64_t done_wanted = 0;
+  for (int64_t i0 = 0; i0 < n; i0 += kMaxPassRows) {
+    const std::span<const BatchRow> pass =
+        rows.subspan(static_cast<size_t>(i0), static_cast<size_t>(std::min(kMaxPassRows, n - i0)));
+    forward_pass(m, seqs, pass, s.normed.data() + done_wanted * hp.n_embd, pool, s);
+    for (const BatchRow& r : pass) done_wanted += r.logits ? 1 : 0;
+  }
+
+  // Output: the vocabulary projection of the wanted rows of every pass.
+  logits.resize(static_cast<size_t>(n_wanted * hp.n_vocab));
+  if (n_wanted == 0) return;
+  kernels::Activations act(s.normed.data(), n_wanted, hp.n_embd);
   kernels::matmul(m.output, act, logits.data(), pool);
 }
 

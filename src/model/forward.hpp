@@ -23,6 +23,25 @@ struct BatchRow {
   bool logits = false;
 };
 
+// The most rows one pass of the layers takes: forward_batch cuts a larger
+// batch into passes of this many rows, in batch order (llama.cpp's n_ubatch
+// plays this part there), so that a pass's activations and their quantized
+// copies stay in the caches while every weight tile is run over them. Measured:
+// docs/PERFORMANCE.md, "Serving throughput".
+inline constexpr int64_t kMaxPassRows = 256;
+
+// Buffers forward_batch reuses from one call to the next (a Context holds
+// one), so that a step allocates nothing: a fresh vector of megabytes is a
+// fresh mmap, and every page of it a page fault and a page of zeroes, on each
+// call. Holds no state between calls besides the capacity; not thread-safe
+// (one call at a time per scratch).
+struct ForwardScratch {
+  std::vector<int64_t> pos, n_new, batched_rows, one_by_one_rows, block_rows, block_begin;
+  std::vector<float> x, cur, q, k, v, att, tmp, gate, up, rope_cos, rope_sin, q_temp;
+  std::vector<float> normed;  // [n_wanted][n_embd]: the final-normed rows whose logits are wanted
+  std::vector<BatchRow> one_seq;  // forward's rows
+};
+
 // Runs a batch whose rows may belong to different sequences, each with its
 // own KV cache, mixing prefill chunks and decode steps (continuous batching).
 // Each sequence's new rows are appended to its cache and its n_past advanced.
@@ -34,18 +53,21 @@ struct BatchRow {
 // What a row's result depends on besides its sequence's tokens: its position
 // and its own sequence's n_ctx (Phi-3 LongRoPE's factor set, Model::rope_factors).
 //
+// scratch: buffers kept for the next call, or null (then the call allocates
+// its own).
+//
 // Throws Error(out_of_range) for a token id outside [0, n_vocab) or a
 // sequence index outside `seqs`, Error(invalid_argument) for an empty batch
 // or when a sequence would pass its n_ctx (naming the numbers); no cache is
 // changed then.
 void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::span<const BatchRow> rows,
-                   std::vector<float>& logits, base::ThreadPool& pool);
+                   std::vector<float>& logits, base::ThreadPool& pool, ForwardScratch* scratch = nullptr);
 
 // One sequence: runs `tokens` at positions kv.n_past() .. kv.n_past() + n - 1.
 // logits: [n][n_vocab] when all_logits, else [1][n_vocab] (the last row).
 // Same guarantees and errors as forward_batch.
 void forward(const Model& m, model::KvCache& kv, std::span<const token_id> tokens, bool all_logits,
-             std::vector<float>& logits, base::ThreadPool& pool);
+             std::vector<float>& logits, base::ThreadPool& pool, ForwardScratch* scratch = nullptr);
 
 // A KV cache sized for model `m` and `n_ctx` positions (the sliding window,
 // if the model has one, bounds the rows actually stored).

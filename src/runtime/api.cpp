@@ -34,6 +34,7 @@ struct Context::Impl {
   std::shared_ptr<const Model::Impl> model;
   base::ThreadPool pool;  // not movable: the Context moves its Impl pointer
   std::vector<float> logits;
+  model::ForwardScratch scratch;  // reused by every decode: no allocation per step
 };
 
 Model Model::load(const std::string& path) {
@@ -136,14 +137,14 @@ std::span<const float> Context::decode(const Batch& batch) {
     }
     rows.push_back(row);
   }
-  model::forward_batch(m, seqs, rows, impl_->logits, impl_->pool);
+  model::forward_batch(m, seqs, rows, impl_->logits, impl_->pool, &impl_->scratch);
   return impl_->logits;
 }
 
 std::span<const float> Context::decode(Sequence& seq, std::span<const token_id> tokens) {
   const model::Model& m = *impl_->model->m;
   check_same_model(m, *seq.impl_->model->m);
-  model::forward(m, seq.impl_->kv, tokens, false, impl_->logits, impl_->pool);
+  model::forward(m, seq.impl_->kv, tokens, false, impl_->logits, impl_->pool, &impl_->scratch);
   return impl_->logits;
 }
 

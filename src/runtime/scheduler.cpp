@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -120,7 +121,8 @@ struct Scheduler::Impl {
   void admit(std::unique_ptr<Job> job);
   void finish(Slot& s, const GeneratedToken& closing_step);
   bool call_on_token(Job& j, const GeneratedToken& t);
-  void on_step(Slot& s, std::span<const float> row);
+  void on_first_row(Job& j);
+  void on_step(Slot& s, const GeneratedToken& t);
   void end_reply(Slot& s, FinishReason why);
   void release(Slot& s);
   void fail_all(const std::string& what);
@@ -213,19 +215,22 @@ void Scheduler::Impl::release(Slot& s) {
   s.last_used = ++clock;
 }
 
-// A logits row for slot s: sample, report, and decide what it feeds next.
-void Scheduler::Impl::on_step(Slot& s, std::span<const float> row) {
-  Job& j = *s.job;
-  if (j.phase == Phase::prefill) {
-    j.t_first = Clock::now();
-    j.result.timings.prompt_ms = runtime::ms_between(j.t_admit, j.t_first);
-    std::lock_guard<std::mutex> lock(mu);
-    m.prompt_tokens_total += static_cast<uint64_t>(j.result.timings.prompt_n);
-    m.prompt_seconds_total += j.result.timings.prompt_ms / 1e3;
-    m.cached_tokens_total += static_cast<uint64_t>(j.result.n_cached);
-  }
+// The first logits row of job j (its prompt is in the cache): its prompt
+// timing, and from now on it generates.
+void Scheduler::Impl::on_first_row(Job& j) {
+  j.t_first = Clock::now();
+  j.result.timings.prompt_ms = runtime::ms_between(j.t_admit, j.t_first);
   j.phase = Phase::generate;
-  const GeneratedToken t = j.gen.next(row);
+  std::lock_guard<std::mutex> lock(mu);
+  m.prompt_tokens_total += static_cast<uint64_t>(j.result.timings.prompt_n);
+  m.prompt_seconds_total += j.result.timings.prompt_ms / 1e3;
+  m.cached_tokens_total += static_cast<uint64_t>(j.result.n_cached);
+}
+
+// Token t, drawn from slot s's logits row: report it and decide what the
+// slot feeds next.
+void Scheduler::Impl::on_step(Slot& s, const GeneratedToken& t) {
+  Job& j = *s.job;
   ++j.result.timings.predicted_n;
   j.pending = t.id;
   const bool go_on = call_on_token(j, t);
@@ -292,6 +297,8 @@ void Scheduler::Impl::shutdown() {
 void Scheduler::Impl::run() {
   Batch batch;
   std::vector<Slot*> owners;  // the slot of each logits row, in order
+  std::vector<GeneratedToken> drawn;        // the token of each logits row
+  std::vector<std::exception_ptr> failed;   // or why none was drawn
   std::vector<size_t> order;  // slots in admission order (oldest first)
   for (;;) {
     std::vector<std::unique_ptr<Job>> dropped;  // cancelled while queued
@@ -387,10 +394,29 @@ void Scheduler::Impl::run() {
         m.n_busy_slots_total += order.size();
       }
       for (Slot* s : closing) release(*s);
+      // Each row's draw touches its own Generation only (sampler, RNG,
+      // stopper; the Tokenizer is read-only), so the rows are drawn on the
+      // Context's threads at once, a row's token the same as drawn alone;
+      // reporting stays here, in row order.
+      for (Slot* s : owners)
+        if (s->job->phase == Phase::prefill) on_first_row(*s->job);
+      drawn.assign(owners.size(), GeneratedToken{});
+      failed.assign(owners.size(), nullptr);
+      ctx.parallel_for(static_cast<int64_t>(owners.size()), 1, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          try {
+            const size_t o = static_cast<size_t>(r) * static_cast<size_t>(n_vocab);
+            drawn[r] = owners[r]->job->gen.next(logits.subspan(o, static_cast<size_t>(n_vocab)));
+          } catch (...) {
+            failed[r] = std::current_exception();
+          }
+        }
+      });
       for (size_t r = 0; r < owners.size(); ++r) {
         Slot& s = *owners[r];
         try {
-          on_step(s, logits.subspan(r * static_cast<size_t>(n_vocab), static_cast<size_t>(n_vocab)));
+          if (failed[r]) std::rethrow_exception(failed[r]);
+          on_step(s, drawn[r]);
         } catch (const std::exception& e) {  // refused at submission; kept so the worker never dies
           if (s.job && !s.job->reply_over) {
             s.job->result.error = e.what();

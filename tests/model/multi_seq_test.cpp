@@ -151,6 +151,83 @@ TEST(MultiSequence, LongRopeFactorsFollowEachSequencesContext) {
   }
 }
 
+// A batch longer than model::kMaxPassRows runs in several passes of the
+// layers, and the sequences whose rows straddle a pass boundary find their
+// earlier rows in their caches: every row's logits are memcmp-equal to
+// running its sequence alone, in one call, with the rows of three sequences
+// interleaved and every row's logits wanted. The same ForwardScratch then
+// serves a small batch (one decode row each), whose logits equal the
+// sequences' own next steps alone (nothing of the larger call is read). On a
+// sliding-window model too (a 32-position window: the long prompts wrap its
+// circular buffer inside a pass and across passes).
+class LongBatch : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LongBatch, PassesOfTheLayersEqualRunningEachSequenceAlone) {
+  auto m = model::load_model(data_path(std::string("models/") + GetParam()));
+  const int64_t V = m->hp.n_vocab;
+  const size_t lens[3] = {static_cast<size_t>(model::kMaxPassRows) - 40, 150, 90};  // 456 rows together
+  std::vector<std::vector<token_id>> prompts;
+  for (int b = 0; b < 3; ++b) {
+    std::vector<token_id> ids{1};
+    uint64_t x = 77 + static_cast<uint64_t>(b);
+    while (ids.size() < lens[b]) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      ids.push_back(static_cast<token_id>(3 + (x >> 33) % static_cast<uint64_t>(V - 3)));
+    }
+    prompts.push_back(ids);
+  }
+  base::ThreadPool pool(2);
+  std::vector<model::KvCache> caches;
+  for (int b = 0; b < 3; ++b) caches.push_back(model::make_kv_cache(*m, 512));
+  model::KvCache* seqs[3] = {&caches[0], &caches[1], &caches[2]};
+  // Sequence 0's first 120 rows, then the rest of all three interleaved.
+  std::vector<model::BatchRow> rows;
+  std::vector<int> owner;
+  size_t fed[3] = {0, 0, 0};
+  auto take = [&](int b) {
+    rows.push_back({prompts[b][fed[b]++], nullptr, b, true});
+    owner.push_back(b);
+  };
+  while (fed[0] < 120) take(0);
+  for (bool more = true; more;) {
+    more = false;
+    for (int b = 0; b < 3; ++b)
+      if (fed[b] < prompts[b].size()) {
+        take(b);
+        more = true;
+      }
+  }
+  ASSERT_GT(static_cast<int64_t>(rows.size()), model::kMaxPassRows);
+  model::ForwardScratch scratch;
+  std::vector<float> together;
+  model::forward_batch(*m, seqs, rows, together, pool, &scratch);
+  ASSERT_EQ(together.size(), rows.size() * static_cast<size_t>(V));
+  // A decode row for each, through the same scratch.
+  const token_id next[3] = {5, 6, 7};
+  const model::BatchRow step[3] = {{next[0], nullptr, 0, true}, {next[1], nullptr, 1, true}, {next[2], nullptr, 2, true}};
+  std::vector<float> stepped;
+  model::forward_batch(*m, seqs, step, stepped, pool, &scratch);
+  for (int b = 0; b < 3; ++b) {
+    SCOPED_TRACE(::testing::Message() << "sequence " << b);
+    model::KvCache kv = model::make_kv_cache(*m, 512);
+    std::vector<float> alone, alone_step;
+    model::forward(*m, kv, prompts[b], true, alone, pool);
+    size_t k = 0;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      if (owner[r] != b) continue;
+      ASSERT_EQ(0, std::memcmp(together.data() + r * V, alone.data() + k * V, V * sizeof(float))) << "prompt row " << k;
+      ++k;
+    }
+    ASSERT_EQ(k, prompts[b].size());
+    const token_id one[1] = {next[b]};
+    model::forward(*m, kv, one, false, alone_step, pool);
+    EXPECT_EQ(0, std::memcmp(stepped.data() + b * V, alone_step.data(), V * sizeof(float)));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, LongBatch,
+                         ::testing::Values("stories260K.gguf", "tiny-llama3-q4_k_m.gguf", "tiny-mistral-swa-f32.gguf"));
+
 TEST(MultiSequence, EmbeddingRowEqualsTokenRow) {
   auto m = model::load_model(data_path("models/stories260K.gguf"));
   base::ThreadPool pool(1);
