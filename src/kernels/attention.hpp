@@ -9,7 +9,7 @@
 // §8): q is rounded to F16 before q.k, the softmax probabilities are rounded
 // to F16 before they weight V. The reduction orders are those of llama.cpp
 // v0.5.0's AVX-512 build (the build of golden/perplexity), defined here (the
-// scalar reference) and reproduced bit for bit by the AVX2 version:
+// scalar reference) and reproduced bit for bit by the AVX2 and AVX-512 versions:
 //   q.k: dot_kq (ggml_mul_mat(K, q): tinyBLAS<16> for hd % 16 == 0, else
 //        ggml_vec_dot_f16).
 //   V:   ggml_mul_mat(V^T, p) runs tinyBLAS<16> along the positions (n_kv is
