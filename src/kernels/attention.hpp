@@ -9,7 +9,7 @@
 // §8): q is rounded to F16 before q.k, the softmax probabilities are rounded
 // to F16 before they weight V. The reduction orders are those of llama.cpp
 // v0.5.0's AVX-512 build (the build of golden/perplexity), defined here (the
-// scalar reference) and reproduced bit for bit by the AVX2 version:
+// scalar reference) and reproduced bit for bit by the AVX2 and AVX-512 versions:
 //   q.k: dot_kq (ggml_mul_mat(K, q): tinyBLAS<16> for hd % 16 == 0, else
 //        ggml_vec_dot_f16).
 //   V:   ggml_mul_mat(V^T, p) runs tinyBLAS<16> along the positions (n_kv is
@@ -129,6 +129,13 @@ void attend_block_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows,
                          int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& scratch);
 void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
                        int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& scratch);
+// The AVX-512 F/BW/DQ/VL one (x86-64 only; attention_avx512.cpp): the
+// 16-lane orders in one zmm register, q.k as 4-head x 4-key register tiles
+// (each K and q load serving 4 products, hsum_float_16's tree for 16 dots
+// at once), the weighted V 4 heads x 64 outputs at a time. For hd or hd_v
+// not a multiple of 16 it calls attend_block_avx2.
+void attend_block_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                         int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& scratch);
 
 // The attention probabilities of n_rows score rows, in place: row i (x + i*ld,
 // n[i] >= 1 values) becomes f16(kernels::softmax_pad16(row)), i.e.
@@ -142,5 +149,8 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
 // scales and rounds 8 wide.
 void softmax_f16_rows_scalar(float* x, int64_t ld, const int64_t* n, int64_t n_rows);
 void softmax_f16_rows_avx2(float* x, int64_t ld, const int64_t* n, int64_t n_rows);
+// AVX-512: the reference's loop itself (16 lanes, the last group masked,
+// ggml_v_expf's _mm512_scalef_ps form), then F16 rounding 16 wide.
+void softmax_f16_rows_avx512(float* x, int64_t ld, const int64_t* n, int64_t n_rows);
 
 }  // namespace synapse::kernels

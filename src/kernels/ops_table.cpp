@@ -36,6 +36,17 @@ OpsTable make_avx2_ops(quant::Isa isa) {
   return t;
 }
 
+// x86-64 AVX-512 (attention_avx512.cpp): its attention kernels; the rest,
+// and attend_group (tests only), AVX2's.
+OpsTable make_avx512_ops() {
+  OpsTable t = make_avx2_ops(quant::Isa::avx512);
+#if defined(__x86_64__) || defined(_M_X64)
+  t.attend_block = attend_block_avx512;
+  t.softmax_f16_rows = softmax_f16_rows_avx512;
+#endif
+  return t;
+}
+
 OpsTable renamed_scalar(quant::Isa isa) {
   OpsTable t = make_scalar_ops();
   t.isa = isa;
@@ -47,7 +58,7 @@ OpsTable renamed_scalar(quant::Isa isa) {
 const OpsTable& ops_table(quant::Isa isa) noexcept {
   static const OpsTable scalar = make_scalar_ops();
   static const OpsTable avx2 = make_avx2_ops(quant::Isa::avx2);
-  static const OpsTable avx512 = make_avx2_ops(quant::Isa::avx512);  // AVX2's kernels (ops_table.hpp)
+  static const OpsTable avx512 = make_avx512_ops();
   static const OpsTable neon = renamed_scalar(quant::Isa::neon);
   switch (isa) {
     case quant::Isa::avx2: return avx2;

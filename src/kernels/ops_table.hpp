@@ -1,9 +1,10 @@
 // The kernels layer's table per instruction-set level: attention and the
 // element-wise ops that have a SIMD version, chosen from the same decision
 // as quant's kernel table (quant::active_isa(), quant/kernel_table.hpp says
-// how the levels share kernels). Only x86 AVX2 has kernels of its own here:
-// the avx512 table takes AVX2's (no AVX-512 attention kernel exists yet:
-// issue 28, item 2), the neon table the scalar references.
+// how the levels share kernels). x86 AVX2 has kernels of its own here; the
+// avx512 table has its own attend_block and softmax_f16_rows
+// (attention_avx512.cpp) and AVX2's other entries; the neon table the
+// scalar references.
 //
 // Thread-safety: built once on first use, read-only after.
 #pragma once
@@ -17,14 +18,14 @@ namespace synapse::kernels {
 
 struct OpsTable {
   quant::Isa isa = quant::Isa::scalar;
-  // attend_block_scalar / _avx2 (attention.hpp).
+  // attend_block_scalar / _avx2 / _avx512 (attention.hpp).
   void (*attend_block)(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
                        int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& scratch) = nullptr;
   // attend_group_scalar / _avx2 (the per-position reference; tests only).
   void (*attend_group)(const KvLayerView& kv, int64_t g, int64_t first, int64_t last, const float* q,
                        int64_t n_gqa, int64_t hd, int64_t hd_v, float kq_scale, float* out,
                        AttentionScratch& scratch) = nullptr;
-  // softmax_f16_rows_scalar / _avx2 (attention.hpp).
+  // softmax_f16_rows_scalar / _avx2 / _avx512 (attention.hpp).
   void (*softmax_f16_rows)(float* x, int64_t ld, const int64_t* n, int64_t n_rows) = nullptr;
   // swiglu_rows_scalar / _avx2 (ops.hpp).
   void (*swiglu_rows)(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len) = nullptr;

@@ -236,6 +236,35 @@ TEST_P(OpsTables, AttentionSoftmaxEqualsScalar) {
   EXPECT_EQ(0, std::memcmp(wa.data(), wb.data(), wa.size() * sizeof(float)));
 }
 
+// Every n_kv from 1 to 40 (all tails of the 16-lane groups and of the
+// 4-key and 16-key q.k tiles), query blocks of 1 .. 6 rows ending at the
+// same position, windows that start after 0 (first > 0), hd 64 and 128 and
+// 48 (16-lane but not 64: the V tiles of 32 + 16) and 40 (off the 16-lane
+// grid), n_gqa 1, 4 (the 4-head tiles) and 6 (4 + 2), small block lengths.
+TEST_P(OpsTables, AttentionEveryShortRangeEqualsAttendGroup) {
+  const int64_t n_groups = 2, capacity = 64;
+  for (int64_t hd : {64, 128, 48, 40}) {
+    for (int64_t n_gqa : {1, 4, 6}) {
+      const int64_t n_rows = 6;
+      const BlockData b = make_block_data(n_rows, n_gqa, hd, hd, n_groups, capacity,
+                                          static_cast<uint32_t>(hd * 3 + n_gqa));
+      for (int64_t n_kv = 1; n_kv <= 40; ++n_kv) {
+        for (int64_t rows = 1; rows <= n_rows; ++rows) {
+          // Row r attends [first, last]: the last row n_kv positions ending
+          // at 45, the earlier rows end one position sooner each (causal).
+          std::vector<std::pair<int64_t, int64_t>> ranges;
+          for (int64_t r = 0; r < rows; ++r) {
+            const int64_t last = 45 - (rows - 1 - r), first = std::max<int64_t>(0, 45 - n_kv + 1);
+            ranges.emplace_back(std::min(first, last), last);
+          }
+          expect_block_equals_group(table(), b, ranges, n_gqa, hd, hd, n_groups, capacity, n_kv % 2 ? 8 : 24);
+          if (HasFailure()) return;
+        }
+      }
+    }
+  }
+}
+
 TEST(AttentionBlock, BlockLengthFitsL1) {
   EXPECT_EQ(64, attend_block_bk(64, 64));
   EXPECT_EQ(32, attend_block_bk(128, 128));

@@ -1,0 +1,349 @@
+// AVX-512 attention (built with -mavx512f/bw/dq/vl; chosen at run time when
+// the CPU reports them). Bit for bit the order of attend_group_scalar
+// (attention.hpp): llama.cpp v0.5.0's AVX-512 orders are 16 lanes wide, one
+// zmm register, so here every 16-lane partial sum is one register and the
+// wider registers go across query heads, keys and outputs, never along a
+// reduction. No std:: templates or containers (scripts/check-isa-objects.sh).
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "kernels/attention.hpp"
+
+namespace synapse::kernels {
+namespace {
+
+inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t max64(int64_t a, int64_t b) { return a < b ? b : a; }
+
+// quant::hsum_float_16 of one register: high 8 + low 8, then hsum_float_8's
+// tree ((r0 + r2) + (r1 + r3) with r_i = h_{i+4} + h_i).
+inline float hsum16(__m512 x) {
+  const __m256 h = _mm256_add_ps(_mm512_extractf32x8_ps(x, 1), _mm512_castps512_ps256(x));
+  __m128 r = _mm_add_ps(_mm256_extractf128_ps(h, 1), _mm256_castps256_ps128(h));
+  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+  r = _mm_add_ss(r, _mm_movehdup_ps(r));
+  return _mm_cvtss_f32(r);
+}
+
+// kernels::expf_ggml in 16 lanes: ggml_v_expf's AVX-512 form itself
+// (_mm512_scalef_ps is the reference's std::ldexp, one rounding).
+inline __m512 expf16(__m512 x) {
+  const __m512 r = _mm512_set1_ps(0x1.8p23f);
+  const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+  const __m512 n = _mm512_sub_ps(z, r);
+  const __m512 b =
+      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+  const __m512 u = _mm512_mul_ps(b, b);
+  const __m512 j = _mm512_fmadd_ps(
+      _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                      _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+      u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+  const __mmask16 d = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
+  const __m512 res = _mm512_scalef_ps(j, n);
+  if (!d) return res;
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512 big = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, zero, _CMP_LE_OQ), _mm512_set1_ps(INFINITY), zero);
+  return _mm512_mask_blend_ps(d, res, big);
+}
+
+inline __mmask16 first_n(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+
+// F16 -> F32 of n values, 16 at a time (the tail masked).
+void load_f16(const quant::ggml_fp16_t* src, float* dst, int64_t n) {
+  int64_t d = 0;
+  for (; d + 16 <= n; d += 16)
+    _mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + d))));
+  if (d < n) {
+    const __mmask16 m = first_n(n - d);
+    _mm512_mask_storeu_ps(dst + d, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + d)));
+  }
+}
+
+// The group's rows are a strided stream: the row kRowsAhead positions on is
+// asked for while this one is converted (a prefetch never changes a result).
+constexpr int64_t kRowsAhead = 16;
+
+// Positions [j0, j1) of one KV group as floats into blk[(j - j0) * n ..]:
+// row j is the n F16 values at base + (j % capacity) * stride.
+void load_rows_f16(const quant::ggml_fp16_t* base, int64_t stride, int64_t capacity, int64_t j0, int64_t j1,
+                   int64_t n, float* blk) {
+  int64_t slot = j0 % capacity, ahead = (j0 + kRowsAhead) % capacity;
+  for (int64_t j = j0; j < j1; ++j) {
+    const char* p = reinterpret_cast<const char*>(base + ahead * stride);
+    for (int64_t off = 0; off < n * 2; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+    load_f16(base + slot * stride, blk + (j - j0) * n, n);
+    if (++slot == capacity) slot = 0;
+    if (++ahead == capacity) ahead = 0;
+  }
+}
+
+// Rounds n floats through F16 in place (round to nearest even, as
+// quant::fp32_to_fp16).
+void round_f16(float* x, int64_t n) {
+  int64_t d = 0;
+  for (; d + 16 <= n; d += 16)
+    _mm512_storeu_ps(x + d, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + d), _MM_FROUND_TO_NEAREST_INT)));
+  if (d < n) {
+    const __mmask16 m = first_n(n - d);
+    _mm512_mask_storeu_ps(
+        x + d, m, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + d), _MM_FROUND_TO_NEAREST_INT)));
+  }
+}
+
+// hsum_float_16 of 16 registers at once: lane 4c + e of the result is the
+// horizontal sum of acc[4e + c]. Each level is one step of hsum_float_16's
+// tree for all 16 (the same two operands per add, at most swapped):
+//   h_i = a_{i+8} + a_i, r_i = h_{i+4} + h_i, t_0 = r_0 + r_2,
+//   t_1 = r_1 + r_3, sum = t_0 + t_1.
+inline __m512 hsum16x16(const __m512 acc[16]) {
+  __m512 l1[8], l2[4];
+  for (int m = 0; m < 8; ++m)  // l1[m] = [h(acc[2m]) | h(acc[2m+1])]
+    l1[m] = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2 * m], acc[2 * m + 1], 0x44),
+                          _mm512_shuffle_f32x4(acc[2 * m], acc[2 * m + 1], 0xEE));
+  for (int m = 0; m < 4; ++m)  // l2[m], 128-bit chunk c = r(acc[4m + c])
+    l2[m] = _mm512_add_ps(_mm512_shuffle_f32x4(l1[2 * m], l1[2 * m + 1], 0x88),
+                          _mm512_shuffle_f32x4(l1[2 * m], l1[2 * m + 1], 0xDD));
+  // m0 chunk c = [t0, t1 of acc[c] | t0, t1 of acc[4 + c]]; m1 the same for acc[8 + c], acc[12 + c].
+  const __m512 m0 = _mm512_add_ps(_mm512_shuffle_ps(l2[0], l2[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm512_shuffle_ps(l2[0], l2[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 m1 = _mm512_add_ps(_mm512_shuffle_ps(l2[2], l2[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm512_shuffle_ps(l2[2], l2[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm512_add_ps(_mm512_shuffle_ps(m0, m1, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(m0, m1, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// dot_kq (hd % 16 == 0, tinyBLAS<16>'s order) of 4 queries q[c] with 4 keys
+// k[e], times kq_scale: lane 4c + e = query c . key e. Each K and q load
+// serves 4 products; each product is its own 16-lane fma chain.
+inline __m512 dot4x4(const float* const q[4], const float* const k[4], int64_t hd, float kq_scale) {
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t d = 0; d < hd; d += 16) {
+    __m512 qv[4], kv[4];
+    for (int c = 0; c < 4; ++c) qv[c] = _mm512_loadu_ps(q[c] + d);
+    for (int e = 0; e < 4; ++e) kv[e] = _mm512_loadu_ps(k[e] + d);
+    for (int e = 0; e < 4; ++e)
+      for (int c = 0; c < 4; ++c) acc[4 * e + c] = _mm512_fmadd_ps(qv[c], kv[e], acc[4 * e + c]);
+  }
+  return _mm512_mul_ps(hsum16x16(acc), _mm512_set1_ps(kq_scale));
+}
+
+// dot_kq of one query with 16 keys k[0..15], times kq_scale: lane i = key i.
+inline __m512 dot1x16(const float* q, const float* const k[16], int64_t hd, float kq_scale) {
+  __m512 acc[16];  // acc[4e + c] holds key 4c + e (hsum16x16's lane order)
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t d = 0; d < hd; d += 16) {
+    const __m512 qv = _mm512_loadu_ps(q + d);
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k[4 * (i % 4) + i / 4] + d), acc[i]);
+  }
+  return _mm512_mul_ps(hsum16x16(acc), _mm512_set1_ps(kq_scale));
+}
+
+// o[h][0 .. 16*NV) = fma(p[h][j], v_j[.], o[h]) for j = 0, 16, 32, .. < n
+// (v_j = v + j * ld), G heads at once: one of the 16 position lanes, the
+// G*NV accumulators in registers across its positions, each V load serving
+// the G heads. Per output element the fused multiply-adds of the reference
+// in its order.
+template <int G, int NV>
+void weighted_v(const float* const* p, const float* v, int64_t ld, int64_t n, float* const* o) {
+  __m512 acc[G][NV];
+  for (int h = 0; h < G; ++h)
+    for (int k = 0; k < NV; ++k) acc[h][k] = _mm512_loadu_ps(o[h] + 16 * k);
+  for (int64_t j = 0; j < n; j += 16) {
+    __m512 vv[NV];
+    for (int k = 0; k < NV; ++k) vv[k] = _mm512_loadu_ps(v + j * ld + 16 * k);
+    for (int h = 0; h < G; ++h) {
+      const __m512 pv = _mm512_set1_ps(p[h][j]);
+      for (int k = 0; k < NV; ++k) acc[h][k] = _mm512_fmadd_ps(pv, vv[k], acc[h][k]);
+    }
+  }
+  for (int h = 0; h < G; ++h)
+    for (int k = 0; k < NV; ++k) _mm512_storeu_ps(o[h] + 16 * k, acc[h][k]);
+}
+
+// weighted_v over all hd_v (a multiple of 16) columns: 64 at a time, then 32, 16.
+template <int G>
+void weighted_v_all(const float* const* p, const float* v, int64_t hd_v, int64_t n, float* const* o) {
+  int64_t d = 0;
+  float* od[G];
+  for (; d + 64 <= hd_v; d += 64) {
+    for (int h = 0; h < G; ++h) od[h] = o[h] + d;
+    weighted_v<G, 4>(p, v + d, hd_v, n, od);
+  }
+  if (d + 32 <= hd_v) {
+    for (int h = 0; h < G; ++h) od[h] = o[h] + d;
+    weighted_v<G, 2>(p, v + d, hd_v, n, od);
+    d += 32;
+  }
+  if (d < hd_v) {
+    for (int h = 0; h < G; ++h) od[h] = o[h] + d;
+    weighted_v<G, 1>(p, v + d, hd_v, n, od);
+  }
+}
+
+// out[d] = hsum_float_16 of the 16 lanes acc[l * hd_v + d] (reduce_v_lanes),
+// 16 outputs at a time (hd_v % 16 == 0): each step of the tree is a vertical add.
+void reduce_v_lanes16(const float* acc, int64_t hd_v, float* out) {
+  for (int64_t d = 0; d < hd_v; d += 16) {
+    __m512 l[8];
+    for (int i = 0; i < 8; ++i)
+      l[i] = _mm512_add_ps(_mm512_loadu_ps(acc + (i + 8) * hd_v + d), _mm512_loadu_ps(acc + i * hd_v + d));
+    for (int i = 0; i < 4; ++i) l[i] = _mm512_add_ps(l[i + 4], l[i]);
+    _mm512_storeu_ps(out + d, _mm512_add_ps(_mm512_add_ps(l[0], l[2]), _mm512_add_ps(l[1], l[3])));
+  }
+}
+
+}  // namespace
+
+void softmax_f16_rows_avx512(float* x, int64_t ld, const int64_t* n, int64_t n_rows) {
+  // kernels::softmax_pad16: ggml_vec_soft_max_f32's AVX-512 loop is this
+  // loop (16 lanes, the last group masked: ggml_v_expf(-inf) = 0), then the
+  // probabilities' F16 rounding.
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    float* row = x + r * ld;
+    const int64_t nr = n[r];
+    __m512 m = ninf;  // max is exact in any order; +-0 ties give the same exp(x - max)
+    int64_t j = 0;
+    for (; j + 16 <= nr; j += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(row + j));
+    if (j < nr) m = _mm512_max_ps(m, _mm512_mask_loadu_ps(ninf, first_n(nr - j), row + j));
+    const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(m));
+    double sum = 0.0;
+    for (j = 0; j + 16 <= nr; j += 16) {
+      const __m512 e = expf16(_mm512_sub_ps(_mm512_loadu_ps(row + j), mx));
+      _mm512_storeu_ps(row + j, e);
+      sum += static_cast<double>(hsum16(e));
+    }
+    if (j < nr) {
+      const __mmask16 k = first_n(nr - j);
+      const __m512 e = _mm512_maskz_mov_ps(k, expf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + j), mx)));
+      _mm512_mask_storeu_ps(row + j, k, e);
+      sum += static_cast<double>(hsum16(e));
+    }
+    const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / sum));
+    for (j = 0; j + 16 <= nr; j += 16)
+      _mm512_storeu_ps(row + j, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(_mm512_loadu_ps(row + j), inv),
+                                                                _MM_FROUND_TO_NEAREST_INT)));
+    if (j < nr) {
+      const __mmask16 k = first_n(nr - j);
+      _mm512_mask_storeu_ps(row + j, k,
+                            _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, row + j), inv),
+                                                            _MM_FROUND_TO_NEAREST_INT)));
+    }
+  }
+}
+
+void attend_block_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                         int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& s) {
+  // Head sizes off the 16-lane grid (vec_dot_f16's order for q.k, a V tail):
+  // the AVX2 kernel, which gives the same bits.
+  if (hd % 16 != 0 || hd_v % 16 != 0) {
+    attend_block_avx2(kv, g, rows, n_rows, n_gqa, hd, hd_v, kq_scale, bk, s);
+    return;
+  }
+  if (n_rows <= 0) return;
+  int64_t lo = rows[0].first, hi = rows[0].last, ld = 0;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    lo = min64(lo, rows[r].first);
+    hi = max64(hi, rows[r].last);
+    ld = max64(ld, rows[r].last - rows[r].first + 1);
+  }
+  const int64_t n_q = n_rows * n_gqa;  // query vectors, row-major (row, head)
+  const ScratchPtrs sp = size_scratch(s, n_q * hd, 0, n_q * ld, bk * max64(hd, hd_v), n_q, n_q * 16 * hd_v);
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t i = 0; i < n_gqa * hd; ++i) sp.q[r * n_gqa * hd + i] = rows[r].q[i];
+  round_f16(sp.q, n_q * hd);
+  float* blk = sp.kv_block;
+  // True when some row attends a position of [j0, j1).
+  auto used = [&](int64_t j0, int64_t j1) {
+    for (int64_t r = 0; r < n_rows; ++r)
+      if (rows[r].first < j1 && rows[r].last >= j0) return true;
+    return false;
+  };
+
+  // Scores, K block by K block (each score is its own dot product). Tiles of
+  // 4 heads x 4 keys; the keys past a row's range repeat its last key and the
+  // missing heads repeat the last head (computed, never stored).
+  alignas(64) float t[16];
+  for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
+    const int64_t j1 = min64(hi + 1, j0 + bk);
+    if (!used(j0, j1)) continue;
+    load_rows_f16(kv.k + g * hd, kv.k_stride, kv.capacity, j0, j1, hd, blk);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const int64_t a = max64(j0, rows[r].first), b = min64(j1 - 1, rows[r].last);
+      if (a > b) continue;
+      const int64_t n4 = n_gqa - n_gqa % 4;
+      for (int64_t i = 0; i < n4; i += 4) {
+        const float* q[4];
+        float* sc[4];
+        for (int c = 0; c < 4; ++c) {
+          q[c] = sp.q + (r * n_gqa + i + c) * hd;
+          sc[c] = sp.scores + (r * n_gqa + i + c) * ld + (a - rows[r].first);
+        }
+        for (int64_t j = a; j <= b; j += 4) {
+          const float* k[4];
+          for (int e = 0; e < 4; ++e) k[e] = blk + (min64(j + e, b) - j0) * hd;
+          _mm512_store_ps(t, dot4x4(q, k, hd, kq_scale));
+          const int64_t nk = min64(4, b - j + 1);
+          for (int c = 0; c < 4; ++c)
+            for (int64_t e = 0; e < nk; ++e) sc[c][j - a + e] = t[4 * c + e];
+        }
+      }
+      for (int64_t i = n4; i < n_gqa; ++i) {  // the other heads: one query x 16 keys
+        const float* q = sp.q + (r * n_gqa + i) * hd;
+        float* sc = sp.scores + (r * n_gqa + i) * ld + (a - rows[r].first);
+        for (int64_t j = a; j <= b; j += 16) {
+          const float* k[16];
+          for (int e = 0; e < 16; ++e) k[e] = blk + (min64(j + e, b) - j0) * hd;
+          _mm512_mask_storeu_ps(sc + (j - a), first_n(min64(16, b - j + 1)), dot1x16(q, k, hd, kq_scale));
+        }
+      }
+    }
+  }
+  // Softmax of each full score row, probabilities rounded to F16.
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t i = 0; i < n_gqa; ++i) sp.n_kv[r * n_gqa + i] = rows[r].last - rows[r].first + 1;
+  softmax_f16_rows_avx512(sp.scores, ld, sp.n_kv, n_q);
+  for (int64_t i = 0; i < n_q * 16 * hd_v; i += 16) _mm512_storeu_ps(sp.vacc + i, _mm512_setzero_ps());
+  // Weighted V, V block by V block: lane l of each output element takes the
+  // positions j with (j - first) % 16 == l in increasing order, as in
+  // attend_group.
+  for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
+    const int64_t j1 = min64(hi + 1, j0 + bk);
+    if (!used(j0, j1)) continue;
+    load_rows_f16(kv.v + g * hd_v, kv.v_stride, kv.capacity, j0, j1, hd_v, blk);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const int64_t a = max64(j0, rows[r].first), b = min64(j1 - 1, rows[r].last);
+      if (a > b) continue;
+      for (int64_t l = 0; l < 16; ++l) {
+        // The first position of [a, b] in lane l, and how many follow it.
+        const int64_t ja = a + ((l - (a - rows[r].first)) % 16 + 16) % 16;
+        if (ja > b) continue;
+        const int64_t n = b - ja + 1;
+        const float* vb = blk + (ja - j0) * hd_v;
+        const float* p[4];
+        float* o[4];
+        int64_t i = 0;
+        for (; i + 4 <= n_gqa; i += 4) {
+          for (int h = 0; h < 4; ++h) {
+            p[h] = sp.scores + (r * n_gqa + i + h) * ld + (ja - rows[r].first);
+            o[h] = sp.vacc + ((r * n_gqa + i + h) * 16 + l) * hd_v;
+          }
+          weighted_v_all<4>(p, vb, hd_v, n, o);
+        }
+        for (; i < n_gqa; ++i) {
+          p[0] = sp.scores + (r * n_gqa + i) * ld + (ja - rows[r].first);
+          o[0] = sp.vacc + ((r * n_gqa + i) * 16 + l) * hd_v;
+          weighted_v_all<1>(p, vb, hd_v, n, o);
+        }
+      }
+    }
+  }
+  for (int64_t q = 0; q < n_q; ++q)
+    reduce_v_lanes16(sp.vacc + q * 16 * hd_v, hd_v, rows[q / n_gqa].out + (q % n_gqa) * hd_v);
+}
+
+}  // namespace synapse::kernels
+#endif
