@@ -16,8 +16,9 @@
 // bytes the signed one, and the digit offset comes off as the packs' offset
 // term (x8_packs.hpp). Q4_K multiplies its int32 sub-block sums by the
 // scales with vpmulld (sums up to 32 * 15 * 128 do not fit the int16 of
-// madd). Q6_K keeps maddubs (its 8-lane order scales every 4 products),
-// with the operands' roles swapped (q6_many), and adds with vpdpwssd.
+// madd). Q6_K (its 8-lane order scales every 4 products) takes vpdpbusd
+// per 4 products with the operands' roles swapped, packs two chunks' sums
+// into int16 pairs and scales them with one vpdpwssd (q6_many).
 //
 // Decode (fewer than kMinRows activation rows, which streams the weights
 // from memory) and a lone last group run the AVX2 kernels, which give the
