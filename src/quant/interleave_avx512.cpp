@@ -352,8 +352,8 @@ constexpr int q6_register(int h, int f) { return 2 * h + f % 2 + 4 * (f / 2); }
 // activation bytes as unsigned a + 128 (0..255), so vpdpbusd gives a
 // register's 4-product sum, (a + 128) . v in [-32640, 31620], an int16
 // value; that sum is the exact one plus 128 * (sum of the 4 v), a
-// per-weight-row term (corr[q], made once per block with the same steps
-// against bytes of 1) subtracted before the float step.
+// per-weight-row term (made once per block with the same steps against
+// bytes of 1) whose negation, corr[q], starts every lane sum.
 //
 // Chunks 2p and 2p + 1 of lane q pair up: each group's weight register
 // (q, p) holds, per row, chunk 2p's 4 digits in dword 2j and chunk 2p + 1's
@@ -405,7 +405,7 @@ void q6_many(int64_t nb, const block_q6_Kx8* w0, const block_q6_Kx8* w1, const u
   for (int64_t m = 0; m < M; ++m)
     for (int q = 0; q < 8; ++q) acc[m][q] = _mm512_setzero_ps();
   // Per block: v of register pair (q, p) of each group, the scale pairs of
-  // lanes q < 4 and q >= 4 and chunk pair p, corr.
+  // lanes q < 4 and q >= 4 and chunk pair p, -128 * sum_c sc * (sum of v).
   __m512i v[8][4][2], sc[2][4], corr[8];
   alignas(64) uint8_t ax[8][QK_K];
   alignas(8) uint8_t ones[8];
@@ -432,7 +432,7 @@ void q6_many(int64_t nb, const block_q6_Kx8* w0, const block_q6_Kx8* w1, const u
     for (int q = 0; q < 8; ++q) {
       __m512i c = _mm512_setzero_si512();
       for (int p = 0; p < 4; ++p) c = q6_pair_step(c, ones, v[q][p][0], v[q][p][1], sc[q / 4][p]);
-      corr[q] = _mm512_slli_epi32(c, 7);
+      corr[q] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(c, 7));
     }
     const __m512 dw = _mm512_permutexvar_ps(_mm512_load_si512(kPackedRows), f16_pair(w0[i].d, w1[i].d));
     const __m512i pc = _mm512_load_si512(kPairChunks);
@@ -446,11 +446,11 @@ void q6_many(int64_t nb, const block_q6_Kx8* w0, const block_q6_Kx8* w1, const u
       }
       for (int q = 0; q < 8; ++q) {
         __m512i lane[R];
-        for (int r = 0; r < R; ++r) lane[r] = _mm512_setzero_si512();
+        for (int r = 0; r < R; ++r) lane[r] = corr[q];
         for (int p = 0; p < 4; ++p)
           for (int r = 0; r < R; ++r) lane[r] = q6_pair_step(lane[r], ax[r] + 64 * p + 8 * q, v[q][p][0], v[q][p][1], sc[q / 4][p]);
         for (int r = 0; r < R; ++r)
-          acc[m0 + r][q] = _mm512_fmadd_ps(d[r], _mm512_cvtepi32_ps(_mm512_sub_epi32(lane[r], corr[q])), acc[m0 + r][q]);
+          acc[m0 + r][q] = _mm512_fmadd_ps(d[r], _mm512_cvtepi32_ps(lane[r]), acc[m0 + r][q]);
       }
     };
     int64_t m = 0;
