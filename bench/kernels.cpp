@@ -123,8 +123,9 @@ void matmul(benchmark::State& state, GgmlType t, int threads) {
   state.SetLabel(quant::isa_name(quant::active_isa()));
 }
 
-// Prefill: m activation rows (the one row repeated) against the matrix,
-// through kernels::matmul on one thread; items = multiply-adds.
+// Prefill (m 64) and a 16-row decode step (m 16): m activation rows (the
+// one row repeated) against the matrix, through kernels::matmul on one
+// thread; items = multiply-adds.
 void gemm(benchmark::State& state, GgmlType t, int64_t m) {
   const Problem& p = problem(t);
   synapse::base::ThreadPool pool(1);
@@ -155,9 +156,11 @@ int main(int argc, char** argv) {
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
     }
-    benchmark::RegisterBenchmark(("gemm/" + name + "/m64").c_str(), gemm, t, int64_t{64})
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
+    for (int64_t m : {16, 64}) {  // the server's 16-client decode step, prefill
+      benchmark::RegisterBenchmark(("gemm/" + name + "/m" + std::to_string(m)).c_str(), gemm, t, m)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+    }
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -16,8 +16,9 @@
 // bytes the signed one, and the digit offset comes off as the packs' offset
 // term (x8_packs.hpp). Q4_K multiplies its int32 sub-block sums by the
 // scales with vpmulld (sums up to 32 * 15 * 128 do not fit the int16 of
-// madd). Q6_K keeps maddubs (its 8-lane order scales every 4 products),
-// with the operands' roles swapped (q6_many), and adds with vpdpwssd.
+// madd). Q6_K (its 8-lane order scales every 4 products) takes vpdpbusd
+// per 4 products with the operands' roles swapped, packs two chunks' sums
+// into int16 pairs and scales them with one vpdpwssd (q6_many).
 //
 // Decode (fewer than kMinRows activation rows, which streams the weights
 // from memory) and a lone last group run the AVX2 kernels, which give the
@@ -63,6 +64,8 @@ inline const B& act(const uint8_t* a, size_t as, int m, int64_t i) {
 // the bytes (so the compiler can fold it into vpdpbusd's {1to16} operand).
 typedef int32_t unaligned_i32 __attribute__((may_alias, aligned(1)));
 inline __m512i bcast4(const void* p) { return _mm512_set1_epi32(*static_cast<const unaligned_i32*>(p)); }
+typedef int64_t unaligned_i64 __attribute__((may_alias, aligned(1)));
+inline __m512i bcast8(const void* p) { return _mm512_set1_epi64(*static_cast<const unaligned_i64*>(p)); }
 
 // 32 bytes of group g (lanes 0..7) and 32 of group g + 1 (lanes 8..15).
 inline __m512i load_pair(const void* p0, const void* p1) {
@@ -360,99 +363,135 @@ inline __m512 hsum_lanes(const __m512 r[8]) {
 // be emitted here, compiled for AVX-512, and linked into generic code.
 constexpr int q6_register(int h, int f) { return 2 * h + f % 2 + 4 * (f / 2); }
 
-// The 16 rows' int8 scales of one sub-block as int16 pairs (s, s) per lane.
-inline __m512i scale_pairs(const int8_t* s0, const int8_t* s1) {
-  const __m512i v = _mm512_cvtepu16_epi32(_mm256_cvtepi8_epi16(load_pair8(s0, s1)));
-  return _mm512_or_si512(v, _mm512_slli_epi32(v, 16));
-}
+// Two groups' Q6_K blocks by M (1..kQ6Rows) activation rows, in
+// k_quants.cpp's 8-lane order: lane q of output l is the exact int32
+// sum over chunks c of sc[2c + q / 4][l] * (dot of register (c, q)), and
+// integer sums are the same in any order, so the kernel groups them as it
+// likes; only the float steps after (one fma per lane and block, then
+// hsum_lanes) must keep the reference's order, and do.
+//
+// The operands: the weights as signed v = digit - 32 (-32..31), the
+// activation bytes as unsigned a + 128 (0..255), so vpdpbusd gives a
+// register's 4-product sum, (a + 128) . v in [-32640, 31620], an int16
+// value; that sum is the exact one plus 128 * (sum of the 4 v), a
+// per-weight-row term (made once per block with the same steps against
+// bytes of 1) whose negation, corr[q], starts every lane sum.
+//
+// Chunks 2p and 2p + 1 of lane q pair up: each group's weight register
+// (q, p) holds, per row, chunk 2p's 4 digits in dword 2j and chunk 2p + 1's
+// in dword 2j + 1 (a vpermd of the block's bytes), and one 8-byte
+// broadcast of the activations (their bytes permuted the same way) feeds
+// both groups' vpdpbusd; vpackssdw (no value saturates) puts each row's two
+// sums side by side as int16 in one dword, and one vpdpwssd multiplies
+// them by the two chunks' scales and adds both into lane q. Per 128
+// products: 2 vpdpbusd + 1 vpdpwssd + 1 shuffle, against 2 vpmaddubsw + 2
+// vpdpwssd before. The pack leaves the 16 rows in the order kPackedRows
+// (per 128-bit lane: 2 rows of group g, 2 of group g + 1); the scales, d
+// and the accumulators follow it, and the stores put the rows back.
+constexpr int64_t kQ6Rows = 32;
+alignas(64) constexpr int32_t kPairChunks[16] = {0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15};
+alignas(64) constexpr int32_t kPackedRows[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
+alignas(64) constexpr int32_t kNaturalRows[16] = {0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15};
 
-// The digits (0..63) of half h of chunk c of both groups (block_q6_Kx8):
-// u[f] = register q6_register(h, f).
-inline void q6_digits(const block_q6_Kx8& b0, const block_q6_Kx8& b1, int c, int h, __m512i u[4]) {
+// The digits (0..63) of half h of chunks 2p (dwords 2j) and 2p + 1
+// (dwords 2j + 1) of one group's 8 rows: u[f] = register q6_register(h, f).
+inline void q6_digit_pairs(const block_q6_Kx8& b, int p, int h, __m512i u[4]) {
   const __m512i m6 = _mm512_set1_epi8(0x3F), m2 = _mm512_set1_epi8(0x03), m3c = _mm512_set1_epi8(0x3C);
-  const __m512i x0 = load_pair(b0.q[c][h][0], b1.q[c][h][0]);
-  const __m512i x1 = load_pair(b0.q[c][h][1], b1.q[c][h][1]);
-  const __m512i x2 = load_pair(b0.q[c][h][2], b1.q[c][h][2]);
+  const __m512i pc = _mm512_load_si512(kPairChunks);
+  const __m512i x0 = _mm512_permutexvar_epi32(pc, load_pair(b.q[2 * p][h][0], b.q[2 * p + 1][h][0]));
+  const __m512i x1 = _mm512_permutexvar_epi32(pc, load_pair(b.q[2 * p][h][1], b.q[2 * p + 1][h][1]));
+  const __m512i x2 = _mm512_permutexvar_epi32(pc, load_pair(b.q[2 * p][h][2], b.q[2 * p + 1][h][2]));
   u[0] = _mm512_and_si512(x0, m6);
   u[1] = _mm512_and_si512(x1, m6);
   u[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(x0, 6), m2), _mm512_and_si512(_mm512_slli_epi16(x2, 2), m3c));
   u[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(x1, 6), m2), _mm512_and_si512(_mm512_srli_epi16(x2, 2), m3c));
 }
 
-// Two groups' Q6_K blocks by M (1..kQ6Rows) activation rows, in
-// k_quants.cpp's 8-lane order. The operands swap roles against the AVX2
-// kernel: the weights as signed v = digit - 32 (-32..31), the activation
-// bytes as unsigned a + 128 (0..255), so maddubs(a + 128, v) is the int16
-// sum of 2 products (<= 2 * 255 * 32) and needs no per-row offset term;
-// vpdpwssd with the rows' scale of sub-block 2c + q / 4 adds it into lane
-// q's int32, summed over the 8 chunks. That sum is the exact lane plus
-// 128 * sum_c scale * (sum of the 4 v), a per-weight-row term (corr[q])
-// made once per block while unpacking and subtracted before the float
-// step. Then acc[q] = fma(d_a * d_w, float(lane), acc[q]) and hsum_lanes
-// at the end: the same integers and float steps as q6_Kx8_many
-// (interleave_avx2.cpp). Each block is unpacked once into a scratch of 64
-// digit registers and 16 scale pairs for all M rows, taken 4 at a time
-// (then 2, then 1), whose bytes + 128 are made once per block. (4 rows
-// against 2, 2048 x 256 by 64 rows, one thread, two runs: 118/109 ->
-// 129/122 Gmac/s.)
-constexpr int64_t kQ6Rows = 32;
+// The 16 rows' int8 scales of sub-block sb as int32, in kPackedRows order.
+inline __m512i packed_scales(const block_q6_Kx8& b0, const block_q6_Kx8& b1, int sb) {
+  return _mm512_permutexvar_epi32(_mm512_load_si512(kPackedRows), _mm512_cvtepi8_epi32(load_pair8(b0.sc[sb], b1.sc[sb])));
+}
+
+// Lane sums of register pair (q, p) of both groups against the 8 bytes at
+// x (chunk 2p's 4, chunk 2p + 1's 4), added into lane by the scales s.
+inline __m512i q6_pair_step(__m512i lane, const void* x, __m512i w0, __m512i w1, __m512i s) {
+  const __m512i b = bcast8(x);
+  const __m512i t0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), b, w0);
+  const __m512i t1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), b, w1);
+  return _mm512_dpwssd_epi32(lane, _mm512_packs_epi32(t0, t1), s);
+}
+
 void q6_many(int64_t nb, const block_q6_Kx8* w0, const block_q6_Kx8* w1, const uint8_t* a, size_t as, int64_t M,
              float* y, size_t ys) {
   __m512 acc[kQ6Rows][8];
   for (int64_t m = 0; m < M; ++m)
     for (int q = 0; q < 8; ++q) acc[m][q] = _mm512_setzero_ps();
-  __m512i v[2][8][4], sc[16], corr[8];
-  alignas(64) uint8_t ax[4][QK_K];
-  const __m512i ones = _mm512_set1_epi8(1), k32 = _mm512_set1_epi8(32), flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  // Per block: v of register pair (q, p) of each group, the scale pairs of
+  // lanes q < 4 and q >= 4 and chunk pair p, -128 * sum_c sc * (sum of v).
+  __m512i v[8][4][2], sc[2][4], corr[8];
+  alignas(64) uint8_t ax[8][QK_K];
+  alignas(8) uint8_t ones[8];
+  std::memset(ones, 1, sizeof ones);
+  const __m512i k32 = _mm512_set1_epi8(32), flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
   for (int64_t i = 0; i < nb; ++i) {
-    for (int sb = 0; sb < 16; ++sb) sc[sb] = scale_pairs(w0[i].sc[sb], w1[i].sc[sb]);
-    for (int q = 0; q < 8; ++q) corr[q] = _mm512_setzero_si512();
-    for (int h = 0; h < 2; ++h)
-      for (int c = 0; c < 8; ++c) {
-        __m512i u[4];
-        q6_digits(w0[i], w1[i], c, h, u);
+    for (int hf = 0; hf < 2; ++hf)
+      for (int p = 0; p < 4; ++p) {
+        const __m512i s0 = packed_scales(w0[i], w1[i], 4 * p + hf), s1 = packed_scales(w0[i], w1[i], 4 * p + 2 + hf);
+        sc[hf][p] = _mm512_or_si512(_mm512_and_si512(s0, lo16), _mm512_slli_epi32(s1, 16));
+      }
+    for (int p = 0; p < 4; ++p)
+      for (int h = 0; h < 2; ++h) {
+        __m512i u0[4], u1[4];
+        q6_digit_pairs(w0[i], p, h, u0);
+        q6_digit_pairs(w1[i], p, h, u1);
         for (int f = 0; f < 4; ++f) {
           const int q = q6_register(h, f);
-          v[h][c][f] = _mm512_sub_epi8(u[f], k32);
-          corr[q] = _mm512_dpwssd_epi32(corr[q], _mm512_maddubs_epi16(ones, v[h][c][f]), sc[2 * c + f / 2]);
+          v[q][p][0] = _mm512_sub_epi8(u0[f], k32);
+          v[q][p][1] = _mm512_sub_epi8(u1[f], k32);
         }
       }
-    for (int q = 0; q < 8; ++q) corr[q] = _mm512_slli_epi32(corr[q], 7);
-    const __m512 dw = f16_pair(w0[i].d, w1[i].d);
+    for (int q = 0; q < 8; ++q) {
+      __m512i c = _mm512_setzero_si512();
+      for (int p = 0; p < 4; ++p) c = q6_pair_step(c, ones, v[q][p][0], v[q][p][1], sc[q / 4][p]);
+      corr[q] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(c, 7));
+    }
+    const __m512 dw = _mm512_permutexvar_ps(_mm512_load_si512(kPackedRows), f16_pair(w0[i].d, w1[i].d));
+    const __m512i pc = _mm512_load_si512(kPairChunks);
     const auto rows = [&]<int R>(int64_t m0) {
-      const PackedQ8Kx8o* x[R];
+      __m512 d[R];
       for (int r = 0; r < R; ++r) {
-        x[r] = &act<PackedQ8Kx8o>(a, as, static_cast<int>(m0 + r), i);
+        const PackedQ8Kx8o& x = act<PackedQ8Kx8o>(a, as, static_cast<int>(m0 + r), i);
+        d[r] = _mm512_mul_ps(_mm512_set1_ps(x.d), dw);
         for (int k = 0; k < QK_K; k += 64)
-          _mm512_store_si512(ax[r] + k, _mm512_xor_si512(_mm512_loadu_si512(x[r]->qs + k), flip));
+          _mm512_store_si512(ax[r] + k, _mm512_permutexvar_epi32(pc, _mm512_xor_si512(_mm512_loadu_si512(x.qs + k), flip)));
       }
-      for (int h = 0; h < 2; ++h) {
-        __m512i lane[R][4];
+      for (int q = 0; q < 8; ++q) {
+        __m512i lane[R];
+        for (int r = 0; r < R; ++r) lane[r] = corr[q];
+        for (int p = 0; p < 4; ++p)
+          for (int r = 0; r < R; ++r) lane[r] = q6_pair_step(lane[r], ax[r] + 64 * p + 8 * q, v[q][p][0], v[q][p][1], sc[q / 4][p]);
         for (int r = 0; r < R; ++r)
-          for (int f = 0; f < 4; ++f) lane[r][f] = _mm512_setzero_si512();
-        for (int c = 0; c < 8; ++c) {
-          for (int f = 0; f < 4; ++f) {
-            const int q = q6_register(h, f), sb = 2 * c + f / 2;
-            for (int r = 0; r < R; ++r)
-              lane[r][f] = _mm512_dpwssd_epi32(lane[r][f], _mm512_maddubs_epi16(bcast4(ax[r] + 32 * c + 4 * q), v[h][c][f]),
-                                               sc[sb]);
-          }
-        }
-        for (int r = 0; r < R; ++r) {
-          const __m512 d = _mm512_mul_ps(_mm512_set1_ps(x[r]->d), dw);
-          for (int f = 0; f < 4; ++f) {
-            const int q = q6_register(h, f);
-            acc[m0 + r][q] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(lane[r][f], corr[q])), acc[m0 + r][q]);
-          }
-        }
+          acc[m0 + r][q] = _mm512_fmadd_ps(d[r], _mm512_cvtepi32_ps(lane[r]), acc[m0 + r][q]);
       }
     };
     int64_t m = 0;
-    for (; m + 4 <= M; m += 4) rows.template operator()<4>(m);
-    for (; m + 2 <= M; m += 2) rows.template operator()<2>(m);
+    for (; m + 8 <= M; m += 8) rows.template operator()<8>(m);
+    if (m + 4 <= M) {
+      rows.template operator()<4>(m);
+      m += 4;
+    }
+    if (m + 2 <= M) {
+      rows.template operator()<2>(m);
+      m += 2;
+    }
     if (m < M) rows.template operator()<1>(m);
   }
-  for (int64_t m = 0; m < M; ++m) _mm512_storeu_ps(y + static_cast<size_t>(m) * ys, hsum_lanes(acc[m]));
+  const __m512i natural = _mm512_load_si512(kNaturalRows);
+  for (int64_t m = 0; m < M; ++m) {
+    const __m512 s = hsum_lanes(acc[m]);  // the masked form: GCC 12 warns on the plain one's undefined source
+    _mm512_storeu_ps(y + static_cast<size_t>(m) * ys, _mm512_mask_permutexvar_ps(s, 0xFFFF, natural, s));
+  }
 }
 
 }  // namespace

@@ -311,6 +311,68 @@ TEST_P(KernelTables, X8ExtremeBlocksEqualScalarDot) {
   }
 }
 
+// Q6_K at the edges of the AVX-512 kernel's int16 steps: a register's 4
+// digits all 0 (v = -32) or all 63 against activation bytes -128 or 127
+// (4-product sums up to 4 * 255 * 32 = 32640, the int16 it packs them
+// into) under scales -128 and 127, rows holding either extreme or a mix of
+// both per byte; 3 groups (a pair and a lone group) by 1..17 activation
+// rows (the tiles of 8, 4, 2 and 1 rows and their tails). Every table
+// equals the scalar vec_dot bit for bit.
+TEST_P(KernelTables, X8Q6KExtremeDigitsAndScalesEqualScalarDot) {
+  std::mt19937 rng(2026);
+  const int64_t n = 2 * QK_K, nb = n / QK_K, groups = 3;
+  const size_t rb = row_size(GgmlType::Q6_K, n), as = row_size(GgmlType::Q8_K, n);
+  for (int pattern = 0; pattern < 3; ++pattern) {
+    std::vector<uint8_t> plain(rb * 8 * groups);
+    for (int64_t r = 0; r < 8 * groups; ++r) {
+      auto* b = reinterpret_cast<block_q6_K*>(plain.data() + r * rb);
+      for (int64_t i = 0; i < nb; ++i) {
+        // pattern 0: every digit 0 or every digit 63 (by row); 1: each
+        // byte 0x00 or 0xFF (digits 0, 3, 12, 15, 48, ..., 63); 2: digits
+        // 0 in even rows, 63 in odd rows, scales of one sign per row.
+        const uint8_t row_fill = (r % 2) ? 0xFF : 0x00;
+        for (uint8_t& q : b[i].ql) q = pattern == 1 ? ((rng() & 1) ? 0xFF : 0x00) : row_fill;
+        for (uint8_t& q : b[i].qh) q = pattern == 1 ? ((rng() & 1) ? 0xFF : 0x00) : row_fill;
+        for (int8_t& sc : b[i].scales)
+          sc = pattern == 2 ? static_cast<int8_t>(r % 4 < 2 ? -128 : 127) : static_cast<int8_t>((rng() & 1) ? -128 : 127);
+        b[i].d = fp32_to_fp16(pattern == 2 ? 1.0f : 1e-3f * static_cast<float>(1 + r));
+      }
+    }
+    std::vector<uint8_t> x8(groups * interleaved_group_bytes(GgmlType::Q6_K, n));
+    ASSERT_TRUE(interleave_rows(GgmlType::Q6_K, n, plain.data(), rb, 8 * groups, x8.data()));
+    const int64_t max_rows = 17;
+    std::vector<uint8_t> a(as * max_rows);
+    for (int64_t m = 0; m < max_rows; ++m) {
+      auto* x = reinterpret_cast<block_q8_K*>(a.data() + m * as);
+      for (int64_t i = 0; i < nb; ++i) {
+        x[i].d = 0.25f * static_cast<float>(1 + m);
+        // Row m: all -128, all 127, or each byte one of the two.
+        for (int8_t& q : x[i].qs) q = static_cast<int8_t>(m % 3 == 0 ? -128 : m % 3 == 1 ? 127 : (rng() & 1) ? 127 : -128);
+        for (int k = 0; k < QK_K / 16; ++k) {
+          int s = 0;
+          for (int e = 0; e < 16; ++e) s += x[i].qs[16 * k + e];
+          x[i].bsums[k] = static_cast<int16_t>(s);
+        }
+      }
+    }
+    size_t ps = 0;
+    const std::vector<uint8_t> packed = packed_rows(GgmlType::Q6_K, isa(), n, a, max_rows, ps);
+    const VecDotFn dot = vec_dot_kernel(GgmlType::Q6_K, Isa::scalar);
+    for (int64_t M = 1; M <= max_rows; ++M) {
+      const size_t ys = static_cast<size_t>(8 * groups);
+      std::vector<float> y(static_cast<size_t>(M) * ys, -7.0f);
+      gemm_x8_kernel(GgmlType::Q6_K, isa())(n, x8.data(), groups, packed.data(), ps, M, y.data(), ys);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t r = 0; r < 8 * groups; ++r) {
+          const float want = dot(n, plain.data() + r * rb, a.data() + m * as);
+          ASSERT_EQ(std::memcmp(&want, &y[m * ys + r], sizeof want), 0)
+              << isa_name(isa()) << " pattern " << pattern << " M " << M << " act " << m << " row " << r << ": vec_dot "
+              << want << " kernel " << y[m * ys + r];
+        }
+    }
+  }
+}
+
 // The Q4_0 order itself (legacy.cpp), Q5_0's too: one exact integer per
 // block, one fused multiply-add per block; every table's dot gives it. (Q8_0
 // takes the 8-lane order: tests/quant/legacy_test.cpp's model_dot.)
