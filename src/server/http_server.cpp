@@ -1,6 +1,7 @@
 #include "server/http_server.hpp"
 
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -262,6 +263,15 @@ void HttpServer::start() {
   s.http.set_payload_max_length(s.p.max_body_bytes);
   s.http.limits = ConnectionLimits{s.p.max_header_bytes, s.p.idle_timeout_s};
   s.http.set_tcp_nodelay(true);  // one SSE chunk per token: no Nagle delay
+  // SO_REUSEADDR alone, in place of cpp-httplib's default SO_REUSEPORT: a
+  // restarted server binds its port while the connections the last one closed
+  // sit in TIME_WAIT, and a second server on a port in use fails to bind
+  // instead of silently sharing it (the kernel would split the connections
+  // between the two).
+  s.http.set_socket_options([](int sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   if (s.p.port == 0) {
     s.bound_port = s.http.bind_to_any_port(s.p.host);
   } else {

@@ -35,8 +35,8 @@ def model_path(name):
 class Server:
     """`synapse serve -m MODEL --port 0 ARGS...`; the port is read from its log line."""
 
-    def __init__(self, model, *args):
-        self.proc = subprocess.Popen([SYNAPSE, "serve", "-m", model_path(model), "--port", "0", *args],
+    def __init__(self, model, *args, port=0):
+        self.proc = subprocess.Popen([SYNAPSE, "serve", "-m", model_path(model), "--port", str(port), *args],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.log = []
         line = self.proc.stderr.readline()
@@ -364,3 +364,27 @@ def test_disconnect_frees_the_slot():
         assert gauge("llamacpp:tokens_predicted_total") == predicted  # nothing generates for nobody
         # The server goes on answering.
         assert s.post("/completion", {"prompt": "Once", "n_predict": 4}).status_code == 200
+
+
+def test_port_is_reusable_at_once_and_never_shared():
+    # A restarted server binds its port again at once, although the
+    # connections the last one closed are still in TIME_WAIT (SO_REUSEADDR);
+    # and a second server on a port in use fails with a clear error instead
+    # of sharing it (SO_REUSEPORT would let both listen, each getting some of
+    # the connections).
+    with Server("stories260K.gguf") as s:
+        port = int(s.base.rsplit(":", 1)[1])
+        for _ in range(3):  # fresh connections, closed by the server when it stops
+            with requests.Session() as session:
+                assert session.post(s.url("/completion"), json={"prompt": "Once", "n_predict": 2},
+                                    timeout=60).status_code == 200
+        held = requests.Session()
+        assert held.get(s.url("/health"), timeout=10).status_code == 200  # kept alive across the stop
+        second = subprocess.run([SYNAPSE, "serve", "-m", model_path("stories260K.gguf"), "--port", str(port)],
+                                capture_output=True, text=True, timeout=60)
+        assert second.returncode != 0, "a second server shared port %d" % port
+        assert "cannot listen on 127.0.0.1:%d" % port in second.stderr, second.stderr
+    held.close()
+    with Server("stories260K.gguf", port=port) as again:
+        assert again.base.endswith(":%d" % port)
+        assert again.post("/completion", {"prompt": "Once", "n_predict": 2}).status_code == 200
