@@ -336,7 +336,8 @@ double evaluate(const Model& m, const std::vector<token_id>& tokens, int n_ctx, 
   std::vector<Sequence> caches;
   for (int s = 0; s < std::min(n_seq, n_chunk); ++s) caches.push_back(ctx.new_sequence(n_ctx));
   Batch rows;
-  std::vector<float> chunk_logits;
+  std::vector<float> chunk_logits;  // -b < -c: the logits of the chunk's batches, gathered
+  std::span<const float> pass_logits;
   double t_eval = 0;
   const auto t_start = std::chrono::steady_clock::now();
   auto t_report = t_start;
@@ -359,9 +360,12 @@ double evaluate(const Model& m, const std::vector<token_id>& tokens, int n_ctx, 
         }
       }
       const std::span<const float> out = ctx.decode(rows);  // logits of the wanted rows only, in row order
-      if (num_batches == 1) chunk_logits.assign(out.begin(), out.end());
+      // One batch per chunk (-b >= -c, the default): score the Context's own
+      // logits, valid until the next decode, instead of copying them.
+      if (num_batches == 1) pass_logits = out;
       else chunk_logits.insert(chunk_logits.end(), out.begin(), out.end());
     }
+    if (num_batches > 1) pass_logits = chunk_logits;
     const double t = seconds_since(t_pass);
     t_eval += t;
     if (i == 0)
@@ -369,8 +373,7 @@ double evaluate(const Model& m, const std::vector<token_id>& tokens, int n_ctx, 
                    t * n_chunk / n_seq_batch / 60.0);
     for (int s = 0; s < n_seq_batch; ++s) {
       const size_t chunk_start = start + static_cast<size_t>(s) * n_ctx;
-      score(i + s, std::span<const float>(chunk_logits.data() + static_cast<size_t>(s) * n_scored * n_vocab,
-                                          static_cast<size_t>(n_scored) * n_vocab),
+      score(i + s, pass_logits.subspan(static_cast<size_t>(s) * n_scored * n_vocab, static_cast<size_t>(n_scored) * n_vocab),
             &tokens[chunk_start + first + 1]);
     }
     const int done = i + n_seq_batch;
