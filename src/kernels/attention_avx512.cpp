@@ -5,6 +5,9 @@
 // wider registers go across query heads, keys and outputs, never along a
 // reduction. No std:: templates or containers (scripts/check-isa-objects.sh).
 #if defined(__x86_64__) || defined(_M_X64)
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which
+// -Wmaybe-uninitialized reports as read uninitialized (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <cmath>
