@@ -178,7 +178,9 @@ TEST(PerplexityCli, KlDivergenceMatchesLlamaPerplexity) {
     ASSERT_TRUE(got.count(label)) << label;
     const Figure g = got.at(label);
     EXPECT_EQ(g.value, w.value) << label;
-    if (!std::isnan(w.unc)) EXPECT_EQ(g.unc, w.unc) << label << " ±";
+    if (!std::isnan(w.unc)) {
+      EXPECT_EQ(g.unc, w.unc) << label << " ±";
+    }
   }
 }
 
