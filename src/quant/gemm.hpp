@@ -116,5 +116,20 @@ void gemv_f32_f32(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, con
 void gemv_q5_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 void gemv_q6_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 }  // namespace avx2
+namespace avx512 {
+// gemm_k_avx512.cpp: plain Q4_1 / Q5_1 / IQ4_NL / Q5_K / IQ4_XS rows two at
+// a time per 512-bit register, the same contract and bits as the avx2::
+// kernels of the type.
+void gemm_q4_1_q8_1(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+                    int64_t n_rows, float* y, size_t y_stride);
+void gemm_q5_1_q8_1(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+                    int64_t n_rows, float* y, size_t y_stride);
+void gemm_iq4_nl_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+                      int64_t n_rows, float* y, size_t y_stride);
+void gemm_q5_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+                    int64_t n_rows, float* y, size_t y_stride);
+void gemm_iq4_xs_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+                      int64_t n_rows, float* y, size_t y_stride);
+}  // namespace avx512
 
 }  // namespace synapse::quant

@@ -11,13 +11,16 @@
 // every table starts as a copy of the level below and replaces the entries
 // it has kernels of its own for. scalar < avx2 < avx512 on x86-64; scalar <
 // neon on ARM64. The AVX-512 table keeps the AVX2 dots, decode kernels,
-// quantizers and packs, and replaces only the interleaved prefill GEMMs
-// (interleave_avx512.cpp): those are genuinely different kernels (two 8-row
-// groups per zmm register, across outputs, with vpdpbusd), not the AVX2
-// source recompiled wider, so compiling one x86 source once per level (or
-// Highway's fixed-width tags) would not have given them. The dots, decode
-// kernels and plain GEMMs have no AVX-512 version yet (decode is
-// memory-bound: wider registers are not where its time goes). A table entry
+// quantizers and packs, and replaces the prefill GEMMs: the interleaved ones
+// (interleave_avx512.cpp: two 8-row groups per zmm register, across
+// outputs, with vpdpbusd) and the plain ones of Q4_1, Q5_1, IQ4_NL, Q5_K and
+// IQ4_XS (gemm_k_avx512.cpp: two weight rows per zmm register). Those are
+// genuinely different kernels, not the AVX2 source recompiled wider (VNNI
+// replaces maddubs + madd, and the operands are laid out for it), so
+// compiling one x86 source once per level (or Highway's fixed-width tags)
+// would not have given them. The dots and decode kernels have no AVX-512
+// version (decode is memory-bound: wider registers are not where its time
+// goes), nor have the plain GEMMs of Q2_K, Q3_K, TQ2_0, F16, F32. A table entry
 // that a level does not replace points to the level below, so every entry
 // of every table is a kernel its CPU runs.
 //

@@ -153,8 +153,10 @@ KernelTable make_avx2_table() {
 }
 
 // AVX-512 VNNI: the AVX2 table with the interleaved prefill kernels of
-// interleave_avx512.cpp, which read the AVX2 packs (x8_packs.hpp). Its dots,
-// decode kernels and quantizers are AVX2's (kernel_table.hpp says why).
+// interleave_avx512.cpp, which read the AVX2 packs (x8_packs.hpp), and the
+// plain prefill GEMMs of gemm_k_avx512.cpp (plain activation rows, as the
+// AVX2 ones read). Its dots, decode kernels and quantizers are AVX2's
+// (kernel_table.hpp says why).
 KernelTable make_avx512_table() {
   KernelTable k = make_avx2_table();
   k.isa = Isa::avx512;
@@ -163,6 +165,11 @@ KernelTable make_avx512_table() {
   k.gemm_x8[slot(GgmlType::Q8_0)] = avx512::gemm_q8_0x8_q8_0;
   k.gemm_x8[slot(GgmlType::Q4_K)] = avx512::gemm_q4_Kx8_q8_K;
   k.gemm_x8[slot(GgmlType::Q6_K)] = avx512::gemm_q6_Kx8_q8_K;
+  k.gemm[slot(GgmlType::Q5_K)] = avx512::gemm_q5_K_q8_K;
+  k.gemm[slot(GgmlType::IQ4_XS)] = avx512::gemm_iq4_xs_q8_K;
+  k.gemm[slot(GgmlType::Q4_1)] = avx512::gemm_q4_1_q8_1;
+  k.gemm[slot(GgmlType::Q5_1)] = avx512::gemm_q5_1_q8_1;
+  k.gemm[slot(GgmlType::IQ4_NL)] = avx512::gemm_iq4_nl_q8_0;
   k.x8_group_step = 2;
   k.x8_tile_step = 8;
   return k;
