@@ -1,17 +1,21 @@
 // Micro-benchmark of the dot-product kernels: one activation row against a
-// weight matrix of 2048 rows x 8192 columns (ggml's GEMV, the decode case),
+// weight matrix of 2048 rows x 8192 columns (ggml's GEMV, the decode case;
+// SYNAPSE_BENCH_COLS changes the shape),
 // per weight type, with the scalar reference and with the AVX2 kernel, on
 // one thread; and the engine's kernels::matmul (the active ISA) on 1 and 2
 // threads. Reports GB/s of weight bytes streamed ("bytes_per_second").
 //
 //   build-x/bench/bench_kernels --benchmark_filter='Q4_K'
 //   build-x/bench/bench_kernels --benchmark_min_time=0.2
+//   SYNAPSE_BENCH_COLS=2048 build-x/bench/bench_kernels --benchmark_filter='gemm/'
 //
 // The weights are random bytes with finite scales (a kernel's speed does
 // not depend on the values). Note the matrix sizes in bytes: Q4_K is 9.4 MB,
 // which stays in a large L3; F32 is 64 MB (DRAM).
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -30,7 +34,11 @@ namespace {
 using synapse::GgmlType;
 namespace quant = synapse::quant;
 
-constexpr int64_t kRows = 2048, kCols = 8192;
+// SYNAPSE_BENCH_COLS sets the columns (the reduction length: 2048 is the
+// attention and FFN-up matrices of llama-3.2-1b, 8192 its FFN-down), the
+// matrix keeping 2048 x 8192 elements; main() checks it.
+const int64_t kCols = std::getenv("SYNAPSE_BENCH_COLS") ? std::atoll(std::getenv("SYNAPSE_BENCH_COLS")) : 8192;
+const int64_t kRows = kCols > 0 ? 2048 * 8192 / kCols : 0;
 
 const GgmlType kTypes[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0,  GgmlType::Q4_0, GgmlType::Q5_K,
                            GgmlType::F16,  GgmlType::F32,  GgmlType::BF16,  GgmlType::Q5_0, GgmlType::Q4_1,
@@ -145,6 +153,10 @@ void gemm(benchmark::State& state, GgmlType t, int64_t m) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (kCols < 256 || kCols % 256 != 0 || (2048 * 8192) % kCols != 0) {
+    std::fprintf(stderr, "bench_kernels: SYNAPSE_BENCH_COLS must be a multiple of 256 dividing 2048 * 8192\n");
+    return 1;
+  }
   for (GgmlType t : kTypes) {
     const std::string name(synapse::type_name(t));
     benchmark::RegisterBenchmark(("gemv/scalar/" + name).c_str(), gemv, t, quant::Isa::scalar)
