@@ -117,9 +117,13 @@ void gemv_q5_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, c
 void gemv_q6_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 }  // namespace avx2
 namespace avx512 {
-// gemm_k_avx512.cpp: plain Q4_1 / Q5_1 / IQ4_NL / Q5_K / IQ4_XS rows two at
-// a time per 512-bit register, the same contract and bits as the avx2::
-// kernels of the type.
+// gemm_k_avx512.cpp: plain Q4_1 / Q5_1 / IQ4_NL / Q2_K / Q3_K / Q5_K / IQ4_XS
+// rows two at a time per 512-bit register, the same contract and bits as
+// the avx2:: kernels of the type.
+void gemm_q2_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+                    int64_t n_rows, float* y, size_t y_stride);
+void gemm_q3_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
+                    int64_t n_rows, float* y, size_t y_stride);
 void gemm_q4_1_q8_1(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
                     int64_t n_rows, float* y, size_t y_stride);
 void gemm_q5_1_q8_1(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,

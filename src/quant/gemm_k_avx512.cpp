@@ -1,6 +1,6 @@
 // AVX-512 VNNI multi-row dots (gemm.hpp GemmFn) of plain (not interleaved)
-// matrices for prefill: Q4_1 / Q5_1 (Q8_1 activations), IQ4_NL (Q8_0), Q5_K
-// and IQ4_XS (Q8_K). Each keeps the 8-lane order of its AVX2 kernel
+// matrices for prefill: Q4_1 / Q5_1 (Q8_1 activations), IQ4_NL (Q8_0), Q2_K,
+// Q3_K, Q5_K and IQ4_XS (Q8_K). Each keeps the 8-lane order of its AVX2 kernel
 // (legacy_dot_avx2.cpp, gemm_k_avx2.cpp, k_quants_avx2.cpp: ggml's AVX2
 // orders) on 512-bit registers holding two weight rows side by side (lanes
 // 0..7 row r, 8..15 row r + 1), so every activation load and every float
@@ -12,7 +12,7 @@
 //
 // The integer lanes come from vpdpbusd (unsigned bytes times signed bytes,
 // 4 products per int32 lane, no saturation) in place of maddubs + madd.
-// Where a lane is scaled per 32-element chunk (Q5_K, IQ4_XS), the chunk's
+// Where a lane is scaled per chunk (Q2_K, Q3_K, Q5_K, IQ4_XS), the chunk's
 // 4-product or 2-product sums fit an int16 and vpdpwssd multiplies them by
 // the scale and adds them in (Q5_K: a 4-product sum is at most
 // 4 * 31 * 128 = 15872 in magnitude, so it is exact as the low int16 of its
@@ -222,6 +222,140 @@ void IQ4XS::run(int64_t nb, const block_iq4_xs* w0, const block_iq4_xs* w1, cons
   }
 }
 
+// ---- Q3_K and Q2_K (k_quants_avx2.cpp q3_K_tile, q2_K_tile: ggml's AVX2
+// order): chunk (j, k) of a block is elements 128j + 32k .. + 31, its lanes
+// 0..3 scaled by sub-block 8j + 2k, lanes 4..7 by 8j + 2k + 1 (16 elements
+// each); lanes summed over the block; acc = fma(d_a * d_w, lanes, acc); Q2_K
+// first adds its min lanes, acc = fma(-d_a * dmin_w, madd(mins, bsums),
+// acc). A 4-product sum is at most 4 * 7 * 128 in magnitude, an int16, so
+// vpdpwssd against the dword (scale, 0) scales it exactly.
+
+// The scale dwords of chunk (j, k) for both rows from their 16 int32 scales
+// each (low word the scale, high word 0).
+inline __m512i chunk_scales(__m512i s0, __m512i s1, int j, int k) {
+  const int a = 8 * j + 2 * k;
+  const __m512i idx = _mm512_setr_epi32(a, a, a, a, a + 1, a + 1, a + 1, a + 1, 16 + a, 16 + a, 16 + a, 16 + a,
+                                        17 + a, 17 + a, 17 + a, 17 + a);
+  return _mm512_permutex2var_epi32(s0, idx, s1);
+}
+
+// Q3_K's 16 6-bit scales minus 32, from the 12 packed bytes (ggml's kmask
+// unpacking, as avx2_util.hpp q3_K_scales).
+inline __m128i q3_K_scales(const uint8_t* packed) {
+  constexpr uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+  uint32_t a0, a1, a2;
+  std::memcpy(&a0, packed, 4);
+  std::memcpy(&a1, packed + 4, 4);
+  std::memcpy(&a2, packed + 8, 4);
+  const __m128i v = _mm_set_epi32(static_cast<int>(((a1 >> 4) & kmask2) | (((a2 >> 6) & kmask1) << 4)),
+                                  static_cast<int>(((a0 >> 4) & kmask2) | (((a2 >> 4) & kmask1) << 4)),
+                                  static_cast<int>((a1 & kmask2) | (((a2 >> 2) & kmask1) << 4)),
+                                  static_cast<int>((a0 & kmask2) | ((a2 & kmask1) << 4)));
+  return _mm_sub_epi8(v, _mm_set1_epi8(32));
+}
+
+// Q3_K: digits low2 | high << 2 (element 128j + 32k + l: bits 2k of
+// qs[32j + l], bit 4j + k of hmask[l]), offset 4 taken off as a second
+// vpdpbusd of bytes 4 against the activations.
+struct Q3K {
+  using Block = block_q3_K;
+  static constexpr int64_t kBlock = QK_K;
+  template <int A>
+  static void run(int64_t nb, const block_q3_K* w0, const block_q3_K* w1, const uint8_t* a, size_t as, float* y,
+                  size_t ys) {
+    const __m512i m3 = _mm512_set1_epi8(0x03), one = _mm512_set1_epi8(1), four = _mm512_set1_epi8(4);
+    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
+    __m512 acc[A];
+    for (int m = 0; m < A; ++m) acc[m] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+      const __m512i s0 = _mm512_and_si512(_mm512_cvtepi8_epi32(q3_K_scales(w0[i].scales)), lo16);
+      const __m512i s1 = _mm512_and_si512(_mm512_cvtepi8_epi32(q3_K_scales(w1[i].scales)), lo16);
+      const __m512i hm = load_rows(w0[i].hmask, w1[i].hmask);
+      __m512i u[8], sc[8];
+      for (int j = 0; j < 2; ++j) {
+        const __m512i q = load_rows(w0[i].qs + 32 * j, w1[i].qs + 32 * j);
+        for (int k = 0; k < 4; ++k) {
+          u[4 * j + k] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q, 2 * k), m3),
+                                         _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hm, 4 * j + k), one), 2));
+          sc[4 * j + k] = chunk_scales(s0, s1, j, k);
+        }
+      }
+      const __m512 dw = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(w0[i].d))),
+                                           _mm256_set1_ps(_cvtsh_ss(w1[i].d)), 1);
+      for (int m = 0; m < A; ++m) {
+        const block_q8_K& x = reinterpret_cast<const block_q8_K*>(a + static_cast<size_t>(m) * as)[i];
+        __m512i lanes = _mm512_setzero_si512();
+        for (int c = 0; c < 8; ++c) {
+          const __m512i xc = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * c)));
+          const __m512i t = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u[c], xc),
+                                             _mm512_dpbusd_epi32(_mm512_setzero_si512(), four, xc));
+          lanes = _mm512_dpwssd_epi32(lanes, t, sc[c]);
+        }
+        acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(x.d), dw), _mm512_cvtepi32_ps(lanes), acc[m]);
+      }
+    }
+    for (int m = 0; m < A; ++m) {
+      float h[2];
+      hsum_rows(acc[m], h);
+      y[static_cast<size_t>(m) * ys] = h[0];
+      y[static_cast<size_t>(m) * ys + 1] = h[1];
+    }
+  }
+};
+
+// Q2_K: digits (qs[32j + l] >> 2k) & 3, scales the low nibbles of
+// scales[16], mins the high ones.
+struct Q2K {
+  using Block = block_q2_K;
+  static constexpr int64_t kBlock = QK_K;
+  template <int A>
+  static void run(int64_t nb, const block_q2_K* w0, const block_q2_K* w1, const uint8_t* a, size_t as, float* y,
+                  size_t ys) {
+    const __m512i m3 = _mm512_set1_epi8(0x03);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    __m512 acc[A];
+    for (int m = 0; m < A; ++m) acc[m] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+      const __m128i sm0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w0[i].scales));
+      const __m128i sm1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w1[i].scales));
+      const __m512i mins = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm0, 4), m4))),
+          _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm1, 4), m4)), 1);
+      const __m512i s0 = _mm512_cvtepu8_epi32(_mm_and_si128(sm0, m4)), s1 = _mm512_cvtepu8_epi32(_mm_and_si128(sm1, m4));
+      __m512i u[8], sc[8];
+      for (int j = 0; j < 2; ++j) {
+        const __m512i q = load_rows(w0[i].qs + 32 * j, w1[i].qs + 32 * j);
+        for (int k = 0; k < 4; ++k) {
+          u[4 * j + k] = _mm512_and_si512(_mm512_srli_epi16(q, 2 * k), m3);
+          sc[4 * j + k] = chunk_scales(s0, s1, j, k);
+        }
+      }
+      const __m512 dw = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(w0[i].d))),
+                                           _mm256_set1_ps(_cvtsh_ss(w1[i].d)), 1);
+      const __m512 dmw = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(w0[i].dmin))),
+                                            _mm256_set1_ps(_cvtsh_ss(w1[i].dmin)), 1);
+      for (int m = 0; m < A; ++m) {
+        const block_q8_K& x = reinterpret_cast<const block_q8_K*>(a + static_cast<size_t>(m) * as)[i];
+        const __m512i bs = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)));
+        acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(-x.d), dmw), _mm512_cvtepi32_ps(_mm512_madd_epi16(mins, bs)),
+                                 acc[m]);
+        __m512i lanes = _mm512_setzero_si512();
+        for (int c = 0; c < 8; ++c) {
+          const __m512i xc = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * c)));
+          lanes = _mm512_dpwssd_epi32(lanes, _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[c], xc), sc[c]);
+        }
+        acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(x.d), dw), _mm512_cvtepi32_ps(lanes), acc[m]);
+      }
+    }
+    for (int m = 0; m < A; ++m) {
+      float h[2];
+      hsum_rows(acc[m], h);
+      y[static_cast<size_t>(m) * ys] = h[0];
+      y[static_cast<size_t>(m) * ys + 1] = h[1];
+    }
+  }
+};
+
 // ---- 32-element blocks (legacy_dot_avx2.cpp's order, ggml's AVX2 one):
 // per block 8 int32 lanes, lane l the exact dot of elements 4l..4l+3;
 // acc = fma(d_w * d_a, lanes, acc); hsum_float_8; Q4_1 / Q5_1 also
@@ -355,6 +489,16 @@ void by_row_pairs(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uin
 void gemm_q5_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
                     int64_t n_rows, float* y, size_t ys) {
   by_row_pairs<Q5K>(n, w, ws, n_w, a, as, n_rows, y, ys, avx2::gemm_q5_K_q8_K);
+}
+
+void gemm_q2_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows,
+                    float* y, size_t ys) {
+  by_row_pairs<Q2K>(n, w, ws, n_w, a, as, n_rows, y, ys, avx2::gemm_q2_K_q8_K);
+}
+
+void gemm_q3_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows,
+                    float* y, size_t ys) {
+  by_row_pairs<Q3K>(n, w, ws, n_w, a, as, n_rows, y, ys, avx2::gemm_q3_K_q8_K);
 }
 
 void gemm_q4_1_q8_1(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows,

@@ -170,6 +170,8 @@ KernelTable make_avx512_table() {
   k.gemm[slot(GgmlType::Q4_1)] = avx512::gemm_q4_1_q8_1;
   k.gemm[slot(GgmlType::Q5_1)] = avx512::gemm_q5_1_q8_1;
   k.gemm[slot(GgmlType::IQ4_NL)] = avx512::gemm_iq4_nl_q8_0;
+  k.gemm[slot(GgmlType::Q2_K)] = avx512::gemm_q2_K_q8_K;
+  k.gemm[slot(GgmlType::Q3_K)] = avx512::gemm_q3_K_q8_K;
   k.x8_group_step = 2;
   k.x8_tile_step = 8;
   return k;
