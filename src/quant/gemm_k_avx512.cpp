@@ -51,6 +51,16 @@ inline __m512i load_rows(const void* p0, const void* p1) {
                             _mm256_loadu_si256(static_cast<const __m256i*>(p1)), 1);
 }
 
+// Two F16 scales as floats, row 0's in lanes 0..7, row 1's in 8..15.
+inline __m512 f16_rows(ggml_fp16_t h0, ggml_fp16_t h1) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(h0))), _mm256_set1_ps(_cvtsh_ss(h1)), 1);
+}
+
+// 32 activation bytes in both 256-bit halves.
+inline __m512i act32(const int8_t* qs) {
+  return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)));
+}
+
 // The 8 scales (bytes 0..7) and 8 mins (bytes 8..15) of a Q4_K/Q5_K block
 // from its 12 packed bytes (k_quants.cpp get_scale_min_k4, as avx2_util.hpp
 // k4_scales_mins unpacks them).
@@ -74,6 +84,22 @@ inline void hsum_rows(__m512 acc, float out[2]) {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     out[r] = _mm_cvtss_f32(s);
+  }
+}
+
+// y[m * ys + r] = hsum_float_8 of row r's lanes of acc[m] (plus lane r of
+// summs[m], the Q4_1 / Q5_1 / Q5_K min term added last, when given).
+template <int A>
+inline void store_rows(const __m512* acc, const __m128* summs, float* y, size_t ys) {
+  for (int m = 0; m < A; ++m) {
+    float h[2], sm[4];
+    hsum_rows(acc[m], h);
+    if (summs != nullptr) {
+      _mm_storeu_ps(sm, summs[m]);
+      for (int r = 0; r < 2; ++r) h[r] += sm[r];
+    }
+    y[static_cast<size_t>(m) * ys] = h[0];
+    y[static_cast<size_t>(m) * ys + 1] = h[1];
   }
 }
 
@@ -123,14 +149,13 @@ void Q5K::run(int64_t nb, const block_q5_K* w0, const block_q5_K* w1, const uint
       sc[c] = _mm512_permutexvar_epi32(idx, sc32);
     }
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi64(sm0, sm1));
-    const __m512 dw = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(b0.d))),
-                                         _mm256_set1_ps(_cvtsh_ss(b1.d)), 1);
+    const __m512 dw = f16_rows(b0.d, b1.d);
     const __m128 dmin = _mm_setr_ps(_cvtsh_ss(b0.dmin), _cvtsh_ss(b1.dmin), 0.0f, 0.0f);
     for (int m = 0; m < A; ++m) {
       const block_q8_K& x = reinterpret_cast<const block_q8_K*>(a + static_cast<size_t>(m) * as)[i];
       __m512i lanes = _mm512_setzero_si512();
       for (int c = 0; c < 8; ++c) {
-        const __m512i xc = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * c)));
+        const __m512i xc = act32(x.qs + 32 * c);
         lanes = _mm512_dpwssd_epi32(lanes, _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[c], xc), sc[c]);
       }
       // q5_K_accumulate: d = ad * d_w, dmin = -ad * dmin_w; the min term's
@@ -148,12 +173,7 @@ void Q5K::run(int64_t nb, const block_q5_K* w0, const block_q5_K* w1, const uint
     }
   }
   // q5_K_result: hsum_float_8 of each row's lanes, plus its min term.
-  for (int m = 0; m < A; ++m) {
-    float h[2], sm[4];
-    hsum_rows(acc[m], h);
-    _mm_storeu_ps(sm, summs[m]);
-    for (int r = 0; r < 2; ++r) y[static_cast<size_t>(m) * ys + r] = h[r] + sm[r];
-  }
+  store_rows<A>(acc, summs, y, ys);
 }
 
 // IQ4_XS rows w0 and w1 against A activation rows of Q8_K blocks, in
@@ -201,25 +221,19 @@ void IQ4XS::run(int64_t nb, const block_iq4_xs* w0, const block_iq4_xs* w1, cons
       sc[c] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(static_cast<int16_t>(ls0 - 32))),
                                  _mm256_set1_epi16(static_cast<int16_t>(ls1 - 32)), 1);
     }
-    const __m512 dw = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(b0.d))),
-                                         _mm256_set1_ps(_cvtsh_ss(b1.d)), 1);
+    const __m512 dw = f16_rows(b0.d, b1.d);
     for (int m = 0; m < A; ++m) {
       const block_q8_K& x = reinterpret_cast<const block_q8_K*>(a + static_cast<size_t>(m) * as)[i];
       __m512i lanes = _mm512_setzero_si512();
       for (int c = 0; c < 8; ++c) {
-        const __m512i xc = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * c)));
+        const __m512i xc = act32(x.qs + 32 * c);
         const __m512i sx = _mm512_mask_sub_epi8(xc, neg[c], _mm512_setzero_si512(), xc);
         lanes = _mm512_dpwssd_epi32(lanes, _mm512_maddubs_epi16(abs_v[c], sx), sc[c]);
       }
       acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(x.d)), _mm512_cvtepi32_ps(lanes), acc[m]);
     }
   }
-  for (int m = 0; m < A; ++m) {
-    float h[2];
-    hsum_rows(acc[m], h);
-    y[static_cast<size_t>(m) * ys] = h[0];
-    y[static_cast<size_t>(m) * ys + 1] = h[1];
-  }
+  store_rows<A>(acc, nullptr, y, ys);
 }
 
 // ---- Q3_K and Q2_K (k_quants_avx2.cpp q3_K_tile, q2_K_tile: ggml's AVX2
@@ -280,13 +294,12 @@ struct Q3K {
           sc[4 * j + k] = chunk_scales(s0, s1, j, k);
         }
       }
-      const __m512 dw = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(w0[i].d))),
-                                           _mm256_set1_ps(_cvtsh_ss(w1[i].d)), 1);
+      const __m512 dw = f16_rows(w0[i].d, w1[i].d);
       for (int m = 0; m < A; ++m) {
         const block_q8_K& x = reinterpret_cast<const block_q8_K*>(a + static_cast<size_t>(m) * as)[i];
         __m512i lanes = _mm512_setzero_si512();
         for (int c = 0; c < 8; ++c) {
-          const __m512i xc = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * c)));
+          const __m512i xc = act32(x.qs + 32 * c);
           const __m512i t = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u[c], xc),
                                              _mm512_dpbusd_epi32(_mm512_setzero_si512(), four, xc));
           lanes = _mm512_dpwssd_epi32(lanes, t, sc[c]);
@@ -294,12 +307,7 @@ struct Q3K {
         acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(x.d), dw), _mm512_cvtepi32_ps(lanes), acc[m]);
       }
     }
-    for (int m = 0; m < A; ++m) {
-      float h[2];
-      hsum_rows(acc[m], h);
-      y[static_cast<size_t>(m) * ys] = h[0];
-      y[static_cast<size_t>(m) * ys + 1] = h[1];
-    }
+    store_rows<A>(acc, nullptr, y, ys);
   }
 };
 
@@ -330,10 +338,8 @@ struct Q2K {
           sc[4 * j + k] = chunk_scales(s0, s1, j, k);
         }
       }
-      const __m512 dw = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(w0[i].d))),
-                                           _mm256_set1_ps(_cvtsh_ss(w1[i].d)), 1);
-      const __m512 dmw = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(w0[i].dmin))),
-                                            _mm256_set1_ps(_cvtsh_ss(w1[i].dmin)), 1);
+      const __m512 dw = f16_rows(w0[i].d, w1[i].d);
+      const __m512 dmw = f16_rows(w0[i].dmin, w1[i].dmin);
       for (int m = 0; m < A; ++m) {
         const block_q8_K& x = reinterpret_cast<const block_q8_K*>(a + static_cast<size_t>(m) * as)[i];
         const __m512i bs = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)));
@@ -341,18 +347,13 @@ struct Q2K {
                                  acc[m]);
         __m512i lanes = _mm512_setzero_si512();
         for (int c = 0; c < 8; ++c) {
-          const __m512i xc = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * c)));
+          const __m512i xc = act32(x.qs + 32 * c);
           lanes = _mm512_dpwssd_epi32(lanes, _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[c], xc), sc[c]);
         }
         acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(x.d), dw), _mm512_cvtepi32_ps(lanes), acc[m]);
       }
     }
-    for (int m = 0; m < A; ++m) {
-      float h[2];
-      hsum_rows(acc[m], h);
-      y[static_cast<size_t>(m) * ys] = h[0];
-      y[static_cast<size_t>(m) * ys + 1] = h[1];
-    }
+    store_rows<A>(acc, nullptr, y, ys);
   }
 };
 
@@ -369,14 +370,6 @@ inline __m512i nibbles_rows(const uint8_t* q0, const uint8_t* q1) {
       _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q1))), 1);
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   return _mm512_mask_blend_epi64(0xCC, _mm512_and_si512(q, m4), _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
-}
-
-inline __m512 f16_rows(ggml_fp16_t h0, ggml_fp16_t h1) {
-  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(h0))), _mm256_set1_ps(_cvtsh_ss(h1)), 1);
-}
-
-inline __m512i act32(const int8_t* qs) {
-  return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)));
 }
 
 // Q4_1 (Q5 = false) / Q5_1 (true) with Q8_1 activations: digits 0..15
@@ -411,12 +404,7 @@ struct Q1Kernel {
         acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(x.d))), _mm512_cvtepi32_ps(lanes), acc[m]);
       }
     }
-    for (int m = 0; m < A; ++m) {
-      float h[2], sm[4];
-      hsum_rows(acc[m], h);
-      _mm_storeu_ps(sm, summs[m]);
-      for (int r = 0; r < 2; ++r) y[static_cast<size_t>(m) * ys + r] = h[r] + sm[r];
-    }
+    store_rows<A>(acc, summs, y, ys);
   }
 };
 
@@ -445,12 +433,7 @@ struct IQ4NL {
         acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(x.d))), _mm512_cvtepi32_ps(lanes), acc[m]);
       }
     }
-    for (int m = 0; m < A; ++m) {
-      float h[2];
-      hsum_rows(acc[m], h);
-      y[static_cast<size_t>(m) * ys] = h[0];
-      y[static_cast<size_t>(m) * ys + 1] = h[1];
-    }
+    store_rows<A>(acc, nullptr, y, ys);
   }
 };
 
