@@ -36,12 +36,40 @@ WeightView WeightView::rows(int64_t first, int64_t count, const std::string& vie
   return v;
 }
 
+std::vector<uint8_t> ActivationBuffers::take(size_t bytes) {
+  std::vector<uint8_t> buf;
+  if (!free_.empty()) {
+    buf = std::move(free_.back());
+    free_.pop_back();
+  }
+  if (buf.size() < bytes) buf.resize(bytes);
+  return buf;
+}
+
+void ActivationBuffers::give(std::vector<uint8_t>&& buf) {
+  if (buf.capacity() > 0) free_.push_back(std::move(buf));
+}
+
+Activations::~Activations() {
+  if (buffers_ == nullptr) return;
+  for (auto& [type, buf] : cache_) buffers_->give(std::move(buf));
+  for (auto& [key, buf] : packed_) buffers_->give(std::move(buf));
+}
+
+// The storage of one conversion: from buffers_ when there is one (its size
+// may exceed `bytes`; only the first `bytes` are written and read), else
+// sized exactly.
+std::vector<uint8_t>& Activations::buffer(std::vector<uint8_t>& slot, size_t bytes) {
+  if (buffers_ != nullptr) slot = buffers_->take(bytes);
+  else slot.resize(bytes);
+  return slot;
+}
+
 const uint8_t* Activations::as(GgmlType vt, size_t& stride, base::ThreadPool& pool) {
   stride = row_size(vt, n_cols_);
   auto it = cache_.find(vt);
   if (it != cache_.end()) return it->second.data();
-  std::vector<uint8_t>& buf = cache_[vt];
-  buf.resize(stride * static_cast<size_t>(n_rows_));
+  std::vector<uint8_t>& buf = buffer(cache_[vt], stride * static_cast<size_t>(n_rows_));
   const size_t st = stride;
   pool.parallel_for(n_rows_, 1, [&](int64_t m0, int64_t m1) {  // row by row: any split gives the same bytes
     for (int64_t m = m0; m < m1; ++m)
@@ -61,8 +89,7 @@ const uint8_t* Activations::packed_for(GgmlType wt, bool interleaved, quant::Isa
   const auto key = std::make_pair(wt, interleaved);
   auto it = packed_.find(key);
   if (it != packed_.end()) return it->second.data();
-  std::vector<uint8_t>& buf = packed_[key];
-  buf.resize(stride * static_cast<size_t>(n_rows_));
+  std::vector<uint8_t>& buf = buffer(packed_[key], stride * static_cast<size_t>(n_rows_));
   const size_t ps = stride;
   pool.parallel_for(n_rows_, 1, [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) pack(n_cols_, a + m * src_stride, buf.data() + m * ps);

@@ -71,11 +71,34 @@ using WeightStore = std::vector<std::vector<uint8_t, base::HugePageAllocator<uin
 // it was read from, gguf::File::release_pages). Throws std::bad_alloc.
 bool interleave_weight(WeightView& w, WeightStore& store, quant::Isa isa);
 
+// Byte buffers that Activations convert their rows into, kept from one
+// product to the next (a model::ForwardScratch holds one), so that a
+// forward pass allocates none: a fresh buffer of megabytes is a fresh mmap,
+// and every page of it a page fault and a page of zeroes (prefill of 512 rows
+// took ~42k page faults per pass without it). A buffer keeps its largest
+// size; the bytes an Activations reads are the ones it wrote. Not
+// thread-safe: one Activations at a time takes and gives back.
+class ActivationBuffers {
+ public:
+  // A buffer of at least `bytes` bytes (its contents undefined).
+  std::vector<uint8_t> take(size_t bytes);
+  void give(std::vector<uint8_t>&& buf);
+
+ private:
+  std::vector<std::vector<uint8_t>> free_;
+};
+
 // n_rows activation rows of n_cols floats, with their conversions cached per
-// activation type.
+// activation type. buffers: where the conversions' storage comes from and
+// goes back to when this object is destroyed, or null (then each is a new
+// allocation). Neither copyable nor movable (the cached pointers stay valid).
 class Activations {
  public:
-  Activations(const float* x, int64_t n_rows, int64_t n_cols) : x_(x), n_rows_(n_rows), n_cols_(n_cols) {}
+  Activations(const float* x, int64_t n_rows, int64_t n_cols, ActivationBuffers* buffers = nullptr)
+      : x_(x), n_rows_(n_rows), n_cols_(n_cols), buffers_(buffers) {}
+  ~Activations();
+  Activations(const Activations&) = delete;
+  Activations& operator=(const Activations&) = delete;
   int64_t n_rows() const { return n_rows_; }
   int64_t n_cols() const { return n_cols_; }
   // Row stride in bytes and base pointer of the rows converted to `vt`
@@ -89,8 +112,11 @@ class Activations {
                             base::ThreadPool& pool);
 
  private:
+  std::vector<uint8_t>& buffer(std::vector<uint8_t>& slot, size_t bytes);
+
   const float* x_;
   int64_t n_rows_, n_cols_;
+  ActivationBuffers* buffers_;
   std::map<GgmlType, std::vector<uint8_t>> cache_;   // by activation type
   std::map<std::pair<GgmlType, bool>, std::vector<uint8_t>> packed_;  // by weight type, interleaved
 };

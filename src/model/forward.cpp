@@ -214,7 +214,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
     for (int64_t i = 0; i < n; ++i)
       kernels::rms_norm(&x[i * n_embd], L.attn_norm.data(), &cur[i * n_embd], n_embd, hp.f_norm_rms_eps);
     {
-      kernels::Activations act(cur.data(), n, n_embd);
+      kernels::Activations act(cur.data(), n, n_embd, &sc.act);
       const kernels::MatmulOut qkv[] = {{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}};
       kernels::matmul_many(qkv, act, pool);
     }
@@ -278,7 +278,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
       attend(&i, one, 1);
     }
     {
-      kernels::Activations act(att.data(), n, n_att);
+      kernels::Activations act(att.data(), n, n_att, &sc.act);
       kernels::matmul(L.wo, act, tmp.data(), pool);
     }
     add_bias(tmp, n, L.bo);
@@ -290,14 +290,14 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
     if (hp.n_expert > 0) {
       moe_rows(hp, L, cur.data(), tmp.data(), n, pool);
     } else {
-      kernels::Activations act(cur.data(), n, n_embd);
+      kernels::Activations act(cur.data(), n, n_embd, &sc.act);
       const kernels::MatmulOut gate_up[] = {{&L.ffn_gate, gate.data()}, {&L.ffn_up, up.data()}};
       kernels::matmul_many(gate_up, act, pool);
       pool.parallel_for(n, 1, [&](int64_t r0, int64_t r1) {  // row by row: any split gives the same bits
         const size_t o = static_cast<size_t>(r0 * hp.n_ff);
         kernels::swiglu_rows(gate.data() + o, up.data() + o, gate.data() + o, r1 - r0, hp.n_ff);
       });
-      kernels::Activations par(gate.data(), n, hp.n_ff);
+      kernels::Activations par(gate.data(), n, hp.n_ff, &sc.act);
       kernels::matmul(L.ffn_down, par, tmp.data(), pool);
     }
     for (size_t j = 0; j < x.size(); ++j) x[j] += tmp[j];
@@ -365,7 +365,7 @@ void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::s
   // Output: the vocabulary projection of the wanted rows of every pass.
   logits.resize(static_cast<size_t>(n_wanted * hp.n_vocab));
   if (n_wanted == 0) return;
-  kernels::Activations act(s.normed.data(), n_wanted, hp.n_embd);
+  kernels::Activations act(s.normed.data(), n_wanted, hp.n_embd, &s.act);
   kernels::matmul(m.output, act, logits.data(), pool);
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/model.hpp"
+#include "kernels/matmul.hpp"
 #include "model/kv_cache.hpp"
 #include "base/thread_pool.hpp"
 
@@ -40,6 +41,7 @@ struct ForwardScratch {
   std::vector<float> x, cur, q, k, v, att, tmp, gate, up, rope_cos, rope_sin, q_temp;
   std::vector<float> normed;  // [n_wanted][n_embd]: the final-normed rows whose logits are wanted
   std::vector<BatchRow> one_seq;  // forward's rows
+  kernels::ActivationBuffers act;  // the quantized and packed activation rows of every product
 };
 
 // Runs a batch whose rows may belong to different sequences, each with its
