@@ -41,13 +41,16 @@ std::vector<uint8_t> ActivationBuffers::take(size_t bytes) {
   if (!free_.empty()) {
     buf = std::move(free_.back());
     free_.pop_back();
+  } else {
+    free_.reserve(owned_ + 1);  // the slot give() will put it back into
+    ++owned_;
   }
   if (buf.size() < bytes) buf.resize(bytes);
   return buf;
 }
 
-void ActivationBuffers::give(std::vector<uint8_t>&& buf) {
-  if (buf.capacity() > 0) free_.push_back(std::move(buf));
+void ActivationBuffers::give(std::vector<uint8_t>&& buf) noexcept {
+  if (buf.capacity() > 0 && free_.size() < free_.capacity()) free_.push_back(std::move(buf));
 }
 
 Activations::~Activations() {

@@ -75,23 +75,30 @@ bool interleave_weight(WeightView& w, WeightStore& store, quant::Isa isa);
 // product to the next (a model::ForwardScratch holds one), so that a
 // forward pass allocates none: a fresh buffer of megabytes is a fresh mmap,
 // and every page of it a page fault and a page of zeroes (prefill of 512 rows
-// took ~42k page faults per pass without it). A buffer keeps its largest
-// size; the bytes an Activations reads are the ones it wrote. Not
-// thread-safe: one Activations at a time takes and gives back.
+// took ~42k page faults per pass without it). A buffer keeps the largest
+// size it was taken at (the largest product's converted rows: a few MB) for
+// the owner's lifetime. Several Activations may hold buffers at once; one
+// thread at a time may take and give back (not thread-safe).
 class ActivationBuffers {
  public:
-  // A buffer of at least `bytes` bytes (its contents undefined).
+  // A buffer of at least `bytes` bytes, its contents undefined (stale bytes
+  // of an earlier product). Throws std::bad_alloc.
   std::vector<uint8_t> take(size_t bytes);
-  void give(std::vector<uint8_t>&& buf);
+  // Returns a buffer taken here for later takes; never allocates (take
+  // reserved its slot).
+  void give(std::vector<uint8_t>&& buf) noexcept;
 
  private:
   std::vector<std::vector<uint8_t>> free_;
+  size_t owned_ = 0;  // buffers made by take: free_'s capacity covers them all
 };
 
 // n_rows activation rows of n_cols floats, with their conversions cached per
 // activation type. buffers: where the conversions' storage comes from and
-// goes back to when this object is destroyed, or null (then each is a new
-// allocation). Neither copyable nor movable (the cached pointers stay valid).
+// goes back to when this object is destroyed (it must outlive this object),
+// or null (then each is a new allocation). The pointers as() and packed_for()
+// return are valid until this object is destroyed. Neither copyable nor
+// movable.
 class Activations {
  public:
   Activations(const float* x, int64_t n_rows, int64_t n_cols, ActivationBuffers* buffers = nullptr)

@@ -34,11 +34,13 @@ void add_bias(std::vector<float>& y, int64_t n_rows, const std::vector<float>& b
 // and down matrices together (one product per expert per step, as ggml's
 // mul_mat_id groups them); each output element is still one vec_dot of its own
 // row (kernels::matmul), so the bits equal a row-at-a-time evaluation and do
-// not depend on which other rows share the batch (contract 2).
-void moe_rows(const HParams& hp, const Layer& L, const float* h, float* out, int64_t n, base::ThreadPool& pool) {
+// not depend on which other rows share the batch (contract 2). buffers: the
+// activation conversions' storage (the ForwardScratch's), or null.
+void moe_rows(const HParams& hp, const Layer& L, const float* h, float* out, int64_t n, base::ThreadPool& pool,
+              kernels::ActivationBuffers* buffers) {
   const int64_t n_exp = hp.n_expert, n_used = hp.n_expert_used, n_embd = hp.n_embd, n_ff = hp.n_ff;
   std::vector<float> probs(static_cast<size_t>(n * n_exp));
-  kernels::Activations act(h, n, n_embd);
+  kernels::Activations act(h, n, n_embd, buffers);
   kernels::matmul(L.ffn_gate_inp, act, probs.data(), pool);
 
   // Routing: per row its experts in selection order and their weights.
@@ -76,11 +78,11 @@ void moe_rows(const HParams& hp, const Layer& L, const float* h, float* out, int
     gate.resize(static_cast<size_t>(m * n_ff));
     up.resize(gate.size());
     down.resize(static_cast<size_t>(m * n_embd));
-    kernels::Activations ein(rows_in.data(), m, n_embd);
+    kernels::Activations ein(rows_in.data(), m, n_embd, buffers);
     const kernels::MatmulOut gate_up[] = {{&L.gate_exps[e], gate.data()}, {&L.up_exps[e], up.data()}};
     kernels::matmul_many(gate_up, ein, pool);
     kernels::swiglu_rows(gate.data(), up.data(), gate.data(), m, n_ff);
-    kernels::Activations par(gate.data(), m, n_ff);
+    kernels::Activations par(gate.data(), m, n_ff, buffers);
     kernels::matmul(L.down_exps[e], par, down.data(), pool);
     for (int64_t r = 0; r < m; ++r) std::copy_n(&down[r * n_embd], n_embd, &y[slots[r] * n_embd]);
   }
@@ -288,7 +290,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
     for (int64_t i = 0; i < n; ++i)
       kernels::rms_norm(&x[i * n_embd], L.ffn_norm.data(), &cur[i * n_embd], n_embd, hp.f_norm_rms_eps);
     if (hp.n_expert > 0) {
-      moe_rows(hp, L, cur.data(), tmp.data(), n, pool);
+      moe_rows(hp, L, cur.data(), tmp.data(), n, pool, &sc.act);
     } else {
       kernels::Activations act(cur.data(), n, n_embd, &sc.act);
       const kernels::MatmulOut gate_up[] = {{&L.ffn_gate, gate.data()}, {&L.ffn_up, up.data()}};

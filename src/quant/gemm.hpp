@@ -34,8 +34,10 @@ using GemmFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_
 // and the interleaved formats Q4_0, Q5_0 and Q4_K (their matrices run
 // interleave.hpp's gemm_x8_kernel; a plain row of theirs loops the
 // vec_dot; Q8_0 and Q6_K matrices are interleaved too, but keep these
-// kernels for the matrices that stay plain); Isa::scalar has none (the
-// scalar vec_dot loop is the reference).
+// kernels for the matrices that stay plain); Isa::avx512 has the AVX2 ones,
+// with its own for Q4_1, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K and IQ4_XS
+// (gemm_k_avx512.cpp); Isa::scalar has none (the scalar vec_dot loop is the
+// reference).
 GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept;
 
 // Converts one activation row of n elements (type vec_dot_type(t), src) to

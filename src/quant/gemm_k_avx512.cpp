@@ -11,7 +11,9 @@
 // the scalar vec_dot by memcmp, on random and on raw-byte rows).
 //
 // The integer lanes come from vpdpbusd (unsigned bytes times signed bytes,
-// 4 products per int32 lane, no saturation) in place of maddubs + madd.
+// 4 products per int32 lane, no saturation) in place of maddubs + madd
+// (IQ4_XS keeps ggml's maddubs of |v| and sign-adjusted bytes, whose a =
+// -128 case the reference defines).
 // Where a lane is scaled per chunk (Q2_K, Q3_K, Q5_K, IQ4_XS), the chunk's
 // 4-product or 2-product sums fit an int16 and vpdpwssd multiplies them by
 // the scale and adds them in (Q5_K: a 4-product sum is at most

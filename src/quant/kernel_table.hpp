@@ -16,11 +16,12 @@
 // outputs, with vpdpbusd) and the plain ones of Q4_1, Q5_1, IQ4_NL, Q2_K, Q3_K,
 // Q5_K and IQ4_XS (gemm_k_avx512.cpp: two weight rows per zmm register). Those are
 // genuinely different kernels, not the AVX2 source recompiled wider (VNNI
-// replaces maddubs + madd, and the operands are laid out for it), so
+// replaces most maddubs + madd pairs, and the operands are laid out for it), so
 // compiling one x86 source once per level (or Highway's fixed-width tags)
 // would not have given them. The dots and decode kernels have no AVX-512
 // version (decode is memory-bound: wider registers are not where its time
-// goes), nor have the plain GEMMs of TQ2_0, F16, F32. A table entry
+// goes), nor have the plain GEMMs of TQ2_0, F16, F32, and of Q8_0 and Q6_K
+// matrices left plain (not interleaved). A table entry
 // that a level does not replace points to the level below, so every entry
 // of every table is a kernel its CPU runs.
 //

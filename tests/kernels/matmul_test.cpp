@@ -102,7 +102,11 @@ TEST(Matmul, ManyProductsEqualVecDotPerElement) {
       if (v.interleaved && p.view.type == v.type) return p.view;
     return v;
   };
-  for (int64_t n_rows : {1, 2, 3, 4, 7, 19, 67}) {
+  // Conversion buffers kept across every product below (as a Context keeps
+  // them): each is reused by products of other types and row counts, larger
+  // and smaller, and holds their stale bytes; the results must not change.
+  ActivationBuffers kept;
+  for (int64_t n_rows : {1, 2, 3, 4, 7, 19, 67, 3}) {
     const std::vector<float> x = quant::test_rows::random_floats(n_rows * n_in, rng, 0);
     std::vector<std::vector<float>> want;
     for (const Weight& w : ws) want.push_back(reference(plain_of(w.view), x, n_rows));
@@ -110,18 +114,21 @@ TEST(Matmul, ManyProductsEqualVecDotPerElement) {
       base::ThreadPool pool(threads);
       // One product at a time.
       for (size_t j = 0; j < ws.size(); ++j) {
-        Activations act(x.data(), n_rows, n_in);
-        std::vector<float> y(want[j].size(), -1.f);
-        matmul(ws[j].view, act, y.data(), pool);
-        ASSERT_EQ(std::memcmp(y.data(), want[j].data(), y.size() * sizeof(float)), 0)
-            << ws[j].view.name << " rows " << n_rows << " threads " << threads;
+        for (ActivationBuffers* buffers : {static_cast<ActivationBuffers*>(nullptr), &kept}) {
+          Activations act(x.data(), n_rows, n_in, buffers);
+          std::vector<float> y(want[j].size(), -1.f);
+          matmul(ws[j].view, act, y.data(), pool);
+          ASSERT_EQ(std::memcmp(y.data(), want[j].data(), y.size() * sizeof(float)), 0)
+              << ws[j].view.name << " rows " << n_rows << " threads " << threads << " kept buffers "
+              << (buffers != nullptr);
+        }
       }
       // All of them in one job.
       std::vector<std::vector<float>> ys;
       std::vector<MatmulOut> outs;
       for (size_t j = 0; j < ws.size(); ++j) ys.emplace_back(want[j].size(), -1.f);
       for (size_t j = 0; j < ws.size(); ++j) outs.push_back({&ws[j].view, ys[j].data()});
-      Activations act(x.data(), n_rows, n_in);
+      Activations act(x.data(), n_rows, n_in, &kept);
       matmul_many(outs, act, pool);
       for (size_t j = 0; j < ws.size(); ++j)
         ASSERT_EQ(std::memcmp(ys[j].data(), want[j].data(), ys[j].size() * sizeof(float)), 0)
