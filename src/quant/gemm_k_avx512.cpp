@@ -20,8 +20,9 @@
 // 4 * 31 * 128 = 15872 in magnitude, so it is exact as the low int16 of its
 // dword, whose high int16 is its sign, against the dword (sc, 0)).
 //
-// No STL and no inline function of a shared header here: code compiled with
-// -mavx512* must not become the definition generic code links.
+// No STL and no inline function of a shared header with external linkage
+// here: code compiled with -mavx512* must not become the definition generic
+// code links (avx2_util.hpp's helpers are internal: each file gets its own).
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__) && \
     defined(__AVX512VNNI__) && defined(__FMA__) && defined(__F16C__)
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which
@@ -35,6 +36,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "quant/avx2_util.hpp"
 #include "quant/formats.hpp"
 #include "quant/gemm.hpp"
 
@@ -63,30 +65,10 @@ inline __m512i act32(const int8_t* qs) {
   return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)));
 }
 
-// The 8 scales (bytes 0..7) and 8 mins (bytes 8..15) of a Q4_K/Q5_K block
-// from its 12 packed bytes (k_quants.cpp get_scale_min_k4, as avx2_util.hpp
-// k4_scales_mins unpacks them).
-inline __m128i scales_mins(const uint8_t* packed) {
-  constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-  uint32_t u0, u1, u2;
-  std::memcpy(&u0, packed, 4);
-  std::memcpy(&u1, packed + 4, 4);
-  std::memcpy(&u2, packed + 8, 4);
-  const uint32_t m47 = ((u2 >> 4) & kmask2) | (((u1 >> 6) & kmask3) << 4);
-  const uint32_t s47 = (u2 & kmask2) | (((u0 >> 6) & kmask3) << 4);
-  return _mm_set_epi32(static_cast<int>(m47), static_cast<int>(u1 & kmask1), static_cast<int>(s47),
-                       static_cast<int>(u0 & kmask1));
-}
-
 // The two rows' 8 float lanes, each reduced as avx2_util.hpp hsum_float_8.
 inline void hsum_rows(__m512 acc, float out[2]) {
-  for (int r = 0; r < 2; ++r) {
-    const __m256 v = _mm512_castps512_ps256(r == 0 ? acc : _mm512_shuffle_f32x4(acc, acc, 0xEE));
-    __m128 s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    out[r] = _mm_cvtss_f32(s);
-  }
+  out[0] = avx2::hsum_float_8(_mm512_castps512_ps256(acc));
+  out[1] = avx2::hsum_float_8(_mm512_castps512_ps256(_mm512_shuffle_f32x4(acc, acc, 0xEE)));
 }
 
 // y[m * ys + r] = hsum_float_8 of row r's lanes of acc[m] (plus lane r of
@@ -142,15 +124,16 @@ void Q5K::run(int64_t nb, const block_q5_K* w0, const block_q5_K* w1, const uint
     }
     // Chunk c's scale as the dword (sc, 0) in each row's 8 lanes; the mins
     // as int16, row 0's in the low 8 words, row 1's in the high 8.
-    const __m128i sm0 = scales_mins(b0.scales), sm1 = scales_mins(b1.scales);
-    const __m512i sc32 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_cvtepu8_epi32(sm0)),
-                                            _mm256_cvtepu8_epi32(sm1), 1);
+    // (avx2::k4_scales_mins: words 0..7 the scales, 8..15 the mins.)
+    const __m256i sm0 = avx2::k4_scales_mins(b0.scales), sm1 = avx2::k4_scales_mins(b1.scales);
+    const __m512i sc32 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(sm0))),
+                                            _mm256_cvtepu16_epi32(_mm256_castsi256_si128(sm1)), 1);
     __m512i sc[8];
     for (int c = 0; c < 8; ++c) {
       const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(c)), _mm256_set1_epi32(8 + c), 1);
       sc[c] = _mm512_permutexvar_epi32(idx, sc32);
     }
-    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi64(sm0, sm1));
+    const __m256i mins = _mm256_permute2x128_si256(sm0, sm1, 0x31);
     const __m512 dw = f16_rows(b0.d, b1.d);
     const __m128 dmin = _mm_setr_ps(_cvtsh_ss(b0.dmin), _cvtsh_ss(b1.dmin), 0.0f, 0.0f);
     for (int m = 0; m < A; ++m) {
@@ -255,21 +238,6 @@ inline __m512i chunk_scales(__m512i s0, __m512i s1, int j, int k) {
   return _mm512_permutex2var_epi32(s0, idx, s1);
 }
 
-// Q3_K's 16 6-bit scales minus 32, from the 12 packed bytes (ggml's kmask
-// unpacking, as avx2_util.hpp q3_K_scales).
-inline __m128i q3_K_scales(const uint8_t* packed) {
-  constexpr uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
-  uint32_t a0, a1, a2;
-  std::memcpy(&a0, packed, 4);
-  std::memcpy(&a1, packed + 4, 4);
-  std::memcpy(&a2, packed + 8, 4);
-  const __m128i v = _mm_set_epi32(static_cast<int>(((a1 >> 4) & kmask2) | (((a2 >> 6) & kmask1) << 4)),
-                                  static_cast<int>(((a0 >> 4) & kmask2) | (((a2 >> 4) & kmask1) << 4)),
-                                  static_cast<int>((a1 & kmask2) | (((a2 >> 2) & kmask1) << 4)),
-                                  static_cast<int>((a0 & kmask2) | ((a2 & kmask1) << 4)));
-  return _mm_sub_epi8(v, _mm_set1_epi8(32));
-}
-
 // Q3_K: digits low2 | high << 2 (element 128j + 32k + l: bits 2k of
 // qs[32j + l], bit 4j + k of hmask[l]), offset 4 taken off as a second
 // vpdpbusd of bytes 4 against the activations.
@@ -284,8 +252,8 @@ struct Q3K {
     __m512 acc[A];
     for (int m = 0; m < A; ++m) acc[m] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
-      const __m512i s0 = _mm512_and_si512(_mm512_cvtepi8_epi32(q3_K_scales(w0[i].scales)), lo16);
-      const __m512i s1 = _mm512_and_si512(_mm512_cvtepi8_epi32(q3_K_scales(w1[i].scales)), lo16);
+      const __m512i s0 = _mm512_and_si512(_mm512_cvtepi8_epi32(avx2::q3_K_scales(w0[i].scales)), lo16);
+      const __m512i s1 = _mm512_and_si512(_mm512_cvtepi8_epi32(avx2::q3_K_scales(w1[i].scales)), lo16);
       const __m512i hm = load_rows(w0[i].hmask, w1[i].hmask);
       __m512i u[8], sc[8];
       for (int j = 0; j < 2; ++j) {
