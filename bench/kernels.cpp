@@ -74,6 +74,12 @@ const Problem& problem(GgmlType t) {
     auto* f = reinterpret_cast<float*>(p->w.data());
     for (int64_t i = 0; i < kRows * kCols; ++i) f[i] = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) * 1e-3f;
   }
+  if (t == GgmlType::Q8_0) {  // bytes in [-127, 127], as ggml's quantizer writes them (a -128 keeps a
+    // matrix plain: quant::rows_interleave_exactly), so the models' interleaved kernel is what runs
+    for (size_t b = 0; b < p->w.size(); b += sizeof(quant::block_q8_0))
+      for (size_t k = b + 2; k < b + sizeof(quant::block_q8_0); ++k)
+        if (p->w[k] == 0x80) p->w[k] = 0x81;
+  }
   std::normal_distribution<float> g(0.f, 1.f);
   p->x.resize(kCols);
   for (auto& v : p->x) v = g(rng);
