@@ -163,14 +163,21 @@ Product prepare(const MatmulOut& o, Activations& x, quant::Isa isa, base::Thread
   const size_t unit_bytes = p.x8 != nullptr ? w.group_bytes : w.row_bytes;
   const size_t tile_bytes = p.x8 != nullptr ? kTileBytesX8 : kTileBytes;
   p.panel = std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / std::max<size_t>(1, unit_bytes)));
-  // The interleaved kernels' steps (quant::KernelTable::x8_group_step: the
-  // AVX-512 ones take groups in pairs, a lone group runs the AVX2 kernel at
-  // half the width, and 8 activation rows per register tile).
-  const quant::KernelTable& kt = quant::kernel_table(isa);
-  if (p.x8 != nullptr) p.panel = std::max(kt.x8_group_step, p.panel / kt.x8_group_step * kt.x8_group_step);
+  const int64_t fit = static_cast<int64_t>(tile_bytes / std::max<size_t>(1, p.stride));
+  if (p.x8 != nullptr) {
+    // Whole register tiles of the interleaved kernel
+    // (quant::KernelTable::x8_group_step, x8_tile_step): a panel or tile
+    // that ends in a narrower one pays its weight unpacking for fewer rows.
+    const quant::KernelTable& kt = quant::kernel_table(isa);
+    const int64_t gs = std::max<int64_t>(1, kt.x8_group_step[static_cast<size_t>(w.type)]);
+    const int64_t ts = std::max<int64_t>(1, kt.x8_tile_step[static_cast<size_t>(w.type)]);
+    p.panel = std::max(gs, p.panel / gs * gs);
+    // At least 4 rows: with fewer the kernels run their decode path.
+    p.tile = std::clamp<int64_t>(fit / ts * ts, (3 + ts) / ts * ts, 64 / ts * ts);
+    return p;
+  }
   // A multiple of 4 rows: the kernels' register tiles take 4 activation rows.
-  p.tile = std::clamp<int64_t>(static_cast<int64_t>(tile_bytes / std::max<size_t>(1, p.stride)) / 4 * 4, 4, 64);
-  if (p.x8 != nullptr) p.tile = std::max(kt.x8_tile_step, p.tile / kt.x8_tile_step * kt.x8_tile_step);
+  p.tile = std::clamp<int64_t>(fit / 4 * 4, 4, 64);
   return p;
 }
 

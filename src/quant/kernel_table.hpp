@@ -56,13 +56,15 @@ struct KernelTable {
   GemmPackFn x8_pack[kTypeSlots] = {};     // activation pack gemm_x8 reads (null: plain rows)
   uint16_t x8_pack_bytes[kTypeSlots] = {};  // per block of vec_dot_type(t), as gemm_pack_bytes
   bool interleave[kTypeSlots] = {};        // interleave_pays: gemm_x8 is this level's own
-  // Shape of the interleaved kernels' work that kernels::matmul blocks for:
-  // groups of 8 weight rows per panel a multiple of x8_group_step (AVX-512:
-  // 2, a zmm holds two groups; a lone group runs the AVX2 kernel), activation
-  // rows per tile a multiple of x8_tile_step (AVX-512: 8). Never changes a
-  // result (every output keeps its own reduction order).
-  int64_t x8_group_step = 1;
-  int64_t x8_tile_step = 4;
+  // Shape of gemm_x8[t]'s register tile, which kernels::matmul blocks for:
+  // groups of 8 weight rows per panel a multiple of x8_group_step[t] (AVX-512:
+  // 4 for the kernels that take two pairs of groups, else 2: a zmm holds two
+  // groups, a lone group runs the AVX2 kernel), activation rows per tile a
+  // multiple of x8_tile_step[t] (the rows of the kernel's main tile, so no
+  // tile ends in a narrower one). Never changes a result (every output keeps
+  // its own reduction order).
+  uint8_t x8_group_step[kTypeSlots] = {};
+  uint8_t x8_tile_step[kTypeSlots] = {};
 };
 
 // The table of `isa`. Every level has one on every target; a level whose

@@ -143,6 +143,8 @@ KernelTable make_avx2_table() {
     k.x8_pack[slot(t)] = pack;
     k.x8_pack_bytes[slot(t)] = static_cast<uint16_t>(bytes);
     k.interleave[slot(t)] = true;
+    k.x8_group_step[slot(t)] = 1;
+    k.x8_tile_step[slot(t)] = 4;
   };
   x8(GgmlType::Q4_0, avx2::gemm_q4_0x8_q8_0, avx2::pack_q8_0_for_q4_0x8, kPackQ4_0x8);
   x8(GgmlType::Q5_0, avx2::gemm_q5_0x8_q8_0, avx2::pack_q8_0_for_q5_0x8, kPackQ4_0x8);
@@ -172,8 +174,17 @@ KernelTable make_avx512_table() {
   k.gemm[slot(GgmlType::IQ4_NL)] = avx512::gemm_iq4_nl_q8_0;
   k.gemm[slot(GgmlType::Q2_K)] = avx512::gemm_q2_K_q8_K;
   k.gemm[slot(GgmlType::Q3_K)] = avx512::gemm_q3_K_q8_K;
-  k.x8_group_step = 2;
-  k.x8_tile_step = 8;
+  // interleave_avx512.cpp's tiles: Q4_0 / Q5_0 two pairs of groups by 5
+  // rows, Q4_K two pairs by 3, Q8_0 one pair by 3, Q6_K one pair by up to 32.
+  const auto steps = [&](GgmlType t, uint8_t groups, uint8_t rows) {
+    k.x8_group_step[slot(t)] = groups;
+    k.x8_tile_step[slot(t)] = rows;
+  };
+  steps(GgmlType::Q4_0, 4, 5);
+  steps(GgmlType::Q5_0, 4, 5);
+  steps(GgmlType::Q4_K, 4, 3);
+  steps(GgmlType::Q8_0, 2, 3);
+  steps(GgmlType::Q6_K, 2, 8);
   return k;
 }
 #endif
