@@ -534,8 +534,7 @@ void pack_q8_0_for_q8_0x8(int64_t n, const void* src, void* dst) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p[i].mag), _mm256_abs_epi8(q));
     std::memcpy(p[i].qs, x[i].qs, 32);
     p[i].d = h2f(x[i].d);
-    const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p[i].noff), _mm256_mullo_epi32(sums, _mm256_set1_epi32(-128)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p[i].u), _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80))));
   }
 }
 

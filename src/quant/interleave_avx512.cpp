@@ -12,9 +12,10 @@
 // products added into each int32 lane without saturation) replaces
 // maddubs + madd + add: the same exact int32 sums, as no int16 step is left
 // to saturate. The weight digits are the unsigned operand (Q4_0 0..15,
-// Q5_0 0..31, Q4_K 0..15; Q8_0 bytes + 128, via xor 0x80), the activation
-// bytes the signed one, and the digit offset comes off as the packs' offset
-// term (x8_packs.hpp). Q4_K multiplies its int32 sub-block sums by the
+// Q5_0 0..31, Q4_K 0..15), the activation bytes the signed one, and the
+// digit offset comes off as the packs' offset term (x8_packs.hpp); Q8_0
+// swaps the roles (activation bytes + 128 against the signed weight bytes,
+// Q8LaneKernel). Q4_K multiplies its int32 sub-block sums by the
 // scales with vpmulld (sums up to 32 * 15 * 128 do not fit the int16 of
 // madd). Q6_K (its 8-lane order scales every 4 products) takes vpdpbusd
 // per 4 products with the operands' roles swapped, packs two chunks' sums
@@ -199,13 +200,19 @@ struct NibbleSums {
 
 // Q8_0, in legacy.cpp's 8-lane order (tinyBLAS_Q0_AVX's, llama.cpp's on
 // x86), one pair of groups (16 rows) by A activation rows. Chunk c of a
-// block is lane c (bytes 4c..4c+3) of every row: vpdpbusd of the weight
-// bytes + 128 (xor 0x80: 0..255) against the broadcast activation bytes,
-// started from PackedQ8x8s::noff[c] = -128 * (the chunk's byte sum), is the
-// exact int32 lane of the 16 rows; acc[m][c] = fma(d_w * d_a, float(lane),
-// acc[m][c]); at the end each row's 8 lanes are summed in hsum_float_8's
-// tree across the 8 registers. The chunk loop is outside the rows': each
-// weight load serves the A rows, and the 8 A accumulators stay in registers.
+// block is lane c (bytes 4c..4c+3) of every row. vpdpbusd multiplies the
+// activation bytes + 128 (PackedQ8x8s::u, the unsigned operand) by the
+// signed weight bytes, which adds 128 * (the chunk's weight byte sum) to
+// the lane; the chain starts at minus that sum, made once per chunk and
+// pair with one vpdpbusd of 128s and shared by the A rows, so it ends at
+// the exact int32 lane of the 16 rows (|lane| <= 4 * 255 * 128 before the
+// offset). acc[m][c] = fma(d_w * d_a, float(lane), acc[m][c]); at the end
+// each row's 8 lanes are summed in hsum_float_8's tree across the 8
+// registers. The chunk loop is outside the rows': each weight load serves
+// the A rows, and the 8 A accumulators stay in registers. Each activation
+// row and chunk costs one broadcast load: the kernel is bound by loads, and
+// the weight bytes + 128 as the unsigned operand would need a second one
+// (the offset term of the activation bytes).
 template <int Acts>
 struct Q8LaneKernel {
   using X8 = block_q8_0x8;
@@ -214,7 +221,7 @@ struct Q8LaneKernel {
   static constexpr int kBlock = 32;
   template <int A>
   static void run(int64_t nb, const X8* const* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
     __m512 acc[A][8];
     for (int m = 0; m < A; ++m)
       for (int c = 0; c < 8; ++c) acc[m][c] = _mm512_setzero_ps();
@@ -223,10 +230,12 @@ struct Q8LaneKernel {
       __m512 d[A];
       for (int m = 0; m < A; ++m) d[m] = _mm512_mul_ps(dw, _mm512_set1_ps(act<PackedQ8x8s>(a, as, m, i).d));
       unrolled<8>([&]<int c>() {
-        const __m512i q = _mm512_xor_si512(load_pair(w[0][i].qs + 32 * c, w[1][i].qs + 32 * c), flip);
+        const __m512i q = load_pair(w[0][i].qs + 32 * c, w[1][i].qs + 32 * c);
+        const __m512i off = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                             _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, q));
         for (int m = 0; m < A; ++m) {
           const PackedQ8x8s& x = act<PackedQ8x8s>(a, as, m, i);
-          const __m512i lane = _mm512_dpbusd_epi32(_mm512_set1_epi32(x.noff[c]), q, bcast4(x.qs + 4 * c));
+          const __m512i lane = _mm512_dpbusd_epi32(off, bcast4(x.u + 4 * c), q);
           acc[m][c] = _mm512_fmadd_ps(d[m], _mm512_cvtepi32_ps(lane), acc[m][c]);
         }
       });

@@ -23,13 +23,13 @@ struct PackedQ8x8 {
 static_assert(sizeof(PackedQ8x8) == kPackQ4_0x8);
 
 // Q8_0: the bytes' magnitudes (|-128| = 128 fits a uint8; the AVX2 sign
-// trick), the bytes, -128 * (the sum of bytes 4c..4c+3) per chunk c (the
-// AVX-512 kernel's offset terms: it multiplies the bytes against weight
-// byte + 128, lane by lane), and the F16 scale as float.
+// trick), the bytes, the bytes + 128 (xor 0x80: the AVX-512 kernel's
+// unsigned vpdpbusd operand against the signed weight bytes), and the F16
+// scale as float.
 struct PackedQ8x8s {
   uint8_t mag[32];
   int8_t qs[32];
-  int32_t noff[8];
+  uint8_t u[32];
   float d;
 };
 static_assert(sizeof(PackedQ8x8s) == kPackQ8_0x8);
