@@ -114,15 +114,17 @@ void run_tiles(int64_t nb, const uint8_t* w, size_t gb, int64_t g, const uint8_t
 // gemm_x8 of the AVX-512 table: K::kPairs pairs of groups at a time, then
 // one pair at a time (K1, kPairs 1), in tiles of activation rows; decode
 // and a lone last group through `narrow` (the AVX2 kernel of the type).
-// Q4_0, Q5_0 and Q8_0 take two pairs by 5 rows (each activation broadcast
-// then feeds two vpdpbusd; 4 accumulators per row and 5 rows fill the 32
+// Q4_0 and Q5_0 take two pairs by 5 rows (each activation broadcast then
+// feeds two vpdpbusd; 4 accumulators per row and 5 rows fill the 32
 // registers), a last pair by 8 rows; Q4_K two pairs by 3 rows (5
-// accumulators per row and pair), a last pair by 4. Rows per tile, measured on one thread
-// of the Zen 5 here (2048 x 256 by 64 rows, best of 200, two runs), one
-// pair: Q4_0, Q5_0 and Q8_0 8 (4 -> 8: Q4_0 255-264 -> 291-301 Gmac/s, Q5_0
-// 244-249 -> 274-285, Q8_0 212 -> 255-256; 6 in between), Q4_K 4 (2:
+// accumulators per row and pair), a last pair by 4; Q8_0 one pair by 3 rows
+// (its 8-lane order keeps 8 accumulators per row). kernels::matmul hands
+// them tiles of whole main tiles (KernelTable::x8_tile_step). Rows per
+// tile, measured on one thread of the Zen 5 here (2048 x 256 by 64 rows,
+// best of 200, two runs), one pair: Q4_0 and Q5_0 8 (4 -> 8: Q4_0 255-264
+// -> 291-301 Gmac/s, Q5_0 244-249 -> 274-285; 6 in between), Q4_K 4 (2:
 // 236-243, 3: 260-269, 4: 285-292; 5 and up spill its 5 accumulators per
-// row).
+// row); Q8_0 3 (2 rows ran at 0.92x of 3).
 template <class K, class K1 = K>
 void gemm_pairs(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows, float* y,
                 size_t ys, GemmX8Fn narrow) {
