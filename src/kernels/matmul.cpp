@@ -200,8 +200,9 @@ void run_groups(const Product& p, int64_t n_rows, int64_t g0, int64_t ng, float*
     const int64_t c1 = std::min(n_rows, c0 + chunk);
     for (int64_t q0 = 0; q0 < ng; q0 += p.panel) {
       const int64_t nq = std::min(p.panel, ng - q0);
-      for (int64_t m0 = c0; m0 < c1; m0 += tile) {
-        const int64_t mt = std::min(tile, c1 - m0);
+      for (int64_t m0 = c0, mt = 0; m0 < c1; m0 += mt) {
+        // A last tile of 1-3 rows would run the decode path: it joins this one.
+        mt = c1 - m0 - tile < 4 ? c1 - m0 : tile;
         p.x8(w.n_in, w.group(g0 + q0), nq, p.a + static_cast<size_t>(m0) * p.stride, p.stride, mt,
              y + static_cast<size_t>(m0) * ys + static_cast<size_t>(q0 * quant::kInterleave), ys);
       }

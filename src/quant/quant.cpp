@@ -83,6 +83,11 @@ KernelTable make_scalar_table() {
   k.gemm_x8[slot(GgmlType::Q8_0)] = scalar::gemm_q8_0x8_q8_0;
   k.gemm_x8[slot(GgmlType::Q4_K)] = scalar::gemm_q4_Kx8_q8_K;
   k.gemm_x8[slot(GgmlType::Q6_K)] = scalar::gemm_q6_Kx8_q8_K;
+  // The reference and the AVX2 kernels' tiles: any groups, 4 activation rows.
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    k.x8_group_step[slot(t)] = 1;
+    k.x8_tile_step[slot(t)] = 4;
+  }
   return k;
 }
 
@@ -143,8 +148,6 @@ KernelTable make_avx2_table() {
     k.x8_pack[slot(t)] = pack;
     k.x8_pack_bytes[slot(t)] = static_cast<uint16_t>(bytes);
     k.interleave[slot(t)] = true;
-    k.x8_group_step[slot(t)] = 1;
-    k.x8_tile_step[slot(t)] = 4;
   };
   x8(GgmlType::Q4_0, avx2::gemm_q4_0x8_q8_0, avx2::pack_q8_0_for_q4_0x8, kPackQ4_0x8);
   x8(GgmlType::Q5_0, avx2::gemm_q5_0x8_q8_0, avx2::pack_q8_0_for_q5_0x8, kPackQ4_0x8);
@@ -175,7 +178,8 @@ KernelTable make_avx512_table() {
   k.gemm[slot(GgmlType::Q2_K)] = avx512::gemm_q2_K_q8_K;
   k.gemm[slot(GgmlType::Q3_K)] = avx512::gemm_q3_K_q8_K;
   // interleave_avx512.cpp's tiles: Q4_0 / Q5_0 two pairs of groups by 5
-  // rows, Q4_K two pairs by 3, Q8_0 one pair by 3, Q6_K one pair by up to 32.
+  // rows, Q4_K two pairs by 3, Q8_0 one pair by 3, Q6_K one pair by blocks
+  // of 8 rows (q6_many).
   const auto steps = [&](GgmlType t, uint8_t groups, uint8_t rows) {
     k.x8_group_step[slot(t)] = groups;
     k.x8_tile_step[slot(t)] = rows;
