@@ -84,9 +84,10 @@ KernelTable make_scalar_table() {
   k.gemm_x8[slot(GgmlType::Q4_K)] = scalar::gemm_q4_Kx8_q8_K;
   k.gemm_x8[slot(GgmlType::Q6_K)] = scalar::gemm_q6_Kx8_q8_K;
   // The reference and the AVX2 kernels' tiles: any groups, 4 activation rows.
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
-    k.x8_group_step[slot(t)] = 1;
-    k.x8_tile_step[slot(t)] = 4;
+  for (size_t t = 0; t < kTypeSlots; ++t) {
+    if (k.gemm_x8[t] == nullptr) continue;
+    k.x8_group_step[t] = 1;
+    k.x8_tile_step[t] = 4;
   }
   return k;
 }
@@ -165,11 +166,19 @@ KernelTable make_avx2_table() {
 KernelTable make_avx512_table() {
   KernelTable k = make_avx2_table();
   k.isa = Isa::avx512;
-  k.gemm_x8[slot(GgmlType::Q4_0)] = avx512::gemm_q4_0x8_q8_0;
-  k.gemm_x8[slot(GgmlType::Q5_0)] = avx512::gemm_q5_0x8_q8_0;
-  k.gemm_x8[slot(GgmlType::Q8_0)] = avx512::gemm_q8_0x8_q8_0;
-  k.gemm_x8[slot(GgmlType::Q4_K)] = avx512::gemm_q4_Kx8_q8_K;
-  k.gemm_x8[slot(GgmlType::Q6_K)] = avx512::gemm_q6_Kx8_q8_K;
+  // interleave_avx512.cpp's kernels and their tiles: Q4_0 / Q5_0 two pairs
+  // of groups by 5 rows, Q4_K two pairs by 3, Q8_0 one pair by 3, Q6_K one
+  // pair by blocks of 8 rows (q6_many).
+  const auto x8 = [&](GgmlType t, GemmX8Fn f, uint8_t groups, uint8_t rows) {
+    k.gemm_x8[slot(t)] = f;
+    k.x8_group_step[slot(t)] = groups;
+    k.x8_tile_step[slot(t)] = rows;
+  };
+  x8(GgmlType::Q4_0, avx512::gemm_q4_0x8_q8_0, 4, 5);
+  x8(GgmlType::Q5_0, avx512::gemm_q5_0x8_q8_0, 4, 5);
+  x8(GgmlType::Q8_0, avx512::gemm_q8_0x8_q8_0, 2, 3);
+  x8(GgmlType::Q4_K, avx512::gemm_q4_Kx8_q8_K, 4, 3);
+  x8(GgmlType::Q6_K, avx512::gemm_q6_Kx8_q8_K, 2, 8);
   k.gemm[slot(GgmlType::Q5_K)] = avx512::gemm_q5_K_q8_K;
   k.gemm[slot(GgmlType::IQ4_XS)] = avx512::gemm_iq4_xs_q8_K;
   k.gemm[slot(GgmlType::Q4_1)] = avx512::gemm_q4_1_q8_1;
@@ -177,18 +186,6 @@ KernelTable make_avx512_table() {
   k.gemm[slot(GgmlType::IQ4_NL)] = avx512::gemm_iq4_nl_q8_0;
   k.gemm[slot(GgmlType::Q2_K)] = avx512::gemm_q2_K_q8_K;
   k.gemm[slot(GgmlType::Q3_K)] = avx512::gemm_q3_K_q8_K;
-  // interleave_avx512.cpp's tiles: Q4_0 / Q5_0 two pairs of groups by 5
-  // rows, Q4_K two pairs by 3, Q8_0 one pair by 3, Q6_K one pair by blocks
-  // of 8 rows (q6_many).
-  const auto steps = [&](GgmlType t, uint8_t groups, uint8_t rows) {
-    k.x8_group_step[slot(t)] = groups;
-    k.x8_tile_step[slot(t)] = rows;
-  };
-  steps(GgmlType::Q4_0, 4, 5);
-  steps(GgmlType::Q5_0, 4, 5);
-  steps(GgmlType::Q4_K, 4, 3);
-  steps(GgmlType::Q8_0, 2, 3);
-  steps(GgmlType::Q6_K, 2, 8);
   return k;
 }
 #endif
