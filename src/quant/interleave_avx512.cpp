@@ -399,6 +399,11 @@ constexpr int q6_register(int h, int f) { return 2 * h + f % 2 + 4 * (f / 2); }
 // vpdpwssd before. The pack leaves the 16 rows in the order kPackedRows
 // (per 128-bit lane: 2 rows of group g, 2 of group g + 1); the scales, d
 // and the accumulators follow it, and the stores put the rows back.
+//
+// With `prefetch` (the first call over a pair of groups, which reads its
+// blocks from memory: a decode step of the server's 16 rows reads every
+// matrix once) each block asks for the next one; the hardware prefetchers
+// alone left the weight unpacking waiting on its loads.
 constexpr int64_t kQ6Rows = 32;
 alignas(64) constexpr int32_t kPairChunks[16] = {0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15};
 alignas(64) constexpr int32_t kPackedRows[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
@@ -433,7 +438,7 @@ inline __m512i q6_pair_step(__m512i lane, const void* x, __m512i w0, __m512i w1,
 }
 
 void q6_many(int64_t nb, const block_q6_Kx8* w0, const block_q6_Kx8* w1, const uint8_t* a, size_t as, int64_t M,
-             float* y, size_t ys) {
+             float* y, size_t ys, bool prefetch) {
   __m512 acc[kQ6Rows][8];
   for (int64_t m = 0; m < M; ++m)
     for (int q = 0; q < 8; ++q) acc[m][q] = _mm512_setzero_ps();
@@ -446,6 +451,19 @@ void q6_many(int64_t nb, const block_q6_Kx8* w0, const block_q6_Kx8* w1, const u
   const __m512i k32 = _mm512_set1_epi8(32), flip = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
   for (int64_t i = 0; i < nb; ++i) {
+    if (prefetch) {
+      // The next block of both groups into L1 while this one is worked on;
+      // after the last, the first blocks of the next two groups (groups lie
+      // one after the other; past the matrix a prefetch touches the next
+      // tensor or nothing, and never faults).
+      const bool last = i + 1 == nb;
+      const char* p0 = reinterpret_cast<const char*>(last ? w1 + nb : w0 + i + 1);
+      const char* p1 = reinterpret_cast<const char*>(last ? w1 + 2 * nb : w1 + i + 1);
+      for (size_t off = 0; off < sizeof(block_q6_Kx8); off += 64) {
+        _mm_prefetch(p0 + off, _MM_HINT_T0);
+        _mm_prefetch(p1 + off, _MM_HINT_T0);
+      }
+    }
     for (int hf = 0; hf < 2; ++hf)
       for (int p = 0; p < 4; ++p) {
         const __m512i s0 = packed_scales(w0[i], w1[i], 4 * p + hf), s1 = packed_scales(w0[i], w1[i], 4 * p + 2 + hf);
@@ -541,7 +559,7 @@ void gemm_q6_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8
     const auto* w1 = reinterpret_cast<const block_q6_Kx8*>(w + static_cast<size_t>(g + 1) * gb);
     for (int64_t m = 0; m < n_rows; m += kQ6Rows)
       q6_many(nb, w0, w1, a + m * as, as, n_rows - m < kQ6Rows ? n_rows - m : kQ6Rows,
-              y + m * ys + kInterleave * g, ys);
+              y + m * ys + kInterleave * g, ys, m == 0);
   }
   if (g < n_groups)
     avx2::gemm_q6_Kx8_q8_K(n, w + static_cast<size_t>(g) * gb, 1, a, as, n_rows, y + kInterleave * g, ys);
