@@ -210,11 +210,22 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
     gate.resize(static_cast<size_t>(n * hp.n_ff));
     up.resize(gate.size());
   }
+  // The per-row steps between the products (norms, RoPE, the K/V stores,
+  // the residual adds) on the pool's threads too, a row at a time: each row
+  // gets the same operations whichever thread takes it. Chunks of at least
+  // kRowGrain rows: a decode step's few rows stay on one thread.
+  constexpr int64_t kRowGrain = 8;
+  auto by_rows = [&](const auto& fn) {
+    pool.parallel_for(n, kRowGrain, [&](int64_t r0, int64_t r1) {
+      for (int64_t i = r0; i < r1; ++i) fn(i);
+    });
+  };
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     const Layer& L = m.layers[il];
     // Attention block.
-    for (int64_t i = 0; i < n; ++i)
+    by_rows([&](int64_t i) {
       kernels::rms_norm(&x[i * n_embd], L.attn_norm.data(), &cur[i * n_embd], n_embd, hp.f_norm_rms_eps);
+    });
     {
       kernels::Activations act(cur.data(), n, n_embd, &sc.act);
       const kernels::MatmulOut qkv[] = {{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}};
@@ -223,7 +234,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
     add_bias(q, n, L.bq);
     add_bias(k, n, L.bk);
     add_bias(v, n, L.bv);
-    for (int64_t i = 0; i < n; ++i) {
+    by_rows([&](int64_t i) {
       const float* c = &rope_cos[i * half];
       const float* s = &rope_sin[i * half];
       if (hp.qk_norm) {  // Qwen3: RMSNorm of each head over its hd values, before RoPE
@@ -238,7 +249,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
         for (int64_t d = 0; d < n_q; ++d) q[i * n_q + d] *= q_temp[i];
       if (hp.scale_q_before_kq)
         for (int64_t d = 0; d < n_q; ++d) q[i * n_q + d] *= inv_sqrt_hd;
-    }
+    });
     auto store_kv = [&](int64_t i) {
       model::KvCache& kv = *seqs[rows[i].seq];
       quant::ggml_fp16_t* kd = kv.k(il, pos[i]);
@@ -272,7 +283,11 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
         }
       });
     };
-    for (int64_t i : batched_rows) store_kv(i);
+    // Distinct positions of distinct rows (the batched rows' ring slots do
+    // not wrap), so the stores go on in parallel.
+    pool.parallel_for(static_cast<int64_t>(batched_rows.size()), kRowGrain, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) store_kv(batched_rows[static_cast<size_t>(r)]);
+    });
     attend(block_rows.data(), block_begin.data(), static_cast<int64_t>(block_begin.size()) - 1);
     for (int64_t i : one_by_one_rows) {
       store_kv(i);
@@ -284,11 +299,11 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
       kernels::matmul(L.wo, act, tmp.data(), pool);
     }
     add_bias(tmp, n, L.bo);
-    for (size_t j = 0; j < x.size(); ++j) x[j] += tmp[j];
-
-    // Feed-forward block.
-    for (int64_t i = 0; i < n; ++i)
+    // Feed-forward block (after the residual add of its row).
+    by_rows([&](int64_t i) {
+      for (int64_t j = i * n_embd; j < (i + 1) * n_embd; ++j) x[j] += tmp[j];
       kernels::rms_norm(&x[i * n_embd], L.ffn_norm.data(), &cur[i * n_embd], n_embd, hp.f_norm_rms_eps);
+    });
     if (hp.n_expert > 0) {
       moe_rows(hp, L, cur.data(), tmp.data(), n, pool, &sc.act);
     } else {
@@ -302,7 +317,9 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
       kernels::Activations par(gate.data(), n, hp.n_ff, &sc.act);
       kernels::matmul(L.ffn_down, par, tmp.data(), pool);
     }
-    for (size_t j = 0; j < x.size(); ++j) x[j] += tmp[j];
+    by_rows([&](int64_t i) {
+      for (int64_t j = i * n_embd; j < (i + 1) * n_embd; ++j) x[j] += tmp[j];
+    });
   }
   for (size_t sq = 0; sq < seqs.size(); ++sq)
     if (n_new[sq]) seqs[sq]->set_n_past(seqs[sq]->n_past() + n_new[sq]);
