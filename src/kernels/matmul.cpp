@@ -172,8 +172,9 @@ Product prepare(const MatmulOut& o, Activations& x, quant::Isa isa, base::Thread
     const int64_t gs = std::max<int64_t>(1, kt.x8_group_step[static_cast<size_t>(w.type)]);
     const int64_t ts = std::max<int64_t>(1, kt.x8_tile_step[static_cast<size_t>(w.type)]);
     p.panel = std::max(gs, p.panel / gs * gs);
-    // At least 4 rows: with fewer the kernels run their decode path.
-    p.tile = std::clamp<int64_t>(fit / ts * ts, (3 + ts) / ts * ts, 64 / ts * ts);
+    // At least kGemvMaxRows rows: with fewer the interleaved kernels run
+    // their decode path too.
+    p.tile = std::clamp<int64_t>(fit / ts * ts, (kGemvMaxRows - 1 + ts) / ts * ts, 64 / ts * ts);
     return p;
   }
   // A multiple of 4 rows: the kernels' register tiles take 4 activation rows.
@@ -201,8 +202,9 @@ void run_groups(const Product& p, int64_t n_rows, int64_t g0, int64_t ng, float*
     for (int64_t q0 = 0; q0 < ng; q0 += p.panel) {
       const int64_t nq = std::min(p.panel, ng - q0);
       for (int64_t m0 = c0, mt = 0; m0 < c1; m0 += mt) {
-        // A last tile of 1-3 rows would run the decode path: it joins this one.
-        mt = c1 - m0 - tile < 4 ? c1 - m0 : tile;
+        // A last tile of fewer than kGemvMaxRows rows would run the decode
+        // path: it joins this one.
+        mt = c1 - m0 - tile < kGemvMaxRows ? c1 - m0 : tile;
         p.x8(w.n_in, w.group(g0 + q0), nq, p.a + static_cast<size_t>(m0) * p.stride, p.stride, mt,
              y + static_cast<size_t>(m0) * ys + static_cast<size_t>(q0 * quant::kInterleave), ys);
       }
