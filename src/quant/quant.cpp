@@ -168,7 +168,10 @@ KernelTable make_avx512_table() {
   k.isa = Isa::avx512;
   // interleave_avx512.cpp's kernels and their tiles: Q4_0 / Q5_0 two pairs
   // of groups by 5 rows, Q4_K two pairs by 3, Q8_0 one pair by 3, Q6_K one
-  // pair by blocks of 8 rows (q6_many).
+  // pair by 32 rows (q6_many, which unpacks each weight block once for the
+  // rows of its call and reads their activation blocks as it goes, so its
+  // tile is not the activation rows that fit in L1: 8-row tiles of an
+  // 8192-column matrix unpacked every block twice for a 16-row decode step).
   const auto x8 = [&](GgmlType t, GemmX8Fn f, uint8_t groups, uint8_t rows) {
     k.gemm_x8[slot(t)] = f;
     k.x8_group_step[slot(t)] = groups;
@@ -178,7 +181,7 @@ KernelTable make_avx512_table() {
   x8(GgmlType::Q5_0, avx512::gemm_q5_0x8_q8_0, 4, 5);
   x8(GgmlType::Q8_0, avx512::gemm_q8_0x8_q8_0, 2, 3);
   x8(GgmlType::Q4_K, avx512::gemm_q4_Kx8_q8_K, 4, 3);
-  x8(GgmlType::Q6_K, avx512::gemm_q6_Kx8_q8_K, 2, 8);
+  x8(GgmlType::Q6_K, avx512::gemm_q6_Kx8_q8_K, 2, 32);
   k.gemm[slot(GgmlType::Q5_K)] = avx512::gemm_q5_K_q8_K;
   k.gemm[slot(GgmlType::IQ4_XS)] = avx512::gemm_iq4_xs_q8_K;
   k.gemm[slot(GgmlType::Q4_1)] = avx512::gemm_q4_1_q8_1;
