@@ -155,6 +155,10 @@ KernelTable make_avx2_table() {
   x8(GgmlType::Q8_0, avx2::gemm_q8_0x8_q8_0, avx2::pack_q8_0_for_q8_0x8, kPackQ8_0x8);
   x8(GgmlType::Q4_K, avx2::gemm_q4_Kx8_q8_K, avx2::pack_q8_K_for_q4_Kx8, kPackQ4_Kx8);
   x8(GgmlType::Q6_K, avx2::gemm_q6_Kx8_q8_K, avx2::pack_q8_K_for_q6_Kx8, kPackQ6_Kx8);
+  // q6_Kx8_many unpacks each weight block once for all the rows of its call
+  // (up to 32) and reads their activation blocks as it goes, so its tile is
+  // 32 rows rather than the rows that fit 64 KiB (4 at 8192 columns).
+  k.x8_tile_step[slot(GgmlType::Q6_K)] = 32;
   return k;
 }
 
