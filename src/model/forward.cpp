@@ -215,15 +215,19 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
   // gets the same operations whichever thread takes it. Chunks of at least
   // kRowGrain rows: a decode step's few rows stay on one thread.
   constexpr int64_t kRowGrain = 8;
-  auto by_rows = [&](const auto& fn) {
-    pool.parallel_for(n, kRowGrain, [&](int64_t r0, int64_t r1) {
-      for (int64_t i = r0; i < r1; ++i) fn(i);
+  auto by_rows = [&](int64_t count, const auto& fn) {
+    pool.parallel_for(count, kRowGrain, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) fn(r);
     });
+  };
+  // x += tmp over row i (a residual add).
+  auto add_residual = [&](int64_t i) {
+    for (int64_t j = i * n_embd; j < (i + 1) * n_embd; ++j) x[j] += tmp[j];
   };
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     const Layer& L = m.layers[il];
     // Attention block.
-    by_rows([&](int64_t i) {
+    by_rows(n, [&](int64_t i) {
       kernels::rms_norm(&x[i * n_embd], L.attn_norm.data(), &cur[i * n_embd], n_embd, hp.f_norm_rms_eps);
     });
     {
@@ -234,7 +238,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
     add_bias(q, n, L.bq);
     add_bias(k, n, L.bk);
     add_bias(v, n, L.bv);
-    by_rows([&](int64_t i) {
+    by_rows(n, [&](int64_t i) {
       const float* c = &rope_cos[i * half];
       const float* s = &rope_sin[i * half];
       if (hp.qk_norm) {  // Qwen3: RMSNorm of each head over its hd values, before RoPE
@@ -285,9 +289,8 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
     };
     // Distinct positions of distinct rows (the batched rows' ring slots do
     // not wrap), so the stores go on in parallel.
-    pool.parallel_for(static_cast<int64_t>(batched_rows.size()), kRowGrain, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) store_kv(batched_rows[static_cast<size_t>(r)]);
-    });
+    by_rows(static_cast<int64_t>(batched_rows.size()),
+            [&](int64_t r) { store_kv(batched_rows[static_cast<size_t>(r)]); });
     attend(block_rows.data(), block_begin.data(), static_cast<int64_t>(block_begin.size()) - 1);
     for (int64_t i : one_by_one_rows) {
       store_kv(i);
@@ -300,8 +303,8 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
     }
     add_bias(tmp, n, L.bo);
     // Feed-forward block (after the residual add of its row).
-    by_rows([&](int64_t i) {
-      for (int64_t j = i * n_embd; j < (i + 1) * n_embd; ++j) x[j] += tmp[j];
+    by_rows(n, [&](int64_t i) {
+      add_residual(i);
       kernels::rms_norm(&x[i * n_embd], L.ffn_norm.data(), &cur[i * n_embd], n_embd, hp.f_norm_rms_eps);
     });
     if (hp.n_expert > 0) {
@@ -317,9 +320,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
       kernels::Activations par(gate.data(), n, hp.n_ff, &sc.act);
       kernels::matmul(L.ffn_down, par, tmp.data(), pool);
     }
-    by_rows([&](int64_t i) {
-      for (int64_t j = i * n_embd; j < (i + 1) * n_embd; ++j) x[j] += tmp[j];
-    });
+    by_rows(n, add_residual);
   }
   for (size_t sq = 0; sq < seqs.size(); ++sq)
     if (n_new[sq]) seqs[sq]->set_n_past(seqs[sq]->n_past() + n_new[sq]);

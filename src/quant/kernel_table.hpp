@@ -61,7 +61,9 @@ struct KernelTable {
   // 4 for the kernels that take two pairs of groups, else 2: a zmm holds two
   // groups, a lone group runs the AVX2 kernel), activation rows per tile a
   // multiple of x8_tile_step[t] (the rows of the kernel's main tile, so no
-  // tile ends in a narrower one); both set (1 to 64) wherever gemm_x8[t] is.
+  // tile ends in a narrower one; for the AVX2 and AVX-512 Q6_K kernels,
+  // which unpack each weight block once for all the rows of a call, their 32
+  // rows per call); both set (1 to 64) wherever gemm_x8[t] is.
   // Never changes a result (every output keeps its own reduction order).
   uint8_t x8_group_step[kTypeSlots] = {};
   uint8_t x8_tile_step[kTypeSlots] = {};

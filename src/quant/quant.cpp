@@ -172,10 +172,7 @@ KernelTable make_avx512_table() {
   k.isa = Isa::avx512;
   // interleave_avx512.cpp's kernels and their tiles: Q4_0 / Q5_0 two pairs
   // of groups by 5 rows, Q4_K two pairs by 3, Q8_0 one pair by 3, Q6_K one
-  // pair by 32 rows (q6_many, which unpacks each weight block once for the
-  // rows of its call and reads their activation blocks as it goes, so its
-  // tile is not the activation rows that fit in L1: 8-row tiles of an
-  // 8192-column matrix unpacked every block twice for a 16-row decode step).
+  // pair by 32 rows (q6_many, for the reason make_avx2_table gives).
   const auto x8 = [&](GgmlType t, GemmX8Fn f, uint8_t groups, uint8_t rows) {
     k.gemm_x8[slot(t)] = f;
     k.x8_group_step[slot(t)] = groups;
