@@ -189,8 +189,8 @@ size_t x8_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept;
 
 // The AVX2 packs' bytes per block (interleave_avx2.cpp asserts its structs'
 // sizes against these): Q4_0 / Q5_0 40 per 32 elements (PackedQ8x8: the
-// bytes, the float scale, the offset term), Q8_0 100 (PackedQ8x8s: |bytes|,
-// bytes, bytes + 128, the float scale), Q4_K 288 per 256 (PackedQ8Kx8: the float scale,
+// bytes, the float scale, the offset term), Q8_0 100 (PackedQ8x8u: bytes + 128,
+// the float scale, then PackedQ8x8m: |bytes|, bytes), Q4_K 288 per 256 (PackedQ8Kx8: the float scale,
 // the int16 sums of 32 bytes, the bytes), Q6_K 528 per 256 (PackedQ8Kx8o:
 // the float scale, the bytes, the offset term 32 * (a0 + a1) per byte pair).
 inline constexpr size_t kPackQ4_0x8 = 40, kPackQ8_0x8 = 100, kPackQ4_Kx8 = 288, kPackQ6_Kx8 = 528;
@@ -215,7 +215,7 @@ SYNAPSE_DECLARE_X8_KERNELS()
 namespace avx2 {
 // interleave_avx2.cpp: activation rows in x8_pack_kernel(t, avx2)'s
 // layout (pack_q8_0_for_q4_0x8 / _q5_0x8, 40 bytes per block;
-// pack_q8_0_for_q8_0x8, 72).
+// pack_q8_0_for_q8_0x8, 100).
 SYNAPSE_DECLARE_X8_KERNELS()
 void pack_q8_0_for_q4_0x8(int64_t n, const void* src, void* dst);
 void pack_q8_0_for_q5_0x8(int64_t n, const void* src, void* dst);

@@ -38,7 +38,8 @@ namespace {
 
 using namespace tiles;
 using x8::PackedQ8x8;
-using x8::PackedQ8x8s;
+using x8::PackedQ8x8m;
+using x8::PackedQ8x8u;
 using x8::PackedQ8Kx8;
 using x8::PackedQ8Kx8o;
 
@@ -186,8 +187,9 @@ void q8_0x8_tile(int64_t nb, const block_q8_0x8* w, const uint8_t* a, size_t as,
     if constexpr (kStream) prefetch_ahead(&w[i], pf);  // decode streams the weights
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].d)));
     for (int m = 0; m < A; ++m) {
-      const PackedQ8x8s& x = act_row<PackedQ8x8s>(a, as, m)[i];
-      const __m256 d = _mm256_mul_ps(dw, _mm256_broadcast_ss(&x.d));
+      const PackedQ8x8u* xu = act_row<PackedQ8x8u>(a, as, m);
+      const PackedQ8x8m& x = reinterpret_cast<const PackedQ8x8m*>(xu + nb)[i];
+      const __m256 d = _mm256_mul_ps(dw, _mm256_broadcast_ss(&xu[i].d));
       unrolled<8>([&]<int c>() {
         const __m256i mag = bcast4(reinterpret_cast<const int8_t*>(x.mag) + 4 * c), sgn = bcast4(x.qs + 4 * c);
         const __m256i p =
@@ -528,13 +530,15 @@ void gemm_q8_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8
 
 void pack_q8_0_for_q8_0x8(int64_t n, const void* src, void* dst) {
   const auto* x = static_cast<const block_q8_0*>(src);
-  auto* p = static_cast<PackedQ8x8s*>(dst);
-  for (int64_t i = 0; i < n / QK8_0; ++i) {
+  const int64_t nb = n / QK8_0;
+  auto* pu = static_cast<PackedQ8x8u*>(dst);
+  auto* pm = reinterpret_cast<PackedQ8x8m*>(pu + nb);
+  for (int64_t i = 0; i < nb; ++i) {
     const __m256i q = load32(x[i].qs);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p[i].mag), _mm256_abs_epi8(q));
-    std::memcpy(p[i].qs, x[i].qs, 32);
-    p[i].d = h2f(x[i].d);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p[i].u), _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80))));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pu[i].u), _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80))));
+    pu[i].d = h2f(x[i].d);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pm[i].mag), _mm256_abs_epi8(q));
+    std::memcpy(pm[i].qs, x[i].qs, 32);
   }
 }
 

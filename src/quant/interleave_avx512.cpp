@@ -46,7 +46,7 @@ namespace {
 using x8::PackedQ8Kx8;
 using x8::PackedQ8Kx8o;
 using x8::PackedQ8x8;
-using x8::PackedQ8x8s;
+using x8::PackedQ8x8u;
 
 // Activation rows below which a product runs the AVX2 (decode) kernels.
 constexpr int64_t kMinRows = 4;
@@ -203,7 +203,7 @@ struct NibbleSums {
 // Q8_0, in legacy.cpp's 8-lane order (tinyBLAS_Q0_AVX's, llama.cpp's on
 // x86), one pair of groups (16 rows) by A activation rows. Chunk c of a
 // block is lane c (bytes 4c..4c+3) of every row. vpdpbusd multiplies the
-// activation bytes + 128 (PackedQ8x8s::u, the unsigned operand) by the
+// activation bytes + 128 (PackedQ8x8u::u, the unsigned operand) by the
 // signed weight bytes, which adds 128 * (the chunk's weight byte sum) to
 // the lane; the chain starts at minus that sum, made once per chunk and
 // pair with one vpdpbusd of 128s and shared by the A rows, so it ends at
@@ -211,10 +211,11 @@ struct NibbleSums {
 // offset). acc[m][c] = fma(d_w * d_a, float(lane), acc[m][c]); at the end
 // each row's 8 lanes are summed in hsum_float_8's tree across the 8
 // registers. The chunk loop is outside the rows': each weight load serves
-// the A rows, and the 8 A accumulators stay in registers. Each activation
-// row and chunk costs one broadcast load: the kernel is bound by loads, and
-// the weight bytes + 128 as the unsigned operand would need a second one
-// (the offset term of the activation bytes).
+// the A rows, and the 8 A accumulators stay in registers. It is bound by
+// its vector operations, not its loads: per block the order itself takes a
+// vpdpbusd, a conversion and an fma per row and chunk, and the pair adds
+// its 8 offsets and 8 inserts (docs/PERFORMANCE.md, "Q8_0 in llama.cpp's
+// 8-lane order against ik_llama.cpp").
 template <int Acts>
 struct Q8LaneKernel {
   using X8 = block_q8_0x8;
@@ -230,13 +231,13 @@ struct Q8LaneKernel {
     for (int64_t i = 0; i < nb; ++i) {
       const __m512 dw = f16_pair(w[0][i].d, w[1][i].d);
       __m512 d[A];
-      for (int m = 0; m < A; ++m) d[m] = _mm512_mul_ps(dw, _mm512_set1_ps(act<PackedQ8x8s>(a, as, m, i).d));
+      for (int m = 0; m < A; ++m) d[m] = _mm512_mul_ps(dw, _mm512_set1_ps(act<PackedQ8x8u>(a, as, m, i).d));
       unrolled<8>([&]<int c>() {
         const __m512i q = load_pair(w[0][i].qs + 32 * c, w[1][i].qs + 32 * c);
         const __m512i off = _mm512_sub_epi32(_mm512_setzero_si512(),
                                              _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, q));
         for (int m = 0; m < A; ++m) {
-          const PackedQ8x8s& x = act<PackedQ8x8s>(a, as, m, i);
+          const PackedQ8x8u& x = act<PackedQ8x8u>(a, as, m, i);
           const __m512i lane = _mm512_dpbusd_epi32(off, bcast4(x.u + 4 * c), q);
           acc[m][c] = _mm512_fmadd_ps(d[m], _mm512_cvtepi32_ps(lane), acc[m][c]);
         }
