@@ -187,7 +187,7 @@ GemmPackFn x8_pack_kernel(GgmlType t, Isa isa) noexcept;
 // of the activation type the sizes below.
 size_t x8_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept;
 
-// The AVX2 packs' bytes per block (interleave_avx2.cpp asserts its structs'
+// The AVX2 packs' bytes per block (x8_packs.hpp asserts its structs'
 // sizes against these): Q4_0 / Q5_0 40 per 32 elements (PackedQ8x8: the
 // bytes, the float scale, the offset term), Q8_0 100 (PackedQ8x8u: bytes + 128,
 // the float scale, then PackedQ8x8m: |bytes|, bytes), Q4_K 288 per 256 (PackedQ8Kx8: the float scale,

@@ -214,8 +214,8 @@ struct NibbleSums {
 // the A rows, and the 8 A accumulators stay in registers. It is bound by
 // its vector operations, not its loads: per block the order itself takes a
 // vpdpbusd, a conversion and an fma per row and chunk, and the pair adds
-// its 8 offsets and 8 inserts (docs/PERFORMANCE.md, "Q8_0 in llama.cpp's
-// 8-lane order against ik_llama.cpp").
+// its 8 offsets and load_pair's 8 ymm-to-zmm inserts (docs/PERFORMANCE.md,
+// "Q8_0 in llama.cpp's 8-lane order against ik_llama.cpp").
 template <int Acts>
 struct Q8LaneKernel {
   using X8 = block_q8_0x8;
