@@ -46,20 +46,28 @@ def test_keyboard_interrupt_stops_generation_quickly(stories_path):
 
 
 def test_keyboard_interrupt_in_a_stream(stories_path):
-    llm = Llama(stories_path, n_ctx=10240, n_threads=1, verbose=False)
-    stream = llm("Once upon a time", stream=True, max_tokens=10000, temperature=0,
-                 logit_bias={llm.token_eos(): float("-inf")})
+    # SIGINT becomes KeyboardInterrupt through Python's default handler, which
+    # Python does not install when it starts with SIGINT ignored (as a suite
+    # started in the background by a non-interactive shell does): set it here.
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.3, lambda: signal.raise_signal(signal.SIGINT))
-    n = 0
-    timer.start()
-    t0 = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        for _ in stream:
-            n += 1
-            time.sleep(0.001)
-    assert time.monotonic() - t0 < 0.3 + 0.1
-    assert 0 < n < 10000
-    assert llm("Once upon a time", max_tokens=4, temperature=0)["usage"]["completion_tokens"] == 4
+    try:
+        llm = Llama(stories_path, n_ctx=10240, n_threads=1, verbose=False)
+        stream = llm("Once upon a time", stream=True, max_tokens=10000, temperature=0,
+                     logit_bias={llm.token_eos(): float("-inf")})
+        n = 0
+        timer.start()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            for _ in stream:
+                n += 1
+                time.sleep(0.001)
+        assert time.monotonic() - t0 < 0.3 + 0.1
+        assert 0 < n < 10000
+        assert llm("Once upon a time", max_tokens=4, temperature=0)["usage"]["completion_tokens"] == 4
+    finally:
+        timer.cancel()  # a failure before it fired must not interrupt a later test
+        signal.signal(signal.SIGINT, old)
 
 
 def test_keyboard_interrupt_stops_a_batch(stories_path):
