@@ -61,8 +61,10 @@ rm -f "$RAW"/*.json "$RAW"/*.jsonl
 
 load_before="$(uptime)"
 # top's first frame has no interval to measure CPU use over (it can read 0%
-# or 100% idle on an idle machine): keep the second frame, one second later.
-top_before="$(top -bn2 -d 1 | awk '/^top -/ { n++ } n == 2' | head -15)"
+# or 100% idle on an idle machine): keep the second frame, one second later,
+# its first 15 lines counted by awk itself (under pipefail a `| head` that
+# exits first can end the script with awk's SIGPIPE).
+top_before="$(top -bn2 -d 1 | awk '/^top -/ { n++ } n == 2 && k++ < 15')"
 started="$(date -u '+%Y-%m-%d %H:%M UTC')"
 
 model() {  # preset type -> path (synthesised if missing)
