@@ -56,9 +56,7 @@ inline __m256i q8_0_lanes(__m256i we, __m256i wo, const PackedQ8_0& b) {
 // The same register tile for Q8_0 (weights widened to int16 once per block).
 template <int R, int A>
 void q8_0_block(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* y, size_t ys) {
-  __m256 acc[R][A];
-  for (int r = 0; r < R; ++r)
-    for (int m = 0; m < A; ++m) acc[r][m] = _mm256_setzero_ps();
+  float acc[R][A] = {};
   const float* f16 = f16_table();
   for (int64_t i = 0; i < nb; ++i) {
     __m256i we[R], wo[R];
@@ -72,13 +70,12 @@ void q8_0_block(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_
     }
     for (int m = 0; m < A; ++m) {
       const PackedQ8_0& b = act_row<PackedQ8_0>(a, as, m)[i];
-      for (int r = 0; r < R; ++r)  // legacy.cpp's 8-lane order
-        acc[r][m] = _mm256_fmadd_ps(_mm256_set1_ps(dw[r] * b.d), _mm256_cvtepi32_ps(q8_0_lanes(we[r], wo[r], b)),
-                                    acc[r][m]);
+      for (int r = 0; r < R; ++r)
+        acc[r][m] = std::fma(static_cast<float>(hsum_i32_8(q8_0_lanes(we[r], wo[r], b))), dw[r] * b.d, acc[r][m]);
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int m = 0; m < A; ++m) y[m * ys + r] = hsum_float_8(acc[r][m]);
+    for (int m = 0; m < A; ++m) y[m * ys + r] = acc[r][m];
 }
 
 // ------------------------------------------------ F32 / F16
@@ -135,8 +132,7 @@ struct FloatTile {
 // vec_dot_q8_0_q8_0 for R weight rows against one packed activation row.
 template <int R>
 void q8_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8_0* a, float* y) {
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  float acc[R] = {};
   const float* f16 = f16_table();
   const PrefetchDistances pf = prefetch_distances();
   // Unrolled: the loop's counter and pointer updates were a fifth of the
@@ -150,10 +146,10 @@ void q8_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8_0* a, flo
       prefetch_ahead(b, pf);
       const __m256i wq = load32(b->qs);
       const __m256i we = even_bytes_i16(wq), wo = odd_bytes_i16(wq);
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16[b->d] * a[i].d), _mm256_cvtepi32_ps(q8_0_lanes(we, wo, a[i])), acc[r]);
+      acc[r] = std::fma(static_cast<float>(hsum_i32_8(q8_0_lanes(we, wo, a[i]))), f16[b->d] * a[i].d, acc[r]);
     }
   }
-  for (int r = 0; r < R; ++r) y[r] = hsum_float_8(acc[r]);
+  for (int r = 0; r < R; ++r) y[r] = acc[r];
 }
 
 // float_tile with the roles swapped: R weight rows, one activation row.

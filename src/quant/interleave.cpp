@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstring>
 #include <string>
-#include <type_traits>
 
 #include "quant/formats.hpp"
 #include "quant/kernel_table.hpp"
@@ -109,8 +108,8 @@ void dequantize(const uint8_t* data, int64_t r, float* y, int64_t n) {
 }
 
 // The reference of Q4_0, Q5_0 and Q8_0: per output, vec_dot_<t>_q8_0's
-// steps (legacy.cpp's Q4_0 order; Q8_0 its 8-lane order) with the weight
-// bits read from their interleaved places.
+// steps (legacy.cpp's Q4_0 order) with the weight bits read from their
+// interleaved places.
 template <class T>
 void gemm_ref(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, int64_t n_rows,
               float* y, size_t y_stride) {
@@ -120,22 +119,12 @@ void gemm_ref(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, s
     for (int64_t m = 0; m < n_rows; ++m) {
       const auto* x = reinterpret_cast<const block_q8_0*>(a + static_cast<size_t>(m) * a_stride);
       for (int l = 0; l < kInterleave; ++l) {
-        float acc = 0.0f, lanes[8] = {};
+        float acc = 0.0f;
         for (int64_t i = 0; i < nb; ++i) {
-          const float d = fp16_to_fp32(b[i].d[l]) * fp16_to_fp32(x[i].d);
-          if constexpr (std::is_same_v<typename T::X8, block_q8_0x8>) {
-            for (int k = 0; k < 8; ++k) {
-              int32_t lane = 0;
-              for (int e = 4 * k; e < 4 * k + 4; ++e) lane += T::q(b[i], l, e) * x[i].qs[e];
-              lanes[k] = std::fma(d, static_cast<float>(lane), lanes[k]);
-            }
-          } else {
-            int32_t isum = 0;
-            for (int e = 0; e < 32; ++e) isum += T::q(b[i], l, e) * x[i].qs[e];
-            acc = std::fma(static_cast<float>(isum), d, acc);
-          }
+          int32_t isum = 0;
+          for (int e = 0; e < 32; ++e) isum += T::q(b[i], l, e) * x[i].qs[e];
+          acc = std::fma(static_cast<float>(isum), fp16_to_fp32(b[i].d[l]) * fp16_to_fp32(x[i].d), acc);
         }
-        if constexpr (std::is_same_v<typename T::X8, block_q8_0x8>) acc = hsum_float_8(lanes);
         y[static_cast<size_t>(m) * y_stride + static_cast<size_t>(8 * g + l)] = acc;
       }
     }

@@ -189,11 +189,11 @@ size_t x8_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept;
 
 // The AVX2 packs' bytes per block (x8_packs.hpp asserts its structs'
 // sizes against these): Q4_0 / Q5_0 40 per 32 elements (PackedQ8x8: the
-// bytes, the float scale, the offset term), Q8_0 100 (PackedQ8x8u: bytes + 128,
-// the float scale, then PackedQ8x8m: |bytes|, bytes), Q4_K 288 per 256 (PackedQ8Kx8: the float scale,
+// bytes, the float scale, the offset term), Q8_0 72 (PackedQ8x8 with the
+// offset 128, then PackedQ8x8m: |bytes|), Q4_K 288 per 256 (PackedQ8Kx8: the float scale,
 // the int16 sums of 32 bytes, the bytes), Q6_K 528 per 256 (PackedQ8Kx8o:
 // the float scale, the bytes, the offset term 32 * (a0 + a1) per byte pair).
-inline constexpr size_t kPackQ4_0x8 = 40, kPackQ8_0x8 = 100, kPackQ4_Kx8 = 288, kPackQ6_Kx8 = 528;
+inline constexpr size_t kPackQ4_0x8 = 40, kPackQ8_0x8 = 72, kPackQ4_Kx8 = 288, kPackQ6_Kx8 = 528;
 
 // The GemmX8Fn kernels every ISA with its own provides (one per
 // interleaved type), declared in its namespace.

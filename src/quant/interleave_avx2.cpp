@@ -1,9 +1,10 @@
 // AVX2 kernels of interleaved Q4_0 / Q5_0 matrices (interleave.hpp) against
 // Q8_0 activation rows, of interleaved Q8_0 (q8_0x8_tile, below), of
 // interleaved Q4_K against Q8_K (q4_Kx8_tile) and of interleaved
-// Q6_K and Q8_0 (the 8-lane order), one kernel per type for decode (one
+// Q6_K (the 8-lane order), one kernel per type for decode (one
 // activation row) and prefill alike, but for Q6_K (q6_Kx8_tile decodes,
-// q6_Kx8_many takes 4 rows and more).
+// q6_Kx8_many takes 4 rows and more) and Q8_0 (prefill takes two groups
+// at a time).
 //
 // Q4_0 / Q5_0: per group of 8 rows and 32-element block, for each chunk c = 0..3 one
 // 32-byte load holds bytes 4c..4c+3 of the 8 rows' qs (lane l = row l):
@@ -39,7 +40,6 @@ namespace {
 using namespace tiles;
 using x8::PackedQ8x8;
 using x8::PackedQ8x8m;
-using x8::PackedQ8x8u;
 using x8::PackedQ8Kx8;
 using x8::PackedQ8Kx8o;
 
@@ -164,51 +164,63 @@ inline __m256 hsum_lanes(const __m256 r[8]) {
                        _mm256_add_ps(_mm256_add_ps(r[5], r[1]), _mm256_add_ps(r[7], r[3])));
 }
 
-
-// A group's Q8_0 blocks (8 output rows) by A activation rows, in
-// legacy.cpp's 8-lane order (tinyBLAS_Q0_AVX's, llama.cpp's on x86). Chunk
-// c's load holds bytes 4c..4c+3 of the 8 rows (lane l = row l):
-// _mm256_sign_epi8 gives w * sign(a) (exact, as no weight byte is -128:
-// rows_interleave_exactly), _mm256_maddubs_epi16 against the broadcast |a|
-// the int16 sums of 2 products (|sum| <= 2 * 128 * 127 = 32512, no
-// saturation), _mm256_madd_epi16 by 1 the exact int32 of 4 products: lane c
-// of each of the 8 rows. acc[m][c] = fma(d_w * d_a, float(lane), acc[m][c])
-// keeps lane c of the 8 rows; hsum_lanes then sums each row's 8 lanes as
-// hsum_float_8. One activation row per tile: its 8 accumulators, the
-// weights and the temporaries fill the 16 registers.
-template <int A, bool kStream>
-void q8_0x8_tile(int64_t nb, const block_q8_0x8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+// G groups' Q8_0 blocks (w[g], 8 output rows each, at y + 8g) by A
+// activation rows, in legacy.cpp's Q4_0 order. Chunk c's load holds bytes
+// 4c..4c+3 of a group's 8 rows (lane l = row l): _mm256_sign_epi8 gives
+// w * sign(a) (exact, as no weight byte is -128: rows_interleave_exactly),
+// _mm256_maddubs_epi16 against the broadcast |a| the int16 sums of 2
+// products (|sum| <= 2 * 128 * 127 = 32512, no saturation),
+// _mm256_madd_epi16 by 1 the exact int32 of 4 products for the 8 rows; the
+// 8 chunks' int32 added make each row's exact block dot, and
+// acc = fma(float(isum), d_w * d_a, acc) serves the 8 rows at once. The
+// chunks are unrolled, so the sums of the A rows stay in registers. Each
+// activation broadcast serves the G groups: with one group the broadcasts
+// (two loads per 32 products) bound the prefill tile.
+template <int G, int A, bool kStream>
+void q8_0x8_tile(int64_t nb, const block_q8_0x8* const* w, const uint8_t* a, size_t as, float* y, size_t ys) {
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[A][8];
-  for (int m = 0; m < A; ++m)
-    for (int c = 0; c < 8; ++c) acc[m][c] = _mm256_setzero_ps();
+  __m256 acc[G][A];
+  for (int g = 0; g < G; ++g)
+    for (int m = 0; m < A; ++m) acc[g][m] = _mm256_setzero_ps();
   const PrefetchDistances pf = kStream ? prefetch_distances() : PrefetchDistances{};
   for (int64_t i = 0; i < nb; ++i) {
-    if constexpr (kStream) prefetch_ahead(&w[i], pf);  // decode streams the weights
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].d)));
-    for (int m = 0; m < A; ++m) {
-      const PackedQ8x8u* xu = act_row<PackedQ8x8u>(a, as, m);
-      const PackedQ8x8m& x = reinterpret_cast<const PackedQ8x8m*>(xu + nb)[i];
-      const __m256 d = _mm256_mul_ps(dw, _mm256_broadcast_ss(&xu[i].d));
-      unrolled<8>([&]<int c>() {
-        const __m256i mag = bcast4(reinterpret_cast<const int8_t*>(x.mag) + 4 * c), sgn = bcast4(x.qs + 4 * c);
-        const __m256i p =
-            _mm256_madd_epi16(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(load32(w[i].qs + 32 * c), sgn)), ones);
-        acc[m][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[m][c]);
-      });
+    if constexpr (kStream) prefetch_ahead(&w[0][i], pf);  // decode streams one group at a time
+    __m256i s[G][A];
+    unrolled<8>([&]<int c>() {
+      __m256i q[G];
+      for (int g = 0; g < G; ++g) q[g] = load32(w[g][i].qs + 32 * c);
+      for (int m = 0; m < A; ++m) {
+        const PackedQ8x8* x = act_row<PackedQ8x8>(a, as, m);
+        const PackedQ8x8m& xm = reinterpret_cast<const PackedQ8x8m*>(x + nb)[i];
+        const __m256i mag = bcast4(reinterpret_cast<const int8_t*>(xm.mag) + 4 * c), sgn = bcast4(x[i].qs + 4 * c);
+        for (int g = 0; g < G; ++g) {
+          const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(q[g], sgn)), ones);
+          if constexpr (c == 0) s[g][m] = p;
+          else s[g][m] = nc(_mm256_add_epi32(s[g][m], p));
+        }
+      }
+    });
+    for (int g = 0; g < G; ++g) {
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[g][i].d)));
+      for (int m = 0; m < A; ++m)
+        acc[g][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[g][m]),
+                                    _mm256_mul_ps(dw, _mm256_broadcast_ss(&act_row<PackedQ8x8>(a, as, m)[i].d)),
+                                    acc[g][m]);
     }
   }
-  for (int m = 0; m < A; ++m) _mm256_storeu_ps(y + static_cast<size_t>(m) * ys, hsum_lanes(acc[m]));
+  for (int g = 0; g < G; ++g)
+    for (int m = 0; m < A; ++m) _mm256_storeu_ps(y + static_cast<size_t>(m) * ys + kInterleave * g, acc[g][m]);
 }
 
-// One group at a time, one activation row per tile (q8_0x8_tile).
+// One group (decode, and a lone last group in prefill): four activation
+// rows per tile share each weight load.
 struct Q8Tile {
   using X8 = block_q8_0x8;
-  static constexpr int kActs = 1;
+  static constexpr int kActs = 4;
   static constexpr int kBlock = 32;
   template <int A, bool kStream>
   static void tile(int64_t nb, const X8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-    q8_0x8_tile<A, kStream>(nb, w, a, as, y, ys);
+    q8_0x8_tile<1, A, kStream>(nb, &w, a, as, y, ys);
   }
 };
 
@@ -525,21 +537,30 @@ void gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8
 
 void gemm_q8_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
                       float* y, size_t ys) {
-  gemm_x8<Q8Tile>(n, w, n_groups, a, as, n_rows, y, ys);
+  if (n_rows < kTile || n_groups < 2) {  // decode (and a lone group): one group at a time
+    gemm_x8<Q8Tile>(n, w, n_groups, a, as, n_rows, y, ys);
+    return;
+  }
+  const int64_t nb = n / QK8_0;
+  const size_t group_bytes = static_cast<size_t>(nb) * sizeof(block_q8_0x8);
+  const auto group = [&](int64_t g) { return reinterpret_cast<const block_q8_0x8*>(w + static_cast<size_t>(g) * group_bytes); };
+  int64_t g = 0;
+  for (; g + 2 <= n_groups; g += 2) {
+    float* yg = y + kInterleave * g;
+    int64_t m = 0;
+    const block_q8_0x8* pair[2] = {group(g), group(g + 1)};
+    for (; m + 2 <= n_rows; m += 2) q8_0x8_tile<2, 2, false>(nb, pair, a + m * as, as, yg + m * ys, ys);
+    for (; m < n_rows; ++m) q8_0x8_tile<2, 1, false>(nb, pair, a + m * as, as, yg + m * ys, ys);
+  }
+  if (g < n_groups) gemm_x8<Q8Tile>(n, reinterpret_cast<const uint8_t*>(group(g)), 1, a, as, n_rows, y + kInterleave * g, ys);
 }
 
 void pack_q8_0_for_q8_0x8(int64_t n, const void* src, void* dst) {
+  pack_offset<128>(n, src, dst);
   const auto* x = static_cast<const block_q8_0*>(src);
   const int64_t nb = n / QK8_0;
-  auto* pu = static_cast<PackedQ8x8u*>(dst);
-  auto* pm = reinterpret_cast<PackedQ8x8m*>(pu + nb);
-  for (int64_t i = 0; i < nb; ++i) {
-    const __m256i q = load32(x[i].qs);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pu[i].u), _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80))));
-    pu[i].d = h2f(x[i].d);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pm[i].mag), _mm256_abs_epi8(q));
-    std::memcpy(pm[i].qs, x[i].qs, 32);
-  }
+  auto* pm = reinterpret_cast<PackedQ8x8m*>(static_cast<PackedQ8x8*>(dst) + nb);
+  for (int64_t i = 0; i < nb; ++i) _mm256_storeu_si256(reinterpret_cast<__m256i*>(pm[i].mag), _mm256_abs_epi8(load32(x[i].qs)));
 }
 
 void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,

@@ -12,10 +12,9 @@
 // products added into each int32 lane without saturation) replaces
 // maddubs + madd + add: the same exact int32 sums, as no int16 step is left
 // to saturate. The weight digits are the unsigned operand (Q4_0 0..15,
-// Q5_0 0..31, Q4_K 0..15), the activation bytes the signed one, and the
-// digit offset comes off as the packs' offset term (x8_packs.hpp); Q8_0
-// swaps the roles (activation bytes + 128 against the signed weight bytes,
-// Q8LaneKernel). Q4_K multiplies its int32 sub-block sums by the
+// Q5_0 0..31, Q4_K 0..15; Q8_0 its bytes + 128), the activation bytes the
+// signed one, and the digit offset comes off as the packs' offset term
+// (x8_packs.hpp). Q4_K multiplies its int32 sub-block sums by the
 // scales with vpmulld (sums up to 32 * 15 * 128 do not fit the int16 of
 // madd). Q6_K (its 8-lane order scales every 4 products) takes vpdpbusd
 // per 4 products with the operands' roles swapped, packs two chunks' sums
@@ -46,7 +45,6 @@ namespace {
 using x8::PackedQ8Kx8;
 using x8::PackedQ8Kx8o;
 using x8::PackedQ8x8;
-using x8::PackedQ8x8u;
 
 // Activation rows below which a product runs the AVX2 (decode) kernels.
 constexpr int64_t kMinRows = 4;
@@ -114,17 +112,13 @@ void run_tiles(int64_t nb, const uint8_t* w, size_t gb, int64_t g, const uint8_t
 // gemm_x8 of the AVX-512 table: K::kPairs pairs of groups at a time, then
 // one pair at a time (K1, kPairs 1), in tiles of activation rows; decode
 // and a lone last group through `narrow` (the AVX2 kernel of the type).
-// Q4_0 and Q5_0 take two pairs by 5 rows (each activation broadcast then
-// feeds two vpdpbusd; 4 accumulators per row and 5 rows fill the 32
+// Q4_0, Q5_0 and Q8_0 take two pairs by 5 rows (each activation broadcast
+// then feeds two vpdpbusd; 4 accumulators per row and 5 rows fill the 32
 // registers), a last pair by 8 rows; Q4_K two pairs by 3 rows (5
-// accumulators per row and pair), a last pair by 4; Q8_0 one pair by 3 rows
-// (its 8-lane order keeps 8 accumulators per row). kernels::matmul hands
-// them tiles of whole main tiles (KernelTable::x8_tile_step). Rows per
-// tile, measured on one thread of the Zen 5 here (2048 x 256 by 64 rows,
-// best of 200, two runs), one pair: Q4_0 and Q5_0 8 (4 -> 8: Q4_0 255-264
-// -> 291-301 Gmac/s, Q5_0 244-249 -> 274-285; 6 in between), Q4_K 4 (2:
-// 236-243, 3: 260-269, 4: 285-292; 5 and up spill its 5 accumulators per
-// row); Q8_0 3 (2 rows ran at 0.92x of 3).
+// accumulators per row and pair), a last pair by 4 (5 and up spill).
+// kernels::matmul hands them tiles of whole main tiles
+// (KernelTable::x8_tile_step). The rows per tile are the fastest measured
+// (docs/PERFORMANCE.md, "AVX-512 prefill tiles").
 template <class K, class K1 = K>
 void gemm_pairs(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows, float* y,
                 size_t ys, GemmX8Fn narrow) {
@@ -200,59 +194,28 @@ struct NibbleSums {
   }
 };
 
-// Q8_0, in legacy.cpp's 8-lane order (tinyBLAS_Q0_AVX's, llama.cpp's on
-// x86), one pair of groups (16 rows) by A activation rows. Chunk c of a
-// block is lane c (bytes 4c..4c+3) of every row. vpdpbusd multiplies the
-// activation bytes + 128 (PackedQ8x8u::u, the unsigned operand) by the
-// signed weight bytes, which adds 128 * (the chunk's weight byte sum) to
-// the lane; the chain starts at minus that sum, made once per chunk and
-// pair with one vpdpbusd of 128s and shared by the A rows, so it ends at
-// the exact int32 lane of the 16 rows (|lane| <= 4 * 255 * 128 before the
-// offset). acc[m][c] = fma(d_w * d_a, float(lane), acc[m][c]); at the end
-// each row's 8 lanes are summed in hsum_float_8's tree across the 8
-// registers. The chunk loop is outside the rows': each weight load serves
-// the A rows, and the 8 A accumulators stay in registers. It is bound by
-// its vector operations, not its loads: per block the order itself takes a
-// vpdpbusd, a conversion and an fma per row and chunk, and the pair adds
-// its 8 offsets and load_pair's 8 ymm-to-zmm inserts (docs/PERFORMANCE.md,
-// "Q8_0 in llama.cpp's 8-lane order against ik_llama.cpp").
-template <int Acts>
-struct Q8LaneKernel {
+// Q8_0: the weight bytes + 128 (xor 0x80: 0..255, the unsigned operand)
+// against the activation bytes, into s[p][m]; the chain starts at minus
+// PackedQ8x8::off = 128 * sum(a), so it ends at the exact block dot.
+struct Q8Sums {
   using X8 = block_q8_0x8;
-  static constexpr int kPairs = 1;
-  static constexpr int kActs = Acts;
-  static constexpr int kBlock = 32;
-  template <int A>
-  static void run(int64_t nb, const X8* const* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-    const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
-    __m512 acc[A][8];
-    for (int m = 0; m < A; ++m)
-      for (int c = 0; c < 8; ++c) acc[m][c] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nb; ++i) {
-      const __m512 dw = f16_pair(w[0][i].d, w[1][i].d);
-      __m512 d[A];
-      for (int m = 0; m < A; ++m) d[m] = _mm512_mul_ps(dw, _mm512_set1_ps(act<PackedQ8x8u>(a, as, m, i).d));
-      unrolled<8>([&]<int c>() {
-        const __m512i q = load_pair(w[0][i].qs + 32 * c, w[1][i].qs + 32 * c);
-        const __m512i off = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                             _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, q));
-        for (int m = 0; m < A; ++m) {
-          const PackedQ8x8u& x = act<PackedQ8x8u>(a, as, m, i);
-          const __m512i lane = _mm512_dpbusd_epi32(off, bcast4(x.u + 4 * c), q);
-          acc[m][c] = _mm512_fmadd_ps(d[m], _mm512_cvtepi32_ps(lane), acc[m][c]);
-        }
-      });
-    }
-    for (int m = 0; m < A; ++m) {
-      const __m512* r = acc[m];
-      const __m512 t = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(r[4], r[0]), _mm512_add_ps(r[6], r[2])),
-                                     _mm512_add_ps(_mm512_add_ps(r[5], r[1]), _mm512_add_ps(r[7], r[3])));
-      _mm512_storeu_ps(y + static_cast<size_t>(m) * ys, t);
-    }
+  using Pack = PackedQ8x8;
+  template <int A, int W>
+  static void add(const X8* const* b, const uint8_t* a, size_t as, int64_t i, __m512i (*s)[A]) {
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    unrolled<8>([&]<int c>() {
+      __m512i q[W];
+      for (int p = 0; p < W; ++p)
+        q[p] = _mm512_xor_si512(load_pair(b[2 * p][i].qs + 32 * c, b[2 * p + 1][i].qs + 32 * c), flip);
+      for (int m = 0; m < A; ++m) {
+        const __m512i x = bcast4(act<PackedQ8x8>(a, as, m, i).qs + 4 * c);
+        for (int p = 0; p < W; ++p) s[p][m] = _mm512_dpbusd_epi32(s[p][m], q[p], x);
+      }
+    });
   }
 };
 
-// W pairs of groups' 32-element blocks (Q4_0, Q5_0) by A activation
+// W pairs of groups' 32-element blocks (Q4_0, Q5_0, Q8_0) by A activation
 // rows: per row and pair a chain that starts at minus the offset term and
 // ends at row l's exact isum in lane l, then acc = fma(float(isum),
 // d_w * d_a, acc): legacy.cpp's Q4_0 order. Pair p's 16 outputs of a row
@@ -538,7 +501,7 @@ void gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8
 
 void gemm_q8_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
                       float* y, size_t ys) {
-  gemm_pairs<Q8LaneKernel<3>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q8_0x8_q8_0);
+  gemm_pairs<Block32Kernel<Q8Sums, 2, 5>, Block32Kernel<Q8Sums, 1, 8>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q8_0x8_q8_0);
 }
 
 void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,

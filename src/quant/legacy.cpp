@@ -29,25 +29,21 @@
 // accumulator per output), so SIMD kernels reproduce it exactly and the order
 // depends on nothing but the row (DESIGN.md contract 2).
 //
-// Q4_0 and Q5_0 are the exception: per block the whole exact integer
-// dot isum = sum_k (q_k - offset) * a_k (offset 8 or 16) is one int32, and
-// the row's one float accumulator takes acc = fma(float(isum), d_w * d_a,
-// acc) block after block (acc starts at 0). That is the order of ggml's
-// repacked q4_0_8x8 GEMM and GEMV (ggml-cpu/repack.cpp: 8 weight rows
-// interleaved, one lane per row), and it is what lets synapse keep these
-// matrices as 8 interleaved rows (interleave.hpp): one fused multiply-add
-// then serves 8 outputs instead of each output doing one per 4 elements.
-// For Q4_0 it is llama.cpp's own order on AVX2 (the golden logits match
-// exactly); for Q5_0, which llama.cpp's AVX2 build does not repack, the
-// logits move within the golden bounds (tiny-llama-q5_0: max rel RMS 0 ->
-// 0.0158 of the bound 0.03).
-// Q8_0 follows the 8-lane order above, the order of tinyBLAS_Q0_AVX
-// (acc = fma(d_w * d_a, float(lane), acc) per lane, hsum_float_8), which
-// llama.cpp v0.5.0 runs for Q8_0 on x86: with it synapse's Q8_0 logits are
-// llama.cpp's bit for bit and `synapse perplexity` prints llama-perplexity's
-// digits (golden/perplexity). It had moved to the block order for prefill
-// speed (pp512 llama-3.2-1b Q8_0 t=2: 117.5/109.7 -> 155.8/152.0 t/s on
-// AVX2); docs/PERFORMANCE.md has the cost of the way back on AVX-512.
+// Q4_0, Q5_0 and Q8_0 are the exception: per block the whole exact integer
+// dot isum = sum_k (q_k - offset) * a_k (offset 8 or 16; Q8_0 none) is one
+// int32, and the row's one float accumulator takes
+// acc = fma(float(isum), d_w * d_a, acc) block after block (acc starts at
+// 0). That is the order of ggml's repacked q4_0_8x8 GEMM and GEMV
+// (ggml-cpu/repack.cpp: 8 weight rows interleaved, one lane per row), and
+// it is what lets synapse keep these matrices as 8 interleaved rows
+// (interleave.hpp): one fused multiply-add then serves 8 outputs instead of
+// each output doing one per 4 elements. For Q4_0 it is llama.cpp's own
+// order on AVX2; for Q5_0 and Q8_0 llama.cpp v0.5.0 sums in another order
+// (Q8_0: tinyBLAS_Q0_AVX's 8 lanes), and the block order is kept because it
+// is the fastest that keeps contract 2: synapse promises llama.cpp's
+// roundings (the Q8_0 activation bytes, the F16 scales), not its float
+// summation order (DESIGN.md contract 1; fidelity is checked with
+// tolerances set by llama.cpp's own spread, tests/tools/perplexity_cli_test.cpp).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -436,22 +432,18 @@ void dequantize_row_q8_0(const void* vx, float* y, int64_t n) {
   }
 }
 
-// ggml_vec_dot_q8_0_q8_0 in the 8-lane order of llamafile's tinyBLAS_Q0_AVX
-// (see the top of the file), which llama.cpp v0.5.0 runs for every Q8_0
-// product on x86 (no Q8_0 repack there): w, a [n/32] block_q8_0.
+// ggml_vec_dot_q8_0_q8_0 in the Q4_0 order (see the top of the file): w, a
+// [n/32] block_q8_0.
 float vec_dot_q8_0_q8_0(int64_t n, const void* vw, const void* va) {
   const auto* w = static_cast<const block_q8_0*>(vw);
   const auto* a = static_cast<const block_q8_0*>(va);
-  float acc[8] = {};
+  float acc = 0.0f;
   for (int64_t i = 0; i < n / QK8_0; ++i) {
-    const float d = fp16_to_fp32(w[i].d) * fp16_to_fp32(a[i].d);
-    for (int l = 0; l < 8; ++l) {
-      int32_t lane = 0;
-      for (int k = 4 * l; k < 4 * l + 4; ++k) lane += w[i].qs[k] * a[i].qs[k];
-      acc[l] = std::fma(d, static_cast<float>(lane), acc[l]);
-    }
+    int32_t isum = 0;
+    for (int j = 0; j < 32; ++j) isum += w[i].qs[j] * a[i].qs[j];
+    acc = std::fma(static_cast<float>(isum), fp16_to_fp32(w[i].d) * fp16_to_fp32(a[i].d), acc);
   }
-  return hsum_float_8(acc);
+  return acc;
 }
 
 // ---------------------------------------------------------------- Q8_1

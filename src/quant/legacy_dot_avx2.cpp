@@ -144,14 +144,13 @@ float vec_dot_q5_0_q8_0(int64_t n, const void* vw, const void* va) {
 float vec_dot_q8_0_q8_0(int64_t n, const void* vw, const void* va) {
   const auto* w = static_cast<const block_q8_0*>(vw);
   const auto* a = static_cast<const block_q8_0*>(va);
-  // legacy.cpp's 8-lane order (tinyBLAS_Q0_AVX): lane k = the exact int32
-  // of bytes 4k..4k+3, acc = fma(d_w * d_a, float(lane), acc), hsum_float_8.
-  __m256 acc = _mm256_setzero_ps();
+  // legacy.cpp's Q4_0 order (as vec_dot_q4_0_q8_0 above).
+  float acc = 0.0f;
   for (int64_t i = 0; i < n / QK8_0; ++i) {
-    const __m256 d = _mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d));
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes_signed(load32(w[i].qs), load32(a[i].qs))), acc);
+    const int isum = hsum_i32_8(lanes_signed(load32(w[i].qs), load32(a[i].qs)));
+    acc = std::fma(static_cast<float>(isum), h2f(w[i].d) * h2f(a[i].d), acc);
   }
-  return hsum_float_8(acc);
+  return acc;
 }
 
 float vec_dot_q4_1_q8_1(int64_t n, const void* vw, const void* va) {

@@ -126,9 +126,17 @@ float vec_dot_q5_1_q8_1(int64_t n, const void* vw, const void* va) {
   return hsum_float_8(acc) + summs;
 }
 
-// ggml_vec_dot_q8_0_q8_0 in legacy.cpp's 8-lane order (tinyBLAS_Q0_AVX's):
-// the scalar reference until a NEON form of that order is written.
-float vec_dot_q8_0_q8_0(int64_t n, const void* vw, const void* va) { return quant::vec_dot_q8_0_q8_0(n, vw, va); }
+// ggml_vec_dot_q8_0_q8_0 in legacy.cpp's Q4_0 order: w, a [n/32] block_q8_0.
+float vec_dot_q8_0_q8_0(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const block_q8_0*>(vw);
+  const auto* a = static_cast<const block_q8_0*>(va);
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n / QK8_0; ++i) {
+    const int32x4_t l = vaddq_s32(dot4(vld1q_s8(w[i].qs), vld1q_s8(a[i].qs)), dot4(vld1q_s8(w[i].qs + 16), vld1q_s8(a[i].qs + 16)));
+    acc = std::fma(static_cast<float>(vaddvq_s32(l)), h2f(w[i].d) * h2f(a[i].d), acc);
+  }
+  return acc;
+}
 
 // ggml_vec_dot_iq4_nl_q8_0: w [n/32] block_iq4_nl, a [n/32] block_q8_0; the
 // nibbles index kvalues_iq4nl (TBL), one accumulator over all blocks as the

@@ -170,9 +170,9 @@ KernelTable make_avx2_table() {
 KernelTable make_avx512_table() {
   KernelTable k = make_avx2_table();
   k.isa = Isa::avx512;
-  // interleave_avx512.cpp's kernels and their tiles: Q4_0 / Q5_0 two pairs
-  // of groups by 5 rows, Q4_K two pairs by 3, Q8_0 one pair by 3, Q6_K one
-  // pair by 32 rows (q6_many, for the reason make_avx2_table gives).
+  // interleave_avx512.cpp's kernels and their tiles: Q4_0 / Q5_0 / Q8_0 two
+  // pairs of groups by 5 rows, Q4_K two pairs by 3, Q6_K one pair by 32 rows
+  // (q6_many, for the reason make_avx2_table gives).
   const auto x8 = [&](GgmlType t, GemmX8Fn f, uint8_t groups, uint8_t rows) {
     k.gemm_x8[slot(t)] = f;
     k.x8_group_step[slot(t)] = groups;
@@ -180,7 +180,7 @@ KernelTable make_avx512_table() {
   };
   x8(GgmlType::Q4_0, avx512::gemm_q4_0x8_q8_0, 4, 5);
   x8(GgmlType::Q5_0, avx512::gemm_q5_0x8_q8_0, 4, 5);
-  x8(GgmlType::Q8_0, avx512::gemm_q8_0x8_q8_0, 2, 3);
+  x8(GgmlType::Q8_0, avx512::gemm_q8_0x8_q8_0, 4, 5);
   x8(GgmlType::Q4_K, avx512::gemm_q4_Kx8_q8_K, 4, 3);
   x8(GgmlType::Q6_K, avx512::gemm_q6_Kx8_q8_K, 2, 32);
   k.gemm[slot(GgmlType::Q5_K)] = avx512::gemm_q5_K_q8_K;

@@ -13,8 +13,9 @@
 
 namespace synapse::quant::x8 {
 
-// Q4_0 / Q5_0: the bytes, the F16 scale as float, and the offset term
-// (8 for Q4_0, 16 for Q5_0) * sum(qs).
+// Q4_0 / Q5_0 (and the first array of Q8_0's pack): the bytes, the F16
+// scale as float, and the offset term (8 for Q4_0, 16 for Q5_0, 128 for
+// Q8_0) * sum(qs).
 struct PackedQ8x8 {
   int8_t qs[32];
   float d;
@@ -22,23 +23,18 @@ struct PackedQ8x8 {
 };
 static_assert(sizeof(PackedQ8x8) == kPackQ4_0x8);
 
-// Q8_0: a row of nb = n / 32 blocks is two arrays, nb PackedQ8x8u then nb
-// PackedQ8x8m. PackedQ8x8u: the bytes + 128 (xor 0x80: the AVX-512
-// kernel's unsigned vpdpbusd operand against the signed weight bytes) and
-// the F16 scale as float: all that kernel reads, 36 contiguous bytes per
-// block, so its activation loads touch only cache lines it uses.
-// PackedQ8x8m: the bytes' magnitudes (|-128| = 128 fits a uint8) and the
-// bytes, the AVX2 kernel's sign trick (it takes the scale from PackedQ8x8u).
-// Both kernels find a row's PackedQ8x8m at the row start + nb * 36.
-struct PackedQ8x8u {
-  uint8_t u[32];
-  float d;
-};
+// Q8_0: a row of nb = n / 32 blocks is two arrays, nb PackedQ8x8 (the
+// bytes, the F16 scale as float, and 128 * sum(qs): the AVX-512 kernel
+// multiplies the bytes by weight byte + 128 and takes that term off) then
+// nb PackedQ8x8m (the bytes' magnitudes, |-128| = 128 fitting a uint8: the
+// AVX2 kernel's sign trick, which reads the bytes and the scale from the
+// first array). The AVX-512 kernel reads only the first array, 40
+// contiguous bytes per block. Both kernels find a row's PackedQ8x8m at the
+// row start + nb * sizeof(PackedQ8x8).
 struct PackedQ8x8m {
   uint8_t mag[32];
-  int8_t qs[32];
 };
-static_assert(sizeof(PackedQ8x8u) == 36 && sizeof(PackedQ8x8u) + sizeof(PackedQ8x8m) == kPackQ8_0x8);
+static_assert(sizeof(PackedQ8x8) + sizeof(PackedQ8x8m) == kPackQ8_0x8);
 
 // Q4_K: d, the 8 sums of 32 bytes as int16 (the int16 sums of bsums pairs,
 // as k_quants.cpp's order takes them), the bytes.

