@@ -22,11 +22,9 @@
 // after each of its runs; a run's bound comes from the mean of the probes
 // right before and right after it, the test's fraction of the bound is the
 // mean over its runs of t/s / bound, and "bw GB/s" the mean of the runs'
-// bandwidths. This host's bandwidth moves by tens of percent within
-// seconds: one probe before the pp runs, or one before and one after all
-// the runs of a test (the last two versions of this), was often far from
-// what a run met (qwen2.5-0.5b tg128 t=2: probes 40.6 and 61.8 GB/s
-// around runs that streamed 31).
+// bandwidths. Probes around each run, not one per test: a shared host's
+// bandwidth moves by tens of percent within seconds (docs/PERFORMANCE.md,
+// "Measurements moved out of the code").
 #include <algorithm>
 #include <chrono>
 #include <cmath>

@@ -136,9 +136,8 @@ void q8_0_rows(int64_t nb, const uint8_t* w, size_t ws, const PackedQ8_0* a, flo
   const float* f16 = f16_table();
   const PrefetchDistances pf = prefetch_distances();
   // Unrolled: the loop's counter and pointer updates were a fifth of the
-  // instructions of a (Q5_0) block when this was measured (tg128
-  // llama-3.2-1b Q4_0 t=2, A/B: 47.7/47.6 -> 53.4/51.3 t/s). Same
-  // operations per row, in the same order.
+  // instructions of a block (docs/PERFORMANCE.md, "Measurements moved out
+  // of the code"). Same operations per row, in the same order.
 #pragma GCC unroll 4
   for (int64_t i = 0; i < nb; ++i) {
     for (int r = 0; r < R; ++r) {
@@ -172,8 +171,8 @@ void float_rows(int64_t n, const uint8_t* w, size_t ws, const E* a, float* y) {
 }
 
 // Rows side by side in the decode kernels (tiles::by_row_groups): Q8_0 (two
-// loads per block) streams best one row at a time (tg128 llama-3.2-1b Q8_0
-// t=2: 33.8/34.3 vs 28.7/26.0 t/s with two rows).
+// loads per block) streams best one row at a time (docs/PERFORMANCE.md,
+// "Measurements moved out of the code").
 struct Q8_0Rows {
   static constexpr int kGroup = 1;
   int64_t nb;

@@ -188,8 +188,7 @@ void gemv_q5_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const u
 void gemv_q6_K_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, float* y) {
   // The activation-side term of every chunk (q6_offset: 8 maddubs per
   // block), once for all the rows of this call instead of once per row:
-  // with one row at a time it was about a tenth of a block's instructions
-  // (bench_kernels matmul/Q6_K/t1: 18.6 -> 20.0 / 23.2 GB/s).
+  // with one row at a time it was about a tenth of a block's instructions.
   const int64_t nb = n / QK_K;
   const auto* act = reinterpret_cast<const block_q8_K*>(a);
   auto* off = static_cast<Q6Offsets*>(thread_scratch(static_cast<size_t>(nb) * sizeof(Q6Offsets)));

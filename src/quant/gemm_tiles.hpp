@@ -124,10 +124,9 @@ inline void prefetch_ahead(const B* block, PrefetchDistances d) {
 // streams through memory, so one row at a time reads the matrix as one
 // sequential stream (what the prefetchers serve best), while four rows
 // overlap the dependent fused multiply-add chains of F16/F32 (one per 8
-// elements). Measured on tg128 at 2 threads (Zen 5, 43 GB/s): K-quants one
-// row at a time 41.6/35.5 -> 50.4/44.7 t/s on llama-3.2-1b Q4_K_M (4 -> 1
-// rows). (The 32-element formats run interleaved instead, interleave.hpp:
-// 8 rows that are one stream.)
+// elements); docs/PERFORMANCE.md, "Measurements moved out of the code".
+// (The 32-element formats run interleaved instead, interleave.hpp: 8 rows
+// that are one stream.)
 template <typename Rows>
 void by_row_groups(Rows rows, const uint8_t* w, size_t ws, int64_t n_w, float* y) {
   constexpr int G = Rows::kGroup;

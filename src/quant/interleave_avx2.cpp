@@ -112,10 +112,10 @@ void x8_tile(int64_t nb, const typename T::X8* w, const uint8_t* a, size_t as, f
         const PackedQ8x8& x = act_row<PackedQ8x8>(a, as, m)[i];
         const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(x.qs + 4 * c)),
                                            _mm256_maddubs_epi16(hi, bcast4(x.qs + 16 + 4 * c)));
-        // Q4_0's four-chunk sums kept as chains (nc; reassociated into trees
-        // they spilled): 2048 x 256 decode 67 -> 78 Gmac/s, prefill by 64 rows
-        // 88 -> 110 on one thread. Q5_0's two-chunk sums ran slower so (prefill
-        // 95 -> 82), and stay as the compiler orders them.
+        // Q4_0's four-chunk sums kept as chains (nc): reassociated into trees
+        // they spill. Q5_0's two-chunk sums ran slower as chains and stay as
+        // the compiler orders them (docs/PERFORMANCE.md, "Measurements moved
+        // out of the code").
         if constexpr (T::kTwoStep) {
           s[m] = (c == 0 || c == 2) ? p : _mm256_add_epi16(s[m], p);
         } else {
@@ -139,10 +139,9 @@ void x8_tile(int64_t nb, const typename T::X8* w, const uint8_t* a, size_t as, f
 
 // The nibble formats as gemm_x8 takes them, with the activation rows per
 // tile (kActs) that ran fastest: Q4_0 2 (with 4 its int16 sums and
-// accumulators spill; pp512 llama-3.2-1b Q4_0 t=2, A/B: 161.5/157.8 ->
-// 170.9/171.5 t/s), Q5_0 4 (its fifth bits make the weight unpacking worth
-// sharing among more rows: qwen2.5-0.5b pp512 351.2/342.0 with 4,
-// 323.5/321.2 with 2).
+// accumulators spill), Q5_0 4 (its fifth bits make the weight unpacking
+// worth sharing among more rows); docs/PERFORMANCE.md, "Measurements moved
+// out of the code".
 template <class T, int Acts>
 struct NibbleTile {
   using X8 = typename T::X8;
@@ -253,8 +252,7 @@ void q4_Kx8_tile(int64_t nb, const block_q4_Kx8* w, const uint8_t* a, size_t as,
         for (int m = 0; m < A; ++m) {
           const int8_t* x = act_row<PackedQ8Kx8>(a, as, m)[i].qs + 64 * g + 4 * c;
           const __m256i pl = _mm256_maddubs_epi16(lo, bcast4(x)), ph = _mm256_maddubs_epi16(hi, bcast4(x + 32));
-          // (nc: as chains; reassociated into trees they spilled. 2048 x 256
-          // decode 58 -> 73 Gmac/s, prefill by 64 rows 66 -> 88, one thread.)
+          // (nc: as chains; reassociated into trees they spill.)
           slo[m] = c == 0 ? pl : nc(_mm256_add_epi16(slo[m], pl));
           shi[m] = c == 0 ? ph : nc(_mm256_add_epi16(shi[m], ph));
         }
@@ -283,12 +281,10 @@ void q4_Kx8_tile(int64_t nb, const block_q4_Kx8* w, const uint8_t* a, size_t as,
   for (int m = 0; m < A; ++m) _mm256_storeu_ps(y + static_cast<size_t>(m) * ys, _mm256_sub_ps(acc[m], acc_min[m]));
 }
 
-// Q4_K as gemm_x8 takes it: Acts activation rows per tile. 2 in general (an
-// out-of-tree prefill experiment on Zen 5, 2048 x 2048 by 64 rows on one
-// thread: 1.76x the register tiles of gemm_k_avx2.cpp with 2 rows, 0.88x
-// with 4, which spill). 4 on Intel (quant::cpu_is_intel), where the spills
-// cost less than the unpacking they save: pp512 llama-3.2-1b Q4_K_M t=2,
-// ABBA on the 2-vCPU Xeon here: 118.6/117.8 -> 121.9/124.6 t/s.
+// Q4_K as gemm_x8 takes it: Acts activation rows per tile. 2 in general
+// (with 4 the accumulators spill), 4 on Intel (quant::cpu_is_intel), where
+// the spills cost less than the unpacking they save (docs/PERFORMANCE.md,
+// "Measurements moved out of the code").
 template <int Acts>
 struct Q4KTile {
   using X8 = block_q4_Kx8;
@@ -379,14 +375,13 @@ void q6_Kx8_tile(int64_t nb, const block_q6_Kx8* w, const uint8_t* a, size_t as,
 // Prefill: G groups' Q6_K blocks (w[g], 8 output rows each, at y + 8g) by
 // M (1..kQ6Rows<G>) activation rows, each block unpacked once, into a
 // scratch of 64 digit registers and 16 scale pairs per group in L1, for all
-// M rows (q6_Kx8_tile unpacks them in registers per tile of A rows; with
-// A = 2 it ran 47 Gmac/s here against 54, as its accumulators spill). Each
+// M rows (q6_Kx8_tile unpacks them in registers per tile of A rows, and
+// with A = 2 its accumulators spill). Each
 // activation load (bytes, offset term) serves the G groups' digits, and
 // each digit register and scale pair a pair of activation rows (M odd: the
 // last row alone). The same steps per output as q6_Kx8_tile,
-// so the same bits. Two groups against one, 2048 x 512 by 64 rows on one
-// thread, best of 150: 61-62 -> 71-74 Gmac/s (the activation broadcasts,
-// two loads per 32 products of one group, bound the one-group pass).
+// so the same bits. Two groups rather than one: the activation broadcasts,
+// two loads per 32 products of one group, bound the one-group pass.
 // Activation rows per call: the float accumulators take 16 KiB of L1.
 template <int G>
 inline constexpr int64_t kQ6Rows = 64 / G;
@@ -398,8 +393,8 @@ void q6_Kx8_many(int64_t nb, const block_q6_Kx8* const* w, const uint8_t* a, siz
     for (int64_t m = 0; m < M; ++m)
       for (int q = 0; q < 8; ++q) acc[g][m][q] = _mm256_setzero_ps();
   // Registers per pass over a half chunk: the int32 lane accumulators
-  // (G x 2 rows x K) stay in registers (one group: all 4 ran 4-10% faster
-  // than 2 at a time).
+  // (G x 2 rows x K) stay in registers (one group: all 4 at a time ran
+  // faster than 2).
   constexpr int K = G == 1 ? 4 : 2;
   __m256i u[G][2][8][4], sc[G][16];
   for (int64_t i = 0; i < nb; ++i) {
@@ -424,14 +419,14 @@ void q6_Kx8_many(int64_t nb, const block_q6_Kx8* const* w, const uint8_t* a, siz
             for (int k = 0; k < K; ++k) {
               // Digit f's scale is sub-block 2c + f / 2, written so the
               // compiler sees it fixed across k when K = 2 (as f / 2 it
-              // reloaded it: 71-72 -> 63 Gmac/s, two groups).
+              // reloaded it).
               const int f = K * fp + k, q = q6x8_register(h, f), sb = 2 * c + K * fp / 2 + k / 2;
               for (int r = 0; r < R; ++r) {
                 const __m256i xq = bcast4(x[r]->qs + 32 * c + 4 * q);
                 const __m256i xo = bcast4(reinterpret_cast<const int8_t*>(x[r]->off + 2 * (8 * c + q)));
                 for (int g = 0; g < G; ++g) {
                   const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u[g][h][c][f], xq), xo);
-                  // (nc: the chain as written; 2048 x 512 by 64 rows 46 -> 58 Gmac/s.)
+                  // (nc: the chain as written, faster than the compiler's tree.)
                   lane[g][r][k] = nc(_mm256_add_epi32(lane[g][r][k], _mm256_madd_epi16(p, sc[g][sb])));
                 }
               }
@@ -492,12 +487,8 @@ void groups_x8(int64_t nb, const uint8_t* w, size_t group_bytes, int64_t n_group
 // is started (prefetch_start) and the tiles prefetch it ahead
 // (prefetch_ahead). Prefill re-reads each group for every tile of
 // activation rows, from cache after the first, so its tiles prefetch
-// nothing: pp512 t=2 on the 2-vCPU Xeon here, ABBA against tiles that
-// prefetched 2048 bytes ahead into L1: llama-3.2-1b Q4_K_M 143.3/143.7 ->
-// 150.7/149.3 t/s, Q8_0 117.5/118.7 -> 122.7/120.3, Q4_0 153.0/152.7 ->
-// 163.5/165.0, qwen2.5-0.5b Q4_K_M 302.1/302.6 -> 316.4/306.8 (prefetching
-// as decode does, 1024 into L1 + 4096 into L2, ran slower than either:
-// Q4_0 142.1/140.5).
+// nothing (prefetching there ran slower on every model measured:
+// docs/PERFORMANCE.md, "Measurements moved out of the code").
 template <class T>
 void gemm_x8(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows, float* y,
              size_t ys) {

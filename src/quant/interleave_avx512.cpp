@@ -118,7 +118,7 @@ void run_tiles(int64_t nb, const uint8_t* w, size_t gb, int64_t g, const uint8_t
 // accumulators per row and pair), a last pair by 4 (5 and up spill).
 // kernels::matmul hands them tiles of whole main tiles
 // (KernelTable::x8_tile_step). The rows per tile are the fastest measured
-// (docs/PERFORMANCE.md, "AVX-512 prefill tiles").
+// (docs/PERFORMANCE.md, "Measurements moved out of the code").
 template <class K, class K1 = K>
 void gemm_pairs(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows, float* y,
                 size_t ys, GemmX8Fn narrow) {

@@ -22,9 +22,9 @@
 // order of ggml's AVX2 K-quant dots"). Q4_K is the exception: the block
 // order of ggml's repacked q4_K_8x8 kernels (vec_dot_q4_K_q8_K: two exact
 // integers and two fused multiply-adds per block), the one its interleaved
-// kernels need (interleave.hpp). Its cost
-// in fidelity: the golden q4_k / q4_k_m cases went from max rel RMS ~3e-7
-// to ~2e-2 (bound 3e-2); the gain: pp512 llama-3.2-1b Q4_K_M t=2 +30%.
+// kernels need (interleave.hpp): the fastest order that keeps contract 2
+// (DESIGN.md), within the golden bounds for quantized types
+// (docs/PERFORMANCE.md, "Measurements moved out of the code").
 #include <algorithm>
 #include <bit>
 #include <cmath>
