@@ -1,4 +1,4 @@
-// synapse bench -m MODEL [-p 512] [-n 128] [-t T] [-r 5] [-d 0] [--bw GBps|auto] [--json]
+// synapse bench -m MODEL [-p 512] [-n 128] [-t T] [-r 5] [-d 0] [--bw GBps|auto] [--peak GOPS] [--json]
 //
 // Speed of prefill and decode, measured as llama.cpp's llama-bench does:
 //   ppP      one forward pass of P tokens (a prompt), timed;
@@ -25,6 +25,15 @@
 // bandwidths. Probes around each run, not one per test: a shared host's
 // bandwidth moves by tens of percent within seconds (docs/PERFORMANCE.md,
 // "Measurements moved out of the code").
+//
+// Prefill is bound by int8 arithmetic, so pp tests also give the share of
+// the machine's int8 peak they reach: GOP per token (2 x the weight
+// elements a token is multiplied with: every matrix, the output one
+// included, an untied token_embd not, MoE experts counted for the
+// expert_used_count of expert_count the router picks) x t/s / the peak of
+// the test's thread count, measured once per thread count before the first
+// pp test (bench/int8_peak.hpp: vnni_peak.c's method), or --peak GOPS per
+// thread times the threads. The attention's float work is not counted.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -39,6 +48,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../bench/bandwidth.hpp"
+#include "../bench/int8_peak.hpp"
 #include "commands.hpp"
 #include "synapse/error.hpp"
 #include "synapse/gguf.hpp"
@@ -60,6 +70,7 @@ struct BenchArgs {
   std::vector<int> batch{1};
   int reps = 5;
   std::string bw;  // "", "auto" or GB/s
+  double peak = -1;  // int8 GOPS per thread; < 0: measure
   bool json = false;
 };
 
@@ -75,6 +86,8 @@ struct Result {
   std::vector<double> samples;  // tokens/s per run
   double avg = 0, sd = 0;
   double bw_gbps = 0;           // 0 = no bandwidth given
+  double gop_per_token = 0;     // int8 operations of a token's matrix products, 1e9
+  double int8_peak_gops = 0;    // pp tests: the peak of `threads` threads (0: none)
   // --bw auto, tg tests: the probes before the first run and after each
   // run (samples.size() + 1 of them; run i lies between probes i and i + 1).
   std::vector<double> bw_probes;
@@ -124,6 +137,32 @@ uint64_t weight_bytes_per_token(const Model& m) {
       n += t.n_bytes;
   }
   return n;
+}
+
+// The operations (2 per multiply-add, in units of 1e9) of the matrix
+// products one token goes through (see the header comment).
+double gop_per_token(const Model& m) {
+  const bool untied = m.gguf().find_tensor("output.weight") != nullptr;
+  std::string arch;
+  double used = 1;
+  try {
+    arch = m.gguf().get_string("general.architecture").value_or("");
+    const auto n_used = m.gguf().get_u32(arch + ".expert_used_count");
+    const auto n_all = m.gguf().get_u32(arch + ".expert_count");
+    if (n_used && n_all && *n_all > 0) used = static_cast<double>(*n_used) / *n_all;
+  } catch (const Error&) {
+  }
+  double macs = 0;
+  for (const auto& t : m.gguf().tensors()) {
+    if (t.ne[1] <= 1 || !t.name.ends_with(".weight")) continue;  // norms, biases, vectors
+    if (t.name == "token_embd.weight" && untied) continue;       // a lookup, not a product
+    double elems = 1;
+    for (int64_t d : t.ne) elems *= static_cast<double>(std::max<int64_t>(d, 1));
+    const bool expert = t.name.find("_exps.") != std::string::npos ||
+                        (t.name.find(".ffn_") != std::string::npos && std::count(t.name.begin(), t.name.end(), '.') == 4);
+    macs += expert ? elems * used : elems;
+  }
+  return 2 * macs / 1e9;
 }
 
 // Pseudo-random token ids in [0, n_vocab) (xorshift64; fixed seed).
@@ -183,12 +222,19 @@ std::string size_str(uint64_t n) {
   return n >= (1ull << 30) ? fmt("%.2f GiB", n / 1073741824.0) : fmt("%.2f MiB", n / 1048576.0);
 }
 
+// A pp test's share of the int8 peak (0 when no peak is known).
+double fraction_of_int8_peak(const Result& r) {
+  return r.n_prompt > 0 && r.int8_peak_gops > 0 ? r.gop_per_token * r.avg / r.int8_peak_gops : 0.0;
+}
+
 void print_table(const std::vector<Result>& rs, bool with_bound) {
-  std::printf("| model | size | params | threads | test | t/s | GB/s |%s\n", with_bound ? " bound t/s | % of bound |" : "");
-  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |%s\n", with_bound ? " ---: | ---: |" : "");
+  std::printf("| model | size | params | threads | test | t/s | GB/s | int8 %% |%s\n",
+              with_bound ? " bound t/s | % of bound |" : "");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |%s\n", with_bound ? " ---: | ---: |" : "");
   for (const Result& r : rs) {
     const bool tg = r.n_gen > 0;
     std::string gbps = "-", bound = "-", pct = "-";
+    const std::string int8 = fraction_of_int8_peak(r) > 0 ? fmt("%.1f%%", 100 * fraction_of_int8_peak(r)) : "-";
     if (tg) {
       gbps = fmt("%.2f", bytes_per_token(r) * r.avg / 1e9);
       if (r.bw_gbps > 0) {
@@ -197,8 +243,8 @@ void print_table(const std::vector<Result>& rs, bool with_bound) {
         pct = fmt("%.0f%%", 100.0 * fraction_of_bound(r));
       }
     }
-    std::printf("| %s | %s | %s | %d | %s | %.2f ± %.2f | %s |", r.model.c_str(), size_str(r.size_bytes).c_str(),
-                params_str(r.params).c_str(), r.threads, r.test.c_str(), r.avg, r.sd, gbps.c_str());
+    std::printf("| %s | %s | %s | %d | %s | %.2f ± %.2f | %s | %s |", r.model.c_str(), size_str(r.size_bytes).c_str(),
+                params_str(r.params).c_str(), r.threads, r.test.c_str(), r.avg, r.sd, gbps.c_str(), int8.c_str());
     if (with_bound) std::printf(" %s | %s |", bound.c_str(), pct.c_str());
     std::printf("\n");
   }
@@ -224,6 +270,11 @@ nlohmann::json to_json(const std::vector<Result>& rs) {
     j["samples_ts"] = r.samples;
     j["avg_ts"] = r.avg;
     j["stddev_ts"] = r.sd;
+    j["gop_per_token"] = r.gop_per_token;
+    if (r.n_prompt > 0 && r.int8_peak_gops > 0) {
+      j["int8_peak_gops"] = r.int8_peak_gops;
+      j["fraction_of_int8_peak"] = fraction_of_int8_peak(r);
+    }
     if (r.n_gen > 0) {
       j["weight_bytes_per_token"] = r.weight_bytes_per_token;
       j["kv_bytes_per_token"] = r.kv_bytes_per_token;
@@ -264,6 +315,8 @@ void check_args(const BenchArgs& a) {
     if (end == a.bw.c_str() || *end != '\0' || !(v > 0) || !std::isfinite(v))
       bad("--bw must be a bandwidth in GB/s or 'auto', got '" + a.bw + "'");
   }
+  if (a.peak != -1 && !(a.peak > 0 && std::isfinite(a.peak)))
+    bad("--peak must be the int8 peak in GOPS per thread (> 0), got " + fmt("%g", a.peak));
 }
 
 int run(BenchArgs a) {
@@ -276,6 +329,19 @@ int run(BenchArgs a) {
   // A bandwidth given in GB/s (--bw auto: each tg test probes around its runs, below).
   const double given_bw = a.bw.empty() || a.bw == "auto" ? 0.0 : std::strtod(a.bw.c_str(), nullptr);
 
+  // The int8 peak per thread count (measured once each, before the first pp test that needs it).
+  std::map<int, double> peaks;
+  const auto int8_peak = [&](int threads) {
+    if (a.peak > 0) return a.peak * threads;
+    auto it = peaks.find(threads);
+    if (it == peaks.end()) {
+      std::fprintf(stderr, "synapse bench: measuring the int8 peak (%s) with %d thread(s)...\n", bench::int8_probe().name,
+                   threads);
+      it = peaks.emplace(threads, bench::int8_peak_gops(threads)).first;
+    }
+    return it->second;
+  };
+
   std::vector<Result> results;
   // The kernel table in use (SYNAPSE_ISA / SYNAPSE_NO_SIMD and cpuid).
   if (!a.json) std::printf("synapse bench, commit %s, %s\n\n", SYNAPSE_GIT_COMMIT, system_info().c_str());
@@ -287,6 +353,7 @@ int run(BenchArgs a) {
     base.size_bytes = m.weight_bytes();
     base.params = m.n_params();
     base.weight_bytes_per_token = weight_bytes_per_token(m);
+    base.gop_per_token = gop_per_token(m);
     const int max_p = *std::max_element(a.n_prompt.begin(), a.n_prompt.end());
     const int max_n = *std::max_element(a.n_gen.begin(), a.n_gen.end());
     const uint64_t kv_row_bytes = m.kv_bytes_per_position();
@@ -320,6 +387,7 @@ int run(BenchArgs a) {
           Result r = base;
           r.threads = threads, r.n_prompt = p, r.depth = depth, r.bw_gbps = given_bw;
           r.test = "pp" + std::to_string(p) + (depth ? " @ d" + std::to_string(depth) : "");
+          r.int8_peak_gops = int8_peak(threads);
           warm_up();
           for (int rep = 0; rep < a.reps; ++rep) {
             std::vector<token_id> batch(static_cast<size_t>(p));
@@ -399,6 +467,21 @@ int run(BenchArgs a) {
     std::printf("%s\n", to_json(results).dump(2).c_str());
   } else {
     print_table(results, !a.bw.empty());
+    bool any_peak = false;
+    for (const Result& r : results) any_peak = any_peak || r.int8_peak_gops > 0;
+    if (any_peak) {
+      std::printf("\nint8 %% = GOP per token x t/s / int8 peak:");
+      if (a.peak > 0) std::printf(" %.1f GOPS per thread (given)", a.peak);
+      else
+        for (const auto& [t, g] : peaks) std::printf(" %.1f GOPS with %d thread(s) (%s, measured)", g, t, bench::int8_probe().name);
+      for (const std::string& path : a.models)
+        for (const Result& r : results)
+          if (r.path == path) {
+            std::printf("; %s %.3f GOP per token", r.model.c_str(), r.gop_per_token);
+            break;
+          }
+      std::printf("\n");
+    }
     if (!a.bw.empty()) {
       std::printf("\nbound t/s = read bandwidth / (weight + KV bytes per token); bandwidth:");
       if (a.bw == "auto") {
@@ -434,6 +517,7 @@ Runner add_bench(CLI::App& app) {
                  "sequences decoded together in tg tests, comma list (default 1); t/s is the aggregate")
       ->delimiter(',');
   app.add_option("--bw", a->bw, "read bandwidth in GB/s for the decode bound, or 'auto' to measure it");
+  app.add_option("--peak", a->peak, "int8 peak in GOPS per thread for the pp tests' int8 % (default: measured)");
   app.add_flag("--json", a->json, "print the results as JSON");
   return [a] { return run(*a); };
 }

@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "cli_util.hpp"
+#include "synapse/gguf.hpp"
 #include "golden_util.hpp"
 
 namespace synapse {
@@ -38,7 +39,7 @@ std::vector<std::string> table_rows(const std::string& out) {
 TEST(BenchCli, PrintsATableWithPpAndTgRows) {
   const Result r = synapse_cli("bench -m " + data_path("models/stories260K.gguf") + " -p 16 -n 8 -r 1 -t 1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("| model | size | params | threads | test | t/s | GB/s |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| model | size | params | threads | test | t/s | GB/s | int8 % |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("commit "), std::string::npos) << r.out;
   const auto rows = table_rows(r.out);
   ASSERT_EQ(rows.size(), 2u) << r.out;
@@ -132,6 +133,42 @@ TEST(BenchCli, DepthRowsAreLabelled) {
   EXPECT_EQ(j["results"][0].at("n_depth"), 32);
 }
 
+// pp tests give the share of the int8 peak: GOP per token (2 x the weight
+// elements of every matrix a token goes through; stories260K has its own
+// output matrix, so token_embd is a lookup and not counted) x t/s / (--peak
+// GOPS per thread x threads).
+TEST(BenchCli, Int8ShareOfThePeak) {
+  const std::string model = data_path("models/stories260K.gguf");
+  const gguf::File f = gguf::File::open(model);
+  ASSERT_NE(f.find_tensor("output.weight"), nullptr);
+  double elems = 0;
+  for (const auto& t : f.tensors())
+    if (t.n_dims >= 2 && t.name != "token_embd.weight") elems += static_cast<double>(t.ne[0]) * static_cast<double>(t.ne[1]);
+  // output + 5 layers of q and o (64 x 64), k and v (64 x 32: 4 KV heads of 8), gate, up, down (64 x 172)
+  EXPECT_EQ(elems, 512 * 64 + 5 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 172));
+
+  const Result r = synapse_cli("bench -m " + model + " -p 16 -n 4 -r 2 -t 2 --peak 50 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const auto& pp = j.at("results").at(0);
+  ASSERT_EQ(pp.at("test"), "pp16");
+  EXPECT_DOUBLE_EQ(pp.at("gop_per_token").get<double>(), 2 * elems / 1e9);
+  EXPECT_DOUBLE_EQ(pp.at("int8_peak_gops").get<double>(), 100.0);
+  EXPECT_DOUBLE_EQ(pp.at("fraction_of_int8_peak").get<double>(),
+                   2 * elems / 1e9 * pp.at("avg_ts").get<double>() / 100.0);
+  EXPECT_FALSE(j["results"][1].contains("fraction_of_int8_peak"));  // tg4: bandwidth-bound, no share
+
+  // Measured: the table's int8 % column and the peak it used, on an x86-64 CPU with AVX2 at least.
+  const Result t = synapse_cli("bench -m " + model + " -p 16 -n 0 -r 1 -t 1");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  const auto rows = table_rows(t.out);
+  ASSERT_EQ(rows.size(), 1u) << t.out;
+#if defined(__x86_64__)
+  EXPECT_NE(rows[0].find("% |"), std::string::npos) << rows[0];
+  EXPECT_NE(t.out.find("GOPS with 1 thread(s) (vp"), std::string::npos) << t.out;
+#endif
+}
+
 TEST(BenchCli, BadFlagsGiveOneClearError) {
   const std::string m = " -m " + data_path("models/stories260K.gguf");
   Result r = synapse_cli("bench" + m + " -r 0");
@@ -140,6 +177,9 @@ TEST(BenchCli, BadFlagsGiveOneClearError) {
   r = synapse_cli("bench" + m + " --bw fast");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("--bw"), std::string::npos) << r.err;
+  r = synapse_cli("bench" + m + " --peak -3");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--peak must be the int8 peak in GOPS per thread"), std::string::npos) << r.err;
   r = synapse_cli("bench" + m + " -p 0 -n 0");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("nothing to run"), std::string::npos) << r.err;
