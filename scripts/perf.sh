@@ -10,7 +10,9 @@
 #      on the four models of issue 7 (its pp2048 target: the drop from pp512
 #      no larger than llama.cpp's own, llama-bench run the same way);
 #   5. writes docs/PERFORMANCE.md: synapse t/s, llama.cpp's figure, the ratio,
-#      and for tg the GB/s streamed and the % of the bandwidth bound.
+#      for pp the share of the int8 peak, for tg the GB/s streamed and the %
+#      of the bandwidth bound; and docs/performance.svg, the same t/s as a
+#      chart (scripts/perf_chart.py, matplotlib), which the README shows.
 # It takes a long time (tens of minutes; more on a loaded machine). Run it on
 # a quiet machine: the load average before and after is recorded in the file.
 #
@@ -290,8 +292,15 @@ if here:
     w("-b 2048 -ub 512); \"ratio here\" = synapse / llama.cpp here, the ratio from one run on one machine.")
     w("\"BASELINE\" is the figure of ../shared/docs/BASELINE.md (another machine: AMD Zen 3).")
     w("")
-w("| model | size | test | threads | synapse t/s | llama.cpp here t/s | ratio here | ik_llama.cpp t/s | ratio vs ik | BASELINE t/s | ratio vs BASELINE | GB/s | bw GB/s | bound t/s | % of bound |")
-w("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+w("\"int8 %\" (pp tests) is the share of the machine's int8 peak synapse reached: GOP per token (2 x the")
+w("weight elements of the matrices a token goes through) x t/s / the peak of that thread count, which")
+w("`synapse bench` measures with ../shared/tools/vnni_peak.c's method (bench/int8_peak.hpp).")
+w("")
+w("![synapse, llama.cpp and ik_llama.cpp tokens/s per model and test](performance.svg)")
+w("")
+w("| model | size | test | threads | synapse t/s | llama.cpp here t/s | ratio here | ik_llama.cpp t/s | ratio vs ik | BASELINE t/s | ratio vs BASELINE | int8 % | GB/s | bw GB/s | bound t/s | % of bound |")
+w("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+chart = []
 for r in rows:
     test = r["test"]
     base = baseline.get((r["model"], r["threads"]), {}).get(test)
@@ -308,8 +317,11 @@ for r in rows:
     if bw != "-" and "bw_probes_gbps" in r:
         bw += " (" + ", ".join(f"{p:.0f}" for p in r["bw_probes_gbps"]) + ")"
     pct = f"{100 * r['fraction_of_bound']:.0f}%" if "fraction_of_bound" in r else "-"
+    int8 = f"{100 * r['fraction_of_int8_peak']:.1f}%" if "fraction_of_int8_peak" in r else "-"
     w(f"| {r['model']} | {mib(r['size_bytes'])} | {test} | {r['threads']} | {r['avg_ts']:.2f} ± {r['stddev_ts']:.2f} | "
-      f"{h_ts} | {h_ratio} | {k_ts} | {k_ratio} | {base if base else 'n/a'} | {ratio} | {gbps} | {bw} | {bound} | {pct} |")
+      f"{h_ts} | {h_ratio} | {k_ts} | {k_ratio} | {base if base else 'n/a'} | {ratio} | {int8} | {gbps} | {bw} | {bound} | {pct} |")
+    chart.append({"model": r["model"], "test": test, "threads": r["threads"], "synapse": r["avg_ts"],
+                  "llama": h["avg_ts"] if h else None, "ik": k["avg_ts"] if k else None})
 w("")
 w("llama.cpp has no tg128 @ d4096 figure in BASELINE.md (n/a).")
 w("")
@@ -393,5 +405,19 @@ else:
             lines += ["", marker, "", keep + old.split(keep, 1)[1].rstrip("\n")]
             break
 open(out, "w").write("\n".join(lines) + "\n")
+json.dump({"rows": chart, "title": f"{cpu}, synapse {commit}, {started}: tokens/s (higher is better)"},
+          open(f"{raw}/chart.json", "w"), indent=1)
 print(f"perf.sh: wrote {out}", file=sys.stderr)
 EOF
+
+# The chart the README and the table show: docs/performance.svg beside $OUT
+# (matplotlib: Debian's python3-matplotlib, for the system Python when the
+# first python3 on PATH lacks it; installed here when missing).
+chart_py=python3
+python3 -c 'import matplotlib' 2>/dev/null || chart_py=/usr/bin/python3
+if ! "$chart_py" -c 'import matplotlib' 2>/dev/null; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get install -y -qq --no-install-recommends python3-matplotlib >/dev/null
+fi
+"$chart_py" scripts/perf_chart.py "$RAW/chart.json" "$(dirname "$OUT")/performance.svg"
+echo "perf.sh: wrote $(dirname "$OUT")/performance.svg" >&2
