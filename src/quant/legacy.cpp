@@ -53,6 +53,7 @@
 #include <cstring>
 
 #include "quant/formats.hpp"
+#include "quant/cpu.hpp"
 #include "quant/legacy_avx2.hpp"
 
 namespace synapse::quant {
@@ -419,7 +420,7 @@ void detail::quantize_row_q8_0_scalar(const float* x, void* vy, int64_t n) {
 }
 
 void quantize_row_q8_0(const float* x, void* y, int64_t n) {
-  if (detail::cpu_has_avx2()) {
+  if (cpu_has_avx2()) {
     detail::quantize_row_q8_0_avx2(x, y, n);
   } else {
     detail::quantize_row_q8_0_scalar(x, y, n);
@@ -472,7 +473,7 @@ void detail::quantize_row_q8_1_scalar(const float* x, void* vy, int64_t n) {
 }
 
 void quantize_row_q8_1(const float* x, void* y, int64_t n) {
-  if (detail::cpu_has_avx2()) {
+  if (cpu_has_avx2()) {
     detail::quantize_row_q8_1_avx2(x, y, n);
   } else {
     detail::quantize_row_q8_1_scalar(x, y, n);

@@ -72,17 +72,10 @@ void quantize_row_q8_1_avx2(const float* x, void* vy, int64_t n) {
   }
 }
 
-bool cpu_has_avx2() noexcept {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
-  return has;
-}
-
 #else  // not built for x86: the scalar reference only
 
 void quantize_row_q8_0_avx2(const float* x, void* y, int64_t n) { quantize_row_q8_0_scalar(x, y, n); }
 void quantize_row_q8_1_avx2(const float* x, void* y, int64_t n) { quantize_row_q8_1_scalar(x, y, n); }
-bool cpu_has_avx2() noexcept { return false; }
 
 #endif
 

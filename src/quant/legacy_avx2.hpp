@@ -8,9 +8,6 @@
 
 namespace synapse::quant::detail {
 
-// True when the CPU runs AVX2, FMA and F16C code (cpuid, checked once).
-bool cpu_has_avx2() noexcept;
-
 // x [n] floats -> y [n/32] block_q8_0 / block_q8_1; n a multiple of 32.
 void quantize_row_q8_0_scalar(const float* x, void* y, int64_t n);
 void quantize_row_q8_1_scalar(const float* x, void* y, int64_t n);

@@ -11,7 +11,7 @@
 // reports the dot-product instructions (getauxval(AT_HWCAP) & HWCAP_ASIMDDP),
 // under the same SYNAPSE_NO_SIMD switch; types without a NEON kernel use the
 // scalar one. Everywhere else (old x86, ARM64 without dotprod) the scalar
-// reference runs. The choice is made once (active_isa) and selects one
+// reference runs. The choice is made once (active_isa, cpu.hpp) and selects one
 // kernel table per layer (quant/kernel_table.hpp, kernels/ops_table.hpp);
 // every dispatch is a look-up in it. The functions below read the tables of
 // any level, for tests, benchmarks and the matmul kernel (which hoists the
@@ -21,30 +21,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "quant/cpu.hpp"
 #include "synapse/types.hpp"
 
 namespace synapse::quant {
 
 using VecDotFn = float (*)(int64_t n, const void* w, const void* act);
 using QuantizeFn = void (*)(const float* x, void* y, int64_t n);
-
-// The instruction sets a kernel may be taken from, one kernel table each
-// (quant/kernel_table.hpp, kernels/ops_table.hpp). avx512 (AVX-512
-// F/BW/DQ/VL + VNNI, on top of AVX2/FMA/F16C) is a level above avx2: its
-// table has its own kernels where they pay (the interleaved prefill GEMMs,
-// interleave_avx512.cpp) and the AVX2 kernels everywhere else.
-enum class Isa { scalar, avx2, neon, avx512 };
-
-// The ISA quant::vec_dot / quantize_row use in this process, decided once on
-// first call: scalar when SYNAPSE_NO_SIMD is set (not empty, not "0"); else
-// SYNAPSE_ISA when set to scalar, avx2, avx512 or neon and the CPU runs it
-// (cpu_runs; otherwise one line on stderr says it is ignored); else the
-// highest level the CPU runs: avx512, avx2, neon, scalar.
-Isa active_isa() noexcept;
-const char* isa_name(Isa isa) noexcept;
-
-// True when this CPU can execute the kernels of `isa`.
-bool cpu_runs(Isa isa) noexcept;
 
 // The dot kernel of weight type t for `isa`, or nullptr when synapse has no
 // dot for t at all. For an ISA without a specialised kernel for t this is the
@@ -62,30 +45,6 @@ QuantizeFn quantize_kernel(GgmlType t, Isa isa) noexcept;
 // of weight type t / the quantizer of type t.
 bool has_vec_dot(GgmlType t, Isa isa) noexcept;
 bool has_quantize(GgmlType t, Isa isa) noexcept;
-
-// True on an Intel x86-64 CPU (cpuid vendor, checked once): the tuning
-// that differs between the cores measured here (prefetch distance, Q4_K
-// prefill tile) keys on it. Never changes a result.
-bool cpu_is_intel() noexcept;
-
-// How many bytes ahead of the block it is reading a decode kernel asks for
-// the weight stream with a software prefetch into L1 (_MM_HINT_T0), and how
-// far ahead with a second one into L2 (_MM_HINT_T1; 0: none), per CPU
-// vendor (cpuid, checked once); quant/gemm_tiles.hpp issues them. Intel:
-// 1024 into L1 + 4096 into L2; everything else: 8192 into L1, none into L2,
-// the fastest measured on each (docs/PERFORMANCE.md, "Measurements behind
-// the tuning constants"). Never changes a result.
-int64_t prefetch_ahead_bytes() noexcept;
-int64_t prefetch_far_bytes() noexcept;
-
-// True when this CPU can run the AVX2 kernels (AVX2, FMA and F16C).
-bool cpu_has_avx2() noexcept;
-// True when this CPU (and OS) runs the AVX-512 VNNI kernels: AVX2, FMA,
-// F16C, AVX-512 F, BW, DQ, VL and VNNI (cpuid and XCR0, checked once).
-bool cpu_has_avx512_vnni() noexcept;
-// True when this CPU can run the NEON kernels (ARM64 with the ASIMD
-// dot-product instructions, HWCAP_ASIMDDP); false on every other target.
-bool cpu_has_neon_dotprod() noexcept;
 
 // A buffer of at least `bytes` bytes, 64-byte aligned, owned by the calling
 // thread and valid until its next call (it grows, never shrinks). For the

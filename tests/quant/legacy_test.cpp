@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "quant/cpu.hpp"
 #include "quant/formats.hpp"
 #include "quant/legacy_avx2.hpp"
 #include "quant/quant.hpp"
@@ -398,7 +399,7 @@ TEST(LegacyActivation, Q8_1SumUsesUnroundedD) {
 // rows of several scales, exact ties, zero blocks, huge and tiny values
 // (127/amax overflowing to inf makes every quant -128 in both).
 TEST(LegacyActivation, Avx2EqualsScalar) {
-  if (!detail::cpu_has_avx2()) GTEST_SKIP() << "CPU without AVX2/FMA/F16C";
+  if (!cpu_has_avx2()) GTEST_SKIP() << "CPU without AVX2/FMA/F16C";
   std::vector<float> x;
   for (float scale : {1e-3f, 1.0f, 37.0f, 3e4f}) {
     const auto r = random_row(32 * 64, static_cast<uint32_t>(scale * 10), scale);
