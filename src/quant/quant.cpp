@@ -9,7 +9,6 @@
 
 #include "quant/formats.hpp"
 #include "quant/kernel_table.hpp"
-#include "quant/legacy_avx2.hpp"
 #include "quant/simd.hpp"
 #include "synapse/error.hpp"
 
@@ -37,8 +36,8 @@ Kernels kernels_of(GgmlType t) {
     case GgmlType::Q4_1: return {quantize_row_q4_1, dequantize_row_q4_1, vec_dot_q4_1_q8_1, GgmlType::Q8_1};
     case GgmlType::Q5_0: return {quantize_row_q5_0, dequantize_row_q5_0, vec_dot_q5_0_q8_0, GgmlType::Q8_0};
     case GgmlType::Q5_1: return {quantize_row_q5_1, dequantize_row_q5_1, vec_dot_q5_1_q8_1, GgmlType::Q8_1};
-    case GgmlType::Q8_0: return {detail::quantize_row_q8_0_scalar, dequantize_row_q8_0, vec_dot_q8_0_q8_0, GgmlType::Q8_0};
-    case GgmlType::Q8_1: return {detail::quantize_row_q8_1_scalar, dequantize_row_q8_1, nullptr, GgmlType::Q8_1};
+    case GgmlType::Q8_0: return {quantize_row_q8_0, dequantize_row_q8_0, vec_dot_q8_0_q8_0, GgmlType::Q8_0};
+    case GgmlType::Q8_1: return {quantize_row_q8_1, dequantize_row_q8_1, nullptr, GgmlType::Q8_1};
     case GgmlType::IQ4_NL: return {quantize_row_iq4_nl, dequantize_row_iq4_nl, vec_dot_iq4_nl_q8_0, GgmlType::Q8_0};
     case GgmlType::Q2_K: return {quantize_row_q2_K, dequantize_row_q2_K, vec_dot_q2_K_q8_K, GgmlType::Q8_K};
     case GgmlType::Q3_K: return {quantize_row_q3_K, dequantize_row_q3_K, vec_dot_q3_K_q8_K, GgmlType::Q8_K};
@@ -111,8 +110,8 @@ KernelTable make_avx2_table() {
   k.isa = Isa::avx2;
   set_simd_dots(k, SYNAPSE_SIMD_DOTS(avx2));
   k.quantize[slot(GgmlType::F16)] = avx2::quantize_row_f16;
-  k.quantize[slot(GgmlType::Q8_0)] = detail::quantize_row_q8_0_avx2;
-  k.quantize[slot(GgmlType::Q8_1)] = detail::quantize_row_q8_1_avx2;
+  k.quantize[slot(GgmlType::Q8_0)] = avx2::quantize_row_q8_0;
+  k.quantize[slot(GgmlType::Q8_1)] = avx2::quantize_row_q8_1;
   k.quantize[slot(GgmlType::Q8_K)] = avx2::quantize_row_q8_K;
 
   const auto gemm = [&](GgmlType t, GemmFn f) { k.gemm[slot(t)] = f; };

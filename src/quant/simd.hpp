@@ -79,6 +79,10 @@ void* thread_scratch(size_t bytes);
 // table in quant.cpp references them only there).
 namespace avx2 {
 SYNAPSE_DECLARE_SIMD_DOTS()
+// The activation quantizers, bit for bit the scalar ones of the same name
+// (legacy_avx2.cpp, k_quants_avx2.cpp, float_avx2.cpp).
+void quantize_row_q8_0(const float* x, void* y, int64_t n);
+void quantize_row_q8_1(const float* x, void* y, int64_t n);
 void quantize_row_q8_K(const float* x, void* y, int64_t n);
 void quantize_row_f16(const float* x, void* y, int64_t n);
 }  // namespace avx2
