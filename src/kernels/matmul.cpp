@@ -166,11 +166,11 @@ Product prepare(const MatmulOut& o, Activations& x, quant::Isa isa, base::Thread
   const int64_t fit = static_cast<int64_t>(tile_bytes / std::max<size_t>(1, p.stride));
   if (p.x8 != nullptr) {
     // Whole register tiles of the interleaved kernel
-    // (quant::KernelTable::x8_group_step, x8_tile_step): a panel or tile
+    // (quant::TypeKernels::x8_group_step, x8_tile_step): a panel or tile
     // that ends in a narrower one pays its weight unpacking for fewer rows.
     const quant::KernelTable& kt = quant::kernel_table(isa);
-    const int64_t gs = std::max<int64_t>(1, kt.x8_group_step[static_cast<size_t>(w.type)]);
-    const int64_t ts = std::max<int64_t>(1, kt.x8_tile_step[static_cast<size_t>(w.type)]);
+    const int64_t gs = std::max<int64_t>(1, kt.row(w.type).x8_group_step);
+    const int64_t ts = std::max<int64_t>(1, kt.row(w.type).x8_tile_step);
     p.panel = std::max(gs, p.panel / gs * gs);
     // At least kGemvMaxRows rows: with fewer the interleaved kernels run
     // their decode path too.

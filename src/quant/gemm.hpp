@@ -51,8 +51,8 @@ GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept;
 // Bytes of one packed activation row of n elements (what gemm_pack_kernel
 // writes, and the stride the kernels are given): row_size(vec_dot_type(t), n)
 // unless the pack changes the size. AVX2 Q8_0: 96 bytes per 32 elements
-// (gemm_avx2.cpp's PackedQ8_0: the activation block's float scale and its
-// int16-widened bytes), computed once.
+// (gemm_packs.hpp's PackedQ8_0: the activation block's float scale and its
+// int16-widened bytes).
 size_t gemm_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept;
 
 // Decode-side multi-row kernel: several weight rows against ONE activation

@@ -28,6 +28,7 @@ namespace synapse::quant {
 
 using VecDotFn = float (*)(int64_t n, const void* w, const void* act);
 using QuantizeFn = void (*)(const float* x, void* y, int64_t n);
+using DequantizeFn = void (*)(const void* x, float* y, int64_t n);
 
 // The dot kernel of weight type t for `isa`, or nullptr when synapse has no
 // dot for t at all. For an ISA without a specialised kernel for t this is the
