@@ -258,16 +258,20 @@ GgmlType vec_dot_type(GgmlType t) {
 
 bool is_supported_weight(GgmlType t) noexcept { return kernel_table(Isa::scalar).row(t).vec_dot != nullptr; }
 
-void quantize_row(GgmlType t, const float* x, void* y, int64_t n) {
+void quantize_row(const KernelTable& k, GgmlType t, const float* x, void* y, int64_t n) {
   check_row(t, n, "quantize_row");
-  const QuantizeFn q = active_kernels().row(t).quantize;
+  const QuantizeFn q = k.row(t).quantize;
   if (!q) throw Error(Errc::unsupported, "no quantizer for tensor type " + std::string(type_name(t)));
   q(x, y, n);
 }
 
+void quantize_row(GgmlType t, const float* x, void* y, int64_t n) { quantize_row(active_kernels(), t, x, y, n); }
+
 void dequantize_row(GgmlType t, const void* x, float* y, int64_t n) {
   check_row(t, n, "dequantize_row");
-  const DequantizeFn d = active_kernels().row(t).dequantize;
+  // The scalar row's: every level's dequantizer is the same (no level has
+  // its own), so the result depends on no table.
+  const DequantizeFn d = kernel_table(Isa::scalar).row(t).dequantize;
   if (!d) throw Error(Errc::unsupported, "no dequantizer for tensor type " + std::string(type_name(t)));
   d(x, y, n);
 }
