@@ -174,7 +174,7 @@ KernelTable make_avx2_table() {
 
 // AVX-512 VNNI: the AVX2 table with the interleaved prefill kernels of
 // interleave_avx512.cpp, which read the AVX2 packs (x8_packs.hpp), and the
-// plain prefill GEMMs of gemm_k_avx512.cpp (plain activation rows, as the
+// plain prefill GEMMs of gemm_avx512.cpp (plain activation rows, as the
 // AVX2 ones read). Its dots, decode kernels and quantizers are AVX2's
 // (kernel_table.hpp says why). The interleaved kernels' tiles: Q4_0 / Q5_0
 // two pairs of groups by 5 rows, Q4_K two pairs by 3, Q8_0 one pair by 3,
