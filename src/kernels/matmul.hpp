@@ -113,13 +113,13 @@ class Activations {
   // threads; every table's quantizers give the same bytes, so a conversion
   // is cached per type, not per table). Throws Error as
   // quant::quantize_row does (no quantizer for vt, n_cols not a multiple
-  // of its block size).
+  // of its block size). One caller at a time (the cache is not locked).
   const uint8_t* as(GgmlType vt, const quant::KernelTable& kt, size_t& stride, base::ThreadPool& pool);
   // The rows as kt's multi-row kernels of weight type wt read them:
   // as(vec_dot_type(wt)) passed through kt.row(wt).gemm_pack, or for an
   // interleaved matrix its x8_pack, when that is not null (packed once per
   // weight type and layout: one Activations serves one table). stride:
-  // bytes per row of the result.
+  // bytes per row of the result. Throws as as() does; one caller at a time.
   const uint8_t* packed_for(GgmlType wt, bool interleaved, const quant::KernelTable& kt, size_t& stride,
                             base::ThreadPool& pool);
 

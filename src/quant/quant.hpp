@@ -4,10 +4,14 @@
 // converts the other operand to before the dot (ggml-cpu's type_traits_cpu
 // `vec_dot_type`): Q8_0 for the 32-element legacy blocks, Q8_1 for Q4_1/Q5_1,
 // Q8_K for the K-quants, IQ4_XS and the ternary types, F16 for F16, BF16 for
-// BF16, F32 for F32. The table lives in quant.cpp with its sources.
+// BF16, F32 for F32. The pairing is a field of each type's row of the
+// kernel tables (kernel_table.hpp), set in quant.cpp's kScalarRows.
 //
 // Rows: a row of `n` elements of type t occupies row_size(t, n) bytes; n must
 // be a multiple of the type's block size.
+//
+// Thread-safety: every function here is thread-safe (constant tables; each
+// call writes only its output).
 #pragma once
 
 #include <cstddef>

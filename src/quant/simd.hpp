@@ -1,21 +1,18 @@
-// Run-time choice between the scalar reference kernels and their SIMD
-// versions (DESIGN.md: kernels come in pairs, the scalar one defines the
-// result including every reduction order, the SIMD one is tested equal to it
-// bit for bit: tests/quant/simd_test.cpp).
+// The single-row kernels' function types, the look-ups of each level's dot
+// and quantizer, and the declarations of the SIMD kernels (DESIGN.md:
+// kernels come in pairs, the scalar one defines the result including every
+// reduction order, the SIMD one is tested equal to it bit for bit:
+// tests/quant/simd_test.cpp).
 //
 // On x86-64 the AVX2 kernels (files *_avx2.cpp, built with -mavx2 -mfma
-// -mf16c) are used when the CPU reports AVX2, FMA and F16C (cpuid, checked
-// once) and the environment variable SYNAPSE_NO_SIMD is not set to a
-// non-empty value other than "0". On ARM64 the NEON kernels (files
-// *_neon.cpp, built with -march=armv8.2-a+dotprod) are used when the CPU
-// reports the dot-product instructions (getauxval(AT_HWCAP) & HWCAP_ASIMDDP),
-// under the same SYNAPSE_NO_SIMD switch; types without a NEON kernel use the
-// scalar one. Everywhere else (old x86, ARM64 without dotprod) the scalar
-// reference runs. The choice is made once (active_isa, cpu.hpp) and selects one
-// kernel table per layer (quant/kernel_table.hpp, kernels/ops_table.hpp);
-// every dispatch is a look-up in it. The functions below read the tables of
-// any level, for tests, benchmarks and the matmul kernel (which hoists the
-// look-up out of its loops).
+// -mf16c) run on CPUs with AVX2, FMA and F16C; on ARM64 the NEON kernels
+// (files *_neon.cpp, built with -march=armv8.2-a+dotprod) on CPUs with the
+// dot-product instructions, types without a NEON kernel taking the scalar
+// one; everywhere else the scalar reference. Which level runs is decided
+// once (active_isa, cpu.hpp: the CPU, SYNAPSE_ISA, SYNAPSE_NO_SIMD) and
+// selects one kernel table per layer (quant/kernel_table.hpp,
+// kernels/ops_table.hpp); every dispatch is a look-up in it. The functions
+// below read the tables of any level, for tests and benchmarks.
 #pragma once
 
 #include <cstddef>
