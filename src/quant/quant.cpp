@@ -1,6 +1,8 @@
-// Dispatch from a ggml type to its kernels (formats.hpp), the table of which
-// activation type each weight type is paired with, and the kernel table of
-// each level (kernel_table.hpp); the level itself is chosen in cpu.cpp.
+// The kernel table of each level (kernel_table.hpp): the scalar rows, one
+// line per type (kScalarRows: its activation type and the references of
+// formats.hpp), each SIMD level's own kernels laid over the level below,
+// and the look-ups into them (quant.hpp, simd.hpp). Which level runs is
+// chosen in cpu.cpp.
 #include "quant/quant.hpp"
 
 #include <cstdlib>
@@ -26,8 +28,8 @@ size_t index(GgmlType t) { return static_cast<size_t>(t); }
 // matrix interleaved under one table runs under any other.
 struct ScalarRow {
   GgmlType type, vec_dot_type;
-  QuantizeFn quantize;
   DequantizeFn dequantize;
+  QuantizeFn quantize;
   VecDotFn vec_dot;
   GemmX8Fn gemm_x8;
 };
@@ -35,25 +37,25 @@ struct ScalarRow {
 // vec_dot_type: ggml/src/ggml-cpu/ggml-cpu.c, type_traits_cpu[] (llama.cpp
 // c392e509). Q8_1 and Q8_K are activation types only (no dot as a weight).
 constexpr ScalarRow kScalarRows[] = {
-    {G::F32, G::F32, quantize_row_f32, dequantize_row_f32, vec_dot_f32_f32, nullptr},
-    {G::F16, G::F16, quantize_row_f16, dequantize_row_f16, vec_dot_f16_f16, nullptr},
-    {G::BF16, G::BF16, quantize_row_bf16, dequantize_row_bf16, vec_dot_bf16_bf16, nullptr},
-    {G::Q4_0, G::Q8_0, quantize_row_q4_0, dequantize_row_q4_0, vec_dot_q4_0_q8_0, scalar::gemm_q4_0x8_q8_0},
-    {G::Q4_1, G::Q8_1, quantize_row_q4_1, dequantize_row_q4_1, vec_dot_q4_1_q8_1, nullptr},
-    {G::Q5_0, G::Q8_0, quantize_row_q5_0, dequantize_row_q5_0, vec_dot_q5_0_q8_0, scalar::gemm_q5_0x8_q8_0},
-    {G::Q5_1, G::Q8_1, quantize_row_q5_1, dequantize_row_q5_1, vec_dot_q5_1_q8_1, nullptr},
-    {G::Q8_0, G::Q8_0, quantize_row_q8_0, dequantize_row_q8_0, vec_dot_q8_0_q8_0, scalar::gemm_q8_0x8_q8_0},
-    {G::Q8_1, G::Q8_1, quantize_row_q8_1, dequantize_row_q8_1, nullptr, nullptr},
-    {G::IQ4_NL, G::Q8_0, quantize_row_iq4_nl, dequantize_row_iq4_nl, vec_dot_iq4_nl_q8_0, nullptr},
-    {G::Q2_K, G::Q8_K, quantize_row_q2_K, dequantize_row_q2_K, vec_dot_q2_K_q8_K, nullptr},
-    {G::Q3_K, G::Q8_K, quantize_row_q3_K, dequantize_row_q3_K, vec_dot_q3_K_q8_K, nullptr},
-    {G::Q4_K, G::Q8_K, quantize_row_q4_K, dequantize_row_q4_K, vec_dot_q4_K_q8_K, scalar::gemm_q4_Kx8_q8_K},
-    {G::Q5_K, G::Q8_K, quantize_row_q5_K, dequantize_row_q5_K, vec_dot_q5_K_q8_K, nullptr},
-    {G::Q6_K, G::Q8_K, quantize_row_q6_K, dequantize_row_q6_K, vec_dot_q6_K_q8_K, scalar::gemm_q6_Kx8_q8_K},
-    {G::Q8_K, G::Q8_K, quantize_row_q8_K, dequantize_row_q8_K, nullptr, nullptr},
-    {G::IQ4_XS, G::Q8_K, quantize_row_iq4_xs, dequantize_row_iq4_xs, vec_dot_iq4_xs_q8_K, nullptr},
-    {G::TQ1_0, G::Q8_K, quantize_row_tq1_0, dequantize_row_tq1_0, vec_dot_tq1_0_q8_K, nullptr},
-    {G::TQ2_0, G::Q8_K, quantize_row_tq2_0, dequantize_row_tq2_0, vec_dot_tq2_0_q8_K, nullptr},
+    {G::F32, G::F32, dequantize_row_f32, quantize_row_f32, vec_dot_f32_f32, nullptr},
+    {G::F16, G::F16, dequantize_row_f16, quantize_row_f16, vec_dot_f16_f16, nullptr},
+    {G::BF16, G::BF16, dequantize_row_bf16, quantize_row_bf16, vec_dot_bf16_bf16, nullptr},
+    {G::Q4_0, G::Q8_0, dequantize_row_q4_0, quantize_row_q4_0, vec_dot_q4_0_q8_0, scalar::gemm_q4_0x8_q8_0},
+    {G::Q4_1, G::Q8_1, dequantize_row_q4_1, quantize_row_q4_1, vec_dot_q4_1_q8_1, nullptr},
+    {G::Q5_0, G::Q8_0, dequantize_row_q5_0, quantize_row_q5_0, vec_dot_q5_0_q8_0, scalar::gemm_q5_0x8_q8_0},
+    {G::Q5_1, G::Q8_1, dequantize_row_q5_1, quantize_row_q5_1, vec_dot_q5_1_q8_1, nullptr},
+    {G::Q8_0, G::Q8_0, dequantize_row_q8_0, quantize_row_q8_0, vec_dot_q8_0_q8_0, scalar::gemm_q8_0x8_q8_0},
+    {G::Q8_1, G::Q8_1, dequantize_row_q8_1, quantize_row_q8_1, nullptr, nullptr},
+    {G::IQ4_NL, G::Q8_0, dequantize_row_iq4_nl, quantize_row_iq4_nl, vec_dot_iq4_nl_q8_0, nullptr},
+    {G::Q2_K, G::Q8_K, dequantize_row_q2_K, quantize_row_q2_K, vec_dot_q2_K_q8_K, nullptr},
+    {G::Q3_K, G::Q8_K, dequantize_row_q3_K, quantize_row_q3_K, vec_dot_q3_K_q8_K, nullptr},
+    {G::Q4_K, G::Q8_K, dequantize_row_q4_K, quantize_row_q4_K, vec_dot_q4_K_q8_K, scalar::gemm_q4_Kx8_q8_K},
+    {G::Q5_K, G::Q8_K, dequantize_row_q5_K, quantize_row_q5_K, vec_dot_q5_K_q8_K, nullptr},
+    {G::Q6_K, G::Q8_K, dequantize_row_q6_K, quantize_row_q6_K, vec_dot_q6_K_q8_K, scalar::gemm_q6_Kx8_q8_K},
+    {G::Q8_K, G::Q8_K, dequantize_row_q8_K, quantize_row_q8_K, nullptr, nullptr},
+    {G::IQ4_XS, G::Q8_K, dequantize_row_iq4_xs, quantize_row_iq4_xs, vec_dot_iq4_xs_q8_K, nullptr},
+    {G::TQ1_0, G::Q8_K, dequantize_row_tq1_0, quantize_row_tq1_0, vec_dot_tq1_0_q8_K, nullptr},
+    {G::TQ2_0, G::Q8_K, dequantize_row_tq2_0, quantize_row_tq2_0, vec_dot_tq2_0_q8_K, nullptr},
 };
 
 KernelTable make_scalar_table() {
