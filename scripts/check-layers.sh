@@ -23,7 +23,7 @@ declare -A allowed=(
 )
 # The public headers, by the layer that implements them.
 declare -A public=(
-  [error]=base [types]=base [version]=base [gguf]=gguf [quantize]=quant [tokenizer]=tokenizer
+  [error]=base [types]=base [version]=base [gguf]=gguf [quantize]=runtime [tokenizer]=tokenizer
   [sampling]=runtime [stop]=runtime [chat]=runtime [synapse]=runtime [generation]=runtime [scheduler]=runtime
   [synth]=runtime
 )

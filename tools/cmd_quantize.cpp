@@ -1,6 +1,6 @@
 // synapse quantize IN.gguf OUT.gguf TYPE [--pure] [--allow-requantize] [-t T]
 // Writes IN's weights requantized to TYPE with llama-quantize's per-tensor
-// choice of types and metadata (synapse/quantize.hpp, src/quant/quantize_model.hpp). Prints one line
+// choice of types and metadata (synapse/quantize.hpp, src/runtime/quantize_model.hpp). Prints one line
 // per tensor and the sizes before and after on stdout; errors are one line on
 // stderr (main.cpp).
 #include <cstdio>

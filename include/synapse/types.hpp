@@ -45,6 +45,11 @@ enum class GgmlType : uint32_t {
   TQ2_0 = 35,
 };
 
+// Ids 0 .. kGgmlTypeCount - 1 cover every GgmlType: the length of a table
+// indexed by type id (the type table below, quant's kernel tables). A new
+// type added to the enum past TQ2_0 moves this bound with it.
+inline constexpr size_t kGgmlTypeCount = static_cast<size_t>(GgmlType::TQ2_0) + 1;
+
 // Layout facts of one type: `block_size` elements are stored in `type_size`
 // bytes (ggml's blck_size / type_size). `known` is false for ids ggml never
 // assigned or removed; `supported` is true where synapse can compute with it.

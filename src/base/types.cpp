@@ -1,8 +1,8 @@
 // The ggml type table: block size and bytes per block of every type id a GGUF
 // file may carry. Source: ggml.c's type_traits (blck_size, type_size) and the
 // block_* structs of ggml-common.h.
-#include <array>
 #include <cctype>
+#include <iterator>
 
 #include "synapse/types.hpp"
 
@@ -11,7 +11,7 @@ namespace {
 
 constexpr TypeTraits kUnknown{"unknown", 1, 0, false, false};
 
-constexpr std::array<TypeTraits, 36> kTraits = {{
+constexpr TypeTraits kTraits[] = {
     /* 0  F32     */ {"F32", 1, 4, true, true},
     /* 1  F16     */ {"F16", 1, 2, true, true},
     /* 2  Q4_0    */ {"Q4_0", 32, 18, true, true},   // f16 d, 16 B nibbles
@@ -48,17 +48,18 @@ constexpr std::array<TypeTraits, 36> kTraits = {{
     /* 33 removed */ kUnknown,
     /* 34 TQ1_0   */ {"TQ1_0", 256, 54, true, true},
     /* 35 TQ2_0   */ {"TQ2_0", 256, 66, true, true},
-}};
+};
+static_assert(std::size(kTraits) == kGgmlTypeCount, "one entry per type id");
 
 }  // namespace
 
 const TypeTraits& type_traits(uint32_t id) noexcept {
-  if (id >= kTraits.size()) return kUnknown;
+  if (id >= std::size(kTraits)) return kUnknown;
   return kTraits[id];
 }
 
 bool type_from_name(std::string_view name, GgmlType& out) noexcept {
-  for (uint32_t id = 0; id < kTraits.size(); ++id) {
+  for (uint32_t id = 0; id < std::size(kTraits); ++id) {
     const TypeTraits& t = kTraits[id];
     if (!t.known || t.name.size() != name.size()) continue;
     bool same = true;

@@ -7,53 +7,13 @@
 #include <cmath>
 
 #include "kernels/attention.hpp"
+#include "kernels/attention_f16.hpp"
 #include "kernels/ops.hpp"
 #include "kernels/ops_avx2.hpp"
 #include "quant/avx2_util.hpp"
 
 namespace synapse::kernels {
 namespace {
-
-// F16 -> F32 of n values (n a multiple of 8 handled by F16C, the rest one by one).
-void load_f16(const quant::ggml_fp16_t* src, float* dst, int64_t n) {
-  int64_t d = 0;
-  for (; d + 8 <= n; d += 8)
-    _mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + d))));
-  for (; d < n; ++d) dst[d] = _cvtsh_ss(src[d]);
-}
-
-// The cache rows of one KV group are hd F16 values every k_stride: a strided
-// stream, so the lines of the row kRowsAhead positions on are asked for
-// while this one is converted (a prefetch never changes a result).
-constexpr int64_t kRowsAhead = 16;
-
-void prefetch_row(const quant::ggml_fp16_t* row, int64_t n) {
-  const char* p = reinterpret_cast<const char*>(row);
-  for (int64_t off = 0; off < n * 2; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-}
-
-// Positions [j0, j1) of one KV group as floats: row j is the n F16 values at
-// base + slot(j) * stride, slot(j) = j % capacity (kernels/attention.hpp),
-// converted into blk[(j - j0) * n ..]; the row kRowsAhead positions on is
-// prefetched. The slots advance by one per row (no division per row).
-void load_rows_f16(const quant::ggml_fp16_t* base, int64_t stride, int64_t capacity, int64_t j0, int64_t j1,
-                   int64_t n, float* blk) {
-  int64_t slot = j0 % capacity, ahead = (j0 + kRowsAhead) % capacity;
-  for (int64_t j = j0; j < j1; ++j) {
-    prefetch_row(base + ahead * stride, n);
-    load_f16(base + slot * stride, blk + (j - j0) * n, n);
-    if (++slot == capacity) slot = 0;
-    if (++ahead == capacity) ahead = 0;
-  }
-}
-
-// Rounds n floats through F16 in place.
-void round_f16(float* x, int64_t n) {
-  int64_t d = 0;
-  for (; d + 8 <= n; d += 8)
-    _mm256_storeu_ps(x + d, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + d), _MM_FROUND_TO_NEAREST_INT)));
-  for (; d < n; ++d) x[d] = _cvtsh_ss(_cvtss_sh(x[d], _MM_FROUND_TO_NEAREST_INT));
-}
 
 // dot_kq: hd % 16 == 0 as two 8-lane chains (lanes 0..7 and 8..15 of the
 // 16), hsum_float_16 = hsum_float_8(high + low); other hd the reference.

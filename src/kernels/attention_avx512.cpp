@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "kernels/attention.hpp"
+#include "kernels/attention_f16.hpp"
 
 namespace synapse::kernels {
 namespace {
@@ -49,50 +50,6 @@ inline __m512 expf16(__m512 x) {
   const __m512 zero = _mm512_setzero_ps();
   const __m512 big = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, zero, _CMP_LE_OQ), _mm512_set1_ps(INFINITY), zero);
   return _mm512_mask_blend_ps(d, res, big);
-}
-
-inline __mmask16 first_n(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
-
-// F16 -> F32 of n values, 16 at a time (the tail masked).
-void load_f16(const quant::ggml_fp16_t* src, float* dst, int64_t n) {
-  int64_t d = 0;
-  for (; d + 16 <= n; d += 16)
-    _mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + d))));
-  if (d < n) {
-    const __mmask16 m = first_n(n - d);
-    _mm512_mask_storeu_ps(dst + d, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + d)));
-  }
-}
-
-// The group's rows are a strided stream: the row kRowsAhead positions on is
-// asked for while this one is converted (a prefetch never changes a result).
-constexpr int64_t kRowsAhead = 16;
-
-// Positions [j0, j1) of one KV group as floats into blk[(j - j0) * n ..]:
-// row j is the n F16 values at base + (j % capacity) * stride.
-void load_rows_f16(const quant::ggml_fp16_t* base, int64_t stride, int64_t capacity, int64_t j0, int64_t j1,
-                   int64_t n, float* blk) {
-  int64_t slot = j0 % capacity, ahead = (j0 + kRowsAhead) % capacity;
-  for (int64_t j = j0; j < j1; ++j) {
-    const char* p = reinterpret_cast<const char*>(base + ahead * stride);
-    for (int64_t off = 0; off < n * 2; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-    load_f16(base + slot * stride, blk + (j - j0) * n, n);
-    if (++slot == capacity) slot = 0;
-    if (++ahead == capacity) ahead = 0;
-  }
-}
-
-// Rounds n floats through F16 in place (round to nearest even, as
-// quant::fp32_to_fp16).
-void round_f16(float* x, int64_t n) {
-  int64_t d = 0;
-  for (; d + 16 <= n; d += 16)
-    _mm512_storeu_ps(x + d, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + d), _MM_FROUND_TO_NEAREST_INT)));
-  if (d < n) {
-    const __mmask16 m = first_n(n - d);
-    _mm512_mask_storeu_ps(
-        x + d, m, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + d), _MM_FROUND_TO_NEAREST_INT)));
-  }
 }
 
 // hsum_float_16 of 16 registers at once: lane 4c + e of the result is the

@@ -68,7 +68,7 @@ std::vector<uint8_t>& Activations::buffer(std::vector<uint8_t>& slot, size_t byt
   return slot;
 }
 
-const uint8_t* Activations::as(GgmlType vt, size_t& stride, base::ThreadPool& pool) {
+const uint8_t* Activations::as(GgmlType vt, const quant::KernelTable& kt, size_t& stride, base::ThreadPool& pool) {
   stride = row_size(vt, n_cols_);
   auto it = cache_.find(vt);
   if (it != cache_.end()) return it->second.data();
@@ -76,19 +76,19 @@ const uint8_t* Activations::as(GgmlType vt, size_t& stride, base::ThreadPool& po
   const size_t st = stride;
   pool.parallel_for(n_rows_, 1, [&](int64_t m0, int64_t m1) {  // row by row: any split gives the same bytes
     for (int64_t m = m0; m < m1; ++m)
-      quant::quantize_row(vt, x_ + m * n_cols_, buf.data() + static_cast<size_t>(m) * st, n_cols_);
+      quant::quantize_row(kt, vt, x_ + m * n_cols_, buf.data() + static_cast<size_t>(m) * st, n_cols_);
   });
   return buf.data();
 }
 
-const uint8_t* Activations::packed_for(GgmlType wt, bool interleaved, quant::Isa isa, size_t& stride,
+const uint8_t* Activations::packed_for(GgmlType wt, bool interleaved, const quant::KernelTable& kt, size_t& stride,
                                        base::ThreadPool& pool) {
-  const GgmlType vt = quant::vec_dot_type(wt);
-  const uint8_t* a = as(vt, stride, pool);
-  const quant::GemmPackFn pack = interleaved ? quant::x8_pack_kernel(wt, isa) : quant::gemm_pack_kernel(wt, isa);
+  const uint8_t* a = as(quant::vec_dot_type(wt), kt, stride, pool);
+  const quant::TypeKernels& k = kt.row(wt);
+  const quant::GemmPackFn pack = interleaved ? k.x8_pack : k.gemm_pack;
   if (pack == nullptr) return a;
   const size_t src_stride = stride;
-  stride = interleaved ? quant::x8_packed_row_size(wt, isa, n_cols_) : quant::gemm_packed_row_size(wt, isa, n_cols_);
+  stride = interleaved ? quant::x8_packed_row_size(k, n_cols_) : quant::gemm_packed_row_size(k, n_cols_);
   const auto key = std::make_pair(wt, interleaved);
   auto it = packed_.find(key);
   if (it != packed_.end()) return it->second.data();
@@ -121,33 +121,34 @@ struct Product {
   size_t tail_stride = 0;
 };
 
-Product prepare(const MatmulOut& o, Activations& x, quant::Isa isa, base::ThreadPool& pool) {
+Product prepare(const MatmulOut& o, Activations& x, const quant::KernelTable& kt, base::ThreadPool& pool) {
   const WeightView& w = *o.w;
   if (x.n_cols() != w.n_in)
     throw Error(Errc::invalid_argument, w.name + ": input of " + std::to_string(x.n_cols()) +
                                             " columns, the weight has " + std::to_string(w.n_in));
-  Product p{&w, o.y, nullptr, 0, quant::vec_dot_kernel(w.type, isa), nullptr, nullptr, nullptr, 1, 1, false};
+  const quant::TypeKernels& k = kt.row(w.type);
+  Product p{&w, o.y, nullptr, 0, k.vec_dot, nullptr, nullptr, nullptr, 1, 1, false};
   const int64_t n_rows = x.n_rows();
   if (w.interleaved) {
     // One kernel for any number of activation rows (quant/interleave.hpp).
-    p.x8 = quant::gemm_x8_kernel(w.type, isa);
+    p.x8 = k.gemm_x8;
     if (p.x8 == nullptr)
       throw Error(Errc::unsupported, w.name + ": interleaved " + std::string(type_name(w.type)) + " has no kernel");
   } else {
     // Decode (a few activation rows): the decode kernel, which streams the
     // weight rows once per activation row (quant/gemm.hpp GemvFn).
-    p.gemv = n_rows < kGemvMaxRows ? quant::gemv_kernel(w.type, isa) : nullptr;
-    p.gemm = p.gemv == nullptr && n_rows > 1 ? quant::gemm_kernel(w.type, isa) : nullptr;
+    p.gemv = n_rows < kGemvMaxRows ? k.gemv : nullptr;
+    p.gemm = p.gemv == nullptr && n_rows > 1 ? k.gemm : nullptr;
   }
   p.decode = p.gemv != nullptr || (p.x8 != nullptr && n_rows < kGemvMaxRows);
   if (p.gemv != nullptr || p.gemm != nullptr || p.x8 != nullptr) {
-    // Activation rows in the kernels' layout (quant::gemm_pack_kernel,
-    // quant::x8_pack_kernel), once per input, weight type and layout.
-    p.a = x.packed_for(w.type, p.x8 != nullptr, isa, p.stride, pool);
+    // Activation rows in the kernels' layout (TypeKernels::gemm_pack,
+    // x8_pack), once per input, weight type and layout.
+    p.a = x.packed_for(w.type, p.x8 != nullptr, kt, p.stride, pool);
     if (p.x8 != nullptr && w.n_out % quant::kInterleave != 0)
-      p.tail_a = x.as(quant::vec_dot_type(w.type), p.tail_stride, pool);
+      p.tail_a = x.as(quant::vec_dot_type(w.type), kt, p.tail_stride, pool);
   } else {
-    p.a = x.as(quant::vec_dot_type(w.type), p.stride, pool);
+    p.a = x.as(quant::vec_dot_type(w.type), kt, p.stride, pool);
   }
   // Blocked: a panel of weight rows (about kPanelBytes) against a tile of
   // activation rows (about kTileBytes), both resident in L2 while the
@@ -166,11 +167,10 @@ Product prepare(const MatmulOut& o, Activations& x, quant::Isa isa, base::Thread
   const int64_t fit = static_cast<int64_t>(tile_bytes / std::max<size_t>(1, p.stride));
   if (p.x8 != nullptr) {
     // Whole register tiles of the interleaved kernel
-    // (quant::KernelTable::x8_group_step, x8_tile_step): a panel or tile
+    // (quant::TypeKernels::x8_group_step, x8_tile_step): a panel or tile
     // that ends in a narrower one pays its weight unpacking for fewer rows.
-    const quant::KernelTable& kt = quant::kernel_table(isa);
-    const int64_t gs = std::max<int64_t>(1, kt.x8_group_step[static_cast<size_t>(w.type)]);
-    const int64_t ts = std::max<int64_t>(1, kt.x8_tile_step[static_cast<size_t>(w.type)]);
+    const int64_t gs = std::max<int64_t>(1, k.x8_group_step);
+    const int64_t ts = std::max<int64_t>(1, k.x8_tile_step);
     p.panel = std::max(gs, p.panel / gs * gs);
     // At least kGemvMaxRows rows: with fewer the interleaved kernels run
     // their decode path too.
@@ -279,11 +279,13 @@ void run_rows(const Product& p, int64_t n_rows, int64_t r0, int64_t r1) {
 }  // namespace
 
 void matmul_many(std::span<const MatmulOut> outs, Activations& x, base::ThreadPool& pool) {
-  // The kernels (AVX2 or scalar, quant/simd.hpp) are looked up once, not per row.
-  const quant::Isa isa = quant::active_isa();
+  // The one place the products read the process's kernel table
+  // (quant::active_kernels); everything below takes it from here, and each
+  // product's kernels are looked up once, not per row.
+  const quant::KernelTable& kt = quant::active_kernels();
   std::vector<Product> ps;
   ps.reserve(outs.size());
-  for (const MatmulOut& o : outs) ps.push_back(prepare(o, x, isa, pool));
+  for (const MatmulOut& o : outs) ps.push_back(prepare(o, x, kt, pool));
   // One job over the products' rows laid end to end: one hand-out and one
   // wait for all of them (a decode step has hundreds of small products).
   std::vector<int64_t> first(ps.size() + 1, 0);

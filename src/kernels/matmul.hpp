@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "quant/simd.hpp"
 #include "base/huge_pages.hpp"
 #include "base/thread_pool.hpp"
+#include "quant/kernel_table.hpp"
 #include "synapse/types.hpp"
 
 namespace synapse::kernels {
@@ -108,14 +108,19 @@ class Activations {
   Activations& operator=(const Activations&) = delete;
   int64_t n_rows() const { return n_rows_; }
   int64_t n_cols() const { return n_cols_; }
-  // Row stride in bytes and base pointer of the rows converted to `vt`
-  // (converted on first use, rows split over the pool's threads).
-  const uint8_t* as(GgmlType vt, size_t& stride, base::ThreadPool& pool);
-  // The rows as the multi-row kernels of weight type wt read them: as(vec_dot_type(wt))
-  // passed through quant::gemm_pack_kernel(wt, isa), or for an interleaved
-  // matrix quant::x8_pack_kernel(wt, isa), when that is not null (packed
-  // once per weight type and layout). stride: bytes per row of the result.
-  const uint8_t* packed_for(GgmlType wt, bool interleaved, quant::Isa isa, size_t& stride,
+  // Row stride in bytes and base pointer of the rows converted to `vt` by
+  // kt's quantizer (converted on first use, rows split over the pool's
+  // threads; every table's quantizers give the same bytes, so a conversion
+  // is cached per type, not per table). Throws Error as
+  // quant::quantize_row does (no quantizer for vt, n_cols not a multiple
+  // of its block size). One caller at a time (the cache is not locked).
+  const uint8_t* as(GgmlType vt, const quant::KernelTable& kt, size_t& stride, base::ThreadPool& pool);
+  // The rows as kt's multi-row kernels of weight type wt read them:
+  // as(vec_dot_type(wt)) passed through kt.row(wt).gemm_pack, or for an
+  // interleaved matrix its x8_pack, when that is not null (packed once per
+  // weight type and layout: one Activations serves one table). stride:
+  // bytes per row of the result. Throws as as() does; one caller at a time.
+  const uint8_t* packed_for(GgmlType wt, bool interleaved, const quant::KernelTable& kt, size_t& stride,
                             base::ThreadPool& pool);
 
  private:

@@ -13,27 +13,14 @@
 
 namespace synapse::quant {
 
-namespace {
-size_t slot(GgmlType t) { return static_cast<size_t>(t); }
-}  // namespace
+GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept { return kernel_table(isa).row(t).gemm; }
 
-GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept {
-  return slot(t) < kTypeSlots ? kernel_table(isa).gemm[slot(t)] : nullptr;
-}
+GemvFn gemv_kernel(GgmlType t, Isa isa) noexcept { return kernel_table(isa).row(t).gemv; }
 
-GemvFn gemv_kernel(GgmlType t, Isa isa) noexcept {
-  return slot(t) < kTypeSlots ? kernel_table(isa).gemv[slot(t)] : nullptr;
-}
-
-GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept {
-  return slot(t) < kTypeSlots ? kernel_table(isa).gemm_pack[slot(t)] : nullptr;
-}
+GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept { return kernel_table(isa).row(t).gemm_pack; }
 
 size_t gemm_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept {
-  const GgmlType vt = vec_dot_type(t);
-  const size_t bytes = slot(t) < kTypeSlots ? kernel_table(isa).gemm_pack_bytes[slot(t)] : 0;
-  if (bytes == 0) return row_size(vt, n);
-  return static_cast<size_t>(n / type_traits(vt).block_size) * bytes;
+  return gemm_packed_row_size(kernel_table(isa).row(t), n);
 }
 
 void gemm(GgmlType t, Isa isa, int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a,

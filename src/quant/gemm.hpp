@@ -36,7 +36,7 @@ using GemmFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_
 // vec_dot; Q8_0 and Q6_K matrices are interleaved too, but keep these
 // kernels for the matrices that stay plain); Isa::avx512 has the AVX2 ones,
 // with its own for Q4_1, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K and IQ4_XS
-// (gemm_k_avx512.cpp); Isa::scalar has none (the scalar vec_dot loop is the
+// (gemm_avx512.cpp); Isa::scalar has none (the scalar vec_dot loop is the
 // reference).
 GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept;
 
@@ -51,8 +51,8 @@ GemmPackFn gemm_pack_kernel(GgmlType t, Isa isa) noexcept;
 // Bytes of one packed activation row of n elements (what gemm_pack_kernel
 // writes, and the stride the kernels are given): row_size(vec_dot_type(t), n)
 // unless the pack changes the size. AVX2 Q8_0: 96 bytes per 32 elements
-// (gemm_avx2.cpp's PackedQ8_0: the activation block's float scale and its
-// int16-widened bytes), computed once.
+// (gemm_packs.hpp's PackedQ8_0: the activation block's float scale and its
+// int16-widened bytes).
 size_t gemm_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept;
 
 // Decode-side multi-row kernel: several weight rows against ONE activation
@@ -119,7 +119,7 @@ void gemv_q5_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, c
 void gemv_q6_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 }  // namespace avx2
 namespace avx512 {
-// gemm_k_avx512.cpp: plain Q4_1 / Q5_1 / IQ4_NL / Q2_K / Q3_K / Q5_K / IQ4_XS
+// gemm_avx512.cpp: plain Q4_1 / Q5_1 / IQ4_NL / Q2_K / Q3_K / Q5_K / IQ4_XS
 // rows two at a time per 512-bit register, the same contract and bits as
 // the avx2:: kernels of the type.
 void gemm_q2_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,

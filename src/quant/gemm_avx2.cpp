@@ -24,6 +24,7 @@
 #include "quant/formats.hpp"
 #include "quant/avx2_util.hpp"
 #include "quant/gemm.hpp"
+#include "quant/gemm_packs.hpp"
 #include "quant/gemm_tiles.hpp"
 
 namespace synapse::quant::avx2 {
@@ -39,14 +40,7 @@ using namespace tiles;
 // converted to float, the bytes widened to int16 even/odd words). The integer lanes are the same exact integers and the float
 // steps the same operations, so every output equals the vec_dot.
 
-// Packed activation block for Q8_0 weights: e/o = bytes 2k / 2k+1 as int16.
-struct PackedQ8_0 {
-  int16_t e[16];
-  int16_t o[16];
-  float d;
-  uint8_t pad[28];
-};
-static_assert(sizeof(PackedQ8_0) == 96);
+// The packed activation block: PackedQ8_0 (gemm_packs.hpp).
 
 // Q8_0 lanes: even and odd int16 products, pairwise, added.
 inline __m256i q8_0_lanes(__m256i we, __m256i wo, const PackedQ8_0& b) {

@@ -320,9 +320,7 @@ bool rows_interleave_exactly(GgmlType t, int64_t n, const uint8_t* src, size_t r
   return true;
 }
 
-bool interleave_pays(GgmlType t, Isa isa) noexcept {
-  return static_cast<size_t>(t) < kTypeSlots && kernel_table(isa).interleave[static_cast<size_t>(t)];
-}
+bool interleave_pays(GgmlType t, Isa isa) noexcept { return kernel_table(isa).row(t).interleave; }
 
 bool interleave_rows(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes, int64_t n_out, uint8_t* dst) {
   if (!can_interleave(t, n_out))
@@ -372,19 +370,12 @@ void scalar::gemm_q8_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, con
   gemm_ref<Q8>(n, w, n_groups, a, a_stride, n_rows, y, y_stride);
 }
 
-GemmX8Fn gemm_x8_kernel(GgmlType t, Isa isa) noexcept {
-  return static_cast<size_t>(t) < kTypeSlots ? kernel_table(isa).gemm_x8[static_cast<size_t>(t)] : nullptr;
-}
+GemmX8Fn gemm_x8_kernel(GgmlType t, Isa isa) noexcept { return kernel_table(isa).row(t).gemm_x8; }
 
-GemmPackFn x8_pack_kernel(GgmlType t, Isa isa) noexcept {
-  return static_cast<size_t>(t) < kTypeSlots ? kernel_table(isa).x8_pack[static_cast<size_t>(t)] : nullptr;
-}
+GemmPackFn x8_pack_kernel(GgmlType t, Isa isa) noexcept { return kernel_table(isa).row(t).x8_pack; }
 
 size_t x8_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept {
-  const GgmlType vt = vec_dot_type(t);
-  const size_t bytes = static_cast<size_t>(t) < kTypeSlots ? kernel_table(isa).x8_pack_bytes[static_cast<size_t>(t)] : 0;
-  if (bytes == 0) return row_size(vt, n);
-  return static_cast<size_t>(n / type_traits(vt).block_size) * bytes;
+  return x8_packed_row_size(kernel_table(isa).row(t), n);
 }
 
 }  // namespace synapse::quant

@@ -49,7 +49,6 @@
 #include <cstring>
 
 #include "quant/formats.hpp"
-#include "quant/legacy_avx2.hpp"
 
 namespace synapse::quant {
 namespace {
@@ -403,22 +402,14 @@ float vec_dot_q5_1_q8_1(int64_t n, const void* vw, const void* va) {
 // ggml's x86 AVX2 quantize_row_q8_0, bit for bit. Note llama-quantize's
 // quantize_row_q8_0_ref (id = 1/d, roundf) can differ from it by one step at
 // some elements. Scalar reference here; the AVX2 version (legacy_avx2.cpp)
-// is used when the CPU has it.
-void detail::quantize_row_q8_0_scalar(const float* x, void* vy, int64_t n) {
+// is the AVX2 kernel table's.
+void quantize_row_q8_0(const float* x, void* vy, int64_t n) {
   auto* y = static_cast<block_q8_0*>(vy);
   const int64_t nb = n / QK8_0;
   for (int64_t i = 0; i < nb; ++i, x += QK8_0) {
     int32_t sum = 0;
     const float d = quantize_block_q8_avx2(x, y[i].qs, sum);
     y[i].d = fp32_to_fp16(d);
-  }
-}
-
-void quantize_row_q8_0(const float* x, void* y, int64_t n) {
-  if (detail::cpu_has_avx2()) {
-    detail::quantize_row_q8_0_avx2(x, y, n);
-  } else {
-    detail::quantize_row_q8_0_scalar(x, y, n);
   }
 }
 
@@ -452,7 +443,7 @@ float vec_dot_q8_0_q8_0(int64_t n, const void* vw, const void* va) {
 // Activation quantizer: ggml's x86 AVX2 quantize_row_q8_1, bit for bit:
 // as Q8_0, and s = fp16(d * (float)sum(q)) with the unrounded float d.
 // Scalar reference; AVX2 version as for Q8_0.
-void detail::quantize_row_q8_1_scalar(const float* x, void* vy, int64_t n) {
+void quantize_row_q8_1(const float* x, void* vy, int64_t n) {
   auto* y = static_cast<block_q8_1*>(vy);
   const int64_t nb = n / QK8_1;
   for (int64_t i = 0; i < nb; ++i, x += QK8_1) {
@@ -460,14 +451,6 @@ void detail::quantize_row_q8_1_scalar(const float* x, void* vy, int64_t n) {
     const float d = quantize_block_q8_avx2(x, y[i].qs, sum);
     y[i].d = fp32_to_fp16(d);
     y[i].s = fp32_to_fp16(d * static_cast<float>(sum));
-  }
-}
-
-void quantize_row_q8_1(const float* x, void* y, int64_t n) {
-  if (detail::cpu_has_avx2()) {
-    detail::quantize_row_q8_1_avx2(x, y, n);
-  } else {
-    detail::quantize_row_q8_1_scalar(x, y, n);
   }
 }
 

@@ -2,17 +2,13 @@
 // as the scalar reference in legacy.cpp (and as ggml's x86 AVX2
 // quantize_row_q8_0/_q8_1), eight lanes at a time. Tested bit-equal to the
 // scalar reference (tests/quant/legacy_test.cpp, LegacyActivation).
-#include "quant/legacy_avx2.hpp"
-
-#include "quant/formats.hpp"
-
 #if defined(__AVX2__)
 #include <immintrin.h>
-#endif
 
-namespace synapse::quant::detail {
+#include "quant/formats.hpp"
+#include "quant/simd.hpp"
 
-#if defined(__AVX2__)
+namespace synapse::quant::avx2 {
 namespace {
 
 // One block of 32: q (int8) into qs, returns d = amax / 127 and, through
@@ -54,7 +50,7 @@ inline float quantize_block(const float* x, int8_t* qs, int32_t& sum) {
 
 }  // namespace
 
-void quantize_row_q8_0_avx2(const float* x, void* vy, int64_t n) {
+void quantize_row_q8_0(const float* x, void* vy, int64_t n) {
   auto* y = static_cast<block_q8_0*>(vy);
   for (int64_t i = 0; i < n / QK8_0; ++i, x += QK8_0) {
     int32_t sum = 0;
@@ -62,7 +58,7 @@ void quantize_row_q8_0_avx2(const float* x, void* vy, int64_t n) {
   }
 }
 
-void quantize_row_q8_1_avx2(const float* x, void* vy, int64_t n) {
+void quantize_row_q8_1(const float* x, void* vy, int64_t n) {
   auto* y = static_cast<block_q8_1*>(vy);
   for (int64_t i = 0; i < n / QK8_1; ++i, x += QK8_1) {
     int32_t sum = 0;
@@ -72,18 +68,5 @@ void quantize_row_q8_1_avx2(const float* x, void* vy, int64_t n) {
   }
 }
 
-bool cpu_has_avx2() noexcept {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
-  return has;
-}
-
-#else  // not built for x86: the scalar reference only
-
-void quantize_row_q8_0_avx2(const float* x, void* y, int64_t n) { quantize_row_q8_0_scalar(x, y, n); }
-void quantize_row_q8_1_avx2(const float* x, void* y, int64_t n) { quantize_row_q8_1_scalar(x, y, n); }
-bool cpu_has_avx2() noexcept { return false; }
-
+}  // namespace synapse::quant::avx2
 #endif
-
-}  // namespace synapse::quant::detail

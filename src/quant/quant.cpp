@@ -1,195 +1,201 @@
-// Dispatch from a ggml type to its kernels (formats.hpp), the table of which
-// activation type each weight type is paired with, the run-time choice of
-// the instruction set (simd.hpp) and the kernel table of each level
-// (kernel_table.hpp).
+// The kernel table of each level (kernel_table.hpp): the scalar rows, one
+// line per type (kScalarRows: its activation type and the references of
+// formats.hpp), each SIMD level's own kernels laid over the level below,
+// and the look-ups into them (quant.hpp, simd.hpp). Which level runs is
+// chosen in cpu.cpp.
 #include "quant/quant.hpp"
 
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <new>
 #include <string>
 
-#if defined(__aarch64__) && defined(__linux__)
-#include <sys/auxv.h>
-#endif
-
 #include "quant/formats.hpp"
+#include "quant/gemm_packs.hpp"
 #include "quant/kernel_table.hpp"
-#include "quant/legacy_avx2.hpp"
 #include "quant/simd.hpp"
 #include "synapse/error.hpp"
 
 namespace synapse::quant {
 namespace {
 
-using DequantizeFn = void (*)(const void*, float*, int64_t);
+using G = GgmlType;
 
-struct Kernels {
-  QuantizeFn quantize = nullptr;
-  DequantizeFn dequantize = nullptr;
-  VecDotFn vec_dot = nullptr;
-  GgmlType vec_dot_type = GgmlType::F32;
+size_t index(GgmlType t) { return static_cast<size_t>(t); }
+
+// The scalar row of one type: ggml's vec_dot_type pairing, the converters
+// and the dot of formats.hpp, and for the types kept interleaved the
+// scalar kernel of their interleaved matrices (interleave.cpp), so that a
+// matrix interleaved under one table runs under any other.
+struct ScalarRow {
+  GgmlType type, vec_dot_type;
+  DequantizeFn dequantize;
+  QuantizeFn quantize;
+  VecDotFn vec_dot;
+  GemmX8Fn gemm_x8;
 };
 
-// vec_dot_type per weight type. Source: ggml/src/ggml-cpu/ggml-cpu.c,
-// type_traits_cpu[] (llama.cpp c392e509): F32->F32, F16->F16, BF16->BF16,
-// Q4_0/Q5_0/Q8_0/IQ4_NL->Q8_0, Q4_1/Q5_1->Q8_1, Q2_K..Q6_K/IQ4_XS/TQ1_0/TQ2_0->Q8_K.
-Kernels kernels_of(GgmlType t) {
-  switch (t) {
-    case GgmlType::F32: return {quantize_row_f32, dequantize_row_f32, vec_dot_f32_f32, GgmlType::F32};
-    case GgmlType::F16: return {quantize_row_f16, dequantize_row_f16, vec_dot_f16_f16, GgmlType::F16};
-    case GgmlType::BF16: return {quantize_row_bf16, dequantize_row_bf16, vec_dot_bf16_bf16, GgmlType::BF16};
-    case GgmlType::Q4_0: return {quantize_row_q4_0, dequantize_row_q4_0, vec_dot_q4_0_q8_0, GgmlType::Q8_0};
-    case GgmlType::Q4_1: return {quantize_row_q4_1, dequantize_row_q4_1, vec_dot_q4_1_q8_1, GgmlType::Q8_1};
-    case GgmlType::Q5_0: return {quantize_row_q5_0, dequantize_row_q5_0, vec_dot_q5_0_q8_0, GgmlType::Q8_0};
-    case GgmlType::Q5_1: return {quantize_row_q5_1, dequantize_row_q5_1, vec_dot_q5_1_q8_1, GgmlType::Q8_1};
-    case GgmlType::Q8_0: return {detail::quantize_row_q8_0_scalar, dequantize_row_q8_0, vec_dot_q8_0_q8_0, GgmlType::Q8_0};
-    case GgmlType::Q8_1: return {detail::quantize_row_q8_1_scalar, dequantize_row_q8_1, nullptr, GgmlType::Q8_1};
-    case GgmlType::IQ4_NL: return {quantize_row_iq4_nl, dequantize_row_iq4_nl, vec_dot_iq4_nl_q8_0, GgmlType::Q8_0};
-    case GgmlType::Q2_K: return {quantize_row_q2_K, dequantize_row_q2_K, vec_dot_q2_K_q8_K, GgmlType::Q8_K};
-    case GgmlType::Q3_K: return {quantize_row_q3_K, dequantize_row_q3_K, vec_dot_q3_K_q8_K, GgmlType::Q8_K};
-    case GgmlType::Q4_K: return {quantize_row_q4_K, dequantize_row_q4_K, vec_dot_q4_K_q8_K, GgmlType::Q8_K};
-    case GgmlType::Q5_K: return {quantize_row_q5_K, dequantize_row_q5_K, vec_dot_q5_K_q8_K, GgmlType::Q8_K};
-    case GgmlType::Q6_K: return {quantize_row_q6_K, dequantize_row_q6_K, vec_dot_q6_K_q8_K, GgmlType::Q8_K};
-    case GgmlType::Q8_K: return {quantize_row_q8_K, dequantize_row_q8_K, nullptr, GgmlType::Q8_K};
-    case GgmlType::IQ4_XS: return {quantize_row_iq4_xs, dequantize_row_iq4_xs, vec_dot_iq4_xs_q8_K, GgmlType::Q8_K};
-    case GgmlType::TQ1_0: return {quantize_row_tq1_0, dequantize_row_tq1_0, vec_dot_tq1_0_q8_K, GgmlType::Q8_K};
-    case GgmlType::TQ2_0: return {quantize_row_tq2_0, dequantize_row_tq2_0, vec_dot_tq2_0_q8_K, GgmlType::Q8_K};
-    default: return {};
-  }
-}
+// vec_dot_type: ggml/src/ggml-cpu/ggml-cpu.c, type_traits_cpu[] (llama.cpp
+// c392e509). Q8_1 and Q8_K are activation types only (no dot as a weight).
+constexpr ScalarRow kScalarRows[] = {
+    {G::F32, G::F32, dequantize_row_f32, quantize_row_f32, vec_dot_f32_f32, nullptr},
+    {G::F16, G::F16, dequantize_row_f16, quantize_row_f16, vec_dot_f16_f16, nullptr},
+    {G::BF16, G::BF16, dequantize_row_bf16, quantize_row_bf16, vec_dot_bf16_bf16, nullptr},
+    {G::Q4_0, G::Q8_0, dequantize_row_q4_0, quantize_row_q4_0, vec_dot_q4_0_q8_0, scalar::gemm_q4_0x8_q8_0},
+    {G::Q4_1, G::Q8_1, dequantize_row_q4_1, quantize_row_q4_1, vec_dot_q4_1_q8_1, nullptr},
+    {G::Q5_0, G::Q8_0, dequantize_row_q5_0, quantize_row_q5_0, vec_dot_q5_0_q8_0, scalar::gemm_q5_0x8_q8_0},
+    {G::Q5_1, G::Q8_1, dequantize_row_q5_1, quantize_row_q5_1, vec_dot_q5_1_q8_1, nullptr},
+    {G::Q8_0, G::Q8_0, dequantize_row_q8_0, quantize_row_q8_0, vec_dot_q8_0_q8_0, scalar::gemm_q8_0x8_q8_0},
+    {G::Q8_1, G::Q8_1, dequantize_row_q8_1, quantize_row_q8_1, nullptr, nullptr},
+    {G::IQ4_NL, G::Q8_0, dequantize_row_iq4_nl, quantize_row_iq4_nl, vec_dot_iq4_nl_q8_0, nullptr},
+    {G::Q2_K, G::Q8_K, dequantize_row_q2_K, quantize_row_q2_K, vec_dot_q2_K_q8_K, nullptr},
+    {G::Q3_K, G::Q8_K, dequantize_row_q3_K, quantize_row_q3_K, vec_dot_q3_K_q8_K, nullptr},
+    {G::Q4_K, G::Q8_K, dequantize_row_q4_K, quantize_row_q4_K, vec_dot_q4_K_q8_K, scalar::gemm_q4_Kx8_q8_K},
+    {G::Q5_K, G::Q8_K, dequantize_row_q5_K, quantize_row_q5_K, vec_dot_q5_K_q8_K, nullptr},
+    {G::Q6_K, G::Q8_K, dequantize_row_q6_K, quantize_row_q6_K, vec_dot_q6_K_q8_K, scalar::gemm_q6_Kx8_q8_K},
+    {G::Q8_K, G::Q8_K, dequantize_row_q8_K, quantize_row_q8_K, nullptr, nullptr},
+    {G::IQ4_XS, G::Q8_K, dequantize_row_iq4_xs, quantize_row_iq4_xs, vec_dot_iq4_xs_q8_K, nullptr},
+    {G::TQ1_0, G::Q8_K, dequantize_row_tq1_0, quantize_row_tq1_0, vec_dot_tq1_0_q8_K, nullptr},
+    {G::TQ2_0, G::Q8_K, dequantize_row_tq2_0, quantize_row_tq2_0, vec_dot_tq2_0_q8_K, nullptr},
+};
 
-size_t slot(GgmlType t) { return static_cast<size_t>(t); }
-
-constexpr GgmlType kAllTypes[] = {
-    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,   GgmlType::Q5_0,
-    GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,
-    GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::TQ1_0,
-    GgmlType::TQ2_0};
-
-// The scalar references: kernels_of's dots and converters, and the scalar
-// interleaved kernels (interleave.cpp), so that a matrix interleaved under
-// one table runs under any other.
 KernelTable make_scalar_table() {
   KernelTable k;
   k.isa = Isa::scalar;
-  for (GgmlType t : kAllTypes) {
-    k.vec_dot[slot(t)] = kernels_of(t).vec_dot;
-    k.quantize[slot(t)] = kernels_of(t).quantize;
-  }
-  k.gemm_x8[slot(GgmlType::Q4_0)] = scalar::gemm_q4_0x8_q8_0;
-  k.gemm_x8[slot(GgmlType::Q5_0)] = scalar::gemm_q5_0x8_q8_0;
-  k.gemm_x8[slot(GgmlType::Q8_0)] = scalar::gemm_q8_0x8_q8_0;
-  k.gemm_x8[slot(GgmlType::Q4_K)] = scalar::gemm_q4_Kx8_q8_K;
-  k.gemm_x8[slot(GgmlType::Q6_K)] = scalar::gemm_q6_Kx8_q8_K;
-  // The reference and the AVX2 kernels' tiles: any groups, 4 activation rows.
-  for (size_t t = 0; t < kTypeSlots; ++t) {
-    if (k.gemm_x8[t] == nullptr) continue;
-    k.x8_group_step[t] = 1;
-    k.x8_tile_step[t] = 4;
+  for (const ScalarRow& s : kScalarRows) {
+    TypeKernels& r = k.rows[index(s.type)];
+    r.vec_dot_type = s.vec_dot_type;
+    r.dequantize = s.dequantize;
+    r.quantize = s.quantize;
+    r.vec_dot = s.vec_dot;
+    r.gemm_x8 = s.gemm_x8;
+    // The reference and the AVX2 kernels' tiles: any groups, 4 activation rows.
+    if (s.gemm_x8 != nullptr) {
+      r.x8_group_step = 1;
+      r.x8_tile_step = 4;
+    }
   }
   return k;
 }
 
-// The weight types of the 17 dots every SIMD level has
-// (SYNAPSE_DECLARE_SIMD_DOTS, simd.hpp), in the order SYNAPSE_SIMD_DOTS
-// lists its kernels.
-constexpr GgmlType kSimdDotTypes[17] = {
-    GgmlType::F32,  GgmlType::F16,    GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,   GgmlType::Q5_0,
-    GgmlType::Q5_1, GgmlType::Q8_0,   GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
-    GgmlType::Q5_K, GgmlType::Q6_K,   GgmlType::IQ4_XS, GgmlType::TQ1_0, GgmlType::TQ2_0};
-#define SYNAPSE_SIMD_DOTS(ns)                                                                                   \
-  {ns::vec_dot_f32_f32,    ns::vec_dot_f16_f16,   ns::vec_dot_bf16_bf16, ns::vec_dot_q4_0_q8_0,               \
-   ns::vec_dot_q4_1_q8_1,  ns::vec_dot_q5_0_q8_0, ns::vec_dot_q5_1_q8_1, ns::vec_dot_q8_0_q8_0,               \
-   ns::vec_dot_iq4_nl_q8_0, ns::vec_dot_q2_K_q8_K, ns::vec_dot_q3_K_q8_K, ns::vec_dot_q4_K_q8_K,             \
-   ns::vec_dot_q5_K_q8_K,  ns::vec_dot_q6_K_q8_K, ns::vec_dot_iq4_xs_q8_K, ns::vec_dot_tq1_0_q8_K,           \
-   ns::vec_dot_tq2_0_q8_K}
-
-[[maybe_unused]] void set_simd_dots(KernelTable& k, const VecDotFn (&dots)[17]) {
-  for (int i = 0; i < 17; ++i) k.vec_dot[slot(kSimdDotTypes[i])] = dots[i];
+// Writes the kernels a level has of its own for type t (the fields set in
+// `own`: not null, not 0) over t's row of k, a copy of the level below; the
+// other fields keep the level below's. vec_dot_type is ggml's pairing, the
+// same on every level, and is never overwritten.
+[[maybe_unused]] void overlay(KernelTable& k, GgmlType t, const TypeKernels& own) {
+  TypeKernels& r = k.rows[index(t)];
+  const auto take = [](auto& to, auto from) {
+    if (from) to = from;
+  };
+  take(r.dequantize, own.dequantize);
+  take(r.quantize, own.quantize);
+  take(r.vec_dot, own.vec_dot);
+  take(r.gemm, own.gemm);
+  take(r.gemv, own.gemv);
+  take(r.gemm_pack, own.gemm_pack);
+  take(r.gemm_pack_bytes, own.gemm_pack_bytes);
+  take(r.gemm_x8, own.gemm_x8);
+  take(r.x8_pack, own.x8_pack);
+  take(r.x8_pack_bytes, own.x8_pack_bytes);
+  take(r.interleave, own.interleave);
+  take(r.x8_group_step, own.x8_group_step);
+  take(r.x8_tile_step, own.x8_tile_step);
 }
 
 #if defined(__x86_64__) || defined(_M_X64)
 // AVX2 (*_avx2.cpp): the scalar table with its dots, converters, plain and
-// decode GEMMs, interleaved kernels and their activation packs.
+// decode GEMMs, interleaved kernels and their activation packs
+// (x8_packs.hpp; gemm_packs.hpp for the plain Q8_0 GEMM).
 KernelTable make_avx2_table() {
   KernelTable k = make_scalar_table();
   k.isa = Isa::avx2;
-  set_simd_dots(k, SYNAPSE_SIMD_DOTS(avx2));
-  k.quantize[slot(GgmlType::F16)] = avx2::quantize_row_f16;
-  k.quantize[slot(GgmlType::Q8_0)] = detail::quantize_row_q8_0_avx2;
-  k.quantize[slot(GgmlType::Q8_1)] = detail::quantize_row_q8_1_avx2;
-  k.quantize[slot(GgmlType::Q8_K)] = avx2::quantize_row_q8_K;
-
-  const auto gemm = [&](GgmlType t, GemmFn f) { k.gemm[slot(t)] = f; };
-  gemm(GgmlType::Q8_0, avx2::gemm_q8_0_q8_0);
-  gemm(GgmlType::Q5_K, avx2::gemm_q5_K_q8_K);
-  gemm(GgmlType::Q6_K, avx2::gemm_q6_K_q8_K);
-  gemm(GgmlType::F16, avx2::gemm_f16_f16);
-  gemm(GgmlType::F32, avx2::gemm_f32_f32);
-  gemm(GgmlType::Q4_1, avx2::gemm_q4_1_q8_1);
-  gemm(GgmlType::Q5_1, avx2::gemm_q5_1_q8_1);
-  gemm(GgmlType::IQ4_NL, avx2::gemm_iq4_nl_q8_0);
-  gemm(GgmlType::Q2_K, avx2::gemm_q2_K_q8_K);
-  gemm(GgmlType::Q3_K, avx2::gemm_q3_K_q8_K);
-  gemm(GgmlType::IQ4_XS, avx2::gemm_iq4_xs_q8_K);
-  gemm(GgmlType::TQ2_0, avx2::gemm_tq2_0_q8_K);
-  k.gemv[slot(GgmlType::Q8_0)] = avx2::gemv_q8_0_q8_0;
-  k.gemv[slot(GgmlType::Q5_K)] = avx2::gemv_q5_K_q8_K;
-  k.gemv[slot(GgmlType::Q6_K)] = avx2::gemv_q6_K_q8_K;
-  k.gemv[slot(GgmlType::F16)] = avx2::gemv_f16_f16;
-  k.gemv[slot(GgmlType::F32)] = avx2::gemv_f32_f32;
-  // gemm_avx2.cpp's PackedQ8_0: the float scale and the int16-widened bytes.
-  k.gemm_pack[slot(GgmlType::Q8_0)] = avx2::pack_q8_0_for_q8_0;
-  k.gemm_pack_bytes[slot(GgmlType::Q8_0)] = 96;
-
-  const auto x8 = [&](GgmlType t, GemmX8Fn f, GemmPackFn pack, size_t bytes) {
-    k.gemm_x8[slot(t)] = f;
-    k.x8_pack[slot(t)] = pack;
-    k.x8_pack_bytes[slot(t)] = static_cast<uint16_t>(bytes);
-    k.interleave[slot(t)] = true;
-  };
-  x8(GgmlType::Q4_0, avx2::gemm_q4_0x8_q8_0, avx2::pack_q8_0_for_q4_0x8, kPackQ4_0x8);
-  x8(GgmlType::Q5_0, avx2::gemm_q5_0x8_q8_0, avx2::pack_q8_0_for_q5_0x8, kPackQ4_0x8);
-  x8(GgmlType::Q8_0, avx2::gemm_q8_0x8_q8_0, avx2::pack_q8_0_for_q8_0x8, kPackQ8_0x8);
-  x8(GgmlType::Q4_K, avx2::gemm_q4_Kx8_q8_K, avx2::pack_q8_K_for_q4_Kx8, kPackQ4_Kx8);
-  x8(GgmlType::Q6_K, avx2::gemm_q6_Kx8_q8_K, avx2::pack_q8_K_for_q6_Kx8, kPackQ6_Kx8);
+  overlay(k, G::F32, {.vec_dot = avx2::vec_dot_f32_f32, .gemm = avx2::gemm_f32_f32, .gemv = avx2::gemv_f32_f32});
+  overlay(k, G::F16,
+          {.quantize = avx2::quantize_row_f16,
+           .vec_dot = avx2::vec_dot_f16_f16,
+           .gemm = avx2::gemm_f16_f16,
+           .gemv = avx2::gemv_f16_f16});
+  overlay(k, G::BF16, {.vec_dot = avx2::vec_dot_bf16_bf16});
+  overlay(k, G::Q4_0,
+          {.vec_dot = avx2::vec_dot_q4_0_q8_0,
+           .gemm_x8 = avx2::gemm_q4_0x8_q8_0,
+           .x8_pack = avx2::pack_q8_0_for_q4_0x8,
+           .x8_pack_bytes = kPackQ4_0x8,
+           .interleave = true});
+  overlay(k, G::Q4_1, {.vec_dot = avx2::vec_dot_q4_1_q8_1, .gemm = avx2::gemm_q4_1_q8_1});
+  overlay(k, G::Q5_0,
+          {.vec_dot = avx2::vec_dot_q5_0_q8_0,
+           .gemm_x8 = avx2::gemm_q5_0x8_q8_0,
+           .x8_pack = avx2::pack_q8_0_for_q5_0x8,
+           .x8_pack_bytes = kPackQ4_0x8,
+           .interleave = true});
+  overlay(k, G::Q5_1, {.vec_dot = avx2::vec_dot_q5_1_q8_1, .gemm = avx2::gemm_q5_1_q8_1});
+  // Q8_0 matrices left plain (a weight byte of -128) run the plain GEMM on
+  // activation rows packed as PackedQ8_0 (the float scale, the
+  // int16-widened bytes).
+  overlay(k, G::Q8_0,
+          {.quantize = avx2::quantize_row_q8_0,
+           .vec_dot = avx2::vec_dot_q8_0_q8_0,
+           .gemm = avx2::gemm_q8_0_q8_0,
+           .gemv = avx2::gemv_q8_0_q8_0,
+           .gemm_pack = avx2::pack_q8_0_for_q8_0,
+           .gemm_pack_bytes = sizeof(avx2::PackedQ8_0),
+           .gemm_x8 = avx2::gemm_q8_0x8_q8_0,
+           .x8_pack = avx2::pack_q8_0_for_q8_0x8,
+           .x8_pack_bytes = kPackQ8_0x8,
+           .interleave = true});
+  overlay(k, G::Q8_1, {.quantize = avx2::quantize_row_q8_1});
+  overlay(k, G::IQ4_NL, {.vec_dot = avx2::vec_dot_iq4_nl_q8_0, .gemm = avx2::gemm_iq4_nl_q8_0});
+  overlay(k, G::Q2_K, {.vec_dot = avx2::vec_dot_q2_K_q8_K, .gemm = avx2::gemm_q2_K_q8_K});
+  overlay(k, G::Q3_K, {.vec_dot = avx2::vec_dot_q3_K_q8_K, .gemm = avx2::gemm_q3_K_q8_K});
+  overlay(k, G::Q4_K,
+          {.vec_dot = avx2::vec_dot_q4_K_q8_K,
+           .gemm_x8 = avx2::gemm_q4_Kx8_q8_K,
+           .x8_pack = avx2::pack_q8_K_for_q4_Kx8,
+           .x8_pack_bytes = kPackQ4_Kx8,
+           .interleave = true});
+  overlay(k, G::Q5_K,
+          {.vec_dot = avx2::vec_dot_q5_K_q8_K, .gemm = avx2::gemm_q5_K_q8_K, .gemv = avx2::gemv_q5_K_q8_K});
   // q6_Kx8_many unpacks each weight block once for all the rows of its call
   // (up to 32) and reads their activation blocks as it goes, so its tile is
   // 32 rows rather than the rows that fit 64 KiB (4 at 8192 columns).
-  k.x8_tile_step[slot(GgmlType::Q6_K)] = 32;
+  overlay(k, G::Q6_K,
+          {.vec_dot = avx2::vec_dot_q6_K_q8_K,
+           .gemm = avx2::gemm_q6_K_q8_K,
+           .gemv = avx2::gemv_q6_K_q8_K,
+           .gemm_x8 = avx2::gemm_q6_Kx8_q8_K,
+           .x8_pack = avx2::pack_q8_K_for_q6_Kx8,
+           .x8_pack_bytes = kPackQ6_Kx8,
+           .interleave = true,
+           .x8_tile_step = 32});
+  overlay(k, G::Q8_K, {.quantize = avx2::quantize_row_q8_K});
+  overlay(k, G::IQ4_XS, {.vec_dot = avx2::vec_dot_iq4_xs_q8_K, .gemm = avx2::gemm_iq4_xs_q8_K});
+  overlay(k, G::TQ1_0, {.vec_dot = avx2::vec_dot_tq1_0_q8_K});
+  overlay(k, G::TQ2_0, {.vec_dot = avx2::vec_dot_tq2_0_q8_K, .gemm = avx2::gemm_tq2_0_q8_K});
   return k;
 }
 
 // AVX-512 VNNI: the AVX2 table with the interleaved prefill kernels of
 // interleave_avx512.cpp, which read the AVX2 packs (x8_packs.hpp), and the
-// plain prefill GEMMs of gemm_k_avx512.cpp (plain activation rows, as the
+// plain prefill GEMMs of gemm_avx512.cpp (plain activation rows, as the
 // AVX2 ones read). Its dots, decode kernels and quantizers are AVX2's
-// (kernel_table.hpp says why).
+// (kernel_table.hpp says why). The interleaved kernels' tiles: Q4_0 / Q5_0 /
+// Q8_0 two pairs of groups by 5 rows, Q4_K two pairs by 3, Q6_K one pair by
+// 32 rows (q6_many, for the reason make_avx2_table gives).
 KernelTable make_avx512_table() {
   KernelTable k = make_avx2_table();
   k.isa = Isa::avx512;
-  // interleave_avx512.cpp's kernels and their tiles: Q4_0 / Q5_0 / Q8_0 two
-  // pairs of groups by 5 rows, Q4_K two pairs by 3, Q6_K one pair by 32 rows
-  // (q6_many, for the reason make_avx2_table gives).
-  const auto x8 = [&](GgmlType t, GemmX8Fn f, uint8_t groups, uint8_t rows) {
-    k.gemm_x8[slot(t)] = f;
-    k.x8_group_step[slot(t)] = groups;
-    k.x8_tile_step[slot(t)] = rows;
-  };
-  x8(GgmlType::Q4_0, avx512::gemm_q4_0x8_q8_0, 4, 5);
-  x8(GgmlType::Q5_0, avx512::gemm_q5_0x8_q8_0, 4, 5);
-  x8(GgmlType::Q8_0, avx512::gemm_q8_0x8_q8_0, 4, 5);
-  x8(GgmlType::Q4_K, avx512::gemm_q4_Kx8_q8_K, 4, 3);
-  x8(GgmlType::Q6_K, avx512::gemm_q6_Kx8_q8_K, 2, 32);
-  k.gemm[slot(GgmlType::Q5_K)] = avx512::gemm_q5_K_q8_K;
-  k.gemm[slot(GgmlType::IQ4_XS)] = avx512::gemm_iq4_xs_q8_K;
-  k.gemm[slot(GgmlType::Q4_1)] = avx512::gemm_q4_1_q8_1;
-  k.gemm[slot(GgmlType::Q5_1)] = avx512::gemm_q5_1_q8_1;
-  k.gemm[slot(GgmlType::IQ4_NL)] = avx512::gemm_iq4_nl_q8_0;
-  k.gemm[slot(GgmlType::Q2_K)] = avx512::gemm_q2_K_q8_K;
-  k.gemm[slot(GgmlType::Q3_K)] = avx512::gemm_q3_K_q8_K;
+  overlay(k, G::Q4_0, {.gemm_x8 = avx512::gemm_q4_0x8_q8_0, .x8_group_step = 4, .x8_tile_step = 5});
+  overlay(k, G::Q4_1, {.gemm = avx512::gemm_q4_1_q8_1});
+  overlay(k, G::Q5_0, {.gemm_x8 = avx512::gemm_q5_0x8_q8_0, .x8_group_step = 4, .x8_tile_step = 5});
+  overlay(k, G::Q5_1, {.gemm = avx512::gemm_q5_1_q8_1});
+  overlay(k, G::Q8_0, {.gemm_x8 = avx512::gemm_q8_0x8_q8_0, .x8_group_step = 4, .x8_tile_step = 5});
+  overlay(k, G::IQ4_NL, {.gemm = avx512::gemm_iq4_nl_q8_0});
+  overlay(k, G::Q2_K, {.gemm = avx512::gemm_q2_K_q8_K});
+  overlay(k, G::Q3_K, {.gemm = avx512::gemm_q3_K_q8_K});
+  overlay(k, G::Q4_K, {.gemm_x8 = avx512::gemm_q4_Kx8_q8_K, .x8_group_step = 4, .x8_tile_step = 3});
+  overlay(k, G::Q5_K, {.gemm = avx512::gemm_q5_K_q8_K});
+  overlay(k, G::Q6_K, {.gemm_x8 = avx512::gemm_q6_Kx8_q8_K, .x8_group_step = 2, .x8_tile_step = 32});
+  overlay(k, G::IQ4_XS, {.gemm = avx512::gemm_iq4_xs_q8_K});
   return k;
 }
 #endif
@@ -199,7 +205,23 @@ KernelTable make_avx512_table() {
 KernelTable make_neon_table() {
   KernelTable k = make_scalar_table();
   k.isa = Isa::neon;
-  set_simd_dots(k, SYNAPSE_SIMD_DOTS(neon));
+  overlay(k, G::F32, {.vec_dot = neon::vec_dot_f32_f32});
+  overlay(k, G::F16, {.vec_dot = neon::vec_dot_f16_f16});
+  overlay(k, G::BF16, {.vec_dot = neon::vec_dot_bf16_bf16});
+  overlay(k, G::Q4_0, {.vec_dot = neon::vec_dot_q4_0_q8_0});
+  overlay(k, G::Q4_1, {.vec_dot = neon::vec_dot_q4_1_q8_1});
+  overlay(k, G::Q5_0, {.vec_dot = neon::vec_dot_q5_0_q8_0});
+  overlay(k, G::Q5_1, {.vec_dot = neon::vec_dot_q5_1_q8_1});
+  overlay(k, G::Q8_0, {.vec_dot = neon::vec_dot_q8_0_q8_0});
+  overlay(k, G::IQ4_NL, {.vec_dot = neon::vec_dot_iq4_nl_q8_0});
+  overlay(k, G::Q2_K, {.vec_dot = neon::vec_dot_q2_K_q8_K});
+  overlay(k, G::Q3_K, {.vec_dot = neon::vec_dot_q3_K_q8_K});
+  overlay(k, G::Q4_K, {.vec_dot = neon::vec_dot_q4_K_q8_K});
+  overlay(k, G::Q5_K, {.vec_dot = neon::vec_dot_q5_K_q8_K});
+  overlay(k, G::Q6_K, {.vec_dot = neon::vec_dot_q6_K_q8_K});
+  overlay(k, G::IQ4_XS, {.vec_dot = neon::vec_dot_iq4_xs_q8_K});
+  overlay(k, G::TQ1_0, {.vec_dot = neon::vec_dot_tq1_0_q8_K});
+  overlay(k, G::TQ2_0, {.vec_dot = neon::vec_dot_tq2_0_q8_K});
   return k;
 }
 #endif
@@ -211,24 +233,11 @@ KernelTable renamed_scalar(Isa isa) {
   return k;
 }
 
-Isa decide_isa() noexcept {
-  const char* off = std::getenv("SYNAPSE_NO_SIMD");
-  if (off != nullptr && off[0] != '\0' && std::strcmp(off, "0") != 0) return Isa::scalar;
-  if (const char* want = std::getenv("SYNAPSE_ISA"); want != nullptr && want[0] != '\0') {
-    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon}) {
-      if (std::strcmp(want, isa_name(isa)) != 0) continue;
-      if (cpu_runs(isa)) return isa;
-      std::fprintf(stderr, "synapse: SYNAPSE_ISA=%s ignored: this CPU cannot run it\n", want);
-      want = nullptr;
-      break;
-    }
-    if (want != nullptr)
-      std::fprintf(stderr, "synapse: SYNAPSE_ISA=%s ignored: not one of scalar, avx2, avx512, neon\n", want);
-  }
-  if (cpu_has_avx512_vnni()) return Isa::avx512;
-  if (cpu_has_avx2()) return Isa::avx2;
-  if (cpu_has_neon_dotprod()) return Isa::neon;
-  return Isa::scalar;
+// Bytes of n elements of activation type vt packed as `bytes` per block
+// (0: the plain row, row_size(vt, n)).
+size_t packed_row_size(GgmlType vt, size_t bytes, int64_t n) {
+  if (bytes == 0) return row_size(vt, n);
+  return static_cast<size_t>(n / type_traits(vt).block_size) * bytes;
 }
 
 void check_row(GgmlType t, int64_t n, const char* what) {
@@ -243,93 +252,34 @@ void check_row(GgmlType t, int64_t n, const char* what) {
 }  // namespace
 
 GgmlType vec_dot_type(GgmlType t) {
-  const Kernels k = kernels_of(t);
-  if (!k.vec_dot)
+  const TypeKernels& r = kernel_table(Isa::scalar).row(t);
+  if (!r.vec_dot)
     throw Error(Errc::unsupported, "no matrix product for tensor type " + std::string(type_name(t)));
-  return k.vec_dot_type;
+  return r.vec_dot_type;
 }
 
-bool is_supported_weight(GgmlType t) noexcept { return kernels_of(t).vec_dot != nullptr; }
+bool is_supported_weight(GgmlType t) noexcept { return kernel_table(Isa::scalar).row(t).vec_dot != nullptr; }
 
-void quantize_row(GgmlType t, const float* x, void* y, int64_t n) {
+void quantize_row(const KernelTable& k, GgmlType t, const float* x, void* y, int64_t n) {
   check_row(t, n, "quantize_row");
-  const QuantizeFn q = slot(t) < kTypeSlots ? active_kernels().quantize[slot(t)] : nullptr;
+  const QuantizeFn q = k.row(t).quantize;
   if (!q) throw Error(Errc::unsupported, "no quantizer for tensor type " + std::string(type_name(t)));
   q(x, y, n);
 }
 
+void quantize_row(GgmlType t, const float* x, void* y, int64_t n) { quantize_row(active_kernels(), t, x, y, n); }
+
 void dequantize_row(GgmlType t, const void* x, float* y, int64_t n) {
   check_row(t, n, "dequantize_row");
-  const Kernels k = kernels_of(t);
-  if (!k.dequantize)
-    throw Error(Errc::unsupported, "no dequantizer for tensor type " + std::string(type_name(t)));
-  k.dequantize(x, y, n);
+  // The scalar row's: every level's dequantizer is the same (no level has
+  // its own), so the result depends on no table.
+  const DequantizeFn d = kernel_table(Isa::scalar).row(t).dequantize;
+  if (!d) throw Error(Errc::unsupported, "no dequantizer for tensor type " + std::string(type_name(t)));
+  d(x, y, n);
 }
 
 float vec_dot(GgmlType t, int64_t n, const void* w, const void* act) {
-  return active_kernels().vec_dot[slot(t)](n, w, act);
-}
-
-bool cpu_has_avx2() noexcept { return detail::cpu_has_avx2(); }
-
-bool cpu_has_avx512_vnni() noexcept {
-#if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)
-  // (libgcc sets the avx512 bits only when XCR0 says the OS saves the
-  // ZMM state.)
-  static const bool has = detail::cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-  return has;
-#else
-  return false;
-#endif
-}
-
-bool cpu_runs(Isa isa) noexcept {
-  switch (isa) {
-    case Isa::avx2: return cpu_has_avx2();
-    case Isa::avx512: return cpu_has_avx512_vnni();
-    case Isa::neon: return cpu_has_neon_dotprod();
-    default: return true;
-  }
-}
-
-bool cpu_is_intel() noexcept {
-#if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)
-  static const bool intel = __builtin_cpu_is("intel");
-  return intel;
-#else
-  return false;
-#endif
-}
-
-int64_t prefetch_ahead_bytes() noexcept { return cpu_is_intel() ? 1024 : 8192; }
-int64_t prefetch_far_bytes() noexcept { return cpu_is_intel() ? 4096 : 0; }
-
-bool cpu_has_neon_dotprod() noexcept {
-#if defined(__aarch64__) && defined(__linux__)
-#ifndef HWCAP_ASIMDDP
-#define HWCAP_ASIMDDP (1UL << 20)  // Linux arch/arm64 uapi hwcap.h
-#endif
-  static const bool has = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
-  return has;
-#else
-  return false;
-#endif
-}
-
-Isa active_isa() noexcept {
-  static const Isa isa = decide_isa();
-  return isa;
-}
-
-const char* isa_name(Isa isa) noexcept {
-  switch (isa) {
-    case Isa::avx2: return "avx2";
-    case Isa::avx512: return "avx512";
-    case Isa::neon: return "neon";
-    default: return "scalar";
-  }
+  return active_kernels().row(t).vec_dot(n, w, act);
 }
 
 void* thread_scratch(size_t bytes) {
@@ -390,13 +340,17 @@ const Isa* compiled_isas(size_t* n_out) noexcept {
   return kCompiled;
 }
 
-VecDotFn vec_dot_kernel(GgmlType t, Isa isa) noexcept {
-  return slot(t) < kTypeSlots ? kernel_table(isa).vec_dot[slot(t)] : nullptr;
+size_t gemm_packed_row_size(const TypeKernels& row, int64_t n) noexcept {
+  return packed_row_size(row.vec_dot_type, row.gemm_pack_bytes, n);
 }
 
-QuantizeFn quantize_kernel(GgmlType t, Isa isa) noexcept {
-  return slot(t) < kTypeSlots ? kernel_table(isa).quantize[slot(t)] : nullptr;
+size_t x8_packed_row_size(const TypeKernels& row, int64_t n) noexcept {
+  return packed_row_size(row.vec_dot_type, row.x8_pack_bytes, n);
 }
+
+VecDotFn vec_dot_kernel(GgmlType t, Isa isa) noexcept { return kernel_table(isa).row(t).vec_dot; }
+
+QuantizeFn quantize_kernel(GgmlType t, Isa isa) noexcept { return kernel_table(isa).row(t).quantize; }
 
 bool has_vec_dot(GgmlType t, Isa isa) noexcept {
   const VecDotFn f = vec_dot_kernel(t, isa);

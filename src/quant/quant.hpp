@@ -4,10 +4,14 @@
 // converts the other operand to before the dot (ggml-cpu's type_traits_cpu
 // `vec_dot_type`): Q8_0 for the 32-element legacy blocks, Q8_1 for Q4_1/Q5_1,
 // Q8_K for the K-quants, IQ4_XS and the ternary types, F16 for F16, BF16 for
-// BF16, F32 for F32. The table lives in quant.cpp with its sources.
+// BF16, F32 for F32. The pairing is a field of each type's row of the
+// kernel tables (kernel_table.hpp), set in quant.cpp's kScalarRows.
 //
 // Rows: a row of `n` elements of type t occupies row_size(t, n) bytes; n must
 // be a multiple of the type's block size.
+//
+// Thread-safety: every function here is thread-safe (constant tables; each
+// call writes only its output).
 #pragma once
 
 #include <cstddef>
@@ -17,18 +21,24 @@
 
 namespace synapse::quant {
 
+struct KernelTable;  // kernel_table.hpp
+
 // Type the activation row is converted to before a dot with weight type `t`
 // (ggml's vec_dot_type). Throws Error(unsupported) for types synapse cannot
 // compute with.
 GgmlType vec_dot_type(GgmlType t);
 
 // Converts `n` floats to one row of type `t` (activations and `synapse
-// quantize`). For the activation types (Q8_0, Q8_1, Q8_K, F16, BF16, F32) the
-// result is bit-identical to what ggml's x86 AVX2 CPU build produces, since
-// those bits decide the logits. For weight types it is ggml's reference
-// quantizer (quantize_row_*_ref) without importance matrix.
+// quantize`) with the quantizer of table k (kernel_table.hpp); every
+// table's gives the same bytes. For the activation types (Q8_0, Q8_1, Q8_K,
+// F16, BF16, F32) the result is bit-identical to what ggml's x86 AVX2 CPU
+// build produces, since those bits decide the logits. For weight types it
+// is ggml's reference quantizer (quantize_row_*_ref) without importance
+// matrix. x: [n] floats; y: row_size(t, n) bytes.
 // Throws Error(invalid_argument) if n is not a multiple of the block size,
 // Error(unsupported) for types without a quantizer.
+void quantize_row(const KernelTable& k, GgmlType t, const float* x, void* y, int64_t n);
+// The same with active_kernels()'s quantizer.
 void quantize_row(GgmlType t, const float* x, void* y, int64_t n);
 
 // Converts one row of `n` elements of type `t` to floats (ggml's
@@ -36,7 +46,8 @@ void quantize_row(GgmlType t, const float* x, void* y, int64_t n);
 void dequantize_row(GgmlType t, const void* x, float* y, int64_t n);
 
 // Dot product of one weight row (type `t`) with one activation row already
-// converted to vec_dot_type(t), `n` elements: ggml's ggml_vec_dot_<t>_<vt>.
+// converted to vec_dot_type(t), `n` elements, by active_kernels()'s kernel:
+// ggml's ggml_vec_dot_<t>_<vt>.
 // Quantized types: integer products summed per block, then scaled by the two
 // block scales and accumulated in float. No bounds checks (hot path): callers
 // guarantee n is a multiple of the block size.

@@ -1,50 +1,31 @@
-// Run-time choice between the scalar reference kernels and their SIMD
-// versions (DESIGN.md: kernels come in pairs, the scalar one defines the
-// result including every reduction order, the SIMD one is tested equal to it
-// bit for bit: tests/quant/simd_test.cpp).
+// The single-row kernels' function types, the look-ups of each level's dot
+// and quantizer, and the declarations of the SIMD kernels (DESIGN.md:
+// kernels come in pairs, the scalar one defines the result including every
+// reduction order, the SIMD one is tested equal to it bit for bit:
+// tests/quant/simd_test.cpp).
 //
 // On x86-64 the AVX2 kernels (files *_avx2.cpp, built with -mavx2 -mfma
-// -mf16c) are used when the CPU reports AVX2, FMA and F16C (cpuid, checked
-// once) and the environment variable SYNAPSE_NO_SIMD is not set to a
-// non-empty value other than "0". On ARM64 the NEON kernels (files
-// *_neon.cpp, built with -march=armv8.2-a+dotprod) are used when the CPU
-// reports the dot-product instructions (getauxval(AT_HWCAP) & HWCAP_ASIMDDP),
-// under the same SYNAPSE_NO_SIMD switch; types without a NEON kernel use the
-// scalar one. Everywhere else (old x86, ARM64 without dotprod) the scalar
-// reference runs. The choice is made once (active_isa) and selects one
-// kernel table per layer (quant/kernel_table.hpp, kernels/ops_table.hpp);
-// every dispatch is a look-up in it. The functions below read the tables of
-// any level, for tests, benchmarks and the matmul kernel (which hoists the
-// look-up out of its loops).
+// -mf16c) run on CPUs with AVX2, FMA and F16C; on ARM64 the NEON kernels
+// (files *_neon.cpp, built with -march=armv8.2-a+dotprod) on CPUs with the
+// dot-product instructions, types without a NEON kernel taking the scalar
+// one; everywhere else the scalar reference. Which level runs is decided
+// once (active_isa, cpu.hpp: the CPU, SYNAPSE_ISA, SYNAPSE_NO_SIMD) and
+// selects one kernel table per layer (quant/kernel_table.hpp,
+// kernels/ops_table.hpp); every dispatch is a look-up in it. The functions
+// below read the tables of any level, for tests and benchmarks.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "quant/cpu.hpp"
 #include "synapse/types.hpp"
 
 namespace synapse::quant {
 
 using VecDotFn = float (*)(int64_t n, const void* w, const void* act);
 using QuantizeFn = void (*)(const float* x, void* y, int64_t n);
-
-// The instruction sets a kernel may be taken from, one kernel table each
-// (quant/kernel_table.hpp, kernels/ops_table.hpp). avx512 (AVX-512
-// F/BW/DQ/VL + VNNI, on top of AVX2/FMA/F16C) is a level above avx2: its
-// table has its own kernels where they pay (the interleaved prefill GEMMs,
-// interleave_avx512.cpp) and the AVX2 kernels everywhere else.
-enum class Isa { scalar, avx2, neon, avx512 };
-
-// The ISA quant::vec_dot / quantize_row use in this process, decided once on
-// first call: scalar when SYNAPSE_NO_SIMD is set (not empty, not "0"); else
-// SYNAPSE_ISA when set to scalar, avx2, avx512 or neon and the CPU runs it
-// (cpu_runs; otherwise one line on stderr says it is ignored); else the
-// highest level the CPU runs: avx512, avx2, neon, scalar.
-Isa active_isa() noexcept;
-const char* isa_name(Isa isa) noexcept;
-
-// True when this CPU can execute the kernels of `isa`.
-bool cpu_runs(Isa isa) noexcept;
+using DequantizeFn = void (*)(const void* x, float* y, int64_t n);
 
 // The dot kernel of weight type t for `isa`, or nullptr when synapse has no
 // dot for t at all. For an ISA without a specialised kernel for t this is the
@@ -62,30 +43,6 @@ QuantizeFn quantize_kernel(GgmlType t, Isa isa) noexcept;
 // of weight type t / the quantizer of type t.
 bool has_vec_dot(GgmlType t, Isa isa) noexcept;
 bool has_quantize(GgmlType t, Isa isa) noexcept;
-
-// True on an Intel x86-64 CPU (cpuid vendor, checked once): the tuning
-// that differs between the cores measured here (prefetch distance, Q4_K
-// prefill tile) keys on it. Never changes a result.
-bool cpu_is_intel() noexcept;
-
-// How many bytes ahead of the block it is reading a decode kernel asks for
-// the weight stream with a software prefetch into L1 (_MM_HINT_T0), and how
-// far ahead with a second one into L2 (_MM_HINT_T1; 0: none), per CPU
-// vendor (cpuid, checked once); quant/gemm_tiles.hpp issues them. Intel:
-// 1024 into L1 + 4096 into L2; everything else: 8192 into L1, none into L2,
-// the fastest measured on each (docs/PERFORMANCE.md, "Measurements behind
-// the tuning constants"). Never changes a result.
-int64_t prefetch_ahead_bytes() noexcept;
-int64_t prefetch_far_bytes() noexcept;
-
-// True when this CPU can run the AVX2 kernels (AVX2, FMA and F16C).
-bool cpu_has_avx2() noexcept;
-// True when this CPU (and OS) runs the AVX-512 VNNI kernels: AVX2, FMA,
-// F16C, AVX-512 F, BW, DQ, VL and VNNI (cpuid and XCR0, checked once).
-bool cpu_has_avx512_vnni() noexcept;
-// True when this CPU can run the NEON kernels (ARM64 with the ASIMD
-// dot-product instructions, HWCAP_ASIMDDP); false on every other target.
-bool cpu_has_neon_dotprod() noexcept;
 
 // A buffer of at least `bytes` bytes, 64-byte aligned, owned by the calling
 // thread and valid until its next call (it grows, never shrinks). For the
@@ -120,6 +77,10 @@ void* thread_scratch(size_t bytes);
 // table in quant.cpp references them only there).
 namespace avx2 {
 SYNAPSE_DECLARE_SIMD_DOTS()
+// The activation quantizers, bit for bit the scalar ones of the same name
+// (legacy_avx2.cpp, k_quants_avx2.cpp, float_avx2.cpp).
+void quantize_row_q8_0(const float* x, void* y, int64_t n);
+void quantize_row_q8_1(const float* x, void* y, int64_t n);
 void quantize_row_q8_K(const float* x, void* y, int64_t n);
 void quantize_row_f16(const float* x, void* y, int64_t n);
 }  // namespace avx2

@@ -10,12 +10,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
-#include <map>
 #include <set>
 
 #include "model/forward.hpp"
 #include "model/synth.hpp"
-#include "quant/quantize_model.hpp"
 #include "synapse/error.hpp"
 
 namespace synapse::model {
@@ -261,39 +259,6 @@ TEST(Synth, ContentDependsOnTheSeedNotTheThreadCount) {
   EXPECT_EQ(fa.size(), fc.size());
   EXPECT_FALSE(fa == fc);
   for (const auto& s : {a, b, c}) std::remove(s.c_str());
-}
-
-
-// The type choice agrees with synapse quantize's independent reproduction of
-// llama-quantize (src/quant/quantize_model.*, byte-identical with
-// llama-quantize's files) on an F32 synthetic model: 16 layers so every
-// use_more_bits case occurs, rows of 96 (no K-quant block fits: fallbacks)
-// and of 256.
-TEST(Synth, TypesAgreeWithSynapseQuantizesPlan) {
-  for (const int64_t n_embd : {96, 256}) {
-    SynthPreset p = synth_preset("llama-3.2-1b");
-    p.name = "tiny";
-    p.n_layer = 16, p.n_embd = n_embd, p.n_head = n_embd / 32, p.n_head_kv = 1, p.n_ff = 256, p.n_vocab = 512;
-    for (const bool tied : {true, false}) {
-      p.tied = tied;
-      const std::string path = tmp_path("f32.gguf");
-      base::ThreadPool pool(2);
-      synth_write(p, "F32", 3, path, pool);
-      const gguf::File f = gguf::File::open(path);
-      for (const char* type : {"Q4_K_M", "Q5_K_M", "Q4_0", "Q8_0", "Q6_K", "F16"}) {
-        quant::QuantizeOptions opt;
-        opt.ftype = quant::parse_file_type(type);
-        std::map<std::string, GgmlType> theirs;
-        for (const quant::TensorPlan& t : quant::plan_quantization(f, opt)) theirs[t.name] = t.to;
-        const auto mine = synth_plan(p, type);
-        ASSERT_EQ(mine.size(), theirs.size());
-        for (const SynthTensor& s : mine)
-          EXPECT_EQ(type_name(s.type), type_name(theirs.at(s.name)))
-              << type << " " << s.name << " n_embd " << n_embd << (tied ? " tied" : " untied");
-      }
-      std::remove(path.c_str());
-    }
-  }
 }
 
 }  // namespace

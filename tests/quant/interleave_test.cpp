@@ -232,8 +232,7 @@ TEST_P(KernelTables, X8KernelsEqualScalarDot) {
   std::mt19937 rng(8);
   for (GgmlType t : kTypes) {
     // A level interleaves exactly when it has interleaved kernels of its own.
-    const size_t i = static_cast<size_t>(t);
-    EXPECT_EQ(interleave_pays(t, isa()), isa() != Isa::scalar && table().gemm_x8[i] != reference().gemm_x8[i])
+    EXPECT_EQ(interleave_pays(t, isa()), isa() != Isa::scalar && table().row(t).gemm_x8 != reference().row(t).gemm_x8)
         << type_name(t);
     check(t, isa(), rng);
   }

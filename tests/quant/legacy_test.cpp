@@ -11,9 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "quant/cpu.hpp"
 #include "quant/formats.hpp"
-#include "quant/legacy_avx2.hpp"
 #include "quant/quant.hpp"
+#include "quant/simd.hpp"
 #include "synapse/gguf.hpp"
 
 namespace synapse::quant {
@@ -398,7 +399,7 @@ TEST(LegacyActivation, Q8_1SumUsesUnroundedD) {
 // rows of several scales, exact ties, zero blocks, huge and tiny values
 // (127/amax overflowing to inf makes every quant -128 in both).
 TEST(LegacyActivation, Avx2EqualsScalar) {
-  if (!detail::cpu_has_avx2()) GTEST_SKIP() << "CPU without AVX2/FMA/F16C";
+  if (!cpu_has_avx2()) GTEST_SKIP() << "CPU without AVX2/FMA/F16C";
   std::vector<float> x;
   for (float scale : {1e-3f, 1.0f, 37.0f, 3e4f}) {
     const auto r = random_row(32 * 64, static_cast<uint32_t>(scale * 10), scale);
@@ -410,12 +411,12 @@ TEST(LegacyActivation, Avx2EqualsScalar) {
   for (int j = 0; j < 32; ++j) x.push_back(j == 3 ? -3.0e38f : 1e30f * static_cast<float>(j));
   const int64_t n = static_cast<int64_t>(x.size());
   std::vector<block_q8_0> a(n / 32), b(n / 32);
-  detail::quantize_row_q8_0_scalar(x.data(), a.data(), n);
-  detail::quantize_row_q8_0_avx2(x.data(), b.data(), n);
+  quantize_row_q8_0(x.data(), a.data(), n);
+  quantize_kernel(GgmlType::Q8_0, Isa::avx2)(x.data(), b.data(), n);
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(block_q8_0)), 0);
   std::vector<block_q8_1> c(n / 32), e(n / 32);
-  detail::quantize_row_q8_1_scalar(x.data(), c.data(), n);
-  detail::quantize_row_q8_1_avx2(x.data(), e.data(), n);
+  quantize_row_q8_1(x.data(), c.data(), n);
+  quantize_kernel(GgmlType::Q8_1, Isa::avx2)(x.data(), e.data(), n);
   EXPECT_EQ(std::memcmp(c.data(), e.data(), c.size() * sizeof(block_q8_1)), 0);
   for (size_t i = 0; i < c.size(); ++i) {
     ASSERT_EQ(std::memcmp(&c[i], &e[i], sizeof(block_q8_1)), 0) << "block " << i;

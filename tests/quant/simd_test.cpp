@@ -38,16 +38,24 @@ std::string hex(float f) {
 // sizes.
 TEST_P(KernelTables, EveryReferenceEntryIsFilled) {
   EXPECT_EQ(table().isa, isa());
-  for (size_t i = 0; i < kTypeSlots; ++i) {
+  for (size_t i = 0; i < kGgmlTypeCount; ++i) {
     const auto t = static_cast<GgmlType>(i);
-    if (reference().vec_dot[i] != nullptr) { EXPECT_NE(table().vec_dot[i], nullptr) << type_name(t); }
-    if (reference().quantize[i] != nullptr) { EXPECT_NE(table().quantize[i], nullptr) << type_name(t); }
-    if (reference().gemm_x8[i] != nullptr) { EXPECT_NE(table().gemm_x8[i], nullptr) << type_name(t); }
-    EXPECT_EQ(table().gemm_pack[i] != nullptr, table().gemm_pack_bytes[i] != 0) << type_name(t);
-    EXPECT_EQ(table().x8_pack[i] != nullptr, table().x8_pack_bytes[i] != 0) << type_name(t);
-    if (table().interleave[i]) { EXPECT_NE(table().gemm_x8[i], nullptr) << type_name(t); }
+    const TypeKernels& ref = reference().rows[i];
+    const TypeKernels& row = table().rows[i];
+    EXPECT_EQ(row.vec_dot_type, ref.vec_dot_type) << type_name(t);
+    EXPECT_EQ(row.dequantize != nullptr, ref.dequantize != nullptr) << type_name(t);
+    if (ref.vec_dot != nullptr) { EXPECT_NE(row.vec_dot, nullptr) << type_name(t); }
+    if (ref.quantize != nullptr) { EXPECT_NE(row.quantize, nullptr) << type_name(t); }
+    if (ref.gemm_x8 != nullptr) { EXPECT_NE(row.gemm_x8, nullptr) << type_name(t); }
+    EXPECT_EQ(row.gemm_pack != nullptr, row.gemm_pack_bytes != 0) << type_name(t);
+    EXPECT_EQ(row.x8_pack != nullptr, row.x8_pack_bytes != 0) << type_name(t);
+    if (row.interleave) { EXPECT_NE(row.gemm_x8, nullptr) << type_name(t); }
+    if (row.gemm_x8 != nullptr) {
+      EXPECT_TRUE(row.x8_group_step >= 1 && row.x8_group_step <= 64) << type_name(t);
+      EXPECT_TRUE(row.x8_tile_step >= 1 && row.x8_tile_step <= 64) << type_name(t);
+    }
   }
-  for (GgmlType t : kDotTypes) EXPECT_NE(table().vec_dot[static_cast<size_t>(t)], nullptr) << type_name(t);
+  for (GgmlType t : kDotTypes) EXPECT_NE(table().row(t).vec_dot, nullptr) << type_name(t);
 }
 
 // Random bytes (any digit, any int8 activation including -128, any finite

@@ -11,7 +11,7 @@
 #include "cli_util.hpp"
 #include "golden_util.hpp"
 #include "model/forward.hpp"
-#include "quant/quantize_model.hpp"
+#include "runtime/quantize_model.hpp"
 
 namespace synapse {
 namespace {
@@ -55,10 +55,10 @@ TEST(QuantizeLogits, WithinTwiceLlamaQuantizesDistance) {
     ASSERT_EQ(gold_q.size(), gold_f32.size()) << gname;
     const double ref_dist = max_rel_rms(gold_q, gold_f32, n_vocab);
 
-    quant::QuantizeOptions opt;
-    opt.ftype = quant::parse_file_type(c.type);
+    runtime::QuantizeOptions opt;
+    opt.ftype = runtime::parse_file_type(c.type);
     opt.pure = std::string(c.suffix) != "q4_k_m";
-    const gguf::Writer w = quant::quantize_model(master, opt);
+    const gguf::Writer w = runtime::quantize_model(master, opt);
     auto m = model::load_model(gguf::File::from_bytes(w.bytes(), std::string("tiny-llama ") + c.type));
     model::KvCache kv = model::make_kv_cache(*m, static_cast<int64_t>(ids.size()));
     std::vector<float> logits;

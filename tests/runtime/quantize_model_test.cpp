@@ -1,4 +1,4 @@
-// quant::quantize_model against llama-quantize (llama.cpp c392e509).
+// runtime::quantize_model against llama-quantize (llama.cpp c392e509).
 //
 // tests/data/models/MANIFEST.md records how each reference file was made:
 // tiny-llama-<type>.gguf is llama-quantize --pure <TYPE> of tiny-llama-f32.gguf,
@@ -10,6 +10,7 @@
 // identical where the quantizer is (reported, and asserted for the files that
 // are identical today).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,15 +18,18 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "base/thread_pool.hpp"
+#include "model/synth.hpp"
 #include "quant/quant.hpp"
-#include "quant/quantize_model.hpp"
+#include "runtime/quantize_model.hpp"
 #include "synapse/error.hpp"
 #include "synapse/gguf.hpp"
 
-namespace synapse::quant {
+namespace synapse::runtime {
 namespace {
 
 const std::string kModels = std::string(SYNAPSE_TEST_DATA) + "/models/";
@@ -51,7 +55,7 @@ double rms_error(const gguf::TensorInfo& t, const gguf::TensorInfo& master) {
   std::vector<float> y(static_cast<size_t>(n));
   double sum = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    dequantize_row(t.type, t.data + r * rs, y.data(), n);
+    quant::dequantize_row(t.type, t.data + r * rs, y.data(), n);
     for (int64_t j = 0; j < n; ++j) sum += std::pow(static_cast<double>(y[j]) - x[r * n + j], 2);
   }
   return std::sqrt(sum / static_cast<double>(t.n_elements()));
@@ -390,7 +394,7 @@ TEST(QuantizeModel, ExpertsAndRouters) {
   // Expert 5's first row dequantizes close to the master's.
   const gguf::TensorInfo* src = f.find_tensor("blk.1.ffn_down_exps.weight");
   std::vector<float> row(512);
-  dequantize_row(GgmlType::Q6_K, down->data + row_size(GgmlType::Q6_K, 512) * 256 * 5, row.data(), 512);
+  quant::dequantize_row(GgmlType::Q6_K, down->data + row_size(GgmlType::Q6_K, 512) * 256 * 5, row.data(), 512);
   const auto* x = reinterpret_cast<const float*>(src->data) + 512 * 256 * 5;
   for (int j = 0; j < 512; ++j) EXPECT_NEAR(row[j], x[j], 0.02) << j;
 }
@@ -456,5 +460,38 @@ TEST(QuantizeModel, BadInputIsAnError) {
   EXPECT_THROW(plan_quantization(no_arch, opt), Error);
 }
 
+// The types of model's synthetic models (model/synth.hpp, synth_plan) agree
+// with this reproduction of llama-quantize (byte-identical with
+// llama-quantize's files) on an F32 synthetic model: 16 layers so every
+// use_more_bits case occurs, rows of 96 (no K-quant block fits: fallbacks)
+// and of 256.
+TEST(QuantizeModel, SynthTypesAgreeWithThePlan) {
+  for (const int64_t n_embd : {96, 256}) {
+    model::SynthPreset p = model::synth_preset("llama-3.2-1b");
+    p.name = "tiny";
+    p.n_layer = 16, p.n_embd = n_embd, p.n_head = n_embd / 32, p.n_head_kv = 1, p.n_ff = 256, p.n_vocab = 512;
+    for (const bool tied : {true, false}) {
+      p.tied = tied;
+      const std::string path =
+          ::testing::TempDir() + "synapse_quantize_synth_" + std::to_string(::getpid()) + "_f32.gguf";
+      base::ThreadPool pool(2);
+      model::synth_write(p, "F32", 3, path, pool);
+      const gguf::File f = gguf::File::open(path);
+      for (const char* type : {"Q4_K_M", "Q5_K_M", "Q4_0", "Q8_0", "Q6_K", "F16"}) {
+        QuantizeOptions opt;
+        opt.ftype = parse_file_type(type);
+        std::map<std::string, GgmlType> theirs;
+        for (const TensorPlan& t : plan_quantization(f, opt)) theirs[t.name] = t.to;
+        const auto mine = model::synth_plan(p, type);
+        ASSERT_EQ(mine.size(), theirs.size());
+        for (const model::SynthTensor& s : mine)
+          EXPECT_EQ(type_name(s.type), type_name(theirs.at(s.name)))
+              << type << " " << s.name << " n_embd " << n_embd << (tied ? " tied" : " untied");
+      }
+      std::remove(path.c_str());
+    }
+  }
+}
+
 }  // namespace
-}  // namespace synapse::quant
+}  // namespace synapse::runtime

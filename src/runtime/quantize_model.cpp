@@ -3,7 +3,7 @@
 // `quantize` filter and the loop of llama_model_quantize_impl); file type
 // names: tools/quantize/quantize.cpp (QUANT_OPTIONS); LLAMA_FTYPE values:
 // include/llama.h.
-#include "quant/quantize_model.hpp"
+#include "runtime/quantize_model.hpp"
 
 #include <algorithm>
 #include <array>
@@ -20,7 +20,7 @@
 #include "quant/quant.hpp"
 #include "synapse/error.hpp"
 
-namespace synapse::quant {
+namespace synapse::runtime {
 namespace {
 
 struct FileTypeName {
@@ -280,13 +280,14 @@ GgmlType mixed_type(QuantizeState& qs, GgmlType new_type, const std::string& nam
 // activation quantizer of ggml's AVX2 build, which rounds differently at a
 // few ties (see legacy.cpp), so weights take this one.
 void quantize_row_q8_0_ref(const float* x, void* vy, int64_t n) {
-  auto* y = static_cast<block_q8_0*>(vy);
+  using quant::QK8_0;
+  auto* y = static_cast<quant::block_q8_0*>(vy);
   for (int64_t i = 0; i < n / QK8_0; ++i, x += QK8_0) {
     float amax = 0;
     for (int j = 0; j < QK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
     const float d = amax / 127.0f;
     const float id = d != 0 ? 1.0f / d : 0.0f;
-    y[i].d = fp32_to_fp16(d);
+    y[i].d = quant::fp32_to_fp16(d);
     for (int j = 0; j < QK8_0; ++j) y[i].qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
   }
 }
@@ -297,7 +298,7 @@ void quantize_weight_row(GgmlType t, const float* x, void* y, int64_t n) {
   if (t == GgmlType::Q8_0) {
     quantize_row_q8_0_ref(x, y, n);
   } else {
-    quantize_row(t, x, y, n);
+    quant::quantize_row(t, x, y, n);
   }
 }
 
@@ -316,7 +317,7 @@ void convert_rows(const TensorPlan& p, const uint8_t* src, uint8_t* dst, int64_t
     if (p.from == GgmlType::F32) {
       x = reinterpret_cast<const float*>(src + r * rs_in);
     } else {
-      dequantize_row(p.from, src + r * rs_in, buf.data(), n);
+      quant::dequantize_row(p.from, src + r * rs_in, buf.data(), n);
       x = buf.data();
     }
     for (int64_t j = 0; j < n; ++j)
@@ -328,27 +329,27 @@ void convert_rows(const TensorPlan& p, const uint8_t* src, uint8_t* dst, int64_t
 }
 
 }  // namespace
-}  // namespace synapse::quant
+}  // namespace synapse::runtime
 
 // The public half (synapse/quantize.hpp).
 namespace synapse {
 
 FileType parse_file_type(std::string_view name) {
-  for (const quant::FileTypeName& f : quant::kFileTypes)
-    if (quant::iequals(f.name, name)) return f.ftype;
+  for (const runtime::FileTypeName& f : runtime::kFileTypes)
+    if (runtime::iequals(f.name, name)) return f.ftype;
   throw Error(Errc::invalid_argument,
               "unknown quantization type '" + std::string(name) + "' (valid: " + file_type_names() + ")");
 }
 
 std::string_view file_type_name(FileType ft) noexcept {
-  for (const quant::FileTypeName& f : quant::kFileTypes)
+  for (const runtime::FileTypeName& f : runtime::kFileTypes)
     if (f.ftype == ft) return f.name;
   return "unknown";
 }
 
 std::string file_type_names() {
   std::string s;
-  for (const quant::FileTypeName& f : quant::kFileTypes) {
+  for (const runtime::FileTypeName& f : runtime::kFileTypes) {
     if (!s.empty()) s += ", ";
     s += f.name;
     if (f.name == "Q3_K" || f.name == "Q4_K" || f.name == "Q5_K") s += " (= " + std::string(f.name) + "_M)";
@@ -362,17 +363,17 @@ std::vector<TensorPlan> quantize_model(const std::string& fname_inp, const std::
   if (params.nthread > base::kMaxThreads)
     throw Error(Errc::invalid_argument, "nthread " + std::to_string(params.nthread) + " is above " +
                                             std::to_string(base::kMaxThreads) + " (ggml's GGML_MAX_N_THREADS)");
-  quant::QuantizeOptions opt;
+  runtime::QuantizeOptions opt;
   opt.ftype = params.ftype;
   opt.pure = params.pure;
   opt.allow_requantize = params.allow_requantize;
   opt.n_threads = params.nthread > 0 ? params.nthread : base::default_thread_count();
-  return quant::quantize_file(fname_inp, fname_out, opt, on_tensor);
+  return runtime::quantize_file(fname_inp, fname_out, opt, on_tensor);
 }
 
 }  // namespace synapse
 
-namespace synapse::quant {
+namespace synapse::runtime {
 
 GgmlType default_tensor_type(FileType ft) noexcept {
   switch (ft) {
@@ -496,4 +497,4 @@ std::vector<TensorPlan> quantize_file(const std::string& in_path, const std::str
   return plan_quantization(in, opt);
 }
 
-}  // namespace synapse::quant
+}  // namespace synapse::runtime

@@ -30,10 +30,10 @@
 #include "synapse/quantize.hpp"
 #include "synapse/types.hpp"
 
-namespace synapse::quant {
+namespace synapse::runtime {
 
 // FileType (llama_ftype), its names and TensorPlan are public
-// (synapse/quantize.hpp); quant names them as its own.
+// (synapse/quantize.hpp); runtime names them as its own.
 using synapse::FileType;
 using synapse::TensorPlan;
 using synapse::file_type_name;
@@ -75,4 +75,4 @@ std::vector<TensorPlan> quantize_file(const std::string& in_path, const std::str
                                       const QuantizeOptions& opt,
                                       const std::function<void(const TensorPlan&)>& on_tensor = {});
 
-}  // namespace synapse::quant
+}  // namespace synapse::runtime
