@@ -12,8 +12,8 @@ key; the queue bound refuses some under the load. Pass:
   - every completed good reply is byte-identical to its reference;
   - every refused request got 400, 401 or 503 with an OpenAI error body
     (503 with Retry-After); no other status;
-  - the server's RSS after the run is within 5% of its RSS after the first
-    --rss-mark requests;
+  - the server's RSS after the run is within 5% (or --rss-slack KiB, the
+    larger) of its RSS after the first --rss-mark requests;
   - the KV cache holds no request's rows at the end (/metrics).
 Prints p50/p99 time to first token (streamed replies), aggregate generated
 t/s, the counts, and PASS/FAIL (exit status 0/1). Bounded: no new request is
@@ -159,6 +159,13 @@ def main():
     ap.add_argument("--ctx", type=int, default=256, help="-c")
     ap.add_argument("--threads", type=int, default=2, help="-t")
     ap.add_argument("--rss-mark", type=int, default=200)
+    # A fixed slack beside the 5%: the HTTP pool's threads (at least 32) are
+    # woken in no set order, so a thread may first run a deep path (a stream,
+    # an error reply) after the mark and touch stack and malloc-arena pages
+    # then: a few hundred KiB once, which is 5% of a small server (stories260K:
+    # ~14 MiB) but no leak. A leak grows with the requests; the long soak's
+    # 2000 requests still see one of a few KiB per request.
+    ap.add_argument("--rss-slack", type=int, default=1024, help="KiB the RSS may grow beyond 5%% of the mark")
     ap.add_argument("--no-rss-check", action="store_true",
                     help="skip the RSS criterion (for a sanitizer build: ASan's quarantine holds freed memory, "
                          "and LeakSanitizer checks leaks instead)")
@@ -273,7 +280,7 @@ def soak(a, proc, base):
     tokens = sum(r.tokens for r in results)
     not_sent = len(plan) - len(results)
     rss_ok = a.no_rss_check or (state["rss_mark"] is not None and
-                                abs(rss_end - state["rss_mark"]) <= 0.05 * state["rss_mark"])
+                                abs(rss_end - state["rss_mark"]) <= max(0.05 * state["rss_mark"], a.rss_slack))
     kv_ok = m["llamacpp:kv_cache_tokens"] == 0 and m["llamacpp:requests_processing"] == 0
     print("serve_soak: %d clients, %d/%d requests in %.1f s (-np %d, --max-queue %d)"
           % (a.clients, len(results), len(plan), wall, a.np, a.max_queue))
@@ -286,7 +293,7 @@ def soak(a, proc, base):
         print("  FAIL %s %s %s" % (f.kind, f.status, f.note))
     ok = not failures and not_sent == 0 and rss_ok and kv_ok
     if not rss_ok:
-        print("  FAIL RSS grew more than 5% (or the mark was not reached)")
+        print("  FAIL RSS grew more than 5%% and more than %d KiB (or the mark was not reached)" % a.rss_slack)
     if not kv_ok:
         print("  FAIL the KV cache still holds request rows: %s" % m)
     if not_sent:
