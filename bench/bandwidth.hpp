@@ -29,12 +29,9 @@ namespace synapse::bench {
 // Sums n 64-bit words (the load stream), asking for each cache line
 // `ahead` words ahead into L1 and, when `far` is not 0, `far` words ahead
 // into L2, as the decode kernels do (quant::prefetch_ahead_bytes,
-// prefetch_far_bytes): the hardware prefetchers alone stop at 4 KiB pages:
-// without a prefetch the probe measured 11.1 / 18.6 GB/s at 1 / 2 threads
-// on a 2-vCPU Xeon, with one 8 KiB ahead 12.9 / 24.5 (same minute), and the
-// kernels streamed more than the former, so it was not a bound. (There, at
-// 2 threads, L1 2048 alone or L1 1024 + L2 4096 bytes ahead: the same
-// 36 GB/s, within 1.)
+// prefetch_far_bytes): the hardware prefetchers alone stop at 4 KiB pages,
+// and without a prefetch the probe read less than the kernels streamed, so
+// it was no bound (docs/PERFORMANCE.md, "Measurements moved out of the code").
 inline uint64_t sum_words(const uint64_t* p, size_t n, size_t ahead, size_t far) {
   uint64_t a = 0, b = 0, c = 0, d = 0;
   size_t i = 0;

@@ -8,16 +8,16 @@
 //
 // Instructions: vpdpbusd zmm (AVX-512 VNNI: 64 u8 x s8 products added into
 // 16 int32 lanes), else vpdpbusd ymm (AVX-VNNI: 32), else vpmaddubsw ymm
-// plus vpaddw (AVX2: 32 products, the pair sums added in int16, two
-// instructions where VNNI needs one). One product counts as 2 operations
+// (AVX2: 32 products into 16 int16 pair sums; the kernels need an add or
+// two more per 32 products there, which this peak does not count). One product counts as 2 operations
 // (a multiply and an add), as vnni_peak.c counts them. No such instruction
 // (scalar builds, ARM64): 0, "not measured".
 //
 // Header-only, like bandwidth.hpp, so `synapse bench` uses it without a
 // library of its own. The loops carry their instruction set as a function
-// attribute and run only after the CPU check (__builtin_cpu_supports); they
-// are file-local (static), so no out-of-line copy is shared with generic
-// code.
+// attribute and run only after the CPU check (__builtin_cpu_supports);
+// everything here has internal linkage (an anonymous namespace), so no
+// out-of-line copy is shared with generic code or between files.
 #pragma once
 
 #include <atomic>
@@ -31,46 +31,60 @@
 #endif
 
 namespace synapse::bench {
+namespace {
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// 12 chains of vpdpbusd zmm, `iters` times; returns a value that depends on
-// every chain (so the loop is kept). 12 x 64 products per iteration.
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) static inline int32_t int8_chains_avx512(int64_t iters) {
+// The 12 accumulators are 12 named variables with distinct starts, as in
+// vnni_peak.c (in an array the compiler copied every register once per
+// iteration; from equal starts it may merge the chains into one).
+#define SYNAPSE_INT8_CHAINS(V, init, step)                                                                        \
+  V c0 = init(0), c1 = init(1), c2 = init(2), c3 = init(3), c4 = init(4), c5 = init(5), c6 = init(6), c7 = init(7), \
+    c8 = init(8), c9 = init(9), c10 = init(10), c11 = init(11);                                                   \
+  for (int64_t i = 0; i < iters; ++i) {                                                                            \
+    c0 = step(c0), c1 = step(c1), c2 = step(c2), c3 = step(c3), c4 = step(c4), c5 = step(c5);                      \
+    c6 = step(c6), c7 = step(c7), c8 = step(c8), c9 = step(c9), c10 = step(c10), c11 = step(c11);                  \
+  }                                                                                                                \
+  V out[12] = {c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11};                                                 \
+  int32_t sum = 0;                                                                                                 \
+  for (const V& v : out) {                                                                                         \
+    int32_t w;                                                                                                     \
+    __builtin_memcpy(&w, &v, sizeof w);                                                                            \
+    sum += w;                                                                                                      \
+  }                                                                                                                \
+  return sum
+
+// vpdpbusd zmm (AVX-512 VNNI): 12 x 64 products per iteration.
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) inline int32_t int8_chains_avx512(int64_t iters) {
   const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(5);
-  __m512i c[12];
-  for (auto& x : c) x = _mm512_setzero_si512();
-  for (int64_t i = 0; i < iters; ++i)
-    for (auto& x : c) x = _mm512_dpbusd_epi32(x, a, b);
-  __m512i s = c[0];
-  for (int k = 1; k < 12; ++k) s = _mm512_add_epi32(s, c[k]);
-  int32_t out[16];
-  _mm512_storeu_si512(out, s);
-  return out[0] + out[15];
+#define SYNAPSE_INIT(k) _mm512_set1_epi32(k)
+#define SYNAPSE_STEP(x) _mm512_dpbusd_epi32(x, a, b)
+  SYNAPSE_INT8_CHAINS(__m512i, SYNAPSE_INIT, SYNAPSE_STEP);
+#undef SYNAPSE_INIT
+#undef SYNAPSE_STEP
 }
 
-// 12 chains of vpdpbusd ymm (AVX-VNNI). 12 x 32 products per iteration.
-__attribute__((target("avx2,avxvnni"))) static inline int32_t int8_chains_avxvnni(int64_t iters) {
+// vpdpbusd ymm (AVX-VNNI): 12 x 32 products per iteration.
+__attribute__((target("avx2,avxvnni"))) inline int32_t int8_chains_avxvnni(int64_t iters) {
   const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(5);
-  __m256i c[12];
-  for (auto& x : c) x = _mm256_setzero_si256();
-  for (int64_t i = 0; i < iters; ++i)
-    for (auto& x : c) x = _mm256_dpbusd_avx_epi32(x, a, b);
-  __m256i s = c[0];
-  for (int k = 1; k < 12; ++k) s = _mm256_add_epi32(s, c[k]);
-  return _mm256_extract_epi32(s, 0) + _mm256_extract_epi32(s, 7);
+#define SYNAPSE_INIT(k) _mm256_set1_epi32(k)
+#define SYNAPSE_STEP(x) _mm256_dpbusd_avx_epi32(x, a, b)
+  SYNAPSE_INT8_CHAINS(__m256i, SYNAPSE_INIT, SYNAPSE_STEP);
+#undef SYNAPSE_INIT
+#undef SYNAPSE_STEP
 }
 
-// 12 chains of vpmaddubsw + vpaddw (AVX2). 12 x 32 products per iteration.
-__attribute__((target("avx2"))) static inline int32_t int8_chains_avx2(int64_t iters) {
-  const __m256i a = _mm256_set1_epi8(1), b = _mm256_set1_epi8(1);
-  __m256i c[12];
-  for (auto& x : c) x = _mm256_setzero_si256();
-  for (int64_t i = 0; i < iters; ++i)
-    for (auto& x : c) x = _mm256_add_epi16(x, _mm256_maddubs_epi16(a, b));
-  __m256i s = c[0];
-  for (int k = 1; k < 12; ++k) s = _mm256_add_epi16(s, c[k]);
-  return _mm256_extract_epi16(s, 0) + _mm256_extract_epi16(s, 15);
+// vpmaddubsw ymm (AVX2), each chain fed its own last result as the unsigned
+// bytes (the values do not matter, only that each multiply waits for the
+// one before it in its chain): 12 x 32 products per iteration.
+__attribute__((target("avx2"))) inline int32_t int8_chains_avx2(int64_t iters) {
+  const __m256i b = _mm256_set1_epi8(1);
+#define SYNAPSE_INIT(k) _mm256_set1_epi8(static_cast<char>(k))
+#define SYNAPSE_STEP(x) _mm256_maddubs_epi16(x, b)
+  SYNAPSE_INT8_CHAINS(__m256i, SYNAPSE_INIT, SYNAPSE_STEP);
+#undef SYNAPSE_INIT
+#undef SYNAPSE_STEP
 }
+#undef SYNAPSE_INT8_CHAINS
 #endif
 
 // Which probe this CPU runs: its name and int8 products per iteration (0: none).
@@ -95,16 +109,19 @@ inline Int8Probe int8_probe() {
 // The int8 peak in GOPS (1e9 operations per second, 2 per product) of
 // `threads` threads running the probe at once for about `seconds` each: the
 // sum over the threads of their products / their own time. 0 when the CPU
-// has no probe. Throws std::system_error if a thread cannot start.
+// has no probe. Throws std::system_error if a thread cannot start (the
+// threads already started are released and joined first).
 inline double int8_peak_gops(int threads, double seconds = 0.25) {
   const Int8Probe p = int8_probe();
   if (p.run == nullptr || threads < 1) return 0.0;
   std::vector<double> gops(static_cast<size_t>(threads));
   std::atomic<int> ready{0};
+  std::atomic<bool> abandon{false};
   std::atomic<int32_t> sink{0};
   const auto work = [&](int t) {
     ready.fetch_add(1);
     while (ready.load() < threads) {
+      if (abandon.load()) return;
     }
     constexpr int64_t kIters = 1 << 20;
     p.run(kIters / 16);  // warm-up: the wide units' power-up, the frequency step
@@ -119,7 +136,13 @@ inline double int8_peak_gops(int threads, double seconds = 0.25) {
     gops[static_cast<size_t>(t)] = static_cast<double>(done) * p.products * 2 / el / 1e9;
   };
   std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  try {
+    for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  } catch (...) {
+    abandon.store(true);
+    for (auto& th : pool) th.join();
+    throw;
+  }
   work(0);
   for (auto& th : pool) th.join();
   double sum = 0;
@@ -127,4 +150,5 @@ inline double int8_peak_gops(int threads, double seconds = 0.25) {
   return sum;
 }
 
+}  // namespace
 }  // namespace synapse::bench

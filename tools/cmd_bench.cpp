@@ -27,13 +27,17 @@
 // "Measurements moved out of the code").
 //
 // Prefill is bound by int8 arithmetic, so pp tests also give the share of
-// the machine's int8 peak they reach: GOP per token (2 x the weight
-// elements a token is multiplied with: every matrix, the output one
-// included, an untied token_embd not, MoE experts counted for the
-// expert_used_count of expert_count the router picks) x t/s / the peak of
-// the test's thread count, measured once per thread count before the first
-// pp test (bench/int8_peak.hpp: vnni_peak.c's method), or --peak GOPS per
-// thread times the threads. The attention's float work is not counted.
+// the machine's int8 peak they reach: int8 GOP per token x t/s / the peak of
+// the test's thread count, measured once per thread count before that
+// thread count's Context starts (bench/int8_peak.hpp: vnni_peak.c's
+// method), or --peak GOPS per thread times the threads. The int8 operations
+// are 2 x the elements of the quantized weight matrices (F32/F16/BF16 ones
+// multiply in float and are not counted) that a token goes through: every
+// layer's (MoE experts counted for the expert_used_count of expert_count the
+// router picks) per token, and the output matrix once per pass of P tokens
+// (a pp test's pass computes the logits of its last row only, as
+// llama-bench's does); an untied token_embd is a lookup. The attention's
+// float work is not counted. A model with no quantized matrix gets no share.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -70,7 +74,7 @@ struct BenchArgs {
   std::vector<int> batch{1};
   int reps = 5;
   std::string bw;  // "", "auto" or GB/s
-  double peak = -1;  // int8 GOPS per thread; < 0: measure
+  std::optional<double> peak;  // int8 GOPS per thread; unset: measure
   bool json = false;
 };
 
@@ -86,7 +90,7 @@ struct Result {
   std::vector<double> samples;  // tokens/s per run
   double avg = 0, sd = 0;
   double bw_gbps = 0;           // 0 = no bandwidth given
-  double gop_per_token = 0;     // int8 operations of a token's matrix products, 1e9
+  double gop_per_token = 0;     // pp tests: int8 operations per token of the pass (units of 1e9)
   double int8_peak_gops = 0;    // pp tests: the peak of `threads` threads (0: none)
   // --bw auto, tg tests: the probes before the first run and after each
   // run (samples.size() + 1 of them; run i lies between probes i and i + 1).
@@ -139,30 +143,38 @@ uint64_t weight_bytes_per_token(const Model& m) {
   return n;
 }
 
-// The operations (2 per multiply-add, in units of 1e9) of the matrix
-// products one token goes through (see the header comment).
-double gop_per_token(const Model& m) {
+// The int8 operations (2 per multiply-add, in units of 1e9) of the
+// quantized matrix products (see the header comment): those every token
+// goes through (`layers`) and the output matrix's (`output`, once per pass).
+struct Int8Ops {
+  double layers = 0, output = 0;
+  // Per token of a pass of `p` tokens that computes one row of logits.
+  double per_token(int p) const { return layers + output / std::max(p, 1); }
+};
+
+Int8Ops int8_ops(const Model& m) {
   const bool untied = m.gguf().find_tensor("output.weight") != nullptr;
-  std::string arch;
   double used = 1;
   try {
-    arch = m.gguf().get_string("general.architecture").value_or("");
+    const std::string arch = m.gguf().get_string("general.architecture").value_or("");
     const auto n_used = m.gguf().get_u32(arch + ".expert_used_count");
     const auto n_all = m.gguf().get_u32(arch + ".expert_count");
     if (n_used && n_all && *n_all > 0) used = static_cast<double>(*n_used) / *n_all;
   } catch (const Error&) {
   }
-  double macs = 0;
+  Int8Ops ops;
   for (const auto& t : m.gguf().tensors()) {
     if (t.ne[1] <= 1 || !t.name.ends_with(".weight")) continue;  // norms, biases, vectors
-    if (t.name == "token_embd.weight" && untied) continue;       // a lookup, not a product
+    if (t.type == GgmlType::F32 || t.type == GgmlType::F16 || t.type == GgmlType::BF16) continue;  // float products
+    const bool output = t.name == "output.weight" || (t.name == "token_embd.weight" && !untied);
+    if (t.name == "token_embd.weight" && untied) continue;  // a lookup, not a product
     double elems = 1;
     for (int64_t d : t.ne) elems *= static_cast<double>(std::max<int64_t>(d, 1));
     const bool expert = t.name.find("_exps.") != std::string::npos ||
                         (t.name.find(".ffn_") != std::string::npos && std::count(t.name.begin(), t.name.end(), '.') == 4);
-    macs += expert ? elems * used : elems;
+    (output ? ops.output : ops.layers) += 2 * (expert ? elems * used : elems) / 1e9;
   }
-  return 2 * macs / 1e9;
+  return ops;
 }
 
 // Pseudo-random token ids in [0, n_vocab) (xorshift64; fixed seed).
@@ -270,7 +282,7 @@ nlohmann::json to_json(const std::vector<Result>& rs) {
     j["samples_ts"] = r.samples;
     j["avg_ts"] = r.avg;
     j["stddev_ts"] = r.sd;
-    j["gop_per_token"] = r.gop_per_token;
+    if (r.n_prompt > 0) j["gop_per_token"] = r.gop_per_token;
     if (r.n_prompt > 0 && r.int8_peak_gops > 0) {
       j["int8_peak_gops"] = r.int8_peak_gops;
       j["fraction_of_int8_peak"] = fraction_of_int8_peak(r);
@@ -315,8 +327,8 @@ void check_args(const BenchArgs& a) {
     if (end == a.bw.c_str() || *end != '\0' || !(v > 0) || !std::isfinite(v))
       bad("--bw must be a bandwidth in GB/s or 'auto', got '" + a.bw + "'");
   }
-  if (a.peak != -1 && !(a.peak > 0 && std::isfinite(a.peak)))
-    bad("--peak must be the int8 peak in GOPS per thread (> 0), got " + fmt("%g", a.peak));
+  if (a.peak && !(*a.peak > 0 && std::isfinite(*a.peak)))
+    bad("--peak must be the int8 peak in GOPS per thread (> 0), got " + fmt("%g", *a.peak));
 }
 
 int run(BenchArgs a) {
@@ -329,14 +341,17 @@ int run(BenchArgs a) {
   // A bandwidth given in GB/s (--bw auto: each tg test probes around its runs, below).
   const double given_bw = a.bw.empty() || a.bw == "auto" ? 0.0 : std::strtod(a.bw.c_str(), nullptr);
 
-  // The int8 peak per thread count (measured once each, before the first pp test that needs it).
+  // The int8 peak per thread count: measured once each (when a pp test
+  // runs), before that thread count's Context starts its workers.
   std::map<int, double> peaks;
+  const bool any_pp = std::any_of(a.n_prompt.begin(), a.n_prompt.end(), [](int p) { return p > 0; });
   const auto int8_peak = [&](int threads) {
-    if (a.peak > 0) return a.peak * threads;
+    if (a.peak) return *a.peak * threads;
     auto it = peaks.find(threads);
     if (it == peaks.end()) {
-      std::fprintf(stderr, "synapse bench: measuring the int8 peak (%s) with %d thread(s)...\n", bench::int8_probe().name,
-                   threads);
+      const bench::Int8Probe probe = bench::int8_probe();
+      if (probe.run != nullptr)
+        std::fprintf(stderr, "synapse bench: measuring the int8 peak (%s) with %d thread(s)...\n", probe.name, threads);
       it = peaks.emplace(threads, bench::int8_peak_gops(threads)).first;
     }
     return it->second;
@@ -353,12 +368,13 @@ int run(BenchArgs a) {
     base.size_bytes = m.weight_bytes();
     base.params = m.n_params();
     base.weight_bytes_per_token = weight_bytes_per_token(m);
-    base.gop_per_token = gop_per_token(m);
+    const Int8Ops ops = int8_ops(m);
     const int max_p = *std::max_element(a.n_prompt.begin(), a.n_prompt.end());
     const int max_n = *std::max_element(a.n_gen.begin(), a.n_gen.end());
     const uint64_t kv_row_bytes = m.kv_bytes_per_position();
     TokenStream toks{.n_vocab = m.n_vocab()};
     for (int threads : a.threads) {
+      const double peak = any_pp ? int8_peak(threads) : 0.0;
       Context ctx(m, threads);
       for (int depth : a.depth) {
         // Each run rewinds it to `depth` (Sequence::truncate; a sliding-window
@@ -387,7 +403,8 @@ int run(BenchArgs a) {
           Result r = base;
           r.threads = threads, r.n_prompt = p, r.depth = depth, r.bw_gbps = given_bw;
           r.test = "pp" + std::to_string(p) + (depth ? " @ d" + std::to_string(depth) : "");
-          r.int8_peak_gops = int8_peak(threads);
+          r.gop_per_token = ops.per_token(p);
+          r.int8_peak_gops = r.gop_per_token > 0 ? peak : 0.0;
           warm_up();
           for (int rep = 0; rep < a.reps; ++rep) {
             std::vector<token_id> batch(static_cast<size_t>(p));
@@ -471,15 +488,11 @@ int run(BenchArgs a) {
     for (const Result& r : results) any_peak = any_peak || r.int8_peak_gops > 0;
     if (any_peak) {
       std::printf("\nint8 %% = GOP per token x t/s / int8 peak:");
-      if (a.peak > 0) std::printf(" %.1f GOPS per thread (given)", a.peak);
+      if (a.peak) std::printf(" %.1f GOPS per thread (given)", *a.peak);
       else
         for (const auto& [t, g] : peaks) std::printf(" %.1f GOPS with %d thread(s) (%s, measured)", g, t, bench::int8_probe().name);
-      for (const std::string& path : a.models)
-        for (const Result& r : results)
-          if (r.path == path) {
-            std::printf("; %s %.3f GOP per token", r.model.c_str(), r.gop_per_token);
-            break;
-          }
+      for (const Result& r : results)
+        if (r.int8_peak_gops > 0) std::printf("; %s %s %.3g GOP per token", r.model.c_str(), r.test.c_str(), r.gop_per_token);
       std::printf("\n");
     }
     if (!a.bw.empty()) {

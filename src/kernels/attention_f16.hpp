@@ -20,7 +20,7 @@ namespace synapse::kernels {
 // may be shared with another translation unit (scripts/check-isa-objects.sh).
 namespace {
 
-#if defined(__AVX512F__) && defined(__AVX512BW__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 // The first n lanes (0 <= n <= 16) of a 16-lane mask.
 inline __mmask16 first_n(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
 #endif
@@ -28,7 +28,7 @@ inline __mmask16 first_n(int64_t n) { return static_cast<__mmask16>((1u << n) - 
 // F16 -> F32 of n values: src [n] -> dst [n].
 inline void load_f16(const quant::ggml_fp16_t* src, float* dst, int64_t n) {
   int64_t d = 0;
-#if defined(__AVX512F__) && defined(__AVX512BW__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   for (; d + 16 <= n; d += 16)
     _mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + d))));
   if (d < n) {
@@ -46,7 +46,7 @@ inline void load_f16(const quant::ggml_fp16_t* src, float* dst, int64_t n) {
 // quant::fp32_to_fp16).
 inline void round_f16(float* x, int64_t n) {
   int64_t d = 0;
-#if defined(__AVX512F__) && defined(__AVX512BW__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   for (; d + 16 <= n; d += 16)
     _mm512_storeu_ps(x + d, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + d), _MM_FROUND_TO_NEAREST_INT)));
   if (d < n) {

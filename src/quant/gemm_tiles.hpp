@@ -69,7 +69,7 @@ float dot_by_tile(int64_t nb, const void* w, const void* a) {
 // ahead into L2, which keeps the matrix streaming ahead of the arithmetic
 // across rows (and across 4 KiB pages, where the hardware prefetchers stop).
 // How far ahead pays depends on the core (quant::prefetch_ahead_bytes,
-// simd.hpp). Prefetching never changes a result; past the end of a matrix
+// cpu.hpp). Prefetching never changes a result; past the end of a matrix
 // it touches the next tensor or nothing (a prefetch does not fault).
 inline int64_t prefetch_ahead_bytes() {
   static const int64_t bytes = quant::prefetch_ahead_bytes();  // (one guard check per call)

@@ -3,10 +3,10 @@
 // block_q6_Kx8), made once when a model is loaded, and the matrix-product
 // kernels that read them.
 //
-// Why: in the block order Q4_0, Q5_0 and Q4_K use (legacy.cpp for
-// Q4_0 / Q5_0, k_quants.cpp for Q4_K) each output takes, per block, the
-// block's whole exact integer dot and one fused multiply-add (Q4_K: two,
-// the scales' and the mins'; Q6_K and Q8_0 keep 8 lanes: chunk c of a block
+// Why: in the block order Q4_0, Q5_0, Q8_0 and Q4_K use (legacy.cpp for
+// Q4_0 / Q5_0 / Q8_0, k_quants.cpp for Q4_K) each output takes, per block,
+// the block's whole exact integer dot and one fused multiply-add (Q4_K:
+// two, the scales' and the mins'; Q6_K keeps 8 lanes: chunk c of a block
 // is then lane c of the 8 rows, one cvt + mul + fma per chunk). With 8 rows
 // interleaved, one 256-bit register holds 4 consecutive elements of each of
 // 8 rows (one int32 lane per row), so the integer dots of 8 rows come out in
@@ -215,7 +215,7 @@ SYNAPSE_DECLARE_X8_KERNELS()
 namespace avx2 {
 // interleave_avx2.cpp: activation rows in x8_pack_kernel(t, avx2)'s
 // layout (pack_q8_0_for_q4_0x8 / _q5_0x8, 40 bytes per block;
-// pack_q8_0_for_q8_0x8, 100).
+// pack_q8_0_for_q8_0x8, 72).
 SYNAPSE_DECLARE_X8_KERNELS()
 void pack_q8_0_for_q4_0x8(int64_t n, const void* src, void* dst);
 void pack_q8_0_for_q5_0x8(int64_t n, const void* src, void* dst);

@@ -68,7 +68,8 @@ KernelTable make_scalar_table() {
     r.quantize = s.quantize;
     r.vec_dot = s.vec_dot;
     r.gemm_x8 = s.gemm_x8;
-    // The reference and the AVX2 kernels' tiles: any groups, 4 activation rows.
+    // The reference's tiles, and the AVX2 kernels' unless their rows say
+    // otherwise: any groups, 4 activation rows.
     if (s.gemm_x8 != nullptr) {
       r.x8_group_step = 1;
       r.x8_tile_step = 4;
@@ -131,7 +132,8 @@ KernelTable make_avx2_table() {
   overlay(k, G::Q5_1, {.vec_dot = avx2::vec_dot_q5_1_q8_1, .gemm = avx2::gemm_q5_1_q8_1});
   // Q8_0 matrices left plain (a weight byte of -128) run the plain GEMM on
   // activation rows packed as PackedQ8_0 (the float scale, the
-  // int16-widened bytes).
+  // int16-widened bytes). The interleaved kernel's prefill takes two groups
+  // at a time (q8_0x8_tile<2, ...>), so its panels are whole pairs.
   overlay(k, G::Q8_0,
           {.quantize = avx2::quantize_row_q8_0,
            .vec_dot = avx2::vec_dot_q8_0_q8_0,
@@ -142,7 +144,8 @@ KernelTable make_avx2_table() {
            .gemm_x8 = avx2::gemm_q8_0x8_q8_0,
            .x8_pack = avx2::pack_q8_0_for_q8_0x8,
            .x8_pack_bytes = kPackQ8_0x8,
-           .interleave = true});
+           .interleave = true,
+           .x8_group_step = 2});
   overlay(k, G::Q8_1, {.quantize = avx2::quantize_row_q8_1});
   overlay(k, G::IQ4_NL, {.vec_dot = avx2::vec_dot_iq4_nl_q8_0, .gemm = avx2::gemm_iq4_nl_q8_0});
   overlay(k, G::Q2_K, {.vec_dot = avx2::vec_dot_q2_K_q8_K, .gemm = avx2::gemm_q2_K_q8_K});

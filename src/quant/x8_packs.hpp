@@ -29,8 +29,8 @@ static_assert(sizeof(PackedQ8x8) == kPackQ4_0x8);
 // nb PackedQ8x8m (the bytes' magnitudes, |-128| = 128 fitting a uint8: the
 // AVX2 kernel's sign trick, which reads the bytes and the scale from the
 // first array). The AVX-512 kernel reads only the first array, 40
-// contiguous bytes per block. Both kernels find a row's PackedQ8x8m at the
-// row start + nb * sizeof(PackedQ8x8).
+// contiguous bytes per block; the AVX2 kernel finds a row's PackedQ8x8m at
+// the row start + nb * sizeof(PackedQ8x8).
 struct PackedQ8x8m {
   uint8_t mag[32];
 };

@@ -133,29 +133,38 @@ TEST(BenchCli, DepthRowsAreLabelled) {
   EXPECT_EQ(j["results"][0].at("n_depth"), 32);
 }
 
-// pp tests give the share of the int8 peak: GOP per token (2 x the weight
-// elements of every matrix a token goes through; stories260K has its own
-// output matrix, so token_embd is a lookup and not counted) x t/s / (--peak
-// GOPS per thread x threads).
+// pp tests give the share of the int8 peak: int8 GOP per token (2 x the
+// elements of the quantized matrices every token goes through, plus the
+// output matrix's once per pass of P tokens) x t/s / (--peak GOPS per thread
+// x threads). stories260K-q8_0 has Q8_0 matrices but F16 ffn_down (172
+// columns: no Q8_0 row), which multiplies in float and does not count; its
+// token_embd is a lookup (the file has output.weight).
 TEST(BenchCli, Int8ShareOfThePeak) {
-  const std::string model = data_path("models/stories260K.gguf");
+  const std::string model = data_path("models/stories260K-q8_0.gguf");
   const gguf::File f = gguf::File::open(model);
   ASSERT_NE(f.find_tensor("output.weight"), nullptr);
-  double elems = 0;
-  for (const auto& t : f.tensors())
-    if (t.n_dims >= 2 && t.name != "token_embd.weight") elems += static_cast<double>(t.ne[0]) * static_cast<double>(t.ne[1]);
-  // output + 5 layers of q and o (64 x 64), k and v (64 x 32: 4 KV heads of 8), gate, up, down (64 x 172)
-  EXPECT_EQ(elems, 512 * 64 + 5 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 172));
+  double layers = 0, output = 0, f16 = 0;
+  for (const auto& t : f.tensors()) {
+    if (t.n_dims < 2 || t.name == "token_embd.weight") continue;
+    const double elems = static_cast<double>(t.ne[0]) * static_cast<double>(t.ne[1]);
+    if (t.type == GgmlType::F16) f16 += elems;
+    else if (t.name == "output.weight") output += elems;
+    else layers += elems;
+  }
+  // q and o (64 x 64), k and v (64 x 32: 4 KV heads of 8), gate and up (64 x 172) in 5 layers; down is F16.
+  EXPECT_EQ(layers, 5 * (2 * 64 * 64 + 2 * 64 * 32 + 2 * 64 * 172));
+  EXPECT_EQ(f16, 5 * 64 * 172);
+  EXPECT_EQ(output, 512 * 64);
 
   const Result r = synapse_cli("bench -m " + model + " -p 16 -n 4 -r 2 -t 2 --peak 50 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   const auto& pp = j.at("results").at(0);
   ASSERT_EQ(pp.at("test"), "pp16");
-  EXPECT_DOUBLE_EQ(pp.at("gop_per_token").get<double>(), 2 * elems / 1e9);
+  const double gop = 2 * (layers + output / 16) / 1e9;
+  EXPECT_DOUBLE_EQ(pp.at("gop_per_token").get<double>(), gop);
   EXPECT_DOUBLE_EQ(pp.at("int8_peak_gops").get<double>(), 100.0);
-  EXPECT_DOUBLE_EQ(pp.at("fraction_of_int8_peak").get<double>(),
-                   2 * elems / 1e9 * pp.at("avg_ts").get<double>() / 100.0);
+  EXPECT_DOUBLE_EQ(pp.at("fraction_of_int8_peak").get<double>(), gop * pp.at("avg_ts").get<double>() / 100.0);
   EXPECT_FALSE(j["results"][1].contains("fraction_of_int8_peak"));  // tg4: bandwidth-bound, no share
 
   // Measured: the table's int8 % column and the peak it used, on an x86-64 CPU with AVX2 at least.
@@ -167,6 +176,13 @@ TEST(BenchCli, Int8ShareOfThePeak) {
   EXPECT_NE(rows[0].find("% |"), std::string::npos) << rows[0];
   EXPECT_NE(t.out.find("GOPS with 1 thread(s) (vp"), std::string::npos) << t.out;
 #endif
+
+  // An F32 model multiplies in float: no int8 share, "-" in the column.
+  const Result f32 = synapse_cli("bench -m " + data_path("models/stories260K.gguf") + " -p 16 -n 0 -r 1 -t 1 --peak 50");
+  ASSERT_EQ(f32.exit_code, 0) << f32.err;
+  const auto f32_rows = table_rows(f32.out);
+  ASSERT_EQ(f32_rows.size(), 1u) << f32.out;
+  EXPECT_NE(f32_rows[0].find("| - |"), std::string::npos) << f32_rows[0];
 }
 
 TEST(BenchCli, BadFlagsGiveOneClearError) {
