@@ -25,10 +25,10 @@ def main(src, dst):
     for r in rows:
         if r["test"] not in tests:
             tests.append(r["test"])
-    fig, axes = plt.subplots(len(tests), 1, figsize=(11, 3.6 * len(tests)), squeeze=False)
+    fig, axes = plt.subplots(len(tests), 1, figsize=(13, 4.2 * len(tests)), squeeze=False)
     for ax, test in zip(axes[:, 0], tests):
         sub = [r for r in rows if r["test"] == test]
-        labels = [f"{r['model']}\n{r['threads']} thread{'s' if r['threads'] > 1 else ''}" for r in sub]
+        labels = [r["model"].replace(" ", "\n") + f"\n{r['threads']} thread{'s' if r['threads'] > 1 else ''}" for r in sub]
         width = 0.8 / len(ENGINES)
         for k, (key, name, color) in enumerate(ENGINES):
             xs = [i + (k - (len(ENGINES) - 1) / 2) * width for i in range(len(sub))]
@@ -39,7 +39,7 @@ def main(src, dst):
                 ax.annotate("n/a" if not v else f"{v:.0f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                             ha="center", va="bottom", fontsize=7, xytext=(0, 1), textcoords="offset points")
         ax.set_xticks(range(len(sub)))
-        ax.set_xticklabels(labels, fontsize=8)
+        ax.set_xticklabels(labels, fontsize=7)
         ax.set_ylabel("tokens/s")
         ax.set_title(test, fontsize=10, loc="left")
         ax.spines[["top", "right"]].set_visible(False)
