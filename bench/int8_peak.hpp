@@ -15,7 +15,7 @@
 //
 // Header-only, like bandwidth.hpp, so `synapse bench` uses it without a
 // library of its own. The loops carry their instruction set as a function
-// attribute and run only after the CPU check (__builtin_cpu_supports);
+// attribute and run only after the CPU check;
 // everything here has internal linkage (an anonymous namespace), so no
 // out-of-line copy is shared with generic code or between files.
 #pragma once
@@ -29,6 +29,8 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #endif
+
+#include "quant/cpu.hpp"
 
 namespace synapse::bench {
 namespace {
@@ -94,14 +96,13 @@ struct Int8Probe {
   int32_t (*run)(int64_t) = nullptr;
 };
 
+// (The AVX-512 and AVX2 checks are the kernel tables' own, quant/cpu.hpp;
+// AVX-VNNI has none there, as no kernel uses it.)
 inline Int8Probe int8_probe() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vnni"))
-    return {"vpdpbusd zmm", 12 * 64, int8_chains_avx512};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni"))
-    return {"vpdpbusd ymm", 12 * 32, int8_chains_avxvnni};
-  if (__builtin_cpu_supports("avx2")) return {"vpmaddubsw ymm", 12 * 32, int8_chains_avx2};
+  if (quant::cpu_has_avx512_vnni()) return {"vpdpbusd zmm", 12 * 64, int8_chains_avx512};
+  if (quant::cpu_has_avx2() && __builtin_cpu_supports("avxvnni")) return {"vpdpbusd ymm", 12 * 32, int8_chains_avxvnni};
+  if (quant::cpu_has_avx2()) return {"vpmaddubsw ymm", 12 * 32, int8_chains_avx2};
 #endif
   return {};
 }

@@ -341,8 +341,9 @@ int run(BenchArgs a) {
   // A bandwidth given in GB/s (--bw auto: each tg test probes around its runs, below).
   const double given_bw = a.bw.empty() || a.bw == "auto" ? 0.0 : std::strtod(a.bw.c_str(), nullptr);
 
-  // The int8 peak per thread count: measured once each (when a pp test
-  // runs), before that thread count's Context starts its workers.
+  // The int8 peak per thread count: measured once each (when a pp test of
+  // a quantized model runs), before that thread count's Context starts its
+  // workers.
   std::map<int, double> peaks;
   const bool any_pp = std::any_of(a.n_prompt.begin(), a.n_prompt.end(), [](int p) { return p > 0; });
   const auto int8_peak = [&](int threads) {
@@ -374,7 +375,8 @@ int run(BenchArgs a) {
     const uint64_t kv_row_bytes = m.kv_bytes_per_position();
     TokenStream toks{.n_vocab = m.n_vocab()};
     for (int threads : a.threads) {
-      const double peak = any_pp ? int8_peak(threads) : 0.0;
+      // (No quantized matrix, no int8 share: nothing to measure the peak for.)
+      const double peak = any_pp && ops.per_token(1) > 0 ? int8_peak(threads) : 0.0;
       Context ctx(m, threads);
       for (int depth : a.depth) {
         // Each run rewinds it to `depth` (Sequence::truncate; a sliding-window
