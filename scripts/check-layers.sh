@@ -18,14 +18,15 @@ declare -A allowed=(
   [tokenizer]="tokenizer gguf base"
   [kernels]="kernels quant gguf base"
   [model]="model kernels quant tokenizer gguf base"
-  [runtime]="runtime model kernels quant tokenizer gguf base"
-  [server]="server runtime model kernels quant tokenizer gguf base"
+  [grammar]="grammar base"
+  [runtime]="runtime grammar model kernels quant tokenizer gguf base"
+  [server]="server runtime grammar model kernels quant tokenizer gguf base"
 )
 # The public headers, by the layer that implements them.
 declare -A public=(
   [error]=base [types]=base [version]=base [gguf]=gguf [quantize]=runtime [tokenizer]=tokenizer
   [sampling]=runtime [stop]=runtime [chat]=runtime [synapse]=runtime [generation]=runtime [scheduler]=runtime
-  [synth]=runtime
+  [synth]=runtime [grammar]=grammar
 )
 
 # The layer of an included path ("quant/gemm.hpp", "synapse/chat.hpp"), or
@@ -93,7 +94,7 @@ for f in tools/*.cpp tools/*.hpp; do
 done
 # Internal namespaces: every layer's but gguf's (synapse::gguf is public:
 # gguf.hpp), plus the tools' and tests'.
-internal="base|quant|tokenizer|kernels|model|runtime|server|tools|test"
+internal="base|quant|tokenizer|kernels|model|grammar|runtime|server|tools|test"
 for f in include/synapse/*.hpp include/synapse/*.hpp.in; do
   [[ -e $f ]] || continue
   # Code only: comments may name internal functions as provenance.

@@ -1,0 +1,120 @@
+// Constrained generation: llama.cpp's GBNF grammars, JSON Schema converted to
+// GBNF, and the per-step token mask that keeps a reply inside the grammar.
+//
+// A Grammar is GBNF text parsed and compiled once (rules of alternatives of
+// sequences; character classes over Unicode code points become byte-level
+// alternatives of UTF-8 ranges, so tokens that split a character work). It
+// is immutable and shared by any number of requests and threads.
+//
+// A GrammarMatcher is one reply's parser state over a TokenVocabulary (each
+// token's bytes): which tokens keep the output inside the grammar, and the
+// state advanced by the token taken. Its answers depend only on the grammar
+// and the tokens it accepted (contract G1: a constrained reply is the same
+// alone or among other requests). One thread per matcher.
+//
+// Sources: GBNF syntax, llama.cpp grammars/README.md and src/llama-grammar.cpp
+// (v0.5.0); the converter follows common/json-schema-to-grammar.cpp's rules
+// (whitespace, formats, the regex subset of `pattern`).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace synapse {
+
+// Bounds on what a grammar may ask of the parser and the matcher; a grammar
+// over them is an Error(invalid_argument) naming the bound, never a crash
+// (llama.cpp #26600: 60k nested groups overflowed its stack).
+struct GrammarLimits {
+  size_t max_bytes = 1u << 20;     // GBNF text
+  size_t max_rules = 20000;        // rules, those made for groups and repetitions included
+  size_t max_elements = 1u << 21;  // elements over all rules after repetitions are expanded
+  size_t max_nesting = 256;        // nested parentheses (and schema nesting in the converter)
+  size_t max_repetition = 10000;   // m and n of {m,n}
+};
+
+class Grammar {
+ public:
+  // Parses GBNF `text` and compiles the rule `root` and what it reaches.
+  // Throws Error(invalid_argument) with "line L, column C: what" for a syntax
+  // error, an undefined rule, a missing root, left recursion, or a limit
+  // passed. Thread-safe (no shared state).
+  static std::shared_ptr<const Grammar> parse(std::string_view text, std::string_view root = "root",
+                                              const GrammarLimits& limits = {});
+
+  ~Grammar();
+  size_t n_rules() const;  // rules after compilation (groups, repetitions and UTF-8 ranges included)
+
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  explicit Grammar(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Converts a JSON Schema (a JSON text) into GBNF whose root rule accepts
+// exactly the JSON values the schema accepts, with llama.cpp's whitespace
+// rule between tokens. Keywords: type (and unions), properties, required,
+// additionalProperties, items, prefixItems, minItems, maxItems, enum, const,
+// anyOf, oneOf, allOf, $ref/$defs/definitions (recursion included), pattern
+// (the regex subset llama.cpp's converter takes), minLength, maxLength,
+// integer minimum/maximum/exclusiveMinimum/exclusiveMaximum, format (date,
+// time, date-time, uuid, email). Annotations (title, description, examples,
+// default, $schema, $id, $comment) are ignored as they constrain nothing.
+// Throws Error(invalid_argument) naming the keyword and its JSON pointer for a
+// keyword it cannot enforce, a bad value, an unresolvable $ref or nesting
+// deeper than limits.max_nesting. Thread-safe.
+std::string json_schema_to_gbnf(std::string_view schema_json, const GrammarLimits& limits = {});
+
+// The bytes of every token of a vocabulary, as the matcher sees them, in a
+// trie. pieces[i] is token i's text (llama_token_to_piece); an empty piece is
+// a token no grammar produces (control tokens). eog[i] marks end-of-generation
+// tokens, allowed exactly when the grammar accepts the output so far.
+// Immutable after construction; share it between matchers.
+class TokenVocabulary {
+ public:
+  TokenVocabulary(std::vector<std::string> pieces, std::vector<bool> eog);
+  ~TokenVocabulary();
+  int32_t n_vocab() const;
+
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+class GrammarMatcher {
+ public:
+  // Both are shared: the matcher keeps them alive.
+  GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocabulary> vocab);
+  GrammarMatcher(GrammarMatcher&&) noexcept;
+  GrammarMatcher& operator=(GrammarMatcher&&) noexcept;
+  ~GrammarMatcher();
+
+  // Whether token `id` keeps the output inside the grammar: its bytes extend
+  // the output to a prefix of a sentence of the grammar, or it is an
+  // end-of-generation token and the output so far is a sentence. Throws
+  // Error(out_of_range) for an id outside the vocabulary.
+  bool allows(int32_t id);
+  // Takes token `id` (the sampler's choice). Throws Error(invalid_argument)
+  // when allows(id) is false; the state is then unchanged.
+  void accept(int32_t id);
+  // Every allowed token: bit i of words[i / 64] (n_vocab bits, rounded up).
+  void fill_mask(std::vector<uint64_t>& words);
+  // The output so far is a sentence of the grammar (end of generation allowed).
+  bool is_complete() const;
+  // No token but end of generation can follow (the grammar has ended).
+  bool is_finished() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace synapse
