@@ -161,13 +161,16 @@ token_id end_of_turn_token(const Tokenizer& tok);
 class Generation {
  public:
   // A fresh sampler from params.sampling; n_ctx resolves
-  // sampling.penalty_last_n = -1 (Sampler's constructor). Throws
-  // Error(invalid_argument) naming the field for a bad sampling parameter or
-  // n_ubatch < 1.
+  // sampling.penalty_last_n = -1 (Sampler's constructor). A non-empty
+  // sampling.grammar (GBNF) constrains every token (synapse/grammar.hpp; the
+  // compiled grammar and the vocabulary trie are cached across replies). Throws
+  // Error(invalid_argument) naming the field for a bad sampling parameter,
+  // n_ubatch < 1, or a grammar that does not compile (its line and column).
+  // next() throws Error(invalid_argument) when the grammar leaves no token.
   Generation(const Tokenizer& tok, GenerationParams params, int32_t n_ctx = 0);
   // Continues `sampler` instead (its RNG state and penalty window carry over:
   // one sampler for a whole chat session, as llama-cli keeps one
-  // common_sampler); params.sampling is then ignored.
+  // common_sampler); params.sampling is then ignored but for its grammar.
   Generation(const Tokenizer& tok, GenerationParams params, Sampler& sampler);
   Generation(Generation&&) noexcept;
   Generation& operator=(Generation&&) noexcept;
@@ -203,6 +206,7 @@ class Generation {
   const GenerationParams& params() const;
 
  private:
+  token_id sample_in_grammar(std::span<const float> logits);
   struct State;
   std::unique_ptr<State> s_;
 };

@@ -23,6 +23,7 @@
 #include <deque>
 #include <random>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -55,6 +56,12 @@ struct SamplerParams {
   float temp = 0.8f;             // --temp: <= 0 greedy
   size_t min_keep = 0;           // at least this many candidates survive each stage (0: 1)
   std::vector<LogitBias> logit_bias;  // --logit-bias, in order
+  // --grammar / --grammar-file / --json-schema (converted to GBNF first):
+  // GBNF text whose rule `root` the reply must match; empty: none. Applied by
+  // Generation (synapse/generation.hpp), which knows the vocabulary: tokens
+  // the grammar refuses leave the candidates before the first stage, and
+  // end of generation is allowed exactly when the reply is a sentence.
+  std::string grammar;
 };
 
 // Parses one --logit-bias value "TOKEN(+|-)BIAS" as llama.cpp's arg.cpp does:
@@ -135,6 +142,15 @@ class Sampler {
   // accept it: call accept() with the token kept. Throws Error(invalid_argument)
   // on an empty row, Error(out_of_range) for a logit-bias token >= n_vocab.
   token_id sample(std::span<const float> logits);
+  // The same chain over the tokens of `allowed` only (bit i of allowed[i / 64]:
+  // token i may be drawn; a grammar's mask): the others leave the candidates
+  // before the first stage, as a -inf logit would remove them. Throws
+  // Error(invalid_argument) when allowed has fewer than n_vocab bits or no
+  // token is allowed.
+  token_id sample(std::span<const float> logits, std::span<const uint64_t> allowed);
+  // temp <= 0: the chain ends in an argmax, so a token that is the argmax of
+  // all candidates and allowed is also the argmax of the allowed ones.
+  bool greedy() const { return p_.temp <= 0.0f; }
 
   // common_sampler_accept: records a token (prompt or generated) in the
   // penalty window of the last penalty_last_n tokens.
@@ -149,6 +165,7 @@ class Sampler {
   const Candidates& last_candidates() const { return cur_; }
 
  private:
+  token_id run_chain(bool biased);  // the stages over cur_ (logit bias unless done), then the draw
   SamplerParams p_;
   size_t window_cap_;  // 0: penalties off
   uint32_t seed_;
@@ -156,6 +173,7 @@ class Sampler {
   std::deque<token_id> window_;
   std::vector<token_id> window_buf_;
   Candidates cur_;
+  std::vector<float> biased_;  // sample(logits, allowed): the row with the logit bias added
 };
 
 }  // namespace synapse

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "runtime/grammar_cache.hpp"
 #include "runtime/reply.hpp"
 #include "synapse/error.hpp"
 
@@ -69,9 +70,13 @@ struct Generation::State {
   Stopper stopper;
   FinishReason finish = FinishReason::none;
   token_id last = -1;
+  std::optional<GrammarMatcher> grammar;  // p.sampling.grammar, when set
+  std::vector<uint64_t> mask;
 
   State(const Tokenizer& t, GenerationParams params)
       : tok(t), p(std::move(params)), sampler(nullptr), stopper(t, {p.max_tokens, p.stop, p.ignore_eos}) {
+    if (!p.sampling.grammar.empty())
+      grammar.emplace(runtime::cached_grammar(p.sampling.grammar), runtime::cached_vocabulary(t));
     if (p.n_ubatch < 1)
       throw Error(Errc::invalid_argument, "n_ubatch must be at least 1, got " + std::to_string(p.n_ubatch));
     if (p.n_probs < 0) throw Error(Errc::invalid_argument, "n_probs must be >= 0, got " + std::to_string(p.n_probs));
@@ -104,7 +109,12 @@ GeneratedToken Generation::next(std::span<const float> logits) {
   if (s.finish != FinishReason::none)
     throw Error(Errc::invalid_argument, "Generation::next called after the reply ended");
   GeneratedToken t;
-  t.id = s.sampler->sample(logits);
+  if (s.grammar) {
+    t.id = sample_in_grammar(logits);
+    s.grammar->accept(t.id);
+  } else {
+    t.id = s.sampler->sample(logits);
+  }
   s.sampler->accept(t.id);
   s.last = t.id;
   if (s.p.logprobs || s.p.n_probs > 0) fill_logprobs(t, logits, s.p.n_probs);
@@ -116,6 +126,27 @@ GeneratedToken Generation::next(std::span<const float> logits) {
     t.finish = s.finish;
   }
   return t;
+}
+
+// The sampled token when the grammar allows it and the chain is an argmax
+// (the argmax of all candidates is then the argmax of the allowed ones: the
+// check-first shortcut of llama.cpp PR #4306, exact only there); otherwise
+// the chain over the grammar's mask. Throws Error(invalid_argument) when no
+// token can continue the reply: ending it would return text outside the grammar.
+token_id Generation::sample_in_grammar(std::span<const float> logits) {
+  State& s = *s_;
+  if (static_cast<int64_t>(logits.size()) != s.tok.n_vocab())
+    throw Error(Errc::invalid_argument, "grammar: a row of " + std::to_string(logits.size()) + " logits for a vocabulary of " +
+                                            std::to_string(s.tok.n_vocab()));
+  if (s.sampler->greedy()) {
+    const token_id first = s.sampler->sample(logits);
+    if (s.grammar->allows(first)) return first;
+  }
+  s.grammar->fill_mask(s.mask);
+  bool any = false;
+  for (const uint64_t w : s.mask) any = any || w != 0;
+  if (!any) throw Error(Errc::invalid_argument, "grammar: no token of the vocabulary can continue the reply");
+  return s.sampler->sample(logits, s.mask);
 }
 
 GeneratedToken Generation::finish(FinishReason why) {

@@ -315,7 +315,36 @@ void Sampler::reset() {
 
 token_id Sampler::sample(std::span<const float> logits) {
   fill_candidates(cur_, logits);
-  apply_logit_bias(cur_, p_.logit_bias);
+  return run_chain(/*biased=*/false);
+}
+
+token_id Sampler::sample(std::span<const float> logits, std::span<const uint64_t> allowed) {
+  if (logits.empty()) throw Error(Errc::invalid_argument, "sampler: empty logits row");
+  if (allowed.size() * 64 < logits.size())
+    throw Error(Errc::invalid_argument, "sampler: a mask of " + std::to_string(allowed.size() * 64) +
+                                            " tokens for " + std::to_string(logits.size()) + " logits");
+  // The logit bias first, on the whole row (the chain's first stage; its ids
+  // are checked against n_vocab as sample() checks them), then the mask.
+  if (!p_.logit_bias.empty()) {
+    biased_.assign(logits.begin(), logits.end());
+    for (const LogitBias& b : p_.logit_bias) {
+      if (b.token < 0 || static_cast<size_t>(b.token) >= logits.size())
+        throw Error(Errc::out_of_range, "--logit-bias: token " + std::to_string(b.token) + " outside [0, " +
+                                            std::to_string(logits.size()) + ")");
+      biased_[static_cast<size_t>(b.token)] += b.bias;
+    }
+    logits = biased_;
+  }
+  cur_.data.clear();
+  for (size_t i = 0; i < logits.size(); ++i)
+    if ((allowed[i >> 6] >> (i & 63)) & 1) cur_.data.push_back({static_cast<token_id>(i), logits[i], 0.0f});
+  cur_.sorted = false;
+  if (cur_.data.empty()) throw Error(Errc::invalid_argument, "sampler: the mask allows no token");
+  return run_chain(/*biased=*/true);
+}
+
+token_id Sampler::run_chain(bool biased) {
+  if (!biased) apply_logit_bias(cur_, p_.logit_bias);
   if (window_cap_ > 0 && !window_.empty()) {
     window_buf_.assign(window_.begin(), window_.end());
     apply_penalties(cur_, window_buf_, p_.penalty_repeat, p_.penalty_freq, p_.penalty_present);

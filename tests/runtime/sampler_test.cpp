@@ -379,5 +379,43 @@ TEST(Sampler, RejectsBadParameters) {
   EXPECT_THROW(s.sample(std::vector<float>{}), Error);
 }
 
+// sample(logits, allowed): the tokens outside the mask leave before the
+// first stage; the logit bias is applied to the row first (a bias can lift an
+// allowed token above another allowed one, and its ids are still checked).
+TEST(Sampler, MaskedSampleDrawsOnlyAllowedTokens) {
+  const std::vector<float> logits = {5.0f, 1.0f, 4.0f, 2.0f, 3.0f};
+  const std::vector<uint64_t> mask = {(1u << 1) | (1u << 3)};  // tokens 1 and 3
+  SamplerParams g;
+  g.temp = 0;
+  Sampler greedy(g);
+  EXPECT_EQ(greedy.sample(logits), 0);
+  EXPECT_EQ(greedy.sample(logits, mask), 3);
+  SamplerParams b = g;
+  b.logit_bias = {{1, 1.5f}, {0, 100.0f}};
+  Sampler biased(b);
+  EXPECT_EQ(biased.sample(logits, mask), 1);  // 1 + 1.5 > 2; token 0 is not allowed whatever its bias
+  // A draw at temperature 1 over {1, 3}: p(3) = e^2 / (e^1 + e^2) = 0.731.
+  SamplerParams d;
+  d.seed = 3;
+  d.top_k = 0;
+  d.top_p = 1.0f;
+  d.min_p = 0.0f;
+  d.temp = 1.0f;
+  Sampler draw(d);
+  int threes = 0;
+  for (int i = 0; i < 4000; ++i) {
+    const token_id t = draw.sample(logits, mask);
+    ASSERT_TRUE(t == 1 || t == 3) << t;
+    threes += t == 3;
+  }
+  EXPECT_NEAR(threes / 4000.0, 0.7311, 0.03);
+  EXPECT_THROW(greedy.sample(logits, std::vector<uint64_t>{0}), Error);   // nothing allowed
+  EXPECT_THROW(greedy.sample(logits, std::vector<uint64_t>{}), Error);    // a mask shorter than the row
+  SamplerParams far = g;
+  far.logit_bias = {{9, 1.0f}};
+  Sampler out_of_range(far);
+  EXPECT_THROW(out_of_range.sample(logits, mask), Error);  // token 9 >= n_vocab 5
+}
+
 }  // namespace
 }  // namespace synapse

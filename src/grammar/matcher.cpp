@@ -1,0 +1,338 @@
+// The vocabulary trie and the matcher of a constrained reply.
+//
+// The parser state is llama.cpp's: a set of stacks of grammar positions
+// (llama_grammar_stacks), each stack's top a byte terminal or the stack empty
+// (the root rule is complete). Here stacks are persistent lists hash-consed
+// into ids (node = position + id of the rest), and each distinct set of stacks
+// is interned as a state id, so the state after a byte is a table entry
+// computed once per (state, byte): a lazily built DFA over the grammar's
+// pushdown states. The mask walks the vocabulary trie (tokens' bytes in
+// depth-first order, llguidance's and llama.cpp PR #4306's idea) through that
+// table and skips a subtree at the first byte no stack accepts; masks of a
+// state already seen in this reply come from a cache.
+//
+// Everything a matcher computes is a function of the grammar and the tokens it
+// accepted, never of timing or other requests (contract G1).
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "grammar/grammar_impl.hpp"
+#include "synapse/error.hpp"
+
+namespace synapse {
+
+using grammar::ByteSet;
+using grammar::ElemType;
+
+struct TokenVocabulary::Impl {
+  struct Node {
+    uint8_t byte;
+    uint16_t depth;     // 1 for a first byte
+    uint32_t skip;      // index of the first node after this node's subtree
+    uint32_t tok_begin;  // tokens ending here: tokens[tok_begin, tok_end)
+    uint32_t tok_end;
+  };
+  int32_t n_vocab = 0;
+  std::vector<std::string> pieces;
+  std::vector<char> eog;
+  std::vector<int32_t> eog_ids;
+  std::vector<Node> nodes;
+  std::vector<int32_t> tokens;
+  size_t max_depth = 0;
+};
+
+TokenVocabulary::TokenVocabulary(std::vector<std::string> pieces, std::vector<bool> eog)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& v = *impl_;
+  if (pieces.size() != eog.size())
+    throw Error(Errc::invalid_argument, "TokenVocabulary: " + std::to_string(pieces.size()) + " pieces but " +
+                                            std::to_string(eog.size()) + " end-of-generation flags");
+  if (pieces.size() > static_cast<size_t>(INT32_MAX) || pieces.empty())
+    throw Error(Errc::invalid_argument, "TokenVocabulary: a vocabulary of " + std::to_string(pieces.size()) + " tokens");
+  v.n_vocab = static_cast<int32_t>(pieces.size());
+  v.eog.resize(pieces.size());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    v.eog[i] = eog[i] ? 1 : 0;
+    if (eog[i]) v.eog_ids.push_back(static_cast<int32_t>(i));
+  }
+  v.pieces = std::move(pieces);
+  // Tokens in byte order (ties by id): the trie's depth-first order.
+  std::vector<int32_t> order;
+  for (int32_t i = 0; i < v.n_vocab; ++i)
+    if (!v.eog[static_cast<size_t>(i)] && !v.pieces[static_cast<size_t>(i)].empty()) order.push_back(i);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    const int c = v.pieces[static_cast<size_t>(a)].compare(v.pieces[static_cast<size_t>(b)]);
+    return c < 0 || (c == 0 && a < b);
+  });
+  std::vector<uint32_t> path;  // node index per depth - 1 of the previous piece
+  const std::string* prev = nullptr;
+  for (const int32_t t : order) {
+    const std::string& p = v.pieces[static_cast<size_t>(t)];
+    if (p.size() > UINT16_MAX) throw Error(Errc::invalid_argument, "TokenVocabulary: token " + std::to_string(t) + " is longer than 65535 bytes");
+    size_t lcp = 0;
+    if (prev) {
+      while (lcp < prev->size() && lcp < p.size() && (*prev)[lcp] == p[lcp]) ++lcp;
+    }
+    while (path.size() > lcp) {
+      v.nodes[path.back()].skip = static_cast<uint32_t>(v.nodes.size());
+      path.pop_back();
+    }
+    for (size_t d = lcp; d < p.size(); ++d) {
+      path.push_back(static_cast<uint32_t>(v.nodes.size()));
+      const auto n = static_cast<uint32_t>(v.tokens.size());
+      v.nodes.push_back({static_cast<uint8_t>(p[d]), static_cast<uint16_t>(d + 1), 0, n, n});
+    }
+    v.tokens.push_back(t);
+    v.nodes[path.back()].tok_end = static_cast<uint32_t>(v.tokens.size());
+    v.max_depth = std::max(v.max_depth, p.size());
+    prev = &p;
+  }
+  while (!path.empty()) {
+    v.nodes[path.back()].skip = static_cast<uint32_t>(v.nodes.size());
+    path.pop_back();
+  }
+}
+
+TokenVocabulary::~TokenVocabulary() = default;
+int32_t TokenVocabulary::n_vocab() const { return impl_->n_vocab; }
+
+struct GrammarMatcher::State {
+  std::shared_ptr<const Grammar> grammar;
+  std::shared_ptr<const TokenVocabulary> vocab;
+  const Grammar::Impl* g;
+  const TokenVocabulary::Impl* v;
+
+  // Stack nodes: id 0 is the empty stack.
+  std::vector<std::pair<uint32_t, uint32_t>> nodes{{0, 0}};  // (position, rest)
+  std::unordered_map<uint64_t, uint32_t> node_ids;
+  // States: id 0 is the dead state (no stack).
+  std::vector<std::vector<uint32_t>> stacks{{}};
+  std::vector<ByteSet> allowed{ByteSet{}};  // bytes some stack's top accepts
+  std::vector<char> accepting{0};           // holds the empty stack
+  std::vector<int32_t> trans;               // [state * 256 + byte]: next state, -1 unknown
+  struct VecHash {
+    size_t operator()(const std::vector<uint32_t>& s) const {
+      uint64_t h = 1469598103934665603ull;
+      for (const uint32_t x : s) h = (h ^ x) * 1099511628211ull;
+      return static_cast<size_t>(h);
+    }
+  };
+  std::unordered_map<std::vector<uint32_t>, uint32_t, VecHash> state_ids;
+  std::unordered_map<uint32_t, std::vector<uint64_t>> mask_cache;
+  size_t mask_cache_words = 0;
+
+  uint32_t cur = 0;
+  bool ended = false;  // an end-of-generation token was accepted
+
+  // Scratch for closures: visit stamps per stack node.
+  std::vector<uint32_t> stamp;
+  uint32_t epoch = 0;
+  std::vector<uint32_t> work, out;
+  std::vector<uint32_t> walk;  // state per trie depth
+
+  uint32_t node(uint32_t pos, uint32_t rest) {
+    const uint64_t key = (uint64_t{pos} << 32) | rest;
+    const auto [it, fresh] = node_ids.emplace(key, static_cast<uint32_t>(nodes.size()));
+    if (fresh) nodes.emplace_back(pos, rest);
+    return it->second;
+  }
+
+  // The stacks reached from `work` by expanding rule references until every
+  // top is a byte terminal (llama_grammar_advance_stack), deduplicated and
+  // interned as a state. A reference that ends its alternative is replaced,
+  // not pushed (tail calls), so right recursion does not grow the stack.
+  uint32_t closure() {
+    ++epoch;
+    out.clear();
+    while (!work.empty()) {
+      const uint32_t s = work.back();
+      work.pop_back();
+      if (s >= stamp.size()) stamp.resize(nodes.size() * 2 + 16, 0);
+      if (stamp[s] == epoch) continue;
+      stamp[s] = epoch;
+      if (s == 0) {
+        out.push_back(0);
+        continue;
+      }
+      const auto [pos, rest] = nodes[s];
+      const grammar::Elem e = g->elems[pos];
+      if (e.type == ElemType::kBytes) {
+        out.push_back(s);
+        continue;
+      }
+      // kRuleRef (a node never points at the end of an alternative).
+      const uint32_t cont = g->ends(pos + 1) ? rest : node(pos + 1, rest);
+      for (uint32_t a = g->rule_start[e.value];;) {
+        work.push_back(g->ends(a) ? cont : node(a, cont));
+        while (!g->ends(a)) ++a;
+        if (g->elems[a].type == ElemType::kEnd) break;
+        ++a;
+      }
+    }
+    std::sort(out.begin(), out.end());
+    return intern(out);
+  }
+
+  uint32_t intern(const std::vector<uint32_t>& set) {
+    if (set.empty()) return 0;
+    const auto [it, fresh] = state_ids.emplace(set, static_cast<uint32_t>(stacks.size()));
+    if (!fresh) return it->second;
+    ByteSet bytes;
+    bool acc = false;
+    for (const uint32_t s : set) {
+      if (s == 0) {
+        acc = true;
+        continue;
+      }
+      const ByteSet& b = g->byte_sets[g->elems[nodes[s].first].value];
+      for (int i = 0; i < 4; ++i) bytes.w[i] |= b.w[i];
+    }
+    stacks.push_back(set);
+    allowed.push_back(bytes);
+    accepting.push_back(acc ? 1 : 0);
+    trans.resize(trans.size() + 256, -1);
+    return it->second;
+  }
+
+  uint32_t step_uncached(uint32_t state, uint8_t byte) {
+    work.clear();
+    for (const uint32_t s : stacks[state]) {
+      if (s == 0) continue;
+      const auto [pos, rest] = nodes[s];
+      if (!g->byte_sets[g->elems[pos].value].has(byte)) continue;
+      work.push_back(g->ends(pos + 1) ? rest : node(pos + 1, rest));
+    }
+    return closure();
+  }
+
+  uint32_t step(uint32_t state, uint8_t byte) {
+    if (!allowed[state].has(byte)) return 0;
+    const size_t k = size_t{state} * 256 + byte;
+    if (trans[k] < 0) {
+      const uint32_t next = step_uncached(state, byte);
+      trans[k] = static_cast<int32_t>(next);  // `trans` may have grown: index again
+    }
+    return static_cast<uint32_t>(trans[k]);
+  }
+
+  // The state after token id's bytes; 0 when some byte is refused.
+  uint32_t after(int32_t id) {
+    uint32_t s = cur;
+    for (const char c : v->pieces[static_cast<size_t>(id)]) {
+      s = step(s, static_cast<uint8_t>(c));
+      if (s == 0) break;
+    }
+    return s;
+  }
+
+  void check_id(int32_t id) const {
+    if (id < 0 || id >= v->n_vocab)
+      throw Error(Errc::out_of_range, "grammar: token id " + std::to_string(id) + " outside the vocabulary of " +
+                                          std::to_string(v->n_vocab));
+  }
+};
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocabulary> vocab)
+    : s_(std::make_unique<State>()) {
+  if (!grammar || !vocab) throw Error(Errc::invalid_argument, "GrammarMatcher: a null grammar or vocabulary");
+  State& s = *s_;
+  s.grammar = std::move(grammar);
+  s.vocab = std::move(vocab);
+  s.g = &s.grammar->impl();
+  s.v = &s.vocab->impl();
+  s.trans.assign(256, -1);
+  s.walk.resize(s.v->max_depth + 1);
+  // The start: every alternative of the root rule.
+  for (uint32_t a = s.g->rule_start[s.g->root];;) {
+    s.work.push_back(s.g->ends(a) ? 0 : s.node(a, 0));
+    while (!s.g->ends(a)) ++a;
+    if (s.g->elems[a].type == ElemType::kEnd) break;
+    ++a;
+  }
+  s.cur = s.closure();
+}
+
+GrammarMatcher::GrammarMatcher(GrammarMatcher&&) noexcept = default;
+GrammarMatcher& GrammarMatcher::operator=(GrammarMatcher&&) noexcept = default;
+GrammarMatcher::~GrammarMatcher() = default;
+
+bool GrammarMatcher::allows(int32_t id) {
+  State& s = *s_;
+  s.check_id(id);
+  if (s.ended) return false;
+  if (s.v->eog[static_cast<size_t>(id)]) return s.accepting[s.cur] != 0;
+  if (s.v->pieces[static_cast<size_t>(id)].empty()) return false;
+  return s.after(id) != 0;
+}
+
+void GrammarMatcher::accept(int32_t id) {
+  State& s = *s_;
+  s.check_id(id);
+  if (s.ended) throw Error(Errc::invalid_argument, "grammar: a token after the end of generation");
+  if (s.v->eog[static_cast<size_t>(id)]) {
+    if (!s.accepting[s.cur])
+      throw Error(Errc::invalid_argument, "grammar: end of generation before the grammar is complete");
+    s.ended = true;
+    return;
+  }
+  const uint32_t next = s.v->pieces[static_cast<size_t>(id)].empty() ? 0 : s.after(id);
+  if (next == 0)
+    throw Error(Errc::invalid_argument, "grammar: token " + std::to_string(id) + " does not fit the grammar here");
+  s.cur = next;
+}
+
+void GrammarMatcher::fill_mask(std::vector<uint64_t>& words) {
+  State& s = *s_;
+  const size_t n_words = (static_cast<size_t>(s.v->n_vocab) + 63) / 64;
+  if (s.ended) {
+    words.assign(n_words, 0);
+    return;
+  }
+  if (const auto it = s.mask_cache.find(s.cur); it != s.mask_cache.end()) {
+    words = it->second;
+    return;
+  }
+  words.assign(n_words, 0);
+  if (s.accepting[s.cur])
+    for (const int32_t t : s.v->eog_ids) words[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
+  const auto& nodes = s.v->nodes;
+  const int32_t* tokens = s.v->tokens.data();
+  uint32_t* st = s.walk.data();
+  st[0] = s.cur;
+  const size_t n = nodes.size();
+  for (size_t i = 0; i < n;) {
+    const auto& nd = nodes[i];
+    const uint32_t ps = st[nd.depth - 1];
+    const uint32_t ns = s.step(ps, nd.byte);
+    if (ns == 0) {
+      i = nd.skip;
+      continue;
+    }
+    st[nd.depth] = ns;
+    for (uint32_t k = nd.tok_begin; k < nd.tok_end; ++k)
+      words[static_cast<size_t>(tokens[k]) >> 6] |= uint64_t{1} << (tokens[k] & 63);
+    ++i;
+  }
+  // A reply revisits few states (inside a string, the same one each token);
+  // keep up to 64 MiB of their masks.
+  if ((s.mask_cache_words + n_words) * 8 <= (size_t{64} << 20)) {
+    s.mask_cache.emplace(s.cur, words);
+    s.mask_cache_words += n_words;
+  }
+}
+
+bool GrammarMatcher::is_complete() const { return !s_->ended && s_->accepting[s_->cur] != 0; }
+
+bool GrammarMatcher::is_finished() const {
+  const State& s = *s_;
+  if (s.ended) return true;
+  const ByteSet& b = s.allowed[s.cur];
+  return b.w[0] == 0 && b.w[1] == 0 && b.w[2] == 0 && b.w[3] == 0;
+}
+
+}  // namespace synapse

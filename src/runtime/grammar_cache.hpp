@@ -1,0 +1,27 @@
+// Compiled grammars and vocabulary tries, cached across requests.
+//
+// Compiling a grammar (a JSON Schema's is a few hundred rules) and building
+// the trie of a 128k vocabulary cost milliseconds; requests repeat both, so
+// each is kept: grammars by their GBNF text (the 64 most recently used),
+// vocabularies by a hash of every token's bytes and end-of-generation flag
+// (so a Tokenizer freed and another allocated at its address cannot meet a
+// stale trie). Thread-safe: a mutex guards each cache; what they return is
+// immutable.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "synapse/grammar.hpp"
+#include "synapse/tokenizer.hpp"
+
+namespace synapse::runtime {
+
+// Grammar::parse(gbnf), cached. Throws what Grammar::parse throws.
+std::shared_ptr<const Grammar> cached_grammar(const std::string& gbnf);
+
+// The TokenVocabulary of tok: token_to_piece(id, special = false) (control
+// tokens render as "", so no grammar produces them) and is_eog(id).
+std::shared_ptr<const TokenVocabulary> cached_vocabulary(const Tokenizer& tok);
+
+}  // namespace synapse::runtime
