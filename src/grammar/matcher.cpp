@@ -42,8 +42,34 @@ struct TokenVocabulary::Impl {
   std::vector<char> eog;
   std::vector<int32_t> eog_ids;
   std::vector<Node> nodes;
+  std::vector<uint64_t> classes;  // per node: byte_class bits of every byte of its subtree, its own included
   std::vector<int32_t> tokens;
   size_t max_depth = 0;
+
+  // Bytes grouped for the walk's shortcut: each ASCII punctuation mark, \t,
+  // \n, \r and DEL alone; digits, lower- and upper-case letters, the other
+  // control bytes, and each kind of non-ASCII byte (continuation, 2-, 3-,
+  // 4-byte lead, invalid) as one class each. 47 classes.
+  static int byte_class(uint8_t b) {
+    if (b >= '0' && b <= '9') return 0;
+    if (b >= 'a' && b <= 'z') return 1;
+    if (b >= 'A' && b <= 'Z') return 2;
+    if (b == '\t') return 3;
+    if (b == '\n') return 4;
+    if (b == '\r') return 5;
+    if (b < 0x20) return 6;
+    if (b == 0x7F) return 7;
+    if (b >= 0x80 && b <= 0xBF) return 8;
+    if (b >= 0xC2 && b <= 0xDF) return 9;
+    if (b >= 0xE0 && b <= 0xEF) return 10;
+    if (b >= 0xF0 && b <= 0xF4) return 11;
+    if (b >= 0x80) return 12;
+    // 0x20-0x2F, 0x3A-0x40, 0x5B-0x60, 0x7B-0x7E: 33 marks, classes 13-45.
+    if (b <= 0x2F) return 13 + (b - 0x20);
+    if (b <= 0x40) return 29 + (b - 0x3A);
+    if (b <= 0x60) return 36 + (b - 0x5B);
+    return 42 + (b - 0x7B);
+  }
 };
 
 TokenVocabulary::TokenVocabulary(std::vector<std::string> pieces, std::vector<bool> eog)
@@ -96,6 +122,13 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> pieces, std::vector<bo
     v.nodes[path.back()].skip = static_cast<uint32_t>(v.nodes.size());
     path.pop_back();
   }
+  // Subtree classes, children before parents (reverse depth-first order).
+  v.classes.assign(v.nodes.size(), 0);
+  for (size_t i = v.nodes.size(); i-- > 0;) {
+    uint64_t c = uint64_t{1} << Impl::byte_class(v.nodes[i].byte);
+    for (size_t j = i + 1; j < v.nodes[i].skip; j = v.nodes[j].skip) c |= v.classes[j];
+    v.classes[i] = c;
+  }
 }
 
 TokenVocabulary::~TokenVocabulary() = default;
@@ -115,6 +148,7 @@ struct GrammarMatcher::State {
   std::vector<ByteSet> allowed{ByteSet{}};  // bytes some stack's top accepts
   std::vector<char> accepting{0};           // holds the empty stack
   std::vector<int32_t> trans;               // [state * 256 + byte]: next state, -1 unknown
+  std::vector<int64_t> loops;               // per state: classes whose every byte leads back to it; -1 unknown
   struct VecHash {
     size_t operator()(const std::vector<uint32_t>& s) const {
       uint64_t h = 1469598103934665603ull;
@@ -196,6 +230,7 @@ struct GrammarMatcher::State {
     allowed.push_back(bytes);
     accepting.push_back(acc ? 1 : 0);
     trans.resize(trans.size() + 256, -1);
+    loops.push_back(-1);
     return it->second;
   }
 
@@ -218,6 +253,21 @@ struct GrammarMatcher::State {
       trans[k] = static_cast<int32_t>(next);  // `trans` may have grown: index again
     }
     return static_cast<uint32_t>(trans[k]);
+  }
+
+  // The classes (TokenVocabulary::Impl::byte_class) all of whose bytes step
+  // from `state` back to `state`: inside a JSON string, every ASCII class but
+  // '"', '\\' and the control bytes.
+  uint64_t loop_classes(uint32_t state) {
+    if (loops[state] >= 0) return static_cast<uint64_t>(loops[state]);
+    uint64_t seen = 0, bad = 0;
+    for (int b = 0; b < 256; ++b) {
+      const uint64_t bit = uint64_t{1} << TokenVocabulary::Impl::byte_class(static_cast<uint8_t>(b));
+      seen |= bit;
+      if ((bad & bit) == 0 && step(state, static_cast<uint8_t>(b)) != state) bad |= bit;
+    }
+    loops[state] = static_cast<int64_t>(seen & ~bad);
+    return seen & ~bad;
   }
 
   // The state after token id's bytes; 0 when some byte is refused.
@@ -246,6 +296,7 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shar
   s.g = &s.grammar->impl();
   s.v = &s.vocab->impl();
   s.trans.assign(256, -1);
+  s.loops.assign(1, 0);
   s.walk.resize(s.v->max_depth + 1);
   // The start: every alternative of the root rule.
   for (uint32_t a = s.g->rule_start[s.g->root];;) {
@@ -301,13 +352,25 @@ void GrammarMatcher::fill_mask(std::vector<uint64_t>& words) {
   if (s.accepting[s.cur])
     for (const int32_t t : s.v->eog_ids) words[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
   const auto& nodes = s.v->nodes;
+  const uint64_t* classes = s.v->classes.data();
   const int32_t* tokens = s.v->tokens.data();
+  const auto n_tokens = static_cast<uint32_t>(s.v->tokens.size());
   uint32_t* st = s.walk.data();
   st[0] = s.cur;
+  // A subtree reached from the start state whose every byte loops back to it
+  // is allowed whole, without walking it (a string's characters).
+  const uint64_t loop = s.allowed[s.cur].w[0] | s.allowed[s.cur].w[1] ? s.loop_classes(s.cur) : 0;
   const size_t n = nodes.size();
   for (size_t i = 0; i < n;) {
     const auto& nd = nodes[i];
     const uint32_t ps = st[nd.depth - 1];
+    if (ps == s.cur && (classes[i] & ~loop) == 0) {
+      const uint32_t end = nd.skip < n ? nodes[nd.skip].tok_begin : n_tokens;
+      for (uint32_t k = nd.tok_begin; k < end; ++k)
+        words[static_cast<size_t>(tokens[k]) >> 6] |= uint64_t{1} << (tokens[k] & 63);
+      i = nd.skip;
+      continue;
+    }
     const uint32_t ns = s.step(ps, nd.byte);
     if (ns == 0) {
       i = nd.skip;
