@@ -8,9 +8,11 @@
 Everything runs in the C++ library (synapse._synapse, pybind11 bindings over
 include/synapse/): tokenizer, forward pass, sampler chain, stop strings and
 the generation loop (synapse/generation.hpp) and its batched scheduler
-(synapse/scheduler.hpp). This module only shapes arguments and results the
-way llama-cpp-python does (OpenAI completion / chat-completion dictionaries),
-and renders Jinja chat templates (chat_format="jinja") with Jinja2.
+(synapse/scheduler.hpp), grammars and the JSON Schema converter
+(synapse/grammar.hpp). This module only shapes arguments and results the way
+llama-cpp-python does (OpenAI completion / chat-completion dictionaries,
+LlamaGrammar), and renders Jinja chat templates
+(chat_format="jinja") with Jinja2.
 
 Errors: every failure of the library is a `synapse.Error`; each category is
 also the built-in exception Python code expects (FileNotFoundError for a
@@ -42,9 +44,10 @@ from ._synapse import (  # noqa: F401  (re-exported)
     UnsupportedError,
 )
 from .chat import Jinja2ChatFormatter
+from .llama_grammar import LlamaGrammar
 
 __all__ = [
-    "Llama", "Jinja2ChatFormatter", "LLAMA_DEFAULT_SEED", "Error", "FileError", "ModelNotFoundError",
+    "Llama", "LlamaGrammar", "Jinja2ChatFormatter", "LLAMA_DEFAULT_SEED", "Error", "FileError", "ModelNotFoundError",
     "FormatError", "UnsupportedError", "InvalidArgumentError", "OutOfRangeError",
 ]
 
@@ -70,6 +73,18 @@ def _refuse_unsupported(where: str, kwargs: Dict[str, Any]) -> None:
     for name, value in kwargs.items():
         if name not in _HARMLESS and value not in (None, False, 0, [], {}):
             raise _bad(f"{where}: {name}={value!r} is not supported by synapse")
+
+
+def _grammar_text(grammar: Union[LlamaGrammar, str, None]) -> str:
+    """The GBNF text of a `grammar=` argument: a LlamaGrammar, GBNF text
+    (checked here, as LlamaGrammar.from_string would), or None / "" for none."""
+    if grammar is None or isinstance(grammar, str) and not grammar:
+        return ""
+    if isinstance(grammar, str):
+        grammar = LlamaGrammar.from_string(grammar)
+    if not isinstance(grammar, LlamaGrammar):
+        raise TypeError(f"grammar: expected a LlamaGrammar or GBNF text (str), got {type(grammar).__name__}")
+    return grammar.grammar
 
 
 class Llama:
@@ -258,6 +273,7 @@ class Llama:
         seed: Optional[int] = None,
         logit_bias: Optional[Dict[int, float]] = None,
         model: Optional[str] = None,
+        grammar: Optional[Union[LlamaGrammar, str]] = None,
         **kwargs: Any,
     ):
         """Generates a continuation of `prompt` (text, or token ids) with the
@@ -268,14 +284,19 @@ class Llama:
         to the whole text (the last chunk carries finish_reason "stop" or
         "length"). max_tokens None or <= 0: until the end of the context.
         temperature 0 is greedy. logprobs=N also reports each token's
-        log-probability and its N most likely alternatives. The prompt's
-        common prefix with the previous call's tokens is not recomputed."""
+        log-probability and its N most likely alternatives. grammar (a
+        LlamaGrammar, or GBNF text) lets only tokens that keep the text a
+        prefix of a sentence of the grammar be drawn; end of generation only
+        once it is a sentence, and then, when nothing can follow, it is the
+        only choice (finish_reason "stop"). The prompt's common prefix with
+        the previous call's tokens is not recomputed."""
         if suffix is not None:
             raise _bad("suffix: fill-in-the-middle is not supported")
         _refuse_unsupported("create_completion", kwargs)
         ids = self._prompt_ids(prompt)
         params = self._params(max_tokens, temperature, top_p, min_p, typical_p, logprobs, stop,
-                              frequency_penalty, presence_penalty, repeat_penalty, top_k, seed, logit_bias)
+                              frequency_penalty, presence_penalty, repeat_penalty, top_k, seed, logit_bias,
+                              _grammar_text(grammar))
         text_prompt = prompt if isinstance(prompt, str) else self.detokenize(ids).decode("utf-8", "ignore")
         meta = _Meta("cmpl-", model or self.model_path)
         if stream:
@@ -297,7 +318,8 @@ class Llama:
         completion dict each would get from create_completion alone: the same
         tokens and text byte for byte (each row of a batch computes what it
         would alone). Takes create_completion's arguments except stream,
-        suffix and echo; seed=None gives each prompt the Llama's seed."""
+        suffix and echo (a grammar constrains every prompt's reply);
+        seed=None gives each prompt the Llama's seed."""
         for bad in ("stream", "suffix", "echo"):
             if kwargs.get(bad):
                 raise _bad(f"create_completions: {bad} is not supported")
@@ -305,6 +327,7 @@ class Llama:
         model = kwargs.pop("model", None)
         _refuse_unsupported("create_completions", {k: v for k, v in kwargs.items() if k not in _COMPLETION_DEFAULTS})
         want_logprobs = kwargs.get("logprobs")
+        kwargs["grammar"] = _grammar_text(kwargs.get("grammar"))
         params = self._params(**{**_COMPLETION_DEFAULTS, **kwargs})
         ids = [self._prompt_ids(p) for p in prompts]
         results = self._batch_runner(len(ids)).run(ids, [params] * len(ids)) if ids else []
@@ -340,6 +363,7 @@ class Llama:
         logit_bias: Optional[Dict[int, float]] = None,
         logprobs: Optional[bool] = None,
         top_logprobs: Optional[int] = None,
+        grammar: Optional[Union[LlamaGrammar, str]] = None,
         **kwargs: Any,
     ):
         """Formats `messages` ([{"role", "content"}, ...]) with the chat template
@@ -349,15 +373,17 @@ class Llama:
         "content"}, "logprobs", "finish_reason"}], "usage"}), or with
         stream=True an iterator of "chat.completion.chunk" dicts (the first
         delta {"role": "assistant"}, then {"content": ...}, the last {} with
-        finish_reason)."""
+        finish_reason). grammar (a LlamaGrammar, or GBNF text) constrains the
+        reply as in create_completion."""
         _refuse_unsupported("create_chat_completion", kwargs)
+        gbnf = _grammar_text(grammar)
         ids, extra_stop = self._chat_prompt(messages)
         if isinstance(stop, str):
             stop = [stop]
         n_probs = (top_logprobs or 0) if logprobs else None
         params = self._params(max_tokens, temperature, top_p, min_p, typical_p, n_probs,
                               list(stop or []) + extra_stop, frequency_penalty, presence_penalty,
-                              repeat_penalty, top_k, seed, logit_bias)
+                              repeat_penalty, top_k, seed, logit_bias, gbnf)
         meta = _Meta("chatcmpl-", model or self.model_path)
         if stream:
             return self._stream_chat(ids, params, meta, n_probs)
@@ -416,7 +442,8 @@ class Llama:
         return _synapse.tokenize_chat(self._model, self.chat_format, pairs, True), []
 
     def _params(self, max_tokens, temperature, top_p, min_p, typical_p, logprobs, stop, frequency_penalty,
-                presence_penalty, repeat_penalty, top_k, seed, logit_bias) -> "_synapse.GenerationParams":
+                presence_penalty, repeat_penalty, top_k, seed, logit_bias,
+                grammar: str = "") -> "_synapse.GenerationParams":
         s = _synapse.SamplerParams()
         s.seed = self._seed if seed is None else seed
         if not 0 <= s.seed <= 0xFFFFFFFF:
@@ -431,6 +458,7 @@ class Llama:
                     raise OutOfRangeError(f"logit_bias: token {tok} outside the vocabulary [0, {self.n_vocab()})")
                 biases.append(_synapse.LogitBias(tok, float(bias)))
             s.logit_bias = biases
+        s.grammar = grammar  # GBNF text (_grammar_text); "": none
         p = _synapse.GenerationParams()
         p.sampling = s
         p.max_tokens = -1 if max_tokens is None or max_tokens <= 0 else int(max_tokens)
@@ -570,7 +598,7 @@ class Llama:
 
 _COMPLETION_DEFAULTS = dict(max_tokens=16, temperature=0.8, top_p=0.95, min_p=0.05, typical_p=1.0, logprobs=None,
                             stop=[], frequency_penalty=0.0, presence_penalty=0.0, repeat_penalty=1.0, top_k=40,
-                            seed=None, logit_bias=None)
+                            seed=None, logit_bias=None, grammar=None)
 
 
 class _Meta:
