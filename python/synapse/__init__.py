@@ -11,7 +11,7 @@ the generation loop (synapse/generation.hpp) and its batched scheduler
 (synapse/scheduler.hpp), grammars and the JSON Schema converter
 (synapse/grammar.hpp). This module only shapes arguments and results the way
 llama-cpp-python does (OpenAI completion / chat-completion dictionaries,
-LlamaGrammar), and renders Jinja chat templates
+LlamaGrammar, response_format), and renders Jinja chat templates
 (chat_format="jinja") with Jinja2.
 
 Errors: every failure of the library is a `synapse.Error`; each category is
@@ -25,6 +25,7 @@ leaves the Llama object usable.
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -85,6 +86,38 @@ def _grammar_text(grammar: Union[LlamaGrammar, str, None]) -> str:
     if not isinstance(grammar, LlamaGrammar):
         raise TypeError(f"grammar: expected a LlamaGrammar or GBNF text (str), got {type(grammar).__name__}")
     return grammar.grammar
+
+
+def _response_format_schema(response_format: Optional[Dict[str, Any]]):
+    """The JSON Schema a chat `response_format` asks for, as (field, schema),
+    or None for plain text. llama-server's forms: {"type": "text"};
+    {"type": "json_object"} with an optional "schema" (llama-cpp-python's
+    form); {"type": "json_schema", "json_schema": {"schema": ..., "strict":
+    ...}} (OpenAI's; enforced, strict or not). An absent or empty schema is
+    {"type": "object"}: any JSON object."""
+    if response_format is None:
+        return None
+    if not isinstance(response_format, dict):
+        raise _bad(f"response_format = {response_format!r}: must be a dict such as {{'type': 'json_object'}}")
+    kind = response_format.get("type", "text")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        field, schema = "response_format.schema", response_format.get("schema")
+    elif kind == "json_schema":
+        inner = response_format.get("json_schema")
+        if not isinstance(inner, dict):
+            raise _bad(f"response_format.json_schema = {inner!r}: must be a dict with a 'schema'")
+        if not isinstance(inner.get("strict", False), bool):
+            raise _bad(f"response_format.json_schema.strict = {inner['strict']!r}: must be a bool")
+        field, schema = "response_format.json_schema.schema", inner.get("schema")
+    else:
+        raise _bad(f"response_format.type = {kind!r}: must be one of 'text', 'json_object', 'json_schema'")
+    if schema is None or schema == {}:
+        schema = {"type": "object"}
+    if not isinstance(schema, (dict, bool)):
+        raise _bad(f"{field} = {schema!r}: must be a JSON Schema (a dict)")
+    return field, schema
 
 
 class Llama:
@@ -363,6 +396,7 @@ class Llama:
         logit_bias: Optional[Dict[int, float]] = None,
         logprobs: Optional[bool] = None,
         top_logprobs: Optional[int] = None,
+        response_format: Optional[Dict[str, Any]] = None,
         grammar: Optional[Union[LlamaGrammar, str]] = None,
         **kwargs: Any,
     ):
@@ -373,10 +407,26 @@ class Llama:
         "content"}, "logprobs", "finish_reason"}], "usage"}), or with
         stream=True an iterator of "chat.completion.chunk" dicts (the first
         delta {"role": "assistant"}, then {"content": ...}, the last {} with
-        finish_reason). grammar (a LlamaGrammar, or GBNF text) constrains the
-        reply as in create_completion."""
+        finish_reason).
+
+        Structured output: grammar (a LlamaGrammar, or GBNF text) constrains
+        the reply as in create_completion; response_format {"type":
+        "json_object"} (optionally with "schema": a JSON Schema) or {"type":
+        "json_schema", "json_schema": {"schema": ...}} makes it a JSON value
+        the schema accepts (no schema: any JSON object), {"type": "text"} or
+        None leaves it free. Another type, a bad schema, or both grammar and a
+        JSON response_format is an InvalidArgumentError (a ValueError)."""
         _refuse_unsupported("create_chat_completion", kwargs)
         gbnf = _grammar_text(grammar)
+        wanted = _response_format_schema(response_format)
+        if wanted is not None:
+            field, schema = wanted
+            if gbnf:
+                raise _bad(f"create_chat_completion: grammar and {field} both constrain the reply; pass one of them")
+            try:
+                gbnf = _synapse.json_schema_to_gbnf(json.dumps(schema))
+            except Error as e:  # the converter's message names the keyword and its JSON pointer
+                raise type(e)(f"{field}: {e}") from e
         ids, extra_stop = self._chat_prompt(messages)
         if isinstance(stop, str):
             stop = [stop]

@@ -1,5 +1,5 @@
-"""Structured output: LlamaGrammar (GBNF, files, JSON Schema) and grammar= on
-the completion and chat methods.
+"""Structured output: LlamaGrammar (GBNF, files, JSON Schema), grammar= on the
+completion and chat methods, and create_chat_completion's response_format.
 
 Every reply is checked against what its grammar or schema allows (a regular
 expression, or json.loads plus the schema), and must end by itself
@@ -198,3 +198,98 @@ def test_grammar_argument_errors(llm):
     # An empty grammar is none, as SamplerParams.grammar "" is.
     free = llm("Once upon a time", max_tokens=8, temperature=0)["choices"][0]["text"]
     assert llm("Once upon a time", grammar="", max_tokens=8, temperature=0)["choices"][0]["text"] == free
+
+
+# --- response_format -----------------------------------------------------------
+
+
+# (needs json_schema_to_gbnf)
+@pytest.mark.parametrize("temperature, seed", [(0, 1), (0.8, 2), (1.2, 9)])
+def test_response_format_json_object_schema(llm, temperature, seed):
+    out = llm.create_chat_completion(MESSAGES, response_format={"type": "json_object", "schema": PET_SCHEMA},
+                                     max_tokens=400, temperature=temperature, seed=seed)
+    choice = out["choices"][0]
+    assert choice["finish_reason"] == "stop"
+    check_pet(json.loads(choice["message"]["content"]))
+
+
+# (needs json_schema_to_gbnf)
+def test_response_format_json_schema(llm):
+    rf = {"type": "json_schema", "json_schema": {"name": "pet", "schema": PET_SCHEMA, "strict": True}}
+    out = llm.create_chat_completion(MESSAGES, response_format=rf, max_tokens=400, temperature=0.8, seed=4)
+    assert out["choices"][0]["finish_reason"] == "stop"
+    check_pet(json.loads(out["choices"][0]["message"]["content"]))
+    # The same schema through json_object and through a LlamaGrammar: the same reply.
+    same = llm.create_chat_completion(MESSAGES, response_format={"type": "json_object", "schema": PET_SCHEMA},
+                                      max_tokens=400, temperature=0.8, seed=4)
+    assert same["choices"][0]["message"]["content"] == out["choices"][0]["message"]["content"]
+    g = LlamaGrammar.from_json_schema(json.dumps(PET_SCHEMA))
+    via_grammar = llm.create_chat_completion(MESSAGES, grammar=g, max_tokens=400, temperature=0.8, seed=4)
+    assert via_grammar["choices"][0]["message"]["content"] == out["choices"][0]["message"]["content"]
+    streamed = llm.create_chat_completion(MESSAGES, response_format=rf, max_tokens=400, temperature=0.8, seed=4,
+                                          stream=True)
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in streamed) == \
+        out["choices"][0]["message"]["content"]
+
+
+# (needs json_schema_to_gbnf)
+@pytest.mark.parametrize("rf", [{"type": "json_object"}, {"type": "json_object", "schema": {}},
+                                {"type": "json_schema", "json_schema": {"name": "any"}}])
+def test_response_format_any_object(llm, rf):
+    # No schema (or an empty one) is {"type": "object"}, as llama-server has it.
+    # Left alone, stories260K writes an object whose first string never ends;
+    # "}" and EOS pushed up make it close the object where the grammar lets it
+    # (without the grammar the bias alone would write "}}}...").
+    close, eos = llm.tokenize(b"}", add_bos=False)[-1], llm.token_eos()
+    kwargs = dict(max_tokens=64, temperature=0, logit_bias={close: 100.0, eos: 100.0})
+    out = llm.create_chat_completion(MESSAGES, response_format=rf, **kwargs)
+    assert out["choices"][0]["finish_reason"] == "stop"
+    assert isinstance(json.loads(out["choices"][0]["message"]["content"]), dict)
+    same = llm.create_chat_completion(MESSAGES, grammar=synapse._synapse.json_schema_to_gbnf('{"type":"object"}'),
+                                      **kwargs)
+    assert same["choices"][0]["message"]["content"] == out["choices"][0]["message"]["content"]
+    free = llm.create_chat_completion(MESSAGES, **kwargs)
+    assert free["choices"][0]["message"]["content"].startswith("}")
+
+
+def test_response_format_text_is_unconstrained(llm):
+    free = llm.create_chat_completion(MESSAGES, max_tokens=16, temperature=0)
+    for rf in ({"type": "text"}, {}, None):
+        out = llm.create_chat_completion(MESSAGES, response_format=rf, max_tokens=16, temperature=0)
+        assert out["choices"][0]["message"]["content"] == free["choices"][0]["message"]["content"]
+
+
+@pytest.mark.parametrize("rf, match", [
+    ({"type": "xml"}, r"response_format\.type"),
+    ({"type": "json"}, r"response_format\.type"),
+    ("json_object", r"response_format"),
+    ({"type": "json_schema"}, r"response_format\.json_schema"),
+    ({"type": "json_schema", "json_schema": "{}"}, r"response_format\.json_schema"),
+    ({"type": "json_schema", "json_schema": {"schema": PET_SCHEMA, "strict": "yes"}}, r"strict"),
+    ({"type": "json_object", "schema": "object"}, r"response_format\.schema"),
+    ({"type": "json_object", "schema": [1]}, r"response_format\.schema"),
+])
+def test_response_format_errors(llm, rf, match):
+    with pytest.raises(ValueError, match=match) as e:
+        llm.create_chat_completion(MESSAGES, response_format=rf, max_tokens=4)
+    assert isinstance(e.value, synapse.InvalidArgumentError)
+
+
+def test_response_format_and_grammar(llm):
+    for rf in ({"type": "json_object"}, {"type": "json_schema", "json_schema": {"schema": PET_SCHEMA}}):
+        with pytest.raises(ValueError, match=r"grammar and response_format\.(json_schema\.)?schema both constrain"):
+            llm.create_chat_completion(MESSAGES, response_format=rf, grammar=LlamaGrammar.from_string(PET_GBNF),
+                                       max_tokens=4)
+    # A text response_format constrains nothing: the grammar alone applies.
+    out = llm.create_chat_completion(MESSAGES, response_format={"type": "text"}, grammar=PET_GBNF,
+                                     max_tokens=96, temperature=0)
+    assert PET_RE.fullmatch(out["choices"][0]["message"]["content"])
+
+
+# (needs json_schema_to_gbnf)
+def test_response_format_unsupported_schema(llm):
+    rf = {"type": "json_object", "schema": {"type": "object", "properties": {"n": {"type": "integer",
+                                                                                   "multipleOf": 3}}}}
+    with pytest.raises(ValueError, match=r"response_format\.schema: .*multipleOf") as e:
+        llm.create_chat_completion(MESSAGES, response_format=rf, max_tokens=4)
+    assert isinstance(e.value, synapse.InvalidArgumentError)
