@@ -53,9 +53,10 @@ namespace synapse {
 namespace {
 
 using Json = nlohmann::ordered_json;  // keeps `properties` in declared order
-using grammar::gbnf_class;
-using grammar::gbnf_literal;
-using grammar::json_string_text;
+namespace schema = grammar::schema;   // json_schema_text.hpp
+using schema::gbnf_class;
+using schema::gbnf_literal;
+using schema::json_string_text;
 
 // --- fixed rules ------------------------------------------------------------
 // The bodies are llama.cpp's (SPACE_RULE, PRIMITIVE_RULES and
@@ -882,7 +883,7 @@ class Converter {
     if (lo && hi && *lo > *hi) {
       fail_empty(s.contains("minimum") ? "minimum" : "exclusiveMinimum", sub.ptr, "no integer is within the bounds");
     }
-    return define(name, exact, "(" + grammar::integer_range(lo, hi) + ")");
+    return define(name, exact, "(" + schema::integer_range(lo, hi) + ")");
   }
 
   // minLength, maxLength, minItems, maxItems: a count a GBNF repetition can hold.
@@ -911,9 +912,9 @@ class Converter {
       std::string expr;
       bool uses_char = false;
       try {
-        expr = grammar::pattern_to_gbnf(p.get<std::string>(), "char", limits_.max_nesting, limits_.max_repetition,
-                                        uses_char);
-      } catch (const grammar::PatternError& e) {
+        expr = schema::pattern_to_gbnf(p.get<std::string>(), "char", limits_.max_nesting, limits_.max_repetition,
+                                       uses_char);
+      } catch (const schema::PatternError& e) {
         fail_keyword("pattern", sub.ptr, e.what());
       }
       if (uses_char) add_primitive("char");  // an unanchored end
@@ -1111,7 +1112,7 @@ class Converter {
       if (!excluded.empty()) add_primitive("char");  // json_key_excluding's continuations
       const std::string key =
           excluded.empty() ? use_primitive("string", "", false)
-                           : add_rule(child_name(name, "additional-k"), grammar::json_key_excluding(excluded, "char"));
+                           : add_rule(child_name(name, "additional-k"), schema::json_key_excluding(excluded, "char"));
       extra_kv = add_rule(child_name(name, "additional-kv"), key + " space \":\" space " + value);
     }
     --struct_depth_;
