@@ -29,7 +29,9 @@
 // oneOf is read as anyOf (as llama.cpp does), so a value matching two of its
 // alternatives passes.
 //
-// Thread-safety: each call builds its own Converter; no shared state.
+// Thread-safety: each call builds its own Converter; no shared state. Stack:
+// the visitor recurses once per level of schema nesting, about 3 KB a level
+// (under 1 MB at the default limits.max_nesting of 256).
 
 #include <cmath>
 #include <deque>
@@ -51,9 +53,10 @@ namespace synapse {
 namespace {
 
 using Json = nlohmann::ordered_json;  // keeps `properties` in declared order
-using grammar::gbnf_class;
-using grammar::gbnf_literal;
-using grammar::json_string_text;
+namespace schema = grammar::schema;   // json_schema_text.hpp
+using schema::gbnf_class;
+using schema::gbnf_literal;
+using schema::json_string_text;
 
 // --- fixed rules ------------------------------------------------------------
 // The bodies are llama.cpp's (SPACE_RULE, PRIMITIVE_RULES and
@@ -512,7 +515,7 @@ class Converter {
     unsigned t = kAllTypes;
     if (has(sub, "$ref")) {
       const auto [target, tptr] = resolve(s["$ref"], sub.ptr);
-      if (open.insert(tptr).second) {  // a cycle adds nothing the other paths do not
+      if (open.insert(tptr).second) {  // (on a cycle: no narrowing known, still an over-estimate)
         t &= value_types({target, tptr}, depth + 1, open);
         open.erase(tptr);
       }
@@ -880,7 +883,7 @@ class Converter {
     if (lo && hi && *lo > *hi) {
       fail_empty(s.contains("minimum") ? "minimum" : "exclusiveMinimum", sub.ptr, "no integer is within the bounds");
     }
-    return define(name, exact, "(" + grammar::integer_range(lo, hi) + ")");
+    return define(name, exact, "(" + schema::integer_range(lo, hi) + ")");
   }
 
   // minLength, maxLength, minItems, maxItems: a count a GBNF repetition can hold.
@@ -909,9 +912,9 @@ class Converter {
       std::string expr;
       bool uses_char = false;
       try {
-        expr = grammar::pattern_to_gbnf(p.get<std::string>(), "char", limits_.max_nesting, limits_.max_repetition,
-                                        uses_char);
-      } catch (const grammar::PatternError& e) {
+        expr = schema::pattern_to_gbnf(p.get<std::string>(), "char", limits_.max_nesting, limits_.max_repetition,
+                                       uses_char);
+      } catch (const schema::PatternError& e) {
         fail_keyword("pattern", sub.ptr, e.what());
       }
       if (uses_char) add_primitive("char");  // an unanchored end
@@ -932,8 +935,8 @@ class Converter {
     const size_t min = s.contains("minLength") ? count(sub, "minLength") : 0;
     const size_t max = s.contains("maxLength") ? count(sub, "maxLength") : kNoMax;
     if (max < min) fail_empty("minLength", sub.ptr, "greater than maxLength");
-    add_primitive("char");
     const std::string chars = repeat("char", min, max);
+    if (!chars.empty()) add_primitive("char");
     return define(name, exact, chars.empty() ? R"("\"" "\"")" : R"("\"" )" + chars + R"( "\"")");
   }
 
@@ -1109,7 +1112,7 @@ class Converter {
       if (!excluded.empty()) add_primitive("char");  // json_key_excluding's continuations
       const std::string key =
           excluded.empty() ? use_primitive("string", "", false)
-                           : add_rule(child_name(name, "additional-k"), grammar::json_key_excluding(excluded, "char"));
+                           : add_rule(child_name(name, "additional-k"), schema::json_key_excluding(excluded, "char"));
       extra_kv = add_rule(child_name(name, "additional-kv"), key + " space \":\" space " + value);
     }
     --struct_depth_;

@@ -6,7 +6,7 @@
 
 #include "base/strings.hpp"
 
-namespace synapse::grammar {
+namespace synapse::grammar::schema {
 
 // ---------------------------------------------------------------------------
 // CodepointSet
@@ -1089,4 +1089,4 @@ std::string pattern_to_gbnf(std::string_view pattern, std::string_view char_rule
   return out;
 }
 
-}  // namespace synapse::grammar
+}  // namespace synapse::grammar::schema

@@ -1,7 +1,9 @@
 // Text helpers of the JSON Schema converter (json_schema.cpp): sets of code
 // points, GBNF literals and character classes, the JSON text of a string's
-// characters, and `pattern` (an ECMA-262 regular expression) translated to
-// GBNF over the JSON text of a string.
+// characters, a key rule that shuts out given names, integer ranges, and
+// `pattern` (a regular expression) translated to GBNF over the JSON text of a
+// string. In their own namespace, beside the GBNF parser's and the matcher's
+// internals in synapse::grammar.
 //
 // Everything here is a pure function of its arguments (thread-safe). Errors
 // are PatternError (a description without the schema location, which the
@@ -17,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-namespace synapse::grammar {
+namespace synapse::grammar::schema {
 
 inline constexpr uint32_t kMaxCodepoint = 0x10FFFF;
 
@@ -110,4 +112,4 @@ class PatternError : public std::runtime_error {
 std::string pattern_to_gbnf(std::string_view pattern, std::string_view char_rule, size_t max_nesting,
                             size_t max_repetition, bool& uses_char_rule);
 
-}  // namespace synapse::grammar
+}  // namespace synapse::grammar::schema

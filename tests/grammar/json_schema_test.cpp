@@ -1,0 +1,851 @@
+// synapse::json_schema_to_gbnf: the exact grammar of small schemas (checked by
+// hand against llama.cpp's converter, common/json-schema-to-grammar.cpp, and
+// its tests), the error of every keyword it cannot enforce, its limits, and
+// the cases of tests/data/grammar/schema_cases.json (converted and
+// well-formed here; their instances are for the GBNF matcher).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "synapse/error.hpp"
+#include "synapse/grammar.hpp"
+
+namespace synapse {
+namespace {
+
+// The fixed rules, as the converter writes them (llama.cpp's, but `char`,
+// `date` and `email`: see src/grammar/json_schema.cpp).
+const std::map<std::string, std::string>& fixed_rules() {
+  static const std::map<std::string, std::string> rules = {
+      {"space", R"(| " " | "\n"{1,2} [ \t]{0,20})"},
+      {"boolean", R"(("true" | "false"))"},
+      {"decimal-part", R"([0-9]{1,16})"},
+      {"integral-part", R"([0] | [1-9] [0-9]{0,15})"},
+      {"number", R"(("-"? integral-part) ("." decimal-part)? ([eE] [-+]? integral-part)?)"},
+      {"integer", R"(("-"? integral-part))"},
+      {"value", "object | array | string | number | boolean | null"},
+      {"object", R"("{" space ( string ":" space value ("," space string ":" space value)* )? space "}")"},
+      {"array", R"("[" space ( value ("," space value)* )? space "]")"},
+      {"uuid",
+       R"("\"" [0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{12} "\"")"},
+      {"char", R"([^"\\\x7F\x00-\x1F\uD800-\uDFFF] | "\\" (["\\/bfnrt] | "u" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | )"
+               R"([dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] [0-9a-fA-F]{2} "\\u" [dD] [c-fC-F] [0-9a-fA-F]{2})))"},
+      {"string", R"("\"" char* "\"")"},
+      {"null", R"("null")"},
+      {"date",
+       R"(( [1-9] [0-9]{3} | "0" [1-9] [0-9]{2} | "00" [1-9] [0-9] | "000" [1-9] ) "-" )"
+       R"(( ( "0" [13578] | "1" [02] ) "-" ( "0" [1-9] | [1-2] [0-9] | "3" [0-1] ) | )"
+       R"(( "0" [469] | "11" ) "-" ( "0" [1-9] | [1-2] [0-9] | "30" ) | "02-" ( "0" [1-9] | "1" [0-9] | "2" [0-8] ) ) | )"
+       R"(( [0-9]{2} ( "0" [48] | [2468] [048] | [13579] [26] ) | ( "0" [48] | [2468] [048] | [13579] [26] ) "00" ) )"
+       R"("-02-29")"},
+      {"time", R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{3} )? )"
+               R"(( "Z" | ( "+" | "-" ) ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ))"},
+      {"date-time", R"(date "T" time)"},
+      {"date-string", R"("\"" date "\"")"},
+      {"time-string", R"("\"" time "\"")"},
+      {"date-time-string", R"("\"" date-time "\"")"},
+      {"email",
+       R"([0-9A-Za-z!#$%&'*+/=?\x5E_`{|}~\-]+ ( "." [0-9A-Za-z!#$%&'*+/=?\x5E_`{|}~\-]+ )* "@" )"
+       R"([0-9A-Za-z] ( [0-9A-Za-z\-]{0,61} [0-9A-Za-z] )? ( "." [0-9A-Za-z] ( [0-9A-Za-z\-]{0,61} [0-9A-Za-z] )? )+)"},
+      {"email-string", R"("\"" email "\"")"},
+  };
+  return rules;
+}
+
+// The grammar of `rules` ("name ::= body" each) and of the fixed rules named
+// in `fixed` (space always), in the converter's order: by name.
+std::string grammar(const std::vector<std::string>& rules, const std::vector<std::string>& fixed = {}) {
+  std::map<std::string, std::string> lines;
+  for (const std::string& r : rules) lines[r.substr(0, r.find(" ::= "))] = r;
+  for (const std::string& f : fixed) lines[f] = f + " ::= " + fixed_rules().at(f);
+  lines["space"] = "space ::= " + fixed_rules().at("space");
+  std::string out;
+  for (const auto& [name, line] : lines) out += line + "\n";
+  return out;
+}
+
+std::string convert(const std::string& schema, const GrammarLimits& limits = {}) {
+  return json_schema_to_gbnf(schema, limits);
+}
+
+// The message of the Error(invalid_argument) the conversion throws.
+std::string error_of(const std::string& schema, const GrammarLimits& limits = {}) {
+  try {
+    json_schema_to_gbnf(schema, limits);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument) << schema;
+    return e.what();
+  }
+  ADD_FAILURE() << "no error for " << schema;
+  return "";
+}
+
+// A cheap check of GBNF text (llama.cpp grammars/README.md): each line is
+// "name ::= body"; literals, classes, names, groups and quantifiers are well
+// formed; every rule named is defined once; root is. Returns "" or the fault.
+std::string check_gbnf(const std::string& text) {
+  std::set<std::string> defined, used;
+  std::istringstream lines(text);
+  std::string line;
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; };
+  while (std::getline(lines, line)) {
+    const size_t sep = line.find(" ::= ");
+    if (sep == std::string::npos || sep == 0) return "no \"name ::= \" in: " + line;
+    const std::string name = line.substr(0, sep);
+    for (char c : name)
+      if (!word(c)) return "bad rule name " + name;
+    if (!defined.insert(name).second) return "rule defined twice: " + name;
+    const std::string body = line.substr(sep + 5);
+    int depth = 0;
+    bool item = false;  // a quantifier may follow
+    auto escape = [&](size_t& i) {
+      const char e = body[i + 1];
+      const size_t hex = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
+      if (hex) {
+        for (size_t k = 0; k < hex; ++k)
+          if (!std::isxdigit(static_cast<unsigned char>(body[i + 2 + k]))) return false;
+        i += 2 + hex;
+        return true;
+      }
+      if (std::string("trn\\\"[]-").find(e) == std::string::npos) return false;
+      i += 2;
+      return true;
+    };
+    for (size_t i = 0; i < body.size();) {
+      const char c = body[i];
+      if (c == ' ') {
+        ++i;
+      } else if (c == '"' || c == '[') {
+        const char close = c == '"' ? '"' : ']';
+        size_t j = i + 1;
+        if (c == '[' && body[j] == '^') ++j;
+        if (c == '[' && body[j] == ']') return "empty class in " + name;
+        while (j < body.size() && body[j] != close) {
+          if (body[j] == '\\') {
+            if (!escape(j)) return "bad escape in " + name + " at " + body.substr(j, 6);
+          } else {
+            ++j;
+          }
+        }
+        if (j >= body.size()) return "unterminated literal or class in " + name;
+        i = j + 1;
+        item = true;
+      } else if (word(c)) {
+        size_t j = i;
+        while (j < body.size() && word(body[j])) ++j;
+        used.insert(body.substr(i, j - i));
+        i = j;
+        item = true;
+      } else if (c == '(') {
+        ++depth, ++i, item = false;
+      } else if (c == ')') {
+        if (--depth < 0) return "unbalanced ')' in " + name;
+        ++i, item = true;
+      } else if (c == '|') {
+        ++i, item = false;
+      } else if (c == '*' || c == '+' || c == '?' || c == '{') {
+        if (!item) return "quantifier without an item in " + name;
+        if (c == '{') {
+          const size_t j = body.find('}', i);
+          if (j == std::string::npos) return "unterminated {m,n} in " + name;
+          const std::string q = body.substr(i + 1, j - i - 1);
+          if (q.empty() || q.find_first_not_of("0123456789,") != std::string::npos || q[0] == ',') {
+            return "bad repetition {" + q + "} in " + name;
+          }
+          i = j + 1;
+        } else {
+          ++i;
+        }
+        item = false;
+      } else {
+        return std::string("unexpected '") + c + "' in " + name;
+      }
+    }
+    if (depth != 0) return "unbalanced '(' in " + name;
+  }
+  if (!defined.count("root")) return "no root rule";
+  for (const std::string& u : used)
+    if (!defined.count(u)) return "undefined rule " + u;
+  return "";
+}
+
+// --- the grammar of small schemas ---------------------------------------------
+
+TEST(JsonSchemaToGbnf, Primitives) {
+  EXPECT_EQ(convert(R"({"type": "string"})"), grammar({R"(root ::= "\"" char* "\"")"}, {"char"}));
+  EXPECT_EQ(convert(R"({"type": "boolean"})"), grammar({R"(root ::= ("true" | "false"))"}));
+  EXPECT_EQ(convert(R"({"type": "null"})"), grammar({R"(root ::= "null")"}));
+  EXPECT_EQ(convert(R"({"type": "integer"})"), grammar({R"(root ::= ("-"? integral-part))"}, {"integral-part"}));
+  EXPECT_EQ(convert(R"({"type": "number"})"),
+            grammar({R"(root ::= ("-"? integral-part) ("." decimal-part)? ([eE] [-+]? integral-part)?)"},
+                    {"integral-part", "decimal-part"}));
+}
+
+TEST(JsonSchemaToGbnf, AnyValue) {
+  const std::string any = grammar(
+      {"root ::= object | array | string | number | boolean | null"},
+      {"array", "boolean", "char", "decimal-part", "integral-part", "null", "number", "object", "string", "value"});
+  EXPECT_EQ(convert("{}"), any);
+  EXPECT_EQ(convert("true"), any);
+  EXPECT_EQ(convert(R"({"description": "no type, no constraint", "$comment": "x", "title": "t"})"), any);
+}
+
+TEST(JsonSchemaToGbnf, IntegerBounds) {
+  // The same languages as llama.cpp's "min 0", "max 30", "min -123 max 42",
+  // "min 25" and "min -10 max 10" cases, written as digit ranges per length.
+  EXPECT_EQ(convert(R"({"type": "integer", "minimum": 0})"), grammar({"root ::= ([0] | [1-9] [0-9]{0,15})"}));
+  EXPECT_EQ(convert(R"({"type": "integer", "maximum": 30})"),
+            grammar({R"(root ::= ("-" [1-9] [0-9]{0,15} | [0-9] | [1-2] [0-9] | [3] "0"))"}));
+  EXPECT_EQ(convert(R"({"type": "integer", "minimum": -123, "maximum": 42})"),
+            grammar({R"(root ::= ("-" ([1-9] | [1-9] [0-9] | "1" ([0-1] [0-9] | [2] [0-3])) | [0-9] | [1-3] [0-9] | )"
+                     R"([4] [0-2]))"}));
+  EXPECT_EQ(convert(R"({"type": "integer", "minimum": 25})"),
+            grammar({"root ::= ([2] [5-9] | [3-9] [0-9] | [1-9] [0-9]{2,15})"}));
+  EXPECT_EQ(convert(R"({"type": "integer", "minimum": -10, "maximum": 10})"),
+            grammar({R"(root ::= ("-" ([1-9] | "10") | [0-9] | "10"))"}));
+  EXPECT_EQ(convert(R"({"type": "integer", "maximum": -5})"),
+            grammar({R"(root ::= ("-" ([5-9] | [1-9] [0-9]{1,15})))"}));
+  // Exclusive and fractional bounds admit the integers on their side; draft
+  // 4's boolean exclusiveMinimum makes minimum exclusive.
+  EXPECT_EQ(convert(R"({"type": "integer", "exclusiveMinimum": 0.5, "exclusiveMaximum": 10})"),
+            grammar({"root ::= ([1-9])"}));
+  EXPECT_EQ(convert(R"({"type": "integer", "minimum": 0.5, "maximum": 2.5})"), grammar({"root ::= ([1-2])"}));
+  EXPECT_EQ(convert(R"({"type": "integer", "minimum": 5, "exclusiveMinimum": true})"),
+            grammar({"root ::= ([6-9] | [1-9] [0-9]{1,15})"}));
+  // Both kinds of bound at once: the tighter holds.
+  EXPECT_EQ(convert(R"({"type": "integer", "minimum": 1, "exclusiveMinimum": 3, "maximum": 4})"),
+            grammar({R"(root ::= ("4"))"}));
+  // A bound past the 16 digits of an unbounded side widens it to its own.
+  EXPECT_EQ(convert(R"({"type": "integer", "minimum": 1e17})"), grammar({"root ::= ([1-9] [0-9]{17})"}));
+}
+
+TEST(JsonSchemaToGbnf, StringLengths) {
+  EXPECT_EQ(convert(R"({"type": "string", "minLength": 3})"), grammar({R"(root ::= "\"" char{3,} "\"")"}, {"char"}));
+  EXPECT_EQ(convert(R"({"type": "string", "minLength": 1})"), grammar({R"(root ::= "\"" char+ "\"")"}, {"char"}));
+  EXPECT_EQ(convert(R"({"type": "string", "maxLength": 3})"), grammar({R"(root ::= "\"" char{0,3} "\"")"}, {"char"}));
+  EXPECT_EQ(convert(R"({"type": "string", "minLength": 1, "maxLength": 4})"),
+            grammar({R"(root ::= "\"" char{1,4} "\"")"}, {"char"}));
+  EXPECT_EQ(convert(R"({"type": "string", "maxLength": 0})"), grammar({R"(root ::= "\"" "\"")"}));
+  // Without "type", the length keywords make it a string (llama.cpp).
+  EXPECT_EQ(convert(R"({"minLength": 2, "maxLength": 2})"), grammar({R"(root ::= "\"" char{2} "\"")"}, {"char"}));
+}
+
+TEST(JsonSchemaToGbnf, EnumAndConst) {
+  EXPECT_EQ(convert(R"({"const": "foo"})"), grammar({R"(root ::= "\"foo\"")"}));
+  EXPECT_EQ(convert(R"({"const": 123})"), grammar({R"(root ::= "123")"}));
+  EXPECT_EQ(convert(R"({"enum": ["red", "amber", "green", null, 42, ["foo"]]})"),
+            grammar({R"(root ::= ("\"red\"" | "\"amber\"" | "\"green\"" | "null" | "42" | "[\"foo\"]"))"}));
+  // "type" beside enum keeps the values of that type; const picks from enum.
+  EXPECT_EQ(convert(R"({"type": "string", "enum": ["a", 1, "b"]})"), grammar({R"(root ::= ("\"a\"" | "\"b\""))"}));
+  EXPECT_EQ(convert(R"({"enum": ["a", "b"], "const": "b"})"), grammar({R"(root ::= "\"b\"")"}));
+  // llama.cpp's "literal string with escapes".
+  EXPECT_EQ(convert(R"({"properties": {"code": {"const": " \r \n \" \\ ", "type": "string"}}, "required": ["code"],
+                        "title": "DecoderResponse", "type": "object"})"),
+            grammar({R"(code ::= "\" \\r \\n \\\" \\\\ \"")", R"(code-kv ::= "\"code\"" space ":" space code)",
+                     R"(root ::= "{" space code-kv space "}")"}));
+}
+
+TEST(JsonSchemaToGbnf, PropertiesRequiredFirstInDeclaredOrder) {
+  EXPECT_EQ(convert(R"({"type": "object", "properties": {"b": {"type": "string"}, "c": {"type": "string"},
+                        "a": {"type": "string"}}, "required": ["a", "b", "c"], "additionalProperties": false,
+                        "definitions": {}})"),
+            grammar({R"(a-kv ::= "\"a\"" space ":" space string)", R"(b-kv ::= "\"b\"" space ":" space string)",
+                     R"(c-kv ::= "\"c\"" space ":" space string)",
+                     R"(root ::= "{" space b-kv "," space c-kv "," space a-kv space "}")"},
+                    {"char", "string"}));
+}
+
+TEST(JsonSchemaToGbnf, OptionalPropertiesChain) {
+  EXPECT_EQ(convert(R"({"properties": {"a": {"type": "string"}, "b": {"type": "string"}, "c": {"type": "string"}},
+                        "additionalProperties": false})"),
+            grammar({R"(a-kv ::= "\"a\"" space ":" space string)", R"(a-rest ::= ( "," space b-kv )? b-rest)",
+                     R"(b-kv ::= "\"b\"" space ":" space string)", R"(b-rest ::= ( "," space c-kv )?)",
+                     R"(c-kv ::= "\"c\"" space ":" space string)",
+                     R"(root ::= "{" space ( a-kv a-rest | b-kv b-rest | c-kv )? space "}")"},
+                    {"char", "string"}));
+  // Required ones first, then the optional ones; no additionalProperties:
+  // none beyond the declared (llama.cpp's default).
+  EXPECT_EQ(convert(R"({"properties": {"b": {"type": "string"}, "a": {"type": "string"}, "d": {"type": "string"},
+                        "c": {"type": "string"}}, "required": ["a", "b"]})"),
+            grammar({R"(a-kv ::= "\"a\"" space ":" space string)", R"(b-kv ::= "\"b\"" space ":" space string)",
+                     R"(c-kv ::= "\"c\"" space ":" space string)", R"(d-kv ::= "\"d\"" space ":" space string)",
+                     R"(d-rest ::= ( "," space c-kv )?)",
+                     R"(root ::= "{" space b-kv "," space a-kv ( "," space ( d-kv d-rest | c-kv ) )? space "}")"},
+                    {"char", "string"}));
+}
+
+TEST(JsonSchemaToGbnf, AdditionalProperties) {
+  EXPECT_EQ(convert(R"({"type": "object", "additionalProperties": {"type": "array", "items": {"type": "number"}}})"),
+            grammar({R"(additional-kv ::= string space ":" space additional-value)",
+                     R"(additional-value ::= "[" space (number ("," space number)*)? space "]")",
+                     R"(root ::= "{" space ( additional-kv ( "," space additional-kv )* )? space "}")"},
+                    {"char", "decimal-part", "integral-part", "number", "string"}));
+  // Beside named properties, an extra key is any string but those names; a
+  // character that leaves a name may be raw or a short escape, not \u.
+  const std::string leave_a = R"(([^\x00-\x1F"\\a\x7F\uD800-\uDFFF] | "\\" ["/\\bfnrt]))";
+  EXPECT_EQ(convert(R"({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"],
+                        "additionalProperties": {"type": "integer"}})"),
+            grammar({R"(a-kv ::= "\"a\"" space ":" space string)",
+                     R"(additional-k ::= "\"" ("a" char+ | )" + leave_a + R"( char*)? "\"")",
+                     R"(additional-kv ::= additional-k space ":" space integer)",
+                     R"(root ::= "{" space a-kv ( "," space ( additional-kv ( "," space additional-kv )* ) )? )"
+                     R"(space "}")"},
+                    {"char", "integer", "integral-part", "string"}));
+  EXPECT_EQ(
+      convert(R"({"type": "object", "properties": {"and": {"type": "null"}, "also": {"type": "null"}},
+                  "required": ["and"], "additionalProperties": {"type": "null"}})"),
+      grammar(
+          {R"(additional-k ::= "\"" ("a" ("l" ("s" ("o" char+ | ([^\x00-\x1F"\\o\x7F\uD800-\uDFFF] | "\\" )"
+           R"(["/\\bfnrt]) char*)? | ([^\x00-\x1F"\\s\x7F\uD800-\uDFFF] | "\\" ["/\\bfnrt]) char*)? | "n" ("d" )"
+           R"(char+ | ([^\x00-\x1F"\\d\x7F\uD800-\uDFFF] | "\\" ["/\\bfnrt]) char*)? | ([^\x00-\x1F"\\ln\x7F)"
+           R"(\uD800-\uDFFF] | "\\" ["/\\bfnrt]) char*)? | ([^\x00-\x1F"\\a\x7F\uD800-\uDFFF] | "\\" )"
+           R"(["/\\bfnrt]) char*)? "\"")",
+           R"(additional-kv ::= additional-k space ":" space null)", R"(also-kv ::= "\"also\"" space ":" space null)",
+           R"(also-rest ::= ( "," space additional-kv )*)", R"(and-kv ::= "\"and\"" space ":" space null)",
+           R"(root ::= "{" space and-kv ( "," space ( also-kv also-rest | additional-kv ( "," space )"
+           R"(additional-kv )* ) )? space "}")"},
+          {"char", "null"}));
+  // true, or no properties at all: any object.
+  const std::string object = grammar(
+      {R"(root ::= "{" space ( string ":" space value ("," space string ":" space value)* )? space "}")"},
+      {"array", "boolean", "char", "decimal-part", "integral-part", "null", "number", "object", "string", "value"});
+  EXPECT_EQ(convert(R"({"type": "object", "additionalProperties": true})"), object);
+  EXPECT_EQ(convert(R"({"type": "object"})"), object);
+  EXPECT_EQ(convert(R"({"type": "object", "additionalProperties": false})"), grammar({R"(root ::= "{" space "}")"}));
+}
+
+TEST(JsonSchemaToGbnf, RequiredNameWithoutPropertySchema) {
+  // It must appear, with additionalProperties' schema (any value here); the
+  // extra keys may not repeat it.
+  const std::string g = convert(R"({"type": "object", "required": ["x"]})");
+  EXPECT_NE(g.find(R"(x-kv ::= "\"x\"" space ":" space value)"), std::string::npos) << g;
+  EXPECT_NE(
+      g.find(R"(root ::= "{" space x-kv ( "," space ( additional-kv ( "," space additional-kv )* ) )? space "}")"),
+      std::string::npos)
+      << g;
+  EXPECT_NE(g.find(R"(additional-k ::= "\"" ("x" char+ | )"), std::string::npos) << g;
+  // With no additionalProperties beside "properties", only the required name
+  // is added.
+  const std::string h = convert(R"({"properties": {"a": {"type": "null"}}, "required": ["b"]})");
+  EXPECT_NE(h.find(R"(root ::= "{" space b-kv ( "," space ( a-kv ) )? space "}")"), std::string::npos) << h;
+  EXPECT_EQ(h.find("additional"), std::string::npos) << h;
+}
+
+TEST(JsonSchemaToGbnf, RuleNamesAvoidFixedRules) {
+  // llama.cpp's "conflicting names".
+  EXPECT_EQ(convert(R"({"type": "object", "properties": {"number": {"type": "object", "properties": {"number": {
+                  "type": "object", "properties": {"root": {"type": "number"}}, "required": ["root"],
+                  "additionalProperties": false}}, "required": ["number"], "additionalProperties": false}},
+                  "required": ["number"], "additionalProperties": false, "definitions": {}})"),
+            grammar({R"(number- ::= "{" space number-number-kv space "}")",
+                     R"(number-kv ::= "\"number\"" space ":" space number-)",
+                     R"(number-number ::= "{" space number-number-root-kv space "}")",
+                     R"(number-number-kv ::= "\"number\"" space ":" space number-number)",
+                     R"(number-number-root-kv ::= "\"root\"" space ":" space number)",
+                     R"(root ::= "{" space number-kv space "}")"},
+                    {"decimal-part", "integral-part", "number"}));
+}
+
+TEST(JsonSchemaToGbnf, Arrays) {
+  EXPECT_EQ(convert(R"({"prefixItems": [{"type": "string"}]})"),
+            grammar({R"(root ::= "[" space string space "]")"}, {"char", "string"}));
+  EXPECT_EQ(convert(R"({"prefixItems": [{"type": "string"}, {"type": "null"}]})"),
+            grammar({R"(root ::= "[" space string "," space null space "]")"}, {"char", "null", "string"}));
+  EXPECT_EQ(convert(R"({"items": {"type": "boolean"}, "minItems": 2})"),
+            grammar({R"(root ::= "[" space boolean ("," space boolean)+ space "]")"}, {"boolean"}));
+  EXPECT_EQ(convert(R"({"items": {"type": "boolean"}, "maxItems": 0})"), grammar({R"(root ::= "[" space "]")"}));
+  EXPECT_EQ(convert(R"({"items": {"type": "boolean"}, "maxItems": 1})"),
+            grammar({R"(root ::= "[" space (boolean)? space "]")"}, {"boolean"}));
+  EXPECT_EQ(convert(R"({"items": {"type": "boolean"}, "maxItems": 2})"),
+            grammar({R"(root ::= "[" space (boolean ("," space boolean)?)? space "]")"}, {"boolean"}));
+  EXPECT_EQ(convert(R"({"items": {"type": ["number", "integer"]}, "minItems": 3, "maxItems": 5})"),
+            grammar({R"(root ::= "[" space number ("," space number){2,4} space "]")"},
+                    {"decimal-part", "integral-part", "number"}));
+  // items {} constrains nothing: any array.
+  EXPECT_EQ(convert(R"({"type": "array", "items": {}})"),
+            grammar({R"(root ::= "[" space ( value ("," space value)* )? space "]")"},
+                    {"array", "boolean", "char", "decimal-part", "integral-part", "null", "number", "object", "string",
+                     "value"}));
+  // A tuple: all its items unless minItems says fewer; more only with items.
+  EXPECT_EQ(convert(R"({"prefixItems": [{"type": "null"}, {"type": "boolean"}], "items": {"type": "string"}})"),
+            grammar({R"(root ::= "[" space null "," space boolean ("," space string)* space "]")"},
+                    {"boolean", "char", "null", "string"}));
+  EXPECT_EQ(convert(R"({"prefixItems": [{"type": "null"}, {"type": "boolean"}], "minItems": 0})"),
+            grammar({R"(root ::= "[" space ( null ( "," space boolean )? )? space "]")"}, {"boolean", "null"}));
+  EXPECT_EQ(convert(R"({"prefixItems": [{"type": "null"}, {"type": "boolean"}], "minItems": 1, "items": true,
+                        "maxItems": 4})"),
+            grammar({R"(root ::= "[" space null ( "," space boolean ("," space value){0,2} )? space "]")"},
+                    {"array", "boolean", "char", "decimal-part", "integral-part", "null", "number", "object", "string",
+                     "value"}));
+  EXPECT_EQ(convert(R"({"prefixItems": [{"type": "null"}], "minItems": 3, "items": {"type": "boolean"}})"),
+            grammar({R"(root ::= "[" space null ("," space boolean){2,} space "]")"}, {"boolean", "null"}));
+  // The older form, items as an array, is a tuple too.
+  EXPECT_EQ(convert(R"({"items": [{"const": 1}, {"const": 2}]})"),
+            grammar({R"(root ::= "[" space tuple-0 "," space tuple-1 space "]")", R"(tuple-0 ::= "1")",
+                     R"(tuple-1 ::= "2")"}));
+  EXPECT_EQ(convert(R"({"type": "array", "items": false})"), grammar({R"(root ::= "[" space "]")"}));
+}
+
+TEST(JsonSchemaToGbnf, FormatsAsLlamaCpp) {
+  // llama.cpp's "exotic formats", with email.
+  EXPECT_EQ(convert(R"({"items": [{"format": "date"}, {"format": "uuid"}, {"format": "time"},
+                        {"format": "date-time"}, {"format": "email"}]})"),
+            grammar({R"(root ::= "[" space date-string "," space uuid "," space time-string "," space )"
+                     R"(date-time-string "," space email-string space "]")"},
+                    {"date", "date-string", "date-time", "date-time-string", "email", "email-string", "time",
+                     "time-string", "uuid"}));
+  // format applies to strings only: beside another type it constrains nothing.
+  EXPECT_EQ(convert(R"({"type": "integer", "format": "int32"})"),
+            grammar({R"(root ::= ("-"? integral-part))"}, {"integral-part"}));
+}
+
+TEST(JsonSchemaToGbnf, UnionsAndAnyOf) {
+  EXPECT_EQ(convert(R"({"type": ["array", "null"], "items": {"type": "string"}})"),
+            grammar({R"(alternative-0 ::= "[" space (string ("," space string)*)? space "]")",
+                     "root ::= alternative-0 | null"},
+                    {"char", "null", "string"}));
+  // llama.cpp's "anyOf": a "type" every alternative has is no constraint.
+  EXPECT_EQ(convert(R"({"anyOf": [{"$ref": "#/definitions/foo"}, {"$ref": "#/definitions/bar"}],
+                        "definitions": {"foo": {"properties": {"a": {"type": "number"}}},
+                                        "bar": {"properties": {"b": {"type": "number"}}}}, "type": "object"})"),
+            grammar({R"(ref-definitions-bar ::= "{" space ( ref-definitions-bar-b-kv )? space "}")",
+                     R"(ref-definitions-bar-b-kv ::= "\"b\"" space ":" space number)",
+                     R"(ref-definitions-foo ::= "{" space ( ref-definitions-foo-a-kv )? space "}")",
+                     R"(ref-definitions-foo-a-kv ::= "\"a\"" space ":" space number)",
+                     "root ::= ref-definitions-foo | ref-definitions-bar"},
+                    {"decimal-part", "integral-part", "number"}));
+  // A "type" that does narrow them: the alternatives of other types go.
+  EXPECT_EQ(convert(R"({"oneOf": [{"type": "string"}, {"type": "integer"}], "type": "string"})"),
+            grammar({"root ::= string"}, {"char", "string"}));
+  // An alternative no value satisfies is dropped.
+  EXPECT_EQ(convert(R"({"anyOf": [{"type": "integer", "minimum": 3, "maximum": 2}, {"type": "null"}]})"),
+            grammar({"root ::= null"}, {"null"}));
+}
+
+TEST(JsonSchemaToGbnf, AnyOfBesideProperties) {
+  // "at least one of a and b": anyOf distributed over the object.
+  EXPECT_EQ(
+      convert(R"({"type": "object", "properties": {"a": {"type": "null"}, "b": {"type": "null"}},
+                        "anyOf": [{"required": ["a"]}, {"required": ["b"]}]})"),
+      grammar({R"(alternative-0 ::= "{" space alternative-0-a-kv ( "," space ( alternative-0-b-kv ) )? space "}")",
+               R"(alternative-0-a-kv ::= "\"a\"" space ":" space null)",
+               R"(alternative-0-b-kv ::= "\"b\"" space ":" space null)",
+               R"(alternative-1 ::= "{" space alternative-1-b-kv ( "," space ( alternative-1-a-kv ) )? space "}")",
+               R"(alternative-1-a-kv ::= "\"a\"" space ":" space null)",
+               R"(alternative-1-b-kv ::= "\"b\"" space ":" space null)", "root ::= alternative-0 | alternative-1"},
+              {"null"}));
+}
+
+TEST(JsonSchemaToGbnf, AllOf) {
+  // Objects merged; each part's properties stay optional unless required.
+  EXPECT_EQ(convert(R"({"allOf": [{"properties": {"a": {"type": "string"}}, "required": ["a"]},
+                                  {"properties": {"b": {"type": "null"}}}]})"),
+            grammar({R"(a-kv ::= "\"a\"" space ":" space string)", R"(b-kv ::= "\"b\"" space ":" space null)",
+                     R"(root ::= "{" space a-kv ( "," space ( b-kv ) )? space "}")"},
+                    {"char", "null", "string"}));
+  // llama.cpp's "allOf with multiple enum schemas".
+  EXPECT_EQ(convert(R"({"allOf": [{"$ref": "#/definitions/foo"}, {"$ref": "#/definitions/bar"}], "definitions": {
+                        "foo": {"type": "string", "enum": ["a", "b", "c"]},
+                        "bar": {"type": "string", "enum": ["b", "c", "d"]}}})"),
+            grammar({R"(root ::= ("\"b\"" | "\"c\""))"}));
+  // A part's additionalProperties holds for the others' properties.
+  EXPECT_EQ(
+      convert(R"({"allOf": [{"properties": {"a": {"type": "null"}}, "additionalProperties": false},
+                                  {"properties": {"a": {}, "b": {"type": "null"}}}]})"),
+      grammar({R"(a-kv ::= "\"a\"" space ":" space null)", R"(root ::= "{" space ( a-kv )? space "}")"}, {"null"}));
+  // allOf [{"$ref"}] keeps the reference's rule (recursion included).
+  EXPECT_EQ(convert(R"({"allOf": [{"$ref": "#/$defs/n"}], "description": "x", "$defs": {"n": {"type": "object",
+                        "properties": {"c": {"$ref": "#/$defs/n"}}}}})"),
+            grammar({R"(ref-defs-n ::= "{" space ( ref-defs-n-c-kv )? space "}")",
+                     R"(ref-defs-n-c-kv ::= "\"c\"" space ":" space ref-defs-n)", "root ::= ref-defs-n"}));
+  // $ref beside other keywords: both hold.
+  EXPECT_EQ(convert(R"({"$ref": "#/$defs/a", "properties": {"y": {"type": "null"}}, "$defs": {"a": {
+                        "properties": {"x": {"type": "null"}}, "required": ["x"]}}})"),
+            grammar({R"(root ::= "{" space x-kv ( "," space ( y-kv ) )? space "}")",
+                     R"(x-kv ::= "\"x\"" space ":" space null)", R"(y-kv ::= "\"y\"" space ":" space null)"},
+                    {"null"}));
+}
+
+TEST(JsonSchemaToGbnf, References) {
+  // llama.cpp's "top-level $ref".
+  EXPECT_EQ(convert(R"({"$ref": "#/definitions/foo", "definitions": {"foo": {"type": "object", "properties": {
+                        "a": {"type": "string"}}, "required": ["a"], "additionalProperties": false}}})"),
+            grammar({R"(ref-definitions-foo ::= "{" space ref-definitions-foo-a-kv space "}")",
+                     R"(ref-definitions-foo-a-kv ::= "\"a\"" space ":" space string)", "root ::= ref-definitions-foo"},
+                    {"char", "string"}));
+  // Recursion: one rule per definition, referred to while it is made.
+  EXPECT_EQ(convert(R"({"$ref": "#/$defs/node", "$defs": {"node": {"type": "object", "properties": {
+                        "next": {"$ref": "#/$defs/node"}, "leaf": {"type": "null"}}, "additionalProperties": false}}})"),
+            grammar({R"(ref-defs-node ::= "{" space ( ref-defs-node-next-kv ref-defs-node-next-rest | )"
+                     R"(ref-defs-node-leaf-kv )? space "}")",
+                     R"(ref-defs-node-leaf-kv ::= "\"leaf\"" space ":" space null)",
+                     R"(ref-defs-node-next-kv ::= "\"next\"" space ":" space ref-defs-node)",
+                     R"(ref-defs-node-next-rest ::= ( "," space ref-defs-node-leaf-kv )?)", "root ::= ref-defs-node"},
+                    {"null"}));
+  // llama.cpp's "anyOf $ref": a pointer anywhere in the document.
+  const std::string g = convert(R"({"properties": {"a": {"anyOf": [{"type": "string"}, {"type": "number"}]},
+                                     "b": {"anyOf": [{"$ref": "#/properties/a/anyOf/0"}, {"type": "boolean"}]}},
+                                     "type": "object"})");
+  EXPECT_NE(g.find("b ::= ref-properties-a-anyOf-0 | boolean\n"), std::string::npos) << g;
+  EXPECT_NE(g.find(R"(ref-properties-a-anyOf-0 ::= "\"" char* "\"")"), std::string::npos) << g;
+  // JSON pointer escapes in the reference.
+  EXPECT_EQ(convert(R"({"$ref": "#/$defs/a~1b%20c", "$defs": {"a/b c": {"type": "null"}}})"),
+            grammar({R"(ref-defs-a-1b-c ::= "null")", "root ::= ref-defs-a-1b-c"}));
+}
+
+TEST(JsonSchemaToGbnf, Patterns) {
+  auto pattern = [](const std::string& p) {
+    return convert(nlohmann::json{{"type", "string"}, {"pattern", p}}.dump());
+  };
+  // llama.cpp's pattern cases.
+  EXPECT_EQ(pattern("^abc?d*efg+(hij)?kl$"),
+            grammar({R"(root ::= "\"" ("ab" "c"? "d"* "ef" "g"+ ("hij")? "kl") "\"")"}));
+  EXPECT_EQ(pattern(R"(^\[\]\{\}\(\)\|\+\*\?$)"), grammar({R"(root ::= "\"" ("[]{}()|+*?") "\"")"}));
+  EXPECT_EQ(pattern("^(?:foo|bar)baz$"), grammar({R"(root ::= "\"" (("foo" | "bar") "baz") "\"")"}));
+  EXPECT_EQ(pattern("^(?:(?:ab)+c)?d$"), grammar({R"(root ::= "\"" ((("ab")+ "c")? "d") "\"")"}));
+  EXPECT_EQ(pattern(R"(^[a-z\-]+$)"), grammar({R"(root ::= "\"" ([\-a-z]+) "\"")"}));
+  EXPECT_EQ(pattern(R"(^a\-b$)"), grammar({R"(root ::= "\"" ("a-b") "\"")"}));
+  EXPECT_EQ(pattern(R"(^\d{3}\.\w+$)"), grammar({R"(root ::= "\"" ([0-9]{3} "." [0-9A-Z_a-z]+) "\"")"}));
+  // A '"' or '\' of the pattern is written as JSON writes it.
+  EXPECT_EQ(pattern("^\"$"), grammar({R"(root ::= "\"" ("\\\"") "\"")"}));
+  EXPECT_EQ(pattern(R"(^a"b\\c$)"), grammar({R"(root ::= "\"" ("a\\\"b\\\\c") "\"")"}));
+  // So do '.' and negated classes: raw where JSON allows, else escaped.
+  const std::string dot =
+      R"(([^\x00-\x1F"\\\x7F\u2028\u2029\uD800-\uDFFF] | "\\" ["\\bft] | "\\u00" ("0" [0-7bef] | "1" [0-9a-f] | "7f")))";
+  EXPECT_EQ(pattern("^a.$"), grammar({R"(root ::= "\"" ("a" )" + dot + R"() "\"")"}));
+  EXPECT_EQ(pattern("^[^a-c]$"), grammar({R"(root ::= "\"" (([^\x00-\x1F"\\a-c\x7F\uD800-\uDFFF] | "\\" ["\\bfnrt] | )"
+                                          R"("\\u00" ("0" [0-7bef] | "1" [0-9a-f] | "7f"))) "\"")"}));
+  EXPECT_EQ(pattern(R"(^\s$)"), grammar({R"(root ::= "\"" (([ \xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000] )"
+                                         R"(| "\\" [fnrt] | "\\u00" "0b")) "\"")"}));
+  // Unanchored ends match anything; each top-level alternative has its own
+  // anchors (llama.cpp reads "^A|B|C|D$" as A|B|C|D, ECMA-262 does not).
+  EXPECT_EQ(pattern("[0-9]+"), grammar({R"(root ::= "\"" (char* [0-9]+ char*) "\"")"}, {"char"}));
+  EXPECT_EQ(pattern("^A|B|C|D$"),
+            grammar({R"(root ::= "\"" ("A" char* | char* "B" char* | char* "C" char* | char* "D") "\"")"}, {"char"}));
+  // Repeated parts that can match nothing are rewritten (GBNF's x* of such
+  // an x is left-recursive).
+  EXPECT_EQ(pattern("^(a?)*b$"), grammar({R"(root ::= "\"" ("a"* "b") "\"")"}));
+  EXPECT_EQ(pattern("^(a*b*)+$"), grammar({R"(root ::= "\"" (("a"+ "b"* | "b"+)*) "\"")"}));
+  EXPECT_EQ(pattern("^(a|)$"), grammar({R"(root ::= "\"" (("a")?) "\"")"}));
+  EXPECT_EQ(pattern("^$"), grammar({R"(root ::= "\"" "\"")"}));
+  // Lazy quantifiers: the same strings.
+  EXPECT_EQ(pattern("^a+?b{2,3}?$"), grammar({R"(root ::= "\"" ("a"+ "b"{2,3}) "\"")"}));
+  // Escapes of code points.
+  EXPECT_EQ(pattern(R"(^\x41\u00e9\t$)"), grammar({R"(root ::= "\"" ("Aé\\t") "\"")"}));
+}
+
+// --- what throws --------------------------------------------------------------
+
+TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"properties": {"a": {"patternProperties": {"^x": {}}}}})",
+       R"(json_schema: unsupported keyword "patternProperties" at /properties/a)"},
+      {R"({"type": "object", "propertyNames": {"maxLength": 3}})",
+       R"(json_schema: unsupported keyword "propertyNames" at the root)"},
+      {R"({"not": {"type": "null"}})", R"(json_schema: unsupported keyword "not" at the root)"},
+      {R"({"if": {}, "then": {}, "else": {}})", R"(json_schema: unsupported keyword "if" at the root)"},
+      {R"({"type": "object", "dependentRequired": {"a": ["b"]}})",
+       R"(json_schema: unsupported keyword "dependentRequired" at the root)"},
+      {R"({"type": "object", "dependentSchemas": {}})",
+       R"(json_schema: unsupported keyword "dependentSchemas" at the root)"},
+      {R"({"type": "object", "minProperties": 1})", R"(json_schema: unsupported keyword "minProperties" at the root)"},
+      {R"({"type": "object", "maxProperties": 1})", R"(json_schema: unsupported keyword "maxProperties" at the root)"},
+      {R"({"type": "object", "unevaluatedProperties": false})",
+       R"(json_schema: unsupported keyword "unevaluatedProperties" at the root)"},
+      {R"({"items": {"type": "array", "uniqueItems": true}})",
+       R"(json_schema: unsupported keyword "uniqueItems" at /items)"},
+      {R"({"type": "array", "contains": {"type": "null"}})",
+       R"(json_schema: unsupported keyword "contains" at the root)"},
+      {R"({"type": "array", "additionalItems": false})",
+       R"(json_schema: unsupported keyword "additionalItems" at the root)"},
+      {R"({"type": "array", "unevaluatedItems": false})",
+       R"(json_schema: unsupported keyword "unevaluatedItems" at the root)"},
+      {R"({"type": "integer", "multipleOf": 2})", R"(json_schema: unsupported keyword "multipleOf" at the root)"},
+      {R"({"anyOf": [{"type": "null"}, {"$anchor": "x"}]})",
+       R"(json_schema: unsupported keyword "$anchor" at /anyOf/1)"},
+      {R"({"$defs": {"a": {"$dynamicRef": "#x"}}, "$ref": "#/$defs/a"})",
+       R"(json_schema: unsupported keyword "$dynamicRef" at /$defs/a)"},
+      {R"({"type": "string", "nullable": true})", R"(json_schema: unsupported keyword "nullable" at the root)"},
+      {R"({"type": "object", "properties": {"a/b~": {"type": "string", "maxlength": 3}}})",
+       R"(json_schema: unsupported keyword "maxlength" at /properties/a~1b~0)"},
+      {R"({"oneOf": [{"type": "null"}], "discriminator": {"propertyName": "x"}})",
+       R"(json_schema: unsupported keyword "discriminator" at the root)"},
+      // Bounds of numbers that need not be integers.
+      {R"({"type": "number", "minimum": 0})",
+       R"(json_schema: keyword "minimum" at the root: supported only with "type": "integer" (bounds on other numbers are not))"},
+      {R"({"properties": {"x": {"exclusiveMaximum": 1}}})",
+       R"(json_schema: keyword "exclusiveMaximum" at /properties/x: supported only with "type": "integer" (bounds on other numbers are not))"},
+      {R"({"type": ["integer", "number"], "maximum": 9})",
+       R"(json_schema: keyword "maximum" at the root: supported only with "type": "integer" (bounds on other numbers are not))"},
+      // Formats.
+      {R"({"type": "string", "format": "ipv4"})",
+       R"(json_schema: keyword "format" at the root: unsupported format "ipv4" (supported: date, time, date-time, uuid, email))"},
+      {R"({"format": "uuid4"})",
+       R"(json_schema: keyword "format" at the root: unsupported format "uuid4" (supported: date, time, date-time, uuid, email))"},
+      // Combinations that cannot be enforced together.
+      {R"({"type": "string", "pattern": "^a+$", "minLength": 2})",
+       R"(json_schema: keyword "minLength" at the root: not supported together with "pattern")"},
+      {R"({"type": "string", "pattern": "^a+$", "format": "date"})",
+       R"(json_schema: keyword "format" at the root: not supported together with "pattern")"},
+      {R"({"type": "string", "format": "date", "maxLength": 20})",
+       R"(json_schema: keyword "maxLength" at the root: not supported together with "format")"},
+      {R"({"enum": [1, 2], "minimum": 0})",
+       R"(json_schema: keyword "minimum" at the root: not supported beside "enum")"},
+      {R"({"const": "a", "pattern": "^a$"})",
+       R"(json_schema: keyword "pattern" at the root: not supported beside "const")"},
+      {R"({"allOf": [{"type": "string"}, {"minLength": 1}, {"maxLength": 3}]})",
+       R"(json_schema: keyword "allOf" at the root: merges only objects (properties, required, additionalProperties) or enums; the schema at /allOf/1 is neither)"},
+      {R"({"anyOf": [{"minLength": 1}, {"type": "null"}], "maxLength": 2})",
+       R"(json_schema: keyword "anyOf" at the root: merges only objects (properties, required, additionalProperties) or enums; the schema at the root is neither)"},
+  };
+  for (const auto& [schema, message] : cases) EXPECT_EQ(error_of(schema), message) << schema;
+}
+
+TEST(JsonSchemaToGbnf, UnsupportedPatternsThrow) {
+  auto error = [](const std::string& p) {
+    return error_of(nlohmann::json{{"properties", {{"p", {{"type", "string"}, {"pattern", p}}}}}}.dump());
+  };
+  const std::string at = R"(json_schema: keyword "pattern" at /properties/p: )";
+  EXPECT_EQ(error("^(?=a)a$"), at + "lookaround assertions are not supported (at character 3)");
+  EXPECT_EQ(error("^(?<!a)b$"), at + "lookaround assertions are not supported (at character 3)");
+  EXPECT_EQ(error("^(?<n>a)$"),
+            at + "named groups are not supported (Python's re writes them (?P<name>...)) (at character 3)");
+  EXPECT_EQ(error("^(?i)a$"), at + "unsupported group syntax \"(?\" (at character 3)");
+  EXPECT_EQ(error(R"(^(a)\1$)"), at + "backreferences are not supported (at character 6)");
+  EXPECT_EQ(error(R"(^\bword$)"), at + "word boundaries (\\b) are not supported (at character 3)");
+  EXPECT_EQ(error(R"(^\p{L}$)"), at + "Unicode property escapes are not supported (at character 3)");
+  EXPECT_EQ(error(R"(^\D$)"),
+            at + "\\D and \\W are not supported (regex dialects disagree on non-ASCII characters) (at character 3)");
+  EXPECT_EQ(
+      error(R"(^[^\s]$)"),
+      at + "class escapes inside a negated class are not supported (write \\S for [^\\s], and so on) (at character 3)");
+  EXPECT_EQ(error(R"(^\ud83d\ude00$)"),
+            at + "surrogate escapes are not supported (write the character itself) (at character 7)");
+  EXPECT_EQ(error(R"(^\q$)"), at + "unknown escape \"\\q\" (at character 3)");
+  EXPECT_EQ(error("^a^b$"),
+            at + "'^' is supported only at the start of the pattern or of a top-level alternative (at character 2)");
+  EXPECT_EQ(error("^a$b$"),
+            at + "'$' is supported only at the end of the pattern or of a top-level alternative (at character 2)");
+  EXPECT_EQ(error("^(a$"),
+            at + "'$' is supported only at the end of the pattern or of a top-level alternative (at character 3)");
+  EXPECT_EQ(error("^(a"), at + "missing ')' (at character 3)");
+  EXPECT_EQ(error("^a)$"), at + "unbalanced ')' (at character 2)");
+  EXPECT_EQ(error("^[ab$"), at + "unterminated character class (at character 5)");
+  EXPECT_EQ(error("^[z-a]$"), at + "range out of order in character class (at character 5)");
+  EXPECT_EQ(error("^[]$"), at + "a character class that matches no character (at character 3)");
+  EXPECT_EQ(error("^*a$"), at + "nothing to repeat before '*' (at character 1)");
+  EXPECT_EQ(error("^a**$"), at + "nothing to repeat before '*' (at character 3)");
+  EXPECT_EQ(error("^a{2,1}$"), at + "repetition {2,1} out of order (at character 7)");
+  EXPECT_EQ(error("^a{,3}$"), at + "'{' that does not start a quantifier {n}, {n,} or {n,m} (at character 3)");
+  EXPECT_EQ(error("^a{20000}$"), at + "repetition count 20000 over limits.max_repetition (10000) (at character 9)");
+  EXPECT_EQ(error("^a]$"), at + "unescaped ']' (at character 2)");
+}
+
+TEST(JsonSchemaToGbnf, BadValuesAndEmptySchemasThrow) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"type": "kaboom"})", R"(json_schema: keyword "type" at the root: unknown type "kaboom")"},
+      {R"({"type": 123})", R"(json_schema: keyword "type" at the root: must be a string or an array of strings)"},
+      {R"({"type": []})", R"(json_schema: keyword "type" at the root: must not be an empty array)"},
+      {R"({"properties": {"a": 1}})", R"(json_schema: a schema must be an object or a boolean at /properties/a)"},
+      {R"({"properties": []})", R"(json_schema: keyword "properties" at the root: must be an object)"},
+      {R"({"type": "object", "required": "a"})",
+       R"(json_schema: keyword "required" at the root: must be an array of strings)"},
+      {R"({"type": "string", "minLength": -1})",
+       R"(json_schema: keyword "minLength" at the root: must be a non-negative integer)"},
+      {R"({"type": "array", "maxItems": 1.5})",
+       R"(json_schema: keyword "maxItems" at the root: must be a non-negative integer)"},
+      {R"({"type": "integer", "minimum": "0"})", R"(json_schema: keyword "minimum" at the root: must be a number)"},
+      {R"({"enum": []})", R"(json_schema: keyword "enum" at the root: must be a non-empty array)"},
+      {R"({"anyOf": []})", R"(json_schema: keyword "anyOf" at the root: must be a non-empty array of schemas)"},
+      {R"({"allOf": {}})", R"(json_schema: keyword "allOf" at the root: must be a non-empty array of schemas)"},
+      {R"({"type": "array", "prefixItems": {"type": "string"}})",
+       R"(json_schema: keyword "prefixItems" at the root: must be an array of schemas)"},
+      {R"({"type": "object", "additionalProperties": 1})",
+       R"(json_schema: keyword "additionalProperties" at the root: must be a boolean or a schema)"},
+      {R"({"type": "string", "pattern": 1})", R"(json_schema: keyword "pattern" at the root: must be a string)"},
+      {R"({"$ref": 1})", R"(json_schema: keyword "$ref" at the root: must be a string)"},
+      {R"({"$ref": "other.json#/a"})",
+       R"(json_schema: keyword "$ref" at the root: only references inside the schema ("#/...") are supported, not "other.json#/a")"},
+      {R"({"$ref": "#/$defs/missing"})",
+       R"(json_schema: keyword "$ref" at the root: cannot resolve "#/$defs/missing")"},
+      {R"({"$ref": "#node", "$defs": {"n": {"$anchor": "node"}}})",
+       R"(json_schema: keyword "$ref" at the root: anchors ("#node") are not supported, only JSON pointers ("#/..."))"},
+      {R"({"$defs": {"x": {"$id": "http://e/x", "properties": {"y": {"$ref": "#/$defs/z"}}}}, "$ref": "#/$defs/x"})",
+       R"(json_schema: keyword "$ref" at /$defs/x/properties/y: not supported inside a subschema with its own "$id")"},
+      // Schemas no value satisfies.
+      {"false", "json_schema: the schema false (no value is valid) at the root"},
+      {R"({"type": "integer", "minimum": 5, "maximum": 4})",
+       R"(json_schema: keyword "minimum" at the root: no integer is within the bounds)"},
+      {R"({"type": "string", "minLength": 5, "maxLength": 4})",
+       R"(json_schema: keyword "minLength" at the root: greater than maxLength)"},
+      {R"({"type": "array", "minItems": 3, "maxItems": 2})",
+       R"(json_schema: keyword "minItems" at the root: greater than maxItems)"},
+      {R"({"prefixItems": [{}], "minItems": 2})",
+       R"(json_schema: keyword "minItems" at the root: more items than the tuple allows)"},
+      {R"({"type": "string", "enum": [1, 2]})",
+       R"(json_schema: keyword "enum" at the root: no value is left with "type" and "const")"},
+      {R"({"type": "object", "required": ["x"], "additionalProperties": false})",
+       R"(json_schema: keyword "required" at the root: property "x" is required but not in "properties" and additionalProperties is false)"},
+      {R"({"properties": {"a": false}, "required": ["a"]})",
+       R"(json_schema: keyword "required" at the root: property "a" is required but its schema is false)"},
+      {R"({"anyOf": [false, {"type": "integer", "minimum": 1, "maximum": 0}]})",
+       R"(json_schema: keyword "anyOf" at the root: no alternative accepts a value)"},
+      {R"({"allOf": [{"type": "string"}, {"type": "null"}]})",
+       R"(json_schema: keyword "allOf" at the root: the "type"s of its parts have no type in common)"},
+      {R"({"allOf": [{"enum": [1, 2]}, {"enum": [3]}]})",
+       R"(json_schema: keyword "allOf" at the root: no value is in every enum)"},
+      {R"({"allOf": [{"properties": {"a": {}}, "additionalProperties": false}, {"required": ["b"]}]})",
+       R"(json_schema: keyword "allOf" at the root: property "b" is required by one part and forbidden by another)"},
+      // References that never reach an object or array.
+      {R"({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})",
+       R"(json_schema: keyword "$ref" at /$defs/b: "#/$defs/a" refers back to itself without an object or array in between (it would never end))"},
+      {R"({"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "null"}]}}, "$ref": "#/$defs/a"})",
+       R"(json_schema: keyword "$ref" at /$defs/a/anyOf/0: "#/$defs/a" refers back to itself without an object or array in between (it would never end))"},
+      {R"({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/a"}, {"type": "object"}]}}, "$ref": "#/$defs/a"})",
+       R"(json_schema: keyword "$ref" at /$defs/a/allOf/0: "#/$defs/a" is part of its own conjunction)"},
+  };
+  for (const auto& [schema, message] : cases) EXPECT_EQ(error_of(schema), message) << schema;
+}
+
+TEST(JsonSchemaToGbnf, InvalidJsonThrowsNamingThePosition) {
+  EXPECT_EQ(error_of(R"({"type": "string",})"),
+            "json_schema: the schema is not valid JSON: parse error at line 1, column 19: syntax error while parsing "
+            "object key - unexpected '}'; expected string literal");
+  EXPECT_EQ(error_of("{\n  \"a\":"),
+            "json_schema: the schema is not valid JSON: parse error at line 2, column 7: syntax error while parsing "
+            "value - unexpected end of input; expected '[', '{', or a literal");
+  EXPECT_EQ(error_of(""),
+            "json_schema: the schema is not valid JSON: parse error at line 1, column 1: syntax error while parsing "
+            "value - unexpected end of input; expected '[', '{', or a literal");
+}
+
+// --- limits ---------------------------------------------------------------------
+
+// A schema nested `n` deep, from `open` and `close` around {}.
+std::string nested(size_t n, const std::string& open, const std::string& close) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s += open;
+  s += "{}";
+  for (size_t i = 0; i < n; ++i) s += close;
+  return s;
+}
+
+TEST(JsonSchemaToGbnf, DeepNestingThrowsWithoutOverflowingTheStack) {
+  constexpr size_t kDeep = 100000;
+  for (const auto& [open, close] :
+       std::vector<std::pair<std::string, std::string>>{{R"({"items": )", "}"},
+                                                        {R"({"anyOf": [)", "]}"},
+                                                        {R"({"allOf": [)", "]}"},
+                                                        {R"({"properties": {"a": )", "}}"},
+                                                        {R"({"type": "object", "additionalProperties": )", "}"},
+                                                        {R"({"prefixItems": [)", "]}"}}) {
+    const std::string message = error_of(nested(kDeep, open, close));
+    EXPECT_EQ(message.rfind("json_schema: nesting deeper than limits.max_nesting (256) at /", 0), 0u) << message;
+  }
+  // Values and patterns nest too.
+  EXPECT_EQ(error_of(R"({"const": )" + std::string(kDeep, '[') + std::string(kDeep, ']') + "}"),
+            R"(json_schema: keyword "const" at the root: a value nested deeper than limits.max_nesting (256))");
+  EXPECT_EQ(error_of(R"({"pattern": "^)" + std::string(kDeep, '(') + std::string(kDeep, ')') + R"($"})"),
+            R"(json_schema: keyword "pattern" at the root: groups nested deeper than limits.max_nesting (256) )"
+            "(at character 258)");
+  // Within the limit it converts.
+  EXPECT_EQ(check_gbnf(convert(nested(200, R"({"items": )", "}"))), "");
+}
+
+TEST(JsonSchemaToGbnf, LimitsAreTheCallers) {
+  GrammarLimits limits;
+  limits.max_nesting = 3;
+  // nested(n) has n - 1 levels below the root: its innermost items is {}.
+  EXPECT_EQ(error_of(nested(5, R"({"items": )", "}"), limits),
+            "json_schema: nesting deeper than limits.max_nesting (3) at /items/items/items/items");
+  EXPECT_EQ(check_gbnf(convert(nested(4, R"({"items": )", "}"), limits)), "");
+
+  limits = {};
+  limits.max_repetition = 5;
+  EXPECT_EQ(error_of(R"({"type": "string", "maxLength": 6})", limits),
+            R"(json_schema: keyword "maxLength" at the root: over limits.max_repetition (5))");
+  EXPECT_EQ(error_of(R"({"type": "array", "minItems": 6})", limits),
+            R"(json_schema: keyword "minItems" at the root: over limits.max_repetition (5))");
+  EXPECT_EQ(convert(R"({"type": "string", "maxLength": 5})", limits),
+            grammar({R"(root ::= "\"" char{0,5} "\"")"}, {"char"}));
+
+  limits = {};
+  limits.max_bytes = 100;
+  const size_t bytes = convert(R"({"type": "string"})").size();
+  EXPECT_EQ(error_of(R"({"type": "string"})", limits),
+            "json_schema: the grammar is " + std::to_string(bytes) + " bytes, over limits.max_bytes (100)");
+  limits = {};
+  limits.max_rules = 2;
+  EXPECT_EQ(error_of(R"({"type": "string"})", limits),
+            "json_schema: the grammar needs 3 rules, over limits.max_rules (2)");
+  limits = {};
+  limits.max_elements = 10;
+  EXPECT_EQ(error_of(R"({"anyOf": [{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}]})", limits),
+            "json_schema: the schema expands to more than limits.max_elements (10) subschemas at /anyOf/9");
+}
+
+// --- properties of every output ---------------------------------------------------
+
+TEST(JsonSchemaToGbnf, SameTextFromEveryThread) {
+  const std::string schema = R"({"type": "object", "properties": {"id": {"type": "integer", "minimum": 1},
+      "tags": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$"}, "maxItems": 8},
+      "when": {"format": "date-time"}}, "required": ["id"], "additionalProperties": {"type": "boolean"}})";
+  const std::string expected = convert(schema);
+  EXPECT_EQ(check_gbnf(expected), "");
+  std::vector<std::string> got(8);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < got.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) got[t] = convert(schema);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const std::string& g : got) EXPECT_EQ(g, expected);
+}
+
+// tests/data/grammar/schema_cases.json: every schema converts to well-formed
+// GBNF. (Whether each grammar accepts the "accept" texts and rejects the
+// others is the GBNF matcher's test.)
+TEST(JsonSchemaToGbnf, CasesConvertToWellFormedGrammars) {
+  std::ifstream in(std::string(SYNAPSE_TEST_DATA) + "/grammar/schema_cases.json");
+  ASSERT_TRUE(in) << "tests/data/grammar/schema_cases.json";
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  const nlohmann::json& cases = doc.at("cases");
+  ASSERT_GE(cases.size(), 50u);
+  std::set<std::string> names;
+  for (const nlohmann::json& c : cases) {
+    const std::string name = c.at("name");
+    EXPECT_TRUE(names.insert(name).second) << "two cases named " << name;
+    std::string g;
+    ASSERT_NO_THROW(g = convert(c.at("schema").dump())) << name;
+    EXPECT_EQ(check_gbnf(g), "") << name << "\n" << g;
+    EXPECT_FALSE(c.at("accept").empty()) << name;
+    for (const char* key : {"accept", "reject", "reject_by_convention"}) {
+      for (const nlohmann::json& t : c.at(key)) EXPECT_TRUE(t.is_string()) << name << " " << key;
+    }
+    // What must be accepted is JSON.
+    for (const nlohmann::json& t : c.at("accept")) {
+      EXPECT_TRUE(nlohmann::json::accept(t.get<std::string>())) << name << ": " << t;
+    }
+  }
+}
+
+TEST(JsonSchemaToGbnf, CheckGbnfCatchesFaults) {
+  // The checker above is itself checked.
+  EXPECT_EQ(check_gbnf("root ::= a\n"), "undefined rule a");
+  EXPECT_EQ(check_gbnf("root ::= (\"a\"\n"), "unbalanced '(' in root");
+  EXPECT_EQ(check_gbnf("root ::= * \"a\"\n"), "quantifier without an item in root");
+  EXPECT_EQ(check_gbnf("a ::= \"a\"\n"), "no root rule");
+  EXPECT_EQ(check_gbnf("root ::= [\\q]\n"), "bad escape in root at \\q]");
+  EXPECT_EQ(check_gbnf("root ::= \"a\"\nroot ::= \"b\"\n"), "rule defined twice: root");
+}
+
+}  // namespace
+}  // namespace synapse
