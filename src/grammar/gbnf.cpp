@@ -277,7 +277,8 @@ class Parser {
         case '\\':
         case '"':
         case '[':
-        case ']': return {static_cast<uint32_t>(e), pos + 2};
+        case ']':
+        case '-': return {static_cast<uint32_t>(e), pos + 2};
         default: fail(pos, std::string("unknown escape \"\\") + (e ? std::string(1, e) : std::string()) + "\"");
       }
     }

@@ -124,6 +124,10 @@ TEST(Gbnf, JsonLanguage) {
 }
 
 TEST(Gbnf, ClassesRepetitionsAndUtf8) {
+  // "\\-" is a hyphen (v0.5.0's parse_char escapes it), not a range.
+  const auto q = Grammar::parse("root ::= [a\\-c]\n");
+  EXPECT_TRUE(accepts(q, "-"));
+  EXPECT_FALSE(accepts(q, "b"));
   const auto g = Grammar::parse("root ::= [a-c]{2,3} [^a-z\\u00e9]+ . \"!\"?\n");
   EXPECT_TRUE(accepts(g, "abXY\xe6\x97\xa5"));            // . takes the 3-byte 日
   EXPECT_TRUE(accepts(g, "cccZ\xf0\x9f\x98\x80!"));        // U+1F600 in both classes' ranges
