@@ -1,10 +1,12 @@
 // Time of the grammar's token mask per step (issue 42: median <= 50 us,
 // p99 <= 1 ms on a 128k vocabulary).
 //
-//   bench_grammar_mask MODEL.gguf GRAMMAR.gbnf [--steps N] [--runs R] [--seed S] [--cold]
+//   bench_grammar_mask MODEL.gguf GRAMMAR.gbnf|SCHEMA.json|DIR [--steps N] [--runs R] [--seed S] [--cold]
 //
-// Loads only the vocabulary of MODEL, compiles the grammar, then R random
-// walks of up to N tokens: at each step the full mask is computed (timed:
+// Loads only the vocabulary of MODEL, compiles the grammar (a .json file is a
+// JSON Schema, converted first; a directory means every .json schema in it,
+// those the converter refuses counted and skipped), then R random walks of
+// up to N tokens per grammar: at each step the full mask is computed (timed:
 // GrammarMatcher::fill_mask) and a token drawn uniformly among the allowed
 // ones (EOG only when nothing else is allowed, so walks go deep). Prints the
 // vocabulary size, the steps timed, median, p90, p99 and max of the mask time,
@@ -16,12 +18,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "synapse/error.hpp"
 #include "synapse/gguf.hpp"
 #include "synapse/grammar.hpp"
 #include "synapse/tokenizer.hpp"
@@ -47,11 +51,34 @@ int main(int argc, char** argv) {
   try {
     const auto file = gguf::File::open(argv[1]);
     const Tokenizer tok = Tokenizer::from_gguf(file);
-    std::ifstream gf(argv[2]);
-    std::stringstream ss;
-    ss << gf.rdbuf();
+    auto read = [](const std::filesystem::path& p) {
+      std::ifstream f(p, std::ios::binary);
+      std::stringstream ss;
+      ss << f.rdbuf();
+      return ss.str();
+    };
+    std::vector<std::filesystem::path> inputs;
+    const std::filesystem::path arg(argv[2]);
+    if (std::filesystem::is_directory(arg)) {
+      for (const auto& e : std::filesystem::directory_iterator(arg))
+        if (e.path().extension() == ".json") inputs.push_back(e.path());
+      std::sort(inputs.begin(), inputs.end());
+    } else {
+      inputs.push_back(arg);
+    }
     const auto t0 = Clock::now();
-    const auto grammar = Grammar::parse(ss.str());
+    std::vector<std::shared_ptr<const Grammar>> grammars;
+    size_t refused = 0, n_rules = 0;
+    for (const auto& p : inputs) {
+      try {
+        const std::string text = read(p);
+        grammars.push_back(Grammar::parse(p.extension() == ".json" ? json_schema_to_gbnf(text) : text));
+        n_rules += grammars.back()->n_rules();
+      } catch (const Error& e) {
+        if (inputs.size() == 1) throw;
+        ++refused;
+      }
+    }
     const auto t1 = Clock::now();
     const int32_t n = tok.n_vocab();
     std::vector<std::string> pieces(static_cast<size_t>(n));
@@ -66,40 +93,38 @@ int main(int argc, char** argv) {
     std::vector<double> us;
     std::vector<uint64_t> mask;
     std::vector<int32_t> allowed;
-    for (int r = 0; r < runs; ++r) {
-      GrammarMatcher m(grammar, vocab);
-      std::vector<int32_t> taken;
-      for (int s = 0; s < steps; ++s) {
-        std::chrono::steady_clock::time_point a, b;
-        if (cold) {
-          GrammarMatcher fresh(grammar, vocab);
-          for (const int32_t t : taken) fresh.accept(t);
-          a = Clock::now();
-          fresh.fill_mask(mask);
-          b = Clock::now();
-        } else {
-          a = Clock::now();
-          m.fill_mask(mask);
-          b = Clock::now();
-        }
-        us.push_back(std::chrono::duration<double, std::micro>(b - a).count());
-        allowed.clear();
-        bool eog_ok = false;
-        for (int32_t t = 0; t < n; ++t)
-          if ((mask[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1) {
-            if (tok.is_eog(t)) eog_ok = true;
-            else allowed.push_back(t);
+    for (const auto& grammar : grammars) {
+      for (int r = 0; r < runs; ++r) {
+        GrammarMatcher m(grammar, vocab);
+        std::vector<int32_t> taken;
+        for (int s = 0; s < steps; ++s) {
+          std::chrono::steady_clock::time_point a, b;
+          if (cold) {
+            GrammarMatcher fresh(grammar, vocab);
+            for (const int32_t t : taken) fresh.accept(t);
+            a = Clock::now();
+            fresh.fill_mask(mask);
+            b = Clock::now();
+          } else {
+            a = Clock::now();
+            m.fill_mask(mask);
+            b = Clock::now();
           }
-        if (allowed.empty()) break;
-        (void)eog_ok;
-        taken.push_back(allowed[rng() % allowed.size()]);
-        m.accept(taken.back());
+          us.push_back(std::chrono::duration<double, std::micro>(b - a).count());
+          allowed.clear();
+          for (int32_t t = 0; t < n; ++t)
+            if (((mask[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1) && !tok.is_eog(t)) allowed.push_back(t);
+          if (allowed.empty()) break;
+          taken.push_back(allowed[rng() % allowed.size()]);
+          m.accept(taken.back());
+        }
       }
     }
+    if (us.empty()) throw Error(Errc::invalid_argument, "no grammar compiled, nothing timed");
     std::sort(us.begin(), us.end());
     auto q = [&](double f) { return us[std::min(us.size() - 1, static_cast<size_t>(f * static_cast<double>(us.size())))]; };
-    std::printf("vocabulary %d tokens; grammar %zu rules compiled in %.2f ms; trie built in %.1f ms\n", n,
-                grammar->n_rules(), std::chrono::duration<double, std::milli>(t1 - t0).count(),
+    std::printf("vocabulary %d tokens; %zu grammars (%zu rules) compiled in %.2f ms, %zu refused; trie built in %.1f ms\n",
+                n, grammars.size(), n_rules, std::chrono::duration<double, std::milli>(t1 - t0).count(), refused,
                 std::chrono::duration<double, std::milli>(t2 - t1).count());
     std::printf("mask: %zu steps, median %.1f us, p90 %.1f us, p99 %.1f us, max %.1f us\n", us.size(), q(0.5), q(0.9),
                 q(0.99), us.back());

@@ -159,10 +159,22 @@ template <size_t N>
 bool in(const std::string_view (&set)[N], std::string_view k) {
   return std::find(std::begin(set), std::end(set), k) != std::end(set);
 }
-bool is_annotation(std::string_view k) { return in(kAnnotations, k); }
+// The validation keywords of JSON Schema (drafts 4 to 2020-12) this converter
+// cannot enforce: refused by name. Any keyword outside the vocabulary
+// (OpenAPI's "nullable", "x-..." extensions, draft 4's "id", typos) is an
+// annotation, as the specification and every validator treat it: ignoring
+// it loses no constraint.
+constexpr std::string_view kUnenforceable[] = {
+    "patternProperties", "propertyNames",    "not",          "if",          "then",           "else",
+    "dependencies",      "dependentRequired", "dependentSchemas", "minProperties", "maxProperties",
+    "unevaluatedProperties", "uniqueItems",  "contains",     "minContains", "maxContains",    "additionalItems",
+    "unevaluatedItems",  "multipleOf",       "$dynamicRef",  "$recursiveRef"};
 bool is_container(std::string_view k) { return in(kContainers, k); }
 bool is_supported(std::string_view k) {
   return in(kGeneralKeys, k) || in(kObjectKeys, k) || in(kArrayKeys, k) || in(kStringKeys, k) || in(kNumberKeys, k);
+}
+bool is_annotation(std::string_view k) {
+  return in(kAnnotations, k) || (!is_container(k) && !is_supported(k) && !in(kUnenforceable, k));
 }
 
 // JSON value types as bits; "number" is kInteger | kFraction.
@@ -900,12 +912,21 @@ class Converter {
     return static_cast<size_t>(x);
   }
 
+  // date, time, date-time, uuid, email: the formats written as grammars.
+  static bool is_known_format(const Json& f) {
+    if (!f.is_string()) return false;
+    const std::string& v = f.get_ref<const std::string&>();
+    return v == "date" || v == "time" || v == "date-time" || v == "uuid" || v == "email";
+  }
+
   std::string visit_string(const Sub& sub, const std::string& name, bool exact) {
     const Json& s = *sub.s;
     const bool lengths = s.contains("minLength") || s.contains("maxLength");
     const char* length_key = s.contains("minLength") ? "minLength" : "maxLength";
+    if (s.contains("format") && !s["format"].is_string()) fail_keyword("format", sub.ptr, "must be a string");
     if (s.contains("pattern")) {
-      if (s.contains("format")) fail_keyword("format", sub.ptr, "not supported together with \"pattern\"");
+      if (s.contains("format") && is_known_format(s["format"]))
+        fail_keyword("format", sub.ptr, "not supported together with \"pattern\"");
       if (lengths) fail_keyword(length_key, sub.ptr, "not supported together with \"pattern\"");
       const Json& p = s["pattern"];
       if (!p.is_string()) fail_keyword("pattern", sub.ptr, "must be a string");
@@ -920,16 +941,14 @@ class Converter {
       if (uses_char) add_primitive("char");  // an unanchored end
       return define(name, exact, expr.empty() ? R"("\"" "\"")" : R"("\"" ()" + expr + R"() "\"")");
     }
-    if (s.contains("format")) {
+    // A format outside these five is an annotation, as JSON Schema 2020-12
+    // has every format by default (validators assert none unless asked):
+    // the value is then a plain string.
+    if (s.contains("format") && is_known_format(s["format"])) {
       if (lengths) fail_keyword(length_key, sub.ptr, "not supported together with \"format\"");
-      const Json& f = s["format"];
-      if (!f.is_string()) fail_keyword("format", sub.ptr, "must be a string");
-      const std::string format = f.get<std::string>();
+      const std::string format = s["format"].get<std::string>();
       if (format == "uuid") return use_primitive("uuid", name, exact);
-      for (const char* known : {"date", "time", "date-time", "email"})
-        if (format == known) return use_primitive(format + "-string", name, exact);
-      fail_keyword("format", sub.ptr,
-                   "unsupported format \"" + format + "\" (supported: date, time, date-time, uuid, email)");
+      return use_primitive(format + "-string", name, exact);
     }
     if (!lengths) return use_primitive("string", name, exact);
     const size_t min = s.contains("minLength") ? count(sub, "minLength") : 0;

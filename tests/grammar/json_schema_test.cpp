@@ -568,15 +568,8 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
       {R"({"type": "array", "unevaluatedItems": false})",
        R"(json_schema: unsupported keyword "unevaluatedItems" at the root)"},
       {R"({"type": "integer", "multipleOf": 2})", R"(json_schema: unsupported keyword "multipleOf" at the root)"},
-      {R"({"anyOf": [{"type": "null"}, {"$anchor": "x"}]})",
-       R"(json_schema: unsupported keyword "$anchor" at /anyOf/1)"},
       {R"({"$defs": {"a": {"$dynamicRef": "#x"}}, "$ref": "#/$defs/a"})",
        R"(json_schema: unsupported keyword "$dynamicRef" at /$defs/a)"},
-      {R"({"type": "string", "nullable": true})", R"(json_schema: unsupported keyword "nullable" at the root)"},
-      {R"({"type": "object", "properties": {"a/b~": {"type": "string", "maxlength": 3}}})",
-       R"(json_schema: unsupported keyword "maxlength" at /properties/a~1b~0)"},
-      {R"({"oneOf": [{"type": "null"}], "discriminator": {"propertyName": "x"}})",
-       R"(json_schema: unsupported keyword "discriminator" at the root)"},
       // Bounds of numbers that need not be integers.
       {R"({"type": "number", "minimum": 0})",
        R"(json_schema: keyword "minimum" at the root: supported only with "type": "integer" (bounds on other numbers are not))"},
@@ -584,11 +577,6 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(json_schema: keyword "exclusiveMaximum" at /properties/x: supported only with "type": "integer" (bounds on other numbers are not))"},
       {R"({"type": ["integer", "number"], "maximum": 9})",
        R"(json_schema: keyword "maximum" at the root: supported only with "type": "integer" (bounds on other numbers are not))"},
-      // Formats.
-      {R"({"type": "string", "format": "ipv4"})",
-       R"(json_schema: keyword "format" at the root: unsupported format "ipv4" (supported: date, time, date-time, uuid, email))"},
-      {R"({"format": "uuid4"})",
-       R"(json_schema: keyword "format" at the root: unsupported format "uuid4" (supported: date, time, date-time, uuid, email))"},
       // Combinations that cannot be enforced together.
       {R"({"type": "string", "pattern": "^a+$", "minLength": 2})",
        R"(json_schema: keyword "minLength" at the root: not supported together with "pattern")"},
@@ -845,6 +833,27 @@ TEST(JsonSchemaToGbnf, CheckGbnfCatchesFaults) {
   EXPECT_EQ(check_gbnf("a ::= \"a\"\n"), "no root rule");
   EXPECT_EQ(check_gbnf("root ::= [\\q]\n"), "bad escape in root at \\q]");
   EXPECT_EQ(check_gbnf("root ::= \"a\"\nroot ::= \"b\"\n"), "rule defined twice: root");
+}
+
+// Keywords outside JSON Schema's validation vocabulary are annotations (the
+// specification's rule, and every validator's): the grammar is the one of the
+// schema without them. So is a format other than the five written as
+// grammars (formats assert nothing by default in 2020-12).
+TEST(JsonSchema, UnknownKeywordsAndFormatsAreAnnotations) {
+  const std::pair<const char*, const char*> same[] = {
+      {R"({"type": "string", "nullable": true})", R"({"type": "string"})"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "maxlength": 3}}})",
+       R"({"type": "object", "properties": {"a": {"type": "string"}}})"},
+      {R"({"oneOf": [{"type": "null"}], "discriminator": {"propertyName": "x"}})", R"({"oneOf": [{"type": "null"}]})"},
+      {R"({"anyOf": [{"type": "null"}, {"$anchor": "x", "type": "integer"}]})",
+       R"({"anyOf": [{"type": "null"}, {"type": "integer"}]})"},
+      {R"({"id": "http://x", "type": "boolean", "x-kubernetes-list-type": "atomic", "_format": 3})",
+       R"({"type": "boolean"})"},
+      {R"({"type": "string", "format": "ipv4"})", R"({"type": "string"})"},
+      {R"({"type": "string", "format": "uri", "maxLength": 5})", R"({"type": "string", "maxLength": 5})"},
+      {R"({"type": "string", "format": "hostname", "pattern": "^a+$"})", R"({"type": "string", "pattern": "^a+$"})"},
+  };
+  for (const auto& [with, without] : same) EXPECT_EQ(json_schema_to_gbnf(with), json_schema_to_gbnf(without)) << with;
 }
 
 }  // namespace
