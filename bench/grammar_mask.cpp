@@ -1,7 +1,7 @@
 // Time of the grammar's token mask per step (issue 42: median <= 50 us,
 // p99 <= 1 ms on a 128k vocabulary).
 //
-//   bench_grammar_mask MODEL.gguf GRAMMAR.gbnf|SCHEMA.json|DIR [--steps N] [--runs R] [--seed S] [--cold]
+//   bench_grammar_mask MODEL.gguf GRAMMAR.gbnf|SCHEMA.json|DIR [--steps N] [--runs R] [--seed S] [--cold] [--why]
 //
 // Loads only the vocabulary of MODEL, compiles the grammar (a .json file is a
 // JSON Schema, converted first; a directory means every .json schema in it,
@@ -13,12 +13,14 @@
 // and the time of building the trie. A uniform draw is harder than a model's
 // choices: it visits states a model rarely reaches. --cold times each mask in
 // a fresh matcher that has replayed the walk's tokens (no mask cached, no
-// transition computed yet): the cost of a state's first visit.
+// transition computed yet): the cost of a state's first visit. --why prints
+// the refused schemas' reasons, counted (the message up to its JSON pointer).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -40,9 +42,10 @@ int main(int argc, char** argv) {
   }
   int steps = 200, runs = 20;
   unsigned seed = 1;
-  bool cold = false;
+  bool cold = false, why = false;
   for (int i = 3; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--cold")) cold = true;
+    if (!std::strcmp(argv[i], "--why")) why = true;
     if (i + 1 >= argc) break;
     if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--runs")) runs = std::atoi(argv[i + 1]);
@@ -69,6 +72,7 @@ int main(int argc, char** argv) {
     const auto t0 = Clock::now();
     std::vector<std::shared_ptr<const Grammar>> grammars;
     size_t refused = 0, n_rules = 0;
+    std::map<std::string, int> reasons;
     for (const auto& p : inputs) {
       try {
         const std::string text = read(p);
@@ -77,6 +81,12 @@ int main(int argc, char** argv) {
       } catch (const Error& e) {
         if (inputs.size() == 1) throw;
         ++refused;
+        std::string m = e.what();  // without its JSON pointer: "... at /a/b: why" -> "...: why"
+        if (const size_t at = m.find(" at "); at != std::string::npos) {
+          const size_t colon = m.find(": ", at);
+          m = m.substr(0, at) + (colon == std::string::npos ? "" : m.substr(colon));
+        }
+        ++reasons[m.substr(0, 140)];
       }
     }
     const auto t1 = Clock::now();
@@ -121,6 +131,12 @@ int main(int argc, char** argv) {
       }
     }
     if (us.empty()) throw Error(Errc::invalid_argument, "no grammar compiled, nothing timed");
+    if (why) {
+      std::vector<std::pair<int, std::string>> by;
+      for (const auto& [m, k] : reasons) by.emplace_back(k, m);
+      std::sort(by.rbegin(), by.rend());
+      for (const auto& [k, m] : by) std::printf("%6d  %s\n", k, m.c_str());
+    }
     std::sort(us.begin(), us.end());
     auto q = [&](double f) { return us[std::min(us.size() - 1, static_cast<size_t>(f * static_cast<double>(us.size())))]; };
     std::printf("vocabulary %d tokens; %zu grammars (%zu rules) compiled in %.2f ms, %zu refused; trie built in %.1f ms\n",
