@@ -43,7 +43,7 @@ struct Run {
 const std::string& grammar_text() {
   static const std::string text = [] {
     const char* path = std::getenv("GRAMMAR");
-    if (!path) return std::string();
+    if (!path || !*path) return std::string();
     std::FILE* f = std::fopen(path, "rb");
     if (!f) {
       std::fprintf(stderr, "bench_scheduler: cannot open GRAMMAR=%s\n", path);
