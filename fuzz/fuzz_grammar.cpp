@@ -51,7 +51,9 @@ void drive(const std::shared_ptr<const Grammar>& g, std::string_view steer) {
       if (bit) allowed.push_back(t);
     }
     if (allowed.empty()) return;
-    m.accept(allowed[static_cast<uint8_t>(steer[step]) % allowed.size()]);
+    const int32_t t = allowed[static_cast<uint8_t>(steer[step]) % allowed.size()];
+    m.accept(t);
+    if (t == n - 1) return;  // the end of generation: nothing follows
     if (m.is_finished() && !m.allows(n - 1)) __builtin_trap();  // finished yet no end allowed
   }
 }

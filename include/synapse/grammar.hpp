@@ -79,9 +79,14 @@ class Grammar {
 // exclusiveMaximum, format (date, time, date-time, uuid, email), uniqueItems
 // false. Annotations (title, description, examples, default, $schema, $id,
 // $comment, readOnly, writeOnly, deprecated, contentMediaType,
-// contentEncoding) are ignored as they constrain nothing.
+// contentEncoding), every keyword outside JSON Schema's vocabulary (draft 4's
+// id, OpenAPI's nullable, x-... extensions) and formats other than those five
+// are ignored, as the specification has it: they constrain nothing.
 // Throws Error(invalid_argument) naming the keyword and its JSON pointer for
-// any other keyword, a regular expression feature outside the subset, a bad
+// a validation keyword it cannot enforce (patternProperties, not, if,
+// dependencies, minProperties, uniqueItems true, contains, multipleOf, ...;
+// bounds on non-integer numbers), a regular expression feature outside the
+// subset, a bad
 // value, a schema no value satisfies, an unresolvable or remote $ref, a
 // schema that is not JSON (with its line and column), nesting deeper than
 // limits.max_nesting, a count over limits.max_repetition, a schema that
