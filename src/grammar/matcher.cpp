@@ -196,7 +196,10 @@ struct GrammarMatcher::State {
       const auto [pos, rest] = nodes[s];
       const grammar::Elem e = g->elems[pos];
       if (e.type == ElemType::kBytes) {
-        out.push_back(s);
+        // A class that matches nothing ([^\x00-\U0010FFFF]) is a dead end:
+        // dropped, so that no token leads into a state with no way on.
+        const ByteSet& b = g->byte_sets[e.value];
+        if (b.w[0] | b.w[1] | b.w[2] | b.w[3]) out.push_back(s);
         continue;
       }
       // kRuleRef (a node never points at the end of an alternative).

@@ -145,6 +145,17 @@ TEST(Gbnf, ClassesRepetitionsAndUtf8) {
   for (const char* bad : {"x-", "xxx-", "zzz-", "xy-"}) EXPECT_FALSE(accepts(h, bad)) << bad;
 }
 
+// An empty class is a dead end: a token leading only into it is not allowed
+// (found by fuzz_grammar: the matcher was left with no byte and no end).
+TEST(Gbnf, EmptyClassIsADeadEnd) {
+  const auto g = Grammar::parse("root ::= \"a\" [^\\x00-\\U0010FFFF] | \"b\"\n");
+  GrammarMatcher m(g, byte_vocab());
+  EXPECT_FALSE(m.allows('a'));
+  EXPECT_TRUE(m.allows('b'));
+  EXPECT_FALSE(accepts(g, "a"));
+  EXPECT_TRUE(accepts(g, "b"));
+}
+
 TEST(Gbnf, EndOfGenerationExactlyWhenComplete) {
   const auto g = Grammar::parse("root ::= \"ab\" | \"abcd\"\n");
   GrammarMatcher m(g, byte_vocab());
