@@ -1431,8 +1431,9 @@ std::string json_schema_to_gbnf(std::string_view schema_json, const GrammarLimit
   Json root;
   try {
     root = Json::parse(schema_json.begin(), schema_json.end());
-  } catch (const Json::parse_error& e) {
-    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." without its tag.
+  } catch (const Json::exception& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." without its tag
+    // (out_of_range.406 for a number beyond a double, such as 9999e999, too).
     std::string what = e.what();
     if (const size_t tag = what.find("] "); tag != std::string::npos) what = what.substr(tag + 2);
     throw Error(Errc::invalid_argument, "json_schema: the schema is not valid JSON: " + what);

@@ -856,5 +856,17 @@ TEST(JsonSchema, UnknownKeywordsAndFormatsAreAnnotations) {
   for (const auto& [with, without] : same) EXPECT_EQ(json_schema_to_gbnf(with), json_schema_to_gbnf(without)) << with;
 }
 
+// A number beyond a double is an Error like any malformed JSON, not
+// nlohmann's exception (found by fuzz_grammar).
+TEST(JsonSchema, NumberOverflowIsAnError) {
+  try {
+    json_schema_to_gbnf(R"({"maxLength": 9999e999})");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("json_schema: the schema is not valid JSON"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace synapse
