@@ -263,7 +263,7 @@ std::vector<synapse::ChatMessage> parse_messages(const json& body, const Request
 // reply with ("" for none), compiled once here so that a bad grammar is a 400
 // naming the field (with its line and column) before anything is queued.
 namespace {
-std::string parse_structured_output(const json& j) {
+std::string parse_structured_output(const json& j, std::string_view body) {
   const json* g = field_of(j, "grammar");
   if (g && !g->is_null() && !g->is_string()) bad("grammar", "must be a string (a GBNF grammar)", *g);
   std::string gbnf = g && g->is_string() ? g->get<std::string>() : "";
@@ -299,7 +299,23 @@ std::string parse_structured_output(const json& j) {
     throw HttpError(400, "'grammar' and '" + field + "' both constrain the reply; send one of them", field);
   if (schema) {
     if (!schema->is_object() && !schema->is_boolean()) bad(field, "must be a JSON Schema (an object)", *schema);
-    const std::string text = schema->is_object() && schema->empty() ? std::string("{\"type\":\"object\"}") : schema->dump();
+    // The schema's text in the order the client wrote its keys (properties
+    // come out in declared order, as llama-server's ordered_json keeps them):
+    // `j` is a sorted json, so the field is read again from the body.
+    std::string text;
+    if (schema == &any_object || (schema->is_object() && schema->empty())) {
+      text = "{\"type\":\"object\"}";
+    } else {
+      const nlohmann::ordered_json o = nlohmann::ordered_json::parse(body);
+      const nlohmann::ordered_json* at = &o;
+      size_t from = 0;
+      while (from <= field.size()) {
+        const size_t dot = std::min(field.find('.', from), field.size());
+        at = &at->at(field.substr(from, dot - from));
+        from = dot + 1;
+      }
+      text = at->dump();
+    }
     try {
       gbnf = synapse::json_schema_to_gbnf(text);
     } catch (const synapse::Error& e) {
@@ -408,7 +424,7 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
     if (const json* v = field_of(j, f); v && !(v->is_array() && v->empty()))
       bad(f, "is not supported by synapse serve", *v);
   // The request's grammar or schema replaces the server's (--grammar); none keeps it.
-  if (std::string g = parse_structured_output(j); !g.empty()) sp.grammar = std::move(g);
+  if (std::string g = parse_structured_output(j, body); !g.empty()) sp.grammar = std::move(g);
 
   // The prompt(s) last: every cheap check has passed before text is tokenized.
   if (route == Route::chat_completions) {

@@ -52,6 +52,8 @@ def test_response_format_json_schema_validates(srv):
         choice = r.json()["choices"][0]
         assert choice["finish_reason"] == "stop", choice
         jsonschema.validate(json.loads(choice["message"]["content"]), PERSON)
+        # Properties in the order the schema declares them (llama-server's too), not sorted.
+        assert list(json.loads(choice["message"]["content"])) == ["name", "age", "pets", "kind"], choice
 
 
 def test_json_object_and_native_json_schema(srv):
