@@ -35,6 +35,10 @@ struct GrammarLimits {
   size_t max_elements = 1u << 21;  // elements over all rules after repetitions are expanded
   size_t max_nesting = 256;        // nested parentheses (and schema nesting in the converter)
   size_t max_repetition = 10000;   // m and n of {m,n}
+  // A matcher's cached parser states (each with a 1 KiB row of transitions)
+  // before it drops its caches and keeps only the current state: bounds a
+  // long reply's memory; answers do not change.
+  size_t max_matcher_states = 1u << 16;
 };
 
 class Grammar {

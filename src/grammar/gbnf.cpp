@@ -575,6 +575,7 @@ class Parser {
     g->rule_names = std::move(names_);
     g->byte_sets = std::move(sets_);
     g->root = root;
+    g->max_matcher_states = std::max<size_t>(lim_.max_matcher_states, 2);
     return g;
   }
 

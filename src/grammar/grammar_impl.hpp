@@ -47,6 +47,7 @@ struct Grammar::Impl {
   std::vector<std::string> rule_names;  // rule id -> its name (generated rules: "name-N")
   std::vector<grammar::ByteSet> byte_sets;
   uint32_t root = 0;
+  size_t max_matcher_states = 1u << 16;  // GrammarLimits::max_matcher_states
 
   // Whether elems[i] ends an alternative.
   bool ends(uint32_t i) const {

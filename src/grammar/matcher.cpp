@@ -270,6 +270,39 @@ struct GrammarMatcher::State {
     return seen & ~bad;
   }
 
+  // Drops every table (stack nodes, states, transitions, cached masks) but
+  // what the current state needs, re-interned. The tables are caches of pure
+  // functions of the grammar, so answers do not change; this bounds a long
+  // reply's memory (each state costs a 1 KiB row of transitions).
+  void compact() {
+    std::vector<std::vector<uint32_t>> chains;  // per stack: positions from the bottom up
+    for (const uint32_t top : stacks[cur]) {
+      std::vector<uint32_t> c;
+      for (uint32_t n = top; n != 0; n = nodes[n].second) c.push_back(nodes[n].first);
+      std::reverse(c.begin(), c.end());
+      chains.push_back(std::move(c));
+    }
+    nodes.assign(1, {0, 0});
+    node_ids.clear();
+    stacks.assign(1, {});
+    allowed.assign(1, ByteSet{});
+    accepting.assign(1, 0);
+    trans.assign(256, -1);
+    loops.assign(1, 0);
+    state_ids.clear();
+    mask_cache.clear();
+    mask_cache_words = 0;
+    stamp.clear();
+    std::vector<uint32_t> set;
+    for (const auto& c : chains) {
+      uint32_t n = 0;
+      for (const uint32_t pos : c) n = node(pos, n);
+      set.push_back(n);
+    }
+    std::sort(set.begin(), set.end());
+    cur = intern(set);
+  }
+
   // The state after token id's bytes; 0 when some byte is refused.
   uint32_t after(int32_t id) {
     uint32_t s = cur;
@@ -335,6 +368,7 @@ void GrammarMatcher::accept(int32_t id) {
   if (next == 0)
     throw Error(Errc::invalid_argument, "grammar: token " + std::to_string(id) + " does not fit the grammar here");
   s.cur = next;
+  if (s.stacks.size() > s.g->max_matcher_states) s.compact();
 }
 
 void GrammarMatcher::fill_mask(std::vector<uint64_t>& words) {

@@ -200,5 +200,38 @@ TEST(Gbnf, MaskEqualsTokenByTokenChecks) {
   }
 }
 
+// A matcher that drops its caches every few states answers exactly as one
+// that keeps them (they are caches of pure functions of the grammar).
+TEST(Gbnf, CompactedMatcherAnswersTheSame) {
+  const std::string text = read_file(std::string(SYNAPSE_TEST_DATA) + "/grammar/gbnf/json.gbnf");
+  GrammarLimits tight;
+  tight.max_matcher_states = 4;
+  const auto keep = Grammar::parse(text);
+  const auto drop = Grammar::parse(text, "root", tight);
+  std::vector<std::string> pieces = {"{\"", "\": ", "\"", "[", "]", "}", ", ", "1", "ab", "\xc3\xa9", " ", "\n"};
+  std::vector<bool> eog(pieces.size() + 1, false);
+  pieces.emplace_back("");
+  eog.back() = true;
+  auto vocab = std::make_shared<TokenVocabulary>(pieces, eog);
+  std::mt19937 rng(11);
+  for (int run = 0; run < 10; ++run) {
+    GrammarMatcher a(keep, vocab), b(drop, vocab);
+    for (int step = 0; step < 60; ++step) {
+      std::vector<uint64_t> ma, mb;
+      a.fill_mask(ma);
+      b.fill_mask(mb);
+      ASSERT_EQ(ma, mb) << "run " << run << " step " << step;
+      std::vector<int32_t> allowed;
+      for (int32_t t = 0; t + 1 < static_cast<int32_t>(pieces.size()); ++t)
+        if ((ma[0] >> t) & 1) allowed.push_back(t);
+      if (allowed.empty()) break;
+      const int32_t t = allowed[rng() % allowed.size()];
+      a.accept(t);
+      b.accept(t);
+      ASSERT_EQ(a.is_complete(), b.is_complete());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace synapse
