@@ -212,6 +212,21 @@ def post(server, path, body, timeout):
 
 # --- validation ---------------------------------------------------------------
 
+class DuplicateKey(Exception):
+    pass
+
+
+def no_duplicate_keys(pairs):
+    """json.loads keeps the last of repeated names; a schema sees one value
+    where the reply had two, so a repeated name is counted as invalid."""
+    seen = {}
+    for k, v in pairs:
+        if k in seen:
+            raise DuplicateKey(f"duplicate key {k!r} in an object")
+        seen[k] = v
+    return seen
+
+
 def _refuse_remote(uri):
     raise jsonschema.RefResolutionError(f"remote $ref not fetched: {uri}")
 
@@ -228,7 +243,8 @@ def validate(schema, doc):
     out = []
     for fc in (None, cls.FORMAT_CHECKER):
         try:
-            resolver = jsonschema.RefResolver.from_schema(schema, handlers=handlers) if isinstance(schema, dict) else None
+            resolver = (jsonschema.RefResolver.from_schema(schema, id_of=cls.ID_OF, handlers=handlers)
+                        if isinstance(schema, dict) else None)
             v = cls(schema, resolver=resolver, format_checker=fc) if resolver else cls(schema, format_checker=fc)
             err = jsonschema.exceptions.best_match(v.iter_errors(doc))
             if err is None:
@@ -327,7 +343,10 @@ def generation_pass(server, data_dir, sample, args, progress):
                         rec["error"] = f"finish_reason {rec['finish_reason']!r}"
                     else:
                         try:
-                            doc = json.loads(content)
+                            doc = json.loads(content, object_pairs_hook=no_duplicate_keys)
+                        except DuplicateKey as e:
+                            rec["status"] = "invalid"
+                            rec["error"] = str(e)[:500]
                         except ValueError as e:
                             rec["status"] = "not_json"
                             rec["error"] = str(e)[:500]
@@ -392,6 +411,7 @@ def markdown_table(engine, corpus, res):
 def normalize_error(msg):
     """Groups refusal messages: quoted names, numbers and long tails elided."""
     m = " ".join(l.strip() for l in msg.strip().splitlines()) or "(empty)"
+    m = re.sub(r",? got .*$", ", got …", m)
     m = re.sub(r"#/\S*", "#/…", m)
     m = re.sub(r'"[^"]{0,200}"', '"…"', m)
     m = re.sub(r"'[^']{0,200}'", "'…'", m)
