@@ -31,6 +31,7 @@ import datetime
 import json
 import os
 import random
+import shlex
 import re
 import signal
 import socket
@@ -81,8 +82,9 @@ class Server:
     """One engine's server process, started under nice, its stderr kept in a
     log file. start() returns once /health answers 200."""
 
-    def __init__(self, engine, binary, model, nice, log_dir, startup_timeout=300):
+    def __init__(self, engine, binary, model, nice, log_dir, extra_args=(), startup_timeout=300):
         self.engine, self.binary, self.model, self.nice = engine, binary, model, nice
+        self.extra_args = list(extra_args)
         self.log_path = os.path.join(log_dir, f"{engine}.log")
         self.startup_timeout = startup_timeout
         self.proc = None
@@ -101,6 +103,7 @@ class Server:
             port = free_port()
             cmd = [self.binary, "-m", self.model, "--port", str(port), "-np", "2", "-c", "8192"]
             self.url = f"http://127.0.0.1:{port}"
+        cmd += self.extra_args
         self.cmd = cmd
         self.proc = subprocess.Popen(prefix + cmd, stdout=log, stderr=subprocess.PIPE,
                                      start_new_session=True)
@@ -488,6 +491,9 @@ def main():
     ap.add_argument("--llama-server", default="/work/ref/llama-build/bin/llama-server", help="llama-server binary")
     ap.add_argument("--model", required=True, help="GGUF model")
     ap.add_argument("--data", required=True, help="jsonschemabench's data/ directory (one folder per set)")
+    ap.add_argument("--synapse-args", default="", help="more arguments for synapse serve")
+    ap.add_argument("--llama-server-args", default="",
+                    help="more arguments for llama-server (e.g. --no-jinja: see docs/STRUCTURED_OUTPUT.md)")
     ap.add_argument("--engines", default="synapse,llama-server", help="comma-separated: synapse,llama-server")
     ap.add_argument("--gen-engines", help="engines of the generation pass (default: --engines); "
                     "the sample is drawn from what every engine in the results compiled, loaded ones included")
@@ -507,6 +513,8 @@ def main():
     ap.add_argument("--top-reasons", type=int, default=15)
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
+    # SIGTERM unwinds like Ctrl-C, so that the server of the moment is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     engines = [e for e in args.engines.split(",") if e]
     gen_engines = [e for e in args.gen_engines.split(",") if e] if args.gen_engines is not None else engines
@@ -514,6 +522,7 @@ def main():
         if e not in ENGINES:
             ap.error(f"--engines: unknown engine {e!r} (known: {', '.join(ENGINES)})")
     binaries = {"synapse": args.synapse, "llama-server": args.llama_server}
+    extra = {"synapse": shlex.split(args.synapse_args), "llama-server": shlex.split(args.llama_server_args)}
     corpus = load_corpus(args.data, args.per_folder, args.seed)
     if args.folders:
         want = args.folders.split(",")
@@ -544,7 +553,7 @@ def main():
 
     for e in engines:
         meta["versions"][e] = version_of(e, binaries[e])
-        srv = Server(e, binaries[e], args.model, args.nice, log_dir)
+        srv = Server(e, binaries[e], args.model, args.nice, log_dir, extra[e])
         srv.start()
         meta["commands"][e] = " ".join(srv.cmd)
         t0 = time.time()
@@ -561,7 +570,7 @@ def main():
         for e in gen_engines:
             if e not in meta["versions"]:
                 meta["versions"][e] = version_of(e, binaries[e])
-            srv = Server(e, binaries[e], args.model, args.nice, log_dir)
+            srv = Server(e, binaries[e], args.model, args.nice, log_dir, extra[e])
             srv.start()
             meta["commands"].setdefault(e, " ".join(srv.cmd))
             results.setdefault(e, {"compile": {}})
