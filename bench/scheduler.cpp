@@ -10,7 +10,8 @@
 //   TOKENS 0: the decode step costs only; -1: and steps of N decode rows with
 //   0-240 prompt rows beside them; -LEN: and prefill steps of N prompts of LEN
 //   tokens in one batch against one alone. Env REPS: decode steps timed per
-//   size (default 9; more to profile them with perf record).
+//   size (default 9; more to profile them with perf record). Env GRAMMAR=FILE:
+//   every request constrained by that GBNF grammar.
 //
 // Run it alone on the machine (flock /work/bench.lock ...): every number is
 // wall-clock time.
@@ -37,6 +38,26 @@ struct Run {
   std::vector<double> ttft_ms;
 };
 
+// Env GRAMMAR=FILE: every request is constrained by that GBNF grammar (the
+// cost of the token mask in a serving step; issue 42). Read once.
+const std::string& grammar_text() {
+  static const std::string text = [] {
+    const char* path = std::getenv("GRAMMAR");
+    if (!path) return std::string();
+    std::FILE* f = std::fopen(path, "rb");
+    if (!f) {
+      std::fprintf(stderr, "bench_scheduler: cannot open GRAMMAR=%s\n", path);
+      std::exit(2);
+    }
+    std::string t;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) t.append(buf, n);
+    std::fclose(f);
+    return t;
+  }();
+  return text;
+}
+
 Run serve(synapse::Scheduler& s, int n, int n_tokens) {
   std::mutex mu;
   std::condition_variable cv;
@@ -52,6 +73,7 @@ Run serve(synapse::Scheduler& s, int n, int n_tokens) {
     r.params.max_tokens = n_tokens;
     r.params.ignore_eos = true;
     r.params.sampling.seed = static_cast<uint32_t>(i);
+    r.params.sampling.grammar = grammar_text();
     r.on_token = [&, i, first = true](const synapse::GeneratedToken&) mutable {
       if (first) run.ttft_ms[static_cast<size_t>(i)] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       first = false;

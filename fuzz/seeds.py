@@ -13,6 +13,9 @@ template model as is, with each alignment choice, and a few edits.
 fuzz_tokenizer: every distinct text of tests/data/tokenizer/cases.
 fuzz_request: a route byte (0 chat, 1 completions, 2 /completion) and a body:
 valid requests using every field, and the public attack inputs (issue 27).
+fuzz_grammar: a mode byte (even GBNF, odd JSON Schema) and text: llama.cpp's
+grammars of tests/data/grammar/gbnf and the schemas of
+tests/data/grammar/schema_cases.json.
 """
 import base64, glob, hashlib, json, os, struct, sys
 
@@ -143,6 +146,18 @@ def request_seeds(out):
     put(d, b'\x01{"prompt": ' + b'[' * 100 + b']' * 100 + b'}')
 
 
+def grammar_seeds(out):
+    d = os.path.join(out, 'fuzz_grammar')
+    for p in sorted(glob.glob(os.path.join(DATA, 'grammar', 'gbnf', '*.gbnf'))):
+        put(d, b'\x00' + open(p, 'rb').read())
+    cases = os.path.join(DATA, 'grammar', 'schema_cases.json')
+    if os.path.exists(cases):
+        for c in json.load(open(cases)):
+            if isinstance(c, dict) and 'schema' in c:
+                put(d, b'\x01' + json.dumps(c['schema']).encode())
+    put(d, b'\x00root ::= ' + b'(' * 300 + b'"a"' + b')' * 300 + b'\n')
+
+
 def esc(b):
     return ''.join(chr(c) if 32 <= c < 127 and chr(c) not in '"\\' else '\\x%02x' % c for c in b)
 
@@ -176,5 +191,6 @@ if __name__ == '__main__':
         metadata_seeds(sys.argv[1])
         tokenizer_seeds(sys.argv[1])
         request_seeds(sys.argv[1])
+        grammar_seeds(sys.argv[1])
     else:
         sys.exit(__doc__)

@@ -6,7 +6,7 @@ pkgs=(cmake g++ make pkg-config git python3
       libgtest-dev libgmock-dev libbenchmark-dev
       libpcre2-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
       python3-dev python3-pybind11 pybind11-dev python3-numpy python3-jinja2 python3-pytest
-      python3-venv python3-pip python3-setuptools python3-wheel python3-requests)
+      python3-venv python3-pip python3-setuptools python3-wheel python3-requests python3-jsonschema)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

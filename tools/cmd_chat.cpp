@@ -60,6 +60,7 @@ int run(const ChatArgs& a) {
 
   GenerationParams gp;
   gp.max_tokens = a.n_predict;
+  gp.sampling.grammar = a.sp.grammar;  // each reply is constrained afresh (the shared sampler carries RNG and penalties)
   gp.ignore_eos = a.ignore_eos;
   // Every reply ends with an end-of-turn token in the cache (the one the
   // model stopped at, or the vocabulary's when -n or Ctrl-C cut it short), so

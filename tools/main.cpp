@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
       synapse::tools::add_perplexity);
   add("quantize", "requantize a GGUF file's weights (llama-quantize's types and mixes)", synapse::tools::add_quantize);
   add("serve", "OpenAI- and llama-server-compatible HTTP server", synapse::tools::add_serve);
-  // llama.cpp spells a few long options with one dash (-sys, -cnv, -ub, -np, -to);
+  // llama.cpp spells a few long options with one dash (-sys, -cnv, -ub, -np, -to, -jf);
   // CLI11 takes one-dash names as single letters, so they are rewritten to
   // their long forms first.
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
     else if (a == "-ub") a = "--ubatch-size";
     else if (a == "-np") a = "--parallel";
     else if (a == "-to") a = "--timeout";
+    else if (a == "-jf") a = "--json-schema-file";
   }
   std::reverse(args.begin(), args.end());  // CLI11 takes the arguments in reverse order
   try {

@@ -2,22 +2,28 @@
 // for any subcommand that samples (run, chat, serve).
 #pragma once
 
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
-#include "synapse/sampling.hpp"
 #include "synapse/error.hpp"
+#include "synapse/grammar.hpp"
+#include "synapse/sampling.hpp"
 
 namespace synapse::tools {
 
 // Registers --temp --top-k --top-p --min-p --typical --repeat-penalty
 // --repeat-last-n --presence-penalty --frequency-penalty -l/--logit-bias
-// -s/--seed on `app`, writing into `sp` (which must outlive parsing). Each
-// --logit-bias TOKEN(+|-)BIAS is parsed when given; a malformed one fails the
-// parse with synapse::parse_logit_bias's message.
+// -s/--seed --grammar --grammar-file -j/--json-schema -jf/--json-schema-file
+// on `app`, writing into `sp` (which must outlive parsing). Each --logit-bias
+// TOKEN(+|-)BIAS is parsed when given; a malformed one fails the parse with
+// synapse::parse_logit_bias's message. A grammar or schema is compiled when
+// given, so a bad one fails the parse naming its line and column (or the
+// schema keyword); the last of the four flags given wins, as in llama.cpp.
 inline void add_sampler_flags(CLI::App& app, synapse::SamplerParams& sp) {
   app.add_option("--temp", sp.temp, "temperature; <= 0 = greedy (default 0.8)");
   app.add_option("--top-k", sp.top_k, "top-k sampling (default 40, 0 = off)");
@@ -43,6 +49,37 @@ inline void add_sampler_flags(CLI::App& app, synapse::SamplerParams& sp) {
          "modify a token's likelihood, TOKEN_ID(+|-)BIAS, e.g. 15043+1 or 15043-inf (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  auto set_grammar = [&sp](const std::string& flag, const std::string& text, bool schema) {
+    try {
+      sp.grammar = schema ? synapse::json_schema_to_gbnf(text) : text;
+      synapse::Grammar::parse(sp.grammar);
+    } catch (const Error& e) {
+      throw CLI::ValidationError(flag, e.what());
+    }
+  };
+  auto read_text = [](const std::string& flag, const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw CLI::ValidationError(flag, "cannot open '" + path + "'");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  app.add_option_function<std::string>(
+      "--grammar", [set_grammar](const std::string& v) { set_grammar("--grammar", v, false); },
+      "BNF-like grammar (llama.cpp's GBNF) to constrain generations");
+  app.add_option_function<std::string>(
+      "--grammar-file",
+      [set_grammar, read_text](const std::string& v) { set_grammar("--grammar-file", read_text("--grammar-file", v), false); },
+      "file to read the grammar from");
+  app.add_option_function<std::string>(
+      "-j,--json-schema", [set_grammar](const std::string& v) { set_grammar("--json-schema", v, true); },
+      "JSON Schema to constrain generations, e.g. '{\"type\": \"object\"}' for any JSON object");
+  app.add_option_function<std::string>(
+      "--json-schema-file",
+      [set_grammar, read_text](const std::string& v) {
+        set_grammar("--json-schema-file", read_text("--json-schema-file", v), true);
+      },
+      "file containing a JSON Schema to constrain generations (-jf)");
   // llama.cpp reads the seed with stoul, so -1 wraps to LLAMA_DEFAULT_SEED:
   // a random seed. Other negative values are refused.
   app.add_option_function<long long>(

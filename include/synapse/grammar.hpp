@@ -61,18 +61,32 @@ class Grammar {
   std::unique_ptr<Impl> impl_;
 };
 
-// Converts a JSON Schema (a JSON text) into GBNF whose root rule accepts
-// exactly the JSON values the schema accepts, with llama.cpp's whitespace
-// rule between tokens. Keywords: type (and unions), properties, required,
-// additionalProperties, items, prefixItems, minItems, maxItems, enum, const,
-// anyOf, oneOf, allOf, $ref/$defs/definitions (recursion included), pattern
-// (the regex subset llama.cpp's converter takes), minLength, maxLength,
-// integer minimum/maximum/exclusiveMinimum/exclusiveMaximum, format (date,
-// time, date-time, uuid, email). Annotations (title, description, examples,
-// default, $schema, $id, $comment) are ignored as they constrain nothing.
-// Throws Error(invalid_argument) naming the keyword and its JSON pointer for a
-// keyword it cannot enforce, a bad value, an unresolvable $ref or nesting
-// deeper than limits.max_nesting. Thread-safe.
+// Converts a JSON Schema (a JSON text) into GBNF whose root rule accepts the
+// JSON values the schema accepts, with llama.cpp's whitespace rule between
+// tokens and its conventions, which narrow it (a reply is always valid):
+// properties in declared order (required ones first), none beyond the
+// declared ones unless additionalProperties is given, prefixItems as a tuple
+// of all its items unless minItems or items say otherwise, numbers of at most
+// 16 integral digits, enum values in compact form. One exception widens it:
+// oneOf is read as anyOf (as llama.cpp does).
+// Keywords: type (and unions), properties, required, additionalProperties,
+// items, prefixItems, minItems, maxItems, enum, const, anyOf, oneOf, allOf
+// (objects merged, enums intersected, over anyOf distributed), $ref to
+// "#/..." ($defs, definitions; recursion included; siblings are a
+// conjunction), pattern (ECMA-262 where Python's re reads it the same:
+// literals, escapes, classes, \d \w \s \S, ., groups, |, ? * + {m,n}),
+// minLength, maxLength, integer minimum/maximum/exclusiveMinimum/
+// exclusiveMaximum, format (date, time, date-time, uuid, email), uniqueItems
+// false. Annotations (title, description, examples, default, $schema, $id,
+// $comment, readOnly, writeOnly, deprecated, contentMediaType,
+// contentEncoding) are ignored as they constrain nothing.
+// Throws Error(invalid_argument) naming the keyword and its JSON pointer for
+// any other keyword, a regular expression feature outside the subset, a bad
+// value, a schema no value satisfies, an unresolvable or remote $ref, a
+// schema that is not JSON (with its line and column), nesting deeper than
+// limits.max_nesting, a count over limits.max_repetition, a schema that
+// expands to more than limits.max_elements subschemas, or a grammar over
+// limits.max_rules or limits.max_bytes. Thread-safe.
 std::string json_schema_to_gbnf(std::string_view schema_json, const GrammarLimits& limits = {});
 
 // The bytes of every token of a vocabulary, as the matcher sees them, in a

@@ -56,4 +56,8 @@ void register_errors(pybind11::module_& m);
 // batched scheduler (generation.cpp).
 void bind_generation(pybind11::module_& m);
 
+// Grammars: GBNF checked by the library's parser, JSON Schema converted to
+// GBNF (grammar.cpp).
+void bind_grammar(pybind11::module_& m);
+
 }  // namespace synapse::python

@@ -282,7 +282,8 @@ void bind_generation(py::module_& m) {
       .def_readwrite("top_p", &SamplerParams::top_p)
       .def_readwrite("min_p", &SamplerParams::min_p)
       .def_readwrite("temp", &SamplerParams::temp)
-      .def_readwrite("logit_bias", &SamplerParams::logit_bias);
+      .def_readwrite("logit_bias", &SamplerParams::logit_bias)
+      .def_readwrite("grammar", &SamplerParams::grammar, "GBNF text the reply must match (rule root); '': none");
 
   py::class_<GenerationParams>(m, "GenerationParams", "One reply's settings (synapse/generation.hpp).")
       .def(py::init<>())

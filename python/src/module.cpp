@@ -194,4 +194,5 @@ PYBIND11_MODULE(_synapse, m) {
       "The prompt text of the template tokenize_chat uses.");
 
   bind_generation(m);
+  bind_grammar(m);
 }

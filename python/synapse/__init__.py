@@ -8,9 +8,11 @@
 Everything runs in the C++ library (synapse._synapse, pybind11 bindings over
 include/synapse/): tokenizer, forward pass, sampler chain, stop strings and
 the generation loop (synapse/generation.hpp) and its batched scheduler
-(synapse/scheduler.hpp). This module only shapes arguments and results the
-way llama-cpp-python does (OpenAI completion / chat-completion dictionaries),
-and renders Jinja chat templates (chat_format="jinja") with Jinja2.
+(synapse/scheduler.hpp), grammars and the JSON Schema converter
+(synapse/grammar.hpp). This module only shapes arguments and results the way
+llama-cpp-python does (OpenAI completion / chat-completion dictionaries,
+LlamaGrammar, response_format), and renders Jinja chat templates
+(chat_format="jinja") with Jinja2.
 
 Errors: every failure of the library is a `synapse.Error`; each category is
 also the built-in exception Python code expects (FileNotFoundError for a
@@ -23,6 +25,7 @@ leaves the Llama object usable.
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -42,9 +45,10 @@ from ._synapse import (  # noqa: F401  (re-exported)
     UnsupportedError,
 )
 from .chat import Jinja2ChatFormatter
+from .llama_grammar import LlamaGrammar
 
 __all__ = [
-    "Llama", "Jinja2ChatFormatter", "LLAMA_DEFAULT_SEED", "Error", "FileError", "ModelNotFoundError",
+    "Llama", "LlamaGrammar", "Jinja2ChatFormatter", "LLAMA_DEFAULT_SEED", "Error", "FileError", "ModelNotFoundError",
     "FormatError", "UnsupportedError", "InvalidArgumentError", "OutOfRangeError",
 ]
 
@@ -70,6 +74,50 @@ def _refuse_unsupported(where: str, kwargs: Dict[str, Any]) -> None:
     for name, value in kwargs.items():
         if name not in _HARMLESS and value not in (None, False, 0, [], {}):
             raise _bad(f"{where}: {name}={value!r} is not supported by synapse")
+
+
+def _grammar_text(grammar: Union[LlamaGrammar, str, None]) -> str:
+    """The GBNF text of a `grammar=` argument: a LlamaGrammar, GBNF text
+    (checked here, as LlamaGrammar.from_string would), or None / "" for none."""
+    if grammar is None or isinstance(grammar, str) and not grammar:
+        return ""
+    if isinstance(grammar, str):
+        grammar = LlamaGrammar.from_string(grammar)
+    if not isinstance(grammar, LlamaGrammar):
+        raise TypeError(f"grammar: expected a LlamaGrammar or GBNF text (str), got {type(grammar).__name__}")
+    return grammar.grammar
+
+
+def _response_format_schema(response_format: Optional[Dict[str, Any]]):
+    """The JSON Schema a chat `response_format` asks for, as (field, schema),
+    or None for plain text. llama-server's forms: {"type": "text"};
+    {"type": "json_object"} with an optional "schema" (llama-cpp-python's
+    form); {"type": "json_schema", "json_schema": {"schema": ..., "strict":
+    ...}} (OpenAI's; enforced, strict or not). An absent or empty schema is
+    {"type": "object"}: any JSON object."""
+    if response_format is None:
+        return None
+    if not isinstance(response_format, dict):
+        raise _bad(f"response_format = {response_format!r}: must be a dict such as {{'type': 'json_object'}}")
+    kind = response_format.get("type", "text")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        field, schema = "response_format.schema", response_format.get("schema")
+    elif kind == "json_schema":
+        inner = response_format.get("json_schema")
+        if not isinstance(inner, dict):
+            raise _bad(f"response_format.json_schema = {inner!r}: must be a dict with a 'schema'")
+        if not isinstance(inner.get("strict", False), bool):
+            raise _bad(f"response_format.json_schema.strict = {inner['strict']!r}: must be a bool")
+        field, schema = "response_format.json_schema.schema", inner.get("schema")
+    else:
+        raise _bad(f"response_format.type = {kind!r}: must be one of 'text', 'json_object', 'json_schema'")
+    if schema is None or schema == {}:
+        schema = {"type": "object"}
+    if not isinstance(schema, (dict, bool)):
+        raise _bad(f"{field} = {schema!r}: must be a JSON Schema (a dict)")
+    return field, schema
 
 
 class Llama:
@@ -258,6 +306,7 @@ class Llama:
         seed: Optional[int] = None,
         logit_bias: Optional[Dict[int, float]] = None,
         model: Optional[str] = None,
+        grammar: Optional[Union[LlamaGrammar, str]] = None,
         **kwargs: Any,
     ):
         """Generates a continuation of `prompt` (text, or token ids) with the
@@ -268,14 +317,19 @@ class Llama:
         to the whole text (the last chunk carries finish_reason "stop" or
         "length"). max_tokens None or <= 0: until the end of the context.
         temperature 0 is greedy. logprobs=N also reports each token's
-        log-probability and its N most likely alternatives. The prompt's
-        common prefix with the previous call's tokens is not recomputed."""
+        log-probability and its N most likely alternatives. grammar (a
+        LlamaGrammar, or GBNF text) lets only tokens that keep the text a
+        prefix of a sentence of the grammar be drawn; end of generation only
+        once it is a sentence, and then, when nothing can follow, it is the
+        only choice (finish_reason "stop"). The prompt's common prefix with
+        the previous call's tokens is not recomputed."""
         if suffix is not None:
             raise _bad("suffix: fill-in-the-middle is not supported")
         _refuse_unsupported("create_completion", kwargs)
         ids = self._prompt_ids(prompt)
         params = self._params(max_tokens, temperature, top_p, min_p, typical_p, logprobs, stop,
-                              frequency_penalty, presence_penalty, repeat_penalty, top_k, seed, logit_bias)
+                              frequency_penalty, presence_penalty, repeat_penalty, top_k, seed, logit_bias,
+                              _grammar_text(grammar))
         text_prompt = prompt if isinstance(prompt, str) else self.detokenize(ids).decode("utf-8", "ignore")
         meta = _Meta("cmpl-", model or self.model_path)
         if stream:
@@ -297,7 +351,8 @@ class Llama:
         completion dict each would get from create_completion alone: the same
         tokens and text byte for byte (each row of a batch computes what it
         would alone). Takes create_completion's arguments except stream,
-        suffix and echo; seed=None gives each prompt the Llama's seed."""
+        suffix and echo (a grammar constrains every prompt's reply);
+        seed=None gives each prompt the Llama's seed."""
         for bad in ("stream", "suffix", "echo"):
             if kwargs.get(bad):
                 raise _bad(f"create_completions: {bad} is not supported")
@@ -305,6 +360,7 @@ class Llama:
         model = kwargs.pop("model", None)
         _refuse_unsupported("create_completions", {k: v for k, v in kwargs.items() if k not in _COMPLETION_DEFAULTS})
         want_logprobs = kwargs.get("logprobs")
+        kwargs["grammar"] = _grammar_text(kwargs.get("grammar"))
         params = self._params(**{**_COMPLETION_DEFAULTS, **kwargs})
         ids = [self._prompt_ids(p) for p in prompts]
         results = self._batch_runner(len(ids)).run(ids, [params] * len(ids)) if ids else []
@@ -340,6 +396,8 @@ class Llama:
         logit_bias: Optional[Dict[int, float]] = None,
         logprobs: Optional[bool] = None,
         top_logprobs: Optional[int] = None,
+        response_format: Optional[Dict[str, Any]] = None,
+        grammar: Optional[Union[LlamaGrammar, str]] = None,
         **kwargs: Any,
     ):
         """Formats `messages` ([{"role", "content"}, ...]) with the chat template
@@ -349,15 +407,33 @@ class Llama:
         "content"}, "logprobs", "finish_reason"}], "usage"}), or with
         stream=True an iterator of "chat.completion.chunk" dicts (the first
         delta {"role": "assistant"}, then {"content": ...}, the last {} with
-        finish_reason)."""
+        finish_reason).
+
+        Structured output: grammar (a LlamaGrammar, or GBNF text) constrains
+        the reply as in create_completion; response_format {"type":
+        "json_object"} (optionally with "schema": a JSON Schema) or {"type":
+        "json_schema", "json_schema": {"schema": ...}} makes it a JSON value
+        the schema accepts (no schema: any JSON object), {"type": "text"} or
+        None leaves it free. Another type, a bad schema, or both grammar and a
+        JSON response_format is an InvalidArgumentError (a ValueError)."""
         _refuse_unsupported("create_chat_completion", kwargs)
+        gbnf = _grammar_text(grammar)
+        wanted = _response_format_schema(response_format)
+        if wanted is not None:
+            field, schema = wanted
+            if gbnf:
+                raise _bad(f"create_chat_completion: grammar and {field} both constrain the reply; pass one of them")
+            try:
+                gbnf = _synapse.json_schema_to_gbnf(json.dumps(schema))
+            except Error as e:  # the converter's message names the keyword and its JSON pointer
+                raise type(e)(f"{field}: {e}") from e
         ids, extra_stop = self._chat_prompt(messages)
         if isinstance(stop, str):
             stop = [stop]
         n_probs = (top_logprobs or 0) if logprobs else None
         params = self._params(max_tokens, temperature, top_p, min_p, typical_p, n_probs,
                               list(stop or []) + extra_stop, frequency_penalty, presence_penalty,
-                              repeat_penalty, top_k, seed, logit_bias)
+                              repeat_penalty, top_k, seed, logit_bias, gbnf)
         meta = _Meta("chatcmpl-", model or self.model_path)
         if stream:
             return self._stream_chat(ids, params, meta, n_probs)
@@ -416,7 +492,8 @@ class Llama:
         return _synapse.tokenize_chat(self._model, self.chat_format, pairs, True), []
 
     def _params(self, max_tokens, temperature, top_p, min_p, typical_p, logprobs, stop, frequency_penalty,
-                presence_penalty, repeat_penalty, top_k, seed, logit_bias) -> "_synapse.GenerationParams":
+                presence_penalty, repeat_penalty, top_k, seed, logit_bias,
+                grammar: str = "") -> "_synapse.GenerationParams":
         s = _synapse.SamplerParams()
         s.seed = self._seed if seed is None else seed
         if not 0 <= s.seed <= 0xFFFFFFFF:
@@ -431,6 +508,7 @@ class Llama:
                     raise OutOfRangeError(f"logit_bias: token {tok} outside the vocabulary [0, {self.n_vocab()})")
                 biases.append(_synapse.LogitBias(tok, float(bias)))
             s.logit_bias = biases
+        s.grammar = grammar  # GBNF text (_grammar_text); "": none
         p = _synapse.GenerationParams()
         p.sampling = s
         p.max_tokens = -1 if max_tokens is None or max_tokens <= 0 else int(max_tokens)
@@ -570,7 +648,7 @@ class Llama:
 
 _COMPLETION_DEFAULTS = dict(max_tokens=16, temperature=0.8, top_p=0.95, min_p=0.05, typical_p=1.0, logprobs=None,
                             stop=[], frequency_penalty=0.0, presence_penalty=0.0, repeat_penalty=1.0, top_k=40,
-                            seed=None, logit_bias=None)
+                            seed=None, logit_bias=None, grammar=None)
 
 
 class _Meta:

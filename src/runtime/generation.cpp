@@ -72,6 +72,7 @@ struct Generation::State {
   token_id last = -1;
   std::optional<GrammarMatcher> grammar;  // p.sampling.grammar, when set
   std::vector<uint64_t> mask;
+  std::vector<token_id> eog_ids;  // filled on first need (ignore_eos with a grammar)
 
   State(const Tokenizer& t, GenerationParams params)
       : tok(t), p(std::move(params)), sampler(nullptr), stopper(t, {p.max_tokens, p.stop, p.ignore_eos}) {
@@ -124,6 +125,12 @@ GeneratedToken Generation::next(std::span<const float> logits) {
     s.finish = s.stopper.reason() == StopReason::n_predict ? FinishReason::length : FinishReason::stop;
     t.text += s.stopper.finish();
     t.finish = s.finish;
+  } else if (s.grammar && s.p.ignore_eos && s.tok.is_eog(t.id)) {
+    // With ignore_eos an end-of-generation token is drawn only when the
+    // grammar allows nothing else; the grammar's end is the reply's end.
+    s.finish = FinishReason::stop;
+    t.text += s.stopper.finish();
+    t.finish = s.finish;
   }
   return t;
 }
@@ -140,12 +147,19 @@ token_id Generation::sample_in_grammar(std::span<const float> logits) {
                                             std::to_string(s.tok.n_vocab()));
   if (s.sampler->greedy()) {
     const token_id first = s.sampler->sample(logits);
-    if (s.grammar->allows(first)) return first;
+    if (s.grammar->allows(first) && !(s.p.ignore_eos && s.tok.is_eog(first))) return first;
   }
   s.grammar->fill_mask(s.mask);
   bool any = false;
   for (const uint64_t w : s.mask) any = any || w != 0;
   if (!any) throw Error(Errc::invalid_argument, "grammar: no token of the vocabulary can continue the reply");
+  if (s.p.ignore_eos && !s.grammar->is_finished()) {
+    // ignore_eos: no end of generation while the grammar can go on.
+    if (s.eog_ids.empty())
+      for (token_id i = 0; i < s.tok.n_vocab(); ++i)
+        if (s.tok.is_eog(i)) s.eog_ids.push_back(i);
+    for (const token_id e : s.eog_ids) s.mask[static_cast<size_t>(e) >> 6] &= ~(uint64_t{1} << (e & 63));
+  }
   return s.sampler->sample(logits, s.mask);
 }
 

@@ -4,6 +4,9 @@
 #include <cstdio>
 #include <limits>
 
+#include "runtime/grammar_cache.hpp"
+#include "synapse/grammar.hpp"
+
 namespace synapse::server {
 
 using nlohmann::json;
@@ -252,6 +255,70 @@ std::vector<synapse::ChatMessage> parse_messages(const json& body, const Request
   return msgs;
 }
 
+// llama-server's structured output: `grammar` (GBNF), `json_schema`, or
+// `response_format` ({"type": "json_object"} with an optional "schema", or
+// {"type": "json_schema", "json_schema": {"schema": ..., "strict": ...}}; a
+// schema is always enforced, strict or not). An absent or empty schema means
+// any JSON object, as llama-server has it. Returns the GBNF to constrain the
+// reply with ("" for none), compiled once here so that a bad grammar is a 400
+// naming the field (with its line and column) before anything is queued.
+namespace {
+std::string parse_structured_output(const json& j) {
+  const json* g = field_of(j, "grammar");
+  if (g && !g->is_null() && !g->is_string()) bad("grammar", "must be a string (a GBNF grammar)", *g);
+  std::string gbnf = g && g->is_string() ? g->get<std::string>() : "";
+  const json* schema = nullptr;
+  std::string field;
+  if (const json* v = field_of(j, "json_schema"); v && !v->is_null()) {
+    schema = v;
+    field = "json_schema";
+  }
+  const json any_object = json::object();
+  if (const json* rf = field_of(j, "response_format"); rf && !rf->is_null()) {
+    if (!rf->is_object()) bad("response_format", "must be an object", *rf);
+    const json* type = field_of(*rf, "type");
+    if (type && !type->is_string()) bad("response_format.type", "must be a string", *type);
+    const std::string t = type ? type->get<std::string>() : "text";
+    if (t == "json_object") {
+      field = "response_format.schema";
+      schema = field_of(*rf, "schema");
+      if (!schema) schema = &any_object;
+    } else if (t == "json_schema") {
+      const json* w = field_of(*rf, "json_schema");
+      if (!w || !w->is_object()) bad("response_format.json_schema", "must be an object with a 'schema'", w ? *w : json());
+      if (const json* st = field_of(*w, "strict"); st && !st->is_boolean())
+        bad("response_format.json_schema.strict", "must be a boolean", *st);
+      field = "response_format.json_schema.schema";
+      schema = field_of(*w, "schema");
+      if (!schema) schema = &any_object;
+    } else if (t != "text") {
+      bad("response_format.type", "must be one of \"text\", \"json_object\", \"json_schema\"", *type);
+    }
+  }
+  if (schema && !gbnf.empty())
+    throw HttpError(400, "'grammar' and '" + field + "' both constrain the reply; send one of them", field);
+  if (schema) {
+    if (!schema->is_object() && !schema->is_boolean()) bad(field, "must be a JSON Schema (an object)", *schema);
+    const std::string text = schema->is_object() && schema->empty() ? std::string("{\"type\":\"object\"}") : schema->dump();
+    try {
+      gbnf = synapse::json_schema_to_gbnf(text);
+    } catch (const synapse::Error& e) {
+      throw HttpError(400, "'" + field + "': " + e.what(), field);
+    }
+  } else {
+    field = "grammar";
+  }
+  if (gbnf.empty()) return gbnf;
+  try {
+    synapse::runtime::cached_grammar(gbnf);
+  } catch (const synapse::Error& e) {
+    throw HttpError(400, "'" + field + "': " + e.what(), field);
+  }
+  return gbnf;
+}
+
+}  // namespace
+
 CompletionRequest parse_completion_request(Route route, std::string_view body, const RequestContext& rc) {
   const json j = parse_json_object(body, rc.limits.max_json_depth);
   const Tokenizer& tok = *rc.tok;
@@ -337,13 +404,11 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
   }
 
   // What synapse cannot do is refused, never silently dropped.
-  for (const char* f : {"tools", "functions", "grammar", "json_schema"})
+  for (const char* f : {"tools", "functions"})
     if (const json* v = field_of(j, f); v && !(v->is_array() && v->empty()))
       bad(f, "is not supported by synapse serve", *v);
-  if (const json* v = field_of(j, "response_format")) {
-    if (!v->is_object() || get_string(*v, "type", "text") != "text")
-      bad("response_format", "must be {\"type\": \"text\"} (structured output is not supported)", *v);
-  }
+  // The request's grammar or schema replaces the server's (--grammar); none keeps it.
+  if (std::string g = parse_structured_output(j); !g.empty()) sp.grammar = std::move(g);
 
   // The prompt(s) last: every cheap check has passed before text is tokenized.
   if (route == Route::chat_completions) {

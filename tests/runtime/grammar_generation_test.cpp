@@ -84,6 +84,20 @@ TEST(GrammarGeneration, JsonShapedGrammarWithRepetitions) {
   EXPECT_EQ(r.finish_reason, FinishReason::stop);
 }
 
+TEST(GrammarGeneration, IgnoreEosEndsWhereTheGrammarEnds) {
+  // ignore_eos: no end of generation while the grammar can continue (here
+  // "(...){0,3}" could stop early), and the reply ends with the grammar.
+  Fixture f;
+  GenerationParams p;
+  p.sampling.grammar = "root ::= \" a\" (\" b\"){0,3}\n";
+  p.sampling.temp = 0.0f;
+  p.ignore_eos = true;
+  p.max_tokens = 32;
+  const GenerationResult r = f.run(p, "Once upon a time");
+  EXPECT_EQ(r.text, " a b b b");
+  EXPECT_EQ(r.finish_reason, FinishReason::stop);
+}
+
 TEST(GrammarGeneration, BadGrammarIsRefusedUpFront) {
   Fixture f;
   GenerationParams p;

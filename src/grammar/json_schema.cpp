@@ -1,0 +1,1421 @@
+// JSON Schema to GBNF: synapse::json_schema_to_gbnf (synapse/grammar.hpp).
+//
+// The grammar's shape follows llama.cpp's converter (common/json-schema-to-
+// grammar.cpp and json-schema.cpp): its `space` rule between tokens, its
+// primitive rules, the rule names (`a-kv`, `a-rest`, `item`, `tuple-0`,
+// `ref-defs-x`, ...), required properties first in declared order and the
+// optional ones after them as a chain of optional rules, no properties beyond
+// the declared ones unless additionalProperties says so, prefixItems as a
+// tuple, integer bounds as alternations of digit ranges.
+//
+// Where that converter ignores a keyword or accepts more than the schema,
+// this one throws or is exact: a keyword outside the supported set throws
+// (never silently ignored); $ref and anyOf/oneOf with constraining siblings
+// are conjunctions, and allOf distributes over anyOf; enum beside anything
+// but "type" throws; `pattern` is translated in full or throws, is unanchored
+// where it has no ^ or $, and its characters are written as JSON text (a '"'
+// in a pattern is \" in the reply); minLength/maxLength beside pattern or
+// format throw; `char` takes a \u escape of a surrogate only as a pair (so
+// lengths count code points); `date` knows the days of each month; required
+// names missing from `properties` are required; allOf keeps its parts'
+// optional properties optional (llama.cpp makes them required).
+//
+// The grammar accepts less than the schema only by these conventions (a
+// reply is always valid): property order, no properties beyond the declared
+// ones unless additionalProperties is given, tuples of all their items
+// unless minItems or items say otherwise, whitespace only where `space` is,
+// numbers of at most 16 integral digits, enum values in their compact form,
+// pattern characters raw where JSON allows it. One exception accepts more:
+// oneOf is read as anyOf (as llama.cpp does), so a value matching two of its
+// alternatives passes.
+//
+// Thread-safety: each call builds its own Converter; no shared state.
+
+#include <cmath>
+#include <deque>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/strings.hpp"
+#include "grammar/json_schema_text.hpp"
+#include "synapse/error.hpp"
+#include "synapse/grammar.hpp"
+
+namespace synapse {
+
+namespace {
+
+using Json = nlohmann::ordered_json;  // keeps `properties` in declared order
+using grammar::gbnf_class;
+using grammar::gbnf_literal;
+using grammar::json_string_text;
+
+// --- fixed rules ------------------------------------------------------------
+// The bodies are llama.cpp's (SPACE_RULE, PRIMITIVE_RULES and
+// STRING_FORMAT_RULES), except: `char` also takes \/ and takes a \u escape of
+// a surrogate only as a high-low pair (JSON text that parses), raw surrogates
+// are not characters; `date` is exact (days per month, 29 February in leap
+// years only) and starts at year 0001 (RFC 3339 allows 0000, Python's
+// datetime, which python-jsonschema checks with, does not); `email` is ours
+// (llama.cpp treats it as any string).
+
+struct Primitive {
+  const char* name;
+  const char* body;
+  std::vector<const char*> deps;
+};
+
+constexpr const char* kSpaceRule = R"(| " " | "\n"{1,2} [ \t]{0,20})";
+
+const std::vector<Primitive>& primitive_table() {
+  static const std::vector<Primitive> table = {
+      {"boolean", R"(("true" | "false"))", {}},
+      {"decimal-part", R"([0-9]{1,16})", {}},
+      {"integral-part", R"([0] | [1-9] [0-9]{0,15})", {}},
+      {"number",
+       R"(("-"? integral-part) ("." decimal-part)? ([eE] [-+]? integral-part)?)",
+       {"integral-part", "decimal-part"}},
+      {"integer", R"(("-"? integral-part))", {"integral-part"}},
+      {"value",
+       "object | array | string | number | boolean | null",
+       {"object", "array", "string", "number", "boolean", "null"}},
+      {"object",
+       R"("{" space ( string ":" space value ("," space string ":" space value)* )? space "}")",
+       {"string", "value"}},
+      {"array", R"("[" space ( value ("," space value)* )? space "]")", {"value"}},
+      {"uuid",
+       R"("\"" [0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{12} "\"")",
+       {}},
+      {"char",
+       R"([^"\\\x7F\x00-\x1F\uD800-\uDFFF] | "\\" (["\\/bfnrt] | "u" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | )"
+       R"([dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] [0-9a-fA-F]{2} "\\u" [dD] [c-fC-F] [0-9a-fA-F]{2})))",
+       {}},
+      {"string", R"("\"" char* "\"")", {"char"}},
+      {"null", R"("null")", {}},
+      {"date",
+       R"(( [1-9] [0-9]{3} | "0" [1-9] [0-9]{2} | "00" [1-9] [0-9] | "000" [1-9] ) "-" )"
+       R"(( ( "0" [13578] | "1" [02] ) "-" ( "0" [1-9] | [1-2] [0-9] | "3" [0-1] ) | )"
+       R"(( "0" [469] | "11" ) "-" ( "0" [1-9] | [1-2] [0-9] | "30" ) | "02-" ( "0" [1-9] | "1" [0-9] | "2" [0-8] ) ) | )"
+       R"(( [0-9]{2} ( "0" [48] | [2468] [048] | [13579] [26] ) | ( "0" [48] | [2468] [048] | [13579] [26] ) "00" ) )"
+       R"("-02-29")",
+       {}},
+      {"time",
+       R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{3} )? )"
+       R"(( "Z" | ( "+" | "-" ) ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ))",
+       {}},
+      {"date-time", R"(date "T" time)", {"date", "time"}},
+      {"date-string", R"("\"" date "\"")", {"date"}},
+      {"time-string", R"("\"" time "\"")", {"time"}},
+      {"date-time-string", R"("\"" date-time "\"")", {"date-time"}},
+      // RFC 5321's dot-string local part and a domain of LDH labels (the
+      // addresses most validators take; quoted local parts and address
+      // literals are left out).
+      {"email",
+       R"([0-9A-Za-z!#$%&'*+/=?\x5E_`{|}~\-]+ ( "." [0-9A-Za-z!#$%&'*+/=?\x5E_`{|}~\-]+ )* "@" )"
+       R"([0-9A-Za-z] ( [0-9A-Za-z\-]{0,61} [0-9A-Za-z] )? ( "." [0-9A-Za-z] ( [0-9A-Za-z\-]{0,61} [0-9A-Za-z] )? )+)",
+       {}},
+      {"email-string", R"("\"" email "\"")", {"email"}},
+  };
+  return table;
+}
+
+const Primitive& primitive(std::string_view name) {
+  for (const Primitive& p : primitive_table())
+    if (name == p.name) return p;
+  throw Error(Errc::invalid_argument, "json_schema: internal: no primitive rule " + std::string(name));
+}
+
+bool is_reserved(std::string_view name) {
+  if (name == "root" || name == "space") return true;
+  for (const Primitive& p : primitive_table())
+    if (name == p.name) return true;
+  return false;
+}
+
+// --- keywords -----------------------------------------------------------------
+
+// Keywords that constrain nothing (JSON Schema's annotations), and those
+// that hold subschemas only reached through $ref.
+constexpr std::string_view kAnnotations[] = {"title",     "description", "examples",         "default",
+                                             "$schema",   "$id",         "$comment",         "readOnly",
+                                             "writeOnly", "deprecated",  "contentMediaType", "contentEncoding"};
+constexpr std::string_view kContainers[] = {"$defs", "definitions"};
+// The keywords of each type, and those of any schema.
+constexpr std::string_view kObjectKeys[] = {"properties", "required", "additionalProperties"};
+constexpr std::string_view kArrayKeys[] = {"items", "prefixItems", "minItems", "maxItems"};
+constexpr std::string_view kStringKeys[] = {"pattern", "minLength", "maxLength", "format"};
+constexpr std::string_view kNumberKeys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+constexpr std::string_view kGeneralKeys[] = {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref"};
+
+template <size_t N>
+bool in(const std::string_view (&set)[N], std::string_view k) {
+  return std::find(std::begin(set), std::end(set), k) != std::end(set);
+}
+bool is_annotation(std::string_view k) { return in(kAnnotations, k); }
+bool is_container(std::string_view k) { return in(kContainers, k); }
+bool is_supported(std::string_view k) {
+  return in(kGeneralKeys, k) || in(kObjectKeys, k) || in(kArrayKeys, k) || in(kStringKeys, k) || in(kNumberKeys, k);
+}
+
+// JSON value types as bits; "number" is kInteger | kFraction.
+constexpr unsigned kNull = 1, kBoolean = 2, kInteger = 4, kFraction = 8, kString = 16, kArray = 32, kObject = 64;
+constexpr unsigned kNumber = kInteger | kFraction;
+constexpr unsigned kAllTypes = 127;
+
+unsigned type_bits(std::string_view name) {
+  if (name == "null") return kNull;
+  if (name == "boolean") return kBoolean;
+  if (name == "integer") return kInteger;
+  if (name == "number") return kNumber;
+  if (name == "string") return kString;
+  if (name == "array") return kArray;
+  if (name == "object") return kObject;
+  return 0;
+}
+
+unsigned json_type(const Json& v) {
+  switch (v.type()) {
+    case Json::value_t::null: return kNull;
+    case Json::value_t::boolean: return kBoolean;
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned: return kInteger;
+    case Json::value_t::number_float: {
+      const double d = v.get<double>();
+      return std::floor(d) == d ? kInteger : kFraction;
+    }
+    case Json::value_t::string: return kString;
+    case Json::value_t::array: return kArray;
+    default: return kObject;
+  }
+}
+
+// Types a schema without "type" constrains, from its keywords (llama.cpp
+// reads {"properties": ...} as an object, {"items": ...} as an array,
+// {"pattern": ...} as a string); kAllTypes when none.
+unsigned implied_types(const Json& s) {
+  unsigned t = 0;
+  for (const auto& [k, v] : s.items()) {
+    if (in(kObjectKeys, k)) t |= kObject;
+    if (in(kArrayKeys, k)) t |= kArray;
+    if (in(kStringKeys, k)) t |= kString;
+    if (in(kNumberKeys, k)) t |= kNumber;
+  }
+  return t ? t : kAllTypes;
+}
+
+// A schema that accepts every value: true, or only annotations.
+bool is_trivial(const Json& s) {
+  if (s.is_boolean()) return s.get<bool>();
+  if (!s.is_object()) return false;
+  for (const auto& [k, v] : s.items())
+    if (!is_annotation(k) && !is_container(k)) return false;
+  return true;
+}
+
+// --- names and pointers -------------------------------------------------------
+
+std::string where(const std::string& ptr) { return ptr.empty() ? "the root" : ptr; }
+
+std::string pointer_child(const std::string& ptr, std::string_view token) {
+  std::string out = ptr + "/";
+  for (char c : token) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+std::string pointer_child(const std::string& ptr, size_t index) { return ptr + "/" + std::to_string(index); }
+
+// GBNF rule names are [a-zA-Z0-9-]+: other runs become one '-'.
+std::string sanitize(std::string_view name) {
+  std::string out;
+  bool dash = false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+    if (ok) {
+      out += c;
+      dash = false;
+    } else if (!dash) {
+      out += '-';
+      dash = true;
+    }
+  }
+  return out;
+}
+
+// The name of a part of the schema named `name` (the root's parts have bare
+// names, as in llama.cpp: "a-kv", not "root-a-kv").
+std::string child_name(const std::string& name, std::string_view part) {
+  if (name == "root" || name.empty()) return std::string(part);
+  std::string out = name;
+  out += '-';
+  out += part;
+  return out;
+}
+std::string alternative_name(const std::string& name, size_t i) {
+  if (name == "root" || name.empty()) return "alternative-" + std::to_string(i);
+  return name + "-" + std::to_string(i);
+}
+
+std::string identity(const std::string& s) { return s; }
+
+constexpr size_t kNoMax = SIZE_MAX;
+
+// `atom` repeated min..max times (kNoMax: no bound), as GBNF.
+std::string repeat(const std::string& atom, size_t min, size_t max) {
+  if (max == 0) return "";
+  if (min == 1 && max == 1) return atom;
+  if (min == 0 && max == 1) return atom + "?";
+  if (min == 0 && max == kNoMax) return atom + "*";
+  if (min == 1 && max == kNoMax) return atom + "+";
+  std::string q = atom + "{" + std::to_string(min);
+  if (max == kNoMax) return q + ",}";
+  if (max != min) q += "," + std::to_string(max);
+  return q + "}";
+}
+
+// --- the converter --------------------------------------------------------------
+
+// A subschema and where it is. `skip`: keywords of the node already taken
+// apart into other parts of a conjunction (the node's own keywords beside its
+// allOf, $ref or anyOf are one part, each of those the others).
+constexpr unsigned kSkipRef = 1, kSkipAllOf = 2, kSkipAnyOf = 4, kSkipOneOf = 8;
+
+struct Sub {
+  const Json* s;
+  std::string ptr;
+  unsigned skip = 0;
+};
+
+bool is_skipped(const Sub& sub, std::string_view k) {
+  return (k == "$ref" && (sub.skip & kSkipRef)) || (k == "allOf" && (sub.skip & kSkipAllOf)) ||
+         (k == "anyOf" && (sub.skip & kSkipAnyOf)) || (k == "oneOf" && (sub.skip & kSkipOneOf));
+}
+// Whether the node has `k` and it is not skipped.
+bool has(const Sub& sub, std::string_view k) { return sub.s->is_object() && sub.s->contains(k) && !is_skipped(sub, k); }
+
+// The keywords of a node that constrain: not annotations, not skipped.
+std::vector<std::string> own_keys(const Sub& sub) {
+  std::vector<std::string> keys;
+  if (!sub.s->is_object()) return keys;
+  for (const auto& [k, v] : sub.s->items())
+    if (!is_annotation(k) && !is_container(k) && !is_skipped(sub, k)) keys.push_back(k);
+  return keys;
+}
+// Whether the node constrains something and only with keywords of `allowed`.
+bool keys_within(const Sub& sub, std::initializer_list<std::string_view> allowed) {
+  const std::vector<std::string> keys = own_keys(sub);
+  if (keys.empty()) return false;
+  for (const std::string& k : keys)
+    if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) return false;
+  return true;
+}
+
+// An object to write: its properties in order and what else it may hold.
+struct PropSpec {
+  std::string key;
+  std::vector<Sub> schemas;  // all must hold; none: any value
+  bool required = false;
+  bool forbidden = false;  // a false schema: the key may not appear
+};
+struct ObjectSpec {
+  std::vector<PropSpec> props;
+  enum { kNone, kAny, kSchemas } extra = kNone;
+  std::vector<Sub> extra_schemas;
+};
+
+class Converter {
+ public:
+  Converter(const Json& root, const GrammarLimits& limits) : root_(root), limits_(limits) {
+    rules_["space"] = kSpaceRule;
+  }
+
+  std::string run() {
+    visit({&root_, ""}, "root", 0, true);
+    if (rules_.size() > limits_.max_rules) {
+      throw Error(Errc::invalid_argument, "json_schema: the grammar needs " + std::to_string(rules_.size()) +
+                                              " rules, over limits.max_rules (" + std::to_string(limits_.max_rules) +
+                                              ")");
+    }
+    std::string out;
+    for (const auto& [name, body] : rules_) {
+      out += name;
+      out += " ::= ";
+      out += body;
+      out += '\n';
+    }
+    if (out.size() > limits_.max_bytes) {
+      throw Error(Errc::invalid_argument, "json_schema: the grammar is " + std::to_string(out.size()) +
+                                              " bytes, over limits.max_bytes (" + std::to_string(limits_.max_bytes) +
+                                              ")");
+    }
+    return out;
+  }
+
+ private:
+  // --- errors ---
+  [[noreturn]] static void fail(const std::string& ptr, const std::string& what) {
+    throw Error(Errc::invalid_argument, "json_schema: " + what + " at " + where(ptr));
+  }
+  [[noreturn]] static void fail_keyword(std::string_view key, const std::string& ptr, const std::string& what) {
+    throw Error(Errc::invalid_argument,
+                "json_schema: keyword \"" + std::string(key) + "\" at " + where(ptr) + ": " + what);
+  }
+
+  // A schema no value satisfies (bounds that cross, types with nothing in
+  // common, ...): an alternative of anyOf or of a type list is dropped, an
+  // error elsewhere. `key` empty: about the schema as a whole.
+  class Unsatisfiable : public Error {
+   public:
+    explicit Unsatisfiable(const std::string& m) : Error(Errc::invalid_argument, m) {}
+  };
+  [[noreturn]] static void fail_empty(std::string_view key, const std::string& ptr, const std::string& what) {
+    if (key.empty()) throw Unsatisfiable("json_schema: " + what + " at " + where(ptr));
+    throw Unsatisfiable("json_schema: keyword \"" + std::string(key) + "\" at " + where(ptr) + ": " + what);
+  }
+
+  // Runs `f`, an alternative; nullopt, and the rules it made undone, when
+  // its schema accepts no value.
+  template <typename F>
+  std::optional<std::string> attempt(F&& f) {
+    const size_t n_rules = added_.size(), n_refs = added_refs_.size(), depth = struct_depth_;
+    try {
+      return f();
+    } catch (const Unsatisfiable&) {
+      for (; added_.size() > n_rules; added_.pop_back()) rules_.erase(added_.back());
+      for (; added_refs_.size() > n_refs; added_refs_.pop_back()) {
+        ref_rules_.erase(added_refs_.back());
+        refs_open_.erase(added_refs_.back());
+      }
+      struct_depth_ = depth;
+      return std::nullopt;
+    }
+  }
+
+  // Counts one step of work at nesting `depth`; both are bounded.
+  void enter(const std::string& ptr, size_t depth) {
+    if (depth > limits_.max_nesting) {
+      fail(ptr, "nesting deeper than limits.max_nesting (" + std::to_string(limits_.max_nesting) + ")");
+    }
+    if (++work_ > limits_.max_elements) {
+      fail(ptr, "the schema expands to more than limits.max_elements (" + std::to_string(limits_.max_elements) +
+                    ") subschemas");
+    }
+  }
+
+  // Every keyword is supported or an annotation; `uniqueItems` only as false.
+  static void check_keywords(const Json& s, const std::string& ptr) {
+    for (const auto& [k, v] : s.items()) {
+      if (is_annotation(k) || is_container(k) || is_supported(k)) continue;
+      if (k == "uniqueItems" && v.is_boolean() && !v.get<bool>()) continue;
+      throw Error(Errc::invalid_argument, "json_schema: unsupported keyword \"" + k + "\" at " + where(ptr));
+    }
+  }
+
+  // Keywords of the node that constrain, beside `main` and `allowed`, throw.
+  static void only_beside(const Sub& sub, std::string_view main, std::initializer_list<std::string_view> allowed) {
+    for (const std::string& k : own_keys(sub)) {
+      if (k == main || std::find(allowed.begin(), allowed.end(), k) != allowed.end()) continue;
+      fail_keyword(k, sub.ptr, "not supported beside \"" + std::string(main) + "\"");
+    }
+  }
+
+  // --- rules ---
+  std::string add_rule(const std::string& name, const std::string& body) {
+    std::string key = sanitize(name);
+    if (key.empty()) key = "p";
+    if (is_reserved(key)) key += '-';
+    for (int i = -1;; ++i) {
+      const std::string k = i < 0 ? key : key + std::to_string(i);
+      auto it = rules_.find(k);
+      if (it == rules_.end()) {
+        rules_[k] = body;
+        added_.push_back(k);
+        return k;
+      }
+      if (it->second == body) return k;
+    }
+  }
+  // A name no rule has yet (for a $ref's rule, reserved before its schema).
+  std::string fresh_name(const std::string& name) {
+    std::string key = sanitize(name);
+    if (is_reserved(key)) key += '-';
+    for (int i = -1;; ++i) {
+      const std::string k = i < 0 ? key : key + std::to_string(i);
+      if (!rules_.count(k)) return k;
+    }
+  }
+  // The rule for a node: `name` itself when exact (the root, a $ref's rule),
+  // else a rule named after it.
+  std::string define(const std::string& name, bool exact, const std::string& body) {
+    if (!exact) return add_rule(name, body);
+    rules_[name] = body;
+    return name;
+  }
+  void add_primitive(std::string_view prim) {
+    const Primitive& p = primitive(prim);
+    if (rules_.emplace(p.name, p.body).second) added_.push_back(p.name);
+    for (const char* dep : p.deps)
+      if (!rules_.count(dep)) add_primitive(dep);
+  }
+  std::string use_primitive(std::string_view prim, const std::string& name, bool exact) {
+    if (!exact) {
+      add_primitive(prim);
+      return std::string(prim);
+    }
+    const Primitive& p = primitive(prim);
+    for (const char* dep : p.deps)
+      if (!rules_.count(dep)) add_primitive(dep);
+    return define(name, true, p.body);
+  }
+
+  // --- types ---
+  static std::vector<unsigned> parse_types(const Json& t, const std::string& ptr) {
+    std::vector<unsigned> out;
+    auto one = [&](const Json& v) {
+      if (!v.is_string()) fail_keyword("type", ptr, "must be a string or an array of strings");
+      const unsigned bits = type_bits(v.get<std::string>());
+      if (!bits) fail_keyword("type", ptr, "unknown type \"" + v.get<std::string>() + "\"");
+      if (std::find(out.begin(), out.end(), bits) == out.end()) out.push_back(bits);
+    };
+    if (t.is_array()) {
+      if (t.empty()) fail_keyword("type", ptr, "must not be an empty array");
+      for (const Json& v : t) one(v);
+    } else {
+      one(t);
+    }
+    return out;
+  }
+  static unsigned type_mask(const Json& t, const std::string& ptr) {
+    unsigned m = 0;
+    for (unsigned b : parse_types(t, ptr)) m |= b;
+    return m;
+  }
+
+  // The types the grammar of `sub` can produce (an over-estimate is fine:
+  // used to check that a "type" beside anyOf or allOf constrains nothing).
+  unsigned value_types(const Sub& sub, size_t depth, std::set<std::string>& open) {
+    enter(sub.ptr, depth);
+    const Json& s = *sub.s;
+    if (s.is_boolean()) return s.get<bool>() ? kAllTypes : 0;
+    if (!s.is_object()) return kAllTypes;
+    unsigned t = kAllTypes;
+    if (has(sub, "$ref")) {
+      const auto [target, tptr] = resolve(s["$ref"], sub.ptr);
+      if (open.insert(tptr).second) {  // a cycle adds nothing the other paths do not
+        t &= value_types({target, tptr}, depth + 1, open);
+        open.erase(tptr);
+      }
+    }
+    for (const char* key : {"anyOf", "oneOf"}) {
+      if (!has(sub, key) || !s[key].is_array()) continue;
+      unsigned any = 0;
+      for (size_t i = 0; i < s[key].size(); ++i)
+        any |= value_types({&s[key][i], pointer_child(pointer_child(sub.ptr, key), i)}, depth + 1, open);
+      t &= any;
+    }
+    if (has(sub, "allOf") && s["allOf"].is_array()) {
+      for (size_t i = 0; i < s["allOf"].size(); ++i)
+        t &= value_types({&s["allOf"][i], pointer_child(pointer_child(sub.ptr, "allOf"), i)}, depth + 1, open);
+    }
+    if (s.contains("enum") && s["enum"].is_array()) {
+      unsigned e = 0;
+      for (const Json& v : s["enum"]) e |= json_type(v);
+      t &= e;
+    }
+    if (s.contains("const")) t &= json_type(s["const"]);
+    t &= s.contains("type") ? type_mask(s["type"], sub.ptr) : implied_types(s);
+    return t;
+  }
+
+  // --- $ref ---
+  // The schema a local reference names, and its pointer.
+  std::pair<const Json*, std::string> resolve(const Json& ref, const std::string& ptr) const {
+    if (!ref.is_string()) fail_keyword("$ref", ptr, "must be a string");
+    const std::string r = ref.get<std::string>();
+    if (r.empty() || r[0] != '#') {
+      fail_keyword("$ref", ptr, "only references inside the schema (\"#/...\") are supported, not \"" + r + "\"");
+    }
+    // The fragment is a JSON pointer, percent-encoded as URIs are.
+    std::string frag;
+    for (size_t i = 1; i < r.size(); ++i) {
+      const int h1 = i + 2 < r.size() && r[i] == '%' ? hex(r[i + 1]) : -1;
+      const int h2 = h1 >= 0 ? hex(r[i + 2]) : -1;
+      if (h1 >= 0 && h2 >= 0) {
+        frag += static_cast<char>(h1 * 16 + h2);
+        i += 2;
+      } else {
+        frag += r[i];
+      }
+    }
+    if (!frag.empty() && frag[0] != '/') {
+      fail_keyword("$ref", ptr, "anchors (\"" + r + "\") are not supported, only JSON pointers (\"#/...\")");
+    }
+    const Json* cur = &root_;
+    std::string tptr;
+    size_t pos = 0;
+    while (pos < frag.size()) {
+      const size_t end = std::min(frag.find('/', pos + 1), frag.size());
+      std::string token;
+      for (size_t i = pos + 1; i < end; ++i) {
+        if (frag[i] == '~' && i + 1 < end && (frag[i + 1] == '0' || frag[i + 1] == '1')) {
+          token += frag[i + 1] == '0' ? '~' : '/';
+          ++i;
+        } else {
+          token += frag[i];
+        }
+      }
+      pos = end;
+      if (cur->is_object() && cur->contains(token)) {
+        cur = &(*cur)[token];
+        tptr = pointer_child(tptr, token);
+      } else if (cur->is_array() && !token.empty() && token.size() < 10 &&
+                 token.find_first_not_of("0123456789") == std::string::npos && std::stoul(token) < cur->size()) {
+        const size_t index = std::stoul(token);
+        cur = &(*cur)[index];
+        tptr = pointer_child(tptr, index);
+      } else {
+        fail_keyword("$ref", ptr, "cannot resolve \"" + r + "\"");
+      }
+    }
+    return {cur, tptr};
+  }
+  static int hex(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  }
+
+  // Whether a subschema on the way from the root to `ptr` (or at it) has its
+  // own "$id": references under it are relative to that id, which this
+  // converter does not follow. The pointer alternates schemas and keywords;
+  // keywords holding maps or arrays of schemas take one more token.
+  bool under_nested_id(const std::string& ptr) const {
+    const Json* cur = &root_;
+    size_t pos = 0;
+    auto next_token = [&](std::string& token) {
+      if (pos >= ptr.size()) return false;
+      const size_t end = std::min(ptr.find('/', pos + 1), ptr.size());
+      token.clear();
+      for (size_t i = pos + 1; i < end; ++i) {
+        if (ptr[i] == '~' && i + 1 < end) {
+          token += ptr[i + 1] == '0' ? '~' : '/';
+          ++i;
+        } else {
+          token += ptr[i];
+        }
+      }
+      pos = end;
+      return true;
+    };
+    auto step = [&](const std::string& token) {
+      if (cur->is_object() && cur->contains(token)) {
+        cur = &(*cur)[token];
+        return true;
+      }
+      if (cur->is_array() && !token.empty() && token.find_first_not_of("0123456789") == std::string::npos &&
+          token.size() < 10 && std::stoul(token) < cur->size()) {
+        cur = &(*cur)[std::stoul(token)];
+        return true;
+      }
+      return false;
+    };
+    std::string keyword, member;
+    while (next_token(keyword)) {
+      if (!cur->is_object() || !step(keyword)) return false;
+      constexpr std::string_view holders[] = {"properties", "$defs", "definitions", "anyOf",
+                                              "oneOf",      "allOf", "prefixItems"};
+      if (in(holders, keyword) || (keyword == "items" && cur->is_array())) {
+        if (!next_token(member) || !step(member)) return false;
+      }
+      if (cur->is_object() && cur->contains("$id")) return true;
+    }
+    return false;
+  }
+
+  // The rule for the schema a $ref names: one rule per target, made on first
+  // use (so recursive schemas refer to it while it is being made).
+  std::string ref_rule(const Sub& site, size_t depth) {
+    const Json& ref = (*site.s)["$ref"];
+    if (under_nested_id(site.ptr)) {
+      fail_keyword("$ref", site.ptr, "not supported inside a subschema with its own \"$id\"");
+    }
+    const auto [target, tptr] = resolve(ref, site.ptr);
+    if (auto it = ref_rules_.find(tptr); it != ref_rules_.end()) {
+      if (auto open = refs_open_.find(tptr); open != refs_open_.end() && open->second == struct_depth_) {
+        fail_keyword("$ref", site.ptr,
+                     "\"" + ref.get<std::string>() +
+                         "\" refers back to itself without an object or array in between (it would never end)");
+      }
+      return it->second;
+    }
+    const std::string name = fresh_name("ref" + sanitize(tptr));
+    rules_[name] = "";  // reserved while its schema is converted
+    added_.push_back(name);
+    ref_rules_[tptr] = name;
+    refs_open_[tptr] = struct_depth_;
+    added_refs_.push_back(tptr);
+    visit({target, tptr}, name, depth + 1, true);
+    refs_open_.erase(tptr);
+    return name;
+  }
+
+  // --- the visitor ---
+  // Returns the name of a rule matching exactly the values `sub` accepts
+  // (within the conventions above). exact: the rule must be `name` itself.
+  std::string visit(const Sub& sub, const std::string& name, size_t depth, bool exact) {
+    enter(sub.ptr, depth);
+    const Json& s = *sub.s;
+    if (s.is_boolean()) {
+      if (s.get<bool>()) return use_primitive("value", name, exact);
+      fail_empty("", sub.ptr, "the schema false (no value is valid)");
+    }
+    if (!s.is_object()) fail(sub.ptr, "a schema must be an object or a boolean");
+    check_keywords(s, sub.ptr);
+    // $ref, anyOf/oneOf and allOf with constraining siblings are
+    // conjunctions (for $ref: draft 2019-09's reading; draft 7 ignores the
+    // siblings, and a value that satisfies both satisfies either reading).
+    const std::vector<std::string> keys = own_keys(sub);
+    if (has(sub, "$ref")) {
+      if (keys.size() > 1) return visit_all_of({sub}, sub.ptr, "$ref", name, depth, exact);
+      const std::string target = ref_rule(sub, depth);
+      return exact ? define(name, true, target) : target;
+    }
+    if (has(sub, "anyOf") || has(sub, "oneOf")) {
+      if (const char* key = plain_any_of(sub, depth)) return visit_any_of(sub, key, name, depth, exact);
+      return visit_all_of({sub}, sub.ptr, has(sub, "anyOf") ? "anyOf" : "oneOf", name, depth, exact);
+    }
+    if (has(sub, "allOf")) return visit_all_of({sub}, sub.ptr, "allOf", name, depth, exact);
+    if (s.contains("enum") || s.contains("const")) return visit_enum(sub, name, exact);
+    return visit_types(sub, name, depth, exact);
+  }
+
+  // The key of an anyOf or oneOf that visit_any_of takes alone (beside
+  // nothing but a "type" every alternative has anyway), else null.
+  const char* plain_any_of(const Sub& sub, size_t depth) {
+    for (const char* key : {"anyOf", "oneOf"}) {
+      if (has(sub, key)) return keys_within(sub, {key, "type"}) && types_cover(sub, key, depth) ? key : nullptr;
+    }
+    return nullptr;
+  }
+  // An anyOf/oneOf with siblings: a conjunction to distribute.
+  bool is_compound(const Sub& sub, size_t depth) {
+    return (has(sub, "anyOf") || has(sub, "oneOf")) && !plain_any_of(sub, depth);
+  }
+
+  // Whether a "type" beside anyOf/oneOf `key` constrains nothing: every
+  // alternative is of that type already.
+  bool types_cover(const Sub& sub, const char* key, size_t depth) {
+    const Json& s = *sub.s;
+    if (!s.contains("type")) return true;
+    const unsigned allowed = type_mask(s["type"], sub.ptr);
+    if (!s[key].is_array()) return true;  // visit_any_of reports it
+    for (size_t i = 0; i < s[key].size(); ++i) {
+      std::set<std::string> open;
+      if (value_types({&s[key][i], pointer_child(pointer_child(sub.ptr, key), i)}, depth + 1, open) & ~allowed) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // The alternatives of anyOf/oneOf `key` (oneOf as llama.cpp takes it: an
+  // alternation, so a value matching two alternatives is accepted).
+  std::string visit_any_of(const Sub& sub, const char* key, const std::string& name, size_t depth, bool exact) {
+    const Json& alts = (*sub.s)[key];
+    if (!alts.is_array() || alts.empty()) fail_keyword(key, sub.ptr, "must be a non-empty array of schemas");
+    std::vector<std::string> rules;
+    for (size_t i = 0; i < alts.size(); ++i) {
+      if (alts[i].is_boolean() && !alts[i].get<bool>()) continue;  // accepts nothing: adds nothing
+      const Sub alt{&alts[i], pointer_child(pointer_child(sub.ptr, key), i)};
+      const auto rule = attempt([&] { return visit(alt, alternative_name(name, i), depth + 1, false); });
+      if (rule && std::find(rules.begin(), rules.end(), *rule) == rules.end()) rules.push_back(*rule);
+    }
+    if (rules.empty()) fail_empty(key, sub.ptr, "no alternative accepts a value");
+    return define(name, exact, join(rules, " | ", identity));
+  }
+
+  // enum and const: the values themselves, in compact JSON.
+  std::string visit_enum(const Sub& sub, const std::string& name, bool exact) {
+    const Json& s = *sub.s;
+    const char* key = s.contains("enum") ? "enum" : "const";
+    only_beside(sub, key, {"type", "enum", "const"});
+    std::vector<std::string> literals;
+    for (const Json* v : enum_values(sub)) {
+      const std::string lit = gbnf_literal(v->dump());
+      if (std::find(literals.begin(), literals.end(), lit) == literals.end()) literals.push_back(lit);
+    }
+    const std::string body = literals.size() == 1 ? literals[0] : join_in("(", literals, " | ", ")", identity);
+    return define(name, exact, body);
+  }
+
+  // The values an enum/const schema allows: enum's, those equal to const,
+  // of the types "type" names. Throws when none is left.
+  std::vector<const Json*> enum_values(const Sub& sub) const {
+    const Json& s = *sub.s;
+    std::vector<const Json*> values;
+    if (s.contains("enum")) {
+      const Json& e = s["enum"];
+      if (!e.is_array() || e.empty()) fail_keyword("enum", sub.ptr, "must be a non-empty array");
+      for (const Json& v : e) {
+        check_value_depth(v, "enum", sub.ptr);
+        values.push_back(&v);
+      }
+    }
+    if (s.contains("const")) {
+      const Json& c = s["const"];
+      check_value_depth(c, "const", sub.ptr);
+      if (s.contains("enum")) {
+        std::erase_if(values, [&](const Json* v) { return !(*v == c); });
+      } else {
+        values.push_back(&c);
+      }
+    }
+    if (s.contains("type")) {
+      const unsigned mask = type_mask(s["type"], sub.ptr);
+      std::erase_if(values, [&](const Json* v) { return !(json_type(*v) & mask); });
+    }
+    if (values.empty()) {
+      fail_empty(s.contains("enum") ? "enum" : "const", sub.ptr, "no value is left with \"type\" and \"const\"");
+    }
+    return values;
+  }
+
+  // dump() and == recurse: a value nested past the limit is refused first.
+  void check_value_depth(const Json& v, const char* key, const std::string& ptr) const {
+    if (value_depth(v, limits_.max_nesting + 1) > limits_.max_nesting) {
+      fail_keyword(key, ptr,
+                   "a value nested deeper than limits.max_nesting (" + std::to_string(limits_.max_nesting) + ")");
+    }
+  }
+  static size_t value_depth(const Json& v, size_t cap) {
+    if (cap == 0 || !v.is_structured()) return 0;
+    size_t d = 0;
+    for (const Json& x : v) d = std::max(d, value_depth(x, cap - 1));
+    return d + 1;
+  }
+
+  // By "type", or by the keywords present (llama.cpp's reading of a schema
+  // without "type"): one branch per type.
+  std::string visit_types(const Sub& sub, const std::string& name, size_t depth, bool exact) {
+    const Json& s = *sub.s;
+    std::vector<unsigned> types;
+    if (s.contains("type")) {
+      types = parse_types(s["type"], sub.ptr);
+    } else {
+      const unsigned implied = implied_types(s);
+      if (implied == kAllTypes) return use_primitive("value", name, exact);
+      for (unsigned t : {kObject, kArray, kString, kNumber})
+        if (implied & t) types.push_back(t);
+    }
+    if (std::find(types.begin(), types.end(), kNumber) != types.end()) std::erase(types, kInteger);
+    if (types.size() == 1) return visit_type(sub, types[0], name, depth, exact);
+    std::vector<std::string> rules;
+    for (size_t i = 0; i < types.size(); ++i) {
+      const auto rule = attempt([&] { return visit_type(sub, types[i], alternative_name(name, i), depth, false); });
+      if (rule) rules.push_back(*rule);
+    }
+    if (rules.empty()) fail_empty("type", sub.ptr, "no type of the list accepts a value");
+    return define(name, exact, join(rules, " | ", identity));
+  }
+
+  std::string visit_type(const Sub& sub, unsigned type, const std::string& name, size_t depth, bool exact) {
+    const Json& s = *sub.s;
+    switch (type) {
+      case kNull: return use_primitive("null", name, exact);
+      case kBoolean: return use_primitive("boolean", name, exact);
+      case kNumber:
+        for (std::string_view k : kNumberKeys) {
+          if (s.contains(k)) {
+            fail_keyword(k, sub.ptr, "supported only with \"type\": \"integer\" (bounds on other numbers are not)");
+          }
+        }
+        return use_primitive("number", name, exact);
+      case kInteger: return visit_integer(sub, name, exact);
+      case kString: return visit_string(sub, name, exact);
+      case kArray: return visit_array(sub, name, depth, exact);
+      default: return visit_object(sub, name, depth, exact);
+    }
+  }
+
+  std::string visit_integer(const Sub& sub, const std::string& name, bool exact) {
+    const Json& s = *sub.s;
+    std::optional<int64_t> lo, hi;
+    // One bound: `lower` or upper, `exclusive` or not; a fractional value
+    // admits the integers on its side.
+    auto bound = [&](const char* key, bool lower, bool exclusive) {
+      const Json& v = s[key];
+      if (!v.is_number()) fail_keyword(key, sub.ptr, "must be a number");
+      const long double x = v.get<long double>();
+      long double b =
+          lower ? (exclusive ? std::floor(x) + 1 : std::ceil(x)) : (exclusive ? std::ceil(x) - 1 : std::floor(x));
+      constexpr long double kMin = -9223372036854775807.0L - 1, kMax = 9223372036854775807.0L;
+      if (lower ? b <= kMin : b >= kMax) return;  // no integer we write is outside it
+      if (lower ? b > kMax : b < kMin) fail_empty(key, sub.ptr, "no 64-bit integer satisfies it");
+      const auto i = static_cast<int64_t>(b);
+      if (lower) {
+        lo = lo ? std::max(*lo, i) : i;
+      } else {
+        hi = hi ? std::min(*hi, i) : i;
+      }
+    };
+    // Draft 4 wrote exclusiveMinimum: true beside minimum.
+    auto draft4 = [&](const char* key) { return s.contains(key) && s[key].is_boolean() && s[key].get<bool>(); };
+    if (s.contains("minimum")) bound("minimum", true, draft4("exclusiveMinimum"));
+    if (s.contains("maximum")) bound("maximum", false, draft4("exclusiveMaximum"));
+    if (s.contains("exclusiveMinimum") && !s["exclusiveMinimum"].is_boolean()) bound("exclusiveMinimum", true, true);
+    if (s.contains("exclusiveMaximum") && !s["exclusiveMaximum"].is_boolean()) bound("exclusiveMaximum", false, true);
+    if (!lo && !hi) return use_primitive("integer", name, exact);
+    if (lo && hi && *lo > *hi) {
+      fail_empty(s.contains("minimum") ? "minimum" : "exclusiveMinimum", sub.ptr, "no integer is within the bounds");
+    }
+    return define(name, exact, "(" + grammar::integer_range(lo, hi) + ")");
+  }
+
+  // minLength, maxLength, minItems, maxItems: a count a GBNF repetition can hold.
+  size_t count(const Sub& sub, const char* key) const {
+    const Json& v = (*sub.s)[key];
+    if (!v.is_number_integer() && !(v.is_number_float() && json_type(v) == kInteger)) {
+      fail_keyword(key, sub.ptr, "must be a non-negative integer");
+    }
+    const long double x = v.get<long double>();
+    if (x < 0) fail_keyword(key, sub.ptr, "must be a non-negative integer");
+    if (x > static_cast<long double>(limits_.max_repetition)) {
+      fail_keyword(key, sub.ptr, "over limits.max_repetition (" + std::to_string(limits_.max_repetition) + ")");
+    }
+    return static_cast<size_t>(x);
+  }
+
+  std::string visit_string(const Sub& sub, const std::string& name, bool exact) {
+    const Json& s = *sub.s;
+    const bool lengths = s.contains("minLength") || s.contains("maxLength");
+    const char* length_key = s.contains("minLength") ? "minLength" : "maxLength";
+    if (s.contains("pattern")) {
+      if (s.contains("format")) fail_keyword("format", sub.ptr, "not supported together with \"pattern\"");
+      if (lengths) fail_keyword(length_key, sub.ptr, "not supported together with \"pattern\"");
+      const Json& p = s["pattern"];
+      if (!p.is_string()) fail_keyword("pattern", sub.ptr, "must be a string");
+      std::string expr;
+      bool uses_char = false;
+      try {
+        expr = grammar::pattern_to_gbnf(p.get<std::string>(), "char", limits_.max_nesting, limits_.max_repetition,
+                                        uses_char);
+      } catch (const grammar::PatternError& e) {
+        fail_keyword("pattern", sub.ptr, e.what());
+      }
+      if (uses_char) add_primitive("char");  // an unanchored end
+      return define(name, exact, expr.empty() ? R"("\"" "\"")" : R"("\"" ()" + expr + R"() "\"")");
+    }
+    if (s.contains("format")) {
+      if (lengths) fail_keyword(length_key, sub.ptr, "not supported together with \"format\"");
+      const Json& f = s["format"];
+      if (!f.is_string()) fail_keyword("format", sub.ptr, "must be a string");
+      const std::string format = f.get<std::string>();
+      if (format == "uuid") return use_primitive("uuid", name, exact);
+      for (const char* known : {"date", "time", "date-time", "email"})
+        if (format == known) return use_primitive(format + "-string", name, exact);
+      fail_keyword("format", sub.ptr,
+                   "unsupported format \"" + format + "\" (supported: date, time, date-time, uuid, email)");
+    }
+    if (!lengths) return use_primitive("string", name, exact);
+    const size_t min = s.contains("minLength") ? count(sub, "minLength") : 0;
+    const size_t max = s.contains("maxLength") ? count(sub, "maxLength") : kNoMax;
+    if (max < min) fail_empty("minLength", sub.ptr, "greater than maxLength");
+    add_primitive("char");
+    const std::string chars = repeat("char", min, max);
+    return define(name, exact, chars.empty() ? R"("\"" "\"")" : R"("\"" )" + chars + R"( "\"")");
+  }
+
+  // items, prefixItems (or the older items array), minItems, maxItems. As in
+  // llama.cpp, a tuple holds all its items and no more unless "items" (a
+  // schema) or "minItems" say otherwise.
+  std::string visit_array(const Sub& sub, const std::string& name, size_t depth, bool exact) {
+    const Json& s = *sub.s;
+    const Json* prefix = nullptr;
+    std::string prefix_ptr;
+    std::optional<Sub> rest;  // the schema of items after the prefix
+    bool rest_any = false;
+    if (s.contains("prefixItems")) {
+      if (!s["prefixItems"].is_array()) fail_keyword("prefixItems", sub.ptr, "must be an array of schemas");
+      prefix = &s["prefixItems"];
+      prefix_ptr = pointer_child(sub.ptr, "prefixItems");
+    }
+    if (s.contains("items")) {
+      const Json& items = s["items"];
+      if (items.is_array()) {
+        if (prefix) fail_keyword("items", sub.ptr, "an array of schemas is not supported beside \"prefixItems\"");
+        prefix = &items;
+        prefix_ptr = pointer_child(sub.ptr, "items");
+      } else if (is_trivial(items)) {
+        rest_any = true;
+      } else if (!items.is_boolean()) {
+        rest = Sub{&items, pointer_child(sub.ptr, "items")};
+      }
+    } else if (!prefix) {
+      rest_any = true;
+    }
+    const bool has_rest = rest || rest_any;
+    const size_t k = prefix ? prefix->size() : 0;
+    const size_t max = s.contains("maxItems") ? count(sub, "maxItems") : has_rest ? kNoMax : k;
+    const size_t min = s.contains("minItems") ? count(sub, "minItems") : std::min(k, max);
+    if (min > max) {
+      fail_empty("minItems", sub.ptr,
+                 s.contains("maxItems") ? "greater than maxItems" : "more items than the tuple allows");
+    }
+    if (!prefix && rest_any && min == 0 && max == kNoMax) return use_primitive("array", name, exact);
+
+    // Required prefix items [0, qk), optional ones [qk, kk), then the rest
+    // items, rest_min to rest_max of them.
+    const size_t kk = std::min(k, max);
+    const size_t qk = std::min(min, k);
+    const size_t rest_min = min > k ? min - k : 0;
+    const size_t rest_max = !has_rest ? 0 : max == kNoMax ? kNoMax : max > k ? max - k : 0;
+    std::vector<std::string> items;
+    std::string rest_rule;
+    ++struct_depth_;
+    for (size_t i = 0; i < kk; ++i) {
+      items.push_back(visit({&(*prefix)[i], pointer_child(prefix_ptr, i)},
+                            child_name(name, "tuple-" + std::to_string(i)), depth + 1, false));
+    }
+    if (rest && rest_max > 0) {
+      rest_rule = visit(*rest, child_name(name, "item"), depth + 1, false);
+    } else if (rest_any && rest_max > 0) {
+      rest_rule = use_primitive("value", "", false);
+    }
+    --struct_depth_;
+
+    const std::string comma = "\",\" space ";
+    // After at least one item: the rest items, each with its comma.
+    std::string suffix = rest_rule.empty() ? "" : repeat("(" + comma + rest_rule + ")", rest_min, rest_max);
+    if (rest_min == 1 && rest_max == 1) suffix = comma + rest_rule;
+    const size_t first_optional = qk == 0 ? 1 : qk;
+    for (size_t j = kk; j-- > first_optional;) {
+      suffix = "( " + comma + items[j] + (suffix.empty() ? "" : " " + suffix) + " )?";
+    }
+    std::string inner;
+    if (qk > 0) {
+      inner =
+          join(std::vector<std::string>(items.begin(), items.begin() + static_cast<long>(qk)), " " + comma, identity);
+      if (!suffix.empty()) inner += " " + suffix;
+    } else if (kk > 0) {
+      inner = "( " + items[0] + (suffix.empty() ? "" : " " + suffix) + " )?";
+    } else if (!rest_rule.empty()) {
+      // No prefix: rest_rule (comma rest_rule){min-1, max-1}.
+      const size_t more = rest_max == kNoMax ? kNoMax : rest_max - 1;
+      const std::string tail = repeat("(" + comma + rest_rule + ")", rest_min > 0 ? rest_min - 1 : 0, more);
+      inner = rest_rule + (tail.empty() ? "" : " " + tail);
+      if (rest_min == 0) inner = "(" + inner + ")?";
+    }
+    return define(name, exact, inner.empty() ? R"("[" space "]")" : R"("[" space )" + inner + R"( space "]")");
+  }
+
+  std::string visit_object(const Sub& sub, const std::string& name, size_t depth, bool exact) {
+    const Json& s = *sub.s;
+    ObjectSpec spec;
+    std::vector<std::string> required;
+    if (s.contains("required")) {
+      const Json& r = s["required"];
+      if (!r.is_array()) fail_keyword("required", sub.ptr, "must be an array of strings");
+      for (const Json& v : r) {
+        if (!v.is_string()) fail_keyword("required", sub.ptr, "must be an array of strings");
+        if (std::find(required.begin(), required.end(), v.get<std::string>()) == required.end()) {
+          required.push_back(v.get<std::string>());
+        }
+      }
+    }
+    auto is_required = [&](const std::string& key) {
+      return std::find(required.begin(), required.end(), key) != required.end();
+    };
+    if (s.contains("properties")) {
+      const Json& props = s["properties"];
+      if (!props.is_object()) fail_keyword("properties", sub.ptr, "must be an object");
+      const std::string props_ptr = pointer_child(sub.ptr, "properties");
+      for (const auto& [key, schema] : props.items()) {
+        PropSpec p{key, {}, is_required(key), schema.is_boolean() && !schema.get<bool>()};
+        if (p.forbidden && p.required) {
+          fail_empty("required", sub.ptr, "property \"" + key + "\" is required but its schema is false");
+        }
+        if (!p.forbidden) p.schemas.push_back({&schema, pointer_child(props_ptr, key)});
+        spec.props.push_back(std::move(p));
+      }
+    }
+    if (!s.contains("additionalProperties")) {
+      spec.extra = s.contains("properties") ? ObjectSpec::kNone : ObjectSpec::kAny;  // llama.cpp's default
+    } else if (const Json& a = s["additionalProperties"]; is_trivial(a)) {
+      spec.extra = ObjectSpec::kAny;
+    } else if (a.is_boolean()) {
+      spec.extra = ObjectSpec::kNone;
+    } else if (a.is_object()) {
+      spec.extra = ObjectSpec::kSchemas;
+      spec.extra_schemas.push_back({&a, pointer_child(sub.ptr, "additionalProperties")});
+    } else {
+      fail_keyword("additionalProperties", sub.ptr, "must be a boolean or a schema");
+    }
+    // Required names without a property schema take additionalProperties'
+    // (any value when it is absent: llama.cpp's default shuts out only the
+    // names nobody asked for).
+    for (const std::string& key : required) {
+      const bool declared =
+          std::any_of(spec.props.begin(), spec.props.end(), [&](const PropSpec& p) { return p.key == key; });
+      if (declared) continue;
+      if (spec.extra == ObjectSpec::kNone && s.contains("additionalProperties")) {
+        fail_empty("required", sub.ptr,
+                   "property \"" + key + "\" is required but not in \"properties\" and additionalProperties is false");
+      }
+      spec.props.push_back({key, spec.extra_schemas, true, false});
+    }
+    return emit_object(spec, name, depth, exact);
+  }
+
+  std::string emit_object(const ObjectSpec& spec, const std::string& name, size_t depth, bool exact) {
+    const bool any_prop =
+        std::any_of(spec.props.begin(), spec.props.end(), [](const PropSpec& p) { return !p.forbidden; });
+    if (!any_prop && spec.extra == ObjectSpec::kAny) return use_primitive("object", name, exact);
+
+    std::vector<std::string> required_kvs;
+    std::vector<std::pair<std::string, std::string>> optional;  // key part of the name, kv rule
+    std::vector<std::string> excluded;                          // keys the extra properties may not take
+    ++struct_depth_;
+    for (const PropSpec& p : spec.props) {
+      excluded.push_back(p.key);
+      if (p.forbidden) continue;
+      const std::string value_name = child_name(name, p.key);
+      const std::string value =
+          p.schemas.empty() ? use_primitive("value", "", false) : visit_all(p.schemas, value_name, depth + 1);
+      const std::string kv = add_rule(
+          value_name + "-kv", gbnf_literal("\"" + json_string_text(p.key) + "\"") + " space \":\" space " + value);
+      if (p.required) {
+        required_kvs.push_back(kv);
+      } else {
+        optional.emplace_back(p.key, kv);
+      }
+    }
+    std::string extra_kv;
+    if (spec.extra != ObjectSpec::kNone) {
+      const std::string value = spec.extra == ObjectSpec::kAny
+                                    ? use_primitive("value", "", false)
+                                    : visit_all(spec.extra_schemas, child_name(name, "additional-value"), depth + 1);
+      if (!excluded.empty()) add_primitive("char");  // json_key_excluding's continuations
+      const std::string key =
+          excluded.empty() ? use_primitive("string", "", false)
+                           : add_rule(child_name(name, "additional-k"), grammar::json_key_excluding(excluded, "char"));
+      extra_kv = add_rule(child_name(name, "additional-kv"), key + " space \":\" space " + value);
+    }
+    --struct_depth_;
+
+    const std::string comma = "\",\" space ";
+    std::string body = R"("{" space )";
+    body += join(required_kvs, " " + comma, identity);
+    // The optional properties in order, any subset, then the extra ones:
+    // each alternative starts at one of them; `<key>-rest` is what may
+    // follow key (llama.cpp's get_recursive_refs).
+    std::vector<std::string> alts;
+    const size_t n = optional.size() + (extra_kv.empty() ? 0 : 1);
+    const std::string extra_tail = "( " + comma + extra_kv + " )*";
+    std::string rest;  // what may follow item i, built from the end
+    std::vector<std::string> rests(n);
+    for (size_t i = n; i-- > 0;) {
+      rests[i] = rest;
+      if (i == 0) break;
+      // rest for item i-1: item i optional, then what follows it.
+      const bool extra = i == optional.size();
+      std::string piece = extra ? extra_tail : "( " + comma + optional[i].second + " )?";
+      if (!rest.empty()) piece += " " + rest;
+      rest = add_rule(child_name(name, optional[i - 1].first) + "-rest", piece);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const bool extra = i == optional.size();
+      std::string alt = extra ? extra_kv + " " + extra_tail : optional[i].second;
+      if (!rests[i].empty()) alt += " " + rests[i];
+      alts.push_back(alt);
+    }
+    if (!alts.empty()) {
+      const std::string choice = join(alts, " | ", identity);
+      if (required_kvs.empty()) {
+        body += "( " + choice + " )?";
+      } else {
+        body += " ( " + comma + "( " + choice + " ) )?";
+      }
+    } else if (required_kvs.empty()) {
+      return define(name, exact, R"("{" space "}")");
+    }
+    body += R"( space "}")";
+    return define(name, exact, body);
+  }
+
+  // --- conjunctions ---
+  // All of `subs` must hold (an allOf, or a $ref or anyOf with siblings).
+  // One schema is visited as it is. Several: an anyOf among them is
+  // distributed (allOf [X, anyOf [A, B]] is anyOf [allOf [X, A], allOf [X,
+  // B]]); bare "type" constraints are intersected; the rest must all be
+  // objects (merged: properties united, each property's schemas and the
+  // additionalProperties of the others all holding) or all enums (their
+  // common values), or be one schema of those types. `why` names the
+  // keyword in errors.
+  std::string visit_all(const std::vector<Sub>& subs, const std::string& name, size_t depth) {
+    if (subs.size() == 1) return visit(subs[0], name, depth, false);
+    return visit_all_of(subs, subs[0].ptr, "allOf", name, depth, false);
+  }
+
+  std::string visit_all_of(const std::vector<Sub>& subs, const std::string& ptr, std::string_view why,
+                           const std::string& name, size_t depth, bool exact) {
+    std::vector<Sub> parts;
+    std::set<std::string> expanding;
+    for (const Sub& sub : subs) flatten(sub, parts, depth + 1, false, expanding);
+    if (parts.size() == 1 && !is_compound(parts[0], depth + 1)) return visit(parts[0], name, depth + 1, exact);
+    // Several: references are read through, to merge what they name.
+    std::vector<Sub> unique;
+    {
+      std::vector<Sub> all;
+      for (const Sub& sub : parts) flatten(sub, all, depth + 1, true, expanding);
+      for (const Sub& sub : all) {
+        const bool seen =
+            std::any_of(unique.begin(), unique.end(), [&](const Sub& u) { return u.s == sub.s && u.skip == sub.skip; });
+        if (!seen) unique.push_back(sub);
+      }
+    }
+    if (unique.empty()) return use_primitive("value", name, exact);
+    if (unique.size() == 1 && !is_compound(unique[0], depth + 1)) return visit(unique[0], name, depth + 1, exact);
+
+    for (size_t i = 0; i < unique.size(); ++i) {
+      for (const char* key : {"anyOf", "oneOf"}) {
+        if (!has(unique[i], key)) continue;
+        const Json& alts = (*unique[i].s)[key];
+        if (!alts.is_array() || alts.empty()) fail_keyword(key, unique[i].ptr, "must be a non-empty array of schemas");
+        Sub self = unique[i];
+        self.skip |= key[0] == 'a' ? kSkipAnyOf : kSkipOneOf;
+        std::vector<std::string> rules;
+        for (size_t a = 0; a < alts.size(); ++a) {
+          if (alts[a].is_boolean() && !alts[a].get<bool>()) continue;
+          std::vector<Sub> branch = unique;
+          branch[i] = self;
+          branch.push_back({&alts[a], pointer_child(pointer_child(unique[i].ptr, key), a)});
+          const auto rule =
+              attempt([&] { return visit_all_of(branch, ptr, why, alternative_name(name, a), depth + 1, false); });
+          if (rule && std::find(rules.begin(), rules.end(), *rule) == rules.end()) rules.push_back(*rule);
+        }
+        if (rules.empty()) fail_empty(key, unique[i].ptr, "no alternative accepts a value");
+        return define(name, exact, join(rules, " | ", identity));
+      }
+    }
+
+    unsigned types = kAllTypes;
+    std::vector<Sub> rest;
+    for (const Sub& sub : unique) {
+      if (keys_within(sub, {"type"})) {
+        types &= type_mask((*sub.s)["type"], sub.ptr);
+      } else {
+        rest.push_back(sub);
+      }
+    }
+    if (!types) fail_empty(why, ptr, "the \"type\"s of its parts have no type in common");
+    if (rest.empty()) {
+      synthetic_.push_back(Json::object());
+      for (const char* t : {"null", "boolean", "integer", "number", "string", "array", "object"})
+        if ((types & type_bits(t)) == type_bits(t)) synthetic_.back()["type"].push_back(t);
+      return visit({&synthetic_.back(), ptr}, name, depth + 1, exact);
+    }
+    if (rest.size() == 1) {
+      std::set<std::string> open;
+      const unsigned narrowed = value_types(rest[0], depth + 1, open);
+      if (!(narrowed & types)) fail_empty(why, ptr, "its \"type\" excludes the schema at " + where(rest[0].ptr));
+      if (narrowed & ~types) {
+        fail_keyword(why, ptr, "a \"type\" that narrows the schema at " + where(rest[0].ptr) + " is not supported");
+      }
+      return visit(rest[0], name, depth + 1, exact);
+    }
+    const bool enums = std::all_of(rest.begin(), rest.end(), [](const Sub& sub) {
+      return (sub.s->contains("enum") || sub.s->contains("const")) && keys_within(sub, {"enum", "const", "type"});
+    });
+    if (enums) {
+      std::vector<const Json*> common = enum_values(rest[0]);
+      for (size_t i = 1; i < rest.size(); ++i) {
+        const std::vector<const Json*> other = enum_values(rest[i]);
+        std::erase_if(common, [&](const Json* v) {
+          return std::none_of(other.begin(), other.end(), [&](const Json* o) { return *o == *v; });
+        });
+      }
+      std::erase_if(common, [&](const Json* v) { return !(json_type(*v) & types); });
+      if (common.empty()) fail_empty(why, ptr, "no value is in every enum");
+      std::vector<std::string> literals;
+      for (const Json* v : common) literals.push_back(gbnf_literal(v->dump()));
+      return define(name, exact, literals.size() == 1 ? literals[0] : join_in("(", literals, " | ", ")", identity));
+    }
+    for (const Sub& sub : rest) {
+      const Json& s = *sub.s;
+      const bool object = keys_within(sub, {"properties", "required", "additionalProperties", "type"}) &&
+                          (!s.contains("type") || (type_mask(s["type"], sub.ptr) & kObject));
+      if (!object) {
+        fail_keyword(why, ptr,
+                     "merges only objects (properties, required, additionalProperties) or enums; the schema at " +
+                         where(sub.ptr) + " is neither");
+      }
+    }
+    if (!(types & kObject)) fail_empty(why, ptr, "its \"type\" excludes the objects it merges");
+    return emit_object(merge_objects(rest, ptr, why), name, depth, exact);
+  }
+
+  // The parts of a conjunction: allOf items opened, a $ref with siblings
+  // split from them, schemas that constrain nothing dropped; a lone $ref is
+  // read through only when `through_refs` (so allOf [{"$ref": x}] keeps x's
+  // rule, recursion included).
+  void flatten(const Sub& sub, std::vector<Sub>& out, size_t depth, bool through_refs,
+               std::set<std::string>& expanding) {
+    enter(sub.ptr, depth);
+    const Json& s = *sub.s;
+    if (s.is_boolean()) {
+      if (s.get<bool>()) return;
+      fail_empty("", sub.ptr, "the schema false (no value is valid)");
+    }
+    if (!s.is_object()) fail(sub.ptr, "a schema must be an object or a boolean");
+    check_keywords(s, sub.ptr);
+    const std::vector<std::string> keys = own_keys(sub);
+    if (keys.empty()) return;
+    const bool ref = has(sub, "$ref"), all = has(sub, "allOf");
+    if ((!ref && !all) || (ref && keys.size() == 1 && !through_refs)) {
+      out.push_back(sub);
+      return;
+    }
+    if (ref) {
+      if (under_nested_id(sub.ptr)) {
+        fail_keyword("$ref", sub.ptr, "not supported inside a subschema with its own \"$id\"");
+      }
+      const auto [target, tptr] = resolve(s["$ref"], sub.ptr);
+      if (!expanding.insert(tptr).second) {
+        fail_keyword("$ref", sub.ptr, "\"" + s["$ref"].get<std::string>() + "\" is part of its own conjunction");
+      }
+      flatten({target, tptr}, out, depth + 1, true, expanding);
+      expanding.erase(tptr);
+    }
+    if (all) {
+      const Json& items = s["allOf"];
+      if (!items.is_array() || items.empty()) fail_keyword("allOf", sub.ptr, "must be a non-empty array of schemas");
+      for (size_t i = 0; i < items.size(); ++i) {
+        flatten({&items[i], pointer_child(pointer_child(sub.ptr, "allOf"), i)}, out, depth + 1, through_refs,
+                expanding);
+      }
+    }
+    const Sub self{sub.s, sub.ptr, sub.skip | kSkipRef | kSkipAllOf};
+    if (!own_keys(self).empty()) out.push_back(self);
+  }
+
+  // Objects merged: a property's schemas are those of the parts that
+  // declare it, and the additionalProperties of the parts that do not (a
+  // false one forbids it); extra properties need every part's consent. With
+  // no additionalProperties anywhere, llama.cpp's default: none beside the
+  // declared properties.
+  ObjectSpec merge_objects(const std::vector<Sub>& parts, const std::string& ptr, std::string_view why) {
+    std::vector<std::string> names;
+    auto add_name = [&](const std::string& n) {
+      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    };
+    bool declared = false;
+    for (const Sub& p : parts) {
+      if (!p.s->contains("properties")) continue;
+      declared = true;
+      const Json& props = (*p.s)["properties"];
+      if (!props.is_object()) fail_keyword("properties", p.ptr, "must be an object");
+      for (const auto& [k, v] : props.items()) add_name(k);
+    }
+    std::vector<std::string> required;
+    for (const Sub& p : parts) {
+      if (!p.s->contains("required")) continue;
+      const Json& r = (*p.s)["required"];
+      if (!r.is_array()) fail_keyword("required", p.ptr, "must be an array of strings");
+      for (const Json& v : r) {
+        if (!v.is_string()) fail_keyword("required", p.ptr, "must be an array of strings");
+        add_name(v.get<std::string>());
+        required.push_back(v.get<std::string>());
+      }
+    }
+    // Each part's additionalProperties: absent or trivial (nullopt), false
+    // (null Sub), or a schema.
+    std::vector<std::optional<Sub>> extra(parts.size());
+    bool extra_forbidden = false;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (!parts[i].s->contains("additionalProperties")) continue;
+      const Json& a = (*parts[i].s)["additionalProperties"];
+      if (is_trivial(a)) continue;
+      if (a.is_boolean()) {
+        extra[i] = Sub{nullptr, ""};
+        extra_forbidden = true;
+      } else if (a.is_object()) {
+        extra[i] = Sub{&a, pointer_child(parts[i].ptr, "additionalProperties")};
+      } else {
+        fail_keyword("additionalProperties", parts[i].ptr, "must be a boolean or a schema");
+      }
+    }
+    ObjectSpec spec;
+    for (const std::string& n : names) {
+      PropSpec prop{n, {}, std::find(required.begin(), required.end(), n) != required.end(), false};
+      for (size_t i = 0; i < parts.size(); ++i) {
+        const Json& s = *parts[i].s;
+        if (s.contains("properties") && s["properties"].contains(n)) {
+          const Json& v = s["properties"][n];
+          if (v.is_boolean() && !v.get<bool>()) {
+            prop.forbidden = true;
+          } else if (!is_trivial(v)) {
+            prop.schemas.push_back({&v, pointer_child(pointer_child(parts[i].ptr, "properties"), n)});
+          }
+        } else if (extra[i]) {
+          if (extra[i]->s) {
+            prop.schemas.push_back(*extra[i]);
+          } else {
+            prop.forbidden = true;
+          }
+        }
+      }
+      if (prop.forbidden && prop.required) {
+        fail_empty(why, ptr, "property \"" + n + "\" is required by one part and forbidden by another");
+      }
+      spec.props.push_back(std::move(prop));
+    }
+    if (extra_forbidden) {
+      spec.extra = ObjectSpec::kNone;
+    } else {
+      for (const auto& e : extra)
+        if (e) spec.extra_schemas.push_back(*e);
+      spec.extra = !spec.extra_schemas.empty() ? ObjectSpec::kSchemas : declared ? ObjectSpec::kNone : ObjectSpec::kAny;
+    }
+    return spec;
+  }
+
+  const Json& root_;
+  const GrammarLimits& limits_;
+  std::map<std::string, std::string> rules_;      // name -> body, written in name order
+  std::map<std::string, std::string> ref_rules_;  // a $ref's target pointer -> its rule
+  std::map<std::string, size_t> refs_open_;       // targets being converted -> struct_depth_ then
+  std::vector<std::string> added_;                // rules_ keys in the order made (for attempt)
+  std::vector<std::string> added_refs_;           // ref_rules_ keys in the order made
+  std::deque<Json> synthetic_;                    // schemas made for allOf (stable addresses)
+  size_t struct_depth_ = 0;                       // objects and arrays entered
+  size_t work_ = 0;
+};
+
+}  // namespace
+
+std::string json_schema_to_gbnf(std::string_view schema_json, const GrammarLimits& limits) {
+  Json root;
+  try {
+    root = Json::parse(schema_json.begin(), schema_json.end());
+  } catch (const Json::parse_error& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." without its tag.
+    std::string what = e.what();
+    if (const size_t tag = what.find("] "); tag != std::string::npos) what = what.substr(tag + 2);
+    throw Error(Errc::invalid_argument, "json_schema: the schema is not valid JSON: " + what);
+  }
+  return Converter(root, limits).run();
+}
+
+}  // namespace synapse

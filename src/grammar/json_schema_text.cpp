@@ -1,0 +1,1092 @@
+#include "grammar/json_schema_text.hpp"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include "base/strings.hpp"
+
+namespace synapse::grammar {
+
+// ---------------------------------------------------------------------------
+// CodepointSet
+
+void CodepointSet::add(uint32_t lo, uint32_t hi) {
+  if (lo > hi) return;
+  hi = std::min(hi, kMaxCodepoint);
+  // Insert in order, then merge what overlaps or touches the new range.
+  auto it = std::lower_bound(ranges_.begin(), ranges_.end(), std::make_pair(lo, hi));
+  it = ranges_.insert(it, {lo, hi});
+  std::vector<std::pair<uint32_t, uint32_t>> merged;
+  merged.reserve(ranges_.size());
+  for (const auto& r : ranges_) {
+    if (!merged.empty() && r.first <= merged.back().second + 1) {
+      merged.back().second = std::max(merged.back().second, r.second);
+    } else {
+      merged.push_back(r);
+    }
+  }
+  ranges_ = std::move(merged);
+}
+
+void CodepointSet::add(const CodepointSet& other) {
+  for (const auto& r : other.ranges_) add(r.first, r.second);
+}
+
+CodepointSet CodepointSet::complement() const {
+  CodepointSet out;
+  uint32_t next = 0;
+  for (const auto& r : ranges_) {
+    if (r.first > next) out.ranges_.emplace_back(next, r.first - 1);
+    next = r.second + 1;
+  }
+  if (next <= kMaxCodepoint) out.ranges_.emplace_back(next, kMaxCodepoint);
+  return out;
+}
+
+CodepointSet CodepointSet::intersect(const CodepointSet& other) const {
+  CodepointSet out;
+  size_t i = 0, j = 0;
+  while (i < ranges_.size() && j < other.ranges_.size()) {
+    const uint32_t lo = std::max(ranges_[i].first, other.ranges_[j].first);
+    const uint32_t hi = std::min(ranges_[i].second, other.ranges_[j].second);
+    if (lo <= hi) out.ranges_.emplace_back(lo, hi);
+    if (ranges_[i].second < other.ranges_[j].second) {
+      ++i;
+    } else {
+      ++j;
+    }
+  }
+  return out;
+}
+
+CodepointSet CodepointSet::minus(const CodepointSet& other) const { return intersect(other.complement()); }
+
+bool CodepointSet::contains(uint32_t cp) const {
+  for (const auto& r : ranges_)
+    if (r.first <= cp && cp <= r.second) return true;
+  return false;
+}
+
+int64_t CodepointSet::single() const {
+  if (ranges_.size() != 1 || ranges_[0].first != ranges_[0].second) return -1;
+  return ranges_[0].first;
+}
+
+// ---------------------------------------------------------------------------
+// UTF-8, GBNF and JSON text
+
+uint32_t next_codepoint(std::string_view s, size_t& pos) {
+  const auto b0 = static_cast<unsigned char>(s[pos]);
+  size_t len = 1;
+  uint32_t cp = b0;
+  if (b0 >= 0xF0 && b0 < 0xF8) {
+    len = 4;
+    cp = b0 & 0x07;
+  } else if (b0 >= 0xE0) {
+    len = 3;
+    cp = b0 & 0x0F;
+  } else if (b0 >= 0xC0) {
+    len = 2;
+    cp = b0 & 0x1F;
+  }
+  if (len == 1 || pos + len > s.size()) {
+    ++pos;
+    return b0;
+  }
+  for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[pos + k]) & 0x3F);
+  pos += len;
+  return cp;
+}
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+namespace {
+
+std::string identity(const std::string& s) { return s; }
+
+void append_hex(std::string& out, uint32_t v, int digits, bool upper) {
+  const char* hex = upper ? "0123456789ABCDEF" : "0123456789abcdef";
+  for (int k = digits - 1; k >= 0; --k) out += hex[(v >> (4 * k)) & 0xF];
+}
+
+// One code point inside a GBNF class; GBNF's escapes (llama-grammar.cpp's
+// parse_char) are \x \u \U \t \r \n \\ \" \[ \] \-, so '^' is written \x5E.
+void append_class_char(std::string& out, uint32_t cp) {
+  if (cp == '\\' || cp == ']' || cp == '[' || cp == '-') {
+    out += '\\';
+    out += static_cast<char>(cp);
+  } else if (cp == '^') {
+    out += "\\x5E";
+  } else if (cp == '\t') {
+    out += "\\t";
+  } else if (cp == '\n') {
+    out += "\\n";
+  } else if (cp == '\r') {
+    out += "\\r";
+  } else if (cp >= 0x20 && cp < 0x7F) {
+    out += static_cast<char>(cp);
+  } else if (cp <= 0xFF) {
+    out += "\\x";
+    append_hex(out, cp, 2, true);
+  } else if (cp <= 0xFFFF) {
+    out += "\\u";
+    append_hex(out, cp, 4, true);
+  } else {
+    out += "\\U";
+    append_hex(out, cp, 8, true);
+  }
+}
+
+std::string class_text(const CodepointSet& set, bool negate) {
+  std::string out = negate ? "[^" : "[";
+  for (const auto& [lo, hi] : set.ranges()) {
+    append_class_char(out, lo);
+    if (hi == lo) continue;
+    if (hi != lo + 1) out += '-';
+    append_class_char(out, hi);
+  }
+  out += ']';
+  return out;
+}
+
+}  // namespace
+
+std::string gbnf_literal(std::string_view utf8) {
+  std::string out = "\"";
+  for (char ch : utf8) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7F) {
+      out += "\\x";
+      append_hex(out, c, 2, true);
+    } else {
+      out += ch;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+std::string gbnf_class(const CodepointSet& set) {
+  const CodepointSet rest = set.complement();
+  // "[^]" is not GBNF (it would hold no character at all), so a full set is
+  // written as its range.
+  if (rest.empty()) return class_text(set, false);
+  std::string pos = class_text(set, false);
+  std::string neg = class_text(rest, true);
+  return neg.size() < pos.size() ? neg : pos;
+}
+
+const CodepointSet& json_plain_chars() {
+  static const CodepointSet plain = [] {
+    CodepointSet s(0x20, kMaxCodepoint);
+    CodepointSet out;
+    out.add('"', '"');
+    out.add('\\', '\\');
+    out.add(0x7F, 0x7F);
+    out.add(0xD800, 0xDFFF);
+    return s.minus(out);
+  }();
+  return plain;
+}
+
+namespace {
+
+// JSON's short escapes: the code point and the letter after the backslash.
+constexpr std::pair<uint32_t, char> kShortEscapes[] = {{'"', '"'}, {'\\', '\\'}, {8, 'b'}, {12, 'f'},
+                                                       {10, 'n'},  {13, 'r'},    {9, 't'}};
+
+}  // namespace
+
+std::string json_char_text(uint32_t cp) {
+  std::string out;
+  if (json_plain_chars().contains(cp)) {
+    append_utf8(out, cp);
+    return out;
+  }
+  for (const auto& [c, letter] : kShortEscapes) {
+    if (c == cp) {
+      out += '\\';
+      out += letter;
+      return out;
+    }
+  }
+  out += "\\u";
+  append_hex(out, cp, 4, false);
+  return out;
+}
+
+std::string json_string_text(std::string_view utf8) {
+  std::string out;
+  for (size_t pos = 0; pos < utf8.size();) out += json_char_text(next_codepoint(utf8, pos));
+  return out;
+}
+
+std::string json_char_expr(const CodepointSet& set) {
+  std::vector<std::string> parts;
+  const CodepointSet plain = set.intersect(json_plain_chars());
+  if (const int64_t one = plain.single(); one >= 0) {
+    std::string text;
+    append_utf8(text, static_cast<uint32_t>(one));
+    parts.push_back(gbnf_literal(text));
+  } else if (!plain.empty()) {
+    parts.push_back(gbnf_class(plain));
+  }
+  CodepointSet letters;
+  CodepointSet shorts;
+  for (const auto& [c, letter] : kShortEscapes) {
+    shorts.add(c, c);
+    if (set.contains(c)) letters.add(static_cast<uint32_t>(letter), static_cast<uint32_t>(letter));
+  }
+  if (const int64_t one = letters.single(); one >= 0) {
+    parts.push_back(gbnf_literal(std::string("\\") + static_cast<char>(one)));
+  } else if (!letters.empty()) {
+    parts.push_back("\"\\\\\" " + gbnf_class(letters));
+  }
+  // The other controls and U+007F as \u00xx, grouped by their third hex digit.
+  CodepointSet controls(0, 0x1F);
+  controls.add(0x7F, 0x7F);
+  const CodepointSet escaped = set.intersect(controls).minus(shorts);
+  std::vector<std::string> groups;
+  for (uint32_t high : {0u, 1u, 7u}) {
+    CodepointSet lows;
+    for (uint32_t low = 0; low < 16; ++low) {
+      if (!escaped.contains(high * 16 + low)) continue;
+      const uint32_t digit = low < 10 ? '0' + low : 'a' + low - 10;
+      lows.add(digit, digit);
+    }
+    if (lows.empty()) continue;
+    std::string hi_digit(1, static_cast<char>('0' + high));
+    if (const int64_t one = lows.single(); one >= 0) {
+      groups.push_back(gbnf_literal(hi_digit + static_cast<char>(one)));
+    } else {
+      groups.push_back(gbnf_literal(hi_digit) + " " + gbnf_class(lows));
+    }
+  }
+  if (groups.size() == 1) {
+    parts.push_back("\"\\\\u00\" " + groups[0]);
+  } else if (!groups.empty()) {
+    parts.push_back(join_in("\"\\\\u00\" (", groups, " | ", ")", [](const std::string& a) { return a; }));
+  }
+  // A single class or literal is returned as is, anything else in
+  // parentheses, so the result always takes a quantifier.
+  if (parts.size() == 1 && parts[0].find(' ') == std::string::npos) return parts[0];
+  return join_in("(", parts, " | ", ")", [](const std::string& a) { return a; });
+}
+
+// ---------------------------------------------------------------------------
+// keys and integers
+
+// From a trie of the names' JSON text: at each node, a child's character
+// continues a name, and any other character leaves all names behind (then
+// anything may follow). Written bottom-up without recursion (names may be
+// long): a child's index is above its parent's.
+std::string json_key_excluding(const std::vector<std::string>& names, std::string_view char_rule) {
+  struct Node {
+    std::map<std::string, size_t> kids;  // a character's JSON text -> node
+    bool terminal = false;
+  };
+  const std::string plus = std::string(char_rule) + "+", star = std::string(char_rule) + "*";
+  std::vector<Node> nodes(1);
+  for (const std::string& name : names) {
+    size_t cur = 0;
+    for (size_t pos = 0; pos < name.size();) {
+      const std::string tok = json_char_text(next_codepoint(name, pos));
+      auto it = nodes[cur].kids.find(tok);
+      if (it == nodes[cur].kids.end()) {
+        const size_t fresh = nodes.size();
+        nodes[cur].kids.emplace(tok, fresh);
+        nodes.emplace_back();
+        cur = fresh;
+      } else {
+        cur = it->second;
+      }
+    }
+    nodes[cur].terminal = true;
+  }
+  // text[i]: what may follow node i's prefix (children are after parents).
+  std::vector<std::string> text(nodes.size());
+  for (size_t i = nodes.size(); i-- > 0;) {
+    const Node& node = nodes[i];
+    if (node.kids.empty()) {
+      text[i] = plus;
+      continue;
+    }
+    std::vector<std::string> parts;
+    CodepointSet taken;
+    std::string letters = "\"\\/bfnrt";
+    for (const auto& [tok, child] : node.kids) {
+      if (tok[0] == '\\') {
+        std::erase(letters, tok[1]);
+      } else {
+        size_t pos = 0;
+        const uint32_t cp = next_codepoint(tok, pos);
+        taken.add(cp, cp);
+        if (cp == '/') std::erase(letters, '/');
+      }
+      const Node& c = nodes[child];
+      if (c.kids.empty()) {
+        parts.push_back(gbnf_literal(tok) + " char+");
+      } else {
+        parts.push_back(gbnf_literal(tok) + " (" + text[child] + ")" + (c.terminal ? "" : "?"));
+      }
+      text[child].clear();
+    }
+    std::string other = gbnf_class(json_plain_chars().minus(taken));
+    if (!letters.empty()) {
+      CodepointSet ls;
+      for (char l : letters) ls.add(static_cast<uint32_t>(l), static_cast<uint32_t>(l));
+      other = "(" + other + " | \"\\\\\" " + gbnf_class(ls) + ")";
+    }
+    parts.push_back(other + " char*");
+    text[i] = join(parts, " | ", identity);
+  }
+  return R"("\"" ()" + text[0] + ")" + (nodes[0].terminal ? "" : "?") + R"( "\"")";
+}
+
+namespace {
+
+constexpr int kUnboundedDigits = 16;  // llama.cpp's integral-part: [1-9] [0-9]{0,15}
+
+int n_digits(uint64_t v) {
+  int n = 1;
+  while (v >= 10) v /= 10, ++n;
+  return n;
+}
+uint64_t pow10(int n) {
+  uint64_t p = 1;
+  while (n-- > 0) p *= 10;
+  return p;
+}
+uint64_t magnitude(int64_t v) { return v < 0 ? static_cast<uint64_t>(-(v + 1)) + 1 : static_cast<uint64_t>(v); }
+
+std::string digit_class(char lo, char hi) {
+  std::string s = "[";
+  s += lo;
+  if (hi != lo) {
+    s += '-';
+    s += hi;
+  }
+  s += ']';
+  return s;
+}
+// [0-9] repeated min..max times (both small).
+std::string digits(int min, int max) {
+  if (max == 0) return "";
+  if (min == 1 && max == 1) return "[0-9]";
+  std::string s = "[0-9]{" + std::to_string(min);
+  if (max != min) s += "," + std::to_string(max);
+  return s + "}";
+}
+std::string group(const std::vector<std::string>& alts) {
+  if (alts.size() == 1) return alts[0];
+  return join_in("(", alts, " | ", ")", identity);
+}
+
+// The numerals from x to y, digit strings of one length (x <= y).
+void same_length(const std::string& x, const std::string& y, std::vector<std::string>& out) {
+  size_t i = 0;
+  while (i < x.size() && x[i] == y[i]) ++i;
+  const std::string prefix = i ? gbnf_literal(x.substr(0, i)) : "";
+  if (i == x.size()) {
+    out.push_back(prefix);
+    return;
+  }
+  std::vector<std::string> alts;
+  const int tail = static_cast<int>(x.size() - i - 1);
+  char lo = x[i];
+  const char hi = y[i];
+  if (tail == 0) {
+    alts.push_back(digit_class(lo, hi));
+  } else {
+    const std::string xs = x.substr(i + 1), ys = y.substr(i + 1);
+    const bool from_zero = xs.find_first_not_of('0') == std::string::npos;
+    const bool to_nine = ys.find_first_not_of('9') == std::string::npos;
+    if (!from_zero) {  // x[i] followed by xs..99
+      std::vector<std::string> sub;
+      same_length(xs, std::string(tail, '9'), sub);
+      alts.push_back(digit_class(lo, lo) + " " + group(sub));
+      ++lo;
+    }
+    const char mid_hi = to_nine ? hi : static_cast<char>(hi - 1);
+    if (lo <= mid_hi) alts.push_back(digit_class(lo, mid_hi) + " " + digits(tail, tail));
+    if (!to_nine) {  // y[i] followed by 00..ys
+      std::vector<std::string> sub;
+      same_length(std::string(tail, '0'), ys, sub);
+      alts.push_back(digit_class(hi, hi) + " " + group(sub));
+    }
+  }
+  if (prefix.empty()) {
+    out.insert(out.end(), alts.begin(), alts.end());
+  } else {
+    out.push_back(prefix + " " + group(alts));
+  }
+}
+
+// The numerals of a..b (a <= b).
+void numerals(uint64_t a, uint64_t b, std::vector<std::string>& out) {
+  for (int len = n_digits(a); len <= n_digits(b); ++len) {
+    const uint64_t lo = std::max(a, len == 1 ? 0 : pow10(len - 1));
+    const uint64_t hi = std::min(b, pow10(len) - 1);
+    same_length(std::to_string(lo), std::to_string(hi), out);
+  }
+}
+
+// The numerals of a and above, up to `cap` digits.
+void numerals_from(uint64_t a, int cap, std::vector<std::string>& out) {
+  if (a == 0) {
+    out.push_back("[0]");
+    a = 1;
+  }
+  const int d = n_digits(a);
+  if (a == pow10(d - 1)) {  // 1, 10, 100...: every numeral of d digits or more
+    std::string s = "[1-9]";
+    if (cap > 1) s += " " + digits(d - 1, cap - 1);
+    out.push_back(s);
+    return;
+  }
+  numerals(a, pow10(d) - 1, out);
+  if (d < cap) out.push_back("[1-9] " + digits(d, cap - 1));
+}
+
+}  // namespace
+
+std::string integer_range(std::optional<int64_t> lo, std::optional<int64_t> hi) {
+  std::vector<std::string> alts;
+  if (!lo || *lo < 0) {
+    const uint64_t m_lo = hi && *hi < 0 ? magnitude(*hi) : 1;
+    std::vector<std::string> mags;
+    if (lo) {
+      numerals(m_lo, magnitude(*lo), mags);
+    } else {
+      numerals_from(m_lo, std::max(kUnboundedDigits, n_digits(m_lo)), mags);
+    }
+    alts.push_back("\"-\" " + group(mags));
+  }
+  if (!hi || *hi >= 0) {
+    const uint64_t a = lo && *lo > 0 ? static_cast<uint64_t>(*lo) : 0;
+    if (hi) {
+      numerals(a, static_cast<uint64_t>(*hi), alts);
+    } else {
+      numerals_from(a, std::max(kUnboundedDigits, n_digits(a)), alts);
+    }
+  }
+  return join(alts, " | ", identity);
+}
+
+// ---------------------------------------------------------------------------
+// pattern
+
+namespace {
+
+constexpr uint32_t kInf = UINT32_MAX;
+
+// A regular expression over code points.
+struct Re {
+  enum Kind { kEmpty, kChars, kSeq, kAlt, kRepeat };
+  Kind kind = kEmpty;
+  CodepointSet chars;    // kChars (never empty)
+  std::vector<Re> kids;  // kSeq, kAlt; kRepeat: one, the body
+  uint32_t min = 0;      // kRepeat
+  uint32_t max = 0;      // kRepeat; kInf for no bound
+};
+
+Re chars_node(CodepointSet s) {
+  Re r;
+  r.kind = Re::kChars;
+  r.chars = std::move(s);
+  return r;
+}
+
+Re list_node(Re::Kind kind, std::vector<Re> kids) {
+  if (kids.empty()) return Re{};
+  if (kids.size() == 1) return std::move(kids[0]);
+  Re r;
+  r.kind = kind;
+  r.kids = std::move(kids);
+  return r;
+}
+
+Re repeat_node(Re body, uint32_t min, uint32_t max) {
+  Re r;
+  r.kind = Re::kRepeat;
+  r.kids.push_back(std::move(body));
+  r.min = min;
+  r.max = max;
+  return r;
+}
+
+// Character class escapes, as ECMA-262 (22.2.2.9) and Python's re (which
+// python-jsonschema uses) both read them: \d and \w ASCII only (Python's take
+// more), \s ECMA's WhiteSpace and LineTerminator less U+FEFF (not Python's),
+// \S neither theirs (Python's \s also takes U+001C-U+001F and U+0085). \D
+// and \W throw: ECMA's take the non-ASCII digits and letters Python's leave
+// out.
+CodepointSet digit_set() { return CodepointSet('0', '9'); }
+
+CodepointSet word_set() {
+  CodepointSet s('0', '9');
+  s.add('A', 'Z');
+  s.add('a', 'z');
+  s.add('_', '_');
+  return s;
+}
+
+CodepointSet space_set() {
+  CodepointSet s(0x09, 0x0D);  // \t \n \v \f \r
+  s.add(0x20, 0x20);
+  s.add(0xA0, 0xA0);
+  s.add(0x1680, 0x1680);
+  s.add(0x2000, 0x200A);
+  s.add(0x2028, 0x2029);
+  s.add(0x202F, 0x202F);
+  s.add(0x205F, 0x205F);
+  s.add(0x3000, 0x3000);
+  return s;
+}
+
+CodepointSet non_space_set() {
+  CodepointSet s = space_set();
+  s.add(0xFEFF, 0xFEFF);
+  s.add(0x1C, 0x1F);
+  s.add(0x85, 0x85);
+  return s.complement();
+}
+
+// `.` without the s flag: anything but a LineTerminator.
+CodepointSet dot_set() {
+  CodepointSet s(0x0A, 0x0A);
+  s.add(0x0D, 0x0D);
+  s.add(0x2028, 0x2029);
+  return s.complement();
+}
+
+int hex_value(uint32_t c) {
+  if (c >= '0' && c <= '9') return static_cast<int>(c - '0');
+  if (c >= 'a' && c <= 'f') return static_cast<int>(c - 'a' + 10);
+  if (c >= 'A' && c <= 'F') return static_cast<int>(c - 'A' + 10);
+  return -1;
+}
+
+std::string show_cp(uint32_t cp) {
+  std::string s;
+  append_utf8(s, cp);
+  return s;
+}
+
+class PatternParser {
+ public:
+  struct Branch {
+    Re re;
+    bool anchored_start = false;
+    bool anchored_end = false;
+  };
+
+  PatternParser(std::string_view pattern, size_t max_nesting, size_t max_repetition)
+      : max_nesting_(max_nesting), max_repetition_(max_repetition) {
+    for (size_t pos = 0; pos < pattern.size();) p_.push_back(next_codepoint(pattern, pos));
+  }
+
+  std::vector<Branch> parse() {
+    std::vector<Branch> branches;
+    do {
+      Branch b;
+      if (peek('^')) {
+        b.anchored_start = true;
+        ++i_;
+      }
+      b.re = parse_sequence(0, &b.anchored_end);
+      branches.push_back(std::move(b));
+    } while (eat('|'));
+    if (i_ < p_.size()) fail("unbalanced ')'");
+    return branches;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw PatternError(what + " (at character " + std::to_string(i_) + ")");
+  }
+  bool peek(uint32_t c) const { return i_ < p_.size() && p_[i_] == c; }
+  bool eat(uint32_t c) {
+    if (!peek(c)) return false;
+    ++i_;
+    return true;
+  }
+
+  Re parse_alternatives(size_t depth) {
+    std::vector<Re> alts;
+    do {
+      alts.push_back(parse_sequence(depth, nullptr));
+    } while (eat('|'));
+    return list_node(Re::kAlt, std::move(alts));
+  }
+
+  // end_anchor: set where a top-level '$' ends the alternative (null inside
+  // groups, where anchors are not supported).
+  Re parse_sequence(size_t depth, bool* end_anchor) {
+    std::vector<Re> items;
+    while (i_ < p_.size() && p_[i_] != '|' && p_[i_] != ')') {
+      if (p_[i_] == '$') {
+        if (end_anchor && (i_ + 1 == p_.size() || p_[i_ + 1] == '|')) {
+          *end_anchor = true;
+          ++i_;
+          break;
+        }
+        fail("'$' is supported only at the end of the pattern or of a top-level alternative");
+      }
+      if (p_[i_] == '^') fail("'^' is supported only at the start of the pattern or of a top-level alternative");
+      Re atom = parse_atom(depth);
+      items.push_back(parse_quantifier(std::move(atom)));
+    }
+    return list_node(Re::kSeq, std::move(items));
+  }
+
+  Re parse_atom(size_t depth) {
+    const uint32_t c = p_[i_];
+    switch (c) {
+      case '(': {
+        ++i_;
+        if (eat('?')) {
+          if (eat(':')) {
+            // non-capturing group
+          } else if (peek('=') || peek('!') ||
+                     (peek('<') && i_ + 1 < p_.size() && (p_[i_ + 1] == '=' || p_[i_ + 1] == '!'))) {
+            fail("lookaround assertions are not supported");
+          } else if (peek('<')) {
+            fail("named groups are not supported (Python's re writes them (?P<name>...))");
+          } else {
+            fail("unsupported group syntax \"(?\"");
+          }
+        }
+        if (depth + 1 > max_nesting_) {
+          fail("groups nested deeper than limits.max_nesting (" + std::to_string(max_nesting_) + ")");
+        }
+        Re inner = parse_alternatives(depth + 1);
+        if (!eat(')')) fail("missing ')'");
+        return inner;
+      }
+      case '[': {
+        CodepointSet set = parse_class();
+        if (set.empty()) fail("a character class that matches no character");
+        return chars_node(std::move(set));
+      }
+      case '.': ++i_; return chars_node(dot_set());
+      case '\\': return chars_node(parse_escape(false));
+      case '*':
+      case '+':
+      case '?':
+      case '{': fail("nothing to repeat before '" + show_cp(c) + "'");
+      case ']':
+      case '}': fail("unescaped '" + show_cp(c) + "'");
+      default: ++i_; return chars_node(CodepointSet(c, c));
+    }
+  }
+
+  Re parse_quantifier(Re atom) {
+    if (i_ >= p_.size()) return atom;
+    uint32_t min = 0, max = 0;
+    switch (p_[i_]) {
+      case '*': min = 0, max = kInf, ++i_; break;
+      case '+': min = 1, max = kInf, ++i_; break;
+      case '?': min = 0, max = 1, ++i_; break;
+      case '{': parse_braces(min, max); break;
+      default: return atom;
+    }
+    eat('?');  // lazy: the same strings match a whole-string pattern
+    if (i_ < p_.size() && (p_[i_] == '*' || p_[i_] == '+' || p_[i_] == '?' || p_[i_] == '{')) {
+      fail("nothing to repeat before '" + show_cp(p_[i_]) + "'");
+    }
+    if (max != kInf && min > max)
+      fail("repetition {" + std::to_string(min) + "," + std::to_string(max) + "} out of order");
+    const uint32_t biggest = max == kInf ? min : max;
+    if (biggest > max_repetition_) {
+      fail("repetition count " + std::to_string(biggest) + " over limits.max_repetition (" +
+           std::to_string(max_repetition_) + ")");
+    }
+    return repeat_node(std::move(atom), min, max);
+  }
+
+  // {n}, {n,} or {n,m}; i_ is at '{'.
+  void parse_braces(uint32_t& min, uint32_t& max) {
+    ++i_;
+    auto number = [&](uint32_t& out) {
+      const size_t start = i_;
+      uint64_t v = 0;
+      while (i_ < p_.size() && p_[i_] >= '0' && p_[i_] <= '9') {
+        v = std::min<uint64_t>(v * 10 + (p_[i_] - '0'), uint64_t{1} << 32);
+        ++i_;
+      }
+      out = static_cast<uint32_t>(std::min<uint64_t>(v, kInf - 1));
+      return i_ > start;
+    };
+    if (!number(min)) fail("'{' that does not start a quantifier {n}, {n,} or {n,m}");
+    max = min;
+    if (eat(',')) {
+      if (!number(max)) max = kInf;
+    }
+    if (!eat('}')) fail("'{' that does not start a quantifier {n}, {n,} or {n,m}");
+  }
+
+  CodepointSet parse_class() {
+    ++i_;  // '['
+    const bool negate = eat('^');
+    CodepointSet set;
+    for (;;) {
+      if (i_ >= p_.size()) fail("unterminated character class");
+      if (eat(']')) break;
+      const CodepointSet lo = class_atom(negate);
+      if (peek('-') && i_ + 1 < p_.size() && p_[i_ + 1] != ']') {
+        ++i_;
+        if (i_ >= p_.size()) fail("unterminated character class");
+        const CodepointSet hi = class_atom(negate);
+        if (lo.single() < 0 || hi.single() < 0) fail("a class escape as the end of a range");
+        if (lo.single() > hi.single()) fail("range out of order in character class");
+        set.add(static_cast<uint32_t>(lo.single()), static_cast<uint32_t>(hi.single()));
+      } else {
+        set.add(lo);
+      }
+    }
+    return negate ? set.complement() : set;
+  }
+
+  CodepointSet class_atom(bool negated) {
+    if (peek('\\')) {
+      const size_t at = i_;
+      CodepointSet set = parse_escape(true);
+      // [^\s] is the complement of each dialect's own \s, so the common
+      // ground of \s (or \d, \w, \S) is not enough there.
+      if (negated && i_ - at == 2 &&
+          (p_[at + 1] == 'd' || p_[at + 1] == 'w' || p_[at + 1] == 's' || p_[at + 1] == 'S')) {
+        i_ = at;
+        fail("class escapes inside a negated class are not supported (write \\S for [^\\s], and so on)");
+      }
+      return set;
+    }
+    const uint32_t c = p_[i_++];
+    return CodepointSet(c, c);
+  }
+
+  uint32_t hex_digits(size_t n) {
+    uint32_t v = 0;
+    for (size_t k = 0; k < n; ++k) {
+      const int h = i_ < p_.size() ? hex_value(p_[i_]) : -1;
+      if (h < 0) fail("invalid hexadecimal escape");
+      v = v * 16 + static_cast<uint32_t>(h);
+      ++i_;
+    }
+    return v;
+  }
+
+  // i_ is at the backslash.
+  CodepointSet parse_escape(bool in_class) {
+    ++i_;
+    if (i_ >= p_.size()) fail("'\\' at the end of the pattern");
+    const uint32_t c = p_[i_++];
+    auto one = [](uint32_t cp) { return CodepointSet(cp, cp); };
+    switch (c) {
+      case 'd': return digit_set();
+      case 'w': return word_set();
+      case 's': return space_set();
+      case 'S': return non_space_set();
+      case 'D':
+      case 'W': fail("\\D and \\W are not supported (regex dialects disagree on non-ASCII characters)");
+      case 't': return one('\t');
+      case 'n': return one('\n');
+      case 'r': return one('\r');
+      case 'f': return one('\f');
+      case 'v': return one('\v');
+      case '0':
+        if (i_ < p_.size() && p_[i_] >= '0' && p_[i_] <= '9') fail("octal escapes are not supported");
+        return one(0);
+      case 'b':
+        if (in_class) return one('\b');
+        fail("word boundaries (\\b) are not supported");
+      case 'B': fail("word boundaries (\\B) are not supported");
+      case 'x': return one(hex_digits(2));
+      case 'u': {
+        const uint32_t cp = hex_digits(4);
+        // Python's re reads \uD83D\uDE00 as two surrogates, ECMA-262 (with
+        // the u flag) as one character: neither is taken.
+        if (cp >= 0xD800 && cp <= 0xDFFF) fail("surrogate escapes are not supported (write the character itself)");
+        return one(cp);
+      }
+      case 'k': fail("backreferences are not supported");
+      case 'p':
+      case 'P': fail("Unicode property escapes are not supported");
+      default: break;
+    }
+    if (c >= '1' && c <= '9') fail("backreferences are not supported");
+    const bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (c < 0x20 || c >= 0x7F || alnum) fail("unknown escape \"\\" + show_cp(c) + "\"");
+    return one(c);  // escaped punctuation stands for itself
+  }
+
+  std::vector<uint32_t> p_;
+  size_t i_ = 0;
+  size_t max_nesting_;
+  size_t max_repetition_;
+};
+
+// --- rewriting repetitions of what can match the empty string ---------------
+// GBNF's x* is the rule r ::= x r | (empty); with x able to match nothing
+// that rule is left-recursive, which the GBNF parser rejects, and even x{m,n}
+// makes the matcher track the same position many ways. So every repeated
+// body is first replaced by its language without the empty string, which
+// leaves the language of the repetition unchanged: (x){m,n} = (x - "")^{0..n}
+// when x matches "".
+
+bool nullable(const Re& re) {
+  switch (re.kind) {
+    case Re::kEmpty: return true;
+    case Re::kChars: return false;
+    case Re::kSeq: return std::all_of(re.kids.begin(), re.kids.end(), [](const Re& k) { return nullable(k); });
+    case Re::kAlt: return std::any_of(re.kids.begin(), re.kids.end(), [](const Re& k) { return nullable(k); });
+    case Re::kRepeat: return re.min == 0 || nullable(re.kids[0]);
+  }
+  return false;
+}
+
+class Rewriter {
+ public:
+  explicit Rewriter(size_t budget) : budget_(budget) {}
+
+  // The same language, with every repeated body unable to match "".
+  Re normalize(Re re) {
+    switch (re.kind) {
+      case Re::kEmpty:
+      case Re::kChars: return re;
+      case Re::kSeq:
+      case Re::kAlt: {
+        std::vector<Re> kids;
+        for (Re& k : re.kids) {
+          Re n = normalize(std::move(k));
+          if (re.kind == Re::kSeq && n.kind == Re::kEmpty) continue;
+          if (n.kind == re.kind) {  // flatten (a b) c and (a | b) | c
+            for (Re& g : n.kids) kids.push_back(std::move(g));
+          } else {
+            kids.push_back(std::move(n));
+          }
+        }
+        return list_node(re.kind, std::move(kids));
+      }
+      case Re::kRepeat: {
+        Re body = normalize(std::move(re.kids[0]));
+        if (re.max == 0) return Re{};
+        if (nullable(body)) {
+          std::optional<Re> solid = without_empty(body);
+          if (!solid) return Re{};
+          body = std::move(*solid);
+          re.min = 0;
+        }
+        if (re.min == 1 && re.max == 1) return body;
+        return repeat_node(std::move(body), re.min, re.max);
+      }
+    }
+    return re;
+  }
+
+ private:
+  // The language of `re` (normalized) less the empty string; nullopt when
+  // nothing is left.
+  std::optional<Re> without_empty(const Re& re) {
+    switch (re.kind) {
+      case Re::kEmpty: return std::nullopt;
+      case Re::kChars: return re;
+      case Re::kAlt: {
+        std::vector<Re> alts;
+        for (const Re& k : re.kids)
+          if (auto s = without_empty(k)) alts.push_back(std::move(*s));
+        if (alts.empty()) return std::nullopt;
+        return list_node(Re::kAlt, std::move(alts));
+      }
+      case Re::kSeq: {
+        if (!nullable(re)) return re;
+        // Every part can be empty: split on the first part that is not.
+        std::vector<Re> alts;
+        for (size_t k = 0; k < re.kids.size(); ++k) {
+          std::optional<Re> head = without_empty(re.kids[k]);
+          if (!head) continue;
+          std::vector<Re> seq;
+          seq.push_back(std::move(*head));
+          for (size_t j = k + 1; j < re.kids.size(); ++j) {
+            charge(re.kids[j]);
+            seq.push_back(re.kids[j]);
+          }
+          alts.push_back(list_node(Re::kSeq, std::move(seq)));
+        }
+        if (alts.empty()) return std::nullopt;
+        return list_node(Re::kAlt, std::move(alts));
+      }
+      case Re::kRepeat:
+        // normalized: the body cannot match "", so only min == 0 lets it.
+        if (re.min == 0) return re.max == 1 ? re.kids[0] : repeat_node(re.kids[0], 1, re.max);
+        return re;
+    }
+    return std::nullopt;
+  }
+
+  void charge(const Re& re) {
+    const size_t n = count(re);
+    if (n > budget_) throw PatternError("the pattern is too complex to translate");
+    budget_ -= n;
+  }
+  static size_t count(const Re& re) {
+    size_t n = 1;
+    for (const Re& k : re.kids) n += count(k);
+    return n;
+  }
+
+  size_t budget_;
+};
+
+// --- rendering ----------------------------------------------------------------
+
+std::string quantifier(uint32_t min, uint32_t max) {
+  if (min == 0 && max == 1) return "?";
+  if (min == 0 && max == kInf) return "*";
+  if (min == 1 && max == kInf) return "+";
+  std::string q = "{";
+  q += std::to_string(min);
+  if (max != min) {
+    q += ',';
+    if (max != kInf) q += std::to_string(max);
+  }
+  q += '}';
+  return q;
+}
+
+struct Text {
+  std::string s;
+  bool alternation = false;  // has a top-level '|': needs parentheses inside a sequence
+  bool atom = false;         // a class, a one-character literal or a group: takes a quantifier as is
+};
+
+bool one_char_literal(const std::string& s) {
+  if (s.size() < 3 || s.front() != '"' || s.back() != '"') return false;
+  std::string_view body(s.data() + 1, s.size() - 2);
+  if (body.size() == 2 && body[0] == '\\') return true;
+  size_t pos = 0;
+  next_codepoint(body, pos);
+  return pos == body.size() && body[0] != '\\';
+}
+
+Text render(const Re& re) {
+  switch (re.kind) {
+    case Re::kEmpty: return {};
+    case Re::kChars: {
+      if (const int64_t one = re.chars.single(); one >= 0) {
+        std::string lit = gbnf_literal(json_char_text(static_cast<uint32_t>(one)));
+        return {lit, false, one_char_literal(lit)};
+      }
+      return {json_char_expr(re.chars), false, true};
+    }
+    case Re::kSeq: {
+      // Runs of single code points become one literal.
+      std::vector<Text> parts;
+      std::string run;
+      auto flush = [&] {
+        if (run.empty()) return;
+        std::string lit = gbnf_literal(run);
+        const bool one = one_char_literal(lit);
+        parts.push_back({std::move(lit), false, one});
+        run.clear();
+      };
+      for (const Re& k : re.kids) {
+        if (k.kind == Re::kChars && k.chars.single() >= 0) {
+          run += json_char_text(static_cast<uint32_t>(k.chars.single()));
+          continue;
+        }
+        flush();
+        Text t = render(k);
+        if (!t.s.empty()) parts.push_back(std::move(t));
+      }
+      flush();
+      if (parts.size() == 1) return parts[0];
+      std::string s = join(parts, " ", [](const Text& t) { return t.alternation ? "(" + t.s + ")" : t.s; });
+      return {s, false, false};
+    }
+    case Re::kAlt: {
+      std::vector<std::string> alts;
+      bool empty_alt = false;
+      for (const Re& k : re.kids) {
+        Text t = render(k);
+        if (t.s.empty()) {
+          empty_alt = true;
+        } else if (std::find(alts.begin(), alts.end(), t.s) == alts.end()) {
+          alts.push_back(t.s);
+        }
+      }
+      if (alts.empty()) return {};
+      std::string s = join(alts, " | ", [](const std::string& a) { return a; });
+      if (empty_alt) return {"(" + s + ")?", false, false};
+      return {s, alts.size() > 1, false};
+    }
+    case Re::kRepeat: {
+      Text body = render(re.kids[0]);
+      const std::string atom = body.atom ? body.s : "(" + body.s + ")";
+      return {atom + quantifier(re.min, re.max), false, false};
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string pattern_to_gbnf(std::string_view pattern, std::string_view char_rule, size_t max_nesting,
+                            size_t max_repetition, bool& uses_char_rule) {
+  uses_char_rule = false;
+  PatternParser parser(pattern, max_nesting, max_repetition);
+  std::vector<PatternParser::Branch> branches = parser.parse();
+  Rewriter rewriter(size_t{1} << 20);
+  const std::string any = std::string(char_rule) + "*";
+  std::vector<std::string> alts;
+  bool empty_alt = false;
+  for (PatternParser::Branch& b : branches) {
+    Text t = render(rewriter.normalize(std::move(b.re)));
+    std::string s;
+    const bool alone = b.anchored_start && b.anchored_end;
+    auto append = [&s](const std::string& piece) {
+      if (!s.empty()) s += ' ';
+      s += piece;
+    };
+    if (!b.anchored_start) append(any);
+    if (!t.s.empty()) append(t.alternation && !alone ? "(" + t.s + ")" : t.s);
+    if (!b.anchored_end) append(any);
+    uses_char_rule = uses_char_rule || !alone;
+    if (s.empty()) {
+      empty_alt = true;
+    } else if (std::find(alts.begin(), alts.end(), s) == alts.end()) {
+      alts.push_back(s);
+    }
+  }
+  std::string out = join(alts, " | ", [](const std::string& a) { return a; });
+  if (empty_alt && !alts.empty()) out = "(" + out + ")?";
+  return out;
+}
+
+}  // namespace synapse::grammar

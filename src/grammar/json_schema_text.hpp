@@ -1,0 +1,113 @@
+// Text helpers of the JSON Schema converter (json_schema.cpp): sets of code
+// points, GBNF literals and character classes, the JSON text of a string's
+// characters, and `pattern` (an ECMA-262 regular expression) translated to
+// GBNF over the JSON text of a string.
+//
+// Everything here is a pure function of its arguments (thread-safe). Errors
+// are PatternError (a description without the schema location, which the
+// converter adds).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace synapse::grammar {
+
+inline constexpr uint32_t kMaxCodepoint = 0x10FFFF;
+
+// A set of Unicode code points: sorted, disjoint, non-adjacent inclusive
+// ranges within [0, 0x10FFFF].
+class CodepointSet {
+ public:
+  CodepointSet() = default;
+  CodepointSet(uint32_t lo, uint32_t hi) { add(lo, hi); }
+
+  void add(uint32_t lo, uint32_t hi);
+  void add(const CodepointSet& other);
+  CodepointSet complement() const;
+  CodepointSet minus(const CodepointSet& other) const;
+  CodepointSet intersect(const CodepointSet& other) const;
+  bool contains(uint32_t cp) const;
+  bool empty() const { return ranges_.empty(); }
+  // The one code point of a single-element set, or -1.
+  int64_t single() const;
+  const std::vector<std::pair<uint32_t, uint32_t>>& ranges() const { return ranges_; }
+  bool operator==(const CodepointSet&) const = default;
+
+ private:
+  std::vector<std::pair<uint32_t, uint32_t>> ranges_;
+};
+
+// Decodes the UTF-8 code point at s[pos] and advances pos. The input is
+// valid UTF-8 (nlohmann's parser checks every string), so a bad byte is
+// taken as itself rather than reported.
+uint32_t next_codepoint(std::string_view s, size_t& pos);
+void append_utf8(std::string& out, uint32_t cp);
+
+// A GBNF string literal ("...") matching exactly the bytes of `utf8`.
+std::string gbnf_literal(std::string_view utf8);
+// A GBNF character class matching one code point of `set` (not empty): the
+// shorter of [...] and [^...].
+std::string gbnf_class(const CodepointSet& set);
+
+// The code points a JSON string holds as themselves: all but '"', '\',
+// the controls U+0000-U+001F, U+007F (kept escaped, as llama.cpp's `char`
+// rule does) and the surrogates U+D800-U+DFFF (not scalar values).
+const CodepointSet& json_plain_chars();
+// The JSON text of one code point inside a string: itself when plain, else
+// its short escape (\" \\ \b \f \n \r \t) or \u00xx.
+std::string json_char_text(uint32_t cp);
+// The JSON text of a whole string's contents (no quotes), each code point as
+// json_char_text writes it.
+std::string json_string_text(std::string_view utf8);
+// A GBNF expression matching the JSON text of one code point of `set` (not
+// empty): plain ones raw, the others as json_char_text writes them.
+std::string json_char_expr(const CodepointSet& set);
+
+// The body of a rule matching a JSON string (quotes included) that is none
+// of `names` (UTF-8). A character that leaves the names is raw or a short
+// escape: \u escapes are not taken there (one could spell a name's
+// character), which only narrows the keys. `char_rule` takes one JSON
+// character, escapes included.
+std::string json_key_excluding(const std::vector<std::string>& names, std::string_view char_rule);
+
+// Alternatives (a GBNF alternation, not parenthesized) matching the decimal
+// numerals of the integers in [lo, hi], a missing side unbounded: the
+// numerals of each length, split where their digits stop running through
+// 0-9 (llama.cpp's build_min_max_int writes the same language). No leading
+// zeros and no -0; an unbounded side stops at 16 digits (or the other
+// bound's), as llama.cpp's integral-part does.
+std::string integer_range(std::optional<int64_t> lo, std::optional<int64_t> hi);
+
+class PatternError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Translates `pattern`, a regular expression, into a GBNF expression
+// matching the JSON text of the contents of every string the pattern matches
+// (quotes excluded). The pattern is read as ECMA-262 (with the u flag, so
+// over code points) where that and Python's re (python-jsonschema's) agree,
+// and throws where they part. Unanchored ends match anything: `char_rule` (a
+// rule taking one JSON character, escapes included) repeated, so "b" is
+// char* "b" char*.
+// Supported: literals, escapes (\t \n \r \f \v \0 \xHH \uHHHH but not of a
+// surrogate, escaped punctuation), classes [...] [^...] with ranges, \d \w
+// \s \S, `.`, groups (...) (?:...), alternation, ? * + {n}
+// {n,} {n,m} (lazy forms too: the language is the same), ^ at the start and
+// $ at the end of a top-level alternative. Throws PatternError for the rest
+// (backreferences, lookaround, named groups, \b, \p{..}, \D, \W, \c, \u{..}, anchors
+// elsewhere, an empty class), for a pattern that is not a valid regular
+// expression, for a repetition count over `max_repetition` and for groups
+// nested deeper than `max_nesting`.
+// uses_char_rule: set when the expression refers to `char_rule`.
+std::string pattern_to_gbnf(std::string_view pattern, std::string_view char_rule, size_t max_nesting,
+                            size_t max_repetition, bool& uses_char_rule);
+
+}  // namespace synapse::grammar
