@@ -412,12 +412,14 @@ def markdown_table(engine, corpus, res):
 
 
 def normalize_error(msg):
-    """Groups refusal messages: quoted names, numbers and long tails elided."""
+    """Groups refusal messages: JSON pointers, long quoted values, numbers and
+    URLs elided; keyword names kept."""
     m = " ".join(l.strip() for l in msg.strip().splitlines()) or "(empty)"
     m = re.sub(r",? got .*$", ", got …", m)
     m = re.sub(r"#/\S*", "#/…", m)
-    m = re.sub(r'"[^"]{0,200}"', '"…"', m)
-    m = re.sub(r"'[^']{0,200}'", "'…'", m)
+    m = re.sub(r" at (/\S*|the root)", " at …", m)
+    m = re.sub(r'"[^"]{25,}"', '"…"', m)
+    m = re.sub(r"'[^']{25,}'", "'…'", m)
     m = re.sub(r"\b\d+\b", "N", m)
     m = re.sub(r"(https?://)\S+", r"\1…", m)
     return m[:240]
@@ -489,8 +491,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--synapse", default="build/bin/synapse", help="synapse binary")
     ap.add_argument("--llama-server", default="/work/ref/llama-build/bin/llama-server", help="llama-server binary")
-    ap.add_argument("--model", required=True, help="GGUF model")
-    ap.add_argument("--data", required=True, help="jsonschemabench's data/ directory (one folder per set)")
+    ap.add_argument("--model", help="GGUF model")
+    ap.add_argument("--data", help="jsonschemabench's data/ directory (one folder per set)")
     ap.add_argument("--synapse-args", default="", help="more arguments for synapse serve")
     ap.add_argument("--llama-server-args", default="",
                     help="more arguments for llama-server (e.g. --no-jinja: see docs/STRUCTURED_OUTPUT.md)")
@@ -510,12 +512,25 @@ def main():
     ap.add_argument("--nice", type=int, default=10, help="nice level of the servers (0: none)")
     ap.add_argument("--load", help="a previous --json: its compile results stand for engines not run now")
     ap.add_argument("--json", help="write every per-schema result here")
+    ap.add_argument("--report-from", help="print the report of a previous --json and exit")
     ap.add_argument("--top-reasons", type=int, default=15)
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
     # SIGTERM unwinds like Ctrl-C, so that the server of the moment is stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
+    if args.report_from:
+        with open(args.report_from) as f:
+            prev = json.load(f)
+        corpus = collections.defaultdict(set)
+        for res in prev["results"].values():
+            for part in ("compile", "generate"):
+                for rel in res.get(part, {}):
+                    corpus[rel.split("/")[0]].add(rel)
+        print(report({k: sorted(corpus[k]) for k in sorted(corpus)}, prev["results"], args.top_reasons))
+        return
+    if not args.model or not args.data:
+        ap.error("--model and --data are required (unless --report-from)")
     engines = [e for e in args.engines.split(",") if e]
     gen_engines = [e for e in args.gen_engines.split(",") if e] if args.gen_engines is not None else engines
     for e in set(engines) | set(gen_engines):
