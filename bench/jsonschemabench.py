@@ -70,6 +70,47 @@ def read_schema(data_dir, rel):
     return json.loads(raw), raw.decode("utf-8", "replace")
 
 
+# JSON Schema's keywords, every draft from 4 to 2020-12 (core, applicator,
+# validation, meta-data, format, content); anything else in a schema is an
+# extension, an annotation of its own or a typo, which validators ignore.
+VOCABULARY = frozenset("""
+    $schema $id id $ref $defs definitions $anchor $dynamicRef $dynamicAnchor $recursiveRef $recursiveAnchor
+    $vocabulary $comment allOf anyOf oneOf not if then else dependentSchemas dependencies prefixItems items
+    additionalItems contains properties patternProperties additionalProperties propertyNames unevaluatedItems
+    unevaluatedProperties type enum const multipleOf maximum exclusiveMaximum minimum exclusiveMinimum maxLength
+    minLength pattern maxItems minItems uniqueItems maxContains minContains maxProperties minProperties required
+    dependentRequired title description default deprecated readOnly writeOnly examples format contentEncoding
+    contentMediaType contentSchema""".split())
+_SCHEMA_MAPS = ("properties", "patternProperties", "definitions", "$defs", "dependentSchemas")
+_SCHEMA_ONE = ("additionalProperties", "additionalItems", "not", "if", "then", "else", "contains",
+               "propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema")
+_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+
+
+def strip_unknown_keywords(schema):
+    """The schema without keywords outside VOCABULARY, walking only schema
+    positions (a property named "self" stays). For --ignore-unknown-keywords:
+    what a converter that ignores them, as validators do, would be given."""
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for k, v in schema.items():
+        if k not in VOCABULARY:
+            continue
+        if k in _SCHEMA_MAPS and isinstance(v, dict):
+            v = {name: strip_unknown_keywords(sub) for name, sub in v.items()}
+        elif k in _SCHEMA_ONE:
+            v = strip_unknown_keywords(v)
+        elif k in _SCHEMA_LISTS and isinstance(v, list):
+            v = [strip_unknown_keywords(sub) for sub in v]
+        elif k == "items":
+            v = [strip_unknown_keywords(sub) for sub in v] if isinstance(v, list) else strip_unknown_keywords(v)
+        elif k == "dependencies" and isinstance(v, dict):
+            v = {name: strip_unknown_keywords(sub) for name, sub in v.items()}
+        out[k] = v
+    return out
+
+
 # --- servers ------------------------------------------------------------------
 
 def free_port():
@@ -267,7 +308,7 @@ def validate(schema, doc):
 COMPILE_PROMPT = "Write a JSON document:\n"
 
 
-def compile_pass(server, data_dir, corpus, timeout, progress):
+def compile_pass(server, data_dir, corpus, timeout, progress, strip=False):
     results = {}
     n_total = sum(len(v) for v in corpus.values())
     i = 0
@@ -275,6 +316,8 @@ def compile_pass(server, data_dir, corpus, timeout, progress):
         for rel in files:
             i += 1
             schema, _ = read_schema(data_dir, rel)
+            if strip:
+                schema = strip_unknown_keywords(schema)
             body = {"prompt": COMPILE_PROMPT, "n_predict": 1, "temperature": 0, "json_schema": schema}
             rec, r = post(server, "/completion", body, timeout)
             if r is not None:
@@ -499,6 +542,8 @@ def main():
     ap.add_argument("--engines", default="synapse,llama-server", help="comma-separated: synapse,llama-server")
     ap.add_argument("--gen-engines", help="engines of the generation pass (default: --engines); "
                     "the sample is drawn from what every engine in the results compiled, loaded ones included")
+    ap.add_argument("--gen-sample-from", help="engines whose compiled schemas the generation sample is drawn "
+                    "from (default: every engine in the results)")
     ap.add_argument("--per-folder", type=int, default=0, help="schemas per folder in the compile pass (0: all)")
     ap.add_argument("--folders", default="", help="comma-separated folders (default: all)")
     ap.add_argument("--gen-per-folder", type=int, default=10, help="schemas per folder in the generation pass (0: none)")
@@ -509,6 +554,9 @@ def main():
     ap.add_argument("--timeout", type=float, default=60, help="seconds per compile request")
     ap.add_argument("--gen-timeout", type=float, default=300, help="seconds per generation request")
     ap.add_argument("--seed", type=int, default=42, help="seed of the samples")
+    ap.add_argument("--ignore-unknown-keywords", action="store_true",
+                    help="compile pass only: send each schema without keywords outside JSON Schema's vocabulary "
+                    "(an estimate of what ignoring them would compile; not the benchmark)")
     ap.add_argument("--nice", type=int, default=10, help="nice level of the servers (0: none)")
     ap.add_argument("--load", help="a previous --json: its compile results stand for engines not run now")
     ap.add_argument("--json", help="write every per-schema result here")
@@ -573,7 +621,8 @@ def main():
         meta["commands"][e] = " ".join(srv.cmd)
         t0 = time.time()
         try:
-            results[e] = {"compile": compile_pass(srv, args.data, corpus, args.timeout, progress)}
+            results[e] = {"compile": compile_pass(srv, args.data, corpus, args.timeout, progress,
+                                                     args.ignore_unknown_keywords)}
         finally:
             results.setdefault(e, {})["compile_rss_kib"] = srv.peak_rss_kib()
             results[e]["compile_seconds"] = round(time.time() - t0, 1)
@@ -581,7 +630,8 @@ def main():
             srv.stop()
 
     if args.gen_per_folder > 0:
-        sample = gen_sample(corpus, [r["compile"] for r in results.values()], args.gen_per_folder, args.seed)
+        pool = args.gen_sample_from.split(",") if args.gen_sample_from else list(results)
+        sample = gen_sample(corpus, [results[e]["compile"] for e in pool], args.gen_per_folder, args.seed)
         for e in gen_engines:
             if e not in meta["versions"]:
                 meta["versions"][e] = version_of(e, binaries[e])
