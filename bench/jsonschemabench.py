@@ -315,7 +315,11 @@ def compile_pass(server, data_dir, corpus, timeout, progress, strip=False):
     for folder, files in corpus.items():
         for rel in files:
             i += 1
-            schema, _ = read_schema(data_dir, rel)
+            try:
+                schema, _ = read_schema(data_dir, rel)
+            except (OSError, ValueError) as e:
+                results[rel] = {"status": "unreadable", "compiled": False, "error": f"schema file: {e}"[:500]}
+                continue
             if strip:
                 schema = strip_unknown_keywords(schema)
             body = {"prompt": COMPILE_PROMPT, "n_predict": 1, "temperature": 0, "json_schema": schema}
@@ -461,8 +465,8 @@ def normalize_error(msg):
     m = re.sub(r",? got .*$", ", got …", m)
     m = re.sub(r"#/\S*", "#/…", m)
     m = re.sub(r" at (/\S*|the root)", " at …", m)
-    m = re.sub(r'"[^"]{25,}"', '"…"', m)
-    m = re.sub(r"'[^']{25,}'", "'…'", m)
+    m = re.sub(r'"[^"\s]{40,}"', '"…"', m)
+    m = re.sub(r"'[^'\s]{40,}'", "'…'", m)
     m = re.sub(r"\b\d+\b", "N", m)
     m = re.sub(r"(https?://)\S+", r"\1…", m)
     return m[:240]
@@ -474,6 +478,27 @@ def refusal_reasons(res, top):
         if not rec["compiled"]:
             c[f"[{rec['status']}] " + normalize_error(rec.get("error", ""))] += 1
     return c.most_common(top)
+
+
+def keyword_groups(res):
+    """Refusals that name a keyword (synapse's 'keyword "X"' messages), split
+    into JSON Schema's own keywords and the rest (extensions, annotations,
+    typos: keywords a validator ignores). Returns (counter by group, counter
+    of the other keywords)."""
+    groups, others = collections.Counter(), collections.Counter()
+    for rec in res.get("compile", {}).values():
+        if rec["compiled"]:
+            continue
+        m = re.search(r'keyword "([^"]*)"', rec.get("error", ""))
+        if not m:
+            groups["no keyword named (grammar, limits, $ref, crash, ...)"] += 1
+        elif m.group(1) in VOCABULARY:
+            kind = "not implemented" if "unsupported keyword" in rec["error"] else "refused with these values or siblings"
+            groups[f"JSON Schema keyword, {kind}: {m.group(1)}"] += 1
+        else:
+            groups["not a JSON Schema keyword (extension, annotation, typo)"] += 1
+            others[m.group(1)] += 1
+    return groups, others
 
 
 def report(corpus, results, top):
@@ -488,6 +513,14 @@ def report(corpus, results, top):
                     "| ---: | --- |"]
             out += [f"| {n} | `{m.replace('|', '/')}` |" for m, n in reasons]
             out.append("")
+    for engine, res in results.items():
+        groups, others = keyword_groups(res)
+        if sum(groups.values()) and any(k.startswith(("JSON", "not a")) for k in groups):
+            out += [f"#### {engine}: refusals by the keyword they name (the first one met in each schema)", "",
+                    "| count | keyword |", "| ---: | --- |"]
+            out += [f"| {n} | {k} |" for k, n in groups.most_common()]
+            out += ["", "Keywords outside JSON Schema's vocabulary, most refused first: "
+                    + ", ".join(f"`{k}` {n}" for k, n in others.most_common(top)), ""]
     if "synapse" in results and "llama-server" in results:
         sc, lc = results["synapse"].get("compile", {}), results["llama-server"].get("compile", {})
         gap = sorted(rel for rel in lc if lc[rel]["compiled"] and rel in sc and not sc[rel]["compiled"])
