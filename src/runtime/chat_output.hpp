@@ -1,5 +1,7 @@
 // A chat model's reply split into what the OpenAI API returns: content,
-// reasoning_content and tool_calls.
+// reasoning_content and tool_calls; the grammars that force a tool call in a
+// family's own syntax; and the checks of `tools` and of tool calls in a chat
+// history that the server answers with a 400.
 //
 // Every family writes calls its own way (the markers below). The parser takes
 // the text as the model wrote it (special tokens rendered) and never fails:
@@ -27,6 +29,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "synapse/grammar.hpp"
 
 namespace synapse::runtime {
 
@@ -153,5 +157,46 @@ class OutputStream {
 
 // The whole reply at once: the deltas of OutputStream put together.
 ParsedOutput parse_output(ToolCallFormat format, std::string_view text, const ParseOptions& options);
+
+// tool_choice "required" (any tool) or a named function.
+struct ToolChoice {
+  enum class Kind { required, named };
+  Kind kind = Kind::required;
+  std::string name;  // named
+};
+
+struct ToolGrammarOptions {
+  // An optional reasoning block may come before the calls (<think>...</think>,
+  // [THINK]...[/THINK], gpt-oss's analysis message).
+  bool allow_reasoning = false;
+  // The prompt opened the reasoning block: the reply starts inside it and
+  // must close it before the calls.
+  bool thinking_open = false;
+  GrammarLimits limits;
+};
+
+// GBNF (root rule `root`) whose sentences are one call (or, with `parallel`,
+// one or more) in the family's syntax, to the tool `choice` allows, with
+// arguments valid for that tool's `parameters` schema (json_schema_to_gbnf,
+// its rules renamed per tool). `tools` is validated first (validate_tools).
+// Throws Error(invalid_argument) naming tools[i] and the tool when a schema
+// cannot be converted (or, for the XML families, is not an object with
+// properties), naming tool_choice when it names no tool, or for format none.
+std::string tool_call_grammar(ToolCallFormat format, const nlohmann::json& tools, const ToolChoice& choice,
+                              bool parallel, const ToolGrammarOptions& options = {});
+
+// `tools` as OpenAI takes it: an array of {"type": "function", "function":
+// {"name": N, "description"?: string, "parameters"?: object, "strict"?: bool}}
+// with N of 1-64 letters, digits, '_', '-' or '.', each name once. Throws
+// Error(invalid_argument) naming the field ("tools[2].function.name: ...").
+void validate_tools(const nlohmann::json& tools);
+
+// The tool calls of a chat history: each assistant tool_calls[j] has an id,
+// type "function", function.name (a string) and function.arguments (a JSON
+// object, or a string holding one); each "tool" message has a tool_call_id
+// (a string) and content (a string or an array of parts). Other messages are
+// not looked at. Throws Error(invalid_argument) naming the field
+// ("messages[3].tool_calls[0].function.arguments: ...").
+void validate_history(const nlohmann::json& messages);
 
 }  // namespace synapse::runtime
