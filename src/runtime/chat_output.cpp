@@ -431,6 +431,15 @@ struct OutputStream::State {
   // (" to=functions.N", in the role part or after the channel) and a
   // constraint (" <|constrain|>json").
   bool step_harmony_header(bool final) {
+    // Whitespace before a header (a reply may start with some), but the
+    // space of " to=".
+    if (size_t j = skip_ws(buf, 0); j > 0) {
+      if (j == buf.size() && !final) return false;
+      const std::string_view r = std::string_view(buf).substr(j);
+      if (buf[j - 1] == ' ' && !final && r.size() < 3 && std::string_view("to=").substr(0, r.size()) == r)
+        return false;
+      consume(buf[j - 1] == ' ' && r.substr(0, 3) == "to=" ? j - 1 : j);
+    }
     if (buf.empty()) return false;
     const std::string_view b = buf;
     if (b.substr(0, kStart.size()) == kStart) {

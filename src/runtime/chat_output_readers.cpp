@@ -229,7 +229,7 @@ bool call_from_object(const Json& o, const Ctx& ctx, RawCall* out) {
       args = std::move(*parsed);
     } else if (a.is_object()) {
       args = a;
-    } else {
+    } else if (!a.is_null()) {  // null: no arguments
       return false;
     }
   }

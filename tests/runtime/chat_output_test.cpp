@@ -88,6 +88,8 @@ std::vector<Case> cases() {
   add("hermes arguments as a string", F::hermes,
       "<tool_call>{\"name\": \"special_function\", \"arguments\": \"{\\\"arg1\\\": 1}\"}</tool_call>", with_tools(),
       reply(F::hermes, "", "", {{"special_function", kArg1}}));
+  add("hermes null arguments are none", F::hermes, "<tool_call>{\"name\": \"get_time\", \"arguments\": null}</tool_call>",
+      with_tools(), reply(F::hermes, "", "", {{"get_time", "{}"}}));
   add("hermes key order and unicode kept", F::hermes,
       "<tool_call>\n{\"name\": \"edit\", \"arguments\": {\"oldString\": \"日本\", \"newString\": \"\\u00e9\", "
       "\"replaceAll\": false}}\n</tool_call>",
@@ -262,6 +264,8 @@ std::vector<Case> cases() {
   add("gpt-oss invalid arguments are content", F::gpt_oss_harmony,
       "<|channel|>commentary to=functions.special_function<|message|>{\"arg1\": <|call|>", with_tools(),
       reply(F::gpt_oss_harmony, "{\"arg1\": "));
+  add("gpt-oss whitespace before the first header", F::gpt_oss_harmony, "\n<|channel|>final<|message|>" + kHello,
+      no_tools(), reply(F::gpt_oss_harmony, kHello));
   add("gpt-oss text outside the format is content", F::gpt_oss_harmony, kHello, no_tools(),
       reply(F::gpt_oss_harmony, kHello));
   add("gpt-oss analysis opened by the prompt", F::gpt_oss_harmony,
@@ -490,6 +494,49 @@ TEST(ChatOutput, StreamingLongReplies) {
         i += n;
       }
       ASSERT_EQ(stream(c, pieces), whole);
+    }
+  }
+}
+
+// Mutated replies (bytes cut, doubled, changed, markers of every family
+// spliced in): never an error, and streaming still equals the whole.
+TEST(ChatOutput, MutatedRepliesNeverFail) {
+  static const std::vector<std::string> markers = {
+      "<tool_call>", "</tool_call>", "<think>", "</think>", "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "<|channel|>",
+      "<|message|>", "<|end|>", "<|start|>", " to=functions.", "<|call|>", "<｜tool▁calls▁begin｜>",
+      "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<function=", "<parameter=", "</parameter>", "{", "}", "[", "]", "\"",
+      "\\", "<|python_tag|>", ".call(", "<arg_key>", "<|tool_call_begin|>", "\xe6\x97", "\n"};
+  std::mt19937 rng(1234);
+  const auto pick = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.what);
+    for (int k = 0; k < 30; ++k) {
+      Case m = c;
+      for (int edits = 1 + static_cast<int>(pick(4)); edits > 0; --edits) {
+        const size_t at = m.text.empty() ? 0 : pick(m.text.size() + 1);
+        switch (pick(4)) {
+          case 0: m.text.erase(at, pick(8)); break;
+          case 1: m.text.insert(at, m.text.substr(at, pick(8))); break;
+          case 2:
+            if (at < m.text.size()) m.text[at] = static_cast<char>(pick(256));
+            break;
+          default: m.text.insert(at, markers[pick(markers.size())]); break;
+        }
+      }
+      ParsedOutput whole;
+      ASSERT_NO_THROW(whole = parse_output(m.format, m.text, m.options)) << m.text;
+      for (const ToolCall& call : whole.tool_calls) {
+        const json args = json::parse(call.arguments, nullptr, false);
+        EXPECT_TRUE(args.is_object()) << call.arguments;
+      }
+      std::vector<std::string_view> pieces;
+      const std::string_view t = m.text;
+      for (size_t i = 0; i < t.size();) {
+        const size_t n = 1 + pick(5);
+        pieces.push_back(t.substr(i, n));
+        i += n;
+      }
+      ASSERT_EQ(stream(m, pieces), whole) << m.text;
     }
   }
 }
