@@ -14,8 +14,9 @@
 // deltas; it holds back text that may begin a marker, and a tool call until
 // it is complete and parses (a delta cannot be taken back, and a call that
 // turns out broken is content), so a call's name and arguments arrive
-// together when the call ends. parse_output(text) is exactly the deltas of
-// the whole text put together, whichever way the text was split.
+// together when the call ends (a call being held is read again from its
+// marker on each piece). parse_output(text) is exactly the deltas of the
+// whole text put together, whichever way the text was split.
 //
 // Pure functions of their arguments; no model, no global state. Thread-safe
 // (an OutputStream is one reply's state: one thread at a time).
@@ -182,6 +183,10 @@ struct ToolGrammarOptions {
 // Throws Error(invalid_argument) naming tools[i] and the tool when a schema
 // cannot be converted (or, for the XML families, is not an object with
 // properties), naming tool_choice when it names no tool, or for format none.
+// The markers are text in the grammar: the matcher's vocabulary must render
+// the tokens that spell them ([TOOL_CALLS], <|channel|>, ... are control
+// tokens in their models) as that text. Properties come in the order of
+// `tools`' keys (nlohmann::json sorts them; llama.cpp keeps declared order).
 std::string tool_call_grammar(ToolCallFormat format, const nlohmann::json& tools, const ToolChoice& choice,
                               bool parallel, const ToolGrammarOptions& options = {});
 
