@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "runtime/chat_output_readers.hpp"
+#include "runtime/utf8.hpp"
 #include "synapse/error.hpp"
 
 namespace synapse::runtime {
@@ -28,26 +29,6 @@ size_t partial_suffix(std::string_view s, std::string_view m) {
   return 0;
 }
 
-// Bytes at the end of s that begin a UTF-8 sequence not yet complete.
-size_t incomplete_utf8_tail(std::string_view s) {
-  const size_t n = s.size();
-  for (size_t back = 1; back <= 4 && back <= n; ++back) {
-    const auto c = static_cast<unsigned char>(s[n - back]);
-    if ((c & 0xC0) == 0x80) continue;
-    size_t need = 0;
-    if ((c & 0xE0) == 0xC0) {
-      need = 2;
-    } else if ((c & 0xF0) == 0xE0) {
-      need = 3;
-    } else if ((c & 0xF8) == 0xF0) {
-      need = 4;
-    } else {
-      return 0;
-    }
-    return back < need ? back : 0;
-  }
-  return 0;
-}
 
 // How much of the end of `s` to hold while more text may come: a partial
 // marker, a partial UTF-8 character, and (ws) the whitespace before them,

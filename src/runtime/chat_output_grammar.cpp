@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <set>
 
+#include "grammar/json_schema_text.hpp"
 #include "runtime/chat_output.hpp"
 #include "synapse/error.hpp"
 
@@ -110,21 +111,7 @@ std::string class_char(uint32_t cp) {
 
 std::string cp_literal(uint32_t cp) {
   std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    s += static_cast<char>(0xC0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    s += static_cast<char>(0xE0 | (cp >> 12));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    s += static_cast<char>(0xF0 | (cp >> 18));
-    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  grammar::schema::append_utf8(s, cp);
   return lit(s);
 }
 

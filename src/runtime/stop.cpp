@@ -3,35 +3,10 @@
 #include <algorithm>
 #include <utility>
 
+#include "runtime/utf8.hpp"
 #include "synapse/error.hpp"
 
 namespace synapse {
-
-namespace {
-
-// Bytes at the end of `s` that start a UTF-8 sequence not yet complete (0 when
-// the tail is complete or not UTF-8 at all; invalid bytes are not held).
-size_t incomplete_utf8_tail(std::string_view s) {
-  const size_t n = s.size();
-  for (size_t back = 1; back <= 4 && back <= n; ++back) {
-    const auto c = static_cast<unsigned char>(s[n - back]);
-    if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
-    size_t need = 0;
-    if ((c & 0xE0) == 0xC0) {
-      need = 2;
-    } else if ((c & 0xF0) == 0xE0) {
-      need = 3;
-    } else if ((c & 0xF8) == 0xF0) {
-      need = 4;
-    } else {
-      return 0;  // ASCII or invalid lead: nothing to wait for
-    }
-    return back < need ? back : 0;
-  }
-  return 0;
-}
-
-}  // namespace
 
 StopFilter::StopFilter(std::vector<std::string> stops) {
   for (std::string& s : stops)
@@ -67,7 +42,7 @@ std::string StopFilter::feed(std::string_view piece) {
       }
     }
   }
-  hold = std::max(hold, incomplete_utf8_tail(held_));
+  hold = std::max(hold, runtime::incomplete_utf8_tail(held_));
   std::string out = held_.substr(0, held_.size() - hold);
   held_.erase(0, held_.size() - hold);
   return out;

@@ -10,10 +10,14 @@
 #include <vector>
 
 #include "synapse/error.hpp"
+#include "grammar_util.hpp"
 #include "synapse/grammar.hpp"
 
 namespace synapse {
 namespace {
+
+using test::accepts;
+using test::byte_vocab;
 
 std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -22,26 +26,7 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-// 256 one-byte tokens, then token 256: end of generation.
-std::shared_ptr<const TokenVocabulary> byte_vocab() {
-  std::vector<std::string> pieces;
-  for (int b = 0; b < 256; ++b) pieces.emplace_back(1, static_cast<char>(b));
-  pieces.emplace_back("");
-  std::vector<bool> eog(257, false);
-  eog[256] = true;
-  return std::make_shared<TokenVocabulary>(std::move(pieces), std::move(eog));
-}
 
-// Whether the grammar accepts `text` exactly (every byte allowed, then EOG).
-bool accepts(const std::shared_ptr<const Grammar>& g, const std::string& text) {
-  GrammarMatcher m(g, byte_vocab());
-  for (const char c : text) {
-    const int32_t t = static_cast<uint8_t>(c);
-    if (!m.allows(t)) return false;
-    m.accept(t);
-  }
-  return m.allows(256);
-}
 
 std::string error_of(std::string_view text, const GrammarLimits& lim = {}) {
   try {

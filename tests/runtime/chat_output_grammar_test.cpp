@@ -8,33 +8,18 @@
 #include "runtime/chat_output.hpp"
 #include "runtime/chat_output_util.hpp"
 #include "synapse/error.hpp"
+#include "grammar_util.hpp"
 #include "synapse/grammar.hpp"
 
 namespace synapse::runtime {
 namespace {
 
+using test::accepts;
+using test::byte_vocab;
+
 using F = ToolCallFormat;
 
-std::shared_ptr<const TokenVocabulary> byte_vocab() {
-  std::vector<std::string> pieces;
-  for (int b = 0; b < 256; ++b) pieces.emplace_back(1, static_cast<char>(b));
-  pieces.emplace_back("");
-  std::vector<bool> eog(257, false);
-  eog[256] = true;
-  return std::make_shared<TokenVocabulary>(std::move(pieces), std::move(eog));
-}
 
-// Whether the grammar accepts `text` exactly (every byte allowed, then EOG).
-bool accepts(const std::shared_ptr<const Grammar>& g, const std::string& text) {
-  static const auto vocab = byte_vocab();
-  GrammarMatcher m(g, vocab);
-  for (const char c : text) {
-    const int32_t t = static_cast<uint8_t>(c);
-    if (!m.allows(t)) return false;
-    m.accept(t);
-  }
-  return m.allows(256);
-}
 
 // Per family: one call to special_function({"arg1": 1}) as the grammar
 // writes it, a second call for parallel grammars, and how they join.
