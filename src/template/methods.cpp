@@ -1,0 +1,1271 @@
+// The methods of str, list and dict that templates call (Python's, as
+// Jinja2's SandboxedEnvironment allows them), str.format and the % operator,
+// and the globals: range, dict, namespace, cycler, joiner, raise_exception,
+// strftime_now.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+
+#include "template/builtins.hpp"
+#include "template/interp.hpp"
+#include "template/text.hpp"
+
+namespace synapse::jinja {
+
+namespace {
+
+const std::optional<Value> kNone = Value::none();
+constexpr std::nullopt_t kRequired = std::nullopt;
+
+using Method = Value (*)(Interp&, Function&, Args&);
+
+const std::string& self_str(const Function& f) { return f.self.str(); }
+List& self_list(const Function& f) { return *f.self.list; }
+Dict& self_dict(const Function& f) { return *f.self.dict; }
+
+Value str_result(Interp& in, std::string s, bool markup = false) {
+  in.charge_string(s.size());
+  return Value::string(std::move(s), markup);
+}
+
+const std::string& need_str(const Value& v, const char* what) {
+  if (!v.is_string()) fault(std::string(what) + " must be str, not " + type_name(v));
+  return v.str();
+}
+
+// Python's start/end arguments of find, count, startswith, ...: a range of
+// code points [b, e) of a string of n.
+void index_range(const Value& start, const Value& end, int64_t n, int64_t& b, int64_t& e) {
+  auto clamp = [n](const Value& v, int64_t dflt) {
+    if (v.is_none()) return dflt;
+    if (!v.is_int()) fault("slice indices must be integers or None");
+    int64_t x = v.as_int();
+    if (x < 0) x = std::max<int64_t>(0, x + n);
+    return std::min(x, n);
+  };
+  b = clamp(start, 0);
+  e = clamp(end, n);
+}
+
+// ------------------------------------------------------------- str methods
+
+Value strip_impl(Interp& in, Function& f, Args& a, bool left, bool right, const char* name) {
+  const auto p = bind(name, a, {{"chars", kNone}});
+  if (!p[0].is_none() && !p[0].is_string()) fault(std::string(name) + " arg must be None or str");
+  return str_result(in, py_strip(self_str(f), p[0].is_string() ? &p[0].str() : nullptr, left, right), f.self.markup);
+}
+Value m_strip(Interp& in, Function& f, Args& a) { return strip_impl(in, f, a, true, true, "strip"); }
+Value m_lstrip(Interp& in, Function& f, Args& a) { return strip_impl(in, f, a, true, false, "lstrip"); }
+Value m_rstrip(Interp& in, Function& f, Args& a) { return strip_impl(in, f, a, false, true, "rstrip"); }
+
+std::vector<std::string> split_impl(const std::string& s, const Value& sepv, int64_t maxsplit, bool from_right) {
+  std::vector<std::string> out;
+  if (sepv.is_none()) {  // runs of whitespace; none at the ends
+    const std::u32string u = decode_utf8(s);
+    if (!from_right) {
+      size_t k = 0;
+      while (true) {
+        while (k < u.size() && is_space(u[k])) ++k;
+        if (k >= u.size()) break;
+        if (maxsplit >= 0 && static_cast<int64_t>(out.size()) == maxsplit) {
+          size_t e = u.size();
+          while (e > k && is_space(u[e - 1])) --e;
+          out.push_back(encode_utf8(u.substr(k, e - k)));
+          break;
+        }
+        size_t e = k;
+        while (e < u.size() && !is_space(u[e])) ++e;
+        out.push_back(encode_utf8(u.substr(k, e - k)));
+        k = e;
+      }
+    } else {
+      size_t k = u.size();
+      while (true) {
+        while (k > 0 && is_space(u[k - 1])) --k;
+        if (k == 0) break;
+        if (maxsplit >= 0 && static_cast<int64_t>(out.size()) == maxsplit) {
+          size_t b = 0;
+          while (b < k && is_space(u[b])) ++b;
+          out.push_back(encode_utf8(u.substr(b, k - b)));
+          break;
+        }
+        size_t b = k;
+        while (b > 0 && !is_space(u[b - 1])) --b;
+        out.push_back(encode_utf8(u.substr(b, k - b)));
+        k = b;
+      }
+      std::reverse(out.begin(), out.end());
+    }
+    return out;
+  }
+  const std::string& sep = need_str(sepv, "separator");
+  if (sep.empty()) fault("empty separator");
+  if (!from_right) {
+    size_t pos = 0;
+    while (maxsplit < 0 || static_cast<int64_t>(out.size()) < maxsplit) {
+      const size_t hit = s.find(sep, pos);
+      if (hit == std::string::npos) break;
+      out.push_back(s.substr(pos, hit - pos));
+      pos = hit + sep.size();
+    }
+    out.push_back(s.substr(pos));
+  } else {
+    size_t end = s.size();
+    while (maxsplit < 0 || static_cast<int64_t>(out.size()) < maxsplit) {
+      if (end < sep.size()) break;
+      const size_t hit = s.rfind(sep, end - sep.size());
+      if (hit == std::string::npos) break;
+      out.push_back(s.substr(hit + sep.size(), end - hit - sep.size()));
+      end = hit;
+    }
+    out.push_back(s.substr(0, end));
+    std::reverse(out.begin(), out.end());
+  }
+  return out;
+}
+
+Value split_method(Interp& in, Function& f, Args& a, bool right) {
+  const auto p = bind(right ? "rsplit" : "split", a, {{"sep", kNone}, {"maxsplit", Value::integer(-1)}});
+  if (!p[1].is_int()) fault("maxsplit must be an integer");
+  std::vector<Value> items;
+  for (auto& s : split_impl(self_str(f), p[0], p[1].as_int(), right)) items.push_back(Value::string(std::move(s)));
+  in.step(items.size());
+  return in.new_list(std::move(items));
+}
+Value m_split(Interp& in, Function& f, Args& a) { return split_method(in, f, a, false); }
+Value m_rsplit(Interp& in, Function& f, Args& a) { return split_method(in, f, a, true); }
+
+Value m_splitlines(Interp& in, Function& f, Args& a) {
+  const auto p = bind("splitlines", a, {{"keepends", Value::boolean(false)}});
+  const std::u32string u = decode_utf8(self_str(f));
+  std::vector<Value> items;
+  size_t start = 0;
+  for (size_t k = 0; k < u.size(); ++k) {
+    const char32_t c = u[k];
+    if (c == '\n' || c == '\r' || c == '\v' || c == '\f' || c == 0x1C || c == 0x1D || c == 0x1E || c == 0x85 ||
+        c == 0x2028 || c == 0x2029) {
+      size_t end = k;
+      if (c == '\r' && k + 1 < u.size() && u[k + 1] == '\n') ++k;
+      items.push_back(Value::string(encode_utf8(u.substr(start, (truthy(p[0]) ? k + 1 : end) - start))));
+      start = k + 1;
+    }
+  }
+  if (start < u.size()) items.push_back(Value::string(encode_utf8(u.substr(start))));
+  return in.new_list(std::move(items));
+}
+
+Value affix_test(Interp& in, Function& f, Args& a, bool prefix) {
+  const auto p = bind(prefix ? "startswith" : "endswith", a, {{"prefix", kRequired}, {"start", kNone}, {"end", kNone}});
+  const std::u32string u = decode_utf8(self_str(f));
+  int64_t b, e;
+  index_range(p[1], p[2], static_cast<int64_t>(u.size()), b, e);
+  std::vector<Value> options;
+  if (p[0].kind == Kind::list && p[0].list->tuple)
+    options = p[0].list->items;
+  else if (p[0].is_string())
+    options.push_back(p[0]);
+  else
+    fault(std::string(prefix ? "startswith" : "endswith") + " first arg must be str or a tuple of str, not " +
+          type_name(p[0]));
+  const std::u32string_view window =
+      b <= e ? std::u32string_view(u).substr(static_cast<size_t>(b), static_cast<size_t>(e - b)) : std::u32string_view();
+  for (const Value& o : options) {
+    const std::u32string x = decode_utf8(need_str(o, "tuple for startswith"));
+    if (b > e) continue;
+    if (x.size() > window.size()) continue;
+    if (prefix ? window.substr(0, x.size()) == x : window.substr(window.size() - x.size()) == x) return Value::boolean(true);
+  }
+  in.step();
+  return Value::boolean(false);
+}
+Value m_startswith(Interp& in, Function& f, Args& a) { return affix_test(in, f, a, true); }
+Value m_endswith(Interp& in, Function& f, Args& a) { return affix_test(in, f, a, false); }
+
+Value m_replace(Interp& in, Function& f, Args& a) {
+  const auto p = bind("replace", a, {{"old", kRequired}, {"new", kRequired}, {"count", Value::integer(-1)}});
+  Args fa;
+  fa.pos = {p[0], p[1]};
+  if (p[2].as_int() >= 0) fa.pos.push_back(p[2]);
+  need_str(p[0], "replace() argument 1");
+  need_str(p[1], "replace() argument 2");
+  Value self = f.self;
+  return in.call_filter("replace", self, fa);
+}
+
+Value case_method(Interp& in, Function& f, Args& a, const char* name) {
+  bind(name, a, {});
+  std::u32string u = decode_utf8(self_str(f));
+  const std::string_view n = name;
+  if (n == "upper") {
+    for (auto& c : u) c = to_upper(c);
+  } else if (n == "lower" || n == "casefold") {
+    for (auto& c : u) c = to_lower(c);
+  } else if (n == "swapcase") {
+    for (auto& c : u) c = c >= 'a' && c <= 'z' ? to_upper(c) : to_lower(c);
+  } else if (n == "capitalize") {
+    for (size_t k = 0; k < u.size(); ++k) u[k] = k == 0 ? to_upper(u[k]) : to_lower(u[k]);
+  } else {  // title: a cased letter after a cased letter is lower, else upper
+    bool prev_cased = false;
+    for (auto& c : u) {
+      const bool cased = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+      if (cased) c = prev_cased ? to_lower(c) : to_upper(c);
+      prev_cased = cased;
+    }
+  }
+  return str_result(in, encode_utf8(u), f.self.markup);
+}
+Value m_upper(Interp& in, Function& f, Args& a) { return case_method(in, f, a, "upper"); }
+Value m_lower(Interp& in, Function& f, Args& a) { return case_method(in, f, a, "lower"); }
+Value m_casefold(Interp& in, Function& f, Args& a) { return case_method(in, f, a, "casefold"); }
+Value m_swapcase(Interp& in, Function& f, Args& a) { return case_method(in, f, a, "swapcase"); }
+Value m_capitalize(Interp& in, Function& f, Args& a) { return case_method(in, f, a, "capitalize"); }
+Value m_title(Interp& in, Function& f, Args& a) { return case_method(in, f, a, "title"); }
+
+// find, rfind, index, rindex, count: positions in code points.
+Value search(Interp& in, Function& f, Args& a, const char* name) {
+  const auto p = bind(name, a, {{"sub", kRequired}, {"start", kNone}, {"end", kNone}});
+  const std::u32string u = decode_utf8(self_str(f));
+  const std::u32string sub = decode_utf8(need_str(p[0], "must be str"));
+  int64_t b, e;
+  index_range(p[1], p[2], static_cast<int64_t>(u.size()), b, e);
+  in.step(u.size() / 64);
+  const std::string_view n = name;
+  if (n == "count") {
+    if (b > e) return Value::integer(0);
+    if (sub.empty()) return Value::integer(e - b + 1);
+    int64_t c = 0;
+    for (size_t k = static_cast<size_t>(b); k + sub.size() <= static_cast<size_t>(e);) {
+      if (u.compare(k, sub.size(), sub) == 0) {
+        ++c;
+        k += sub.size();
+      } else {
+        ++k;
+      }
+    }
+    return Value::integer(c);
+  }
+  const bool right = n == "rfind" || n == "rindex";
+  int64_t found = -1;
+  if (b <= e && static_cast<int64_t>(sub.size()) <= e - b) {
+    const std::u32string_view w = std::u32string_view(u).substr(static_cast<size_t>(b), static_cast<size_t>(e - b));
+    const size_t hit = right ? w.rfind(sub) : w.find(sub);
+    if (hit != std::u32string_view::npos) found = b + static_cast<int64_t>(hit);
+  }
+  if (found < 0 && (n == "index" || n == "rindex")) fault("substring not found");
+  return Value::integer(found);
+}
+Value m_find(Interp& in, Function& f, Args& a) { return search(in, f, a, "find"); }
+Value m_rfind(Interp& in, Function& f, Args& a) { return search(in, f, a, "rfind"); }
+Value m_index(Interp& in, Function& f, Args& a) { return search(in, f, a, "index"); }
+Value m_rindex(Interp& in, Function& f, Args& a) { return search(in, f, a, "rindex"); }
+Value m_count(Interp& in, Function& f, Args& a) { return search(in, f, a, "count"); }
+
+Value m_join(Interp& in, Function& f, Args& a) {
+  const auto p = bind("join", a, {{"iterable", kRequired}});
+  std::string out;
+  const std::vector<Value> items = in.iterate(p[0]);
+  for (size_t k = 0; k < items.size(); ++k) {
+    if (!items[k].is_string())
+      fault("sequence item " + std::to_string(k) + ": expected str instance, " + type_name(items[k]) + " found");
+    if (k) out += self_str(f);
+    out += f.self.markup && !items[k].markup ? html_escape(items[k].str()) : items[k].str();
+    in.check_size(out.size());
+  }
+  return str_result(in, std::move(out), f.self.markup);
+}
+
+Value m_format(Interp& in, Function& f, Args& a) {
+  return str_result(in, python_format(in, self_str(f), a), f.self.markup);
+}
+
+Value char_class(Function& f, Args& a, const char* name, bool (*pred)(char32_t)) {
+  bind(name, a, {});
+  const std::u32string u = decode_utf8(self_str(f));
+  if (u.empty()) return Value::boolean(false);
+  return Value::boolean(std::all_of(u.begin(), u.end(), pred));
+}
+bool digit(char32_t c) { return c >= '0' && c <= '9'; }
+Value m_isdigit(Interp&, Function& f, Args& a) { return char_class(f, a, "isdigit", digit); }
+Value m_isdecimal(Interp&, Function& f, Args& a) { return char_class(f, a, "isdecimal", digit); }
+Value m_isnumeric(Interp&, Function& f, Args& a) { return char_class(f, a, "isnumeric", digit); }
+Value m_isalpha(Interp&, Function& f, Args& a) { return char_class(f, a, "isalpha", is_alpha); }
+Value m_isalnum(Interp&, Function& f, Args& a) { return char_class(f, a, "isalnum", is_alnum); }
+Value m_isspace(Interp&, Function& f, Args& a) { return char_class(f, a, "isspace", is_space); }
+Value cased(Function& f, Args& a, const char* name, bool want_lower) {
+  bind(name, a, {});
+  bool any = false;
+  for (const char c : self_str(f)) {
+    if (c >= 'a' && c <= 'z') {
+      if (!want_lower) return Value::boolean(false);
+      any = true;
+    } else if (c >= 'A' && c <= 'Z') {
+      if (want_lower) return Value::boolean(false);
+      any = true;
+    }
+  }
+  return Value::boolean(any);
+}
+Value m_islower(Interp&, Function& f, Args& a) { return cased(f, a, "islower", true); }
+Value m_isupper(Interp&, Function& f, Args& a) { return cased(f, a, "isupper", false); }
+
+Value pad(Interp& in, Function& f, Args& a, const char* name) {
+  const auto p = bind(name, a, {{"width", kRequired}, {"fillchar", Value::string(" ")}});
+  if (!p[0].is_int()) fault(std::string(name) + "() width must be an integer");
+  const std::u32string fill = decode_utf8(need_str(p[1], "fillchar"));
+  if (fill.size() != 1) fault("The fill character must be exactly one character long");
+  const std::u32string u = decode_utf8(self_str(f));
+  const int64_t width = p[0].as_int();
+  const auto n = static_cast<int64_t>(u.size());
+  if (width <= n) return f.self;
+  in.charge_string(static_cast<size_t>(width));
+  const int64_t marg = width - n;
+  const std::string_view nm = name;
+  int64_t left = nm == "ljust" ? 0 : nm == "rjust" ? marg : marg / 2 + (marg & width & 1);
+  std::u32string out(static_cast<size_t>(left), fill[0]);
+  out += u;
+  out.append(static_cast<size_t>(marg - left), fill[0]);
+  return Value::string(encode_utf8(out), f.self.markup);
+}
+Value m_center(Interp& in, Function& f, Args& a) { return pad(in, f, a, "center"); }
+Value m_ljust(Interp& in, Function& f, Args& a) { return pad(in, f, a, "ljust"); }
+Value m_rjust(Interp& in, Function& f, Args& a) { return pad(in, f, a, "rjust"); }
+
+Value m_zfill(Interp& in, Function& f, Args& a) {
+  const auto p = bind("zfill", a, {{"width", kRequired}});
+  if (!p[0].is_int()) fault("zfill() width must be an integer");
+  std::u32string u = decode_utf8(self_str(f));
+  const int64_t width = p[0].as_int();
+  if (width <= static_cast<int64_t>(u.size())) return f.self;
+  in.charge_string(static_cast<size_t>(width));
+  const size_t fill = static_cast<size_t>(width) - u.size();
+  const size_t at = !u.empty() && (u[0] == '+' || u[0] == '-') ? 1 : 0;
+  u.insert(at, fill, U'0');
+  return Value::string(encode_utf8(u));
+}
+
+Value partition(Interp& in, Function& f, Args& a, bool right) {
+  const auto p = bind(right ? "rpartition" : "partition", a, {{"sep", kRequired}});
+  const std::string& sep = need_str(p[0], "separator");
+  if (sep.empty()) fault("empty separator");
+  const std::string& s = self_str(f);
+  const size_t hit = right ? s.rfind(sep) : s.find(sep);
+  std::vector<Value> parts;
+  if (hit == std::string::npos) {
+    parts = right ? std::vector<Value>{Value::string(""), Value::string(""), f.self}
+                  : std::vector<Value>{f.self, Value::string(""), Value::string("")};
+  } else {
+    parts = {Value::string(s.substr(0, hit)), p[0], Value::string(s.substr(hit + sep.size()))};
+  }
+  return in.new_list(std::move(parts), true);
+}
+Value m_partition(Interp& in, Function& f, Args& a) { return partition(in, f, a, false); }
+Value m_rpartition(Interp& in, Function& f, Args& a) { return partition(in, f, a, true); }
+
+Value m_removeprefix(Interp&, Function& f, Args& a) {
+  const std::string& x = need_str(bind("removeprefix", a, {{"prefix", kRequired}})[0], "removeprefix() argument");
+  const std::string& s = self_str(f);
+  if (s.compare(0, x.size(), x) == 0) return Value::string(s.substr(x.size()));
+  return f.self;
+}
+Value m_removesuffix(Interp&, Function& f, Args& a) {
+  const std::string& x = need_str(bind("removesuffix", a, {{"suffix", kRequired}})[0], "removesuffix() argument");
+  const std::string& s = self_str(f);
+  if (!x.empty() && s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0)
+    return Value::string(s.substr(0, s.size() - x.size()));
+  return f.self;
+}
+
+// ------------------------------------------------------------ list methods
+
+Value m_append(Interp& in, Function& f, Args& a) {
+  const auto p = bind("append", a, {{"object", kRequired}});
+  in.step();
+  self_list(f).items.push_back(p[0]);
+  return Value::none();
+}
+Value m_extend(Interp& in, Function& f, Args& a) {
+  const auto p = bind("extend", a, {{"iterable", kRequired}});
+  std::vector<Value> items = in.iterate(p[0]);
+  in.step(items.size());
+  auto& dst = self_list(f).items;
+  dst.insert(dst.end(), items.begin(), items.end());
+  return Value::none();
+}
+Value m_insert(Interp& in, Function& f, Args& a) {
+  const auto p = bind("insert", a, {{"index", kRequired}, {"object", kRequired}});
+  if (!p[0].is_int()) fault("'" + std::string(type_name(p[0])) + "' object cannot be interpreted as an integer");
+  auto& items = self_list(f).items;
+  const auto n = static_cast<int64_t>(items.size());
+  int64_t k = p[0].as_int();
+  if (k < 0) k = std::max<int64_t>(0, k + n);
+  k = std::min(k, n);
+  in.step();
+  items.insert(items.begin() + k, p[1]);
+  return Value::none();
+}
+Value m_pop_list(Interp&, Function& f, Args& a) {
+  const auto p = bind("pop", a, {{"index", Value::integer(-1)}});
+  if (!p[0].is_int()) fault("'" + std::string(type_name(p[0])) + "' object cannot be interpreted as an integer");
+  auto& items = self_list(f).items;
+  if (items.empty()) fault("pop from empty list");
+  const auto n = static_cast<int64_t>(items.size());
+  int64_t k = p[0].as_int();
+  if (k < 0) k += n;
+  if (k < 0 || k >= n) fault("pop index out of range");
+  Value v = items[static_cast<size_t>(k)];
+  items.erase(items.begin() + k);
+  return v;
+}
+Value m_remove(Interp& in, Function& f, Args& a) {
+  const auto p = bind("remove", a, {{"value", kRequired}});
+  auto& items = self_list(f).items;
+  for (auto it = items.begin(); it != items.end(); ++it) {
+    if (equals(in, *it, p[0])) {
+      items.erase(it);
+      return Value::none();
+    }
+  }
+  fault("list.remove(x): x not in list");
+}
+Value m_list_index(Interp& in, Function& f, Args& a) {
+  const auto p = bind("index", a, {{"value", kRequired}, {"start", kNone}, {"stop", kNone}});
+  const auto& items = self_list(f).items;
+  int64_t b, e;
+  index_range(p[1], p[2], static_cast<int64_t>(items.size()), b, e);
+  for (int64_t k = b; k < e; ++k)
+    if (equals(in, items[static_cast<size_t>(k)], p[0])) return Value::integer(k);
+  fault(to_repr(in, p[0]) + " is not in list");
+}
+Value m_list_count(Interp& in, Function& f, Args& a) {
+  const auto p = bind("count", a, {{"value", kRequired}});
+  int64_t c = 0;
+  for (const Value& x : self_list(f).items) c += equals(in, x, p[0]) ? 1 : 0;
+  return Value::integer(c);
+}
+Value m_reverse(Interp&, Function& f, Args& a) {
+  bind("reverse", a, {});
+  std::reverse(self_list(f).items.begin(), self_list(f).items.end());
+  return Value::none();
+}
+Value m_sort(Interp& in, Function& f, Args& a) {
+  const auto p = bind("sort", a, {{"reverse", Value::boolean(false)}});
+  auto& items = self_list(f).items;
+  in.step(items.size() * 8);
+  std::stable_sort(items.begin(), items.end(),
+                   [&](const Value& x, const Value& y) { return truthy(p[0]) ? less(in, y, x) : less(in, x, y); });
+  return Value::none();
+}
+Value m_clear(Interp&, Function& f, Args& a) {
+  bind("clear", a, {});
+  if (f.self.kind == Kind::list)
+    self_list(f).items.clear();
+  else
+    self_dict(f).clear();
+  return Value::none();
+}
+Value m_copy(Interp& in, Function& f, Args& a) {
+  bind("copy", a, {});
+  if (f.self.kind == Kind::list) return in.new_list(self_list(f).items);
+  Value d = in.new_dict();
+  for (const auto& kv : self_dict(f).items) d.dict->set(kv.first, kv.second);
+  return d;
+}
+
+// ------------------------------------------------------------ dict methods
+
+Value m_get(Interp&, Function& f, Args& a) {
+  const auto p = bind("get", a, {{"key", kRequired}, {"default", kNone}});
+  if (!p[0].is_undefined()) check_hashable(p[0]);
+  if (const Value* v = self_dict(f).find(p[0])) return *v;
+  return p[1];
+}
+Value m_items(Interp& in, Function& f, Args& a) {
+  bind("items", a, {});
+  std::vector<Value> out;
+  for (const auto& kv : self_dict(f).items) out.push_back(in.new_list({kv.first, kv.second}, true));
+  return in.new_list(std::move(out));
+}
+Value m_keys(Interp& in, Function& f, Args& a) {
+  bind("keys", a, {});
+  std::vector<Value> out;
+  for (const auto& kv : self_dict(f).items) out.push_back(kv.first);
+  return in.new_list(std::move(out));
+}
+Value m_values(Interp& in, Function& f, Args& a) {
+  bind("values", a, {});
+  std::vector<Value> out;
+  for (const auto& kv : self_dict(f).items) out.push_back(kv.second);
+  return in.new_list(std::move(out));
+}
+Value m_pop_dict(Interp& in, Function& f, Args& a) {
+  if (a.pos.empty() || a.pos.size() > 2 || !a.kw.empty()) fault("pop expected 1 or 2 arguments");
+  const Value& key = a.pos[0];
+  check_hashable(key);
+  if (const Value* v = self_dict(f).find(key)) {
+    Value r = *v;
+    self_dict(f).erase(key);
+    return r;
+  }
+  if (a.pos.size() == 2) return a.pos[1];
+  fault("KeyError: " + to_repr(in, key));
+}
+Value m_popitem(Interp& in, Function& f, Args& a) {
+  bind("popitem", a, {});
+  auto& d = self_dict(f);
+  if (d.items.empty()) fault("popitem(): dictionary is empty");
+  auto kv = d.items.back();
+  d.erase(kv.first);
+  return in.new_list({kv.first, kv.second}, true);
+}
+void dict_update(Interp& in, Dict& d, const Value& other) {
+  if (other.kind == Kind::dict) {
+    for (const auto& kv : other.dict->items) d.set(kv.first, kv.second);
+    return;
+  }
+  for (const Value& pair : in.iterate(other)) {
+    const std::vector<Value> kv = in.iterate(pair);
+    if (kv.size() != 2)
+      fault("dictionary update sequence element has length " + std::to_string(kv.size()) + "; 2 is required");
+    d.set(kv[0], kv[1]);
+  }
+}
+Value m_update(Interp& in, Function& f, Args& a) {
+  if (a.pos.size() > 1) fault("update expected at most 1 argument");
+  if (!a.pos.empty()) dict_update(in, self_dict(f), a.pos[0]);
+  for (const auto& kv : a.kw) self_dict(f).set(kv.first, kv.second);
+  return Value::none();
+}
+Value m_setdefault(Interp&, Function& f, Args& a) {
+  const auto p = bind("setdefault", a, {{"key", kRequired}, {"default", kNone}});
+  if (const Value* v = self_dict(f).find(p[0])) return *v;
+  self_dict(f).set(p[0], p[1]);
+  return p[1];
+}
+
+struct MethodEntry {
+  const char* name;
+  Method fn;
+};
+const MethodEntry kStrMethods[] = {
+    {"strip", m_strip},           {"lstrip", m_lstrip},         {"rstrip", m_rstrip},
+    {"split", m_split},           {"rsplit", m_rsplit},         {"splitlines", m_splitlines},
+    {"startswith", m_startswith}, {"endswith", m_endswith},     {"replace", m_replace},
+    {"upper", m_upper},           {"lower", m_lower},           {"casefold", m_casefold},
+    {"swapcase", m_swapcase},     {"capitalize", m_capitalize}, {"title", m_title},
+    {"find", m_find},             {"rfind", m_rfind},           {"index", m_index},
+    {"rindex", m_rindex},         {"count", m_count},           {"join", m_join},
+    {"format", m_format},         {"isdigit", m_isdigit},       {"isdecimal", m_isdecimal},
+    {"isnumeric", m_isnumeric},   {"isalpha", m_isalpha},       {"isalnum", m_isalnum},
+    {"isspace", m_isspace},       {"islower", m_islower},       {"isupper", m_isupper},
+    {"center", m_center},         {"ljust", m_ljust},           {"rjust", m_rjust},
+    {"zfill", m_zfill},           {"partition", m_partition},   {"rpartition", m_rpartition},
+    {"removeprefix", m_removeprefix}, {"removesuffix", m_removesuffix},
+};
+const MethodEntry kListMethods[] = {
+    {"append", m_append}, {"extend", m_extend}, {"insert", m_insert},   {"pop", m_pop_list},
+    {"remove", m_remove}, {"index", m_list_index}, {"count", m_list_count}, {"reverse", m_reverse},
+    {"sort", m_sort},     {"clear", m_clear},   {"copy", m_copy},
+};
+const MethodEntry kTupleMethods[] = {{"index", m_list_index}, {"count", m_list_count}};
+const MethodEntry kDictMethods[] = {
+    {"get", m_get},   {"items", m_items},     {"keys", m_keys},     {"values", m_values},
+    {"pop", m_pop_dict}, {"popitem", m_popitem}, {"update", m_update}, {"setdefault", m_setdefault},
+    {"copy", m_copy}, {"clear", m_clear},
+};
+
+template <size_t N>
+Method find_method(const MethodEntry (&table)[N], std::string_view name) {
+  for (const auto& m : table)
+    if (name == m.name) return m.fn;
+  return nullptr;
+}
+
+// --------------------------------------------------------------- globals
+
+Value g_range(Interp& in, Function&, Args& a) {
+  if (!a.kw.empty()) fault("range() takes no keyword arguments");
+  if (a.pos.empty() || a.pos.size() > 3) fault("range expected at most 3 arguments, got " + std::to_string(a.pos.size()));
+  for (const Value& v : a.pos) {
+    if (v.is_undefined()) undefined_error(v);
+    if (!v.is_int()) fault(std::string("'") + type_name(v) + "' object cannot be interpreted as an integer");
+  }
+  int64_t start = 0, stop, step = 1;
+  if (a.pos.size() == 1) {
+    stop = a.pos[0].as_int();
+  } else {
+    start = a.pos[0].as_int();
+    stop = a.pos[1].as_int();
+    if (a.pos.size() == 3) step = a.pos[2].as_int();
+  }
+  if (step == 0) fault("range() arg 3 must not be zero");
+  // Jinja2's sandbox: MAX_RANGE = 100000.
+  const long double count = step > 0 ? (start < stop ? (static_cast<long double>(stop) - start - 1) / step + 1 : 0)
+                                     : (start > stop ? (static_cast<long double>(start) - stop - 1) / -step + 1 : 0);
+  if (count > 100000)
+    fault("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+  std::vector<Value> out;
+  for (int64_t k = 0, x = start; k < static_cast<int64_t>(count); ++k, x += step) out.push_back(Value::integer(x));
+  in.step(out.size());
+  return in.new_list(std::move(out));
+}
+
+Value g_dict(Interp& in, Function&, Args& a) {
+  if (a.pos.size() > 1) fault("dict expected at most 1 argument");
+  Value d = in.new_dict();
+  if (!a.pos.empty()) dict_update(in, *d.dict, a.pos[0]);
+  for (const auto& kv : a.kw) d.dict->set(kv.first, kv.second);
+  return d;
+}
+
+Value g_namespace(Interp& in, Function&, Args& a) {
+  if (a.pos.size() > 1) fault("namespace expected at most 1 argument");
+  in.step();
+  Namespace* ns = in.heap().make<Namespace>();
+  if (!a.pos.empty()) dict_update(in, ns->attrs, a.pos[0]);
+  for (const auto& kv : a.kw) ns->attrs.set(kv.first, kv.second);
+  return Value::of(ns);
+}
+
+Value g_raise_exception(Interp& in, Function&, Args& a) {
+  const auto p = bind("raise_exception", a, {{"message", kRequired}});
+  throw Raised{to_str(in, p[0])};
+}
+
+Value g_strftime_now(Interp& in, Function&, Args& a) {
+  const auto p = bind("strftime_now", a, {{"format", kRequired}});
+  const std::string& fmt = need_str(p[0], "strftime() argument 1");
+  std::tm tm{};
+  if (in.options().now) {
+    tm = in.options().now();
+  } else {
+    const std::time_t t = std::time(nullptr);
+    localtime_r(&t, &tm);
+  }
+  // Python's datetime.strftime handles %f (microseconds), %z and %Z (empty
+  // for a naive datetime) itself; the rest is C's strftime.
+  std::string f;
+  for (size_t k = 0; k < fmt.size(); ++k) {
+    if (fmt[k] == '%' && k + 1 < fmt.size()) {
+      const char c = fmt[k + 1];
+      if (c == 'f') {
+        f += "000000";
+        ++k;
+        continue;
+      }
+      if (c == 'z' || c == 'Z') {
+        ++k;
+        continue;
+      }
+      f.push_back('%');
+      f.push_back(c);
+      ++k;
+      continue;
+    }
+    f.push_back(fmt[k]);
+  }
+  if (f.size() > 4096) fault("strftime format too long");
+  f.push_back('\x01');  // so that an empty result is told from an error
+  std::string out(f.size() * 64 + 64, '\0');
+  const size_t n = std::strftime(out.data(), out.size(), f.c_str(), &tm);
+  if (n == 0) fault("strftime failed");
+  out.resize(n - 1);
+  return str_result(in, std::move(out));
+}
+
+struct Cycler : Object {
+  std::vector<Value> items;
+  size_t pos = 0;
+  const char* type_name() const override { return "Cycler"; }
+  Value attr(Interp& in, std::string_view name) override {
+    if (name == "current") return items[pos];
+    if (name == "next")
+      return in.new_function("next", [](Interp&, Function& f, Args&) -> Value {
+        auto* c = static_cast<Cycler*>(f.self.obj);
+        Value v = c->items[c->pos];
+        c->pos = (c->pos + 1) % c->items.size();
+        return v;
+      }, Value::of(this));
+    if (name == "reset")
+      return in.new_function("reset", [](Interp&, Function& f, Args&) -> Value {
+        static_cast<Cycler*>(f.self.obj)->pos = 0;
+        return Value::none();
+      }, Value::of(this));
+    return Object::attr(in, name);
+  }
+};
+
+Value g_cycler(Interp& in, Function&, Args& a) {
+  if (a.pos.empty()) fault("at least one item has to be provided");
+  in.step();
+  Cycler* c = in.heap().make<Cycler>();
+  c->items = a.pos;
+  return Value::of(c);
+}
+
+struct Joiner : Object {
+  std::string sep;
+  bool used = false;
+  const char* type_name() const override { return "Joiner"; }
+  bool callable() const override { return true; }
+  Value call(Interp&, Args&) override {
+    if (!used) {
+      used = true;
+      return Value::string("");
+    }
+    return Value::string(sep);
+  }
+};
+
+Value g_joiner(Interp& in, Function&, Args& a) {
+  const auto p = bind("joiner", a, {{"sep", Value::string(", ")}});
+  in.step();
+  Joiner* j = in.heap().make<Joiner>();
+  j->sep = to_str(in, p[0]);
+  return Value::of(j);
+}
+
+// ------------------------------------------------------- format mini-language
+
+struct Spec {
+  char32_t fill = ' ';
+  char align = 0;  // < > ^ =
+  char sign = 0;
+  bool alt = false, zero = false;
+  int64_t width = -1, precision = -1;
+  char grouping = 0;
+  char type = 0;
+};
+
+Spec parse_spec(const std::string& s) {
+  Spec sp;
+  const std::u32string u = decode_utf8(s);
+  size_t k = 0;
+  auto is_align = [](char32_t c) { return c == '<' || c == '>' || c == '^' || c == '='; };
+  if (u.size() >= 2 && is_align(u[1])) {
+    sp.fill = u[0];
+    sp.align = static_cast<char>(u[1]);
+    k = 2;
+  } else if (!u.empty() && is_align(u[0])) {
+    sp.align = static_cast<char>(u[0]);
+    k = 1;
+  }
+  if (k < u.size() && (u[k] == '+' || u[k] == '-' || u[k] == ' ')) sp.sign = static_cast<char>(u[k++]);
+  if (k < u.size() && u[k] == '#') {
+    sp.alt = true;
+    ++k;
+  }
+  if (k < u.size() && u[k] == '0') {
+    sp.zero = true;
+    ++k;
+  }
+  auto number = [&]() {
+    int64_t n = 0;
+    while (k < u.size() && u[k] >= '0' && u[k] <= '9') {
+      n = n * 10 + (u[k++] - '0');
+      if (n > 100000) fault("Too many decimal digits in format string");
+    }
+    return n;
+  };
+  if (k < u.size() && u[k] >= '0' && u[k] <= '9') sp.width = number();
+  if (k < u.size() && (u[k] == ',' || u[k] == '_')) sp.grouping = static_cast<char>(u[k++]);
+  if (k < u.size() && u[k] == '.') {
+    ++k;
+    if (k >= u.size() || u[k] < '0' || u[k] > '9') fault("Format specifier missing precision");
+    sp.precision = number();
+  }
+  if (k < u.size()) sp.type = static_cast<char>(u[k++]);
+  if (k != u.size()) fault("Invalid format specifier");
+  return sp;
+}
+
+std::string group_digits(const std::string& digits, char sep) {
+  std::string out;
+  const size_t n = digits.size();
+  for (size_t k = 0; k < n; ++k) {
+    out.push_back(digits[k]);
+    if (sep && (n - k - 1) % 3 == 0 && k + 1 < n) out.push_back(sep);
+  }
+  return out;
+}
+
+std::string apply_width(Interp& in, const Spec& sp, std::string sign, std::string body, char default_align) {
+  const char align = sp.zero && !sp.align ? '=' : (sp.align ? sp.align : default_align);
+  const char32_t fill = sp.zero && !sp.align ? U'0' : sp.fill;
+  const auto len = static_cast<int64_t>(count_code_points(sign) + count_code_points(body));
+  if (sp.width <= len) return sign + body;
+  in.charge_string(static_cast<size_t>(sp.width));
+  const int64_t pad = sp.width - len;
+  std::string f;
+  append_utf8(f, fill);
+  auto rep = [&](int64_t n) {
+    std::string s;
+    for (int64_t k = 0; k < n; ++k) s += f;
+    return s;
+  };
+  switch (align) {
+    case '<': return sign + body + rep(pad);
+    case '^': return rep(pad / 2) + sign + body + rep(pad - pad / 2);
+    case '=': return sign + rep(pad) + body;
+    default: return rep(pad) + sign + body;
+  }
+}
+
+std::string format_float(double x, const Spec& sp, char type) {
+  char buf[512];
+  const int prec = static_cast<int>(std::min<int64_t>(sp.precision < 0 ? 6 : sp.precision, 300));
+  const double ax = std::fabs(x);
+  if (std::isinf(ax)) return (type >= 'A' && type <= 'Z') ? "INF" : "inf";
+  if (std::isnan(ax)) return (type >= 'A' && type <= 'Z') ? "NAN" : "nan";
+  if (type == 0) {
+    if (sp.precision < 0) return float_repr(ax);
+    std::snprintf(buf, sizeof buf, "%.*g", std::max(prec, 1), ax);
+    std::string s = buf;
+    if (s.find_first_of(".e") == std::string::npos) s += ".0";
+    return s;
+  }
+  if (type == '%') {
+    std::snprintf(buf, sizeof buf, "%.*f", prec, ax * 100);
+    return std::string(buf) + "%";
+  }
+  const char t = type == 'n' ? 'g' : type;
+  const char f[] = {'%', '.', '*', t, 0};
+  std::snprintf(buf, sizeof buf, f, prec, ax);
+  return buf;
+}
+
+// format(value, spec): Python's __format__ of each type.
+std::string format_value(Interp& in, const Value& v, const std::string& spec) {
+  if (spec.empty()) return to_str(in, v);
+  const Spec sp = parse_spec(spec);
+  if (v.is_string()) {
+    if (sp.type && sp.type != 's') fault(std::string("Unknown format code '") + sp.type + "' for object of type 'str'");
+    if (sp.sign) fault("Sign not allowed in string format specifier");
+    std::string s = v.str();
+    if (sp.precision >= 0) {
+      const std::u32string u = decode_utf8(s);
+      s = encode_utf8(u.substr(0, static_cast<size_t>(std::min<int64_t>(sp.precision, static_cast<int64_t>(u.size())))));
+    }
+    return apply_width(in, sp, "", s, '<');
+  }
+  if (v.is_number()) {
+    const bool is_float_type = sp.type == 'e' || sp.type == 'E' || sp.type == 'f' || sp.type == 'F' || sp.type == 'g' ||
+                               sp.type == 'G' || sp.type == '%' || (v.kind == Kind::real && (sp.type == 0 || sp.type == 'n'));
+    const bool neg = v.kind == Kind::real ? std::signbit(v.f) && !std::isnan(v.f) : v.as_int() < 0;
+    const std::string sign = neg ? "-" : sp.sign == '+' ? "+" : sp.sign == ' ' ? " " : "";
+    std::string body;
+    if (is_float_type) {
+      body = format_float(v.as_real(), sp, sp.type);
+      if (sp.grouping) {
+        const size_t end = body.find_first_not_of("0123456789");
+        body = group_digits(body.substr(0, end), sp.grouping) + (end == std::string::npos ? "" : body.substr(end));
+      }
+    } else {
+      if (v.kind == Kind::real) fault(std::string("Unknown format code '") + sp.type + "' for object of type 'float'");
+      if (sp.precision >= 0) fault("Precision not allowed in integer format specifier");
+      const int64_t x = v.as_int();
+      const uint64_t ax = x < 0 ? 0 - static_cast<uint64_t>(x) : static_cast<uint64_t>(x);
+      char buf[80];
+      switch (sp.type) {
+        case 0:
+        case 'd':
+        case 'n':
+          std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(ax));
+          body = group_digits(buf, sp.grouping);
+          break;
+        case 'x':
+        case 'X':
+          std::snprintf(buf, sizeof buf, sp.type == 'x' ? "%llx" : "%llX", static_cast<unsigned long long>(ax));
+          body = std::string(sp.alt ? (sp.type == 'x' ? "0x" : "0X") : "") + buf;
+          break;
+        case 'o':
+          std::snprintf(buf, sizeof buf, "%llo", static_cast<unsigned long long>(ax));
+          body = std::string(sp.alt ? "0o" : "") + buf;
+          break;
+        case 'b': {
+          std::string bits;
+          for (uint64_t y = ax; y; y >>= 1) bits.insert(bits.begin(), static_cast<char>('0' + (y & 1)));
+          body = std::string(sp.alt ? "0b" : "") + (bits.empty() ? "0" : bits);
+          break;
+        }
+        case 'c':
+          if (x < 0 || x > 0x10FFFF) fault("%c arg not in range(0x110000)");
+          append_utf8(body, static_cast<char32_t>(x));
+          return apply_width(in, sp, "", body, '<');
+        default: fault(std::string("Unknown format code '") + sp.type + "' for object of type 'int'");
+      }
+    }
+    return apply_width(in, sp, sign, body, '>');
+  }
+  fault(std::string("unsupported format string passed to ") + type_name(v) + ".__format__");
+}
+
+}  // namespace
+
+Value bind_method(Interp& in, const Value& self, std::string_view name) {
+  Method m = nullptr;
+  if (self.kind == Kind::string)
+    m = find_method(kStrMethods, name);
+  else if (self.kind == Kind::list && !self.list->generator)
+    m = self.list->tuple ? find_method(kTupleMethods, name) : find_method(kListMethods, name);
+  else if (self.kind == Kind::dict)
+    m = find_method(kDictMethods, name);
+  if (!m) return Value::undefined();
+  in.step();
+  Function* f = in.heap().make<Function>();
+  f->name = std::string(name);
+  f->fn = m;
+  f->self = self;
+  return Value::of(f);
+}
+
+void define_globals(Interp& in, Scope& globals) {
+  static const std::pair<const char*, Method> fns[] = {
+      {"range", g_range},       {"dict", g_dict},       {"namespace", g_namespace},
+      {"raise_exception", g_raise_exception}, {"strftime_now", g_strftime_now},
+      {"cycler", g_cycler},     {"joiner", g_joiner},
+  };
+  for (const auto& [name, fn] : fns) globals.set(name, in.new_function(name, fn));
+}
+
+std::string python_format(Interp& in, const std::string& fmt, Args& args) {
+  std::string out;
+  size_t auto_index = 0;
+  bool used_auto = false, used_manual = false;
+  for (size_t k = 0; k < fmt.size(); ++k) {
+    const char c = fmt[k];
+    if (c == '}') {
+      if (k + 1 < fmt.size() && fmt[k + 1] == '}') {
+        out.push_back('}');
+        ++k;
+        continue;
+      }
+      fault("Single '}' encountered in format string");
+    }
+    if (c != '{') {
+      out.push_back(c);
+      continue;
+    }
+    if (k + 1 < fmt.size() && fmt[k + 1] == '{') {
+      out.push_back('{');
+      ++k;
+      continue;
+    }
+    // {field_name!conversion:format_spec}
+    size_t e = k + 1;
+    int nest = 0;
+    while (e < fmt.size() && (fmt[e] != '}' || nest > 0)) {
+      if (fmt[e] == '{') ++nest;
+      if (fmt[e] == '}') --nest;
+      ++e;
+    }
+    if (e >= fmt.size()) fault("expected '}' before end of string");
+    const std::string field = fmt.substr(k + 1, e - k - 1);
+    k = e;
+    std::string name = field, conversion, spec;
+    const size_t colon = name.find(':');
+    if (colon != std::string::npos) {
+      spec = name.substr(colon + 1);
+      name = name.substr(0, colon);
+    }
+    const size_t bang = name.find('!');
+    if (bang != std::string::npos) {
+      conversion = name.substr(bang + 1);
+      name = name.substr(0, bang);
+      if (conversion.size() != 1 || (conversion[0] != 's' && conversion[0] != 'r' && conversion[0] != 'a'))
+        fault("Unknown conversion specifier " + conversion);
+    }
+    if (spec.find('{') != std::string::npos) fault("nested replacement fields in a format spec are not supported");
+    // The first part of the name: an index, a keyword, or empty (auto numbering).
+    size_t p = 0;
+    while (p < name.size() && name[p] != '.' && name[p] != '[') ++p;
+    const std::string first = name.substr(0, p);
+    Value obj;
+    if (first.empty() || std::all_of(first.begin(), first.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
+      size_t idx;
+      if (first.empty()) {
+        if (used_manual) fault("cannot switch from manual field specification to automatic field numbering");
+        used_auto = true;
+        idx = auto_index++;
+      } else {
+        if (used_auto) fault("cannot switch from automatic field numbering to manual field specification");
+        used_manual = true;
+        if (first.size() > 9) fault("Too many decimal digits in format string");
+        idx = std::stoul(first);
+      }
+      if (idx >= args.pos.size())
+        fault("Replacement index " + std::to_string(idx) + " out of range for positional args tuple");
+      obj = args.pos[idx];
+    } else {
+      const Value* v = args.kwarg(first);
+      if (!v) fault("KeyError: '" + first + "'");
+      obj = *v;
+    }
+    while (p < name.size()) {
+      if (name[p] == '.') {
+        size_t q = p + 1;
+        while (q < name.size() && name[q] != '.' && name[q] != '[') ++q;
+        obj = in.getattr(obj, name.substr(p + 1, q - p - 1));
+        p = q;
+      } else {
+        const size_t q = name.find(']', p);
+        if (q == std::string::npos) fault("Missing ']' in format string");
+        const std::string key = name.substr(p + 1, q - p - 1);
+        int64_t n;
+        const bool digits =
+            !key.empty() && std::all_of(key.begin(), key.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+        obj = in.getitem(obj, digits && parse_python_int(key, 10, n) ? Value::integer(n) : Value::string(key));
+        p = q + 1;
+      }
+    }
+    if (conversion == "s")
+      obj = Value::string(to_str(in, obj));
+    else if (conversion == "r" || conversion == "a")
+      obj = Value::string(to_repr(in, obj));
+    out += format_value(in, obj, spec);
+    in.check_size(out.size());
+  }
+  return out;
+}
+
+std::string percent_format(Interp& in, const std::string& fmt, const Value& args) {
+  std::vector<Value> pos;
+  const Value* mapping = nullptr;
+  if (args.kind == Kind::list && args.list->tuple)
+    pos = args.list->items;
+  else if (args.kind == Kind::dict)
+    mapping = &args;
+  if (!(args.kind == Kind::list && args.list->tuple)) pos.push_back(args);
+  size_t next = 0;
+  auto take = [&]() -> Value {
+    if (next >= pos.size()) fault("not enough arguments for format string");
+    return pos[next++];
+  };
+  std::string out;
+  bool used_key = false;
+  for (size_t k = 0; k < fmt.size(); ++k) {
+    if (fmt[k] != '%') {
+      out.push_back(fmt[k]);
+      continue;
+    }
+    if (++k >= fmt.size()) fault("incomplete format");
+    Value v;
+    bool have = false;
+    if (fmt[k] == '(') {
+      const size_t e = fmt.find(')', k);
+      if (e == std::string::npos) fault("incomplete format key");
+      if (!mapping) fault("format requires a mapping");
+      const std::string key = fmt.substr(k + 1, e - k - 1);
+      const Value* x = mapping->dict->find(key);
+      if (!x) fault("KeyError: '" + key + "'");
+      v = *x;
+      have = used_key = true;
+      k = e + 1;
+    }
+    Spec sp;
+    bool left = false;
+    for (; k < fmt.size() && std::strchr("#0- +", fmt[k]); ++k) {
+      if (fmt[k] == '-') left = true;
+      if (fmt[k] == '0') sp.zero = true;
+      if (fmt[k] == '+') sp.sign = '+';
+      if (fmt[k] == ' ' && sp.sign != '+') sp.sign = ' ';
+      if (fmt[k] == '#') sp.alt = true;
+    }
+    auto number = [&]() -> int64_t {
+      if (k < fmt.size() && fmt[k] == '*') {
+        ++k;
+        const Value n = take();
+        if (!n.is_int()) fault("* wants int");
+        return n.as_int();
+      }
+      int64_t n = 0;
+      while (k < fmt.size() && fmt[k] >= '0' && fmt[k] <= '9') {
+        n = n * 10 + (fmt[k++] - '0');
+        if (n > 100000) fault("width too big");
+      }
+      return n;
+    };
+    sp.width = number();
+    if (k < fmt.size() && fmt[k] == '.') {
+      ++k;
+      sp.precision = number();
+    }
+    while (k < fmt.size() && (fmt[k] == 'h' || fmt[k] == 'l' || fmt[k] == 'L')) ++k;
+    if (k >= fmt.size()) fault("incomplete format");
+    const char type = fmt[k];
+    if (type == '%') {
+      out.push_back('%');
+      continue;
+    }
+    if (!have) v = take();
+    if (left) sp.align = '<';
+    if (left) sp.zero = false;
+    if (!sp.zero && !left) sp.align = '>';
+    std::string piece;
+    switch (type) {
+      case 's': {
+        const std::u32string text = decode_utf8(to_str(in, v));
+        const size_t keep = sp.precision >= 0 ? static_cast<size_t>(sp.precision) : std::u32string::npos;
+        piece = apply_width(in, sp, "", encode_utf8(std::u32string_view(text).substr(0, keep)), '>');
+        break;
+      }
+      case 'r':
+      case 'a': piece = apply_width(in, sp, "", to_repr(in, v), '>'); break;
+      case 'd':
+      case 'i':
+      case 'u':
+      case 'x':
+      case 'X':
+      case 'o': {
+        if (!v.is_number()) fault(std::string("%") + type + " format: a real number is required, not " + type_name(v));
+        if (v.kind == Kind::real && (type == 'x' || type == 'X' || type == 'o'))
+          fault(std::string("%") + type + " format: an integer is required, not float");
+        const Value iv = v.kind == Kind::real ? Value::integer(static_cast<int64_t>(v.f)) : Value::integer(v.as_int());
+        Spec s2 = sp;
+        s2.type = type == 'i' || type == 'u' ? 'd' : type;
+        s2.precision = -1;
+        std::string spec_text;
+        piece = format_value(in, iv, "");  // digits, then the flags by hand
+        const bool neg = iv.i < 0;
+        std::string digits = neg ? piece.substr(1) : piece;
+        if (type == 'x' || type == 'X' || type == 'o') {
+          char buf[80];
+          const uint64_t ax = neg ? 0 - static_cast<uint64_t>(iv.i) : static_cast<uint64_t>(iv.i);
+          std::snprintf(buf, sizeof buf, type == 'x' ? "%llx" : type == 'X' ? "%llX" : "%llo",
+                        static_cast<unsigned long long>(ax));
+          digits = std::string(sp.alt ? (type == 'o' ? "0o" : type == 'x' ? "0x" : "0X") : "") + buf;
+        }
+        if (sp.precision > static_cast<int64_t>(digits.size()))
+          digits.insert(0, static_cast<size_t>(sp.precision) - digits.size(), '0');
+        s2.fill = ' ';
+        if (sp.zero && !left) s2.align = '=', s2.fill = '0';
+        s2.zero = false;
+        piece = apply_width(in, s2, neg ? "-" : sp.sign == '+' ? "+" : sp.sign == ' ' ? " " : "", digits, '>');
+        break;
+      }
+      case 'e':
+      case 'E':
+      case 'f':
+      case 'F':
+      case 'g':
+      case 'G': {
+        if (!v.is_number()) fault(std::string("must be real number, not ") + type_name(v));
+        Spec s2 = sp;
+        const double x = v.as_real();
+        const bool neg = std::signbit(x) && !std::isnan(x);
+        std::string body = format_float(x, sp, type);
+        s2.fill = ' ';
+        if (sp.zero && !left) s2.align = '=', s2.fill = '0';
+        s2.zero = false;
+        piece = apply_width(in, s2, neg ? "-" : sp.sign == '+' ? "+" : sp.sign == ' ' ? " " : "", body, '>');
+        break;
+      }
+      case 'c': {
+        std::string ch;
+        if (v.is_string() && count_code_points(v.str()) == 1)
+          ch = v.str();
+        else if (v.is_int() && v.as_int() >= 0 && v.as_int() <= 0x10FFFF)
+          append_utf8(ch, static_cast<char32_t>(v.as_int()));
+        else
+          fault("%c requires int or char");
+        piece = apply_width(in, sp, "", ch, '>');
+        break;
+      }
+      default: fault(std::string("unsupported format character '") + type + "'");
+    }
+    out += piece;
+    in.check_size(out.size());
+  }
+  if (!used_key && !mapping && next < pos.size()) fault("not all arguments converted during string formatting");
+  return out;
+}
+
+bool parse_python_int(std::string_view s, int base, int64_t& out) {
+  const std::u32string u = decode_utf8(s);
+  size_t b = 0, e = u.size();
+  while (b < e && is_space(u[b])) ++b;
+  while (e > b && is_space(u[e - 1])) --e;
+  bool neg = false;
+  if (b < e && (u[b] == '+' || u[b] == '-')) neg = u[b++] == '-';
+  if (base == 0 || base == 16 || base == 8 || base == 2) {
+    if (e - b >= 2 && u[b] == '0') {
+      const char32_t x = u[b + 1] | 0x20;
+      const int prefixed = x == 'x' ? 16 : x == 'o' ? 8 : x == 'b' ? 2 : 0;
+      if (prefixed && (base == 0 || base == prefixed)) {
+        base = prefixed;
+        b += 2;
+        if (b < e && u[b] == '_') ++b;
+      }
+    }
+    if (base == 0) base = 10;
+  }
+  if (base < 2 || base > 36 || b >= e) return false;
+  uint64_t v = 0;
+  bool prev_digit = false;
+  for (size_t k = b; k < e; ++k) {
+    const char32_t c = u[k];
+    if (c == '_') {
+      if (!prev_digit || k + 1 >= e) return false;
+      prev_digit = false;
+      continue;
+    }
+    const char32_t lc = c | 0x20;
+    const int d = c >= '0' && c <= '9' ? static_cast<int>(c - '0')
+                : lc >= 'a' && lc <= 'z' ? static_cast<int>(lc - 'a' + 10)
+                                         : 99;
+    if (d >= base) return false;
+    if (v > (static_cast<uint64_t>(INT64_MAX) + (neg ? 1 : 0) - static_cast<uint64_t>(d)) / static_cast<uint64_t>(base))
+      fault("integer too large for synapse's 64-bit template integers");
+    v = v * static_cast<uint64_t>(base) + static_cast<uint64_t>(d);
+    prev_digit = true;
+  }
+  out = neg ? static_cast<int64_t>(0 - v) : static_cast<int64_t>(v);
+  return true;
+}
+
+bool parse_python_float(std::string_view s, double& out) {
+  const std::u32string u = decode_utf8(s);
+  size_t b = 0, e = u.size();
+  while (b < e && is_space(u[b])) ++b;
+  while (e > b && is_space(u[e - 1])) --e;
+  std::string t;
+  for (size_t k = b; k < e; ++k) {
+    if (u[k] >= 0x80) return false;
+    t.push_back(static_cast<char>(u[k]));
+  }
+  std::string lower = t;
+  for (char& c : lower) c = static_cast<char>(to_lower(static_cast<unsigned char>(c)));
+  const std::string body = !lower.empty() && (lower[0] == '+' || lower[0] == '-') ? lower.substr(1) : lower;
+  const double sign = !lower.empty() && lower[0] == '-' ? -1.0 : 1.0;
+  if (body == "inf" || body == "infinity") {
+    out = sign * HUGE_VAL;
+    return true;
+  }
+  if (body == "nan") {
+    out = std::nan("");
+    return true;
+  }
+  // digits with single underscores between them, a '.', an exponent
+  std::string clean;
+  bool digit_seen = false;
+  for (size_t k = 0; k < body.size(); ++k) {
+    const char c = body[k];
+    if (c == '_') {
+      if (k == 0 || k + 1 >= body.size() || !std::isdigit(static_cast<unsigned char>(body[k - 1])) ||
+          !std::isdigit(static_cast<unsigned char>(body[k + 1])))
+        return false;
+      continue;
+    }
+    if (std::isdigit(static_cast<unsigned char>(c))) digit_seen = true;
+    else if (c != '.' && c != 'e' && c != '+' && c != '-') return false;
+    clean.push_back(c);
+  }
+  if (!digit_seen) return false;
+  char* end = nullptr;
+  const std::string full = (sign < 0 ? "-" : "") + clean;
+  out = std::strtod(full.c_str(), &end);
+  return end && *end == 0;
+}
+
+}  // namespace synapse::jinja
