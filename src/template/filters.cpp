@@ -69,18 +69,15 @@ int64_t length_of(const Value& v) {
   fault(std::string("object of type '") + type_name(v) + "' has no len()");
 }
 
-Value lower_if_string(const Value& v) {
-  if (!v.is_string()) return v;
-  std::string s = v.str();
-  for (char& c : s) c = static_cast<char>(to_lower(static_cast<unsigned char>(c)));
-  return Value::string(std::move(s), v.markup);
+std::string map_code_points(const std::string& s, char32_t (*f)(char32_t)) {
+  std::u32string u = decode_utf8(s);
+  for (char32_t& c : u) c = f(c);
+  return encode_utf8(u);
 }
 
-std::string map_code_points(const std::string& s, char32_t (*f)(char32_t)) {
-  std::string out = s;
-  for (char& c : out)
-    if (static_cast<unsigned char>(c) < 0x80) c = static_cast<char>(f(static_cast<unsigned char>(c)));
-  return out;
+Value lower_if_string(const Value& v) {
+  if (!v.is_string()) return v;
+  return Value::string(map_code_points(v.str(), to_lower), v.markup);
 }
 
 // Jinja2's make_attrgetter: "a.b.0" looks up a, then b, then item 0.
@@ -154,6 +151,7 @@ Value f_abs(Interp&, Value& v, Args& a) {
 
 Value f_attr(Interp& in, Value& v, Args& a) {
   const auto p = bind("attr", a, {{"name", kRequired}});
+  if (v.is_undefined()) undefined_error(v);
   if (!p[0].is_string()) fault("attribute name must be a string");
   const std::string& name = p[0].str();
   if (name.empty() || name[0] == '_') return Value::undefined("'" + name + "' is undefined");
@@ -299,7 +297,8 @@ bool python_int_of(const Value& v, int base, int64_t& out) {
     double d;
     if (!parse_python_float(v.str(), d)) return false;
     if (std::isinf(d)) fault("cannot convert float infinity to integer");
-    if (std::isnan(d) || std::fabs(d) >= 9.2e18) return false;
+    if (std::isnan(d)) return false;
+    if (std::fabs(d) >= 9.2e18) fault("integer too large for synapse's 64-bit template integers");
     out = static_cast<int64_t>(d);
     return true;
   }
@@ -309,7 +308,8 @@ bool python_int_of(const Value& v, int base, int64_t& out) {
   }
   if (v.kind == Kind::real) {
     if (std::isinf(v.f)) fault("cannot convert float infinity to integer");
-    if (std::isnan(v.f) || std::fabs(v.f) >= 9.2e18) return false;
+    if (std::isnan(v.f)) return false;
+    if (std::fabs(v.f) >= 9.2e18) fault("integer too large for synapse's 64-bit template integers");
     out = static_cast<int64_t>(v.f);
     return true;
   }
@@ -441,7 +441,7 @@ Value f_lower(Interp& in, Value& v, Args& a) {
 Value f_upper(Interp& in, Value& v, Args& a) {
   bind("upper", a, {});
   const Value s = soft_str(in, v);
-  return Value::string(map_code_points(s.str(), to_upper), s.markup);
+  return Value::string(upper_string(s.str()), s.markup);
 }
 
 Value f_map(Interp& in, Value& v, Args& a) {
@@ -628,7 +628,8 @@ Value f_round(Interp&, Value& v, Args& a) {
     return Value::real(round_float(v.f, nd));
   }
   const double scale = std::pow(10.0, static_cast<double>(nd));
-  const double r = method == "ceil" ? std::ceil(v.as_real() * scale) : std::floor(v.as_real() * scale);
+  double r = method == "ceil" ? std::ceil(v.as_real() * scale) : std::floor(v.as_real() * scale);
+  if (r == 0) r = 0;  // math.ceil/floor give an int: no -0.0
   return Value::real(r / scale);
 }
 
@@ -804,12 +805,13 @@ Value f_truncate(Interp& in, Value& v, Args& a) {
                                       {"end", dflt(Value::string("..."))}, {"leeway", kNone}});
   if (!p[0].is_int() || !p[2].is_string()) fault("truncate() takes an integer length and a string end");
   const int64_t leeway = p[3].is_int() ? p[3].as_int() : 5;
-  const std::u32string s = decode_utf8(to_str(in, v));
   const std::u32string end = decode_utf8(p[2].str());
   const int64_t length = p[0].as_int();
   if (length < static_cast<int64_t>(end.size())) fault("expected length >= " + std::to_string(end.size()));
   if (leeway < 0) fault("expected leeway >= 0");
-  if (static_cast<int64_t>(s.size()) <= length + leeway) return Value::string(encode_utf8(s));
+  if (length_of(v) <= length + leeway) return v;
+  if (!v.is_string()) fault(std::string("'") + type_name(v) + "' object cannot be truncated");
+  const std::u32string s = decode_utf8(v.str());
   std::u32string r = s.substr(0, static_cast<size_t>(length) - end.size());
   if (!truthy(p[1])) {
     const size_t sp = r.rfind(U' ');
@@ -879,10 +881,12 @@ bool t_undefined(Interp&, const Value& v, Args& a) {
 }
 bool t_filter(Interp&, const Value& v, Args& a) {
   bind("filter", a, {});
+  if (!v.is_undefined()) check_hashable(v);
   return v.is_string() && find_filter(v.str()) != nullptr;
 }
 bool t_test(Interp&, const Value& v, Args& a) {
   bind("test", a, {});
+  if (!v.is_undefined()) check_hashable(v);
   return v.is_string() && find_test(v.str()) != nullptr;
 }
 bool t_none(Interp&, const Value& v, Args& a) {
@@ -912,11 +916,11 @@ bool t_float(Interp&, const Value& v, Args& a) {
 // str.islower()/isupper(): some cased character, and none of the other case.
 bool case_test(Interp& in, const Value& v, bool want_lower) {
   bool cased = false;
-  for (const char c : to_str(in, v)) {
-    if (c >= 'a' && c <= 'z') {
+  for (const char32_t c : decode_utf8(to_str(in, v))) {
+    if (is_lower_case(c)) {
       if (!want_lower) return false;
       cased = true;
-    } else if (c >= 'A' && c <= 'Z') {
+    } else if (is_upper_case(c)) {
       if (want_lower) return false;
       cased = true;
     }
@@ -954,7 +958,7 @@ bool t_iterable(Interp&, const Value& v, Args& a) {
 }
 bool t_callable(Interp&, const Value& v, Args& a) {
   bind("callable", a, {});
-  return v.kind == Kind::object && v.obj->callable();
+  return v.is_undefined() || (v.kind == Kind::object && v.obj->callable());
 }
 bool t_sameas(Interp&, const Value& v, Args& a) {
   const auto p = bind("sameas", a, {{"other", kRequired}});

@@ -256,7 +256,10 @@ void Interp::assign(const Node& target, const Value& v, Scope* scope) {
 }
 
 // Each iteration has a scope of its own (Jinja2: what the body sets lasts
-// one iteration); the filter clause sees the loop target only.
+// one iteration); the filter clause sees the loop target only. The else
+// block runs when no iteration ran its body to the end (Jinja2 clears its
+// flag at the end of the body, so a loop that only broke or continued runs
+// it too).
 Interp::Flow Interp::run_loop(const For& f, Scope* scope, const Value& iterable, size_t depth0) {
   std::vector<Value> items = iterate(iterable);
   if (f.test) {
@@ -273,6 +276,7 @@ Interp::Flow Interp::run_loop(const For& f, Scope* scope, const Value& iterable,
     exec(f.otherwise, heap_.make<Scope>(scope));
     return Flow::normal;
   }
+  bool completed = false;
   LoopObject* loop = heap_.make<LoopObject>();
   loop->node = &f;
   loop->outer = scope;
@@ -284,8 +288,11 @@ Interp::Flow Interp::run_loop(const For& f, Scope* scope, const Value& iterable,
     Scope* loop_scope = heap_.make<Scope>(scope);
     loop_scope->set("loop", Value::of(loop));
     assign(*f.target, loop->items[k], loop_scope);
-    if (exec(f.body, loop_scope) == Flow::break_) break;
+    const Flow flow = exec(f.body, loop_scope);
+    if (flow == Flow::break_) break;
+    completed = completed || flow == Flow::normal;
   }
+  if (!completed) exec(f.otherwise, heap_.make<Scope>(scope));
   return Flow::normal;
 }
 
@@ -539,23 +546,7 @@ Value Interp::eval(const Node& n, Scope* scope) {
       const Value b = sl.stop ? eval(*sl.stop, scope) : Value::none();
       const Value c = sl.step ? eval(*sl.step, scope) : Value::none();
       line_ = n.line;
-      if (obj.is_undefined()) undefined_error(obj);
-      SliceRange r;
-      if (obj.kind == Kind::string && slice_range(a, b, c, static_cast<int64_t>(count_code_points(obj.str())), r)) {
-        const std::u32string u = decode_utf8(obj.str());
-        std::u32string part;
-        for (int64_t k = 0, i = r.start; k < r.count; ++k, i += r.step) part.push_back(u[static_cast<size_t>(i)]);
-        return Value::string(encode_utf8(part));
-      }
-      if (obj.kind == Kind::list && !obj.list->generator &&
-          slice_range(a, b, c, static_cast<int64_t>(obj.list->items.size()), r)) {
-        std::vector<Value> part;
-        for (int64_t k = 0, i = r.start; k < r.count; ++k, i += r.step)
-          part.push_back(obj.list->items[static_cast<size_t>(i)]);
-        step(part.size());
-        return new_list(std::move(part), obj.list->tuple);
-      }
-      return Value::undefined("'" + std::string(type_name(obj)) + " object' has no element slice");
+      return slice(obj, a, b, c);
     }
     case NodeKind::call: return eval_call(static_cast<const Call&>(n), scope, nullptr);
     case NodeKind::filter: return eval_filter(static_cast<const Filter&>(n), scope, nullptr);

@@ -84,6 +84,9 @@ class Interp {
   Value call_filter(std::string_view name, Value input, Args& args);
   bool call_test(std::string_view name, const Value& v, Args& args);
   Value arith(BinOp op, const Value& a, const Value& b);
+  // obj[start:stop:step]: Python's subscript (Jinja2 does not route slices
+  // through its getitem, so a slice of a non-sequence is an error).
+  Value slice(const Value& obj, const Value& start, const Value& stop, const Value& step);
 
   // Nesting of values (printing, comparing) and of macro calls.
   struct Deeper {

@@ -14,10 +14,14 @@
 //   are syntax errors (one template, no loader: Jinja2 fails too, when run);
 // - the filters groupby, pprint, random, urlencode, urlize, wordwrap,
 //   xmlattr and filesizeformat exist but fail when run; no lipsum();
-// - case mapping (upper, lower, title, capitalize, isupper, ...) is ASCII's;
+// - case mapping (upper, lower, title, capitalize, isupper, ...) covers the
+//   Latin, Greek, Cyrillic and fullwidth letters one to one (and ß to SS);
 //   \w (wordcount) and repr()'s printable test use approximate tables;
-// - integers are 64-bit (overflow is an error); dict keys are str, int,
-//   float, bool, None or tuples of them;
+// - integers are 64-bit (overflow is an error, as is a negative number to a
+//   fractional power); dict keys are str, int, float, bool, None or tuples;
+// - slicing a literal that is no sequence ({{ none[1:] }}) is an error, as
+//   slicing a variable is in Jinja2 (whose constant folding gives Undefined);
+//   a function or method prints without its address;
 // - generators (map, select, items, ...) are computed when made, so an error
 //   inside one comes at the filter, and a loop over a list being appended
 //   to sees the list as it was;

@@ -70,9 +70,7 @@ std::vector<std::string> split_impl(const std::string& s, const Value& sepv, int
         while (k < u.size() && is_space(u[k])) ++k;
         if (k >= u.size()) break;
         if (maxsplit >= 0 && static_cast<int64_t>(out.size()) == maxsplit) {
-          size_t e = u.size();
-          while (e > k && is_space(u[e - 1])) --e;
-          out.push_back(encode_utf8(u.substr(k, e - k)));
+          out.push_back(encode_utf8(u.substr(k)));  // the rest, trailing whitespace and all
           break;
         }
         size_t e = k;
@@ -86,9 +84,7 @@ std::vector<std::string> split_impl(const std::string& s, const Value& sepv, int
         while (k > 0 && is_space(u[k - 1])) --k;
         if (k == 0) break;
         if (maxsplit >= 0 && static_cast<int64_t>(out.size()) == maxsplit) {
-          size_t b = 0;
-          while (b < k && is_space(u[b])) ++b;
-          out.push_back(encode_utf8(u.substr(b, k - b)));
+          out.push_back(encode_utf8(u.substr(0, k)));  // the rest, leading whitespace and all
           break;
         }
         size_t b = k;
@@ -130,7 +126,8 @@ Value split_method(Interp& in, Function& f, Args& a, bool right) {
   const auto p = bind(right ? "rsplit" : "split", a, {{"sep", kNone}, {"maxsplit", Value::integer(-1)}});
   if (!p[1].is_int()) fault("maxsplit must be an integer");
   std::vector<Value> items;
-  for (auto& s : split_impl(self_str(f), p[0], p[1].as_int(), right)) items.push_back(Value::string(std::move(s)));
+  for (auto& s : split_impl(self_str(f), p[0], p[1].as_int(), right))
+    items.push_back(Value::string(std::move(s), f.self.markup));
   in.step(items.size());
   return in.new_list(std::move(items));
 }
@@ -148,11 +145,11 @@ Value m_splitlines(Interp& in, Function& f, Args& a) {
         c == 0x2028 || c == 0x2029) {
       size_t end = k;
       if (c == '\r' && k + 1 < u.size() && u[k + 1] == '\n') ++k;
-      items.push_back(Value::string(encode_utf8(u.substr(start, (truthy(p[0]) ? k + 1 : end) - start))));
+      items.push_back(Value::string(encode_utf8(u.substr(start, (truthy(p[0]) ? k + 1 : end) - start)), f.self.markup));
       start = k + 1;
     }
   }
-  if (start < u.size()) items.push_back(Value::string(encode_utf8(u.substr(start))));
+  if (start < u.size()) items.push_back(Value::string(encode_utf8(u.substr(start)), f.self.markup));
   return in.new_list(std::move(items));
 }
 
@@ -196,20 +193,19 @@ Value m_replace(Interp& in, Function& f, Args& a) {
 
 Value case_method(Interp& in, Function& f, Args& a, const char* name) {
   bind(name, a, {});
-  std::u32string u = decode_utf8(self_str(f));
   const std::string_view n = name;
-  if (n == "upper") {
-    for (auto& c : u) c = to_upper(c);
-  } else if (n == "lower" || n == "casefold") {
+  if (n == "upper") return str_result(in, upper_string(self_str(f)), f.self.markup);
+  std::u32string u = decode_utf8(self_str(f));
+  if (n == "lower" || n == "casefold") {
     for (auto& c : u) c = to_lower(c);
   } else if (n == "swapcase") {
-    for (auto& c : u) c = c >= 'a' && c <= 'z' ? to_upper(c) : to_lower(c);
+    for (auto& c : u) c = is_lower_case(c) ? to_upper(c) : to_lower(c);
   } else if (n == "capitalize") {
     for (size_t k = 0; k < u.size(); ++k) u[k] = k == 0 ? to_upper(u[k]) : to_lower(u[k]);
   } else {  // title: a cased letter after a cased letter is lower, else upper
     bool prev_cased = false;
     for (auto& c : u) {
-      const bool cased = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+      const bool cased = is_lower_case(c) || is_upper_case(c);
       if (cased) c = prev_cased ? to_lower(c) : to_upper(c);
       prev_cased = cased;
     }
@@ -296,11 +292,11 @@ Value m_isspace(Interp&, Function& f, Args& a) { return char_class(f, a, "isspac
 Value cased(Function& f, Args& a, const char* name, bool want_lower) {
   bind(name, a, {});
   bool any = false;
-  for (const char c : self_str(f)) {
-    if (c >= 'a' && c <= 'z') {
+  for (const char32_t c : decode_utf8(self_str(f))) {
+    if (is_lower_case(c)) {
       if (!want_lower) return Value::boolean(false);
       any = true;
-    } else if (c >= 'A' && c <= 'Z') {
+    } else if (is_upper_case(c)) {
       if (want_lower) return Value::boolean(false);
       any = true;
     }
@@ -351,12 +347,13 @@ Value partition(Interp& in, Function& f, Args& a, bool right) {
   if (sep.empty()) fault("empty separator");
   const std::string& s = self_str(f);
   const size_t hit = right ? s.rfind(sep) : s.find(sep);
+  const bool m = f.self.markup;
   std::vector<Value> parts;
   if (hit == std::string::npos) {
-    parts = right ? std::vector<Value>{Value::string(""), Value::string(""), f.self}
-                  : std::vector<Value>{f.self, Value::string(""), Value::string("")};
+    parts = right ? std::vector<Value>{Value::string("", m), Value::string("", m), f.self}
+                  : std::vector<Value>{f.self, Value::string("", m), Value::string("", m)};
   } else {
-    parts = {Value::string(s.substr(0, hit)), p[0], Value::string(s.substr(hit + sep.size()))};
+    parts = {Value::string(s.substr(0, hit), m), Value::string(sep, m), Value::string(s.substr(hit + sep.size()), m)};
   }
   return in.new_list(std::move(parts), true);
 }
@@ -608,7 +605,12 @@ Value g_range(Interp& in, Function&, Args& a) {
   std::vector<Value> out;
   for (int64_t k = 0, x = start; k < static_cast<int64_t>(count); ++k, x += step) out.push_back(Value::integer(x));
   in.step(out.size());
-  return in.new_list(std::move(out));
+  Value r = in.new_list(std::move(out), true);
+  r.list->range = true;
+  r.list->range_start = start;
+  r.list->range_stop = stop;
+  r.list->range_step = step;
+  return r;
 }
 
 Value g_dict(Interp& in, Function&, Args& a) {
@@ -908,7 +910,7 @@ Value bind_method(Interp& in, const Value& self, std::string_view name) {
   if (self.kind == Kind::string)
     m = find_method(kStrMethods, name);
   else if (self.kind == Kind::list && !self.list->generator)
-    m = self.list->tuple ? find_method(kTupleMethods, name) : find_method(kListMethods, name);
+    m = self.list->tuple || self.list->range ? find_method(kTupleMethods, name) : find_method(kListMethods, name);
   else if (self.kind == Kind::dict)
     m = find_method(kDictMethods, name);
   if (!m) return Value::undefined();
@@ -1030,13 +1032,17 @@ std::string python_format(Interp& in, const std::string& fmt, Args& args) {
 }
 
 std::string percent_format(Interp& in, const std::string& fmt, const Value& args) {
+  // Python: a tuple gives the arguments; any other value is one argument,
+  // and one with __getitem__ (dict, list, Undefined) is also a mapping that
+  // may go unused.
+  const bool tuple = args.kind == Kind::list && args.list->tuple && !args.list->range;
   std::vector<Value> pos;
-  const Value* mapping = nullptr;
-  if (args.kind == Kind::list && args.list->tuple)
+  if (tuple)
     pos = args.list->items;
-  else if (args.kind == Kind::dict)
-    mapping = &args;
-  if (!(args.kind == Kind::list && args.list->tuple)) pos.push_back(args);
+  else
+    pos.push_back(args);
+  const Value* mapping = args.kind == Kind::dict ? &args : nullptr;
+  const bool mapping_like = !tuple && (args.kind == Kind::dict || args.kind == Kind::list || args.is_undefined());
   size_t next = 0;
   auto take = [&]() -> Value {
     if (next >= pos.size()) fault("not enough arguments for format string");
@@ -1177,7 +1183,7 @@ std::string percent_format(Interp& in, const std::string& fmt, const Value& args
     out += piece;
     in.check_size(out.size());
   }
-  if (!used_key && !mapping && next < pos.size()) fault("not all arguments converted during string formatting");
+  if (!used_key && !mapping_like && next < pos.size()) fault("not all arguments converted during string formatting");
   return out;
 }
 

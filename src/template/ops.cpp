@@ -155,6 +155,36 @@ Value Interp::getitem(const Value& obj, const Value& key) {
   return Value::undefined(object_type_repr(obj) + " has no element " + to_repr(*this, key));
 }
 
+Value Interp::slice(const Value& obj, const Value& start, const Value& stop, const Value& step_v) {
+  if (obj.is_undefined()) undefined_error(obj);
+  if (obj.kind == Kind::dict) fault("unhashable type: 'slice'");
+  if (obj.kind != Kind::string && !(obj.kind == Kind::list && !obj.list->generator))
+    fault(std::string("'") + type_name(obj) + "' object is not subscriptable");
+  SliceRange r;
+  const bool is_str = obj.kind == Kind::string;
+  const std::u32string u = is_str ? decode_utf8(obj.str()) : std::u32string();
+  const auto n = static_cast<int64_t>(is_str ? u.size() : obj.list->items.size());
+  if (!slice_range(start, stop, step_v, n, r))
+    fault("slice indices must be integers or None or have an __index__ method");
+  step(static_cast<size_t>(r.count));
+  if (is_str) {
+    std::u32string part;
+    for (int64_t k = 0, i = r.start; k < r.count; ++k, i += r.step) part.push_back(u[static_cast<size_t>(i)]);
+    return Value::string(encode_utf8(part));
+  }
+  std::vector<Value> part;
+  for (int64_t k = 0, i = r.start; k < r.count; ++k, i += r.step) part.push_back(obj.list->items[static_cast<size_t>(i)]);
+  Value v = new_list(std::move(part), obj.list->tuple);
+  if (obj.list->range) {  // a range's slice is a range
+    const List& src = *obj.list;
+    v.list->range = true;
+    v.list->range_start = src.range_start + r.start * src.range_step;
+    v.list->range_stop = src.range_start + r.stop * src.range_step;
+    v.list->range_step = src.range_step * r.step;
+  }
+  return v;
+}
+
 std::vector<Value> Interp::iterate(const Value& v) {
   switch (v.kind) {
     case Kind::undefined: return {};
@@ -229,7 +259,14 @@ bool Interp::call_test(std::string_view name, const Value& v, Args& args) {
 
 Value Interp::arith(BinOp op, const Value& a, const Value& b) {
   if (a.is_undefined()) undefined_error(a);
+  if (op == BinOp::mod && a.is_string()) {  // str % anything: Python's printf-style formatting
+    std::string s = percent_format(*this, a.str(), b);
+    charge_string(s.size());
+    return Value::string(std::move(s), a.markup);
+  }
   if (b.is_undefined()) undefined_error(b);
+  const bool seq_a = a.kind == Kind::list && !a.list->generator && !a.list->range;
+  const bool seq_b = b.kind == Kind::list && !b.list->generator && !b.list->range;
   const bool ints = a.is_int() && b.is_int();
   const bool nums = a.is_number() && b.is_number();
   int64_t r = 0;
@@ -247,14 +284,13 @@ Value Interp::arith(BinOp op, const Value& a, const Value& b) {
         charge_string(s.size());
         return Value::string(std::move(s), markup);
       }
-      if (a.kind == Kind::list && b.kind == Kind::list && !a.list->generator && !b.list->generator &&
-          a.list->tuple == b.list->tuple) {
+      if (seq_a && seq_b && a.list->tuple == b.list->tuple) {
         std::vector<Value> items = a.list->items;
         items.insert(items.end(), b.list->items.begin(), b.list->items.end());
         step(items.size());
         return new_list(std::move(items), a.list->tuple);
       }
-      if (a.is_string() || (a.kind == Kind::list && !a.list->generator))
+      if (a.is_string() || seq_a)
         fault(std::string("can only concatenate ") + type_name(a) + " (not \"" + type_name(b) + "\") to " +
               type_name(a));
       unsupported("+", a, b);
@@ -282,7 +318,7 @@ Value Interp::arith(BinOp op, const Value& a, const Value& b) {
         charge_string(s.size());
         return Value::string(std::move(s), seq->markup);
       }
-      if (seq && seq->kind == Kind::list && !seq->list->generator) {
+      if (seq && (seq == &a ? seq_a : seq_b)) {
         const int64_t n = std::max<int64_t>(0, count->as_int());
         const auto& src = seq->list->items;
         if (n > 0 && !src.empty()) step(static_cast<size_t>(std::min<int64_t>(n, int64_t{1} << 40)) * src.size());
@@ -310,11 +346,6 @@ Value Interp::arith(BinOp op, const Value& a, const Value& b) {
         if (m != 0 && ((m < 0) != (y < 0))) m += y;
         return Value::real(m);
       }
-      if (a.is_string()) {
-        std::string s = percent_format(*this, a.str(), b);
-        charge_string(s.size());
-        return Value::string(std::move(s), a.markup);
-      }
       unsupported("%", a, b);
     case BinOp::pow:
       if (ints && b.as_int() >= 0) {
@@ -330,6 +361,8 @@ Value Interp::arith(BinOp op, const Value& a, const Value& b) {
       }
       if (!nums) unsupported("** or pow()", a, b);
       if (a.as_real() == 0 && b.as_real() < 0) fault("0.0 cannot be raised to a negative power");
+      if (a.as_real() < 0 && std::floor(b.as_real()) != b.as_real())
+        fault("a negative number to a fractional power is complex (not supported)");
       return Value::real(std::pow(a.as_real(), b.as_real()));
   }
   unsupported("?", a, b);

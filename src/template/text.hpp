@@ -28,10 +28,14 @@ bool is_space(char32_t c);
 // escapes (Cc, Cf, Cs, Co, Zl, Zp, Zs but the space); unassigned code points
 // count as printable (Python escapes them; no table of them is kept here).
 bool is_printable(char32_t c);
-// ASCII-only case mapping; other code points are left as they are (Python
-// maps every cased letter; templates upper/lower role names and keywords).
+// Python's case mapping for the Latin, Greek, Cyrillic and fullwidth letters
+// (one code point to one); other code points are left as they are.
 char32_t to_upper(char32_t c);
 char32_t to_lower(char32_t c);
+bool is_lower_case(char32_t c);  // a cased letter in lower case
+bool is_upper_case(char32_t c);
+// str.upper() of UTF-8 text: to_upper, and ß as SS.
+std::string upper_string(std::string_view s);
 bool is_alnum(char32_t c);  // ASCII letters and digits, and every non-ASCII letter-like code point
 bool is_alpha(char32_t c);
 

@@ -207,7 +207,8 @@ const char* type_name(const Value& v) {
     case Kind::integer: return "int";
     case Kind::real: return "float";
     case Kind::string: return v.markup ? "Markup" : "str";
-    case Kind::list: return v.list->generator ? "generator" : v.list->tuple ? "tuple" : "list";
+    case Kind::list:
+      return v.list->generator ? "generator" : v.list->range ? "range" : v.list->tuple ? "tuple" : "list";
     case Kind::dict: return "dict";
     case Kind::object: return v.obj->type_name();
   }
@@ -245,6 +246,12 @@ void repr_into(Interp& in, const Value& v, std::string& out) {
     case Kind::list: {
       if (v.list->generator) {
         out += "<generator object>";
+        return;
+      }
+      if (v.list->range) {
+        out += "range(" + std::to_string(v.list->range_start) + ", " + std::to_string(v.list->range_stop);
+        if (v.list->range_step != 1) out += ", " + std::to_string(v.list->range_step);
+        out += ")";
         return;
       }
       if (in.printing(v.list)) {
@@ -312,6 +319,7 @@ void json_into(Interp& in, const Value& v, const JsonOptions& opt, int level, st
       out.push_back('"');
       return;
     case Kind::list: {
+      if (v.list->range) fault("Object of type range is not JSON serializable");
       Interp::Deeper guard(in);
       std::vector<Value> items;
       if (v.list->generator)
@@ -408,7 +416,8 @@ bool equals(Interp& in, const Value& a, const Value& b) {
     case Kind::string: return *a.s == *b.s;
     case Kind::list: {
       if (a.list == b.list) return true;
-      if (a.list->generator || b.list->generator || a.list->tuple != b.list->tuple) return false;
+      if (a.list->generator || b.list->generator || a.list->tuple != b.list->tuple || a.list->range != b.list->range)
+        return false;
       if (a.list->items.size() != b.list->items.size()) return false;
       Interp::Deeper guard(in);
       for (size_t k = 0; k < a.list->items.size(); ++k)
@@ -438,8 +447,8 @@ bool less(Interp& in, const Value& a, const Value& b) {
     return a.as_int() < b.as_int();
   }
   if (a.kind == Kind::string && b.kind == Kind::string) return *a.s < *b.s;
-  if (a.kind == Kind::list && b.kind == Kind::list && !a.list->generator && !b.list->generator &&
-      a.list->tuple == b.list->tuple) {
+  if (a.kind == Kind::list && b.kind == Kind::list && !a.list->generator && !b.list->generator && !a.list->range &&
+      !b.list->range && a.list->tuple == b.list->tuple) {
     Interp::Deeper guard(in);
     const auto& x = a.list->items;
     const auto& y = b.list->items;

@@ -75,13 +75,16 @@ struct Heaped {
   virtual ~Heaped() = default;
 };
 
-// A list, a tuple (immutable; printed in parentheses) or a generator: what
-// Jinja2's map, select, items, ... return. A generator is truthy even when
-// empty, has no len(), is not subscriptable, and is used up by iterating it.
+// A list; a tuple (immutable; printed in parentheses); a range (immutable,
+// printed range(start, stop[, step]), no JSON); or a generator: what Jinja2's
+// map, select, items, ... return, truthy even when empty, without len(), not
+// subscriptable, used up by iterating it. The items are always there.
 struct List : Heaped {
   std::vector<Value> items;
   bool tuple = false;
   bool generator = false;
+  bool range = false;
+  int64_t range_start = 0, range_stop = 0, range_step = 1;
 };
 
 // A dict in insertion order (Python 3.7+). Keys are what Python can hash

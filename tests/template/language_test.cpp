@@ -432,6 +432,31 @@ const Case kCases[] = {
      "{{ '<' is escaped }}",
      "{}",
      "<b>&lt;i&gt;|x<|&lt;&amp;|TrueFalse"},
+    {"ForElseRunsWhenNoIterationReachedTheEnd",
+     "{% for x in [1, 2] %}{% continue %}{% else %}else{% endfor %}|{% for x in [1, 2] %}{% if x == 2"
+     " %}{% break %}{% endif %}{% else %}else{% endfor %}|{% for x in [1] %}{% break %}{% else %}else"
+     "{% endfor %}",
+     "{}",
+     "else||else"},
+    {"SplitWithMaxsplitKeepsTheRest",
+     "{{ '  a b  c  '.split(none, 1) }}{{ '  a b  c  '.rsplit(none, 1) }}",
+     "{}",
+     "['a', 'b  c  ']['  a b', 'c']"},
+    {"RangesPrintAsPython",
+     "{{ range(3) }} {{ range(1, 10, 3) }} {{ range(5)[1:3] }} {{ range(3)[::-1] }} {{ range(3)|list "
+     "}} {{ range(3) == [0, 1, 2] }}",
+     "{}",
+     "range(0, 3) range(1, 10, 3) range(1, 3) range(2, -1, -1) [0, 1, 2] False"},
+    {"CaseMappingBeyondAscii",
+     "{{ 'éàü ßœ ΣΊΣΥΦΟΣ привет Ｆｕｌｌ'|upper }} {{ 'ÉCOLE Ελλάδα'|lower }} {{ 'élan vital'|title }} {{"
+     " 'é' is lower }}",
+     "{}",
+     "ÉÀÜ SSŒ ΣΊΣΥΦΟΣ ПРИВЕТ ＦＵＬＬ école ελλάδα Élan Vital True"},
+    {"TruncateKeepsShortValues",
+     "{{ 'a long sentence here'|truncate(9) }} {{ [1, 2]|truncate(5) }} {{ 'abcdefghijklmnop'|truncat"
+     "e(10, true) }}",
+     "{}",
+     "a... [1, 2] abcdefg..."},
 };
 
 class Language : public testing::TestWithParam<Case> {};
