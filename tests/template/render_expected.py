@@ -4,7 +4,9 @@ context of tests/data/templates/contexts.json in Python Jinja2, the reference
 that synapse's engine (src/template/) must equal byte for byte
 (tests/template/equivalence_test.cpp).
 
-  /usr/bin/python3 tests/template/render_expected.py   rewrites tests/data/templates/expected/
+  /usr/bin/python3 tests/template/render_expected.py           rewrites tests/data/templates/expected/
+  /usr/bin/python3 tests/template/render_expected.py --check   compares instead (ctest runs this:
+                                                               the referee data is what Jinja2 says)
 
 The environment is transformers' (src/transformers/utils/chat_template_utils.py,
 _compile_jinja_template): trim_blocks, lstrip_blocks, the loopcontrols
@@ -88,38 +90,57 @@ def environment(now):
 
 
 def render(env, source, context):
-    """(output, None) or (None, error text)."""
+    """(output, None) or (None, error text); source is a template's text or
+    the Template that env.from_string made of it."""
     try:
-        return env.from_string(source).render(**json.loads(json.dumps(context))), None
+        t = env.from_string(source) if isinstance(source, str) else source
+        return t.render(**json.loads(json.dumps(context))), None
     except RaisedException as e:
         return None, 'raise_exception\n' + str(e)
     except Exception as e:  # what Jinja2 (or Python under it) raised
         return None, type(e).__name__ + '\n' + str(e)
 
 
-def main():
+def expected():
+    """{(template, context): (file name, bytes)} as Jinja2 renders them now."""
     spec = json.load(open(os.path.join(DATA, 'contexts.json'), encoding='utf-8'))
-    now = datetime.datetime.fromisoformat(spec['strftime_now'])
-    env = environment(now)
-    out_root = os.path.join(DATA, 'expected')
-    shutil.rmtree(out_root, ignore_errors=True)
+    env = environment(datetime.datetime.fromisoformat(spec['strftime_now']))
     tdir = os.path.join(DATA, 'llama.cpp')
-    n_out = n_err = 0
+    files = {}
     for name in sorted(os.listdir(tdir)):
         if not name.endswith('.jinja'):
             continue
         source = open(os.path.join(tdir, name), encoding='utf-8').read()
-        d = os.path.join(out_root, name[:-len('.jinja')])
-        os.makedirs(d)
+        try:
+            source = env.from_string(source)  # every one compiles; else each render reports it
+        except Exception:
+            pass
         for c in spec['contexts']:
             out, err = render(env, source, c['context'])
-            if err is None:
-                open(os.path.join(d, c['name'] + '.out'), 'wb').write(out.encode('utf-8'))
-                n_out += 1
-            else:
-                open(os.path.join(d, c['name'] + '.err'), 'wb').write(err.encode('utf-8'))
-                n_err += 1
-    print(f'{n_out} renderings, {n_err} errors, Jinja2 {jinja2.__version__}', file=sys.stderr)
+            path = os.path.join(name[:-len('.jinja')], c['name'] + ('.out' if err is None else '.err'))
+            files[path] = (out if err is None else err).encode('utf-8')
+    return files
+
+
+def main():
+    files = expected()
+    out_root = os.path.join(DATA, 'expected')
+    if sys.argv[1:] == ['--check']:
+        have = {os.path.relpath(os.path.join(d, f), out_root)
+                for d, _, fs in os.walk(out_root) for f in fs}
+        bad = sorted(p for p, b in files.items()
+                     if p not in have or open(os.path.join(out_root, p), 'rb').read() != b)
+        bad += sorted(have - set(files))
+        for p in bad:
+            print(f'differs from Jinja2 {jinja2.__version__}: expected/{p}', file=sys.stderr)
+        print(f'{len(files) - len(bad)} of {len(files)} expected files are what Jinja2 gives', file=sys.stderr)
+        sys.exit(1 if bad else 0)
+    shutil.rmtree(out_root, ignore_errors=True)
+    for p, b in files.items():
+        os.makedirs(os.path.join(out_root, os.path.dirname(p)), exist_ok=True)
+        open(os.path.join(out_root, p), 'wb').write(b)
+    n_err = sum(1 for p in files if p.endswith('.err'))
+    print(f'{len(files) - n_err} renderings, {n_err} errors, Jinja2 {jinja2.__version__}', file=sys.stderr)
 
 
 if __name__ == '__main__':
