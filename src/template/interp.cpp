@@ -46,6 +46,15 @@ void Interp::check_size(size_t bytes) {
     fault("a string or the output grew past " + std::to_string(opt_.max_output) + " bytes");
 }
 
+void Interp::charge_size(const Value& v) {
+  if (v.kind == Kind::string)
+    step(v.s->size() / 64);
+  else if (v.kind == Kind::list)
+    step(v.list->items.size());
+  else if (v.kind == Kind::dict)
+    step(v.dict->items.size());
+}
+
 void Interp::charge_string(size_t bytes) {
   check_size(bytes);
   step(bytes / 64);
@@ -496,6 +505,7 @@ Value Interp::eval_filter(const Filter& f, Scope* scope, const Value* block_inpu
   eval_args(f.a, scope, args);
   line_ = f.line;
   if (!f.fn) fault("No filter named '" + f.name + "' found.");
+  charge_size(input);
   return f.fn(*this, input, args);
 }
 
@@ -557,6 +567,7 @@ Value Interp::eval(const Node& n, Scope* scope) {
       eval_args(t.a, scope, args);
       line_ = n.line;
       if (!t.fn) fault("No test named '" + t.name + "' found.");
+      charge_size(v);
       return Value::boolean(t.fn(*this, v, args));
     }
     case NodeKind::not_: return Value::boolean(!truthy(eval(*static_cast<const Unary&>(n).operand, scope)));

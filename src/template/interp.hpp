@@ -69,6 +69,10 @@ class Interp {
   void charge_string(size_t bytes);
   // Only the max_output bound (for strings built piece by piece).
   void check_size(size_t bytes);
+  // Work in proportion to a value's size (a scan of a string, a copy of a
+  // list): one step per 64 bytes or per item, so that a loop repeating it
+  // on a large value ends at max_steps instead of running for hours.
+  void charge_size(const Value& v);
   Value new_list(std::vector<Value> items = {}, bool tuple = false);
   Value new_dict();
   Value new_function(const char* name, Value (*fn)(Interp&, Function&, Args&), Value self = {});

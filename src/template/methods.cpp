@@ -915,6 +915,7 @@ Value bind_method(Interp& in, const Value& self, std::string_view name) {
     m = find_method(kDictMethods, name);
   if (!m) return Value::undefined();
   in.step();
+  in.charge_size(self);  // most methods scan or copy their object
   Function* f = in.heap().make<Function>();
   f->name = std::string(name);
   f->fn = m;

@@ -104,6 +104,7 @@ Value Interp::getattr(const Value& obj, std::string_view name) {
 }
 
 Value Interp::getitem(const Value& obj, const Value& key) {
+  if (obj.kind == Kind::string) charge_size(obj);
   switch (obj.kind) {
     case Kind::undefined: undefined_error(obj);
     case Kind::string:
@@ -160,6 +161,7 @@ Value Interp::slice(const Value& obj, const Value& start, const Value& stop, con
   if (obj.kind == Kind::dict) fault("unhashable type: 'slice'");
   if (obj.kind != Kind::string && !(obj.kind == Kind::list && !obj.list->generator))
     fault(std::string("'") + type_name(obj) + "' object is not subscriptable");
+  charge_size(obj);
   SliceRange r;
   const bool is_str = obj.kind == Kind::string;
   const std::u32string u = is_str ? decode_utf8(obj.str()) : std::u32string();
@@ -186,6 +188,7 @@ Value Interp::slice(const Value& obj, const Value& start, const Value& stop, con
 }
 
 std::vector<Value> Interp::iterate(const Value& v) {
+  charge_size(v);
   switch (v.kind) {
     case Kind::undefined: return {};
     case Kind::string: {
@@ -221,6 +224,7 @@ std::vector<Value> Interp::iterate(const Value& v) {
 }
 
 bool Interp::contains(const Value& container, const Value& item) {
+  charge_size(container);
   switch (container.kind) {
     case Kind::undefined: return false;
     case Kind::string:

@@ -105,16 +105,60 @@ void check_hashable(const Value& v) {
   fault(std::string("unhashable type: '") + type_name(v) + "' (as a dict key)");
 }
 
-// Dict: str keys through a hash index past 8 items, other keys by a linear search.
+namespace {
+
+// A text equal for keys that are the same dict key (same_key): 1, 1.0 and
+// True all give "i1".
+void key_text(const Value& v, std::string& out, int depth = 0) {
+  switch (v.kind) {
+    case Kind::string: out += 's'; out += *v.s; return;
+    case Kind::none: out += 'n'; return;
+    case Kind::boolean:
+    case Kind::integer: out += 'i'; out += std::to_string(v.as_int()); return;
+    case Kind::real:
+      if (std::floor(v.f) == v.f && std::fabs(v.f) < 9.2e18) {
+        out += 'i';
+        out += std::to_string(static_cast<int64_t>(v.f));
+      } else {
+        out += 'f';
+        out += float_repr(v.f);
+      }
+      return;
+    case Kind::list: {  // a tuple
+      if (depth > 64) fault("a dict key nested too deeply");
+      out += 't';
+      out += std::to_string(v.list->items.size());
+      for (const Value& x : v.list->items) {
+        std::string k;
+        key_text(x, k, depth + 1);
+        out += ':' + std::to_string(k.size()) + ':' + k;
+      }
+      return;
+    }
+    default: out += '?'; return;
+  }
+}
+
+std::string key_text(const Value& v) {
+  std::string s;
+  key_text(v, s);
+  return s;
+}
+
+}  // namespace
+
+void Dict::build_index() const {
+  index_.clear();
+  for (size_t k = 0; k < items.size(); ++k) index_.emplace(key_text(items[k].first), k);
+  indexed_ = true;
+}
+
 const Value* Dict::find(std::string_view key) const {
   if (items.size() > 8) {
-    if (!indexed_) {
-      index_.clear();
-      for (size_t k = 0; k < items.size(); ++k)
-        if (items[k].first.is_string()) index_.emplace(items[k].first.str(), k);
-      indexed_ = true;
-    }
-    const auto it = index_.find(std::string(key));
+    if (!indexed_) build_index();
+    std::string k(1, 's');
+    k += key;
+    const auto it = index_.find(k);
     return it == index_.end() ? nullptr : &items[it->second].second;
   }
   for (const auto& kv : items)
@@ -125,6 +169,11 @@ const Value* Dict::find(std::string_view key) const {
 const Value* Dict::find(const Value& key) const {
   if (key.is_string()) return find(std::string_view(key.str()));
   if (!key.is_number() && !key.is_none() && !(key.kind == Kind::list && key.list->tuple)) return nullptr;
+  if (items.size() > 8) {
+    if (!indexed_) build_index();
+    const auto it = index_.find(key_text(key));
+    return it == index_.end() ? nullptr : &items[it->second].second;
+  }
   for (const auto& kv : items)
     if (same_key(kv.first, key)) return &kv.second;
   return nullptr;
@@ -137,7 +186,7 @@ void Dict::set(Value key, Value v) {
     return;
   }
   items.emplace_back(std::move(key), std::move(v));
-  if (indexed_ && items.back().first.is_string()) index_.emplace(items.back().first.str(), items.size() - 1);
+  if (indexed_) index_.emplace(key_text(items.back().first), items.size() - 1);
 }
 
 void Dict::set(std::string_view key, Value v) {
@@ -146,7 +195,7 @@ void Dict::set(std::string_view key, Value v) {
     return;
   }
   items.emplace_back(Value::string(std::string(key)), std::move(v));
-  if (indexed_) index_.emplace(std::string(key), items.size() - 1);
+  if (indexed_) index_.emplace(key_text(items.back().first), items.size() - 1);
 }
 
 bool Dict::erase(const Value& key) {
@@ -389,12 +438,14 @@ std::string to_str(Interp& in, const Value& v) {
   if (v.kind == Kind::string) return *v.s;
   std::string out;
   str_into(in, v, out);
+  in.charge_string(out.size());
   return out;
 }
 
 std::string to_repr(Interp& in, const Value& v) {
   std::string out;
   repr_into(in, v, out);
+  in.charge_string(out.size());
   return out;
 }
 
@@ -413,13 +464,16 @@ bool equals(Interp& in, const Value& a, const Value& b) {
   switch (a.kind) {
     case Kind::undefined:
     case Kind::none: return true;
-    case Kind::string: return *a.s == *b.s;
+    case Kind::string:
+      in.step(std::min(a.s->size(), b.s->size()) / 64);
+      return *a.s == *b.s;
     case Kind::list: {
       if (a.list == b.list) return true;
       if (a.list->generator || b.list->generator || a.list->tuple != b.list->tuple || a.list->range != b.list->range)
         return false;
       if (a.list->items.size() != b.list->items.size()) return false;
       Interp::Deeper guard(in);
+      in.step(a.list->items.size());
       for (size_t k = 0; k < a.list->items.size(); ++k)
         if (!equals(in, a.list->items[k], b.list->items[k])) return false;
       return true;
@@ -428,6 +482,7 @@ bool equals(Interp& in, const Value& a, const Value& b) {
       if (a.dict == b.dict) return true;
       if (a.dict->items.size() != b.dict->items.size()) return false;
       Interp::Deeper guard(in);
+      in.step(a.dict->items.size());
       for (const auto& kv : a.dict->items) {
         const Value* o = b.dict->find(kv.first);
         if (!o || !equals(in, kv.second, *o)) return false;
@@ -446,7 +501,10 @@ bool less(Interp& in, const Value& a, const Value& b) {
     if (a.kind == Kind::real || b.kind == Kind::real) return a.as_real() < b.as_real();
     return a.as_int() < b.as_int();
   }
-  if (a.kind == Kind::string && b.kind == Kind::string) return *a.s < *b.s;
+  if (a.kind == Kind::string && b.kind == Kind::string) {
+    in.step(std::min(a.s->size(), b.s->size()) / 64);
+    return *a.s < *b.s;
+  }
   if (a.kind == Kind::list && b.kind == Kind::list && !a.list->generator && !b.list->generator && !a.list->range &&
       !b.list->range && a.list->tuple == b.list->tuple) {
     Interp::Deeper guard(in);

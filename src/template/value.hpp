@@ -106,8 +106,11 @@ struct Dict : Heaped {
   }
 
  private:
-  mutable std::unordered_map<std::string, size_t> index_;  // of the str keys, built past 8 items
+  // Past 8 items, a hash index by canonical key (key_text): str keys and the
+  // others alike, so that no lookup scans the dict.
+  mutable std::unordered_map<std::string, size_t> index_;
   mutable bool indexed_ = false;
+  void build_index() const;
 };
 // Whether two hashable values are the same dict key (Python's hash and ==).
 bool same_key(const Value& a, const Value& b, int depth = 0);

@@ -574,6 +574,13 @@ TEST(JinjaLimits, StepsEndRunawayLoops) {
   EXPECT_EQ(error_of("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", {}, o),
             "template: line 1: the template ran more than 100000 steps (a runaway loop?)");
   EXPECT_NE(error_of("{{ ([1] * 100000000)|length }}", {}, o), "");
+  // Work on a large value costs its size: repeating it ends at the limit, not hours later.
+  EXPECT_EQ(error_of("{% set s = 'é' * 20000 %}{% for i in range(100000) %}{{ s.startswith('y') }}{{ s[5] }}"
+                     "{% endfor %}",
+                     {}, o),
+            "template: line 1: the template ran more than 100000 steps (a runaway loop?)");
+  EXPECT_EQ(error_of("{% set l = range(10000)|list %}{% for i in range(100000) %}{{ 9999 in l }}{% endfor %}", {}, o),
+            "template: line 1: the template ran more than 100000 steps (a runaway loop?)");
   // Appending to the list being iterated does not run forever: the loop sees the list as it was.
   EXPECT_EQ(render("{% set l = [1] %}{% for x in l %}{% set _ = l.append(x) %}{% endfor %}{{ l|length }}", {}, o), "2");
 }
