@@ -173,8 +173,10 @@ Value f_batch(Interp& in, Value& v, Args& a) {
     tmp.push_back(std::move(x));
   }
   if (!tmp.empty()) {
-    if (!p[1].is_none())
+    if (!p[1].is_none()) {
+      in.step(static_cast<size_t>(std::min<int64_t>(n, int64_t{1} << 40)));
       while (static_cast<int64_t>(tmp.size()) < n) tmp.push_back(p[1]);
+    }
     out.push_back(in.new_list(std::move(tmp)));
   }
   return generator(in, std::move(out));
@@ -623,7 +625,9 @@ Value f_round(Interp&, Value& v, Args& a) {
   if (method == "common") {
     if (v.is_int()) {
       if (nd >= 0) return Value::integer(v.as_int());
-      return Value::integer(static_cast<int64_t>(round_float(static_cast<double>(v.as_int()), nd)));
+      const double r = round_float(static_cast<double>(v.as_int()), nd);
+      if (!(std::fabs(r) < 9.2e18)) fault("integer too large for synapse's 64-bit template integers");
+      return Value::integer(static_cast<int64_t>(r));
     }
     return Value::real(round_float(v.f, nd));
   }

@@ -793,7 +793,8 @@ std::string group_digits(const std::string& digits, char sep) {
 }
 
 std::string apply_width(Interp& in, const Spec& sp, std::string sign, std::string body, char default_align) {
-  const char align = sp.zero && !sp.align ? '=' : (sp.align ? sp.align : default_align);
+  // "0" pads numbers after the sign, and strings on the right.
+  const char align = sp.align ? sp.align : sp.zero && default_align != '<' ? '=' : default_align;
   const char32_t fill = sp.zero && !sp.align ? U'0' : sp.fill;
   const auto len = static_cast<int64_t>(count_code_points(sign) + count_code_points(body));
   if (sp.width <= len) return sign + body;
@@ -832,7 +833,7 @@ std::string format_float(double x, const Spec& sp, char type) {
     return std::string(buf) + "%";
   }
   const char t = type == 'n' ? 'g' : type;
-  const char f[] = {'%', '.', '*', t, 0};
+  const char f[] = {'%', sp.alt ? '#' : '.', sp.alt ? '.' : '*', sp.alt ? '*' : t, sp.alt ? t : '\0', 0};
   std::snprintf(buf, sizeof buf, f, prec, ax);
   return buf;
 }
@@ -844,6 +845,8 @@ std::string format_value(Interp& in, const Value& v, const std::string& spec) {
   if (v.is_string()) {
     if (sp.type && sp.type != 's') fault(std::string("Unknown format code '") + sp.type + "' for object of type 'str'");
     if (sp.sign) fault("Sign not allowed in string format specifier");
+    if (sp.grouping) fault(std::string("Cannot specify '") + sp.grouping + "' with 's'.");
+    if (sp.align == '=') fault("'=' alignment not allowed in string format specifier");
     std::string s = v.str();
     if (sp.precision >= 0) {
       const std::u32string u = decode_utf8(s);
@@ -1094,6 +1097,10 @@ std::string percent_format(Interp& in, const std::string& fmt, const Value& args
       return n;
     };
     sp.width = number();
+    if (sp.width < 0) {  // a negative * width left-justifies
+      left = true;
+      sp.width = -sp.width;
+    }
     if (k < fmt.size() && fmt[k] == '.') {
       ++k;
       sp.precision = number();
@@ -1128,6 +1135,8 @@ std::string percent_format(Interp& in, const std::string& fmt, const Value& args
         if (!v.is_number()) fault(std::string("%") + type + " format: a real number is required, not " + type_name(v));
         if (v.kind == Kind::real && (type == 'x' || type == 'X' || type == 'o'))
           fault(std::string("%") + type + " format: an integer is required, not float");
+        if (v.kind == Kind::real && !(std::fabs(v.f) < 9.2e18))
+          fault("integer too large for synapse's 64-bit template integers");
         const Value iv = v.kind == Kind::real ? Value::integer(static_cast<int64_t>(v.f)) : Value::integer(v.as_int());
         Spec s2 = sp;
         s2.type = type == 'i' || type == 'u' ? 'd' : type;
@@ -1143,8 +1152,10 @@ std::string percent_format(Interp& in, const std::string& fmt, const Value& args
                         static_cast<unsigned long long>(ax));
           digits = std::string(sp.alt ? (type == 'o' ? "0o" : type == 'x' ? "0x" : "0X") : "") + buf;
         }
-        if (sp.precision > static_cast<int64_t>(digits.size()))
+        if (sp.precision > static_cast<int64_t>(digits.size())) {
+          in.charge_string(static_cast<size_t>(sp.precision));
           digits.insert(0, static_cast<size_t>(sp.precision) - digits.size(), '0');
+        }
         s2.fill = ' ';
         if (sp.zero && !left) s2.align = '=', s2.fill = '0';
         s2.zero = false;

@@ -457,6 +457,11 @@ const Case kCases[] = {
      "e(10, true) }}",
      "{}",
      "a... [1, 2] abcdefg..."},
+    {"FormattingEdges",
+     "{{ '%#g|%-*s|%*s|%.3d' % (2.0, 4, 'a', -4, 'b', 7) }} {{ '{:05}|{:#x}|{:+.1%}|{:=+6}|{:_}'.form"
+     "at('ab', 255, 0.25, 3, 1234567) }}",
+     "{}",
+     "2.00000|a   |b   |007 ab000|0xff|+25.0%|+    3|1_234_567"},
 };
 
 class Language : public testing::TestWithParam<Case> {};
