@@ -1,5 +1,6 @@
 // The built-in filters and tests (filters.cpp), the methods of str, list and
-// dict (methods.cpp) and the globals (range, dict, namespace, ...).
+// dict and the globals (range, dict, namespace, ...: methods.cpp), and
+// Python's formatting (format.cpp).
 #pragma once
 
 #include <ctime>
