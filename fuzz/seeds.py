@@ -16,6 +16,9 @@ valid requests using every field, and the public attack inputs (issue 27).
 fuzz_grammar: a mode byte (even GBNF, odd JSON Schema) and text: llama.cpp's
 grammars of tests/data/grammar/gbnf and the schemas of
 tests/data/grammar/schema_cases.json.
+fuzz_template: a context byte and a chat template: llama.cpp's templates of
+tests/data/templates/llama.cpp with each built-in context, and each with a
+context of tests/data/templates/contexts.json after a NUL.
 """
 import base64, glob, hashlib, json, os, struct, sys
 
@@ -158,6 +161,21 @@ def grammar_seeds(out):
     put(d, b'\x00root ::= ' + b'(' * 300 + b'"a"' + b')' * 300 + b'\n')
 
 
+def template_seeds(out):
+    d = os.path.join(out, 'fuzz_template')
+    tdir = os.path.join(DATA, 'templates', 'llama.cpp')
+    contexts = json.load(open(os.path.join(DATA, 'templates', 'contexts.json'), encoding='utf-8'))['contexts']
+    for k, p in enumerate(sorted(glob.glob(os.path.join(tdir, '*.jinja')))):
+        src = open(p, 'rb').read()
+        for which in range(4):
+            put(d, bytes([which]) + src)
+        c = contexts[k % len(contexts)]['context']
+        put(d, b'\x00' + src + b'\x00' + json.dumps(c, ensure_ascii=False).encode())
+    put(d, b'\x00{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}')
+    put(d, b'\x00{% set ns = namespace(s="x") %}{% for i in range(30) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}')
+    put(d, b'\x00{{ ' + b'(' * 300 + b'1' + b')' * 300 + b' }}')
+
+
 def esc(b):
     return ''.join(chr(c) if 32 <= c < 127 and chr(c) not in '"\\' else '\\x%02x' % c for c in b)
 
@@ -192,5 +210,6 @@ if __name__ == '__main__':
         tokenizer_seeds(sys.argv[1])
         request_seeds(sys.argv[1])
         grammar_seeds(sys.argv[1])
+        template_seeds(sys.argv[1])
     else:
         sys.exit(__doc__)

@@ -19,8 +19,9 @@ declare -A allowed=(
   [kernels]="kernels quant gguf base"
   [model]="model kernels quant tokenizer gguf base"
   [grammar]="grammar base"
-  [runtime]="runtime grammar model kernels quant tokenizer gguf base"
-  [server]="server runtime grammar model kernels quant tokenizer gguf base"
+  [template]="template base"
+  [runtime]="runtime template grammar model kernels quant tokenizer gguf base"
+  [server]="server runtime template grammar model kernels quant tokenizer gguf base"
 )
 # The public headers, by the layer that implements them.
 declare -A public=(
@@ -93,8 +94,9 @@ for f in tools/*.cpp tools/*.hpp; do
   done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
 done
 # Internal namespaces: every layer's but gguf's (synapse::gguf is public:
-# gguf.hpp), plus the tools' and tests'.
-internal="base|quant|tokenizer|kernels|model|grammar|runtime|server|tools|test"
+# gguf.hpp), plus the tools' and tests'. The template layer's is synapse::jinja
+# (`template` is a C++ keyword).
+internal="base|quant|tokenizer|kernels|model|grammar|jinja|runtime|server|tools|test"
 for f in include/synapse/*.hpp include/synapse/*.hpp.in; do
   [[ -e $f ]] || continue
   # Code only: comments may name internal functions as provenance.

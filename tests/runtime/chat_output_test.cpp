@@ -691,7 +691,7 @@ TEST(ChatOutput, DetectsTheFamilyOfEachLlamaCppTemplate) {
       {"upstage-Solar-Open-100B", F::generic},
   };
   size_t seen = 0;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(SYNAPSE_TEST_DATA) + "/templates")) {
+  for (const auto& e : std::filesystem::directory_iterator(std::string(SYNAPSE_TEST_DATA) + "/templates/llama.cpp")) {
     if (e.path().extension() != ".jinja") continue;
     const std::string name = e.path().stem().string();
     SCOPED_TRACE(name);
