@@ -75,18 +75,19 @@ class Grammar {
 // "#/..." ($defs, definitions; recursion included; siblings are a
 // conjunction), pattern (ECMA-262 where Python's re reads it the same:
 // literals, escapes, classes, \d \w \s \S, ., groups, |, ? * + {m,n}),
-// minLength, maxLength, integer minimum/maximum/exclusiveMinimum/
-// exclusiveMaximum, format (date, time, date-time, uuid, email), uniqueItems
-// false. Annotations (title, description, examples, default, $schema, $id,
+// minLength, maxLength (like minItems and maxItems, exact at any count below
+// 10^18: counts over 256 are written in base 16), integer minimum/maximum/
+// exclusiveMinimum/exclusiveMaximum, format (date, time, date-time, uuid,
+// email), uniqueItems false. Annotations (title, description, examples, default, $schema, $id,
 // $comment, readOnly, writeOnly, deprecated, contentMediaType,
 // contentEncoding) are ignored as they constrain nothing.
 // Throws Error(invalid_argument) naming the keyword and its JSON pointer for
 // any other keyword, a regular expression feature outside the subset, a bad
 // value, a schema no value satisfies, an unresolvable or remote $ref, a
 // schema that is not JSON (with its line and column), nesting deeper than
-// limits.max_nesting, a count over limits.max_repetition, a schema that
-// expands to more than limits.max_elements subschemas, or a grammar over
-// limits.max_rules or limits.max_bytes. Thread-safe.
+// limits.max_nesting, a pattern's count over limits.max_repetition, a schema
+// that expands to more than limits.max_elements subschemas, or a grammar
+// over limits.max_rules or limits.max_bytes. Thread-safe.
 std::string json_schema_to_gbnf(std::string_view schema_json, const GrammarLimits& limits = {});
 
 // The bytes of every token of a vocabulary, as the matcher sees them, in a

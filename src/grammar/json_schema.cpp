@@ -285,6 +285,9 @@ std::string alternative_name(const std::string& name, size_t i) {
 std::string identity(const std::string& s) { return s; }
 
 constexpr size_t kNoMax = SIZE_MAX;
+// The largest count written as GBNF's {m,n} (its n - m nested rules); larger
+// counts are decomposed (Converter::repetition).
+constexpr size_t kDirectRepetition = 256;
 
 // `atom` repeated min..max times (kNoMax: no bound), as GBNF.
 std::string repeat(const std::string& atom, size_t min, size_t max) {
@@ -898,7 +901,8 @@ class Converter {
     return define(name, exact, "(" + schema::integer_range(lo, hi) + ")");
   }
 
-  // minLength, maxLength, minItems, maxItems: a count a GBNF repetition can hold.
+  // minLength, maxLength, minItems, maxItems: a count (any size repetition()
+  // can write; 10^18 and more are refused).
   size_t count(const Sub& sub, const char* key) const {
     const Json& v = (*sub.s)[key];
     if (!v.is_number_integer() && !(v.is_number_float() && json_type(v) == kInteger)) {
@@ -906,10 +910,56 @@ class Converter {
     }
     const long double x = v.get<long double>();
     if (x < 0) fail_keyword(key, sub.ptr, "must be a non-negative integer");
-    if (x > static_cast<long double>(limits_.max_repetition)) {
+    if (x >= 1e18L) fail_keyword(key, sub.ptr, "10^18 or more is not supported");
+    const auto n = static_cast<size_t>(x);
+    if (n > limits_.max_repetition && std::min(limits_.max_repetition, kDirectRepetition) < 2) {
       fail_keyword(key, sub.ptr, "over limits.max_repetition (" + std::to_string(limits_.max_repetition) + ")");
     }
-    return static_cast<size_t>(x);
+    return n;
+  }
+
+  // --- repetitions ---
+  // `atom` (a rule name or a parenthesized group) repeated min..max times
+  // (kNoMax: no bound), as a GBNF sequence. Counts up to kDirectRepetition
+  // (and limits.max_repetition) are GBNF's {m,n}, which the parser expands
+  // into n - m nested rules; larger ones are written in base K = 16 with
+  // rules named `base`-x16, -x256, ... (B = atom{K}), O(K log_K n) elements
+  // in all: exactly c times is B^(c / K) atom{c % K}, and at most n times is
+  //   at most q - 1 times B, then atom{0,K-1}  |  B{q} atom{0,r}
+  // (q = n / K, r = n % K: lengths aK + b with a < q, or with a = q and
+  // b <= r), both applied again to B while a count is over K.
+  // A bounded repetition of more than 16 choices is a rule of its own,
+  // `base`-min-max, shared by its uses (GBNF expands every {m,n} it reads).
+  std::string repetition(const std::string& atom, size_t min, size_t max, const std::string& base) {
+    const size_t direct = std::min(limits_.max_repetition, kDirectRepetition);
+    const size_t k = std::min<size_t>(16, direct);
+    std::string out;
+    if ((max == kNoMax ? min : max) <= direct) {
+      out = repeat(atom, min, max);
+    } else {
+      out = seq(exactly(atom, min, k, base), max == kNoMax ? atom + "*" : up_to(atom, max - min, k, base));
+    }
+    if (max == kNoMax || max - min <= 16) return out;
+    return add_rule(base + "-" + std::to_string(min) + "-" + std::to_string(max), out);
+  }
+  // atom{K} as a rule (atom being `scale` atoms of the first level).
+  std::string block(const std::string& atom, size_t k, const std::string& base, size_t scale) {
+    return add_rule(base + "-x" + std::to_string(scale * k), repeat(atom, k, k));
+  }
+  static std::string seq(const std::string& a, const std::string& b) {
+    return a.empty() ? b : b.empty() ? a : a + " " + b;
+  }
+  std::string exactly(const std::string& atom, size_t c, size_t k, const std::string& base, size_t scale = 1) {
+    if (c <= k) return repeat(atom, c, c);
+    const std::string b = block(atom, k, base, scale);
+    return seq(exactly(b, c / k, k, base, scale * k), repeat(atom, c % k, c % k));
+  }
+  std::string up_to(const std::string& atom, size_t n, size_t k, const std::string& base, size_t scale = 1) {
+    if (n < k) return repeat(atom, 0, n);
+    const std::string b = block(atom, k, base, scale);
+    const size_t q = n / k, r = n % k;
+    return "(" + seq(up_to(b, q - 1, k, base, scale * k), repeat(atom, 0, k - 1)) + " | " +
+           seq(exactly(b, q, k, base, scale * k), repeat(atom, 0, r)) + ")";
   }
 
   // date, time, date-time, uuid, email: the formats written as grammars.
@@ -954,7 +1004,7 @@ class Converter {
     const size_t min = s.contains("minLength") ? count(sub, "minLength") : 0;
     const size_t max = s.contains("maxLength") ? count(sub, "maxLength") : kNoMax;
     if (max < min) fail_empty("minLength", sub.ptr, "greater than maxLength");
-    const std::string chars = repeat("char", min, max);
+    const std::string chars = repetition("char", min, max, "char");
     if (!chars.empty()) add_primitive("char");
     return define(name, exact, chars.empty() ? R"("\"" "\"")" : R"("\"" )" + chars + R"( "\"")");
   }
@@ -1019,7 +1069,10 @@ class Converter {
 
     const std::string comma = "\",\" space ";
     // After at least one item: the rest items, each with its comma.
-    std::string suffix = rest_rule.empty() ? "" : repeat("(" + comma + rest_rule + ")", rest_min, rest_max);
+    const std::string items_base = child_name(name, "items");
+    std::string suffix = rest_rule.empty() || kk == 0
+                             ? ""
+                             : repetition("(" + comma + rest_rule + ")", rest_min, rest_max, items_base);
     if (rest_min == 1 && rest_max == 1) suffix = comma + rest_rule;
     const size_t first_optional = qk == 0 ? 1 : qk;
     for (size_t j = kk; j-- > first_optional;) {
@@ -1035,7 +1088,8 @@ class Converter {
     } else if (!rest_rule.empty()) {
       // No prefix: rest_rule (comma rest_rule){min-1, max-1}.
       const size_t more = rest_max == kNoMax ? kNoMax : rest_max - 1;
-      const std::string tail = repeat("(" + comma + rest_rule + ")", rest_min > 0 ? rest_min - 1 : 0, more);
+      const std::string tail =
+          repetition("(" + comma + rest_rule + ")", rest_min > 0 ? rest_min - 1 : 0, more, items_base);
       inner = rest_rule + (tail.empty() ? "" : " " + tail);
       if (rest_min == 0) inner = "(" + inner + ")?";
     }

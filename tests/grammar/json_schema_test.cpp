@@ -235,6 +235,36 @@ TEST(JsonSchemaToGbnf, StringLengths) {
   EXPECT_EQ(convert(R"({"type": "string", "maxLength": 0})"), grammar({R"(root ::= "\"" "\"")"}));
   // Without "type", the length keywords make it a string (llama.cpp).
   EXPECT_EQ(convert(R"({"minLength": 2, "maxLength": 2})"), grammar({R"(root ::= "\"" char{2} "\"")"}, {"char"}));
+  // Up to 256, GBNF's {m,n}; above, digits in base 16: L <= 300 = 18 * 16 +
+  // 12 is L = 16a + b with a <= 17 and b <= 15, or a = 18 and b <= 12; and
+  // a <= 17 = 16 + 1 in turn is a = 16c + d with c = 0, or c = 1 and d <= 1.
+  // More than 16 choices: a rule shared by every use.
+  EXPECT_EQ(convert(R"({"type": "string", "maxLength": 16})"), grammar({R"(root ::= "\"" char{0,16} "\"")"}, {"char"}));
+  EXPECT_EQ(convert(R"({"type": "string", "maxLength": 256})"),
+            grammar({R"(char-0-256 ::= char{0,256})", R"(root ::= "\"" char-0-256 "\"")"}, {"char"}));
+  EXPECT_EQ(convert(R"({"type": "string", "maxLength": 300})"),
+            grammar({R"(char-0-300 ::= ((char-x16{0,15} | char-x256 char-x16?) char{0,15} | )"
+                     R"(char-x256 char-x16{2} char{0,12}))",
+                     R"(char-x16 ::= char{16})", R"(char-x256 ::= char-x16{16})", R"(root ::= "\"" char-0-300 "\"")"},
+                    {"char"}));
+  EXPECT_EQ(convert(R"({"type": "object", "properties": {"a": {"type": "string", "maxLength": 30},
+                        "b": {"type": "string", "maxLength": 30}}, "required": ["a", "b"]})"),
+            grammar({R"(a ::= "\"" char-0-30 "\"")", R"(a-kv ::= "\"a\"" space ":" space a)",
+                     R"(b ::= "\"" char-0-30 "\"")", R"(b-kv ::= "\"b\"" space ":" space b)",
+                     R"(char-0-30 ::= char{0,30})",
+                     R"(root ::= "{" space a-kv "," space b-kv space "}")"},
+                    {"char"}));
+  // 300 = 256 + 2 * 16 + 12 at least, then at most 65535 = 0xFFFF more: four
+  // levels of 16 or so elements each.
+  EXPECT_EQ(convert(R"({"type": "string", "minLength": 300, "maxLength": 65835})"),
+            grammar({"char-300-65835 ::= char-x256 char-x16{2} char{12} (((char-x4096{0,14} char-x256{0,15} | "
+                     "char-x4096{15} char-x256{0,14}) char-x16{0,15} | char-x4096{15} char-x256{15} char-x16{0,14}) "
+                     "char{0,15} | char-x4096{15} char-x256{15} char-x16{15} char{0,15})",
+                     R"(char-x16 ::= char{16})", R"(char-x256 ::= char-x16{16})", R"(char-x4096 ::= char-x256{16})",
+                     R"(root ::= "\"" char-300-65835 "\"")"},
+                    {"char"}));
+  EXPECT_EQ(error_of(R"({"type": "string", "maxLength": 1e18})"),
+            R"(json_schema: keyword "maxLength" at the root: 10^18 or more is not supported)");
 }
 
 TEST(JsonSchemaToGbnf, EnumAndConst) {
@@ -757,12 +787,22 @@ TEST(JsonSchemaToGbnf, LimitsAreTheCallers) {
 
   limits = {};
   limits.max_repetition = 5;
-  EXPECT_EQ(error_of(R"({"type": "string", "maxLength": 6})", limits),
-            R"(json_schema: keyword "maxLength" at the root: over limits.max_repetition (5))");
-  EXPECT_EQ(error_of(R"({"type": "array", "minItems": 6})", limits),
-            R"(json_schema: keyword "minItems" at the root: over limits.max_repetition (5))");
   EXPECT_EQ(convert(R"({"type": "string", "maxLength": 5})", limits),
             grammar({R"(root ::= "\"" char{0,5} "\"")"}, {"char"}));
+  // Counts over it are written in base min(16, max_repetition) (the
+  // languages are checked at every length in schema_cases_test.cpp).
+  EXPECT_EQ(convert(R"({"type": "string", "maxLength": 6})", limits),
+            grammar({R"(char-x5 ::= char{5})", R"(root ::= "\"" (char{0,4} | char-x5 char?) "\"")"}, {"char"}));
+  EXPECT_EQ(convert(R"({"type": "array", "minItems": 6, "items": {"type": "null"}})", limits),
+            grammar({R"(root ::= "[" space null ("," space null){5,} space "]")"}, {"null"}));
+  EXPECT_EQ(convert(R"({"type": "array", "minItems": 7, "items": {"type": "null"}})", limits),
+            grammar({R"(items-x5 ::= ("," space null){5})",
+                     R"(root ::= "[" space null items-x5 ("," space null) ("," space null)* space "]")"},
+                    {"null"}));
+  // Below 2 there is no base: refused.
+  limits.max_repetition = 1;
+  EXPECT_EQ(error_of(R"({"type": "string", "maxLength": 2})", limits),
+            R"(json_schema: keyword "maxLength" at the root: over limits.max_repetition (1))");
 
   limits = {};
   limits.max_bytes = 100;
