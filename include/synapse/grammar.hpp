@@ -83,8 +83,10 @@ class Grammar {
 // contentEncoding) are ignored as they constrain nothing.
 // Throws Error(invalid_argument) naming the keyword and its JSON pointer for
 // any other keyword, a regular expression feature outside the subset, a bad
-// value, a schema no value satisfies, an unresolvable or remote $ref, a
-// schema that is not JSON (with its line and column), nesting deeper than
+// value, a schema no value satisfies (an optional property, additional
+// properties or items past a prefix no value satisfies are left out, as no
+// valid value has them), an unresolvable or remote $ref, a schema that is
+// not JSON (with its line and column), nesting deeper than
 // limits.max_nesting, a pattern's count over limits.max_repetition, a schema
 // that expands to more than limits.max_elements subschemas, or a grammar
 // over limits.max_rules or limits.max_bytes. Thread-safe.

@@ -1061,7 +1061,13 @@ class Converter {
                             child_name(name, "tuple-" + std::to_string(i)), depth + 1, false));
     }
     if (rest && rest_max > 0) {
-      rest_rule = visit(*rest, child_name(name, "item"), depth + 1, false);
+      // Items no value satisfies: none past the prefix.
+      const auto r = attempt([&] { return visit(*rest, child_name(name, "item"), depth + 1, false); });
+      if (!r && rest_min > 0) {
+        --struct_depth_;
+        fail_empty("items", sub.ptr, "no value satisfies it and minItems asks for more than the prefix");
+      }
+      if (r) rest_rule = *r;
     } else if (rest_any && rest_max > 0) {
       rest_rule = use_primitive("value", "", false);
     }
@@ -1167,8 +1173,18 @@ class Converter {
       excluded.push_back(p.key);
       if (p.forbidden) continue;
       const std::string value_name = child_name(name, p.key);
-      const std::string value =
-          p.schemas.empty() ? use_primitive("value", "", false) : visit_all(p.schemas, value_name, depth + 1);
+      // An optional property no value satisfies is left out: no valid
+      // object has it (a required one makes the object unsatisfiable).
+      std::string value;
+      if (p.schemas.empty()) {
+        value = use_primitive("value", "", false);
+      } else if (p.required) {
+        value = visit_all(p.schemas, value_name, depth + 1);
+      } else if (const auto v = attempt([&] { return visit_all(p.schemas, value_name, depth + 1); })) {
+        value = *v;
+      } else {
+        continue;
+      }
       const std::string kv = add_rule(
           value_name + "-kv", gbnf_literal("\"" + json_string_text(p.key) + "\"") + " space \":\" space " + value);
       if (p.required) {
@@ -1178,10 +1194,16 @@ class Converter {
       }
     }
     std::string extra_kv;
-    if (spec.extra != ObjectSpec::kNone) {
-      const std::string value = spec.extra == ObjectSpec::kAny
-                                    ? use_primitive("value", "", false)
-                                    : visit_all(spec.extra_schemas, child_name(name, "additional-value"), depth + 1);
+    // Likewise additional properties (none when no value satisfies their schema).
+    const std::optional<std::string> extra_value =
+        spec.extra == ObjectSpec::kNone  ? std::nullopt
+        : spec.extra == ObjectSpec::kAny ? use_primitive("value", "", false)
+                                         : attempt([&] {
+                                             return visit_all(spec.extra_schemas,
+                                                              child_name(name, "additional-value"), depth + 1);
+                                           });
+    if (extra_value) {
+      const std::string& value = *extra_value;
       if (!excluded.empty()) add_primitive("char");  // json_key_excluding's continuations
       const std::string key =
           excluded.empty() ? use_primitive("string", "", false)

@@ -311,6 +311,37 @@ TEST(JsonSchemaToGbnf, OptionalPropertiesChain) {
                     {"char", "string"}));
 }
 
+// An optional part no value satisfies is left out, as no valid value has it:
+// an optional property (JSONSchemaBench has {"type": "object", "enum":
+// ["A", "B"]} as one), additional properties, the items past a prefix.
+TEST(JsonSchemaToGbnf, UnsatisfiableOptionalPartsAreLeftOut) {
+  EXPECT_EQ(convert(R"({"properties": {"a": {"type": "object", "enum": ["A"]}, "b": {"type": "null"}}})"),
+            grammar({R"(b-kv ::= "\"b\"" space ":" space null)", R"(root ::= "{" space ( b-kv )? space "}")"},
+                    {"null"}));
+  EXPECT_EQ(convert(R"({"properties": {"a": {"type": "integer", "minimum": 2, "maximum": 1}}})"),
+            grammar({R"(root ::= "{" space "}")"}));
+  // The key stays shut out of the additional ones.
+  EXPECT_EQ(convert(R"({"properties": {"a": {"type": "string", "minLength": 2, "maxLength": 1}},
+                        "additionalProperties": {"type": "null"}})"),
+            grammar({R"(additional-k ::= "\"" ("a" char+ | ([^\x00-\x1F"\\a\x7F\uD800-\uDFFF] | "\\" ["/\\bfnrt]) )"
+                     R"(char*)? "\"")",
+                     R"(additional-kv ::= additional-k space ":" space null)",
+                     R"(root ::= "{" space ( additional-kv ( "," space additional-kv )* )? space "}")"},
+                    {"char", "null"}));
+  EXPECT_EQ(convert(R"({"type": "object", "additionalProperties": {"enum": [1], "type": "string"}})"),
+            grammar({R"(root ::= "{" space "}")"}));
+  EXPECT_EQ(convert(R"({"prefixItems": [{"type": "null"}], "items": {"enum": [1], "type": "string"}})"),
+            grammar({R"(root ::= "[" space null space "]")"}, {"null"}));
+  EXPECT_EQ(convert(R"({"type": "array", "items": {"enum": [1], "type": "string"}})"),
+            grammar({R"(root ::= "[" space "]")"}));
+  // Required, the whole object (or array) has no value.
+  EXPECT_EQ(error_of(R"({"properties": {"a": {"type": "object", "enum": ["A"]}}, "required": ["a"]})"),
+            R"(json_schema: keyword "enum" at /properties/a: no value is left with "type" and "const")");
+  EXPECT_EQ(error_of(R"({"items": {"enum": [1], "type": "string"}, "minItems": 1})"),
+            R"(json_schema: keyword "items" at the root: no value satisfies it and minItems asks for more than the )"
+            R"(prefix)");
+}
+
 TEST(JsonSchemaToGbnf, AdditionalProperties) {
   EXPECT_EQ(convert(R"({"type": "object", "additionalProperties": {"type": "array", "items": {"type": "number"}}})"),
             grammar({R"(additional-kv ::= string space ":" space additional-value)",
