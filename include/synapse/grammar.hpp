@@ -67,7 +67,9 @@ class Grammar {
 // properties in declared order (required ones first), none beyond the
 // declared ones unless additionalProperties is given, prefixItems as a tuple
 // of all its items unless minItems or items say otherwise, numbers of at most
-// 16 integral digits, enum values in compact form. One exception widens it:
+// 16 integral digits, bounded numbers other than integers as integers and
+// decimals without exponent whose every value is in range (bounds rounded
+// inward to integers), enum values in compact form. One exception widens it:
 // oneOf is read as anyOf (as llama.cpp does).
 // Keywords: type (and unions), properties, required, additionalProperties,
 // items, prefixItems, minItems, maxItems, enum, const, anyOf, oneOf, allOf
@@ -76,7 +78,7 @@ class Grammar {
 // conjunction), pattern (ECMA-262 where Python's re reads it the same:
 // literals, escapes, classes, \d \w \s \S, ., groups, |, ? * + {m,n}),
 // minLength, maxLength (like minItems and maxItems, exact at any count below
-// 10^18: counts over 256 are written in base 16), integer minimum/maximum/
+// 10^18: counts over 256 are written in base 16), minimum/maximum/
 // exclusiveMinimum/exclusiveMaximum, format (date, time, date-time, uuid,
 // email), uniqueItems false. Annotations (title, description, examples, default, $schema, $id,
 // $comment, readOnly, writeOnly, deprecated, contentMediaType,

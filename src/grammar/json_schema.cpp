@@ -24,8 +24,11 @@
 // reply is always valid): property order, no properties beyond the declared
 // ones unless additionalProperties is given, tuples of all their items
 // unless minItems or items say otherwise, whitespace only where `space` is,
-// numbers of at most 16 integral digits, enum values in their compact form,
-// pattern characters raw where JSON allows it. One exception accepts more:
+// numbers of at most 16 integral digits, bounded numbers as number_range
+// writes them (bounds rounded inward to integers; integers, and decimals
+// without exponent whose value is in range even as a double), enum values in
+// their compact form, pattern characters raw where JSON allows it. One
+// exception accepts more:
 // oneOf is read as anyOf (as llama.cpp does), so a value matching two of its
 // alternatives passes.
 //
@@ -849,17 +852,10 @@ class Converter {
   }
 
   std::string visit_type(const Sub& sub, unsigned type, const std::string& name, size_t depth, bool exact) {
-    const Json& s = *sub.s;
     switch (type) {
       case kNull: return use_primitive("null", name, exact);
       case kBoolean: return use_primitive("boolean", name, exact);
-      case kNumber:
-        for (std::string_view k : kNumberKeys) {
-          if (s.contains(k)) {
-            fail_keyword(k, sub.ptr, "supported only with \"type\": \"integer\" (bounds on other numbers are not)");
-          }
-        }
-        return use_primitive("number", name, exact);
+      case kNumber: return visit_number(sub, name, exact);
       case kInteger: return visit_integer(sub, name, exact);
       case kString: return visit_string(sub, name, exact);
       case kArray: return visit_array(sub, name, depth, exact);
@@ -867,26 +863,36 @@ class Converter {
     }
   }
 
-  std::string visit_integer(const Sub& sub, const std::string& name, bool exact) {
+  // minimum, maximum, exclusiveMinimum, exclusiveMaximum (and draft 4's
+  // boolean exclusive forms) rounded inward to integers: a fractional bound
+  // admits what is on its side of the next integer, inclusively; an integral
+  // one keeps its exclusivity; of two on one side, the tighter. A side past
+  // +-9e18 is no bound where it admits everything we write, and no value
+  // where it admits nothing.
+  struct Bounds {
+    std::optional<schema::NumberBound> lo, hi;
+    bool empty = false;  // before rounding: no number is within them
+  };
+  Bounds number_bounds(const Sub& sub) const {
     const Json& s = *sub.s;
-    std::optional<int64_t> lo, hi;
-    // One bound: `lower` or upper, `exclusive` or not; a fractional value
-    // admits the integers on its side.
+    Bounds out;
+    std::optional<std::pair<long double, bool>> raw_lo, raw_hi;  // the tightest, as written
     auto bound = [&](const char* key, bool lower, bool exclusive) {
       const Json& v = s[key];
       if (!v.is_number()) fail_keyword(key, sub.ptr, "must be a number");
       const long double x = v.get<long double>();
-      long double b =
-          lower ? (exclusive ? std::floor(x) + 1 : std::ceil(x)) : (exclusive ? std::ceil(x) - 1 : std::floor(x));
-      constexpr long double kMin = -9223372036854775807.0L - 1, kMax = 9223372036854775807.0L;
-      if (lower ? b <= kMin : b >= kMax) return;  // no integer we write is outside it
-      if (lower ? b > kMax : b < kMin) fail_empty(key, sub.ptr, "no 64-bit integer satisfies it");
-      const auto i = static_cast<int64_t>(b);
-      if (lower) {
-        lo = lo ? std::max(*lo, i) : i;
-      } else {
-        hi = hi ? std::min(*hi, i) : i;
-      }
+      auto& raw = lower ? raw_lo : raw_hi;
+      if (!raw || (lower ? x > raw->first : x < raw->first) || (x == raw->first && exclusive)) raw = {x, exclusive};
+      const bool integral = std::floor(x) == x;
+      const long double b = integral ? x : lower ? std::ceil(x) : std::floor(x);
+      constexpr long double kFar = 9e18L;
+      if (lower ? b < -kFar : b > kFar) return;
+      if (lower ? b > kFar : b < -kFar) fail_empty(key, sub.ptr, "no number of magnitude under 9e18 satisfies it");
+      const schema::NumberBound nb{static_cast<int64_t>(b), integral && exclusive};
+      std::optional<schema::NumberBound>& side = lower ? out.lo : out.hi;
+      const bool tighter = !side || (lower ? nb.value > side->value : nb.value < side->value) ||
+                           (nb.value == side->value && nb.exclusive);
+      if (tighter) side = nb;
     };
     // Draft 4 wrote exclusiveMinimum: true beside minimum.
     auto draft4 = [&](const char* key) { return s.contains(key) && s[key].is_boolean() && s[key].get<bool>(); };
@@ -894,11 +900,36 @@ class Converter {
     if (s.contains("maximum")) bound("maximum", false, draft4("exclusiveMaximum"));
     if (s.contains("exclusiveMinimum") && !s["exclusiveMinimum"].is_boolean()) bound("exclusiveMinimum", true, true);
     if (s.contains("exclusiveMaximum") && !s["exclusiveMaximum"].is_boolean()) bound("exclusiveMaximum", false, true);
-    if (!lo && !hi) return use_primitive("integer", name, exact);
-    if (lo && hi && *lo > *hi) {
-      fail_empty(s.contains("minimum") ? "minimum" : "exclusiveMinimum", sub.ptr, "no integer is within the bounds");
-    }
+    out.empty = raw_lo && raw_hi &&
+                (raw_lo->first > raw_hi->first ||
+                 (raw_lo->first == raw_hi->first && (raw_lo->second || raw_hi->second)));
+    return out;
+  }
+  const char* lower_key(const Sub& sub) const {
+    return sub.s->contains("minimum") ? "minimum" : sub.s->contains("exclusiveMinimum") ? "exclusiveMinimum" : "type";
+  }
+
+  std::string visit_integer(const Sub& sub, const std::string& name, bool exact) {
+    const Bounds b = number_bounds(sub);
+    if (!b.lo && !b.hi) return use_primitive("integer", name, exact);
+    const std::optional<int64_t> lo = b.lo ? std::optional<int64_t>(b.lo->value + b.lo->exclusive) : std::nullopt;
+    const std::optional<int64_t> hi = b.hi ? std::optional<int64_t>(b.hi->value - b.hi->exclusive) : std::nullopt;
+    if (lo && hi && *lo > *hi) fail_empty(lower_key(sub), sub.ptr, "no integer is within the bounds");
     return define(name, exact, "(" + schema::integer_range(lo, hi) + ")");
+  }
+
+  // Bounded: number_range's subset (integers, and decimals whose value is
+  // in range even as a double), no exponent.
+  std::string visit_number(const Sub& sub, const std::string& name, bool exact) {
+    const Bounds b = number_bounds(sub);
+    if (!b.lo && !b.hi) return use_primitive("number", name, exact);
+    if (b.empty) fail_empty(lower_key(sub), sub.ptr, "no number is within the bounds");
+    const std::string alts = schema::number_range(b.lo, b.hi);
+    if (alts.empty()) {
+      fail_keyword(lower_key(sub), sub.ptr,
+                   "bounds that hold no integer, nor an interval from one integer to the next, are not supported");
+    }
+    return define(name, exact, "(" + alts + ")");
   }
 
   // minLength, maxLength, minItems, maxItems: a count (any size repetition()

@@ -499,6 +499,63 @@ std::string integer_range(std::optional<int64_t> lo, std::optional<int64_t> hi) 
   return join(alts, " | ", identity);
 }
 
+namespace {
+
+constexpr int64_t kMaxDecimalInteger = 999999999999999;  // 15 digits: I and I + 1 are exact doubles
+
+// The decimals I.F (I >= 0, no sign) whose values are within lo..hi, as
+// number_range describes; alternatives appended to `out`.
+void decimals(std::optional<NumberBound> lo, std::optional<NumberBound> hi, std::vector<std::string>& out) {
+  if (hi && hi->value < 1) return;  // I + 1 <= hi needs hi >= 1
+  const int64_t a = lo ? std::max<int64_t>(lo->value, 0) : 0;
+  const int64_t b = hi ? std::min(hi->value - 1, kMaxDecimalInteger) : kMaxDecimalInteger;
+  if (a > b) return;
+  // The integer part next to an exclusive bound, if in a..b.
+  const bool at_lo = lo && lo->exclusive && lo->value >= 0 && lo->value == a;
+  const bool at_hi = hi && hi->exclusive && hi->value - 1 == b;
+  // Digits of F that keep I.F within 15 significant digits.
+  auto fraction_digits = [](int64_t i) { return i == 0 ? 15 : 15 - n_digits(static_cast<uint64_t>(i)); };
+  const int64_t first = a + (at_lo ? 1 : 0), last = b - (at_hi ? 1 : 0);
+  if (first <= last) {
+    std::vector<std::string> ints;
+    if (last == kMaxDecimalInteger) {
+      numerals_from(static_cast<uint64_t>(first), n_digits(kMaxDecimalInteger), ints);
+    } else {
+      numerals(static_cast<uint64_t>(first), static_cast<uint64_t>(last), ints);
+    }
+    out.push_back(group(ints) + " \".\" [0-9]{1,16}");
+  }
+  if (at_lo) {  // F not zero: above the bound
+    const int c = fraction_digits(a);
+    if (c >= 1) out.push_back(gbnf_literal(std::to_string(a) + ".") + " " + (c > 1 ? digits(0, c - 1) + " " : "") + "[1-9]");
+  }
+  if (at_hi && !(at_lo && a == b)) {  // any F: below the bound
+    const int c = fraction_digits(b);
+    if (c >= 1) out.push_back(gbnf_literal(std::to_string(b) + ".") + " " + digits(1, c));
+  }
+}
+
+}  // namespace
+
+std::string number_range(std::optional<NumberBound> lo, std::optional<NumberBound> hi) {
+  std::vector<std::string> alts;
+  // Integers: lo and hi made inclusive.
+  const std::optional<int64_t> lo_int =
+      lo ? std::optional<int64_t>(lo->value + (lo->exclusive ? 1 : 0)) : std::nullopt;
+  const std::optional<int64_t> hi_int =
+      hi ? std::optional<int64_t>(hi->value - (hi->exclusive ? 1 : 0)) : std::nullopt;
+  if (!lo_int || !hi_int || *lo_int <= *hi_int) alts.push_back(integer_range(lo_int, hi_int));
+  decimals(lo, hi, alts);
+  // -I.F: I.F within -hi..-lo.
+  auto mirror = [](std::optional<NumberBound> b) {
+    return b ? std::optional<NumberBound>(NumberBound{-b->value, b->exclusive}) : std::nullopt;
+  };
+  std::vector<std::string> negative;
+  decimals(mirror(hi), mirror(lo), negative);
+  if (!negative.empty()) alts.push_back("\"-\" " + group(negative));
+  return join(alts, " | ", identity);
+}
+
 // ---------------------------------------------------------------------------
 // pattern
 

@@ -226,6 +226,44 @@ TEST(JsonSchemaToGbnf, IntegerBounds) {
   EXPECT_EQ(convert(R"({"type": "integer", "minimum": 1e17})"), grammar({"root ::= ([1-9] [0-9]{17})"}));
 }
 
+// Bounds of other numbers: integers in range and decimals I.F (no exponent)
+// whose [I, I+1] is in range, or next to an exclusive bound, I.F of at most
+// 15 significant digits (with F's last digit not 0 above a lower bound).
+TEST(JsonSchemaToGbnf, NumberBounds) {
+  EXPECT_EQ(convert(R"({"type": "number", "minimum": 0, "maximum": 100})"),
+            grammar({R"(root ::= ([0-9] | [1-9] [0-9] | "100" | ([0-9] | [1-9] [0-9]) "." [0-9]{1,16}))"}));
+  EXPECT_EQ(convert(R"({"type": "number", "minimum": 0})"),
+            grammar({R"(root ::= ([0] | [1-9] [0-9]{0,15} | ([0] | [1-9] [0-9]{0,14}) "." [0-9]{1,16}))"}));
+  EXPECT_EQ(convert(R"({"type": "number", "exclusiveMinimum": 0})"),
+            grammar({R"(root ::= ([1-9] [0-9]{0,15} | [1-9] [0-9]{0,14} "." [0-9]{1,16} | "0." [0-9]{0,14} [1-9]))"}));
+  EXPECT_EQ(convert(R"({"type": "number", "exclusiveMaximum": 0})"),
+            grammar({R"(root ::= ("-" [1-9] [0-9]{0,15} | "-" ([1-9] [0-9]{0,14} "." [0-9]{1,16} | )"
+                     R"("0." [0-9]{0,14} [1-9])))"}));
+  EXPECT_EQ(convert(R"({"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1})"),
+            grammar({R"(root ::= ("0." [0-9]{0,14} [1-9]))"}));
+  // Fractional bounds round inward: -1.5..2.5 is -1..2 (and -1.5 itself,
+  // or 2.25, are left out).
+  EXPECT_EQ(convert(R"({"type": "number", "minimum": -1.5, "maximum": 2.5})"),
+            grammar({R"(root ::= ("-" "1" | [0-2] | [0-1] "." [0-9]{1,16} | "-" "0" "." [0-9]{1,16}))"}));
+  // Next to an exclusive upper bound: 15 significant digits at most.
+  EXPECT_EQ(convert(R"({"type": "number", "minimum": 99, "exclusiveMaximum": 101})"),
+            grammar({R"(root ::= ("99" | "100" | "99" "." [0-9]{1,16} | "100." [0-9]{1,12}))"}));
+  // Draft 4's boolean exclusiveMinimum, and a draft 6 number beside it: the tighter.
+  EXPECT_EQ(convert(R"({"type": "number", "minimum": 5, "exclusiveMinimum": true, "maximum": 6})"),
+            convert(R"({"type": "number", "exclusiveMinimum": 5, "maximum": 6})"));
+  EXPECT_EQ(convert(R"({"type": "number", "minimum": 5, "exclusiveMinimum": 5, "maximum": 6})"),
+            convert(R"({"type": "number", "exclusiveMinimum": 5, "maximum": 6})"));
+  EXPECT_EQ(convert(R"({"type": ["integer", "number"], "maximum": 10.5, "minimum": 9})"),
+            grammar({R"(root ::= ("9" | "10" | "9" "." [0-9]{1,16}))"}));
+  // [9, 10] is not within 9.5: 9 alone.
+  EXPECT_EQ(convert(R"({"type": "number", "maximum": 9.5, "minimum": 9})"), grammar({R"(root ::= ("9"))"}));
+  // Without "type", bounds make it a number.
+  EXPECT_EQ(convert(R"({"maximum": 10.5, "minimum": 9})"),
+            convert(R"({"type": "number", "maximum": 10.5, "minimum": 9})"));
+  EXPECT_EQ(error_of(R"({"type": "number", "minimum": 1, "exclusiveMaximum": 1})"),
+            R"(json_schema: keyword "minimum" at the root: no number is within the bounds)");
+}
+
 TEST(JsonSchemaToGbnf, StringLengths) {
   EXPECT_EQ(convert(R"({"type": "string", "minLength": 3})"), grammar({R"(root ::= "\"" char{3,} "\"")"}, {"char"}));
   EXPECT_EQ(convert(R"({"type": "string", "minLength": 1})"), grammar({R"(root ::= "\"" char+ "\"")"}, {"char"}));
@@ -631,13 +669,11 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
       {R"({"type": "integer", "multipleOf": 2})", R"(json_schema: unsupported keyword "multipleOf" at the root)"},
       {R"({"$defs": {"a": {"$dynamicRef": "#x"}}, "$ref": "#/$defs/a"})",
        R"(json_schema: unsupported keyword "$dynamicRef" at /$defs/a)"},
-      // Bounds of numbers that need not be integers.
-      {R"({"type": "number", "minimum": 0})",
-       R"(json_schema: keyword "minimum" at the root: supported only with "type": "integer" (bounds on other numbers are not))"},
-      {R"({"properties": {"x": {"exclusiveMaximum": 1}}})",
-       R"(json_schema: keyword "exclusiveMaximum" at /properties/x: supported only with "type": "integer" (bounds on other numbers are not))"},
-      {R"({"type": ["integer", "number"], "maximum": 9})",
-       R"(json_schema: keyword "maximum" at the root: supported only with "type": "integer" (bounds on other numbers are not))"},
+      // Bounds of numbers with no integer and no [I, I+1] between them.
+      {R"({"type": "number", "minimum": 0.5, "maximum": 0.9})",
+       R"(json_schema: keyword "minimum" at the root: bounds that hold no integer, nor an interval from one integer to the next, are not supported)"},
+      {R"({"properties": {"x": {"exclusiveMinimum": 1.2, "maximum": 1.9}}, "required": ["x"]})",
+       R"(json_schema: keyword "exclusiveMinimum" at /properties/x: bounds that hold no integer, nor an interval from one integer to the next, are not supported)"},
       // Combinations that cannot be enforced together.
       {R"({"type": "string", "pattern": "^a+$", "minLength": 2})",
        R"(json_schema: keyword "minLength" at the root: not supported together with "pattern")"},
