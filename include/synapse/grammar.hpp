@@ -72,8 +72,10 @@ class Grammar {
 // inward to integers), enum values in compact form. One exception widens it:
 // oneOf is read as anyOf (as llama.cpp does).
 // Keywords: type (and unions), properties, required, additionalProperties,
-// items, prefixItems, minItems, maxItems, enum, const, anyOf, oneOf, allOf
-// (objects merged, enums intersected, over anyOf distributed), $ref to
+// items, prefixItems, minItems, maxItems, additionalItems (it constrains
+// only items past an items array, and none are written), enum, const,
+// anyOf, oneOf, allOf (objects merged, enums intersected, over anyOf
+// distributed), $ref to
 // "#/..." ($defs, definitions; recursion included; siblings are a
 // conjunction), pattern (ECMA-262 where Python's re reads it the same:
 // literals, escapes, classes, \d \w \s \S, ., groups, |, ? * + {m,n}),

@@ -153,7 +153,7 @@ constexpr std::string_view kAnnotations[] = {"title",     "description", "exampl
 constexpr std::string_view kContainers[] = {"$defs", "definitions"};
 // The keywords of each type, and those of any schema.
 constexpr std::string_view kObjectKeys[] = {"properties", "required", "additionalProperties"};
-constexpr std::string_view kArrayKeys[] = {"items", "prefixItems", "minItems", "maxItems"};
+constexpr std::string_view kArrayKeys[] = {"items", "prefixItems", "minItems", "maxItems", "additionalItems"};
 constexpr std::string_view kStringKeys[] = {"pattern", "minLength", "maxLength", "format"};
 constexpr std::string_view kNumberKeys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
 constexpr std::string_view kGeneralKeys[] = {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref"};
@@ -170,7 +170,7 @@ bool in(const std::string_view (&set)[N], std::string_view k) {
 constexpr std::string_view kUnenforceable[] = {
     "patternProperties", "propertyNames",    "not",          "if",          "then",           "else",
     "dependencies",      "dependentRequired", "dependentSchemas", "minProperties", "maxProperties",
-    "unevaluatedProperties", "uniqueItems",  "contains",     "minContains", "maxContains",    "additionalItems",
+    "unevaluatedProperties", "uniqueItems",  "contains",     "minContains", "maxContains",
     "unevaluatedItems",  "multipleOf",       "$dynamicRef",  "$recursiveRef"};
 bool is_container(std::string_view k) { return in(kContainers, k); }
 bool is_supported(std::string_view k) {
@@ -1067,6 +1067,12 @@ class Converter {
       }
     } else if (!prefix) {
       rest_any = true;
+    }
+    // additionalItems constrains only the items past an items array (drafts
+    // 4 to 2019-09; 2020-12 has no such keyword), and no more are written
+    // past one: it always holds.
+    if (s.contains("additionalItems") && !s["additionalItems"].is_boolean() && !s["additionalItems"].is_object()) {
+      fail_keyword("additionalItems", sub.ptr, "must be a boolean or a schema");
     }
     const bool has_rest = rest || rest_any;
     const size_t k = prefix ? prefix->size() : 0;

@@ -490,6 +490,19 @@ TEST(JsonSchemaToGbnf, Arrays) {
             grammar({R"(root ::= "[" space tuple-0 "," space tuple-1 space "]")", R"(tuple-0 ::= "1")",
                      R"(tuple-1 ::= "2")"}));
   EXPECT_EQ(convert(R"({"type": "array", "items": false})"), grammar({R"(root ::= "[" space "]")"}));
+  // additionalItems constrains the items past an items array, and none are
+  // written: it changes nothing (nor beside items as one schema, or alone).
+  for (const char* base : {R"({"items": [{"const": 1}, {"const": 2}], "minItems": 1)",
+                           R"({"items": {"type": "string"}, "maxItems": 3)", R"({"type": "array")"}) {
+    for (const char* extra : {"false", "true", R"({"type": "null"})"}) {
+      EXPECT_EQ(convert(std::string(base) + R"(, "additionalItems": )" + extra + "}"), convert(std::string(base) + "}"))
+          << base << " " << extra;
+    }
+  }
+  // It makes a schema without "type" an array.
+  EXPECT_EQ(convert(R"({"additionalItems": false})"), convert(R"({"type": "array"})"));
+  EXPECT_EQ(error_of(R"({"type": "array", "additionalItems": 1})"),
+            R"(json_schema: keyword "additionalItems" at the root: must be a boolean or a schema)");
 }
 
 TEST(JsonSchemaToGbnf, FormatsAsLlamaCpp) {
@@ -662,8 +675,6 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(json_schema: unsupported keyword "uniqueItems" at /items)"},
       {R"({"type": "array", "contains": {"type": "null"}})",
        R"(json_schema: unsupported keyword "contains" at the root)"},
-      {R"({"type": "array", "additionalItems": false})",
-       R"(json_schema: unsupported keyword "additionalItems" at the root)"},
       {R"({"type": "array", "unevaluatedItems": false})",
        R"(json_schema: unsupported keyword "unevaluatedItems" at the root)"},
       {R"({"type": "integer", "multipleOf": 2})", R"(json_schema: unsupported keyword "multipleOf" at the root)"},
