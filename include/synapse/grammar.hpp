@@ -72,7 +72,8 @@ class Grammar {
 // inward to integers), enum values in compact form. One exception widens it:
 // oneOf is read as anyOf (as llama.cpp does).
 // Keywords: type (and unions), properties, required, additionalProperties,
-// items, prefixItems, minItems, maxItems, additionalItems (it constrains
+// minProperties and maxProperties (where the required properties decide
+// them, or one more of the others: at least or at most one), items, prefixItems, minItems, maxItems, additionalItems (it constrains
 // only items past an items array, and none are written), enum, const,
 // anyOf, oneOf, allOf (objects merged, enums intersected, over anyOf
 // distributed), $ref to

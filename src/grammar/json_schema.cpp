@@ -152,7 +152,8 @@ constexpr std::string_view kAnnotations[] = {"title",     "description", "exampl
                                              "writeOnly", "deprecated",  "contentMediaType", "contentEncoding"};
 constexpr std::string_view kContainers[] = {"$defs", "definitions"};
 // The keywords of each type, and those of any schema.
-constexpr std::string_view kObjectKeys[] = {"properties", "required", "additionalProperties"};
+constexpr std::string_view kObjectKeys[] = {"properties", "required", "additionalProperties", "minProperties",
+                                            "maxProperties"};
 constexpr std::string_view kArrayKeys[] = {"items", "prefixItems", "minItems", "maxItems", "additionalItems"};
 constexpr std::string_view kStringKeys[] = {"pattern", "minLength", "maxLength", "format"};
 constexpr std::string_view kNumberKeys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
@@ -169,7 +170,7 @@ bool in(const std::string_view (&set)[N], std::string_view k) {
 // it loses no constraint.
 constexpr std::string_view kUnenforceable[] = {
     "patternProperties", "propertyNames",    "not",          "if",          "then",           "else",
-    "dependencies",      "dependentRequired", "dependentSchemas", "minProperties", "maxProperties",
+    "dependencies",      "dependentRequired", "dependentSchemas",
     "unevaluatedProperties", "uniqueItems",  "contains",     "minContains", "maxContains",
     "unevaluatedItems",  "multipleOf",       "$dynamicRef",  "$recursiveRef"};
 bool is_container(std::string_view k) { return in(kContainers, k); }
@@ -353,6 +354,8 @@ struct ObjectSpec {
   std::vector<PropSpec> props;
   enum { kNone, kAny, kSchemas } extra = kNone;
   std::vector<Sub> extra_schemas;
+  size_t min_props = 0, max_props = SIZE_MAX;  // minProperties, maxProperties
+  std::string ptr;                             // where they are, for errors
 };
 
 class Converter {
@@ -1194,13 +1197,27 @@ class Converter {
       }
       spec.props.push_back({key, spec.extra_schemas, true, false});
     }
+    spec.ptr = sub.ptr;
+    if (s.contains("minProperties")) spec.min_props = count(sub, "minProperties");
+    if (s.contains("maxProperties")) spec.max_props = count(sub, "maxProperties");
     return emit_object(spec, name, depth, exact);
   }
 
+  // minProperties and maxProperties are enforced where the required
+  // properties decide them, or one more: the grammar writes every required
+  // property (distinct keys), and any optional or additional one it writes
+  // is one more key (additional keys leave out the declared names; a repeated
+  // additional key counts once, as parsers keep one).
   std::string emit_object(const ObjectSpec& spec, const std::string& name, size_t depth, bool exact) {
     const bool any_prop =
         std::any_of(spec.props.begin(), spec.props.end(), [](const PropSpec& p) { return !p.forbidden; });
-    if (!any_prop && spec.extra == ObjectSpec::kAny) return use_primitive("object", name, exact);
+    const bool counted = spec.min_props > 0 || spec.max_props != SIZE_MAX;
+    if (!any_prop && spec.extra == ObjectSpec::kAny && !counted) return use_primitive("object", name, exact);
+    const size_t n_required =
+        std::count_if(spec.props.begin(), spec.props.end(), [](const PropSpec& p) { return p.required; });
+    if (spec.min_props > spec.max_props) fail_empty("minProperties", spec.ptr, "greater than maxProperties");
+    if (spec.max_props < n_required) fail_empty("maxProperties", spec.ptr, "fewer than the required properties");
+    const bool only_required = spec.max_props == n_required;
 
     std::vector<std::string> required_kvs;
     std::vector<std::pair<std::string, std::string>> optional;  // key part of the name, kv rule
@@ -1208,7 +1225,7 @@ class Converter {
     ++struct_depth_;
     for (const PropSpec& p : spec.props) {
       excluded.push_back(p.key);
-      if (p.forbidden) continue;
+      if (p.forbidden || (only_required && !p.required)) continue;
       const std::string value_name = child_name(name, p.key);
       // An optional property no value satisfies is left out: no valid
       // object has it (a required one makes the object unsatisfiable).
@@ -1233,7 +1250,7 @@ class Converter {
     std::string extra_kv;
     // Likewise additional properties (none when no value satisfies their schema).
     const std::optional<std::string> extra_value =
-        spec.extra == ObjectSpec::kNone  ? std::nullopt
+        spec.extra == ObjectSpec::kNone || only_required ? std::nullopt
         : spec.extra == ObjectSpec::kAny ? use_primitive("value", "", false)
                                          : attempt([&] {
                                              return visit_all(spec.extra_schemas,
@@ -1249,38 +1266,54 @@ class Converter {
     }
     --struct_depth_;
 
+    // One more than the required properties, at least or at most.
+    const bool at_least_one = spec.min_props > n_required;
+    if (at_least_one && (spec.min_props > n_required + 1 || (optional.empty() && extra_kv.empty()))) {
+      fail_keyword("minProperties", spec.ptr,
+                   "more properties than the required ones and one more, or more than the grammar writes (the "
+                   "declared ones and those additionalProperties allows), are not supported");
+    }
+    const bool at_most_one = spec.max_props != SIZE_MAX && !only_required &&
+                             (!extra_kv.empty() || spec.max_props < n_required + optional.size());
+    if (at_most_one && spec.max_props != n_required + 1) {
+      fail_keyword("maxProperties", spec.ptr,
+                   "a maximum other than the required properties, one more, or all the grammar writes is not "
+                   "supported");
+    }
+
     const std::string comma = "\",\" space ";
     std::string body = R"("{" space )";
     body += join(required_kvs, " " + comma, identity);
     // The optional properties in order, any subset, then the extra ones:
     // each alternative starts at one of them; `<key>-rest` is what may
-    // follow key (llama.cpp's get_recursive_refs).
+    // follow key (llama.cpp's get_recursive_refs). At most one: each alone.
     std::vector<std::string> alts;
     const size_t n = optional.size() + (extra_kv.empty() ? 0 : 1);
-    const std::string extra_tail = "( " + comma + extra_kv + " )*";
+    const std::string extra_tail = at_most_one ? "" : " ( " + comma + extra_kv + " )*";
     std::string rest;  // what may follow item i, built from the end
     std::vector<std::string> rests(n);
-    for (size_t i = n; i-- > 0;) {
+    for (size_t i = n; i-- > 0 && !at_most_one;) {
       rests[i] = rest;
       if (i == 0) break;
       // rest for item i-1: item i optional, then what follows it.
       const bool extra = i == optional.size();
-      std::string piece = extra ? extra_tail : "( " + comma + optional[i].second + " )?";
+      std::string piece = extra ? extra_tail.substr(1) : "( " + comma + optional[i].second + " )?";
       if (!rest.empty()) piece += " " + rest;
       rest = add_rule(child_name(name, optional[i - 1].first) + "-rest", piece);
     }
     for (size_t i = 0; i < n; ++i) {
       const bool extra = i == optional.size();
-      std::string alt = extra ? extra_kv + " " + extra_tail : optional[i].second;
+      std::string alt = extra ? extra_kv + extra_tail : optional[i].second;
       if (!rests[i].empty()) alt += " " + rests[i];
       alts.push_back(alt);
     }
     if (!alts.empty()) {
       const std::string choice = join(alts, " | ", identity);
+      const std::string optional_mark = at_least_one ? "" : "?";
       if (required_kvs.empty()) {
-        body += "( " + choice + " )?";
+        body += "( " + choice + " )" + optional_mark;
       } else {
-        body += " ( " + comma + "( " + choice + " ) )?";
+        body += " ( " + comma + "( " + choice + " ) )" + optional_mark;
       }
     } else if (required_kvs.empty()) {
       return define(name, exact, R"("{" space "}")");

@@ -380,6 +380,62 @@ TEST(JsonSchemaToGbnf, UnsatisfiableOptionalPartsAreLeftOut) {
             R"(prefix)");
 }
 
+// minProperties and maxProperties where the required properties decide them
+// or one more does: at least one, or at most one, of the optional and
+// additional properties.
+TEST(JsonSchemaToGbnf, MinAndMaxProperties) {
+  const std::string ab = R"("properties": {"a": {"type": "null"}, "b": {"type": "null"}})";
+  const std::vector<std::string> kvs = {R"(a-kv ::= "\"a\"" space ":" space null)",
+                                        R"(b-kv ::= "\"b\"" space ":" space null)"};
+  auto with = [&](std::vector<std::string> rules) {
+    rules.insert(rules.end(), kvs.begin(), kvs.end());
+    return grammar(rules, {"null"});
+  };
+  // Implied: by the required ones, or by all the grammar writes.
+  EXPECT_EQ(convert("{" + ab + R"(, "required": ["a"], "minProperties": 1, "maxProperties": 2})"),
+            convert("{" + ab + R"(, "required": ["a"]})"));
+  EXPECT_EQ(convert("{" + ab + R"(, "minProperties": 0, "maxProperties": 7})"), convert("{" + ab + "}"));
+  // At least one.
+  EXPECT_EQ(convert("{" + ab + R"(, "minProperties": 1})"),
+            with({R"(a-rest ::= ( "," space b-kv )?)", R"(root ::= "{" space ( a-kv a-rest | b-kv ) space "}")"}));
+  EXPECT_EQ(convert("{" + ab + R"(, "required": ["b"], "minProperties": 2})"),
+            with({R"(root ::= "{" space b-kv ( "," space ( a-kv ) ) space "}")"}));
+  // At most one; none beyond the required ones.
+  EXPECT_EQ(convert("{" + ab + R"(, "maxProperties": 1})"),
+            with({R"(root ::= "{" space ( a-kv | b-kv )? space "}")"}));
+  EXPECT_EQ(convert("{" + ab + R"(, "minProperties": 1, "maxProperties": 1})"),
+            with({R"(root ::= "{" space ( a-kv | b-kv ) space "}")"}));
+  EXPECT_EQ(convert("{" + ab + R"(, "required": ["a"], "maxProperties": 1})"),
+            grammar({kvs[0], R"(root ::= "{" space a-kv space "}")"}, {"null"}));
+  // Any object with at least one property, or at most one.
+  EXPECT_EQ(convert(R"({"type": "object", "minProperties": 1})"),
+            grammar({R"(additional-kv ::= string space ":" space value)",
+                     R"(root ::= "{" space ( additional-kv ( "," space additional-kv )* ) space "}")"},
+                    {"array", "boolean", "char", "decimal-part", "integral-part", "null", "number", "object", "string",
+                     "value"}));
+  EXPECT_EQ(convert(R"({"type": "object", "additionalProperties": {"type": "null"}, "maxProperties": 1})"),
+            grammar({R"(additional-kv ::= string space ":" space null)",
+                     R"(root ::= "{" space ( additional-kv )? space "}")"},
+                    {"char", "null", "string"}));
+  EXPECT_EQ(convert(R"({"type": "object", "maxProperties": 0})"), grammar({R"(root ::= "{" space "}")"}));
+  // Otherwise refused.
+  EXPECT_EQ(error_of("{" + ab + R"(, "minProperties": 2})"),
+            R"(json_schema: keyword "minProperties" at the root: more properties than the required ones and one )"
+            R"(more, or more than the grammar writes (the declared ones and those additionalProperties allows), )"
+            R"(are not supported)");
+  EXPECT_EQ(error_of(R"({"properties": {"a": {}}, "required": ["a"], "minProperties": 2})"),
+            R"(json_schema: keyword "minProperties" at the root: more properties than the required ones and one )"
+            R"(more, or more than the grammar writes (the declared ones and those additionalProperties allows), )"
+            R"(are not supported)");
+  EXPECT_EQ(error_of(R"({"type": "object", "maxProperties": 2})"),
+            R"(json_schema: keyword "maxProperties" at the root: a maximum other than the required properties, one )"
+            R"(more, or all the grammar writes is not supported)");
+  EXPECT_EQ(error_of(R"({"required": ["a", "b"], "maxProperties": 1})"),
+            R"(json_schema: keyword "maxProperties" at the root: fewer than the required properties)");
+  EXPECT_EQ(error_of(R"({"type": "object", "minProperties": 2, "maxProperties": 1})"),
+            R"(json_schema: keyword "minProperties" at the root: greater than maxProperties)");
+}
+
 TEST(JsonSchemaToGbnf, AdditionalProperties) {
   EXPECT_EQ(convert(R"({"type": "object", "additionalProperties": {"type": "array", "items": {"type": "number"}}})"),
             grammar({R"(additional-kv ::= string space ":" space additional-value)",
@@ -667,8 +723,6 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(json_schema: unsupported keyword "dependentRequired" at the root)"},
       {R"({"type": "object", "dependentSchemas": {}})",
        R"(json_schema: unsupported keyword "dependentSchemas" at the root)"},
-      {R"({"type": "object", "minProperties": 1})", R"(json_schema: unsupported keyword "minProperties" at the root)"},
-      {R"({"type": "object", "maxProperties": 1})", R"(json_schema: unsupported keyword "maxProperties" at the root)"},
       {R"({"type": "object", "unevaluatedProperties": false})",
        R"(json_schema: unsupported keyword "unevaluatedProperties" at the root)"},
       {R"({"items": {"type": "array", "uniqueItems": true}})",
