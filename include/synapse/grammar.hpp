@@ -72,6 +72,9 @@ class Grammar {
 // inward to integers), enum values in compact form. One exception widens it:
 // oneOf is read as anyOf (as llama.cpp does).
 // Keywords: type (and unions), properties, required, additionalProperties,
+// patternProperties (a named property takes the schemas of the patterns it
+// matches too; no other properties but, with one pattern no name matches,
+// the keys it matches),
 // minProperties and maxProperties (where the required properties decide
 // them, or one more of the others: at least or at most one), items, prefixItems, minItems, maxItems, additionalItems (it constrains
 // only items past an items array, and none are written), enum, const,

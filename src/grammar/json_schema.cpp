@@ -41,6 +41,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <set>
 #include <string>
 #include <string_view>
@@ -152,8 +153,8 @@ constexpr std::string_view kAnnotations[] = {"title",     "description", "exampl
                                              "writeOnly", "deprecated",  "contentMediaType", "contentEncoding"};
 constexpr std::string_view kContainers[] = {"$defs", "definitions"};
 // The keywords of each type, and those of any schema.
-constexpr std::string_view kObjectKeys[] = {"properties", "required", "additionalProperties", "minProperties",
-                                            "maxProperties"};
+constexpr std::string_view kObjectKeys[] = {"properties",    "required",      "additionalProperties",
+                                            "minProperties", "maxProperties", "patternProperties"};
 constexpr std::string_view kArrayKeys[] = {"items", "prefixItems", "minItems", "maxItems", "additionalItems"};
 constexpr std::string_view kStringKeys[] = {"pattern", "minLength", "maxLength", "format"};
 constexpr std::string_view kNumberKeys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
@@ -169,10 +170,10 @@ bool in(const std::string_view (&set)[N], std::string_view k) {
 // annotation, as the specification and every validator treat it: ignoring
 // it loses no constraint.
 constexpr std::string_view kUnenforceable[] = {
-    "patternProperties", "propertyNames",    "not",          "if",          "then",           "else",
-    "dependencies",      "dependentRequired", "dependentSchemas",
-    "unevaluatedProperties", "uniqueItems",  "contains",     "minContains", "maxContains",
-    "unevaluatedItems",  "multipleOf",       "$dynamicRef",  "$recursiveRef"};
+    "propertyNames", "not",         "if",          "then",        "else",
+    "dependencies",  "dependentRequired",          "dependentSchemas",          "unevaluatedProperties",
+    "uniqueItems",   "contains",    "minContains", "maxContains", "unevaluatedItems",
+    "multipleOf",    "$dynamicRef", "$recursiveRef"};
 bool is_container(std::string_view k) { return in(kContainers, k); }
 bool is_supported(std::string_view k) {
   return in(kGeneralKeys, k) || in(kObjectKeys, k) || in(kArrayKeys, k) || in(kStringKeys, k) || in(kNumberKeys, k);
@@ -354,6 +355,7 @@ struct ObjectSpec {
   std::vector<PropSpec> props;
   enum { kNone, kAny, kSchemas } extra = kNone;
   std::vector<Sub> extra_schemas;
+  std::string extra_key;                       // the extra keys' rule body; empty: any key but the named ones
   size_t min_props = 0, max_props = SIZE_MAX;  // minProperties, maxProperties
   std::string ptr;                             // where they are, for errors
 };
@@ -1142,6 +1144,97 @@ class Converter {
     return define(name, exact, inner.empty() ? R"("[" space "]")" : R"("[" space )" + inner + R"( space "]")");
   }
 
+  // patternProperties: each pattern with its schema. Names are matched with
+  // std::regex's ECMAScript (JSON Schema's dialect); only printable ASCII
+  // names and patterns (std::regex reads bytes; Python's re and ECMA-262
+  // part on what else there is).
+  struct PatternProperty {
+    std::string pattern;
+    std::regex re;
+    Sub schema;
+  };
+  std::vector<PatternProperty> pattern_properties(const Sub& sub) const {
+    std::vector<PatternProperty> out;
+    if (!sub.s->contains("patternProperties")) return out;
+    const Json& pp = (*sub.s)["patternProperties"];
+    if (!pp.is_object()) fail_keyword("patternProperties", sub.ptr, "must be an object of schemas");
+    for (const auto& [pattern, schema] : pp.items()) {
+      if (!printable(pattern)) {
+        fail_keyword("patternProperties", sub.ptr, "pattern \"" + pattern + "\": only printable ASCII is supported");
+      }
+      try {
+        out.push_back({pattern, std::regex(pattern, std::regex::ECMAScript),
+                       {&schema, pointer_child(pointer_child(sub.ptr, "patternProperties"), pattern)}});
+      } catch (const std::regex_error&) {
+        fail_keyword("patternProperties", sub.ptr, "pattern \"" + pattern + "\" is not supported (std::regex)");
+      }
+    }
+    return out;
+  }
+  static bool printable(const std::string& t) {
+    return std::all_of(t.begin(), t.end(), [](char c) { return c >= 0x20 && c < 0x7F; });
+  }
+  // The patterns `key` matches.
+  std::vector<const PatternProperty*> matching(const std::vector<PatternProperty>& patterns, const std::string& key,
+                                               const Sub& sub) const {
+    std::vector<const PatternProperty*> out;
+    if (patterns.empty()) return out;
+    if (!printable(key)) {
+      fail_keyword("patternProperties", sub.ptr,
+                   "property \"" + key + "\": names outside printable ASCII are not supported beside it");
+    }
+    for (const PatternProperty& p : patterns)
+      if (std::regex_search(key, p.re)) out.push_back(&p);
+    return out;
+  }
+  // Adds the schemas of the patterns a named property matches to its own
+  // (all must hold); a false one forbids it.
+  void add_pattern_schemas(PropSpec& p, const std::vector<const PatternProperty*>& matches, const Sub& sub) {
+    for (const PatternProperty* m : matches) {
+      const Json& schema = *m->schema.s;
+      if (schema.is_boolean() && !schema.get<bool>()) {
+        if (p.required) {
+          fail_empty("patternProperties", sub.ptr,
+                     "property \"" + p.key + "\" is required but pattern \"" + m->pattern + "\" has schema false");
+        }
+        p.forbidden = true;
+        p.schemas.clear();
+      } else if (!is_trivial(schema) && !p.forbidden) {
+        p.schemas.push_back(m->schema);
+      }
+    }
+  }
+  // The properties beside the named ones, with patternProperties: those of
+  // the one pattern when there is one, no named property matches it and
+  // pattern_to_gbnf writes it (keys it matches, values of its schema); else
+  // none (as if additionalProperties were false: a key it would take might
+  // match a pattern).
+  void pattern_extra(const std::vector<PatternProperty>& patterns, ObjectSpec& spec) {
+    spec.extra = ObjectSpec::kNone;
+    spec.extra_schemas.clear();
+    if (patterns.size() != 1) return;
+    const PatternProperty& p = patterns[0];
+    for (const PropSpec& prop : spec.props)
+      if (std::regex_search(prop.key, p.re)) return;
+    const Json& schema = *p.schema.s;
+    if (schema.is_boolean() && !schema.get<bool>()) return;
+    std::string expr;
+    bool uses_char = false;
+    try {
+      expr = schema::pattern_to_gbnf(p.pattern, "char", limits_.max_nesting, limits_.max_repetition, uses_char);
+    } catch (const schema::PatternError&) {
+      return;  // none: still sound
+    }
+    if (uses_char) add_primitive("char");
+    spec.extra_key = expr.empty() ? R"("\"" "\"")" : R"("\"" ()" + expr + R"() "\"")";
+    if (is_trivial(schema)) {
+      spec.extra = ObjectSpec::kAny;
+    } else {
+      spec.extra = ObjectSpec::kSchemas;
+      spec.extra_schemas.push_back(p.schema);
+    }
+  }
+
   std::string visit_object(const Sub& sub, const std::string& name, size_t depth, bool exact) {
     const Json& s = *sub.s;
     ObjectSpec spec;
@@ -1159,6 +1252,7 @@ class Converter {
     auto is_required = [&](const std::string& key) {
       return std::find(required.begin(), required.end(), key) != required.end();
     };
+    const std::vector<PatternProperty> patterns = pattern_properties(sub);
     if (s.contains("properties")) {
       const Json& props = s["properties"];
       if (!props.is_object()) fail_keyword("properties", sub.ptr, "must be an object");
@@ -1169,6 +1263,7 @@ class Converter {
           fail_empty("required", sub.ptr, "property \"" + key + "\" is required but its schema is false");
         }
         if (!p.forbidden) p.schemas.push_back({&schema, pointer_child(props_ptr, key)});
+        add_pattern_schemas(p, matching(patterns, key, sub), sub);
         spec.props.push_back(std::move(p));
       }
     }
@@ -1184,19 +1279,26 @@ class Converter {
     } else {
       fail_keyword("additionalProperties", sub.ptr, "must be a boolean or a schema");
     }
-    // Required names without a property schema take additionalProperties'
-    // (any value when it is absent: llama.cpp's default shuts out only the
-    // names nobody asked for).
+    // Required names without a property schema take the schemas of the
+    // patterns they match, else additionalProperties' (any value when it is
+    // absent: llama.cpp's default shuts out only the names nobody asked for).
     for (const std::string& key : required) {
       const bool declared =
           std::any_of(spec.props.begin(), spec.props.end(), [&](const PropSpec& p) { return p.key == key; });
       if (declared) continue;
+      if (const auto matches = matching(patterns, key, sub); !matches.empty()) {
+        PropSpec p{key, {}, true, false};
+        add_pattern_schemas(p, matches, sub);
+        spec.props.push_back(std::move(p));
+        continue;
+      }
       if (spec.extra == ObjectSpec::kNone && s.contains("additionalProperties")) {
         fail_empty("required", sub.ptr,
                    "property \"" + key + "\" is required but not in \"properties\" and additionalProperties is false");
       }
       spec.props.push_back({key, spec.extra_schemas, true, false});
     }
+    if (!patterns.empty()) pattern_extra(patterns, spec);
     spec.ptr = sub.ptr;
     if (s.contains("minProperties")) spec.min_props = count(sub, "minProperties");
     if (s.contains("maxProperties")) spec.max_props = count(sub, "maxProperties");
@@ -1212,7 +1314,9 @@ class Converter {
     const bool any_prop =
         std::any_of(spec.props.begin(), spec.props.end(), [](const PropSpec& p) { return !p.forbidden; });
     const bool counted = spec.min_props > 0 || spec.max_props != SIZE_MAX;
-    if (!any_prop && spec.extra == ObjectSpec::kAny && !counted) return use_primitive("object", name, exact);
+    if (!any_prop && spec.extra == ObjectSpec::kAny && spec.extra_key.empty() && !counted) {
+      return use_primitive("object", name, exact);
+    }
     const size_t n_required =
         std::count_if(spec.props.begin(), spec.props.end(), [](const PropSpec& p) { return p.required; });
     if (spec.min_props > spec.max_props) fail_empty("minProperties", spec.ptr, "greater than maxProperties");
@@ -1258,10 +1362,15 @@ class Converter {
                                            });
     if (extra_value) {
       const std::string& value = *extra_value;
-      if (!excluded.empty()) add_primitive("char");  // json_key_excluding's continuations
-      const std::string key =
-          excluded.empty() ? use_primitive("string", "", false)
-                           : add_rule(child_name(name, "additional-k"), schema::json_key_excluding(excluded, "char"));
+      std::string key;
+      if (!spec.extra_key.empty()) {
+        key = add_rule(child_name(name, "additional-k"), spec.extra_key);
+      } else if (excluded.empty()) {
+        key = use_primitive("string", "", false);
+      } else {
+        add_primitive("char");  // json_key_excluding's continuations
+        key = add_rule(child_name(name, "additional-k"), schema::json_key_excluding(excluded, "char"));
+      }
       extra_kv = add_rule(child_name(name, "additional-kv"), key + " space \":\" space " + value);
     }
     --struct_depth_;

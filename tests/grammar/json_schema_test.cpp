@@ -436,6 +436,78 @@ TEST(JsonSchemaToGbnf, MinAndMaxProperties) {
             R"(json_schema: keyword "minProperties" at the root: greater than maxProperties)");
 }
 
+// patternProperties: the named properties (with the schemas of the patterns
+// they match), and the one pattern's keys (none with several patterns, one
+// pattern_to_gbnf cannot write, or one a named property matches);
+// additionalProperties then adds nothing (its keys might match).
+TEST(JsonSchemaToGbnf, PatternProperties) {
+  EXPECT_EQ(convert(R"({"type": "object", "patternProperties": {"^x-[a-z]+$": {"type": "integer"}}})"),
+            grammar({R"(additional-k ::= "\"" ("x-" [a-z]+) "\"")",
+                     R"(additional-kv ::= additional-k space ":" space integer)",
+                     R"(root ::= "{" space ( additional-kv ( "," space additional-kv )* )? space "}")"},
+                    {"integer", "integral-part"}));
+  EXPECT_EQ(convert(R"({"properties": {"a": {"type": "null"}}, "required": ["a"], "patternProperties":
+                        {"^x-": {"type": "integer"}}, "additionalProperties": {"type": "string"}})"),
+            grammar({R"(a-kv ::= "\"a\"" space ":" space null)", R"(additional-k ::= "\"" ("x-" char*) "\"")",
+                     R"(additional-kv ::= additional-k space ":" space integer)",
+                     R"(root ::= "{" space a-kv ( "," space ( additional-kv ( "," space additional-kv )* ) )? )"
+                     R"(space "}")"},
+                    {"char", "integer", "integral-part", "null"}));
+  // Any value: still only the pattern's keys.
+  EXPECT_EQ(convert(R"({"patternProperties": {"^[0-9]+$": true}, "maxProperties": 1})"),
+            grammar({R"(additional-k ::= "\"" ([0-9]+) "\"")", R"(additional-kv ::= additional-k space ":" space value)",
+                     R"(root ::= "{" space ( additional-kv )? space "}")"},
+                    {"array", "boolean", "char", "decimal-part", "integral-part", "null", "number", "object", "string",
+                     "value"}));
+  // Several patterns, a pattern's schema false, a pattern pattern_to_gbnf
+  // does not write: the named properties alone.
+  const std::string only_a = convert(R"({"properties": {"a": {"type": "null"}}})");
+  for (const char* pp : {R"({"^x": {}, "^y": {}})", R"({"^x": false})", R"j({"^(?=x)": {}})j"}) {
+    EXPECT_EQ(convert(R"({"properties": {"a": {"type": "null"}}, "additionalProperties": true, "patternProperties": )" +
+                      std::string(pp) + "}"),
+              only_a)
+        << pp;
+  }
+  EXPECT_EQ(convert(R"({"patternProperties": {}, "properties": {"a": {"type": "null"}}})"), only_a);
+  // A named property that matches a pattern takes both schemas (merged as
+  // allOf's parts are; refused where they cannot be), and the pattern's keys
+  // are then left out (they could spell the name).
+  EXPECT_EQ(convert(R"({"properties": {"x-a": {}}, "patternProperties": {"^x-": {"type": "integer"}}})"),
+            grammar({R"(root ::= "{" space ( x-a-kv )? space "}")", R"(x-a-kv ::= "\"x-a\"" space ":" space integer)"},
+                    {"integer", "integral-part"}));
+  EXPECT_EQ(convert(R"({"properties": {"x-a": {"type": "object", "properties": {"p": {"type": "null"}}}},
+                        "patternProperties": {"^x-": {"required": ["p"]}}})"),
+            grammar({R"(root ::= "{" space ( x-a-kv )? space "}")", R"(x-a ::= "{" space x-a-p-kv space "}")",
+                     R"(x-a-kv ::= "\"x-a\"" space ":" space x-a)", R"(x-a-p-kv ::= "\"p\"" space ":" space null)"},
+                    {"null"}));
+  EXPECT_EQ(error_of(R"({"properties": {"x-a": {"type": "string", "minLength": 1}},
+                         "patternProperties": {"^x-": {"maxLength": 3}}})"),
+            R"(json_schema: keyword "allOf" at /properties/x-a: merges only objects (properties, required, )"
+            R"(additionalProperties) or enums; the schema at /properties/x-a is neither)");
+  // A required name not in "properties": the pattern's schema, not
+  // additionalProperties'; false forbids it.
+  EXPECT_EQ(convert(R"({"required": ["b"], "patternProperties": {"b": {"type": "null"}},
+                        "additionalProperties": false})"),
+            grammar({R"(b-kv ::= "\"b\"" space ":" space null)", R"(root ::= "{" space b-kv space "}")"}, {"null"}));
+  EXPECT_EQ(convert(R"({"properties": {"b": {}}, "patternProperties": {"b": false}})"),
+            grammar({R"(root ::= "{" space "}")"}));
+  EXPECT_EQ(error_of(R"({"required": ["b"], "patternProperties": {"b": false}})"),
+            R"(json_schema: keyword "patternProperties" at the root: property "b" is required but pattern "b" has )"
+            R"(schema false)");
+  // A pattern std::regex refuses, names and patterns outside printable
+  // ASCII: refused.
+  EXPECT_EQ(error_of(R"j({"patternProperties": {"(?P<n>x)": {}}})j"),
+            R"j(json_schema: keyword "patternProperties" at the root: pattern "(?P<n>x)" is not supported (std::regex))j");
+  EXPECT_EQ(error_of(R"({"properties": {"\u00e9": {}}, "patternProperties": {"^x": {}}})"),
+            "json_schema: keyword \"patternProperties\" at the root: property \"\u00e9\": names outside printable "
+            "ASCII are not supported beside it");
+  EXPECT_EQ(error_of(R"({"patternProperties": {"^\u00e9": {}}})"),
+            "json_schema: keyword \"patternProperties\" at the root: pattern \"^\u00e9\": only printable ASCII is "
+            "supported");
+  EXPECT_EQ(error_of(R"({"patternProperties": []})"),
+            R"(json_schema: keyword "patternProperties" at the root: must be an object of schemas)");
+}
+
 TEST(JsonSchemaToGbnf, AdditionalProperties) {
   EXPECT_EQ(convert(R"({"type": "object", "additionalProperties": {"type": "array", "items": {"type": "number"}}})"),
             grammar({R"(additional-kv ::= string space ":" space additional-value)",
@@ -713,8 +785,6 @@ TEST(JsonSchemaToGbnf, Patterns) {
 
 TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {R"({"properties": {"a": {"patternProperties": {"^x": {}}}}})",
-       R"(json_schema: unsupported keyword "patternProperties" at /properties/a)"},
       {R"({"type": "object", "propertyNames": {"maxLength": 3}})",
        R"(json_schema: unsupported keyword "propertyNames" at the root)"},
       {R"({"not": {"type": "null"}})", R"(json_schema: unsupported keyword "not" at the root)"},
