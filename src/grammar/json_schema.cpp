@@ -1184,8 +1184,16 @@ class Converter {
                    "property \"" + key + "\": names outside printable ASCII are not supported beside it");
     }
     for (const PatternProperty& p : patterns)
-      if (std::regex_search(key, p.re)) out.push_back(&p);
+      if (search(key, p, sub)) out.push_back(&p);
     return out;
+  }
+  // std::regex_search, whose errors (a match too complex) are ours.
+  static bool search(const std::string& key, const PatternProperty& p, const Sub& sub) {
+    try {
+      return std::regex_search(key, p.re);
+    } catch (const std::regex_error&) {
+      fail_keyword("patternProperties", sub.ptr, "pattern \"" + p.pattern + "\" is too complex to match (std::regex)");
+    }
   }
   // Adds the schemas of the patterns a named property matches to its own
   // (all must hold); a false one forbids it.
@@ -1209,13 +1217,13 @@ class Converter {
   // pattern_to_gbnf writes it (keys it matches, values of its schema); else
   // none (as if additionalProperties were false: a key it would take might
   // match a pattern).
-  void pattern_extra(const std::vector<PatternProperty>& patterns, ObjectSpec& spec) {
+  void pattern_extra(const std::vector<PatternProperty>& patterns, ObjectSpec& spec, const Sub& sub) {
     spec.extra = ObjectSpec::kNone;
     spec.extra_schemas.clear();
     if (patterns.size() != 1) return;
     const PatternProperty& p = patterns[0];
     for (const PropSpec& prop : spec.props)
-      if (std::regex_search(prop.key, p.re)) return;
+      if (search(prop.key, p, sub)) return;
     const Json& schema = *p.schema.s;
     if (schema.is_boolean() && !schema.get<bool>()) return;
     std::string expr;
@@ -1298,7 +1306,7 @@ class Converter {
       }
       spec.props.push_back({key, spec.extra_schemas, true, false});
     }
-    if (!patterns.empty()) pattern_extra(patterns, spec);
+    if (!patterns.empty()) pattern_extra(patterns, spec, sub);
     spec.ptr = sub.ptr;
     if (s.contains("minProperties")) spec.min_props = count(sub, "minProperties");
     if (s.contains("maxProperties")) spec.max_props = count(sub, "maxProperties");
