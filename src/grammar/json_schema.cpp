@@ -14,8 +14,9 @@
 // are conjunctions, and allOf distributes over anyOf; enum beside anything
 // but "type" throws; `pattern` is translated in full or throws, is unanchored
 // where it has no ^ or $, and its characters are written as JSON text (a '"'
-// in a pattern is \" in the reply); minLength/maxLength beside pattern or
-// format throw; `char` takes a \u escape of a surrogate only as a pair (so
+// in a pattern is \" in the reply); minLength/maxLength beside format
+// throw, beside pattern they are enforced where pattern_to_gbnf can do it
+// exactly (else throw); `char` takes a \u escape of a surrogate only as a pair (so
 // lengths count code points); `date` knows the days of each month; required
 // names missing from `properties` are required; allOf keeps its parts'
 // optional properties optional (llama.cpp makes them required).
@@ -1013,7 +1014,6 @@ class Converter {
     if (s.contains("pattern")) {
       if (s.contains("format") && is_known_format(s["format"]))
         fail_keyword("format", sub.ptr, "not supported together with \"pattern\"");
-      if (lengths) fail_keyword(length_key, sub.ptr, "not supported together with \"pattern\"");
       const Json& p = s["pattern"];
       if (!p.is_string()) fail_keyword("pattern", sub.ptr, "must be a string");
       std::string expr;
@@ -1023,6 +1023,22 @@ class Converter {
                                        uses_char);
       } catch (const schema::PatternError& e) {
         fail_keyword("pattern", sub.ptr, e.what());
+      }
+      // minLength/maxLength beside it where that is cheap and exact
+      // (pattern_to_gbnf's lengths), else refused.
+      if (lengths) {
+        const uint64_t min = s.contains("minLength") ? count(sub, "minLength") : 0;
+        const uint64_t max = s.contains("maxLength") ? count(sub, "maxLength") : UINT64_MAX;
+        if (max < min) fail_empty("minLength", sub.ptr, "greater than maxLength");
+        std::optional<std::string> within;
+        try {
+          within = schema::pattern_to_gbnf(p.get<std::string>(), "char", limits_.max_nesting, limits_.max_repetition,
+                                           uses_char, min, max);
+        } catch (const schema::PatternError& e) {
+          fail_keyword(length_key, sub.ptr, std::string("with \"pattern\": ") + e.what());
+        }
+        if (!within) fail_empty(length_key, sub.ptr, "no string the pattern matches has such a length");
+        expr = *within;
       }
       if (uses_char) add_primitive("char");  // an unanchored end
       return define(name, exact, expr.empty() ? R"("\"" "\"")" : R"("\"" ()" + expr + R"() "\"")");

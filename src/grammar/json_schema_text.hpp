@@ -130,5 +130,16 @@ class PatternError : public std::runtime_error {
 // uses_char_rule: set when the expression refers to `char_rule`.
 std::string pattern_to_gbnf(std::string_view pattern, std::string_view char_rule, size_t max_nesting,
                             size_t max_repetition, bool& uses_char_rule);
+// The same for the strings the pattern matches of min_len to max_len code
+// points (max_len UINT64_MAX: no bound), nullopt when there are none. Exact,
+// and only where cheap, per top-level alternative: its lengths already
+// within the bounds; or one variable part (an unanchored end, or a
+// repetition of a one code point class such as [a-z]+) taking the lengths
+// the fixed-length parts leave; or, when max_len is the alternative's least
+// length, every variable part at its least. Throws PatternError otherwise
+// (as for the pattern itself).
+std::optional<std::string> pattern_to_gbnf(std::string_view pattern, std::string_view char_rule, size_t max_nesting,
+                                           size_t max_repetition, bool& uses_char_rule, uint64_t min_len,
+                                           uint64_t max_len);
 
 }  // namespace synapse::grammar::schema

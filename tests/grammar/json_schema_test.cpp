@@ -740,6 +740,43 @@ TEST(JsonSchemaToGbnf, References) {
             grammar({R"(ref-defs-a-1b-c ::= "null")", "root ::= ref-defs-a-1b-c"}));
 }
 
+// minLength and maxLength beside a pattern: implied by its lengths, or
+// taken by its one variable part, or every variable part at its least.
+TEST(JsonSchemaToGbnf, PatternsWithLengths) {
+  auto with = [](const std::string& p, size_t min, size_t max) {
+    nlohmann::json s{{"type", "string"}, {"pattern", p}, {"minLength", min}};
+    if (max != SIZE_MAX) s["maxLength"] = max;
+    return convert(s.dump());
+  };
+  auto plain = [](const std::string& p) { return convert(nlohmann::json{{"type", "string"}, {"pattern", p}}.dump()); };
+  // Implied.
+  EXPECT_EQ(with("^[0-9]{9}$", 0, 9), plain("^[0-9]{9}$"));
+  EXPECT_EQ(with("^[0-9a-z][0-9a-z.@_-]{0,30}[0-9a-z]$", 2, 64), plain("^[0-9a-z][0-9a-z.@_-]{0,30}[0-9a-z]$"));
+  EXPECT_EQ(with(R"(^(?:\S+\s+){0,99}\S+$)", 1, SIZE_MAX), plain(R"(^(?:\S+\s+){0,99}\S+$)"));
+  // The one variable part.
+  EXPECT_EQ(with("^a+$", 2, SIZE_MAX), grammar({R"(root ::= "\"" ("a"{2,}) "\"")"}));
+  EXPECT_EQ(with(R"(^[A-Za-z0-9:_\-]+$)", 0, 255), grammar({R"(root ::= "\"" ([\-0-:A-Z_a-z]{1,255}) "\"")"}));
+  EXPECT_EQ(with("^x-[a-z]*-y$", 5, 8), grammar({R"(root ::= "\"" ("x-" [a-z]{1,4} "-y") "\"")"}));
+  EXPECT_EQ(with("^x-", 0, 6), grammar({R"(root ::= "\"" ("x-" char{0,4}) "\"")"}, {"char"}));
+  EXPECT_EQ(with("-y$", 4, SIZE_MAX), grammar({R"(root ::= "\"" (char{2,} "-y") "\"")"}, {"char"}));
+  // Every variable part at its least: unanchored ends empty.
+  EXPECT_EQ(with("[0-9]{10}", 10, 10), grammar({R"(root ::= "\"" ([0-9]{10}) "\"")"}));
+  EXPECT_EQ(with("^(ab)*c?d+$", 0, 1), grammar({R"(root ::= "\"" ("d") "\"")"}));
+  // Per alternative; one with no string of those lengths is dropped.
+  EXPECT_EQ(with("^[a-z]+$|^[0-9]{3}$", 4, 8), grammar({R"(root ::= "\"" ([a-z]{4,8}) "\"")"}));
+  EXPECT_EQ(with("^a|b$", 3, 3), grammar({R"(root ::= "\"" ("a" char{2} | char{2} "b") "\"")"}, {"char"}));
+  // Alternations taken apart where that leaves one variable part each; a
+  // repetition next to an unanchored end takes its least (R{m,n} any* is
+  // R{m} any*).
+  EXPECT_EQ(with("^(http|https)://.*", 10, SIZE_MAX),
+            grammar({R"(root ::= "\"" ("http://" char{3,} | "https://" char{2,}) "\"")"}, {"char"}));
+  EXPECT_EQ(with("^(ab|c)[0-9]*$", 3, 4), grammar({R"(root ::= "\"" ("ab" [0-9]{1,2} | "c" [0-9]{2,3}) "\"")"}));
+  EXPECT_EQ(with(R"(^([\w\/-]|[\w-][\w\/-]*[\w-])$)", 0, 255),
+            grammar({R"(root ::= "\"" ([\-/-9A-Z_a-z] | [\-0-9A-Z_a-z] [\-/-9A-Z_a-z]{0,253} [\-0-9A-Z_a-z]) "\"")"}));
+  EXPECT_EQ(error_of(R"({"type": "string", "pattern": "^ab$", "minLength": 3})"),
+            R"(json_schema: keyword "minLength" at the root: no string the pattern matches has such a length)");
+}
+
 TEST(JsonSchemaToGbnf, Patterns) {
   auto pattern = [](const std::string& p) {
     return convert(nlohmann::json{{"type", "string"}, {"pattern", p}}.dump());
@@ -810,8 +847,12 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
       {R"({"properties": {"x": {"exclusiveMinimum": 1.2, "maximum": 1.9}}, "required": ["x"]})",
        R"(json_schema: keyword "exclusiveMinimum" at /properties/x: bounds that hold no integer, nor an interval from one integer to the next, are not supported)"},
       // Combinations that cannot be enforced together.
-      {R"({"type": "string", "pattern": "^a+$", "minLength": 2})",
-       R"(json_schema: keyword "minLength" at the root: not supported together with "pattern")"},
+      {R"({"type": "string", "pattern": "^[a-z]+[0-9]+$", "minLength": 3})",
+       R"(json_schema: keyword "minLength" at the root: with "pattern": the lengths of its strings cannot be bounded )"
+       R"(here (minLength/maxLength))"},
+      {R"({"type": "string", "pattern": "^[a-z]+$", "maxLength": 20000})",
+       R"(json_schema: keyword "maxLength" at the root: with "pattern": a length bound over limits.max_repetition )"
+       R"((10000) with it)"},
       {R"({"type": "string", "pattern": "^a+$", "format": "date"})",
        R"(json_schema: keyword "format" at the root: not supported together with "pattern")"},
       {R"({"type": "string", "format": "date", "maxLength": 20})",

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -240,6 +241,60 @@ TEST(SchemaNumbers, BoundedNumbersWithinBoundsExactlyAndAsDoubles) {
       if (*c.hi) {
         const double hi = std::strtod(c.hi, nullptr);
         EXPECT_TRUE(c.hi_exclusive ? x < hi : x <= hi) << t << " as a double";
+      }
+    }
+    EXPECT_GT(n_accepted, 0u);
+  }
+}
+
+// minLength/maxLength beside a pattern: over a small alphabet, every string
+// up to a length is accepted exactly when std::regex (ECMAScript, JSON
+// Schema's dialect) finds the pattern in it and its length is within the
+// bounds.
+TEST(SchemaPatterns, LengthsBesidePatternExactOnEveryShortString) {
+  const auto vocab = byte_vocab();
+  constexpr size_t kNone = SIZE_MAX;
+  struct Case {
+    const char* pattern;
+    size_t min, max;
+    const char* alphabet;
+    size_t up_to;
+  };
+  const Case cases[] = {
+      {"^a+$", 2, kNone, "ab", 7},
+      {"^[a-b]+$|^[0-9]{3}$", 4, 5, "a0b", 6},
+      {"^x-", 0, 4, "x-a", 6},
+      {"-y$", 4, kNone, "-ya", 6},
+      {"[0-9]{3}", 3, 3, "0a", 6},
+      {"^(ab|c)[0-9]*$", 3, 4, "abc0", 6},
+      {"^(h|hs):.*", 4, 5, "hs:a", 7},
+      {"^([a-]|[a][a-]*[a])$", 0, 4, "a-", 7},
+      {"^(ab)*c?d+$", 0, 1, "abcd", 4},
+      {"^a|b$", 3, 3, "abc", 5},
+      {"^[0-9]{2}[a-z]*-[0-9]{2}$", 6, 7, "0a-", 8},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json schema{{"type", "string"}, {"pattern", c.pattern}, {"minLength", c.min}};
+    if (c.max != kNone) schema["maxLength"] = c.max;
+    SCOPED_TRACE(schema.dump());
+    const auto g = Grammar::parse(json_schema_to_gbnf(schema.dump()));
+    const std::regex re(c.pattern, std::regex::ECMAScript);
+    const std::string alphabet = c.alphabet;
+    size_t n_accepted = 0;
+    std::vector<size_t> digits;  // the string's letters, as indices into the alphabet
+    for (;;) {
+      std::string text;
+      for (const size_t d : digits) text += alphabet[d];
+      const bool expected = std::regex_search(text, re) && text.size() >= c.min && text.size() <= c.max;
+      const bool accepted = accepts(g, vocab, "\"" + text + "\"");
+      EXPECT_EQ(accepted, expected) << text;
+      n_accepted += accepted;
+      // The next string: shortest first, then in alphabet order.
+      size_t i = 0;
+      while (i < digits.size() && ++digits[i] == alphabet.size()) digits[i++] = 0;
+      if (i == digits.size()) {
+        if (digits.size() == c.up_to) break;
+        digits.push_back(0);
       }
     }
     EXPECT_GT(n_accepted, 0u);
