@@ -85,7 +85,8 @@ class Grammar {
 // literals, escapes, classes, \d \w \s \S, ., groups, |, ? * + {m,n}),
 // minLength, maxLength (like minItems and maxItems, exact at any count below
 // 10^18: counts over 256 are written in base 16; beside pattern where its
-// lengths imply them, or one variable part of it can take them), minimum/maximum/
+// lengths imply them, or one variable part of it can take them; beside
+// format where its lengths imply them), minimum/maximum/
 // exclusiveMinimum/exclusiveMaximum, format (date, time, date-time, uuid,
 // email), uniqueItems false. Annotations (title, description, examples, default, $schema, $id,
 // $comment, readOnly, writeOnly, deprecated, contentMediaType,

@@ -15,8 +15,8 @@
 // but "type" throws; `pattern` is translated in full or throws, is unanchored
 // where it has no ^ or $, and its characters are written as JSON text (a '"'
 // in a pattern is \" in the reply); minLength/maxLength beside format
-// throw, beside pattern they are enforced where pattern_to_gbnf can do it
-// exactly (else throw); `char` takes a \u escape of a surrogate only as a pair (so
+// throw unless the format's lengths imply them, beside pattern they are
+// enforced where pattern_to_gbnf can do it exactly (else throw); `char` takes a \u escape of a surrogate only as a pair (so
 // lengths count code points); `date` knows the days of each month; required
 // names missing from `properties` are required; allOf keeps its parts'
 // optional properties optional (llama.cpp makes them required).
@@ -1047,8 +1047,26 @@ class Converter {
     // has every format by default (validators assert none unless asked):
     // the value is then a plain string.
     if (s.contains("format") && is_known_format(s["format"])) {
-      if (lengths) fail_keyword(length_key, sub.ptr, "not supported together with \"format\"");
       const std::string format = s["format"].get<std::string>();
+      if (lengths) {
+        // Supported where the format's lengths imply them (all ASCII: bytes
+        // are code points): date 10, time 9 to 18 (HH:MM:SS, .sss, Z or
+        // +HH:MM), date-time 20 to 29, uuid 36, email 5 or more (a@b.c).
+        const std::pair<uint64_t, uint64_t> span = format == "date"        ? std::pair<uint64_t, uint64_t>{10, 10}
+                                                   : format == "time"      ? std::pair<uint64_t, uint64_t>{9, 18}
+                                                   : format == "date-time" ? std::pair<uint64_t, uint64_t>{20, 29}
+                                                   : format == "uuid"      ? std::pair<uint64_t, uint64_t>{36, 36}
+                                                                           : std::pair<uint64_t, uint64_t>{5, UINT64_MAX};
+        const uint64_t min = s.contains("minLength") ? count(sub, "minLength") : 0;
+        const uint64_t max = s.contains("maxLength") ? count(sub, "maxLength") : UINT64_MAX;
+        if (min > span.second || max < span.first || min > max) {
+          fail_empty(length_key, sub.ptr, "no " + format + " has such a length");
+        }
+        if (min > span.first || max < span.second) {
+          fail_keyword(length_key, sub.ptr,
+                       "not supported together with \"format\" \"" + format + "\" unless its lengths imply it");
+        }
+      }
       if (format == "uuid") return use_primitive("uuid", name, exact);
       return use_primitive(format + "-string", name, exact);
     }

@@ -777,6 +777,22 @@ TEST(JsonSchemaToGbnf, PatternsWithLengths) {
             R"(json_schema: keyword "minLength" at the root: no string the pattern matches has such a length)");
 }
 
+// Lengths beside a format whose lengths imply them change nothing.
+TEST(JsonSchemaToGbnf, FormatsWithLengths) {
+  EXPECT_EQ(convert(R"({"type": "string", "format": "date", "minLength": 10, "maxLength": 10})"),
+            convert(R"({"type": "string", "format": "date"})"));
+  EXPECT_EQ(convert(R"({"type": "string", "format": "time", "minLength": 9, "maxLength": 18})"),
+            convert(R"({"type": "string", "format": "time"})"));
+  EXPECT_EQ(convert(R"({"type": "string", "format": "date-time", "minLength": 1, "maxLength": 29})"),
+            convert(R"({"type": "string", "format": "date-time"})"));
+  EXPECT_EQ(convert(R"({"type": "string", "format": "uuid", "maxLength": 36})"),
+            convert(R"({"type": "string", "format": "uuid"})"));
+  EXPECT_EQ(convert(R"({"type": "string", "format": "email", "minLength": 5})"),
+            convert(R"({"type": "string", "format": "email"})"));
+  EXPECT_EQ(error_of(R"({"type": "string", "format": "uuid", "maxLength": 35})"),
+            R"(json_schema: keyword "maxLength" at the root: no uuid has such a length)");
+}
+
 TEST(JsonSchemaToGbnf, Patterns) {
   auto pattern = [](const std::string& p) {
     return convert(nlohmann::json{{"type", "string"}, {"pattern", p}}.dump());
@@ -855,8 +871,12 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"((10000) with it)"},
       {R"({"type": "string", "pattern": "^a+$", "format": "date"})",
        R"(json_schema: keyword "format" at the root: not supported together with "pattern")"},
-      {R"({"type": "string", "format": "date", "maxLength": 20})",
-       R"(json_schema: keyword "maxLength" at the root: not supported together with "format")"},
+      {R"({"type": "string", "format": "email", "maxLength": 20})",
+       R"(json_schema: keyword "maxLength" at the root: not supported together with "format" "email" unless its )"
+       R"(lengths imply it)"},
+      {R"({"type": "string", "format": "date-time", "minLength": 21})",
+       R"(json_schema: keyword "minLength" at the root: not supported together with "format" "date-time" unless )"
+       R"(its lengths imply it)"},
       {R"({"enum": [1, 2], "minimum": 0})",
        R"(json_schema: keyword "minimum" at the root: not supported beside "enum")"},
       {R"({"const": "a", "pattern": "^a$"})",
