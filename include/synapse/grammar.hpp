@@ -67,31 +67,44 @@ class Grammar {
 // properties in declared order (required ones first), none beyond the
 // declared ones unless additionalProperties is given, prefixItems as a tuple
 // of all its items unless minItems or items say otherwise, numbers of at most
-// 16 integral digits, enum values in compact form. One exception widens it:
+// 16 integral digits, bounded numbers other than integers as integers and
+// decimals without exponent whose every value is in range (bounds rounded
+// inward to integers), enum values in compact form. One exception widens it:
 // oneOf is read as anyOf (as llama.cpp does).
 // Keywords: type (and unions), properties, required, additionalProperties,
-// items, prefixItems, minItems, maxItems, enum, const, anyOf, oneOf, allOf
-// (objects merged, enums intersected, over anyOf distributed), $ref to
+// patternProperties (a named property takes the schemas of the patterns it
+// matches too; no other properties but, with one pattern no name matches,
+// the keys it matches),
+// minProperties and maxProperties (where the required properties decide
+// them, or one more of the others: at least or at most one), items, prefixItems, minItems, maxItems, additionalItems (it constrains
+// only items past an items array, and none are written), enum, const,
+// anyOf, oneOf, allOf (objects merged, enums intersected, over anyOf
+// distributed), $ref to
 // "#/..." ($defs, definitions; recursion included; siblings are a
 // conjunction), pattern (ECMA-262 where Python's re reads it the same:
 // literals, escapes, classes, \d \w \s \S, ., groups, |, ? * + {m,n}),
-// minLength, maxLength, integer minimum/maximum/exclusiveMinimum/
-// exclusiveMaximum, format (date, time, date-time, uuid, email), uniqueItems
-// false. Annotations (title, description, examples, default, $schema, $id,
+// minLength, maxLength (like minItems and maxItems, exact at any count below
+// 10^18: counts over 256 are written in base 16; beside pattern where its
+// lengths imply them, or one variable part of it can take them; beside
+// format where its lengths imply them), minimum/maximum/
+// exclusiveMinimum/exclusiveMaximum, format (date, time, date-time, uuid,
+// email), uniqueItems false. Annotations (title, description, examples, default, $schema, $id,
 // $comment, readOnly, writeOnly, deprecated, contentMediaType,
 // contentEncoding), every keyword outside JSON Schema's vocabulary (draft 4's
 // id, OpenAPI's nullable, x-... extensions) and formats other than those five
 // are ignored, as the specification has it: they constrain nothing.
 // Throws Error(invalid_argument) naming the keyword and its JSON pointer for
-// a validation keyword it cannot enforce (patternProperties, not, if,
-// dependencies, minProperties, uniqueItems true, contains, multipleOf, ...;
-// bounds on non-integer numbers), a regular expression feature outside the
-// subset, a bad
-// value, a schema no value satisfies, an unresolvable or remote $ref, a
-// schema that is not JSON (with its line and column), nesting deeper than
-// limits.max_nesting, a count over limits.max_repetition, a schema that
-// expands to more than limits.max_elements subschemas, or a grammar over
-// limits.max_rules or limits.max_bytes. Thread-safe.
+// a validation keyword it cannot enforce (not, if/then/else, dependencies,
+// uniqueItems true, contains, multipleOf, ...; patternProperties,
+// minProperties, maxProperties and number bounds beyond the sound subsets
+// above), a regular expression feature outside the subset, a bad value, a
+// schema no value satisfies (an optional property, additional properties or
+// items past a prefix no value satisfies are left out, as no valid value has
+// them), an unresolvable or remote $ref, a schema that is not JSON (with its
+// line and column), nesting deeper than limits.max_nesting, a pattern's count
+// over limits.max_repetition, a schema that expands to more than
+// limits.max_elements subschemas, or a grammar over limits.max_rules or
+// limits.max_bytes. Thread-safe.
 std::string json_schema_to_gbnf(std::string_view schema_json, const GrammarLimits& limits = {});
 
 // The bytes of every token of a vocabulary, as the matcher sees them, in a

@@ -14,8 +14,9 @@
 // are conjunctions, and allOf distributes over anyOf; enum beside anything
 // but "type" throws; `pattern` is translated in full or throws, is unanchored
 // where it has no ^ or $, and its characters are written as JSON text (a '"'
-// in a pattern is \" in the reply); minLength/maxLength beside pattern or
-// format throw; `char` takes a \u escape of a surrogate only as a pair (so
+// in a pattern is \" in the reply); minLength/maxLength beside format
+// throw unless the format's lengths imply them, beside pattern they are
+// enforced where pattern_to_gbnf can do it exactly (else throw); `char` takes a \u escape of a surrogate only as a pair (so
 // lengths count code points); `date` knows the days of each month; required
 // names missing from `properties` are required; allOf keeps its parts'
 // optional properties optional (llama.cpp makes them required).
@@ -24,8 +25,11 @@
 // reply is always valid): property order, no properties beyond the declared
 // ones unless additionalProperties is given, tuples of all their items
 // unless minItems or items say otherwise, whitespace only where `space` is,
-// numbers of at most 16 integral digits, enum values in their compact form,
-// pattern characters raw where JSON allows it. One exception accepts more:
+// numbers of at most 16 integral digits, bounded numbers as number_range
+// writes them (bounds rounded inward to integers; integers, and decimals
+// without exponent whose value is in range even as a double), enum values in
+// their compact form, pattern characters raw where JSON allows it. One
+// exception accepts more:
 // oneOf is read as anyOf (as llama.cpp does), so a value matching two of its
 // alternatives passes.
 //
@@ -38,6 +42,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <set>
 #include <string>
 #include <string_view>
@@ -149,8 +154,9 @@ constexpr std::string_view kAnnotations[] = {"title",     "description", "exampl
                                              "writeOnly", "deprecated",  "contentMediaType", "contentEncoding"};
 constexpr std::string_view kContainers[] = {"$defs", "definitions"};
 // The keywords of each type, and those of any schema.
-constexpr std::string_view kObjectKeys[] = {"properties", "required", "additionalProperties"};
-constexpr std::string_view kArrayKeys[] = {"items", "prefixItems", "minItems", "maxItems"};
+constexpr std::string_view kObjectKeys[] = {"properties",    "required",      "additionalProperties",
+                                            "minProperties", "maxProperties", "patternProperties"};
+constexpr std::string_view kArrayKeys[] = {"items", "prefixItems", "minItems", "maxItems", "additionalItems"};
 constexpr std::string_view kStringKeys[] = {"pattern", "minLength", "maxLength", "format"};
 constexpr std::string_view kNumberKeys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
 constexpr std::string_view kGeneralKeys[] = {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref"};
@@ -165,10 +171,10 @@ bool in(const std::string_view (&set)[N], std::string_view k) {
 // annotation, as the specification and every validator treat it: ignoring
 // it loses no constraint.
 constexpr std::string_view kUnenforceable[] = {
-    "patternProperties", "propertyNames",    "not",          "if",          "then",           "else",
-    "dependencies",      "dependentRequired", "dependentSchemas", "minProperties", "maxProperties",
-    "unevaluatedProperties", "uniqueItems",  "contains",     "minContains", "maxContains",    "additionalItems",
-    "unevaluatedItems",  "multipleOf",       "$dynamicRef",  "$recursiveRef"};
+    "propertyNames", "not",         "if",          "then",        "else",
+    "dependencies",  "dependentRequired",          "dependentSchemas",          "unevaluatedProperties",
+    "uniqueItems",   "contains",    "minContains", "maxContains", "unevaluatedItems",
+    "multipleOf",    "$dynamicRef", "$recursiveRef"};
 bool is_container(std::string_view k) { return in(kContainers, k); }
 bool is_supported(std::string_view k) {
   return in(kGeneralKeys, k) || in(kObjectKeys, k) || in(kArrayKeys, k) || in(kStringKeys, k) || in(kNumberKeys, k);
@@ -285,6 +291,9 @@ std::string alternative_name(const std::string& name, size_t i) {
 std::string identity(const std::string& s) { return s; }
 
 constexpr size_t kNoMax = SIZE_MAX;
+// The largest count written as GBNF's {m,n} (its n - m nested rules); larger
+// counts are decomposed (Converter::repetition).
+constexpr size_t kDirectRepetition = 256;
 
 // `atom` repeated min..max times (kNoMax: no bound), as GBNF.
 std::string repeat(const std::string& atom, size_t min, size_t max) {
@@ -347,6 +356,9 @@ struct ObjectSpec {
   std::vector<PropSpec> props;
   enum { kNone, kAny, kSchemas } extra = kNone;
   std::vector<Sub> extra_schemas;
+  std::string extra_key;                       // the extra keys' rule body; empty: any key but the named ones
+  size_t min_props = 0, max_props = SIZE_MAX;  // minProperties, maxProperties
+  std::string ptr;                             // where they are, for errors
 };
 
 class Converter {
@@ -846,17 +858,10 @@ class Converter {
   }
 
   std::string visit_type(const Sub& sub, unsigned type, const std::string& name, size_t depth, bool exact) {
-    const Json& s = *sub.s;
     switch (type) {
       case kNull: return use_primitive("null", name, exact);
       case kBoolean: return use_primitive("boolean", name, exact);
-      case kNumber:
-        for (std::string_view k : kNumberKeys) {
-          if (s.contains(k)) {
-            fail_keyword(k, sub.ptr, "supported only with \"type\": \"integer\" (bounds on other numbers are not)");
-          }
-        }
-        return use_primitive("number", name, exact);
+      case kNumber: return visit_number(sub, name, exact);
       case kInteger: return visit_integer(sub, name, exact);
       case kString: return visit_string(sub, name, exact);
       case kArray: return visit_array(sub, name, depth, exact);
@@ -864,26 +869,36 @@ class Converter {
     }
   }
 
-  std::string visit_integer(const Sub& sub, const std::string& name, bool exact) {
+  // minimum, maximum, exclusiveMinimum, exclusiveMaximum (and draft 4's
+  // boolean exclusive forms) rounded inward to integers: a fractional bound
+  // admits what is on its side of the next integer, inclusively; an integral
+  // one keeps its exclusivity; of two on one side, the tighter. A side past
+  // +-9e18 is no bound where it admits everything we write, and no value
+  // where it admits nothing.
+  struct Bounds {
+    std::optional<schema::NumberBound> lo, hi;
+    bool empty = false;  // before rounding: no number is within them
+  };
+  Bounds number_bounds(const Sub& sub) const {
     const Json& s = *sub.s;
-    std::optional<int64_t> lo, hi;
-    // One bound: `lower` or upper, `exclusive` or not; a fractional value
-    // admits the integers on its side.
+    Bounds out;
+    std::optional<std::pair<long double, bool>> raw_lo, raw_hi;  // the tightest, as written
     auto bound = [&](const char* key, bool lower, bool exclusive) {
       const Json& v = s[key];
       if (!v.is_number()) fail_keyword(key, sub.ptr, "must be a number");
       const long double x = v.get<long double>();
-      long double b =
-          lower ? (exclusive ? std::floor(x) + 1 : std::ceil(x)) : (exclusive ? std::ceil(x) - 1 : std::floor(x));
-      constexpr long double kMin = -9223372036854775807.0L - 1, kMax = 9223372036854775807.0L;
-      if (lower ? b <= kMin : b >= kMax) return;  // no integer we write is outside it
-      if (lower ? b > kMax : b < kMin) fail_empty(key, sub.ptr, "no 64-bit integer satisfies it");
-      const auto i = static_cast<int64_t>(b);
-      if (lower) {
-        lo = lo ? std::max(*lo, i) : i;
-      } else {
-        hi = hi ? std::min(*hi, i) : i;
-      }
+      auto& raw = lower ? raw_lo : raw_hi;
+      if (!raw || (lower ? x > raw->first : x < raw->first) || (x == raw->first && exclusive)) raw = {x, exclusive};
+      const bool integral = std::floor(x) == x;
+      const long double b = integral ? x : lower ? std::ceil(x) : std::floor(x);
+      constexpr long double kFar = 9e18L;
+      if (lower ? b < -kFar : b > kFar) return;
+      if (lower ? b > kFar : b < -kFar) fail_empty(key, sub.ptr, "no number of magnitude under 9e18 satisfies it");
+      const schema::NumberBound nb{static_cast<int64_t>(b), integral && exclusive};
+      std::optional<schema::NumberBound>& side = lower ? out.lo : out.hi;
+      const bool tighter = !side || (lower ? nb.value > side->value : nb.value < side->value) ||
+                           (nb.value == side->value && nb.exclusive);
+      if (tighter) side = nb;
     };
     // Draft 4 wrote exclusiveMinimum: true beside minimum.
     auto draft4 = [&](const char* key) { return s.contains(key) && s[key].is_boolean() && s[key].get<bool>(); };
@@ -891,14 +906,40 @@ class Converter {
     if (s.contains("maximum")) bound("maximum", false, draft4("exclusiveMaximum"));
     if (s.contains("exclusiveMinimum") && !s["exclusiveMinimum"].is_boolean()) bound("exclusiveMinimum", true, true);
     if (s.contains("exclusiveMaximum") && !s["exclusiveMaximum"].is_boolean()) bound("exclusiveMaximum", false, true);
-    if (!lo && !hi) return use_primitive("integer", name, exact);
-    if (lo && hi && *lo > *hi) {
-      fail_empty(s.contains("minimum") ? "minimum" : "exclusiveMinimum", sub.ptr, "no integer is within the bounds");
-    }
+    out.empty = raw_lo && raw_hi &&
+                (raw_lo->first > raw_hi->first ||
+                 (raw_lo->first == raw_hi->first && (raw_lo->second || raw_hi->second)));
+    return out;
+  }
+  const char* lower_key(const Sub& sub) const {
+    return sub.s->contains("minimum") ? "minimum" : sub.s->contains("exclusiveMinimum") ? "exclusiveMinimum" : "type";
+  }
+
+  std::string visit_integer(const Sub& sub, const std::string& name, bool exact) {
+    const Bounds b = number_bounds(sub);
+    if (!b.lo && !b.hi) return use_primitive("integer", name, exact);
+    const std::optional<int64_t> lo = b.lo ? std::optional<int64_t>(b.lo->value + b.lo->exclusive) : std::nullopt;
+    const std::optional<int64_t> hi = b.hi ? std::optional<int64_t>(b.hi->value - b.hi->exclusive) : std::nullopt;
+    if (lo && hi && *lo > *hi) fail_empty(lower_key(sub), sub.ptr, "no integer is within the bounds");
     return define(name, exact, "(" + schema::integer_range(lo, hi) + ")");
   }
 
-  // minLength, maxLength, minItems, maxItems: a count a GBNF repetition can hold.
+  // Bounded: number_range's subset (integers, and decimals whose value is
+  // in range even as a double), no exponent.
+  std::string visit_number(const Sub& sub, const std::string& name, bool exact) {
+    const Bounds b = number_bounds(sub);
+    if (!b.lo && !b.hi) return use_primitive("number", name, exact);
+    if (b.empty) fail_empty(lower_key(sub), sub.ptr, "no number is within the bounds");
+    const std::string alts = schema::number_range(b.lo, b.hi);
+    if (alts.empty()) {
+      fail_keyword(lower_key(sub), sub.ptr,
+                   "bounds that hold no integer, nor an interval from one integer to the next, are not supported");
+    }
+    return define(name, exact, "(" + alts + ")");
+  }
+
+  // minLength, maxLength, minItems, maxItems: a count (any size repetition()
+  // can write; 10^18 and more are refused).
   size_t count(const Sub& sub, const char* key) const {
     const Json& v = (*sub.s)[key];
     if (!v.is_number_integer() && !(v.is_number_float() && json_type(v) == kInteger)) {
@@ -906,10 +947,56 @@ class Converter {
     }
     const long double x = v.get<long double>();
     if (x < 0) fail_keyword(key, sub.ptr, "must be a non-negative integer");
-    if (x > static_cast<long double>(limits_.max_repetition)) {
+    if (x >= 1e18L) fail_keyword(key, sub.ptr, "10^18 or more is not supported");
+    const auto n = static_cast<size_t>(x);
+    if (n > limits_.max_repetition && std::min(limits_.max_repetition, kDirectRepetition) < 2) {
       fail_keyword(key, sub.ptr, "over limits.max_repetition (" + std::to_string(limits_.max_repetition) + ")");
     }
-    return static_cast<size_t>(x);
+    return n;
+  }
+
+  // --- repetitions ---
+  // `atom` (a rule name or a parenthesized group) repeated min..max times
+  // (kNoMax: no bound), as a GBNF sequence. Counts up to kDirectRepetition
+  // (and limits.max_repetition) are GBNF's {m,n}, which the parser expands
+  // into n - m nested rules; larger ones are written in base K = 16 with
+  // rules named `base`-x16, -x256, ... (B = atom{K}), O(K log_K n) elements
+  // in all: exactly c times is B^(c / K) atom{c % K}, and at most n times is
+  //   at most q - 1 times B, then atom{0,K-1}  |  B{q} atom{0,r}
+  // (q = n / K, r = n % K: lengths aK + b with a < q, or with a = q and
+  // b <= r), both applied again to B while a count is over K.
+  // A bounded repetition of more than 16 choices is a rule of its own,
+  // `base`-min-max, shared by its uses (GBNF expands every {m,n} it reads).
+  std::string repetition(const std::string& atom, size_t min, size_t max, const std::string& base) {
+    const size_t direct = std::min(limits_.max_repetition, kDirectRepetition);
+    const size_t k = std::min<size_t>(16, direct);
+    std::string out;
+    if ((max == kNoMax ? min : max) <= direct) {
+      out = repeat(atom, min, max);
+    } else {
+      out = seq(exactly(atom, min, k, base), max == kNoMax ? atom + "*" : up_to(atom, max - min, k, base));
+    }
+    if (max == kNoMax || max - min <= 16) return out;
+    return add_rule(base + "-" + std::to_string(min) + "-" + std::to_string(max), out);
+  }
+  // atom{K} as a rule (atom being `scale` atoms of the first level).
+  std::string block(const std::string& atom, size_t k, const std::string& base, size_t scale) {
+    return add_rule(base + "-x" + std::to_string(scale * k), repeat(atom, k, k));
+  }
+  static std::string seq(const std::string& a, const std::string& b) {
+    return a.empty() ? b : b.empty() ? a : a + " " + b;
+  }
+  std::string exactly(const std::string& atom, size_t c, size_t k, const std::string& base, size_t scale = 1) {
+    if (c <= k) return repeat(atom, c, c);
+    const std::string b = block(atom, k, base, scale);
+    return seq(exactly(b, c / k, k, base, scale * k), repeat(atom, c % k, c % k));
+  }
+  std::string up_to(const std::string& atom, size_t n, size_t k, const std::string& base, size_t scale = 1) {
+    if (n < k) return repeat(atom, 0, n);
+    const std::string b = block(atom, k, base, scale);
+    const size_t q = n / k, r = n % k;
+    return "(" + seq(up_to(b, q - 1, k, base, scale * k), repeat(atom, 0, k - 1)) + " | " +
+           seq(exactly(b, q, k, base, scale * k), repeat(atom, 0, r)) + ")";
   }
 
   // date, time, date-time, uuid, email: the formats written as grammars.
@@ -927,7 +1014,6 @@ class Converter {
     if (s.contains("pattern")) {
       if (s.contains("format") && is_known_format(s["format"]))
         fail_keyword("format", sub.ptr, "not supported together with \"pattern\"");
-      if (lengths) fail_keyword(length_key, sub.ptr, "not supported together with \"pattern\"");
       const Json& p = s["pattern"];
       if (!p.is_string()) fail_keyword("pattern", sub.ptr, "must be a string");
       std::string expr;
@@ -938,6 +1024,22 @@ class Converter {
       } catch (const schema::PatternError& e) {
         fail_keyword("pattern", sub.ptr, e.what());
       }
+      // minLength/maxLength beside it where that is cheap and exact
+      // (pattern_to_gbnf's lengths), else refused.
+      if (lengths) {
+        const uint64_t min = s.contains("minLength") ? count(sub, "minLength") : 0;
+        const uint64_t max = s.contains("maxLength") ? count(sub, "maxLength") : UINT64_MAX;
+        if (max < min) fail_empty("minLength", sub.ptr, "greater than maxLength");
+        std::optional<std::string> within;
+        try {
+          within = schema::pattern_to_gbnf(p.get<std::string>(), "char", limits_.max_nesting, limits_.max_repetition,
+                                           uses_char, min, max);
+        } catch (const schema::PatternError& e) {
+          fail_keyword(length_key, sub.ptr, std::string("with \"pattern\": ") + e.what());
+        }
+        if (!within) fail_empty(length_key, sub.ptr, "no string the pattern matches has such a length");
+        expr = *within;
+      }
       if (uses_char) add_primitive("char");  // an unanchored end
       return define(name, exact, expr.empty() ? R"("\"" "\"")" : R"("\"" ()" + expr + R"() "\"")");
     }
@@ -945,8 +1047,26 @@ class Converter {
     // has every format by default (validators assert none unless asked):
     // the value is then a plain string.
     if (s.contains("format") && is_known_format(s["format"])) {
-      if (lengths) fail_keyword(length_key, sub.ptr, "not supported together with \"format\"");
       const std::string format = s["format"].get<std::string>();
+      if (lengths) {
+        // Supported where the format's lengths imply them (all ASCII: bytes
+        // are code points): date 10, time 9 to 18 (HH:MM:SS, .sss, Z or
+        // +HH:MM), date-time 20 to 29, uuid 36, email 5 or more (a@b.c).
+        const std::pair<uint64_t, uint64_t> span = format == "date"        ? std::pair<uint64_t, uint64_t>{10, 10}
+                                                   : format == "time"      ? std::pair<uint64_t, uint64_t>{9, 18}
+                                                   : format == "date-time" ? std::pair<uint64_t, uint64_t>{20, 29}
+                                                   : format == "uuid"      ? std::pair<uint64_t, uint64_t>{36, 36}
+                                                                           : std::pair<uint64_t, uint64_t>{5, UINT64_MAX};
+        const uint64_t min = s.contains("minLength") ? count(sub, "minLength") : 0;
+        const uint64_t max = s.contains("maxLength") ? count(sub, "maxLength") : UINT64_MAX;
+        if (min > span.second || max < span.first || min > max) {
+          fail_empty(length_key, sub.ptr, "no " + format + " has such a length");
+        }
+        if (min > span.first || max < span.second) {
+          fail_keyword(length_key, sub.ptr,
+                       "not supported together with \"format\" \"" + format + "\" unless its lengths imply it");
+        }
+      }
       if (format == "uuid") return use_primitive("uuid", name, exact);
       return use_primitive(format + "-string", name, exact);
     }
@@ -954,7 +1074,7 @@ class Converter {
     const size_t min = s.contains("minLength") ? count(sub, "minLength") : 0;
     const size_t max = s.contains("maxLength") ? count(sub, "maxLength") : kNoMax;
     if (max < min) fail_empty("minLength", sub.ptr, "greater than maxLength");
-    const std::string chars = repeat("char", min, max);
+    const std::string chars = repetition("char", min, max, "char");
     if (!chars.empty()) add_primitive("char");
     return define(name, exact, chars.empty() ? R"("\"" "\"")" : R"("\"" )" + chars + R"( "\"")");
   }
@@ -987,6 +1107,12 @@ class Converter {
     } else if (!prefix) {
       rest_any = true;
     }
+    // additionalItems constrains only the items past an items array (drafts
+    // 4 to 2019-09; 2020-12 has no such keyword), and no more are written
+    // past one: it always holds.
+    if (s.contains("additionalItems") && !s["additionalItems"].is_boolean() && !s["additionalItems"].is_object()) {
+      fail_keyword("additionalItems", sub.ptr, "must be a boolean or a schema");
+    }
     const bool has_rest = rest || rest_any;
     const size_t k = prefix ? prefix->size() : 0;
     const size_t max = s.contains("maxItems") ? count(sub, "maxItems") : has_rest ? kNoMax : k;
@@ -1011,7 +1137,13 @@ class Converter {
                             child_name(name, "tuple-" + std::to_string(i)), depth + 1, false));
     }
     if (rest && rest_max > 0) {
-      rest_rule = visit(*rest, child_name(name, "item"), depth + 1, false);
+      // Items no value satisfies: none past the prefix.
+      const auto r = attempt([&] { return visit(*rest, child_name(name, "item"), depth + 1, false); });
+      if (!r && rest_min > 0) {
+        --struct_depth_;
+        fail_empty("items", sub.ptr, "no value satisfies it and minItems asks for more than the prefix");
+      }
+      if (r) rest_rule = *r;
     } else if (rest_any && rest_max > 0) {
       rest_rule = use_primitive("value", "", false);
     }
@@ -1019,7 +1151,10 @@ class Converter {
 
     const std::string comma = "\",\" space ";
     // After at least one item: the rest items, each with its comma.
-    std::string suffix = rest_rule.empty() ? "" : repeat("(" + comma + rest_rule + ")", rest_min, rest_max);
+    const std::string items_base = child_name(name, "items");
+    std::string suffix = rest_rule.empty() || kk == 0
+                             ? ""
+                             : repetition("(" + comma + rest_rule + ")", rest_min, rest_max, items_base);
     if (rest_min == 1 && rest_max == 1) suffix = comma + rest_rule;
     const size_t first_optional = qk == 0 ? 1 : qk;
     for (size_t j = kk; j-- > first_optional;) {
@@ -1035,11 +1170,111 @@ class Converter {
     } else if (!rest_rule.empty()) {
       // No prefix: rest_rule (comma rest_rule){min-1, max-1}.
       const size_t more = rest_max == kNoMax ? kNoMax : rest_max - 1;
-      const std::string tail = repeat("(" + comma + rest_rule + ")", rest_min > 0 ? rest_min - 1 : 0, more);
+      const std::string tail =
+          repetition("(" + comma + rest_rule + ")", rest_min > 0 ? rest_min - 1 : 0, more, items_base);
       inner = rest_rule + (tail.empty() ? "" : " " + tail);
       if (rest_min == 0) inner = "(" + inner + ")?";
     }
     return define(name, exact, inner.empty() ? R"("[" space "]")" : R"("[" space )" + inner + R"( space "]")");
+  }
+
+  // patternProperties: each pattern with its schema. Names are matched with
+  // std::regex's ECMAScript (JSON Schema's dialect); only printable ASCII
+  // names and patterns (std::regex reads bytes; Python's re and ECMA-262
+  // part on what else there is).
+  struct PatternProperty {
+    std::string pattern;
+    std::regex re;
+    Sub schema;
+  };
+  std::vector<PatternProperty> pattern_properties(const Sub& sub) const {
+    std::vector<PatternProperty> out;
+    if (!sub.s->contains("patternProperties")) return out;
+    const Json& pp = (*sub.s)["patternProperties"];
+    if (!pp.is_object()) fail_keyword("patternProperties", sub.ptr, "must be an object of schemas");
+    for (const auto& [pattern, schema] : pp.items()) {
+      if (!printable(pattern)) {
+        fail_keyword("patternProperties", sub.ptr, "pattern \"" + pattern + "\": only printable ASCII is supported");
+      }
+      try {
+        out.push_back({pattern, std::regex(pattern, std::regex::ECMAScript),
+                       {&schema, pointer_child(pointer_child(sub.ptr, "patternProperties"), pattern)}});
+      } catch (const std::regex_error&) {
+        fail_keyword("patternProperties", sub.ptr, "pattern \"" + pattern + "\" is not supported (std::regex)");
+      }
+    }
+    return out;
+  }
+  static bool printable(const std::string& t) {
+    return std::all_of(t.begin(), t.end(), [](char c) { return c >= 0x20 && c < 0x7F; });
+  }
+  // The patterns `key` matches.
+  std::vector<const PatternProperty*> matching(const std::vector<PatternProperty>& patterns, const std::string& key,
+                                               const Sub& sub) const {
+    std::vector<const PatternProperty*> out;
+    if (patterns.empty()) return out;
+    if (!printable(key)) {
+      fail_keyword("patternProperties", sub.ptr,
+                   "property \"" + key + "\": names outside printable ASCII are not supported beside it");
+    }
+    for (const PatternProperty& p : patterns)
+      if (search(key, p, sub)) out.push_back(&p);
+    return out;
+  }
+  // std::regex_search, whose errors (a match too complex) are ours.
+  static bool search(const std::string& key, const PatternProperty& p, const Sub& sub) {
+    try {
+      return std::regex_search(key, p.re);
+    } catch (const std::regex_error&) {
+      fail_keyword("patternProperties", sub.ptr, "pattern \"" + p.pattern + "\" is too complex to match (std::regex)");
+    }
+  }
+  // Adds the schemas of the patterns a named property matches to its own
+  // (all must hold); a false one forbids it.
+  void add_pattern_schemas(PropSpec& p, const std::vector<const PatternProperty*>& matches, const Sub& sub) {
+    for (const PatternProperty* m : matches) {
+      const Json& schema = *m->schema.s;
+      if (schema.is_boolean() && !schema.get<bool>()) {
+        if (p.required) {
+          fail_empty("patternProperties", sub.ptr,
+                     "property \"" + p.key + "\" is required but pattern \"" + m->pattern + "\" has schema false");
+        }
+        p.forbidden = true;
+        p.schemas.clear();
+      } else if (!is_trivial(schema) && !p.forbidden) {
+        p.schemas.push_back(m->schema);
+      }
+    }
+  }
+  // The properties beside the named ones, with patternProperties: those of
+  // the one pattern when there is one, no named property matches it and
+  // pattern_to_gbnf writes it (keys it matches, values of its schema); else
+  // none (as if additionalProperties were false: a key it would take might
+  // match a pattern).
+  void pattern_extra(const std::vector<PatternProperty>& patterns, ObjectSpec& spec, const Sub& sub) {
+    spec.extra = ObjectSpec::kNone;
+    spec.extra_schemas.clear();
+    if (patterns.size() != 1) return;
+    const PatternProperty& p = patterns[0];
+    for (const PropSpec& prop : spec.props)
+      if (search(prop.key, p, sub)) return;
+    const Json& schema = *p.schema.s;
+    if (schema.is_boolean() && !schema.get<bool>()) return;
+    std::string expr;
+    bool uses_char = false;
+    try {
+      expr = schema::pattern_to_gbnf(p.pattern, "char", limits_.max_nesting, limits_.max_repetition, uses_char);
+    } catch (const schema::PatternError&) {
+      return;  // none: still sound
+    }
+    if (uses_char) add_primitive("char");
+    spec.extra_key = expr.empty() ? R"("\"" "\"")" : R"("\"" ()" + expr + R"() "\"")";
+    if (is_trivial(schema)) {
+      spec.extra = ObjectSpec::kAny;
+    } else {
+      spec.extra = ObjectSpec::kSchemas;
+      spec.extra_schemas.push_back(p.schema);
+    }
   }
 
   std::string visit_object(const Sub& sub, const std::string& name, size_t depth, bool exact) {
@@ -1059,6 +1294,7 @@ class Converter {
     auto is_required = [&](const std::string& key) {
       return std::find(required.begin(), required.end(), key) != required.end();
     };
+    const std::vector<PatternProperty> patterns = pattern_properties(sub);
     if (s.contains("properties")) {
       const Json& props = s["properties"];
       if (!props.is_object()) fail_keyword("properties", sub.ptr, "must be an object");
@@ -1069,6 +1305,7 @@ class Converter {
           fail_empty("required", sub.ptr, "property \"" + key + "\" is required but its schema is false");
         }
         if (!p.forbidden) p.schemas.push_back({&schema, pointer_child(props_ptr, key)});
+        add_pattern_schemas(p, matching(patterns, key, sub), sub);
         spec.props.push_back(std::move(p));
       }
     }
@@ -1084,26 +1321,49 @@ class Converter {
     } else {
       fail_keyword("additionalProperties", sub.ptr, "must be a boolean or a schema");
     }
-    // Required names without a property schema take additionalProperties'
-    // (any value when it is absent: llama.cpp's default shuts out only the
-    // names nobody asked for).
+    // Required names without a property schema take the schemas of the
+    // patterns they match, else additionalProperties' (any value when it is
+    // absent: llama.cpp's default shuts out only the names nobody asked for).
     for (const std::string& key : required) {
       const bool declared =
           std::any_of(spec.props.begin(), spec.props.end(), [&](const PropSpec& p) { return p.key == key; });
       if (declared) continue;
+      if (const auto matches = matching(patterns, key, sub); !matches.empty()) {
+        PropSpec p{key, {}, true, false};
+        add_pattern_schemas(p, matches, sub);
+        spec.props.push_back(std::move(p));
+        continue;
+      }
       if (spec.extra == ObjectSpec::kNone && s.contains("additionalProperties")) {
         fail_empty("required", sub.ptr,
                    "property \"" + key + "\" is required but not in \"properties\" and additionalProperties is false");
       }
       spec.props.push_back({key, spec.extra_schemas, true, false});
     }
+    if (!patterns.empty()) pattern_extra(patterns, spec, sub);
+    spec.ptr = sub.ptr;
+    if (s.contains("minProperties")) spec.min_props = count(sub, "minProperties");
+    if (s.contains("maxProperties")) spec.max_props = count(sub, "maxProperties");
     return emit_object(spec, name, depth, exact);
   }
 
+  // minProperties and maxProperties are enforced where the required
+  // properties decide them, or one more: the grammar writes every required
+  // property (distinct keys), and any optional or additional one it writes
+  // is one more key (additional keys leave out the declared names; a repeated
+  // additional key counts once, as parsers keep one).
   std::string emit_object(const ObjectSpec& spec, const std::string& name, size_t depth, bool exact) {
     const bool any_prop =
         std::any_of(spec.props.begin(), spec.props.end(), [](const PropSpec& p) { return !p.forbidden; });
-    if (!any_prop && spec.extra == ObjectSpec::kAny) return use_primitive("object", name, exact);
+    const bool counted = spec.min_props > 0 || spec.max_props != SIZE_MAX;
+    if (!any_prop && spec.extra == ObjectSpec::kAny && spec.extra_key.empty() && !counted) {
+      return use_primitive("object", name, exact);
+    }
+    const size_t n_required =
+        std::count_if(spec.props.begin(), spec.props.end(), [](const PropSpec& p) { return p.required; });
+    if (spec.min_props > spec.max_props) fail_empty("minProperties", spec.ptr, "greater than maxProperties");
+    if (spec.max_props < n_required) fail_empty("maxProperties", spec.ptr, "fewer than the required properties");
+    const bool only_required = spec.max_props == n_required;
 
     std::vector<std::string> required_kvs;
     std::vector<std::pair<std::string, std::string>> optional;  // key part of the name, kv rule
@@ -1111,10 +1371,20 @@ class Converter {
     ++struct_depth_;
     for (const PropSpec& p : spec.props) {
       excluded.push_back(p.key);
-      if (p.forbidden) continue;
+      if (p.forbidden || (only_required && !p.required)) continue;
       const std::string value_name = child_name(name, p.key);
-      const std::string value =
-          p.schemas.empty() ? use_primitive("value", "", false) : visit_all(p.schemas, value_name, depth + 1);
+      // An optional property no value satisfies is left out: no valid
+      // object has it (a required one makes the object unsatisfiable).
+      std::string value;
+      if (p.schemas.empty()) {
+        value = use_primitive("value", "", false);
+      } else if (p.required) {
+        value = visit_all(p.schemas, value_name, depth + 1);
+      } else if (const auto v = attempt([&] { return visit_all(p.schemas, value_name, depth + 1); })) {
+        value = *v;
+      } else {
+        continue;
+      }
       const std::string kv = add_rule(
           value_name + "-kv", gbnf_literal("\"" + json_string_text(p.key) + "\"") + " space \":\" space " + value);
       if (p.required) {
@@ -1124,50 +1394,77 @@ class Converter {
       }
     }
     std::string extra_kv;
-    if (spec.extra != ObjectSpec::kNone) {
-      const std::string value = spec.extra == ObjectSpec::kAny
-                                    ? use_primitive("value", "", false)
-                                    : visit_all(spec.extra_schemas, child_name(name, "additional-value"), depth + 1);
-      if (!excluded.empty()) add_primitive("char");  // json_key_excluding's continuations
-      const std::string key =
-          excluded.empty() ? use_primitive("string", "", false)
-                           : add_rule(child_name(name, "additional-k"), schema::json_key_excluding(excluded, "char"));
+    // Likewise additional properties (none when no value satisfies their schema).
+    const std::optional<std::string> extra_value =
+        spec.extra == ObjectSpec::kNone || only_required ? std::nullopt
+        : spec.extra == ObjectSpec::kAny ? use_primitive("value", "", false)
+                                         : attempt([&] {
+                                             return visit_all(spec.extra_schemas,
+                                                              child_name(name, "additional-value"), depth + 1);
+                                           });
+    if (extra_value) {
+      const std::string& value = *extra_value;
+      std::string key;
+      if (!spec.extra_key.empty()) {
+        key = add_rule(child_name(name, "additional-k"), spec.extra_key);
+      } else if (excluded.empty()) {
+        key = use_primitive("string", "", false);
+      } else {
+        add_primitive("char");  // json_key_excluding's continuations
+        key = add_rule(child_name(name, "additional-k"), schema::json_key_excluding(excluded, "char"));
+      }
       extra_kv = add_rule(child_name(name, "additional-kv"), key + " space \":\" space " + value);
     }
     --struct_depth_;
+
+    // One more than the required properties, at least or at most.
+    const bool at_least_one = spec.min_props > n_required;
+    if (at_least_one && (spec.min_props > n_required + 1 || (optional.empty() && extra_kv.empty()))) {
+      fail_keyword("minProperties", spec.ptr,
+                   "more properties than the required ones and one more, or more than the grammar writes (the "
+                   "declared ones and those additionalProperties allows), are not supported");
+    }
+    const bool at_most_one = spec.max_props != SIZE_MAX && !only_required &&
+                             (!extra_kv.empty() || spec.max_props < n_required + optional.size());
+    if (at_most_one && spec.max_props != n_required + 1) {
+      fail_keyword("maxProperties", spec.ptr,
+                   "a maximum other than the required properties, one more, or all the grammar writes is not "
+                   "supported");
+    }
 
     const std::string comma = "\",\" space ";
     std::string body = R"("{" space )";
     body += join(required_kvs, " " + comma, identity);
     // The optional properties in order, any subset, then the extra ones:
     // each alternative starts at one of them; `<key>-rest` is what may
-    // follow key (llama.cpp's get_recursive_refs).
+    // follow key (llama.cpp's get_recursive_refs). At most one: each alone.
     std::vector<std::string> alts;
     const size_t n = optional.size() + (extra_kv.empty() ? 0 : 1);
-    const std::string extra_tail = "( " + comma + extra_kv + " )*";
+    const std::string extra_tail = at_most_one ? "" : " ( " + comma + extra_kv + " )*";
     std::string rest;  // what may follow item i, built from the end
     std::vector<std::string> rests(n);
-    for (size_t i = n; i-- > 0;) {
+    for (size_t i = n; i-- > 0 && !at_most_one;) {
       rests[i] = rest;
       if (i == 0) break;
       // rest for item i-1: item i optional, then what follows it.
       const bool extra = i == optional.size();
-      std::string piece = extra ? extra_tail : "( " + comma + optional[i].second + " )?";
+      std::string piece = extra ? extra_tail.substr(1) : "( " + comma + optional[i].second + " )?";
       if (!rest.empty()) piece += " " + rest;
       rest = add_rule(child_name(name, optional[i - 1].first) + "-rest", piece);
     }
     for (size_t i = 0; i < n; ++i) {
       const bool extra = i == optional.size();
-      std::string alt = extra ? extra_kv + " " + extra_tail : optional[i].second;
+      std::string alt = extra ? extra_kv + extra_tail : optional[i].second;
       if (!rests[i].empty()) alt += " " + rests[i];
       alts.push_back(alt);
     }
     if (!alts.empty()) {
       const std::string choice = join(alts, " | ", identity);
+      const std::string optional_mark = at_least_one ? "" : "?";
       if (required_kvs.empty()) {
-        body += "( " + choice + " )?";
+        body += "( " + choice + " )" + optional_mark;
       } else {
-        body += " ( " + comma + "( " + choice + " ) )?";
+        body += " ( " + comma + "( " + choice + " ) )" + optional_mark;
       }
     } else if (required_kvs.empty()) {
       return define(name, exact, R"("{" space "}")");

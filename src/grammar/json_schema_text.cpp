@@ -499,6 +499,63 @@ std::string integer_range(std::optional<int64_t> lo, std::optional<int64_t> hi) 
   return join(alts, " | ", identity);
 }
 
+namespace {
+
+constexpr int64_t kMaxDecimalInteger = 999999999999999;  // 15 digits: I and I + 1 are exact doubles
+
+// The decimals I.F (I >= 0, no sign) whose values are within lo..hi, as
+// number_range describes; alternatives appended to `out`.
+void decimals(std::optional<NumberBound> lo, std::optional<NumberBound> hi, std::vector<std::string>& out) {
+  if (hi && hi->value < 1) return;  // I + 1 <= hi needs hi >= 1
+  const int64_t a = lo ? std::max<int64_t>(lo->value, 0) : 0;
+  const int64_t b = hi ? std::min(hi->value - 1, kMaxDecimalInteger) : kMaxDecimalInteger;
+  if (a > b) return;
+  // The integer part next to an exclusive bound, if in a..b.
+  const bool at_lo = lo && lo->exclusive && lo->value >= 0 && lo->value == a;
+  const bool at_hi = hi && hi->exclusive && hi->value - 1 == b;
+  // Digits of F that keep I.F within 15 significant digits.
+  auto fraction_digits = [](int64_t i) { return i == 0 ? 15 : 15 - n_digits(static_cast<uint64_t>(i)); };
+  const int64_t first = a + (at_lo ? 1 : 0), last = b - (at_hi ? 1 : 0);
+  if (first <= last) {
+    std::vector<std::string> ints;
+    if (last == kMaxDecimalInteger) {
+      numerals_from(static_cast<uint64_t>(first), n_digits(kMaxDecimalInteger), ints);
+    } else {
+      numerals(static_cast<uint64_t>(first), static_cast<uint64_t>(last), ints);
+    }
+    out.push_back(group(ints) + " \".\" [0-9]{1,16}");
+  }
+  if (at_lo) {  // F not zero: above the bound
+    const int c = fraction_digits(a);
+    if (c >= 1) out.push_back(gbnf_literal(std::to_string(a) + ".") + " " + (c > 1 ? digits(0, c - 1) + " " : "") + "[1-9]");
+  }
+  if (at_hi && !(at_lo && a == b)) {  // any F: below the bound
+    const int c = fraction_digits(b);
+    if (c >= 1) out.push_back(gbnf_literal(std::to_string(b) + ".") + " " + digits(1, c));
+  }
+}
+
+}  // namespace
+
+std::string number_range(std::optional<NumberBound> lo, std::optional<NumberBound> hi) {
+  std::vector<std::string> alts;
+  // Integers: lo and hi made inclusive.
+  const std::optional<int64_t> lo_int =
+      lo ? std::optional<int64_t>(lo->value + (lo->exclusive ? 1 : 0)) : std::nullopt;
+  const std::optional<int64_t> hi_int =
+      hi ? std::optional<int64_t>(hi->value - (hi->exclusive ? 1 : 0)) : std::nullopt;
+  if (!lo_int || !hi_int || *lo_int <= *hi_int) alts.push_back(integer_range(lo_int, hi_int));
+  decimals(lo, hi, alts);
+  // -I.F: I.F within -hi..-lo.
+  auto mirror = [](std::optional<NumberBound> b) {
+    return b ? std::optional<NumberBound>(NumberBound{-b->value, b->exclusive}) : std::nullopt;
+  };
+  std::vector<std::string> negative;
+  decimals(mirror(hi), mirror(lo), negative);
+  if (!negative.empty()) alts.push_back("\"-\" " + group(negative));
+  return join(alts, " | ", identity);
+}
+
 // ---------------------------------------------------------------------------
 // pattern
 
@@ -1057,36 +1114,242 @@ Text render(const Re& re) {
 
 }  // namespace
 
-std::string pattern_to_gbnf(std::string_view pattern, std::string_view char_rule, size_t max_nesting,
-                            size_t max_repetition, bool& uses_char_rule) {
+namespace {
+
+// Lengths in code points, kInf64 for no bound.
+constexpr uint64_t kInf64 = UINT64_MAX;
+struct Span {
+  uint64_t lo = 0, hi = 0;
+};
+uint64_t add(uint64_t a, uint64_t b) { return a > kInf64 - b ? kInf64 : a + b; }
+uint64_t mul(uint64_t a, uint64_t b) { return a != 0 && b > kInf64 / a ? kInf64 : a * b; }
+Span lengths(const Re& re) {
+  switch (re.kind) {
+    case Re::kEmpty: return {0, 0};
+    case Re::kChars: return {1, 1};
+    case Re::kSeq: {
+      Span s;
+      for (const Re& k : re.kids) {
+        const Span l = lengths(k);
+        s = {add(s.lo, l.lo), add(s.hi, l.hi)};
+      }
+      return s;
+    }
+    case Re::kAlt: {
+      Span s{kInf64, 0};
+      for (const Re& k : re.kids) {
+        const Span l = lengths(k);
+        s = {std::min(s.lo, l.lo), std::max(s.hi, l.hi)};
+      }
+      return s;
+    }
+    case Re::kRepeat: {
+      const Span l = lengths(re.kids[0]);
+      return {mul(l.lo, re.min), re.max == kInf ? (l.hi == 0 ? 0 : kInf64) : mul(l.hi, re.max)};
+    }
+  }
+  return {};
+}
+
+// One top-level alternative's parts: `front` and `back` are its unanchored
+// ends (any code points: nullopt when anchored), `items` the sequence between.
+struct Parts {
+  std::optional<Span> front, back;
+  std::vector<Re> items;
+};
+
+// A repetition with new counts: nothing for none, the body for one.
+Re counted(Re rep, uint32_t min, uint32_t max) {
+  if (max == 0) return Re{};
+  if (min == 1 && max == 1) return std::move(rep.kids[0]);
+  rep.min = min;
+  rep.max = max;
+  return rep;
+}
+
+// Narrows `parts` to its strings of min_len..max_len code points where that
+// is exact and cheap: lengths already within; else one variable part (an
+// unanchored end, or a repetition of one code point class) takes the slack
+// the fixed-length parts leave; or, when max_len is the least length, every
+// variable part its least. kNone when no string is left, kUnsupported where
+// none of these applies; PatternError for a count over max_repetition.
+enum class Narrowed { kKept, kNone, kUnsupported };
+Narrowed narrow(Parts& parts, uint64_t min_len, uint64_t max_len, size_t max_repetition) {
+  // A repetition next to an unanchored end takes its least: R{m,n} any* is
+  // R{m} any* (what more it takes, any* takes).
+  auto least = [](Re& r) {
+    const uint32_t m = r.min;
+    r = counted(std::move(r), m, m);
+  };
+  if (parts.back && !parts.items.empty() && parts.items.back().kind == Re::kRepeat) least(parts.items.back());
+  if (parts.front && !parts.items.empty() && parts.items.front().kind == Re::kRepeat) least(parts.items.front());
+  auto one_char_repeat = [](const Re& r) { return r.kind == Re::kRepeat && r.kids[0].kind == Re::kChars; };
+  uint64_t shortest = 0, most = 0, fixed = 0;
+  size_t n_variable = 0;
+  bool narrowable = true;
+  for (const Re& item : parts.items) {
+    const Span l = lengths(item);
+    shortest = add(shortest, l.lo);
+    most = add(most, l.hi);
+    if (l.lo == l.hi) {
+      fixed = add(fixed, l.lo);
+    } else {
+      ++n_variable;
+      narrowable = narrowable && one_char_repeat(item);
+    }
+  }
+  for (const std::optional<Span>* end : {&parts.front, &parts.back}) {
+    if (*end) ++n_variable, most = kInf64;
+  }
+  if (shortest >= min_len && most <= max_len) return Narrowed::kKept;
+  if (shortest > max_len || most < min_len) return Narrowed::kNone;
+  if (shortest == max_len) {  // every variable part at its least: ends empty, repetitions at their minimum
+    for (const Re& item : parts.items) {
+      const Span l = lengths(item);
+      const Span body = item.kind == Re::kRepeat ? lengths(item.kids[0]) : Span{0, 1};
+      if (l.lo != l.hi && body.lo != body.hi) return Narrowed::kUnsupported;
+    }
+    for (Re& item : parts.items)
+      if (lengths(item).lo != lengths(item).hi) least(item);
+    if (parts.front) parts.front = Span{0, 0};
+    if (parts.back) parts.back = Span{0, 0};
+    return Narrowed::kKept;
+  }
+  if (n_variable != 1 || !narrowable) return Narrowed::kUnsupported;
+  // The variable part takes lo..hi code points, within what it takes already.
+  const uint64_t need = min_len > fixed ? min_len - fixed : 0;
+  const uint64_t room = max_len == kInf64 ? kInf64 : max_len - fixed;
+  auto within = [&](uint64_t lo, uint64_t hi) -> std::optional<Span> {
+    const Span s{std::max(lo, need), std::min(hi, room)};
+    if (s.lo > s.hi) return std::nullopt;
+    if (s.lo > max_repetition || (s.hi != kInf64 && s.hi > max_repetition)) {
+      throw PatternError("a length bound over limits.max_repetition (" + std::to_string(max_repetition) +
+                         ") with it");
+    }
+    return s;
+  };
+  for (std::optional<Span>* end : {&parts.front, &parts.back}) {
+    if (!*end) continue;
+    const auto s = within(0, kInf64);
+    if (!s) return Narrowed::kNone;
+    *end = s;
+  }
+  for (Re& item : parts.items) {
+    if (!one_char_repeat(item) || item.min == item.max) continue;
+    const auto s = within(item.min, item.max == kInf ? kInf64 : item.max);
+    if (!s) return Narrowed::kNone;
+    item = counted(std::move(item), static_cast<uint32_t>(s->lo),
+                   s->hi == kInf64 ? kInf : static_cast<uint32_t>(s->hi));
+  }
+  return Narrowed::kKept;
+}
+
+// `parts` with its first alternation (a group such as (http|https)) taken
+// apart: one Parts per alternative; empty when it has none.
+std::vector<Parts> distribute(const Parts& parts) {
+  std::vector<Parts> out;
+  for (size_t i = 0; i < parts.items.size(); ++i) {
+    if (parts.items[i].kind != Re::kAlt) continue;
+    for (const Re& alt : parts.items[i].kids) {
+      Parts p{parts.front, parts.back, {}};
+      p.items.insert(p.items.end(), parts.items.begin(), parts.items.begin() + static_cast<std::ptrdiff_t>(i));
+      if (alt.kind == Re::kSeq) {
+        p.items.insert(p.items.end(), alt.kids.begin(), alt.kids.end());
+      } else if (alt.kind != Re::kEmpty) {
+        p.items.push_back(alt);
+      }
+      p.items.insert(p.items.end(), parts.items.begin() + static_cast<std::ptrdiff_t>(i) + 1, parts.items.end());
+      out.push_back(std::move(p));
+    }
+    break;
+  }
+  return out;
+}
+
+std::optional<std::string> translate(std::string_view pattern, std::string_view char_rule, size_t max_nesting,
+                                     size_t max_repetition, bool& uses_char_rule, uint64_t min_len,
+                                     uint64_t max_len) {
   uses_char_rule = false;
   PatternParser parser(pattern, max_nesting, max_repetition);
   std::vector<PatternParser::Branch> branches = parser.parse();
   Rewriter rewriter(size_t{1} << 20);
-  const std::string any = std::string(char_rule) + "*";
   std::vector<std::string> alts;
   bool empty_alt = false;
-  for (PatternParser::Branch& b : branches) {
-    Text t = render(rewriter.normalize(std::move(b.re)));
+  // One alternative: its unanchored ends any code points (`char_rule`).
+  auto add_alternative = [&](Parts& parts) {
+    const bool alone = !parts.front && !parts.back;
+    Text t = render(list_node(Re::kSeq, std::move(parts.items)));
     std::string s;
-    const bool alone = b.anchored_start && b.anchored_end;
     auto append = [&s](const std::string& piece) {
       if (!s.empty()) s += ' ';
       s += piece;
     };
-    if (!b.anchored_start) append(any);
+    auto any = [&](const Span& span) {
+      if (span.hi == 0) return;
+      append(std::string(char_rule) + quantifier(static_cast<uint32_t>(span.lo),
+                                                  span.hi == kInf64 ? kInf : static_cast<uint32_t>(span.hi)));
+      uses_char_rule = true;
+    };
+    if (parts.front) any(*parts.front);
     if (!t.s.empty()) append(t.alternation && !alone ? "(" + t.s + ")" : t.s);
-    if (!b.anchored_end) append(any);
-    uses_char_rule = uses_char_rule || !alone;
+    if (parts.back) any(*parts.back);
     if (s.empty()) {
       empty_alt = true;
     } else if (std::find(alts.begin(), alts.end(), s) == alts.end()) {
       alts.push_back(s);
     }
+  };
+  const bool bounded = min_len > 0 || max_len != kInf64;
+  size_t pieces_left = 256;  // alternatives taken apart for the lengths, per pattern
+  for (PatternParser::Branch& b : branches) {
+    Re re = rewriter.normalize(std::move(b.re));
+    Parts parts;
+    if (!b.anchored_start) parts.front = Span{0, kInf64};
+    if (!b.anchored_end) parts.back = Span{0, kInf64};
+    if (re.kind == Re::kSeq) {
+      parts.items = std::move(re.kids);
+    } else if (re.kind != Re::kEmpty) {
+      parts.items.push_back(std::move(re));
+    }
+    if (!bounded) {
+      add_alternative(parts);
+      continue;
+    }
+    // Narrowed, with alternations inside taken apart where it needs that.
+    std::vector<Parts> pending;
+    pending.push_back(std::move(parts));
+    while (!pending.empty()) {
+      Parts p = std::move(pending.back());
+      pending.pop_back();
+      Parts narrowed = p;
+      const Narrowed n = narrow(narrowed, min_len, max_len, max_repetition);
+      if (n == Narrowed::kKept) add_alternative(narrowed);
+      if (n != Narrowed::kUnsupported) continue;
+      std::vector<Parts> pieces = distribute(p);
+      if (pieces.empty() || pieces.size() > pieces_left) {
+        throw PatternError("the lengths of its strings cannot be bounded here (minLength/maxLength)");
+      }
+      pieces_left -= pieces.size();
+      for (auto it = pieces.rbegin(); it != pieces.rend(); ++it) pending.push_back(std::move(*it));
+    }
   }
+  if (alts.empty() && !empty_alt) return std::nullopt;
   std::string out = join(alts, " | ", [](const std::string& a) { return a; });
   if (empty_alt && !alts.empty()) out = "(" + out + ")?";
   return out;
+}
+
+}  // namespace
+
+std::string pattern_to_gbnf(std::string_view pattern, std::string_view char_rule, size_t max_nesting,
+                            size_t max_repetition, bool& uses_char_rule) {
+  return *translate(pattern, char_rule, max_nesting, max_repetition, uses_char_rule, 0, kInf64);
+}
+
+std::optional<std::string> pattern_to_gbnf(std::string_view pattern, std::string_view char_rule, size_t max_nesting,
+                                           size_t max_repetition, bool& uses_char_rule, uint64_t min_len,
+                                           uint64_t max_len) {
+  return translate(pattern, char_rule, max_nesting, max_repetition, uses_char_rule, min_len, max_len);
 }
 
 }  // namespace synapse::grammar::schema

@@ -87,6 +87,25 @@ std::string json_key_excluding(const std::vector<std::string>& names, std::strin
 // bound's), as llama.cpp's integral-part does.
 std::string integer_range(std::optional<int64_t> lo, std::optional<int64_t> hi);
 
+// A bound of a number: an integer, exclusive or not.
+struct NumberBound {
+  int64_t value = 0;
+  bool exclusive = false;
+};
+
+// Alternatives (a GBNF alternation, not parenthesized; empty when none)
+// matching a sound subset of the JSON numbers within `lo` and `hi` (a
+// missing side unbounded, not both): the integers in range (integer_range's
+// numerals) and decimals I.F, -I.F without exponent, where I has at most 15
+// digits and F 1 to 16, whose every value is in range even after rounding to
+// a double (validators read decimals as doubles): for I.F, [I, I+1] within
+// the bounds (for -I.F, [-(I+1), -I]), exact as I and I+1 are doubles. Next
+// to an exclusive bound also I.F in (I, I+1) with I or I+1 the bound: then F
+// has a non-zero last digit (at the lower bound) and I.F at most 15
+// significant digits, so its double differs from the bound (DBL_DIG: decimals
+// of 15 digits are distinct doubles). So x > 0 allows 0.5 and x < 0 -0.5.
+std::string number_range(std::optional<NumberBound> lo, std::optional<NumberBound> hi);
+
 class PatternError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -111,5 +130,16 @@ class PatternError : public std::runtime_error {
 // uses_char_rule: set when the expression refers to `char_rule`.
 std::string pattern_to_gbnf(std::string_view pattern, std::string_view char_rule, size_t max_nesting,
                             size_t max_repetition, bool& uses_char_rule);
+// The same for the strings the pattern matches of min_len to max_len code
+// points (max_len UINT64_MAX: no bound), nullopt when there are none. Exact,
+// and only where cheap, per top-level alternative: its lengths already
+// within the bounds; or one variable part (an unanchored end, or a
+// repetition of a one code point class such as [a-z]+) taking the lengths
+// the fixed-length parts leave; or, when max_len is the alternative's least
+// length, every variable part at its least. Throws PatternError otherwise
+// (as for the pattern itself).
+std::optional<std::string> pattern_to_gbnf(std::string_view pattern, std::string_view char_rule, size_t max_nesting,
+                                           size_t max_repetition, bool& uses_char_rule, uint64_t min_len,
+                                           uint64_t max_len);
 
 }  // namespace synapse::grammar::schema

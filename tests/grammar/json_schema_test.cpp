@@ -226,6 +226,44 @@ TEST(JsonSchemaToGbnf, IntegerBounds) {
   EXPECT_EQ(convert(R"({"type": "integer", "minimum": 1e17})"), grammar({"root ::= ([1-9] [0-9]{17})"}));
 }
 
+// Bounds of other numbers: integers in range and decimals I.F (no exponent)
+// whose [I, I+1] is in range, or next to an exclusive bound, I.F of at most
+// 15 significant digits (with F's last digit not 0 above a lower bound).
+TEST(JsonSchemaToGbnf, NumberBounds) {
+  EXPECT_EQ(convert(R"({"type": "number", "minimum": 0, "maximum": 100})"),
+            grammar({R"(root ::= ([0-9] | [1-9] [0-9] | "100" | ([0-9] | [1-9] [0-9]) "." [0-9]{1,16}))"}));
+  EXPECT_EQ(convert(R"({"type": "number", "minimum": 0})"),
+            grammar({R"(root ::= ([0] | [1-9] [0-9]{0,15} | ([0] | [1-9] [0-9]{0,14}) "." [0-9]{1,16}))"}));
+  EXPECT_EQ(convert(R"({"type": "number", "exclusiveMinimum": 0})"),
+            grammar({R"(root ::= ([1-9] [0-9]{0,15} | [1-9] [0-9]{0,14} "." [0-9]{1,16} | "0." [0-9]{0,14} [1-9]))"}));
+  EXPECT_EQ(convert(R"({"type": "number", "exclusiveMaximum": 0})"),
+            grammar({R"(root ::= ("-" [1-9] [0-9]{0,15} | "-" ([1-9] [0-9]{0,14} "." [0-9]{1,16} | )"
+                     R"("0." [0-9]{0,14} [1-9])))"}));
+  EXPECT_EQ(convert(R"({"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1})"),
+            grammar({R"(root ::= ("0." [0-9]{0,14} [1-9]))"}));
+  // Fractional bounds round inward: -1.5..2.5 is -1..2 (and -1.5 itself,
+  // or 2.25, are left out).
+  EXPECT_EQ(convert(R"({"type": "number", "minimum": -1.5, "maximum": 2.5})"),
+            grammar({R"(root ::= ("-" "1" | [0-2] | [0-1] "." [0-9]{1,16} | "-" "0" "." [0-9]{1,16}))"}));
+  // Next to an exclusive upper bound: 15 significant digits at most.
+  EXPECT_EQ(convert(R"({"type": "number", "minimum": 99, "exclusiveMaximum": 101})"),
+            grammar({R"(root ::= ("99" | "100" | "99" "." [0-9]{1,16} | "100." [0-9]{1,12}))"}));
+  // Draft 4's boolean exclusiveMinimum, and a draft 6 number beside it: the tighter.
+  EXPECT_EQ(convert(R"({"type": "number", "minimum": 5, "exclusiveMinimum": true, "maximum": 6})"),
+            convert(R"({"type": "number", "exclusiveMinimum": 5, "maximum": 6})"));
+  EXPECT_EQ(convert(R"({"type": "number", "minimum": 5, "exclusiveMinimum": 5, "maximum": 6})"),
+            convert(R"({"type": "number", "exclusiveMinimum": 5, "maximum": 6})"));
+  EXPECT_EQ(convert(R"({"type": ["integer", "number"], "maximum": 10.5, "minimum": 9})"),
+            grammar({R"(root ::= ("9" | "10" | "9" "." [0-9]{1,16}))"}));
+  // [9, 10] is not within 9.5: 9 alone.
+  EXPECT_EQ(convert(R"({"type": "number", "maximum": 9.5, "minimum": 9})"), grammar({R"(root ::= ("9"))"}));
+  // Without "type", bounds make it a number.
+  EXPECT_EQ(convert(R"({"maximum": 10.5, "minimum": 9})"),
+            convert(R"({"type": "number", "maximum": 10.5, "minimum": 9})"));
+  EXPECT_EQ(error_of(R"({"type": "number", "minimum": 1, "exclusiveMaximum": 1})"),
+            R"(json_schema: keyword "minimum" at the root: no number is within the bounds)");
+}
+
 TEST(JsonSchemaToGbnf, StringLengths) {
   EXPECT_EQ(convert(R"({"type": "string", "minLength": 3})"), grammar({R"(root ::= "\"" char{3,} "\"")"}, {"char"}));
   EXPECT_EQ(convert(R"({"type": "string", "minLength": 1})"), grammar({R"(root ::= "\"" char+ "\"")"}, {"char"}));
@@ -235,6 +273,36 @@ TEST(JsonSchemaToGbnf, StringLengths) {
   EXPECT_EQ(convert(R"({"type": "string", "maxLength": 0})"), grammar({R"(root ::= "\"" "\"")"}));
   // Without "type", the length keywords make it a string (llama.cpp).
   EXPECT_EQ(convert(R"({"minLength": 2, "maxLength": 2})"), grammar({R"(root ::= "\"" char{2} "\"")"}, {"char"}));
+  // Up to 256, GBNF's {m,n}; above, digits in base 16: L <= 300 = 18 * 16 +
+  // 12 is L = 16a + b with a <= 17 and b <= 15, or a = 18 and b <= 12; and
+  // a <= 17 = 16 + 1 in turn is a = 16c + d with c = 0, or c = 1 and d <= 1.
+  // More than 16 choices: a rule shared by every use.
+  EXPECT_EQ(convert(R"({"type": "string", "maxLength": 16})"), grammar({R"(root ::= "\"" char{0,16} "\"")"}, {"char"}));
+  EXPECT_EQ(convert(R"({"type": "string", "maxLength": 256})"),
+            grammar({R"(char-0-256 ::= char{0,256})", R"(root ::= "\"" char-0-256 "\"")"}, {"char"}));
+  EXPECT_EQ(convert(R"({"type": "string", "maxLength": 300})"),
+            grammar({R"(char-0-300 ::= ((char-x16{0,15} | char-x256 char-x16?) char{0,15} | )"
+                     R"(char-x256 char-x16{2} char{0,12}))",
+                     R"(char-x16 ::= char{16})", R"(char-x256 ::= char-x16{16})", R"(root ::= "\"" char-0-300 "\"")"},
+                    {"char"}));
+  EXPECT_EQ(convert(R"({"type": "object", "properties": {"a": {"type": "string", "maxLength": 30},
+                        "b": {"type": "string", "maxLength": 30}}, "required": ["a", "b"]})"),
+            grammar({R"(a ::= "\"" char-0-30 "\"")", R"(a-kv ::= "\"a\"" space ":" space a)",
+                     R"(b ::= "\"" char-0-30 "\"")", R"(b-kv ::= "\"b\"" space ":" space b)",
+                     R"(char-0-30 ::= char{0,30})",
+                     R"(root ::= "{" space a-kv "," space b-kv space "}")"},
+                    {"char"}));
+  // 300 = 256 + 2 * 16 + 12 at least, then at most 65535 = 0xFFFF more: four
+  // levels of 16 or so elements each.
+  EXPECT_EQ(convert(R"({"type": "string", "minLength": 300, "maxLength": 65835})"),
+            grammar({"char-300-65835 ::= char-x256 char-x16{2} char{12} (((char-x4096{0,14} char-x256{0,15} | "
+                     "char-x4096{15} char-x256{0,14}) char-x16{0,15} | char-x4096{15} char-x256{15} char-x16{0,14}) "
+                     "char{0,15} | char-x4096{15} char-x256{15} char-x16{15} char{0,15})",
+                     R"(char-x16 ::= char{16})", R"(char-x256 ::= char-x16{16})", R"(char-x4096 ::= char-x256{16})",
+                     R"(root ::= "\"" char-300-65835 "\"")"},
+                    {"char"}));
+  EXPECT_EQ(error_of(R"({"type": "string", "maxLength": 1e18})"),
+            R"(json_schema: keyword "maxLength" at the root: 10^18 or more is not supported)");
 }
 
 TEST(JsonSchemaToGbnf, EnumAndConst) {
@@ -279,6 +347,165 @@ TEST(JsonSchemaToGbnf, OptionalPropertiesChain) {
                      R"(d-rest ::= ( "," space c-kv )?)",
                      R"(root ::= "{" space b-kv "," space a-kv ( "," space ( d-kv d-rest | c-kv ) )? space "}")"},
                     {"char", "string"}));
+}
+
+// An optional part no value satisfies is left out, as no valid value has it:
+// an optional property (JSONSchemaBench has {"type": "object", "enum":
+// ["A", "B"]} as one), additional properties, the items past a prefix.
+TEST(JsonSchemaToGbnf, UnsatisfiableOptionalPartsAreLeftOut) {
+  EXPECT_EQ(convert(R"({"properties": {"a": {"type": "object", "enum": ["A"]}, "b": {"type": "null"}}})"),
+            grammar({R"(b-kv ::= "\"b\"" space ":" space null)", R"(root ::= "{" space ( b-kv )? space "}")"},
+                    {"null"}));
+  EXPECT_EQ(convert(R"({"properties": {"a": {"type": "integer", "minimum": 2, "maximum": 1}}})"),
+            grammar({R"(root ::= "{" space "}")"}));
+  // The key stays shut out of the additional ones.
+  EXPECT_EQ(convert(R"({"properties": {"a": {"type": "string", "minLength": 2, "maxLength": 1}},
+                        "additionalProperties": {"type": "null"}})"),
+            grammar({R"(additional-k ::= "\"" ("a" char+ | ([^\x00-\x1F"\\a\x7F\uD800-\uDFFF] | "\\" ["/\\bfnrt]) )"
+                     R"(char*)? "\"")",
+                     R"(additional-kv ::= additional-k space ":" space null)",
+                     R"(root ::= "{" space ( additional-kv ( "," space additional-kv )* )? space "}")"},
+                    {"char", "null"}));
+  EXPECT_EQ(convert(R"({"type": "object", "additionalProperties": {"enum": [1], "type": "string"}})"),
+            grammar({R"(root ::= "{" space "}")"}));
+  EXPECT_EQ(convert(R"({"prefixItems": [{"type": "null"}], "items": {"enum": [1], "type": "string"}})"),
+            grammar({R"(root ::= "[" space null space "]")"}, {"null"}));
+  EXPECT_EQ(convert(R"({"type": "array", "items": {"enum": [1], "type": "string"}})"),
+            grammar({R"(root ::= "[" space "]")"}));
+  // Required, the whole object (or array) has no value.
+  EXPECT_EQ(error_of(R"({"properties": {"a": {"type": "object", "enum": ["A"]}}, "required": ["a"]})"),
+            R"(json_schema: keyword "enum" at /properties/a: no value is left with "type" and "const")");
+  EXPECT_EQ(error_of(R"({"items": {"enum": [1], "type": "string"}, "minItems": 1})"),
+            R"(json_schema: keyword "items" at the root: no value satisfies it and minItems asks for more than the )"
+            R"(prefix)");
+}
+
+// minProperties and maxProperties where the required properties decide them
+// or one more does: at least one, or at most one, of the optional and
+// additional properties.
+TEST(JsonSchemaToGbnf, MinAndMaxProperties) {
+  const std::string ab = R"("properties": {"a": {"type": "null"}, "b": {"type": "null"}})";
+  const std::vector<std::string> kvs = {R"(a-kv ::= "\"a\"" space ":" space null)",
+                                        R"(b-kv ::= "\"b\"" space ":" space null)"};
+  auto with = [&](std::vector<std::string> rules) {
+    rules.insert(rules.end(), kvs.begin(), kvs.end());
+    return grammar(rules, {"null"});
+  };
+  // Implied: by the required ones, or by all the grammar writes.
+  EXPECT_EQ(convert("{" + ab + R"(, "required": ["a"], "minProperties": 1, "maxProperties": 2})"),
+            convert("{" + ab + R"(, "required": ["a"]})"));
+  EXPECT_EQ(convert("{" + ab + R"(, "minProperties": 0, "maxProperties": 7})"), convert("{" + ab + "}"));
+  // At least one.
+  EXPECT_EQ(convert("{" + ab + R"(, "minProperties": 1})"),
+            with({R"(a-rest ::= ( "," space b-kv )?)", R"(root ::= "{" space ( a-kv a-rest | b-kv ) space "}")"}));
+  EXPECT_EQ(convert("{" + ab + R"(, "required": ["b"], "minProperties": 2})"),
+            with({R"(root ::= "{" space b-kv ( "," space ( a-kv ) ) space "}")"}));
+  // At most one; none beyond the required ones.
+  EXPECT_EQ(convert("{" + ab + R"(, "maxProperties": 1})"),
+            with({R"(root ::= "{" space ( a-kv | b-kv )? space "}")"}));
+  EXPECT_EQ(convert("{" + ab + R"(, "minProperties": 1, "maxProperties": 1})"),
+            with({R"(root ::= "{" space ( a-kv | b-kv ) space "}")"}));
+  EXPECT_EQ(convert("{" + ab + R"(, "required": ["a"], "maxProperties": 1})"),
+            grammar({kvs[0], R"(root ::= "{" space a-kv space "}")"}, {"null"}));
+  // Any object with at least one property, or at most one.
+  EXPECT_EQ(convert(R"({"type": "object", "minProperties": 1})"),
+            grammar({R"(additional-kv ::= string space ":" space value)",
+                     R"(root ::= "{" space ( additional-kv ( "," space additional-kv )* ) space "}")"},
+                    {"array", "boolean", "char", "decimal-part", "integral-part", "null", "number", "object", "string",
+                     "value"}));
+  EXPECT_EQ(convert(R"({"type": "object", "additionalProperties": {"type": "null"}, "maxProperties": 1})"),
+            grammar({R"(additional-kv ::= string space ":" space null)",
+                     R"(root ::= "{" space ( additional-kv )? space "}")"},
+                    {"char", "null", "string"}));
+  EXPECT_EQ(convert(R"({"type": "object", "maxProperties": 0})"), grammar({R"(root ::= "{" space "}")"}));
+  // Otherwise refused.
+  EXPECT_EQ(error_of("{" + ab + R"(, "minProperties": 2})"),
+            R"(json_schema: keyword "minProperties" at the root: more properties than the required ones and one )"
+            R"(more, or more than the grammar writes (the declared ones and those additionalProperties allows), )"
+            R"(are not supported)");
+  EXPECT_EQ(error_of(R"({"properties": {"a": {}}, "required": ["a"], "minProperties": 2})"),
+            R"(json_schema: keyword "minProperties" at the root: more properties than the required ones and one )"
+            R"(more, or more than the grammar writes (the declared ones and those additionalProperties allows), )"
+            R"(are not supported)");
+  EXPECT_EQ(error_of(R"({"type": "object", "maxProperties": 2})"),
+            R"(json_schema: keyword "maxProperties" at the root: a maximum other than the required properties, one )"
+            R"(more, or all the grammar writes is not supported)");
+  EXPECT_EQ(error_of(R"({"required": ["a", "b"], "maxProperties": 1})"),
+            R"(json_schema: keyword "maxProperties" at the root: fewer than the required properties)");
+  EXPECT_EQ(error_of(R"({"type": "object", "minProperties": 2, "maxProperties": 1})"),
+            R"(json_schema: keyword "minProperties" at the root: greater than maxProperties)");
+}
+
+// patternProperties: the named properties (with the schemas of the patterns
+// they match), and the one pattern's keys (none with several patterns, one
+// pattern_to_gbnf cannot write, or one a named property matches);
+// additionalProperties then adds nothing (its keys might match).
+TEST(JsonSchemaToGbnf, PatternProperties) {
+  EXPECT_EQ(convert(R"({"type": "object", "patternProperties": {"^x-[a-z]+$": {"type": "integer"}}})"),
+            grammar({R"(additional-k ::= "\"" ("x-" [a-z]+) "\"")",
+                     R"(additional-kv ::= additional-k space ":" space integer)",
+                     R"(root ::= "{" space ( additional-kv ( "," space additional-kv )* )? space "}")"},
+                    {"integer", "integral-part"}));
+  EXPECT_EQ(convert(R"({"properties": {"a": {"type": "null"}}, "required": ["a"], "patternProperties":
+                        {"^x-": {"type": "integer"}}, "additionalProperties": {"type": "string"}})"),
+            grammar({R"(a-kv ::= "\"a\"" space ":" space null)", R"(additional-k ::= "\"" ("x-" char*) "\"")",
+                     R"(additional-kv ::= additional-k space ":" space integer)",
+                     R"(root ::= "{" space a-kv ( "," space ( additional-kv ( "," space additional-kv )* ) )? )"
+                     R"(space "}")"},
+                    {"char", "integer", "integral-part", "null"}));
+  // Any value: still only the pattern's keys.
+  EXPECT_EQ(convert(R"({"patternProperties": {"^[0-9]+$": true}, "maxProperties": 1})"),
+            grammar({R"(additional-k ::= "\"" ([0-9]+) "\"")", R"(additional-kv ::= additional-k space ":" space value)",
+                     R"(root ::= "{" space ( additional-kv )? space "}")"},
+                    {"array", "boolean", "char", "decimal-part", "integral-part", "null", "number", "object", "string",
+                     "value"}));
+  // Several patterns, a pattern's schema false, a pattern pattern_to_gbnf
+  // does not write: the named properties alone.
+  const std::string only_a = convert(R"({"properties": {"a": {"type": "null"}}})");
+  for (const char* pp : {R"({"^x": {}, "^y": {}})", R"({"^x": false})", R"j({"^(?=x)": {}})j"}) {
+    EXPECT_EQ(convert(R"({"properties": {"a": {"type": "null"}}, "additionalProperties": true, "patternProperties": )" +
+                      std::string(pp) + "}"),
+              only_a)
+        << pp;
+  }
+  EXPECT_EQ(convert(R"({"patternProperties": {}, "properties": {"a": {"type": "null"}}})"), only_a);
+  // A named property that matches a pattern takes both schemas (merged as
+  // allOf's parts are; refused where they cannot be), and the pattern's keys
+  // are then left out (they could spell the name).
+  EXPECT_EQ(convert(R"({"properties": {"x-a": {}}, "patternProperties": {"^x-": {"type": "integer"}}})"),
+            grammar({R"(root ::= "{" space ( x-a-kv )? space "}")", R"(x-a-kv ::= "\"x-a\"" space ":" space integer)"},
+                    {"integer", "integral-part"}));
+  EXPECT_EQ(convert(R"({"properties": {"x-a": {"type": "object", "properties": {"p": {"type": "null"}}}},
+                        "patternProperties": {"^x-": {"required": ["p"]}}})"),
+            grammar({R"(root ::= "{" space ( x-a-kv )? space "}")", R"(x-a ::= "{" space x-a-p-kv space "}")",
+                     R"(x-a-kv ::= "\"x-a\"" space ":" space x-a)", R"(x-a-p-kv ::= "\"p\"" space ":" space null)"},
+                    {"null"}));
+  EXPECT_EQ(error_of(R"({"properties": {"x-a": {"type": "string", "minLength": 1}},
+                         "patternProperties": {"^x-": {"maxLength": 3}}})"),
+            R"(json_schema: keyword "allOf" at /properties/x-a: merges only objects (properties, required, )"
+            R"(additionalProperties) or enums; the schema at /properties/x-a is neither)");
+  // A required name not in "properties": the pattern's schema, not
+  // additionalProperties'; false forbids it.
+  EXPECT_EQ(convert(R"({"required": ["b"], "patternProperties": {"b": {"type": "null"}},
+                        "additionalProperties": false})"),
+            grammar({R"(b-kv ::= "\"b\"" space ":" space null)", R"(root ::= "{" space b-kv space "}")"}, {"null"}));
+  EXPECT_EQ(convert(R"({"properties": {"b": {}}, "patternProperties": {"b": false}})"),
+            grammar({R"(root ::= "{" space "}")"}));
+  EXPECT_EQ(error_of(R"({"required": ["b"], "patternProperties": {"b": false}})"),
+            R"(json_schema: keyword "patternProperties" at the root: property "b" is required but pattern "b" has )"
+            R"(schema false)");
+  // A pattern std::regex refuses, names and patterns outside printable
+  // ASCII: refused.
+  EXPECT_EQ(error_of(R"j({"patternProperties": {"(?P<n>x)": {}}})j"),
+            R"j(json_schema: keyword "patternProperties" at the root: pattern "(?P<n>x)" is not supported (std::regex))j");
+  EXPECT_EQ(error_of(R"({"properties": {"\u00e9": {}}, "patternProperties": {"^x": {}}})"),
+            "json_schema: keyword \"patternProperties\" at the root: property \"\u00e9\": names outside printable "
+            "ASCII are not supported beside it");
+  EXPECT_EQ(error_of(R"({"patternProperties": {"^\u00e9": {}}})"),
+            "json_schema: keyword \"patternProperties\" at the root: pattern \"^\u00e9\": only printable ASCII is "
+            "supported");
+  EXPECT_EQ(error_of(R"({"patternProperties": []})"),
+            R"(json_schema: keyword "patternProperties" at the root: must be an object of schemas)");
 }
 
 TEST(JsonSchemaToGbnf, AdditionalProperties) {
@@ -391,6 +618,19 @@ TEST(JsonSchemaToGbnf, Arrays) {
             grammar({R"(root ::= "[" space tuple-0 "," space tuple-1 space "]")", R"(tuple-0 ::= "1")",
                      R"(tuple-1 ::= "2")"}));
   EXPECT_EQ(convert(R"({"type": "array", "items": false})"), grammar({R"(root ::= "[" space "]")"}));
+  // additionalItems constrains the items past an items array, and none are
+  // written: it changes nothing (nor beside items as one schema, or alone).
+  for (const char* base : {R"({"items": [{"const": 1}, {"const": 2}], "minItems": 1)",
+                           R"({"items": {"type": "string"}, "maxItems": 3)", R"({"type": "array")"}) {
+    for (const char* extra : {"false", "true", R"({"type": "null"})"}) {
+      EXPECT_EQ(convert(std::string(base) + R"(, "additionalItems": )" + extra + "}"), convert(std::string(base) + "}"))
+          << base << " " << extra;
+    }
+  }
+  // It makes a schema without "type" an array.
+  EXPECT_EQ(convert(R"({"additionalItems": false})"), convert(R"({"type": "array"})"));
+  EXPECT_EQ(error_of(R"({"type": "array", "additionalItems": 1})"),
+            R"(json_schema: keyword "additionalItems" at the root: must be a boolean or a schema)");
 }
 
 TEST(JsonSchemaToGbnf, FormatsAsLlamaCpp) {
@@ -500,6 +740,59 @@ TEST(JsonSchemaToGbnf, References) {
             grammar({R"(ref-defs-a-1b-c ::= "null")", "root ::= ref-defs-a-1b-c"}));
 }
 
+// minLength and maxLength beside a pattern: implied by its lengths, or
+// taken by its one variable part, or every variable part at its least.
+TEST(JsonSchemaToGbnf, PatternsWithLengths) {
+  auto with = [](const std::string& p, size_t min, size_t max) {
+    nlohmann::json s{{"type", "string"}, {"pattern", p}, {"minLength", min}};
+    if (max != SIZE_MAX) s["maxLength"] = max;
+    return convert(s.dump());
+  };
+  auto plain = [](const std::string& p) { return convert(nlohmann::json{{"type", "string"}, {"pattern", p}}.dump()); };
+  // Implied.
+  EXPECT_EQ(with("^[0-9]{9}$", 0, 9), plain("^[0-9]{9}$"));
+  EXPECT_EQ(with("^[0-9a-z][0-9a-z.@_-]{0,30}[0-9a-z]$", 2, 64), plain("^[0-9a-z][0-9a-z.@_-]{0,30}[0-9a-z]$"));
+  EXPECT_EQ(with(R"(^(?:\S+\s+){0,99}\S+$)", 1, SIZE_MAX), plain(R"(^(?:\S+\s+){0,99}\S+$)"));
+  // The one variable part.
+  EXPECT_EQ(with("^a+$", 2, SIZE_MAX), grammar({R"(root ::= "\"" ("a"{2,}) "\"")"}));
+  EXPECT_EQ(with(R"(^[A-Za-z0-9:_\-]+$)", 0, 255), grammar({R"(root ::= "\"" ([\-0-:A-Z_a-z]{1,255}) "\"")"}));
+  EXPECT_EQ(with("^x-[a-z]*-y$", 5, 8), grammar({R"(root ::= "\"" ("x-" [a-z]{1,4} "-y") "\"")"}));
+  EXPECT_EQ(with("^x-", 0, 6), grammar({R"(root ::= "\"" ("x-" char{0,4}) "\"")"}, {"char"}));
+  EXPECT_EQ(with("-y$", 4, SIZE_MAX), grammar({R"(root ::= "\"" (char{2,} "-y") "\"")"}, {"char"}));
+  // Every variable part at its least: unanchored ends empty.
+  EXPECT_EQ(with("[0-9]{10}", 10, 10), grammar({R"(root ::= "\"" ([0-9]{10}) "\"")"}));
+  EXPECT_EQ(with("^(ab)*c?d+$", 0, 1), grammar({R"(root ::= "\"" ("d") "\"")"}));
+  // Per alternative; one with no string of those lengths is dropped.
+  EXPECT_EQ(with("^[a-z]+$|^[0-9]{3}$", 4, 8), grammar({R"(root ::= "\"" ([a-z]{4,8}) "\"")"}));
+  EXPECT_EQ(with("^a|b$", 3, 3), grammar({R"(root ::= "\"" ("a" char{2} | char{2} "b") "\"")"}, {"char"}));
+  // Alternations taken apart where that leaves one variable part each; a
+  // repetition next to an unanchored end takes its least (R{m,n} any* is
+  // R{m} any*).
+  EXPECT_EQ(with("^(http|https)://.*", 10, SIZE_MAX),
+            grammar({R"(root ::= "\"" ("http://" char{3,} | "https://" char{2,}) "\"")"}, {"char"}));
+  EXPECT_EQ(with("^(ab|c)[0-9]*$", 3, 4), grammar({R"(root ::= "\"" ("ab" [0-9]{1,2} | "c" [0-9]{2,3}) "\"")"}));
+  EXPECT_EQ(with(R"(^([\w\/-]|[\w-][\w\/-]*[\w-])$)", 0, 255),
+            grammar({R"(root ::= "\"" ([\-/-9A-Z_a-z] | [\-0-9A-Z_a-z] [\-/-9A-Z_a-z]{0,253} [\-0-9A-Z_a-z]) "\"")"}));
+  EXPECT_EQ(error_of(R"({"type": "string", "pattern": "^ab$", "minLength": 3})"),
+            R"(json_schema: keyword "minLength" at the root: no string the pattern matches has such a length)");
+}
+
+// Lengths beside a format whose lengths imply them change nothing.
+TEST(JsonSchemaToGbnf, FormatsWithLengths) {
+  EXPECT_EQ(convert(R"({"type": "string", "format": "date", "minLength": 10, "maxLength": 10})"),
+            convert(R"({"type": "string", "format": "date"})"));
+  EXPECT_EQ(convert(R"({"type": "string", "format": "time", "minLength": 9, "maxLength": 18})"),
+            convert(R"({"type": "string", "format": "time"})"));
+  EXPECT_EQ(convert(R"({"type": "string", "format": "date-time", "minLength": 1, "maxLength": 29})"),
+            convert(R"({"type": "string", "format": "date-time"})"));
+  EXPECT_EQ(convert(R"({"type": "string", "format": "uuid", "maxLength": 36})"),
+            convert(R"({"type": "string", "format": "uuid"})"));
+  EXPECT_EQ(convert(R"({"type": "string", "format": "email", "minLength": 5})"),
+            convert(R"({"type": "string", "format": "email"})"));
+  EXPECT_EQ(error_of(R"({"type": "string", "format": "uuid", "maxLength": 35})"),
+            R"(json_schema: keyword "maxLength" at the root: no uuid has such a length)");
+}
+
 TEST(JsonSchemaToGbnf, Patterns) {
   auto pattern = [](const std::string& p) {
     return convert(nlohmann::json{{"type", "string"}, {"pattern", p}}.dump());
@@ -545,8 +838,6 @@ TEST(JsonSchemaToGbnf, Patterns) {
 
 TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {R"({"properties": {"a": {"patternProperties": {"^x": {}}}}})",
-       R"(json_schema: unsupported keyword "patternProperties" at /properties/a)"},
       {R"({"type": "object", "propertyNames": {"maxLength": 3}})",
        R"(json_schema: unsupported keyword "propertyNames" at the root)"},
       {R"({"not": {"type": "null"}})", R"(json_schema: unsupported keyword "not" at the root)"},
@@ -555,35 +846,37 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(json_schema: unsupported keyword "dependentRequired" at the root)"},
       {R"({"type": "object", "dependentSchemas": {}})",
        R"(json_schema: unsupported keyword "dependentSchemas" at the root)"},
-      {R"({"type": "object", "minProperties": 1})", R"(json_schema: unsupported keyword "minProperties" at the root)"},
-      {R"({"type": "object", "maxProperties": 1})", R"(json_schema: unsupported keyword "maxProperties" at the root)"},
       {R"({"type": "object", "unevaluatedProperties": false})",
        R"(json_schema: unsupported keyword "unevaluatedProperties" at the root)"},
       {R"({"items": {"type": "array", "uniqueItems": true}})",
        R"(json_schema: unsupported keyword "uniqueItems" at /items)"},
       {R"({"type": "array", "contains": {"type": "null"}})",
        R"(json_schema: unsupported keyword "contains" at the root)"},
-      {R"({"type": "array", "additionalItems": false})",
-       R"(json_schema: unsupported keyword "additionalItems" at the root)"},
       {R"({"type": "array", "unevaluatedItems": false})",
        R"(json_schema: unsupported keyword "unevaluatedItems" at the root)"},
       {R"({"type": "integer", "multipleOf": 2})", R"(json_schema: unsupported keyword "multipleOf" at the root)"},
       {R"({"$defs": {"a": {"$dynamicRef": "#x"}}, "$ref": "#/$defs/a"})",
        R"(json_schema: unsupported keyword "$dynamicRef" at /$defs/a)"},
-      // Bounds of numbers that need not be integers.
-      {R"({"type": "number", "minimum": 0})",
-       R"(json_schema: keyword "minimum" at the root: supported only with "type": "integer" (bounds on other numbers are not))"},
-      {R"({"properties": {"x": {"exclusiveMaximum": 1}}})",
-       R"(json_schema: keyword "exclusiveMaximum" at /properties/x: supported only with "type": "integer" (bounds on other numbers are not))"},
-      {R"({"type": ["integer", "number"], "maximum": 9})",
-       R"(json_schema: keyword "maximum" at the root: supported only with "type": "integer" (bounds on other numbers are not))"},
+      // Bounds of numbers with no integer and no [I, I+1] between them.
+      {R"({"type": "number", "minimum": 0.5, "maximum": 0.9})",
+       R"(json_schema: keyword "minimum" at the root: bounds that hold no integer, nor an interval from one integer to the next, are not supported)"},
+      {R"({"properties": {"x": {"exclusiveMinimum": 1.2, "maximum": 1.9}}, "required": ["x"]})",
+       R"(json_schema: keyword "exclusiveMinimum" at /properties/x: bounds that hold no integer, nor an interval from one integer to the next, are not supported)"},
       // Combinations that cannot be enforced together.
-      {R"({"type": "string", "pattern": "^a+$", "minLength": 2})",
-       R"(json_schema: keyword "minLength" at the root: not supported together with "pattern")"},
+      {R"({"type": "string", "pattern": "^[a-z]+[0-9]+$", "minLength": 3})",
+       R"(json_schema: keyword "minLength" at the root: with "pattern": the lengths of its strings cannot be bounded )"
+       R"(here (minLength/maxLength))"},
+      {R"({"type": "string", "pattern": "^[a-z]+$", "maxLength": 20000})",
+       R"(json_schema: keyword "maxLength" at the root: with "pattern": a length bound over limits.max_repetition )"
+       R"((10000) with it)"},
       {R"({"type": "string", "pattern": "^a+$", "format": "date"})",
        R"(json_schema: keyword "format" at the root: not supported together with "pattern")"},
-      {R"({"type": "string", "format": "date", "maxLength": 20})",
-       R"(json_schema: keyword "maxLength" at the root: not supported together with "format")"},
+      {R"({"type": "string", "format": "email", "maxLength": 20})",
+       R"(json_schema: keyword "maxLength" at the root: not supported together with "format" "email" unless its )"
+       R"(lengths imply it)"},
+      {R"({"type": "string", "format": "date-time", "minLength": 21})",
+       R"(json_schema: keyword "minLength" at the root: not supported together with "format" "date-time" unless )"
+       R"(its lengths imply it)"},
       {R"({"enum": [1, 2], "minimum": 0})",
        R"(json_schema: keyword "minimum" at the root: not supported beside "enum")"},
       {R"({"const": "a", "pattern": "^a$"})",
@@ -757,12 +1050,22 @@ TEST(JsonSchemaToGbnf, LimitsAreTheCallers) {
 
   limits = {};
   limits.max_repetition = 5;
-  EXPECT_EQ(error_of(R"({"type": "string", "maxLength": 6})", limits),
-            R"(json_schema: keyword "maxLength" at the root: over limits.max_repetition (5))");
-  EXPECT_EQ(error_of(R"({"type": "array", "minItems": 6})", limits),
-            R"(json_schema: keyword "minItems" at the root: over limits.max_repetition (5))");
   EXPECT_EQ(convert(R"({"type": "string", "maxLength": 5})", limits),
             grammar({R"(root ::= "\"" char{0,5} "\"")"}, {"char"}));
+  // Counts over it are written in base min(16, max_repetition) (the
+  // languages are checked at every length in schema_cases_test.cpp).
+  EXPECT_EQ(convert(R"({"type": "string", "maxLength": 6})", limits),
+            grammar({R"(char-x5 ::= char{5})", R"(root ::= "\"" (char{0,4} | char-x5 char?) "\"")"}, {"char"}));
+  EXPECT_EQ(convert(R"({"type": "array", "minItems": 6, "items": {"type": "null"}})", limits),
+            grammar({R"(root ::= "[" space null ("," space null){5,} space "]")"}, {"null"}));
+  EXPECT_EQ(convert(R"({"type": "array", "minItems": 7, "items": {"type": "null"}})", limits),
+            grammar({R"(items-x5 ::= ("," space null){5})",
+                     R"(root ::= "[" space null items-x5 ("," space null) ("," space null)* space "]")"},
+                    {"null"}));
+  // Below 2 there is no base: refused.
+  limits.max_repetition = 1;
+  EXPECT_EQ(error_of(R"({"type": "string", "maxLength": 2})", limits),
+            R"(json_schema: keyword "maxLength" at the root: over limits.max_repetition (1))");
 
   limits = {};
   limits.max_bytes = 100;
