@@ -52,7 +52,6 @@ TEST(SchemaCases, EveryInstanceAsListed) {
 // when the count is within the bounds, and one more item only below the
 // maximum.
 TEST(SchemaCounts, DecomposedBoundsExactAtEveryCount) {
-  const auto vocab = byte_vocab();
   constexpr size_t kNone = SIZE_MAX;
   struct Bounds {
     size_t max_repetition, min, max;
@@ -81,7 +80,7 @@ TEST(SchemaCounts, DecomposedBoundsExactAtEveryCount) {
       }
       SCOPED_TRACE(schema + " with max_repetition " + std::to_string(b.max_repetition));
       const auto g = Grammar::parse(json_schema_to_gbnf(schema, limits));  // (`space` has {0,20})
-      GrammarMatcher m(g, vocab);
+      GrammarMatcher m(g, test::byte_vocab());
       auto take = [&](const std::string& text) {
         for (const char c : text) {
           if (!m.allows(static_cast<uint8_t>(c))) return false;
@@ -139,7 +138,6 @@ int compare_decimal(std::string a, std::string b) {
 // strtod (as validators read it); and the subset number_range promises is
 // there: every integer in range, every I.5 and -I.5 with [I, I+1] in range.
 TEST(SchemaNumbers, BoundedNumbersWithinBoundsExactlyAndAsDoubles) {
-  const auto vocab = byte_vocab();
   struct Case {
     const char* schema;
     const char* lo;  // "" for none
@@ -198,7 +196,7 @@ TEST(SchemaNumbers, BoundedNumbersWithinBoundsExactlyAndAsDoubles) {
     size_t n_accepted = 0;
     for (const std::string& t : texts) {
       const bool exponent = t.find_first_of("eE") != std::string::npos;
-      const bool accepted = accepts(g, vocab, t);
+      const bool accepted = accepts(g, t);
       if (!accepted) {
         // The promised subset.
         if (exponent || !in_range(t)) continue;
@@ -234,7 +232,6 @@ TEST(SchemaNumbers, BoundedNumbersWithinBoundsExactlyAndAsDoubles) {
 // Schema's dialect) finds the pattern in it and its length is within the
 // bounds.
 TEST(SchemaPatterns, LengthsBesidePatternExactOnEveryShortString) {
-  const auto vocab = byte_vocab();
   constexpr size_t kNone = SIZE_MAX;
   struct Case {
     const char* pattern;
@@ -268,7 +265,7 @@ TEST(SchemaPatterns, LengthsBesidePatternExactOnEveryShortString) {
       std::string text;
       for (const size_t d : digits) text += alphabet[d];
       const bool expected = std::regex_search(text, re) && text.size() >= c.min && text.size() <= c.max;
-      const bool accepted = accepts(g, vocab, "\"" + text + "\"");
+      const bool accepted = accepts(g, "\"" + text + "\"");
       EXPECT_EQ(accepted, expected) << text;
       n_accepted += accepted;
       // The next string: shortest first, then in alphabet order.
