@@ -21,31 +21,8 @@ using F = ToolCallFormat;
 // GBNF text
 
 // A GBNF string literal of s (UTF-8 as is, quotes, backslashes and control
-// characters escaped).
-std::string lit(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out = "\"";
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c == 0x7F) {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
+// characters escaped): the converter's writer, so both spell literals alike.
+std::string lit(std::string_view s) { return grammar::schema::gbnf_literal(s); }
 
 bool is_rule_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
