@@ -15,6 +15,7 @@
 // (thread-safe); a ChatTemplate is an immutable value.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -115,6 +116,49 @@ std::vector<token_id> tokenize_segments(const Tokenizer& tok, std::span<const Ch
 // format_chat_segments + tokenize_segments.
 std::vector<token_id> tokenize_chat(const Tokenizer& tok, ChatTemplate tmpl, std::span<const ChatMessage> msgs,
                                     bool add_generation_prompt, bool add_special);
+
+// A model's own Jinja chat template, rendered as llama-server renders it with
+// --jinja (the template engine is synapse's, src/template/; what the template
+// sees, and how messages are adapted to it, is described in
+// src/runtime/chat_jinja.hpp). Messages, tools and extra template variables
+// are JSON text in OpenAI's shapes, so that callers need no JSON library.
+//
+// Thread-safety: immutable after construction; apply() may run on many threads.
+class JinjaChatTemplate {
+ public:
+  // `source`: the Jinja text; bos_token/eos_token: the vocabulary's BOS/EOS
+  // texts; architecture: general.architecture (which tool-call syntax the
+  // model writes, when the template does not say). Throws
+  // Error(invalid_argument) "template: line L: ..." on a syntax error.
+  JinjaChatTemplate(std::string source, std::string bos_token, std::string eos_token,
+                    std::string_view architecture = {});
+
+  // The model's template: `source_override` (--chat-template-file's text)
+  // when given, else tokenizer.chat_template; nullopt when the file has none
+  // (callers fall back to the built-in formats). BOS/EOS texts come from
+  // `tok`. Throws Error(format) when the key is not a string, and as the
+  // constructor.
+  static std::optional<JinjaChatTemplate> for_model(const gguf::File& file, const Tokenizer& tok,
+                                                    std::optional<std::string> source_override = {});
+
+  // The prompt text for a conversation: `messages_json` an array of OpenAI
+  // chat messages, `tools_json` "" or an array of OpenAI tools,
+  // `kwargs_json` "" or an object of extra template variables
+  // (chat_template_kwargs: enable_thinking, reasoning_effort, ...). A final
+  // assistant message is continued (prefill). A leading BOS text is removed:
+  // tokenize the result with add_special (BOS per the vocabulary) and
+  // parse_special. Throws Error(invalid_argument) on JSON that does not
+  // parse or has the wrong shape, and with the template's own message when
+  // it raises or fails.
+  std::string apply(std::string_view messages_json, bool add_generation_prompt, std::string_view tools_json = {},
+                    std::string_view kwargs_json = {}) const;
+
+  const std::string& source() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<const Impl> impl_;
+};
 
 }  // namespace synapse
 

@@ -1,0 +1,141 @@
+// ChatRenderer: what a template is found to do with the probe conversations,
+// and how a request is adapted to it (llama.cpp's workarounds), checked on
+// templates of llama.cpp's collection. The expected prompts are Python
+// Jinja2's renderings (ImmutableSandboxedEnvironment, trim_blocks,
+// lstrip_blocks) of the adapted messages, fixed here as text.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "runtime/chat_jinja.hpp"
+#include "synapse/chat.hpp"
+#include "synapse/error.hpp"
+
+namespace synapse::runtime {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::string read_template(const std::string& name) {
+  std::ifstream f(std::string(SYNAPSE_TEST_DATA "/templates/llama.cpp/") + name);
+  EXPECT_TRUE(f.good()) << name;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::tm fixed_day() {
+  std::tm tm{};
+  tm.tm_year = 126;
+  tm.tm_mon = 0;
+  tm.tm_mday = 2;
+  return tm;
+}
+
+ChatRenderer renderer(const std::string& name) {
+  return ChatRenderer(read_template(name), "<s>", "</s>", {}, fixed_day);
+}
+
+ChatInputs inputs(ojson messages) {
+  ChatInputs in;
+  in.messages = std::move(messages);
+  return in;
+}
+
+TEST(ChatJinja, CapsOfKnownTemplates) {
+  const ChatRenderer gemma = renderer("google-gemma-2-2b-it.jinja");
+  EXPECT_FALSE(gemma.caps().supports_system_role);  // it raises on a system message
+  EXPECT_FALSE(gemma.caps().supports_tools);
+  const ChatRenderer qwen3 = renderer("Qwen-Qwen3-0.6B.jinja");
+  EXPECT_TRUE(qwen3.caps().supports_system_role);
+  EXPECT_TRUE(qwen3.caps().supports_tools);
+  EXPECT_TRUE(qwen3.caps().supports_tool_calls);
+  EXPECT_TRUE(qwen3.caps().supports_parallel_tool_calls);
+  EXPECT_FALSE(qwen3.caps().requires_object_arguments);  // it accepts a JSON string as is
+  EXPECT_EQ(qwen3.format(), ToolCallFormat::hermes);
+  const ChatRenderer coder = renderer("Qwen3-Coder.jinja");
+  EXPECT_TRUE(coder.caps().requires_object_arguments);  // it iterates arguments|items
+  EXPECT_EQ(coder.format(), ToolCallFormat::qwen3_coder_xml);
+  const ChatRenderer llama31 = renderer("meta-llama-Llama-3.1-8B-Instruct.jinja");
+  EXPECT_FALSE(llama31.caps().supports_parallel_tool_calls);  // it raises on a second call
+  EXPECT_TRUE(renderer("mistralai-Ministral-3-14B-Reasoning-2512.jinja").caps().supports_typed_content);
+  // firefunction needs a `functions` variable and renders no probe: its
+  // messages are left as sent, system role included.
+  EXPECT_TRUE(renderer("fireworks-ai-llama-3-firefunction-v2.jinja").caps().supports_system_role);
+}
+
+TEST(ChatJinja, SystemMessageMergedWhereTheTemplateRefusesIt) {
+  const ChatRenderer gemma = renderer("google-gemma-2-2b-it.jinja");
+  const RenderedChat r = gemma.render(inputs(ojson::parse(
+      R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}])")));
+  // The leading BOS text is removed (the tokenizer adds BOS).
+  EXPECT_EQ(r.prompt, "<start_of_turn>user\nBe brief.\nHi<end_of_turn>\n<start_of_turn>model\n");
+}
+
+TEST(ChatJinja, StringArgumentsBecomeObjectsForTemplatesThatReadThem) {
+  const ChatRenderer coder = renderer("Qwen3-Coder.jinja");
+  const RenderedChat r = coder.render(inputs(ojson::parse(R"([
+    {"role": "user", "content": "Weather?"},
+    {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+      "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}])")));
+  EXPECT_EQ(r.prompt,
+            "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<tool_call>\n<function=get_weather>\n"
+            "<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call><|im_end|>\n<|im_start|>user\n"
+            "<tool_response>\nsunny\n</tool_response>\n<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_FALSE(r.continues_final);
+}
+
+TEST(ChatJinja, FinalAssistantMessageIsContinued) {
+  const ChatRenderer qwen3 = renderer("Qwen-Qwen3-0.6B.jinja");
+  const RenderedChat r = qwen3.render(inputs(ojson::parse(
+      R"([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Sure,"}])")));
+  EXPECT_EQ(r.prompt, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nSure,");
+  EXPECT_TRUE(r.continues_final);
+  // A prefill cannot carry calls: the error names the message.
+  try {
+    qwen3.render(inputs(ojson::parse(R"([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "",
+      "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}])")));
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("messages[1]"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ChatJinja, ReasoningOpenedByThePrompt) {
+  const RenderedChat r1 = renderer("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja")
+                              .render(inputs(ojson::parse(R"([{"role": "user", "content": "Hi"}])")));
+  EXPECT_EQ(r1.prompt, "<｜User｜>Hi<｜Assistant｜><think>\n");
+  EXPECT_TRUE(r1.thinking_open);
+  // Qwen3 with enable_thinking false writes an empty, closed block.
+  ChatInputs in = inputs(ojson::parse(R"([{"role": "user", "content": "Hi"}])"));
+  in.kwargs = {{"enable_thinking", false}};
+  const RenderedChat r2 = renderer("Qwen-Qwen3-0.6B.jinja").render(in);
+  EXPECT_EQ(r2.prompt, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_FALSE(r2.thinking_open);
+}
+
+TEST(ChatJinja, TemplateErrorsReachTheCaller) {
+  // gemma-2 raises on a conversation that does not alternate.
+  try {
+    renderer("google-gemma-2-2b-it.jinja")
+        .render(inputs(ojson::parse(R"([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])")));
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "Conversation roles must alternate user/assistant/user/assistant/...");
+  }
+  EXPECT_THROW(ChatRenderer("{% if %}", "", ""), Error);
+}
+
+TEST(ChatJinja, PublicWrapperTakesJsonText) {
+  const JinjaChatTemplate t(read_template("Qwen-Qwen3-0.6B.jinja"), "", "<|im_end|>");
+  EXPECT_EQ(t.apply(R"([{"role": "user", "content": "Hi"}])", true, "", R"({"enable_thinking": false})"),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_THROW(t.apply("[{", true), Error);
+  EXPECT_THROW(t.apply("{}", true), Error);
+  EXPECT_THROW(t.apply("[]", true, "{}"), Error);
+}
+
+}  // namespace
+}  // namespace synapse::runtime
