@@ -368,3 +368,13 @@ def test_bad_template_flags_stop_the_server(tmp_path):
                            capture_output=True, text=True, timeout=60)
         assert p.returncode != 0, args
         assert needle in p.stderr, (args, p.stderr)
+
+
+def test_openai_node_client(srv):
+    node_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
+    if not os.path.isdir(os.path.join(node_dir, "node_modules", "openai")):
+        pytest.fail("the openai npm package is not installed: run scripts/setup.sh (npm ci in tests/server/node)")
+    r = subprocess.run(["node", os.path.join(node_dir, "tools.mjs"), srv.url("/v1")], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "openai client tools: ok" in r.stdout
