@@ -37,6 +37,12 @@ struct ServeArgs {
   std::string alias;
 };
 
+std::string read_text_file(const std::string& path, const char* flag) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(Errc::io, std::string("cannot read ") + flag + " " + path);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
 // --api-key-file: one key per line; blank lines are skipped.
 std::vector<std::string> read_key_file(const std::string& path) {
   std::ifstream f(path);
@@ -98,6 +104,17 @@ int serve(ServeArgs& a) {
   }
   if (!a.api_key_file.empty())
     for (std::string& k : read_key_file(a.api_key_file)) sp.api_keys.push_back(std::move(k));
+  // The chat template's flags are checked before the model loads.
+  if (!sp.chat_template_file.empty()) {
+    if (!sp.jinja) throw Error(Errc::invalid_argument, "--chat-template-file is a Jinja template: it cannot go with --no-jinja");
+    sp.chat_template_source = read_text_file(sp.chat_template_file, "--chat-template-file");
+    try {
+      server::check_chat_template(*sp.chat_template_source);
+    } catch (const Error& e) {
+      throw Error(e.code(), "--chat-template-file " + sp.chat_template_file + ": " + e.what());
+    }
+  }
+  server::check_template_kwargs(sp.chat_template_kwargs);
   sp.model_name = a.alias.empty() ? sp.model_path : a.alias;
   sp.system_fingerprint = std::string("synapse-") + SYNAPSE_GIT_COMMIT;
   if (sp.n_http_threads <= 0) sp.n_http_threads = std::max(32, 4 * a.sched.n_parallel + 16);
@@ -155,7 +172,20 @@ Runner add_serve(CLI::App& app) {
   app.add_option("-n,--n-predict", a->server.n_predict,
                  "tokens per reply: the default and the ceiling of max_tokens (-1: until the end or a full context)");
   add_sampler_flags(app, a->server.sampling);
-  app.add_option("--chat-template", a->server.chat_template, "chat template name (default: the model's)");
+  app.add_flag("--jinja,!--no-jinja", a->server.jinja,
+               "render chat with the model's Jinja template (default on; --no-jinja: the built-in formats)");
+  auto* tmpl_name = app.add_option("--chat-template", a->server.chat_template,
+                                   "a built-in chat format by name (chatml, llama3, ...; then no Jinja)");
+  app.add_option("--chat-template-file", a->server.chat_template_file,
+                 "a Jinja chat template to use instead of the model's (implies --jinja)")
+      ->excludes(tmpl_name);
+  app.add_option("--chat-template-kwargs", a->server.chat_template_kwargs,
+                 "a JSON object of extra template variables, e.g. '{\"enable_thinking\": false}' "
+                 "(requests' chat_template_kwargs go over it)");
+  app.add_option("--reasoning-format", a->server.reasoning_format,
+                 "where a reply's reasoning goes: auto or deepseek (reasoning_content), none (left in content); "
+                 "default auto")
+      ->check(CLI::IsMember({"none", "deepseek", "deepseek-legacy", "auto"}));
   app.add_option("--timeout", a->server.timeout_s,
                  "socket read/write timeout, and wall-clock limit of one request, in seconds (-to, default 600)")
       ->check(CLI::PositiveNumber);

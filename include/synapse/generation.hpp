@@ -71,6 +71,13 @@ struct GenerationParams {
   int32_t max_tokens = -1;         // -n / n_predict / max_tokens: tokens to generate, EOG excluded; < 0 no limit
   std::vector<std::string> stop;   // stop strings: the reply ends before the first occurrence (not returned)
   bool ignore_eos = false;         // --ignore-eos: end-of-generation tokens are ordinary tokens
+  // Control tokens that are part of the reply's text (llama-server's
+  // preserved_tokens): a chat format's markers its model writes as special
+  // tokens (gpt-oss's <|channel|>, Mistral's [TOOL_CALLS]), so that the reply
+  // parser sees them. Their pieces are rendered with special = true in the
+  // text, in stop-string matching and in a grammar's vocabulary (a grammar
+  // can then write them). End-of-generation tokens among them still end the reply.
+  std::vector<token_id> preserved_tokens = {};
   // logprobs: report each generated token's log-probability (GeneratedToken::logprob).
   bool logprobs = false;
   // n_probs / top_logprobs: also report this many most likely alternatives per

@@ -67,6 +67,10 @@ struct StopParams {
   int32_t n_predict = -1;          // -n: tokens to generate; < 0: no limit
   std::vector<std::string> stops;  // stop strings
   bool ignore_eos = false;         // --ignore-eos: EOG tokens are printed and do not stop
+  // Control tokens printed as their text (llama-server's preserved_tokens):
+  // the markers a chat format's parser reads (gpt-oss's <|channel|>,
+  // Mistral's [TOOL_CALLS]). Other control tokens print as "".
+  std::vector<token_id> preserved_tokens = {};
 };
 
 // The whole stopping rule for one reply: feed each sampled token, print what
@@ -86,7 +90,8 @@ class Stopper {
 
   // Records one sampled token and returns the text to print now (pieces
   // rendered with token_to_piece(id, special = false), so control tokens print
-  // as ""). An EOG token returns "" and ends the reply. Throws
+  // as "", except preserved_tokens, rendered with special = true). An EOG
+  // token returns "" and ends the reply. Throws
   // Error(out_of_range) for an id outside the vocabulary, Error(invalid_argument)
   // when called after done().
   std::string on_token(token_id id);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <initializer_list>
 #include <optional>
 #include <utility>
 
@@ -81,6 +82,46 @@ const char* format_name(ToolCallFormat f) {
     case F::command_r7b: return "command_r7b";
   }
   return "?";
+}
+
+std::vector<std::string_view> marker_token_texts(ToolCallFormat f) {
+  using F = ToolCallFormat;
+  std::vector<std::string_view> m = {"<think>", "</think>"};
+  const auto add = [&](std::initializer_list<std::string_view> more) { m.insert(m.end(), more); };
+  switch (f) {
+    case F::none:
+    case F::generic:
+    case F::firefunction_v2: break;
+    case F::llama3_json:
+    case F::functionary_v3_1: add({"<|python_tag|>"}); break;
+    case F::hermes:
+    case F::qwen3_coder_xml: add({"<tool_call>", "</tool_call>"}); break;
+    case F::mistral_nemo:
+    case F::mistral:
+    case F::mistral_call_id: m = {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[THINK]", "[/THINK]"}; break;
+    case F::gpt_oss_harmony: add({"<|channel|>", "<|constrain|>", "<|message|>", "<|start|>", "<|end|>"}); break;
+    case F::deepseek_r1:
+    case F::deepseek_v3_1:
+      add({"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>",
+           "<｜tool▁calls▁end｜>"});
+      break;
+    case F::kimi_k2:
+      add({"<|tool_calls_section_begin|>", "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "<|tool_call_end|>",
+           "<|tool_calls_section_end|>"});
+      break;
+    case F::glm_4_5:
+      add({"<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"});
+      break;
+    case F::minimax_m2: add({"<minimax:tool_call>", "</minimax:tool_call>"}); break;
+    case F::nemotron_v2: add({"<TOOLCALL>", "</TOOLCALL>"}); break;
+    case F::apriel: add({"<tool_calls>", "</tool_calls>"}); break;
+    case F::granite: add({"<|tool_call|>", "<response>", "</response>"}); break;
+    case F::command_r7b:
+      m = {"<|START_ACTION|>", "<|END_ACTION|>", "<|START_THINKING|>", "<|END_THINKING|>",
+           "<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>"};
+      break;
+  }
+  return m;
 }
 
 ToolCallFormat detect_format(std::string_view src, std::string_view architecture) {

@@ -62,6 +62,14 @@ enum class ToolCallFormat {
 // "hermes", "gpt_oss_harmony", ... (the enumerator's name).
 const char* format_name(ToolCallFormat f);
 
+// The texts of the tokens format f's markers are made of, which its models
+// write as single tokens, often control tokens that detokenize to "" (gpt-oss's
+// <|channel|>, Mistral's [TOOL_CALLS]): a server passes the vocabulary's
+// tokens of these texts as GenerationParams::preserved_tokens, so that the
+// parser and the tool-call grammars see them as text. Reasoning markers
+// included. llama.cpp's preserved_tokens of each format (common/chat.cpp).
+std::vector<std::string_view> marker_token_texts(ToolCallFormat f);
+
 // The family of a chat template, recognized from markers in its source as
 // llama.cpp does; `architecture` (GGUF general.architecture) decides only
 // when the template says nothing (an empty template: gpt-oss -> harmony,

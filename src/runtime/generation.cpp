@@ -75,9 +75,9 @@ struct Generation::State {
   std::vector<token_id> eog_ids;  // filled on first need (ignore_eos with a grammar)
 
   State(const Tokenizer& t, GenerationParams params)
-      : tok(t), p(std::move(params)), sampler(nullptr), stopper(t, {p.max_tokens, p.stop, p.ignore_eos}) {
+      : tok(t), p(std::move(params)), sampler(nullptr), stopper(t, {p.max_tokens, p.stop, p.ignore_eos, p.preserved_tokens}) {
     if (!p.sampling.grammar.empty())
-      grammar.emplace(runtime::cached_grammar(p.sampling.grammar), runtime::cached_vocabulary(t));
+      grammar.emplace(runtime::cached_grammar(p.sampling.grammar), runtime::cached_vocabulary(t, p.preserved_tokens));
     if (p.n_ubatch < 1)
       throw Error(Errc::invalid_argument, "n_ubatch must be at least 1, got " + std::to_string(p.n_ubatch));
     if (p.n_probs < 0) throw Error(Errc::invalid_argument, "n_probs must be >= 0, got " + std::to_string(p.n_probs));

@@ -1,5 +1,6 @@
 #include "runtime/grammar_cache.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <list>
 #include <mutex>
@@ -44,7 +45,7 @@ std::shared_ptr<const Grammar> cached_grammar(const std::string& gbnf) {
   return g;
 }
 
-std::shared_ptr<const TokenVocabulary> cached_vocabulary(const Tokenizer& tok) {
+std::shared_ptr<const TokenVocabulary> cached_vocabulary(const Tokenizer& tok, std::span<const token_id> preserved) {
   static VocabCache cache;
   const int32_t n = tok.n_vocab();
   // The key: FNV-1a over every token's raw text, type and end-of-generation
@@ -57,6 +58,12 @@ std::shared_ptr<const TokenVocabulary> cached_vocabulary(const Tokenizer& tok) {
     for (const char c : t) mix(static_cast<uint8_t>(c));
     mix(static_cast<uint64_t>(tok.type(i)) * 2 + (tok.is_eog(i) ? 1 : 0));
   }
+  const auto is_preserved = [&](token_id i) {
+    return std::find(preserved.begin(), preserved.end(), i) != preserved.end();
+  };
+  mix(preserved.size());
+  for (int32_t i = 0; i < n; ++i)
+    if (is_preserved(i)) mix(static_cast<uint64_t>(i));
   {
     std::lock_guard<std::mutex> lock(cache.mu);
     for (auto it = cache.lru.begin(); it != cache.lru.end(); ++it)
@@ -68,7 +75,7 @@ std::shared_ptr<const TokenVocabulary> cached_vocabulary(const Tokenizer& tok) {
   std::vector<std::string> pieces(static_cast<size_t>(n));
   std::vector<bool> eog(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) {
-    pieces[static_cast<size_t>(i)] = tok.token_to_piece(i, /*special=*/false);
+    pieces[static_cast<size_t>(i)] = tok.token_to_piece(i, /*special=*/is_preserved(i));
     eog[static_cast<size_t>(i)] = tok.is_eog(i);
   }
   auto v = std::make_shared<const TokenVocabulary>(std::move(pieces), std::move(eog));

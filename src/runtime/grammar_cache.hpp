@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 
 #include "synapse/grammar.hpp"
@@ -21,7 +22,10 @@ namespace synapse::runtime {
 std::shared_ptr<const Grammar> cached_grammar(const std::string& gbnf);
 
 // The TokenVocabulary of tok: token_to_piece(id, special = false) (control
-// tokens render as "", so no grammar produces them) and is_eog(id).
-std::shared_ptr<const TokenVocabulary> cached_vocabulary(const Tokenizer& tok);
+// tokens render as "", so no grammar produces them) and is_eog(id); the
+// `preserved` tokens render with special = true (a grammar can write a chat
+// format's markers as the control tokens its model was tuned on).
+std::shared_ptr<const TokenVocabulary> cached_vocabulary(const Tokenizer& tok,
+                                                         std::span<const token_id> preserved = {});
 
 }  // namespace synapse::runtime

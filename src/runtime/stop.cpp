@@ -77,7 +77,8 @@ std::string Stopper::on_token(token_id id) {
     return {};
   }
   ++n_gen_;
-  std::string out = filter_.feed(tok_.token_to_piece(id, /*special=*/false));
+  const bool special = std::find(p_.preserved_tokens.begin(), p_.preserved_tokens.end(), id) != p_.preserved_tokens.end();
+  std::string out = filter_.feed(tok_.token_to_piece(id, special));
   if (filter_.stopped()) {
     reason_ = StopReason::stop_string;
   } else if (p_.n_predict > 0 && n_gen_ >= p_.n_predict) {

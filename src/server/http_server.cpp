@@ -16,16 +16,20 @@
 
 #include <httplib.h>
 
+#include "server/chat.hpp"
 #include "server/connection.hpp"
 #include "server/limits.hpp"
 #include "server/request.hpp"
 #include "server/response.hpp"
 #include "synapse/chat.hpp"
 #include "synapse/error.hpp"
+#include "template/jinja.hpp"
 
 namespace synapse::server {
 
 using nlohmann::json;
+
+void check_chat_template(const std::string& source) { (void)jinja::Template::parse(source); }
 
 bool api_key_matches(const std::vector<std::string>& keys, std::string_view given) {
   unsigned match = 0;
@@ -182,7 +186,7 @@ struct HttpServer::Impl {
   std::atomic<bool> ready{false};
   std::unique_ptr<Scheduler> sched;
   RequestContext rc;
-  std::string template_name;
+  std::string template_name;  // /props' chat_template: the Jinja source, or the built-in format's name
   int64_t created = unix_now();
 
   explicit Impl(ServerParams params) : p(std::move(params)) {}
@@ -298,9 +302,31 @@ void HttpServer::set_scheduler(std::unique_ptr<Scheduler> scheduler) {
   Impl& s = *impl_;
   const Model& model = scheduler->model();
   s.rc.tok = &model.tokenizer();
-  s.rc.chat_template = synapse::chat_template_for_model(
-      model.gguf(), s.p.chat_template.empty() ? std::nullopt : std::optional<std::string_view>(s.p.chat_template));
-  s.template_name = std::string(synapse::chat_template_name(s.rc.chat_template));
+  // The model's Jinja template, unless a built-in format was asked for.
+  std::optional<std::string> source;
+  std::string where = "--chat-template-file " + s.p.chat_template_file;
+  if (s.p.chat_template_source) {
+    source = s.p.chat_template_source;
+  } else if (s.p.jinja && s.p.chat_template.empty() && model.gguf().find("tokenizer.chat_template") != nullptr) {
+    source = model.gguf().get_string("tokenizer.chat_template");
+    if (!source) throw Error(Errc::format, model.gguf().path() + ": tokenizer.chat_template is not a string");
+    where = model.gguf().path() + ": tokenizer.chat_template";
+  }
+  if (source) {
+    const std::string arch = model.gguf().get_string("general.architecture").value_or("");
+    try {
+      s.rc.jinja = make_jinja_chat(*source, *s.rc.tok, arch, s.p.chat_template_kwargs, s.p.reasoning_format);
+    } catch (const Error& e) {
+      throw Error(e.code(), where + ": " + e.what() +
+                                " (fix it with --chat-template-file FILE, or serve a built-in format with --no-jinja "
+                                "or --chat-template NAME)");
+    }
+    s.template_name = *source;
+  } else {
+    s.rc.chat_template = synapse::chat_template_for_model(
+        model.gguf(), s.p.chat_template.empty() ? std::nullopt : std::optional<std::string_view>(s.p.chat_template));
+    s.template_name = std::string(synapse::chat_template_name(s.rc.chat_template));
+  }
   s.rc.n_ctx = scheduler->n_ctx();
   s.rc.sampling = s.p.sampling;
   s.rc.n_predict = s.p.n_predict;
@@ -382,6 +408,9 @@ void HttpServer::Impl::install_routes() {
                {"model_path", p.model_path},
                {"model_alias", p.model_name},
                {"chat_template", template_name},
+               {"chat_template_caps", rc.jinja ? caps_json(rc.jinja->renderer.caps()) : json::object()},
+               {"bos_token", tok().bos() >= 0 ? tok().token_to_piece(tok().bos(), true) : ""},
+               {"eos_token", tok().eos() >= 0 ? tok().token_to_piece(tok().eos(), true) : ""},
                {"build_info", p.system_fingerprint}});
   }));
 
@@ -428,6 +457,14 @@ void HttpServer::Impl::install_routes() {
 
   http.Post("/apply-template", route([this](const httplib::Request& req, httplib::Response& res) {
     const json j = parse_json_object(req.body, rc.limits.max_json_depth);
+    if (rc.jinja) {
+      // The prompt exactly as a chat request renders it (tools, tool_choice,
+      // chat_template_kwargs included).
+      const JinjaPrompt jp = render_jinja_chat(nlohmann::ordered_json::parse(req.body), *rc.jinja, rc.limits,
+                                               synapse::kDefaultSeed);
+      return send_json(res, 200, {{"prompt", jp.prompt}});
+    }
+    check_builtin_chat_fields(j);
     const std::vector<synapse::ChatMessage> msgs = parse_messages(j, rc.limits);
     send_json(res, 200, {{"prompt", synapse::format_chat(rc.chat_template, msgs, true)}});
   }));
@@ -473,6 +510,7 @@ void HttpServer::Impl::handle_completion(Route route, const httplib::Request& re
     r.params.ignore_eos = c.stop.ignore_eos;
     r.params.logprobs = c.logprobs;
     r.params.n_probs = c.top_logprobs;
+    r.params.preserved_tokens = c.preserved_tokens;  // the chat format's markers, as text
     // A chat reply always ends its turn in the cache (also when cut by
     // max_tokens or a disconnect), so the next turn's prompt finds it there.
     r.params.close_turn = route == Route::chat_completions;
@@ -555,6 +593,20 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
         if (c.route == Route::chat_completions)
           for (size_t i = 0; i < n_choices; ++i)
             if (!write(stream_chunk(c, meta, static_cast<int>(i), "", {}, 0, tok(), true, nullptr))) return give_up();
+        // A parsed chat reply (the model's Jinja template): each choice's text
+        // goes through its OutputStream, which sends content, reasoning and
+        // calls as OpenAI deltas.
+        std::vector<runtime::OutputStream> parsers;
+        std::vector<bool> made_calls(n_choices, false);
+        if (c.chat_output)
+          for (size_t i = 0; i < n_choices; ++i) parsers.emplace_back(c.chat_output->format, c.chat_output->for_choice(i));
+        auto write_deltas = [&](size_t i, const std::vector<runtime::Delta>& deltas,
+                                std::span<const GeneratedToken> steps) {
+          for (const runtime::Delta& d : deltas) made_calls[i] = made_calls[i] || d.kind == runtime::Delta::Kind::tool_call;
+          for (const json& chunk : delta_chunks(c, meta, static_cast<int>(i), deltas, steps, tok()))
+            if (!write(chunk)) return false;
+          return true;
+        };
         size_t n_closed = 0;
         while (n_closed < n_choices) {
           Channel::Event ev;
@@ -578,7 +630,14 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
               write({{"error", error_body(500, "generation failed: " + fin.error)["error"]}});
               continue;
             }
-            if (!write(stream_chunk(c, meta, ev.index, "", {}, offsets[i], tok(), false, &fin))) return give_up();
+            if (!parsers.empty() && !write_deltas(i, parsers[i].finish(), {})) return give_up();
+            if (!write(stream_chunk(c, meta, ev.index, "", {}, offsets[i], tok(), false, &fin, made_calls[i])))
+              return give_up();
+            continue;
+          }
+          if (!parsers.empty()) {
+            if (!write_deltas(i, parsers[i].feed(ev.step.text), std::span<const GeneratedToken>(&ev.step, 1)))
+              return give_up();
             continue;
           }
           const bool has_token = ev.step.id >= 0 && !ev.step.eog;

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,16 @@ struct ServerParams {
   std::vector<std::string> api_keys;     // --api-key / --api-key-file; empty: no authentication
   std::string model_name;                // --alias, else the model path: "model" in replies, /v1/models id
   std::string model_path;                // -m
-  std::string chat_template;             // --chat-template NAME ("" : the model's own)
+  std::string chat_template;             // --chat-template NAME: a built-in format ("": the model's own)
+  // --jinja (the default) / --no-jinja: chat is rendered by the model's Jinja
+  // template (server/chat.hpp) when it has one; without one, or with
+  // --no-jinja or --chat-template NAME, by the built-in formats (chatml
+  // for a file without a template).
+  bool jinja = true;
+  std::optional<std::string> chat_template_source;  // --chat-template-file's text (implies jinja)
+  std::string chat_template_file;        // its path, for messages
+  std::string chat_template_kwargs;      // --chat-template-kwargs: "" or a JSON object (template variables)
+  std::string reasoning_format = "auto"; // --reasoning-format: none, deepseek, auto (requests may override)
   int timeout_s = 600;                   // --timeout: socket read/write timeout, and the wall-clock limit of
                                          // one request from its arrival (the reply then ends with what it
                                          // has, finish_reason "length", as llama-server's t_max_predict_ms)
@@ -65,7 +75,12 @@ class HttpServer {
 
   // The model is loaded: from now on requests go to `scheduler` (kept until
   // the server is destroyed). Throws Error(invalid_argument) for an unknown
-  // --chat-template name or Error(unsupported) for an unrecognised template.
+  // --chat-template name, a Jinja template (the file's or
+  // --chat-template-file's) that does not parse (its line and message: the
+  // server does not start, where llama-server falls back to chatml with a
+  // warning), bad --chat-template-kwargs or --reasoning-format;
+  // Error(unsupported) for a template the built-in formats do not know (with
+  // --no-jinja).
   void set_scheduler(std::unique_ptr<Scheduler> scheduler);
 
   // Stops accepting, cancels what runs, joins the listening thread.
@@ -75,6 +90,16 @@ class HttpServer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Parses a Jinja chat template's source (--chat-template-file), so that a
+// bad one is refused before the model loads. Throws Error(invalid_argument)
+// "template: line L: ..." on a syntax error.
+void check_chat_template(const std::string& source);
+
+// --chat-template-kwargs' check before the model loads: throws
+// Error(invalid_argument) naming the flag unless `json_text` is "" or a JSON
+// object. (Defined in server/chat.cpp.)
+void check_template_kwargs(std::string_view json_text);
 
 // True when `given` equals one of `keys`; the time taken does not depend on
 // where `given` first differs from a key (every key is compared in full).

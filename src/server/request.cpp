@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "runtime/grammar_cache.hpp"
+#include "server/chat.hpp"
 #include "synapse/grammar.hpp"
 
 namespace synapse::server {
@@ -229,8 +230,14 @@ std::vector<synapse::ChatMessage> parse_messages(const json& body, const Request
     if (!role || !role->is_string()) bad(field + ".role", "must be a string", role ? *role : json());
     std::string r = role->get<std::string>();
     if (r == "developer") r = "system";
+    if (r == "tool")
+      bad(field + ".role", "'tool' messages need the model's Jinja chat template (this server renders chat with a "
+                           "built-in format)", *role);
     if (r != "system" && r != "user" && r != "assistant")
-      bad(field + ".role", "must be one of system, developer, user, assistant", *role);
+      bad(field + ".role", "must be one of system, developer, user, assistant, tool", *role);
+    if (const json* tc = field_of(m, "tool_calls"); tc && !(tc->is_array() && tc->empty()))
+      bad(field + ".tool_calls", "need the model's Jinja chat template (this server renders chat with a built-in "
+                                 "format)", *tc);
     std::string content;
     const json* c = field_of(m, "content");
     if (!c) {
@@ -241,8 +248,11 @@ std::vector<synapse::ChatMessage> parse_messages(const json& body, const Request
       for (size_t k = 0; k < c->size(); ++k) {
         const std::string pf = field + ".content[" + std::to_string(k) + "]";
         const json& part = (*c)[k];
-        if (!part.is_object() || get_string(part, "type", "") != "text")
-          bad(pf, "must be a {\"type\": \"text\", \"text\": ...} part (only text is supported)", part);
+        if (!part.is_object()) bad(pf, "must be a {\"type\": \"text\", \"text\": ...} part", part);
+        const json* type = field_of(part, "type");
+        if (!type || !type->is_string()) bad(pf + ".type", "must be a string", type ? *type : json());
+        if (*type != "text")
+          bad(pf + ".type", "is not supported: this server reads text parts only (no image or audio input)", *type);
         const json* t = field_of(part, "text");
         if (!t || !t->is_string()) bad(pf + ".text", "must be a string", t ? *t : json());
         content += t->get<std::string>();
@@ -420,14 +430,32 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
   }
 
   // What synapse cannot do is refused, never silently dropped.
-  for (const char* f : {"tools", "functions"})
-    if (const json* v = field_of(j, f); v && !(v->is_array() && v->empty()))
-      bad(f, "is not supported by synapse serve", *v);
+  if (route != Route::chat_completions) {
+    for (const char* f : {"tools", "functions"})
+      if (const json* v = field_of(j, f); v && !(v->is_array() && v->empty()))
+        bad(f, "is not supported on this route (send tools to /v1/chat/completions)", *v);
+  } else if (!rc.jinja) {
+    check_builtin_chat_fields(j);
+  }
   // The request's grammar or schema replaces the server's (--grammar); none keeps it.
-  if (std::string g = parse_structured_output(j, body); !g.empty()) sp.grammar = std::move(g);
+  const std::string request_grammar = parse_structured_output(j, body);
+  if (!request_grammar.empty()) sp.grammar = request_grammar;
 
   // The prompt(s) last: every cheap check has passed before text is tokenized.
-  if (route == Route::chat_completions) {
+  if (route == Route::chat_completions && rc.jinja) {
+    // The model's template sees messages and tools in the client's key order.
+    const JinjaPrompt jp = render_jinja_chat(nlohmann::ordered_json::parse(body), *rc.jinja, lim, sp.seed);
+    if (!jp.grammar.empty()) {
+      if (!request_grammar.empty())
+        throw HttpError(400, "'tool_choice' requires a tool call, which is constrained by its own grammar: it cannot "
+                             "be combined with 'grammar', 'json_schema' or 'response_format'", "tool_choice");
+      sp.grammar = jp.grammar;
+    }
+    r.chat_output = jp.output;
+    r.preserved_tokens = rc.jinja->preserved_tokens;
+    // llama-server's way: one text, BOS per the vocabulary, special-token texts parsed.
+    r.prompts.push_back(tok.tokenize(jp.prompt, true, true));
+  } else if (route == Route::chat_completions) {
     const std::vector<synapse::ChatMessage> msgs = parse_messages(j, lim);
     r.prompts.push_back(synapse::tokenize_chat(tok, rc.chat_template, msgs, true, true));
   } else {

@@ -16,8 +16,11 @@
 #include <string_view>
 #include <vector>
 
+#include <memory>
+
 #include <nlohmann/json.hpp>
 
+#include "runtime/chat_output.hpp"
 #include "synapse/chat.hpp"
 #include "synapse/sampling.hpp"
 #include "synapse/stop.hpp"
@@ -48,6 +51,19 @@ struct RequestLimits {
   int max_top_logprobs = 20;        // OpenAI's bound on top_logprobs
   size_t max_logit_bias = 4096;     // entries of "logit_bias"
   size_t max_messages = 4096;       // entries of "messages"
+  size_t max_tools = 512;           // entries of "tools"
+};
+
+struct JinjaChat;  // server/chat.hpp
+
+// How a chat reply's text becomes OpenAI's message fields (content,
+// reasoning_content, tool_calls): the template's family and the parser's
+// options (runtime/chat_output.hpp). options.id_seed is the request's; choice
+// i's calls take their ids from for_choice(i).
+struct ChatOutput {
+  runtime::ToolCallFormat format = runtime::ToolCallFormat::none;
+  runtime::ParseOptions options;
+  runtime::ParseOptions for_choice(size_t index) const;
 };
 
 // What the server fixes for every request: the model's vocabulary and chat
@@ -56,7 +72,8 @@ struct RequestLimits {
 // tokens one reply may generate; < 0: none).
 struct RequestContext {
   const Tokenizer* tok = nullptr;
-  synapse::ChatTemplate chat_template = synapse::ChatTemplate::chatml;
+  synapse::ChatTemplate chat_template = synapse::ChatTemplate::chatml;  // the built-in format, when jinja is null
+  std::shared_ptr<const JinjaChat> jinja;  // the model's Jinja template (--jinja); null: built-in formats
   int64_t n_ctx = 0;
   synapse::SamplerParams sampling;
   int32_t n_predict = -1;
@@ -85,6 +102,10 @@ struct CompletionRequest {
   bool cache_prompt = true;                   // native: may reuse cached KV rows
   bool return_tokens = false;                 // native: "tokens" in the reply
   bool echo = false;                          // completions: prompt text before the reply
+  // Chat with the model's Jinja template: how each choice's text is parsed
+  // (server/chat.hpp); nullopt: the text is the content, as it came.
+  std::optional<ChatOutput> chat_output;
+  std::vector<token_id> preserved_tokens;     // GenerationParams::preserved_tokens of every choice
 };
 
 // Parses `body` (raw bytes) for `route`. Throws HttpError(400) for malformed
@@ -108,9 +129,12 @@ std::string get_string(const nlohmann::json& j, const char* field, const std::st
 // A token id list from `v` (field name `field`): each an integer in [0, n_vocab).
 std::vector<token_id> get_token_ids(const nlohmann::json& v, const std::string& field, int32_t n_vocab);
 
-// "messages" -> chat messages: role a string (system, user, assistant;
-// "developer" is read as system), content a string or an array of
-// {"type":"text","text":...} parts. Throws HttpError(400) naming messages[i].
+// "messages" -> chat messages for the built-in templates: role a string
+// (system, user, assistant; "developer" is read as system), content a string
+// or an array of {"type":"text","text":...} parts (joined). Throws
+// HttpError(400) naming messages[i] (a "tool" message, or assistant
+// tool_calls: they need the model's Jinja template; a part of another type:
+// messages[i].content[j].type).
 std::vector<synapse::ChatMessage> parse_messages(const nlohmann::json& body, const RequestLimits& limits);
 
 // A value quoted for an error message: its JSON text, cut to 64 bytes.

@@ -173,8 +173,22 @@ json head(const ReplyMeta& meta, const char* object) {
 
 }  // namespace
 
-const char* finish_reason_of(const GenerationResult& r) {
-  return r.finish_reason == FinishReason::length ? "length" : "stop";
+const char* finish_reason_of(const GenerationResult& r, bool tool_calls) {
+  if (r.finish_reason == FinishReason::length) return "length";
+  return tool_calls ? "tool_calls" : "stop";
+}
+
+json chat_message(const runtime::ParsedOutput& p) {
+  json m = {{"role", "assistant"}};
+  m["content"] = p.content.empty() && !p.tool_calls.empty() ? json() : json(p.content);
+  if (!p.reasoning_content.empty()) m["reasoning_content"] = p.reasoning_content;
+  if (!p.tool_calls.empty()) {
+    json calls = json::array();
+    for (const runtime::ToolCall& c : p.tool_calls)
+      calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    m["tool_calls"] = std::move(calls);
+  }
+  return m;
 }
 
 json usage_of(const CompletionRequest& req, std::span<const GenerationResult> choices) {
@@ -208,7 +222,13 @@ json completion_reply(const CompletionRequest& req, const ReplyMeta& meta, std::
     const GenerationResult& c = choices[i];
     json choice = {{"index", i}, {"finish_reason", finish_reason_of(c)}};
     const std::vector<TokenEntry> tokens = entries_of(c);
-    if (chat) {
+    if (chat && req.chat_output) {
+      const runtime::ParsedOutput parsed =
+          runtime::parse_output(req.chat_output->format, c.text, req.chat_output->for_choice(i));
+      choice["message"] = chat_message(parsed);
+      choice["finish_reason"] = finish_reason_of(c, !parsed.tool_calls.empty());
+      choice["logprobs"] = req.logprobs ? chat_logprobs(tokens, tok) : json();
+    } else if (chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
       choice["logprobs"] = req.logprobs ? chat_logprobs(tokens, tok) : json();
     } else {
@@ -224,12 +244,13 @@ json completion_reply(const CompletionRequest& req, const ReplyMeta& meta, std::
 
 json stream_chunk(const CompletionRequest& req, const ReplyMeta& meta, int index, const std::string& text,
                   std::span<const GeneratedToken> steps, size_t text_offset, const Tokenizer& tok, bool first,
-                  const GenerationResult* final_out) {
+                  const GenerationResult* final_out, bool tool_calls) {
   const std::vector<TokenEntry> tokens = entries_of(steps);
   if (req.route == Route::completion) return native_result(req, meta, index, text, tokens, tok, final_out);
   const bool chat = req.route == Route::chat_completions;
   json j = head(meta, chat ? "chat.completion.chunk" : "text_completion");
-  json choice = {{"index", index}, {"finish_reason", final_out ? json(finish_reason_of(*final_out)) : json()}};
+  json choice = {{"index", index},
+                 {"finish_reason", final_out ? json(finish_reason_of(*final_out, tool_calls)) : json()}};
   if (chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
@@ -243,6 +264,40 @@ json stream_chunk(const CompletionRequest& req, const ReplyMeta& meta, int index
   j["choices"] = json::array({std::move(choice)});
   if (req.include_usage) j["usage"] = nullptr;
   return j;
+}
+
+std::vector<json> delta_chunks(const CompletionRequest& req, const ReplyMeta& meta, int index,
+                               std::span<const runtime::Delta> deltas, std::span<const GeneratedToken> steps,
+                               const Tokenizer& tok) {
+  using Kind = runtime::Delta::Kind;
+  const std::vector<TokenEntry> tokens = entries_of(steps);
+  std::vector<json> out;
+  const auto chunk = [&](json delta) {
+    json j = head(meta, "chat.completion.chunk");
+    json choice = {{"index", index}, {"finish_reason", nullptr}, {"delta", std::move(delta)}};
+    // The step's logprobs ride on its first chunk.
+    choice["logprobs"] = req.logprobs && !tokens.empty() && out.empty() ? chat_logprobs(tokens, tok) : json();
+    j["choices"] = json::array({std::move(choice)});
+    if (req.include_usage) j["usage"] = nullptr;
+    out.push_back(std::move(j));
+  };
+  for (const runtime::Delta& d : deltas) {
+    switch (d.kind) {
+      case Kind::content: chunk({{"content", d.text}}); break;
+      case Kind::reasoning: chunk({{"reasoning_content", d.text}}); break;
+      case Kind::tool_call:
+        chunk({{"tool_calls", json::array({{{"index", d.index},
+                                            {"id", d.id},
+                                            {"type", "function"},
+                                            {"function", {{"name", d.name}, {"arguments", ""}}}}})}});
+        break;
+      case Kind::arguments:
+        chunk({{"tool_calls", json::array({{{"index", d.index}, {"function", {{"arguments", d.text}}}}})}});
+        break;
+    }
+  }
+  if (out.empty() && req.logprobs && !tokens.empty()) chunk(json::object());
+  return out;
 }
 
 json usage_chunk(const CompletionRequest& req, const ReplyMeta& meta, std::span<const GenerationResult> choices) {

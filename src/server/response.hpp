@@ -34,7 +34,10 @@ struct ReplyMeta {
 // 503 unavailable_error, else server_error. code is the status.
 nlohmann::json error_body(int status, const std::string& message, const std::string& param = {});
 
-// The whole non-streamed reply for `req` (choices in order prompts x n).
+// The whole non-streamed reply for `req` (choices in order prompts x n). A
+// chat reply with req.chat_output is parsed (runtime::parse_output, choice
+// i's call ids from chat_output->for_choice(i)) into chat_message's fields,
+// its logprobs still those of every generated token.
 nlohmann::json completion_reply(const CompletionRequest& req, const ReplyMeta& meta,
                                 std::span<const GenerationResult> choices, const Tokenizer& tok);
 
@@ -44,14 +47,37 @@ nlohmann::json completion_reply(const CompletionRequest& req, const ReplyMeta& m
 // text_offset: the bytes of this choice's earlier tokens, for the completions
 // route's text_offset). A
 // non-empty finish_reason marks the choice's last chunk (with its `out` for
-// the native route's final fields). chat's first chunk carries the role.
+// the native route's final fields; `tool_calls`: the reply made calls, so a
+// chat reply that ended by itself says "tool_calls"). chat's first chunk
+// carries the role. A parsed chat reply (req.chat_output) sends only its
+// first and last chunks here, its text through delta_chunks.
 nlohmann::json stream_chunk(const CompletionRequest& req, const ReplyMeta& meta, int index, const std::string& text,
                             std::span<const GeneratedToken> steps, size_t text_offset, const Tokenizer& tok,
-                            bool first, const GenerationResult* final_out);
+                            bool first, const GenerationResult* final_out, bool tool_calls = false);
 
-// OpenAI's finish_reason of a finished reply: "stop" or "length" (a cancelled
-// reply, which no client reads, is reported as "stop").
-const char* finish_reason_of(const GenerationResult& r);
+// The chat.completion.chunk objects of one step of a parsed chat reply
+// (req.chat_output; the deltas of its runtime::OutputStream), one per delta
+// as OpenAI streams them: {"content"}, {"reasoning_content"}, a call's
+// header {"tool_calls": [{index, id, type: "function", function: {name,
+// arguments: ""}}]}, then its argument fragments {"tool_calls": [{index,
+// function: {arguments}}]}. The step's logprobs ride on its first chunk, or
+// on one with an empty delta when the parser holds the step's text (text
+// that may begin a marker, a call not yet complete): with parsing, logprobs
+// come with the step that sampled the token, not with the delta its text
+// ends up in.
+std::vector<nlohmann::json> delta_chunks(const CompletionRequest& req, const ReplyMeta& meta, int index,
+                                         std::span<const runtime::Delta> deltas,
+                                         std::span<const GeneratedToken> steps, const Tokenizer& tok);
+
+// OpenAI's finish_reason of a finished reply: "length", else "tool_calls"
+// when the reply made calls, else "stop" (a cancelled reply, which no client
+// reads, is reported as "stop"). llama-server's rule.
+const char* finish_reason_of(const GenerationResult& r, bool tool_calls = false);
+
+// A parsed chat reply as OpenAI's message: role, content (null when empty
+// beside calls), reasoning_content (when there is some), tool_calls [{id,
+// type: "function", function: {name, arguments (a JSON string)}}].
+nlohmann::json chat_message(const runtime::ParsedOutput& parsed);
 
 // The usage object of all choices (OpenAI: prompt tokens counted once per prompt).
 nlohmann::json usage_of(const CompletionRequest& req, std::span<const GenerationResult> choices);

@@ -13,6 +13,7 @@
 #include <random>
 #include <sstream>
 
+#include "runtime/chat_output_readers.hpp"
 #include "runtime/chat_output_util.hpp"
 #include "synapse/error.hpp"
 
@@ -704,6 +705,33 @@ TEST(ChatOutput, DetectsTheFamilyOfEachLlamaCppTemplate) {
   EXPECT_EQ(detect_format("", "gpt-oss"), F::gpt_oss_harmony);
   EXPECT_EQ(detect_format("", "qwen3"), F::hermes);
   EXPECT_EQ(detect_format("  ", "llama"), F::generic);
+}
+
+TEST(ChatOutput, MarkerTokenTextsCoverTheFamilysMarkers) {
+  // Every marker the parser looks for that a model writes as one token
+  // ("<tool_call>", "[TOOL_CALLS]", "<|python_tag|>", ...: no spaces, in <...>
+  // or [...]) is among the texts whose tokens a server preserves.
+  const auto looks_like_a_token = [](std::string_view m) {
+    return m.size() > 2 && m.find(' ') == std::string_view::npos && m.find('=') == std::string_view::npos &&
+           ((m.front() == '<' && m.back() == '>') || (m.front() == '[' && m.back() == ']'));
+  };
+  for (int f = static_cast<int>(F::none); f <= static_cast<int>(F::command_r7b); ++f) {
+    const F format = static_cast<F>(f);
+    const std::vector<std::string_view> texts = marker_token_texts(format);
+    const readers::Spec spec = readers::spec_of(format, true);
+    std::vector<std::string_view> markers(spec.reasoning_starts.begin(), spec.reasoning_starts.end());
+    for (const readers::Trigger& t : spec.triggers) markers.push_back(t.marker);
+    for (const readers::EndMarker& e : spec.reasoning_ends) markers.push_back(e.text);
+    for (std::string_view d : spec.dropped) markers.push_back(d);
+    for (std::string_view m : markers) {
+      if (looks_like_a_token(m)) {
+        EXPECT_TRUE(std::find(texts.begin(), texts.end(), m) != texts.end()) << format_name(format) << ": " << m;
+      }
+    }
+  }
+  const std::vector<std::string_view> harmony = marker_token_texts(F::gpt_oss_harmony);
+  EXPECT_NE(std::find(harmony.begin(), harmony.end(), "<|channel|>"), harmony.end());
+  EXPECT_NE(std::find(harmony.begin(), harmony.end(), "<|message|>"), harmony.end());
 }
 
 }  // namespace

@@ -98,6 +98,26 @@ TEST(GrammarGeneration, IgnoreEosEndsWhereTheGrammarEnds) {
   EXPECT_EQ(r.finish_reason, FinishReason::stop);
 }
 
+TEST(GrammarGeneration, PreservedControlTokensAreTextToTheGrammar) {
+  // <s> is a control token: it renders as "" (no grammar can write it) unless
+  // preserved (a chat format's marker). Favoured by logit_bias, the preserved
+  // token writes "<s>" itself; otherwise the grammar spells it with other tokens.
+  Fixture f;
+  const token_id bos = f.model.tokenizer().bos();
+  GenerationParams p;
+  p.sampling.grammar = "root ::= \"<s>\" \" a\"\n";
+  p.sampling.temp = 0.0f;
+  p.sampling.logit_bias = {{bos, 100.0f}};
+  p.max_tokens = 16;
+  const GenerationResult spelled = f.run(p, "Once upon a time");
+  EXPECT_EQ(spelled.text, "<s> a");
+  EXPECT_NE(spelled.tokens.front(), bos);
+  p.preserved_tokens = {bos};
+  const GenerationResult kept = f.run(p, "Once upon a time");
+  EXPECT_EQ(kept.text, "<s> a");
+  EXPECT_EQ(kept.tokens.front(), bos);
+}
+
 TEST(GrammarGeneration, BadGrammarIsRefusedUpFront) {
   Fixture f;
   GenerationParams p;

@@ -139,6 +139,22 @@ TEST_F(StopperTest, EndOfGenerationAndNPredict) {
   EXPECT_THROW(bad.on_token(tok_->n_vocab()), Error);
 }
 
+TEST_F(StopperTest, PreservedControlTokensPrintAsTheirText) {
+  // <s> (BOS) is a control token: "" unless preserved; </s> stays an end of
+  // generation, preserved or not.
+  const token_id bos = tok_->bos();
+  ASSERT_EQ(tok_->token_to_piece(bos, false), "");
+  Stopper plain(*tok_, {});
+  EXPECT_EQ(plain.on_token(bos), "");
+  Stopper kept(*tok_, {.n_predict = -1, .stops = {"<s>x"}, .ignore_eos = false, .preserved_tokens = {bos, tok_->eos()}});
+  EXPECT_EQ(kept.on_token(bos), "");  // held: it may begin the stop string "<s>x"
+  const std::string out = kept.on_token(tok_->tokenize("ok", false, false)[0]);
+  EXPECT_EQ(out + kept.finish(), "<s> ok");
+  Stopper eog(*tok_, {.n_predict = -1, .stops = {}, .ignore_eos = false, .preserved_tokens = {tok_->eos()}});
+  EXPECT_EQ(eog.on_token(tok_->eos()), "");
+  EXPECT_EQ(eog.reason(), StopReason::eog);
+}
+
 TEST_F(StopperTest, HeldTextIsFlushedWhenTheReplyEndsOtherwise) {
   const std::vector<token_id> ids = tok_->tokenize("Hello User", false, false);
   Stopper s(*tok_, {.n_predict = -1, .stops = {"User:"}});

@@ -4,6 +4,11 @@
 
 #include <cmath>
 
+#include <fstream>
+#include <iterator>
+
+#include "runtime/chat_output.hpp"
+#include "server/chat.hpp"
 #include "server/request.hpp"
 #include "server/response.hpp"
 #include "synapse/synapse.hpp"
@@ -140,7 +145,19 @@ TEST_F(RequestTest, BadFieldsAreNamed) {
   expect(Route::chat_completions, R"({"messages":[{"role":"user","content":"a"}],"top_logprobs":2})",
          "top_logprobs", "logprobs");
   expect(Route::chat_completions, R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})",
-         "messages[0].content[0]", "text");
+         "messages[0].content[0].type", "text parts only");
+  // The built-in formats take no tools and no tool messages.
+  expect(Route::chat_completions, R"({"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function"}]})",
+         "tools", "Jinja chat template");
+  expect(Route::chat_completions, R"({"messages":[{"role":"user","content":"a"}],"tool_choice":"required"})",
+         "tool_choice", "Jinja chat template");
+  expect(Route::chat_completions, R"({"messages":[{"role":"tool","tool_call_id":"x","content":"a"}]})",
+         "messages[0].role", "Jinja chat template");
+  expect(Route::chat_completions, R"({"messages":[{"role":"user","content":"a"}],"reasoning_format":"x"})",
+         "reasoning_format", "\"x\"");
+  expect(Route::chat_completions, R"({"messages":[{"role":"user","content":"a"}],"chat_template_kwargs":[1]})",
+         "chat_template_kwargs", "object");
+  expect(c, R"({"prompt":"a","tools":[{"type":"function"}]})", "tools", "/v1/chat/completions");
   expect(Route::completion, R"({"prompt":"a","n_predict":-2})", "n_predict", "-2");
   std::string long_prompt(2000, 'x');
   expect(c, R"({"prompt":")" + long_prompt + R"("})", "prompt", "n_ctx = 128");
@@ -177,6 +194,345 @@ TEST_F(RequestTest, RepliesHaveOpenAIsShape) {
   EXPECT_TRUE(error_body(400, "bad", "")["error"]["param"].is_null());
   EXPECT_EQ(sse_event(json{{"a", 1}}), "data: {\"a\":1}\n\n");
   EXPECT_EQ(dump_json(json(std::string("\xff"))), "\"\xEF\xBF\xBD\"");  // U+FFFD, no throw
+}
+
+// --- Chat with the model's Jinja template (issue 43) ---------------------------
+
+json with(json base, const json& extra) {
+  base.update(extra);
+  return base;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+const json kWeather = {{"type", "function"},
+                       {"function",
+                        {{"name", "get_weather"},
+                         {"description", "The weather in a city"},
+                         {"parameters",
+                          {{"type", "object"},
+                           {"properties", {{"city", {{"type", "string"}}}, {"unit", {{"enum", {"c", "f"}}}}}},
+                           {"required", {"city"}}}}}}};
+const json kTime = {{"type", "function"},
+                    {"function",
+                     {{"name", "get_time"},
+                      {"parameters", {{"type", "object"}, {"properties", {{"zone", {{"type", "string"}}}}}}}}}};
+
+// tiny-qwen3 (its vocabulary has <tool_call>, <think>, <|im_end|>) with
+// Qwen3-0.6B's template from llama.cpp's collection: the hermes family.
+class JinjaRequestTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = new Model(Model::load(SYNAPSE_TEST_DATA "/models/tiny-qwen3-q4_k_m.gguf"));
+    source_ = new std::string(read_file(SYNAPSE_TEST_DATA "/templates/llama.cpp/Qwen-Qwen3-0.6B.jinja"));
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete source_;
+  }
+
+  RequestContext rc(std::string source = {}, std::string kwargs = {}) const {
+    RequestContext c;
+    c.tok = &model_->tokenizer();
+    c.n_ctx = 2048;
+    c.jinja = make_jinja_chat(source.empty() ? *source_ : source, model_->tokenizer(), "qwen3", kwargs, "auto");
+    return c;
+  }
+  CompletionRequest parse(const json& body, const RequestContext& c) const {
+    return parse_completion_request(Route::chat_completions, body.dump(), c);
+  }
+  CompletionRequest parse(const json& body) const { return parse(body, rc()); }
+
+  std::pair<std::string, std::string> error_of(const std::string& body) const {
+    try {
+      parse_completion_request(Route::chat_completions, body, rc());
+    } catch (const HttpError& e) {
+      EXPECT_EQ(e.status(), 400);
+      return {e.param(), e.what()};
+    }
+    ADD_FAILURE() << "accepted: " << body;
+    return {};
+  }
+
+  static json user(const std::string& text) { return {{"role", "user"}, {"content", text}}; }
+
+  static Model* model_;
+  static std::string* source_;
+};
+Model* JinjaRequestTest::model_ = nullptr;
+std::string* JinjaRequestTest::source_ = nullptr;
+
+TEST_F(JinjaRequestTest, PromptIsTheTemplatesRenderingTokenizedWithSpecialTokens) {
+  const Tokenizer& tok = model_->tokenizer();
+  const CompletionRequest r = parse({{"messages", {{{"role", "system"}, {"content", "Be brief."}}, user("Hi")}}});
+  const std::string text = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0], tok.tokenize(text, true, true));
+  // <|im_start|> is one token here (parse_special), as llama-server tokenizes a Jinja prompt.
+  EXPECT_EQ(tok.tokenize("<|im_start|>", false, true).size(), 1u);
+  ASSERT_TRUE(r.chat_output.has_value());
+  EXPECT_EQ(r.chat_output->format, runtime::ToolCallFormat::hermes);
+  EXPECT_FALSE(r.chat_output->options.tools_offered);
+  EXPECT_EQ(r.chat_output->options.reasoning_format, runtime::ReasoningFormat::automatic);
+  EXPECT_TRUE(r.sampling.grammar.empty());
+  // The markers the parser reads are preserved: <tool_call>, </tool_call>, <think>, </think>.
+  std::vector<std::string> preserved;
+  for (token_id t : r.preserved_tokens) preserved.push_back(tok.text(t));
+  std::sort(preserved.begin(), preserved.end());
+  EXPECT_EQ(preserved, (std::vector<std::string>{"</think>", "</tool_call>", "<think>", "<tool_call>"}));
+}
+
+TEST_F(JinjaRequestTest, ToolsAreRenderedInTheClientsKeyOrder) {
+  // "zeta" before "alpha": a sorted JSON would swap them.
+  const std::string body =
+      R"({"messages":[{"role":"user","content":"Hi"}],"tools":[{"type":"function","function":{"name":"f",)"
+      R"("parameters":{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}}}}}]})";
+  const CompletionRequest r = parse_completion_request(Route::chat_completions, body, rc());
+  const std::string prompt = model_->tokenizer().detokenize(r.prompts[0], false, true);
+  EXPECT_NE(prompt.find(R"({"type": "function", "function": {"name": "f", "parameters": {"type": "object", )"
+                        R"("properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"}}}}})"),
+            std::string::npos)
+      << prompt;
+  EXPECT_TRUE(r.chat_output->options.tools_offered);
+  EXPECT_TRUE(r.sampling.grammar.empty());  // auto: unconstrained, parsed
+}
+
+TEST_F(JinjaRequestTest, ToolChoiceSetsTheGrammarAndTheParser) {
+  const json base = {{"messages", {user("Weather in Paris?")}}, {"tools", {kWeather, kTime}}};
+  const CompletionRequest required = parse(with(base, {{"tool_choice", "required"}}));
+  EXPECT_NE(required.sampling.grammar.find("<tool_call>"), std::string::npos);
+  EXPECT_NE(required.sampling.grammar.find("get_weather"), std::string::npos);
+  EXPECT_NE(required.sampling.grammar.find("get_time"), std::string::npos);
+  EXPECT_TRUE(required.chat_output->options.tools_offered);
+  EXPECT_TRUE(required.chat_output->options.parallel_tool_calls);
+
+  const CompletionRequest named = parse(with(base, 
+      {{"tool_choice", {{"type", "function"}, {"function", {{"name", "get_time"}}}}}, {"parallel_tool_calls", false}}));
+  EXPECT_EQ(named.sampling.grammar.find("get_weather"), std::string::npos);
+  EXPECT_NE(named.sampling.grammar.find("get_time"), std::string::npos);
+  EXPECT_FALSE(named.chat_output->options.parallel_tool_calls);
+
+  // none: the tools are still in the prompt (llama-server renders them), but no call is parsed.
+  const CompletionRequest none = parse(with(base, {{"tool_choice", "none"}}));
+  EXPECT_TRUE(none.sampling.grammar.empty());
+  EXPECT_FALSE(none.chat_output->options.tools_offered);
+  EXPECT_EQ(none.prompts[0], parse(base).prompts[0]);
+
+  // A request's own grammar cannot go with a required call.
+  const auto [p, msg] = error_of(with(base, {{"tool_choice", "required"}, {"grammar", "root ::= \"x\""}}).dump());
+  EXPECT_EQ(p, "tool_choice");
+}
+
+TEST_F(JinjaRequestTest, GenericFormatIsToldHowToCall) {
+  // A template with no call syntax of its own (the generic family) that does
+  // not print tools: the system prompt gets the tools and the JSON reply form.
+  const RequestContext c = rc("{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}[assistant]");
+  const auto prompt = [&](const CompletionRequest& r) { return model_->tokenizer().detokenize(r.prompts[0], false, true); };
+  const CompletionRequest r = parse({{"messages", {{{"role", "system"}, {"content", "Be brief."}}, user("Hi")}},
+                                     {"tools", {kWeather}}, {"parallel_tool_calls", false}},
+                                    c);
+  EXPECT_EQ(r.chat_output->format, runtime::ToolCallFormat::generic);
+  const std::string p = prompt(r);
+  EXPECT_TRUE(p.starts_with("[system]Be brief.\n\nYou can call these tools")) << p;
+  EXPECT_NE(p.find("\"name\": \"get_weather\""), std::string::npos) << p;
+  EXPECT_NE(p.find("{\"tool_call\": {\"name\": \"<tool name>\""), std::string::npos) << p;
+  EXPECT_TRUE(p.ends_with("[user]Hi[assistant]")) << p;
+  // Parallel calls are asked for as a list; without a system message one is added.
+  const std::string q = prompt(parse({{"messages", {user("Hi")}}, {"tools", {kWeather}}}, c));
+  EXPECT_TRUE(q.starts_with("[system]You can call these tools")) << q;
+  EXPECT_NE(q.find("{\"tool_calls\": ["), std::string::npos) << q;
+  // tool_choice none: no instruction.
+  EXPECT_EQ(prompt(parse({{"messages", {user("Hi")}}, {"tools", {kWeather}}, {"tool_choice", "none"}}, c)),
+            "[user]Hi[assistant]");
+  const CompletionRequest req = parse({{"messages", {user("Hi")}}, {"tools", {kWeather}}, {"tool_choice", "required"}}, c);
+  EXPECT_NE(req.sampling.grammar.find("tool_calls"), std::string::npos) << req.sampling.grammar;
+}
+
+TEST_F(JinjaRequestTest, RequiredCallAfterAnOpenedReasoningBlock) {
+  // The prompt ends inside <think> (prefill): the grammar lets the model close
+  // it before the call.
+  const CompletionRequest r = parse({{"messages", {user("Hi"), {{"role", "assistant"}, {"content", "<think>\n"}}}},
+                                     {"tools", {kWeather}}, {"tool_choice", "required"}});
+  EXPECT_TRUE(r.chat_output->options.thinking_open);
+  EXPECT_TRUE(r.sampling.grammar.starts_with("root ::= reasoning-text \"</think>\"")) << r.sampling.grammar;
+  const CompletionRequest plain = parse({{"messages", {user("Hi")}}, {"tools", {kWeather}}, {"tool_choice", "required"}});
+  EXPECT_TRUE(plain.sampling.grammar.starts_with("root ::= calls")) << plain.sampling.grammar;
+}
+
+TEST_F(JinjaRequestTest, CallIdsAreAFunctionOfTheRequest) {
+  const json body = {{"messages", {user("a")}}, {"tools", {kWeather}}, {"seed", 7}};
+  const CompletionRequest a = parse(body), b = parse(body);
+  EXPECT_EQ(a.chat_output->options.id_seed, b.chat_output->options.id_seed);
+  EXPECT_NE(a.chat_output->for_choice(0).id_seed, a.chat_output->for_choice(1).id_seed);
+  EXPECT_NE(parse(with(body, {{"seed", 8}})).chat_output->options.id_seed, a.chat_output->options.id_seed);
+  EXPECT_NE(parse(with(body, {{"messages", {user("b")}}})).chat_output->options.id_seed,
+            a.chat_output->options.id_seed);
+}
+
+TEST_F(JinjaRequestTest, HistoryWithCallsAndPrefill) {
+  const json history = {
+      user("Weather?"),
+      {{"role", "assistant"},
+       {"content", nullptr},
+       {"tool_calls",
+        {{{"id", "call_1"}, {"type", "function"},
+          {"function", {{"name", "get_weather"}, {"arguments", "{\"city\":\"Paris\"}"}}}}}}},
+      {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "sunny"}},
+      {{"role", "assistant"}, {"content", "<think>\n"}}};
+  const CompletionRequest r = parse({{"messages", history}, {"tools", {kWeather}}});
+  const std::string prompt = model_->tokenizer().detokenize(r.prompts[0], false, true);
+  EXPECT_NE(prompt.find("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>"),
+            std::string::npos)
+      << prompt;
+  EXPECT_NE(prompt.find("<tool_response>\nsunny\n</tool_response>"), std::string::npos) << prompt;
+  // The final assistant message is continued, not closed: the reply starts inside <think>.
+  EXPECT_TRUE(prompt.ends_with("<|im_start|>assistant\n<think>\n")) << prompt;
+  EXPECT_TRUE(r.chat_output->options.thinking_open);
+}
+
+TEST_F(JinjaRequestTest, TemplateVariablesAndReasoningFields) {
+  const std::string probe =
+      "{{ reasoning_effort | default('-') }}|{{ enable_thinking }}|{{ flavour | default('-') }}|"
+      "{% for m in messages %}{{ m.role }}={{ m.content }};{% endfor %}";
+  const RequestContext c = rc(probe, R"({"flavour": "server", "enable_thinking": false})");
+  auto prompt = [&](const json& body) {
+    return model_->tokenizer().detokenize(parse(body, c).prompts[0], false, true);
+  };
+  EXPECT_EQ(prompt({{"messages", {user("a")}}}), "-|False|server|user=a;");
+  EXPECT_EQ(prompt({{"messages", {user("a")}}, {"reasoning_effort", "low"},
+                    {"chat_template_kwargs", {{"flavour", "request"}}}}),
+            "low|False|request|user=a;");
+  EXPECT_EQ(prompt({{"messages", {{{"role", "developer"}, {"content", "d"}}, user("a")}}}), "-|False|server|system=d;user=a;");
+  const CompletionRequest none = parse({{"messages", {user("a")}}, {"reasoning_format", "none"}}, c);
+  EXPECT_EQ(none.chat_output->options.reasoning_format, runtime::ReasoningFormat::none);
+}
+
+TEST_F(JinjaRequestTest, TheTemplatesOwnErrorIsA400) {
+  const RequestContext c = rc("{{ raise_exception('Only user turns, please.') }}");
+  try {
+    parse({{"messages", {user("a")}}}, c);
+    ADD_FAILURE() << "accepted";
+  } catch (const HttpError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(std::string(e.what()), "chat template: Only user turns, please.");
+    EXPECT_EQ(e.param(), "messages");
+  }
+}
+
+TEST_F(JinjaRequestTest, BadChatFieldsAreNamed) {
+  auto expect = [&](const json& extra, const std::string& param, const std::string& needle) {
+    json body = {{"messages", {user("a")}}, {"tools", {kWeather}}};
+    body.update(extra);
+    const auto [p, msg] = error_of(body.dump());
+    EXPECT_EQ(p, param) << body;
+    EXPECT_NE(msg.find(needle), std::string::npos) << body << " -> " << msg;
+  };
+  expect({{"tools", {{{"type", "function"}, {"function", {{"name", "bad name"}}}}}}}, "tools[0].function.name", "bad name");
+  expect({{"tools", {kWeather, {{"type", "retrieval"}}}}}, "tools[1].type", "function");
+  expect({{"tools", {kWeather, kWeather}}}, "tools[1].function.name", "names two tools");
+  expect({{"tools", "all"}}, "tools", "array");
+  expect({{"tool_choice", "sometimes"}}, "tool_choice", "sometimes");
+  expect({{"tool_choice", {{"type", "function"}, {"function", {{"name", "get_time"}}}}}}, "tool_choice", "get_time");
+  expect({{"tools", json::array()}, {"tool_choice", "required"}}, "tool_choice", "needs tools");
+  expect({{"parallel_tool_calls", "yes"}}, "parallel_tool_calls", "boolean");
+  expect({{"chat_template_kwargs", "x"}}, "chat_template_kwargs", "object");
+  expect({{"reasoning_format", "verbose"}}, "reasoning_format", "verbose");
+  expect({{"reasoning_effort", 3}}, "reasoning_effort", "string");
+  expect({{"functions", {{{"name", "f"}}}}}, "functions", "tools");
+  expect({{"messages", {{{"role", "wizard"}, {"content", "a"}}}}}, "messages[0].role", "wizard");
+  expect({{"messages", {{{"role", "user"}, {"content", {{{"type", "input_audio"}}}}}}}}, "messages[0].content[0].type",
+         "input_audio");
+  expect({{"messages", {user("a"), {{"role", "assistant"}, {"tool_calls", {{{"id", "c"}, {"type", "function"},
+                                                                           {"function", {{"name", "f"}, {"arguments", "{oops"}}}}}}},
+                        user("b")}}},
+         "messages[1].tool_calls[0].function.arguments", "not valid JSON");
+  expect({{"messages", {user("a"), {{"role", "tool"}, {"content", "x"}}}}}, "messages[1].tool_call_id", "missing");
+  expect({{"messages", {user("a"), {{"role", "assistant"}, {"tool_calls", {{{"id", "c"}, {"type", "function"},
+                                                                           {"function", {{"name", "f"}, {"arguments", "{}"}}}}}}}}}},
+         "messages[1].tool_calls", "prefill");
+  // A parameters schema the tool-call grammar cannot take is the tool's 400 when a call is required.
+  expect({{"tools", {kWeather, {{"type", "function"}, {"function", {{"name", "g"}, {"parameters",
+          {{"type", "object"}, {"properties", {{"x", {{"not", {{"type", "string"}}}}}}}}}}}}}},
+          {"tool_choice", "required"}},
+         "tools[1]", "not");
+}
+
+TEST_F(JinjaRequestTest, RepliesWithToolCallsAndReasoning) {
+  const Tokenizer& tok = model_->tokenizer();
+  const CompletionRequest req = parse({{"messages", {user("Weather?")}}, {"tools", {kWeather}}, {"n", 2}});
+  GenerationResult call, think;
+  call.text = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  call.finish_reason = FinishReason::stop;
+  think.text = "<think>\nhm\n</think>\n\nIt is sunny.";
+  think.finish_reason = FinishReason::stop;
+  const std::vector<GenerationResult> both = {call, think};
+  const ReplyMeta meta{"chatcmpl-x", 1, "m", "fp"};
+  const json j = completion_reply(req, meta, both, tok);
+  const json& m0 = j["choices"][0]["message"];
+  EXPECT_TRUE(m0["content"].is_null()) << m0;
+  ASSERT_EQ(m0["tool_calls"].size(), 1u);
+  const json& tc = m0["tool_calls"][0];
+  EXPECT_EQ(tc["id"], runtime::make_tool_call_id(runtime::ToolCallFormat::hermes, req.chat_output->for_choice(0).id_seed, 0));
+  EXPECT_EQ(tc["id"].get<std::string>().substr(0, 5), "call_");
+  EXPECT_EQ(tc["type"], "function");
+  EXPECT_EQ(tc["function"]["name"], "get_weather");
+  EXPECT_EQ(tc["function"]["arguments"], "{\"city\":\"Paris\"}");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+  const json& m1 = j["choices"][1]["message"];
+  EXPECT_EQ(m1["content"], "It is sunny.");
+  EXPECT_EQ(m1["reasoning_content"], "hm");
+  EXPECT_FALSE(m1.contains("tool_calls"));
+  EXPECT_EQ(j["choices"][1]["finish_reason"], "stop");
+  // Cut by max_tokens: "length", whatever was parsed.
+  GenerationResult cut = call;
+  cut.finish_reason = FinishReason::length;
+  EXPECT_EQ(completion_reply(req, meta, std::span<const GenerationResult>(&cut, 1), tok)["choices"][0]["finish_reason"],
+            "length");
+  // reasoning_format none: the reasoning stays in the content, markers and all.
+  const CompletionRequest raw = parse({{"messages", {user("a")}}, {"reasoning_format", "none"}});
+  const json r = completion_reply(raw, meta, std::span<const GenerationResult>(&think, 1), tok);
+  EXPECT_EQ(r["choices"][0]["message"]["content"], think.text);
+  EXPECT_FALSE(r["choices"][0]["message"].contains("reasoning_content"));
+}
+
+TEST_F(JinjaRequestTest, StreamedChunksAreOpenAIsDeltas) {
+  const Tokenizer& tok = model_->tokenizer();
+  const CompletionRequest req =
+      parse({{"messages", {user("Weather?")}}, {"tools", {kWeather}}, {"stream", true}, {"logprobs", true}});
+  const ReplyMeta meta{"chatcmpl-x", 1, "m", "fp"};
+  runtime::OutputStream s(req.chat_output->format, req.chat_output->for_choice(0));
+  std::vector<runtime::Delta> deltas = s.feed("<think>ok</think>Let me look.<tool_call>\n{\"name\": \"get_weather\", ");
+  for (runtime::Delta& d : s.feed("\"arguments\": {\"city\": \"Rome\"}}\n</tool_call>")) deltas.push_back(d);
+  for (runtime::Delta& d : s.finish()) deltas.push_back(d);
+  GeneratedToken step;
+  step.id = 300;
+  step.logprob = -0.5f;
+  const std::vector<json> chunks = delta_chunks(req, meta, 0, deltas, std::span<const GeneratedToken>(&step, 1), tok);
+  ASSERT_EQ(chunks.size(), 4u);
+  EXPECT_EQ(chunks[0]["choices"][0]["delta"], json({{"reasoning_content", "ok"}}));
+  EXPECT_EQ(chunks[0]["choices"][0]["logprobs"]["content"][0]["logprob"].get<double>(), -0.5);
+  EXPECT_TRUE(chunks[1]["choices"][0]["logprobs"].is_null());
+  EXPECT_EQ(chunks[1]["choices"][0]["delta"], json({{"content", "Let me look."}}));
+  const json header = chunks[2]["choices"][0]["delta"]["tool_calls"][0];
+  EXPECT_EQ(header["index"], 0);
+  EXPECT_EQ(header["id"], runtime::make_tool_call_id(runtime::ToolCallFormat::hermes, req.chat_output->for_choice(0).id_seed, 0));
+  EXPECT_EQ(header["type"], "function");
+  EXPECT_EQ(header["function"], json({{"name", "get_weather"}, {"arguments", ""}}));
+  EXPECT_EQ(chunks[3]["choices"][0]["delta"]["tool_calls"][0],
+            json({{"index", 0}, {"function", {{"arguments", "{\"city\":\"Rome\"}"}}}}));
+  EXPECT_EQ(chunks[3]["object"], "chat.completion.chunk");
+  // A held step still carries its logprobs, on an empty delta.
+  const std::vector<json> held = delta_chunks(req, meta, 0, {}, std::span<const GeneratedToken>(&step, 1), tok);
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(held[0]["choices"][0]["delta"], json::object());
+  // The last chunk says tool_calls.
+  GenerationResult fin;
+  fin.finish_reason = FinishReason::stop;
+  EXPECT_EQ(stream_chunk(req, meta, 0, "", {}, 0, tok, false, &fin, true)["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(stream_chunk(req, meta, 0, "", {}, 0, tok, false, &fin, false)["choices"][0]["finish_reason"], "stop");
 }
 
 }  // namespace

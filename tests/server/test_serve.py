@@ -281,7 +281,7 @@ def test_bad_requests_name_the_field(keyed):
     expect_400(keyed, "/v1/chat/completions", {"messages": []}, "messages", "non-empty")
     expect_400(keyed, "/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]},
                "messages[0].role", "wizard")
-    expect_400(keyed, "/v1/chat/completions", dict(CHAT, tools=[{"type": "function"}]), "tools", "not supported")
+    expect_400(keyed, "/v1/chat/completions", dict(CHAT, tools=[{"type": "function"}]), "tools", "Jinja chat template")
     # The prompt-too-long message names n_ctx and the prompt's token count.
     r = keyed.post(p, dict(COMPLETIONS, prompt="word " * 200), headers=auth()).json()["error"]["message"]
     assert re.search(r"is \d+ tokens, more than the context size n_ctx = 64", r), r
