@@ -1,10 +1,15 @@
 // synapse run -m MODEL -p PROMPT [-n N] [-t T] [-c N_CTX] [--temp T] [--seed S]
+//             [-cnv [-sys TEXT] [--jinja | --no-jinja] [--chat-template NAME] [--chat-template-file FILE]
+//              [--chat-template-kwargs JSON]]
 // Prints only the generated text to stdout, token by token; logs and timings
 // go to stderr. Stops at an end-of-generation token or after -n tokens.
 #include <chrono>
 #include <cstdio>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "chat_template_flags.hpp"
 #include "commands.hpp"
 #include "common_flags.hpp"
 #include "sampler_flags.hpp"
@@ -29,7 +34,7 @@ struct RunArgs {
   bool ignore_eos = false;
   bool chat = false;
   std::string system_prompt;
-  std::string chat_template;
+  ChatTemplateFlags tmpl;
   bool no_display_prompt = true;
 };
 
@@ -46,14 +51,28 @@ int run(const RunArgs& a) {
   const Tokenizer& tok = model.tokenizer();
   std::vector<token_id> prompt;
   if (a.chat) {
-    // One chat turn: the model's template (or --chat-template) around the
-    // prompt; template text parses special tokens, the user's text does not.
-    const ChatTemplate tmpl = chat_template_for_model(
-        model.gguf(), a.chat_template.empty() ? std::nullopt : std::optional<std::string_view>(a.chat_template));
+    // One chat turn: the model's Jinja template (or a built-in format;
+    // chat_template_flags.hpp) around the prompt.
+    const ChatFormatter f = chat_formatter(model, a.tmpl);
     std::vector<ChatMessage> msgs;
     if (!a.system_prompt.empty()) msgs.push_back({"system", a.system_prompt});
     msgs.push_back({"user", a.prompt});
-    prompt = tokenize_chat(tok, tmpl, msgs, /*add_generation_prompt=*/true, /*add_special=*/true);
+    if (f.jinja) {
+      // As llama.cpp: the rendered text is tokenized whole, special tokens parsed.
+      nlohmann::ordered_json j = nlohmann::ordered_json::array();
+      for (const ChatMessage& m : msgs) j.push_back(chat_message_json(m.role, m.content));
+      std::string text;
+      try {
+        const std::string json = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // U+FFFD for bad UTF-8
+        text = f.jinja->apply(json, /*add_generation_prompt=*/true, {}, f.kwargs);
+      } catch (const Error& e) {
+        throw Error(e.code(), std::string("chat template: ") + e.what());
+      }
+      prompt = tok.tokenize(text, /*add_special=*/true, /*parse_special=*/true);
+    } else {
+      // Template text parses special tokens, the user's text does not.
+      prompt = tokenize_chat(tok, f.builtin, msgs, /*add_generation_prompt=*/true, /*add_special=*/true);
+    }
   } else {
     prompt = tok.tokenize(a.prompt, /*add_special=*/true, /*parse_special=*/false);
   }
@@ -111,8 +130,7 @@ Runner add_run(CLI::App& app) {
   app.add_flag("--ignore-eos", a->ignore_eos, "do not stop at end-of-generation tokens");
   app.add_flag("--chat", a->chat, "wrap the prompt in the model's chat template (one user turn)");
   app.add_option("--system-prompt", a->system_prompt, "system message for --chat");
-  app.add_option("--chat-template", a->chat_template,
-                 "chat template name (chatml, llama2, llama3, mistral-v1, mistral-v3, mistral-v7, phi3, zephyr, ...)");
+  add_chat_template_flags(app, a->tmpl);
   return [a] { return run(*a); };
 }
 

@@ -117,6 +117,8 @@ std::vector<token_id> tokenize_segments(const Tokenizer& tok, std::span<const Ch
 std::vector<token_id> tokenize_chat(const Tokenizer& tok, ChatTemplate tmpl, std::span<const ChatMessage> msgs,
                                     bool add_generation_prompt, bool add_special);
 
+class ChatSyntax;
+
 // A model's own Jinja chat template, rendered as llama-server renders it with
 // --jinja (the template engine is synapse's, src/template/; what the template
 // sees, and how messages are adapted to it, is described in
@@ -148,17 +150,140 @@ class JinjaChatTemplate {
   // assistant message is continued (prefill). A leading BOS text is removed:
   // tokenize the result with add_special (BOS per the vocabulary) and
   // parse_special. Throws Error(invalid_argument) on JSON that does not
-  // parse or has the wrong shape, and with the template's own message when
-  // it raises or fails.
+  // parse or has the wrong shape (validate_chat_tools,
+  // validate_chat_messages: the message names the field), and with the
+  // template's own message when it raises or fails.
   std::string apply(std::string_view messages_json, bool add_generation_prompt, std::string_view tools_json = {},
                     std::string_view kwargs_json = {}) const;
 
   const std::string& source() const;
 
+  // How this template's family writes tool calls and reasoning (the
+  // ChatSyntax of source() and the file's architecture).
+  ChatSyntax syntax() const;
+
  private:
   struct Impl;
   std::shared_ptr<const Impl> impl_;
 };
+
+// What a reply parser needs to know of the request (llama-server's fields).
+struct ChatReplyOptions {
+  // llama-server's reasoning_format: "auto" or "deepseek" move a reasoning
+  // block (<think>...</think>, [THINK]...[/THINK], gpt-oss's analysis
+  // channel) to reasoning_content; "none" leaves it in content.
+  std::string reasoning_format = "auto";
+  // The prompt ended inside the reasoning block, so the reply starts in it
+  // (ChatSyntax::prompt_opens_reasoning of the rendered prompt).
+  bool thinking_open = false;
+  // The request's `tools` (a JSON array of OpenAI tools; "" none) and
+  // `tool_choice` ("\"auto\"", "\"none\"", "\"required\"" or
+  // {"type": "function", "function": {"name": N}} as JSON text; "" is
+  // auto). Calls are parsed only when there are tools and tool_choice is not
+  // none; a call to a function not among them stays content.
+  std::string tools_json;
+  std::string tool_choice_json;
+  // False: a call after the first is dropped (OpenAI's parallel_tool_calls).
+  bool parallel_tool_calls = true;
+  // Ids of calls the model wrote none for are drawn from (id_seed, index):
+  // "call_" and 24 letters and digits (9 for the Mistral families).
+  uint64_t id_seed = 0;
+};
+
+class ChatReplyStream;
+
+// How a model family writes tool calls and reasoning in its replies
+// (llama.cpp's chat format / common_chat_syntax; src/runtime/chat_output.hpp
+// lists the families): the grammar that forces a call (tool_choice required
+// or a named function, by constrained decoding), and the parser that splits
+// a reply into OpenAI's content, reasoning_content and tool_calls. The
+// parser never fails: text that does not parse as a call is content.
+//
+// Thread-safety: an immutable value; every method may run on many threads.
+class ChatSyntax {
+ public:
+  // The family of the chat template `template_source` (recognized by its
+  // markers, as llama.cpp does); `architecture` (general.architecture)
+  // decides only when the template says nothing. No known syntax: "generic"
+  // (llama.cpp's fallback: a reply that is {"tool_call": {...}}).
+  explicit ChatSyntax(std::string_view template_source, std::string_view architecture = {});
+
+  // "hermes", "llama3_json", "qwen3_coder_xml", "mistral", "gpt_oss_harmony",
+  // "generic", ...
+  std::string name() const;
+
+  // Whether `prompt` (a rendered chat) ends inside the family's reasoning
+  // block (e.g. after "<think>\n"): pass it as ChatReplyOptions::thinking_open.
+  bool prompt_opens_reasoning(std::string_view prompt) const;
+
+  // GBNF (root rule `root`) whose sentences are a call in the family's
+  // syntax, or with `parallel_tool_calls` one or more, to a tool that
+  // tool_choice allows, with arguments valid for its `parameters` schema;
+  // "" when tool_choice is auto or none (nothing to force). thinking_open:
+  // the reply first closes the reasoning block the prompt opened. Throws
+  // Error(invalid_argument) naming the field: a bad tools array
+  // ("tools[1].function.name: ..."), a schema the grammar cannot hold, a
+  // tool_choice that is malformed or names no tool, required with no tools.
+  std::string tool_call_grammar(std::string_view tools_json, std::string_view tool_choice_json,
+                                bool parallel_tool_calls, bool thinking_open = false) const;
+
+  // The whole reply `text` (special tokens rendered) as a JSON object
+  // {"content": string, "reasoning_content": string, "tool_calls": [{"id",
+  // "type": "function", "function": {"name", "arguments": JSON text of an
+  // object}}]}, every key present. Throws Error(invalid_argument) naming the
+  // option for a bad reasoning_format, tools_json or tool_choice_json.
+  std::string parse_reply(std::string_view text, const ChatReplyOptions& options) const;
+
+  // A parser fed the reply piece by piece (streaming); parse_reply's result
+  // is its deltas put together, however the text was split. Throws as
+  // parse_reply.
+  ChatReplyStream stream(const ChatReplyOptions& options) const;
+
+ private:
+  int format_;  // runtime::ToolCallFormat
+};
+
+// One reply's streaming parser (ChatSyntax::stream). It holds back text that
+// may begin a marker, and a tool call until it is complete. One thread at a
+// time.
+class ChatReplyStream {
+ public:
+  ChatReplyStream(ChatReplyStream&&) noexcept;
+  ChatReplyStream& operator=(ChatReplyStream&&) noexcept;
+  ~ChatReplyStream();
+
+  // The OpenAI deltas that `piece` decides, as a JSON array (possibly
+  // empty) of objects each holding one of: {"content": s};
+  // {"reasoning_content": s}; a call's start {"tool_calls": [{"index": i,
+  // "id", "type": "function", "function": {"name", "arguments": ""}}]}; or
+  // an arguments fragment {"tool_calls": [{"index": i, "function":
+  // {"arguments": s}}]}.
+  std::string feed(std::string_view piece);
+  // The end of the reply: the deltas of everything still held. Feeding or
+  // finishing again after it is Error(invalid_argument).
+  std::string finish();
+
+ private:
+  friend class ChatSyntax;
+  struct State;
+  explicit ChatReplyStream(std::unique_ptr<State> s);
+  std::unique_ptr<State> s_;
+};
+
+// OpenAI's `tools` (a JSON array) checked as the server checks it: each
+// {"type": "function", "function": {"name": 1-64 of [A-Za-z0-9_.-], each
+// once, "description"?: string, "parameters"?: object, "strict"?: bool}}.
+// Throws Error(invalid_argument) naming the field ("tools[2].function.name:
+// ..."), also for text that is not JSON.
+void validate_chat_tools(std::string_view tools_json);
+
+// The tool calls and tool results of a chat history (a JSON array of
+// messages): each assistant tool_calls[j] has an id, type "function", a
+// function name and arguments (an object, or a string holding one); each
+// "tool" message a string tool_call_id and content. Throws
+// Error(invalid_argument) naming the field ("messages[3].tool_calls[0].
+// function.arguments: ..."). Other fields are not looked at.
+void validate_chat_messages(std::string_view messages_json);
 
 }  // namespace synapse
 

@@ -60,4 +60,8 @@ void bind_generation(pybind11::module_& m);
 // GBNF (grammar.cpp).
 void bind_grammar(pybind11::module_& m);
 
+// Chat: the model's Jinja template through the library's engine, and the
+// tool-call grammar and reply parser of its family (chat.cpp).
+void bind_chat(pybind11::module_& m);
+
 }  // namespace synapse::python

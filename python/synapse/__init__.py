@@ -9,10 +9,11 @@ Everything runs in the C++ library (synapse._synapse, pybind11 bindings over
 include/synapse/): tokenizer, forward pass, sampler chain, stop strings and
 the generation loop (synapse/generation.hpp) and its batched scheduler
 (synapse/scheduler.hpp), grammars and the JSON Schema converter
-(synapse/grammar.hpp). This module only shapes arguments and results the way
+(synapse/grammar.hpp), the model's Jinja chat template, tool calls and reasoning
+(synapse/chat.hpp). This module only shapes arguments and results the way
 llama-cpp-python does (OpenAI completion / chat-completion dictionaries,
-LlamaGrammar, response_format), and renders Jinja chat templates
-(chat_format="jinja") with Jinja2.
+tools and tool_calls, LlamaGrammar, response_format), and renders Jinja chat
+templates with Python's Jinja2 when asked to (chat_format="jinja").
 
 Errors: every failure of the library is a `synapse.Error`; each category is
 also the built-in exception Python code expects (FileNotFoundError for a
@@ -27,9 +28,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 import time
 import uuid
+import warnings
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
@@ -44,7 +47,7 @@ from ._synapse import (  # noqa: F401  (re-exported)
     OutOfRangeError,
     UnsupportedError,
 )
-from .chat import Jinja2ChatFormatter
+from .chat import Jinja2ChatFormatter, check_messages, reply_message, tool_choice_json
 from .llama_grammar import LlamaGrammar
 
 __all__ = [
@@ -132,10 +135,13 @@ class Llama:
             smaller of the two is used; results do not depend on it).
         n_threads: threads of the forward pass; None uses the physical cores.
         seed: the default seed of the sampler (LLAMA_DEFAULT_SEED draws one).
-        chat_format: None uses the model's own template through the library's
-            built-in formats (chatml when the file has none); "jinja" renders
-            the file's tokenizer.chat_template with Jinja2 as Hugging Face does;
-            another name picks a built-in format (`synapse.chat_formats()`).
+        chat_format: None renders the file's tokenizer.chat_template with the
+            library's Jinja engine, as llama-server does (the built-in formats
+            when the file has none, or when the library cannot parse it: a
+            warning says so); "jinja" renders it with Python's Jinja2 as
+            Hugging Face does; another name picks a built-in format
+            (`synapse.chat_formats()`). Tools and reasoning need a Jinja
+            template (None or "jinja").
         verbose: print a line about the model to stderr on load.
 
     Not thread-safe: use one Llama from one thread at a time (as
@@ -179,13 +185,24 @@ class Llama:
         self._generated: List[int] = []  # its tokens so far (streaming)
         self._batch: Optional[_synapse.BatchRunner] = None  # create_completions' scheduler
         self.chat_format = _CHAT_FORMAT_ALIASES.get(chat_format, chat_format)
-        self._jinja: Optional[Jinja2ChatFormatter] = None
-        if self.chat_format == "jinja":
+        self._jinja: Optional[Jinja2ChatFormatter] = None  # chat_format="jinja": Python's Jinja2
+        self._template: Optional[_synapse.JinjaChatTemplate] = None  # chat_format=None: the library's engine
+        self._syntax: Optional[_synapse.ChatSyntax] = None  # how the template's family writes calls and reasoning
+        if self.chat_format is None and self._model.chat_template is not None:
+            try:
+                self._template = _synapse.JinjaChatTemplate.for_model(self._model)
+            except Error as e:
+                warnings.warn(f"{self.model_path}: tokenizer.chat_template: {e}; using the built-in chat formats "
+                              "(chat_format='jinja' renders it with Jinja2)", stacklevel=2)
+            else:
+                self._syntax = self._template.syntax()
+        elif self.chat_format == "jinja":
             template = self._model.chat_template
             if template is None:
                 raise _bad(f"chat_format='jinja': {self.model_path} has no tokenizer.chat_template")
             self._jinja = Jinja2ChatFormatter(template, eos_token=self._token_str(self.token_eos()),
                                               bos_token=self._token_str(self.token_bos()))
+            self._syntax = _synapse.ChatSyntax(template, self._model.architecture)
         elif self.chat_format is not None and self.chat_format not in chat_formats():
             raise _bad(f"chat_format = {chat_format!r}: expected None, 'jinja' or one of {chat_formats()}")
         self.metadata: Dict[str, str] = self._model.metadata
@@ -380,6 +397,10 @@ class Llama:
     def create_chat_completion(
         self,
         messages: List[Dict[str, Any]],
+        functions: Optional[List[Dict[str, Any]]] = None,
+        function_call: Optional[Union[str, Dict[str, Any]]] = None,
+        tools: Optional[List[Dict[str, Any]]] = None,
+        tool_choice: Optional[Union[str, Dict[str, Any]]] = None,
         temperature: float = 0.2,
         top_p: float = 0.95,
         top_k: int = 40,
@@ -398,6 +419,7 @@ class Llama:
         top_logprobs: Optional[int] = None,
         response_format: Optional[Dict[str, Any]] = None,
         grammar: Optional[Union[LlamaGrammar, str]] = None,
+        parallel_tool_calls: bool = False,
         **kwargs: Any,
     ):
         """Formats `messages` ([{"role", "content"}, ...]) with the chat template
@@ -415,8 +437,32 @@ class Llama:
         "json_schema", "json_schema": {"schema": ...}} makes it a JSON value
         the schema accepts (no schema: any JSON object), {"type": "text"} or
         None leaves it free. Another type, a bad schema, or both grammar and a
-        JSON response_format is an InvalidArgumentError (a ValueError)."""
+        JSON response_format is an InvalidArgumentError (a ValueError).
+
+        Tools (with a Jinja template: chat_format None or "jinja"): `tools`
+        (OpenAI's [{"type": "function", "function": {"name", "description",
+        "parameters"}}]) are rendered by the template; the reply is parsed in
+        the syntax of the template's family (Hermes/Qwen <tool_call>, Llama 3,
+        Mistral, gpt-oss, ...) into message["tool_calls"] ([{"id", "type":
+        "function", "function": {"name", "arguments": JSON text}}]) with
+        finish_reason "tool_calls"; text that does not parse as a call stays
+        content. tool_choice "auto" (the default) lets the model choose,
+        "none" parses no call, "required" or {"type": "function", "function":
+        {"name": N}} forces one by constrained decoding (arguments valid for
+        the tool's schema). parallel_tool_calls (llama-server's default,
+        False) allows more than one call. Assistant messages with tool_calls
+        and "tool" messages in `messages` are rendered as the template writes
+        them. A <think> block (or the family's reasoning) goes to
+        message["reasoning_content"] (streamed as delta.reasoning_content);
+        streamed calls come as delta.tool_calls, the name first and the
+        arguments after. Bad tools, tool_choice or history: an
+        InvalidArgumentError naming the field. functions/function_call
+        (OpenAI's deprecated form) are not supported: use tools."""
         _refuse_unsupported("create_chat_completion", kwargs)
+        if functions is not None or function_call is not None:
+            raise _bad("create_chat_completion: functions/function_call are not supported; use tools/tool_choice")
+        if not isinstance(parallel_tool_calls, bool):
+            raise _bad(f"parallel_tool_calls = {parallel_tool_calls!r}: must be a bool")
         gbnf = _grammar_text(grammar)
         wanted = _response_format_schema(response_format)
         if wanted is not None:
@@ -427,23 +473,51 @@ class Llama:
                 gbnf = _synapse.json_schema_to_gbnf(json.dumps(schema))
             except Error as e:  # the converter's message names the keyword and its JSON pointer
                 raise type(e)(f"{field}: {e}") from e
-        ids, extra_stop = self._chat_prompt(messages)
+        tools_json = self._tools_json(tools)
+        choice_json = tool_choice_json(tool_choice)
+        ids, prompt_text = self._chat_prompt(messages, tools_json)
+        reply = None
+        if self._syntax is not None:
+            thinking_open = self._syntax.prompt_opens_reasoning(prompt_text)
+            tool_gbnf = self._syntax.tool_call_grammar(tools_json, choice_json, parallel_tool_calls, thinking_open)
+            calls_parsed = bool(tools) and tool_choice != "none"
+            if calls_parsed and gbnf:
+                # llama-server: "Cannot use custom grammar constraints with tools."
+                raise _bad("create_chat_completion: grammar/response_format cannot be combined with tools "
+                           "(unless tool_choice='none')")
+            gbnf = gbnf or tool_gbnf
+            # Ids of calls the model writes none for: the same seed gives the same ids.
+            id_seed = random.getrandbits(64) if seed is None and self._seed == LLAMA_DEFAULT_SEED else \
+                (self._seed if seed is None else seed)
+            reply = dict(thinking_open=thinking_open, tools_json=tools_json, tool_choice_json=choice_json,
+                         parallel_tool_calls=parallel_tool_calls, id_seed=id_seed)
+        elif tools:
+            raise _bad(f"tools: chat_format={self.chat_format!r} is a built-in format, which has no tool calls; "
+                       "use a model with a Jinja chat template (chat_format=None or 'jinja')")
         if isinstance(stop, str):
             stop = [stop]
         n_probs = (top_logprobs or 0) if logprobs else None
         params = self._params(max_tokens, temperature, top_p, min_p, typical_p, n_probs,
-                              list(stop or []) + extra_stop, frequency_penalty, presence_penalty,
+                              list(stop or []), frequency_penalty, presence_penalty,
                               repeat_penalty, top_k, seed, logit_bias, gbnf)
         meta = _Meta("chatcmpl-", model or self.model_path)
         if stream:
-            return self._stream_chat(ids, params, meta, n_probs)
+            return self._stream_chat(ids, params, meta, n_probs, reply)
         result = self._run(ids, params)
+        text = result.text.decode("utf-8", "ignore")
+        finish = result.finish_reason
+        if reply is None:
+            message = {"role": "assistant", "content": text}
+        else:
+            message = reply_message(json.loads(self._syntax.parse_reply(result.text, **reply)))
+            if "tool_calls" in message and finish == "stop":
+                finish = "tool_calls"
         choice = {
             "index": 0,
-            "message": {"role": "assistant", "content": result.text.decode("utf-8", "ignore")},
+            "message": message,
             "logprobs": self._chat_logprobs(result.tokens, result.logprobs, result.top_logprobs)
             if n_probs is not None else None,
-            "finish_reason": result.finish_reason,
+            "finish_reason": finish,
         }
         return meta.chat([choice], len(ids), len(result.tokens))
 
@@ -474,22 +548,33 @@ class Llama:
             raise TypeError("prompt must be str or a list of token ids")
         return [int(t) for t in prompt]
 
-    def _chat_prompt(self, messages: List[Dict[str, Any]]):
-        if not isinstance(messages, list) or not messages:
-            raise _bad("messages: a non-empty list of {'role', 'content'} dicts is required")
-        for i, m in enumerate(messages):
-            if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-                raise _bad(f"messages[{i}]: must be a dict with a string 'role'")
-            if not isinstance(m.get("content", ""), (str, type(None))):
-                raise _bad(f"messages[{i}].content: only text content is supported")
+    def _tools_json(self, tools: Optional[List[Dict[str, Any]]]) -> str:
+        """`tools` as JSON text, checked by the library ("" for none)."""
+        if tools is None or tools == []:
+            return ""
+        if not isinstance(tools, list):
+            raise _bad(f"tools = {tools!r}: must be a list of {{'type': 'function', 'function': {{...}}}} dicts")
+        text = json.dumps(tools)
+        _synapse.validate_chat_tools(text)
+        return text
+
+    def _chat_prompt(self, messages: List[Dict[str, Any]], tools_json: str = ""):
+        """The prompt's token ids and its text ("" for the built-in formats)."""
+        check_messages(messages, parts_allowed=self._syntax is not None)
+        if self._template is not None:
+            # The library's engine: BOS text removed, BOS added per the vocabulary.
+            text = self._template.apply(json.dumps(messages), True, tools_json)
+            return self.tokenize(text.encode("utf-8"), add_bos=True, special=True), text
         if self._jinja is not None:
-            text = self._jinja.render(messages, add_generation_prompt=True)
+            _synapse.validate_chat_messages(json.dumps(messages))
+            extra = {"tools": json.loads(tools_json)} if tools_json else {}
+            text = self._jinja.render(messages, add_generation_prompt=True, **extra)
             bos = self._jinja.bos_token
             # The template writes BOS itself when the model wants one.
             add_bos = not (bos and text.startswith(bos))
-            return self.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True), []
+            return self.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True), text
         pairs = [(m["role"], m.get("content") or "") for m in messages]
-        return _synapse.tokenize_chat(self._model, self.chat_format, pairs, True), []
+        return _synapse.tokenize_chat(self._model, self.chat_format, pairs, True), ""
 
     def _params(self, max_tokens, temperature, top_p, min_p, typical_p, logprobs, stop, frequency_penalty,
                 presence_penalty, repeat_penalty, top_k, seed, logit_bias,
@@ -599,17 +684,32 @@ class Llama:
             if piece or finish is not None or chunk_lp is not None:
                 yield meta.completion_chunk(piece, chunk_lp, finish)
 
-    def _stream_chat(self, ids, params, meta, n_probs) -> Iterator[Dict[str, Any]]:
+    def _stream_chat(self, ids, params, meta, n_probs, reply) -> Iterator[Dict[str, Any]]:
+        """Chunks of the reply: with a Jinja template, the library's streaming
+        parser turns the pieces into content, reasoning_content and
+        tool_calls deltas (text that may begin a call is held until it is
+        decided); else each piece is content."""
         yield meta.chat_chunk({"role": "assistant"}, None, None)
+        parser = self._syntax.stream(**reply) if reply is not None else None
+        called = False
         for tok, eog, text, lp, top, finish in self._steps(ids, params):
-            piece = text.decode("utf-8", "ignore")
             chunk_lp = None
             if n_probs is not None and tok >= 0 and not eog:
                 chunk_lp = self._chat_logprobs([tok], [lp], [top])
-            if piece or chunk_lp is not None:
-                yield meta.chat_chunk({"content": piece}, chunk_lp, None)
+            if parser is None:
+                piece = text.decode("utf-8", "ignore")
+                deltas = [{"content": piece}] if piece else []
+            else:
+                deltas = json.loads(parser.feed(text))
+                if finish is not None:
+                    deltas += json.loads(parser.finish())
+            if not deltas and chunk_lp is not None:
+                deltas = [{"content": ""}]
+            for i, delta in enumerate(deltas):
+                called = called or "tool_calls" in delta
+                yield meta.chat_chunk(delta, chunk_lp if i == 0 else None, None)
             if finish is not None:
-                yield meta.chat_chunk({}, None, finish)
+                yield meta.chat_chunk({}, None, "tool_calls" if called and finish == "stop" else finish)
 
     def _piece(self, token: int) -> str:
         return self._model.token_to_piece(token, False).decode("utf-8", "ignore")

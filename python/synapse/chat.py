@@ -68,3 +68,54 @@ class Jinja2ChatFormatter:
             raise
         except self._jinja2.TemplateError as e:
             raise InvalidArgumentError(f"chat template: {e}") from None
+
+
+# --- tool calls and reasoning (the library's ChatSyntax) ---------------------
+
+
+def check_messages(messages: Any, parts_allowed: bool) -> None:
+    """The shape create_chat_completion needs: a non-empty list of dicts with a
+    string role and content that is a str, None or (Jinja templates) a list of
+    {"type": "text", "text": str} parts. Tool calls and tool messages are
+    checked by the library (validate_chat_messages)."""
+    if not isinstance(messages, list) or not messages:
+        raise InvalidArgumentError("messages: a non-empty list of {'role', 'content'} dicts is required")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise InvalidArgumentError(f"messages[{i}]: must be a dict with a string 'role'")
+        content = m.get("content")
+        if content is None or isinstance(content, str):
+            continue
+        if not parts_allowed or not isinstance(content, list):
+            raise InvalidArgumentError(f"messages[{i}].content: only text content is supported "
+                                       + ("(a str, or a list of text parts)" if parts_allowed else "(a str)"))
+        for k, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise InvalidArgumentError(f"messages[{i}].content[{k}]: only {{'type': 'text', 'text': str}} "
+                                           "parts are supported")
+
+
+def tool_choice_json(tool_choice: Any) -> str:
+    """OpenAI's tool_choice as JSON text for the library: None is "auto"; a
+    str ("auto", "none", "required") or {"type": "function", "function":
+    {"name": ...}} is passed on (the library names what is wrong)."""
+    if tool_choice is None:
+        return ""
+    if not isinstance(tool_choice, (str, dict)):
+        raise InvalidArgumentError(f"tool_choice = {tool_choice!r}: must be 'auto', 'none', 'required' or "
+                                   "{'type': 'function', 'function': {'name': ...}}")
+    return json.dumps(tool_choice)
+
+
+def reply_message(parsed: Dict[str, Any]) -> Dict[str, Any]:
+    """An OpenAI assistant message from the library's parsed reply: content
+    (None when the reply is only tool calls), reasoning_content and
+    tool_calls when there are some."""
+    message: Dict[str, Any] = {"role": "assistant", "content": parsed["content"]}
+    if parsed["reasoning_content"]:
+        message["reasoning_content"] = parsed["reasoning_content"]
+    if parsed["tool_calls"]:
+        message["tool_calls"] = parsed["tool_calls"]
+        if not parsed["content"]:
+            message["content"] = None
+    return message

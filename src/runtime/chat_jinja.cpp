@@ -233,12 +233,14 @@ namespace synapse {
 
 struct JinjaChatTemplate::Impl {
   runtime::ChatRenderer renderer;
+  std::string architecture;
 };
 
 JinjaChatTemplate::JinjaChatTemplate(std::string source, std::string bos_token, std::string eos_token,
                                      std::string_view architecture)
     : impl_(std::make_shared<const Impl>(
-          Impl{runtime::ChatRenderer(std::move(source), std::move(bos_token), std::move(eos_token), architecture)})) {}
+          Impl{runtime::ChatRenderer(std::move(source), std::move(bos_token), std::move(eos_token), architecture),
+               std::string(architecture)})) {}
 
 std::optional<JinjaChatTemplate> JinjaChatTemplate::for_model(const gguf::File& file, const Tokenizer& tok,
                                                               std::optional<std::string> source_override) {
@@ -270,9 +272,11 @@ std::string JinjaChatTemplate::apply(std::string_view messages_json, bool add_ge
   runtime::ChatInputs in;
   in.messages = parse(messages_json, "messages");
   if (!in.messages.is_array()) throw Error(Errc::invalid_argument, "messages: must be a JSON array");
+  runtime::validate_history(in.messages);  // adapt() parses string arguments of templates that read objects
   if (!tools_json.empty()) {
     in.tools = parse(tools_json, "tools");
     if (!in.tools.is_array()) throw Error(Errc::invalid_argument, "tools: must be a JSON array");
+    runtime::validate_tools(in.tools);
   }
   if (!kwargs_json.empty()) {
     in.kwargs = parse(kwargs_json, "chat_template_kwargs");
@@ -283,5 +287,7 @@ std::string JinjaChatTemplate::apply(std::string_view messages_json, bool add_ge
 }
 
 const std::string& JinjaChatTemplate::source() const { return impl_->renderer.source(); }
+
+ChatSyntax JinjaChatTemplate::syntax() const { return ChatSyntax(impl_->renderer.source(), impl_->architecture); }
 
 }  // namespace synapse
