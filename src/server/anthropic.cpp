@@ -296,6 +296,19 @@ json anthropic_from_chat(const json& chat_reply, const std::string& stop_sequenc
           {"usage", usage_of(chat_reply.value("usage", json::object()))}};
 }
 
+std::string anthropic_field(const std::string& chat_field) {
+  if (auto f = replace_prefix(chat_field, "stop", "stop_sequences")) return *f;
+  if (replace_prefix(chat_field, "messages", "")) return "messages";
+  if (replace_prefix(chat_field, "chat_template_kwargs", "")) return "thinking";
+  if (auto f = flat_tool_field(chat_field)) {
+    const size_t close = f->find(']');
+    if (auto p = replace_prefix(f->substr(close + 2), "parameters", "input_schema"))
+      return f->substr(0, close + 2) + *p;
+    return *f;
+  }
+  return chat_field;
+}
+
 json anthropic_error_body(int status, const std::string& message) {
   const char* type = status == 400 || status == 408 || status == 431 ? "invalid_request_error"
                      : status == 401                                 ? "authentication_error"

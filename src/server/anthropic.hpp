@@ -10,9 +10,10 @@
 #pragma once
 
 #include <map>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "server/translation.hpp"
 
@@ -71,6 +72,13 @@ nlohmann::ordered_json anthropic_count_tokens_to_chat(const nlohmann::ordered_js
 // which the chat reply does not carry. Throws nlohmann::json::exception for a
 // chat reply without choices[0].message. Thread-safe.
 nlohmann::json anthropic_from_chat(const nlohmann::json& chat_reply, const std::string& stop_sequence = {});
+
+// A chat body's field (as the chat route names it in a 400) -> the Messages
+// request's: stop -> stop_sequences, messages[i]... -> messages (chat
+// messages do not map one to one onto Anthropic's), tools[i].function.
+// parameters -> tools[i].input_schema, tools[i].function.X -> tools[i].X,
+// chat_template_kwargs -> thinking; others unchanged. For renamed_error.
+std::string anthropic_field(const std::string& chat_field);
 
 // Anthropic's error body {"type":"error","error":{"type","message"}}, the
 // type by status: 400 413 -> invalid_request_error / request_too_large,

@@ -330,6 +330,16 @@ ordered_json responses_to_chat(const ordered_json& body) {
   return chat;
 }
 
+std::string responses_field(const std::string& chat_field) {
+  if (auto f = replace_prefix(chat_field, "max_tokens", "max_output_tokens")) return *f;
+  if (auto f = replace_prefix(chat_field, "response_format.json_schema", "text.format")) return *f;
+  if (auto f = replace_prefix(chat_field, "response_format", "text.format")) return *f;
+  if (replace_prefix(chat_field, "messages", "")) return "input";
+  if (replace_prefix(chat_field, "chat_template_kwargs", "")) return "reasoning";
+  if (auto f = flat_tool_field(chat_field)) return *f;
+  return chat_field;
+}
+
 json responses_from_chat(const json& chat_reply, const ordered_json& request) {
   const std::string suffix = id_suffix(chat_reply.at("id").get<std::string>());
   const json& choice = chat_reply.at("choices").at(0);

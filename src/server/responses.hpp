@@ -12,9 +12,10 @@
 
 #include <cstdint>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "server/translation.hpp"
 
@@ -53,6 +54,14 @@ namespace synapse::server {
 // Field values (ranges, limits) are checked by the chat route under the same
 // names but max_tokens. Thread-safe.
 nlohmann::ordered_json responses_to_chat(const nlohmann::ordered_json& body);
+
+// A chat body's field (as the chat route names it in a 400) -> the Responses
+// request's: max_tokens -> max_output_tokens, response_format.json_schema.X
+// and response_format.X -> text.format.X, messages[i]... -> input (chat
+// messages do not map one to one onto items), tools[i].function.X ->
+// tools[i].X, chat_template_kwargs -> reasoning; others unchanged. For
+// renamed_error.
+std::string responses_field(const std::string& chat_field);
 
 // OpenAI's chat.completion object -> a Response object:
 //   {id: "resp_" + id_suffix(chat id), object: "response", created_at: the chat's created,

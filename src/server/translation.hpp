@@ -9,10 +9,14 @@
 // "messages[2].content[0].type: unknown block type 'foo'".
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/request.hpp"
 
 namespace synapse::server {
 
@@ -40,6 +44,12 @@ nlohmann::ordered_json parse_ordered_object(std::string_view body, int max_depth
 // their bytes depend on the request and that id alone.
 std::string id_suffix(const std::string& chat_id);
 
+// The chat route names a bad field by the chat body's spelling; a client of
+// another API sent that field under its own name. `rename` maps the name
+// (anthropic_field, responses_field); the error keeps its status and has the
+// name replaced in its param and, where quoted ('max_tokens'), its message.
+HttpError renamed_error(const HttpError& e, std::string (*rename)(const std::string& chat_field));
+
 namespace translation {
 
 using nlohmann::ordered_json;
@@ -55,6 +65,14 @@ const ordered_json* field(const ordered_json& j, const char* key);
 // path.key when it is required and absent or not a string.
 std::string string_field(const ordered_json& j, const char* key, const std::string& path, bool required,
                          const std::string& def = {});
+
+// `chat_field` with its leading `from` replaced by `to`, where `from` is a
+// whole name (followed by nothing, '.' or '['); nullopt when it is not there.
+std::optional<std::string> replace_prefix(const std::string& chat_field, std::string_view from, std::string_view to);
+
+// "tools[i].function.REST" -> "tools[i].REST" (the flat tool shapes of both
+// APIs), else nullopt.
+std::optional<std::string> flat_tool_field(const std::string& chat_field);
 
 // path + "." + key, and path + "[i]" (path "" gives "key").
 std::string at_key(const std::string& path, const char* key);

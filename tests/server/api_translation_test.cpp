@@ -554,6 +554,32 @@ TEST(ResponsesStreaming, CutReplyEndsIncompleteAndFailureEndsFailed) {
   EXPECT_TRUE(f.finish().empty());
 }
 
+TEST(Translation, TheChatRoutesErrorsNameTheClientsFields) {
+  EXPECT_EQ(anthropic_field("stop"), "stop_sequences");
+  EXPECT_EQ(anthropic_field("stop[3]"), "stop_sequences[3]");
+  EXPECT_EQ(anthropic_field("stopper"), "stopper");
+  EXPECT_EQ(anthropic_field("messages[4].content"), "messages");
+  EXPECT_EQ(anthropic_field("tools[1].function.parameters.properties"), "tools[1].input_schema.properties");
+  EXPECT_EQ(anthropic_field("tools[1].function.name"), "tools[1].name");
+  EXPECT_EQ(anthropic_field("chat_template_kwargs.enable_thinking"), "thinking");
+  EXPECT_EQ(anthropic_field("temperature"), "temperature");
+  EXPECT_EQ(responses_field("max_tokens"), "max_output_tokens");
+  EXPECT_EQ(responses_field("response_format.json_schema.schema"), "text.format.schema");
+  EXPECT_EQ(responses_field("response_format.type"), "text.format.type");
+  EXPECT_EQ(responses_field("messages"), "input");
+  EXPECT_EQ(responses_field("tools[0].function.parameters"), "tools[0].parameters");
+  EXPECT_EQ(responses_field("top_p"), "top_p");
+
+  const HttpError chat(400, "'max_tokens' must be in [1, 2048], got 0", "max_tokens");
+  const HttpError e = renamed_error(chat, responses_field);
+  EXPECT_EQ(e.status(), 400);
+  EXPECT_EQ(e.param(), "max_output_tokens");
+  EXPECT_STREQ(e.what(), "'max_output_tokens' must be in [1, 2048], got 0");
+  const HttpError none(503, "busy");
+  EXPECT_EQ(renamed_error(none, responses_field).param(), "");
+  EXPECT_STREQ(renamed_error(none, responses_field).what(), "busy");
+}
+
 TEST(Translation, IdsAndBodies) {
   EXPECT_EQ(id_suffix("chatcmpl-XYZ"), "XYZ");
   EXPECT_EQ(id_suffix("other"), "other");
