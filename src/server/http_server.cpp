@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <functional>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -17,10 +19,12 @@
 #include <httplib.h>
 
 #include "server/chat.hpp"
+#include "server/anthropic.hpp"
 #include "server/connection.hpp"
 #include "server/limits.hpp"
 #include "server/request.hpp"
 #include "server/response.hpp"
+#include "server/responses.hpp"
 #include "synapse/chat.hpp"
 #include "synapse/error.hpp"
 #include "template/jinja.hpp"
@@ -223,10 +227,23 @@ struct HttpServer::Impl {
                            presented_key(req.get_header_value("Authorization"), req.get_header_value("x-api-key")));
   }
 
+  // How a route of another API (Anthropic's Messages, OpenAI's Responses;
+  // install_api_routes) rewrites the chat route's reply. No sink: the chat
+  // route's own reply.
+  struct ReplySink {
+    std::function<json(const json& chat_reply, const std::string& stopping_word)> reply;  // not streamed
+    std::function<std::string(const json& chunk)> chunk;  // streamed: SSE text for one chat chunk ("": none)
+    std::function<std::string(const std::string& stopping_word)> end;  // streamed: in place of "data: [DONE]"
+  };
+
   void install_routes();
-  void handle_completion(Route route, const httplib::Request& req, httplib::Response& res);
+  void install_api_routes();
+  void handle_completion(Route route, std::string_view body, httplib::Response& res,
+                         std::shared_ptr<ReplySink> sink = nullptr);
   void stream_reply(std::shared_ptr<const CompletionRequest> creq, std::shared_ptr<Channel> ch,
-                    std::vector<RequestId> ids, ReplyMeta meta, int sock, httplib::Response& res);
+                    std::vector<RequestId> ids, ReplyMeta meta, int sock, httplib::Response& res,
+                    std::shared_ptr<ReplySink> sink);
+  size_t count_prompt_tokens(const std::string& chat_body) const;
   json model_meta() const;
 
   // Hang-ups (the client closed its connection before the reply's end):
@@ -353,7 +370,7 @@ void HttpServer::Impl::install_routes() {
   });
   // 404 for unknown routes, 413 for a body over the limit, ...: the library
   // sets the status and leaves the body to this handler.
-  http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+  auto openai_error = [this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     // The library says 400 for a header it could not read; the connection
     // knows why (it is closed after this reply).
@@ -369,6 +386,16 @@ void HttpServer::Impl::install_routes() {
     if (res.status == 404) send_error(res, 404, "File Not Found: " + req.path);
     else if (res.status == 413) send_error(res, 413, "the request body is larger than the limit");
     else send_error(res, res.status, "HTTP error " + std::to_string(res.status));
+  };
+  http.set_error_handler([openai_error](const httplib::Request& req, httplib::Response& res) {
+    openai_error(req, res);
+    // Anthropic's routes answer every error (401, 413, a bad field, ...) in Anthropic's shape.
+    if (req.path.rfind("/v1/messages", 0) == 0) {
+      const json j = json::parse(res.body, nullptr, false);
+      if (j.is_object() && j.contains("error") && j["error"].is_object())
+        res.set_content(dump_json(anthropic_error_body(res.status, j["error"].value("message", ""))),
+                        "application/json; charset=utf-8");
+    }
   });
 
   auto health = route([this](const httplib::Request&, httplib::Response& res) { send_json(res, 200, {{"status", "ok"}}); });
@@ -470,17 +497,20 @@ void HttpServer::Impl::install_routes() {
   }));
 
   auto completion = [this](Route r) {
-    return route([this, r](const httplib::Request& req, httplib::Response& res) { handle_completion(r, req, res); });
+    return route(
+        [this, r](const httplib::Request& req, httplib::Response& res) { handle_completion(r, req.body, res); });
   };
   http.Post("/v1/chat/completions", completion(Route::chat_completions));
   http.Post("/chat/completions", completion(Route::chat_completions));
   http.Post("/v1/completions", completion(Route::completions));
   http.Post("/completion", completion(Route::completion));
   http.Post("/completions", completion(Route::completion));
+  install_api_routes();
 }
 
-void HttpServer::Impl::handle_completion(Route route, const httplib::Request& req, httplib::Response& res) {
-  auto creq = std::make_shared<const CompletionRequest>(parse_completion_request(route, req.body, rc));
+void HttpServer::Impl::handle_completion(Route route, std::string_view body, httplib::Response& res,
+                                         std::shared_ptr<ReplySink> sink) {
+  auto creq = std::make_shared<const CompletionRequest>(parse_completion_request(route, body, rc));
   const CompletionRequest& c = *creq;
   if (c.stream && route == Route::completion && c.prompts.size() > 1)
     throw HttpError(400, "'stream' with several prompts is not supported on /completion (use /v1/completions)",
@@ -555,7 +585,7 @@ void HttpServer::Impl::handle_completion(Route route, const httplib::Request& re
   // computed (-1 off a connection thread).
   const Connection* conn = current_connection();
   const int sock = conn != nullptr ? conn->socket() : -1;
-  if (c.stream) return stream_reply(creq, ch, std::move(ids), std::move(meta), sock, res);
+  if (c.stream) return stream_reply(creq, ch, std::move(ids), std::move(meta), sock, res, std::move(sink));
 
   std::vector<GenerationResult> results;
   {
@@ -569,22 +599,26 @@ void HttpServer::Impl::handle_completion(Route route, const httplib::Request& re
   }
   for (const GenerationResult& r : results)
     if (r.finish_reason == FinishReason::error) return send_error(res, 500, "generation failed: " + r.error);
-  send_json(res, 200, completion_reply(c, meta, results, tok()));
+  json reply = completion_reply(c, meta, results, tok());
+  if (sink) reply = sink->reply(reply, results[0].stopping_word);
+  send_json(res, 200, reply);
 }
 
 void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> creq, std::shared_ptr<Channel> ch,
-                                    std::vector<RequestId> ids, ReplyMeta meta, int sock, httplib::Response& res) {
+                                    std::vector<RequestId> ids, ReplyMeta meta, int sock, httplib::Response& res,
+                                    std::shared_ptr<ReplySink> reply_sink) {
   const size_t n_choices = ch->results.size();
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, creq, ch, ids, meta, n_choices, sock](size_t, httplib::DataSink& sink) {
+      [this, creq, ch, ids, meta, n_choices, sock, reply_sink](size_t, httplib::DataSink& sink) {
         const CompletionRequest& c = *creq;
         const bool openai = c.route != Route::completion;
         std::vector<size_t> offsets(n_choices, 0);
+        std::string stopping_word;  // of the last choice that ended (a ReplySink's stream has one)
         auto write = [&](const json& j) {
-          const std::string e = sse_event(j);
-          return sink.write(e.data(), e.size());
+          const std::string e = reply_sink ? reply_sink->chunk(j) : sse_event(j);
+          return e.empty() || sink.write(e.data(), e.size());
         };
         auto give_up = [&] {
           hang_up(*ch, ids);
@@ -621,7 +655,10 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
             }
             ev = std::move(ch->events.front());
             ch->events.pop_front();
-            if (ev.done) fin = ch->reported(*ch->results[static_cast<size_t>(ev.index)]);
+            if (ev.done) {
+              fin = ch->reported(*ch->results[static_cast<size_t>(ev.index)]);
+              stopping_word = fin.stopping_word;
+            }
           }
           const size_t i = static_cast<size_t>(ev.index);
           if (ev.done) {
@@ -655,7 +692,8 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
           }
           if (c.include_usage && !write(usage_chunk(c, meta, results))) return give_up();
           static constexpr char kDone[] = "data: [DONE]\n\n";
-          if (!sink.write(kDone, sizeof kDone - 1)) return give_up();
+          const std::string end = reply_sink ? reply_sink->end(stopping_word) : kDone;
+          if (!end.empty() && !sink.write(end.data(), end.size())) return give_up();
         }
         sink.done();
         return true;
@@ -665,6 +703,72 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
         // nothing will read the rest, so free the slots.
         if (!success) hang_up(*ch, ids);
       });
+}
+
+// --- Other APIs on the chat route ---------------------------------------------
+// Anthropic's Messages (server/anthropic.hpp) and OpenAI's Responses
+// (server/responses.hpp): the body is translated into a chat body, which the
+// chat route's own handler serves, with a ReplySink that translates its reply.
+
+size_t HttpServer::Impl::count_prompt_tokens(const std::string& chat_body) const {
+  // The chat route's own rendering and tokenization; a count may exceed the
+  // context (it is asked to decide what to cut), so n_ctx bounds nothing here.
+  RequestContext counting = rc;
+  counting.n_ctx = std::numeric_limits<int64_t>::max();
+  return parse_completion_request(Route::chat_completions, chat_body, counting).prompts[0].size();
+}
+
+void HttpServer::Impl::install_api_routes() {
+  using nlohmann::ordered_json;
+  auto chat_text = [](const ordered_json& chat) {
+    return chat.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+  };
+
+  http.Post("/v1/messages", route([this, chat_text](const httplib::Request& req, httplib::Response& res) {
+    const ordered_json chat = anthropic_to_chat(parse_ordered_object(req.body, rc.limits.max_json_depth));
+    auto stream = std::make_shared<AnthropicStream>();
+    auto sink = std::make_shared<ReplySink>();
+    sink->reply = [](const json& r, const std::string& stop) { return anthropic_from_chat(r, stop); };
+    sink->chunk = [stream](const json& c) { return sse_events(stream->on_chunk(c)); };
+    sink->end = [stream](const std::string& stop) { return sse_events(stream->finish(stop)); };
+    try {
+      handle_completion(Route::chat_completions, chat_text(chat), res, std::move(sink));
+    } catch (const HttpError& e) {
+      throw renamed_error(e, anthropic_field);
+    }
+  }));
+  http.Post("/v1/messages/count_tokens", route([this, chat_text](const httplib::Request& req, httplib::Response& res) {
+    const ordered_json chat = anthropic_count_tokens_to_chat(parse_ordered_object(req.body, rc.limits.max_json_depth));
+    try {
+      send_json(res, 200, {{"input_tokens", count_prompt_tokens(chat_text(chat))}});
+    } catch (const HttpError& e) {
+      throw renamed_error(e, anthropic_field);
+    }
+  }));
+
+  http.Post("/v1/responses", route([this, chat_text](const httplib::Request& req, httplib::Response& res) {
+    auto request = std::make_shared<const ordered_json>(parse_ordered_object(req.body, rc.limits.max_json_depth));
+    const ordered_json chat = responses_to_chat(*request);
+    auto stream = std::make_shared<ResponsesStream>(*request);
+    auto sink = std::make_shared<ReplySink>();
+    sink->reply = [request](const json& r, const std::string&) { return responses_from_chat(r, *request); };
+    sink->chunk = [stream](const json& c) { return sse_events(stream->on_chunk(c)); };
+    sink->end = [stream](const std::string&) { return sse_events(stream->finish()); };
+    try {
+      handle_completion(Route::chat_completions, chat_text(chat), res, std::move(sink));
+    } catch (const HttpError& e) {
+      throw renamed_error(e, responses_field);
+    }
+  }));
+  http.Post("/v1/responses/input_tokens", route([this, chat_text](const httplib::Request& req, httplib::Response& res) {
+    const ordered_json chat = responses_to_chat(parse_ordered_object(req.body, rc.limits.max_json_depth));
+    try {
+      const size_t n = count_prompt_tokens(chat_text(chat));
+      send_json(res, 200, {{"object", "response.input_tokens"}, {"input_tokens", n}});
+    } catch (const HttpError& e) {
+      throw renamed_error(e, responses_field);
+    }
+  }));
 }
 
 }  // namespace synapse::server

@@ -6,6 +6,10 @@
 //   POST /v1/completions                           OpenAI completions
 //   POST /completion, /completions                 llama-server's native completion
 //   POST /tokenize, /detokenize, /apply-template   llama-server's helpers
+//   POST /v1/messages, /v1/messages/count_tokens   Anthropic's Messages, on the chat route (server/anthropic.hpp;
+//                                                  errors in Anthropic's shape)
+//   POST /v1/responses, /v1/responses/input_tokens OpenAI's Responses, stateless, on the chat route
+//                                                  (server/responses.hpp)
 //   GET  /health, /v1/health                       {"status":"ok"}, 503 while the model loads
 //   GET  /v1/models, /models, /props               the model served
 //   GET  /metrics                                  Prometheus text (with --metrics; else 501)
