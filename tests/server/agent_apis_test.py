@@ -9,10 +9,9 @@ non-streamed reply, which says what /v1/chat/completions says for the same
 conversation; the token counts are the chat route's prompt_tokens; bad bodies
 are 400s in each API's own error shape; Anthropic's x-api-key authenticates.
 
-Tool calls end to end need the chat route's tools (not on main yet): the
-translations of tool_use / tool_result / function_call items are covered by
-tests/server/api_translation_test.cpp, and tests here should grow a tool-call
-case once /v1/chat/completions accepts "tools".
+Tool calls end to end (tool_use -> tool_result, function_call ->
+function_call_output, streamed and not, a named tool): tiny-qwen3 with
+Qwen3's template (the tools_srv fixture).
 """
 import json
 import os
@@ -307,3 +306,70 @@ def test_openai_node_client_responses():
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
         assert "openai responses: ok" in r.stdout
+
+
+QWEN3 = os.path.join(os.environ["SYNAPSE_TEST_DATA"], "templates", "llama.cpp", "Qwen-Qwen3-0.6B.jinja")
+WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+                                            "unit": {"enum": ["celsius", "fahrenheit"]}},
+           "required": ["city", "unit"], "additionalProperties": False}
+
+
+@pytest.fixture(scope="module")
+def tools_srv():
+    with Server("tiny-qwen3-q4_k_m.gguf", "--chat-template-file", QWEN3, "-np", "4", "-t", "2", "-c", "2048") as s:
+        yield s
+
+
+def test_messages_tool_use_and_result(tools_srv):
+    srv = tools_srv
+    body = {"max_tokens": 200, "temperature": 0, "messages": [{"role": "user", "content": "Weather in Paris?"}],
+            "tools": [{"name": "get_weather", "description": "Weather now", "input_schema": WEATHER}],
+            "tool_choice": {"type": "any"}}
+    r = srv.post("/v1/messages", body)
+    assert r.status_code == 200, r.text
+    m = r.json()
+    assert m["stop_reason"] == "tool_use", m
+    uses = [b for b in m["content"] if b["type"] == "tool_use"]
+    assert uses and uses[0]["name"] == "get_weather" and set(uses[0]["input"]) == {"city", "unit"}
+    assert uses[0]["input"]["unit"] in ("celsius", "fahrenheit") and len(uses[0]["input"]["city"]) <= 12
+    streamed = anthropic_stream_message(named_events(srv.post("/v1/messages", dict(body, stream=True), stream=True)))
+    assert [b for b in streamed["content"] if b["type"] == "tool_use"] == uses
+    # The loop: the call and its result go back; the next turn is answered.
+    body2 = dict(body, tool_choice={"type": "auto"}, max_tokens=30, messages=body["messages"] + [
+        {"role": "assistant", "content": m["content"]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": uses[0]["id"], "content": "18 C"}]}])
+    r2 = srv.post("/v1/messages", body2)
+    assert r2.status_code == 200, r2.text
+    assert r2.json()["type"] == "message"
+    # count_tokens of that conversation is the chat route's prompt size.
+    c = srv.post("/v1/messages/count_tokens", body2)
+    assert c.status_code == 200, c.text
+    assert c.json()["input_tokens"] == r2.json()["usage"]["input_tokens"] + \
+        r2.json()["usage"].get("cache_read_input_tokens", 0)
+    # A named tool.
+    r3 = srv.post("/v1/messages", dict(body, tool_choice={"type": "tool", "name": "get_weather"}))
+    assert r3.json()["stop_reason"] == "tool_use", r3.text
+
+
+def test_responses_function_call_and_output(tools_srv):
+    srv = tools_srv
+    body = {"max_output_tokens": 200, "temperature": 0, "input": "Weather in Paris?", "tool_choice": "required",
+            "tools": [{"type": "function", "name": "get_weather", "parameters": WEATHER, "strict": True}]}
+    r = srv.post("/v1/responses", body)
+    assert r.status_code == 200, r.text
+    resp = r.json()
+    calls = [o for o in resp["output"] if o["type"] == "function_call"]
+    assert calls and calls[0]["name"] == "get_weather"
+    assert set(json.loads(calls[0]["arguments"])) == {"city", "unit"}
+    events = named_events(srv.post("/v1/responses", dict(body, stream=True), stream=True))
+    final = events[-1][1]["response"]
+    assert [(o["call_id"], o["arguments"]) for o in final["output"] if o["type"] == "function_call"] == \
+        [(c["call_id"], c["arguments"]) for c in calls]
+    args = "".join(d["delta"] for n, d in events if n == "response.function_call_arguments.delta")
+    assert args == "".join(c["arguments"] for c in calls)
+    body2 = dict(body, tool_choice="auto", max_output_tokens=30,
+                 input=[{"role": "user", "content": "Weather in Paris?"}] + resp["output"] +
+                 [{"type": "function_call_output", "call_id": calls[0]["call_id"], "output": "18 C"}])
+    r2 = srv.post("/v1/responses", body2)
+    assert r2.status_code == 200, r2.text
+    assert r2.json()["object"] == "response"
