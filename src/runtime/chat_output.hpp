@@ -193,16 +193,16 @@ struct ToolGrammarOptions {
 // properties), naming tool_choice when it names no tool, or for format none.
 // The markers are text in the grammar: the matcher's vocabulary must render
 // the tokens that spell them ([TOOL_CALLS], <|channel|>, ... are control
-// tokens in their models) as that text. Properties come in the order of
-// `tools`' keys (nlohmann::json sorts them; llama.cpp keeps declared order).
-std::string tool_call_grammar(ToolCallFormat format, const nlohmann::json& tools, const ToolChoice& choice,
+// tokens in their models) as that text. Properties come in the order the
+// client declared them (ordered JSON), as in llama.cpp.
+std::string tool_call_grammar(ToolCallFormat format, const nlohmann::ordered_json& tools, const ToolChoice& choice,
                               bool parallel, const ToolGrammarOptions& options = {});
 
 // `tools` as OpenAI takes it: an array of {"type": "function", "function":
 // {"name": N, "description"?: string, "parameters"?: object, "strict"?: bool}}
 // with N of 1-64 letters, digits, '_', '-' or '.', each name once. Throws
 // Error(invalid_argument) naming the field ("tools[2].function.name: ...").
-void validate_tools(const nlohmann::json& tools);
+void validate_tools(const nlohmann::ordered_json& tools);
 
 // The tool calls of a chat history: each assistant tool_calls[j] has an id,
 // type "function", function.name (a string) and function.arguments (a JSON
@@ -210,6 +210,6 @@ void validate_tools(const nlohmann::json& tools);
 // (a string) and content (a string or an array of parts). Other messages are
 // not looked at. Throws Error(invalid_argument) naming the field
 // ("messages[3].tool_calls[0].function.arguments: ...").
-void validate_history(const nlohmann::json& messages);
+void validate_history(const nlohmann::ordered_json& messages);
 
 }  // namespace synapse::runtime

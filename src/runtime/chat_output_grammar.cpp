@@ -12,7 +12,9 @@ namespace synapse::runtime {
 
 namespace {
 
-using nlohmann::json;
+// Ordered: a tool's properties keep the order the client declared (llama.cpp
+// forces them in that order too).
+using json = nlohmann::ordered_json;
 using F = ToolCallFormat;
 
 [[noreturn]] void fail(const std::string& msg) { throw Error(Errc::invalid_argument, msg); }

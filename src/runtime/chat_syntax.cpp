@@ -15,7 +15,9 @@ namespace synapse {
 
 namespace {
 
-using json = nlohmann::json;
+// Ordered: tools keep the order the caller declared their properties in (the
+// forced calls write them in that order).
+using json = nlohmann::ordered_json;
 using ojson = nlohmann::ordered_json;
 using runtime::Delta;
 using runtime::ToolCallFormat;
@@ -76,11 +78,11 @@ runtime::ParseOptions parse_options(const ChatReplyOptions& o) {
   runtime::ParseOptions p;
   p.reasoning_format = runtime::parse_reasoning_format(o.reasoning_format);
   p.thinking_open = o.thinking_open;
-  p.tools = parse_tools(o.tools_json);
+  p.tools = nlohmann::json(parse_tools(o.tools_json));
   const Choice choice = parse_choice(o.tool_choice_json);
   if (choice.kind == Choice::Kind::named) {
     bool found = false;
-    for (const json& t : p.tools) found = found || t["function"]["name"] == choice.name;
+    for (const nlohmann::json& t : p.tools) found = found || t["function"]["name"] == choice.name;
     if (!found) fail("tool_choice: function '" + choice.name + "' is not among the tools");
   }
   p.tools_offered = !p.tools.empty() && choice.kind != Choice::Kind::none;

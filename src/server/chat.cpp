@@ -149,7 +149,7 @@ JinjaPrompt render_jinja_chat(const ojson& body, const JinjaChat& chat, const Re
   check_messages(body, lim);
   const ojson& messages = body["messages"];
   try {
-    runtime::validate_history(json(messages));
+    runtime::validate_history(messages);
   } catch (const Error& e) {
     throw runtime_error_400(e, "messages");
   }
@@ -170,7 +170,7 @@ JinjaPrompt render_jinja_chat(const ojson& body, const JinjaChat& chat, const Re
     if (!t->is_array()) bad("tools", "must be an array of tools", *t);
     if (t->size() > lim.max_tools) bad("tools", "must have at most " + std::to_string(lim.max_tools) + " entries", json(t->size()));
     try {
-      runtime::validate_tools(json(*t));
+      runtime::validate_tools(*t);
     } catch (const Error& e) {
       throw runtime_error_400(e, "tools");
     }
@@ -262,7 +262,7 @@ JinjaPrompt render_jinja_chat(const ojson& body, const JinjaChat& chat, const Re
     // The calls come at once; a reasoning block the prompt opened is closed first.
     go.thinking_open = rendered.thinking_open;
     try {
-      out.grammar = runtime::tool_call_grammar(format, json(tools), tc, parallel, go);
+      out.grammar = runtime::tool_call_grammar(format, tools, tc, parallel, go);
       runtime::cached_grammar(out.grammar);
     } catch (const Error& e) {
       throw runtime_error_400(e, "tools");

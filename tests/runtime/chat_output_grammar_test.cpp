@@ -158,6 +158,23 @@ TEST(ToolCallGrammar, NamedChoiceAllowsThatToolOnly) {
   EXPECT_THROW(tool_call_grammar(F::none, test_tools(), {}, false), Error);
 }
 
+TEST(ToolCallGrammar, PropertiesInTheDeclaredOrder) {
+  // "zeta" before "alpha", both required: the call writes them in that
+  // order (JSON and XML families alike), as llama.cpp's grammar does.
+  const nlohmann::ordered_json tools = nlohmann::ordered_json::parse(R"([{"type": "function", "function": {
+    "name": "f", "parameters": {"type": "object", "properties": {"zeta": {"type": "integer"},
+    "alpha": {"type": "integer"}}, "required": ["zeta", "alpha"]}}}])");
+  const ToolChoice required{};
+  const auto hermes = Grammar::parse(tool_call_grammar(F::hermes, tools, required, false));
+  EXPECT_TRUE(accepts(hermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"zeta\": 1, \"alpha\": 2}}\n</tool_call>"));
+  EXPECT_FALSE(accepts(hermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"alpha\": 2, \"zeta\": 1}}\n</tool_call>"));
+  const auto xml = Grammar::parse(tool_call_grammar(F::qwen3_coder_xml, tools, required, false));
+  EXPECT_TRUE(accepts(xml, "<tool_call>\n<function=f>\n<parameter=zeta>\n1\n</parameter>\n<parameter=alpha>\n2\n"
+                           "</parameter>\n</function>\n</tool_call>"));
+  EXPECT_FALSE(accepts(xml, "<tool_call>\n<function=f>\n<parameter=alpha>\n2\n</parameter>\n<parameter=zeta>\n1\n"
+                            "</parameter>\n</function>\n</tool_call>"));
+}
+
 TEST(ToolCallGrammar, XmlValues) {
   const auto g = Grammar::parse(tool_call_grammar(F::qwen3_coder_xml, test_tools(), {}, false));
   const auto call = [](const std::string& name, const std::string& params) {
