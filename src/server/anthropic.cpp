@@ -10,18 +10,6 @@ using namespace translation;
 
 namespace {
 
-std::string got(const ordered_json& v) { return ", got " + quote_value(json(v)); }
-
-const ordered_json& array_field(const ordered_json& v, const std::string& path) {
-  if (!v.is_array()) bad(path, "must be an array" + got(v));
-  return v;
-}
-
-const ordered_json& object_at(const ordered_json& v, const std::string& path) {
-  if (!v.is_object()) bad(path, "must be an object" + got(v));
-  return v;
-}
-
 // Text blocks [{type:"text", text}] -> chat text parts (Anthropic's blocks
 // are OpenAI's parts; how parts join is the chat route's rule).
 ordered_json text_parts(const ordered_json& blocks, const std::string& path, const char* what) {
@@ -140,7 +128,7 @@ void translate_message(const ordered_json& m, const std::string& path, ordered_j
 }
 
 ordered_json translate_tools(const ordered_json& tools) {
-  array_field(tools, "tools");
+  array_at(tools, "tools");
   ordered_json out = ordered_json::array();
   for (size_t i = 0; i < tools.size(); ++i) {
     const std::string tp = at_index("tools", i);
@@ -197,7 +185,7 @@ ordered_json translate(const ordered_json& body, bool count_only) {
   }
   const ordered_json* ms = field(body, "messages");
   if (!ms) bad("messages", "is required");
-  array_field(*ms, "messages");
+  array_at(*ms, "messages");
   for (size_t i = 0; i < ms->size(); ++i) translate_message((*ms)[i], at_index("messages", i), messages);
   chat["messages"] = std::move(messages);
 
@@ -207,7 +195,7 @@ ordered_json translate(const ordered_json& body, bool count_only) {
     chat["max_tokens"] = *mt;
   }
   if (const ordered_json* ss = field(body, "stop_sequences")) {
-    array_field(*ss, "stop_sequences");
+    array_at(*ss, "stop_sequences");
     for (size_t i = 0; i < ss->size(); ++i)
       if (!(*ss)[i].is_string()) bad(at_index("stop_sequences", i), "must be a string" + got((*ss)[i]));
     chat["stop"] = *ss;

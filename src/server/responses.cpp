@@ -10,18 +10,6 @@ using namespace translation;
 
 namespace {
 
-std::string got(const ordered_json& v) { return ", got " + quote_value(json(v)); }
-
-const ordered_json& object_at(const ordered_json& v, const std::string& path) {
-  if (!v.is_object()) bad(path, "must be an object" + got(v));
-  return v;
-}
-
-const ordered_json& array_at(const ordered_json& v, const std::string& path) {
-  if (!v.is_array()) bad(path, "must be an array" + got(v));
-  return v;
-}
-
 [[noreturn]] void no_vision(const std::string& path, const std::string& type) {
   bad(path, "'" + type + "' parts are not supported: this server has no vision or audio");
 }

@@ -34,6 +34,18 @@ namespace translation {
 
 void bad(const std::string& path, const std::string& what) { throw HttpError(400, path + ": " + what, path); }
 
+std::string got(const ordered_json& v) { return ", got " + quote_value(nlohmann::json(v)); }
+
+const ordered_json& object_at(const ordered_json& v, const std::string& path) {
+  if (!v.is_object()) bad(path, "must be an object" + got(v));
+  return v;
+}
+
+const ordered_json& array_at(const ordered_json& v, const std::string& path) {
+  if (!v.is_array()) bad(path, "must be an array" + got(v));
+  return v;
+}
+
 const ordered_json* field(const ordered_json& j, const char* key) {
   const auto it = j.find(key);
   if (it == j.end() || it->is_null()) return nullptr;
@@ -47,7 +59,7 @@ std::string string_field(const ordered_json& j, const char* key, const std::stri
     if (required) bad(at_key(path, key), "is required");
     return def;
   }
-  if (!v->is_string()) bad(at_key(path, key), "must be a string, got " + quote_value(nlohmann::json(*v)));
+  if (!v->is_string()) bad(at_key(path, key), "must be a string" + got(*v));
   return v->get<std::string>();
 }
 

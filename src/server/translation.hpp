@@ -57,6 +57,13 @@ using nlohmann::ordered_json;
 // Throws HttpError(400, path + ": " + what, path).
 [[noreturn]] void bad(const std::string& path, const std::string& what);
 
+// ", got <the value quoted>" for the end of a 400's message.
+std::string got(const ordered_json& v);
+
+// `v` when it is an object (an array), else a 400 naming `path`.
+const ordered_json& object_at(const ordered_json& v, const std::string& path);
+const ordered_json& array_at(const ordered_json& v, const std::string& path);
+
 // j[key] when present and not null (both APIs read an explicit null as
 // absent), else nullptr.
 const ordered_json* field(const ordered_json& j, const char* key);
