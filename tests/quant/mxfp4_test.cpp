@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "quant/formats.hpp"
+#include "quant/gemm.hpp"
 #include "quant/kernel_table.hpp"
 #include "quant/quant.hpp"
 #include "quant/simd.hpp"
@@ -279,6 +280,53 @@ TEST(MXFP4, VecDotExactHandBuilt) {
     EXPECT_EQ(kernel_table(isas[k]).row(GgmlType::MXFP4).vec_dot(96, w, a), static_cast<float>(want))
         << isa_name(isas[k]);
   }
+}
+
+// Extreme blocks through every table's vec_dot and gemm against the scalar
+// dot: the smallest and largest exponents (subnormal scales, products that
+// overflow), every code in both nibbles, activations all -128 (the AVX2
+// lanes' |a| = 128), all 127 or random, with the largest F16 scale.
+TEST(MXFP4, ExtremeBlocksEqualScalarOnEveryTable) {
+  std::mt19937 rng(11);
+  const int64_t n = 96;
+  const VecDotFn scalar = vec_dot_kernel(GgmlType::MXFP4, Isa::scalar);
+  size_t n_isa = 0;
+  const Isa* isas = compiled_isas(&n_isa);
+  int compared = 0;
+  for (int e : {0, 1, 2, 100, 127, 128, 200, 254, 255}) {
+    for (int code = 0; code < 16; ++code) {
+      for (int act = 0; act < 3; ++act) {
+        std::vector<block_mxfp4> w(n / 32);
+        std::vector<block_q8_0> a(n / 32);
+        for (size_t b = 0; b < w.size(); ++b) {
+          w[b].e = static_cast<uint8_t>(e);
+          for (int j = 0; j < 16; ++j) w[b].qs[j] = static_cast<uint8_t>(code | ((15 - code) << 4));
+          a[b].d = b == 1 ? ggml_fp16_t{0x7BFF} : fp32_to_fp16(1.0f);  // 65504
+          for (int j = 0; j < 32; ++j)
+            a[b].qs[j] = static_cast<int8_t>(act == 0 ? -128 : act == 1 ? 127 : static_cast<int>(rng() % 256) - 128);
+        }
+        const float want = scalar(n, w.data(), a.data());
+        for (size_t k = 0; k < n_isa; ++k) {
+          if (!cpu_runs(isas[k])) continue;
+          const TypeKernels& row = kernel_table(isas[k]).row(GgmlType::MXFP4);
+          // gemm over two copies of the row (the AVX-512 kernel takes rows in pairs).
+          std::vector<block_mxfp4> w2(w);
+          w2.insert(w2.end(), w.begin(), w.end());
+          float got[3] = {row.vec_dot(n, w.data(), a.data()), 0.0f, 0.0f};
+          gemm(GgmlType::MXFP4, isas[k], n, reinterpret_cast<const uint8_t*>(w2.data()), sizeof(block_mxfp4) * 3, 2,
+               reinterpret_cast<const uint8_t*>(a.data()), sizeof(block_q8_0) * 3, 1, &got[1], 2);
+          for (float g : got) {
+            if (std::isnan(want) && std::isnan(g)) continue;
+            EXPECT_EQ(std::bit_cast<uint32_t>(g), std::bit_cast<uint32_t>(want))
+                << isa_name(isas[k]) << " e " << e << " code " << code << " act " << act << ": " << hex(g) << " vs "
+                << hex(want);
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 1000);
 }
 
 // ------------------------------------------------ against llama-quantize's file
