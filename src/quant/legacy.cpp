@@ -596,7 +596,8 @@ inline uint8_t best_index_mxfp4(float x, float d) {
 // floor(log2(amax)) - 2 + 127 (0 for an all-zero block), each element the
 // nearest level of kvalues_mxfp4 * 2^(e - 128). The float -> uint8_t of e
 // goes through int32 as x86's cvttss2si does (blocks with amax < 2^-125
-// wrap, as ggml's do); log2f is the C library's, as ggml calls it.
+// wrap, as ggml's do; an infinite amax gives e = 0); log2f is the C
+// library's, as ggml calls it.
 void quantize_row_mxfp4(const float* x, void* vy, int64_t n) {
   auto* y = static_cast<block_mxfp4*>(vy);
   const int64_t nb = n / QK_MXFP4;
@@ -604,8 +605,7 @@ void quantize_row_mxfp4(const float* x, void* vy, int64_t n) {
     float amax = 0.0f;
     for (int j = 0; j < QK_MXFP4; ++j)
       if (amax < std::fabs(x[j])) amax = std::fabs(x[j]);
-    const uint8_t e =
-        amax > 0.0f ? static_cast<uint8_t>(static_cast<int32_t>(std::floor(std::log2(amax)) - 2.0f + 127.0f)) : 0;
+    const uint8_t e = amax > 0.0f ? static_cast<uint8_t>(trunc_to_int(std::floor(std::log2(amax)) - 2.0f + 127.0f)) : 0;
     const float d = kE8M0Half.v[e];
     y[i].e = e;
     for (int j = 0; j < QK_MXFP4 / 2; ++j)
