@@ -43,7 +43,7 @@ const int64_t kRows = kCols > 0 ? 2048 * 8192 / kCols : 0;
 const GgmlType kTypes[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0,  GgmlType::Q4_0, GgmlType::Q5_K,
                            GgmlType::F16,  GgmlType::F32,  GgmlType::BF16,  GgmlType::Q5_0, GgmlType::Q4_1,
                            GgmlType::Q5_1, GgmlType::Q3_K, GgmlType::Q2_K,  GgmlType::IQ4_NL, GgmlType::IQ4_XS,
-                           GgmlType::TQ1_0, GgmlType::TQ2_0};
+                           GgmlType::TQ1_0, GgmlType::TQ2_0, GgmlType::MXFP4};
 
 // A weight matrix of type t: random bytes, and every 16-bit word a finite
 // F16 (so scales and F16/BF16 elements are finite). The activation row is
@@ -79,6 +79,9 @@ const Problem& problem(GgmlType t) {
     for (size_t b = 0; b < p->w.size(); b += sizeof(quant::block_q8_0))
       for (size_t k = b + 2; k < b + sizeof(quant::block_q8_0); ++k)
         if (p->w[k] == 0x80) p->w[k] = 0x81;
+  }
+  if (t == GgmlType::MXFP4) {  // exponents of real weights (2^-8 .. 2^7): no subnormal or huge scales
+    for (size_t b = 0; b < p->w.size(); b += sizeof(quant::block_mxfp4)) p->w[b] = static_cast<uint8_t>(120 + rng() % 16);
   }
   std::normal_distribution<float> g(0.f, 1.f);
   p->x.resize(kCols);

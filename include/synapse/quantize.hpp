@@ -47,12 +47,13 @@ enum class FileType : uint32_t {
   MOSTLY_BF16 = 32,
   MOSTLY_TQ1_0 = 36,
   MOSTLY_TQ2_0 = 37,
+  MOSTLY_MXFP4_MOE = 38,  // the MoE experts MXFP4, the other matrices Q8_0
 };
 
 // Parses a file type name as llama-quantize spells it, case-insensitive:
 // F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_S, Q3_K_M, Q3_K_L,
 // Q3_K (= Q3_K_M), Q4_K_S, Q4_K_M, Q4_K (= Q4_K_M), Q5_K_S, Q5_K_M, Q5_K
-// (= Q5_K_M), Q6_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0. Throws
+// (= Q5_K_M), Q6_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4_MOE. Throws
 // Error(invalid_argument) naming `name` and listing the valid names.
 FileType parse_file_type(std::string_view name);
 

@@ -43,12 +43,14 @@ enum class GgmlType : uint32_t {
   // 31..33 were the Q4_0_4_4 / Q4_0_4_8 / Q4_0_8_8 repacks, removed from ggml.
   TQ1_0 = 34,
   TQ2_0 = 35,
+  // 36..38 were the IQ4_NL_4_4 / IQ4_NL_4_8 / IQ4_NL_8_8 repacks, removed from ggml.
+  MXFP4 = 39,
 };
 
 // Ids 0 .. kGgmlTypeCount - 1 cover every GgmlType: the length of a table
 // indexed by type id (the type table below, quant's kernel tables). A new
-// type added to the enum past TQ2_0 moves this bound with it.
-inline constexpr size_t kGgmlTypeCount = static_cast<size_t>(GgmlType::TQ2_0) + 1;
+// type added to the enum past MXFP4 moves this bound with it.
+inline constexpr size_t kGgmlTypeCount = static_cast<size_t>(GgmlType::MXFP4) + 1;
 
 // Layout facts of one type: `block_size` elements are stored in `type_size`
 // bytes (ggml's blck_size / type_size). `known` is false for ids ggml never

@@ -48,6 +48,10 @@ constexpr TypeTraits kTraits[] = {
     /* 33 removed */ kUnknown,
     /* 34 TQ1_0   */ {"TQ1_0", 256, 54, true, true},
     /* 35 TQ2_0   */ {"TQ2_0", 256, 66, true, true},
+    /* 36 removed */ kUnknown,
+    /* 37 removed */ kUnknown,
+    /* 38 removed */ kUnknown,
+    /* 39 MXFP4   */ {"MXFP4", 32, 17, true, true},  // E8M0 exponent, 16 B of E2M1 nibbles
 };
 static_assert(std::size(kTraits) == kGgmlTypeCount, "one entry per type id");
 

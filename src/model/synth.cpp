@@ -44,6 +44,7 @@ constexpr FileType kFileTypes[] = {
     {"Q5_1", GgmlType::Q5_1, 9, false},   {"Q8_0", GgmlType::Q8_0, 7, false},
     {"Q6_K", GgmlType::Q6_K, 18, false},  {"Q4_K_M", GgmlType::Q4_K, 15, true},
     {"Q5_K_M", GgmlType::Q5_K, 17, true},
+    {"MXFP4_MOE", GgmlType::MXFP4, 38, false},
 };
 
 const FileType& file_type(std::string_view name) {
@@ -339,7 +340,11 @@ std::vector<SynthTensor> synth_plan(const SynthPreset& p, std::string_view ftype
   // kind: 0 other weight, 1 output (or tied embedding), 2 attn_v, 3 ffn_down.
   const auto matrix = [&](std::string name, int64_t ne0, int64_t ne1, int kind, int64_t layer) {
     GgmlType t = ft.type;
-    if (is_quantized(ft.type)) {
+    if (ft.type == GgmlType::MXFP4) {
+      // llama-quantize's MXFP4_MOE: experts MXFP4 (these presets have none),
+      // every other matrix Q8_0, the output included.
+      t = fallback(GgmlType::Q8_0, ne0);
+    } else if (is_quantized(ft.type)) {
       if (kind == 1) {
         t = ne0 % 256 != 0 ? GgmlType::Q8_0 : (ft.type == GgmlType::Q8_0 ? GgmlType::Q8_0 : GgmlType::Q6_K);
       } else if (kind == 2) {

@@ -7,6 +7,7 @@
 // ggml-common.h's block_* structs, byte for byte.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 
@@ -16,6 +17,7 @@ namespace synapse::quant {
 
 inline constexpr int QK4_0 = 32, QK4_1 = 32, QK5_0 = 32, QK5_1 = 32, QK8_0 = 32, QK8_1 = 32;
 inline constexpr int QK4_NL = 32;
+inline constexpr int QK_MXFP4 = 32;
 inline constexpr int QK_K = 256;
 inline constexpr int K_SCALE_SIZE = 12;
 
@@ -26,6 +28,7 @@ struct block_q5_1 { ggml_fp16_t d; ggml_fp16_t m; uint8_t qh[4]; uint8_t qs[QK5_
 struct block_q8_0 { ggml_fp16_t d; int8_t qs[QK8_0]; };
 struct block_q8_1 { ggml_fp16_t d; ggml_fp16_t s; int8_t qs[QK8_1]; };  // s = d * sum(qs)
 struct block_iq4_nl { ggml_fp16_t d; uint8_t qs[QK4_NL / 2]; };
+struct block_mxfp4 { uint8_t e; uint8_t qs[QK_MXFP4 / 2]; };  // e: E8M0 exponent; qs: E2M1 codes
 struct block_q2_K { uint8_t scales[QK_K / 16]; uint8_t qs[QK_K / 4]; ggml_fp16_t d; ggml_fp16_t dmin; };
 struct block_q3_K { uint8_t hmask[QK_K / 8]; uint8_t qs[QK_K / 4]; uint8_t scales[12]; ggml_fp16_t d; };
 struct block_q4_K { ggml_fp16_t d; ggml_fp16_t dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qs[QK_K / 2]; };
@@ -42,6 +45,7 @@ static_assert(sizeof(block_iq4_nl) == 18 && sizeof(block_q2_K) == 84 && sizeof(b
 static_assert(sizeof(block_q4_K) == 144 && sizeof(block_q5_K) == 176 && sizeof(block_q6_K) == 210);
 static_assert(sizeof(block_q8_K) == 292 && sizeof(block_iq4_xs) == 136);
 static_assert(sizeof(block_tq1_0) == 54 && sizeof(block_tq2_0) == 66);
+static_assert(sizeof(block_mxfp4) == 17);
 
 // ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j (0..7) of
 // a Q4_K/Q5_K block from its 12 packed bytes. Bytes 0-3 hold scales 0-3 (low
@@ -112,6 +116,24 @@ inline float hsum_float_16(const float a[16]) {
 inline constexpr int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                              1,    13,   25,  38,  53,  69,  89,  113};
 
+// The 16 E2M1 values of MXFP4 doubled (ggml's kvalues_mxfp4: 0, 0.5, 1, 1.5,
+// 2, 3, 4, 6 and their negatives, times 2), so they are int8; the block
+// scale is halved to match (kE8M0Half).
+inline constexpr int8_t kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// ggml's GGML_E8M0_TO_FP32_HALF (ggml-impl.h) for every exponent byte e:
+// 2^(e - 128), e = 0 and 1 as the subnormals 2^-128 and 2^-127, e = 255 as
+// 2^127 (ggml gives no NaN). A table (ggml_table_f32_e8m0_half) because the
+// kernels read it per block; data, so any translation unit may use it.
+struct E8M0HalfTable {
+  float v[256];
+};
+inline constexpr E8M0HalfTable kE8M0Half = [] {
+  E8M0HalfTable t{};
+  for (uint32_t e = 0; e < 256; ++e) t.v[e] = std::bit_cast<float>(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+  return t;
+}();
+
 #define SYNAPSE_DECLARE_FORMAT(t)                                  \
   void quantize_row_##t(const float* x, void* y, int64_t n);       \
   void dequantize_row_##t(const void* x, float* y, int64_t n);
@@ -132,12 +154,14 @@ SYNAPSE_DECLARE_FORMAT(q5_1)
 SYNAPSE_DECLARE_FORMAT(q8_0)
 SYNAPSE_DECLARE_FORMAT(q8_1)
 SYNAPSE_DECLARE_FORMAT(iq4_nl)
+SYNAPSE_DECLARE_FORMAT(mxfp4)
 float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* a);
 float vec_dot_q4_1_q8_1(int64_t n, const void* w, const void* a);
 float vec_dot_q5_0_q8_0(int64_t n, const void* w, const void* a);
 float vec_dot_q5_1_q8_1(int64_t n, const void* w, const void* a);
 float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* a);
 float vec_dot_iq4_nl_q8_0(int64_t n, const void* w, const void* a);
+float vec_dot_mxfp4_q8_0(int64_t n, const void* w, const void* a);
 
 // k_quants.cpp: 256-element super-blocks
 SYNAPSE_DECLARE_FORMAT(q2_K)

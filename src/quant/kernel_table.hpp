@@ -13,8 +13,8 @@
 // avx512 on x86-64; scalar < neon on ARM64. The AVX-512 table keeps the
 // AVX2 dots, decode kernels, quantizers and packs, and replaces the prefill
 // GEMMs: the interleaved ones (interleave_avx512.cpp: two 8-row groups
-// per zmm register, across outputs, with vpdpbusd) and the plain ones of Q4_1, Q5_1, IQ4_NL, Q2_K, Q3_K,
-// Q5_K and IQ4_XS (gemm_avx512.cpp: two weight rows per zmm register). Those are
+// per zmm register, across outputs, with vpdpbusd) and the plain ones of Q4_1, Q5_1, IQ4_NL, MXFP4, Q2_K,
+// Q3_K, Q5_K and IQ4_XS (gemm_avx512.cpp: two weight rows per zmm register). Those are
 // genuinely different kernels, not the AVX2 source recompiled wider (VNNI
 // replaces most maddubs + madd pairs, and the operands are laid out for it), so
 // compiling one x86 source once per level (or Highway's fixed-width tags)

@@ -1,19 +1,22 @@
-// The 32-element ggml block formats: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1 and
-// IQ4_NL (ggml-common.h's block_q4_0 ... block_iq4_nl; layouts in formats.hpp).
+// The 32-element ggml block formats: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1,
+// IQ4_NL and MXFP4 (ggml-common.h's block_q4_0 ... block_mxfp4; layouts in
+// formats.hpp).
 //
 // Element order inside a block (all 4-bit formats): byte j of qs holds element
 // j in its low nibble and element j + 16 in its high nibble. Q5_0/Q5_1 keep
 // the fifth bit of element j in bit j of qh (read as a little-endian uint32).
 //
 // Pairing with the activation row (ggml-cpu's vec_dot_type, see quant.cpp):
-//   Q4_0, Q5_0, Q8_0, IQ4_NL  . Q8_0
+//   Q4_0, Q5_0, Q8_0, IQ4_NL,
+//   MXFP4                     . Q8_0
 //   Q4_1, Q5_1                . Q8_1 (its s = d * sum(qs) carries the offset m)
 //   Q8_1                        activation only (no dot with it as weight)
 //
 // Quantizers:
 //   * weights (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL): what llama-quantize writes
 //     without an importance matrix: ggml's quantize_row_<t>_ref, and for
-//     IQ4_NL quantize_iq4_nl (quantize_row_iq4_nl_impl with ntry = 7).
+//     IQ4_NL quantize_iq4_nl (quantize_row_iq4_nl_impl with ntry = 7), for
+//     MXFP4 quantize_row_mxfp4_ref.
 //   * activations (Q8_0, Q8_1): bit-identical to ggml's x86 AVX2
 //     quantize_row_q8_0 / quantize_row_q8_1 (ggml-cpu/arch/x86/quants.c),
 //     which differ from the _ref versions: id = 127/amax instead of 1/d, and
@@ -557,6 +560,92 @@ float vec_dot_iq4_nl_q8_0(int64_t n, const void* vw, const void* va) {
     }
     int_lanes(q, a[i].qs, lane);
     fma_lanes(acc, fp16_to_fp32(w[i].d) * fp16_to_fp32(a[i].d), lane);
+  }
+  return hsum_float_8(acc);
+}
+
+// ---------------------------------------------------------------- MXFP4
+// block_mxfp4 (OCP microscaling MXFP4, ggml v0.5.0): e, an E8M0 exponent
+// byte, and 16 bytes of 4-bit E2M1 codes (byte j: element j low, j + 16
+// high); value = kvalues_mxfp4[code] * 2^(e - 128) (the doubled E2M1 value
+// times the halved scale, GGML_E8M0_TO_FP32_HALF). IQ4_NL's layout with
+// another table and an exponent for a scale.
+
+namespace {
+
+// ggml's best_index_mxfp4: the first index i of kvalues_mxfp4 whose
+// |kvalues_mxfp4[i] * d - x| is smallest (so 0 before 8, both zero; NaN x
+// gives 0). The products are exact (small integers times a power of two).
+inline uint8_t best_index_mxfp4(float x, float d) {
+  uint8_t best = 0;
+  float best_err = std::fabs(static_cast<float>(kvalues_mxfp4[0]) * d - x);
+  for (uint8_t i = 1; i < 16; ++i) {
+    const float err = std::fabs(static_cast<float>(kvalues_mxfp4[i]) * d - x);
+    if (err < best_err) {
+      best = i;
+      best_err = err;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+// ggml's quantize_row_mxfp4_ref, what llama-quantize writes (MXFP4 takes no
+// importance matrix): per block amax = max |x| (NaN skipped), e =
+// floor(log2(amax)) - 2 + 127 (0 for an all-zero block), each element the
+// nearest level of kvalues_mxfp4 * 2^(e - 128). The float -> uint8_t of e
+// goes through int32 as x86's cvttss2si does (blocks with amax < 2^-125
+// wrap, as ggml's do; an infinite amax gives e = 0); log2f is the C
+// library's, as ggml calls it.
+void quantize_row_mxfp4(const float* x, void* vy, int64_t n) {
+  auto* y = static_cast<block_mxfp4*>(vy);
+  const int64_t nb = n / QK_MXFP4;
+  for (int64_t i = 0; i < nb; ++i, x += QK_MXFP4) {
+    float amax = 0.0f;
+    for (int j = 0; j < QK_MXFP4; ++j)
+      if (amax < std::fabs(x[j])) amax = std::fabs(x[j]);
+    const uint8_t e = amax > 0.0f ? static_cast<uint8_t>(trunc_to_int(std::floor(std::log2(amax)) - 2.0f + 127.0f)) : 0;
+    const float d = kE8M0Half.v[e];
+    y[i].e = e;
+    for (int j = 0; j < QK_MXFP4 / 2; ++j)
+      y[i].qs[j] = static_cast<uint8_t>(best_index_mxfp4(x[j], d) | (best_index_mxfp4(x[j + QK_MXFP4 / 2], d) << 4));
+  }
+}
+
+// ggml's dequantize_row_mxfp4: y = kvalues_mxfp4[code] * 2^(e - 128), exact.
+void dequantize_row_mxfp4(const void* vx, float* y, int64_t n) {
+  const auto* x = static_cast<const block_mxfp4*>(vx);
+  const int64_t nb = n / QK_MXFP4;
+  for (int64_t i = 0; i < nb; ++i, y += QK_MXFP4) {
+    const float d = kE8M0Half.v[x[i].e];
+    for (int j = 0; j < QK_MXFP4 / 2; ++j) {
+      y[j] = static_cast<float>(kvalues_mxfp4[x[i].qs[j] & 0x0F]) * d;
+      y[j + QK_MXFP4 / 2] = static_cast<float>(kvalues_mxfp4[x[i].qs[j] >> 4]) * d;
+    }
+  }
+}
+
+// ggml_vec_dot_mxfp4_q8_0: w [n/32] block_mxfp4, a [n/32] block_q8_0; per
+// block d = fp16(d_a) * 2^(e - 128) (GGML_E8M0_TO_FP32_HALF), times the exact
+// integer dot with the table values. IQ4_NL's order (one accumulator of 8
+// lanes over all blocks, hsum_float_8); ggml's own AVX2 vec_dot splits even
+// and odd blocks over two accumulators, and its repacked 8-row GEMM (the
+// path llama.cpp v0.5.0 takes for dense MXFP4 matrices on AVX2) sums each
+// block to one integer first: neither is promised (DESIGN.md contract 1).
+float vec_dot_mxfp4_q8_0(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const block_mxfp4*>(vw);
+  const auto* a = static_cast<const block_q8_0*>(va);
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int q[32];
+  int32_t lane[8];
+  for (int64_t i = 0; i < n / QK_MXFP4; ++i) {
+    for (int j = 0; j < 16; ++j) {
+      q[j] = kvalues_mxfp4[w[i].qs[j] & 0x0F];
+      q[j + 16] = kvalues_mxfp4[w[i].qs[j] >> 4];
+    }
+    int_lanes(q, a[i].qs, lane);
+    fma_lanes(acc, fp16_to_fp32(a[i].d) * kE8M0Half.v[w[i].e], lane);
   }
   return hsum_float_8(acc);
 }

@@ -1,5 +1,5 @@
 // AVX2 versions of the dots of the 32-element block formats (Q4_0, Q4_1,
-// Q5_0, Q5_1, Q8_0, IQ4_NL) with Q8_0/Q8_1 activations. legacy.cpp holds the
+// Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4) with Q8_0/Q8_1 activations. legacy.cpp holds the
 // scalar references and the order they define (ggml's AVX2 order): per block
 // 8 int32 lanes, lane l = the exact integer dot of elements 4l..4l+3; each
 // lane converted to float and accumulated with one fused multiply-add by
@@ -13,7 +13,9 @@
 // <= 63), with the offset (8, 16) subtracted as a second maddubs; signed
 // int8 weights (Q8_0, IQ4_NL) are widened to int16 (even and odd bytes) and
 // multiplied with _mm256_madd_epi16. (ggml's sign trick, abs(w) * sign(a, w),
-// overflows when a = -128 and w < 0.) Tested bit-equal to the scalar kernels
+// overflows when a = -128 and w < 0.) MXFP4's levels are at most 12 in
+// magnitude, so the sign goes the other way, abs(a) * sign(w, a), which
+// cannot overflow. Tested bit-equal to the scalar kernels
 // (tests/quant/simd_test.cpp).
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
@@ -45,11 +47,19 @@ inline __m256i lanes_signed(__m256i w, __m256i a) {
                           _mm256_madd_epi16(odd_bytes_i16(w), odd_bytes_i16(a)));
 }
 
+// Lanes of sum w * a over groups of 4 bytes, |w| <= 12 and any int8 a:
+// maddubs(|a|, w * sign(a)): |a| <= 128 as an unsigned byte, w * sign(a)
+// fits an int8, and a pair sums to at most 2 * 128 * 12 in magnitude (no
+// saturation).
+inline __m256i lanes_small_signed(__m256i w, __m256i a) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(a), _mm256_sign_epi8(w, a)), _mm256_set1_epi16(1));
+}
+
 inline __m256 scale_fma(float d, __m256i lanes, __m256 acc) {
   return _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), acc);
 }
 
-// Q4_1 / Q5_1 (Q8_1 activations) and IQ4_NL (Q8_0) written for a tile of
+// Q4_1 / Q5_1 (Q8_1 activations), IQ4_NL and MXFP4 (Q8_0) written for a tile of
 // T activation rows against one weight row (the weight block unpacked once,
 // then each activation row's steps): the single-row vec_dot is the tile of
 // one and gemm_<t> (gemm.hpp) runs tiles of 4, so both give the same bits
@@ -76,18 +86,35 @@ void q_1_tile(int64_t nb, const B* w, const uint8_t* a, size_t as, float* y, siz
   for (int m = 0; m < T; ++m) y[m * ys] = hsum_float_8(acc[m]) + summs[m];
 }
 
-template <int T>
-void iq4_nl_tile(int64_t nb, const block_iq4_nl* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-  const __m256i table =
-      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kvalues_iq4nl)));
+// The 4-bit table formats, IQ4_NL and MXFP4: each nibble indexes 16 int8
+// levels (one pshufb), one scale per block. F: the format (Block, the
+// table, the block's scale as a float, the exact integer lanes).
+struct IQ4_NLFormat {
+  using Block = block_iq4_nl;
+  static const int8_t* table() { return kvalues_iq4nl; }
+  static float scale(const Block& b) { return h2f(b.d); }
+  static __m256i lanes(__m256i w, __m256i a) { return lanes_signed(w, a); }
+};
+struct MXFP4Format {
+  using Block = block_mxfp4;
+  static const int8_t* table() { return kvalues_mxfp4; }
+  static float scale(const Block& b) { return kE8M0Half.v[b.e]; }
+  static __m256i lanes(__m256i w, __m256i a) { return lanes_small_signed(w, a); }
+};
+
+// Per block and activation row: acc = fma(d_w * d_a, lanes, acc), d_w the
+// fp16 d (IQ4_NL) or 2^(e - 128) (MXFP4).
+template <int T, class F>
+void table4_tile(int64_t nb, const typename F::Block* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(F::table())));
   __m256 acc[T];
   for (int m = 0; m < T; ++m) acc[m] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const __m256i q = _mm256_shuffle_epi8(table, unpack_nibbles(w[i].qs));
-    const float dw = h2f(w[i].d);
+    const float dw = F::scale(w[i]);
     for (int m = 0; m < T; ++m) {
       const block_q8_0& b = reinterpret_cast<const block_q8_0*>(a + static_cast<size_t>(m) * as)[i];
-      acc[m] = scale_fma(dw * h2f(b.d), lanes_signed(q, load32(b.qs)), acc[m]);
+      acc[m] = scale_fma(dw * h2f(b.d), F::lanes(q, load32(b.qs)), acc[m]);
     }
   }
   for (int m = 0; m < T; ++m) y[m * ys] = hsum_float_8(acc[m]);
@@ -105,12 +132,15 @@ struct Q5_1Tile {
     q_1_tile<T>(nb, w, a, as, y, ys);
   }
 };
-struct IQ4_NLTile {
+template <class F>
+struct Table4Tile {
   template <int T>
-  void run(int64_t nb, const block_iq4_nl* w, const uint8_t* a, size_t as, float* y, size_t ys) {
-    iq4_nl_tile<T>(nb, w, a, as, y, ys);
+  void run(int64_t nb, const typename F::Block* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+    table4_tile<T, F>(nb, w, a, as, y, ys);
   }
 };
+using IQ4_NLTile = Table4Tile<IQ4_NLFormat>;
+using MXFP4Tile = Table4Tile<MXFP4Format>;
 
 }  // namespace
 
@@ -165,6 +195,10 @@ float vec_dot_iq4_nl_q8_0(int64_t n, const void* vw, const void* va) {
   return dot_by_tile<IQ4_NLTile, block_iq4_nl>(n / QK4_NL, vw, va);
 }
 
+float vec_dot_mxfp4_q8_0(int64_t n, const void* vw, const void* va) {
+  return dot_by_tile<MXFP4Tile, block_mxfp4>(n / QK_MXFP4, vw, va);
+}
+
 void gemm_q4_1_q8_1(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows,
                     float* y, size_t ys) {
   by_tiles<Q4_1Tile, block_q4_1>(Q4_1Tile{}, n / QK4_1, w, ws, n_w, a, as, n_rows, y, ys);
@@ -178,6 +212,11 @@ void gemm_q5_1_q8_1(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const u
 void gemm_iq4_nl_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
                       int64_t n_rows, float* y, size_t ys) {
   by_tiles<IQ4_NLTile, block_iq4_nl>(IQ4_NLTile{}, n / QK4_NL, w, ws, n_w, a, as, n_rows, y, ys);
+}
+
+void gemm_mxfp4_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
+                     int64_t n_rows, float* y, size_t ys) {
+  by_tiles<MXFP4Tile, block_mxfp4>(MXFP4Tile{}, n / QK_MXFP4, w, ws, n_w, a, as, n_rows, y, ys);
 }
 
 }  // namespace synapse::quant::avx2

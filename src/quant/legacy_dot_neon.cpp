@@ -1,5 +1,5 @@
 // NEON (ARMv8.2 dotprod) versions of the dots of the 32-element block formats
-// (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) with Q8_0/Q8_1 activations.
+// (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4) with Q8_0/Q8_1 activations.
 // legacy.cpp holds the scalar references and the order they define (ggml's
 // AVX2 order): per block 8 int32 lanes, lane l = the exact integer dot of
 // elements 4l..4l+3; each lane converted to float and accumulated with one
@@ -149,6 +149,20 @@ float vec_dot_iq4_nl_q8_0(int64_t n, const void* vw, const void* va) {
   for (int64_t i = 0; i < n / QK4_NL; ++i) {
     const Nibbles q = unpack_nibbles(w[i].qs);
     acc = block_fma(acc, h2f(w[i].d) * h2f(a[i].d), vqtbl1q_s8(table, q.lo), vqtbl1q_s8(table, q.hi), a[i].qs);
+  }
+  return hsum_float_8(acc);
+}
+
+// ggml_vec_dot_mxfp4_q8_0 in IQ4_NL's order (legacy.cpp): the nibbles
+// index kvalues_mxfp4 (TBL), d = fp16(d_a) * 2^(e - 128).
+float vec_dot_mxfp4_q8_0(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const block_mxfp4*>(vw);
+  const auto* a = static_cast<const block_q8_0*>(va);
+  const int8x16_t table = vld1q_s8(kvalues_mxfp4);
+  F8 acc = f8_zero();
+  for (int64_t i = 0; i < n / QK_MXFP4; ++i) {
+    const Nibbles q = unpack_nibbles(w[i].qs);
+    acc = block_fma(acc, h2f(a[i].d) * kE8M0Half.v[w[i].e], vqtbl1q_s8(table, q.lo), vqtbl1q_s8(table, q.hi), a[i].qs);
   }
   return hsum_float_8(acc);
 }

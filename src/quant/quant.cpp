@@ -35,7 +35,8 @@ struct ScalarRow {
 };
 
 // vec_dot_type: ggml/src/ggml-cpu/ggml-cpu.c, type_traits_cpu[] (llama.cpp
-// c392e509). Q8_1 and Q8_K are activation types only (no dot as a weight).
+// c392e509; MXFP4: v0.5.0). Q8_1 and Q8_K are activation types only (no dot
+// as a weight).
 constexpr ScalarRow kScalarRows[] = {
     {G::F32, G::F32, dequantize_row_f32, quantize_row_f32, vec_dot_f32_f32, nullptr},
     {G::F16, G::F16, dequantize_row_f16, quantize_row_f16, vec_dot_f16_f16, nullptr},
@@ -56,6 +57,7 @@ constexpr ScalarRow kScalarRows[] = {
     {G::IQ4_XS, G::Q8_K, dequantize_row_iq4_xs, quantize_row_iq4_xs, vec_dot_iq4_xs_q8_K, nullptr},
     {G::TQ1_0, G::Q8_K, dequantize_row_tq1_0, quantize_row_tq1_0, vec_dot_tq1_0_q8_K, nullptr},
     {G::TQ2_0, G::Q8_K, dequantize_row_tq2_0, quantize_row_tq2_0, vec_dot_tq2_0_q8_K, nullptr},
+    {G::MXFP4, G::Q8_0, dequantize_row_mxfp4, quantize_row_mxfp4, vec_dot_mxfp4_q8_0, nullptr},
 };
 
 KernelTable make_scalar_table() {
@@ -174,6 +176,7 @@ KernelTable make_avx2_table() {
   overlay(k, G::IQ4_XS, {.vec_dot = avx2::vec_dot_iq4_xs_q8_K, .gemm = avx2::gemm_iq4_xs_q8_K});
   overlay(k, G::TQ1_0, {.vec_dot = avx2::vec_dot_tq1_0_q8_K});
   overlay(k, G::TQ2_0, {.vec_dot = avx2::vec_dot_tq2_0_q8_K, .gemm = avx2::gemm_tq2_0_q8_K});
+  overlay(k, G::MXFP4, {.vec_dot = avx2::vec_dot_mxfp4_q8_0, .gemm = avx2::gemm_mxfp4_q8_0});
   return k;
 }
 
@@ -199,6 +202,7 @@ KernelTable make_avx512_table() {
   overlay(k, G::Q5_K, {.gemm = avx512::gemm_q5_K_q8_K});
   overlay(k, G::Q6_K, {.gemm_x8 = avx512::gemm_q6_Kx8_q8_K, .x8_group_step = 2, .x8_tile_step = 32});
   overlay(k, G::IQ4_XS, {.gemm = avx512::gemm_iq4_xs_q8_K});
+  overlay(k, G::MXFP4, {.gemm = avx512::gemm_mxfp4_q8_0});
   return k;
 }
 #endif
@@ -225,6 +229,7 @@ KernelTable make_neon_table() {
   overlay(k, G::IQ4_XS, {.vec_dot = neon::vec_dot_iq4_xs_q8_K});
   overlay(k, G::TQ1_0, {.vec_dot = neon::vec_dot_tq1_0_q8_K});
   overlay(k, G::TQ2_0, {.vec_dot = neon::vec_dot_tq2_0_q8_K});
+  overlay(k, G::MXFP4, {.vec_dot = neon::vec_dot_mxfp4_q8_0});
   return k;
 }
 #endif

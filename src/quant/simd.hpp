@@ -51,7 +51,7 @@ bool has_quantize(GgmlType t, Isa isa) noexcept;
 // allocation lives here, in generic code. Throws std::bad_alloc.
 void* thread_scratch(size_t bytes);
 
-// The 17 vec_dot kernels every SIMD instruction set provides, declared in
+// The 18 vec_dot kernels every SIMD instruction set provides, declared in
 // its namespace (each the same contract as the scalar kernel of formats.hpp
 // with the same name).
 #define SYNAPSE_DECLARE_SIMD_DOTS()                                         \
@@ -64,6 +64,7 @@ void* thread_scratch(size_t bytes);
   float vec_dot_q5_1_q8_1(int64_t n, const void* w, const void* a);        \
   float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* a);        \
   float vec_dot_iq4_nl_q8_0(int64_t n, const void* w, const void* a);      \
+  float vec_dot_mxfp4_q8_0(int64_t n, const void* w, const void* a);       \
   float vec_dot_q2_K_q8_K(int64_t n, const void* w, const void* a);        \
   float vec_dot_q3_K_q8_K(int64_t n, const void* w, const void* a);        \
   float vec_dot_q4_K_q8_K(int64_t n, const void* w, const void* a);        \

@@ -1,6 +1,7 @@
 // Requantizing a GGUF model as llama-quantize does (see quantize_model.hpp).
 // Rules: llama.cpp c392e509 src/llama-quant.cpp (llama_tensor_get_type, the
-// `quantize` filter and the loop of llama_model_quantize_impl); file type
+// `quantize` filter and the loop of llama_model_quantize_impl; MXFP4_MOE,
+// which c392e509 lacks: v0.5.0's llama_tensor_get_type_impl); file type
 // names: tools/quantize/quantize.cpp (QUANT_OPTIONS); LLAMA_FTYPE values:
 // include/llama.h.
 #include "runtime/quantize_model.hpp"
@@ -30,7 +31,7 @@ struct FileTypeName {
 
 // Canonical names first (file_type_name returns the first match), then the
 // aliases llama-quantize accepts.
-constexpr std::array<FileTypeName, 24> kFileTypes = {{
+constexpr std::array<FileTypeName, 25> kFileTypes = {{
     {"F32", FileType::ALL_F32},
     {"F16", FileType::MOSTLY_F16},
     {"BF16", FileType::MOSTLY_BF16},
@@ -52,6 +53,7 @@ constexpr std::array<FileTypeName, 24> kFileTypes = {{
     {"IQ4_XS", FileType::MOSTLY_IQ4_XS},
     {"TQ1_0", FileType::MOSTLY_TQ1_0},
     {"TQ2_0", FileType::MOSTLY_TQ2_0},
+    {"MXFP4_MOE", FileType::MOSTLY_MXFP4_MOE},
     {"Q3_K", FileType::MOSTLY_Q3_K_M},
     {"Q4_K", FileType::MOSTLY_Q4_K_M},
     {"Q5_K", FileType::MOSTLY_Q5_K_M},
@@ -197,13 +199,26 @@ GgmlType fallback_type(GgmlType t, int64_t ncols, bool& fell_back) {
 
 // llama_tensor_get_type without its fallback step, restricted to the file
 // types synapse writes (the IQ1/IQ2/IQ3 branches cannot be reached).
-GgmlType mixed_type(QuantizeState& qs, GgmlType new_type, const std::string& name, int64_t ncols, FileType ft) {
+GgmlType mixed_type(QuantizeState& qs, GgmlType new_type, const std::string& name, const std::array<int64_t, 4>& ne,
+                    FileType ft) {
   using F = FileType;
   using T = GgmlType;
+  const int64_t ncols = ne[0];
   if (name == "output.weight" || (!qs.has_output && name == "token_embd.weight")) {
     // The output (and a tied token_embd, which serves as the output).
-    if (qs.falcon() || ncols % block_size(new_type) != 0) return T::Q8_0;
+    if (ft == F::MOSTLY_MXFP4_MOE || qs.falcon() || ncols % block_size(new_type) != 0) return T::Q8_0;
     return new_type != T::Q8_0 ? T::Q6_K : new_type;
+  }
+  if (ft == F::MOSTLY_MXFP4_MOE) {
+    // v0.5.0: the merged experts (a third dimension above 1) MXFP4, every
+    // other matrix Q8_0; bailingmoe3's 3-D MLA projections are not experts,
+    // so there only the FFN roles (tensor_get_category's "ffn_up",
+    // "ffn_gate", "ffn_down", after the attention names) qualify.
+    const bool ffn = !contains(name, "attn_qkv.weight") && !contains(name, "attn_kv_b.weight") &&
+                     !contains(name, "attn_v.weight") && !contains(name, "attn_k.weight") &&
+                     !contains(name, "attn_q.weight") && !contains(name, "attn_output.weight") &&
+                     (contains(name, "ffn_up") || contains(name, "ffn_gate") || contains(name, "ffn_down"));
+    return ne[2] > 1 && (qs.arch != "bailingmoe3" || ffn) ? T::MXFP4 : T::Q8_0;
   }
   if (name == "token_embd.weight" || name == "per_layer_token_embd.weight") {
     return ft == F::MOSTLY_TQ1_0 || ft == F::MOSTLY_TQ2_0 ? T::Q4_K : new_type;
@@ -394,6 +409,7 @@ GgmlType default_tensor_type(FileType ft) noexcept {
     case FileType::MOSTLY_IQ4_XS: return GgmlType::IQ4_XS;
     case FileType::MOSTLY_TQ1_0: return GgmlType::TQ1_0;
     case FileType::MOSTLY_TQ2_0: return GgmlType::TQ2_0;
+    case FileType::MOSTLY_MXFP4_MOE: return GgmlType::MXFP4;
   }
   return GgmlType::F32;
 }
@@ -425,7 +441,7 @@ std::vector<TensorPlan> plan_quantization(const gguf::File& in, const QuantizeOp
       if (is_quantized(default_type)) {
         // llama-quantize --pure skips both the mix and the fallbacks (and
         // then fails on a row that fits no block); synapse keeps the fallbacks.
-        if (!opt.pure) new_type = mixed_type(qs, new_type, t->name, t->ne[0], opt.ftype);
+        if (!opt.pure) new_type = mixed_type(qs, new_type, t->name, t->ne, opt.ftype);
         new_type = fallback_type(new_type, t->ne[0], p.fallback);
       }
       p.to = new_type;

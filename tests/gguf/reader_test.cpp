@@ -63,6 +63,7 @@ const Expected kFiles[] = {
     {"models/tiny-mistral3-f32.gguf", 3, 34, 20, 12800, 1850368, 1837568, 56203u},
     {"models/tiny-mixtral-f32.gguf", 3, 25, 13, 12256, 3427296, 3415040, 65214015u},
     {"models/tiny-mixtral-q4_k_m.gguf", 3, 26, 13, 12320, 606496, 594176, 9555759u},
+    {"models/tiny-mixtral-mxfp4_moe.gguf", 3, 26, 13, 12320, 715808, 703488, 8068515u},
     {"models/tiny-mixtral-split-f32.gguf", 3, 25, 22, 12800, 3427840, 3415040, 65214015u},
     {"models/tiny-phi3-f32.gguf", 3, 27, 9, 12992, 2637504, 2624512, 65203866u},
     {"models/tiny-phi3-longrope-f32.gguf", 3, 28, 11, 13184, 2637952, 2624768, 65203866u},

@@ -88,7 +88,9 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_tuple("tiny-qwen3-f32.gguf", 0), std::make_tuple("tiny-qwen3-q4_k_m.gguf", 0),
                       std::make_tuple("tiny-mistral3-f32.gguf", 0),
                       std::make_tuple("tiny-phi3-longrope-f32.gguf", 0),
-                      std::make_tuple("tiny-phi3-longrope-f32.gguf", 1024)),
+                      std::make_tuple("tiny-phi3-longrope-f32.gguf", 1024),
+                      // MXFP4 experts: prefill runs their GEMMs, decode their dots.
+                      std::make_tuple("tiny-mixtral-mxfp4_moe.gguf", 0)),
     [](const auto& info) {
       std::string s = std::get<0>(info.param);
       for (char& c : s)

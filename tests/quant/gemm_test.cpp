@@ -26,7 +26,7 @@ namespace {
 const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q5_0,  GgmlType::Q8_0,   GgmlType::Q4_K,  GgmlType::Q5_K,
                            GgmlType::Q6_K, GgmlType::F16,   GgmlType::F32,    GgmlType::Q4_1,  GgmlType::Q5_1,
                            GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_XS, GgmlType::TQ1_0,
-                           GgmlType::TQ2_0, GgmlType::BF16};
+                           GgmlType::TQ2_0, GgmlType::BF16, GgmlType::MXFP4};
 
 // Random row of type t: either quantized from Gaussian floats at a random
 // scale, or (raw = true) random bytes with finite scales and floats.

@@ -24,7 +24,7 @@ namespace synapse::quant::test_rows {
 inline constexpr GgmlType kDotTypes[] = {
     GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,   GgmlType::Q4_0, GgmlType::Q4_1,   GgmlType::Q5_0,
     GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,
-    GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::TQ1_0, GgmlType::TQ2_0};
+    GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::TQ1_0, GgmlType::TQ2_0, GgmlType::MXFP4};
 
 // Byte offsets of the F16 scale fields in one block, and the block size
 // (ggml's block layouts, quant/formats.hpp).
@@ -50,6 +50,7 @@ inline ScaleFields scale_fields(GgmlType t) {
     case GgmlType::IQ4_XS: return {sizeof(block_iq4_xs), {0}};
     case GgmlType::TQ1_0: return {sizeof(block_tq1_0), {offsetof(block_tq1_0, d)}};
     case GgmlType::TQ2_0: return {sizeof(block_tq2_0), {offsetof(block_tq2_0, d)}};
+    case GgmlType::MXFP4: return {sizeof(block_mxfp4), {}};  // an exponent byte, no F16 (random_row_bytes)
     default: return {0, {}};
   }
 }
@@ -65,7 +66,9 @@ inline ggml_fp16_t random_finite_f16(std::mt19937& rng) {
 
 // A row of type t with every byte random, except that scale fields and
 // float elements are finite. Q8_K's float d is a multiple of 2^-12 in
-// [-1000, 1000] * 2^-12.
+// [-1000, 1000] * 2^-12. MXFP4's exponent byte e is below 216 (scales
+// 2^-128 .. 2^87, the subnormal ones included), so that a dot with any
+// finite Q8_0 row stays finite (2^87 * 65504 * 6144 per lane and block).
 inline std::vector<uint8_t> random_row_bytes(GgmlType t, int64_t n, std::mt19937& rng) {
   std::vector<uint8_t> row(row_size(t, n));
   for (auto& b : row) b = static_cast<uint8_t>(rng());
@@ -82,6 +85,8 @@ inline std::vector<uint8_t> random_row_bytes(GgmlType t, int64_t n, std::mt19937
       const float d = std::ldexp(static_cast<float>(static_cast<int32_t>(rng() % 2001) - 1000), -12);
       std::memcpy(row.data() + off, &d, sizeof d);
     }
+  } else if (t == GgmlType::MXFP4) {
+    for (size_t off = 0; off < row.size(); off += sizeof(block_mxfp4)) row[off] = static_cast<uint8_t>(rng() % 216);
   } else {
     const ScaleFields s = scale_fields(t);
     for (size_t off = 0; off + s.block_bytes <= row.size() && s.block_bytes != 0; off += s.block_bytes) {

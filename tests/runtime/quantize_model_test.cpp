@@ -1,4 +1,5 @@
-// runtime::quantize_model against llama-quantize (llama.cpp c392e509).
+// runtime::quantize_model against llama-quantize (llama.cpp c392e509; for
+// MXFP4_MOE, which c392e509 lacks, v0.5.0).
 //
 // tests/data/models/MANIFEST.md records how each reference file was made:
 // tiny-llama-<type>.gguf is llama-quantize --pure <TYPE> of tiny-llama-f32.gguf,
@@ -130,6 +131,9 @@ TEST(QuantizeModel, ParsesLlamaQuantizeTypeNames) {
   EXPECT_EQ(static_cast<uint32_t>(parse_file_type("Q8_0")), 7u);  // LLAMA_FTYPE_MOSTLY_Q8_0
   EXPECT_EQ(static_cast<uint32_t>(parse_file_type("Q6_K")), 18u);
   EXPECT_EQ(static_cast<uint32_t>(parse_file_type("TQ2_0")), 37u);
+  EXPECT_EQ(static_cast<uint32_t>(parse_file_type("mxfp4_moe")), 38u);  // LLAMA_FTYPE_MOSTLY_MXFP4_MOE
+  EXPECT_EQ(file_type_name(FileType::MOSTLY_MXFP4_MOE), "MXFP4_MOE");
+  EXPECT_EQ(default_tensor_type(FileType::MOSTLY_MXFP4_MOE), GgmlType::MXFP4);
   EXPECT_EQ(file_type_name(FileType::MOSTLY_Q3_K_L), "Q3_K_L");
   EXPECT_EQ(default_tensor_type(FileType::MOSTLY_Q3_K_S), GgmlType::Q3_K);
   EXPECT_EQ(default_tensor_type(FileType::MOSTLY_Q5_K_M), GgmlType::Q5_K);
@@ -202,6 +206,32 @@ TEST(QuantizeModel, Q4_K_MMixesMatchLlamaQuantize) {
     std::printf("[ quantize ] %-14s Q4_K_M %2d/%2d tensors byte-identical, worst rms ratio %.6f\n", m,
                 c.n_identical, c.n_tensors, c.worst_ratio);
   }
+}
+
+// MXFP4_MOE (llama-quantize v0.5.0): Mixtral's merged experts MXFP4, the
+// other matrices (token_embd and output included) Q8_0, router and norms
+// F32; the whole file byte-identical to llama-quantize's.
+TEST(QuantizeModel, MXFP4_MOEMatchesLlamaQuantize) {
+  const gguf::File master = gguf::File::open(kModels + "tiny-mixtral-f32.gguf");
+  QuantizeOptions opt;
+  opt.ftype = FileType::MOSTLY_MXFP4_MOE;
+  opt.n_threads = 2;
+  std::vector<uint8_t> image;
+  const gguf::File mine = quantize_in_memory(master, opt, &image);
+  const std::string ref_path = kModels + "tiny-mixtral-mxfp4_moe.gguf";
+  const gguf::File ref = gguf::File::open(ref_path);
+  expect_same_metadata(mine, ref, "MXFP4_MOE");
+  const Comparison c = compare_files(mine, ref, master, "MXFP4_MOE");
+  EXPECT_EQ(static_cast<size_t>(c.n_tensors), ref.tensors().size());
+  EXPECT_EQ(c.n_identical, c.n_tensors);
+  EXPECT_EQ(mine.find_tensor("blk.0.ffn_down_exps.weight")->type, GgmlType::MXFP4);
+  EXPECT_EQ(mine.find_tensor("blk.0.attn_v.weight")->type, GgmlType::Q8_0);
+  EXPECT_EQ(mine.find_tensor("output.weight")->type, GgmlType::Q8_0);
+  EXPECT_EQ(mine.find_tensor("blk.0.ffn_gate_inp.weight")->type, GgmlType::F32);
+  EXPECT_EQ(mine.get_u32("general.file_type").value_or(0), 38u);
+  std::printf("[ quantize ] MXFP4_MOE      %2d/%2d tensors byte-identical, worst rms ratio %.6f\n", c.n_identical,
+              c.n_tensors, c.worst_ratio);
+  EXPECT_TRUE(image == read_file(ref_path)) << "the file differs from llama-quantize's";
 }
 
 // stories260K (64 columns, ffn_down 172): the reference files were made with
@@ -399,6 +429,54 @@ TEST(QuantizeModel, ExpertsAndRouters) {
   for (int j = 0; j < 512; ++j) EXPECT_NEAR(row[j], x[j], 0.02) << j;
 }
 
+// The MXFP4_MOE rules on a synthetic model: a tensor is an expert when its
+// third dimension is above 1 (a merged expert tensor of one expert stays
+// Q8_0, as llama.cpp's ne[2] > 1 has it); the tied token_embd takes the
+// output's Q8_0; a row length no block fits falls back to F16; --pure
+// makes every matrix MXFP4.
+TEST(QuantizeModel, MXFP4_MOERules) {
+  const gguf::File f = synth_model(2, 4, 4, 4,
+                                   {{"blk.0.ffn_gate_inp.weight", {256, 4}},
+                                    {"blk.0.ffn_up_exps.weight", {256, 512, 4}},
+                                    {"blk.1.ffn_down_exps.weight", {512, 256, 4}},
+                                    {"blk.1.ffn_gate_exps.weight", {256, 512, 1}},
+                                    {"blk.1.ffn_up_exps.weight", {48, 64, 4}},
+                                    {"blk.0.ffn_up_shexp.weight", {256, 512}}},
+                                   256, 512);
+  QuantizeOptions opt;
+  opt.ftype = FileType::MOSTLY_MXFP4_MOE;
+  const std::vector<TensorPlan> p = plan_quantization(f, opt);
+  EXPECT_EQ(planned(p, "blk.0.ffn_up_exps.weight"), GgmlType::MXFP4);
+  EXPECT_EQ(planned(p, "blk.1.ffn_down_exps.weight"), GgmlType::MXFP4);
+  EXPECT_EQ(planned(p, "blk.1.ffn_gate_exps.weight"), GgmlType::Q8_0);
+  EXPECT_EQ(planned(p, "blk.1.ffn_up_exps.weight"), GgmlType::F16);  // 48 columns
+  EXPECT_EQ(planned(p, "blk.0.ffn_up_shexp.weight"), GgmlType::Q8_0);
+  EXPECT_EQ(planned(p, "blk.0.ffn_gate_inp.weight"), GgmlType::F32);
+  EXPECT_EQ(planned(p, "token_embd.weight"), GgmlType::Q8_0);  // tied: the output rule
+  EXPECT_EQ(planned(p, "blk.0.attn_v.weight"), GgmlType::Q8_0);
+  EXPECT_EQ(planned(p, "blk.1.ffn_down.weight"), GgmlType::Q8_0);
+  EXPECT_EQ(planned(p, "blk.0.attn_norm.weight"), GgmlType::F32);
+  opt.pure = true;
+  const std::vector<TensorPlan> pure = plan_quantization(f, opt);
+  EXPECT_EQ(planned(pure, "token_embd.weight"), GgmlType::MXFP4);
+  EXPECT_EQ(planned(pure, "blk.0.attn_v.weight"), GgmlType::MXFP4);
+  EXPECT_EQ(planned(pure, "blk.1.ffn_gate_exps.weight"), GgmlType::MXFP4);
+  EXPECT_EQ(planned(pure, "blk.0.ffn_gate_inp.weight"), GgmlType::F32);
+  // The experts quantize expert by expert: expert 3's first row is that
+  // row of the master, quantized.
+  const gguf::File out = quantize_in_memory(f, QuantizeOptions{.ftype = FileType::MOSTLY_MXFP4_MOE});
+  const gguf::TensorInfo* up = out.find_tensor("blk.0.ffn_up_exps.weight");
+  ASSERT_EQ(up->type, GgmlType::MXFP4);
+  EXPECT_EQ(up->n_dims, 3u);
+  const size_t rs = row_size(GgmlType::MXFP4, 256);
+  EXPECT_EQ(up->n_bytes, rs * 512 * 4);
+  std::vector<uint8_t> row(rs);
+  quant::quantize_row(GgmlType::MXFP4,
+                      reinterpret_cast<const float*>(f.find_tensor("blk.0.ffn_up_exps.weight")->data) + 256 * 512 * 3,
+                      row.data(), 256);
+  EXPECT_EQ(std::memcmp(row.data(), up->data + rs * 512 * 3, rs), 0);
+}
+
 // A row length that fits no block: K-types take llama.cpp's fallback table,
 // the 32-block types (llama-quantize: "Unsupported tensor size") go to F16.
 TEST(QuantizeModel, RowLengthFallbacks) {
@@ -477,7 +555,7 @@ TEST(QuantizeModel, SynthTypesAgreeWithThePlan) {
       base::ThreadPool pool(2);
       model::synth_write(p, "F32", 3, path, pool);
       const gguf::File f = gguf::File::open(path);
-      for (const char* type : {"Q4_K_M", "Q5_K_M", "Q4_0", "Q8_0", "Q6_K", "F16"}) {
+      for (const char* type : {"Q4_K_M", "Q5_K_M", "Q4_0", "Q8_0", "Q6_K", "F16", "MXFP4_MOE"}) {
         QuantizeOptions opt;
         opt.ftype = parse_file_type(type);
         std::map<std::string, GgmlType> theirs;
