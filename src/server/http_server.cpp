@@ -228,12 +228,14 @@ struct HttpServer::Impl {
   }
 
   // How a route of another API (Anthropic's Messages, OpenAI's Responses;
-  // install_api_routes) rewrites the chat route's reply. No sink: the chat
-  // route's own reply.
+  // install_api_routes) rewrites the route's reply. No sink: the route's own
+  // reply. `result`: the generation (of the last choice that ended, when
+  // streamed), for what the reply does not carry (the stop string, the timings).
   struct ReplySink {
-    std::function<json(const json& chat_reply, const std::string& stopping_word)> reply;  // not streamed
-    std::function<std::string(const json& chunk)> chunk;  // streamed: SSE text for one chat chunk ("": none)
-    std::function<std::string(const std::string& stopping_word)> end;  // streamed: in place of "data: [DONE]"
+    std::function<json(const json& reply, const GenerationResult& result)> reply;  // not streamed
+    std::function<std::string(const json& chunk)> chunk;  // streamed: the text for one chunk ("": none)
+    std::function<std::string(const GenerationResult& result)> end;  // streamed: in place of "data: [DONE]"
+    const char* content_type = "text/event-stream";                  // of the stream
   };
 
   void install_routes();
@@ -600,7 +602,7 @@ void HttpServer::Impl::handle_completion(Route route, std::string_view body, htt
   for (const GenerationResult& r : results)
     if (r.finish_reason == FinishReason::error) return send_error(res, 500, "generation failed: " + r.error);
   json reply = completion_reply(c, meta, results, tok());
-  if (sink) reply = sink->reply(reply, results[0].stopping_word);
+  if (sink) reply = sink->reply(reply, results[0]);
   send_json(res, 200, reply);
 }
 
@@ -610,12 +612,12 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
   const size_t n_choices = ch->results.size();
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
-      "text/event-stream",
+      reply_sink ? reply_sink->content_type : "text/event-stream",
       [this, creq, ch, ids, meta, n_choices, sock, reply_sink](size_t, httplib::DataSink& sink) {
         const CompletionRequest& c = *creq;
         const bool openai = c.route != Route::completion;
         std::vector<size_t> offsets(n_choices, 0);
-        std::string stopping_word;  // of the last choice that ended (a ReplySink's stream has one)
+        GenerationResult last;  // the last choice that ended (a ReplySink's stream has one)
         auto write = [&](const json& j) {
           const std::string e = reply_sink ? reply_sink->chunk(j) : sse_event(j);
           return e.empty() || sink.write(e.data(), e.size());
@@ -657,7 +659,7 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
             ch->events.pop_front();
             if (ev.done) {
               fin = ch->reported(*ch->results[static_cast<size_t>(ev.index)]);
-              stopping_word = fin.stopping_word;
+              last = fin;
             }
           }
           const size_t i = static_cast<size_t>(ev.index);
@@ -684,15 +686,17 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
             return give_up();
           if (has_token) offsets[i] += tok().token_to_piece(ev.step.id, true).size();
         }
-        if (openai) {
+        if (openai && c.include_usage) {
           std::vector<GenerationResult> results;
           {
             std::lock_guard<std::mutex> lock(ch->mu);
             for (auto& r : ch->results) results.push_back(ch->reported(*r));
           }
-          if (c.include_usage && !write(usage_chunk(c, meta, results))) return give_up();
+          if (!write(usage_chunk(c, meta, results))) return give_up();
+        }
+        if (openai || reply_sink) {
           static constexpr char kDone[] = "data: [DONE]\n\n";
-          const std::string end = reply_sink ? reply_sink->end(stopping_word) : kDone;
+          const std::string end = reply_sink ? reply_sink->end(last) : kDone;
           if (!end.empty() && !sink.write(end.data(), end.size())) return give_up();
         }
         sink.done();
@@ -728,9 +732,9 @@ void HttpServer::Impl::install_api_routes() {
     const ordered_json chat = anthropic_to_chat(parse_ordered_object(req.body, rc.limits.max_json_depth));
     auto stream = std::make_shared<AnthropicStream>();
     auto sink = std::make_shared<ReplySink>();
-    sink->reply = [](const json& r, const std::string& stop) { return anthropic_from_chat(r, stop); };
+    sink->reply = [](const json& r, const GenerationResult& g) { return anthropic_from_chat(r, g.stopping_word); };
     sink->chunk = [stream](const json& c) { return sse_events(stream->on_chunk(c)); };
-    sink->end = [stream](const std::string& stop) { return sse_events(stream->finish(stop)); };
+    sink->end = [stream](const GenerationResult& g) { return sse_events(stream->finish(g.stopping_word)); };
     try {
       handle_completion(Route::chat_completions, chat_text(chat), res, std::move(sink));
     } catch (const HttpError& e) {
@@ -751,9 +755,9 @@ void HttpServer::Impl::install_api_routes() {
     const ordered_json chat = responses_to_chat(*request);
     auto stream = std::make_shared<ResponsesStream>(*request);
     auto sink = std::make_shared<ReplySink>();
-    sink->reply = [request](const json& r, const std::string&) { return responses_from_chat(r, *request); };
+    sink->reply = [request](const json& r, const GenerationResult&) { return responses_from_chat(r, *request); };
     sink->chunk = [stream](const json& c) { return sse_events(stream->on_chunk(c)); };
-    sink->end = [stream](const std::string&) { return sse_events(stream->finish()); };
+    sink->end = [stream](const GenerationResult&) { return sse_events(stream->finish()); };
     try {
       handle_completion(Route::chat_completions, chat_text(chat), res, std::move(sink));
     } catch (const HttpError& e) {
