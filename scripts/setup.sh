@@ -18,8 +18,9 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-# The server tests' OpenAI client: Node from Debian (unless a node with npm is
-# already installed) and the openai package pinned by tests/server/node's lock file.
+# The server tests' OpenAI and Ollama clients: Node from Debian (unless a node
+# with npm is already installed), the openai package pinned by
+# tests/server/node's lock file and the ollama package by tests/server/ollama-node's.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -29,4 +30,8 @@ fi
 node_dir="$(dirname "$0")/../tests/server/node"
 if [ ! -d "$node_dir/node_modules/openai" ]; then
   (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+ollama_dir="$(dirname "$0")/../tests/server/ollama-node"
+if [ ! -d "$ollama_dir/node_modules/ollama" ]; then
+  (cd "$ollama_dir" && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -22,6 +22,7 @@
 #include "server/anthropic.hpp"
 #include "server/connection.hpp"
 #include "server/limits.hpp"
+#include "server/ollama.hpp"
 #include "server/request.hpp"
 #include "server/response.hpp"
 #include "server/responses.hpp"
@@ -192,6 +193,7 @@ struct HttpServer::Impl {
   RequestContext rc;
   std::string template_name;  // /props' chat_template: the Jinja source, or the built-in format's name
   int64_t created = unix_now();
+  OllamaModel ollama;  // the served model as Ollama's /api/tags, /api/show and /api/ps describe it
 
   explicit Impl(ServerParams params) : p(std::move(params)) {}
 
@@ -223,21 +225,27 @@ struct HttpServer::Impl {
     if (p.api_keys.empty()) return true;
     const std::string& path = req.path;
     if (path == "/health" || path == "/v1/health" || path == "/v1/models" || path == "/models") return true;
+    if (path == "/" || path == "/api/version" || path == "/api/tags") return true;  // Ollama clients' probes
     return api_key_matches(p.api_keys,
                            presented_key(req.get_header_value("Authorization"), req.get_header_value("x-api-key")));
   }
 
-  // How a route of another API (Anthropic's Messages, OpenAI's Responses;
-  // install_api_routes) rewrites the chat route's reply. No sink: the chat
-  // route's own reply.
+  // How a route of another API (Anthropic's Messages, OpenAI's Responses,
+  // Ollama's chat and generate; install_api_routes, install_ollama_routes)
+  // rewrites the route's reply. No sink: the route's own reply. `result`: the
+  // generation (of the last choice that ended, when streamed), for what the
+  // reply does not carry (the stop string, the timings).
   struct ReplySink {
-    std::function<json(const json& chat_reply, const std::string& stopping_word)> reply;  // not streamed
-    std::function<std::string(const json& chunk)> chunk;  // streamed: SSE text for one chat chunk ("": none)
-    std::function<std::string(const std::string& stopping_word)> end;  // streamed: in place of "data: [DONE]"
+    std::function<json(const json& reply, const GenerationResult& result)> reply;  // not streamed
+    std::function<std::string(const json& chunk)> chunk;  // streamed: the text for one chunk ("": none)
+    std::function<std::string(const GenerationResult& result)> end;  // streamed: in place of "data: [DONE]"
+    const char* content_type = "text/event-stream";                  // of the stream
   };
 
   void install_routes();
   void install_api_routes();
+  void install_ollama_routes();
+  void handle_ollama(OllamaEndpoint ep, const std::string& body, httplib::Response& res);
   void handle_completion(Route route, std::string_view body, httplib::Response& res,
                          std::shared_ptr<ReplySink> sink = nullptr);
   void stream_reply(std::shared_ptr<const CompletionRequest> creq, std::shared_ptr<Channel> ch,
@@ -347,6 +355,17 @@ void HttpServer::set_scheduler(std::unique_ptr<Scheduler> scheduler) {
   s.rc.n_ctx = scheduler->n_ctx();
   s.rc.sampling = s.p.sampling;
   s.rc.n_predict = s.p.n_predict;
+  OllamaServing serving;
+  serving.model_name = s.p.model_name;
+  serving.model_path = s.p.model_path;
+  serving.n_ctx = s.rc.n_ctx;
+  serving.n_parallel = scheduler->params().n_parallel;
+  serving.chat_template = s.template_name;
+  serving.tools = s.rc.jinja && s.rc.jinja->renderer.caps().supports_tools;
+  serving.thinking = s.rc.jinja && template_has_reasoning(s.rc.jinja->renderer.source());
+  serving.sampling = s.p.sampling;
+  serving.n_predict = s.p.n_predict;
+  s.ollama = describe_ollama_model(model, serving);
   s.sched = std::move(scheduler);
   s.ready.store(true, std::memory_order_release);
 }
@@ -389,12 +408,16 @@ void HttpServer::Impl::install_routes() {
   };
   http.set_error_handler([openai_error](const httplib::Request& req, httplib::Response& res) {
     openai_error(req, res);
-    // Anthropic's routes answer every error (401, 413, a bad field, ...) in Anthropic's shape.
-    if (req.path.rfind("/v1/messages", 0) == 0) {
+    // Anthropic's routes answer every error (401, 413, a bad field, ...) in
+    // Anthropic's shape, Ollama's in Ollama's.
+    const bool anthropic = req.path.rfind("/v1/messages", 0) == 0;
+    if (anthropic || req.path.rfind("/api/", 0) == 0) {
       const json j = json::parse(res.body, nullptr, false);
-      if (j.is_object() && j.contains("error") && j["error"].is_object())
-        res.set_content(dump_json(anthropic_error_body(res.status, j["error"].value("message", ""))),
+      if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+        const std::string message = j["error"].value("message", "");
+        res.set_content(dump_json(anthropic ? anthropic_error_body(res.status, message) : ollama_error_body(message)),
                         "application/json; charset=utf-8");
+      }
     }
   });
 
@@ -506,6 +529,7 @@ void HttpServer::Impl::install_routes() {
   http.Post("/completion", completion(Route::completion));
   http.Post("/completions", completion(Route::completion));
   install_api_routes();
+  install_ollama_routes();
 }
 
 void HttpServer::Impl::handle_completion(Route route, std::string_view body, httplib::Response& res,
@@ -600,7 +624,7 @@ void HttpServer::Impl::handle_completion(Route route, std::string_view body, htt
   for (const GenerationResult& r : results)
     if (r.finish_reason == FinishReason::error) return send_error(res, 500, "generation failed: " + r.error);
   json reply = completion_reply(c, meta, results, tok());
-  if (sink) reply = sink->reply(reply, results[0].stopping_word);
+  if (sink) reply = sink->reply(reply, results[0]);
   send_json(res, 200, reply);
 }
 
@@ -610,12 +634,12 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
   const size_t n_choices = ch->results.size();
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
-      "text/event-stream",
+      reply_sink ? reply_sink->content_type : "text/event-stream",
       [this, creq, ch, ids, meta, n_choices, sock, reply_sink](size_t, httplib::DataSink& sink) {
         const CompletionRequest& c = *creq;
         const bool openai = c.route != Route::completion;
         std::vector<size_t> offsets(n_choices, 0);
-        std::string stopping_word;  // of the last choice that ended (a ReplySink's stream has one)
+        GenerationResult last;  // the last choice that ended (a ReplySink's stream has one)
         auto write = [&](const json& j) {
           const std::string e = reply_sink ? reply_sink->chunk(j) : sse_event(j);
           return e.empty() || sink.write(e.data(), e.size());
@@ -657,7 +681,7 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
             ch->events.pop_front();
             if (ev.done) {
               fin = ch->reported(*ch->results[static_cast<size_t>(ev.index)]);
-              stopping_word = fin.stopping_word;
+              last = fin;
             }
           }
           const size_t i = static_cast<size_t>(ev.index);
@@ -684,15 +708,17 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
             return give_up();
           if (has_token) offsets[i] += tok().token_to_piece(ev.step.id, true).size();
         }
-        if (openai) {
+        if (openai && c.include_usage) {
           std::vector<GenerationResult> results;
           {
             std::lock_guard<std::mutex> lock(ch->mu);
             for (auto& r : ch->results) results.push_back(ch->reported(*r));
           }
-          if (c.include_usage && !write(usage_chunk(c, meta, results))) return give_up();
+          if (!write(usage_chunk(c, meta, results))) return give_up();
+        }
+        if (openai || reply_sink) {
           static constexpr char kDone[] = "data: [DONE]\n\n";
-          const std::string end = reply_sink ? reply_sink->end(stopping_word) : kDone;
+          const std::string end = reply_sink ? reply_sink->end(last) : kDone;
           if (!end.empty() && !sink.write(end.data(), end.size())) return give_up();
         }
         sink.done();
@@ -728,9 +754,9 @@ void HttpServer::Impl::install_api_routes() {
     const ordered_json chat = anthropic_to_chat(parse_ordered_object(req.body, rc.limits.max_json_depth));
     auto stream = std::make_shared<AnthropicStream>();
     auto sink = std::make_shared<ReplySink>();
-    sink->reply = [](const json& r, const std::string& stop) { return anthropic_from_chat(r, stop); };
+    sink->reply = [](const json& r, const GenerationResult& g) { return anthropic_from_chat(r, g.stopping_word); };
     sink->chunk = [stream](const json& c) { return sse_events(stream->on_chunk(c)); };
-    sink->end = [stream](const std::string& stop) { return sse_events(stream->finish(stop)); };
+    sink->end = [stream](const GenerationResult& g) { return sse_events(stream->finish(g.stopping_word)); };
     try {
       handle_completion(Route::chat_completions, chat_text(chat), res, std::move(sink));
     } catch (const HttpError& e) {
@@ -751,9 +777,9 @@ void HttpServer::Impl::install_api_routes() {
     const ordered_json chat = responses_to_chat(*request);
     auto stream = std::make_shared<ResponsesStream>(*request);
     auto sink = std::make_shared<ReplySink>();
-    sink->reply = [request](const json& r, const std::string&) { return responses_from_chat(r, *request); };
+    sink->reply = [request](const json& r, const GenerationResult&) { return responses_from_chat(r, *request); };
     sink->chunk = [stream](const json& c) { return sse_events(stream->on_chunk(c)); };
-    sink->end = [stream](const std::string&) { return sse_events(stream->finish()); };
+    sink->end = [stream](const GenerationResult&) { return sse_events(stream->finish()); };
     try {
       handle_completion(Route::chat_completions, chat_text(chat), res, std::move(sink));
     } catch (const HttpError& e) {
@@ -769,6 +795,91 @@ void HttpServer::Impl::install_api_routes() {
       throw renamed_error(e, responses_field);
     }
   }));
+}
+
+}  // namespace synapse::server
+
+namespace synapse::server {
+
+// --- Ollama's API -------------------------------------------------------------
+// /api/chat and /api/generate are translated onto the chat route (a raw
+// generate onto the completions route) with a ReplySink that writes Ollama's
+// objects (server/ollama.hpp); the listing routes describe the one model.
+
+namespace {
+
+int64_t ns_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string now_rfc3339() { return rfc3339(std::chrono::system_clock::now()); }
+
+}  // namespace
+
+void HttpServer::Impl::handle_ollama(OllamaEndpoint ep, const std::string& body, httplib::Response& res) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const nlohmann::ordered_json request = parse_ordered_object(body, rc.limits.max_json_depth);
+  const std::string model = ollama_requested_model(ollama, request);
+  const bool chat = ep == OllamaEndpoint::chat;
+  const OllamaRequest t = chat ? ollama_chat_request(request, rc.n_ctx) : ollama_generate_request(request, rc.n_ctx);
+  if (t.done_reason) return send_json(res, 200, ollama_load_reply(ep, model, now_rfc3339(), *t.done_reason));
+  auto stream = std::make_shared<OllamaStream>(ep, model);
+  auto sink = std::make_shared<ReplySink>();
+  sink->content_type = "application/x-ndjson";
+  sink->reply = [ep, model, t0](const json& r, const GenerationResult& g) {
+    return ollama_reply(ep, r, model, now_rfc3339(), ollama_stats(g, ns_since(t0)));
+  };
+  sink->chunk = [stream](const json& c) { return ndjson(stream->on_chunk(c, now_rfc3339())); };
+  sink->end = [stream, t0](const GenerationResult& g) {
+    return ndjson(stream->finish(ollama_stats(g, ns_since(t0)), now_rfc3339()));
+  };
+  try {
+    handle_completion(t.route, t.body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace), res,
+                      std::move(sink));
+  } catch (const HttpError& e) {
+    throw renamed_error(e, chat ? ollama_chat_field : ollama_generate_field);
+  }
+}
+
+void HttpServer::Impl::install_ollama_routes() {
+  // Clients probe the root (GET and HEAD) and the version before anything else.
+  http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("Ollama is running", "text/plain; charset=utf-8");
+  });
+  http.Get("/api/version", route([](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"version", kOllamaVersion}});
+  }, false));
+  http.Get("/api/tags", route([this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, ollama_tags(ollama));
+  }));
+  http.Get("/api/ps", route([this](const httplib::Request&, httplib::Response& res) {
+    // Loaded for as long as the server runs: a century ahead.
+    const auto far = std::chrono::system_clock::now() + std::chrono::hours(24 * 36525);
+    send_json(res, 200, ollama_ps(ollama, rfc3339(far)));
+  }));
+  http.Post("/api/show", route([this](const httplib::Request& req, httplib::Response& res) {
+    const nlohmann::ordered_json body = parse_ordered_object(req.body, rc.limits.max_json_depth);
+    // Older clients send the model as "name".
+    nlohmann::ordered_json named = body;
+    if (!named.contains("model") && body.contains("name")) named["model"] = body["name"];
+    (void)ollama_requested_model(ollama, named);
+    const auto v = body.find("verbose");
+    if (v != body.end() && !v->is_null() && !v->is_boolean()) throw HttpError(400, "verbose: must be a boolean", "verbose");
+    const bool verbose = v != body.end() && v->is_boolean() && v->get<bool>();
+    send_json(res, 200, ollama_show(ollama, ollama_model_info(sched->model(), verbose)));
+  }));
+  http.Post("/api/chat", route([this](const httplib::Request& req, httplib::Response& res) {
+    handle_ollama(OllamaEndpoint::chat, req.body, res);
+  }));
+  http.Post("/api/generate", route([this](const httplib::Request& req, httplib::Response& res) {
+    handle_ollama(OllamaEndpoint::generate, req.body, res);
+  }));
+  auto no_embeddings = route([](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 501, ollama_error_body("embeddings are not supported yet: this server serves text generation "
+                                          "only (embeddings will need --embeddings)"));
+  }, false);
+  http.Post("/api/embed", no_embeddings);
+  http.Post("/api/embeddings", no_embeddings);
 }
 
 }  // namespace synapse::server

@@ -10,6 +10,11 @@
 //                                                  errors in Anthropic's shape)
 //   POST /v1/responses, /v1/responses/input_tokens OpenAI's Responses, stateless, on the chat route
 //                                                  (server/responses.hpp)
+//   POST /api/chat, /api/generate                  Ollama's, on the chat (a raw generate: completions) route
+//                                                  (server/ollama.hpp; stream: NDJSON; errors {"error": "..."})
+//   GET  /api/tags, /api/ps, /api/version; POST /api/show; GET|HEAD /
+//                                                  Ollama's description of the model, and its probes
+//   POST /api/embed, /api/embeddings               501: no embeddings yet
 //   GET  /health, /v1/health                       {"status":"ok"}, 503 while the model loads
 //   GET  /v1/models, /models, /props               the model served
 //   GET  /metrics                                  Prometheus text (with --metrics; else 501)
