@@ -75,6 +75,7 @@
 #include "../bench/bandwidth.hpp"
 #include "../bench/int8_peak.hpp"
 #include "commands.hpp"
+#include "progress.hpp"
 #include "synapse/error.hpp"
 #include "synapse/gguf.hpp"
 #include "synapse/synapse.hpp"
@@ -565,7 +566,7 @@ int run(BenchArgs a) {
   if (!a.json && a.output == "md")
     std::printf("synapse bench, commit %s, %s\n\n", SYNAPSE_GIT_COMMIT, system_info().c_str());
   for (const std::string& path : a.models) {
-    const Model m = Model::load(path);
+    const Model m = load_model(path);
     Result base;
     base.model = model_label(m, path);
     base.path = path;

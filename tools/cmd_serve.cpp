@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "progress.hpp"
 #include "common_flags.hpp"
 #include "sampler_flags.hpp"
 #include "server/http_server.hpp"
@@ -133,7 +134,7 @@ int serve(ServeArgs& a) {
   http.start();
   std::fprintf(stderr, "synapse serve: listening on http://%s:%d (loading %s)\n", sp.host.c_str(), http.port(),
                sp.model_path.c_str());
-  const Model model = Model::load(sp.model_path);
+  const Model model = load_model(sp.model_path);
   auto sched = std::make_unique<Scheduler>(model, a.sched);
   const SchedulerParams& rp = sched->params();
   std::fprintf(stderr, "synapse serve: model loaded; %d slots of %lld tokens, %d threads%s\n", rp.n_parallel,

@@ -282,9 +282,14 @@ TEST(LlamaFlags, PromptFromAFileLessOneTrailingNewline) {
             synapse_cli("run -m " + kModel + " -f " + path + " -p x -n 12 --temp 0 -t 1").out);
   EXPECT_EQ(synapse_cli("run -m " + kModel + " -p x -f " + path + " -n 12 --temp 0 -t 1").out, f.out);
   // chat: -f is the first message, -st ends the session after its reply.
-  const CliResult c = synapse_cli("chat -m " + kModel + " -f " + path + " -st -n 8 --temp 0 -t 1 </dev/null");
+  const std::string log = tmp_path("conversation.txt");
+  const CliResult c = synapse_cli("chat -m " + kModel + " -f " + path + " -st -n 8 --temp 0 -t 1 -o " + log + " </dev/null");
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_EQ(c.out.rfind("\n> Once upon a time\n", 0), 0u) << c.out;
+  // -o: the conversation as llama-cli writes it.
+  const std::string reply = c.out.substr(std::string("\n> Once upon a time\n").size());
+  EXPECT_EQ(test::slurp(log), "User:\nOnce upon a time\n\nAssistant:\n" + reply.substr(0, reply.size() - 2) + "\n\n");
+  std::remove(log.c_str());
   const CliResult missing = synapse_cli("run -m " + kModel + " -f " + tmp_path("no-such.txt"));
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("-f: cannot open"), std::string::npos) << missing.err;
