@@ -7,10 +7,12 @@
 // user line on stdout; the reply streams after it, and "[ Prompt: x t/s |
 // Generation: y t/s ]" follows it on stderr (--no-show-timings: not).
 // llama-cli's commands: /exit ends the session, /regen answers the last
-// message again, /clear starts the conversation over. A line ending in '\'
-// continues on the next one (-mli: every line continues until one ends in
-// '\'); one ending in '/' is sent at once. -p or -f is the first message
-// (escape-processed, as llama.cpp does); -st ends the session after one reply.
+// message again, /clear starts the conversation over, /read FILE puts a text
+// file's contents ("--- File: FILE ---" and the text) before the next
+// message. A line ending in '\' continues on the next one (-mli: every line
+// continues until one ends in '\'); one ending in '/' is sent at once. -p
+// or -f is the first message (escape-processed, as llama.cpp does); -st ends
+// the session after one reply.
 //
 // The conversation is rendered with the model's own Jinja template (or a
 // built-in format: chat_template_flags.hpp). The model's KV cache keeps the
@@ -34,6 +36,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -274,7 +277,7 @@ int run(ChatArgs& a, const CLI::App& app) {
   Sampler sampler(a.sp, static_cast<int32_t>(n_ctx));
   std::fprintf(stderr,
                "synapse: chat with %s (template: %s; n_ctx %lld); commands: /exit, /regen (answer the last message "
-               "again), /clear (start over); Ctrl-C stops a reply, Ctrl-D or Ctrl-C at the prompt quits\n",
+               "again), /clear (start over), /read FILE (add a text file); Ctrl-C stops a reply, Ctrl-D or Ctrl-C at the prompt quits\n",
                a.model.c_str(), template_name.c_str(), static_cast<long long>(n_ctx));
   std::signal(SIGINT, on_sigint);
 
@@ -299,6 +302,7 @@ int run(ChatArgs& a, const CLI::App& app) {
   };
   Conversation conv(tok, std::move(formatter), system_prompt);
   std::string line;
+  std::string pending_files;  // /read: text files for the next message
   bool pending_first = has_first;
   for (;;) {
     std::fputs("\n> ", stdout);
@@ -313,11 +317,26 @@ int run(ChatArgs& a, const CLI::App& app) {
       break;
     }
     if (line.empty()) continue;
-    ChatMessage msg{"user", line};
     if (line.rfind("/exit", 0) == 0) break;
+    if (line.rfind("/read ", 0) == 0) {
+      // llama-cli's /read: the file's text goes before the next message.
+      std::string name = line.substr(6);
+      name.erase(0, name.find_first_not_of(" \t"));
+      name.erase(name.find_last_not_of(" \t") + 1);
+      std::ifstream f(name, std::ios::binary);
+      if (!f) {
+        std::fprintf(stderr, "synapse: error: file does not exist or cannot be opened: '%s'\n", name.c_str());
+        continue;
+      }
+      pending_files += "--- File: " + name + " ---\n" + std::string(std::istreambuf_iterator<char>(f), {});
+      std::fprintf(stderr, "synapse: loaded text from '%s'\n", name.c_str());
+      continue;
+    }
+    ChatMessage msg{"user", pending_files + line};
     if (line.rfind("/clear", 0) == 0) {
       seq.clear();
       conv.clear_history();
+      pending_files.clear();
       std::fprintf(stderr, "synapse: chat history cleared\n");
       continue;
     }
@@ -374,6 +393,7 @@ int run(ChatArgs& a, const CLI::App& app) {
     const GenerationResult g = generate(ctx, seq, ids, gen, print, &g_interrupt);
     g_generating.store(false);
     conv.commit(msg, n_keep, ids, g, eog, seq.n_past());
+    pending_files.clear();
     if (g.finish_reason == FinishReason::cancelled) std::fputs(" [stopped]", stdout);
     std::fputc('\n', stdout);
     std::fflush(stdout);

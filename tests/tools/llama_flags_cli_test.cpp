@@ -296,6 +296,20 @@ TEST(LlamaFlags, PromptFromAFileLessOneTrailingNewline) {
   std::remove(path.c_str());
 }
 
+// llama-cli's /read FILE: the file's text goes before the next message.
+TEST(LlamaFlags, ChatReadCommandAddsAFile) {
+  const std::string doc = tmp_path("doc.txt"), input = tmp_path("input.txt"), log = tmp_path("chat.txt");
+  test::spit(doc, "Once upon a time\n");
+  test::spit(input, "/read " + doc + "\nGo on.\n/read " + tmp_path("no-such.txt") + "\n");
+  const CliResult r = synapse_cli("chat -m " + kModel + " -n 4 --temp 0 -t 1 -o " + log + " <" + input);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("loaded text from '" + doc + "'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cannot be opened: '" + tmp_path("no-such.txt") + "'"), std::string::npos) << r.err;
+  EXPECT_EQ(test::slurp(log).rfind("User:\n--- File: " + doc + " ---\nOnce upon a time\nGo on.\n\nAssistant:\n", 0), 0u)
+      << test::slurp(log);
+  for (const std::string& f : {doc, input, log}) std::remove(f.c_str());
+}
+
 TEST(LlamaFlags, EscapesAreProcessedUnlessNoEscape) {
   // "\x20" is a space and "\t" a tab, as llama.cpp's string_process_escapes reads them.
   const CliResult e = synapse_cli("run -m " + kModel + " -p 'Once\\x20upon a\\ttime' -n 1 --temp 0 -t 1 --verbose-prompt");
