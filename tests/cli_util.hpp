@@ -35,10 +35,11 @@ inline void spit(const std::string& path, const std::string& s) {
   f << s;
 }
 
-// Runs `synapse ARGS` through the shell (ARGS is shell text: quote as needed).
-inline CliResult synapse_cli(const std::string& args) {
+// Runs `synapse ARGS` through the shell (ARGS is shell text: quote as needed),
+// with the environment assignments `env` ("NAME=value ...") before it.
+inline CliResult synapse_cli(const std::string& args, const std::string& env = "") {
   const std::string out = tmp_path("stdout"), err = tmp_path("stderr");
-  const std::string cmd = std::string(SYNAPSE_BINARY) + " " + args + " >" + out + " 2>" + err;
+  const std::string cmd = env + (env.empty() ? "" : " ") + std::string(SYNAPSE_BINARY) + " " + args + " >" + out + " 2>" + err;
   const int status = std::system(cmd.c_str());
   CliResult r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
   std::remove(out.c_str());

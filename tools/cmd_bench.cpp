@@ -1,14 +1,32 @@
-// synapse bench -m MODEL [-p 512] [-n 128] [-t T] [-r 5] [-d 0] [--bw GBps|auto] [--peak GOPS] [--json]
+// synapse bench -m MODEL [-p 512] [-n 128] [-pg P,N] [-t T] [-r 5] [-d 0] [-b N] [-ub N]
+//                [-o md|csv|json|jsonl|sql] [--progress] [--no-warmup] [--delay S]
+//                [--bw GBps|auto] [--peak GOPS] [--json]
 //
 // Speed of prefill and decode, measured as llama.cpp's llama-bench does:
-//   ppP      one forward pass of P tokens (a prompt), timed;
+//   ppP      a prompt of P tokens, timed (one forward pass, or passes of
+//            min(-b, -ub) rows when either is given: llama-bench's defaults
+//            are -b 2048 -ub 512, give them to measure as it does);
 //   tgN      N decode steps of one token each, timed together;
-//   @ dD     both run after D tokens are already in the KV cache.
-// Each test runs -r times after one untimed warm-up decode step; the table
-// gives the mean tokens/s ± the sample standard deviation over the runs.
-// The tokens are pseudo-random ids (speed does not depend on them). -p, -n,
-// -t and -d take comma lists (-p 512,2048 -t 1,2), and -m may repeat; every
+//   ppP+tgN  (-pg P,N) a prompt of P tokens and then N decode steps, timed
+//            together, t/s = (P + N) / time;
+//   @ dD     each run after D tokens are already in the KV cache.
+// Each test runs -r times after one untimed warm-up decode step
+// (--no-warmup: none); the table gives the mean tokens/s ± the sample
+// standard deviation over the runs. The tokens are pseudo-random ids (speed
+// does not depend on them). -p, -n, -t, -d, -b and -ub take comma lists
+// (-p 512,2048 -t 1,2) or repeat (-p 512 -p 2048), -pg and -m repeat; every
 // combination runs.
+//
+// -o picks llama-bench's output format on stdout: md (this table, the
+// default), csv, json (an array of test objects), jsonl (one a line) or sql
+// (CREATE TABLE llama_bench + INSERTs), with llama-bench's field names where
+// synapse has the quantity (build_commit, cpu_info, model_filename,
+// model_type, model_size, model_n_params, n_batch, n_ubatch, n_threads,
+// type_k, type_v, n_prompt, n_gen, n_depth, test_time, avg_ns, stddev_ns,
+// avg_ts, stddev_ts; json and jsonl add samples_ns and samples_ts), then
+// synapse's own (test, n_seq, gbps, bound_ts, ...). -oe writes a format to
+// stderr too. --json is synapse's own JSON object (commit, kernels, results).
+// --progress prints llama-bench's "benchmark i/N" lines on stderr.
 //
 // Decode streams the weights once per token, so for tg tests the table also
 // gives the bytes streamed per second, GB/s = (weight bytes read per token +
@@ -43,10 +61,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -54,6 +75,7 @@
 #include "../bench/bandwidth.hpp"
 #include "../bench/int8_peak.hpp"
 #include "commands.hpp"
+#include "progress.hpp"
 #include "synapse/error.hpp"
 #include "synapse/gguf.hpp"
 #include "synapse/synapse.hpp"
@@ -69,13 +91,21 @@ struct BenchArgs {
   std::vector<std::string> models;
   std::vector<int> n_prompt{512};
   std::vector<int> n_gen{128};
+  std::vector<std::string> pg;  // -pg P,N
   std::vector<int> threads;
   std::vector<int> depth{0};
-  std::vector<int> batch{1};
+  std::vector<int> batch{1};    // --batch: sequences decoded together (tg tests)
+  std::vector<int> n_batch;     // -b: logical batch of a prompt; unset: the whole prompt
+  std::vector<int> n_ubatch;    // -ub: physical batch; unset: the whole prompt
   int reps = 5;
   std::string bw;  // "", "auto" or GB/s
   std::optional<double> peak;  // int8 GOPS per thread; unset: measure
   bool json = false;
+  std::string output = "md";   // -o
+  std::string output_err;      // -oe
+  bool progress = false;
+  bool warmup = true;
+  int delay = 0;               // --delay: seconds between tests
 };
 
 struct Result {
@@ -86,8 +116,11 @@ struct Result {
   int threads = 0;
   int n_prompt = 0, n_gen = 0, depth = 0;
   int batch = 1;  // sequences decoded together (tg tests)
+  int n_batch = 0, n_ubatch = 0;  // rows per Context::decode of a prompt: min of the two (pp and pg tests)
   std::string test;
+  std::string test_time;        // when the test started (RFC 3339, UTC), as llama-bench
   std::vector<double> samples;  // tokens/s per run
+  double tokens_per_run = 0;    // the tokens a run times (samples_ns = tokens / t/s)
   double avg = 0, sd = 0;
   double bw_gbps = 0;           // 0 = no bandwidth given
   double gop_per_token = 0;     // pp tests: int8 operations per token of the pass (units of 1e9)
@@ -239,10 +272,10 @@ double fraction_of_int8_peak(const Result& r) {
   return r.n_prompt > 0 && r.int8_peak_gops > 0 ? r.gop_per_token * r.avg / r.int8_peak_gops : 0.0;
 }
 
-void print_table(const std::vector<Result>& rs, bool with_bound) {
-  std::printf("| model | size | params | threads | test | t/s | GB/s | int8 %% |%s\n",
+void print_table(FILE* out, const std::vector<Result>& rs, bool with_bound) {
+  std::fprintf(out, "| model | size | params | threads | test | t/s | GB/s | int8 %% |%s\n",
               with_bound ? " bound t/s | % of bound |" : "");
-  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |%s\n", with_bound ? " ---: | ---: |" : "");
+  std::fprintf(out, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |%s\n", with_bound ? " ---: | ---: |" : "");
   for (const Result& r : rs) {
     const bool tg = r.n_gen > 0;
     std::string gbps = "-", bound = "-", pct = "-";
@@ -255,10 +288,11 @@ void print_table(const std::vector<Result>& rs, bool with_bound) {
         pct = fmt("%.0f%%", 100.0 * fraction_of_bound(r));
       }
     }
-    std::printf("| %s | %s | %s | %d | %s | %.2f ± %.2f | %s | %s |", r.model.c_str(), size_str(r.size_bytes).c_str(),
-                params_str(r.params).c_str(), r.threads, r.test.c_str(), r.avg, r.sd, gbps.c_str(), int8.c_str());
-    if (with_bound) std::printf(" %s | %s |", bound.c_str(), pct.c_str());
-    std::printf("\n");
+    std::fprintf(out, "| %s | %s | %s | %d | %s | %.2f ± %.2f | %s | %s |", r.model.c_str(),
+                 size_str(r.size_bytes).c_str(), params_str(r.params).c_str(), r.threads, r.test.c_str(), r.avg, r.sd,
+                 gbps.c_str(), int8.c_str());
+    if (with_bound) std::fprintf(out, " %s | %s |", bound.c_str(), pct.c_str());
+    std::fprintf(out, "\n");
   }
 }
 
@@ -308,6 +342,141 @@ nlohmann::json to_json(const std::vector<Result>& rs) {
   return out;
 }
 
+// -o csv|json|jsonl|sql: llama-bench's fields that synapse has, in its
+// order and with its names, then synapse's own. Type: 's' text, 'i'
+// integer, 'f' real. A value synapse does not have for a test is null (an
+// empty CSV field, JSON null, SQL NULL).
+struct Field {
+  const char* name;
+  char type;
+};
+constexpr Field kFields[] = {
+    {"build_commit", 's'}, {"cpu_info", 's'},     {"backends", 's'},    {"model_filename", 's'}, {"model_type", 's'},
+    {"model_size", 'i'},   {"model_n_params", 'i'}, {"n_batch", 'i'},   {"n_ubatch", 'i'},       {"n_threads", 'i'},
+    {"type_k", 's'},       {"type_v", 's'},       {"n_gpu_layers", 'i'}, {"n_prompt", 'i'},     {"n_gen", 'i'},
+    {"n_depth", 'i'},      {"test_time", 's'},    {"avg_ns", 'i'},      {"stddev_ns", 'i'},      {"avg_ts", 'f'},
+    {"stddev_ts", 'f'},    {"test", 's'},         {"n_seq", 'i'},       {"weight_bytes_per_token", 'i'},
+    {"kv_bytes_per_token", 'f'}, {"gbps", 'f'},   {"bw_gbps", 'f'},     {"bound_ts", 'f'}, {"fraction_of_bound", 'f'},
+    {"gop_per_token", 'f'}, {"int8_peak_gops", 'f'}, {"fraction_of_int8_peak", 'f'}};
+
+// Each run's time in ns (llama-bench's samples_ns).
+std::vector<double> samples_ns(const Result& r) {
+  std::vector<double> ns;
+  for (double ts : r.samples) ns.push_back(r.tokens_per_run / std::max(ts, 1e-12) * 1e9);
+  return ns;
+}
+
+std::pair<double, double> mean_sd(const std::vector<double>& v) {
+  double sum = 0, ss = 0;
+  for (double x : v) sum += x;
+  const double mean = v.empty() ? 0 : sum / static_cast<double>(v.size());
+  for (double x : v) ss += (x - mean) * (x - mean);
+  return {mean, v.size() > 1 ? std::sqrt(ss / static_cast<double>(v.size() - 1)) : 0.0};
+}
+
+std::vector<std::optional<std::string>> field_values(const Result& r) {
+  using V = std::optional<std::string>;
+  const auto i = [](double x) -> V { return std::to_string(static_cast<long long>(std::llround(x))); };
+  const auto f = [](double x) -> V { return fmt("%.6f", x); };
+  const auto [avg_ns, sd_ns] = mean_sd(samples_ns(r));
+  const std::string file = r.path.substr(r.path.find_last_of('/') == std::string::npos ? 0 : r.path.find_last_of('/') + 1);
+  const bool tg = r.n_gen > 0 && r.n_prompt == 0;
+  const bool bound = tg && r.bw_gbps > 0;
+  return {V(SYNAPSE_GIT_COMMIT), V(system_info()), V("CPU"), V(file), V(r.model), i(static_cast<double>(r.size_bytes)),
+          i(static_cast<double>(r.params)), i(r.n_batch), i(r.n_ubatch), i(r.threads), V("f16"), V("f16"), i(0),
+          i(r.n_prompt), i(r.n_gen), i(r.depth), V(r.test_time), i(avg_ns), i(sd_ns), f(r.avg), f(r.sd), V(r.test),
+          i(r.batch), tg ? i(static_cast<double>(r.weight_bytes_per_token)) : V(), tg ? f(r.kv_bytes_per_token) : V(),
+          tg ? f(bytes_per_token(r) * r.avg / 1e9) : V(), bound ? f(r.bw_gbps) : V(),
+          bound ? f(r.bw_gbps * 1e9 / bytes_per_token(r)) : V(), bound ? f(fraction_of_bound(r)) : V(),
+          r.n_prompt > 0 && r.n_gen == 0 ? f(r.gop_per_token) : V(),
+          r.int8_peak_gops > 0 ? f(r.int8_peak_gops) : V(), fraction_of_int8_peak(r) > 0 ? f(fraction_of_int8_peak(r)) : V()};
+}
+
+nlohmann::ordered_json test_json(const Result& r) {
+  nlohmann::ordered_json j;
+  const auto values = field_values(r);
+  for (size_t k = 0; k < std::size(kFields); ++k) {
+    const auto& v = values[k];
+    if (!v) j[kFields[k].name] = nullptr;
+    else if (kFields[k].type == 's') j[kFields[k].name] = *v;
+    else if (kFields[k].type == 'i') j[kFields[k].name] = std::stoll(*v);
+    else j[kFields[k].name] = std::stod(*v);
+  }
+  std::vector<long long> ns;
+  for (double x : samples_ns(r)) ns.push_back(std::llround(x));
+  j["samples_ns"] = ns;
+  j["samples_ts"] = r.samples;
+  return j;
+}
+
+std::string csv_quote(const std::string& v) {
+  std::string q = "\"";
+  for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string sql_quote(const std::string& v) {
+  std::string q = "'";
+  for (char c : v) q += c == '\'' ? std::string("''") : std::string(1, c);
+  return q + "'";
+}
+
+// Writes the results in format `fmt_name` (md, csv, json, jsonl, sql) to `out`.
+void print_results(FILE* out, const std::string& fmt_name, const std::vector<Result>& rs, bool with_bound) {
+  if (fmt_name == "md") {
+    print_table(out, rs, with_bound);
+  } else if (fmt_name == "csv") {
+    for (size_t k = 0; k < std::size(kFields); ++k) std::fprintf(out, "%s%s", k ? "," : "", kFields[k].name);
+    std::fprintf(out, "\n");
+    for (const Result& r : rs) {
+      const auto values = field_values(r);
+      for (size_t k = 0; k < values.size(); ++k)
+        std::fprintf(out, "%s%s", k ? "," : "", values[k] ? csv_quote(*values[k]).c_str() : "");
+      std::fprintf(out, "\n");
+    }
+  } else if (fmt_name == "json") {
+    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+    for (const Result& r : rs) arr.push_back(test_json(r));
+    std::fprintf(out, "%s\n", arr.dump(2).c_str());
+  } else if (fmt_name == "jsonl") {
+    for (const Result& r : rs) std::fprintf(out, "%s\n", test_json(r).dump().c_str());
+  } else if (fmt_name == "sql") {
+    std::fprintf(out, "CREATE TABLE IF NOT EXISTS llama_bench (\n");
+    for (size_t k = 0; k < std::size(kFields); ++k)
+      std::fprintf(out, "  %s %s%s\n", kFields[k].name,
+                   kFields[k].type == 's' ? "TEXT" : kFields[k].type == 'i' ? "INTEGER" : "REAL",
+                   k + 1 < std::size(kFields) ? "," : "");
+    std::fprintf(out, ");\n\n");
+    for (const Result& r : rs) {
+      std::fprintf(out, "INSERT INTO llama_bench (");
+      for (size_t k = 0; k < std::size(kFields); ++k) std::fprintf(out, "%s%s", k ? ", " : "", kFields[k].name);
+      std::fprintf(out, ") VALUES (");
+      const auto values = field_values(r);
+      for (size_t k = 0; k < values.size(); ++k)
+        std::fprintf(out, "%s%s", k ? ", " : "", values[k] ? sql_quote(*values[k]).c_str() : "NULL");
+      std::fprintf(out, ");\n");
+    }
+  }
+}
+
+// -pg "P,N" -> {P, N}. Throws Error naming the value.
+std::pair<int, int> parse_pg(const std::string& v) {
+  const size_t comma = v.find(',');
+  int p = -1, n = -1;
+  try {
+    size_t a = 0, b = 0;
+    if (comma != std::string::npos) {
+      p = std::stoi(v.substr(0, comma), &a);
+      n = std::stoi(v.substr(comma + 1), &b);
+      if (a != comma || b != v.size() - comma - 1) p = -1;
+    }
+  } catch (const std::exception&) {
+    p = -1;
+  }
+  if (p < 0 || n < 0) throw Error(Errc::invalid_argument, "bench: -pg takes PROMPT,GEN (two counts >= 0), got '" + v + "'");
+  return {p, n};
+}
+
 void check_args(const BenchArgs& a) {
   const auto bad = [](const std::string& m) { throw Error(Errc::invalid_argument, "bench: " + m); };
   if (a.models.empty()) bad("-m MODEL is required");
@@ -318,9 +487,21 @@ void check_args(const BenchArgs& a) {
   for (int d : a.depth) if (d < 0) bad("-d values must be >= 0");
   for (int t : a.threads)
     if (t < 1 || t > max_threads) bad("-t values must be in [1, 512] (ggml's GGML_MAX_N_THREADS)");
+  for (int b : a.n_batch) if (b < 1) bad("-b values must be at least 1");
+  for (int b : a.n_ubatch) if (b < 1) bad("-ub values must be at least 1");
+  if (a.delay < 0) bad("--delay must be >= 0");
+  for (const std::string& f : {a.output, a.output_err})
+    if (!f.empty() && f != "md" && f != "csv" && f != "json" && f != "jsonl" && f != "sql")
+      bad("-o/-oe takes md, csv, json, jsonl or sql, got '" + f + "'");
+  if (a.json && a.output != "md") bad("--json (synapse's JSON object) and -o " + a.output + " exclude each other");
+  bool any_pg = false;
+  for (const std::string& v : a.pg) {
+    const auto [p, n] = parse_pg(v);
+    any_pg = any_pg || p > 0 || n > 0;
+  }
   const bool any_p = std::any_of(a.n_prompt.begin(), a.n_prompt.end(), [](int p) { return p > 0; });
   const bool any_n = std::any_of(a.n_gen.begin(), a.n_gen.end(), [](int n) { return n > 0; });
-  if (!any_p && !any_n) bad("nothing to run: every -p and -n value is 0");
+  if (!any_p && !any_n && !any_pg) bad("nothing to run: every -p and -n value is 0");
   if (!a.bw.empty() && a.bw != "auto") {
     char* end = nullptr;
     const double v = std::strtod(a.bw.c_str(), &end);
@@ -359,10 +540,33 @@ int run(BenchArgs a) {
   };
 
   std::vector<Result> results;
+  // -b/-ub pairs for the prompt tests ({0, 0}: the whole prompt in one pass).
+  std::vector<std::pair<int, int>> batch_pairs;
+  for (int nb : a.n_batch.empty() ? std::vector<int>{0} : a.n_batch)
+    for (int nub : a.n_ubatch.empty() ? std::vector<int>{0} : a.n_ubatch) batch_pairs.emplace_back(nb, nub);
+  // Tests in all, for --progress's "benchmark i/N".
+  const auto count_if = [](const std::vector<int>& v) { return static_cast<int>(std::count_if(v.begin(), v.end(), [](int x) { return x > 0; })); };
+  const int n_tests = static_cast<int>(a.models.size() * a.threads.size() * a.depth.size()) *
+                      (count_if(a.n_prompt) * static_cast<int>(batch_pairs.size()) +
+                       count_if(a.n_gen) * static_cast<int>(a.batch.size()) +
+                       static_cast<int>(a.pg.size() * batch_pairs.size()));
+  int test_no = 0;
+  const auto begin_test = [&](Result& r) {
+    if (test_no > 0 && a.delay > 0) std::this_thread::sleep_for(std::chrono::seconds(a.delay));
+    ++test_no;
+    if (a.progress) std::fprintf(stderr, "synapse bench: benchmark %d/%d: starting %s\n", test_no, n_tests, r.test.c_str());
+    char buf[32];
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    std::strftime(buf, sizeof buf, "%FT%TZ", &tm);
+    r.test_time = buf;
+  };
   // The kernel table in use (SYNAPSE_ISA / SYNAPSE_NO_SIMD and cpuid).
-  if (!a.json) std::printf("synapse bench, commit %s, %s\n\n", SYNAPSE_GIT_COMMIT, system_info().c_str());
+  if (!a.json && a.output == "md")
+    std::printf("synapse bench, commit %s, %s\n\n", SYNAPSE_GIT_COMMIT, system_info().c_str());
   for (const std::string& path : a.models) {
-    const Model m = Model::load(path);
+    const Model m = load_model(path);
     Result base;
     base.model = model_label(m, path);
     base.path = path;
@@ -370,8 +574,9 @@ int run(BenchArgs a) {
     base.params = m.n_params();
     base.weight_bytes_per_token = weight_bytes_per_token(m);
     const Int8Ops ops = int8_ops(m);
-    const int max_p = *std::max_element(a.n_prompt.begin(), a.n_prompt.end());
+    int max_p = *std::max_element(a.n_prompt.begin(), a.n_prompt.end());
     const int max_n = *std::max_element(a.n_gen.begin(), a.n_gen.end());
+    for (const std::string& v : a.pg) max_p = std::max(max_p, parse_pg(v).first + parse_pg(v).second);
     const uint64_t kv_row_bytes = m.kv_bytes_per_position();
     TokenStream toks{.n_vocab = m.n_vocab()};
     for (int threads : a.threads) {
@@ -396,29 +601,73 @@ int run(BenchArgs a) {
                        depth, seconds_since(t0));
         }
         const auto warm_up = [&] {
+          if (!a.warmup) return;
+          if (a.progress) std::fprintf(stderr, "synapse bench: benchmark %d/%d: warmup run\n", test_no, n_tests);
           kv.truncate(depth);
           const token_id one[1] = {toks.next()};
           ctx.decode(kv, one);
         };
+        // A prompt of p tokens after `depth`, in passes of `rows` rows.
+        const auto prompt = [&](int p, int rows) {
+          std::vector<token_id> batch(static_cast<size_t>(p));
+          for (token_id& t : batch) t = toks.next();
+          for (int done = 0; done < p; done += rows)
+            ctx.decode(kv, std::span<const token_id>(batch).subspan(static_cast<size_t>(done),
+                                                                     static_cast<size_t>(std::min(rows, p - done))));
+        };
         for (int p : a.n_prompt) {
           if (p == 0) continue;
+          for (const auto& [nb, nub] : batch_pairs) {
           Result r = base;
           r.threads = threads, r.n_prompt = p, r.depth = depth, r.bw_gbps = given_bw;
+          r.n_batch = nb > 0 ? nb : p, r.n_ubatch = nub > 0 ? nub : p;
           r.test = "pp" + std::to_string(p) + (depth ? " @ d" + std::to_string(depth) : "");
           r.gop_per_token = ops.per_token(p);
           r.int8_peak_gops = r.gop_per_token > 0 ? peak : 0.0;
+          r.tokens_per_run = p;
+          begin_test(r);
           warm_up();
+          const int rows = std::min(r.n_batch, r.n_ubatch);
           for (int rep = 0; rep < a.reps; ++rep) {
-            std::vector<token_id> batch(static_cast<size_t>(p));
-            for (token_id& t : batch) t = toks.next();
+            if (a.progress) std::fprintf(stderr, "synapse bench: benchmark %d/%d: prompt run %d/%d\n", test_no, n_tests, rep + 1, a.reps);
             kv.truncate(depth);
             const auto t0 = std::chrono::steady_clock::now();
-            ctx.decode(kv, batch);
+            prompt(p, rows);
             r.samples.push_back(p / std::max(seconds_since(t0), 1e-9));
           }
           finish(r);
           std::fprintf(stderr, "synapse bench: %s t=%d %s: %.2f t/s\n", r.model.c_str(), threads, r.test.c_str(), r.avg);
           results.push_back(std::move(r));
+          }
+        }
+        // -pg P,N: a prompt and then N decode steps, timed together.
+        for (const std::string& v : a.pg) {
+          const auto [p, n] = parse_pg(v);
+          if (p == 0 && n == 0) continue;
+          for (const auto& [nb, nub] : batch_pairs) {
+            Result r = base;
+            r.threads = threads, r.n_prompt = p, r.n_gen = n, r.depth = depth, r.bw_gbps = 0;
+            r.n_batch = nb > 0 ? nb : std::max(p, 1), r.n_ubatch = nub > 0 ? nub : std::max(p, 1);
+            r.test = "pp" + std::to_string(p) + "+tg" + std::to_string(n) + (depth ? " @ d" + std::to_string(depth) : "");
+            r.tokens_per_run = p + n;
+            begin_test(r);
+            warm_up();
+            const int rows = std::min(r.n_batch, r.n_ubatch);
+            for (int rep = 0; rep < a.reps; ++rep) {
+              if (a.progress) std::fprintf(stderr, "synapse bench: benchmark %d/%d: run %d/%d\n", test_no, n_tests, rep + 1, a.reps);
+              kv.truncate(depth);
+              const auto t0 = std::chrono::steady_clock::now();
+              if (p > 0) prompt(p, rows);
+              for (int i = 0; i < n; ++i) {
+                const token_id one[1] = {toks.next()};
+                ctx.decode(kv, one);
+              }
+              r.samples.push_back((p + n) / std::max(seconds_since(t0), 1e-9));
+            }
+            finish(r);
+            std::fprintf(stderr, "synapse bench: %s t=%d %s: %.2f t/s\n", r.model.c_str(), threads, r.test.c_str(), r.avg);
+            results.push_back(std::move(r));
+          }
         }
         for (int n : a.n_gen) {
           if (n == 0) continue;
@@ -427,6 +676,9 @@ int run(BenchArgs a) {
           r.threads = threads, r.n_gen = n, r.depth = depth, r.bw_gbps = given_bw, r.batch = b;
           r.test = "tg" + std::to_string(n) + (depth ? " @ d" + std::to_string(depth) : "") +
                    (b > 1 ? " x" + std::to_string(b) : "");
+          r.n_batch = r.n_ubatch = b;  // rows of each decode step
+          r.tokens_per_run = static_cast<double>(n) * b;
+          begin_test(r);
           // With B sequences a step streams the weights once for B tokens.
           r.weight_bytes_per_token = base.weight_bytes_per_token / static_cast<uint64_t>(b);
           // Attention reads positions 0..n_past at each step: on average
@@ -445,6 +697,8 @@ int run(BenchArgs a) {
           };
           if (b == 1) {
             for (int rep = 0; rep < a.reps; ++rep) {
+              if (a.progress)
+                std::fprintf(stderr, "synapse bench: benchmark %d/%d: generation run %d/%d\n", test_no, n_tests, rep + 1, a.reps);
               kv.truncate(depth);
               const auto t0 = std::chrono::steady_clock::now();
               for (int i = 0; i < n; ++i) {
@@ -482,10 +736,13 @@ int run(BenchArgs a) {
       }
     }
   }
+  if (!a.output_err.empty()) print_results(stderr, a.output_err, results, !a.bw.empty());
   if (a.json) {
     std::printf("%s\n", to_json(results).dump(2).c_str());
+  } else if (a.output != "md") {
+    print_results(stdout, a.output, results, !a.bw.empty());
   } else {
-    print_table(results, !a.bw.empty());
+    print_table(stdout, results, !a.bw.empty());
     bool any_peak = false;
     for (const Result& r : results) any_peak = any_peak || r.int8_peak_gops > 0;
     if (any_peak) {
@@ -527,13 +784,25 @@ Runner add_bench(CLI::App& app) {
   app.add_option("-n,--n-gen", a->n_gen, "tokens per tg test, comma list (default 128; 0 = none)")->delimiter(',');
   app.add_option("-t,--threads", a->threads, "threads, comma list (default: physical cores)")->delimiter(',');
   app.add_option("-d,--n-depth", a->depth, "tokens already in the KV cache, comma list (default 0)")->delimiter(',');
+  app.add_option("--pg", a->pg, "a prompt of P tokens and then N generated, timed together: P,N (-pg; repeatable)");
+  app.add_option("-b,--batch-size", a->n_batch,
+                 "prompt rows per logical batch, comma list (default: the whole prompt; llama-bench's is 2048)")
+      ->delimiter(',');
+  app.add_option("--ubatch-size", a->n_ubatch,
+                 "prompt rows per forward pass, comma list (-ub; default: the whole prompt; llama-bench's is 512)")
+      ->delimiter(',');
   app.add_option("-r,--repetitions", a->reps, "runs per test (default 5)");
+  app.add_option("-o,--output", a->output, "output format on stdout: md (default), csv, json, jsonl, sql");
+  app.add_option("--output-err", a->output_err, "also print the results to stderr in this format (-oe)");
+  app.add_flag("--progress", a->progress, "print test progress lines on stderr");
+  app.add_flag("!--no-warmup", a->warmup, "skip the untimed warm-up step before each test");
+  app.add_option("--delay", a->delay, "seconds to wait between tests (default 0)");
   app.add_option("--batch", a->batch,
                  "sequences decoded together in tg tests, comma list (default 1); t/s is the aggregate")
       ->delimiter(',');
   app.add_option("--bw", a->bw, "read bandwidth in GB/s for the decode bound, or 'auto' to measure it");
   app.add_option("--peak", a->peak, "int8 peak in GOPS per thread for the pp tests' int8 % (default: measured)");
-  app.add_flag("--json", a->json, "print the results as JSON");
+  app.add_flag("--json", a->json, "print the results as synapse's JSON object (commit, kernels, results)");
   return [a] { return run(*a); };
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "progress.hpp"
 #include "base/strings.hpp"
 #include "common_flags.hpp"
 #include "synapse/error.hpp"
@@ -49,7 +50,7 @@ std::vector<token_id> parse_ids(const std::string& s) {
 
 int run(const LogitsArgs& a) {
   const std::vector<token_id> ids = parse_ids(a.ids);
-  const Model model = Model::load(a.model);
+  const Model model = load_model(a.model);
   const int64_t n_ctx = a.n_ctx > 0 ? a.n_ctx : static_cast<int64_t>(ids.size()) + a.greedy;
   Context ctx(model, a.threads);
   Sequence seq = ctx.new_sequence(n_ctx);

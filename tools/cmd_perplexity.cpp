@@ -73,6 +73,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "progress.hpp"
 #include "synapse/error.hpp"
 #include "synapse/synapse.hpp"
 
@@ -315,10 +316,11 @@ void open_base(const std::string& path, int64_t model_n_vocab, BaseFile& b) {
 // Runs chunks [0, n_chunk) of `tokens` (n_ctx each) through the model and
 // calls score(chunk, logits, targets) per chunk with the logits of its
 // positions first .. n_ctx-2 ([n_scored][n_vocab]) and the tokens they
-// predict (targets[k] = the token at first + 1 + k). A progress line goes to
-// stderr every 10 s unless the results stream to a terminal (progress_lines
-// false: the running `[i]` line shows it there). Returns the seconds spent
-// in forward passes.
+// predict (targets[k] = the token at first + 1 + k). When stderr is a
+// terminal and the results do not stream to one (progress_lines; there the
+// running `[i]` line shows it), a progress line with the t/s and ETA is
+// redrawn on stderr; piped, nothing is. Returns the seconds spent in forward
+// passes.
 template <typename Score>
 double evaluate(const Model& m, const std::vector<token_id>& tokens, int n_ctx, int n_chunk, int n_batch_arg,
                 Context& ctx, const char* what, bool progress_lines, Score&& score) {
@@ -340,7 +342,7 @@ double evaluate(const Model& m, const std::vector<token_id>& tokens, int n_ctx, 
   std::span<const float> pass_logits;
   double t_eval = 0;
   const auto t_start = std::chrono::steady_clock::now();
-  auto t_report = t_start;
+  Progress progress(what, n_chunk);
 
   for (int i = 0; i < n_chunk; i += n_seq) {
     const int n_seq_batch = std::min(n_seq, n_chunk - i);
@@ -377,17 +379,18 @@ double evaluate(const Model& m, const std::vector<token_id>& tokens, int n_ctx, 
             &tokens[chunk_start + first + 1]);
     }
     const int done = i + n_seq_batch;
-    if (progress_lines && done < n_chunk && seconds_since(t_report) >= 10) {
+    if (progress_lines && done < n_chunk) {
       const double el = seconds_since(t_start);
-      std::fprintf(stderr, "%s: %d/%d chunks, %.1f t/s, ETA %.2f minutes\n", what, done, n_chunk,
-                   static_cast<double>(done) * n_ctx / el, el / done * (n_chunk - done) / 60.0);
-      t_report = std::chrono::steady_clock::now();
+      char detail[96];
+      std::snprintf(detail, sizeof detail, "chunks, %.1f t/s, ETA %.2f minutes", static_cast<double>(done) * n_ctx / el,
+                    el / done * (n_chunk - done) / 60.0);
+      progress.update(done, detail);
     }
   }
   return t_eval;
 }
 
-bool progress_lines(const PplArgs& a) { return a.json || ::isatty(STDOUT_FILENO) == 0; }
+bool progress_lines(const PplArgs& a) { return a.json || ::isatty(STDOUT_FILENO) == 0; }  // see evaluate()
 
 // The scored rows of one chunk, in parallel (split by row).
 template <typename Fn>
@@ -644,7 +647,7 @@ int run(const PplArgs& a) {
     std::ifstream f(a.text_file, std::ios::binary);
     if (!f) throw Error(Errc::io, a.text_file + ": cannot open the text (" + std::strerror(errno) + ")");
   }
-  const Model m = Model::load(a.model);
+  const Model m = load_model(a.model);
   if (m.tokenizer().add_eos())
     throw Error(Errc::unsupported, a.model + ": the tokenizer appends EOS (add_eos_token), which llama-perplexity rejects too");
   if (!a.kl_divergence && m.n_ctx_train() > 0 && a.n_ctx > m.n_ctx_train())

@@ -1,8 +1,15 @@
-// synapse run -m MODEL -p PROMPT [-n N] [-t T] [-c N_CTX] [--temp T] [--seed S]
-//             [-cnv [-sys TEXT] [--jinja | --no-jinja] [--chat-template NAME] [--chat-template-file FILE]
-//              [--chat-template-kwargs JSON]]
-// Prints only the generated text to stdout, token by token; logs and timings
-// go to stderr. Stops at an end-of-generation token or after -n tokens.
+// synapse run -m MODEL (-p PROMPT | -f FILE | -bf FILE) [-n N] [-t T] [-c N_CTX] [--temp T] [--seed S]
+//             [-r TEXT] [--display-prompt] [--verbose-prompt] [--no-escape] [--no-parse-special] [-sp]
+//             [-cnv [-sys TEXT | -sysf FILE] [--jinja | --no-jinja] [--chat-template NAME]
+//              [--chat-template-file FILE] [--chat-template-kwargs JSON]]
+// llama-completion's one-shot generation. Prints only the generated text to
+// stdout (with --display-prompt the prompt first, as llama-completion does
+// by default), token by token; logs and timings go to stderr. Stops at an
+// end-of-generation token, a -r or --stop string, after -n tokens, or at a
+// full context (llama.cpp's default: no context shift). The prompt is read
+// as prompt_flags.hpp says: escapes processed and special tokens parsed, as
+// llama.cpp does.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -12,6 +19,8 @@
 #include "chat_template_flags.hpp"
 #include "commands.hpp"
 #include "common_flags.hpp"
+#include "progress.hpp"
+#include "prompt_flags.hpp"
 #include "sampler_flags.hpp"
 #include "synapse/chat.hpp"
 #include "synapse/error.hpp"
@@ -23,7 +32,10 @@ namespace {
 
 struct RunArgs {
   std::string model;
-  std::string prompt;
+  PromptFlags pf;
+  std::vector<std::string> reverse_prompts;  // -r: stop after this text (printed, as llama-completion)
+  bool display_prompt = false;               // --display-prompt: print the prompt before the generation
+  bool special = false;                      // -sp: print special tokens' text
   int n_predict = -1;
   int threads = 0;
   int n_ctx = 0;
@@ -33,18 +45,20 @@ struct RunArgs {
   std::vector<std::string> stops;
   bool ignore_eos = false;
   bool chat = false;
-  std::string system_prompt;
   ChatTemplateFlags tmpl;
-  bool no_display_prompt = true;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-int run(const RunArgs& a) {
+int run(RunArgs& a, const CLI::App& app) {
+  std::string text;
+  a.pf.reverse_prompts = &a.reverse_prompts;
+  resolve_prompt(app, a.pf, &text);  // none: the BOS token alone, as llama-completion
+  const std::string system_prompt = resolve_system_prompt(app, a.pf);
   const auto t_load = std::chrono::steady_clock::now();
-  const Model model = Model::load(a.model);
+  const Model model = load_model(a.model);
   const int64_t n_ctx = a.n_ctx > 0 ? a.n_ctx
                                     : (model.n_ctx_train() > 0 ? std::min<int64_t>(model.n_ctx_train(), 4096) : 4096);
 
@@ -55,8 +69,8 @@ int run(const RunArgs& a) {
     // chat_template_flags.hpp) around the prompt.
     const ChatFormatter f = chat_formatter(model, a.tmpl);
     std::vector<ChatMessage> msgs;
-    if (!a.system_prompt.empty()) msgs.push_back({"system", a.system_prompt});
-    msgs.push_back({"user", a.prompt});
+    if (!system_prompt.empty()) msgs.push_back({"system", system_prompt});
+    msgs.push_back({"user", text});
     if (f.jinja) {
       // As llama.cpp: the rendered text is tokenized whole, special tokens parsed.
       nlohmann::ordered_json j = nlohmann::ordered_json::array();
@@ -74,8 +88,10 @@ int run(const RunArgs& a) {
       prompt = tokenize_chat(tok, f.builtin, msgs, /*add_generation_prompt=*/true, /*add_special=*/true);
     }
   } else {
-    prompt = tok.tokenize(a.prompt, /*add_special=*/true, /*parse_special=*/false);
+    // As llama-completion: special-token texts in the prompt are parsed.
+    prompt = tok.tokenize(text, /*add_special=*/true, /*parse_special=*/a.pf.parse_special);
   }
+  if (a.pf.verbose_prompt) print_verbose_prompt(tok, text, prompt);
   if (prompt.empty()) throw Error(Errc::invalid_argument, "the prompt tokenizes to no tokens and the model adds no BOS");
   if (static_cast<int64_t>(prompt.size()) > n_ctx)
     throw Error(Errc::invalid_argument, "the prompt is " + std::to_string(prompt.size()) +
@@ -93,10 +109,16 @@ int run(const RunArgs& a) {
   gp.sampling = a.sp;  // the penalty window starts with the prompt, as in llama-cli (generate accepts it)
   gp.max_tokens = a.n_predict;
   gp.stop = a.stops;
+  gp.stop.insert(gp.stop.end(), a.reverse_prompts.begin(), a.reverse_prompts.end());
+  if (a.special) gp.preserved_tokens = control_tokens(tok);
   gp.ignore_eos = a.ignore_eos;
   // The prompt runs in physical batches of at most min(-b, -ub) rows; the
   // logits are the same whatever the split (every op is per row).
   gp.n_ubatch = std::max(1, std::min(a.n_batch, a.n_ubatch));
+  if (a.display_prompt) {
+    for (token_id id : prompt) std::fputs(tok.token_to_piece(id, a.special).c_str(), stdout);
+    std::fflush(stdout);
+  }
   const GenerationResult g = generate(ctx, seq, prompt, gp, [](const GeneratedToken& t) {
     if (!t.text.empty()) {
       std::fwrite(t.text.data(), 1, t.text.size(), stdout);
@@ -104,6 +126,10 @@ int run(const RunArgs& a) {
     }
     return true;
   });
+  // llama-completion prints the reverse prompt it stopped at (--stop's string is not printed).
+  if (g.stop_reason == StopReason::stop_string &&
+      std::find(a.reverse_prompts.begin(), a.reverse_prompts.end(), g.stopping_word) != a.reverse_prompts.end())
+    std::fputs(g.stopping_word.c_str(), stdout);
   std::fputc('\n', stdout);
   if (g.context_full)
     std::fprintf(stderr, "synapse: context of %lld tokens is full; stopping\n", static_cast<long long>(n_ctx));
@@ -120,18 +146,25 @@ int run(const RunArgs& a) {
 Runner add_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   app.add_option("-m,--model", a->model, "GGUF model file")->required();
-  app.add_option("-p,--prompt", a->prompt, "prompt text")->required();
-  app.add_option("-n,--n-predict", a->n_predict, "tokens to generate (-1: until end of generation or full context)");
+  add_prompt_flags(app, a->pf, "prompt text");
+  app.add_option("-n,--n-predict,--predict", a->n_predict,
+                 "tokens to generate (-1, -2: until end of generation or a full context)")
+      ->check(int_range(-2, INT32_MAX));
   add_threads_flag(app, a->threads);
-  app.add_option("-c,--ctx-size", a->n_ctx, "context size in tokens (default: the model's, at most 4096)");
+  add_ctx_flag(app, a->n_ctx);
   add_batch_flags(app, a->n_batch, a->n_ubatch);
   add_sampler_flags(app, a->sp);
   app.add_option("--stop", a->stops, "stop when the output contains this string (repeatable; not printed)");
+  app.add_option("-r,--reverse-prompt", a->reverse_prompts,
+                 "stop after this text (repeatable; printed, as llama-completion does)");
+  app.add_flag("--display-prompt,!--no-display-prompt", a->display_prompt,
+               "print the prompt before the generated text (default off: only the generation)");
+  app.add_flag("--special", a->special, "print special tokens' text (-sp)");
   app.add_flag("--ignore-eos", a->ignore_eos, "do not stop at end-of-generation tokens");
-  app.add_flag("--chat", a->chat, "wrap the prompt in the model's chat template (one user turn)");
-  app.add_option("--system-prompt", a->system_prompt, "system message for --chat");
+  app.add_flag("--chat,!--no-chat", a->chat,
+               "wrap the prompt in the model's chat template, one user turn (-cnv; -no-cnv: not, the default)");
   add_chat_template_flags(app, a->tmpl);
-  return [a] { return run(*a); };
+  return [a, &app] { return run(*a, app); };
 }
 
 }  // namespace synapse::tools

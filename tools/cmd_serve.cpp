@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "progress.hpp"
+#include "common_flags.hpp"
 #include "sampler_flags.hpp"
 #include "server/http_server.hpp"
 #include "synapse/error.hpp"
@@ -132,7 +134,7 @@ int serve(ServeArgs& a) {
   http.start();
   std::fprintf(stderr, "synapse serve: listening on http://%s:%d (loading %s)\n", sp.host.c_str(), http.port(),
                sp.model_path.c_str());
-  const Model model = Model::load(sp.model_path);
+  const Model model = load_model(sp.model_path);
   auto sched = std::make_unique<Scheduler>(model, a.sched);
   const SchedulerParams& rp = sched->params();
   std::fprintf(stderr, "synapse serve: model loaded; %d slots of %lld tokens, %d threads%s\n", rp.n_parallel,
@@ -154,23 +156,27 @@ Runner add_serve(CLI::App& app) {
   a->sched.max_queue = 64;
   app.add_option("-m,--model", a->server.model_path, "GGUF model file")->required();
   app.add_option("-c,--ctx-size", a->sched.n_ctx,
-                 "context of each slot in tokens (default: the model's, at most 4096)");
+                 "context of each slot in tokens (default: the model's, at most 4096)")
+      ->check(int_range(0, INT32_MAX));
   app.add_option("--parallel", a->sched.n_parallel, "slots: requests served at once (-np, default 1)")
       ->check(CLI::PositiveNumber);
-  app.add_option("-t,--threads", a->sched.n_threads, "threads (default: physical cores)");
+  app.add_option("-t,--threads", a->sched.n_threads, "threads (default: physical cores)")
+      ->check(int_range(0, max_threads, " (ggml's GGML_MAX_N_THREADS)"));
   app.add_option("-b,--batch-size", a->sched.n_batch, "rows per step, all slots together (default 2048)")
       ->check(CLI::PositiveNumber);
   app.add_option("--ubatch-size", a->sched.n_ubatch, "prompt rows per slot per step (-ub, default 512)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--max-queue", a->sched.max_queue, "requests waiting for a slot before 503 (default 64)");
+  app.add_option("--max-queue", a->sched.max_queue, "requests waiting for a slot before 503 (default 64)")
+      ->check(int_range(0, INT32_MAX));
   app.add_option("--host", a->server.host, "address to listen on (default 127.0.0.1)");
   app.add_option("--port", a->server.port, "port to listen on (default 8080; 0: any free port)")
       ->check(CLI::Range(0, 65535));
   app.add_option("--api-key", a->api_keys, "API key clients must send (Bearer or x-api-key); repeatable or comma-separated");
   app.add_option("--api-key-file", a->api_key_file, "file of API keys, one per line");
   app.add_option("-a,--alias", a->alias, "model name in replies and /v1/models (default: the model path)");
-  app.add_option("-n,--n-predict", a->server.n_predict,
-                 "tokens per reply: the default and the ceiling of max_tokens (-1: until the end or a full context)");
+  app.add_option("-n,--n-predict,--predict", a->server.n_predict,
+                 "tokens per reply: the default and the ceiling of max_tokens (-1: until the end or a full context)")
+      ->check(int_range(-1, INT32_MAX));
   add_sampler_flags(app, a->server.sampling);
   app.add_flag("--jinja,!--no-jinja", a->server.jinja,
                "render chat with the model's Jinja template (default on; --no-jinja: the built-in formats)");
@@ -189,7 +195,7 @@ Runner add_serve(CLI::App& app) {
   app.add_option("--timeout", a->server.timeout_s,
                  "socket read/write timeout, and wall-clock limit of one request, in seconds (-to, default 600)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--cors-origin", a->server.cors_origins,
+  app.add_option("--cors-origin,--cors-origins", a->server.cors_origins,
                  "origin a browser page may call from (repeatable; '*': any; default: no CORS)")
       ->delimiter(',');
   app.add_option("--max-header-size", a->server.max_header_bytes,
@@ -201,7 +207,8 @@ Runner add_serve(CLI::App& app) {
                  "take to arrive, before the connection is closed (408 for a late header; default 5)")
       ->check(CLI::Range(1, 3600));
   app.add_flag("--metrics", a->server.metrics, "enable the Prometheus endpoint GET /metrics");
-  app.add_option("--threads-http", a->server.n_http_threads, "HTTP threads (default: 4 x slots + 16, at least 32)");
+  app.add_option("--threads-http", a->server.n_http_threads, "HTTP threads (default: 4 x slots + 16, at least 32)")
+      ->check(int_range(0, 4096));
   return [a] { return serve(*a); };
 }
 

@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "common_flags.hpp"
+#include "progress.hpp"
 #include "synapse/error.hpp"
 #include "synapse/synapse.hpp"
 #include "synapse/synth.hpp"
@@ -41,9 +42,11 @@ int run(const SynthArgs& a) {
   if (a.out.empty()) throw Error(Errc::invalid_argument, "synth: -o FILE.gguf is required");
   if (a.layers < 0 || a.vocab < 0) throw Error(Errc::invalid_argument, "synth: --layers and --vocab must be positive");
   const int threads = a.threads > 0 ? a.threads : default_thread_count();
+  Ticker ticker("synapse synth: writing " + a.out);  // on a terminal
   const SynthStats r = write_synthetic_model(
       a.out, {.preset = a.preset, .type = a.type, .seed = a.seed, .n_layer = a.layers, .n_vocab = a.vocab,
               .n_threads = threads});
+  ticker.stop();
   std::fprintf(stderr,
                "synapse synth: %s %s -> %s: %llu params, %.1f MB tensor data (%.2f MiB), %.1f MB file, "
                "%.1f s on %d threads\n",

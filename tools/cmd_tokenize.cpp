@@ -1,14 +1,18 @@
-// synapse tokenize -m MODEL (-p TEXT | -f FILE | --jsonl FILE) [flags]
+// synapse tokenize -m MODEL (-p TEXT | -f FILE | --stdin | --jsonl FILE) [flags]
 //
 // Text -> token ids with the model's vocabulary, as llama.cpp's
-// llama-tokenize prints them (examples/tokenize/tokenize.cpp, c392e509):
+// llama-tokenize prints them (tools/tokenize/tokenize.cpp, v0.5.0):
 //   default   one line per token: "%6d -> '%s'" (id, token_to_piece(id, special = true))
 //   --ids     a Python-style list: [1, 2, 3]
 //   --pieces  a Python-style list of the pieces: ['He', 'llo'] (\\, \', \n, \r,
 //             \t, other control bytes and bytes that are not UTF-8 as \xNN)
+//   --show-count  then "Total number of tokens: N"
 // --add-special (default) adds BOS/EOS per the vocabulary's add_bos_token /
-// add_eos_token; --parse-special turns control and user-defined token texts
-// in the input into their ids (off by default, as for untrusted user text).
+// add_eos_token (--no-add-special, or llama-tokenize's --no-bos: none);
+// control and user-defined token texts in the input become their ids
+// (llama-tokenize's default; --no-parse-special keeps them text). The text
+// of -p, -f (read as is) and --stdin has its escapes processed (\n, \t,
+// \xNN, ...: llama.cpp's -e, on by default; --no-escape turns it off).
 //
 // --jsonl FILE ('-' for stdin) reads one JSON object a line,
 //   {"text": "..." | "text_b64": "...", "add_special": bool, "parse_special": bool}
@@ -40,6 +44,7 @@
 
 #include "commands.hpp"
 #include "base/strings.hpp"
+#include "prompt_flags.hpp"
 #include "synapse/error.hpp"
 #include "synapse/gguf.hpp"
 #include "synapse/tokenizer.hpp"
@@ -51,7 +56,9 @@ struct TokenizeArgs {
   std::string model, prompt, file, jsonl;
   bool has_prompt = false;
   bool add_special = true;
-  bool parse_special = false;
+  bool parse_special = true;
+  bool escape = true;
+  bool use_stdin = false, show_count = false;
   bool ids = false, pieces = false;
   bool bench = false;
   int repeat = 5;
@@ -289,12 +296,14 @@ int run_bench(const Tokenizer& tok, const std::string& text, const TokenizeArgs&
 }
 
 int run(const TokenizeArgs& a) {
-  const int n_inputs = int(a.has_prompt) + int(!a.file.empty()) + int(!a.jsonl.empty());
-  if (n_inputs != 1) throw Error(Errc::invalid_argument, "tokenize: give exactly one of -p, -f and --jsonl");
+  const int n_inputs = int(a.has_prompt) + int(!a.file.empty()) + int(!a.jsonl.empty()) + int(a.use_stdin);
+  if (n_inputs != 1) throw Error(Errc::invalid_argument, "tokenize: give exactly one of -p, -f, --stdin and --jsonl");
   if (a.ids && a.pieces) throw Error(Errc::invalid_argument, "tokenize: --ids and --pieces exclude each other");
   if (a.bench && !a.jsonl.empty()) throw Error(Errc::invalid_argument, "tokenize: --bench takes -p or -f, not --jsonl");
-  const std::string text = a.has_prompt ? a.prompt : a.file.empty() ? std::string() : read_all(a.file);
+  std::string text = a.has_prompt ? a.prompt : a.file.empty() ? std::string() : read_all(a.file);
   const Tokenizer tok = load_tokenizer(a.model);
+  if (a.use_stdin) text = read_all("-");  // after the vocabulary loads, as llama-tokenize
+  if (a.escape && a.jsonl.empty()) text = process_escapes(text);
   if (!a.jsonl.empty()) return run_jsonl(tok, a);
   if (a.bench) return run_bench(tok, text, a);
   const std::vector<token_id> ids = tok.tokenize(text, a.add_special, a.parse_special);
@@ -312,6 +321,7 @@ int run(const TokenizeArgs& a) {
       out += "'\n";
     }
   }
+  if (a.show_count) out += "Total number of tokens: " + std::to_string(ids.size()) + "\n";
   write_out(out);
   return 0;
 }
@@ -326,9 +336,14 @@ Runner add_tokenize(CLI::App& app) {
   app.add_option("--jsonl", a->jsonl,
                  "tokenize each {\"text\"|\"text_b64\", \"add_special\", \"parse_special\"} line of FILE ('-' for "
                  "stdin); write {\"ids\", \"detok\"|\"detok_b64\"} lines");
-  app.add_flag("--add-special,!--no-add-special", a->add_special, "add BOS/EOS as the vocabulary asks (default on)");
+  app.add_flag("--add-special,!--no-add-special,!--no-bos", a->add_special,
+               "add BOS/EOS as the vocabulary asks (default on; --no-bos: llama-tokenize's name for off)");
+  app.add_flag("--stdin", a->use_stdin, "read the text from stdin");
   app.add_flag("--parse-special,!--no-parse-special", a->parse_special,
-               "turn control and user-defined token texts into their ids (default off)");
+               "turn control and user-defined token texts into their ids (default on, as llama-tokenize)");
+  app.add_flag("-e,--escape,!--no-escape", a->escape,
+               "process escapes (\\n, \\t, \\xNN, ...) in the -p, -f or --stdin text (default on)");
+  app.add_flag("--show-count", a->show_count, "then print the number of tokens");
   app.add_flag("--ids", a->ids, "print only the ids, as a list [1, 2, 3]");
   app.add_flag("--pieces", a->pieces, "print only the pieces, as a list ['a', 'b']");
   app.add_flag("--bench", a->bench, "time the tokenization of the -p/-f text instead of printing it");

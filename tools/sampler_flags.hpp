@@ -10,6 +10,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common_flags.hpp"
+
 #include "synapse/error.hpp"
 #include "synapse/grammar.hpp"
 #include "synapse/sampling.hpp"
@@ -25,16 +27,24 @@ namespace synapse::tools {
 // given, so a bad one fails the parse naming its line and column (or the
 // schema keyword); the last of the four flags given wins, as in llama.cpp.
 inline void add_sampler_flags(CLI::App& app, synapse::SamplerParams& sp) {
-  app.add_option("--temp", sp.temp, "temperature; <= 0 = greedy (default 0.8)");
-  app.add_option("--top-k", sp.top_k, "top-k sampling (default 40, 0 = off)");
-  app.add_option("--top-p", sp.top_p, "top-p sampling (default 0.95, 1.0 = off)");
-  app.add_option("--min-p", sp.min_p, "min-p sampling (default 0.05, 0.0 = off)");
-  app.add_option("--typical", sp.typical_p, "locally typical sampling, parameter p (default 1.0 = off)");
-  app.add_option("--repeat-penalty", sp.penalty_repeat, "penalize repeated tokens (default 1.0 = off)");
+  // Ranges: llama.cpp checks none of these; values outside them mean nothing
+  // (a probability above 1, a negative penalty) and are refused here.
+  const double big = 1e30;
+  app.add_option("--temp,--temperature", sp.temp, "temperature; <= 0 = greedy (default 0.8)")->check(num_range(-big, big));
+  app.add_option("--top-k", sp.top_k, "top-k sampling (default 40, 0 = off)")->check(int_range(INT32_MIN, INT32_MAX));
+  app.add_option("--top-p", sp.top_p, "top-p sampling (default 0.95, 1.0 = off)")->check(num_range(0, 1));
+  app.add_option("--min-p", sp.min_p, "min-p sampling (default 0.05, 0.0 = off)")->check(num_range(0, 1));
+  app.add_option("--typical,--typical-p", sp.typical_p, "locally typical sampling, parameter p (default 1.0 = off)")
+      ->check(num_range(0, big));
+  app.add_option("--repeat-penalty", sp.penalty_repeat, "penalize repeated tokens (default 1.0 = off)")
+      ->check(num_range(0, big));
   app.add_option("--repeat-last-n", sp.penalty_last_n,
-                 "last n tokens to consider for the penalties (default 64, 0 = off, -1 = context size)");
-  app.add_option("--presence-penalty", sp.penalty_present, "presence penalty (default 0.0 = off)");
-  app.add_option("--frequency-penalty", sp.penalty_freq, "frequency penalty (default 0.0 = off)");
+                 "last n tokens to consider for the penalties (default 64, 0 = off, -1 = context size)")
+      ->check(int_range(-1, INT32_MAX));
+  app.add_option("--presence-penalty", sp.penalty_present, "presence penalty (default 0.0 = off)")
+      ->check(num_range(-big, big));
+  app.add_option("--frequency-penalty", sp.penalty_freq, "frequency penalty (default 0.0 = off)")
+      ->check(num_range(-big, big));
   app.add_option_function<std::vector<std::string>>(
          "-l,--logit-bias",
          [&sp](const std::vector<std::string>& values) {

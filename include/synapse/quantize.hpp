@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -83,6 +84,15 @@ struct QuantizeParams {
   FileType ftype = FileType::MOSTLY_Q4_K_M;
   bool allow_requantize = false;           // accept quantized input tensors
   bool pure = false;                       // one type for every quantizable tensor (no preset mix)
+  bool quantize_output_tensor = true;      // false: output.weight is copied as is (--leave-output-tensor)
+  // Types for output.weight (and a tied token_embd.weight, unless
+  // token_embedding_type is set) and for token_embd.weight /
+  // per_layer_token_embd.weight, instead of the mix's choice
+  // (--output-tensor-type, --token-embedding-type; ggml_type_count = unset
+  // in llama.cpp). Used as given, with no row-length fallback, as llama.cpp
+  // does.
+  std::optional<GgmlType> output_tensor_type;
+  std::optional<GgmlType> token_embedding_type;
 };
 
 // Writes `fname_inp`'s weights requantized per `params` to `fname_out`

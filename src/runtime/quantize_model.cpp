@@ -200,12 +200,13 @@ GgmlType fallback_type(GgmlType t, int64_t ncols, bool& fell_back) {
 // llama_tensor_get_type without its fallback step, restricted to the file
 // types synapse writes (the IQ1/IQ2/IQ3 branches cannot be reached).
 GgmlType mixed_type(QuantizeState& qs, GgmlType new_type, const std::string& name, const std::array<int64_t, 4>& ne,
-                    FileType ft) {
+                    FileType ft, std::optional<GgmlType> output_type) {
   using F = FileType;
   using T = GgmlType;
   const int64_t ncols = ne[0];
   if (name == "output.weight" || (!qs.has_output && name == "token_embd.weight")) {
     // The output (and a tied token_embd, which serves as the output).
+    if (output_type) return *output_type;
     if (ft == F::MOSTLY_MXFP4_MOE || qs.falcon() || ncols % block_size(new_type) != 0) return T::Q8_0;
     return new_type != T::Q8_0 ? T::Q6_K : new_type;
   }
@@ -382,6 +383,9 @@ std::vector<TensorPlan> quantize_model(const std::string& fname_inp, const std::
   opt.ftype = params.ftype;
   opt.pure = params.pure;
   opt.allow_requantize = params.allow_requantize;
+  opt.quantize_output_tensor = params.quantize_output_tensor;
+  opt.output_tensor_type = params.output_tensor_type;
+  opt.token_embedding_type = params.token_embedding_type;
   opt.n_threads = params.nthread > 0 ? params.nthread : base::default_thread_count();
   return runtime::quantize_file(fname_inp, fname_out, opt, on_tensor);
 }
@@ -414,6 +418,25 @@ GgmlType default_tensor_type(FileType ft) noexcept {
   return GgmlType::F32;
 }
 
+namespace {
+// A type given for one tensor (--output-tensor-type, --token-embedding-type):
+// one synapse writes, whose block divides the tensor's rows (llama.cpp would
+// fail on the row later). Throws Error(invalid_argument) naming `field`.
+GgmlType explicit_type(GgmlType type, const gguf::TensorInfo& t, const char* field) {
+  bool writable = false;
+  for (const FileTypeName& f : kFileTypes) writable = writable || default_tensor_type(f.ftype) == type;
+  if (!writable)
+    throw Error(Errc::invalid_argument, std::string(field) + " " + std::string(type_name(type)) +
+                                            ": synapse does not write this type");
+  if (t.ne[0] % type_traits(type).block_size != 0)
+    throw Error(Errc::invalid_argument, std::string(field) + " " + std::string(type_name(type)) + ": tensor " +
+                                            t.name + " has rows of " + std::to_string(t.ne[0]) +
+                                            ", not a multiple of its block of " +
+                                            std::to_string(type_traits(type).block_size));
+  return type;
+}
+}  // namespace
+
 std::vector<TensorPlan> plan_quantization(const gguf::File& in, const QuantizeOptions& opt) {
   QuantizeState qs = read_state(in);
 
@@ -435,13 +458,18 @@ std::vector<TensorPlan> plan_quantization(const gguf::File& in, const QuantizeOp
     p.n_dims = ggml_n_dims(t->ne);  // what gguf_add_tensor writes
     p.from = p.to = t->type;
     p.bytes_in = t->n_bytes;
-    p.quantizable = allows_quantization(t->name, t->ne);
-    if (p.quantizable) {
+    p.quantizable = allows_quantization(t->name, t->ne) && (opt.quantize_output_tensor || t->name != "output.weight");
+    const bool token_embd = t->name == "token_embd.weight" || t->name == "per_layer_token_embd.weight";
+    if (p.quantizable && opt.token_embedding_type && token_embd) {
+      p.to = explicit_type(*opt.token_embedding_type, *t, "token_embedding_type");  // as given, no fallback
+    } else if (p.quantizable && opt.output_tensor_type && t->name == "output.weight") {
+      p.to = explicit_type(*opt.output_tensor_type, *t, "output_tensor_type");
+    } else if (p.quantizable) {
       GgmlType new_type = default_type;
       if (is_quantized(default_type)) {
         // llama-quantize --pure skips both the mix and the fallbacks (and
         // then fails on a row that fits no block); synapse keeps the fallbacks.
-        if (!opt.pure) new_type = mixed_type(qs, new_type, t->name, t->ne, opt.ftype);
+        if (!opt.pure) new_type = mixed_type(qs, new_type, t->name, t->ne, opt.ftype, opt.output_tensor_type);
         new_type = fallback_type(new_type, t->ne[0], p.fallback);
       }
       p.to = new_type;

@@ -22,6 +22,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,6 +51,9 @@ struct QuantizeOptions {
   bool pure = false;              // one type for every quantizable tensor (llama-quantize --pure)
   bool allow_requantize = false;  // accept quantized input tensors (llama-quantize --allow-requantize)
   int n_threads = 1;              // threads converting the rows of one tensor (>= 1)
+  bool quantize_output_tensor = true;        // false: llama-quantize --leave-output-tensor
+  std::optional<GgmlType> output_tensor_type;    // --output-tensor-type
+  std::optional<GgmlType> token_embedding_type;  // --token-embedding-type
 };
 
 // Chooses the output type of every tensor of `in`, in llama-quantize's output

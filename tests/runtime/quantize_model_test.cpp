@@ -464,7 +464,9 @@ TEST(QuantizeModel, MXFP4_MOERules) {
   EXPECT_EQ(planned(pure, "blk.0.ffn_gate_inp.weight"), GgmlType::F32);
   // The experts quantize expert by expert: expert 3's first row is that
   // row of the master, quantized.
-  const gguf::File out = quantize_in_memory(f, QuantizeOptions{.ftype = FileType::MOSTLY_MXFP4_MOE});
+  QuantizeOptions mxfp4;
+  mxfp4.ftype = FileType::MOSTLY_MXFP4_MOE;
+  const gguf::File out = quantize_in_memory(f, mxfp4);
   const gguf::TensorInfo* up = out.find_tensor("blk.0.ffn_up_exps.weight");
   ASSERT_EQ(up->type, GgmlType::MXFP4);
   EXPECT_EQ(up->n_dims, 3u);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <algorithm>
 
 #include "cli_util.hpp"
 #include "synapse/gguf.hpp"
@@ -220,6 +221,124 @@ TEST(SynthCli, WritesAModelThatBenchRuns) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("unknown preset 'gpt-5'"), std::string::npos) << r.err;
   EXPECT_FALSE(std::ifstream(path).good());
+}
+
+// llama-bench's -o formats: the same tests in each, parsed back.
+std::vector<std::string> split_lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::string line;
+  for (char c : s) {
+    if (c == '\n') out.push_back(line), line.clear();
+    else line += c;
+  }
+  if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+// A CSV line of quoted or empty fields, as -o csv writes them.
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> f;
+  std::string cur;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') cur += '"', ++i;
+    else if (c == '"') quoted = !quoted;
+    else if (c == ',' && !quoted) f.push_back(cur), cur.clear();
+    else cur += c;
+  }
+  f.push_back(cur);
+  return f;
+}
+
+TEST(BenchCli, OutputFormatsOfLlamaBench) {
+  const std::string base = "bench -m " + data_path("models/stories260K.gguf") + " -p 16 -n 4 -pg 8,4 -r 2 -t 1";
+  const Result json = synapse_cli(base + " -o json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json arr = nlohmann::json::parse(json.out);
+  ASSERT_TRUE(arr.is_array());
+  ASSERT_EQ(arr.size(), 3u) << json.out;
+  std::vector<std::string> tests;
+  for (const auto& t : arr) {
+    tests.push_back(t.at("test"));
+    EXPECT_EQ(t.at("model_filename"), "stories260K.gguf");
+    EXPECT_EQ(t.at("n_threads"), 1);
+    EXPECT_EQ(t.at("samples_ts").size(), 2u);
+    EXPECT_EQ(t.at("samples_ns").size(), 2u);
+    EXPECT_GT(t.at("avg_ts").get<double>(), 0.0);
+    EXPECT_GT(t.at("avg_ns").get<double>(), 0.0);
+    EXPECT_EQ(t.at("type_k"), "f16");
+    EXPECT_EQ(t.at("test_time").get<std::string>().size(), 20u);  // 2025-01-02T03:04:05Z
+    // avg_ts is the mean of the runs' t/s; a run's ns is its tokens / t/s.
+    const double tokens = t.at("n_prompt").get<double>() + t.at("n_gen").get<double>();
+    EXPECT_NEAR(t.at("samples_ns")[0].get<double>(), tokens / t.at("samples_ts")[0].get<double>() * 1e9,
+                1e-3 * t.at("samples_ns")[0].get<double>() + 1);
+  }
+  EXPECT_EQ(tests, (std::vector<std::string>{"pp16", "pp8+tg4", "tg4"}));
+  EXPECT_EQ(arr[1].at("n_prompt"), 8);
+  EXPECT_EQ(arr[1].at("n_gen"), 4);
+
+  const Result jsonl = synapse_cli(base + " -o jsonl");
+  ASSERT_EQ(jsonl.exit_code, 0) << jsonl.err;
+  const auto lines = split_lines(jsonl.out);
+  ASSERT_EQ(lines.size(), 3u) << jsonl.out;
+  for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(nlohmann::json::parse(lines[i]).at("test"), tests[i]);
+
+  const Result csv = synapse_cli(base + " -o csv");
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  const auto rows = split_lines(csv.out);
+  ASSERT_EQ(rows.size(), 4u) << csv.out;
+  const auto header = csv_fields(rows[0]);
+  const auto col = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+  };
+  ASSERT_LT(col("avg_ts"), header.size());
+  ASSERT_LT(col("test"), header.size());
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const auto f = csv_fields(rows[i]);
+    ASSERT_EQ(f.size(), header.size()) << rows[i];
+    EXPECT_EQ(f[col("test")], tests[i - 1]);
+    EXPECT_GT(std::stod(f[col("avg_ts")]), 0.0);
+    EXPECT_EQ(f[col("n_threads")], "1");
+  }
+
+  const Result sql = synapse_cli(base + " -o sql");
+  ASSERT_EQ(sql.exit_code, 0) << sql.err;
+  EXPECT_EQ(sql.out.rfind("CREATE TABLE IF NOT EXISTS llama_bench (\n  build_commit TEXT,", 0), 0u) << sql.out;
+  size_t inserts = 0;
+  for (const auto& l : split_lines(sql.out)) inserts += l.rfind("INSERT INTO llama_bench (", 0) == 0;
+  EXPECT_EQ(inserts, 3u);
+
+  // md stays the default table; -oe writes a second format to stderr.
+  const Result md = synapse_cli(base + " -o md -oe jsonl");
+  ASSERT_EQ(md.exit_code, 0) << md.err;
+  EXPECT_EQ(table_rows(md.out).size(), 3u) << md.out;
+  EXPECT_NE(md.err.find("{\"build_commit\""), std::string::npos) << md.err;
+  // Errors: an unknown format, -pg without two counts, --json with -o.
+  EXPECT_NE(synapse_cli(base + " -o xml").err.find("-o/-oe takes md, csv, json, jsonl or sql, got 'xml'"),
+            std::string::npos);
+  EXPECT_NE(synapse_cli(base + " -pg 8").err.find("-pg takes PROMPT,GEN"), std::string::npos);
+  EXPECT_NE(synapse_cli(base + " --json -o csv").err.find("exclude each other"), std::string::npos);
+}
+
+TEST(BenchCli, BatchFlagsProgressAndNoWarmup) {
+  const std::string base = "bench -m " + data_path("models/stories260K.gguf") + " -p 16 -n 0 -r 1 -t 1 -o jsonl";
+  // One pass per prompt by default; passes of min(-b, -ub) rows when given (llama-bench's).
+  const Result one = synapse_cli(base);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(nlohmann::json::parse(one.out).at("n_ubatch"), 16);
+  const Result r = synapse_cli(base + " -b 8 -ub 4,8 --progress --no-warmup");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = split_lines(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(lines[0]).at("n_batch"), 8);
+  EXPECT_EQ(nlohmann::json::parse(lines[0]).at("n_ubatch"), 4);
+  EXPECT_EQ(nlohmann::json::parse(lines[1]).at("n_ubatch"), 8);
+  EXPECT_NE(r.err.find("synapse bench: benchmark 1/2: starting pp16"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("synapse bench: benchmark 2/2: prompt run 1/1"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("warmup"), std::string::npos) << r.err;
+  EXPECT_NE(synapse_cli(base + " --progress").err.find("warmup run"), std::string::npos);
+  EXPECT_NE(synapse_cli(base + " -ub 0").err.find("-ub values must be at least 1"), std::string::npos);
 }
 
 }  // namespace

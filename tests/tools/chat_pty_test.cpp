@@ -1,5 +1,7 @@
 // `synapse chat` in a pseudo-terminal, as a person uses it: two turns on the
-// bundled model, and Ctrl-C stopping a reply without ending the session.
+// bundled model, Ctrl-C stopping a reply without ending the session,
+// llama-cli's /regen, /clear and /exit, and a full context that does not end
+// the session.
 #include <gtest/gtest.h>
 #include <pty.h>
 #include <signal.h>
@@ -116,6 +118,103 @@ TEST(ChatPty, CtrlCStopsAReplyAndKeepsTheSession) {
   ASSERT_TRUE(p.wait_for("\n> ", mark)) << p.screen();
   p.send("\x03");  // Ctrl-C at the prompt ends the session
   EXPECT_EQ(p.wait_exit(), 130);
+}
+
+// The text the terminal showed between `from` and the next prompt, less the
+// echoed input line.
+std::string reply_after(const std::string& screen, size_t from, const std::string& input) {
+  const size_t start = screen.find(input + "\r\n", from);
+  if (start == std::string::npos) return "<no echo>";
+  const size_t body = start + input.size() + 2;
+  const size_t end = screen.find("\r\n> ", body);
+  return end == std::string::npos ? "<no prompt>" : screen.substr(body, end - body);
+}
+
+// Strips stderr's lines ("synapse: ...", "[ Prompt: ... ]") that share the terminal.
+std::string stdout_only(std::string s) {
+  for (const char* tag : {"[ Prompt:", "synapse:"}) {
+    for (size_t at; (at = s.find(tag)) != std::string::npos;) {
+      const size_t nl = s.find("\r\n", at);
+      s.erase(at, (nl == std::string::npos ? s.size() : nl + 2) - at);
+    }
+  }
+  return s;
+}
+
+TEST(ChatPty, RegenClearAndExitAsLlamaCli) {
+  PtyProcess p({SYNAPSE_BINARY, "chat", "-m", test::data_path("models/stories260K.gguf"), "-n", "12", "--temp", "0",
+                "-t", "1"});
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p.wait_for("> ", 0)) << p.screen();
+  // The loading line, then the commands.
+  EXPECT_NE(p.screen().find("synapse: loading "), std::string::npos) << p.screen();
+  EXPECT_NE(p.screen().find("/regen"), std::string::npos) << p.screen();
+  size_t mark = p.screen().size();
+  p.send("Tell me about a cat.\n");
+  ASSERT_TRUE(p.wait_for("\r\n> ", mark + 21)) << p.screen();
+  ASSERT_TRUE(p.wait_for("[ Prompt: ", mark)) << p.screen();  // llama-cli's timings, on by default
+  const std::string first = stdout_only(reply_after(p.screen(), mark, "Tell me about a cat."));
+  EXPECT_GT(first.size(), 3u) << p.screen();
+  // /regen answers the same message again: greedy, the same reply.
+  mark = p.screen().size();
+  p.send("/regen\n");
+  ASSERT_TRUE(p.wait_for("\r\n> ", mark + 7)) << p.screen();
+  EXPECT_EQ(stdout_only(reply_after(p.screen(), mark, "/regen")), first);
+  // /clear starts over: the first message gets the first reply again.
+  mark = p.screen().size();
+  p.send("/clear\n");
+  ASSERT_TRUE(p.wait_for("chat history cleared", mark)) << p.screen();
+  ASSERT_TRUE(p.wait_for("> ", mark + 7)) << p.screen();
+  mark = p.screen().size();
+  p.send("Tell me about a cat.\n");
+  ASSERT_TRUE(p.wait_for("\r\n> ", mark + 21)) << p.screen();
+  EXPECT_EQ(stdout_only(reply_after(p.screen(), mark, "Tell me about a cat.")), first);
+  p.send("/exit\n");
+  EXPECT_EQ(p.wait_exit(), 0);
+}
+
+TEST(ChatPty, AFullContextKeepsTheSession) {
+  PtyProcess p({SYNAPSE_BINARY, "chat", "-m", test::data_path("models/stories260K.gguf"), "-c", "64", "--ignore-eos",
+                "--temp", "0", "-t", "1", "--no-show-timings"});
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p.wait_for("> ", 0)) << p.screen();
+  size_t mark = p.screen().size();
+  p.send("Once upon a time\n");
+  // The reply runs into the end of the context: cut, and the session goes on.
+  ASSERT_TRUE(p.wait_for("is full: the reply was cut", mark)) << p.screen();
+  ASSERT_TRUE(p.wait_for("\r\n> ", mark + 17)) << p.screen();
+  // A message that does not fit beside the conversation is refused; the session goes on.
+  mark = p.screen().size();
+  p.send("And then?\n");
+  ASSERT_TRUE(p.wait_for("exceeds the context of 64 tokens", mark)) << p.screen();
+  ASSERT_TRUE(p.wait_for("> ", mark + 10)) << p.screen();
+  // /clear frees it.
+  mark = p.screen().size();
+  p.send("/clear\n");
+  ASSERT_TRUE(p.wait_for("> ", mark + 7)) << p.screen();
+  mark = p.screen().size();
+  p.send("Hi\n");
+  ASSERT_TRUE(p.wait_for("\r\n> ", mark + 3)) << p.screen();
+  EXPECT_EQ(p.screen().find("exceeds", mark), std::string::npos) << p.screen();
+  p.send("\x04");
+  EXPECT_EQ(p.wait_exit(), 0);
+}
+
+TEST(ChatPty, ContextShiftDropsTheOldestExchange) {
+  PtyProcess p({SYNAPSE_BINARY, "chat", "-m", test::data_path("models/stories260K.gguf"), "-c", "64", "-n", "20",
+                "--ignore-eos", "--temp", "0", "-t", "1", "--no-show-timings", "--context-shift"});
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p.wait_for("> ", 0)) << p.screen();
+  size_t mark = p.screen().size();
+  p.send("Once upon a time\n");
+  ASSERT_TRUE(p.wait_for("\r\n> ", mark + 17)) << p.screen();
+  mark = p.screen().size();
+  p.send("And then?\n");
+  ASSERT_TRUE(p.wait_for("dropped the oldest exchange", mark)) << p.screen();
+  ASSERT_TRUE(p.wait_for("\r\n> ", mark + 10)) << p.screen();
+  EXPECT_EQ(p.screen().find("exceeds", mark), std::string::npos) << p.screen();
+  p.send("\x04");
+  EXPECT_EQ(p.wait_exit(), 0);
 }
 
 }  // namespace

@@ -3,9 +3,11 @@
 // with one clear error line for bad input.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "cli_util.hpp"
@@ -118,6 +120,106 @@ TEST(QuantizeCli, MissingInputIsOneErrorLine) {
   EXPECT_EQ(count_lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("no-such-model.gguf"), std::string::npos) << r.err;
   EXPECT_TRUE(slurp(out).empty());
+}
+
+// The SHA-256 of a file (coreutils' sha256sum), "" if it cannot be read.
+std::string sha256_of(const std::string& path) {
+  FILE* p = ::popen(("sha256sum '" + path + "' 2>/dev/null").c_str(), "r");
+  if (p == nullptr) return "";
+  char buf[65] = {};
+  const size_t n = std::fread(buf, 1, 64, p);
+  ::pclose(p);
+  return n == 64 ? std::string(buf, 64) : "";
+}
+
+// llama-quantize's command line: the type by its number (15 = Q4_K_M), the
+// thread count as a fourth argument, --leave-output-tensor,
+// --output-tensor-type, --token-embedding-type. The hashes are those of
+// llama-quantize v0.5.0's files for the same command lines (run on
+// tests/data/models/ in this commit's session): byte-identical.
+TEST(QuantizeCli, LlamaQuantizeFlagsGiveItsBytes) {
+  const std::string out = tmp_path("flags.gguf");
+  const struct {
+    const char* args;
+    const char* sha256;
+  } cases[] = {
+      {"--leave-output-tensor --token-embedding-type q8_0 {tiny-llama-f32} OUT 15 2",
+       "b578ee7b46108dfed30f2244f8cd7b5e15ec7ea31b3e7b7d50f927c95c2fe4db"},
+      {"--output-tensor-type q6_k {tiny-llama-f32} OUT Q4_K_M", "29252627f9a76984a27b5e52b295c9fe8e1cd0acaecb9a51114ab02439c38f9b"},
+      {"--output-tensor-type q8_0 --token-embedding-type f16 {tiny-qwen2-f32} OUT Q5_K_M",
+       "96792e2d8add49331e60727ec334d53ed1bccbad7e371eb4d66282e386486295"},
+  };
+  for (const auto& c : cases) {
+    std::string args = c.args;
+    for (const char* m : {"tiny-llama-f32", "tiny-qwen2-f32"}) {
+      const std::string key = std::string("{") + m + "}";
+      if (const size_t at = args.find(key); at != std::string::npos)
+        args.replace(at, key.size(), data_path(std::string("models/") + m + ".gguf"));
+    }
+    args.replace(args.find("OUT"), 3, out);
+    const Result r = synapse_cli("quantize " + args);
+    ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+    EXPECT_EQ(sha256_of(out), c.sha256) << args;
+  }
+  // The number and the name give the same file; the threads argument is read.
+  const Result by_id = synapse_cli("quantize " + data_path("models/tiny-llama-f32.gguf") + " " + out + " 15 1");
+  ASSERT_EQ(by_id.exit_code, 0) << by_id.err;
+  EXPECT_NE(by_id.out.find("as Q4_K_M, threads: 1"), std::string::npos) << by_id.out;
+  EXPECT_TRUE(slurp(out) == slurp(data_path("models/tiny-llama-q4_k_m.gguf")));
+  EXPECT_NE(by_id.out.find("[ 1/21] output.weight"), std::string::npos) << by_id.out;
+  // Numbers llama-quantize does not list, or synapse does not write, are refused naming them.
+  const Result bad = synapse_cli("quantize " + data_path("models/tiny-llama-f32.gguf") + " " + out + " 19");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("'19'"), std::string::npos) << bad.err;
+  const Result bad_type = synapse_cli("quantize --output-tensor-type q9_9 " + data_path("models/tiny-llama-f32.gguf") + " " +
+                                      out + " Q8_0");
+  EXPECT_NE(bad_type.err.find("--output-tensor-type: unknown ggml type 'q9_9'"), std::string::npos) << bad_type.err;
+  std::remove(out.c_str());
+}
+
+// llama-quantize IN TYPE: the output is IN's folder/ggml-model-TYPE.gguf.
+TEST(QuantizeCli, WithoutAnOutputPathWritesBesideTheInput) {
+  namespace fs = std::filesystem;
+  const fs::path dir = tmp_path("beside");
+  fs::create_directories(dir);
+  fs::copy_file(data_path("models/tiny-llama-f32.gguf"), dir / "in.gguf", fs::copy_options::overwrite_existing);
+  const Result r = synapse_cli("quantize " + (dir / "in.gguf").string() + " q8_0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "ggml-model-Q8_0.gguf")) << r.out;
+  EXPECT_TRUE(slurp((dir / "ggml-model-Q8_0.gguf").string()) == slurp(data_path("models/tiny-llama-q8_0.gguf")));
+  fs::remove_all(dir);
+}
+
+// A bad output path fails before the first tensor is converted: nothing on
+// stdout, one error line naming it.
+TEST(QuantizeCli, OutputPathIsCheckedFirst) {
+  namespace fs = std::filesystem;
+  const std::string in = data_path("models/tiny-llama-f32.gguf");
+  const fs::path ro = tmp_path("read-only");
+  fs::create_directories(ro);
+  fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec);
+  const struct {
+    std::string out, needle;
+  } cases[] = {
+      {tmp_path("no-such-dir") + "/out.gguf", "does not exist"},
+      {::testing::TempDir(), "is a directory"},
+      {in, "is the input file"},
+  };
+  for (const auto& c : cases) {
+    const Result r = synapse_cli("quantize " + in + " " + c.out + " Q8_0");
+    EXPECT_EQ(r.exit_code, 1) << c.out;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << r.err;
+  }
+  if (::geteuid() != 0) {  // root writes anywhere
+    const Result r = synapse_cli("quantize " + in + " " + (ro / "out.gguf").string() + " Q8_0");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_NE(r.err.find("not writable"), std::string::npos) << r.err;
+  }
+  fs::permissions(ro, fs::perms::owner_all);
+  fs::remove_all(ro);
 }
 
 }  // namespace

@@ -123,21 +123,26 @@ TEST(TokenizeCli, IdsListAndSpecialFlags) {
   EXPECT_EQ(r.out, "[1, 15043, 3186]\n");
   r = synapse_cli("tokenize -m " + kLlamaSpm + " -p \"Hello world\" --ids --no-add-special");
   EXPECT_EQ(r.out, "[15043, 3186]\n");
-  // Special token text stays text unless --parse-special (case npm-llama3-tokenizer-js-13
-  // of tests/data/tokenizer/cases/llama-bpe.jsonl; <|eom_id|> is plain text in this vocabulary).
+  // Special token texts become their ids, as llama-tokenize parses them by
+  // default; --no-parse-special keeps them text (case npm-llama3-tokenizer-js-13
+  // of tests/data/tokenizer/cases/llama-bpe.jsonl; <|eom_id|> is plain text in
+  // this vocabulary). The ids are llama-tokenize's (v0.5.0) for the same flags.
   const std::string text =
       " -p \"<|start_header_id|>This text has special tokens<|eom_id|> in the middle of it."
       "<|end_header_id|><|eot_id|>\" --ids --no-add-special";
-  r = synapse_cli("tokenize -m " + kLlamaBpe + text);
+  r = synapse_cli("tokenize -m " + kLlamaBpe + text + " --no-parse-special");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out,
             "[27, 91, 2527, 8932, 851, 91, 29, 2028, 1495, 706, 3361, 11460, 27, 91, 68, 316, 851, 91, 29, 304, "
             "279, 6278, 315, 433, 16134, 91, 408, 8932, 851, 91, 1822, 91, 68, 354, 851, 91, 29]\n");
-  r = synapse_cli("tokenize -m " + kLlamaBpe + text + " --parse-special");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out,
-            "[128006, 2028, 1495, 706, 3361, 11460, 27, 91, 68, 316, 851, 91, 29, 304, 279, 6278, 315, 433, 13, "
-            "128007, 128009]\n");
+  for (const char* flags : {"", " --parse-special"}) {
+    r = synapse_cli("tokenize -m " + kLlamaBpe + text + flags);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out,
+              "[128006, 2028, 1495, 706, 3361, 11460, 27, 91, 68, 316, 851, 91, 29, 304, 279, 6278, 315, 433, 13, "
+              "128007, 128009]\n")
+        << flags;
+  }
 }
 
 TEST(TokenizeCli, PiecesListEscapesLikePython) {
@@ -220,7 +225,7 @@ TEST(TokenizeCli, MissingFilesAndBadFlagsFailWithOneLine) {
   }
   r = synapse_cli("tokenize -m " + kLlamaSpm + " -p a -f b");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("exactly one of -p, -f and --jsonl"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("exactly one of -p, -f, --stdin and --jsonl"), std::string::npos) << r.err;
   // A file that is not GGUF at all.
   const std::string junk = tmp_path("junk.gguf");
   spit(junk, "not a gguf file");
@@ -228,6 +233,27 @@ TEST(TokenizeCli, MissingFilesAndBadFlagsFailWithOneLine) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(lines_of(r.err).size(), 1u) << r.err;
   std::remove(junk.c_str());
+}
+
+// llama-tokenize's flags: --show-count, --no-bos, --stdin, escapes (on by
+// default for -p, -f and --stdin, as llama.cpp's -e). The ids are
+// llama-tokenize's (v0.5.0) for the same command lines.
+TEST(TokenizeCli, LlamaTokenizeFlags) {
+  Result r = synapse_cli("tokenize -m " + kLlamaBpe + " -p 'a\\tb\\x41' --ids --show-count");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[128000, 64, 2282, 32]\nTotal number of tokens: 4\n");
+  r = synapse_cli("tokenize -m " + kLlamaBpe + " -p 'a\\tb\\x41' --ids --no-bos");
+  EXPECT_EQ(r.out, "[64, 2282, 32]\n");
+  r = synapse_cli("tokenize -m " + kLlamaBpe + " -p 'a\\tb' --ids --no-bos --no-escape");
+  EXPECT_EQ(r.out, "[64, 5061, 65]\n");  // a, \t, b
+  const std::string path = tmp_path("stdin.txt");
+  spit(path, "a\\tb\n");
+  r = synapse_cli("tokenize -m " + kLlamaBpe + " --stdin --ids --no-bos <" + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[64, 2282, 198]\n");  // the file's newline is tokenized too
+  std::remove(path.c_str());
+  r = synapse_cli("tokenize -m " + kLlamaBpe + " --stdin -p x");
+  EXPECT_EQ(r.exit_code, 1);
 }
 
 }  // namespace
