@@ -28,9 +28,9 @@ struct Keys {
 };
 
 // general.architecture values and what they select.
-constexpr std::pair<std::string_view, Arch> kArchs[] = {{"llama", Arch::llama}, {"mistral", Arch::mistral},
-                                                        {"qwen2", Arch::qwen2}, {"qwen3", Arch::qwen3},
-                                                        {"mistral3", Arch::mistral3}, {"phi3", Arch::phi3}};
+constexpr std::pair<std::string_view, Arch> kArchs[] = {
+    {"llama", Arch::llama},       {"mistral", Arch::mistral},   {"qwen2", Arch::qwen2}, {"qwen3", Arch::qwen3},
+    {"qwen3moe", Arch::qwen3moe}, {"mistral3", Arch::mistral3}, {"phi3", Arch::phi3}};
 
 }  // namespace
 
@@ -82,9 +82,28 @@ HParams read_hparams(const gguf::File& f) {
   hp.n_ctx_train = k.i64("context_length").value_or(0);
   hp.n_expert = k.i64("expert_count").value_or(0);
   hp.n_expert_used = k.i64("expert_used_count").value_or(0);
-  hp.n_ff = k.required("feed_forward_length");
+  if (hp.arch == Arch::qwen3moe) {
+    // llama.cpp v0.5.0 src/models/qwen3moe.cpp: every layer is MoE; an
+    // expert's width is expert_feed_forward_length, else n_ff / n_expert_used
+    // (feed_forward_length is then the dense width, unused).
+    if (hp.n_expert <= 0) fail(f, k.name("expert_count"), "qwen3moe needs experts (expert_count > 0)");
+    if (hp.n_expert_used <= 0) fail(f, k.name("expert_used_count"), "qwen3moe needs expert_used_count > 0");
+    if (auto v = k.i64("expert_feed_forward_length")) {
+      hp.n_ff = *v;
+    } else {
+      const int64_t n_ff_dense = k.required("feed_forward_length");
+      if (n_ff_dense % hp.n_expert_used != 0)
+        fail(f, k.name("expert_feed_forward_length"),
+             "missing, and feed_forward_length " + std::to_string(n_ff_dense) +
+                 " is not a multiple of expert_used_count " + std::to_string(hp.n_expert_used));
+      hp.n_ff = n_ff_dense / hp.n_expert_used;
+    }
+  } else {
+    hp.n_ff = k.required("feed_forward_length");
+  }
   if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_head <= 0 || hp.n_head_kv <= 0 || hp.n_ff <= 0)
-    fail(f, hp.key_prefix + ".*", "embedding_length, block_count, head counts and feed_forward_length must be positive");
+    fail(f, hp.key_prefix + ".*",
+         "embedding_length, block_count, head counts and (expert_)feed_forward_length must be positive");
   if (hp.n_layer > 4096 || hp.n_head > 4096 || hp.n_embd > (1 << 20) || hp.n_ff > (1 << 22))
     fail(f, hp.key_prefix + ".*", "hyperparameters out of any plausible range");
   if (hp.n_head % hp.n_head_kv != 0)
@@ -106,9 +125,10 @@ HParams read_hparams(const gguf::File& f) {
 
   hp.f_norm_rms_eps = k.f32("attention.layer_norm_rms_epsilon").value_or(1e-5f);
   hp.rope_freq_base = k.f32("rope.freq_base").value_or(10000.0f);
-  // llama_model_rope_type: NEOX for qwen2, qwen3 and phi3; mistral3 is normal.
-  hp.rope_type = (hp.arch == Arch::qwen2 || hp.arch == Arch::qwen3 || hp.arch == Arch::phi3) ? RopeType::neox
-                                                                                            : RopeType::normal;
+  // llama_model_rope_type: NEOX for qwen2, qwen3, qwen3moe and phi3; mistral3 is normal.
+  const bool neox =
+      hp.arch == Arch::qwen2 || hp.arch == Arch::qwen3 || hp.arch == Arch::qwen3moe || hp.arch == Arch::phi3;
+  hp.rope_type = neox ? RopeType::neox : RopeType::normal;
 
   // RoPE scaling: llama.cpp's llm_load_hparams + llama_context.
   const std::string scaling = f.get_string(k.name("rope.scaling.type")).value_or("linear");
@@ -163,7 +183,7 @@ HParams read_hparams(const gguf::File& f) {
   if (hp.n_swa < 0) fail(f, k.name("attention.sliding_window"), "negative window");
   hp.fused_qkv = hp.arch == Arch::phi3;
   hp.scale_q_before_kq = hp.arch == Arch::phi3;
-  hp.qk_norm = hp.arch == Arch::qwen3;
+  hp.qk_norm = hp.arch == Arch::qwen3 || hp.arch == Arch::qwen3moe;
 
   const gguf::TensorInfo* embd = f.find_tensor("token_embd.weight");
   if (!embd) fail(f, "token_embd.weight", "required tensor is missing");

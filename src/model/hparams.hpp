@@ -19,7 +19,7 @@
 
 namespace synapse::model {
 
-enum class Arch { llama, mistral, qwen2, qwen3, mistral3, phi3 };
+enum class Arch { llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3 };
 enum class RopeType { normal, neox };  // pairs (x[2i], x[2i+1]) or (x[i], x[i + n_rot/2])
 
 struct HParams {
@@ -30,7 +30,11 @@ struct HParams {
   int64_t n_ctx_train = 0;  // <prefix>.context_length
   int64_t n_embd = 0;       // <prefix>.embedding_length
   int64_t n_layer = 0;      // <prefix>.block_count
-  int64_t n_ff = 0;         // <prefix>.feed_forward_length (per expert for MoE)
+  // FFN width: <prefix>.feed_forward_length; for MoE the width of one
+  // expert: qwen3moe's expert_feed_forward_length (else feed_forward_length /
+  // expert_used_count, llama.cpp's n_ff_exp fallback), Mixtral's
+  // feed_forward_length.
+  int64_t n_ff = 0;
   int64_t n_head = 0;       // <prefix>.attention.head_count
   int64_t n_head_kv = 0;    // <prefix>.attention.head_count_kv (default n_head)
   int64_t n_embd_head_k = 0;  // attention.key_length (default n_embd / n_head)
@@ -55,11 +59,11 @@ struct HParams {
   float attn_temp_scale = 0.0f;
   int64_t n_attn_temp_floor_scale = 0;
   int64_t n_swa = 0;            // attention.sliding_window; 0 = full attention
-  int64_t n_expert = 0;         // expert_count (Mixtral)
+  int64_t n_expert = 0;         // expert_count (Mixtral, Qwen3-MoE)
   int64_t n_expert_used = 0;    // expert_used_count
   bool fused_qkv = false;       // Phi-3: attn_qkv [q|k|v] and ffn_up [gate|up]
   bool scale_q_before_kq = false;  // Phi-3 scales q by 1/sqrt(head dim) before q.k
-  bool qk_norm = false;         // Qwen3: per-head RMSNorm of q and k (attn_q_norm/attn_k_norm) before RoPE
+  bool qk_norm = false;         // Qwen3, Qwen3-MoE: per-head RMSNorm of q and k (attn_q_norm/attn_k_norm) before RoPE
 
   int64_t n_gqa() const { return n_head / n_head_kv; }
   int64_t n_embd_k_gqa() const { return n_embd_head_k * n_head_kv; }

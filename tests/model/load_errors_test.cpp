@@ -1,8 +1,9 @@
 // Loading refuses what synapse cannot run, naming the tensor or key: a weight
 // type without kernels (IQ2_XXS), a missing tensor, a Mixtral file with
 // neither expert layout, a misshapen tensor, an unknown architecture, a
-// Qwen3 file without its q/k norms, a LongRoPE file with one factor set.
-// Plus the hyperparameters the newer architectures derive from their keys.
+// Qwen3 file without its q/k norms, a LongRoPE file with one factor set, a
+// Qwen3-MoE file without experts or its router. Plus the hyperparameters the
+// newer architectures derive from their keys.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -112,7 +113,7 @@ TEST(LoadErrors, UnknownArchitectureListsSupported) {
         else w.set_value(kv.key, kv.value);
       });
   expect_load_error(std::move(f), Errc::unsupported,
-                    {"'gemma'", "supported: llama, mistral, qwen2, qwen3, mistral3, phi3"});
+                    {"'gemma'", "supported: llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3"});
 }
 
 // What the newer architectures read (values: tests/data/models/MANIFEST.md).
@@ -155,6 +156,43 @@ TEST(Hparams, Qwen3Mistral3AndLongRope) {
   EXPECT_EQ(phi->rope_factors(257), phi->rope_factors_long.data());
   EXPECT_EQ(phi->rope_factors(1024), phi->rope_factors_long.data());
   EXPECT_EQ(qwen3->rope_factors(100000), nullptr);
+}
+
+// Qwen3-MoE (llama.cpp v0.5.0 src/models/qwen3moe.cpp): an expert's width is
+// expert_feed_forward_length (256 here), not feed_forward_length (768, the
+// dense width); without the key, feed_forward_length / expert_used_count.
+TEST(Hparams, Qwen3Moe) {
+  auto m = model::load_model(data_path("models/tiny-qwen3moe-f32.gguf"));
+  const model::HParams& hp = m->hp;
+  EXPECT_EQ(hp.arch, model::Arch::qwen3moe);
+  EXPECT_TRUE(hp.qk_norm);
+  EXPECT_EQ(hp.rope_type, model::RopeType::neox);
+  EXPECT_EQ(hp.n_embd_head_k, 128);
+  EXPECT_EQ(hp.n_ff, 256);
+  EXPECT_EQ(hp.n_expert, 8);
+  EXPECT_EQ(hp.n_expert_used, 4);
+  ASSERT_EQ(m->layers[1].down_exps.size(), 8u);
+  EXPECT_EQ(m->layers[1].down_exps[7].n_in, 256);
+  EXPECT_EQ(m->layers[1].attn_k_norm.size(), 128u);
+  EXPECT_NE(m->output.data, m->tok_embd.data);  // untied, as Qwen3-30B-A3B
+
+  const auto drop_key = [](const char* key) {
+    return [key](gguf::Writer& w, const gguf::KeyValue& kv) {
+      if (kv.key != key) w.set_value(kv.key, kv.value);
+    };
+  };
+  const auto keep = [](const gguf::TensorInfo&, auto&, auto&) { return true; };
+  // Without expert_feed_forward_length: 768 / 4 = 192 wide experts, which the
+  // 256-wide tensors do not have.
+  expect_load_error(rewrite(data_path("models/tiny-qwen3moe-f32.gguf"), keep,
+                            drop_key("qwen3moe.expert_feed_forward_length")),
+                    Errc::format, {"blk.0.ffn_gate_exps.weight", "expected [256, 192, 8]"});
+  expect_load_error(
+      rewrite(data_path("models/tiny-qwen3moe-f32.gguf"), keep, drop_key("qwen3moe.expert_count")), Errc::format,
+      {"qwen3moe.expert_count", "needs experts"});
+  expect_load_error(rewrite(data_path("models/tiny-qwen3moe-f32.gguf"),
+                            [](const gguf::TensorInfo& t, auto&, auto&) { return t.name != "blk.1.ffn_gate_inp.weight"; }),
+                    Errc::format, {"blk.1.ffn_gate_inp.weight", "missing"});
 }
 
 TEST(LoadErrors, SplitExpertsLoadLikeMerged) {
