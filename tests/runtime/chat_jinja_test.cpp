@@ -54,6 +54,9 @@ TEST(ChatJinja, CapsOfKnownTemplates) {
   EXPECT_TRUE(qwen3.caps().supports_parallel_tool_calls);
   EXPECT_FALSE(qwen3.caps().requires_object_arguments);  // it accepts a JSON string as is
   EXPECT_EQ(qwen3.format(), ToolCallFormat::hermes);
+  // A Qwen3-MoE file (general.architecture qwen3moe) ships the same template.
+  EXPECT_EQ(ChatRenderer(read_template("Qwen-Qwen3-0.6B.jinja"), "", "<|im_end|>", "qwen3moe", fixed_day).format(),
+            ToolCallFormat::hermes);
   const ChatRenderer coder = renderer("Qwen3-Coder.jinja");
   EXPECT_TRUE(coder.caps().requires_object_arguments);  // it iterates arguments|items
   EXPECT_EQ(coder.format(), ToolCallFormat::qwen3_coder_xml);

@@ -704,6 +704,7 @@ TEST(ChatOutput, DetectsTheFamilyOfEachLlamaCppTemplate) {
   // No template: the architecture decides where it can.
   EXPECT_EQ(detect_format("", "gpt-oss"), F::gpt_oss_harmony);
   EXPECT_EQ(detect_format("", "qwen3"), F::hermes);
+  EXPECT_EQ(detect_format("", "qwen3moe"), F::hermes);  // Qwen3-30B-A3B and the other Qwen3-MoE
   EXPECT_EQ(detect_format("  ", "llama"), F::generic);
 }
 
