@@ -20,7 +20,8 @@
 namespace synapse {
 
 // The shape presets, real models' config.json values: "smollm2-135m",
-// "qwen2.5-0.5b", "llama-3.2-1b", "llama-3.1-8b".
+// "qwen2.5-0.5b", "llama-3.2-1b", "llama-3.1-8b", "qwen3-30b-a3b" (Qwen3-MoE:
+// 128 experts of which 8 are used; about 17 GB as Q4_K_M).
 std::vector<std::string> synth_preset_names();
 
 // The file types write_synthetic_model takes (llama-quantize's names,

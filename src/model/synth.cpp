@@ -105,7 +105,7 @@ void fill_normal(float* x, int64_t n, float sd, uint64_t seed) {
 // LlamaModel.generate_extra_tensors computes them from rope_scaling
 // (factor, low_freq_factor, high_freq_factor, original_max_position_embeddings).
 std::vector<float> llama3_rope_factors(const SynthPreset& p) {
-  const int64_t dim = p.n_embd / p.n_head;
+  const int64_t dim = p.head_size();
   const double low_wavelen = static_cast<double>(p.rope_orig_ctx) / p.rope_low_freq_factor;
   const double high_wavelen = static_cast<double>(p.rope_orig_ctx) / p.rope_high_freq_factor;
   std::vector<float> f;
@@ -233,9 +233,18 @@ std::vector<Meta> metadata(const SynthPreset& p, const FileType& ft) {
   u32(a + ".feed_forward_length", static_cast<uint64_t>(p.n_ff));
   u32(a + ".attention.head_count", static_cast<uint64_t>(p.n_head));
   u32(a + ".attention.head_count_kv", static_cast<uint64_t>(p.n_head_kv));
-  u32(a + ".rope.dimension_count", static_cast<uint64_t>(p.n_embd / p.n_head));
+  u32(a + ".rope.dimension_count", static_cast<uint64_t>(p.head_size()));
+  if (p.head_dim > 0) {
+    u32(a + ".attention.key_length", static_cast<uint64_t>(p.head_dim));
+    u32(a + ".attention.value_length", static_cast<uint64_t>(p.head_dim));
+  }
   f32(a + ".rope.freq_base", p.rope_theta);
   f32(a + ".attention.layer_norm_rms_epsilon", p.rms_eps);
+  if (p.n_expert > 0) {
+    u32(a + ".expert_count", static_cast<uint64_t>(p.n_expert));
+    u32(a + ".expert_used_count", static_cast<uint64_t>(p.n_expert_used));
+    u32(a + ".expert_feed_forward_length", static_cast<uint64_t>(p.n_ff_exp));
+  }
   if (a == "llama") u32(a + ".vocab_size", static_cast<uint64_t>(p.n_vocab));
 
   // SentencePiece-style vocabulary: specials, 256 byte tokens, generated pieces.
@@ -267,11 +276,20 @@ std::vector<Meta> metadata(const SynthPreset& p, const FileType& ft) {
 }
 
 void check_preset(const SynthPreset& p) {
-  if (p.arch != "llama" && p.arch != "qwen2") bad_arg(p.name + ": architecture '" + p.arch + "' (llama or qwen2)");
+  if (p.arch != "llama" && p.arch != "qwen2" && p.arch != "qwen3moe")
+    bad_arg(p.name + ": architecture '" + p.arch + "' (llama, qwen2 or qwen3moe)");
   if (p.n_layer < 1 || p.n_embd < 1 || p.n_head < 1 || p.n_head_kv < 1 || p.n_ff < 1 || p.n_ctx_train < 1)
     bad_arg(p.name + ": layers, n_embd, heads, n_ff and context must be positive");
-  if (p.n_embd % p.n_head != 0 || p.n_head % p.n_head_kv != 0 || (p.n_embd / p.n_head) % 2 != 0)
-    bad_arg(p.name + ": n_embd must be a multiple of n_head, n_head of n_head_kv, the head size even");
+  if ((p.head_dim == 0 && p.n_embd % p.n_head != 0) || p.n_head % p.n_head_kv != 0 || p.head_size() % 2 != 0 ||
+      p.head_dim < 0 || p.head_dim > 1024)
+    bad_arg(p.name + ": n_embd must be a multiple of n_head (or head_dim given), n_head of n_head_kv, the head size "
+                     "even");
+  if (p.arch == "qwen3moe" && (p.n_expert < 1 || !p.qk_norm))
+    bad_arg(p.name + ": qwen3moe has experts and q/k norms in every layer");
+  if (p.n_expert < 0 || p.n_expert > 512 ||
+      (p.n_expert > 0 && (p.n_expert_used < 1 || p.n_expert_used > p.n_expert || p.n_ff_exp < 1 ||
+                          p.n_ff_exp > (1 << 18))))
+    bad_arg(p.name + ": experts need 0 < n_expert_used <= n_expert <= 512 and a positive n_ff_exp");
   if (p.n_vocab < 259) bad_arg(p.name + ": vocabulary of " + std::to_string(p.n_vocab) + " tokens (at least 259: 3 specials and 256 bytes)");
   if (p.n_layer > 4096 || p.n_embd > (1 << 16) || p.n_ff > (1 << 18) || p.n_vocab > (1 << 22))
     bad_arg(p.name + ": shape out of range");
@@ -313,6 +331,16 @@ SynthPreset synth_preset(std::string_view name) {
     p.n_layer = 32, p.n_embd = 4096, p.n_head = 32, p.n_head_kv = 8, p.n_ff = 14336, p.n_vocab = 128256;
     p.n_ctx_train = 131072, p.tied = false, p.rope_theta = 500000.0f, p.rms_eps = 1e-5f;
     p.rope_factor = 8.0f;
+  } else if (name == "qwen3-30b-a3b") {
+    // Qwen/Qwen3-30B-A3B-Instruct-2507 config.json (the original Qwen3-30B-A3B
+    // differs in rope_theta 1e6 and context 40960 only): 48 layers, 32/4
+    // heads of 128 (not 2048 / 32), q/k norms, 128 experts of 768, 8 used,
+    // intermediate_size 6144 (written as feed_forward_length), untied.
+    p.arch = "qwen3moe";
+    p.n_layer = 48, p.n_embd = 2048, p.n_head = 32, p.n_head_kv = 4, p.n_ff = 6144, p.n_vocab = 151936;
+    p.n_ctx_train = 262144, p.tied = false, p.rope_theta = 10000000.0f, p.rms_eps = 1e-6f;
+    p.head_dim = 128, p.qk_norm = true;
+    p.n_expert = 128, p.n_expert_used = 8, p.n_ff_exp = 768;
   } else {
     std::string known;
     for (const std::string& n : synth_preset_names()) known += (known.empty() ? "" : ", ") + n;
@@ -322,7 +350,7 @@ SynthPreset synth_preset(std::string_view name) {
 }
 
 std::vector<std::string> synth_preset_names() {
-  return {"smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b", "llama-3.1-8b"};
+  return {"smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b", "llama-3.1-8b", "qwen3-30b-a3b"};
 }
 
 std::vector<std::string> synth_type_names() {
@@ -334,11 +362,14 @@ std::vector<std::string> synth_type_names() {
 std::vector<SynthTensor> synth_plan(const SynthPreset& p, std::string_view ftype) {
   check_preset(p);
   const FileType& ft = file_type(ftype);
-  const int64_t head = p.n_embd / p.n_head, n_kv = head * p.n_head_kv;
+  const int64_t head = p.head_size(), n_q = head * p.n_head, n_kv = head * p.n_head_kv;
   std::vector<SynthTensor> plan;
   int64_t i_attn_v = 0;
-  // kind: 0 other weight, 1 output (or tied embedding), 2 attn_v, 3 ffn_down.
-  const auto matrix = [&](std::string name, int64_t ne0, int64_t ne1, int kind, int64_t layer) {
+  // kind: 0 other weight, 1 output (or tied embedding), 2 attn_v, 3 ffn_down
+  // (ffn_down_exps: llama-quantize reads its layer from the name). ne2:
+  // experts of a merged 3-D expert tensor, else 1. No preset has exactly 8
+  // experts, for which llama-quantize has rules of its own (Mixtral 8x).
+  const auto matrix = [&](std::string name, int64_t ne0, int64_t ne1, int kind, int64_t layer, int64_t ne2 = 1) {
     GgmlType t = ft.type;
     if (ft.type == GgmlType::MXFP4) {
       // llama-quantize's MXFP4_MOE: experts MXFP4 (these presets have none),
@@ -358,7 +389,13 @@ std::vector<SynthTensor> synth_plan(const SynthPreset& p, std::string_view ftype
         bad_arg(name + ": row length " + std::to_string(ne0) + " is not a multiple of the " +
                 std::string(type_name(t)) + " block");
     }
-    plan.push_back(SynthTensor{std::move(name), {ne0, ne1}, t, row_size(t, ne0) * static_cast<uint64_t>(ne1)});
+    std::vector<int64_t> ne = {ne0, ne1};
+    if (ne2 > 1) ne.push_back(ne2);
+    plan.push_back(SynthTensor{std::move(name), std::move(ne), t, row_size(t, ne0) * static_cast<uint64_t>(ne1 * ne2)});
+  };
+  // A float matrix llama-quantize leaves as it is (the MoE router).
+  const auto f32_matrix = [&](std::string name, int64_t ne0, int64_t ne1) {
+    plan.push_back(SynthTensor{std::move(name), {ne0, ne1}, GgmlType::F32, static_cast<uint64_t>(ne0 * ne1) * 4});
   };
   const auto vec = [&](std::string name, int64_t n) {
     plan.push_back(SynthTensor{std::move(name), {n}, GgmlType::F32, static_cast<uint64_t>(n) * 4});
@@ -368,17 +405,28 @@ std::vector<SynthTensor> synth_plan(const SynthPreset& p, std::string_view ftype
   for (int64_t il = 0; il < p.n_layer; ++il) {
     const std::string b = "blk." + std::to_string(il) + ".";
     vec(b + "attn_norm.weight", p.n_embd);
-    matrix(b + "attn_q.weight", p.n_embd, p.n_embd, 0, il);
-    if (p.qkv_bias) vec(b + "attn_q.bias", p.n_embd);
+    matrix(b + "attn_q.weight", p.n_embd, n_q, 0, il);
+    if (p.qkv_bias) vec(b + "attn_q.bias", n_q);
     matrix(b + "attn_k.weight", p.n_embd, n_kv, 0, il);
     if (p.qkv_bias) vec(b + "attn_k.bias", n_kv);
     matrix(b + "attn_v.weight", p.n_embd, n_kv, 2, il);
     if (p.qkv_bias) vec(b + "attn_v.bias", n_kv);
-    matrix(b + "attn_output.weight", p.n_embd, p.n_embd, 0, il);
+    if (p.qk_norm) {
+      vec(b + "attn_q_norm.weight", head);
+      vec(b + "attn_k_norm.weight", head);
+    }
+    matrix(b + "attn_output.weight", n_q, p.n_embd, 0, il);
     vec(b + "ffn_norm.weight", p.n_embd);
-    matrix(b + "ffn_gate.weight", p.n_embd, p.n_ff, 0, il);
-    matrix(b + "ffn_up.weight", p.n_embd, p.n_ff, 0, il);
-    matrix(b + "ffn_down.weight", p.n_ff, p.n_embd, 3, il);
+    if (p.n_expert > 0) {
+      f32_matrix(b + "ffn_gate_inp.weight", p.n_embd, p.n_expert);
+      matrix(b + "ffn_gate_exps.weight", p.n_embd, p.n_ff_exp, 0, il, p.n_expert);
+      matrix(b + "ffn_up_exps.weight", p.n_embd, p.n_ff_exp, 0, il, p.n_expert);
+      matrix(b + "ffn_down_exps.weight", p.n_ff_exp, p.n_embd, 3, il, p.n_expert);
+    } else {
+      matrix(b + "ffn_gate.weight", p.n_embd, p.n_ff, 0, il);
+      matrix(b + "ffn_up.weight", p.n_embd, p.n_ff, 0, il);
+      matrix(b + "ffn_down.weight", p.n_ff, p.n_embd, 3, il);
+    }
   }
   vec("output_norm.weight", p.n_embd);
   if (!p.tied) matrix("output.weight", p.n_embd, p.n_vocab, 1, -1);

@@ -5,21 +5,25 @@
 // to benchmark (issue 6 "Synthetic models").
 //
 // What a file holds:
-//   - the architecture's hyperparameters as GGUF metadata (llama.* / qwen2.*),
-//     with the real model's context length, rope theta and RMSNorm epsilon;
+//   - the architecture's hyperparameters as GGUF metadata (llama.* / qwen2.* /
+//     qwen3moe.*), with the real model's context length, rope theta and
+//     RMSNorm epsilon;
 //   - a synthetic SentencePiece-style vocabulary at the real size: <unk>, <s>,
 //     </s>, the 256 byte tokens <0x00>..<0xFF>, then generated unique pieces;
 //   - every tensor the real model has, at its shape: token_embd, output (when
 //     untied), output_norm, per layer attn_norm, attn_q/k/v (+ biases for
-//     Qwen2), attn_output, ffn_norm, ffn_gate/up/down, and rope_freqs for
-//     Llama 3 (frequency factors computed as convert_hf_to_gguf.py does);
+//     Qwen2, q/k norms for Qwen3), attn_output, ffn_norm, ffn_gate/up/down
+//     (or, for an MoE model, the router ffn_gate_inp and the merged 3-D
+//     ffn_gate/up/down_exps), and rope_freqs for Llama 3 (frequency factors
+//     computed as convert_hf_to_gguf.py does);
 //   - weights drawn from an approximately normal distribution (Irwin-Hall sum
 //     of four uniforms, sd 0.02), norms 1, so activations stay finite;
 //   - tensor types chosen as llama-quantize chooses them for the file type
 //     (e.g. Q4_K_M: Q6_K for the output / tied embedding and for attn_v and
-//     ffn_down in the use_more_bits layers, Q4_K elsewhere, with the
-//     block-size fallbacks Q4_K -> Q5_0, Q6_K -> Q8_0 for rows not a multiple
-//     of 256; llama.cpp src/llama-quant.cpp, llama_tensor_get_type).
+//     ffn_down (ffn_down_exps) in the use_more_bits layers, Q4_K elsewhere,
+//     the router F32, with the block-size fallbacks Q4_K -> Q5_0, Q6_K ->
+//     Q8_0 for rows not a multiple of 256; llama.cpp src/llama-quant.cpp,
+//     llama_tensor_get_type).
 #pragma once
 
 #include <cstdint>
@@ -35,7 +39,7 @@ namespace synapse::model {
 // The hyperparameters of one real model (from its config.json / GGUF).
 struct SynthPreset {
   std::string name;           // "llama-3.2-1b"
-  std::string arch;           // general.architecture: "llama" or "qwen2"
+  std::string arch;           // general.architecture: "llama", "qwen2" or "qwen3moe"
   int64_t n_layer = 0;
   int64_t n_embd = 0;
   int64_t n_head = 0;
@@ -52,10 +56,23 @@ struct SynthPreset {
   float rope_low_freq_factor = 1.0f;
   float rope_high_freq_factor = 4.0f;
   int64_t rope_orig_ctx = 8192;
+  // Head size written as attention.key_length / value_length when it is not
+  // n_embd / n_head (Qwen3); 0 = n_embd / n_head, no keys.
+  int64_t head_dim = 0;
+  bool qk_norm = false;       // Qwen3: attn_q_norm / attn_k_norm [head_dim]
+  // Mixture of experts (qwen3moe): every layer's FFN is n_expert experts of
+  // width n_ff_exp (expert_feed_forward_length; n_ff is then the dense width,
+  // written as feed_forward_length and unused), merged in ffn_{gate,up,down}_exps
+  // [.., .., n_expert], routed by ffn_gate_inp (F32, as llama-quantize leaves it).
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
+
+  int64_t head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
 };
 
 // The preset called `name` (smollm2-135m, qwen2.5-0.5b, llama-3.2-1b,
-// llama-3.1-8b). Throws Error(invalid_argument) naming the known presets for
+// llama-3.1-8b, qwen3-30b-a3b). Throws Error(invalid_argument) naming the known presets for
 // any other name.
 SynthPreset synth_preset(std::string_view name);
 std::vector<std::string> synth_preset_names();

@@ -1,6 +1,7 @@
 // Synthetic benchmark models (src/model/synth.hpp): the plans reproduce the
 // real models' parameter counts and llama.cpp's tensor byte totals
-// (../shared/docs/BASELINE.md, measured on llama-quantize's files), and the
+// (../shared/docs/BASELINE.md, measured on llama-quantize's files; for
+// Qwen3-30B-A3B llama-quantize --dry-run's), and the
 // written files load, carry the preset's shapes and types, and run a forward
 // pass with finite logits.
 #include <gtest/gtest.h>
@@ -55,6 +56,8 @@ TEST(Synth, PresetsHaveTheRealModelsParameterCounts) {
   // Llama-3.1-8B: 8,030,261,248 parameters (its config; untied output), plus
   // the 64 rope frequency factors the GGUF conversion adds.
   EXPECT_EQ(totals(synth_plan(synth_preset("llama-3.1-8b"), "F32")).params, 8030261248u + 64u);
+  // Qwen3-30B-A3B: its config's shapes add up to 30,532,122,624 ("30.5B").
+  EXPECT_EQ(totals(synth_plan(synth_preset("qwen3-30b-a3b"), "F32")).params, 30532122624u);
 }
 
 // Tensor bytes of llama-quantize's files, in MB as BASELINE.md gives them.
@@ -69,6 +72,11 @@ TEST(Synth, TensorBytesMatchLlamaQuantizesFiles) {
   EXPECT_NEAR(mb("qwen2.5-0.5b", "Q4_K_M"), 391.9, 0.05);
   // llama-bench prints Llama-3.2-1B Q4_K_M as 762.81 MiB: the exact total.
   EXPECT_EQ(totals(synth_plan(synth_preset("llama-3.2-1b"), "Q4_K_M")).bytes, 799862912u);
+  // Qwen3-30B-A3B: llama-quantize --dry-run (v0.5.0) of a BF16 file of its
+  // shapes prints 17691.34 MiB for Q4_K_M and 30973.40 MiB for Q8_0, and gives
+  // every one of the 579 tensors the type the plan gives it.
+  EXPECT_EQ(totals(synth_plan(synth_preset("qwen3-30b-a3b"), "Q4_K_M")).bytes, 18550716416u);
+  EXPECT_EQ(totals(synth_plan(synth_preset("qwen3-30b-a3b"), "Q8_0")).bytes, 32477962240u);
 }
 
 // llama-quantize's Q4_K_M mixture: Q6_K for the tied embedding and for
@@ -92,6 +100,43 @@ TEST(Synth, Q4KMMixtureFollowsLlamaQuantize) {
   const auto p8 = synth_plan(synth_preset("llama-3.1-8b"), "Q4_K_M");
   EXPECT_EQ(find(p8, "token_embd.weight").type, GgmlType::Q4_K);
   EXPECT_EQ(find(p8, "output.weight").type, GgmlType::Q6_K);
+}
+
+// Qwen3-MoE as llama-quantize v0.5.0 quantizes it (128 experts: none of its
+// 8-expert rules): ffn_down_exps takes use_more_bits from the layer in its
+// name (48 layers: 0-5, 42-47 and every third from 8), attn_v from its own
+// count (the same layers here), the router and the q/k norms stay F32, the
+// untied token_embd Q4_K, output Q6_K; the expert tensors are 3-D.
+TEST(Synth, Qwen3MoeMixtureFollowsLlamaQuantize) {
+  const auto plan = synth_plan(synth_preset("qwen3-30b-a3b"), "Q4_K_M");
+  EXPECT_EQ(plan.size(), 579u);
+  EXPECT_EQ(find(plan, "token_embd.weight").type, GgmlType::Q4_K);
+  EXPECT_EQ(find(plan, "output.weight").type, GgmlType::Q6_K);
+  int n_more = 0;
+  for (int il = 0; il < 48; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    const bool more = il < 6 || il >= 42 || (il - 6) % 3 == 2;
+    n_more += more;
+    const GgmlType hi = more ? GgmlType::Q6_K : GgmlType::Q4_K;
+    EXPECT_EQ(find(plan, b + "ffn_down_exps.weight").type, hi) << il;
+    EXPECT_EQ(find(plan, b + "attn_v.weight").type, hi) << il;
+    for (const char* n : {"attn_q", "attn_k", "attn_output", "ffn_gate_exps", "ffn_up_exps"})
+      EXPECT_EQ(find(plan, b + n + ".weight").type, GgmlType::Q4_K) << il << " " << n;
+    for (const char* n : {"ffn_gate_inp", "attn_q_norm", "attn_k_norm", "attn_norm", "ffn_norm"})
+      EXPECT_EQ(find(plan, b + n + ".weight").type, GgmlType::F32) << il << " " << n;
+  }
+  EXPECT_EQ(n_more, 24);
+  EXPECT_EQ(find(plan, "blk.0.ffn_down_exps.weight").ne, (std::vector<int64_t>{768, 2048, 128}));
+  EXPECT_EQ(find(plan, "blk.0.ffn_gate_exps.weight").ne, (std::vector<int64_t>{2048, 768, 128}));
+  EXPECT_EQ(find(plan, "blk.0.ffn_gate_inp.weight").ne, (std::vector<int64_t>{2048, 128}));
+  EXPECT_EQ(find(plan, "blk.0.attn_q.weight").ne, (std::vector<int64_t>{2048, 4096}));  // 32 heads of 128
+  EXPECT_EQ(find(plan, "blk.0.attn_output.weight").ne, (std::vector<int64_t>{4096, 2048}));
+  EXPECT_EQ(find(plan, "blk.0.attn_k_norm.weight").ne, std::vector<int64_t>{128});
+  // Q8_0: every matrix Q8_0 (the output too), the router F32.
+  for (const SynthTensor& t : synth_plan(synth_preset("qwen3-30b-a3b"), "Q8_0")) {
+    const bool f32 = t.ne.size() == 1 || t.name.find("ffn_gate_inp") != std::string::npos;
+    EXPECT_EQ(t.type, f32 ? GgmlType::F32 : GgmlType::Q8_0) << t.name;
+  }
 }
 
 // Rows of 896 (Qwen2.5-0.5B) are no multiple of 256: llama-quantize falls
@@ -173,7 +218,9 @@ std::unique_ptr<Model> write_and_load(const SynthPreset& p, const char* type, co
   EXPECT_EQ(m->hp.n_embd, p.n_embd);
   EXPECT_EQ(m->hp.n_head, p.n_head);
   EXPECT_EQ(m->hp.n_head_kv, p.n_head_kv);
-  EXPECT_EQ(m->hp.n_ff, p.n_ff);
+  EXPECT_EQ(m->hp.n_ff, p.n_expert > 0 ? p.n_ff_exp : p.n_ff);  // MoE: an expert's width
+  EXPECT_EQ(m->hp.n_expert, p.n_expert);
+  EXPECT_EQ(m->hp.n_embd_head_k, p.head_size());
   EXPECT_EQ(m->hp.n_vocab, p.n_vocab);
   EXPECT_EQ(m->hp.n_ctx_train, p.n_ctx_train);
   EXPECT_EQ(m->hp.rope_freq_base, p.rope_theta);
@@ -216,6 +263,25 @@ TEST(Synth, Qwen2ShapeHasBiasesAndRuns) {
   EXPECT_EQ(m->hp.arch, Arch::qwen2);
   EXPECT_EQ(m->layers[0].bq.size(), 896u);
   EXPECT_EQ(m->layers[1].bk.size(), 128u);
+  std::remove(path.c_str());
+}
+
+// qwen3-30b-a3b shrunk to 2 layers of 16 experts (of 256, 4 used) at n_embd
+// 256 keeps every feature: head size 128 from key_length, q/k norms, the
+// router and the 3-D experts.
+TEST(Synth, Qwen3MoeShapeLoadsAndRuns) {
+  SynthPreset p = synth_preset("qwen3-30b-a3b");
+  p.n_layer = 2, p.n_vocab = 512, p.n_embd = 256, p.n_head = 4, p.n_head_kv = 2;
+  p.n_expert = 16, p.n_expert_used = 4, p.n_ff_exp = 256, p.n_ff = 1024;
+  const std::string path = tmp_path("qwen3moe.gguf");
+  const auto m = write_and_load(p, "Q4_K_M", path);
+  EXPECT_EQ(m->hp.arch, Arch::qwen3moe);
+  EXPECT_EQ(m->hp.n_expert_used, 4);
+  EXPECT_TRUE(m->hp.qk_norm);
+  ASSERT_EQ(m->layers[1].up_exps.size(), 16u);
+  EXPECT_EQ(m->layers[1].up_exps[15].type, GgmlType::Q4_K);
+  EXPECT_EQ(m->layers[1].down_exps[0].type, GgmlType::Q6_K);  // use_more_bits(1, 2)
+  EXPECT_EQ(m->file.get_u32("qwen3moe.feed_forward_length"), 1024u);
   std::remove(path.c_str());
 }
 
