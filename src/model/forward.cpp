@@ -26,16 +26,19 @@ void add_bias(std::vector<float>& y, int64_t n_rows, const std::vector<float>& b
     for (int64_t i = 0; i < w; ++i) y[m * w + i] += bias[i];
 }
 
-// Mixtral's sparse FFN for n rows (llama.cpp build_moe_ffn, softmax gating,
-// weights renormalized): per row, router logits -> softmax -> top
+// The sparse FFN of Mixtral and Qwen3-MoE for n rows (llama.cpp
+// build_moe_ffn with softmax gating and the weights renormalized, for both):
+// per row, router logits -> softmax -> top
 // n_expert_used (largest first, ties to the lower id) -> weights / their sum
 // -> weighted sum of the selected experts' SwiGLU outputs, in selection order.
 // h, out: [n][n_embd]. The rows routed to one expert go through its gate, up
 // and down matrices together (one product per expert per step, as ggml's
 // mul_mat_id groups them); each output element is still one vec_dot of its own
 // row (kernels::matmul), so the bits equal a row-at-a-time evaluation and do
-// not depend on which other rows share the batch (contract 2). buffers: the
-// activation conversions' storage (the ForwardScratch's), or null.
+// not depend on which other rows share the batch (contract 2). The expert
+// views are marked mul_mat_id (model.cpp): F32 and F16 experts sum in
+// ggml_mul_mat_id's order, not the dense products'. buffers: the activation
+// conversions' storage (the ForwardScratch's), or null.
 void moe_rows(const HParams& hp, const Layer& L, const float* h, float* out, int64_t n, base::ThreadPool& pool,
               kernels::ActivationBuffers* buffers) {
   const int64_t n_exp = hp.n_expert, n_used = hp.n_expert_used, n_embd = hp.n_embd, n_ff = hp.n_ff;
