@@ -372,9 +372,12 @@ std::vector<SynthTensor> synth_plan(const SynthPreset& p, std::string_view ftype
   const auto matrix = [&](std::string name, int64_t ne0, int64_t ne1, int kind, int64_t layer, int64_t ne2 = 1) {
     GgmlType t = ft.type;
     if (ft.type == GgmlType::MXFP4) {
-      // llama-quantize's MXFP4_MOE: experts MXFP4 (these presets have none),
-      // every other matrix Q8_0, the output included.
-      t = fallback(GgmlType::Q8_0, ne0);
+      // llama-quantize's MXFP4_MOE: the merged experts (3-D) MXFP4, every
+      // other matrix Q8_0, the output included.
+      t = ne2 > 1 ? GgmlType::MXFP4 : fallback(GgmlType::Q8_0, ne0);
+      if (ne0 % type_traits(t).block_size != 0)
+        bad_arg(name + ": row length " + std::to_string(ne0) + " is not a multiple of the " +
+                std::string(type_name(t)) + " block");
     } else if (is_quantized(ft.type)) {
       if (kind == 1) {
         t = ne0 % 256 != 0 ? GgmlType::Q8_0 : (ft.type == GgmlType::Q8_0 ? GgmlType::Q8_0 : GgmlType::Q6_K);

@@ -73,10 +73,12 @@ TEST(Synth, TensorBytesMatchLlamaQuantizesFiles) {
   // llama-bench prints Llama-3.2-1B Q4_K_M as 762.81 MiB: the exact total.
   EXPECT_EQ(totals(synth_plan(synth_preset("llama-3.2-1b"), "Q4_K_M")).bytes, 799862912u);
   // Qwen3-30B-A3B: llama-quantize --dry-run (v0.5.0) of a BF16 file of its
-  // shapes prints 17691.34 MiB for Q4_K_M and 30973.40 MiB for Q8_0, and gives
-  // every one of the 579 tensors the type the plan gives it.
+  // shapes prints 17691.34 MiB for Q4_K_M, 30973.40 MiB for Q8_0 and
+  // 16285.40 MiB for MXFP4_MOE, and gives every one of the 579 tensors the
+  // type the plan gives it.
   EXPECT_EQ(totals(synth_plan(synth_preset("qwen3-30b-a3b"), "Q4_K_M")).bytes, 18550716416u);
   EXPECT_EQ(totals(synth_plan(synth_preset("qwen3-30b-a3b"), "Q8_0")).bytes, 32477962240u);
+  EXPECT_EQ(totals(synth_plan(synth_preset("qwen3-30b-a3b"), "MXFP4_MOE")).bytes, 17076477952u);
 }
 
 // llama-quantize's Q4_K_M mixture: Q6_K for the tied embedding and for
@@ -132,10 +134,15 @@ TEST(Synth, Qwen3MoeMixtureFollowsLlamaQuantize) {
   EXPECT_EQ(find(plan, "blk.0.attn_q.weight").ne, (std::vector<int64_t>{2048, 4096}));  // 32 heads of 128
   EXPECT_EQ(find(plan, "blk.0.attn_output.weight").ne, (std::vector<int64_t>{4096, 2048}));
   EXPECT_EQ(find(plan, "blk.0.attn_k_norm.weight").ne, std::vector<int64_t>{128});
-  // Q8_0: every matrix Q8_0 (the output too), the router F32.
+  // Q8_0: every matrix Q8_0 (the output too), the router F32. MXFP4_MOE:
+  // the same but the 3-D experts MXFP4.
   for (const SynthTensor& t : synth_plan(synth_preset("qwen3-30b-a3b"), "Q8_0")) {
     const bool f32 = t.ne.size() == 1 || t.name.find("ffn_gate_inp") != std::string::npos;
     EXPECT_EQ(t.type, f32 ? GgmlType::F32 : GgmlType::Q8_0) << t.name;
+  }
+  for (const SynthTensor& t : synth_plan(synth_preset("qwen3-30b-a3b"), "MXFP4_MOE")) {
+    const bool f32 = t.ne.size() == 1 || t.name.find("ffn_gate_inp") != std::string::npos;
+    EXPECT_EQ(t.type, f32 ? GgmlType::F32 : t.ne.size() == 3 ? GgmlType::MXFP4 : GgmlType::Q8_0) << t.name;
   }
 }
 
