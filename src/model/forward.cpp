@@ -35,10 +35,10 @@ void add_bias(std::vector<float>& y, int64_t n_rows, const std::vector<float>& b
 // and down matrices together (one product per expert per step, as ggml's
 // mul_mat_id groups them); each output element is still one vec_dot of its own
 // row (kernels::matmul), so the bits equal a row-at-a-time evaluation and do
-// not depend on which other rows share the batch (contract 2). The expert
-// views are marked mul_mat_id (model.cpp): F32 and F16 experts sum in
-// ggml_mul_mat_id's order, not the dense products'. buffers: the activation
-// conversions' storage (the ForwardScratch's), or null.
+// not depend on which other rows share the batch (contract 2). Experts sum in
+// the dense products' order, not ggml_mul_mat_id's (issue 41: the fastest
+// order that keeps contract 2). buffers: the activation conversions' storage
+// (the ForwardScratch's), or null.
 void moe_rows(const HParams& hp, const Layer& L, const float* h, float* out, int64_t n, base::ThreadPool& pool,
               kernels::ActivationBuffers* buffers) {
   const int64_t n_exp = hp.n_expert, n_used = hp.n_expert_used, n_embd = hp.n_embd, n_ff = hp.n_ff;

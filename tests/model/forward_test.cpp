@@ -91,8 +91,7 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_tuple("tiny-phi3-longrope-f32.gguf", 1024),
                       // MXFP4 experts: prefill runs their GEMMs, decode their dots.
                       std::make_tuple("tiny-mixtral-mxfp4_moe.gguf", 0),
-                      // qwen3moe: 8 experts, top 4; the F32 experts take
-                      // ggml_mul_mat_id's dot (quant::vec_dot_mul_mat_id).
+                      // qwen3moe: 8 experts, top 4.
                       std::make_tuple("tiny-qwen3moe-f32.gguf", 0), std::make_tuple("tiny-qwen3moe-q4_k_m.gguf", 0)),
     [](const auto& info) {
       std::string s = std::get<0>(info.param);
