@@ -58,6 +58,15 @@ constexpr ScalarRow kScalarRows[] = {
     {G::TQ1_0, G::Q8_K, dequantize_row_tq1_0, quantize_row_tq1_0, vec_dot_tq1_0_q8_K, nullptr},
     {G::TQ2_0, G::Q8_K, dequantize_row_tq2_0, quantize_row_tq2_0, vec_dot_tq2_0_q8_K, nullptr},
     {G::MXFP4, G::Q8_0, dequantize_row_mxfp4, quantize_row_mxfp4, vec_dot_mxfp4_q8_0, nullptr},
+    // The lattice formats (iq_quants.cpp): no quantizer (ggml's needs an
+    // importance matrix for most of them; synapse reads them only).
+    {G::IQ2_XXS, G::Q8_K, dequantize_row_iq2_xxs, nullptr, vec_dot_iq2_xxs_q8_K, nullptr},
+    {G::IQ2_XS, G::Q8_K, dequantize_row_iq2_xs, nullptr, vec_dot_iq2_xs_q8_K, nullptr},
+    {G::IQ2_S, G::Q8_K, dequantize_row_iq2_s, nullptr, vec_dot_iq2_s_q8_K, nullptr},
+    {G::IQ3_XXS, G::Q8_K, dequantize_row_iq3_xxs, nullptr, vec_dot_iq3_xxs_q8_K, nullptr},
+    {G::IQ3_S, G::Q8_K, dequantize_row_iq3_s, nullptr, vec_dot_iq3_s_q8_K, nullptr},
+    {G::IQ1_S, G::Q8_K, dequantize_row_iq1_s, nullptr, vec_dot_iq1_s_q8_K, nullptr},
+    {G::IQ1_M, G::Q8_K, dequantize_row_iq1_m, nullptr, vec_dot_iq1_m_q8_K, nullptr},
 };
 
 KernelTable make_scalar_table() {
