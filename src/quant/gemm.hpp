@@ -106,6 +106,19 @@ void gemm_iq4_xs_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w,
                       int64_t n_rows, float* y, size_t y_stride);
 void gemm_tq2_0_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
                      int64_t n_rows, float* y, size_t y_stride);
+// iq_quants_avx2.cpp: the lattice formats, one weight row against tiles of
+// 4 activation rows, the same tile code as their vec_dot.
+#define SYNAPSE_DECLARE_IQ_GEMM(t)                                                                            \
+  void gemm_##t##_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a,          \
+                       size_t a_stride, int64_t n_rows, float* y, size_t y_stride);
+SYNAPSE_DECLARE_IQ_GEMM(iq2_xxs)
+SYNAPSE_DECLARE_IQ_GEMM(iq2_xs)
+SYNAPSE_DECLARE_IQ_GEMM(iq2_s)
+SYNAPSE_DECLARE_IQ_GEMM(iq3_xxs)
+SYNAPSE_DECLARE_IQ_GEMM(iq3_s)
+SYNAPSE_DECLARE_IQ_GEMM(iq1_s)
+SYNAPSE_DECLARE_IQ_GEMM(iq1_m)
+#undef SYNAPSE_DECLARE_IQ_GEMM
 void gemm_f16_f16(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
                   int64_t n_rows, float* y, size_t y_stride);
 void gemm_f32_f32(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
