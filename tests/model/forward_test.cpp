@@ -90,7 +90,12 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_tuple("tiny-phi3-longrope-f32.gguf", 0),
                       std::make_tuple("tiny-phi3-longrope-f32.gguf", 1024),
                       // MXFP4 experts: prefill runs their GEMMs, decode their dots.
-                      std::make_tuple("tiny-mixtral-mxfp4_moe.gguf", 0)),
+                      std::make_tuple("tiny-mixtral-mxfp4_moe.gguf", 0),
+                      // The lattice formats, every matrix (token_embd Q2_K or the type).
+                      std::make_tuple("tiny-llama-iq2_xxs.gguf", 0), std::make_tuple("tiny-llama-iq2_xs.gguf", 0),
+                      std::make_tuple("tiny-llama-iq2_s.gguf", 0), std::make_tuple("tiny-llama-iq3_xxs.gguf", 0),
+                      std::make_tuple("tiny-llama-iq3_s.gguf", 0), std::make_tuple("tiny-llama-iq1_s.gguf", 0),
+                      std::make_tuple("tiny-llama-iq1_m.gguf", 0)),
     [](const auto& info) {
       std::string s = std::get<0>(info.param);
       for (char& c : s)
