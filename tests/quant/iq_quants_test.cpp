@@ -17,6 +17,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -354,6 +355,51 @@ TEST_P(KernelTables, IqExtremesEqualScalar) {
   a.d = 1.0f;
   std::memset(a.qs, 0x80, sizeof a.qs);
   EXPECT_EQ(vec_dot_kernel(GgmlType::IQ2_XXS, isa())(QK_K, w.data(), &a), 0.125f * (8 * 31 * 4 * 203 * -128.0f));
+}
+
+// Hostile blocks: every byte random, F16 scales infinite or NaN included
+// (a file's blocks are whatever it holds). Every table's dot and multi-row
+// kernel give the scalar reference's float (NaN where it is NaN); the
+// indices cannot leave their tables (iq_grids.hpp: each is masked to its
+// table's width), which the sanitizer build checks on these reads.
+TEST_P(KernelTables, IqAnyBytesEqualScalar) {
+  std::mt19937 rng(4242);
+  for (GgmlType t : kIqTypes) {
+    int non_finite = 0;
+    for (int64_t n : {256, 768, 2048}) {
+      for (int trial = 0; trial < 8; ++trial) {
+        std::vector<uint8_t> w(row_size(t, n) * 3);
+        for (auto& b : w) b = static_cast<uint8_t>(rng());
+        std::vector<block_q8_K> a(static_cast<size_t>(n / QK_K) * 2);
+        for (auto& b : a) {
+          b.d = std::ldexp(static_cast<float>(static_cast<int>(rng() % 2001) - 1000), -12);
+          for (auto& q : b.qs) q = static_cast<int8_t>(rng());
+          for (auto& s : b.bsums) s = static_cast<int16_t>(rng());
+        }
+        std::vector<float> y(6, 0.0f);
+        gemm(t, isa(), n, w.data(), row_size(t, n), 3, reinterpret_cast<const uint8_t*>(a.data()),
+             n / QK_K * sizeof(block_q8_K), 2, y.data(), 3);
+        for (int m = 0; m < 2; ++m) {
+          for (int r = 0; r < 3; ++r) {
+            const uint8_t* wr = w.data() + r * row_size(t, n);
+            const block_q8_K* am = a.data() + m * (n / QK_K);
+            const float want = vec_dot_kernel(t, Isa::scalar)(n, wr, am);
+            const float got = vec_dot_kernel(t, isa())(n, wr, am);
+            if (!std::isfinite(want)) ++non_finite;
+            if (std::isnan(want)) {
+              EXPECT_TRUE(std::isnan(got) && std::isnan(y[m * 3 + r])) << type_name(t);
+            } else {
+              EXPECT_TRUE(same_bits(want, got)) << type_name(t) << " n " << n << ": " << hex(want) << " " << hex(got);
+              EXPECT_TRUE(same_bits(want, y[m * 3 + r])) << type_name(t) << " gemm n " << n;
+            }
+          }
+        }
+        std::vector<float> deq(static_cast<size_t>(n));
+        dequantize_row(t, w.data(), deq.data(), n);
+      }
+    }
+    EXPECT_GT(non_finite, 0) << type_name(t) << ": no infinite or NaN scale drawn";
+  }
 }
 
 }  // namespace
