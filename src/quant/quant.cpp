@@ -246,6 +246,13 @@ KernelTable make_neon_table() {
   overlay(k, G::TQ1_0, {.vec_dot = neon::vec_dot_tq1_0_q8_K});
   overlay(k, G::TQ2_0, {.vec_dot = neon::vec_dot_tq2_0_q8_K});
   overlay(k, G::MXFP4, {.vec_dot = neon::vec_dot_mxfp4_q8_0});
+  overlay(k, G::IQ2_XXS, {.vec_dot = neon::vec_dot_iq2_xxs_q8_K});
+  overlay(k, G::IQ2_XS, {.vec_dot = neon::vec_dot_iq2_xs_q8_K});
+  overlay(k, G::IQ2_S, {.vec_dot = neon::vec_dot_iq2_s_q8_K});
+  overlay(k, G::IQ3_XXS, {.vec_dot = neon::vec_dot_iq3_xxs_q8_K});
+  overlay(k, G::IQ3_S, {.vec_dot = neon::vec_dot_iq3_s_q8_K});
+  overlay(k, G::IQ1_S, {.vec_dot = neon::vec_dot_iq1_s_q8_K});
+  overlay(k, G::IQ1_M, {.vec_dot = neon::vec_dot_iq1_m_q8_K});
   return k;
 }
 #endif
