@@ -20,6 +20,8 @@
 
 namespace synapse::quant {
 
+struct IqDecoded;  // iq_decoded.hpp
+
 // n: elements per row (a multiple of t's block size). w: n_w weight rows of
 // type t, w_stride bytes apart. a: n_rows activation rows of type
 // vec_dot_type(t), a_stride bytes apart, each passed through
@@ -106,11 +108,17 @@ void gemm_iq4_xs_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w,
                       int64_t n_rows, float* y, size_t y_stride);
 void gemm_tq2_0_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
                      int64_t n_rows, float* y, size_t y_stride);
-// iq_quants_avx2.cpp: the lattice formats, one weight row against tiles of
-// 4 activation rows, the same tile code as their vec_dot.
+// iq_quants_avx2.cpp: the lattice formats. Fewer than 8 activation rows:
+// one weight row against tiles of up to 4, the same tile code as their
+// vec_dot; more: the weight rows decoded to int8 once per call
+// (iq_decoded.hpp) and run in register tiles of 2 weight rows x 4
+// activation rows (TypeKernels::gemm_rows asks matmul for 64 a call).
+// decode_<t>_rows writes n_w rows' nb blocks each, row r at out + r * nb
+// (the AVX-512 GEMMs decode with it).
 #define SYNAPSE_DECLARE_IQ_GEMM(t)                                                                            \
   void gemm_##t##_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a,          \
-                       size_t a_stride, int64_t n_rows, float* y, size_t y_stride);
+                       size_t a_stride, int64_t n_rows, float* y, size_t y_stride);                          \
+  void decode_##t##_rows(const uint8_t* w, size_t w_stride, int64_t n_w, int64_t nb, IqDecoded* out);
 SYNAPSE_DECLARE_IQ_GEMM(iq2_xxs)
 SYNAPSE_DECLARE_IQ_GEMM(iq2_xs)
 SYNAPSE_DECLARE_IQ_GEMM(iq2_s)

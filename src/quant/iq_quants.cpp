@@ -37,13 +37,13 @@
 // float step per block, sumf = fma(d, (float)bsum, sumf) with d = fp16(w.d)
 // * a.d (IQ1: fma(d, fma(delta, sumi1, sumi), sumf)), as llama.cpp v0.5.0's
 // x86 build compiles the generic code (GCC contracts it into vfmadd231ss);
-// the result times 0.125 (IQ2) or 0.25 (IQ3_XXS). That order is the fastest
-// that keeps contract 2: integer work in any order, one scalar fma per block
-// and row. One departure, where the instructions have it: an IQ2/IQ3 value
-// whose sign is negative multiplies the negated activation as an int8, as
-// _mm256_sign_epi8 negates it, so an activation of -128 stays -128 there
-// (quantize_row_q8_K never writes -128: its values are -127..127, where this
-// is ggml's product).
+// the result times 0.125 (IQ2) or 0.25 (IQ3_XXS). Every product is ggml's
+// exact integer product (an activation of -128 included), so these are
+// ggml's generic dots bit for bit for any input. That order is the fastest
+// that keeps contract 2: the integer work in any order (the SIMD kernels
+// multiply signed int8 weights by the activations, and the prefill GEMM
+// decodes a matrix's rows to int8 once for many activation rows), one
+// scalar fma per block and row.
 #include <cmath>
 #include <cstring>
 #include <iterator>
@@ -76,15 +76,11 @@ inline uint16_t load_u16(const void* p) {
 inline int grid_byte(uint64_t g, int j) { return static_cast<int>((g >> (8 * j)) & 0xFF); }
 inline int grid_sbyte(uint64_t g, int j) { return static_cast<int8_t>((g >> (8 * j)) & 0xFF); }
 
-// The activation a with sign bit `neg` applied as _mm256_sign_epi8 applies
-// it: -(-128) wraps to -128.
-inline int signed_act(int8_t a, bool neg) { return neg ? static_cast<int8_t>(-a) : a; }
-
 // Sum over one group of 8 of magnitude byte j of g times activation j,
-// negated where bit j of `signs` is set.
+// negated where bit j of `signs` is set (ggml's grid[j] * q8[j] * (+-1)).
 inline int32_t group8(uint64_t g, uint8_t signs, const int8_t* q8) {
   int32_t s = 0;
-  for (int j = 0; j < 8; ++j) s += grid_byte(g, j) * signed_act(q8[j], (signs >> j) & 1);
+  for (int j = 0; j < 8; ++j) s += grid_byte(g, j) * q8[j] * ((signs >> j) & 1 ? -1 : 1);
   return s;
 }
 

@@ -4,19 +4,23 @@
 // row, then one scalar fma per block): tested bit-equal to them
 // (tests/quant/simd_test.cpp, gemm_test.cpp, iq_quants_test.cpp).
 //
-// Each kernel is a tile (gemm_tiles.hpp): one weight row against T
-// activation rows, each weight block's 32-value chunks unpacked once (grid
-// entries gathered from iq_grids.hpp with scalar loads, signs expanded to
-// bytes) for the T rows. Per chunk and row:
-//   IQ2/IQ3  madd(maddubs(|grid|, sign(a, s)), scales): grid bytes <= 62,
-//            so no maddubs pair saturates (2 * 62 * 128 < 32768); sign is
-//            _mm256_sign_epi8, which leaves a negated -128 at -128, the
-//            reference's definition.
-//   IQ1      grid + 1 (0..2) against a, less the pair sums of a
-//            (maddubs(1, a)): the exact products of the int8 grid; IQ1_M's
-//            shift term takes the same pair sums, signed as int16.
-// Integer lanes add up exactly, so their order is free; the block's sum
-// and the float step are the reference's.
+// Every 32-value chunk of a block becomes its int8 values (grid entries
+// gathered from iq_grids.hpp with scalar loads; IQ2/IQ3 signs applied to
+// the magnitudes, IQ1 grids as they are) and a vector of its scales as
+// int16 words (one per 16 values). Two ways to multiply them, both exact
+// integers, so both give the reference's bits:
+//   * the dots and the multi-row kernel for a few activation rows (a tile
+//     of 1-4 rows per weight row, gemm_tiles.hpp by_tiles): each chunk
+//     decoded in registers, madd(maddubs(|a|, sign(w, a)), scales) (|a| <=
+//     128 as an unsigned byte, |w| <= 62: no pair saturates);
+//   * the prefill GEMM (many activation rows): a few weight rows decoded
+//     once per call into IqDecoded blocks (iq_decoded.hpp), then register
+//     tiles of 2 weight rows x 4 activation rows, madd(maddubs(a ^ 0x80,
+//     w), scales) less the block's precomputed bias (the a + 128 offset):
+//     each weight block is unpacked once for all the call's rows, each
+//     activation chunk loaded once for 2 weight rows.
+// IQ1_S's shift term comes from Q8_K's bsums (madd with scale x sign),
+// IQ1_M's from its +-1 signs per group of 8 as a second set of values.
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
@@ -27,6 +31,7 @@
 #include "quant/formats.hpp"
 #include "quant/gemm.hpp"
 #include "quant/gemm_tiles.hpp"
+#include "quant/iq_decoded.hpp"
 #include "quant/iq_grids.hpp"
 #include "quant/simd.hpp"
 
@@ -36,6 +41,7 @@ namespace {
 using tiles::act_row;
 using tiles::by_tiles;
 using tiles::dot_by_tile;
+using tiles::weight_row;
 
 inline uint32_t load_u32(const void* p) {
   uint32_t v;
@@ -71,223 +77,347 @@ inline __m256i scale16(int ls_lo, int ls_hi) {
   return _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(ls_hi)), _mm_set1_epi16(static_cast<int16_t>(ls_lo)));
 }
 
-// One 32-value chunk of an IQ2/IQ3 block: magnitudes, signs, scale words.
-struct Chunk {
-  __m256i q, s, sc;
-};
+// ---------------------------------------------------------------- formats
+// Each: Block, kOut (the factor applied to the sum), kKind (0: one set of
+// values; 1: IQ1_S, plus the bsums term; 2: IQ1_M, plus the shift values),
+// values(b, c) / scales(b, c) of chunk c, d(b).
+
+enum Kind { kPlain = 0, kIq1s = 1, kIq1m = 2 };
 
 struct IQ2_XXS {
   using Block = block_iq2_xxs;
   static constexpr float kOut = 0.125f;
-  static Chunk chunk(const Block& b, int ib32) {
-    const uint32_t idx = load_u32(b.qs + 4 * ib32), sgn = load_u32(b.qs + 4 * ib32 + 2);
-    return {grid4(iq2xxs_grid[idx & 255], iq2xxs_grid[(idx >> 8) & 255], iq2xxs_grid[(idx >> 16) & 255],
-                  iq2xxs_grid[idx >> 24]),
-            sign_bytes(ksigns4(sgn)), scale32(static_cast<int>(2 * (sgn >> 28) + 1))};
+  static constexpr int kKind = kPlain;
+  static __m256i values(const Block& b, int c) {
+    const uint32_t idx = load_u32(b.qs + 4 * c), sgn = load_u32(b.qs + 4 * c + 2);
+    const __m256i q = grid4(iq2xxs_grid[idx & 255], iq2xxs_grid[(idx >> 8) & 255], iq2xxs_grid[(idx >> 16) & 255],
+                            iq2xxs_grid[idx >> 24]);
+    return _mm256_sign_epi8(q, sign_bytes(ksigns4(sgn)));
   }
+  static __m256i scales(const Block& b, int c) { return scale32(static_cast<int>(2 * (load_u32(b.qs + 4 * c + 2) >> 28) + 1)); }
+  static float d(const Block& b) { return h2f(b.d); }
 };
 
 struct IQ2_XS {
   using Block = block_iq2_xs;
   static constexpr float kOut = 0.125f;
-  static Chunk chunk(const Block& b, int ib32) {
-    const uint16_t* q = b.qs + 4 * ib32;
+  static constexpr int kKind = kPlain;
+  static __m256i values(const Block& b, int c) {
+    const uint16_t* q = b.qs + 4 * c;
     const uint32_t signs = ksigns_iq2xs[q[0] >> 9] | static_cast<uint32_t>(ksigns_iq2xs[q[1] >> 9]) << 8 |
                            static_cast<uint32_t>(ksigns_iq2xs[q[2] >> 9]) << 16 |
                            static_cast<uint32_t>(ksigns_iq2xs[q[3] >> 9]) << 24;
-    return {grid4(iq2xs_grid[q[0] & 511], iq2xs_grid[q[1] & 511], iq2xs_grid[q[2] & 511], iq2xs_grid[q[3] & 511]),
-            sign_bytes(signs), scale16(2 * (b.scales[ib32] & 0xf) + 1, 2 * (b.scales[ib32] >> 4) + 1)};
+    const __m256i g = grid4(iq2xs_grid[q[0] & 511], iq2xs_grid[q[1] & 511], iq2xs_grid[q[2] & 511], iq2xs_grid[q[3] & 511]);
+    return _mm256_sign_epi8(g, sign_bytes(signs));
   }
+  static __m256i scales(const Block& b, int c) { return scale16(2 * (b.scales[c] & 0xf) + 1, 2 * (b.scales[c] >> 4) + 1); }
+  static float d(const Block& b) { return h2f(b.d); }
 };
 
 struct IQ2_S {
   using Block = block_iq2_s;
   static constexpr float kOut = 0.125f;
-  static Chunk chunk(const Block& b, int ib32) {
-    const uint8_t* qs = b.qs + 4 * ib32;
-    const uint32_t qh = b.qh[ib32];
-    return {grid4(iq2s_grid[qs[0] | ((qh << 8) & 0x300)], iq2s_grid[qs[1] | ((qh << 6) & 0x300)],
-                  iq2s_grid[qs[2] | ((qh << 4) & 0x300)], iq2s_grid[qs[3] | ((qh << 2) & 0x300)]),
-            sign_bytes(load_u32(b.qs + QK_K / 8 + 4 * ib32)),
-            scale16(2 * (b.scales[ib32] & 0xf) + 1, 2 * (b.scales[ib32] >> 4) + 1)};
+  static constexpr int kKind = kPlain;
+  static __m256i values(const Block& b, int c) {
+    const uint8_t* qs = b.qs + 4 * c;
+    const uint32_t qh = b.qh[c];
+    const __m256i g = grid4(iq2s_grid[qs[0] | ((qh << 8) & 0x300)], iq2s_grid[qs[1] | ((qh << 6) & 0x300)],
+                            iq2s_grid[qs[2] | ((qh << 4) & 0x300)], iq2s_grid[qs[3] | ((qh << 2) & 0x300)]);
+    return _mm256_sign_epi8(g, sign_bytes(load_u32(b.qs + QK_K / 8 + 4 * c)));
   }
+  static __m256i scales(const Block& b, int c) { return scale16(2 * (b.scales[c] & 0xf) + 1, 2 * (b.scales[c] >> 4) + 1); }
+  static float d(const Block& b) { return h2f(b.d); }
 };
 
 struct IQ3_XXS {
   using Block = block_iq3_xxs;
   static constexpr float kOut = 0.25f;
-  static Chunk chunk(const Block& b, int ib32) {
-    const uint8_t* q3 = b.qs + 8 * ib32;
-    const uint32_t sgn = load_u32(b.qs + QK_K / 4 + 4 * ib32);
+  static constexpr int kKind = kPlain;
+  static __m256i values(const Block& b, int c) {
+    const uint8_t* q3 = b.qs + 8 * c;
     const __m256i q = _mm256_setr_epi32(
         static_cast<int>(iq3xxs_grid[q3[0]]), static_cast<int>(iq3xxs_grid[q3[1]]),
         static_cast<int>(iq3xxs_grid[q3[2]]), static_cast<int>(iq3xxs_grid[q3[3]]),
         static_cast<int>(iq3xxs_grid[q3[4]]), static_cast<int>(iq3xxs_grid[q3[5]]),
         static_cast<int>(iq3xxs_grid[q3[6]]), static_cast<int>(iq3xxs_grid[q3[7]]));
-    return {q, sign_bytes(ksigns4(sgn)), scale32(static_cast<int>(2 * (sgn >> 28) + 1))};
+    return _mm256_sign_epi8(q, sign_bytes(ksigns4(load_u32(b.qs + QK_K / 4 + 4 * c))));
   }
+  static __m256i scales(const Block& b, int c) {
+    return scale32(static_cast<int>(2 * (load_u32(b.qs + QK_K / 4 + 4 * c) >> 28) + 1));
+  }
+  static float d(const Block& b) { return h2f(b.d); }
 };
 
 struct IQ3_S {
   using Block = block_iq3_s;
   static constexpr float kOut = 1.0f;
-  static Chunk chunk(const Block& b, int ib32) {
-    const uint8_t* qs = b.qs + 8 * ib32;
-    const uint32_t qh = b.qh[ib32];
+  static constexpr int kKind = kPlain;
+  static __m256i values(const Block& b, int c) {
+    const uint8_t* qs = b.qs + 8 * c;
+    const uint32_t qh = b.qh[c];
     const auto g = [&](int k) { return static_cast<int>(iq3s_grid[qs[k] | ((qh << (8 - k)) & 256)]); };
     const __m256i q = _mm256_setr_epi32(g(0), g(1), g(2), g(3), g(4), g(5), g(6), g(7));
-    return {q, sign_bytes(load_u32(b.signs + 4 * ib32)),
-            scale32(2 * ((b.scales[ib32 / 2] >> 4 * (ib32 % 2)) & 0xf) + 1)};
+    return _mm256_sign_epi8(q, sign_bytes(load_u32(b.signs + 4 * c)));
+  }
+  static __m256i scales(const Block& b, int c) { return scale32(2 * ((b.scales[c / 2] >> 4 * (c % 2)) & 0xf) + 1); }
+  static float d(const Block& b) { return h2f(b.d); }
+};
+
+struct IQ1_S {
+  using Block = block_iq1_s;
+  static constexpr float kOut = 1.0f;
+  static constexpr int kKind = kIq1s;
+  static __m256i values(const Block& b, int c) {
+    const uint32_t qh = b.qh[c];
+    const uint8_t* qs = b.qs + 4 * c;
+    return grid4(iq1s_grid[qs[0] | ((qh << 8) & 0x700)], iq1s_grid[qs[1] | ((qh << 5) & 0x700)],
+                 iq1s_grid[qs[2] | ((qh << 2) & 0x700)], iq1s_grid[qs[3] | ((qh >> 1) & 0x700)]);
+  }
+  static __m256i scales(const Block& b, int c) { return scale32(2 * ((b.qh[c] >> 12) & 7) + 1); }
+  // Words 2c, 2c + 1: the scale of sub-block c times its shift sign (the
+  // factors of bsums[2c], bsums[2c + 1]).
+  static __m256i coef(const Block& b) {
+    alignas(32) int16_t k[16];
+    for (int c = 0; c < QK_K / 32; ++c) {
+      const int ls = 2 * ((b.qh[c] >> 12) & 7) + 1;
+      k[2 * c] = k[2 * c + 1] = static_cast<int16_t>(b.qh[c] & 0x8000 ? -ls : ls);
+    }
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(k));
+  }
+  static float d(const Block& b) { return h2f(b.d); }
+};
+
+struct IQ1_M {
+  using Block = block_iq1_m;
+  static constexpr float kOut = 1.0f;
+  static constexpr int kKind = kIq1m;
+  static __m256i values(const Block& b, int c) {
+    const uint8_t* qs = b.qs + 4 * c;
+    const uint32_t qh0 = b.qh[2 * c], qh1 = b.qh[2 * c + 1];
+    return grid4(iq1s_grid[qs[0] | ((qh0 << 8) & 0x700)], iq1s_grid[qs[1] | ((qh0 << 4) & 0x700)],
+                 iq1s_grid[qs[2] | ((qh1 << 8) & 0x700)], iq1s_grid[qs[3] | ((qh1 << 4) & 0x700)]);
+  }
+  // +1 / -1 per group of 8 (the shift's sign).
+  static __m256i shifts(const Block& b, int c) {
+    const uint32_t qh0 = b.qh[2 * c], qh1 = b.qh[2 * c + 1];
+    const auto s = [](uint32_t bit) { return static_cast<int64_t>(bit ? 0xFFFFFFFFFFFFFFFF : 0x0101010101010101); };
+    return _mm256_set_epi64x(s(qh1 & 0x80), s(qh1 & 0x08), s(qh0 & 0x80), s(qh0 & 0x08));
+  }
+  static __m256i scales(const Block& b, int c) {
+    const int w = load_u16(b.scales + 2 * (c / 2)) >> (6 * (c % 2));
+    return scale16(2 * (w & 7) + 1, 2 * ((w >> 3) & 7) + 1);
+  }
+  static float d(const Block& b) {
+    uint16_t sc[4];
+    std::memcpy(sc, b.scales, sizeof sc);
+    return h2f(static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) |
+                                     (sc[3] & 0xf000)));
+  }
+  static uint16_t load_u16(const void* p) {
+    uint16_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
   }
 };
 
-// IQ2/IQ3: per block and row the exact sum of madd(maddubs(q, sign(a, s)),
-// sc) over the 8 chunks, then sumf = fma(fp16(d) * a.d, sum, sumf); the
-// result kOut * sumf.
+// The reference's float step for one block of one (weight, activation)
+// row pair: d = fp16(w.d) * a.d, sum the exact integer (sum2 the second
+// one: IQ1_S's bsums term, IQ1_M's shift term, scaled by 1/8).
+template <int K>
+inline float block_step(float sumf, float d, int32_t sum, int32_t sum2) {
+  if constexpr (K == kPlain) {
+    return std::fma(d, static_cast<float>(sum), sumf);
+  } else {
+    return std::fma(d, std::fma(0.125f, static_cast<float>(sum2), static_cast<float>(sum)), sumf);
+  }
+}
+
+// ---------------------------------------------------------------- few rows
+// One weight row against T activation rows: exact products as
+// maddubs(|a|, sign(w, a)).
+inline __m256i signed_lanes(__m256i w, __m256i av, __m256i sc) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(av), _mm256_sign_epi8(w, av)), sc);
+}
+
 template <typename F>
-struct SignedGridTile {
+struct FewRows {
   template <int T>
   void run(int64_t nb, const typename F::Block* x, const uint8_t* a, size_t as, float* y, size_t ys) {
     float sumf[T];
     for (int m = 0; m < T; ++m) sumf[m] = 0.0f;
     for (int64_t i = 0; i < nb; ++i) {
-      __m256i acc[T];
-      for (int m = 0; m < T; ++m) acc[m] = _mm256_setzero_si256();
-      for (int ib32 = 0; ib32 < QK_K / 32; ++ib32) {
-        const Chunk c = F::chunk(x[i], ib32);
-        for (int m = 0; m < T; ++m) {
-          const __m256i av = load32(act_row<block_q8_K>(a, as, m)[i].qs + 32 * ib32);
-          const __m256i p = _mm256_maddubs_epi16(c.q, _mm256_sign_epi8(av, c.s));
-          acc[m] = _mm256_add_epi32(acc[m], _mm256_madd_epi16(p, c.sc));
+      __m256i acc[T], acc2[T];
+      for (int m = 0; m < T; ++m) acc[m] = acc2[m] = _mm256_setzero_si256();
+      for (int c = 0; c < QK_K / 32; ++c) {
+        const __m256i w = F::values(x[i], c), sc = F::scales(x[i], c);
+        if constexpr (F::kKind == kIq1m) {
+          const __m256i w2 = F::shifts(x[i], c);
+          for (int m = 0; m < T; ++m) {
+            const __m256i av = load32(act_row<block_q8_K>(a, as, m)[i].qs + 32 * c);
+            acc[m] = _mm256_add_epi32(acc[m], signed_lanes(w, av, sc));
+            acc2[m] = _mm256_add_epi32(acc2[m], signed_lanes(w2, av, sc));
+          }
+        } else {
+          for (int m = 0; m < T; ++m) {
+            const __m256i av = load32(act_row<block_q8_K>(a, as, m)[i].qs + 32 * c);
+            acc[m] = _mm256_add_epi32(acc[m], signed_lanes(w, av, sc));
+          }
         }
       }
-      const float dw = h2f(x[i].d);
+      const float dw = F::d(x[i]);
+      [[maybe_unused]] __m256i coef;
+      if constexpr (F::kKind == kIq1s) coef = F::coef(x[i]);
       for (int m = 0; m < T; ++m) {
-        const float d = dw * act_row<block_q8_K>(a, as, m)[i].d;
-        sumf[m] = std::fma(d, static_cast<float>(hsum_i32_8(acc[m])), sumf[m]);
+        const block_q8_K& ab = act_row<block_q8_K>(a, as, m)[i];
+        int32_t sum2 = 0;
+        if constexpr (F::kKind == kIq1s) sum2 = hsum_i32_8(_mm256_madd_epi16(load32(ab.bsums), coef));
+        if constexpr (F::kKind == kIq1m) sum2 = hsum_i32_8(acc2[m]);
+        sumf[m] = block_step<F::kKind>(sumf[m], dw * ab.d, hsum_i32_8(acc[m]), sum2);
       }
     }
     for (int m = 0; m < T; ++m) y[m * ys] = F::kOut * sumf[m];
   }
 };
 
-// ---------------------------------------------------------------- IQ1
-
-// The exact products of int8 grid bytes g (-1..1) with a, pairwise as
-// int16: maddubs(g + 1, a) - ones_a, ones_a = maddubs(1, a).
-inline __m256i iq1_products(__m256i g, __m256i av, __m256i ones_a) {
-  return _mm256_sub_epi16(_mm256_maddubs_epi16(_mm256_add_epi8(g, _mm256_set1_epi8(1)), av), ones_a);
+// ---------------------------------------------------------------- many rows
+// Decodes nb blocks of a weight row into IqDecoded blocks.
+template <typename F>
+void decode_row(const typename F::Block* x, int64_t nb, IqDecoded* out) {
+  const __m256i k128 = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t i = 0; i < nb; ++i) {
+    IqDecoded& o = out[i];
+    __m256i bias = _mm256_setzero_si256(), bias2 = _mm256_setzero_si256();
+    for (int c = 0; c < QK_K / 32; ++c) {
+      const __m256i w = F::values(x[i], c), sc = F::scales(x[i], c);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.w + 32 * c), w);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.sc[c]), sc);
+      bias = _mm256_add_epi32(bias, _mm256_madd_epi16(_mm256_maddubs_epi16(k128, w), sc));
+      if constexpr (F::kKind == kIq1m) {
+        const __m256i w2 = F::shifts(x[i], c);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(o.w2 + 32 * c), w2);
+        bias2 = _mm256_add_epi32(bias2, _mm256_madd_epi16(_mm256_maddubs_epi16(k128, w2), sc));
+      }
+    }
+    if constexpr (F::kKind == kIq1s) _mm256_store_si256(reinterpret_cast<__m256i*>(o.coef), F::coef(x[i]));
+    o.bias = hsum_i32_8(bias);
+    o.bias2 = hsum_i32_8(bias2);
+    o.d = F::d(x[i]);
+  }
 }
 
-// IQ1_S: sumi = sum ls * (grid . a) (lanes), sumi1 = sum ls * delta *
-// (bsums pair) (madd of the 16 bsums with each pair's ls * delta), then
-// fma(fp16(d) * a.d, fma(1/8, sumi1, sumi), sumf).
-struct IQ1_STile {
-  template <int T>
-  void run(int64_t nb, const block_iq1_s* x, const uint8_t* a, size_t as, float* y, size_t ys) {
-    const __m256i ones = _mm256_set1_epi8(1);
-    float sumf[T];
-    for (int m = 0; m < T; ++m) sumf[m] = 0.0f;
-    for (int64_t i = 0; i < nb; ++i) {
-      __m256i acc[T];
-      for (int m = 0; m < T; ++m) acc[m] = _mm256_setzero_si256();
-      alignas(32) int16_t coef[16];
-      for (int ib = 0; ib < QK_K / 32; ++ib) {
-        const uint16_t qh = x[i].qh[ib];
-        const uint8_t* qs = x[i].qs + 4 * ib;
-        const int ls = 2 * ((qh >> 12) & 7) + 1;
-        coef[2 * ib] = coef[2 * ib + 1] = static_cast<int16_t>(qh & 0x8000 ? -ls : ls);
-        const __m256i g = grid4(iq1s_grid[qs[0] | ((qh << 8) & 0x700)], iq1s_grid[qs[1] | ((qh << 5) & 0x700)],
-                                iq1s_grid[qs[2] | ((qh << 2) & 0x700)], iq1s_grid[qs[3] | ((qh >> 1) & 0x700)]);
-        const __m256i sc = scale32(ls);
-        for (int m = 0; m < T; ++m) {
-          const __m256i av = load32(act_row<block_q8_K>(a, as, m)[i].qs + 32 * ib);
-          const __m256i p = iq1_products(g, av, _mm256_maddubs_epi16(ones, av));
-          acc[m] = _mm256_add_epi32(acc[m], _mm256_madd_epi16(p, sc));
+// R decoded weight rows (dec[r]: nb blocks) against A activation rows:
+// per chunk each activation's bytes + 128 once, madd(maddubs(a', w), sc)
+// for every (r, m); per block the exact sum less the bias, then the
+// reference's float step.
+template <int K, int R, int A>
+void decoded_tile(int64_t nb, const IqDecoded* const* dec, const uint8_t* a, size_t as, float* y, size_t ys,
+                  float out) {
+  const __m256i k128 = _mm256_set1_epi8(static_cast<char>(0x80));
+  float sumf[R][A];
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < A; ++m) sumf[r][m] = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    __m256i acc[R][A], acc2[R][A];
+    for (int r = 0; r < R; ++r)
+      for (int m = 0; m < A; ++m) acc[r][m] = acc2[r][m] = _mm256_setzero_si256();
+    for (int c = 0; c < QK_K / 32; ++c) {
+      __m256i av[A];
+      for (int m = 0; m < A; ++m) av[m] = _mm256_xor_si256(load32(act_row<block_q8_K>(a, as, m)[i].qs + 32 * c), k128);
+      for (int r = 0; r < R; ++r) {
+        const IqDecoded& o = dec[r][i];
+        const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(o.w + 32 * c));
+        const __m256i sc = _mm256_load_si256(reinterpret_cast<const __m256i*>(o.sc[c]));
+        for (int m = 0; m < A; ++m)
+          acc[r][m] = _mm256_add_epi32(acc[r][m], _mm256_madd_epi16(_mm256_maddubs_epi16(av[m], w), sc));
+        if constexpr (K == kIq1m) {
+          const __m256i w2 = _mm256_load_si256(reinterpret_cast<const __m256i*>(o.w2 + 32 * c));
+          for (int m = 0; m < A; ++m)
+            acc2[r][m] = _mm256_add_epi32(acc2[r][m], _mm256_madd_epi16(_mm256_maddubs_epi16(av[m], w2), sc));
         }
       }
-      const __m256i c = _mm256_load_si256(reinterpret_cast<const __m256i*>(coef));
-      const float dw = h2f(x[i].d);
-      for (int m = 0; m < T; ++m) {
+    }
+    for (int r = 0; r < R; ++r) {
+      const IqDecoded& o = dec[r][i];
+      for (int m = 0; m < A; ++m) {
         const block_q8_K& ab = act_row<block_q8_K>(a, as, m)[i];
-        const int sumi1 = hsum_i32_8(_mm256_madd_epi16(load32(ab.bsums), c));
-        const float d = dw * ab.d;
-        sumf[m] = std::fma(d, std::fma(kIq1sDelta, static_cast<float>(sumi1), static_cast<float>(hsum_i32_8(acc[m]))),
-                           sumf[m]);
-      }
-    }
-    for (int m = 0; m < T; ++m) y[m * ys] = sumf[m];
-  }
-};
-
-// IQ1_M: per 16 values scale ls (words: low half ls1, high half ls2);
-// sumi1 lanes madd(grid products, ls), sumi2 lanes madd(sign(ones_a,
-// delta), ls) with delta per group of 8 (4 words).
-struct IQ1_MTile {
-  template <int T>
-  void run(int64_t nb, const block_iq1_m* x, const uint8_t* a, size_t as, float* y, size_t ys) {
-    const __m256i ones = _mm256_set1_epi8(1);
-    float sumf[T];
-    for (int m = 0; m < T; ++m) sumf[m] = 0.0f;
-    for (int64_t i = 0; i < nb; ++i) {
-      __m256i acc1[T], acc2[T];
-      for (int m = 0; m < T; ++m) acc1[m] = acc2[m] = _mm256_setzero_si256();
-      uint16_t sc[4];
-      std::memcpy(sc, x[i].scales, sizeof sc);
-      for (int ib = 0; ib < QK_K / 32; ++ib) {
-        const uint8_t* qs = x[i].qs + 4 * ib;
-        const uint32_t qh0 = x[i].qh[2 * ib], qh1 = x[i].qh[2 * ib + 1];
-        const __m256i g = grid4(iq1s_grid[qs[0] | ((qh0 << 8) & 0x700)], iq1s_grid[qs[1] | ((qh0 << 4) & 0x700)],
-                                iq1s_grid[qs[2] | ((qh1 << 8) & 0x700)], iq1s_grid[qs[3] | ((qh1 << 4) & 0x700)]);
-        const int w = sc[ib / 2] >> (6 * (ib % 2));
-        const __m256i ls = scale16(2 * (w & 7) + 1, 2 * ((w >> 3) & 7) + 1);
-        const auto dsign = [](uint32_t bit) { return static_cast<int64_t>(bit ? 0xFFFFFFFFFFFFFFFF : 0x0001000100010001); };
-        const __m256i delta = _mm256_set_epi64x(dsign(qh1 & 0x80), dsign(qh1 & 0x08), dsign(qh0 & 0x80), dsign(qh0 & 0x08));
-        for (int m = 0; m < T; ++m) {
-          const __m256i av = load32(act_row<block_q8_K>(a, as, m)[i].qs + 32 * ib);
-          const __m256i ones_a = _mm256_maddubs_epi16(ones, av);
-          acc1[m] = _mm256_add_epi32(acc1[m], _mm256_madd_epi16(iq1_products(g, av, ones_a), ls));
-          acc2[m] = _mm256_add_epi32(acc2[m], _mm256_madd_epi16(_mm256_sign_epi16(ones_a, delta), ls));
+        int32_t sum2 = 0;
+        if constexpr (K == kIq1s) {
+          sum2 = hsum_i32_8(_mm256_madd_epi16(load32(ab.bsums), _mm256_load_si256(reinterpret_cast<const __m256i*>(o.coef))));
         }
-      }
-      const uint16_t h = static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) |
-                                               (sc[3] & 0xf000));
-      const float dw = h2f(h);
-      for (int m = 0; m < T; ++m) {
-        const float d = dw * act_row<block_q8_K>(a, as, m)[i].d;
-        const float inner = std::fma(kIq1mDelta, static_cast<float>(hsum_i32_8(acc2[m])),
-                                     static_cast<float>(hsum_i32_8(acc1[m])));
-        sumf[m] = std::fma(d, inner, sumf[m]);
+        if constexpr (K == kIq1m) sum2 = hsum_i32_8(acc2[r][m]) - o.bias2;
+        sumf[r][m] = block_step<K>(sumf[r][m], o.d * ab.d, hsum_i32_8(acc[r][m]) - o.bias, sum2);
       }
     }
-    for (int m = 0; m < T; ++m) y[m * ys] = sumf[m];
   }
-};
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < A; ++m) y[m * ys + r] = out * sumf[r][m];
+}
 
-template <typename Tile, typename B>
+template <int K, int R>
+void decoded_rows(int64_t nb, const IqDecoded* const* dec, const uint8_t* a, size_t as, int64_t n_rows, float* y,
+                  size_t ys, float out) {
+  int64_t m = 0;
+  for (; m + 4 <= n_rows; m += 4) decoded_tile<K, R, 4>(nb, dec, a + m * as, as, y + m * ys, ys, out);
+  switch (n_rows - m) {
+    case 3: decoded_tile<K, R, 3>(nb, dec, a + m * as, as, y + m * ys, ys, out); break;
+    case 2: decoded_tile<K, R, 2>(nb, dec, a + m * as, as, y + m * ys, ys, out); break;
+    case 1: decoded_tile<K, R, 1>(nb, dec, a + m * as, as, y + m * ys, ys, out); break;
+    default: break;
+  }
+}
+
+// From this many activation rows on, the weight rows are decoded once per
+// call (below: each tile of 4 rows unpacks its blocks again).
+constexpr int64_t kDecodeRows = 8;
+
+template <typename F>
 void gemm_of(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows,
              float* y, size_t ys) {
-  by_tiles<Tile, B>(Tile{}, n / QK_K, w, ws, n_w, a, as, n_rows, y, ys);
+  using B = typename F::Block;
+  const int64_t nb = n / QK_K;
+  if (n_rows < kDecodeRows) {
+    by_tiles<FewRows<F>, B>(FewRows<F>{}, nb, w, ws, n_w, a, as, n_rows, y, ys);
+    return;
+  }
+  // IQ1_M's two sets of values take twice the accumulators: one weight row a tile.
+  constexpr int R = F::kKind == kIq1m ? 1 : 2;
+  auto* scratch = static_cast<IqDecoded*>(thread_scratch(static_cast<size_t>(R * nb) * sizeof(IqDecoded)));
+  for (int64_t r0 = 0; r0 < n_w; r0 += R) {
+    const int rr = static_cast<int>(std::min<int64_t>(R, n_w - r0));
+    const IqDecoded* dec[R];
+    for (int r = 0; r < rr; ++r) {
+      decode_row<F>(weight_row<B>(w, ws, static_cast<int>(r0 + r)), nb, scratch + r * nb);
+      dec[r] = scratch + r * nb;
+    }
+    if (rr == R) {
+      decoded_rows<F::kKind, R>(nb, dec, a, as, n_rows, y + r0, ys, F::kOut);
+    } else {
+      decoded_rows<F::kKind, 1>(nb, dec, a, as, n_rows, y + r0, ys, F::kOut);
+    }
+  }
 }
 
 }  // namespace
 
-#define SYNAPSE_IQ_KERNELS(t, Tile)                                                                              \
+#define SYNAPSE_IQ_KERNELS(t, F)                                                                                 \
   float vec_dot_##t##_q8_K(int64_t n, const void* vw, const void* va) {                                         \
-    return dot_by_tile<Tile, block_##t>(n / QK_K, vw, va);                                                       \
+    return dot_by_tile<FewRows<F>, block_##t>(n / QK_K, vw, va);                                                 \
   }                                                                                                              \
   void gemm_##t##_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,       \
                        int64_t n_rows, float* y, size_t ys) {                                                   \
-    gemm_of<Tile, block_##t>(n, w, ws, n_w, a, as, n_rows, y, ys);                                             \
+    gemm_of<F>(n, w, ws, n_w, a, as, n_rows, y, ys);                                                             \
+  }                                                                                                              \
+  void decode_##t##_rows(const uint8_t* w, size_t ws, int64_t n_w, int64_t nb, IqDecoded* out) {               \
+    for (int64_t r = 0; r < n_w; ++r) decode_row<F>(weight_row<block_##t>(w, ws, static_cast<int>(r)), nb, out + r * nb); \
   }
 
-SYNAPSE_IQ_KERNELS(iq2_xxs, SignedGridTile<IQ2_XXS>)
-SYNAPSE_IQ_KERNELS(iq2_xs, SignedGridTile<IQ2_XS>)
-SYNAPSE_IQ_KERNELS(iq2_s, SignedGridTile<IQ2_S>)
-SYNAPSE_IQ_KERNELS(iq3_xxs, SignedGridTile<IQ3_XXS>)
-SYNAPSE_IQ_KERNELS(iq3_s, SignedGridTile<IQ3_S>)
-SYNAPSE_IQ_KERNELS(iq1_s, IQ1_STile)
-SYNAPSE_IQ_KERNELS(iq1_m, IQ1_MTile)
+SYNAPSE_IQ_KERNELS(iq2_xxs, IQ2_XXS)
+SYNAPSE_IQ_KERNELS(iq2_xs, IQ2_XS)
+SYNAPSE_IQ_KERNELS(iq2_s, IQ2_S)
+SYNAPSE_IQ_KERNELS(iq3_xxs, IQ3_XXS)
+SYNAPSE_IQ_KERNELS(iq3_s, IQ3_S)
+SYNAPSE_IQ_KERNELS(iq1_s, IQ1_S)
+SYNAPSE_IQ_KERNELS(iq1_m, IQ1_M)
 
 #undef SYNAPSE_IQ_KERNELS
 

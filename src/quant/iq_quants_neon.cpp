@@ -3,12 +3,11 @@
 // of iq_quants.cpp's references: one exact integer per block, then
 // sumf = fma(d, (float)sum, sumf). Per 32-value chunk the grid entries are
 // gathered with scalar loads into two int8x16_t (values 0..15, 16..31) and
-// SDOT gives the exact sums of each group of 4 products:
-//   IQ2/IQ3  magnitudes (<= 62) against the activations negated where the
-//            value's sign bit is set, with vnegq_s8's wrap-around (-(-128)
-//            stays -128: the reference's definition, _mm256_sign_epi8's);
-//   IQ1      the int8 grid (-1..1) against the activations, exact; IQ1_M's
-//            shift term an SDOT of +-1 per group of 8 against them.
+// SDOT gives the exact sums of each group of 4 products of int8 weights and
+// activations (ggml's products, -128 included):
+//   IQ2/IQ3  the magnitudes (<= 62) negated where the value's sign bit is set;
+//   IQ1      the int8 grid (-1..1); IQ1_M's shift term an SDOT of +-1 per
+//            group of 8 against the activations.
 // The int32 lanes times the sub-block scales add up exactly (within 2^31),
 // so their order is free. Tested bit-equal to the scalar kernels
 // (tests/cross/neon_check.cpp under qemu, scripts/cross-arm64.sh).
@@ -61,14 +60,13 @@ struct Chunk {
   int32_t s0, s1;
 };
 
-// sum over the chunk of scale * magnitude * sign-applied activation.
+// sum over the chunk of scale * signed value * activation.
 inline int32x4_t chunk_lanes(int32x4_t acc, const Chunk& c, const int8_t* a) {
-  const int8x16_t a0 = vld1q_s8(a), a1 = vld1q_s8(a + 16);
   const uint8x16_t m0 = sign_mask(static_cast<uint8_t>(c.signs), static_cast<uint8_t>(c.signs >> 8));
   const uint8x16_t m1 = sign_mask(static_cast<uint8_t>(c.signs >> 16), static_cast<uint8_t>(c.signs >> 24));
-  const int8x16_t s0 = vbslq_s8(m0, vnegq_s8(a0), a0), s1 = vbslq_s8(m1, vnegq_s8(a1), a1);
-  acc = vmlaq_n_s32(acc, dot4(c.q0, s0), c.s0);
-  return vmlaq_n_s32(acc, dot4(c.q1, s1), c.s1);
+  const int8x16_t w0 = vbslq_s8(m0, vnegq_s8(c.q0), c.q0), w1 = vbslq_s8(m1, vnegq_s8(c.q1), c.q1);
+  acc = vmlaq_n_s32(acc, dot4(w0, vld1q_s8(a)), c.s0);
+  return vmlaq_n_s32(acc, dot4(w1, vld1q_s8(a + 16)), c.s1);
 }
 
 Chunk iq2_xxs_chunk(const block_iq2_xxs& b, int ib32) {

@@ -56,6 +56,11 @@ struct TypeKernels {
   QuantizeFn quantize = nullptr;      // floats -> row of t
   VecDotFn vec_dot = nullptr;         // ggml_vec_dot_<t>_<vec_dot_type> (null: t is no weight type)
   GemmFn gemm = nullptr;              // plain multi-row kernel (null: loop vec_dot)
+  // Activation rows per call of gemm the kernel wants at least (0: matmul's
+  // own tile, the rows that fit 24 KiB): the lattice formats' GEMMs decode
+  // their weight rows to int8 once per call, so the more rows a call has,
+  // the less the decoding costs a row. Never changes a result.
+  uint8_t gemm_rows = 0;
   GemvFn gemv = nullptr;              // decode kernel (null: loop vec_dot)
   GemmPackFn gemm_pack = nullptr;     // activation pack gemm/gemv read (null: plain rows)
   uint16_t gemm_pack_bytes = 0;       // bytes of gemm_pack's output per block of vec_dot_type (0: no pack)

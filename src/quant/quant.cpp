@@ -102,6 +102,7 @@ KernelTable make_scalar_table() {
   take(r.quantize, own.quantize);
   take(r.vec_dot, own.vec_dot);
   take(r.gemm, own.gemm);
+  take(r.gemm_rows, own.gemm_rows);
   take(r.gemv, own.gemv);
   take(r.gemm_pack, own.gemm_pack);
   take(r.gemm_pack_bytes, own.gemm_pack_bytes);
@@ -186,13 +187,13 @@ KernelTable make_avx2_table() {
   overlay(k, G::TQ1_0, {.vec_dot = avx2::vec_dot_tq1_0_q8_K});
   overlay(k, G::TQ2_0, {.vec_dot = avx2::vec_dot_tq2_0_q8_K, .gemm = avx2::gemm_tq2_0_q8_K});
   overlay(k, G::MXFP4, {.vec_dot = avx2::vec_dot_mxfp4_q8_0, .gemm = avx2::gemm_mxfp4_q8_0});
-  overlay(k, G::IQ2_XXS, {.vec_dot = avx2::vec_dot_iq2_xxs_q8_K, .gemm = avx2::gemm_iq2_xxs_q8_K});
-  overlay(k, G::IQ2_XS, {.vec_dot = avx2::vec_dot_iq2_xs_q8_K, .gemm = avx2::gemm_iq2_xs_q8_K});
-  overlay(k, G::IQ2_S, {.vec_dot = avx2::vec_dot_iq2_s_q8_K, .gemm = avx2::gemm_iq2_s_q8_K});
-  overlay(k, G::IQ3_XXS, {.vec_dot = avx2::vec_dot_iq3_xxs_q8_K, .gemm = avx2::gemm_iq3_xxs_q8_K});
-  overlay(k, G::IQ3_S, {.vec_dot = avx2::vec_dot_iq3_s_q8_K, .gemm = avx2::gemm_iq3_s_q8_K});
-  overlay(k, G::IQ1_S, {.vec_dot = avx2::vec_dot_iq1_s_q8_K, .gemm = avx2::gemm_iq1_s_q8_K});
-  overlay(k, G::IQ1_M, {.vec_dot = avx2::vec_dot_iq1_m_q8_K, .gemm = avx2::gemm_iq1_m_q8_K});
+  overlay(k, G::IQ2_XXS, {.vec_dot = avx2::vec_dot_iq2_xxs_q8_K, .gemm = avx2::gemm_iq2_xxs_q8_K, .gemm_rows = 64});
+  overlay(k, G::IQ2_XS, {.vec_dot = avx2::vec_dot_iq2_xs_q8_K, .gemm = avx2::gemm_iq2_xs_q8_K, .gemm_rows = 64});
+  overlay(k, G::IQ2_S, {.vec_dot = avx2::vec_dot_iq2_s_q8_K, .gemm = avx2::gemm_iq2_s_q8_K, .gemm_rows = 64});
+  overlay(k, G::IQ3_XXS, {.vec_dot = avx2::vec_dot_iq3_xxs_q8_K, .gemm = avx2::gemm_iq3_xxs_q8_K, .gemm_rows = 64});
+  overlay(k, G::IQ3_S, {.vec_dot = avx2::vec_dot_iq3_s_q8_K, .gemm = avx2::gemm_iq3_s_q8_K, .gemm_rows = 64});
+  overlay(k, G::IQ1_S, {.vec_dot = avx2::vec_dot_iq1_s_q8_K, .gemm = avx2::gemm_iq1_s_q8_K, .gemm_rows = 64});
+  overlay(k, G::IQ1_M, {.vec_dot = avx2::vec_dot_iq1_m_q8_K, .gemm = avx2::gemm_iq1_m_q8_K, .gemm_rows = 64});
   return k;
 }
 

@@ -181,9 +181,10 @@ TEST(IqQuants, DequantizeEqualsGgmlBitForBit) {
   }
 }
 
-// Q8_K rows from quantize_row_q8_K (no -128): the scalar reference is ggml's
-// generic dot bit for bit, and so is every table's kernel; ggml's x86 dot
-// (8 float lanes) agrees to its rounding.
+// Q8_K rows from quantize_row_q8_K: the scalar reference is ggml's generic
+// dot bit for bit, and so is every table's kernel; ggml's x86 dot (8 float
+// lanes) agrees to its rounding. (Any activation bytes: IqExtremesEqualScalar
+// and the sign corner below.)
 TEST(IqQuants, VecDotEqualsGgmlGenericBitForBit) {
   size_t n_isa = 0;
   const Isa* isas = compiled_isas(&n_isa);
@@ -301,11 +302,11 @@ TEST(IqQuants, IQ1HandBuilt) {
 // ------------------------------------------------ SIMD corners
 
 // Every byte 0xFF or 0x00 (largest and smallest indices, every sign set or
-// none, the largest scales) against activations all -128 (the sign step's
-// corner: a negated -128 stays -128, as _mm256_sign_epi8 leaves it) or all
-// 127, with bsums of 16 * a or the int16 extremes: bit-equal to the scalar
-// reference on every table; for the sign corner also the value the
-// reference defines.
+// none, the largest scales) against activations all -128 (where a sign trick
+// with _mm256_sign_epi8 on the activations would leave a negated -128 at
+// -128) or all 127, with bsums of 16 * a or the int16 extremes: bit-equal
+// to the scalar reference on every table; for the sign corner also ggml's
+// exact value.
 TEST_P(KernelTables, IqExtremesEqualScalar) {
   const int64_t n = 2 * QK_K;
   for (GgmlType t : kIqTypes) {
@@ -336,25 +337,31 @@ TEST_P(KernelTables, IqExtremesEqualScalar) {
           EXPECT_TRUE(same_bits(want, got)) << type_name(t) << " fill " << int{fill} << " a " << int{v} << " bsums "
                                             << bsum_case << ": scalar " << hex(want) << " " << isa_name(isa()) << " "
                                             << hex(got);
-          std::vector<float> y(3, -7.0f);
-          gemm(t, isa(), n, w.data(), row_size(t, n), 1, reinterpret_cast<const uint8_t*>(a.data()),
-               n / QK_K * sizeof(block_q8_K), 1, y.data(), 1);
-          EXPECT_TRUE(same_bits(want, y[0])) << type_name(t) << " gemm";
+          // The multi-row kernel: 1 activation row (the few-rows tiles) and 9
+          // copies of it (the rows decoded to int8 once, a + 128 and the bias).
+          std::vector<block_q8_K> a9;
+          for (int k = 0; k < 9; ++k) a9.insert(a9.end(), a.begin(), a.end());
+          for (int64_t rows : {1, 9}) {
+            std::vector<float> y(static_cast<size_t>(rows), -7.0f);
+            gemm(t, isa(), n, w.data(), row_size(t, n), 1, reinterpret_cast<const uint8_t*>(a9.data()),
+                 n / QK_K * sizeof(block_q8_K), rows, y.data(), 1);
+            for (float v : y) EXPECT_TRUE(same_bits(want, v)) << type_name(t) << " gemm of " << rows << " rows";
+          }
         }
       }
     }
   }
   // IQ2_XXS all 0xFF: grid entry 255, sign index 127 (ksigns 255: every
   // value negative), scale 15 (31); against -128 every product is
-  // -128 * |g| (the negated -128 stays -128): per 32, the entry's bytes
-  // (8 25 8 8 25 43 43 43: 203) four times.
+  // -|g| * -128 = 128 * |g|: per 32, the entry's bytes (8 25 8 8 25 43 43 43:
+  // 203) four times.
   std::vector<uint8_t> w(row_size(GgmlType::IQ2_XXS, QK_K), 0xFF);
   const ggml_fp16_t one = fp32_to_fp16(1.0f);
   std::memcpy(w.data(), &one, sizeof one);
   block_q8_K a{};
   a.d = 1.0f;
   std::memset(a.qs, 0x80, sizeof a.qs);
-  EXPECT_EQ(vec_dot_kernel(GgmlType::IQ2_XXS, isa())(QK_K, w.data(), &a), 0.125f * (8 * 31 * 4 * 203 * -128.0f));
+  EXPECT_EQ(vec_dot_kernel(GgmlType::IQ2_XXS, isa())(QK_K, w.data(), &a), 0.125f * (8 * 31 * 4 * 203 * 128.0f));
 }
 
 // Hostile blocks: every byte random, F16 scales infinite or NaN included
@@ -376,9 +383,21 @@ TEST_P(KernelTables, IqAnyBytesEqualScalar) {
           for (auto& q : b.qs) q = static_cast<int8_t>(rng());
           for (auto& s : b.bsums) s = static_cast<int16_t>(rng());
         }
-        std::vector<float> y(6, 0.0f);
+        // 2 activation rows (the few-rows tiles) and 10 (decoded once), 3 weight rows.
+        std::vector<block_q8_K> a10;
+        for (int k = 0; k < 5; ++k) a10.insert(a10.end(), a.begin(), a.end());
+        std::vector<float> y(6, 0.0f), y10(30, 0.0f);
         gemm(t, isa(), n, w.data(), row_size(t, n), 3, reinterpret_cast<const uint8_t*>(a.data()),
              n / QK_K * sizeof(block_q8_K), 2, y.data(), 3);
+        gemm(t, isa(), n, w.data(), row_size(t, n), 3, reinterpret_cast<const uint8_t*>(a10.data()),
+             n / QK_K * sizeof(block_q8_K), 10, y10.data(), 3);
+        for (int k = 0; k < 30; ++k) {
+          if (std::isnan(y[k % 6])) {
+            EXPECT_TRUE(std::isnan(y10[k])) << type_name(t);
+          } else {
+            EXPECT_TRUE(same_bits(y[k % 6], y10[k])) << type_name(t) << " decoded gemm n " << n;
+          }
+        }
         for (int m = 0; m < 2; ++m) {
           for (int r = 0; r < 3; ++r) {
             const uint8_t* wr = w.data() + r * row_size(t, n);
