@@ -38,8 +38,8 @@ using GemmFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_
 // vec_dot; Q8_0 and Q6_K matrices are interleaved too, but keep these
 // kernels for the matrices that stay plain); Isa::avx512 has the AVX2 ones,
 // with its own for Q4_1, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q5_K and IQ4_XS
-// (gemm_avx512.cpp); Isa::scalar has none (the scalar vec_dot loop is the
-// reference).
+// (gemm_avx512.cpp) and the lattice formats (iq_gemm_avx512.cpp); Isa::scalar
+// has none (the scalar vec_dot loop is the reference).
 GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept;
 
 // Converts one activation row of n elements (type vec_dot_type(t), src) to
@@ -161,6 +161,20 @@ void gemm_q5_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, c
                     int64_t n_rows, float* y, size_t y_stride);
 void gemm_iq4_xs_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
                       int64_t n_rows, float* y, size_t y_stride);
+// iq_gemm_avx512.cpp: the lattice formats' prefill GEMMs (8 activation rows
+// or more: weight rows decoded by avx2::decode_<t>_rows, 4 x 4 VNNI tiles;
+// fewer: the avx2:: kernel).
+#define SYNAPSE_DECLARE_IQ_GEMM512(t)                                                                         \
+  void gemm_##t##_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a,          \
+                       size_t a_stride, int64_t n_rows, float* y, size_t y_stride);
+SYNAPSE_DECLARE_IQ_GEMM512(iq2_xxs)
+SYNAPSE_DECLARE_IQ_GEMM512(iq2_xs)
+SYNAPSE_DECLARE_IQ_GEMM512(iq2_s)
+SYNAPSE_DECLARE_IQ_GEMM512(iq3_xxs)
+SYNAPSE_DECLARE_IQ_GEMM512(iq3_s)
+SYNAPSE_DECLARE_IQ_GEMM512(iq1_s)
+SYNAPSE_DECLARE_IQ_GEMM512(iq1_m)
+#undef SYNAPSE_DECLARE_IQ_GEMM512
 }  // namespace avx512
 
 }  // namespace synapse::quant
