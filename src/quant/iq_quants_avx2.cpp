@@ -13,12 +13,15 @@
 //     of 1-4 rows per weight row, gemm_tiles.hpp by_tiles): each chunk
 //     decoded in registers, madd(maddubs(|a|, sign(w, a)), scales) (|a| <=
 //     128 as an unsigned byte, |w| <= 62: no pair saturates);
-//   * the prefill GEMM (many activation rows): a few weight rows decoded
-//     once per call into IqDecoded blocks (iq_decoded.hpp), then register
-//     tiles of 2 weight rows x 4 activation rows, madd(maddubs(a ^ 0x80,
-//     w), scales) less the block's precomputed bias (the a + 128 offset):
-//     each weight block is unpacked once for all the call's rows, each
-//     activation chunk loaded once for 2 weight rows.
+//   * the prefill GEMM (8 activation rows or more): 2 weight rows decoded
+//     8 blocks at a time into IqDecoded blocks (iq_decoded.hpp, 13 KiB: in
+//     L1), every activation tile of the call run over them (register tiles
+//     of 2 weight rows x 4 activation rows, madd(maddubs(a ^ 0x80, w),
+//     scales) less the block's precomputed bias, the a + 128 offset), each
+//     output's running sum kept between chunks: each weight block is
+//     unpacked once for all the call's rows, each activation chunk loaded
+//     once for 2 weight rows, and a tile's 8 outputs reduced and stepped
+//     together, lane by lane (each lane the scalar fma of its output).
 // IQ1_S's shift term comes from Q8_K's bsums (madd with scale x sign),
 // IQ1_M's from its +-1 signs per group of 8 as a second set of values.
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -305,26 +308,35 @@ void decode_row(const typename F::Block* x, int64_t nb, IqDecoded* out) {
   }
 }
 
-// R decoded weight rows (dec[r]: nb blocks) against A activation rows:
-// per chunk each activation's bytes + 128 once, madd(maddubs(a', w), sc)
-// for every (r, m); per block the exact sum less the bias, then the
-// reference's float step.
+// Lane p of the result = the sum of the 8 lanes of v[p] (exact int32).
+inline __m256i sums8(const __m256i* v) {
+  const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
+  const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
+  const __m256i h0123 = _mm256_hadd_epi32(h01, h23), h4567 = _mm256_hadd_epi32(h45, h67);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20), _mm256_permute2x128_si256(h0123, h4567, 0x31));
+}
+
+// R decoded weight rows (dec + r * kb: their blocks [0, kb)) against A
+// activation rows (plain Q8_K rows, their blocks from b0): per chunk each
+// activation's bytes + 128 once, madd(maddubs(a', w), sc) for every (r, m);
+// per block the 8 outputs' exact sums (less the bias) side by side in one
+// register (lane r * A + m) and the reference's float step lane by lane
+// into sumf, each output's running sum.
 template <int K, int R, int A>
-void decoded_tile(int64_t nb, const IqDecoded* const* dec, const uint8_t* a, size_t as, float* y, size_t ys,
-                  float out) {
+void decoded_tile(int64_t kb, const IqDecoded* dec, const uint8_t* a, size_t as, int64_t b0, __m256& sumf) {
+  static_assert(R * A <= 8, "one lane per output");
   const __m256i k128 = _mm256_set1_epi8(static_cast<char>(0x80));
-  float sumf[R][A];
-  for (int r = 0; r < R; ++r)
-    for (int m = 0; m < A; ++m) sumf[r][m] = 0.0f;
-  for (int64_t i = 0; i < nb; ++i) {
+  for (int64_t i = 0; i < kb; ++i) {
     __m256i acc[R][A], acc2[R][A];
     for (int r = 0; r < R; ++r)
       for (int m = 0; m < A; ++m) acc[r][m] = acc2[r][m] = _mm256_setzero_si256();
+    const block_q8_K* ab[A];
+    for (int m = 0; m < A; ++m) ab[m] = act_row<block_q8_K>(a, as, m) + b0 + i;
     for (int c = 0; c < QK_K / 32; ++c) {
       __m256i av[A];
-      for (int m = 0; m < A; ++m) av[m] = _mm256_xor_si256(load32(act_row<block_q8_K>(a, as, m)[i].qs + 32 * c), k128);
+      for (int m = 0; m < A; ++m) av[m] = _mm256_xor_si256(load32(ab[m]->qs + 32 * c), k128);
       for (int r = 0; r < R; ++r) {
-        const IqDecoded& o = dec[r][i];
+        const IqDecoded& o = dec[r * kb + i];
         const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(o.w + 32 * c));
         const __m256i sc = _mm256_load_si256(reinterpret_cast<const __m256i*>(o.sc[c]));
         for (int m = 0; m < A; ++m)
@@ -336,39 +348,64 @@ void decoded_tile(int64_t nb, const IqDecoded* const* dec, const uint8_t* a, siz
         }
       }
     }
+    __m256i f[8], f2[8];
+    alignas(32) int32_t bias[8] = {}, bias2[8] = {};
+    alignas(32) float dw[8] = {}, da[8] = {};
+    for (int p = 0; p < 8; ++p) f[p] = f2[p] = _mm256_setzero_si256();
     for (int r = 0; r < R; ++r) {
-      const IqDecoded& o = dec[r][i];
+      const IqDecoded& o = dec[r * kb + i];
       for (int m = 0; m < A; ++m) {
-        const block_q8_K& ab = act_row<block_q8_K>(a, as, m)[i];
-        int32_t sum2 = 0;
+        const int p = r * A + m;
+        f[p] = acc[r][m];
+        if constexpr (K == kIq1m) f2[p] = acc2[r][m];
         if constexpr (K == kIq1s) {
-          sum2 = hsum_i32_8(_mm256_madd_epi16(load32(ab.bsums), _mm256_load_si256(reinterpret_cast<const __m256i*>(o.coef))));
+          f2[p] = _mm256_madd_epi16(load32(ab[m]->bsums), _mm256_load_si256(reinterpret_cast<const __m256i*>(o.coef)));
         }
-        if constexpr (K == kIq1m) sum2 = hsum_i32_8(acc2[r][m]) - o.bias2;
-        sumf[r][m] = block_step<K>(sumf[r][m], o.d * ab.d, hsum_i32_8(acc[r][m]) - o.bias, sum2);
+        bias[p] = o.bias;
+        bias2[p] = o.bias2;
+        dw[p] = o.d;
+        da[p] = ab[m]->d;
       }
     }
+    const __m256 d = _mm256_mul_ps(_mm256_load_ps(dw), _mm256_load_ps(da));  // fp16(w.d) * a.d, lane by lane
+    const __m256 sum = _mm256_cvtepi32_ps(
+        _mm256_sub_epi32(sums8(f), _mm256_load_si256(reinterpret_cast<const __m256i*>(bias))));
+    if constexpr (K == kPlain) {
+      sumf = _mm256_fmadd_ps(d, sum, sumf);
+    } else {
+      __m256i s2 = sums8(f2);
+      if constexpr (K == kIq1m) s2 = _mm256_sub_epi32(s2, _mm256_load_si256(reinterpret_cast<const __m256i*>(bias2)));
+      const __m256 inner = _mm256_fmadd_ps(_mm256_set1_ps(0.125f), _mm256_cvtepi32_ps(s2), sum);
+      sumf = _mm256_fmadd_ps(d, inner, sumf);
+    }
   }
-  for (int r = 0; r < R; ++r)
-    for (int m = 0; m < A; ++m) y[m * ys + r] = out * sumf[r][m];
 }
 
+// Every tile of 4 activation rows (the last one smaller) over the decoded
+// blocks; sums: 8 floats a tile, their running sums.
 template <int K, int R>
-void decoded_rows(int64_t nb, const IqDecoded* const* dec, const uint8_t* a, size_t as, int64_t n_rows, float* y,
-                  size_t ys, float out) {
-  int64_t m = 0;
-  for (; m + 4 <= n_rows; m += 4) decoded_tile<K, R, 4>(nb, dec, a + m * as, as, y + m * ys, ys, out);
-  switch (n_rows - m) {
-    case 3: decoded_tile<K, R, 3>(nb, dec, a + m * as, as, y + m * ys, ys, out); break;
-    case 2: decoded_tile<K, R, 2>(nb, dec, a + m * as, as, y + m * ys, ys, out); break;
-    case 1: decoded_tile<K, R, 1>(nb, dec, a + m * as, as, y + m * ys, ys, out); break;
-    default: break;
+void decoded_tiles(int64_t kb, const IqDecoded* dec, const uint8_t* a, size_t as, int64_t n_rows, int64_t b0,
+                   float* sums) {
+  int64_t m = 0, t = 0;
+  for (; m + 4 <= n_rows; m += 4, ++t) {
+    __m256 s = _mm256_load_ps(sums + 8 * t);
+    decoded_tile<K, R, 4>(kb, dec, a + m * as, as, b0, s);
+    _mm256_store_ps(sums + 8 * t, s);
   }
+  if (m == n_rows) return;
+  __m256 s = _mm256_load_ps(sums + 8 * t);
+  switch (n_rows - m) {
+    case 3: decoded_tile<K, R, 3>(kb, dec, a + m * as, as, b0, s); break;
+    case 2: decoded_tile<K, R, 2>(kb, dec, a + m * as, as, b0, s); break;
+    default: decoded_tile<K, R, 1>(kb, dec, a + m * as, as, b0, s); break;
+  }
+  _mm256_store_ps(sums + 8 * t, s);
 }
 
 // From this many activation rows on, the weight rows are decoded once per
 // call (below: each tile of 4 rows unpacks its blocks again).
 constexpr int64_t kDecodeRows = 8;
+constexpr int64_t kChunk = 8;  // blocks decoded at a time (2 rows: 13 KiB, in L1)
 
 template <typename F>
 void gemm_of(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows,
@@ -381,18 +418,27 @@ void gemm_of(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t*
   }
   // IQ1_M's two sets of values take twice the accumulators: one weight row a tile.
   constexpr int R = F::kKind == kIq1m ? 1 : 2;
-  auto* scratch = static_cast<IqDecoded*>(thread_scratch(static_cast<size_t>(R * nb) * sizeof(IqDecoded)));
+  const int64_t n_tiles = (n_rows + 3) / 4;
+  const size_t dec_bytes = static_cast<size_t>(R * kChunk) * sizeof(IqDecoded);
+  auto* base = static_cast<uint8_t*>(thread_scratch(dec_bytes + static_cast<size_t>(n_tiles) * 32));
+  auto* dec = reinterpret_cast<IqDecoded*>(base);
+  auto* sums = reinterpret_cast<float*>(base + dec_bytes);
   for (int64_t r0 = 0; r0 < n_w; r0 += R) {
     const int rr = static_cast<int>(std::min<int64_t>(R, n_w - r0));
-    const IqDecoded* dec[R];
-    for (int r = 0; r < rr; ++r) {
-      decode_row<F>(weight_row<B>(w, ws, static_cast<int>(r0 + r)), nb, scratch + r * nb);
-      dec[r] = scratch + r * nb;
+    std::memset(sums, 0, static_cast<size_t>(n_tiles) * 32);
+    for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
+      const int64_t kb = std::min(kChunk, nb - b0);
+      for (int r = 0; r < rr; ++r) decode_row<F>(weight_row<B>(w, ws, static_cast<int>(r0 + r)) + b0, kb, dec + r * kb);
+      if (rr == R) {
+        decoded_tiles<F::kKind, R>(kb, dec, a, as, n_rows, b0, sums);
+      } else {
+        decoded_tiles<F::kKind, 1>(kb, dec, a, as, n_rows, b0, sums);
+      }
     }
-    if (rr == R) {
-      decoded_rows<F::kKind, R>(nb, dec, a, as, n_rows, y + r0, ys, F::kOut);
-    } else {
-      decoded_rows<F::kKind, 1>(nb, dec, a, as, n_rows, y + r0, ys, F::kOut);
+    // Lane r * A + m of tile t: weight row r0 + r, activation row 4t + m.
+    for (int64_t m = 0; m < n_rows; ++m) {
+      const int64_t t = m / 4, A = std::min<int64_t>(4, n_rows - 4 * t);
+      for (int r = 0; r < rr; ++r) y[m * static_cast<int64_t>(ys) + r0 + r] = F::kOut * sums[8 * t + r * A + m % 4];
     }
   }
 }

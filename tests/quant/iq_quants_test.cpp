@@ -373,7 +373,8 @@ TEST_P(KernelTables, IqAnyBytesEqualScalar) {
   std::mt19937 rng(4242);
   for (GgmlType t : kIqTypes) {
     int non_finite = 0;
-    for (int64_t n : {256, 768, 2048}) {
+    // 17 blocks: more than one of the GEMMs' chunks of decoded blocks.
+    for (int64_t n : {256, 768, 2048, 17 * 256}) {
       for (int trial = 0; trial < 8; ++trial) {
         std::vector<uint8_t> w(row_size(t, n) * 3);
         for (auto& b : w) b = static_cast<uint8_t>(rng());
