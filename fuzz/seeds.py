@@ -6,7 +6,8 @@
   fuzz/seeds.py --dict FILE  the libFuzzer dictionary (GGUF key names, tensor
                              names and type ids)
 
-fuzz_gguf: the smallest complete models (they load; one with MXFP4 experts), and prefixes of every
+fuzz_gguf: the smallest complete models (they load; one with MXFP4 experts, one with IQ1_M
+matrices), and prefixes of every
 model and vocabulary file (header + metadata, cut at several lengths).
 fuzz_gguf_metadata: short descriptions (see fuzz/fuzz_gguf_metadata.cpp): the
 template model as is, with each alignment choice, and a few edits.
@@ -66,7 +67,7 @@ def data_offset(b):
 def gguf_seeds(out):
     d = os.path.join(out, 'fuzz_gguf')
     for name in ('stories260K-q4_0.gguf', 'tiny-qwen2-q4_k_m.gguf', 'tiny-phi3-q4_k_m.gguf',
-                 'tiny-mixtral-mxfp4_moe.gguf'):
+                 'tiny-mixtral-mxfp4_moe.gguf', 'tiny-llama-iq1_m.gguf'):
         put(d, open(os.path.join(DATA, 'models', name), 'rb').read())
     files = sorted(glob.glob(os.path.join(DATA, 'models', '*.gguf')) +
                    glob.glob(os.path.join(DATA, 'tokenizer', 'vocab', '*.gguf')))

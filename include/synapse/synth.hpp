@@ -26,7 +26,11 @@ std::vector<std::string> synth_preset_names();
 
 // The file types write_synthetic_model takes (llama-quantize's names,
 // case-insensitive): F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q6_K,
-// Q4_K_M, Q5_K_M.
+// Q4_K_M, Q5_K_M, MXFP4_MOE, IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M, IQ3_XXS, IQ3_XS,
+// IQ3_S, IQ3_M, IQ1_S, IQ1_M. The IQ file types take llama-quantize's
+// per-tensor mixes with an importance matrix; their lattice-format tensors
+// (IQ1/IQ2/IQ3, which have no quantizer) hold random blocks scaled to the
+// other weights' size.
 std::vector<std::string> synth_type_names();
 
 struct SynthParams {

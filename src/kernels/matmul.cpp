@@ -178,7 +178,9 @@ Product prepare(const MatmulOut& o, Activations& x, const quant::KernelTable& kt
     return p;
   }
   // A multiple of 4 rows: the kernels' register tiles take 4 activation rows.
-  p.tile = std::clamp<int64_t>(fit / 4 * 4, 4, 64);
+  // A kernel that decodes its weight rows once per call asks for more
+  // (quant::TypeKernels::gemm_rows).
+  p.tile = std::max<int64_t>(std::clamp<int64_t>(fit / 4 * 4, 4, 64), k.gemm_rows);
   return p;
 }
 

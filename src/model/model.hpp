@@ -65,7 +65,8 @@ struct Model {
 // Opens `path` and binds every tensor the architecture needs. Throws
 // Error(io) when the file cannot be read, Error(format) naming a missing or
 // misshapen tensor, Error(unsupported) naming a tensor of a type synapse
-// cannot compute with (e.g. IQ2_XXS) or an unknown architecture.
+// cannot compute with (e.g. Q8_K, an activation type) or an unknown
+// architecture.
 std::unique_ptr<Model> load_model(const std::string& path);
 
 // Same, from an already opened file (tests build models in memory).

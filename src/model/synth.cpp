@@ -11,7 +11,10 @@
 #include <cstring>
 #include <memory>
 #include <numbers>
+#include <utility>
+#include <vector>
 
+#include "quant/fp16.hpp"
 #include "quant/quant.hpp"
 #include "synapse/error.hpp"
 #include "synapse/gguf.hpp"
@@ -29,12 +32,19 @@ std::string upper(std::string_view s) {
 
 // A file type: the default tensor type, llama.cpp's llama_ftype id
 // (general.file_type) and whether the K-quant mixture rules of Q4_K_M /
-// Q5_K_M apply.
+// Q5_K_M apply. The IQ file types (llama_ftype 19-31) take llama-quantize's
+// IQ mixture rules instead (iq_type below).
 struct FileType {
   const char* name;
   GgmlType type;
   uint32_t llama_ftype;
   bool km_mixture;
+};
+
+// llama.cpp's llama_ftype ids of the IQ file types (llama.h).
+enum IqFtype : uint32_t {
+  kIQ2_XXS = 19, kIQ2_XS = 20, kIQ3_XS = 22, kIQ3_XXS = 23, kIQ1_S = 24, kIQ3_S = 26, kIQ3_M = 27,
+  kIQ2_S = 28, kIQ2_M = 29, kIQ1_M = 31,
 };
 
 constexpr FileType kFileTypes[] = {
@@ -45,7 +55,88 @@ constexpr FileType kFileTypes[] = {
     {"Q6_K", GgmlType::Q6_K, 18, false},  {"Q4_K_M", GgmlType::Q4_K, 15, true},
     {"Q5_K_M", GgmlType::Q5_K, 17, true},
     {"MXFP4_MOE", GgmlType::MXFP4, 38, false},
+    // The IQ file types and their default tensor types (llama-quant.cpp,
+    // llama_ftype_get_default_type: IQ2_S means IQ2_XS tensors, IQ2_M IQ2_S,
+    // IQ3_XS and IQ3_M IQ3_S).
+    {"IQ2_XXS", GgmlType::IQ2_XXS, kIQ2_XXS, false}, {"IQ2_XS", GgmlType::IQ2_XS, kIQ2_XS, false},
+    {"IQ2_S", GgmlType::IQ2_XS, kIQ2_S, false},      {"IQ2_M", GgmlType::IQ2_S, kIQ2_M, false},
+    {"IQ3_XXS", GgmlType::IQ3_XXS, kIQ3_XXS, false}, {"IQ3_XS", GgmlType::IQ3_S, kIQ3_XS, false},
+    {"IQ3_S", GgmlType::IQ3_S, kIQ3_S, false},       {"IQ3_M", GgmlType::IQ3_S, kIQ3_M, false},
+    {"IQ1_S", GgmlType::IQ1_S, kIQ1_S, false},       {"IQ1_M", GgmlType::IQ1_M, kIQ1_M, false},
 };
+
+bool is_iq_ftype(const FileType& ft) {
+  switch (ft.llama_ftype) {
+    case kIQ2_XXS: case kIQ2_XS: case kIQ3_XS: case kIQ3_XXS: case kIQ1_S: case kIQ3_S: case kIQ3_M: case kIQ2_S:
+    case kIQ2_M: case kIQ1_M: return true;
+    default: return false;
+  }
+}
+
+// The lattice formats: no quantizer (synth writes random valid blocks).
+bool is_lattice(GgmlType t) {
+  switch (t) {
+    case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS: case GgmlType::IQ2_S: case GgmlType::IQ3_XXS:
+    case GgmlType::IQ3_S: case GgmlType::IQ1_S: case GgmlType::IQ1_M: return true;
+    default: return false;
+  }
+}
+
+// A matrix's role, as llama-quantize's tensor categories name it.
+enum class Role { other, output, token_embd, attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down };
+
+// llama-quantize's llama_tensor_get_type_impl for the IQ file types, on the
+// dense Llama/Qwen2 presets (no experts, not Falcon, not a 70B) quantized
+// WITH an importance matrix (llama-quantize refuses IQ2_XXS, IQ2_XS, IQ2_S,
+// IQ1_S and IQ1_M without one, and the files users download have one).
+// `layer`: the block index; n_gqa = n_head / n_head_kv.
+GgmlType iq_type(uint32_t f, GgmlType t, Role role, int64_t ne0, int64_t layer, int64_t n_layer, int64_t n_gqa) {
+  const bool low = f == kIQ2_XXS || f == kIQ2_XS || f == kIQ1_S || f == kIQ2_S || f == kIQ2_M || f == kIQ1_M;
+  const bool iq2_sm = f == kIQ2_S || f == kIQ2_M;
+  if (role == Role::output) {
+    if (ne0 % 256 != 0) return GgmlType::Q8_0;
+    return low || f == kIQ3_XXS ? GgmlType::Q5_K : GgmlType::Q6_K;
+  }
+  if (role == Role::token_embd) {
+    if (f == kIQ2_XXS || f == kIQ2_XS || f == kIQ1_S || f == kIQ1_M) return GgmlType::Q2_K;
+    if (iq2_sm || f == kIQ3_XXS) return GgmlType::IQ3_S;
+    return t;
+  }
+  if (low) {
+    switch (role) {
+      case Role::attn_v: return n_gqa >= 4 ? GgmlType::Q4_K : iq2_sm ? GgmlType::IQ3_S : GgmlType::Q2_K;
+      case Role::ffn_down:
+        if (layer < n_layer / 8) return iq2_sm ? GgmlType::IQ3_S : GgmlType::Q2_K;
+        return t;
+      case Role::attn_output:
+        if (f == kIQ1_S || f == kIQ1_M) return GgmlType::IQ2_XXS;
+        if (iq2_sm) return GgmlType::IQ3_S;
+        return t;
+      default: return t;
+    }
+  }
+  switch (role) {
+    case Role::attn_v:
+      if (f == kIQ3_XXS) return n_gqa >= 4 ? GgmlType::Q4_K : GgmlType::IQ3_XXS;
+      if ((f == kIQ3_XS || f == kIQ3_S) && n_gqa >= 4) return GgmlType::Q4_K;
+      if (f == kIQ3_M) return GgmlType::Q4_K;
+      return t;
+    case Role::attn_k:
+    case Role::attn_q:
+      if (f == kIQ3_XS) return GgmlType::IQ3_XXS;
+      if (f == kIQ3_XXS) return GgmlType::IQ2_S;
+      return t;
+    case Role::ffn_down: return f == kIQ3_M && layer < n_layer / 8 ? GgmlType::Q4_K : t;
+    case Role::attn_output:
+      if (f == kIQ3_XXS) return GgmlType::IQ3_S;
+      if (f == kIQ3_M) return GgmlType::Q4_K;
+      return t;
+    case Role::ffn_gate:
+    case Role::ffn_up:
+      return f == kIQ3_XS && layer >= n_layer / 8 && layer < 7 * n_layer / 8 ? GgmlType::IQ3_XXS : t;
+    default: return t;
+  }
+}
 
 const FileType& file_type(std::string_view name) {
   const std::string u = upper(name);
@@ -63,10 +154,17 @@ bool is_quantized(GgmlType t) { return t != GgmlType::F32 && t != GgmlType::F16 
 bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
 // llama-quantize's fallback for a row length the chosen type cannot hold
-// (c392e509: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0; F16 if even that fails).
+// (v0.5.0 tensor_type_fallback: the lattice formats and IQ4_XS -> IQ4_NL,
+// Q2_K and Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0; F16 if
+// even that fails).
 GgmlType fallback(GgmlType t, int64_t ne0) {
   if (ne0 % type_traits(t).block_size == 0) return t;
   switch (t) {
+    case GgmlType::IQ1_S: case GgmlType::IQ1_M: case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS:
+    case GgmlType::IQ2_S: case GgmlType::IQ3_XXS: case GgmlType::IQ3_S: case GgmlType::IQ4_XS:
+      t = GgmlType::IQ4_NL;
+      break;
+    case GgmlType::Q2_K: case GgmlType::Q3_K: t = GgmlType::Q4_0; break;
     case GgmlType::Q4_K: t = GgmlType::Q5_0; break;
     case GgmlType::Q5_K: t = GgmlType::Q5_1; break;
     case GgmlType::Q6_K: t = GgmlType::Q8_0; break;
@@ -366,12 +464,18 @@ std::vector<SynthTensor> synth_plan(const SynthPreset& p, std::string_view ftype
   std::vector<SynthTensor> plan;
   int64_t i_attn_v = 0;
   // kind: 0 other weight, 1 output (or tied embedding), 2 attn_v, 3 ffn_down
-  // (ffn_down_exps: llama-quantize reads its layer from the name). ne2:
-  // experts of a merged 3-D expert tensor, else 1. No preset has exactly 8
-  // experts, for which llama-quantize has rules of its own (Mixtral 8x).
-  const auto matrix = [&](std::string name, int64_t ne0, int64_t ne1, int kind, int64_t layer, int64_t ne2 = 1) {
+  // (ffn_down_exps: llama-quantize reads its layer from the name); role: the
+  // IQ rules' finer one. ne2: experts of a merged 3-D expert tensor, else 1.
+  // No preset has exactly 8 experts, for which llama-quantize has rules of
+  // its own (Mixtral 8x).
+  const auto matrix = [&](std::string name, int64_t ne0, int64_t ne1, int kind, int64_t layer, Role role,
+                          int64_t ne2 = 1) {
     GgmlType t = ft.type;
-    if (ft.type == GgmlType::MXFP4) {
+    if (is_iq_ftype(ft)) {
+      t = fallback(iq_type(ft.llama_ftype, ft.type, kind == 1 ? Role::output : role, ne0, layer, p.n_layer,
+                           p.n_head / p.n_head_kv),
+                   ne0);
+    } else if (ft.type == GgmlType::MXFP4) {
       // llama-quantize's MXFP4_MOE: the merged experts (3-D) MXFP4, every
       // other matrix Q8_0, the output included.
       t = ne2 > 1 ? GgmlType::MXFP4 : fallback(GgmlType::Q8_0, ne0);
@@ -403,40 +507,94 @@ std::vector<SynthTensor> synth_plan(const SynthPreset& p, std::string_view ftype
   const auto vec = [&](std::string name, int64_t n) {
     plan.push_back(SynthTensor{std::move(name), {n}, GgmlType::F32, static_cast<uint64_t>(n) * 4});
   };
-  matrix("token_embd.weight", p.n_embd, p.n_vocab, p.tied ? 1 : 0, -1);
+  matrix("token_embd.weight", p.n_embd, p.n_vocab, p.tied ? 1 : 0, -1, Role::token_embd);
   if (p.rope_factor != 0.0f) vec("rope_freqs.weight", head / 2);
   for (int64_t il = 0; il < p.n_layer; ++il) {
     const std::string b = "blk." + std::to_string(il) + ".";
     vec(b + "attn_norm.weight", p.n_embd);
-    matrix(b + "attn_q.weight", p.n_embd, n_q, 0, il);
+    matrix(b + "attn_q.weight", p.n_embd, n_q, 0, il, Role::attn_q);
     if (p.qkv_bias) vec(b + "attn_q.bias", n_q);
-    matrix(b + "attn_k.weight", p.n_embd, n_kv, 0, il);
+    matrix(b + "attn_k.weight", p.n_embd, n_kv, 0, il, Role::attn_k);
     if (p.qkv_bias) vec(b + "attn_k.bias", n_kv);
-    matrix(b + "attn_v.weight", p.n_embd, n_kv, 2, il);
+    matrix(b + "attn_v.weight", p.n_embd, n_kv, 2, il, Role::attn_v);
     if (p.qkv_bias) vec(b + "attn_v.bias", n_kv);
     if (p.qk_norm) {
       vec(b + "attn_q_norm.weight", head);
       vec(b + "attn_k_norm.weight", head);
     }
-    matrix(b + "attn_output.weight", n_q, p.n_embd, 0, il);
+    matrix(b + "attn_output.weight", n_q, p.n_embd, 0, il, Role::attn_output);
     vec(b + "ffn_norm.weight", p.n_embd);
     if (p.n_expert > 0) {
       f32_matrix(b + "ffn_gate_inp.weight", p.n_embd, p.n_expert);
-      matrix(b + "ffn_gate_exps.weight", p.n_embd, p.n_ff_exp, 0, il, p.n_expert);
-      matrix(b + "ffn_up_exps.weight", p.n_embd, p.n_ff_exp, 0, il, p.n_expert);
-      matrix(b + "ffn_down_exps.weight", p.n_ff_exp, p.n_embd, 3, il, p.n_expert);
+      matrix(b + "ffn_gate_exps.weight", p.n_embd, p.n_ff_exp, 0, il, Role::ffn_gate, p.n_expert);
+      matrix(b + "ffn_up_exps.weight", p.n_embd, p.n_ff_exp, 0, il, Role::ffn_up, p.n_expert);
+      matrix(b + "ffn_down_exps.weight", p.n_ff_exp, p.n_embd, 3, il, Role::ffn_down, p.n_expert);
     } else {
-      matrix(b + "ffn_gate.weight", p.n_embd, p.n_ff, 0, il);
-      matrix(b + "ffn_up.weight", p.n_embd, p.n_ff, 0, il);
-      matrix(b + "ffn_down.weight", p.n_ff, p.n_embd, 3, il);
+      matrix(b + "ffn_gate.weight", p.n_embd, p.n_ff, 0, il, Role::ffn_gate);
+      matrix(b + "ffn_up.weight", p.n_embd, p.n_ff, 0, il, Role::ffn_up);
+      matrix(b + "ffn_down.weight", p.n_ff, p.n_embd, 3, il, Role::ffn_down);
     }
   }
   vec("output_norm.weight", p.n_embd);
-  if (!p.tied) matrix("output.weight", p.n_embd, p.n_vocab, 1, -1);
+  if (!p.tied) matrix("output.weight", p.n_embd, p.n_vocab, 1, -1, Role::output);
   return plan;
 }
 
 namespace {
+
+// Writes the F16 scale h into every block of a lattice-format row (IQ1_M:
+// the top nibbles of its four scale words; the others: the leading d).
+void set_lattice_scale(GgmlType t, uint8_t* row, int64_t ne0, uint16_t h) {
+  const size_t bytes = type_traits(t).type_size;
+  for (uint8_t* b = row; b < row + static_cast<size_t>(ne0 / 256) * bytes; b += bytes) {
+    if (t == GgmlType::IQ1_M) {
+      for (int w = 0; w < 4; ++w) b[48 + 2 * w + 1] = static_cast<uint8_t>((b[48 + 2 * w + 1] & 0x0F) | (((h >> (4 * w)) & 0xF) << 4));
+    } else {
+      b[0] = static_cast<uint8_t>(h & 0xFF);
+      b[1] = static_cast<uint8_t>(h >> 8);
+    }
+  }
+}
+
+// The lattice formats have no quantizer (ggml's needs an importance
+// matrix), and a benchmark's speed depends only on the blocks' layout: synth
+// writes random blocks (every index, sign and sub-block scale drawn at
+// random) with one F16 scale per type, chosen once so that the values'
+// RMS is about 0.02 like the other types' weights (measured on 16 random
+// blocks with scale 1).
+uint16_t lattice_scale(GgmlType t) {
+  static const auto scales = [] {
+    std::vector<std::pair<GgmlType, uint16_t>> v;
+    for (GgmlType u : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS, GgmlType::IQ3_S,
+                       GgmlType::IQ1_S, GgmlType::IQ1_M}) {
+      const int64_t n = 16 * 256;
+      std::vector<uint8_t> row(row_size(u, n));
+      uint64_t s = 0x1A77;
+      for (auto& b : row) b = static_cast<uint8_t>(splitmix64(s));
+      set_lattice_scale(u, row.data(), n, 0x3C00);  // 1.0
+      std::vector<float> y(static_cast<size_t>(n));
+      quant::dequantize_row(u, row.data(), y.data(), n);
+      double ss = 0;
+      for (float x : y) ss += static_cast<double>(x) * x;
+      v.emplace_back(u, quant::fp32_to_fp16(static_cast<float>(0.02 / std::sqrt(ss / static_cast<double>(n)))));
+    }
+    return v;
+  }();
+  for (const auto& [u, h] : scales)
+    if (u == t) return h;
+  return 0;
+}
+
+void random_lattice_row(GgmlType t, uint8_t* row, int64_t ne0, uint64_t seed) {
+  const size_t n = row_size(t, ne0);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const uint64_t r = splitmix64(seed);
+    std::memcpy(row + i, &r, 8);
+  }
+  for (; i < n; ++i) row[i] = static_cast<uint8_t>(splitmix64(seed));
+  set_lattice_scale(t, row, ne0, lattice_scale(t));
+}
 
 SynthResult write_file(const SynthPreset& p, std::string_view ftype, uint64_t seed, const std::string& path,
                        base::ThreadPool& pool, bool& created) {
@@ -489,7 +647,13 @@ SynthResult write_file(const SynthPreset& p, std::string_view ftype, uint64_t se
           uint64_t s = tseed + static_cast<uint64_t>(r) * 0xD1B54A32D192ED03ull;
           fill_normal(row.data(), ne0, 0.02f, splitmix64(s));
         }
-        quant::quantize_row(t.type, row.data(), data.data() + static_cast<size_t>(r) * rb, ne0);
+        uint8_t* out = data.data() + static_cast<size_t>(r) * rb;
+        if (is_lattice(t.type)) {
+          uint64_t s = tseed + static_cast<uint64_t>(r) * 0xD1B54A32D192ED03ull;
+          random_lattice_row(t.type, out, ne0, splitmix64(s));
+        } else {
+          quant::quantize_row(t.type, row.data(), out, ne0);
+        }
       }
     });
     o.raw(data.data(), data.size());

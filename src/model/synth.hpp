@@ -78,7 +78,14 @@ SynthPreset synth_preset(std::string_view name);
 std::vector<std::string> synth_preset_names();
 
 // File types `synth` writes: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
-// Q6_K, Q4_K_M, Q5_K_M (llama-quantize's names, case-insensitive).
+// Q6_K, Q4_K_M, Q5_K_M, MXFP4_MOE, and the IQ file types IQ2_XXS, IQ2_XS,
+// IQ2_S, IQ2_M, IQ3_XXS, IQ3_XS, IQ3_S, IQ3_M, IQ1_S, IQ1_M with
+// llama-quantize's per-tensor mixes as it makes them with an importance
+// matrix (llama-quantize's names, case-insensitive). The lattice formats
+// (IQ1/IQ2/IQ3) have no quantizer: their blocks are random (any index, sign
+// and sub-block scale) with one F16 scale per type for an RMS of about 0.02,
+// which is all a benchmark needs (speed depends on the layout, not the
+// values); the mixes' other types are quantized from the random weights.
 std::vector<std::string> synth_type_names();
 
 // One tensor of the plan: name, ggml shape (ne[0] = row length), type and

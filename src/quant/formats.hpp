@@ -38,6 +38,23 @@ struct block_q8_K { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; };
 struct block_iq4_xs { ggml_fp16_t d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; };
 struct block_tq1_0 { uint8_t qs[(QK_K - 4 * QK_K / 64) / 5]; uint8_t qh[QK_K / 64]; ggml_fp16_t d; };
 struct block_tq2_0 { uint8_t qs[QK_K / 4]; ggml_fp16_t d; };
+// The IQ1/IQ2/IQ3 formats: indices into the lattices of iq_grids.hpp, signs,
+// and 3- or 4-bit sub-block scales (iq_quants.cpp says where each field's
+// bits go). IQ1_M has no d field: its F16 scale is the top 4 bits of each
+// of the four uint16 words of `scales`.
+struct block_iq2_xxs { ggml_fp16_t d; uint16_t qs[QK_K / 8]; };
+struct block_iq2_xs { ggml_fp16_t d; uint16_t qs[QK_K / 8]; uint8_t scales[QK_K / 32]; };
+struct block_iq2_s { ggml_fp16_t d; uint8_t qs[QK_K / 4]; uint8_t qh[QK_K / 32]; uint8_t scales[QK_K / 32]; };
+struct block_iq3_xxs { ggml_fp16_t d; uint8_t qs[3 * QK_K / 8]; };
+struct block_iq3_s {
+  ggml_fp16_t d;
+  uint8_t qs[QK_K / 4];
+  uint8_t qh[QK_K / 32];
+  uint8_t signs[QK_K / 8];
+  uint8_t scales[QK_K / 64];
+};
+struct block_iq1_s { ggml_fp16_t d; uint8_t qs[QK_K / 8]; uint16_t qh[QK_K / 32]; };
+struct block_iq1_m { uint8_t qs[QK_K / 8]; uint8_t qh[QK_K / 16]; uint8_t scales[QK_K / 32]; };
 
 static_assert(sizeof(block_q4_0) == 18 && sizeof(block_q4_1) == 20 && sizeof(block_q5_0) == 22);
 static_assert(sizeof(block_q5_1) == 24 && sizeof(block_q8_0) == 34 && sizeof(block_q8_1) == 36);
@@ -46,6 +63,9 @@ static_assert(sizeof(block_q4_K) == 144 && sizeof(block_q5_K) == 176 && sizeof(b
 static_assert(sizeof(block_q8_K) == 292 && sizeof(block_iq4_xs) == 136);
 static_assert(sizeof(block_tq1_0) == 54 && sizeof(block_tq2_0) == 66);
 static_assert(sizeof(block_mxfp4) == 17);
+static_assert(sizeof(block_iq2_xxs) == 66 && sizeof(block_iq2_xs) == 74 && sizeof(block_iq2_s) == 82);
+static_assert(sizeof(block_iq3_xxs) == 98 && sizeof(block_iq3_s) == 110);
+static_assert(sizeof(block_iq1_s) == 50 && sizeof(block_iq1_m) == 56);
 
 // ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j (0..7) of
 // a Q4_K/Q5_K block from its 12 packed bytes. Bytes 0-3 hold scales 0-3 (low
@@ -183,6 +203,22 @@ SYNAPSE_DECLARE_FORMAT(tq1_0)
 SYNAPSE_DECLARE_FORMAT(tq2_0)
 float vec_dot_tq1_0_q8_K(int64_t n, const void* w, const void* a);
 float vec_dot_tq2_0_q8_K(int64_t n, const void* w, const void* a);
+
+// iq_quants.cpp: the IQ1/IQ2/IQ3 formats (no quantizer: dequantize and dot)
+void dequantize_row_iq2_xxs(const void* x, float* y, int64_t n);
+void dequantize_row_iq2_xs(const void* x, float* y, int64_t n);
+void dequantize_row_iq2_s(const void* x, float* y, int64_t n);
+void dequantize_row_iq3_xxs(const void* x, float* y, int64_t n);
+void dequantize_row_iq3_s(const void* x, float* y, int64_t n);
+void dequantize_row_iq1_s(const void* x, float* y, int64_t n);
+void dequantize_row_iq1_m(const void* x, float* y, int64_t n);
+float vec_dot_iq2_xxs_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_iq2_xs_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_iq2_s_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_iq3_xxs_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_iq3_s_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_iq1_s_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_iq1_m_q8_K(int64_t n, const void* w, const void* a);
 
 #undef SYNAPSE_DECLARE_FORMAT
 

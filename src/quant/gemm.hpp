@@ -20,6 +20,8 @@
 
 namespace synapse::quant {
 
+struct IqDecoded;  // iq_decoded.hpp
+
 // n: elements per row (a multiple of t's block size). w: n_w weight rows of
 // type t, w_stride bytes apart. a: n_rows activation rows of type
 // vec_dot_type(t), a_stride bytes apart, each passed through
@@ -36,8 +38,8 @@ using GemmFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_
 // vec_dot; Q8_0 and Q6_K matrices are interleaved too, but keep these
 // kernels for the matrices that stay plain); Isa::avx512 has the AVX2 ones,
 // with its own for Q4_1, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q5_K and IQ4_XS
-// (gemm_avx512.cpp); Isa::scalar has none (the scalar vec_dot loop is the
-// reference).
+// (gemm_avx512.cpp) and the lattice formats (iq_gemm_avx512.cpp); Isa::scalar
+// has none (the scalar vec_dot loop is the reference).
 GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept;
 
 // Converts one activation row of n elements (type vec_dot_type(t), src) to
@@ -106,6 +108,25 @@ void gemm_iq4_xs_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w,
                       int64_t n_rows, float* y, size_t y_stride);
 void gemm_tq2_0_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
                      int64_t n_rows, float* y, size_t y_stride);
+// iq_quants_avx2.cpp: the lattice formats. Fewer than 8 activation rows:
+// one weight row against tiles of up to 4, the same tile code as their
+// vec_dot; more: the weight rows decoded to int8 once per call
+// (iq_decoded.hpp) and run in register tiles of 2 weight rows x 4
+// activation rows (TypeKernels::gemm_rows asks matmul for 64 a call).
+// decode_<t>_rows writes n_w rows' nb blocks each, row r at out + r * nb
+// (the AVX-512 GEMMs decode with it).
+#define SYNAPSE_DECLARE_IQ_GEMM(t)                                                                            \
+  void gemm_##t##_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a,          \
+                       size_t a_stride, int64_t n_rows, float* y, size_t y_stride);                          \
+  void decode_##t##_rows(const uint8_t* w, size_t w_stride, int64_t n_w, int64_t nb, IqDecoded* out);
+SYNAPSE_DECLARE_IQ_GEMM(iq2_xxs)
+SYNAPSE_DECLARE_IQ_GEMM(iq2_xs)
+SYNAPSE_DECLARE_IQ_GEMM(iq2_s)
+SYNAPSE_DECLARE_IQ_GEMM(iq3_xxs)
+SYNAPSE_DECLARE_IQ_GEMM(iq3_s)
+SYNAPSE_DECLARE_IQ_GEMM(iq1_s)
+SYNAPSE_DECLARE_IQ_GEMM(iq1_m)
+#undef SYNAPSE_DECLARE_IQ_GEMM
 void gemm_f16_f16(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
                   int64_t n_rows, float* y, size_t y_stride);
 void gemm_f32_f32(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
@@ -140,6 +161,20 @@ void gemm_q5_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, c
                     int64_t n_rows, float* y, size_t y_stride);
 void gemm_iq4_xs_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
                       int64_t n_rows, float* y, size_t y_stride);
+// iq_gemm_avx512.cpp: the lattice formats' prefill GEMMs (8 activation rows
+// or more: weight rows decoded by avx2::decode_<t>_rows, 4 x 4 VNNI tiles;
+// fewer: the avx2:: kernel).
+#define SYNAPSE_DECLARE_IQ_GEMM512(t)                                                                         \
+  void gemm_##t##_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a,          \
+                       size_t a_stride, int64_t n_rows, float* y, size_t y_stride);
+SYNAPSE_DECLARE_IQ_GEMM512(iq2_xxs)
+SYNAPSE_DECLARE_IQ_GEMM512(iq2_xs)
+SYNAPSE_DECLARE_IQ_GEMM512(iq2_s)
+SYNAPSE_DECLARE_IQ_GEMM512(iq3_xxs)
+SYNAPSE_DECLARE_IQ_GEMM512(iq3_s)
+SYNAPSE_DECLARE_IQ_GEMM512(iq1_s)
+SYNAPSE_DECLARE_IQ_GEMM512(iq1_m)
+#undef SYNAPSE_DECLARE_IQ_GEMM512
 }  // namespace avx512
 
 }  // namespace synapse::quant

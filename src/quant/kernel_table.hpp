@@ -14,7 +14,9 @@
 // AVX2 dots, decode kernels, quantizers and packs, and replaces the prefill
 // GEMMs: the interleaved ones (interleave_avx512.cpp: two 8-row groups
 // per zmm register, across outputs, with vpdpbusd) and the plain ones of Q4_1, Q5_1, IQ4_NL, MXFP4, Q2_K,
-// Q3_K, Q5_K and IQ4_XS (gemm_avx512.cpp: two weight rows per zmm register). Those are
+// Q3_K, Q5_K and IQ4_XS (gemm_avx512.cpp: two weight rows per zmm register)
+// and of the lattice formats IQ1_S ... IQ3_S (iq_gemm_avx512.cpp: rows
+// decoded to int8 by the AVX2 decoder, 4 x 4 vpdpwssd tiles). Those are
 // genuinely different kernels, not the AVX2 source recompiled wider (VNNI
 // replaces most maddubs + madd pairs, and the operands are laid out for it), so
 // compiling one x86 source once per level (or Highway's fixed-width tags)
@@ -56,6 +58,11 @@ struct TypeKernels {
   QuantizeFn quantize = nullptr;      // floats -> row of t
   VecDotFn vec_dot = nullptr;         // ggml_vec_dot_<t>_<vec_dot_type> (null: t is no weight type)
   GemmFn gemm = nullptr;              // plain multi-row kernel (null: loop vec_dot)
+  // Activation rows per call of gemm the kernel wants at least (0: matmul's
+  // own tile, the rows that fit 24 KiB): the lattice formats' GEMMs decode
+  // their weight rows to int8 once per call, so the more rows a call has,
+  // the less the decoding costs a row. Never changes a result.
+  uint8_t gemm_rows = 0;
   GemvFn gemv = nullptr;              // decode kernel (null: loop vec_dot)
   GemmPackFn gemm_pack = nullptr;     // activation pack gemm/gemv read (null: plain rows)
   uint16_t gemm_pack_bytes = 0;       // bytes of gemm_pack's output per block of vec_dot_type (0: no pack)

@@ -58,6 +58,15 @@ constexpr ScalarRow kScalarRows[] = {
     {G::TQ1_0, G::Q8_K, dequantize_row_tq1_0, quantize_row_tq1_0, vec_dot_tq1_0_q8_K, nullptr},
     {G::TQ2_0, G::Q8_K, dequantize_row_tq2_0, quantize_row_tq2_0, vec_dot_tq2_0_q8_K, nullptr},
     {G::MXFP4, G::Q8_0, dequantize_row_mxfp4, quantize_row_mxfp4, vec_dot_mxfp4_q8_0, nullptr},
+    // The lattice formats (iq_quants.cpp): no quantizer (ggml's needs an
+    // importance matrix for most of them; synapse reads them only).
+    {G::IQ2_XXS, G::Q8_K, dequantize_row_iq2_xxs, nullptr, vec_dot_iq2_xxs_q8_K, nullptr},
+    {G::IQ2_XS, G::Q8_K, dequantize_row_iq2_xs, nullptr, vec_dot_iq2_xs_q8_K, nullptr},
+    {G::IQ2_S, G::Q8_K, dequantize_row_iq2_s, nullptr, vec_dot_iq2_s_q8_K, nullptr},
+    {G::IQ3_XXS, G::Q8_K, dequantize_row_iq3_xxs, nullptr, vec_dot_iq3_xxs_q8_K, nullptr},
+    {G::IQ3_S, G::Q8_K, dequantize_row_iq3_s, nullptr, vec_dot_iq3_s_q8_K, nullptr},
+    {G::IQ1_S, G::Q8_K, dequantize_row_iq1_s, nullptr, vec_dot_iq1_s_q8_K, nullptr},
+    {G::IQ1_M, G::Q8_K, dequantize_row_iq1_m, nullptr, vec_dot_iq1_m_q8_K, nullptr},
 };
 
 KernelTable make_scalar_table() {
@@ -93,6 +102,7 @@ KernelTable make_scalar_table() {
   take(r.quantize, own.quantize);
   take(r.vec_dot, own.vec_dot);
   take(r.gemm, own.gemm);
+  take(r.gemm_rows, own.gemm_rows);
   take(r.gemv, own.gemv);
   take(r.gemm_pack, own.gemm_pack);
   take(r.gemm_pack_bytes, own.gemm_pack_bytes);
@@ -177,6 +187,13 @@ KernelTable make_avx2_table() {
   overlay(k, G::TQ1_0, {.vec_dot = avx2::vec_dot_tq1_0_q8_K});
   overlay(k, G::TQ2_0, {.vec_dot = avx2::vec_dot_tq2_0_q8_K, .gemm = avx2::gemm_tq2_0_q8_K});
   overlay(k, G::MXFP4, {.vec_dot = avx2::vec_dot_mxfp4_q8_0, .gemm = avx2::gemm_mxfp4_q8_0});
+  overlay(k, G::IQ2_XXS, {.vec_dot = avx2::vec_dot_iq2_xxs_q8_K, .gemm = avx2::gemm_iq2_xxs_q8_K, .gemm_rows = 64});
+  overlay(k, G::IQ2_XS, {.vec_dot = avx2::vec_dot_iq2_xs_q8_K, .gemm = avx2::gemm_iq2_xs_q8_K, .gemm_rows = 64});
+  overlay(k, G::IQ2_S, {.vec_dot = avx2::vec_dot_iq2_s_q8_K, .gemm = avx2::gemm_iq2_s_q8_K, .gemm_rows = 64});
+  overlay(k, G::IQ3_XXS, {.vec_dot = avx2::vec_dot_iq3_xxs_q8_K, .gemm = avx2::gemm_iq3_xxs_q8_K, .gemm_rows = 64});
+  overlay(k, G::IQ3_S, {.vec_dot = avx2::vec_dot_iq3_s_q8_K, .gemm = avx2::gemm_iq3_s_q8_K, .gemm_rows = 64});
+  overlay(k, G::IQ1_S, {.vec_dot = avx2::vec_dot_iq1_s_q8_K, .gemm = avx2::gemm_iq1_s_q8_K, .gemm_rows = 64});
+  overlay(k, G::IQ1_M, {.vec_dot = avx2::vec_dot_iq1_m_q8_K, .gemm = avx2::gemm_iq1_m_q8_K, .gemm_rows = 64});
   return k;
 }
 
@@ -203,6 +220,13 @@ KernelTable make_avx512_table() {
   overlay(k, G::Q6_K, {.gemm_x8 = avx512::gemm_q6_Kx8_q8_K, .x8_group_step = 2, .x8_tile_step = 32});
   overlay(k, G::IQ4_XS, {.gemm = avx512::gemm_iq4_xs_q8_K});
   overlay(k, G::MXFP4, {.gemm = avx512::gemm_mxfp4_q8_0});
+  overlay(k, G::IQ2_XXS, {.gemm = avx512::gemm_iq2_xxs_q8_K});
+  overlay(k, G::IQ2_XS, {.gemm = avx512::gemm_iq2_xs_q8_K});
+  overlay(k, G::IQ2_S, {.gemm = avx512::gemm_iq2_s_q8_K});
+  overlay(k, G::IQ3_XXS, {.gemm = avx512::gemm_iq3_xxs_q8_K});
+  overlay(k, G::IQ3_S, {.gemm = avx512::gemm_iq3_s_q8_K});
+  overlay(k, G::IQ1_S, {.gemm = avx512::gemm_iq1_s_q8_K});
+  overlay(k, G::IQ1_M, {.gemm = avx512::gemm_iq1_m_q8_K});
   return k;
 }
 #endif
@@ -230,6 +254,13 @@ KernelTable make_neon_table() {
   overlay(k, G::TQ1_0, {.vec_dot = neon::vec_dot_tq1_0_q8_K});
   overlay(k, G::TQ2_0, {.vec_dot = neon::vec_dot_tq2_0_q8_K});
   overlay(k, G::MXFP4, {.vec_dot = neon::vec_dot_mxfp4_q8_0});
+  overlay(k, G::IQ2_XXS, {.vec_dot = neon::vec_dot_iq2_xxs_q8_K});
+  overlay(k, G::IQ2_XS, {.vec_dot = neon::vec_dot_iq2_xs_q8_K});
+  overlay(k, G::IQ2_S, {.vec_dot = neon::vec_dot_iq2_s_q8_K});
+  overlay(k, G::IQ3_XXS, {.vec_dot = neon::vec_dot_iq3_xxs_q8_K});
+  overlay(k, G::IQ3_S, {.vec_dot = neon::vec_dot_iq3_s_q8_K});
+  overlay(k, G::IQ1_S, {.vec_dot = neon::vec_dot_iq1_s_q8_K});
+  overlay(k, G::IQ1_M, {.vec_dot = neon::vec_dot_iq1_m_q8_K});
   return k;
 }
 #endif

@@ -51,7 +51,7 @@ bool has_quantize(GgmlType t, Isa isa) noexcept;
 // allocation lives here, in generic code. Throws std::bad_alloc.
 void* thread_scratch(size_t bytes);
 
-// The 18 vec_dot kernels every SIMD instruction set provides, declared in
+// The 25 vec_dot kernels every SIMD instruction set provides, declared in
 // its namespace (each the same contract as the scalar kernel of formats.hpp
 // with the same name).
 #define SYNAPSE_DECLARE_SIMD_DOTS()                                         \
@@ -72,7 +72,14 @@ void* thread_scratch(size_t bytes);
   float vec_dot_q6_K_q8_K(int64_t n, const void* w, const void* a);        \
   float vec_dot_iq4_xs_q8_K(int64_t n, const void* w, const void* a);      \
   float vec_dot_tq1_0_q8_K(int64_t n, const void* w, const void* a);       \
-  float vec_dot_tq2_0_q8_K(int64_t n, const void* w, const void* a);
+  float vec_dot_tq2_0_q8_K(int64_t n, const void* w, const void* a);       \
+  float vec_dot_iq2_xxs_q8_K(int64_t n, const void* w, const void* a);     \
+  float vec_dot_iq2_xs_q8_K(int64_t n, const void* w, const void* a);      \
+  float vec_dot_iq2_s_q8_K(int64_t n, const void* w, const void* a);       \
+  float vec_dot_iq3_xxs_q8_K(int64_t n, const void* w, const void* a);     \
+  float vec_dot_iq3_s_q8_K(int64_t n, const void* w, const void* a);       \
+  float vec_dot_iq1_s_q8_K(int64_t n, const void* w, const void* a);       \
+  float vec_dot_iq1_m_q8_K(int64_t n, const void* w, const void* a);
 
 // The AVX2 kernels (defined in *_avx2.cpp on x86-64 only; the dispatch
 // table in quant.cpp references them only there).

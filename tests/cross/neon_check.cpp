@@ -109,7 +109,11 @@ void print_digest() {
         const auto wf = random_floats(n, rng, trial % 4);
         const auto af = random_floats(n, rng, (trial / 4 + trial) % 4);
         std::vector<uint8_t> w(row_size(t, n)), a(row_size(vt, n));
-        quantize_row(t, wf.data(), w.data(), n);
+        if (quantize_kernel(t, Isa::scalar) != nullptr) {
+          quantize_row(t, wf.data(), w.data(), n);
+        } else {  // no quantizer (the IQ1/IQ2/IQ3 formats): seeded random blocks
+          w = random_row_bytes(t, n, rng);
+        }
         quantize_row(vt, af.data(), a.data(), n);
         float r = vec_dot(t, n, w.data(), a.data());
         if (std::isnan(r)) r = std::numeric_limits<float>::quiet_NaN();
@@ -171,7 +175,11 @@ int main(int argc, char** argv) {
           const auto af = random_floats(n, rng, (trial / 4) % 4);
           w.resize(row_size(t, n));
           a.resize(row_size(vt, n));
-          quantize_kernel(t, Isa::scalar)(wf.data(), w.data(), n);
+          if (const QuantizeFn q = quantize_kernel(t, Isa::scalar)) {
+            q(wf.data(), w.data(), n);
+          } else {  // no quantizer (the IQ1/IQ2/IQ3 formats): random blocks
+            w = random_row_bytes(t, n, rng);
+          }
           quantize_kernel(vt, Isa::scalar)(af.data(), a.data(), n);
         }
         compare(t, trial < 8 ? "random bytes" : "quantized", n, trial, w, a, c);

@@ -472,14 +472,56 @@ TEST(GgufHostile, MagicAndVersion) {
   expect_error([&] { parse({}); }, Errc::format, {"hostile.gguf", "truncated"});
 }
 
+// The reader takes every known type (the model layer refuses the ones
+// without weight kernels: Q8_K is ggml's activation type).
 TEST(GgufHostile, KnownButUnsupportedTypeLoads) {
   Writer w;
-  std::vector<uint8_t> d(66);
+  std::vector<uint8_t> d(292);
   const int64_t ne[2] = {256, 1};
-  w.add_tensor("blk.0.ffn_down.weight", GgmlType::IQ2_XXS, ne, d);
+  w.add_tensor("blk.0.ffn_down.weight", GgmlType::Q8_K, ne, d);
   File f = parse(w.bytes());
-  EXPECT_EQ(f.tensors().at(0).type, GgmlType::IQ2_XXS);
-  EXPECT_EQ(f.tensors().at(0).n_bytes, 66u);
+  EXPECT_EQ(f.tensors().at(0).type, GgmlType::Q8_K);
+  EXPECT_EQ(f.tensors().at(0).n_bytes, 292u);
+}
+
+}  // namespace
+
+namespace {
+
+// The lattice formats (IQ2_XXS ... IQ1_M, 256-value blocks of 50 to 110
+// bytes): a tensor cut anywhere in its data is refused naming it, as is a row
+// that is not a whole number of blocks; a file whose blocks are all random
+// loads (the indices are masked to their tables' widths in the kernels, so
+// any bytes are a defined value: tests/quant/iq_quants_test.cpp).
+TEST(GgufHostile, LatticeTypesCutOrPartialBlocks) {
+  for (GgmlType t : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS, GgmlType::IQ3_S,
+                     GgmlType::IQ1_S, GgmlType::IQ1_M}) {
+    SCOPED_TRACE(std::string(type_name(t)));
+    const size_t bytes = 2 * 2 * type_traits(t).type_size;  // [512, 2]: 4 blocks
+    std::vector<uint8_t> d(bytes);
+    std::mt19937 rng(static_cast<uint32_t>(t));
+    for (auto& v : d) v = static_cast<uint8_t>(rng());
+    Writer w;
+    w.set_string("general.architecture", "llama");
+    const int64_t ne[2] = {512, 2};
+    w.add_tensor("blk.0.ffn_down.weight", t, ne, d);
+    const std::vector<uint8_t> full = w.bytes();
+    const File f = parse(full);
+    ASSERT_EQ(f.tensors().at(0).n_bytes, bytes);
+    EXPECT_EQ(std::memcmp(f.tensors().at(0).data, d.data(), bytes), 0);
+    const uint64_t data_start = f.data_offset();
+    for (uint64_t len = data_start; len < full.size(); len += 1 + (full.size() - data_start) / 7) {
+      std::vector<uint8_t> b(full.begin(), full.begin() + static_cast<ptrdiff_t>(len));
+      expect_error([&] { parse(b); }, Errc::format, {"tensor 'blk.0.ffn_down.weight'", "extends past the end"});
+    }
+    const uint64_t end = data_start + f.tensors().at(0).offset + bytes;
+    std::vector<uint8_t> b(full.begin(), full.begin() + static_cast<ptrdiff_t>(end - 1));  // the last block 1 byte short
+    expect_error([&] { parse(b); }, Errc::format, {"tensor 'blk.0.ffn_down.weight'", "extends past the end"});
+    b = full;
+    poke_u64(b, tensor_fields(b, "blk.0.ffn_down.weight").ne0, 384);  // 1.5 blocks a row
+    expect_error([&] { parse(b); }, Errc::format,
+                 {"tensor 'blk.0.ffn_down.weight'", "ne[0] = 384", std::string(type_name(t)) + " block size 256"});
+  }
 }
 
 }  // namespace

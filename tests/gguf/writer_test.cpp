@@ -172,7 +172,7 @@ struct TensorSpec {
   size_t n_bytes;  // computed by hand from ggml's block sizes
 };
 
-// F32, F16, Q4_0, Q4_K, Q8_0 in 4 dims, a known-but-unsupported IQ2_XXS, I8.
+// F32, F16, Q4_0, Q4_K, Q8_0 in 4 dims, IQ2_XXS, I8.
 const std::vector<TensorSpec> kTensors = {
     {"f32", GgmlType::F32, {3, 2}, 3 * 2 * 4},
     {"f16", GgmlType::F16, {8}, 16},

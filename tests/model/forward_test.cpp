@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
 
 #include "golden_util.hpp"
 #include "model/forward.hpp"
@@ -92,7 +93,12 @@ INSTANTIATE_TEST_SUITE_P(
                       // MXFP4 experts: prefill runs their GEMMs, decode their dots.
                       std::make_tuple("tiny-mixtral-mxfp4_moe.gguf", 0),
                       // qwen3moe: 8 experts, top 4.
-                      std::make_tuple("tiny-qwen3moe-f32.gguf", 0), std::make_tuple("tiny-qwen3moe-q4_k_m.gguf", 0)),
+                      std::make_tuple("tiny-qwen3moe-f32.gguf", 0), std::make_tuple("tiny-qwen3moe-q4_k_m.gguf", 0),
+                      // The lattice formats, every matrix (token_embd Q2_K or the type).
+                      std::make_tuple("tiny-llama-iq2_xxs.gguf", 0), std::make_tuple("tiny-llama-iq2_xs.gguf", 0),
+                      std::make_tuple("tiny-llama-iq2_s.gguf", 0), std::make_tuple("tiny-llama-iq3_xxs.gguf", 0),
+                      std::make_tuple("tiny-llama-iq3_s.gguf", 0), std::make_tuple("tiny-llama-iq1_s.gguf", 0),
+                      std::make_tuple("tiny-llama-iq1_m.gguf", 0)),
     [](const auto& info) {
       std::string s = std::get<0>(info.param);
       for (char& c : s)
@@ -133,6 +139,40 @@ TEST(SlidingWindow, CacheHoldsWindowRowsForALongSequence) {
   fresh.set_n_past(4096 - 64);
   model::forward(*m, fresh, std::span<const token_id>(ids.data() + 4096 - 64, 64), false, last, pool);
   EXPECT_EQ(0, std::memcmp(last.data(), logits.data(), logits.size() * sizeof(float)));
+}
+
+// Hostile weights: every IQ tensor of the seven lattice-format models
+// replaced by random bytes (any grid index, sign and scale, F16 infinities
+// and NaN included). The model loads and runs (the kernels mask every index
+// to its table: no read outside the tables, which the sanitizer build would
+// report), and stays batch-invariant whatever the values.
+TEST(Forward, LatticeTypesWithRandomBlocksRun) {
+  for (const char* file : {"tiny-llama-iq2_xxs.gguf", "tiny-llama-iq2_xs.gguf", "tiny-llama-iq2_s.gguf",
+                           "tiny-llama-iq3_xxs.gguf", "tiny-llama-iq3_s.gguf", "tiny-llama-iq1_s.gguf",
+                           "tiny-llama-iq1_m.gguf"}) {
+    SCOPED_TRACE(file);
+    const gguf::File src = gguf::File::open(data_path(std::string("models/") + file));
+    gguf::Writer w(src.alignment());
+    for (const auto& kv : src.metadata()) w.set_value(kv.key, kv.value);
+    std::mt19937 rng(7);
+    int randomized = 0;
+    for (const auto& t : src.tensors()) {
+      std::vector<uint8_t> d(t.data, t.data + t.n_bytes);
+      if (t.type != GgmlType::F32 && t.type != GgmlType::Q2_K) {
+        for (auto& b : d) b = static_cast<uint8_t>(rng());
+        ++randomized;
+      }
+      w.add_tensor(t.name, t.type, std::span<const int64_t>(t.ne.data(), t.n_dims), d);
+    }
+    EXPECT_GE(randomized, 15);
+    const std::vector<uint8_t> bytes = w.bytes();
+    auto m = model::load_model(gguf::File::from_bytes(bytes, "random-blocks.gguf"));
+    const std::vector<token_id> ids = lcg_ids(m->hp.n_vocab, 1, 12);
+    const ChunkedRun one = run_chunked(*m, ids, ids.size(), 1);
+    const ChunkedRun tokens = run_chunked(*m, ids, 1, 2);
+    ASSERT_EQ(one.logits.size(), ids.size() * static_cast<size_t>(m->hp.n_vocab));
+    EXPECT_EQ(0, std::memcmp(one.logits.data(), tokens.logits.data(), one.logits.size() * sizeof(float)));
+  }
 }
 
 TEST(Forward, RejectsBadTokensAndFullContext) {

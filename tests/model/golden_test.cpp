@@ -170,9 +170,13 @@ TEST_P(Golden, LogitsAndGreedyMatch) {
   std::printf("[ golden   ] %s (%s, n_ctx %lld): max rel RMS %.3g (bound %.3g)\n", name.c_str(), kind_name(c.kind),
               static_cast<long long>(c.n_ctx), worst, c.bound);
   // llama.cpp v0.5.0's own F32 logits (its -march=native AVX-512 build):
-  // synapse's F32 path sums in that build's orders (quant/float.cpp,
+  // synapse's dense F32 path sums in that build's orders (quant/float.cpp,
   // kernels/attention.hpp, kernels/ops.hpp), so they are equal bit for bit.
-  if (j.value("producer", std::string()).starts_with("llama.cpp v0.5.0") && c.kind == Kind::f32) {
+  // Not for MoE models: ggml_mul_mat_id sums expert rows in another order
+  // than its dense products, which synapse does not copy (issue 41; the bounds
+  // above hold them).
+  if (j.value("producer", std::string()).starts_with("llama.cpp v0.5.0") && c.kind == Kind::f32 &&
+      m->hp.n_expert == 0) {
     EXPECT_EQ(std::memcmp(logits.data(), gold.data(), gold.size() * sizeof(float)), 0)
         << "not bit-identical to llama.cpp v0.5.0's logits";
   }

@@ -1,5 +1,5 @@
 // Loading refuses what synapse cannot run, naming the tensor or key: a weight
-// type without kernels (IQ2_XXS), a missing tensor, a Mixtral file with
+// type without kernels (Q8_K, ggml's activation type), a missing tensor, a Mixtral file with
 // neither expert layout, a misshapen tensor, an unknown architecture, a
 // Qwen3 file without its q/k norms, a LongRoPE file with one factor set, a
 // Qwen3-MoE file without experts or its router. Plus the hyperparameters the
@@ -59,10 +59,10 @@ void expect_load_error(gguf::File f, Errc code, std::initializer_list<const char
 
 TEST(LoadErrors, UnsupportedTensorTypeNamesTensorAndType) {
   auto f = rewrite(data_path("models/tiny-llama-f32.gguf"), [](const gguf::TensorInfo& t, GgmlType& type, auto&) {
-    if (t.name == "blk.1.attn_q.weight") type = GgmlType::IQ2_XXS;
+    if (t.name == "blk.1.attn_q.weight") type = GgmlType::Q8_K;
     return true;
   });
-  expect_load_error(std::move(f), Errc::unsupported, {"blk.1.attn_q.weight", "IQ2_XXS"});
+  expect_load_error(std::move(f), Errc::unsupported, {"blk.1.attn_q.weight", "Q8_K"});
 }
 
 // A required tensor dropped: a plain FFN matrix, a Qwen3 k norm, one of

@@ -123,7 +123,9 @@ INSTANTIATE_TEST_SUITE_P(Models, MultiSequence,
                                            std::make_tuple("tiny-phi3-longrope-f32.gguf", 8),
                                            std::make_tuple("tiny-mixtral-mxfp4_moe.gguf", 8),
                                            std::make_tuple("tiny-qwen3moe-f32.gguf", 8),
-                                           std::make_tuple("tiny-qwen3moe-q4_k_m.gguf", 8)));
+                                           std::make_tuple("tiny-qwen3moe-q4_k_m.gguf", 8),
+                                           std::make_tuple("tiny-llama-iq2_xs.gguf", 8),
+                                           std::make_tuple("tiny-llama-iq1_m.gguf", 8)));
 
 // Phi-3 LongRoPE picks its factor set from each sequence's own n_ctx
 // (Model::rope_factors): sequences at n_ctx 256 (short factors) and 1024

@@ -165,6 +165,48 @@ TEST(Synth, RowsThatNoKQuantBlockFitsFallBackAsLlamaQuantizeDoes) {
   EXPECT_EQ(find(synth_plan(synth_preset("smollm2-135m"), "Q4_0"), "token_embd.weight").type, GgmlType::Q8_0);
 }
 
+// llama-quantize's IQ mixtures (with an importance matrix), on Llama-3.1-8B
+// (32 layers, 8 KV heads of 32: n_gqa 4, untied). synth_plan's IQ rules were
+// checked against llama-quantize v0.5.0 itself: files of 16 layers (n_embd
+// 256 untied with 1 and 2 KV heads, n_embd 320 tied: the fallbacks) quantized
+// with an imatrix to each of the ten IQ file types got exactly the types the
+// plan gives, tensor by tensor.
+TEST(Synth, IqMixturesFollowLlamaQuantize) {
+  const SynthPreset p = synth_preset("llama-3.1-8b");
+  const auto type_of = [&](const char* ftype, const std::string& name) { return find(synth_plan(p, ftype), name).type; };
+  // IQ2_XXS: token_embd Q2_K, output Q5_K, attn_v Q4_K (n_gqa >= 4),
+  // ffn_down Q2_K in the first eighth of the layers.
+  EXPECT_EQ(type_of("IQ2_XXS", "token_embd.weight"), GgmlType::Q2_K);
+  EXPECT_EQ(type_of("IQ2_XXS", "output.weight"), GgmlType::Q5_K);
+  EXPECT_EQ(type_of("IQ2_XXS", "blk.0.attn_v.weight"), GgmlType::Q4_K);
+  EXPECT_EQ(type_of("IQ2_XXS", "blk.3.ffn_down.weight"), GgmlType::Q2_K);
+  EXPECT_EQ(type_of("IQ2_XXS", "blk.4.ffn_down.weight"), GgmlType::IQ2_XXS);
+  EXPECT_EQ(type_of("IQ2_XXS", "blk.9.attn_output.weight"), GgmlType::IQ2_XXS);
+  EXPECT_EQ(type_of("IQ2_XXS", "blk.9.ffn_up.weight"), GgmlType::IQ2_XXS);
+  // IQ3_XXS: token_embd IQ3_S, attn_q/attn_k IQ2_S, attn_output IQ3_S.
+  EXPECT_EQ(type_of("IQ3_XXS", "token_embd.weight"), GgmlType::IQ3_S);
+  EXPECT_EQ(type_of("IQ3_XXS", "output.weight"), GgmlType::Q5_K);
+  EXPECT_EQ(type_of("IQ3_XXS", "blk.5.attn_q.weight"), GgmlType::IQ2_S);
+  EXPECT_EQ(type_of("IQ3_XXS", "blk.5.attn_k.weight"), GgmlType::IQ2_S);
+  EXPECT_EQ(type_of("IQ3_XXS", "blk.5.attn_v.weight"), GgmlType::Q4_K);
+  EXPECT_EQ(type_of("IQ3_XXS", "blk.5.attn_output.weight"), GgmlType::IQ3_S);
+  EXPECT_EQ(type_of("IQ3_XXS", "blk.0.ffn_down.weight"), GgmlType::IQ3_XXS);
+  EXPECT_EQ(type_of("IQ3_XXS", "blk.5.ffn_gate.weight"), GgmlType::IQ3_XXS);
+  // IQ3_S: output Q6_K, attn_v Q4_K, the rest IQ3_S.
+  EXPECT_EQ(type_of("IQ3_S", "output.weight"), GgmlType::Q6_K);
+  EXPECT_EQ(type_of("IQ3_S", "token_embd.weight"), GgmlType::IQ3_S);
+  EXPECT_EQ(type_of("IQ3_S", "blk.7.attn_v.weight"), GgmlType::Q4_K);
+  EXPECT_EQ(type_of("IQ3_S", "blk.7.ffn_down.weight"), GgmlType::IQ3_S);
+  // IQ2_S / IQ2_M: IQ2_XS / IQ2_S tensors; IQ1_S / IQ1_M: attn_output IQ2_XXS.
+  EXPECT_EQ(type_of("IQ2_S", "blk.7.ffn_up.weight"), GgmlType::IQ2_XS);
+  EXPECT_EQ(type_of("IQ2_M", "blk.7.ffn_up.weight"), GgmlType::IQ2_S);
+  EXPECT_EQ(type_of("IQ2_M", "blk.0.ffn_down.weight"), GgmlType::IQ3_S);
+  EXPECT_EQ(type_of("IQ1_M", "blk.7.attn_output.weight"), GgmlType::IQ2_XXS);
+  EXPECT_EQ(type_of("IQ1_S", "blk.7.ffn_gate.weight"), GgmlType::IQ1_S);
+  // Rows of 896 (Qwen2.5-0.5B): the lattice formats fall back to IQ4_NL.
+  EXPECT_EQ(find(synth_plan(synth_preset("qwen2.5-0.5b"), "IQ2_XXS"), "blk.3.attn_q.weight").type, GgmlType::IQ4_NL);
+}
+
 TEST(Synth, BadNamesAreRejectedWithTheKnownOnes) {
   try {
     synth_preset("llama-7b");
@@ -332,6 +374,19 @@ TEST(Synth, ContentDependsOnTheSeedNotTheThreadCount) {
   EXPECT_EQ(fa.size(), fc.size());
   EXPECT_FALSE(fa == fc);
   for (const auto& s : {a, b, c}) std::remove(s.c_str());
+}
+
+// Lattice-format files (random blocks, scale for an RMS of about 0.02) load
+// and run with logits of the other types' scale.
+TEST(Synth, IqFilesLoadAndRun) {
+  SynthPreset p = synth_preset("llama-3.2-1b");
+  p.n_layer = 1, p.n_vocab = 512;
+  for (const char* type : {"IQ2_XXS", "IQ2_M", "IQ3_XXS", "IQ1_M"}) {
+    SCOPED_TRACE(type);
+    const std::string path = tmp_path(std::string(type) + ".gguf");
+    const auto m = write_and_load(p, type, path);
+    std::remove(path.c_str());
+  }
 }
 
 }  // namespace

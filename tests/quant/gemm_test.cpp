@@ -26,12 +26,13 @@ namespace {
 const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q5_0,  GgmlType::Q8_0,   GgmlType::Q4_K,  GgmlType::Q5_K,
                            GgmlType::Q6_K, GgmlType::F16,   GgmlType::F32,    GgmlType::Q4_1,  GgmlType::Q5_1,
                            GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_XS, GgmlType::TQ1_0,
-                           GgmlType::TQ2_0, GgmlType::BF16, GgmlType::MXFP4};
+                           GgmlType::TQ2_0, GgmlType::BF16, GgmlType::MXFP4, GgmlType::IQ2_XXS, GgmlType::IQ2_XS,
+                           GgmlType::IQ2_S, GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ1_S, GgmlType::IQ1_M};
 
 // Random row of type t: either quantized from Gaussian floats at a random
 // scale, or (raw = true) random bytes with finite scales and floats.
 std::vector<uint8_t> random_row(GgmlType t, int64_t n, std::mt19937& rng, bool raw) {
-  if (raw) return test_rows::random_row_bytes(t, n, rng);
+  if (raw || quantize_kernel(t, Isa::scalar) == nullptr) return test_rows::random_row_bytes(t, n, rng);
   std::vector<uint8_t> row(row_size(t, n));
   std::normal_distribution<float> g(0.0f, 1.0f);
   const float scale = std::ldexp(1.0f, static_cast<int>(rng() % 20) - 10);

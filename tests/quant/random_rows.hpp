@@ -20,11 +20,14 @@
 
 namespace synapse::quant::test_rows {
 
-// Every type with a vec_dot kernel.
+// Every type with a vec_dot kernel (the IQ1/IQ2/IQ3 formats have no
+// quantizer: their rows are random bytes, random_row_bytes).
 inline constexpr GgmlType kDotTypes[] = {
     GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,   GgmlType::Q4_0, GgmlType::Q4_1,   GgmlType::Q5_0,
     GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,
-    GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::TQ1_0, GgmlType::TQ2_0, GgmlType::MXFP4};
+    GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::TQ1_0, GgmlType::TQ2_0, GgmlType::MXFP4,
+    GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ1_S,
+    GgmlType::IQ1_M};
 
 // Byte offsets of the F16 scale fields in one block, and the block size
 // (ggml's block layouts, quant/formats.hpp).
@@ -51,6 +54,13 @@ inline ScaleFields scale_fields(GgmlType t) {
     case GgmlType::TQ1_0: return {sizeof(block_tq1_0), {offsetof(block_tq1_0, d)}};
     case GgmlType::TQ2_0: return {sizeof(block_tq2_0), {offsetof(block_tq2_0, d)}};
     case GgmlType::MXFP4: return {sizeof(block_mxfp4), {}};  // an exponent byte, no F16 (random_row_bytes)
+    case GgmlType::IQ2_XXS: return {sizeof(block_iq2_xxs), {0}};
+    case GgmlType::IQ2_XS: return {sizeof(block_iq2_xs), {0}};
+    case GgmlType::IQ2_S: return {sizeof(block_iq2_s), {0}};
+    case GgmlType::IQ3_XXS: return {sizeof(block_iq3_xxs), {0}};
+    case GgmlType::IQ3_S: return {sizeof(block_iq3_s), {0}};
+    case GgmlType::IQ1_S: return {sizeof(block_iq1_s), {0}};
+    case GgmlType::IQ1_M: return {sizeof(block_iq1_m), {}};  // F16 in 4 nibbles (random_row_bytes)
     default: return {0, {}};
   }
 }
@@ -87,6 +97,13 @@ inline std::vector<uint8_t> random_row_bytes(GgmlType t, int64_t n, std::mt19937
     }
   } else if (t == GgmlType::MXFP4) {
     for (size_t off = 0; off < row.size(); off += sizeof(block_mxfp4)) row[off] = static_cast<uint8_t>(rng() % 216);
+  } else if (t == GgmlType::IQ1_M) {
+    // The F16 scale is bits 12-15 of the four scale words (nibble w of h in word w).
+    for (size_t off = 0; off < row.size(); off += sizeof(block_iq1_m)) {
+      const ggml_fp16_t h = random_finite_f16(rng);
+      uint8_t* sc = row.data() + off + offsetof(block_iq1_m, scales);
+      for (int w = 0; w < 4; ++w) sc[2 * w + 1] = static_cast<uint8_t>((sc[2 * w + 1] & 0x0F) | (((h >> (4 * w)) & 0xF) << 4));
+    }
   } else {
     const ScaleFields s = scale_fields(t);
     for (size_t off = 0; off + s.block_bytes <= row.size() && s.block_bytes != 0; off += s.block_bytes) {
