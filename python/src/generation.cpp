@@ -9,6 +9,7 @@
 // any signal handler that raises) sets the cancel flag, the worker ends the
 // reply after its current step, and the exception propagates with the
 // Context and Sequence usable again.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -21,6 +22,7 @@
 
 #include "bindings.hpp"
 #include "synapse/generation.hpp"
+#include "synapse/sampling.hpp"
 #include "synapse/scheduler.hpp"
 
 namespace py = pybind11;
@@ -284,6 +286,24 @@ void bind_generation(py::module_& m) {
       .def_readwrite("temp", &SamplerParams::temp)
       .def_readwrite("logit_bias", &SamplerParams::logit_bias)
       .def_readwrite("grammar", &SamplerParams::grammar, "GBNF text the reply must match (rule root); '': none");
+
+  py::class_<Sampler>(m, "Sampler",
+                      "llama.cpp's sampler chain over one row of logits (synapse::Sampler): penalties over the\n"
+                      "tokens accept()ed, top-k, typical, top-p, min-p, temperature, then the seeded draw.\n"
+                      "The grammar field is not applied here (the generation loop applies it).")
+      .def(py::init<const SamplerParams&, int32_t>(), py::arg("params"), py::arg("n_ctx") = 0,
+           "n_ctx resolves penalty_last_n = -1; InvalidArgumentError for a NaN parameter")
+      .def(
+          "sample",
+          [](Sampler& s, const py::array_t<float, py::array::c_style | py::array::forcecast>& logits) {
+            if (logits.ndim() != 1)
+              throw Error(Errc::invalid_argument,
+                          "sample: logits must be one row [n_vocab], got " + std::to_string(logits.ndim()) + " dimensions");
+            return s.sample(std::span<const float>(logits.data(), static_cast<size_t>(logits.size())));
+          },
+          py::arg("logits"), "One token id drawn from LOGITS (float32 [n_vocab]); not accepted.")
+      .def("accept", &Sampler::accept, py::arg("id"), "Records ID in the penalty window.")
+      .def_property_readonly("seed", &Sampler::seed, "the seed in use (drawn when the params' seed is 0xFFFFFFFF)");
 
   py::class_<GenerationParams>(m, "GenerationParams", "One reply's settings (synapse/generation.hpp).")
       .def(py::init<>())
