@@ -964,7 +964,7 @@ class Llama:
             self._scores[keep:] = np.nan  # the loop keeps no rows
         self._pending = ids
         self._generated = []
-        self._stream = _synapse.Stream(self._ctx, self._seq, ids[keep:], params, keep_steps)
+        self._stream = _synapse.Stream(self._ctx, self._seq, ids[keep:], params, keep_steps, ids[:keep])
         return self._stream
 
     def _truncate(self, keep: int) -> None:
