@@ -298,7 +298,7 @@ class Llama:
                                               n_threads=self.n_threads, n_threads_batch=self.n_threads,
                                               logits_all=self._logits_all)
         self._tokens: List[int] = []  # the ids whose K/V the sequence holds, in order
-        self._pending: List[int] = []  # the prompt of the reply in progress
+        self._pending: List[int] = []  # the prompt of the reply in progress, after the kept prefix
         self._generated: List[int] = []  # its tokens so far (streaming)
         self._batch: Optional[_synapse.BatchRunner] = None  # create_completions' scheduler
         self.chat_format = _CHAT_FORMAT_ALIASES.get(chat_format, chat_format)
@@ -962,7 +962,7 @@ class Llama:
         self._restored_logits = None  # the generation loop overwrites the logits buffer
         if self._scores is not None:
             self._scores[keep:] = np.nan  # the loop keeps no rows
-        self._pending = ids
+        self._pending = ids[keep:]  # what the reply appends after the kept prefix
         self._generated = []
         self._stream = _synapse.Stream(self._ctx, self._seq, ids[keep:], params, keep_steps, ids[:keep])
         return self._stream
