@@ -175,6 +175,8 @@ PYBIND11_MODULE(_synapse, m) {
           py::arg("seq"), py::arg("tokens"), py::arg("all_logits") = false,
           "Runs TOKENS on SEQ (GIL released). Context.logits becomes the last row's logits, or with\n"
           "all_logits one row per token (llama-cpp-python's logits_all; the same bits either way).")
+      .def_property_readonly("has_logits", [](const BoundContext& c) { return !c.last.empty(); },
+                             "whether `logits` has rows to show")
       .def_property_readonly("logits", &logits_view,
                              "the logits of the last decode, [rows, n_vocab] float32, a read-only view of\n"
                              "the engine's buffer (no copy), overwritten by the next decode");

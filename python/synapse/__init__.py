@@ -456,12 +456,11 @@ class Llama:
         later continues byte for byte as this context would."""
         self._end_stream()
         n = len(self._tokens)
+        scores = np.zeros((0, self.n_vocab()), dtype=np.float32)  # no logits kept (none yet, or a completion ran)
         if self._scores is not None:
             scores = self._scores[:n].copy()
-        elif n:
+        elif n and (self._restored_logits is not None or self._ctx.has_logits):
             scores = np.array(self.logits, dtype=np.float32).reshape(1, -1)
-        else:
-            scores = np.zeros((0, self.n_vocab()), dtype=np.float32)
         snapshot = _KvSnapshot(self._model, self._seq.fork(self._seq.n_past))
         return LlamaState(input_ids=np.array(self._tokens, dtype=np.intc), scores=scores, n_tokens=n,
                           llama_state=snapshot, llama_state_size=n * self._model.kv_bytes_per_position,

@@ -36,7 +36,7 @@ class LlamaState:
         input_ids: the tokens in the context, int32 [n_tokens].
         scores: their logits, float32 [n_tokens, n_vocab] with logits_all,
             else the last token's row only [1, n_vocab] ([0, n_vocab] when
-            the context is empty).
+            none is kept: an empty context, or a completion ran last).
         n_tokens: len(input_ids).
         llama_state: the KV cache snapshot (opaque; None after unpickling).
         llama_state_size: bytes of K and V the snapshot holds.
