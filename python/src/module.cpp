@@ -5,7 +5,8 @@
 // Threading: every call that runs the model (Context.decode, the generation
 // driver) releases the GIL; one Context must still be used by one thread at a
 // time (the C++ Context is not thread-safe), which the Llama class guarantees
-// by owning its Context.
+// by owning its Context and taking its lock around every use (a second
+// thread that gets here anyway meets BusyGuard's error, not a data race).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>

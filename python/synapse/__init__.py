@@ -16,9 +16,9 @@ tools and tool_calls, LlamaGrammar, response_format), and renders Jinja chat
 templates with Python's Jinja2 when asked to (chat_format="jinja").
 
 Errors: every failure of the library is a `synapse.Error`; each category is
-also the built-in exception Python code expects (FileNotFoundError for a
-missing model, ValueError for a bad argument or a malformed file), with the
-library's message.
+also the built-in exception Python code expects (FileNotFoundError and, as
+llama-cpp-python raises, ValueError for a missing model; ValueError for a bad
+argument or a malformed file), with the library's message.
 
 The GIL is released while the model runs. Ctrl-C (KeyboardInterrupt), or any
 signal handler that raises, stops a generation within a few milliseconds and
@@ -216,7 +216,8 @@ class Llama:
     """A model and one context over it, as llama-cpp-python's `Llama`.
 
     Args:
-        model_path: a GGUF file. Missing: ModelNotFoundError (a FileNotFoundError);
+        model_path: a GGUF file. Missing: ModelNotFoundError (a FileNotFoundError,
+            and a ValueError as in llama-cpp-python);
             malformed or unsupported: FormatError / UnsupportedError (ValueErrors).
         n_ctx: positions of the context (the KV cache); 0 uses the model's
             training context (at most 4096).
