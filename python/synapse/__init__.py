@@ -80,6 +80,9 @@ _HARMLESS = {"n_gpu_layers", "main_gpu", "tensor_split", "offload_kqv", "use_mma
              "n_threads_batch"}
 
 
+_STREAM_CANCELLED = "stream: cancelled by another call on the same Llama (one request at a time)"
+
+
 def _check_seed(seed: Any, field: str = "seed") -> int:
     """A seed as the sampler takes it: -1 (llama-cpp-python's "random", the
     uint32 0xFFFFFFFF that llama.cpp reads as LLAMA_DEFAULT_SEED) or [0, 2**32)."""
@@ -1021,7 +1024,7 @@ class Llama:
             while True:
                 with self._lock:
                     if self._stream is not stream:
-                        raise _bad("stream: cancelled by another call on the same Llama (one request at a time)")
+                        raise _bad(_STREAM_CANCELLED)
                     steps = stream.poll()
                     if steps:
                         for step in steps:
@@ -1032,7 +1035,10 @@ class Llama:
                         self._cache_store()
                 if not steps:
                     break
-                yield from steps
+                for step in steps:
+                    if self._stream is not stream:  # another call took the context meanwhile
+                        raise _bad(_STREAM_CANCELLED)
+                    yield step
         finally:
             if self._stream is stream:  # interrupted or abandoned: the next call joins it
                 stream.cancel()
