@@ -148,6 +148,8 @@ PYBIND11_MODULE(_synapse, m) {
   py::class_<Sequence>(m, "Sequence", "One sequence's KV cache and position (synapse::Sequence).")
       .def_property_readonly("n_past", &Sequence::n_past)
       .def_property_readonly("n_ctx", &Sequence::n_ctx)
+      .def_property_readonly("capacity", &Sequence::capacity,
+                             "positions its KV cache stores (n_ctx, or the sliding window)")
       .def("clear", &Sequence::clear, "forget every position; the next token is position 0")
       .def("truncate", &Sequence::truncate, py::arg("n_keep"),
            "forget positions [n_keep, n_past); InvalidArgumentError outside [0, n_past]")

@@ -465,10 +465,10 @@ class Llama:
             scores = self._scores[:n].copy()
         elif n and (self._restored_logits is not None or self._ctx.has_logits):
             scores = np.array(self.logits, dtype=np.float32).reshape(1, -1)
-        snapshot = _KvSnapshot(self._model, self._seq.fork(self._seq.n_past))
+        copy = self._seq.fork(self._seq.n_past)
         return LlamaState(input_ids=np.array(self._tokens, dtype=np.intc), scores=scores, n_tokens=n,
-                          llama_state=snapshot, llama_state_size=n * self._model.kv_bytes_per_position,
-                          seed=self._seed)
+                          llama_state=_KvSnapshot(self._model, copy),
+                          llama_state_size=copy.capacity * self._model.kv_bytes_per_position, seed=self._seed)
 
     @_locked
     def load_state(self, state: LlamaState) -> None:

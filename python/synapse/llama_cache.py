@@ -39,7 +39,8 @@ class LlamaState:
             none is kept: an empty context, or a completion ran last).
         n_tokens: len(input_ids).
         llama_state: the KV cache snapshot (opaque; None after unpickling).
-        llama_state_size: bytes of K and V the snapshot holds.
+        llama_state_size: bytes of K and V the snapshot holds (a whole KV
+            cache: n_ctx positions, or the sliding window).
         seed: the Llama's seed when saved (restored by load_state).
     """
 

@@ -36,7 +36,7 @@ def test_round_trip_is_byte_identical(stories_path):
     state = llm.save_state()
     assert isinstance(state, LlamaState) and state.n_tokens == llm.n_tokens
     assert list(state.input_ids) == list(llm.input_ids) and state.seed == 4
-    assert state.llama_state_size == state.n_tokens * llm._model.kv_bytes_per_position
+    assert state.llama_state_size == llm.n_ctx() * llm._model.kv_bytes_per_position
     logits = np.array(llm.logits)
     want = _continue(llm)
     text = llm(PROMPT, max_tokens=12, temperature=0.9)["choices"][0]["text"]
