@@ -47,10 +47,11 @@ inline int nearest_int(float fval) {
   return (i & 0x007fffff) - 0x00400000;
 }
 
-// ggml's make_qx_quants with rmse_type 1 and no importance weights (w = x^2),
-// the only case the weight quantizers here use. Fits x[0..n) ~ scale * l with
-// l in [-nmax, nmax-1]; writes L[i] = l + nmax and returns scale.
-float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
+// ggml's make_qx_quants with rmse_type 1, the only case the weight
+// quantizers here use: weights qw[i] (an importance matrix's) or, without
+// them, x^2. Fits x[0..n) ~ scale * l with l in [-nmax, nmax-1]; writes
+// L[i] = l + nmax and returns scale.
+float make_qx_quants(int n, int nmax, const float* x, int8_t* L, const float* qw = nullptr) {
   float max = 0;
   float amax = 0;
   for (int i = 0; i < n; ++i) {
@@ -71,7 +72,7 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
     int l = nearest_int(iscale * x[i]);
     l = std::max(-nmax, std::min(nmax - 1, l));
     L[i] = static_cast<int8_t>(l + nmax);
-    const float w = x[i] * x[i];
+    const float w = qw ? qw[i] : x[i] * x[i];
     sumlx += w * x[i] * l;
     suml2 += w * l * l;
   }
@@ -84,7 +85,7 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
     for (int i = 0; i < n; ++i) {
       int l = nearest_int(iscale * x[i]);
       l = std::max(-nmax, std::min(nmax - 1, l));
-      const float w = x[i] * x[i];
+      const float w = qw ? qw[i] : x[i] * x[i];
       sumlx += w * x[i] * l;
       suml2 += w * l * l;
     }
@@ -793,8 +794,9 @@ float vec_dot_q5_K_q8_K(int64_t n, const void* vw, const void* va) {
 // Per 128 values: ql[l] holds values l (low nibble) and l+64 (high nibble),
 // ql[l+32] values l+32 and l+96; qh[l] bits 0,2,4,6: values l, l+32, l+64, l+96.
 
-// quantize_row_q6_K_ref.
-void quantize_row_q6_K(const float* x, void* vy, int64_t n) {
+// quantize_row_q6_K_ref (quant_weights nullptr) and quantize_row_q6_K_impl
+// (an importance matrix, [n] floats, as make_qx_quants' weights).
+void quantize_q6_K_weighted(const float* x, void* vy, int64_t n, const float* quant_weights) {
   auto* y = static_cast<block_q6_K*>(vy);
   const int64_t nb = n / QK_K;
   int8_t L[QK_K];
@@ -803,7 +805,8 @@ void quantize_row_q6_K(const float* x, void* vy, int64_t n) {
     float max_scale = 0;
     float max_abs_scale = 0;
     for (int ib = 0; ib < QK_K / 16; ++ib) {
-      const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
+      const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib,
+                                         quant_weights ? quant_weights + QK_K * i + 16 * ib : nullptr);
       scales[ib] = scale;
       const float abs_scale = std::fabs(scale);
       if (abs_scale > max_abs_scale) {
@@ -851,6 +854,7 @@ void quantize_row_q6_K(const float* x, void* vy, int64_t n) {
   }
 }
 
+void quantize_row_q6_K(const float* x, void* vy, int64_t n) { quantize_q6_K_weighted(x, vy, n, nullptr); }
 
 // dequantize_row_q6_K: y = (d * sc) * q.
 void dequantize_row_q6_K(const void* vx, float* y, int64_t n) {

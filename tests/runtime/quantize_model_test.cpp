@@ -187,6 +187,61 @@ TEST(QuantizeModel, TinyLlamaSetMatchesLlamaQuantize) {
   }
 }
 
+// The lattice types (llama-quantize v0.5.0 --pure --imatrix; PROVENANCE.md
+// gives each line): tiny-llama-f32 with tiny-llama.imatrix.gguf (which has
+// output.weight's entry, --process-output), token_embd Q2_K where
+// llama-quantize needs an imatrix it has no entry for. The whole file,
+// quantize.imatrix.* keys included, byte-identical. llama-quantize records
+// the imatrix path as given, so the test gives it as the reference run did,
+// relative to the repository root.
+struct LatticeCase {
+  const char* ftype;   // the file type llama-quantize ran (IQ2_M: IQ2_S tensors)
+  const char* suffix;  // tiny-llama-<suffix>.gguf
+  bool embd_q2_K;      // --token-embedding-type q2_K
+};
+
+constexpr LatticeCase kLatticeCases[] = {
+    {"IQ3_XXS", "iq3_xxs", false}, {"IQ3_S", "iq3_s", false}, {"IQ2_XXS", "iq2_xxs", true},
+    {"IQ2_XS", "iq2_xs", true},    {"IQ2_M", "iq2_s", true},  {"IQ1_S", "iq1_s", true},
+    {"IQ1_M", "iq1_m", false},
+};
+
+// Runs `f` with the working directory at the repository root.
+template <class F>
+void at_repository_root(F f) {
+  char cwd[4096];
+  ASSERT_NE(::getcwd(cwd, sizeof(cwd)), nullptr);
+  ASSERT_EQ(::chdir((std::string(SYNAPSE_TEST_DATA) + "/../..").c_str()), 0);
+  f();
+  ASSERT_EQ(::chdir(cwd), 0);
+}
+
+TEST(QuantizeModel, LatticeTypesWithImatrixMatchLlamaQuantize) {
+  const gguf::File master = gguf::File::open(kModels + "tiny-llama-f32.gguf");
+  at_repository_root([&] {
+    for (const LatticeCase& lc : kLatticeCases) {
+      QuantizeOptions opt;
+      opt.ftype = parse_file_type(lc.ftype);
+      opt.pure = true;
+      opt.n_threads = 2;
+      opt.imatrix_file = "tests/data/models/tiny-llama.imatrix.gguf";
+      if (lc.embd_q2_K) opt.token_embedding_type = GgmlType::Q2_K;
+      std::vector<uint8_t> image;
+      const gguf::File mine = quantize_in_memory(master, opt, &image);
+      const std::string ref_path = kModels + "tiny-llama-" + lc.suffix + ".gguf";
+      const gguf::File ref = gguf::File::open(ref_path);
+      const std::string label = std::string(lc.ftype) + " --pure --imatrix";
+      expect_same_metadata(mine, ref, label);
+      const Comparison c = compare_files(mine, ref, master, label);
+      EXPECT_EQ(c.n_tensors, 21) << label;
+      std::printf("[ quantize ] %-24s %2d/%2d tensors byte-identical, worst rms ratio %.6f\n", label.c_str(),
+                  c.n_identical, c.n_tensors, c.worst_ratio);
+      EXPECT_EQ(c.n_identical, c.n_tensors) << label;
+      EXPECT_TRUE(image == read_file(ref_path)) << label << ": the file differs from llama-quantize's";
+    }
+  });
+}
+
 // The Q4_K_M mixes of the other architectures: tied embeddings (token_embd
 // takes the output's Q6_K), rope_freqs and biases kept F32, Phi-3's fused
 // attn_qkv (Q5_K), Mixtral's merged experts (ffn_down_exps: Q6_K falls back
