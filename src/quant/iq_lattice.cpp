@@ -5,7 +5,8 @@
 
 #include <algorithm>
 #include <array>
-#include <iterator>
+#include <climits>
+#include <cstdint>
 
 #include "quant/iq_grids.hpp"
 
@@ -64,6 +65,7 @@ Lattice build(LatticeId id) {
     }
     t.map[static_cast<size_t>(index)] = j;
   }
+  t.fpos.assign(t.pos.begin(), t.pos.end());
 
   // Every box point off the grid: the grid points at its nwant smallest
   // squared distances, in (distance, index) order (ggml sorts the pairs
@@ -71,34 +73,40 @@ Lattice build(LatticeId id) {
   // list), stored at increasing offsets in index order as ggml's prefix sum
   // places them.
   const int mask = (1 << t.bits) - 1;
-  std::vector<int> d2(static_cast<size_t>(s.grid_size));
-  std::array<int8_t, 8> p{};
+  // The grid by position (cols[k][j]: value k of point j), so that the
+  // distances of one box point to every grid point vectorize across j.
+  std::vector<std::vector<int16_t>> cols(static_cast<size_t>(s.group), std::vector<int16_t>(static_cast<size_t>(s.grid_size)));
+  for (int j = 0; j < s.grid_size; ++j)
+    for (int k = 0; k < s.group; ++k) cols[static_cast<size_t>(k)][static_cast<size_t>(j)] = t.point(j)[k];
+  std::vector<int16_t> d2(static_cast<size_t>(s.grid_size));
   for (int u = 0; u < s.map_size; ++u) {
     if (t.map[static_cast<size_t>(u)] >= 0) continue;
-    for (int k = 0; k < s.group; ++k) p[k] = static_cast<int8_t>(2 * ((u >> (t.bits * k)) & mask) + 1);
-    for (int j = 0; j < s.grid_size; ++j) {
-      const int8_t* pg = t.point(j);
-      int d = 0;
-      for (int k = 0; k < s.group; ++k) d += (pg[k] - p[k]) * (pg[k] - p[k]);
-      d2[static_cast<size_t>(j)] = d;
+    std::fill(d2.begin(), d2.end(), int16_t{0});
+    for (int k = 0; k < s.group; ++k) {
+      const auto p = static_cast<int16_t>(2 * ((u >> (t.bits * k)) & mask) + 1);
+      const int16_t* c = cols[static_cast<size_t>(k)].data();
+      for (size_t j = 0; j < d2.size(); ++j) {
+        const auto diff = static_cast<int16_t>(c[j] - p);
+        d2[j] = static_cast<int16_t>(d2[j] + diff * diff);
+      }
     }
-    // The nwant smallest distinct distances, ascending.
+    // The nwant smallest distinct distances, ascending (at most 784, so
+    // int16 holds them).
     std::array<int, 3> distinct{};
     int n_distinct = 0;
-    for (int d : d2) {
-      int k = 0;
-      while (k < n_distinct && distinct[k] < d) ++k;
-      if (k == s.nwant || (k < n_distinct && distinct[k] == d)) continue;
-      for (int m = std::min(n_distinct, s.nwant - 1); m > k; --m) distinct[m] = distinct[m - 1];
-      distinct[k] = d;
-      n_distinct = std::min(n_distinct + 1, s.nwant);
+    int below = -1;
+    for (; n_distinct < s.nwant; ++n_distinct) {
+      int16_t m = INT16_MAX;
+      for (int16_t d : d2) m = d > below && d < m ? d : m;
+      if (m == INT16_MAX) break;
+      distinct[static_cast<size_t>(n_distinct)] = below = m;
     }
     t.map[static_cast<size_t>(u)] = -(static_cast<int32_t>(t.neighbours.size()) + 1);
     const size_t start = t.neighbours.size();
     t.neighbours.push_back(0);
     for (int m = 0; m < n_distinct; ++m)
       for (int j = 0; j < s.grid_size; ++j)
-        if (d2[static_cast<size_t>(j)] == distinct[m]) t.neighbours.push_back(static_cast<uint16_t>(j));
+        if (d2[static_cast<size_t>(j)] == distinct[static_cast<size_t>(m)]) t.neighbours.push_back(static_cast<uint16_t>(j));
     t.neighbours[start] = static_cast<uint16_t>(t.neighbours.size() - start - 1);
   }
   return t;

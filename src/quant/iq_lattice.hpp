@@ -24,10 +24,12 @@ struct Lattice {
   int group = 0;                // values per point: 8 (IQ2, IQ1) or 4 (IQ3)
   int bits = 0;                 // bits per level in a map index: 2 (IQ2, IQ1) or 3 (IQ3)
   std::vector<int8_t> pos;      // [grid_size * group]: 2 * level + 1 (ggml's kgrid_q2xs / kgrid_q3xs bytes)
+  std::vector<float> fpos;      // the same as floats (what the quantizers' searches multiply)
   std::vector<int32_t> map;     // index (levels packed `bits` apart) -> grid index, or -(offset + 1) off the grid
   std::vector<uint16_t> neighbours;  // at offset: the count n, then n grid indices nearest first
 
   const int8_t* point(int j) const { return pos.data() + static_cast<size_t>(j) * group; }
+  const float* fpoint(int j) const { return fpos.data() + static_cast<size_t>(j) * group; }
   // The neighbour list (count first) of an off-grid map index u (map[u] < 0).
   const uint16_t* neighbours_of(int u) const { return neighbours.data() + (-map[u] - 1); }
 };

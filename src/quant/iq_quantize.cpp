@@ -37,17 +37,19 @@ inline int nearest_int(float fval) {
 // ggml's iq2_find_best_neighbour / iq3_find_best_neighbour: among the
 // neighbours of an off-grid group, the grid point with the least weighted
 // squared error at `scale`; writes its levels to L and returns its index.
-int find_best_neighbour(const Lattice& t, const uint16_t* neighbours, const float* xval, const float* weight,
-                        float scale, int8_t* L) {
+// G: the group size (8 or 4), a constant so the loop unrolls; the hot spot
+// of these quantizers.
+template <int G>
+int find_best_neighbour_g(const Lattice& t, const uint16_t* neighbours, const float* xval, const float* weight,
+                          float scale, int8_t* L) {
   const int num_neighbors = neighbours[0];
   float best_d2 = FLT_MAX;
   int grid_index = -1;
   for (int j = 1; j <= num_neighbors; ++j) {
-    const int8_t* pg = t.point(neighbours[j]);
+    const float* pg = t.fpoint(neighbours[j]);
     float d2 = 0;
-    for (int i = 0; i < t.group; ++i) {
-      const float q = pg[i];
-      const float diff = scale * q - xval[i];
+    for (int i = 0; i < G; ++i) {
+      const float diff = scale * pg[i] - xval[i];
       d2 += weight[i] * diff * diff;
     }
     if (d2 < best_d2) {
@@ -57,8 +59,14 @@ int find_best_neighbour(const Lattice& t, const uint16_t* neighbours, const floa
   }
   if (grid_index < 0) throw Error(Errc::format, "lattice quantizer: an off-grid point without neighbours");
   const int8_t* pg = t.point(grid_index);
-  for (int i = 0; i < t.group; ++i) L[i] = static_cast<int8_t>((pg[i] - 1) / 2);
+  for (int i = 0; i < G; ++i) L[i] = static_cast<int8_t>((pg[i] - 1) / 2);
   return grid_index;
+}
+
+int find_best_neighbour(const Lattice& t, const uint16_t* neighbours, const float* xval, const float* weight,
+                        float scale, int8_t* L) {
+  return t.group == 8 ? find_best_neighbour_g<8>(t, neighbours, xval, weight, scale, L)
+                      : find_best_neighbour_g<4>(t, neighbours, xval, weight, scale, L);
 }
 
 // The grid index of the levels L[0..group) (which must be on the grid).

@@ -190,7 +190,9 @@ TEST(QuantizeModel, TinyLlamaSetMatchesLlamaQuantize) {
 // The lattice types (llama-quantize v0.5.0 --pure --imatrix; PROVENANCE.md
 // gives each line): tiny-llama-f32 with tiny-llama.imatrix.gguf (which has
 // output.weight's entry, --process-output), token_embd Q2_K where
-// llama-quantize needs an imatrix it has no entry for. The whole file,
+// llama-quantize needs an imatrix it has no entry for; and the IQ3_XS mix
+// (output Q6_K weighted by the imatrix, token_embd IQ3_S without one,
+// attn_q/attn_k and layer 0's ffn_gate/ffn_up IQ3_XXS, the rest IQ3_S). The whole file,
 // quantize.imatrix.* keys included, byte-identical. llama-quantize records
 // the imatrix path as given, so the test gives it as the reference run did,
 // relative to the repository root.
@@ -198,12 +200,13 @@ struct LatticeCase {
   const char* ftype;   // the file type llama-quantize ran (IQ2_M: IQ2_S tensors)
   const char* suffix;  // tiny-llama-<suffix>.gguf
   bool embd_q2_K;      // --token-embedding-type q2_K
+  bool pure = true;    // --pure
 };
 
 constexpr LatticeCase kLatticeCases[] = {
     {"IQ3_XXS", "iq3_xxs", false}, {"IQ3_S", "iq3_s", false}, {"IQ2_XXS", "iq2_xxs", true},
     {"IQ2_XS", "iq2_xs", true},    {"IQ2_M", "iq2_s", true},  {"IQ1_S", "iq1_s", true},
-    {"IQ1_M", "iq1_m", false},
+    {"IQ1_M", "iq1_m", false},     {"IQ3_XS", "iq3_xs-mix", false, false},
 };
 
 // Runs `f` with the working directory at the repository root.
@@ -222,7 +225,7 @@ TEST(QuantizeModel, LatticeTypesWithImatrixMatchLlamaQuantize) {
     for (const LatticeCase& lc : kLatticeCases) {
       QuantizeOptions opt;
       opt.ftype = parse_file_type(lc.ftype);
-      opt.pure = true;
+      opt.pure = lc.pure;
       opt.n_threads = 2;
       opt.imatrix_file = "tests/data/models/tiny-llama.imatrix.gguf";
       if (lc.embd_q2_K) opt.token_embedding_type = GgmlType::Q2_K;
@@ -230,7 +233,7 @@ TEST(QuantizeModel, LatticeTypesWithImatrixMatchLlamaQuantize) {
       const gguf::File mine = quantize_in_memory(master, opt, &image);
       const std::string ref_path = kModels + "tiny-llama-" + lc.suffix + ".gguf";
       const gguf::File ref = gguf::File::open(ref_path);
-      const std::string label = std::string(lc.ftype) + " --pure --imatrix";
+      const std::string label = std::string(lc.ftype) + (lc.pure ? " --pure" : "") + " --imatrix";
       expect_same_metadata(mine, ref, label);
       const Comparison c = compare_files(mine, ref, master, label);
       EXPECT_EQ(c.n_tensors, 21) << label;
