@@ -190,7 +190,11 @@ SYNAPSE_DECLARE_FORMAT(q3_K)
 SYNAPSE_DECLARE_FORMAT(q4_K)
 SYNAPSE_DECLARE_FORMAT(q5_K)
 SYNAPSE_DECLARE_FORMAT(q6_K)
-// With an importance matrix (quant_weights: [n]; quantize_row_q6_K_impl).
+// With an importance matrix (quant_weights: [n]; ggml's quantize_row_<t>_impl;
+// k_quants.cpp and k_quants_imatrix.cpp).
+void quantize_q2_K_weighted(const float* x, void* y, int64_t n, const float* quant_weights);
+void quantize_q4_K_weighted(const float* x, void* y, int64_t n, const float* quant_weights);
+void quantize_q5_K_weighted(const float* x, void* y, int64_t n, const float* quant_weights);
 void quantize_q6_K_weighted(const float* x, void* y, int64_t n, const float* quant_weights);
 SYNAPSE_DECLARE_FORMAT(q8_K)
 SYNAPSE_DECLARE_FORMAT(iq4_xs)

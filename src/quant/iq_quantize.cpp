@@ -21,18 +21,11 @@
 #include "quant/fp16.hpp"
 #include "quant/iq_lattice.hpp"
 #include "quant/iq_quantize.hpp"
+#include "quant/quant_search.hpp"
 #include "synapse/error.hpp"
 
 namespace synapse::quant {
 namespace {
-
-// ggml's nearest_int (round to nearest even through the float adder).
-inline int nearest_int(float fval) {
-  const float val = fval + 12582912.f;
-  int32_t i;
-  std::memcpy(&i, &val, sizeof(i));
-  return (i & 0x007fffff) - 0x00400000;
-}
 
 // ggml's iq2_find_best_neighbour / iq3_find_best_neighbour: among the
 // neighbours of an off-grid group, the grid point with the least weighted
@@ -335,80 +328,6 @@ void quantize_iq3_s_row(const float* x, void* vy, int64_t n, const float* quant_
     for (int ib = 0; ib < QK_K / bs; ib += 2)
       y[ibl].scales[ib / 2] = static_cast<uint8_t>(scale_nibble(id, scales[ib]) | (scale_nibble(id, scales[ib + 1]) << 4));
   }
-}
-
-// ggml's make_qp_quants: levels 0..nmax of x (all >= 0) at the scale of
-// least weighted squared error among max/nmax and 8 neighbours of it, then
-// up to 5 passes moving single levels while the fit improves. Returns the
-// scale; L gets the levels.
-float make_qp_quants(int n, int nmax, const float* x, uint8_t* L, const float* quant_weights) {
-  constexpr float kGroupMaxEps = 1e-15f;  // GROUP_MAX_EPS
-  float max = 0;
-  for (int i = 0; i < n; ++i) max = std::max(max, x[i]);
-  if (max < kGroupMaxEps) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    return 0.f;
-  }
-  float iscale = nmax / max;
-  for (int i = 0; i < n; ++i) L[i] = static_cast<uint8_t>(nearest_int(iscale * x[i]));
-  const float scale = 1 / iscale;
-  float best_mse = 0;
-  for (int i = 0; i < n; ++i) {
-    const float diff = x[i] - scale * L[i];
-    const float w = quant_weights[i];
-    best_mse += w * diff * diff;
-  }
-  for (int is = -4; is <= 4; ++is) {
-    if (is == 0) continue;
-    const float iscale_is = (0.1f * is + nmax) / max;
-    const float scale_is = 1 / iscale_is;
-    float mse = 0;
-    for (int i = 0; i < n; ++i) {
-      int l = nearest_int(iscale_is * x[i]);
-      l = std::min(nmax, l);
-      const float diff = x[i] - scale_is * l;
-      const float w = quant_weights[i];
-      mse += w * diff * diff;
-    }
-    if (mse < best_mse) {
-      best_mse = mse;
-      iscale = iscale_is;
-    }
-  }
-  float sumlx = 0;
-  float suml2 = 0;
-  for (int i = 0; i < n; ++i) {
-    int l = nearest_int(iscale * x[i]);
-    l = std::min(nmax, l);
-    L[i] = static_cast<uint8_t>(l);
-    const float w = quant_weights[i];
-    sumlx += w * x[i] * l;
-    suml2 += w * l * l;
-  }
-  for (int itry = 0; itry < 5; ++itry) {
-    int n_changed = 0;
-    for (int i = 0; i < n; ++i) {
-      const float w = quant_weights[i];
-      float slx = sumlx - w * x[i] * L[i];
-      float sl2 = suml2 - w * L[i] * L[i];
-      if (slx > 0 && sl2 > 0) {
-        int new_l = nearest_int(x[i] * sl2 / slx);
-        new_l = std::min(nmax, new_l);
-        if (new_l != L[i]) {
-          slx += w * x[i] * new_l;
-          sl2 += w * new_l * new_l;
-          if (slx * slx * suml2 > sumlx * sumlx * sl2) {
-            L[i] = static_cast<uint8_t>(new_l);
-            sumlx = slx;
-            suml2 = sl2;
-            ++n_changed;
-          }
-        }
-      }
-    }
-    if (!n_changed) break;
-  }
-  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
 // quantize_row_iq2_xxs_impl: per 32 values 4 8-bit indices into iq2xxs_grid

@@ -31,6 +31,7 @@
 #include <cstring>
 
 #include "quant/formats.hpp"
+#include "quant/quant_search.hpp"
 
 namespace synapse::quant {
 namespace {
@@ -38,14 +39,6 @@ namespace {
 // ggml's GROUP_MAX_EPS: a (sub-)block whose largest |x| is below it is zero.
 constexpr float kGroupMaxEps = 1e-15f;
 
-// ggml's nearest_int: adds 1.5 * 2^23 so the FPU's round-to-nearest-even
-// leaves the integer in the low mantissa bits. Valid for |fval| <= 4194303;
-// ties go to the even integer (nearest_int(2.5f) == 2).
-inline int nearest_int(float fval) {
-  const float val = fval + 12582912.f;
-  const int32_t i = std::bit_cast<int32_t>(val);
-  return (i & 0x007fffff) - 0x00400000;
-}
 
 // ggml's make_qx_quants with rmse_type 1, the only case the weight
 // quantizers here use: weights qw[i] (an importance matrix's) or, without

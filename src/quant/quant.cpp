@@ -327,7 +327,7 @@ bool is_lattice_quantizer(GgmlType t) {
 bool imatrix_quantizer(GgmlType t) noexcept {
   switch (t) {
     case G::F32: case G::F16: case G::BF16: case G::Q8_0: case G::TQ1_0: case G::TQ2_0: case G::MXFP4: return true;
-    case G::Q6_K: return true;
+    case G::Q2_K: case G::Q4_K: case G::Q5_K: case G::Q6_K: return true;
     default: return is_lattice_quantizer(t);
   }
 }
@@ -344,9 +344,14 @@ void quantize_weights(GgmlType t, const float* x, void* y, int64_t n, const floa
     quantize_row_q8_0_ref(x, y, n);
     return;
   }
-  if (t == G::Q6_K && imatrix != nullptr) {
-    quantize_q6_K_weighted(x, y, n, imatrix);
-    return;
+  if (imatrix != nullptr) {
+    switch (t) {
+      case G::Q2_K: quantize_q2_K_weighted(x, y, n, imatrix); return;
+      case G::Q4_K: quantize_q4_K_weighted(x, y, n, imatrix); return;
+      case G::Q5_K: quantize_q5_K_weighted(x, y, n, imatrix); return;
+      case G::Q6_K: quantize_q6_K_weighted(x, y, n, imatrix); return;
+      default: break;
+    }
   }
   if (imatrix != nullptr && !imatrix_quantizer(t))
     throw Error(Errc::unsupported, "quantizing to " + std::string(type_name(t)) +

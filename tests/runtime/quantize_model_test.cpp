@@ -20,12 +20,14 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "base/thread_pool.hpp"
 #include "model/synth.hpp"
 #include "quant/quant.hpp"
+#include "runtime/imatrix.hpp"
 #include "runtime/quantize_model.hpp"
 #include "synapse/error.hpp"
 #include "synapse/gguf.hpp"
@@ -137,7 +139,16 @@ TEST(QuantizeModel, ParsesLlamaQuantizeTypeNames) {
   EXPECT_EQ(file_type_name(FileType::MOSTLY_Q3_K_L), "Q3_K_L");
   EXPECT_EQ(default_tensor_type(FileType::MOSTLY_Q3_K_S), GgmlType::Q3_K);
   EXPECT_EQ(default_tensor_type(FileType::MOSTLY_Q5_K_M), GgmlType::Q5_K);
-  for (const char* bad : {"Q9_0", "IQ2_XXS", "q4_k_mm", ""}) {
+  // The IQ file types (llama.h's ids) and their default tensor types
+  // (llama_ftype_get_default_type: IQ2_S means IQ2_XS tensors, IQ2_M IQ2_S).
+  EXPECT_EQ(static_cast<uint32_t>(parse_file_type("iq2_xxs")), 19u);
+  EXPECT_EQ(static_cast<uint32_t>(parse_file_type("IQ3_XS")), 22u);
+  EXPECT_EQ(static_cast<uint32_t>(parse_file_type("IQ1_M")), 31u);
+  EXPECT_EQ(default_tensor_type(FileType::MOSTLY_IQ2_S), GgmlType::IQ2_XS);
+  EXPECT_EQ(default_tensor_type(FileType::MOSTLY_IQ2_M), GgmlType::IQ2_S);
+  EXPECT_EQ(default_tensor_type(FileType::MOSTLY_IQ3_M), GgmlType::IQ3_S);
+  EXPECT_EQ(default_tensor_type(FileType::MOSTLY_IQ1_S), GgmlType::IQ1_S);
+  for (const char* bad : {"Q9_0", "IQ2_XXXS", "q4_k_mm", ""}) {
     try {
       parse_file_type(bad);
       ADD_FAILURE() << "'" << bad << "' accepted";
@@ -243,6 +254,126 @@ TEST(QuantizeModel, LatticeTypesWithImatrixMatchLlamaQuantize) {
       EXPECT_TRUE(image == read_file(ref_path)) << label << ": the file differs from llama-quantize's";
     }
   });
+}
+
+// Without an importance matrix llama-quantize refuses the types that need
+// one before writing anything, naming the first tensor (token_embd and
+// output are exempt: --pure IQ3_XXS fails on blk.0.attn_k, the first
+// matrix in its order after them); with an imatrix whose entry does not fit
+// a tensor, it fails naming that tensor.
+TEST(QuantizeModel, LatticeTypesNeedAnImportanceMatrix) {
+  const gguf::File master = gguf::File::open(kModels + "tiny-llama-f32.gguf");
+  for (const char* ft : {"IQ2_XXS", "IQ2_XS", "IQ2_M", "IQ3_XXS", "IQ1_S", "IQ1_M"}) {
+    QuantizeOptions opt;
+    opt.ftype = parse_file_type(ft);
+    opt.pure = true;
+    try {
+      quantize_model(master, opt);
+      ADD_FAILURE() << ft << " quantized without an importance matrix";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::invalid_argument) << ft;
+      EXPECT_NE(std::string(e.what()).find("this quantization requires an importance matrix"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("offending tensor blk.0.attn_k.weight"), std::string::npos) << e.what();
+    }
+  }
+  // IQ3_S needs none (ggml's quantizer weights by x^2).
+  QuantizeOptions opt;
+  opt.ftype = FileType::MOSTLY_IQ3_S;
+  opt.pure = true;
+  EXPECT_EQ(quantize_in_memory(master, opt).find_tensor("blk.0.attn_k.weight")->type, GgmlType::IQ3_S);
+
+  // An imatrix entry of the wrong length.
+  const std::string bad = ::testing::TempDir() + "/bad.imatrix.gguf";
+  gguf::Writer w;
+  gguf::Value datasets;
+  datasets.type = gguf::ValueType::ARRAY;
+  datasets.elem_type = gguf::ValueType::STRING;
+  gguf::Value name;
+  name.type = gguf::ValueType::STRING;
+  name.str = "x";
+  datasets.items.push_back(name);
+  w.set_value("imatrix.datasets", datasets);
+  w.set_u32("imatrix.chunk_count", 1);
+  w.set_u32("imatrix.chunk_size", 8);
+  const std::vector<float> sums(128, 1.0f), counts(1, 8.0f);
+  const int64_t ne_sums[] = {128, 1}, ne_counts[] = {1, 1};
+  w.add_tensor("blk.0.attn_q.weight.in_sum2", GgmlType::F32, ne_sums,
+               std::span(reinterpret_cast<const uint8_t*>(sums.data()), sums.size() * 4));
+  w.add_tensor("blk.0.attn_q.weight.counts", GgmlType::F32, ne_counts,
+               std::span(reinterpret_cast<const uint8_t*>(counts.data()), counts.size() * 4));
+  w.write(bad);
+  opt.ftype = FileType::MOSTLY_IQ3_XXS;
+  opt.imatrix_file = bad;
+  try {
+    quantize_model(master, opt);
+    ADD_FAILURE() << "a 128-column imatrix entry accepted for a 256-column tensor";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::format);
+    EXPECT_EQ(std::string(e.what()), "imatrix size 128 is different from tensor size 256 for blk.0.attn_q.weight");
+  }
+}
+
+// llama-imatrix's legacy .dat format: the same importances (written here
+// from the GGUF file's sums / counts with ncall 1) give the same tensors.
+TEST(QuantizeModel, LegacyImatrixFileGivesTheSameTensors) {
+  const Imatrix m = load_imatrix(kModels + "tiny-llama.imatrix.gguf");
+  EXPECT_FALSE(m.is_legacy);
+  EXPECT_TRUE(m.has_metadata);
+  EXPECT_EQ(m.chunk_count, 16);
+  EXPECT_EQ(m.chunk_size, 128);
+  EXPECT_EQ(m.entries.size(), 15u);  // 7 matrices x 2 layers + output.weight
+  std::vector<uint8_t> dat;
+  const auto put = [&](const void* p, size_t n) { dat.insert(dat.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n); };
+  const auto put_i32 = [&](int32_t v) { put(&v, 4); };
+  put_i32(static_cast<int32_t>(m.entries.size()));
+  for (const auto& [name, e] : m.entries) {
+    put_i32(static_cast<int32_t>(name.size()));
+    put(name.data(), name.size());
+    put_i32(1);  // ncall
+    const std::vector<float> v = imatrix_importance(e, false);
+    put_i32(static_cast<int32_t>(v.size()));
+    put(v.data(), v.size() * 4);
+  }
+  put_i32(16);  // the chunk count, then the dataset's name
+  put_i32(4);
+  put("wiki", 4);
+  const std::string path = ::testing::TempDir() + "/tiny-llama.imatrix.dat";
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(dat.data()), static_cast<std::streamsize>(dat.size()));
+  const Imatrix legacy = load_imatrix(path);
+  EXPECT_TRUE(legacy.is_legacy);
+  EXPECT_EQ(legacy.chunk_count, 16);
+  ASSERT_EQ(legacy.datasets.size(), 1u);
+  EXPECT_EQ(legacy.datasets[0], "wiki");
+
+  const gguf::File master = gguf::File::open(kModels + "tiny-llama-f32.gguf");
+  QuantizeOptions opt;
+  opt.ftype = FileType::MOSTLY_IQ2_XXS;
+  opt.pure = true;
+  opt.token_embedding_type = GgmlType::Q2_K;
+  opt.imatrix_file = path;
+  const gguf::File mine = quantize_in_memory(master, opt);
+  const gguf::File ref = gguf::File::open(kModels + "tiny-llama-iq2_xxs.gguf");
+  for (const gguf::TensorInfo& t : ref.tensors()) {
+    const gguf::TensorInfo* a = mine.find_tensor(t.name);
+    ASSERT_NE(a, nullptr) << t.name;
+    ASSERT_EQ(a->n_bytes, t.n_bytes) << t.name;
+    EXPECT_EQ(std::memcmp(a->data, t.data, t.n_bytes), 0) << t.name;
+  }
+  EXPECT_EQ(mine.get_string("quantize.imatrix.dataset").value_or(""), "wiki");
+  EXPECT_EQ(mine.get_u32("quantize.imatrix.entries_count").value_or(0), 15u);
+  EXPECT_EQ(mine.get_u32("quantize.imatrix.chunks_count").value_or(0), 16u);
+
+  // A truncated legacy file is an error naming it.
+  dat.resize(20);
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(dat.data()), static_cast<std::streamsize>(dat.size()));
+  try {
+    load_imatrix(path);
+    ADD_FAILURE() << "a truncated legacy imatrix accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::format);
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
 }
 
 // The Q4_K_M mixes of the other architectures: tied embeddings (token_embd
