@@ -168,13 +168,34 @@ TEST(QuantizeCli, LlamaQuantizeFlagsGiveItsBytes) {
   EXPECT_TRUE(slurp(out) == slurp(data_path("models/tiny-llama-q4_k_m.gguf")));
   EXPECT_NE(by_id.out.find("[ 1/21] output.weight"), std::string::npos) << by_id.out;
   // Numbers llama-quantize does not list, or synapse does not write, are refused naming them.
-  const Result bad = synapse_cli("quantize " + data_path("models/tiny-llama-f32.gguf") + " " + out + " 19");
+  const Result bad = synapse_cli("quantize " + data_path("models/tiny-llama-f32.gguf") + " " + out + " 34");
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_NE(bad.err.find("'19'"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("'34'"), std::string::npos) << bad.err;
   const Result bad_type = synapse_cli("quantize --output-tensor-type q9_9 " + data_path("models/tiny-llama-f32.gguf") + " " +
                                       out + " Q8_0");
   EXPECT_NE(bad_type.err.find("--output-tensor-type: unknown ggml type 'q9_9'"), std::string::npos) << bad_type.err;
   std::remove(out.c_str());
+}
+
+// --imatrix: llama-quantize's IQ3_XS mix with tiny-llama's importance
+// matrix, byte-identical (the reference, made from the repository root,
+// records the imatrix path as given, so this runs there too); the IQ2 types
+// without one: one error line in llama-quantize's words, no file.
+TEST(QuantizeCli, ImatrixGivesLlamaQuantizesIqMix) {
+  const std::string out = tmp_path("iq3_xs.gguf");
+  const std::string at_root = "cd '" + data_path("../..") + "' &&";
+  const Result r = synapse_cli(
+      "quantize --imatrix tests/data/models/tiny-llama.imatrix.gguf tests/data/models/tiny-llama-f32.gguf " + out +
+          " IQ3_XS 2",
+      at_root);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(slurp(out) == slurp(data_path("models/tiny-llama-iq3_xs-mix.gguf")));
+  std::remove(out.c_str());
+  const Result refused = synapse_cli("quantize " + data_path("models/tiny-llama-f32.gguf") + " " + out + " IQ2_XXS");
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_EQ(count_lines(refused.err), 1) << refused.err;
+  EXPECT_NE(refused.err.find("this quantization requires an importance matrix"), std::string::npos) << refused.err;
+  EXPECT_TRUE(slurp(out).empty());
 }
 
 // llama-quantize IN TYPE: the output is IN's folder/ggml-model-TYPE.gguf.
