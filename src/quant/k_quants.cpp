@@ -149,6 +149,8 @@ float make_q3_quants(int n, int nmax, const float* x, int8_t* L) {
   return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
+}  // namespace
+
 // ggml's make_qkx2_quants: asymmetric fit x ~ scale * l - the_min with l in
 // [0, nmax] and min <= 0, minimizing the weighted squared (or absolute, when
 // use_mad) error over nstep+1 trial scales (rmin + rdelta*is + nmax)/(max-min),
@@ -224,6 +226,8 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
   *the_min = -min;
   return scale;
 }
+
+namespace {
 
 // Inverse of get_scale_min_k4 (formats.hpp): packs 6-bit scale ls and min lm of sub-block j.
 // `scales` must be zeroed first (bits 6-7 of bytes 0-7 are or-ed in).

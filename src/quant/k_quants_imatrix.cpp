@@ -2,7 +2,8 @@
 // (ggml-quants.c, llama.cpp v0.5.0: quantize_row_q2_K_impl,
 // quantize_row_q4_K_impl, quantize_row_q5_K_impl; Q6_K's is k_quants.cpp's
 // quantizer with weights), and make_qp_quants (quant_search.hpp). Each
-// sub-block is fit with make_qkx3_quants (levels and a min), weighted by
+// sub-block is fit with make_qkx3_quants (levels and a min; given weights
+// it is make_qkx2_quants' search, k_quants.cpp's), weighted by
 // qw * sqrt(sigma2 + x^2) (sigma2: twice the mean x^2 of the block, once
 // for Q2_K), then the sub-block scales and mins themselves are quantized
 // with make_qp_quants weighted by the sub-blocks' total weights, and the
@@ -91,80 +92,6 @@ float make_qp_quants(int n, int nmax, const float* x, uint8_t* L, const float* q
 
 namespace {
 
-// ggml's make_qkx3_quants with weights (use_mad false): an affine fit
-// x ~ scale * l - min, l in [0, nmax], trying nstep + 1 scales around the
-// first; returns scale, writes L and the_min (as a positive offset).
-float make_qkx3_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
-                       uint8_t* Laux, float rmin, float rdelta, int nstep) {
-  float min = x[0];
-  float max = x[0];
-  float sum_w = weights[0];
-  float sum_x = sum_w * x[0];
-  for (int i = 1; i < n; ++i) {
-    if (x[i] < min) min = x[i];
-    if (x[i] > max) max = x[i];
-    const float w = weights[i];
-    sum_w += w;
-    sum_x += w * x[i];
-  }
-  if (min > 0) min = 0;
-  if (max <= min) {
-    std::memset(L, 0, static_cast<size_t>(n));
-    *the_min = -min;
-    return 0.f;
-  }
-  float iscale = nmax / (max - min);
-  float scale = 1 / iscale;
-  float best_mad = 0;
-  for (int i = 0; i < n; ++i) {
-    const int l = nearest_int(iscale * (x[i] - min));
-    L[i] = static_cast<uint8_t>(std::max(0, std::min(nmax, l)));
-    float diff = scale * L[i] + min - x[i];
-    diff = diff * diff;
-    best_mad += weights[i] * diff;
-  }
-  if (nstep < 1) {
-    *the_min = -min;
-    return scale;
-  }
-  for (int is = 0; is <= nstep; ++is) {
-    iscale = (rmin + rdelta * is + nmax) / (max - min);
-    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-    for (int i = 0; i < n; ++i) {
-      int l = nearest_int(iscale * (x[i] - min));
-      l = std::max(0, std::min(nmax, l));
-      Laux[i] = static_cast<uint8_t>(l);
-      const float w = weights[i];
-      sum_l += w * l;
-      sum_l2 += w * l * l;
-      sum_xl += w * l * x[i];
-    }
-    const float D = sum_w * sum_l2 - sum_l * sum_l;
-    if (D > 0) {
-      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-      if (this_min > 0) {
-        this_min = 0;
-        this_scale = sum_xl / sum_l2;
-      }
-      float mad = 0;
-      for (int i = 0; i < n; ++i) {
-        float diff = this_scale * Laux[i] + this_min - x[i];
-        diff = diff * diff;
-        mad += weights[i] * diff;
-      }
-      if (mad < best_mad) {
-        for (int i = 0; i < n; ++i) L[i] = Laux[i];
-        best_mad = mad;
-        scale = this_scale;
-        min = this_min;
-      }
-    }
-  }
-  *the_min = -min;
-  return scale;
-}
-
 // The shared part of quantize_row_q4_K_impl and quantize_row_q5_K_impl for
 // one block of 256: 8 sub-blocks of 32 fit to levels 0..nmax, their scales
 // and mins quantized to 6 bits (packed as get_scale_min_k4 reads them; Q5_K
@@ -182,7 +109,7 @@ void fit_k4_block(const float* x, const float* qw, int nmax, bool clamp63, Block
     float sumw = 0;
     for (int l = 0; l < 32; ++l) sumw += weights[l];
     sw[j] = sumw;
-    scales[j] = make_qkx3_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36);
+    scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
   }
   const float d_block = make_qp_quants(QK_K / 32, 63, scales, Ls, sw);
   const float m_block = make_qp_quants(QK_K / 32, 63, mins, Lm, sw);
@@ -235,7 +162,7 @@ void quantize_q2_K_weighted(const float* x, void* vy, int64_t n, const float* qu
       const float* qw = quant_weights + QK_K * i + 16 * j;
       for (int l = 0; l < 16; ++l) weight[l] = qw[l] * std::sqrt(sigma2 + x[16 * j + l] * x[16 * j + l]);
       for (int l = 0; l < QK_K / 16; ++l) sw[j] += weight[l];
-      scales[j] = make_qkx3_quants(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f, 36);
+      scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
     }
     float dm = make_qp_quants(QK_K / 16, 15, scales, Ls, sw);
     float mm = make_qp_quants(QK_K / 16, 15, mins, Lm, sw);

@@ -59,8 +59,9 @@ constexpr ScalarRow kScalarRows[] = {
     {G::TQ1_0, G::Q8_K, dequantize_row_tq1_0, quantize_row_tq1_0, vec_dot_tq1_0_q8_K, nullptr},
     {G::TQ2_0, G::Q8_K, dequantize_row_tq2_0, quantize_row_tq2_0, vec_dot_tq2_0_q8_K, nullptr},
     {G::MXFP4, G::Q8_0, dequantize_row_mxfp4, quantize_row_mxfp4, vec_dot_mxfp4_q8_0, nullptr},
-    // The lattice formats (iq_quants.cpp): no quantizer (ggml's needs an
-    // importance matrix for most of them; synapse reads them only).
+    // The lattice formats (iq_quants.cpp): no row quantizer here (ggml's
+    // needs an importance matrix for most of them); quantize_weights runs
+    // them (iq_quantize.cpp).
     {G::IQ2_XXS, G::Q8_K, dequantize_row_iq2_xxs, nullptr, vec_dot_iq2_xxs_q8_K, nullptr},
     {G::IQ2_XS, G::Q8_K, dequantize_row_iq2_xs, nullptr, vec_dot_iq2_xs_q8_K, nullptr},
     {G::IQ2_S, G::Q8_K, dequantize_row_iq2_s, nullptr, vec_dot_iq2_s_q8_K, nullptr},

@@ -1,7 +1,7 @@
 // Pieces ggml's weight quantizers share (ggml-quants.c): the rounding they
-// all use and make_qp_quants, the search for unsigned levels that the
-// lattice quantizers (iq_quantize.cpp) and the K-quants with an importance
-// matrix (k_quants_imatrix.cpp) run. Internal to quant.
+// all use, make_qkx2_quants (defined in k_quants.cpp) and make_qp_quants
+// (k_quants_imatrix.cpp), the searches that the K-quants and the lattice
+// quantizers (iq_quantize.cpp) run. Internal to quant.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -19,6 +19,11 @@ inline int nearest_int(float fval) {
   const int32_t i = std::bit_cast<int32_t>(val);
   return (i & 0x007fffff) - 0x00400000;
 }
+
+// ggml's make_qkx2_quants (k_quants.cpp): asymmetric fit x ~ scale * l -
+// the_min, l in [0, nmax], weighted; writes L and *the_min, returns scale.
+float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
+                       uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad);
 
 // ggml's make_qp_quants: levels 0..nmax for x[0..n) (all >= 0) at the scale
 // of least weighted (quant_weights[n]) squared error among max/nmax and 8
