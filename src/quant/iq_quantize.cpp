@@ -218,6 +218,27 @@ int scale_nibble(float id, float s) {
   return std::max(0, std::min(15, l));
 }
 
+// Two 4-bit scales a byte, the even sub-block in the low nibble (IQ2_XS,
+// IQ2_S, IQ3_S): n scales to n / 2 bytes.
+void pack_scale_nibbles(float id, const float* scales, int n, uint8_t* out) {
+  for (int ib = 0; ib < n; ib += 2)
+    out[ib / 2] = static_cast<uint8_t>(scale_nibble(id, scales[ib]) | (scale_nibble(id, scales[ib + 1]) << 4));
+}
+
+// The start of every IQ2/IQ3 sub-block of n values: the weights' square
+// roots (waux), the absolute values (xval) and a sign byte per 8 (with even
+// parity, or plain), and the largest absolute value, which it returns.
+float sub_block_signs(const float* xb, const float* weight, int n, bool even_parity, float* waux, float* xval,
+                      uint8_t* signs) {
+  for (int i = 0; i < n; ++i) waux[i] = std::sqrt(weight[i]);
+  for (int k = 0; k < n / 8; ++k)
+    signs[k] = even_parity ? even_parity_signs(xb + 8 * k, weight + 8 * k, xval + 8 * k)
+                           : plain_signs(xb + 8 * k, xval + 8 * k);
+  float max = xval[0];
+  for (int i = 1; i < n; ++i) max = std::max(max, xval[i]);
+  return max;
+}
+
 // quantize_row_iq3_xxs_impl(256, ...): per 32 values 8 grid indices, 4 x 7
 // sign bits (the 8th sign of each 8 implied by even parity: an odd count
 // flips the value of least weight), a 4-bit scale.
@@ -240,10 +261,7 @@ void quantize_iq3_xxs_row(const float* x, void* vy, int64_t n, const float* quan
     for (int ib = 0; ib < QK_K / 32; ++ib) {
       const float* xb = xbl + 32 * ib;
       iq_weights(xb, quant_weights ? quant_weights + QK_K * ibl + 32 * ib : nullptr, sigma2, 32, weight);
-      for (int i = 0; i < 32; ++i) waux[i] = std::sqrt(weight[i]);
-      for (int k = 0; k < 4; ++k) block_signs[k] = even_parity_signs(xb + 8 * k, weight + 8 * k, xval + 8 * k);
-      float max = xval[0];
-      for (int i = 1; i < 32; ++i) max = std::max(max, xval[i]);
+      const float max = sub_block_signs(xb, weight, 32, true, waux, xval, block_signs);
       std::memset(L, 0, sizeof(L));
       if (max < kGroupMaxEps) {
         scales[ib] = 0;
@@ -294,10 +312,7 @@ void quantize_iq3_s_row(const float* x, void* vy, int64_t n, const float* quant_
     for (int ib = 0; ib < QK_K / bs; ++ib) {
       const float* xb = xbl + bs * ib;
       iq_weights(xb, quant_weights ? quant_weights + QK_K * ibl + bs * ib : nullptr, sigma2, bs, weight);
-      for (int i = 0; i < bs; ++i) waux[i] = std::sqrt(weight[i]);
-      for (int k = 0; k < bs8; ++k) block_signs[k] = plain_signs(xb + 8 * k, xval + 8 * k);
-      float max = xval[0];
-      for (int i = 1; i < bs; ++i) max = std::max(max, xval[i]);
+      const float max = sub_block_signs(xb, weight, bs, false, waux, xval, block_signs);
       std::memset(L, 0, sizeof(L));
       if (max == 0) {
         // ggml leaves qs and signs where they are here, so the next
@@ -325,8 +340,7 @@ void quantize_iq3_s_row(const float* x, void* vy, int64_t n, const float* quant_
     const float d = max_scale / 31;
     y[ibl].d = fp32_to_fp16(d * 1.033f);
     const float id = 1 / d;
-    for (int ib = 0; ib < QK_K / bs; ib += 2)
-      y[ibl].scales[ib / 2] = static_cast<uint8_t>(scale_nibble(id, scales[ib]) | (scale_nibble(id, scales[ib + 1]) << 4));
+    pack_scale_nibbles(id, scales, QK_K / bs, y[ibl].scales);
   }
 }
 
@@ -352,10 +366,7 @@ void quantize_iq2_xxs_row(const float* x, void* vy, int64_t n, const float* quan
     for (int ib = 0; ib < QK_K / 32; ++ib) {
       const float* xb = xbl + 32 * ib;
       iq_weights(xb, quant_weights + QK_K * ibl + 32 * ib, sigma2, 32, weight);
-      for (int i = 0; i < 32; ++i) waux[i] = std::sqrt(weight[i]);
-      for (int k = 0; k < 4; ++k) block_signs[k] = even_parity_signs(xb + 8 * k, weight + 8 * k, xval + 8 * k);
-      float max = xval[0];
-      for (int i = 1; i < 32; ++i) max = std::max(max, xval[i]);
+      const float max = sub_block_signs(xb, weight, 32, true, waux, xval, block_signs);
       if (max < kGroupMaxEps) {
         scales[ib] = 0;
         std::memset(L, 0, sizeof(L));
@@ -439,10 +450,7 @@ void quantize_iq2_xs_row(const float* x, void* vy, int64_t n, const float* quant
     for (int ib = 0; ib < QK_K / 16; ++ib) {
       const float* xb = xbl + 16 * ib;
       iq_weights(xb, quant_weights + QK_K * ibl + 16 * ib, sigma2, 16, weight);
-      for (int i = 0; i < 16; ++i) waux[i] = std::sqrt(weight[i]);
-      for (int k = 0; k < 2; ++k) block_signs[k] = even_parity_signs(xb + 8 * k, weight + 8 * k, xval + 8 * k);
-      float max = xval[0];
-      for (int i = 1; i < 16; ++i) max = std::max(max, xval[i]);
+      const float max = sub_block_signs(xb, weight, 16, true, waux, xval, block_signs);
       std::memset(L, 0, sizeof(L));
       if (max < kGroupMaxEps) {
         scales[ib] = 0;
@@ -465,11 +473,7 @@ void quantize_iq2_xs_row(const float* x, void* vy, int64_t n, const float* quant
     const float d = max_scale / 31;
     y[ibl].d = fp32_to_fp16(d);
     const float id = 1 / d;
-    for (int ib = 0; ib < QK_K / 16; ++ib) {
-      const int l = scale_nibble(id, scales[ib]);
-      if (ib % 2 == 0) y[ibl].scales[ib / 2] = static_cast<uint8_t>(l);
-      else y[ibl].scales[ib / 2] = static_cast<uint8_t>(y[ibl].scales[ib / 2] | (l << 4));
-    }
+    pack_scale_nibbles(id, scales, QK_K / 16, y[ibl].scales);
     std::memcpy(y[ibl].qs, q2, sizeof(y[ibl].qs));
   }
 }
@@ -497,10 +501,7 @@ void quantize_iq2_s_row(const float* x, void* vy, int64_t n, const float* quant_
       } else {
         for (int i = 0; i < 16; ++i) weight[i] = 0.25f * sigma2 + xb[i] * xb[i];
       }
-      for (int i = 0; i < 16; ++i) waux[i] = std::sqrt(weight[i]);
-      for (int k = 0; k < 2; ++k) block_signs[k] = plain_signs(xb + 8 * k, xval + 8 * k);
-      float max = xval[0];
-      for (int i = 1; i < 16; ++i) max = std::max(max, xval[i]);
+      const float max = sub_block_signs(xb, weight, 16, false, waux, xval, block_signs);
       std::memset(L, 0, sizeof(L));
       if (max < kGroupMaxEps) {
         scales[ib] = 0;
@@ -525,11 +526,7 @@ void quantize_iq2_s_row(const float* x, void* vy, int64_t n, const float* quant_
     const float d = max_scale / 31;
     y[ibl].d = fp32_to_fp16(d * 0.9875f);
     const float id = 1 / d;
-    for (int ib = 0; ib < QK_K / 16; ++ib) {
-      const int l = scale_nibble(id, scales[ib]);
-      if (ib % 2 == 0) y[ibl].scales[ib / 2] = static_cast<uint8_t>(l);
-      else y[ibl].scales[ib / 2] = static_cast<uint8_t>(y[ibl].scales[ib / 2] | (l << 4));
-    }
+    pack_scale_nibbles(id, scales, QK_K / 16, y[ibl].scales);
   }
 }
 
