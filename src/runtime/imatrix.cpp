@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <span>
 
 #include "synapse/error.hpp"
 #include "synapse/gguf.hpp"
@@ -115,6 +116,40 @@ Imatrix load_imatrix(const std::string& path) {
   const std::vector<uint8_t> bytes = read_all(path);
   if (bytes.size() >= 4 && std::memcmp(bytes.data(), "GGUF", 4) == 0) return load_gguf(path);
   return load_legacy(path, bytes);
+}
+
+void write_imatrix(const Imatrix& m, const std::string& path) {
+  gguf::Writer w;
+  w.set_string("general.type", "imatrix");
+  gguf::Value datasets;
+  datasets.type = gguf::ValueType::ARRAY;
+  datasets.elem_type = gguf::ValueType::STRING;
+  for (const std::string& d : m.datasets) {
+    gguf::Value v;
+    v.type = gguf::ValueType::STRING;
+    v.str = d;
+    datasets.items.push_back(std::move(v));
+  }
+  w.set_value("imatrix.datasets", std::move(datasets));
+  w.set_u32("imatrix.chunk_count", static_cast<uint32_t>(m.chunk_count));
+  w.set_u32("imatrix.chunk_size", static_cast<uint32_t>(m.chunk_size));
+  // std::map iterates in name order: llama-imatrix sorts the names.
+  for (const auto& [name, e] : m.entries) {
+    const auto nval = static_cast<int64_t>(e.sums.size()), nmat = static_cast<int64_t>(e.counts.size());
+    if (nval == 0 || nmat == 0) continue;
+    if (nval % nmat != 0)
+      throw Error(Errc::invalid_argument, "imatrix entry " + name + ": " + std::to_string(nval) +
+                                              " sums do not split into " + std::to_string(nmat) + " matrices");
+    std::vector<float> counts(e.counts.begin(), e.counts.end());
+    // ggml_n_dims: a trailing dimension of 1 is not written.
+    const int64_t ne_sums[] = {nval / nmat, nmat}, ne_counts[] = {1, nmat};
+    const size_t dims = nmat > 1 ? 2 : 1;
+    w.add_tensor(name + ".in_sum2", GgmlType::F32, std::span(ne_sums, dims),
+                 std::span(reinterpret_cast<const uint8_t*>(e.sums.data()), e.sums.size() * 4));
+    w.add_tensor(name + ".counts", GgmlType::F32, std::span(ne_counts, dims),
+                 std::span(reinterpret_cast<const uint8_t*>(counts.data()), counts.size() * 4));
+  }
+  w.write(path);
 }
 
 std::vector<float> imatrix_importance(const ImatrixEntry& e, bool is_legacy) {

@@ -46,6 +46,15 @@ struct Imatrix {
 // whose length does not divide the sums.
 Imatrix load_imatrix(const std::string& path);
 
+// Writes `m` in llama-imatrix v0.5.0's GGUF format (IMatrixCollector::
+// save_imatrix): general.type "imatrix", imatrix.datasets, chunk_count and
+// chunk_size, then per entry in name order NAME.in_sum2 [ne0, n_mat] and
+// NAME.counts [1, n_mat] (F32), dimensions as ggml_n_dims counts them. An
+// entry with no sums or counts is left out, as llama-imatrix leaves it.
+// Throws Error(invalid_argument) for an entry whose sums do not split into
+// its counts, Error(io) for a file that cannot be written.
+void write_imatrix(const Imatrix& m, const std::string& path);
+
 // llama-quantize's importance of each column from one entry: GGUF sums /
 // count per matrix (1 where a matrix saw no token), legacy sums / ncall
 // (sums as they are for ncall 0). Returns [sums.size()] floats.

@@ -324,6 +324,15 @@ TEST(QuantizeModel, LatticeTypesNeedAnImportanceMatrix) {
   }
 }
 
+// write_imatrix gives llama-imatrix's file back byte for byte from what
+// load_imatrix read of it (key order, name order, dimensions, alignment).
+TEST(QuantizeModel, ImatrixWriterGivesLlamaImatrixsBytes) {
+  const std::string ref = kModels + "tiny-llama.imatrix.gguf";
+  const std::string out = ::testing::TempDir() + "/rewritten.imatrix.gguf";
+  write_imatrix(load_imatrix(ref), out);
+  EXPECT_TRUE(read_file(out) == read_file(ref));
+}
+
 // llama-imatrix's legacy .dat format: the same importances (written here
 // from the GGUF file's sums / counts with ncall 1) give the same tensors.
 TEST(QuantizeModel, LegacyImatrixFileGivesTheSameTensors) {
