@@ -288,22 +288,12 @@ TEST(QuantizeModel, LatticeTypesNeedAnImportanceMatrix) {
   // An imatrix with one entry, `name` of `n` columns.
   const auto one_entry_imatrix = [](const std::string& name, int64_t n) {
     const std::string path = ::testing::TempDir() + "/" + name + ".imatrix.gguf";
-    gguf::Writer w;
-    gguf::Value datasets, dataset;
-    datasets.type = gguf::ValueType::ARRAY;
-    datasets.elem_type = dataset.type = gguf::ValueType::STRING;
-    dataset.str = "x";
-    datasets.items.push_back(dataset);
-    w.set_value("imatrix.datasets", datasets);
-    w.set_u32("imatrix.chunk_count", 1);
-    w.set_u32("imatrix.chunk_size", 8);
-    const std::vector<float> sums(static_cast<size_t>(n), 1.0f), counts(1, 8.0f);
-    const int64_t ne_sums[] = {n, 1}, ne_counts[] = {1, 1};
-    w.add_tensor(name + ".in_sum2", GgmlType::F32, ne_sums,
-                 std::span(reinterpret_cast<const uint8_t*>(sums.data()), sums.size() * 4));
-    w.add_tensor(name + ".counts", GgmlType::F32, ne_counts,
-                 std::span(reinterpret_cast<const uint8_t*>(counts.data()), counts.size() * 4));
-    w.write(path);
+    Imatrix m;
+    m.datasets = {"x"};
+    m.chunk_count = 1;
+    m.chunk_size = 8;
+    m.entries[name] = ImatrixEntry{std::vector<float>(static_cast<size_t>(n), 1.0f), {8}};
+    write_imatrix(m, path);
     return path;
   };
   opt.ftype = FileType::MOSTLY_IQ3_XXS;
