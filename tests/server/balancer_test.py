@@ -59,13 +59,9 @@ class Nginx:
 
     def __init__(self, replica_ports):
         assert os.access(NGINX, os.X_OK), "no nginx at %s (scripts/setup.sh installs Debian's)" % NGINX
-        self.dir = tempfile.mkdtemp(prefix="synapse-nginx-")
-        self.port = free_port()
-        d = self.dir
+        self.dir = d = tempfile.mkdtemp(prefix="synapse-nginx-")
         os.mkdir(os.path.join(d, "snippets"))
         shutil.copy(os.path.join(DEPLOY_NGINX, "synapse-proxy.conf"), os.path.join(d, "snippets"))
-        with open(os.path.join(d, "synapse.conf"), "w") as f:
-            f.write(balancer_conf(replica_ports, self.port))
         temp_paths = "".join("    %s_temp_path %s/%s;\n" % (k, d, k)
                              for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
         with open(os.path.join(d, "nginx.conf"), "w") as f:
@@ -73,6 +69,19 @@ class Nginx:
                     "events { worker_connections 256; }\n"
                     "http {\n    access_log %s/access.log;\n%s    include synapse.conf;\n}\n"
                     % (d, d, d, temp_paths))
+        # The free port may be taken before nginx binds it: then another one.
+        for attempt in range(3):
+            self.port = free_port()
+            with open(os.path.join(d, "synapse.conf"), "w") as f:
+                f.write(balancer_conf(replica_ports, self.port))
+            if self.start():
+                return
+            assert "Address already in use" in self.error_log(), "nginx did not start:\n" + self.error_log()
+        raise AssertionError("nginx found no free port:\n" + self.error_log())
+
+    def start(self):
+        """Runs nginx; True once it answers /health, False if it exits."""
+        d = self.dir
         # Unprivileged: under root, nginx runs as nobody, which then owns the folder.
         creds = {}
         if os.geteuid() == 0:
@@ -82,21 +91,22 @@ class Nginx:
                     os.chown(name, nobody.pw_uid, nobody.pw_gid)
             creds = {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
         self.proc = subprocess.Popen([NGINX, "-p", d, "-c", os.path.join(d, "nginx.conf"),
-                                     "-e", os.path.join(d, "error.log")],
+                                      "-e", os.path.join(d, "error.log")],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **creds)
         with open("/proc/%d/status" % self.proc.pid) as f:
             uid = re.search(r"^Uid:\s+(\d+)", f.read(), flags=re.M).group(1)
         assert uid != "0", "nginx runs as root"
         self.base = "http://127.0.0.1:%d" % self.port
         deadline = time.time() + 20
-        while True:
-            assert self.proc.poll() is None and time.time() < deadline, "nginx did not start:\n" + self.error_log()
+        while self.proc.poll() is None:
+            assert time.time() < deadline, "nginx did not answer:\n" + self.error_log()
             try:
-                if requests.get(self.base + "/health", timeout=5).status_code == 200:
-                    break
-            except requests.ConnectionError:
+                if requests.get(self.base + "/health", timeout=2).status_code == 200:
+                    return True
+            except requests.RequestException:  # not listening yet, or someone else is
                 pass
             time.sleep(0.05)
+        return False
 
     def error_log(self):
         try:
