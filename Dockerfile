@@ -30,7 +30,8 @@ FROM debian:bookworm-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libcpp-httplib0.11 libpcre2-8-0 \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --system --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin synapse
+ && groupadd --system --gid 10001 synapse \
+ && useradd --system --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin synapse
 COPY --from=build /src/build/synapse /usr/local/bin/synapse
 USER 10001:10001
 EXPOSE 8080
