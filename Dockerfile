@@ -30,8 +30,8 @@ FROM debian:bookworm-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libcpp-httplib0.11 libpcre2-8-0 \
  && rm -rf /var/lib/apt/lists/* \
- && groupadd --system --gid 10001 synapse \
- && useradd --system --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin synapse
+ && groupadd --gid 10001 synapse \
+ && useradd --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin synapse
 COPY --from=build /src/build/synapse /usr/local/bin/synapse
 USER 10001:10001
 EXPOSE 8080
@@ -39,6 +39,6 @@ EXPOSE 8080
 # /dev/tcp, as the slim image has no curl.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=300s --retries=3 CMD ["bash", "-c", \
   "exec 3<>/dev/tcp/127.0.0.1/8080 && printf 'GET /health HTTP/1.0\\r\\n\\r\\n' >&3 && read -r _ code _ <&3 && [ \"$code\" = 200 ]"]
-ENTRYPOINT ["synapse", "serve", "--host", "0.0.0.0", "--port", "8080"]
+ENTRYPOINT ["/usr/local/bin/synapse", "serve", "--host", "0.0.0.0", "--port", "8080"]
 # The arguments after the image name replace these.
 CMD ["-m", "/models/model.gguf", "--metrics"]
