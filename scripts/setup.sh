@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages synapse needs to build and test, only those
-# missing. Run as root (or with sudo) on Debian 12.
+# missing. Run as root (or with sudo) on Debian 12. nginx is for
+# tests/server/balancer_test.py, which runs its own unprivileged instance
+# (where services start, Debian's package also starts its own on port 80).
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config git python3
       libgtest-dev libgmock-dev libbenchmark-dev
       libpcre2-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
       python3-dev python3-pybind11 pybind11-dev python3-numpy python3-jinja2 python3-pytest
-      python3-venv python3-pip python3-setuptools python3-wheel python3-requests python3-jsonschema)
+      python3-venv python3-pip python3-setuptools python3-wheel python3-requests python3-jsonschema
+      nginx)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -20,7 +20,9 @@ bool apply_cors(const std::vector<std::string>& allowed, const httplib::Request&
   res.set_header("Vary", "Origin");
   if (req.method != "OPTIONS") return false;
   res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-  res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key");
+  // X-Session-Id: the affinity key of the balancer in front of replicas
+  // (deploy/nginx/synapse.conf), which a browser page may send too.
+  res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key, X-Session-Id");
   res.set_header("Access-Control-Max-Age", "600");
   res.status = 204;
   return true;
