@@ -16,10 +16,11 @@ namespace {
 using test::data_path;
 
 // llama-embedding prints each component with %1.7f (rounded to 5e-8); the F32
-// models then differ from llama.cpp by float rounding of a different (but
-// fixed) reduction order. Bound on every component of the unit vectors: 2e-6
-// absolute (the largest components are ~0.1-0.2, so ~1e-5 relative there).
-constexpr double kGoldenAbs = 2e-6;
+// models then differ from llama.cpp (flash attention off, the path synapse
+// rounds as) by float rounding of other reduction orders. Bound on every
+// component of the unit vectors: 2e-7 absolute (measured: 1.1e-7 at most; the
+// largest components are ~0.1-0.2, so ~1e-6 relative there).
+constexpr double kGoldenAbs = 2e-7;
 
 model::Pooling pooling_named(const std::string& s) {
   if (s == "mean") return model::Pooling::mean;
@@ -170,8 +171,9 @@ TEST(Embedding, BadInputsAreRefused) {
 // Rank pooling on a Qwen3-Reranker layout (tiny-qwen3-reranker-f32: cls.output
 // rows "yes", "no"; scripts/golden/make_tiny_qwen3_reranker.py): the
 // relevance scores (softmax over the head's two outputs, the first) of
-// llama-server v0.5.0's /v1/rerank replies
-// (embedding/rerank.tiny-qwen3-reranker-f32.json), within 1e-5 of a probability.
+// llama-server v0.5.0's /v1/rerank replies (flash attention off)
+// (embedding/rerank.tiny-qwen3-reranker-f32.json), within 1e-6 of a
+// probability (measured: 1.8e-7 at most).
 TEST(Embedding, RankMatchesLlamaServer) {
   const nlohmann::json g = test::read_json(data_path("embedding/rerank.tiny-qwen3-reranker-f32.json"));
   auto m = model::load_model(data_path("models/" + g["model"].get<std::string>()));
@@ -199,7 +201,7 @@ TEST(Embedding, RankMatchesLlamaServer) {
       const double want = r.contains("score") ? r["score"].get<double>() : r["relevance_score"].get<double>();
       ASSERT_EQ(out[i].rows.size(), 1u);
       ASSERT_EQ(out[i].rows[0].size(), 2u);
-      EXPECT_NEAR(out[i].rows[0][0], want, 1e-5) << "document " << i;
+      EXPECT_NEAR(out[i].rows[0][0], want, 1e-6) << "document " << i;
       EXPECT_NEAR(out[i].rows[0][0] + out[i].rows[0][1], 1.0, 1e-6);
       ++checked;
     }
