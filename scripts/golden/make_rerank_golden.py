@@ -14,13 +14,14 @@ Usage: python3 scripts/golden/make_rerank_golden.py --out tests/data [--llama-se
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import subprocess
 import sys
 import time
 import urllib.request
+
+from make_embedding_golden import sha256
 
 PRODUCER = "llama.cpp v0.5.0 de3ff81 CPU (llama-server)"
 MODEL = "tiny-qwen3-reranker-f32.gguf"
@@ -32,11 +33,6 @@ REQUESTS = [
      "top_n": 2},
     {"query": "what is a cat?", "texts": ["A cat", "B"], "return_text": True},
 ]
-
-
-def sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 def post(port: int, body: dict) -> dict:
