@@ -82,8 +82,9 @@ struct Request {
 using RequestId = uint64_t;
 
 // An embedding request (llama-server's /v1/embeddings, /embedding, /rerank):
-// its inputs run on the worker thread between two steps, all inputs of the
-// requests waiting then in one Context::embed call per EmbeddingParams; they
+// its inputs run on the worker thread between two steps: the oldest requests
+// waiting, up to n_batch tokens (at least one request), in Context::embed
+// calls of up to n_batch tokens each (an input longer than that alone); they
 // take no slot and keep nothing. Each input's vectors are bit-identical to
 // running it alone (Context::embed).
 struct EmbeddingRequest {

@@ -305,9 +305,10 @@ void Scheduler::Impl::shutdown() {
   idle.notify_all();
 }
 
-// The embedding requests waiting: the inputs of all requests with the same
-// parameters in one Context::embed call (each input's result does not depend
-// on the others), results handed back request by request, in arrival order.
+// Embedding requests taken from the queue: the inputs of the requests with the
+// same parameters in Context::embed calls of up to n_batch tokens (each
+// input's result does not depend on the others), results handed back request
+// by request, in arrival order.
 void Scheduler::Impl::run_embeddings(std::deque<EmbeddingRequest> jobs) {
   std::vector<bool> done(jobs.size(), false);
   for (size_t a = 0; a < jobs.size(); ++a) {
@@ -322,11 +323,22 @@ void Scheduler::Impl::run_embeddings(std::deque<EmbeddingRequest> jobs) {
       done[b] = true;
       inputs.insert(inputs.end(), jobs[b].inputs.begin(), jobs[b].inputs.end());
     }
+    // Calls of at most n_batch tokens (an input longer than that alone): the
+    // caches and hidden states of a call are held at once.
     std::vector<Embedding> all;
     std::string error;
     const auto t0 = Clock::now();
     try {
-      all = ctx.embed(inputs, ep, p.n_ctx);
+      for (size_t i0 = 0; i0 < inputs.size();) {
+        size_t i1 = i0 + 1;
+        int64_t rows = static_cast<int64_t>(inputs[i0].size());
+        while (i1 < inputs.size() && rows + static_cast<int64_t>(inputs[i1].size()) <= p.n_batch)
+          rows += static_cast<int64_t>(inputs[i1++].size());
+        std::vector<Embedding> part =
+            ctx.embed(std::span(inputs).subspan(i0, i1 - i0), ep, p.n_ctx);
+        for (Embedding& e : part) all.push_back(std::move(e));
+        i0 = i1;
+      }
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -375,8 +387,15 @@ void Scheduler::Impl::run() {
       });
       if (stopping) break;
       if (!embed_queue.empty()) {
+        // The oldest requests, up to n_batch tokens (at least one request):
+        // the generating slots wait at most that long for their next step.
         std::deque<EmbeddingRequest> jobs;
-        jobs.swap(embed_queue);
+        int64_t rows = 0;
+        while (!embed_queue.empty() && (jobs.empty() || rows < p.n_batch)) {
+          for (const auto& in : embed_queue.front().inputs) rows += static_cast<int64_t>(in.size());
+          jobs.push_back(std::move(embed_queue.front()));
+          embed_queue.pop_front();
+        }
         busy = true;
         lock.unlock();
         run_embeddings(std::move(jobs));

@@ -1,7 +1,8 @@
 // Embeddings through the public API: Context::embed (pooling resolved from
 // the file, names of the pooling types) and the Scheduler's embedding queue,
 // whose vectors are memcmp-equal to Context::embed of each input alone while
-// a generation runs beside them.
+// a generation runs beside them and the requests are cut into calls of
+// n_batch tokens.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -51,6 +52,7 @@ TEST(EmbeddingApi, SchedulerQueueGivesEachInputsVectorUnderLoad) {
   sp.n_parallel = 2;
   sp.n_ctx = 128;
   sp.n_threads = 2;
+  sp.n_batch = 8;  // embedding calls of at most 8 tokens: the requests below are cut into several
   Scheduler sched(model, sp);
   const std::vector<std::vector<token_id>> inputs = {{10, 11, 12}, {20, 21, 22, 23, 24, 25, 26}, {30}};
   const EmbeddingParams ep{Pooling::last, 2};
