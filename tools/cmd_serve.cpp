@@ -207,6 +207,23 @@ Runner add_serve(CLI::App& app) {
                  "take to arrive, before the connection is closed (408 for a late header; default 5)")
       ->check(CLI::Range(1, 3600));
   app.add_flag("--metrics", a->server.metrics, "enable the Prometheus endpoint GET /metrics");
+  app.add_flag("--embedding,--embeddings", a->server.embeddings,
+               "serve embeddings: /v1/embeddings, /embedding, /api/embed (default: disabled)");
+  app.add_option_function<std::string>(
+         "--pooling", [a](const std::string& v) { a->server.pooling = pooling_from_name(v); },
+         "pooling type for embeddings: none, mean, cls, last, rank (default: the model's, else none)")
+      ->check(CLI::IsMember({"none", "mean", "cls", "last", "rank"}));
+  app.add_flag_callback(
+      "--rerank,--reranking",
+      [a] {
+        a->server.embeddings = true;
+        a->server.pooling = Pooling::rank;
+      },
+      "serve /v1/rerank (embeddings with pooling rank; needs a reranker model)");
+  app.add_option("--embd-normalize", a->server.embd_normalize,
+                 "normalisation of pooled embeddings: -1 none, 0 max absolute int16, 1 taxicab, 2 euclidean "
+                 "(default), >2 p-norm")
+      ->check(int_range(-1, 1000));
   app.add_option("--threads-http", a->server.n_http_threads, "HTTP threads (default: 4 x slots + 16, at least 32)")
       ->check(int_range(0, 4096));
   return [a] { return serve(*a); };

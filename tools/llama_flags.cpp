@@ -114,8 +114,6 @@ constexpr Row kRows[] = {
   {"--spec-type",                Val::one,  Act::refuse, kCommon, kSpec, "none"},
   {"--reasoning-budget",         Val::one,  Act::refuse, kCommon, "not supported: synapse does not limit the reasoning of a reply", "-1"},
   {"-rea|--reasoning",           Val::onoff, Act::refuse, kCommon, "not supported: reasoning follows the chat template (--chat-template-kwargs '{\"enable_thinking\": false}' turns it off where the template reads it)", "auto"},
-  {"--pooling|--embd-normalize", Val::one,  Act::refuse, kServe, "not supported: synapse serves no embeddings"},
-  {"--embedding|--embeddings|--rerank|--reranking", Val::none, Act::refuse, kServe, "not supported: synapse serves no embeddings or reranking"},
   {"--hellaswag|--winogrande|--multiple-choice", Val::none, Act::refuse, kPerplexity, "not supported: synapse perplexity scores text (-f) and KL divergence only"},
   {"--ppl-stride|--ppl-output-type", Val::one, Act::refuse, kPerplexity, "not supported: synapse perplexity scores llama-perplexity's default way", "0"},
   {"--in-prefix|--in-suffix",    Val::one,  Act::refuse, kGen, "not supported: synapse chat wraps messages in the chat template"},

@@ -41,6 +41,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "synapse/generation.hpp"
@@ -79,6 +80,21 @@ struct Request {
 };
 
 using RequestId = uint64_t;
+
+// An embedding request (llama-server's /v1/embeddings, /embedding, /rerank):
+// its inputs run on the worker thread between two steps: the oldest requests
+// waiting, up to n_batch tokens (at least one request), in Context::embed
+// calls of up to n_batch tokens each (an input longer than that alone); they
+// take no slot and keep nothing. Each input's vectors are bit-identical to
+// running it alone (Context::embed).
+struct EmbeddingRequest {
+  std::vector<std::vector<token_id>> inputs;  // token ids (BOS/EOS already added)
+  EmbeddingParams params;
+  // Called exactly once per accepted request, on the worker thread: the
+  // embeddings (one per input, in order), or an empty vector and why none
+  // were made (the forward pass failed, or the scheduler shut down).
+  std::function<void(std::vector<Embedding> result, const std::string& error)> on_done;
+};
 
 // llama-server's /metrics counters (names in comments), for the process so far.
 struct SchedulerMetrics {
@@ -120,6 +136,15 @@ class Scheduler {
   // prompt or logit_bias token id outside the vocabulary; nothing is queued
   // then. Thread-safe.
   std::optional<RequestId> try_submit(Request request);
+
+  // Queues an embedding request (see EmbeddingRequest). Returns its id, or
+  // std::nullopt when max_queue requests already wait (HTTP 503). Throws
+  // Error(invalid_argument) for no inputs, an empty input or one longer than
+  // n_ctx (naming its index and length), Error(out_of_range) for a token id
+  // outside the vocabulary, Error(unsupported) for rank pooling on a model
+  // without a head (Model::check_rank_head); nothing is queued then.
+  // Thread-safe.
+  std::optional<RequestId> try_submit_embedding(EmbeddingRequest request);
 
   // Cancels a queued or running request: within one step its on_done has
   // run (finish_reason cancelled), its slot is free and its KV rows no longer

@@ -24,6 +24,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "synapse/error.hpp"
@@ -53,6 +54,40 @@ const char* kernel_isa();
 // Thread-safe.
 std::string system_info();
 
+// How an embedding pools a sequence's final-normed hidden states:
+// llama.cpp's llama_pooling_type, with its values (--pooling NAME).
+enum class Pooling : int32_t {
+  unspecified = -1,  // the model's <arch>.pooling_type (Model::pooling_type), else none
+  none = 0,          // every token's vector
+  mean = 1,          // the mean over the tokens
+  cls = 2,           // the first token's
+  last = 3,          // the last token's (Qwen3-Embedding)
+  rank = 4,          // a reranker's score: its classifier head over the last (qwen3) or first token
+};
+
+// "none", "mean", "cls", "last", "rank" ("unspecified" for that value).
+const char* pooling_name(Pooling p) noexcept;
+// The Pooling a --pooling NAME gives; Error(invalid_argument) for any other name.
+Pooling pooling_from_name(std::string_view name);
+
+struct EmbeddingParams {
+  Pooling pooling = Pooling::unspecified;
+  // llama.cpp's embd_normalize (--embd-normalize, default 2): -1 none, 0
+  // max-abs scaled to the int16 range, 1 taxicab, 2 Euclidean, p > 2 the
+  // p-norm (common_embd_normalize). Applied to every returned vector but rank
+  // scores.
+  int embd_normalize = 2;
+};
+
+// What one input gives (Context::embed).
+struct Embedding {
+  // pooling none: one vector per token, [n_tokens][n_embd]; mean, cls, last:
+  // one [n_embd]; rank: one vector of the classifier's outputs (a qwen3
+  // reranker: softmax over (yes, no), so rows[0][0] is the relevance score).
+  std::vector<std::vector<float>> rows;
+  int64_t n_tokens = 0;  // the input's tokens
+};
+
 class Model {
  public:
   // Maps `path` and binds its weights (zero-copy). Throws Error(io) if the
@@ -77,6 +112,14 @@ class Model {
   std::optional<std::string> chat_template() const;
   // The mapped file (metadata, tensors); e.g. for chat_template_for_model.
   const gguf::File& gguf() const;
+  // <arch>.pooling_type, unspecified when the file has none (llama.cpp's
+  // hparams.pooling_type).
+  Pooling pooling_type() const;
+  // Throws Error(unsupported) naming the file unless rank pooling can run:
+  // the file has a classifier (cls.output.weight), or it is a qwen3 model
+  // whose vocabulary has the tokens "yes" and "no" (a Qwen3-Reranker without
+  // the converted head: those two rows of the output matrix are the head).
+  void check_rank_head() const;
 
  private:
   friend class Context;
@@ -175,6 +218,20 @@ class Context {
 
   // One sequence: runs `tokens` and returns the last row's logits [n_vocab].
   std::span<const float> decode(Sequence& seq, std::span<const token_id> tokens);
+
+  // Embeddings, as llama.cpp v0.5.0's llama-embedding and llama-server give
+  // them: every input runs as a sequence of its own from position 0, all in
+  // one batched forward pass without the vocabulary projection; each is
+  // pooled (params.pooling, resolved: unspecified takes the model's
+  // pooling_type, else none) and normalised (params.embd_normalize). One
+  // result per input, in order. An input's vectors are bit-identical whatever
+  // else is in the call and at any thread count. n_ctx: the longest input
+  // accepted (<= 0: as new_sequence). Throws Error(invalid_argument) for no
+  // inputs, an empty input or one longer than n_ctx (naming its index),
+  // Error(out_of_range) for a token id outside the vocabulary,
+  // Error(unsupported) for rank pooling without a head (check_rank_head).
+  std::vector<Embedding> embed(std::span<const std::vector<token_id>> inputs, const EmbeddingParams& params,
+                               int64_t n_ctx = 0);
 
   // Runs fn(begin, end) over [0, n) in ranges of at least `grain`, on this
   // Context's threads (the caller's among them), and returns when all are

@@ -123,6 +123,8 @@ PYBIND11_MODULE(_synapse, m) {
       .def_property_readonly("bos", [](const Model& mo) { return mo.tokenizer().bos(); })
       .def_property_readonly("eos", [](const Model& mo) { return mo.tokenizer().eos(); })
       .def_property_readonly("add_bos", [](const Model& mo) { return mo.tokenizer().add_bos(); })
+      .def_property_readonly("pooling_type", [](const Model& mo) { return static_cast<int>(mo.pooling_type()); },
+                             "<arch>.pooling_type (llama_pooling_type's value), -1 when absent")
       .def(
           "tokenize",
           [](const Model& mo, std::string_view text, bool add_special, bool parse_special) {
@@ -180,6 +182,23 @@ PYBIND11_MODULE(_synapse, m) {
           "all_logits one row per token (llama-cpp-python's logits_all; the same bits either way).")
       .def_property_readonly("has_logits", [](const BoundContext& c) { return !c.last.empty(); },
                              "whether `logits` has rows to show")
+      .def(
+          "embed",
+          [](BoundContext& c, const std::vector<std::vector<token_id>>& inputs, int pooling, int embd_normalize,
+             int64_t n_ctx) {
+            BusyGuard guard(c.busy, "the Context");
+            std::vector<Embedding> out;
+            {
+              py::gil_scoped_release nogil;
+              out = c.ctx.embed(inputs, {static_cast<Pooling>(pooling), embd_normalize}, n_ctx);
+            }
+            py::list result;
+            for (Embedding& e : out) result.append(py::make_tuple(std::move(e.rows), e.n_tokens));
+            return result;
+          },
+          py::arg("inputs"), py::arg("pooling"), py::arg("embd_normalize"), py::arg("n_ctx"),
+          "Context::embed (GIL released): per input (rows, n_tokens); rows one vector per token for\n"
+          "pooling none (0), else one; pooling -1 takes the model's")
       .def_property_readonly("logits", &logits_view,
                              "the logits of the last decode, [rows, n_vocab] float32, a read-only view of\n"
                              "the engine's buffer (no copy), overwritten by the next decode");

@@ -65,10 +65,21 @@ __all__ = [
     "Llama", "LlamaGrammar", "Jinja2ChatFormatter", "LLAMA_DEFAULT_SEED", "Error", "FileError", "ModelNotFoundError",
     "FormatError", "UnsupportedError", "InvalidArgumentError", "OutOfRangeError", "LlamaState", "BaseLlamaCache",
     "LlamaCache", "LlamaRAMCache", "LlamaDiskCache", "LlamaTokenizer", "LogitsProcessorList", "StoppingCriteriaList",
+    "LLAMA_POOLING_TYPE_UNSPECIFIED",
+    "LLAMA_POOLING_TYPE_NONE", "LLAMA_POOLING_TYPE_MEAN", "LLAMA_POOLING_TYPE_CLS", "LLAMA_POOLING_TYPE_LAST",
+    "LLAMA_POOLING_TYPE_RANK",
 ]
 
 # llama.cpp's LLAMA_DEFAULT_SEED: draw a seed from the system's entropy source.
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF
+
+# llama.cpp's llama_pooling_type values (llama_cpp.LLAMA_POOLING_TYPE_*).
+LLAMA_POOLING_TYPE_UNSPECIFIED = -1
+LLAMA_POOLING_TYPE_NONE = 0
+LLAMA_POOLING_TYPE_MEAN = 1
+LLAMA_POOLING_TYPE_CLS = 2
+LLAMA_POOLING_TYPE_LAST = 3
+LLAMA_POOLING_TYPE_RANK = 4
 
 # llama-cpp-python's chat_format names for the library's built-in templates.
 _CHAT_FORMAT_ALIASES = {"llama-2": "llama2", "llama-3": "llama3"}
@@ -239,6 +250,11 @@ class Llama:
             Hugging Face does; another name picks a built-in format
             (`synapse.chat_formats()`). Tools and reasoning need a Jinja
             template (None or "jinja").
+        embedding: allow embed() and create_embedding() (llama-cpp-python's
+            flag; without it they raise RuntimeError, as there).
+        pooling_type: how embed() pools an input's token vectors
+            (LLAMA_POOLING_TYPE_*): UNSPECIFIED takes the file's
+            <arch>.pooling_type, else NONE (one vector per token).
         verbose: print a line about the model to stderr on load.
 
     Threads: a Llama may be used from several threads; its calls are
@@ -266,6 +282,8 @@ class Llama:
         logits_all: bool = False,
         last_n_tokens_size: int = 64,
         chat_format: Optional[str] = None,
+        embedding: bool = False,
+        pooling_type: int = LLAMA_POOLING_TYPE_UNSPECIFIED,
         verbose: bool = True,
         **kwargs: Any,
     ):
@@ -279,6 +297,10 @@ class Llama:
         seed = _check_seed(seed)
         if not isinstance(last_n_tokens_size, int) or last_n_tokens_size < -1:
             raise _bad(f"last_n_tokens_size = {last_n_tokens_size!r}: must be an integer >= -1")
+        if not isinstance(pooling_type, int) or not -1 <= pooling_type <= 4:
+            raise _bad(f"pooling_type = {pooling_type!r}: must be one of LLAMA_POOLING_TYPE_* (-1 to 4)")
+        self.embedding = bool(embedding)
+        self._pooling_type = pooling_type
         self.model_path = os.fspath(model_path)
         self.verbose = verbose
         self.n_batch = n_batch
@@ -365,6 +387,60 @@ class Llama:
         tokens' text). OutOfRangeError (a ValueError) for an id outside the
         vocabulary. prev_tokens is accepted for llama-cpp-python's signature."""
         return self._model.detokenize(list(tokens), special)
+
+    def pooling_type(self) -> int:
+        """The pooling embed() uses (LLAMA_POOLING_TYPE_*): pooling_type as given,
+        else the file's <arch>.pooling_type, else NONE (llama_context's rule)."""
+        if self._pooling_type != LLAMA_POOLING_TYPE_UNSPECIFIED:
+            return self._pooling_type
+        own = self._model.pooling_type
+        return own if own != LLAMA_POOLING_TYPE_UNSPECIFIED else LLAMA_POOLING_TYPE_NONE
+
+    # --- embeddings -------------------------------------------------------------
+
+    def embed(self, input: Union[str, List[str]], normalize: bool = False, truncate: bool = True,
+              return_count: bool = False):
+        """llama-cpp-python's Llama.embed: the embeddings of a string or a list of
+        strings, tokenized with BOS (as tokenize(text, add_bos=True)). Pooled
+        (mean, cls, last): one list of n_embd floats per input; NONE: one such
+        list per token; RANK: the classifier's outputs. A str input gives one
+        result, a list a list of them. normalize: L2-normalise every vector
+        (rank scores are left as they are). truncate: cut each input to n_batch
+        tokens, else InvalidArgumentError when one is longer (either way an input
+        must fit in n_ctx). return_count: also return the total token count.
+        All inputs run in one batched forward pass (GIL released); each input's
+        vectors are the same whatever else is in the call. RuntimeError unless
+        the Llama was made with embedding=True."""
+        if not self.embedding:
+            raise RuntimeError("Llama model must be created with embedding=True to call this method")
+        texts = [input] if isinstance(input, str) else list(input)
+        if not texts or not all(isinstance(t, str) for t in texts):
+            raise _bad("embed: input must be a string or a non-empty list of strings")
+        inputs = []
+        for i, text in enumerate(texts):
+            ids = self.tokenize(text.encode("utf-8"))
+            if truncate:
+                ids = ids[:self.n_batch]
+            elif len(ids) > self.n_batch:
+                raise _bad(f"embed: input {i} is {len(ids)} tokens, more than n_batch {self.n_batch}")
+            inputs.append(ids)
+        pooling = self.pooling_type()
+        norm = 2 if normalize and pooling != LLAMA_POOLING_TYPE_RANK else -1
+        results = self._ctx.embed(inputs, pooling, norm, self.n_ctx())
+        data = [rows if pooling == LLAMA_POOLING_TYPE_NONE else rows[0] for rows, _ in results]
+        output = data[0] if isinstance(input, str) else data
+        if return_count:
+            return output, sum(n for _, n in results)
+        return output
+
+    def create_embedding(self, input: Union[str, List[str]], model: Optional[str] = None) -> Dict[str, Any]:
+        """llama-cpp-python's Llama.create_embedding: OpenAI's embeddings reply
+        {"object": "list", "data": [{"object": "embedding", "embedding", "index"}],
+        "model", "usage"} over embed(input) (not normalised, as there)."""
+        embeds, total_tokens = self.embed(input if isinstance(input, list) else [input], return_count=True)
+        data = [{"object": "embedding", "embedding": e, "index": i} for i, e in enumerate(embeds)]
+        return {"object": "list", "data": data, "model": model if model is not None else self.model_path,
+                "usage": {"prompt_tokens": total_tokens, "total_tokens": total_tokens}}
 
     # --- low level: eval and logits -------------------------------------------
 

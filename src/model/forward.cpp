@@ -341,7 +341,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
 }  // namespace
 
 void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::span<const BatchRow> rows,
-                   std::vector<float>& logits, base::ThreadPool& pool, ForwardScratch* scratch) {
+                   std::vector<float>& logits, base::ThreadPool& pool, ForwardScratch* scratch, ForwardOutput what) {
   const HParams& hp = m.hp;
   const int64_t n = static_cast<int64_t>(rows.size());
   if (n == 0) throw Error(Errc::invalid_argument, "forward: empty batch");
@@ -385,6 +385,10 @@ void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::s
     for (const BatchRow& r : pass) done_wanted += r.logits ? 1 : 0;
   }
 
+  if (what == ForwardOutput::hidden) {
+    logits.assign(s.normed.begin(), s.normed.end());
+    return;
+  }
   // Output: the vocabulary projection of the wanted rows of every pass.
   logits.resize(static_cast<size_t>(n_wanted * hp.n_vocab));
   if (n_wanted == 0) return;

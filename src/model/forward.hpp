@@ -44,11 +44,19 @@ struct ForwardScratch {
   kernels::ActivationBuffers act;  // the quantized and packed activation rows of every product
 };
 
+// What forward_batch returns for the rows whose `logits` flag is set.
+enum class ForwardOutput {
+  logits,  // [n_wanted][n_vocab]: the vocabulary projection
+  hidden,  // [n_wanted][n_embd]: the final-normed hidden state (llama.cpp's
+           // result_norm, t_embd: what its embeddings pool), no projection
+};
+
 // Runs a batch whose rows may belong to different sequences, each with its
 // own KV cache, mixing prefill chunks and decode steps (continuous batching).
 // Each sequence's new rows are appended to its cache and its n_past advanced.
 //
-// logits: resized to [n_wanted][n_vocab], the wanted rows in batch order.
+// logits: resized to [n_wanted][n_vocab], the wanted rows in batch order
+// (with `what` hidden: [n_wanted][n_embd], their final-normed hidden states).
 // Row b's logits and cache contents are bit-identical to running its
 // sequence alone, in one call or token by token, at any thread count
 // (DESIGN.md contract 2: every op is per row, reduced in a fixed order).
@@ -63,7 +71,8 @@ struct ForwardScratch {
 // or when a sequence would pass its n_ctx (naming the numbers); no cache is
 // changed then.
 void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::span<const BatchRow> rows,
-                   std::vector<float>& logits, base::ThreadPool& pool, ForwardScratch* scratch = nullptr);
+                   std::vector<float>& logits, base::ThreadPool& pool, ForwardScratch* scratch = nullptr,
+                   ForwardOutput what = ForwardOutput::logits);
 
 // One sequence: runs `tokens` at positions kv.n_past() .. kv.n_past() + n - 1.
 // logits: [n][n_vocab] when all_logits, else [1][n_vocab] (the last row).

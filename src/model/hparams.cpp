@@ -184,6 +184,12 @@ HParams read_hparams(const gguf::File& f) {
   hp.fused_qkv = hp.arch == Arch::phi3;
   hp.scale_q_before_kq = hp.arch == Arch::phi3;
   hp.qk_norm = hp.arch == Arch::qwen3 || hp.arch == Arch::qwen3moe;
+  // llama.cpp v0.5.0 src/llama-model.cpp:1258 (optional key) and :1403-1408.
+  hp.pooling_type = static_cast<int32_t>(k.i64("pooling_type").value_or(-1));
+  if (hp.pooling_type < -1 || hp.pooling_type > 4)
+    fail(f, k.name("pooling_type"), std::to_string(hp.pooling_type) + " is not a pooling type (0 to 4)");
+  if (const gguf::Value* labels = f.find(k.name("classifier.output_labels")))
+    hp.n_cls_labels = static_cast<int64_t>(labels->items.size());
 
   const gguf::TensorInfo* embd = f.find_tensor("token_embd.weight");
   if (!embd) fail(f, "token_embd.weight", "required tensor is missing");

@@ -64,6 +64,13 @@ struct HParams {
   bool fused_qkv = false;       // Phi-3: attn_qkv [q|k|v] and ffn_up [gate|up]
   bool scale_q_before_kq = false;  // Phi-3 scales q by 1/sqrt(head dim) before q.k
   bool qk_norm = false;         // Qwen3, Qwen3-MoE: per-head RMSNorm of q and k (attn_q_norm/attn_k_norm) before RoPE
+  // <prefix>.pooling_type (llama.cpp's LLM_KV_POOLING_TYPE, llama_pooling_type
+  // values: 0 none, 1 mean, 2 cls, 3 last, 4 rank); -1 (unspecified) when
+  // absent. What an embedding request pools with by default.
+  int32_t pooling_type = -1;
+  // Entries of <prefix>.classifier.output_labels (llama.cpp's n_cls_out;
+  // Qwen3-Reranker: ["yes", "no"]), 0 when absent.
+  int64_t n_cls_labels = 0;
 
   int64_t n_gqa() const { return n_head / n_head_kv; }
   int64_t n_embd_k_gqa() const { return n_embd_head_k * n_head_kv; }

@@ -160,7 +160,7 @@ uint64_t Model::n_params() const {
 std::unique_ptr<Model> load_model(const std::string& path) { return load_model(gguf::File::open(path)); }
 
 std::unique_ptr<Model> load_model(gguf::File file) {
-  auto m = std::make_unique<Model>(Model{std::move(file), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}});
+  auto m = std::make_unique<Model>(Model{std::move(file), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, -1, -1});
   const gguf::File& f = m->file;
   m->hp = read_hparams(f);
   const HParams& hp = m->hp;
@@ -170,6 +170,11 @@ std::unique_ptr<Model> load_model(gguf::File file) {
   m->output_norm = b.vec("output_norm.weight", hp.n_embd);
   m->output = b.find("output.weight") ? b.matrix("output.weight", hp.n_embd, hp.n_vocab) : m->tok_embd;
   m->rope_freqs = b.opt_vec("rope_freqs.weight", hp.n_rot / 2);
+  if (const gguf::TensorInfo* cls = b.find("cls.output.weight")) {
+    if (hp.n_cls_labels > 0) b.check_shape(*cls, {hp.n_embd, hp.n_cls_labels});
+    m->cls_out = b.matrix("cls.output.weight", hp.n_embd, cls->ne[1]);
+    m->cls_out_b = b.opt_vec("cls.output.bias", cls->ne[1]);
+  }
   if (hp.arch == Arch::phi3 && (b.find("rope_factors_long.weight") || b.find("rope_factors_short.weight"))) {
     // Phi-3 LongRoPE (llama.cpp loads these for phi3): both sets, since the
     // context size picks one at run time.
@@ -229,6 +234,14 @@ std::unique_ptr<Model> load_model(gguf::File file) {
     throw Error(Errc::format, f.path() + ": the vocabulary has " + std::to_string(m->tokenizer->n_vocab()) +
                                   " tokens (tokenizer.ggml.tokens) but token_embd.weight has " +
                                   std::to_string(hp.n_vocab) + " rows");
+  if (!m->cls_out.data && hp.arch == Arch::qwen3) {
+    for (token_id id = 0; id < m->tokenizer->n_vocab(); ++id) {
+      const std::string& text = m->tokenizer->text(id);
+      if (text == "yes" && m->rank_yes < 0) m->rank_yes = id;
+      if (text == "no" && m->rank_no < 0) m->rank_no = id;
+    }
+    if (m->rank_yes < 0 || m->rank_no < 0) m->rank_yes = m->rank_no = -1;
+  }
   interleave_weights(*m);
   return m;
 }

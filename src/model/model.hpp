@@ -44,6 +44,17 @@ struct Model {
   // Interleaved copies of the matrices the active kernels read that way
   // (kernels::interleave_weight; the views above then point here).
   kernels::WeightStore interleaved;
+  // The rank pooling's classifier, cls.output.weight [n_embd -> n_cls_out]
+  // and cls.output.bias [n_cls_out] (llama.cpp's cls_out, cls_out_b; a
+  // Qwen3-Reranker conversion writes the output rows of "yes" and "no"
+  // there), or empty (data null, no bias) when the file has none.
+  WeightView cls_out;
+  std::vector<float> cls_out_b;
+  // A qwen3 file without cls.output whose vocabulary has the tokens "yes"
+  // and "no" (a Qwen3-Reranker converted before llama.cpp wrote the head):
+  // their ids, whose output rows are then the rank head (model/embedding.hpp);
+  // else -1.
+  token_id rank_yes = -1, rank_no = -1;
 
   // The frequency factors RoPE divides each pair's frequency by, for a
   // sequence whose context size is n_ctx (null: none). rope_freqs when the

@@ -1,7 +1,10 @@
 // The public API (include/synapse/synapse.hpp) over the model and runtime layers.
 #include <algorithm>
+#include <string_view>
+#include <utility>
 
 #include "base/thread_pool.hpp"
+#include "model/embedding.hpp"
 #include "model/forward.hpp"
 #include "model/hparams.hpp"
 #include "quant/kernel_table.hpp"
@@ -19,6 +22,28 @@ int default_thread_count() { return base::default_thread_count(); }
 const char* kernel_isa() { return quant::isa_name(quant::active_kernels().isa); }
 
 std::string system_info() { return std::string("kernels ") + kernel_isa(); }
+
+static_assert(static_cast<int>(Pooling::rank) == static_cast<int>(model::Pooling::rank) &&
+                  static_cast<int>(Pooling::unspecified) == static_cast<int>(model::Pooling::unspecified),
+              "synapse::Pooling mirrors model::Pooling (llama_pooling_type's values)");
+
+namespace {
+constexpr std::pair<std::string_view, Pooling> kPoolings[] = {
+    {"none", Pooling::none}, {"mean", Pooling::mean}, {"cls", Pooling::cls}, {"last", Pooling::last},
+    {"rank", Pooling::rank}};
+}  // namespace
+
+const char* pooling_name(Pooling p) noexcept {
+  for (const auto& [name, v] : kPoolings)
+    if (v == p) return name.data();
+  return "unspecified";
+}
+
+Pooling pooling_from_name(std::string_view name) {
+  for (const auto& [n, v] : kPoolings)
+    if (n == name) return v;
+  throw Error(Errc::invalid_argument, "unknown pooling type '" + std::string(name) + "' (none, mean, cls, last, rank)");
+}
 
 // The public classes hold only these, so that no type of the layers below
 // appears in an installed header.
@@ -60,6 +85,9 @@ std::optional<std::string> Model::chat_template() const {
   return impl_->m->file.get_string("tokenizer.chat_template");
 }
 
+Pooling Model::pooling_type() const { return static_cast<Pooling>(impl_->m->hp.pooling_type); }
+void Model::check_rank_head() const { model::check_rank_head(*impl_->m); }
+
 Sequence::Sequence(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Sequence::Sequence(Sequence&&) noexcept = default;
 Sequence& Sequence::operator=(Sequence&&) noexcept = default;
@@ -99,10 +127,19 @@ Context::~Context() = default;
 int Context::n_threads() const { return impl_->pool.n_threads(); }
 const Tokenizer& Context::tokenizer() const { return *impl_->model->m->tokenizer; }
 
+namespace {
+
+// new_sequence's n_ctx <= 0: the training context, at most 4096.
+int64_t new_sequence_n_ctx(const model::Model& m) {
+  const int64_t train = m.hp.n_ctx_train;
+  return train > 0 ? std::min<int64_t>(train, 4096) : 4096;
+}
+
+}  // namespace
+
 Sequence Context::new_sequence(int64_t n_ctx) const {
   const model::Model& m = *impl_->model->m;
-  const int64_t train = m.hp.n_ctx_train;
-  if (n_ctx <= 0) n_ctx = train > 0 ? std::min<int64_t>(train, 4096) : 4096;
+  if (n_ctx <= 0) n_ctx = new_sequence_n_ctx(m);
   return Sequence(std::make_unique<Sequence::Impl>(Sequence::Impl{impl_->model, model::make_kv_cache(m, n_ctx)}));
 }
 
@@ -146,6 +183,18 @@ std::span<const float> Context::decode(Sequence& seq, std::span<const token_id> 
   check_same_model(m, *seq.impl_->model->m);
   model::forward(m, seq.impl_->kv, tokens, false, impl_->logits, impl_->pool, &impl_->scratch);
   return impl_->logits;
+}
+
+std::vector<Embedding> Context::embed(std::span<const std::vector<token_id>> inputs, const EmbeddingParams& params,
+                                     int64_t n_ctx) {
+  const model::Model& m = *impl_->model->m;
+  if (n_ctx <= 0) n_ctx = new_sequence_n_ctx(m);
+  const model::Pooling pooling = model::resolve_pooling(m, static_cast<model::Pooling>(params.pooling));
+  std::vector<model::EmbeddingRows> rows =
+      model::embed(m, inputs, pooling, params.embd_normalize, n_ctx, impl_->pool, &impl_->scratch);
+  std::vector<Embedding> out(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) out[i] = {std::move(rows[i].rows), rows[i].n_tokens};
+  return out;
 }
 
 void Context::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {

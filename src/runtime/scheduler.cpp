@@ -91,6 +91,7 @@ struct Scheduler::Impl {
   std::condition_variable wake;          // work arrived, a cancel, or shutdown
   mutable std::condition_variable idle;  // the queue and the slots became empty
   std::deque<std::unique_ptr<Job>> queue;
+  std::deque<EmbeddingRequest> embed_queue;  // embedding requests waiting for the worker
   std::unordered_set<RequestId> live;     // queued or running, reply not yet over
   std::unordered_set<RequestId> cancels;  // asked to stop
   RequestId next_id = 1;
@@ -118,6 +119,7 @@ struct Scheduler::Impl {
   }
 
   void run();
+  void run_embeddings(std::deque<EmbeddingRequest> jobs);
   void admit(std::unique_ptr<Job> job);
   void finish(Slot& s, const GeneratedToken& closing_step);
   bool call_on_token(Job& j, const GeneratedToken& t);
@@ -274,15 +276,24 @@ void Scheduler::Impl::update_metrics() {
   }
   m.requests_deferred = static_cast<int32_t>(queue.size());
   busy = n_free < static_cast<int32_t>(slots.size());
-  if (!busy && queue.empty()) idle.notify_all();
+  if (!busy && queue.empty() && embed_queue.empty()) idle.notify_all();
 }
 
 void Scheduler::Impl::shutdown() {
   std::deque<std::unique_ptr<Job>> queued;
+  std::deque<EmbeddingRequest> embeds;
   {
     std::lock_guard<std::mutex> lock(mu);
     queued.swap(queue);
+    embeds.swap(embed_queue);
   }
+  for (EmbeddingRequest& e : embeds)
+    if (e.on_done) {
+      try {
+        e.on_done({}, "the server is shutting down");
+      } catch (...) {
+      }
+    }
   for (Slot& s : slots)
     if (s.job && !s.job->reply_over) {
       s.job->pending = -1;
@@ -292,6 +303,69 @@ void Scheduler::Impl::shutdown() {
   std::lock_guard<std::mutex> lock(mu);
   live.clear();
   idle.notify_all();
+}
+
+// Embedding requests taken from the queue: the inputs of the requests with the
+// same parameters in Context::embed calls of up to n_batch tokens (each
+// input's result does not depend on the others), results handed back request
+// by request, in arrival order.
+void Scheduler::Impl::run_embeddings(std::deque<EmbeddingRequest> jobs) {
+  std::vector<bool> done(jobs.size(), false);
+  for (size_t a = 0; a < jobs.size(); ++a) {
+    if (done[a]) continue;
+    const EmbeddingParams& ep = jobs[a].params;
+    std::vector<size_t> group;
+    std::vector<std::vector<token_id>> inputs;
+    for (size_t b = a; b < jobs.size(); ++b) {
+      if (done[b] || jobs[b].params.pooling != ep.pooling || jobs[b].params.embd_normalize != ep.embd_normalize)
+        continue;
+      group.push_back(b);
+      done[b] = true;
+      inputs.insert(inputs.end(), jobs[b].inputs.begin(), jobs[b].inputs.end());
+    }
+    // Calls of at most n_batch tokens (an input longer than that alone): the
+    // caches and hidden states of a call are held at once.
+    std::vector<Embedding> all;
+    std::string error;
+    const auto t0 = Clock::now();
+    try {
+      for (size_t i0 = 0; i0 < inputs.size();) {
+        size_t i1 = i0 + 1;
+        int64_t rows = static_cast<int64_t>(inputs[i0].size());
+        while (i1 < inputs.size() && rows + static_cast<int64_t>(inputs[i1].size()) <= p.n_batch)
+          rows += static_cast<int64_t>(inputs[i1++].size());
+        std::vector<Embedding> part =
+            ctx.embed(std::span(inputs).subspan(i0, i1 - i0), ep, p.n_ctx);
+        for (Embedding& e : part) all.push_back(std::move(e));
+        i0 = i1;
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    const double seconds = runtime::ms_between(t0, Clock::now()) / 1e3;
+    uint64_t n_tokens = 0;
+    for (const auto& in : inputs) n_tokens += in.size();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++m.n_decode_total;
+      m.prompt_tokens_total += n_tokens;
+      m.prompt_seconds_total += seconds;
+    }
+    size_t next = 0;
+    for (const size_t b : group) {
+      EmbeddingRequest& job = jobs[b];
+      std::vector<Embedding> mine;
+      if (error.empty())
+        for (size_t k = 0; k < job.inputs.size(); ++k) mine.push_back(std::move(all[next + k]));
+      next += job.inputs.size();
+      if (!job.on_done) continue;
+      try {
+        job.on_done(std::move(mine), error);
+      } catch (...) {
+        // Nothing to report it to.
+      }
+    }
+  }
 }
 
 void Scheduler::Impl::run() {
@@ -308,8 +382,25 @@ void Scheduler::Impl::run() {
       const auto has_free = [&] {
         return std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return !s.job; });
       };
-      wake.wait(lock, [&] { return stopping || busy || !cancels.empty() || (!queue.empty() && has_free()); });
+      wake.wait(lock, [&] {
+        return stopping || busy || !cancels.empty() || !embed_queue.empty() || (!queue.empty() && has_free());
+      });
       if (stopping) break;
+      if (!embed_queue.empty()) {
+        // The oldest requests, up to n_batch tokens (at least one request):
+        // the generating slots wait at most that long for their next step.
+        std::deque<EmbeddingRequest> jobs;
+        int64_t rows = 0;
+        while (!embed_queue.empty() && (jobs.empty() || rows < p.n_batch)) {
+          for (const auto& in : embed_queue.front().inputs) rows += static_cast<int64_t>(in.size());
+          jobs.push_back(std::move(embed_queue.front()));
+          embed_queue.pop_front();
+        }
+        busy = true;
+        lock.unlock();
+        run_embeddings(std::move(jobs));
+        lock.lock();
+      }
       for (auto it = queue.begin(); it != queue.end();) {
         if (cancels.count((*it)->id)) {
           cancels.erase((*it)->id);
@@ -473,6 +564,33 @@ std::optional<RequestId> Scheduler::try_submit(Request request) {
   return id;
 }
 
+std::optional<RequestId> Scheduler::try_submit_embedding(EmbeddingRequest request) {
+  Impl& d = *impl_;
+  if (request.inputs.empty()) throw Error(Errc::invalid_argument, "the request has no inputs");
+  for (size_t i = 0; i < request.inputs.size(); ++i) {
+    const std::vector<token_id>& in = request.inputs[i];
+    if (in.empty()) throw Error(Errc::invalid_argument, "input " + std::to_string(i) + " has no tokens");
+    if (static_cast<int64_t>(in.size()) > d.p.n_ctx)
+      throw Error(Errc::invalid_argument, "input " + std::to_string(i) + " is " + std::to_string(in.size()) +
+                                              " tokens, longer than the context (n_ctx " + std::to_string(d.p.n_ctx) +
+                                              ")");
+    for (const token_id t : in)
+      if (t < 0 || t >= d.n_vocab)
+        throw Error(Errc::out_of_range, "input " + std::to_string(i) + ": token id " + std::to_string(t) +
+                                            " outside [0, " + std::to_string(d.n_vocab) + ")");
+  }
+  const bool rank = request.params.pooling == Pooling::rank ||
+                    (request.params.pooling == Pooling::unspecified && d.model.pooling_type() == Pooling::rank);
+  if (rank) d.model.check_rank_head();
+  std::lock_guard<std::mutex> lock(d.mu);
+  if (d.stopping || d.embed_queue.size() >= std::max<size_t>(d.p.max_queue, 1)) return std::nullopt;
+  const RequestId id = d.next_id++;
+  d.embed_queue.push_back(std::move(request));
+  ++d.m.requests_total;
+  d.wake.notify_all();
+  return id;
+}
+
 bool Scheduler::cancel(RequestId id) {
   Impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.mu);
@@ -490,7 +608,7 @@ SchedulerMetrics Scheduler::metrics() const {
 void Scheduler::wait_idle() const {
   Impl& d = *impl_;
   std::unique_lock<std::mutex> lock(d.mu);
-  d.idle.wait(lock, [&] { return d.stopping || (d.queue.empty() && !d.busy); });
+  d.idle.wait(lock, [&] { return d.stopping || (d.queue.empty() && d.embed_queue.empty() && !d.busy); });
 }
 
 const Model& Scheduler::model() const { return impl_->model; }

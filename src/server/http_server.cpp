@@ -10,6 +10,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <future>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -21,6 +22,7 @@
 #include "server/chat.hpp"
 #include "server/anthropic.hpp"
 #include "server/connection.hpp"
+#include "server/embedding.hpp"
 #include "server/limits.hpp"
 #include "server/ollama.hpp"
 #include "server/request.hpp"
@@ -175,6 +177,13 @@ void send_json(httplib::Response& res, int status, const json& j) {
   res.set_content(dump_json(j), "application/json; charset=utf-8");
 }
 
+// An ordered object (llama-server's key order); its strings are valid UTF-8 or replaced.
+void send_ordered(httplib::Response& res, int status, const nlohmann::ordered_json& j) {
+  res.status = status;
+  res.set_content(j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace),
+                  "application/json; charset=utf-8");
+}
+
 void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = {}) {
   send_json(res, status, error_body(status, message, param));
 }
@@ -194,6 +203,8 @@ struct HttpServer::Impl {
   std::string template_name;  // /props' chat_template: the Jinja source, or the built-in format's name
   int64_t created = unix_now();
   OllamaModel ollama;  // the served model as Ollama's /api/tags, /api/show and /api/ps describe it
+  Pooling pooling = Pooling::none;  // --pooling resolved against the model (set_scheduler)
+  std::optional<std::string> rerank_template;  // tokenizer.chat_template.rerank, if the file has one
 
   explicit Impl(ServerParams params) : p(std::move(params)) {}
 
@@ -245,6 +256,8 @@ struct HttpServer::Impl {
   void install_routes();
   void install_api_routes();
   void install_ollama_routes();
+  void install_embedding_routes();
+  std::vector<Embedding> run_embeddings(std::vector<std::vector<token_id>> inputs, const EmbeddingParams& params);
   void handle_ollama(OllamaEndpoint ep, const std::string& body, httplib::Response& res);
   void handle_completion(Route route, std::string_view body, httplib::Response& res,
                          std::shared_ptr<ReplySink> sink = nullptr);
@@ -365,7 +378,14 @@ void HttpServer::set_scheduler(std::unique_ptr<Scheduler> scheduler) {
   serving.thinking = s.rc.jinja && template_has_reasoning(s.rc.jinja->renderer.source());
   serving.sampling = s.p.sampling;
   serving.n_predict = s.p.n_predict;
+  // llama_context's rule: --pooling, else the file's pooling_type, else none.
+  s.pooling = s.p.pooling != Pooling::unspecified ? s.p.pooling
+              : model.pooling_type() != Pooling::unspecified ? model.pooling_type()
+                                                              : Pooling::none;
+  serving.embedding = s.p.embeddings && s.pooling != Pooling::none && s.pooling != Pooling::rank;
   s.ollama = describe_ollama_model(model, serving);
+  if (s.p.embeddings && s.pooling == Pooling::rank) model.check_rank_head();
+  s.rerank_template = model.gguf().get_string("tokenizer.chat_template.rerank");
   s.sched = std::move(scheduler);
   s.ready.store(true, std::memory_order_release);
 }
@@ -530,6 +550,7 @@ void HttpServer::Impl::install_routes() {
   http.Post("/completions", completion(Route::completion));
   install_api_routes();
   install_ollama_routes();
+  install_embedding_routes();
 }
 
 void HttpServer::Impl::handle_completion(Route route, std::string_view body, httplib::Response& res,
@@ -874,12 +895,92 @@ void HttpServer::Impl::install_ollama_routes() {
   http.Post("/api/generate", route([this](const httplib::Request& req, httplib::Response& res) {
     handle_ollama(OllamaEndpoint::generate, req.body, res);
   }));
-  auto no_embeddings = route([](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 501, ollama_error_body("embeddings are not supported yet: this server serves text generation "
-                                          "only (embeddings will need --embeddings)"));
-  }, false);
-  http.Post("/api/embed", no_embeddings);
-  http.Post("/api/embeddings", no_embeddings);
+}
+
+// --- Embeddings and rerank ------------------------------------------------------
+// llama-server's routes (server/embedding.hpp) and Ollama's /api/embed: the
+// inputs go to the Scheduler's embedding queue (Scheduler::try_submit_embedding)
+// and the handler waits for them; each input's vector is a function of the
+// input alone.
+
+std::vector<Embedding> HttpServer::Impl::run_embeddings(std::vector<std::vector<token_id>> inputs,
+                                                        const EmbeddingParams& params) {
+  struct Outcome {
+    std::vector<Embedding> result;
+    std::string error;
+  };
+  auto done = std::make_shared<std::promise<Outcome>>();
+  std::future<Outcome> outcome = done->get_future();
+  EmbeddingRequest r;
+  r.inputs = std::move(inputs);
+  r.params = params;
+  r.on_done = [done](std::vector<Embedding> result, const std::string& error) {
+    done->set_value({std::move(result), error});
+  };
+  if (!sched->try_submit_embedding(std::move(r)))
+    throw HttpError(503, "the server is busy: the request queue is full; retry later");
+  if (outcome.wait_for(std::chrono::seconds(p.timeout_s)) != std::future_status::ready)
+    throw HttpError(500, "the embeddings did not finish within --timeout " + std::to_string(p.timeout_s) + " s");
+  Outcome o = outcome.get();
+  if (!o.error.empty()) throw HttpError(500, "embedding failed: " + o.error);
+  return std::move(o.result);
+}
+
+void HttpServer::Impl::install_embedding_routes() {
+  auto embeddings = [this](bool oai) {
+    return route([this, oai](const httplib::Request& req, httplib::Response& res) {
+      if (!p.embeddings)
+        return send_error(res, 501, "This server does not support embeddings. Start it with `--embeddings`");
+      if (oai && pooling == Pooling::none)
+        throw HttpError(400, "Pooling type 'none' is not OAI compatible. Please use a different pooling type");
+      // llama-server would answer with the classifier's outputs padded to n_embd.
+      if (pooling == Pooling::rank)
+        throw HttpError(400, "This server runs with pooling 'rank' (--reranking): it gives rerank scores "
+                             "(/v1/rerank), not embeddings");
+      const json body = parse_json_object(req.body, rc.limits.max_json_depth);
+      EmbeddingBody e = parse_embedding_body(body, oai, tok(), sched->model().n_embd(), p.embd_normalize);
+      // llama-server normalises only pooled vectors.
+      const EmbeddingParams params{pooling, pooling == Pooling::none ? -1 : e.embd_normalize};
+      const std::vector<Embedding> out = run_embeddings(std::move(e.inputs), params);
+      send_ordered(res, 200, e.oai ? embeddings_oai_reply(e, out, p.model_name) : embeddings_native_reply(out));
+    });
+  };
+  http.Post("/v1/embeddings", embeddings(true));
+  http.Post("/embedding", embeddings(false));
+  http.Post("/embeddings", embeddings(false));
+
+  auto rerank = route([this](const httplib::Request& req, httplib::Response& res) {
+    if (!p.embeddings || pooling != Pooling::rank)
+      return send_error(res, 501, "This server does not support reranking. Start it with `--reranking`");
+    const json body = parse_json_object(req.body, rc.limits.max_json_depth);
+    RerankBody r = parse_rerank_body(body, tok(), rerank_template);
+    std::vector<int64_t> n_tokens;
+    for (const auto& in : r.inputs) n_tokens.push_back(static_cast<int64_t>(in.size()));
+    const std::vector<Embedding> out = run_embeddings(r.inputs, {Pooling::rank, -1});
+    std::vector<float> scores;
+    for (const Embedding& e : out) scores.push_back(e.rows.at(0).at(0));  // send_rerank: embd[0]
+    send_ordered(res, 200, rerank_reply(r, scores, n_tokens, p.model_name));
+  });
+  for (const char* path : {"/rerank", "/reranking", "/v1/rerank", "/v1/reranking"}) http.Post(path, rerank);
+
+  // Ollama's: /api/embed normalises (L2), the legacy /api/embeddings does not.
+  auto ollama_embed = [this](bool legacy) {
+    return route([this, legacy](const httplib::Request& req, httplib::Response& res) {
+      if (!p.embeddings || pooling == Pooling::none || pooling == Pooling::rank)
+        return send_json(res, 501,
+                         ollama_error_body("this server does not serve embeddings: start it with --embeddings "
+                                           "(and a pooling other than none or rank)"));
+      const auto t0 = std::chrono::steady_clock::now();
+      const nlohmann::ordered_json body = parse_ordered_object(req.body, rc.limits.max_json_depth);
+      const std::string model = ollama_requested_model(ollama, body);
+      OllamaEmbedBody e = parse_ollama_embed(json::parse(body.dump()), legacy, tok(), rc.n_ctx, sched->model().n_embd());
+      e.model = model;
+      const std::vector<Embedding> out = run_embeddings(e.inputs, {pooling, legacy ? -1 : 2});
+      send_ordered(res, 200, ollama_embed_reply(e, out, ns_since(t0)));
+    });
+  };
+  http.Post("/api/embed", ollama_embed(false));
+  http.Post("/api/embeddings", ollama_embed(true));
 }
 
 }  // namespace synapse::server

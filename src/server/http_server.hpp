@@ -14,7 +14,10 @@
 //                                                  (server/ollama.hpp; stream: NDJSON; errors {"error": "..."})
 //   GET  /api/tags, /api/ps, /api/version; POST /api/show; GET|HEAD /
 //                                                  Ollama's description of the model, and its probes
-//   POST /api/embed, /api/embeddings               501: no embeddings yet
+//   POST /v1/embeddings                            OpenAI embeddings (with --embeddings; server/embedding.hpp)
+//   POST /embedding, /embeddings                   llama-server's own embeddings shape
+//   POST /rerank, /reranking, /v1/rerank, /v1/reranking  Jina's / TEI's rerank (with --reranking)
+//   POST /api/embed, /api/embeddings               Ollama's embeddings (with --embeddings)
 //   GET  /health, /v1/health                       {"status":"ok"}, 503 while the model loads
 //   GET  /v1/models, /models, /props               the model served
 //   GET  /metrics                                  Prometheus text (with --metrics; else 501)
@@ -67,6 +70,11 @@ struct ServerParams {
   int32_t n_predict = -1;                // -n: default and ceiling of tokens per reply (< 0: none)
   SamplerParams sampling;                // --temp, --top-k, ...: defaults of every request
   std::string system_fingerprint;        // the build, in every OpenAI reply
+  // --embeddings: the embedding routes answer (else 501, as llama-server);
+  // --reranking sets it with pooling rank.
+  bool embeddings = false;
+  Pooling pooling = Pooling::unspecified;  // --pooling (unspecified: the model's, else none)
+  int embd_normalize = 2;                 // --embd-normalize (llama-server's default 2: Euclidean)
 };
 
 class HttpServer {

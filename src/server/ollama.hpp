@@ -51,6 +51,7 @@ struct OllamaServing {
   std::string chat_template;  // the Jinja source, or the built-in format's name
   bool tools = false;         // the Jinja template prints the request's tools (TemplateCaps::supports_tools)
   bool thinking = false;      // the template has a reasoning block (template_has_reasoning)
+  bool embedding = false;     // /api/embed answers (--embeddings with a pooling other than none or rank)
   SamplerParams sampling;     // the server's defaults (--temp, --top-k, ...)
   int32_t n_predict = -1;     // -n
 };

@@ -187,6 +187,7 @@ OllamaModel describe_ollama_model(const Model& model, const OllamaServing& s) {
   m.capabilities = {"completion"};
   if (s.tools) m.capabilities.push_back("tools");
   if (s.thinking) m.capabilities.push_back("thinking");
+  if (s.embedding) m.capabilities.push_back("embedding");
   m.template_source = s.chat_template;
 
   const SamplerParams& sp = s.sampling;

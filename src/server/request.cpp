@@ -1,5 +1,6 @@
 #include "server/request.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -135,35 +136,6 @@ std::vector<std::string> parse_stop(const json& v, const RequestLimits& lim) {
   return out;
 }
 
-// "prompt": a string, an array of token ids, or an array of those (one
-// prompt each). Strings are tokenized as llama-server does: BOS added per
-// the vocabulary, special-token texts parsed (the caller writes the whole
-// prompt, template text included). Token arrays are taken as given.
-std::vector<std::vector<token_id>> parse_prompts(const json& v, const Tokenizer& tok) {
-  auto from_string = [&](const json& s) { return tok.tokenize(s.get_ref<const std::string&>(), true, true); };
-  auto all_ints = [](const json& a) {
-    for (const json& e : a)
-      if (!e.is_number_integer()) return false;
-    return true;
-  };
-  std::vector<std::vector<token_id>> out;
-  if (v.is_string()) {
-    out.push_back(from_string(v));
-  } else if (v.is_array() && !v.empty() && all_ints(v)) {
-    out.push_back(get_token_ids(v, "prompt", tok.n_vocab()));
-  } else if (v.is_array() && !v.empty()) {
-    for (size_t i = 0; i < v.size(); ++i) {
-      const std::string field = "prompt[" + std::to_string(i) + "]";
-      if (v[i].is_string()) out.push_back(from_string(v[i]));
-      else if (v[i].is_array() && all_ints(v[i])) out.push_back(get_token_ids(v[i], field, tok.n_vocab()));
-      else bad(field, "must be a string or an array of token ids", v[i]);
-    }
-  } else {
-    bad("prompt", "must be a string, an array of token ids, or a non-empty array of those", v);
-  }
-  return out;
-}
-
 }  // namespace
 
 nlohmann::json parse_json_object(std::string_view body, int max_depth) {
@@ -191,6 +163,56 @@ nlohmann::json parse_json_object(std::string_view body, int max_depth) {
   }
   if (!j.is_object()) throw HttpError(400, "the request body must be a JSON object, got " + quote_value(j));
   return j;
+}
+
+std::vector<std::vector<token_id>> parse_prompts(const json& v, const Tokenizer& tok, const std::string& field) {
+  auto from_string = [&](const json& s, bool add_special) {
+    return tok.tokenize(s.get_ref<const std::string&>(), add_special, true);
+  };
+  auto all_ints = [](const json& a) {
+    for (const json& e : a)
+      if (!e.is_number_integer()) return false;
+    return true;
+  };
+  // json_is_array_of_mixed_numbers_strings: both kinds in one array.
+  auto has_string = [&](const json& a) {
+    return std::any_of(a.begin(), a.end(), [](const json& e) { return e.is_string(); }) &&
+           std::any_of(a.begin(), a.end(), [](const json& e) { return e.is_number_integer(); });
+  };
+  // tokenize_mixed: strings and token ids in one prompt; BOS/EOS only for a
+  // string that comes first.
+  auto mixed = [&](const json& a, const std::string& f) {
+    std::vector<token_id> ids;
+    for (size_t k = 0; k < a.size(); ++k) {
+      const std::string fk = f + "[" + std::to_string(k) + "]";
+      if (a[k].is_string()) {
+        const std::vector<token_id> part = from_string(a[k], k == 0);
+        ids.insert(ids.end(), part.begin(), part.end());
+      } else if (a[k].is_number_integer()) {
+        ids.push_back(get_token_ids(json::array({a[k]}), fk, tok.n_vocab())[0]);
+      } else {
+        bad(fk, "must be a string or a token id", a[k]);
+      }
+    }
+    return ids;
+  };
+  std::vector<std::vector<token_id>> out;
+  if (v.is_string()) {
+    out.push_back(from_string(v, true));
+  } else if (v.is_array() && !v.empty() && all_ints(v)) {
+    out.push_back(get_token_ids(v, field, tok.n_vocab()));
+  } else if (v.is_array() && !v.empty()) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string fi = field + "[" + std::to_string(i) + "]";
+      if (v[i].is_string()) out.push_back(from_string(v[i], true));
+      else if (v[i].is_array() && all_ints(v[i])) out.push_back(get_token_ids(v[i], fi, tok.n_vocab()));
+      else if (v[i].is_array() && has_string(v[i])) out.push_back(mixed(v[i], fi));
+      else bad(fi, "must be a string, an array of token ids, or an array of strings and token ids", v[i]);
+    }
+  } else {
+    bad(field, "must be a string, an array of token ids, or a non-empty array of those", v);
+  }
+  return out;
 }
 
 bool get_bool(const json& j, const char* field, bool def) {
@@ -461,7 +483,7 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
   } else {
     const json* p = field_of(j, "prompt");
     if (!p) throw HttpError(400, "'prompt' is required", "prompt");
-    r.prompts = parse_prompts(*p, tok);
+    r.prompts = parse_prompts(*p, tok, "prompt");
   }
   for (size_t i = 0; i < r.prompts.size(); ++i) {
     const std::string field = route == Route::chat_completions ? "messages" : "prompt";

@@ -126,6 +126,16 @@ nlohmann::json parse_json_object(std::string_view body, int max_depth);
 bool get_bool(const nlohmann::json& j, const char* field, bool def);
 std::string get_string(const nlohmann::json& j, const char* field, const std::string& def);
 
+// "prompt" (llama-server's tokenize_input_prompts; field: the body's name for
+// it): a string, an array of token ids, or a non-empty array of strings,
+// token id arrays and mixed arrays of strings and token ids, one prompt each.
+// Strings are tokenized as llama-server does: BOS/EOS added per the
+// vocabulary (in a mixed array only for a first string), special-token texts
+// parsed. Throws HttpError(400) naming the element for any other shape or a
+// token id outside the vocabulary.
+std::vector<std::vector<token_id>> parse_prompts(const nlohmann::json& v, const Tokenizer& tok,
+                                                 const std::string& field);
+
 // A token id list from `v` (field name `field`): each an integer in [0, n_vocab).
 std::vector<token_id> get_token_ids(const nlohmann::json& v, const std::string& field, int32_t n_vocab);
 

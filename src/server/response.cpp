@@ -12,6 +12,7 @@ json error_body(int status, const std::string& message, const std::string& param
   const char* type = status == 400 || status == 408 || status == 413 || status == 431 ? "invalid_request_error"
                      : status == 401               ? "authentication_error"
                      : status == 404               ? "not_found_error"
+                     : status == 501               ? "not_supported_error"
                      : status == 503               ? "unavailable_error"
                                                    : "server_error";
   return {{"error",
