@@ -83,6 +83,7 @@ const Expected kFiles[] = {
     {"models/tiny-qwen2-q4_k_m.gguf", 3, 25, 14, 12000, 371168, 359168, 4769103u},
     {"models/tiny-qwen3-f32.gguf", 3, 26, 24, 12640, 5262688, 5250048, 114259u},
     {"models/tiny-qwen3-q4_k_m.gguf", 3, 27, 24, 12672, 824704, 812032, 4792278u},
+    {"models/tiny-qwen3-reranker-f32.gguf", 3, 30, 25, 13280, 5265376, 5252096, 114259u},
     {"models/tiny-qwen3moe-f32.gguf", 3, 29, 27, 13056, 16813824, 16800768, 65254376u},
     {"models/tiny-qwen3moe-q4_k_m.gguf", 3, 30, 27, 13120, 2728768, 2715648, 38190889u},
     {"tokenizer/vocab/ggml-vocab-gpt-2.gguf", 3, 16, 0, 1766807, 1766807, 0, 0u},
