@@ -150,7 +150,7 @@ TEST_P(LlamaHelpFlags, EachIsAcceptedOrRefusedNamingItself) {
     }
   }
   EXPECT_GE(n, c.min_flags);
-  EXPECT_GT(n_ok, 0u);
+  if (kSanitizedStride == 1) EXPECT_GT(n_ok, 0u);  // (a sample may hold refused flags only)
   std::remove(json_file.c_str());
   std::remove(gbnf_file.c_str());
 }
