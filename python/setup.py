@@ -9,7 +9,8 @@ compiled -fPIC, for the interpreter running this script).
 Nothing is fetched: setuptools, wheel, pybind11 and CMake come from Debian.
 The CMake build directory is <repo>/build-python (SYNAPSE_PYTHON_BUILD_DIR
 overrides it), kept between installs so a reinstall only recompiles what
-changed.
+changed. An existing build directory keeps its build type and options (only
+SYNAPSE_BUILD_PYTHON is turned on and the interpreter set).
 """
 import os
 import shutil
@@ -32,11 +33,16 @@ class CMakeExtension(Extension):
 class CMakeBuild(build_ext):
     def build_extension(self, ext: Extension) -> None:
         build = Path(os.environ.get("SYNAPSE_PYTHON_BUILD_DIR", ROOT / "build-python"))
-        configure = ["cmake", "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
-                     "-DSYNAPSE_BUILD_PYTHON=ON", "-DSYNAPSE_BUILD_TESTS=OFF",
+        configure = ["cmake", "-S", str(ROOT), "-B", str(build), "-DSYNAPSE_BUILD_PYTHON=ON",
                      f"-DPython3_EXECUTABLE={sys.executable}"]
-        if shutil.which("ccache"):
-            configure.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
+        if not (build / "CMakeCache.txt").is_file():
+            # A fresh tree builds only what the module needs. An existing one
+            # keeps its own settings: scripts/test.sh points this at its test
+            # build (configured with SYNAPSE_BUILD_PYTHON=ON), so the engine is
+            # compiled once for the tests and the module alike.
+            configure += ["-DCMAKE_BUILD_TYPE=Release", "-DSYNAPSE_BUILD_TESTS=OFF"]
+            if shutil.which("ccache"):
+                configure.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
         subprocess.check_call(configure)
         subprocess.check_call(["cmake", "--build", str(build), "--target", "_synapse",
                                "-j", str(os.cpu_count() or 1)])

@@ -14,10 +14,13 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/check-layers.sh
 build=${BUILD_DIR:-build}
-scripts/build.sh -DSYNAPSE_WERROR=ON
+# The Python extension is built here too (SYNAPSE_BUILD_PYTHON=ON: the layer
+# libraries compiled -fPIC), and scripts/python.sh's install reuses this tree
+# instead of compiling the engine a third time in build-python.
+scripts/build.sh -DSYNAPSE_WERROR=ON -DSYNAPSE_BUILD_PYTHON=ON -DPython3_EXECUTABLE=/usr/bin/python3
 scripts/check-isa-objects.sh "$build"
 (cd "$build" && ctest --output-on-failure -j "$(nproc)" --timeout 900)
-BUILD_DIR=$build scripts/python.sh
+BUILD_DIR=$build SYNAPSE_PYTHON_BUILD_DIR="$(cd "$build" && pwd)" scripts/python.sh
 prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
 cmake --install "$build" --prefix "$prefix/usr" >/dev/null
@@ -31,8 +34,9 @@ PKG_CONFIG_PATH="$pcdir" pkg-config --exists synapse
 g++ -std=c++20 examples/chat.cpp -o "$prefix/example_chat_pc" \
     $(PKG_CONFIG_PATH="$pcdir" pkg-config --cflags --libs synapse)
 asan=${ASAN_BUILD_DIR:-build-asan}
+# (no benchmarks or examples there: nothing in the suite runs them)
 cmake -S . -B "$asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-      -DSYNAPSE_SANITIZE=ON >/dev/null
+      -DSYNAPSE_SANITIZE=ON -DSYNAPSE_BUILD_BENCHMARKS=OFF -DSYNAPSE_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build "$asan" -j "$(nproc)"
 scripts/check-isa-objects.sh "$asan"  # (-O1 inlines less: helpers must stay local there too)
 cd "$asan"

@@ -101,7 +101,7 @@ TEST(BenchCli, JsonParsesWithOneResultPerTestAndRun) {
 TEST(BenchCli, BwAutoProbesAroundEveryRun) {
   // Three runs: a probe before the first and after each; each run's bound
   // from the mean of its two probes, the fraction the mean over the runs.
-  const Result r = synapse_cli("bench -m " + data_path("models/stories260K.gguf") + " -p 0 -n 4 -r 3 -t 1 --bw auto --json");
+  const Result r = synapse_cli("bench -m " + data_path("models/stories260K.gguf") + " -p 0 -n 4 -r 3 -t 1 --bw auto --bw-probe-mib 16 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j.at("results").size(), 1u);

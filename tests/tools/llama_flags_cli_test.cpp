@@ -111,6 +111,12 @@ struct ToolCase {
 
 class LlamaHelpFlags : public ::testing::TestWithParam<ToolCase> {};
 
+// Tests that start a process per case run every case in the Release suite;
+// under ASan/UBSan (a process start costs ~100x there) they run every
+// kSanitizedStride-th case, which still reaches each tool's parser and each
+// class of flag, in the suite's second pass.
+constexpr size_t kSanitizedStride = SYNAPSE_TEST_SANITIZED ? 8 : 1;
+
 // Each spelling of each flag, alone after a valid command line, with a
 // value: exit 0 (used, mapped, accepted or ignored with the warning), or an
 // error whose first line names the flag. The command line is only read
@@ -126,7 +132,7 @@ TEST_P(LlamaHelpFlags, EachIsAcceptedOrRefusedNamingItself) {
   for (const HelpFlag& f : flags) {
     for (const std::string& name : f.names) {
       if (name == "-h" || name == "--help" || name == "--usage" || name == "--version") continue;
-      ++n;
+      if (n++ % kSanitizedStride != 0) continue;
       std::string base = c.base;
       for (size_t at; (at = base.find("{M}")) != std::string::npos;) base.replace(at, 3, kModel);
       std::string args = std::string(c.command) + " " + base + " " + name;
@@ -144,7 +150,7 @@ TEST_P(LlamaHelpFlags, EachIsAcceptedOrRefusedNamingItself) {
     }
   }
   EXPECT_GE(n, c.min_flags);
-  EXPECT_GT(n_ok, 0u);
+  if (kSanitizedStride == 1) EXPECT_GT(n_ok, 0u);  // (a sample may hold refused flags only)
   std::remove(json_file.c_str());
   std::remove(gbnf_file.c_str());
 }
@@ -391,7 +397,10 @@ TEST(LlamaFlags, LlamaCppReadmeCommandLinesRunAsWritten) {
       {"perplexity -m " + m + " -f " + data_path("text/wikitext-2-test.first100k.raw") + " -c 128 --chunks 2", nullptr},
       {"tokenize -m " + m + " -p \"Hello world\" --ids --log-disable", nullptr},
   };
+  size_t i = 0;
   for (const auto& l : lines) {
+    // Under sanitizers every 8th line, and every refused one (they parse only).
+    if (i++ % kSanitizedStride != 0 && l.refused == nullptr) continue;
     const CliResult r = synapse_cli(l.args + " </dev/null");
     if (l.refused == nullptr) {
       EXPECT_EQ(r.exit_code, 0) << l.args << "\n" << r.err;
@@ -400,7 +409,7 @@ TEST(LlamaFlags, LlamaCppReadmeCommandLinesRunAsWritten) {
       EXPECT_EQ(lines_of(r.err)[0].rfind(l.refused, 0), 0u) << l.args << "\n" << r.err;
     }
   }
-  EXPECT_TRUE(fs::exists(dir / "ggml-model-Q4_K_M.gguf"));
+  if (kSanitizedStride == 1) EXPECT_TRUE(fs::exists(dir / "ggml-model-Q4_K_M.gguf"));
   fs::remove_all(dir);
 }
 
