@@ -78,7 +78,7 @@ struct HParams {
   bool qk_norm = false;         // Qwen3, Qwen3-MoE: per-head RMSNorm of q and k (attn_q_norm/attn_k_norm) before RoPE
   // gpt-oss (llama.cpp v0.5.0 src/models/openai-moe.cpp): a learned sink per
   // query head in the attention softmax (blk.N.attn_sinks.weight), the FFN
-  // norm named attn_post_norm, router and expert biases, ggml_swiglu_oai as
+  // norm named post_attention_norm, router and expert biases, ggml_swiglu_oai as
   // the experts' activation.
   bool attn_sinks = false;
   bool swiglu_oai = false;

@@ -201,8 +201,8 @@ std::unique_ptr<Model> load_model(gguf::File file) {
     Layer& L = m->layers[il];
     const std::string p = "blk." + std::to_string(il) + ".";
     L.attn_norm = b.vec(p + "attn_norm.weight", hp.n_embd);
-    // gpt-oss names its FFN norm attn_post_norm (the same place in the layer).
-    L.ffn_norm = b.vec(p + (hp.arch == Arch::gpt_oss ? "attn_post_norm.weight" : "ffn_norm.weight"), hp.n_embd);
+    // gpt-oss names its FFN norm post_attention_norm (llama.cpp's LLM_TENSOR_ATTN_POST_NORM; the same place in the layer).
+    L.ffn_norm = b.vec(p + (hp.arch == Arch::gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), hp.n_embd);
     if (hp.fused_qkv) {
       const WeightView qkv = b.matrix(p + "attn_qkv.weight", hp.n_embd, n_q + n_k + n_v);
       L.wq = qkv.rows(0, n_q, p + "attn_qkv.weight[q]");
