@@ -170,6 +170,17 @@ ojson ChatRenderer::adapt(const ojson& messages) const {
         }
       }
     }
+    // gpt-oss's template reads an assistant turn's analysis from `thinking`
+    // and refuses content beside it in a turn with calls: llama.cpp v0.5.0's
+    // common_chat_params_init_gpt_oss (common/parsers/gpt-oss.cpp) copies
+    // reasoning_content there and drops such a turn's content.
+    if (format_ == ToolCallFormat::gpt_oss_harmony) {
+      if (const auto rc = copy.find("reasoning_content"); rc != copy.end() && rc->is_string()) {
+        copy["thinking"] = *rc;
+        if (const auto tc = copy.find("tool_calls"); tc != copy.end() && tc->is_array() && !tc->empty())
+          copy.erase("content");
+      }
+    }
     out.push_back(std::move(copy));
   }
   // A template that drops system messages gets the system text in front of
