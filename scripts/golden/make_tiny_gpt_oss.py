@@ -33,16 +33,13 @@ under --out, and prints the MANIFEST / PROVENANCE lines.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
-import tempfile
-
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_tiny_qwen3moe import PRODUCER, lcg_ids, per_layer_types, sha256, tensor_types  # noqa: E402
+from golden_case import sha256, write_case  # noqa: E402
+from make_tiny_qwen3moe import lcg_ids, per_layer_types, tensor_types  # noqa: E402
 
 N_VOCAB = 512
 SWA = 48
@@ -154,50 +151,15 @@ def main() -> int:
     for model, stem, note in ((f32, "tiny-gpt-oss-f32", "F32"), (mx, "tiny-gpt-oss-mxfp4_moe", "MXFP4_MOE")):
         for kind, n in (("short", 32), ("long", 128)):
             name = f"{stem}.{kind}"
-            ids = lcg_ids(n, N_VOCAB, bos)
-            with tempfile.TemporaryDirectory() as tmp:
-                prefix = os.path.join(tmp, name)
-                subprocess.run([a.golden_dump, "--model", model, "--out", prefix, "--ids", ",".join(map(str, ids)),
-                                "--n-greedy", "16", "--n-ctx", "256"], check=True)
-                d = json.load(open(prefix + ".dump.json"))
-                assert d["input_ids"] == ids and d["n_vocab"] == N_VOCAB
-                logits = np.fromfile(prefix + ".logits.f32", dtype="<f4")
-                assert logits.size == n * N_VOCAB
-                logits.tofile(os.path.join(golden, name + ".logits.f32"))
+            d = write_case(a.golden_dump, model, name, lcg_ids(n, N_VOCAB, bos), N_VOCAB, golden,
+                           f"scripts/golden/make_tiny_gpt_oss.py: preset tiny-gpt-oss ({note}): arch gpt-oss, 2 layers "
+                           f"(layer 0 with a sliding window of {SWA}, layer 1 full), n_embd 128, 4/2 heads of head dim "
+                           "64, q/k/v/output biases, a learned sink per head in the softmax, NEOX RoPE theta 150000 "
+                           "with YaRN (factor 32, original context 4096), every layer an MoE FFN: router logits + "
+                           "bias, top 4 of 8, softmax over the 4 chosen logits, experts' gate/up + bias, swiglu_oai "
+                           "(alpha 1.702, limit 7, up + 1), down + bias, added in selection order; FFN norm "
+                           "post_attention_norm; untied output, BPE vocab 512")
             tbt, thr2 = d["self_rms_token_by_token"], d["self_rms_threads2"]
-            s = d["settings"]
-            case = {
-                "case": name,
-                "model": os.path.basename(model),
-                "model_sha256": sha256(model),
-                "producer": PRODUCER,
-                "settings": {"n_threads": 1, "n_batch": s["n_batch"], "n_ubatch": s["n_ubatch"], "n_ctx": s["n_ctx"],
-                             "n_ctx_seq": s["n_ctx_seq"], "flash_attn": False, "type_k": s["type_k"],
-                             "type_v": s["type_v"], "n_seq_max": 1, "prompt_as_one_batch": True,
-                             "logits_for_every_position": True},
-                "n_vocab": N_VOCAB,
-                "input_ids": ids,
-                "input_rule": "ids[0] = tokenizer.ggml.bos_token_id; for k = 1..n-1: x = (x * 6364136223846793005 + "
-                              "1442695040888963407) mod 2^64 (x starts at 20250220), ids[k] = 3 + (x >> 33) mod (n_vocab - 3)",
-                "logits_file": name + ".logits.f32",
-                "logits_dtype": "float32 little-endian",
-                "logits_shape": [n, N_VOCAB],
-                "greedy_ids": d["greedy_ids"],
-                "greedy_margins": d["greedy_margins"],
-                "greedy_first_eog": d["greedy_first_eog"],
-                "self_rms": max(tbt["max_rel_rms"], thr2["max_rel_rms"]),
-                "self_rms_detail": {"token_by_token": tbt, "threads2": thr2},
-                "notes": f"scripts/golden/make_tiny_gpt_oss.py: preset tiny-gpt-oss ({note}): arch gpt-oss, 2 layers "
-                         f"(layer 0 with a sliding window of {SWA}, layer 1 full), n_embd 128, 4/2 heads of head dim 64, "
-                         "q/k/v/output biases, a learned sink per head in the softmax, NEOX RoPE theta 150000 with "
-                         "YaRN (factor 32, original context 4096), every layer an MoE FFN: router logits + bias, top 4 "
-                         "of 8, softmax over the 4 chosen logits, experts' gate/up + bias, swiglu_oai (alpha 1.702, "
-                         "limit 7, up + 1), down + bias, added in selection order; FFN norm post_attention_norm; untied "
-                         "output, BPE vocab 512",
-            }
-            with open(os.path.join(golden, name + ".json"), "w") as f:
-                json.dump(case, f, indent=1)
-                f.write("\n")
             print(f"{name}: greedy min margin {min(d['greedy_margins']):.3g}, self_rms tbt "
                   f"{tbt['max_rel_rms']:.3g} / 2 threads {thr2['max_rel_rms']:.3g}", file=sys.stderr)
 
