@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -22,6 +23,47 @@ def sha256(path: str) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def lcg_ids(n: int, n_vocab: int, bos: int) -> list[int]:
+    """The golden README's input ids: BOS, then the MMIX LCG from 20250220."""
+    x = 20250220
+    ids = [bos]
+    for _ in range(1, n):
+        x = (x * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+        ids.append(3 + (x >> 33) % (n_vocab - 3))
+    return ids
+
+
+def tensor_types(path: str) -> dict[str, list[str]]:
+    import gguf
+    r = gguf.GGUFReader(path)
+    by_type: dict[str, list[str]] = {}
+    for t in r.tensors:
+        role = t.name
+        parts = role.split(".")
+        if parts[0] == "blk":
+            role = ".".join(parts[2:])
+        role = role.removesuffix(".weight")
+        name = t.tensor_type.name
+        if role not in by_type.setdefault(name, []):
+            by_type[name].append(role)
+    return by_type
+
+
+def per_layer_types(path: str) -> list[str]:
+    import gguf
+    r = gguf.GGUFReader(path)
+    return [f"{t.name} {t.tensor_type.name}" for t in r.tensors]
+
+
+def report(f32: str, quantized: str) -> None:
+    """Prints the MANIFEST / PROVENANCE facts of the two model files and the quantized one's types."""
+    for path in (f32, quantized):
+        print(f"{os.path.basename(path)}: {os.path.getsize(path):,} bytes, sha256 {sha256(path)}")
+        for t, roles in tensor_types(path).items():
+            print(f"  {t}: {', '.join(roles)}")
+    print("\n".join(per_layer_types(quantized)))
 
 
 def write_case(golden_dump: str, model: str, name: str, ids: list[int], n_vocab: int, golden: str,
@@ -66,4 +108,31 @@ def write_case(golden_dump: str, model: str, name: str, ids: list[int], n_vocab:
     with open(os.path.join(golden, name + ".json"), "w") as f:
         json.dump(case, f, indent=1)
         f.write("\n")
+    print(f"{name}: greedy min margin {min(d['greedy_margins']):.3g}, self_rms tbt "
+          f"{tbt['max_rel_rms']:.3g} / 2 threads {thr2['max_rel_rms']:.3g}", file=sys.stderr)
     return d
+
+
+def parse_args(doc: str):
+    """The make_tiny_*.py scripts' command line: --shared, --llama-build, --golden-dump, --out."""
+    import argparse
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shared", default="/work/shared")
+    ap.add_argument("--llama-build", default="/work/ref/llama-build")
+    ap.add_argument("--golden-dump", required=True, help="golden_dump built against --llama-build")
+    ap.add_argument("--out", required=True, help="tests/data")
+    return ap.parse_args()
+
+
+def write_models(mm, preset: str, f32: str, quantized: str, ftype: str, llama_build: str) -> int:
+    """Writes make_model.py's `preset` as F32 to f32 (mm: the imported make_model with the
+    preset registered), quantizes it with llama-quantize `ftype` (2 threads) to `quantized`;
+    returns the vocabulary's BOS id."""
+    import sys
+    sys.argv = ["make_model.py", preset, "-o", f32, "--dtype", "f32"]
+    if mm.main() != 0:
+        raise SystemExit(1)
+    subprocess.run([os.path.join(llama_build, "bin", "llama-quantize"), f32, quantized, ftype, "2"], check=True,
+                   stdout=subprocess.DEVNULL)
+    import gguf
+    return int(gguf.GGUFReader(f32).fields["tokenizer.ggml.bos_token_id"].parts[-1][0])

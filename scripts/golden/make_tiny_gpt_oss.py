@@ -32,14 +32,11 @@ under --out, and prints the MANIFEST / PROVENANCE lines.
 
 from __future__ import annotations
 
-import argparse
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from golden_case import sha256, write_case  # noqa: E402
-from make_tiny_qwen3moe import lcg_ids, per_layer_types, tensor_types  # noqa: E402
+from golden_case import lcg_ids, parse_args, report, write_case, write_models  # noqa: E402
 
 N_VOCAB = 512
 SWA = 48
@@ -127,12 +124,7 @@ def load_make_model(shared: str):
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shared", default="/work/shared")
-    ap.add_argument("--llama-build", default="/work/ref/llama-build")
-    ap.add_argument("--golden-dump", required=True, help="golden_dump built against --llama-build")
-    ap.add_argument("--out", required=True, help="tests/data")
-    a = ap.parse_args()
+    a = parse_args(__doc__)
 
     mm = load_make_model(a.shared)
     models = os.path.join(a.out, "models")
@@ -140,34 +132,20 @@ def main() -> int:
     f32 = os.path.join(models, "tiny-gpt-oss-f32.gguf")
     mx = os.path.join(models, "tiny-gpt-oss-mxfp4_moe.gguf")
 
-    sys.argv = ["make_model.py", "tiny-gpt-oss", "-o", f32, "--dtype", "f32"]
-    if mm.main() != 0:
-        return 1
-    subprocess.run([os.path.join(a.llama_build, "bin", "llama-quantize"), f32, mx, "MXFP4_MOE", "2"], check=True,
-                   stdout=subprocess.DEVNULL)
-
-    import gguf
-    bos = int(gguf.GGUFReader(f32).fields["tokenizer.ggml.bos_token_id"].parts[-1][0])
+    bos = write_models(mm, "tiny-gpt-oss", f32, mx, "MXFP4_MOE", a.llama_build)
     for model, stem, note in ((f32, "tiny-gpt-oss-f32", "F32"), (mx, "tiny-gpt-oss-mxfp4_moe", "MXFP4_MOE")):
         for kind, n in (("short", 32), ("long", 128)):
             name = f"{stem}.{kind}"
-            d = write_case(a.golden_dump, model, name, lcg_ids(n, N_VOCAB, bos), N_VOCAB, golden,
-                           f"scripts/golden/make_tiny_gpt_oss.py: preset tiny-gpt-oss ({note}): arch gpt-oss, 2 layers "
-                           f"(layer 0 with a sliding window of {SWA}, layer 1 full), n_embd 128, 4/2 heads of head dim "
-                           "64, q/k/v/output biases, a learned sink per head in the softmax, NEOX RoPE theta 150000 "
-                           "with YaRN (factor 32, original context 4096), every layer an MoE FFN: router logits + "
-                           "bias, top 4 of 8, softmax over the 4 chosen logits, experts' gate/up + bias, swiglu_oai "
-                           "(alpha 1.702, limit 7, up + 1), down + bias, added in selection order; FFN norm "
-                           "post_attention_norm; untied output, BPE vocab 512")
-            tbt, thr2 = d["self_rms_token_by_token"], d["self_rms_threads2"]
-            print(f"{name}: greedy min margin {min(d['greedy_margins']):.3g}, self_rms tbt "
-                  f"{tbt['max_rel_rms']:.3g} / 2 threads {thr2['max_rel_rms']:.3g}", file=sys.stderr)
+            write_case(a.golden_dump, model, name, lcg_ids(n, N_VOCAB, bos), N_VOCAB, golden,
+                       f"scripts/golden/make_tiny_gpt_oss.py: preset tiny-gpt-oss ({note}): arch gpt-oss, 2 layers "
+                       f"(layer 0 with a sliding window of {SWA}, layer 1 full), n_embd 128, 4/2 heads of head dim "
+                       "64, q/k/v/output biases, a learned sink per head in the softmax, NEOX RoPE theta 150000 "
+                       "with YaRN (factor 32, original context 4096), every layer an MoE FFN: router logits + "
+                       "bias, top 4 of 8, softmax over the 4 chosen logits, experts' gate/up + bias, swiglu_oai "
+                       "(alpha 1.702, limit 7, up + 1), down + bias, added in selection order; FFN norm "
+                       "post_attention_norm; untied output, BPE vocab 512")
 
-    for path in (f32, mx):
-        print(f"{os.path.basename(path)}: {os.path.getsize(path):,} bytes, sha256 {sha256(path)}")
-        for t, roles in tensor_types(path).items():
-            print(f"  {t}: {', '.join(roles)}")
-    print("\n".join(per_layer_types(mx)))
+    report(f32, mx)
     return 0
 
 
