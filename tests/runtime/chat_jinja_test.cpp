@@ -126,6 +126,29 @@ city: string,
 
 } // namespace functions<|end|><|start|>user<|message|>Weather in Paris?<|end|><|start|>assistant<|channel|>analysis<|message|>Need the tool.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Paris"}<|call|><|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>"{\"temp\": 21}"<|end|><|start|>assistant)");
 
+  // A final assistant message is continued in harmony's form (llama-server's
+  // prompts for the same three conversations): an analysis message, then a
+  // final one with the content; reasoning alone leaves the analysis open.
+  const std::string system = R"(<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.
+Knowledge cutoff: 2024-06
+Current date: 2026-01-02
+
+Reasoning: medium
+
+# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>)";
+  const auto continued = [&](const char* last) {
+    return r.render(inputs(ojson::parse(std::string(R"([{"role": "user", "content": "Hi"}, )") + last + "]")));
+  };
+  const RenderedChat c1 = continued(R"({"role": "assistant", "content": "Sure,"})");
+  EXPECT_EQ(c1.prompt, system + R"(<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>analysis<|message|><|end|><|start|>assistant<|channel|>final<|message|>Sure,)");
+  EXPECT_TRUE(c1.continues_final);
+  EXPECT_FALSE(c1.thinking_open);
+  EXPECT_EQ(continued(R"({"role": "assistant", "content": "Sure,", "reasoning_content": "Greet."})").prompt,
+            system + R"(<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>analysis<|message|>Greet.<|end|><|start|>assistant<|channel|>final<|message|>Sure,)");
+  const RenderedChat c3 = continued(R"({"role": "assistant", "content": "", "reasoning_content": "Greet."})");
+  EXPECT_EQ(c3.prompt, system + R"(<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>analysis<|message|>Greet.)");
+  EXPECT_TRUE(c3.thinking_open);
+
   ParseOptions opt;
   const ParsedOutput out = parse_output(
       r.format(), "<|channel|>analysis<|message|>Add them.<|end|><|start|>assistant<|channel|>final<|message|>6", opt);
