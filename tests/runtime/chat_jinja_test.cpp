@@ -148,6 +148,13 @@ Reasoning: medium
   const RenderedChat c3 = continued(R"({"role": "assistant", "content": "", "reasoning_content": "Greet."})");
   EXPECT_EQ(c3.prompt, system + R"(<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>analysis<|message|>Greet.)");
   EXPECT_TRUE(c3.thinking_open);
+  // Without a generation prompt the template ends the last final message with
+  // <|return|>, which llama.cpp's gpt-oss path reads as <|end|> (its
+  // common/parsers/gpt-oss.cpp:24-30).
+  ChatInputs done = inputs(ojson::parse(R"([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}])"));
+  done.add_generation_prompt = false;
+  EXPECT_EQ(r.render(done).prompt,
+            system + "<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>final<|message|>Hello!<|end|>");
 
   ParseOptions opt;
   const ParsedOutput out = parse_output(
