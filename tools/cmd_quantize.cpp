@@ -1,6 +1,6 @@
 // synapse quantize [flags] IN.gguf [OUT.gguf] TYPE [NTHREADS]
 //   flags: --pure --allow-requantize --leave-output-tensor --output-tensor-type T
-//          --token-embedding-type T -t T
+//          --token-embedding-type T --imatrix FILE -t T
 // llama-quantize's command line: TYPE is a name (Q4_K_M, case-insensitive)
 // or its number as llama-quantize lists them (15 = Q4_K_M); without OUT the
 // output is IN's folder/ggml-model-TYPE.gguf; NTHREADS as -t. Writes IN's
@@ -36,7 +36,7 @@ namespace {
 
 struct QuantizeArgs {
   std::vector<std::string> positional;  // IN [OUT] TYPE [NTHREADS]
-  std::string output_tensor_type, token_embedding_type;
+  std::string output_tensor_type, token_embedding_type, imatrix;
   bool pure = false, allow_requantize = false, leave_output_tensor = false;
   int threads = 0;
 };
@@ -117,6 +117,7 @@ int run(const QuantizeArgs& a) {
   if (!a.output_tensor_type.empty()) opt.output_tensor_type = parse_tensor_type("--output-tensor-type", a.output_tensor_type);
   if (!a.token_embedding_type.empty())
     opt.token_embedding_type = parse_tensor_type("--token-embedding-type", a.token_embedding_type);
+  opt.imatrix = a.imatrix;
   opt.nthread = threads > 0 ? threads : default_thread_count();
   check_output_path(in, out);
   const size_t n_tensors = gguf::File::open(in).tensors().size();  // the input is read before anything is written
@@ -162,6 +163,9 @@ Runner add_quantize(CLI::App& app) {
   app.add_flag("--leave-output-tensor", a->leave_output_tensor, "copy output.weight as it is");
   app.add_option("--output-tensor-type", a->output_tensor_type, "ggml type for output.weight (e.g. q8_0, f16)");
   app.add_option("--token-embedding-type", a->token_embedding_type, "ggml type for token_embd.weight (e.g. q8_0)");
+  app.add_option("--imatrix", a->imatrix,
+                 "importance matrix (llama-imatrix's GGUF or .dat file) to weight the quantization by; needed for "
+                 "IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M, IQ1_S, IQ1_M and IQ3_XXS tensors");
   add_threads_flag(app, a->threads);
   return [a] { return run(*a); };
 }

@@ -130,7 +130,7 @@ constexpr Row kRows[] = {
   {"-no-ag|--no-agent",          Val::none, Act::accept, kServe},
   {"--prompt-cache",             Val::one,  Act::refuse, kRun, "not supported: synapse saves no session files"},
   {"--prompt-cache-all|--prompt-cache-ro", Val::none, Act::refuse, kRun, "not supported: synapse saves no session files"},
-  {"--imatrix|--include-weights|--exclude-weights", Val::one, Act::refuse, kQuantize, "not supported: synapse quantizes without an importance matrix"},
+  {"--include-weights|--exclude-weights", Val::one, Act::refuse, kQuantize, "not supported: synapse uses every entry of --imatrix"},
   {"--tensor-type|--tensor-type-file", Val::one, Act::refuse, kQuantize, "not supported: synapse quantize sets types per file type, --output-tensor-type and --token-embedding-type"},
   {"--prune-layers",             Val::one,  Act::refuse, kQuantize, "not supported: synapse quantize keeps every layer"},
   {"--dry-run",                  Val::none, Act::refuse, kQuantize, "not supported: synapse quantize writes the file"},

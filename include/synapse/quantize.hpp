@@ -2,7 +2,8 @@
 // (include/llama.h) and the llama-quantize tool do: the same per-tensor
 // choice of types for the mixed presets (Q4_K_M, Q3_K_M, ...), the same
 // fallbacks, tensor order and metadata, byte-identical tensor data (ggml's
-// reference quantizers, no importance matrix). `synapse quantize` is this call.
+// quantizers, with llama-imatrix's importance matrix where one is given).
+// `synapse quantize` is this call.
 //
 //   synapse::QuantizeParams p;
 //   p.ftype = synapse::parse_file_type("Q4_K_M");
@@ -43,8 +44,18 @@ enum class FileType : uint32_t {
   MOSTLY_Q5_K_S = 16,
   MOSTLY_Q5_K_M = 17,
   MOSTLY_Q6_K = 18,
+  MOSTLY_IQ2_XXS = 19,
+  MOSTLY_IQ2_XS = 20,
+  MOSTLY_IQ3_XS = 22,
+  MOSTLY_IQ3_XXS = 23,
+  MOSTLY_IQ1_S = 24,
   MOSTLY_IQ4_NL = 25,
+  MOSTLY_IQ3_S = 26,
+  MOSTLY_IQ3_M = 27,
+  MOSTLY_IQ2_S = 28,
+  MOSTLY_IQ2_M = 29,
   MOSTLY_IQ4_XS = 30,
+  MOSTLY_IQ1_M = 31,
   MOSTLY_BF16 = 32,
   MOSTLY_TQ1_0 = 36,
   MOSTLY_TQ2_0 = 37,
@@ -54,7 +65,8 @@ enum class FileType : uint32_t {
 // Parses a file type name as llama-quantize spells it, case-insensitive:
 // F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_S, Q3_K_M, Q3_K_L,
 // Q3_K (= Q3_K_M), Q4_K_S, Q4_K_M, Q4_K (= Q4_K_M), Q5_K_S, Q5_K_M, Q5_K
-// (= Q5_K_M), Q6_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4_MOE. Throws
+// (= Q5_K_M), Q6_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M, IQ1_S, IQ1_M, IQ3_XXS,
+// IQ3_XS, IQ3_S, IQ3_M, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4_MOE. Throws
 // Error(invalid_argument) naming `name` and listing the valid names.
 FileType parse_file_type(std::string_view name);
 
@@ -93,6 +105,14 @@ struct QuantizeParams {
   // does.
   std::optional<GgmlType> output_tensor_type;
   std::optional<GgmlType> token_embedding_type;
+  // An importance matrix file (llama-imatrix's GGUF or legacy .dat;
+  // llama-quantize --imatrix; llama.cpp passes the loaded data): each
+  // matrix with an entry is quantized weighted by it, and the path, the
+  // dataset and the counts are recorded under quantize.imatrix.* as
+  // llama-quantize records them. Empty: none. The lattice types IQ2_XXS,
+  // IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M need one for every matrix but
+  // token_embd and output.
+  std::string imatrix;
 };
 
 // Writes `fname_inp`'s weights requantized per `params` to `fname_out`
@@ -103,7 +123,12 @@ struct QuantizeParams {
 // general.architecture or block_count, or a tensor with a NaN or infinity
 // (named), Error(unsupported) naming a tensor whose type synapse cannot
 // convert, Error(invalid_argument) for a quantized input tensor without
-// allow_requantize or nthread > synapse::max_threads.
+// allow_requantize or nthread > synapse::max_threads, or a low-bit type
+// without an importance matrix ("this quantization requires an importance
+// matrix", naming the tensor and type), Error(format) for an imatrix file
+// that cannot be read, whose entry does not fit its tensor, or that holds a
+// non-finite value, Error(unsupported) for an imatrix with a type whose
+// weighted quantizer synapse lacks.
 std::vector<TensorPlan> quantize_model(const std::string& fname_inp, const std::string& fname_out,
                                        const QuantizeParams& params,
                                        const std::function<void(const TensorPlan&)>& on_tensor = {});

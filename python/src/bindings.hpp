@@ -48,7 +48,7 @@ class BusyGuard {
 // for its code, with the library's message.
 void register_errors(pybind11::module_& m);
 
-// Throws ModelNotFoundError (a synapse.Error and a FileNotFoundError) with
+// Throws ModelNotFoundError (a synapse.Error, a FileNotFoundError and a ValueError) with
 // `message`.
 [[noreturn]] void raise_not_found(const std::string& message);
 

@@ -3,7 +3,8 @@
 // both `except synapse.Error` and `except ValueError` work:
 //
 //   Errc::io               FileError(Error, OSError)
-//     (missing file)         ModelNotFoundError(FileError, FileNotFoundError)
+//     (missing file)         ModelNotFoundError(FileError, FileNotFoundError, ValueError)
+//                              (llama-cpp-python raises ValueError for a missing model)
 //   Errc::format           FormatError(Error, ValueError)
 //   Errc::unsupported      UnsupportedError(Error, ValueError)
 //   Errc::invalid_argument InvalidArgumentError(Error, ValueError)
@@ -40,7 +41,8 @@ void register_errors(py::module_& m) {
                         "Base of every error synapse raises; the message is the library's (it names the file, "
                         "key, tensor or field and the bad value).");
   PyObject* io = make(m, "FileError", {base, PyExc_OSError}, "A file could not be opened, read or mapped.");
-  g_not_found = make(m, "ModelNotFoundError", {io, PyExc_FileNotFoundError}, "The model file does not exist.");
+  g_not_found = make(m, "ModelNotFoundError", {io, PyExc_FileNotFoundError, PyExc_ValueError},
+                     "The model file does not exist (a FileNotFoundError, and a ValueError as in llama-cpp-python).");
   g_by_code[static_cast<int>(Errc::io)] = io;
   g_by_code[static_cast<int>(Errc::format)] =
       make(m, "FormatError", {base, PyExc_ValueError}, "A file or value is malformed.");

@@ -9,6 +9,7 @@
 // any signal handler that raises) sets the cancel flag, the worker ends the
 // reply after its current step, and the exception propagates with the
 // Context and Sequence usable again.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -21,6 +22,7 @@
 
 #include "bindings.hpp"
 #include "synapse/generation.hpp"
+#include "synapse/sampling.hpp"
 #include "synapse/scheduler.hpp"
 
 namespace py = pybind11;
@@ -62,20 +64,26 @@ py::tuple step_tuple(const GeneratedToken& t) {
 
 // One reply of synapse::generate() on a worker thread. Steps queue up as the
 // worker produces them; Python takes them with poll() (streaming) or waits
-// for the whole reply with result().
+// for the whole reply with result(). `history` is what the sequence already
+// holds: it goes into the sampler's penalty window before `prompt`, as the
+// Scheduler accepts a whole prompt however much of it was cached, so a reply
+// does not depend on what an earlier call left in the KV cache.
 class Stream {
  public:
   Stream(py::object ctx_owner, BoundContext& ctx, Sequence& seq, std::vector<token_id> prompt, GenerationParams params,
-         bool keep_steps)
+         bool keep_steps, std::vector<token_id> history)
       : owner_(std::move(ctx_owner)), keep_steps_(keep_steps), guard_(ctx.busy, "the Context") {
     ctx.last = {};  // decode() overwrites the buffer the last eval's logits view showed
     Context& c = ctx.ctx;
-    worker_ = std::thread([this, &c, &seq, prompt = std::move(prompt), params = std::move(params)] {
+    worker_ = std::thread([this, &c, &seq, prompt = std::move(prompt), params = std::move(params),
+                           history = std::move(history)] {
       GenerationResult r;
       std::string error;
       int errc = -1;
       try {
-        r = generate(c, seq, prompt, params, [this](const GeneratedToken& t) {
+        Generation gen(c.tokenizer(), params, static_cast<int32_t>(seq.n_ctx()));
+        gen.accept_prompt(history);
+        r = generate(c, seq, prompt, gen, [this](const GeneratedToken& t) {
           if (keep_steps_) {
             std::lock_guard<std::mutex> lock(mu_);
             steps_.push_back(t);
@@ -285,6 +293,24 @@ void bind_generation(py::module_& m) {
       .def_readwrite("logit_bias", &SamplerParams::logit_bias)
       .def_readwrite("grammar", &SamplerParams::grammar, "GBNF text the reply must match (rule root); '': none");
 
+  py::class_<Sampler>(m, "Sampler",
+                      "llama.cpp's sampler chain over one row of logits (synapse::Sampler): penalties over the\n"
+                      "tokens accept()ed, top-k, typical, top-p, min-p, temperature, then the seeded draw.\n"
+                      "The grammar field is not applied here (the generation loop applies it).")
+      .def(py::init<const SamplerParams&, int32_t>(), py::arg("params"), py::arg("n_ctx") = 0,
+           "n_ctx resolves penalty_last_n = -1; InvalidArgumentError for a NaN parameter")
+      .def(
+          "sample",
+          [](Sampler& s, const py::array_t<float, py::array::c_style | py::array::forcecast>& logits) {
+            if (logits.ndim() != 1)
+              throw Error(Errc::invalid_argument,
+                          "sample: logits must be one row [n_vocab], got " + std::to_string(logits.ndim()) + " dimensions");
+            return s.sample(std::span<const float>(logits.data(), static_cast<size_t>(logits.size())));
+          },
+          py::arg("logits"), "One token id drawn from LOGITS (float32 [n_vocab]); not accepted.")
+      .def("accept", &Sampler::accept, py::arg("id"), "Records ID in the penalty window.")
+      .def_property_readonly("seed", &Sampler::seed, "the seed in use (drawn when the params' seed is 0xFFFFFFFF)");
+
   py::class_<GenerationParams>(m, "GenerationParams", "One reply's settings (synapse/generation.hpp).")
       .def(py::init<>())
       .def_readwrite("sampling", &GenerationParams::sampling)
@@ -328,12 +354,14 @@ void bind_generation(py::module_& m) {
                      "One reply of the library's generation loop running on a worker thread\n"
                      "(synapse::generate over a Context and Sequence).")
       .def(py::init([](py::object ctx, Sequence& seq, std::vector<token_id> prompt, GenerationParams params,
-                       bool keep_steps) {
+                       bool keep_steps, std::vector<token_id> history) {
              BoundContext& c = ctx.cast<BoundContext&>();
-             return std::make_unique<Stream>(ctx, c, seq, std::move(prompt), std::move(params), keep_steps);
+             return std::make_unique<Stream>(ctx, c, seq, std::move(prompt), std::move(params), keep_steps,
+                                             std::move(history));
            }),
            py::arg("ctx"), py::arg("seq"), py::arg("prompt"), py::arg("params"), py::arg("keep_steps") = true,
-           py::keep_alive<1, 3>())
+           py::arg("history") = std::vector<token_id>{}, py::keep_alive<1, 3>(),
+           "HISTORY: the tokens SEQ already holds (they join the repeat-penalty window first).")
       .def("poll", &Stream::poll,
            "The steps produced since the last call as (id, eog, text bytes, logprob, [(id, logprob)],\n"
            "finish_reason or None); [] once the reply is over.")

@@ -5,7 +5,8 @@
 // Threading: every call that runs the model (Context.decode, the generation
 // driver) releases the GIL; one Context must still be used by one thread at a
 // time (the C++ Context is not thread-safe), which the Llama class guarantees
-// by owning its Context.
+// by owning its Context and taking its lock around every use (a second
+// thread that gets here anyway meets BusyGuard's error, not a data race).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -114,6 +115,8 @@ PYBIND11_MODULE(_synapse, m) {
       .def_property_readonly("n_ctx_train", &Model::n_ctx_train)
       .def_property_readonly("n_params", &Model::n_params)
       .def_property_readonly("weight_bytes", &Model::weight_bytes)
+      .def_property_readonly("kv_bytes_per_position", &Model::kv_bytes_per_position,
+                             "bytes of K and V one cached position takes (every layer)")
       .def_property_readonly("chat_template", &Model::chat_template,
                              "tokenizer.chat_template (Jinja source) or None")
       .def_property_readonly("metadata", &metadata, "scalar GGUF metadata as {key: str}")
@@ -145,6 +148,8 @@ PYBIND11_MODULE(_synapse, m) {
   py::class_<Sequence>(m, "Sequence", "One sequence's KV cache and position (synapse::Sequence).")
       .def_property_readonly("n_past", &Sequence::n_past)
       .def_property_readonly("n_ctx", &Sequence::n_ctx)
+      .def_property_readonly("capacity", &Sequence::capacity,
+                             "positions its KV cache stores (n_ctx, or the sliding window)")
       .def("clear", &Sequence::clear, "forget every position; the next token is position 0")
       .def("truncate", &Sequence::truncate, py::arg("n_keep"),
            "forget positions [n_keep, n_past); InvalidArgumentError outside [0, n_past]")
@@ -159,13 +164,22 @@ PYBIND11_MODULE(_synapse, m) {
           py::arg("n_ctx") = 0, "a new empty sequence of n_ctx positions (<= 0: training context, at most 4096)")
       .def(
           "decode",
-          [](BoundContext& c, Sequence& seq, std::vector<token_id> tokens) {
+          [](BoundContext& c, Sequence& seq, std::vector<token_id> tokens, bool all_logits) {
             BusyGuard guard(c.busy, "the Context");
             py::gil_scoped_release nogil;
-            c.last = c.ctx.decode(seq, tokens);
+            if (!all_logits) {
+              c.last = c.ctx.decode(seq, tokens);
+              return;
+            }
+            Batch batch;
+            for (token_id t : tokens) batch.add(seq, t, true);
+            c.last = c.ctx.decode(batch);
           },
-          py::arg("seq"), py::arg("tokens"),
-          "Runs TOKENS on SEQ (GIL released); the last row's logits become Context.logits.")
+          py::arg("seq"), py::arg("tokens"), py::arg("all_logits") = false,
+          "Runs TOKENS on SEQ (GIL released). Context.logits becomes the last row's logits, or with\n"
+          "all_logits one row per token (llama-cpp-python's logits_all; the same bits either way).")
+      .def_property_readonly("has_logits", [](const BoundContext& c) { return !c.last.empty(); },
+                             "whether `logits` has rows to show")
       .def_property_readonly("logits", &logits_view,
                              "the logits of the last decode, [rows, n_vocab] float32, a read-only view of\n"
                              "the engine's buffer (no copy), overwritten by the next decode");

@@ -16,24 +16,32 @@ tools and tool_calls, LlamaGrammar, response_format), and renders Jinja chat
 templates with Python's Jinja2 when asked to (chat_format="jinja").
 
 Errors: every failure of the library is a `synapse.Error`; each category is
-also the built-in exception Python code expects (FileNotFoundError for a
-missing model, ValueError for a bad argument or a malformed file), with the
-library's message.
+also the built-in exception Python code expects (FileNotFoundError and, as
+llama-cpp-python raises, ValueError for a missing model; ValueError for a bad
+argument or a malformed file), with the library's message.
 
 The GIL is released while the model runs. Ctrl-C (KeyboardInterrupt), or any
 signal handler that raises, stops a generation within a few milliseconds and
-leaves the Llama object usable.
+leaves the Llama object usable. One Llama may be shared by threads: its calls
+are serialised by a lock (see Llama).
+
+Code written for llama-cpp-python can import these names from the optional
+`llama_cpp` compatibility package (python/compat; README "Python").
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
 import sys
+import threading
 import time
 import uuid
 import warnings
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+from collections import deque
+from types import SimpleNamespace
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -48,11 +56,15 @@ from ._synapse import (  # noqa: F401  (re-exported)
     UnsupportedError,
 )
 from .chat import Jinja2ChatFormatter, check_messages, reply_message, tool_choice_json
+from .hf_cache import find_cached_file
+from .llama_cache import BaseLlamaCache, LlamaCache, LlamaDiskCache, LlamaRAMCache, LlamaState, longest_token_prefix
 from .llama_grammar import LlamaGrammar
+from .llama_tokenizer import LlamaTokenizer
 
 __all__ = [
     "Llama", "LlamaGrammar", "Jinja2ChatFormatter", "LLAMA_DEFAULT_SEED", "Error", "FileError", "ModelNotFoundError",
-    "FormatError", "UnsupportedError", "InvalidArgumentError", "OutOfRangeError",
+    "FormatError", "UnsupportedError", "InvalidArgumentError", "OutOfRangeError", "LlamaState", "BaseLlamaCache",
+    "LlamaCache", "LlamaRAMCache", "LlamaDiskCache", "LlamaTokenizer", "LogitsProcessorList", "StoppingCriteriaList",
 ]
 
 # llama.cpp's LLAMA_DEFAULT_SEED: draw a seed from the system's entropy source.
@@ -64,7 +76,87 @@ _CHAT_FORMAT_ALIASES = {"llama-2": "llama2", "llama-3": "llama3"}
 
 # llama-cpp-python arguments about GPUs and memory mapping: nothing to do on
 # a CPU engine that always maps the file, so they are accepted and ignored.
-_HARMLESS = {"n_gpu_layers", "main_gpu", "tensor_split", "offload_kqv", "use_mmap", "use_mlock", "numa"}
+_HARMLESS = {"n_gpu_layers", "main_gpu", "tensor_split", "offload_kqv", "use_mmap", "use_mlock", "numa",
+             "n_threads_batch"}
+
+
+_STREAM_CANCELLED = "stream: cancelled by another call on the same Llama (one request at a time)"
+
+
+def _check_seed(seed: Any, field: str = "seed") -> int:
+    """A seed as the sampler takes it: -1 (llama-cpp-python's "random", the
+    uint32 0xFFFFFFFF that llama.cpp reads as LLAMA_DEFAULT_SEED) or [0, 2**32)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not -1 <= seed <= 0xFFFFFFFF:
+        raise InvalidArgumentError(f"{field} = {seed!r}: must be -1 (random) or an integer in [0, 2**32)")
+    return LLAMA_DEFAULT_SEED if seed == -1 else seed
+
+
+def _legacy_context_args(model: "_synapse.Model", kwargs: Dict[str, Any]) -> None:
+    """Removes from kwargs the llama-cpp-python arguments LangChain's LlamaCpp
+    passes whose value means "as the file says" (n_parts=-1, f16_kv=True: the
+    KV cache is F16; rope_freq_base/rope_freq_scale 0 or the file's own
+    value); any other value is refused, naming it."""
+    checks = {
+        "n_parts": lambda v: v in (-1, None),
+        "f16_kv": lambda v: v in (True, None),
+        "rope_freq_base": lambda v: v in (0, 0.0, None) or
+        float(v) == float(model.metadata.get(f"{model.architecture}.rope.freq_base", "10000")),
+        "rope_freq_scale": lambda v: v in (0, 0.0, 1, 1.0, None),
+    }
+    for name, ok in checks.items():
+        if name in kwargs:
+            value = kwargs.pop(name)
+            if not ok(value):
+                raise InvalidArgumentError(f"Llama: {name}={value!r} is not supported by synapse "
+                                           "(only the model file's own setting)")
+
+
+def _locked(method: Callable) -> Callable:
+    """Runs the method under the Llama's lock, after checking it is open."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with self._lock:
+            self._check_open()
+            return method(self, *args, **kwargs)
+    return run
+
+
+class _Closed:
+    """Stands for the engine objects of a closed Llama: any use raises."""
+
+    def __init__(self, model_path: str):
+        self._message = (f"Llama({model_path!r}) is closed (close() or the end of its with block): "
+                         "make a new Llama")
+
+    def __getattr__(self, name: str):
+        raise InvalidArgumentError(self._message)
+
+
+class _KvSnapshot:
+    """LlamaState.llama_state: a copy of a context's KV cache (a forked
+    Sequence of the library) and the model it belongs to."""
+
+    def __init__(self, model: "_synapse.Model", seq: "_synapse.Sequence"):
+        self.model = model
+        self.seq = seq
+
+
+class LogitsProcessorList(list):
+    """llama-cpp-python's list of logits processors: each f(input_ids, scores)
+    returns the new scores (float32 [n_vocab]); applied in order."""
+
+    def __call__(self, input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        for processor in self:
+            scores = processor(input_ids, scores)
+        return scores
+
+
+class StoppingCriteriaList(list):
+    """llama-cpp-python's list of stopping criteria: each f(input_ids, logits)
+    returns True to stop; the list stops when any does."""
+
+    def __call__(self, input_ids: np.ndarray, logits: np.ndarray) -> bool:
+        return any(criterion(input_ids, logits) for criterion in self)
 
 
 def _bad(message: str) -> InvalidArgumentError:
@@ -127,14 +219,19 @@ class Llama:
     """A model and one context over it, as llama-cpp-python's `Llama`.
 
     Args:
-        model_path: a GGUF file. Missing: ModelNotFoundError (a FileNotFoundError);
+        model_path: a GGUF file. Missing: ModelNotFoundError (a FileNotFoundError,
+            and a ValueError as in llama-cpp-python);
             malformed or unsupported: FormatError / UnsupportedError (ValueErrors).
         n_ctx: positions of the context (the KV cache); 0 uses the model's
             training context (at most 4096).
         n_batch, n_ubatch: the most prompt tokens per forward pass (the
             smaller of the two is used; results do not depend on it).
         n_threads: threads of the forward pass; None uses the physical cores.
-        seed: the default seed of the sampler (LLAMA_DEFAULT_SEED draws one).
+        seed: the default seed of the sampler; -1 (or LLAMA_DEFAULT_SEED)
+            draws a new one for every call, as llama-cpp-python documents.
+        logits_all: keep every evaluated token's logits (`scores`,
+            `eval_logits`), as llama-cpp-python's logits_all=True.
+        last_n_tokens_size: the repeat-penalty window in tokens.
         chat_format: None renders the file's tokenizer.chat_template with the
             library's Jinja engine, as llama-server does (the built-in formats
             when the file has none, or when the library cannot parse it: a
@@ -144,9 +241,17 @@ class Llama:
             template (None or "jinja").
         verbose: print a line about the model to stderr on load.
 
-    Not thread-safe: use one Llama from one thread at a time (as
-    llama-cpp-python). Memory (weights mapping, KV cache, threads) is freed
-    when the object is dropped, or at once by close().
+    Threads: a Llama may be used from several threads; its calls are
+    serialised by a lock (one runs, the others wait their turn), so it never
+    hangs or aborts. A streaming iterator holds the lock only while it takes
+    each step: another call on the same Llama, from any thread, cancels the
+    stream in progress (its next step raises InvalidArgumentError) before it
+    runs, since the two share one context. For parallel work use one Llama
+    per thread, or create_completions (one batch of sequences).
+
+    Memory (weights mapping, KV cache, threads) is freed when the object is
+    dropped, at once by close(), or at the end of a `with Llama(...) as llm:`
+    block; using it afterwards raises InvalidArgumentError.
     """
 
     def __init__(
@@ -158,30 +263,46 @@ class Llama:
         n_ubatch: int = 512,
         n_threads: Optional[int] = None,
         seed: int = LLAMA_DEFAULT_SEED,
+        logits_all: bool = False,
+        last_n_tokens_size: int = 64,
         chat_format: Optional[str] = None,
         verbose: bool = True,
         **kwargs: Any,
     ):
+        self._lock = threading.RLock()
+        self._closed = False
         for name, value in (("n_ctx", n_ctx), ("n_batch", n_batch), ("n_ubatch", n_ubatch)):
             if not isinstance(value, int) or value < (0 if name == "n_ctx" else 1):
                 raise _bad(f"{name} = {value!r}: must be an integer >= {0 if name == 'n_ctx' else 1}")
         if n_threads is not None and (not isinstance(n_threads, int) or n_threads < 1):
             raise _bad(f"n_threads = {n_threads!r}: must be None or an integer >= 1")
-        if not isinstance(seed, int) or not 0 <= seed <= 0xFFFFFFFF:
-            raise _bad(f"seed = {seed!r}: must be an integer in [0, 2**32)")
-        _refuse_unsupported("Llama", kwargs)
+        seed = _check_seed(seed)
+        if not isinstance(last_n_tokens_size, int) or last_n_tokens_size < -1:
+            raise _bad(f"last_n_tokens_size = {last_n_tokens_size!r}: must be an integer >= -1")
         self.model_path = os.fspath(model_path)
         self.verbose = verbose
         self.n_batch = n_batch
         self.n_ubatch = n_ubatch
+        self.last_n_tokens_size = last_n_tokens_size
+        self._logits_all = bool(logits_all)
         self._seed = seed
         self._stream: Optional[_synapse.Stream] = None
+        self.cache: Optional[BaseLlamaCache] = None
+        self._restored_logits: Optional[np.ndarray] = None  # load_state: the saved last row until the next decode
         self._model = _synapse.Model.load(self.model_path)
+        _legacy_context_args(self._model, kwargs)
+        _refuse_unsupported("Llama", kwargs)
         self._ctx = _synapse.Context(self._model, n_threads or 0)
         self.n_threads = self._ctx.n_threads
         self._seq = self._ctx.new_sequence(n_ctx)
+        # logits_all: row i holds the logits after input_ids[i] (NaN for rows a completion ran).
+        self._scores = np.full((self._seq.n_ctx, self._model.n_vocab), np.nan, dtype=np.float32) \
+            if self._logits_all else None
+        self.context_params = SimpleNamespace(n_ctx=self._seq.n_ctx, n_batch=n_batch, n_ubatch=n_ubatch,
+                                              n_threads=self.n_threads, n_threads_batch=self.n_threads,
+                                              logits_all=self._logits_all)
         self._tokens: List[int] = []  # the ids whose K/V the sequence holds, in order
-        self._pending: List[int] = []  # the prompt of the reply in progress
+        self._pending: List[int] = []  # the prompt of the reply in progress, after the kept prefix
         self._generated: List[int] = []  # its tokens so far (streaming)
         self._batch: Optional[_synapse.BatchRunner] = None  # create_completions' scheduler
         self.chat_format = _CHAT_FORMAT_ALIASES.get(chat_format, chat_format)
@@ -257,45 +378,259 @@ class Llama:
         """The tokens in the context, int32 [n_tokens]."""
         return np.array(self._tokens, dtype=np.intc)
 
+    _input_ids = input_ids  # llama-cpp-python's name for the same view
+
+    @_locked
     def eval(self, tokens: Sequence[int]) -> None:
         """Appends `tokens` to the context and runs them (GIL released, in
         chunks of min(n_batch, n_ubatch): the results do not depend on it).
-        Afterwards `logits` holds the last token's logits. InvalidArgumentError
-        when they do not fit in n_ctx, OutOfRangeError for a bad id; nothing is
-        kept then."""
+        Afterwards `logits` holds the last token's logits (with logits_all,
+        `scores` every token's). InvalidArgumentError when they do not fit in
+        n_ctx, OutOfRangeError for a bad id; nothing is kept then."""
         self._end_stream()
-        tokens = list(tokens)
+        tokens = [int(t) for t in tokens]
         step = min(self.n_batch, self.n_ubatch)
         if len(self._tokens) + len(tokens) > self.n_ctx():
             raise _bad(f"eval: {len(tokens)} tokens do not fit: {len(self._tokens)} of n_ctx {self.n_ctx()} "
                        "positions are in use")
         for i in range(0, len(tokens), step):
-            self._ctx.decode(self._seq, tokens[i:i + step])
-            self._tokens.extend(tokens[i:i + step])
+            chunk = tokens[i:i + step]
+            self._ctx.decode(self._seq, chunk, self._logits_all)
+            self._restored_logits = None
+            if self._scores is not None:
+                n = len(self._tokens)
+                self._scores[n:n + len(chunk)] = self._ctx.logits
+            self._tokens.extend(chunk)
 
     @property
     def logits(self) -> np.ndarray:
         """The logits of the last token eval() ran: float32 [n_vocab], a read-only
         NumPy view of the engine's buffer (no copy). The next eval overwrites
         it in place; a completion invalidates it (InvalidArgumentError until
-        the next eval)."""
+        the next eval). After load_state: the saved row (a copy)."""
+        if self._restored_logits is not None:
+            return self._restored_logits
         return self._ctx.logits[-1]
 
+    @property
+    def scores(self) -> np.ndarray:
+        """logits_all=True: float32 [n_ctx, n_vocab], row i the logits after
+        input_ids[i] for the tokens eval() (or generate()) ran; rows of tokens
+        a completion ran are NaN (the generation loop keeps no logits rows).
+        InvalidArgumentError without logits_all."""
+        if self._scores is None:
+            raise _bad("scores: needs Llama(..., logits_all=True)")
+        return self._scores
+
+    @property
+    def eval_logits(self) -> Deque[List[float]]:
+        """llama-cpp-python's eval_logits: the rows of `scores` for the tokens in
+        the context (logits_all), or only the last token's logits (maxlen 1)."""
+        if self._scores is not None:
+            return deque(self._scores[:len(self._tokens)].tolist(), maxlen=self.n_ctx())
+        rows = [self.logits.tolist()] if self._tokens else []
+        return deque(rows, maxlen=1)
+
+    @_locked
     def reset(self) -> None:
         """Empties the context: the next token is position 0."""
         self._end_stream()
         self._seq.clear()
         self._tokens = []
 
-    def close(self) -> None:
-        """Frees the model, context and KV cache now (the object is unusable after)."""
+    def set_seed(self, seed: int) -> None:
+        """The seed of later calls that pass none (-1: random each call)."""
+        self._seed = _check_seed(seed)
+
+    def set_cache(self, cache: Optional[BaseLlamaCache]) -> None:
+        """Uses `cache` (LlamaRAMCache, LlamaDiskCache; None: none) for
+        completions: see synapse.llama_cache."""
+        if cache is not None and not isinstance(cache, BaseLlamaCache):
+            raise TypeError(f"set_cache: expected a LlamaRAMCache, LlamaDiskCache or None, got {type(cache).__name__}")
+        self.cache = cache
+
+    def tokenizer(self) -> LlamaTokenizer:
+        """llama-cpp-python's LlamaTokenizer over this model's vocabulary."""
+        return LlamaTokenizer(self)
+
+    @_locked
+    def save_state(self) -> LlamaState:
+        """The context as a LlamaState: its tokens, their logits (see
+        LlamaState.scores), the seed, and a copy of the KV cache. Loading it
+        later continues byte for byte as this context would."""
         self._end_stream()
-        for name in ("_batch", "_seq", "_ctx", "_model"):
-            if hasattr(self, name):
-                delattr(self, name)
+        n = len(self._tokens)
+        scores = np.zeros((0, self.n_vocab()), dtype=np.float32)  # no logits kept (none yet, or a completion ran)
+        if self._scores is not None:
+            scores = self._scores[:n].copy()
+        elif n and (self._restored_logits is not None or self._ctx.has_logits):
+            scores = np.array(self.logits, dtype=np.float32).reshape(1, -1)
+        copy = self._seq.fork(self._seq.n_past)
+        return LlamaState(input_ids=np.array(self._tokens, dtype=np.intc), scores=scores, n_tokens=n,
+                          llama_state=_KvSnapshot(self._model, copy),
+                          llama_state_size=copy.capacity * self._model.kv_bytes_per_position, seed=self._seed)
+
+    @_locked
+    def load_state(self, state: LlamaState) -> None:
+        """Makes the context what `state` saved: its tokens, KV cache, logits
+        and seed. A state of another Llama of the same model, or an unpickled
+        one, has its KV cache recomputed from its tokens (the same bits).
+        InvalidArgumentError when its tokens do not fit in n_ctx or are not
+        this model's."""
+        if not isinstance(state, LlamaState):
+            raise TypeError(f"load_state: expected a LlamaState, got {type(state).__name__}")
+        self._end_stream()
+        ids = [int(t) for t in np.asarray(state.input_ids)[:state.n_tokens]]
+        if len(ids) > self.n_ctx():
+            raise _bad(f"load_state: {len(ids)} tokens do not fit in n_ctx {self.n_ctx()}")
+        snapshot = state.llama_state
+        if isinstance(snapshot, _KvSnapshot) and snapshot.model is self._model and \
+                snapshot.seq.n_past == len(ids) and snapshot.seq.n_ctx == self.n_ctx():
+            self._seq = snapshot.seq.fork(len(ids))  # a copy: the state can be loaded again
+            self._tokens = ids
+            rows = np.asarray(state.scores, dtype=np.float32)
+            if self._scores is not None:
+                self._scores[:] = np.nan
+                if rows.shape[0] == len(ids):
+                    self._scores[:len(ids)] = rows
+            self._restored_logits = rows[-1].copy() if len(ids) and rows.shape[0] else None
+        else:
+            self.reset()
+            self.eval(ids)
+        self._seed = _check_seed(int(state.seed))
+
+    def close(self) -> None:
+        """Frees the model, context and KV cache now; any later use raises
+        InvalidArgumentError. Calling it again does nothing."""
+        with self._lock:
+            if self._closed:
+                return
+            self._end_stream()
+            self._closed = True
+            closed = _Closed(self.model_path)
+            self._batch = None
+            self._seq = self._ctx = self._model = closed
+            self._scores = self._restored_logits = None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InvalidArgumentError(f"Llama({self.model_path!r}) is closed (close() or the end of its with "
+                                       "block): make a new Llama")
+
+    def __enter__(self) -> "Llama":
+        self._check_open()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def __del__(self) -> None:
         self._end_stream()
+
+    # --- llama-cpp-python's token-level API --------------------------------------
+
+    def _sampler(self, top_k, top_p, min_p, typical_p, temp, repeat_penalty, frequency_penalty,
+                 presence_penalty, tfs_z, mirostat_mode, grammar) -> "_synapse.Sampler":
+        if grammar is not None:
+            raise _bad("generate/sample: grammar is applied by the completion methods "
+                       "(create_completion(grammar=...)), not here")
+        if mirostat_mode:
+            raise _bad(f"mirostat_mode = {mirostat_mode!r}: mirostat is not supported by synapse")
+        if tfs_z != 1.0:
+            raise _bad(f"tfs_z = {tfs_z!r}: tail-free sampling is not supported by synapse (llama.cpp removed it)")
+        s = _synapse.SamplerParams()
+        s.seed = self._seed
+        s.temp, s.top_p, s.min_p, s.typical_p, s.top_k = temp, top_p, min_p, typical_p, top_k
+        s.penalty_repeat, s.penalty_freq, s.penalty_present = repeat_penalty, frequency_penalty, presence_penalty
+        s.penalty_last_n = self.last_n_tokens_size
+        return _synapse.Sampler(s, self.n_ctx())
+
+    def _draw(self, sampler: "_synapse.Sampler", logits_processor) -> int:
+        if not self._tokens:
+            raise _bad("sample: the context is empty (eval() a prompt first)")
+        row = self.logits
+        if logits_processor is not None:
+            row = np.asarray(logits_processor(self.input_ids, np.array(row, dtype=np.float32)), dtype=np.float32)
+        token = sampler.sample(row)
+        sampler.accept(token)
+        return token
+
+    @_locked
+    def sample(self, top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05, typical_p: float = 1.0,
+               temp: float = 0.80, repeat_penalty: float = 1.0, frequency_penalty: float = 0.0,
+               presence_penalty: float = 0.0, tfs_z: float = 1.0, mirostat_mode: int = 0,
+               mirostat_eta: float = 0.1, mirostat_tau: float = 5.0, penalize_nl: bool = True,
+               logits_processor: Optional[LogitsProcessorList] = None, grammar: Optional[LlamaGrammar] = None,
+               idx: Optional[int] = None) -> int:
+        """One token drawn from the last token's logits with llama.cpp's
+        sampler chain (temp <= 0: greedy), seeded with the Llama's seed; it
+        is not added to the context. logits_processor(input_ids, logits)
+        may rewrite the row first. idx (another row) is not supported."""
+        if idx is not None and idx != len(self._tokens) - 1:
+            raise _bad(f"sample: idx={idx}: only the last token's logits are kept")
+        sampler = self._sampler(top_k, top_p, min_p, typical_p, temp, repeat_penalty, frequency_penalty,
+                                presence_penalty, tfs_z, mirostat_mode, grammar)
+        return self._draw(sampler, logits_processor)
+
+    def generate(self, tokens: Sequence[int], top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,
+                 typical_p: float = 1.0, temp: float = 0.80, repeat_penalty: float = 1.0, reset: bool = True,
+                 frequency_penalty: float = 0.0, presence_penalty: float = 0.0, tfs_z: float = 1.0,
+                 mirostat_mode: int = 0, mirostat_tau: float = 5.0, mirostat_eta: float = 0.1,
+                 penalize_nl: bool = True, logits_processor: Optional[LogitsProcessorList] = None,
+                 stopping_criteria: Optional[StoppingCriteriaList] = None,
+                 grammar: Optional[LlamaGrammar] = None):
+        """llama-cpp-python's token generator: evaluates `tokens`, then yields
+        one sampled token at a time (each is evaluated before the next is
+        drawn), forever: the caller stops (EOS is a token like any other).
+        `generator.send(more_tokens)` appends tokens after the one just
+        yielded. reset=True keeps the longest prefix the context already
+        holds (at least the last token is recomputed); reset=False appends
+        to the context. One sampler (seeded with the Llama's seed) serves the
+        whole generation; stopping_criteria(input_ids, logits) ends it.
+        Takes the lock for each step, as streams do."""
+        tokens = [int(t) for t in tokens]
+        with self._lock:
+            self._check_open()
+            sampler = self._sampler(top_k, top_p, min_p, typical_p, temp, repeat_penalty, frequency_penalty,
+                                    presence_penalty, tfs_z, mirostat_mode, grammar)
+            self._end_stream()
+            if reset:
+                keep = min(longest_token_prefix(self._tokens, tokens), max(len(tokens) - 1, 0))
+                self._truncate(keep)
+                tokens = tokens[keep:]
+        while True:
+            with self._lock:
+                self._check_open()
+                self.eval(tokens)
+                token = self._draw(sampler, logits_processor)
+                stop = stopping_criteria is not None and stopping_criteria(self.input_ids, np.array(self.logits))
+            if stop:
+                return
+            more = yield token
+            tokens = [token] + [int(t) for t in (more or [])]
+
+    @classmethod
+    def from_pretrained(cls, repo_id: str, filename: Optional[str], additional_files: Optional[List] = None,
+                        local_dir: Optional[str] = None, local_dir_use_symlinks: Any = "auto",
+                        cache_dir: Optional[str] = None, **kwargs: Any) -> "Llama":
+        """Loads `filename` (a glob) of the Hugging Face repository `repo_id`
+        from the local Hugging Face cache (HF_HUB_CACHE, HF_HOME/hub or
+        ~/.cache/huggingface/hub; or cache_dir), or from local_dir when
+        given. Nothing is downloaded: a file not there is a ModelNotFoundError
+        (a FileNotFoundError and a ValueError) saying how to fetch it.
+        kwargs go to Llama()."""
+        if filename is None:
+            raise _bad("from_pretrained: filename is required (a file name or glob of the GGUF file)")
+        if additional_files:
+            raise _bad("from_pretrained: additional_files (split GGUF files) are not supported by synapse")
+        if local_dir is not None:
+            path = os.path.join(os.fspath(local_dir), filename)
+            if not os.path.isfile(path):
+                raise ModelNotFoundError(f"{path}: not found; synapse does not download models "
+                                         f"(fetch {repo_id}/{filename} first)")
+        else:
+            path = find_cached_file(repo_id, filename, cache_dir)
+        return cls(model_path=path, **kwargs)
 
     # --- completions -----------------------------------------------------------
 
@@ -303,6 +638,7 @@ class Llama:
         """Same as create_completion."""
         return self.create_completion(prompt, **kwargs)
 
+    @_locked
     def create_completion(
         self,
         prompt: Union[str, List[int]],
@@ -362,6 +698,7 @@ class Llama:
         }
         return meta.completion([choice], len(ids), len(result.tokens))
 
+    @_locked
     def create_completions(self, prompts: Sequence[Union[str, List[int]]], **kwargs: Any) -> List[Dict[str, Any]]:
         """Runs every prompt as one batch of sequences (the library's Scheduler:
         one forward pass per step for all of them) and returns, in order, the
@@ -394,6 +731,7 @@ class Llama:
             out.append(_Meta("cmpl-", model or self.model_path).completion([choice], len(prompt_ids), len(r.tokens)))
         return out
 
+    @_locked
     def create_chat_completion(
         self,
         messages: List[Dict[str, Any]],
@@ -487,8 +825,8 @@ class Llama:
                            "(unless tool_choice='none')")
             gbnf = gbnf or tool_gbnf
             # Ids of calls the model writes none for: the same seed gives the same ids.
-            id_seed = random.getrandbits(64) if seed is None and self._seed == LLAMA_DEFAULT_SEED else \
-                (self._seed if seed is None else seed)
+            wanted_seed = self._seed if seed is None else _check_seed(seed)
+            id_seed = random.getrandbits(64) if wanted_seed == LLAMA_DEFAULT_SEED else wanted_seed
             reply = dict(thinking_open=thinking_open, tools_json=tools_json, tool_choice_json=choice_json,
                          parallel_tool_calls=parallel_tool_calls, id_seed=id_seed)
         elif tools:
@@ -580,9 +918,8 @@ class Llama:
                 presence_penalty, repeat_penalty, top_k, seed, logit_bias,
                 grammar: str = "") -> "_synapse.GenerationParams":
         s = _synapse.SamplerParams()
-        s.seed = self._seed if seed is None else seed
-        if not 0 <= s.seed <= 0xFFFFFFFF:
-            raise _bad(f"seed = {seed!r}: must be in [0, 2**32)")
+        s.seed = self._seed if seed is None else _check_seed(seed)
+        s.penalty_last_n = self.last_n_tokens_size
         s.temp, s.top_p, s.min_p, s.typical_p, s.top_k = temperature, top_p, min_p, typical_p, top_k
         s.penalty_repeat, s.penalty_freq, s.penalty_present = repeat_penalty, frequency_penalty, presence_penalty
         if logit_bias:
@@ -622,17 +959,41 @@ class Llama:
         self._end_stream()
         if not ids:
             raise _bad("prompt: empty (no tokens and no BOS)")
-        keep = 0
-        for a, b in zip(self._tokens, ids[:-1]):
-            if a != b:
-                break
-            keep += 1
-        self._seq.truncate(keep)
-        del self._tokens[keep:]
-        self._pending = ids
+        self._cache_lookup(ids)
+        keep = longest_token_prefix(self._tokens, ids[:-1])
+        self._truncate(keep)
+        self._restored_logits = None  # the generation loop overwrites the logits buffer
+        if self._scores is not None:
+            self._scores[keep:] = np.nan  # the loop keeps no rows
+        self._pending = ids[keep:]  # what the reply appends after the kept prefix
         self._generated = []
-        self._stream = _synapse.Stream(self._ctx, self._seq, ids[keep:], params, keep_steps)
+        self._stream = _synapse.Stream(self._ctx, self._seq, ids[keep:], params, keep_steps, ids[:keep])
         return self._stream
+
+    def _truncate(self, keep: int) -> None:
+        """Keeps the first `keep` tokens of the context."""
+        if keep < len(self._tokens):
+            self._seq.truncate(keep)
+            del self._tokens[keep:]
+            self._restored_logits = None
+
+    def _cache_lookup(self, ids: List[int]) -> None:
+        """With a cache set: loads the cached state sharing the longest prefix
+        with `ids` when it shares more than the context does (llama-cpp-python)."""
+        if self.cache is None:
+            return
+        try:
+            state = self.cache[ids]
+        except KeyError:
+            return
+        if longest_token_prefix(np.asarray(state.input_ids)[:state.n_tokens].tolist(), ids) > \
+                longest_token_prefix(self._tokens, ids):
+            self.load_state(state)
+
+    def _cache_store(self) -> None:
+        """With a cache set: stores the context's state under its tokens."""
+        if self.cache is not None and self._tokens:
+            self.cache[list(self._tokens)] = self.save_state()
 
     def _sync_tokens(self, generated: List[int]) -> None:
         """After a reply: records what the sequence now holds (prompt, then the
@@ -650,23 +1011,34 @@ class Llama:
         # call joins its worker (_end_stream) before using the context.
         result = stream.result()
         self._end_stream(result.tokens)
+        self._cache_store()
         return result
 
     def _steps(self, ids: List[int], params) -> Iterator[tuple]:
-        """The reply's steps as the worker produces them (see _synapse.Stream.poll)."""
-        stream = self._start(ids, params, keep_steps=True)
+        """The reply's steps as the worker produces them (see _synapse.Stream.poll),
+        taking the lock for each batch of steps, never across a yield."""
+        with self._lock:
+            self._check_open()
+            stream = self._start(ids, params, keep_steps=True)
         try:
             while True:
-                if self._stream is not stream:
-                    raise _bad("stream: cancelled by another call on the same Llama (one request at a time)")
-                steps = stream.poll()
+                with self._lock:
+                    if self._stream is not stream:
+                        raise _bad(_STREAM_CANCELLED)
+                    steps = stream.poll()
+                    if steps:
+                        for step in steps:
+                            if step[0] >= 0 and not step[1]:
+                                self._generated.append(step[0])
+                    else:
+                        self._end_stream()
+                        self._cache_store()
                 if not steps:
                     break
                 for step in steps:
-                    if step[0] >= 0 and not step[1]:
-                        self._generated.append(step[0])
+                    if self._stream is not stream:  # another call took the context meanwhile
+                        raise _bad(_STREAM_CANCELLED)
                     yield step
-            self._end_stream()
         finally:
             if self._stream is stream:  # interrupted or abandoned: the next call joins it
                 stream.cancel()

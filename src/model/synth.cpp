@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/iq_mix.hpp"
 #include "quant/fp16.hpp"
 #include "quant/quant.hpp"
 #include "synapse/error.hpp"
@@ -33,18 +34,12 @@ std::string upper(std::string_view s) {
 // A file type: the default tensor type, llama.cpp's llama_ftype id
 // (general.file_type) and whether the K-quant mixture rules of Q4_K_M /
 // Q5_K_M apply. The IQ file types (llama_ftype 19-31) take llama-quantize's
-// IQ mixture rules instead (iq_type below).
+// IQ mixture rules instead (model/iq_mix.hpp).
 struct FileType {
   const char* name;
   GgmlType type;
   uint32_t llama_ftype;
   bool km_mixture;
-};
-
-// llama.cpp's llama_ftype ids of the IQ file types (llama.h).
-enum IqFtype : uint32_t {
-  kIQ2_XXS = 19, kIQ2_XS = 20, kIQ3_XS = 22, kIQ3_XXS = 23, kIQ1_S = 24, kIQ3_S = 26, kIQ3_M = 27,
-  kIQ2_S = 28, kIQ2_M = 29, kIQ1_M = 31,
 };
 
 constexpr FileType kFileTypes[] = {
@@ -65,13 +60,7 @@ constexpr FileType kFileTypes[] = {
     {"IQ1_S", GgmlType::IQ1_S, kIQ1_S, false},       {"IQ1_M", GgmlType::IQ1_M, kIQ1_M, false},
 };
 
-bool is_iq_ftype(const FileType& ft) {
-  switch (ft.llama_ftype) {
-    case kIQ2_XXS: case kIQ2_XS: case kIQ3_XS: case kIQ3_XXS: case kIQ1_S: case kIQ3_S: case kIQ3_M: case kIQ2_S:
-    case kIQ2_M: case kIQ1_M: return true;
-    default: return false;
-  }
-}
+bool is_iq_ftype(const FileType& ft) { return model::is_iq_ftype(ft.llama_ftype); }
 
 // The lattice formats: no quantizer (synth writes random valid blocks).
 bool is_lattice(GgmlType t) {
@@ -82,61 +71,7 @@ bool is_lattice(GgmlType t) {
   }
 }
 
-// A matrix's role, as llama-quantize's tensor categories name it.
-enum class Role { other, output, token_embd, attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down };
-
-// llama-quantize's llama_tensor_get_type_impl for the IQ file types, on the
-// dense Llama/Qwen2 presets (no experts, not Falcon, not a 70B) quantized
-// WITH an importance matrix (llama-quantize refuses IQ2_XXS, IQ2_XS, IQ2_S,
-// IQ1_S and IQ1_M without one, and the files users download have one).
-// `layer`: the block index; n_gqa = n_head / n_head_kv.
-GgmlType iq_type(uint32_t f, GgmlType t, Role role, int64_t ne0, int64_t layer, int64_t n_layer, int64_t n_gqa) {
-  const bool low = f == kIQ2_XXS || f == kIQ2_XS || f == kIQ1_S || f == kIQ2_S || f == kIQ2_M || f == kIQ1_M;
-  const bool iq2_sm = f == kIQ2_S || f == kIQ2_M;
-  if (role == Role::output) {
-    if (ne0 % 256 != 0) return GgmlType::Q8_0;
-    return low || f == kIQ3_XXS ? GgmlType::Q5_K : GgmlType::Q6_K;
-  }
-  if (role == Role::token_embd) {
-    if (f == kIQ2_XXS || f == kIQ2_XS || f == kIQ1_S || f == kIQ1_M) return GgmlType::Q2_K;
-    if (iq2_sm || f == kIQ3_XXS) return GgmlType::IQ3_S;
-    return t;
-  }
-  if (low) {
-    switch (role) {
-      case Role::attn_v: return n_gqa >= 4 ? GgmlType::Q4_K : iq2_sm ? GgmlType::IQ3_S : GgmlType::Q2_K;
-      case Role::ffn_down:
-        if (layer < n_layer / 8) return iq2_sm ? GgmlType::IQ3_S : GgmlType::Q2_K;
-        return t;
-      case Role::attn_output:
-        if (f == kIQ1_S || f == kIQ1_M) return GgmlType::IQ2_XXS;
-        if (iq2_sm) return GgmlType::IQ3_S;
-        return t;
-      default: return t;
-    }
-  }
-  switch (role) {
-    case Role::attn_v:
-      if (f == kIQ3_XXS) return n_gqa >= 4 ? GgmlType::Q4_K : GgmlType::IQ3_XXS;
-      if ((f == kIQ3_XS || f == kIQ3_S) && n_gqa >= 4) return GgmlType::Q4_K;
-      if (f == kIQ3_M) return GgmlType::Q4_K;
-      return t;
-    case Role::attn_k:
-    case Role::attn_q:
-      if (f == kIQ3_XS) return GgmlType::IQ3_XXS;
-      if (f == kIQ3_XXS) return GgmlType::IQ2_S;
-      return t;
-    case Role::ffn_down: return f == kIQ3_M && layer < n_layer / 8 ? GgmlType::Q4_K : t;
-    case Role::attn_output:
-      if (f == kIQ3_XXS) return GgmlType::IQ3_S;
-      if (f == kIQ3_M) return GgmlType::Q4_K;
-      return t;
-    case Role::ffn_gate:
-    case Role::ffn_up:
-      return f == kIQ3_XS && layer >= n_layer / 8 && layer < 7 * n_layer / 8 ? GgmlType::IQ3_XXS : t;
-    default: return t;
-  }
-}
+using Role = TensorRole;
 
 const FileType& file_type(std::string_view name) {
   const std::string u = upper(name);
@@ -493,9 +428,16 @@ std::vector<SynthTensor> synth_plan(const SynthPreset& p, std::string_view ftype
                           int64_t ne2 = 1) {
     GgmlType t = ft.type;
     if (is_iq_ftype(ft)) {
-      t = fallback(iq_type(ft.llama_ftype, ft.type, kind == 1 ? Role::output : role, ne0, layer, p.n_layer,
-                           p.n_head / p.n_head_kv),
-                   ne0);
+      // With an importance matrix (llama-quantize refuses IQ2_XXS, IQ2_XS,
+      // IQ2_S, IQ1_S and IQ1_M without one, and the files users download
+      // have one); every preset's FFN roles come once per layer, so the
+      // running counts are the layer.
+      IqMixModel m;
+      m.llama_ftype = ft.llama_ftype;
+      m.n_layer = p.n_layer;
+      m.n_gqa = p.n_head / p.n_head_kv;
+      m.n_expert = p.n_expert;
+      t = fallback(iq_mix_type(m, ft.type, kind == 1 ? Role::output : role, ne0, layer, layer), ne0);
     } else if (ft.type == GgmlType::MXFP4) {
       // llama-quantize's MXFP4_MOE: the merged experts (3-D) MXFP4, every
       // other matrix Q8_0, the output included.

@@ -172,6 +172,7 @@ SYNAPSE_DECLARE_FORMAT(q4_1)
 SYNAPSE_DECLARE_FORMAT(q5_0)
 SYNAPSE_DECLARE_FORMAT(q5_1)
 SYNAPSE_DECLARE_FORMAT(q8_0)
+void quantize_row_q8_0_ref(const float* x, void* y, int64_t n);  // weights (llama-quantize)
 SYNAPSE_DECLARE_FORMAT(q8_1)
 SYNAPSE_DECLARE_FORMAT(iq4_nl)
 SYNAPSE_DECLARE_FORMAT(mxfp4)
@@ -189,6 +190,12 @@ SYNAPSE_DECLARE_FORMAT(q3_K)
 SYNAPSE_DECLARE_FORMAT(q4_K)
 SYNAPSE_DECLARE_FORMAT(q5_K)
 SYNAPSE_DECLARE_FORMAT(q6_K)
+// With an importance matrix (quant_weights: [n]; ggml's quantize_row_<t>_impl;
+// k_quants.cpp and k_quants_imatrix.cpp).
+void quantize_q2_K_weighted(const float* x, void* y, int64_t n, const float* quant_weights);
+void quantize_q4_K_weighted(const float* x, void* y, int64_t n, const float* quant_weights);
+void quantize_q5_K_weighted(const float* x, void* y, int64_t n, const float* quant_weights);
+void quantize_q6_K_weighted(const float* x, void* y, int64_t n, const float* quant_weights);
 SYNAPSE_DECLARE_FORMAT(q8_K)
 SYNAPSE_DECLARE_FORMAT(iq4_xs)
 float vec_dot_q2_K_q8_K(int64_t n, const void* w, const void* a);

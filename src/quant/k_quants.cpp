@@ -31,6 +31,7 @@
 #include <cstring>
 
 #include "quant/formats.hpp"
+#include "quant/quant_search.hpp"
 
 namespace synapse::quant {
 namespace {
@@ -38,19 +39,12 @@ namespace {
 // ggml's GROUP_MAX_EPS: a (sub-)block whose largest |x| is below it is zero.
 constexpr float kGroupMaxEps = 1e-15f;
 
-// ggml's nearest_int: adds 1.5 * 2^23 so the FPU's round-to-nearest-even
-// leaves the integer in the low mantissa bits. Valid for |fval| <= 4194303;
-// ties go to the even integer (nearest_int(2.5f) == 2).
-inline int nearest_int(float fval) {
-  const float val = fval + 12582912.f;
-  const int32_t i = std::bit_cast<int32_t>(val);
-  return (i & 0x007fffff) - 0x00400000;
-}
 
-// ggml's make_qx_quants with rmse_type 1 and no importance weights (w = x^2),
-// the only case the weight quantizers here use. Fits x[0..n) ~ scale * l with
-// l in [-nmax, nmax-1]; writes L[i] = l + nmax and returns scale.
-float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
+// ggml's make_qx_quants with rmse_type 1, the only case the weight
+// quantizers here use: weights qw[i] (an importance matrix's) or, without
+// them, x^2. Fits x[0..n) ~ scale * l with l in [-nmax, nmax-1]; writes
+// L[i] = l + nmax and returns scale.
+float make_qx_quants(int n, int nmax, const float* x, int8_t* L, const float* qw = nullptr) {
   float max = 0;
   float amax = 0;
   for (int i = 0; i < n; ++i) {
@@ -71,7 +65,7 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
     int l = nearest_int(iscale * x[i]);
     l = std::max(-nmax, std::min(nmax - 1, l));
     L[i] = static_cast<int8_t>(l + nmax);
-    const float w = x[i] * x[i];
+    const float w = qw ? qw[i] : x[i] * x[i];
     sumlx += w * x[i] * l;
     suml2 += w * l * l;
   }
@@ -84,7 +78,7 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
     for (int i = 0; i < n; ++i) {
       int l = nearest_int(iscale * x[i]);
       l = std::max(-nmax, std::min(nmax - 1, l));
-      const float w = x[i] * x[i];
+      const float w = qw ? qw[i] : x[i] * x[i];
       sumlx += w * x[i] * l;
       suml2 += w * l * l;
     }
@@ -154,6 +148,8 @@ float make_q3_quants(int n, int nmax, const float* x, int8_t* L) {
   for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(L[i] + nmax);
   return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
+
+}  // namespace
 
 // ggml's make_qkx2_quants: asymmetric fit x ~ scale * l - the_min with l in
 // [0, nmax] and min <= 0, minimizing the weighted squared (or absolute, when
@@ -230,6 +226,8 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
   *the_min = -min;
   return scale;
 }
+
+namespace {
 
 // Inverse of get_scale_min_k4 (formats.hpp): packs 6-bit scale ls and min lm of sub-block j.
 // `scales` must be zeroed first (bits 6-7 of bytes 0-7 are or-ed in).
@@ -793,8 +791,9 @@ float vec_dot_q5_K_q8_K(int64_t n, const void* vw, const void* va) {
 // Per 128 values: ql[l] holds values l (low nibble) and l+64 (high nibble),
 // ql[l+32] values l+32 and l+96; qh[l] bits 0,2,4,6: values l, l+32, l+64, l+96.
 
-// quantize_row_q6_K_ref.
-void quantize_row_q6_K(const float* x, void* vy, int64_t n) {
+// quantize_row_q6_K_ref (quant_weights nullptr) and quantize_row_q6_K_impl
+// (an importance matrix, [n] floats, as make_qx_quants' weights).
+void quantize_q6_K_weighted(const float* x, void* vy, int64_t n, const float* quant_weights) {
   auto* y = static_cast<block_q6_K*>(vy);
   const int64_t nb = n / QK_K;
   int8_t L[QK_K];
@@ -803,7 +802,8 @@ void quantize_row_q6_K(const float* x, void* vy, int64_t n) {
     float max_scale = 0;
     float max_abs_scale = 0;
     for (int ib = 0; ib < QK_K / 16; ++ib) {
-      const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
+      const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib,
+                                         quant_weights ? quant_weights + QK_K * i + 16 * ib : nullptr);
       scales[ib] = scale;
       const float abs_scale = std::fabs(scale);
       if (abs_scale > max_abs_scale) {
@@ -851,6 +851,7 @@ void quantize_row_q6_K(const float* x, void* vy, int64_t n) {
   }
 }
 
+void quantize_row_q6_K(const float* x, void* vy, int64_t n) { quantize_q6_K_weighted(x, vy, n, nullptr); }
 
 // dequantize_row_q6_K: y = (d * sc) * q.
 void dequantize_row_q6_K(const void* vx, float* y, int64_t n) {

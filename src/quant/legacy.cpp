@@ -401,10 +401,9 @@ float vec_dot_q5_1_q8_1(int64_t n, const void* vw, const void* va) {
 // ---------------------------------------------------------------- Q8_0
 // block_q8_0: d (fp16), 32 int8 q; value = q * d.
 
-// Activation quantizer (also used for Q8_0 weights by `synapse quantize`):
-// ggml's x86 AVX2 quantize_row_q8_0, bit for bit. Note llama-quantize's
-// quantize_row_q8_0_ref (id = 1/d, roundf) can differ from it by one step at
-// some elements. Scalar reference here; the AVX2 version (legacy_avx2.cpp)
+// Activation quantizer: ggml's x86 AVX2 quantize_row_q8_0, bit for bit.
+// llama-quantize's weights take quantize_row_q8_0_ref below (id = 1/d,
+// roundf), which can differ from it by one step at some elements. Scalar reference here; the AVX2 version (legacy_avx2.cpp)
 // is the AVX2 kernel table's.
 void quantize_row_q8_0(const float* x, void* vy, int64_t n) {
   auto* y = static_cast<block_q8_0*>(vy);
@@ -413,6 +412,20 @@ void quantize_row_q8_0(const float* x, void* vy, int64_t n) {
     int32_t sum = 0;
     const float d = quantize_block_q8_avx2(x, y[i].qs, sum);
     y[i].d = fp32_to_fp16(d);
+  }
+}
+
+// ggml's quantize_row_q8_0_ref, what llama-quantize writes for Q8_0
+// weights: d = amax / 127, q = roundf(x * (1/d)).
+void quantize_row_q8_0_ref(const float* x, void* vy, int64_t n) {
+  auto* y = static_cast<block_q8_0*>(vy);
+  for (int64_t i = 0; i < n / QK8_0; ++i, x += QK8_0) {
+    float amax = 0;
+    for (int j = 0; j < QK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    y[i].d = fp32_to_fp16(d);
+    for (int j = 0; j < QK8_0; ++j) y[i].qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
   }
 }
 

@@ -11,6 +11,7 @@
 
 #include "quant/formats.hpp"
 #include "quant/gemm_packs.hpp"
+#include "quant/iq_quantize.hpp"
 #include "quant/kernel_table.hpp"
 #include "quant/simd.hpp"
 #include "synapse/error.hpp"
@@ -58,8 +59,9 @@ constexpr ScalarRow kScalarRows[] = {
     {G::TQ1_0, G::Q8_K, dequantize_row_tq1_0, quantize_row_tq1_0, vec_dot_tq1_0_q8_K, nullptr},
     {G::TQ2_0, G::Q8_K, dequantize_row_tq2_0, quantize_row_tq2_0, vec_dot_tq2_0_q8_K, nullptr},
     {G::MXFP4, G::Q8_0, dequantize_row_mxfp4, quantize_row_mxfp4, vec_dot_mxfp4_q8_0, nullptr},
-    // The lattice formats (iq_quants.cpp): no quantizer (ggml's needs an
-    // importance matrix for most of them; synapse reads them only).
+    // The lattice formats (iq_quants.cpp): no row quantizer here (ggml's
+    // needs an importance matrix for most of them); quantize_weights runs
+    // them (iq_quantize.cpp).
     {G::IQ2_XXS, G::Q8_K, dequantize_row_iq2_xxs, nullptr, vec_dot_iq2_xxs_q8_K, nullptr},
     {G::IQ2_XS, G::Q8_K, dequantize_row_iq2_xs, nullptr, vec_dot_iq2_xs_q8_K, nullptr},
     {G::IQ2_S, G::Q8_K, dequantize_row_iq2_s, nullptr, vec_dot_iq2_s_q8_K, nullptr},
@@ -307,6 +309,56 @@ void quantize_row(const KernelTable& k, GgmlType t, const float* x, void* y, int
 }
 
 void quantize_row(GgmlType t, const float* x, void* y, int64_t n) { quantize_row(active_kernels(), t, x, y, n); }
+
+bool requires_imatrix(GgmlType t) noexcept {
+  return t == G::IQ2_XXS || t == G::IQ2_XS || t == G::IQ1_S;
+}
+
+namespace {
+// The lattice types synapse quantizes (iq_quantize.cpp).
+bool is_lattice_quantizer(GgmlType t) {
+  switch (t) {
+    case G::IQ2_XXS: case G::IQ2_XS: case G::IQ2_S: case G::IQ3_XXS: case G::IQ3_S: case G::IQ1_S: case G::IQ1_M:
+      return true;
+    default: return false;
+  }
+}
+}  // namespace
+
+bool imatrix_quantizer(GgmlType t) noexcept {
+  switch (t) {
+    case G::F32: case G::F16: case G::BF16: case G::Q8_0: case G::TQ1_0: case G::TQ2_0: case G::MXFP4: return true;
+    case G::Q2_K: case G::Q4_K: case G::Q5_K: case G::Q6_K: return true;
+    default: return is_lattice_quantizer(t);
+  }
+}
+
+void quantize_weights(GgmlType t, const float* x, void* y, int64_t n, const float* imatrix) {
+  check_row(t, n, "quantize_weights");
+  if (imatrix == nullptr && requires_imatrix(t))
+    throw Error(Errc::invalid_argument, "quantizing to " + std::string(type_name(t)) + " needs an importance matrix");
+  if (is_lattice_quantizer(t)) {
+    quantize_iq_row(t, x, y, n, imatrix);
+    return;
+  }
+  if (t == G::Q8_0) {
+    quantize_row_q8_0_ref(x, y, n);
+    return;
+  }
+  if (imatrix != nullptr) {
+    switch (t) {
+      case G::Q2_K: quantize_q2_K_weighted(x, y, n, imatrix); return;
+      case G::Q4_K: quantize_q4_K_weighted(x, y, n, imatrix); return;
+      case G::Q5_K: quantize_q5_K_weighted(x, y, n, imatrix); return;
+      case G::Q6_K: quantize_q6_K_weighted(x, y, n, imatrix); return;
+      default: break;
+    }
+  }
+  if (imatrix != nullptr && !imatrix_quantizer(t))
+    throw Error(Errc::unsupported, "quantizing to " + std::string(type_name(t)) +
+                                       " with an importance matrix is not implemented");
+  quantize_row(t, x, y, n);
+}
 
 void dequantize_row(GgmlType t, const void* x, float* y, int64_t n) {
   check_row(t, n, "dequantize_row");

@@ -41,6 +41,28 @@ void quantize_row(const KernelTable& k, GgmlType t, const float* x, void* y, int
 // The same with active_kernels()'s quantizer.
 void quantize_row(GgmlType t, const float* x, void* y, int64_t n);
 
+// One row of weights as llama-quantize converts it: ggml_quantize_chunk(t,
+// x, y, 0, 1, n, imatrix) of llama.cpp v0.5.0. imatrix: [n] floats, the
+// importance of each column (llama-imatrix's mean squared activation), or
+// nullptr. Without one every type is quantize_row's reference quantizer
+// (for Q8_0 ggml's quantize_row_q8_0_ref, not the activation quantizer);
+// with one the lattice types (IQ2_XXS ... IQ1_M) run ggml's weighted
+// search (iq_quantize.cpp), the types whose ggml quantizer ignores it
+// (Q8_0, TQ1_0, TQ2_0, MXFP4, F16, BF16) their reference one.
+// x: [n]; y: row_size(t, n) bytes. Throws Error(invalid_argument) for n not
+// a multiple of the block, or no imatrix for IQ2_XXS, IQ2_XS or IQ1_S
+// (ggml_quantize_requires_imatrix); Error(unsupported) for a type with no
+// quantizer, or an imatrix for a type whose weighted quantizer synapse lacks
+// (imatrix_quantizer(t) false).
+void quantize_weights(GgmlType t, const float* x, void* y, int64_t n, const float* imatrix);
+
+// True when quantize_weights(t, ..., imatrix) accepts an importance matrix:
+// synapse has ggml's weighted quantizer for t, or ggml's ignores it.
+bool imatrix_quantizer(GgmlType t) noexcept;
+
+// ggml_quantize_requires_imatrix: IQ2_XXS, IQ2_XS, IQ1_S.
+bool requires_imatrix(GgmlType t) noexcept;
+
 // Converts one row of `n` elements of type `t` to floats (ggml's
 // dequantize_row_* / to_float). Same errors as quantize_row.
 void dequantize_row(GgmlType t, const void* x, float* y, int64_t n);

@@ -12,13 +12,16 @@
 #include <charconv>
 #include <cmath>
 #include <exception>
+#include <map>
 #include <span>
 #include <thread>
 
 #include "base/thread_pool.hpp"
+#include "model/iq_mix.hpp"
 #include "quant/formats.hpp"
 #include "quant/fp16.hpp"
 #include "quant/quant.hpp"
+#include "runtime/imatrix.hpp"
 #include "synapse/error.hpp"
 
 namespace synapse::runtime {
@@ -31,7 +34,7 @@ struct FileTypeName {
 
 // Canonical names first (file_type_name returns the first match), then the
 // aliases llama-quantize accepts.
-constexpr std::array<FileTypeName, 25> kFileTypes = {{
+constexpr std::array<FileTypeName, 35> kFileTypes = {{
     {"F32", FileType::ALL_F32},
     {"F16", FileType::MOSTLY_F16},
     {"BF16", FileType::MOSTLY_BF16},
@@ -49,6 +52,16 @@ constexpr std::array<FileTypeName, 25> kFileTypes = {{
     {"Q5_K_S", FileType::MOSTLY_Q5_K_S},
     {"Q5_K_M", FileType::MOSTLY_Q5_K_M},
     {"Q6_K", FileType::MOSTLY_Q6_K},
+    {"IQ2_XXS", FileType::MOSTLY_IQ2_XXS},
+    {"IQ2_XS", FileType::MOSTLY_IQ2_XS},
+    {"IQ2_S", FileType::MOSTLY_IQ2_S},
+    {"IQ2_M", FileType::MOSTLY_IQ2_M},
+    {"IQ1_S", FileType::MOSTLY_IQ1_S},
+    {"IQ1_M", FileType::MOSTLY_IQ1_M},
+    {"IQ3_XXS", FileType::MOSTLY_IQ3_XXS},
+    {"IQ3_XS", FileType::MOSTLY_IQ3_XS},
+    {"IQ3_S", FileType::MOSTLY_IQ3_S},
+    {"IQ3_M", FileType::MOSTLY_IQ3_M},
     {"IQ4_NL", FileType::MOSTLY_IQ4_NL},
     {"IQ4_XS", FileType::MOSTLY_IQ4_XS},
     {"TQ1_0", FileType::MOSTLY_TQ1_0},
@@ -120,6 +133,9 @@ struct QuantizeState {
   int n_attention_wv = 0;
   int i_attention_wv = 0;
   int i_ffn_down = 0;
+  int i_ffn_gate = 0;
+  int i_ffn_up = 0;
+  bool has_imatrix = false;
 
   int n_gqa() const { return n_head_kv > 0 ? n_head / n_head_kv : 0; }  // llama_hparams::n_gqa(0)
   bool falcon() const { return arch == "falcon"; }
@@ -188,6 +204,8 @@ GgmlType fallback_type(GgmlType t, int64_t ncols, bool& fell_back) {
   GgmlType r = GgmlType::F16;
   switch (t) {
     case GgmlType::TQ1_0: case GgmlType::TQ2_0: r = GgmlType::Q4_0; break;
+    case GgmlType::IQ1_S: case GgmlType::IQ1_M: case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS:
+    case GgmlType::IQ2_S: case GgmlType::IQ3_XXS: case GgmlType::IQ3_S: r = GgmlType::IQ4_NL; break;
     case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::IQ4_XS: r = GgmlType::IQ4_NL; break;
     case GgmlType::Q4_K: r = GgmlType::Q5_0; break;
     case GgmlType::Q5_K: r = GgmlType::Q5_1; break;
@@ -197,12 +215,51 @@ GgmlType fallback_type(GgmlType t, int64_t ncols, bool& fell_back) {
   return ncols % block_size(r) == 0 ? r : GgmlType::F16;
 }
 
+// llama_tensor_get_type for the IQ file types (v0.5.0): the tensor's
+// category (tensor_get_category, in its order), llama-quantize's running
+// counts, then the shared rules of model/iq_mix.hpp.
+GgmlType iq_mixed_type(QuantizeState& qs, GgmlType new_type, const std::string& name, const std::array<int64_t, 4>& ne,
+                       FileType ft, std::optional<GgmlType> output_type) {
+  using R = model::TensorRole;
+  R role = R::other;
+  if (name == "output.weight") role = R::output;
+  else if (name == "token_embd.weight" || name == "per_layer_token_embd.weight") role = qs.has_output ? R::token_embd : R::output;
+  else if (contains(name, "attn_qkv.weight") || contains(name, "attn_kv_b.weight") || contains(name, "attn_v.weight")) role = R::attn_v;
+  else if (contains(name, "attn_k.weight")) role = R::attn_k;
+  else if (contains(name, "attn_q.weight")) role = R::attn_q;
+  else if (contains(name, "attn_output.weight")) role = R::attn_output;
+  else if (contains(name, "ffn_up")) role = R::ffn_up;
+  else if (contains(name, "ffn_gate")) role = R::ffn_gate;
+  else if (contains(name, "ffn_down")) role = R::ffn_down;
+  if (role == R::output && output_type) return *output_type;
+
+  model::IqMixModel m;
+  m.llama_ftype = static_cast<uint32_t>(ft);
+  m.n_layer = qs.n_layer;
+  m.n_gqa = qs.n_gqa();
+  m.n_expert = qs.n_expert;
+  m.has_imatrix = qs.has_imatrix;
+  m.is_70b = qs.is_70b;
+  m.falcon = qs.falcon();
+  int64_t layer = -1;
+  const int i_ffn_down = qs.i_ffn_down;
+  switch (role) {
+    case R::attn_v: ++qs.i_attention_wv; break;
+    case R::ffn_down: layer = ffn_layer(qs, qs.i_ffn_down++, name); break;
+    case R::ffn_gate: layer = ffn_layer(qs, qs.i_ffn_gate++, name); break;
+    case R::ffn_up: layer = ffn_layer(qs, qs.i_ffn_up++, name); break;
+    default: break;
+  }
+  return model::iq_mix_type(m, new_type, role, ne[0], layer, i_ffn_down);
+}
+
 // llama_tensor_get_type without its fallback step, restricted to the file
-// types synapse writes (the IQ1/IQ2/IQ3 branches cannot be reached).
+// types synapse writes (the IQ file types: iq_mixed_type).
 GgmlType mixed_type(QuantizeState& qs, GgmlType new_type, const std::string& name, const std::array<int64_t, 4>& ne,
                     FileType ft, std::optional<GgmlType> output_type) {
   using F = FileType;
   using T = GgmlType;
+  if (model::is_iq_ftype(static_cast<uint32_t>(ft))) return iq_mixed_type(qs, new_type, name, ne, ft, output_type);
   const int64_t ncols = ne[0];
   if (name == "output.weight" || (!qs.has_output && name == "token_embd.weight")) {
     // The output (and a tied token_embd, which serves as the output).
@@ -291,40 +348,15 @@ GgmlType mixed_type(QuantizeState& qs, GgmlType new_type, const std::string& nam
   return new_type;
 }
 
-// ggml's quantize_row_q8_0_ref, what llama-quantize writes for Q8_0 weights:
-// d = amax / 127, q = roundf(x * (1/d)). quant::quantize_row(Q8_0) is the
-// activation quantizer of ggml's AVX2 build, which rounds differently at a
-// few ties (see legacy.cpp), so weights take this one.
-void quantize_row_q8_0_ref(const float* x, void* vy, int64_t n) {
-  using quant::QK8_0;
-  auto* y = static_cast<quant::block_q8_0*>(vy);
-  for (int64_t i = 0; i < n / QK8_0; ++i, x += QK8_0) {
-    float amax = 0;
-    for (int j = 0; j < QK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
-    const float d = amax / 127.0f;
-    const float id = d != 0 ? 1.0f / d : 0.0f;
-    y[i].d = quant::fp32_to_fp16(d);
-    for (int j = 0; j < QK8_0; ++j) y[i].qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
-  }
-}
-
-// One row of weights as llama-quantize converts it (ggml_quantize_chunk
-// without importance matrix).
-void quantize_weight_row(GgmlType t, const float* x, void* y, int64_t n) {
-  if (t == GgmlType::Q8_0) {
-    quantize_row_q8_0_ref(x, y, n);
-  } else {
-    quant::quantize_row(t, x, y, n);
-  }
-}
-
 uint64_t tensor_bytes(GgmlType t, const std::array<int64_t, 4>& ne) {
   return row_size(t, ne[0]) * static_cast<uint64_t>(ne[1] * ne[2] * ne[3]);
 }
 
 // Converts the rows [r0, r1) of one tensor: source rows (any type synapse can
-// read) to floats, checked finite, then to `to`.
-void convert_rows(const TensorPlan& p, const uint8_t* src, uint8_t* dst, int64_t r0, int64_t r1) {
+// read) to floats, checked finite, then to `to`. imatrix: nullptr, or
+// [ne[2] * ne[0]] importances, one slice per expert (rows of ne[1]).
+void convert_rows(const TensorPlan& p, const uint8_t* src, uint8_t* dst, int64_t r0, int64_t r1,
+                  const float* imatrix) {
   const int64_t n = p.ne[0];
   const size_t rs_in = row_size(p.from, n), rs_out = row_size(p.to, n);
   std::vector<float> buf(p.from == GgmlType::F32 ? 0 : static_cast<size_t>(n));
@@ -340,7 +372,7 @@ void convert_rows(const TensorPlan& p, const uint8_t* src, uint8_t* dst, int64_t
       if (!std::isfinite(x[j]))
         throw Error(Errc::format, "tensor " + p.name + ": non-finite value at row " + std::to_string(r) +
                                       ", column " + std::to_string(j));
-    quantize_weight_row(p.to, x, dst + r * rs_out, n);
+    quant::quantize_weights(p.to, x, dst + r * rs_out, n, imatrix ? imatrix + (r / p.ne[1]) * n : nullptr);
   }
 }
 
@@ -386,6 +418,7 @@ std::vector<TensorPlan> quantize_model(const std::string& fname_inp, const std::
   opt.quantize_output_tensor = params.quantize_output_tensor;
   opt.output_tensor_type = params.output_tensor_type;
   opt.token_embedding_type = params.token_embedding_type;
+  opt.imatrix_file = params.imatrix;
   opt.n_threads = params.nthread > 0 ? params.nthread : base::default_thread_count();
   return runtime::quantize_file(fname_inp, fname_out, opt, on_tensor);
 }
@@ -414,6 +447,11 @@ GgmlType default_tensor_type(FileType ft) noexcept {
     case FileType::MOSTLY_TQ1_0: return GgmlType::TQ1_0;
     case FileType::MOSTLY_TQ2_0: return GgmlType::TQ2_0;
     case FileType::MOSTLY_MXFP4_MOE: return GgmlType::MXFP4;
+    case FileType::MOSTLY_IQ2_XXS: case FileType::MOSTLY_IQ2_XS: case FileType::MOSTLY_IQ2_S:
+    case FileType::MOSTLY_IQ2_M: case FileType::MOSTLY_IQ1_S: case FileType::MOSTLY_IQ1_M:
+    case FileType::MOSTLY_IQ3_XXS: case FileType::MOSTLY_IQ3_XS: case FileType::MOSTLY_IQ3_S:
+    case FileType::MOSTLY_IQ3_M:
+      return model::iq_default_type(static_cast<uint32_t>(ft));
   }
   return GgmlType::F32;
 }
@@ -439,6 +477,7 @@ GgmlType explicit_type(GgmlType type, const gguf::TensorInfo& t, const char* fie
 
 std::vector<TensorPlan> plan_quantization(const gguf::File& in, const QuantizeOptions& opt) {
   QuantizeState qs = read_state(in);
+  qs.has_imatrix = !opt.imatrix_file.empty();
 
   // llama_model_loader::weights_map order (weight_name_comparer).
   std::vector<const gguf::TensorInfo*> order;
@@ -480,15 +519,90 @@ std::vector<TensorPlan> plan_quantization(const gguf::File& in, const QuantizeOp
   return plan;
 }
 
+namespace {
+
+// tensor_requires_imatrix (llama-quant.cpp v0.5.0): the lattice types but
+// IQ3_S, except for token_embd and output. (Its Q2_K case is for file type
+// Q2_K_S, which synapse does not write.)
+bool requires_imatrix(const TensorPlan& p) {
+  if (p.name == "token_embd.weight" || p.name == "per_layer_token_embd.weight" || p.name == "output.weight")
+    return false;
+  switch (p.to) {
+    case GgmlType::IQ3_XXS: case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS: case GgmlType::IQ2_S:
+    case GgmlType::IQ1_M: case GgmlType::IQ1_S: return true;
+    default: return false;
+  }
+}
+
+// The importance matrix as llama-quantize holds it: per tensor name the
+// normalised importances (imatrix.hpp), with what it records in the output.
+struct ImatrixData {
+  std::map<std::string, std::vector<float>> importance;
+  std::string dataset;  // the first of imatrix.datasets, if any
+  int32_t chunk_count = 0;
+};
+
+// tools/quantize/quantize.cpp load_imatrix and llama_model_quantize_impl's
+// check for non-finite values.
+ImatrixData read_imatrix_data(const std::string& path) {
+  const Imatrix m = load_imatrix(path);
+  if (!m.is_legacy && !m.has_metadata)
+    throw Error(Errc::format, "imatrix " + path + ": missing imatrix metadata (imatrix.datasets, chunk_count, chunk_size)");
+  ImatrixData d;
+  for (const auto& [name, e] : m.entries) {
+    std::vector<float> v = imatrix_importance(e, m.is_legacy);
+    for (float f : v)
+      if (!std::isfinite(f))
+        throw Error(Errc::format, "imatrix " + path + ": imatrix contains non-finite value " + std::to_string(f) +
+                                      " (entry " + name + ")");
+    d.importance.emplace(name, std::move(v));
+  }
+  if (!m.datasets.empty()) d.dataset = m.datasets[0];
+  d.chunk_count = m.chunk_count;
+  return d;
+}
+
+// llama-quantize's kv override strings: at most 127 bytes (val_str[128]).
+std::string kv_override_string(const std::string& s) { return s.substr(0, std::min<size_t>(s.size(), 127)); }
+
+}  // namespace
+
 gguf::Writer quantize_model(const gguf::File& in, const QuantizeOptions& opt,
                             const std::function<void(const TensorPlan&)>& on_tensor) {
   const std::vector<TensorPlan> plan = plan_quantization(in, opt);
+  const bool with_imatrix = !opt.imatrix_file.empty();
+  const ImatrixData imx = with_imatrix ? read_imatrix_data(opt.imatrix_file) : ImatrixData{};
+
+  // llama_model_quantize_impl's first pass: refuse before writing anything.
+  for (const TensorPlan& p : plan) {
+    if (!p.quantizable || p.to == p.from) continue;
+    if (!with_imatrix && requires_imatrix(p))
+      throw Error(Errc::invalid_argument, "this quantization requires an importance matrix (--imatrix FILE): "
+                                          "offending tensor " + p.name + ", target type " +
+                                              std::string(type_name(p.to)));
+    const auto it = imx.importance.find(p.name);
+    if (it != imx.importance.end() && !quant::imatrix_quantizer(p.to))
+      throw Error(Errc::unsupported, "tensor " + p.name + ": quantizing to " + std::string(type_name(p.to)) +
+                                         " with an importance matrix is not implemented in synapse");
+  }
 
   gguf::Writer w;
+  const auto overridden = [&](const std::string& key) {
+    return key == "general.quantization_version" || key == "general.file_type" ||
+           (with_imatrix && (key == "quantize.imatrix.file" || key == "quantize.imatrix.dataset" ||
+                             key == "quantize.imatrix.entries_count" || key == "quantize.imatrix.chunks_count"));
+  };
   for (const gguf::KeyValue& kv : in.metadata())
-    if (kv.key != "general.quantization_version" && kv.key != "general.file_type") w.set_value(kv.key, kv.value);
+    if (!overridden(kv.key)) w.set_value(kv.key, kv.value);
   w.set_u32("general.quantization_version", 2);  // GGML_QNT_VERSION
   w.set_u32("general.file_type", static_cast<uint32_t>(opt.ftype));
+  if (with_imatrix) {
+    // tools/quantize/quantize.cpp's kv overrides, in its order.
+    w.set_string("quantize.imatrix.file", kv_override_string(opt.imatrix_file));
+    if (!imx.dataset.empty()) w.set_string("quantize.imatrix.dataset", kv_override_string(imx.dataset));
+    w.set_u32("quantize.imatrix.entries_count", static_cast<uint32_t>(imx.importance.size()));
+    if (imx.chunk_count > 0) w.set_u32("quantize.imatrix.chunks_count", static_cast<uint32_t>(imx.chunk_count));
+  }
 
   const int n_threads = std::max(1, opt.n_threads);
   std::vector<uint8_t> out;
@@ -505,18 +619,34 @@ gguf::Writer quantize_model(const gguf::File& in, const QuantizeOptions& opt,
       if (is_quantized(p.from) && !opt.allow_requantize)
         throw Error(Errc::invalid_argument, "tensor " + p.name + " is already quantized (" + std::string(from.name) +
                                                 "); requantizing loses accuracy, pass --allow-requantize to do it");
+      // The matrix's importances: llama-quantize's lookup by name, used
+      // when they cover ne[0] columns of every expert (token_embd's
+      // mismatch is ignored, as llama-quantize ignores it).
+      const float* imatrix = nullptr;
+      if (const auto it = imx.importance.find(p.name); it != imx.importance.end()) {
+        if (it->second.size() == static_cast<size_t>(p.ne[0] * p.ne[2])) {
+          imatrix = it->second.data();
+        } else if (p.name != "token_embd.weight" && p.name != "per_layer_token_embd.weight") {
+          throw Error(Errc::format, "imatrix size " + std::to_string(it->second.size()) +
+                                        " is different from tensor size " + std::to_string(p.ne[0] * p.ne[2]) +
+                                        " for " + p.name);
+        }
+      }
+      if (imatrix == nullptr && requires_imatrix(p))
+        throw Error(Errc::invalid_argument, "Missing importance matrix for tensor " + p.name +
+                                                " in a very low-bit quantization");
       out.assign(p.bytes_out, 0);
       const int64_t n_rows = p.ne[1] * p.ne[2] * p.ne[3];
       const int64_t n_use = std::min<int64_t>(n_threads, n_rows);
       if (n_use <= 1) {
-        convert_rows(p, t.data, out.data(), 0, n_rows);
+        convert_rows(p, t.data, out.data(), 0, n_rows, imatrix);
       } else {
         std::vector<std::thread> workers;
         std::vector<std::exception_ptr> errors(static_cast<size_t>(n_use));
         for (int64_t k = 0; k < n_use; ++k)
           workers.emplace_back([&, k] {
             try {
-              convert_rows(p, t.data, out.data(), n_rows * k / n_use, n_rows * (k + 1) / n_use);
+              convert_rows(p, t.data, out.data(), n_rows * k / n_use, n_rows * (k + 1) / n_use, imatrix);
             } catch (...) {
               errors[static_cast<size_t>(k)] = std::current_exception();
             }

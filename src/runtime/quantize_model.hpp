@@ -6,10 +6,13 @@
 // the mixed presets (Q4_K_M, Q5_K_M, Q3_K_S/M/L, Q2_K, ...), its fallbacks for
 // rows that are not a multiple of the block size, its tensor order and its
 // metadata (every key copied; general.quantization_version = 2 and
-// general.file_type = the LLAMA_FTYPE value, both moved to the end). The
-// weights are converted with quant::quantize_row, ggml's reference quantizers
-// without importance matrix, which is what llama-quantize runs without
-// --imatrix, so the tensor data is byte-identical too.
+// general.file_type = the LLAMA_FTYPE value, both moved to the end, then
+// the quantize.imatrix.* keys with an importance matrix). The weights are
+// converted with quant::quantize_weights, ggml_quantize_chunk with the
+// imatrix entry of each matrix (llama-quantize v0.5.0's lookup by tensor
+// name, one slice of ne[0] per expert of a 3-D tensor), so the tensor data
+// is byte-identical too. The IQ file types' mixes follow v0.5.0
+// (model/iq_mix.hpp).
 //
 // Where llama-quantize aborts, synapse does something useful instead (both
 // noted at the code): a row length that fits no block of the chosen type
@@ -54,6 +57,7 @@ struct QuantizeOptions {
   bool quantize_output_tensor = true;        // false: llama-quantize --leave-output-tensor
   std::optional<GgmlType> output_tensor_type;    // --output-tensor-type
   std::optional<GgmlType> token_embedding_type;  // --token-embedding-type
+  std::string imatrix_file;  // --imatrix: an importance matrix (runtime/imatrix.hpp); empty: none
 };
 
 // Chooses the output type of every tensor of `in`, in llama-quantize's output

@@ -48,6 +48,7 @@ const Expected kFiles[] = {
     {"models/tiny-llama-iq2_xxs.gguf", 3, 28, 21, 22176, 586400, 564224, 6356578u},
     {"models/tiny-llama-iq3_s.gguf", 3, 28, 21, 22176, 928416, 906240, 10336507u},
     {"models/tiny-llama-iq3_xxs.gguf", 3, 28, 21, 22176, 830112, 807936, 8969553u},
+    {"models/tiny-llama-iq3_xs-mix.gguf", 3, 28, 21, 22176, 1003168, 980992, 10336507u},
     {"models/tiny-llama-iq4_nl.gguf", 3, 24, 21, 21888, 1206656, 1184768, 14059929u},
     {"models/tiny-llama-iq4_xs.gguf", 3, 24, 21, 21888, 1141120, 1119232, 13483365u},
     {"models/tiny-llama-q2_k.gguf", 3, 24, 21, 21888, 715136, 693248, 8419744u},

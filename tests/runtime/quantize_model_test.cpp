@@ -20,12 +20,14 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "base/thread_pool.hpp"
 #include "model/synth.hpp"
 #include "quant/quant.hpp"
+#include "runtime/imatrix.hpp"
 #include "runtime/quantize_model.hpp"
 #include "synapse/error.hpp"
 #include "synapse/gguf.hpp"
@@ -137,14 +139,25 @@ TEST(QuantizeModel, ParsesLlamaQuantizeTypeNames) {
   EXPECT_EQ(file_type_name(FileType::MOSTLY_Q3_K_L), "Q3_K_L");
   EXPECT_EQ(default_tensor_type(FileType::MOSTLY_Q3_K_S), GgmlType::Q3_K);
   EXPECT_EQ(default_tensor_type(FileType::MOSTLY_Q5_K_M), GgmlType::Q5_K);
-  for (const char* bad : {"Q9_0", "IQ2_XXS", "q4_k_mm", ""}) {
+  // The IQ file types (llama.h's ids) and their default tensor types
+  // (llama_ftype_get_default_type: IQ2_S means IQ2_XS tensors, IQ2_M IQ2_S).
+  EXPECT_EQ(static_cast<uint32_t>(parse_file_type("iq2_xxs")), 19u);
+  EXPECT_EQ(static_cast<uint32_t>(parse_file_type("IQ3_XS")), 22u);
+  EXPECT_EQ(static_cast<uint32_t>(parse_file_type("IQ1_M")), 31u);
+  EXPECT_EQ(default_tensor_type(FileType::MOSTLY_IQ2_S), GgmlType::IQ2_XS);
+  EXPECT_EQ(default_tensor_type(FileType::MOSTLY_IQ2_M), GgmlType::IQ2_S);
+  EXPECT_EQ(default_tensor_type(FileType::MOSTLY_IQ3_M), GgmlType::IQ3_S);
+  EXPECT_EQ(default_tensor_type(FileType::MOSTLY_IQ1_S), GgmlType::IQ1_S);
+  for (const char* bad : {"Q9_0", "IQ2_XXXS", "q4_k_mm", ""}) {
     try {
       parse_file_type(bad);
       ADD_FAILURE() << "'" << bad << "' accepted";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), Errc::invalid_argument);
       const std::string msg = e.what();
-      EXPECT_NE(msg.find("'" + std::string(bad) + "'"), std::string::npos) << msg;
+      // (appended, not "'" + ...: GCC 12's -Wrestrict misfires on that here)
+      const std::string quoted = std::string(1, '\'').append(bad).append(1, '\'');
+      EXPECT_NE(msg.find(quoted), std::string::npos) << msg;
       EXPECT_NE(msg.find("Q4_K_M"), std::string::npos) << msg;
       EXPECT_NE(msg.find("IQ4_NL"), std::string::npos) << msg;
     }
@@ -184,6 +197,191 @@ TEST(QuantizeModel, TinyLlamaSetMatchesLlamaQuantize) {
     EXPECT_EQ(c.n_identical, c.n_tensors) << label;
     EXPECT_EQ(mine.data_offset(), ref.data_offset()) << label;
     EXPECT_TRUE(image == read_file(ref_path)) << label << ": the file differs from llama-quantize's";
+  }
+}
+
+// The lattice types (llama-quantize v0.5.0 --pure --imatrix; PROVENANCE.md
+// gives each line): tiny-llama-f32 with tiny-llama.imatrix.gguf (which has
+// output.weight's entry, --process-output), token_embd Q2_K where
+// llama-quantize needs an imatrix it has no entry for; and the IQ3_XS mix
+// (output Q6_K weighted by the imatrix, token_embd IQ3_S without one,
+// attn_q/attn_k and layer 0's ffn_gate/ffn_up IQ3_XXS, the rest IQ3_S). The whole file,
+// quantize.imatrix.* keys included, byte-identical. llama-quantize records
+// the imatrix path as given, so the test gives it as the reference run did,
+// relative to the repository root.
+struct LatticeCase {
+  const char* ftype;   // the file type llama-quantize ran (IQ2_M: IQ2_S tensors)
+  const char* suffix;  // tiny-llama-<suffix>.gguf
+  bool embd_q2_K;      // --token-embedding-type q2_K
+  bool pure = true;    // --pure
+};
+
+constexpr LatticeCase kLatticeCases[] = {
+    {"IQ3_XXS", "iq3_xxs", false}, {"IQ3_S", "iq3_s", false}, {"IQ2_XXS", "iq2_xxs", true},
+    {"IQ2_XS", "iq2_xs", true},    {"IQ2_M", "iq2_s", true},  {"IQ1_S", "iq1_s", true},
+    {"IQ1_M", "iq1_m", false},     {"IQ3_XS", "iq3_xs-mix", false, false},
+};
+
+// Runs `f` with the working directory at the repository root.
+template <class F>
+void at_repository_root(F f) {
+  char cwd[4096];
+  ASSERT_NE(::getcwd(cwd, sizeof(cwd)), nullptr);
+  ASSERT_EQ(::chdir((std::string(SYNAPSE_TEST_DATA) + "/../..").c_str()), 0);
+  f();
+  ASSERT_EQ(::chdir(cwd), 0);
+}
+
+TEST(QuantizeModel, LatticeTypesWithImatrixMatchLlamaQuantize) {
+  const gguf::File master = gguf::File::open(kModels + "tiny-llama-f32.gguf");
+  at_repository_root([&] {
+    for (const LatticeCase& lc : kLatticeCases) {
+      QuantizeOptions opt;
+      opt.ftype = parse_file_type(lc.ftype);
+      opt.pure = lc.pure;
+      opt.n_threads = 2;
+      opt.imatrix_file = "tests/data/models/tiny-llama.imatrix.gguf";
+      if (lc.embd_q2_K) opt.token_embedding_type = GgmlType::Q2_K;
+      std::vector<uint8_t> image;
+      const gguf::File mine = quantize_in_memory(master, opt, &image);
+      const std::string ref_path = kModels + "tiny-llama-" + lc.suffix + ".gguf";
+      const gguf::File ref = gguf::File::open(ref_path);
+      const std::string label = std::string(lc.ftype) + (lc.pure ? " --pure" : "") + " --imatrix";
+      expect_same_metadata(mine, ref, label);
+      const Comparison c = compare_files(mine, ref, master, label);
+      EXPECT_EQ(c.n_tensors, 21) << label;
+      std::printf("[ quantize ] %-24s %2d/%2d tensors byte-identical, worst rms ratio %.6f\n", label.c_str(),
+                  c.n_identical, c.n_tensors, c.worst_ratio);
+      EXPECT_EQ(c.n_identical, c.n_tensors) << label;
+      EXPECT_TRUE(image == read_file(ref_path)) << label << ": the file differs from llama-quantize's";
+    }
+  });
+}
+
+// Without an importance matrix llama-quantize refuses the types that need
+// one before writing anything, naming the first tensor (token_embd and
+// output are exempt: --pure IQ3_XXS fails on blk.0.attn_k, the first
+// matrix in its order after them); with an imatrix whose entry does not fit
+// a tensor, it fails naming that tensor.
+TEST(QuantizeModel, LatticeTypesNeedAnImportanceMatrix) {
+  const gguf::File master = gguf::File::open(kModels + "tiny-llama-f32.gguf");
+  for (const char* ft : {"IQ2_XXS", "IQ2_XS", "IQ2_M", "IQ3_XXS", "IQ1_S", "IQ1_M"}) {
+    QuantizeOptions opt;
+    opt.ftype = parse_file_type(ft);
+    opt.pure = true;
+    try {
+      quantize_model(master, opt);
+      ADD_FAILURE() << ft << " quantized without an importance matrix";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::invalid_argument) << ft;
+      EXPECT_NE(std::string(e.what()).find("this quantization requires an importance matrix"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("offending tensor blk.0.attn_k.weight"), std::string::npos) << e.what();
+    }
+  }
+  // IQ3_S needs none (ggml's quantizer weights by x^2).
+  QuantizeOptions opt;
+  opt.ftype = FileType::MOSTLY_IQ3_S;
+  opt.pure = true;
+  EXPECT_EQ(quantize_in_memory(master, opt).find_tensor("blk.0.attn_k.weight")->type, GgmlType::IQ3_S);
+
+  // An imatrix with one entry, `name` of `n` columns.
+  const auto one_entry_imatrix = [](const std::string& name, int64_t n) {
+    const std::string path = ::testing::TempDir() + "/" + name + ".imatrix.gguf";
+    Imatrix m;
+    m.datasets = {"x"};
+    m.chunk_count = 1;
+    m.chunk_size = 8;
+    m.entries[name] = ImatrixEntry{std::vector<float>(static_cast<size_t>(n), 1.0f), {8}};
+    write_imatrix(m, path);
+    return path;
+  };
+  opt.ftype = FileType::MOSTLY_IQ3_XXS;
+  const std::pair<std::string, std::string> cases[] = {
+      {one_entry_imatrix("blk.0.attn_k.weight", 128),
+       "imatrix size 128 is different from tensor size 256 for blk.0.attn_k.weight"},
+      {one_entry_imatrix("output.weight", 256),
+       "Missing importance matrix for tensor blk.0.attn_k.weight in a very low-bit quantization"},
+  };
+  for (const auto& [path, message] : cases) {
+    opt.imatrix_file = path;
+    try {
+      quantize_model(master, opt);
+      ADD_FAILURE() << "quantized with a wrong imatrix: " << message;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  }
+}
+
+// write_imatrix gives llama-imatrix's file back byte for byte from what
+// load_imatrix read of it (key order, name order, dimensions, alignment).
+TEST(QuantizeModel, ImatrixWriterGivesLlamaImatrixsBytes) {
+  const std::string ref = kModels + "tiny-llama.imatrix.gguf";
+  const std::string out = ::testing::TempDir() + "/rewritten.imatrix.gguf";
+  write_imatrix(load_imatrix(ref), out);
+  EXPECT_TRUE(read_file(out) == read_file(ref));
+}
+
+// llama-imatrix's legacy .dat format: the same importances (written here
+// from the GGUF file's sums / counts with ncall 1) give the same tensors.
+TEST(QuantizeModel, LegacyImatrixFileGivesTheSameTensors) {
+  const Imatrix m = load_imatrix(kModels + "tiny-llama.imatrix.gguf");
+  EXPECT_FALSE(m.is_legacy);
+  EXPECT_TRUE(m.has_metadata);
+  EXPECT_EQ(m.chunk_count, 16);
+  EXPECT_EQ(m.chunk_size, 128);
+  EXPECT_EQ(m.entries.size(), 15u);  // 7 matrices x 2 layers + output.weight
+  std::vector<uint8_t> dat;
+  const auto put = [&](const void* p, size_t n) { dat.insert(dat.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n); };
+  const auto put_i32 = [&](int32_t v) { put(&v, 4); };
+  put_i32(static_cast<int32_t>(m.entries.size()));
+  for (const auto& [name, e] : m.entries) {
+    put_i32(static_cast<int32_t>(name.size()));
+    put(name.data(), name.size());
+    put_i32(1);  // ncall
+    const std::vector<float> v = imatrix_importance(e, false);
+    put_i32(static_cast<int32_t>(v.size()));
+    put(v.data(), v.size() * 4);
+  }
+  put_i32(16);  // the chunk count, then the dataset's name
+  put_i32(4);
+  put("wiki", 4);
+  const std::string path = ::testing::TempDir() + "/tiny-llama.imatrix.dat";
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(dat.data()), static_cast<std::streamsize>(dat.size()));
+  const Imatrix legacy = load_imatrix(path);
+  EXPECT_TRUE(legacy.is_legacy);
+  EXPECT_EQ(legacy.chunk_count, 16);
+  ASSERT_EQ(legacy.datasets.size(), 1u);
+  EXPECT_EQ(legacy.datasets[0], "wiki");
+
+  const gguf::File master = gguf::File::open(kModels + "tiny-llama-f32.gguf");
+  QuantizeOptions opt;
+  opt.ftype = FileType::MOSTLY_IQ2_XXS;
+  opt.pure = true;
+  opt.token_embedding_type = GgmlType::Q2_K;
+  opt.imatrix_file = path;
+  const gguf::File mine = quantize_in_memory(master, opt);
+  const gguf::File ref = gguf::File::open(kModels + "tiny-llama-iq2_xxs.gguf");
+  for (const gguf::TensorInfo& t : ref.tensors()) {
+    const gguf::TensorInfo* a = mine.find_tensor(t.name);
+    ASSERT_NE(a, nullptr) << t.name;
+    ASSERT_EQ(a->n_bytes, t.n_bytes) << t.name;
+    EXPECT_EQ(std::memcmp(a->data, t.data, t.n_bytes), 0) << t.name;
+  }
+  EXPECT_EQ(mine.get_string("quantize.imatrix.dataset").value_or(""), "wiki");
+  EXPECT_EQ(mine.get_u32("quantize.imatrix.entries_count").value_or(0), 15u);
+  EXPECT_EQ(mine.get_u32("quantize.imatrix.chunks_count").value_or(0), 16u);
+
+  // A truncated legacy file is an error naming it.
+  dat.resize(20);
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(dat.data()), static_cast<std::streamsize>(dat.size()));
+  try {
+    load_imatrix(path);
+    ADD_FAILURE() << "a truncated legacy imatrix accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::format);
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
 }
 

@@ -383,9 +383,9 @@ TEST(LlamaFlags, LlamaCppReadmeCommandLinesRunAsWritten) {
       // tools/quantize/README.md
       {"quantize " + f32 + " q4_k_m 8", nullptr},
       {"quantize --allow-requantize --leave-output-tensor --pure " + f32 + " q4_k_m 8", nullptr},
-      {"quantize --imatrix imatrix.gguf --output-tensor-type q5_k --token-embedding-type q3_k --keep-split " + f32 +
-           " q4_k_m 8",
-       "--imatrix"},
+      {"quantize --imatrix imatrix.gguf --include-weights attn_v --output-tensor-type q5_k --token-embedding-type "
+       "q3_k --keep-split " + f32 + " q4_k_m 8",
+       "--include-weights"},
       {"quantize --output-tensor-type q5_k --token-embedding-type q3_k --keep-split " + f32 + " q4_k_m 8", nullptr},
       // tools/perplexity (llama-perplexity), tools/tokenize
       {"perplexity -m " + m + " -f " + data_path("text/wikitext-2-test.first100k.raw") + " -c 128 --chunks 2", nullptr},

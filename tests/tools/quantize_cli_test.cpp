@@ -168,13 +168,53 @@ TEST(QuantizeCli, LlamaQuantizeFlagsGiveItsBytes) {
   EXPECT_TRUE(slurp(out) == slurp(data_path("models/tiny-llama-q4_k_m.gguf")));
   EXPECT_NE(by_id.out.find("[ 1/21] output.weight"), std::string::npos) << by_id.out;
   // Numbers llama-quantize does not list, or synapse does not write, are refused naming them.
-  const Result bad = synapse_cli("quantize " + data_path("models/tiny-llama-f32.gguf") + " " + out + " 19");
+  const Result bad = synapse_cli("quantize " + data_path("models/tiny-llama-f32.gguf") + " " + out + " 34");
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_NE(bad.err.find("'19'"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("'34'"), std::string::npos) << bad.err;
   const Result bad_type = synapse_cli("quantize --output-tensor-type q9_9 " + data_path("models/tiny-llama-f32.gguf") + " " +
                                       out + " Q8_0");
   EXPECT_NE(bad_type.err.find("--output-tensor-type: unknown ggml type 'q9_9'"), std::string::npos) << bad_type.err;
   std::remove(out.c_str());
+}
+
+// --imatrix: llama-quantize's IQ3_XS, IQ1_S and IQ3_M mixes with
+// tiny-llama's importance matrix, byte-identical (the reference, made from the repository root,
+// records the imatrix path as given, so this runs there too); the IQ2 types
+// without one: one error line in llama-quantize's words, no file.
+TEST(QuantizeCli, ImatrixGivesLlamaQuantizesIqMix) {
+  const std::string out = tmp_path("iq3_xs.gguf");
+  const std::string at_root = "cd '" + data_path("../..") + "' &&";
+  const Result r = synapse_cli(
+      "quantize --imatrix tests/data/models/tiny-llama.imatrix.gguf tests/data/models/tiny-llama-f32.gguf " + out +
+          " IQ3_XS 2",
+      at_root);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(slurp(out) == slurp(data_path("models/tiny-llama-iq3_xs-mix.gguf")));
+  // Two more mixes, by the SHA-256 of llama-quantize v0.5.0's files for the
+  // same lines (`llama-quantize --imatrix tests/data/models/tiny-llama.imatrix.gguf
+  // tests/data/models/tiny-llama-f32.gguf OUT TYPE 1` from the repository
+  // root): IQ1_S's takes Q2_K (attn_v, ffn_down of layer 0: weighted; token_embd:
+  // not), IQ2_XXS (attn_output) and Q5_K (output) besides IQ1_S; IQ3_M's Q4_K
+  // (attn_v, attn_output, ffn_down of layer 0) and Q6_K besides IQ3_S. So each
+  // weighted K-quant quantizer is checked against ggml's.
+  const struct {
+    const char* type;
+    const char* sha256;
+  } mixes[] = {{"IQ1_S", "f0c48641169625c5baf642fb3a772e9841367a70593ae5ae4719a8c5a3fb3a07"},
+               {"IQ3_M", "fdc16ee3ec9be03d35914ae0490067c81f1ba331e224747beb0c6ecfd623a2ff"}};
+  for (const auto& m : mixes) {
+    const Result q = synapse_cli("quantize --imatrix tests/data/models/tiny-llama.imatrix.gguf "
+                                 "tests/data/models/tiny-llama-f32.gguf " + out + " " + m.type + " 2",
+                                 at_root);
+    ASSERT_EQ(q.exit_code, 0) << m.type << "\n" << q.err;
+    EXPECT_EQ(sha256_of(out), m.sha256) << m.type;
+  }
+  std::remove(out.c_str());
+  const Result refused = synapse_cli("quantize " + data_path("models/tiny-llama-f32.gguf") + " " + out + " IQ2_XXS");
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_EQ(count_lines(refused.err), 1) << refused.err;
+  EXPECT_NE(refused.err.find("this quantization requires an importance matrix"), std::string::npos) << refused.err;
+  EXPECT_TRUE(slurp(out).empty());
 }
 
 // llama-quantize IN TYPE: the output is IN's folder/ggml-model-TYPE.gguf.

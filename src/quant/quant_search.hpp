@@ -1,0 +1,34 @@
+// Pieces ggml's weight quantizers share (ggml-quants.c): the rounding they
+// all use, make_qkx2_quants (defined in k_quants.cpp) and make_qp_quants
+// (k_quants_imatrix.cpp), the searches that the K-quants and the lattice
+// quantizers (iq_quantize.cpp) run. Internal to quant.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+
+namespace synapse::quant {
+
+// ggml's nearest_int: adds 1.5 * 2^23 so the FPU's round-to-nearest-even
+// leaves the integer in the low mantissa bits. Valid for |fval| <= 4194303;
+// ties go to the even integer (nearest_int(2.5f) == 2).
+inline int nearest_int(float fval) {
+  const float val = fval + 12582912.f;
+  const int32_t i = std::bit_cast<int32_t>(val);
+  return (i & 0x007fffff) - 0x00400000;
+}
+
+// ggml's make_qkx2_quants (k_quants.cpp): asymmetric fit x ~ scale * l -
+// the_min, l in [0, nmax], weighted; writes L and *the_min, returns scale.
+float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
+                       uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad);
+
+// ggml's make_qp_quants: levels 0..nmax for x[0..n) (all >= 0) at the scale
+// of least weighted (quant_weights[n]) squared error among max/nmax and 8
+// neighbours of it, then up to 5 passes moving single levels while the fit
+// improves. Returns the scale; L gets the levels.
+float make_qp_quants(int n, int nmax, const float* x, uint8_t* L, const float* quant_weights);
+
+}  // namespace synapse::quant

@@ -1,0 +1,63 @@
+// Importance matrices: llama-imatrix's files, read as llama.cpp v0.5.0's
+// common_imatrix_load reads them (common/imatrix-loader.cpp), and the
+// per-column importance llama-quantize derives from them
+// (tools/quantize/quantize.cpp, load_imatrix).
+//
+// Formats:
+//   GGUF (llama-imatrix's default): per matrix NAME two F32 tensors,
+//     NAME.in_sum2 [ne0, n_mat] (the sum over tokens of each input column's
+//     squared activation, per expert for a 3-D expert tensor) and
+//     NAME.counts [1, n_mat] (tokens seen per expert); keys
+//     imatrix.datasets (string array), imatrix.chunk_count and
+//     imatrix.chunk_size (u32).
+//   legacy .dat: int32 n_entries, then per entry int32 name length, the
+//     name, int32 ncall, int32 nval, nval floats (the mean squares times
+//     ncall); optionally int32 chunk count, int32 length and the dataset
+//     name.
+//
+// Thread-safety: the functions are thread-safe; an Imatrix is a value.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace synapse::runtime {
+
+struct ImatrixEntry {
+  std::vector<float> sums;      // [n_mat * ne0]: in_sum2 (GGUF) or the legacy values
+  std::vector<int64_t> counts;  // [n_mat]: tokens per matrix (GGUF, rounded as lround), [1]: ncall (legacy)
+};
+
+struct Imatrix {
+  std::map<std::string, ImatrixEntry> entries;  // by the weight's tensor name ("blk.0.attn_q.weight")
+  std::vector<std::string> datasets;
+  int32_t chunk_count = 0;
+  int32_t chunk_size = 0;
+  bool is_legacy = false;
+  bool has_metadata = false;  // GGUF with imatrix.datasets, chunk_count and chunk_size
+};
+
+// Reads a GGUF or legacy imatrix file (GGUF when it starts with "GGUF").
+// Throws Error(io) for a file that cannot be read, Error(format) naming
+// the file and what is wrong: no entries, a truncated legacy file, an
+// in_sum2 without counts (or the reverse), a tensor that is not F32, counts
+// whose length does not divide the sums.
+Imatrix load_imatrix(const std::string& path);
+
+// Writes `m` in llama-imatrix v0.5.0's GGUF format (IMatrixCollector::
+// save_imatrix): general.type "imatrix", imatrix.datasets, chunk_count and
+// chunk_size, then per entry in name order NAME.in_sum2 [ne0, n_mat] and
+// NAME.counts [1, n_mat] (F32), dimensions as ggml_n_dims counts them. An
+// entry with no sums or counts is left out, as llama-imatrix leaves it.
+// Throws Error(invalid_argument) for an entry whose sums do not split into
+// its counts, Error(io) for a file that cannot be written.
+void write_imatrix(const Imatrix& m, const std::string& path);
+
+// llama-quantize's importance of each column from one entry: GGUF sums /
+// count per matrix (1 where a matrix saw no token), legacy sums / ncall
+// (sums as they are for ncall 0). Returns [sums.size()] floats.
+std::vector<float> imatrix_importance(const ImatrixEntry& e, bool is_legacy);
+
+}  // namespace synapse::runtime
