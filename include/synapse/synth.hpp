@@ -21,7 +21,9 @@ namespace synapse {
 
 // The shape presets, real models' config.json values: "smollm2-135m",
 // "qwen2.5-0.5b", "llama-3.2-1b", "llama-3.1-8b", "qwen3-30b-a3b" (Qwen3-MoE:
-// 128 experts of which 8 are used; about 17 GB as Q4_K_M).
+// 128 experts of which 8 are used; about 17 GB as Q4_K_M), "gpt-oss-20b"
+// (32 experts of which 4 are used, biases, sinks, a sliding window; about
+// 12 GB as MXFP4_MOE, the published file's types).
 std::vector<std::string> synth_preset_names();
 
 // The file types write_synthetic_model takes (llama-quantize's names,

@@ -27,18 +27,12 @@ under --out, and prints the MANIFEST / PROVENANCE lines.
 
 from __future__ import annotations
 
-import argparse
-import hashlib
-import json
 import os
-import subprocess
 import sys
-import tempfile
-from dataclasses import replace
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden_case import lcg_ids, parse_args, report, write_case, write_models  # noqa: E402
 
-PRODUCER = "llama.cpp v0.5.0 de3ff81 CPU"
 FF_DENSE = 768  # qwen3moe.feed_forward_length as the converter writes it (config intermediate_size); unused
 
 
@@ -73,53 +67,8 @@ def load_make_model(shared: str):
     return mm
 
 
-def sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def lcg_ids(n: int, n_vocab: int, bos: int) -> list[int]:
-    """The golden README's input ids: BOS, then the MMIX LCG from 20250220."""
-    x = 20250220
-    ids = [bos]
-    for _ in range(1, n):
-        x = (x * 6364136223846793005 + 1442695040888963407) % (1 << 64)
-        ids.append(3 + (x >> 33) % (n_vocab - 3))
-    return ids
-
-
-def tensor_types(path: str) -> dict[str, list[str]]:
-    import gguf
-    r = gguf.GGUFReader(path)
-    by_type: dict[str, list[str]] = {}
-    for t in r.tensors:
-        role = t.name
-        parts = role.split(".")
-        if parts[0] == "blk":
-            role = ".".join(parts[2:])
-        role = role.removesuffix(".weight")
-        name = t.tensor_type.name
-        if role not in by_type.setdefault(name, []):
-            by_type[name].append(role)
-    return by_type
-
-
-def per_layer_types(path: str) -> list[str]:
-    import gguf
-    r = gguf.GGUFReader(path)
-    return [f"{t.name} {t.tensor_type.name}" for t in r.tensors]
-
-
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shared", default="/work/shared")
-    ap.add_argument("--llama-build", default="/work/ref/llama-build")
-    ap.add_argument("--golden-dump", required=True, help="golden_dump built against --llama-build")
-    ap.add_argument("--out", required=True, help="tests/data")
-    a = ap.parse_args()
+    a = parse_args(__doc__)
 
     mm = load_make_model(a.shared)
     models = os.path.join(a.out, "models")
@@ -127,71 +76,20 @@ def main() -> int:
     f32 = os.path.join(models, "tiny-qwen3moe-f32.gguf")
     q4 = os.path.join(models, "tiny-qwen3moe-q4_k_m.gguf")
 
-    sys.argv = ["make_model.py", "tiny-qwen3moe", "-o", f32, "--dtype", "f32"]
-    if mm.main() != 0:
-        return 1
-    subprocess.run([os.path.join(a.llama_build, "bin", "llama-quantize"), f32, q4, "Q4_K_M", "2"], check=True,
-                   stdout=subprocess.DEVNULL)
-
-    import gguf
     n_vocab = 512
-    bos = int(gguf.GGUFReader(f32).fields["tokenizer.ggml.bos_token_id"].parts[-1][0])
-    cases = []
+    bos = write_models(mm, "tiny-qwen3moe", f32, q4, "Q4_K_M", a.llama_build)
     for model, stem, note in ((f32, "tiny-qwen3moe-f32", "F32"), (q4, "tiny-qwen3moe-q4_k_m", "Q4_K_M")):
         for kind, n in (("short", 32), ("long", 128)):
             name = f"{stem}.{kind}"
-            ids = lcg_ids(n, n_vocab, bos)
-            with tempfile.TemporaryDirectory() as tmp:
-                prefix = os.path.join(tmp, name)
-                subprocess.run([a.golden_dump, "--model", model, "--out", prefix, "--ids", ",".join(map(str, ids)),
-                                "--n-greedy", "16", "--n-ctx", "256"], check=True)
-                d = json.load(open(prefix + ".dump.json"))
-                assert d["input_ids"] == ids and d["n_vocab"] == n_vocab
-                logits = np.fromfile(prefix + ".logits.f32", dtype="<f4")
-                assert logits.size == n * n_vocab
-                logits.tofile(os.path.join(golden, name + ".logits.f32"))
-            tbt, thr2 = d["self_rms_token_by_token"], d["self_rms_threads2"]
-            s = d["settings"]
-            case = {
-                "case": name,
-                "model": os.path.basename(model),
-                "model_sha256": sha256(model),
-                "producer": PRODUCER,
-                "settings": {"n_threads": 1, "n_batch": s["n_batch"], "n_ubatch": s["n_ubatch"], "n_ctx": s["n_ctx"],
-                             "n_ctx_seq": s["n_ctx_seq"], "flash_attn": False, "type_k": s["type_k"],
-                             "type_v": s["type_v"], "n_seq_max": 1, "prompt_as_one_batch": True,
-                             "logits_for_every_position": True},
-                "n_vocab": n_vocab,
-                "input_ids": ids,
-                "input_rule": "ids[0] = tokenizer.ggml.bos_token_id; for k = 1..n-1: x = (x * 6364136223846793005 + "
-                              "1442695040888963407) mod 2^64 (x starts at 20250220), ids[k] = 3 + (x >> 33) mod (n_vocab - 3)",
-                "logits_file": name + ".logits.f32",
-                "logits_dtype": "float32 little-endian",
-                "logits_shape": [n, n_vocab],
-                "greedy_ids": d["greedy_ids"],
-                "greedy_margins": d["greedy_margins"],
-                "greedy_first_eog": d["greedy_first_eog"],
-                "self_rms": max(tbt["max_rel_rms"], thr2["max_rel_rms"]),
-                "self_rms_detail": {"token_by_token": tbt, "threads2": thr2},
-                "notes": f"scripts/golden/make_tiny_qwen3moe.py: make_model.py preset tiny-qwen3moe ({note}): arch "
-                         "qwen3moe, 2 layers, n_embd 256, 4/2 heads of head dim 128, per-head q/k RMSNorm before NEOX "
-                         "RoPE (theta 1e6), every layer an MoE FFN: softmax router over 8 experts, top 4, weights "
-                         "renormalised to sum 1, experts of 256 (expert_feed_forward_length; feed_forward_length 768 "
-                         "is not used), untied output, BPE vocab 512. Checks qwen3moe's keys, the routing and the "
-                         "weighted sum of the chosen experts in selection order",
-            }
-            with open(os.path.join(golden, name + ".json"), "w") as f:
-                json.dump(case, f, indent=1)
-                f.write("\n")
-            cases.append(case)
-            print(f"{name}: greedy min margin {min(d['greedy_margins']):.3g}, self_rms tbt "
-                  f"{tbt['max_rel_rms']:.3g} / 2 threads {thr2['max_rel_rms']:.3g}", file=sys.stderr)
+            write_case(a.golden_dump, model, name, lcg_ids(n, n_vocab, bos), n_vocab, golden,
+                       f"scripts/golden/make_tiny_qwen3moe.py: make_model.py preset tiny-qwen3moe ({note}): arch "
+                       "qwen3moe, 2 layers, n_embd 256, 4/2 heads of head dim 128, per-head q/k RMSNorm before NEOX "
+                       "RoPE (theta 1e6), every layer an MoE FFN: softmax router over 8 experts, top 4, weights "
+                       "renormalised to sum 1, experts of 256 (expert_feed_forward_length; feed_forward_length 768 "
+                       "is not used), untied output, BPE vocab 512. Checks qwen3moe's keys, the routing and the "
+                       "weighted sum of the chosen experts in selection order")
 
-    for path in (f32, q4):
-        print(f"{os.path.basename(path)}: {os.path.getsize(path):,} bytes, sha256 {sha256(path)}")
-        for t, roles in tensor_types(path).items():
-            print(f"  {t}: {', '.join(roles)}")
-    print("\n".join(per_layer_types(q4)))
+    report(f32, q4)
     return 0
 
 

@@ -54,11 +54,12 @@ void reduce_v_lanes(const float* acc, int64_t hd_v, float* out) {
   }
 }
 
-void softmax_f16_rows_scalar(float* x, int64_t ld, const int64_t* n, int64_t n_rows) {
+void softmax_f16_rows_scalar(float* x, int64_t ld, const int64_t* n, int64_t n_rows, const float* sinks,
+                             int64_t n_sinks) {
   const float* h2f = fp16_table();
   for (int64_t r = 0; r < n_rows; ++r) {
     float* p = x + r * ld;
-    softmax_pad16(p, n[r]);
+    softmax_pad16(p, n[r], sinks ? &sinks[r % n_sinks] : nullptr);
     for (int64_t j = 0; j < n[r]; ++j) p[j] = h2f[quant::fp32_to_fp16(p[j])];
   }
 }
@@ -78,7 +79,9 @@ void attend_group_scalar(const KvLayerView& kv, int64_t g, int64_t first, int64_
     for (int64_t d = 0; d < hd; ++d) s.kv_row[d] = h2f[k[d]];
     for (int64_t i = 0; i < n_gqa; ++i) s.scores[i * n_kv + j] = dot_kq(&s.q[i * hd], s.kv_row.data(), hd) * kq_scale;
   }
-  for (int64_t i = 0; i < n_gqa; ++i) softmax_f16_rows_scalar(&s.scores[i * n_kv], n_kv, &n_kv, 1);
+  const float* sinks = kv.sinks ? kv.sinks + g * n_gqa : nullptr;
+  for (int64_t i = 0; i < n_gqa; ++i)
+    softmax_f16_rows_scalar(&s.scores[i * n_kv], n_kv, &n_kv, 1, sinks ? sinks + i : nullptr, 1);
   for (int64_t j = 0; j < n_kv; ++j) {
     const quant::ggml_fp16_t* v = kv.v + ((first + j) % kv.capacity) * kv.v_stride + g * hd_v;
     for (int64_t d = 0; d < hd_v; ++d) s.kv_row[d] = h2f[v[d]];
@@ -145,7 +148,9 @@ void attend_block_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows,
   // Softmax of each full score row, probabilities rounded to F16.
   for (int64_t r = 0; r < n_rows; ++r) {
     const int64_t n_kv = rows[r].last - rows[r].first + 1;
-    for (int64_t i = 0; i < n_gqa; ++i) softmax_f16_rows_scalar(&s.scores[(r * n_gqa + i) * ld], ld, &n_kv, 1);
+    for (int64_t i = 0; i < n_gqa; ++i)
+      softmax_f16_rows_scalar(&s.scores[(r * n_gqa + i) * ld], ld, &n_kv, 1,
+                              kv.sinks ? kv.sinks + g * n_gqa + i : nullptr, 1);
   }
   // Weighted V, V block by V block: each output element's lane
   // (j - first) % 16 takes its positions in increasing order, as in

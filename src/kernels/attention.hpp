@@ -27,12 +27,17 @@ namespace synapse::kernels {
 
 // One layer of one sequence's cache: position p's K row starts at
 // k + slot(p) * k_stride (F16 values), slot(p) = p % capacity; the same for V.
+// sinks: the layer's attention sinks (gpt-oss: blk.N.attn_sinks.weight, one
+// logit per query head, [n_head] floats; head h of KV group g is
+// g * n_gqa + i), each an extra softmax column that weights no value
+// (softmax_pad16's sink); null for none.
 struct KvLayerView {
   const quant::ggml_fp16_t* k;
   const quant::ggml_fp16_t* v;
   int64_t k_stride;
   int64_t v_stride;
   int64_t capacity;
+  const float* sinks = nullptr;
 };
 
 struct AttentionScratch {
@@ -61,7 +66,8 @@ void reduce_v_lanes(const float* acc, int64_t hd_v, float* out);
 // the causal mask and a sliding window are both expressed by the range).
 //   q:   [n_gqa][hd] floats, the group's heads (F32, rounded to F16 here)
 //   out: [n_gqa][hd_v] floats
-//   scores_j = (f16(q) . K[j]) * kq_scale; p = softmax(scores) (ggml_soft_max);
+//   scores_j = (f16(q) . K[j]) * kq_scale; p = softmax(scores) (ggml_soft_max,
+//   with the head's sink when kv.sinks is set);
 //   out = sum_j f16(p_j) V[j].
 // No bounds checks beyond the documented preconditions (hot path). Two
 // implementations, tests only (the forward pass runs attend_block): the
@@ -138,7 +144,9 @@ void attend_block_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows,
                          int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& scratch);
 
 // The attention probabilities of n_rows score rows, in place: row i (x + i*ld,
-// n[i] >= 1 values) becomes f16(kernels::softmax_pad16(row)), i.e.
+// n[i] >= 1 values) becomes f16(kernels::softmax_pad16(row, sink_i)), where
+// sink_i = sinks[i % n_sinks] when sinks is not null (attention sinks; the
+// kernels above pass their group's n_gqa sinks for rows ordered (query, head)), i.e.
 // ggml_soft_max over the row padded with -inf to a multiple of 16 (max;
 // ggml_v_expf(x - max) 16 at a time, each group's float horizontal sum
 // (hsum_float_16) added to a double; one multiply by (float)(1/sum)) then
@@ -147,10 +155,13 @@ void attend_block_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows,
 // exact in any order; +-0 ties do not change x - max's exp), runs
 // expf_ggml_avx2 on each group as two halves (the last one zero-masked), and
 // scales and rounds 8 wide.
-void softmax_f16_rows_scalar(float* x, int64_t ld, const int64_t* n, int64_t n_rows);
-void softmax_f16_rows_avx2(float* x, int64_t ld, const int64_t* n, int64_t n_rows);
+void softmax_f16_rows_scalar(float* x, int64_t ld, const int64_t* n, int64_t n_rows, const float* sinks,
+                             int64_t n_sinks);
+void softmax_f16_rows_avx2(float* x, int64_t ld, const int64_t* n, int64_t n_rows, const float* sinks,
+                           int64_t n_sinks);
 // AVX-512: the reference's loop itself (16 lanes, the last group masked,
 // ggml_v_expf's _mm512_scalef_ps form), then F16 rounding 16 wide.
-void softmax_f16_rows_avx512(float* x, int64_t ld, const int64_t* n, int64_t n_rows);
+void softmax_f16_rows_avx512(float* x, int64_t ld, const int64_t* n, int64_t n_rows, const float* sinks,
+                             int64_t n_sinks);
 
 }  // namespace synapse::kernels

@@ -161,7 +161,8 @@ void scale_round_f16(float* x, int64_t n, float inv) {
 
 }  // namespace
 
-void softmax_f16_rows_avx2(float* x, int64_t ld, const int64_t* n, int64_t n_rows) {
+void softmax_f16_rows_avx2(float* x, int64_t ld, const int64_t* n, int64_t n_rows, const float* sinks,
+                           int64_t n_sinks) {
   // kernels::softmax_pad16 (ggml_vec_soft_max_f32's AVX-512 loop over a row
   // padded with -inf to a multiple of 16, each group as two halves), then
   // F16 rounding.
@@ -169,7 +170,10 @@ void softmax_f16_rows_avx2(float* x, int64_t ld, const int64_t* n, int64_t n_row
   for (int64_t r = 0; r < n_rows; ++r) {
     float* row = x + r * ld;
     const int64_t nr = n[r];
-    const __m256 mx = _mm256_set1_ps(max_row(row, nr));
+    const float* sink = sinks ? &sinks[r % n_sinks] : nullptr;
+    float m = max_row(row, nr);
+    if (sink) m = m > *sink ? m : *sink;  // ggml's MAX(max, sk[h])
+    const __m256 mx = _mm256_set1_ps(m);
     double sum = 0.0;
     for (int64_t j = 0; j < nr; j += 16) {
       __m256 half[2];
@@ -193,6 +197,7 @@ void softmax_f16_rows_avx2(float* x, int64_t ld, const int64_t* n, int64_t n_row
       }
       sum += static_cast<double>(quant::avx2::hsum_float_8(_mm256_add_ps(half[1], half[0])));
     }
+    if (sink) sum += static_cast<double>(std::exp(*sink - m));
     scale_round_f16(row, nr, static_cast<float>(1.0 / sum));
   }
 }
@@ -273,7 +278,7 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
   // Softmax of each full score row, probabilities rounded to F16.
   for (int64_t r = 0; r < n_rows; ++r)
     for (int64_t i = 0; i < n_gqa; ++i) sp.n_kv[r * n_gqa + i] = rows[r].last - rows[r].first + 1;
-  softmax_f16_rows_avx2(sp.scores, ld, sp.n_kv, n_q);
+  softmax_f16_rows_avx2(sp.scores, ld, sp.n_kv, n_q, kv.sinks ? kv.sinks + g * n_gqa : nullptr, n_gqa);
   for (int64_t i = 0; i < n_q * 16 * hd_v; ++i) sp.vacc[i] = 0.0f;
   // Weighted V, V block by V block: lane l of each output element takes
   // the positions j with (j - first) % 16 == l in increasing order, as in
@@ -338,7 +343,7 @@ void attend_group_avx2(const KvLayerView& kv, int64_t g, int64_t first, int64_t 
     for (int64_t i = 0; i < n_gqa; ++i) sp.scores[i * n_kv + j] = dot_kq16(sp.q + i * hd, sp.kv_row, hd) * kq_scale;
   }
   for (int64_t i = 0; i < n_gqa; ++i) sp.n_kv[i] = n_kv;
-  softmax_f16_rows_avx2(sp.scores, n_kv, sp.n_kv, n_gqa);
+  softmax_f16_rows_avx2(sp.scores, n_kv, sp.n_kv, n_gqa, kv.sinks ? kv.sinks + g * n_gqa : nullptr, n_gqa);
   for (int64_t i = 0; i < n_gqa * 16 * hd_v; ++i) sp.vacc[i] = 0.0f;
   for (int64_t j = 0; j < n_kv; ++j) {
     load_f16(kv.v + ((first + j) % kv.capacity) * kv.v_stride + g * hd_v, sp.kv_row, hd_v);

@@ -157,7 +157,8 @@ void reduce_v_lanes16(const float* acc, int64_t hd_v, float* out) {
 
 }  // namespace
 
-void softmax_f16_rows_avx512(float* x, int64_t ld, const int64_t* n, int64_t n_rows) {
+void softmax_f16_rows_avx512(float* x, int64_t ld, const int64_t* n, int64_t n_rows, const float* sinks,
+                             int64_t n_sinks) {
   // kernels::softmax_pad16: ggml_vec_soft_max_f32's AVX-512 loop is this
   // loop (16 lanes, the last group masked: ggml_v_expf(-inf) = 0), then the
   // probabilities' F16 rounding.
@@ -169,7 +170,10 @@ void softmax_f16_rows_avx512(float* x, int64_t ld, const int64_t* n, int64_t n_r
     int64_t j = 0;
     for (; j + 16 <= nr; j += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(row + j));
     if (j < nr) m = _mm512_max_ps(m, _mm512_mask_loadu_ps(ninf, first_n(nr - j), row + j));
-    const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(m));
+    const float* sink = sinks ? &sinks[r % n_sinks] : nullptr;
+    float row_max = _mm512_reduce_max_ps(m);
+    if (sink) row_max = row_max > *sink ? row_max : *sink;  // ggml's MAX(max, sk[h])
+    const __m512 mx = _mm512_set1_ps(row_max);
     double sum = 0.0;
     for (j = 0; j + 16 <= nr; j += 16) {
       const __m512 e = expf16(_mm512_sub_ps(_mm512_loadu_ps(row + j), mx));
@@ -182,6 +186,7 @@ void softmax_f16_rows_avx512(float* x, int64_t ld, const int64_t* n, int64_t n_r
       _mm512_mask_storeu_ps(row + j, k, e);
       sum += static_cast<double>(hsum16(e));
     }
+    if (sink) sum += static_cast<double>(std::exp(*sink - row_max));
     const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / sum));
     for (j = 0; j + 16 <= nr; j += 16)
       _mm512_storeu_ps(row + j, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(_mm512_loadu_ps(row + j), inv),
@@ -265,7 +270,7 @@ void attend_block_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows,
   // Softmax of each full score row, probabilities rounded to F16.
   for (int64_t r = 0; r < n_rows; ++r)
     for (int64_t i = 0; i < n_gqa; ++i) sp.n_kv[r * n_gqa + i] = rows[r].last - rows[r].first + 1;
-  softmax_f16_rows_avx512(sp.scores, ld, sp.n_kv, n_q);
+  softmax_f16_rows_avx512(sp.scores, ld, sp.n_kv, n_q, kv.sinks ? kv.sinks + g * n_gqa : nullptr, n_gqa);
   for (int64_t i = 0; i < n_q * 16 * hd_v; i += 16) _mm512_storeu_ps(sp.vacc + i, _mm512_setzero_ps());
   // Weighted V, V block by V block: lane l of each output element takes the
   // positions j with (j - first) % 16 == l in increasing order, as in

@@ -131,20 +131,31 @@ void softmax(float* x, int64_t n) {
   scale(x, n, sum);
 }
 
-void softmax_pad16(float* x, int64_t n) {
-  const float mx = max_of(x, n);
+void softmax_pad16(float* x, int64_t n, const float* sink) {
+  float mx = max_of(x, n);
+  if (sink) mx = mx > *sink ? mx : *sink;  // ggml's MAX(max, sk[h])
   double sum = 0.0;
   for (int64_t i = 0; i < n; i += 16) {
     float v[16] = {};  // masked lanes: ggml_v_expf(-inf) = 0
     for (int64_t l = 0; l < 16 && i + l < n; ++l) v[l] = x[i + l] = expf_ggml(x[i + l] - mx);
     sum += static_cast<double>(quant::hsum_float_16(v));
   }
+  if (sink) sum += static_cast<double>(std::exp(*sink - mx));
   scale(x, n, sum);
 }
 
 float silu(float z) { return z / (1.0f + std::exp(-z)); }
 
 float silu_ggml(float z) { return z / (1.0f + expf_ggml(0.0f - z)); }
+
+void swiglu_oai(const float* gate, const float* up, float* y, int64_t n, float alpha, float limit) {
+  for (int64_t k = 0; k < n; ++k) {
+    const float x = std::min(gate[k], limit);
+    const float u = std::clamp(up[k], -limit, limit);
+    const float glu = x / (1.0f + std::exp(alpha * (-x)));
+    y[k] = glu * (u + 1.0f);
+  }
+}
 
 void swiglu_rows(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len) {
   active_ops().swiglu_rows(gate, up, y, n_rows, row_len);

@@ -59,7 +59,11 @@ void softmax(float* x, int64_t n);
 // of a row padded with -inf (the KQ mask) to a multiple of 16: llama.cpp's
 // n_kv is a multiple of 256, so every value goes through ggml_v_expf and the
 // last partial group of 16 is summed with zeros (ggml_v_expf(-inf) = 0).
-void softmax_pad16(float* x, int64_t n);
+// sink (null: none): an attention sink's logit (gpt-oss), a column of the
+// softmax that weights no value, as ggml_soft_max_add_sinks computes it
+// (ggml_compute_forward_soft_max_f32): max = MAX(max, sink), then after the
+// groups sum += (double)expf(sink - max) with libm expf.
+void softmax_pad16(float* x, int64_t n, const float* sink = nullptr);
 
 // silu(z) = z / (1 + expf(-z)) with libm expf (ggml_silu_f32).
 float silu(float z);
@@ -75,6 +79,14 @@ float silu_ggml(float z);
 // lanes of expf_ggml_avx2, bit-equal to the scalar one;
 // tests/kernels/ops_test.cpp) on the avx2 and avx512 tables.
 void swiglu_rows(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len);
+// gpt-oss's expert activation, ggml_swiglu_oai as
+// ggml_compute_forward_swiglu_oai_f32 computes each element (scalar there,
+// libm expf): x = min(gate, limit), u = clamp(up, -limit, limit),
+// y = x / (1 + expf(alpha * -x)) * (u + 1). gate, up, y: n floats (y may be
+// gate). llama.cpp's build_moe_ffn passes alpha 1.702, limit 7.
+// Thread-safe (pure).
+void swiglu_oai(const float* gate, const float* up, float* y, int64_t n, float alpha, float limit);
+
 // The two implementations behind swiglu_rows (the _avx2 one defined on
 // x86-64 only; tests reach both through the tables).
 void swiglu_rows_scalar(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len);

@@ -26,7 +26,8 @@ struct OpsTable {
                        int64_t n_gqa, int64_t hd, int64_t hd_v, float kq_scale, float* out,
                        AttentionScratch& scratch) = nullptr;
   // softmax_f16_rows_scalar / _avx2 / _avx512 (attention.hpp).
-  void (*softmax_f16_rows)(float* x, int64_t ld, const int64_t* n, int64_t n_rows) = nullptr;
+  void (*softmax_f16_rows)(float* x, int64_t ld, const int64_t* n, int64_t n_rows, const float* sinks,
+                           int64_t n_sinks) = nullptr;
   // swiglu_rows_scalar / _avx2 (ops.hpp).
   void (*swiglu_rows)(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len) = nullptr;
   // y[0 .. n) = ggml_v_expf(x[0 .. n)) (ops.hpp expf_ggml, expf_ggml_avx2_n).

@@ -26,11 +26,15 @@ void add_bias(std::vector<float>& y, int64_t n_rows, const std::vector<float>& b
     for (int64_t i = 0; i < w; ++i) y[m * w + i] += bias[i];
 }
 
-// The sparse FFN of Mixtral and Qwen3-MoE for n rows (llama.cpp
-// build_moe_ffn with softmax gating and the weights renormalized, for both):
-// per row, router logits -> softmax -> top
-// n_expert_used (largest first, ties to the lower id) -> weights / their sum
-// -> weighted sum of the selected experts' SwiGLU outputs, in selection order.
+// The sparse FFN of Mixtral, Qwen3-MoE and gpt-oss for n rows (llama.cpp
+// build_moe_ffn). Routing per row, by hp.expert_gating: softmax_norm
+// (Mixtral, Qwen3-MoE): router logits -> softmax -> top n_expert_used
+// (largest first, ties to the lower id) -> weights / their sum;
+// softmax_weight (gpt-oss): router logits + ffn_gate_inp.bias -> top
+// n_expert_used of the logits -> the weights the softmax of those. Then the
+// weighted sum of the selected experts' outputs in selection order, each
+// expert SwiGLU (or gpt-oss's swiglu_oai over gate + its bias and up + its
+// bias, then down + its bias).
 // h, out: [n][n_embd]. The rows routed to one expert go through its gate, up
 // and down matrices together (one product per expert per step, as ggml's
 // mul_mat_id groups them); each output element is still one vec_dot of its own
@@ -45,22 +49,30 @@ void moe_rows(const HParams& hp, const Layer& L, const float* h, float* out, int
   std::vector<float> probs(static_cast<size_t>(n * n_exp));
   kernels::Activations act(h, n, n_embd, buffers);
   kernels::matmul(L.ffn_gate_inp, act, probs.data(), pool);
+  add_bias(probs, n, L.ffn_gate_inp_b);
 
   // Routing: per row its experts in selection order and their weights.
   std::vector<int64_t> chosen(static_cast<size_t>(n * n_used));
   std::vector<float> weight(chosen.size());
   std::vector<int64_t> order(static_cast<size_t>(n_exp));
+  const bool softmax_weight = hp.expert_gating == ExpertGating::softmax_weight;
   for (int64_t i = 0; i < n; ++i) {
     float* p = &probs[i * n_exp];
-    kernels::softmax(p, n_exp);
+    if (!softmax_weight) kernels::softmax(p, n_exp);
     for (int64_t e = 0; e < n_exp; ++e) order[e] = e;
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
-    double wsum = 0.0;
-    for (int64_t s = 0; s < n_used; ++s) wsum += p[order[s]];
-    const float wsum_f = static_cast<float>(wsum);
+    float* w = &weight[i * n_used];
     for (int64_t s = 0; s < n_used; ++s) {
       chosen[i * n_used + s] = order[s];
-      weight[i * n_used + s] = p[order[s]] / wsum_f;
+      w[s] = p[order[s]];
+    }
+    if (softmax_weight) {
+      kernels::softmax(w, n_used);
+    } else {
+      double wsum = 0.0;
+      for (int64_t s = 0; s < n_used; ++s) wsum += w[s];
+      const float wsum_f = static_cast<float>(wsum);
+      for (int64_t s = 0; s < n_used; ++s) w[s] /= wsum_f;
     }
   }
 
@@ -84,9 +96,27 @@ void moe_rows(const HParams& hp, const Layer& L, const float* h, float* out, int
     kernels::Activations ein(rows_in.data(), m, n_embd, buffers);
     const kernels::MatmulOut gate_up[] = {{&L.gate_exps[e], gate.data()}, {&L.up_exps[e], up.data()}};
     kernels::matmul_many(gate_up, ein, pool);
-    kernels::swiglu_rows(gate.data(), up.data(), gate.data(), m, n_ff);
+    if (hp.swiglu_oai) {
+      // ggml_add_id of each expert's biases, then ggml_swiglu_oai (alpha and
+      // limit as llama.cpp v0.5.0's build_moe_ffn, LLM_FFN_SWIGLU_OAI_MOE).
+      constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+      for (int64_t r = 0; r < m; ++r) {
+        float* g = &gate[r * n_ff];
+        float* u = &up[r * n_ff];
+        for (int64_t d = 0; d < n_ff; ++d) {
+          g[d] += L.gate_exps_b[e * n_ff + d];
+          u[d] += L.up_exps_b[e * n_ff + d];
+        }
+        kernels::swiglu_oai(g, u, g, n_ff, kAlpha, kLimit);
+      }
+    } else {
+      kernels::swiglu_rows(gate.data(), up.data(), gate.data(), m, n_ff);
+    }
     kernels::Activations par(gate.data(), m, n_ff, buffers);
     kernels::matmul(L.down_exps[e], par, down.data(), pool);
+    if (!L.down_exps_b.empty())
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t d = 0; d < n_embd; ++d) down[r * n_embd + d] += L.down_exps_b[e * n_embd + d];
     for (int64_t r = 0; r < m; ++r) std::copy_n(&down[r * n_embd], n_embd, &y[slots[r] * n_embd]);
   }
 
@@ -105,7 +135,7 @@ void moe_rows(const HParams& hp, const Layer& L, const float* h, float* out, int
 
 model::KvCache make_kv_cache(const Model& m, int64_t n_ctx) {
   const HParams& hp = m.hp;
-  return model::KvCache(hp.n_layer, hp.n_embd_k_gqa(), hp.n_embd_v_gqa(), n_ctx, hp.n_swa);
+  return model::KvCache(hp.n_layer, hp.n_embd_k_gqa(), hp.n_embd_v_gqa(), n_ctx, hp.kv_window());
 }
 
 void forward(const Model& m, model::KvCache& kv, std::span<const token_id> tokens, bool all_logits,
@@ -229,6 +259,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
   };
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     const Layer& L = m.layers[il];
+    const bool swa = hp.is_swa(il);
     // Attention block.
     by_rows(n, [&](int64_t i) {
       kernels::rms_norm(&x[i * n_embd], L.attn_norm.data(), &cur[i * n_embd], n_embd, hp.f_norm_rms_eps);
@@ -279,11 +310,12 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
           const int64_t* ids = row_ids + begin[b];
           const int64_t n_b = begin[b + 1] - begin[b];
           const model::KvCache& kv = *seqs[rows[ids[0]].seq];
-          const kernels::KvLayerView view{kv.k(il, 0), kv.v(il, 0), n_k, n_v, kv.capacity()};
+          const kernels::KvLayerView view{kv.k(il, 0), kv.v(il, 0), n_k, n_v, kv.capacity(),
+                                          L.attn_sinks.empty() ? nullptr : L.attn_sinks.data()};
           block.resize(static_cast<size_t>(n_b));
           for (int64_t r = 0; r < n_b; ++r) {
             const int64_t i = ids[r];
-            const int64_t first = hp.n_swa > 0 ? std::max<int64_t>(0, pos[i] - hp.n_swa + 1) : 0;
+            const int64_t first = swa ? std::max<int64_t>(0, pos[i] - hp.n_swa + 1) : 0;
             block[r] = {&q[i * n_q + g * n_gqa * hd], &att[i * n_att + g * n_gqa * hd_v], first, pos[i]};
           }
           kernels::attend_block(view, g, block.data(), n_b, n_gqa, hd, hd_v, kq_scale, scratch);

@@ -30,7 +30,27 @@ struct Keys {
 // general.architecture values and what they select.
 constexpr std::pair<std::string_view, Arch> kArchs[] = {
     {"llama", Arch::llama},       {"mistral", Arch::mistral},   {"qwen2", Arch::qwen2}, {"qwen3", Arch::qwen3},
-    {"qwen3moe", Arch::qwen3moe}, {"mistral3", Arch::mistral3}, {"phi3", Arch::phi3}};
+    {"qwen3moe", Arch::qwen3moe}, {"mistral3", Arch::mistral3}, {"phi3", Arch::phi3},
+    {"gpt-oss", Arch::gpt_oss}};
+
+// llama.cpp's load_swa_pattern: attention.sliding_window_pattern as one bool
+// per layer, or an integer n (default n_pattern): layer il slides when
+// il % n < n - 1 (n = 0: every layer).
+void read_swa_pattern(const Keys& k, HParams& hp, int64_t n_pattern) {
+  const std::string key = k.name("attention.sliding_window_pattern");
+  const gguf::Value* v = k.f.find(key);
+  hp.swa_layers.assign(static_cast<size_t>(hp.n_layer), 0);
+  if (v && v->type == gguf::ValueType::ARRAY) {
+    if (v->elem_type != gguf::ValueType::BOOL || static_cast<int64_t>(v->items.size()) != hp.n_layer)
+      fail(k.f, key, "expected an integer or one bool per layer (" + std::to_string(hp.n_layer) + ")");
+    for (int64_t il = 0; il < hp.n_layer; ++il) hp.swa_layers[il] = v->items[il].b ? 1 : 0;
+    return;
+  }
+  if (auto n = k.i64("attention.sliding_window_pattern")) n_pattern = *n;
+  if (n_pattern < 0) fail(k.f, key, "negative pattern " + std::to_string(n_pattern));
+  for (int64_t il = 0; il < hp.n_layer; ++il)
+    hp.swa_layers[il] = n_pattern == 0 || il % n_pattern < n_pattern - 1 ? 1 : 0;
+}
 
 }  // namespace
 
@@ -98,6 +118,12 @@ HParams read_hparams(const gguf::File& f) {
                  " is not a multiple of expert_used_count " + std::to_string(hp.n_expert_used));
       hp.n_ff = n_ff_dense / hp.n_expert_used;
     }
+  } else if (hp.arch == Arch::gpt_oss) {
+    // llama.cpp v0.5.0 src/models/openai-moe.cpp: every layer is MoE, an
+    // expert's width is expert_feed_forward_length (required).
+    if (hp.n_expert <= 0) fail(f, k.name("expert_count"), "gpt-oss needs experts (expert_count > 0)");
+    if (hp.n_expert_used <= 0) fail(f, k.name("expert_used_count"), "gpt-oss needs expert_used_count > 0");
+    hp.n_ff = k.required("expert_feed_forward_length");
   } else {
     hp.n_ff = k.required("feed_forward_length");
   }
@@ -125,9 +151,9 @@ HParams read_hparams(const gguf::File& f) {
 
   hp.f_norm_rms_eps = k.f32("attention.layer_norm_rms_epsilon").value_or(1e-5f);
   hp.rope_freq_base = k.f32("rope.freq_base").value_or(10000.0f);
-  // llama_model_rope_type: NEOX for qwen2, qwen3, qwen3moe and phi3; mistral3 is normal.
-  const bool neox =
-      hp.arch == Arch::qwen2 || hp.arch == Arch::qwen3 || hp.arch == Arch::qwen3moe || hp.arch == Arch::phi3;
+  // llama_model_rope_type: NEOX for qwen2, qwen3, qwen3moe, phi3 and gpt-oss; mistral3 is normal.
+  const bool neox = hp.arch == Arch::qwen2 || hp.arch == Arch::qwen3 || hp.arch == Arch::qwen3moe ||
+                    hp.arch == Arch::phi3 || hp.arch == Arch::gpt_oss;
   hp.rope_type = neox ? RopeType::neox : RopeType::normal;
 
   // RoPE scaling: llama.cpp's llm_load_hparams + llama_context.
@@ -179,8 +205,23 @@ HParams read_hparams(const gguf::File& f) {
     }
   }
 
-  hp.n_swa = k.i64("attention.sliding_window").value_or(0);
-  if (hp.n_swa < 0) fail(f, k.name("attention.sliding_window"), "negative window");
+  if (hp.arch == Arch::gpt_oss) {
+    hp.n_swa = k.required("attention.sliding_window");
+    if (hp.n_swa <= 0) fail(f, k.name("attention.sliding_window"), "gpt-oss needs a window > 0");
+    read_swa_pattern(k, hp, 2);
+    // llama.cpp gives the sliding layers rope.freq_base_swa (default: the
+    // full layers' base); one RoPE table serves every layer here.
+    if (auto base_swa = k.f32("rope.freq_base_swa"); base_swa && *base_swa != hp.rope_freq_base)
+      throw Error(Errc::unsupported, f.path() + ": " + k.name("rope.freq_base_swa") + " " +
+                                         std::to_string(*base_swa) + " differs from rope.freq_base " +
+                                         std::to_string(hp.rope_freq_base) + ", which synapse does not support");
+    hp.attn_sinks = true;
+    hp.swiglu_oai = true;
+    hp.expert_gating = ExpertGating::softmax_weight;
+  } else {
+    hp.n_swa = k.i64("attention.sliding_window").value_or(0);
+    if (hp.n_swa < 0) fail(f, k.name("attention.sliding_window"), "negative window");
+  }
   hp.fused_qkv = hp.arch == Arch::phi3;
   hp.scale_q_before_kq = hp.arch == Arch::phi3;
   hp.qk_norm = hp.arch == Arch::qwen3 || hp.arch == Arch::qwen3moe;

@@ -19,7 +19,14 @@
 
 namespace synapse::model {
 
-enum class Arch { llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3 };
+enum class Arch { llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3, gpt_oss };
+// How a MoE router's logits become the chosen experts' weights (llama.cpp's
+// llama_expert_gating_func_type with build_moe_ffn's norm_w):
+// softmax_norm: softmax over all experts, top k, the k weights divided by
+//   their sum (Mixtral, Qwen3-MoE: LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX, norm_w);
+// softmax_weight: top k of the logits, the weights the softmax of those k
+//   (gpt-oss: LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT, no norm_w).
+enum class ExpertGating { softmax_norm, softmax_weight };
 enum class RopeType { normal, neox };  // pairs (x[2i], x[2i+1]) or (x[i], x[i + n_rot/2])
 
 struct HParams {
@@ -59,6 +66,11 @@ struct HParams {
   float attn_temp_scale = 0.0f;
   int64_t n_attn_temp_floor_scale = 0;
   int64_t n_swa = 0;            // attention.sliding_window; 0 = full attention
+  // Which layers use the window (llama.cpp's hparams.is_swa): empty = every
+  // layer when n_swa > 0; gpt-oss: attention.sliding_window_pattern (an
+  // integer n: layer il slides when il % n < n - 1, default 2, so the even
+  // layers; or one bool per layer), as load_swa_pattern reads it.
+  std::vector<uint8_t> swa_layers;
   int64_t n_expert = 0;         // expert_count (Mixtral, Qwen3-MoE)
   int64_t n_expert_used = 0;    // expert_used_count
   bool fused_qkv = false;       // Phi-3: attn_qkv [q|k|v] and ffn_up [gate|up]
@@ -71,8 +83,26 @@ struct HParams {
   // Entries of <prefix>.classifier.output_labels (llama.cpp's n_cls_out;
   // Qwen3-Reranker: ["yes", "no"]), 0 when absent.
   int64_t n_cls_labels = 0;
+  // gpt-oss (llama.cpp v0.5.0 src/models/openai-moe.cpp): a learned sink per
+  // query head in the attention softmax (blk.N.attn_sinks.weight), the FFN
+  // norm named post_attention_norm, router and expert biases, ggml_swiglu_oai as
+  // the experts' activation.
+  bool attn_sinks = false;
+  bool swiglu_oai = false;
+  ExpertGating expert_gating = ExpertGating::softmax_norm;
 
   int64_t n_gqa() const { return n_head / n_head_kv; }
+  // Whether layer il attends through the sliding window.
+  bool is_swa(int64_t il) const {
+    return n_swa > 0 && (swa_layers.empty() || swa_layers[static_cast<size_t>(il)] != 0);
+  }
+  // The window a sequence's KV cache may keep (KvCache's `window`): n_swa
+  // when every layer slides, else 0 (a full layer needs every position).
+  int64_t kv_window() const {
+    for (int64_t il = 0; il < n_layer; ++il)
+      if (!is_swa(il)) return 0;
+    return n_swa;
+  }
   int64_t n_embd_k_gqa() const { return n_embd_head_k * n_head_kv; }
   int64_t n_embd_v_gqa() const { return n_embd_head_v * n_head_kv; }
 };

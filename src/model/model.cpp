@@ -58,9 +58,14 @@ class Binder {
   }
 
   // A 1-D float vector of length n (norms, biases): F32/F16/BF16 to float.
-  std::vector<float> vec(const std::string& name, int64_t n) const {
+  std::vector<float> vec(const std::string& name, int64_t n) const { return table(name, n, 1); }
+
+  // A float table of n1 rows of n0 (ne = {n0, n1}; per-expert biases), row-major.
+  std::vector<float> table(const std::string& name, int64_t n0, int64_t n1) const {
     const gguf::TensorInfo& t = require(name);
-    check_shape(t, {n});
+    if (n1 == 1) check_shape(t, {n0});
+    else check_shape(t, {n0, n1});
+    const int64_t n = n0 * n1;
     std::vector<float> out(static_cast<size_t>(n));
     if (t.type != GgmlType::F32 && t.type != GgmlType::F16 && t.type != GgmlType::BF16)
       throw Error(Errc::unsupported, f_.path() + ": tensor '" + name + "' has type " +
@@ -102,6 +107,12 @@ void bind_experts(const Binder& b, const HParams& hp, int il, Layer& L) {
     } else {
       b.require(merged);  // throws, naming the merged tensor
     }
+  }
+  if (hp.arch == Arch::gpt_oss) {  // llama.cpp's openai-moe requires every bias
+    L.ffn_gate_inp_b = b.vec(p + "ffn_gate_inp.bias", hp.n_expert);
+    L.gate_exps_b = b.table(p + "ffn_gate_exps.bias", hp.n_ff, hp.n_expert);
+    L.up_exps_b = b.table(p + "ffn_up_exps.bias", hp.n_ff, hp.n_expert);
+    L.down_exps_b = b.table(p + "ffn_down_exps.bias", hp.n_embd, hp.n_expert);
   }
 }
 
@@ -168,7 +179,9 @@ std::unique_ptr<Model> load_model(gguf::File file) {
 
   m->tok_embd = b.matrix("token_embd.weight", hp.n_embd, hp.n_vocab);
   m->output_norm = b.vec("output_norm.weight", hp.n_embd);
-  m->output = b.find("output.weight") ? b.matrix("output.weight", hp.n_embd, hp.n_vocab) : m->tok_embd;
+  // gpt-oss requires its own output (llama.cpp's openai-moe); the others may tie it.
+  m->output = b.find("output.weight") || hp.arch == Arch::gpt_oss ? b.matrix("output.weight", hp.n_embd, hp.n_vocab)
+                                                                  : m->tok_embd;
   m->rope_freqs = b.opt_vec("rope_freqs.weight", hp.n_rot / 2);
   if (const gguf::TensorInfo* cls = b.find("cls.output.weight")) {
     if (hp.n_cls_labels > 0) b.check_shape(*cls, {hp.n_embd, hp.n_cls_labels});
@@ -193,7 +206,8 @@ std::unique_ptr<Model> load_model(gguf::File file) {
     Layer& L = m->layers[il];
     const std::string p = "blk." + std::to_string(il) + ".";
     L.attn_norm = b.vec(p + "attn_norm.weight", hp.n_embd);
-    L.ffn_norm = b.vec(p + "ffn_norm.weight", hp.n_embd);
+    // gpt-oss names its FFN norm post_attention_norm (llama.cpp's LLM_TENSOR_ATTN_POST_NORM; the same place in the layer).
+    L.ffn_norm = b.vec(p + (hp.arch == Arch::gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), hp.n_embd);
     if (hp.fused_qkv) {
       const WeightView qkv = b.matrix(p + "attn_qkv.weight", hp.n_embd, n_q + n_k + n_v);
       L.wq = qkv.rows(0, n_q, p + "attn_qkv.weight[q]");
@@ -208,7 +222,9 @@ std::unique_ptr<Model> load_model(gguf::File file) {
     L.bq = b.opt_vec(p + "attn_q.bias", n_q);
     L.bk = b.opt_vec(p + "attn_k.bias", n_k);
     L.bv = b.opt_vec(p + "attn_v.bias", n_v);
-    L.bo = b.opt_vec(p + "attn_output.bias", hp.n_embd);
+    L.bo = hp.arch == Arch::gpt_oss ? b.vec(p + "attn_output.bias", hp.n_embd)
+                                    : b.opt_vec(p + "attn_output.bias", hp.n_embd);
+    if (hp.attn_sinks) L.attn_sinks = b.vec(p + "attn_sinks.weight", hp.n_head);
     if (hp.qk_norm) {
       L.attn_q_norm = b.vec(p + "attn_q_norm.weight", hp.n_embd_head_k);
       L.attn_k_norm = b.vec(p + "attn_k_norm.weight", hp.n_embd_head_k);

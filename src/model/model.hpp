@@ -27,6 +27,11 @@ struct Layer {
   WeightView ffn_gate, ffn_up, ffn_down;  // dense FFN (Phi-3: views of fused ffn_up)
   WeightView ffn_gate_inp;              // MoE router [n_embd -> n_expert]
   std::vector<WeightView> gate_exps, up_exps, down_exps;  // per-expert views
+  // gpt-oss (else empty): attn_sinks [n_head]; the router's bias
+  // ffn_gate_inp.bias [n_expert]; the experts' biases ffn_{gate,up}_exps.bias
+  // [n_expert][n_ff] and ffn_down_exps.bias [n_expert][n_embd].
+  std::vector<float> attn_sinks;
+  std::vector<float> ffn_gate_inp_b, gate_exps_b, up_exps_b, down_exps_b;
 };
 
 struct Model {

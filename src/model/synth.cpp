@@ -278,6 +278,12 @@ std::vector<Meta> metadata(const SynthPreset& p, const FileType& ft) {
     u32(a + ".expert_used_count", static_cast<uint64_t>(p.n_expert_used));
     u32(a + ".expert_feed_forward_length", static_cast<uint64_t>(p.n_ff_exp));
   }
+  if (p.sliding_window > 0) u32(a + ".attention.sliding_window", static_cast<uint64_t>(p.sliding_window));
+  if (p.yarn_factor != 0.0f) {
+    str(a + ".rope.scaling.type", "yarn");
+    f32(a + ".rope.scaling.factor", p.yarn_factor);
+    u32(a + ".rope.scaling.original_context_length", static_cast<uint64_t>(p.yarn_orig_ctx));
+  }
   if (a == "llama") u32(a + ".vocab_size", static_cast<uint64_t>(p.n_vocab));
 
   // SentencePiece-style vocabulary: specials, 256 byte tokens, generated pieces.
@@ -309,8 +315,8 @@ std::vector<Meta> metadata(const SynthPreset& p, const FileType& ft) {
 }
 
 void check_preset(const SynthPreset& p) {
-  if (p.arch != "llama" && p.arch != "qwen2" && p.arch != "qwen3moe")
-    bad_arg(p.name + ": architecture '" + p.arch + "' (llama, qwen2 or qwen3moe)");
+  if (p.arch != "llama" && p.arch != "qwen2" && p.arch != "qwen3moe" && p.arch != "gpt-oss")
+    bad_arg(p.name + ": architecture '" + p.arch + "' (llama, qwen2, qwen3moe or gpt-oss)");
   if (p.n_layer < 1 || p.n_embd < 1 || p.n_head < 1 || p.n_head_kv < 1 || p.n_ff < 1 || p.n_ctx_train < 1)
     bad_arg(p.name + ": layers, n_embd, heads, n_ff and context must be positive");
   if ((p.head_dim == 0 && p.n_embd % p.n_head != 0) || p.n_head % p.n_head_kv != 0 || p.head_size() % 2 != 0 ||
@@ -319,6 +325,10 @@ void check_preset(const SynthPreset& p) {
                      "even");
   if (p.arch == "qwen3moe" && (p.n_expert < 1 || !p.qk_norm))
     bad_arg(p.name + ": qwen3moe has experts and q/k norms in every layer");
+  if (p.arch == "gpt-oss" && (p.n_expert < 1 || !p.qkv_bias || p.tied || p.sliding_window < 1))
+    bad_arg(p.name + ": gpt-oss has experts, q/k/v biases, its own output and a sliding window");
+  if (p.yarn_factor != 0.0f && (p.yarn_factor < 1.0f || p.yarn_orig_ctx < 1))
+    bad_arg(p.name + ": YaRN needs factor >= 1 and the original context length");
   if (p.n_expert < 0 || p.n_expert > 512 ||
       (p.n_expert > 0 && (p.n_expert_used < 1 || p.n_expert_used > p.n_expert || p.n_ff_exp < 1 ||
                           p.n_ff_exp > (1 << 18))))
@@ -374,6 +384,17 @@ SynthPreset synth_preset(std::string_view name) {
     p.n_ctx_train = 262144, p.tied = false, p.rope_theta = 10000000.0f, p.rms_eps = 1e-6f;
     p.head_dim = 128, p.qk_norm = true;
     p.n_expert = 128, p.n_expert_used = 8, p.n_ff_exp = 768;
+  } else if (name == "gpt-oss-20b") {
+    // ggml-org/gpt-oss-20b-GGUF (gpt-oss-20b-mxfp4.gguf) metadata, as
+    // llama.cpp v0.5.0 prints it: 24 layers, n_embd 2880, 64/8 heads of 64
+    // (not 2880 / 64), 32 experts of 2880, 4 used, sliding window 128, YaRN
+    // factor 32 over 4096, rope theta 150000, vocab 201088, untied.
+    p.arch = "gpt-oss";
+    p.n_layer = 24, p.n_embd = 2880, p.n_head = 64, p.n_head_kv = 8, p.n_ff = 2880, p.n_vocab = 201088;
+    p.n_ctx_train = 131072, p.tied = false, p.qkv_bias = true, p.rope_theta = 150000.0f, p.rms_eps = 1e-5f;
+    p.head_dim = 64;
+    p.n_expert = 32, p.n_expert_used = 4, p.n_ff_exp = 2880;
+    p.sliding_window = 128, p.yarn_factor = 32.0f, p.yarn_orig_ctx = 4096;
   } else {
     std::string known;
     for (const std::string& n : synth_preset_names()) known += (known.empty() ? "" : ", ") + n;
@@ -383,7 +404,7 @@ SynthPreset synth_preset(std::string_view name) {
 }
 
 std::vector<std::string> synth_preset_names() {
-  return {"smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b", "llama-3.1-8b", "qwen3-30b-a3b"};
+  return {"smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b", "llama-3.1-8b", "qwen3-30b-a3b", "gpt-oss-20b"};
 }
 
 std::vector<std::string> synth_type_names() {
@@ -442,13 +463,14 @@ std::vector<SynthTensor> synth_plan(const SynthPreset& p, std::string_view ftype
     if (ne2 > 1) ne.push_back(ne2);
     plan.push_back(SynthTensor{std::move(name), std::move(ne), t, row_size(t, ne0) * static_cast<uint64_t>(ne1 * ne2)});
   };
-  // A float matrix llama-quantize leaves as it is (the MoE router).
+  // A float matrix llama-quantize leaves as it is (the MoE router, gpt-oss's expert biases).
   const auto f32_matrix = [&](std::string name, int64_t ne0, int64_t ne1) {
     plan.push_back(SynthTensor{std::move(name), {ne0, ne1}, GgmlType::F32, static_cast<uint64_t>(ne0 * ne1) * 4});
   };
   const auto vec = [&](std::string name, int64_t n) {
     plan.push_back(SynthTensor{std::move(name), {n}, GgmlType::F32, static_cast<uint64_t>(n) * 4});
   };
+  const bool gpt_oss = p.arch == "gpt-oss";
   matrix("token_embd.weight", p.n_embd, p.n_vocab, p.tied ? 1 : 0, -1, Role::token_embd);
   if (p.rope_factor != 0.0f) vec("rope_freqs.weight", head / 2);
   for (int64_t il = 0; il < p.n_layer; ++il) {
@@ -465,12 +487,22 @@ std::vector<SynthTensor> synth_plan(const SynthPreset& p, std::string_view ftype
       vec(b + "attn_k_norm.weight", head);
     }
     matrix(b + "attn_output.weight", n_q, p.n_embd, 0, il, Role::attn_output);
-    vec(b + "ffn_norm.weight", p.n_embd);
+    if (gpt_oss) {
+      vec(b + "attn_output.bias", p.n_embd);
+      vec(b + "attn_sinks.weight", p.n_head);
+    }
+    vec(b + (gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), p.n_embd);
     if (p.n_expert > 0) {
       f32_matrix(b + "ffn_gate_inp.weight", p.n_embd, p.n_expert);
+      if (gpt_oss) vec(b + "ffn_gate_inp.bias", p.n_expert);
       matrix(b + "ffn_gate_exps.weight", p.n_embd, p.n_ff_exp, 0, il, Role::ffn_gate, p.n_expert);
       matrix(b + "ffn_up_exps.weight", p.n_embd, p.n_ff_exp, 0, il, Role::ffn_up, p.n_expert);
       matrix(b + "ffn_down_exps.weight", p.n_ff_exp, p.n_embd, 3, il, Role::ffn_down, p.n_expert);
+      if (gpt_oss) {  // 2-D biases: llama-quantize quantizes only *.weight
+        f32_matrix(b + "ffn_gate_exps.bias", p.n_ff_exp, p.n_expert);
+        f32_matrix(b + "ffn_up_exps.bias", p.n_ff_exp, p.n_expert);
+        f32_matrix(b + "ffn_down_exps.bias", p.n_embd, p.n_expert);
+      }
     } else {
       matrix(b + "ffn_gate.weight", p.n_embd, p.n_ff, 0, il, Role::ffn_gate);
       matrix(b + "ffn_up.weight", p.n_embd, p.n_ff, 0, il, Role::ffn_up);

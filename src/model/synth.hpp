@@ -6,8 +6,8 @@
 //
 // What a file holds:
 //   - the architecture's hyperparameters as GGUF metadata (llama.* / qwen2.* /
-//     qwen3moe.*), with the real model's context length, rope theta and
-//     RMSNorm epsilon;
+//     qwen3moe.* / gpt-oss.*), with the real model's context length, rope
+//     theta (and YaRN) and RMSNorm epsilon;
 //   - a synthetic SentencePiece-style vocabulary at the real size: <unk>, <s>,
 //     </s>, the 256 byte tokens <0x00>..<0xFF>, then generated unique pieces;
 //   - every tensor the real model has, at its shape: token_embd, output (when
@@ -39,7 +39,7 @@ namespace synapse::model {
 // The hyperparameters of one real model (from its config.json / GGUF).
 struct SynthPreset {
   std::string name;           // "llama-3.2-1b"
-  std::string arch;           // general.architecture: "llama", "qwen2" or "qwen3moe"
+  std::string arch;           // general.architecture: "llama", "qwen2", "qwen3moe" or "gpt-oss"
   int64_t n_layer = 0;
   int64_t n_embd = 0;
   int64_t n_head = 0;
@@ -67,12 +67,20 @@ struct SynthPreset {
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;
   int64_t n_ff_exp = 0;
+  // gpt-oss (as the ggml-org gpt-oss-20b GGUF has it): attention.sliding_window
+  // (on the even layers), YaRN (rope.scaling.type yarn, factor,
+  // original_context_length), and per layer attn_output.bias, attn_sinks
+  // [n_head], post_attention_norm (instead of ffn_norm), ffn_gate_inp.bias
+  // and the experts' biases ffn_{gate,up,down}_exps.bias (all F32).
+  int64_t sliding_window = 0;
+  float yarn_factor = 0.0f;
+  int64_t yarn_orig_ctx = 0;
 
   int64_t head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
 };
 
 // The preset called `name` (smollm2-135m, qwen2.5-0.5b, llama-3.2-1b,
-// llama-3.1-8b, qwen3-30b-a3b). Throws Error(invalid_argument) naming the known presets for
+// llama-3.1-8b, qwen3-30b-a3b, gpt-oss-20b). Throws Error(invalid_argument) naming the known presets for
 // any other name.
 SynthPreset synth_preset(std::string_view name);
 std::vector<std::string> synth_preset_names();

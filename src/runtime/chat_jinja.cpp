@@ -170,6 +170,17 @@ ojson ChatRenderer::adapt(const ojson& messages) const {
         }
       }
     }
+    // gpt-oss's template reads an assistant turn's analysis from `thinking`
+    // and refuses content beside it in a turn with calls: llama.cpp v0.5.0's
+    // common_chat_params_init_gpt_oss (common/parsers/gpt-oss.cpp) copies
+    // reasoning_content there and drops such a turn's content.
+    if (format_ == ToolCallFormat::gpt_oss_harmony) {
+      if (const auto rc = copy.find("reasoning_content"); rc != copy.end() && rc->is_string()) {
+        copy["thinking"] = *rc;
+        if (const auto tc = copy.find("tool_calls"); tc != copy.end() && tc->is_array() && !tc->empty())
+          copy.erase("content");
+      }
+    }
     out.push_back(std::move(copy));
   }
   // A template that drops system messages gets the system text in front of
@@ -196,7 +207,7 @@ RenderedChat ChatRenderer::render(const ChatInputs& in) const {
   if (!in.messages.is_array()) throw Error(Errc::invalid_argument, "messages: must be an array");
   ojson messages = in.messages;
   bool add_generation_prompt = in.add_generation_prompt;
-  std::string prefill;
+  std::string prefill, prefill_reasoning;
   bool continues = false;
   if (!messages.empty() && messages.back().is_object() && messages.back().value("role", "") == "assistant" &&
       add_generation_prompt) {
@@ -207,9 +218,19 @@ RenderedChat ChatRenderer::render(const ChatInputs& in) const {
                       "]: the conversation ends with an assistant message, which is continued (prefill); it cannot "
                       "have tool_calls");
     prefill = content_text(last.value("content", ojson()));
+    if (const auto rc = last.find("reasoning_content"); rc != last.end() && rc->is_string())
+      prefill_reasoning = rc->get<std::string>();
     messages.erase(messages.end() - 1);
     continues = true;
   }
+  // gpt-oss continues a final assistant message in its own form, after the
+  // conversation rendered without a generation prompt (llama.cpp v0.5.0
+  // common/chat.cpp:1252-1270 and common/parsers/gpt-oss.cpp:20-64): an
+  // analysis message with the reasoning, then, unless only reasoning was
+  // given, a final message with the content; a prompt rendered without a
+  // generation prompt has its last <|return|> read as <|end|>.
+  const bool harmony = format_ == ToolCallFormat::gpt_oss_harmony;
+  if (harmony && continues) add_generation_prompt = false;
   ojson ctx = {{"messages", adapt(messages)}, {"bos_token", bos_}, {"eos_token", eos_}, {"enable_thinking", true}};
   if (in.tools.is_array() && !in.tools.empty()) ctx["tools"] = in.tools;
   const std::tm tm = now_();
@@ -221,9 +242,20 @@ RenderedChat ChatRenderer::render(const ChatInputs& in) const {
   RenderedChat r;
   r.prompt = render_raw(ctx);
   if (!bos_.empty() && r.prompt.compare(0, bos_.size(), bos_) == 0) r.prompt.erase(0, bos_.size());
-  r.prompt += prefill;
+  if (harmony && !add_generation_prompt) {
+    constexpr std::string_view kReturn = "<|return|>";
+    if (const size_t at = r.prompt.rfind(kReturn); at != std::string::npos) r.prompt.replace(at, kReturn.size(), "<|end|>");
+  }
+  bool in_reasoning = false;
+  if (harmony && continues) {
+    r.prompt += "<|start|>assistant<|channel|>analysis<|message|>" + prefill_reasoning;
+    in_reasoning = prefill.empty() && !prefill_reasoning.empty();
+    if (!in_reasoning) r.prompt += "<|end|><|start|>assistant<|channel|>final<|message|>" + prefill;
+  } else {
+    r.prompt += prefill;
+  }
   r.continues_final = continues;
-  r.thinking_open = prompt_opens_reasoning(format_, r.prompt);
+  r.thinking_open = in_reasoning || prompt_opens_reasoning(format_, r.prompt);
   return r;
 }
 

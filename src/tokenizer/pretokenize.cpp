@@ -21,6 +21,14 @@ const char* const kLlama3 =
 const char* const kQwen2 =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 const char* const kGpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))";
+// llama.cpp v0.5.0's LLAMA_VOCAB_PRE_TYPE_GPT4O (o200k: gpt-oss, Llama 4):
+// tokenizer.json's regex with its \p{Lu}/\p{Ll} classes rewritten as
+// lookaheads over \p{L} (an upper-case run is letters not in [a-z], a
+// lower-case run letters not in [A-Z]; on the collapsed text every non-ASCII
+// letter is both) and the case-insensitive contractions spelled out
+// (src/llama-vocab.cpp:438-444).
+const char* const kGpt4o =
+    R"([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 const char* const kTekken =
     R"([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 const char* const kPoro = R"( ?[^(\s|.,!?…。，、।۔،)]+)";
@@ -251,8 +259,8 @@ std::vector<std::string> pre_regexes(PreType pre) {
           R"([\p{P}!-/:-@\[-`{-~])",
           kGpt2,
       };
-    case PreType::gpt4o:  // not in c392e509's list: the Llama 3 rules are closest
-      return {kLlama3};
+    case PreType::gpt4o:
+      return {kGpt4o};
     case PreType::default_:
       break;
   }

@@ -19,7 +19,8 @@
 
 namespace synapse::tokenizer {
 
-// llama_vocab_pre_type values synapse knows (the pre-tokenizers of c392e509).
+// llama_vocab_pre_type values synapse knows (the pre-tokenizers of c392e509,
+// and gpt4o as llama.cpp v0.5.0 defines it).
 enum class PreType {
   default_,
   llama3,

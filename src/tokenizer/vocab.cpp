@@ -340,16 +340,32 @@ Vocab Vocab::load(const gguf::File& f) {
   // (made control tokens), then eos, eot, eom.
   for (token_id id : {v.fim_pad, v.fim_rep, v.fim_sep})
     if (id != kNull) v.eog.insert(id);
-  for (const char* s : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                        "<|eom_id|>", "<EOT>"}) {
+  // <|return|> and <|call|>: o200k_harmony (gpt-oss), llama.cpp v0.5.0.
+  for (const char* s : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
+                        "<|endoftext|>", "<|eom_id|>", "<EOT>"}) {
     const token_id id = v.find(s);
     if (id != kNull) {
       v.eog.insert(id);
       make_control(id);
     }
   }
+  // gpt-oss's harmony markers are always split out of text, whatever
+  // parse_special says, and always rendered (llama.cpp v0.5.0
+  // src/llama-vocab.cpp:2927-2937 makes them user-defined in any vocabulary).
+  for (const char* s : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"})
+    if (const token_id id = v.find(s); id != kNull) v.attr[id] = kAttrUserDefined;
   for (token_id id : {v.eos, v.eot, v.eom})
     if (id != kNull) v.eog.insert(id);
+  // o200k_harmony: <|end|> closes a message, not the reply, when <|return|>
+  // and <|call|> end generation: it leaves the end-of-generation set and
+  // becomes user-defined (llama.cpp v0.5.0 src/llama-vocab.cpp:2955-2994).
+  {
+    const token_id ret = v.find("<|return|>"), call = v.find("<|call|>"), end = v.find("<|end|>");
+    if (ret != kNull && call != kNull && end != kNull && v.eog.count(ret) && v.eog.count(call) && v.eog.count(end)) {
+      v.eog.erase(end);
+      v.attr[end] = kAttrUserDefined;
+    }
+  }
 
   // Special-token cache: control, user-defined and unknown tokens, longest
   // first. std::sort is not stable; running libstdc++'s std::sort on the same

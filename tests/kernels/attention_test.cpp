@@ -33,7 +33,11 @@ TEST_P(Attention, EqualsScalarAndDoubleReference) {
   for (auto& x : v) x = quant::fp32_to_fp16(nd(rng));
   std::vector<float> q(static_cast<size_t>(c.n_gqa * c.hd));
   for (auto& x : q) x = nd(rng);
-  const KvLayerView view{k.data(), v.data(), k_stride, v_stride, c.capacity};
+  // Attention sinks (gpt-oss), one per head of every group, or none.
+  std::vector<float> sink_logits(static_cast<size_t>(c.n_gqa * c.n_groups));
+  for (auto& x : sink_logits) x = nd(rng) * 3.0f;
+  for (const bool with_sinks : {false, true}) {
+  const KvLayerView view{k.data(), v.data(), k_stride, v_stride, c.capacity, with_sinks ? sink_logits.data() : nullptr};
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
   const int64_t g = c.n_groups - 1;
   std::vector<float> a(static_cast<size_t>(c.n_gqa * c.hd_v)), b(a.size());
@@ -55,15 +59,20 @@ TEST_P(Attention, EqualsScalarAndDoubleReference) {
       s.push_back(dot * scale);
       mx = std::max(mx, s.back());
     }
-    double sum = 0;
+    // A sink is one more softmax column whose probability weights nothing.
+    const double sink = with_sinks ? sink_logits[g * c.n_gqa + i] : -INFINITY;
+    mx = std::max(mx, sink);
+    double sum = with_sinks ? std::exp(sink - mx) : 0.0;
     for (double& x : s) sum += x = std::exp(x - mx);
     for (int64_t d = 0; d < c.hd_v; ++d) {
       double o = 0;
       for (int64_t p = c.first; p <= c.last; ++p)
         o += quant::round_fp16(static_cast<float>(s[p - c.first] / sum)) *
              static_cast<double>(quant::fp16_to_fp32(v[(p % c.capacity) * v_stride + g * c.hd_v + d]));
-      EXPECT_NEAR(a[i * c.hd_v + d], o, 2e-3 * (1 + std::fabs(o))) << "head " << i << " dim " << d;
+      EXPECT_NEAR(a[i * c.hd_v + d], o, 2e-3 * (1 + std::fabs(o)))
+          << "head " << i << " dim " << d << (with_sinks ? " (sinks)" : "");
     }
+  }
   }
 }
 
@@ -112,9 +121,10 @@ BlockData make_block_data(int64_t n_rows, int64_t n_gqa, int64_t hd, int64_t hd_
 // attend_group (the per-position kernel) and the dispatching attend_block.
 void expect_block_equals_group(const OpsTable& t, const BlockData& b,
                                const std::vector<std::pair<int64_t, int64_t>>& ranges, int64_t n_gqa, int64_t hd,
-                               int64_t hd_v, int64_t n_groups, int64_t capacity, int64_t bk) {
+                               int64_t hd_v, int64_t n_groups, int64_t capacity, int64_t bk,
+                               const float* sinks = nullptr) {
   const int64_t n_rows = static_cast<int64_t>(ranges.size());
-  const KvLayerView view{b.k.data(), b.v.data(), b.k_stride, b.v_stride, capacity};
+  const KvLayerView view{b.k.data(), b.v.data(), b.k_stride, b.v_stride, capacity, sinks};
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t q_row = n_groups * n_gqa * hd, o_row = n_groups * n_gqa * hd_v;
   std::vector<float> want(static_cast<size_t>(n_rows * o_row)), got_t(want.size(), NAN), got_d(want.size(), NAN);
@@ -218,9 +228,16 @@ TEST_P(OpsTables, AttentionSoftmaxEqualsScalar) {
       x[0] = -0.0f;
       if (x.size() > 5) x[5] = 0.0f, x[4] = -150.0f, x[3] = x[2];
       std::vector<float> a = x, b = x;
-      softmax_f16_rows_scalar(a.data(), ld, n.data(), n_rows);
-      table().softmax_f16_rows(b.data(), ld, n.data(), n_rows);
+      softmax_f16_rows_scalar(a.data(), ld, n.data(), n_rows, nullptr, 1);
+      table().softmax_f16_rows(b.data(), ld, n.data(), n_rows, nullptr, 1);
       EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << n_rows << " rows of ~" << base;
+      // With attention sinks (3 of them, cycling over the rows): some above
+      // every score (the sink sets the max), some far below.
+      const float sinks[3] = {nd(rng) + 12.0f, nd(rng), -90.0f};
+      a = x, b = x;
+      softmax_f16_rows_scalar(a.data(), ld, n.data(), n_rows, sinks, 3);
+      table().softmax_f16_rows(b.data(), ld, n.data(), n_rows, sinks, 3);
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << n_rows << " rows, sinks";
     }
   }
   // All-equal and all-zero rows (the max is a tie everywhere).
@@ -228,10 +245,10 @@ TEST_P(OpsTables, AttentionSoftmaxEqualsScalar) {
   for (int i = 0; i < 64; i += 3) w[i] = 0.0f;
   const int64_t n64[2] = {64, 64};
   std::vector<float> za = z, zb = z, wa = w, wb = w;
-  softmax_f16_rows_scalar(za.data(), 32, n64, 1);
-  table().softmax_f16_rows(zb.data(), 32, n64, 1);
-  softmax_f16_rows_scalar(wa.data(), 64, n64, 1);
-  table().softmax_f16_rows(wb.data(), 64, n64, 1);
+  softmax_f16_rows_scalar(za.data(), 32, n64, 1, nullptr, 1);
+  table().softmax_f16_rows(zb.data(), 32, n64, 1, nullptr, 1);
+  softmax_f16_rows_scalar(wa.data(), 64, n64, 1, nullptr, 1);
+  table().softmax_f16_rows(wb.data(), 64, n64, 1, nullptr, 1);
   EXPECT_EQ(0, std::memcmp(za.data(), zb.data(), za.size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(wa.data(), wb.data(), wa.size() * sizeof(float)));
 }
@@ -258,6 +275,11 @@ TEST_P(OpsTables, AttentionEveryShortRangeEqualsAttendGroup) {
             ranges.emplace_back(std::min(first, last), last);
           }
           expect_block_equals_group(table(), b, ranges, n_gqa, hd, hd, n_groups, capacity, n_kv % 2 ? 8 : 24);
+          // The same with attention sinks (gpt-oss), one per head.
+          std::vector<float> sinks(static_cast<size_t>(n_groups * n_gqa));
+          for (size_t h = 0; h < sinks.size(); ++h) sinks[h] = static_cast<float>(h % 3) * 2.5f - 2.0f;
+          expect_block_equals_group(table(), b, ranges, n_gqa, hd, hd, n_groups, capacity, n_kv % 2 ? 8 : 24,
+                                    sinks.data());
           if (HasFailure()) return;
         }
       }

@@ -3,6 +3,7 @@
 // on it. The OpsTables suite is instantiated here, once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -111,6 +112,56 @@ TEST(Softmax, Pad16EqualsPlainForWholeGroups) {
     for (float v : a) s += v;
     EXPECT_NEAR(1.0, s, 1e-5);
   }
+}
+
+// An attention sink (gpt-oss) is one more column of the softmax that weights
+// nothing: the probabilities plus exp(sink - max) / sum add up to 1; the sink
+// sets the max when it is the largest; a sink of -inf changes nothing.
+TEST(Softmax, Pad16WithSink) {
+  std::vector<float> x = {0.0f, 0.0f};
+  const float zero = 0.0f;
+  softmax_pad16(x.data(), 2, &zero);  // exp(0) = 1 three times: 1/3 each
+  EXPECT_EQ(static_cast<float>(1.0 / 3.0), x[0]);
+  EXPECT_EQ(x[0], x[1]);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (int64_t n : {1, 7, 16, 40}) {
+    for (float sink : {-5.0f, 0.5f, 30.0f}) {
+      std::vector<float> a(static_cast<size_t>(n));
+      for (auto& v : a) v = nd(rng);
+      double mx = sink, ref_sum = 0;
+      for (float v : a) mx = std::max<double>(mx, v);
+      for (float v : a) ref_sum += std::exp(v - mx);
+      ref_sum += std::exp(sink - mx);
+      std::vector<float> want(a.size());
+      for (size_t i = 0; i < a.size(); ++i) want[i] = static_cast<float>(std::exp(a[i] - mx) / ref_sum);
+      softmax_pad16(a.data(), n, &sink);
+      for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(want[i], a[i], 1e-6 + 1e-5 * want[i]) << n << " " << sink;
+    }
+  }
+  std::vector<float> a = {1.0f, 2.0f, -3.0f}, b = a;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  softmax_pad16(a.data(), 3);
+  softmax_pad16(b.data(), 3, &ninf);
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+}
+
+// ggml_swiglu_oai (alpha 1.702, limit 7): gate clamped above only, up on
+// both sides, then x * sigmoid(alpha x) * (up + 1).
+TEST(Swiglu, OaiClampsAndAddsOne) {
+  const float gate[] = {0.0f, 1.0f, -2.0f, 7.0f, 100.0f, -100.0f, 3.0f, 3.0f};
+  const float up[] = {5.0f, 0.0f, 1.0f, 7.0f, 100.0f, 1.0f, -100.0f, -7.0f};
+  float y[8];
+  swiglu_oai(gate, up, y, 8, 1.702f, 7.0f);
+  for (int k = 0; k < 8; ++k) {
+    const double x = std::min<double>(gate[k], 7.0), u = std::clamp<double>(up[k], -7.0, 7.0);
+    const double want = x / (1.0 + std::exp(-1.702 * x)) * (u + 1.0);
+    EXPECT_NEAR(want, y[k], 1e-5 * (1.0 + std::fabs(want))) << k;
+  }
+  EXPECT_EQ(0.0f, y[0]);
+  EXPECT_EQ(bits(y[3]), bits(y[4]));  // gate and up past the limit act as the limit
+  EXPECT_EQ(bits(y[6]), bits(y[7]));  // up below -limit acts as -limit
+  EXPECT_GT(y[5], -1e-30f);           // a very negative gate is not clamped: silu -> 0
 }
 
 // swiglu_rows = ggml_vec_swiglu_f32 per row: ggml_v_silu on whole groups of

@@ -2,7 +2,8 @@
 // type without kernels (Q8_K, ggml's activation type), a missing tensor, a Mixtral file with
 // neither expert layout, a misshapen tensor, an unknown architecture, a
 // Qwen3 file without its q/k norms, a LongRoPE file with one factor set, a
-// Qwen3-MoE file without experts or its router. Plus the hyperparameters the
+// Qwen3-MoE file without experts or its router, a gpt-oss file without its
+// window, biases or sinks. Plus the hyperparameters the
 // newer architectures derive from their keys.
 #include <gtest/gtest.h>
 
@@ -113,7 +114,7 @@ TEST(LoadErrors, UnknownArchitectureListsSupported) {
         else w.set_value(kv.key, kv.value);
       });
   expect_load_error(std::move(f), Errc::unsupported,
-                    {"'gemma'", "supported: llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3"});
+                    {"'gemma'", "supported: llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3, gpt-oss"});
 }
 
 // What the newer architectures read (values: tests/data/models/MANIFEST.md).
@@ -193,6 +194,101 @@ TEST(Hparams, Qwen3Moe) {
   expect_load_error(rewrite(data_path("models/tiny-qwen3moe-f32.gguf"),
                             [](const gguf::TensorInfo& t, auto&, auto&) { return t.name != "blk.1.ffn_gate_inp.weight"; }),
                     Errc::format, {"blk.1.ffn_gate_inp.weight", "missing"});
+}
+
+// gpt-oss (llama.cpp v0.5.0 src/models/openai-moe.cpp): sliding_window and
+// expert_feed_forward_length are required, the window slides on the even
+// layers (sliding_window_pattern 2 by default, or the key: an integer or a
+// bool per layer), and every bias, the sinks, post_attention_norm and the
+// output are required tensors.
+TEST(Hparams, GptOss) {
+  const std::string path = data_path("models/tiny-gpt-oss-f32.gguf");
+  auto m = model::load_model(path);
+  const model::HParams& hp = m->hp;
+  EXPECT_EQ(hp.arch, model::Arch::gpt_oss);
+  EXPECT_EQ(hp.arch_name, "gpt-oss");
+  EXPECT_EQ(hp.rope_type, model::RopeType::neox);
+  EXPECT_EQ(hp.n_embd_head_k, 64);
+  EXPECT_EQ(hp.n_ff, 128);
+  EXPECT_EQ(hp.n_expert, 8);
+  EXPECT_EQ(hp.n_expert_used, 4);
+  EXPECT_EQ(hp.n_swa, 48);
+  EXPECT_TRUE(hp.is_swa(0));
+  EXPECT_FALSE(hp.is_swa(1));
+  EXPECT_EQ(hp.kv_window(), 0);  // layer 1 needs every position
+  EXPECT_TRUE(hp.attn_sinks);
+  EXPECT_TRUE(hp.swiglu_oai);
+  EXPECT_EQ(hp.expert_gating, model::ExpertGating::softmax_weight);
+  EXPECT_EQ(hp.yarn_ext_factor, 1.0f);
+  EXPECT_EQ(hp.rope_freq_scale, 1.0f / 32.0f);
+  EXPECT_EQ(hp.n_ctx_orig_yarn, 4096);
+  const model::Layer& L = m->layers[1];
+  EXPECT_EQ(L.attn_sinks.size(), 4u);
+  EXPECT_EQ(L.bq.size(), 256u);
+  EXPECT_EQ(L.bo.size(), 128u);
+  EXPECT_EQ(L.ffn_gate_inp_b.size(), 8u);
+  EXPECT_EQ(L.gate_exps_b.size(), 8u * 128u);
+  EXPECT_EQ(L.down_exps_b.size(), 8u * 128u);
+  EXPECT_NE(m->output.data, m->tok_embd.data);
+
+  const auto keep = [](const gguf::TensorInfo&, auto&, auto&) { return true; };
+  const auto drop_key = [](const char* key) {
+    return [key](gguf::Writer& w, const gguf::KeyValue& kv) {
+      if (kv.key != key) w.set_value(kv.key, kv.value);
+    };
+  };
+  const auto drop_tensor = [](const char* name) {
+    return [name](const gguf::TensorInfo& t, auto&, auto&) { return t.name != name; };
+  };
+  expect_load_error(rewrite(path, keep, drop_key("gpt-oss.attention.sliding_window")), Errc::format,
+                    {"gpt-oss.attention.sliding_window", "missing"});
+  expect_load_error(rewrite(path, keep, drop_key("gpt-oss.expert_feed_forward_length")), Errc::format,
+                    {"gpt-oss.expert_feed_forward_length", "missing"});
+  expect_load_error(rewrite(path, keep, drop_key("gpt-oss.expert_count")), Errc::format,
+                    {"gpt-oss.expert_count", "needs experts"});
+  for (const char* t : {"blk.1.attn_sinks.weight", "blk.0.post_attention_norm.weight", "blk.0.attn_output.bias",
+                        "blk.1.ffn_gate_inp.bias", "blk.0.ffn_gate_exps.bias", "blk.1.ffn_up_exps.bias",
+                        "blk.1.ffn_down_exps.bias", "output.weight"})
+    expect_load_error(rewrite(path, drop_tensor(t)), Errc::format, {t, "missing"});
+  // A bias of the wrong shape is named with both shapes.
+  expect_load_error(rewrite(path,
+                            [](const gguf::TensorInfo& t, auto&, auto& ne) {
+                              if (t.name == "blk.0.ffn_down_exps.bias") ne = {128, 4};
+                              return true;
+                            }),
+                    Errc::format, {"blk.0.ffn_down_exps.bias", "expected [128, 8]"});
+
+  // sliding_window_pattern as an integer (3: layers 0 and 1 slide) or as a
+  // bool per layer; a sliding-window base of its own is refused by name.
+  const auto with = [&](const char* key, gguf::Value v) {
+    return rewrite(path, keep, [key, v](gguf::Writer& w, const gguf::KeyValue& kv) {
+      w.set_value(kv.key, kv.value);
+      if (kv.key == "gpt-oss.attention.sliding_window") w.set_value(key, v);
+    });
+  };
+  gguf::Value three;
+  three.type = gguf::ValueType::UINT32;
+  three.u = 3;
+  auto m3 = model::load_model(with("gpt-oss.attention.sliding_window_pattern", three));
+  EXPECT_TRUE(m3->hp.is_swa(0));
+  EXPECT_TRUE(m3->hp.is_swa(1));
+  EXPECT_EQ(m3->hp.kv_window(), 48);
+  gguf::Value flags;
+  flags.type = gguf::ValueType::ARRAY;
+  flags.elem_type = gguf::ValueType::BOOL;
+  flags.items.resize(2);
+  flags.items[0].type = flags.items[1].type = gguf::ValueType::BOOL;
+  flags.items[1].b = true;
+  auto mf = model::load_model(with("gpt-oss.attention.sliding_window_pattern", flags));
+  EXPECT_FALSE(mf->hp.is_swa(0));
+  EXPECT_TRUE(mf->hp.is_swa(1));
+  flags.items.resize(3, flags.items[0]);
+  expect_load_error(with("gpt-oss.attention.sliding_window_pattern", flags), Errc::format,
+                    {"gpt-oss.attention.sliding_window_pattern", "one bool per layer (2)"});
+  gguf::Value base;
+  base.type = gguf::ValueType::FLOAT32;
+  base.f = 10000.0;
+  expect_load_error(with("gpt-oss.rope.freq_base_swa", base), Errc::unsupported, {"gpt-oss.rope.freq_base_swa"});
 }
 
 TEST(LoadErrors, SplitExpertsLoadLikeMerged) {

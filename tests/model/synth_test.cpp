@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <set>
 
 #include "model/forward.hpp"
@@ -144,6 +145,27 @@ TEST(Synth, Qwen3MoeMixtureFollowsLlamaQuantize) {
     const bool f32 = t.ne.size() == 1 || t.name.find("ffn_gate_inp") != std::string::npos;
     EXPECT_EQ(t.type, f32 ? GgmlType::F32 : t.ne.size() == 3 ? GgmlType::MXFP4 : GgmlType::Q8_0) << t.name;
   }
+}
+
+// gpt-oss-20b as the published ggml-org/gpt-oss-20b-GGUF (gpt-oss-20b-mxfp4.gguf)
+// is, by llama.cpp v0.5.0's load log of it: 20.91 B parameters, 11.27 GiB,
+// 289 F32 tensors (norms, biases, sinks, the routers and the experts'
+// 2-D biases), 98 Q8_0 (token_embd, output, attn_q/k/v/output) and 72 MXFP4
+// (the 3-D experts); file type 38.
+TEST(Synth, GptOss20bAsThePublishedFile) {
+  const auto plan = synth_plan(synth_preset("gpt-oss-20b"), "MXFP4_MOE");
+  EXPECT_EQ(totals(plan).params, 20914757184u);
+  EXPECT_NEAR(static_cast<double>(totals(plan).bytes) / (1ull << 30), 11.27, 0.005);
+  std::map<GgmlType, int> count;
+  for (const SynthTensor& t : plan) ++count[t.type];
+  EXPECT_EQ(count[GgmlType::F32], 289);
+  EXPECT_EQ(count[GgmlType::Q8_0], 98);
+  EXPECT_EQ(count[GgmlType::MXFP4], 72);
+  EXPECT_EQ(find(plan, "blk.0.ffn_down_exps.weight").ne, (std::vector<int64_t>{2880, 2880, 32}));
+  EXPECT_EQ(find(plan, "blk.0.ffn_down_exps.bias").ne, (std::vector<int64_t>{2880, 32}));
+  EXPECT_EQ(find(plan, "blk.0.attn_q.weight").ne, (std::vector<int64_t>{2880, 4096}));  // 64 heads of 64
+  EXPECT_EQ(find(plan, "blk.23.attn_sinks.weight").ne, std::vector<int64_t>{64});
+  EXPECT_EQ(find(plan, "output.weight").type, GgmlType::Q8_0);
 }
 
 // Rows of 896 (Qwen2.5-0.5B) are no multiple of 256: llama-quantize falls
@@ -331,6 +353,26 @@ TEST(Synth, Qwen3MoeShapeLoadsAndRuns) {
   EXPECT_EQ(m->layers[1].up_exps[15].type, GgmlType::Q4_K);
   EXPECT_EQ(m->layers[1].down_exps[0].type, GgmlType::Q6_K);  // use_more_bits(1, 2)
   EXPECT_EQ(m->file.get_u32("qwen3moe.feed_forward_length"), 1024u);
+  std::remove(path.c_str());
+}
+
+// gpt-oss-20b at 2 layers and n_embd 256 loads with every gpt-oss feature and runs.
+TEST(Synth, GptOssShapeLoadsAndRuns) {
+  SynthPreset p = synth_preset("gpt-oss-20b");
+  p.n_layer = 2, p.n_vocab = 512, p.n_embd = 256, p.n_head = 8, p.n_head_kv = 2;
+  p.n_expert = 8, p.n_ff_exp = 256, p.n_ff = 256;
+  const std::string path = tmp_path("gpt-oss.gguf");
+  const auto m = write_and_load(p, "MXFP4_MOE", path);
+  EXPECT_EQ(m->hp.arch, Arch::gpt_oss);
+  EXPECT_EQ(m->hp.n_swa, 128);
+  EXPECT_TRUE(m->hp.is_swa(0));
+  EXPECT_FALSE(m->hp.is_swa(1));
+  EXPECT_EQ(m->hp.yarn_ext_factor, 1.0f);
+  EXPECT_EQ(m->hp.n_ctx_orig_yarn, 4096);
+  EXPECT_EQ(m->layers[1].attn_sinks.size(), 8u);
+  EXPECT_EQ(m->layers[1].up_exps[7].type, GgmlType::MXFP4);
+  EXPECT_EQ(m->layers[0].wq.type, GgmlType::Q8_0);
+  EXPECT_EQ(m->file.get_u32("general.file_type"), 38u);
   std::remove(path.c_str());
 }
 

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "runtime/chat_jinja.hpp"
+#include "runtime/chat_output.hpp"
 #include "synapse/chat.hpp"
 #include "synapse/error.hpp"
 
@@ -66,6 +67,101 @@ TEST(ChatJinja, CapsOfKnownTemplates) {
   // firefunction needs a `functions` variable and renders no probe: its
   // messages are left as sent, system role included.
   EXPECT_TRUE(renderer("fireworks-ai-llama-3-firefunction-v2.jinja").caps().supports_system_role);
+}
+
+// gpt-oss's own template (llama.cpp's openai-gpt-oss-120b.jinja) renders as
+// llama.cpp v0.5.0's llama-server renders it: its /apply-template (--jinja
+// --chat-template-file, tiny-gpt-oss-f32.gguf) gave these prompts for the
+// same requests, with the date its clock read replaced by the fixed one.
+// A past turn's reasoning_content reaches the template as `thinking`
+// (common_chat_params_init_gpt_oss), and a turn with calls loses its content;
+// reasoning_effort is a template variable. The reply parser puts the analysis
+// channel into reasoning_content.
+TEST(ChatJinja, GptOssRendersAsLlamaServer) {
+  const ChatRenderer r(read_template("openai-gpt-oss-120b.jinja"), "<|startoftext|>", "<|return|>", "gpt-oss",
+                       fixed_day);
+  EXPECT_EQ(r.format(), ToolCallFormat::gpt_oss_harmony);
+  EXPECT_TRUE(r.caps().supports_tools);
+  EXPECT_TRUE(r.caps().supports_tool_calls);
+  const RenderedChat a = r.render(inputs(ojson::parse(R"([{"role": "system", "content": "You are terse."},
+    {"role": "user", "content": "What is 2+2?"}, {"role": "assistant", "content": "4", "reasoning_content": "Simple sum."},
+    {"role": "user", "content": "And 3+3?"}])")));
+  EXPECT_EQ(a.prompt, R"(<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.
+Knowledge cutoff: 2024-06
+Current date: 2026-01-02
+
+Reasoning: medium
+
+# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|><|start|>developer<|message|># Instructions
+
+You are terse.
+
+<|end|><|start|>user<|message|>What is 2+2?<|end|><|start|>assistant<|channel|>final<|message|>4<|end|><|start|>user<|message|>And 3+3?<|end|><|start|>assistant)");
+  ChatInputs in = inputs(ojson::parse(R"([{"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": "", "reasoning_content": "Need the tool.", "tool_calls": [{"type": "function",
+     "id": "c1", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "{\"temp\": 21}"}])"));
+  in.tools = ojson::parse(R"([{"type": "function", "function": {"name": "get_weather", "description": "Current weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City name"}},
+    "required": ["city"]}}}])");
+  in.kwargs = {{"reasoning_effort", "high"}};
+  EXPECT_EQ(r.render(in).prompt, R"(<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.
+Knowledge cutoff: 2024-06
+Current date: 2026-01-02
+
+Reasoning: high
+
+# Valid channels: analysis, commentary, final. Channel must be included for every message.
+Calls to these tools must go to the commentary channel: 'functions'.<|end|><|start|>developer<|message|># Tools
+
+## functions
+
+namespace functions {
+
+// Current weather
+type get_weather = (_: {
+// City name
+city: string,
+}) => any;
+
+} // namespace functions<|end|><|start|>user<|message|>Weather in Paris?<|end|><|start|>assistant<|channel|>analysis<|message|>Need the tool.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Paris"}<|call|><|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>"{\"temp\": 21}"<|end|><|start|>assistant)");
+
+  // A final assistant message is continued in harmony's form (llama-server's
+  // prompts for the same three conversations): an analysis message, then a
+  // final one with the content; reasoning alone leaves the analysis open.
+  const std::string system = R"(<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.
+Knowledge cutoff: 2024-06
+Current date: 2026-01-02
+
+Reasoning: medium
+
+# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>)";
+  const auto continued = [&](const char* last) {
+    return r.render(inputs(ojson::parse(std::string(R"([{"role": "user", "content": "Hi"}, )") + last + "]")));
+  };
+  const RenderedChat c1 = continued(R"({"role": "assistant", "content": "Sure,"})");
+  EXPECT_EQ(c1.prompt, system + R"(<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>analysis<|message|><|end|><|start|>assistant<|channel|>final<|message|>Sure,)");
+  EXPECT_TRUE(c1.continues_final);
+  EXPECT_FALSE(c1.thinking_open);
+  EXPECT_EQ(continued(R"({"role": "assistant", "content": "Sure,", "reasoning_content": "Greet."})").prompt,
+            system + R"(<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>analysis<|message|>Greet.<|end|><|start|>assistant<|channel|>final<|message|>Sure,)");
+  const RenderedChat c3 = continued(R"({"role": "assistant", "content": "", "reasoning_content": "Greet."})");
+  EXPECT_EQ(c3.prompt, system + R"(<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>analysis<|message|>Greet.)");
+  EXPECT_TRUE(c3.thinking_open);
+  // Without a generation prompt the template ends the last final message with
+  // <|return|>, which llama.cpp's gpt-oss path reads as <|end|> (its
+  // common/parsers/gpt-oss.cpp:24-30).
+  ChatInputs done = inputs(ojson::parse(R"([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}])"));
+  done.add_generation_prompt = false;
+  EXPECT_EQ(r.render(done).prompt,
+            system + "<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>final<|message|>Hello!<|end|>");
+
+  ParseOptions opt;
+  const ParsedOutput out = parse_output(
+      r.format(), "<|channel|>analysis<|message|>Add them.<|end|><|start|>assistant<|channel|>final<|message|>6", opt);
+  EXPECT_EQ(out.reasoning_content, "Add them.");
+  EXPECT_EQ(out.content, "6");
+  EXPECT_TRUE(out.tool_calls.empty());
 }
 
 TEST(ChatJinja, SystemMessageMergedWhereTheTemplateRefusesIt) {

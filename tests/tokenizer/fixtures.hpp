@@ -17,9 +17,12 @@ inline std::string tokenizer_data(const std::string& rel) {
   return std::string(SYNAPSE_TEST_DATA) + "/tokenizer/" + rel;
 }
 
-// The GGUF file behind a case-file name ("llama-spm" -> ggml-vocab-llama-spm.gguf).
+// The GGUF file behind a case-file name ("llama-spm" -> ggml-vocab-llama-spm.gguf;
+// "tiny-gpt-oss", the gpt-4o pre-tokenizer's cases, uses that test model's
+// synthetic vocabulary: no o200k vocabulary is available offline).
 inline std::string vocab_path(const std::string& name) {
   if (name == "stories260K") return tokenizer_data("vocab/stories260K.gguf");
+  if (name == "tiny-gpt-oss") return std::string(SYNAPSE_TEST_DATA) + "/models/tiny-gpt-oss-f32.gguf";
   return tokenizer_data("vocab/ggml-vocab-" + name + ".gguf");
 }
 
@@ -74,7 +77,7 @@ std::vector<Case> load_cases(const std::string& vocab_name);
 inline const std::vector<std::string>& case_vocabs() {
   static const std::vector<std::string> v = {"stories260K", "llama-spm",  "mistral-spm",
                                              "phi-3",       "llama-bpe",  "llama-bpe-3.1",
-                                             "qwen2",       "gpt-2"};
+                                             "qwen2",       "gpt-2",      "tiny-gpt-oss"};
   return v;
 }
 

@@ -114,6 +114,32 @@ TEST(TokenizerApi, SpecialIdsAndFlags) {
   EXPECT_TRUE(qwen.is_eog(eot[0]));
 }
 
+// o200k_harmony (gpt-oss), as llama.cpp v0.5.0 loads it (here the synthetic
+// vocabulary of tiny-gpt-oss, the same special tokens): <|return|>, <|call|>
+// and <|endoftext|> end generation, <|end|> does not (it closes the analysis
+// message before the final one) and, like <|channel|>, <|message|>,
+// <|start|> and <|constrain|>, gets the user-defined attribute (its GGUF
+// type stays control): split out of text without parse_special and
+// rendered by token_to_piece(id, false).
+TEST(TokenizerApi, HarmonyEndOfGenerationAndMarkers) {
+  const Tokenizer& t = load_tokenizer("tiny-gpt-oss");
+  const auto id = [&](const char* s) {
+    const auto ids = t.tokenize(s, false, true);
+    EXPECT_EQ(ids.size(), 1u) << s;
+    return ids.empty() ? -1 : ids[0];
+  };
+  EXPECT_EQ(t.eos(), id("<|return|>"));
+  EXPECT_TRUE(t.is_eog(id("<|return|>")));
+  EXPECT_TRUE(t.is_eog(id("<|call|>")));
+  EXPECT_TRUE(t.is_eog(id("<|endoftext|>")));
+  EXPECT_FALSE(t.is_eog(id("<|end|>")));
+  for (const char* s : {"<|end|>", "<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"}) {
+    EXPECT_EQ(t.token_to_piece(id(s), false), s);
+    EXPECT_EQ(t.tokenize(s, false, false), std::vector<token_id>{id(s)}) << s;
+  }
+  EXPECT_EQ(t.token_to_piece(id("<|return|>"), false), "");
+}
+
 TEST(TokenizerApi, OutOfRangeIdsThrow) {
   const Tokenizer& t = load_tokenizer("stories260K");
   EXPECT_EQ(t.n_vocab(), 512);
