@@ -206,13 +206,7 @@ int run(const ImatrixArgs& a) {
       std::fflush(stdout);
     }
     const int done = i + n_seq_batch;
-    if (progress_lines && done < n_chunk) {
-      const double el = seconds_since(t_start);
-      char detail[96];
-      std::snprintf(detail, sizeof detail, "chunks, %.1f t/s, ETA %.2f minutes", static_cast<double>(done) * n_ctx / el,
-                    el / done * (n_chunk - done) / 60.0);
-      progress.update(done, detail);
-    }
+    if (progress_lines && done < n_chunk) progress.update_chunks(done, n_ctx, seconds_since(t_start));
   }
   progress.clear();
   ctx.set_imatrix(nullptr);

@@ -360,13 +360,7 @@ double evaluate(const Model& m, const std::vector<token_id>& tokens, int n_ctx, 
             &tokens[chunk_start + first + 1]);
     }
     const int done = i + n_seq_batch;
-    if (progress_lines && done < n_chunk) {
-      const double el = seconds_since(t_start);
-      char detail[96];
-      std::snprintf(detail, sizeof detail, "chunks, %.1f t/s, ETA %.2f minutes", static_cast<double>(done) * n_ctx / el,
-                    el / done * (n_chunk - done) / 60.0);
-      progress.update(done, detail);
-    }
+    if (progress_lines && done < n_chunk) progress.update_chunks(done, n_ctx, seconds_since(t_start));
   }
   return t_eval;
 }
