@@ -73,6 +73,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "eval_text.hpp"
 #include "progress.hpp"
 #include "synapse/error.hpp"
 #include "synapse/synapse.hpp"
@@ -96,16 +97,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 // ---- scoring one row of logits ([n_vocab] floats) ----
-
-// llama.cpp's log_softmax(n_vocab, logits, tok): -log p(tok), the exp sum in
-// double, the max in float.
-double row_nll(const float* logits, int64_t n_vocab, token_id tok) {
-  float max_logit = logits[0];
-  for (int64_t i = 1; i < n_vocab; ++i) max_logit = std::max(max_logit, logits[i]);
-  double sum_exp = 0.0;
-  for (int64_t i = 0; i < n_vocab; ++i) sum_exp += std::exp(logits[i] - max_logit);
-  return -(static_cast<double>(logits[tok] - max_logit) - std::log(sum_exp));
-}
 
 // Words of one base-file record (see the header comment).
 int64_t record_words(int64_t n_vocab) { return 2 * ((n_vocab + 1) / 2) + 4; }
@@ -258,16 +249,6 @@ float median(const std::vector<float>& sorted) {
 
 // ---- input ----
 
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(Errc::io, path + ": cannot open the text (" + std::strerror(errno) + ")");
-  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) throw Error(Errc::io, path + ": read error");
-  if (!s.empty() && s.back() == '\n') s.pop_back();  // as llama.cpp's -f
-  if (s.empty()) throw Error(Errc::invalid_argument, path + ": the text file is empty");
-  return s;
-}
-
 // A base file's header and tokens, checked against the model; the stream is
 // left at the first record.
 struct BaseFile {
@@ -379,13 +360,7 @@ double evaluate(const Model& m, const std::vector<token_id>& tokens, int n_ctx, 
             &tokens[chunk_start + first + 1]);
     }
     const int done = i + n_seq_batch;
-    if (progress_lines && done < n_chunk) {
-      const double el = seconds_since(t_start);
-      char detail[96];
-      std::snprintf(detail, sizeof detail, "chunks, %.1f t/s, ETA %.2f minutes", static_cast<double>(done) * n_ctx / el,
-                    el / done * (n_chunk - done) / 60.0);
-      progress.update(done, detail);
-    }
+    if (progress_lines && done < n_chunk) progress.update_chunks(done, n_ctx, seconds_since(t_start));
   }
   return t_eval;
 }

@@ -23,12 +23,13 @@ enum : uint32_t {
   kLogits = 1u << 7,
   kInfo = 1u << 8,
   kSynth = 1u << 9,
+  kImatrix = 1u << 10,
 };
 // The subcommands whose llama.cpp tool parses common/arg.cpp's table
 // (llama-completion and llama-cli, llama-server, llama-perplexity,
-// llama-tokenize): they take its common flags, used or not.
+// llama-tokenize, llama-imatrix): they take its common flags, used or not.
 constexpr uint32_t kGen = kRun | kChat;
-constexpr uint32_t kCommon = kRun | kChat | kServe | kPerplexity | kTokenize;
+constexpr uint32_t kCommon = kRun | kChat | kServe | kPerplexity | kTokenize | kImatrix;
 
 enum class Act { map, accept, ignore, refuse };
 // A flag's value: none, one (the next argument, whatever it looks like, as
@@ -56,7 +57,7 @@ constexpr std::string_view kSampler = "not supported: synapse's samplers are pen
 constexpr Row kRows[] = {
   // --- names llama.cpp spells with one dash and several letters, or long
   // names synapse spells otherwise, that have a meaning here.
-  {"-ub",                        Val::one,  Act::map,    kRun | kServe | kLogits | kBench, "--ubatch-size"},
+  {"-ub",                        Val::one,  Act::map,    kRun | kServe | kLogits | kBench | kImatrix, "--ubatch-size"},
   {"-sys",                       Val::one,  Act::map,    kGen, "--system-prompt"},
   {"-sysf",                      Val::one,  Act::map,    kGen, "--system-prompt-file"},
   {"-cnv|--conversation",        Val::none, Act::map,    kRun, "--chat"},
@@ -133,6 +134,13 @@ constexpr Row kRows[] = {
   {"--prune-layers",             Val::one,  Act::refuse, kQuantize, "not supported: synapse quantize keeps every layer"},
   {"--dry-run",                  Val::none, Act::refuse, kQuantize, "not supported: synapse quantize writes the file"},
   {"-embd|--embeddings",         Val::one,  Act::refuse, kBench, "not supported: synapse has no embeddings mode", "0"},
+  {"--in-file",                  Val::one,  Act::refuse, kImatrix, "not supported: synapse imatrix computes a matrix from -f FILE; it does not combine imatrix files"},
+  {"--show-statistics",          Val::none, Act::refuse, kImatrix, "not supported: synapse imatrix does not print a matrix's statistics"},
+  {"--save-frequency",           Val::one,  Act::refuse, kImatrix, "not supported: synapse imatrix writes the file once, at the end", "0"},
+  {"--output-format",            Val::one,  Act::refuse, kImatrix, "not supported: synapse imatrix writes llama-imatrix's GGUF format (the legacy .dat is read, not written)", "gguf"},
+  // llama-imatrix rewrites the output file every N chunks on the way; the
+  // final file is the same.
+  {"-ofreq|--output-frequency",  Val::one,  Act::accept, kImatrix},
 
   // --- ignored: hardware placement, offload, memory mapping, threads'
   // affinity, logging and display; nothing here changes a result.
@@ -188,6 +196,7 @@ constexpr Row kRows[] = {
    "--kl-divergence|--jinja|--no-jinja|--ignore-eos",
                                  Val::none, Act::ignore, kCommon},
   {"-p|--prompt|-bf|--binary-file", Val::one, Act::refuse, kPerplexity, "synapse perplexity reads the text to score from -f FILE"},
+  {"-p|--prompt|-bf|--binary-file", Val::one, Act::refuse, kImatrix, "synapse imatrix reads its text from -f FILE"},
   // Common flags synapse's other subcommands define, which llama-tokenize and
   // llama-perplexity take and do not use.
   {"-c|--ctx-size|-n|--predict|--n-predict|-b|--batch-size|-ub|--ubatch-size|-t|--threads|-s|--seed|-p|--prompt|-f|--file|"
@@ -217,7 +226,7 @@ uint32_t command_bit(const std::string& name) {
   static constexpr std::pair<std::string_view, uint32_t> kCmds[] = {
       {"run", kRun},     {"chat", kChat},         {"serve", kServe},   {"perplexity", kPerplexity},
       {"tokenize", kTokenize}, {"bench", kBench}, {"quantize", kQuantize}, {"logits", kLogits},
-      {"info", kInfo},   {"synth", kSynth}};
+      {"info", kInfo},   {"synth", kSynth},           {"imatrix", kImatrix}};
   for (const auto& [n, bit] : kCmds)
     if (n == name) return bit;
   return 0;

@@ -33,6 +33,8 @@ int main(int argc, char** argv) {
   add("bench", "measure prefill and decode speed (like llama-bench)", synapse::tools::add_bench);
   add("perplexity", "perplexity over a text and KL divergence against a base model (like llama-perplexity)",
       synapse::tools::add_perplexity);
+  add("imatrix", "compute an importance matrix over a text for quantize --imatrix (like llama-imatrix)",
+      synapse::tools::add_imatrix);
   add("quantize", "requantize a GGUF file's weights (llama-quantize's types and mixes)", synapse::tools::add_quantize);
   add("serve", "OpenAI- and llama-server-compatible HTTP server", synapse::tools::add_serve);
 

@@ -47,6 +47,17 @@ class Progress {
     drawn_ = true;
   }
 
+  // update() for work in chunks of n_ctx tokens (perplexity, imatrix):
+  // "chunks, X t/s, ETA Y minutes" after `done` chunks and `elapsed` seconds.
+  void update_chunks(int64_t done, int64_t n_ctx, double elapsed) {
+    if (!active_ || done <= 0) return;
+    char detail[96];
+    std::snprintf(detail, sizeof detail, "chunks, %.1f t/s, ETA %.2f minutes",
+                  static_cast<double>(done * n_ctx) / elapsed,
+                  elapsed / static_cast<double>(done) * static_cast<double>(total_ - done) / 60.0);
+    update(done, detail);
+  }
+
   // Erases the line (the next output starts on a clean line).
   void clear() {
     if (!drawn_) return;

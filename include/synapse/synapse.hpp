@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "synapse/error.hpp"
+#include "synapse/imatrix.hpp"
 #include "synapse/tokenizer.hpp"
 
 namespace synapse {
@@ -240,6 +241,11 @@ class Context {
   // concurrently with itself and must not call this Context; an exception
   // from fn is rethrown here. Same thread rules as decode.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& fn);
+
+  // While `collector` is set (not null), every decode adds its weight
+  // products' inputs to it (synapse/imatrix.hpp); null detaches it. The
+  // collector must outlive its use here.
+  void set_imatrix(ImatrixCollector* collector);
 
  private:
   struct Impl;  // the model, the thread pool, the logits buffer (src/runtime/api.cpp)

@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 
 #include "kernels/attention.hpp"
 #include "kernels/ops.hpp"
@@ -18,6 +20,32 @@ namespace synapse::model {
 namespace {
 
 using quant::fp32_to_fp16;
+
+// The GGUF tensor a view reads: its name without the "[part]" suffix of a
+// slice (Phi-3's fused q/k/v and gate/up, the experts of a merged tensor).
+std::string_view tensor_of(const kernels::WeightView& w) {
+  const std::string_view name = w.name;
+  return name.substr(0, name.find('['));
+}
+
+// Shows `obs` (if any) the input x [n][n_in] of the products of `ws`, once per
+// distinct tensor: views of one fused tensor are one product in llama.cpp.
+void observe(ProductObserver* obs, std::initializer_list<const kernels::WeightView*> ws, const float* x, int64_t n,
+             int64_t n_in) {
+  if (!obs) return;
+  std::string_view last;
+  for (const kernels::WeightView* w : ws) {
+    const std::string_view t = tensor_of(*w);
+    if (t == last) continue;
+    last = t;
+    ProductInput in;
+    in.tensor = t;
+    in.x = x;
+    in.n_rows = n;
+    in.n_in = n_in;
+    obs->observe(in);
+  }
+}
 
 void add_bias(std::vector<float>& y, int64_t n_rows, const std::vector<float>& bias) {
   if (bias.empty()) return;
@@ -42,10 +70,12 @@ void add_bias(std::vector<float>& y, int64_t n_rows, const std::vector<float>& b
 // not depend on which other rows share the batch (contract 2). Experts sum in
 // the dense products' order, not ggml_mul_mat_id's (issue 41: the fastest
 // order that keeps contract 2). buffers: the activation conversions' storage
-// (the ForwardScratch's), or null.
+// (the ForwardScratch's), or null. obs: shown the router's and each
+// expert's inputs, or null.
 void moe_rows(const HParams& hp, const Layer& L, const float* h, float* out, int64_t n, base::ThreadPool& pool,
-              kernels::ActivationBuffers* buffers) {
+              kernels::ActivationBuffers* buffers, ProductObserver* obs) {
   const int64_t n_exp = hp.n_expert, n_used = hp.n_expert_used, n_embd = hp.n_embd, n_ff = hp.n_ff;
+  observe(obs, {&L.ffn_gate_inp}, h, n, n_embd);
   std::vector<float> probs(static_cast<size_t>(n * n_exp));
   kernels::Activations act(h, n, n_embd, buffers);
   kernels::matmul(L.ffn_gate_inp, act, probs.data(), pool);
@@ -76,6 +106,32 @@ void moe_rows(const HParams& hp, const Layer& L, const float* h, float* out, int
     }
   }
 
+  // An expert's input rows x [m][n_in] (gathered: row r is slot slots[r]) for
+  // each matrix of `ws`. A slice of a merged [n_in, n_out, n_expert] tensor is
+  // a mul_mat_id product; a tensor of its own (the older blk.N.ffn_gate.E
+  // layout) a plain one.
+  const auto observe_expert = [&](ProductObserver* o, std::initializer_list<const kernels::WeightView*> ws, int64_t e,
+                                  const float* x, int64_t m, int64_t n_in, const int64_t* slots) {
+    if (!o) return;
+    for (const kernels::WeightView* w : ws) {
+      const std::string_view t = tensor_of(*w);
+      if (t.size() == w->name.size()) {
+        observe(o, {w}, x, m, n_in);
+        continue;
+      }
+      ProductInput in;
+      in.tensor = t;
+      in.x = x;
+      in.n_rows = m;
+      in.n_in = n_in;
+      in.expert = e;
+      in.n_expert = n_exp;
+      in.n_used = n_used;
+      in.slots = slots;
+      o->observe(in);
+    }
+  };
+
   // Per expert: gather its rows, one product per matrix, scatter the results
   // to y[i][s] (row i's s-th selected expert).
   std::vector<float> y(static_cast<size_t>(n * n_used * n_embd));
@@ -93,6 +149,7 @@ void moe_rows(const HParams& hp, const Layer& L, const float* h, float* out, int
     gate.resize(static_cast<size_t>(m * n_ff));
     up.resize(gate.size());
     down.resize(static_cast<size_t>(m * n_embd));
+    observe_expert(obs, {&L.gate_exps[e], &L.up_exps[e]}, e, rows_in.data(), m, n_embd, slots.data());
     kernels::Activations ein(rows_in.data(), m, n_embd, buffers);
     const kernels::MatmulOut gate_up[] = {{&L.gate_exps[e], gate.data()}, {&L.up_exps[e], up.data()}};
     kernels::matmul_many(gate_up, ein, pool);
@@ -112,6 +169,7 @@ void moe_rows(const HParams& hp, const Layer& L, const float* h, float* out, int
     } else {
       kernels::swiglu_rows(gate.data(), up.data(), gate.data(), m, n_ff);
     }
+    observe_expert(obs, {&L.down_exps[e]}, e, gate.data(), m, n_ff, slots.data());
     kernels::Activations par(gate.data(), m, n_ff, buffers);
     kernels::matmul(L.down_exps[e], par, down.data(), pool);
     if (!L.down_exps_b.empty())
@@ -139,13 +197,13 @@ model::KvCache make_kv_cache(const Model& m, int64_t n_ctx) {
 }
 
 void forward(const Model& m, model::KvCache& kv, std::span<const token_id> tokens, bool all_logits,
-             std::vector<float>& logits, base::ThreadPool& pool, ForwardScratch* scratch) {
+             std::vector<float>& logits, base::ThreadPool& pool, ForwardScratch* scratch, ProductObserver* observer) {
   ForwardScratch local;
   ForwardScratch& s = scratch ? *scratch : local;
   s.one_seq.resize(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) s.one_seq[i] = {tokens[i], nullptr, 0, all_logits || i + 1 == tokens.size()};
   model::KvCache* seqs[1] = {&kv};
-  forward_batch(m, seqs, s.one_seq, logits, pool, &s);
+  forward_batch(m, seqs, s.one_seq, logits, pool, &s, ForwardOutput::logits, observer);
 }
 
 namespace {
@@ -153,9 +211,10 @@ namespace {
 // One pass of every layer over `rows` (at most kMaxPassRows, already
 // validated): appends their K/V rows to their sequences' caches, advances
 // each sequence's n_past, and writes the final-normed hidden state of each
-// wanted row to `out` ([n_wanted][n_embd], in row order).
+// wanted row to `out` ([n_wanted][n_embd], in row order). obs: shown every
+// product's input, or null.
 void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::span<const BatchRow> rows,
-                  float* out, base::ThreadPool& pool, ForwardScratch& sc) {
+                  float* out, base::ThreadPool& pool, ForwardScratch& sc, ProductObserver* obs) {
   const HParams& hp = m.hp;
   const int64_t n = static_cast<int64_t>(rows.size());
   // resize() keeps the buffers of earlier calls: no allocation, no page
@@ -265,6 +324,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
       kernels::rms_norm(&x[i * n_embd], L.attn_norm.data(), &cur[i * n_embd], n_embd, hp.f_norm_rms_eps);
     });
     {
+      observe(obs, {&L.wq, &L.wk, &L.wv}, cur.data(), n, n_embd);
       kernels::Activations act(cur.data(), n, n_embd, &sc.act);
       const kernels::MatmulOut qkv[] = {{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}};
       kernels::matmul_many(qkv, act, pool);
@@ -333,6 +393,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
       attend(&i, one, 1);
     }
     {
+      observe(obs, {&L.wo}, att.data(), n, n_att);
       kernels::Activations act(att.data(), n, n_att, &sc.act);
       kernels::matmul(L.wo, act, tmp.data(), pool);
     }
@@ -343,8 +404,9 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
       kernels::rms_norm(&x[i * n_embd], L.ffn_norm.data(), &cur[i * n_embd], n_embd, hp.f_norm_rms_eps);
     });
     if (hp.n_expert > 0) {
-      moe_rows(hp, L, cur.data(), tmp.data(), n, pool, &sc.act);
+      moe_rows(hp, L, cur.data(), tmp.data(), n, pool, &sc.act, obs);
     } else {
+      observe(obs, {&L.ffn_gate, &L.ffn_up}, cur.data(), n, n_embd);
       kernels::Activations act(cur.data(), n, n_embd, &sc.act);
       const kernels::MatmulOut gate_up[] = {{&L.ffn_gate, gate.data()}, {&L.ffn_up, up.data()}};
       kernels::matmul_many(gate_up, act, pool);
@@ -352,6 +414,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
         const size_t o = static_cast<size_t>(r0 * hp.n_ff);
         kernels::swiglu_rows(gate.data() + o, up.data() + o, gate.data() + o, r1 - r0, hp.n_ff);
       });
+      observe(obs, {&L.ffn_down}, gate.data(), n, hp.n_ff);
       kernels::Activations par(gate.data(), n, hp.n_ff, &sc.act);
       kernels::matmul(L.ffn_down, par, tmp.data(), pool);
     }
@@ -373,7 +436,8 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
 }  // namespace
 
 void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::span<const BatchRow> rows,
-                   std::vector<float>& logits, base::ThreadPool& pool, ForwardScratch* scratch, ForwardOutput what) {
+                   std::vector<float>& logits, base::ThreadPool& pool, ForwardScratch* scratch, ForwardOutput what,
+                   ProductObserver* observer) {
   const HParams& hp = m.hp;
   const int64_t n = static_cast<int64_t>(rows.size());
   if (n == 0) throw Error(Errc::invalid_argument, "forward: empty batch");
@@ -413,7 +477,7 @@ void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::s
   for (int64_t i0 = 0; i0 < n; i0 += kMaxPassRows) {
     const std::span<const BatchRow> pass =
         rows.subspan(static_cast<size_t>(i0), static_cast<size_t>(std::min(kMaxPassRows, n - i0)));
-    forward_pass(m, seqs, pass, s.normed.data() + done_wanted * hp.n_embd, pool, s);
+    forward_pass(m, seqs, pass, s.normed.data() + done_wanted * hp.n_embd, pool, s, observer);
     for (const BatchRow& r : pass) done_wanted += r.logits ? 1 : 0;
   }
 
@@ -424,6 +488,7 @@ void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::s
   // Output: the vocabulary projection of the wanted rows of every pass.
   logits.resize(static_cast<size_t>(n_wanted * hp.n_vocab));
   if (n_wanted == 0) return;
+  observe(observer, {&m.output}, s.normed.data(), n_wanted, hp.n_embd);
   kernels::Activations act(s.normed.data(), n_wanted, hp.n_embd, &s.act);
   kernels::matmul(m.output, act, logits.data(), pool);
 }

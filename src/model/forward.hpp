@@ -3,6 +3,7 @@
 #pragma once
 
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "model/model.hpp"
@@ -51,6 +52,41 @@ enum class ForwardOutput {
            // result_norm, t_embd: what its embeddings pool), no projection
 };
 
+// The input of one weight product, as an observer of the forward pass sees
+// it: what ggml's eval callback shows llama-imatrix of a MUL_MAT or
+// MUL_MAT_ID node (its src1 and src0's name).
+struct ProductInput {
+  // The weight's GGUF tensor: "blk.0.attn_q.weight", "blk.0.attn_qkv.weight"
+  // (Phi-3's fused q/k/v: one product, reported once), "blk.0.ffn_up_exps.weight",
+  // "output.weight" (or "token_embd.weight" when the output is tied to it).
+  std::string_view tensor;
+  // [n_rows][n_in] F32: the rows the product reads, before any conversion of
+  // activations to the weight's vec_dot type (ggml's src1).
+  const float* x = nullptr;
+  int64_t n_rows = 0, n_in = 0;
+  // An expert's product (expert >= 0: one slice of a merged 3-D expert
+  // tensor of n_expert slices, ggml_mul_mat_id): row r is the pass's row
+  // slots[r] / n_used in its (slots[r] % n_used)-th selected expert, slots
+  // ascending. expert = -1 (and slots null) for a plain product.
+  int64_t expert = -1, n_expert = 0, n_used = 0;
+  const int64_t* slots = nullptr;
+};
+
+// Receives the input of every weight product of forward_batch, on the
+// calling thread, in the forward pass's order (per pass of at most
+// kMaxPassRows rows: each layer's q/k/v, attn_output, the FFN's products
+// (MoE: the router, then per expert in id order gate, up, down), then, once
+// for the batch, the output over the rows whose logits are wanted). The
+// pointers are valid during the call only. An exception thrown by observe
+// leaves the caches of that batch's sequences in an unspecified state.
+class ProductObserver {
+ public:
+  virtual void observe(const ProductInput& in) = 0;
+
+ protected:
+  ~ProductObserver() = default;
+};
+
 // Runs a batch whose rows may belong to different sequences, each with its
 // own KV cache, mixing prefill chunks and decode steps (continuous batching).
 // Each sequence's new rows are appended to its cache and its n_past advanced.
@@ -64,7 +100,8 @@ enum class ForwardOutput {
 // and its own sequence's n_ctx (Phi-3 LongRoPE's factor set, Model::rope_factors).
 //
 // scratch: buffers kept for the next call, or null (then the call allocates
-// its own).
+// its own). observer: shown every product's input, or null (the cost then
+// is one pointer test per product).
 //
 // Throws Error(out_of_range) for a token id outside [0, n_vocab) or a
 // sequence index outside `seqs`, Error(invalid_argument) for an empty batch
@@ -72,13 +109,14 @@ enum class ForwardOutput {
 // changed then.
 void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::span<const BatchRow> rows,
                    std::vector<float>& logits, base::ThreadPool& pool, ForwardScratch* scratch = nullptr,
-                   ForwardOutput what = ForwardOutput::logits);
+                   ForwardOutput what = ForwardOutput::logits, ProductObserver* observer = nullptr);
 
 // One sequence: runs `tokens` at positions kv.n_past() .. kv.n_past() + n - 1.
 // logits: [n][n_vocab] when all_logits, else [1][n_vocab] (the last row).
 // Same guarantees and errors as forward_batch.
 void forward(const Model& m, model::KvCache& kv, std::span<const token_id> tokens, bool all_logits,
-             std::vector<float>& logits, base::ThreadPool& pool, ForwardScratch* scratch = nullptr);
+             std::vector<float>& logits, base::ThreadPool& pool, ForwardScratch* scratch = nullptr,
+             ProductObserver* observer = nullptr);
 
 // A KV cache sized for model `m` and `n_ctx` positions (the sliding window,
 // if the model has one, bounds the rows actually stored).

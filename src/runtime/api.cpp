@@ -8,6 +8,7 @@
 #include "model/forward.hpp"
 #include "model/hparams.hpp"
 #include "quant/kernel_table.hpp"
+#include "runtime/imatrix.hpp"
 #include "quant/simd.hpp"
 #include "synapse/synapse.hpp"
 
@@ -60,6 +61,7 @@ struct Context::Impl {
   base::ThreadPool pool;  // not movable: the Context moves its Impl pointer
   std::vector<float> logits;
   model::ForwardScratch scratch;  // reused by every decode: no allocation per step
+  model::ProductObserver* observer = nullptr;  // set_imatrix's collector, or null
 };
 
 Model Model::load(const std::string& path) {
@@ -174,14 +176,15 @@ std::span<const float> Context::decode(const Batch& batch) {
     }
     rows.push_back(row);
   }
-  model::forward_batch(m, seqs, rows, impl_->logits, impl_->pool, &impl_->scratch);
+  model::forward_batch(m, seqs, rows, impl_->logits, impl_->pool, &impl_->scratch, model::ForwardOutput::logits,
+                       impl_->observer);
   return impl_->logits;
 }
 
 std::span<const float> Context::decode(Sequence& seq, std::span<const token_id> tokens) {
   const model::Model& m = *impl_->model->m;
   check_same_model(m, *seq.impl_->model->m);
-  model::forward(m, seq.impl_->kv, tokens, false, impl_->logits, impl_->pool, &impl_->scratch);
+  model::forward(m, seq.impl_->kv, tokens, false, impl_->logits, impl_->pool, &impl_->scratch, impl_->observer);
   return impl_->logits;
 }
 
@@ -195,6 +198,10 @@ std::vector<Embedding> Context::embed(std::span<const std::vector<token_id>> inp
   std::vector<Embedding> out(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) out[i] = {std::move(rows[i].rows), rows[i].n_tokens};
   return out;
+}
+
+void Context::set_imatrix(ImatrixCollector* collector) {
+  impl_->observer = collector ? &collector->impl_->acc : nullptr;
 }
 
 void Context::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {

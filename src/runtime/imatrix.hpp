@@ -15,13 +15,21 @@
 //     ncall); optionally int32 chunk count, int32 length and the dataset
 //     name.
 //
-// Thread-safety: the functions are thread-safe; an Imatrix is a value.
+// Collecting one (imatrix_collect.cpp): ImatrixAccumulator, an observer of
+// the forward pass that sums what llama-imatrix's IMatrixCollector sums.
+//
+// Thread-safety: the functions are thread-safe; an Imatrix is a value. An
+// ImatrixAccumulator is used by one thread at a time.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "model/forward.hpp"
+#include "synapse/imatrix.hpp"
 
 namespace synapse::runtime {
 
@@ -60,4 +68,56 @@ void write_imatrix(const Imatrix& m, const std::string& path);
 // (sums as they are for ncall 0). Returns [sums.size()] floats.
 std::vector<float> imatrix_importance(const ImatrixEntry& e, bool is_legacy);
 
+// llama-imatrix's collection (llama.cpp v0.5.0 tools/imatrix/imatrix.cpp,
+// IMatrixCollector::collect_imatrix), fed by forward_batch's observer:
+//  * an expert's product (ggml_mul_mat_id): always counted; per expert, the
+//    sum over its routed (token, slot) rows of each input column's square,
+//    and the number of such rows; summed slot by slot, each slot's rows in
+//    token order (llama's loop: slot outside, token inside);
+//  * a plain product: counted when the llama.cpp ubatch the batch stands for
+//    has at least 16 tokens (set_ubatch_tokens) and the weight's name starts
+//    with "blk." or is "output.weight" with process_output; the sums of the
+//    squares of its rows in order and one count of rows.
+// Each square is added to a float in that order, as llama-imatrix adds it
+// (x * x, then the add: no fused multiply-add). Throws Error(format) naming
+// the tensor when a sum is not finite (llama-imatrix exits there) or when a
+// tensor's inputs change width, Error(invalid_argument) for an expert index
+// outside its tensor.
+class ImatrixAccumulator final : public model::ProductObserver {
+ public:
+  explicit ImatrixAccumulator(bool process_output) : process_output_(process_output) {}
+
+  // The tokens of the llama.cpp ubatch the next batches stand for (llama
+  // skips plain products of fewer than 16; default: counted).
+  void set_ubatch_tokens(int64_t n_tokens) { dense_ = n_tokens >= 16; }
+
+  void observe(const model::ProductInput& in) override;
+
+  // llama-imatrix's m_last_chunk: the largest count of any entry divided by
+  // chunk_size (> 0).
+  int32_t chunk_count(int32_t chunk_size) const;
+
+  // The file llama-imatrix writes: every entry, its sums and counts, the
+  // datasets, chunk_count(chunk_size) and chunk_size.
+  Imatrix result(std::vector<std::string> datasets, int32_t chunk_size) const;
+
+ private:
+  struct Stats {
+    std::vector<float> values;    // [n_mat][n_in]
+    std::vector<int64_t> counts;  // [n_mat]
+  };
+  Stats& entry(std::string_view tensor, int64_t n_in, int64_t n_mat);
+
+  std::map<std::string, Stats, std::less<>> stats_;
+  bool process_output_;
+  bool dense_ = true;
+  std::vector<int64_t> order_;  // an expert's rows in llama's order
+};
+
 }  // namespace synapse::runtime
+
+// The public collector (synapse/imatrix.hpp) is this accumulator.
+struct synapse::ImatrixCollector::Impl {
+  explicit Impl(bool process_output) : acc(process_output) {}
+  runtime::ImatrixAccumulator acc;
+};

@@ -68,6 +68,8 @@ const Expected kFiles[] = {
     {"models/tiny-llama-yarn-f32.gguf", 3, 26, 21, 12768, 1719264, 1706496, 32934139u},
     // llama-imatrix's GGUF format: <tensor>.in_sum2 and <tensor>.counts (F32).
     {"models/tiny-llama.imatrix.gguf", 3, 4, 30, 2016, 21952, 19516, 69u},
+    {"models/tiny-llama.fa-off.imatrix.gguf", 3, 4, 30, 2016, 21952, 19516, 69u},
+    {"models/tiny-mixtral.imatrix.gguf", 3, 4, 18, 1376, 18048, 16456, 68u},
     {"models/tiny-llama3-f32.gguf", 3, 25, 12, 28832, 2653472, 2624640, 112999u},
     {"models/tiny-llama3-q4_k_m.gguf", 3, 26, 12, 28864, 493632, 464768, 4757004u},
     {"models/tiny-mistral-arch-f32.gguf", 3, 24, 21, 12672, 1719168, 1706496, 32934139u},
