@@ -150,7 +150,9 @@ TEST_P(LlamaHelpFlags, EachIsAcceptedOrRefusedNamingItself) {
     }
   }
   EXPECT_GE(n, c.min_flags);
-  if (kSanitizedStride == 1) EXPECT_GT(n_ok, 0u);  // (a sample may hold refused flags only)
+  if (kSanitizedStride == 1) {
+    EXPECT_GT(n_ok, 0u);  // (a sample may hold refused flags only)
+  }
   std::remove(json_file.c_str());
   std::remove(gbnf_file.c_str());
 }
@@ -409,7 +411,9 @@ TEST(LlamaFlags, LlamaCppReadmeCommandLinesRunAsWritten) {
       EXPECT_EQ(lines_of(r.err)[0].rfind(l.refused, 0), 0u) << l.args << "\n" << r.err;
     }
   }
-  if (kSanitizedStride == 1) EXPECT_TRUE(fs::exists(dir / "ggml-model-Q4_K_M.gguf"));
+  if (kSanitizedStride == 1) {
+    EXPECT_TRUE(fs::exists(dir / "ggml-model-Q4_K_M.gguf"));
+  }
   fs::remove_all(dir);
 }
 
