@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,14 @@ struct GrammarLimits {
   size_t max_matcher_states = 1u << 16;
 };
 
+// A token reference of a grammar (llama.cpp's token terminals): `<[id]>`
+// (id set, text empty) or `<text>` (text with its angle brackets, as llama.cpp
+// tokenizes it; id -1: the tokenizer resolves it, see GrammarMatcher).
+struct GrammarTokenRef {
+  int32_t id = -1;
+  std::string text;
+};
+
 class Grammar {
  public:
   // Parses GBNF `text` and compiles the rule `root` and what it reaches.
@@ -52,6 +61,10 @@ class Grammar {
 
   ~Grammar();
   size_t n_rules() const;  // rules after compilation (groups, repetitions and UTF-8 ranges included)
+  // The token references <[id]>, <text>, !<[id]>, !<text> (a negation shares
+  // its token's entry), each once, in order of first use; empty for a grammar
+  // without them (then the mask costs nothing more).
+  const std::vector<GrammarTokenRef>& token_refs() const;
 
   struct Impl;
   const Impl& impl() const { return *impl_; }
@@ -127,8 +140,18 @@ class TokenVocabulary {
 
 class GrammarMatcher {
  public:
-  // Both are shared: the matcher keeps them alive.
-  GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocabulary> vocab);
+  // Both are shared: the matcher keeps them alive. token_ids: the token id of
+  // each of grammar->token_refs() (a <text> reference is what the model's
+  // tokenizer makes of the text, which must be exactly one token: llama.cpp's
+  // rule, see runtime's resolve_grammar_tokens); empty means each ref's own id.
+  // A token terminal matches one whole token by id, whatever its bytes (a
+  // control token rendered as "" included), never an end-of-generation token
+  // (those are allowed exactly when the grammar accepts, as in llama.cpp):
+  // <x> that token, !<x> every other token. Throws Error(invalid_argument) for
+  // token_ids of the wrong size, a <text> left unresolved, or an id outside
+  // the vocabulary.
+  GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocabulary> vocab,
+                 std::span<const int32_t> token_ids = {});
   GrammarMatcher(GrammarMatcher&&) noexcept;
   GrammarMatcher& operator=(GrammarMatcher&&) noexcept;
   ~GrammarMatcher();
