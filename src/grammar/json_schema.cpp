@@ -28,10 +28,9 @@
 // numbers of at most 16 integral digits, bounded numbers as number_range
 // writes them (bounds rounded inward to integers; integers, and decimals
 // without exponent whose value is in range even as a double), enum values in
-// their compact form, pattern characters raw where JSON allows it. One
-// exception accepts more:
-// oneOf is read as anyOf (as llama.cpp does), so a value matching two of its
-// alternatives passes.
+// their compact form, pattern characters raw where JSON allows it. oneOf is
+// an alternation, as llama.cpp reads it, but only where no value can match
+// two of its alternatives (check_one_of); otherwise it throws.
 //
 // Thread-safety: each call builds its own Converter; no shared state. Stack:
 // the visitor recurses once per level of schema nesting, about 3 KB a level
@@ -531,7 +530,10 @@ class Converter {
 
   // The types the grammar of `sub` can produce (an over-estimate is fine:
   // used to check that a "type" beside anyOf or allOf constrains nothing).
-  unsigned value_types(const Sub& sub, size_t depth, std::set<std::string>& open) {
+  // implied false: the types of the values `sub` validates (an over-estimate
+  // too), without llama.cpp's types implied by keywords ({"properties": ...}
+  // validates a string as well).
+  unsigned value_types(const Sub& sub, size_t depth, std::set<std::string>& open, bool implied = true) {
     enter(sub.ptr, depth);
     const Json& s = *sub.s;
     if (s.is_boolean()) return s.get<bool>() ? kAllTypes : 0;
@@ -540,7 +542,7 @@ class Converter {
     if (has(sub, "$ref")) {
       const auto [target, tptr] = resolve(s["$ref"], sub.ptr);
       if (open.insert(tptr).second) {  // (on a cycle: no narrowing known, still an over-estimate)
-        t &= value_types({target, tptr}, depth + 1, open);
+        t &= value_types({target, tptr}, depth + 1, open, implied);
         open.erase(tptr);
       }
     }
@@ -548,12 +550,13 @@ class Converter {
       if (!has(sub, key) || !s[key].is_array()) continue;
       unsigned any = 0;
       for (size_t i = 0; i < s[key].size(); ++i)
-        any |= value_types({&s[key][i], pointer_child(pointer_child(sub.ptr, key), i)}, depth + 1, open);
+        any |= value_types({&s[key][i], pointer_child(pointer_child(sub.ptr, key), i)}, depth + 1, open, implied);
       t &= any;
     }
     if (has(sub, "allOf") && s["allOf"].is_array()) {
       for (size_t i = 0; i < s["allOf"].size(); ++i)
-        t &= value_types({&s["allOf"][i], pointer_child(pointer_child(sub.ptr, "allOf"), i)}, depth + 1, open);
+        t &= value_types({&s["allOf"][i], pointer_child(pointer_child(sub.ptr, "allOf"), i)}, depth + 1, open,
+                         implied);
     }
     if (s.contains("enum") && s["enum"].is_array()) {
       unsigned e = 0;
@@ -561,8 +564,144 @@ class Converter {
       t &= e;
     }
     if (s.contains("const")) t &= json_type(s["const"]);
-    t &= s.contains("type") ? type_mask(s["type"], sub.ptr) : implied_types(s);
+    t &= s.contains("type") ? type_mask(s["type"], sub.ptr) : implied ? implied_types(s) : kAllTypes;
     return t;
+  }
+
+  // --- oneOf ---
+  // oneOf is generated as anyOf, which is sound only when no value validates
+  // two alternatives. Throws naming oneOf unless every pair is proved
+  // exclusive (see exclusive()). `alts`: the keyword's array at `ptr`;
+  // `within`: the types its siblings allow (a value of other types is
+  // refused by them whatever the alternatives say).
+  void check_one_of(const Json& alts, const std::string& ptr, unsigned within, size_t depth) {
+    const std::string key_ptr = pointer_child(ptr, "oneOf");
+    std::vector<Sub> subs;
+    std::vector<unsigned> types;
+    std::vector<size_t> index;
+    for (size_t i = 0; i < alts.size(); ++i) {
+      if (alts[i].is_boolean() && !alts[i].get<bool>()) continue;  // validates nothing
+      subs.push_back({&alts[i], pointer_child(key_ptr, i)});
+      std::set<std::string> open;
+      types.push_back(value_types(subs.back(), depth + 1, open, false) & within);
+      index.push_back(i);
+    }
+    exclusive_budget_ = 100000;
+    for (size_t i = 0; i < subs.size(); ++i)
+      for (size_t j = i + 1; j < subs.size(); ++j)
+        if ((types[i] & types[j]) && !exclusive(subs[i], subs[j], types[i] & types[j], kExclusiveLevels, depth + 1)) {
+          fail_keyword("oneOf", ptr,
+                       "alternatives " + std::to_string(index[i]) + " and " + std::to_string(index[j]) +
+                           " are not provably exclusive (a value valid against both is invalid, and the grammar, "
+                           "an alternation, would produce it); supported: alternatives of different types, of "
+                           "different const/enum values, or objects where one requires a property the other "
+                           "forbids or gives an exclusive schema");
+        }
+  }
+
+  // Whether no value validates both a and b, whose types meet in `common`:
+  // proved from parts of each (a part accepts at least what the whole does,
+  // so exclusive parts make exclusive wholes; the parts of a schema are
+  // itself and what its $ref and allOf name): both finite (const, enum)
+  // without a scalar in common, or (meeting only in objects) a property one
+  // requires that the other forbids or gives an exclusive schema.
+  // levels: how many properties deep the proof may look (a recursive schema
+  // would otherwise recurse without end); exclusive_budget_ bounds the pairs
+  // of parts one check_one_of compares (no proof found: not exclusive).
+  static constexpr int kExclusiveLevels = 4;
+  size_t exclusive_budget_ = 0;
+  bool exclusive(const Sub& a, const Sub& b, unsigned common, int levels, size_t depth) {
+    enter(a.ptr, depth);
+    if (levels <= 0) return false;
+    std::vector<Sub> pa, pb;
+    std::set<const Json*> seen;
+    parts_of(a, pa, depth, seen);
+    seen.clear();
+    parts_of(b, pb, depth, seen);
+    for (const Sub& x : pa)
+      for (const Sub& y : pb) {
+        if (exclusive_budget_ == 0) return false;
+        --exclusive_budget_;
+        const auto fx = finite_values(x), fy = finite_values(y);
+        if (fx && fy && std::none_of(fx->begin(), fx->end(), [&](const Json* u) {
+              return std::any_of(fy->begin(), fy->end(), [&](const Json* w) { return may_equal(*u, *w); });
+            }))
+          return true;
+        if (common == kObject &&
+            (excludes_by_property(x, y, levels, depth) || excludes_by_property(y, x, levels, depth)))
+          return true;
+      }
+    return false;
+  }
+
+  // sub, and the schemas its $ref and allOf name (each holds for every value
+  // sub validates), each once.
+  void parts_of(const Sub& sub, std::vector<Sub>& out, size_t depth, std::set<const Json*>& seen) {
+    enter(sub.ptr, depth);
+    if (!seen.insert(sub.s).second || !sub.s->is_object()) return;
+    out.push_back(sub);
+    const Json& s = *sub.s;
+    if (s.contains("$ref")) {
+      const auto [target, tptr] = resolve(s["$ref"], sub.ptr);
+      parts_of({target, tptr}, out, depth + 1, seen);
+    }
+    if (s.contains("allOf") && s["allOf"].is_array())
+      for (size_t i = 0; i < s["allOf"].size(); ++i)
+        parts_of({&s["allOf"][i], pointer_child(pointer_child(sub.ptr, "allOf"), i)}, out, depth + 1, seen);
+  }
+
+  // The values a schema's own const or enum allows (an over-estimate), or
+  // nullopt when it has neither.
+  static std::optional<std::vector<const Json*>> finite_values(const Sub& sub) {
+    const Json& s = *sub.s;
+    if (s.contains("const")) return std::vector<const Json*>{&s["const"]};
+    if (s.contains("enum") && s["enum"].is_array()) {
+      std::vector<const Json*> v;
+      for (const Json& e : s["enum"]) v.push_back(&e);
+      return v;
+    }
+    return std::nullopt;
+  }
+
+  // Whether two JSON values may be equal in JSON Schema's sense (1 == 1.0):
+  // scalars compared, arrays and objects of a kind assumed equal.
+  static bool may_equal(const Json& u, const Json& w) {
+    if (json_type(u) != json_type(w)) return false;
+    if (u.is_number()) return u.get<double>() == w.get<double>();
+    if (u.is_structured()) return true;
+    return u == w;
+  }
+
+  // Whether an object valid against x cannot be valid against y: x requires
+  // a property that y forbids (its schema false, or additionalProperties
+  // false without it in properties and without patternProperties) or whose
+  // schemas in x and y are exclusive.
+  bool excludes_by_property(const Sub& x, const Sub& y, int levels, size_t depth) {
+    const Json& sx = *x.s;
+    const Json& sy = *y.s;
+    if (!sx.contains("required") || !sx["required"].is_array()) return false;
+    const Json* px = sx.contains("properties") && sx["properties"].is_object() ? &sx["properties"] : nullptr;
+    const Json* py = sy.contains("properties") && sy["properties"].is_object() ? &sy["properties"] : nullptr;
+    for (const Json& r : sx["required"]) {
+      if (!r.is_string()) continue;
+      const std::string key = r.get<std::string>();
+      const bool in_y = py && py->contains(key);
+      if (!in_y) {
+        const bool closed = sy.contains("additionalProperties") && sy["additionalProperties"].is_boolean() &&
+                            !sy["additionalProperties"].get<bool>() && !sy.contains("patternProperties");
+        if (closed) return true;
+        continue;
+      }
+      const Json& vy = (*py)[key];
+      if (vy.is_boolean() && !vy.get<bool>()) return true;
+      if (!px || !px->contains(key)) continue;
+      const Sub ux{&(*px)[key], pointer_child(pointer_child(x.ptr, "properties"), key)};
+      const Sub uy{&vy, pointer_child(pointer_child(y.ptr, "properties"), key)};
+      std::set<std::string> ox, oy;
+      const unsigned meet = value_types(ux, depth + 1, ox, false) & value_types(uy, depth + 1, oy, false);
+      if (meet == 0 || exclusive(ux, uy, meet, levels - 1, depth + 1)) return true;
+    }
+    return false;
   }
 
   // --- $ref ---
@@ -757,11 +896,17 @@ class Converter {
     return true;
   }
 
-  // The alternatives of anyOf/oneOf `key` (oneOf as llama.cpp takes it: an
-  // alternation, so a value matching two alternatives is accepted).
+  // The alternatives of anyOf/oneOf `key` (oneOf as an alternation too, where
+  // check_one_of proves no value matches two).
   std::string visit_any_of(const Sub& sub, const char* key, const std::string& name, size_t depth, bool exact) {
     const Json& alts = (*sub.s)[key];
     if (!alts.is_array() || alts.empty()) fail_keyword(key, sub.ptr, "must be a non-empty array of schemas");
+    if (key[0] == 'o') {
+      Sub siblings = sub;
+      siblings.skip |= kSkipOneOf;
+      std::set<std::string> open;
+      check_one_of(alts, sub.ptr, value_types(siblings, depth + 1, open, false), depth);
+    }
     std::vector<std::string> rules;
     for (size_t i = 0; i < alts.size(); ++i) {
       if (alts[i].is_boolean() && !alts[i].get<bool>()) continue;  // accepts nothing: adds nothing
@@ -1514,6 +1659,14 @@ class Converter {
         if (!alts.is_array() || alts.empty()) fail_keyword(key, unique[i].ptr, "must be a non-empty array of schemas");
         Sub self = unique[i];
         self.skip |= key[0] == 'a' ? kSkipAnyOf : kSkipOneOf;
+        if (key[0] == 'o') {
+          unsigned within = kAllTypes;
+          for (size_t k = 0; k < unique.size(); ++k) {
+            std::set<std::string> open;
+            within &= value_types(k == i ? self : unique[k], depth + 1, open, false);
+          }
+          check_one_of(alts, unique[i].ptr, within, depth);
+        }
         std::vector<std::string> rules;
         for (size_t a = 0; a < alts.size(); ++a) {
           if (alts[a].is_boolean() && !alts[a].get<bool>()) continue;

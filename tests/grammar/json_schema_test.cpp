@@ -669,6 +669,52 @@ TEST(JsonSchemaToGbnf, UnionsAndAnyOf) {
             grammar({"root ::= null"}, {"null"}));
 }
 
+// oneOf is an alternation only where no value can match two alternatives:
+// a value valid against both is invalid, and the grammar would produce it.
+TEST(JsonSchemaToGbnf, OneOfOnlyWhereExclusive) {
+  const std::string overlap = "are not provably exclusive";
+  // Exclusive: types (integer and non-integer numbers are apart), const and
+  // enum values (1 == 1.0 in JSON Schema), a required discriminator behind
+  // $ref, a required property the other forbids, and beside siblings.
+  for (const char* ok : {
+           R"({"oneOf": [{"type": "string"}, {"type": "array"}, {"type": "null"}]})",
+           R"({"oneOf": [{"const": 1}, {"const": 2}, {"enum": ["1", true]}]})",
+           R"({"oneOf": [{"$ref": "#/$defs/cat"}, {"$ref": "#/$defs/dog"}], "$defs": {
+                 "cat": {"type": "object", "properties": {"kind": {"const": "cat"}, "n": {"type": "integer"}},
+                         "required": ["kind"]},
+                 "dog": {"type": "object", "properties": {"kind": {"enum": ["dog", "wolf"]}}, "required": ["kind"]}}})",
+           R"({"oneOf": [{"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"],
+                          "additionalProperties": false},
+                         {"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"],
+                          "additionalProperties": false}]})",
+           R"({"type": "object", "properties": {"k": {"type": "string"}},
+               "oneOf": [{"properties": {"k": {"const": "x"}}, "required": ["k"]},
+                         {"properties": {"k": {"type": "integer"}}, "required": ["k"]}]})",
+           R"({"oneOf": [{"type": "object", "allOf": [{"properties": {"t": {"const": 1}}, "required": ["t"]}]},
+                         {"type": "object", "properties": {"t": {"const": 2}}}]})"}) {
+    EXPECT_NO_THROW(convert(ok)) << ok;
+  }
+  // Not provably exclusive: refused, naming oneOf and the two alternatives.
+  EXPECT_EQ(error_of(R"({"oneOf": [{"type": "integer"}, {"type": "number"}]})"),
+            "json_schema: keyword \"oneOf\" at the root: alternatives 0 and 1 are not provably exclusive (a value "
+            "valid against both is invalid, and the grammar, an alternation, would produce it); supported: "
+            "alternatives of different types, of different const/enum values, or objects where one requires a "
+            "property the other forbids or gives an exclusive schema");
+  for (const char* bad : {
+           R"({"oneOf": [{"const": 1}, {"enum": [2, 1.0]}]})",
+           R"({"oneOf": [false, {"type": "null"}, {"properties": {"a": {"type": "string"}}}]})",  // null is valid in both
+           R"({"type": "object", "properties": {"a": {"type": "null"}, "b": {"type": "null"}},
+               "oneOf": [{"required": ["a"]}, {"required": ["b"]}]})",
+           R"({"properties": {"x": {"oneOf": [{"type": "object", "properties": {"a": {"const": 1}}, "required": ["a"]},
+                                              {"type": "object", "properties": {"a": {"const": 1}}}]}}})"}) {
+    EXPECT_NE(error_of(bad).find(overlap), std::string::npos) << bad;
+  }
+  EXPECT_NE(error_of(R"({"properties": {"x": {"oneOf": [{"type": "object", "properties": {"a": {"const": 1}},
+                                                          "required": ["a"]}, {"type": "object"}]}}})")
+                .find("keyword \"oneOf\" at /properties/x: alternatives 0 and 1"),
+            std::string::npos);
+}
+
 TEST(JsonSchemaToGbnf, AnyOfBesideProperties) {
   // "at least one of a and b": anyOf distributed over the object.
   EXPECT_EQ(
