@@ -631,6 +631,28 @@ class Converter {
             (excludes_by_property(x, y, levels, depth) || excludes_by_property(y, x, levels, depth)))
           return true;
       }
+    for (const auto& [parts, other] : {std::pair{&pa, &b}, std::pair{&pb, &a}})
+      for (const Sub& x : *parts)
+        if (every_alternative_exclusive(x, *other, common, levels, depth)) return true;
+    return false;
+  }
+
+  // Whether x has an anyOf or oneOf each of whose alternatives is exclusive
+  // with y (then a value valid against x, valid against one of them, is not
+  // valid against y).
+  bool every_alternative_exclusive(const Sub& x, const Sub& y, unsigned common, int levels, size_t depth) {
+    for (const char* key : {"anyOf", "oneOf"}) {
+      if (!x.s->contains(key) || !(*x.s)[key].is_array()) continue;
+      const Json& alts = (*x.s)[key];
+      bool all = true;
+      for (size_t i = 0; i < alts.size() && all; ++i) {
+        const Sub alt{&alts[i], pointer_child(pointer_child(x.ptr, key), i)};
+        std::set<std::string> open;
+        const unsigned meet = value_types(alt, depth + 1, open, false) & common;
+        all = meet == 0 || exclusive(alt, y, meet, levels - 1, depth + 1);
+      }
+      if (all) return true;
+    }
     return false;
   }
 
@@ -673,9 +695,9 @@ class Converter {
   }
 
   // Whether an object valid against x cannot be valid against y: x requires
-  // a property that y forbids (its schema false, or additionalProperties
-  // false without it in properties and without patternProperties) or whose
-  // schemas in x and y are exclusive.
+  // a property whose schema in x (from properties) and in y (from properties,
+  // else additionalProperties where y has no patternProperties) are
+  // exclusive, or that y forbids (that schema false).
   bool excludes_by_property(const Sub& x, const Sub& y, int levels, size_t depth) {
     const Json& sx = *x.s;
     const Json& sy = *y.s;
@@ -685,18 +707,16 @@ class Converter {
     for (const Json& r : sx["required"]) {
       if (!r.is_string()) continue;
       const std::string key = r.get<std::string>();
-      const bool in_y = py && py->contains(key);
-      if (!in_y) {
-        const bool closed = sy.contains("additionalProperties") && sy["additionalProperties"].is_boolean() &&
-                            !sy["additionalProperties"].get<bool>() && !sy.contains("patternProperties");
-        if (closed) return true;
-        continue;
+      Sub uy{nullptr, ""};
+      if (py && py->contains(key)) {
+        uy = {&(*py)[key], pointer_child(pointer_child(y.ptr, "properties"), key)};
+      } else if (sy.contains("additionalProperties") && !sy.contains("patternProperties")) {
+        uy = {&sy["additionalProperties"], pointer_child(y.ptr, "additionalProperties")};
       }
-      const Json& vy = (*py)[key];
-      if (vy.is_boolean() && !vy.get<bool>()) return true;
+      if (!uy.s) continue;
+      if (uy.s->is_boolean() && !uy.s->get<bool>()) return true;
       if (!px || !px->contains(key)) continue;
       const Sub ux{&(*px)[key], pointer_child(pointer_child(x.ptr, "properties"), key)};
-      const Sub uy{&vy, pointer_child(pointer_child(y.ptr, "properties"), key)};
       std::set<std::string> ox, oy;
       const unsigned meet = value_types(ux, depth + 1, ox, false) & value_types(uy, depth + 1, oy, false);
       if (meet == 0 || exclusive(ux, uy, meet, levels - 1, depth + 1)) return true;

@@ -691,7 +691,14 @@ TEST(JsonSchemaToGbnf, OneOfOnlyWhereExclusive) {
                "oneOf": [{"properties": {"k": {"const": "x"}}, "required": ["k"]},
                          {"properties": {"k": {"type": "integer"}}, "required": ["k"]}]})",
            R"({"oneOf": [{"type": "object", "allOf": [{"properties": {"t": {"const": 1}}, "required": ["t"]}]},
-                         {"type": "object", "properties": {"t": {"const": 2}}}]})"}) {
+                         {"type": "object", "properties": {"t": {"const": 2}}}]})",
+           // Every alternative of a nested oneOf exclusive with the other; a
+           // property's schema from additionalProperties.
+           R"({"oneOf": [{"type": "object", "oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]},
+                                                      {"properties": {"t": {"const": "b"}}, "required": ["t"]}]},
+                         {"type": "object", "properties": {"t": {"const": "c"}}, "required": ["t"]}]})",
+           R"({"oneOf": [{"type": "object", "properties": {"t": {"type": "string"}}, "required": ["t"]},
+                         {"type": "object", "additionalProperties": {"type": "boolean"}}]})"}) {
     EXPECT_NO_THROW(convert(ok)) << ok;
   }
   // Not provably exclusive: refused, naming oneOf and the two alternatives.
