@@ -82,8 +82,12 @@ class Grammar {
 // of all its items unless minItems or items say otherwise, numbers of at most
 // 16 integral digits, bounded numbers other than integers as integers and
 // decimals without exponent whose every value is in range (bounds rounded
-// inward to integers), enum values in compact form. One exception widens it:
-// oneOf is read as anyOf (as llama.cpp does).
+// inward to integers), enum values in compact form. oneOf is an alternation
+// (as llama.cpp reads it) where its alternatives are provably exclusive:
+// no two share a type, or they are const/enum values none equal, or objects
+// where one requires a property the other forbids or gives an exclusive
+// schema (through $ref, allOf, nested anyOf/oneOf and additionalProperties,
+// a few levels deep); else it is refused.
 // Keywords: type (and unions), properties, required, additionalProperties,
 // patternProperties (a named property takes the schemas of the patterns it
 // matches too; no other properties but, with one pattern no name matches,
@@ -108,9 +112,9 @@ class Grammar {
 // are ignored, as the specification has it: they constrain nothing.
 // Throws Error(invalid_argument) naming the keyword and its JSON pointer for
 // a validation keyword it cannot enforce (not, if/then/else, dependencies,
-// uniqueItems true, contains, multipleOf, ...; patternProperties,
-// minProperties, maxProperties and number bounds beyond the sound subsets
-// above), a regular expression feature outside the subset, a bad value, a
+// uniqueItems true, contains, multipleOf, oneOf not provably exclusive, ...;
+// patternProperties, minProperties, maxProperties and number bounds beyond
+// the sound subsets above), a regular expression feature outside the subset, a bad value, a
 // schema no value satisfies (an optional property, additional properties or
 // items past a prefix no value satisfies are left out, as no valid value has
 // them), an unresolvable or remote $ref, a schema that is not JSON (with its
@@ -122,7 +126,8 @@ std::string json_schema_to_gbnf(std::string_view schema_json, const GrammarLimit
 
 // The bytes of every token of a vocabulary, as the matcher sees them, in a
 // trie. pieces[i] is token i's text (llama_token_to_piece); an empty piece is
-// a token no grammar produces (control tokens). eog[i] marks end-of-generation
+// a token no grammar's text produces (control tokens; a token terminal takes
+// it by id). eog[i] marks end-of-generation
 // tokens, allowed exactly when the grammar accepts the output so far.
 // Immutable after construction; share it between matchers.
 class TokenVocabulary {
@@ -157,8 +162,9 @@ class GrammarMatcher {
   ~GrammarMatcher();
 
   // Whether token `id` keeps the output inside the grammar: its bytes extend
-  // the output to a prefix of a sentence of the grammar, or it is an
-  // end-of-generation token and the output so far is a sentence. Throws
+  // the output to a prefix of a sentence of the grammar, or a token terminal
+  // takes it, or it is an end-of-generation token and the output so far is a
+  // sentence. Throws
   // Error(out_of_range) for an id outside the vocabulary.
   bool allows(int32_t id);
   // Takes token `id` (the sampler's choice). Throws Error(invalid_argument)

@@ -28,9 +28,10 @@
 // numbers of at most 16 integral digits, bounded numbers as number_range
 // writes them (bounds rounded inward to integers; integers, and decimals
 // without exponent whose value is in range even as a double), enum values in
-// their compact form, pattern characters raw where JSON allows it. oneOf is
-// an alternation, as llama.cpp reads it, but only where no value can match
-// two of its alternatives (check_one_of); otherwise it throws.
+// their compact form, pattern characters raw where JSON allows it, oneOf's
+// branches narrowed so that each value matches one alternative only
+// (one_of_guards: a tag property made required, or a property another
+// alternative requires left out; a oneOf with no such guard throws).
 //
 // Thread-safety: each call builds its own Converter; no shared state. Stack:
 // the visitor recurses once per level of schema nesting, about 3 KB a level
@@ -569,34 +570,99 @@ class Converter {
   }
 
   // --- oneOf ---
-  // oneOf is generated as anyOf, which is sound only when no value validates
-  // two alternatives. Throws naming oneOf unless every pair is proved
-  // exclusive (see exclusive()). `alts`: the keyword's array at `ptr`;
-  // `within`: the types its siblings allow (a value of other types is
-  // refused by them whatever the alternatives say).
-  void check_one_of(const Json& alts, const std::string& ptr, unsigned within, size_t depth) {
+  // oneOf is generated as an alternation, sound only when no value a branch
+  // produces is valid against another alternative. Returns, per alternative
+  // of `alts` (the keyword's array at `ptr`), the parts to add to its branch
+  // (a conjunction) so that this holds: none for a pair proved exclusive
+  // (exclusive()); else, for a branch i against an alternative j of objects,
+  // a guard that makes i's values fail j: {"required": [k]} where i and j
+  // give property k exclusive schemas (a tag), or {"properties": {k: false}}
+  // where j requires k (a branch that requires k itself becomes
+  // unsatisfiable and is dropped: its values would all match j), with
+  // {"type": "object"} where the two meet in other types too. Throws naming
+  // oneOf for a pair with neither. `within`: the types its siblings allow (a
+  // value of other types is refused by them whatever the alternatives say).
+  std::vector<std::vector<Sub>> one_of_guards(const Json& alts, const std::string& ptr, unsigned within,
+                                              size_t depth) {
     const std::string key_ptr = pointer_child(ptr, "oneOf");
     std::vector<Sub> subs;
     std::vector<unsigned> types;
-    std::vector<size_t> index;
     for (size_t i = 0; i < alts.size(); ++i) {
-      if (alts[i].is_boolean() && !alts[i].get<bool>()) continue;  // validates nothing
       subs.push_back({&alts[i], pointer_child(key_ptr, i)});
       std::set<std::string> open;
-      types.push_back(value_types(subs.back(), depth + 1, open, false) & within);
-      index.push_back(i);
+      types.push_back(value_types(subs.back(), depth + 1, open, false) & within);  // 0 for false
     }
+    std::vector<std::vector<Sub>> guards(alts.size());
     exclusive_budget_ = 100000;
     for (size_t i = 0; i < subs.size(); ++i)
-      for (size_t j = i + 1; j < subs.size(); ++j)
-        if ((types[i] & types[j]) && !exclusive(subs[i], subs[j], types[i] & types[j], kExclusiveLevels, depth + 1)) {
+      for (size_t j = i + 1; j < subs.size(); ++j) {
+        const unsigned common = types[i] & types[j];
+        if (!common || exclusive(subs[i], subs[j], common, kExclusiveLevels, depth + 1)) continue;
+        std::optional<Sub> gi = guard(subs[i], subs[j], common, depth), gj = guard(subs[j], subs[i], common, depth);
+        if (!gi || !gj) {
           fail_keyword("oneOf", ptr,
-                       "alternatives " + std::to_string(index[i]) + " and " + std::to_string(index[j]) +
+                       "alternatives " + std::to_string(i) + " and " + std::to_string(j) +
                            " are not provably exclusive (a value valid against both is invalid, and the grammar, "
                            "an alternation, would produce it); supported: alternatives of different types, of "
-                           "different const/enum values, or objects where one requires a property the other "
-                           "forbids or gives an exclusive schema");
+                           "different const/enum values, or objects told apart by a property (one requires it, "
+                           "or both give it exclusive schemas)");
         }
+        guards[i].push_back(*gi);
+        guards[j].push_back(*gj);
+      }
+    return guards;
+  }
+
+  // The guard for the branch of alternative a against alternative b, whose
+  // types meet in `common` (see one_of_guards), or nullopt.
+  std::optional<Sub> guard(const Sub& a, const Sub& b, unsigned common, size_t depth) {
+    std::vector<Sub> pa, pb;
+    std::set<const Json*> seen;
+    parts_of(a, pa, depth + 1, seen);
+    seen.clear();
+    parts_of(b, pb, depth + 1, seen);
+    Json g = Json::object();
+    // A tag: a property both give exclusive schemas, made required.
+    for (const Sub& y : pb) {
+      if (!y.s->contains("properties") || !(*y.s)["properties"].is_object() || g.contains("required")) continue;
+      for (const auto& [key, vy] : (*y.s)["properties"].items()) {
+        for (const Sub& x : pa) {
+          if (!x.s->contains("properties") || !(*x.s)["properties"].is_object()) continue;
+          const Json& px = (*x.s)["properties"];
+          if (!px.contains(key)) continue;
+          const Sub ux{&px[key], pointer_child(pointer_child(x.ptr, "properties"), key)};
+          const Sub uy{&vy, pointer_child(pointer_child(y.ptr, "properties"), key)};
+          std::set<std::string> ox, oy;
+          const unsigned meet = value_types(ux, depth + 1, ox, false) & value_types(uy, depth + 1, oy, false);
+          if (meet == 0 || exclusive(ux, uy, meet, kExclusiveLevels - 1, depth + 1)) {
+            g["required"] = Json::array({key});
+            break;
+          }
+        }
+        if (g.contains("required")) break;
+      }
+    }
+    // Else a property b requires, forbidden; one a does not require first.
+    if (!g.contains("required")) {
+      std::set<std::string> a_requires;
+      for (const Sub& x : pa)
+        if (x.s->contains("required") && (*x.s)["required"].is_array())
+          for (const Json& r : (*x.s)["required"])
+            if (r.is_string()) a_requires.insert(r.get<std::string>());
+      std::optional<std::string> key;
+      for (const Sub& y : pb) {
+        if (!y.s->contains("required") || !(*y.s)["required"].is_array()) continue;
+        for (const Json& r : (*y.s)["required"]) {
+          if (!r.is_string()) continue;
+          if (!key || (a_requires.count(*key) && !a_requires.count(r.get<std::string>()))) key = r.get<std::string>();
+        }
+      }
+      if (!key) return std::nullopt;
+      g["properties"] = Json::object({{*key, false}});
+    }
+    if (common & ~kObject) g["type"] = "object";
+    synthetic_.push_back(std::move(g));
+    return Sub{&synthetic_.back(), a.ptr};
   }
 
   // Whether no value validates both a and b, whose types meet in `common`:
@@ -607,7 +673,7 @@ class Converter {
   // requires that the other forbids or gives an exclusive schema.
   // levels: how many properties deep the proof may look (a recursive schema
   // would otherwise recurse without end); exclusive_budget_ bounds the pairs
-  // of parts one check_one_of compares (no proof found: not exclusive).
+  // of parts one one_of_guards compares (no proof found: not exclusive).
   static constexpr int kExclusiveLevels = 4;
   size_t exclusive_budget_ = 0;
   bool exclusive(const Sub& a, const Sub& b, unsigned common, int levels, size_t depth) {
@@ -916,22 +982,28 @@ class Converter {
     return true;
   }
 
-  // The alternatives of anyOf/oneOf `key` (oneOf as an alternation too, where
-  // check_one_of proves no value matches two).
+  // The alternatives of anyOf/oneOf `key` (oneOf as an alternation too, each
+  // branch with one_of_guards' parts, so that no value matches two).
   std::string visit_any_of(const Sub& sub, const char* key, const std::string& name, size_t depth, bool exact) {
     const Json& alts = (*sub.s)[key];
     if (!alts.is_array() || alts.empty()) fail_keyword(key, sub.ptr, "must be a non-empty array of schemas");
+    std::vector<std::vector<Sub>> guards(alts.size());
     if (key[0] == 'o') {
       Sub siblings = sub;
       siblings.skip |= kSkipOneOf;
       std::set<std::string> open;
-      check_one_of(alts, sub.ptr, value_types(siblings, depth + 1, open, false), depth);
+      guards = one_of_guards(alts, sub.ptr, value_types(siblings, depth + 1, open, false), depth);
     }
     std::vector<std::string> rules;
     for (size_t i = 0; i < alts.size(); ++i) {
       if (alts[i].is_boolean() && !alts[i].get<bool>()) continue;  // accepts nothing: adds nothing
       const Sub alt{&alts[i], pointer_child(pointer_child(sub.ptr, key), i)};
-      const auto rule = attempt([&] { return visit(alt, alternative_name(name, i), depth + 1, false); });
+      const auto rule = attempt([&] {
+        if (guards[i].empty()) return visit(alt, alternative_name(name, i), depth + 1, false);
+        std::vector<Sub> parts{alt};
+        parts.insert(parts.end(), guards[i].begin(), guards[i].end());
+        return visit_all_of(parts, alt.ptr, "oneOf", alternative_name(name, i), depth + 1, false);
+      });
       if (rule && std::find(rules.begin(), rules.end(), *rule) == rules.end()) rules.push_back(*rule);
     }
     if (rules.empty()) fail_empty(key, sub.ptr, "no alternative accepts a value");
@@ -1679,13 +1751,14 @@ class Converter {
         if (!alts.is_array() || alts.empty()) fail_keyword(key, unique[i].ptr, "must be a non-empty array of schemas");
         Sub self = unique[i];
         self.skip |= key[0] == 'a' ? kSkipAnyOf : kSkipOneOf;
+        std::vector<std::vector<Sub>> guards(alts.size());
         if (key[0] == 'o') {
           unsigned within = kAllTypes;
           for (size_t k = 0; k < unique.size(); ++k) {
             std::set<std::string> open;
             within &= value_types(k == i ? self : unique[k], depth + 1, open, false);
           }
-          check_one_of(alts, unique[i].ptr, within, depth);
+          guards = one_of_guards(alts, unique[i].ptr, within, depth);
         }
         std::vector<std::string> rules;
         for (size_t a = 0; a < alts.size(); ++a) {
@@ -1693,6 +1766,7 @@ class Converter {
           std::vector<Sub> branch = unique;
           branch[i] = self;
           branch.push_back({&alts[a], pointer_child(pointer_child(unique[i].ptr, key), a)});
+          branch.insert(branch.end(), guards[a].begin(), guards[a].end());
           const auto rule =
               attempt([&] { return visit_all_of(branch, ptr, why, alternative_name(name, a), depth + 1, false); });
           if (rule && std::find(rules.begin(), rules.end(), *rule) == rules.end()) rules.push_back(*rule);
