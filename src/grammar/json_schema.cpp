@@ -622,24 +622,20 @@ class Converter {
     seen.clear();
     parts_of(b, pb, depth + 1, seen);
     Json g = Json::object();
-    // A tag: a property both give exclusive schemas, made required.
-    for (const Sub& y : pb) {
-      if (!y.s->contains("properties") || !(*y.s)["properties"].is_object() || g.contains("required")) continue;
-      for (const auto& [key, vy] : (*y.s)["properties"].items()) {
-        for (const Sub& x : pa) {
-          if (!x.s->contains("properties") || !(*x.s)["properties"].is_object()) continue;
-          const Json& px = (*x.s)["properties"];
-          if (!px.contains(key)) continue;
-          const Sub ux{&px[key], pointer_child(pointer_child(x.ptr, "properties"), key)};
-          const Sub uy{&vy, pointer_child(pointer_child(y.ptr, "properties"), key)};
-          std::set<std::string> ox, oy;
-          const unsigned meet = value_types(ux, depth + 1, ox, false) & value_types(uy, depth + 1, oy, false);
-          if (meet == 0 || exclusive(ux, uy, meet, kExclusiveLevels - 1, depth + 1)) {
-            g["required"] = Json::array({key});
-            break;
-          }
+    // A tag: a property of a whose schema b forbids or makes exclusive, made required.
+    for (const Sub& x : pa) {
+      if (!x.s->contains("properties") || !(*x.s)["properties"].is_object() || g.contains("required")) continue;
+      for (const auto& [key, vx] : (*x.s)["properties"].items()) {
+        if (vx.is_boolean() && !vx.get<bool>()) continue;  // forbidden in a: no tag
+        const Sub ux{&vx, pointer_child(pointer_child(x.ptr, "properties"), key)};
+        const bool tag = std::any_of(pb.begin(), pb.end(), [&](const Sub& y) {
+          const std::optional<Sub> uy = property_schema(y, key);
+          return uy && schemas_exclusive(ux, *uy, kExclusiveLevels - 1, depth);
+        });
+        if (tag) {
+          g["required"] = Json::array({key});
+          break;
         }
-        if (g.contains("required")) break;
       }
     }
     // Else a property b requires, forbidden; one a does not require first.
@@ -766,28 +762,37 @@ class Converter {
   // exclusive, or that y forbids (that schema false).
   bool excludes_by_property(const Sub& x, const Sub& y, int levels, size_t depth) {
     const Json& sx = *x.s;
-    const Json& sy = *y.s;
     if (!sx.contains("required") || !sx["required"].is_array()) return false;
     const Json* px = sx.contains("properties") && sx["properties"].is_object() ? &sx["properties"] : nullptr;
-    const Json* py = sy.contains("properties") && sy["properties"].is_object() ? &sy["properties"] : nullptr;
     for (const Json& r : sx["required"]) {
       if (!r.is_string()) continue;
       const std::string key = r.get<std::string>();
-      Sub uy{nullptr, ""};
-      if (py && py->contains(key)) {
-        uy = {&(*py)[key], pointer_child(pointer_child(y.ptr, "properties"), key)};
-      } else if (sy.contains("additionalProperties") && !sy.contains("patternProperties")) {
-        uy = {&sy["additionalProperties"], pointer_child(y.ptr, "additionalProperties")};
-      }
-      if (!uy.s) continue;
-      if (uy.s->is_boolean() && !uy.s->get<bool>()) return true;
+      const std::optional<Sub> uy = property_schema(y, key);
+      if (!uy) continue;
+      if (uy->s->is_boolean() && !uy->s->get<bool>()) return true;
       if (!px || !px->contains(key)) continue;
       const Sub ux{&(*px)[key], pointer_child(pointer_child(x.ptr, "properties"), key)};
-      std::set<std::string> ox, oy;
-      const unsigned meet = value_types(ux, depth + 1, ox, false) & value_types(uy, depth + 1, oy, false);
-      if (meet == 0 || exclusive(ux, uy, meet, levels - 1, depth + 1)) return true;
+      if (schemas_exclusive(ux, *uy, levels - 1, depth)) return true;
     }
     return false;
+  }
+
+  // The schema y gives property `key`: from properties, else from
+  // additionalProperties where y has no patternProperties; nullopt for none.
+  static std::optional<Sub> property_schema(const Sub& y, const std::string& key) {
+    const Json& sy = *y.s;
+    if (sy.contains("properties") && sy["properties"].is_object() && sy["properties"].contains(key))
+      return Sub{&sy["properties"][key], pointer_child(pointer_child(y.ptr, "properties"), key)};
+    if (sy.contains("additionalProperties") && !sy.contains("patternProperties"))
+      return Sub{&sy["additionalProperties"], pointer_child(y.ptr, "additionalProperties")};
+    return std::nullopt;
+  }
+
+  // exclusive() for two schemas of one property, their types found first.
+  bool schemas_exclusive(const Sub& u, const Sub& w, int levels, size_t depth) {
+    std::set<std::string> ou, ow;
+    const unsigned meet = value_types(u, depth + 1, ou, false) & value_types(w, depth + 1, ow, false);
+    return meet == 0 || exclusive(u, w, meet, levels, depth + 1);
   }
 
   // --- $ref ---

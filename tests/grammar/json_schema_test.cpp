@@ -698,7 +698,10 @@ TEST(JsonSchemaToGbnf, OneOfOnlyWhereExclusive) {
                                                       {"properties": {"t": {"const": "b"}}, "required": ["t"]}]},
                          {"type": "object", "properties": {"t": {"const": "c"}}, "required": ["t"]}]})",
            R"({"oneOf": [{"type": "object", "properties": {"t": {"type": "string"}}, "required": ["t"]},
-                         {"type": "object", "additionalProperties": {"type": "boolean"}}]})"}) {
+                         {"type": "object", "additionalProperties": {"type": "boolean"}}]})",
+           // Not exclusive ({} matches both) but guarded: each branch requires its own property.
+           R"({"type": "object", "oneOf": [{"additionalProperties": false, "properties": {"next": {"type": "string"}}},
+                                           {"additionalProperties": false, "properties": {"prev": {"type": "string"}}}]})"}) {
     EXPECT_NO_THROW(convert(ok)) << ok;
   }
   // Not provably exclusive: refused, naming oneOf and the two alternatives.
