@@ -154,8 +154,10 @@ constexpr std::string_view kAnnotations[] = {"title",     "description", "exampl
                                              "writeOnly", "deprecated",  "contentMediaType", "contentEncoding"};
 constexpr std::string_view kContainers[] = {"$defs", "definitions"};
 // The keywords of each type, and those of any schema.
-constexpr std::string_view kObjectKeys[] = {"properties",    "required",      "additionalProperties",
-                                            "minProperties", "maxProperties", "patternProperties"};
+constexpr std::string_view kObjectKeys[] = {"properties",       "required",          "additionalProperties",
+                                            "minProperties",    "maxProperties",     "patternProperties",
+                                            "dependencies",     "dependentRequired", "dependentSchemas"};
+constexpr std::string_view kDependencyKeys[] = {"dependencies", "dependentRequired", "dependentSchemas"};
 constexpr std::string_view kArrayKeys[] = {"items", "prefixItems", "minItems", "maxItems", "additionalItems"};
 constexpr std::string_view kStringKeys[] = {"pattern", "minLength", "maxLength", "format"};
 constexpr std::string_view kNumberKeys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
@@ -172,7 +174,7 @@ bool in(const std::string_view (&set)[N], std::string_view k) {
 // it loses no constraint.
 constexpr std::string_view kUnenforceable[] = {
     "propertyNames", "not",         "if",          "then",        "else",
-    "dependencies",  "dependentRequired",          "dependentSchemas",          "unevaluatedProperties",
+    "unevaluatedProperties",
     "uniqueItems",   "contains",    "minContains", "maxContains", "unevaluatedItems",
     "multipleOf",    "$dynamicRef", "$recursiveRef"};
 bool is_container(std::string_view k) { return in(kContainers, k); }
@@ -313,7 +315,7 @@ std::string repeat(const std::string& atom, size_t min, size_t max) {
 // A subschema and where it is. `skip`: keywords of the node already taken
 // apart into other parts of a conjunction (the node's own keywords beside its
 // allOf, $ref or anyOf are one part, each of those the others).
-constexpr unsigned kSkipRef = 1, kSkipAllOf = 2, kSkipAnyOf = 4, kSkipOneOf = 8;
+constexpr unsigned kSkipRef = 1, kSkipAllOf = 2, kSkipAnyOf = 4, kSkipOneOf = 8, kSkipDependencies = 16;
 
 struct Sub {
   const Json* s;
@@ -323,7 +325,8 @@ struct Sub {
 
 bool is_skipped(const Sub& sub, std::string_view k) {
   return (k == "$ref" && (sub.skip & kSkipRef)) || (k == "allOf" && (sub.skip & kSkipAllOf)) ||
-         (k == "anyOf" && (sub.skip & kSkipAnyOf)) || (k == "oneOf" && (sub.skip & kSkipOneOf));
+         (k == "anyOf" && (sub.skip & kSkipAnyOf)) || (k == "oneOf" && (sub.skip & kSkipOneOf)) ||
+         (in(kDependencyKeys, k) && (sub.skip & kSkipDependencies));
 }
 // Whether the node has `k` and it is not skipped.
 bool has(const Sub& sub, std::string_view k) { return sub.s->is_object() && sub.s->contains(k) && !is_skipped(sub, k); }
@@ -944,6 +947,8 @@ class Converter {
     // conjunctions (for $ref: draft 2019-09's reading; draft 7 ignores the
     // siblings, and a value that satisfies both satisfies either reading).
     const std::vector<std::string> keys = own_keys(sub);
+    for (const std::string_view k : kDependencyKeys)
+      if (has(sub, k)) return visit_all_of({sub}, sub.ptr, k, name, depth, exact);
     if (has(sub, "$ref")) {
       if (keys.size() > 1) return visit_all_of({sub}, sub.ptr, "$ref", name, depth, exact);
       const std::string target = ref_rule(sub, depth);
@@ -1853,6 +1858,11 @@ class Converter {
     check_keywords(s, sub.ptr);
     const std::vector<std::string> keys = own_keys(sub);
     if (keys.empty()) return;
+    if (std::any_of(std::begin(kDependencyKeys), std::end(kDependencyKeys), [&](std::string_view k) { return has(sub, k); })) {
+      for (const Sub& part : dependency_parts(sub, depth)) flatten(part, out, depth + 1, through_refs, expanding);
+      flatten({sub.s, sub.ptr, sub.skip | kSkipDependencies}, out, depth, through_refs, expanding);
+      return;
+    }
     const bool ref = has(sub, "$ref"), all = has(sub, "allOf");
     if ((!ref && !all) || (ref && keys.size() == 1 && !through_refs)) {
       out.push_back(sub);
@@ -1879,6 +1889,64 @@ class Converter {
     }
     const Sub self{sub.s, sub.ptr, sub.skip | kSkipRef | kSkipAllOf};
     if (!own_keys(self).empty()) out.push_back(self);
+  }
+
+  // dependencies (draft 4-7), dependentRequired and dependentSchemas
+  // (2019-09) as parts of a conjunction, exactly: for a property t whose
+  // presence requires the properties D (or the schema S), an object either
+  // lacks t or has t and D (or has t and is valid against S):
+  //   {"anyOf": [{"properties": {t: false}}, {"required": [t, D...]}]}
+  //   {"anyOf": [{"properties": {t: false}}, {"allOf": [{"required": [t]}, S]}]}
+  // and where the node requires t itself, only {"required": D} (or S). Each
+  // anyOf doubles the branches, so at most kMaxDependencies of them.
+  static constexpr size_t kMaxDependencies = 4;
+  std::vector<Sub> dependency_parts(const Sub& sub, size_t depth) {
+    std::vector<Sub> out;
+    const Json& s = *sub.s;
+    std::set<std::string> required;
+    if (s.contains("required") && s["required"].is_array())
+      for (const Json& r : s["required"])
+        if (r.is_string()) required.insert(r.get<std::string>());
+    size_t n_optional = 0;
+    for (const std::string_view key : kDependencyKeys) {
+      if (!s.contains(key)) continue;
+      const Json& deps = s[key];
+      const std::string kptr = pointer_child(sub.ptr, key);
+      if (!deps.is_object()) fail_keyword(key, sub.ptr, "must be an object");
+      for (const auto& [t, d] : deps.items()) {
+        enter(kptr, depth + 1);
+        const bool names = d.is_array();
+        if (names ? key == "dependentSchemas" : key == "dependentRequired")
+          fail_keyword(key, kptr, "\"" + t + "\" must be " + (names ? "a schema" : "an array of property names"));
+        if (!names && !d.is_object() && !d.is_boolean())
+          fail_keyword(key, kptr, "\"" + t + "\" must be an array of property names or a schema");
+        Json then = Json::object();
+        if (names) {
+          Json r = Json::array();
+          if (!required.count(t)) r.push_back(t);
+          for (const Json& n : d) {
+            if (!n.is_string()) fail_keyword(key, kptr, "\"" + t + "\" must be an array of property names");
+            r.push_back(n);
+          }
+          then["required"] = std::move(r);
+        } else if (required.count(t)) {
+          then = d;
+        } else {
+          then["allOf"] = Json::array({Json::object({{"required", Json::array({t})}}), d});
+        }
+        if (required.count(t)) {
+          synthetic_.push_back(std::move(then));
+        } else {
+          if (++n_optional > kMaxDependencies)
+            fail_keyword(key, sub.ptr, "more than " + std::to_string(kMaxDependencies) +
+                                           " optional properties whose presence requires more are not supported");
+          synthetic_.push_back(Json::object(
+              {{"anyOf", Json::array({Json::object({{"properties", Json::object({{t, false}})}}), std::move(then)})}}));
+        }
+        out.push_back({&synthetic_.back(), pointer_child(kptr, t)});
+      }
+    }
+    return out;
   }
 
   // Objects merged: a property's schemas are those of the parts that
