@@ -100,6 +100,9 @@ class Grammar {
 // "#/..." ($defs, definitions; recursion included; siblings are a
 // conjunction), pattern (ECMA-262 where Python's re reads it the same:
 // literals, escapes, classes, \d \w \s \S, ., groups, |, ? * + {m,n}),
+// dependencies, dependentRequired and dependentSchemas (exactly: an object
+// lacks the property or has what it needs; at most 4 such properties of an
+// object that does not require them),
 // minLength, maxLength (like minItems and maxItems, exact at any count below
 // 10^18: counts over 256 are written in base 16; beside pattern where its
 // lengths imply them, or one variable part of it can take them; beside
@@ -111,7 +114,7 @@ class Grammar {
 // id, OpenAPI's nullable, x-... extensions) and formats other than those five
 // are ignored, as the specification has it: they constrain nothing.
 // Throws Error(invalid_argument) naming the keyword and its JSON pointer for
-// a validation keyword it cannot enforce (not, if/then/else, dependencies,
+// a validation keyword it cannot enforce (not, if/then/else,
 // uniqueItems true, contains, multipleOf, oneOf not provably exclusive, ...;
 // patternProperties, minProperties, maxProperties and number bounds beyond
 // the sound subsets above), a regular expression feature outside the subset, a bad value, a
