@@ -1828,6 +1828,11 @@ class Converter {
       for (const Json* v : common) literals.push_back(gbnf_literal(v->dump()));
       return define(name, exact, literals.size() == 1 ? literals[0] : join_in("(", literals, " | ", ")", identity));
     }
+    const bool arrays = std::all_of(rest.begin(), rest.end(), [](const Sub& sub) {
+      return keys_within(sub, {"type", "items", "minItems", "maxItems"}) &&
+             (!sub.s->contains("type") || (type_mask((*sub.s)["type"], sub.ptr) & kArray));
+    });
+    if (arrays) return visit(merge_arrays(rest, ptr, why, types), name, depth + 1, exact);
     for (const Sub& sub : rest) {
       const Json& s = *sub.s;
       const bool object = keys_within(sub, {"properties", "required", "additionalProperties", "type"}) &&
@@ -1947,6 +1952,45 @@ class Converter {
       }
     }
     return out;
+  }
+
+  // Arrays merged (a $ref to an array beside maxItems, allOf of array
+  // parts): one array schema whose items are every part's items (an allOf
+  // where several give them), the largest minItems and the smallest maxItems.
+  // `types`: what the parts' own "type"s and the type-only parts allow.
+  Sub merge_arrays(const std::vector<Sub>& parts, const std::string& ptr, std::string_view why, unsigned types) {
+    for (const Sub& p : parts)
+      if (p.s->contains("type")) types &= type_mask((*p.s)["type"], p.ptr);
+    if (!(types & kArray)) fail_empty(why, ptr, "its \"type\" excludes the arrays it merges");
+    Json merged = Json::object({{"type", "array"}});
+    Json items = Json::array();
+    std::optional<uint64_t> lo, hi;
+    for (const Sub& p : parts) {
+      const Json& s = *p.s;
+      if (s.contains("items")) {
+        if (!s["items"].is_object() && !s["items"].is_boolean())
+          fail_keyword("items", p.ptr, "must be a schema (an array of schemas is prefixItems' older spelling, "
+                                        "not supported in a merge)");
+        items.push_back(s["items"]);
+      }
+      for (const char* k : {"minItems", "maxItems"}) {
+        if (!s.contains(k)) continue;
+        const Json& v = s[k];
+        if (!v.is_number() || v.get<double>() < 0 || std::floor(v.get<double>()) != v.get<double>() ||
+            v.get<double>() > 1e18)
+          fail_keyword(k, p.ptr, "must be a non-negative integer");
+        const auto n = v.is_number_float() ? static_cast<uint64_t>(v.get<double>()) : v.get<uint64_t>();
+        auto& bound = k[1] == 'i' ? lo : hi;
+        bound = !bound ? n : k[1] == 'i' ? std::max(*bound, n) : std::min(*bound, n);
+      }
+    }
+    if (items.size() == 1) merged["items"] = items[0];
+    if (items.size() > 1) merged["items"] = Json::object({{"allOf", std::move(items)}});
+    if (lo) merged["minItems"] = *lo;
+    if (hi) merged["maxItems"] = *hi;
+    if (lo && hi && *lo > *hi) fail_empty(why, ptr, "minItems over maxItems among the arrays it merges");
+    synthetic_.push_back(std::move(merged));
+    return {&synthetic_.back(), ptr};
   }
 
   // Objects merged: a property's schemas are those of the parts that
