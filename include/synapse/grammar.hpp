@@ -95,7 +95,7 @@ class Grammar {
 // minProperties and maxProperties (where the required properties decide
 // them, or one more of the others: at least or at most one), items, prefixItems, minItems, maxItems, additionalItems (it constrains
 // only items past an items array, and none are written), enum, const,
-// anyOf, oneOf, allOf (objects merged, enums intersected, over anyOf
+// anyOf, oneOf, allOf (objects merged, arrays merged, enums intersected, over anyOf
 // distributed), $ref to
 // "#/..." ($defs, definitions; recursion included; siblings are a
 // conjunction), pattern (ECMA-262 where Python's re reads it the same:
