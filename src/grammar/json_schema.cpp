@@ -224,7 +224,7 @@ unsigned implied_types(const Json& s) {
   unsigned t = 0;
   for (const auto& [k, v] : s.items()) {
     if (in(kObjectKeys, k)) t |= kObject;
-    if (in(kArrayKeys, k)) t |= kArray;
+    if (in(kArrayKeys, k) || (k == "uniqueItems" && v == true)) t |= kArray;
     if (in(kStringKeys, k)) t |= kString;
     if (in(kNumberKeys, k)) t |= kNumber;
   }
@@ -447,7 +447,7 @@ class Converter {
   static void check_keywords(const Json& s, const std::string& ptr) {
     for (const auto& [k, v] : s.items()) {
       if (is_annotation(k) || is_container(k) || is_supported(k)) continue;
-      if (k == "uniqueItems" && v.is_boolean() && !v.get<bool>()) continue;
+      if (k == "uniqueItems" && v.is_boolean()) continue;  // true: see visit_array
       throw Error(Errc::invalid_argument, "json_schema: unsupported keyword \"" + k + "\" at " + where(ptr));
     }
   }
@@ -1362,7 +1362,16 @@ class Converter {
     }
     const bool has_rest = rest || rest_any;
     const size_t k = prefix ? prefix->size() : 0;
-    const size_t max = s.contains("maxItems") ? count(sub, "maxItems") : has_rest ? kNoMax : k;
+    size_t max = s.contains("maxItems") ? count(sub, "maxItems") : has_rest ? kNoMax : k;
+    // uniqueItems true: arrays of at most one item, which are unique whatever
+    // their items (the grammar cannot compare items); more is refused.
+    const bool unique = s.contains("uniqueItems") && s["uniqueItems"] == true;
+    if (unique) {
+      if (s.contains("minItems") && count(sub, "minItems") > 1)
+        fail_keyword("uniqueItems", sub.ptr, "true beside minItems over 1 is not supported (only arrays of at most "
+                                             "one item are written, which are unique)");
+      max = std::min<size_t>(max, 1);
+    }
     const size_t min = s.contains("minItems") ? count(sub, "minItems") : std::min(k, max);
     if (min > max) {
       fail_empty("minItems", sub.ptr,
@@ -1829,7 +1838,7 @@ class Converter {
       return define(name, exact, literals.size() == 1 ? literals[0] : join_in("(", literals, " | ", ")", identity));
     }
     const bool arrays = std::all_of(rest.begin(), rest.end(), [](const Sub& sub) {
-      return keys_within(sub, {"type", "items", "minItems", "maxItems"}) &&
+      return keys_within(sub, {"type", "items", "minItems", "maxItems", "uniqueItems"}) &&
              (!sub.s->contains("type") || (type_mask((*sub.s)["type"], sub.ptr) & kArray));
     });
     if (arrays) return visit(merge_arrays(rest, ptr, why, types), name, depth + 1, exact);
@@ -1956,7 +1965,8 @@ class Converter {
 
   // Arrays merged (a $ref to an array beside maxItems, allOf of array
   // parts): one array schema whose items are every part's items (an allOf
-  // where several give them), the largest minItems and the smallest maxItems.
+  // where several give them), the largest minItems and the smallest maxItems,
+  // uniqueItems where a part has it.
   // `types`: what the parts' own "type"s and the type-only parts allow.
   Sub merge_arrays(const std::vector<Sub>& parts, const std::string& ptr, std::string_view why, unsigned types) {
     for (const Sub& p : parts)
@@ -1986,6 +1996,8 @@ class Converter {
     }
     if (items.size() == 1) merged["items"] = items[0];
     if (items.size() > 1) merged["items"] = Json::object({{"allOf", std::move(items)}});
+    if (std::any_of(parts.begin(), parts.end(), [](const Sub& p) { return p.s->contains("uniqueItems") && (*p.s)["uniqueItems"] == true; }))
+      merged["uniqueItems"] = true;
     if (lo) merged["minItems"] = *lo;
     if (hi) merged["maxItems"] = *hi;
     if (lo && hi && *lo > *hi) fail_empty(why, ptr, "minItems over maxItems among the arrays it merges");

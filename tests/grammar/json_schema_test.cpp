@@ -908,8 +908,11 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(more are not supported)"},
       {R"({"type": "object", "unevaluatedProperties": false})",
        R"(json_schema: unsupported keyword "unevaluatedProperties" at the root)"},
-      {R"({"items": {"type": "array", "uniqueItems": true}})",
+      {R"({"items": {"type": "array", "uniqueItems": "yes"}})",
        R"(json_schema: unsupported keyword "uniqueItems" at /items)"},
+      {R"({"items": {"type": "array", "uniqueItems": true, "minItems": 2}})",
+       R"(json_schema: keyword "uniqueItems" at /items: true beside minItems over 1 is not supported (only arrays )"
+       R"(of at most one item are written, which are unique))"},
       {R"({"type": "array", "contains": {"type": "null"}})",
        R"(json_schema: unsupported keyword "contains" at the root)"},
       {R"({"type": "array", "unevaluatedItems": false})",
