@@ -108,14 +108,15 @@ class Grammar {
 // lengths imply them, or one variable part of it can take them; beside
 // format where its lengths imply them), minimum/maximum/
 // exclusiveMinimum/exclusiveMaximum, format (date, time, date-time, uuid,
-// email), uniqueItems false. Annotations (title, description, examples, default, $schema, $id,
+// email), uniqueItems (true: arrays of at most one item; beside minItems
+// over 1 refused). Annotations (title, description, examples, default, $schema, $id,
 // $comment, readOnly, writeOnly, deprecated, contentMediaType,
 // contentEncoding), every keyword outside JSON Schema's vocabulary (draft 4's
 // id, OpenAPI's nullable, x-... extensions) and formats other than those five
 // are ignored, as the specification has it: they constrain nothing.
 // Throws Error(invalid_argument) naming the keyword and its JSON pointer for
 // a validation keyword it cannot enforce (not, if/then/else,
-// uniqueItems true, contains, multipleOf, oneOf not provably exclusive, ...;
+// contains, multipleOf, oneOf whose alternatives cannot be kept apart, ...;
 // patternProperties, minProperties, maxProperties and number bounds beyond
 // the sound subsets above), a regular expression feature outside the subset, a bad value, a
 // schema no value satisfies (an optional property, additional properties or
