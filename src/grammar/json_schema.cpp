@@ -28,7 +28,8 @@
 // numbers of at most 16 integral digits, bounded numbers as number_range
 // writes them (bounds rounded inward to integers; integers, and decimals
 // without exponent whose value is in range even as a double), enum values in
-// their compact form, pattern characters raw where JSON allows it, oneOf's
+// their compact form, pattern characters raw where JSON allows it, arrays
+// of at most one item under uniqueItems true, oneOf's
 // branches narrowed so that each value matches one alternative only
 // (one_of_guards: a tag property made required, or a property another
 // alternative requires left out; a oneOf with no such guard throws).
@@ -443,7 +444,7 @@ class Converter {
     }
   }
 
-  // Every keyword is supported or an annotation; `uniqueItems` only as false.
+  // Every keyword is supported or an annotation; `uniqueItems` as a boolean.
   static void check_keywords(const Json& s, const std::string& ptr) {
     for (const auto& [k, v] : s.items()) {
       if (is_annotation(k) || is_container(k) || is_supported(k)) continue;
