@@ -629,7 +629,9 @@ class Converter {
     // A tag: a property of a whose schema b forbids or makes exclusive, made required.
     for (const Sub& x : pa) {
       if (!x.s->contains("properties") || !(*x.s)["properties"].is_object() || g.contains("required")) continue;
-      for (const auto& [key, vx] : (*x.s)["properties"].items()) {
+      for (const auto& item : (*x.s)["properties"].items()) {
+        const std::string& key = item.key();  // (a lambda below captures it: not a structured binding)
+        const Json& vx = item.value();
         if (vx.is_boolean() && !vx.get<bool>()) continue;  // forbidden in a: no tag
         const Sub ux{&vx, pointer_child(pointer_child(x.ptr, "properties"), key)};
         const bool tag = std::any_of(pb.begin(), pb.end(), [&](const Sub& y) {
