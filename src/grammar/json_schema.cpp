@@ -161,7 +161,7 @@ constexpr std::string_view kObjectKeys[] = {"properties",       "required",     
 constexpr std::string_view kDependencyKeys[] = {"dependencies", "dependentRequired", "dependentSchemas"};
 constexpr std::string_view kArrayKeys[] = {"items", "prefixItems", "minItems", "maxItems", "additionalItems"};
 constexpr std::string_view kStringKeys[] = {"pattern", "minLength", "maxLength", "format"};
-constexpr std::string_view kNumberKeys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+constexpr std::string_view kNumberKeys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
 constexpr std::string_view kGeneralKeys[] = {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref"};
 
 template <size_t N>
@@ -177,7 +177,7 @@ constexpr std::string_view kUnenforceable[] = {
     "propertyNames", "not",         "if",          "then",        "else",
     "unevaluatedProperties",
     "uniqueItems",   "contains",    "minContains", "maxContains", "unevaluatedItems",
-    "multipleOf",    "$dynamicRef", "$recursiveRef"};
+    "$dynamicRef", "$recursiveRef"};
 bool is_container(std::string_view k) { return in(kContainers, k); }
 bool is_supported(std::string_view k) {
   return in(kGeneralKeys, k) || in(kObjectKeys, k) || in(kArrayKeys, k) || in(kStringKeys, k) || in(kNumberKeys, k);
@@ -1111,8 +1111,8 @@ class Converter {
     switch (type) {
       case kNull: return use_primitive("null", name, exact);
       case kBoolean: return use_primitive("boolean", name, exact);
-      case kNumber: return visit_number(sub, name, exact);
-      case kInteger: return visit_integer(sub, name, exact);
+      case kNumber: return multiple_of_one(sub) ? visit_integer(sub, name, exact) : visit_number(sub, name, exact);
+      case kInteger: multiple_of_one(sub); return visit_integer(sub, name, exact);
       case kString: return visit_string(sub, name, exact);
       case kArray: return visit_array(sub, name, depth, exact);
       default: return visit_object(sub, name, depth, exact);
@@ -1163,6 +1163,18 @@ class Converter {
   }
   const char* lower_key(const Sub& sub) const {
     return sub.s->contains("minimum") ? "minimum" : sub.s->contains("exclusiveMinimum") ? "exclusiveMinimum" : "type";
+  }
+
+  // Whether the node has multipleOf, which must be 1: the integers (a
+  // number multipleOf 1 is written as an integer). Other values throw: the
+  // grammar could write multiples of an integer, but validators test
+  // fractions in floating point (0.07 / 0.01 is not 7 in IEEE doubles).
+  static bool multiple_of_one(const Sub& sub) {
+    if (!sub.s->contains("multipleOf")) return false;
+    const Json& m = (*sub.s)["multipleOf"];
+    if (!m.is_number() || m.get<double>() != 1.0)
+      fail_keyword("multipleOf", sub.ptr, "only 1 (the integers) is supported, not " + m.dump());
+    return true;
   }
 
   std::string visit_integer(const Sub& sub, const std::string& name, bool exact) {

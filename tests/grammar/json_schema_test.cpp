@@ -917,7 +917,10 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(json_schema: unsupported keyword "contains" at the root)"},
       {R"({"type": "array", "unevaluatedItems": false})",
        R"(json_schema: unsupported keyword "unevaluatedItems" at the root)"},
-      {R"({"type": "integer", "multipleOf": 2})", R"(json_schema: unsupported keyword "multipleOf" at the root)"},
+      {R"({"type": "integer", "multipleOf": 2})",
+       R"(json_schema: keyword "multipleOf" at the root: only 1 (the integers) is supported, not 2)"},
+      {R"({"type": ["number", "null"], "multipleOf": 0.01})",
+       R"(json_schema: keyword "multipleOf" at the root: only 1 (the integers) is supported, not 0.01)"},
       {R"({"$defs": {"a": {"$dynamicRef": "#x"}}, "$ref": "#/$defs/a"})",
        R"(json_schema: unsupported keyword "$dynamicRef" at /$defs/a)"},
       // Bounds of numbers with no integer and no [I, I+1] between them.
