@@ -107,7 +107,8 @@ class Grammar {
 // 10^18: counts over 256 are written in base 16; beside pattern where its
 // lengths imply them, or one variable part of it can take them; beside
 // format where its lengths imply them), minimum/maximum/
-// exclusiveMinimum/exclusiveMaximum, format (date, time, date-time, uuid,
+// exclusiveMinimum/exclusiveMaximum, multipleOf 1 (the integers; other
+// values refused), format (date, time, date-time, uuid,
 // email), uniqueItems (true: arrays of at most one item; beside minItems
 // over 1 refused). Annotations (title, description, examples, default, $schema, $id,
 // $comment, readOnly, writeOnly, deprecated, contentMediaType,
@@ -116,7 +117,8 @@ class Grammar {
 // are ignored, as the specification has it: they constrain nothing.
 // Throws Error(invalid_argument) naming the keyword and its JSON pointer for
 // a validation keyword it cannot enforce (not, if/then/else,
-// contains, multipleOf, oneOf whose alternatives cannot be kept apart, ...;
+// contains, multipleOf other than 1, oneOf whose alternatives cannot be kept
+// apart, ...;
 // patternProperties, minProperties, maxProperties and number bounds beyond
 // the sound subsets above), a regular expression feature outside the subset, a bad value, a
 // schema no value satisfies (an optional property, additional properties or
