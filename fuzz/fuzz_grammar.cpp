@@ -39,8 +39,13 @@ std::shared_ptr<const TokenVocabulary> vocabulary() {
 }
 
 void drive(const std::shared_ptr<const Grammar>& g, std::string_view steer) {
-  GrammarMatcher m(g, vocabulary());
   const int32_t n = vocabulary()->n_vocab();
+  // Token references resolved as a tokenizer would: some id of the
+  // vocabulary (<[id]> beyond it wrapped, <text> by its length).
+  std::vector<int32_t> ids;
+  for (const GrammarTokenRef& r : g->token_refs())
+    ids.push_back(r.text.empty() ? r.id % n : static_cast<int32_t>(r.text.size() % static_cast<size_t>(n)));
+  GrammarMatcher m(g, vocabulary(), ids);
   std::vector<uint64_t> mask;
   for (size_t step = 0; step < 64 && step < steer.size(); ++step) {
     m.fill_mask(mask);

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,14 @@ struct GrammarLimits {
   size_t max_matcher_states = 1u << 16;
 };
 
+// A token reference of a grammar (llama.cpp's token terminals): `<[id]>`
+// (id set, text empty) or `<text>` (text with its angle brackets, as llama.cpp
+// tokenizes it; id -1: the tokenizer resolves it, see GrammarMatcher).
+struct GrammarTokenRef {
+  int32_t id = -1;
+  std::string text;
+};
+
 class Grammar {
  public:
   // Parses GBNF `text` and compiles the rule `root` and what it reaches.
@@ -52,6 +61,10 @@ class Grammar {
 
   ~Grammar();
   size_t n_rules() const;  // rules after compilation (groups, repetitions and UTF-8 ranges included)
+  // The token references <[id]>, <text>, !<[id]>, !<text> (a negation shares
+  // its token's entry), each once, in order of first use; empty for a grammar
+  // without them (then the mask costs nothing more).
+  const std::vector<GrammarTokenRef>& token_refs() const;
 
   struct Impl;
   const Impl& impl() const { return *impl_; }
@@ -69,8 +82,12 @@ class Grammar {
 // of all its items unless minItems or items say otherwise, numbers of at most
 // 16 integral digits, bounded numbers other than integers as integers and
 // decimals without exponent whose every value is in range (bounds rounded
-// inward to integers), enum values in compact form. One exception widens it:
-// oneOf is read as anyOf (as llama.cpp does).
+// inward to integers), enum values in compact form. oneOf is an alternation
+// (as llama.cpp reads it) where its alternatives are provably exclusive:
+// no two share a type, or they are const/enum values none equal, or objects
+// where one requires a property the other forbids or gives an exclusive
+// schema (through $ref, allOf, nested anyOf/oneOf and additionalProperties,
+// a few levels deep); else it is refused.
 // Keywords: type (and unions), properties, required, additionalProperties,
 // patternProperties (a named property takes the schemas of the patterns it
 // matches too; no other properties but, with one pattern no name matches,
@@ -78,26 +95,32 @@ class Grammar {
 // minProperties and maxProperties (where the required properties decide
 // them, or one more of the others: at least or at most one), items, prefixItems, minItems, maxItems, additionalItems (it constrains
 // only items past an items array, and none are written), enum, const,
-// anyOf, oneOf, allOf (objects merged, enums intersected, over anyOf
+// anyOf, oneOf, allOf (objects merged, arrays merged, enums intersected, over anyOf
 // distributed), $ref to
 // "#/..." ($defs, definitions; recursion included; siblings are a
 // conjunction), pattern (ECMA-262 where Python's re reads it the same:
 // literals, escapes, classes, \d \w \s \S, ., groups, |, ? * + {m,n}),
+// dependencies, dependentRequired and dependentSchemas (exactly: an object
+// lacks the property or has what it needs; at most 4 such properties of an
+// object that does not require them),
 // minLength, maxLength (like minItems and maxItems, exact at any count below
 // 10^18: counts over 256 are written in base 16; beside pattern where its
 // lengths imply them, or one variable part of it can take them; beside
 // format where its lengths imply them), minimum/maximum/
-// exclusiveMinimum/exclusiveMaximum, format (date, time, date-time, uuid,
-// email), uniqueItems false. Annotations (title, description, examples, default, $schema, $id,
+// exclusiveMinimum/exclusiveMaximum, multipleOf 1 (the integers; other
+// values refused), format (date, time, date-time, uuid,
+// email), uniqueItems (true: arrays of at most one item; beside minItems
+// over 1 refused). Annotations (title, description, examples, default, $schema, $id,
 // $comment, readOnly, writeOnly, deprecated, contentMediaType,
 // contentEncoding), every keyword outside JSON Schema's vocabulary (draft 4's
 // id, OpenAPI's nullable, x-... extensions) and formats other than those five
 // are ignored, as the specification has it: they constrain nothing.
 // Throws Error(invalid_argument) naming the keyword and its JSON pointer for
-// a validation keyword it cannot enforce (not, if/then/else, dependencies,
-// uniqueItems true, contains, multipleOf, ...; patternProperties,
-// minProperties, maxProperties and number bounds beyond the sound subsets
-// above), a regular expression feature outside the subset, a bad value, a
+// a validation keyword it cannot enforce (not, if/then/else,
+// contains, multipleOf other than 1, oneOf whose alternatives cannot be kept
+// apart, ...;
+// patternProperties, minProperties, maxProperties and number bounds beyond
+// the sound subsets above), a regular expression feature outside the subset, a bad value, a
 // schema no value satisfies (an optional property, additional properties or
 // items past a prefix no value satisfies are left out, as no valid value has
 // them), an unresolvable or remote $ref, a schema that is not JSON (with its
@@ -109,7 +132,8 @@ std::string json_schema_to_gbnf(std::string_view schema_json, const GrammarLimit
 
 // The bytes of every token of a vocabulary, as the matcher sees them, in a
 // trie. pieces[i] is token i's text (llama_token_to_piece); an empty piece is
-// a token no grammar produces (control tokens). eog[i] marks end-of-generation
+// a token no grammar's text produces (control tokens; a token terminal takes
+// it by id). eog[i] marks end-of-generation
 // tokens, allowed exactly when the grammar accepts the output so far.
 // Immutable after construction; share it between matchers.
 class TokenVocabulary {
@@ -127,15 +151,26 @@ class TokenVocabulary {
 
 class GrammarMatcher {
  public:
-  // Both are shared: the matcher keeps them alive.
-  GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocabulary> vocab);
+  // Both are shared: the matcher keeps them alive. token_ids: the token id of
+  // each of grammar->token_refs() (a <text> reference is what the model's
+  // tokenizer makes of the text, which must be exactly one token: llama.cpp's
+  // rule, see runtime's resolve_grammar_tokens); empty means each ref's own id.
+  // A token terminal matches one whole token by id, whatever its bytes (a
+  // control token rendered as "" included), never an end-of-generation token
+  // (those are allowed exactly when the grammar accepts, as in llama.cpp):
+  // <x> that token, !<x> every other token. Throws Error(invalid_argument) for
+  // token_ids of the wrong size, a <text> left unresolved, or an id outside
+  // the vocabulary.
+  GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocabulary> vocab,
+                 std::span<const int32_t> token_ids = {});
   GrammarMatcher(GrammarMatcher&&) noexcept;
   GrammarMatcher& operator=(GrammarMatcher&&) noexcept;
   ~GrammarMatcher();
 
   // Whether token `id` keeps the output inside the grammar: its bytes extend
-  // the output to a prefix of a sentence of the grammar, or it is an
-  // end-of-generation token and the output so far is a sentence. Throws
+  // the output to a prefix of a sentence of the grammar, or a token terminal
+  // takes it, or it is an end-of-generation token and the output so far is a
+  // sentence. Throws
   // Error(out_of_range) for an id outside the vocabulary.
   bool allows(int32_t id);
   // Takes token `id` (the sampler's choice). Throws Error(invalid_argument)

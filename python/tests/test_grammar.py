@@ -186,6 +186,19 @@ def test_chat_grammar(llm):
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
 
 
+def test_completion_token_references(llm):
+    # llama.cpp's token terminals: <s> (stories260K's BOS, a control token
+    # rendered as ""), any token but 426 (".") four times, then 426. The
+    # reply is llama-server v0.5.0's (tests/runtime/grammar_generation_test.cpp).
+    g = LlamaGrammar.from_string("root ::= <s> (!<[426]>){4} <[426]>")
+    out = llm("Once upon a time", grammar=g, max_tokens=16, temperature=0)
+    assert out["choices"][0]["text"] == " Once upon a time."
+    assert out["choices"][0]["finish_reason"] == "stop"
+    # A text that is not one token is refused when the reply starts.
+    with pytest.raises(ValueError, match=r"^grammar: invalid token '<foo>': the model's tokenizer makes 5 tokens"):
+        llm("Once upon a time", grammar=LlamaGrammar.from_string("root ::= <foo>"), max_tokens=4)
+
+
 def test_grammar_argument_errors(llm):
     with pytest.raises(ValueError, match=r"^grammar: line 1, column 10: unterminated string literal$"):
         llm("Once upon a time", grammar='root ::= "abc', max_tokens=4)

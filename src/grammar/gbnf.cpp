@@ -12,8 +12,10 @@
 //
 // What differs from llama.cpp, and why: terminals are compiled to bytes here
 // (a class over code points becomes UTF-8 byte-range alternatives, see
-// add_code_point_set); token references (<[id]>, <text>, !<...>) are refused
-// with an error, as the byte-level matcher has no token terminals; every size
+// add_code_point_set) while token references (<[id]>, <text>, !<...>) stay
+// token terminals, a <text> kept as text for the caller's tokenizer (llama.cpp
+// tokenizes it while parsing, so its grammars are bound to one vocabulary;
+// here a compiled grammar is shared by any); every size
 // and the nesting of groups is bounded (GrammarLimits) and reported with its
 // line and column instead of crashing or silently widening a repetition.
 #include <algorithm>
@@ -398,7 +400,10 @@ class Parser {
         have_last = true;
         pos = skip_space(pos + 1, nested);
       } else if (c == '<' || c == '!') {
-        fail(pos, "token references (<[id]>, <text>, !<...>) are not supported");
+        last_start = out.size();
+        pos = parse_token(pos, out);
+        have_last = true;
+        pos = skip_space(pos, nested);
       } else if (is_word_char(c)) {
         const size_t e = parse_name_end(pos);
         last_start = out.size();
@@ -470,6 +475,46 @@ class Parser {
     return pos;
   }
 
+  // A token terminal (llama_grammar_parser's parse_token): `<[id]>`, or
+  // `<text>` whose text, brackets included, the model's tokenizer must make
+  // one token of (resolved by the matcher's caller), each after an optional
+  // `!` (any other token). Appends one kToken or kTokenNot element; returns
+  // the position after the '>'.
+  size_t parse_token(size_t pos, std::vector<Elem>& out) {
+    const size_t here = pos;
+    ElemType type = ElemType::kToken;
+    if (at(pos) == '!') {
+      type = ElemType::kTokenNot;
+      ++pos;
+    }
+    if (at(pos) != '<') fail(pos, "expecting '<' after '!' (a token reference !<...>)");
+    GrammarTokenRef ref;
+    if (at(pos + 1) == '[') {
+      size_t p = pos + 2;
+      if (!(at(p) >= '0' && at(p) <= '9')) fail(p, "expecting a token id in <[id]>");
+      int64_t id = 0;
+      while (at(p) >= '0' && at(p) <= '9') {
+        id = id * 10 + (at(p) - '0');
+        if (id > INT32_MAX) fail(pos, "a token id over " + std::to_string(INT32_MAX));
+        ++p;
+      }
+      if (at(p) != ']') fail(p, "expecting ']' in <[id]>");
+      if (at(p + 1) != '>') fail(p + 1, "expecting '>' in <[id]>");
+      ref.id = static_cast<int32_t>(id);
+      pos = p + 2;
+    } else {
+      const size_t close = src_.find('>', pos + 1);
+      if (close == std::string_view::npos) fail(here, "unterminated token reference (no '>')");
+      ref.text = std::string(src_.substr(pos, close + 1 - pos));
+      pos = close + 1;
+    }
+    const auto key = std::make_pair(ref.id, ref.text);
+    auto [it, fresh] = token_ids_.emplace(key, static_cast<uint32_t>(token_refs_.size()));
+    if (fresh) token_refs_.push_back(std::move(ref));
+    out.push_back({type, it->second});
+    return pos;
+  }
+
   // S{lo,hi} in place of out[last_start..]: S lo times, then for an unbounded
   // hi a rule S' ::= S S' | , else hi-lo nested rules S'(k) ::= S S'(k-1) | .
   void repeat(std::vector<Elem>& out, size_t last_start, uint64_t lo, uint64_t hi, const std::string& name,
@@ -523,7 +568,7 @@ class Parser {
               break;
             }
             alt_ok = true;
-          } else if (e.type == ElemType::kBytes || (e.type == ElemType::kRuleRef && !nullable[e.value])) {
+          } else if (e.type != ElemType::kRuleRef || !nullable[e.value]) {
             alt_ok = false;
           }
         }
@@ -575,6 +620,7 @@ class Parser {
     }
     g->rule_names = std::move(names_);
     g->byte_sets = std::move(sets_);
+    g->token_refs = std::move(token_refs_);
     g->root = root;
     g->max_matcher_states = std::max<size_t>(lim_.max_matcher_states, 2);
     return g;
@@ -590,6 +636,8 @@ class Parser {
   std::vector<ByteSet> sets_;
   std::map<std::array<uint64_t, 4>, uint32_t> set_ids_;
   std::map<std::vector<uint32_t>, uint32_t> class_rules_;
+  std::vector<GrammarTokenRef> token_refs_;
+  std::map<std::pair<int32_t, std::string>, uint32_t> token_ids_;
   size_t n_elems_ = 0;
 };
 
@@ -599,6 +647,7 @@ Grammar::Grammar(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Grammar::~Grammar() = default;
 
 size_t Grammar::n_rules() const { return impl_->rule_start.size(); }
+const std::vector<GrammarTokenRef>& Grammar::token_refs() const { return impl_->token_refs; }
 
 std::shared_ptr<const Grammar> Grammar::parse(std::string_view text, std::string_view root,
                                               const GrammarLimits& limits) {

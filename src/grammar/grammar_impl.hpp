@@ -8,6 +8,9 @@
 // byte_sets[value]; a character class over code points was compiled into a
 // rule whose alternatives are UTF-8 byte-range sequences, so the matcher
 // never decodes UTF-8 and a token may end inside a character.
+// Token terminals (llama.cpp's LLAMA_GRETYPE_TOKEN / TOKEN_NOT) match one
+// whole token by id: a kToken element the token token_refs[value], a
+// kTokenNot element any token but that one; a token's bytes never cross them.
 #pragma once
 
 #include <array>
@@ -19,11 +22,11 @@
 
 namespace synapse::grammar {
 
-enum class ElemType : uint8_t { kEnd, kAlt, kRuleRef, kBytes };
+enum class ElemType : uint8_t { kEnd, kAlt, kRuleRef, kBytes, kToken, kTokenNot };
 
 struct Elem {
   ElemType type;
-  uint32_t value;  // kRuleRef: rule id; kBytes: index into byte_sets
+  uint32_t value;  // kRuleRef: rule id; kBytes: index into byte_sets; kToken(Not): into token_refs
 };
 
 // 256 bits: bit b set when byte b matches.
@@ -46,6 +49,7 @@ struct Grammar::Impl {
   std::vector<uint32_t> rule_start;     // rule id -> index in elems of its first alternative
   std::vector<std::string> rule_names;  // rule id -> its name (generated rules: "name-N")
   std::vector<grammar::ByteSet> byte_sets;
+  std::vector<GrammarTokenRef> token_refs;  // each <[id]> and <text> once, in order of first use
   uint32_t root = 0;
   size_t max_matcher_states = 1u << 16;  // GrammarLimits::max_matcher_states
 

@@ -28,10 +28,11 @@
 // numbers of at most 16 integral digits, bounded numbers as number_range
 // writes them (bounds rounded inward to integers; integers, and decimals
 // without exponent whose value is in range even as a double), enum values in
-// their compact form, pattern characters raw where JSON allows it. One
-// exception accepts more:
-// oneOf is read as anyOf (as llama.cpp does), so a value matching two of its
-// alternatives passes.
+// their compact form, pattern characters raw where JSON allows it, arrays
+// of at most one item under uniqueItems true, oneOf's
+// branches narrowed so that each value matches one alternative only
+// (one_of_guards: a tag property made required, or a property another
+// alternative requires left out; a oneOf with no such guard throws).
 //
 // Thread-safety: each call builds its own Converter; no shared state. Stack:
 // the visitor recurses once per level of schema nesting, about 3 KB a level
@@ -154,11 +155,13 @@ constexpr std::string_view kAnnotations[] = {"title",     "description", "exampl
                                              "writeOnly", "deprecated",  "contentMediaType", "contentEncoding"};
 constexpr std::string_view kContainers[] = {"$defs", "definitions"};
 // The keywords of each type, and those of any schema.
-constexpr std::string_view kObjectKeys[] = {"properties",    "required",      "additionalProperties",
-                                            "minProperties", "maxProperties", "patternProperties"};
+constexpr std::string_view kObjectKeys[] = {"properties",       "required",          "additionalProperties",
+                                            "minProperties",    "maxProperties",     "patternProperties",
+                                            "dependencies",     "dependentRequired", "dependentSchemas"};
+constexpr std::string_view kDependencyKeys[] = {"dependencies", "dependentRequired", "dependentSchemas"};
 constexpr std::string_view kArrayKeys[] = {"items", "prefixItems", "minItems", "maxItems", "additionalItems"};
 constexpr std::string_view kStringKeys[] = {"pattern", "minLength", "maxLength", "format"};
-constexpr std::string_view kNumberKeys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+constexpr std::string_view kNumberKeys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
 constexpr std::string_view kGeneralKeys[] = {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref"};
 
 template <size_t N>
@@ -172,9 +175,9 @@ bool in(const std::string_view (&set)[N], std::string_view k) {
 // it loses no constraint.
 constexpr std::string_view kUnenforceable[] = {
     "propertyNames", "not",         "if",          "then",        "else",
-    "dependencies",  "dependentRequired",          "dependentSchemas",          "unevaluatedProperties",
+    "unevaluatedProperties",
     "uniqueItems",   "contains",    "minContains", "maxContains", "unevaluatedItems",
-    "multipleOf",    "$dynamicRef", "$recursiveRef"};
+    "$dynamicRef", "$recursiveRef"};
 bool is_container(std::string_view k) { return in(kContainers, k); }
 bool is_supported(std::string_view k) {
   return in(kGeneralKeys, k) || in(kObjectKeys, k) || in(kArrayKeys, k) || in(kStringKeys, k) || in(kNumberKeys, k);
@@ -222,7 +225,7 @@ unsigned implied_types(const Json& s) {
   unsigned t = 0;
   for (const auto& [k, v] : s.items()) {
     if (in(kObjectKeys, k)) t |= kObject;
-    if (in(kArrayKeys, k)) t |= kArray;
+    if (in(kArrayKeys, k) || (k == "uniqueItems" && v == true)) t |= kArray;
     if (in(kStringKeys, k)) t |= kString;
     if (in(kNumberKeys, k)) t |= kNumber;
   }
@@ -313,7 +316,7 @@ std::string repeat(const std::string& atom, size_t min, size_t max) {
 // A subschema and where it is. `skip`: keywords of the node already taken
 // apart into other parts of a conjunction (the node's own keywords beside its
 // allOf, $ref or anyOf are one part, each of those the others).
-constexpr unsigned kSkipRef = 1, kSkipAllOf = 2, kSkipAnyOf = 4, kSkipOneOf = 8;
+constexpr unsigned kSkipRef = 1, kSkipAllOf = 2, kSkipAnyOf = 4, kSkipOneOf = 8, kSkipDependencies = 16;
 
 struct Sub {
   const Json* s;
@@ -323,7 +326,8 @@ struct Sub {
 
 bool is_skipped(const Sub& sub, std::string_view k) {
   return (k == "$ref" && (sub.skip & kSkipRef)) || (k == "allOf" && (sub.skip & kSkipAllOf)) ||
-         (k == "anyOf" && (sub.skip & kSkipAnyOf)) || (k == "oneOf" && (sub.skip & kSkipOneOf));
+         (k == "anyOf" && (sub.skip & kSkipAnyOf)) || (k == "oneOf" && (sub.skip & kSkipOneOf)) ||
+         (in(kDependencyKeys, k) && (sub.skip & kSkipDependencies));
 }
 // Whether the node has `k` and it is not skipped.
 bool has(const Sub& sub, std::string_view k) { return sub.s->is_object() && sub.s->contains(k) && !is_skipped(sub, k); }
@@ -440,11 +444,11 @@ class Converter {
     }
   }
 
-  // Every keyword is supported or an annotation; `uniqueItems` only as false.
+  // Every keyword is supported or an annotation; `uniqueItems` as a boolean.
   static void check_keywords(const Json& s, const std::string& ptr) {
     for (const auto& [k, v] : s.items()) {
       if (is_annotation(k) || is_container(k) || is_supported(k)) continue;
-      if (k == "uniqueItems" && v.is_boolean() && !v.get<bool>()) continue;
+      if (k == "uniqueItems" && v.is_boolean()) continue;  // true: see visit_array
       throw Error(Errc::invalid_argument, "json_schema: unsupported keyword \"" + k + "\" at " + where(ptr));
     }
   }
@@ -531,7 +535,10 @@ class Converter {
 
   // The types the grammar of `sub` can produce (an over-estimate is fine:
   // used to check that a "type" beside anyOf or allOf constrains nothing).
-  unsigned value_types(const Sub& sub, size_t depth, std::set<std::string>& open) {
+  // implied false: the types of the values `sub` validates (an over-estimate
+  // too), without llama.cpp's types implied by keywords ({"properties": ...}
+  // validates a string as well).
+  unsigned value_types(const Sub& sub, size_t depth, std::set<std::string>& open, bool implied = true) {
     enter(sub.ptr, depth);
     const Json& s = *sub.s;
     if (s.is_boolean()) return s.get<bool>() ? kAllTypes : 0;
@@ -540,7 +547,7 @@ class Converter {
     if (has(sub, "$ref")) {
       const auto [target, tptr] = resolve(s["$ref"], sub.ptr);
       if (open.insert(tptr).second) {  // (on a cycle: no narrowing known, still an over-estimate)
-        t &= value_types({target, tptr}, depth + 1, open);
+        t &= value_types({target, tptr}, depth + 1, open, implied);
         open.erase(tptr);
       }
     }
@@ -548,12 +555,13 @@ class Converter {
       if (!has(sub, key) || !s[key].is_array()) continue;
       unsigned any = 0;
       for (size_t i = 0; i < s[key].size(); ++i)
-        any |= value_types({&s[key][i], pointer_child(pointer_child(sub.ptr, key), i)}, depth + 1, open);
+        any |= value_types({&s[key][i], pointer_child(pointer_child(sub.ptr, key), i)}, depth + 1, open, implied);
       t &= any;
     }
     if (has(sub, "allOf") && s["allOf"].is_array()) {
       for (size_t i = 0; i < s["allOf"].size(); ++i)
-        t &= value_types({&s["allOf"][i], pointer_child(pointer_child(sub.ptr, "allOf"), i)}, depth + 1, open);
+        t &= value_types({&s["allOf"][i], pointer_child(pointer_child(sub.ptr, "allOf"), i)}, depth + 1, open,
+                         implied);
     }
     if (s.contains("enum") && s["enum"].is_array()) {
       unsigned e = 0;
@@ -561,8 +569,236 @@ class Converter {
       t &= e;
     }
     if (s.contains("const")) t &= json_type(s["const"]);
-    t &= s.contains("type") ? type_mask(s["type"], sub.ptr) : implied_types(s);
+    t &= s.contains("type") ? type_mask(s["type"], sub.ptr) : implied ? implied_types(s) : kAllTypes;
     return t;
+  }
+
+  // --- oneOf ---
+  // oneOf is generated as an alternation, sound only when no value a branch
+  // produces is valid against another alternative. Returns, per alternative
+  // of `alts` (the keyword's array at `ptr`), the parts to add to its branch
+  // (a conjunction) so that this holds: none for a pair proved exclusive
+  // (exclusive()); else, for a branch i against an alternative j of objects,
+  // a guard that makes i's values fail j: {"required": [k]} where i and j
+  // give property k exclusive schemas (a tag), or {"properties": {k: false}}
+  // where j requires k (a branch that requires k itself becomes
+  // unsatisfiable and is dropped: its values would all match j), with
+  // {"type": "object"} where the two meet in other types too. Throws naming
+  // oneOf for a pair with neither. `within`: the types its siblings allow (a
+  // value of other types is refused by them whatever the alternatives say).
+  std::vector<std::vector<Sub>> one_of_guards(const Json& alts, const std::string& ptr, unsigned within,
+                                              size_t depth) {
+    const std::string key_ptr = pointer_child(ptr, "oneOf");
+    std::vector<Sub> subs;
+    std::vector<unsigned> types;
+    for (size_t i = 0; i < alts.size(); ++i) {
+      subs.push_back({&alts[i], pointer_child(key_ptr, i)});
+      std::set<std::string> open;
+      types.push_back(value_types(subs.back(), depth + 1, open, false) & within);  // 0 for false
+    }
+    std::vector<std::vector<Sub>> guards(alts.size());
+    exclusive_budget_ = 100000;
+    for (size_t i = 0; i < subs.size(); ++i)
+      for (size_t j = i + 1; j < subs.size(); ++j) {
+        const unsigned common = types[i] & types[j];
+        if (!common || exclusive(subs[i], subs[j], common, kExclusiveLevels, depth + 1)) continue;
+        std::optional<Sub> gi = guard(subs[i], subs[j], common, depth), gj = guard(subs[j], subs[i], common, depth);
+        if (!gi || !gj) {
+          fail_keyword("oneOf", ptr,
+                       "alternatives " + std::to_string(i) + " and " + std::to_string(j) +
+                           " are not provably exclusive (a value valid against both is invalid, and the grammar, "
+                           "an alternation, would produce it); supported: alternatives of different types, of "
+                           "different const/enum values, or objects told apart by a property (one requires it, "
+                           "or both give it exclusive schemas)");
+        }
+        guards[i].push_back(*gi);
+        guards[j].push_back(*gj);
+      }
+    return guards;
+  }
+
+  // The guard for the branch of alternative a against alternative b, whose
+  // types meet in `common` (see one_of_guards), or nullopt.
+  std::optional<Sub> guard(const Sub& a, const Sub& b, unsigned common, size_t depth) {
+    std::vector<Sub> pa, pb;
+    std::set<const Json*> seen;
+    parts_of(a, pa, depth + 1, seen);
+    seen.clear();
+    parts_of(b, pb, depth + 1, seen);
+    Json g = Json::object();
+    // A tag: a property of a whose schema b forbids or makes exclusive, made required.
+    for (const Sub& x : pa) {
+      if (!x.s->contains("properties") || !(*x.s)["properties"].is_object() || g.contains("required")) continue;
+      for (const auto& item : (*x.s)["properties"].items()) {
+        const std::string& key = item.key();  // (a lambda below captures it: not a structured binding)
+        const Json& vx = item.value();
+        if (vx.is_boolean() && !vx.get<bool>()) continue;  // forbidden in a: no tag
+        const Sub ux{&vx, pointer_child(pointer_child(x.ptr, "properties"), key)};
+        const bool tag = std::any_of(pb.begin(), pb.end(), [&](const Sub& y) {
+          const std::optional<Sub> uy = property_schema(y, key);
+          return uy && schemas_exclusive(ux, *uy, kExclusiveLevels - 1, depth);
+        });
+        if (tag) {
+          g["required"] = Json::array({key});
+          break;
+        }
+      }
+    }
+    // Else a property b requires, forbidden; one a does not require first.
+    if (!g.contains("required")) {
+      std::set<std::string> a_requires;
+      for (const Sub& x : pa)
+        if (x.s->contains("required") && (*x.s)["required"].is_array())
+          for (const Json& r : (*x.s)["required"])
+            if (r.is_string()) a_requires.insert(r.get<std::string>());
+      std::optional<std::string> key;
+      for (const Sub& y : pb) {
+        if (!y.s->contains("required") || !(*y.s)["required"].is_array()) continue;
+        for (const Json& r : (*y.s)["required"]) {
+          if (!r.is_string()) continue;
+          if (!key || (a_requires.count(*key) && !a_requires.count(r.get<std::string>()))) key = r.get<std::string>();
+        }
+      }
+      if (!key) return std::nullopt;
+      g["properties"] = Json::object({{*key, false}});
+    }
+    if (common & ~kObject) g["type"] = "object";
+    synthetic_.push_back(std::move(g));
+    return Sub{&synthetic_.back(), a.ptr};
+  }
+
+  // Whether no value validates both a and b, whose types meet in `common`:
+  // proved from parts of each (a part accepts at least what the whole does,
+  // so exclusive parts make exclusive wholes; the parts of a schema are
+  // itself and what its $ref and allOf name): both finite (const, enum)
+  // without a scalar in common, or (meeting only in objects) a property one
+  // requires that the other forbids or gives an exclusive schema.
+  // levels: how many properties deep the proof may look (a recursive schema
+  // would otherwise recurse without end); exclusive_budget_ bounds the pairs
+  // of parts one one_of_guards compares (no proof found: not exclusive).
+  static constexpr int kExclusiveLevels = 4;
+  size_t exclusive_budget_ = 0;
+  bool exclusive(const Sub& a, const Sub& b, unsigned common, int levels, size_t depth) {
+    enter(a.ptr, depth);
+    if (levels <= 0) return false;
+    std::vector<Sub> pa, pb;
+    std::set<const Json*> seen;
+    parts_of(a, pa, depth, seen);
+    seen.clear();
+    parts_of(b, pb, depth, seen);
+    for (const Sub& x : pa)
+      for (const Sub& y : pb) {
+        if (exclusive_budget_ == 0) return false;
+        --exclusive_budget_;
+        const auto fx = finite_values(x), fy = finite_values(y);
+        if (fx && fy && std::none_of(fx->begin(), fx->end(), [&](const Json* u) {
+              return std::any_of(fy->begin(), fy->end(), [&](const Json* w) { return may_equal(*u, *w); });
+            }))
+          return true;
+        if (common == kObject &&
+            (excludes_by_property(x, y, levels, depth) || excludes_by_property(y, x, levels, depth)))
+          return true;
+      }
+    for (const auto& [parts, other] : {std::pair{&pa, &b}, std::pair{&pb, &a}})
+      for (const Sub& x : *parts)
+        if (every_alternative_exclusive(x, *other, common, levels, depth)) return true;
+    return false;
+  }
+
+  // Whether x has an anyOf or oneOf each of whose alternatives is exclusive
+  // with y (then a value valid against x, valid against one of them, is not
+  // valid against y).
+  bool every_alternative_exclusive(const Sub& x, const Sub& y, unsigned common, int levels, size_t depth) {
+    for (const char* key : {"anyOf", "oneOf"}) {
+      if (!x.s->contains(key) || !(*x.s)[key].is_array()) continue;
+      const Json& alts = (*x.s)[key];
+      bool all = true;
+      for (size_t i = 0; i < alts.size() && all; ++i) {
+        const Sub alt{&alts[i], pointer_child(pointer_child(x.ptr, key), i)};
+        std::set<std::string> open;
+        const unsigned meet = value_types(alt, depth + 1, open, false) & common;
+        all = meet == 0 || exclusive(alt, y, meet, levels - 1, depth + 1);
+      }
+      if (all) return true;
+    }
+    return false;
+  }
+
+  // sub, and the schemas its $ref and allOf name (each holds for every value
+  // sub validates), each once.
+  void parts_of(const Sub& sub, std::vector<Sub>& out, size_t depth, std::set<const Json*>& seen) {
+    enter(sub.ptr, depth);
+    if (!seen.insert(sub.s).second || !sub.s->is_object()) return;
+    out.push_back(sub);
+    const Json& s = *sub.s;
+    if (s.contains("$ref")) {
+      const auto [target, tptr] = resolve(s["$ref"], sub.ptr);
+      parts_of({target, tptr}, out, depth + 1, seen);
+    }
+    if (s.contains("allOf") && s["allOf"].is_array())
+      for (size_t i = 0; i < s["allOf"].size(); ++i)
+        parts_of({&s["allOf"][i], pointer_child(pointer_child(sub.ptr, "allOf"), i)}, out, depth + 1, seen);
+  }
+
+  // The values a schema's own const or enum allows (an over-estimate), or
+  // nullopt when it has neither.
+  static std::optional<std::vector<const Json*>> finite_values(const Sub& sub) {
+    const Json& s = *sub.s;
+    if (s.contains("const")) return std::vector<const Json*>{&s["const"]};
+    if (s.contains("enum") && s["enum"].is_array()) {
+      std::vector<const Json*> v;
+      for (const Json& e : s["enum"]) v.push_back(&e);
+      return v;
+    }
+    return std::nullopt;
+  }
+
+  // Whether two JSON values may be equal in JSON Schema's sense (1 == 1.0):
+  // scalars compared, arrays and objects of a kind assumed equal.
+  static bool may_equal(const Json& u, const Json& w) {
+    if (json_type(u) != json_type(w)) return false;
+    if (u.is_number()) return u.get<double>() == w.get<double>();
+    if (u.is_structured()) return true;
+    return u == w;
+  }
+
+  // Whether an object valid against x cannot be valid against y: x requires
+  // a property whose schema in x (from properties) and in y (from properties,
+  // else additionalProperties where y has no patternProperties) are
+  // exclusive, or that y forbids (that schema false).
+  bool excludes_by_property(const Sub& x, const Sub& y, int levels, size_t depth) {
+    const Json& sx = *x.s;
+    if (!sx.contains("required") || !sx["required"].is_array()) return false;
+    const Json* px = sx.contains("properties") && sx["properties"].is_object() ? &sx["properties"] : nullptr;
+    for (const Json& r : sx["required"]) {
+      if (!r.is_string()) continue;
+      const std::string key = r.get<std::string>();
+      const std::optional<Sub> uy = property_schema(y, key);
+      if (!uy) continue;
+      if (uy->s->is_boolean() && !uy->s->get<bool>()) return true;
+      if (!px || !px->contains(key)) continue;
+      const Sub ux{&(*px)[key], pointer_child(pointer_child(x.ptr, "properties"), key)};
+      if (schemas_exclusive(ux, *uy, levels - 1, depth)) return true;
+    }
+    return false;
+  }
+
+  // The schema y gives property `key`: from properties, else from
+  // additionalProperties where y has no patternProperties; nullopt for none.
+  static std::optional<Sub> property_schema(const Sub& y, const std::string& key) {
+    const Json& sy = *y.s;
+    if (sy.contains("properties") && sy["properties"].is_object() && sy["properties"].contains(key))
+      return Sub{&sy["properties"][key], pointer_child(pointer_child(y.ptr, "properties"), key)};
+    if (sy.contains("additionalProperties") && !sy.contains("patternProperties"))
+      return Sub{&sy["additionalProperties"], pointer_child(y.ptr, "additionalProperties")};
+    return std::nullopt;
+  }
+
+  // exclusive() for two schemas of one property, their types found first.
+  bool schemas_exclusive(const Sub& u, const Sub& w, int levels, size_t depth) {
+    std::set<std::string> ou, ow;
+    const unsigned meet = value_types(u, depth + 1, ou, false) & value_types(w, depth + 1, ow, false);
+    return meet == 0 || exclusive(u, w, meet, levels, depth + 1);
   }
 
   // --- $ref ---
@@ -714,6 +950,8 @@ class Converter {
     // conjunctions (for $ref: draft 2019-09's reading; draft 7 ignores the
     // siblings, and a value that satisfies both satisfies either reading).
     const std::vector<std::string> keys = own_keys(sub);
+    for (const std::string_view k : kDependencyKeys)
+      if (has(sub, k)) return visit_all_of({sub}, sub.ptr, k, name, depth, exact);
     if (has(sub, "$ref")) {
       if (keys.size() > 1) return visit_all_of({sub}, sub.ptr, "$ref", name, depth, exact);
       const std::string target = ref_rule(sub, depth);
@@ -757,16 +995,28 @@ class Converter {
     return true;
   }
 
-  // The alternatives of anyOf/oneOf `key` (oneOf as llama.cpp takes it: an
-  // alternation, so a value matching two alternatives is accepted).
+  // The alternatives of anyOf/oneOf `key` (oneOf as an alternation too, each
+  // branch with one_of_guards' parts, so that no value matches two).
   std::string visit_any_of(const Sub& sub, const char* key, const std::string& name, size_t depth, bool exact) {
     const Json& alts = (*sub.s)[key];
     if (!alts.is_array() || alts.empty()) fail_keyword(key, sub.ptr, "must be a non-empty array of schemas");
+    std::vector<std::vector<Sub>> guards(alts.size());
+    if (key[0] == 'o') {
+      Sub siblings = sub;
+      siblings.skip |= kSkipOneOf;
+      std::set<std::string> open;
+      guards = one_of_guards(alts, sub.ptr, value_types(siblings, depth + 1, open, false), depth);
+    }
     std::vector<std::string> rules;
     for (size_t i = 0; i < alts.size(); ++i) {
       if (alts[i].is_boolean() && !alts[i].get<bool>()) continue;  // accepts nothing: adds nothing
       const Sub alt{&alts[i], pointer_child(pointer_child(sub.ptr, key), i)};
-      const auto rule = attempt([&] { return visit(alt, alternative_name(name, i), depth + 1, false); });
+      const auto rule = attempt([&] {
+        if (guards[i].empty()) return visit(alt, alternative_name(name, i), depth + 1, false);
+        std::vector<Sub> parts{alt};
+        parts.insert(parts.end(), guards[i].begin(), guards[i].end());
+        return visit_all_of(parts, alt.ptr, "oneOf", alternative_name(name, i), depth + 1, false);
+      });
       if (rule && std::find(rules.begin(), rules.end(), *rule) == rules.end()) rules.push_back(*rule);
     }
     if (rules.empty()) fail_empty(key, sub.ptr, "no alternative accepts a value");
@@ -861,8 +1111,8 @@ class Converter {
     switch (type) {
       case kNull: return use_primitive("null", name, exact);
       case kBoolean: return use_primitive("boolean", name, exact);
-      case kNumber: return visit_number(sub, name, exact);
-      case kInteger: return visit_integer(sub, name, exact);
+      case kNumber: return multiple_of_one(sub) ? visit_integer(sub, name, exact) : visit_number(sub, name, exact);
+      case kInteger: multiple_of_one(sub); return visit_integer(sub, name, exact);
       case kString: return visit_string(sub, name, exact);
       case kArray: return visit_array(sub, name, depth, exact);
       default: return visit_object(sub, name, depth, exact);
@@ -913,6 +1163,18 @@ class Converter {
   }
   const char* lower_key(const Sub& sub) const {
     return sub.s->contains("minimum") ? "minimum" : sub.s->contains("exclusiveMinimum") ? "exclusiveMinimum" : "type";
+  }
+
+  // Whether the node has multipleOf, which must be 1: the integers (a
+  // number multipleOf 1 is written as an integer). Other values throw: the
+  // grammar could write multiples of an integer, but validators test
+  // fractions in floating point (0.07 / 0.01 is not 7 in IEEE doubles).
+  static bool multiple_of_one(const Sub& sub) {
+    if (!sub.s->contains("multipleOf")) return false;
+    const Json& m = (*sub.s)["multipleOf"];
+    if (!m.is_number() || m.get<double>() != 1.0)
+      fail_keyword("multipleOf", sub.ptr, "only 1 (the integers) is supported, not " + m.dump());
+    return true;
   }
 
   std::string visit_integer(const Sub& sub, const std::string& name, bool exact) {
@@ -1115,7 +1377,16 @@ class Converter {
     }
     const bool has_rest = rest || rest_any;
     const size_t k = prefix ? prefix->size() : 0;
-    const size_t max = s.contains("maxItems") ? count(sub, "maxItems") : has_rest ? kNoMax : k;
+    size_t max = s.contains("maxItems") ? count(sub, "maxItems") : has_rest ? kNoMax : k;
+    // uniqueItems true: arrays of at most one item, which are unique whatever
+    // their items (the grammar cannot compare items); more is refused.
+    const bool unique = s.contains("uniqueItems") && s["uniqueItems"] == true;
+    if (unique) {
+      if (s.contains("minItems") && count(sub, "minItems") > 1)
+        fail_keyword("uniqueItems", sub.ptr, "true beside minItems over 1 is not supported (only arrays of at most "
+                                             "one item are written, which are unique)");
+      max = std::min<size_t>(max, 1);
+    }
     const size_t min = s.contains("minItems") ? count(sub, "minItems") : std::min(k, max);
     if (min > max) {
       fail_empty("minItems", sub.ptr,
@@ -1514,12 +1785,22 @@ class Converter {
         if (!alts.is_array() || alts.empty()) fail_keyword(key, unique[i].ptr, "must be a non-empty array of schemas");
         Sub self = unique[i];
         self.skip |= key[0] == 'a' ? kSkipAnyOf : kSkipOneOf;
+        std::vector<std::vector<Sub>> guards(alts.size());
+        if (key[0] == 'o') {
+          unsigned within = kAllTypes;
+          for (size_t k = 0; k < unique.size(); ++k) {
+            std::set<std::string> open;
+            within &= value_types(k == i ? self : unique[k], depth + 1, open, false);
+          }
+          guards = one_of_guards(alts, unique[i].ptr, within, depth);
+        }
         std::vector<std::string> rules;
         for (size_t a = 0; a < alts.size(); ++a) {
           if (alts[a].is_boolean() && !alts[a].get<bool>()) continue;
           std::vector<Sub> branch = unique;
           branch[i] = self;
           branch.push_back({&alts[a], pointer_child(pointer_child(unique[i].ptr, key), a)});
+          branch.insert(branch.end(), guards[a].begin(), guards[a].end());
           const auto rule =
               attempt([&] { return visit_all_of(branch, ptr, why, alternative_name(name, a), depth + 1, false); });
           if (rule && std::find(rules.begin(), rules.end(), *rule) == rules.end()) rules.push_back(*rule);
@@ -1571,6 +1852,11 @@ class Converter {
       for (const Json* v : common) literals.push_back(gbnf_literal(v->dump()));
       return define(name, exact, literals.size() == 1 ? literals[0] : join_in("(", literals, " | ", ")", identity));
     }
+    const bool arrays = std::all_of(rest.begin(), rest.end(), [](const Sub& sub) {
+      return keys_within(sub, {"type", "items", "minItems", "maxItems", "uniqueItems"}) &&
+             (!sub.s->contains("type") || (type_mask((*sub.s)["type"], sub.ptr) & kArray));
+    });
+    if (arrays) return visit(merge_arrays(rest, ptr, why, types), name, depth + 1, exact);
     for (const Sub& sub : rest) {
       const Json& s = *sub.s;
       const bool object = keys_within(sub, {"properties", "required", "additionalProperties", "type"}) &&
@@ -1601,6 +1887,11 @@ class Converter {
     check_keywords(s, sub.ptr);
     const std::vector<std::string> keys = own_keys(sub);
     if (keys.empty()) return;
+    if (std::any_of(std::begin(kDependencyKeys), std::end(kDependencyKeys), [&](std::string_view k) { return has(sub, k); })) {
+      for (const Sub& part : dependency_parts(sub, depth)) flatten(part, out, depth + 1, through_refs, expanding);
+      flatten({sub.s, sub.ptr, sub.skip | kSkipDependencies}, out, depth, through_refs, expanding);
+      return;
+    }
     const bool ref = has(sub, "$ref"), all = has(sub, "allOf");
     if ((!ref && !all) || (ref && keys.size() == 1 && !through_refs)) {
       out.push_back(sub);
@@ -1627,6 +1918,106 @@ class Converter {
     }
     const Sub self{sub.s, sub.ptr, sub.skip | kSkipRef | kSkipAllOf};
     if (!own_keys(self).empty()) out.push_back(self);
+  }
+
+  // dependencies (draft 4-7), dependentRequired and dependentSchemas
+  // (2019-09) as parts of a conjunction, exactly: for a property t whose
+  // presence requires the properties D (or the schema S), an object either
+  // lacks t or has t and D (or has t and is valid against S):
+  //   {"anyOf": [{"properties": {t: false}}, {"required": [t, D...]}]}
+  //   {"anyOf": [{"properties": {t: false}}, {"allOf": [{"required": [t]}, S]}]}
+  // and where the node requires t itself, only {"required": D} (or S). Each
+  // anyOf doubles the branches, so at most kMaxDependencies of them.
+  static constexpr size_t kMaxDependencies = 4;
+  std::vector<Sub> dependency_parts(const Sub& sub, size_t depth) {
+    std::vector<Sub> out;
+    const Json& s = *sub.s;
+    std::set<std::string> required;
+    if (s.contains("required") && s["required"].is_array())
+      for (const Json& r : s["required"])
+        if (r.is_string()) required.insert(r.get<std::string>());
+    size_t n_optional = 0;
+    for (const std::string_view key : kDependencyKeys) {
+      if (!s.contains(key)) continue;
+      const Json& deps = s[key];
+      const std::string kptr = pointer_child(sub.ptr, key);
+      if (!deps.is_object()) fail_keyword(key, sub.ptr, "must be an object");
+      for (const auto& [t, d] : deps.items()) {
+        enter(kptr, depth + 1);
+        const bool names = d.is_array();
+        if (names ? key == "dependentSchemas" : key == "dependentRequired")
+          fail_keyword(key, kptr, "\"" + t + "\" must be " + (names ? "a schema" : "an array of property names"));
+        if (!names && !d.is_object() && !d.is_boolean())
+          fail_keyword(key, kptr, "\"" + t + "\" must be an array of property names or a schema");
+        Json then = Json::object();
+        if (names) {
+          Json r = Json::array();
+          if (!required.count(t)) r.push_back(t);
+          for (const Json& n : d) {
+            if (!n.is_string()) fail_keyword(key, kptr, "\"" + t + "\" must be an array of property names");
+            r.push_back(n);
+          }
+          then["required"] = std::move(r);
+        } else if (required.count(t)) {
+          then = d;
+        } else {
+          then["allOf"] = Json::array({Json::object({{"required", Json::array({t})}}), d});
+        }
+        if (required.count(t)) {
+          synthetic_.push_back(std::move(then));
+        } else {
+          if (++n_optional > kMaxDependencies)
+            fail_keyword(key, sub.ptr, "more than " + std::to_string(kMaxDependencies) +
+                                           " optional properties whose presence requires more are not supported");
+          synthetic_.push_back(Json::object(
+              {{"anyOf", Json::array({Json::object({{"properties", Json::object({{t, false}})}}), std::move(then)})}}));
+        }
+        out.push_back({&synthetic_.back(), pointer_child(kptr, t)});
+      }
+    }
+    return out;
+  }
+
+  // Arrays merged (a $ref to an array beside maxItems, allOf of array
+  // parts): one array schema whose items are every part's items (an allOf
+  // where several give them), the largest minItems and the smallest maxItems,
+  // uniqueItems where a part has it.
+  // `types`: what the parts' own "type"s and the type-only parts allow.
+  Sub merge_arrays(const std::vector<Sub>& parts, const std::string& ptr, std::string_view why, unsigned types) {
+    for (const Sub& p : parts)
+      if (p.s->contains("type")) types &= type_mask((*p.s)["type"], p.ptr);
+    if (!(types & kArray)) fail_empty(why, ptr, "its \"type\" excludes the arrays it merges");
+    Json merged = Json::object({{"type", "array"}});
+    Json items = Json::array();
+    std::optional<uint64_t> lo, hi;
+    for (const Sub& p : parts) {
+      const Json& s = *p.s;
+      if (s.contains("items")) {
+        if (!s["items"].is_object() && !s["items"].is_boolean())
+          fail_keyword("items", p.ptr, "must be a schema (an array of schemas is prefixItems' older spelling, "
+                                        "not supported in a merge)");
+        items.push_back(s["items"]);
+      }
+      for (const char* k : {"minItems", "maxItems"}) {
+        if (!s.contains(k)) continue;
+        const Json& v = s[k];
+        if (!v.is_number() || v.get<double>() < 0 || std::floor(v.get<double>()) != v.get<double>() ||
+            v.get<double>() > 1e18)
+          fail_keyword(k, p.ptr, "must be a non-negative integer");
+        const auto n = v.is_number_float() ? static_cast<uint64_t>(v.get<double>()) : v.get<uint64_t>();
+        auto& bound = k[1] == 'i' ? lo : hi;
+        bound = !bound ? n : k[1] == 'i' ? std::max(*bound, n) : std::min(*bound, n);
+      }
+    }
+    if (items.size() == 1) merged["items"] = items[0];
+    if (items.size() > 1) merged["items"] = Json::object({{"allOf", std::move(items)}});
+    if (std::any_of(parts.begin(), parts.end(), [](const Sub& p) { return p.s->contains("uniqueItems") && (*p.s)["uniqueItems"] == true; }))
+      merged["uniqueItems"] = true;
+    if (lo) merged["minItems"] = *lo;
+    if (hi) merged["maxItems"] = *hi;
+    if (lo && hi && *lo > *hi) fail_empty(why, ptr, "minItems over maxItems among the arrays it merges");
+    synthetic_.push_back(std::move(merged));
+    return {&synthetic_.back(), ptr};
   }
 
   // Objects merged: a property's schemas are those of the parts that

@@ -11,9 +11,17 @@
 // table and skips a subtree at the first byte no stack accepts; masks of a
 // state already seen in this reply come from a cache.
 //
+// Token terminals (<[id]>, !<[id]>) are stack tops too, but only at a token's
+// start: a byte drops the stacks they top (a token's bytes never cross one,
+// as in llama.cpp's llama_grammar_accept_chr), a token ending exactly at one
+// leaves it for the next token, and the next state after token t is the
+// union of its bytes' walk and the token terminals t matches. The mask ORs in
+// those terminals' tokens; a grammar without them pays one flag test.
+//
 // Everything a matcher computes is a function of the grammar and the tokens it
 // accepted, never of timing or other requests (contract G1).
 #include <algorithm>
+#include <iterator>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -147,6 +155,7 @@ struct GrammarMatcher::State {
   std::vector<std::vector<uint32_t>> stacks{{}};
   std::vector<ByteSet> allowed{ByteSet{}};  // bytes some stack's top accepts
   std::vector<char> accepting{0};           // holds the empty stack
+  std::vector<char> has_tokens{0};          // some stack's top is a token terminal
   std::vector<int32_t> trans;               // [state * 256 + byte]: next state, -1 unknown
   std::vector<int64_t> loops;               // per state: classes whose every byte leads back to it; -1 unknown
   struct VecHash {
@@ -162,6 +171,9 @@ struct GrammarMatcher::State {
 
   uint32_t cur = 0;
   bool ended = false;  // an end-of-generation token was accepted
+
+  std::vector<int32_t> ref_id;  // token id of each of g->token_refs
+  int32_t n_plain = 0;          // tokens that are not end of generation
 
   // Scratch for closures: visit stamps per stack node.
   std::vector<uint32_t> stamp;
@@ -202,6 +214,14 @@ struct GrammarMatcher::State {
         if (b.w[0] | b.w[1] | b.w[2] | b.w[3]) out.push_back(s);
         continue;
       }
+      if (e.type == ElemType::kToken || e.type == ElemType::kTokenNot) {
+        // Dead ends too: <eog> (end of generation is the grammar's accepting,
+        // never a terminal) and a !<t> with no other token to take.
+        const int32_t id = ref_id[e.value];
+        const bool id_plain = !v->eog[static_cast<size_t>(id)];
+        if (e.type == ElemType::kToken ? id_plain : n_plain > (id_plain ? 1 : 0)) out.push_back(s);
+        continue;
+      }
       // kRuleRef (a node never points at the end of an alternative).
       const uint32_t cont = g->ends(pos + 1) ? rest : node(pos + 1, rest);
       for (uint32_t a = g->rule_start[e.value];;) {
@@ -220,18 +240,24 @@ struct GrammarMatcher::State {
     const auto [it, fresh] = state_ids.emplace(set, static_cast<uint32_t>(stacks.size()));
     if (!fresh) return it->second;
     ByteSet bytes;
-    bool acc = false;
+    bool acc = false, tok = false;
     for (const uint32_t s : set) {
       if (s == 0) {
         acc = true;
         continue;
       }
-      const ByteSet& b = g->byte_sets[g->elems[nodes[s].first].value];
+      const grammar::Elem e = g->elems[nodes[s].first];
+      if (e.type != ElemType::kBytes) {
+        tok = true;
+        continue;
+      }
+      const ByteSet& b = g->byte_sets[e.value];
       for (int i = 0; i < 4; ++i) bytes.w[i] |= b.w[i];
     }
     stacks.push_back(set);
     allowed.push_back(bytes);
     accepting.push_back(acc ? 1 : 0);
+    has_tokens.push_back(tok ? 1 : 0);
     trans.resize(trans.size() + 256, -1);
     loops.push_back(-1);
     return it->second;
@@ -242,7 +268,8 @@ struct GrammarMatcher::State {
     for (const uint32_t s : stacks[state]) {
       if (s == 0) continue;
       const auto [pos, rest] = nodes[s];
-      if (!g->byte_sets[g->elems[pos].value].has(byte)) continue;
+      const grammar::Elem e = g->elems[pos];
+      if (e.type != ElemType::kBytes || !g->byte_sets[e.value].has(byte)) continue;
       work.push_back(g->ends(pos + 1) ? rest : node(pos + 1, rest));
     }
     return closure();
@@ -290,6 +317,7 @@ struct GrammarMatcher::State {
     stacks.assign(1, {});
     allowed.assign(1, ByteSet{});
     accepting.assign(1, 0);
+    has_tokens.assign(1, 0);
     trans.assign(256, -1);
     loops.assign(1, 0);
     state_ids.clear();
@@ -306,14 +334,57 @@ struct GrammarMatcher::State {
     cur = intern(set);
   }
 
-  // The state after token id's bytes; 0 when some byte is refused.
+  // Whether the token terminal at the top of stack node s takes token id.
+  bool takes(uint32_t s, int32_t id) const {
+    const grammar::Elem e = g->elems[nodes[s].first];
+    if (e.type == ElemType::kToken) return ref_id[e.value] == id;
+    return e.type == ElemType::kTokenNot && ref_id[e.value] != id;
+  }
+
+  // The state after token id (not end of generation) from cur: its bytes'
+  // walk (an empty piece has none) joined with the token terminals it
+  // matches; 0 when neither goes on.
   uint32_t after(int32_t id) {
-    uint32_t s = cur;
-    for (const char c : v->pieces[static_cast<size_t>(id)]) {
+    const std::string& piece = v->pieces[static_cast<size_t>(id)];
+    uint32_t s = piece.empty() ? 0 : cur;
+    for (const char c : piece) {
       s = step(s, static_cast<uint8_t>(c));
       if (s == 0) break;
     }
-    return s;
+    if (!has_tokens[cur]) return s;
+    work.clear();
+    for (const uint32_t n : stacks[cur]) {
+      if (n == 0 || !takes(n, id)) continue;
+      const uint32_t pos = nodes[n].first, rest = nodes[n].second;
+      work.push_back(g->ends(pos + 1) ? rest : node(pos + 1, rest));
+    }
+    if (work.empty()) return s;
+    const uint32_t t = closure();
+    if (s == 0 || t == 0 || s == t) return s | t;
+    std::vector<uint32_t> both;
+    std::set_union(stacks[s].begin(), stacks[s].end(), stacks[t].begin(), stacks[t].end(), std::back_inserter(both));
+    return intern(both);
+  }
+
+  // The tokens the token terminals atop cur's stacks take, into words.
+  void token_terminal_mask(std::vector<uint64_t>& words) const {
+    const auto set_bit = [&](int32_t t) { words[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63); };
+    int64_t except = -1;  // the token every !<t> on top refuses, when they agree; -2 when none refuses it
+    for (const uint32_t n : stacks[cur]) {
+      if (n == 0) continue;
+      const grammar::Elem e = g->elems[nodes[n].first];
+      if (e.type == ElemType::kToken) {
+        set_bit(ref_id[e.value]);
+      } else if (e.type == ElemType::kTokenNot) {
+        const int32_t t = ref_id[e.value];
+        except = except == -1 || except == t ? t : -2;
+      }
+    }
+    if (except == -1) return;
+    const bool was = except >= 0 && ((words[static_cast<size_t>(except) >> 6] >> (except & 63)) & 1);
+    for (int32_t t = 0; t < v->n_vocab; ++t)
+      if (!v->eog[static_cast<size_t>(t)]) set_bit(t);
+    if (except >= 0 && !was) words[static_cast<size_t>(except) >> 6] &= ~(uint64_t{1} << (except & 63));
   }
 
   void check_id(int32_t id) const {
@@ -323,7 +394,8 @@ struct GrammarMatcher::State {
   }
 };
 
-GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocabulary> vocab)
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocabulary> vocab,
+                               std::span<const int32_t> token_ids)
     : s_(std::make_unique<State>()) {
   if (!grammar || !vocab) throw Error(Errc::invalid_argument, "GrammarMatcher: a null grammar or vocabulary");
   State& s = *s_;
@@ -334,6 +406,22 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shar
   s.trans.assign(256, -1);
   s.loops.assign(1, 0);
   s.walk.resize(s.v->max_depth + 1);
+  const auto& refs = s.g->token_refs;
+  if (!token_ids.empty() && token_ids.size() != refs.size())
+    throw Error(Errc::invalid_argument, "GrammarMatcher: " + std::to_string(token_ids.size()) +
+                                            " token ids for a grammar of " + std::to_string(refs.size()) +
+                                            " token references");
+  for (size_t i = 0; i < refs.size(); ++i) {
+    const std::string name = refs[i].text.empty() ? "<[" + std::to_string(refs[i].id) + "]>" : refs[i].text;
+    const int32_t id = token_ids.empty() ? refs[i].id : token_ids[i];
+    if (id < 0)
+      throw Error(Errc::invalid_argument, "grammar: the token reference " + name + " needs the model's tokenizer");
+    if (id >= s.v->n_vocab)
+      throw Error(Errc::invalid_argument, "grammar: the token reference " + name + " is token " + std::to_string(id) +
+                                              ", outside the vocabulary of " + std::to_string(s.v->n_vocab) + " tokens");
+    s.ref_id.push_back(id);
+  }
+  s.n_plain = s.v->n_vocab - static_cast<int32_t>(s.v->eog_ids.size());
   // The start: every alternative of the root rule.
   for (uint32_t a = s.g->rule_start[s.g->root];;) {
     s.work.push_back(s.g->ends(a) ? 0 : s.node(a, 0));
@@ -353,7 +441,6 @@ bool GrammarMatcher::allows(int32_t id) {
   s.check_id(id);
   if (s.ended) return false;
   if (s.v->eog[static_cast<size_t>(id)]) return s.accepting[s.cur] != 0;
-  if (s.v->pieces[static_cast<size_t>(id)].empty()) return false;
   return s.after(id) != 0;
 }
 
@@ -367,7 +454,7 @@ void GrammarMatcher::accept(int32_t id) {
     s.ended = true;
     return;
   }
-  const uint32_t next = s.v->pieces[static_cast<size_t>(id)].empty() ? 0 : s.after(id);
+  const uint32_t next = s.after(id);
   if (next == 0)
     throw Error(Errc::invalid_argument, "grammar: token " + std::to_string(id) + " does not fit the grammar here");
   s.cur = next;
@@ -386,6 +473,7 @@ void GrammarMatcher::fill_mask(std::vector<uint64_t>& words) {
     return;
   }
   words.assign(n_words, 0);
+  if (s.has_tokens[s.cur]) s.token_terminal_mask(words);
   if (s.accepting[s.cur])
     for (const int32_t t : s.v->eog_ids) words[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
   const auto& nodes = s.v->nodes;
@@ -432,7 +520,7 @@ bool GrammarMatcher::is_finished() const {
   const State& s = *s_;
   if (s.ended) return true;
   const ByteSet& b = s.allowed[s.cur];
-  return b.w[0] == 0 && b.w[1] == 0 && b.w[2] == 0 && b.w[3] == 0;
+  return b.w[0] == 0 && b.w[1] == 0 && b.w[2] == 0 && b.w[3] == 0 && !s.has_tokens[s.cur];
 }
 
 }  // namespace synapse

@@ -76,8 +76,11 @@ struct Generation::State {
 
   State(const Tokenizer& t, GenerationParams params)
       : tok(t), p(std::move(params)), sampler(nullptr), stopper(t, {p.max_tokens, p.stop, p.ignore_eos, p.preserved_tokens}) {
-    if (!p.sampling.grammar.empty())
-      grammar.emplace(runtime::cached_grammar(p.sampling.grammar), runtime::cached_vocabulary(t, p.preserved_tokens));
+    if (!p.sampling.grammar.empty()) {
+      auto g = runtime::cached_grammar(p.sampling.grammar);
+      const std::vector<int32_t> ids = runtime::resolve_grammar_tokens(*g, t);
+      grammar.emplace(std::move(g), runtime::cached_vocabulary(t, p.preserved_tokens), ids);
+    }
     if (p.n_ubatch < 1)
       throw Error(Errc::invalid_argument, "n_ubatch must be at least 1, got " + std::to_string(p.n_ubatch));
     if (p.n_probs < 0) throw Error(Errc::invalid_argument, "n_probs must be >= 0, got " + std::to_string(p.n_probs));

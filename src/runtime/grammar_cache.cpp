@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "synapse/error.hpp"
+
 namespace synapse::runtime {
 
 namespace {
@@ -43,6 +45,26 @@ std::shared_ptr<const Grammar> cached_grammar(const std::string& gbnf) {
   cache.lru.emplace_front(gbnf, g);
   if (cache.lru.size() > kMaxGrammars) cache.lru.pop_back();
   return g;
+}
+
+std::vector<int32_t> resolve_grammar_tokens(const Grammar& g, const Tokenizer& tok) {
+  std::vector<int32_t> ids;
+  for (const GrammarTokenRef& r : g.token_refs()) {
+    int32_t id = r.id;
+    if (!r.text.empty()) {
+      const std::vector<token_id> t = tok.tokenize(r.text, /*add_special=*/false, /*parse_special=*/true);
+      if (t.size() != 1)
+        throw Error(Errc::invalid_argument, "grammar: invalid token '" + r.text + "': the model's tokenizer makes " +
+                                                std::to_string(t.size()) + " tokens of it, not one");
+      id = t[0];
+    }
+    if (id >= tok.n_vocab())
+      throw Error(Errc::invalid_argument, "grammar: the token reference <[" + std::to_string(id) +
+                                              "]> is outside the vocabulary of " + std::to_string(tok.n_vocab()) +
+                                              " tokens");
+    ids.push_back(id);
+  }
+  return ids;
 }
 
 std::shared_ptr<const TokenVocabulary> cached_vocabulary(const Tokenizer& tok, std::span<const token_id> preserved) {

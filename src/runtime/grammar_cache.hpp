@@ -12,6 +12,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "synapse/grammar.hpp"
 #include "synapse/tokenizer.hpp"
@@ -20,6 +21,14 @@ namespace synapse::runtime {
 
 // Grammar::parse(gbnf), cached. Throws what Grammar::parse throws.
 std::shared_ptr<const Grammar> cached_grammar(const std::string& gbnf);
+
+// The id of each of g.token_refs() for GrammarMatcher: <[id]> as written,
+// <text> what llama_tokenize(text, add_special = false, parse_special = true)
+// makes of it, which must be exactly one token (llama.cpp's parse_token: a
+// special token's text, or a text the vocabulary has as one token). Throws
+// Error(invalid_argument) "grammar: invalid token '<text>' ..." otherwise, or
+// for an id outside the vocabulary. Thread-safe.
+std::vector<int32_t> resolve_grammar_tokens(const Grammar& g, const Tokenizer& tok);
 
 // The TokenVocabulary of tok: token_to_piece(id, special = false) (control
 // tokens render as "", so no grammar produces them) and is_eog(id); the

@@ -292,10 +292,11 @@ std::vector<synapse::ChatMessage> parse_messages(const json& body, const Request
 // {"type": "json_schema", "json_schema": {"schema": ..., "strict": ...}}; a
 // schema is always enforced, strict or not). An absent or empty schema means
 // any JSON object, as llama-server has it. Returns the GBNF to constrain the
-// reply with ("" for none), compiled once here so that a bad grammar is a 400
+// reply with ("" for none), compiled once here (token references resolved
+// with tok) so that a bad grammar is a 400
 // naming the field (with its line and column) before anything is queued.
 namespace {
-std::string parse_structured_output(const json& j, std::string_view body) {
+std::string parse_structured_output(const json& j, std::string_view body, const Tokenizer& tok) {
   const json* g = field_of(j, "grammar");
   if (g && !g->is_null() && !g->is_string()) bad("grammar", "must be a string (a GBNF grammar)", *g);
   std::string gbnf = g && g->is_string() ? g->get<std::string>() : "";
@@ -358,7 +359,7 @@ std::string parse_structured_output(const json& j, std::string_view body) {
   }
   if (gbnf.empty()) return gbnf;
   try {
-    synapse::runtime::cached_grammar(gbnf);
+    synapse::runtime::resolve_grammar_tokens(*synapse::runtime::cached_grammar(gbnf), tok);
   } catch (const synapse::Error& e) {
     throw HttpError(400, "'" + field + "': " + e.what(), field);
   }
@@ -460,7 +461,7 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
     check_builtin_chat_fields(j);
   }
   // The request's grammar or schema replaces the server's (--grammar); none keeps it.
-  const std::string request_grammar = parse_structured_output(j, body);
+  const std::string request_grammar = parse_structured_output(j, body, tok);
   if (!request_grammar.empty()) sp.grammar = request_grammar;
 
   // The prompt(s) last: every cheap check has passed before text is tokenized.

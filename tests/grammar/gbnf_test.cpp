@@ -50,8 +50,12 @@ TEST(Gbnf, ErrorsNameLineAndColumn) {
   EXPECT_EQ(error_of("root ::= \"a\"{3,1}\n"), "grammar: line 1, column 13: a repetition {m,n} with n < m");
   EXPECT_EQ(error_of("root ::= \"a\"{x}\n"), "grammar: line 1, column 14: expecting a number");
   EXPECT_EQ(error_of("root ::= \"a\" ) \n"), "grammar: line 1, column 14: expecting a newline or the end, found ')'");
-  EXPECT_EQ(error_of("root ::= <[12]>\n"),
-            "grammar: line 1, column 10: token references (<[id]>, <text>, !<...>) are not supported");
+  EXPECT_EQ(error_of("root ::= !x\n"), "grammar: line 1, column 11: expecting '<' after '!' (a token reference !<...>)");
+  EXPECT_EQ(error_of("root ::= <[x]>\n"), "grammar: line 1, column 12: expecting a token id in <[id]>");
+  EXPECT_EQ(error_of("root ::= <[12>\n"), "grammar: line 1, column 14: expecting ']' in <[id]>");
+  EXPECT_EQ(error_of("root ::= <[12]x\n"), "grammar: line 1, column 15: expecting '>' in <[id]>");
+  EXPECT_EQ(error_of("root ::= <[2147483648]>\n"), "grammar: line 1, column 10: a token id over 2147483647");
+  EXPECT_EQ(error_of("root ::= \"a\" <think\n"), "grammar: line 1, column 14: unterminated token reference (no '>')");
 }
 
 TEST(Gbnf, LeftRecursionIsRefused) {
@@ -231,6 +235,163 @@ TEST(Gbnf, CompactedMatcherAnswersTheSame) {
       ASSERT_EQ(a.is_complete(), b.is_complete());
     }
   }
+}
+
+// Token references (llama.cpp's LLAMA_GRETYPE_TOKEN / TOKEN_NOT): a vocabulary
+// of text tokens 0-5, tokens 6-9 rendered as "" (control tokens) and 10, an
+// end of generation. The cases are llama.cpp v0.5.0's
+// tests/test-grammar-integration.cpp "simple/complex grammar with tokens",
+// on ids 6-9 for its 10-14 and 20-21.
+std::shared_ptr<const TokenVocabulary> token_vocab() {
+  std::vector<std::string> pieces = {"a", "b", "ab", " x", "<t>", "\xc3", "", "", "", "", ""};
+  std::vector<bool> eog(pieces.size(), false);
+  eog.back() = true;
+  return std::make_shared<const TokenVocabulary>(std::move(pieces), std::move(eog));
+}
+
+bool accepts_tokens(const std::shared_ptr<const Grammar>& g, const std::vector<int32_t>& ids) {
+  GrammarMatcher m(g, token_vocab());
+  for (const int32_t t : ids) {
+    if (!m.allows(t)) return false;
+    m.accept(t);
+  }
+  return m.allows(10);
+}
+
+TEST(GbnfTokens, ParsedAsReferences) {
+  const auto g = Grammar::parse("root ::= <[6]> (!<[7]>)* <[7]> !<think>? <think> <[6]>\n");
+  ASSERT_EQ(g->token_refs().size(), 3u);
+  EXPECT_EQ(g->token_refs()[0].id, 6);
+  EXPECT_EQ(g->token_refs()[1].id, 7);
+  EXPECT_EQ(g->token_refs()[2].id, -1);
+  EXPECT_EQ(g->token_refs()[2].text, "<think>");
+  EXPECT_TRUE(Grammar::parse("root ::= \"a\"\n")->token_refs().empty());
+}
+
+TEST(GbnfTokens, MatcherRefusesUnresolvedOrOutOfRange) {
+  const auto text = Grammar::parse("root ::= <think>\n");
+  try {
+    GrammarMatcher m(text, token_vocab());
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "grammar: the token reference <think> needs the model's tokenizer");
+  }
+  const std::vector<int32_t> six{6};
+  GrammarMatcher resolved(text, token_vocab(), six);
+  EXPECT_TRUE(resolved.allows(6));
+  EXPECT_FALSE(resolved.allows(4));  // "<t>" has the bytes of no token terminal
+  const std::vector<int32_t> two{6, 7};
+  EXPECT_THROW(GrammarMatcher(text, token_vocab(), two), Error);
+  try {
+    GrammarMatcher m(Grammar::parse("root ::= <[11]>\n"), token_vocab());
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "grammar: the token reference <[11]> is token 11, outside the vocabulary of 11 tokens");
+  }
+}
+
+TEST(GbnfTokens, SimpleGrammarWithTokens) {
+  const auto g = Grammar::parse("root ::= <[6]> content <[7]>\ncontent ::= (!<[7]>)*\n");
+  for (const std::vector<int32_t>& ok : std::vector<std::vector<int32_t>>{
+           {6, 0, 3, 7}, {6, 0, 8, 1, 9, 2, 7}, {6, 7}, {6, 8, 9, 8, 7}, {6, 0, 7}, {6, 5, 7}})
+    EXPECT_TRUE(accepts_tokens(g, ok)) << ok.size();
+  for (const std::vector<int32_t>& bad : std::vector<std::vector<int32_t>>{
+           {6, 0, 3}, {6}, {0, 1, 7}, {6, 7, 7}, {7, 0, 6}})
+    EXPECT_FALSE(accepts_tokens(g, bad)) << bad.size();
+  GrammarMatcher m(g, token_vocab());
+  EXPECT_FALSE(m.is_finished());  // a token terminal is on top: not finished, no byte allowed
+  EXPECT_FALSE(m.allows(10));
+  m.accept(6);
+  EXPECT_FALSE(m.allows(10));  // !<[7]> never takes the end of generation
+}
+
+TEST(GbnfTokens, ComplexGrammarWithTokens) {
+  // llama.cpp's reasoning/content/tool-call grammar: 10, 11, 20, 21, 12, 13, 14
+  // here 6, 7, 8, 9, 0, 1, 2 (tokens 3-5 are text).
+  const auto g = Grammar::parse(
+      "root ::= reasoning+ content tool-call*\n"
+      "reasoning ::= <[6]> (!<[7]>)* <[7]>\n"
+      "content ::= <[8]> (!<[9]>)* <[9]>\n"
+      "tool-call ::= <[0]> name <[1]> args <[2]>\n"
+      "name ::= (!<[1]>)+\n"
+      "args ::= (!<[2]>)*\n");
+  for (const std::vector<int32_t>& ok : std::vector<std::vector<int32_t>>{
+           {6, 3, 7, 8, 3, 4, 9, 0, 3, 1, 4, 2},
+           {6, 3, 7, 6, 4, 7, 8, 9, 0, 3, 1, 2},
+           {6, 7, 8, 3, 9},
+           {6, 3, 0, 3, 7, 8, 6, 3, 9, 0, 3, 1, 3, 2, 0, 4, 1, 2}})
+    EXPECT_TRUE(accepts_tokens(g, ok));
+  for (const std::vector<int32_t>& bad : std::vector<std::vector<int32_t>>{
+           {8, 3, 9}, {6, 3}, {6, 7, 8, 3}, {6, 7, 8, 9, 0, 3}, {6, 7, 7, 8, 9}})
+    EXPECT_FALSE(accepts_tokens(g, bad));
+}
+
+// A token's bytes never cross a token terminal; a token ending exactly at one
+// leaves it for the next token. <[10]> (the end of generation) matches
+// nothing: a dead end.
+TEST(GbnfTokens, BytesStopAtTokenTerminals) {
+  const auto g = Grammar::parse("root ::= \"a\" <[1]> \"b\" | \"a\" <[10]>\n");
+  GrammarMatcher m(g, token_vocab());
+  EXPECT_TRUE(m.allows(0));   // "a", then <[1]>
+  EXPECT_FALSE(m.allows(2));  // "ab": its "b" would cross <[1]>
+  m.accept(0);
+  EXPECT_TRUE(m.allows(1));
+  EXPECT_FALSE(m.allows(10));
+  EXPECT_FALSE(m.allows(0));
+  m.accept(1);
+  EXPECT_TRUE(m.allows(1));  // now the byte "b"
+  m.accept(1);
+  EXPECT_TRUE(m.is_complete());
+  EXPECT_TRUE(m.is_finished());
+  const auto dead = Grammar::parse("root ::= \"a\" <[10]> | \"b\"\n");
+  GrammarMatcher d(dead, token_vocab());
+  EXPECT_FALSE(d.allows(0));
+  EXPECT_TRUE(d.allows(1));
+}
+
+// Token terminals beside bytes, through the mask: a token allowed both by
+// its bytes and by a terminal (<t> is token 4 and the text "<t>"), negations
+// that agree and disagree; the mask equals allows() in every state of random
+// walks, and accept() follows both ways at once.
+TEST(GbnfTokens, MaskEqualsTokenByTokenChecks) {
+  const auto g = Grammar::parse(
+      "root ::= (item \" x\")* end\n"
+      "item ::= \"<t>\" | <[4]> \"a\" | !<[6]> | (!<[7]> | !<[7]>) \"b\" | \"a\"+ <[8]> | <[9]> !<[0]>\n"
+      "end ::= <[7]> | \"\\xc3\\xa9\"\n");
+  std::vector<std::string> pieces = {"a", "b", "ab", " x", "<t>", "\xc3", "", "", "", "", "", " x<t>", "\xa9", "<"};
+  std::vector<bool> eog(pieces.size(), false);
+  eog[10] = true;
+  const auto vocab = std::make_shared<const TokenVocabulary>(pieces, eog);
+  const int32_t n = static_cast<int32_t>(pieces.size());
+  std::mt19937 rng(5);
+  int n_steps = 0;
+  for (int run = 0; run < 40; ++run) {
+    GrammarMatcher m(g, vocab);
+    for (int step = 0; step < 30; ++step, ++n_steps) {
+      std::vector<uint64_t> mask;
+      m.fill_mask(mask);
+      std::vector<int32_t> allowed;
+      for (int32_t t = 0; t < n; ++t) {
+        const bool bit = (mask[0] >> t) & 1;
+        ASSERT_EQ(bit, m.allows(t)) << "run " << run << " step " << step << " token " << t;
+        if (bit && t != 10) allowed.push_back(t);
+      }
+      if (allowed.empty()) break;
+      m.accept(allowed[rng() % allowed.size()]);
+    }
+  }
+  EXPECT_GT(n_steps, 400);
+  // The negations disagree at the start: every token but the end of
+  // generation. After <[9]> (taken by <[9]> and by both negations) only
+  // !<[0]>, " x" and "b" go on: every token but 0 and the end.
+  GrammarMatcher m(g, vocab);
+  std::vector<uint64_t> mask;
+  m.fill_mask(mask);
+  const uint64_t all = (uint64_t{1} << n) - 1;
+  EXPECT_EQ(mask[0], all - (uint64_t{1} << 10));
+  m.accept(9);
+  m.fill_mask(mask);
+  EXPECT_EQ(mask[0], all - (uint64_t{1} << 10) - 1);
 }
 
 }  // namespace

@@ -669,6 +669,60 @@ TEST(JsonSchemaToGbnf, UnionsAndAnyOf) {
             grammar({"root ::= null"}, {"null"}));
 }
 
+// oneOf is an alternation only where no value can match two alternatives:
+// a value valid against both is invalid, and the grammar would produce it.
+TEST(JsonSchemaToGbnf, OneOfOnlyWhereExclusive) {
+  const std::string overlap = "are not provably exclusive";
+  // Exclusive: types (integer and non-integer numbers are apart), const and
+  // enum values (1 == 1.0 in JSON Schema), a required discriminator behind
+  // $ref, a required property the other forbids, and beside siblings.
+  for (const char* ok : {
+           R"({"oneOf": [{"type": "string"}, {"type": "array"}, {"type": "null"}]})",
+           R"({"oneOf": [{"const": 1}, {"const": 2}, {"enum": ["1", true]}]})",
+           R"({"oneOf": [{"$ref": "#/$defs/cat"}, {"$ref": "#/$defs/dog"}], "$defs": {
+                 "cat": {"type": "object", "properties": {"kind": {"const": "cat"}, "n": {"type": "integer"}},
+                         "required": ["kind"]},
+                 "dog": {"type": "object", "properties": {"kind": {"enum": ["dog", "wolf"]}}, "required": ["kind"]}}})",
+           R"({"oneOf": [{"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"],
+                          "additionalProperties": false},
+                         {"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"],
+                          "additionalProperties": false}]})",
+           R"({"type": "object", "properties": {"k": {"type": "string"}},
+               "oneOf": [{"properties": {"k": {"const": "x"}}, "required": ["k"]},
+                         {"properties": {"k": {"type": "integer"}}, "required": ["k"]}]})",
+           R"({"oneOf": [{"type": "object", "allOf": [{"properties": {"t": {"const": 1}}, "required": ["t"]}]},
+                         {"type": "object", "properties": {"t": {"const": 2}}}]})",
+           // Every alternative of a nested oneOf exclusive with the other; a
+           // property's schema from additionalProperties.
+           R"({"oneOf": [{"type": "object", "oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]},
+                                                      {"properties": {"t": {"const": "b"}}, "required": ["t"]}]},
+                         {"type": "object", "properties": {"t": {"const": "c"}}, "required": ["t"]}]})",
+           R"({"oneOf": [{"type": "object", "properties": {"t": {"type": "string"}}, "required": ["t"]},
+                         {"type": "object", "additionalProperties": {"type": "boolean"}}]})",
+           // Not exclusive ({} matches both) but guarded: each branch requires its own property.
+           R"({"type": "object", "oneOf": [{"additionalProperties": false, "properties": {"next": {"type": "string"}}},
+                                           {"additionalProperties": false, "properties": {"prev": {"type": "string"}}}]})"}) {
+    EXPECT_NO_THROW(convert(ok)) << ok;
+  }
+  // Not provably exclusive: refused, naming oneOf and the two alternatives.
+  EXPECT_EQ(error_of(R"({"oneOf": [{"type": "integer"}, {"type": "number"}]})"),
+            "json_schema: keyword \"oneOf\" at the root: alternatives 0 and 1 are not provably exclusive (a value "
+            "valid against both is invalid, and the grammar, an alternation, would produce it); supported: "
+            "alternatives of different types, of different const/enum values, or objects told apart by a property "
+            "(one requires it, or both give it exclusive schemas)");
+  for (const char* bad : {
+           R"({"oneOf": [{"const": 1}, {"enum": [2, 1.0]}]})",
+           R"({"oneOf": [false, {"type": "null"}, {"properties": {"a": {"type": "string"}}}]})",  // null is valid in both
+           R"({"properties": {"x": {"oneOf": [{"type": "object", "properties": {"a": {"const": 1}}, "required": ["a"]},
+                                              {"type": "object", "properties": {"a": {"const": 1}}}]}}})"}) {
+    EXPECT_NE(error_of(bad).find(overlap), std::string::npos) << bad;
+  }
+  EXPECT_NE(error_of(R"({"properties": {"x": {"oneOf": [{"type": "object", "properties": {"a": {"const": 1}},
+                                                          "required": ["a"]}, {"type": "object"}]}}})")
+                .find("keyword \"oneOf\" at /properties/x: alternatives 0 and 1"),
+            std::string::npos);
+}
+
 TEST(JsonSchemaToGbnf, AnyOfBesideProperties) {
   // "at least one of a and b": anyOf distributed over the object.
   EXPECT_EQ(
@@ -842,19 +896,31 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(json_schema: unsupported keyword "propertyNames" at the root)"},
       {R"({"not": {"type": "null"}})", R"(json_schema: unsupported keyword "not" at the root)"},
       {R"({"if": {}, "then": {}, "else": {}})", R"(json_schema: unsupported keyword "if" at the root)"},
-      {R"({"type": "object", "dependentRequired": {"a": ["b"]}})",
-       R"(json_schema: unsupported keyword "dependentRequired" at the root)"},
-      {R"({"type": "object", "dependentSchemas": {}})",
-       R"(json_schema: unsupported keyword "dependentSchemas" at the root)"},
+      // dependencies in their sound forms; what they cannot be.
+      {R"({"type": "object", "dependentRequired": {"a": "b"}})",
+       R"(json_schema: keyword "dependentRequired" at /dependentRequired: "a" must be an array of property names)"},
+      {R"({"type": "object", "dependentSchemas": {"a": ["b"]}})",
+       R"(json_schema: keyword "dependentSchemas" at /dependentSchemas: "a" must be a schema)"},
+      {R"({"type": "object", "dependencies": {"a": 1}})",
+       R"(json_schema: keyword "dependencies" at /dependencies: "a" must be an array of property names or a schema)"},
+      {R"({"type": "object", "dependencies": {"a": ["x"], "b": ["x"], "c": ["x"], "d": ["x"], "e": ["x"]}})",
+       R"(json_schema: keyword "dependencies" at the root: more than 4 optional properties whose presence requires )"
+       R"(more are not supported)"},
       {R"({"type": "object", "unevaluatedProperties": false})",
        R"(json_schema: unsupported keyword "unevaluatedProperties" at the root)"},
-      {R"({"items": {"type": "array", "uniqueItems": true}})",
+      {R"({"items": {"type": "array", "uniqueItems": "yes"}})",
        R"(json_schema: unsupported keyword "uniqueItems" at /items)"},
+      {R"({"items": {"type": "array", "uniqueItems": true, "minItems": 2}})",
+       R"(json_schema: keyword "uniqueItems" at /items: true beside minItems over 1 is not supported (only arrays )"
+       R"(of at most one item are written, which are unique))"},
       {R"({"type": "array", "contains": {"type": "null"}})",
        R"(json_schema: unsupported keyword "contains" at the root)"},
       {R"({"type": "array", "unevaluatedItems": false})",
        R"(json_schema: unsupported keyword "unevaluatedItems" at the root)"},
-      {R"({"type": "integer", "multipleOf": 2})", R"(json_schema: unsupported keyword "multipleOf" at the root)"},
+      {R"({"type": "integer", "multipleOf": 2})",
+       R"(json_schema: keyword "multipleOf" at the root: only 1 (the integers) is supported, not 2)"},
+      {R"({"type": ["number", "null"], "multipleOf": 0.01})",
+       R"(json_schema: keyword "multipleOf" at the root: only 1 (the integers) is supported, not 0.01)"},
       {R"({"$defs": {"a": {"$dynamicRef": "#x"}}, "$ref": "#/$defs/a"})",
        R"(json_schema: unsupported keyword "$dynamicRef" at /$defs/a)"},
       // Bounds of numbers with no integer and no [I, I+1] between them.

@@ -118,6 +118,45 @@ TEST(GrammarGeneration, PreservedControlTokensAreTextToTheGrammar) {
   EXPECT_EQ(kept.tokens.front(), bos);
 }
 
+// Token references take whole tokens by id, a control token included. The
+// replies are llama-server v0.5.0's (/work/ref/llama-build/bin/llama-server
+// -m stories260K.gguf; POST /completion {"prompt": "Once upon a time",
+// "temperature": 0, "return_tokens": true, "grammar": ...}): same tokens, then
+// its end of generation.
+TEST(GrammarGeneration, TokenReferencesAsLlamaServer) {
+  Fixture f;
+  struct Case {
+    const char* grammar;
+    std::vector<token_id> tokens;
+    const char* text;
+  };
+  const Case cases[] = {
+      {"root ::= (!<[426]>){4} <[426]>\n", {432, 383, 286, 261, 426}, ", there was a."},
+      {"root ::= <s> (!<[426]>){4} <[426]>\n", {1, 403, 407, 261, 378, 426}, " Once upon a time."},
+      {"root ::= \" Tom\" <[394]> (!<[426]>){1,6} \".\"\n",
+       {410, 434, 287, 394, 261, 370, 432, 352, 266, 268, 426},
+       " Tom saw a big, red b."},
+  };
+  for (const Case& c : cases) {
+    GenerationParams p;
+    p.sampling.grammar = c.grammar;
+    p.sampling.temp = 0.0f;
+    p.max_tokens = 16;
+    const GenerationResult r = f.run(p, "Once upon a time");
+    EXPECT_EQ(r.tokens, c.tokens) << c.grammar;
+    EXPECT_EQ(r.text, c.text) << c.grammar;
+    EXPECT_EQ(r.stop_reason, StopReason::eog) << c.grammar;
+  }
+  GenerationParams p;
+  p.sampling.grammar = "root ::= <foo>\n";
+  try {
+    Generation g(f.model.tokenizer(), p);
+    FAIL() << "<foo> is not one token";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "grammar: invalid token '<foo>': the model's tokenizer makes 5 tokens of it, not one");
+  }
+}
+
 TEST(GrammarGeneration, BadGrammarIsRefusedUpFront) {
   Fixture f;
   GenerationParams p;

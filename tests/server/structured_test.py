@@ -86,6 +86,12 @@ def test_gbnf_grammar_on_every_route(srv):
         assert b["choices"][0]["finish_reason"] == "stop"
         c = srv.post("/v1/chat/completions", chat_body(seed, grammar=GBNF)).json()
         assert SENTENCE.fullmatch(c["choices"][0]["message"]["content"]), c
+    # Token references take whole tokens: <s> (BOS, rendered as ""), any token
+    # but "." (426) four times, then ".". The reply is llama-server v0.5.0's
+    # (same body; its "tokens" end with the EOS id, 2).
+    t = srv.post("/completion", {"prompt": "Once upon a time", "n_predict": 16, "temperature": 0,
+                                 "return_tokens": True, "grammar": "root ::= <s> (!<[426]>){4} <[426]>\n"}).json()
+    assert t["content"] == " Once upon a time." and t["tokens"] == [1, 403, 407, 261, 378, 426], t
 
 
 def test_constrained_reply_is_the_same_under_load(srv):
@@ -137,6 +143,13 @@ def test_bad_grammars_and_schemas_are_400s(srv):
         "schema": {"$ref": "#/$defs/missing"}}}), "response_format.json_schema.schema", "missing")
     expect_400(srv, "/completion", {"prompt": "x", "json_schema": {"type": "integer", "multipleOf": 3}},
                "json_schema", "multipleOf")
+    expect_400(srv, "/completion", {"prompt": "x", "grammar": "root ::= <foo>\n"}, "grammar",
+               "invalid token '<foo>': the model's tokenizer makes 5 tokens of it, not one")
+    expect_400(srv, "/completion", {"prompt": "x", "grammar": "root ::= <[99999]>\n"}, "grammar",
+               "the token reference <[99999]> is outside the vocabulary of 512 tokens")
+    expect_400(srv, "/completion", {"prompt": "x", "json_schema": {"oneOf": [{"type": "integer"},
+                                                                             {"type": "number"}]}},
+               "json_schema", "alternatives 0 and 1 are not provably exclusive")
     # Still serving, constrained as before.
     a = srv.post("/completion", {"prompt": "Once upon a time", "n_predict": 64, "seed": 0, "grammar": GBNF}).json()
     assert SENTENCE.fullmatch(a["content"]), a
