@@ -613,6 +613,39 @@ inline void k4_block_lanes(const uint8_t* u, const int8_t* q8, const uint8_t* sc
 
 }  // namespace
 
+void pack_q4_K_levels(const uint8_t* L, block_q4_K& y) {
+  uint8_t* q = y.qs;
+  for (int j = 0; j < QK_K; j += 64) {
+    for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
+    q += 32;
+  }
+}
+
+void pack_q5_K_levels(const uint8_t* L, block_q5_K& y) {
+  uint8_t* qh = y.qh;
+  uint8_t* ql = y.qs;
+  std::memset(qh, 0, QK_K / 8);
+  uint8_t m1 = 1, m2 = 2;
+  for (int base = 0; base < QK_K; base += 64) {
+    for (int j = 0; j < 32; ++j) {
+      int l1 = L[base + j];
+      if (l1 > 15) {
+        l1 -= 16;
+        qh[j] |= m1;
+      }
+      int l2 = L[base + j + 32];
+      if (l2 > 15) {
+        l2 -= 16;
+        qh[j] |= m2;
+      }
+      ql[j] = static_cast<uint8_t>(l1 | (l2 << 4));
+    }
+    m1 = static_cast<uint8_t>(m1 << 2);
+    m2 = static_cast<uint8_t>(m2 << 2);
+    ql += 32;
+  }
+}
+
 // quantize_row_q4_K_ref.
 void quantize_row_q4_K(const float* x, void* vy, int64_t n) {
   auto* y = static_cast<block_q4_K*>(vy);
@@ -620,12 +653,7 @@ void quantize_row_q4_K(const float* x, void* vy, int64_t n) {
   uint8_t L[QK_K];
   for (int64_t i = 0; i < nb; ++i) {
     quantize_k_scale_min(x, y[i], L, 15, -1.f, 0.1f, 20);
-    // 64 values per 32 bytes: low nibbles the first 32, high nibbles the next.
-    uint8_t* q = y[i].qs;
-    for (int j = 0; j < QK_K; j += 64) {
-      for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
-      q += 32;
-    }
+    pack_q4_K_levels(L, y[i]);
     x += QK_K;
   }
 }
@@ -693,30 +721,7 @@ void quantize_row_q5_K(const float* x, void* vy, int64_t n) {
   uint8_t L[QK_K];
   for (int64_t i = 0; i < nb; ++i) {
     quantize_k_scale_min(x, y[i], L, 31, -0.5f, 0.1f, 15);
-    // Low 4 bits as in Q4_K; bit 4 of value 64*p + j (j < 32) goes to bit 2p
-    // of qh[j], of value 64*p + 32 + j to bit 2p+1.
-    uint8_t* qh = y[i].qh;
-    uint8_t* ql = y[i].qs;
-    std::memset(qh, 0, QK_K / 8);
-    uint8_t m1 = 1, m2 = 2;
-    for (int base = 0; base < QK_K; base += 64) {
-      for (int j = 0; j < 32; ++j) {
-        int l1 = L[base + j];
-        if (l1 > 15) {
-          l1 -= 16;
-          qh[j] |= m1;
-        }
-        int l2 = L[base + j + 32];
-        if (l2 > 15) {
-          l2 -= 16;
-          qh[j] |= m2;
-        }
-        ql[j] = static_cast<uint8_t>(l1 | (l2 << 4));
-      }
-      m1 = static_cast<uint8_t>(m1 << 2);
-      m2 = static_cast<uint8_t>(m2 << 2);
-      ql += 32;
-    }
+    pack_q5_K_levels(L, y[i]);
     x += QK_K;
   }
 }

@@ -195,11 +195,7 @@ void quantize_q4_K_weighted(const float* x, void* vy, int64_t n, const float* qu
   uint8_t L[QK_K];
   for (int64_t i = 0; i < n / QK_K; ++i) {
     fit_k4_block(x, quant_weights + QK_K * i, 15, false, y[i], L);
-    uint8_t* q = y[i].qs;
-    for (int j = 0; j < QK_K; j += 64) {
-      for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
-      q += 32;
-    }
+    pack_q4_K_levels(L, y[i]);
     x += QK_K;
   }
 }
@@ -210,28 +206,7 @@ void quantize_q5_K_weighted(const float* x, void* vy, int64_t n, const float* qu
   uint8_t L[QK_K];
   for (int64_t i = 0; i < n / QK_K; ++i) {
     fit_k4_block(x, quant_weights + QK_K * i, 31, true, y[i], L);
-    uint8_t* qh = y[i].qh;
-    uint8_t* ql = y[i].qs;
-    std::memset(qh, 0, QK_K / 8);
-    uint8_t m1 = 1, m2 = 2;
-    for (int nn = 0; nn < QK_K; nn += 64) {
-      for (int j = 0; j < 32; ++j) {
-        int l1 = L[nn + j];
-        if (l1 > 15) {
-          l1 -= 16;
-          qh[j] = static_cast<uint8_t>(qh[j] | m1);
-        }
-        int l2 = L[nn + j + 32];
-        if (l2 > 15) {
-          l2 -= 16;
-          qh[j] = static_cast<uint8_t>(qh[j] | m2);
-        }
-        ql[j] = static_cast<uint8_t>(l1 | (l2 << 4));
-      }
-      m1 = static_cast<uint8_t>(m1 << 2);
-      m2 = static_cast<uint8_t>(m2 << 2);
-      ql += 32;
-    }
+    pack_q5_K_levels(L, y[i]);
     x += QK_K;
   }
 }

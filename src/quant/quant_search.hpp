@@ -9,6 +9,8 @@
 #include <bit>
 #include <cstdint>
 
+#include "quant/formats.hpp"
+
 namespace synapse::quant {
 
 // ggml's nearest_int: adds 1.5 * 2^23 so the FPU's round-to-nearest-even
@@ -30,5 +32,14 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
 // neighbours of it, then up to 5 passes moving single levels while the fit
 // improves. Returns the scale; L gets the levels.
 float make_qp_quants(int n, int nmax, const float* x, uint8_t* L, const float* quant_weights);
+
+// Q4_K's value layout (k_quants.cpp): levels L[0..256) (0..15) into y.qs,
+// 64 values per 32 bytes, the first 32 in the low nibbles.
+void pack_q4_K_levels(const uint8_t* L, block_q4_K& y);
+
+// Q5_K's value layout (k_quants.cpp): levels L[0..256) (0..31); low 4 bits
+// as in Q4_K, bit 4 of value 64p + j (j < 32) at bit 2p of y.qh[j], of value
+// 64p + 32 + j at bit 2p + 1.
+void pack_q5_K_levels(const uint8_t* L, block_q5_K& y);
 
 }  // namespace synapse::quant
