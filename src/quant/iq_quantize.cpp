@@ -430,13 +430,31 @@ void quantize_iq2_xxs_row(const float* x, void* vy, int64_t n, const float* quan
   }
 }
 
+// One sub-block of 16 of IQ2_XS and IQ2_S: the signs (sub_block_signs),
+// the scale search, and a negative best scale turned into flipped signs
+// (sign_mask: the bits a sign byte stores). False for a sub-block whose
+// largest value is below eps (then nothing is written).
+bool iq2_sub_block16(const Lattice& t, const float* xb, const float* weight, bool even_parity, uint8_t sign_mask,
+                     float eps, float* scale, int8_t* L, uint8_t* block_signs) {
+  float xval[16], waux[16];
+  const float max = sub_block_signs(xb, weight, 16, even_parity, waux, xval, block_signs);
+  std::memset(L, 0, 16);
+  if (max < eps) return false;
+  *scale = lattice_search(t, 16, 3, 9, 0.1f, false, xval, weight, waux, max, L);
+  if (*scale < 0) {
+    *scale = -*scale;
+    for (int k = 0; k < 2; ++k) block_signs[k] = static_cast<uint8_t>(~block_signs[k] & sign_mask);
+  }
+  return true;
+}
+
 // quantize_row_iq2_xs_impl: per 16 values two 9-bit indices into iq2xs_grid
 // with 7 even-parity sign bits each (uint16), a 4-bit scale per 16.
 void quantize_iq2_xs_row(const float* x, void* vy, int64_t n, const float* quant_weights) {
   constexpr float kGroupMaxEps = 1e-15f;  // GROUP_MAX_EPS
   const Lattice& t = lattice(LatticeId::iq2xs);
   auto* y = static_cast<block_iq2_xs*>(vy);
-  float scales[QK_K / 16], weight[16], xval[16], waux[16];
+  float scales[QK_K / 16], weight[16];
   int8_t L[16];
   uint8_t block_signs[2];
   uint16_t q2[2 * (QK_K / 16)];
@@ -450,16 +468,10 @@ void quantize_iq2_xs_row(const float* x, void* vy, int64_t n, const float* quant
     for (int ib = 0; ib < QK_K / 16; ++ib) {
       const float* xb = xbl + 16 * ib;
       iq_weights(xb, quant_weights + QK_K * ibl + 16 * ib, sigma2, 16, weight);
-      const float max = sub_block_signs(xb, weight, 16, true, waux, xval, block_signs);
-      std::memset(L, 0, sizeof(L));
-      if (max < kGroupMaxEps) {
+      float scale = 0;
+      if (!iq2_sub_block16(t, xb, weight, true, 127, kGroupMaxEps, &scale, L, block_signs)) {
         scales[ib] = 0;
         continue;
-      }
-      float scale = lattice_search(t, 16, 3, 9, 0.1f, false, xval, weight, waux, max, L);
-      if (scale < 0) {
-        scale = -scale;
-        for (int k = 0; k < 2; ++k) block_signs[k] = static_cast<uint8_t>(~block_signs[k] & 127);
       }
       for (int k = 0; k < 2; ++k)
         q2[2 * ib + k] = static_cast<uint16_t>(on_grid_index(t, L + 8 * k) | (block_signs[k] << 9));
@@ -485,7 +497,7 @@ void quantize_iq2_s_row(const float* x, void* vy, int64_t n, const float* quant_
   constexpr float kGroupMaxEps = 1e-8f;  // GROUP_MAX_EPS_IQ2_S
   const Lattice& t = lattice(LatticeId::iq2s);
   auto* y = static_cast<block_iq2_s*>(vy);
-  float scales[QK_K / 16], weight[16], xval[16], waux[16];
+  float scales[QK_K / 16], weight[16];
   int8_t L[16];
   uint8_t block_signs[2];
   for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {
@@ -501,16 +513,10 @@ void quantize_iq2_s_row(const float* x, void* vy, int64_t n, const float* quant_
       } else {
         for (int i = 0; i < 16; ++i) weight[i] = 0.25f * sigma2 + xb[i] * xb[i];
       }
-      const float max = sub_block_signs(xb, weight, 16, false, waux, xval, block_signs);
-      std::memset(L, 0, sizeof(L));
-      if (max < kGroupMaxEps) {
+      float scale = 0;
+      if (!iq2_sub_block16(t, xb, weight, false, 255, kGroupMaxEps, &scale, L, block_signs)) {
         scales[ib] = 0;
         continue;
-      }
-      float scale = lattice_search(t, 16, 3, 9, 0.1f, false, xval, weight, waux, max, L);
-      if (scale < 0) {
-        scale = -scale;
-        for (int k = 0; k < 2; ++k) block_signs[k] = static_cast<uint8_t>(~block_signs[k]);
       }
       for (int k = 0; k < 2; ++k) {
         const int grid_index = on_grid_index(t, L + 8 * k);
