@@ -32,17 +32,18 @@ iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m (tests/data).
    attention off, F16 K/V, n_ctx 256): golden/tiny-llama-<t>.short.{json,
    logits.f32}.
 
-Python 3 only (no NumPy, no gguf-py); a rerun writes the same bytes.
+Needs NumPy (Debian's python3 has it; scripts/golden/golden_case.py writes
+the cases); a rerun writes the same bytes.
 """
 import argparse
-import hashlib
 import json
 import os
 import subprocess
 import sys
-import tempfile
 
-PRODUCER = "llama.cpp v0.5.0 de3ff81 CPU"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden_case import lcg_ids, sha256, write_case  # noqa: E402
+
 N_VOCAB = 1024
 BOS = 1  # tiny-llama's tokenizer.ggml.bos_token_id (golden/tiny-llama-f32.short.json's first id)
 TYPES = ["IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"]
@@ -69,24 +70,6 @@ WHAT = {
     "IQ1_M": "IQ1_M (ggml type 29, 1.75 bpw): 11-bit indices into iq1s_grid, a +-1/8 shift per 8, 3-bit scales "
              "per 16, the F16 block scale spread over 4 nibbles",
 }
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def lcg_ids(n, n_vocab, bos):
-    """The golden README's input ids: BOS, then the MMIX LCG from 20250220."""
-    x = 20250220
-    ids = [bos]
-    for _ in range(1, n):
-        x = (x * 6364136223846793005 + 1442695040888963407) % (1 << 64)
-        ids.append(3 + (x >> 33) % (n_vocab - 3))
-    return ids
 
 
 def run(cmd):
@@ -124,53 +107,11 @@ def main():
             cmd += ["--token-embedding-type", "q2_K"]
         run(cmd + [f32, model, FTYPE.get(t, t), "1"])
         name = f"tiny-llama-{lt}.short"
-        with tempfile.TemporaryDirectory() as tmp:
-            prefix = os.path.join(tmp, name)
-            run([a.golden_dump, "--model", model, "--out", prefix, "--ids", ",".join(map(str, ids)), "--n-greedy",
-                 "16", "--n-ctx", "256"])
-            with open(prefix + ".dump.json") as f:
-                d = json.load(f)
-            assert d["input_ids"] == ids and d["n_vocab"] == N_VOCAB
-            with open(prefix + ".logits.f32", "rb") as f:
-                logits = f.read()
-            assert len(logits) == 4 * n * N_VOCAB
-        with open(os.path.join(golden, name + ".logits.f32"), "wb") as f:
-            f.write(logits)
-        tbt, thr2 = d["self_rms_token_by_token"], d["self_rms_threads2"]
-        s = d["settings"]
         embd = "Q2_K" if t in NEED_EMBD else t
-        case = {
-            "case": name,
-            "model": os.path.basename(model),
-            "model_sha256": sha256(model),
-            "producer": PRODUCER,
-            "settings": {"n_threads": 1, "n_batch": s["n_batch"], "n_ubatch": s["n_ubatch"], "n_ctx": s["n_ctx"],
-                         "n_ctx_seq": s["n_ctx_seq"], "flash_attn": False, "type_k": s["type_k"],
-                         "type_v": s["type_v"], "n_seq_max": 1, "prompt_as_one_batch": True,
-                         "logits_for_every_position": True},
-            "n_vocab": N_VOCAB,
-            "input_ids": ids,
-            "input_rule": "ids[0] = tokenizer.ggml.bos_token_id; for k = 1..n-1: x = (x * 6364136223846793005 + "
-                          "1442695040888963407) mod 2^64 (x starts at 20250220), ids[k] = 3 + (x >> 33) mod "
-                          "(n_vocab - 3)",
-            "logits_file": name + ".logits.f32",
-            "logits_dtype": "float32 little-endian",
-            "logits_shape": [n, N_VOCAB],
-            "greedy_ids": d["greedy_ids"],
-            "greedy_margins": d["greedy_margins"],
-            "greedy_first_eog": d["greedy_first_eog"],
-            "self_rms": max(tbt["max_rel_rms"], thr2["max_rel_rms"]),
-            "self_rms_detail": {"token_by_token": tbt, "threads2": thr2},
-            "notes": f"scripts/golden/make_tiny_llama_iq.py: llama-quantize (v0.5.0) --pure --imatrix "
-                     f"tiny-llama.imatrix.gguf {FTYPE.get(t, t)} of tiny-llama-f32.gguf: every 2-D weight {t} "
-                     f"(output too), "
-                     f"token_embd {embd}, norms F32. Checks {WHAT[t]}; its dot with Q8_K activations",
-        }
-        with open(os.path.join(golden, name + ".json"), "w") as f:
-            json.dump(case, f, indent=1)
-            f.write("\n")
-        print(f"{name}: greedy min margin {min(d['greedy_margins']):.3g}, self_rms tbt {tbt['max_rel_rms']:.3g} / "
-              f"2 threads {thr2['max_rel_rms']:.3g}")
+        write_case(a.golden_dump, model, name, ids, N_VOCAB, golden,
+                   f"scripts/golden/make_tiny_llama_iq.py: llama-quantize (v0.5.0) --pure --imatrix "
+                   f"tiny-llama.imatrix.gguf {FTYPE.get(t, t)} of tiny-llama-f32.gguf: every 2-D weight {t} "
+                   f"(output too), token_embd {embd}, norms F32. Checks {WHAT[t]}; its dot with Q8_K activations")
         written += [model, os.path.join(golden, name + ".logits.f32"), os.path.join(golden, name + ".json")]
     for path in written:
         print(f"{os.path.relpath(path, a.out)}: {os.path.getsize(path):,} bytes, sha256 {sha256(path)}")
