@@ -655,8 +655,9 @@ void HttpServer::Impl::handle_completion(Route route, std::string_view body, htt
       return !ch->cancelled.load();
     };
     r.on_done = [hangups = hangups, ch, index](const GenerationResult& result) {
+      // A hang-up seen after the step that ended the request freed nothing: 0 steps.
       if (const int64_t at = ch->hangup_step.load(); at >= 0)
-        hangups->note_freed(result.step - static_cast<uint64_t>(at));
+        hangups->note_freed(result.step > static_cast<uint64_t>(at) ? result.step - static_cast<uint64_t>(at) : 0);
       std::lock_guard<std::mutex> lock(ch->mu);
       ch->results[static_cast<size_t>(index)] = result;
       ++ch->n_done;

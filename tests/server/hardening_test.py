@@ -122,6 +122,22 @@ def test_timeout_cuts_replies_and_never_starts_the_expired():
         wait_idle(s)
 
 
+def test_t_max_predict_ms_ends_at_a_newline():
+    # llama-server's rule: past the time limit (from the first token), the
+    # reply ends at its next token holding a newline, stop_type "limit".
+    with Server(MODEL, "-c", "1024") as s:
+        b = {"prompt": "Once upon a time", "n_predict": 600, "ignore_eos": True, "temperature": 0.8, "seed": 3}
+        full = s.post("/completion", b).json()
+        assert full["content"].count("\n") >= 3, full["content"]
+        cut = s.post("/completion", dict(b, t_max_predict_ms=1)).json()
+        assert cut["stop_type"] == "limit" and cut["content"].endswith("\n"), cut
+        assert full["content"].startswith(cut["content"]) and len(cut["content"]) < len(full["content"])
+        chat = s.post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 600, "ignore_eos": True,
+                                          "temperature": 0.8, "seed": 3, "t_max_predict_ms": 1}).json()
+        assert chat["choices"][0]["finish_reason"] == "length" and chat["choices"][0]["text"] == cut["content"]
+        is_error(s.post("/completion", dict(b, t_max_predict_ms="1")), 400)
+
+
 def test_n_predict_is_a_ceiling():
     with Server(MODEL, "-n", "5", "-c", "256") as s:
         r = s.post("/v1/completions", {"prompt": "Once", "max_tokens": 200, "ignore_eos": True}).json()
