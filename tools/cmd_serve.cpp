@@ -6,8 +6,10 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -37,6 +39,7 @@ struct ServeArgs {
   std::vector<std::string> api_keys;  // --api-key, each maybe "k1,k2"
   std::string api_key_file;
   std::string alias;
+  int shutdown_timeout_s = 5;  // --shutdown-timeout
 };
 
 std::string read_text_file(const std::string& path, const char* flag) {
@@ -142,10 +145,35 @@ int serve(ServeArgs& a) {
                sp.api_keys.empty() ? "" : ", API key required");
   http.set_scheduler(std::move(sched));
 
+  // The first signal: a graceful stop within --shutdown-timeout (every
+  // request ends, its reply is written, the process exits 0). A second
+  // signal: exit at once, with 128 + its number (a shell's code for a death
+  // by that signal), leaving the rest to the kernel.
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  std::fprintf(stderr, "synapse serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  const auto grace = std::chrono::seconds(a.shutdown_timeout_s);
+  std::fprintf(stderr, "synapse serve: %s, stopping (requests in flight end within %d s; again to exit now)\n",
+               sig == SIGINT ? "SIGINT" : "SIGTERM", a.shutdown_timeout_s);
+  http.begin_shutdown(grace);
+  // Every request has ended by the deadline; a reply not written a second
+  // later (a client that does not read) has its connection shut.
+  const auto hard = std::chrono::steady_clock::now() + grace + std::chrono::seconds(1);
+  bool closed = false;
+  while (!http.wait_stopped(std::chrono::milliseconds(0))) {
+    const timespec tick{0, 50 * 1000 * 1000};
+    const int again = sigtimedwait(&stop_signals, nullptr, &tick);
+    if (again > 0) {
+      std::fprintf(stderr, "synapse serve: %s again, exiting now\n", again == SIGINT ? "SIGINT" : "SIGTERM");
+      std::fflush(stderr);
+      _exit(128 + again);
+    }
+    if (!closed && std::chrono::steady_clock::now() >= hard) {
+      http.close_connections();
+      closed = true;
+    }
+  }
   http.stop();
+  std::fprintf(stderr, "synapse serve: stopped\n");
   return 0;
 }
 
@@ -193,8 +221,13 @@ Runner add_serve(CLI::App& app) {
                  "default auto")
       ->check(CLI::IsMember({"none", "deepseek", "deepseek-legacy", "auto"}));
   app.add_option("--timeout", a->server.timeout_s,
-                 "socket read/write timeout, and wall-clock limit of one request, in seconds (-to, default 600)")
+                 "socket read/write timeout, and wall-clock limit of one request from its arrival, in seconds: a "
+                 "reply is cut there (finish_reason length), a request still queued is answered 503 (-to, default 600)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--shutdown-timeout", a->shutdown_timeout_s,
+                 "on SIGTERM/SIGINT, seconds the requests in flight may still run before they are cut "
+                 "(finish_reason length); then the server exits 0. A second signal exits at once (default 5)")
+      ->check(CLI::Range(0, 3600));
   app.add_option("--cors-origin,--cors-origins", a->server.cors_origins,
                  "origin a browser page may call from (repeatable; '*': any; default: no CORS)")
       ->delimiter(',');

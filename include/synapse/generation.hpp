@@ -150,6 +150,13 @@ struct GenerationResult {
   int32_t slot = -1;               // Scheduler: the slot that served it (llama-server's id_slot); generate(): -1
   std::string error;               // FinishReason::error: what failed
   GenerationTimings timings;
+  // Scheduler: its request's deadline (Request::deadline, or Scheduler::drain's)
+  // ended it: with finish_reason length while it held a slot; with cancelled
+  // before it had one (slot -1, nothing computed).
+  bool deadline_passed = false;
+  // Scheduler: its step count (SchedulerMetrics::n_decode_total) when the
+  // request ended; generate(): 0.
+  uint64_t step = 0;
 };
 
 // Called once per step, in order, the last time with finish != none; return

@@ -29,13 +29,21 @@
 // recomputed for its logits) and only the rest is prefilled.
 // GenerationResult::n_cached reports how many positions were kept.
 //
-// Thread-safety: try_submit, cancel, metrics, wait_idle, model, params and
-// n_ctx may be called from any threads at once (all but wait_idle from the
+// Deadlines: a request may carry a wall-clock end (Request::deadline), which
+// is checked when it is submitted, while it waits, when it would take a slot
+// and at every step: one whose deadline passed before it had a slot never
+// takes one (on_done: cancelled, GenerationResult::deadline_passed, slot -1);
+// one that holds a slot ends after the step in progress (finish_reason
+// length, deadline_passed). drain() gives every request the same end at once.
+//
+// Thread-safety: try_submit, cancel, drain, metrics, wait_idle, model, params
+// and n_ctx may be called from any threads at once (all but wait_idle from the
 // callbacks too); the destructor must not run on the worker thread (from a
 // callback) nor concurrently with another member call. Callbacks run on the
 // worker thread.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -70,12 +78,25 @@ struct Request {
   std::vector<token_id> prompt;  // token ids (BOS and chat template already applied)
   GenerationParams params;       // sampling, stop, max_tokens, logprobs, close_turn (n_ubatch is ignored)
   bool cache_prompt = true;      // llama-server's cache_prompt: false starts from an empty slot
+  // The wall-clock end of the whole request, its wait in the queue included
+  // (the server's --timeout from the request's arrival); max(): none. See
+  // the top of this file for what happens when it passes.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // llama-server's t_max_predict_ms (> 0): once the reply has generated for
+  // longer than this (measured from its first token), it ends at the next
+  // step whose text holds a newline, with that step (finish_reason length:
+  // llama-server's STOP_TYPE_LIMIT). A cut at a line's end, for
+  // fill-in-the-middle clients; <= 0: none. A hard limit is `deadline`.
+  int64_t t_max_predict_ms = -1;
   // Each step of the reply (synapse/generation.hpp); returning false cancels
   // the request. May be empty.
   TokenCallback on_token;
   // Called exactly once per accepted request, after its last on_token, also
   // when it is cancelled (while queued too) or the scheduler shuts down
-  // (finish_reason cancelled). May be empty.
+  // (finish_reason cancelled), or its deadline passed (see the top). The
+  // result carries all the caller may want to know about the request's end
+  // (GenerationResult::step, ::deadline_passed), so that the callback need
+  // not call the Scheduler. May be empty.
   std::function<void(const GenerationResult&)> on_done;
 };
 
@@ -129,8 +150,8 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Queues a request. Returns its id, or std::nullopt when max_queue
-  // requests are already waiting (a refusal: nothing is queued and no
-  // callback is called; HTTP 503). Throws Error(invalid_argument) for an
+  // requests are already waiting or drain() was called (a refusal: nothing
+  // is queued and no callback is called; HTTP 503). Throws Error(invalid_argument) for an
   // empty prompt, a prompt longer than n_ctx (naming n_ctx and the prompt's
   // token count) or a bad parameter (named), Error(out_of_range) for a
   // prompt or logit_bias token id outside the vocabulary; nothing is queued
@@ -138,7 +159,8 @@ class Scheduler {
   std::optional<RequestId> try_submit(Request request);
 
   // Queues an embedding request (see EmbeddingRequest). Returns its id, or
-  // std::nullopt when max_queue requests already wait (HTTP 503). Throws
+  // std::nullopt when max_queue requests already wait or drain() was called
+  // (HTTP 503). Throws
   // Error(invalid_argument) for no inputs, an empty input or one longer than
   // n_ctx (naming its index and length), Error(out_of_range) for a token id
   // outside the vocabulary, Error(unsupported) for rank pooling on a model
@@ -153,6 +175,16 @@ class Scheduler {
   // end-of-turn token. Returns false when the id is unknown or already
   // finished. Thread-safe; may be called from a callback.
   bool cancel(RequestId id);
+
+  // Begins a graceful stop (SIGTERM): from now on try_submit and
+  // try_submit_embedding refuse (std::nullopt); requests still waiting for a
+  // slot end at once (on_done: cancelled, deadline_passed, slot -1), waiting
+  // embedding requests end with the error "the server is shutting down", and
+  // every request holding a slot ends by `deadline` at the latest (finish
+  // length, deadline_passed; its own earlier deadline still holds). The
+  // worker keeps running, so wait_idle() returns once they have all ended.
+  // A later call can only move the deadline earlier. Thread-safe.
+  void drain(std::chrono::steady_clock::time_point deadline);
 
   // A snapshot of the counters. Thread-safe.
   SchedulerMetrics metrics() const;

@@ -63,13 +63,27 @@ void call_on_done(Job& j) {
   }
 }
 
-// A request cancelled (or shut down) before it had a slot.
-void drop_queued(Job& j) {
+// A request cancelled, shut down or past its deadline before it had a slot;
+// `step`: the scheduler's step count now.
+void drop_queued(Job& j, bool deadline_passed, uint64_t step) {
   j.gen.finish(FinishReason::cancelled);
   runtime::record_end(j.result, j.gen);
   j.result.n_prompt = static_cast<int64_t>(j.req.prompt.size());
+  j.result.deadline_passed = deadline_passed;
+  j.result.step = step;
   call_on_done(j);
 }
+
+void call_on_done(EmbeddingRequest& e, std::vector<Embedding> result, const std::string& error) {
+  if (!e.on_done) return;
+  try {
+    e.on_done(std::move(result), error);
+  } catch (...) {
+    // Nothing to report it to.
+  }
+}
+
+constexpr char kShuttingDown[] = "the server is shutting down";
 
 size_t common_prefix(const std::vector<token_id>& a, const std::vector<token_id>& b) {
   const size_t n = std::min(a.size(), b.size());
@@ -98,6 +112,8 @@ struct Scheduler::Impl {
   int32_t n_free = 0;  // slots without a job, as of the worker's last update
   bool busy = false;   // the worker holds jobs
   bool stopping = false;
+  bool draining = false;                                   // drain() was called
+  Clock::time_point drain_deadline = Clock::time_point::max();  // the latest end of every request then
   SchedulerMetrics m;
   uint64_t clock = 0;  // LRU counter for slot choice (worker only)
   std::thread worker;
@@ -204,6 +220,7 @@ void Scheduler::Impl::finish(Slot& s, const GeneratedToken& closing_step) {
     cancels.erase(j.id);
     m.tokens_predicted_total += static_cast<uint64_t>(j.result.timings.predicted_n);
     m.tokens_predicted_seconds_total += j.result.timings.predicted_ms / 1e3;
+    j.result.step = m.n_decode_total;
   }
   call_on_done(j);
   if (j.closing.empty()) release(s);
@@ -242,6 +259,11 @@ void Scheduler::Impl::on_step(Slot& s, const GeneratedToken& t) {
     j.result.context_full = true;
     return end_reply(s, FinishReason::length);
   }
+  // llama-server's t_max_predict_ms: checked on a step with a newline only,
+  // so that the reply ends at a line's end (server-context.cpp, STOP_TYPE_LIMIT).
+  if (j.req.t_max_predict_ms > 0 && t.text.find('\n') != std::string::npos &&
+      runtime::ms_between(j.t_first, Clock::now()) > static_cast<double>(j.req.t_max_predict_ms))
+    return end_reply(s, FinishReason::length);
 }
 
 void Scheduler::Impl::fail_all(const std::string& what) {
@@ -287,19 +309,18 @@ void Scheduler::Impl::shutdown() {
     queued.swap(queue);
     embeds.swap(embed_queue);
   }
-  for (EmbeddingRequest& e : embeds)
-    if (e.on_done) {
-      try {
-        e.on_done({}, "the server is shutting down");
-      } catch (...) {
-      }
-    }
+  for (EmbeddingRequest& e : embeds) call_on_done(e, {}, kShuttingDown);
   for (Slot& s : slots)
     if (s.job && !s.job->reply_over) {
       s.job->pending = -1;
       end_reply(s, FinishReason::cancelled);
     }
-  for (std::unique_ptr<Job>& j : queued) drop_queued(*j);
+  uint64_t step;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    step = m.n_decode_total;
+  }
+  for (std::unique_ptr<Job>& j : queued) drop_queued(*j, false, step);
   std::lock_guard<std::mutex> lock(mu);
   live.clear();
   idle.notify_all();
@@ -358,12 +379,7 @@ void Scheduler::Impl::run_embeddings(std::deque<EmbeddingRequest> jobs) {
       if (error.empty())
         for (size_t k = 0; k < job.inputs.size(); ++k) mine.push_back(std::move(all[next + k]));
       next += job.inputs.size();
-      if (!job.on_done) continue;
-      try {
-        job.on_done(std::move(mine), error);
-      } catch (...) {
-        // Nothing to report it to.
-      }
+      call_on_done(job, std::move(mine), error);
     }
   }
 }
@@ -376,16 +392,22 @@ void Scheduler::Impl::run() {
   std::vector<size_t> order;  // slots in admission order (oldest first)
   for (;;) {
     std::vector<std::unique_ptr<Job>> dropped;  // cancelled while queued
+    std::vector<std::unique_ptr<Job>> expired;  // past their deadline (or drained) while queued
+    std::deque<EmbeddingRequest> drained_embeds;
     std::unordered_set<RequestId> to_cancel;
+    uint64_t step = 0;
+    Clock::time_point now, cap;  // cap: the drain's deadline (max() when not draining)
     {
       std::unique_lock<std::mutex> lock(mu);
       const auto has_free = [&] {
         return std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return !s.job; });
       };
       wake.wait(lock, [&] {
-        return stopping || busy || !cancels.empty() || !embed_queue.empty() || (!queue.empty() && has_free());
+        return stopping || busy || !cancels.empty() || !embed_queue.empty() || (!queue.empty() && has_free()) ||
+               (draining && !queue.empty());
       });
       if (stopping) break;
+      if (draining) drained_embeds.swap(embed_queue);
       if (!embed_queue.empty()) {
         // The oldest requests, up to n_batch tokens (at least one request):
         // the generating slots wait at most that long for their next step.
@@ -401,11 +423,18 @@ void Scheduler::Impl::run() {
         run_embeddings(std::move(jobs));
         lock.lock();
       }
+      // Deadlines are read once per step: a request whose deadline passed
+      // while it waited leaves the queue here, before any takes a slot.
+      now = Clock::now();
+      cap = drain_deadline;
+      step = m.n_decode_total;
       for (auto it = queue.begin(); it != queue.end();) {
-        if (cancels.count((*it)->id)) {
+        const bool cancel = cancels.count((*it)->id) != 0;
+        const bool late = draining || now >= (*it)->req.deadline;
+        if (cancel || late) {
           cancels.erase((*it)->id);
           live.erase((*it)->id);
-          dropped.push_back(std::move(*it));
+          (cancel ? dropped : expired).push_back(std::move(*it));
           it = queue.erase(it);
         } else {
           ++it;
@@ -422,11 +451,18 @@ void Scheduler::Impl::run() {
         lock.lock();
       }
     }
-    for (std::unique_ptr<Job>& j : dropped) drop_queued(*j);
-    for (Slot& s : slots)
-      if (s.job && !s.job->reply_over && to_cancel.count(s.job->id)) {
+    for (EmbeddingRequest& e : drained_embeds) call_on_done(e, {}, kShuttingDown);
+    for (std::unique_ptr<Job>& j : dropped) drop_queued(*j, false, step);
+    for (std::unique_ptr<Job>& j : expired) drop_queued(*j, true, step);
+    for (Slot& s : slots) {
+      if (!s.job || s.job->reply_over) continue;
+      if (to_cancel.count(s.job->id)) {
         end_reply(s, FinishReason::cancelled);
+      } else if (now >= std::min(s.job->req.deadline, cap)) {
+        s.job->result.deadline_passed = true;
+        end_reply(s, FinishReason::length);
       }
+    }
 
     // One batch: decode rows and closing rows first, then prompt chunks of
     // the oldest requests under the step's row budget.
@@ -552,7 +588,7 @@ std::optional<RequestId> Scheduler::try_submit(Request request) {
   // and a random seed is drawn at submission.
   Generation gen(d.model.tokenizer(), request.params, static_cast<int32_t>(d.p.n_ctx));
   std::lock_guard<std::mutex> lock(d.mu);
-  if (d.stopping) return std::nullopt;
+  if (d.stopping || d.draining) return std::nullopt;
   const size_t waiting_room = d.p.max_queue + static_cast<size_t>(std::max(0, d.n_free));
   if (d.queue.size() >= waiting_room) return std::nullopt;
   const RequestId id = d.next_id++;
@@ -583,7 +619,7 @@ std::optional<RequestId> Scheduler::try_submit_embedding(EmbeddingRequest reques
                     (request.params.pooling == Pooling::unspecified && d.model.pooling_type() == Pooling::rank);
   if (rank) d.model.check_rank_head();
   std::lock_guard<std::mutex> lock(d.mu);
-  if (d.stopping || d.embed_queue.size() >= std::max<size_t>(d.p.max_queue, 1)) return std::nullopt;
+  if (d.stopping || d.draining || d.embed_queue.size() >= std::max<size_t>(d.p.max_queue, 1)) return std::nullopt;
   const RequestId id = d.next_id++;
   d.embed_queue.push_back(std::move(request));
   ++d.m.requests_total;
@@ -598,6 +634,14 @@ bool Scheduler::cancel(RequestId id) {
   d.cancels.insert(id);
   d.wake.notify_all();
   return true;
+}
+
+void Scheduler::drain(Clock::time_point deadline) {
+  Impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mu);
+  d.draining = true;
+  d.drain_deadline = std::min(d.drain_deadline, deadline);
+  d.wake.notify_all();
 }
 
 SchedulerMetrics Scheduler::metrics() const {

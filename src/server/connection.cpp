@@ -170,6 +170,11 @@ bool wait_event_or_hangup(int sock, int event_fd) {
 
 void Listener::raise_backlog(int n) { ::listen(svr_sock_, n); }
 
+void Listener::close_connections() {
+  std::lock_guard<std::mutex> lock(open_mu_);
+  for (const int sock : open_) ::shutdown(sock, SHUT_RDWR);
+}
+
 // cpp-httplib's own loop (detail::process_server_socket) with a Connection in
 // place of its SocketStream: at most keep_alive_max_count_ requests, each after
 // a wait of at most the idle timeout, until the server stops.
@@ -178,6 +183,10 @@ bool Listener::process_and_close_socket(int sock) {
                   std::chrono::seconds(read_timeout_sec_) + std::chrono::microseconds(read_timeout_usec_),
                   std::chrono::seconds(write_timeout_sec_) + std::chrono::microseconds(write_timeout_usec_), limits);
   tl_connection = &conn;
+  {
+    std::lock_guard<std::mutex> lock(open_mu_);
+    open_.insert(sock);
+  }
   bool ok = false;
   for (size_t left = keep_alive_max_count_; left > 0; --left) {
     if (!conn.wait_request([this] { return svr_sock_ == INVALID_SOCKET; })) break;
@@ -186,6 +195,10 @@ bool Listener::process_and_close_socket(int sock) {
     if (!ok || closed || conn.header_refusal() != HeaderRefusal::none) break;
   }
   tl_connection = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(open_mu_);
+    open_.erase(sock);
+  }
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);
   return ok;

@@ -17,7 +17,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include <httplib.h>
@@ -104,8 +106,15 @@ class Listener : public httplib::Server {
   // their SYNs dropped and retried a second later. listen() again raises it.
   void raise_backlog(int n);
 
+  // Shuts (SHUT_RDWR) the socket of every connection being served: its
+  // reads and writes fail from now on, so its thread ends. Thread-safe.
+  void close_connections();
+
  private:
   bool process_and_close_socket(int sock) override;
+
+  std::mutex open_mu_;
+  std::unordered_set<int> open_;  // sockets being served (removed before they are closed)
 };
 
 }  // namespace synapse::server

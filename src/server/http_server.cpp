@@ -123,7 +123,6 @@ struct Channel {
   size_t n_done = 0;
   bool stream = false;
   std::atomic<bool> cancelled{false};
-  std::atomic<bool> timed_out{false};  // --timeout ended the generations
   // The client hung up: the scheduler's step count then (see HttpServer's
   // hang-up metrics), -1 while connected.
   std::atomic<int64_t> hangup_step{-1};
@@ -150,13 +149,30 @@ struct Channel {
     }
     return true;
   }
+};
 
-  // A reply cut by --timeout reads as one cut by a length limit.
-  GenerationResult reported(GenerationResult r) const {
-    if (timed_out.load() && r.finish_reason == FinishReason::cancelled) r.finish_reason = FinishReason::length;
-    return r;
+// The hang-up counters: shared by the HTTP server and the on_done callbacks of
+// its requests, which thus never reach into the server (nor the Scheduler).
+struct HangupStats {
+  std::atomic<uint64_t> total{0};      // ServerMetrics::hangups_total
+  std::atomic<uint64_t> steps_max{0};  // ServerMetrics::hangup_steps_max
+
+  // A hung-up request's on_done ran `steps` scheduler steps after the hang-up was seen.
+  void note_freed(uint64_t steps) {
+    uint64_t seen = steps_max.load();
+    while (steps > seen && !steps_max.compare_exchange_weak(seen, steps)) {
+    }
   }
 };
+
+// A request that ended before it had a slot because its deadline passed
+// (GenerationResult::deadline_passed): the server was too busy to start it
+// in time, or is shutting down. Either way nothing was computed and another
+// try (later, or at another replica) may succeed: 503 with Retry-After, as a
+// full queue. (408 would say the client was slow to send its request.)
+bool expired_unstarted(const GenerationResult& r) {
+  return r.deadline_passed && r.finish_reason == FinishReason::cancelled;
+}
 
 std::string random_id(const char* prefix) {
   static std::mutex mu;
@@ -218,8 +234,13 @@ struct HttpServer::Impl {
       try {
         if (needs_model && !ready.load(std::memory_order_acquire))
           return send_error(res, 503, "Loading model");
+        if (needs_model && draining.load()) {
+          res.set_header("Retry-After", "1");
+          return send_error(res, 503, "the server is shutting down");
+        }
         f(req, res);
       } catch (const HttpError& e) {
+        if (e.status() == 503) res.set_header("Retry-After", "1");
         send_error(res, e.status(), e.what(), e.param());
       } catch (const Error& e) {
         const bool caller = e.code() == Errc::invalid_argument || e.code() == Errc::out_of_range;
@@ -269,22 +290,26 @@ struct HttpServer::Impl {
 
   // Hang-ups (the client closed its connection before the reply's end):
   // counted, their generations cancelled (once: later calls do nothing).
-  std::atomic<uint64_t> hangups_total{0};
-  std::atomic<bool> stopping{false};  // the scheduler is being destroyed: callbacks must not call it
-  std::atomic<uint64_t> hangup_steps_max{0};
+  // Called on HTTP threads only, which all end before the scheduler does.
+  std::shared_ptr<HangupStats> hangups = std::make_shared<HangupStats>();
   void hang_up(Channel& ch, const std::vector<RequestId>& ids) {
     int64_t connected = -1;
     if (!ch.hangup_step.compare_exchange_strong(connected, static_cast<int64_t>(sched->metrics().n_decode_total)))
       return;
-    ++hangups_total;
+    ++hangups->total;
     ch.cancelled.store(true);
     for (const RequestId id : ids) sched->cancel(id);
   }
-  // A hung-up request's on_done ran `steps` scheduler steps after the hang-up was seen.
-  void note_hangup_freed(uint64_t steps) {
-    uint64_t seen = hangup_steps_max.load();
-    while (steps > seen && !hangup_steps_max.compare_exchange_weak(seen, steps)) {
-    }
+
+  // Shutdown (begin_shutdown): set once; model routes then answer 503.
+  std::atomic<bool> draining{false};
+  std::promise<void> listen_done;  // set when the listening thread ends (every connection closed)
+  std::shared_future<void> listening_over = listen_done.get_future().share();
+  // 503 for a request that ended before it had a slot (expired_unstarted).
+  HttpError unstarted_error() const {
+    if (draining.load()) return HttpError(503, "the server is shutting down; retry at another replica or later");
+    return HttpError(503, "the server is busy: the request waited for a slot longer than its time limit "
+                          "(--timeout " + std::to_string(p.timeout_s) + " s); retry later");
   }
 };
 
@@ -323,17 +348,43 @@ void HttpServer::start() {
     throw Error(Errc::io, "cannot listen on " + s.p.host + ":" + std::to_string(s.p.port) +
                               " (address in use, or not an address of this host)");
   s.http.raise_backlog(512);
-  s.thread = std::thread([&s] { s.http.listen_after_bind(); });
+  s.thread = std::thread([&s] {
+    // Returns once the listening socket is closed and every connection's
+    // thread has ended (cpp-httplib's ThreadPool::shutdown joins them).
+    s.http.listen_after_bind();
+    s.listen_done.set_value();
+  });
 }
+
+void HttpServer::begin_shutdown(std::chrono::milliseconds grace) {
+  Impl& s = *impl_;
+  s.draining.store(true);
+  // Requests first, then the socket: a handler in flight replies (and its
+  // connection closes) as soon as its request ends.
+  if (s.ready.load(std::memory_order_acquire)) s.sched->drain(std::chrono::steady_clock::now() + grace);
+  if (s.thread.joinable()) s.http.stop();
+}
+
+bool HttpServer::wait_stopped(std::chrono::milliseconds wait) {
+  Impl& s = *impl_;
+  return !s.thread.joinable() || s.listening_over.wait_for(wait) == std::future_status::ready;
+}
+
+void HttpServer::close_connections() { impl_->http.close_connections(); }
 
 void HttpServer::stop() {
   Impl& s = *impl_;
+  if (!s.draining.load()) begin_shutdown(std::chrono::milliseconds(0));
   if (s.thread.joinable()) {
-    s.http.stop();
+    // Every request has ended (or ends now); what is left is writing the
+    // replies. A client that does not read its reply within a second has its
+    // connection shut, which ends its handler.
+    if (!wait_stopped(std::chrono::seconds(1))) close_connections();
     s.thread.join();
   }
-  s.stopping.store(true);
-  s.sched.reset();  // cancels what runs (on_done on its worker), joins it
+  // No handler runs any more, so nothing calls the scheduler: destroying it
+  // joins its worker (what is left ends with finish_reason cancelled).
+  s.sched.reset();
 }
 
 void HttpServer::set_scheduler(std::unique_ptr<Scheduler> scheduler) {
@@ -486,7 +537,7 @@ void HttpServer::Impl::install_routes() {
 
   http.Get("/metrics", route([this](const httplib::Request&, httplib::Response& res) {
     if (!p.metrics) return send_error(res, 501, "This server does not support metrics endpoint (start it with --metrics)");
-    res.set_content(metrics_text(sched->metrics(), {hangups_total.load(), hangup_steps_max.load()}),
+    res.set_content(metrics_text(sched->metrics(), {hangups->total.load(), hangups->steps_max.load()}),
                     "text/plain; version=0.0.4");
   }));
 
@@ -561,7 +612,9 @@ void HttpServer::Impl::handle_completion(Route route, std::string_view body, htt
     throw HttpError(400, "'stream' with several prompts is not supported on /completion (use /v1/completions)",
                     "stream");
   const size_t n_choices = c.prompts.size() * static_cast<size_t>(c.n);
-  const Deadline deadline(p.timeout_s);
+  // --timeout: the request's wall-clock limit from its arrival (the Scheduler
+  // checks it while queued and at every step).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(p.timeout_s);
   auto ch = std::make_shared<Channel>();
   ch->stream = c.stream;
   ch->results.resize(n_choices);
@@ -590,19 +643,21 @@ void HttpServer::Impl::handle_completion(Route route, std::string_view body, htt
     // max_tokens or a disconnect), so the next turn's prompt finds it there.
     r.params.close_turn = route == Route::chat_completions;
     r.cache_prompt = c.cache_prompt;
+    r.deadline = deadline;
+    r.t_max_predict_ms = c.t_max_predict_ms;
     const int index = static_cast<int>(i);
-    r.on_token = [ch, index, deadline](const GeneratedToken& step) {
-      if (deadline.expired()) ch->timed_out.store(true);
+    r.on_token = [ch, index](const GeneratedToken& step) {
       if (ch->stream) {
         std::lock_guard<std::mutex> lock(ch->mu);
         ch->events.push_back({index, false, step});
         ch->notify();
       }
-      return !ch->cancelled.load() && !ch->timed_out.load();
+      return !ch->cancelled.load();
     };
-    r.on_done = [this, ch, index](const GenerationResult& result) {
-      if (const int64_t at = ch->hangup_step.load(); at >= 0 && !stopping.load())
-        note_hangup_freed(static_cast<uint64_t>(static_cast<int64_t>(sched->metrics().n_decode_total) - at));
+    r.on_done = [hangups = hangups, ch, index](const GenerationResult& result) {
+      // A hang-up seen after the step that ended the request freed nothing: 0 steps.
+      if (const int64_t at = ch->hangup_step.load(); at >= 0)
+        hangups->note_freed(result.step > static_cast<uint64_t>(at) ? result.step - static_cast<uint64_t>(at) : 0);
       std::lock_guard<std::mutex> lock(ch->mu);
       ch->results[static_cast<size_t>(index)] = result;
       ++ch->n_done;
@@ -618,8 +673,8 @@ void HttpServer::Impl::handle_completion(Route route, std::string_view body, htt
     }
     if (!id) {
       cancel_all(ids);
-      res.set_header("Retry-After", "1");
-      return send_error(res, 503, "the server is busy: the request queue is full; retry later");
+      if (draining.load()) throw HttpError(503, "the server is shutting down");
+      throw HttpError(503, "the server is busy: the request queue is full; retry later");
     }
     ids.push_back(*id);
   }
@@ -640,10 +695,12 @@ void HttpServer::Impl::handle_completion(Route route, std::string_view body, htt
       hang_up(*ch, ids);
       return send_error(res, 499, "the client closed the connection");  // read by no one
     }
-    for (auto& r : ch->results) results.push_back(ch->reported(std::move(*r)));
+    for (auto& r : ch->results) results.push_back(std::move(*r));
   }
-  for (const GenerationResult& r : results)
+  for (const GenerationResult& r : results) {
     if (r.finish_reason == FinishReason::error) return send_error(res, 500, "generation failed: " + r.error);
+    if (expired_unstarted(r)) throw unstarted_error();
+  }
   json reply = completion_reply(c, meta, results, tok());
   if (sink) reply = sink->reply(reply, results[0]);
   send_json(res, 200, reply);
@@ -701,15 +758,20 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
             ev = std::move(ch->events.front());
             ch->events.pop_front();
             if (ev.done) {
-              fin = ch->reported(*ch->results[static_cast<size_t>(ev.index)]);
+              fin = *ch->results[static_cast<size_t>(ev.index)];
               last = fin;
             }
           }
           const size_t i = static_cast<size_t>(ev.index);
           if (ev.done) {
             ++n_closed;
+            // The status line (200) is already sent: an error is an event of the stream.
             if (fin.finish_reason == FinishReason::error) {
               write({{"error", error_body(500, "generation failed: " + fin.error)["error"]}});
+              continue;
+            }
+            if (expired_unstarted(fin)) {
+              write({{"error", error_body(503, unstarted_error().what())["error"]}});
               continue;
             }
             if (!parsers.empty() && !write_deltas(i, parsers[i].finish(), {})) return give_up();
@@ -733,7 +795,7 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
           std::vector<GenerationResult> results;
           {
             std::lock_guard<std::mutex> lock(ch->mu);
-            for (auto& r : ch->results) results.push_back(ch->reported(*r));
+            for (auto& r : ch->results) results.push_back(*r);
           }
           if (!write(usage_chunk(c, meta, results))) return give_up();
         }
@@ -922,7 +984,10 @@ std::vector<Embedding> HttpServer::Impl::run_embeddings(std::vector<std::vector<
   if (outcome.wait_for(std::chrono::seconds(p.timeout_s)) != std::future_status::ready)
     throw HttpError(500, "the embeddings did not finish within --timeout " + std::to_string(p.timeout_s) + " s");
   Outcome o = outcome.get();
-  if (!o.error.empty()) throw HttpError(500, "embedding failed: " + o.error);
+  if (!o.error.empty()) {
+    if (draining.load()) throw HttpError(503, "the server is shutting down");
+    throw HttpError(500, "embedding failed: " + o.error);
+  }
   return std::move(o.result);
 }
 

@@ -18,7 +18,7 @@
 //   POST /embedding, /embeddings                   llama-server's own embeddings shape
 //   POST /rerank, /reranking, /v1/rerank, /v1/reranking  Jina's / TEI's rerank (with --reranking)
 //   POST /api/embed, /api/embeddings               Ollama's embeddings (with --embeddings)
-//   GET  /health, /v1/health                       {"status":"ok"}, 503 while the model loads
+//   GET  /health, /v1/health                       {"status":"ok"}, 503 while the model loads and once it shuts down
 //   GET  /v1/models, /models, /props               the model served
 //   GET  /metrics                                  Prometheus text (with --metrics; else 501)
 // Errors: {"error":{"message","type","param","code"}} with 400, 401, 404,
@@ -29,6 +29,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -57,8 +58,9 @@ struct ServerParams {
   std::string chat_template_kwargs;      // --chat-template-kwargs: "" or a JSON object (template variables)
   std::string reasoning_format = "auto"; // --reasoning-format: none, deepseek, auto (requests may override)
   int timeout_s = 600;                   // --timeout: socket read/write timeout, and the wall-clock limit of
-                                         // one request from its arrival (the reply then ends with what it
-                                         // has, finish_reason "length", as llama-server's t_max_predict_ms)
+                                         // one request from its arrival: a reply then ends with what it
+                                         // has (finish_reason "length"), a request still waiting for a slot
+                                         // is answered 503 and never takes one
   int idle_timeout_s = 5;                // --idle-timeout: a keep-alive connection with no request for this
                                          // long is closed; a request's header must arrive within this long
   size_t max_header_bytes = 16384;       // --max-header-size: request line and headers (431 above it)
@@ -100,7 +102,29 @@ class HttpServer {
   // --no-jinja).
   void set_scheduler(std::unique_ptr<Scheduler> scheduler);
 
-  // Stops accepting, cancels what runs, joins the listening thread.
+  // Begins a graceful stop (SIGTERM; --shutdown-timeout): the listening
+  // socket closes (no new connection), a request that still arrives on an
+  // open connection is answered 503 "the server is shutting down", requests
+  // waiting for a slot end at once (503, or in a stream that has begun an
+  // error event), and every request in flight ends within `grace`: by
+  // itself, or cut with finish_reason "length" (a stream with its final
+  // chunk and "data: [DONE]"). Each connection closes after its reply.
+  // Returns at once; wait_stopped() tells when all that is over. Thread-safe
+  // against the handlers; call from one thread (with wait_stopped,
+  // close_connections and stop).
+  void begin_shutdown(std::chrono::milliseconds grace);
+
+  // Waits at most `wait` for every connection to close and the listening
+  // thread to end; true when they have (or the server never started).
+  bool wait_stopped(std::chrono::milliseconds wait);
+
+  // Shuts every open connection (SHUT_RDWR): a client that does not read its
+  // reply can no longer hold its handler, which ends at its next write or wait.
+  void close_connections();
+
+  // begin_shutdown(0) unless begun; waits up to 1 s for the replies to be
+  // written, then close_connections(); joins the listening thread; destroys
+  // the scheduler. Idempotent.
   void stop();
 
  private:

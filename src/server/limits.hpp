@@ -1,10 +1,10 @@
 // What `synapse serve` refuses or bounds beyond the fields of a request
-// (issue 27): cross-origin access and the per-request wall-clock limit.
+// (issue 27): cross-origin access. (The per-request wall-clock limit is
+// Request::deadline, which the Scheduler checks.)
 // The field checks live in server/request.hpp, the queue bound in the
 // Scheduler (SchedulerParams::max_queue).
 #pragma once
 
-#include <chrono>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,18 +28,5 @@ bool cors_origin_allowed(const std::vector<std::string>& allowed, std::string_vi
 // answered (204), so it must not reach authentication (browsers send no
 // key on a preflight). Does nothing for a request without an allowed Origin.
 bool apply_cors(const std::vector<std::string>& allowed, const httplib::Request& req, httplib::Response& res);
-
-// The wall-clock limit of one request (--timeout): set at arrival; expired()
-// is read by the scheduler's callbacks (thread-safe: const after construction).
-class Deadline {
- public:
-  explicit Deadline(int seconds)
-      : end_(seconds > 0 ? std::chrono::steady_clock::now() + std::chrono::seconds(seconds)
-                         : std::chrono::steady_clock::time_point::max()) {}
-  bool expired() const { return std::chrono::steady_clock::now() >= end_; }
-
- private:
-  std::chrono::steady_clock::time_point end_;
-};
 
 }  // namespace synapse::server

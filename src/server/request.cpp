@@ -391,6 +391,9 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
   r.stop.n_predict = n_predict;
   if (const json* v = field_of(j, "stop")) r.stop.stops = parse_stop(*v, lim);
   r.stop.ignore_eos = get_bool(j, "ignore_eos", false);
+  if (const json* v = field_of(j, "t_max_predict_ms"))
+    r.t_max_predict_ms = int_in(*v, "t_max_predict_ms", std::numeric_limits<int64_t>::min(),
+                                std::numeric_limits<int64_t>::max());
 
   // Sampling.
   read_float(j, "temperature", 0.0, kInf, sp.temp);

@@ -100,6 +100,9 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;                 // stream_options.include_usage
   bool cache_prompt = true;                   // native: may reuse cached KV rows
+  // llama-server's t_max_predict_ms (every route): generation time after
+  // which the reply ends at its next newline (Request::t_max_predict_ms); <= 0: none.
+  int64_t t_max_predict_ms = -1;
   bool return_tokens = false;                 // native: "tokens" in the reply
   bool echo = false;                          // completions: prompt text before the reply
   // Chat with the model's Jinja template: how each choice's text is parsed

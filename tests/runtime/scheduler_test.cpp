@@ -4,7 +4,8 @@
 // with -np 1 and -np 16, 1 and 2 threads, with a cold and a warm prompt
 // cache; on stories260K and a quantized tiny model. Then: cancel frees the
 // slot, a full queue refuses, requests start in arrival order, a long prompt
-// delays the others by at most one step, metrics add up.
+// delays the others by at most one step, metrics add up, deadlines and
+// drain() end requests on time (one past its deadline never takes a slot).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -32,6 +33,10 @@ struct Reply {
   int64_t n_cached = 0;
   int32_t slot = -1;
   std::string error;
+  bool deadline_passed = false;
+  bool context_full = false;
+  uint64_t step = 0;
+  std::vector<std::string> step_texts;
 };
 
 // Collects a request's steps and result; get() waits for on_done.
@@ -46,6 +51,7 @@ struct Collector {
   void attach(Request& req) {
     req.on_token = [this](const GeneratedToken& t) {
       r.streamed += t.text;
+      r.step_texts.push_back(t.text);
       if (on_step) on_step(t, steps);
       ++steps;
       return true;
@@ -60,6 +66,9 @@ struct Collector {
       r.n_cached = g.n_cached;
       r.slot = g.slot;
       r.error = g.error;
+      r.deadline_passed = g.deadline_passed;
+      r.context_full = g.context_full;
+      r.step = g.step;
       done = true;
       cv.notify_all();
     };
@@ -516,6 +525,141 @@ TEST(Scheduler, RefusesBadRequests) {
   SchedulerParams sim = sched_params(1, 1);
   sim.slot_prompt_similarity = 1.5f;
   EXPECT_THROW({ Scheduler bad(m, sim); }, Error);
+}
+
+// A request that generates for as long as it is let: each step takes at
+// least 2 ms (its callback sleeps), so that 256 positions last 0.5 s or more.
+Request slow_endless(const Model& m, Collector& c) {
+  Request r = endless(m);
+  c.attach(r);
+  r.on_token = [collect = r.on_token](const GeneratedToken& t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return collect(t);
+  };
+  return r;
+}
+
+TEST(Scheduler, QueuedPastItsDeadlineNeverTakesASlot) {
+  const Model m = Model::load(data_path("models/stories260K.gguf"));
+  Scheduler s(m, sched_params(1, 1));
+  Collector a, b, c;
+  Request ra = slow_endless(m, a);
+  std::future<void> running = a.reached(2);
+  const RequestId ia = *s.try_submit(std::move(ra));
+  running.wait();
+  const uint64_t prompt_tokens = s.metrics().prompt_tokens_total;
+  Request rb = endless(m);
+  rb.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  b.attach(rb);
+  ASSERT_TRUE(s.try_submit(std::move(rb)).has_value());  // waits: the one slot is a's
+  const Reply got = b.get();
+  EXPECT_FALSE(a.finished());  // b ended while a still ran: b never had the slot
+  EXPECT_EQ(got.finish, FinishReason::cancelled);
+  EXPECT_TRUE(got.deadline_passed);
+  EXPECT_EQ(got.slot, -1);
+  EXPECT_TRUE(got.tokens.empty());
+  EXPECT_TRUE(got.step_texts.empty());
+  EXPECT_GT(got.step, 0u);
+  // Past its deadline when submitted: it ends before it is admitted, also
+  // with a slot free.
+  s.cancel(ia);
+  a.get();
+  s.wait_idle();
+  Request rc = endless(m);
+  rc.deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
+  c.attach(rc);
+  ASSERT_TRUE(s.try_submit(std::move(rc)).has_value());
+  const Reply late = c.get();
+  EXPECT_EQ(late.finish, FinishReason::cancelled);
+  EXPECT_TRUE(late.deadline_passed);
+  EXPECT_EQ(late.slot, -1);
+  s.wait_idle();
+  EXPECT_EQ(s.metrics().prompt_tokens_total, prompt_tokens);  // neither prompt was computed
+  EXPECT_EQ(s.metrics().kv_cells_used, 0);
+}
+
+TEST(Scheduler, RunningPastItsDeadlineEndsWithLength) {
+  const Model m = Model::load(data_path("models/stories260K.gguf"));
+  Scheduler s(m, sched_params(1, 1));
+  Collector a;
+  Request ra = slow_endless(m, a);
+  const auto t0 = std::chrono::steady_clock::now();
+  ra.deadline = t0 + std::chrono::milliseconds(100);
+  ASSERT_TRUE(s.try_submit(std::move(ra)).has_value());
+  const Reply got = a.get();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(got.finish, FinishReason::length);
+  EXPECT_TRUE(got.deadline_passed);
+  EXPECT_FALSE(got.context_full);
+  EXPECT_EQ(got.slot, 0);
+  EXPECT_GE(got.tokens.size(), 1u);
+  EXPECT_LT(got.tokens.size(), 200u);
+  EXPECT_GE(took, std::chrono::milliseconds(100));
+  EXPECT_LT(took, std::chrono::milliseconds(400));  // the deadline, then one step
+  s.wait_idle();
+  EXPECT_EQ(s.metrics().kv_cells_used, 0);
+}
+
+TEST(Scheduler, DrainEndsEveryRequestByItsDeadline) {
+  const Model m = Model::load(data_path("models/stories260K.gguf"));
+  Scheduler s(m, sched_params(2, 1));
+  Collector a, b, q;
+  Request ra = slow_endless(m, a), rb = slow_endless(m, b);
+  rb.params.max_tokens = 3;  // ends by itself before the drain's deadline
+  std::future<void> running = a.reached(2);
+  ASSERT_TRUE(s.try_submit(std::move(ra)).has_value());
+  ASSERT_TRUE(s.try_submit(std::move(rb)).has_value());
+  running.wait();
+  Request rq = endless(m);
+  q.attach(rq);
+  Request rq2 = endless(m);
+  rq2.params.max_tokens = 1;
+  ASSERT_TRUE(s.try_submit(std::move(rq)).has_value());  // waits if b still holds its slot
+  const auto t0 = std::chrono::steady_clock::now();
+  s.drain(t0 + std::chrono::milliseconds(150));
+  EXPECT_FALSE(s.try_submit(std::move(rq2)).has_value());  // refused from now on
+  EmbeddingRequest e;
+  e.inputs = {prompt_of(m, "Once")};
+  EXPECT_FALSE(s.try_submit_embedding(std::move(e)).has_value());
+  const Reply ga = a.get();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(ga.finish, FinishReason::length);
+  EXPECT_TRUE(ga.deadline_passed);
+  EXPECT_GE(took, std::chrono::milliseconds(150));
+  EXPECT_LT(took, std::chrono::milliseconds(500));
+  const Reply gb = b.get();
+  EXPECT_EQ(gb.tokens.size(), 3u);
+  EXPECT_FALSE(gb.deadline_passed);
+  const Reply gq = q.get();
+  // Still waiting at the drain (dropped at once, never a slot), or admitted
+  // when b ended just before it and then cut with a.
+  if (gq.slot < 0) EXPECT_EQ(gq.finish, FinishReason::cancelled);
+  else EXPECT_EQ(gq.finish, FinishReason::length);
+  EXPECT_TRUE(gq.deadline_passed);
+  s.wait_idle();
+  const SchedulerMetrics mt = s.metrics();
+  EXPECT_EQ(mt.requests_processing, 0);
+  EXPECT_EQ(mt.requests_deferred, 0);
+}
+
+TEST(Scheduler, TMaxPredictMsEndsAtANewline) {
+  const Model m = Model::load(data_path("models/stories260K.gguf"));
+  Scheduler s(m, sched_params(1, 1));
+  Collector a;
+  Request ra = slow_endless(m, a);
+  ra.t_max_predict_ms = 20;
+  ASSERT_TRUE(s.try_submit(std::move(ra)).has_value());
+  const Reply got = a.get();
+  EXPECT_EQ(got.finish, FinishReason::length);
+  EXPECT_FALSE(got.deadline_passed);
+  EXPECT_FALSE(got.context_full);
+  // llama-server's rule: the first step with a newline after 20 ms ends it,
+  // that step included (the steps take 2 ms or more: 10 of them are 20 ms).
+  ASSERT_GE(got.step_texts.size(), 11u);
+  size_t last = got.step_texts.size() - 1;
+  if (got.step_texts[last].empty()) --last;  // the closing step (held-back text) may be empty
+  EXPECT_NE(got.step_texts[last].find('\n'), std::string::npos) << got.text;
+  EXPECT_NE(got.text.find('\n'), std::string::npos);
 }
 
 }  // namespace

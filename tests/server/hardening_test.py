@@ -80,21 +80,62 @@ def test_full_queue_is_503_with_retry_after():
         assert s.post("/completion", long_request(0, 8)).status_code == 200
 
 
-def test_timeout_ends_a_request_with_what_it_has():
-    # -np 1: sixteen long requests queue behind each other; the later ones
-    # reach their 1 s limit and end early, as a length limit, not an error.
-    with Server(MODEL, "-np", "1", "-c", "512", "--timeout", "1", "--metrics") as s:
-        body = lambda i: {"prompt": "The dog %d" % i, "max_tokens": 500, "ignore_eos": True, "seed": i}
+def test_timeout_cuts_replies_and_never_starts_the_expired():
+    # -np 1: sixteen long requests queue behind each other under a 1 s limit
+    # from their arrival. The one in the slot when its second is up ends with
+    # what it has (finish_reason length); those still waiting then never take
+    # the slot: 503 with Retry-After, and nothing computed for them.
+    with Server(MODEL, "-np", "1", "-c", "2048", "-t", "1", "--timeout", "1", "--metrics") as s:
+        base = metrics(s)
+        body = lambda i: {"prompt": "The dog %d" % i, "max_tokens": 2000, "ignore_eos": True, "seed": i}
         t0 = time.time()
         rs = in_threads(lambda i: s.post("/v1/completions", body(i)), list(range(16)))
         elapsed = time.time() - t0
-        assert [r.status_code for r in rs] == [200] * 16, [r.text[:200] for r in rs]
-        used = [r.json()["usage"]["completion_tokens"] for r in rs]
-        assert all(r.json()["choices"][0]["finish_reason"] == "length" for r in rs)
-        assert min(used) >= 1 and min(used) < 500, used  # what each had; the late ones were cut
-        # Each request ends within about 1 s of its arrival (+ one step), not after all 8,000 tokens.
+        assert set(r.status_code for r in rs) <= {200, 503}, [r.text[:200] for r in rs]
+        served = [r.json() for r in rs if r.status_code == 200]
+        expired = [r for r in rs if r.status_code == 503]
+        assert served and expired, [r.status_code for r in rs]
+        used = [j["usage"]["completion_tokens"] for j in served]
+        assert all(j["choices"][0]["finish_reason"] == "length" for j in served)
+        assert min(used) >= 1 and min(used) < 2000, used  # cut by the limit, not by max_tokens
+        for r in expired:
+            assert r.headers["Retry-After"] == "1"
+            err = is_error(r, 503)
+            assert err["type"] == "unavailable_error" and "--timeout 1 s" in err["message"], err
+        # Each request ends within about 1 s of its arrival (+ one step), not after all 32,000 tokens.
         assert elapsed < 5, (elapsed, used)
+        m = wait_idle(s)
+        # The expired ones generated nothing: every token sampled is in a served reply.
+        assert m["llamacpp:tokens_predicted_total"] - base["llamacpp:tokens_predicted_total"] == sum(used), m
+        # Streamed, the status line is out before the request waits: the
+        # expired stream gets an error event (code 503), then [DONE].
+        def stream(i):
+            r = s.post("/v1/completions", dict(body(i), stream=True), stream=True)
+            return r.status_code, [line for line in r.iter_lines() if line]
+        got = in_threads(stream, list(range(6)))
+        assert all(code == 200 for code, _ in got)
+        assert all(lines[-1] == b"data: [DONE]" for _, lines in got), got
+        events = [json.loads(lines[-2][len(b"data: "):]) for _, lines in got]
+        late = [e for e in events if "error" in e]
+        assert late and all(e["error"]["code"] == 503 for e in late), events
+        assert all(e["choices"][0]["finish_reason"] == "length" for e in events if "error" not in e), events
         wait_idle(s)
+
+
+def test_t_max_predict_ms_ends_at_a_newline():
+    # llama-server's rule: past the time limit (from the first token), the
+    # reply ends at its next token holding a newline, stop_type "limit".
+    with Server(MODEL, "-c", "1024") as s:
+        b = {"prompt": "Once upon a time", "n_predict": 600, "ignore_eos": True, "temperature": 0.8, "seed": 3}
+        full = s.post("/completion", b).json()
+        assert full["content"].count("\n") >= 3, full["content"]
+        cut = s.post("/completion", dict(b, t_max_predict_ms=1)).json()
+        assert cut["stop_type"] == "limit" and cut["content"].endswith("\n"), cut
+        assert full["content"].startswith(cut["content"]) and len(cut["content"]) < len(full["content"])
+        chat = s.post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 600, "ignore_eos": True,
+                                          "temperature": 0.8, "seed": 3, "t_max_predict_ms": 1}).json()
+        assert chat["choices"][0]["finish_reason"] == "length" and chat["choices"][0]["text"] == cut["content"]
+        is_error(s.post("/completion", dict(b, t_max_predict_ms="1")), 400)
 
 
 def test_n_predict_is_a_ceiling():
