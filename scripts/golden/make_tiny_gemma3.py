@@ -43,7 +43,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from golden_case import lcg_ids, parse_args, report, write_case, write_models  # noqa: E402
+from golden_case import parse_args, write_preset_cases  # noqa: E402
 
 N_VOCAB = 512
 SWA = 48
@@ -134,28 +134,15 @@ def load_make_model(shared: str):
 
 def main() -> int:
     a = parse_args(__doc__)
-
-    mm = load_make_model(a.shared)
-    models = os.path.join(a.out, "models")
-    golden = os.path.join(a.out, "golden")
-    f32 = os.path.join(models, "tiny-gemma3-f32.gguf")
-    q4 = os.path.join(models, "tiny-gemma3-q4_0.gguf")
-
-    bos = write_models(mm, "tiny-gemma3", f32, q4, "Q4_0", a.llama_build)
-    for model, stem, note in ((f32, "tiny-gemma3-f32", "F32"), (q4, "tiny-gemma3-q4_0", "Q4_0")):
-        for kind, n in (("short", 32), ("long", 128)):
-            name = f"{stem}.{kind}"
-            write_case(a.golden_dump, model, name, lcg_ids(n, N_VOCAB, bos), N_VOCAB, golden,
-                       f"scripts/golden/make_tiny_gemma3.py: preset tiny-gemma3 ({note}): arch gemma3, 6 layers "
-                       f"(0-4 with a sliding window of {SWA} and RoPE base 10000, 5 full with RoPE base 1e6 and "
-                       "linear scaling 1/8), n_embd 128 (embedding x sqrt(128)), 4/2 heads of head dim 64, "
-                       "per-head q/k RMSNorm, q x 1/sqrt(64) after NEOX RoPE, RMSNorm of the attention and FFN "
-                       "outputs before each residual add, FFN gelu(gate) * up (ggml_geglu, F16 table), tied "
-                       f"output, final logit softcap {SOFTCAP:g}, SPM vocab 512")
-
-    report(f32, q4)
+    write_preset_cases(
+        a, load_make_model(a.shared), "tiny-gemma3", "Q4_0", N_VOCAB,
+        lambda note: f"scripts/golden/make_tiny_gemma3.py: preset tiny-gemma3 ({note}): arch gemma3, 6 layers "
+                     f"(0-4 with a sliding window of {SWA} and RoPE base 10000, 5 full with RoPE base 1e6 and "
+                     "linear scaling 1/8), n_embd 128 (embedding x sqrt(128)), 4/2 heads of head dim 64, "
+                     "per-head q/k RMSNorm, q x 1/sqrt(64) after NEOX RoPE, RMSNorm of the attention and FFN "
+                     "outputs before each residual add, FFN gelu(gate) * up (ggml_geglu, F16 table), tied "
+                     f"output, final logit softcap {SOFTCAP:g}, SPM vocab 512")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
