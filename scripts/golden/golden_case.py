@@ -136,3 +136,21 @@ def write_models(mm, preset: str, f32: str, quantized: str, ftype: str, llama_bu
                    stdout=subprocess.DEVNULL)
     import gguf
     return int(gguf.GGUFReader(f32).fields["tokenizer.ggml.bos_token_id"].parts[-1][0])
+
+
+def write_preset_cases(a, mm, preset: str, qtype: str, n_vocab: int, notes) -> None:
+    """The whole run of a make_tiny_<arch>.py script: write_models() of `preset` to
+    <a.out>/models/<preset>-f32.gguf and its llama-quantize `qtype` copy
+    <preset>-<qtype in lower case>.gguf, the short (32 ids) and long (128 ids) case of each
+    under <a.out>/golden (write_case), then report(). a: parse_args()'s; mm: the imported
+    make_model with the preset registered; notes(label): a case's notes, label "F32" or qtype."""
+    models = os.path.join(a.out, "models")
+    golden = os.path.join(a.out, "golden")
+    stems = (f"{preset}-f32", f"{preset}-{qtype.lower()}")
+    f32, quantized = (os.path.join(models, stem + ".gguf") for stem in stems)
+    bos = write_models(mm, preset, f32, quantized, qtype, a.llama_build)
+    for model, stem, label in ((f32, stems[0], "F32"), (quantized, stems[1], qtype)):
+        for kind, n in (("short", 32), ("long", 128)):
+            write_case(a.golden_dump, model, f"{stem}.{kind}", lcg_ids(n, n_vocab, bos), n_vocab, golden,
+                       notes(label))
+    report(f32, quantized)

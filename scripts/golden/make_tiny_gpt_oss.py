@@ -36,7 +36,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from golden_case import lcg_ids, parse_args, report, write_case, write_models  # noqa: E402
+from golden_case import parse_args, write_preset_cases  # noqa: E402
 
 N_VOCAB = 512
 SWA = 48
@@ -125,29 +125,16 @@ def load_make_model(shared: str):
 
 def main() -> int:
     a = parse_args(__doc__)
-
-    mm = load_make_model(a.shared)
-    models = os.path.join(a.out, "models")
-    golden = os.path.join(a.out, "golden")
-    f32 = os.path.join(models, "tiny-gpt-oss-f32.gguf")
-    mx = os.path.join(models, "tiny-gpt-oss-mxfp4_moe.gguf")
-
-    bos = write_models(mm, "tiny-gpt-oss", f32, mx, "MXFP4_MOE", a.llama_build)
-    for model, stem, note in ((f32, "tiny-gpt-oss-f32", "F32"), (mx, "tiny-gpt-oss-mxfp4_moe", "MXFP4_MOE")):
-        for kind, n in (("short", 32), ("long", 128)):
-            name = f"{stem}.{kind}"
-            write_case(a.golden_dump, model, name, lcg_ids(n, N_VOCAB, bos), N_VOCAB, golden,
-                       f"scripts/golden/make_tiny_gpt_oss.py: preset tiny-gpt-oss ({note}): arch gpt-oss, 2 layers "
-                       f"(layer 0 with a sliding window of {SWA}, layer 1 full), n_embd 128, 4/2 heads of head dim "
-                       "64, q/k/v/output biases, a learned sink per head in the softmax, NEOX RoPE theta 150000 "
-                       "with YaRN (factor 32, original context 4096), every layer an MoE FFN: router logits + "
-                       "bias, top 4 of 8, softmax over the 4 chosen logits, experts' gate/up + bias, swiglu_oai "
-                       "(alpha 1.702, limit 7, up + 1), down + bias, added in selection order; FFN norm "
-                       "post_attention_norm; untied output, BPE vocab 512")
-
-    report(f32, mx)
+    write_preset_cases(
+        a, load_make_model(a.shared), "tiny-gpt-oss", "MXFP4_MOE", N_VOCAB,
+        lambda note: f"scripts/golden/make_tiny_gpt_oss.py: preset tiny-gpt-oss ({note}): arch gpt-oss, 2 layers "
+                     f"(layer 0 with a sliding window of {SWA}, layer 1 full), n_embd 128, 4/2 heads of head dim "
+                     "64, q/k/v/output biases, a learned sink per head in the softmax, NEOX RoPE theta 150000 "
+                     "with YaRN (factor 32, original context 4096), every layer an MoE FFN: router logits + "
+                     "bias, top 4 of 8, softmax over the 4 chosen logits, experts' gate/up + bias, swiglu_oai "
+                     "(alpha 1.702, limit 7, up + 1), down + bias, added in selection order; FFN norm "
+                     "post_attention_norm; untied output, BPE vocab 512")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -31,7 +31,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from golden_case import lcg_ids, parse_args, report, write_case, write_models  # noqa: E402
+from golden_case import parse_args, write_preset_cases  # noqa: E402
 
 FF_DENSE = 768  # qwen3moe.feed_forward_length as the converter writes it (config intermediate_size); unused
 
@@ -69,29 +69,15 @@ def load_make_model(shared: str):
 
 def main() -> int:
     a = parse_args(__doc__)
-
-    mm = load_make_model(a.shared)
-    models = os.path.join(a.out, "models")
-    golden = os.path.join(a.out, "golden")
-    f32 = os.path.join(models, "tiny-qwen3moe-f32.gguf")
-    q4 = os.path.join(models, "tiny-qwen3moe-q4_k_m.gguf")
-
-    n_vocab = 512
-    bos = write_models(mm, "tiny-qwen3moe", f32, q4, "Q4_K_M", a.llama_build)
-    for model, stem, note in ((f32, "tiny-qwen3moe-f32", "F32"), (q4, "tiny-qwen3moe-q4_k_m", "Q4_K_M")):
-        for kind, n in (("short", 32), ("long", 128)):
-            name = f"{stem}.{kind}"
-            write_case(a.golden_dump, model, name, lcg_ids(n, n_vocab, bos), n_vocab, golden,
-                       f"scripts/golden/make_tiny_qwen3moe.py: make_model.py preset tiny-qwen3moe ({note}): arch "
-                       "qwen3moe, 2 layers, n_embd 256, 4/2 heads of head dim 128, per-head q/k RMSNorm before NEOX "
-                       "RoPE (theta 1e6), every layer an MoE FFN: softmax router over 8 experts, top 4, weights "
-                       "renormalised to sum 1, experts of 256 (expert_feed_forward_length; feed_forward_length 768 "
-                       "is not used), untied output, BPE vocab 512. Checks qwen3moe's keys, the routing and the "
-                       "weighted sum of the chosen experts in selection order")
-
-    report(f32, q4)
+    write_preset_cases(
+        a, load_make_model(a.shared), "tiny-qwen3moe", "Q4_K_M", 512,
+        lambda note: f"scripts/golden/make_tiny_qwen3moe.py: make_model.py preset tiny-qwen3moe ({note}): arch "
+                     "qwen3moe, 2 layers, n_embd 256, 4/2 heads of head dim 128, per-head q/k RMSNorm before NEOX "
+                     "RoPE (theta 1e6), every layer an MoE FFN: softmax router over 8 experts, top 4, weights "
+                     "renormalised to sum 1, experts of 256 (expert_feed_forward_length; feed_forward_length 768 "
+                     "is not used), untied output, BPE vocab 512. Checks qwen3moe's keys, the routing and the "
+                     "weighted sum of the chosen experts in selection order")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -38,7 +38,9 @@ EXTRA = [
 ]
 
 
-def load_texts(path: str) -> list[dict]:
+def load_texts(path: str, extra: list[str], prefix: str, source: str) -> list[dict]:
+    """The texts of the case file `path`, then each of `extra` twice (plain, and with BOS and
+    special-token parsing), named <prefix>-NN[+bos+ps]."""
     out = []
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -48,9 +50,9 @@ def load_texts(path: str) -> list[dict]:
             text = j["text"].encode("utf-8", "surrogatepass") if "text" in j else base64.b64decode(j["text_b64"])
             out.append(dict(name=j["name"], source=j.get("source", ""), text=text,
                             add_special=j["add_special"], parse_special=j["parse_special"]))
-    for i, t in enumerate(EXTRA):
+    for i, t in enumerate(extra):
         for add, parse, suffix in ((False, False, ""), (True, True, "+bos+ps")):
-            out.append(dict(name=f"gpt4o-{i:02d}{suffix}", source="gpt-4o pre-tokenizer cases (this script)",
+            out.append(dict(name=f"{prefix}-{i:02d}{suffix}", source=source,
                             text=t.encode("utf-8"), add_special=add, parse_special=parse))
     return out
 
@@ -70,15 +72,17 @@ def field(d: dict, key: str, b: bytes) -> None:
         d[key] = s
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(doc: str = __doc__, extra: list[str] = EXTRA, prefix: str = "gpt4o",
+         source: str = "gpt-4o pre-tokenizer cases (this script)") -> int:
+    """Writes --out from the texts of --texts plus `extra` (load_texts), tokenized by --tool."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tool", required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--texts", default=os.path.join(os.path.dirname(__file__), "../../tests/data/tokenizer/cases/qwen2.jsonl"))
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
 
-    cases = load_texts(a.texts)
+    cases = load_texts(a.texts, extra, prefix, source)
     tsv = "".join(f"{c['name']}\t{int(c['add_special'])}\t{int(c['parse_special'])}\t"
                   f"{base64.b64encode(c['text']).decode()}\n" for c in cases)
     r = subprocess.run(["bash", "-c", 'ulimit -s unlimited && exec "$0" "$1"', a.tool, a.model],

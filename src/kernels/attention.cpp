@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "kernels/ops.hpp"
 #include "kernels/ops_table.hpp"
@@ -109,6 +110,12 @@ int64_t attend_block_bk(int64_t hd, int64_t hd_v) {
   return std::clamp<int64_t>((16384 / row_bytes) / 8 * 8, 8, 256);
 }
 
+void mask_scores(float* scores, int64_t ld, const QueryRow* rows, int64_t n_rows, int64_t n_gqa) {
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t i = 0; i < n_gqa; ++i)
+      std::fill_n(scores + (r * n_gqa + i) * ld, rows[r].n_masked, -std::numeric_limits<float>::infinity());
+}
+
 void attend_block_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
                          int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& s) {
   if (n_rows <= 0) return;
@@ -146,6 +153,7 @@ void attend_block_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows,
     }
   }
   // Softmax of each full score row, probabilities rounded to F16.
+  mask_scores(s.scores.data(), ld, rows, n_rows, n_gqa);
   for (int64_t r = 0; r < n_rows; ++r) {
     const int64_t n_kv = rows[r].last - rows[r].first + 1;
     for (int64_t i = 0; i < n_gqa; ++i)

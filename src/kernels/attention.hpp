@@ -102,6 +102,14 @@ struct QueryRow {
   const float* q;        // [n_gqa][hd] floats (F32, rounded to F16 in the kernel)
   float* out;            // [n_gqa][hd_v] floats
   int64_t first, last;   // attends cached positions [first, last], first <= last
+  // Positions [first, first + n_masked) are in the range but masked: their
+  // scores become -inf before the softmax (probability 0), as llama.cpp's KQ
+  // mask does. A sliding window starting at w is passed as first = w - w % 16,
+  // n_masked = w % 16, so the softmax's groups and the weighted V's lanes
+  // start at a multiple of 16 as ggml's do (its rows start at cache cell 0,
+  // the window's earlier cells masked), which keeps the bits of llama.cpp's.
+  // n_masked <= last - first; those positions must be in the cache too.
+  int64_t n_masked = 0;
 };
 
 // Blocked (prefill) attention: the n_gqa query heads of KV group g at n_rows
@@ -122,6 +130,12 @@ struct QueryRow {
 // No bounds checks beyond these preconditions (hot path).
 void attend_block(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa, int64_t hd,
                   int64_t hd_v, float kq_scale, AttentionScratch& scratch);
+
+// Sets the scores of each row's masked positions (QueryRow::n_masked) to
+// -inf: row r's query vector i is scores + (r * n_gqa + i) * ld, its element
+// j position first + j. Every attend_block implementation runs it between
+// the scores and the softmax.
+void mask_scores(float* scores, int64_t ld, const QueryRow* rows, int64_t n_rows, int64_t n_gqa);
 
 // The K/V block length attend_block uses for these head sizes: a multiple of
 // 8 positions whose F32 K (or V) block is about 16 KiB, so it stays in L1

@@ -270,6 +270,7 @@ void attend_block_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows,
   // Softmax of each full score row, probabilities rounded to F16.
   for (int64_t r = 0; r < n_rows; ++r)
     for (int64_t i = 0; i < n_gqa; ++i) sp.n_kv[r * n_gqa + i] = rows[r].last - rows[r].first + 1;
+  mask_scores(sp.scores, ld, rows, n_rows, n_gqa);
   softmax_f16_rows_avx512(sp.scores, ld, sp.n_kv, n_q, kv.sinks ? kv.sinks + g * n_gqa : nullptr, n_gqa);
   for (int64_t i = 0; i < n_q * 16 * hd_v; i += 16) _mm512_storeu_ps(sp.vacc + i, _mm512_setzero_ps());
   // Weighted V, V block by V block: lane l of each output element takes the

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/ops_table.hpp"
 #include "quant/formats.hpp"
@@ -154,6 +155,30 @@ void swiglu_oai(const float* gate, const float* up, float* y, int64_t n, float a
     const float u = std::clamp(up[k], -limit, limit);
     const float glu = x / (1.0f + std::exp(alpha * (-x)));
     y[k] = glu * (u + 1.0f);
+  }
+}
+
+float gelu(float x) {
+  constexpr float kCoefA = 0.044715f;
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  // 1 + A x x as one fma: GCC contracts it so in the reference build's table
+  // (ggml_cpu_init, -O3 -march=native), and the table is what ggml reads.
+  const float inner = std::fma(kCoefA * x, x, 1.0f);
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * inner));
+}
+
+void geglu(const float* gate, const float* up, float* y, int64_t n) {
+  static const std::vector<quant::ggml_fp16_t> table = [] {
+    std::vector<quant::ggml_fp16_t> t(size_t{1} << 16);
+    for (size_t i = 0; i < t.size(); ++i)
+      t[i] = quant::fp32_to_fp16(gelu(quant::fp16_to_fp32(static_cast<quant::ggml_fp16_t>(i))));
+    return t;
+  }();
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    if (g <= -10.0f) y[i] = 0.0f;
+    else if (g >= 10.0f) y[i] = g * up[i];
+    else y[i] = quant::fp16_to_fp32(table[quant::fp32_to_fp16(g)]) * up[i];
   }
 }
 

@@ -87,6 +87,22 @@ void swiglu_rows(const float* gate, const float* up, float* y, int64_t n_rows, i
 // Thread-safe (pure).
 void swiglu_oai(const float* gate, const float* up, float* y, int64_t n, float alpha, float limit);
 
+// GELU, tanh form (Hendrycks & Gimpel 2016), as ggml_gelu_f32 computes it in
+// float: 0.5 x (1 + tanhf(sqrt(2/pi) x (1 + 0.044715 x^2))), with
+// 1 + 0.044715 x x one fma, as the reference build (llama.cpp v0.5.0, GCC
+// -O3 -march=native) compiled it where it fills ggml_table_gelu_f16
+// (ggml_cpu_init's disassembly: vfmadd213ss before the call to tanhf).
+// Thread-safe (pure).
+float gelu(float x);
+
+// y = gelu(gate) * up over n floats, as ggml_vec_geglu_f32 computes it in
+// llama.cpp v0.5.0 (ggml-cpu/vec.h, GGML_GELU_FP16 defined): gate <= -10
+// gives 0, gate >= 10 gives gate * up, else gate is rounded to F16 and looked
+// up in a table of F16(gelu(h)) for every F16 value h (ggml_table_gelu_f16),
+// and that value times up. Gemma 3's FFN (ggml_geglu_split). y may alias
+// gate or up. Thread-safe (the table is built once, on first use).
+void geglu(const float* gate, const float* up, float* y, int64_t n);
+
 // The two implementations behind swiglu_rows (the _avx2 one defined on
 // x86-64 only; tests reach both through the tables).
 void swiglu_rows_scalar(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len);

@@ -233,17 +233,26 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
   auto& x = sc.x;
   x.resize(static_cast<size_t>(n * n_embd));
   for (int64_t i = 0; i < n; ++i) {
-    if (rows[i].embd) std::copy(rows[i].embd, rows[i].embd + n_embd, &x[i * n_embd]);
-    else kernels::get_row(m.tok_embd, rows[i].token, &x[i * n_embd]);
+    if (rows[i].embd) {
+      std::copy(rows[i].embd, rows[i].embd + n_embd, &x[i * n_embd]);
+    } else {
+      kernels::get_row(m.tok_embd, rows[i].token, &x[i * n_embd]);
+      if (hp.embd_scale != 1.0f)  // Gemma 3: ggml_scale by sqrtf(n_embd), tokens only
+        for (int64_t j = i * n_embd; j < (i + 1) * n_embd; ++j) x[j] *= hp.embd_scale;
+    }
   }
 
   // RoPE angles of each row's position, shared by every layer; the frequency
   // factors may depend on the row's sequence (its n_ctx picks Phi-3 LongRoPE's
   // set, Model::rope_factors). Ministral 3's attention temperature of each row.
+  // Gemma 3's sliding layers have RoPE tables of their own (hp.swa_rope).
   const int64_t half = hp.n_rot / 2;
   auto &rope_cos = sc.rope_cos, &rope_sin = sc.rope_sin, &q_temp = sc.q_temp;
+  auto &rope_cos_swa = sc.rope_cos_swa, &rope_sin_swa = sc.rope_sin_swa;
   rope_cos.resize(static_cast<size_t>(n * half));
   rope_sin.resize(rope_cos.size());
+  rope_cos_swa.resize(hp.swa_rope ? rope_cos.size() : 0);
+  rope_sin_swa.resize(rope_cos_swa.size());
   q_temp.resize(static_cast<size_t>(n));
   kernels::RopeParams rp{hp.n_rot,          hp.rope_freq_base, hp.rope_freq_scale, hp.yarn_ext_factor,
                          hp.yarn_attn_factor, hp.yarn_beta_fast, hp.yarn_beta_slow, hp.n_ctx_orig_yarn,
@@ -251,11 +260,18 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
   for (int64_t i = 0; i < n; ++i) {
     rp.freq_factors = m.rope_factors(seqs[rows[i].seq]->n_ctx());
     kernels::rope_cache(rp, pos[i], &rope_cos[i * half], &rope_sin[i * half]);
+    if (hp.swa_rope) {
+      kernels::RopeParams rp_swa = rp;
+      rp_swa.freq_base = hp.rope_freq_base_swa;
+      rp_swa.freq_scale = hp.rope_freq_scale_swa;
+      kernels::rope_cache(rp_swa, pos[i], &rope_cos_swa[i * half], &rope_sin_swa[i * half]);
+    }
     q_temp[i] = attn_temperature(hp, pos[i]);
   }
   const bool neox = hp.rope_type == RopeType::neox;
   const float inv_sqrt_hd = 1.0f / std::sqrt(static_cast<float>(hd));
   const float kq_scale = hp.scale_q_before_kq ? 1.0f : inv_sqrt_hd;
+  const float q_scale = hp.f_attention_scale != 0.0f ? hp.f_attention_scale : inv_sqrt_hd;
   // A sequence's new rows can all be written to its cache before attention
   // unless its circular buffer would overwrite a position an earlier row of
   // the batch still reads; those rows are stored and attended one at a time.
@@ -319,6 +335,8 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     const Layer& L = m.layers[il];
     const bool swa = hp.is_swa(il);
+    const float* layer_cos = swa && hp.swa_rope ? rope_cos_swa.data() : rope_cos.data();
+    const float* layer_sin = swa && hp.swa_rope ? rope_sin_swa.data() : rope_sin.data();
     // Attention block.
     by_rows(n, [&](int64_t i) {
       kernels::rms_norm(&x[i * n_embd], L.attn_norm.data(), &cur[i * n_embd], n_embd, hp.f_norm_rms_eps);
@@ -333,9 +351,9 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
     add_bias(k, n, L.bk);
     add_bias(v, n, L.bv);
     by_rows(n, [&](int64_t i) {
-      const float* c = &rope_cos[i * half];
-      const float* s = &rope_sin[i * half];
-      if (hp.qk_norm) {  // Qwen3: RMSNorm of each head over its hd values, before RoPE
+      const float* c = &layer_cos[i * half];
+      const float* s = &layer_sin[i * half];
+      if (hp.qk_norm) {  // Qwen3, Gemma 3: RMSNorm of each head over its hd values, before RoPE
         for (int64_t h = 0; h < hp.n_head; ++h)
           kernels::rms_norm(&q[i * n_q + h * hd], L.attn_q_norm.data(), &q[i * n_q + h * hd], hd, hp.f_norm_rms_eps);
         for (int64_t h = 0; h < hp.n_head_kv; ++h)
@@ -346,7 +364,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
       if (hp.attn_temp_scale != 0.0f)  // Ministral 3: q times its position's temperature, after RoPE
         for (int64_t d = 0; d < n_q; ++d) q[i * n_q + d] *= q_temp[i];
       if (hp.scale_q_before_kq)
-        for (int64_t d = 0; d < n_q; ++d) q[i * n_q + d] *= inv_sqrt_hd;
+        for (int64_t d = 0; d < n_q; ++d) q[i * n_q + d] *= q_scale;
     });
     auto store_kv = [&](int64_t i) {
       model::KvCache& kv = *seqs[rows[i].seq];
@@ -372,11 +390,18 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
           const model::KvCache& kv = *seqs[rows[ids[0]].seq];
           const kernels::KvLayerView view{kv.k(il, 0), kv.v(il, 0), n_k, n_v, kv.capacity(),
                                           L.attn_sinks.empty() ? nullptr : L.attn_sinks.data()};
+          // A window's start rounded down to a multiple of 16, the positions
+          // before it masked (QueryRow::n_masked), where the cache holds every
+          // position (a full cache, as beside gpt-oss's and Gemma 3's global
+          // layers); a circular one may have overwritten them.
+          const bool align_window = kv.capacity() >= kv.n_ctx();
           block.resize(static_cast<size_t>(n_b));
           for (int64_t r = 0; r < n_b; ++r) {
             const int64_t i = ids[r];
-            const int64_t first = swa ? std::max<int64_t>(0, pos[i] - hp.n_swa + 1) : 0;
-            block[r] = {&q[i * n_q + g * n_gqa * hd], &att[i * n_att + g * n_gqa * hd_v], first, pos[i]};
+            const int64_t window_first = swa ? std::max<int64_t>(0, pos[i] - hp.n_swa + 1) : 0;
+            const int64_t n_masked = align_window ? window_first % 16 : 0;
+            block[r] = {&q[i * n_q + g * n_gqa * hd], &att[i * n_att + g * n_gqa * hd_v], window_first - n_masked,
+                        pos[i], n_masked};
           }
           kernels::attend_block(view, g, block.data(), n_b, n_gqa, hd, hd_v, kq_scale, scratch);
         }
@@ -398,8 +423,13 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
       kernels::matmul(L.wo, act, tmp.data(), pool);
     }
     add_bias(tmp, n, L.bo);
+    // Gemma 3 normalizes a block's output before its residual add.
+    auto post_norm = [&](const std::vector<float>& w, int64_t i) {
+      if (hp.post_norms) kernels::rms_norm(&tmp[i * n_embd], w.data(), &tmp[i * n_embd], n_embd, hp.f_norm_rms_eps);
+    };
     // Feed-forward block (after the residual add of its row).
     by_rows(n, [&](int64_t i) {
+      post_norm(L.attn_post_norm, i);
       add_residual(i);
       kernels::rms_norm(&x[i * n_embd], L.ffn_norm.data(), &cur[i * n_embd], n_embd, hp.f_norm_rms_eps);
     });
@@ -412,13 +442,17 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
       kernels::matmul_many(gate_up, act, pool);
       pool.parallel_for(n, 1, [&](int64_t r0, int64_t r1) {  // row by row: any split gives the same bits
         const size_t o = static_cast<size_t>(r0 * hp.n_ff);
-        kernels::swiglu_rows(gate.data() + o, up.data() + o, gate.data() + o, r1 - r0, hp.n_ff);
+        if (hp.gelu_ffn) kernels::geglu(gate.data() + o, up.data() + o, gate.data() + o, (r1 - r0) * hp.n_ff);
+        else kernels::swiglu_rows(gate.data() + o, up.data() + o, gate.data() + o, r1 - r0, hp.n_ff);
       });
       observe(obs, {&L.ffn_down}, gate.data(), n, hp.n_ff);
       kernels::Activations par(gate.data(), n, hp.n_ff, &sc.act);
       kernels::matmul(L.ffn_down, par, tmp.data(), pool);
     }
-    by_rows(n, add_residual);
+    by_rows(n, [&](int64_t i) {
+      post_norm(L.ffn_post_norm, i);
+      add_residual(i);
+    });
   }
   for (size_t sq = 0; sq < seqs.size(); ++sq)
     if (n_new[sq]) seqs[sq]->set_n_past(seqs[sq]->n_past() + n_new[sq]);
@@ -491,6 +525,11 @@ void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::s
   observe(observer, {&m.output}, s.normed.data(), n_wanted, hp.n_embd);
   kernels::Activations act(s.normed.data(), n_wanted, hp.n_embd, &s.act);
   kernels::matmul(m.output, act, logits.data(), pool);
+  if (hp.f_final_logit_softcapping > 0.0f) {
+    // ggml_scale by 1 / cap, ggml_tanh (tanhf), ggml_scale by cap (llama.cpp v0.5.0 src/models/gemma3.cpp).
+    const float cap = hp.f_final_logit_softcapping, inv_cap = 1.0f / cap;
+    for (float& l : logits) l = std::tanh(l * inv_cap) * cap;
+  }
 }
 
 }  // namespace synapse::model

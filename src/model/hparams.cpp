@@ -31,7 +31,7 @@ struct Keys {
 constexpr std::pair<std::string_view, Arch> kArchs[] = {
     {"llama", Arch::llama},       {"mistral", Arch::mistral},   {"qwen2", Arch::qwen2}, {"qwen3", Arch::qwen3},
     {"qwen3moe", Arch::qwen3moe}, {"mistral3", Arch::mistral3}, {"phi3", Arch::phi3},
-    {"gpt-oss", Arch::gpt_oss}};
+    {"gpt-oss", Arch::gpt_oss},   {"gemma3", Arch::gemma3}};
 
 // llama.cpp's load_swa_pattern: attention.sliding_window_pattern as one bool
 // per layer, or an integer n (default n_pattern): layer il slides when
@@ -50,6 +50,37 @@ void read_swa_pattern(const Keys& k, HParams& hp, int64_t n_pattern) {
   if (n_pattern < 0) fail(k.f, key, "negative pattern " + std::to_string(n_pattern));
   for (int64_t il = 0; il < hp.n_layer; ++il)
     hp.swa_layers[il] = n_pattern == 0 || il % n_pattern < n_pattern - 1 ? 1 : 0;
+}
+
+// llama.cpp v0.5.0 src/models/gemma3.cpp (load_arch_hparams, the graph):
+// with a window (attention.sliding_window > 0) the layers slide in
+// sliding_window_pattern (default 6: five local, one global), the local ones
+// with their own RoPE (rope.freq_base_swa, default 10000, unscaled), the
+// global ones with rope.freq_base and the file's scaling; without one every
+// layer is global. layer_norm_rms_epsilon is required; final_logit_softcapping
+// optional. q is scaled before q.k by f_attention_scale, which Gemma's
+// reference (gemma_pytorch config.py, query_pre_attn_scalar) sets to
+// 1/sqrt(n_embd / n_head) for the 27B (llama.cpp: 62 layers) and
+// 1/sqrt(head dim) for the others.
+void read_gemma3(const Keys& k, HParams& hp) {
+  if (hp.n_swa > 0) {
+    read_swa_pattern(k, hp, 6);
+    hp.swa_rope = true;
+    hp.rope_freq_base_swa = k.f32("rope.freq_base_swa").value_or(10000.0f);
+    hp.rope_freq_scale_swa = 1.0f;
+  }
+  if (!k.f32("attention.layer_norm_rms_epsilon"))
+    fail(k.f, k.name("attention.layer_norm_rms_epsilon"), "required key is missing");
+  hp.f_final_logit_softcapping = k.f32("final_logit_softcapping").value_or(0.0f);
+  if (!std::isfinite(hp.f_final_logit_softcapping) || hp.f_final_logit_softcapping < 0.0f)
+    fail(k.f, k.name("final_logit_softcapping"), "not a finite number >= 0");
+  hp.qk_norm = true;
+  hp.scale_q_before_kq = true;
+  hp.f_attention_scale = hp.n_layer == 62 ? 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head))
+                                          : 1.0f / std::sqrt(static_cast<float>(hp.n_embd_head_k));
+  hp.embd_scale = std::sqrt(static_cast<float>(hp.n_embd));
+  hp.post_norms = true;
+  hp.gelu_ffn = true;
 }
 
 }  // namespace
@@ -151,9 +182,9 @@ HParams read_hparams(const gguf::File& f) {
 
   hp.f_norm_rms_eps = k.f32("attention.layer_norm_rms_epsilon").value_or(1e-5f);
   hp.rope_freq_base = k.f32("rope.freq_base").value_or(10000.0f);
-  // llama_model_rope_type: NEOX for qwen2, qwen3, qwen3moe, phi3 and gpt-oss; mistral3 is normal.
+  // llama_model_rope_type: NEOX for qwen2, qwen3, qwen3moe, phi3, gpt-oss and gemma3; mistral3 is normal.
   const bool neox = hp.arch == Arch::qwen2 || hp.arch == Arch::qwen3 || hp.arch == Arch::qwen3moe ||
-                    hp.arch == Arch::phi3 || hp.arch == Arch::gpt_oss;
+                    hp.arch == Arch::phi3 || hp.arch == Arch::gpt_oss || hp.arch == Arch::gemma3;
   hp.rope_type = neox ? RopeType::neox : RopeType::normal;
 
   // RoPE scaling: llama.cpp's llm_load_hparams + llama_context.
@@ -225,6 +256,7 @@ HParams read_hparams(const gguf::File& f) {
   hp.fused_qkv = hp.arch == Arch::phi3;
   hp.scale_q_before_kq = hp.arch == Arch::phi3;
   hp.qk_norm = hp.arch == Arch::qwen3 || hp.arch == Arch::qwen3moe;
+  if (hp.arch == Arch::gemma3) read_gemma3(k, hp);
   // llama.cpp v0.5.0 src/llama-model.cpp:1258 (optional key) and :1403-1408.
   hp.pooling_type = static_cast<int32_t>(k.i64("pooling_type").value_or(-1));
   if (hp.pooling_type < -1 || hp.pooling_type > 4)

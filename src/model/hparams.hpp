@@ -19,7 +19,7 @@
 
 namespace synapse::model {
 
-enum class Arch { llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3, gpt_oss };
+enum class Arch { llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3, gpt_oss, gemma3 };
 // How a MoE router's logits become the chosen experts' weights (llama.cpp's
 // llama_expert_gating_func_type with build_moe_ffn's norm_w):
 // softmax_norm: softmax over all experts, top k, the k weights divided by
@@ -51,6 +51,14 @@ struct HParams {
   RopeType rope_type = RopeType::normal;
   float rope_freq_base = 10000.0f;  // rope.freq_base (rope_theta)
   float rope_freq_scale = 1.0f;     // 1 / rope.scaling.factor
+  // The sliding layers' own RoPE (llama.cpp's rope_freq_base_train_swa and
+  // rope_freq_scale_train_swa, which llama_model::get_rope_freq_base/scale
+  // give a layer where is_swa(il)): gemma3 reads rope.freq_base_swa (default
+  // 10000) and never scales them; the global layers keep rope_freq_base and
+  // rope_freq_scale. swa_rope false: every layer uses the one RoPE above.
+  bool swa_rope = false;
+  float rope_freq_base_swa = 10000.0f;
+  float rope_freq_scale_swa = 1.0f;
   // YaRN (Peng et al. 2023) as llama.cpp's llama_context derives it:
   // ext_factor 1 for scaling type "yarn", else 0; beta_fast 32, beta_slow 1.
   float yarn_ext_factor = 0.0f;
@@ -69,12 +77,18 @@ struct HParams {
   // Which layers use the window (llama.cpp's hparams.is_swa): empty = every
   // layer when n_swa > 0; gpt-oss: attention.sliding_window_pattern (an
   // integer n: layer il slides when il % n < n - 1, default 2, so the even
-  // layers; or one bool per layer), as load_swa_pattern reads it.
+  // layers; or one bool per layer), as load_swa_pattern reads it; gemma3:
+  // the same with default 6 (five sliding layers, then a global one).
   std::vector<uint8_t> swa_layers;
   int64_t n_expert = 0;         // expert_count (Mixtral, Qwen3-MoE)
   int64_t n_expert_used = 0;    // expert_used_count
   bool fused_qkv = false;       // Phi-3: attn_qkv [q|k|v] and ffn_up [gate|up]
-  bool scale_q_before_kq = false;  // Phi-3 scales q by 1/sqrt(head dim) before q.k
+  // Phi-3 and Gemma 3 scale q (after RoPE) before q.k, which then runs with
+  // scale 1: by f_attention_scale (llama.cpp's hparams.f_attention_scale:
+  // gemma3 1/sqrt(n_embd_head_k), its 27B, 62 layers, 1/sqrt(n_embd / n_head)),
+  // or by 1/sqrt(n_embd_head_k) when that is 0 (Phi-3).
+  bool scale_q_before_kq = false;
+  float f_attention_scale = 0.0f;
   bool qk_norm = false;         // Qwen3, Qwen3-MoE: per-head RMSNorm of q and k (attn_q_norm/attn_k_norm) before RoPE
   // <prefix>.pooling_type (llama.cpp's LLM_KV_POOLING_TYPE, llama_pooling_type
   // values: 0 none, 1 mean, 2 cls, 3 last, 4 rank); -1 (unspecified) when
@@ -90,6 +104,16 @@ struct HParams {
   bool attn_sinks = false;
   bool swiglu_oai = false;
   ExpertGating expert_gating = ExpertGating::softmax_norm;
+  // Gemma 3 (llama.cpp v0.5.0 src/models/gemma3.cpp): the token embeddings
+  // times embd_scale = sqrtf(n_embd) (1: none; not rows given as embeddings);
+  // RMSNorms of the attention output and of the FFN output (post_attention_norm,
+  // post_ffw_norm) before their residual adds; the FFN's gate through GELU
+  // (ggml_geglu_split) instead of SiLU; logits softcapped as
+  // tanh(l / cap) * cap when final_logit_softcapping > 0.
+  float embd_scale = 1.0f;
+  bool post_norms = false;
+  bool gelu_ffn = false;
+  float f_final_logit_softcapping = 0.0f;
 
   int64_t n_gqa() const { return n_head / n_head_kv; }
   // Whether layer il attends through the sliding window.

@@ -5,7 +5,7 @@
 // Sliding-window models keep a circular buffer of min(n_swa, n_ctx) rows:
 // position p lives in slot p % capacity, and memory stays bounded however long
 // the sequence runs (seed 000 "Sliding Window"). A model whose layers mix
-// windowed and full attention (gpt-oss; HParams::kv_window) keeps every
+// windowed and full attention (gpt-oss, Gemma 3; HParams::kv_window) keeps every
 // position in every layer: its windowed layers read only their window, but
 // their rows are not stored apart (llama.cpp's llama_kv_cache_iswa does).
 #pragma once

@@ -229,6 +229,10 @@ std::unique_ptr<Model> load_model(gguf::File file) {
       L.attn_q_norm = b.vec(p + "attn_q_norm.weight", hp.n_embd_head_k);
       L.attn_k_norm = b.vec(p + "attn_k_norm.weight", hp.n_embd_head_k);
     }
+    if (hp.post_norms) {
+      L.attn_post_norm = b.vec(p + "post_attention_norm.weight", hp.n_embd);
+      L.ffn_post_norm = b.vec(p + "post_ffw_norm.weight", hp.n_embd);
+    }
     if (hp.n_expert > 0) {
       bind_experts(b, hp, il, L);
     } else if (hp.fused_qkv) {

@@ -22,7 +22,10 @@ struct Layer {
   std::vector<float> attn_norm;         // blk.N.attn_norm.weight [n_embd]
   WeightView wq, wk, wv, wo;            // attn_q/k/v/output (Phi-3: views of attn_qkv)
   std::vector<float> bq, bk, bv, bo;    // Qwen2 biases (empty when absent)
-  std::vector<float> attn_q_norm, attn_k_norm;  // Qwen3 per-head norms [n_embd_head_k] (else empty)
+  std::vector<float> attn_q_norm, attn_k_norm;  // Qwen3, Gemma 3 per-head norms [n_embd_head_k] (else empty)
+  // Gemma 3 (else empty): post_attention_norm.weight and post_ffw_norm.weight
+  // [n_embd], the norms of the attention and FFN outputs.
+  std::vector<float> attn_post_norm, ffn_post_norm;
   std::vector<float> ffn_norm;          // blk.N.ffn_norm.weight
   WeightView ffn_gate, ffn_up, ffn_down;  // dense FFN (Phi-3: views of fused ffn_up)
   WeightView ffn_gate_inp;              // MoE router [n_embd -> n_expert]

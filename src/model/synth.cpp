@@ -284,6 +284,10 @@ std::vector<Meta> metadata(const SynthPreset& p, const FileType& ft) {
     f32(a + ".rope.scaling.factor", p.yarn_factor);
     u32(a + ".rope.scaling.original_context_length", static_cast<uint64_t>(p.yarn_orig_ctx));
   }
+  if (p.linear_factor != 0.0f) {
+    str(a + ".rope.scaling.type", "linear");
+    f32(a + ".rope.scaling.factor", p.linear_factor);
+  }
   if (a == "llama") u32(a + ".vocab_size", static_cast<uint64_t>(p.n_vocab));
 
   // SentencePiece-style vocabulary: specials, 256 byte tokens, generated pieces.
@@ -315,8 +319,8 @@ std::vector<Meta> metadata(const SynthPreset& p, const FileType& ft) {
 }
 
 void check_preset(const SynthPreset& p) {
-  if (p.arch != "llama" && p.arch != "qwen2" && p.arch != "qwen3moe" && p.arch != "gpt-oss")
-    bad_arg(p.name + ": architecture '" + p.arch + "' (llama, qwen2, qwen3moe or gpt-oss)");
+  if (p.arch != "llama" && p.arch != "qwen2" && p.arch != "qwen3moe" && p.arch != "gpt-oss" && p.arch != "gemma3")
+    bad_arg(p.name + ": architecture '" + p.arch + "' (llama, qwen2, qwen3moe, gpt-oss or gemma3)");
   if (p.n_layer < 1 || p.n_embd < 1 || p.n_head < 1 || p.n_head_kv < 1 || p.n_ff < 1 || p.n_ctx_train < 1)
     bad_arg(p.name + ": layers, n_embd, heads, n_ff and context must be positive");
   if ((p.head_dim == 0 && p.n_embd % p.n_head != 0) || p.n_head % p.n_head_kv != 0 || p.head_size() % 2 != 0 ||
@@ -327,6 +331,10 @@ void check_preset(const SynthPreset& p) {
     bad_arg(p.name + ": qwen3moe has experts and q/k norms in every layer");
   if (p.arch == "gpt-oss" && (p.n_expert < 1 || !p.qkv_bias || p.tied || p.sliding_window < 1))
     bad_arg(p.name + ": gpt-oss has experts, q/k/v biases, its own output and a sliding window");
+  if (p.arch == "gemma3" && (p.n_expert > 0 || !p.qk_norm || p.qkv_bias || !p.tied))
+    bad_arg(p.name + ": gemma3 is dense, with q/k norms, no biases and a tied output");
+  if (p.linear_factor != 0.0f && (p.linear_factor < 1.0f || p.yarn_factor != 0.0f))
+    bad_arg(p.name + ": linear rope scaling needs factor >= 1 and no YaRN");
   if (p.yarn_factor != 0.0f && (p.yarn_factor < 1.0f || p.yarn_orig_ctx < 1))
     bad_arg(p.name + ": YaRN needs factor >= 1 and the original context length");
   if (p.n_expert < 0 || p.n_expert > 512 ||
@@ -395,6 +403,18 @@ SynthPreset synth_preset(std::string_view name) {
     p.head_dim = 64;
     p.n_expert = 32, p.n_expert_used = 4, p.n_ff_exp = 2880;
     p.sliding_window = 128, p.yarn_factor = 32.0f, p.yarn_orig_ctx = 4096;
+  } else if (name == "gemma-3-4b") {
+    // google/gemma-3-4b-it config.json (text_config) as llama.cpp v0.5.0's
+    // converter writes it (conversion/gemma.py): 34 layers, n_embd 2560, 8/4
+    // heads of 256 (not 2560 / 8), FFN 10240, the vocabulary of its
+    // tokenizer.model (262144; the embedding's 262208 rows are cut to it),
+    // sliding window 1024 on five layers of six, RoPE theta 1e6 with linear
+    // factor 8 on the global layers, q/k norms, tied output.
+    p.arch = "gemma3";
+    p.n_layer = 34, p.n_embd = 2560, p.n_head = 8, p.n_head_kv = 4, p.n_ff = 10240, p.n_vocab = 262144;
+    p.n_ctx_train = 131072, p.tied = true, p.rope_theta = 1000000.0f, p.rms_eps = 1e-6f;
+    p.head_dim = 256, p.qk_norm = true;
+    p.sliding_window = 1024, p.linear_factor = 8.0f;
   } else {
     std::string known;
     for (const std::string& n : synth_preset_names()) known += (known.empty() ? "" : ", ") + n;
@@ -404,7 +424,7 @@ SynthPreset synth_preset(std::string_view name) {
 }
 
 std::vector<std::string> synth_preset_names() {
-  return {"smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b", "llama-3.1-8b", "qwen3-30b-a3b", "gpt-oss-20b"};
+  return {"smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b", "llama-3.1-8b", "qwen3-30b-a3b", "gpt-oss-20b", "gemma-3-4b"};
 }
 
 std::vector<std::string> synth_type_names() {
@@ -470,7 +490,7 @@ std::vector<SynthTensor> synth_plan(const SynthPreset& p, std::string_view ftype
   const auto vec = [&](std::string name, int64_t n) {
     plan.push_back(SynthTensor{std::move(name), {n}, GgmlType::F32, static_cast<uint64_t>(n) * 4});
   };
-  const bool gpt_oss = p.arch == "gpt-oss";
+  const bool gpt_oss = p.arch == "gpt-oss", gemma3 = p.arch == "gemma3";
   matrix("token_embd.weight", p.n_embd, p.n_vocab, p.tied ? 1 : 0, -1, Role::token_embd);
   if (p.rope_factor != 0.0f) vec("rope_freqs.weight", head / 2);
   for (int64_t il = 0; il < p.n_layer; ++il) {
@@ -491,6 +511,7 @@ std::vector<SynthTensor> synth_plan(const SynthPreset& p, std::string_view ftype
       vec(b + "attn_output.bias", p.n_embd);
       vec(b + "attn_sinks.weight", p.n_head);
     }
+    if (gemma3) vec(b + "post_attention_norm.weight", p.n_embd);
     vec(b + (gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), p.n_embd);
     if (p.n_expert > 0) {
       f32_matrix(b + "ffn_gate_inp.weight", p.n_embd, p.n_expert);
@@ -508,6 +529,7 @@ std::vector<SynthTensor> synth_plan(const SynthPreset& p, std::string_view ftype
       matrix(b + "ffn_up.weight", p.n_embd, p.n_ff, 0, il, Role::ffn_up);
       matrix(b + "ffn_down.weight", p.n_ff, p.n_embd, 3, il, Role::ffn_down);
     }
+    if (gemma3) vec(b + "post_ffw_norm.weight", p.n_embd);
   }
   vec("output_norm.weight", p.n_embd);
   if (!p.tied) matrix("output.weight", p.n_embd, p.n_vocab, 1, -1, Role::output);

@@ -39,7 +39,7 @@ namespace synapse::model {
 // The hyperparameters of one real model (from its config.json / GGUF).
 struct SynthPreset {
   std::string name;           // "llama-3.2-1b"
-  std::string arch;           // general.architecture: "llama", "qwen2", "qwen3moe" or "gpt-oss"
+  std::string arch;           // general.architecture: "llama", "qwen2", "qwen3moe", "gpt-oss" or "gemma3"
   int64_t n_layer = 0;
   int64_t n_embd = 0;
   int64_t n_head = 0;
@@ -75,6 +75,11 @@ struct SynthPreset {
   int64_t sliding_window = 0;
   float yarn_factor = 0.0f;
   int64_t yarn_orig_ctx = 0;
+  // Linear RoPE scaling (rope.scaling.type linear, rope.scaling.factor; 0 =
+  // none): Gemma 3 4B and up, factor 8, on the global layers. gemma3 files
+  // also get per layer post_attention_norm and post_ffw_norm, and their
+  // sliding window slides on five layers of six (llama.cpp's default pattern).
+  float linear_factor = 0.0f;
 
   int64_t head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
 };

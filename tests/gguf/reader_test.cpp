@@ -38,6 +38,8 @@ const Expected kFiles[] = {
     {"models/stories260K.gguf", 3, 19, 48, 14176, 1185376, 1171200, 29409u},
     {"models/tiny-gpt-oss-f32.gguf", 3, 33, 41, 14080, 4511104, 4496992, 32983099u},
     {"models/tiny-gpt-oss-mxfp4_moe.gguf", 3, 34, 41, 14144, 820672, 806496, 57205u},
+    {"models/tiny-gemma3-f32.gguf", 3, 32, 80, 16544, 5013152, 4996608, 57410u},
+    {"models/tiny-gemma3-q4_0.gguf", 3, 33, 80, 16608, 765664, 749056, 47237u},
     {"models/tiny-llama-bf16.gguf", 3, 24, 21, 21888, 4221312, 4199424, 48662973u},
     {"models/tiny-llama-f16.gguf", 3, 24, 21, 21888, 4221312, 4199424, 44674277u},
     {"models/tiny-llama-f32.gguf", 3, 23, 21, 21856, 8415584, 8393728, 130353669u},

@@ -187,6 +187,54 @@ INSTANTIATE_TEST_SUITE_P(
         BlockCase{33, 16, 2, 64, 64, 1, 48, 1000, 16})),  // window shorter than the block
     table_and_index<BlockCase>);
 
+// Masked leading positions (QueryRow::n_masked, a sliding window aligned to
+// 16 as ggml's lanes are): every table gives the scalar kernel's bits, the
+// masked positions' K and V do not matter (other values, same bits), and the
+// result is attention over the unmasked range, summed in other groups (so
+// equal to attend_group on it to rounding, not to the bit).
+TEST_P(OpsTables, AttentionMaskedPositionsAreIgnored) {
+  const int64_t n_rows = 20, n_gqa = 4, hd = 64, hd_v = 64, n_groups = 2, capacity = 160, n_swa = 37;
+  BlockData b = make_block_data(n_rows, n_gqa, hd, hd_v, n_groups, capacity, 123);
+  const KvLayerView view{b.k.data(), b.v.data(), b.k_stride, b.v_stride, capacity, nullptr};
+  const float scale = 1.0f / 8.0f;
+  const int64_t q_row = n_groups * n_gqa * hd, o_row = n_groups * n_gqa * hd_v;
+  const auto run = [&](const OpsTable& t, std::vector<float>& out) {
+    AttentionScratch sc;
+    out.assign(static_cast<size_t>(n_rows * o_row), NAN);
+    for (int64_t g = 0; g < n_groups; ++g) {
+      std::vector<QueryRow> rows(static_cast<size_t>(n_rows));
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const int64_t pos = 105 + r, w = pos - n_swa + 1;
+        rows[r] = {&b.q[r * q_row + g * n_gqa * hd], &out[r * o_row + g * n_gqa * hd_v], w - w % 16, pos, w % 16};
+      }
+      t.attend_block(view, g, rows.data(), n_rows, n_gqa, hd, hd_v, scale, 32, sc);
+    }
+  };
+  std::vector<float> want, got, other;
+  run(ops_table(quant::Isa::scalar), want);
+  run(table(), got);
+  ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << quant::isa_name(table().isa);
+  AttentionScratch sg;
+  std::vector<float> ref(static_cast<size_t>(hd_v * n_gqa));
+  for (int64_t g = 0; g < n_groups; ++g)
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const int64_t pos = 105 + r;
+      attend_group_scalar(view, g, pos - n_swa + 1, pos, &b.q[r * q_row + g * n_gqa * hd], n_gqa, hd, hd_v, scale,
+                          ref.data(), sg);
+      for (int64_t d = 0; d < n_gqa * hd_v; ++d)
+        ASSERT_NEAR(ref[d], got[r * o_row + g * n_gqa * hd_v + d], 1e-5f * (1.0f + std::fabs(ref[d]))) << r << " " << d;
+    }
+  // The windows start at 69 .. 88: positions 64 .. 68 are masked for the
+  // rows whose range starts at 64 and outside the others' ranges, so new K
+  // and V there leave the bits as they were.
+  for (int64_t p = 64; p < 69; ++p) {
+    for (int64_t d = 0; d < b.k_stride; ++d) b.k[p * b.k_stride + d] = quant::fp32_to_fp16(100.0f);
+    for (int64_t d = 0; d < b.v_stride; ++d) b.v[p * b.v_stride + d] = quant::fp32_to_fp16(-50.0f);
+  }
+  run(table(), other);
+  EXPECT_EQ(0, std::memcmp(got.data(), other.data(), got.size() * sizeof(float)));
+}
+
 // Arbitrary ranges in one call (rows need not be consecutive positions):
 // rows that skip some K blocks, with 3 heads per group (one head at a
 // time), 4 and 7 (the four-head kernels, then the rest), hd_v 72 and 64

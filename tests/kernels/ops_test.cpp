@@ -1,6 +1,7 @@
 // kernels::expf_ggml (one lane of ggml_v_expf) against every ops table's
 // form (ops_tables.hpp) and known values; the softmax / swiglu forms built
-// on it. The OpsTables suite is instantiated here, once.
+// on it; geglu's GELU table against ggml's. The OpsTables suite is
+// instantiated here, once.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 #include "kernels/ops.hpp"
 #include "kernels/ops_tables.hpp"
+#include "quant/fp16.hpp"
 #include "quant/simd.hpp"
 
 namespace synapse::kernels {
@@ -166,6 +168,57 @@ TEST(Swiglu, OaiClampsAndAddsOne) {
   EXPECT_EQ(bits(y[3]), bits(y[4]));  // gate and up past the limit act as the limit
   EXPECT_EQ(bits(y[6]), bits(y[7]));  // up below -limit acts as -limit
   EXPECT_GT(y[5], -1e-30f);           // a very negative gate is not clamped: silu -> 0
+}
+
+// geglu's table against ggml's: every entry ggml_vec_geglu_f32 reads (the F16
+// gates h with -10 < h < 10), recovered from geglu(h, 1) (exact: an F16 value
+// times 1), hashed as scripts/golden/gelu_table_ref.cpp hashes llama.cpp
+// v0.5.0's ggml_table_gelu_f16 (FNV-1a 64, bit-pattern order, 2 bytes
+// little-endian each); that program printed the count and hash below for the
+// reference build.
+TEST(Geglu, TableEqualsGgmls) {
+  uint64_t hash = 1469598103934665603ull;
+  int n = 0;
+  const float one = 1.0f;
+  for (uint32_t i = 0; i < (1u << 16); ++i) {
+    const float x = quant::fp16_to_fp32(static_cast<quant::ggml_fp16_t>(i));
+    if (!(x > -10.0f && x < 10.0f)) continue;
+    float y = 0.0f;
+    geglu(&x, &one, &y, 1);
+    const quant::ggml_fp16_t v = quant::fp32_to_fp16(y);
+    ASSERT_EQ(quant::fp16_to_fp32(v), y) << "not an F16 value at 0x" << std::hex << i;
+    for (int b = 0; b < 2; ++b) {
+      hash ^= static_cast<uint8_t>(v >> (8 * b));
+      hash *= 1099511628211ull;
+    }
+    ++n;
+  }
+  EXPECT_EQ(n, 37376);
+  EXPECT_EQ(hash, 0xf0f8429dfdb90568ull);
+}
+
+// Outside (-10, 10) ggml skips the table: 0 below, gate * up above; inside,
+// the gate is rounded to F16 first, so two gates of one F16 value give the
+// same bits, and the result is GELU to F16 precision.
+TEST(Geglu, EdgesAndRounding) {
+  const float gate[] = {-10.0f, -50.0f, 10.0f, 12.5f, 1.0f, 1.0001f, -1.5f, 3.0f};
+  const float up[] = {3.0f, 3.0f, 2.0f, -2.0f, 1.0f, 1.0f, 2.0f, 0.5f};
+  float y[8];
+  geglu(gate, up, y, 8);
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_EQ(y[1], 0.0f);
+  EXPECT_EQ(y[2], 20.0f);
+  EXPECT_EQ(y[3], -25.0f);
+  EXPECT_EQ(bits(y[4]), bits(y[5]));  // 1.0001 rounds to the F16 1.0
+  for (int k = 4; k < 8; ++k) {
+    const double g = quant::round_fp16(gate[k]);
+    const double want = 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g))) * up[k];
+    EXPECT_NEAR(want, y[k], 1e-3 * std::fabs(want)) << k;
+  }
+  float z[8];
+  std::copy(gate, gate + 8, z);
+  geglu(z, up, z, 8);  // in place
+  for (int k = 0; k < 8; ++k) EXPECT_EQ(bits(z[k]), bits(y[k])) << k;
 }
 
 // swiglu_rows = ggml_vec_swiglu_f32 per row: ggml_v_silu on whole groups of

@@ -96,6 +96,9 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_tuple("tiny-qwen3moe-f32.gguf", 0), std::make_tuple("tiny-qwen3moe-q4_k_m.gguf", 0),
                       // gpt-oss: sinks, a window of 48 on layer 0 (the 64 ids pass it), MXFP4 experts.
                       std::make_tuple("tiny-gpt-oss-f32.gguf", 0), std::make_tuple("tiny-gpt-oss-mxfp4_moe.gguf", 0),
+                      // gemma3: five layers with a window of 48 and RoPE base 1e4 to one global
+                      // layer (1e6, linear 1/8), post-norms, GELU FFN, softcapped logits.
+                      std::make_tuple("tiny-gemma3-f32.gguf", 0), std::make_tuple("tiny-gemma3-q4_0.gguf", 0),
                       // The lattice formats, every matrix (token_embd Q2_K or the type).
                       std::make_tuple("tiny-llama-iq2_xxs.gguf", 0), std::make_tuple("tiny-llama-iq2_xs.gguf", 0),
                       std::make_tuple("tiny-llama-iq2_s.gguf", 0), std::make_tuple("tiny-llama-iq3_xxs.gguf", 0),

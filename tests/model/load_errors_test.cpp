@@ -3,7 +3,7 @@
 // neither expert layout, a misshapen tensor, an unknown architecture, a
 // Qwen3 file without its q/k norms, a LongRoPE file with one factor set, a
 // Qwen3-MoE file without experts or its router, a gpt-oss file without its
-// window, biases or sinks. Plus the hyperparameters the
+// window, biases or sinks, a Gemma 3 file without its norms. Plus the hyperparameters the
 // newer architectures derive from their keys.
 #include <gtest/gtest.h>
 
@@ -46,6 +46,24 @@ gguf::File rewrite(const std::string& src,
   }
   const std::vector<uint8_t> bytes = w.bytes();
   return gguf::File::from_bytes(bytes, "edited.gguf");
+}
+
+// rewrite()'s edits: every tensor kept; all but tensor `name`; every key but
+// `key`; every key, and (key, value) added after `anchor`.
+bool keep_tensor(const gguf::TensorInfo&, GgmlType&, std::vector<int64_t>&) { return true; }
+auto drop_tensor(const char* name) {
+  return [name](const gguf::TensorInfo& t, GgmlType&, std::vector<int64_t>&) { return t.name != name; };
+}
+auto drop_key(const char* key) {
+  return [key](gguf::Writer& w, const gguf::KeyValue& kv) {
+    if (kv.key != key) w.set_value(kv.key, kv.value);
+  };
+}
+auto add_key_after(const char* anchor, const char* key, gguf::Value value) {
+  return [anchor, key, value](gguf::Writer& w, const gguf::KeyValue& kv) {
+    w.set_value(kv.key, kv.value);
+    if (kv.key == anchor) w.set_value(key, value);
+  };
 }
 
 void expect_load_error(gguf::File f, Errc code, std::initializer_list<const char*> needles) {
@@ -114,7 +132,7 @@ TEST(LoadErrors, UnknownArchitectureListsSupported) {
         else w.set_value(kv.key, kv.value);
       });
   expect_load_error(std::move(f), Errc::unsupported,
-                    {"'gemma'", "supported: llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3, gpt-oss"});
+                    {"'gemma'", "supported: llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3, gpt-oss, gemma3"});
 }
 
 // What the newer architectures read (values: tests/data/models/MANIFEST.md).
@@ -177,22 +195,15 @@ TEST(Hparams, Qwen3Moe) {
   EXPECT_EQ(m->layers[1].attn_k_norm.size(), 128u);
   EXPECT_NE(m->output.data, m->tok_embd.data);  // untied, as Qwen3-30B-A3B
 
-  const auto drop_key = [](const char* key) {
-    return [key](gguf::Writer& w, const gguf::KeyValue& kv) {
-      if (kv.key != key) w.set_value(kv.key, kv.value);
-    };
-  };
-  const auto keep = [](const gguf::TensorInfo&, auto&, auto&) { return true; };
   // Without expert_feed_forward_length: 768 / 4 = 192 wide experts, which the
   // 256-wide tensors do not have.
-  expect_load_error(rewrite(data_path("models/tiny-qwen3moe-f32.gguf"), keep,
+  expect_load_error(rewrite(data_path("models/tiny-qwen3moe-f32.gguf"), keep_tensor,
                             drop_key("qwen3moe.expert_feed_forward_length")),
                     Errc::format, {"blk.0.ffn_gate_exps.weight", "expected [256, 192, 8]"});
   expect_load_error(
-      rewrite(data_path("models/tiny-qwen3moe-f32.gguf"), keep, drop_key("qwen3moe.expert_count")), Errc::format,
+      rewrite(data_path("models/tiny-qwen3moe-f32.gguf"), keep_tensor, drop_key("qwen3moe.expert_count")), Errc::format,
       {"qwen3moe.expert_count", "needs experts"});
-  expect_load_error(rewrite(data_path("models/tiny-qwen3moe-f32.gguf"),
-                            [](const gguf::TensorInfo& t, auto&, auto&) { return t.name != "blk.1.ffn_gate_inp.weight"; }),
+  expect_load_error(rewrite(data_path("models/tiny-qwen3moe-f32.gguf"), drop_tensor("blk.1.ffn_gate_inp.weight")),
                     Errc::format, {"blk.1.ffn_gate_inp.weight", "missing"});
 }
 
@@ -231,20 +242,11 @@ TEST(Hparams, GptOss) {
   EXPECT_EQ(L.down_exps_b.size(), 8u * 128u);
   EXPECT_NE(m->output.data, m->tok_embd.data);
 
-  const auto keep = [](const gguf::TensorInfo&, auto&, auto&) { return true; };
-  const auto drop_key = [](const char* key) {
-    return [key](gguf::Writer& w, const gguf::KeyValue& kv) {
-      if (kv.key != key) w.set_value(kv.key, kv.value);
-    };
-  };
-  const auto drop_tensor = [](const char* name) {
-    return [name](const gguf::TensorInfo& t, auto&, auto&) { return t.name != name; };
-  };
-  expect_load_error(rewrite(path, keep, drop_key("gpt-oss.attention.sliding_window")), Errc::format,
+  expect_load_error(rewrite(path, keep_tensor, drop_key("gpt-oss.attention.sliding_window")), Errc::format,
                     {"gpt-oss.attention.sliding_window", "missing"});
-  expect_load_error(rewrite(path, keep, drop_key("gpt-oss.expert_feed_forward_length")), Errc::format,
+  expect_load_error(rewrite(path, keep_tensor, drop_key("gpt-oss.expert_feed_forward_length")), Errc::format,
                     {"gpt-oss.expert_feed_forward_length", "missing"});
-  expect_load_error(rewrite(path, keep, drop_key("gpt-oss.expert_count")), Errc::format,
+  expect_load_error(rewrite(path, keep_tensor, drop_key("gpt-oss.expert_count")), Errc::format,
                     {"gpt-oss.expert_count", "needs experts"});
   for (const char* t : {"blk.1.attn_sinks.weight", "blk.0.post_attention_norm.weight", "blk.0.attn_output.bias",
                         "blk.1.ffn_gate_inp.bias", "blk.0.ffn_gate_exps.bias", "blk.1.ffn_up_exps.bias",
@@ -261,10 +263,7 @@ TEST(Hparams, GptOss) {
   // sliding_window_pattern as an integer (3: layers 0 and 1 slide) or as a
   // bool per layer; a sliding-window base of its own is refused by name.
   const auto with = [&](const char* key, gguf::Value v) {
-    return rewrite(path, keep, [key, v](gguf::Writer& w, const gguf::KeyValue& kv) {
-      w.set_value(kv.key, kv.value);
-      if (kv.key == "gpt-oss.attention.sliding_window") w.set_value(key, v);
-    });
+    return rewrite(path, keep_tensor, add_key_after("gpt-oss.attention.sliding_window", key, v));
   };
   gguf::Value three;
   three.type = gguf::ValueType::UINT32;
@@ -289,6 +288,75 @@ TEST(Hparams, GptOss) {
   base.type = gguf::ValueType::FLOAT32;
   base.f = 10000.0;
   expect_load_error(with("gpt-oss.rope.freq_base_swa", base), Errc::unsupported, {"gpt-oss.rope.freq_base_swa"});
+}
+
+// gemma3 (llama.cpp v0.5.0 src/models/gemma3.cpp): with a window, five
+// sliding layers (RoPE base rope.freq_base_swa, default 10000, unscaled) to
+// one global (rope.freq_base and the file's linear scaling) unless
+// sliding_window_pattern says otherwise; without one every layer is global.
+// layer_norm_rms_epsilon is required, and each layer's q/k norms and
+// post-attention and post-FFN norms; the output is tied when absent.
+TEST(Hparams, Gemma3) {
+  const std::string path = data_path("models/tiny-gemma3-f32.gguf");
+  auto m = model::load_model(path);
+  const model::HParams& hp = m->hp;
+  EXPECT_EQ(hp.arch, model::Arch::gemma3);
+  EXPECT_EQ(hp.arch_name, "gemma3");
+  EXPECT_EQ(hp.rope_type, model::RopeType::neox);
+  EXPECT_EQ(hp.n_layer, 6);
+  EXPECT_EQ(hp.n_embd_head_k, 64);
+  EXPECT_EQ(hp.n_ff, 256);
+  EXPECT_EQ(hp.n_swa, 48);
+  for (int il = 0; il < 5; ++il) EXPECT_TRUE(hp.is_swa(il)) << il;
+  EXPECT_FALSE(hp.is_swa(5));
+  EXPECT_EQ(hp.kv_window(), 0);
+  EXPECT_TRUE(hp.swa_rope);
+  EXPECT_EQ(hp.rope_freq_base, 1000000.0f);
+  EXPECT_EQ(hp.rope_freq_scale, 1.0f / 8.0f);
+  EXPECT_EQ(hp.rope_freq_base_swa, 10000.0f);
+  EXPECT_EQ(hp.rope_freq_scale_swa, 1.0f);
+  EXPECT_EQ(hp.yarn_ext_factor, 0.0f);
+  EXPECT_TRUE(hp.scale_q_before_kq);
+  EXPECT_EQ(hp.f_attention_scale, 0.125f);
+  EXPECT_EQ(hp.embd_scale, std::sqrt(128.0f));
+  EXPECT_EQ(hp.f_final_logit_softcapping, 15.0f);
+  EXPECT_EQ(hp.f_norm_rms_eps, 1e-6f);
+  EXPECT_TRUE(hp.qk_norm);
+  EXPECT_TRUE(hp.post_norms);
+  EXPECT_TRUE(hp.gelu_ffn);
+  const model::Layer& L = m->layers[5];
+  EXPECT_EQ(L.attn_q_norm.size(), 64u);
+  EXPECT_EQ(L.attn_post_norm.size(), 128u);
+  EXPECT_EQ(L.ffn_post_norm.size(), 128u);
+  EXPECT_EQ(m->file.find_tensor("output.weight"), nullptr);
+  EXPECT_EQ(m->output.name, "token_embd.weight");
+
+  for (const char* key : {"gemma3.attention.layer_norm_rms_epsilon", "gemma3.embedding_length",
+                          "gemma3.block_count", "gemma3.feed_forward_length", "gemma3.attention.head_count"})
+    expect_load_error(rewrite(path, keep_tensor, drop_key(key)), Errc::format, {key, "missing"});
+  for (const char* t : {"blk.0.post_attention_norm.weight", "blk.5.post_ffw_norm.weight",
+                        "blk.2.attn_q_norm.weight", "blk.3.attn_k_norm.weight", "blk.4.ffn_gate.weight",
+                        "output_norm.weight", "token_embd.weight"})
+    expect_load_error(rewrite(path, drop_tensor(t)), Errc::format, {t, "missing"});
+
+  // No window: every layer global, one RoPE. A pattern of 3 and a base of
+  // the sliding layers' own are read from their keys.
+  auto full = model::load_model(rewrite(path, keep_tensor, drop_key("gemma3.attention.sliding_window")));
+  EXPECT_EQ(full->hp.n_swa, 0);
+  EXPECT_FALSE(full->hp.swa_rope);
+  for (int il = 0; il < 6; ++il) EXPECT_FALSE(full->hp.is_swa(il)) << il;
+  const auto with = [&](const char* key, gguf::Value v) {
+    return rewrite(path, keep_tensor, add_key_after("gemma3.attention.sliding_window", key, v));
+  };
+  gguf::Value three;
+  three.type = gguf::ValueType::UINT32;
+  three.u = 3;
+  auto m3 = model::load_model(with("gemma3.attention.sliding_window_pattern", three));
+  for (int il = 0; il < 6; ++il) EXPECT_EQ(m3->hp.is_swa(il), il % 3 != 2) << il;
+  gguf::Value base;
+  base.type = gguf::ValueType::FLOAT32;
+  base.f = 20000.0;
+  EXPECT_EQ(model::load_model(with("gemma3.rope.freq_base_swa", base))->hp.rope_freq_base_swa, 20000.0f);
 }
 
 TEST(LoadErrors, SplitExpertsLoadLikeMerged) {

@@ -168,6 +168,30 @@ TEST(Synth, GptOss20bAsThePublishedFile) {
   EXPECT_EQ(find(plan, "output.weight").type, GgmlType::Q8_0);
 }
 
+// gemma-3-4b: Gemma 3 4B's text model, 3.88 B parameters (262144 x 2560
+// tied embedding, 34 layers of q 2048 / k, v 1024 wide attention, FFN 10240,
+// six norms). Q4_0 as llama-quantize makes it: every matrix Q4_0 but the tied
+// embedding, which is the output: Q6_K; Q4_K_M: attn_v and ffn_down Q6_K on
+// the use_more_bits layers.
+TEST(Synth, Gemma3_4bPlan) {
+  const SynthPreset p = synth_preset("gemma-3-4b");
+  const auto q4 = synth_plan(p, "Q4_0");
+  EXPECT_EQ(totals(q4).params, 3880099328u);
+  EXPECT_EQ(q4.size(), 1u + 34u * 13u + 1u);  // per layer 7 matrices and 6 norms
+  for (const SynthTensor& t : q4)
+    EXPECT_EQ(t.type, t.ne.size() == 1 ? GgmlType::F32 : t.name == "token_embd.weight" ? GgmlType::Q6_K : GgmlType::Q4_0)
+        << t.name;
+  EXPECT_EQ(find(q4, "blk.0.attn_q.weight").ne, (std::vector<int64_t>{2560, 2048}));
+  EXPECT_EQ(find(q4, "blk.33.post_ffw_norm.weight").ne, std::vector<int64_t>{2560});
+  EXPECT_EQ(find(q4, "blk.5.attn_k_norm.weight").ne, std::vector<int64_t>{256});
+  const auto km = synth_plan(p, "Q4_K_M");
+  EXPECT_EQ(find(km, "token_embd.weight").type, GgmlType::Q6_K);
+  EXPECT_EQ(find(km, "blk.0.attn_v.weight").type, GgmlType::Q6_K);
+  EXPECT_EQ(find(km, "blk.4.attn_v.weight").type, GgmlType::Q4_K);
+  EXPECT_EQ(find(km, "blk.0.ffn_down.weight").type, GgmlType::Q6_K);
+  EXPECT_EQ(find(km, "blk.0.attn_q.weight").type, GgmlType::Q4_K);
+}
+
 // Rows of 896 (Qwen2.5-0.5B) are no multiple of 256: llama-quantize falls
 // back Q4_K -> Q5_0 and Q6_K -> Q8_0 and writes the output as Q8_0.
 TEST(Synth, RowsThatNoKQuantBlockFitsFallBackAsLlamaQuantizeDoes) {
@@ -373,6 +397,31 @@ TEST(Synth, GptOssShapeLoadsAndRuns) {
   EXPECT_EQ(m->layers[1].up_exps[7].type, GgmlType::MXFP4);
   EXPECT_EQ(m->layers[0].wq.type, GgmlType::Q8_0);
   EXPECT_EQ(m->file.get_u32("general.file_type"), 38u);
+  std::remove(path.c_str());
+}
+
+// gemma-3-4b at 6 layers and n_embd 256 loads with every gemma3 feature and runs.
+TEST(Synth, Gemma3ShapeLoadsAndRuns) {
+  SynthPreset p = synth_preset("gemma-3-4b");
+  p.n_layer = 6, p.n_vocab = 512, p.n_embd = 256, p.n_head = 4, p.n_head_kv = 2, p.head_dim = 64, p.n_ff = 512;
+  p.sliding_window = 16;
+  const std::string path = tmp_path("gemma3.gguf");
+  const auto m = write_and_load(p, "Q4_0", path);
+  EXPECT_EQ(m->hp.arch, Arch::gemma3);
+  EXPECT_EQ(m->hp.n_swa, 16);
+  for (int il = 0; il < 6; ++il) EXPECT_EQ(m->hp.is_swa(il), il != 5) << il;
+  EXPECT_EQ(m->hp.rope_freq_scale, 1.0f / 8.0f);
+  EXPECT_EQ(m->hp.rope_freq_base_swa, 10000.0f);
+  EXPECT_EQ(m->layers[5].ffn_post_norm.size(), 256u);
+  EXPECT_EQ(m->layers[0].attn_q_norm.size(), 64u);
+  base::ThreadPool pool(2);
+  KvCache kv = make_kv_cache(*m, 64);
+  std::vector<token_id> ids(40);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<token_id>(3 + i * 7 % 500);
+  std::vector<float> logits;
+  forward(*m, kv, ids, false, logits, pool);
+  ASSERT_EQ(logits.size(), 512u);
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
   std::remove(path.c_str());
 }
 

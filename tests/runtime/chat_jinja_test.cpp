@@ -164,6 +164,35 @@ Reasoning: medium
   EXPECT_TRUE(out.tool_calls.empty());
 }
 
+// Gemma 3's template (tests/data/templates/models/google-gemma-3-it.jinja,
+// the one Gemma 3 GGUFs carry) renders as llama.cpp v0.5.0's llama-server
+// renders it: its /apply-template (--jinja --chat-template-file,
+// tiny-gemma3-f32.gguf) gave these prompts for the same requests: the system
+// message joins the first user turn, contents are trimmed, an assistant turn
+// is "model", text parts are concatenated, the leading <bos> is left to the
+// tokenizer.
+TEST(ChatJinja, Gemma3RendersAsLlamaServer) {
+  std::ifstream f(std::string(SYNAPSE_TEST_DATA "/templates/models/google-gemma-3-it.jinja"));
+  ASSERT_TRUE(f.good());
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const ChatRenderer r(ss.str(), "<bos>", "<eos>", "gemma3", fixed_day);
+  EXPECT_EQ(r.render(inputs(ojson::parse(R"([{"role": "system", "content": "You are terse."},
+    {"role": "user", "content": "  What is 2+2?  "}, {"role": "assistant", "content": "4"},
+    {"role": "user", "content": "And 3+3?"}])"))).prompt,
+            "<start_of_turn>user\nYou are terse.\n\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n4<end_of_turn>\n"
+            "<start_of_turn>user\nAnd 3+3?<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(r.render(inputs(ojson::parse(
+                         R"([{"role": "user", "content": [{"type": "text", "text": "Describe "},
+                              {"type": "text", "text": " this."}]}])")))
+                .prompt,
+            "<start_of_turn>user\nDescribethis.<end_of_turn>\n<start_of_turn>model\n");
+  ChatInputs in = inputs(ojson::parse(R"([{"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+    {"role": "user", "content": "Hi"}])"));
+  in.add_generation_prompt = false;
+  EXPECT_EQ(r.render(in).prompt, "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n");
+}
+
 TEST(ChatJinja, SystemMessageMergedWhereTheTemplateRefusesIt) {
   const ChatRenderer gemma = renderer("google-gemma-2-2b-it.jinja");
   const RenderedChat r = gemma.render(inputs(ojson::parse(

@@ -19,10 +19,12 @@ inline std::string tokenizer_data(const std::string& rel) {
 
 // The GGUF file behind a case-file name ("llama-spm" -> ggml-vocab-llama-spm.gguf;
 // "tiny-gpt-oss", the gpt-4o pre-tokenizer's cases, uses that test model's
-// synthetic vocabulary: no o200k vocabulary is available offline).
+// synthetic vocabulary: no o200k vocabulary is available offline; "tiny-gemma3",
+// SentencePiece without a space prefix, that model's).
 inline std::string vocab_path(const std::string& name) {
   if (name == "stories260K") return tokenizer_data("vocab/stories260K.gguf");
   if (name == "tiny-gpt-oss") return std::string(SYNAPSE_TEST_DATA) + "/models/tiny-gpt-oss-f32.gguf";
+  if (name == "tiny-gemma3") return std::string(SYNAPSE_TEST_DATA) + "/models/tiny-gemma3-f32.gguf";
   return tokenizer_data("vocab/ggml-vocab-" + name + ".gguf");
 }
 
@@ -77,7 +79,8 @@ std::vector<Case> load_cases(const std::string& vocab_name);
 inline const std::vector<std::string>& case_vocabs() {
   static const std::vector<std::string> v = {"stories260K", "llama-spm",  "mistral-spm",
                                              "phi-3",       "llama-bpe",  "llama-bpe-3.1",
-                                             "qwen2",       "gpt-2",      "tiny-gpt-oss"};
+                                             "qwen2",       "gpt-2",      "tiny-gpt-oss",
+                                             "tiny-gemma3"};
   return v;
 }
 
