@@ -40,6 +40,14 @@ struct GrammarLimits {
   // before it drops its caches and keeps only the current state: bounds a
   // long reply's memory; answers do not change.
   size_t max_matcher_states = 1u << 16;
+  // A matcher's work on parser states new to it in one call (the
+  // constructor, allows, accept, fill_mask): stacks expanded or stepped over
+  // a byte. An ambiguous grammar (repetitions nested through rules, such as
+  // x ::= "x"+ and y ::= x+ and z ::= y+ ...) can multiply its stacks with
+  // every byte; past this bound the call throws Error(invalid_argument)
+  // "grammar: ..." and the reply ends with that error instead of hanging.
+  // Work already cached costs nothing.
+  size_t max_matcher_work = size_t{1} << 24;
 };
 
 // A token reference of a grammar (llama.cpp's token terminals): `<[id]>`
@@ -160,7 +168,8 @@ class GrammarMatcher {
   // (those are allowed exactly when the grammar accepts, as in llama.cpp):
   // <x> that token, !<x> every other token. Throws Error(invalid_argument) for
   // token_ids of the wrong size, a <text> left unresolved, or an id outside
-  // the vocabulary.
+  // the vocabulary, or for a start whose parser states pass
+  // GrammarLimits::max_matcher_work.
   GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocabulary> vocab,
                  std::span<const int32_t> token_ids = {});
   GrammarMatcher(GrammarMatcher&&) noexcept;
@@ -172,6 +181,8 @@ class GrammarMatcher {
   // takes it, or it is an end-of-generation token and the output so far is a
   // sentence. Throws
   // Error(out_of_range) for an id outside the vocabulary.
+  // allows, accept and fill_mask throw Error(invalid_argument) when the call
+  // would pass GrammarLimits::max_matcher_work (the state is then unchanged).
   bool allows(int32_t id);
   // Takes token `id` (the sampler's choice). Throws Error(invalid_argument)
   // when allows(id) is false; the state is then unchanged.
