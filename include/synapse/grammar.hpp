@@ -47,7 +47,7 @@ struct GrammarLimits {
   // every byte; past this bound the call throws Error(invalid_argument)
   // "grammar: ..." and the reply ends with that error instead of hanging.
   // Work already cached costs nothing.
-  size_t max_matcher_work = size_t{1} << 24;
+  size_t max_matcher_work = size_t{1} << 20;
 };
 
 // A token reference of a grammar (llama.cpp's token terminals): `<[id]>`
@@ -115,18 +115,26 @@ class Grammar {
 // 10^18: counts over 256 are written in base 16; beside pattern where its
 // lengths imply them, or one variable part of it can take them; beside
 // format where its lengths imply them), minimum/maximum/
-// exclusiveMinimum/exclusiveMaximum, multipleOf 1 (the integers; other
-// values refused), format (date, time, date-time, uuid,
+// exclusiveMinimum/exclusiveMaximum, multipleOf (a whole number m: 1 the
+// integers; between bounds holding at most 256 multiples, those written
+// out; else a divisor of 1000 (2, 4, 5, 8, 10, 20, 25, ...) by the last
+// digits, unbounded or with one bound within m of 0; a number with it is
+// written as an integer; fractions refused), format (date, time, date-time, uuid,
 // email), uniqueItems (true: arrays of at most one item; beside minItems
-// over 1 refused). Annotations (title, description, examples, default, $schema, $id,
+// over 1 refused), propertyNames (type, enum, const, pattern, minLength,
+// maxLength, through $ref: named properties whose name fails it are
+// forbidden; additional keys are its strings, or none where a named
+// property's name or patternProperties would overlap them), not in the forms
+// that are other keywords (not {} : no value; not {"type": T}: the other
+// types; not {"required": [names]}: an object lacking one of them). Annotations (title, description, examples, default, $schema, $id,
 // $comment, readOnly, writeOnly, deprecated, contentMediaType,
 // contentEncoding), every keyword outside JSON Schema's vocabulary (draft 4's
 // id, OpenAPI's nullable, x-... extensions) and formats other than those five
 // are ignored, as the specification has it: they constrain nothing.
 // Throws Error(invalid_argument) naming the keyword and its JSON pointer for
-// a validation keyword it cannot enforce (not, if/then/else,
-// contains, multipleOf other than 1, oneOf whose alternatives cannot be kept
-// apart, ...;
+// a validation keyword it cannot enforce (not in other forms, if/then/else,
+// contains, multipleOf beyond the cases above, propertyNames with other
+// keywords, oneOf whose alternatives cannot be kept apart, ...;
 // patternProperties, minProperties, maxProperties and number bounds beyond
 // the sound subsets above), a regular expression feature outside the subset, a bad value, a
 // schema no value satisfies (an optional property, additional properties or
