@@ -483,8 +483,8 @@ void GrammarMatcher::accept(int32_t id) {
   if (next == 0)
     throw Error(Errc::invalid_argument, "grammar: token " + std::to_string(id) + " does not fit the grammar here");
   s.cur = next;
-  if (s.stacks.size() > s.g->max_matcher_states || std::max(s.stack_entries, s.nodes.size()) / 4 > s.g->max_matcher_work)
-    s.compact();
+  const size_t held = std::max(s.stack_entries, s.nodes.size());
+  if (s.stacks.size() > s.g->max_matcher_states || held / 4 > s.g->max_matcher_work) s.compact();
 }
 
 void GrammarMatcher::fill_mask(std::vector<uint64_t>& words) {
