@@ -126,7 +126,8 @@ class Grammar {
 // forbidden; additional keys are its strings, or none where a named
 // property's name or patternProperties would overlap them), not in the forms
 // that are other keywords (not {} : no value; not {"type": T}: the other
-// types; not {"required": [names]}: an object lacking one of them). Annotations (title, description, examples, default, $schema, $id,
+// types; not {"required": [names]}: an object lacking one of them).
+// Annotations (title, description, examples, default, $schema, $id,
 // $comment, readOnly, writeOnly, deprecated, contentMediaType,
 // contentEncoding), every keyword outside JSON Schema's vocabulary (draft 4's
 // id, OpenAPI's nullable, x-... extensions) and formats other than those five

@@ -1705,7 +1705,8 @@ class Converter {
     if (listed) {
       std::vector<std::string> keys;
       for (const std::string& v : values) {
-        const bool named = std::any_of(spec.props.begin(), spec.props.end(), [&](const PropSpec& p) { return p.key == v; });
+        const bool named =
+            std::any_of(spec.props.begin(), spec.props.end(), [&](const PropSpec& p) { return p.key == v; });
         const std::string lit = gbnf_literal(Json(v).dump());
         if (!named && satisfies(v) && std::find(keys.begin(), keys.end(), lit) == keys.end()) keys.push_back(lit);
       }
@@ -1735,7 +1736,8 @@ class Converter {
   // propertyNames that no string satisfies: an object without properties.
   static void forbid_every_key(ObjectSpec& spec, const Sub& sub) {
     for (PropSpec& p : spec.props) {
-      if (p.required) fail_empty("propertyNames", sub.ptr, "property \"" + p.key + "\" is required but no name is valid");
+      if (p.required)
+        fail_empty("propertyNames", sub.ptr, "property \"" + p.key + "\" is required but no name is valid");
       p.forbidden = true;
       p.schemas.clear();
     }

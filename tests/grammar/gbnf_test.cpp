@@ -303,7 +303,8 @@ TEST(Gbnf, FuzzerNestedPlusIsBounded) {
 // naming the grammar, instead of hanging; "x"+ itself walks on.
 TEST(Gbnf, AmbiguousGrammarHitsTheWorkLimit) {
   std::string text = "root ::= x30\nx1 ::= \"x\"+\n";
-  for (int i = 2; i <= 30; ++i) text.append("x").append(std::to_string(i)).append(" ::= x").append(std::to_string(i - 1)).append("+\n");
+  for (int i = 2; i <= 30; ++i)
+    text.append("x").append(std::to_string(i)).append(" ::= x").append(std::to_string(i - 1)).append("+\n");
   GrammarLimits lim;
   lim.max_matcher_work = 1u << 16;
   for (const bool ambiguous : {true, false}) {

@@ -899,7 +899,8 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(satisfy it)"},
       {R"({"not": {"pattern": "x"}})", R"(json_schema: unsupported keyword "not" at the root)"},
       {R"({"type": "number", "not": {"type": "integer"}})", R"(json_schema: unsupported keyword "not" at the root)"},
-      {R"({"type": "null", "not": {"type": "null"}})", R"(json_schema: the schema false (no value is valid) at the root)"},
+      {R"({"type": "null", "not": {"type": "null"}})",
+       R"(json_schema: the schema false (no value is valid) at the root)"},
       {R"({"if": {}, "then": {}, "else": {}})", R"(json_schema: unsupported keyword "if" at the root)"},
       // dependencies in their sound forms; what they cannot be.
       {R"({"type": "object", "dependentRequired": {"a": "b"}})",
