@@ -40,6 +40,14 @@ struct GrammarLimits {
   // before it drops its caches and keeps only the current state: bounds a
   // long reply's memory; answers do not change.
   size_t max_matcher_states = 1u << 16;
+  // A matcher's work on parser states new to it in one call (the
+  // constructor, allows, accept, fill_mask): stacks expanded or stepped over
+  // a byte. An ambiguous grammar (repetitions nested through rules, such as
+  // x ::= "x"+ and y ::= x+ and z ::= y+ ...) can multiply its stacks with
+  // every byte; past this bound the call throws Error(invalid_argument)
+  // "grammar: ..." and the reply ends with that error instead of hanging.
+  // Work already cached costs nothing.
+  size_t max_matcher_work = size_t{1} << 20;
 };
 
 // A token reference of a grammar (llama.cpp's token terminals): `<[id]>`
@@ -107,18 +115,27 @@ class Grammar {
 // 10^18: counts over 256 are written in base 16; beside pattern where its
 // lengths imply them, or one variable part of it can take them; beside
 // format where its lengths imply them), minimum/maximum/
-// exclusiveMinimum/exclusiveMaximum, multipleOf 1 (the integers; other
-// values refused), format (date, time, date-time, uuid,
+// exclusiveMinimum/exclusiveMaximum, multipleOf (a whole number m: 1 the
+// integers; between bounds holding at most 256 multiples, those written
+// out; else a divisor of 1000 (2, 4, 5, 8, 10, 20, 25, ...) by the last
+// digits, unbounded or with one bound within m of 0; a number with it is
+// written as an integer; fractions refused), format (date, time, date-time, uuid,
 // email), uniqueItems (true: arrays of at most one item; beside minItems
-// over 1 refused). Annotations (title, description, examples, default, $schema, $id,
+// over 1 refused), propertyNames (type, enum, const, pattern, minLength,
+// maxLength, through $ref: named properties whose name fails it are
+// forbidden; additional keys are its strings, or none where a named
+// property's name or patternProperties would overlap them), not in the forms
+// that are other keywords (not {} : no value; not {"type": T}: the other
+// types; not {"required": [names]}: an object lacking one of them).
+// Annotations (title, description, examples, default, $schema, $id,
 // $comment, readOnly, writeOnly, deprecated, contentMediaType,
 // contentEncoding), every keyword outside JSON Schema's vocabulary (draft 4's
 // id, OpenAPI's nullable, x-... extensions) and formats other than those five
 // are ignored, as the specification has it: they constrain nothing.
 // Throws Error(invalid_argument) naming the keyword and its JSON pointer for
-// a validation keyword it cannot enforce (not, if/then/else,
-// contains, multipleOf other than 1, oneOf whose alternatives cannot be kept
-// apart, ...;
+// a validation keyword it cannot enforce (not in other forms, if/then/else,
+// contains, multipleOf beyond the cases above, propertyNames with other
+// keywords, oneOf whose alternatives cannot be kept apart, ...;
 // patternProperties, minProperties, maxProperties and number bounds beyond
 // the sound subsets above), a regular expression feature outside the subset, a bad value, a
 // schema no value satisfies (an optional property, additional properties or
@@ -160,7 +177,8 @@ class GrammarMatcher {
   // (those are allowed exactly when the grammar accepts, as in llama.cpp):
   // <x> that token, !<x> every other token. Throws Error(invalid_argument) for
   // token_ids of the wrong size, a <text> left unresolved, or an id outside
-  // the vocabulary.
+  // the vocabulary, or for a start whose parser states pass
+  // GrammarLimits::max_matcher_work.
   GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocabulary> vocab,
                  std::span<const int32_t> token_ids = {});
   GrammarMatcher(GrammarMatcher&&) noexcept;
@@ -172,6 +190,8 @@ class GrammarMatcher {
   // takes it, or it is an end-of-generation token and the output so far is a
   // sentence. Throws
   // Error(out_of_range) for an id outside the vocabulary.
+  // allows, accept and fill_mask throw Error(invalid_argument) when the call
+  // would pass GrammarLimits::max_matcher_work (the state is then unchanged).
   bool allows(int32_t id);
   // Takes token `id` (the sampler's choice). Throws Error(invalid_argument)
   // when allows(id) is false; the state is then unchanged.

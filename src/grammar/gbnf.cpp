@@ -8,7 +8,12 @@
 // the top level a rule ends at a newline; inside parentheses and after `|`
 // newlines are spaces. Repetitions are expanded as llama.cpp does (S{m,n} is
 // S m times then n-m nested optional rules; S* is a right-recursive rule), so
-// the accepted language is the same.
+// the accepted language is the same. Two rewrites keep that language and keep
+// ambiguity out of the matcher (see compose): a repetition of a repetition
+// whose counts leave no gap is one repetition (S+*, S?+ and (S*)+ are S*; S++
+// is S+), and a group of one alternative is its sequence, written in place.
+// Without them `"x"++++...` (a fuzzer's input) gives 2^k parses of k nested
+// loops, and the matcher a set of stacks that grows as fast.
 //
 // What differs from llama.cpp, and why: terminals are compiled to bytes here
 // (a class over code points becomes UTF-8 byte-range alternatives, see
@@ -21,6 +26,8 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <tuple>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -127,6 +134,37 @@ void utf8_sequences(uint32_t lo, uint32_t hi, std::vector<std::vector<std::pair<
   std::vector<std::pair<uint8_t, uint8_t>> seq;
   for (int i = 0; i < n; ++i) seq.emplace_back(a[i], b[i]);
   out.push_back(std::move(seq));
+}
+
+constexpr uint64_t kUnbounded = UINT64_MAX;
+
+// A repetition {lo,hi} (hi kUnbounded: no bound) of the symbol just parsed,
+// not yet expanded: the operators written after one symbol compose first.
+struct Repeat {
+  bool active = false;
+  uint64_t lo = 1, hi = 1;
+  size_t pos = 0;  // where its first operator is written, for errors
+};
+
+// (S{a,b}){c,d} as one repetition S{ac,bd} where that is the same language:
+// the union over k in [c,d] of the counts [ka,kb] has no gap, which holds
+// when (k+1)a <= kb + 1 for the smallest k < d (k = 0: a <= 1; also k = 1 when
+// c is 0, as the condition only grows with k from 1 on). Only where the
+// expansion is no larger (one side unbounded, or b*d <= b+d) and lo stays
+// within `max_lo`; otherwise nullopt and the two are expanded in turn.
+std::optional<std::pair<uint64_t, uint64_t>> compose(uint64_t a, uint64_t b, uint64_t c, uint64_t d,
+                                                     uint64_t max_lo) {
+  if (b == 0 || d == 0) return std::make_pair(uint64_t{0}, uint64_t{0});  // S{0} or (..){0}: the empty string
+  const auto no_gap_at = [&](uint64_t k) {
+    if (k >= d) return true;
+    if (k == 0) return a <= 1;
+    return b == kUnbounded || (k + 1) * a <= k * b + 1;
+  };
+  if (!no_gap_at(c) || (c == 0 && !no_gap_at(1))) return std::nullopt;
+  const bool unbounded = b == kUnbounded || d == kUnbounded;
+  if (!unbounded && b * d > b + d) return std::nullopt;  // b, d <= max_repetition: no overflow
+  if (a != 0 && c > max_lo / a) return std::nullopt;
+  return std::make_pair(a * c, unbounded ? kUnbounded : b * d);
 }
 
 class Parser {
@@ -327,7 +365,7 @@ class Parser {
     if (src_.compare(p, 3, "::=") != 0) fail(p, "expecting ::=");
     p = skip_space(p + 3, true);
     std::vector<Elem> body;
-    p = parse_alternates(p, name, body, false, 0);
+    p = parse_alternates(p, name, body, false, 0, nullptr);
     set_rule(id, std::move(body), pos);
     if (at(p) == '\r') {
       p += at(p + 1) == '\n' ? 2 : 1;
@@ -339,25 +377,82 @@ class Parser {
     return skip_space(p, true);
   }
 
-  size_t parse_alternates(size_t pos, const std::string& name, std::vector<Elem>& body, bool nested, size_t depth) {
-    pos = parse_sequence(pos, name, body, nested, depth);
+  // Alternatives into body, ended by kEnd. With `single` (a group's body):
+  // when the alternatives are one symbol S{m,n} and empty ones (S{m,n} or
+  // nothing: S{0,n} where m <= 1), that symbol's repetition is left
+  // unexpanded in *single (body then holds S's elements alone, no kEnd), for
+  // the group's own operators to compose with; else *single stays inactive.
+  size_t parse_alternates(size_t pos, const std::string& name, std::vector<Elem>& body, bool nested, size_t depth,
+                          Repeat* single) {
+    struct Alt {
+      std::vector<Elem> elems;
+      Repeat rep;
+      size_t last_start = 0, n_symbols = 0;
+    };
+    std::vector<Alt> alts(1);
+    pos = parse_sequence(pos, name, alts[0].elems, nested, depth, alts[0].rep, alts[0].last_start, alts[0].n_symbols);
     while (at(pos) == '|') {
-      body.push_back({ElemType::kAlt, 0});
       pos = skip_space(pos + 1, true);
-      pos = parse_sequence(pos, name, body, nested, depth);
+      Alt& a = alts.emplace_back();
+      pos = parse_sequence(pos, name, a.elems, nested, depth, a.rep, a.last_start, a.n_symbols);
+    }
+    if (single) {
+      const Alt* one = nullptr;
+      bool empty = false, other = false;
+      for (const Alt& a : alts) {
+        if (a.n_symbols == 0) empty = true;
+        else if (a.n_symbols == 1 && !one) one = &a;
+        else other = true;
+      }
+      if (one && !other) {
+        std::optional<std::pair<uint64_t, uint64_t>> counts{{one->rep.lo, one->rep.hi}};
+        if (empty) counts = compose(one->rep.lo, one->rep.hi, 0, 1, lim_.max_repetition);
+        if (counts) {
+          *single = one->rep;
+          single->active = true;
+          std::tie(single->lo, single->hi) = *counts;
+          if (!one->rep.active) single->pos = pos;
+          body = one->elems;
+          return pos;
+        }
+      }
+    }
+    for (size_t i = 0; i < alts.size(); ++i) {
+      if (i > 0) body.push_back({ElemType::kAlt, 0});
+      expand(alts[i].elems, alts[i].last_start, alts[i].rep, name);
+      body.insert(body.end(), alts[i].elems.begin(), alts[i].elems.end());
     }
     body.push_back({ElemType::kEnd, 0});
     return pos;
   }
 
-  size_t parse_sequence(size_t pos, const std::string& name, std::vector<Elem>& out, bool nested, size_t depth) {
-    size_t last_start = out.size();  // where the last symbol (what a repetition repeats) begins
+  // The pending repetition of out[last_start..], expanded.
+  void expand(std::vector<Elem>& out, size_t last_start, Repeat& rep, const std::string& name) {
+    if (!rep.active) return;
+    rep.active = false;
+    repeat(out, last_start, rep.lo, rep.hi, name, rep.pos);
+  }
+
+  // One sequence of symbols into out. The last symbol's repetition is left
+  // pending in `rep` (its elements start at out[last_start]) for the caller to
+  // expand or to compose further; n_symbols counts the symbols.
+  size_t parse_sequence(size_t pos, const std::string& name, std::vector<Elem>& out, bool nested, size_t depth,
+                        Repeat& rep, size_t& last_start, size_t& n_symbols) {
+    rep = Repeat{};
+    last_start = out.size();  // where the last symbol (what a repetition repeats) begins
+    n_symbols = 0;
     bool have_last = false;
+    // A new symbol: the previous one's repetition is final.
+    const auto next_symbol = [&] {
+      expand(out, last_start, rep, name);
+      last_start = out.size();
+      ++n_symbols;
+    };
     while (pos < src_.size()) {
       const char c = src_[pos];
       const size_t here = pos;
       if (c == '"') {
-        last_start = out.size();
+        next_symbol();
         ++pos;
         while (at(pos) != '"') {
           if (pos >= src_.size()) fail(here, "unterminated string literal");
@@ -395,18 +490,18 @@ class Parser {
           // llama.cpp's matcher tests lo <= c <= hi, so a reversed range matches nothing.
           if (lo <= hi) ranges.push_back({lo, hi});
         }
-        last_start = out.size();
+        next_symbol();
         out.push_back(code_point_set(normalize(std::move(ranges), negate), here));
         have_last = true;
         pos = skip_space(pos + 1, nested);
       } else if (c == '<' || c == '!') {
-        last_start = out.size();
+        next_symbol();
         pos = parse_token(pos, out);
         have_last = true;
         pos = skip_space(pos, nested);
       } else if (is_word_char(c)) {
         const size_t e = parse_name_end(pos);
-        last_start = out.size();
+        next_symbol();
         out.push_back({ElemType::kRuleRef, symbol(std::string(src_.substr(pos, e - pos)), pos)});
         have_last = true;
         pos = skip_space(e, nested);
@@ -414,23 +509,32 @@ class Parser {
         if (depth + 1 > lim_.max_nesting)
           fail(pos, "groups nested more than " + std::to_string(lim_.max_nesting) + " deep");
         pos = skip_space(pos + 1, true);
-        const uint32_t sub = generated(name, here);
         std::vector<Elem> body;
-        pos = parse_alternates(pos, name, body, true, depth + 1);
-        set_rule(sub, std::move(body), here);
+        Repeat single;
+        pos = parse_alternates(pos, name, body, true, depth + 1, &single);
         if (at(pos) != ')') fail(pos, "expecting ')'");
-        last_start = out.size();
-        out.push_back({ElemType::kRuleRef, sub});
+        next_symbol();
+        if (single.active) {
+          // (S) and (S{m,n}) are S and S{m,n}: the symbol in place, its
+          // repetition still open to the operators after the group.
+          out.insert(out.end(), body.begin(), body.end());
+          rep = single;
+          rep.active = single.lo != 1 || single.hi != 1;
+        } else {
+          const uint32_t sub = generated(name, here);
+          set_rule(sub, std::move(body), here);
+          out.push_back({ElemType::kRuleRef, sub});
+        }
         have_last = true;
         pos = skip_space(pos + 1, nested);
       } else if (c == '.') {
-        last_start = out.size();
+        next_symbol();
         out.push_back(code_point_set({{0, kMaxCodePoint}}, here));
         have_last = true;
         pos = skip_space(pos + 1, nested);
       } else if (c == '*' || c == '+' || c == '?' || c == '{') {
         if (!have_last) fail(pos, std::string("'") + c + "' with nothing before it to repeat");
-        uint64_t lo = 0, hi = UINT64_MAX;
+        uint64_t lo = 0, hi = kUnbounded;
         if (c == '*') {
           pos = skip_space(pos + 1, nested);
         } else if (c == '+') {
@@ -466,7 +570,15 @@ class Parser {
           if (hi < lo) fail(here, "a repetition {m,n} with n < m");
           pos = skip_space(pos + 1, nested);
         }
-        repeat(out, last_start, lo, hi, name, here);
+        if (!rep.active) {
+          rep = {true, lo, hi, here};
+        } else if (const auto both = compose(rep.lo, rep.hi, lo, hi, lim_.max_repetition)) {
+          rep.lo = both->first;
+          rep.hi = both->second;
+        } else {
+          expand(out, last_start, rep, name);
+          rep = {true, lo, hi, here};
+        }
         have_last = true;
       } else {
         break;
@@ -525,7 +637,7 @@ class Parser {
       fail(pos, "more than " + std::to_string(lim_.max_elements) + " grammar elements after expanding repetitions");
     for (uint64_t i = 0; i < lo; ++i) out.insert(out.end(), sym.begin(), sym.end());
     if (hi == lo) return;
-    if (hi == UINT64_MAX) {
+    if (hi == kUnbounded) {
       const uint32_t r = generated(name, pos);
       std::vector<Elem> body(sym);
       body.push_back({ElemType::kRuleRef, r});
@@ -623,6 +735,7 @@ class Parser {
     g->token_refs = std::move(token_refs_);
     g->root = root;
     g->max_matcher_states = std::max<size_t>(lim_.max_matcher_states, 2);
+    g->max_matcher_work = std::max<size_t>(lim_.max_matcher_work, 1);
     return g;
   }
 

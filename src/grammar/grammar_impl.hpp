@@ -52,6 +52,7 @@ struct Grammar::Impl {
   std::vector<GrammarTokenRef> token_refs;  // each <[id]> and <text> once, in order of first use
   uint32_t root = 0;
   size_t max_matcher_states = 1u << 16;  // GrammarLimits::max_matcher_states
+  size_t max_matcher_work = 1u << 20;    // GrammarLimits::max_matcher_work
 
   // Whether elems[i] ends an alternative.
   bool ends(uint32_t i) const {

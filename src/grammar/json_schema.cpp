@@ -157,7 +157,8 @@ constexpr std::string_view kContainers[] = {"$defs", "definitions"};
 // The keywords of each type, and those of any schema.
 constexpr std::string_view kObjectKeys[] = {"properties",       "required",          "additionalProperties",
                                             "minProperties",    "maxProperties",     "patternProperties",
-                                            "dependencies",     "dependentRequired", "dependentSchemas"};
+                                            "dependencies",     "dependentRequired", "dependentSchemas",
+                                            "propertyNames"};
 constexpr std::string_view kDependencyKeys[] = {"dependencies", "dependentRequired", "dependentSchemas"};
 constexpr std::string_view kArrayKeys[] = {"items", "prefixItems", "minItems", "maxItems", "additionalItems"};
 constexpr std::string_view kStringKeys[] = {"pattern", "minLength", "maxLength", "format"};
@@ -174,7 +175,7 @@ bool in(const std::string_view (&set)[N], std::string_view k) {
 // annotation, as the specification and every validator treat it: ignoring
 // it loses no constraint.
 constexpr std::string_view kUnenforceable[] = {
-    "propertyNames", "not",         "if",          "then",        "else",
+    "not",           "if",          "then",        "else",
     "unevaluatedProperties",
     "uniqueItems",   "contains",    "minContains", "maxContains", "unevaluatedItems",
     "$dynamicRef", "$recursiveRef"};
@@ -1111,8 +1112,11 @@ class Converter {
     switch (type) {
       case kNull: return use_primitive("null", name, exact);
       case kBoolean: return use_primitive("boolean", name, exact);
-      case kNumber: return multiple_of_one(sub) ? visit_integer(sub, name, exact) : visit_number(sub, name, exact);
-      case kInteger: multiple_of_one(sub); return visit_integer(sub, name, exact);
+      case kNumber: {
+        const uint64_t m = multiple_of(sub);
+        return m ? visit_integer(sub, name, exact, m) : visit_number(sub, name, exact);
+      }
+      case kInteger: return visit_integer(sub, name, exact, std::max<uint64_t>(multiple_of(sub), 1));
       case kString: return visit_string(sub, name, exact);
       case kArray: return visit_array(sub, name, depth, exact);
       default: return visit_object(sub, name, depth, exact);
@@ -1165,25 +1169,83 @@ class Converter {
     return sub.s->contains("minimum") ? "minimum" : sub.s->contains("exclusiveMinimum") ? "exclusiveMinimum" : "type";
   }
 
-  // Whether the node has multipleOf, which must be 1: the integers (a
-  // number multipleOf 1 is written as an integer). Other values throw: the
-  // grammar could write multiples of an integer, but validators test
-  // fractions in floating point (0.07 / 0.01 is not 7 in IEEE doubles).
-  static bool multiple_of_one(const Sub& sub) {
-    if (!sub.s->contains("multipleOf")) return false;
+  // multipleOf: a whole number m (0 when absent). Its multiples are
+  // integers, so a number with it is written as an integer (m 1: the
+  // integers). Fractions throw: the grammar could write their multiples, but
+  // validators test them in floating point (0.07 / 0.01 is not 7 in IEEE
+  // doubles).
+  static uint64_t multiple_of(const Sub& sub) {
+    if (!sub.s->contains("multipleOf")) return 0;
     const Json& m = (*sub.s)["multipleOf"];
-    if (!m.is_number() || m.get<double>() != 1.0)
-      fail_keyword("multipleOf", sub.ptr, "only 1 (the integers) is supported, not " + m.dump());
-    return true;
+    if (!m.is_number() || !(m.get<double>() > 0)) fail_keyword("multipleOf", sub.ptr, "must be a number over 0");
+    const double v = m.get<double>();
+    if (std::floor(v) != v || v > 1e15)
+      fail_keyword("multipleOf", sub.ptr, "only whole numbers up to 10^15 are supported, not " + m.dump());
+    return static_cast<uint64_t>(v);
   }
 
-  std::string visit_integer(const Sub& sub, const std::string& name, bool exact) {
+  std::string visit_integer(const Sub& sub, const std::string& name, bool exact, uint64_t multiple) {
     const Bounds b = number_bounds(sub);
-    if (!b.lo && !b.hi) return use_primitive("integer", name, exact);
     const std::optional<int64_t> lo = b.lo ? std::optional<int64_t>(b.lo->value + b.lo->exclusive) : std::nullopt;
     const std::optional<int64_t> hi = b.hi ? std::optional<int64_t>(b.hi->value - b.hi->exclusive) : std::nullopt;
     if (lo && hi && *lo > *hi) fail_empty(lower_key(sub), sub.ptr, "no integer is within the bounds");
+    if (multiple > 1) return define(name, exact, "(" + multiples(sub, lo, hi, static_cast<int64_t>(multiple)) + ")");
+    if (!lo && !hi) return use_primitive("integer", name, exact);
     return define(name, exact, "(" + schema::integer_range(lo, hi) + ")");
+  }
+
+  // The multiples of m > 1 in [lo, hi] (a side absent: unbounded), as GBNF
+  // alternatives, exactly: written out where the bounds hold at most 256 of
+  // them; else, for m dividing 10^d (d <= 3: 2, 4, 5, 8, 10, 20, 25, 40, 50,
+  // 100, 125, ..., 1000) where no bound or only one within m of 0 (the sign
+  // then fixed), the numerals of at most 16 digits (the integer rule's
+  // convention) whose last d digits are a multiple of m (10^d is one, so
+  // divisibility by m depends on them alone). Other cases throw naming
+  // multipleOf.
+  std::string multiples(const Sub& sub, std::optional<int64_t> lo, std::optional<int64_t> hi, int64_t m) {
+    const std::string ms = std::to_string(m);
+    if (lo && hi) {
+      // Quotients of the first and last multiples (|lo|, |hi| < 9.3e18 and m >= 2: no overflow).
+      const int64_t q_lo = *lo / m + (*lo > 0 && *lo % m != 0 ? 1 : 0);
+      const int64_t q_hi = *hi / m - (*hi < 0 && *hi % m != 0 ? 1 : 0);
+      if (q_lo > q_hi) fail_empty("multipleOf", sub.ptr, "no multiple of " + ms + " is within the bounds");
+      if (q_hi - q_lo < 256) {
+        std::vector<std::string> alts;
+        for (int64_t q = q_lo; q <= q_hi; ++q) alts.push_back("\"" + std::to_string(q * m) + "\"");
+        return join(alts, " | ", identity);
+      }
+    }
+    const bool non_negative = lo && !hi && *lo <= 0 && *lo > -m;
+    const bool non_positive = hi && !lo && *hi >= 0 && *hi < m;
+    if ((lo || hi) && !non_negative && !non_positive) {
+      fail_keyword("multipleOf", sub.ptr,
+                   "beside bounds only where they hold at most 256 multiples or are one bound within " + ms +
+                       " of 0");
+    }
+    int d = 1;
+    uint64_t p = 10;
+    while (d <= 3 && p % static_cast<uint64_t>(m) != 0) {
+      ++d;
+      p *= 10;
+    }
+    if (d > 3) {
+      fail_keyword("multipleOf", sub.ptr,
+                   "only 1 and the divisors of 1000 (2, 4, 5, 8, 10, 20, 25, 40, 50, ...) are supported without "
+                   "bounds that hold at most 256 multiples, not " + ms);
+    }
+    std::vector<std::string> alts, endings;
+    for (uint64_t k = 0; k < p; k += static_cast<uint64_t>(m)) {
+      std::string digits = std::to_string(k);
+      if (k > 0) alts.push_back("\"" + digits + "\"");  // the multiples of at most d digits
+      digits.insert(0, static_cast<size_t>(d) - digits.size(), '0');
+      endings.push_back("\"" + digits + "\"");
+    }
+    const std::string ending = add_rule("multiple-" + ms + "-ending", join(endings, " | ", identity));
+    alts.push_back("[1-9] [0-9]{0," + std::to_string(15 - d) + "} " + ending);
+    const std::string positive = add_rule("multiple-" + ms, join(alts, " | ", identity));
+    if (non_negative) return "\"0\" | " + positive;
+    if (non_positive) return "\"0\" | \"-\" " + positive;
+    return "\"0\" | \"-\"? " + positive;
   }
 
   // Bounded: number_range's subset (integers, and decimals whose value is
@@ -1548,6 +1610,140 @@ class Converter {
     }
   }
 
+  // propertyNames: every key, a string, satisfies its schema N (through
+  // $ref): N's keywords among type, enum, const, pattern, minLength and
+  // maxLength, else it throws. A named property whose name fails N is
+  // forbidden (required: no value). Additional keys are N's strings: enum's
+  // and const's values but the named ones; pattern and lengths as
+  // visit_string writes them, where no named property's name satisfies N
+  // (else, and beside patternProperties' keys, no additional key: a sound
+  // subset, as the grammar cannot subtract names from a pattern).
+  void property_names(ObjectSpec& spec, const Sub& sub, const std::string& name) {
+    Sub n{&(*sub.s)["propertyNames"], pointer_child(sub.ptr, "propertyNames")};
+    for (size_t hops = 0; n.s->is_object() && n.s->contains("$ref"); ++hops) {
+      if (hops > limits_.max_nesting) fail_keyword("propertyNames", sub.ptr, "a $ref chain that does not end");
+      const std::vector<std::string> keys = own_keys(n);
+      if (keys.size() > 1) fail_keyword("propertyNames", n.ptr, "$ref beside other keywords is not supported here");
+      const auto [target, tptr] = resolve((*n.s)["$ref"], n.ptr);
+      n = {target, tptr};
+    }
+    const Json& ns = *n.s;
+    if (ns.is_boolean()) {
+      if (ns.get<bool>()) return;
+      forbid_every_key(spec, sub);
+      return;
+    }
+    if (!ns.is_object()) fail_keyword("propertyNames", sub.ptr, "must be a schema");
+    for (const std::string& k : own_keys(n)) {
+      constexpr std::string_view ok[] = {"type", "enum", "const", "pattern", "minLength", "maxLength"};
+      if (!in(ok, k)) fail_keyword("propertyNames", n.ptr, "\"" + k + "\" is not supported in it");
+    }
+    if (ns.contains("type") && !(type_mask(ns["type"], n.ptr) & kString)) {
+      forbid_every_key(spec, sub);
+      return;
+    }
+    const bool listed = ns.contains("enum") || ns.contains("const");
+    std::vector<std::string> values;  // enum/const: the strings among them
+    if (listed) {
+      if (ns.contains("enum")) {
+        if (!ns["enum"].is_array()) fail_keyword("propertyNames", n.ptr, "enum must be an array");
+        for (const Json& x : ns["enum"])
+          if (x.is_string()) values.push_back(x.get<std::string>());
+      }
+      if (ns.contains("const")) {
+        const Json& c = ns["const"];
+        if (ns.contains("enum")) {
+          std::erase_if(values, [&](const std::string& x) { return !(c.is_string() && c.get<std::string>() == x); });
+        } else if (c.is_string()) {
+          values.push_back(c.get<std::string>());
+        }
+      }
+    }
+    std::optional<std::regex> re;
+    if (ns.contains("pattern")) {
+      if (!ns["pattern"].is_string() || !printable(ns["pattern"].get<std::string>()))
+        fail_keyword("propertyNames", n.ptr, "pattern: only a string of printable ASCII is supported");
+      try {
+        re.emplace(ns["pattern"].get<std::string>(), std::regex::ECMAScript);
+      } catch (const std::regex_error&) {
+        fail_keyword("propertyNames", n.ptr, "pattern is not supported (std::regex)");
+      }
+    }
+    const size_t min = ns.contains("minLength") ? count(n, "minLength") : 0;
+    const size_t max = ns.contains("maxLength") ? count(n, "maxLength") : kNoMax;
+    const auto satisfies = [&](const std::string& key) {
+      if (listed && std::find(values.begin(), values.end(), key) == values.end()) return false;
+      size_t len = 0;  // code points
+      for (const char c : key) len += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+      if (len < min || len > max) return false;
+      if (!re) return true;
+      if (!printable(key))
+        fail_keyword("propertyNames", n.ptr, "property \"" + key + "\": names outside printable ASCII are not "
+                                             "supported beside a pattern");
+      try {
+        return std::regex_search(key, *re);
+      } catch (const std::regex_error&) {
+        fail_keyword("propertyNames", n.ptr, "pattern is too complex to match (std::regex)");
+      }
+    };
+    bool a_name_satisfies = false;
+    for (PropSpec& p : spec.props) {
+      if (satisfies(p.key)) {
+        a_name_satisfies = true;
+        continue;
+      }
+      if (p.required)
+        fail_empty("propertyNames", sub.ptr, "property \"" + p.key + "\" is required but its name does not satisfy it");
+      p.forbidden = true;
+      p.schemas.clear();
+    }
+    if (spec.extra == ObjectSpec::kNone) return;
+    if (!spec.extra_key.empty()) {
+      spec.extra = ObjectSpec::kNone;  // patternProperties' keys: not intersected
+      return;
+    }
+    if (listed) {
+      std::vector<std::string> keys;
+      for (const std::string& v : values) {
+        const bool named =
+            std::any_of(spec.props.begin(), spec.props.end(), [&](const PropSpec& p) { return p.key == v; });
+        const std::string lit = gbnf_literal(Json(v).dump());
+        if (!named && satisfies(v) && std::find(keys.begin(), keys.end(), lit) == keys.end()) keys.push_back(lit);
+      }
+      if (keys.empty()) {
+        spec.extra = ObjectSpec::kNone;
+      } else {
+        spec.extra_key = join(keys, " | ", identity);
+      }
+      return;
+    }
+    if (!re && min == 0 && max == kNoMax) return;  // any string: the keys as they were
+    if (a_name_satisfies) {
+      spec.extra = ObjectSpec::kNone;
+      return;
+    }
+    Json& key_schema = synthetic_.emplace_back(Json::object());
+    key_schema["type"] = "string";
+    for (const char* k : {"pattern", "minLength", "maxLength"})
+      if (ns.contains(k)) key_schema[k] = ns[k];
+    const auto key = attempt([&] { return visit_string({&key_schema, n.ptr}, child_name(name, "key"), false); });
+    if (key) {
+      spec.extra_key = *key;
+    } else {
+      spec.extra = ObjectSpec::kNone;  // no string satisfies it: no additional key
+    }
+  }
+  // propertyNames that no string satisfies: an object without properties.
+  static void forbid_every_key(ObjectSpec& spec, const Sub& sub) {
+    for (PropSpec& p : spec.props) {
+      if (p.required)
+        fail_empty("propertyNames", sub.ptr, "property \"" + p.key + "\" is required but no name is valid");
+      p.forbidden = true;
+      p.schemas.clear();
+    }
+    spec.extra = ObjectSpec::kNone;
+  }
+
   std::string visit_object(const Sub& sub, const std::string& name, size_t depth, bool exact) {
     const Json& s = *sub.s;
     ObjectSpec spec;
@@ -1612,6 +1808,7 @@ class Converter {
       spec.props.push_back({key, spec.extra_schemas, true, false});
     }
     if (!patterns.empty()) pattern_extra(patterns, spec, sub);
+    if (s.contains("propertyNames")) property_names(spec, sub, name);
     spec.ptr = sub.ptr;
     if (s.contains("minProperties")) spec.min_props = count(sub, "minProperties");
     if (s.contains("maxProperties")) spec.max_props = count(sub, "maxProperties");
@@ -2115,6 +2312,110 @@ class Converter {
 
 }  // namespace
 
+namespace {
+
+// The forms of `not` that are other keywords in disguise, rewritten in place
+// before conversion, at every schema position of the document (the
+// subschemas of its keywords and of $defs/definitions; not inside enum,
+// const or annotations), exactly:
+//   not {} or not true: no value; the node becomes false;
+//   not {"type": T}: the node's types ("type", else those its keywords imply,
+//     as the converter reads them) without T (an integer-less number stays);
+//   not {"required": [names]}: an object lacking one of the names: "type"
+//     object and, for one name, the property false; for several, an anyOf of
+//     those (not where the node has anyOf or oneOf already).
+// Other forms are left for the converter, which refuses `not` by name.
+// `depth` stops the walk past max_nesting (the converter refuses that).
+void rewrite_not(Json& s, size_t depth, size_t max_depth) {
+  if (!s.is_object() || depth > max_depth) return;
+  for (const char* k : {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
+                        "dependencies"}) {
+    if (s.contains(k) && s[k].is_object())
+      for (auto& [name, sub] : s[k].items()) rewrite_not(sub, depth + 1, max_depth);
+  }
+  for (const char* k : {"additionalProperties", "items", "additionalItems", "not", "contains", "propertyNames", "if",
+                        "then", "else", "unevaluatedItems", "unevaluatedProperties"}) {
+    if (s.contains(k)) rewrite_not(s[k], depth + 1, max_depth);
+  }
+  for (const char* k : {"allOf", "anyOf", "oneOf", "prefixItems", "items"}) {
+    if (s.contains(k) && s[k].is_array())
+      for (Json& sub : s[k]) rewrite_not(sub, depth + 1, max_depth);
+  }
+  if (!s.contains("not")) return;
+  const Json& n = s["not"];
+  if (n.is_boolean() ? n.get<bool>() : is_trivial(n)) {
+    s = false;
+    return;
+  }
+  if (!n.is_object()) return;
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : n.items())
+    if (!is_annotation(k)) keys.push_back(k);
+  if (keys.size() != 1) return;
+  unsigned types = kAllTypes;
+  if (s.contains("type")) {
+    const Json& t = s["type"];
+    types = 0;
+    if (t.is_string()) types = type_bits(t.get<std::string>());
+    if (t.is_array())
+      for (const Json& x : t)
+        if (x.is_string()) types |= type_bits(x.get<std::string>());
+    if (types == 0) return;  // a malformed "type": the converter says so
+  } else {
+    Json without = s;
+    without.erase("not");
+    types = implied_types(without);
+  }
+  const auto set_types = [&s](unsigned bits) {
+    Json names = Json::array();
+    for (const auto& [name, bit] : {std::pair<const char*, unsigned>{"null", kNull}, {"boolean", kBoolean},
+                                    {"number", kNumber}, {"integer", kInteger}, {"string", kString},
+                                    {"array", kArray}, {"object", kObject}}) {
+      if ((bits & bit) == bit && !(bit == kInteger && (bits & kNumber) == kNumber)) names.push_back(name);
+    }
+    s["type"] = names.size() == 1 ? names[0] : names;
+  };
+  if (keys[0] == "type") {
+    const Json& t = n["type"];
+    unsigned out = 0;
+    if (t.is_string()) out = type_bits(t.get<std::string>());
+    if (t.is_array())
+      for (const Json& x : t)
+        if (x.is_string()) out |= type_bits(x.get<std::string>());
+    if (out == 0) return;
+    const unsigned left = types & ~out;
+    if ((left & kFraction) && !(left & kInteger)) return;  // a number that is not an integer: no type names it
+    if (left == 0) {
+      s = false;
+      return;
+    }
+    set_types(left);
+    s.erase("not");
+    return;
+  }
+  if (keys[0] == "required" && n["required"].is_array() && !n["required"].empty()) {
+    for (const Json& x : n["required"])
+      if (!x.is_string()) return;
+    if (!(types & kObject)) {
+      s = false;  // {"required": ...} holds for every value that is not an object
+      return;
+    }
+    if (n["required"].size() > 1 && (s.contains("anyOf") || s.contains("oneOf"))) return;
+    const Json names = n["required"];
+    set_types(kObject);
+    if (names.size() == 1) {
+      s["properties"][names[0].get<std::string>()] = false;
+    } else {
+      Json alts = Json::array();
+      for (const Json& x : names) alts.push_back(Json{{"properties", Json{{x.get<std::string>(), false}}}});
+      s["anyOf"] = alts;
+    }
+    s.erase("not");
+  }
+}
+
+}  // namespace
+
 std::string json_schema_to_gbnf(std::string_view schema_json, const GrammarLimits& limits) {
   Json root;
   try {
@@ -2126,6 +2427,7 @@ std::string json_schema_to_gbnf(std::string_view schema_json, const GrammarLimit
     if (const size_t tag = what.find("] "); tag != std::string::npos) what = what.substr(tag + 2);
     throw Error(Errc::invalid_argument, "json_schema: the schema is not valid JSON: " + what);
   }
+  rewrite_not(root, 0, limits.max_nesting);
   return Converter(root, limits).run();
 }
 

@@ -175,6 +175,24 @@ struct GrammarMatcher::State {
   std::vector<int32_t> ref_id;  // token id of each of g->token_refs
   int32_t n_plain = 0;          // tokens that are not end of generation
 
+  // Work left to this call (GrammarLimits::max_matcher_work): one per
+  // alternative a closure expands and per stack a new transition steps.
+  size_t budget = 0;
+  size_t stack_entries = 0;  // over every state's stacks: with nodes, compact() past 4x max_matcher_work
+
+  void begin_call() { budget = g->max_matcher_work; }
+
+  void spend(size_t n) {
+    if (n <= budget) {
+      budget -= n;
+      return;
+    }
+    throw Error(Errc::invalid_argument,
+                "grammar: more than " + std::to_string(g->max_matcher_work) +
+                    " parser steps for one token (max_matcher_work): the grammar is too ambiguous; repetitions "
+                    "nested in repetitions (x ::= \"x\"+ then y ::= x+ ...) multiply its parses with every byte");
+  }
+
   // Scratch for closures: visit stamps per stack node.
   std::vector<uint32_t> stamp;
   uint32_t epoch = 0;
@@ -225,6 +243,7 @@ struct GrammarMatcher::State {
       // kRuleRef (a node never points at the end of an alternative).
       const uint32_t cont = g->ends(pos + 1) ? rest : node(pos + 1, rest);
       for (uint32_t a = g->rule_start[e.value];;) {
+        spend(1);
         work.push_back(g->ends(a) ? cont : node(a, cont));
         while (!g->ends(a)) ++a;
         if (g->elems[a].type == ElemType::kEnd) break;
@@ -255,6 +274,7 @@ struct GrammarMatcher::State {
       for (int i = 0; i < 4; ++i) bytes.w[i] |= b.w[i];
     }
     stacks.push_back(set);
+    stack_entries += set.size();
     allowed.push_back(bytes);
     accepting.push_back(acc ? 1 : 0);
     has_tokens.push_back(tok ? 1 : 0);
@@ -264,6 +284,7 @@ struct GrammarMatcher::State {
   }
 
   uint32_t step_uncached(uint32_t state, uint8_t byte) {
+    spend(stacks[state].size());
     work.clear();
     for (const uint32_t s : stacks[state]) {
       if (s == 0) continue;
@@ -321,6 +342,7 @@ struct GrammarMatcher::State {
     trans.assign(256, -1);
     loops.assign(1, 0);
     state_ids.clear();
+    stack_entries = 0;
     mask_cache.clear();
     mask_cache_words = 0;
     stamp.clear();
@@ -422,6 +444,7 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shar
     s.ref_id.push_back(id);
   }
   s.n_plain = s.v->n_vocab - static_cast<int32_t>(s.v->eog_ids.size());
+  s.begin_call();
   // The start: every alternative of the root rule.
   for (uint32_t a = s.g->rule_start[s.g->root];;) {
     s.work.push_back(s.g->ends(a) ? 0 : s.node(a, 0));
@@ -441,6 +464,7 @@ bool GrammarMatcher::allows(int32_t id) {
   s.check_id(id);
   if (s.ended) return false;
   if (s.v->eog[static_cast<size_t>(id)]) return s.accepting[s.cur] != 0;
+  s.begin_call();
   return s.after(id) != 0;
 }
 
@@ -454,11 +478,13 @@ void GrammarMatcher::accept(int32_t id) {
     s.ended = true;
     return;
   }
+  s.begin_call();
   const uint32_t next = s.after(id);
   if (next == 0)
     throw Error(Errc::invalid_argument, "grammar: token " + std::to_string(id) + " does not fit the grammar here");
   s.cur = next;
-  if (s.stacks.size() > s.g->max_matcher_states) s.compact();
+  const size_t held = std::max(s.stack_entries, s.nodes.size());
+  if (s.stacks.size() > s.g->max_matcher_states || held / 4 > s.g->max_matcher_work) s.compact();
 }
 
 void GrammarMatcher::fill_mask(std::vector<uint64_t>& words) {
@@ -473,6 +499,7 @@ void GrammarMatcher::fill_mask(std::vector<uint64_t>& words) {
     return;
   }
   words.assign(n_words, 0);
+  s.begin_call();
   if (s.has_tokens[s.cur]) s.token_terminal_mask(words);
   if (s.accepting[s.cur])
     for (const int32_t t : s.v->eog_ids) words[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);

@@ -237,6 +237,109 @@ TEST(Gbnf, CompactedMatcherAnswersTheSame) {
   }
 }
 
+// Repetitions of repetitions compose where the counts leave no gap (S++ is
+// S+, (S?)* is S*, S{2}{2} is S{4}) and stay nested where they do (S{2}* is
+// an even count): every text over {x, y} up to 7 bytes is accepted by the
+// nested form exactly when by the flat one.
+TEST(Gbnf, NestedRepetitionsKeepTheirLanguage) {
+  const std::pair<const char*, const char*> same[] = {
+      {"\"x\"++++", "\"x\"+"},
+      {"\"x\"+*", "\"x\"*"},
+      {"\"x\"*+", "\"x\"*"},
+      {"\"x\"?+", "\"x\"*"},
+      {"\"x\"+?", "\"x\"*"},
+      {"\"x\"??", "\"x\"?"},
+      {"((\"x\")+)+", "\"x\"+"},
+      {"(\"x\"?)*", "\"x\"*"},  // a left recursion before: (x?)'s rule is nullable
+      {"((\"x\"?)+ )?", "\"x\"*"},
+      {"\"x\"{2}{2}", "\"x\"{4}"},
+      {"\"x\"{0,1}{3}", "\"x\"{0,3}"},
+      {"\"x\"{2,}+", "\"x\"{2,}"},
+      {"\"x\"+{2}", "\"x\"{2,}"},
+      {"\"x\"{2}*", "(\"xx\")*"},        // gaps: 0, 2, 4, ...
+      {"\"x\"{2,3}{2}", "\"x\"{4,6}"},   // no gap but bounded: expanded in turn
+      {"(\"xy\"+)+ \"x\"", "(\"xy\")+ \"x\""},
+      {"(\"x\" \"y\"?)+", "\"x\" (\"x\" | \"yx\")* \"y\"?"},
+      {"(\"x\"+ | \"y\")+", "(\"x\" | \"y\")+"},
+      {"(\"x\" | )+", "\"x\"*"},  // alternations of empties: S?
+      {"( | \"x\"+ | )", "\"x\"*"},
+      {"(( | \"x\"){2})*", "\"x\"*"},
+      {"(\"x\"{2} | )", "(\"xx\")?"},  // S{2} or nothing: a group of its own
+  };
+  std::vector<std::string> texts{""};
+  for (size_t i = 0; i < texts.size() && texts[i].size() < 7; ++i)
+    for (const char c : {'x', 'y'}) texts.push_back(texts[i] + c);
+  for (const auto& [nested, flat] : same) {
+    SCOPED_TRACE(nested);
+    const auto a = Grammar::parse(std::string("root ::= ") + nested + "\n");
+    const auto b = Grammar::parse(std::string("root ::= ") + flat + "\n");
+    for (const std::string& t : texts) ASSERT_EQ(accepts(a, t), accepts(b, t)) << "'" << t << "'";
+  }
+  // A repetition of what may be empty, other than S? and S*, is still a left recursion (as in llama.cpp).
+  EXPECT_EQ(error_of("root ::= (\"x\" \"y\"? | )+\n"), "grammar: line 1, column 23: left recursion in rule 'root-3'");
+}
+
+// fuzz_grammar's timeout: 115 nested `+` on a literal, 58 on a rule
+// reference. They compose into one `+` each, so each byte leaves a single
+// stack: the literal's two bytes (U+06E0, \xdb\xa0) in turn, forever (item
+// needs a root which needs an item: no sentence ends).
+TEST(Gbnf, FuzzerNestedPlusIsBounded) {
+  const auto g = Grammar::parse(read_file(std::string(SYNAPSE_TEST_DATA) + "/grammar/fuzz_nested_plus.gbnf"));
+  GrammarMatcher m(g, byte_vocab());
+  std::vector<uint64_t> mask;
+  for (int step = 0; step < 64; ++step) {
+    m.fill_mask(mask);
+    const uint32_t want = step % 2 == 0 ? 0xdb : 0xa0;
+    std::vector<uint64_t> expect(5, 0);
+    expect[want >> 6] = uint64_t{1} << (want & 63);
+    ASSERT_EQ(mask, expect) << "step " << step;
+    m.accept(static_cast<int32_t>(want));
+  }
+}
+
+// Nested repetitions through rules do not compose: x1 ::= "x"+, x2 ::= x1+,
+// ... x30 ::= x29+ is the language "x"+ with 2^29 parses of 30 bytes, and
+// as many stacks. Past max_matcher_work a call throws (before 64 bytes),
+// naming the grammar, instead of hanging; "x"+ itself walks on.
+TEST(Gbnf, AmbiguousGrammarHitsTheWorkLimit) {
+  std::string text = "root ::= x30\nx1 ::= \"x\"+\n";
+  for (int i = 2; i <= 30; ++i)
+    text.append("x").append(std::to_string(i)).append(" ::= x").append(std::to_string(i - 1)).append("+\n");
+  GrammarLimits lim;
+  lim.max_matcher_work = 1u << 16;
+  for (const bool ambiguous : {true, false}) {
+    SCOPED_TRACE(ambiguous);
+    GrammarMatcher m(Grammar::parse(ambiguous ? text : "root ::= \"x\"+\n", "root", lim), byte_vocab());
+    std::vector<uint64_t> mask;
+    std::string error;
+    int steps = 0;
+    try {
+      for (; steps < 64; ++steps) {
+        m.fill_mask(mask);
+        ASSERT_EQ(mask[1], uint64_t{1} << ('x' - 64));
+        m.accept('x');
+      }
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::invalid_argument);
+      error = e.what();
+    }
+    if (!ambiguous) {
+      EXPECT_EQ(steps, 64);
+      EXPECT_EQ(error, "");
+      continue;
+    }
+    EXPECT_LT(steps, 64);
+    EXPECT_EQ(error.rfind("grammar: more than 65536 parser steps for one token (max_matcher_work)", 0), 0u) << error;
+    // The state is unchanged: the step fails again.
+    EXPECT_THROW(
+        {
+          m.fill_mask(mask);
+          m.accept('x');
+        },
+        Error);
+  }
+}
+
 // Token references (llama.cpp's LLAMA_GRETYPE_TOKEN / TOKEN_NOT): a vocabulary
 // of text tokens 0-5, tokens 6-9 rendered as "" (control tokens) and 10, an
 // end of generation. The cases are llama.cpp v0.5.0's

@@ -892,9 +892,15 @@ TEST(JsonSchemaToGbnf, Patterns) {
 
 TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {R"({"type": "object", "propertyNames": {"maxLength": 3}})",
-       R"(json_schema: unsupported keyword "propertyNames" at the root)"},
-      {R"({"not": {"type": "null"}})", R"(json_schema: unsupported keyword "not" at the root)"},
+      {R"({"type": "object", "propertyNames": {"format": "email"}})",
+       R"(json_schema: keyword "propertyNames" at /propertyNames: "format" is not supported in it)"},
+      {R"({"type": "object", "required": ["A"], "propertyNames": {"pattern": "^[a-z]+$"}})",
+       R"(json_schema: keyword "propertyNames" at the root: property "A" is required but its name does not )"
+       R"(satisfy it)"},
+      {R"({"not": {"pattern": "x"}})", R"(json_schema: unsupported keyword "not" at the root)"},
+      {R"({"type": "number", "not": {"type": "integer"}})", R"(json_schema: unsupported keyword "not" at the root)"},
+      {R"({"type": "null", "not": {"type": "null"}})",
+       R"(json_schema: the schema false (no value is valid) at the root)"},
       {R"({"if": {}, "then": {}, "else": {}})", R"(json_schema: unsupported keyword "if" at the root)"},
       // dependencies in their sound forms; what they cannot be.
       {R"({"type": "object", "dependentRequired": {"a": "b"}})",
@@ -917,10 +923,18 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(json_schema: unsupported keyword "contains" at the root)"},
       {R"({"type": "array", "unevaluatedItems": false})",
        R"(json_schema: unsupported keyword "unevaluatedItems" at the root)"},
-      {R"({"type": "integer", "multipleOf": 2})",
-       R"(json_schema: keyword "multipleOf" at the root: only 1 (the integers) is supported, not 2)"},
+      {R"({"type": "integer", "multipleOf": 3})",
+       R"(json_schema: keyword "multipleOf" at the root: only 1 and the divisors of 1000 (2, 4, 5, 8, 10, 20, 25, )"
+       R"(40, 50, ...) are supported without bounds that hold at most 256 multiples, not 3)"},
+      {R"({"type": "integer", "multipleOf": 5, "minimum": 1})",
+       R"(json_schema: keyword "multipleOf" at the root: beside bounds only where they hold at most 256 multiples )"
+       R"(or are one bound within 5 of 0)"},
+      {R"({"type": "integer", "multipleOf": 10, "minimum": 1, "maximum": 9})",
+       R"(json_schema: keyword "multipleOf" at the root: no multiple of 10 is within the bounds)"},
+      {R"({"type": "integer", "multipleOf": 0})",
+       R"(json_schema: keyword "multipleOf" at the root: must be a number over 0)"},
       {R"({"type": ["number", "null"], "multipleOf": 0.01})",
-       R"(json_schema: keyword "multipleOf" at the root: only 1 (the integers) is supported, not 0.01)"},
+       R"(json_schema: keyword "multipleOf" at the root: only whole numbers up to 10^15 are supported, not 0.01)"},
       {R"({"$defs": {"a": {"$dynamicRef": "#x"}}, "$ref": "#/$defs/a"})",
        R"(json_schema: unsupported keyword "$dynamicRef" at /$defs/a)"},
       // Bounds of numbers with no integer and no [I, I+1] between them.

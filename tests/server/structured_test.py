@@ -137,7 +137,7 @@ def test_bad_grammars_and_schemas_are_400s(srv):
     expect_400(srv, c, chat_body(1, response_format={"type": "json_schema"}), "response_format.json_schema",
                "must be an object")
     expect_400(srv, c, chat_body(1, response_format={"type": "json_schema", "json_schema": {
-        "schema": {"type": "object", "not": {"required": ["a"]}}}}),
+        "schema": {"type": "object", "not": {"minProperties": 1}}}}),
                "response_format.json_schema.schema", "not")
     expect_400(srv, c, chat_body(1, response_format={"type": "json_schema", "json_schema": {
         "schema": {"$ref": "#/$defs/missing"}}}), "response_format.json_schema.schema", "missing")
@@ -151,5 +151,18 @@ def test_bad_grammars_and_schemas_are_400s(srv):
                                                                              {"type": "number"}]}},
                "json_schema", "alternatives 0 and 1 are not provably exclusive")
     # Still serving, constrained as before.
+    a = srv.post("/completion", {"prompt": "Once upon a time", "n_predict": 64, "seed": 0, "grammar": GBNF}).json()
+    assert SENTENCE.fullmatch(a["content"]), a
+
+
+def test_ambiguous_grammar_ends_the_reply_with_an_error(srv):
+    # Repetitions nested through rules (the language is "x"+, with 2^k parses
+    # of k bytes): the matcher refuses past GrammarLimits::max_matcher_work
+    # instead of hanging, and the reply ends with that error.
+    gbnf = "root ::= x30\nx1 ::= \"x\"+\n" + "".join(f"x{i} ::= x{i - 1}+\n" for i in range(2, 31))
+    r = srv.post("/completion", {"prompt": "Once upon a time", "n_predict": 32, "seed": 0, "grammar": gbnf})
+    assert r.status_code == 500, r.text
+    assert "generation failed: grammar: more than 1048576 parser steps for one token (max_matcher_work)" in \
+        r.json()["error"]["message"], r.text
     a = srv.post("/completion", {"prompt": "Once upon a time", "n_predict": 64, "seed": 0, "grammar": GBNF}).json()
     assert SENTENCE.fullmatch(a["content"]), a
