@@ -5,10 +5,11 @@
 # and runs its pytest suite (scripts/python.sh), installs the libraries into a scratch
 # prefix and builds examples/ against that package (find_package(synapse) and
 # pkg-config), then builds the suite again with AddressSanitizer +
-# UndefinedBehaviorSanitizer (-O1 -g1, in build-asan or $ASAN_BUILD_DIR; warnings
-# are errors only in the Release build: -O1 with sanitizers gives gcc's false
-# maybe-uninitialized positives) and runs it there (issue 9); any sanitizer
-# report fails its test.
+# UndefinedBehaviorSanitizer (-O1 -g1, in build-asan or $ASAN_BUILD_DIR; the
+# test and command-line files at -O0, see SYNAPSE_DRIVER_OPT in CMakeLists.txt;
+# warnings are errors only in the Release build: -O1 with sanitizers gives gcc's
+# false maybe-uninitialized positives) and runs it there (issue 9); any
+# sanitizer report fails its test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
