@@ -176,6 +176,13 @@ void quantize_row_q8_0_ref(const float* x, void* y, int64_t n);  // weights (lla
 SYNAPSE_DECLARE_FORMAT(q8_1)
 SYNAPSE_DECLARE_FORMAT(iq4_nl)
 SYNAPSE_DECLARE_FORMAT(mxfp4)
+// With an importance matrix (quant_weights: [n], one row: the row's mean
+// square sets sigma2; ggml's quantize_row_<t>_impl, quantize_iq4_nl).
+void quantize_q4_0_weighted(const float* x, void* y, int64_t n, const float* quant_weights);
+void quantize_q4_1_weighted(const float* x, void* y, int64_t n, const float* quant_weights);
+void quantize_q5_0_weighted(const float* x, void* y, int64_t n, const float* quant_weights);
+void quantize_q5_1_weighted(const float* x, void* y, int64_t n, const float* quant_weights);
+void quantize_iq4_nl_weighted(const float* x, void* y, int64_t n, const float* quant_weights);
 float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* a);
 float vec_dot_q4_1_q8_1(int64_t n, const void* w, const void* a);
 float vec_dot_q5_0_q8_0(int64_t n, const void* w, const void* a);
@@ -195,9 +202,12 @@ SYNAPSE_DECLARE_FORMAT(q6_K)
 void quantize_q2_K_weighted(const float* x, void* y, int64_t n, const float* quant_weights);
 void quantize_q4_K_weighted(const float* x, void* y, int64_t n, const float* quant_weights);
 void quantize_q5_K_weighted(const float* x, void* y, int64_t n, const float* quant_weights);
+void quantize_q3_K_weighted(const float* x, void* y, int64_t n, const float* quant_weights);
 void quantize_q6_K_weighted(const float* x, void* y, int64_t n, const float* quant_weights);
 SYNAPSE_DECLARE_FORMAT(q8_K)
 SYNAPSE_DECLARE_FORMAT(iq4_xs)
+// quantize_iq4_xs with an importance matrix ([n] floats) or without (nullptr).
+void quantize_iq4_xs_weighted(const float* x, void* y, int64_t n, const float* quant_weights);
 float vec_dot_q2_K_q8_K(int64_t n, const void* w, const void* a);
 float vec_dot_q3_K_q8_K(int64_t n, const void* w, const void* a);
 float vec_dot_q4_K_q8_K(int64_t n, const void* w, const void* a);

@@ -12,6 +12,9 @@
 //   IQ4_XS quantize_iq4_xs -> quantize_row_iq4_nl_impl(256, 32, ..., ntry 7)
 //   Q8_K  quantize_row_q8_K_ref  (which is also what ggml-cpu's x86 build runs
 //         for activations: quantize_row_q8_K there calls the reference)
+// With an importance matrix Q3_K is quantize_row_q3_K_impl, Q6_K
+// quantize_row_q6_K_impl and IQ4_XS quantize_iq4_xs with its weights
+// (Q2_K, Q4_K, Q5_K: k_quants_imatrix.cpp).
 // Every float expression keeps ggml's operand order and its divisions (x/d is
 // not x*(1/d)): the reference quantizers are compiled without FMA contraction
 // or fast-math, so the same order gives the same bits.
@@ -40,11 +43,9 @@ namespace {
 constexpr float kGroupMaxEps = 1e-15f;
 
 
-// ggml's make_qx_quants with rmse_type 1, the only case the weight
-// quantizers here use: weights qw[i] (an importance matrix's) or, without
-// them, x^2. Fits x[0..n) ~ scale * l with l in [-nmax, nmax-1]; writes
-// L[i] = l + nmax and returns scale.
-float make_qx_quants(int n, int nmax, const float* x, int8_t* L, const float* qw = nullptr) {
+}  // namespace
+
+float make_qx_quants(int n, int nmax, const float* x, int8_t* L, const float* qw) {
   float max = 0;
   float amax = 0;
   for (int i = 0; i < n; ++i) {
@@ -93,6 +94,8 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L, const float* qw
   }
   return scale;
 }
+
+namespace {
 
 // ggml's make_q3_quants with do_rmse = true: symmetric fit x ~ scale * l,
 // l in [-nmax, nmax-1], refined by up to 5 passes of coordinate descent on
@@ -425,6 +428,53 @@ float vec_dot_q2_K_q8_K(int64_t n, const void* vw, const void* va) {
 // q3_K_scale), F16 d; q = low 2 bits (qs) + high bit (hmask), stored +4:
 // x = d * (sc - 32) * (q - 4). hmask bit b of byte m holds value 32*b + m.
 
+namespace {
+
+// Stores the 6-bit scale index ls (0..63, the scale ls - 32) of sub-block j:
+// low 4 bits in a nibble of scales[0..8), high 2 in scales[8 + j%4]. The
+// 12 bytes must be zeroed first.
+void set_q3_K_scale(int j, int ls, uint8_t* scales) {
+  if (j < 8) {
+    scales[j] = static_cast<uint8_t>(ls & 0xF);
+  } else {
+    scales[j - 8] = static_cast<uint8_t>(scales[j - 8] | ((ls & 0xF) << 4));
+  }
+  scales[j % 4 + 8] = static_cast<uint8_t>(scales[j % 4 + 8] | ((ls >> 4) << (2 * (j / 4))));
+}
+
+// The end both Q3_K quantizers share: every value rounded again at its
+// stored scale d * (sc - 32) into L (0..7, sub-blocks of scale 0 keep the
+// fit's levels), the high bits into hmask, the low two into qs.
+void finish_q3_K_block(const float* x, int8_t* L, block_q3_K& y) {
+  for (int j = 0; j < QK_K / 16; ++j) {
+    const float d = fp16_to_fp32(y.d) * q3_K_scale(y.scales, j);
+    if (d == 0.f) continue;
+    for (int ii = 0; ii < 16; ++ii) {
+      int l = nearest_int(x[16 * j + ii] / d);
+      l = std::max(-4, std::min(3, l));
+      L[16 * j + ii] = static_cast<int8_t>(l + 4);
+    }
+  }
+  // High bit of the first 32 values into bit 0 of hmask[0..32), the next
+  // 32 into bit 1, ...
+  std::memset(y.hmask, 0, QK_K / 8);
+  int m = 0;
+  uint8_t hm = 1;
+  for (int j = 0; j < QK_K; ++j) {
+    if (L[j] > 3) {
+      y.hmask[m] |= hm;
+      L[j] = static_cast<int8_t>(L[j] - 4);
+    }
+    if (++m == QK_K / 8) {
+      m = 0;
+      hm = static_cast<uint8_t>(hm << 1);
+    }
+  }
+  pack_2bit(reinterpret_cast<const uint8_t*>(L), y.qs);
+}
+
+}  // namespace
+
 // quantize_row_q3_K_ref.
 void quantize_row_q3_K(const float* x, void* vy, int64_t n) {
   auto* y = static_cast<block_q3_K*>(vy);
@@ -448,48 +498,46 @@ void quantize_row_q3_K(const float* x, void* vy, int64_t n) {
     if (max_scale != 0.f) {
       const float iscale = -32.f / max_scale;
       for (int j = 0; j < QK_K / 16; ++j) {
-        int8_t l = static_cast<int8_t>(nearest_int(iscale * scales[j]));
-        l = static_cast<int8_t>(std::max<int>(-32, std::min<int>(31, l)) + 32);
-        if (j < 8) {
-          y[i].scales[j] = l & 0xF;
-        } else {
-          y[i].scales[j - 8] = static_cast<uint8_t>(y[i].scales[j - 8] | ((l & 0xF) << 4));
-        }
-        l = static_cast<int8_t>(l >> 4);
-        y[i].scales[j % 4 + 8] = static_cast<uint8_t>(y[i].scales[j % 4 + 8] | (l << (2 * (j / 4))));
+        const int l = static_cast<int8_t>(nearest_int(iscale * scales[j]));  // ggml's int8_t l
+        set_q3_K_scale(j, std::max(-32, std::min(31, l)) + 32, y[i].scales);
       }
       y[i].d = fp32_to_fp16(1 / iscale);
     } else {
       y[i].d = fp32_to_fp16(0.f);
     }
+    finish_q3_K_block(x, L, y[i]);
+    x += QK_K;
+  }
+}
 
-    // Requantize against the stored scales.
+// quantize_row_q3_K_impl with an importance matrix (quant_weights: [n]):
+// each sub-block of 16 fit by make_qx_quants (levels -4..3) weighted by
+// qw * sqrt(sigma2 + x^2) (sigma2 twice the block's mean x^2), then the 16
+// scales themselves by make_qx_quants (levels -32..31) weighted by the
+// sub-blocks' total weights; d is that fit's scale.
+void quantize_q3_K_weighted(const float* x, void* vy, int64_t n, const float* quant_weights) {
+  auto* y = static_cast<block_q3_K*>(vy);
+  const int64_t nb = n / QK_K;
+  int8_t L[QK_K];
+  int8_t Ls[QK_K / 16];
+  float scales[QK_K / 16], weight[16], sw[QK_K / 16];
+  for (int64_t i = 0; i < nb; ++i) {
+    float sumx2 = 0;
+    for (int j = 0; j < QK_K; ++j) sumx2 += x[j] * x[j];
+    const float sigma2 = 2 * sumx2 / QK_K;
     for (int j = 0; j < QK_K / 16; ++j) {
-      const float d = fp16_to_fp32(y[i].d) * q3_K_scale(y[i].scales, j);
-      if (d == 0.f) continue;
-      for (int ii = 0; ii < 16; ++ii) {
-        int l = nearest_int(x[16 * j + ii] / d);
-        l = std::max(-4, std::min(3, l));
-        L[16 * j + ii] = static_cast<int8_t>(l + 4);
-      }
+      const float* qw = quant_weights + QK_K * i + 16 * j;
+      for (int l = 0; l < 16; ++l) weight[l] = qw[l] * std::sqrt(sigma2 + x[16 * j + l] * x[16 * j + l]);
+      float sumw = 0;
+      for (int l = 0; l < 16; ++l) sumw += weight[l];
+      sw[j] = sumw;
+      scales[j] = make_qx_quants(16, 4, x + 16 * j, L + 16 * j, weight);
     }
-
-    // High bit of the first 32 values into bit 0 of hmask[0..32), the next
-    // 32 into bit 1, ...
-    std::memset(y[i].hmask, 0, QK_K / 8);
-    int m = 0;
-    uint8_t hm = 1;
-    for (int j = 0; j < QK_K; ++j) {
-      if (L[j] > 3) {
-        y[i].hmask[m] |= hm;
-        L[j] = static_cast<int8_t>(L[j] - 4);
-      }
-      if (++m == QK_K / 8) {
-        m = 0;
-        hm = static_cast<uint8_t>(hm << 1);
-      }
-    }
-    pack_2bit(reinterpret_cast<const uint8_t*>(L), y[i].qs);
+    std::memset(y[i].scales, 0, 12);
+    const float d_block = make_qx_quants(QK_K / 16, 32, scales, Ls, sw);
+    for (int j = 0; j < QK_K / 16; ++j) set_q3_K_scale(j, Ls[j], y[i].scales);
+    y[i].d = fp32_to_fp16(d_block);
+    finish_q3_K_block(x, L, y[i]);
     x += QK_K;
   }
 }
@@ -974,14 +1022,20 @@ inline int best_index_int8(int n, const int8_t* val, float x) {
 }
 
 // quantize_row_iq4_nl_impl(super_block_size = 256, block_size = 32, ...,
-// values = kvalues_iq4nl, quant_weights = NULL, ntry = 7) for one block.
-void quantize_iq4_xs_block(const float* x, block_iq4_xs& y) {
+// values = kvalues_iq4nl, quant_weights, ntry = 7) for one block. qw: the
+// block's 256 importances (weights qw * sqrt(sigma2 + x^2), sigma2 twice
+// the block's mean x^2), or nullptr (weights x^2).
+void quantize_iq4_xs_block(const float* x, const float* qw, block_iq4_xs& y) {
   constexpr int kBlock = 32;
   constexpr int kNtry = 7;
   const int8_t* values = kvalues_iq4nl;
   uint8_t L[QK_K];
   float scales[QK_K / kBlock];
   float weight[kBlock];
+
+  float sigma2 = 0;
+  for (int j = 0; j < QK_K; ++j) sigma2 += x[j] * x[j];
+  sigma2 *= 2.f / QK_K;
 
   std::memset(y.qs, 0, QK_K / 2);
   y.d = fp32_to_fp16(0.f);
@@ -990,7 +1044,12 @@ void quantize_iq4_xs_block(const float* x, block_iq4_xs& y) {
   for (int ib = 0; ib < QK_K / kBlock; ++ib) {
     const float* xb = x + ib * kBlock;
     uint8_t* Lb = L + ib * kBlock;
-    for (int j = 0; j < kBlock; ++j) weight[j] = xb[j] * xb[j];
+    if (qw != nullptr) {
+      const float* qwb = qw + ib * kBlock;
+      for (int j = 0; j < kBlock; ++j) weight[j] = qwb[j] * std::sqrt(sigma2 + xb[j] * xb[j]);
+    } else {
+      for (int j = 0; j < kBlock; ++j) weight[j] = xb[j] * xb[j];
+    }
     float amax = 0, max = 0;
     for (int j = 0; j < kBlock; ++j) {
       const float ax = std::fabs(xb[j]);
@@ -1015,7 +1074,7 @@ void quantize_iq4_xs_block(const float* x, block_iq4_xs& y) {
       sumqx += w * q * xb[j];
       sumq2 += w * q * q;
     }
-    d = sumqx / sumq2;
+    d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
     float best = d * sumqx;
     for (int itry = -kNtry; itry <= kNtry; ++itry) {
       id = (itry + values[0]) / max;
@@ -1072,12 +1131,16 @@ void quantize_iq4_xs_block(const float* x, block_iq4_xs& y) {
 
 }  // namespace
 
-// quantize_iq4_xs without importance matrix (llama-quantize's path).
-void quantize_row_iq4_xs(const float* x, void* vy, int64_t n) {
+// quantize_iq4_xs (llama-quantize's path) with an importance matrix
+// (quant_weights: [n]) or without (nullptr).
+void quantize_iq4_xs_weighted(const float* x, void* vy, int64_t n, const float* quant_weights) {
   auto* y = static_cast<block_iq4_xs*>(vy);
   const int64_t nb = n / QK_K;
-  for (int64_t i = 0; i < nb; ++i) quantize_iq4_xs_block(x + QK_K * i, y[i]);
+  for (int64_t i = 0; i < nb; ++i)
+    quantize_iq4_xs_block(x + QK_K * i, quant_weights ? quant_weights + QK_K * i : nullptr, y[i]);
 }
+
+void quantize_row_iq4_xs(const float* x, void* vy, int64_t n) { quantize_iq4_xs_weighted(x, vy, n, nullptr); }
 
 // dequantize_row_iq4_xs: y = (d * (ls - 32)) * kvalues_iq4nl[q].
 void dequantize_row_iq4_xs(const void* vx, float* y, int64_t n) {

@@ -16,7 +16,8 @@
 //   * weights (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL): what llama-quantize writes
 //     without an importance matrix: ggml's quantize_row_<t>_ref, and for
 //     IQ4_NL quantize_iq4_nl (quantize_row_iq4_nl_impl with ntry = 7), for
-//     MXFP4 quantize_row_mxfp4_ref.
+//     MXFP4 quantize_row_mxfp4_ref; with one (quantize_<t>_weighted),
+//     ggml's quantize_row_<t>_impl and quantize_iq4_nl with its weights.
 //   * activations (Q8_0, Q8_1): bit-identical to ggml's x86 AVX2
 //     quantize_row_q8_0 / quantize_row_q8_1 (ggml-cpu/arch/x86/quants.c),
 //     which differ from the _ref versions: id = 127/amax instead of 1/d, and
@@ -52,6 +53,7 @@
 #include <cstring>
 
 #include "quant/formats.hpp"
+#include "quant/quant_search.hpp"
 
 namespace synapse::quant {
 namespace {
@@ -480,6 +482,100 @@ void dequantize_row_q8_1(const void* vx, float* y, int64_t n) {
   }
 }
 
+// ------------------------------------------- Q4_0 ... Q5_1, imatrix
+// llama-quantize with an importance matrix: ggml's quantize_row_<t>_impl.
+// Each block of 32 is fit weighted by qw * sqrt(sigma2 + x^2), sigma2 the
+// mean x^2 of the whole row (n is one row): Q4_0/Q5_0 symmetric by
+// make_qx_quants (levels -8..7 / -16..15, stored +8 / +16), Q4_1/Q5_1 with
+// a min by make_qkx3_quants (with weights, make_qkx2_quants' search; levels
+// 0..15 / 0..31, m = -min). d and m are the fits' values rounded to F16;
+// the levels are the fits' (not rounded again at the F16 scale).
+
+namespace {
+
+float row_sigma2(const float* x, int64_t n) {
+  float sum_x2 = 0;
+  for (int64_t j = 0; j < n; ++j) sum_x2 += x[j] * x[j];
+  return sum_x2 / n;
+}
+
+void block_weights(const float* xb, const float* qw, float sigma2, float* weight) {
+  for (int j = 0; j < 32; ++j) weight[j] = qw[j] * std::sqrt(sigma2 + xb[j] * xb[j]);
+}
+
+// Levels L[0..32) into qs (element j low nibble, j + 16 high) and, for the
+// 5-bit types, their bit 4 into qh (bit j for element j).
+template <class L8>
+void pack_levels(const L8* L, uint8_t* qs, uint8_t* qh) {
+  uint32_t h = 0;
+  for (int j = 0; j < 16; ++j) {
+    const uint8_t l0 = static_cast<uint8_t>(L[j]);
+    const uint8_t l1 = static_cast<uint8_t>(L[j + 16]);
+    qs[j] = static_cast<uint8_t>((l0 & 0x0F) | ((l1 & 0x0F) << 4));
+    h |= static_cast<uint32_t>((l0 & 0x10u) >> 4) << j;
+    h |= static_cast<uint32_t>((l1 & 0x10u) >> 4) << (j + 16);
+  }
+  if (qh != nullptr) store_qh(qh, h);
+}
+
+// quantize_row_q4_0_impl / quantize_row_q5_0_impl: d = make_qx_quants(32, nmax, ...).
+template <class Block>
+void quantize_symmetric_weighted(const float* x, Block* y, int64_t n, const float* quant_weights, int nmax) {
+  const float sigma2 = row_sigma2(x, n);
+  float weight[32];
+  int8_t L[32];
+  for (int64_t ib = 0; ib < n / 32; ++ib) {
+    const float* xb = x + 32 * ib;
+    block_weights(xb, quant_weights + 32 * ib, sigma2, weight);
+    const float d = make_qx_quants(32, nmax, xb, L, weight);
+    y[ib].d = fp32_to_fp16(d);
+    if constexpr (requires { y[ib].qh; }) {
+      pack_levels(L, y[ib].qs, y[ib].qh);
+    } else {
+      pack_levels(L, y[ib].qs, nullptr);
+    }
+  }
+}
+
+// quantize_row_q4_1_impl / quantize_row_q5_1_impl: make_qkx3_quants(32, nmax, ..., -0.9, 0.05, 36).
+template <class Block>
+void quantize_offset_weighted(const float* x, Block* y, int64_t n, const float* quant_weights, int nmax) {
+  const float sigma2 = row_sigma2(x, n);
+  float weight[32];
+  uint8_t L[32], Laux[32];
+  for (int64_t ib = 0; ib < n / 32; ++ib) {
+    const float* xb = x + 32 * ib;
+    block_weights(xb, quant_weights + 32 * ib, sigma2, weight);
+    float min = 0;
+    const float d = make_qkx2_quants(32, nmax, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36, false);
+    y[ib].d = fp32_to_fp16(d);
+    y[ib].m = fp32_to_fp16(-min);
+    if constexpr (requires { y[ib].qh; }) {
+      pack_levels(L, y[ib].qs, y[ib].qh);
+    } else {
+      pack_levels(L, y[ib].qs, nullptr);
+    }
+  }
+}
+
+}  // namespace
+
+void quantize_q4_0_weighted(const float* x, void* y, int64_t n, const float* quant_weights) {
+  quantize_symmetric_weighted(x, static_cast<block_q4_0*>(y), n, quant_weights, 8);
+}
+
+void quantize_q5_0_weighted(const float* x, void* y, int64_t n, const float* quant_weights) {
+  quantize_symmetric_weighted(x, static_cast<block_q5_0*>(y), n, quant_weights, 16);
+}
+
+void quantize_q4_1_weighted(const float* x, void* y, int64_t n, const float* quant_weights) {
+  quantize_offset_weighted(x, static_cast<block_q4_1*>(y), n, quant_weights, 15);
+}
+
+void quantize_q5_1_weighted(const float* x, void* y, int64_t n, const float* quant_weights) {
+  quantize_offset_weighted(x, static_cast<block_q5_1*>(y), n, quant_weights, 31);
+}
+
 // ---------------------------------------------------------------- IQ4_NL
 // block_iq4_nl: d (fp16), 16 bytes of 4-bit indices into kvalues_iq4nl;
 // value = kvalues_iq4nl[q] * d.
@@ -492,13 +588,25 @@ void dequantize_row_q8_1(const void* vx, float* y, int64_t n) {
 // keeping the one whose levels maximise sum(w q x)^2 / sum(w q^2); finally
 // re-pick the levels for the kept d. A block with max |x| < 1e-15 gets d = 0
 // (its levels are then all index 8, as ggml writes them).
-void quantize_row_iq4_nl(const float* x, void* vy, int64_t n) {
+void quantize_row_iq4_nl(const float* x, void* vy, int64_t n) { quantize_iq4_nl_weighted(x, vy, n, nullptr); }
+
+// The same with an importance matrix (quantize_iq4_nl with quant_weights):
+// weights qw * sqrt(sigma2 + x^2), sigma2 twice the block's mean x^2.
+void quantize_iq4_nl_weighted(const float* x, void* vy, int64_t n, const float* quant_weights) {
   auto* y = static_cast<block_iq4_nl*>(vy);
   const int64_t nb = n / QK4_NL;
   constexpr int ntry = 7;
   for (int64_t i = 0; i < nb; ++i, x += QK4_NL) {
     float weight[QK4_NL];
-    for (int j = 0; j < QK4_NL; ++j) weight[j] = x[j] * x[j];
+    if (quant_weights != nullptr) {
+      float sigma2 = 0;
+      for (int j = 0; j < QK4_NL; ++j) sigma2 += x[j] * x[j];
+      sigma2 *= 2.f / QK4_NL;
+      const float* qw = quant_weights + QK4_NL * i;
+      for (int j = 0; j < QK4_NL; ++j) weight[j] = qw[j] * std::sqrt(sigma2 + x[j] * x[j]);
+    } else {
+      for (int j = 0; j < QK4_NL; ++j) weight[j] = x[j] * x[j];
+    }
     float amax = 0.0f, max = 0.0f;
     for (int j = 0; j < QK4_NL; ++j) {
       const float ax = std::fabs(x[j]);

@@ -325,14 +325,6 @@ bool is_lattice_quantizer(GgmlType t) {
 }
 }  // namespace
 
-bool imatrix_quantizer(GgmlType t) noexcept {
-  switch (t) {
-    case G::F32: case G::F16: case G::BF16: case G::Q8_0: case G::TQ1_0: case G::TQ2_0: case G::MXFP4: return true;
-    case G::Q2_K: case G::Q4_K: case G::Q5_K: case G::Q6_K: return true;
-    default: return is_lattice_quantizer(t);
-  }
-}
-
 void quantize_weights(GgmlType t, const float* x, void* y, int64_t n, const float* imatrix) {
   check_row(t, n, "quantize_weights");
   if (imatrix == nullptr && requires_imatrix(t))
@@ -348,15 +340,23 @@ void quantize_weights(GgmlType t, const float* x, void* y, int64_t n, const floa
   if (imatrix != nullptr) {
     switch (t) {
       case G::Q2_K: quantize_q2_K_weighted(x, y, n, imatrix); return;
+      case G::Q3_K: quantize_q3_K_weighted(x, y, n, imatrix); return;
       case G::Q4_K: quantize_q4_K_weighted(x, y, n, imatrix); return;
       case G::Q5_K: quantize_q5_K_weighted(x, y, n, imatrix); return;
       case G::Q6_K: quantize_q6_K_weighted(x, y, n, imatrix); return;
-      default: break;
+      case G::Q4_0: quantize_q4_0_weighted(x, y, n, imatrix); return;
+      case G::Q4_1: quantize_q4_1_weighted(x, y, n, imatrix); return;
+      case G::Q5_0: quantize_q5_0_weighted(x, y, n, imatrix); return;
+      case G::Q5_1: quantize_q5_1_weighted(x, y, n, imatrix); return;
+      case G::IQ4_NL: quantize_iq4_nl_weighted(x, y, n, imatrix); return;
+      case G::IQ4_XS: quantize_iq4_xs_weighted(x, y, n, imatrix); return;
+      // ggml's quantizers of these ignore the importance matrix.
+      case G::F32: case G::F16: case G::BF16: case G::TQ1_0: case G::TQ2_0: case G::MXFP4: break;
+      default:
+        throw Error(Errc::unsupported, "quantizing to " + std::string(type_name(t)) +
+                                           " with an importance matrix: not a weight type");
     }
   }
-  if (imatrix != nullptr && !imatrix_quantizer(t))
-    throw Error(Errc::unsupported, "quantizing to " + std::string(type_name(t)) +
-                                       " with an importance matrix is not implemented");
   quantize_row(t, x, y, n);
 }
 

@@ -47,18 +47,15 @@ void quantize_row(GgmlType t, const float* x, void* y, int64_t n);
 // nullptr. Without one every type is quantize_row's reference quantizer
 // (for Q8_0 ggml's quantize_row_q8_0_ref, not the activation quantizer);
 // with one the lattice types (IQ2_XXS ... IQ1_M) run ggml's weighted
-// search (iq_quantize.cpp), the types whose ggml quantizer ignores it
-// (Q8_0, TQ1_0, TQ2_0, MXFP4, F16, BF16) their reference one.
+// search (iq_quantize.cpp), Q2_K ... Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL
+// and IQ4_XS ggml's quantize_row_<t>_impl (k_quants.cpp,
+// k_quants_imatrix.cpp, legacy.cpp), and the types whose ggml quantizer
+// ignores it (Q8_0, TQ1_0, TQ2_0, MXFP4, F16, BF16) their reference one.
 // x: [n]; y: row_size(t, n) bytes. Throws Error(invalid_argument) for n not
 // a multiple of the block, or no imatrix for IQ2_XXS, IQ2_XS or IQ1_S
 // (ggml_quantize_requires_imatrix); Error(unsupported) for a type with no
-// quantizer, or an imatrix for a type whose weighted quantizer synapse lacks
-// (imatrix_quantizer(t) false).
+// quantizer, or an imatrix for a type that is no weight type (Q8_1, Q8_K).
 void quantize_weights(GgmlType t, const float* x, void* y, int64_t n, const float* imatrix);
-
-// True when quantize_weights(t, ..., imatrix) accepts an importance matrix:
-// synapse has ggml's weighted quantizer for t, or ggml's ignores it.
-bool imatrix_quantizer(GgmlType t) noexcept;
 
 // ggml_quantize_requires_imatrix: IQ2_XXS, IQ2_XS, IQ1_S.
 bool requires_imatrix(GgmlType t) noexcept;

@@ -1,5 +1,5 @@
 // Pieces ggml's weight quantizers share (ggml-quants.c): the rounding they
-// all use, make_qkx2_quants (defined in k_quants.cpp) and make_qp_quants
+// all use, make_qx_quants and make_qkx2_quants (defined in k_quants.cpp) and make_qp_quants
 // (k_quants_imatrix.cpp), the searches that the K-quants and the lattice
 // quantizers (iq_quantize.cpp) run. Internal to quant.
 //
@@ -21,6 +21,14 @@ inline int nearest_int(float fval) {
   const int32_t i = std::bit_cast<int32_t>(val);
   return (i & 0x007fffff) - 0x00400000;
 }
+
+// ggml's make_qx_quants with rmse_type 1 (k_quants.cpp), the only case the
+// weight quantizers use: symmetric fit x[0..n) ~ scale * l, l in
+// [-nmax, nmax-1], weighted by qw[i] (an importance matrix's weights) or,
+// qw nullptr, by x^2; the scale of 19 trial inverse scales -(nmax + 0.1 is)
+// / max (is in [-9, 9]) of the largest sum(w x l)^2 / sum(w l^2). Writes
+// L[i] = l + nmax and returns the scale (0 for a block below 1e-15).
+float make_qx_quants(int n, int nmax, const float* x, int8_t* L, const float* qw);
 
 // ggml's make_qkx2_quants (k_quants.cpp): asymmetric fit x ~ scale * l -
 // the_min, l in [0, nmax], weighted; writes L and *the_min, returns scale.

@@ -580,10 +580,6 @@ gguf::Writer quantize_model(const gguf::File& in, const QuantizeOptions& opt,
       throw Error(Errc::invalid_argument, "this quantization requires an importance matrix (--imatrix FILE): "
                                           "offending tensor " + p.name + ", target type " +
                                               std::string(type_name(p.to)));
-    const auto it = imx.importance.find(p.name);
-    if (it != imx.importance.end() && !quant::imatrix_quantizer(p.to))
-      throw Error(Errc::unsupported, "tensor " + p.name + ": quantizing to " + std::string(type_name(p.to)) +
-                                         " with an importance matrix is not implemented in synapse");
   }
 
   gguf::Writer w;

@@ -258,6 +258,82 @@ TEST(QuantizeModel, LatticeTypesWithImatrixMatchLlamaQuantize) {
   });
 }
 
+// The SHA-256 (coreutils' sha256sum) of each of `paths`, in order; "" for
+// one it could not read.
+std::vector<std::string> sha256_of(const std::vector<std::string>& paths) {
+  std::string cmd = "sha256sum";
+  for (const std::string& p : paths) cmd += " '" + p + "'";
+  std::vector<std::string> out;
+  FILE* f = ::popen((cmd + " 2>/dev/null").c_str(), "r");
+  if (f == nullptr) return std::vector<std::string>(paths.size());
+  char line[8192];
+  while (out.size() < paths.size() && std::fgets(line, sizeof(line), f) != nullptr)
+    out.emplace_back(std::strlen(line) >= 64 ? std::string(line, 64) : "");
+  ::pclose(f);
+  out.resize(paths.size());
+  return out;
+}
+
+void write_bytes(const std::string& path, const uint8_t* p, size_t n) {
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(p), static_cast<std::streamsize>(n));
+}
+
+// The weighted quantizers of Q3_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS
+// (ggml's quantize_row_<t>_impl), --pure, and the Q3_K_M and IQ4_XS mixes,
+// with tiny-llama.imatrix.gguf: every tensor's bytes and the whole file
+// against the SHA-256s of llama-quantize v0.5.0's files
+// (quant/tiny-llama-imatrix.sha256, made by
+// scripts/golden/make_imatrix_quant_sha.py from the repository root).
+TEST(QuantizeModel, WeightedLegacyAndK3TypesMatchLlamaQuantize) {
+  std::map<std::string, std::string> expected;  // case[/tensor] -> sha256
+  {
+    std::ifstream f(std::string(SYNAPSE_TEST_DATA) + "/quant/tiny-llama-imatrix.sha256");
+    std::string line;
+    while (std::getline(f, line))
+      if (line.size() > 66) expected[line.substr(66)] = line.substr(0, 64);
+  }
+  ASSERT_EQ(expected.size(), 198u);
+  const struct {
+    const char* ftype;
+    bool pure;
+  } cases[] = {{"Q3_K_S", true}, {"Q4_0", true},   {"Q4_1", true},   {"Q5_0", true},  {"Q5_1", true},
+               {"IQ4_NL", true}, {"IQ4_XS", true}, {"Q3_K_M", false}, {"IQ4_XS", false}};
+  const gguf::File master = gguf::File::open(kModels + "tiny-llama-f32.gguf");
+  at_repository_root([&] {
+    for (const auto& c : cases) {
+      const std::string name = std::string(c.ftype) + (c.pure ? "+pure" : "");
+      QuantizeOptions opt;
+      opt.ftype = parse_file_type(c.ftype);
+      opt.pure = c.pure;
+      opt.n_threads = 2;
+      opt.imatrix_file = "tests/data/models/tiny-llama.imatrix.gguf";
+      std::vector<uint8_t> image;
+      const gguf::File mine = quantize_in_memory(master, opt, &image);
+      const std::string dir = ::testing::TempDir() + "/";
+      std::vector<std::string> keys{name}, paths{dir + "weighted.gguf"};
+      write_bytes(paths[0], image.data(), image.size());
+      for (const gguf::TensorInfo& t : mine.tensors()) {
+        keys.push_back(name + "/" + t.name);
+        paths.push_back(dir + "weighted." + std::to_string(paths.size()) + ".bin");
+        write_bytes(paths.back(), t.data, t.n_bytes);
+      }
+      const std::vector<std::string> got = sha256_of(paths);
+      int n_identical = 0;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        const auto it = expected.find(keys[i]);
+        const bool same = it != expected.end() && it->second == got[i];
+        n_identical += same && i > 0;
+        EXPECT_TRUE(same) << keys[i] << ": " << got[i] << " vs llama-quantize's "
+                          << (it == expected.end() ? "(none)" : it->second);
+        std::remove(paths[i].c_str());
+      }
+      EXPECT_EQ(mine.tensors().size(), 21u) << name;
+      std::printf("[ quantize ] %-24s %2d/%2zu tensors byte-identical\n", (name + " --imatrix").c_str(), n_identical,
+                  mine.tensors().size());
+    }
+  });
+}
+
 // Without an importance matrix llama-quantize refuses the types that need
 // one before writing anything, naming the first tensor (token_embd and
 // output are exempt: --pure IQ3_XXS fails on blk.0.attn_k, the first
