@@ -238,6 +238,14 @@ def auth(key=KEY):
     return {"Authorization": "Bearer " + key}
 
 
+def is_error(r, status):
+    """The error object of a reply that must have HTTP `status` (OpenAI's shape, with a message)."""
+    assert r.status_code == status, (r.status_code, r.text[:300])
+    err = r.json()["error"]
+    assert err["code"] == status and err["message"], err
+    return err
+
+
 def expect_400(srv, path, body, param, needle):
     r = srv.post(path, body, headers=auth())
     assert r.status_code == 400, (body, r.text)
@@ -277,6 +285,12 @@ def test_bad_requests_name_the_field(keyed):
     expect_400(keyed, p, dict(COMPLETIONS, n=1000), "n", "1000")
     expect_400(keyed, p, dict(COMPLETIONS, repeat_penalty=0), "repeat_penalty", "greater than 0")
     expect_400(keyed, "/completion", dict(NATIVE, n_probs=21), "n_probs", "21")
+    # Context-shift settings name positions of the slot's 64 (none here: 400).
+    expect_400(keyed, "/completion", dict(NATIVE, n_keep=-2), "n_keep", "[-1, 64]")
+    expect_400(keyed, "/completion", dict(NATIVE, n_keep=65), "n_keep", "[-1, 64]")
+    expect_400(keyed, "/v1/chat/completions", dict(CHAT, n_discard=-1), "n_discard", "[0, 64]")
+    expect_400(keyed, "/completion", dict(NATIVE, n_discard="8"), "n_discard", "integer")
+    assert keyed.post("/completion", dict(NATIVE, n_keep=-1, n_discard=8), headers=auth()).status_code == 200
     expect_400(keyed, "/v1/chat/completions", dict(CHAT, top_logprobs=21), "top_logprobs", "21")
     expect_400(keyed, "/v1/chat/completions", {"messages": []}, "messages", "non-empty")
     expect_400(keyed, "/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]},
@@ -321,6 +335,58 @@ def test_llama_server_routes(keyed):
                  "llamacpp:requests_deferred", "llamacpp:kv_cache_tokens", "llamacpp:prompt_tokens_seconds"):
         assert re.search("^" + name + r" \d", m, re.M), name
     assert float(re.search(r"^llamacpp:tokens_predicted_total (\S+)", m, re.M).group(1)) > 0
+
+
+# llama-server's metric types (tools/server/server-task.cpp, to_metrics).
+LLAMA_COUNTERS = ["prompt_tokens_total", "prompt_tokens_cached_total", "prompt_seconds_total", "tokens_predicted_total",
+                  "tokens_predicted_seconds_total", "n_decode_total", "n_tokens_max"]
+LLAMA_GAUGES = ["prompt_tokens_seconds", "predicted_tokens_seconds", "requests_processing", "requests_deferred",
+                "n_busy_slots_per_decode"]
+
+
+def test_slots_props_lora_and_metric_types(keyed):
+    h = auth()
+    slots = requests.get(keyed.url("/slots"), headers=h, timeout=10).json()
+    assert [s["id"] for s in slots] == [0, 1]
+    for s in slots:
+        assert s["n_ctx"] == 64 and s["speculative"] is False and s["is_processing"] is False
+    body = {"prompt": "Once upon a time", "n_predict": 6, "seed": 5, "ignore_eos": True, "cache_prompt": False}
+    r = keyed.post("/completion", body, headers=h).json()
+    slot = requests.get(keyed.url("/slots"), headers=h, timeout=10).json()[r["id_slot"]]
+    assert slot["is_processing"] is False
+    assert slot["n_prompt_tokens"] == r["tokens_evaluated"] == 5  # BOS + 4
+    assert slot["n_prompt_tokens_cache"] == r["tokens_cached"] == 0
+    assert slot["n_prompt_tokens_processed"] == r["timings"]["prompt_n"] == 5
+    nl = "\n" in r["content"]
+    assert slot["next_token"] == [{"has_next_token": False, "has_new_line": nl, "n_remain": 0, "n_decoded": 6}]
+    assert isinstance(slot["id_task"], int)
+    # llama-server's keys (GET /slots of llama-server v0.5.0 on this model), less its "params".
+    assert set(slot) == {"id", "n_ctx", "speculative", "is_processing", "id_task", "n_prompt_tokens",
+                         "n_prompt_tokens_processed", "n_prompt_tokens_cache", "next_token"}
+    assert requests.get(keyed.url("/slots?fail_on_no_slot=1"), headers=h, timeout=10).status_code == 200
+    props = requests.get(keyed.url("/props"), headers=h, timeout=10).json()
+    assert props["modalities"] == {"vision": False, "video": False, "audio": False}
+    assert (props["endpoint_slots"], props["endpoint_props"], props["endpoint_metrics"]) == (True, False, True)
+    assert props["bos_token"] == "<s>" and props["eos_token"] == "</s>" and props["is_sleeping"] is False
+    assert requests.get(keyed.url("/lora-adapters"), headers=h, timeout=10).json() == []
+    assert keyed.post("/lora-adapters", [], headers=h).json() == {"success": True}
+    assert is_error(keyed.post("/lora-adapters", [{"id": 0, "scale": 1}], headers=h), 400)
+    assert is_error(keyed.post("/lora-adapters", {"id": 0}, headers=h), 400)["message"] == "Request body must be an array"
+    m = requests.get(keyed.url("/metrics"), headers=h, timeout=10).text
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", m, re.M))
+    for name in LLAMA_COUNTERS:
+        assert types["llamacpp:" + name] == "counter", name
+    for name in LLAMA_GAUGES:
+        assert types["llamacpp:" + name] == "gauge", name
+    assert float(re.search(r"^llamacpp:n_tokens_max (\S+)$", m, re.M).group(1)) >= 11  # 5 + 6 above
+    # --no-slots: 501 naming the flag, as llama-server.
+    with Server("stories260K.gguf", "--no-slots") as s:
+        err = is_error(requests.get(s.url("/slots"), timeout=10), 501)
+        assert err["message"] == "This server does not support slots endpoint. Start it with `--slots`"
+        assert err["type"] == "not_supported_error"
+        assert requests.get(s.url("/props"), timeout=10).json()["endpoint_slots"] is False
+        err = is_error(requests.get(s.url("/metrics"), timeout=10), 501)
+        assert err["message"] == "This server does not support metrics endpoint. Start it with `--metrics`"
 
 
 def test_n_choices_and_token_prompts(keyed):
