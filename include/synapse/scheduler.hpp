@@ -137,15 +137,16 @@ struct SchedulerMetrics {
 
 // One slot as llama-server's GET /slots shows it (server_slot::to_json's
 // fields that do not quote the request's text), as of the worker's last step.
-// The request fields describe the request the slot holds, or the last one it
-// held once that is over (llama-server's task_prev); has_task is false before
-// its first.
+// The request fields describe the request the slot is processing; once its
+// reply is over they read as llama-server's do for an idle slot (id_task
+// stays, n_prompt_tokens is the positions its cache holds, the other counts
+// 0, max_tokens -1). has_task is false before the slot's first request.
 struct SlotState {
   int32_t id = 0;
   bool is_processing = false;           // holds a request whose reply is not over
   bool has_task = false;                // the fields below describe a request
   RequestId id_task = 0;                // try_submit's id
-  int64_t n_prompt_tokens = 0;          // the prompt's tokens (cached ones included)
+  int64_t n_prompt_tokens = 0;          // the prompt's tokens (cached ones included); idle: positions cached
   int64_t n_prompt_tokens_cache = 0;    // of them, taken from the slot's prompt cache
   int64_t n_prompt_tokens_processed = 0;  // of them, computed so far
   int64_t n_decoded = 0;                // tokens generated so far (end-of-generation excluded)

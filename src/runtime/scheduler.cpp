@@ -286,14 +286,23 @@ void Scheduler::Impl::fail_all(const std::string& what) {
   }
 }
 
-// Copies slot s's state into slot_states (GET /slots); mu must be held. A
-// free slot keeps what its last request left (llama-server's task_prev).
+// Copies slot s's state into slot_states (GET /slots); mu must be held.
 void Scheduler::Impl::record_slot(const Slot& s) {
   slot_states.resize(slots.size());
   SlotState& st = slot_states[static_cast<size_t>(s.id)];
   st.id = s.id;
   st.is_processing = s.job && !s.job->reply_over;
-  if (!s.job) return;
+  if (!st.is_processing) {
+    // llama-server resets a slot's counts when its request ends: the last
+    // request's id stays, the prompt is what the cache holds, nothing left.
+    if (st.has_task) {
+      st.n_prompt_tokens = s.seq.n_past();
+      st.n_prompt_tokens_cache = st.n_prompt_tokens_processed = st.n_decoded = 0;
+      st.max_tokens = -1;
+      st.has_new_line = false;
+    }
+    return;
+  }
   const Job& j = *s.job;
   if (!st.has_task || st.id_task != j.id) st.has_new_line = false;
   st.has_task = true;

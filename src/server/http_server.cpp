@@ -82,6 +82,13 @@ std::string metrics_text(const SchedulerMetrics& m, const ServerMetrics& sm) {
          static_cast<double>(m.n_tokens_max));
   metric("llamacpp:prompt_tokens_cached_total", "counter", "Number of prompt tokens reused from the cache",
          static_cast<double>(m.cached_tokens_total));
+  // No speculative decoding here: llama-server's draft counters stay 0, there
+  // for the dashboards and checks that read them.
+  metric("llamacpp:spec_decode_num_draft_tokens_total", "counter", "Speculative: Total draft tokens generated", 0);
+  metric("llamacpp:spec_decode_num_accepted_tokens_total", "counter",
+         "Speculative: Total draft tokens accepted by the target model", 0);
+  metric("llamacpp:spec_decode_num_drafts_total", "counter",
+         "Speculative: Total speculative decoding verification steps", 0);
   // A ratio, so a gauge (llama-server's type for it).
   metric("llamacpp:n_busy_slots_per_decode", "gauge", "Average number of busy slots per llama_decode() call",
          decodes > 0 ? static_cast<double>(m.n_busy_slots_total) / decodes : 0.0);
@@ -590,6 +597,7 @@ void HttpServer::Impl::install_routes() {
 
   http.Get("/metrics", route([this](const httplib::Request&, httplib::Response& res) {
     if (!p.metrics) return send_error(res, 501, "This server does not support metrics endpoint. Start it with `--metrics`");
+    res.set_header("Process-Start-Time-Unix", std::to_string(created));  // llama-server's header
     res.set_content(metrics_text(sched->metrics(), {hangups->total.load(), hangups->steps_max.load()}),
                     "text/plain; version=0.0.4");
   }));

@@ -339,7 +339,8 @@ def test_llama_server_routes(keyed):
 
 # llama-server's metric types (tools/server/server-task.cpp, to_metrics).
 LLAMA_COUNTERS = ["prompt_tokens_total", "prompt_tokens_cached_total", "prompt_seconds_total", "tokens_predicted_total",
-                  "tokens_predicted_seconds_total", "n_decode_total", "n_tokens_max"]
+                  "tokens_predicted_seconds_total", "n_decode_total", "n_tokens_max", "spec_decode_num_draft_tokens_total",
+                  "spec_decode_num_accepted_tokens_total", "spec_decode_num_drafts_total"]
 LLAMA_GAUGES = ["prompt_tokens_seconds", "predicted_tokens_seconds", "requests_processing", "requests_deferred",
                 "n_busy_slots_per_decode"]
 
@@ -350,20 +351,30 @@ def test_slots_props_lora_and_metric_types(keyed):
     assert [s["id"] for s in slots] == [0, 1]
     for s in slots:
         assert s["n_ctx"] == 64 and s["speculative"] is False and s["is_processing"] is False
-    body = {"prompt": "Once upon a time", "n_predict": 6, "seed": 5, "ignore_eos": True, "cache_prompt": False}
-    r = keyed.post("/completion", body, headers=h).json()
-    slot = requests.get(keyed.url("/slots"), headers=h, timeout=10).json()[r["id_slot"]]
-    assert slot["is_processing"] is False
-    assert slot["n_prompt_tokens"] == r["tokens_evaluated"] == 5  # BOS + 4
-    assert slot["n_prompt_tokens_cache"] == r["tokens_cached"] == 0
-    assert slot["n_prompt_tokens_processed"] == r["timings"]["prompt_n"] == 5
-    nl = "\n" in r["content"]
-    assert slot["next_token"] == [{"has_next_token": False, "has_new_line": nl, "n_remain": 0, "n_decoded": 6}]
-    assert isinstance(slot["id_task"], int)
-    # llama-server's keys (GET /slots of llama-server v0.5.0 on this model), less its "params".
-    assert set(slot) == {"id", "n_ctx", "speculative", "is_processing", "id_task", "n_prompt_tokens",
-                         "n_prompt_tokens_processed", "n_prompt_tokens_cache", "next_token"}
-    assert requests.get(keyed.url("/slots?fail_on_no_slot=1"), headers=h, timeout=10).status_code == 200
+    # While a stream runs: its request's counts (prompt: BOS + 4 tokens, none cached).
+    body = {"prompt": "Once upon a time", "n_predict": 40, "seed": 5, "ignore_eos": True, "cache_prompt": False,
+            "stream": True}
+    with keyed.post("/completion", body, headers=h, stream=True) as r:
+        lines = r.iter_lines()
+        next(line for line in lines if line)  # generating
+        busy = [s for s in requests.get(keyed.url("/slots"), headers=h, timeout=10).json() if s["is_processing"]]
+        assert len(busy) == 1
+        slot = busy[0]
+        assert (slot["n_prompt_tokens"], slot["n_prompt_tokens_cache"], slot["n_prompt_tokens_processed"]) == (5, 0, 5)
+        nt = slot["next_token"][0]
+        assert nt["has_next_token"] is True and nt["n_decoded"] >= 1 and nt["n_remain"] == 40 - nt["n_decoded"]
+        # llama-server's keys (its GET /slots on this model), less its "params".
+        assert set(slot) == {"id", "n_ctx", "speculative", "is_processing", "id_task", "n_prompt_tokens",
+                             "n_prompt_tokens_processed", "n_prompt_tokens_cache", "next_token"}
+        assert set(nt) == {"has_next_token", "has_new_line", "n_remain", "n_decoded"}
+        task = slot["id_task"]
+        assert requests.get(keyed.url("/slots?fail_on_no_slot=1"), headers=h, timeout=10).status_code == 200
+        list(lines)  # to the end
+    # Once over, llama-server's idle values: the task's budget does not stay on the slot.
+    slot = requests.get(keyed.url("/slots"), headers=h, timeout=10).json()[slot["id"]]
+    assert slot["is_processing"] is False and slot["id_task"] == task
+    assert slot["next_token"] == [{"has_next_token": False, "has_new_line": False, "n_remain": -1, "n_decoded": 0}]
+    assert slot["n_prompt_tokens"] == 5 + 40 - 1  # the positions its cache holds: the last token was never fed
     props = requests.get(keyed.url("/props"), headers=h, timeout=10).json()
     assert props["modalities"] == {"vision": False, "video": False, "audio": False}
     assert (props["endpoint_slots"], props["endpoint_props"], props["endpoint_metrics"]) == (True, False, True)
@@ -372,13 +383,16 @@ def test_slots_props_lora_and_metric_types(keyed):
     assert keyed.post("/lora-adapters", [], headers=h).json() == {"success": True}
     assert is_error(keyed.post("/lora-adapters", [{"id": 0, "scale": 1}], headers=h), 400)
     assert is_error(keyed.post("/lora-adapters", {"id": 0}, headers=h), 400)["message"] == "Request body must be an array"
-    m = requests.get(keyed.url("/metrics"), headers=h, timeout=10).text
+    reply = requests.get(keyed.url("/metrics"), headers=h, timeout=10)
+    assert abs(int(reply.headers["Process-Start-Time-Unix"]) - time.time()) < 3600
+    m = reply.text
     types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", m, re.M))
     for name in LLAMA_COUNTERS:
         assert types["llamacpp:" + name] == "counter", name
     for name in LLAMA_GAUGES:
         assert types["llamacpp:" + name] == "gauge", name
-    assert float(re.search(r"^llamacpp:n_tokens_max (\S+)$", m, re.M).group(1)) >= 11  # 5 + 6 above
+    assert float(re.search(r"^llamacpp:n_tokens_max (\S+)$", m, re.M).group(1)) >= 45  # 5 + 40 above
+    assert re.search(r"^llamacpp:spec_decode_num_drafts_total 0$", m, re.M)  # no speculative decoding
     # --no-slots: 501 naming the flag, as llama-server.
     with Server("stories260K.gguf", "--no-slots") as s:
         err = is_error(requests.get(s.url("/slots"), timeout=10), 501)
