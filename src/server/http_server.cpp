@@ -229,6 +229,7 @@ struct HttpServer::Impl {
   std::unique_ptr<Scheduler> sched;
   RequestContext rc;
   std::string template_name;  // /props' chat_template: the Jinja source, or the built-in format's name
+  std::string model_ftype;    // /props' model_ftype (llama_ftype_name), set with the scheduler
   int64_t created = unix_now();
   OllamaModel ollama;  // the served model as Ollama's /api/tags, /api/show and /api/ps describe it
   Pooling pooling = Pooling::none;  // --pooling resolved against the model (set_scheduler)
@@ -449,6 +450,7 @@ void HttpServer::set_scheduler(std::unique_ptr<Scheduler> scheduler) {
   s.ollama = describe_ollama_model(model, serving);
   if (s.p.embeddings && s.pooling == Pooling::rank) model.check_rank_head();
   s.rerank_template = model.gguf().get_string("tokenizer.chat_template.rerank");
+  s.model_ftype = llama_ftype_name(model.gguf());
   s.sched = std::move(scheduler);
   s.ready.store(true, std::memory_order_release);
 }
@@ -540,6 +542,7 @@ void HttpServer::Impl::install_routes() {
                {"total_slots", sched->params().n_parallel},
                {"model_path", p.model_path},
                {"model_alias", p.model_name},
+               {"model_ftype", model_ftype},
                {"chat_template", template_name},
                {"chat_template_caps", rc.jinja ? caps_json(rc.jinja->renderer.caps()) : json::object()},
                {"bos_token", tok().bos() >= 0 ? tok().token_to_piece(tok().bos(), true) : ""},

@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "synapse/gguf.hpp"
 #include "synapse/scheduler.hpp"
 #include "synapse/synapse.hpp"
 
@@ -152,6 +153,13 @@ bool api_key_matches(const std::vector<std::string>& keys, std::string_view give
 // The key a request presents: "Authorization: Bearer KEY" or "x-api-key: KEY"
 // ("" when neither).
 std::string presented_key(std::string_view authorization, std::string_view x_api_key);
+
+// /props' model_ftype: llama.cpp's text for the file's general.file_type
+// ("Q4_K - Medium", "all F32"; "unknown, may not work" for a value it does not
+// know), or without that key "(guessed) " and the text of the file type its
+// weights' most common type stands for (llama-model-loader.cpp). Defined in
+// server/llama_ftype.cpp.
+std::string llama_ftype_name(const gguf::File& f);
 
 // What the HTTP layer counts beside the Scheduler.
 struct ServerMetrics {

@@ -379,6 +379,7 @@ def test_slots_props_lora_and_metric_types(keyed):
     assert props["modalities"] == {"vision": False, "video": False, "audio": False}
     assert (props["endpoint_slots"], props["endpoint_props"], props["endpoint_metrics"]) == (True, False, True)
     assert props["bos_token"] == "<s>" and props["eos_token"] == "</s>" and props["is_sleeping"] is False
+    assert props["model_ftype"] == "(guessed) all F32"  # llama-server v0.5.0 on this file
     assert requests.get(keyed.url("/lora-adapters"), headers=h, timeout=10).json() == []
     assert keyed.post("/lora-adapters", [], headers=h).json() == {"success": True}
     assert is_error(keyed.post("/lora-adapters", [{"id": 0, "scale": 1}], headers=h), 400)
