@@ -551,9 +551,16 @@ void HttpServer::Impl::install_routes() {
                // Text only: no image, video or audio input.
                {"modalities", {{"vision", false}, {"video", false}, {"audio", false}}},
                {"endpoint_slots", p.slots},
-               {"endpoint_props", false},  // POST /props changes nothing here
+               {"endpoint_props", p.props},
                {"endpoint_metrics", p.metrics},
                {"is_sleeping", false}});
+  }));
+
+  // llama-server's POST /props: no property can be changed there either.
+  http.Post("/props", route([this](const httplib::Request&, httplib::Response& res) {
+    if (!p.props)
+      return send_error(res, 501, "This server does not support changing global properties. Start it with `--props`");
+    send_json(res, 200, {{"success", true}});
   }));
 
   // llama-server's GET /slots: server_slot::to_json as it answers without

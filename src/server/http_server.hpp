@@ -20,6 +20,7 @@
 //   POST /api/embed, /api/embeddings               Ollama's embeddings (with --embeddings)
 //   GET  /health, /v1/health                       {"status":"ok"}, 503 while the model loads and once it shuts down
 //   GET  /v1/models, /models, /props               the model served
+//   POST /props                                    {"success": true}, changing nothing (with --props; else 501)
 //   GET  /metrics                                  Prometheus text (with --metrics; else 501)
 //   GET  /slots                                    the slots' state (llama-server's; --no-slots: 501)
 //   GET  /lora-adapters                            [] (synapse loads no adapters); POST: [] only, else 400
@@ -71,6 +72,7 @@ struct ServerParams {
                                          // credentials ever); empty: no CORS headers at all
   bool metrics = false;                  // --metrics: enable GET /metrics
   bool slots = true;                     // --slots / --no-slots: GET /slots (else 501, as llama-server)
+  bool props = false;                    // --props: POST /props answers (it changes nothing, as llama-server's)
   size_t max_body_bytes = 8u << 20;      // request body limit (413 above it)
   int n_http_threads = 0;                // --threads-http: connections served at once (<= 0: 64)
   int32_t n_predict = -1;                // -n: default and ceiling of tokens per reply (< 0: none)

@@ -378,6 +378,8 @@ def test_slots_props_lora_and_metric_types(keyed):
     props = requests.get(keyed.url("/props"), headers=h, timeout=10).json()
     assert props["modalities"] == {"vision": False, "video": False, "audio": False}
     assert (props["endpoint_slots"], props["endpoint_props"], props["endpoint_metrics"]) == (True, False, True)
+    err = is_error(keyed.post("/props", {}, headers=h), 501)
+    assert err["message"] == "This server does not support changing global properties. Start it with `--props`"
     assert props["bos_token"] == "<s>" and props["eos_token"] == "</s>" and props["is_sleeping"] is False
     assert props["model_ftype"] == "(guessed) all F32"  # llama-server v0.5.0 on this file
     assert requests.get(keyed.url("/lora-adapters"), headers=h, timeout=10).json() == []
@@ -395,11 +397,13 @@ def test_slots_props_lora_and_metric_types(keyed):
     assert float(re.search(r"^llamacpp:n_tokens_max (\S+)$", m, re.M).group(1)) >= 45  # 5 + 40 above
     assert re.search(r"^llamacpp:spec_decode_num_drafts_total 0$", m, re.M)  # no speculative decoding
     # --no-slots: 501 naming the flag, as llama-server.
-    with Server("stories260K.gguf", "--no-slots") as s:
+    with Server("stories260K.gguf", "--no-slots", "--props") as s:
         err = is_error(requests.get(s.url("/slots"), timeout=10), 501)
         assert err["message"] == "This server does not support slots endpoint. Start it with `--slots`"
         assert err["type"] == "not_supported_error"
-        assert requests.get(s.url("/props"), timeout=10).json()["endpoint_slots"] is False
+        props = requests.get(s.url("/props"), timeout=10).json()
+        assert (props["endpoint_slots"], props["endpoint_props"]) == (False, True)
+        assert s.post("/props", {}).json() == {"success": True}
         err = is_error(requests.get(s.url("/metrics"), timeout=10), 501)
         assert err["message"] == "This server does not support metrics endpoint. Start it with `--metrics`"
 
