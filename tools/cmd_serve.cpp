@@ -240,6 +240,9 @@ Runner add_serve(CLI::App& app) {
                  "take to arrive, before the connection is closed (408 for a late header; default 5)")
       ->check(CLI::Range(1, 3600));
   app.add_flag("--metrics", a->server.metrics, "enable the Prometheus endpoint GET /metrics");
+  app.add_flag("--slots,!--no-slots", a->server.slots, "GET /slots: the slots' state (default: enabled)");
+  app.add_flag("--props", a->server.props,
+               "POST /props answers {\"success\": true} (no property can be changed; default: 501)");
   app.add_flag("--embedding,--embeddings", a->server.embeddings,
                "serve embeddings: /v1/embeddings, /embedding, /api/embed (default: disabled)");
   app.add_option_function<std::string>(

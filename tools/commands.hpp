@@ -20,6 +20,6 @@ Runner add_bench(CLI::App& app);   // prefill / decode speed, like llama-bench
 Runner add_quantize(CLI::App& app);  // requantize a GGUF file like llama-quantize
 Runner add_perplexity(CLI::App& app);  // perplexity and KL divergence, like llama-perplexity
 Runner add_imatrix(CLI::App& app);  // importance matrix over a text, like llama-imatrix
-Runner add_serve(CLI::App& app);   // OpenAI- and llama-server-compatible HTTP server
+Runner add_serve(CLI::App& app);   // OpenAI- and llama-server-compatible HTTP server (SYNAPSE_BUILD_SERVER)
 
 }  // namespace synapse::tools

@@ -36,7 +36,18 @@ int main(int argc, char** argv) {
   add("imatrix", "compute an importance matrix over a text for quantize --imatrix (like llama-imatrix)",
       synapse::tools::add_imatrix);
   add("quantize", "requantize a GGUF file's weights (llama-quantize's types and mixes)", synapse::tools::add_quantize);
+#if SYNAPSE_HAS_SERVER
   add("serve", "OpenAI- and llama-server-compatible HTTP server", synapse::tools::add_serve);
+#else
+  // Built with -DSYNAPSE_BUILD_SERVER=OFF: the command says so, whatever its flags.
+  add("serve", "(not in this build: configured with -DSYNAPSE_BUILD_SERVER=OFF)", [](CLI::App& app) {
+    app.allow_extras();
+    return synapse::tools::Runner([] {
+      std::fprintf(stderr, "synapse serve: not in this build (configured with -DSYNAPSE_BUILD_SERVER=OFF)\n");
+      return 1;
+    });
+  });
+#endif
 
   // llama.cpp's flags the subcommand does not define are mapped, dropped or
   // refused by llama_flags.cpp's table before CLI11 parses.

@@ -127,11 +127,31 @@ struct SchedulerMetrics {
   uint64_t n_decode_total = 0;            // llamacpp:n_decode_total: Context::decode calls (steps)
   uint64_t n_busy_slots_total = 0;        // sum over steps of the slots in the step (llamacpp:n_busy_slots_per_decode = this / n_decode_total)
   uint64_t requests_total = 0;            // requests accepted
+  uint64_t n_tokens_max = 0;              // llamacpp:n_tokens_max: the longest request, prompt + generated tokens
   int32_t requests_processing = 0;        // llamacpp:requests_processing: requests holding a slot
   int32_t requests_deferred = 0;          // llamacpp:requests_deferred: requests waiting in the queue
   int64_t kv_cells_used = 0;              // positions held by requests being processed
   int64_t kv_cells_cached = 0;            // positions kept by free slots for the prompt cache
   int64_t kv_cells_total = 0;             // n_parallel * n_ctx
+};
+
+// One slot as llama-server's GET /slots shows it (server_slot::to_json's
+// fields that do not quote the request's text), as of the worker's last step.
+// The request fields describe the request the slot is processing; once its
+// reply is over they read as llama-server's do for an idle slot (id_task
+// stays, n_prompt_tokens is the positions its cache holds, the other counts
+// 0, max_tokens -1). has_task is false before the slot's first request.
+struct SlotState {
+  int32_t id = 0;
+  bool is_processing = false;           // holds a request whose reply is not over
+  bool has_task = false;                // the fields below describe a request
+  RequestId id_task = 0;                // try_submit's id
+  int64_t n_prompt_tokens = 0;          // the prompt's tokens (cached ones included); idle: positions cached
+  int64_t n_prompt_tokens_cache = 0;    // of them, taken from the slot's prompt cache
+  int64_t n_prompt_tokens_processed = 0;  // of them, computed so far
+  int64_t n_decoded = 0;                // tokens generated so far (end-of-generation excluded)
+  bool has_new_line = false;            // the reply's text so far has a newline
+  int32_t max_tokens = -1;              // the request's GenerationParams::max_tokens (< 0: none)
 };
 
 class Scheduler {
@@ -188,6 +208,9 @@ class Scheduler {
 
   // A snapshot of the counters. Thread-safe.
   SchedulerMetrics metrics() const;
+
+  // A snapshot of the n_parallel slots, in id order (GET /slots). Thread-safe.
+  std::vector<SlotState> slots() const;
 
   // Blocks until no request is queued or running. Thread-safe; must not be
   // called from a callback.

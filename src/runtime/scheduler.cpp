@@ -115,6 +115,7 @@ struct Scheduler::Impl {
   bool draining = false;                                   // drain() was called
   Clock::time_point drain_deadline = Clock::time_point::max();  // the latest end of every request then
   SchedulerMetrics m;
+  std::vector<SlotState> slot_states;  // under mu, refreshed with m
   uint64_t clock = 0;  // LRU counter for slot choice (worker only)
   std::thread worker;
 
@@ -146,6 +147,7 @@ struct Scheduler::Impl {
   void fail_all(const std::string& what);
   void shutdown();
   void update_metrics();
+  void record_slot(const Slot& s);
 };
 
 // Picks the free slot whose cached tokens share the longest prefix with the
@@ -221,6 +223,8 @@ void Scheduler::Impl::finish(Slot& s, const GeneratedToken& closing_step) {
     m.tokens_predicted_total += static_cast<uint64_t>(j.result.timings.predicted_n);
     m.tokens_predicted_seconds_total += j.result.timings.predicted_ms / 1e3;
     j.result.step = m.n_decode_total;
+    m.n_tokens_max = std::max(m.n_tokens_max, static_cast<uint64_t>(j.result.n_prompt) + j.result.tokens.size());
+    record_slot(s);  // final counts, before the caller hears of the end
   }
   call_on_done(j);
   if (j.closing.empty()) release(s);
@@ -282,12 +286,42 @@ void Scheduler::Impl::fail_all(const std::string& what) {
   }
 }
 
+// Copies slot s's state into slot_states (GET /slots); mu must be held.
+void Scheduler::Impl::record_slot(const Slot& s) {
+  slot_states.resize(slots.size());
+  SlotState& st = slot_states[static_cast<size_t>(s.id)];
+  st.id = s.id;
+  st.is_processing = s.job && !s.job->reply_over;
+  if (!st.is_processing) {
+    // llama-server resets a slot's counts when its request ends: the last
+    // request's id stays, the prompt is what the cache holds, nothing left.
+    if (st.has_task) {
+      st.n_prompt_tokens = s.seq.n_past();
+      st.n_prompt_tokens_cache = st.n_prompt_tokens_processed = st.n_decoded = 0;
+      st.max_tokens = -1;
+      st.has_new_line = false;
+    }
+    return;
+  }
+  const Job& j = *s.job;
+  if (!st.has_task || st.id_task != j.id) st.has_new_line = false;
+  st.has_task = true;
+  st.id_task = j.id;
+  if (!st.has_new_line) st.has_new_line = j.result.text.find('\n') != std::string::npos;
+  st.n_prompt_tokens = j.result.n_prompt;
+  st.n_prompt_tokens_cache = j.result.n_cached;
+  st.n_prompt_tokens_processed = static_cast<int64_t>(j.n_done) - j.result.n_cached;
+  st.n_decoded = static_cast<int64_t>(j.result.tokens.size());
+  st.max_tokens = j.req.params.max_tokens;
+}
+
 void Scheduler::Impl::update_metrics() {
   std::lock_guard<std::mutex> lock(mu);
   m.requests_processing = 0;
   m.kv_cells_used = m.kv_cells_cached = 0;
   n_free = 0;
   for (const Slot& s : slots) {
+    record_slot(s);
     if (s.job) {
       m.kv_cells_used += s.seq.n_past();
       if (!s.job->reply_over) ++m.requests_processing;
@@ -647,6 +681,15 @@ void Scheduler::drain(Clock::time_point deadline) {
 SchedulerMetrics Scheduler::metrics() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->m;
+}
+
+std::vector<SlotState> Scheduler::slots() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (!impl_->slot_states.empty()) return impl_->slot_states;
+  // Before the worker's first update: every slot idle.
+  std::vector<SlotState> idle(static_cast<size_t>(impl_->p.n_parallel));
+  for (size_t i = 0; i < idle.size(); ++i) idle[i].id = static_cast<int32_t>(i);
+  return idle;
 }
 
 void Scheduler::wait_idle() const {

@@ -78,7 +78,19 @@ std::string metrics_text(const SchedulerMetrics& m, const ServerMetrics& sm) {
   metric("llamacpp:tokens_predicted_seconds_total", "counter", "Predict process time",
          m.tokens_predicted_seconds_total);
   metric("llamacpp:n_decode_total", "counter", "Total number of llama_decode() calls", decodes);
-  metric("llamacpp:n_busy_slots_per_decode", "counter", "Average number of busy slots per llama_decode() call",
+  metric("llamacpp:n_tokens_max", "counter", "Largest observed sequence length (prompt + generation)",
+         static_cast<double>(m.n_tokens_max));
+  metric("llamacpp:prompt_tokens_cached_total", "counter", "Number of prompt tokens reused from the cache",
+         static_cast<double>(m.cached_tokens_total));
+  // No speculative decoding here: llama-server's draft counters stay 0, there
+  // for the dashboards and checks that read them.
+  metric("llamacpp:spec_decode_num_draft_tokens_total", "counter", "Speculative: Total draft tokens generated", 0);
+  metric("llamacpp:spec_decode_num_accepted_tokens_total", "counter",
+         "Speculative: Total draft tokens accepted by the target model", 0);
+  metric("llamacpp:spec_decode_num_drafts_total", "counter",
+         "Speculative: Total speculative decoding verification steps", 0);
+  // A ratio, so a gauge (llama-server's type for it).
+  metric("llamacpp:n_busy_slots_per_decode", "gauge", "Average number of busy slots per llama_decode() call",
          decodes > 0 ? static_cast<double>(m.n_busy_slots_total) / decodes : 0.0);
   metric("llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.",
          m.prompt_seconds_total > 0 ? static_cast<double>(m.prompt_tokens_total) / m.prompt_seconds_total : 0.0);
@@ -217,6 +229,7 @@ struct HttpServer::Impl {
   std::unique_ptr<Scheduler> sched;
   RequestContext rc;
   std::string template_name;  // /props' chat_template: the Jinja source, or the built-in format's name
+  std::string model_ftype;    // /props' model_ftype (llama_ftype_name), set with the scheduler
   int64_t created = unix_now();
   OllamaModel ollama;  // the served model as Ollama's /api/tags, /api/show and /api/ps describe it
   Pooling pooling = Pooling::none;  // --pooling resolved against the model (set_scheduler)
@@ -437,6 +450,7 @@ void HttpServer::set_scheduler(std::unique_ptr<Scheduler> scheduler) {
   s.ollama = describe_ollama_model(model, serving);
   if (s.p.embeddings && s.pooling == Pooling::rank) model.check_rank_head();
   s.rerank_template = model.gguf().get_string("tokenizer.chat_template.rerank");
+  s.model_ftype = llama_ftype_name(model.gguf());
   s.sched = std::move(scheduler);
   s.ready.store(true, std::memory_order_release);
 }
@@ -528,15 +542,72 @@ void HttpServer::Impl::install_routes() {
                {"total_slots", sched->params().n_parallel},
                {"model_path", p.model_path},
                {"model_alias", p.model_name},
+               {"model_ftype", model_ftype},
                {"chat_template", template_name},
                {"chat_template_caps", rc.jinja ? caps_json(rc.jinja->renderer.caps()) : json::object()},
                {"bos_token", tok().bos() >= 0 ? tok().token_to_piece(tok().bos(), true) : ""},
                {"eos_token", tok().eos() >= 0 ? tok().token_to_piece(tok().eos(), true) : ""},
-               {"build_info", p.system_fingerprint}});
+               {"build_info", p.system_fingerprint},
+               // Text only: no image, video or audio input.
+               {"modalities", {{"vision", false}, {"video", false}, {"audio", false}}},
+               {"endpoint_slots", p.slots},
+               {"endpoint_props", p.props},
+               {"endpoint_metrics", p.metrics},
+               {"is_sleeping", false}});
+  }));
+
+  // llama-server's POST /props: no property can be changed there either.
+  http.Post("/props", route([this](const httplib::Request&, httplib::Response& res) {
+    if (!p.props)
+      return send_error(res, 501, "This server does not support changing global properties. Start it with `--props`");
+    send_json(res, 200, {{"success", true}});
+  }));
+
+  // llama-server's GET /slots: server_slot::to_json as it answers without
+  // LLAMA_SERVER_SLOTS_DEBUG, less the request's sampling "params"; ?fail_on_no_slot
+  // answers 503 when every slot is busy.
+  http.Get("/slots", route([this](const httplib::Request& req, httplib::Response& res) {
+    if (!p.slots) return send_error(res, 501, "This server does not support slots endpoint. Start it with `--slots`");
+    const std::vector<SlotState> states = sched->slots();
+    json out = json::array();
+    bool any_idle = false;
+    for (const SlotState& st : states) {
+      any_idle = any_idle || !st.is_processing;
+      json slot = {{"id", st.id}, {"n_ctx", sched->n_ctx()}, {"speculative", false}, {"is_processing", st.is_processing}};
+      if (st.has_task) {
+        slot["id_task"] = st.id_task;
+        slot["n_prompt_tokens"] = st.n_prompt_tokens;
+        slot["n_prompt_tokens_processed"] = st.n_prompt_tokens_processed;
+        slot["n_prompt_tokens_cache"] = st.n_prompt_tokens_cache;
+        slot["next_token"] = json::array({{{"has_next_token", st.is_processing},
+                                           {"has_new_line", st.has_new_line},
+                                           {"n_remain", st.max_tokens < 0 ? -1 : st.max_tokens - st.n_decoded},
+                                           {"n_decoded", st.n_decoded}}});
+      }
+      out.push_back(std::move(slot));
+    }
+    if (req.has_param("fail_on_no_slot") && !req.get_param_value("fail_on_no_slot").empty() && !any_idle)
+      return send_error(res, 503, "no slot available");
+    send_json(res, 200, out);
+  }));
+
+  // llama-server's adapter list: synapse loads none (--lora is refused), so
+  // it is empty. A POST may only set the empty list ({"success": true}, as
+  // llama-server); an entry names an adapter that is not there: 400, where
+  // llama-server ignores an unknown id.
+  http.Get("/lora-adapters", route([](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, json::array());
+  }));
+  http.Post("/lora-adapters", route([](const httplib::Request& req, httplib::Response& res) {
+    const json j = json::parse(req.body, nullptr, false);
+    if (!j.is_array()) return send_error(res, 400, "Request body must be an array");
+    if (!j.empty()) return send_error(res, 400, "no LoRA adapter is loaded (synapse does not support --lora)");
+    send_json(res, 200, {{"success", true}});
   }));
 
   http.Get("/metrics", route([this](const httplib::Request&, httplib::Response& res) {
-    if (!p.metrics) return send_error(res, 501, "This server does not support metrics endpoint (start it with --metrics)");
+    if (!p.metrics) return send_error(res, 501, "This server does not support metrics endpoint. Start it with `--metrics`");
+    res.set_header("Process-Start-Time-Unix", std::to_string(created));  // llama-server's header
     res.set_content(metrics_text(sched->metrics(), {hangups->total.load(), hangups->steps_max.load()}),
                     "text/plain; version=0.0.4");
   }));

@@ -20,7 +20,10 @@
 //   POST /api/embed, /api/embeddings               Ollama's embeddings (with --embeddings)
 //   GET  /health, /v1/health                       {"status":"ok"}, 503 while the model loads and once it shuts down
 //   GET  /v1/models, /models, /props               the model served
+//   POST /props                                    {"success": true}, changing nothing (with --props; else 501)
 //   GET  /metrics                                  Prometheus text (with --metrics; else 501)
+//   GET  /slots                                    the slots' state (llama-server's; --no-slots: 501)
+//   GET  /lora-adapters                            [] (synapse loads no adapters); POST: [] only, else 400
 // Errors: {"error":{"message","type","param","code"}} with 400, 401, 404,
 // 413 (body over the size limit), 500, 501, 503.
 //
@@ -36,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "synapse/gguf.hpp"
 #include "synapse/scheduler.hpp"
 #include "synapse/synapse.hpp"
 
@@ -67,6 +71,8 @@ struct ServerParams {
   std::vector<std::string> cors_origins; // --cors-origin: origins a browser may call from ("*": any; no
                                          // credentials ever); empty: no CORS headers at all
   bool metrics = false;                  // --metrics: enable GET /metrics
+  bool slots = true;                     // --slots / --no-slots: GET /slots (else 501, as llama-server)
+  bool props = false;                    // --props: POST /props answers (it changes nothing, as llama-server's)
   size_t max_body_bytes = 8u << 20;      // request body limit (413 above it)
   int n_http_threads = 0;                // --threads-http: connections served at once (<= 0: 64)
   int32_t n_predict = -1;                // -n: default and ceiling of tokens per reply (< 0: none)
@@ -149,6 +155,13 @@ bool api_key_matches(const std::vector<std::string>& keys, std::string_view give
 // The key a request presents: "Authorization: Bearer KEY" or "x-api-key: KEY"
 // ("" when neither).
 std::string presented_key(std::string_view authorization, std::string_view x_api_key);
+
+// /props' model_ftype: llama.cpp's text for the file's general.file_type
+// ("Q4_K - Medium", "all F32"; "unknown, may not work" for a value it does not
+// know), or without that key "(guessed) " and the text of the file type its
+// weights' most common type stands for (llama-model-loader.cpp). Defined in
+// server/llama_ftype.cpp.
+std::string llama_ftype_name(const gguf::File& f);
 
 // What the HTTP layer counts beside the Scheduler.
 struct ServerMetrics {

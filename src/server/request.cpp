@@ -394,6 +394,11 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
   if (const json* v = field_of(j, "t_max_predict_ms"))
     r.t_max_predict_ms = int_in(*v, "t_max_predict_ms", std::numeric_limits<int64_t>::min(),
                                 std::numeric_limits<int64_t>::max());
+  // llama-server's context-shift settings: a reply here ends at n_ctx (no
+  // context shift), so they change nothing, but a value that names no
+  // position of the context is refused (400) rather than silently ignored.
+  if (const json* v = field_of(j, "n_keep")) int_in(*v, "n_keep", -1, rc.n_ctx);
+  if (const json* v = field_of(j, "n_discard")) int_in(*v, "n_discard", 0, rc.n_ctx);
 
   // Sampling.
   read_float(j, "temperature", 0.0, kInf, sp.temp);

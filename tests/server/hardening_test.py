@@ -16,7 +16,7 @@ import time
 import pytest
 import requests
 
-from test_serve import Server, canon
+from test_serve import Server, canon, is_error
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 import serve_soak as soak  # noqa: E402  (its /metrics readers)
@@ -34,13 +34,6 @@ def wait_idle(srv, seconds=10):
     assert m["llamacpp:kv_cache_tokens"] == 0 and m["llamacpp:requests_processing"] == 0 \
         and m["llamacpp:requests_deferred"] == 0, m
     return m
-
-
-def is_error(r, status):
-    assert r.status_code == status, (r.status_code, r.text[:300])
-    err = r.json()["error"]
-    assert err["code"] == status and err["message"], err
-    return err
 
 
 def long_request(i, n=400):

@@ -238,6 +238,14 @@ def auth(key=KEY):
     return {"Authorization": "Bearer " + key}
 
 
+def is_error(r, status):
+    """The error object of a reply that must have HTTP `status` (OpenAI's shape, with a message)."""
+    assert r.status_code == status, (r.status_code, r.text[:300])
+    err = r.json()["error"]
+    assert err["code"] == status and err["message"], err
+    return err
+
+
 def expect_400(srv, path, body, param, needle):
     r = srv.post(path, body, headers=auth())
     assert r.status_code == 400, (body, r.text)
@@ -277,6 +285,12 @@ def test_bad_requests_name_the_field(keyed):
     expect_400(keyed, p, dict(COMPLETIONS, n=1000), "n", "1000")
     expect_400(keyed, p, dict(COMPLETIONS, repeat_penalty=0), "repeat_penalty", "greater than 0")
     expect_400(keyed, "/completion", dict(NATIVE, n_probs=21), "n_probs", "21")
+    # Context-shift settings name positions of the slot's 64 (none here: 400).
+    expect_400(keyed, "/completion", dict(NATIVE, n_keep=-2), "n_keep", "[-1, 64]")
+    expect_400(keyed, "/completion", dict(NATIVE, n_keep=65), "n_keep", "[-1, 64]")
+    expect_400(keyed, "/v1/chat/completions", dict(CHAT, n_discard=-1), "n_discard", "[0, 64]")
+    expect_400(keyed, "/completion", dict(NATIVE, n_discard="8"), "n_discard", "integer")
+    assert keyed.post("/completion", dict(NATIVE, n_keep=-1, n_discard=8), headers=auth()).status_code == 200
     expect_400(keyed, "/v1/chat/completions", dict(CHAT, top_logprobs=21), "top_logprobs", "21")
     expect_400(keyed, "/v1/chat/completions", {"messages": []}, "messages", "non-empty")
     expect_400(keyed, "/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]},
@@ -321,6 +335,77 @@ def test_llama_server_routes(keyed):
                  "llamacpp:requests_deferred", "llamacpp:kv_cache_tokens", "llamacpp:prompt_tokens_seconds"):
         assert re.search("^" + name + r" \d", m, re.M), name
     assert float(re.search(r"^llamacpp:tokens_predicted_total (\S+)", m, re.M).group(1)) > 0
+
+
+# llama-server's metric types (tools/server/server-task.cpp, to_metrics).
+LLAMA_COUNTERS = ["prompt_tokens_total", "prompt_tokens_cached_total", "prompt_seconds_total", "tokens_predicted_total",
+                  "tokens_predicted_seconds_total", "n_decode_total", "n_tokens_max", "spec_decode_num_draft_tokens_total",
+                  "spec_decode_num_accepted_tokens_total", "spec_decode_num_drafts_total"]
+LLAMA_GAUGES = ["prompt_tokens_seconds", "predicted_tokens_seconds", "requests_processing", "requests_deferred",
+                "n_busy_slots_per_decode"]
+
+
+def test_slots_props_lora_and_metric_types(keyed):
+    h = auth()
+    slots = requests.get(keyed.url("/slots"), headers=h, timeout=10).json()
+    assert [s["id"] for s in slots] == [0, 1]
+    for s in slots:
+        assert s["n_ctx"] == 64 and s["speculative"] is False and s["is_processing"] is False
+    # While a stream runs: its request's counts (prompt: BOS + 4 tokens, none cached).
+    body = {"prompt": "Once upon a time", "n_predict": 40, "seed": 5, "ignore_eos": True, "cache_prompt": False,
+            "stream": True}
+    with keyed.post("/completion", body, headers=h, stream=True) as r:
+        lines = r.iter_lines()
+        next(line for line in lines if line)  # generating
+        busy = [s for s in requests.get(keyed.url("/slots"), headers=h, timeout=10).json() if s["is_processing"]]
+        assert len(busy) == 1
+        slot = busy[0]
+        assert (slot["n_prompt_tokens"], slot["n_prompt_tokens_cache"], slot["n_prompt_tokens_processed"]) == (5, 0, 5)
+        nt = slot["next_token"][0]
+        assert nt["has_next_token"] is True and nt["n_decoded"] >= 1 and nt["n_remain"] == 40 - nt["n_decoded"]
+        # llama-server's keys (its GET /slots on this model), less its "params".
+        assert set(slot) == {"id", "n_ctx", "speculative", "is_processing", "id_task", "n_prompt_tokens",
+                             "n_prompt_tokens_processed", "n_prompt_tokens_cache", "next_token"}
+        assert set(nt) == {"has_next_token", "has_new_line", "n_remain", "n_decoded"}
+        task = slot["id_task"]
+        assert requests.get(keyed.url("/slots?fail_on_no_slot=1"), headers=h, timeout=10).status_code == 200
+        list(lines)  # to the end
+    # Once over, llama-server's idle values: the task's budget does not stay on the slot.
+    slot = requests.get(keyed.url("/slots"), headers=h, timeout=10).json()[slot["id"]]
+    assert slot["is_processing"] is False and slot["id_task"] == task
+    assert slot["next_token"] == [{"has_next_token": False, "has_new_line": False, "n_remain": -1, "n_decoded": 0}]
+    assert slot["n_prompt_tokens"] == 5 + 40 - 1  # the positions its cache holds: the last token was never fed
+    props = requests.get(keyed.url("/props"), headers=h, timeout=10).json()
+    assert props["modalities"] == {"vision": False, "video": False, "audio": False}
+    assert (props["endpoint_slots"], props["endpoint_props"], props["endpoint_metrics"]) == (True, False, True)
+    err = is_error(keyed.post("/props", {}, headers=h), 501)
+    assert err["message"] == "This server does not support changing global properties. Start it with `--props`"
+    assert props["bos_token"] == "<s>" and props["eos_token"] == "</s>" and props["is_sleeping"] is False
+    assert props["model_ftype"] == "(guessed) all F32"  # llama-server v0.5.0 on this file
+    assert requests.get(keyed.url("/lora-adapters"), headers=h, timeout=10).json() == []
+    assert keyed.post("/lora-adapters", [], headers=h).json() == {"success": True}
+    assert is_error(keyed.post("/lora-adapters", [{"id": 0, "scale": 1}], headers=h), 400)
+    assert is_error(keyed.post("/lora-adapters", {"id": 0}, headers=h), 400)["message"] == "Request body must be an array"
+    reply = requests.get(keyed.url("/metrics"), headers=h, timeout=10)
+    assert abs(int(reply.headers["Process-Start-Time-Unix"]) - time.time()) < 3600
+    m = reply.text
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", m, re.M))
+    for name in LLAMA_COUNTERS:
+        assert types["llamacpp:" + name] == "counter", name
+    for name in LLAMA_GAUGES:
+        assert types["llamacpp:" + name] == "gauge", name
+    assert float(re.search(r"^llamacpp:n_tokens_max (\S+)$", m, re.M).group(1)) >= 45  # 5 + 40 above
+    assert re.search(r"^llamacpp:spec_decode_num_drafts_total 0$", m, re.M)  # no speculative decoding
+    # --no-slots: 501 naming the flag, as llama-server.
+    with Server("stories260K.gguf", "--no-slots", "--props") as s:
+        err = is_error(requests.get(s.url("/slots"), timeout=10), 501)
+        assert err["message"] == "This server does not support slots endpoint. Start it with `--slots`"
+        assert err["type"] == "not_supported_error"
+        props = requests.get(s.url("/props"), timeout=10).json()
+        assert (props["endpoint_slots"], props["endpoint_props"]) == (False, True)
+        assert s.post("/props", {}).json() == {"success": True}
+        err = is_error(requests.get(s.url("/metrics"), timeout=10), 501)
+        assert err["message"] == "This server does not support metrics endpoint. Start it with `--metrics`"
 
 
 def test_n_choices_and_token_prompts(keyed):
