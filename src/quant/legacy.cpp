@@ -67,6 +67,21 @@ inline void store_qh(uint8_t qh[4], uint32_t v) {
   for (int b = 0; b < 4; ++b) qh[b] = static_cast<uint8_t>(v >> (8 * b));
 }
 
+// Levels L[0..32) into qs (element j low nibble, j + 16 high) and, for the
+// 5-bit types, their bit 4 into qh (bit j for element j).
+template <class L8>
+void pack_levels(const L8* L, uint8_t* qs, uint8_t* qh) {
+  uint32_t h = 0;
+  for (int j = 0; j < 16; ++j) {
+    const uint8_t l0 = static_cast<uint8_t>(L[j]);
+    const uint8_t l1 = static_cast<uint8_t>(L[j + 16]);
+    qs[j] = static_cast<uint8_t>((l0 & 0x0F) | ((l1 & 0x0F) << 4));
+    h |= static_cast<uint32_t>((l0 & 0x10u) >> 4) << j;
+    h |= static_cast<uint32_t>((l1 & 0x10u) >> 4) << (j + 16);
+  }
+  if (qh != nullptr) store_qh(qh, h);
+}
+
 // C's (int8_t)(float) / (uint8_t)(float) for the in-range values the _ref
 // quantizers produce: truncation toward zero (callers keep the low 8 bits).
 // NaN and out-of-range values (from NaN/inf weights) give INT32_MIN, as
@@ -277,17 +292,9 @@ void quantize_row_q5_0(const float* x, void* vy, int64_t n) {
     const float d = max / -16;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = fp32_to_fp16(d);
-    uint32_t qh = 0;
-    for (int j = 0; j < QK5_0 / 2; ++j) {
-      const float x0 = x[j] * id;
-      const float x1 = x[QK5_0 / 2 + j] * id;
-      const int q0 = std::min(31, trunc_to_int(x0 + 16.5f));
-      const int q1 = std::min(31, trunc_to_int(x1 + 16.5f));
-      y[i].qs[j] = static_cast<uint8_t>((q0 & 0x0F) | ((q1 & 0x0F) << 4));
-      qh |= static_cast<uint32_t>((q0 >> 4) & 1) << j;
-      qh |= static_cast<uint32_t>((q1 >> 4) & 1) << (j + 16);
-    }
-    store_qh(y[i].qh, qh);
+    int L[QK5_0];
+    for (int j = 0; j < QK5_0; ++j) L[j] = std::min(31, trunc_to_int(x[j] * id + 16.5f));
+    pack_levels(L, y[i].qs, y[i].qh);
   }
 }
 
@@ -345,17 +352,9 @@ void quantize_row_q5_1(const float* x, void* vy, int64_t n) {
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = fp32_to_fp16(d);
     y[i].m = fp32_to_fp16(min);
-    uint32_t qh = 0;
-    for (int j = 0; j < QK5_1 / 2; ++j) {
-      const float x0 = (x[j] - min) * id;
-      const float x1 = (x[QK5_1 / 2 + j] - min) * id;
-      const int q0 = trunc_to_int(x0 + 0.5f) & 0xFF;
-      const int q1 = trunc_to_int(x1 + 0.5f) & 0xFF;
-      y[i].qs[j] = static_cast<uint8_t>((q0 & 0x0F) | ((q1 & 0x0F) << 4));
-      qh |= static_cast<uint32_t>((q0 >> 4) & 1) << j;
-      qh |= static_cast<uint32_t>((q1 >> 4) & 1) << (j + 16);
-    }
-    store_qh(y[i].qh, qh);
+    int L[QK5_1];
+    for (int j = 0; j < QK5_1; ++j) L[j] = trunc_to_int((x[j] - min) * id + 0.5f);
+    pack_levels(L, y[i].qs, y[i].qh);
   }
 }
 
@@ -501,21 +500,6 @@ float row_sigma2(const float* x, int64_t n) {
 
 void block_weights(const float* xb, const float* qw, float sigma2, float* weight) {
   for (int j = 0; j < 32; ++j) weight[j] = qw[j] * std::sqrt(sigma2 + xb[j] * xb[j]);
-}
-
-// Levels L[0..32) into qs (element j low nibble, j + 16 high) and, for the
-// 5-bit types, their bit 4 into qh (bit j for element j).
-template <class L8>
-void pack_levels(const L8* L, uint8_t* qs, uint8_t* qh) {
-  uint32_t h = 0;
-  for (int j = 0; j < 16; ++j) {
-    const uint8_t l0 = static_cast<uint8_t>(L[j]);
-    const uint8_t l1 = static_cast<uint8_t>(L[j + 16]);
-    qs[j] = static_cast<uint8_t>((l0 & 0x0F) | ((l1 & 0x0F) << 4));
-    h |= static_cast<uint32_t>((l0 & 0x10u) >> 4) << j;
-    h |= static_cast<uint32_t>((l1 & 0x10u) >> 4) << (j + 16);
-  }
-  if (qh != nullptr) store_qh(qh, h);
 }
 
 // quantize_row_q4_0_impl / quantize_row_q5_0_impl: d = make_qx_quants(32, nmax, ...).
