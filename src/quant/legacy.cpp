@@ -586,8 +586,7 @@ void quantize_iq4_nl_weighted(const float* x, void* vy, int64_t n, const float* 
       float sigma2 = 0;
       for (int j = 0; j < QK4_NL; ++j) sigma2 += x[j] * x[j];
       sigma2 *= 2.f / QK4_NL;
-      const float* qw = quant_weights + QK4_NL * i;
-      for (int j = 0; j < QK4_NL; ++j) weight[j] = qw[j] * std::sqrt(sigma2 + x[j] * x[j]);
+      block_weights(x, quant_weights + QK4_NL * i, sigma2, weight);
     } else {
       for (int j = 0; j < QK4_NL; ++j) weight[j] = x[j] * x[j];
     }
