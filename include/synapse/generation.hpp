@@ -149,6 +149,11 @@ struct GenerationResult {
   uint32_t seed = 0;               // the sampler's seed (the drawn one when sampling.seed was kDefaultSeed)
   int32_t slot = -1;               // Scheduler: the slot that served it (llama-server's id_slot); generate(): -1
   std::string error;               // FinishReason::error: what failed
+  // FinishReason::error: the category of the synapse::Error that ended it
+  // (invalid_argument: the request itself was at fault, e.g. a grammar too
+  // ambiguous for GrammarLimits::max_matcher_work); nullopt when the failure
+  // was not a synapse::Error (an internal one).
+  std::optional<Errc> error_code;
   GenerationTimings timings;
   // Scheduler: its request's deadline (Request::deadline, or Scheduler::drain's)
   // ended it: with finish_reason length while it held a slot; with cancelled

@@ -581,6 +581,7 @@ void Scheduler::Impl::run() {
         } catch (const std::exception& e) {  // refused at submission; kept so the worker never dies
           if (s.job && !s.job->reply_over) {
             s.job->result.error = e.what();
+            if (const auto* se = dynamic_cast<const Error*>(&e)) s.job->result.error_code = se->code();
             end_reply(s, FinishReason::error);
           }
         }

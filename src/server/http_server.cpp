@@ -186,6 +186,14 @@ bool expired_unstarted(const GenerationResult& r) {
   return r.deadline_passed && r.finish_reason == FinishReason::cancelled;
 }
 
+// The status of a reply that ended with FinishReason::error, as the route
+// handler maps a synapse::Error thrown before the reply began: the request's
+// own fault (a grammar too ambiguous for the matcher's budget, found while
+// generating) is a 400; anything else a 500.
+int failed_status(const GenerationResult& r) {
+  return r.error_code == Errc::invalid_argument || r.error_code == Errc::out_of_range ? 400 : 500;
+}
+
 std::string random_id(const char* prefix) {
   static std::mutex mu;
   static std::mt19937_64 rng{std::random_device{}()};
@@ -769,7 +777,8 @@ void HttpServer::Impl::handle_completion(Route route, std::string_view body, htt
     for (auto& r : ch->results) results.push_back(std::move(*r));
   }
   for (const GenerationResult& r : results) {
-    if (r.finish_reason == FinishReason::error) return send_error(res, 500, "generation failed: " + r.error);
+    if (r.finish_reason == FinishReason::error)
+      return send_error(res, failed_status(r), "generation failed: " + r.error);
     if (expired_unstarted(r)) throw unstarted_error();
   }
   json reply = completion_reply(c, meta, results, tok());
@@ -838,7 +847,7 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
             ++n_closed;
             // The status line (200) is already sent: an error is an event of the stream.
             if (fin.finish_reason == FinishReason::error) {
-              write({{"error", error_body(500, "generation failed: " + fin.error)["error"]}});
+              write({{"error", error_body(failed_status(fin), "generation failed: " + fin.error)["error"]}});
               continue;
             }
             if (expired_unstarted(fin)) {

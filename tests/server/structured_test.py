@@ -158,11 +158,28 @@ def test_bad_grammars_and_schemas_are_400s(srv):
 def test_ambiguous_grammar_ends_the_reply_with_an_error(srv):
     # Repetitions nested through rules (the language is "x"+, with 2^k parses
     # of k bytes): the matcher refuses past GrammarLimits::max_matcher_work
-    # instead of hanging, and the reply ends with that error.
+    # instead of hanging, and the reply ends with that error: the request's
+    # own fault, so a 400 as when the grammar is refused up front.
     gbnf = "root ::= x30\nx1 ::= \"x\"+\n" + "".join(f"x{i} ::= x{i - 1}+\n" for i in range(2, 31))
     r = srv.post("/completion", {"prompt": "Once upon a time", "n_predict": 32, "seed": 0, "grammar": gbnf})
-    assert r.status_code == 500, r.text
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["type"] == "invalid_request_error", r.text
     assert "generation failed: grammar: more than 1048576 parser steps for one token (max_matcher_work)" in \
         r.json()["error"]["message"], r.text
     a = srv.post("/completion", {"prompt": "Once upon a time", "n_predict": 64, "seed": 0, "grammar": GBNF}).json()
     assert SENTENCE.fullmatch(a["content"]), a
+
+
+def test_ambiguous_grammar_in_a_stream_ends_with_a_400_error_event(srv):
+    # The status line (200) is sent before the matcher gives up: the error is
+    # the stream's last event, with the body and type of the non-streamed 400.
+    gbnf = "root ::= x30\nx1 ::= \"x\"+\n" + "".join(f"x{i} ::= x{i - 1}+\n" for i in range(2, 31))
+    r = srv.post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 32, "seed": 0, "grammar": gbnf,
+                                     "stream": True}, stream=True)
+    assert r.status_code == 200, r.text
+    events = [json.loads(line[len(b"data: "):]) for line in r.iter_lines()
+              if line.startswith(b"data: ") and line != b"data: [DONE]"]
+    errors = [e["error"] for e in events if "error" in e]
+    assert len(errors) == 1, events
+    assert errors[0]["code"] == 400 and errors[0]["type"] == "invalid_request_error", errors
+    assert errors[0]["message"].startswith("generation failed: grammar: more than 1048576 parser steps"), errors
