@@ -167,13 +167,9 @@ void quantize_row_q4_0(const float* x, void* vy, int64_t n) {
     const float d = max / -8;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = fp32_to_fp16(d);
-    for (int j = 0; j < QK4_0 / 2; ++j) {
-      const float x0 = x[j] * id;
-      const float x1 = x[QK4_0 / 2 + j] * id;
-      const int q0 = std::min(15, trunc_to_int(x0 + 8.5f));
-      const int q1 = std::min(15, trunc_to_int(x1 + 8.5f));
-      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
-    }
+    int L[QK4_0];
+    for (int j = 0; j < QK4_0; ++j) L[j] = std::min(15, trunc_to_int(x[j] * id + 8.5f));
+    pack_levels(L, y[i].qs, nullptr);
   }
 }
 
@@ -223,13 +219,9 @@ void quantize_row_q4_1(const float* x, void* vy, int64_t n) {
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = fp32_to_fp16(d);
     y[i].m = fp32_to_fp16(min);
-    for (int j = 0; j < QK4_1 / 2; ++j) {
-      const float x0 = (x[j] - min) * id;
-      const float x1 = (x[QK4_1 / 2 + j] - min) * id;
-      const int q0 = std::min(15, trunc_to_int(x0 + 0.5f));
-      const int q1 = std::min(15, trunc_to_int(x1 + 0.5f));
-      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
-    }
+    int L[QK4_1];
+    for (int j = 0; j < QK4_1; ++j) L[j] = std::min(15, trunc_to_int((x[j] - min) * id + 0.5f));
+    pack_levels(L, y[i].qs, nullptr);
   }
 }
 
