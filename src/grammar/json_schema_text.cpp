@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "base/strings.hpp"
+#include "grammar/class_escapes.hpp"
 
 namespace synapse::grammar::schema {
 
@@ -598,12 +599,19 @@ Re repeat_node(Re body, uint32_t min, uint32_t max) {
   return r;
 }
 
-// Character class escapes, as ECMA-262 (22.2.2.9) and Python's re (which
-// python-jsonschema uses) both read them: \d and \w ASCII only (Python's take
-// more), \s ECMA's WhiteSpace and LineTerminator less U+FEFF (not Python's),
-// \S neither theirs (Python's \s also takes U+001C-U+001F and U+0085). \D
-// and \W throw: ECMA's take the non-ASCII digits and letters Python's leave
-// out.
+// Character class escapes, read as ECMA-262 (22.2.2.9) and Python's re
+// (which python-jsonschema uses) would both accept what the grammar writes.
+// Each escape has a narrow set (what both dialects take: \d and \w ASCII
+// only, \s ECMA's WhiteSpace and LineTerminator less U+FEFF) and a wide one
+// (what either takes: Python's Unicode \d and \w, its U+001C-U+001F and
+// U+0085 and ECMA's U+FEFF beside \s). The escape itself is its narrow set;
+// its complement (\D, \W, \S) is the complement of the wide one, so both
+// dialects agree on every character let through. In a negated class the
+// roles swap ([^\d] is the complement of every dialect's \d), so the class's
+// atoms take their wide sets there (class_escape). The wide \d and \w take
+// every code point above the BMP and \w every unassigned one too
+// (class_escapes.hpp): their complements are a subset of the exact ones,
+// never a superset.
 CodepointSet digit_set() { return CodepointSet('0', '9'); }
 
 CodepointSet word_set() {
@@ -627,12 +635,39 @@ CodepointSet space_set() {
   return s;
 }
 
-CodepointSet non_space_set() {
+CodepointSet wide_digit_set() {
+  CodepointSet s = digit_set();
+  for (const auto& [lo, hi] : python_bmp_digits()) s.add(lo, hi);
+  s.add(0x10000, kMaxCodepoint);
+  return s;
+}
+
+// The complement of the code points known to be non-word characters.
+CodepointSet wide_word_set() {
+  CodepointSet non_word = word_set().complement().intersect(CodepointSet(0, 0x7F));
+  for (const auto& [lo, hi] : python_bmp_non_word()) non_word.add(lo, hi);
+  return non_word.complement();
+}
+
+CodepointSet wide_space_set() {
   CodepointSet s = space_set();
   s.add(0xFEFF, 0xFEFF);
   s.add(0x1C, 0x1F);
   s.add(0x85, 0x85);
-  return s.complement();
+  return s;
+}
+
+// The set of class escape c (d, D, w, W, s or S): narrow (wide = false)
+// outside a negated class, wide inside one (see above).
+CodepointSet class_escape(uint32_t c, bool wide) {
+  switch (c) {
+    case 'd': return wide ? wide_digit_set() : digit_set();
+    case 'D': return (wide ? digit_set() : wide_digit_set()).complement();
+    case 'w': return wide ? wide_word_set() : word_set();
+    case 'W': return (wide ? word_set() : wide_word_set()).complement();
+    case 's': return wide ? wide_space_set() : space_set();
+    default: return (wide ? space_set() : wide_space_set()).complement();  // 'S'
+  }
 }
 
 // `.` without the s flag: anything but a LineTerminator.
@@ -832,18 +867,7 @@ class PatternParser {
   }
 
   CodepointSet class_atom(bool negated) {
-    if (peek('\\')) {
-      const size_t at = i_;
-      CodepointSet set = parse_escape(true);
-      // [^\s] is the complement of each dialect's own \s, so the common
-      // ground of \s (or \d, \w, \S) is not enough there.
-      if (negated && i_ - at == 2 &&
-          (p_[at + 1] == 'd' || p_[at + 1] == 'w' || p_[at + 1] == 's' || p_[at + 1] == 'S')) {
-        i_ = at;
-        fail("class escapes inside a negated class are not supported (write \\S for [^\\s], and so on)");
-      }
-      return set;
-    }
+    if (peek('\\')) return parse_escape(true, negated);
     const uint32_t c = p_[i_++];
     return CodepointSet(c, c);
   }
@@ -859,19 +883,20 @@ class PatternParser {
     return v;
   }
 
-  // i_ is at the backslash.
-  CodepointSet parse_escape(bool in_class) {
+  // i_ is at the backslash. wide: a class escape's wide set (in a negated
+  // class, class_escape).
+  CodepointSet parse_escape(bool in_class, bool wide = false) {
     ++i_;
     if (i_ >= p_.size()) fail("'\\' at the end of the pattern");
     const uint32_t c = p_[i_++];
     auto one = [](uint32_t cp) { return CodepointSet(cp, cp); };
     switch (c) {
-      case 'd': return digit_set();
-      case 'w': return word_set();
-      case 's': return space_set();
-      case 'S': return non_space_set();
+      case 'd':
       case 'D':
-      case 'W': fail("\\D and \\W are not supported (regex dialects disagree on non-ASCII characters)");
+      case 'w':
+      case 'W':
+      case 's':
+      case 'S': return class_escape(c, wide);
       case 't': return one('\t');
       case 'n': return one('\n');
       case 'r': return one('\r');
