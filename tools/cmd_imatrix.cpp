@@ -1,5 +1,8 @@
 // synapse imatrix -m MODEL -f TEXT [-o imatrix.gguf] [-c 512] [--chunks N] [--process-output]
 //                 [-b 2048] [-ub 512] [-t T] [--chunk N] [--parse-special] [--no-ppl]
+//                 [--in-file F ...] [--output-format gguf|dat] [--output-frequency N] [--save-frequency N]
+// synapse imatrix --in-file F [--in-file G ...] [-o OUT] [--output-format gguf|dat] [-c 512]
+// synapse imatrix --in-file F --show-statistics
 //
 // The importance matrix of a model over a text, computed as llama.cpp's
 // llama-imatrix computes it (tools/imatrix/imatrix.cpp of llama.cpp v0.5.0:
@@ -26,6 +29,16 @@
 //  * The perplexity of the second half of each chunk, as llama-imatrix
 //    prints it ([i] running values on stdout, then the final estimate),
 //    unless --no-ppl.
+//  * --in-file (repeated, or comma-separated): files added first, as
+//    llama-imatrix loads them (ImatrixCollector::load); with no -f they are
+//    only combined (or converted: --output-format dat writes the legacy
+//    file) and written to -o, and no model is loaded. --show-statistics
+//    prints llama-imatrix's table for one --in-file and exits.
+//  * --output-frequency N (default 10): the file is also written whenever
+//    the chunk count passes a multiple of N; --save-frequency N: a copy
+//    OUT.at_<chunks> then too. llama-imatrix writes at the same multiples
+//    but from inside a ubatch (with the matrices of it collected so far);
+//    these are written between ubatches.
 //
 // The numbers do not depend on -t; they equal llama-imatrix's up to the
 // last bits of the activations (the products' rounding differs from
@@ -52,6 +65,11 @@ namespace {
 
 struct ImatrixArgs {
   std::string model, text_file, out_file = "imatrix.gguf";  // llama-imatrix's default -o
+  std::vector<std::string> in_files;  // --in-file
+  std::string output_format;          // --output-format: "gguf", "dat", or "" (gguf, unasked)
+  int out_freq = 10;                  // --output-frequency (llama-imatrix's default)
+  int save_freq = 0;                  // --save-frequency: 0 = never
+  bool show_statistics = false;
   int n_ctx = 512;      // -c (llama-imatrix's default)
   int n_batch = 2048;   // -b (llama.cpp's default)
   int n_ubatch = 512;   // -ub (llama.cpp's default)
@@ -84,10 +102,83 @@ std::vector<Ubatch> ubatches(int n_seq, int n_seqs, int pos0, int n_tokens, int 
   return out;
 }
 
+// llama-imatrix --show-statistics' two tables, its format strings.
+void print_statistics(const std::string& file, const ImatrixStatistics& st) {
+  std::printf("\nComputing statistics for %s (%d tensors)\n", file.c_str(), static_cast<int>(st.tensors.size()));
+  std::printf("\n%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", " Layer", "       Tensor",
+              "          \u03a3(Act\u00b2)", "  Min", "            Max", "           \u03bc", "   \u03c3",
+              " % Active", "N", "   Entropy", "E (norm)", "ZD", "  CosSim");
+  std::printf("%s\n", std::string(169, '=').c_str());
+  for (const ImatrixTensorStatistics& t : st.tensors) {
+    const float entropy_norm = t.elements > 0 ? 100.0f * (t.entropy / std::log2(static_cast<float>(t.elements))) : 0.0f;
+    std::printf("%5s\t%-20s\t%10.2f\t%8.4f\t%11.4f\t%6.2f\t%6.2f\t%8.2f%%\t%6d\t%10.4f\t%6.2f%%\t%10.2f%%\t%8.4f\n",
+                t.layer.c_str(), t.name.c_str(), t.total_sqract, t.min_sqract, t.max_sqract, t.mean_sqract, t.stddev,
+                t.active * 100.0f, t.elements, t.entropy, entropy_norm, 100.0f * t.zd, t.cossim);
+  }
+  std::printf("\nComputing weighted average statistics per layer (%d layers)\n", static_cast<int>(st.layers.size()));
+  std::printf("\n%s\t%s\t%s\t%s\n", "  Layer", "     \u03bc\u03a3(Act\u00b2)", "      \u03bcZD", "\u03bcCosSim");
+  std::printf("%s\n", std::string(48, '=').c_str());
+  for (const ImatrixLayerStatistics& l : st.layers)
+    std::printf("%5d\t%14.2f\t%10.4f%%\t%6.4f\n", l.layer, l.mean_total_sqract, 100.0f * l.mean_zd, l.mean_cossim);
+  std::printf("\n");
+}
+
+// Writes the collector to `path` (and says so), in the asked format.
+void save_as(const ImatrixCollector& imatrix, const ImatrixArgs& a, const std::string& path, int n_ctx) {
+  const ImatrixFormat format = a.output_format == "dat" ? ImatrixFormat::dat : ImatrixFormat::gguf;
+  std::vector<std::string> datasets;
+  if (!a.text_file.empty()) datasets.push_back(a.text_file);
+  const size_t n = imatrix.save(path, datasets, n_ctx, format);
+  std::fprintf(stderr, "imatrix: saved %zu matrices to %s (%s, %d chunks of %d tokens)\n", n, path.c_str(),
+               format == ImatrixFormat::dat ? "legacy .dat" : "GGUF", imatrix.chunk_count(n_ctx), n_ctx);
+}
+
 int run(const ImatrixArgs& a) {
   const auto bad = [](const std::string& msg) { throw Error(Errc::invalid_argument, "imatrix: " + msg); };
-  if (a.text_file.empty()) bad("-f FILE is required (the text to collect the activations over)");
   if (a.n_ctx < 1) bad("-c must be at least 1, got " + std::to_string(a.n_ctx));
+  if (!a.output_format.empty() && a.output_format != "gguf" && a.output_format != "dat")
+    bad("--output-format must be gguf or dat, got \"" + a.output_format + "\"");
+  if (a.out_freq < 1) bad("--output-frequency must be at least 1, got " + std::to_string(a.out_freq));
+  if (a.save_freq < 0) bad("--save-frequency must be at least 0 (0: never), got " + std::to_string(a.save_freq));
+  if (a.out_file.empty()) bad("-o needs a file name");
+  std::vector<std::string> in_files;
+  for (const std::string& f : a.in_files) {
+    for (size_t at = 0;;) {  // llama.cpp's comma-separated list
+      const size_t comma = f.find(',', at);
+      const std::string one = f.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      if (one.empty()) bad("--in-file has an empty file name in \"" + f + "\"");
+      in_files.push_back(one);
+      if (comma == std::string::npos) break;
+      at = comma + 1;
+    }
+  }
+  if (a.show_statistics) {
+    if (in_files.size() != 1)
+      bad("--show-statistics needs exactly one --in-file (the imatrix to describe), got " + std::to_string(in_files.size()));
+    ImatrixCollector imatrix;
+    imatrix.load(in_files[0], a.n_ctx);
+    const ImatrixStatistics st = imatrix.statistics();
+    if (st.tensors.empty()) throw Error(Errc::format, "imatrix " + in_files[0] + ": no matrix has a count to describe");
+    print_statistics(in_files[0], st);
+    return 0;
+  }
+  if (a.text_file.empty() && in_files.empty())
+    bad("-f FILE is required (the text to collect the activations over), or --in-file to combine or convert files");
+  if (a.output_format.empty() && !a.out_file.ends_with(".gguf"))
+    std::fprintf(stderr,
+                 "imatrix: warning: writing the GGUF format to %s, whose name does not end in .gguf "
+                 "(--output-format dat writes the legacy one)\n",
+                 a.out_file.c_str());
+  if (a.text_file.empty()) {
+    ImatrixCollector imatrix;
+    for (const std::string& f : in_files) {
+      std::fprintf(stderr, "imatrix: loading %s\n", f.c_str());
+      imatrix.load(f, a.n_ctx);
+    }
+    save_as(imatrix, a, a.out_file, a.n_ctx);
+    return 0;
+  }
+  if (a.model.empty()) bad("-m MODEL is required to collect over -f " + a.text_file);
   if (a.n_batch < 1) bad("-b must be at least 1, got " + std::to_string(a.n_batch));
   if (a.n_ubatch < 1) bad("-ub must be at least 1, got " + std::to_string(a.n_ubatch));
   if (a.n_chunks == 0 || a.n_chunks < -1) bad("--chunks must be -1 (all) or at least 1, got " + std::to_string(a.n_chunks));
@@ -105,9 +196,6 @@ int run(const ImatrixArgs& a) {
   if (n_seq > n_ubatch)
     bad("-ub " + std::to_string(n_ubatch) + " is below the " + std::to_string(n_seq) +
         " sequences of a batch (-b / -c): give -ub of at least " + std::to_string(n_seq) + " or a smaller -b");
-  if (!a.out_file.ends_with(".gguf"))
-    std::fprintf(stderr, "imatrix: warning: writing the GGUF format to %s, whose name does not end in .gguf\n",
-                 a.out_file.c_str());
 
   const Model m = load_model(a.model);
   if (m.tokenizer().add_eos())
@@ -140,6 +228,10 @@ int run(const ImatrixArgs& a) {
 
   Context ctx(m, a.threads);
   ImatrixCollector imatrix(a.process_output);
+  for (const std::string& f : in_files) {
+    std::fprintf(stderr, "imatrix: loading %s\n", f.c_str());
+    imatrix.load(f, n_ctx);
+  }
   ctx.set_imatrix(&imatrix);
   std::fprintf(stderr, "imatrix: computing over %d chunks, n_ctx=%d, batch_size=%d, n_seq=%d, %d threads\n", n_chunk,
                n_ctx, n_batch, n_seq, ctx.n_threads());
@@ -177,7 +269,18 @@ int run(const ImatrixArgs& a) {
           }
         }
         imatrix.set_ubatch_tokens(u.tokens * n_seq_batch);
+        const int chunks_before = imatrix.chunk_count(n_ctx);
         const std::span<const float> logits = ctx.decode(rows);
+        // llama-imatrix's rule: write when the chunk count passes a multiple
+        // of the frequency (step: how far this ubatch moved it); the last
+        // ubatch's writes are the final ones below.
+        const int chunks_now = imatrix.chunk_count(n_ctx), step = chunks_now - chunks_before;
+        const bool last = i + n_seq_batch >= n_chunk && j + 1 == num_batches && u.pos + u.tokens >= j * n_batch + batch_size;
+        if (step > 0 && !last) {
+          if ((chunks_now % a.out_freq) / step == 0) save_as(imatrix, a, a.out_file, n_ctx);
+          if (a.save_freq > 0 && (chunks_now % a.save_freq) / step == 0)
+            save_as(imatrix, a, a.out_file + ".at_" + std::to_string(chunks_now), n_ctx);
+        }
         if (!a.ppl) continue;
         ctx.parallel_for(static_cast<int64_t>(wanted.size()), 1, [&](int64_t r0, int64_t r1) {
           for (int64_t r = r0; r < r1; ++r) {
@@ -217,10 +320,11 @@ int run(const ImatrixArgs& a) {
     else std::printf("\nUnexpected negative standard deviation of log(prob)\n");
   }
 
-  const size_t n_entries = imatrix.save(a.out_file, {a.text_file}, n_ctx);
   const double t_all = seconds_since(t_start);
-  std::fprintf(stderr, "imatrix: saved %zu matrices to %s (%d chunks of %d tokens); %d tokens in %.2f s (%.2f t/s)\n",
-               n_entries, a.out_file.c_str(), imatrix.chunk_count(n_ctx), n_ctx, n_chunk * n_ctx, t_all,
+  if (a.save_freq > 0 && imatrix.chunk_count(n_ctx) % a.save_freq == 0)
+    save_as(imatrix, a, a.out_file + ".at_" + std::to_string(imatrix.chunk_count(n_ctx)), n_ctx);
+  save_as(imatrix, a, a.out_file, n_ctx);
+  std::fprintf(stderr, "imatrix: %d tokens in %.2f s (%.2f t/s)\n", n_chunk * n_ctx, t_all,
                n_chunk * double{1} * n_ctx / t_all);
   return 0;
 }
@@ -229,8 +333,16 @@ int run(const ImatrixArgs& a) {
 
 Runner add_imatrix(CLI::App& app) {
   auto a = std::make_shared<ImatrixArgs>();
-  app.add_option("-m,--model", a->model, "GGUF model file")->required();
+  app.add_option("-m,--model", a->model, "GGUF model file (not needed with --in-file alone)");
   app.add_option("-f,--file", a->text_file, "the text to collect the activations over (read as bytes)");
+  app.add_option("--in-file", a->in_files,
+                 "an imatrix file (GGUF or legacy .dat) to start from; repeat it or separate names by commas to "
+                 "combine several; with no -f they are only combined and written to -o");
+  app.add_option("--output-format", a->output_format, "the format of -o: gguf (default) or dat (the legacy one)");
+  app.add_option("--output-frequency", a->out_freq, "write -o every N chunks too (default 10)");
+  app.add_option("--save-frequency", a->save_freq, "write a copy OUT.at_<chunks> every N chunks (default 0: never)");
+  app.add_flag("--show-statistics", a->show_statistics,
+               "print llama-imatrix's statistics of one --in-file and exit");
   app.add_option("-o,--output,--output-file", a->out_file, "the importance matrix to write (default imatrix.gguf)");
   app.add_option("-c,--ctx-size", a->n_ctx, "tokens per chunk (default 512)");
   app.add_option("--chunks", a->n_chunks, "chunks to process (default -1 = all)");

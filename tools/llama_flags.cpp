@@ -58,6 +58,7 @@ constexpr Row kRows[] = {
   // --- names llama.cpp spells with one dash and several letters, or long
   // names synapse spells otherwise, that have a meaning here.
   {"-ub",                        Val::one,  Act::map,    kRun | kServe | kLogits | kBench | kImatrix, "--ubatch-size"},
+  {"-ofreq",                     Val::one,  Act::map,    kImatrix, "--output-frequency"},
   {"-sys",                       Val::one,  Act::map,    kGen, "--system-prompt"},
   {"-sysf",                      Val::one,  Act::map,    kGen, "--system-prompt-file"},
   {"-cnv|--conversation",        Val::none, Act::map,    kRun, "--chat"},
@@ -134,13 +135,6 @@ constexpr Row kRows[] = {
   {"--prune-layers",             Val::one,  Act::refuse, kQuantize, "not supported: synapse quantize keeps every layer"},
   {"--dry-run",                  Val::none, Act::refuse, kQuantize, "not supported: synapse quantize writes the file"},
   {"-embd|--embeddings",         Val::one,  Act::refuse, kBench, "not supported: synapse has no embeddings mode", "0"},
-  {"--in-file",                  Val::one,  Act::refuse, kImatrix, "not supported: synapse imatrix computes a matrix from -f FILE; it does not combine imatrix files"},
-  {"--show-statistics",          Val::none, Act::refuse, kImatrix, "not supported: synapse imatrix does not print a matrix's statistics"},
-  {"--save-frequency",           Val::one,  Act::refuse, kImatrix, "not supported: synapse imatrix writes the file once, at the end", "0"},
-  {"--output-format",            Val::one,  Act::refuse, kImatrix, "not supported: synapse imatrix writes llama-imatrix's GGUF format (the legacy .dat is read, not written)", "gguf"},
-  // llama-imatrix rewrites the output file every N chunks on the way; the
-  // final file is the same.
-  {"-ofreq|--output-frequency",  Val::one,  Act::accept, kImatrix},
 
   // --- ignored: hardware placement, offload, memory mapping, threads'
   // affinity, logging and display; nothing here changes a result.

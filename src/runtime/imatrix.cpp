@@ -3,6 +3,7 @@
 // tools/quantize/quantize.cpp (load_imatrix's normalisation).
 #include "runtime/imatrix.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -107,6 +108,7 @@ Imatrix load_gguf(const std::string& path) {
       e.counts[static_cast<size_t>(j)] = std::lround(c);
     }
   }
+  if (m.entries.empty()) bad(path, "no NAME.in_sum2 / NAME.counts tensors (is it an importance matrix?)");
   return m;
 }
 
@@ -150,6 +152,49 @@ void write_imatrix(const Imatrix& m, const std::string& path) {
                  std::span(reinterpret_cast<const uint8_t*>(counts.data()), counts.size() * 4));
   }
   w.write(path);
+}
+
+size_t write_imatrix_legacy(const Imatrix& m, const std::string& path) {
+  if (m.chunk_size <= 0)
+    throw Error(Errc::invalid_argument, "imatrix: chunk size " + std::to_string(m.chunk_size) + " (must be > 0)");
+  std::string out;
+  const auto put_i32 = [&out](int32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); };
+  int32_t n_entries = 0;  // written before `out`, the entries and the tail, once counted
+  // std::map iterates in name order, the order llama-imatrix sorts them in.
+  for (const auto& [name, e] : m.entries) {
+    const auto nval = static_cast<int64_t>(e.sums.size()), nmat = static_cast<int64_t>(e.counts.size());
+    if (nmat == 0 || std::all_of(e.counts.begin(), e.counts.end(), [](int64_t c) { return c == 0; })) continue;
+    if (nval % nmat != 0)
+      throw Error(Errc::invalid_argument, "imatrix entry " + name + ": " + std::to_string(nval) +
+                                              " sums do not split into " + std::to_string(nmat) + " matrices");
+    ++n_entries;
+    put_i32(static_cast<int32_t>(name.size()));
+    out += name;
+    // The ceiling keeps a matrix seen in less than a chunk from ncall 0.
+    const int64_t most = *std::max_element(e.counts.begin(), e.counts.end());
+    const auto ncall = static_cast<int32_t>((most + (m.chunk_size - 1)) / m.chunk_size);
+    put_i32(ncall);
+    put_i32(static_cast<int32_t>(nval));
+    const int64_t ne0 = nval / nmat;
+    for (int64_t i = 0; i < nval; ++i) {
+      float count = static_cast<float>(e.counts[static_cast<size_t>(i / ne0)]);
+      float value = e.sums[static_cast<size_t>(i)];
+      if (count == 0.0f) value = count = 1.0f;  // an expert no token reached
+      const float v = (value / count) * static_cast<float>(ncall);
+      out.append(reinterpret_cast<const char*>(&v), 4);
+    }
+  }
+  put_i32(m.chunk_count);
+  const std::string dataset = m.datasets.empty() ? std::string() : m.datasets.back();
+  put_i32(static_cast<int32_t>(dataset.size()));
+  out += dataset;
+  std::string file;
+  file.append(reinterpret_cast<const char*>(&n_entries), 4);
+  file += out;
+  std::ofstream f(path, std::ios::binary);
+  if (!f || !f.write(file.data(), static_cast<std::streamsize>(file.size())) || !f.flush())
+    throw Error(Errc::io, "imatrix " + path + ": cannot write");
+  return static_cast<size_t>(n_entries);
 }
 
 std::vector<float> imatrix_importance(const ImatrixEntry& e, bool is_legacy) {

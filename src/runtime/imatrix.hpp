@@ -49,7 +49,8 @@ struct Imatrix {
 
 // Reads a GGUF or legacy imatrix file (GGUF when it starts with "GGUF").
 // Throws Error(io) for a file that cannot be read, Error(format) naming
-// the file and what is wrong: no entries, a truncated legacy file, an
+// the file and what is wrong: no entries (a GGUF file without a single
+// in_sum2/counts pair, such as a model), a truncated legacy file, an
 // in_sum2 without counts (or the reverse), a tensor that is not F32, counts
 // whose length does not divide the sums.
 Imatrix load_imatrix(const std::string& path);
@@ -62,6 +63,17 @@ Imatrix load_imatrix(const std::string& path);
 // Throws Error(invalid_argument) for an entry whose sums do not split into
 // its counts, Error(io) for a file that cannot be written.
 void write_imatrix(const Imatrix& m, const std::string& path);
+
+// Writes `m` (raw sums and counts, as write_imatrix takes them) in
+// llama-imatrix v0.5.0's legacy format (IMatrixCollector::save_imatrix_legacy):
+// the entries with a nonzero count, in name order, each: name length and
+// name, ncall = ceil(largest count / m.chunk_size), nval, then per value
+// (sum / count of its matrix) * ncall (1 * ncall where the count is 0); then
+// m.chunk_count and the last of m.datasets (length 0 for none). Returns the
+// number of entries written. Throws Error(invalid_argument) for
+// m.chunk_size <= 0 or an entry whose sums do not split into its counts,
+// Error(io) for a file that cannot be written.
+size_t write_imatrix_legacy(const Imatrix& m, const std::string& path);
 
 // llama-quantize's importance of each column from one entry: GGUF sums /
 // count per matrix (1 where a matrix saw no token), legacy sums / ncall
@@ -93,6 +105,14 @@ class ImatrixAccumulator final : public model::ProductObserver {
 
   void observe(const model::ProductInput& in) override;
 
+  // Adds a loaded file's entries as llama-imatrix's load_imatrix does
+  // (ImatrixCollector::load in synapse/imatrix.hpp). Throws Error(format)
+  // naming the entry whose sizes differ from this accumulator's.
+  void add(const Imatrix& file, int32_t chunk_size);
+
+  // --show-statistics' figures (ImatrixCollector::statistics).
+  ImatrixStatistics statistics() const;
+
   // llama-imatrix's m_last_chunk: the largest count of any entry divided by
   // chunk_size (> 0).
   int32_t chunk_count(int32_t chunk_size) const;
@@ -120,4 +140,5 @@ class ImatrixAccumulator final : public model::ProductObserver {
 struct synapse::ImatrixCollector::Impl {
   explicit Impl(bool process_output) : acc(process_output) {}
   runtime::ImatrixAccumulator acc;
+  std::vector<std::string> loaded_datasets;  // of the files load() added, in order
 };

@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <string>
 
 #include "cli_util.hpp"
@@ -70,14 +73,26 @@ test::CliResult imatrix_at_root(const std::string& model, const std::string& arg
 // activations, summed in the same order. llama-imatrix's default (flash
 // attention on for the CPU) rounds the attention otherwise: the sums after
 // the first attention then differ by up to 5.2e-4 of their value here.
+//
+// --save-frequency 8: copies OUT.at_8 (after the second of the 4 ubatches:
+// half the rows) and OUT.at_16 (the final file).
 TEST(ImatrixCli, TinyLlamaEqualsLlamaImatrix) {
   const std::string out = tmp_path("tiny-llama.imatrix.gguf");
-  const test::CliResult r = imatrix_at_root("tiny-llama-f32.gguf", "-c 128 --chunks 16 -t 2 --process-output", out);
+  const test::CliResult r =
+      imatrix_at_root("tiny-llama-f32.gguf", "-c 128 --chunks 16 -t 2 --process-output --save-frequency 8", out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("[16]"), std::string::npos) << r.out;  // the running perplexity, as llama-imatrix prints it
   EXPECT_NE(r.out.find("Final estimate: PPL = "), std::string::npos) << r.out;
   EXPECT_TRUE(test::slurp(out) == test::slurp(data_path("models/tiny-llama.fa-off.imatrix.gguf")))
       << "differs from llama-imatrix -fa off's file";
+  EXPECT_TRUE(test::slurp(out + ".at_16") == test::slurp(out)) << "the last copy is the final file";
+  const runtime::Imatrix half = runtime::load_imatrix(out + ".at_8");
+  EXPECT_EQ(half.chunk_count, 8);
+  EXPECT_EQ(half.entries.size(), 15u);
+  EXPECT_EQ(half.entries.at("blk.0.attn_q.weight").counts, std::vector<int64_t>{1024});
+  EXPECT_TRUE(test::slurp(out + ".at_4").empty() && test::slurp(out + ".at_12").empty()) << "copies at 8 and 16 only";
+  std::remove((out + ".at_8").c_str());
+  std::remove((out + ".at_16").c_str());
 
   const runtime::Imatrix mine = runtime::load_imatrix(out);
   const runtime::Imatrix ref = runtime::load_imatrix(data_path("models/tiny-llama.imatrix.gguf"));  // -fa auto
@@ -174,6 +189,70 @@ TEST(ImatrixCli, QuantizeWithSynapsesMatrixIsAsGood) {
   std::remove(out.c_str());
 }
 
+// The SHA-256 (coreutils' sha256sum) of a file, "" if it cannot be read.
+std::string sha256_of(const std::string& path) {
+  FILE* f = ::popen(("sha256sum '" + path + "' 2>/dev/null").c_str(), "r");
+  if (f == nullptr) return "";
+  char line[4096];
+  const bool got = std::fgets(line, sizeof(line), f) != nullptr;
+  ::pclose(f);
+  return got && std::strlen(line) >= 64 ? std::string(line, 64) : "";
+}
+
+// --in-file (combining, converting between GGUF and the legacy .dat) and
+// --output-format dat, without a model run, against llama-imatrix v0.5.0 on
+// the same files (scripts/golden/make_imatrix_files.py): every file byte
+// for byte. From the repository root, as the references record the paths.
+TEST(ImatrixCli, InFileCombinesAndConvertsAsLlamaImatrix) {
+  std::map<std::string, std::string> expected;  // name -> sha256
+  {
+    std::ifstream f(data_path("models/imatrix-files.sha256"));
+    std::string line;
+    while (std::getline(f, line))
+      if (line.size() > 66) expected[line.substr(66)] = line.substr(0, 64);
+  }
+  ASSERT_EQ(expected.size(), 5u);
+  const std::string dir = tmp_path("imatrix-files");
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
+  const std::string m = "tests/data/models/";
+  const auto run = [&](const std::string& args, const std::string& out) {
+    const test::CliResult r = synapse_cli("imatrix " + args + " -o " + dir + "/" + out, "cd " + data_path("../..") + " &&");
+    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+    return dir + "/" + out;
+  };
+  // GGUF -> .dat -> GGUF: llama-imatrix's .dat, then the GGUF file again.
+  const std::string dat = run("--in-file " + m + "tiny-llama.fa-off.imatrix.gguf --output-format dat -c 128", "a.dat");
+  EXPECT_TRUE(test::slurp(dat) == test::slurp(data_path("models/tiny-llama.fa-off.imatrix.dat")));
+  const std::string back = run("--in-file " + m + "tiny-llama.fa-off.imatrix.dat -c 128", "b.gguf");
+  EXPECT_TRUE(test::slurp(back) == test::slurp(data_path("models/tiny-llama.fa-off.imatrix.gguf")));
+  // Two files, repeated or comma-separated; a legacy one among them; the
+  // MoE file's partial experts in the .dat (1 * ncall) and a .dat's one
+  // count broadcast to the experts of a per-expert file.
+  const std::pair<std::string, std::string> cases[] = {
+      {"--in-file " + m + "tiny-llama.fa-off.imatrix.gguf --in-file " + m + "tiny-llama.imatrix.gguf -c 128",
+       "combined.gguf"},
+      {"--in-file " + m + "tiny-llama.fa-off.imatrix.dat," + m + "tiny-llama.imatrix.gguf -c 128", "legacy+gguf.gguf"},
+      {"--in-file " + m + "tiny-mixtral.imatrix.gguf --output-format dat -c 64", "mixtral.dat"},
+      {"--in-file " + dir + "/mixtral.dat --in-file " + m + "tiny-mixtral.imatrix.gguf -c 64", "mixtral-dat+gguf.gguf"},
+  };
+  for (const auto& [args, name] : cases) EXPECT_EQ(sha256_of(run(args, name)), expected.at(name)) << name;
+  // A run's .dat is the conversion's (the same matrices, chunk count and dataset).
+  EXPECT_EQ(sha256_of(dat), expected.at("run.dat"));
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
+}
+
+// --show-statistics: llama-imatrix's two tables, text for text (its log
+// prefixes removed), for a dense and an MoE file.
+TEST(ImatrixCli, ShowStatisticsPrintsLlamaImatrixsTables) {
+  for (const char* name : {"tiny-llama.fa-off.imatrix", "tiny-mixtral.imatrix"}) {
+    const test::CliResult r = synapse_cli("imatrix --in-file tests/data/models/" + std::string(name) +
+                                              ".gguf --show-statistics",
+                                          "cd " + data_path("../..") + " &&");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, test::slurp(data_path("models/" + std::string(name) + ".stats.txt"))) << name;
+  }
+}
+
 TEST(ImatrixCli, BadInputIsOneClearError) {
   const std::string m = "imatrix -m " + data_path("models/tiny-llama-f32.gguf") + " ";
   const std::string out = tmp_path("never.imatrix.gguf");
@@ -191,8 +270,18 @@ TEST(ImatrixCli, BadInputIsOneClearError) {
   expect_error("-f " + kText + " --chunks 0", "--chunks");
   expect_error("-f " + kText + " -c 0", "-c must be at least 1");
   expect_error("-f " + kText + " -c 64 -b 2048 -ub 8", "-ub 8 is below the 32 sequences");
-  expect_error("-f " + kText + " --output-format dat", "--output-format");
-  expect_error("-f " + kText + " --in-file x.gguf", "--in-file");
+  expect_error("-f " + kText + " --output-format text", "--output-format must be gguf or dat, got \"text\"");
+  expect_error("-f " + kText + " --output-frequency 0", "--output-frequency must be at least 1");
+  expect_error("-f " + kText + " --save-frequency -1", "--save-frequency must be at least 0");
+  expect_error("--in-file " + tmp_path("no-such.imatrix.gguf"), "cannot open");
+  expect_error("--in-file " + data_path("models/tiny-llama.imatrix.gguf") + ",", "--in-file has an empty file name");
+  expect_error("--show-statistics", "--show-statistics needs exactly one --in-file");
+  expect_error("--in-file " + data_path("models/tiny-llama.imatrix.gguf") + " --in-file " +
+                   data_path("models/tiny-mixtral.imatrix.gguf") + " --show-statistics",
+               "--show-statistics needs exactly one --in-file");
+  expect_error("--in-file " + data_path("models/tiny-llama.imatrix.gguf") + " --in-file " +
+                   data_path("models/tiny-llama-f32.gguf"),
+               "no NAME.in_sum2 / NAME.counts tensors (is it an importance matrix?)");
   std::remove(shrt.c_str());
 }
 
