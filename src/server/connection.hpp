@@ -5,6 +5,11 @@
 // arrival time of a request's header, and an idle wait that stops with the
 // server.
 //
+// This file and connection.cpp are the only code that touches cpp-httplib's
+// internals (a private virtual and protected members of httplib::Server), so
+// the library's release is pinned in CMakeLists.txt (0.11.4, Debian 12's) and
+// checked by a static_assert and the test HttpLibrary.* (docs/SERVING.md).
+//
 // httplib::Server::process_and_close_socket is virtual; Listener overrides it
 // with serve_connection's keep-alive loop, which hands each request to the
 // library's own parser and router (Server::process_request) through a
