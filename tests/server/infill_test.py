@@ -15,8 +15,9 @@ from test_serve import DATA, Server, canon, sse
 GOLDEN = os.path.join(DATA, "server", "infill.tiny-qwen2-f32.json")
 ARGS = ("-t", "1", "-c", "1024", "-b", "256", "-np", "1")
 # The fields of llama-server's reply synapse's /completion reply has too, all but the timings,
-# the settings and the model's name (llama-server's path).
-FIELDS = ("index", "content", "tokens", "id_slot", "stop", "tokens_predicted", "tokens_evaluated",
+# the settings and the model's name (llama-server's path). "prompt" is the prompt sent to the
+# model, detokenized with its special tokens: the FIM layout, byte for byte.
+FIELDS = ("index", "content", "tokens", "id_slot", "stop", "prompt", "tokens_predicted", "tokens_evaluated",
           "stop_type", "stopping_word", "truncated", "has_new_line")
 
 
@@ -66,3 +67,9 @@ def test_model_without_fim_tokens_is_501():
         err = r.json()["error"]
         assert (err["message"], err["type"], err["code"]) == \
                (want["body"]["error"]["message"], want["body"]["error"]["type"], 501)
+        # /completion's "prompt" as llama-server v0.5.0 writes it on this model (BOS and a
+        # special token's text written out; its reply to the same body, by hand).
+        r = s.post("/completion", {"prompt": "Once upon a time <s>", "n_predict": 2, "temperature": 0}).json()
+        assert (r["prompt"], r["tokens_evaluated"]) == ("<s> Once upon a time <s>", 7), r
+        r = s.post("/completion", {"prompt": [1, 400, 401], "n_predict": 2, "temperature": 0}).json()
+        assert r["prompt"] == "<s> do lo", r
