@@ -18,13 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
 from make_embedding_golden import sha256
+from make_rerank_golden import llama_server, write_golden
 
 PRODUCER = "llama.cpp v0.5.0 de3ff81 CPU (llama-server)"
 MODEL = "tiny-qwen2-f32.gguf"
@@ -70,20 +69,8 @@ def post(port: int, body: dict) -> dict:
 
 
 def run(server: str, model: str, port: int, bodies: list) -> list:
-    proc = subprocess.Popen([server, "-m", model, *ARGS, "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(600):
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.1)
+    with llama_server(server, model, ARGS, port):
         return [{"request": b, "reply": post(port, b)} for b in bodies]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def main() -> int:
@@ -105,13 +92,10 @@ def main() -> int:
         "bad_cases": run(a.llama_server, model, a.port, BAD_REQUESTS),
         "no_fim_cases": run(a.llama_server, no_fim, a.port, [BASE]),
     }
-    path = os.path.join(a.out, "server", "infill.tiny-qwen2-f32.json")
-    with open(path, "w") as f:
-        json.dump(golden, f, indent=1)
-        f.write("\n")
-    print(f"- `server/infill.tiny-qwen2-f32.json` | `python3 scripts/golden/make_infill_golden.py --out tests/data`: "
-          f"llama-server (llama.cpp v0.5.0 de3ff81) {' '.join(ARGS)} replies to POST /infill on `models/{MODEL}` "
-          f"and `models/{NO_FIM_MODEL}` | `{sha256(path)}`")
+    write_golden(os.path.join(a.out, "server", "infill.tiny-qwen2-f32.json"), golden,
+                 "- `server/infill.tiny-qwen2-f32.json` | `python3 scripts/golden/make_infill_golden.py --out tests/data`: "
+                 f"llama-server (llama.cpp v0.5.0 de3ff81) {' '.join(ARGS)} replies to POST /infill on `models/{MODEL}` "
+                 f"and `models/{NO_FIM_MODEL}`")
     return 0
 
 
