@@ -29,11 +29,13 @@
 
 #include <httplib.h>
 
+#include "server/defaults.hpp"
+
 namespace synapse::server {
 
 struct ConnectionLimits {
-  size_t max_header_bytes = 16384;  // --max-header-size: request line and headers together
-  int idle_timeout_s = 5;           // --idle-timeout: a keep-alive connection with no request this
+  size_t max_header_bytes = defaults::kMaxHeaderBytes;  // --max-header-size: request line and headers together
+  int idle_timeout_s = defaults::kIdleTimeoutS;  // --idle-timeout: a keep-alive connection with no request this
                                     // long is closed, and a request's header must arrive in full
                                     // within this long of its first byte
 };
