@@ -12,7 +12,7 @@
 # starts as its server binary).
 #
 # Not run in CI: CI has no llama.cpp checkout. Only the test files of features synapse has are
-# run (TESTS below); embeddings, rerank, infill, LoRA, speculative decoding, tool calls, Jinja
+# run (TESTS below); infill (its model is not here offline; tests/server/infill_test.py), embeddings, rerank, LoRA, speculative decoding, tool calls, Jinja
 # templates of other models, multimodal, slots save/restore, router and sleep are out of scope.
 # The last results, and what each failure is, are in docs/LLAMA_SERVER_TESTS.md.
 set -euo pipefail

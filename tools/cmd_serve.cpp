@@ -9,13 +9,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "commands.hpp"
@@ -39,7 +42,7 @@ struct ServeArgs {
   std::vector<std::string> api_keys;  // --api-key, each maybe "k1,k2"
   std::string api_key_file;
   std::string alias;
-  int shutdown_timeout_s = 5;  // --shutdown-timeout
+  int shutdown_timeout_s = server::defaults::kShutdownTimeoutS;  // --shutdown-timeout
 };
 
 std::string read_text_file(const std::string& path, const char* flag) {
@@ -93,6 +96,49 @@ void exec_without_malloc_thread_cache() {
   else unsetenv("GLIBC_TUNABLES");
 }
 
+// While the model loads (or the scheduler starts), SIGTERM and SIGINT end
+// the process at once by the signal's own default action, as llama-server's
+// do (it installs its handlers only once the model is loaded): the exit
+// status says "killed by SIGTERM" (a shell's 143; SIGINT: 130), and nothing
+// waits for the load to finish. The signals are blocked in every thread
+// (serve() blocks them before any thread starts), so this thread takes them
+// with sigtimedwait and re-raises one with its default action unblocked.
+// Once destroyed (the model is loaded), a signal stays pending for serve()'s
+// sigwait: the graceful stop.
+class StopDuringLoad {
+ public:
+  explicit StopDuringLoad(const sigset_t& signals)
+      : signals_(signals), thread_([this] { watch(); }) {}
+  ~StopDuringLoad() {
+    loaded_.store(true);
+    thread_.join();
+  }
+  StopDuringLoad(const StopDuringLoad&) = delete;
+  StopDuringLoad& operator=(const StopDuringLoad&) = delete;
+
+ private:
+  void watch() {
+    while (!loaded_.load()) {
+      const timespec tick{0, 20 * 1000 * 1000};
+      const int sig = sigtimedwait(&signals_, nullptr, &tick);
+      if (sig <= 0) continue;
+      std::fprintf(stderr, "synapse serve: %s while loading the model, exiting\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      std::fflush(stderr);
+      signal(sig, SIG_DFL);
+      sigset_t one;
+      sigemptyset(&one);
+      sigaddset(&one, sig);
+      pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+      raise(sig);        // to this thread, where it is now unblocked: the process ends
+      _exit(128 + sig);  // not reached
+    }
+  }
+
+  sigset_t signals_;
+  std::atomic<bool> loaded_{false};
+  std::thread thread_;
+};
+
 int serve(ServeArgs& a) {
   exec_without_malloc_thread_cache();  // before any thread starts
   // Two malloc arenas rather than glibc's 8 per core, one per thread up to
@@ -122,7 +168,7 @@ int serve(ServeArgs& a) {
   server::check_template_kwargs(sp.chat_template_kwargs);
   sp.model_name = a.alias.empty() ? sp.model_path : a.alias;
   sp.system_fingerprint = std::string("synapse-") + SYNAPSE_GIT_COMMIT;
-  if (sp.n_http_threads <= 0) sp.n_http_threads = std::max(32, 4 * a.sched.n_parallel + 16);
+  if (sp.n_http_threads <= 0) sp.n_http_threads = server::defaults::http_threads(a.sched.n_parallel);
 
   // SIGINT / SIGTERM are taken by this thread (sigwait below), not by the
   // server's threads, which inherit the blocked mask.
@@ -137,12 +183,17 @@ int serve(ServeArgs& a) {
   http.start();
   std::fprintf(stderr, "synapse serve: listening on http://%s:%d (loading %s)\n", sp.host.c_str(), http.port(),
                sp.model_path.c_str());
+  std::optional<StopDuringLoad> stop_during_load(stop_signals);
   const Model model = load_model(sp.model_path);
   auto sched = std::make_unique<Scheduler>(model, a.sched);
   const SchedulerParams& rp = sched->params();
   std::fprintf(stderr, "synapse serve: model loaded; %d slots of %lld tokens, %d threads%s\n", rp.n_parallel,
                static_cast<long long>(sched->n_ctx()), rp.n_threads,
                sp.api_keys.empty() ? "" : ", API key required");
+  // From here a signal is the graceful stop (serve()'s sigwait below), also
+  // one that comes while the routes are being readied: the watcher ends
+  // before /health can say 200.
+  stop_during_load.reset();
   http.set_scheduler(std::move(sched));
 
   // The first signal: a graceful stop within --shutdown-timeout (every
@@ -181,7 +232,8 @@ int serve(ServeArgs& a) {
 
 Runner add_serve(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
-  a->sched.max_queue = 64;
+  a->sched.max_queue = server::defaults::kMaxQueue;
+  const SchedulerParams engine;  // the engine's defaults, for the help text
   app.add_option("-m,--model", a->server.model_path, "GGUF model file")->required();
   app.add_option("-c,--ctx-size", a->sched.n_ctx,
                  "context of each slot in tokens (default: the model's, at most 4096)")
@@ -190,14 +242,14 @@ Runner add_serve(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   app.add_option("-t,--threads", a->sched.n_threads, "threads (default: physical cores)")
       ->check(int_range(0, max_threads, " (ggml's GGML_MAX_N_THREADS)"));
-  app.add_option("-b,--batch-size", a->sched.n_batch, "rows per step, all slots together (default 2048)")
+  app.add_option("-b,--batch-size", a->sched.n_batch, "rows per step, all slots together (default " + std::to_string(engine.n_batch) + ")")
       ->check(CLI::PositiveNumber);
-  app.add_option("--ubatch-size", a->sched.n_ubatch, "prompt rows per slot per step (-ub, default 512)")
+  app.add_option("--ubatch-size", a->sched.n_ubatch, "prompt rows per slot per step (-ub, default " + std::to_string(engine.n_ubatch) + ")")
       ->check(CLI::PositiveNumber);
-  app.add_option("--max-queue", a->sched.max_queue, "requests waiting for a slot before 503 (default 64)")
+  app.add_option("--max-queue", a->sched.max_queue, "requests waiting for a slot before 503 (default " + std::to_string(server::defaults::kMaxQueue) + ")")
       ->check(int_range(0, INT32_MAX));
-  app.add_option("--host", a->server.host, "address to listen on (default 127.0.0.1)");
-  app.add_option("--port", a->server.port, "port to listen on (default 8080; 0: any free port)")
+  app.add_option("--host", a->server.host, std::string("address to listen on (default ") + server::defaults::kHost + ")");
+  app.add_option("--port", a->server.port, "port to listen on (default " + std::to_string(server::defaults::kPort) + "; 0: any free port)")
       ->check(CLI::Range(0, 65535));
   app.add_option("--api-key", a->api_keys, "API key clients must send (Bearer or x-api-key); repeatable or comma-separated");
   app.add_option("--api-key-file", a->api_key_file, "file of API keys, one per line");
@@ -222,23 +274,28 @@ Runner add_serve(CLI::App& app) {
       ->check(CLI::IsMember({"none", "deepseek", "deepseek-legacy", "auto"}));
   app.add_option("--timeout", a->server.timeout_s,
                  "socket read/write timeout, and wall-clock limit of one request from its arrival, in seconds: a "
-                 "reply is cut there (finish_reason length), a request still queued is answered 503 (-to, default 600)")
+                 "reply is cut there (finish_reason length), a request still queued is answered 503 (-to, default " +
+                     std::to_string(server::defaults::kTimeoutS) + ")")
       ->check(CLI::PositiveNumber);
   app.add_option("--shutdown-timeout", a->shutdown_timeout_s,
                  "on SIGTERM/SIGINT, seconds the requests in flight may still run before they are cut "
-                 "(finish_reason length); then the server exits 0. A second signal exits at once (default 5)")
+                 "(finish_reason length); then the server exits 0. A second signal exits at once (default " +
+                     std::to_string(server::defaults::kShutdownTimeoutS) + ")")
       ->check(CLI::Range(0, 3600));
   app.add_option("--cors-origin,--cors-origins", a->server.cors_origins,
                  "origin a browser page may call from (repeatable; '*': any; default: no CORS)")
       ->delimiter(',');
   app.add_option("--max-header-size", a->server.max_header_bytes,
-                 "largest request line and headers together, in bytes (431 above it; default 16384; "
-                 "each line at most 8192)")
+                 "largest request line and headers together, in bytes (431 above it; default " +
+                     std::to_string(server::defaults::kMaxHeaderBytes) + "; each line at most 8192)")
       ->check(CLI::Range(size_t{256}, size_t{1} << 20));
   app.add_option("--idle-timeout", a->server.idle_timeout_s,
                  "seconds a keep-alive connection may wait for its next request, and a request's header may "
-                 "take to arrive, before the connection is closed (408 for a late header; default 5)")
+                 "take to arrive, before the connection is closed (408 for a late header; default " +
+                     std::to_string(server::defaults::kIdleTimeoutS) + ")")
       ->check(CLI::Range(1, 3600));
+  app.add_flag("--spm-infill", a->server.spm_infill,
+               "/infill puts the suffix before the prefix (SPM order, for models trained so; default: PSM)");
   app.add_flag("--metrics", a->server.metrics, "enable the Prometheus endpoint GET /metrics");
   app.add_flag("--slots,!--no-slots", a->server.slots, "GET /slots: the slots' state (default: enabled)");
   app.add_flag("--props", a->server.props,
@@ -257,10 +314,11 @@ Runner add_serve(CLI::App& app) {
       },
       "serve /v1/rerank (embeddings with pooling rank; needs a reranker model)");
   app.add_option("--embd-normalize", a->server.embd_normalize,
-                 "normalisation of pooled embeddings: -1 none, 0 max absolute int16, 1 taxicab, 2 euclidean "
-                 "(default), >2 p-norm")
+                 "normalisation of pooled embeddings: -1 none, 0 max absolute int16, 1 taxicab, 2 euclidean, "
+                 ">2 p-norm (default " + std::to_string(server::defaults::kEmbdNormalize) + ")")
       ->check(int_range(-1, 1000));
-  app.add_option("--threads-http", a->server.n_http_threads, "HTTP threads (default: 4 x slots + 16, at least 32)")
+  app.add_option("--threads-http", a->server.n_http_threads,
+                 "HTTP threads (default: 4 x slots + 16, at least " + std::to_string(server::defaults::http_threads(0)) + ")")
       ->check(int_range(0, 4096));
   return [a] { return serve(*a); };
 }

@@ -9,6 +9,9 @@
 //   tokenizer.ggml.merges      BPE merges "a b", rank = index
 //   tokenizer.ggml.{bos,eos,eot,eom,unknown,padding}_token_id, add_bos_token,
 //   add_eos_token, add_space_prefix
+//   tokenizer.ggml.fim_{pre,suf,mid,pad,rep,sep}_token_id (and the older
+//   prefix/suffix/middle_token_id); without them, found by their texts
+//   (<|fim_prefix|>, <PRE>, ...) as llama.cpp v0.5.0's vocabulary loader does
 //
 // Thread-safety: a Tokenizer is immutable after loading; its const members
 // (tokenize, token_to_piece, ...) may run on any number of threads at once.
@@ -35,6 +38,17 @@ enum class TokenType : int32_t {
   user_defined = 4,
   unused = 5,
   byte = 6,
+};
+
+// The fill-in-the-middle tokens of a vocabulary (llama_vocab_fim_pre() and
+// the others of llama.cpp); -1 each one the vocabulary lacks.
+struct FimTokens {
+  token_id pre = -1;  // before the prefix text
+  token_id suf = -1;  // before the suffix text
+  token_id mid = -1;  // where the model writes the middle
+  token_id pad = -1;
+  token_id rep = -1;  // the repository name's marker (repo-level FIM)
+  token_id sep = -1;  // before each file's name (repo-level FIM)
 };
 
 class Tokenizer {
@@ -70,6 +84,7 @@ class Tokenizer {
   token_id eot() const;  // end of turn (tokenizer.ggml.eot_token_id or a known text, e.g. <|im_end|>); -1 when none
   bool add_bos() const;
   bool add_eos() const;
+  FimTokens fim() const;
   // End of generation: eos, eot, eom and the known end tokens of the vocabulary.
   bool is_eog(token_id id) const;
   TokenType type(token_id id) const;

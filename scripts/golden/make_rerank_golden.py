@@ -14,6 +14,7 @@ Usage: python3 scripts/golden/make_rerank_golden.py --out tests/data [--llama-se
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -42,6 +43,34 @@ def post(port: int, body: dict) -> dict:
         return json.loads(r.read())
 
 
+@contextlib.contextmanager
+def llama_server(binary: str, model: str, args: list[str], port: int):
+    """llama-server -m MODEL ARGS --port PORT, from the moment /health says 200 to the end of the block.
+    (Shared with make_infill_golden.py.)"""
+    proc = subprocess.Popen([binary, "-m", model, *args, "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.1)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def write_golden(path: str, golden: dict, provenance: str) -> None:
+    """Writes `golden` as indented JSON and prints its tests/data/PROVENANCE.md line (`provenance`, then the hash)."""
+    with open(path, "w") as f:
+        json.dump(golden, f, indent=1)
+        f.write("\n")
+    print(f"{provenance} | `{sha256(path)}`")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--llama-server", default="/work/ref/llama-build/bin/llama-server")
@@ -49,20 +78,8 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=18931)
     a = ap.parse_args()
     model = os.path.join(a.out, "models", MODEL)
-    proc = subprocess.Popen([a.llama_server, "-m", model, "--rerank", "-t", "1", "-c", "1024", "-np", "1", "-fa", "off",
-                             "--port", str(a.port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(600):
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{a.port}/health", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.1)
+    with llama_server(a.llama_server, model, ["--rerank", "-t", "1", "-c", "1024", "-np", "1", "-fa", "off"], a.port):
         cases = [{"request": body, "reply": post(a.port, body)} for body in REQUESTS]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
     golden = {
         "case": "rerank.tiny-qwen3-reranker-f32",
         "model": MODEL,
@@ -71,13 +88,10 @@ def main() -> int:
         "command": f"llama-server -m {MODEL} --rerank -t 1 -c 1024 -np 1 -fa off; POST /v1/rerank",
         "cases": cases,
     }
-    path = os.path.join(a.out, "embedding", "rerank.tiny-qwen3-reranker-f32.json")
-    with open(path, "w") as f:
-        json.dump(golden, f, indent=1)
-        f.write("\n")
-    print(f"- `embedding/rerank.tiny-qwen3-reranker-f32.json` | `python3 scripts/golden/make_rerank_golden.py --out "
-          f"tests/data`: llama-server (llama.cpp v0.5.0 de3ff81) --rerank -fa off replies on `models/{MODEL}`, 1 thread | "
-          f"`{sha256(path)}`")
+    write_golden(os.path.join(a.out, "embedding", "rerank.tiny-qwen3-reranker-f32.json"), golden,
+                 "- `embedding/rerank.tiny-qwen3-reranker-f32.json` | `python3 scripts/golden/make_rerank_golden.py "
+                 f"--out tests/data`: llama-server (llama.cpp v0.5.0 de3ff81) --rerank -fa off replies on `models/{MODEL}`, "
+                 "1 thread")
     return 0
 
 

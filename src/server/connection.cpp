@@ -9,6 +9,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string_view>
+
+// The header is the release CMake pinned (SYNAPSE_CPP_HTTPLIB_VERSION): Listener
+// below relies on its internals (connection.hpp, docs/SERVING.md).
+static_assert(std::string_view(CPPHTTPLIB_VERSION) == SYNAPSE_CPP_HTTPLIB_VERSION,
+              "cpp-httplib's header is not the release CMakeLists.txt pins");
 
 namespace synapse::server {
 

@@ -5,6 +5,11 @@
 // arrival time of a request's header, and an idle wait that stops with the
 // server.
 //
+// This file and connection.cpp are the only code that touches cpp-httplib's
+// internals (a private virtual and protected members of httplib::Server), so
+// the library's release is pinned in CMakeLists.txt (0.11.4, Debian 12's) and
+// checked by a static_assert and the test HttpLibrary.* (docs/SERVING.md).
+//
 // httplib::Server::process_and_close_socket is virtual; Listener overrides it
 // with serve_connection's keep-alive loop, which hands each request to the
 // library's own parser and router (Server::process_request) through a
@@ -24,11 +29,13 @@
 
 #include <httplib.h>
 
+#include "server/defaults.hpp"
+
 namespace synapse::server {
 
 struct ConnectionLimits {
-  size_t max_header_bytes = 16384;  // --max-header-size: request line and headers together
-  int idle_timeout_s = 5;           // --idle-timeout: a keep-alive connection with no request this
+  size_t max_header_bytes = defaults::kMaxHeaderBytes;  // --max-header-size: request line and headers together
+  int idle_timeout_s = defaults::kIdleTimeoutS;  // --idle-timeout: a keep-alive connection with no request this
                                     // long is closed, and a request's header must arrive in full
                                     // within this long of its first byte
 };

@@ -23,6 +23,7 @@
 #include "server/anthropic.hpp"
 #include "server/connection.hpp"
 #include "server/embedding.hpp"
+#include "server/infill.hpp"
 #include "server/limits.hpp"
 #include "server/ollama.hpp"
 #include "server/request.hpp"
@@ -236,6 +237,7 @@ struct HttpServer::Impl {
   std::atomic<bool> ready{false};
   std::unique_ptr<Scheduler> sched;
   RequestContext rc;
+  InfillParams infill;        // /infill's prompt layout: -b, -n, the slot's context, --spm-infill
   std::string template_name;  // /props' chat_template: the Jinja source, or the built-in format's name
   std::string model_ftype;    // /props' model_ftype (llama_ftype_name), set with the scheduler
   int64_t created = unix_now();
@@ -344,7 +346,7 @@ void HttpServer::start() {
   Impl& s = *impl_;
   s.install_routes();
   // Each open connection (a streaming reply included) holds one thread.
-  const int n_threads = s.p.n_http_threads > 0 ? s.p.n_http_threads : 64;
+  const int n_threads = s.p.n_http_threads > 0 ? s.p.n_http_threads : defaults::http_threads(1);
   s.http.new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
   s.http.set_read_timeout(s.p.timeout_s);
   s.http.set_write_timeout(s.p.timeout_s);
@@ -440,6 +442,7 @@ void HttpServer::set_scheduler(std::unique_ptr<Scheduler> scheduler) {
   s.rc.n_ctx = scheduler->n_ctx();
   s.rc.sampling = s.p.sampling;
   s.rc.n_predict = s.p.n_predict;
+  s.infill = {scheduler->params().n_batch, s.p.n_predict, s.rc.n_ctx, s.p.spm_infill};
   OllamaServing serving;
   serving.model_name = s.p.model_name;
   serving.model_path = s.p.model_path;
@@ -678,6 +681,13 @@ void HttpServer::Impl::install_routes() {
   http.Post("/v1/completions", completion(Route::completions));
   http.Post("/completion", completion(Route::completion));
   http.Post("/completions", completion(Route::completion));
+  // llama-server's /infill: the FIM prompt in place of "prompt", then
+  // /completion with every other field of the body.
+  http.Post("/infill", route([this](const httplib::Request& req, httplib::Response& res) {
+    json body = parse_json_object(req.body, rc.limits.max_json_depth);
+    body["prompt"] = infill_prompt(body, tok(), infill);
+    handle_completion(Route::completion, body.dump(-1, ' ', false, json::error_handler_t::replace), res);
+  }));
   install_api_routes();
   install_ollama_routes();
   install_embedding_routes();
@@ -764,7 +774,35 @@ void HttpServer::Impl::handle_completion(Route route, std::string_view body, htt
   // computed (-1 off a connection thread).
   const Connection* conn = current_connection();
   const int sock = conn != nullptr ? conn->socket() : -1;
-  if (c.stream) return stream_reply(creq, ch, std::move(ids), std::move(meta), sock, res, std::move(sink));
+  // A request that fails or expires before its first token is answered as a
+  // whole: 400 or 500 (failed_status), or 503 with Retry-After; no reply has begun.
+  auto refuse_if_failed = [this](const GenerationResult& r) {
+    if (r.finish_reason == FinishReason::error) throw HttpError(failed_status(r), "generation failed: " + r.error);
+    if (expired_unstarted(r)) throw unstarted_error();
+  };
+  if (c.stream) {
+    // llama-server's rule (handle_completions_impl): the status line waits
+    // for a stream's first result, and a first result that is an error is
+    // the reply, with its status, as OpenAI's API answers a request it
+    // refuses. So a stream that expires while queued (or meets the shutdown
+    // there) is a 503 before any header, not a 200 with an error event.
+    std::optional<GenerationResult> failed;
+    {
+      std::unique_lock<std::mutex> lock(ch->mu);
+      if (!ch->wait(lock, sock, [&] { return !ch->events.empty(); })) {
+        lock.unlock();
+        hang_up(*ch, ids);
+        return send_error(res, 499, "the client closed the connection");  // read by no one
+      }
+      const Channel::Event& first = ch->events.front();
+      if (first.done) failed = ch->results[static_cast<size_t>(first.index)];
+    }
+    if (failed && (failed->finish_reason == FinishReason::error || expired_unstarted(*failed))) {
+      cancel_all(ids);
+      refuse_if_failed(*failed);
+    }
+    return stream_reply(creq, ch, std::move(ids), std::move(meta), sock, res, std::move(sink));
+  }
 
   std::vector<GenerationResult> results;
   {
@@ -776,11 +814,7 @@ void HttpServer::Impl::handle_completion(Route route, std::string_view body, htt
     }
     for (auto& r : ch->results) results.push_back(std::move(*r));
   }
-  for (const GenerationResult& r : results) {
-    if (r.finish_reason == FinishReason::error)
-      return send_error(res, failed_status(r), "generation failed: " + r.error);
-    if (expired_unstarted(r)) throw unstarted_error();
-  }
+  for (const GenerationResult& r : results) refuse_if_failed(r);
   json reply = completion_reply(c, meta, results, tok());
   if (sink) reply = sink->reply(reply, results[0]);
   send_json(res, 200, reply);

@@ -5,6 +5,8 @@
 //   POST /v1/chat/completions, /chat/completions   OpenAI chat (stream: SSE)
 //   POST /v1/completions                           OpenAI completions
 //   POST /completion, /completions                 llama-server's native completion
+//   POST /infill                                   llama-server's code infill (FIM; server/infill.hpp),
+//                                                  /completion's reply; 501 for a model without FIM tokens
 //   POST /tokenize, /detokenize, /apply-template   llama-server's helpers
 //   POST /v1/messages, /v1/messages/count_tokens   Anthropic's Messages, on the chat route (server/anthropic.hpp;
 //                                                  errors in Anthropic's shape)
@@ -39,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "server/defaults.hpp"
 #include "synapse/gguf.hpp"
 #include "synapse/scheduler.hpp"
 #include "synapse/synapse.hpp"
@@ -46,8 +49,8 @@
 namespace synapse::server {
 
 struct ServerParams {
-  std::string host = "127.0.0.1";        // --host: loopback unless asked otherwise
-  int port = 8080;                       // --port (0: any free port; see HttpServer::port)
+  std::string host = defaults::kHost;    // --host: loopback unless asked otherwise
+  int port = defaults::kPort;            // --port (0: any free port; see HttpServer::port)
   std::vector<std::string> api_keys;     // --api-key / --api-key-file; empty: no authentication
   std::string model_name;                // --alias, else the model path: "model" in replies, /v1/models id
   std::string model_path;                // -m
@@ -61,28 +64,30 @@ struct ServerParams {
   std::string chat_template_file;        // its path, for messages
   std::string chat_template_kwargs;      // --chat-template-kwargs: "" or a JSON object (template variables)
   std::string reasoning_format = "auto"; // --reasoning-format: none, deepseek, auto (requests may override)
-  int timeout_s = 600;                   // --timeout: socket read/write timeout, and the wall-clock limit of
+  int timeout_s = defaults::kTimeoutS;   // --timeout: socket read/write timeout, and the wall-clock limit of
                                          // one request from its arrival: a reply then ends with what it
                                          // has (finish_reason "length"), a request still waiting for a slot
                                          // is answered 503 and never takes one
-  int idle_timeout_s = 5;                // --idle-timeout: a keep-alive connection with no request for this
+  int idle_timeout_s = defaults::kIdleTimeoutS;  // --idle-timeout: a keep-alive connection with no request for this
                                          // long is closed; a request's header must arrive within this long
-  size_t max_header_bytes = 16384;       // --max-header-size: request line and headers (431 above it)
+  size_t max_header_bytes = defaults::kMaxHeaderBytes;  // --max-header-size: request line and headers (431 above it)
   std::vector<std::string> cors_origins; // --cors-origin: origins a browser may call from ("*": any; no
                                          // credentials ever); empty: no CORS headers at all
   bool metrics = false;                  // --metrics: enable GET /metrics
   bool slots = true;                     // --slots / --no-slots: GET /slots (else 501, as llama-server)
   bool props = false;                    // --props: POST /props answers (it changes nothing, as llama-server's)
-  size_t max_body_bytes = 8u << 20;      // request body limit (413 above it)
-  int n_http_threads = 0;                // --threads-http: connections served at once (<= 0: 64)
+  size_t max_body_bytes = defaults::kMaxBodyBytes;  // request body limit (413 above it)
+  int n_http_threads = 0;                // --threads-http: connections served at once (<= 0:
+                                         // defaults::http_threads of one slot)
   int32_t n_predict = -1;                // -n: default and ceiling of tokens per reply (< 0: none)
+  bool spm_infill = false;               // --spm-infill: /infill puts the suffix before the prefix
   SamplerParams sampling;                // --temp, --top-k, ...: defaults of every request
   std::string system_fingerprint;        // the build, in every OpenAI reply
   // --embeddings: the embedding routes answer (else 501, as llama-server);
   // --reranking sets it with pooling rank.
   bool embeddings = false;
   Pooling pooling = Pooling::unspecified;  // --pooling (unspecified: the model's, else none)
-  int embd_normalize = 2;                 // --embd-normalize (llama-server's default 2: Euclidean)
+  int embd_normalize = defaults::kEmbdNormalize;  // --embd-normalize (llama-server's default: Euclidean)
 };
 
 class HttpServer {
@@ -111,8 +116,9 @@ class HttpServer {
   // Begins a graceful stop (SIGTERM; --shutdown-timeout): the listening
   // socket closes (no new connection), a request that still arrives on an
   // open connection is answered 503 "the server is shutting down", requests
-  // waiting for a slot end at once (503, or in a stream that has begun an
-  // error event), and every request in flight ends within `grace`: by
+  // waiting for a slot end at once (503 before any header, streamed or not;
+  // an error event in a stream of several choices of which one has begun),
+  // and every request in flight ends within `grace`: by
   // itself, or cut with finish_reason "length" (a stream with its final
   // chunk and "data: [DONE]"). Each connection closes after its reply.
   // Returns at once; wait_stopped() tells when all that is over. Thread-safe

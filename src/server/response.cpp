@@ -1,5 +1,7 @@
 #include "server/response.hpp"
 
+#include <algorithm>
+
 namespace synapse::server {
 
 using nlohmann::json;
@@ -146,6 +148,10 @@ json native_result(const CompletionRequest& req, const ReplyMeta& meta, int inde
     j["truncated"] = false;
     j["has_new_line"] = fin->text.find('\n') != std::string::npos;  // anywhere in the reply
     j["timings"] = timings(*fin);
+    // llama-server's "prompt": the prompt's tokens as text, special tokens
+    // written out (/infill's FIM markers included).
+    const size_t prompt = static_cast<size_t>(index) / static_cast<size_t>(std::max(req.n, 1));
+    if (prompt < req.prompts.size()) j["prompt"] = tok.detokenize(req.prompts[prompt], false, true);
     j["generation_settings"] = {{"n_predict", req.stop.n_predict},
                                 {"seed", fin->seed},
                                 {"temperature", req.sampling.temp},

@@ -245,6 +245,10 @@ token_id Tokenizer::eos() const { return impl_->vocab.eos; }
 token_id Tokenizer::eot() const { return impl_->vocab.eot; }
 bool Tokenizer::add_bos() const { return impl_->vocab.add_bos; }
 bool Tokenizer::add_eos() const { return impl_->vocab.add_eos; }
+FimTokens Tokenizer::fim() const {
+  const Vocab& v = impl_->vocab;
+  return {v.fim_pre, v.fim_suf, v.fim_mid, v.fim_pad, v.fim_rep, v.fim_sep};
+}
 bool Tokenizer::is_eog(token_id id) const {
   return id != kNull && impl_->vocab.eog.count(id) > 0;
 }

@@ -311,9 +311,9 @@ Vocab Vocab::load(const gguf::File& f) {
     fail(f, "tokenizer.ggml.add_eos_token", "true, but tokenizer.ggml.eos_token_id is not set");
 
   // Auto-detection by text (llama.cpp iterates its token_to_id hash map; the
-  // first match found sets each id). We visit ids in ascending order; which of
-  // several candidates becomes the id changes nothing below, since all of
-  // them are end-of-generation tokens anyway. A detected token that is not a
+  // first match found sets each id). We take the lowest id of the candidates; a
+  // vocabulary has one of each in practice (the end tokens all become
+  // end-of-generation tokens anyway). A detected token that is not a
   // control token becomes one (llama.cpp overwrites its attribute).
   const auto make_control = [&](token_id id) {
     if (!(v.attr[id] & kAttrControl)) v.attr[id] = kAttrControl;
@@ -329,11 +329,15 @@ Vocab Vocab::load(const gguf::File& f) {
   detect(v.eot, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>",
                  "<｜end▁of▁sentence｜>"});
   detect(v.eom, {"<|eom_id|>"});
-  detect(v.fim_pre, {"<|fim_prefix|>", "<fim-prefix>", "<｜fim▁begin｜>", "<PRE>"});
-  detect(v.fim_suf, {"<|fim_suffix|>", "<fim-suffix>", "<｜fim▁hole｜>", "<SUF>"});
-  detect(v.fim_mid, {"<|fim_middle|>", "<fim-middle>", "<｜fim▁end｜>", "<MID>"});
-  detect(v.fim_pad, {"<|fim_pad|>", "<fim-pad>", "<PAD>"});
-  detect(v.fim_rep, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"});
+  // The texts llama.cpp v0.5.0's loader looks for (llama-vocab.cpp, "find FIM_PRE token", ...).
+  detect(v.fim_pre, {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>",
+                     "<|code_prefix|>", "<|prefix|>"});
+  detect(v.fim_suf, {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>",
+                     "<|code_suffix|>", "<|suffix|>"});
+  detect(v.fim_mid, {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>",
+                     "<|code_middle|>", "<|middle|>"});
+  detect(v.fim_pad, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"});
+  detect(v.fim_rep, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"});
   detect(v.fim_sep, {"<|file_sep|>"});
 
   // End-of-generation set: FIM pad/repo/separator, the end-looking texts

@@ -7,13 +7,17 @@ The real binary on loopback (tests/server/test_serve.py's Server). Registered
 in CTest by the top CMakeLists.txt (serve.shutdown.*).
 """
 import json
+import os
+import re
 import signal
+import subprocess
+import tempfile
 import threading
 import time
 
 import requests
 
-from test_serve import Server
+from test_serve import SYNAPSE, Server
 
 MODEL = "stories260K.gguf"
 # Long replies: 16 slots of 4096 positions on one thread take many seconds to
@@ -83,14 +87,19 @@ def test_sigterm_ends_every_stream_within_the_shutdown_timeout():
         time.sleep(0.01)
     waiting = threading.Thread(target=post, args=("queued", {"prompt": "A", "max_tokens": 8}))
     waiting.start()
-    while requests.get(s.url("/metrics"), timeout=10).text.find("llamacpp:requests_deferred 1") < 0:
+    # A stream waiting for a slot too: as llama-server, its status waits for
+    # its first result, so the shutdown answers it 503 before any header.
+    queued_stream = threading.Thread(target=lambda: got.update(queued_stream=s.post(
+        "/v1/chat/completions", {"messages": [{"role": "user", "content": "A"}], "max_tokens": 8, "stream": True})))
+    queued_stream.start()
+    while requests.get(s.url("/metrics"), timeout=10).text.find("llamacpp:requests_deferred 2") < 0:
         assert time.time() < deadline
         time.sleep(0.01)
     t0 = time.monotonic()
     s.proc.send_signal(signal.SIGTERM)
     assert s.proc.wait(timeout=30) == 0, "".join(s.log)
     exited = time.monotonic() - t0
-    for t in [running, waiting] + [st.thread for st in streams]:
+    for t in [running, waiting, queued_stream] + [st.thread for st in streams]:
         t.join(timeout=30)
     assert exited < 1 + 1.5, exited  # the shutdown timeout, then the replies written
     # Not streamed: its reply with what it had; the one waiting: 503 at once.
@@ -99,6 +108,11 @@ def test_sigterm_ends_every_stream_within_the_shutdown_timeout():
     r = got["queued"]
     assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.text
     assert "shutting down" in r.json()["error"]["message"]
+    r = got["queued_stream"]
+    assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.text
+    assert r.headers["Content-Type"].startswith("application/json"), r.headers
+    err = r.json()["error"]
+    assert err["type"] == "unavailable_error" and err["code"] == 503 and "shutting down" in err["message"], err
     for st in streams:
         assert st.error is None, st.error
         assert st.ended - t0 < 1 + 1.0, st.ended - t0
@@ -142,3 +156,32 @@ def test_idle_server_exits_0_at_once():
             s.proc.send_signal(sig)
             assert s.proc.wait(timeout=10) == 0, "".join(s.log)
             assert time.monotonic() - t0 < 1.0
+
+
+def test_signal_while_loading_exits_at_once():
+    # A model that never finishes loading: a named pipe no one writes (open()
+    # blocks, as on a stalled network file system). As llama-server, whose
+    # handlers are installed once the model is loaded, the signal ends the
+    # process at once by its default action: killed by SIGTERM / SIGINT
+    # (llama-server v0.5.0 on such a pipe: returncode -15 / -2 within 2 ms).
+    with tempfile.TemporaryDirectory() as d:
+        fifo = os.path.join(d, "model.gguf")
+        os.mkfifo(fifo)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            proc = subprocess.Popen([SYNAPSE, "serve", "-m", fifo, "--port", "0"], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, text=True)
+            try:
+                line = proc.stderr.readline()
+                m = re.search(r"listening on (http://[^ ]+) \(loading", line)
+                assert m, line
+                r = requests.get(m.group(1) + "/health", timeout=10)
+                assert r.status_code == 503 and r.json()["error"]["message"] == "Loading model", r.text
+                t0 = time.monotonic()
+                proc.send_signal(sig)
+                assert proc.wait(timeout=10) == -sig, proc.stderr.read()
+                assert time.monotonic() - t0 < 1.0
+                assert "while loading the model, exiting" in proc.stderr.read()
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()

@@ -140,6 +140,56 @@ TEST(TokenizerApi, HarmonyEndOfGenerationAndMarkers) {
   EXPECT_EQ(t.token_to_piece(id("<|return|>"), false), "");
 }
 
+// The fill-in-the-middle tokens (/infill): from the tokenizer.ggml.fim_*_token_id
+// keys (or the older prefix/suffix/middle_token_id), else found by their texts
+// as llama.cpp v0.5.0's loader finds them (here Granite's spellings); the
+// keys win over the texts; pad, repo and separator end generation.
+TEST(TokenizerApi, FimTokensFromKeysOrTexts) {
+  const auto fim_vocab = [](const std::vector<std::string>& specials) {
+    gguf::Writer w;
+    std::vector<std::string> tokens = {"a", "b", "\xC4\xA0"};
+    std::vector<int32_t> types = {1, 1, 1};
+    for (const std::string& t : specials) {
+      tokens.push_back(t);
+      types.push_back(4);  // user-defined: the loader makes the FIM ones control tokens
+    }
+    w.set_string("tokenizer.ggml.model", "gpt2");
+    w.set_value("tokenizer.ggml.tokens", str_array(tokens));
+    w.set_value("tokenizer.ggml.token_type", i32_array(types));
+    w.set_value("tokenizer.ggml.merges", str_array({"a b"}));
+    w.set_u32("tokenizer.ggml.eos_token_id", 0);
+    return w;
+  };
+  const std::vector<std::string> granite = {"<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<fim_pad>", "<reponame>"};
+  const Tokenizer by_text = Tokenizer::from_gguf(to_file(fim_vocab(granite)));
+  const FimTokens t = by_text.fim();
+  EXPECT_EQ(std::vector<token_id>({t.pre, t.mid, t.suf, t.pad, t.rep, t.sep}), std::vector<token_id>({3, 4, 5, 6, 7, -1}));
+  EXPECT_TRUE(by_text.is_eog(6) && by_text.is_eog(7));
+  EXPECT_FALSE(by_text.is_eog(3) || by_text.is_eog(4) || by_text.is_eog(5));
+  // Now control tokens (llama.cpp overrides the attribute): not rendered without `special`.
+  EXPECT_EQ(by_text.token_to_piece(3, false), "");
+  EXPECT_EQ(by_text.token_to_piece(3, true), "<fim_prefix>");
+
+  gguf::Writer keyed = fim_vocab(granite);
+  keyed.set_u32("tokenizer.ggml.fim_pre_token_id", 0);
+  keyed.set_u32("tokenizer.ggml.fim_suf_token_id", 1);
+  keyed.set_u32("tokenizer.ggml.fim_mid_token_id", 2);
+  keyed.set_u32("tokenizer.ggml.fim_sep_token_id", 7);
+  const FimTokens k = Tokenizer::from_gguf(to_file(keyed)).fim();
+  EXPECT_EQ(std::vector<token_id>({k.pre, k.suf, k.mid, k.pad, k.rep, k.sep}), std::vector<token_id>({0, 1, 2, 6, 7, 7}));
+
+  gguf::Writer old_keys = fim_vocab({});
+  old_keys.set_u32("tokenizer.ggml.prefix_token_id", 2);
+  old_keys.set_u32("tokenizer.ggml.suffix_token_id", 1);
+  old_keys.set_u32("tokenizer.ggml.middle_token_id", 0);
+  const FimTokens o = Tokenizer::from_gguf(to_file(old_keys)).fim();
+  EXPECT_EQ(std::vector<token_id>({o.pre, o.suf, o.mid}), std::vector<token_id>({2, 1, 0}));
+
+  const FimTokens none = Tokenizer::from_gguf(to_file(tiny_bpe(""))).fim();
+  EXPECT_EQ(std::vector<token_id>({none.pre, none.suf, none.mid, none.pad, none.rep, none.sep}),
+            std::vector<token_id>(6, -1));
+}
+
 TEST(TokenizerApi, OutOfRangeIdsThrow) {
   const Tokenizer& t = load_tokenizer("stories260K");
   EXPECT_EQ(t.n_vocab(), 512);
