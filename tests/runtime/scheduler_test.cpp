@@ -322,6 +322,8 @@ TEST(Scheduler, CancelFreesTheSlotAndItsKvRows) {
   EXPECT_EQ(mt.requests_deferred, 0);
   EXPECT_EQ(mt.kv_cells_used, 0);
   EXPECT_GT(mt.kv_cells_cached, 0);  // kept for the prompt cache
+  // Its pages: only those of the prompt cache (64 positions a page).
+  EXPECT_EQ(mt.kv_pages_used, (mt.kv_cells_cached + mt.kv_page_size - 1) / mt.kv_page_size);
   EXPECT_FALSE(s.cancel(ia));        // already over
   // The slot serves the next request.
   Collector c;
@@ -330,6 +332,80 @@ TEST(Scheduler, CancelFreesTheSlotAndItsKvRows) {
   c.attach(rc);
   ASSERT_TRUE(s.try_submit(std::move(rc)).has_value());
   EXPECT_EQ(c.get().tokens.size(), 3u);
+}
+
+// -c is one pool for every slot: a long request and short ones in a pool of
+// 192 positions (3 pages of 64), far less than n_parallel x the longest.
+// The short ones outgrow it together, so the newest is preempted (its pages
+// taken back, resumed later); every reply is byte-identical to the request
+// run alone on a sequence of its own (Context::new_sequence, a standalone
+// pool), the seeded ones too (the sampler's state goes on where it was), and
+// when all is over the pages held are exactly those of the slots' prompt
+// caches.
+TEST(Scheduler, SharedPoolPreemptsAndRepliesStayByteIdentical) {
+  const Model m = Model::load(data_path("models/stories260K.gguf"));
+  SchedulerParams p = sched_params(4, 2);
+  p.n_ctx = 192;
+  std::vector<Request> reqs;
+  for (int i : {0, 2, 4}) {  // short prompts, long replies: two pages each
+    Request r;
+    r.prompt = prompt_of(m, kTexts[i]);
+    r.params.max_tokens = 100;
+    r.params.ignore_eos = true;
+    r.params.sampling.seed = 7 + static_cast<uint32_t>(i);
+    r.params.sampling.temp = i == 2 ? 0.0f : 0.8f;
+    r.params.n_probs = 2;
+    reqs.push_back(r);
+  }
+  Request long_req;
+  long_req.prompt = prompt_of(m, kTexts[3]);
+  ASSERT_GT(long_req.prompt.size(), 40u);
+  ASSERT_LT(long_req.prompt.size(), 150u);
+  long_req.params.max_tokens = static_cast<int32_t>(185 - long_req.prompt.size());
+  long_req.params.ignore_eos = true;
+  long_req.params.sampling.seed = 3;
+  long_req.params.logprobs = true;
+  reqs.push_back(long_req);
+
+  std::vector<Reply> want;
+  for (const Request& r : reqs) {
+    Context ctx(m, 1);
+    Sequence seq = ctx.new_sequence(p.n_ctx);
+    const GenerationResult g = generate(ctx, seq, r.prompt, r.params);
+    Reply w;
+    w.tokens = g.tokens;
+    w.text = g.text;
+    w.logprobs = g.logprobs;
+    for (const auto& v : g.top_logprobs) w.top.insert(w.top.end(), v.begin(), v.end());
+    w.finish = g.finish_reason;
+    want.push_back(w);
+  }
+
+  Scheduler s(m, p);
+  EXPECT_EQ(s.n_ctx(), 192);
+  std::vector<std::unique_ptr<Collector>> got;
+  for (Request r : reqs) {
+    got.push_back(std::make_unique<Collector>());
+    got.back()->attach(r);
+    ASSERT_TRUE(s.try_submit(std::move(r)).has_value());
+  }
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const Reply r = got[i]->get();
+    EXPECT_TRUE(r.error.empty()) << r.error;
+    EXPECT_EQ(r.tokens.size(), static_cast<size_t>(reqs[i].params.max_tokens)) << "request " << i;
+    expect_same_bytes(want[i], r, "request " + std::to_string(i));
+  }
+  s.wait_idle();
+  const SchedulerMetrics mt = s.metrics();
+  EXPECT_GT(mt.preemptions_total, 0u) << "the pool never ran out: the test does not reach preemption";
+  EXPECT_EQ(mt.kv_page_size, 64);
+  EXPECT_EQ(mt.kv_pages_total, 3);
+  EXPECT_EQ(mt.kv_cells_total, 192);
+  EXPECT_EQ(mt.kv_cells_used, 0);
+  int64_t cache_pages = 0;
+  for (const SlotState& st : s.slots()) cache_pages += (st.n_prompt_tokens + 63) / 64;
+  EXPECT_EQ(mt.kv_pages_used, cache_pages);
+  EXPECT_LE(mt.kv_pages_used, mt.kv_pages_total);
 }
 
 TEST(Scheduler, FullQueueRefuses) {
@@ -456,7 +532,7 @@ TEST(Scheduler, PromptCacheAndCloseTurnAndMetrics) {
   EXPECT_EQ(mt.cached_tokens_total, static_cast<uint64_t>(w.n_cached));
   EXPECT_EQ(mt.prompt_tokens_total, r1.prompt.size() + 2 * turn2.size() - static_cast<uint64_t>(w.n_cached));
   EXPECT_EQ(mt.tokens_predicted_total, 5u + 8u + 8u);
-  EXPECT_EQ(mt.kv_cells_total, 2 * 256);
+  EXPECT_EQ(mt.kv_cells_total, 256);  // -c: the pool both slots share
   EXPECT_EQ(mt.kv_cells_used, 0);
 }
 
