@@ -705,16 +705,6 @@ void HttpServer::Impl::handle_completion(Route route, std::string_view body, htt
   auto cancel_all = [this](const std::vector<RequestId>& list) {
     for (const RequestId id : list) sched->cancel(id);
   };
-  // A prompt the pool could never hold (every request may use all n_ctx
-  // positions, so one longer than n_ctx is the only one that cannot wait):
-  // OpenAI's context_length_exceeded, before anything is queued.
-  for (const std::vector<token_id>& prompt : c.prompts)
-    if (static_cast<int64_t>(prompt.size()) > sched->n_ctx())
-      throw HttpError(400,
-                      "This model's maximum context length is " + std::to_string(sched->n_ctx()) +
-                          " tokens. However, your request has " + std::to_string(prompt.size()) +
-                          " prompt tokens. Please reduce the length of the prompt.",
-                      route == Route::chat_completions ? "messages" : "prompt", "context_length_exceeded");
   for (size_t i = 0; i < n_choices; ++i) {
     Request r;
     r.prompt = c.prompts[i / static_cast<size_t>(c.n)];

@@ -166,7 +166,7 @@ SchedulerParams sched_params(int np, int threads) {
   SchedulerParams p;
   p.n_parallel = np;
   p.n_threads = threads;
-  p.n_ctx = 256;
+  p.n_ctx = 256 * np;  // the pool all slots share: 256 positions a slot, so they run side by side
   p.n_batch = 24;  // small: prompt chunks and budget limits happen often
   p.n_ubatch = 8;
   p.max_queue = 64;
@@ -532,7 +532,7 @@ TEST(Scheduler, PromptCacheAndCloseTurnAndMetrics) {
   EXPECT_EQ(mt.cached_tokens_total, static_cast<uint64_t>(w.n_cached));
   EXPECT_EQ(mt.prompt_tokens_total, r1.prompt.size() + 2 * turn2.size() - static_cast<uint64_t>(w.n_cached));
   EXPECT_EQ(mt.tokens_predicted_total, 5u + 8u + 8u);
-  EXPECT_EQ(mt.kv_cells_total, 256);  // -c: the pool both slots share
+  EXPECT_EQ(mt.kv_cells_total, 2 * 256);  // -c: the pool both slots share
   EXPECT_EQ(mt.kv_cells_used, 0);
 }
 
