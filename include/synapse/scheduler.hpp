@@ -30,7 +30,11 @@
 // than slot_prompt_similarity of the prompt (llama-server's rule), else to
 // the least recently used free slot. The prefix it shares with the chosen
 // slot is kept (at most prompt length - 1: the last prompt token is always
-// recomputed for its logits) and only the rest is prefilled.
+// recomputed for its logits) and only the rest is prefilled. Shared
+// prefixes: when another slot, running or free, holds a longer prefix of the
+// prompt (by a page or more), the chosen slot's sequence becomes a fork of
+// it: whole pages referenced, not copied (Sequence::fork), so concurrent
+// requests with one system prompt or document store it once.
 // GenerationResult::n_cached reports how many positions were kept.
 //
 // Out of pages: the pool is shared, so a step's rows may need more pages than

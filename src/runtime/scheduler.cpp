@@ -254,6 +254,33 @@ std::unique_ptr<Job> Scheduler::Impl::admit(std::unique_ptr<Job> job) {
     best_len = 0;
   }
   best->tokens.resize(best_len);
+  // Shared prefixes: a longer prefix held by another slot (running or free)
+  // by at least a page is shared instead of computed again: the chosen
+  // slot's sequence becomes a fork of it (its whole pages referenced, not
+  // copied; KvCache::fork). The rows are the same bits either way, so the
+  // reply does not change.
+  if (job->req.cache_prompt) {
+    Slot* donor = nullptr;
+    size_t donor_len = best_len;
+    for (Slot& s : slots) {
+      const size_t len = &s == best ? 0 : reusable(s);
+      if (len >= donor_len + static_cast<size_t>(ctx.kv_pool().page_size) && len > donor_len) {
+        donor = &s;
+        donor_len = len;
+      }
+    }
+    if (donor) {
+      try {
+        Sequence shared = donor->seq.fork(static_cast<int64_t>(donor_len));
+        best->seq = std::move(shared);
+        best->tokens.assign(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(donor_len));
+        best_len = donor_len;
+      } catch (const Error&) {
+        // No page for the fork's partial page, or a window gave the prefix
+        // back: computed as usual.
+      }
+    }
+  }
   const int64_t need = best->seq.kv_pages_needed(static_cast<int64_t>(prompt.size() - best_len)) + n_running;
   while (pages_free() < need && evict_cache(best)) {
   }

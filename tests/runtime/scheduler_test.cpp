@@ -408,6 +408,75 @@ TEST(Scheduler, SharedPoolPreemptsAndRepliesStayByteIdentical) {
   EXPECT_LE(mt.kv_pages_used, mt.kv_pages_total);
 }
 
+// Shared prefixes: B arrives while A runs, their prompts share 1,000 tokens.
+// B's slot takes A's whole pages by reference (a fork) instead of computing
+// them again: cached_tokens reports them, the pool holds the prefix once,
+// and both replies are byte-identical to cold runs alone.
+TEST(Scheduler, SharedPrefixIsStoredOnce) {
+  const Model m = Model::load(data_path("models/stories260K.gguf"));
+  SchedulerParams p = sched_params(2, 2);
+  p.n_ctx = 2048;
+  std::vector<token_id> prefix;
+  for (int i = 0; prefix.size() < 1000; ++i) {
+    const std::vector<token_id> part = prompt_of(m, kTexts[i % 8]);
+    prefix.insert(prefix.end(), part.begin() + (prefix.empty() ? 0 : 1), part.end());  // one BOS
+  }
+  prefix.resize(1000);
+  Request a, b;
+  a.prompt = b.prompt = prefix;
+  for (token_id t : m.tokenizer().tokenize(" The dog", false, false)) a.prompt.push_back(t);
+  for (token_id t : m.tokenizer().tokenize(" A bird sang", false, false)) b.prompt.push_back(t);
+  a.params.max_tokens = 60;
+  b.params.max_tokens = 20;
+  a.params.ignore_eos = b.params.ignore_eos = true;
+  a.params.sampling.seed = 11;
+  b.params.sampling.seed = 12;
+  b.params.logprobs = true;
+  std::vector<Reply> want;
+  for (const Request& r : {a, b}) {
+    Context ctx(m, 1);
+    Sequence seq = ctx.new_sequence(p.n_ctx);
+    const GenerationResult g = generate(ctx, seq, r.prompt, r.params);
+    Reply w;
+    w.tokens = g.tokens;
+    w.text = g.text;
+    w.logprobs = g.logprobs;
+    w.finish = g.finish_reason;
+    want.push_back(w);
+  }
+
+  Scheduler s(m, p);
+  Collector ca, cb;
+  std::future<void> a_generates = ca.reached(1);
+  int64_t pages_both = -1;
+  cb.on_step = [&](const GeneratedToken&, int step) {
+    if (step == 3) pages_both = s.metrics().kv_pages_used;  // A still runs (60 tokens)
+  };
+  Request ra = a, rb = b;
+  ca.attach(ra);
+  cb.attach(rb);
+  ASSERT_TRUE(s.try_submit(std::move(ra)).has_value());
+  a_generates.wait();  // A's prompt is in its pages
+  ASSERT_TRUE(s.try_submit(std::move(rb)).has_value());
+  const Reply got_b = cb.get(), got_a = ca.get();
+  expect_same_bytes(want[0], got_a, "A");
+  expect_same_bytes(want[1], got_b, "B");
+  EXPECT_EQ(got_a.n_cached, 0);
+  size_t common = 0;
+  while (a.prompt[common] == b.prompt[common]) ++common;
+  EXPECT_GE(common, 1000u);  // the prefix, and maybe the tails' first token
+  EXPECT_EQ(got_b.n_cached, static_cast<int64_t>(common));  // forked from A's slot
+  EXPECT_NE(got_a.slot, got_b.slot);
+  // Both running: A's pages (its prompt and reply, 17 pages) and B's own
+  // (the copied page 15, where the prompts part, and its tail, 1 or 2),
+  // not two copies of the 15 full pages of the prefix.
+  const int64_t a_pages = (static_cast<int64_t>(a.prompt.size()) + 3 + 63) / 64;
+  EXPECT_GE(pages_both, a_pages);
+  EXPECT_LE(pages_both, a_pages + 3);
+  s.wait_idle();
+  EXPECT_EQ(s.metrics().cached_tokens_total, common);
+}
+
 TEST(Scheduler, FullQueueRefuses) {
   const Model m = Model::load(data_path("models/stories260K.gguf"));
   SchedulerParams p = sched_params(1, 1);
