@@ -147,14 +147,15 @@ class Sequence {
 
   int64_t n_past() const;  // positions already in the cache
   int64_t n_ctx() const;   // the most positions this sequence may reach
-  // Positions its cache stores: n_ctx(), or fewer for a sliding-window model
-  // (the window; older positions are overwritten in a circular buffer).
+  // Positions of the past its cache keeps at least: n_ctx(), or fewer for a
+  // sliding-window model (the window; pages wholly before it go back to the
+  // pool, so it holds at most the window and two pages).
   int64_t capacity() const;
   void clear();            // forget everything; the next token is position 0
   // Forgets positions [n_keep, n_past()): the next token is position n_keep
   // and the rows before it are kept as they are (reusing a cached prefix
   // without copying it). Throws Error(invalid_argument) if n_keep is outside
-  // [0, n_past()], or if a sliding-window cache has already overwritten a
+  // [0, n_past()], or if a sliding-window cache has already given back a
   // position the kept prefix would need (as fork()).
   void truncate(int64_t n_keep);
   // A new sequence sharing positions [0, n_prefix) of this one, in the same

@@ -128,7 +128,7 @@ struct QueryRow {
 //   p = f16(softmax(scores over [first, last]));
 //   out[d] = the 16-lane weighted sum of V described at the top.
 // A row's range is its causal mask and sliding window. Every position in a
-// range must be present in the cache (not overwritten in a circular one).
+// range must be present in the cache (its page held, kernels::KvLayerView).
 // Rows whose ranges barely overlap stay correct but gain nothing.
 // No bounds checks beyond these preconditions (hot path).
 void attend_block(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa, int64_t hd,

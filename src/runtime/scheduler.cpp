@@ -71,10 +71,11 @@ void call_on_done(Job& j) {
   }
 }
 
-// A request cancelled, shut down or past its deadline before it had a slot;
-// `step`: the scheduler's step count now.
+// A request cancelled, shut down or past its deadline while it waited for a
+// slot; `step`: the scheduler's step count now. One preempted after it had
+// started ends past its deadline as a running one does (length).
 void drop_queued(Job& j, bool deadline_passed, uint64_t step) {
-  j.gen.finish(FinishReason::cancelled);
+  j.gen.finish(deadline_passed && j.admitted ? FinishReason::length : FinishReason::cancelled);
   runtime::record_end(j.result, j.gen);
   j.result.n_prompt = static_cast<int64_t>(j.req.prompt.size());
   j.result.deadline_passed = deadline_passed;

@@ -334,6 +334,21 @@ TEST(Scheduler, CancelFreesTheSlotAndItsKvRows) {
   EXPECT_EQ(c.get().tokens.size(), 3u);
 }
 
+// Request r run alone on a sequence of its own (a standalone pool of n_ctx
+// positions), with the single-sequence loop the CLI uses.
+Reply cold_run(const Model& m, const Request& r, int64_t n_ctx) {
+  Context ctx(m, 1);
+  Sequence seq = ctx.new_sequence(n_ctx);
+  const GenerationResult g = generate(ctx, seq, r.prompt, r.params);
+  Reply w;
+  w.tokens = g.tokens;
+  w.text = g.text;
+  w.logprobs = g.logprobs;
+  for (const auto& v : g.top_logprobs) w.top.insert(w.top.end(), v.begin(), v.end());
+  w.finish = g.finish_reason;
+  return w;
+}
+
 // -c is one pool for every slot: a long request and short ones in a pool of
 // 192 positions (3 pages of 64), far less than n_parallel x the longest.
 // The short ones outgrow it together, so the newest is preempted (its pages
@@ -368,18 +383,7 @@ TEST(Scheduler, SharedPoolPreemptsAndRepliesStayByteIdentical) {
   reqs.push_back(long_req);
 
   std::vector<Reply> want;
-  for (const Request& r : reqs) {
-    Context ctx(m, 1);
-    Sequence seq = ctx.new_sequence(p.n_ctx);
-    const GenerationResult g = generate(ctx, seq, r.prompt, r.params);
-    Reply w;
-    w.tokens = g.tokens;
-    w.text = g.text;
-    w.logprobs = g.logprobs;
-    for (const auto& v : g.top_logprobs) w.top.insert(w.top.end(), v.begin(), v.end());
-    w.finish = g.finish_reason;
-    want.push_back(w);
-  }
+  for (const Request& r : reqs) want.push_back(cold_run(m, r, p.n_ctx));
 
   Scheduler s(m, p);
   EXPECT_EQ(s.n_ctx(), 192);
@@ -432,18 +436,7 @@ TEST(Scheduler, SharedPrefixIsStoredOnce) {
   a.params.sampling.seed = 11;
   b.params.sampling.seed = 12;
   b.params.logprobs = true;
-  std::vector<Reply> want;
-  for (const Request& r : {a, b}) {
-    Context ctx(m, 1);
-    Sequence seq = ctx.new_sequence(p.n_ctx);
-    const GenerationResult g = generate(ctx, seq, r.prompt, r.params);
-    Reply w;
-    w.tokens = g.tokens;
-    w.text = g.text;
-    w.logprobs = g.logprobs;
-    w.finish = g.finish_reason;
-    want.push_back(w);
-  }
+  const std::vector<Reply> want = {cold_run(m, a, p.n_ctx), cold_run(m, b, p.n_ctx)};
 
   Scheduler s(m, p);
   Collector ca, cb;
