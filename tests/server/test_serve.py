@@ -244,10 +244,12 @@ def auth(key=KEY):
 
 
 def is_error(r, status):
-    """The error object of a reply that must have HTTP `status` (OpenAI's shape, with a message)."""
+    """The error object of a reply that must have HTTP `status` (OpenAI's shape, with a message). Its code is
+    the status, or OpenAI's string for a prompt longer than -c (a 400)."""
     assert r.status_code == status, (r.status_code, r.text[:300])
     err = r.json()["error"]
-    assert err["code"] == status and err["message"], err
+    codes = (status, "context_length_exceeded") if status == 400 else (status,)
+    assert err["code"] in codes and err["message"], err
     return err
 
 
