@@ -187,8 +187,8 @@ int serve(ServeArgs& a) {
   const Model model = load_model(sp.model_path);
   auto sched = std::make_unique<Scheduler>(model, a.sched);
   const SchedulerParams& rp = sched->params();
-  std::fprintf(stderr, "synapse serve: model loaded; %d slots of %lld tokens, %d threads%s\n", rp.n_parallel,
-               static_cast<long long>(sched->n_ctx()), rp.n_threads,
+  std::fprintf(stderr, "synapse serve: model loaded; %d slots sharing a KV pool of %lld tokens, %d threads%s\n",
+               rp.n_parallel, static_cast<long long>(sched->n_ctx()), rp.n_threads,
                sp.api_keys.empty() ? "" : ", API key required");
   // From here a signal is the graceful stop (serve()'s sigwait below), also
   // one that comes while the routes are being readied: the watcher ends
@@ -236,7 +236,8 @@ Runner add_serve(CLI::App& app) {
   const SchedulerParams engine;  // the engine's defaults, for the help text
   app.add_option("-m,--model", a->server.model_path, "GGUF model file")->required();
   app.add_option("-c,--ctx-size", a->sched.n_ctx,
-                 "context of each slot in tokens (default: the model's, at most 4096)")
+                 "KV cache tokens of all slots together, one pool that any one request may fill "
+                 "(llama-server's unified KV; default: the model's context, at most 4096)")
       ->check(int_range(0, INT32_MAX));
   app.add_option("--parallel", a->sched.n_parallel, "slots: requests served at once (-np, default 1)")
       ->check(CLI::PositiveNumber);

@@ -1,8 +1,12 @@
 // The serving runtime: many requests, one model, one forward pass per step.
 //
-// A Scheduler owns one Context and n_parallel slots (llama-server's -np), each
-// a Sequence of n_ctx positions (-c, per slot). Requests wait in a FIFO queue
-// and take a free slot in arrival order. A worker thread then runs steps; each
+// A Scheduler owns one Context and n_parallel slots (llama-server's -np):
+// sequences decoding at once, whose KV pages come from ONE pool of n_ctx
+// positions (-c, the total, as llama-server's unified KV cache;
+// Context::share_kv). Any one request may use the whole pool, so a long
+// request and many short ones coexist. Requests wait in a FIFO queue and
+// take a free slot in arrival order, once the pages for the rows they
+// prefill are free (with a page to spare per running request). A worker thread then runs steps; each
 // step builds ONE Batch from every active slot (continuous batching, as
 // llama-server's update_slots):
 //   - one decode row for every slot that is generating (its last sampled
@@ -26,8 +30,23 @@
 // than slot_prompt_similarity of the prompt (llama-server's rule), else to
 // the least recently used free slot. The prefix it shares with the chosen
 // slot is kept (at most prompt length - 1: the last prompt token is always
-// recomputed for its logits) and only the rest is prefilled.
+// recomputed for its logits) and only the rest is prefilled. Shared
+// prefixes: when another slot, running or free, holds a longer prefix of the
+// prompt (by a page or more), the chosen slot's sequence becomes a fork of
+// it: whole pages referenced, not copied (Sequence::fork), so concurrent
+// requests with one system prompt or document store it once.
 // GenerationResult::n_cached reports how many positions were kept.
+//
+// Out of pages: the pool is shared, so a step's rows may need more pages than
+// are free. Free slots' prompt caches are given back first (least recently
+// used first); then the newest running request is preempted: its pages go
+// back, it waits at the head of the queue, and once admitted again it
+// prefills what it had (prompt, tokens fed so far, the token drawn but not
+// yet fed) and goes on. Rows are bit-identical however they are batched, so
+// the reply is byte-identical to an uninterrupted one, and nothing already
+// reported (on_token) is reported again. Nothing is truncated and no
+// request fails for lack of pages; a prompt longer than n_ctx is refused at
+// submission (it could never fit).
 //
 // Deadlines: a request may carry a wall-clock end (Request::deadline), which
 // is checked when it is submitted, while it waits, when it would take a slot
@@ -59,7 +78,7 @@ namespace synapse {
 
 struct SchedulerParams {
   int32_t n_parallel = 1;    // -np: slots, i.e. sequences served at once (>= 1)
-  int64_t n_ctx = 0;         // -c: positions per slot (<= 0: the model's training context, at most 4096)
+  int64_t n_ctx = 0;         // -c: positions of the KV pool all slots share (<= 0: the model's training context, at most 4096)
   int32_t n_batch = 2048;    // -b: rows per step, all slots together (>= 1)
   int32_t n_ubatch = 512;    // -ub: prompt rows per slot per step (>= 1)
   size_t max_queue = 256;    // requests waiting for a slot before try_submit refuses (0: refuse when no slot is free)
@@ -132,7 +151,11 @@ struct SchedulerMetrics {
   int32_t requests_deferred = 0;          // llamacpp:requests_deferred: requests waiting in the queue
   int64_t kv_cells_used = 0;              // positions held by requests being processed
   int64_t kv_cells_cached = 0;            // positions kept by free slots for the prompt cache
-  int64_t kv_cells_total = 0;             // n_parallel * n_ctx
+  int64_t kv_cells_total = 0;             // n_ctx: the pool's positions
+  int64_t kv_page_size = 0;               // positions a KV page
+  int64_t kv_pages_total = 0;             // pages of the pool
+  int64_t kv_pages_used = 0;              // pages held (running requests and prompt caches)
+  uint64_t preemptions_total = 0;         // requests preempted for lack of pages (requeued, resumed later)
 };
 
 // One slot as llama-server's GET /slots shows it (server_slot::to_json's
@@ -218,7 +241,7 @@ class Scheduler {
 
   const Model& model() const;
   const SchedulerParams& params() const;  // with n_ctx and n_threads resolved
-  int64_t n_ctx() const;                  // positions per slot
+  int64_t n_ctx() const;                  // positions of the shared pool: the most one request may use
 
  private:
   struct Impl;

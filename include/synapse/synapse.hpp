@@ -129,6 +129,13 @@ class Model {
   std::shared_ptr<const Impl> impl_;  // shared by copies, Contexts and Sequences
 };
 
+// A Context's shared KV pool (Context::share_kv), in pages.
+struct KvPoolStats {
+  int64_t page_size = 0;  // positions a page
+  int64_t n_pages = 0;    // pages in the pool (0: no shared pool)
+  int64_t n_used = 0;     // pages held by some sequence
+};
+
 // One sequence: its KV cache (F16 K and V per layer) and position, sized for
 // the model whose Context made it (it keeps that model alive and only a
 // Context of that model may decode it).
@@ -140,19 +147,27 @@ class Sequence {
 
   int64_t n_past() const;  // positions already in the cache
   int64_t n_ctx() const;   // the most positions this sequence may reach
-  // Positions its cache stores: n_ctx(), or fewer for a sliding-window model
-  // (the window; older positions are overwritten in a circular buffer).
+  // Positions of the past its cache keeps at least: n_ctx(), or fewer for a
+  // sliding-window model (the window; pages wholly before it go back to the
+  // pool, so it holds at most the window and two pages).
   int64_t capacity() const;
   void clear();            // forget everything; the next token is position 0
   // Forgets positions [n_keep, n_past()): the next token is position n_keep
   // and the rows before it are kept as they are (reusing a cached prefix
   // without copying it). Throws Error(invalid_argument) if n_keep is outside
-  // [0, n_past()], or if a sliding-window cache has already overwritten a
+  // [0, n_past()], or if a sliding-window cache has already given back a
   // position the kept prefix would need (as fork()).
   void truncate(int64_t n_keep);
-  // A new sequence sharing positions [0, n_prefix) of this one (Error
-  // invalid_argument if n_prefix > n_past()).
+  // A new sequence sharing positions [0, n_prefix) of this one, in the same
+  // pool (whole pages shared, never written while shared; a partial last
+  // page copied). Error(invalid_argument) if n_prefix > n_past();
+  // Error(out_of_range) when the pool has no page for the copy.
   Sequence fork(int64_t n_prefix) const;
+  // Pages of its pool it holds, and the pages a decode of n_new more
+  // positions would take from the pool (new pages, and shared ones copied
+  // before they are written).
+  int64_t kv_pages() const;
+  int64_t kv_pages_needed(int64_t n_new) const;
 
  private:
   friend class Context;
@@ -199,11 +214,28 @@ class Context {
   const Tokenizer& tokenizer() const;
 
   // A new empty sequence that may hold n_ctx positions (n_ctx <= 0: the
-  // model's training context, at most 4096). Sliding-window models store
-  // only the window. For Phi-3 LongRoPE files n_ctx also picks the factor
-  // set as llama.cpp's n_ctx does (long when n_ctx rounded up to a multiple
-  // of 256 exceeds rope.scaling.original_context_length), per sequence.
+  // model's training context, at most 4096). Its KV cache is in pages of
+  // KvPoolStats::page_size positions, taken as positions are first written
+  // (memory follows the positions in use, not n_ctx). Without share_kv
+  // each sequence has a pool of its own, shared only with its forks and
+  // bounded by its n_ctx; after share_kv it draws from the Context's pool.
+  // Sliding-window models keep only the window's pages. For Phi-3 LongRoPE
+  // files n_ctx also picks the factor set as llama.cpp's n_ctx does (long
+  // when n_ctx rounded up to a multiple of 256 exceeds
+  // rope.scaling.original_context_length), per sequence.
   Sequence new_sequence(int64_t n_ctx = 0) const;
+
+  // From now on new_sequence draws every sequence's pages from one pool of
+  // n_positions positions (rounded up to whole pages) owned by this Context
+  // and shared by all of them (llama-server's unified KV cache: -c is the
+  // total). A decode whose new rows need more pages than are free throws
+  // Error(out_of_range) ("KV pool full ...") and changes no sequence.
+  // Sequences made before keep their own pools. Throws
+  // Error(invalid_argument) for n_positions < 1. Not thread-safe with
+  // new_sequence.
+  void share_kv(int64_t n_positions);
+  // The shared pool's counts (share_kv); n_pages 0 without one. Thread-safe.
+  KvPoolStats kv_pool() const;
 
   // Runs every row of `batch` (through the layers in passes of at most 256
   // rows, in batch order: buffers kept in the Context, reused by the next

@@ -22,6 +22,12 @@ const float* fp16_table() {
   return table.data();
 }
 
+// The cached row of position p (KvLayerView): offset and stride are the K
+// or the V ones.
+const quant::ggml_fp16_t* kv_row(const KvLayerView& kv, int64_t offset, int64_t stride, int64_t p) {
+  return kv.pages[p >> kv.page_shift] + offset + (p & ((int64_t{1} << kv.page_shift) - 1)) * stride;
+}
+
 }  // namespace
 
 float dot_kq(const float* a, const float* b, int64_t n) {
@@ -76,7 +82,7 @@ void attend_group_scalar(const KvLayerView& kv, int64_t g, int64_t first, int64_
   s.vacc.assign(static_cast<size_t>(n_gqa * 16 * hd_v), 0.0f);
   for (int64_t i = 0; i < n_gqa * hd; ++i) s.q[i] = h2f[quant::fp32_to_fp16(q[i])];
   for (int64_t j = 0; j < n_kv; ++j) {
-    const quant::ggml_fp16_t* k = kv.k + ((first + j) % kv.capacity) * kv.k_stride + g * hd;
+    const quant::ggml_fp16_t* k = kv_row(kv, kv.k_offset, kv.k_stride, first + j) + g * hd;
     for (int64_t d = 0; d < hd; ++d) s.kv_row[d] = h2f[k[d]];
     for (int64_t i = 0; i < n_gqa; ++i) s.scores[i * n_kv + j] = dot_kq(&s.q[i * hd], s.kv_row.data(), hd) * kq_scale;
   }
@@ -84,7 +90,7 @@ void attend_group_scalar(const KvLayerView& kv, int64_t g, int64_t first, int64_
   for (int64_t i = 0; i < n_gqa; ++i)
     softmax_f16_rows_scalar(&s.scores[i * n_kv], n_kv, &n_kv, 1, sinks ? sinks + i : nullptr, 1);
   for (int64_t j = 0; j < n_kv; ++j) {
-    const quant::ggml_fp16_t* v = kv.v + ((first + j) % kv.capacity) * kv.v_stride + g * hd_v;
+    const quant::ggml_fp16_t* v = kv_row(kv, kv.v_offset, kv.v_stride, first + j) + g * hd_v;
     for (int64_t d = 0; d < hd_v; ++d) s.kv_row[d] = h2f[v[d]];
     for (int64_t i = 0; i < n_gqa; ++i) {
       const float p = s.scores[i * n_kv + j];
@@ -140,7 +146,7 @@ void attend_block_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows,
   for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
     const int64_t j1 = std::min(hi + 1, j0 + bk);
     for (int64_t j = j0; j < j1; ++j) {
-      const quant::ggml_fp16_t* k = kv.k + (j % kv.capacity) * kv.k_stride + g * hd;
+      const quant::ggml_fp16_t* k = kv_row(kv, kv.k_offset, kv.k_stride, j) + g * hd;
       for (int64_t d = 0; d < hd; ++d) blk[(j - j0) * hd + d] = h2f[k[d]];
     }
     for (int64_t r = 0; r < n_rows; ++r) {
@@ -166,7 +172,7 @@ void attend_block_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows,
   for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
     const int64_t j1 = std::min(hi + 1, j0 + bk);
     for (int64_t j = j0; j < j1; ++j) {
-      const quant::ggml_fp16_t* v = kv.v + (j % kv.capacity) * kv.v_stride + g * hd_v;
+      const quant::ggml_fp16_t* v = kv_row(kv, kv.v_offset, kv.v_stride, j) + g * hd_v;
       for (int64_t d = 0; d < hd_v; ++d) blk[(j - j0) * hd_v + d] = h2f[v[d]];
     }
     for (int64_t r = 0; r < n_rows; ++r) {

@@ -25,18 +25,21 @@
 
 namespace synapse::kernels {
 
-// One layer of one sequence's cache: position p's K row starts at
-// k + slot(p) * k_stride (F16 values), slot(p) = p % capacity; the same for V.
-// sinks: the layer's attention sinks (gpt-oss: blk.N.attn_sinks.weight, one
-// logit per query head, [n_head] floats; head h of KV group g is
-// g * n_gqa + i), each an extra softmax column that weights no value
-// (softmax_pad16's sink); null for none.
+// One layer of one sequence's cache, in pages of 2^page_shift positions
+// (model::KvCache): position p's K row starts at
+//   pages[p >> page_shift] + k_offset + (p & (2^page_shift - 1)) * k_stride
+// (F16 values), its V row the same with v_offset and v_stride. A page that
+// holds no position a call reads may be null. sinks: the layer's attention
+// sinks (gpt-oss: blk.N.attn_sinks.weight, one logit per query head,
+// [n_head] floats; head h of KV group g is g * n_gqa + i), each an extra
+// softmax column that weights no value (softmax_pad16's sink); null for none.
 struct KvLayerView {
-  const quant::ggml_fp16_t* k;
-  const quant::ggml_fp16_t* v;
+  const quant::ggml_fp16_t* const* pages;
+  int64_t k_offset;
+  int64_t v_offset;
   int64_t k_stride;
   int64_t v_stride;
-  int64_t capacity;
+  int page_shift;
   const float* sinks = nullptr;
 };
 
@@ -125,7 +128,7 @@ struct QueryRow {
 //   p = f16(softmax(scores over [first, last]));
 //   out[d] = the 16-lane weighted sum of V described at the top.
 // A row's range is its causal mask and sliding window. Every position in a
-// range must be present in the cache (not overwritten in a circular one).
+// range must be present in the cache (its page held, kernels::KvLayerView).
 // Rows whose ranges barely overlap stay correct but gain nothing.
 // No bounds checks beyond these preconditions (hot path).
 void attend_block(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa, int64_t hd,

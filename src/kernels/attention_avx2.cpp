@@ -249,7 +249,7 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
   for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
     const int64_t j1 = std::min(hi + 1, j0 + bk);
     if (!used(j0, j1)) continue;
-    load_rows_f16(kv.k + g * hd, kv.k_stride, kv.capacity, j0, j1, hd, blk);
+    load_rows_f16(kv.pages, kv.page_shift, kv.k_offset + g * hd, kv.k_stride, j0, j1, hd, blk);
     for (int64_t r = 0; r < n_rows; ++r) {
       const int64_t a = std::max(j0, rows[r].first), b = std::min(j1 - 1, rows[r].last);
       if (a > b) continue;  // (the score pointers below would lie outside the row)
@@ -287,7 +287,7 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
   for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
     const int64_t j1 = std::min(hi + 1, j0 + bk);
     if (!used(j0, j1)) continue;
-    load_rows_f16(kv.v + g * hd_v, kv.v_stride, kv.capacity, j0, j1, hd_v, blk);
+    load_rows_f16(kv.pages, kv.page_shift, kv.v_offset + g * hd_v, kv.v_stride, j0, j1, hd_v, blk);
     for (int64_t r = 0; r < n_rows; ++r) {
       const int64_t a = std::max(j0, rows[r].first), b = std::min(j1 - 1, rows[r].last);
       if (a > b) continue;
@@ -340,14 +340,14 @@ void attend_group_avx2(const KvLayerView& kv, int64_t g, int64_t first, int64_t 
   for (int64_t i = 0; i < n_gqa * hd; ++i) sp.q[i] = q[i];
   round_f16(sp.q, n_gqa * hd);
   for (int64_t j = 0; j < n_kv; ++j) {
-    load_f16(kv.k + ((first + j) % kv.capacity) * kv.k_stride + g * hd, sp.kv_row, hd);
+    load_f16(kv_row(kv.pages, kv.page_shift, kv.k_offset, kv.k_stride, first + j) + g * hd, sp.kv_row, hd);
     for (int64_t i = 0; i < n_gqa; ++i) sp.scores[i * n_kv + j] = dot_kq16(sp.q + i * hd, sp.kv_row, hd) * kq_scale;
   }
   for (int64_t i = 0; i < n_gqa; ++i) sp.n_kv[i] = n_kv;
   softmax_f16_rows_avx2(sp.scores, n_kv, sp.n_kv, n_gqa, kv.sinks ? kv.sinks + g * n_gqa : nullptr, n_gqa);
   for (int64_t i = 0; i < n_gqa * 16 * hd_v; ++i) sp.vacc[i] = 0.0f;
   for (int64_t j = 0; j < n_kv; ++j) {
-    load_f16(kv.v + ((first + j) % kv.capacity) * kv.v_stride + g * hd_v, sp.kv_row, hd_v);
+    load_f16(kv_row(kv.pages, kv.page_shift, kv.v_offset, kv.v_stride, first + j) + g * hd_v, sp.kv_row, hd_v);
     for (int64_t i = 0; i < n_gqa; ++i) {
       const float p = sp.scores[i * n_kv + j];
       const __m256 pv = _mm256_set1_ps(p);

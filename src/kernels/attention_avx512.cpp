@@ -235,7 +235,7 @@ void attend_block_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows,
   for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
     const int64_t j1 = min64(hi + 1, j0 + bk);
     if (!used(j0, j1)) continue;
-    load_rows_f16(kv.k + g * hd, kv.k_stride, kv.capacity, j0, j1, hd, blk);
+    load_rows_f16(kv.pages, kv.page_shift, kv.k_offset + g * hd, kv.k_stride, j0, j1, hd, blk);
     for (int64_t r = 0; r < n_rows; ++r) {
       const int64_t a = max64(j0, rows[r].first), b = min64(j1 - 1, rows[r].last);
       if (a > b) continue;
@@ -279,7 +279,7 @@ void attend_block_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows,
   for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
     const int64_t j1 = min64(hi + 1, j0 + bk);
     if (!used(j0, j1)) continue;
-    load_rows_f16(kv.v + g * hd_v, kv.v_stride, kv.capacity, j0, j1, hd_v, blk);
+    load_rows_f16(kv.pages, kv.page_shift, kv.v_offset + g * hd_v, kv.v_stride, j0, j1, hd_v, blk);
     for (int64_t r = 0; r < n_rows; ++r) {
       const int64_t a = max64(j0, rows[r].first), b = min64(j1 - 1, rows[r].last);
       if (a > b) continue;

@@ -66,19 +66,24 @@ inline void round_f16(float* x, int64_t n) {
 // while this one is converted (a prefetch never changes a result).
 constexpr int64_t kRowsAhead = 16;
 
+// The cached row of position p in a paged view (kernels/attention.hpp):
+// offset and stride are the K or the V ones.
+inline const quant::ggml_fp16_t* kv_row(const quant::ggml_fp16_t* const* pages, int page_shift, int64_t offset,
+                                        int64_t stride, int64_t p) {
+  return pages[p >> page_shift] + offset + (p & ((int64_t{1} << page_shift) - 1)) * stride;
+}
+
 // Positions [j0, j1) of one KV group as floats: row j is the n F16 values at
-// base + slot(j) * stride, slot(j) = j % capacity (kernels/attention.hpp),
-// converted into blk[(j - j0) * n ..]; the row kRowsAhead positions on is
-// prefetched. The slots advance by one per row (no division per row).
-inline void load_rows_f16(const quant::ggml_fp16_t* base, int64_t stride, int64_t capacity, int64_t j0, int64_t j1,
-                          int64_t n, float* blk) {
-  int64_t slot = j0 % capacity, ahead = (j0 + kRowsAhead) % capacity;
+// kv_row(pages, page_shift, offset, stride, j), converted into
+// blk[(j - j0) * n ..]; the row kRowsAhead positions on (at most j1 - 1, so
+// no page outside the call's range is looked up) is prefetched.
+inline void load_rows_f16(const quant::ggml_fp16_t* const* pages, int page_shift, int64_t offset, int64_t stride,
+                          int64_t j0, int64_t j1, int64_t n, float* blk) {
   for (int64_t j = j0; j < j1; ++j) {
-    const char* p = reinterpret_cast<const char*>(base + ahead * stride);
+    const int64_t ahead = j + kRowsAhead < j1 ? j + kRowsAhead : j1 - 1;
+    const char* p = reinterpret_cast<const char*>(kv_row(pages, page_shift, offset, stride, ahead));
     for (int64_t off = 0; off < n * 2; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-    load_f16(base + slot * stride, blk + (j - j0) * n, n);
-    if (++slot == capacity) slot = 0;
-    if (++ahead == capacity) ahead = 0;
+    load_f16(kv_row(pages, page_shift, offset, stride, j), blk + (j - j0) * n, n);
   }
 }
 

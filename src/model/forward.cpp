@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "kernels/attention.hpp"
 #include "kernels/ops.hpp"
@@ -272,16 +273,12 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
   const float inv_sqrt_hd = 1.0f / std::sqrt(static_cast<float>(hd));
   const float kq_scale = hp.scale_q_before_kq ? 1.0f : inv_sqrt_hd;
   const float q_scale = hp.f_attention_scale != 0.0f ? hp.f_attention_scale : inv_sqrt_hd;
-  // A sequence's new rows can all be written to its cache before attention
-  // unless its circular buffer would overwrite a position an earlier row of
-  // the batch still reads; those rows are stored and attended one at a time.
-  auto &batched_rows = sc.batched_rows, &one_by_one_rows = sc.one_by_one_rows;
-  batched_rows.clear();
-  one_by_one_rows.clear();
-  for (int64_t i = 0; i < n; ++i) {
-    const model::KvCache& kv = *seqs[rows[i].seq];
-    (kv.n_past() + n_new[rows[i].seq] <= kv.capacity() ? batched_rows : one_by_one_rows).push_back(i);
-  }
+  // Every new row is written to its sequence's pages before attention: pages
+  // hold each position apart (a sliding window gives pages back only after
+  // the pass, KvCache::set_n_past), so no row overwrites one another reads.
+  auto& batched_rows = sc.batched_rows;
+  batched_rows.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) batched_rows[static_cast<size_t>(i)] = i;
   // Query blocks (seed 000 "Flash (Blocked) Prefill Attention"): each
   // sequence's batched rows, in batch order (so consecutive positions), cut
   // into blocks that share every K/V block they read (kernels::attend_block):
@@ -388,12 +385,18 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
           const int64_t* ids = row_ids + begin[b];
           const int64_t n_b = begin[b + 1] - begin[b];
           const model::KvCache& kv = *seqs[rows[ids[0]].seq];
-          const kernels::KvLayerView view{kv.k(il, 0), kv.v(il, 0), n_k, n_v, kv.capacity(),
+          const kernels::KvLayerView view{kv.pages(),
+                                          kv.pool().k_offset(il),
+                                          kv.pool().v_offset(il),
+                                          n_k,
+                                          n_v,
+                                          model::kPageShift,
                                           L.attn_sinks.empty() ? nullptr : L.attn_sinks.data()};
           // A window's start rounded down to a multiple of 16, the positions
-          // before it masked (QueryRow::n_masked), where the cache holds every
-          // position (a full cache, as beside gpt-oss's and Gemma 3's global
-          // layers); a circular one may have overwritten them.
+          // before it masked (QueryRow::n_masked), where the sequence keeps
+          // every position (n_ctx within the window, or beside gpt-oss's and
+          // Gemma 3's global layers); otherwise the window's own start, as the
+          // circular cache before pages read it (same bits as then).
           const bool align_window = kv.capacity() >= kv.n_ctx();
           block.resize(static_cast<size_t>(n_b));
           for (int64_t r = 0; r < n_b; ++r) {
@@ -407,16 +410,9 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
         }
       });
     };
-    // Distinct positions of distinct rows (the batched rows' ring slots do
-    // not wrap), so the stores go on in parallel.
-    by_rows(static_cast<int64_t>(batched_rows.size()),
-            [&](int64_t r) { store_kv(batched_rows[static_cast<size_t>(r)]); });
+    // Distinct positions of distinct rows, so the stores go on in parallel.
+    by_rows(n, [&](int64_t r) { store_kv(r); });
     attend(block_rows.data(), block_begin.data(), static_cast<int64_t>(block_begin.size()) - 1);
-    for (int64_t i : one_by_one_rows) {
-      store_kv(i);
-      const int64_t one[2] = {0, 1};
-      attend(&i, one, 1);
-    }
     {
       observe(obs, {&L.wo}, att.data(), n, n_att);
       kernels::Activations act(att.data(), n, n_att, &sc.act);
@@ -495,11 +491,36 @@ void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::s
   for (size_t sq = 0; sq < seqs.size(); ++sq) {
     if (!s.n_new[sq]) continue;
     const model::KvCache& kv = *seqs[sq];
+    if (kv.pool().n_layer() != hp.n_layer || kv.pool().n_embd_k() != hp.n_embd_k_gqa() ||
+        kv.pool().n_embd_v() != hp.n_embd_v_gqa())
+      throw Error(Errc::invalid_argument, "forward: sequence " + std::to_string(sq) +
+                                              "'s KV pool has the shapes of another model");
     if (kv.n_past() + s.n_new[sq] > kv.n_ctx())
       throw Error(Errc::invalid_argument, "context full: " + std::to_string(kv.n_past()) + " cached + " +
                                               std::to_string(s.n_new[sq]) + " new tokens exceed the context size " +
                                               std::to_string(kv.n_ctx()) +
                                               (seqs.size() > 1 ? " (sequence " + std::to_string(sq) + ")" : ""));
+  }
+  // The pages of every new row, taken before any cache is touched: the pages
+  // each pool must give, summed over its sequences, checked first, so an
+  // out-of-pages batch fails whole (Error out_of_range) and changes nothing.
+  {
+    std::vector<std::pair<const model::KvPool*, int64_t>> need;
+    for (size_t sq = 0; sq < seqs.size(); ++sq) {
+      if (!s.n_new[sq]) continue;
+      const int64_t n_pages = seqs[sq]->pages_needed(s.n_new[sq]);
+      auto it = std::find_if(need.begin(), need.end(), [&](const auto& e) { return e.first == &seqs[sq]->pool(); });
+      if (it == need.end()) need.emplace_back(&seqs[sq]->pool(), n_pages);
+      else it->second += n_pages;
+    }
+    for (const auto& [pool_of, n_pages] : need)
+      if (n_pages > pool_of->n_free())
+        throw Error(Errc::out_of_range, "KV pool full: the batch needs " + std::to_string(n_pages) + " pages of " +
+                                            std::to_string(model::kPageSize) + " positions, " +
+                                            std::to_string(pool_of->n_free()) + " are free of " +
+                                            std::to_string(pool_of->max_pages()));
+    for (size_t sq = 0; sq < seqs.size(); ++sq)
+      if (s.n_new[sq]) seqs[sq]->reserve(s.n_new[sq]);
   }
 
   // Passes of at most kMaxPassRows rows, in batch order: a row's result does

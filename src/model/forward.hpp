@@ -38,7 +38,7 @@ inline constexpr int64_t kMaxPassRows = 256;
 // call. Holds no state between calls besides the capacity; not thread-safe
 // (one call at a time per scratch).
 struct ForwardScratch {
-  std::vector<int64_t> pos, n_new, batched_rows, one_by_one_rows, block_rows, block_begin;
+  std::vector<int64_t> pos, n_new, batched_rows, block_rows, block_begin;
   std::vector<float> x, cur, q, k, v, att, tmp, gate, up, rope_cos, rope_sin, rope_cos_swa, rope_sin_swa, q_temp;
   std::vector<float> normed;  // [n_wanted][n_embd]: the final-normed rows whose logits are wanted
   std::vector<BatchRow> one_seq;  // forward's rows

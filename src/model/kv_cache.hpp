@@ -1,65 +1,173 @@
-// The KV cache of one sequence: per layer, K and V rows stored as F16 (as
-// llama.cpp's default type_k = type_v = f16), one row of n_embd_k_gqa /
-// n_embd_v_gqa values per cached position.
+// The KV cache in pages: a KvPool holds fixed-size pages of kPageSize
+// positions, each page holding those positions' K and V rows for every layer
+// (F16, as llama.cpp's default type_k = type_v = f16); a KvCache (one
+// sequence) holds a page table, page i holding positions
+// [i * kPageSize, (i + 1) * kPageSize). Sequences of one pool share its
+// memory: the server's `-c` is one pool's positions, used by all `-np`
+// sequences (llama-server's unified KV cache), and a page is taken when a
+// sequence first writes one of its positions.
 //
-// Sliding-window models keep a circular buffer of min(n_swa, n_ctx) rows:
-// position p lives in slot p % capacity, and memory stays bounded however long
-// the sequence runs (seed 000 "Sliding Window"). A model whose layers mix
-// windowed and full attention (gpt-oss, Gemma 3; HParams::kv_window) keeps every
-// position in every layer: its windowed layers read only their window, but
-// their rows are not stored apart (llama.cpp's llama_kv_cache_iswa does).
+// Why 64 positions a page: a power of two (the kernels address position p as
+// pages[p >> 6] + (p & 63) * stride, no division), a multiple of 16 (the
+// attention kernels' lanes and a sliding window's start rounded down to 16
+// stay inside one page: kernels::QueryRow::n_masked), a waste below one page
+// per sequence (small against a request's context), and for llama-3.2-1b's
+// shapes (16 layers x 1024 F16 K+V values) exactly 2 MiB, one huge page.
+//
+// Sharing (fork): pages are reference-counted; a fork shares every full page
+// of its prefix and copies the partial last one. A page held by more than one
+// sequence is never written: a write to a position of a shared page first
+// gives the writer a private copy (copy on write).
+//
+// Sliding-window models (HParams::kv_window > 0) give a page back to the pool
+// once every position in it is out of the window of every position still to
+// come: a sequence holds at most window + 2 pages' worth of positions however
+// long it runs (seed 000 "Sliding Window"). A model whose layers mix windowed
+// and full attention (gpt-oss, Gemma 3) keeps every position in every layer:
+// its windowed layers read only their window, but their rows are not stored
+// apart (llama.cpp's llama_kv_cache_iswa does).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <new>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
-#include "base/huge_pages.hpp"
 #include "quant/fp16.hpp"
 
 namespace synapse::model {
 
+// Positions per page, and its log2 (kernels::KvLayerView::page_shift).
+inline constexpr int kPageShift = 6;
+inline constexpr int64_t kPageSize = int64_t{1} << kPageShift;
+
+// A pool of pages of one model's shapes. Pages are allocated when first
+// needed (memory grows to the most pages ever in use at once, never past
+// max_pages) and reused after they are given back. Thread-safe: a mutex
+// guards the free list and reference counts (sequences of one pool may live
+// on different threads; the forward pass itself takes pages before it runs).
+class KvPool {
+ public:
+  // n_layer layers of n_embd_k K and n_embd_v V values a position; at most
+  // max_pages pages (0: no limit, the pool of a standalone sequence, bounded
+  // by that sequence's n_ctx). Throws Error(invalid_argument) for shapes < 1
+  // or max_pages < 0.
+  KvPool(int64_t n_layer, int64_t n_embd_k, int64_t n_embd_v, int64_t max_pages);
+  ~KvPool();
+  KvPool(const KvPool&) = delete;
+  KvPool& operator=(const KvPool&) = delete;
+
+  int64_t n_layer() const { return n_layer_; }
+  int64_t n_embd_k() const { return n_embd_k_; }
+  int64_t n_embd_v() const { return n_embd_v_; }
+  int64_t max_pages() const { return max_pages_; }  // 0: no limit
+  // F16 values in one page: per layer, kPageSize K rows then kPageSize V rows.
+  int64_t page_elems() const { return n_layer_ * kPageSize * (n_embd_k_ + n_embd_v_); }
+  size_t page_bytes() const { return static_cast<size_t>(page_elems()) * sizeof(quant::ggml_fp16_t); }
+  // Element offsets of layer il's first K (V) row from a page's start.
+  int64_t k_offset(int64_t il) const { return il * kPageSize * (n_embd_k_ + n_embd_v_); }
+  int64_t v_offset(int64_t il) const { return k_offset(il) + kPageSize * n_embd_k_; }
+
+  int64_t n_used() const;       // pages held by some sequence
+  int64_t n_allocated() const;  // pages whose memory exists (used + kept for reuse)
+  // Pages that can still be taken: max_pages - n_used (a large number when
+  // there is no limit).
+  int64_t n_free() const;
+
+  // A page with reference count 1, its rows zero. Throws Error(out_of_range)
+  // naming the pool's size when max_pages are all in use, std::bad_alloc
+  // when the memory cannot be had.
+  quant::ggml_fp16_t* take();
+  // Adds one reference to page p (a page of this pool in use).
+  void share(quant::ggml_fp16_t* p);
+  // Drops one reference; at zero the page goes back to the free list.
+  void give_back(quant::ggml_fp16_t* p);
+  int32_t refs(const quant::ggml_fp16_t* p) const;
+
+ private:
+  int64_t n_layer_, n_embd_k_, n_embd_v_, max_pages_;
+  mutable std::mutex mu_;
+  std::unordered_map<const quant::ggml_fp16_t*, int32_t> refs_;  // every page allocated: its references
+  std::vector<quant::ggml_fp16_t*> free_;                        // allocated pages with no reference
+  int64_t n_used_ = 0;
+};
+
 class KvCache {
  public:
+  // A sequence with a pool of its own (no page limit; n_ctx bounds it).
   // n_ctx: the most positions this sequence may reach. window: 0 for full
   // attention, else the sliding window in positions. Throws
   // Error(invalid_argument) for n_ctx < 1.
   KvCache(int64_t n_layer, int64_t n_embd_k, int64_t n_embd_v, int64_t n_ctx, int64_t window);
+  // A sequence drawing its pages from `pool` (shared with other sequences).
+  KvCache(std::shared_ptr<KvPool> pool, int64_t n_ctx, int64_t window);
+  ~KvCache();
+  KvCache(KvCache&& o) noexcept;
+  KvCache& operator=(KvCache&& o) noexcept;
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
 
   int64_t n_ctx() const { return n_ctx_; }
-  int64_t capacity() const { return capacity_; }  // rows per layer actually stored
-  int64_t n_past() const { return n_past_; }      // positions 0 .. n_past-1 are cached
-  void set_n_past(int64_t n) { n_past_ = n; }
-  void clear() { n_past_ = 0; }
+  // Positions of the past it keeps at least: n_ctx, or the window when it is
+  // smaller (older pages go back to the pool).
+  int64_t capacity() const { return capacity_; }
+  int64_t window() const { return window_; }
+  int64_t n_past() const { return n_past_; }  // positions 0 .. n_past-1 are cached
+  // Sets n_past to n >= n_past() (positions written through k()/v() by the
+  // caller, after reserve) and gives back the pages a sliding window no
+  // longer reads; going back is truncate's.
+  void set_n_past(int64_t n);
+  void clear();  // n_past 0, every page given back
 
-  // A copy holding positions [0, n_prefix) of this sequence (a fork shares
-  // the prompt, then the two continue apart). Throws Error(invalid_argument)
-  // if n_prefix > n_past(), or if a circular buffer no longer holds every
-  // position the copy would need to read.
+  // A sequence holding positions [0, n_prefix) of this one, in the same pool:
+  // full pages shared, a partial last page copied. Throws
+  // Error(invalid_argument) if n_prefix > n_past(), or if a sliding window
+  // has given back a page the copy would need to read; Error(out_of_range)
+  // when the pool has no page for the copy.
   KvCache fork(int64_t n_prefix) const;
-  // Keeps positions [0, n_keep) in place (the next row is position n_keep).
-  // Throws as fork().
+  // Keeps positions [0, n_keep) (the next row is position n_keep); pages
+  // past them go back to the pool. Throws Error(invalid_argument) as fork().
   void truncate(int64_t n_keep);
 
-  int64_t slot(int64_t pos) const { return pos % capacity_; }
-  quant::ggml_fp16_t* k(int64_t layer, int64_t pos) { return &k_[index(layer, pos, n_embd_k_)]; }
-  quant::ggml_fp16_t* v(int64_t layer, int64_t pos) { return &v_[index(layer, pos, n_embd_v_)]; }
-  const quant::ggml_fp16_t* k(int64_t layer, int64_t pos) const { return &k_[index(layer, pos, n_embd_k_)]; }
-  const quant::ggml_fp16_t* v(int64_t layer, int64_t pos) const { return &v_[index(layer, pos, n_embd_v_)]; }
+  // Pages the pool must provide for positions [n_past, n_past + n_new) to be
+  // writable (missing pages, and shared pages to copy).
+  int64_t pages_needed(int64_t n_new) const;
+  // Makes positions [n_past, n_past + n_new) writable: takes missing pages,
+  // copies shared ones. Throws Error(out_of_range) when the pool has fewer
+  // than pages_needed(n_new) pages free, before taking any.
+  void reserve(int64_t n_new);
 
-  // Bytes held by K and V together.
-  size_t bytes() const { return (k_.size() + v_.size()) * sizeof(quant::ggml_fp16_t); }
+  // Row of a reserved (or cached) position; precondition: its page is held.
+  quant::ggml_fp16_t* k(int64_t layer, int64_t pos) { return row(pos) + pool_->k_offset(layer) + (pos & (kPageSize - 1)) * pool_->n_embd_k(); }
+  quant::ggml_fp16_t* v(int64_t layer, int64_t pos) { return row(pos) + pool_->v_offset(layer) + (pos & (kPageSize - 1)) * pool_->n_embd_v(); }
+  const quant::ggml_fp16_t* k(int64_t layer, int64_t pos) const {
+    return const_cast<KvCache*>(this)->k(layer, pos);
+  }
+  const quant::ggml_fp16_t* v(int64_t layer, int64_t pos) const {
+    return const_cast<KvCache*>(this)->v(layer, pos);
+  }
+  // The page table: entry i is page i's start, or null (not taken yet, or
+  // given back by a sliding window).
+  const quant::ggml_fp16_t* const* pages() const { return pages_.data(); }
+  const KvPool& pool() const { return *pool_; }
+  const std::shared_ptr<KvPool>& shared_pool() const { return pool_; }
+
+  int64_t n_pages() const;  // pages held
+  // Bytes of the pages held (a shared page counts in each holder).
+  size_t bytes() const { return static_cast<size_t>(n_pages()) * pool_->page_bytes(); }
 
  private:
+  quant::ggml_fp16_t* row(int64_t pos) { return pages_[static_cast<size_t>(pos >> kPageShift)]; }
   // Error(invalid_argument) unless positions [0, n_prefix) can be kept.
   void check_prefix(const char* what, int64_t n_prefix) const;
-  size_t index(int64_t layer, int64_t pos, int64_t width) const {
-    return (static_cast<size_t>(layer) * capacity_ + static_cast<size_t>(slot(pos))) * width;
-  }
-  int64_t n_layer_, n_embd_k_, n_embd_v_, n_ctx_, capacity_;
+  void drop_pages_from(int64_t first_page);  // gives back pages [first_page, ...)
+  void release_window();                     // gives back pages no future row reads
+  std::shared_ptr<KvPool> pool_;
+  int64_t n_ctx_ = 0, window_ = 0, capacity_ = 0;
   int64_t n_past_ = 0;
-  std::vector<quant::ggml_fp16_t, base::HugePageAllocator<quant::ggml_fp16_t>> k_, v_;
+  std::vector<quant::ggml_fp16_t*> pages_;  // ceil(n_ctx / kPageSize) entries
 };
 
 }  // namespace synapse::model

@@ -62,6 +62,7 @@ struct Context::Impl {
   std::vector<float> logits;
   model::ForwardScratch scratch;  // reused by every decode: no allocation per step
   model::ProductObserver* observer = nullptr;  // set_imatrix's collector, or null
+  std::shared_ptr<model::KvPool> kv_pool;     // share_kv's pool, or null
 };
 
 Model Model::load(const std::string& path) {
@@ -102,6 +103,8 @@ void Sequence::truncate(int64_t n_keep) { impl_->kv.truncate(n_keep); }
 Sequence Sequence::fork(int64_t n_prefix) const {
   return Sequence(std::make_unique<Impl>(Impl{impl_->model, impl_->kv.fork(n_prefix)}));
 }
+int64_t Sequence::kv_pages() const { return impl_->kv.n_pages(); }
+int64_t Sequence::kv_pages_needed(int64_t n_new) const { return impl_->kv.pages_needed(n_new); }
 
 void Batch::add(Sequence& seq, token_id token, bool logits) { rows_.push_back({&seq, token, -1, 0, logits}); }
 
@@ -142,7 +145,29 @@ int64_t new_sequence_n_ctx(const model::Model& m) {
 Sequence Context::new_sequence(int64_t n_ctx) const {
   const model::Model& m = *impl_->model->m;
   if (n_ctx <= 0) n_ctx = new_sequence_n_ctx(m);
+  if (impl_->kv_pool)
+    return Sequence(std::make_unique<Sequence::Impl>(
+        Sequence::Impl{impl_->model, model::KvCache(impl_->kv_pool, n_ctx, m.hp.kv_window())}));
   return Sequence(std::make_unique<Sequence::Impl>(Sequence::Impl{impl_->model, model::make_kv_cache(m, n_ctx)}));
+}
+
+void Context::share_kv(int64_t n_positions) {
+  if (n_positions < 1)
+    throw Error(Errc::invalid_argument, "share_kv: the pool needs at least 1 position, got " +
+                                            std::to_string(n_positions));
+  const model::HParams& hp = impl_->model->m->hp;
+  impl_->kv_pool = std::make_shared<model::KvPool>(hp.n_layer, hp.n_embd_k_gqa(), hp.n_embd_v_gqa(),
+                                                   (n_positions + model::kPageSize - 1) / model::kPageSize);
+}
+
+KvPoolStats Context::kv_pool() const {
+  KvPoolStats st;
+  st.page_size = model::kPageSize;
+  if (impl_->kv_pool) {
+    st.n_pages = impl_->kv_pool->max_pages();
+    st.n_used = impl_->kv_pool->n_used();
+  }
+  return st;
 }
 
 namespace {

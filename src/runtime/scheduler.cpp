@@ -41,7 +41,15 @@ struct Job {
   token_id pending = -1;
   std::vector<token_id> closing;
   bool reply_over = false;  // on_done has run
+  bool admitted = false;    // has held a slot (its prompt accepted, t_admit set)
+  // A request preempted while generating (its pages taken back): the rows
+  // to prefill again on resumption, its prompt, the tokens already fed and
+  // `pending`; its last row's logits draw the next token (phase generate).
+  std::vector<token_id> resume;
   Clock::time_point t_admit, t_first;
+
+  // What prefill feeds: the prompt, or the rows of a resumption.
+  const std::vector<token_id>& feed() const { return resume.empty() ? req.prompt : resume; }
 
   Job(RequestId i, Request r, Generation g) : id(i), req(std::move(r)), gen(std::move(g)) {}
 };
@@ -63,10 +71,11 @@ void call_on_done(Job& j) {
   }
 }
 
-// A request cancelled, shut down or past its deadline before it had a slot;
-// `step`: the scheduler's step count now.
+// A request cancelled, shut down or past its deadline while it waited for a
+// slot; `step`: the scheduler's step count now. One preempted after it had
+// started ends past its deadline as a running one does (length).
 void drop_queued(Job& j, bool deadline_passed, uint64_t step) {
-  j.gen.finish(FinishReason::cancelled);
+  j.gen.finish(deadline_passed && j.admitted ? FinishReason::length : FinishReason::cancelled);
   runtime::record_end(j.result, j.gen);
   j.result.n_prompt = static_cast<int64_t>(j.req.prompt.size());
   j.result.deadline_passed = deadline_passed;
@@ -128,16 +137,26 @@ struct Scheduler::Impl {
                   "slot_prompt_similarity must be in [0, 1], got " + std::to_string(p.slot_prompt_similarity));
     p.n_threads = ctx.n_threads();
     n_vocab = model.n_vocab();
+    // n_ctx <= 0: new_sequence's default (a sequence of its own pool holds
+    // no page until written, so asking costs nothing).
+    p.n_ctx = ctx.new_sequence(p.n_ctx).n_ctx();
+    // One pool of n_ctx positions for all slots (llama-server's unified KV
+    // cache); each slot may use all of it.
+    ctx.share_kv(p.n_ctx);
     for (int32_t i = 0; i < p.n_parallel; ++i) slots.push_back(Slot{i, ctx.new_sequence(p.n_ctx), {}, 0, nullptr});
-    p.n_ctx = slots[0].seq.n_ctx();
     n_free = p.n_parallel;
-    m.kv_cells_total = p.n_ctx * p.n_parallel;
+    m.kv_cells_total = p.n_ctx;
+    m.kv_page_size = ctx.kv_pool().page_size;
+    m.kv_pages_total = ctx.kv_pool().n_pages;
     worker = std::thread([this] { run(); });
   }
 
   void run();
   void run_embeddings(std::deque<EmbeddingRequest> jobs);
-  void admit(std::unique_ptr<Job> job);
+  std::unique_ptr<Job> admit(std::unique_ptr<Job> job);
+  int64_t pages_free() const;
+  bool evict_cache(const Slot* keep);
+  void preempt(Slot& s);
   void finish(Slot& s, const GeneratedToken& closing_step);
   bool call_on_token(Job& j, const GeneratedToken& t);
   void on_first_row(Job& j);
@@ -150,21 +169,74 @@ struct Scheduler::Impl {
   void record_slot(const Slot& s);
 };
 
+int64_t Scheduler::Impl::pages_free() const {
+  const KvPoolStats st = ctx.kv_pool();
+  return st.n_pages - st.n_used;
+}
+
+// Gives back the pages of the least recently used free slot's prompt cache
+// (not `keep`'s); false when no free slot but `keep` holds any.
+bool Scheduler::Impl::evict_cache(const Slot* keep) {
+  Slot* lru = nullptr;
+  for (Slot& s : slots)
+    if (!s.job && &s != keep && s.seq.kv_pages() > 0 && (!lru || s.last_used < lru->last_used)) lru = &s;
+  if (!lru) return false;
+  lru->seq.clear();
+  lru->tokens.clear();
+  return true;
+}
+
+// Takes slot s's pages back for the requests older than its own: its
+// request goes back to the head of the queue and, once admitted again,
+// prefills what its cache held (the prompt, and while generating the tokens
+// already fed and the pending one) and goes on where it was. Every row is
+// the bits it was (contract 2), so the reply is the one it would have been;
+// nothing already reported is reported again. A request whose reply is over
+// (closing rows) just loses those rows.
+void Scheduler::Impl::preempt(Slot& s) {
+  std::unique_ptr<Job> j = std::move(s.job);
+  if (j->phase == Phase::generate) {
+    j->resume = s.tokens;
+    j->resume.push_back(j->pending);
+  } else if (j->phase == Phase::prefill && !j->resume.empty()) {
+    // Preempted again while resuming: the same rows.
+  } else {
+    j->resume.clear();
+  }
+  j->n_done = 0;
+  s.seq.clear();
+  s.tokens.clear();
+  s.last_used = ++clock;
+  std::lock_guard<std::mutex> lock(mu);
+  ++m.preemptions_total;
+  if (j->reply_over) return;  // closing rows only: nothing waits for them
+  j->phase = Phase::prefill;
+  queue.push_front(std::move(j));
+}
+
 // Picks the free slot whose cached tokens share the longest prefix with the
-// prompt when that prefix is more than slot_prompt_similarity of it, else the
-// least recently used free slot (llama-server's choice), and keeps the prefix
-// the chosen slot shares with the prompt in place.
-void Scheduler::Impl::admit(std::unique_ptr<Job> job) {
-  const std::vector<token_id>& prompt = job->req.prompt;
-  // The last prompt token is always recomputed: its logits start the reply.
+// rows to prefill when that prefix is more than slot_prompt_similarity of
+// them, else the least recently used free slot (llama-server's choice), and
+// keeps the prefix the chosen slot shares in place. The rows must fit in
+// the free pages (prompt caches of other free slots given back, least
+// recently used first) with one page to spare for each request already
+// running (so that a new request does not at once force a preemption);
+// otherwise the job is handed back and waits (nothing is truncated).
+std::unique_ptr<Job> Scheduler::Impl::admit(std::unique_ptr<Job> job) {
+  const std::vector<token_id>& prompt = job->feed();
+  // The last row is always recomputed: its logits start (or continue) the reply.
   const auto reusable = [&](const Slot& s) {
     return job->req.cache_prompt ? std::min(common_prefix(s.tokens, prompt), prompt.size() - 1) : 0;
   };
   Slot* best = nullptr;
   Slot* lru = nullptr;
   size_t best_len = 0;
+  int64_t n_running = 0;
   for (Slot& s : slots) {
-    if (s.job) continue;
+    if (s.job) {
+      ++n_running;
+      continue;
+    }
     const size_t len = reusable(s);
     if (len > best_len && static_cast<double>(len) > p.slot_prompt_similarity * static_cast<double>(prompt.size())) {
       best = &s;
@@ -178,20 +250,57 @@ void Scheduler::Impl::admit(std::unique_ptr<Job> job) {
   }
   try {
     best->seq.truncate(static_cast<int64_t>(best_len));
-  } catch (const Error&) {  // a sliding window has overwritten the prefix
+  } catch (const Error&) {  // a sliding window has given back the prefix's pages
     best->seq.clear();
     best_len = 0;
   }
   best->tokens.resize(best_len);
+  // Shared prefixes: a longer prefix held by another slot (running or free)
+  // by at least a page is shared instead of computed again: the chosen
+  // slot's sequence becomes a fork of it (its whole pages referenced, not
+  // copied; KvCache::fork). The rows are the same bits either way, so the
+  // reply does not change.
+  if (job->req.cache_prompt) {
+    Slot* donor = nullptr;
+    size_t donor_len = best_len;
+    for (Slot& s : slots) {
+      const size_t len = &s == best ? 0 : reusable(s);
+      if (len >= donor_len + static_cast<size_t>(ctx.kv_pool().page_size) && len > donor_len) {
+        donor = &s;
+        donor_len = len;
+      }
+    }
+    if (donor) {
+      try {
+        Sequence shared = donor->seq.fork(static_cast<int64_t>(donor_len));
+        best->seq = std::move(shared);
+        best->tokens.assign(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(donor_len));
+        best_len = donor_len;
+      } catch (const Error&) {
+        // No page for the fork's partial page, or a window gave the prefix
+        // back: computed as usual.
+      }
+    }
+  }
+  const int64_t need = best->seq.kv_pages_needed(static_cast<int64_t>(prompt.size() - best_len)) + n_running;
+  while (pages_free() < need && evict_cache(best)) {
+  }
+  if (pages_free() < need) return job;
   best->last_used = ++clock;
   job->n_done = best_len;
-  job->result.n_prompt = static_cast<int64_t>(prompt.size());
-  job->result.n_cached = static_cast<int64_t>(best_len);
-  job->result.timings.prompt_n = static_cast<int64_t>(prompt.size() - best_len);
   job->result.slot = best->id;
-  job->t_admit = Clock::now();
-  job->gen.accept_prompt(prompt);
+  if (job->resume.empty()) {
+    job->result.n_prompt = static_cast<int64_t>(prompt.size());
+    job->result.n_cached = static_cast<int64_t>(best_len);
+    job->result.timings.prompt_n = static_cast<int64_t>(prompt.size() - best_len);
+  }
+  if (!job->admitted) {
+    job->admitted = true;
+    job->t_admit = Clock::now();
+    job->gen.accept_prompt(prompt);
+  }
   best->job = std::move(job);
+  return nullptr;
 }
 
 bool Scheduler::Impl::call_on_token(Job& j, const GeneratedToken& t) {
@@ -331,6 +440,7 @@ void Scheduler::Impl::update_metrics() {
     }
   }
   m.requests_deferred = static_cast<int32_t>(queue.size());
+  m.kv_pages_used = ctx.kv_pool().n_used;
   busy = n_free < static_cast<int32_t>(slots.size());
   if (!busy && queue.empty() && embed_queue.empty()) idle.notify_all();
 }
@@ -475,14 +585,19 @@ void Scheduler::Impl::run() {
         }
       }
       to_cancel = cancels;
-      // Arrival order: the oldest waiting request takes the next free slot.
+      // Arrival order: the oldest waiting request takes the next free slot
+      // when its rows fit in the pool; the others wait behind it.
       while (!queue.empty() && has_free()) {
         std::unique_ptr<Job> j = std::move(queue.front());
         queue.pop_front();
         busy = true;
         lock.unlock();
-        admit(std::move(j));
+        j = admit(std::move(j));
         lock.lock();
+        if (j) {
+          queue.push_front(std::move(j));
+          break;
+        }
       }
     }
     for (EmbeddingRequest& e : drained_embeds) call_on_done(e, {}, kShuttingDown);
@@ -499,15 +614,38 @@ void Scheduler::Impl::run() {
     }
 
     // One batch: decode rows and closing rows first, then prompt chunks of
-    // the oldest requests under the step's row budget.
-    order.clear();
-    for (size_t i = 0; i < slots.size(); ++i)
-      if (slots[i].job) order.push_back(i);
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return slots[a].job->id < slots[b].job->id; });
+    // the oldest requests under the step's row budget. The rows must find
+    // their pages: if the pool has too few, free slots' prompt caches are
+    // given back, then the newest request is preempted (its pages back, it
+    // waits at the head of the queue), until they fit.
+    std::vector<Slot*> closing;
+    std::vector<size_t> n_rows(slots.size());
+    for (;;) {
+      order.clear();
+      for (size_t i = 0; i < slots.size(); ++i)
+        if (slots[i].job) order.push_back(i);
+      std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return slots[a].job->id < slots[b].job->id; });
+      int64_t budget = p.n_batch, need = 0;
+      for (const size_t i : order) {
+        const Job& j = *slots[i].job;
+        n_rows[i] = j.phase == Phase::generate ? 1 : j.phase == Phase::closing ? j.closing.size() : 0;
+        budget -= static_cast<int64_t>(n_rows[i]);
+      }
+      for (const size_t i : order) {
+        const Job& j = *slots[i].job;
+        if (j.phase != Phase::prefill || budget <= 0) continue;
+        n_rows[i] = std::min({static_cast<size_t>(p.n_ubatch), static_cast<size_t>(budget), j.feed().size() - j.n_done});
+        budget -= static_cast<int64_t>(n_rows[i]);
+      }
+      for (const size_t i : order) need += slots[i].seq.kv_pages_needed(static_cast<int64_t>(n_rows[i]));
+      if (order.empty() || need <= pages_free() || evict_cache(nullptr)) {
+        if (order.empty() || need <= pages_free()) break;
+        continue;
+      }
+      preempt(slots[order.back()]);
+    }
     batch.clear();
     owners.clear();
-    int64_t budget = p.n_batch;
-    std::vector<Slot*> closing;
     for (const size_t i : order) {
       Slot& s = slots[i];
       Job& j = *s.job;
@@ -515,12 +653,10 @@ void Scheduler::Impl::run() {
         batch.add(s.seq, j.pending, true);
         s.tokens.push_back(j.pending);
         owners.push_back(&s);
-        --budget;
       } else if (j.phase == Phase::closing) {
         for (const token_id t : j.closing) {
           batch.add(s.seq, t, false);
           s.tokens.push_back(t);
-          --budget;
         }
         closing.push_back(&s);
       }
@@ -528,17 +664,15 @@ void Scheduler::Impl::run() {
     for (const size_t i : order) {
       Slot& s = slots[i];
       Job& j = *s.job;
-      if (j.phase != Phase::prefill || budget <= 0) continue;
-      const size_t n = std::min({static_cast<size_t>(p.n_ubatch), static_cast<size_t>(budget),
-                                 j.req.prompt.size() - j.n_done});
-      for (size_t k = 0; k < n; ++k) {
-        const bool last = j.n_done + k + 1 == j.req.prompt.size();
-        batch.add(s.seq, j.req.prompt[j.n_done + k], last);
-        s.tokens.push_back(j.req.prompt[j.n_done + k]);
+      if (j.phase != Phase::prefill) continue;
+      const std::vector<token_id>& feed = j.feed();
+      for (size_t k = 0; k < n_rows[i]; ++k) {
+        const bool last = j.n_done + k + 1 == feed.size();
+        batch.add(s.seq, feed[j.n_done + k], last);
+        s.tokens.push_back(feed[j.n_done + k]);
         if (last) owners.push_back(&s);
       }
-      j.n_done += n;
-      budget -= static_cast<int64_t>(n);
+      j.n_done += n_rows[i];
     }
     if (batch.size() > 0) {
       std::span<const float> logits;
@@ -559,8 +693,17 @@ void Scheduler::Impl::run() {
       // stopper; the Tokenizer is read-only), so the rows are drawn on the
       // Context's threads at once, a row's token the same as drawn alone;
       // reporting stays here, in row order.
-      for (Slot* s : owners)
-        if (s->job->phase == Phase::prefill) on_first_row(*s->job);
+      for (Slot* s : owners) {
+        Job& j = *s->job;
+        if (j.phase != Phase::prefill) continue;
+        if (j.resume.empty()) {
+          on_first_row(j);
+        } else {  // a resumption: its rows are back in the cache
+          j.phase = Phase::generate;
+          j.resume.clear();
+          j.resume.shrink_to_fit();
+        }
+      }
       drawn.assign(owners.size(), GeneratedToken{});
       failed.assign(owners.size(), nullptr);
       ctx.parallel_for(static_cast<int64_t>(owners.size()), 1, [&](int64_t r0, int64_t r1) {

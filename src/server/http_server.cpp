@@ -106,7 +106,17 @@ std::string metrics_text(const SchedulerMetrics& m, const ServerMetrics& sm) {
   metric("llamacpp:requests_deferred", "gauge", "Number of requests deferred.", m.requests_deferred);
   metric("synapse:kv_cells_cached", "gauge", "KV cells kept by free slots as prompt cache.",
          static_cast<double>(m.kv_cells_cached));
-  metric("synapse:kv_cells_total", "gauge", "KV cells of all slots.", static_cast<double>(m.kv_cells_total));
+  metric("synapse:kv_cells_total", "gauge", "KV cells of the pool all slots share (-c).",
+         static_cast<double>(m.kv_cells_total));
+  metric("synapse:kv_page_size", "gauge", "KV cells a page of the pool.", static_cast<double>(m.kv_page_size));
+  metric("synapse:kv_pages_total", "gauge", "KV pages of the pool.", static_cast<double>(m.kv_pages_total));
+  metric("synapse:kv_pages_used", "gauge", "KV pages held by requests and prompt caches.",
+         static_cast<double>(m.kv_pages_used));
+  metric("synapse:kv_pages_free", "gauge", "KV pages free.",
+         static_cast<double>(m.kv_pages_total - m.kv_pages_used));
+  metric("synapse:preemptions_total", "counter",
+         "Requests preempted for lack of KV pages (requeued, resumed with the same reply).",
+         static_cast<double>(m.preemptions_total));
   metric("synapse:cached_tokens_total", "counter", "Prompt tokens served from the prompt cache.",
          static_cast<double>(m.cached_tokens_total));
   metric("synapse:requests_total", "counter", "Requests accepted.", static_cast<double>(m.requests_total));
@@ -221,8 +231,9 @@ void send_ordered(httplib::Response& res, int status, const nlohmann::ordered_js
                   "application/json; charset=utf-8");
 }
 
-void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = {}) {
-  send_json(res, status, error_body(status, message, param));
+void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = {},
+                const std::string& code = {}) {
+  send_json(res, status, error_body(status, message, param, code));
 }
 
 }  // namespace
@@ -264,7 +275,7 @@ struct HttpServer::Impl {
         f(req, res);
       } catch (const HttpError& e) {
         if (e.status() == 503) res.set_header("Retry-After", "1");
-        send_error(res, e.status(), e.what(), e.param());
+        send_error(res, e.status(), e.what(), e.param(), e.code());
       } catch (const Error& e) {
         const bool caller = e.code() == Errc::invalid_argument || e.code() == Errc::out_of_range;
         send_error(res, caller ? 400 : 500, e.what());

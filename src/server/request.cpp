@@ -498,9 +498,13 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
     const std::string field = route == Route::chat_completions ? "messages" : "prompt";
     const int64_t n = static_cast<int64_t>(r.prompts[i].size());
     if (n == 0) throw HttpError(400, "'" + field + "' tokenizes to no tokens (and the model adds no BOS)", field);
+    // Every request may use all n_ctx positions of the shared KV pool, so
+    // only a prompt longer than that can never run: OpenAI's code for it.
     if (n > rc.n_ctx)
-      throw HttpError(400, "'" + field + "' is " + std::to_string(n) + " tokens, more than the context size n_ctx = " +
-                               std::to_string(rc.n_ctx) + " (start the server with a larger -c)", field);
+      throw HttpError(400,
+                      "'" + field + "' is " + std::to_string(n) + " tokens, more than the context size n_ctx = " +
+                          std::to_string(rc.n_ctx) + " (start the server with a larger -c)",
+                      field, "context_length_exceeded");
   }
 
   if (static_cast<int64_t>(r.prompts.size()) * r.n > lim.max_choices)

@@ -32,14 +32,18 @@ namespace synapse::server {
 // with HTTP status `status`. `param` names the request field ("" when none).
 class HttpError : public std::runtime_error {
  public:
-  HttpError(int status, std::string message, std::string param = {})
-      : std::runtime_error(std::move(message)), status_(status), param_(std::move(param)) {}
+  // code: OpenAI's error code string (e.g. "context_length_exceeded"), or
+  // empty for the status (llama-server's "code").
+  HttpError(int status, std::string message, std::string param = {}, std::string code = {})
+      : std::runtime_error(std::move(message)), status_(status), param_(std::move(param)), code_(std::move(code)) {}
   int status() const noexcept { return status_; }
   const std::string& param() const noexcept { return param_; }
+  const std::string& code() const noexcept { return code_; }
 
  private:
   int status_;
   std::string param_;
+  std::string code_;
 };
 
 // The limits on what one request may ask for (issue 27). Sizes are bytes.

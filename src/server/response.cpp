@@ -10,7 +10,7 @@ std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error
 
 std::string sse_event(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
 
-json error_body(int status, const std::string& message, const std::string& param) {
+json error_body(int status, const std::string& message, const std::string& param, const std::string& code) {
   const char* type = status == 400 || status == 408 || status == 413 || status == 431 ? "invalid_request_error"
                      : status == 401               ? "authentication_error"
                      : status == 404               ? "not_found_error"
@@ -18,7 +18,8 @@ json error_body(int status, const std::string& message, const std::string& param
                      : status == 503               ? "unavailable_error"
                                                    : "server_error";
   return {{"error",
-           {{"message", message}, {"type", type}, {"param", param.empty() ? json() : json(param)}, {"code", status}}}};
+           {{"message", message}, {"type", type}, {"param", param.empty() ? json() : json(param)},
+            {"code", code.empty() ? json(status) : json(code)}}}};
 }
 
 namespace {

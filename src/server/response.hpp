@@ -31,8 +31,10 @@ struct ReplyMeta {
 
 // llama-server's error types by status: 400 invalid_request_error,
 // 401 authentication_error, 404 not_found_error, 413 invalid_request_error,
-// 503 unavailable_error, else server_error. code is the status.
-nlohmann::json error_body(int status, const std::string& message, const std::string& param = {});
+// 503 unavailable_error, else server_error. code is the status, or `code`
+// when given (OpenAI's string codes: "context_length_exceeded").
+nlohmann::json error_body(int status, const std::string& message, const std::string& param = {},
+                          const std::string& code = {});
 
 // The whole non-streamed reply for `req` (choices in order prompts x n). A
 // chat reply with req.chat_output is parsed (runtime::parse_output, choice

@@ -21,6 +21,39 @@ struct Case {
   int64_t hd, hd_v, n_gqa, n_groups, capacity, first, last;
 };
 
+// The rows of a circular cache of `capacity` positions (k, v: position p in
+// slot p % capacity, k_stride / v_stride values a row) for positions
+// [0, n_pos), laid out as model::KvCache's pages hold them: pages of
+// 2^shift positions (8 here, so ranges cross many pages), each K rows then V
+// rows, stored in reverse order in memory (the kernels must follow the
+// table, not assume pages follow one another).
+struct Paged {
+  std::vector<quant::ggml_fp16_t> mem;
+  std::vector<const quant::ggml_fp16_t*> table;
+  int64_t k_stride = 0, v_stride = 0;
+  int shift = 3;
+  KvLayerView view(const float* sinks = nullptr) const {
+    return {table.data(), 0, (int64_t{1} << shift) * k_stride, k_stride, v_stride, shift, sinks};
+  }
+};
+
+Paged paged(const std::vector<quant::ggml_fp16_t>& k, const std::vector<quant::ggml_fp16_t>& v, int64_t k_stride,
+            int64_t v_stride, int64_t capacity, int64_t n_pos) {
+  Paged pg;
+  pg.k_stride = k_stride;
+  pg.v_stride = v_stride;
+  const int64_t page = int64_t{1} << pg.shift, n_pages = (n_pos + page - 1) / page;
+  const int64_t page_elems = page * (k_stride + v_stride);
+  pg.mem.assign(static_cast<size_t>(n_pages * page_elems), 0);
+  for (int64_t i = 0; i < n_pages; ++i) pg.table.push_back(pg.mem.data() + (n_pages - 1 - i) * page_elems);
+  for (int64_t p = 0; p < n_pos; ++p) {
+    quant::ggml_fp16_t* base = const_cast<quant::ggml_fp16_t*>(pg.table[static_cast<size_t>(p / page)]);
+    std::copy_n(&k[(p % capacity) * k_stride], k_stride, base + (p % page) * k_stride);
+    std::copy_n(&v[(p % capacity) * v_stride], v_stride, base + page * k_stride + (p % page) * v_stride);
+  }
+  return pg;
+}
+
 using Attention = OpsTablesWith<Case>;
 
 TEST_P(Attention, EqualsScalarAndDoubleReference) {
@@ -36,8 +69,9 @@ TEST_P(Attention, EqualsScalarAndDoubleReference) {
   // Attention sinks (gpt-oss), one per head of every group, or none.
   std::vector<float> sink_logits(static_cast<size_t>(c.n_gqa * c.n_groups));
   for (auto& x : sink_logits) x = nd(rng) * 3.0f;
+  const Paged pg = paged(k, v, k_stride, v_stride, c.capacity, c.last + 1);
   for (const bool with_sinks : {false, true}) {
-  const KvLayerView view{k.data(), v.data(), k_stride, v_stride, c.capacity, with_sinks ? sink_logits.data() : nullptr};
+  const KvLayerView view = pg.view(with_sinks ? sink_logits.data() : nullptr);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
   const int64_t g = c.n_groups - 1;
   std::vector<float> a(static_cast<size_t>(c.n_gqa * c.hd_v)), b(a.size());
@@ -124,7 +158,10 @@ void expect_block_equals_group(const OpsTable& t, const BlockData& b,
                                int64_t hd_v, int64_t n_groups, int64_t capacity, int64_t bk,
                                const float* sinks = nullptr) {
   const int64_t n_rows = static_cast<int64_t>(ranges.size());
-  const KvLayerView view{b.k.data(), b.v.data(), b.k_stride, b.v_stride, capacity, sinks};
+  int64_t n_pos = 0;
+  for (const auto& r : ranges) n_pos = std::max(n_pos, r.second + 1);
+  const Paged pg = paged(b.k, b.v, b.k_stride, b.v_stride, capacity, n_pos);
+  const KvLayerView view = pg.view(sinks);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t q_row = n_groups * n_gqa * hd, o_row = n_groups * n_gqa * hd_v;
   std::vector<float> want(static_cast<size_t>(n_rows * o_row)), got_t(want.size(), NAN), got_d(want.size(), NAN);
@@ -195,10 +232,11 @@ INSTANTIATE_TEST_SUITE_P(
 TEST_P(OpsTables, AttentionMaskedPositionsAreIgnored) {
   const int64_t n_rows = 20, n_gqa = 4, hd = 64, hd_v = 64, n_groups = 2, capacity = 160, n_swa = 37;
   BlockData b = make_block_data(n_rows, n_gqa, hd, hd_v, n_groups, capacity, 123);
-  const KvLayerView view{b.k.data(), b.v.data(), b.k_stride, b.v_stride, capacity, nullptr};
   const float scale = 1.0f / 8.0f;
   const int64_t q_row = n_groups * n_gqa * hd, o_row = n_groups * n_gqa * hd_v;
   const auto run = [&](const OpsTable& t, std::vector<float>& out) {
+    const Paged pg = paged(b.k, b.v, b.k_stride, b.v_stride, capacity, 105 + n_rows);
+    const KvLayerView view = pg.view();
     AttentionScratch sc;
     out.assign(static_cast<size_t>(n_rows * o_row), NAN);
     for (int64_t g = 0; g < n_groups; ++g) {
@@ -216,6 +254,8 @@ TEST_P(OpsTables, AttentionMaskedPositionsAreIgnored) {
   ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << quant::isa_name(table().isa);
   AttentionScratch sg;
   std::vector<float> ref(static_cast<size_t>(hd_v * n_gqa));
+  const Paged pg = paged(b.k, b.v, b.k_stride, b.v_stride, capacity, 105 + n_rows);
+  const KvLayerView view = pg.view();
   for (int64_t g = 0; g < n_groups; ++g)
     for (int64_t r = 0; r < n_rows; ++r) {
       const int64_t pos = 105 + r;

@@ -92,6 +92,49 @@ TEST(Api, ForkAndEmbeddingRows) {
 // layers and heads differ): a clear Error, nothing written (it used to write
 // past the smaller model's KV cache). Even two loads of one file are two
 // models.
+// Context::share_kv: sequences share one pool of pages; a decode that needs
+// more pages than are free is Error(out_of_range) and changes no sequence
+// (the same decode succeeds once pages come back, with the logits of a
+// sequence of its own); forks share whole pages.
+TEST(Api, SharedKvPoolRunsOutCleanly) {
+  const Model model = Model::load(data_path("models/stories260K.gguf"));
+  Context ctx(model, 1);
+  EXPECT_EQ(ctx.kv_pool().n_pages, 0);  // none until share_kv
+  EXPECT_THROW(ctx.share_kv(0), Error);
+  ctx.share_kv(128);  // 2 pages of 64
+  EXPECT_EQ(ctx.kv_pool().page_size, 64);
+  EXPECT_EQ(ctx.kv_pool().n_pages, 2);
+  Sequence a = ctx.new_sequence(128), b = ctx.new_sequence(128);
+  const std::vector<token_id> ids = model.tokenizer().tokenize(
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun with her dog. "
+      "One day, she saw a big red ball in the park and ran to get it.",
+      true, false);
+  ASSERT_GT(ids.size(), 20u);
+  ASSERT_LT(ids.size(), 64u);
+  ctx.decode(a, ids);  // page 1 of 2
+  EXPECT_EQ(a.kv_pages(), 1);
+  Sequence c = a.fork(a.n_past());  // a partial page: copied (page 2 of 2)
+  EXPECT_EQ(ctx.kv_pool().n_used, 2);
+  EXPECT_EQ(b.kv_pages_needed(1), 1);
+  try {
+    ctx.decode(b, ids);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::out_of_range);
+    EXPECT_NE(std::string(e.what()).find("KV pool full"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(b.n_past(), 0);  // unchanged
+  c.clear();
+  const std::span<const float> l = ctx.decode(b, ids);
+  const std::vector<float> got(l.begin(), l.end());
+  EXPECT_EQ(b.n_past(), static_cast<int64_t>(ids.size()));
+  Context alone(model, 1);
+  Sequence own = alone.new_sequence(128);
+  const std::span<const float> want = alone.decode(own, ids);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+}
+
 TEST(Api, SequenceOfAnotherModelIsRefused) {
   const Model small = Model::load(data_path("models/stories260K.gguf"));
   const Model other = Model::load(data_path("models/tiny-llama-f32.gguf"));

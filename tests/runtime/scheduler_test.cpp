@@ -166,7 +166,7 @@ SchedulerParams sched_params(int np, int threads) {
   SchedulerParams p;
   p.n_parallel = np;
   p.n_threads = threads;
-  p.n_ctx = 256;
+  p.n_ctx = 256 * np;  // the pool all slots share: 256 positions a slot, so they run side by side
   p.n_batch = 24;  // small: prompt chunks and budget limits happen often
   p.n_ubatch = 8;
   p.max_queue = 64;
@@ -322,6 +322,8 @@ TEST(Scheduler, CancelFreesTheSlotAndItsKvRows) {
   EXPECT_EQ(mt.requests_deferred, 0);
   EXPECT_EQ(mt.kv_cells_used, 0);
   EXPECT_GT(mt.kv_cells_cached, 0);  // kept for the prompt cache
+  // Its pages: only those of the prompt cache (64 positions a page).
+  EXPECT_EQ(mt.kv_pages_used, (mt.kv_cells_cached + mt.kv_page_size - 1) / mt.kv_page_size);
   EXPECT_FALSE(s.cancel(ia));        // already over
   // The slot serves the next request.
   Collector c;
@@ -330,6 +332,142 @@ TEST(Scheduler, CancelFreesTheSlotAndItsKvRows) {
   c.attach(rc);
   ASSERT_TRUE(s.try_submit(std::move(rc)).has_value());
   EXPECT_EQ(c.get().tokens.size(), 3u);
+}
+
+// Request r run alone on a sequence of its own (a standalone pool of n_ctx
+// positions), with the single-sequence loop the CLI uses.
+Reply cold_run(const Model& m, const Request& r, int64_t n_ctx) {
+  Context ctx(m, 1);
+  Sequence seq = ctx.new_sequence(n_ctx);
+  const GenerationResult g = generate(ctx, seq, r.prompt, r.params);
+  Reply w;
+  w.tokens = g.tokens;
+  w.text = g.text;
+  w.logprobs = g.logprobs;
+  for (const auto& v : g.top_logprobs) w.top.insert(w.top.end(), v.begin(), v.end());
+  w.finish = g.finish_reason;
+  return w;
+}
+
+// -c is one pool for every slot: a long request and short ones in a pool of
+// 192 positions (3 pages of 64), far less than n_parallel x the longest.
+// The short ones outgrow it together, so the newest is preempted (its pages
+// taken back, resumed later); every reply is byte-identical to the request
+// run alone on a sequence of its own (Context::new_sequence, a standalone
+// pool), the seeded ones too (the sampler's state goes on where it was), and
+// when all is over the pages held are exactly those of the slots' prompt
+// caches.
+TEST(Scheduler, SharedPoolPreemptsAndRepliesStayByteIdentical) {
+  const Model m = Model::load(data_path("models/stories260K.gguf"));
+  SchedulerParams p = sched_params(4, 2);
+  p.n_ctx = 192;
+  std::vector<Request> reqs;
+  for (int i : {0, 2, 4}) {  // short prompts, long replies: two pages each
+    Request r;
+    r.prompt = prompt_of(m, kTexts[i]);
+    r.params.max_tokens = 100;
+    r.params.ignore_eos = true;
+    r.params.sampling.seed = 7 + static_cast<uint32_t>(i);
+    r.params.sampling.temp = i == 2 ? 0.0f : 0.8f;
+    r.params.n_probs = 2;
+    reqs.push_back(r);
+  }
+  Request long_req;
+  long_req.prompt = prompt_of(m, kTexts[3]);
+  ASSERT_GT(long_req.prompt.size(), 40u);
+  ASSERT_LT(long_req.prompt.size(), 150u);
+  long_req.params.max_tokens = static_cast<int32_t>(185 - long_req.prompt.size());
+  long_req.params.ignore_eos = true;
+  long_req.params.sampling.seed = 3;
+  long_req.params.logprobs = true;
+  reqs.push_back(long_req);
+
+  std::vector<Reply> want;
+  for (const Request& r : reqs) want.push_back(cold_run(m, r, p.n_ctx));
+
+  Scheduler s(m, p);
+  EXPECT_EQ(s.n_ctx(), 192);
+  std::vector<std::unique_ptr<Collector>> got;
+  for (Request r : reqs) {
+    got.push_back(std::make_unique<Collector>());
+    got.back()->attach(r);
+    ASSERT_TRUE(s.try_submit(std::move(r)).has_value());
+  }
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const Reply r = got[i]->get();
+    EXPECT_TRUE(r.error.empty()) << r.error;
+    EXPECT_EQ(r.tokens.size(), static_cast<size_t>(reqs[i].params.max_tokens)) << "request " << i;
+    expect_same_bytes(want[i], r, "request " + std::to_string(i));
+  }
+  s.wait_idle();
+  const SchedulerMetrics mt = s.metrics();
+  EXPECT_GT(mt.preemptions_total, 0u) << "the pool never ran out: the test does not reach preemption";
+  EXPECT_EQ(mt.kv_page_size, 64);
+  EXPECT_EQ(mt.kv_pages_total, 3);
+  EXPECT_EQ(mt.kv_cells_total, 192);
+  EXPECT_EQ(mt.kv_cells_used, 0);
+  int64_t cache_pages = 0;
+  for (const SlotState& st : s.slots()) cache_pages += (st.n_prompt_tokens + 63) / 64;
+  EXPECT_EQ(mt.kv_pages_used, cache_pages);
+  EXPECT_LE(mt.kv_pages_used, mt.kv_pages_total);
+}
+
+// Shared prefixes: B arrives while A runs, their prompts share 1,000 tokens.
+// B's slot takes A's whole pages by reference (a fork) instead of computing
+// them again: cached_tokens reports them, the pool holds the prefix once,
+// and both replies are byte-identical to cold runs alone.
+TEST(Scheduler, SharedPrefixIsStoredOnce) {
+  const Model m = Model::load(data_path("models/stories260K.gguf"));
+  SchedulerParams p = sched_params(2, 2);
+  p.n_ctx = 2048;
+  std::vector<token_id> prefix;
+  for (int i = 0; prefix.size() < 1000; ++i) {
+    const std::vector<token_id> part = prompt_of(m, kTexts[i % 8]);
+    prefix.insert(prefix.end(), part.begin() + (prefix.empty() ? 0 : 1), part.end());  // one BOS
+  }
+  prefix.resize(1000);
+  Request a, b;
+  a.prompt = b.prompt = prefix;
+  for (token_id t : m.tokenizer().tokenize(" The dog", false, false)) a.prompt.push_back(t);
+  for (token_id t : m.tokenizer().tokenize(" A bird sang", false, false)) b.prompt.push_back(t);
+  a.params.max_tokens = 60;
+  b.params.max_tokens = 20;
+  a.params.ignore_eos = b.params.ignore_eos = true;
+  a.params.sampling.seed = 11;
+  b.params.sampling.seed = 12;
+  b.params.logprobs = true;
+  const std::vector<Reply> want = {cold_run(m, a, p.n_ctx), cold_run(m, b, p.n_ctx)};
+
+  Scheduler s(m, p);
+  Collector ca, cb;
+  std::future<void> a_generates = ca.reached(1);
+  int64_t pages_both = -1;
+  cb.on_step = [&](const GeneratedToken&, int step) {
+    if (step == 3) pages_both = s.metrics().kv_pages_used;  // A still runs (60 tokens)
+  };
+  Request ra = a, rb = b;
+  ca.attach(ra);
+  cb.attach(rb);
+  ASSERT_TRUE(s.try_submit(std::move(ra)).has_value());
+  a_generates.wait();  // A's prompt is in its pages
+  ASSERT_TRUE(s.try_submit(std::move(rb)).has_value());
+  const Reply got_b = cb.get(), got_a = ca.get();
+  expect_same_bytes(want[0], got_a, "A");
+  expect_same_bytes(want[1], got_b, "B");
+  EXPECT_EQ(got_a.n_cached, 0);
+  size_t common = 0;
+  while (a.prompt[common] == b.prompt[common]) ++common;
+  EXPECT_GE(common, 1000u);  // the prefix, and maybe the tails' first token
+  EXPECT_EQ(got_b.n_cached, static_cast<int64_t>(common));  // forked from A's slot
+  EXPECT_NE(got_a.slot, got_b.slot);
+  // Both running: A's pages (its prompt and reply, 17 pages) and B's own
+  // (the copied page 15, where the prompts part, and its tail, 1 or 2),
+  // not two copies of the 15 full pages of the prefix.
+  const int64_t a_pages = (static_cast<int64_t>(a.prompt.size()) + 3 + 63) / 64;
+  EXPECT_GE(pages_both, a_pages);
+  EXPECT_LE(pages_both, a_pages + 3);
+  s.wait_idle();
+  EXPECT_EQ(s.metrics().cached_tokens_total, common);
 }
 
 TEST(Scheduler, FullQueueRefuses) {
@@ -456,7 +594,7 @@ TEST(Scheduler, PromptCacheAndCloseTurnAndMetrics) {
   EXPECT_EQ(mt.cached_tokens_total, static_cast<uint64_t>(w.n_cached));
   EXPECT_EQ(mt.prompt_tokens_total, r1.prompt.size() + 2 * turn2.size() - static_cast<uint64_t>(w.n_cached));
   EXPECT_EQ(mt.tokens_predicted_total, 5u + 8u + 8u);
-  EXPECT_EQ(mt.kv_cells_total, 2 * 256);
+  EXPECT_EQ(mt.kv_cells_total, 2 * 256);  // -c: the pool both slots share
   EXPECT_EQ(mt.kv_cells_used, 0);
 }
 

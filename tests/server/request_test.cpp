@@ -161,6 +161,19 @@ TEST_F(RequestTest, BadFieldsAreNamed) {
   expect(Route::completion, R"({"prompt":"a","n_predict":-2})", "n_predict", "-2");
   std::string long_prompt(2000, 'x');
   expect(c, R"({"prompt":")" + long_prompt + R"("})", "prompt", "n_ctx = 128");
+  // Longer than the pool any request may fill: OpenAI's context_length_exceeded
+  // (error_body writes it as "code"); other 400s carry the status.
+  try {
+    parse_completion_request(c, R"({"prompt":")" + long_prompt + R"("})", rc());
+    ADD_FAILURE() << "accepted";
+  } catch (const HttpError& e) {
+    EXPECT_EQ(e.code(), "context_length_exceeded");
+    const nlohmann::json body = error_body(e.status(), e.what(), e.param(), e.code());
+    EXPECT_EQ(body["error"]["code"], "context_length_exceeded");
+    EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+    EXPECT_EQ(body["error"]["param"], "prompt");
+  }
+  EXPECT_EQ(error_body(400, "x")["error"]["code"], 400);
   expect(c, "not json", "", "not valid JSON");
   expect(c, "[1]", "", "JSON object");
   expect(c, std::string(100000, '['), "", "deeper than 64");

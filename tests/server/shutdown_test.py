@@ -20,9 +20,10 @@ import requests
 from test_serve import SYNAPSE, Server
 
 MODEL = "stories260K.gguf"
-# Long replies: 16 slots of 4096 positions on one thread take many seconds to
-# fill, so every stream is still generating when the signal comes.
-ARGS = ("-np", "16", "-c", "4096", "-t", "1", "--metrics")
+# Long replies: 16 slots of 4096 positions (-c is the pool they share) on one
+# thread take many seconds to fill, so every stream is still generating when
+# the signal comes.
+ARGS = ("-np", "16", "-c", "65536", "-t", "1", "--metrics")
 
 
 def body(i, chat):

@@ -244,19 +244,21 @@ def auth(key=KEY):
 
 
 def is_error(r, status):
-    """The error object of a reply that must have HTTP `status` (OpenAI's shape, with a message)."""
+    """The error object of a reply that must have HTTP `status` (OpenAI's shape, with a message). Its code is
+    the status, or OpenAI's string for a prompt longer than -c (a 400)."""
     assert r.status_code == status, (r.status_code, r.text[:300])
     err = r.json()["error"]
-    assert err["code"] == status and err["message"], err
+    codes = (status, "context_length_exceeded") if status == 400 else (status,)
+    assert err["code"] in codes and err["message"], err
     return err
 
 
-def expect_400(srv, path, body, param, needle):
+def expect_400(srv, path, body, param, needle, code=400):
     r = srv.post(path, body, headers=auth())
     assert r.status_code == 400, (body, r.text)
     err = r.json()["error"]
     assert err["type"] == "invalid_request_error"
-    assert err["code"] == 400
+    assert err["code"] == code
     assert err["param"] == param, err
     assert needle in err["message"], err
 
@@ -283,7 +285,10 @@ def test_bad_requests_name_the_field(keyed):
     expect_400(keyed, p, dict(COMPLETIONS, max_tokens="10"), "max_tokens", "integer")
     expect_400(keyed, p, dict(COMPLETIONS, prompt=[-1]), "prompt[0]", "-1")
     expect_400(keyed, p, dict(COMPLETIONS, prompt=[1, 512]), "prompt[1]", "512")
-    expect_400(keyed, p, dict(COMPLETIONS, prompt="word " * 200), "prompt", "n_ctx = 64")
+    # A prompt longer than -c (the pool every request may fill): OpenAI's code.
+    expect_400(keyed, p, dict(COMPLETIONS, prompt="word " * 200), "prompt", "n_ctx = 64", "context_length_exceeded")
+    expect_400(keyed, "/v1/chat/completions", {"messages": [{"role": "user", "content": "word " * 200}]}, "messages",
+               "n_ctx = 64", "context_length_exceeded")
     expect_400(keyed, p, dict(COMPLETIONS, logit_bias={"512": 1}), "logit_bias.512", "token id")
     expect_400(keyed, p, dict(COMPLETIONS, stop=["x"] * 17), "stop", "at most 16")
     expect_400(keyed, p, dict(COMPLETIONS, seed=2**40), "seed", str(2**40))
@@ -448,6 +453,11 @@ def test_disconnect_frees_the_slot():
             assert time.time() < deadline, "the slot of a closed stream is still busy"
             time.sleep(0.05)
         assert gauge("llamacpp:kv_cache_tokens") == 0
+        # The hung-up request's pages are back: only the prompt cache's are held.
+        cached = gauge("synapse:kv_cells_cached")
+        assert cached > 0
+        assert gauge("synapse:kv_pages_used") == -(-cached // gauge("synapse:kv_page_size"))
+        assert gauge("synapse:kv_pages_free") == gauge("synapse:kv_pages_total") - gauge("synapse:kv_pages_used")
         predicted = gauge("llamacpp:tokens_predicted_total")
         assert predicted < 200  # not run on to the context's 2048 tokens
         time.sleep(0.5)
