@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/model.hpp"
+#include "model/delta_net.hpp"
 #include "kernels/matmul.hpp"
 #include "model/kv_cache.hpp"
 #include "base/thread_pool.hpp"
@@ -42,6 +43,11 @@ struct ForwardScratch {
   std::vector<float> x, cur, q, k, v, att, tmp, gate, up, rope_cos, rope_sin, rope_cos_swa, rope_sin_swa, q_temp;
   std::vector<float> normed;  // [n_wanted][n_embd]: the final-normed rows whose logits are wanted
   std::vector<BatchRow> one_seq;  // forward's rows
+  // Qwen3.5: the attention layers' q projection [n][2 x n_q] (per head q,
+  // then its output gate), RoPE at position 0 (IMROPE's 4th section), the
+  // DeltaNet layers' buffers.
+  std::vector<float> attn_gate, rope_cos0, rope_sin0;
+  DeltaNetScratch delta_net;
   kernels::ActivationBuffers act;  // the quantized and packed activation rows of every product
 };
 
@@ -105,8 +111,9 @@ class ProductObserver {
 //
 // Throws Error(out_of_range) for a token id outside [0, n_vocab) or a
 // sequence index outside `seqs`, Error(invalid_argument) for an empty batch
-// or when a sequence would pass its n_ctx (naming the numbers); no cache is
-// changed then.
+// or when a sequence would pass its n_ctx (naming the numbers), or when the
+// model has recurrent layers and a sequence's cache holds no recurrent state
+// of its size (a cache not from make_kv_cache); no cache is changed then.
 void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::span<const BatchRow> rows,
                    std::vector<float>& logits, base::ThreadPool& pool, ForwardScratch* scratch = nullptr,
                    ForwardOutput what = ForwardOutput::logits, ProductObserver* observer = nullptr);
@@ -119,7 +126,8 @@ void forward(const Model& m, model::KvCache& kv, std::span<const token_id> token
              ProductObserver* observer = nullptr);
 
 // A KV cache sized for model `m` and `n_ctx` positions (the sliding window,
-// if the model has one, bounds the rows actually stored).
+// if the model has one, bounds the rows actually stored), with the recurrent
+// state of a hybrid model's DeltaNet layers (make_recurrent_state).
 model::KvCache make_kv_cache(const Model& m, int64_t n_ctx);
 
 }  // namespace synapse::model

@@ -25,18 +25,21 @@ void KvCache::check_prefix(const char* what, int64_t n_prefix) const {
                                             std::to_string(n_past_ - capacity_) +
                                             " have left the sliding-window cache; cannot keep a prefix of " +
                                             std::to_string(n_prefix));
+  recurrent_.check_keep(what, n_prefix, n_past_);
 }
 
 KvCache KvCache::fork(int64_t n_prefix) const {
   check_prefix("fork", n_prefix);
   KvCache copy = *this;
   copy.n_past_ = n_prefix;
+  if (n_prefix == 0) copy.recurrent_.clear();
   return copy;
 }
 
 void KvCache::truncate(int64_t n_keep) {
   check_prefix("truncate", n_keep);
   n_past_ = n_keep;
+  if (n_keep == 0) recurrent_.clear();
 }
 
 }  // namespace synapse::model

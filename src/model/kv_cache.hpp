@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/huge_pages.hpp"
+#include "model/recurrent_state.hpp"
 #include "quant/fp16.hpp"
 
 namespace synapse::model {
@@ -31,12 +32,17 @@ class KvCache {
   int64_t capacity() const { return capacity_; }  // rows per layer actually stored
   int64_t n_past() const { return n_past_; }      // positions 0 .. n_past-1 are cached
   void set_n_past(int64_t n) { n_past_ = n; }
-  void clear() { n_past_ = 0; }
+  void clear() {
+    n_past_ = 0;
+    recurrent_.clear();
+  }
 
   // A copy holding positions [0, n_prefix) of this sequence (a fork shares
   // the prompt, then the two continue apart). Throws Error(invalid_argument)
   // if n_prefix > n_past(), or if a circular buffer no longer holds every
-  // position the copy would need to read.
+  // position the copy would need to read, or if the sequence has a recurrent
+  // state and n_prefix is neither n_past() nor 0 (RecurrentState::check_keep:
+  // such a state cannot be cut back).
   KvCache fork(int64_t n_prefix) const;
   // Keeps positions [0, n_keep) in place (the next row is position n_keep).
   // Throws as fork().
@@ -51,6 +57,12 @@ class KvCache {
   // Bytes held by K and V together.
   size_t bytes() const { return (k_.size() + v_.size()) * sizeof(quant::ggml_fp16_t); }
 
+  // The sequence's recurrent state beside its K/V rows (hybrid models, e.g.
+  // Qwen3.5's DeltaNet layers; empty otherwise): cleared, forked and
+  // truncated with the cache, under RecurrentState's rules.
+  RecurrentState& recurrent() { return recurrent_; }
+  const RecurrentState& recurrent() const { return recurrent_; }
+
  private:
   // Error(invalid_argument) unless positions [0, n_prefix) can be kept.
   void check_prefix(const char* what, int64_t n_prefix) const;
@@ -60,6 +72,7 @@ class KvCache {
   int64_t n_layer_, n_embd_k_, n_embd_v_, n_ctx_, capacity_;
   int64_t n_past_ = 0;
   std::vector<quant::ggml_fp16_t, base::HugePageAllocator<quant::ggml_fp16_t>> k_, v_;
+  RecurrentState recurrent_;
 };
 
 }  // namespace synapse::model
