@@ -148,10 +148,13 @@ class Sequence {
   // and the rows before it are kept as they are (reusing a cached prefix
   // without copying it). Throws Error(invalid_argument) if n_keep is outside
   // [0, n_past()], or if a sliding-window cache has already overwritten a
-  // position the kept prefix would need (as fork()).
+  // position the kept prefix would need (as fork()), or if the model has
+  // recurrent layers (Qwen3.5's DeltaNet: a state that folds in the whole
+  // prefix and cannot be cut back) and n_keep is neither n_past() nor 0.
   void truncate(int64_t n_keep);
   // A new sequence sharing positions [0, n_prefix) of this one (Error
-  // invalid_argument if n_prefix > n_past()).
+  // invalid_argument if n_prefix > n_past(), or under truncate()'s rules for
+  // sliding windows and recurrent layers).
   Sequence fork(int64_t n_prefix) const;
 
  private:

@@ -460,6 +460,68 @@ TEST(Scheduler, PromptCacheAndCloseTurnAndMetrics) {
   EXPECT_EQ(mt.kv_cells_used, 0);
 }
 
+// A hybrid model (Qwen3.5's DeltaNet layers, whose recurrent state cannot be
+// cut back): the next turn of a conversation, which extends the whole cached
+// sequence, reuses all of it and replies as a cold run does; a prompt that
+// shares only part of it starts again from position 0 (n_cached 0), and
+// replies as a cold run too.
+TEST(Scheduler, HybridModelReusesOnlyTheWholeCachedSequence) {
+  const Model m = Model::load(data_path("models/tiny-qwen35-q8_0.gguf"));
+  Scheduler s(m, sched_params(1, 1));
+  Collector first;
+  Request r1;
+  r1.prompt = prompt_of(m, "Once upon a time, there was a cat");
+  r1.params.sampling.temp = 0;
+  r1.params.max_tokens = 5;
+  r1.params.ignore_eos = true;
+  r1.params.close_turn = true;
+  first.attach(r1);
+  ASSERT_TRUE(s.try_submit(r1).has_value());
+  const Reply a = first.get();
+  s.wait_idle();
+  std::vector<token_id> turn2 = r1.prompt;
+  turn2.insert(turn2.end(), a.tokens.begin(), a.tokens.end());
+  turn2.push_back(end_of_turn_token(m.tokenizer()));
+  for (token_id t : prompt_of(m, "The dog")) turn2.push_back(t);
+  // Shares r1's prompt but not the reply: the cached sequence cannot be cut back to it.
+  std::vector<token_id> branch = r1.prompt;
+  for (token_id t : prompt_of(m, "The dog")) branch.push_back(t);
+  for (const auto& [prompt, want_cached] :
+       {std::make_pair(turn2, static_cast<int64_t>(r1.prompt.size() + a.tokens.size() + 1)),
+        std::make_pair(branch, int64_t{0})}) {
+    Request r2;
+    r2.prompt = prompt;
+    r2.params.sampling.seed = 5;
+    r2.params.max_tokens = 8;
+    r2.params.ignore_eos = true;
+    r2.params.logprobs = true;
+    r2.params.close_turn = true;
+    Collector warm, cold;
+    Request r2w = r2;
+    warm.attach(r2w);
+    ASSERT_TRUE(s.try_submit(std::move(r2w)).has_value());
+    const Reply w = warm.get();
+    EXPECT_EQ(w.n_cached, want_cached);
+    s.wait_idle();
+    Request r2c = r2;
+    r2c.cache_prompt = false;
+    cold.attach(r2c);
+    ASSERT_TRUE(s.try_submit(std::move(r2c)).has_value());
+    const Reply c = cold.get();
+    EXPECT_EQ(c.n_cached, 0);
+    expect_same_bytes(c, w, "hybrid: cache against cold");
+    s.wait_idle();
+    // Back to r1's conversation for the branch.
+    Collector again;
+    Request r1b = r1;
+    r1b.cache_prompt = false;
+    again.attach(r1b);
+    ASSERT_TRUE(s.try_submit(std::move(r1b)).has_value());
+    EXPECT_EQ(again.get().tokens, a.tokens);
+    s.wait_idle();
+  }
+}
+
 // issue 26: a reply cut by a disconnect (cancel) still ends its turn in the
 // cache, so the conversation's next request reuses all of it.
 TEST(Scheduler, CancelledReplyClosesItsTurn) {
