@@ -28,7 +28,10 @@ Usage (Debian's python3 has NumPy; gguf-py comes from the llama.cpp source):
       --shared /work/shared --llama-build /work/ref/llama-build --golden-dump /tmp/golden_dump \\
       --out tests/data
 Writes models/tiny-qwen35-{f32,q8_0}.gguf and golden/tiny-qwen35-*.{short,long}.{json,logits.f32}
-under --out, and prints the MANIFEST / PROVENANCE lines.
+under --out, and prints the MANIFEST / PROVENANCE lines. With --moe the same for the preset
+tiny-qwen35moe (arch qwen35moe: tiny-qwen35's first 3 layers with an MoE FFN of 8 experts of 64, top 2,
+softmax router renormalised, and a shared expert of 128 gated by sigmoid(ffn_gate_inp_shexp x)):
+tiny-qwen35moe-{f32,q8_0}.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ D_STATE = 32     # ssm.state_size: head dim of q, k and v
 N_GROUP = 2      # ssm.group_count: q/k heads
 N_V_HEADS = 4    # ssm.time_step_rank: v heads
 D_INNER = D_STATE * N_V_HEADS
+N_FF_SHEXP = 128  # qwen35moe: the shared expert's width
 # Gains (std = gain / sqrt(fan_in)) of the DeltaNet matrices; the rest are make_model's.
 QWEN35_GAINS = {"attn_qkv": 1.0, "attn_gate": 1.0, "ssm_beta": 1.0, "ssm_alpha": 1.0, "ssm_out": 0.3}
 
@@ -75,7 +79,7 @@ def load_make_model(shared: str):
     def tensor_specs(p):
         """qwen35's tensors as llama.cpp's llama_model_qwen35::load_arch_tensors names and shapes them
         (numpy order: ggml ne reversed)."""
-        if p.arch != "qwen35":
+        if p.arch not in ("qwen35", "qwen35moe"):
             return base_specs(p)
         S = mm.TensorSpec
         hd = p.head_dim
@@ -101,10 +105,21 @@ def load_make_model(shared: str):
                        S(b + "attn_q_norm.weight", (hd,), "norm"),
                        S(b + "attn_k_norm.weight", (hd,), "norm"),
                        S(b + "attn_output.weight", (p.n_embd, hd * p.n_head), "weight")]
-            ts += [S(b + "post_attention_norm.weight", (p.n_embd,), "norm"),
-                   S(b + "ffn_gate.weight", (p.n_ff, p.n_embd), "weight"),
-                   S(b + "ffn_down.weight", (p.n_embd, p.n_ff), "weight"),
-                   S(b + "ffn_up.weight", (p.n_ff, p.n_embd), "weight")]
+            ts.append(S(b + "post_attention_norm.weight", (p.n_embd,), "norm"))
+            if p.n_expert:  # qwen35moe: routed experts and the gated shared expert
+                e = p.n_expert
+                ts += [S(b + "ffn_gate_inp.weight", (e, p.n_embd), "router"),
+                       S(b + "ffn_gate_exps.weight", (e, p.n_ff, p.n_embd), "weight"),
+                       S(b + "ffn_down_exps.weight", (e, p.n_embd, p.n_ff), "weight"),
+                       S(b + "ffn_up_exps.weight", (e, p.n_ff, p.n_embd), "weight"),
+                       S(b + "ffn_gate_inp_shexp.weight", (p.n_embd,), "shexp_gate"),
+                       S(b + "ffn_gate_shexp.weight", (N_FF_SHEXP, p.n_embd), "weight"),
+                       S(b + "ffn_down_shexp.weight", (p.n_embd, N_FF_SHEXP), "weight"),
+                       S(b + "ffn_up_shexp.weight", (N_FF_SHEXP, p.n_embd), "weight")]
+            else:
+                ts += [S(b + "ffn_gate.weight", (p.n_ff, p.n_embd), "weight"),
+                       S(b + "ffn_down.weight", (p.n_embd, p.n_ff), "weight"),
+                       S(b + "ffn_up.weight", (p.n_ff, p.n_embd), "weight")]
         ts.append(S("output_norm.weight", (p.n_embd,), "norm"))
         ts.append(S("output.weight", (p.n_vocab, p.n_embd), "weight"))
         return ts
@@ -114,7 +129,13 @@ def load_make_model(shared: str):
     base_data = mm.make_data
 
     def make_data(spec, p, rng, std, norm_noise, dt):
-        if p.arch == "qwen35":
+        if p.arch in ("qwen35", "qwen35moe"):
+            if spec.kind == "shexp_gate":  # the shared expert's gate logit: sigmoid of about N(0, 1)
+                return (rng.standard_normal(spec.shape, dtype=np.float32) / np.float32(np.sqrt(p.n_embd))).astype(np.float32)
+            if spec.kind == "weight" and spec.role.endswith("_shexp"):
+                x = rng.standard_normal(spec.shape, dtype=np.float32)
+                return (x * np.float32(mm.structured_std(spec.role.replace("_shexp", ""), spec.shape[-1],
+                                                         p.gains))).astype(dt)
             if spec.kind == "conv":   # the short convolution's taps (stays F32: llama-quantize skips ssm_conv1d)
                 return (rng.standard_normal(spec.shape, dtype=np.float32) * np.float32(0.5)).astype(np.float32)
             if spec.kind == "dt":     # ssm_dt.bias
@@ -129,14 +150,23 @@ def load_make_model(shared: str):
     mm.make_data = make_data
 
     base_dtype = mm.tensor_dtype
-    mm.tensor_dtype = lambda spec, dtype: np.float32 if spec.kind in ("conv", "dt", "a") else base_dtype(spec, dtype)
+    mm.tensor_dtype = lambda spec, dtype: (np.float32 if spec.kind in ("conv", "dt", "a", "shexp_gate")
+                                           else base_dtype(spec, dtype))
 
     class Qwen35Writer(mm.Writer):
         """make_model's writer; for qwen35 also the keys its converter writes: the partial
         rope dimension count and its sections, the DeltaNet sizes, the attention interval."""
 
+        def add_feed_forward_length(self, length):
+            if self.arch != "qwen35moe":
+                return super().add_feed_forward_length(length)
+            # as Qwen3.5-MoE files: the expert and shared-expert widths
+            super().add_feed_forward_length(N_FF_SHEXP)
+            self.add_expert_feed_forward_length(length)
+            self.add_expert_shared_feed_forward_length(N_FF_SHEXP)
+
         def add_rope_dimension_count(self, count):
-            if self.arch != "qwen35":
+            if self.arch not in ("qwen35", "qwen35moe"):
                 return super().add_rope_dimension_count(count)
             super().add_rope_dimension_count(N_ROT)
             self.add_rope_dimension_sections(SECTIONS)
@@ -148,11 +178,29 @@ def load_make_model(shared: str):
             self.add_full_attention_interval(INTERVAL)
 
     mm.Writer = Qwen35Writer
+    mm.PRESETS["tiny-qwen35moe"] = mm.Preset(
+        arch="qwen35moe", n_layer=3, n_embd=128, n_head=4, n_head_kv=2, n_ff=64,
+        n_vocab=N_VOCAB, n_ctx=262144, rope_theta=10000000.0, rms_eps=1e-6, tied=False,
+        tokenizer="bpe", bpe_pre="qwen2", special="qwen3", head_dim=64, qk_norm=True,
+        n_expert=8, n_expert_used=2,
+        gains={**mm.STRUCTURED_GAINS, **QWEN35_GAINS}, norm_noise=0.1,
+        description="golden: Qwen3.5-MoE style hybrid, 2 Gated DeltaNet + 1 gated attention layer with an MoE FFN (8 experts of 64, "
+                    "top 2) and a sigmoid-gated shared expert of 128")
     return mm
 
 
 def main() -> int:
-    a = parse_args(__doc__)
+    a = parse_args(__doc__, lambda ap: ap.add_argument(
+        "--moe", action="store_true", help="write tiny-qwen35moe (qwen35moe) instead of tiny-qwen35"))
+    if a.moe:
+        write_preset_cases(
+            a, load_make_model(a.shared), "tiny-qwen35moe", "Q8_0", N_VOCAB,
+            lambda note: f"scripts/golden/make_tiny_qwen35.py --moe: preset tiny-qwen35moe ({note}): arch qwen35moe, "
+                         "3 layers as tiny-qwen35's first three (0 and 1 Gated DeltaNet, 2 gated attention) with "
+                         "qwen35moe's FFN: softmax router over 8 "
+                         "experts of 64, top 2 renormalised, plus the shared expert of 128 times "
+                         "sigmoid(ffn_gate_inp_shexp x)")
+        return 0
     write_preset_cases(
         a, load_make_model(a.shared), "tiny-qwen35", "Q8_0", N_VOCAB,
         lambda note: f"scripts/golden/make_tiny_qwen35.py: preset tiny-qwen35 ({note}): arch qwen35, 6 layers "

@@ -189,6 +189,32 @@ void moe_rows(const HParams& hp, const Layer& L, const float* h, float* out, int
   }
 }
 
+// Qwen3.5-MoE's shared expert over n rows (llama.cpp v0.5.0
+// src/models/qwen35moe.cpp build_layer_ffn): out += down(silu(gate h) * up h)
+// * sigmoid(ffn_gate_inp_shexp h), the routed experts' sum first (ggml_add of
+// the MoE output and the gated shared one). h, out: [n][n_embd].
+void shared_expert_rows(const HParams& hp, const Layer& L, const float* h, float* out, int64_t n,
+                        base::ThreadPool& pool, kernels::ActivationBuffers* buffers, ProductObserver* obs) {
+  const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff_shexp;
+  std::vector<float> gate(static_cast<size_t>(n * n_ff)), up(gate.size()), logit(static_cast<size_t>(n)),
+      y(static_cast<size_t>(n * n_embd));
+  observe(obs, {&L.ffn_up_shexp, &L.ffn_gate_shexp, &L.ffn_gate_inp_shexp}, h, n, n_embd);
+  {
+    kernels::Activations act(h, n, n_embd, buffers);
+    const kernels::MatmulOut outs[] = {
+        {&L.ffn_gate_shexp, gate.data()}, {&L.ffn_up_shexp, up.data()}, {&L.ffn_gate_inp_shexp, logit.data()}};
+    kernels::matmul_many(outs, act, pool);
+  }
+  kernels::swiglu_rows(gate.data(), up.data(), gate.data(), n, n_ff);
+  observe(obs, {&L.ffn_down_shexp}, gate.data(), n, n_ff);
+  kernels::Activations par(gate.data(), n, n_ff, buffers);
+  kernels::matmul(L.ffn_down_shexp, par, y.data(), pool);
+  for (int64_t i = 0; i < n; ++i) {
+    const float s = kernels::sigmoid(logit[static_cast<size_t>(i)]);
+    for (int64_t d = i * n_embd; d < (i + 1) * n_embd; ++d) out[d] += y[d] * s;
+  }
+}
+
 }  // namespace
 
 model::KvCache make_kv_cache(const Model& m, int64_t n_ctx) {
@@ -464,6 +490,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
     });
     if (hp.n_expert > 0) {
       moe_rows(hp, L, cur.data(), tmp.data(), n, pool, &sc.act, obs);
+      if (hp.n_ff_shexp > 0) shared_expert_rows(hp, L, cur.data(), tmp.data(), n, pool, &sc.act, obs);
     } else {
       observe(obs, {&L.ffn_gate, &L.ffn_up}, cur.data(), n, n_embd);
       kernels::Activations act(cur.data(), n, n_embd, &sc.act);

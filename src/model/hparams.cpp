@@ -31,7 +31,8 @@ struct Keys {
 constexpr std::pair<std::string_view, Arch> kArchs[] = {
     {"llama", Arch::llama},       {"mistral", Arch::mistral},   {"qwen2", Arch::qwen2}, {"qwen3", Arch::qwen3},
     {"qwen3moe", Arch::qwen3moe}, {"mistral3", Arch::mistral3}, {"phi3", Arch::phi3},
-    {"gpt-oss", Arch::gpt_oss},   {"gemma3", Arch::gemma3},     {"qwen35", Arch::qwen35}};
+    {"gpt-oss", Arch::gpt_oss},   {"gemma3", Arch::gemma3},     {"qwen35", Arch::qwen35},
+    {"qwen35moe", Arch::qwen35moe}};
 
 // llama.cpp's load_swa_pattern: attention.sliding_window_pattern as one bool
 // per layer, or an integer n (default n_pattern): layer il slides when
@@ -90,7 +91,8 @@ void read_gemma3(const Keys& k, HParams& hp) {
 // (il + 1) % n == 0. The graph (delta-net-base.cpp) asserts q/k and v heads
 // of one size (d_inner / time_step_rank == state_size) and v heads a
 // multiple of the q/k heads; its attention layers assert key_length ==
-// value_length. MTP layers (nextn_predict_layers) are not run.
+// value_length. MTP layers (nextn_predict_layers) are not run. qwen35moe
+// reads the same (its FFN aside).
 // An array item's integer (signed or unsigned), a bool as 0/1; -1 for any other type.
 int64_t item_int(const gguf::Value& v) {
   switch (v.type) {
@@ -207,12 +209,12 @@ HParams read_hparams(const gguf::File& f) {
   hp.n_ctx_train = k.i64("context_length").value_or(0);
   hp.n_expert = k.i64("expert_count").value_or(0);
   hp.n_expert_used = k.i64("expert_used_count").value_or(0);
-  if (hp.arch == Arch::qwen3moe) {
-    // llama.cpp v0.5.0 src/models/qwen3moe.cpp: every layer is MoE; an
-    // expert's width is expert_feed_forward_length, else n_ff / n_expert_used
-    // (feed_forward_length is then the dense width, unused).
-    if (hp.n_expert <= 0) fail(f, k.name("expert_count"), "qwen3moe needs experts (expert_count > 0)");
-    if (hp.n_expert_used <= 0) fail(f, k.name("expert_used_count"), "qwen3moe needs expert_used_count > 0");
+  if (hp.arch == Arch::qwen3moe || hp.arch == Arch::qwen35moe) {
+    // llama.cpp v0.5.0 src/models/qwen3moe.cpp and qwen35moe.cpp: every layer
+    // is MoE; an expert's width is expert_feed_forward_length, else n_ff /
+    // n_expert_used (feed_forward_length is then the dense width, unused).
+    if (hp.n_expert <= 0) fail(f, k.name("expert_count"), hp.arch_name + " needs experts (expert_count > 0)");
+    if (hp.n_expert_used <= 0) fail(f, k.name("expert_used_count"), hp.arch_name + " needs expert_used_count > 0");
     if (auto v = k.i64("expert_feed_forward_length")) {
       hp.n_ff = *v;
     } else {
@@ -222,6 +224,12 @@ HParams read_hparams(const gguf::File& f) {
              "missing, and feed_forward_length " + std::to_string(n_ff_dense) +
                  " is not a multiple of expert_used_count " + std::to_string(hp.n_expert_used));
       hp.n_ff = n_ff_dense / hp.n_expert_used;
+    }
+    if (hp.arch == Arch::qwen35moe) {  // qwen35moe.cpp: the shared expert's width, default n_ff
+      const std::optional<int64_t> dense = k.i64("feed_forward_length");
+      hp.n_ff_shexp = k.i64("expert_shared_feed_forward_length").value_or(dense.value_or(0));
+      if (hp.n_ff_shexp <= 0 || hp.n_ff_shexp > (1 << 22))
+        fail(f, k.name("expert_shared_feed_forward_length"), "missing (and no feed_forward_length) or out of range");
     }
   } else if (hp.arch == Arch::gpt_oss) {
     // llama.cpp v0.5.0 src/models/openai-moe.cpp: every layer is MoE, an
@@ -260,7 +268,7 @@ HParams read_hparams(const gguf::File& f) {
   // mistral3 is normal.
   const bool neox = hp.arch == Arch::qwen2 || hp.arch == Arch::qwen3 || hp.arch == Arch::qwen3moe ||
                     hp.arch == Arch::phi3 || hp.arch == Arch::gpt_oss || hp.arch == Arch::gemma3 ||
-                    hp.arch == Arch::qwen35;  // IMROPE rotates NEOX's pairs
+                    hp.arch == Arch::qwen35 || hp.arch == Arch::qwen35moe;  // IMROPE rotates NEOX's pairs
   hp.rope_type = neox ? RopeType::neox : RopeType::normal;
 
   // RoPE scaling: llama.cpp's llm_load_hparams + llama_context.
@@ -333,7 +341,7 @@ HParams read_hparams(const gguf::File& f) {
   hp.scale_q_before_kq = hp.arch == Arch::phi3;
   hp.qk_norm = hp.arch == Arch::qwen3 || hp.arch == Arch::qwen3moe;
   if (hp.arch == Arch::gemma3) read_gemma3(k, hp);
-  if (hp.arch == Arch::qwen35) read_qwen35(k, hp);
+  if (hp.arch == Arch::qwen35 || hp.arch == Arch::qwen35moe) read_qwen35(k, hp);
   // llama.cpp v0.5.0 src/llama-model.cpp:1258 (optional key) and :1403-1408.
   hp.pooling_type = static_cast<int32_t>(k.i64("pooling_type").value_or(-1));
   if (hp.pooling_type < -1 || hp.pooling_type > 4)

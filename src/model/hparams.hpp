@@ -19,7 +19,7 @@
 
 namespace synapse::model {
 
-enum class Arch { llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3, gpt_oss, gemma3, qwen35 };
+enum class Arch { llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3, gpt_oss, gemma3, qwen35, qwen35moe };
 // How a MoE router's logits become the chosen experts' weights (llama.cpp's
 // llama_expert_gating_func_type with build_moe_ffn's norm_w):
 // softmax_norm: softmax over all experts, top k, the k weights divided by
@@ -126,6 +126,10 @@ struct HParams {
   std::vector<uint8_t> recurrent_layers;
   int64_t ssm_d_conv = 0, ssm_d_inner = 0, ssm_d_state = 0, ssm_dt_rank = 0, ssm_n_group = 0;
   bool attn_output_gate = false;
+  // qwen35moe: the shared expert's FFN width (expert_shared_feed_forward_length,
+  // default feed_forward_length), gated per row by sigmoid(ffn_gate_inp_shexp x);
+  // 0: no shared expert.
+  int64_t n_ff_shexp = 0;
   bool imrope = false;
   int32_t rope_sections[4] = {0, 0, 0, 0};
 

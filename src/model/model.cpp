@@ -110,6 +110,12 @@ void bind_experts(const Binder& b, const HParams& hp, int il, Layer& L) {
       b.require(merged);  // throws, naming the merged tensor
     }
   }
+  if (hp.n_ff_shexp > 0) {  // qwen35moe's shared expert (llama.cpp v0.5.0 requires it)
+    L.ffn_gate_inp_shexp = b.matrix(p + "ffn_gate_inp_shexp.weight", hp.n_embd, 1);
+    L.ffn_gate_shexp = b.matrix(p + "ffn_gate_shexp.weight", hp.n_embd, hp.n_ff_shexp);
+    L.ffn_up_shexp = b.matrix(p + "ffn_up_shexp.weight", hp.n_embd, hp.n_ff_shexp);
+    L.ffn_down_shexp = b.matrix(p + "ffn_down_shexp.weight", hp.n_ff_shexp, hp.n_embd);
+  }
   if (hp.arch == Arch::gpt_oss) {  // llama.cpp's openai-moe requires every bias
     L.ffn_gate_inp_b = b.vec(p + "ffn_gate_inp.bias", hp.n_expert);
     L.gate_exps_b = b.table(p + "ffn_gate_exps.bias", hp.n_ff, hp.n_expert);
@@ -165,7 +171,7 @@ void interleave_weights(Model& m) {
   }
   for (Layer& L : m.layers) {
     for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.ffn_gate_inp, &L.wqkv,
-                          &L.wqkv_gate, &L.ssm_out})
+                          &L.wqkv_gate, &L.ssm_out, &L.ffn_gate_shexp, &L.ffn_up_shexp, &L.ffn_down_shexp})
       one(*w);
     for (auto* exps : {&L.gate_exps, &L.up_exps, &L.down_exps})
       for (WeightView& w : *exps) one(w);
@@ -233,7 +239,8 @@ std::unique_ptr<Model> load_model(gguf::File file) {
     L.attn_norm = b.vec(p + "attn_norm.weight", hp.n_embd);
     // gpt-oss and qwen35 name their FFN norm post_attention_norm (llama.cpp's LLM_TENSOR_ATTN_POST_NORM; the same
     // place in the layer).
-    const bool post_attention_ffn_norm = hp.arch == Arch::gpt_oss || hp.arch == Arch::qwen35;
+    const bool post_attention_ffn_norm =
+        hp.arch == Arch::gpt_oss || hp.arch == Arch::qwen35 || hp.arch == Arch::qwen35moe;
     L.ffn_norm = b.vec(p + (post_attention_ffn_norm ? "post_attention_norm.weight" : "ffn_norm.weight"), hp.n_embd);
     if (hp.is_recurrent(il)) {
       bind_delta_net(b, hp, il, L);

@@ -42,6 +42,9 @@ struct Layer {
   // (F32 as ggml_ssm_conv reads it), ssm_dt (.bias) and ssm_a [v heads],
   // ssm_norm [state size]. The attention layers' wq is [n_embd -> 2 x n_q].
   WeightView wqkv, wqkv_gate, ssm_beta, ssm_alpha, ssm_out;
+  // Qwen3.5-MoE's shared expert (else empty): ffn_gate_inp_shexp [n_embd -> 1]
+  // (its gate's logit), ffn_gate/up_shexp [n_embd -> n_ff_shexp], ffn_down_shexp.
+  WeightView ffn_gate_inp_shexp, ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
   std::vector<float> ssm_conv1d, ssm_dt, ssm_a, ssm_norm;
 };
 

@@ -117,6 +117,8 @@ INSTANTIATE_TEST_SUITE_P(
                       // qwen35: Gated DeltaNet layers (the conv and delta-rule states compared
                       // too) between gated attention layers with IMROPE.
                       std::make_tuple("tiny-qwen35-q8_0.gguf", 0),
+                      // qwen35moe: the same layers with 8 experts (top 2) and the gated shared expert.
+                      std::make_tuple("tiny-qwen35moe-q8_0.gguf", 0),
                       // The lattice formats, every matrix (token_embd Q2_K or the type).
                       std::make_tuple("tiny-llama-iq2_xxs.gguf", 0), std::make_tuple("tiny-llama-iq2_xs.gguf", 0),
                       std::make_tuple("tiny-llama-iq2_s.gguf", 0), std::make_tuple("tiny-llama-iq3_xxs.gguf", 0),

@@ -132,7 +132,7 @@ TEST(LoadErrors, UnknownArchitectureListsSupported) {
         else w.set_value(kv.key, kv.value);
       });
   expect_load_error(std::move(f), Errc::unsupported,
-                    {"'gemma'", "supported: llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3, gpt-oss, gemma3, qwen35"});
+                    {"'gemma'", "supported: llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3, gpt-oss, gemma3, qwen35, qwen35moe"});
 }
 
 // What the newer architectures read (values: tests/data/models/MANIFEST.md).
@@ -430,6 +430,38 @@ TEST(Hparams, Qwen35) {
                               return true;
                             }),
                     Errc::unsupported, {"blk.0.ssm_conv1d.weight", "F32"});
+}
+
+// qwen35moe (llama.cpp v0.5.0 src/models/qwen35moe.cpp): qwen35's layers and
+// keys; every FFN routed (expert_count, expert_used_count, expert width
+// expert_feed_forward_length) plus a shared expert of
+// expert_shared_feed_forward_length (default feed_forward_length) with its
+// gate ffn_gate_inp_shexp.
+TEST(Hparams, Qwen35Moe) {
+  const std::string path = data_path("models/tiny-qwen35moe-f32.gguf");
+  auto m = model::load_model(path);
+  const model::HParams& hp = m->hp;
+  EXPECT_EQ(hp.arch, model::Arch::qwen35moe);
+  EXPECT_TRUE(hp.imrope);
+  EXPECT_TRUE(hp.attn_output_gate);
+  EXPECT_EQ(hp.n_layer, 3);
+  for (int il = 0; il < 3; ++il) EXPECT_EQ(hp.is_recurrent(il), il != 2) << il;
+  EXPECT_EQ(hp.n_expert, 8);
+  EXPECT_EQ(hp.n_expert_used, 2);
+  EXPECT_EQ(hp.n_ff, 64);
+  EXPECT_EQ(hp.n_ff_shexp, 128);
+  EXPECT_EQ(m->layers[0].gate_exps.size(), 8u);
+  EXPECT_EQ(m->layers[2].ffn_gate_inp_shexp.n_out, 1);
+  EXPECT_EQ(m->layers[1].ffn_down_shexp.n_in, 128);
+  for (const char* t : {"blk.0.ffn_gate_inp_shexp.weight", "blk.1.ffn_up_shexp.weight", "blk.2.ffn_down_exps.weight",
+                        "blk.0.ssm_conv1d.weight", "blk.2.attn_q.weight"})
+    expect_load_error(rewrite(path, drop_tensor(t)), Errc::format, {t, "missing"});
+  // Without expert_shared_feed_forward_length the shared expert is feed_forward_length wide (here the same 128).
+  EXPECT_EQ(model::load_model(rewrite(path, keep_tensor, drop_key("qwen35moe.expert_shared_feed_forward_length")))
+                ->hp.n_ff_shexp,
+            128);
+  expect_load_error(rewrite(path, keep_tensor, drop_key("qwen35moe.expert_count")), Errc::format,
+                    {"qwen35moe.expert_count", "qwen35moe needs experts"});
 }
 
 TEST(LoadErrors, SplitExpertsLoadLikeMerged) {

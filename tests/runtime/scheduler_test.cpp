@@ -411,25 +411,40 @@ TEST(Scheduler, LongPromptDelaysOthersByAtMostOneStep) {
   for (size_t i = 1; i < steps_at_token.size(); ++i) EXPECT_EQ(steps_at_token[i], steps_at_token[i - 1] + 1) << i;
 }
 
+// A conversation's first turn run to its end (greedy, 5 tokens, the turn
+// closed), and the prompt of the next turn: the first prompt + the reply +
+// end-of-turn + a new message.
+struct FirstTurn {
+  Request req;
+  Reply reply;
+  std::vector<token_id> next;
+};
+FirstTurn first_turn(Scheduler& s, const Model& m) {
+  FirstTurn f;
+  Collector first;
+  f.req.prompt = prompt_of(m, "Once upon a time, there was a cat");
+  f.req.params.sampling.temp = 0;
+  f.req.params.max_tokens = 5;
+  f.req.params.ignore_eos = true;
+  f.req.params.close_turn = true;
+  first.attach(f.req);
+  EXPECT_TRUE(s.try_submit(f.req).has_value());
+  f.reply = first.get();
+  s.wait_idle();
+  f.next = f.req.prompt;
+  f.next.insert(f.next.end(), f.reply.tokens.begin(), f.reply.tokens.end());
+  f.next.push_back(end_of_turn_token(m.tokenizer()));
+  for (token_id t : prompt_of(m, "The dog")) f.next.push_back(t);
+  return f;
+}
+
 TEST(Scheduler, PromptCacheAndCloseTurnAndMetrics) {
   const Model m = Model::load(data_path("models/stories260K.gguf"));
   Scheduler s(m, sched_params(2, 1));
-  Collector first;
-  Request r1;
-  r1.prompt = prompt_of(m, "Once upon a time, there was a cat");
-  r1.params.sampling.temp = 0;
-  r1.params.max_tokens = 5;
-  r1.params.ignore_eos = true;
-  r1.params.close_turn = true;
-  first.attach(r1);
-  ASSERT_TRUE(s.try_submit(r1).has_value());
-  const Reply a = first.get();
-  s.wait_idle();
-  // The next turn: prompt + reply + end-of-turn + a new message.
-  std::vector<token_id> turn2 = r1.prompt;
-  turn2.insert(turn2.end(), a.tokens.begin(), a.tokens.end());
-  turn2.push_back(end_of_turn_token(m.tokenizer()));
-  for (token_id t : prompt_of(m, "The dog")) turn2.push_back(t);
+  const FirstTurn f = first_turn(s, m);
+  const Request& r1 = f.req;
+  const Reply& a = f.reply;
+  const std::vector<token_id>& turn2 = f.next;
   Request r2;
   r2.prompt = turn2;
   r2.params.sampling.seed = 5;
@@ -468,21 +483,10 @@ TEST(Scheduler, PromptCacheAndCloseTurnAndMetrics) {
 TEST(Scheduler, HybridModelReusesOnlyTheWholeCachedSequence) {
   const Model m = Model::load(data_path("models/tiny-qwen35-q8_0.gguf"));
   Scheduler s(m, sched_params(1, 1));
-  Collector first;
-  Request r1;
-  r1.prompt = prompt_of(m, "Once upon a time, there was a cat");
-  r1.params.sampling.temp = 0;
-  r1.params.max_tokens = 5;
-  r1.params.ignore_eos = true;
-  r1.params.close_turn = true;
-  first.attach(r1);
-  ASSERT_TRUE(s.try_submit(r1).has_value());
-  const Reply a = first.get();
-  s.wait_idle();
-  std::vector<token_id> turn2 = r1.prompt;
-  turn2.insert(turn2.end(), a.tokens.begin(), a.tokens.end());
-  turn2.push_back(end_of_turn_token(m.tokenizer()));
-  for (token_id t : prompt_of(m, "The dog")) turn2.push_back(t);
+  const FirstTurn f = first_turn(s, m);
+  const Request& r1 = f.req;
+  const Reply& a = f.reply;
+  const std::vector<token_id>& turn2 = f.next;
   // Shares r1's prompt but not the reply: the cached sequence cannot be cut back to it.
   std::vector<token_id> branch = r1.prompt;
   for (token_id t : prompt_of(m, "The dog")) branch.push_back(t);
