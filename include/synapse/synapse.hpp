@@ -106,8 +106,10 @@ class Model {
   uint64_t n_params() const;
   uint64_t weight_bytes() const;   // bytes of all tensor data in the file
   // Bytes one position takes in a Sequence's KV cache: F16 K and V rows of
-  // every layer, n_layer * (n_embd_k_gqa + n_embd_v_gqa) * 2 (llama.cpp's
-  // llama_kv_cache size with type_k = type_v = F16, per cell).
+  // every attention layer, n_layer * (n_embd_k_gqa + n_embd_v_gqa) * 2
+  // (llama.cpp's llama_kv_cache size with type_k = type_v = F16, per cell);
+  // a hybrid model's recurrent layers (Qwen3.5) keep a fixed-size state
+  // instead and are not counted.
   uint64_t kv_bytes_per_position() const;
   // tokenizer.chat_template, if the file has one.
   std::optional<std::string> chat_template() const;

@@ -219,7 +219,7 @@ void shared_expert_rows(const HParams& hp, const Layer& L, const float* h, float
 
 model::KvCache make_kv_cache(const Model& m, int64_t n_ctx) {
   const HParams& hp = m.hp;
-  model::KvCache kv(hp.n_layer, hp.n_embd_k_gqa(), hp.n_embd_v_gqa(), n_ctx, hp.kv_window());
+  model::KvCache kv(hp.n_layer_kv(), hp.n_embd_k_gqa(), hp.n_embd_v_gqa(), n_ctx, hp.kv_window());
   kv.recurrent() = make_recurrent_state(hp);
   return kv;
 }
@@ -414,10 +414,11 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
       if (hp.scale_q_before_kq)
         for (int64_t d = 0; d < n_q; ++d) q[i * n_q + d] *= q_scale;
     });
+    const int64_t il_kv = hp.kv_layer(il);  // the cache holds the attention layers only
     auto store_kv = [&](int64_t i) {
       model::KvCache& kv = *seqs[rows[i].seq];
-      quant::ggml_fp16_t* kd = kv.k(il, pos[i]);
-      quant::ggml_fp16_t* vd = kv.v(il, pos[i]);
+      quant::ggml_fp16_t* kd = kv.k(il_kv, pos[i]);
+      quant::ggml_fp16_t* vd = kv.v(il_kv, pos[i]);
       for (int64_t d = 0; d < n_k; ++d) kd[d] = fp32_to_fp16(k[i * n_k + d]);
       for (int64_t d = 0; d < n_v; ++d) vd[d] = fp32_to_fp16(v[i * n_v + d]);
     };
@@ -436,7 +437,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
           const int64_t* ids = row_ids + begin[b];
           const int64_t n_b = begin[b + 1] - begin[b];
           const model::KvCache& kv = *seqs[rows[ids[0]].seq];
-          const kernels::KvLayerView view{kv.k(il, 0), kv.v(il, 0), n_k, n_v, kv.capacity(),
+          const kernels::KvLayerView view{kv.k(il_kv, 0), kv.v(il_kv, 0), n_k, n_v, kv.capacity(),
                                           L.attn_sinks.empty() ? nullptr : L.attn_sinks.data()};
           // A window's start rounded down to a multiple of 16, the positions
           // before it masked (QueryRow::n_masked), where the cache holds every

@@ -126,8 +126,9 @@ void forward(const Model& m, model::KvCache& kv, std::span<const token_id> token
              ProductObserver* observer = nullptr);
 
 // A KV cache sized for model `m` and `n_ctx` positions (the sliding window,
-// if the model has one, bounds the rows actually stored), with the recurrent
-// state of a hybrid model's DeltaNet layers (make_recurrent_state).
+// if the model has one, bounds the rows actually stored); a hybrid model's
+// holds K/V rows for its attention layers only (HParams::kv_layer) and the
+// recurrent state of its DeltaNet layers (make_recurrent_state).
 model::KvCache make_kv_cache(const Model& m, int64_t n_ctx);
 
 }  // namespace synapse::model

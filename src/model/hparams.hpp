@@ -138,6 +138,15 @@ struct HParams {
     return !recurrent_layers.empty() && recurrent_layers[static_cast<size_t>(il)] != 0;
   }
   bool has_recurrent() const { return !recurrent_layers.empty(); }
+  // Layers that keep K/V rows (all but the recurrent ones), and layer il's
+  // index among them (il an attention layer): a hybrid model's KvCache
+  // holds only those.
+  int64_t n_layer_kv() const { return kv_layer(n_layer); }
+  int64_t kv_layer(int64_t il) const {
+    int64_t n_recurrent = 0;
+    for (int64_t j = 0; j < il; ++j) n_recurrent += is_recurrent(j) ? 1 : 0;
+    return il - n_recurrent;
+  }
   // Channels of a DeltaNet layer's short convolution: q, k (n_group heads
   // each) and v (d_inner), as attn_qkv produces them.
   int64_t ssm_conv_channels() const { return ssm_d_inner + 2 * ssm_n_group * ssm_d_state; }

@@ -80,7 +80,7 @@ uint64_t Model::n_params() const { return impl_->m->n_params(); }
 uint64_t Model::weight_bytes() const { return impl_->m->weight_bytes(); }
 uint64_t Model::kv_bytes_per_position() const {
   const model::HParams& hp = impl_->m->hp;
-  return static_cast<uint64_t>(hp.n_layer) * static_cast<uint64_t>(hp.n_embd_k_gqa() + hp.n_embd_v_gqa()) * 2;
+  return static_cast<uint64_t>(hp.n_layer_kv()) * static_cast<uint64_t>(hp.n_embd_k_gqa() + hp.n_embd_v_gqa()) * 2;
 }
 const gguf::File& Model::gguf() const { return impl_->m->file; }
 std::optional<std::string> Model::chat_template() const {

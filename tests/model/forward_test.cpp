@@ -50,7 +50,7 @@ ChunkedRun run_chunked(const model::Model& m, const std::vector<token_id>& ids, 
     r.logits.insert(r.logits.end(), part.begin(), part.end());
   }
   const int64_t first = static_cast<int64_t>(ids.size()) - kv.capacity();
-  for (int64_t il = 0; il < m.hp.n_layer; ++il)
+  for (int64_t il = 0; il < m.hp.n_layer_kv(); ++il)
     for (int64_t p = std::max<int64_t>(0, first); p < static_cast<int64_t>(ids.size()); ++p) {
       r.k.insert(r.k.end(), kv.k(il, p), kv.k(il, p) + m.hp.n_embd_k_gqa());
       r.v.insert(r.v.end(), kv.v(il, p), kv.v(il, p) + m.hp.n_embd_v_gqa());

@@ -66,6 +66,10 @@ TEST(RecurrentState, HybridSequenceRules) {
   EXPECT_EQ(kv.recurrent().bytes(), recurrent_state_bytes(m->hp));
   // 4 DeltaNet layers x (3 x 256 conv inputs + 4 heads x 32 x 32) floats.
   EXPECT_EQ(kv.recurrent().bytes(), size_t{4} * (3 * 256 + 4 * 32 * 32) * sizeof(float));
+  // K/V rows for the 2 attention layers only: 64 positions x (128 K + 128 V) F16 values each.
+  EXPECT_EQ(m->hp.n_layer_kv(), 2);
+  EXPECT_EQ(m->hp.kv_layer(5), 1);
+  EXPECT_EQ(kv.bytes(), size_t{2} * 64 * (128 + 128) * 2);
   std::vector<float> first, again, a, b;
   forward(*m, kv, ids, false, first, pool);
   EXPECT_NE(kv.recurrent().ssm(0)[0], 0.0f);
@@ -100,7 +104,7 @@ TEST(RecurrentState, HybridSequenceRules) {
 
   // A cache made without the model's recurrent state: the batch is refused
   // before anything runs.
-  KvCache bare(m->hp.n_layer, m->hp.n_embd_k_gqa(), m->hp.n_embd_v_gqa(), 64, 0);
+  KvCache bare(m->hp.n_layer_kv(), m->hp.n_embd_k_gqa(), m->hp.n_embd_v_gqa(), 64, 0);
   try {
     forward(*m, bare, ids, false, a, pool);
     FAIL() << "expected an error";

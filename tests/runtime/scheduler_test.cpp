@@ -438,6 +438,35 @@ FirstTurn first_turn(Scheduler& s, const Model& m) {
   return f;
 }
 
+// A conversation's next turn (seeded sampling, 8 tokens with logprobs) run
+// with the prompt cache (warm), then without it (cold).
+struct WarmCold {
+  Reply warm, cold;
+};
+WarmCold warm_then_cold(Scheduler& s, const std::vector<token_id>& prompt, bool close_turn) {
+  Request r;
+  r.prompt = prompt;
+  r.params.sampling.seed = 5;
+  r.params.max_tokens = 8;
+  r.params.ignore_eos = true;
+  r.params.logprobs = true;
+  r.params.close_turn = close_turn;
+  WarmCold out;
+  Collector warm, cold;
+  Request rw = r;
+  warm.attach(rw);
+  EXPECT_TRUE(s.try_submit(std::move(rw)).has_value());
+  out.warm = warm.get();
+  s.wait_idle();
+  Request rc = r;
+  rc.cache_prompt = false;
+  cold.attach(rc);
+  EXPECT_TRUE(s.try_submit(std::move(rc)).has_value());
+  out.cold = cold.get();
+  s.wait_idle();
+  return out;
+}
+
 TEST(Scheduler, PromptCacheAndCloseTurnAndMetrics) {
   const Model m = Model::load(data_path("models/stories260K.gguf"));
   Scheduler s(m, sched_params(2, 1));
@@ -445,27 +474,12 @@ TEST(Scheduler, PromptCacheAndCloseTurnAndMetrics) {
   const Request& r1 = f.req;
   const Reply& a = f.reply;
   const std::vector<token_id>& turn2 = f.next;
-  Request r2;
-  r2.prompt = turn2;
-  r2.params.sampling.seed = 5;
-  r2.params.max_tokens = 8;
-  r2.params.ignore_eos = true;
-  r2.params.logprobs = true;
-  Collector warm, cold;
-  Request r2w = r2;
-  warm.attach(r2w);
-  ASSERT_TRUE(s.try_submit(std::move(r2w)).has_value());
-  const Reply w = warm.get();
+  const WarmCold r2 = warm_then_cold(s, turn2, false);
+  const Reply& w = r2.warm;
   EXPECT_EQ(w.n_cached, static_cast<int64_t>(r1.prompt.size() + a.tokens.size() + 1));
   EXPECT_EQ(w.slot, a.slot);
-  Request r2c = r2;
-  r2c.cache_prompt = false;
-  cold.attach(r2c);
-  ASSERT_TRUE(s.try_submit(std::move(r2c)).has_value());
-  const Reply c = cold.get();
-  EXPECT_EQ(c.n_cached, 0);
-  expect_same_bytes(c, w, "cache hit against miss");
-  s.wait_idle();
+  EXPECT_EQ(r2.cold.n_cached, 0);
+  expect_same_bytes(r2.cold, w, "cache hit against miss");
   const SchedulerMetrics mt = s.metrics();
   EXPECT_EQ(mt.requests_total, 3u);
   EXPECT_EQ(mt.cached_tokens_total, static_cast<uint64_t>(w.n_cached));
@@ -493,28 +507,10 @@ TEST(Scheduler, HybridModelReusesOnlyTheWholeCachedSequence) {
   for (const auto& [prompt, want_cached] :
        {std::make_pair(turn2, static_cast<int64_t>(r1.prompt.size() + a.tokens.size() + 1)),
         std::make_pair(branch, int64_t{0})}) {
-    Request r2;
-    r2.prompt = prompt;
-    r2.params.sampling.seed = 5;
-    r2.params.max_tokens = 8;
-    r2.params.ignore_eos = true;
-    r2.params.logprobs = true;
-    r2.params.close_turn = true;
-    Collector warm, cold;
-    Request r2w = r2;
-    warm.attach(r2w);
-    ASSERT_TRUE(s.try_submit(std::move(r2w)).has_value());
-    const Reply w = warm.get();
-    EXPECT_EQ(w.n_cached, want_cached);
-    s.wait_idle();
-    Request r2c = r2;
-    r2c.cache_prompt = false;
-    cold.attach(r2c);
-    ASSERT_TRUE(s.try_submit(std::move(r2c)).has_value());
-    const Reply c = cold.get();
-    EXPECT_EQ(c.n_cached, 0);
-    expect_same_bytes(c, w, "hybrid: cache against cold");
-    s.wait_idle();
+    const WarmCold r2 = warm_then_cold(s, prompt, true);
+    EXPECT_EQ(r2.warm.n_cached, want_cached);
+    EXPECT_EQ(r2.cold.n_cached, 0);
+    expect_same_bytes(r2.cold, r2.warm, "hybrid: cache against cold");
     // Back to r1's conversation for the branch.
     Collector again;
     Request r1b = r1;
