@@ -80,8 +80,11 @@ struct ProductInput {
 
 // Receives the input of every weight product of forward_batch, on the
 // calling thread, in the forward pass's order (per pass of at most
-// kMaxPassRows rows: each layer's q/k/v, attn_output, the FFN's products
-// (MoE: the router, then per expert in id order gate, up, down), then, once
+// kMaxPassRows rows: each layer's q/k/v, attn_output (a Gated DeltaNet
+// layer's instead: attn_qkv, attn_gate, ssm_beta, ssm_alpha, ssm_out), the
+// FFN's products (MoE: the router, then per expert in id order gate, up,
+// down; Qwen3.5-MoE's shared expert then up, gate and its gate's logit,
+// down), then, once
 // for the batch, the output over the rows whose logits are wanted). The
 // pointers are valid during the call only. An exception thrown by observe
 // leaves the caches of that batch's sequences in an unspecified state.
