@@ -111,6 +111,10 @@ class Model {
   // a hybrid model's recurrent layers (Qwen3.5) keep a fixed-size state
   // instead and are not counted.
   uint64_t kv_bytes_per_position() const;
+  // Whether the model has recurrent layers (Qwen3.5's Gated DeltaNet): its
+  // sequences then keep a state that Sequence::truncate/fork cannot cut back
+  // to an earlier position (only to n_past() or 0).
+  bool has_recurrent_layers() const;
   // tokenizer.chat_template, if the file has one.
   std::optional<std::string> chat_template() const;
   // The mapped file (metadata, tensors); e.g. for chat_template_for_model.

@@ -82,6 +82,7 @@ uint64_t Model::kv_bytes_per_position() const {
   const model::HParams& hp = impl_->m->hp;
   return static_cast<uint64_t>(hp.n_layer_kv()) * static_cast<uint64_t>(hp.n_embd_k_gqa() + hp.n_embd_v_gqa()) * 2;
 }
+bool Model::has_recurrent_layers() const { return impl_->m->hp.has_recurrent(); }
 const gguf::File& Model::gguf() const { return impl_->m->file; }
 std::optional<std::string> Model::chat_template() const {
   return impl_->m->file.get_string("tokenizer.chat_template");
