@@ -588,8 +588,15 @@ int run(BenchArgs a) {
       Context ctx(m, threads);
       for (int depth : a.depth) {
         // Each run rewinds it to `depth` (Sequence::truncate; a sliding-window
-        // model whose window a run overruns cannot rewind, and says so).
+        // model whose window a run overruns cannot rewind, and says so; a
+        // model with recurrent layers, whose state cannot be cut back, takes
+        // a copy of the filled cache instead).
         Sequence kv = ctx.new_sequence(static_cast<int64_t>(depth) + std::max(max_p, max_n) + 1);
+        std::optional<Sequence> at_depth;
+        const auto rewind = [&](Sequence& s) {
+          if (at_depth) s = at_depth->fork(depth);
+          else s.truncate(depth);
+        };
         if (depth > 0) {
           // Fill the cache to `depth` once (untimed); each run rewinds to it.
           const auto t0 = std::chrono::steady_clock::now();
@@ -602,11 +609,12 @@ int run(BenchArgs a) {
           }
           std::fprintf(stderr, "synapse bench: %s: filled %d tokens of context in %.1f s\n", base.model.c_str(),
                        depth, seconds_since(t0));
+          if (m.has_recurrent_layers()) at_depth = kv.fork(depth);
         }
         const auto warm_up = [&] {
           if (!a.warmup) return;
           if (a.progress) std::fprintf(stderr, "synapse bench: benchmark %d/%d: warmup run\n", test_no, n_tests);
-          kv.truncate(depth);
+          rewind(kv);
           const token_id one[1] = {toks.next()};
           ctx.decode(kv, one);
         };
@@ -633,7 +641,7 @@ int run(BenchArgs a) {
           const int rows = std::min(r.n_batch, r.n_ubatch);
           for (int rep = 0; rep < a.reps; ++rep) {
             if (a.progress) std::fprintf(stderr, "synapse bench: benchmark %d/%d: prompt run %d/%d\n", test_no, n_tests, rep + 1, a.reps);
-            kv.truncate(depth);
+            rewind(kv);
             const auto t0 = std::chrono::steady_clock::now();
             prompt(p, rows);
             r.samples.push_back(p / std::max(seconds_since(t0), 1e-9));
@@ -658,7 +666,7 @@ int run(BenchArgs a) {
             const int rows = std::min(r.n_batch, r.n_ubatch);
             for (int rep = 0; rep < a.reps; ++rep) {
               if (a.progress) std::fprintf(stderr, "synapse bench: benchmark %d/%d: run %d/%d\n", test_no, n_tests, rep + 1, a.reps);
-              kv.truncate(depth);
+              rewind(kv);
               const auto t0 = std::chrono::steady_clock::now();
               if (p > 0) prompt(p, rows);
               for (int i = 0; i < n; ++i) {
@@ -702,7 +710,7 @@ int run(BenchArgs a) {
             for (int rep = 0; rep < a.reps; ++rep) {
               if (a.progress)
                 std::fprintf(stderr, "synapse bench: benchmark %d/%d: generation run %d/%d\n", test_no, n_tests, rep + 1, a.reps);
-              kv.truncate(depth);
+              rewind(kv);
               const auto t0 = std::chrono::steady_clock::now();
               for (int i = 0; i < n; ++i) {
                 const token_id one[1] = {toks.next()};
@@ -716,10 +724,10 @@ int run(BenchArgs a) {
             // filled cache), decode one token each per batched decode step;
             // t/s counts the tokens of all sequences (aggregate throughput).
             std::vector<Sequence> seqs;
-            for (int s = 0; s < b; ++s) seqs.push_back(kv.fork(depth));
+            for (int s = 0; s < b; ++s) seqs.push_back(at_depth ? at_depth->fork(depth) : kv.fork(depth));
             Batch step;
             for (int rep = 0; rep < a.reps; ++rep) {
-              for (auto& sq : seqs) sq.truncate(depth);
+              for (auto& sq : seqs) rewind(sq);
               const auto t0 = std::chrono::steady_clock::now();
               for (int i = 0; i < n; ++i) {
                 step.clear();

@@ -106,9 +106,15 @@ class Model {
   uint64_t n_params() const;
   uint64_t weight_bytes() const;   // bytes of all tensor data in the file
   // Bytes one position takes in a Sequence's KV cache: F16 K and V rows of
-  // every layer, n_layer * (n_embd_k_gqa + n_embd_v_gqa) * 2 (llama.cpp's
-  // llama_kv_cache size with type_k = type_v = F16, per cell).
+  // every attention layer, n_layer * (n_embd_k_gqa + n_embd_v_gqa) * 2
+  // (llama.cpp's llama_kv_cache size with type_k = type_v = F16, per cell);
+  // a hybrid model's recurrent layers (Qwen3.5) keep a fixed-size state
+  // instead and are not counted.
   uint64_t kv_bytes_per_position() const;
+  // Whether the model has recurrent layers (Qwen3.5's Gated DeltaNet): its
+  // sequences then keep a state that Sequence::truncate/fork cannot cut back
+  // to an earlier position (only to n_past() or 0).
+  bool has_recurrent_layers() const;
   // tokenizer.chat_template, if the file has one.
   std::optional<std::string> chat_template() const;
   // The mapped file (metadata, tensors); e.g. for chat_template_for_model.
@@ -156,11 +162,14 @@ class Sequence {
   // and the rows before it are kept as they are (reusing a cached prefix
   // without copying it). Throws Error(invalid_argument) if n_keep is outside
   // [0, n_past()], or if a sliding-window cache has already given back a
-  // position the kept prefix would need (as fork()).
+  // position the kept prefix would need (as fork()), or if the model has
+  // recurrent layers (Qwen3.5's DeltaNet: a state that folds in the whole
+  // prefix and cannot be cut back) and n_keep is neither n_past() nor 0.
   void truncate(int64_t n_keep);
   // A new sequence sharing positions [0, n_prefix) of this one, in the same
   // pool (whole pages shared, never written while shared; a partial last
-  // page copied). Error(invalid_argument) if n_prefix > n_past();
+  // page copied). Error(invalid_argument) if n_prefix > n_past(), or under
+  // truncate()'s rules for sliding windows and recurrent layers;
   // Error(out_of_range) when the pool has no page for the copy.
   Sequence fork(int64_t n_prefix) const;
   // Pages of its pool it holds, and the pages a decode of n_new more

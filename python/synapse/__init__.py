@@ -671,8 +671,7 @@ class Llama:
                                     presence_penalty, tfs_z, mirostat_mode, grammar)
             self._end_stream()
             if reset:
-                keep = min(longest_token_prefix(self._tokens, tokens), max(len(tokens) - 1, 0))
-                self._truncate(keep)
+                keep = self._truncate(min(longest_token_prefix(self._tokens, tokens), max(len(tokens) - 1, 0)))
                 tokens = tokens[keep:]
         while True:
             with self._lock:
@@ -1036,8 +1035,7 @@ class Llama:
         if not ids:
             raise _bad("prompt: empty (no tokens and no BOS)")
         self._cache_lookup(ids)
-        keep = longest_token_prefix(self._tokens, ids[:-1])
-        self._truncate(keep)
+        keep = self._truncate(longest_token_prefix(self._tokens, ids[:-1]))
         self._restored_logits = None  # the generation loop overwrites the logits buffer
         if self._scores is not None:
             self._scores[keep:] = np.nan  # the loop keeps no rows
@@ -1046,12 +1044,20 @@ class Llama:
         self._stream = _synapse.Stream(self._ctx, self._seq, ids[keep:], params, keep_steps, ids[:keep])
         return self._stream
 
-    def _truncate(self, keep: int) -> None:
-        """Keeps the first `keep` tokens of the context."""
+    def _truncate(self, keep: int) -> int:
+        """Keeps the first `keep` tokens of the context and returns `keep`; or,
+        when the sequence cannot be cut back to them (a sliding window has
+        overwritten some, or a recurrent model's state, Qwen3.5's, holds the
+        whole sequence), none, and returns 0 (the scheduler does the same)."""
         if keep < len(self._tokens):
-            self._seq.truncate(keep)
+            try:
+                self._seq.truncate(keep)
+            except InvalidArgumentError:
+                self._seq.clear()
+                keep = 0
             del self._tokens[keep:]
             self._restored_logits = None
+        return keep
 
     def _cache_lookup(self, ids: List[int]) -> None:
         """With a cache set: loads the cached state sharing the longest prefix

@@ -1,5 +1,6 @@
 """create_completion / __call__ / streaming against the command line and llama.cpp's golden text."""
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -66,6 +67,19 @@ def test_prompt_cache_gives_the_same_text(llm):
     llm(PROMPT, max_tokens=4, temperature=0)
     again = llm(PROMPT + ", there", max_tokens=24, temperature=0)["choices"][0]["text"]
     assert again == first
+
+
+def test_hybrid_model_reuses_only_the_whole_context():
+    # tiny-qwen35 (Qwen3.5's DeltaNet layers): their recurrent state cannot be cut back, so a prompt that
+    # shares only part of the context starts from position 0; either way the text is a fresh model's.
+    from synapse import Llama
+    path = str(Path(__file__).resolve().parents[2] / "tests" / "data" / "models" / "tiny-qwen35-q8_0.gguf")
+    with Llama(path, n_ctx=256, n_threads=1, verbose=False) as fresh:
+        want = fresh(PROMPT + ", there", max_tokens=12, temperature=0)["choices"][0]["text"]
+    with Llama(path, n_ctx=256, n_threads=1, verbose=False) as llm:
+        llm(PROMPT + " a", max_tokens=4, temperature=0)  # shares PROMPT only
+        assert llm(PROMPT + ", there", max_tokens=12, temperature=0)["choices"][0]["text"] == want
+        assert llm(PROMPT + ", there", max_tokens=12, temperature=0)["choices"][0]["text"] == want
 
 
 def test_token_prompt_and_long_prompt_error(llm):

@@ -113,14 +113,17 @@ def write_case(golden_dump: str, model: str, name: str, ids: list[int], n_vocab:
     return d
 
 
-def parse_args(doc: str):
-    """The make_tiny_*.py scripts' command line: --shared, --llama-build, --golden-dump, --out."""
+def parse_args(doc: str, extra=None):
+    """The make_tiny_*.py scripts' command line: --shared, --llama-build, --golden-dump, --out;
+    extra(parser), if given, adds a script's own options."""
     import argparse
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shared", default="/work/shared")
     ap.add_argument("--llama-build", default="/work/ref/llama-build")
     ap.add_argument("--golden-dump", required=True, help="golden_dump built against --llama-build")
     ap.add_argument("--out", required=True, help="tests/data")
+    if extra:
+        extra(ap)
     return ap.parse_args()
 
 

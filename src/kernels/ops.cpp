@@ -149,6 +149,16 @@ float silu(float z) { return z / (1.0f + std::exp(-z)); }
 
 float silu_ggml(float z) { return z / (1.0f + expf_ggml(0.0f - z)); }
 
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+float softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
+
+void silu_row(float* x, int64_t n) {
+  const int64_t n16 = n - n % 16;
+  for (int64_t i = 0; i < n16; ++i) x[i] = silu_ggml(x[i]);
+  for (int64_t i = n16; i < n; ++i) x[i] = silu(x[i]);
+}
+
 void swiglu_oai(const float* gate, const float* up, float* y, int64_t n, float alpha, float limit) {
   for (int64_t k = 0; k < n; ++k) {
     const float x = std::min(gate[k], limit);

@@ -68,6 +68,14 @@ void softmax_pad16(float* x, int64_t n, const float* sink = nullptr);
 // silu(z) = z / (1 + expf(-z)) with libm expf (ggml_silu_f32).
 float silu(float z);
 
+// 1 / (1 + expf(-x)) with libm expf (ggml's op_sigmoid, ggml_sigmoid).
+// Thread-safe (pure).
+float sigmoid(float x);
+
+// x for x > 20, else logf(1 + expf(x)) with libm (ggml's op_softplus,
+// ggml_softplus). Thread-safe (pure).
+float softplus(float x);
+
 // silu(z) = z / (1 + ggml_v_expf(0 - z)), one lane of ggml_v_silu.
 float silu_ggml(float z);
 
@@ -102,6 +110,11 @@ float gelu(float x);
 // and that value times up. Gemma 3's FFN (ggml_geglu_split). y may alias
 // gate or up. Thread-safe (the table is built once, on first use).
 void geglu(const float* gate, const float* up, float* y, int64_t n);
+
+// In place, silu of a row of n floats as ggml_vec_silu_f32 (AVX-512) runs a
+// row of ggml_silu: silu_ggml for the first n - n % 16, silu (libm expf) for
+// the rest. Thread-safe (pure).
+void silu_row(float* x, int64_t n);
 
 // The two implementations behind swiglu_rows (the _avx2 one defined on
 // x86-64 only; tests reach both through the tables).

@@ -190,11 +190,44 @@ void moe_rows(const HParams& hp, const Layer& L, const float* h, float* out, int
   }
 }
 
+// Qwen3.5-MoE's shared expert over n rows (llama.cpp v0.5.0
+// src/models/qwen35moe.cpp build_layer_ffn): out += down(silu(gate h) * up h)
+// * sigmoid(ffn_gate_inp_shexp h), the routed experts' sum first (ggml_add of
+// the MoE output and the gated shared one). h, out: [n][n_embd].
+void shared_expert_rows(const HParams& hp, const Layer& L, const float* h, float* out, int64_t n,
+                        base::ThreadPool& pool, kernels::ActivationBuffers* buffers, ProductObserver* obs) {
+  const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff_shexp;
+  std::vector<float> gate(static_cast<size_t>(n * n_ff)), up(gate.size()), logit(static_cast<size_t>(n)),
+      y(static_cast<size_t>(n * n_embd));
+  observe(obs, {&L.ffn_up_shexp, &L.ffn_gate_shexp, &L.ffn_gate_inp_shexp}, h, n, n_embd);
+  {
+    kernels::Activations act(h, n, n_embd, buffers);
+    const kernels::MatmulOut outs[] = {
+        {&L.ffn_gate_shexp, gate.data()}, {&L.ffn_up_shexp, up.data()}, {&L.ffn_gate_inp_shexp, logit.data()}};
+    kernels::matmul_many(outs, act, pool);
+  }
+  kernels::swiglu_rows(gate.data(), up.data(), gate.data(), n, n_ff);
+  observe(obs, {&L.ffn_down_shexp}, gate.data(), n, n_ff);
+  kernels::Activations par(gate.data(), n, n_ff, buffers);
+  kernels::matmul(L.ffn_down_shexp, par, y.data(), pool);
+  for (int64_t i = 0; i < n; ++i) {
+    const float s = kernels::sigmoid(logit[static_cast<size_t>(i)]);
+    for (int64_t d = i * n_embd; d < (i + 1) * n_embd; ++d) out[d] += y[d] * s;
+  }
+}
+
 }  // namespace
 
-model::KvCache make_kv_cache(const Model& m, int64_t n_ctx) {
+model::KvCache make_kv_cache(const Model& m, int64_t n_ctx, std::shared_ptr<model::KvPool> pool) {
   const HParams& hp = m.hp;
-  return model::KvCache(hp.n_layer, hp.n_embd_k_gqa(), hp.n_embd_v_gqa(), n_ctx, hp.kv_window());
+  model::KvCache kv(pool ? std::move(pool) : make_kv_pool(m, 0), n_ctx, hp.kv_window());
+  kv.recurrent() = make_recurrent_state(hp);
+  return kv;
+}
+
+std::shared_ptr<model::KvPool> make_kv_pool(const Model& m, int64_t max_pages) {
+  const HParams& hp = m.hp;
+  return std::make_shared<model::KvPool>(hp.n_layer_kv(), hp.n_embd_k_gqa(), hp.n_embd_v_gqa(), max_pages);
 }
 
 void forward(const Model& m, model::KvCache& kv, std::span<const token_id> tokens, bool all_logits,
@@ -258,9 +291,21 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
   kernels::RopeParams rp{hp.n_rot,          hp.rope_freq_base, hp.rope_freq_scale, hp.yarn_ext_factor,
                          hp.yarn_attn_factor, hp.yarn_beta_fast, hp.yarn_beta_slow, hp.n_ctx_orig_yarn,
                          nullptr};
+  // IMROPE (Qwen3.5): a text token's position is (p, p, p, 0); the pairs of
+  // the 4th section rotate as position 0 does (HParams::imrope_pos0).
+  if (hp.imrope) {
+    sc.rope_cos0.resize(static_cast<size_t>(half));
+    sc.rope_sin0.resize(static_cast<size_t>(half));
+    kernels::rope_cache(rp, 0, sc.rope_cos0.data(), sc.rope_sin0.data());
+  }
   for (int64_t i = 0; i < n; ++i) {
     rp.freq_factors = m.rope_factors(seqs[rows[i].seq]->n_ctx());
     kernels::rope_cache(rp, pos[i], &rope_cos[i * half], &rope_sin[i * half]);
+    for (int64_t j = 0; hp.imrope && j < half; ++j)
+      if (hp.imrope_pos0(j)) {
+        rope_cos[i * half + j] = sc.rope_cos0[j];
+        rope_sin[i * half + j] = sc.rope_sin0[j];
+      }
     if (hp.swa_rope) {
       kernels::RopeParams rp_swa = rp;
       rp_swa.freq_base = hp.rope_freq_base_swa;
@@ -311,6 +356,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
   v.resize(static_cast<size_t>(n * n_v));
   att.resize(static_cast<size_t>(n * n_att));
   tmp.resize(x.size());
+  if (hp.attn_output_gate) sc.attn_gate.resize(static_cast<size_t>(2 * n * n_q));
   if (hp.n_expert == 0) {
     gate.resize(static_cast<size_t>(n * hp.n_ff));
     up.resize(gate.size());
@@ -334,14 +380,18 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
     const bool swa = hp.is_swa(il);
     const float* layer_cos = swa && hp.swa_rope ? rope_cos_swa.data() : rope_cos.data();
     const float* layer_sin = swa && hp.swa_rope ? rope_sin_swa.data() : rope_sin.data();
-    // Attention block.
+    // Attention block (Qwen3.5's DeltaNet layers: model/delta_net.hpp).
     by_rows(n, [&](int64_t i) {
       kernels::rms_norm(&x[i * n_embd], L.attn_norm.data(), &cur[i * n_embd], n_embd, hp.f_norm_rms_eps);
     });
+    if (hp.is_recurrent(il)) {
+      delta_net_layer(m, il, seqs, rows.data(), n, cur.data(), tmp.data(), pool, sc.delta_net, &sc.act, obs);
+    } else {  // attention, to the attn_output product and its bias
     {
       observe(obs, {&L.wq, &L.wk, &L.wv}, cur.data(), n, n_embd);
       kernels::Activations act(cur.data(), n, n_embd, &sc.act);
-      const kernels::MatmulOut qkv[] = {{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}};
+      float* q_out = hp.attn_output_gate ? sc.attn_gate.data() : q.data();
+      const kernels::MatmulOut qkv[] = {{&L.wq, q_out}, {&L.wk, k.data()}, {&L.wv, v.data()}};
       kernels::matmul_many(qkv, act, pool);
     }
     add_bias(q, n, L.bq);
@@ -350,6 +400,9 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
     by_rows(n, [&](int64_t i) {
       const float* c = &layer_cos[i * half];
       const float* s = &layer_sin[i * half];
+      if (hp.attn_output_gate)  // Qwen3.5: per head [q | gate]; q goes on, the gate waits for the output
+        for (int64_t h = 0; h < hp.n_head; ++h)
+          std::copy_n(&sc.attn_gate[2 * i * n_q + 2 * h * hd], hd, &q[i * n_q + h * hd]);
       if (hp.qk_norm) {  // Qwen3, Gemma 3: RMSNorm of each head over its hd values, before RoPE
         for (int64_t h = 0; h < hp.n_head; ++h)
           kernels::rms_norm(&q[i * n_q + h * hd], L.attn_q_norm.data(), &q[i * n_q + h * hd], hd, hp.f_norm_rms_eps);
@@ -363,10 +416,11 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
       if (hp.scale_q_before_kq)
         for (int64_t d = 0; d < n_q; ++d) q[i * n_q + d] *= q_scale;
     });
+    const int64_t il_kv = hp.kv_layer(il);  // the cache holds the attention layers only
     auto store_kv = [&](int64_t i) {
       model::KvCache& kv = *seqs[rows[i].seq];
-      quant::ggml_fp16_t* kd = kv.k(il, pos[i]);
-      quant::ggml_fp16_t* vd = kv.v(il, pos[i]);
+      quant::ggml_fp16_t* kd = kv.k(il_kv, pos[i]);
+      quant::ggml_fp16_t* vd = kv.v(il_kv, pos[i]);
       for (int64_t d = 0; d < n_k; ++d) kd[d] = fp32_to_fp16(k[i * n_k + d]);
       for (int64_t d = 0; d < n_v; ++d) vd[d] = fp32_to_fp16(v[i * n_v + d]);
     };
@@ -386,8 +440,8 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
           const int64_t n_b = begin[b + 1] - begin[b];
           const model::KvCache& kv = *seqs[rows[ids[0]].seq];
           const kernels::KvLayerView view{kv.pages(),
-                                          kv.pool().k_offset(il),
-                                          kv.pool().v_offset(il),
+                                          kv.pool().k_offset(il_kv),
+                                          kv.pool().v_offset(il_kv),
                                           n_k,
                                           n_v,
                                           model::kPageShift,
@@ -413,12 +467,19 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
     // Distinct positions of distinct rows, so the stores go on in parallel.
     by_rows(n, [&](int64_t r) { store_kv(r); });
     attend(block_rows.data(), block_begin.data(), static_cast<int64_t>(block_begin.size()) - 1);
+    if (hp.attn_output_gate)  // Qwen3.5: the output times sigmoid(gate) (ggml_sigmoid, ggml_mul)
+      by_rows(n, [&](int64_t i) {
+        for (int64_t h = 0; h < hp.n_head; ++h)
+          for (int64_t d = 0; d < hd_v; ++d)
+            att[i * n_att + h * hd_v + d] *= kernels::sigmoid(sc.attn_gate[2 * i * n_q + (2 * h + 1) * hd + d]);
+      });
     {
       observe(obs, {&L.wo}, att.data(), n, n_att);
       kernels::Activations act(att.data(), n, n_att, &sc.act);
       kernels::matmul(L.wo, act, tmp.data(), pool);
     }
     add_bias(tmp, n, L.bo);
+    }  // attention
     // Gemma 3 normalizes a block's output before its residual add.
     auto post_norm = [&](const std::vector<float>& w, int64_t i) {
       if (hp.post_norms) kernels::rms_norm(&tmp[i * n_embd], w.data(), &tmp[i * n_embd], n_embd, hp.f_norm_rms_eps);
@@ -431,6 +492,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
     });
     if (hp.n_expert > 0) {
       moe_rows(hp, L, cur.data(), tmp.data(), n, pool, &sc.act, obs);
+      if (hp.n_ff_shexp > 0) shared_expert_rows(hp, L, cur.data(), tmp.data(), n, pool, &sc.act, obs);
     } else {
       observe(obs, {&L.ffn_gate, &L.ffn_up}, cur.data(), n, n_embd);
       kernels::Activations act(cur.data(), n, n_embd, &sc.act);
@@ -491,10 +553,13 @@ void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::s
   for (size_t sq = 0; sq < seqs.size(); ++sq) {
     if (!s.n_new[sq]) continue;
     const model::KvCache& kv = *seqs[sq];
-    if (kv.pool().n_layer() != hp.n_layer || kv.pool().n_embd_k() != hp.n_embd_k_gqa() ||
+    if (kv.pool().n_layer() != hp.n_layer_kv() || kv.pool().n_embd_k() != hp.n_embd_k_gqa() ||
         kv.pool().n_embd_v() != hp.n_embd_v_gqa())
       throw Error(Errc::invalid_argument, "forward: sequence " + std::to_string(sq) +
                                               "'s KV pool has the shapes of another model");
+    if (hp.has_recurrent() && kv.recurrent().bytes() != recurrent_state_bytes(hp))
+      throw Error(Errc::invalid_argument, "sequence " + std::to_string(sq) +
+                                              ": its cache holds no recurrent state for this model's DeltaNet layers");
     if (kv.n_past() + s.n_new[sq] > kv.n_ctx())
       throw Error(Errc::invalid_argument, "context full: " + std::to_string(kv.n_past()) + " cached + " +
                                               std::to_string(s.n_new[sq]) + " new tokens exceed the context size " +

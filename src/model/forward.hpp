@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/model.hpp"
+#include "model/delta_net.hpp"
 #include "kernels/matmul.hpp"
 #include "model/kv_cache.hpp"
 #include "base/thread_pool.hpp"
@@ -42,6 +43,11 @@ struct ForwardScratch {
   std::vector<float> x, cur, q, k, v, att, tmp, gate, up, rope_cos, rope_sin, rope_cos_swa, rope_sin_swa, q_temp;
   std::vector<float> normed;  // [n_wanted][n_embd]: the final-normed rows whose logits are wanted
   std::vector<BatchRow> one_seq;  // forward's rows
+  // Qwen3.5: the attention layers' q projection [n][2 x n_q] (per head q,
+  // then its output gate), RoPE at position 0 (IMROPE's 4th section), the
+  // DeltaNet layers' buffers.
+  std::vector<float> attn_gate, rope_cos0, rope_sin0;
+  DeltaNetScratch delta_net;
   kernels::ActivationBuffers act;  // the quantized and packed activation rows of every product
 };
 
@@ -74,8 +80,11 @@ struct ProductInput {
 
 // Receives the input of every weight product of forward_batch, on the
 // calling thread, in the forward pass's order (per pass of at most
-// kMaxPassRows rows: each layer's q/k/v, attn_output, the FFN's products
-// (MoE: the router, then per expert in id order gate, up, down), then, once
+// kMaxPassRows rows: each layer's q/k/v, attn_output (a Gated DeltaNet
+// layer's instead: attn_qkv, attn_gate, ssm_beta, ssm_alpha, ssm_out), the
+// FFN's products (MoE: the router, then per expert in id order gate, up,
+// down; Qwen3.5-MoE's shared expert then up, gate and its gate's logit,
+// down), then, once
 // for the batch, the output over the rows whose logits are wanted). The
 // pointers are valid during the call only. An exception thrown by observe
 // leaves the caches of that batch's sequences in an unspecified state.
@@ -105,8 +114,9 @@ class ProductObserver {
 //
 // Throws Error(out_of_range) for a token id outside [0, n_vocab) or a
 // sequence index outside `seqs`, Error(invalid_argument) for an empty batch
-// or when a sequence would pass its n_ctx (naming the numbers); no cache is
-// changed then.
+// or when a sequence would pass its n_ctx (naming the numbers), or when the
+// model has recurrent layers and a sequence's cache holds no recurrent state
+// of its size (a cache not from make_kv_cache); no cache is changed then.
 void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::span<const BatchRow> rows,
                    std::vector<float>& logits, base::ThreadPool& pool, ForwardScratch* scratch = nullptr,
                    ForwardOutput what = ForwardOutput::logits, ProductObserver* observer = nullptr);
@@ -119,7 +129,16 @@ void forward(const Model& m, model::KvCache& kv, std::span<const token_id> token
              ProductObserver* observer = nullptr);
 
 // A KV cache sized for model `m` and `n_ctx` positions (the sliding window,
-// if the model has one, bounds the rows actually stored).
-model::KvCache make_kv_cache(const Model& m, int64_t n_ctx);
+// if the model has one, bounds the rows actually stored); a hybrid model's
+// holds K/V rows for its attention layers only (HParams::kv_layer) and the
+// recurrent state of its DeltaNet layers (make_recurrent_state). Its pages
+// come from `pool` (one of make_kv_pool's for this model, shared with other
+// sequences), or from a pool of its own when null.
+model::KvCache make_kv_cache(const Model& m, int64_t n_ctx, std::shared_ptr<model::KvPool> pool = nullptr);
+
+// A pool of at most max_pages pages (0: no limit) of model `m`'s K/V shapes
+// (its attention layers only, as make_kv_cache's). Throws as KvPool's
+// constructor.
+std::shared_ptr<model::KvPool> make_kv_pool(const Model& m, int64_t max_pages);
 
 }  // namespace synapse::model

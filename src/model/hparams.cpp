@@ -31,7 +31,8 @@ struct Keys {
 constexpr std::pair<std::string_view, Arch> kArchs[] = {
     {"llama", Arch::llama},       {"mistral", Arch::mistral},   {"qwen2", Arch::qwen2}, {"qwen3", Arch::qwen3},
     {"qwen3moe", Arch::qwen3moe}, {"mistral3", Arch::mistral3}, {"phi3", Arch::phi3},
-    {"gpt-oss", Arch::gpt_oss},   {"gemma3", Arch::gemma3}};
+    {"gpt-oss", Arch::gpt_oss},   {"gemma3", Arch::gemma3},     {"qwen35", Arch::qwen35},
+    {"qwen35moe", Arch::qwen35moe}};
 
 // llama.cpp's load_swa_pattern: attention.sliding_window_pattern as one bool
 // per layer, or an integer n (default n_pattern): layer il slides when
@@ -81,6 +82,81 @@ void read_gemma3(const Keys& k, HParams& hp) {
   hp.embd_scale = std::sqrt(static_cast<float>(hp.n_embd));
   hp.post_norms = true;
   hp.gelu_ffn = true;
+}
+
+// llama.cpp v0.5.0 src/models/qwen35.cpp (load_arch_hparams): rms eps,
+// rope.dimension_sections (4 integers) and the five ssm.* sizes are required;
+// attention.recurrent_layers (one bool per layer) marks the DeltaNet layers,
+// else full_attention_interval n (default 4): layer il attends when
+// (il + 1) % n == 0. The graph (delta-net-base.cpp) asserts q/k and v heads
+// of one size (d_inner / time_step_rank == state_size) and v heads a
+// multiple of the q/k heads; its attention layers assert key_length ==
+// value_length. MTP layers (nextn_predict_layers) are not run. qwen35moe
+// reads the same (its FFN aside).
+// An array item's integer (signed or unsigned), a bool as 0/1; -1 for any other type.
+int64_t item_int(const gguf::Value& v) {
+  switch (v.type) {
+    case gguf::ValueType::UINT8: case gguf::ValueType::UINT16: case gguf::ValueType::UINT32:
+    case gguf::ValueType::UINT64: return v.u > (uint64_t{1} << 62) ? -1 : static_cast<int64_t>(v.u);
+    case gguf::ValueType::INT8: case gguf::ValueType::INT16: case gguf::ValueType::INT32:
+    case gguf::ValueType::INT64: return v.i;
+    case gguf::ValueType::BOOL: return v.b ? 1 : 0;
+    default: return -1;
+  }
+}
+
+void read_qwen35(const Keys& k, HParams& hp) {
+  if (!k.f32("attention.layer_norm_rms_epsilon"))
+    fail(k.f, k.name("attention.layer_norm_rms_epsilon"), "required key is missing");
+  const std::string sections_key = k.name("rope.dimension_sections");
+  const gguf::Value* sections = k.f.find(sections_key);
+  if (!sections) fail(k.f, sections_key, "required key is missing");
+  if (sections->type != gguf::ValueType::ARRAY || sections->items.size() < 4)
+    fail(k.f, sections_key, "expected an array of 4 integers");
+  for (int s = 0; s < 4; ++s) {
+    const int64_t v = item_int(sections->items[static_cast<size_t>(s)]);
+    if (v < 0 || v > hp.n_rot) fail(k.f, sections_key, "section " + std::to_string(v) + " out of range");
+    hp.rope_sections[s] = static_cast<int32_t>(v);
+  }
+  if (hp.rope_sections[0] + hp.rope_sections[1] + hp.rope_sections[2] + hp.rope_sections[3] == 0)
+    fail(k.f, sections_key, "all sections are 0");
+  hp.ssm_d_conv = k.required("ssm.conv_kernel");
+  hp.ssm_d_inner = k.required("ssm.inner_size");
+  hp.ssm_d_state = k.required("ssm.state_size");
+  hp.ssm_dt_rank = k.required("ssm.time_step_rank");
+  hp.ssm_n_group = k.required("ssm.group_count");
+  if (hp.ssm_d_conv < 1 || hp.ssm_d_conv > 64) fail(k.f, k.name("ssm.conv_kernel"), "out of range [1, 64]");
+  if (hp.ssm_d_state < 1 || hp.ssm_d_state > 4096) fail(k.f, k.name("ssm.state_size"), "out of range [1, 4096]");
+  if (hp.ssm_n_group < 1 || hp.ssm_dt_rank < 1 || hp.ssm_dt_rank % hp.ssm_n_group != 0)
+    fail(k.f, k.name("ssm.time_step_rank"),
+         "v heads " + std::to_string(hp.ssm_dt_rank) + " must be a positive multiple of ssm.group_count " +
+             std::to_string(hp.ssm_n_group));
+  if (hp.ssm_d_inner != hp.ssm_dt_rank * hp.ssm_d_state)
+    fail(k.f, k.name("ssm.inner_size"),
+         std::to_string(hp.ssm_d_inner) + " is not time_step_rank x state_size (" + std::to_string(hp.ssm_dt_rank) +
+             " x " + std::to_string(hp.ssm_d_state) + ")");
+  if (hp.n_embd_head_k != hp.n_embd_head_v)
+    fail(k.f, k.name("attention.value_length"), "qwen35 needs key_length == value_length");
+  hp.n_layer -= k.i64("nextn_predict_layers").value_or(0);
+  if (hp.n_layer <= 0) fail(k.f, k.name("nextn_predict_layers"), "leaves no layer to run");
+  hp.recurrent_layers.assign(static_cast<size_t>(hp.n_layer), 0);
+  const std::string layers_key = k.name("attention.recurrent_layers");
+  if (const gguf::Value* v = k.f.find(layers_key); v && v->type == gguf::ValueType::ARRAY) {
+    if (static_cast<int64_t>(v->items.size()) < hp.n_layer)
+      fail(k.f, layers_key, "expected one value per layer (" + std::to_string(hp.n_layer) + ")");
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+      const int64_t r = item_int(v->items[static_cast<size_t>(il)]);
+      if (r < 0) fail(k.f, layers_key, "expected bools or integers");
+      hp.recurrent_layers[il] = r != 0 ? 1 : 0;
+    }
+  } else {
+    const int64_t interval = k.i64("full_attention_interval").value_or(4);
+    if (interval < 1) fail(k.f, k.name("full_attention_interval"), "must be at least 1");
+    for (int64_t il = 0; il < hp.n_layer; ++il) hp.recurrent_layers[il] = (il + 1) % interval != 0 ? 1 : 0;
+  }
+  hp.qk_norm = true;
+  hp.attn_output_gate = true;
+  hp.imrope = true;
 }
 
 }  // namespace
@@ -133,12 +209,12 @@ HParams read_hparams(const gguf::File& f) {
   hp.n_ctx_train = k.i64("context_length").value_or(0);
   hp.n_expert = k.i64("expert_count").value_or(0);
   hp.n_expert_used = k.i64("expert_used_count").value_or(0);
-  if (hp.arch == Arch::qwen3moe) {
-    // llama.cpp v0.5.0 src/models/qwen3moe.cpp: every layer is MoE; an
-    // expert's width is expert_feed_forward_length, else n_ff / n_expert_used
-    // (feed_forward_length is then the dense width, unused).
-    if (hp.n_expert <= 0) fail(f, k.name("expert_count"), "qwen3moe needs experts (expert_count > 0)");
-    if (hp.n_expert_used <= 0) fail(f, k.name("expert_used_count"), "qwen3moe needs expert_used_count > 0");
+  if (hp.arch == Arch::qwen3moe || hp.arch == Arch::qwen35moe) {
+    // llama.cpp v0.5.0 src/models/qwen3moe.cpp and qwen35moe.cpp: every layer
+    // is MoE; an expert's width is expert_feed_forward_length, else n_ff /
+    // n_expert_used (feed_forward_length is then the dense width, unused).
+    if (hp.n_expert <= 0) fail(f, k.name("expert_count"), hp.arch_name + " needs experts (expert_count > 0)");
+    if (hp.n_expert_used <= 0) fail(f, k.name("expert_used_count"), hp.arch_name + " needs expert_used_count > 0");
     if (auto v = k.i64("expert_feed_forward_length")) {
       hp.n_ff = *v;
     } else {
@@ -148,6 +224,12 @@ HParams read_hparams(const gguf::File& f) {
              "missing, and feed_forward_length " + std::to_string(n_ff_dense) +
                  " is not a multiple of expert_used_count " + std::to_string(hp.n_expert_used));
       hp.n_ff = n_ff_dense / hp.n_expert_used;
+    }
+    if (hp.arch == Arch::qwen35moe) {  // qwen35moe.cpp: the shared expert's width, default n_ff
+      const std::optional<int64_t> dense = k.i64("feed_forward_length");
+      hp.n_ff_shexp = k.i64("expert_shared_feed_forward_length").value_or(dense.value_or(0));
+      if (hp.n_ff_shexp <= 0 || hp.n_ff_shexp > (1 << 22))
+        fail(f, k.name("expert_shared_feed_forward_length"), "missing (and no feed_forward_length) or out of range");
     }
   } else if (hp.arch == Arch::gpt_oss) {
     // llama.cpp v0.5.0 src/models/openai-moe.cpp: every layer is MoE, an
@@ -182,9 +264,11 @@ HParams read_hparams(const gguf::File& f) {
 
   hp.f_norm_rms_eps = k.f32("attention.layer_norm_rms_epsilon").value_or(1e-5f);
   hp.rope_freq_base = k.f32("rope.freq_base").value_or(10000.0f);
-  // llama_model_rope_type: NEOX for qwen2, qwen3, qwen3moe, phi3, gpt-oss and gemma3; mistral3 is normal.
+  // llama_model_rope_type: NEOX for qwen2, qwen3, qwen3moe, phi3, gpt-oss and gemma3, IMROPE for qwen35;
+  // mistral3 is normal.
   const bool neox = hp.arch == Arch::qwen2 || hp.arch == Arch::qwen3 || hp.arch == Arch::qwen3moe ||
-                    hp.arch == Arch::phi3 || hp.arch == Arch::gpt_oss || hp.arch == Arch::gemma3;
+                    hp.arch == Arch::phi3 || hp.arch == Arch::gpt_oss || hp.arch == Arch::gemma3 ||
+                    hp.arch == Arch::qwen35 || hp.arch == Arch::qwen35moe;  // IMROPE rotates NEOX's pairs
   hp.rope_type = neox ? RopeType::neox : RopeType::normal;
 
   // RoPE scaling: llama.cpp's llm_load_hparams + llama_context.
@@ -257,6 +341,7 @@ HParams read_hparams(const gguf::File& f) {
   hp.scale_q_before_kq = hp.arch == Arch::phi3;
   hp.qk_norm = hp.arch == Arch::qwen3 || hp.arch == Arch::qwen3moe;
   if (hp.arch == Arch::gemma3) read_gemma3(k, hp);
+  if (hp.arch == Arch::qwen35 || hp.arch == Arch::qwen35moe) read_qwen35(k, hp);
   // llama.cpp v0.5.0 src/llama-model.cpp:1258 (optional key) and :1403-1408.
   hp.pooling_type = static_cast<int32_t>(k.i64("pooling_type").value_or(-1));
   if (hp.pooling_type < -1 || hp.pooling_type > 4)

@@ -19,7 +19,7 @@
 
 namespace synapse::model {
 
-enum class Arch { llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3, gpt_oss, gemma3 };
+enum class Arch { llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3, gpt_oss, gemma3, qwen35, qwen35moe };
 // How a MoE router's logits become the chosen experts' weights (llama.cpp's
 // llama_expert_gating_func_type with build_moe_ffn's norm_w):
 // softmax_norm: softmax over all experts, top k, the k weights divided by
@@ -114,8 +114,55 @@ struct HParams {
   bool post_norms = false;
   bool gelu_ffn = false;
   float f_final_logit_softcapping = 0.0f;
+  // Qwen3.5 (llama.cpp v0.5.0 src/models/qwen35.cpp, delta-net-base.cpp):
+  // recurrent_layers[il] != 0 marks a Gated DeltaNet layer (attention.recurrent_layers,
+  // else every layer but each full_attention_interval-th, default 4); empty:
+  // none. The DeltaNet's sizes: ssm.conv_kernel (d_conv), ssm.inner_size
+  // (d_inner = v heads x head dim), ssm.state_size (head dim of q, k and v),
+  // ssm.time_step_rank (v heads), ssm.group_count (q/k heads). Its attention
+  // layers' q projection is 2 x n_embd_head_k per head (q, then the output's
+  // sigmoid gate: attn_output_gate), their RoPE is IMROPE over
+  // rope.dimension_sections (rope_sections; text positions).
+  std::vector<uint8_t> recurrent_layers;
+  int64_t ssm_d_conv = 0, ssm_d_inner = 0, ssm_d_state = 0, ssm_dt_rank = 0, ssm_n_group = 0;
+  bool attn_output_gate = false;
+  // qwen35moe: the shared expert's FFN width (expert_shared_feed_forward_length,
+  // default feed_forward_length), gated per row by sigmoid(ffn_gate_inp_shexp x);
+  // 0: no shared expert.
+  int64_t n_ff_shexp = 0;
+  bool imrope = false;
+  int32_t rope_sections[4] = {0, 0, 0, 0};
 
   int64_t n_gqa() const { return n_head / n_head_kv; }
+  bool is_recurrent(int64_t il) const {
+    return !recurrent_layers.empty() && recurrent_layers[static_cast<size_t>(il)] != 0;
+  }
+  bool has_recurrent() const { return !recurrent_layers.empty(); }
+  // Layers that keep K/V rows (all but the recurrent ones), and layer il's
+  // index among them (il an attention layer): a hybrid model's KvCache
+  // holds only those.
+  int64_t n_layer_kv() const { return kv_layer(n_layer); }
+  int64_t kv_layer(int64_t il) const {
+    int64_t n_recurrent = 0;
+    for (int64_t j = 0; j < il; ++j) n_recurrent += is_recurrent(j) ? 1 : 0;
+    return il - n_recurrent;
+  }
+  // Channels of a DeltaNet layer's short convolution: q, k (n_group heads
+  // each) and v (d_inner), as attn_qkv produces them.
+  int64_t ssm_conv_channels() const { return ssm_d_inner + 2 * ssm_n_group * ssm_d_state; }
+  // Whether RoPE pair i (0 <= i < n_rot/2) of an IMROPE model rotates by the
+  // 4th position component, which is 0 for text (ggml_mrope_cache_init with
+  // is_imrope: sector = i % sum(sections); t, h, w take the sectors
+  // s % 3 == 0, 1, 2 below 3 x their section, e the rest; llama.cpp gives
+  // text tokens positions (p, p, p, 0)).
+  bool imrope_pos0(int64_t i) const {
+    const int64_t n = int64_t{rope_sections[0]} + rope_sections[1] + rope_sections[2] + rope_sections[3];
+    const int64_t s = i % n;
+    const bool t = s % 3 == 0 && s < 3 * int64_t{rope_sections[0]};
+    const bool h = s % 3 == 1 && s < 3 * int64_t{rope_sections[1]};
+    const bool w = s % 3 == 2 && s < 3 * int64_t{rope_sections[2]};
+    return !(t || h || w);
+  }
   // Whether layer il attends through the sliding window.
   bool is_swa(int64_t il) const {
     return n_swa > 0 && (swa_layers.empty() || swa_layers[static_cast<size_t>(il)] != 0);

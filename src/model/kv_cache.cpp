@@ -102,7 +102,8 @@ KvCache::KvCache(KvCache&& o) noexcept
       window_(o.window_),
       capacity_(o.capacity_),
       n_past_(o.n_past_),
-      pages_(std::move(o.pages_)) {
+      pages_(std::move(o.pages_)),
+      recurrent_(std::move(o.recurrent_)) {
   o.pages_.clear();
   o.n_past_ = 0;
 }
@@ -116,6 +117,7 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
     capacity_ = o.capacity_;
     n_past_ = o.n_past_;
     pages_ = std::move(o.pages_);
+    recurrent_ = std::move(o.recurrent_);
     o.pages_.clear();
     o.n_past_ = 0;
   }
@@ -151,6 +153,7 @@ void KvCache::set_n_past(int64_t n) {
 void KvCache::clear() {
   drop_pages_from(0);
   n_past_ = 0;
+  recurrent_.clear();
 }
 
 int64_t KvCache::n_pages() const {
@@ -161,6 +164,7 @@ void KvCache::check_prefix(const char* what, int64_t n_prefix) const {
   if (n_prefix < 0 || n_prefix > n_past_)
     throw Error(Errc::invalid_argument, std::string(what) + ": prefix of " + std::to_string(n_prefix) +
                                             " positions, the sequence has " + std::to_string(n_past_));
+  recurrent_.check_keep(what, n_prefix, n_past_);
   if (n_prefix == 0 || n_prefix == n_past_ || window_ <= 0) return;
   // The rows the next position (n_prefix) reads, from n_prefix - window + 1
   // (rounded down to 16, the same page).
@@ -194,12 +198,15 @@ KvCache KvCache::fork(int64_t n_prefix) const {
   }
   copy.n_past_ = n_prefix;
   copy.release_window();
+  copy.recurrent_ = recurrent_;
+  if (n_prefix == 0) copy.recurrent_.clear();
   return copy;
 }
 
 void KvCache::truncate(int64_t n_keep) {
   check_prefix("truncate", n_keep);
   n_past_ = n_keep;
+  if (n_keep == 0) recurrent_.clear();
   drop_pages_from(n_page_slots(n_keep));
 }
 

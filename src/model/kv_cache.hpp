@@ -35,6 +35,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "model/recurrent_state.hpp"
 #include "quant/fp16.hpp"
 
 namespace synapse::model {
@@ -119,13 +120,15 @@ class KvCache {
   // caller, after reserve) and gives back the pages a sliding window no
   // longer reads; going back is truncate's.
   void set_n_past(int64_t n);
-  void clear();  // n_past 0, every page given back
+  void clear();  // n_past 0, every page given back, the recurrent state zeroed
 
   // A sequence holding positions [0, n_prefix) of this one, in the same pool:
-  // full pages shared, a partial last page copied. Throws
-  // Error(invalid_argument) if n_prefix > n_past(), or if a sliding window
-  // has given back a page the copy would need to read; Error(out_of_range)
-  // when the pool has no page for the copy.
+  // full pages shared, a partial last page copied, the recurrent state
+  // copied. Throws Error(invalid_argument) if n_prefix > n_past(), if a
+  // sliding window has given back a page the copy would need to read, or if
+  // the sequence has a recurrent state and n_prefix is neither n_past() nor
+  // 0 (RecurrentState::check_keep: such a state cannot be cut back);
+  // Error(out_of_range) when the pool has no page for the copy.
   KvCache fork(int64_t n_prefix) const;
   // Keeps positions [0, n_keep) (the next row is position n_keep); pages
   // past them go back to the pool. Throws Error(invalid_argument) as fork().
@@ -158,6 +161,12 @@ class KvCache {
   // Bytes of the pages held (a shared page counts in each holder).
   size_t bytes() const { return static_cast<size_t>(n_pages()) * pool_->page_bytes(); }
 
+  // The sequence's recurrent state beside its K/V rows (hybrid models, e.g.
+  // Qwen3.5's DeltaNet layers; empty otherwise): cleared, forked and
+  // truncated with the cache, under RecurrentState's rules.
+  RecurrentState& recurrent() { return recurrent_; }
+  const RecurrentState& recurrent() const { return recurrent_; }
+
  private:
   quant::ggml_fp16_t* row(int64_t pos) { return pages_[static_cast<size_t>(pos >> kPageShift)]; }
   // Error(invalid_argument) unless positions [0, n_prefix) can be kept.
@@ -168,6 +177,7 @@ class KvCache {
   int64_t n_ctx_ = 0, window_ = 0, capacity_ = 0;
   int64_t n_past_ = 0;
   std::vector<quant::ggml_fp16_t*> pages_;  // ceil(n_ctx / kPageSize) entries
+  RecurrentState recurrent_;
 };
 
 }  // namespace synapse::model

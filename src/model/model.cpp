@@ -78,6 +78,8 @@ class Binder {
     return find(name) ? vec(name, n) : std::vector<float>{};
   }
 
+  const std::string& path() const { return f_.path(); }
+
  private:
   const gguf::File& f_;
 };
@@ -108,12 +110,39 @@ void bind_experts(const Binder& b, const HParams& hp, int il, Layer& L) {
       b.require(merged);  // throws, naming the merged tensor
     }
   }
+  if (hp.n_ff_shexp > 0) {  // qwen35moe's shared expert (llama.cpp v0.5.0 requires it)
+    L.ffn_gate_inp_shexp = b.matrix(p + "ffn_gate_inp_shexp.weight", hp.n_embd, 1);
+    L.ffn_gate_shexp = b.matrix(p + "ffn_gate_shexp.weight", hp.n_embd, hp.n_ff_shexp);
+    L.ffn_up_shexp = b.matrix(p + "ffn_up_shexp.weight", hp.n_embd, hp.n_ff_shexp);
+    L.ffn_down_shexp = b.matrix(p + "ffn_down_shexp.weight", hp.n_ff_shexp, hp.n_embd);
+  }
   if (hp.arch == Arch::gpt_oss) {  // llama.cpp's openai-moe requires every bias
     L.ffn_gate_inp_b = b.vec(p + "ffn_gate_inp.bias", hp.n_expert);
     L.gate_exps_b = b.table(p + "ffn_gate_exps.bias", hp.n_ff, hp.n_expert);
     L.up_exps_b = b.table(p + "ffn_up_exps.bias", hp.n_ff, hp.n_expert);
     L.down_exps_b = b.table(p + "ffn_down_exps.bias", hp.n_embd, hp.n_expert);
   }
+}
+
+// A Gated DeltaNet layer's tensors (llama.cpp v0.5.0 llama_model_qwen35::
+// load_arch_tensors); attn_qkv and attn_gate are required here (the fused
+// ssm_ba / qkvz layouts of other converters are not read).
+void bind_delta_net(const Binder& b, const HParams& hp, int il, Layer& L) {
+  const std::string p = "blk." + std::to_string(il) + ".";
+  const int64_t channels = hp.ssm_conv_channels();
+  L.wqkv = b.matrix(p + "attn_qkv.weight", hp.n_embd, channels);
+  L.wqkv_gate = b.matrix(p + "attn_gate.weight", hp.n_embd, hp.ssm_d_inner);
+  const gguf::TensorInfo& conv = b.require(p + "ssm_conv1d.weight");
+  if (conv.type != GgmlType::F32)
+    throw Error(Errc::unsupported, b.path() + ": tensor '" + conv.name + "' has type " +
+                                       std::string(type_name(conv.type)) + "; ggml_ssm_conv reads F32 only");
+  L.ssm_conv1d = b.table(p + "ssm_conv1d.weight", hp.ssm_d_conv, channels);
+  L.ssm_dt = b.vec(p + "ssm_dt.bias", hp.ssm_dt_rank);
+  L.ssm_a = b.vec(p + "ssm_a", hp.ssm_dt_rank);
+  L.ssm_beta = b.matrix(p + "ssm_beta.weight", hp.n_embd, hp.ssm_dt_rank);
+  L.ssm_alpha = b.matrix(p + "ssm_alpha.weight", hp.n_embd, hp.ssm_dt_rank);
+  L.ssm_norm = b.vec(p + "ssm_norm.weight", hp.ssm_d_state);
+  L.ssm_out = b.matrix(p + "ssm_out.weight", hp.ssm_d_inner, hp.n_embd);
 }
 
 // Every matrix the active ISA runs faster interleaved
@@ -141,7 +170,9 @@ void interleave_weights(Model& m) {
     m.tok_embd.group_bytes = m.output.group_bytes;
   }
   for (Layer& L : m.layers) {
-    for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.ffn_gate_inp}) one(*w);
+    for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.ffn_gate_inp, &L.wqkv,
+                          &L.wqkv_gate, &L.ssm_out, &L.ffn_gate_shexp, &L.ffn_up_shexp, &L.ffn_down_shexp})
+      one(*w);
     for (auto* exps : {&L.gate_exps, &L.up_exps, &L.down_exps})
       for (WeightView& w : *exps) one(w);
   }
@@ -206,9 +237,18 @@ std::unique_ptr<Model> load_model(gguf::File file) {
     Layer& L = m->layers[il];
     const std::string p = "blk." + std::to_string(il) + ".";
     L.attn_norm = b.vec(p + "attn_norm.weight", hp.n_embd);
-    // gpt-oss names its FFN norm post_attention_norm (llama.cpp's LLM_TENSOR_ATTN_POST_NORM; the same place in the layer).
-    L.ffn_norm = b.vec(p + (hp.arch == Arch::gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), hp.n_embd);
-    if (hp.fused_qkv) {
+    // gpt-oss and qwen35 name their FFN norm post_attention_norm (llama.cpp's LLM_TENSOR_ATTN_POST_NORM; the same
+    // place in the layer).
+    const bool post_attention_ffn_norm =
+        hp.arch == Arch::gpt_oss || hp.arch == Arch::qwen35 || hp.arch == Arch::qwen35moe;
+    L.ffn_norm = b.vec(p + (post_attention_ffn_norm ? "post_attention_norm.weight" : "ffn_norm.weight"), hp.n_embd);
+    if (hp.is_recurrent(il)) {
+      bind_delta_net(b, hp, il, L);
+    } else if (hp.attn_output_gate) {  // qwen35: q and its gate, per head
+      L.wq = b.matrix(p + "attn_q.weight", hp.n_embd, 2 * n_q);
+      L.wk = b.matrix(p + "attn_k.weight", hp.n_embd, n_k);
+      L.wv = b.matrix(p + "attn_v.weight", hp.n_embd, n_v);
+    } else if (hp.fused_qkv) {
       const WeightView qkv = b.matrix(p + "attn_qkv.weight", hp.n_embd, n_q + n_k + n_v);
       L.wq = qkv.rows(0, n_q, p + "attn_qkv.weight[q]");
       L.wk = qkv.rows(n_q, n_k, p + "attn_qkv.weight[k]");
@@ -218,14 +258,14 @@ std::unique_ptr<Model> load_model(gguf::File file) {
       L.wk = b.matrix(p + "attn_k.weight", hp.n_embd, n_k);
       L.wv = b.matrix(p + "attn_v.weight", hp.n_embd, n_v);
     }
-    L.wo = b.matrix(p + "attn_output.weight", n_attn_out, hp.n_embd);
+    if (!hp.is_recurrent(il)) L.wo = b.matrix(p + "attn_output.weight", n_attn_out, hp.n_embd);
     L.bq = b.opt_vec(p + "attn_q.bias", n_q);
     L.bk = b.opt_vec(p + "attn_k.bias", n_k);
     L.bv = b.opt_vec(p + "attn_v.bias", n_v);
     L.bo = hp.arch == Arch::gpt_oss ? b.vec(p + "attn_output.bias", hp.n_embd)
                                     : b.opt_vec(p + "attn_output.bias", hp.n_embd);
     if (hp.attn_sinks) L.attn_sinks = b.vec(p + "attn_sinks.weight", hp.n_head);
-    if (hp.qk_norm) {
+    if (hp.qk_norm && !hp.is_recurrent(il)) {
       L.attn_q_norm = b.vec(p + "attn_q_norm.weight", hp.n_embd_head_k);
       L.attn_k_norm = b.vec(p + "attn_k_norm.weight", hp.n_embd_head_k);
     }

@@ -35,6 +35,17 @@ struct Layer {
   // [n_expert][n_ff] and ffn_down_exps.bias [n_expert][n_embd].
   std::vector<float> attn_sinks;
   std::vector<float> ffn_gate_inp_b, gate_exps_b, up_exps_b, down_exps_b;
+  // Qwen3.5's Gated DeltaNet layers (else empty): attn_qkv [n_embd -> conv
+  // channels: q, k, v] and attn_gate [n_embd -> d_inner] (the output norm's
+  // gate z, llama.cpp's wqkv and wqkv_gate), ssm_beta and ssm_alpha [n_embd ->
+  // v heads], ssm_out [d_inner -> n_embd]; ssm_conv1d [conv channels][d_conv]
+  // (F32 as ggml_ssm_conv reads it), ssm_dt (.bias) and ssm_a [v heads],
+  // ssm_norm [state size]. The attention layers' wq is [n_embd -> 2 x n_q].
+  WeightView wqkv, wqkv_gate, ssm_beta, ssm_alpha, ssm_out;
+  // Qwen3.5-MoE's shared expert (else empty): ffn_gate_inp_shexp [n_embd -> 1]
+  // (its gate's logit), ffn_gate/up_shexp [n_embd -> n_ff_shexp], ffn_down_shexp.
+  WeightView ffn_gate_inp_shexp, ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
+  std::vector<float> ssm_conv1d, ssm_dt, ssm_a, ssm_norm;
 };
 
 struct Model {

@@ -49,15 +49,10 @@ float dot_8_lanes(int64_t n, const T* w, const T* a, Get get) {
   return sum;
 }
 
-// The F32 (kDoubleTail false) and F16 (true) dots of the AVX-512 build.
+// ggml_vec_dot_f32 (kDoubleTail false) and ggml_vec_dot_f16 (true) of the
+// AVX-512 build: 4 x 16 lanes over the multiples of 64, then the tail.
 template <bool kDoubleTail, typename T, typename Get>
-float dot_avx512_order(int64_t n, const T* w, const T* a, Get get) {
-  if (n % 16 == 0) {
-    float acc[16] = {};
-    for (int64_t i = 0; i < n; i += 16)
-      for (int l = 0; l < 16; ++l) acc[l] = std::fma(get(w, i + l), get(a, i + l), acc[l]);
-    return hsum_float_16(acc);
-  }
+float dot_ggml_vec_order(int64_t n, const T* w, const T* a, Get get) {
   float acc[4][16] = {};
   const int64_t np = n & ~int64_t{63};
   for (int64_t i = 0; i < np; i += 64)
@@ -88,6 +83,18 @@ float dot_avx512_order(int64_t n, const T* w, const T* a, Get get) {
     for (; i < n; ++i) s = std::fma(get(w, i), get(a, i), s);
     return s;
   }
+}
+
+// The F32 and F16 dots of the AVX-512 build's matrix products.
+template <bool kDoubleTail, typename T, typename Get>
+float dot_avx512_order(int64_t n, const T* w, const T* a, Get get) {
+  if (n % 16 == 0) {
+    float acc[16] = {};
+    for (int64_t i = 0; i < n; i += 16)
+      for (int l = 0; l < 16; ++l) acc[l] = std::fma(get(w, i + l), get(a, i + l), acc[l]);
+    return hsum_float_16(acc);
+  }
+  return dot_ggml_vec_order<kDoubleTail>(n, w, a, get);
 }
 
 }  // namespace
@@ -129,6 +136,10 @@ void dequantize_row_bf16(const void* x, float* y, int64_t n) {
 float vec_dot_f32_f32(int64_t n, const void* w, const void* a) {
   return dot_avx512_order<false>(n, static_cast<const float*>(w), static_cast<const float*>(a),
                                  [](const float* p, int64_t i) { return p[i]; });
+}
+
+float vec_dot_f32_ggml(int64_t n, const float* x, const float* y) {
+  return dot_ggml_vec_order<false>(n, x, y, [](const float* p, int64_t i) { return p[i]; });
 }
 
 // w, a: [n] ggml_fp16_t (the activation already rounded to F16).

@@ -163,6 +163,12 @@ SYNAPSE_DECLARE_FORMAT(f32)
 SYNAPSE_DECLARE_FORMAT(f16)
 SYNAPSE_DECLARE_FORMAT(bf16)
 float vec_dot_f32_f32(int64_t n, const void* w, const void* a);
+// ggml_vec_dot_f32 itself as the AVX-512 reference build runs it (4 x 16
+// fused lanes over the multiples of 64, their sum, then the tail), where an op
+// calls it directly (ggml_gated_delta_net) rather than through a matrix
+// product (vec_dot_f32_f32's order for n % 16 == 0 is the product's).
+// Thread-safe (pure).
+float vec_dot_f32_ggml(int64_t n, const float* x, const float* y);
 float vec_dot_f16_f16(int64_t n, const void* w, const void* a);
 float vec_dot_bf16_bf16(int64_t n, const void* w, const void* a);
 

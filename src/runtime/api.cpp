@@ -81,8 +81,9 @@ uint64_t Model::n_params() const { return impl_->m->n_params(); }
 uint64_t Model::weight_bytes() const { return impl_->m->weight_bytes(); }
 uint64_t Model::kv_bytes_per_position() const {
   const model::HParams& hp = impl_->m->hp;
-  return static_cast<uint64_t>(hp.n_layer) * static_cast<uint64_t>(hp.n_embd_k_gqa() + hp.n_embd_v_gqa()) * 2;
+  return static_cast<uint64_t>(hp.n_layer_kv()) * static_cast<uint64_t>(hp.n_embd_k_gqa() + hp.n_embd_v_gqa()) * 2;
 }
+bool Model::has_recurrent_layers() const { return impl_->m->hp.has_recurrent(); }
 const gguf::File& Model::gguf() const { return impl_->m->file; }
 std::optional<std::string> Model::chat_template() const {
   return impl_->m->file.get_string("tokenizer.chat_template");
@@ -145,19 +146,15 @@ int64_t new_sequence_n_ctx(const model::Model& m) {
 Sequence Context::new_sequence(int64_t n_ctx) const {
   const model::Model& m = *impl_->model->m;
   if (n_ctx <= 0) n_ctx = new_sequence_n_ctx(m);
-  if (impl_->kv_pool)
-    return Sequence(std::make_unique<Sequence::Impl>(
-        Sequence::Impl{impl_->model, model::KvCache(impl_->kv_pool, n_ctx, m.hp.kv_window())}));
-  return Sequence(std::make_unique<Sequence::Impl>(Sequence::Impl{impl_->model, model::make_kv_cache(m, n_ctx)}));
+  return Sequence(
+      std::make_unique<Sequence::Impl>(Sequence::Impl{impl_->model, model::make_kv_cache(m, n_ctx, impl_->kv_pool)}));
 }
 
 void Context::share_kv(int64_t n_positions) {
   if (n_positions < 1)
     throw Error(Errc::invalid_argument, "share_kv: the pool needs at least 1 position, got " +
                                             std::to_string(n_positions));
-  const model::HParams& hp = impl_->model->m->hp;
-  impl_->kv_pool = std::make_shared<model::KvPool>(hp.n_layer, hp.n_embd_k_gqa(), hp.n_embd_v_gqa(),
-                                                   (n_positions + model::kPageSize - 1) / model::kPageSize);
+  impl_->kv_pool = model::make_kv_pool(*impl_->model->m, (n_positions + model::kPageSize - 1) / model::kPageSize);
 }
 
 KvPoolStats Context::kv_pool() const {

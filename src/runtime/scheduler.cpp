@@ -250,7 +250,10 @@ std::unique_ptr<Job> Scheduler::Impl::admit(std::unique_ptr<Job> job) {
   }
   try {
     best->seq.truncate(static_cast<int64_t>(best_len));
-  } catch (const Error&) {  // a sliding window has given back the prefix's pages
+  } catch (const Error&) {
+    // A sliding window has given back the prefix's pages, or the model's
+    // recurrent state (Qwen3.5) cannot be cut back to it: only a prompt that
+    // extends the whole cached sequence reuses it; any other starts again from 0.
     best->seq.clear();
     best_len = 0;
   }

@@ -26,9 +26,15 @@ std::vector<token_id> lcg_ids(int64_t n_vocab, token_id bos, size_t n) {
   return ids;
 }
 
+// Floats of one DeltaNet layer's conv and delta-rule state.
+struct StateSizes {
+  int64_t conv, ssm;
+};
+
 struct ChunkedRun {
   std::vector<float> logits;  // [n][n_vocab]
   std::vector<uint16_t> k, v; // every cached row of every layer
+  std::vector<float> rec;     // hybrid models: every DeltaNet layer's conv and delta-rule state
 };
 
 // n_ctx 0: the number of ids.
@@ -44,10 +50,17 @@ ChunkedRun run_chunked(const model::Model& m, const std::vector<token_id>& ids, 
     r.logits.insert(r.logits.end(), part.begin(), part.end());
   }
   const int64_t first = static_cast<int64_t>(ids.size()) - kv.capacity();
-  for (int64_t il = 0; il < m.hp.n_layer; ++il)
+  for (int64_t il = 0; il < m.hp.n_layer_kv(); ++il)
     for (int64_t p = std::max<int64_t>(0, first); p < static_cast<int64_t>(ids.size()); ++p) {
       r.k.insert(r.k.end(), kv.k(il, p), kv.k(il, p) + m.hp.n_embd_k_gqa());
       r.v.insert(r.v.end(), kv.v(il, p), kv.v(il, p) + m.hp.n_embd_v_gqa());
+    }
+  const StateSizes sz{(m.hp.ssm_d_conv - 1) * m.hp.ssm_conv_channels(),
+                         m.hp.ssm_dt_rank * m.hp.ssm_d_state * m.hp.ssm_d_state};
+  for (int64_t il = 0; il < m.hp.n_layer; ++il)
+    if (m.hp.is_recurrent(il)) {
+      r.rec.insert(r.rec.end(), kv.recurrent().conv(il), kv.recurrent().conv(il) + sz.conv);
+      r.rec.insert(r.rec.end(), kv.recurrent().ssm(il), kv.recurrent().ssm(il) + sz.ssm);
     }
   return r;
 }
@@ -72,6 +85,8 @@ TEST_P(BatchInvariance, PrefillChunksAndDecodeAreBitIdentical) {
       ASSERT_EQ(r.k.size(), ref.k.size());
       EXPECT_EQ(0, std::memcmp(r.k.data(), ref.k.data(), ref.k.size() * sizeof(uint16_t)));
       EXPECT_EQ(0, std::memcmp(r.v.data(), ref.v.data(), ref.v.size() * sizeof(uint16_t)));
+      ASSERT_EQ(r.rec.size(), ref.rec.size());
+      EXPECT_EQ(0, std::memcmp(r.rec.data(), ref.rec.data(), ref.rec.size() * sizeof(float)));
     }
   }
 }
@@ -99,6 +114,11 @@ INSTANTIATE_TEST_SUITE_P(
                       // gemma3: five layers with a window of 48 and RoPE base 1e4 to one global
                       // layer (1e6, linear 1/8), post-norms, GELU FFN, softcapped logits.
                       std::make_tuple("tiny-gemma3-f32.gguf", 0), std::make_tuple("tiny-gemma3-q4_0.gguf", 0),
+                      // qwen35: Gated DeltaNet layers (the conv and delta-rule states compared
+                      // too) between gated attention layers with IMROPE.
+                      std::make_tuple("tiny-qwen35-q8_0.gguf", 0),
+                      // qwen35moe: the same layers with 8 experts (top 2) and the gated shared expert.
+                      std::make_tuple("tiny-qwen35moe-q8_0.gguf", 0),
                       // The lattice formats, every matrix (token_embd Q2_K or the type).
                       std::make_tuple("tiny-llama-iq2_xxs.gguf", 0), std::make_tuple("tiny-llama-iq2_xs.gguf", 0),
                       std::make_tuple("tiny-llama-iq2_s.gguf", 0), std::make_tuple("tiny-llama-iq3_xxs.gguf", 0),

@@ -132,7 +132,7 @@ TEST(LoadErrors, UnknownArchitectureListsSupported) {
         else w.set_value(kv.key, kv.value);
       });
   expect_load_error(std::move(f), Errc::unsupported,
-                    {"'gemma'", "supported: llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3, gpt-oss, gemma3"});
+                    {"'gemma'", "supported: llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3, gpt-oss, gemma3, qwen35, qwen35moe"});
 }
 
 // What the newer architectures read (values: tests/data/models/MANIFEST.md).
@@ -357,6 +357,111 @@ TEST(Hparams, Gemma3) {
   base.type = gguf::ValueType::FLOAT32;
   base.f = 20000.0;
   EXPECT_EQ(model::load_model(with("gemma3.rope.freq_base_swa", base))->hp.rope_freq_base_swa, 20000.0f);
+}
+
+// qwen35 (llama.cpp v0.5.0 src/models/qwen35.cpp): full_attention_interval
+// 3: layers 2 and 5 attend, the others are Gated DeltaNet layers; IMROPE over rope.dimension_sections;
+// the ssm.* sizes required and consistent; post_attention_norm is the FFN's
+// norm; the DeltaNet tensors required per recurrent layer.
+TEST(Hparams, Qwen35) {
+  const std::string path = data_path("models/tiny-qwen35-f32.gguf");
+  auto m = model::load_model(path);
+  const model::HParams& hp = m->hp;
+  EXPECT_EQ(hp.arch, model::Arch::qwen35);
+  EXPECT_EQ(hp.rope_type, model::RopeType::neox);
+  EXPECT_TRUE(hp.imrope);
+  EXPECT_TRUE(hp.attn_output_gate);
+  EXPECT_TRUE(hp.qk_norm);
+  EXPECT_EQ(hp.n_rot, 16);
+  EXPECT_EQ(hp.n_embd_head_k, 64);
+  const int32_t sections[4] = {3, 3, 2, 0};
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(hp.rope_sections[s], sections[s]);
+  // IMROPE sectors (ggml_mrope_cache_init): [3, 3, 2, 0] over 8 pairs and
+  // Qwen3.5's [11, 11, 10, 0] over 32 give every pair a t, h or w position;
+  // [1, 1, 1, 1] gives sector 3 (3 % 3 == 0 but not below 3 x 1) the 4th,
+  // which is 0 for text.
+  for (int64_t i = 0; i < 8; ++i) EXPECT_FALSE(hp.imrope_pos0(i)) << i;
+  model::HParams real = hp;
+  real.rope_sections[0] = 11, real.rope_sections[1] = 11, real.rope_sections[2] = 10;
+  for (int64_t i = 0; i < 32; ++i) EXPECT_FALSE(real.imrope_pos0(i)) << i;
+  model::HParams four = hp;
+  four.rope_sections[0] = four.rope_sections[1] = four.rope_sections[2] = four.rope_sections[3] = 1;
+  for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(four.imrope_pos0(i), i % 4 == 3) << i;
+  for (int il = 0; il < 6; ++il) EXPECT_EQ(hp.is_recurrent(il), il != 2 && il != 5) << il;
+  EXPECT_EQ(hp.ssm_d_conv, 4);
+  EXPECT_EQ(hp.ssm_d_state, 32);
+  EXPECT_EQ(hp.ssm_n_group, 2);
+  EXPECT_EQ(hp.ssm_dt_rank, 4);
+  EXPECT_EQ(hp.ssm_d_inner, 128);
+  EXPECT_EQ(hp.ssm_conv_channels(), 256);
+  EXPECT_EQ(m->layers[0].ssm_conv1d.size(), 256u * 4);
+  EXPECT_EQ(m->layers[2].wq.n_out, 2 * 4 * 64);
+  EXPECT_EQ(m->layers[1].ffn_norm.size(), 128u);
+
+  for (const char* key : {"qwen35.ssm.conv_kernel", "qwen35.ssm.state_size", "qwen35.ssm.group_count",
+                          "qwen35.ssm.time_step_rank", "qwen35.ssm.inner_size", "qwen35.rope.dimension_sections",
+                          "qwen35.attention.layer_norm_rms_epsilon"})
+    expect_load_error(rewrite(path, keep_tensor, drop_key(key)), Errc::format, {key, "missing"});
+  for (const char* t : {"blk.0.ssm_conv1d.weight", "blk.1.ssm_a", "blk.3.ssm_dt.bias", "blk.4.attn_gate.weight",
+                        "blk.0.attn_qkv.weight", "blk.1.ssm_out.weight", "blk.3.ssm_norm.weight",
+                        "blk.4.ssm_beta.weight", "blk.0.ssm_alpha.weight", "blk.2.attn_q.weight",
+                        "blk.5.attn_k_norm.weight", "blk.2.post_attention_norm.weight"})
+    expect_load_error(rewrite(path, drop_tensor(t)), Errc::format, {t, "missing"});
+  // Sizes that do not fit: inner_size != time_step_rank x state_size; v heads
+  // not a multiple of the q/k heads.
+  const auto with_u32 = [&](const char* key, uint32_t v) {
+    gguf::Value value;
+    value.type = gguf::ValueType::UINT32;
+    value.u = v;
+    return rewrite(path, keep_tensor, [key, value](gguf::Writer& w, const gguf::KeyValue& kv) {
+      w.set_value(kv.key, kv.key == key ? value : kv.value);
+    });
+  };
+  expect_load_error(with_u32("qwen35.ssm.inner_size", 96), Errc::format, {"qwen35.ssm.inner_size", "96"});
+  expect_load_error(with_u32("qwen35.ssm.group_count", 3), Errc::format, {"qwen35.ssm.time_step_rank"});
+  // full_attention_interval absent: llama.cpp's default 4 (layer 3 attends);
+  // the attention layer 2 then lacks the DeltaNet tensors.
+  expect_load_error(rewrite(path, keep_tensor, drop_key("qwen35.full_attention_interval")), Errc::format,
+                    {"blk.2.attn_qkv.weight", "missing"});
+  // The DeltaNet's conv taps must be F32 (ggml_ssm_conv reads nothing else).
+  expect_load_error(rewrite(path,
+                            [](const gguf::TensorInfo& t, GgmlType& type, std::vector<int64_t>&) {
+                              if (t.name == "blk.0.ssm_conv1d.weight") type = GgmlType::F16;
+                              return true;
+                            }),
+                    Errc::unsupported, {"blk.0.ssm_conv1d.weight", "F32"});
+}
+
+// qwen35moe (llama.cpp v0.5.0 src/models/qwen35moe.cpp): qwen35's layers and
+// keys; every FFN routed (expert_count, expert_used_count, expert width
+// expert_feed_forward_length) plus a shared expert of
+// expert_shared_feed_forward_length (default feed_forward_length) with its
+// gate ffn_gate_inp_shexp.
+TEST(Hparams, Qwen35Moe) {
+  const std::string path = data_path("models/tiny-qwen35moe-f32.gguf");
+  auto m = model::load_model(path);
+  const model::HParams& hp = m->hp;
+  EXPECT_EQ(hp.arch, model::Arch::qwen35moe);
+  EXPECT_TRUE(hp.imrope);
+  EXPECT_TRUE(hp.attn_output_gate);
+  EXPECT_EQ(hp.n_layer, 3);
+  for (int il = 0; il < 3; ++il) EXPECT_EQ(hp.is_recurrent(il), il != 2) << il;
+  EXPECT_EQ(hp.n_expert, 8);
+  EXPECT_EQ(hp.n_expert_used, 2);
+  EXPECT_EQ(hp.n_ff, 64);
+  EXPECT_EQ(hp.n_ff_shexp, 128);
+  EXPECT_EQ(m->layers[0].gate_exps.size(), 8u);
+  EXPECT_EQ(m->layers[2].ffn_gate_inp_shexp.n_out, 1);
+  EXPECT_EQ(m->layers[1].ffn_down_shexp.n_in, 128);
+  for (const char* t : {"blk.0.ffn_gate_inp_shexp.weight", "blk.1.ffn_up_shexp.weight", "blk.2.ffn_down_exps.weight",
+                        "blk.0.ssm_conv1d.weight", "blk.2.attn_q.weight"})
+    expect_load_error(rewrite(path, drop_tensor(t)), Errc::format, {t, "missing"});
+  // Without expert_shared_feed_forward_length the shared expert is feed_forward_length wide (here the same 128).
+  EXPECT_EQ(model::load_model(rewrite(path, keep_tensor, drop_key("qwen35moe.expert_shared_feed_forward_length")))
+                ->hp.n_ff_shexp,
+            128);
+  expect_load_error(rewrite(path, keep_tensor, drop_key("qwen35moe.expert_count")), Errc::format,
+                    {"qwen35moe.expert_count", "qwen35moe needs experts"});
 }
 
 TEST(LoadErrors, SplitExpertsLoadLikeMerged) {

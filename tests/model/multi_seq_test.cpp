@@ -127,6 +127,8 @@ INSTANTIATE_TEST_SUITE_P(Models, MultiSequence,
                                            std::make_tuple("tiny-gpt-oss-f32.gguf", 8),
                                            std::make_tuple("tiny-gpt-oss-mxfp4_moe.gguf", 8),
                                            std::make_tuple("tiny-gemma3-q4_0.gguf", 8),
+                                           std::make_tuple("tiny-qwen35-q8_0.gguf", 8),
+                                           std::make_tuple("tiny-qwen35moe-q8_0.gguf", 8),
                                            std::make_tuple("tiny-llama-iq2_xs.gguf", 8),
                                            std::make_tuple("tiny-llama-iq1_m.gguf", 8)));
 

@@ -175,7 +175,7 @@ TEST(Api, ParallelForCoversEachIndexOnceAndRethrows) {
 
 TEST(Api, SupportedArchitecturesAndThreadLimits) {
   const std::vector<std::string> archs = supported_architectures();
-  const std::vector<std::string> want = {"llama", "mistral", "qwen2", "qwen3", "qwen3moe", "mistral3", "phi3", "gpt-oss", "gemma3"};
+  const std::vector<std::string> want = {"llama", "mistral", "qwen2", "qwen3", "qwen3moe", "mistral3", "phi3", "gpt-oss", "gemma3", "qwen35", "qwen35moe"};
   EXPECT_EQ(archs, want);
   EXPECT_EQ(max_threads, 512);  // ggml's GGML_MAX_N_THREADS
   EXPECT_GE(default_thread_count(), 1);

@@ -508,6 +508,30 @@ TEST(QuantizeModel, MXFP4_MOEMatchesLlamaQuantize) {
   EXPECT_TRUE(image == read_file(ref_path)) << "the file differs from llama-quantize's";
 }
 
+// Q8_0 of the Qwen3.5 hybrids (llama-quantize v0.5.0): every matrix Q8_0 but
+// ssm_conv1d (never quantized), the router and the 1-D tensors (ssm_a,
+// ssm_dt.bias, ffn_gate_inp_shexp) F32; the whole files byte-identical to
+// llama-quantize's.
+TEST(QuantizeModel, Qwen35Q8_0MatchesLlamaQuantize) {
+  for (const char* m : {"tiny-qwen35", "tiny-qwen35moe"}) {
+    const gguf::File master = gguf::File::open(kModels + m + "-f32.gguf");
+    QuantizeOptions opt;
+    opt.ftype = FileType::MOSTLY_Q8_0;
+    opt.n_threads = 2;
+    std::vector<uint8_t> image;
+    const gguf::File mine = quantize_in_memory(master, opt, &image);
+    const std::string ref_path = kModels + m + "-q8_0.gguf";
+    const gguf::File ref = gguf::File::open(ref_path);
+    expect_same_metadata(mine, ref, m);
+    const Comparison c = compare_files(mine, ref, master, m);
+    EXPECT_EQ(static_cast<size_t>(c.n_tensors), ref.tensors().size()) << m;
+    EXPECT_EQ(c.n_identical, c.n_tensors) << m;
+    EXPECT_EQ(mine.find_tensor("blk.0.ssm_conv1d.weight")->type, GgmlType::F32) << m;
+    EXPECT_EQ(mine.find_tensor("blk.0.ssm_beta.weight")->type, GgmlType::Q8_0) << m;
+    EXPECT_TRUE(image == read_file(ref_path)) << m << ": the file differs from llama-quantize's";
+  }
+}
+
 // stories260K (64 columns, ffn_down 172): the reference files were made with
 // the Q6_K and TQ2_0 mixes (general.file_type then overwritten). Q6_K falls
 // back to Q8_0, TQ2_0 to Q4_0, and 172 columns fit no block: F16. The output

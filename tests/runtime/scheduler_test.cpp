@@ -549,46 +549,75 @@ TEST(Scheduler, LongPromptDelaysOthersByAtMostOneStep) {
   for (size_t i = 1; i < steps_at_token.size(); ++i) EXPECT_EQ(steps_at_token[i], steps_at_token[i - 1] + 1) << i;
 }
 
+// A conversation's first turn run to its end (greedy, 5 tokens, the turn
+// closed), and the prompt of the next turn: the first prompt + the reply +
+// end-of-turn + a new message.
+struct FirstTurn {
+  Request req;
+  Reply reply;
+  std::vector<token_id> next;
+};
+FirstTurn first_turn(Scheduler& s, const Model& m) {
+  FirstTurn f;
+  Collector first;
+  f.req.prompt = prompt_of(m, "Once upon a time, there was a cat");
+  f.req.params.sampling.temp = 0;
+  f.req.params.max_tokens = 5;
+  f.req.params.ignore_eos = true;
+  f.req.params.close_turn = true;
+  first.attach(f.req);
+  EXPECT_TRUE(s.try_submit(f.req).has_value());
+  f.reply = first.get();
+  s.wait_idle();
+  f.next = f.req.prompt;
+  f.next.insert(f.next.end(), f.reply.tokens.begin(), f.reply.tokens.end());
+  f.next.push_back(end_of_turn_token(m.tokenizer()));
+  for (token_id t : prompt_of(m, "The dog")) f.next.push_back(t);
+  return f;
+}
+
+// A conversation's next turn (seeded sampling, 8 tokens with logprobs) run
+// with the prompt cache (warm), then without it (cold).
+struct WarmCold {
+  Reply warm, cold;
+};
+WarmCold warm_then_cold(Scheduler& s, const std::vector<token_id>& prompt, bool close_turn) {
+  Request r;
+  r.prompt = prompt;
+  r.params.sampling.seed = 5;
+  r.params.max_tokens = 8;
+  r.params.ignore_eos = true;
+  r.params.logprobs = true;
+  r.params.close_turn = close_turn;
+  WarmCold out;
+  Collector warm, cold;
+  Request rw = r;
+  warm.attach(rw);
+  EXPECT_TRUE(s.try_submit(std::move(rw)).has_value());
+  out.warm = warm.get();
+  s.wait_idle();
+  Request rc = r;
+  rc.cache_prompt = false;
+  cold.attach(rc);
+  EXPECT_TRUE(s.try_submit(std::move(rc)).has_value());
+  out.cold = cold.get();
+  s.wait_idle();
+  return out;
+}
+
 TEST(Scheduler, PromptCacheAndCloseTurnAndMetrics) {
   const Model m = Model::load(data_path("models/stories260K.gguf"));
   Scheduler s(m, sched_params(2, 1));
-  Collector first;
-  Request r1;
-  r1.prompt = prompt_of(m, "Once upon a time, there was a cat");
-  r1.params.sampling.temp = 0;
-  r1.params.max_tokens = 5;
-  r1.params.ignore_eos = true;
-  r1.params.close_turn = true;
-  first.attach(r1);
-  ASSERT_TRUE(s.try_submit(r1).has_value());
-  const Reply a = first.get();
-  s.wait_idle();
-  // The next turn: prompt + reply + end-of-turn + a new message.
-  std::vector<token_id> turn2 = r1.prompt;
-  turn2.insert(turn2.end(), a.tokens.begin(), a.tokens.end());
-  turn2.push_back(end_of_turn_token(m.tokenizer()));
-  for (token_id t : prompt_of(m, "The dog")) turn2.push_back(t);
-  Request r2;
-  r2.prompt = turn2;
-  r2.params.sampling.seed = 5;
-  r2.params.max_tokens = 8;
-  r2.params.ignore_eos = true;
-  r2.params.logprobs = true;
-  Collector warm, cold;
-  Request r2w = r2;
-  warm.attach(r2w);
-  ASSERT_TRUE(s.try_submit(std::move(r2w)).has_value());
-  const Reply w = warm.get();
+  const FirstTurn f = first_turn(s, m);
+  const Request& r1 = f.req;
+  const Reply& a = f.reply;
+  const std::vector<token_id>& turn2 = f.next;
+  const WarmCold r2 = warm_then_cold(s, turn2, false);
+  const Reply& w = r2.warm;
   EXPECT_EQ(w.n_cached, static_cast<int64_t>(r1.prompt.size() + a.tokens.size() + 1));
   EXPECT_EQ(w.slot, a.slot);
-  Request r2c = r2;
-  r2c.cache_prompt = false;
-  cold.attach(r2c);
-  ASSERT_TRUE(s.try_submit(std::move(r2c)).has_value());
-  const Reply c = cold.get();
-  EXPECT_EQ(c.n_cached, 0);
-  expect_same_bytes(c, w, "cache hit against miss");
-  s.wait_idle();
+  EXPECT_EQ(r2.cold.n_cached, 0);
+  expect_same_bytes(r2.cold, w, "cache hit against miss");
   const SchedulerMetrics mt = s.metrics();
   EXPECT_EQ(mt.requests_total, 3u);
   EXPECT_EQ(mt.cached_tokens_total, static_cast<uint64_t>(w.n_cached));
@@ -596,6 +625,39 @@ TEST(Scheduler, PromptCacheAndCloseTurnAndMetrics) {
   EXPECT_EQ(mt.tokens_predicted_total, 5u + 8u + 8u);
   EXPECT_EQ(mt.kv_cells_total, 2 * 256);  // -c: the pool both slots share
   EXPECT_EQ(mt.kv_cells_used, 0);
+}
+
+// A hybrid model (Qwen3.5's DeltaNet layers, whose recurrent state cannot be
+// cut back): the next turn of a conversation, which extends the whole cached
+// sequence, reuses all of it and replies as a cold run does; a prompt that
+// shares only part of it starts again from position 0 (n_cached 0), and
+// replies as a cold run too.
+TEST(Scheduler, HybridModelReusesOnlyTheWholeCachedSequence) {
+  const Model m = Model::load(data_path("models/tiny-qwen35-q8_0.gguf"));
+  Scheduler s(m, sched_params(1, 1));
+  const FirstTurn f = first_turn(s, m);
+  const Request& r1 = f.req;
+  const Reply& a = f.reply;
+  const std::vector<token_id>& turn2 = f.next;
+  // Shares r1's prompt but not the reply: the cached sequence cannot be cut back to it.
+  std::vector<token_id> branch = r1.prompt;
+  for (token_id t : prompt_of(m, "The dog")) branch.push_back(t);
+  for (const auto& [prompt, want_cached] :
+       {std::make_pair(turn2, static_cast<int64_t>(r1.prompt.size() + a.tokens.size() + 1)),
+        std::make_pair(branch, int64_t{0})}) {
+    const WarmCold r2 = warm_then_cold(s, prompt, true);
+    EXPECT_EQ(r2.warm.n_cached, want_cached);
+    EXPECT_EQ(r2.cold.n_cached, 0);
+    expect_same_bytes(r2.cold, r2.warm, "hybrid: cache against cold");
+    // Back to r1's conversation for the branch.
+    Collector again;
+    Request r1b = r1;
+    r1b.cache_prompt = false;
+    again.attach(r1b);
+    ASSERT_TRUE(s.try_submit(std::move(r1b)).has_value());
+    EXPECT_EQ(again.get().tokens, a.tokens);
+    s.wait_idle();
+  }
 }
 
 // issue 26: a reply cut by a disconnect (cancel) still ends its turn in the

@@ -134,6 +134,20 @@ TEST(BenchCli, DepthRowsAreLabelled) {
   EXPECT_EQ(j["results"][0].at("n_depth"), 32);
 }
 
+// A model with recurrent layers (tiny-qwen35: DeltaNet states that cannot be
+// cut back) rewinds to its depth from a copy of the filled cache: every run,
+// single and batched, at depth 16.
+TEST(BenchCli, HybridModelRunsAtDepth) {
+  const Result r = synapse_cli("bench -m " + data_path("models/tiny-qwen35-q8_0.gguf") +
+                               " -p 4 -n 2 -d 16 -r 2 -t 1 --batch 1,2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.at("results").size(), 3u);
+  EXPECT_EQ(j["results"][0].at("test"), "pp4 @ d16");
+  EXPECT_EQ(j["results"][1].at("test"), "tg2 @ d16");
+  EXPECT_EQ(j["results"][2].at("test"), "tg2 @ d16 x2");
+}
+
 // pp tests give the share of the int8 peak: int8 GOP per token (2 x the
 // elements of the quantized matrices every token goes through, plus the
 // output matrix's once per pass of P tokens) x t/s / (--peak GOPS per thread

@@ -68,7 +68,7 @@ TEST(Cli, InfoListsTensorsAndSize) {
   EXPECT_NE(r.out.find("blk.0.attn_q.weight"), std::string::npos);
   EXPECT_NE(r.out.find("[64, 64]"), std::string::npos);
   EXPECT_NE(r.out.find("32.000 bits per weight"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("architecture: llama (supported; synapse runs llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3, gpt-oss, gemma3)"),
+  EXPECT_NE(r.out.find("architecture: llama (supported; synapse runs llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3, gpt-oss, gemma3, qwen35, qwen35moe)"),
             std::string::npos)
       << r.out;
   const Result q = synapse_cli("info " + data_path("models/tiny-mistral3-f32.gguf"));
@@ -122,7 +122,7 @@ TEST(Cli, UnsupportedArchitecture) {
   std::ofstream(path, std::ios::binary) << bytes;
   const Result r = synapse_cli("run -m " + path + " -p hi -n 1");
   expect_clean_error(r, "llamb");
-  EXPECT_NE(r.err.find("supported: llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3, gpt-oss, gemma3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("supported: llama, mistral, qwen2, qwen3, qwen3moe, mistral3, phi3, gpt-oss, gemma3, qwen35, qwen35moe"), std::string::npos) << r.err;
   std::remove(path.c_str());
 }
 
