@@ -387,98 +387,98 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
     if (hp.is_recurrent(il)) {
       delta_net_layer(m, il, seqs, rows.data(), n, cur.data(), tmp.data(), pool, sc.delta_net, &sc.act, obs);
     } else {  // attention, to the attn_output product and its bias
-    {
-      observe(obs, {&L.wq, &L.wk, &L.wv}, cur.data(), n, n_embd);
-      kernels::Activations act(cur.data(), n, n_embd, &sc.act);
-      float* q_out = hp.attn_output_gate ? sc.attn_gate.data() : q.data();
-      const kernels::MatmulOut qkv[] = {{&L.wq, q_out}, {&L.wk, k.data()}, {&L.wv, v.data()}};
-      kernels::matmul_many(qkv, act, pool);
-    }
-    add_bias(q, n, L.bq);
-    add_bias(k, n, L.bk);
-    add_bias(v, n, L.bv);
-    by_rows(n, [&](int64_t i) {
-      const float* c = &layer_cos[i * half];
-      const float* s = &layer_sin[i * half];
-      if (hp.attn_output_gate)  // Qwen3.5: per head [q | gate]; q goes on, the gate waits for the output
-        for (int64_t h = 0; h < hp.n_head; ++h)
-          std::copy_n(&sc.attn_gate[2 * i * n_q + 2 * h * hd], hd, &q[i * n_q + h * hd]);
-      if (hp.qk_norm) {  // Qwen3, Gemma 3: RMSNorm of each head over its hd values, before RoPE
-        for (int64_t h = 0; h < hp.n_head; ++h)
-          kernels::rms_norm(&q[i * n_q + h * hd], L.attn_q_norm.data(), &q[i * n_q + h * hd], hd, hp.f_norm_rms_eps);
-        for (int64_t h = 0; h < hp.n_head_kv; ++h)
-          kernels::rms_norm(&k[i * n_k + h * hd], L.attn_k_norm.data(), &k[i * n_k + h * hd], hd, hp.f_norm_rms_eps);
+      {
+        observe(obs, {&L.wq, &L.wk, &L.wv}, cur.data(), n, n_embd);
+        kernels::Activations act(cur.data(), n, n_embd, &sc.act);
+        float* q_out = hp.attn_output_gate ? sc.attn_gate.data() : q.data();
+        const kernels::MatmulOut qkv[] = {{&L.wq, q_out}, {&L.wk, k.data()}, {&L.wv, v.data()}};
+        kernels::matmul_many(qkv, act, pool);
       }
-      for (int64_t h = 0; h < hp.n_head; ++h) kernels::rope_apply(&q[i * n_q + h * hd], hp.n_rot, c, s, neox);
-      for (int64_t h = 0; h < hp.n_head_kv; ++h) kernels::rope_apply(&k[i * n_k + h * hd], hp.n_rot, c, s, neox);
-      if (hp.attn_temp_scale != 0.0f)  // Ministral 3: q times its position's temperature, after RoPE
-        for (int64_t d = 0; d < n_q; ++d) q[i * n_q + d] *= q_temp[i];
-      if (hp.scale_q_before_kq)
-        for (int64_t d = 0; d < n_q; ++d) q[i * n_q + d] *= q_scale;
-    });
-    const int64_t il_kv = hp.kv_layer(il);  // the cache holds the attention layers only
-    auto store_kv = [&](int64_t i) {
-      model::KvCache& kv = *seqs[rows[i].seq];
-      quant::ggml_fp16_t* kd = kv.k(il_kv, pos[i]);
-      quant::ggml_fp16_t* vd = kv.v(il_kv, pos[i]);
-      for (int64_t d = 0; d < n_k; ++d) kd[d] = fp32_to_fp16(k[i * n_k + d]);
-      for (int64_t d = 0; d < n_v; ++d) vd[d] = fp32_to_fp16(v[i * n_v + d]);
-    };
-    auto attend = [&](const int64_t* row_ids, const int64_t* begin, int64_t n_blocks) {
-      // Work items are (query block, KV group) pairs, split across threads,
-      // never inside a sum; handed out last block first (the longest, under
-      // the causal mask) so the cheap ones even out the threads at the end.
-      // Each reads its group's K/V rows once for all n_gqa heads of its rows.
-      const int64_t n_groups = hp.n_head_kv, n_gqa = hp.n_gqa(), n_items = n_blocks * n_groups;
-      pool.parallel_for(n_items, 1, [&](int64_t w0, int64_t w1) {
-        // Per thread and kept: its score rows reach 2 MiB in a prefill block.
-        thread_local kernels::AttentionScratch scratch;
-        std::vector<kernels::QueryRow> block;
-        for (int64_t w = w0; w < w1; ++w) {
-          const int64_t b = (n_items - 1 - w) / n_groups, g = (n_items - 1 - w) % n_groups;
-          const int64_t* ids = row_ids + begin[b];
-          const int64_t n_b = begin[b + 1] - begin[b];
-          const model::KvCache& kv = *seqs[rows[ids[0]].seq];
-          const kernels::KvLayerView view{kv.pages(),
-                                          kv.pool().k_offset(il_kv),
-                                          kv.pool().v_offset(il_kv),
-                                          n_k,
-                                          n_v,
-                                          model::kPageShift,
-                                          L.attn_sinks.empty() ? nullptr : L.attn_sinks.data()};
-          // A window's start rounded down to a multiple of 16, the positions
-          // before it masked (QueryRow::n_masked), where the sequence keeps
-          // every position (n_ctx within the window, or beside gpt-oss's and
-          // Gemma 3's global layers); otherwise the window's own start, as the
-          // circular cache before pages read it (same bits as then).
-          const bool align_window = kv.capacity() >= kv.n_ctx();
-          block.resize(static_cast<size_t>(n_b));
-          for (int64_t r = 0; r < n_b; ++r) {
-            const int64_t i = ids[r];
-            const int64_t window_first = swa ? std::max<int64_t>(0, pos[i] - hp.n_swa + 1) : 0;
-            const int64_t n_masked = align_window ? window_first % 16 : 0;
-            block[r] = {&q[i * n_q + g * n_gqa * hd], &att[i * n_att + g * n_gqa * hd_v], window_first - n_masked,
-                        pos[i], n_masked};
-          }
-          kernels::attend_block(view, g, block.data(), n_b, n_gqa, hd, hd_v, kq_scale, scratch);
-        }
-      });
-    };
-    // Distinct positions of distinct rows, so the stores go on in parallel.
-    by_rows(n, [&](int64_t r) { store_kv(r); });
-    attend(block_rows.data(), block_begin.data(), static_cast<int64_t>(block_begin.size()) - 1);
-    if (hp.attn_output_gate)  // Qwen3.5: the output times sigmoid(gate) (ggml_sigmoid, ggml_mul)
+      add_bias(q, n, L.bq);
+      add_bias(k, n, L.bk);
+      add_bias(v, n, L.bv);
       by_rows(n, [&](int64_t i) {
-        for (int64_t h = 0; h < hp.n_head; ++h)
-          for (int64_t d = 0; d < hd_v; ++d)
-            att[i * n_att + h * hd_v + d] *= kernels::sigmoid(sc.attn_gate[2 * i * n_q + (2 * h + 1) * hd + d]);
+        const float* c = &layer_cos[i * half];
+        const float* s = &layer_sin[i * half];
+        if (hp.attn_output_gate)  // Qwen3.5: per head [q | gate]; q goes on, the gate waits for the output
+          for (int64_t h = 0; h < hp.n_head; ++h)
+            std::copy_n(&sc.attn_gate[2 * i * n_q + 2 * h * hd], hd, &q[i * n_q + h * hd]);
+        if (hp.qk_norm) {  // Qwen3, Gemma 3: RMSNorm of each head over its hd values, before RoPE
+          for (int64_t h = 0; h < hp.n_head; ++h)
+            kernels::rms_norm(&q[i * n_q + h * hd], L.attn_q_norm.data(), &q[i * n_q + h * hd], hd, hp.f_norm_rms_eps);
+          for (int64_t h = 0; h < hp.n_head_kv; ++h)
+            kernels::rms_norm(&k[i * n_k + h * hd], L.attn_k_norm.data(), &k[i * n_k + h * hd], hd, hp.f_norm_rms_eps);
+        }
+        for (int64_t h = 0; h < hp.n_head; ++h) kernels::rope_apply(&q[i * n_q + h * hd], hp.n_rot, c, s, neox);
+        for (int64_t h = 0; h < hp.n_head_kv; ++h) kernels::rope_apply(&k[i * n_k + h * hd], hp.n_rot, c, s, neox);
+        if (hp.attn_temp_scale != 0.0f)  // Ministral 3: q times its position's temperature, after RoPE
+          for (int64_t d = 0; d < n_q; ++d) q[i * n_q + d] *= q_temp[i];
+        if (hp.scale_q_before_kq)
+          for (int64_t d = 0; d < n_q; ++d) q[i * n_q + d] *= q_scale;
       });
-    {
-      observe(obs, {&L.wo}, att.data(), n, n_att);
-      kernels::Activations act(att.data(), n, n_att, &sc.act);
-      kernels::matmul(L.wo, act, tmp.data(), pool);
-    }
-    add_bias(tmp, n, L.bo);
+      const int64_t il_kv = hp.kv_layer(il);  // the cache holds the attention layers only
+      auto store_kv = [&](int64_t i) {
+        model::KvCache& kv = *seqs[rows[i].seq];
+        quant::ggml_fp16_t* kd = kv.k(il_kv, pos[i]);
+        quant::ggml_fp16_t* vd = kv.v(il_kv, pos[i]);
+        for (int64_t d = 0; d < n_k; ++d) kd[d] = fp32_to_fp16(k[i * n_k + d]);
+        for (int64_t d = 0; d < n_v; ++d) vd[d] = fp32_to_fp16(v[i * n_v + d]);
+      };
+      auto attend = [&](const int64_t* row_ids, const int64_t* begin, int64_t n_blocks) {
+        // Work items are (query block, KV group) pairs, split across threads,
+        // never inside a sum; handed out last block first (the longest, under
+        // the causal mask) so the cheap ones even out the threads at the end.
+        // Each reads its group's K/V rows once for all n_gqa heads of its rows.
+        const int64_t n_groups = hp.n_head_kv, n_gqa = hp.n_gqa(), n_items = n_blocks * n_groups;
+        pool.parallel_for(n_items, 1, [&](int64_t w0, int64_t w1) {
+          // Per thread and kept: its score rows reach 2 MiB in a prefill block.
+          thread_local kernels::AttentionScratch scratch;
+          std::vector<kernels::QueryRow> block;
+          for (int64_t w = w0; w < w1; ++w) {
+            const int64_t b = (n_items - 1 - w) / n_groups, g = (n_items - 1 - w) % n_groups;
+            const int64_t* ids = row_ids + begin[b];
+            const int64_t n_b = begin[b + 1] - begin[b];
+            const model::KvCache& kv = *seqs[rows[ids[0]].seq];
+            const kernels::KvLayerView view{kv.pages(),
+                                            kv.pool().k_offset(il_kv),
+                                            kv.pool().v_offset(il_kv),
+                                            n_k,
+                                            n_v,
+                                            model::kPageShift,
+                                            L.attn_sinks.empty() ? nullptr : L.attn_sinks.data()};
+            // A window's start rounded down to a multiple of 16, the positions
+            // before it masked (QueryRow::n_masked), where the sequence keeps
+            // every position (n_ctx within the window, or beside gpt-oss's and
+            // Gemma 3's global layers); otherwise the window's own start, as the
+            // circular cache before pages read it (same bits as then).
+            const bool align_window = kv.capacity() >= kv.n_ctx();
+            block.resize(static_cast<size_t>(n_b));
+            for (int64_t r = 0; r < n_b; ++r) {
+              const int64_t i = ids[r];
+              const int64_t window_first = swa ? std::max<int64_t>(0, pos[i] - hp.n_swa + 1) : 0;
+              const int64_t n_masked = align_window ? window_first % 16 : 0;
+              block[r] = {&q[i * n_q + g * n_gqa * hd], &att[i * n_att + g * n_gqa * hd_v], window_first - n_masked,
+                          pos[i], n_masked};
+            }
+            kernels::attend_block(view, g, block.data(), n_b, n_gqa, hd, hd_v, kq_scale, scratch);
+          }
+        });
+      };
+      // Distinct positions of distinct rows, so the stores go on in parallel.
+      by_rows(n, [&](int64_t r) { store_kv(r); });
+      attend(block_rows.data(), block_begin.data(), static_cast<int64_t>(block_begin.size()) - 1);
+      if (hp.attn_output_gate)  // Qwen3.5: the output times sigmoid(gate) (ggml_sigmoid, ggml_mul)
+        by_rows(n, [&](int64_t i) {
+          for (int64_t h = 0; h < hp.n_head; ++h)
+            for (int64_t d = 0; d < hd_v; ++d)
+              att[i * n_att + h * hd_v + d] *= kernels::sigmoid(sc.attn_gate[2 * i * n_q + (2 * h + 1) * hd + d]);
+        });
+      {
+        observe(obs, {&L.wo}, att.data(), n, n_att);
+        kernels::Activations act(att.data(), n, n_att, &sc.act);
+        kernels::matmul(L.wo, act, tmp.data(), pool);
+      }
+      add_bias(tmp, n, L.bo);
     }  // attention
     // Gemma 3 normalizes a block's output before its residual add.
     auto post_norm = [&](const std::vector<float>& w, int64_t i) {

@@ -66,12 +66,16 @@ TEST(RecurrentState, HybridSequenceRules) {
   EXPECT_EQ(kv.recurrent().bytes(), recurrent_state_bytes(m->hp));
   // 4 DeltaNet layers x (3 x 256 conv inputs + 4 heads x 32 x 32) floats.
   EXPECT_EQ(kv.recurrent().bytes(), size_t{4} * (3 * 256 + 4 * 32 * 32) * sizeof(float));
-  // K/V rows for the 2 attention layers only: 64 positions x (128 K + 128 V) F16 values each.
+  // K/V rows for the 2 attention layers only: the pool's pages hold 2 layers,
+  // and the 20 positions take one page of 64 positions x (128 K + 128 V) F16
+  // values per layer.
   EXPECT_EQ(m->hp.n_layer_kv(), 2);
   EXPECT_EQ(m->hp.kv_layer(5), 1);
-  EXPECT_EQ(kv.bytes(), size_t{2} * 64 * (128 + 128) * 2);
+  EXPECT_EQ(kv.pool().n_layer(), 2);
+  EXPECT_EQ(kv.bytes(), 0u);  // no page before the first row
   std::vector<float> first, again, a, b;
   forward(*m, kv, ids, false, first, pool);
+  EXPECT_EQ(kv.bytes(), size_t{2} * 64 * (128 + 128) * 2);
   EXPECT_NE(kv.recurrent().ssm(0)[0], 0.0f);
 
   // Cut back: refused, nothing changed (the next step equals a fork's).
