@@ -412,20 +412,26 @@ TEST(Scheduler, SharedPoolPreemptsAndRepliesStayByteIdentical) {
   EXPECT_LE(mt.kv_pages_used, mt.kv_pages_total);
 }
 
-// Shared prefixes: B arrives while A runs, their prompts share 1,000 tokens.
-// B's slot takes A's whole pages by reference (a fork) instead of computing
-// them again: cached_tokens reports them, the pool holds the prefix once,
-// and both replies are byte-identical to cold runs alone.
+// Shared prefixes: B arrives while A runs, their prompts share 1,000 tokens
+// (330 under sanitizers). B's slot takes A's whole pages by reference (a
+// fork) instead of computing them again: cached_tokens reports them, the
+// pool holds the prefix once, and both replies are byte-identical to cold
+// runs alone.
+// The shared prefix: the 1,000 tokens (15 full pages and a part);
+// under sanitizers, where the three prefills of it take most of a minute,
+// 330 (5 full pages and a part), the same paths.
+constexpr size_t kSharedPrefix = SYNAPSE_TEST_SANITIZED ? 330 : 1000;
+
 TEST(Scheduler, SharedPrefixIsStoredOnce) {
   const Model m = Model::load(data_path("models/stories260K.gguf"));
   SchedulerParams p = sched_params(2, 2);
   p.n_ctx = 2048;
   std::vector<token_id> prefix;
-  for (int i = 0; prefix.size() < 1000; ++i) {
+  for (int i = 0; prefix.size() < kSharedPrefix; ++i) {
     const std::vector<token_id> part = prompt_of(m, kTexts[i % 8]);
     prefix.insert(prefix.end(), part.begin() + (prefix.empty() ? 0 : 1), part.end());  // one BOS
   }
-  prefix.resize(1000);
+  prefix.resize(kSharedPrefix);
   Request a, b;
   a.prompt = b.prompt = prefix;
   for (token_id t : m.tokenizer().tokenize(" The dog", false, false)) a.prompt.push_back(t);
@@ -457,12 +463,12 @@ TEST(Scheduler, SharedPrefixIsStoredOnce) {
   EXPECT_EQ(got_a.n_cached, 0);
   size_t common = 0;
   while (a.prompt[common] == b.prompt[common]) ++common;
-  EXPECT_GE(common, 1000u);  // the prefix, and maybe the tails' first token
+  EXPECT_GE(common, kSharedPrefix);  // the prefix, and maybe the tails' first token
   EXPECT_EQ(got_b.n_cached, static_cast<int64_t>(common));  // forked from A's slot
   EXPECT_NE(got_a.slot, got_b.slot);
-  // Both running: A's pages (its prompt and reply, 17 pages) and B's own
-  // (the copied page 15, where the prompts part, and its tail, 1 or 2),
-  // not two copies of the 15 full pages of the prefix.
+  // Both running: A's pages (its prompt and reply: 17 pages for the
+  // 1,000-token prefix) and B's own (the copied page where the prompts part,
+  // and its tail: 1 or 2), not two copies of the prefix's full pages.
   const int64_t a_pages = (static_cast<int64_t>(a.prompt.size()) + 3 + 63) / 64;
   EXPECT_GE(pages_both, a_pages);
   EXPECT_LE(pages_both, a_pages + 3);
