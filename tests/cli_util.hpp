@@ -25,6 +25,16 @@ inline std::string tmp_path(const std::string& name) {
   return ::testing::TempDir() + "synapse_test_" + std::to_string(::getpid()) + "_" + name;
 }
 
+// The SHA-256 of a file (coreutils' sha256sum), "" if it cannot be read.
+inline std::string sha256_of(const std::string& path) {
+  FILE* p = ::popen(("sha256sum '" + path + "' 2>/dev/null").c_str(), "r");
+  if (p == nullptr) return "";
+  char buf[65] = {};
+  const size_t n = std::fread(buf, 1, 64, p);
+  ::pclose(p);
+  return n == 64 ? std::string(buf, 64) : "";
+}
+
 inline std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

@@ -159,11 +159,14 @@ size_t write_imatrix_legacy(const Imatrix& m, const std::string& path) {
     throw Error(Errc::invalid_argument, "imatrix: chunk size " + std::to_string(m.chunk_size) + " (must be > 0)");
   std::string out;
   const auto put_i32 = [&out](int32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); };
-  int32_t n_entries = 0;  // written before `out`, the entries and the tail, once counted
+  put_i32(0);  // the entry count, set once they are counted
+  int32_t n_entries = 0;
   // std::map iterates in name order, the order llama-imatrix sorts them in.
   for (const auto& [name, e] : m.entries) {
     const auto nval = static_cast<int64_t>(e.sums.size()), nmat = static_cast<int64_t>(e.counts.size());
-    if (nmat == 0 || std::all_of(e.counts.begin(), e.counts.end(), [](int64_t c) { return c == 0; })) continue;
+    // Counts are never negative: an entry whose largest is 0 saw no token.
+    const int64_t most = nmat == 0 ? 0 : *std::max_element(e.counts.begin(), e.counts.end());
+    if (most == 0) continue;
     if (nval % nmat != 0)
       throw Error(Errc::invalid_argument, "imatrix entry " + name + ": " + std::to_string(nval) +
                                               " sums do not split into " + std::to_string(nmat) + " matrices");
@@ -171,7 +174,6 @@ size_t write_imatrix_legacy(const Imatrix& m, const std::string& path) {
     put_i32(static_cast<int32_t>(name.size()));
     out += name;
     // The ceiling keeps a matrix seen in less than a chunk from ncall 0.
-    const int64_t most = *std::max_element(e.counts.begin(), e.counts.end());
     const auto ncall = static_cast<int32_t>((most + (m.chunk_size - 1)) / m.chunk_size);
     put_i32(ncall);
     put_i32(static_cast<int32_t>(nval));
@@ -188,11 +190,9 @@ size_t write_imatrix_legacy(const Imatrix& m, const std::string& path) {
   const std::string dataset = m.datasets.empty() ? std::string() : m.datasets.back();
   put_i32(static_cast<int32_t>(dataset.size()));
   out += dataset;
-  std::string file;
-  file.append(reinterpret_cast<const char*>(&n_entries), 4);
-  file += out;
+  std::memcpy(out.data(), &n_entries, 4);
   std::ofstream f(path, std::ios::binary);
-  if (!f || !f.write(file.data(), static_cast<std::streamsize>(file.size())) || !f.flush())
+  if (!f || !f.write(out.data(), static_cast<std::streamsize>(out.size())) || !f.flush())
     throw Error(Errc::io, "imatrix " + path + ": cannot write");
   return static_cast<size_t>(n_entries);
 }

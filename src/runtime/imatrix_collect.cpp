@@ -81,25 +81,19 @@ void ImatrixAccumulator::observe(const model::ProductInput& in) {
 void ImatrixAccumulator::add(const Imatrix& file, int32_t chunk_size) {
   for (const auto& [name, in] : file.entries) {
     Stats& e = stats_[name];
-    if (file.is_legacy) {
-      // Legacy values are (sums / count) * ncall and its count ncall:
-      // times chunk_size, sums and counts again (approximately).
-      if (e.values.empty()) {
-        e.values.assign(in.sums.size(), 0.0f);
-        e.counts.assign(1, 0);
-      } else if (e.values.size() != in.sums.size()) {
-        throw Error(Errc::format, "imatrix: " + name + " has " + std::to_string(in.sums.size()) + " values, " +
-                                      std::to_string(e.values.size()) + " before");
-      }
-      for (size_t j = 0; j < in.sums.size(); ++j) e.values[j] += in.sums[j] * static_cast<float>(chunk_size);
-      for (int64_t& c : e.counts) c += in.counts[0] * chunk_size;
-      continue;
-    }
     if (e.values.empty()) {
       e.values.assign(in.sums.size(), 0.0f);
     } else if (e.values.size() != in.sums.size()) {
       throw Error(Errc::format, "imatrix: " + name + " has " + std::to_string(in.sums.size()) + " sums, " +
                                     std::to_string(e.values.size()) + " before");
+    }
+    if (file.is_legacy) {
+      // Legacy values are (sums / count) * ncall and its count ncall:
+      // times chunk_size, sums and counts again (approximately).
+      if (e.counts.empty()) e.counts.assign(1, 0);
+      for (size_t j = 0; j < in.sums.size(); ++j) e.values[j] += in.sums[j] * static_cast<float>(chunk_size);
+      for (int64_t& c : e.counts) c += in.counts[0] * chunk_size;
+      continue;
     }
     if (e.counts.empty()) {
       e.counts.assign(in.counts.size(), 0);

@@ -197,12 +197,13 @@ bool expired_unstarted(const GenerationResult& r) {
   return r.deadline_passed && r.finish_reason == FinishReason::cancelled;
 }
 
-// The status of a reply that ended with FinishReason::error, as the route
-// handler maps a synapse::Error thrown before the reply began: the request's
-// own fault (a grammar too ambiguous for the matcher's budget, found while
-// generating) is a 400; anything else a 500.
-int failed_status(const GenerationResult& r) {
-  return r.error_code == Errc::invalid_argument || r.error_code == Errc::out_of_range ? 400 : 500;
+// The status of a synapse::Error of category `code` (nullopt: not one): the
+// caller's fault (invalid_argument, out_of_range) is a 400, anything else a
+// 500. The route handler answers a thrown Error with it; a reply that ended
+// with FinishReason::error (a grammar too ambiguous for the matcher's budget,
+// found while generating) gets the same, from GenerationResult::error_code.
+int error_status(std::optional<Errc> code) {
+  return code == Errc::invalid_argument || code == Errc::out_of_range ? 400 : 500;
 }
 
 std::string random_id(const char* prefix) {
@@ -277,8 +278,7 @@ struct HttpServer::Impl {
         if (e.status() == 503) res.set_header("Retry-After", "1");
         send_error(res, e.status(), e.what(), e.param(), e.code());
       } catch (const Error& e) {
-        const bool caller = e.code() == Errc::invalid_argument || e.code() == Errc::out_of_range;
-        send_error(res, caller ? 400 : 500, e.what());
+        send_error(res, error_status(e.code()), e.what());
       } catch (const std::bad_alloc&) {
         send_error(res, 500, "out of memory");
       } catch (const std::exception& e) {
@@ -786,9 +786,10 @@ void HttpServer::Impl::handle_completion(Route route, std::string_view body, htt
   const Connection* conn = current_connection();
   const int sock = conn != nullptr ? conn->socket() : -1;
   // A request that fails or expires before its first token is answered as a
-  // whole: 400 or 500 (failed_status), or 503 with Retry-After; no reply has begun.
+  // whole: 400 or 500 (error_status), or 503 with Retry-After; no reply has begun.
   auto refuse_if_failed = [this](const GenerationResult& r) {
-    if (r.finish_reason == FinishReason::error) throw HttpError(failed_status(r), "generation failed: " + r.error);
+    if (r.finish_reason == FinishReason::error)
+      throw HttpError(error_status(r.error_code), "generation failed: " + r.error);
     if (expired_unstarted(r)) throw unstarted_error();
   };
   if (c.stream) {
@@ -892,7 +893,7 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
             ++n_closed;
             // The status line (200) is already sent: an error is an event of the stream.
             if (fin.finish_reason == FinishReason::error) {
-              write({{"error", error_body(failed_status(fin), "generation failed: " + fin.error)["error"]}});
+              write({{"error", error_body(error_status(fin.error_code), "generation failed: " + fin.error)["error"]}});
               continue;
             }
             if (expired_unstarted(fin)) {

@@ -25,6 +25,7 @@ namespace {
 
 using test::data_path;
 using test::synapse_cli;
+using test::sha256_of;
 using test::tmp_path;
 
 const std::string kText = data_path("text/wikitext-2-test.first100k.raw");
@@ -187,16 +188,6 @@ TEST(ImatrixCli, QuantizeWithSynapsesMatrixIsAsGood) {
               identical, n, d_mine, d_ref, d_mine / d_ref);
   EXPECT_LE(d_mine, 1.05 * d_ref);
   std::remove(out.c_str());
-}
-
-// The SHA-256 (coreutils' sha256sum) of a file, "" if it cannot be read.
-std::string sha256_of(const std::string& path) {
-  FILE* f = ::popen(("sha256sum '" + path + "' 2>/dev/null").c_str(), "r");
-  if (f == nullptr) return "";
-  char line[4096];
-  const bool got = std::fgets(line, sizeof(line), f) != nullptr;
-  ::pclose(f);
-  return got && std::strlen(line) >= 64 ? std::string(line, 64) : "";
 }
 
 // --in-file (combining, converting between GGUF and the legacy .dat) and

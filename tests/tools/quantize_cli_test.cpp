@@ -80,6 +80,7 @@ TEST(QuantizeLogits, WithinTwiceLlamaQuantizesDistance) {
 using Result = test::CliResult;
 using test::slurp;
 using test::synapse_cli;
+using test::sha256_of;
 using test::tmp_path;
 
 int count_lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
@@ -120,16 +121,6 @@ TEST(QuantizeCli, MissingInputIsOneErrorLine) {
   EXPECT_EQ(count_lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("no-such-model.gguf"), std::string::npos) << r.err;
   EXPECT_TRUE(slurp(out).empty());
-}
-
-// The SHA-256 of a file (coreutils' sha256sum), "" if it cannot be read.
-std::string sha256_of(const std::string& path) {
-  FILE* p = ::popen(("sha256sum '" + path + "' 2>/dev/null").c_str(), "r");
-  if (p == nullptr) return "";
-  char buf[65] = {};
-  const size_t n = std::fread(buf, 1, 64, p);
-  ::pclose(p);
-  return n == 64 ? std::string(buf, 64) : "";
 }
 
 // llama-quantize's command line: the type by its number (15 = Q4_K_M), the
