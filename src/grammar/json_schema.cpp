@@ -11,12 +11,17 @@
 // Where that converter ignores a keyword or accepts more than the schema,
 // this one throws or is exact: a keyword outside the supported set throws
 // (never silently ignored); $ref and anyOf/oneOf with constraining siblings
-// are conjunctions, and allOf distributes over anyOf; enum beside anything
-// but "type" throws; `pattern` is translated in full or throws, is unanchored
+// are conjunctions, and allOf distributes over anyOf; enum and const keep
+// the values the keywords beside them allow (a string's lengths and pattern,
+// a number's bounds and whole multipleOf; keywords of other types than the
+// values' hold) and throw where that cannot be told (a known format on a
+// string, an object's or array's keywords on such a value); `pattern` is translated in full or throws, is unanchored
 // where it has no ^ or $, and its characters are written as JSON text (a '"'
 // in a pattern is \" in the reply); minLength/maxLength beside format
 // throw unless the format's lengths imply them, beside pattern they are
-// enforced where pattern_to_gbnf can do it exactly (else throw); `char` takes a \u escape of a surrogate only as a pair (so
+// enforced exactly (pattern_to_gbnf's rewriting, else the product of the
+// pattern's DFA with a count of code points, one rule per state, up to
+// kMaxPatternStates); `char` takes a \u escape of a surrogate only as a pair (so
 // lengths count code points); `date` knows the days of each month; required
 // names missing from `properties` are required; allOf keeps its parts'
 // optional properties optional (llama.cpp makes them required).
@@ -150,6 +155,11 @@ bool is_reserved(std::string_view name) {
 
 // Keywords that constrain nothing (JSON Schema's annotations), and those
 // that hold subschemas only reached through $ref.
+// The most states a pattern's automaton bounded by minLength/maxLength may
+// have (each a rule): the product of a few states with maxLength 255 fits,
+// a grammar of megabytes does not.
+constexpr size_t kMaxPatternStates = 4096;
+
 constexpr std::string_view kAnnotations[] = {"title",     "description", "examples",         "default",
                                              "$schema",   "$id",         "$comment",         "readOnly",
                                              "writeOnly", "deprecated",  "contentMediaType", "contentEncoding"};
@@ -1024,11 +1034,9 @@ class Converter {
     return define(name, exact, join(rules, " | ", identity));
   }
 
-  // enum and const: the values themselves, in compact JSON.
+  // enum and const: the values themselves, in compact JSON (those the
+  // keywords beside them allow: enum_values).
   std::string visit_enum(const Sub& sub, const std::string& name, bool exact) {
-    const Json& s = *sub.s;
-    const char* key = s.contains("enum") ? "enum" : "const";
-    only_beside(sub, key, {"type", "enum", "const"});
     std::vector<std::string> literals;
     for (const Json* v : enum_values(sub)) {
       const std::string lit = gbnf_literal(v->dump());
@@ -1064,10 +1072,79 @@ class Converter {
       const unsigned mask = type_mask(s["type"], sub.ptr);
       std::erase_if(values, [&](const Json* v) { return !(json_type(*v) & mask); });
     }
+    for (const std::string& k : own_keys(sub)) {
+      if (k == "type" || k == "enum" || k == "const") continue;
+      std::erase_if(values, [&](const Json* v) { return !value_satisfies(sub, k, *v); });
+    }
     if (values.empty()) {
-      fail_empty(s.contains("enum") ? "enum" : "const", sub.ptr, "no value is left with \"type\" and \"const\"");
+      fail_empty(s.contains("enum") ? "enum" : "const", sub.ptr, "no value is left with the keywords beside it");
     }
     return values;
+  }
+
+  // Whether the enum/const value `v` satisfies keyword `k` of the node (as
+  // python-jsonschema tests it; a keyword of another type than v's holds, as
+  // JSON Schema applies each to its own type). Throws "not supported beside
+  // enum" where the converter cannot tell: a known format, an object's or an
+  // array's keywords on such a value, a number past 2^53 or a multipleOf
+  // other than whole numbers on integers, keywords of no type (anyOf, $ref).
+  bool value_satisfies(const Sub& sub, const std::string& k, const Json& v) const {
+    const Json& s = *sub.s;
+    const char* main = s.contains("enum") ? "enum" : "const";
+    auto refuse = [&](const std::string& why) -> bool {
+      fail_keyword(k, sub.ptr, "not supported beside \"" + std::string(main) + "\"" + why);
+    };
+    if (in(kStringKeys, k)) {
+      if (!v.is_string()) return true;
+      const std::string& text = v.get_ref<const std::string&>();
+      if (k == "minLength" || k == "maxLength") {
+        size_t n = 0;
+        for (size_t pos = 0; pos < text.size(); ++n) schema::next_codepoint(text, pos);
+        return k == "minLength" ? n >= count(sub, "minLength") : n <= count(sub, "maxLength");
+      }
+      if (k == "pattern") {
+        if (!s[k].is_string()) fail_keyword(k, sub.ptr, "must be a string");
+        try {
+          return schema::pattern_matches(s[k].get<std::string>(), text, limits_.max_nesting, limits_.max_repetition,
+                                         std::min<size_t>(limits_.max_rules, kMaxPatternStates));
+        } catch (const schema::PatternError& e) {
+          fail_keyword(k, sub.ptr, e.what());
+        }
+      }
+      if (!s[k].is_string()) fail_keyword(k, sub.ptr, "must be a string");
+      if (is_known_format(s[k])) refuse(" for a string value");
+      return true;  // a format outside the five is an annotation
+    }
+    if (in(kNumberKeys, k)) {
+      if (!v.is_number()) return true;
+      const Json& b = s[k];
+      if (b.is_boolean() && (k == "exclusiveMinimum" || k == "exclusiveMaximum")) return true;  // draft 4: see below
+      if (!b.is_number()) fail_keyword(k, sub.ptr, "must be a number");
+      // Integers past 2^53 are not all doubles: compared exactly only below.
+      auto exact = [](const Json& x) {
+        constexpr uint64_t k2p53 = uint64_t{1} << 53;
+        if (x.is_number_unsigned()) return x.get<uint64_t>() <= k2p53;
+        if (x.is_number_integer()) {
+          const int64_t i = x.get<int64_t>();
+          return i >= -static_cast<int64_t>(k2p53) && i <= static_cast<int64_t>(k2p53);
+        }
+        return true;
+      };
+      if (!exact(v) || !exact(b)) refuse(" for numbers past 2^53");
+      const double x = v.get<double>(), y = b.get<double>();
+      if (k == "multipleOf") {
+        if (!(y > 0)) fail_keyword(k, sub.ptr, "must be a number over 0");
+        if (std::floor(y) != y) refuse(" but for whole numbers");
+        return json_type(v) == kInteger && std::fmod(x, y) == 0;  // a fraction is no whole number's multiple
+      }
+      auto draft4 = [&](const char* e) { return s.contains(e) && s[e].is_boolean() && s[e].get<bool>(); };
+      if (k == "minimum") return draft4("exclusiveMinimum") ? x > y : x >= y;
+      if (k == "maximum") return draft4("exclusiveMaximum") ? x < y : x <= y;
+      return k == "exclusiveMinimum" ? x > y : x < y;
+    }
+    if (in(kObjectKeys, k)) return v.is_object() ? refuse(" for an object value") : true;
+    if (in(kArrayKeys, k) || k == "uniqueItems") return v.is_array() ? refuse(" for an array value") : true;
+    return refuse("");
   }
 
   // dump() and == recurse: a value nested past the limit is refused first.
@@ -1330,6 +1407,45 @@ class Converter {
     return v == "date" || v == "time" || v == "date-time" || v == "uuid" || v == "email";
   }
 
+  // The strings of `pattern` of min..max code points as rules, one per state
+  // of schema::pattern_automaton (named pattern-len-N): each state's edges
+  // are a JSON character of the edge's set and the target state's rule, an
+  // accepting state may end there. The same pattern and lengths get the same
+  // rules in one schema. nullopt when no string is left; throws naming
+  // `length_key` when the automaton would be over its states' bound.
+  std::optional<std::string> bounded_pattern(const std::string& pattern, uint64_t min, uint64_t max,
+                                             const char* length_key, const std::string& ptr) {
+    const std::string key = std::to_string(min) + "," + std::to_string(max) + "," + pattern;
+    if (auto it = bounded_patterns_.find(key); it != bounded_patterns_.end()) {
+      const auto rule = rules_.find(it->second.first);
+      if (rule != rules_.end() && rule->second == it->second.second) return it->second.first;
+    }
+    std::optional<schema::PatternAutomaton> a;
+    try {
+      a = schema::pattern_automaton(pattern, limits_.max_nesting, limits_.max_repetition, min, max,
+                                    std::min<size_t>(limits_.max_rules, kMaxPatternStates));
+    } catch (const schema::PatternError& e) {
+      fail_keyword(length_key, ptr, std::string("with \"pattern\": ") + e.what());
+    }
+    if (!a) return std::nullopt;
+    std::vector<std::string> names;
+    for (size_t i = 0; i < a->states.size(); ++i) {
+      names.push_back(fresh_name("pattern-len-" + std::to_string(i)));
+      rules_[names.back()] = "";
+      added_.push_back(names.back());
+    }
+    for (size_t i = 0; i < a->states.size(); ++i) {
+      const schema::PatternAutomaton::State& st = a->states[i];
+      std::vector<std::string> alts;
+      for (const auto& e : st.edges) alts.push_back(schema::json_char_expr(e.chars) + " " + names[e.to]);
+      std::string body = join(alts, " | ", identity);
+      if (st.accepting) body = alts.empty() ? R"("")" : "(" + body + ")?";
+      rules_[names[i]] = body;
+    }
+    bounded_patterns_[key] = {names[0], rules_[names[0]]};
+    return names[0];
+  }
+
   std::string visit_string(const Sub& sub, const std::string& name, bool exact) {
     const Json& s = *sub.s;
     const bool lengths = s.contains("minLength") || s.contains("maxLength");
@@ -1348,8 +1464,8 @@ class Converter {
       } catch (const schema::PatternError& e) {
         fail_keyword("pattern", sub.ptr, e.what());
       }
-      // minLength/maxLength beside it where that is cheap and exact
-      // (pattern_to_gbnf's lengths), else refused.
+      // minLength/maxLength beside it: pattern_to_gbnf's rewriting where
+      // that bounds them, else the pattern's automaton (bounded_pattern).
       if (lengths) {
         const uint64_t min = s.contains("minLength") ? count(sub, "minLength") : 0;
         const uint64_t max = s.contains("maxLength") ? count(sub, "maxLength") : UINT64_MAX;
@@ -1358,6 +1474,11 @@ class Converter {
         try {
           within = schema::pattern_to_gbnf(p.get<std::string>(), "char", limits_.max_nesting, limits_.max_repetition,
                                            uses_char, min, max);
+        } catch (const schema::PatternUnbounded&) {
+          // Where one rewriting of the pattern cannot bound the lengths, the
+          // product of its automaton with a count of code points can.
+          uses_char = false;
+          within = bounded_pattern(p.get<std::string>(), min, max, length_key, sub.ptr);
         } catch (const schema::PatternError& e) {
           fail_keyword(length_key, sub.ptr, std::string("with \"pattern\": ") + e.what());
         }
@@ -2304,6 +2425,8 @@ class Converter {
   std::map<std::string, std::string> ref_rules_;  // a $ref's target pointer -> its rule
   std::map<std::string, size_t> refs_open_;       // targets being converted -> struct_depth_ then
   std::vector<std::string> added_;                // rules_ keys in the order made (for attempt)
+  // bounded_pattern's rules: "min,max,pattern" -> its first rule's name and body
+  std::map<std::string, std::pair<std::string, std::string>> bounded_patterns_;
   std::vector<std::string> added_refs_;           // ref_rules_ keys in the order made
   std::deque<Json> synthetic_;                    // schemas made for allOf (stable addresses)
   size_t struct_depth_ = 0;                       // objects and arrays entered
