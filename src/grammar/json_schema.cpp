@@ -2446,9 +2446,18 @@ namespace {
 //     as the converter reads them) without T (an integer-less number stays);
 //   not {"required": [names]}: an object lacking one of the names: "type"
 //     object and, for one name, the property false; for several, an anyOf of
-//     those (not where the node has anyOf or oneOf already).
+//     those (in the node's allOf);
+//   not {"anyOf": [A, B]}: allOf [not A, not B]; not {"allOf": [A, B]}: an
+//     anyOf [not A, not B] in the node's allOf (De Morgan), where each not
+//     is one of these forms.
 // Other forms are left for the converter, which refuses `not` by name.
 // `depth` stops the walk past max_nesting (the converter refuses that).
+// Appends `part` to the node's allOf (made when missing).
+void add_all_of(Json& s, Json part) {
+  if (!s.contains("allOf")) s["allOf"] = Json::array();
+  s["allOf"].push_back(std::move(part));
+}
+
 void rewrite_not(Json& s, size_t depth, size_t max_depth) {
   if (!s.is_object() || depth > max_depth) return;
   for (const char* k : {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
@@ -2471,6 +2480,7 @@ void rewrite_not(Json& s, size_t depth, size_t max_depth) {
     return;
   }
   if (!n.is_object()) return;
+  if (s.contains("allOf") && !s["allOf"].is_array()) return;  // malformed: the converter says so
   std::vector<std::string> keys;
   for (const auto& [k, v] : n.items())
     if (!is_annotation(k)) keys.push_back(k);
@@ -2523,7 +2533,6 @@ void rewrite_not(Json& s, size_t depth, size_t max_depth) {
       s = false;  // {"required": ...} holds for every value that is not an object
       return;
     }
-    if (n["required"].size() > 1 && (s.contains("anyOf") || s.contains("oneOf"))) return;
     const Json names = n["required"];
     set_types(kObject);
     if (names.size() == 1) {
@@ -2531,9 +2540,29 @@ void rewrite_not(Json& s, size_t depth, size_t max_depth) {
     } else {
       Json alts = Json::array();
       for (const Json& x : names) alts.push_back(Json{{"properties", Json{{x.get<std::string>(), false}}}});
-      s["anyOf"] = alts;
+      add_all_of(s, Json{{"anyOf", std::move(alts)}});
     }
     s.erase("not");
+    return;
+  }
+  // De Morgan: not anyOf is allOf of the nots, not allOf an anyOf of them
+  // (in the node's allOf); each new not rewritten in turn, left for the
+  // converter to refuse where it is none of the forms above.
+  const bool any = keys[0] == "anyOf", all = keys[0] == "allOf";
+  if ((any || all) && n[keys[0]].is_array() && !n[keys[0]].empty()) {
+    Json parts = Json::array();
+    for (const Json& x : n[keys[0]]) {
+      Json part = Json{{"not", x}};
+      rewrite_not(part, depth + 1, max_depth);
+      if (part.is_object() && part.contains("not")) return;  // refused where the user wrote it
+      parts.push_back(std::move(part));
+    }
+    s.erase("not");
+    if (any) {
+      for (Json& part : parts) add_all_of(s, std::move(part));
+    } else {
+      add_all_of(s, Json{{"anyOf", std::move(parts)}});
+    }
   }
 }
 

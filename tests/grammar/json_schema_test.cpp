@@ -899,6 +899,8 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(satisfy it)"},
       {R"({"not": {"pattern": "x"}})", R"(json_schema: unsupported keyword "not" at the root)"},
       {R"({"type": "number", "not": {"type": "integer"}})", R"(json_schema: unsupported keyword "not" at the root)"},
+      {R"({"not": {"anyOf": [{"required": ["a"]}, {"pattern": "x"}]}})",
+       R"(json_schema: unsupported keyword "not" at the root)"},
       {R"({"type": "null", "not": {"type": "null"}})",
        R"(json_schema: the schema false (no value is valid) at the root)"},
       {R"({"if": {}, "then": {}, "else": {}})", R"(json_schema: unsupported keyword "if" at the root)"},
