@@ -619,8 +619,9 @@ class Converter {
                        "alternatives " + std::to_string(i) + " and " + std::to_string(j) +
                            " are not provably exclusive (a value valid against both is invalid, and the grammar, "
                            "an alternation, would produce it); supported: alternatives of different types, of "
-                           "different const/enum values, or objects told apart by a property (one requires it, "
-                           "or both give it exclusive schemas)");
+                           "different const/enum values, strings no pattern, length and value of both admit, "
+                           "or objects told apart by a property (one requires it, or both give it exclusive "
+                           "schemas)");
         }
         guards[i].push_back(*gi);
         guards[j].push_back(*gj);
@@ -709,6 +710,7 @@ class Converter {
         if (common == kObject &&
             (excludes_by_property(x, y, levels, depth) || excludes_by_property(y, x, levels, depth)))
           return true;
+        if (common == kString && strings_disjoint(x, y)) return true;
       }
     for (const auto& [parts, other] : {std::pair{&pa, &b}, std::pair{&pb, &a}})
       for (const Sub& x : *parts)
@@ -749,6 +751,62 @@ class Converter {
     if (s.contains("allOf") && s["allOf"].is_array())
       for (size_t i = 0; i < s["allOf"].size(); ++i)
         parts_of({&s["allOf"][i], pointer_child(pointer_child(sub.ptr, "allOf"), i)}, out, depth + 1, seen);
+  }
+
+  // Whether no string is valid against both x's and y's own string keywords
+  // (pattern, minLength, maxLength, and string values of enum/const; format
+  // and the rest left out, an over-estimate of each side): a value of one
+  // side against the other's, else the patterns' automata within the common
+  // lengths (schema::patterns_disjoint). False where that is not proven.
+  bool strings_disjoint(const Sub& x, const Sub& y) const {
+    struct Strings {
+      std::string pattern;  // "" when none: every string
+      uint64_t min = 0, max = UINT64_MAX;
+      std::optional<std::vector<std::string>> values;
+    };
+    auto read = [](const Json& s) -> std::optional<Strings> {
+      Strings out;
+      if (s.contains("pattern")) {
+        if (!s["pattern"].is_string()) return std::nullopt;
+        out.pattern = s["pattern"].get<std::string>();
+      }
+      for (const char* k : {"minLength", "maxLength"}) {
+        if (!s.contains(k)) continue;
+        if (!s[k].is_number_unsigned() && !s[k].is_number_integer()) return std::nullopt;
+        if (s[k].is_number_integer() && s[k].get<int64_t>() < 0) return std::nullopt;
+        (k[1] == 'i' ? out.min : out.max) = s[k].get<uint64_t>();
+      }
+      if (const auto f = finite_values({&s, ""})) {
+        out.values.emplace();
+        for (const Json* v : *f)
+          if (v->is_string()) out.values->push_back(v->get<std::string>());
+      }
+      return out;
+    };
+    const std::optional<Strings> a = read(*x.s), b = read(*y.s);
+    if (!a || !b) return false;
+    const size_t max_states = std::min<size_t>(limits_.max_rules, kMaxPatternStates);
+    try {
+      // A value of one side valid against the other's keywords.
+      auto admits = [&](const Strings& t, const std::string& v) {
+        if (t.values && std::find(t.values->begin(), t.values->end(), v) == t.values->end()) return false;
+        size_t n = 0;
+        for (size_t pos = 0; pos < v.size(); ++n) schema::next_codepoint(v, pos);
+        return n >= t.min && n <= t.max &&
+               schema::pattern_matches(t.pattern, v, limits_.max_nesting, limits_.max_repetition, max_states);
+      };
+      for (const auto& [one, other] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
+        if (!(*one)->values) continue;
+        const std::vector<std::string>& vs = *(*one)->values;
+        return std::none_of(vs.begin(), vs.end(), [&](const std::string& v) { return admits(**other, v); });
+      }
+      const uint64_t lo = std::max(a->min, b->min), hi = std::min(a->max, b->max);
+      if (lo > hi) return true;
+      return schema::patterns_disjoint(a->pattern, b->pattern, lo, hi, limits_.max_nesting, limits_.max_repetition,
+                                       max_states);
+    } catch (const schema::PatternError&) {
+      return false;  // the converter names the pattern where it writes it
+    }
   }
 
   // The values a schema's own const or enum allows (an over-estimate), or

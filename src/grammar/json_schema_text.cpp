@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "base/strings.hpp"
 #include "grammar/class_escapes.hpp"
@@ -1688,6 +1689,30 @@ std::optional<PatternAutomaton> pattern_automaton(std::string_view pattern, size
     for (auto& [t, chars] : by_target) st.edges.push_back({std::move(chars), t});
   }
   return out;
+}
+
+bool patterns_disjoint(std::string_view a, std::string_view b, uint64_t min_len, uint64_t max_len,
+                       size_t max_nesting, size_t max_repetition, size_t max_states) {
+  const auto x = pattern_automaton(a, max_nesting, max_repetition, min_len, max_len, max_states);
+  if (!x) return true;
+  const auto y = pattern_automaton(b, max_nesting, max_repetition, min_len, max_len, max_states);
+  if (!y) return true;
+  std::set<std::pair<size_t, size_t>> seen{{0, 0}};
+  std::vector<std::pair<size_t, size_t>> todo{{0, 0}};
+  while (!todo.empty()) {
+    const auto [i, j] = todo.back();
+    todo.pop_back();
+    const PatternAutomaton::State &u = x->states[i], &w = y->states[j];
+    if (u.accepting && w.accepting) return false;
+    for (const auto& eu : u.edges) {
+      for (const auto& ew : w.edges) {
+        if (eu.chars.intersect(ew.chars).empty() || !seen.insert({eu.to, ew.to}).second) continue;
+        if (seen.size() > max_states) return false;
+        todo.emplace_back(eu.to, ew.to);
+      }
+    }
+  }
+  return true;
 }
 
 bool pattern_matches(std::string_view pattern, std::string_view utf8, size_t max_nesting, size_t max_repetition,

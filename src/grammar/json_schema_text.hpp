@@ -177,6 +177,14 @@ std::optional<PatternAutomaton> pattern_automaton(std::string_view pattern, size
                                                   size_t max_repetition, uint64_t min_len, uint64_t max_len,
                                                   size_t max_states);
 
+// Whether no string of min_len to max_len code points is in the languages
+// of both patterns (as pattern_automaton reads them; "" for no pattern: an
+// unanchored empty pattern matches every string): a search of the product of
+// their automata for a pair of accepting states. False (not proven) where the
+// pairs visited would be more than `max_states`; throws as pattern_automaton.
+bool patterns_disjoint(std::string_view a, std::string_view b, uint64_t min_len, uint64_t max_len,
+                       size_t max_nesting, size_t max_repetition, size_t max_states);
+
 // Whether `pattern` matches `utf8` (a string's value, not its JSON text), in
 // the language pattern_to_gbnf writes: true only where ECMA-262 and Python's
 // re both match it. Throws as pattern_automaton does.

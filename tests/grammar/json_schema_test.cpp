@@ -699,6 +699,9 @@ TEST(JsonSchemaToGbnf, OneOfOnlyWhereExclusive) {
                          {"type": "object", "properties": {"t": {"const": "c"}}, "required": ["t"]}]})",
            R"({"oneOf": [{"type": "object", "properties": {"t": {"type": "string"}}, "required": ["t"]},
                          {"type": "object", "additionalProperties": {"type": "boolean"}}]})",
+           // Strings told apart by their patterns, lengths and values.
+           R"({"oneOf": [{"type": "string", "pattern": "^https?://.+$"}, {"type": "string", "pattern": "^\\./.+$"},
+                         {"type": "string", "maxLength": 0}, {"type": "string", "pattern": "^a", "enum": ["ab", "b"]}]})",
            // Not exclusive ({} matches both) but guarded: each branch requires its own property.
            R"({"type": "object", "oneOf": [{"additionalProperties": false, "properties": {"next": {"type": "string"}}},
                                            {"additionalProperties": false, "properties": {"prev": {"type": "string"}}}]})"}) {
@@ -708,10 +711,18 @@ TEST(JsonSchemaToGbnf, OneOfOnlyWhereExclusive) {
   EXPECT_EQ(error_of(R"({"oneOf": [{"type": "integer"}, {"type": "number"}]})"),
             "json_schema: keyword \"oneOf\" at the root: alternatives 0 and 1 are not provably exclusive (a value "
             "valid against both is invalid, and the grammar, an alternation, would produce it); supported: "
-            "alternatives of different types, of different const/enum values, or objects told apart by a property "
-            "(one requires it, or both give it exclusive schemas)");
+            "alternatives of different types, of different const/enum values, strings no pattern, length and value "
+            "of both admit, or objects told apart by a property (one requires it, or both give it exclusive "
+            "schemas)");
   for (const char* bad : {
            R"({"oneOf": [{"const": 1}, {"enum": [2, 1.0]}]})",
+           // Strings: "00000000-0000-0000-0000-000000000000" matches both
+           // cases; "customermaker" both unanchored words; "ab" both lengths.
+           R"({"oneOf": [{"type": "string", "pattern": "^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$"},
+                         {"type": "string", "pattern": "^[0-9A-F]{8}-([0-9A-F]{4}-){3}[0-9A-F]{12}$"}]})",
+           R"({"oneOf": [{"type": "string", "pattern": "customer"}, {"type": "string", "pattern": "maker"}]})",
+           R"({"oneOf": [{"type": "string", "maxLength": 2}, {"type": "string", "minLength": 2}]})",
+           R"({"oneOf": [{"type": "string", "pattern": "^a"}, {"enum": ["b", "ab"]}]})",
            R"({"oneOf": [false, {"type": "null"}, {"properties": {"a": {"type": "string"}}}]})",  // null is valid in both
            R"({"properties": {"x": {"oneOf": [{"type": "object", "properties": {"a": {"const": 1}}, "required": ["a"]},
                                               {"type": "object", "properties": {"a": {"const": 1}}}]}}})"}) {
