@@ -33,7 +33,8 @@
 // numbers of at most 16 integral digits, bounded numbers as number_range
 // writes them (bounds rounded inward to integers; integers, and decimals
 // without exponent whose value is in range even as a double), enum values in
-// their compact form, pattern characters raw where JSON allows it, arrays
+// their compact form, emails beside minLength/maxLength of at most 67 code
+// points, pattern characters raw where JSON allows it, arrays
 // of at most one item under uniqueItems true, oneOf's
 // branches narrowed so that each value matches one alternative only
 // (one_of_guards: a tag property made required, or a property another
@@ -159,6 +160,13 @@ bool is_reserved(std::string_view name) {
 // have (each a rule): the product of a few states with maxLength 255 fits,
 // a grammar of megabytes does not.
 constexpr size_t kMaxPatternStates = 4096;
+// The `email` rule's language as a pattern, without its labels' bound of 63
+// characters: for minLength/maxLength beside format email, where emails are
+// kept within kEmailMaxLength code points (so no label is over 63).
+constexpr const char* kEmailPattern =
+    R"(^[0-9A-Za-z!#$%&'*+/=?^_`{|}~\-]+(\.[0-9A-Za-z!#$%&'*+/=?^_`{|}~\-]+)*@)"
+    R"([0-9A-Za-z]([0-9A-Za-z\-]*[0-9A-Za-z])?(\.[0-9A-Za-z]([0-9A-Za-z\-]*[0-9A-Za-z])?)+$)";
+constexpr uint64_t kEmailMaxLength = 67;
 
 constexpr std::string_view kAnnotations[] = {"title",     "description", "examples",         "default",
                                              "$schema",   "$id",         "$comment",         "readOnly",
@@ -1564,6 +1572,21 @@ class Converter {
         const uint64_t max = s.contains("maxLength") ? count(sub, "maxLength") : UINT64_MAX;
         if (min > span.second || max < span.first || min > max) {
           fail_empty(length_key, sub.ptr, "no " + format + " has such a length");
+        }
+        if (format == "email" && (min > span.first || max < span.second)) {
+          // The email rule as a pattern (the same language, but for labels
+          // over 63 characters, which kEmailMaxLength shuts out: a label has
+          // at most that less "a@" and ".b"), through the automaton of the
+          // lengths: emails of min..max code points, up to kEmailMaxLength.
+          if (min > kEmailMaxLength) {
+            fail_keyword(length_key, sub.ptr,
+                         "over " + std::to_string(kEmailMaxLength) + " is not supported together with \"format\" \"" +
+                             format + "\"");
+          }
+          const std::optional<std::string> rule =
+              bounded_pattern(kEmailPattern, min, std::min<uint64_t>(max, kEmailMaxLength), length_key, sub.ptr);
+          if (!rule) fail_empty(length_key, sub.ptr, "no email has such a length");
+          return define(name, exact, R"("\"" )" + *rule + R"( "\"")");
         }
         if (min > span.first || max < span.second) {
           fail_keyword(length_key, sub.ptr,
