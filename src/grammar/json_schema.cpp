@@ -796,17 +796,18 @@ class Converter {
     const size_t max_states = std::min<size_t>(limits_.max_rules, kMaxPatternStates);
     try {
       // A value of one side valid against the other's keywords.
-      auto admits = [&](const Strings& t, const std::string& v) {
-        if (t.values && std::find(t.values->begin(), t.values->end(), v) == t.values->end()) return false;
-        size_t n = 0;
-        for (size_t pos = 0; pos < v.size(); ++n) schema::next_codepoint(v, pos);
-        return n >= t.min && n <= t.max &&
-               schema::pattern_matches(t.pattern, v, limits_.max_nesting, limits_.max_repetition, max_states);
-      };
       for (const auto& [one, other] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
         if (!(*one)->values) continue;
+        const Strings& t = **other;
+        const schema::PatternDfa dfa =
+            schema::pattern_dfa(t.pattern, limits_.max_nesting, limits_.max_repetition, max_states);
         const std::vector<std::string>& vs = *(*one)->values;
-        return std::none_of(vs.begin(), vs.end(), [&](const std::string& v) { return admits(**other, v); });
+        return std::none_of(vs.begin(), vs.end(), [&](const std::string& v) {
+          if (t.values && std::find(t.values->begin(), t.values->end(), v) == t.values->end()) return false;
+          size_t n = 0;
+          for (size_t pos = 0; pos < v.size(); ++n) schema::next_codepoint(v, pos);
+          return n >= t.min && n <= t.max && dfa.matches(v);
+        });
       }
       const uint64_t lo = std::max(a->min, b->min), hi = std::min(a->max, b->max);
       if (lo > hi) return true;
@@ -1140,7 +1141,17 @@ class Converter {
     }
     for (const std::string& k : own_keys(sub)) {
       if (k == "type" || k == "enum" || k == "const") continue;
-      std::erase_if(values, [&](const Json* v) { return !value_satisfies(sub, k, *v); });
+      std::optional<schema::PatternDfa> dfa;  // built once for the values
+      if (k == "pattern" && std::any_of(values.begin(), values.end(), [](const Json* v) { return v->is_string(); })) {
+        if (!s[k].is_string()) fail_keyword(k, sub.ptr, "must be a string");
+        try {
+          dfa = schema::pattern_dfa(s[k].get<std::string>(), limits_.max_nesting, limits_.max_repetition,
+                                    std::min<size_t>(limits_.max_rules, kMaxPatternStates));
+        } catch (const schema::PatternError& e) {
+          fail_keyword(k, sub.ptr, e.what());
+        }
+      }
+      std::erase_if(values, [&](const Json* v) { return !value_satisfies(sub, k, *v, dfa ? &*dfa : nullptr); });
     }
     if (values.empty()) {
       fail_empty(s.contains("enum") ? "enum" : "const", sub.ptr, "no value is left with the keywords beside it");
@@ -1154,7 +1165,8 @@ class Converter {
   // enum" where the converter cannot tell: a known format, an object's or an
   // array's keywords on such a value, a number past 2^53 or a multipleOf
   // other than whole numbers on integers, keywords of no type (anyOf, $ref).
-  bool value_satisfies(const Sub& sub, const std::string& k, const Json& v) const {
+  // `dfa`: the pattern's, for k "pattern" and a string v.
+  bool value_satisfies(const Sub& sub, const std::string& k, const Json& v, const schema::PatternDfa* dfa) const {
     const Json& s = *sub.s;
     const char* main = s.contains("enum") ? "enum" : "const";
     auto refuse = [&](const std::string& why) -> bool {
@@ -1168,15 +1180,7 @@ class Converter {
         for (size_t pos = 0; pos < text.size(); ++n) schema::next_codepoint(text, pos);
         return k == "minLength" ? n >= count(sub, "minLength") : n <= count(sub, "maxLength");
       }
-      if (k == "pattern") {
-        if (!s[k].is_string()) fail_keyword(k, sub.ptr, "must be a string");
-        try {
-          return schema::pattern_matches(s[k].get<std::string>(), text, limits_.max_nesting, limits_.max_repetition,
-                                         std::min<size_t>(limits_.max_rules, kMaxPatternStates));
-        } catch (const schema::PatternError& e) {
-          fail_keyword(k, sub.ptr, e.what());
-        }
-      }
+      if (k == "pattern") return dfa->matches(text);
       if (!s[k].is_string()) fail_keyword(k, sub.ptr, "must be a string");
       if (is_known_format(s[k])) refuse(" for a string value");
       return true;  // a format outside the five is an annotation

@@ -1463,15 +1463,37 @@ CodepointSet scalar_values() {
   return s;
 }
 
-// The minimal DFA of the pattern: transitions over `atoms` (disjoint sets
-// covering every edge's set), -1 for the dead state (left out).
-struct Dfa {
-  std::vector<CodepointSet> atoms;
-  std::vector<std::vector<int32_t>> next;  // [state][atom]
-  std::vector<bool> accepting;
-};
+// The states of a graph (`edges`: each state's targets) from which a state
+// with `final` set is reachable, by a search of the reversed edges.
+std::vector<bool> co_reachable(const std::vector<std::vector<size_t>>& edges, const std::vector<bool>& final) {
+  std::vector<std::vector<size_t>> back(edges.size());
+  for (size_t q = 0; q < edges.size(); ++q)
+    for (size_t t : edges[q]) back[t].push_back(q);
+  std::vector<bool> live(edges.size(), false);
+  std::vector<size_t> todo;
+  for (size_t q = 0; q < edges.size(); ++q)
+    if (final[q]) live[q] = true, todo.push_back(q);
+  while (!todo.empty()) {
+    const size_t q = todo.back();
+    todo.pop_back();
+    for (size_t p : back[q])
+      if (!live[p]) live[p] = true, todo.push_back(p);
+  }
+  return live;
+}
 
-Dfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_repetition, size_t max_states) {
+// One more step of an automaton's construction, within pattern_work().
+void spend(size_t& work, size_t n, size_t max_states) {
+  work += n;
+  if (work > pattern_work(max_states)) {
+    throw PatternError("the lengths of its strings need more than " + std::to_string(pattern_work(max_states)) +
+                       " steps to build its automaton (minLength/maxLength)");
+  }
+}
+
+}  // namespace
+
+PatternDfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_repetition, size_t max_states) {
   PatternParser parser(pattern, max_nesting, max_repetition);
   std::vector<PatternParser::Branch> branches = parser.parse();
   Nfa nfa{{}, {}, max_states};
@@ -1492,10 +1514,12 @@ Dfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_repetit
   }
 
   // The atoms: the coarsest partition of the edges' sets.
-  Dfa dfa;
+  PatternDfa dfa;
+  size_t work = 0;
   for (const auto& edges : nfa.out) {
     for (const Nfa::Edge& ed : edges) {
       if (ed.chars.empty()) continue;
+      spend(work, dfa.atoms.size() + 1, max_states);
       std::vector<CodepointSet> refined;
       CodepointSet rest = ed.chars;
       for (const CodepointSet& a : dfa.atoms) {
@@ -1543,6 +1567,7 @@ Dfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_repetit
   std::vector<std::vector<int32_t>> next;
   std::vector<bool> accepting;
   for (size_t i = 0; i < subsets.size(); ++i) {
+    spend(work, n_atoms + subsets[i].size(), max_states);
     std::vector<std::vector<uint32_t>> moves(n_atoms);
     bool acc = false;
     for (uint32_t q : subsets[i]) {
@@ -1567,16 +1592,11 @@ Dfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_repetit
 
   // Dead states (no accepting state reachable) become -1.
   const size_t n = next.size();
-  std::vector<bool> live(n, false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t q = 0; q < n; ++q) {
-      if (live[q]) continue;
-      bool l = accepting[q];
-      for (int32_t t : next[q]) l = l || (t >= 0 && live[static_cast<size_t>(t)]);
-      if (l) live[q] = changed = true;
-    }
-  }
+  std::vector<std::vector<size_t>> edges(n);
+  for (size_t q = 0; q < n; ++q)
+    for (int32_t t : next[q])
+      if (t >= 0) edges[q].push_back(static_cast<size_t>(t));
+  const std::vector<bool> live = co_reachable(edges, accepting);
   for (auto& row : next)
     for (int32_t& t : row)
       if (t >= 0 && !live[static_cast<size_t>(t)]) t = -1;
@@ -1586,6 +1606,7 @@ Dfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_repetit
   std::vector<int32_t> cls(n);
   for (size_t q = 0; q < n; ++q) cls[q] = live[q] ? (accepting[q] ? 1 : 0) : -1;
   for (size_t n_classes = 0;;) {
+    spend(work, n * (n_atoms + 1), max_states);
     std::map<std::vector<int32_t>, int32_t> sig_ids;
     std::vector<int32_t> refined(n, -1);
     for (size_t q = 0; q < n; ++q) {
@@ -1625,13 +1646,25 @@ Dfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_repetit
   return dfa;
 }
 
-}  // namespace
+bool PatternDfa::matches(std::string_view utf8) const {
+  if (next.empty()) return false;
+  int32_t q = 0;
+  for (size_t pos = 0; pos < utf8.size() && q >= 0;) {
+    const uint32_t cp = next_codepoint(utf8, pos);
+    int32_t t = -1;
+    for (size_t a = 0; a < atoms.size(); ++a)
+      if (atoms[a].contains(cp)) t = next[static_cast<size_t>(q)][a];
+    q = t;
+  }
+  return q >= 0 && accepting[static_cast<size_t>(q)];
+}
 
 std::optional<PatternAutomaton> pattern_automaton(std::string_view pattern, size_t max_nesting,
                                                   size_t max_repetition, uint64_t min_len, uint64_t max_len,
                                                   size_t max_states) {
-  const Dfa dfa = pattern_dfa(pattern, max_nesting, max_repetition, max_states);
+  const PatternDfa dfa = pattern_dfa(pattern, max_nesting, max_repetition, max_states);
   if (dfa.next.empty()) return std::nullopt;
+  size_t work = 0;
   // The product's states (q, n): n code points read, up to max_len, or up to
   // min_len and staying there when max_len is unbounded.
   const bool bounded = max_len != UINT64_MAX;
@@ -1642,6 +1675,7 @@ std::optional<PatternAutomaton> pattern_automaton(std::string_view pattern, size
   ids[states[0]] = 0;
   std::vector<std::vector<std::pair<size_t, size_t>>> moves;  // (atom, target)
   for (size_t i = 0; i < states.size(); ++i) {
+    spend(work, dfa.atoms.size() + 1, max_states);
     const auto [q, n] = states[i];
     std::vector<std::pair<size_t, size_t>> row;
     if (!bounded || n < cap) {
@@ -1662,16 +1696,13 @@ std::optional<PatternAutomaton> pattern_automaton(std::string_view pattern, size
   auto accepts = [&](size_t i) {
     return dfa.accepting[static_cast<size_t>(states[i].first)] && states[i].second >= min_len;
   };
-  std::vector<bool> live(states.size(), false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t i = states.size(); i-- > 0;) {
-      if (live[i]) continue;
-      bool l = accepts(i);
-      for (const auto& [a, t] : moves[i]) l = l || live[t];
-      if (l) live[i] = changed = true;
-    }
+  std::vector<std::vector<size_t>> edges(states.size());
+  std::vector<bool> final(states.size());
+  for (size_t i = 0; i < states.size(); ++i) {
+    final[i] = accepts(i);
+    for (const auto& [a, t] : moves[i]) edges[i].push_back(t);
   }
+  const std::vector<bool> live = co_reachable(edges, final);
   if (!live[0]) return std::nullopt;
   std::vector<size_t> index(states.size(), SIZE_MAX);
   size_t n_live = 0;
@@ -1715,19 +1746,5 @@ bool patterns_disjoint(std::string_view a, std::string_view b, uint64_t min_len,
   return true;
 }
 
-bool pattern_matches(std::string_view pattern, std::string_view utf8, size_t max_nesting, size_t max_repetition,
-                     size_t max_states) {
-  const Dfa dfa = pattern_dfa(pattern, max_nesting, max_repetition, max_states);
-  if (dfa.next.empty()) return false;
-  int32_t q = 0;
-  for (size_t pos = 0; pos < utf8.size() && q >= 0;) {
-    const uint32_t cp = next_codepoint(utf8, pos);
-    int32_t t = -1;
-    for (size_t a = 0; a < dfa.atoms.size(); ++a)
-      if (dfa.atoms[a].contains(cp)) t = dfa.next[static_cast<size_t>(q)][a];
-    q = t;
-  }
-  return q >= 0 && dfa.accepting[static_cast<size_t>(q)];
-}
 
 }  // namespace synapse::grammar::schema

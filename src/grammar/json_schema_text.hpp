@@ -171,8 +171,8 @@ struct PatternAutomaton {
 // Moore's minimization) with a count of the code points read (saturating at
 // min_len when max_len is unbounded). Exact for any pattern pattern_to_gbnf
 // takes; nullopt when no string is left. Throws PatternError as
-// pattern_to_gbnf does for the pattern itself, and when the NFA, the DFA or
-// the product would need more than `max_states` states.
+// pattern_dfa does, and when the product would need more than `max_states`
+// states or pattern_work(max_states) steps.
 std::optional<PatternAutomaton> pattern_automaton(std::string_view pattern, size_t max_nesting,
                                                   size_t max_repetition, uint64_t min_len, uint64_t max_len,
                                                   size_t max_states);
@@ -185,10 +185,27 @@ std::optional<PatternAutomaton> pattern_automaton(std::string_view pattern, size
 bool patterns_disjoint(std::string_view a, std::string_view b, uint64_t min_len, uint64_t max_len,
                        size_t max_nesting, size_t max_repetition, size_t max_states);
 
-// Whether `pattern` matches `utf8` (a string's value, not its JSON text), in
-// the language pattern_to_gbnf writes: true only where ECMA-262 and Python's
-// re both match it. Throws as pattern_automaton does.
-bool pattern_matches(std::string_view pattern, std::string_view utf8, size_t max_nesting, size_t max_repetition,
-                     size_t max_states);
+// A pattern's minimal DFA over code points (read as pattern_to_gbnf reads
+// it, unanchored ends taking any scalar value): transitions over `atoms`,
+// disjoint sets covering every class of the pattern, -1 for the dead state
+// (left out); empty when the pattern matches nothing. Built once, matched
+// against many strings (enum values beside a pattern).
+struct PatternDfa {
+  std::vector<CodepointSet> atoms;
+  std::vector<std::vector<int32_t>> next;  // [state][atom]
+  std::vector<bool> accepting;
+
+  // Whether the pattern matches `utf8` (a string's value, not its JSON
+  // text), in the language pattern_to_gbnf writes: true only where ECMA-262
+  // and Python's re both match it.
+  bool matches(std::string_view utf8) const;
+};
+
+// Throws PatternError as pattern_to_gbnf does for the pattern itself, and
+// when the NFA or the DFA would need more than `max_states` states or their
+// construction more than pattern_work(max_states) steps (a bound on hostile
+// patterns: a step is one atom or state visited).
+PatternDfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_repetition, size_t max_states);
+inline constexpr size_t pattern_work(size_t max_states) { return max_states * max_states / 4; }
 
 }  // namespace synapse::grammar::schema

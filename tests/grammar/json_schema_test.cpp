@@ -1238,6 +1238,27 @@ TEST(JsonSchemaToGbnf, PatternLengthsBeyondOneVariablePartAreAnAutomaton) {
   EXPECT_EQ(error_of(R"({"type": "string", "pattern": "^(a|b[a-z]*b)+$", "maxLength": 9000})"),
             R"(json_schema: keyword "maxLength" at the root: with "pattern": the lengths of its strings need more )"
             R"(than 4096 automaton states (minLength/maxLength))");
+  // Hostile patterns are bounded: a DFA of 2^13 states (the 13th symbol
+  // before the c's is an a); with limits.max_rules 256 (the automata's bound
+  // of states, and 256^2 / 4 steps to build one), 200 distinct classes in a
+  // row (the atoms refined 200 times, 20,000 steps).
+  EXPECT_EQ(error_of(R"({"type": "string", "pattern": "^[ab]*a[ab]{12}c*$", "minLength": 20, "maxLength": 30})"),
+            R"(json_schema: keyword "minLength" at the root: with "pattern": the lengths of its strings need more )"
+            R"(than 4096 DFA states (minLength/maxLength))");
+  auto utf8 = [](uint32_t cp) {  // three bytes: U+0800 to U+FFFF
+    return std::string{static_cast<char>(0xE0 | (cp >> 12)), static_cast<char>(0x80 | ((cp >> 6) & 0x3F)),
+                       static_cast<char>(0x80 | (cp & 0x3F))};
+  };
+  std::string many = "^a*";
+  for (uint32_t cp = 0x4E00; cp < 0x4E00 + 200; ++cp) many += "[" + utf8(cp) + "]";
+  many += "b*$";
+  const std::string hostile = nlohmann::json{{"type", "string"}, {"pattern", many}, {"minLength", 200},
+                                             {"maxLength", 205}}.dump();
+  GrammarLimits small;
+  small.max_rules = 256;
+  EXPECT_EQ(error_of(hostile, small),
+            R"(json_schema: keyword "minLength" at the root: with "pattern": the lengths of its strings need more )"
+            R"(than 16384 steps to build its automaton (minLength/maxLength))");
 }
 
 // enum and const beside keywords of a type: the values those keywords allow,
