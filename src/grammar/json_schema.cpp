@@ -388,6 +388,8 @@ class Converter {
  public:
   Converter(const Json& root, const GrammarLimits& limits) : root_(root), limits_(limits) {
     rules_["space"] = kSpaceRule;
+    automata_.max_states = std::min<size_t>(limits_.max_rules, kMaxPatternStates);
+    automata_.max_work = automata_.max_states * automata_.max_states / 4;
   }
 
   std::string run() {
@@ -793,14 +795,13 @@ class Converter {
     };
     const std::optional<Strings> a = read(*x.s), b = read(*y.s);
     if (!a || !b) return false;
-    const size_t max_states = std::min<size_t>(limits_.max_rules, kMaxPatternStates);
     try {
       // A value of one side valid against the other's keywords.
       for (const auto& [one, other] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
         if (!(*one)->values) continue;
         const Strings& t = **other;
         const schema::PatternDfa dfa =
-            schema::pattern_dfa(t.pattern, limits_.max_nesting, limits_.max_repetition, max_states);
+            schema::pattern_dfa(t.pattern, limits_.max_nesting, limits_.max_repetition, automata_);
         const std::vector<std::string>& vs = *(*one)->values;
         return std::none_of(vs.begin(), vs.end(), [&](const std::string& v) {
           if (t.values && std::find(t.values->begin(), t.values->end(), v) == t.values->end()) return false;
@@ -812,7 +813,7 @@ class Converter {
       const uint64_t lo = std::max(a->min, b->min), hi = std::min(a->max, b->max);
       if (lo > hi) return true;
       return schema::patterns_disjoint(a->pattern, b->pattern, lo, hi, limits_.max_nesting, limits_.max_repetition,
-                                       max_states);
+                                       automata_);
     } catch (const schema::PatternError&) {
       return false;  // the converter names the pattern where it writes it
     }
@@ -1145,8 +1146,7 @@ class Converter {
       if (k == "pattern" && std::any_of(values.begin(), values.end(), [](const Json* v) { return v->is_string(); })) {
         if (!s[k].is_string()) fail_keyword(k, sub.ptr, "must be a string");
         try {
-          dfa = schema::pattern_dfa(s[k].get<std::string>(), limits_.max_nesting, limits_.max_repetition,
-                                    std::min<size_t>(limits_.max_rules, kMaxPatternStates));
+          dfa = schema::pattern_dfa(s[k].get<std::string>(), limits_.max_nesting, limits_.max_repetition, automata_);
         } catch (const schema::PatternError& e) {
           fail_keyword(k, sub.ptr, e.what());
         }
@@ -1492,8 +1492,7 @@ class Converter {
     }
     std::optional<schema::PatternAutomaton> a;
     try {
-      a = schema::pattern_automaton(pattern, limits_.max_nesting, limits_.max_repetition, min, max,
-                                    std::min<size_t>(limits_.max_rules, kMaxPatternStates));
+      a = schema::pattern_automaton(pattern, limits_.max_nesting, limits_.max_repetition, min, max, automata_);
     } catch (const schema::PatternError& e) {
       fail_keyword(length_key, ptr, std::string("with \"pattern\": ") + e.what());
     }
@@ -2510,6 +2509,9 @@ class Converter {
   std::map<std::string, std::string> ref_rules_;  // a $ref's target pointer -> its rule
   std::map<std::string, size_t> refs_open_;       // targets being converted -> struct_depth_ then
   std::vector<std::string> added_;                // rules_ keys in the order made (for attempt)
+  // Every pattern automaton of the conversion: at most kMaxPatternStates
+  // states each (max_rules if lower), and max_states^2 / 4 steps in all.
+  mutable schema::AutomatonBudget automata_;  // (spent by const proofs too)
   // bounded_pattern's rules: "min,max,pattern" -> its first rule's name and body
   std::map<std::string, std::pair<std::string, std::string>> bounded_patterns_;
   std::vector<std::string> added_refs_;           // ref_rules_ keys in the order made

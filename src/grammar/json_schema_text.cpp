@@ -1482,18 +1482,20 @@ std::vector<bool> co_reachable(const std::vector<std::vector<size_t>>& edges, co
   return live;
 }
 
-// One more step of an automaton's construction, within pattern_work().
-void spend(size_t& work, size_t n, size_t max_states) {
-  work += n;
-  if (work > pattern_work(max_states)) {
-    throw PatternError("the lengths of its strings need more than " + std::to_string(pattern_work(max_states)) +
-                       " steps to build its automaton (minLength/maxLength)");
+// More steps of building automata, within the budget.
+void spend(AutomatonBudget& budget, size_t n) {
+  budget.work += n;
+  if (budget.work > budget.max_work) {
+    throw PatternError("the schema's pattern automata need more than " + std::to_string(budget.max_work) +
+                       " steps to build (minLength/maxLength)");
   }
 }
 
 }  // namespace
 
-PatternDfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_repetition, size_t max_states) {
+PatternDfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_repetition,
+                       AutomatonBudget& budget) {
+  const size_t max_states = budget.max_states;
   PatternParser parser(pattern, max_nesting, max_repetition);
   std::vector<PatternParser::Branch> branches = parser.parse();
   Nfa nfa{{}, {}, max_states};
@@ -1515,11 +1517,10 @@ PatternDfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_
 
   // The atoms: the coarsest partition of the edges' sets.
   PatternDfa dfa;
-  size_t work = 0;
   for (const auto& edges : nfa.out) {
     for (const Nfa::Edge& ed : edges) {
       if (ed.chars.empty()) continue;
-      spend(work, dfa.atoms.size() + 1, max_states);
+      spend(budget, dfa.atoms.size() + 1);
       std::vector<CodepointSet> refined;
       CodepointSet rest = ed.chars;
       for (const CodepointSet& a : dfa.atoms) {
@@ -1567,7 +1568,7 @@ PatternDfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_
   std::vector<std::vector<int32_t>> next;
   std::vector<bool> accepting;
   for (size_t i = 0; i < subsets.size(); ++i) {
-    spend(work, n_atoms + subsets[i].size(), max_states);
+    spend(budget, n_atoms + subsets[i].size());
     std::vector<std::vector<uint32_t>> moves(n_atoms);
     bool acc = false;
     for (uint32_t q : subsets[i]) {
@@ -1606,7 +1607,7 @@ PatternDfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_
   std::vector<int32_t> cls(n);
   for (size_t q = 0; q < n; ++q) cls[q] = live[q] ? (accepting[q] ? 1 : 0) : -1;
   for (size_t n_classes = 0;;) {
-    spend(work, n * (n_atoms + 1), max_states);
+    spend(budget, n * (n_atoms + 1));
     std::map<std::vector<int32_t>, int32_t> sig_ids;
     std::vector<int32_t> refined(n, -1);
     for (size_t q = 0; q < n; ++q) {
@@ -1661,10 +1662,10 @@ bool PatternDfa::matches(std::string_view utf8) const {
 
 std::optional<PatternAutomaton> pattern_automaton(std::string_view pattern, size_t max_nesting,
                                                   size_t max_repetition, uint64_t min_len, uint64_t max_len,
-                                                  size_t max_states) {
-  const PatternDfa dfa = pattern_dfa(pattern, max_nesting, max_repetition, max_states);
+                                                  AutomatonBudget& budget) {
+  const PatternDfa dfa = pattern_dfa(pattern, max_nesting, max_repetition, budget);
   if (dfa.next.empty()) return std::nullopt;
-  size_t work = 0;
+  const size_t max_states = budget.max_states;
   // The product's states (q, n): n code points read, up to max_len, or up to
   // min_len and staying there when max_len is unbounded.
   const bool bounded = max_len != UINT64_MAX;
@@ -1675,7 +1676,7 @@ std::optional<PatternAutomaton> pattern_automaton(std::string_view pattern, size
   ids[states[0]] = 0;
   std::vector<std::vector<std::pair<size_t, size_t>>> moves;  // (atom, target)
   for (size_t i = 0; i < states.size(); ++i) {
-    spend(work, dfa.atoms.size() + 1, max_states);
+    spend(budget, dfa.atoms.size() + 1);
     const auto [q, n] = states[i];
     std::vector<std::pair<size_t, size_t>> row;
     if (!bounded || n < cap) {
@@ -1723,10 +1724,11 @@ std::optional<PatternAutomaton> pattern_automaton(std::string_view pattern, size
 }
 
 bool patterns_disjoint(std::string_view a, std::string_view b, uint64_t min_len, uint64_t max_len,
-                       size_t max_nesting, size_t max_repetition, size_t max_states) {
-  const auto x = pattern_automaton(a, max_nesting, max_repetition, min_len, max_len, max_states);
+                       size_t max_nesting, size_t max_repetition, AutomatonBudget& budget) {
+  const auto x = pattern_automaton(a, max_nesting, max_repetition, min_len, max_len, budget);
   if (!x) return true;
-  const auto y = pattern_automaton(b, max_nesting, max_repetition, min_len, max_len, max_states);
+  const auto y = pattern_automaton(b, max_nesting, max_repetition, min_len, max_len, budget);
+  const size_t max_states = budget.max_states;
   if (!y) return true;
   std::set<std::pair<size_t, size_t>> seen{{0, 0}};
   std::vector<std::pair<size_t, size_t>> todo{{0, 0}};

@@ -149,6 +149,16 @@ std::optional<std::string> pattern_to_gbnf(std::string_view pattern, std::string
                                            size_t max_repetition, bool& uses_char_rule, uint64_t min_len,
                                            uint64_t max_len);
 
+// What building pattern automata may take: states per automaton, and steps
+// (an atom or a state visited) over every automaton built with the one
+// budget (a schema's conversion has one: a bound on hostile schemas as a
+// whole, not only on each pattern).
+struct AutomatonBudget {
+  size_t max_states = 4096;
+  size_t max_work = size_t{1} << 22;
+  size_t work = 0;
+};
+
 // A deterministic automaton over code points: states[0] is the start, every
 // state is reachable from it and can reach an accepting one, and from each
 // state the edges' sets are disjoint (one target per code point).
@@ -171,19 +181,20 @@ struct PatternAutomaton {
 // Moore's minimization) with a count of the code points read (saturating at
 // min_len when max_len is unbounded). Exact for any pattern pattern_to_gbnf
 // takes; nullopt when no string is left. Throws PatternError as
-// pattern_dfa does, and when the product would need more than `max_states`
-// states or pattern_work(max_states) steps.
+// pattern_dfa does, and when the product would need more than the budget's
+// states or steps.
 std::optional<PatternAutomaton> pattern_automaton(std::string_view pattern, size_t max_nesting,
                                                   size_t max_repetition, uint64_t min_len, uint64_t max_len,
-                                                  size_t max_states);
+                                                  AutomatonBudget& budget);
 
 // Whether no string of min_len to max_len code points is in the languages
 // of both patterns (as pattern_automaton reads them; "" for no pattern: an
 // unanchored empty pattern matches every string): a search of the product of
 // their automata for a pair of accepting states. False (not proven) where the
-// pairs visited would be more than `max_states`; throws as pattern_automaton.
+// pairs visited would be more than the budget's states; throws as
+// pattern_automaton.
 bool patterns_disjoint(std::string_view a, std::string_view b, uint64_t min_len, uint64_t max_len,
-                       size_t max_nesting, size_t max_repetition, size_t max_states);
+                       size_t max_nesting, size_t max_repetition, AutomatonBudget& budget);
 
 // A pattern's minimal DFA over code points (read as pattern_to_gbnf reads
 // it, unanchored ends taking any scalar value): transitions over `atoms`,
@@ -202,10 +213,9 @@ struct PatternDfa {
 };
 
 // Throws PatternError as pattern_to_gbnf does for the pattern itself, and
-// when the NFA or the DFA would need more than `max_states` states or their
-// construction more than pattern_work(max_states) steps (a bound on hostile
-// patterns: a step is one atom or state visited).
-PatternDfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_repetition, size_t max_states);
-inline constexpr size_t pattern_work(size_t max_states) { return max_states * max_states / 4; }
+// when the NFA or the DFA would need more than the budget's states, or the
+// budget's steps run out.
+PatternDfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_repetition,
+                       AutomatonBudget& budget);
 
 }  // namespace synapse::grammar::schema

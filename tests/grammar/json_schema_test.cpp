@@ -1240,7 +1240,7 @@ TEST(JsonSchemaToGbnf, PatternLengthsBeyondOneVariablePartAreAnAutomaton) {
             R"(than 4096 automaton states (minLength/maxLength))");
   // Hostile patterns are bounded: a DFA of 2^13 states (the 13th symbol
   // before the c's is an a); with limits.max_rules 256 (the automata's bound
-  // of states, and 256^2 / 4 steps to build one), 200 distinct classes in a
+  // of states, and 256^2 / 4 steps for all of them), 200 distinct classes in a
   // row (the atoms refined 200 times, 20,000 steps).
   EXPECT_EQ(error_of(R"({"type": "string", "pattern": "^[ab]*a[ab]{12}c*$", "minLength": 20, "maxLength": 30})"),
             R"(json_schema: keyword "minLength" at the root: with "pattern": the lengths of its strings need more )"
@@ -1257,8 +1257,8 @@ TEST(JsonSchemaToGbnf, PatternLengthsBeyondOneVariablePartAreAnAutomaton) {
   GrammarLimits small;
   small.max_rules = 256;
   EXPECT_EQ(error_of(hostile, small),
-            R"(json_schema: keyword "minLength" at the root: with "pattern": the lengths of its strings need more )"
-            R"(than 16384 steps to build its automaton (minLength/maxLength))");
+            R"(json_schema: keyword "minLength" at the root: with "pattern": the schema's pattern automata need )"
+            R"(more than 16384 steps to build (minLength/maxLength))");
 }
 
 // enum and const beside keywords of a type: the values those keywords allow,
