@@ -195,6 +195,8 @@ void attend_block_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows,
 
 void attend_block(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa, int64_t hd,
                   int64_t hd_v, float kq_scale, AttentionScratch& s) {
+  if (kv.k_type != GgmlType::F16 || kv.v_type != GgmlType::F16)
+    return attend_block_typed(kv, g, rows, n_rows, n_gqa, hd, hd_v, kq_scale, attend_block_bk(hd, hd_v), s);
   active_ops().attend_block(kv, g, rows, n_rows, n_gqa, hd, hd_v, kq_scale, attend_block_bk(hd, hd_v), s);
 }
 
