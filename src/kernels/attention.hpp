@@ -162,6 +162,13 @@ void attend_block(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_
 void attend_block_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
                         int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& scratch);
 
+// The positions a block of n_rows >= 1 rows reads, [lo, hi] (the union of
+// their ranges), and its longest range, ld (the score rows' stride).
+struct RowSpan {
+  int64_t lo, hi, ld;
+};
+RowSpan row_span(const QueryRow* rows, int64_t n_rows);
+
 // Sets the scores of each row's masked positions (QueryRow::n_masked) to
 // -inf: row r's query vector i is scores + (r * n_gqa + i) * ld, its element
 // j position first + j. Every attend_block implementation runs it between

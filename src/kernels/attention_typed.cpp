@@ -29,12 +29,7 @@ void attend_block_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, 
   const quant::KernelTable& table = quant::active_kernels();
   const quant::TypeKernels& kt = table.row(kv.k_type);
   const quant::TypeKernels& vt = table.row(kv.v_type);
-  int64_t lo = rows[0].first, hi = rows[0].last, ld = 0;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    lo = std::min(lo, rows[r].first);
-    hi = std::max(hi, rows[r].last);
-    ld = std::max(ld, rows[r].last - rows[r].first + 1);
-  }
+  const auto [lo, hi, ld] = row_span(rows, n_rows);
   const int64_t n_q = n_rows * n_gqa;  // query vectors, row-major (row, head)
   const size_t q_bytes = row_size(kt.vec_dot_type, hd);
   s.q_typed.resize(static_cast<size_t>(n_q) * q_bytes);
