@@ -115,8 +115,9 @@ PYBIND11_MODULE(_synapse, m) {
       .def_property_readonly("n_ctx_train", &Model::n_ctx_train)
       .def_property_readonly("n_params", &Model::n_params)
       .def_property_readonly("weight_bytes", &Model::weight_bytes)
-      .def_property_readonly("kv_bytes_per_position", &Model::kv_bytes_per_position,
-                             "bytes of K and V one cached position takes (every layer)")
+      .def_property_readonly(
+          "kv_bytes_per_position", [](const Model& mo) { return mo.kv_bytes_per_position(); },
+          "bytes of K and V one cached position takes (every layer), F16 cache")
       .def_property_readonly("chat_template", &Model::chat_template,
                              "tokenizer.chat_template (Jinja source) or None")
       .def_property_readonly("metadata", &metadata, "scalar GGUF metadata as {key: str}")

@@ -27,7 +27,8 @@ def test_quantized_cache_equals_the_cli_and_batches(synapse_bin):
     out = llm(PROMPT, max_tokens=16, temperature=0)["choices"][0]["text"]
     cli = subprocess.run([synapse_bin, "run", "-m", TINY, "-p", PROMPT, "-n", "16", "--temp", "0",
                           "-ctk", "q8_0", "-ctv", "q4_0"], check=True, capture_output=True)
-    assert out == cli.stdout.decode("utf-8", "replace").removesuffix("\n")  # run's closing newline
+    # run's closing newline aside; the text drops bytes that are no UTF-8, as llama-cpp-python's does.
+    assert out == cli.stdout.decode("utf-8", "ignore").removesuffix("\n")
     # The F16 cache gives other text on this random-weight model: the types are used.
     f16 = Llama(TINY, n_ctx=128, verbose=False)(PROMPT, max_tokens=16, temperature=0)["choices"][0]["text"]
     assert f16 != out
