@@ -355,7 +355,7 @@ std::string llama_flags_footer(const std::string& command) {
   if (!mapped.empty()) s += mapped + ". ";
   s += "Flags with no effect on a CPU engine without a network (-ngl, -fa, -dev, -sm, -ts, --mlock, --no-mmap, "
        "--color, --log-disable, --no-warmup, ...) are accepted with a warning; -hf, -mu and features synapse "
-       "does not have (--lora, --mmproj, --rope-*, -ctk q8_0, ...) are refused, naming the flag.";
+       "does not have (--lora, --mmproj, --rope-*, --mirostat 2, ...) are refused, naming the flag.";
   return s;
 }
 
