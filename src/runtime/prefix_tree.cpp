@@ -58,30 +58,20 @@ PrefixTree::Match PrefixTree::match(std::span<const token_id> tokens, uint64_t n
 
 PrefixTree::Node* PrefixTree::insert(std::span<const token_id> tokens, const Sequence& seq, uint64_t now) {
   const size_t n = std::min(tokens.size(), static_cast<size_t>(seq.n_past())) / page_ * page_;
-  tokens = tokens.first(n);
-  Node* node = &root_;
-  size_t pos = 0;
-  while (pos < n) {
-    Node* child = child_of(node, tokens.subspan(pos));
-    if (!child) {
-      auto fresh = std::make_unique<Node>();
-      fresh->seq.emplace(seq.fork(static_cast<int64_t>(n)));
-      fresh->key.assign(tokens.begin() + static_cast<std::ptrdiff_t>(pos), tokens.end());
-      fresh->end = static_cast<int64_t>(n);
-      fresh->parent = node;
-      fresh->last_used = now;
-      n_pages_ += static_cast<int64_t>((n - pos) / page_);
-      ++n_nodes_;
-      node->children.push_back(std::move(fresh));
-      return node->children.back().get();
-    }
-    const size_t k = common_pages(tokens.subspan(pos), child->key);
-    if (k < child->key.size()) child = split(child, k);
-    child->last_used = now;
-    node = child;
-    pos += k;
-  }
-  return node == &root_ ? nullptr : node;
+  const Match cached = match(tokens.first(n), now);
+  Node* node = cached.node ? cached.node : &root_;
+  const size_t pos = static_cast<size_t>(cached.n);
+  if (pos == n) return cached.node;
+  auto fresh = std::make_unique<Node>();
+  fresh->seq.emplace(seq.fork(static_cast<int64_t>(n)));
+  fresh->key.assign(tokens.begin() + static_cast<std::ptrdiff_t>(pos), tokens.begin() + static_cast<std::ptrdiff_t>(n));
+  fresh->end = static_cast<int64_t>(n);
+  fresh->parent = node;
+  fresh->last_used = now;
+  n_pages_ += static_cast<int64_t>((n - pos) / page_);
+  ++n_nodes_;
+  node->children.push_back(std::move(fresh));
+  return node->children.back().get();
 }
 
 bool PrefixTree::evict_one() {
