@@ -280,12 +280,12 @@ void Scheduler::Impl::preempt(Slot& s) {
 // sequence becomes a fork of the node's or the slot's, its whole pages
 // referenced, not copied. The rows are the same bits either way, so the
 // reply does not change. A request still prefilling more of the prefix
-// makes the job wait for it (computing_prefix). The rows must fit in the free pages (prompt
-// caches of other free slots, then the tree's unheld leaves given back,
-// least recently used first) with one page to spare for each request
-// already running (so that a new request does not at once force a
-// preemption); otherwise the job is handed back and waits (nothing is
-// truncated).
+// makes the job wait for it (computing_prefix). The rows must fit in the
+// free pages (prompt caches of other free slots, then the tree's unheld
+// leaves given back, least recently used first) with one page to spare for
+// each request already running (so that a new request does not at once
+// force a preemption); otherwise the job is handed back and waits (nothing
+// is truncated).
 std::unique_ptr<Job> Scheduler::Impl::admit(std::unique_ptr<Job> job) {
   const std::vector<token_id>& prompt = job->feed();
   const size_t page = static_cast<size_t>(ctx.kv_pool().page_size);
