@@ -57,8 +57,8 @@ class PrefixTree {
   // whose rows `seq` holds position by position: the pages not yet in the
   // tree become a node holding a fork of `seq`. Returns the node where they
   // end (null when not one whole page). Throws what Sequence::fork throws
-  // (a sliding window that has given the pages back; the tree is then
-  // unchanged).
+  // (a sliding window that has given the pages back; the prefixes the tree
+  // holds are then unchanged, though a node may have been split).
   Node* insert(std::span<const token_id> tokens, const Sequence& seq, uint64_t now);
 
   // A running request holds node's pages (its sequence was forked from it,
