@@ -78,17 +78,20 @@ def test_out_of_pages_under_64_clients():
     # and a queue of 8. Each gets its complete reply, byte-identical to the
     # request served alone (requests preempted for pages and resumed
     # included), or a clean 503; then no request holds a page, the pages
-    # add up, and a request needing the whole pool runs.
+    # add up, and a request needing the whole pool runs. Under sanitizers
+    # (each step slow) 4 slots and a queue of 4.
+    sanitized = os.environ.get("SYNAPSE_TEST_SANITIZED") == "1"
+    slots = "4" if sanitized else "8"
     shared = "the cat sat on the mat " * 20
     kinds = [{"prompt": (shared if k % 2 else "") + "Once upon a time %d" % k, "n_predict": 20 + 8 * k,
               "ignore_eos": True, "seed": 70 + k, "temperature": 0.9, "return_tokens": True} for k in range(8)]
-    with Server(MODEL, "-t", "1", "-np", "8", "-c", "320", "-b", "64", "-ub", "32", "--max-queue", "8",
+    with Server(MODEL, "-t", "1", "-np", slots, "-c", "320", "-b", "64", "-ub", "32", "--max-queue", slots,
                 "--metrics") as s:
         solo = [canon(s.post("/completion", b).json()["tokens"]) for b in kinds]
         rs = in_threads(lambda i: s.post("/completion", kinds[i % 8]), list(range(64)))
         codes = [r.status_code for r in rs]
         assert set(codes) <= {200, 503}, codes
-        assert 16 <= codes.count(200) < 64, codes
+        assert 2 * int(slots) <= codes.count(200) < 64, codes
         for i, r in enumerate(rs):
             if r.status_code == 503:
                 assert r.headers["Retry-After"] == "1"
