@@ -31,15 +31,24 @@
 // the least recently used free slot. The prefix it shares with the chosen
 // slot is kept (at most prompt length - 1: the last prompt token is always
 // recomputed for its logits) and only the rest is prefilled. Shared
-// prefixes: when another slot, running or free, holds a longer prefix of the
-// prompt (by a page or more), the chosen slot's sequence becomes a fork of
-// it: whole pages referenced, not copied (Sequence::fork), so concurrent
-// requests with one system prompt or document store it once.
-// GenerationResult::n_cached reports how many positions were kept.
+// prefixes: every request's whole pages (prompt chunks as they are computed,
+// the whole sequence when the reply is over) go into a radix tree over token
+// ids that holds them independent of the slots (SGLang's RadixAttention, in
+// pages: src/runtime/prefix_tree.hpp). When the tree holds a longer prefix
+// of the prompt (by a page or more) than the chosen slot, the slot's
+// sequence becomes a fork of it: whole pages referenced, not copied
+// (Sequence::fork); a request whose prefix another is still prefilling
+// waits for those pages instead of computing them again. So concurrent
+// requests with one system prompt or document store it once. A model whose
+// cache cannot be cut at any page (recurrent layers; a sliding window
+// smaller than n_ctx) has no tree: it forks a prefix another slot holds,
+// under Sequence::fork's rules. GenerationResult::n_cached reports how many
+// positions were kept.
 //
 // Out of pages: the pool is shared, so a step's rows may need more pages than
 // are free. Free slots' prompt caches are given back first (least recently
-// used first); then the newest running request is preempted: its pages go
+// used first), then the tree's least recently used leaves that no running
+// request reads; then the newest running request is preempted: its pages go
 // back, it waits at the head of the queue, and once admitted again it
 // prefills what it had (prompt, tokens fed so far, the token drawn but not
 // yet fed) and goes on. Rows are bit-identical however they are batched, so
@@ -159,6 +168,7 @@ struct SchedulerMetrics {
   int64_t kv_page_size = 0;               // positions a KV page
   int64_t kv_pages_total = 0;             // pages of the pool
   int64_t kv_pages_used = 0;              // pages held (running requests and prompt caches)
+  int64_t prefix_cache_pages = 0;         // pages the prefix tree owns, each once (also held by the requests and slots reading them)
   uint64_t preemptions_total = 0;         // requests preempted for lack of pages (requeued, resumed later)
 };
 

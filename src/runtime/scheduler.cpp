@@ -12,10 +12,12 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_set>
 
+#include "runtime/prefix_tree.hpp"
 #include "runtime/reply.hpp"
 #include "synapse/error.hpp"
 
@@ -60,6 +62,7 @@ struct Slot {
   std::vector<token_id> tokens;  // what seq's cache holds, position by position
   uint64_t last_used = 0;
   std::unique_ptr<Job> job;
+  runtime::PrefixTree::Node* held = nullptr;  // the tree node its running request locks
 };
 
 void call_on_done(Job& j) {
@@ -125,7 +128,12 @@ struct Scheduler::Impl {
   Clock::time_point drain_deadline = Clock::time_point::max();  // the latest end of every request then
   SchedulerMetrics m;
   std::vector<SlotState> slot_states;  // under mu, refreshed with m
-  uint64_t clock = 0;  // LRU counter for slot choice (worker only)
+  uint64_t clock = 0;  // LRU counter for slot choice and the tree (worker only)
+  // The prefix cache over every request's whole pages (worker only); none
+  // for a model whose cache cannot be forked at any page boundary (recurrent
+  // layers, or a sliding window that gives pages back): those reuse a free
+  // slot's own cache, and a prefix another slot holds, as before.
+  std::optional<runtime::PrefixTree> tree;
   std::thread worker;
 
   Impl(const Model& mod, const SchedulerParams& params) : model(mod), p(params), ctx(mod, params.n_threads) {
@@ -145,6 +153,7 @@ struct Scheduler::Impl {
     // cache); each slot may use all of it.
     ctx.share_kv(p.n_ctx);
     for (int32_t i = 0; i < p.n_parallel; ++i) slots.push_back(Slot{i, ctx.new_sequence(p.n_ctx), {}, 0, nullptr});
+    if (!model.has_recurrent_layers() && slots[0].seq.capacity() == p.n_ctx) tree.emplace(ctx.kv_pool().page_size);
     n_free = p.n_parallel;
     m.kv_cells_total = p.n_ctx;
     m.kv_page_size = ctx.kv_pool().page_size;
@@ -157,6 +166,10 @@ struct Scheduler::Impl {
   std::unique_ptr<Job> admit(std::unique_ptr<Job> job);
   int64_t pages_free() const;
   bool evict_cache(const Slot* keep);
+  bool evict(const Slot* keep);
+  void hold(Slot& s, runtime::PrefixTree::Node* node);
+  void cache_prefix(Slot& s, bool held);
+  bool computing_prefix(const std::vector<token_id>& prompt, size_t have) const;
   void preempt(Slot& s);
   void finish(Slot& s, const GeneratedToken& closing_step);
   bool call_on_token(Job& j, const GeneratedToken& t);
@@ -187,6 +200,49 @@ bool Scheduler::Impl::evict_cache(const Slot* keep) {
   return true;
 }
 
+// Frees pages for rows to come: a free slot's prompt cache (not `keep`'s),
+// else the prefix tree's least recently used leaf that no running request
+// holds; false when neither is left.
+bool Scheduler::Impl::evict(const Slot* keep) { return evict_cache(keep) || (tree && tree->evict_one()); }
+
+// Slot s's running request holds `node` (null: nothing) in the tree.
+void Scheduler::Impl::hold(Slot& s, runtime::PrefixTree::Node* node) {
+  if (s.held) runtime::PrefixTree::unlock(s.held);
+  s.held = node;
+  if (node) runtime::PrefixTree::lock(node);
+}
+
+// Records the whole pages of slot s's cache in the prefix tree (after each
+// prompt chunk, so that a request arriving meanwhile finds what is already
+// computed, and when the reply is over or preempted); `held`: the slot's
+// running request holds the node where they end (else it holds none).
+void Scheduler::Impl::cache_prefix(Slot& s, bool held) {
+  if (!tree) return;
+  runtime::PrefixTree::Node* node = nullptr;
+  try {
+    node = tree->insert(s.tokens, s.seq, ++clock);
+  } catch (const Error&) {
+    // Not for a model with a tree (its forks at page boundaries cannot
+    // fail); the pages are then just not shared.
+  }
+  hold(s, held ? node : nullptr);
+}
+
+// Whether a running request is still prefilling at least one more page of
+// `prompt` than the `have` positions a new request could reuse now: it then
+// waits for those pages rather than compute them a second time (SGLang's
+// in-batch prefix caching), so that many clients arriving at once with one
+// system prompt store it once.
+bool Scheduler::Impl::computing_prefix(const std::vector<token_id>& prompt, size_t have) const {
+  const size_t page = static_cast<size_t>(ctx.kv_pool().page_size);
+  for (const Slot& s : slots) {
+    if (!s.job || s.job->phase != Phase::prefill) continue;
+    const size_t c = std::min(common_prefix(s.job->feed(), prompt), prompt.size() - 1) / page * page;
+    if (c >= have + page && s.job->n_done < c) return true;
+  }
+  return false;
+}
+
 // Takes slot s's pages back for the requests older than its own: its
 // request goes back to the head of the queue and, once admitted again,
 // prefills what its cache held (the prompt, and while generating the tokens
@@ -205,6 +261,7 @@ void Scheduler::Impl::preempt(Slot& s) {
     j->resume.clear();
   }
   j->n_done = 0;
+  cache_prefix(s, false);  // kept unless the pages are still short: a cheaper resumption
   s.seq.clear();
   s.tokens.clear();
   s.last_used = ++clock;
@@ -218,13 +275,21 @@ void Scheduler::Impl::preempt(Slot& s) {
 // Picks the free slot whose cached tokens share the longest prefix with the
 // rows to prefill when that prefix is more than slot_prompt_similarity of
 // them, else the least recently used free slot (llama-server's choice), and
-// keeps the prefix the chosen slot shares in place. The rows must fit in
-// the free pages (prompt caches of other free slots given back, least
-// recently used first) with one page to spare for each request already
-// running (so that a new request does not at once force a preemption);
-// otherwise the job is handed back and waits (nothing is truncated).
+// keeps the prefix the chosen slot shares in place. A longer prefix, by at
+// least a page, in the prefix tree (whole pages) or in another slot (to the
+// position: its partial last page copied) is shared instead: the slot's
+// sequence becomes a fork of the node's or the slot's, its whole pages
+// referenced, not copied. The rows are the same bits either way, so the
+// reply does not change. A request still prefilling more of the prefix
+// makes the job wait for it (computing_prefix). The rows must fit in the
+// free pages (prompt caches of other free slots, then the tree's unheld
+// leaves given back, least recently used first) with one page to spare for
+// each request already running (so that a new request does not at once
+// force a preemption); otherwise the job is handed back and waits (nothing
+// is truncated).
 std::unique_ptr<Job> Scheduler::Impl::admit(std::unique_ptr<Job> job) {
   const std::vector<token_id>& prompt = job->feed();
+  const size_t page = static_cast<size_t>(ctx.kv_pool().page_size);
   // The last row is always recomputed: its logits start (or continue) the reply.
   const auto reusable = [&](const Slot& s) {
     return job->req.cache_prompt ? std::min(common_prefix(s.tokens, prompt), prompt.size() - 1) : 0;
@@ -249,6 +314,26 @@ std::unique_ptr<Job> Scheduler::Impl::admit(std::unique_ptr<Job> job) {
     best = lru;
     best_len = reusable(*lru);
   }
+  // Shared prefixes: the longest prefix the tree holds in whole pages, or
+  // one another slot (running or free) holds position by position when that
+  // is longer (its whole pages shared, its partial last page copied).
+  runtime::PrefixTree::Match cached;
+  Slot* donor = nullptr;
+  size_t donor_len = 0;
+  if (job->req.cache_prompt) {
+    if (tree) {
+      cached = tree->match(prompt, ++clock);
+      cached.n = std::min(cached.n, static_cast<int64_t>(prompt.size() - 1));
+    }
+    for (Slot& s : slots) {
+      const size_t len = &s == best ? 0 : reusable(s);
+      if (len > donor_len) {
+        donor = &s;
+        donor_len = len;
+      }
+    }
+    if (tree && computing_prefix(prompt, std::max({best_len, donor_len, static_cast<size_t>(cached.n)}))) return job;
+  }
   try {
     best->seq.truncate(static_cast<int64_t>(best_len));
   } catch (const Error&) {
@@ -259,37 +344,36 @@ std::unique_ptr<Job> Scheduler::Impl::admit(std::unique_ptr<Job> job) {
     best_len = 0;
   }
   best->tokens.resize(best_len);
-  // Shared prefixes: a longer prefix held by another slot (running or free)
-  // by at least a page is shared instead of computed again: the chosen
-  // slot's sequence becomes a fork of it (its whole pages referenced, not
-  // copied; KvCache::fork). The rows are the same bits either way, so the
-  // reply does not change.
-  if (job->req.cache_prompt) {
-    Slot* donor = nullptr;
-    size_t donor_len = best_len;
-    for (Slot& s : slots) {
-      const size_t len = &s == best ? 0 : reusable(s);
-      if (len >= donor_len + static_cast<size_t>(ctx.kv_pool().page_size) && len > donor_len) {
-        donor = &s;
-        donor_len = len;
-      }
-    }
-    if (donor) {
-      try {
-        Sequence shared = donor->seq.fork(static_cast<int64_t>(donor_len));
-        best->seq = std::move(shared);
-        best->tokens.assign(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(donor_len));
-        best_len = donor_len;
-      } catch (const Error&) {
-        // No page for the fork's partial page, or a window gave the prefix
-        // back: computed as usual.
-      }
+  // Worth a fork when it saves at least a page of rows.
+  const Sequence* from = nullptr;
+  size_t from_len = 0;
+  if (donor && donor_len >= best_len + page && donor_len > static_cast<size_t>(cached.n)) {
+    from = &donor->seq;
+    from_len = donor_len;
+  } else if (cached.node && static_cast<size_t>(cached.n) >= best_len + page) {
+    from = &*cached.node->seq;
+    from_len = static_cast<size_t>(cached.n);
+  }
+  if (from) {
+    try {
+      Sequence shared = from->fork(static_cast<int64_t>(from_len));
+      best->seq = std::move(shared);
+      best->tokens.assign(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(from_len));
+      best_len = from_len;
+      hold(*best, cached.node);
+    } catch (const Error&) {
+      // No page for the copy of a partial last page, or (without a tree) a
+      // window gave the prefix back or a recurrent state cannot be cut
+      // there: computed as usual.
     }
   }
   const int64_t need = best->seq.kv_pages_needed(static_cast<int64_t>(prompt.size() - best_len)) + n_running;
-  while (pages_free() < need && evict_cache(best)) {
+  while (pages_free() < need && evict(best)) {
   }
-  if (pages_free() < need) return job;
+  if (pages_free() < need) {
+    hold(*best, nullptr);  // what it forked stays as its prompt cache
+    return job;
+  }
   best->last_used = ++clock;
   job->n_done = best_len;
   job->result.slot = best->id;
@@ -347,6 +431,7 @@ void Scheduler::Impl::finish(Slot& s, const GeneratedToken& closing_step) {
 void Scheduler::Impl::end_reply(Slot& s, FinishReason why) { finish(s, s.job->gen.finish(why)); }
 
 void Scheduler::Impl::release(Slot& s) {
+  cache_prefix(s, false);
   s.job.reset();
   s.last_used = ++clock;
 }
@@ -445,6 +530,7 @@ void Scheduler::Impl::update_metrics() {
   }
   m.requests_deferred = static_cast<int32_t>(queue.size());
   m.kv_pages_used = ctx.kv_pool().n_used;
+  m.prefix_cache_pages = tree ? tree->n_pages() : 0;
   busy = n_free < static_cast<int32_t>(slots.size());
   if (!busy && queue.empty() && embed_queue.empty()) idle.notify_all();
 }
@@ -642,7 +728,7 @@ void Scheduler::Impl::run() {
         budget -= static_cast<int64_t>(n_rows[i]);
       }
       for (const size_t i : order) need += slots[i].seq.kv_pages_needed(static_cast<int64_t>(n_rows[i]));
-      if (order.empty() || need <= pages_free() || evict_cache(nullptr)) {
+      if (order.empty() || need <= pages_free() || evict(nullptr)) {
         if (order.empty() || need <= pages_free()) break;
         continue;
       }
@@ -693,6 +779,8 @@ void Scheduler::Impl::run() {
         m.n_busy_slots_total += order.size();
       }
       for (Slot* s : closing) release(*s);
+      for (const size_t i : order)
+        if (slots[i].job && slots[i].job->phase == Phase::prefill && n_rows[i] > 0) cache_prefix(slots[i], true);
       // Each row's draw touches its own Generation only (sampler, RNG,
       // stopper; the Tokenizer is read-only), so the rows are drawn on the
       // Context's threads at once, a row's token the same as drawn alone;

@@ -114,6 +114,9 @@ std::string metrics_text(const SchedulerMetrics& m, const ServerMetrics& sm) {
          static_cast<double>(m.kv_pages_used));
   metric("synapse:kv_pages_free", "gauge", "KV pages free.",
          static_cast<double>(m.kv_pages_total - m.kv_pages_used));
+  metric("synapse:prefix_cache_pages", "gauge",
+         "KV pages the prefix tree owns (whole pages of past requests, each once), counted in kv_pages_used.",
+         static_cast<double>(m.prefix_cache_pages));
   metric("synapse:preemptions_total", "counter",
          "Requests preempted for lack of KV pages (requeued, resumed with the same reply).",
          static_cast<double>(m.preemptions_total));

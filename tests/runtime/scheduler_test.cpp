@@ -476,6 +476,177 @@ TEST(Scheduler, SharedPrefixIsStoredOnce) {
   EXPECT_EQ(s.metrics().cached_tokens_total, common);
 }
 
+// A prefix of n tokens built from kTexts (one BOS).
+std::vector<token_id> long_prefix(const Model& m, size_t n) {
+  std::vector<token_id> prefix;
+  for (int i = 0; prefix.size() < n; ++i) {
+    const std::vector<token_id> part = prompt_of(m, kTexts[i % 8]);
+    prefix.insert(prefix.end(), part.begin() + (prefix.empty() ? 0 : 1), part.end());
+  }
+  prefix.resize(n);
+  return prefix;
+}
+
+// Submits every request at once and collects the replies, and the most KV
+// pages in use at any token (the metrics as of the step before).
+std::vector<Reply> run_all(Scheduler& s, const std::vector<Request>& reqs, int64_t* peak_pages) {
+  std::mutex mu;
+  std::vector<std::unique_ptr<Collector>> got;
+  for (Request r : reqs) {
+    got.push_back(std::make_unique<Collector>());
+    got.back()->on_step = [&](const GeneratedToken&, int) {
+      const int64_t used = s.metrics().kv_pages_used;
+      std::lock_guard<std::mutex> lock(mu);
+      *peak_pages = std::max(*peak_pages, used);
+    };
+    got.back()->attach(r);
+    EXPECT_TRUE(s.try_submit(std::move(r)).has_value());
+  }
+  std::vector<Reply> replies;
+  for (auto& c : got) replies.push_back(c->get());
+  s.wait_idle();
+  return replies;
+}
+
+// The memory check in pages: 16 clients at once, one long system
+// prompt and a short question each, hold the system prompt's whole pages
+// once (the first client computes them, the others wait for them and fork
+// them) and one page of their own each: at most 1.2x the most pages one
+// client alone holds, 79 pages of the prompt and 16 own ones against 80.
+// Client 0's reply is byte-identical to its run alone. tiny-llama3 (one
+// layer, head dim 64) keeps the 5,080-token prefill short; under sanitizers
+// the prompt is 5 pages and a part: the same sum, not the 1.2x.
+constexpr int64_t kSystemPages = SYNAPSE_TEST_SANITIZED ? 5 : 79;
+
+TEST(Scheduler, SixteenClientsStoreTheirSystemPromptOnce) {
+  const Model m = Model::load(data_path("models/tiny-llama3-f32.gguf"));
+  SchedulerParams p = sched_params(16, 2);
+  p.n_ctx = (kSystemPages + 40) * 64;  // room for admission's spare page per running request
+  p.n_batch = p.n_ubatch = 512;
+  // The system prompt ends 40 positions into its last page: each client's
+  // question (at most 8 tokens) and 16 tokens of reply stay in that page.
+  const std::vector<token_id> system = long_prefix(m, static_cast<size_t>(kSystemPages * 64 + 24));
+  std::vector<Request> reqs;
+  for (int i = 0; i < 16; ++i) {
+    Request r;
+    r.prompt = system;
+    std::vector<token_id> q = m.tokenizer().tokenize(std::string(" ") + kTexts[i % 8], false, false);
+    q.resize(std::min<size_t>(q.size(), 1 + i % 7));
+    q.push_back(static_cast<token_id>(300 + i));  // every question its own
+    r.prompt.insert(r.prompt.end(), q.begin(), q.end());
+    ASSERT_LE(r.prompt.size() + 16, static_cast<size_t>((kSystemPages + 1) * 64));
+    r.params.max_tokens = 16;
+    r.params.ignore_eos = true;
+    r.params.sampling.seed = 40 + static_cast<uint32_t>(i);
+    r.params.logprobs = i % 2 == 0;
+    reqs.push_back(r);
+  }
+  int64_t one_peak = 0;
+  Reply alone;
+  {
+    Scheduler one(m, p);
+    alone = run_all(one, {reqs[0]}, &one_peak)[0];
+  }
+  EXPECT_EQ(one_peak, kSystemPages + 1);
+  Scheduler s(m, p);
+  int64_t peak = 0;
+  const std::vector<Reply> got = run_all(s, reqs, &peak);
+  expect_same_bytes(alone, got[0], "client 0");
+  uint64_t cached = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].tokens.size(), 16u) << i;
+    // The system prompt (and a question's first token, when another's is the same) from client 0.
+    if (i == 0) EXPECT_EQ(got[i].n_cached, 0);
+    else EXPECT_GE(got[i].n_cached, static_cast<int64_t>(system.size())) << i;
+    cached += static_cast<uint64_t>(got[i].n_cached);
+  }
+  EXPECT_EQ(peak, kSystemPages + 16);
+  if (!SYNAPSE_TEST_SANITIZED) {
+    EXPECT_LE(static_cast<double>(peak), 1.2 * static_cast<double>(one_peak));
+  }
+  const SchedulerMetrics mt = s.metrics();
+  EXPECT_EQ(mt.cached_tokens_total, cached);
+  // The system prompt's pages stay in the tree once every client is gone.
+  EXPECT_EQ(mt.prefix_cache_pages, kSystemPages);
+}
+
+// Out of pages under load: 64 clients at once against 8 slots, a queue of
+// 8 (4 and 4, and shorter replies, under sanitizers, where each step is
+// slow) and a pool of 5
+// pages, far less than the requests need together (up to 4 pages each as
+// their replies grow; half of them share a 100-token prefix). A request is either refused at submission (the server's 503) or
+// ends with its complete reply, byte-identical to the request run alone
+// (requests preempted and resumed included); nothing fails or is cut short.
+// Afterwards nothing holds a page but the prompt caches, and every page can
+// be had again: a request that needs the whole pool runs.
+constexpr int kLoadSlots = SYNAPSE_TEST_SANITIZED ? 4 : 8;
+
+TEST(Scheduler, SixtyFourClientsOutOfPagesQueueOrAreRefused) {
+  const Model m = Model::load(data_path("models/stories260K.gguf"));
+  SchedulerParams p = sched_params(kLoadSlots, 1);
+  p.n_ctx = 320;
+  p.n_batch = 64;
+  p.n_ubatch = 32;
+  p.max_queue = kLoadSlots;
+  const std::vector<token_id> shared = long_prefix(m, 100);
+  std::vector<Request> kinds;
+  for (int i = 0; i < 8; ++i) {
+    Request r;
+    r.prompt = prompt_of(m, kTexts[i]);
+    if (i % 2 == 1) r.prompt.insert(r.prompt.begin() + 1, shared.begin() + 1, shared.end());
+    r.params.max_tokens = 30 + (SYNAPSE_TEST_SANITIZED ? 7 : 10) * i;
+    r.params.ignore_eos = true;
+    r.params.sampling.seed = 70 + static_cast<uint32_t>(i);
+    r.params.sampling.temp = i % 3 == 0 ? 0.0f : 0.9f;
+    r.params.n_probs = i % 4 == 0 ? 2 : 0;
+    kinds.push_back(r);
+  }
+  std::vector<Reply> want;
+  for (const Request& r : kinds) want.push_back(cold_run(m, r, p.n_ctx));
+
+  Scheduler s(m, p);
+  std::vector<std::unique_ptr<Collector>> got(64);
+  std::vector<int> accepted, refused;
+  for (int i = 0; i < 64; ++i) {
+    Request r = kinds[static_cast<size_t>(i % 8)];
+    got[static_cast<size_t>(i)] = std::make_unique<Collector>();
+    got[static_cast<size_t>(i)]->attach(r);
+    (s.try_submit(std::move(r)).has_value() ? accepted : refused).push_back(i);
+  }
+  EXPECT_GE(accepted.size(), static_cast<size_t>(2 * kLoadSlots));
+  EXPECT_LT(accepted.size(), 64u) << "nothing was refused: the test does not reach a full queue";
+  for (const int i : accepted) {
+    const Reply r = got[static_cast<size_t>(i)]->get();
+    EXPECT_TRUE(r.error.empty()) << r.error;
+    EXPECT_FALSE(r.context_full) << i;
+    expect_same_bytes(want[static_cast<size_t>(i % 8)], r, "client " + std::to_string(i));
+  }
+  s.wait_idle();
+  for (const int i : refused) EXPECT_FALSE(got[static_cast<size_t>(i)]->finished()) << "refused, yet answered: " << i;
+  SchedulerMetrics mt = s.metrics();
+  EXPECT_GT(mt.preemptions_total, 0u) << "the pool never ran out";
+  EXPECT_EQ(mt.requests_processing, 0);
+  EXPECT_EQ(mt.kv_cells_used, 0);
+  EXPECT_EQ(mt.kv_pages_total, 5);
+  int64_t cache_pages = mt.prefix_cache_pages;
+  for (const SlotState& st : s.slots()) cache_pages += (st.n_prompt_tokens + 63) / 64;
+  EXPECT_LE(mt.kv_pages_used, std::min(cache_pages, mt.kv_pages_total));
+  // The whole pool for one request: 306 prompt positions and 3 fed tokens.
+  Request whole;
+  whole.prompt = long_prefix(m, 306);
+  whole.prompt.back() = 400;  // not a prefix anything cached
+  whole.params.max_tokens = 4;
+  whole.params.ignore_eos = true;
+  whole.params.sampling.seed = 9;
+  int64_t ignored = 0;
+  const Reply r = run_all(s, {whole}, &ignored)[0];
+  EXPECT_TRUE(r.error.empty()) << r.error;
+  EXPECT_EQ(r.tokens.size(), 4u);
+  mt = s.metrics();
+  EXPECT_EQ(mt.kv_pages_used, 5);
+  EXPECT_EQ(mt.prefix_cache_pages, 4);  // its whole pages (309 positions)
+}
+
 TEST(Scheduler, FullQueueRefuses) {
   const Model m = Model::load(data_path("models/stories260K.gguf"));
   SchedulerParams p = sched_params(1, 1);

@@ -73,6 +73,45 @@ def test_full_queue_is_503_with_retry_after():
         assert s.post("/completion", long_request(0, 8)).status_code == 200
 
 
+def test_out_of_pages_under_64_clients():
+    # issue 46: 64 clients at once against 8 slots sharing 5 KV pages (-c 320)
+    # and a queue of 8. Each gets its complete reply, byte-identical to the
+    # request served alone (requests preempted for pages and resumed
+    # included), or a clean 503; then no request holds a page, the pages
+    # add up, and a request needing the whole pool runs. Under sanitizers
+    # (each step slow) 4 slots and a queue of 4.
+    sanitized = os.environ.get("SYNAPSE_TEST_SANITIZED") == "1"
+    slots = "4" if sanitized else "8"
+    shared = "the cat sat on the mat " * 20
+    kinds = [{"prompt": (shared if k % 2 else "") + "Once upon a time %d" % k, "n_predict": 20 + 8 * k,
+              "ignore_eos": True, "seed": 70 + k, "temperature": 0.9, "return_tokens": True} for k in range(8)]
+    with Server(MODEL, "-t", "1", "-np", slots, "-c", "320", "-b", "64", "-ub", "32", "--max-queue", slots,
+                "--metrics") as s:
+        solo = [canon(s.post("/completion", b).json()["tokens"]) for b in kinds]
+        rs = in_threads(lambda i: s.post("/completion", kinds[i % 8]), list(range(64)))
+        codes = [r.status_code for r in rs]
+        assert set(codes) <= {200, 503}, codes
+        assert 2 * int(slots) <= codes.count(200) < 64, codes
+        for i, r in enumerate(rs):
+            if r.status_code == 503:
+                assert r.headers["Retry-After"] == "1"
+            else:
+                reply = r.json()
+                assert canon(reply["tokens"]) == solo[i % 8], i
+                assert reply["tokens_predicted"] == kinds[i % 8]["n_predict"] and not reply["truncated"], i
+        m = wait_idle(s)
+        assert m["synapse:kv_pages_total"] == 5
+        assert m["synapse:preemptions_total"] > 0, "the pool never ran out"
+        assert m["synapse:kv_pages_used"] + m["synapse:kv_pages_free"] == 5
+        assert m["synapse:prefix_cache_pages"] <= m["synapse:kv_pages_used"]
+        whole = s.post("/completion", {"prompt": "the dog ran " * 60, "n_predict": 4, "return_tokens": True})
+        assert whole.status_code == 200, whole.text
+        assert len(whole.json()["tokens"]) == 4 and whole.json()["tokens_evaluated"] > 4 * 64
+        m = wait_idle(s)
+        assert m["llamacpp:kv_cache_tokens"] == 0
+        assert m["synapse:kv_pages_used"] == 5  # taken back from the caches: its own five
+
+
 def test_timeout_cuts_replies_and_never_starts_the_expired():
     # -np 1: sixteen long requests queue behind each other under a 1 s limit
     # from their arrival. The one in the slot when its second is up ends with
