@@ -229,4 +229,5 @@ PYBIND11_MODULE(_synapse, m) {
   bind_generation(m);
   bind_grammar(m);
   bind_chat(m);
+  bind_reply(m);
 }

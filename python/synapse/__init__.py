@@ -759,19 +759,12 @@ class Llama:
                               frequency_penalty, presence_penalty, repeat_penalty, top_k, seed, logit_bias,
                               _grammar_text(grammar))
         text_prompt = prompt if isinstance(prompt, str) else self.detokenize(ids).decode("utf-8", "ignore")
-        meta = _Meta("cmpl-", model or self.model_path)
+        meta = _Meta("cmpl-", model or self.model_path, self._model)
         if stream:
             return self._stream_completion(ids, params, meta, text_prompt if echo else "", logprobs, len(text_prompt))
         result = self._run(ids, params)
-        text = result.text.decode("utf-8", "ignore")
-        choice = {
-            "text": (text_prompt if echo else "") + text,
-            "index": 0,
-            "logprobs": self._logprobs(result.tokens, result.logprobs, result.top_logprobs, len(text_prompt))
-            if logprobs is not None else None,
-            "finish_reason": result.finish_reason,
-        }
-        return meta.completion([choice], len(ids), len(result.tokens))
+        return meta.completion((text_prompt.encode("utf-8") if echo else b"") + result.text, result, logprobs,
+                               len(text_prompt), len(ids))
 
     @_locked
     def create_completions(self, prompts: Sequence[Union[str, List[int]]], **kwargs: Any) -> List[Dict[str, Any]]:
@@ -796,14 +789,8 @@ class Llama:
         out = []
         for p, prompt_ids, r in zip(prompts, ids, results):
             text_prompt = p if isinstance(p, str) else self.detokenize(prompt_ids).decode("utf-8", "ignore")
-            choice = {
-                "text": r.text.decode("utf-8", "ignore"),
-                "index": 0,
-                "logprobs": self._logprobs(r.tokens, r.logprobs, r.top_logprobs, len(text_prompt))
-                if want_logprobs is not None else None,
-                "finish_reason": r.finish_reason,
-            }
-            out.append(_Meta("cmpl-", model or self.model_path).completion([choice], len(prompt_ids), len(r.tokens)))
+            meta = _Meta("cmpl-", model or self.model_path, self._model)
+            out.append(meta.completion(r.text, r, want_logprobs, len(text_prompt), len(prompt_ids)))
         return out
 
     @_locked
@@ -913,7 +900,7 @@ class Llama:
         params = self._params(max_tokens, temperature, top_p, min_p, typical_p, n_probs,
                               list(stop or []), frequency_penalty, presence_penalty,
                               repeat_penalty, top_k, seed, logit_bias, gbnf)
-        meta = _Meta("chatcmpl-", model or self.model_path)
+        meta = _Meta("chatcmpl-", model or self.model_path, self._model)
         if stream:
             return self._stream_chat(ids, params, meta, n_probs, reply)
         result = self._run(ids, params)
@@ -925,14 +912,7 @@ class Llama:
             message = reply_message(json.loads(self._syntax.parse_reply(result.text, **reply)))
             if "tool_calls" in message and finish == "stop":
                 finish = "tool_calls"
-        choice = {
-            "index": 0,
-            "message": message,
-            "logprobs": self._chat_logprobs(result.tokens, result.logprobs, result.top_logprobs)
-            if n_probs is not None else None,
-            "finish_reason": finish,
-        }
-        return meta.chat([choice], len(ids), len(result.tokens))
+        return meta.chat(message, result if n_probs is not None else None, finish, len(ids), len(result.tokens))
 
     # --- internals ---------------------------------------------------------------
 
@@ -1127,16 +1107,15 @@ class Llama:
 
     def _stream_completion(self, ids, params, meta, echo_text, logprobs, prompt_len) -> Iterator[Dict[str, Any]]:
         if echo_text:
-            yield meta.completion_chunk(echo_text, None, None)
+            yield meta.completion_chunk(echo_text, None, 0, None)
         offset = prompt_len
-        for tok, eog, text, lp, top, finish in self._steps(ids, params):
+        for step in self._steps(ids, params):
+            tok, eog, text, _, _, finish = step
             piece = text.decode("utf-8", "ignore")
-            chunk_lp = None
-            if logprobs is not None and tok >= 0 and not eog:
-                chunk_lp = self._logprobs([tok], [lp], [top], offset)
+            with_logprobs = logprobs is not None and tok >= 0 and not eog
+            if piece or finish is not None or with_logprobs:
+                yield meta.completion_chunk(text, [step] if with_logprobs else None, offset, finish)
             offset += len(piece)
-            if piece or finish is not None or chunk_lp is not None:
-                yield meta.completion_chunk(piece, chunk_lp, finish)
 
     def _stream_chat(self, ids, params, meta, n_probs, reply) -> Iterator[Dict[str, Any]]:
         """Chunks of the reply: with a Jinja template, the library's streaming
@@ -1146,10 +1125,9 @@ class Llama:
         yield meta.chat_chunk({"role": "assistant"}, None, None)
         parser = self._syntax.stream(**reply) if reply is not None else None
         called = False
-        for tok, eog, text, lp, top, finish in self._steps(ids, params):
-            chunk_lp = None
-            if n_probs is not None and tok >= 0 and not eog:
-                chunk_lp = self._chat_logprobs([tok], [lp], [top])
+        for step in self._steps(ids, params):
+            tok, eog, text, _, _, finish = step
+            chunk_lp = [step] if n_probs is not None and tok >= 0 and not eog else None
             if parser is None:
                 piece = text.decode("utf-8", "ignore")
                 deltas = [{"content": piece}] if piece else []
@@ -1165,40 +1143,6 @@ class Llama:
             if finish is not None:
                 yield meta.chat_chunk({}, None, "tool_calls" if called and finish == "stop" else finish)
 
-    def _piece(self, token: int) -> str:
-        return self._model.token_to_piece(token, False).decode("utf-8", "ignore")
-
-    def _logprobs(self, tokens, logprobs, top, offset: int) -> Dict[str, Any]:
-        """llama-cpp-python's completion logprobs: tokens, text_offset,
-        token_logprobs and top_logprobs ({piece: logprob}, the token included)."""
-        out = {"tokens": [], "text_offset": [], "token_logprobs": [], "top_logprobs": []}
-        for i, tok in enumerate(tokens):
-            piece = self._piece(tok)
-            lp = float(logprobs[i]) if i < len(logprobs) else None
-            alts = {self._piece(t): float(v) for t, v in (top[i] if i < len(top) else [])}
-            alts.setdefault(piece, lp)
-            out["tokens"].append(piece)
-            out["text_offset"].append(offset)
-            out["token_logprobs"].append(lp)
-            out["top_logprobs"].append(alts)
-            offset += len(piece)
-        return out
-
-    def _chat_logprobs(self, tokens, logprobs, top) -> Dict[str, Any]:
-        """OpenAI's chat logprobs: {"content": [{"token", "logprob", "bytes", "top_logprobs"}]}."""
-        content = []
-        for i, tok in enumerate(tokens):
-            raw = self._model.token_to_piece(tok, False)
-            content.append({
-                "token": raw.decode("utf-8", "ignore"),
-                "logprob": float(logprobs[i]) if i < len(logprobs) else None,
-                "bytes": list(raw),
-                "top_logprobs": [{"token": self._piece(t), "logprob": float(v),
-                                  "bytes": list(self._model.token_to_piece(t, False))}
-                                 for t, v in (top[i] if i < len(top) else [])],
-            })
-        return {"content": content}
-
 
 _COMPLETION_DEFAULTS = dict(max_tokens=16, temperature=0.8, top_p=0.95, min_p=0.05, typical_p=1.0, logprobs=None,
                             stop=[], frequency_penalty=0.0, presence_penalty=0.0, repeat_penalty=1.0, top_k=40,
@@ -1206,33 +1150,40 @@ _COMPLETION_DEFAULTS = dict(max_tokens=16, temperature=0.8, top_p=0.95, min_p=0.
 
 
 class _Meta:
-    """The id, creation time and model name shared by one response's dicts."""
+    """The id, creation time and model name shared by one response's dicts,
+    which the library's reply formatter writes in llama-cpp-python's dialect
+    (synapse/reply_format.hpp: the chosen token in top_logprobs, text_offset
+    in characters, invalid UTF-8 bytes dropped)."""
 
-    def __init__(self, prefix: str, model: str):
+    def __init__(self, prefix: str, name: str, model: "_synapse.Model"):
         self.id = prefix + str(uuid.uuid4())
         self.created = int(time.time())
-        self.model = model
+        self.name = name
+        self._model = model
 
-    def _head(self, obj: str) -> Dict[str, Any]:
-        return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
+    def completion(self, text: bytes, result, logprobs: Optional[int], text_offset: int,
+                   n_prompt: int) -> Dict[str, Any]:
+        """A whole text_completion reply; `result`'s logprobs (counted from
+        text_offset characters) when logprobs is not None."""
+        return json.loads(_synapse.completion_json(
+            self._model, self.id, self.created, self.name, text, result if logprobs is not None else None,
+            text_offset, result.finish_reason, n_prompt, len(result.tokens), False))
 
-    @staticmethod
-    def _usage(n_prompt: int, n_completion: int) -> Dict[str, int]:
-        return {"prompt_tokens": n_prompt, "completion_tokens": n_completion, "total_tokens": n_prompt + n_completion}
+    def completion_chunk(self, text: Union[str, bytes], steps, text_offset: int,
+                         finish: Optional[str]) -> Dict[str, Any]:
+        """One streamed chunk: `steps`' logprobs (Stream.poll() tuples), or None."""
+        return json.loads(_synapse.completion_json(self._model, self.id, self.created, self.name, text, steps,
+                                                   text_offset, finish, 0, 0, True))
 
-    def completion(self, choices, n_prompt: int, n_completion: int) -> Dict[str, Any]:
-        return {**self._head("text_completion"), "choices": choices, "usage": self._usage(n_prompt, n_completion)}
+    def chat(self, message: Dict[str, Any], result, finish: str, n_prompt: int, n_completion: int) -> Dict[str, Any]:
+        """A whole chat.completion reply; `result`'s logprobs unless it is None."""
+        return json.loads(_synapse.chat_json(self._model, self.id, self.created, self.name, json.dumps(message),
+                                             result, finish, n_prompt, n_completion, False))
 
-    def completion_chunk(self, text: str, logprobs, finish: Optional[str]) -> Dict[str, Any]:
-        return {**self._head("text_completion"),
-                "choices": [{"text": text, "index": 0, "logprobs": logprobs, "finish_reason": finish}]}
-
-    def chat(self, choices, n_prompt: int, n_completion: int) -> Dict[str, Any]:
-        return {**self._head("chat.completion"), "choices": choices, "usage": self._usage(n_prompt, n_completion)}
-
-    def chat_chunk(self, delta: Dict[str, Any], logprobs, finish: Optional[str]) -> Dict[str, Any]:
-        return {**self._head("chat.completion.chunk"),
-                "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]}
+    def chat_chunk(self, delta: Dict[str, Any], steps, finish: Optional[str]) -> Dict[str, Any]:
+        """One chat.completion.chunk: `steps`' logprobs (Stream.poll() tuples), or None."""
+        return json.loads(_synapse.chat_json(self._model, self.id, self.created, self.name, json.dumps(delta), steps,
+                                             finish, 0, 0, True))
 
 
 def chat_formats() -> List[str]:

@@ -1,5 +1,5 @@
 """Type hints of the extension module synapse._synapse (python/src/*.cpp)."""
-from typing import List, Optional, Sequence as _Seq, Tuple
+from typing import List, Optional, Sequence as _Seq, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -191,3 +191,11 @@ class JinjaChatTemplate:
 
 def validate_chat_tools(tools_json: str) -> None: ...
 def validate_chat_messages(messages_json: str) -> None: ...
+
+# The library's reply formatter, llama-cpp-python's dialect (synapse/reply_format.hpp); JSON text.
+_StepsOrResult = Union[None, GenerationResult, List[Tuple[int, bool, bytes, float, List[Tuple[int, float]], Optional[str]]]]
+def completion_json(model: Model, id: str, created: int, name: str, text: Union[str, bytes], logprobs: _StepsOrResult,
+                    text_offset: int, finish_reason: Optional[str], n_prompt: int, n_completion: int,
+                    chunk: bool) -> str: ...
+def chat_json(model: Model, id: str, created: int, name: str, body_json: str, logprobs: _StepsOrResult,
+              finish_reason: Optional[str], n_prompt: int, n_completion: int, chunk: bool) -> str: ...

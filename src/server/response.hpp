@@ -1,4 +1,5 @@
-// Replies in the shapes clients parse: OpenAI's chat.completion,
+// Replies in the shapes clients parse (OpenAI's fields through the shared
+// formatter, runtime/reply_format.hpp, in its llama_server dialect): OpenAI's chat.completion,
 // chat.completion.chunk, text_completion (with usage and
 // prompt_tokens_details.cached_tokens) and llama-server's native /completion
 // object; errors as {"error":{"message","type","param","code"}}; server-sent
@@ -15,19 +16,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/reply_format.hpp"
 #include "server/request.hpp"
 #include "synapse/generation.hpp"
 #include "synapse/tokenizer.hpp"
 
 namespace synapse::server {
 
-// The fields every reply of one request shares.
-struct ReplyMeta {
-  std::string id;                  // "chatcmpl-..." / "cmpl-..."
-  int64_t created = 0;             // Unix seconds
-  std::string model;               // the alias or file name served
-  std::string system_fingerprint;  // the build that answered
-};
+// The fields every reply of one request shares (id "chatcmpl-..." /
+// "cmpl-...", created, model: the alias or file name served,
+// system_fingerprint: the build that answered).
+using ReplyMeta = ReplyHead;
 
 // llama-server's error types by status: 400 invalid_request_error,
 // 401 authentication_error, 404 not_found_error, 413 invalid_request_error,
