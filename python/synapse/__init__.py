@@ -309,6 +309,7 @@ class Llama:
         self._logits_all = bool(logits_all)
         self._seed = seed
         self._stream: Optional[_synapse.Stream] = None
+        self._stream_prefix: List[int] = []  # the tokens the reply in progress started from
         self.cache: Optional[BaseLlamaCache] = None
         self._restored_logits: Optional[np.ndarray] = None  # load_state: the saved last row until the next decode
         self._model = _synapse.Model.load(self.model_path)
@@ -323,9 +324,6 @@ class Llama:
         self.context_params = SimpleNamespace(n_ctx=self._seq.n_ctx, n_batch=n_batch, n_ubatch=n_ubatch,
                                               n_threads=self.n_threads, n_threads_batch=self.n_threads,
                                               logits_all=self._logits_all)
-        self._tokens: List[int] = []  # the ids whose K/V the sequence holds, in order
-        self._pending: List[int] = []  # the prompt of the reply in progress, after the kept prefix
-        self._generated: List[int] = []  # its tokens so far (streaming)
         self._batch: Optional[_synapse.BatchRunner] = None  # create_completions' scheduler
         self.chat_format = _CHAT_FORMAT_ALIASES.get(chat_format, chat_format)
         self._jinja: Optional[Jinja2ChatFormatter] = None  # chat_format="jinja": Python's Jinja2
@@ -445,6 +443,16 @@ class Llama:
     # --- low level: eval and logits -------------------------------------------
 
     @property
+    def _tokens(self) -> List[int]:
+        """The ids whose K/V the sequence holds, in order: kept by the library
+        (Sequence.tokens), which every decode, truncate, clear and fork updates.
+        While a reply runs on its worker (which decodes into the sequence), the
+        prefix it started from: the sequence is read only once it is joined."""
+        if self._stream is not None:
+            return list(self._stream_prefix)
+        return self._seq.tokens
+
+    @property
     def n_tokens(self) -> int:
         """Tokens in the context (evaluated and kept)."""
         return len(self._tokens)
@@ -471,12 +479,11 @@ class Llama:
                        "positions are in use")
         for i in range(0, len(tokens), step):
             chunk = tokens[i:i + step]
+            n = self._seq.n_past
             self._ctx.decode(self._seq, chunk, self._logits_all)
             self._restored_logits = None
             if self._scores is not None:
-                n = len(self._tokens)
                 self._scores[n:n + len(chunk)] = self._ctx.logits
-            self._tokens.extend(chunk)
 
     @property
     def logits(self) -> np.ndarray:
@@ -512,7 +519,6 @@ class Llama:
         """Empties the context: the next token is position 0."""
         self._end_stream()
         self._seq.clear()
-        self._tokens = []
 
     def set_seed(self, seed: int) -> None:
         """The seed of later calls that pass none (-1: random each call)."""
@@ -562,8 +568,7 @@ class Llama:
         snapshot = state.llama_state
         if isinstance(snapshot, _KvSnapshot) and snapshot.model is self._model and \
                 snapshot.seq.n_past == len(ids) and snapshot.seq.n_ctx == self.n_ctx():
-            self._seq = snapshot.seq.fork(len(ids))  # a copy: the state can be loaded again
-            self._tokens = ids
+            self._seq = snapshot.seq.fork(len(ids))  # a copy (its tokens too): the state can be loaded again
             rows = np.asarray(state.scores, dtype=np.float32)
             if self._scores is not None:
                 self._scores[:] = np.nan
@@ -671,7 +676,7 @@ class Llama:
                                     presence_penalty, tfs_z, mirostat_mode, grammar)
             self._end_stream()
             if reset:
-                keep = self._truncate(min(longest_token_prefix(self._tokens, tokens), max(len(tokens) - 1, 0)))
+                keep = self._keep_prefix(tokens)
                 tokens = tokens[keep:]
         while True:
             with self._lock:
@@ -998,14 +1003,13 @@ class Llama:
         p.n_ubatch = min(self.n_batch, self.n_ubatch)
         return p
 
-    def _end_stream(self, generated: Optional[List[int]] = None) -> None:
+    def _end_stream(self) -> None:
         """Joins the reply in progress, if any (cancelling it unless it is
-        over) and records what the sequence holds."""
+        over); the sequence's tokens are what its cache holds."""
         stream = getattr(self, "_stream", None)
         if stream is not None:
             stream.stop()
             self._stream = None
-            self._sync_tokens(self._generated if generated is None else generated)
 
     def _start(self, ids: List[int], params, keep_steps: bool) -> "_synapse.Stream":
         """Starts the library's generate() on the context, reusing the longest
@@ -1015,27 +1019,25 @@ class Llama:
         if not ids:
             raise _bad("prompt: empty (no tokens and no BOS)")
         self._cache_lookup(ids)
-        keep = self._truncate(longest_token_prefix(self._tokens, ids[:-1]))
+        keep = self._keep_prefix(ids)
         self._restored_logits = None  # the generation loop overwrites the logits buffer
         if self._scores is not None:
             self._scores[keep:] = np.nan  # the loop keeps no rows
-        self._pending = ids[keep:]  # what the reply appends after the kept prefix
-        self._generated = []
+        self._stream_prefix = ids[:keep]
         self._stream = _synapse.Stream(self._ctx, self._seq, ids[keep:], params, keep_steps, ids[:keep])
         return self._stream
 
-    def _truncate(self, keep: int) -> int:
-        """Keeps the first `keep` tokens of the context and returns `keep`; or,
-        when the sequence cannot be cut back to them (a sliding window has
-        overwritten some, or a recurrent model's state, Qwen3.5's, holds the
-        whole sequence), none, and returns 0 (the scheduler does the same)."""
-        if keep < len(self._tokens):
-            try:
-                self._seq.truncate(keep)
-            except InvalidArgumentError:
-                self._seq.clear()
-                keep = 0
-            del self._tokens[keep:]
+    def _keep_prefix(self, ids: List[int]) -> int:
+        """Keeps the longest prefix of `ids` the context holds (at most all
+        but the last id, which is recomputed for its logits) and returns its
+        length: the library's prefix reuse (Sequence.keep_common_prefix),
+        which starts again from position 0 when the cache cannot be cut back
+        to it (a sliding window has overwritten some of it, or a recurrent
+        model's state, Qwen3.5's, holds the whole sequence), as the
+        scheduler does."""
+        n = self._seq.n_past
+        keep = self._seq.keep_common_prefix(ids)
+        if keep < n:
             self._restored_logits = None
         return keep
 
@@ -1057,22 +1059,12 @@ class Llama:
         if self.cache is not None and self._tokens:
             self.cache[list(self._tokens)] = self.save_state()
 
-    def _sync_tokens(self, generated: List[int]) -> None:
-        """After a reply: records what the sequence now holds (prompt, then the
-        reply's tokens that were fed back), dropping any position whose id is
-        not known here."""
-        known = self._tokens + getattr(self, "_pending", []) + list(generated)
-        self._pending = []
-        n = min(self._seq.n_past, len(known))
-        self._seq.truncate(n)
-        self._tokens = known[:n]
-
     def _run(self, ids: List[int], params) -> "_synapse.GenerationResult":
         stream = self._start(ids, params, keep_steps=False)
         # A KeyboardInterrupt raised here has cancelled the reply; the next
         # call joins its worker (_end_stream) before using the context.
         result = stream.result()
-        self._end_stream(result.tokens)
+        self._end_stream()
         self._cache_store()
         return result
 
@@ -1088,11 +1080,7 @@ class Llama:
                     if self._stream is not stream:
                         raise _bad(_STREAM_CANCELLED)
                     steps = stream.poll()
-                    if steps:
-                        for step in steps:
-                            if step[0] >= 0 and not step[1]:
-                                self._generated.append(step[0])
-                    else:
+                    if not steps:
                         self._end_stream()
                         self._cache_store()
                 if not steps:
