@@ -55,7 +55,7 @@ from ._synapse import (  # noqa: F401  (re-exported)
     OutOfRangeError,
     UnsupportedError,
 )
-from .chat import Jinja2ChatFormatter, check_messages, reply_message, tool_choice_json
+from .chat import Jinja2ChatFormatter, check_messages, tool_choice_json
 from .hf_cache import find_cached_file
 from .llama_cache import BaseLlamaCache, LlamaCache, LlamaDiskCache, LlamaRAMCache, LlamaState, longest_token_prefix
 from .llama_grammar import LlamaGrammar
@@ -914,7 +914,7 @@ class Llama:
         if reply is None:
             message = {"role": "assistant", "content": text}
         else:
-            message = reply_message(json.loads(self._syntax.parse_reply(result.text, **reply)))
+            message = json.loads(self._syntax.reply_message(result.text, **reply))
             if "tool_calls" in message and finish == "stop":
                 finish = "tool_calls"
         return meta.chat(message, result if n_probs is not None else None, finish, len(ids), len(result.tokens))

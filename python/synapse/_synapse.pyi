@@ -179,6 +179,9 @@ class ChatSyntax:
     def parse_reply(self, text: str | bytes, *, reasoning_format: str = "auto", thinking_open: bool = False,
                     tools_json: str = "", tool_choice_json: str = "", parallel_tool_calls: bool = True,
                     id_seed: int = 0) -> str: ...
+    def reply_message(self, text: str | bytes, *, reasoning_format: str = "auto", thinking_open: bool = False,
+                      tools_json: str = "", tool_choice_json: str = "", parallel_tool_calls: bool = True,
+                      id_seed: int = 0) -> str: ...
     def stream(self, *, reasoning_format: str = "auto", thinking_open: bool = False, tools_json: str = "",
                tool_choice_json: str = "", parallel_tool_calls: bool = True, id_seed: int = 0) -> ChatReplyStream: ...
 

@@ -185,6 +185,39 @@ Json chat_choice(ReplyDialect d, const ReplyChoice& c, const char* field, Json b
           {"finish_reason", finish_value<Json>(c.finish_reason)}};
 }
 
+template <class Json>
+Json chat_tool_calls(std::span<const ToolCall> calls) {
+  Json out = Json::array();
+  for (const ToolCall& c : calls)
+    out.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  return out;
+}
+
+template <class Json>
+Json chat_message(const ParsedOutput& p) {
+  Json m = {{"role", "assistant"}};
+  m["content"] = p.content.empty() && !p.tool_calls.empty() ? Json() : Json(p.content);
+  if (!p.reasoning_content.empty()) m["reasoning_content"] = p.reasoning_content;
+  if (!p.tool_calls.empty()) m["tool_calls"] = chat_tool_calls<Json>(p.tool_calls);
+  return m;
+}
+
+template <class Json>
+Json chat_delta(const Delta& d) {
+  switch (d.kind) {
+    case Delta::Kind::content: return {{"content", d.text}};
+    case Delta::Kind::reasoning: return {{"reasoning_content", d.text}};
+    case Delta::Kind::tool_call:
+      return {{"tool_calls", Json::array({{{"index", d.index},
+                                           {"id", d.id},
+                                           {"type", "function"},
+                                           {"function", {{"name", d.name}, {"arguments", ""}}}}})}};
+    case Delta::Kind::arguments:
+      return {{"tool_calls", Json::array({{{"index", d.index}, {"function", {{"arguments", d.text}}}}})}};
+  }
+  return Json::object();
+}
+
 #define SYNAPSE_REPLY_FORMAT(Json)                                                                              \
   template Json reply_head<Json>(ReplyDialect, const ReplyHead&, const char*);                                  \
   template Json reply_usage<Json>(ReplyDialect, const ReplyUsage&);                                             \
@@ -192,7 +225,10 @@ Json chat_choice(ReplyDialect d, const ReplyChoice& c, const char* field, Json b
   template Json chat_logprobs<Json>(ReplyDialect, std::span<const TokenProbs>, const Tokenizer&);               \
   template Json completion_logprobs<Json>(ReplyDialect, std::span<const TokenProbs>, const Tokenizer&, size_t); \
   template Json completion_choice<Json>(ReplyDialect, const ReplyChoice&, const Tokenizer&);                    \
-  template Json chat_choice<Json>(ReplyDialect, const ReplyChoice&, const char*, Json, const Tokenizer&);
+  template Json chat_choice<Json>(ReplyDialect, const ReplyChoice&, const char*, Json, const Tokenizer&); \
+  template Json chat_tool_calls<Json>(std::span<const ToolCall>);                                         \
+  template Json chat_message<Json>(const ParsedOutput&);                                                  \
+  template Json chat_delta<Json>(const Delta&);
 SYNAPSE_REPLY_FORMAT(json)
 SYNAPSE_REPLY_FORMAT(ordered_json)
 #undef SYNAPSE_REPLY_FORMAT

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/chat_output.hpp"
 #include "synapse/reply_format.hpp"
 
 namespace synapse::runtime {
@@ -53,6 +54,25 @@ Json completion_choice(ReplyDialect d, const ReplyChoice& choice, const Tokenize
 // "finish_reason"} with `body` as the message or delta.
 template <class Json>
 Json chat_choice(ReplyDialect d, const ReplyChoice& choice, const char* field, Json body, const Tokenizer& tok);
+
+// A parsed chat reply as OpenAI's assistant message: role, content (null
+// when empty beside calls), reasoning_content (when there is some),
+// tool_calls (chat_tool_calls, when there are some). Both dialects.
+template <class Json>
+Json chat_message(const ParsedOutput& p);
+
+// OpenAI's tool_calls: [{"id", "type": "function", "function": {"name",
+// "arguments": JSON text}}].
+template <class Json>
+Json chat_tool_calls(std::span<const ToolCall> calls);
+
+// One streamed delta of a parsed chat reply, as OpenAI streams it:
+// {"content"}, {"reasoning_content"}, a call's header {"tool_calls":
+// [{"index", "id", "type": "function", "function": {"name", "arguments":
+// ""}}]}, then its argument fragments {"tool_calls": [{"index", "function":
+// {"arguments"}}]}. Both dialects.
+template <class Json>
+Json chat_delta(const Delta& d);
 
 // Text as the dialect writes it: llama_server keeps the bytes (the
 // serializer writes U+FFFD for invalid UTF-8), llama_cpp_python drops the

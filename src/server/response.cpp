@@ -121,19 +121,6 @@ const char* finish_reason_of(const GenerationResult& r, bool tool_calls) {
   return tool_calls ? "tool_calls" : "stop";
 }
 
-json chat_message(const runtime::ParsedOutput& p) {
-  json m = {{"role", "assistant"}};
-  m["content"] = p.content.empty() && !p.tool_calls.empty() ? json() : json(p.content);
-  if (!p.reasoning_content.empty()) m["reasoning_content"] = p.reasoning_content;
-  if (!p.tool_calls.empty()) {
-    json calls = json::array();
-    for (const runtime::ToolCall& c : p.tool_calls)
-      calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
-    m["tool_calls"] = std::move(calls);
-  }
-  return m;
-}
-
 json usage_of(const CompletionRequest& req, std::span<const GenerationResult> choices) {
   ReplyUsage u;
   for (size_t i = 0; i < choices.size(); ++i) {
@@ -166,7 +153,7 @@ json completion_reply(const CompletionRequest& req, const ReplyMeta& meta, std::
       const runtime::ParsedOutput parsed =
           runtime::parse_output(req.chat_output->format, c.text, req.chat_output->for_choice(i));
       choice.finish_reason = finish_reason_of(c, !parsed.tool_calls.empty());
-      cs.push_back(runtime::chat_choice<json>(kDialect, choice, "message", chat_message(parsed), tok));
+      cs.push_back(runtime::chat_choice<json>(kDialect, choice, "message", runtime::chat_message<json>(parsed), tok));
     } else if (chat) {
       cs.push_back(runtime::chat_choice<json>(kDialect, choice, "message", {{"role", "assistant"}, {"content", c.text}},
                                               tok));
@@ -203,7 +190,6 @@ json stream_chunk(const CompletionRequest& req, const ReplyMeta& meta, int index
 std::vector<json> delta_chunks(const CompletionRequest& req, const ReplyMeta& meta, int index,
                                std::span<const runtime::Delta> deltas, std::span<const GeneratedToken> steps,
                                const Tokenizer& tok) {
-  using Kind = runtime::Delta::Kind;
   const std::vector<TokenProbs> tokens = token_probs(steps);
   std::vector<json> out;
   const auto chunk = [&](json delta) {
@@ -214,21 +200,7 @@ std::vector<json> delta_chunks(const CompletionRequest& req, const ReplyMeta& me
     if (req.include_usage) j["usage"] = nullptr;
     out.push_back(std::move(j));
   };
-  for (const runtime::Delta& d : deltas) {
-    switch (d.kind) {
-      case Kind::content: chunk({{"content", d.text}}); break;
-      case Kind::reasoning: chunk({{"reasoning_content", d.text}}); break;
-      case Kind::tool_call:
-        chunk({{"tool_calls", json::array({{{"index", d.index},
-                                            {"id", d.id},
-                                            {"type", "function"},
-                                            {"function", {{"name", d.name}, {"arguments", ""}}}}})}});
-        break;
-      case Kind::arguments:
-        chunk({{"tool_calls", json::array({{{"index", d.index}, {"function", {{"arguments", d.text}}}}})}});
-        break;
-    }
-  }
+  for (const runtime::Delta& d : deltas) chunk(runtime::chat_delta<json>(d));
   if (out.empty() && req.logprobs && !tokens.empty()) chunk(json::object());
   return out;
 }

@@ -75,11 +75,6 @@ std::vector<nlohmann::json> delta_chunks(const CompletionRequest& req, const Rep
 // reads, is reported as "stop"). llama-server's rule.
 const char* finish_reason_of(const GenerationResult& r, bool tool_calls = false);
 
-// A parsed chat reply as OpenAI's message: role, content (null when empty
-// beside calls), reasoning_content (when there is some), tool_calls [{id,
-// type: "function", function: {name, arguments (a JSON string)}}].
-nlohmann::json chat_message(const runtime::ParsedOutput& parsed);
-
 // The usage object of all choices (OpenAI: prompt tokens counted once per prompt).
 nlohmann::json usage_of(const CompletionRequest& req, std::span<const GenerationResult> choices);
 
