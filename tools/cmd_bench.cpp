@@ -34,7 +34,8 @@
 // t/s = bandwidth / bytes per token and the fraction of it reached (issue 6).
 // Weight bytes per token: every tensor's data, except that an untied
 // token_embd contributes one row only (the embedding lookup). KV bytes per
-// token: the F16 K and V rows attention reads, averaged over the N steps.
+// token: the K and V rows attention reads (of the -ctk/-ctv types),
+// averaged over the N steps.
 // --bw auto measures the read bandwidth with the thread count of each test
 // (bench/bandwidth.hpp, 1 GiB, best of 3) before a tg test's first run and
 // after each of its runs; a run's bound comes from the mean of the probes
@@ -75,6 +76,7 @@
 #include "../bench/bandwidth.hpp"
 #include "../bench/int8_peak.hpp"
 #include "commands.hpp"
+#include "common_flags.hpp"
 #include "progress.hpp"
 #include "synapse/error.hpp"
 #include "synapse/gguf.hpp"
@@ -107,6 +109,7 @@ struct BenchArgs {
   bool progress = false;
   bool warmup = true;
   int delay = 0;               // --delay: seconds between tests
+  KvTypeFlags kv_types;        // -ctk, -ctv (one type each)
 };
 
 struct Result {
@@ -114,6 +117,7 @@ struct Result {
   uint64_t size_bytes = 0, params = 0;
   uint64_t weight_bytes_per_token = 0;
   double kv_bytes_per_token = 0;
+  std::string type_k = "f16", type_v = "f16";  // the KV cache's types (llama-bench's columns)
   int threads = 0;
   int n_prompt = 0, n_gen = 0, depth = 0;
   int batch = 1;  // sequences decoded together (tg tests)
@@ -311,6 +315,8 @@ nlohmann::json to_json(const std::vector<Result>& rs) {
     j["size_bytes"] = r.size_bytes;
     j["params"] = r.params;
     j["threads"] = r.threads;
+    j["type_k"] = r.type_k;
+    j["type_v"] = r.type_v;
     j["test"] = r.test;
     j["n_prompt"] = r.n_prompt;
     j["n_gen"] = r.n_gen;
@@ -386,7 +392,7 @@ std::vector<std::optional<std::string>> field_values(const Result& r) {
   const bool tg = r.n_gen > 0 && r.n_prompt == 0;
   const bool bound = tg && r.bw_gbps > 0;
   return {V(SYNAPSE_GIT_COMMIT), V(system_info()), V("CPU"), V(file), V(r.model), i(static_cast<double>(r.size_bytes)),
-          i(static_cast<double>(r.params)), i(r.n_batch), i(r.n_ubatch), i(r.threads), V("f16"), V("f16"), i(0),
+          i(static_cast<double>(r.params)), i(r.n_batch), i(r.n_ubatch), i(r.threads), V(r.type_k), V(r.type_v), i(0),
           i(r.n_prompt), i(r.n_gen), i(r.depth), V(r.test_time), i(avg_ns), i(sd_ns), f(r.avg), f(r.sd), V(r.test),
           i(r.batch), tg ? i(static_cast<double>(r.weight_bytes_per_token)) : V(), tg ? f(r.kv_bytes_per_token) : V(),
           tg ? f(bytes_per_token(r) * r.avg / 1e9) : V(), bound ? f(r.bw_gbps) : V(),
@@ -580,12 +586,19 @@ int run(BenchArgs a) {
     int max_p = *std::max_element(a.n_prompt.begin(), a.n_prompt.end());
     const int max_n = *std::max_element(a.n_gen.begin(), a.n_gen.end());
     for (const std::string& v : a.pg) max_p = std::max(max_p, parse_pg(v).first + parse_pg(v).second);
-    const uint64_t kv_row_bytes = m.kv_bytes_per_position();
+    const GgmlType type_k = kv_cache_type_from_name(a.kv_types.k), type_v = kv_cache_type_from_name(a.kv_types.v);
+    const uint64_t kv_row_bytes = m.kv_bytes_per_position(type_k, type_v);
+    base.type_k = kv_type_label(type_k);
+    base.type_v = kv_type_label(type_v);
+    if (!a.json && a.output == "md")
+      std::printf("%s: KV cache K %s, V %s: %llu bytes per token\n\n", base.model.c_str(), base.type_k.c_str(),
+                  base.type_v.c_str(), static_cast<unsigned long long>(kv_row_bytes));
     TokenStream toks{.n_vocab = m.n_vocab()};
     for (int threads : a.threads) {
       // (No quantized matrix, no int8 share: nothing to measure the peak for.)
       const double peak = any_pp && ops.per_token(1) > 0 ? int8_peak(threads) : 0.0;
       Context ctx(m, threads);
+      ctx.set_kv_types(type_k, type_v);
       for (int depth : a.depth) {
         // Each run rewinds it to `depth` (Sequence::truncate; a sliding-window
         // model whose window a run overruns cannot rewind, and says so; a
@@ -790,6 +803,7 @@ int run(BenchArgs a) {
 Runner add_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   app.add_option("-m,--model", a->models, "GGUF model file (repeat for several)")->required();
+  add_kv_type_flags(app, a->kv_types);
   app.add_option("-p,--n-prompt", a->n_prompt, "prompt tokens per pp test, comma list (default 512; 0 = none)")
       ->delimiter(',');
   app.add_option("-n,--n-gen", a->n_gen, "tokens per tg test, comma list (default 128; 0 = none)")->delimiter(',');

@@ -72,6 +72,7 @@ struct ChatArgs {
   PromptFlags pf;
   ChatTemplateFlags tmpl;
   int n_predict = -1, threads = 0, n_ctx = 0;
+  KvTypeFlags kv_types;  // -ctk, -ctv
   bool ignore_eos = false;
   bool single_turn = false;     // -st: one reply, then exit
   bool multiline = false;       // -mli
@@ -271,6 +272,7 @@ int run(ChatArgs& a, const CLI::App& app) {
   const int64_t n_ctx = a.n_ctx > 0 ? a.n_ctx
                                     : (model.n_ctx_train() > 0 ? std::min<int64_t>(model.n_ctx_train(), 4096) : 4096);
   Context ctx(model, a.threads);
+  apply_kv_types(ctx, a.kv_types);
   Sequence seq = ctx.new_sequence(n_ctx);
   // One sampler for the session: its RNG and penalty window run on across
   // turns, as llama-cli's one common_sampler does.
@@ -423,6 +425,7 @@ Runner add_chat(CLI::App& app) {
       ->check(int_range(-2, INT32_MAX));
   add_threads_flag(app, a->threads);
   add_ctx_flag(app, a->n_ctx);
+  add_kv_type_flags(app, a->kv_types);
   app.add_flag("--ignore-eos", a->ignore_eos, "do not end a reply at end-of-generation tokens");
   app.add_flag("--single-turn", a->single_turn, "end the session after one reply (-st)");
   app.add_flag("--multiline-input", a->multiline,

@@ -49,6 +49,29 @@ std::string show(const gguf::Value& v, size_t max_items) {
   return "?";
 }
 
+// The KV cache's bytes a token for each -ctk/-ctv type used for both K and
+// V (Model::kv_bytes_per_position; "-" where the head size does not take the
+// type's block), as llama.cpp's llama_kv_cache line sizes it per cell.
+void print_kv_bytes(const std::string& path) {
+  Model m;
+  try {
+    m = Model::load(path);
+  } catch (const Error& e) {
+    std::printf("\nKV cache: not computed (%s)\n", e.what());
+    return;
+  }
+  std::printf("\nKV cache bytes per token (-ctk and -ctv the same type%s):\n",
+              m.has_recurrent_layers() ? "; attention layers only, the recurrent state aside" : "");
+  for (const char* name : {"f16", "bf16", "q8_0", "q5_0", "q4_0", "iq4_nl"}) {
+    const GgmlType t = kv_cache_type_from_name(name);
+    try {
+      std::printf("  %-8s %llu\n", name, static_cast<unsigned long long>(m.kv_bytes_per_position(t, t)));
+    } catch (const Error& e) {
+      std::printf("  %-8s - (%s)\n", name, e.what());
+    }
+  }
+}
+
 int run(const std::string& path) {
   const gguf::File f = gguf::File::open(path);
   std::printf("%s: GGUF v%u, %zu metadata keys, %zu tensors, alignment %llu\n", path.c_str(), f.version(),
@@ -75,6 +98,7 @@ int run(const std::string& path) {
   std::printf("\ntotal: %llu parameters, %llu bytes (%.2f MiB), %.3f bits per weight\n",
               static_cast<unsigned long long>(params), static_cast<unsigned long long>(bytes), bytes / 1048576.0,
               params ? 8.0 * static_cast<double>(bytes) / static_cast<double>(params) : 0.0);
+  if (supported) print_kv_bytes(path);
   return 0;
 }
 

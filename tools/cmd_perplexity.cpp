@@ -73,6 +73,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "common_flags.hpp"
 #include "eval_text.hpp"
 #include "progress.hpp"
 #include "synapse/error.hpp"
@@ -87,6 +88,7 @@ struct PplArgs {
   int n_batch = 2048;    // -b (llama.cpp's default)
   int threads = 0;
   int n_chunks = -1;     // --chunks: -1 = all
+  KvTypeFlags kv_types;  // -ctk, -ctv
   bool kl_divergence = false;
   bool json = false;
   const CLI::Option* n_ctx_opt = nullptr;  // set when -c was given
@@ -629,6 +631,7 @@ int run(const PplArgs& a) {
     std::fprintf(stderr, "perplexity: warning: the model was trained on %lld context tokens, -c is %d\n",
                  static_cast<long long>(m.n_ctx_train()), a.n_ctx);
   Context ctx(m, a.threads);
+  apply_kv_types(ctx, a.kv_types);
   return a.kl_divergence ? run_kl_divergence(a, m, ctx) : run_perplexity(a, m, ctx);
 }
 
@@ -643,6 +646,7 @@ Runner add_perplexity(CLI::App& app) {
                  "rows per forward pass (default 2048): several chunks as sequences of one batch, or a chunk in parts");
   app.add_option("-t,--threads", a->threads, "threads (default: physical cores)");
   app.add_option("--chunks", a->n_chunks, "chunks to score (default -1 = all)");
+  add_kv_type_flags(app, a->kv_types);
   app.add_option("--kl-divergence-base,--save-all-logits", a->base_file,
                  "write the scored log-probabilities here (llama-perplexity's format); with --kl-divergence, read them");
   app.add_flag("--kl-divergence", a->kl_divergence,

@@ -41,6 +41,7 @@ struct RunArgs {
   int n_ctx = 0;
   int n_batch = 2048;   // -b: logical batch (llama.cpp's default)
   int n_ubatch = 512;   // -ub: physical batch, the rows of one forward
+  KvTypeFlags kv_types;  // -ctk, -ctv
   SamplerParams sp;
   std::vector<std::string> stops;
   bool ignore_eos = false;
@@ -99,6 +100,7 @@ int run(RunArgs& a, const CLI::App& app) {
                                             " (raise -c)");
   const double load_s = seconds_since(t_load);
   Context ctx(model, a.threads);
+  apply_kv_types(ctx, a.kv_types);
   std::fprintf(stderr, "synapse: loaded %s (%s, %lld layers, n_embd %lld, n_vocab %lld) in %.3f s; n_ctx %lld, %d threads\n",
                a.model.c_str(), model.architecture().c_str(), static_cast<long long>(model.n_layer()),
                static_cast<long long>(model.n_embd()), static_cast<long long>(model.n_vocab()), load_s,
@@ -152,6 +154,7 @@ Runner add_run(CLI::App& app) {
       ->check(int_range(-2, INT32_MAX));
   add_threads_flag(app, a->threads);
   add_ctx_flag(app, a->n_ctx);
+  add_kv_type_flags(app, a->kv_types);
   add_batch_flags(app, a->n_batch, a->n_ubatch);
   add_sampler_flags(app, a->sp);
   app.add_option("--stop", a->stops, "stop when the output contains this string (repeatable; not printed)");

@@ -43,6 +43,7 @@ struct ServeArgs {
   std::string api_key_file;
   std::string alias;
   int shutdown_timeout_s = server::defaults::kShutdownTimeoutS;  // --shutdown-timeout
+  KvTypeFlags kv_types;  // -ctk, -ctv
 };
 
 std::string read_text_file(const std::string& path, const char* flag) {
@@ -185,10 +186,19 @@ int serve(ServeArgs& a) {
                sp.model_path.c_str());
   std::optional<StopDuringLoad> stop_during_load(stop_signals);
   const Model model = load_model(sp.model_path);
-  auto sched = std::make_unique<Scheduler>(model, a.sched);
+  SchedulerParams sched_params = a.sched;
+  sched_params.type_k = kv_cache_type_from_name(a.kv_types.k);
+  sched_params.type_v = kv_cache_type_from_name(a.kv_types.v);
+  auto sched = std::make_unique<Scheduler>(model, sched_params);
   const SchedulerParams& rp = sched->params();
-  std::fprintf(stderr, "synapse serve: model loaded; %d slots sharing a KV pool of %lld tokens, %d threads%s\n",
-               rp.n_parallel, static_cast<long long>(sched->n_ctx()), rp.n_threads,
+  // The KV types and their bytes a token, as llama-server's llama_kv_cache
+  // line names them ("K (q8_0)").
+  std::fprintf(stderr,
+               "synapse serve: model loaded; %d slots sharing a KV pool of %lld tokens (K %s, V %s: %llu bytes a "
+               "token), %d threads%s\n",
+               rp.n_parallel, static_cast<long long>(sched->n_ctx()), kv_type_label(rp.type_k).c_str(),
+               kv_type_label(rp.type_v).c_str(),
+               static_cast<unsigned long long>(model.kv_bytes_per_position(rp.type_k, rp.type_v)), rp.n_threads,
                sp.api_keys.empty() ? "" : ", API key required");
   // From here a signal is the graceful stop (serve()'s sigwait below), also
   // one that comes while the routes are being readied: the watcher ends
@@ -235,6 +245,7 @@ Runner add_serve(CLI::App& app) {
   a->sched.max_queue = server::defaults::kMaxQueue;
   const SchedulerParams engine;  // the engine's defaults, for the help text
   app.add_option("-m,--model", a->server.model_path, "GGUF model file")->required();
+  add_kv_type_flags(app, a->kv_types);
   app.add_option("-c,--ctx-size", a->sched.n_ctx,
                  "KV cache tokens of all slots together, one pool that any one request may fill "
                  "(llama-server's unified KV; default: the model's context, at most 4096)")

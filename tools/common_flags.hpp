@@ -1,7 +1,8 @@
 // Flags that several subcommands share, with llama.cpp's names and one
-// clear message for a value out of range: -t, -b, -ub, -c.
+// clear message for a value out of range: -t, -b, -ub, -c, -ctk, -ctv.
 #pragma once
 
+#include <cctype>
 #include <cmath>
 #include <string>
 
@@ -77,6 +78,47 @@ inline void add_batch_flags(CLI::App& app, int& n_batch, int& n_ubatch) {
       ->check(int_range(1, INT32_MAX));
   app.add_option("--ubatch-size", n_ubatch, "physical batch size, rows per forward pass (-ub, default 512)")
       ->check(int_range(1, INT32_MAX));
+}
+
+// A CLI11 check that a flag's value names a KV cache type
+// (synapse::kv_cache_type_from_name); the message names the value and the
+// types allowed.
+inline CLI::Validator kv_type_name() {
+  return CLI::Validator(
+      [](const std::string& v) -> std::string {
+        try {
+          kv_cache_type_from_name(v);
+        } catch (const Error& e) {
+          return e.what();
+        }
+        return "";
+      },
+      "", "");
+}
+
+// -ctk/--cache-type-k and -ctv/--cache-type-v (llama_flags.cpp rewrites the
+// short forms), by llama.cpp's names: f16 (default), bf16, q8_0, q4_0,
+// q5_0, iq4_nl.
+struct KvTypeFlags {
+  std::string k = "f16", v = "f16";
+};
+inline void add_kv_type_flags(CLI::App& app, KvTypeFlags& f) {
+  app.add_option("--cache-type-k", f.k, "KV cache type for K (-ctk): f16 (default), bf16, q8_0, q4_0, q5_0, iq4_nl")
+      ->check(kv_type_name());
+  app.add_option("--cache-type-v", f.v, "KV cache type for V (-ctv): f16 (default), bf16, q8_0, q4_0, q5_0, iq4_nl")
+      ->check(kv_type_name());
+}
+// A type as llama.cpp prints it (ggml_type_name: "q8_0", "f16").
+inline std::string kv_type_label(GgmlType t) {
+  std::string s(type_name(t));
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Gives ctx the flags' types (Context::set_kv_types; its error names a type
+// the model's head size cannot take).
+inline void apply_kv_types(Context& ctx, const KvTypeFlags& f) {
+  ctx.set_kv_types(kv_cache_type_from_name(f.k), kv_cache_type_from_name(f.v));
 }
 
 }  // namespace synapse::tools

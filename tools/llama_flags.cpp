@@ -49,7 +49,7 @@ struct Row {
 constexpr std::string_view kDownload = "synapse downloads nothing; give -m FILE, a local GGUF file";
 constexpr std::string_view kTextOnly = "not supported: synapse runs text-only models";
 constexpr std::string_view kRope = "not supported: synapse uses the RoPE parameters stored in the GGUF file";
-constexpr std::string_view kKvType = "not supported: synapse's KV cache is F16";
+constexpr std::string_view kKvType = "not supported by this command (run, chat, serve, perplexity and bench take it)";
 constexpr std::string_view kSpec = "not supported: synapse has no speculative decoding";
 constexpr std::string_view kSampler = "not supported: synapse's samplers are penalties, top-k, typical, top-p, min-p and temperature";
 
@@ -73,6 +73,8 @@ constexpr Row kRows[] = {
   {"-bf",                        Val::one,  Act::map,    kGen, "--binary-file"},
   {"-sp",                        Val::none, Act::map,    kGen, "--special"},
   {"-np",                        Val::one,  Act::map,    kServe, "--parallel"},
+  {"-ctk",                       Val::one,  Act::map,    kGen | kServe | kPerplexity | kBench, "--cache-type-k"},
+  {"-ctv",                       Val::one,  Act::map,    kGen | kServe | kPerplexity | kBench, "--cache-type-v"},
   {"-to",                        Val::one,  Act::map,    kServe, "--timeout"},
   {"-jf",                        Val::one,  Act::map,    kGen | kServe, "--json-schema-file"},
   {"--cors-origins",             Val::one,  Act::map,    kServe, "--cors-origin"},
@@ -353,7 +355,7 @@ std::string llama_flags_footer(const std::string& command) {
   if (!mapped.empty()) s += mapped + ". ";
   s += "Flags with no effect on a CPU engine without a network (-ngl, -fa, -dev, -sm, -ts, --mlock, --no-mmap, "
        "--color, --log-disable, --no-warmup, ...) are accepted with a warning; -hf, -mu and features synapse "
-       "does not have (--lora, --mmproj, --rope-*, -ctk q8_0, ...) are refused, naming the flag.";
+       "does not have (--lora, --mmproj, --rope-*, --mirostat 2, ...) are refused, naming the flag.";
   return s;
 }
 

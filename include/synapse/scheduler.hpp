@@ -83,6 +83,10 @@ struct SchedulerParams {
   int32_t n_ubatch = 512;    // -ub: prompt rows per slot per step (>= 1)
   size_t max_queue = 256;    // requests waiting for a slot before try_submit refuses (0: refuse when no slot is free)
   int n_threads = 0;         // -t: the Context's threads (<= 0: physical cores)
+  // -ctk, -ctv: the KV pool's row types (Context::set_kv_types; the
+  // constructor throws its error for a type the model cannot cache).
+  GgmlType type_k = GgmlType::F16;
+  GgmlType type_v = GgmlType::F16;
   // --slot-prompt-similarity: the fraction of a prompt a free slot's cached
   // prefix must exceed for the request to go to that slot rather than the
   // least recently used one (llama-server's default 0.5).

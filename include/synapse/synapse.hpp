@@ -30,6 +30,7 @@
 #include "synapse/error.hpp"
 #include "synapse/imatrix.hpp"
 #include "synapse/tokenizer.hpp"
+#include "synapse/types.hpp"
 
 namespace synapse {
 
@@ -111,6 +112,10 @@ class Model {
   // a hybrid model's recurrent layers (Qwen3.5) keep a fixed-size state
   // instead and are not counted.
   uint64_t kv_bytes_per_position() const;
+  // The same with K rows of type_k and V rows of type_v (Context::set_kv_types):
+  // n_layer * (row_size(type_k, n_embd_k_gqa) + row_size(type_v, n_embd_v_gqa)).
+  // Throws as Context::set_kv_types for a type this model cannot cache.
+  uint64_t kv_bytes_per_position(GgmlType type_k, GgmlType type_v) const;
   // Whether the model has recurrent layers (Qwen3.5's Gated DeltaNet): its
   // sequences then keep a state that Sequence::truncate/fork cannot cut back
   // to an earlier position (only to n_past() or 0).
@@ -135,6 +140,15 @@ class Model {
   std::shared_ptr<const Impl> impl_;  // shared by copies, Contexts and Sequences
 };
 
+// The KV cache type a -ctk / -ctv NAME gives (llama.cpp's
+// kv_cache_type_from_str names, case-insensitive): f16, bf16, q8_0, q4_0,
+// q5_0, iq4_nl. Throws Error(invalid_argument) naming `name` and the
+// accepted names for any other, including llama.cpp's f32, q4_1 and q5_1,
+// which synapse does not cache in.
+GgmlType kv_cache_type_from_name(std::string_view name);
+// Whether t is one of those types.
+bool kv_cache_type_supported(GgmlType t) noexcept;
+
 // A Context's shared KV pool (Context::share_kv), in pages.
 struct KvPoolStats {
   int64_t page_size = 0;  // positions a page
@@ -142,7 +156,8 @@ struct KvPoolStats {
   int64_t n_used = 0;     // pages held by some sequence
 };
 
-// One sequence: its KV cache (F16 K and V per layer) and position, sized for
+// One sequence: its KV cache (K and V rows per layer, of its Context's
+// KV types when it was made) and position, sized for
 // the model whose Context made it (it keeps that model alive and only a
 // Context of that model may decode it).
 class Sequence {
@@ -259,6 +274,21 @@ class Context {
   void share_kv(int64_t n_positions);
   // The shared pool's counts (share_kv); n_pages 0 without one. Thread-safe.
   KvPoolStats kv_pool() const;
+
+  // From now on new_sequence and share_kv make caches whose K rows are
+  // type_k and V rows type_v (llama.cpp's type_k / type_v, -ctk / -ctv;
+  // default F16 and F16); a shared pool made before is replaced by an empty
+  // one of the same size (sequences made before keep their own caches).
+  // F16/F16 is the kernels' own path (bits of llama.cpp without flash
+  // attention); any other pair runs flash attention's mathematics for those
+  // types (kernels::attend_block_typed). Every pair keeps decode's
+  // guarantees (bit-identical at any batch and thread count). Throws
+  // Error(invalid_argument) naming the type for one that is not
+  // kv_cache_type_supported, or whose block (32 values) does not divide the
+  // model's head size. Not thread-safe with new_sequence.
+  void set_kv_types(GgmlType type_k, GgmlType type_v);
+  GgmlType type_k() const;
+  GgmlType type_v() const;
 
   // Runs every row of `batch` (through the layers in passes of at most 256
   // rows, in batch order: buffers kept in the Context, reused by the next

@@ -23,6 +23,16 @@ struct BoundContext {
   std::atomic<bool> busy{false};
 };
 
+// A GGML type id as llama-cpp-python passes type_k / type_v (GGML_TYPE_Q8_0
+// = 8, ...). Throws Error(invalid_argument) naming `field` and the id when
+// it is no ggml type; whether it is a cache type is
+// Context::set_kv_types' check.
+inline GgmlType ggml_type_from_id(const char* field, long long id) {
+  if (id < 0 || id >= static_cast<long long>(kGgmlTypeCount) || !type_traits(static_cast<uint32_t>(id)).known)
+    throw Error(Errc::invalid_argument, std::string(field) + " = " + std::to_string(id) + ": not a GGML type id");
+  return static_cast<GgmlType>(id);
+}
+
 // Takes `flag` for this scope; Error(invalid_argument) naming `what` when it
 // is already taken (another Python thread is using the object). A Python
 // program that shares one Llama between threads gets an exception, not a

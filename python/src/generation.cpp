@@ -327,7 +327,13 @@ void bind_generation(py::module_& m) {
       .def_readwrite("n_ctx", &SchedulerParams::n_ctx)
       .def_readwrite("n_batch", &SchedulerParams::n_batch)
       .def_readwrite("n_ubatch", &SchedulerParams::n_ubatch)
-      .def_readwrite("n_threads", &SchedulerParams::n_threads);
+      .def_readwrite("n_threads", &SchedulerParams::n_threads)
+      .def_property(
+          "type_k", [](const SchedulerParams& p) { return static_cast<int>(p.type_k); },
+          [](SchedulerParams& p, long long id) { p.type_k = ggml_type_from_id("type_k", id); })
+      .def_property(
+          "type_v", [](const SchedulerParams& p) { return static_cast<int>(p.type_v); },
+          [](SchedulerParams& p, long long id) { p.type_v = ggml_type_from_id("type_v", id); });
 
   py::class_<GenerationResult>(m, "GenerationResult", "A finished reply (synapse/generation.hpp).")
       .def_property_readonly("text", [](const GenerationResult& r) { return py::bytes(r.text); })

@@ -115,8 +115,9 @@ PYBIND11_MODULE(_synapse, m) {
       .def_property_readonly("n_ctx_train", &Model::n_ctx_train)
       .def_property_readonly("n_params", &Model::n_params)
       .def_property_readonly("weight_bytes", &Model::weight_bytes)
-      .def_property_readonly("kv_bytes_per_position", &Model::kv_bytes_per_position,
-                             "bytes of K and V one cached position takes (every layer)")
+      .def_property_readonly(
+          "kv_bytes_per_position", [](const Model& mo) { return mo.kv_bytes_per_position(); },
+          "bytes of K and V one cached position takes (every layer), F16 cache")
       .def_property_readonly("chat_template", &Model::chat_template,
                              "tokenizer.chat_template (Jinja source) or None")
       .def_property_readonly("metadata", &metadata, "scalar GGUF metadata as {key: str}")
@@ -174,6 +175,16 @@ PYBIND11_MODULE(_synapse, m) {
       .def(py::init<const Model&, int>(), py::arg("model"), py::arg("n_threads") = 0,
            "n_threads <= 0: the number of physical cores")
       .def_property_readonly("n_threads", [](const BoundContext& c) { return c.ctx.n_threads(); })
+      .def(
+          "set_kv_types",
+          [](BoundContext& c, long long type_k, long long type_v) {
+            c.ctx.set_kv_types(ggml_type_from_id("type_k", type_k), ggml_type_from_id("type_v", type_v));
+          },
+          py::arg("type_k"), py::arg("type_v"),
+          "KV cache row types of the sequences made from now on (GGML type ids: F16 1, BF16 30, Q8_0 8, Q4_0 2, "
+          "Q5_0 6, IQ4_NL 20); InvalidArgumentError for any other")
+      .def_property_readonly("type_k", [](const BoundContext& c) { return static_cast<int>(c.ctx.type_k()); })
+      .def_property_readonly("type_v", [](const BoundContext& c) { return static_cast<int>(c.ctx.type_v()); })
       .def(
           "new_sequence", [](const BoundContext& c, int64_t n_ctx) { return c.ctx.new_sequence(n_ctx); },
           py::arg("n_ctx") = 0, "a new empty sequence of n_ctx positions (<= 0: training context, at most 4096)")

@@ -81,6 +81,15 @@ LLAMA_POOLING_TYPE_CLS = 2
 LLAMA_POOLING_TYPE_LAST = 3
 LLAMA_POOLING_TYPE_RANK = 4
 
+# ggml's type ids, as llama-cpp-python exports them, for type_k / type_v
+# (the KV cache types synapse takes).
+GGML_TYPE_F16 = 1
+GGML_TYPE_Q4_0 = 2
+GGML_TYPE_Q5_0 = 6
+GGML_TYPE_Q8_0 = 8
+GGML_TYPE_IQ4_NL = 20
+GGML_TYPE_BF16 = 30
+
 # llama-cpp-python's chat_format names for the library's built-in templates.
 _CHAT_FORMAT_ALIASES = {"llama-2": "llama2", "llama-3": "llama3"}
 
@@ -255,6 +264,10 @@ class Llama:
         pooling_type: how embed() pools an input's token vectors
             (LLAMA_POOLING_TYPE_*): UNSPECIFIED takes the file's
             <arch>.pooling_type, else NONE (one vector per token).
+        type_k, type_v: the KV cache's K and V row types, as GGML type ids
+            (GGML_TYPE_F16, the default when None; GGML_TYPE_BF16,
+            GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q5_0, GGML_TYPE_IQ4_NL),
+            as llama-cpp-python's; another id: InvalidArgumentError.
         verbose: print a line about the model to stderr on load.
 
     Threads: a Llama may be used from several threads; its calls are
@@ -284,6 +297,8 @@ class Llama:
         chat_format: Optional[str] = None,
         embedding: bool = False,
         pooling_type: int = LLAMA_POOLING_TYPE_UNSPECIFIED,
+        type_k: Optional[int] = None,
+        type_v: Optional[int] = None,
         verbose: bool = True,
         **kwargs: Any,
     ):
@@ -315,7 +330,12 @@ class Llama:
         self._model = _synapse.Model.load(self.model_path)
         _legacy_context_args(self._model, kwargs)
         _refuse_unsupported("Llama", kwargs)
+        for name, value in (("type_k", type_k), ("type_v", type_v)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise _bad(f"{name} = {value!r}: must be None or a GGML type id (GGML_TYPE_*)")
         self._ctx = _synapse.Context(self._model, n_threads or 0)
+        self._ctx.set_kv_types(GGML_TYPE_F16 if type_k is None else type_k,
+                               GGML_TYPE_F16 if type_v is None else type_v)
         self.n_threads = self._ctx.n_threads
         self._seq = self._ctx.new_sequence(n_ctx)
         # logits_all: row i holds the logits after input_ids[i] (NaN for rows a completion ran).
@@ -323,7 +343,8 @@ class Llama:
             if self._logits_all else None
         self.context_params = SimpleNamespace(n_ctx=self._seq.n_ctx, n_batch=n_batch, n_ubatch=n_ubatch,
                                               n_threads=self.n_threads, n_threads_batch=self.n_threads,
-                                              logits_all=self._logits_all)
+                                              logits_all=self._logits_all, type_k=self._ctx.type_k,
+                                              type_v=self._ctx.type_v)
         self._batch: Optional[_synapse.BatchRunner] = None  # create_completions' scheduler
         self.chat_format = _CHAT_FORMAT_ALIASES.get(chat_format, chat_format)
         self._jinja: Optional[Jinja2ChatFormatter] = None  # chat_format="jinja": Python's Jinja2
@@ -932,6 +953,8 @@ class Llama:
             sp.n_ubatch = min(self.n_batch, self.n_ubatch)
             sp.n_batch = max(self.n_batch, sp.n_ubatch * n)
             sp.n_threads = self.n_threads
+            sp.type_k = self._ctx.type_k
+            sp.type_v = self._ctx.type_v
             self._batch = _synapse.BatchRunner(self._model, sp)
         return self._batch
 

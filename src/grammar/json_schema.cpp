@@ -11,12 +11,17 @@
 // Where that converter ignores a keyword or accepts more than the schema,
 // this one throws or is exact: a keyword outside the supported set throws
 // (never silently ignored); $ref and anyOf/oneOf with constraining siblings
-// are conjunctions, and allOf distributes over anyOf; enum beside anything
-// but "type" throws; `pattern` is translated in full or throws, is unanchored
+// are conjunctions, and allOf distributes over anyOf; enum and const keep
+// the values the keywords beside them allow (a string's lengths and pattern,
+// a number's bounds and whole multipleOf; keywords of other types than the
+// values' hold) and throw where that cannot be told (a known format on a
+// string, an object's or array's keywords on such a value); `pattern` is translated in full or throws, is unanchored
 // where it has no ^ or $, and its characters are written as JSON text (a '"'
 // in a pattern is \" in the reply); minLength/maxLength beside format
 // throw unless the format's lengths imply them, beside pattern they are
-// enforced where pattern_to_gbnf can do it exactly (else throw); `char` takes a \u escape of a surrogate only as a pair (so
+// enforced exactly (pattern_to_gbnf's rewriting, else the product of the
+// pattern's DFA with a count of code points, one rule per state, up to
+// kMaxPatternStates); `char` takes a \u escape of a surrogate only as a pair (so
 // lengths count code points); `date` knows the days of each month; required
 // names missing from `properties` are required; allOf keeps its parts'
 // optional properties optional (llama.cpp makes them required).
@@ -28,7 +33,8 @@
 // numbers of at most 16 integral digits, bounded numbers as number_range
 // writes them (bounds rounded inward to integers; integers, and decimals
 // without exponent whose value is in range even as a double), enum values in
-// their compact form, pattern characters raw where JSON allows it, arrays
+// their compact form, emails beside minLength/maxLength of at most 67 code
+// points, pattern characters raw where JSON allows it, arrays
 // of at most one item under uniqueItems true, oneOf's
 // branches narrowed so that each value matches one alternative only
 // (one_of_guards: a tag property made required, or a property another
@@ -150,6 +156,18 @@ bool is_reserved(std::string_view name) {
 
 // Keywords that constrain nothing (JSON Schema's annotations), and those
 // that hold subschemas only reached through $ref.
+// The most states a pattern's automaton bounded by minLength/maxLength may
+// have (each a rule): the product of a few states with maxLength 255 fits,
+// a grammar of megabytes does not.
+constexpr size_t kMaxPatternStates = 4096;
+// The `email` rule's language as a pattern, without its labels' bound of 63
+// characters: for minLength/maxLength beside format email, where emails are
+// kept within kEmailMaxLength code points (so no label is over 63).
+constexpr const char* kEmailPattern =
+    R"(^[0-9A-Za-z!#$%&'*+/=?^_`{|}~\-]+(\.[0-9A-Za-z!#$%&'*+/=?^_`{|}~\-]+)*@)"
+    R"([0-9A-Za-z]([0-9A-Za-z\-]*[0-9A-Za-z])?(\.[0-9A-Za-z]([0-9A-Za-z\-]*[0-9A-Za-z])?)+$)";
+constexpr uint64_t kEmailMaxLength = 67;
+
 constexpr std::string_view kAnnotations[] = {"title",     "description", "examples",         "default",
                                              "$schema",   "$id",         "$comment",         "readOnly",
                                              "writeOnly", "deprecated",  "contentMediaType", "contentEncoding"};
@@ -370,6 +388,8 @@ class Converter {
  public:
   Converter(const Json& root, const GrammarLimits& limits) : root_(root), limits_(limits) {
     rules_["space"] = kSpaceRule;
+    automata_.max_states = std::min<size_t>(limits_.max_rules, kMaxPatternStates);
+    automata_.max_work = automata_.max_states * automata_.max_states / 4;
   }
 
   std::string run() {
@@ -609,8 +629,9 @@ class Converter {
                        "alternatives " + std::to_string(i) + " and " + std::to_string(j) +
                            " are not provably exclusive (a value valid against both is invalid, and the grammar, "
                            "an alternation, would produce it); supported: alternatives of different types, of "
-                           "different const/enum values, or objects told apart by a property (one requires it, "
-                           "or both give it exclusive schemas)");
+                           "different const/enum values, strings no pattern, length and value of both admit, "
+                           "or objects told apart by a property (one requires it, or both give it exclusive "
+                           "schemas)");
         }
         guards[i].push_back(*gi);
         guards[j].push_back(*gj);
@@ -699,6 +720,7 @@ class Converter {
         if (common == kObject &&
             (excludes_by_property(x, y, levels, depth) || excludes_by_property(y, x, levels, depth)))
           return true;
+        if (common == kString && strings_disjoint(x, y)) return true;
       }
     for (const auto& [parts, other] : {std::pair{&pa, &b}, std::pair{&pb, &a}})
       for (const Sub& x : *parts)
@@ -739,6 +761,62 @@ class Converter {
     if (s.contains("allOf") && s["allOf"].is_array())
       for (size_t i = 0; i < s["allOf"].size(); ++i)
         parts_of({&s["allOf"][i], pointer_child(pointer_child(sub.ptr, "allOf"), i)}, out, depth + 1, seen);
+  }
+
+  // Whether no string is valid against both x's and y's own string keywords
+  // (pattern, minLength, maxLength, and string values of enum/const; format
+  // and the rest left out, an over-estimate of each side): a value of one
+  // side against the other's, else the patterns' automata within the common
+  // lengths (schema::patterns_disjoint). False where that is not proven.
+  bool strings_disjoint(const Sub& x, const Sub& y) const {
+    struct Strings {
+      std::string pattern;  // "" when none: every string
+      uint64_t min = 0, max = UINT64_MAX;
+      std::optional<std::vector<std::string>> values;
+    };
+    auto read = [](const Json& s) -> std::optional<Strings> {
+      Strings out;
+      if (s.contains("pattern")) {
+        if (!s["pattern"].is_string()) return std::nullopt;
+        out.pattern = s["pattern"].get<std::string>();
+      }
+      for (const char* k : {"minLength", "maxLength"}) {
+        if (!s.contains(k)) continue;
+        if (!s[k].is_number_unsigned() && !s[k].is_number_integer()) return std::nullopt;
+        if (s[k].is_number_integer() && s[k].get<int64_t>() < 0) return std::nullopt;
+        (k[1] == 'i' ? out.min : out.max) = s[k].get<uint64_t>();
+      }
+      if (const auto f = finite_values({&s, ""})) {
+        out.values.emplace();
+        for (const Json* v : *f)
+          if (v->is_string()) out.values->push_back(v->get<std::string>());
+      }
+      return out;
+    };
+    const std::optional<Strings> a = read(*x.s), b = read(*y.s);
+    if (!a || !b) return false;
+    try {
+      // A value of one side valid against the other's keywords.
+      for (const auto& [one, other] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
+        if (!(*one)->values) continue;
+        const Strings& t = **other;
+        const schema::PatternDfa dfa =
+            schema::pattern_dfa(t.pattern, limits_.max_nesting, limits_.max_repetition, automata_);
+        const std::vector<std::string>& vs = *(*one)->values;
+        return std::none_of(vs.begin(), vs.end(), [&](const std::string& v) {
+          if (t.values && std::find(t.values->begin(), t.values->end(), v) == t.values->end()) return false;
+          size_t n = 0;
+          for (size_t pos = 0; pos < v.size(); ++n) schema::next_codepoint(v, pos);
+          return n >= t.min && n <= t.max && dfa.matches(v);
+        });
+      }
+      const uint64_t lo = std::max(a->min, b->min), hi = std::min(a->max, b->max);
+      if (lo > hi) return true;
+      return schema::patterns_disjoint(a->pattern, b->pattern, lo, hi, limits_.max_nesting, limits_.max_repetition,
+                                       automata_);
+    } catch (const schema::PatternError&) {
+      return false;  // the converter names the pattern where it writes it
+    }
   }
 
   // The values a schema's own const or enum allows (an over-estimate), or
@@ -1024,11 +1102,9 @@ class Converter {
     return define(name, exact, join(rules, " | ", identity));
   }
 
-  // enum and const: the values themselves, in compact JSON.
+  // enum and const: the values themselves, in compact JSON (those the
+  // keywords beside them allow: enum_values).
   std::string visit_enum(const Sub& sub, const std::string& name, bool exact) {
-    const Json& s = *sub.s;
-    const char* key = s.contains("enum") ? "enum" : "const";
-    only_beside(sub, key, {"type", "enum", "const"});
     std::vector<std::string> literals;
     for (const Json* v : enum_values(sub)) {
       const std::string lit = gbnf_literal(v->dump());
@@ -1064,10 +1140,81 @@ class Converter {
       const unsigned mask = type_mask(s["type"], sub.ptr);
       std::erase_if(values, [&](const Json* v) { return !(json_type(*v) & mask); });
     }
+    for (const std::string& k : own_keys(sub)) {
+      if (k == "type" || k == "enum" || k == "const") continue;
+      std::optional<schema::PatternDfa> dfa;  // built once for the values
+      if (k == "pattern" && std::any_of(values.begin(), values.end(), [](const Json* v) { return v->is_string(); })) {
+        if (!s[k].is_string()) fail_keyword(k, sub.ptr, "must be a string");
+        try {
+          dfa = schema::pattern_dfa(s[k].get<std::string>(), limits_.max_nesting, limits_.max_repetition, automata_);
+        } catch (const schema::PatternError& e) {
+          fail_keyword(k, sub.ptr, e.what());
+        }
+      }
+      std::erase_if(values, [&](const Json* v) { return !value_satisfies(sub, k, *v, dfa ? &*dfa : nullptr); });
+    }
     if (values.empty()) {
-      fail_empty(s.contains("enum") ? "enum" : "const", sub.ptr, "no value is left with \"type\" and \"const\"");
+      fail_empty(s.contains("enum") ? "enum" : "const", sub.ptr, "no value is left with the keywords beside it");
     }
     return values;
+  }
+
+  // Whether the enum/const value `v` satisfies keyword `k` of the node (as
+  // python-jsonschema tests it; a keyword of another type than v's holds, as
+  // JSON Schema applies each to its own type). Throws "not supported beside
+  // enum" where the converter cannot tell: a known format, an object's or an
+  // array's keywords on such a value, a number past 2^53 or a multipleOf
+  // other than whole numbers on integers, keywords of no type (anyOf, $ref).
+  // `dfa`: the pattern's, for k "pattern" and a string v.
+  bool value_satisfies(const Sub& sub, const std::string& k, const Json& v, const schema::PatternDfa* dfa) const {
+    const Json& s = *sub.s;
+    const char* main = s.contains("enum") ? "enum" : "const";
+    auto refuse = [&](const std::string& why) -> bool {
+      fail_keyword(k, sub.ptr, "not supported beside \"" + std::string(main) + "\"" + why);
+    };
+    if (in(kStringKeys, k)) {
+      if (!v.is_string()) return true;
+      const std::string& text = v.get_ref<const std::string&>();
+      if (k == "minLength" || k == "maxLength") {
+        size_t n = 0;
+        for (size_t pos = 0; pos < text.size(); ++n) schema::next_codepoint(text, pos);
+        return k == "minLength" ? n >= count(sub, "minLength") : n <= count(sub, "maxLength");
+      }
+      if (k == "pattern") return dfa->matches(text);
+      if (!s[k].is_string()) fail_keyword(k, sub.ptr, "must be a string");
+      if (is_known_format(s[k])) refuse(" for a string value");
+      return true;  // a format outside the five is an annotation
+    }
+    if (in(kNumberKeys, k)) {
+      if (!v.is_number()) return true;
+      const Json& b = s[k];
+      if (b.is_boolean() && (k == "exclusiveMinimum" || k == "exclusiveMaximum")) return true;  // draft 4: see below
+      if (!b.is_number()) fail_keyword(k, sub.ptr, "must be a number");
+      // Integers past 2^53 are not all doubles: compared exactly only below.
+      auto exact = [](const Json& x) {
+        constexpr uint64_t k2p53 = uint64_t{1} << 53;
+        if (x.is_number_unsigned()) return x.get<uint64_t>() <= k2p53;
+        if (x.is_number_integer()) {
+          const int64_t i = x.get<int64_t>();
+          return i >= -static_cast<int64_t>(k2p53) && i <= static_cast<int64_t>(k2p53);
+        }
+        return true;
+      };
+      if (!exact(v) || !exact(b)) refuse(" for numbers past 2^53");
+      const double x = v.get<double>(), y = b.get<double>();
+      if (k == "multipleOf") {
+        if (!(y > 0)) fail_keyword(k, sub.ptr, "must be a number over 0");
+        if (std::floor(y) != y) refuse(" but for whole numbers");
+        return json_type(v) == kInteger && std::fmod(x, y) == 0;  // a fraction is no whole number's multiple
+      }
+      auto draft4 = [&](const char* e) { return s.contains(e) && s[e].is_boolean() && s[e].get<bool>(); };
+      if (k == "minimum") return draft4("exclusiveMinimum") ? x > y : x >= y;
+      if (k == "maximum") return draft4("exclusiveMaximum") ? x < y : x <= y;
+      return k == "exclusiveMinimum" ? x > y : x < y;
+    }
+    if (in(kObjectKeys, k)) return v.is_object() ? refuse(" for an object value") : true;
+    if (in(kArrayKeys, k) || k == "uniqueItems") return v.is_array() ? refuse(" for an array value") : true;
+    return refuse("");
   }
 
   // dump() and == recurse: a value nested past the limit is refused first.
@@ -1330,6 +1477,44 @@ class Converter {
     return v == "date" || v == "time" || v == "date-time" || v == "uuid" || v == "email";
   }
 
+  // The strings of `pattern` of min..max code points as rules, one per state
+  // of schema::pattern_automaton (named pattern-len-N): each state's edges
+  // are a JSON character of the edge's set and the target state's rule, an
+  // accepting state may end there. The same pattern and lengths get the same
+  // rules in one schema. nullopt when no string is left; throws naming
+  // `length_key` when the automaton would be over its states' bound.
+  std::optional<std::string> bounded_pattern(const std::string& pattern, uint64_t min, uint64_t max,
+                                             const char* length_key, const std::string& ptr) {
+    const std::string key = std::to_string(min) + "," + std::to_string(max) + "," + pattern;
+    if (auto it = bounded_patterns_.find(key); it != bounded_patterns_.end()) {
+      const auto rule = rules_.find(it->second.first);
+      if (rule != rules_.end() && rule->second == it->second.second) return it->second.first;
+    }
+    std::optional<schema::PatternAutomaton> a;
+    try {
+      a = schema::pattern_automaton(pattern, limits_.max_nesting, limits_.max_repetition, min, max, automata_);
+    } catch (const schema::PatternError& e) {
+      fail_keyword(length_key, ptr, std::string("with \"pattern\": ") + e.what());
+    }
+    if (!a) return std::nullopt;
+    std::vector<std::string> names;
+    for (size_t i = 0; i < a->states.size(); ++i) {
+      names.push_back(fresh_name("pattern-len-" + std::to_string(i)));
+      rules_[names.back()] = "";
+      added_.push_back(names.back());
+    }
+    for (size_t i = 0; i < a->states.size(); ++i) {
+      const schema::PatternAutomaton::State& st = a->states[i];
+      std::vector<std::string> alts;
+      for (const auto& e : st.edges) alts.push_back(schema::json_char_expr(e.chars) + " " + names[e.to]);
+      std::string body = join(alts, " | ", identity);
+      if (st.accepting) body = alts.empty() ? R"("")" : "(" + body + ")?";
+      rules_[names[i]] = body;
+    }
+    bounded_patterns_[key] = {names[0], rules_[names[0]]};
+    return names[0];
+  }
+
   std::string visit_string(const Sub& sub, const std::string& name, bool exact) {
     const Json& s = *sub.s;
     const bool lengths = s.contains("minLength") || s.contains("maxLength");
@@ -1348,8 +1533,8 @@ class Converter {
       } catch (const schema::PatternError& e) {
         fail_keyword("pattern", sub.ptr, e.what());
       }
-      // minLength/maxLength beside it where that is cheap and exact
-      // (pattern_to_gbnf's lengths), else refused.
+      // minLength/maxLength beside it: pattern_to_gbnf's rewriting where
+      // that bounds them, else the pattern's automaton (bounded_pattern).
       if (lengths) {
         const uint64_t min = s.contains("minLength") ? count(sub, "minLength") : 0;
         const uint64_t max = s.contains("maxLength") ? count(sub, "maxLength") : UINT64_MAX;
@@ -1358,6 +1543,11 @@ class Converter {
         try {
           within = schema::pattern_to_gbnf(p.get<std::string>(), "char", limits_.max_nesting, limits_.max_repetition,
                                            uses_char, min, max);
+        } catch (const schema::PatternUnbounded&) {
+          // Where one rewriting of the pattern cannot bound the lengths, the
+          // product of its automaton with a count of code points can.
+          uses_char = false;
+          within = bounded_pattern(p.get<std::string>(), min, max, length_key, sub.ptr);
         } catch (const schema::PatternError& e) {
           fail_keyword(length_key, sub.ptr, std::string("with \"pattern\": ") + e.what());
         }
@@ -1385,6 +1575,21 @@ class Converter {
         const uint64_t max = s.contains("maxLength") ? count(sub, "maxLength") : UINT64_MAX;
         if (min > span.second || max < span.first || min > max) {
           fail_empty(length_key, sub.ptr, "no " + format + " has such a length");
+        }
+        if (format == "email" && (min > span.first || max < span.second)) {
+          // The email rule as a pattern (the same language, but for labels
+          // over 63 characters, which kEmailMaxLength shuts out: a label has
+          // at most that less "a@" and ".b"), through the automaton of the
+          // lengths: emails of min..max code points, up to kEmailMaxLength.
+          if (min > kEmailMaxLength) {
+            fail_keyword(length_key, sub.ptr,
+                         "over " + std::to_string(kEmailMaxLength) + " is not supported together with \"format\" \"" +
+                             format + "\"");
+          }
+          const std::optional<std::string> rule =
+              bounded_pattern(kEmailPattern, min, std::min<uint64_t>(max, kEmailMaxLength), length_key, sub.ptr);
+          if (!rule) fail_empty(length_key, sub.ptr, "no email has such a length");
+          return define(name, exact, R"("\"" )" + *rule + R"( "\"")");
         }
         if (min > span.first || max < span.second) {
           fail_keyword(length_key, sub.ptr,
@@ -2304,6 +2509,11 @@ class Converter {
   std::map<std::string, std::string> ref_rules_;  // a $ref's target pointer -> its rule
   std::map<std::string, size_t> refs_open_;       // targets being converted -> struct_depth_ then
   std::vector<std::string> added_;                // rules_ keys in the order made (for attempt)
+  // Every pattern automaton of the conversion: at most kMaxPatternStates
+  // states each (max_rules if lower), and max_states^2 / 4 steps in all.
+  mutable schema::AutomatonBudget automata_;  // (spent by const proofs too)
+  // bounded_pattern's rules: "min,max,pattern" -> its first rule's name and body
+  std::map<std::string, std::pair<std::string, std::string>> bounded_patterns_;
   std::vector<std::string> added_refs_;           // ref_rules_ keys in the order made
   std::deque<Json> synthetic_;                    // schemas made for allOf (stable addresses)
   size_t struct_depth_ = 0;                       // objects and arrays entered
@@ -2323,9 +2533,18 @@ namespace {
 //     as the converter reads them) without T (an integer-less number stays);
 //   not {"required": [names]}: an object lacking one of the names: "type"
 //     object and, for one name, the property false; for several, an anyOf of
-//     those (not where the node has anyOf or oneOf already).
+//     those (in the node's allOf);
+//   not {"anyOf": [A, B]}: allOf [not A, not B]; not {"allOf": [A, B]}: an
+//     anyOf [not A, not B] in the node's allOf (De Morgan), where each not
+//     is one of these forms.
 // Other forms are left for the converter, which refuses `not` by name.
 // `depth` stops the walk past max_nesting (the converter refuses that).
+// Appends `part` to the node's allOf (made when missing).
+void add_all_of(Json& s, Json part) {
+  if (!s.contains("allOf")) s["allOf"] = Json::array();
+  s["allOf"].push_back(std::move(part));
+}
+
 void rewrite_not(Json& s, size_t depth, size_t max_depth) {
   if (!s.is_object() || depth > max_depth) return;
   for (const char* k : {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
@@ -2348,6 +2567,7 @@ void rewrite_not(Json& s, size_t depth, size_t max_depth) {
     return;
   }
   if (!n.is_object()) return;
+  if (s.contains("allOf") && !s["allOf"].is_array()) return;  // malformed: the converter says so
   std::vector<std::string> keys;
   for (const auto& [k, v] : n.items())
     if (!is_annotation(k)) keys.push_back(k);
@@ -2400,7 +2620,6 @@ void rewrite_not(Json& s, size_t depth, size_t max_depth) {
       s = false;  // {"required": ...} holds for every value that is not an object
       return;
     }
-    if (n["required"].size() > 1 && (s.contains("anyOf") || s.contains("oneOf"))) return;
     const Json names = n["required"];
     set_types(kObject);
     if (names.size() == 1) {
@@ -2408,9 +2627,29 @@ void rewrite_not(Json& s, size_t depth, size_t max_depth) {
     } else {
       Json alts = Json::array();
       for (const Json& x : names) alts.push_back(Json{{"properties", Json{{x.get<std::string>(), false}}}});
-      s["anyOf"] = alts;
+      add_all_of(s, Json{{"anyOf", std::move(alts)}});
     }
     s.erase("not");
+    return;
+  }
+  // De Morgan: not anyOf is allOf of the nots, not allOf an anyOf of them
+  // (in the node's allOf); each new not rewritten in turn, left for the
+  // converter to refuse where it is none of the forms above.
+  const bool any = keys[0] == "anyOf", all = keys[0] == "allOf";
+  if ((any || all) && n[keys[0]].is_array() && !n[keys[0]].empty()) {
+    Json parts = Json::array();
+    for (const Json& x : n[keys[0]]) {
+      Json part = Json{{"not", x}};
+      rewrite_not(part, depth + 1, max_depth);
+      if (part.is_object() && part.contains("not")) return;  // refused where the user wrote it
+      parts.push_back(std::move(part));
+    }
+    s.erase("not");
+    if (any) {
+      for (Json& part : parts) add_all_of(s, std::move(part));
+    } else {
+      add_all_of(s, Json{{"anyOf", std::move(parts)}});
+    }
   }
 }
 

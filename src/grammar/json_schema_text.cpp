@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "base/strings.hpp"
 #include "grammar/class_escapes.hpp"
@@ -1352,7 +1353,7 @@ std::optional<std::string> translate(std::string_view pattern, std::string_view 
       if (n != Narrowed::kUnsupported) continue;
       std::vector<Parts> pieces = distribute(p);
       if (pieces.empty() || pieces.size() > pieces_left) {
-        throw PatternError("the lengths of its strings cannot be bounded here (minLength/maxLength)");
+        throw PatternUnbounded("the lengths of its strings cannot be bounded here (minLength/maxLength)");
       }
       pieces_left -= pieces.size();
       for (auto it = pieces.rbegin(); it != pieces.rend(); ++it) pending.push_back(std::move(*it));
@@ -1376,5 +1377,376 @@ std::optional<std::string> pattern_to_gbnf(std::string_view pattern, std::string
                                            uint64_t max_len) {
   return translate(pattern, char_rule, max_nesting, max_repetition, uses_char_rule, min_len, max_len);
 }
+
+// ---------------------------------------------------------------------------
+// pattern automata
+
+namespace {
+
+// Thompson's NFA of the pattern's branches; an edge with an empty set is an
+// epsilon move.
+struct Nfa {
+  struct Edge {
+    CodepointSet chars;
+    uint32_t to;
+  };
+  std::vector<std::vector<Edge>> out;
+  std::vector<bool> accepting;
+  size_t max_states;
+
+  uint32_t add() {
+    if (out.size() >= max_states) too_many("NFA", max_states);
+    out.emplace_back();
+    accepting.push_back(false);
+    return static_cast<uint32_t>(out.size() - 1);
+  }
+  void edge(uint32_t from, CodepointSet chars, uint32_t to) { out[from].push_back({std::move(chars), to}); }
+  void epsilon(uint32_t from, uint32_t to) { out[from].push_back({CodepointSet(), to}); }
+
+  [[noreturn]] static void too_many(const char* what, size_t max_states) {
+    throw PatternError("the lengths of its strings need more than " + std::to_string(max_states) + " " + what +
+                       " states (minLength/maxLength)");
+  }
+
+  // Adds `re` from state `from`; returns the state after it.
+  uint32_t build(const Re& re, uint32_t from) {
+    switch (re.kind) {
+      case Re::kEmpty: return from;
+      case Re::kChars: {
+        const uint32_t to = add();
+        edge(from, re.chars, to);
+        return to;
+      }
+      case Re::kSeq:
+        for (const Re& k : re.kids) from = build(k, from);
+        return from;
+      case Re::kAlt: {
+        const uint32_t end = add();
+        for (const Re& k : re.kids) {
+          const uint32_t s = add();
+          epsilon(from, s);
+          epsilon(build(k, s), end);
+        }
+        return end;
+      }
+      case Re::kRepeat: {
+        for (uint32_t i = 0; i < re.min; ++i) {
+          const uint32_t s = add();
+          epsilon(from, s);
+          from = build(re.kids[0], s);
+        }
+        if (re.max == kInf) {  // a loop through a state of its own
+          const uint32_t head = add();
+          epsilon(from, head);
+          epsilon(build(re.kids[0], head), head);
+          return head;
+        }
+        const uint32_t end = add();
+        for (uint32_t i = re.min; i < re.max; ++i) {
+          epsilon(from, end);
+          const uint32_t s = add();
+          epsilon(from, s);
+          from = build(re.kids[0], s);
+        }
+        epsilon(from, end);
+        return end;
+      }
+    }
+    return from;
+  }
+};
+
+// Every Unicode scalar value (what an unanchored end takes).
+CodepointSet scalar_values() {
+  CodepointSet s(0, 0xD7FF);
+  s.add(0xE000, kMaxCodepoint);
+  return s;
+}
+
+// The states of a graph (`edges`: each state's targets) from which a state
+// with `final` set is reachable, by a search of the reversed edges.
+std::vector<bool> co_reachable(const std::vector<std::vector<size_t>>& edges, const std::vector<bool>& final) {
+  std::vector<std::vector<size_t>> back(edges.size());
+  for (size_t q = 0; q < edges.size(); ++q)
+    for (size_t t : edges[q]) back[t].push_back(q);
+  std::vector<bool> live(edges.size(), false);
+  std::vector<size_t> todo;
+  for (size_t q = 0; q < edges.size(); ++q)
+    if (final[q]) live[q] = true, todo.push_back(q);
+  while (!todo.empty()) {
+    const size_t q = todo.back();
+    todo.pop_back();
+    for (size_t p : back[q])
+      if (!live[p]) live[p] = true, todo.push_back(p);
+  }
+  return live;
+}
+
+// More steps of building automata, within the budget.
+void spend(AutomatonBudget& budget, size_t n) {
+  budget.work += n;
+  if (budget.work > budget.max_work) {
+    throw PatternError("the schema's pattern automata need more than " + std::to_string(budget.max_work) +
+                       " steps to build (minLength/maxLength)");
+  }
+}
+
+}  // namespace
+
+PatternDfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_repetition,
+                       AutomatonBudget& budget) {
+  const size_t max_states = budget.max_states;
+  PatternParser parser(pattern, max_nesting, max_repetition);
+  std::vector<PatternParser::Branch> branches = parser.parse();
+  Nfa nfa{{}, {}, max_states};
+  const uint32_t start = nfa.add();
+  const CodepointSet any = scalar_values();
+  for (const PatternParser::Branch& b : branches) {
+    uint32_t s = nfa.add();
+    nfa.epsilon(start, s);
+    if (!b.anchored_start) nfa.edge(s, any, s);
+    uint32_t e = nfa.build(b.re, s);
+    if (!b.anchored_end) {
+      const uint32_t tail = nfa.add();
+      nfa.epsilon(e, tail);
+      nfa.edge(tail, any, tail);
+      e = tail;
+    }
+    nfa.accepting[e] = true;
+  }
+
+  // The atoms: the coarsest partition of the edges' sets.
+  PatternDfa dfa;
+  for (const auto& edges : nfa.out) {
+    for (const Nfa::Edge& ed : edges) {
+      if (ed.chars.empty()) continue;
+      spend(budget, dfa.atoms.size() + 1);
+      std::vector<CodepointSet> refined;
+      CodepointSet rest = ed.chars;
+      for (const CodepointSet& a : dfa.atoms) {
+        CodepointSet in = a.intersect(ed.chars), out = a.minus(ed.chars);
+        if (!in.empty()) refined.push_back(std::move(in));
+        if (!out.empty()) refined.push_back(std::move(out));
+        if (!rest.empty()) rest = rest.minus(a);
+      }
+      if (!rest.empty()) refined.push_back(std::move(rest));
+      dfa.atoms = std::move(refined);
+      if (dfa.atoms.size() > max_states) Nfa::too_many("character class", max_states);
+    }
+  }
+  const size_t n_atoms = dfa.atoms.size();
+  // Each edge's atoms (an atom is inside a set or apart from it).
+  std::vector<std::vector<std::vector<uint32_t>>> edge_atoms(nfa.out.size());
+  for (size_t q = 0; q < nfa.out.size(); ++q) {
+    for (const Nfa::Edge& ed : nfa.out[q]) {
+      std::vector<uint32_t> in;
+      if (!ed.chars.empty())
+        for (uint32_t a = 0; a < n_atoms; ++a)
+          if (ed.chars.contains(dfa.atoms[a].ranges()[0].first)) in.push_back(a);
+      edge_atoms[q].push_back(std::move(in));
+    }
+  }
+  auto closure = [&](std::vector<uint32_t> set) {
+    std::vector<bool> seen(nfa.out.size(), false);
+    for (uint32_t q : set) seen[q] = true;
+    for (size_t i = 0; i < set.size(); ++i) {
+      for (const Nfa::Edge& ed : nfa.out[set[i]]) {
+        if (ed.chars.empty() && !seen[ed.to]) {
+          seen[ed.to] = true;
+          set.push_back(ed.to);
+        }
+      }
+    }
+    std::sort(set.begin(), set.end());
+    return set;
+  };
+
+  // Subset construction.
+  std::map<std::vector<uint32_t>, int32_t> ids;
+  std::vector<std::vector<uint32_t>> subsets{closure({start})};
+  ids[subsets[0]] = 0;
+  std::vector<std::vector<int32_t>> next;
+  std::vector<bool> accepting;
+  for (size_t i = 0; i < subsets.size(); ++i) {
+    spend(budget, n_atoms + subsets[i].size());
+    std::vector<std::vector<uint32_t>> moves(n_atoms);
+    bool acc = false;
+    for (uint32_t q : subsets[i]) {
+      acc = acc || nfa.accepting[q];
+      for (size_t k = 0; k < nfa.out[q].size(); ++k)
+        for (uint32_t a : edge_atoms[q][k]) moves[a].push_back(nfa.out[q][k].to);
+    }
+    std::vector<int32_t> row(n_atoms, -1);
+    for (size_t a = 0; a < n_atoms; ++a) {
+      if (moves[a].empty()) continue;
+      std::vector<uint32_t> target = closure(std::move(moves[a]));
+      auto [it, added] = ids.emplace(target, static_cast<int32_t>(subsets.size()));
+      if (added) {
+        if (subsets.size() >= max_states) Nfa::too_many("DFA", max_states);
+        subsets.push_back(std::move(target));
+      }
+      row[a] = it->second;
+    }
+    next.push_back(std::move(row));
+    accepting.push_back(acc);
+  }
+
+  // Dead states (no accepting state reachable) become -1.
+  const size_t n = next.size();
+  std::vector<std::vector<size_t>> edges(n);
+  for (size_t q = 0; q < n; ++q)
+    for (int32_t t : next[q])
+      if (t >= 0) edges[q].push_back(static_cast<size_t>(t));
+  const std::vector<bool> live = co_reachable(edges, accepting);
+  for (auto& row : next)
+    for (int32_t& t : row)
+      if (t >= 0 && !live[static_cast<size_t>(t)]) t = -1;
+
+  // Moore's minimization: classes split by acceptance, then by the classes
+  // of their targets, until stable.
+  std::vector<int32_t> cls(n);
+  for (size_t q = 0; q < n; ++q) cls[q] = live[q] ? (accepting[q] ? 1 : 0) : -1;
+  for (size_t n_classes = 0;;) {
+    spend(budget, n * (n_atoms + 1));
+    std::map<std::vector<int32_t>, int32_t> sig_ids;
+    std::vector<int32_t> refined(n, -1);
+    for (size_t q = 0; q < n; ++q) {
+      if (cls[q] < 0) continue;
+      std::vector<int32_t> sig{cls[q]};
+      for (int32_t t : next[q]) sig.push_back(t < 0 ? -1 : cls[static_cast<size_t>(t)]);
+      refined[q] = sig_ids.emplace(std::move(sig), static_cast<int32_t>(sig_ids.size())).first->second;
+    }
+    cls = std::move(refined);
+    if (sig_ids.size() == n_classes) break;
+    n_classes = sig_ids.size();
+  }
+  // Classes renumbered from the start's, in order of first reach.
+  std::vector<int32_t> order(n, -1);
+  std::vector<size_t> rep;  // a state of each new class
+  if (cls[0] >= 0) {
+    order[static_cast<size_t>(cls[0])] = 0;
+    rep.push_back(0);
+    for (size_t i = 0; i < rep.size(); ++i) {
+      for (int32_t t : next[rep[i]]) {
+        if (t < 0) continue;
+        const int32_t c = cls[static_cast<size_t>(t)];
+        if (order[static_cast<size_t>(c)] < 0) {
+          order[static_cast<size_t>(c)] = static_cast<int32_t>(rep.size());
+          rep.push_back(static_cast<size_t>(t));
+        }
+      }
+    }
+  }
+  for (size_t q : rep) {
+    std::vector<int32_t> row(n_atoms, -1);
+    for (size_t a = 0; a < n_atoms; ++a)
+      if (next[q][a] >= 0) row[a] = order[static_cast<size_t>(cls[static_cast<size_t>(next[q][a])])];
+    dfa.next.push_back(std::move(row));
+    dfa.accepting.push_back(accepting[q]);
+  }
+  return dfa;
+}
+
+bool PatternDfa::matches(std::string_view utf8) const {
+  if (next.empty()) return false;
+  int32_t q = 0;
+  for (size_t pos = 0; pos < utf8.size() && q >= 0;) {
+    const uint32_t cp = next_codepoint(utf8, pos);
+    int32_t t = -1;
+    for (size_t a = 0; a < atoms.size(); ++a)
+      if (atoms[a].contains(cp)) t = next[static_cast<size_t>(q)][a];
+    q = t;
+  }
+  return q >= 0 && accepting[static_cast<size_t>(q)];
+}
+
+std::optional<PatternAutomaton> pattern_automaton(std::string_view pattern, size_t max_nesting,
+                                                  size_t max_repetition, uint64_t min_len, uint64_t max_len,
+                                                  AutomatonBudget& budget) {
+  const PatternDfa dfa = pattern_dfa(pattern, max_nesting, max_repetition, budget);
+  if (dfa.next.empty()) return std::nullopt;
+  const size_t max_states = budget.max_states;
+  // The product's states (q, n): n code points read, up to max_len, or up to
+  // min_len and staying there when max_len is unbounded.
+  const bool bounded = max_len != UINT64_MAX;
+  const uint64_t cap = bounded ? max_len : min_len;
+  auto after = [&](uint64_t n) { return bounded ? n + 1 : std::min(n + 1, cap); };
+  std::map<std::pair<int32_t, uint64_t>, size_t> ids;
+  std::vector<std::pair<int32_t, uint64_t>> states{{0, 0}};
+  ids[states[0]] = 0;
+  std::vector<std::vector<std::pair<size_t, size_t>>> moves;  // (atom, target)
+  for (size_t i = 0; i < states.size(); ++i) {
+    spend(budget, dfa.atoms.size() + 1);
+    const auto [q, n] = states[i];
+    std::vector<std::pair<size_t, size_t>> row;
+    if (!bounded || n < cap) {
+      for (size_t a = 0; a < dfa.atoms.size(); ++a) {
+        const int32_t t = dfa.next[static_cast<size_t>(q)][a];
+        if (t < 0) continue;
+        const std::pair<int32_t, uint64_t> key{t, after(n)};
+        auto [it, added] = ids.emplace(key, states.size());
+        if (added) {
+          if (states.size() >= max_states) Nfa::too_many("automaton", max_states);
+          states.push_back(key);
+        }
+        row.emplace_back(a, it->second);
+      }
+    }
+    moves.push_back(std::move(row));
+  }
+  auto accepts = [&](size_t i) {
+    return dfa.accepting[static_cast<size_t>(states[i].first)] && states[i].second >= min_len;
+  };
+  std::vector<std::vector<size_t>> edges(states.size());
+  std::vector<bool> final(states.size());
+  for (size_t i = 0; i < states.size(); ++i) {
+    final[i] = accepts(i);
+    for (const auto& [a, t] : moves[i]) edges[i].push_back(t);
+  }
+  const std::vector<bool> live = co_reachable(edges, final);
+  if (!live[0]) return std::nullopt;
+  std::vector<size_t> index(states.size(), SIZE_MAX);
+  size_t n_live = 0;
+  for (size_t i = 0; i < states.size(); ++i)
+    if (live[i]) index[i] = n_live++;
+  PatternAutomaton out;
+  out.states.resize(n_live);
+  for (size_t i = 0; i < states.size(); ++i) {
+    if (!live[i]) continue;
+    PatternAutomaton::State& st = out.states[index[i]];
+    st.accepting = accepts(i);
+    std::map<size_t, CodepointSet> by_target;
+    for (const auto& [a, t] : moves[i])
+      if (live[t]) by_target[index[t]].add(dfa.atoms[a]);
+    for (auto& [t, chars] : by_target) st.edges.push_back({std::move(chars), t});
+  }
+  return out;
+}
+
+bool patterns_disjoint(std::string_view a, std::string_view b, uint64_t min_len, uint64_t max_len,
+                       size_t max_nesting, size_t max_repetition, AutomatonBudget& budget) {
+  const auto x = pattern_automaton(a, max_nesting, max_repetition, min_len, max_len, budget);
+  if (!x) return true;
+  const auto y = pattern_automaton(b, max_nesting, max_repetition, min_len, max_len, budget);
+  const size_t max_states = budget.max_states;
+  if (!y) return true;
+  std::set<std::pair<size_t, size_t>> seen{{0, 0}};
+  std::vector<std::pair<size_t, size_t>> todo{{0, 0}};
+  while (!todo.empty()) {
+    const auto [i, j] = todo.back();
+    todo.pop_back();
+    const PatternAutomaton::State &u = x->states[i], &w = y->states[j];
+    if (u.accepting && w.accepting) return false;
+    for (const auto& eu : u.edges) {
+      for (const auto& ew : w.edges) {
+        if (eu.chars.intersect(ew.chars).empty() || !seen.insert({eu.to, ew.to}).second) continue;
+        if (seen.size() > max_states) return false;
+        todo.emplace_back(eu.to, ew.to);
+      }
+    }
+  }
+  return true;
+}
+
 
 }  // namespace synapse::grammar::schema

@@ -110,6 +110,12 @@ class PatternError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+// pattern_to_gbnf's error where its rewriting cannot bound the lengths
+// (pattern_automaton may).
+class PatternUnbounded : public PatternError {
+ public:
+  using PatternError::PatternError;
+};
 
 // Translates `pattern`, a regular expression, into a GBNF expression
 // matching the JSON text of the contents of every string the pattern matches
@@ -136,10 +142,80 @@ std::string pattern_to_gbnf(std::string_view pattern, std::string_view char_rule
 // within the bounds; or one variable part (an unanchored end, or a
 // repetition of a one code point class such as [a-z]+) taking the lengths
 // the fixed-length parts leave; or, when max_len is the alternative's least
-// length, every variable part at its least. Throws PatternError otherwise
-// (as for the pattern itself).
+// length, every variable part at its least. Throws PatternUnbounded
+// otherwise, PatternError as for the pattern itself and for a count over
+// max_repetition.
 std::optional<std::string> pattern_to_gbnf(std::string_view pattern, std::string_view char_rule, size_t max_nesting,
                                            size_t max_repetition, bool& uses_char_rule, uint64_t min_len,
                                            uint64_t max_len);
+
+// What building pattern automata may take: states per automaton, and steps
+// (an atom or a state visited) over every automaton built with the one
+// budget (a schema's conversion has one: a bound on hostile schemas as a
+// whole, not only on each pattern).
+struct AutomatonBudget {
+  size_t max_states = 4096;
+  size_t max_work = size_t{1} << 22;
+  size_t work = 0;
+};
+
+// A deterministic automaton over code points: states[0] is the start, every
+// state is reachable from it and can reach an accepting one, and from each
+// state the edges' sets are disjoint (one target per code point).
+struct PatternAutomaton {
+  struct Edge {
+    CodepointSet chars;
+    size_t to = 0;
+  };
+  struct State {
+    std::vector<Edge> edges;
+    bool accepting = false;
+  };
+  std::vector<State> states;
+};
+
+// The strings `pattern` matches (read as pattern_to_gbnf reads it, unanchored
+// ends taking any Unicode scalar values) of min_len to max_len code points
+// (max_len UINT64_MAX: no bound), as the product of the pattern's minimal
+// DFA (Thompson NFA, subset construction over the classes' common atoms,
+// Moore's minimization) with a count of the code points read (saturating at
+// min_len when max_len is unbounded). Exact for any pattern pattern_to_gbnf
+// takes; nullopt when no string is left. Throws PatternError as
+// pattern_dfa does, and when the product would need more than the budget's
+// states or steps.
+std::optional<PatternAutomaton> pattern_automaton(std::string_view pattern, size_t max_nesting,
+                                                  size_t max_repetition, uint64_t min_len, uint64_t max_len,
+                                                  AutomatonBudget& budget);
+
+// Whether no string of min_len to max_len code points is in the languages
+// of both patterns (as pattern_automaton reads them; "" for no pattern: an
+// unanchored empty pattern matches every string): a search of the product of
+// their automata for a pair of accepting states. False (not proven) where the
+// pairs visited would be more than the budget's states; throws as
+// pattern_automaton.
+bool patterns_disjoint(std::string_view a, std::string_view b, uint64_t min_len, uint64_t max_len,
+                       size_t max_nesting, size_t max_repetition, AutomatonBudget& budget);
+
+// A pattern's minimal DFA over code points (read as pattern_to_gbnf reads
+// it, unanchored ends taking any scalar value): transitions over `atoms`,
+// disjoint sets covering every class of the pattern, -1 for the dead state
+// (left out); empty when the pattern matches nothing. Built once, matched
+// against many strings (enum values beside a pattern).
+struct PatternDfa {
+  std::vector<CodepointSet> atoms;
+  std::vector<std::vector<int32_t>> next;  // [state][atom]
+  std::vector<bool> accepting;
+
+  // Whether the pattern matches `utf8` (a string's value, not its JSON
+  // text), in the language pattern_to_gbnf writes: true only where ECMA-262
+  // and Python's re both match it.
+  bool matches(std::string_view utf8) const;
+};
+
+// Throws PatternError as pattern_to_gbnf does for the pattern itself, and
+// when the NFA or the DFA would need more than the budget's states, or the
+// budget's steps run out.
+PatternDfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_repetition,
+                       AutomatonBudget& budget);
 
 }  // namespace synapse::grammar::schema

@@ -116,6 +116,16 @@ int64_t attend_block_bk(int64_t hd, int64_t hd_v) {
   return std::clamp<int64_t>((16384 / row_bytes) / 8 * 8, 8, 256);
 }
 
+RowSpan row_span(const QueryRow* rows, int64_t n_rows) {
+  RowSpan s{rows[0].first, rows[0].last, 0};
+  for (int64_t r = 0; r < n_rows; ++r) {
+    s.lo = std::min(s.lo, rows[r].first);
+    s.hi = std::max(s.hi, rows[r].last);
+    s.ld = std::max(s.ld, rows[r].last - rows[r].first + 1);
+  }
+  return s;
+}
+
 void mask_scores(float* scores, int64_t ld, const QueryRow* rows, int64_t n_rows, int64_t n_gqa) {
   for (int64_t r = 0; r < n_rows; ++r)
     for (int64_t i = 0; i < n_gqa; ++i)
@@ -126,12 +136,7 @@ void attend_block_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows,
                          int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& s) {
   if (n_rows <= 0) return;
   const float* h2f = fp16_table();
-  int64_t lo = rows[0].first, hi = rows[0].last, ld = 0;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    lo = std::min(lo, rows[r].first);
-    hi = std::max(hi, rows[r].last);
-    ld = std::max(ld, rows[r].last - rows[r].first + 1);
-  }
+  const auto [lo, hi, ld] = row_span(rows, n_rows);
   const int64_t n_q = n_rows * n_gqa;  // query vectors, row-major (row, head)
   s.q.resize(static_cast<size_t>(n_q * hd));
   s.scores.resize(static_cast<size_t>(n_q * ld));
@@ -195,6 +200,8 @@ void attend_block_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows,
 
 void attend_block(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa, int64_t hd,
                   int64_t hd_v, float kq_scale, AttentionScratch& s) {
+  if (kv.k_type != GgmlType::F16 || kv.v_type != GgmlType::F16)
+    return attend_block_typed(kv, g, rows, n_rows, n_gqa, hd, hd_v, kq_scale, attend_block_bk(hd, hd_v), s);
   active_ops().attend_block(kv, g, rows, n_rows, n_gqa, hd, hd_v, kq_scale, attend_block_bk(hd, hd_v), s);
 }
 

@@ -22,17 +22,21 @@
 #include <vector>
 
 #include "quant/fp16.hpp"
+#include "synapse/types.hpp"
 
 namespace synapse::kernels {
 
 // One layer of one sequence's cache, in pages of 2^page_shift positions
 // (model::KvCache): position p's K row starts at
 //   pages[p >> page_shift] + k_offset + (p & (2^page_shift - 1)) * k_stride
-// (F16 values), its V row the same with v_offset and v_stride. A page that
-// holds no position a call reads may be null. sinks: the layer's attention
-// sinks (gpt-oss: blk.N.attn_sinks.weight, one logit per query head,
-// [n_head] floats; head h of KV group g is g * n_gqa + i), each an extra
-// softmax column that weights no value (softmax_pad16's sink); null for none.
+// (in 16-bit words: F16 values, or two bytes of a k_type row), its V row the
+// same with v_offset and v_stride. A page that holds no position a call
+// reads may be null. sinks: the layer's attention sinks (gpt-oss:
+// blk.N.attn_sinks.weight, one logit per query head, [n_head] floats; head
+// h of KV group g is g * n_gqa + i), each an extra softmax column that
+// weights no value (softmax_pad16's sink); null for none. k_type, v_type:
+// the rows' types (model::KvTypes); anything but F16 for both runs
+// attend_block_typed.
 struct KvLayerView {
   const quant::ggml_fp16_t* const* pages;
   int64_t k_offset;
@@ -41,12 +45,15 @@ struct KvLayerView {
   int64_t v_stride;
   int page_shift;
   const float* sinks = nullptr;
+  GgmlType k_type = GgmlType::F16;
+  GgmlType v_type = GgmlType::F16;
 };
 
 struct AttentionScratch {
   std::vector<float> q, kv_row, scores, kv_block;
   std::vector<int64_t> n_kv;
   std::vector<float> vacc;  // [query vector][16 lanes][hd_v] partial sums of the weighted V
+  std::vector<uint8_t> q_typed;  // attend_block_typed: queries converted to K's vec_dot_type
 };
 
 // The q.k order (F16-rounded values as floats, n = hd): n % 16 == 0,
@@ -133,6 +140,34 @@ struct QueryRow {
 // No bounds checks beyond these preconditions (hot path).
 void attend_block(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa, int64_t hd,
                   int64_t hd_v, float kq_scale, AttentionScratch& scratch);
+
+// attend_block over a cache whose K or V rows are not F16 (BF16, Q8_0,
+// Q4_0, Q5_0, IQ4_NL; model::KvTypes), with the mathematics of llama.cpp
+// v0.5.0's flash attention for those types
+// (ggml_compute_forward_flash_attn_ext_f16_one_chunk):
+//   scores_j = vec_dot_K(from_float_vt(q), K[j]) * kq_scale, where vt is
+//     K's vec_dot_type (Q8_0 for the block types, BF16 for BF16, F16 for
+//     F16) and vec_dot_K quant's kernel for K's type (ggml_vec_dot_<t>_q8_0);
+//   p = softmax(scores over [first, last]) (softmax_pad16, with the sink),
+//     kept in F32 (ggml's F32 V path; no F16 rounding);
+//   out[d] = sum_j p_j * float(V[j][d]) (ggml_vec_mad_f32 of each row
+//     converted to float), one float accumulator per output, j increasing.
+// Each output's reductions are fixed by its own query and range alone (not
+// by the other rows, bk or the thread), so results are the same in decode
+// and prefill and at any batch or thread count (contract G1). Masking
+// (QueryRow::n_masked) as attend_block. hd (hd_v) must be a multiple of
+// k_type's (v_type's) block size (model::check_kv_type). bk: positions per
+// V block converted to floats at once. Generic code (one version for every
+// instruction-set level; the dots are quant's table's).
+void attend_block_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                        int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& scratch);
+
+// The positions a block of n_rows >= 1 rows reads, [lo, hi] (the union of
+// their ranges), and its longest range, ld (the score rows' stride).
+struct RowSpan {
+  int64_t lo, hi, ld;
+};
+RowSpan row_span(const QueryRow* rows, int64_t n_rows);
 
 // Sets the scores of each row's masked positions (QueryRow::n_masked) to
 // -inf: row r's query vector i is scores + (r * n_gqa + i) * ld, its element

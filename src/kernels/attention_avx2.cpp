@@ -225,12 +225,7 @@ void reduce_v_lanes_avx2(const float* acc, int64_t hd_v, float* out) {
 void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
                        int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& s) {
   if (n_rows <= 0) return;
-  int64_t lo = rows[0].first, hi = rows[0].last, ld = 0;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    lo = std::min(lo, rows[r].first);
-    hi = std::max(hi, rows[r].last);
-    ld = std::max(ld, rows[r].last - rows[r].first + 1);
-  }
+  const auto [lo, hi, ld] = row_span(rows, n_rows);
   const int64_t n_q = n_rows * n_gqa;  // query vectors, row-major (row, head)
   const ScratchPtrs sp = size_scratch(s, n_q * hd, 0, n_q * ld, bk * std::max(hd, hd_v), n_q, n_q * 16 * hd_v);
   for (int64_t r = 0; r < n_rows; ++r)

@@ -132,6 +132,21 @@ void softmax(float* x, int64_t n) {
   scale(x, n, sum);
 }
 
+void fwht(float* x, int64_t n_chunks, int64_t n) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(n));
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    float* y = x + c * n;
+    for (int64_t j = 0; j < n; ++j) y[j] *= scale;
+    for (int64_t len = 1; len < n; len <<= 1)
+      for (int64_t i = 0; i < n; i += 2 * len)
+        for (int64_t j = 0; j < len; ++j) {
+          const float u = y[i + j], v = y[i + len + j];
+          y[i + j] = u + v;
+          y[i + len + j] = u - v;
+        }
+  }
+}
+
 void softmax_pad16(float* x, int64_t n, const float* sink) {
   float mx = max_of(x, n);
   if (sink) mx = mx > *sink ? mx : *sink;  // ggml's MAX(max, sk[h])

@@ -65,6 +65,16 @@ void softmax(float* x, int64_t n);
 // groups sum += (double)expf(sink - max) with libm expf.
 void softmax_pad16(float* x, int64_t n, const float* sink = nullptr);
 
+// The Walsh-Hadamard rotation llama.cpp v0.5.0 applies around a quantized
+// KV cache (llama_mul_mat_hadamard, computed by ggml_compute_forward_fwht):
+// each of the n_chunks consecutive chunks of n values (n a power of 2) of x
+// becomes H_n x / sqrt(n), in place, with H_n Sylvester's +-1 matrix
+// (ggml_gen_hadamard's), in ggml's order: every value times 1 / sqrtf(n)
+// first, then butterfly passes of length 1, 2, ..., n/2, (u, v) -> (u + v,
+// u - v). H_n / sqrt(n) is symmetric and orthonormal: applied twice it gives
+// x back (up to rounding). Thread-safe (pure).
+void fwht(float* x, int64_t n_chunks, int64_t n);
+
 // silu(z) = z / (1 + expf(-z)) with libm expf (ggml_silu_f32).
 float silu(float z);
 

@@ -16,6 +16,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/ops.hpp"
+#include "quant/quant.hpp"
 
 namespace synapse::model {
 namespace {
@@ -218,16 +219,19 @@ void shared_expert_rows(const HParams& hp, const Layer& L, const float* h, float
 
 }  // namespace
 
-model::KvCache make_kv_cache(const Model& m, int64_t n_ctx, std::shared_ptr<model::KvPool> pool) {
+model::KvCache make_kv_cache(const Model& m, int64_t n_ctx, std::shared_ptr<model::KvPool> pool,
+                             model::KvTypes types) {
   const HParams& hp = m.hp;
-  model::KvCache kv(pool ? std::move(pool) : make_kv_pool(m, 0), n_ctx, hp.kv_window());
+  model::KvCache kv(pool ? std::move(pool) : make_kv_pool(m, 0, types), n_ctx, hp.kv_window());
   kv.recurrent() = make_recurrent_state(hp);
   return kv;
 }
 
-std::shared_ptr<model::KvPool> make_kv_pool(const Model& m, int64_t max_pages) {
+std::shared_ptr<model::KvPool> make_kv_pool(const Model& m, int64_t max_pages, model::KvTypes types) {
   const HParams& hp = m.hp;
-  return std::make_shared<model::KvPool>(hp.n_layer_kv(), hp.n_embd_k_gqa(), hp.n_embd_v_gqa(), max_pages);
+  model::check_kv_type("type_k", types.k, hp.n_embd_head_k);
+  model::check_kv_type("type_v", types.v, hp.n_embd_head_v);
+  return std::make_shared<model::KvPool>(hp.n_layer_kv(), hp.n_embd_k_gqa(), hp.n_embd_v_gqa(), max_pages, types);
 }
 
 void forward(const Model& m, model::KvCache& kv, std::span<const token_id> tokens, bool all_logits,
@@ -262,6 +266,9 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
 
   const int64_t n_embd = hp.n_embd, hd = hp.n_embd_head_k, hd_v = hp.n_embd_head_v;
   const int64_t n_q = hd * hp.n_head, n_k = hp.n_embd_k_gqa(), n_v = hp.n_embd_v_gqa(), n_att = hd_v * hp.n_head;
+  bool any_v_rotation = false;  // a sequence whose V rows are rotated (model::kv_rotation_v)
+  for (const model::KvCache* s : seqs)
+    any_v_rotation = any_v_rotation || (s && model::kv_rotation_v(s->pool().types().v, hd_v) != 0);
 
   // Embedding rows (ggml_get_rows), or the row's own embedding.
   auto& x = sc.x;
@@ -415,14 +422,33 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
           for (int64_t d = 0; d < n_q; ++d) q[i * n_q + d] *= q_temp[i];
         if (hp.scale_q_before_kq)
           for (int64_t d = 0; d < n_q; ++d) q[i * n_q + d] *= q_scale;
+        // A quantized cache's rotation (model::kv_rotation_k/_v), as
+        // llama.cpp's build_attn applies it to q_cur, k_cur and v_cur.
+        const model::KvTypes& t = seqs[rows[i].seq]->pool().types();
+        if (const int64_t r = model::kv_rotation_k(t.k, hd)) {
+          kernels::fwht(&q[i * n_q], n_q / r, r);
+          kernels::fwht(&k[i * n_k], n_k / r, r);
+        }
+        if (const int64_t r = model::kv_rotation_v(t.v, hd_v)) kernels::fwht(&v[i * n_v], n_v / r, r);
       });
       const int64_t il_kv = hp.kv_layer(il);  // the cache holds the attention layers only
       auto store_kv = [&](int64_t i) {
         model::KvCache& kv = *seqs[rows[i].seq];
         quant::ggml_fp16_t* kd = kv.k(il_kv, pos[i]);
         quant::ggml_fp16_t* vd = kv.v(il_kv, pos[i]);
-        for (int64_t d = 0; d < n_k; ++d) kd[d] = fp32_to_fp16(k[i * n_k + d]);
-        for (int64_t d = 0; d < n_v; ++d) vd[d] = fp32_to_fp16(v[i * n_v + d]);
+        const model::KvTypes& t = kv.pool().types();
+        // llama.cpp stores rows through ggml_set_rows, i.e. the CPU type's
+        // from_float (quant::quantize_row); F16 rounds to nearest even.
+        if (t.k == GgmlType::F16) {
+          for (int64_t d = 0; d < n_k; ++d) kd[d] = fp32_to_fp16(k[i * n_k + d]);
+        } else {
+          quant::quantize_row(t.k, &k[i * n_k], kd, n_k);
+        }
+        if (t.v == GgmlType::F16) {
+          for (int64_t d = 0; d < n_v; ++d) vd[d] = fp32_to_fp16(v[i * n_v + d]);
+        } else {
+          quant::quantize_row(t.v, &v[i * n_v], vd, n_v);
+        }
       };
       auto attend = [&](const int64_t* row_ids, const int64_t* begin, int64_t n_blocks) {
         // Work items are (query block, KV group) pairs, split across threads,
@@ -442,10 +468,12 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
             const kernels::KvLayerView view{kv.pages(),
                                             kv.pool().k_offset(il_kv),
                                             kv.pool().v_offset(il_kv),
-                                            n_k,
-                                            n_v,
+                                            kv.pool().k_row_words(),
+                                            kv.pool().v_row_words(),
                                             model::kPageShift,
-                                            L.attn_sinks.empty() ? nullptr : L.attn_sinks.data()};
+                                            L.attn_sinks.empty() ? nullptr : L.attn_sinks.data(),
+                                            kv.pool().types().k,
+                                            kv.pool().types().v};
             // A window's start rounded down to a multiple of 16, the positions
             // before it masked (QueryRow::n_masked), where the sequence keeps
             // every position (n_ctx within the window, or beside gpt-oss's and
@@ -467,6 +495,11 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
       // Distinct positions of distinct rows, so the stores go on in parallel.
       by_rows(n, [&](int64_t r) { store_kv(r); });
       attend(block_rows.data(), block_begin.data(), static_cast<int64_t>(block_begin.size()) - 1);
+      if (any_v_rotation)
+        by_rows(n, [&](int64_t i) {  // a rotated V's output rotated back
+          const int64_t r = model::kv_rotation_v(seqs[rows[i].seq]->pool().types().v, hd_v);
+          if (r) kernels::fwht(&att[i * n_att], n_att / r, r);
+        });
       if (hp.attn_output_gate)  // Qwen3.5: the output times sigmoid(gate) (ggml_sigmoid, ggml_mul)
         by_rows(n, [&](int64_t i) {
           for (int64_t h = 0; h < hp.n_head; ++h)

@@ -133,12 +133,16 @@ void forward(const Model& m, model::KvCache& kv, std::span<const token_id> token
 // holds K/V rows for its attention layers only (HParams::kv_layer) and the
 // recurrent state of its DeltaNet layers (make_recurrent_state). Its pages
 // come from `pool` (one of make_kv_pool's for this model, shared with other
-// sequences), or from a pool of its own when null.
-model::KvCache make_kv_cache(const Model& m, int64_t n_ctx, std::shared_ptr<model::KvPool> pool = nullptr);
+// sequences; its types are the cache's), or from a pool of its own of
+// `types` when null.
+model::KvCache make_kv_cache(const Model& m, int64_t n_ctx, std::shared_ptr<model::KvPool> pool = nullptr,
+                             model::KvTypes types = {});
 
 // A pool of at most max_pages pages (0: no limit) of model `m`'s K/V shapes
-// (its attention layers only, as make_kv_cache's). Throws as KvPool's
-// constructor.
-std::shared_ptr<model::KvPool> make_kv_pool(const Model& m, int64_t max_pages);
+// (its attention layers only, as make_kv_cache's), rows stored as `types`.
+// Throws Error(invalid_argument) (model::check_kv_type) when a type is no
+// cache type or its block does not divide the model's head size, else as
+// KvPool's constructor.
+std::shared_ptr<model::KvPool> make_kv_pool(const Model& m, int64_t max_pages, model::KvTypes types = {});
 
 }  // namespace synapse::model

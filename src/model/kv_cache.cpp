@@ -10,12 +10,58 @@
 
 namespace synapse::model {
 
-KvPool::KvPool(int64_t n_layer, int64_t n_embd_k, int64_t n_embd_v, int64_t max_pages)
-    : n_layer_(n_layer), n_embd_k_(n_embd_k), n_embd_v_(n_embd_v), max_pages_(max_pages) {
+bool kv_type_supported(GgmlType t) noexcept {
+  switch (t) {
+    case GgmlType::F16:
+    case GgmlType::BF16:
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+    case GgmlType::IQ4_NL:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void check_kv_type(const char* what, GgmlType t, int64_t head_size) {
+  if (!kv_type_supported(t))
+    throw Error(Errc::invalid_argument, std::string(what) + ": " + std::string(type_name(t)) +
+                                            " is not a KV cache type (f16, bf16, q8_0, q4_0, q5_0, iq4_nl)");
+  const int64_t blck = type_traits(t).block_size;
+  if (head_size < 1 || head_size % blck != 0)
+    throw Error(Errc::invalid_argument, std::string(what) + " " + std::string(type_name(t)) + ": the head size " +
+                                            std::to_string(head_size) + " is not a multiple of its block of " +
+                                            std::to_string(blck) + " values");
+}
+
+namespace {
+
+bool block_quantized(GgmlType t) noexcept { return kv_type_supported(t) && t != GgmlType::F16 && t != GgmlType::BF16; }
+
+}  // namespace
+
+int64_t kv_rotation_k(GgmlType type_k, int64_t head_size_k) noexcept {
+  if (!block_quantized(type_k) || head_size_k <= 0 || head_size_k % 64 != 0) return 0;
+  int64_t n = 64;
+  while (head_size_k % (2 * n) == 0) n *= 2;  // llama_kv_cache::build_input_k_rot
+  return n;
+}
+
+int64_t kv_rotation_v(GgmlType type_v, int64_t head_size_v) noexcept {
+  return block_quantized(type_v) && head_size_v > 0 && head_size_v % 64 == 0 ? 64 : 0;
+}
+
+KvPool::KvPool(int64_t n_layer, int64_t n_embd_k, int64_t n_embd_v, int64_t max_pages, KvTypes types)
+    : n_layer_(n_layer), n_embd_k_(n_embd_k), n_embd_v_(n_embd_v), max_pages_(max_pages), types_(types) {
   if (n_layer < 1 || n_embd_k < 1 || n_embd_v < 1 || max_pages < 0)
     throw Error(Errc::invalid_argument, "KV pool: bad shape (" + std::to_string(n_layer) + " layers, " +
                                             std::to_string(n_embd_k) + " K and " + std::to_string(n_embd_v) +
                                             " V values, " + std::to_string(max_pages) + " pages)");
+  check_kv_type("type_k", types.k, n_embd_k);
+  check_kv_type("type_v", types.v, n_embd_v);
+  k_row_words_ = static_cast<int64_t>(row_size(types.k, n_embd_k) / sizeof(quant::ggml_fp16_t));
+  v_row_words_ = static_cast<int64_t>(row_size(types.v, n_embd_v) / sizeof(quant::ggml_fp16_t));
 }
 
 KvPool::~KvPool() {
@@ -82,8 +128,8 @@ int64_t n_page_slots(int64_t n_ctx) { return (n_ctx + kPageSize - 1) >> kPageShi
 
 }  // namespace
 
-KvCache::KvCache(int64_t n_layer, int64_t n_embd_k, int64_t n_embd_v, int64_t n_ctx, int64_t window)
-    : KvCache(std::make_shared<KvPool>(n_layer, n_embd_k, n_embd_v, 0), n_ctx, window) {}
+KvCache::KvCache(int64_t n_layer, int64_t n_embd_k, int64_t n_embd_v, int64_t n_ctx, int64_t window, KvTypes types)
+    : KvCache(std::make_shared<KvPool>(n_layer, n_embd_k, n_embd_v, 0, types), n_ctx, window) {}
 
 KvCache::KvCache(std::shared_ptr<KvPool> pool, int64_t n_ctx, int64_t window)
     : pool_(std::move(pool)), n_ctx_(n_ctx), window_(std::max<int64_t>(0, window)) {

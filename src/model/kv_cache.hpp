@@ -1,6 +1,7 @@
 // The KV cache in pages: a KvPool holds fixed-size pages of kPageSize
 // positions, each page holding those positions' K and V rows for every layer
-// (F16, as llama.cpp's default type_k = type_v = f16); a KvCache (one
+// (of the pool's KvTypes: F16 by default, as llama.cpp's type_k = type_v =
+// f16; BF16 or a 32-value block format, -ctk/-ctv); a KvCache (one
 // sequence) holds a page table, page i holding positions
 // [i * kPageSize, (i + 1) * kPageSize). Sequences of one pool share its
 // memory: the server's `-c` is one pool's positions, used by all `-np`
@@ -37,8 +38,41 @@
 
 #include "model/recurrent_state.hpp"
 #include "quant/fp16.hpp"
+#include "synapse/types.hpp"
 
 namespace synapse::model {
+
+// The types of a pool's K and V rows (llama.cpp's type_k, type_v; -ctk,
+// -ctv). Supported: F16, BF16, Q8_0, Q4_0, Q5_0, IQ4_NL (llama.cpp's
+// kv_cache_types but F32, Q4_1 and Q5_1, which it allows and nobody uses).
+struct KvTypes {
+  GgmlType k = GgmlType::F16;
+  GgmlType v = GgmlType::F16;
+  bool is_f16() const { return k == GgmlType::F16 && v == GgmlType::F16; }
+  bool operator==(const KvTypes&) const = default;
+};
+
+// Whether t may be a K or V cache type (KvTypes).
+bool kv_type_supported(GgmlType t) noexcept;
+// Throws Error(invalid_argument) naming `what` ("type_k"), the type and the
+// head size unless t is a supported cache type whose block divides
+// head_size (a block never straddles two heads, so a head's slice of a row
+// is whole blocks: llama.cpp's flash attention asserts the same).
+void check_kv_type(const char* what, GgmlType t, int64_t head_size);
+
+// llama.cpp v0.5.0 rotates attention around a quantized cache
+// (llama_kv_cache's attn_rot_k / attn_rot_v, unless LLAMA_ATTN_ROT_DISABLE):
+// with a block-quantized K (Q8_0, Q4_0, Q5_0, IQ4_NL) and a head size that is
+// a multiple of 64, q and k go through kernels::fwht in chunks of
+// kv_rotation_k values (the largest power of 2 dividing the head size)
+// before k is stored and q meets it; with a block-quantized V and hd_v a
+// multiple of 64, v goes through it in chunks of 64 before it is stored and
+// the attention output after (the rotation is its own inverse). An
+// orthonormal rotation leaves q.k and the output unchanged in exact
+// arithmetic and spreads a block's outliers before it is quantized. 0: no
+// rotation (F16, BF16, or another head size).
+int64_t kv_rotation_k(GgmlType type_k, int64_t head_size_k) noexcept;
+int64_t kv_rotation_v(GgmlType type_v, int64_t head_size_v) noexcept;
 
 // Positions per page, and its log2 (kernels::KvLayerView::page_shift).
 inline constexpr int kPageShift = 6;
@@ -51,11 +85,12 @@ inline constexpr int64_t kPageSize = int64_t{1} << kPageShift;
 // on different threads; the forward pass itself takes pages before it runs).
 class KvPool {
  public:
-  // n_layer layers of n_embd_k K and n_embd_v V values a position; at most
-  // max_pages pages (0: no limit, the pool of a standalone sequence, bounded
-  // by that sequence's n_ctx). Throws Error(invalid_argument) for shapes < 1
-  // or max_pages < 0.
-  KvPool(int64_t n_layer, int64_t n_embd_k, int64_t n_embd_v, int64_t max_pages);
+  // n_layer layers of n_embd_k K and n_embd_v V values a position, stored
+  // as `types`; at most max_pages pages (0: no limit, the pool of a
+  // standalone sequence, bounded by that sequence's n_ctx). Throws
+  // Error(invalid_argument) for shapes < 1, max_pages < 0, an unsupported
+  // type or a row length that is not a multiple of its type's block.
+  KvPool(int64_t n_layer, int64_t n_embd_k, int64_t n_embd_v, int64_t max_pages, KvTypes types = {});
   ~KvPool();
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
@@ -64,12 +99,21 @@ class KvPool {
   int64_t n_embd_k() const { return n_embd_k_; }
   int64_t n_embd_v() const { return n_embd_v_; }
   int64_t max_pages() const { return max_pages_; }  // 0: no limit
-  // F16 values in one page: per layer, kPageSize K rows then kPageSize V rows.
-  int64_t page_elems() const { return n_layer_ * kPageSize * (n_embd_k_ + n_embd_v_); }
+  const KvTypes& types() const { return types_; }
+  // A page is addressed in 16-bit words (quant::ggml_fp16_t): one F16 or
+  // BF16 value, or two bytes of a block row (every supported block is an
+  // even number of bytes: Q8_0 34, Q4_0 18, Q5_0 22, IQ4_NL 18). Words of
+  // one K (V) row: row_size(types.k, n_embd_k) / 2.
+  int64_t k_row_words() const { return k_row_words_; }
+  int64_t v_row_words() const { return v_row_words_; }
+  // Words in one page: per layer, kPageSize K rows then kPageSize V rows.
+  int64_t page_elems() const { return n_layer_ * kPageSize * (k_row_words_ + v_row_words_); }
   size_t page_bytes() const { return static_cast<size_t>(page_elems()) * sizeof(quant::ggml_fp16_t); }
-  // Element offsets of layer il's first K (V) row from a page's start.
-  int64_t k_offset(int64_t il) const { return il * kPageSize * (n_embd_k_ + n_embd_v_); }
-  int64_t v_offset(int64_t il) const { return k_offset(il) + kPageSize * n_embd_k_; }
+  // Bytes one position takes in every layer's K and V rows.
+  size_t bytes_per_position() const { return page_bytes() / kPageSize; }
+  // Word offsets of layer il's first K (V) row from a page's start.
+  int64_t k_offset(int64_t il) const { return il * kPageSize * (k_row_words_ + v_row_words_); }
+  int64_t v_offset(int64_t il) const { return k_offset(il) + kPageSize * k_row_words_; }
 
   int64_t n_used() const;       // pages held by some sequence
   int64_t n_allocated() const;  // pages whose memory exists (used + kept for reuse)
@@ -89,6 +133,8 @@ class KvPool {
 
  private:
   int64_t n_layer_, n_embd_k_, n_embd_v_, max_pages_;
+  KvTypes types_;
+  int64_t k_row_words_, v_row_words_;
   mutable std::mutex mu_;
   std::unordered_map<const quant::ggml_fp16_t*, int32_t> refs_;  // every page allocated: its references
   std::vector<quant::ggml_fp16_t*> free_;                        // allocated pages with no reference
@@ -100,8 +146,8 @@ class KvCache {
   // A sequence with a pool of its own (no page limit; n_ctx bounds it).
   // n_ctx: the most positions this sequence may reach. window: 0 for full
   // attention, else the sliding window in positions. Throws
-  // Error(invalid_argument) for n_ctx < 1.
-  KvCache(int64_t n_layer, int64_t n_embd_k, int64_t n_embd_v, int64_t n_ctx, int64_t window);
+  // Error(invalid_argument) for n_ctx < 1, or as KvPool's constructor.
+  KvCache(int64_t n_layer, int64_t n_embd_k, int64_t n_embd_v, int64_t n_ctx, int64_t window, KvTypes types = {});
   // A sequence drawing its pages from `pool` (shared with other sequences).
   KvCache(std::shared_ptr<KvPool> pool, int64_t n_ctx, int64_t window);
   ~KvCache();
@@ -142,9 +188,10 @@ class KvCache {
   // than pages_needed(n_new) pages free, before taking any.
   void reserve(int64_t n_new);
 
-  // Row of a reserved (or cached) position; precondition: its page is held.
-  quant::ggml_fp16_t* k(int64_t layer, int64_t pos) { return row(pos) + pool_->k_offset(layer) + (pos & (kPageSize - 1)) * pool_->n_embd_k(); }
-  quant::ggml_fp16_t* v(int64_t layer, int64_t pos) { return row(pos) + pool_->v_offset(layer) + (pos & (kPageSize - 1)) * pool_->n_embd_v(); }
+  // Row of a reserved (or cached) position, KvPool::k_row_words (v_row_words)
+  // words of the pool's type_k (type_v); precondition: its page is held.
+  quant::ggml_fp16_t* k(int64_t layer, int64_t pos) { return row(pos) + pool_->k_offset(layer) + (pos & (kPageSize - 1)) * pool_->k_row_words(); }
+  quant::ggml_fp16_t* v(int64_t layer, int64_t pos) { return row(pos) + pool_->v_offset(layer) + (pos & (kPageSize - 1)) * pool_->v_row_words(); }
   const quant::ggml_fp16_t* k(int64_t layer, int64_t pos) const {
     return const_cast<KvCache*>(this)->k(layer, pos);
   }

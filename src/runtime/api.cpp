@@ -64,6 +64,7 @@ struct Context::Impl {
   model::ForwardScratch scratch;  // reused by every decode: no allocation per step
   model::ProductObserver* observer = nullptr;  // set_imatrix's collector, or null
   std::shared_ptr<model::KvPool> kv_pool;     // share_kv's pool, or null
+  model::KvTypes kv_types;                    // set_kv_types'
 };
 
 Model Model::load(const std::string& path) {
@@ -83,6 +84,13 @@ uint64_t Model::weight_bytes() const { return impl_->m->weight_bytes(); }
 uint64_t Model::kv_bytes_per_position() const {
   const model::HParams& hp = impl_->m->hp;
   return static_cast<uint64_t>(hp.n_layer_kv()) * static_cast<uint64_t>(hp.n_embd_k_gqa() + hp.n_embd_v_gqa()) * 2;
+}
+uint64_t Model::kv_bytes_per_position(GgmlType type_k, GgmlType type_v) const {
+  const model::HParams& hp = impl_->m->hp;
+  model::check_kv_type("type_k", type_k, hp.n_embd_head_k);
+  model::check_kv_type("type_v", type_v, hp.n_embd_head_v);
+  return static_cast<uint64_t>(hp.n_layer_kv()) *
+         (row_size(type_k, hp.n_embd_k_gqa()) + row_size(type_v, hp.n_embd_v_gqa()));
 }
 bool Model::has_recurrent_layers() const { return impl_->m->hp.has_recurrent(); }
 const gguf::File& Model::gguf() const { return impl_->m->file; }
@@ -171,15 +179,37 @@ int64_t new_sequence_n_ctx(const model::Model& m) {
 Sequence Context::new_sequence(int64_t n_ctx) const {
   const model::Model& m = *impl_->model->m;
   if (n_ctx <= 0) n_ctx = new_sequence_n_ctx(m);
-  return Sequence(
-      std::make_unique<Sequence::Impl>(Sequence::Impl{impl_->model, model::make_kv_cache(m, n_ctx, impl_->kv_pool), {}}));
+  return Sequence(std::make_unique<Sequence::Impl>(
+      Sequence::Impl{impl_->model, model::make_kv_cache(m, n_ctx, impl_->kv_pool, impl_->kv_types), {}}));
 }
 
 void Context::share_kv(int64_t n_positions) {
   if (n_positions < 1)
     throw Error(Errc::invalid_argument, "share_kv: the pool needs at least 1 position, got " +
                                             std::to_string(n_positions));
-  impl_->kv_pool = model::make_kv_pool(*impl_->model->m, (n_positions + model::kPageSize - 1) / model::kPageSize);
+  impl_->kv_pool = model::make_kv_pool(*impl_->model->m, (n_positions + model::kPageSize - 1) / model::kPageSize,
+                                       impl_->kv_types);
+}
+
+void Context::set_kv_types(GgmlType type_k, GgmlType type_v) {
+  const model::Model& m = *impl_->model->m;
+  model::check_kv_type("type_k", type_k, m.hp.n_embd_head_k);
+  model::check_kv_type("type_v", type_v, m.hp.n_embd_head_v);
+  impl_->kv_types = {type_k, type_v};
+  if (impl_->kv_pool) impl_->kv_pool = model::make_kv_pool(m, impl_->kv_pool->max_pages(), impl_->kv_types);
+}
+
+GgmlType Context::type_k() const { return impl_->kv_types.k; }
+GgmlType Context::type_v() const { return impl_->kv_types.v; }
+
+bool kv_cache_type_supported(GgmlType t) noexcept { return model::kv_type_supported(t); }
+
+GgmlType kv_cache_type_from_name(std::string_view name) {
+  GgmlType t{};
+  if (!type_from_name(name, t) || !model::kv_type_supported(t))
+    throw Error(Errc::invalid_argument, "unsupported KV cache type '" + std::string(name) +
+                                            "' (allowed: f16, bf16, q8_0, q4_0, q5_0, iq4_nl)");
+  return t;
 }
 
 KvPoolStats Context::kv_pool() const {

@@ -140,6 +140,7 @@ struct Scheduler::Impl {
     // n_ctx <= 0: new_sequence's default (a sequence of its own pool holds
     // no page until written, so asking costs nothing).
     p.n_ctx = ctx.new_sequence(p.n_ctx).n_ctx();
+    ctx.set_kv_types(p.type_k, p.type_v);
     // One pool of n_ctx positions for all slots (llama-server's unified KV
     // cache); each slot may use all of it.
     ctx.share_kv(p.n_ctx);

@@ -374,7 +374,7 @@ TEST(JsonSchemaToGbnf, UnsatisfiableOptionalPartsAreLeftOut) {
             grammar({R"(root ::= "[" space "]")"}));
   // Required, the whole object (or array) has no value.
   EXPECT_EQ(error_of(R"({"properties": {"a": {"type": "object", "enum": ["A"]}}, "required": ["a"]})"),
-            R"(json_schema: keyword "enum" at /properties/a: no value is left with "type" and "const")");
+            R"(json_schema: keyword "enum" at /properties/a: no value is left with the keywords beside it)");
   EXPECT_EQ(error_of(R"({"items": {"enum": [1], "type": "string"}, "minItems": 1})"),
             R"(json_schema: keyword "items" at the root: no value satisfies it and minItems asks for more than the )"
             R"(prefix)");
@@ -699,6 +699,9 @@ TEST(JsonSchemaToGbnf, OneOfOnlyWhereExclusive) {
                          {"type": "object", "properties": {"t": {"const": "c"}}, "required": ["t"]}]})",
            R"({"oneOf": [{"type": "object", "properties": {"t": {"type": "string"}}, "required": ["t"]},
                          {"type": "object", "additionalProperties": {"type": "boolean"}}]})",
+           // Strings told apart by their patterns, lengths and values.
+           R"({"oneOf": [{"type": "string", "pattern": "^https?://.+$"}, {"type": "string", "pattern": "^\\./.+$"},
+                         {"type": "string", "maxLength": 0}, {"type": "string", "pattern": "^a", "enum": ["ab", "b"]}]})",
            // Not exclusive ({} matches both) but guarded: each branch requires its own property.
            R"({"type": "object", "oneOf": [{"additionalProperties": false, "properties": {"next": {"type": "string"}}},
                                            {"additionalProperties": false, "properties": {"prev": {"type": "string"}}}]})"}) {
@@ -708,10 +711,18 @@ TEST(JsonSchemaToGbnf, OneOfOnlyWhereExclusive) {
   EXPECT_EQ(error_of(R"({"oneOf": [{"type": "integer"}, {"type": "number"}]})"),
             "json_schema: keyword \"oneOf\" at the root: alternatives 0 and 1 are not provably exclusive (a value "
             "valid against both is invalid, and the grammar, an alternation, would produce it); supported: "
-            "alternatives of different types, of different const/enum values, or objects told apart by a property "
-            "(one requires it, or both give it exclusive schemas)");
+            "alternatives of different types, of different const/enum values, strings no pattern, length and value "
+            "of both admit, or objects told apart by a property (one requires it, or both give it exclusive "
+            "schemas)");
   for (const char* bad : {
            R"({"oneOf": [{"const": 1}, {"enum": [2, 1.0]}]})",
+           // Strings: "00000000-0000-0000-0000-000000000000" matches both
+           // cases; "customermaker" both unanchored words; "ab" both lengths.
+           R"({"oneOf": [{"type": "string", "pattern": "^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$"},
+                         {"type": "string", "pattern": "^[0-9A-F]{8}-([0-9A-F]{4}-){3}[0-9A-F]{12}$"}]})",
+           R"({"oneOf": [{"type": "string", "pattern": "customer"}, {"type": "string", "pattern": "maker"}]})",
+           R"({"oneOf": [{"type": "string", "maxLength": 2}, {"type": "string", "minLength": 2}]})",
+           R"({"oneOf": [{"type": "string", "pattern": "^a"}, {"enum": ["b", "ab"]}]})",
            R"({"oneOf": [false, {"type": "null"}, {"properties": {"a": {"type": "string"}}}]})",  // null is valid in both
            R"({"properties": {"x": {"oneOf": [{"type": "object", "properties": {"a": {"const": 1}}, "required": ["a"]},
                                               {"type": "object", "properties": {"a": {"const": 1}}}]}}})"}) {
@@ -899,6 +910,8 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(satisfy it)"},
       {R"({"not": {"pattern": "x"}})", R"(json_schema: unsupported keyword "not" at the root)"},
       {R"({"type": "number", "not": {"type": "integer"}})", R"(json_schema: unsupported keyword "not" at the root)"},
+      {R"({"not": {"anyOf": [{"required": ["a"]}, {"pattern": "x"}]}})",
+       R"(json_schema: unsupported keyword "not" at the root)"},
       {R"({"type": "null", "not": {"type": "null"}})",
        R"(json_schema: the schema false (no value is valid) at the root)"},
       {R"({"if": {}, "then": {}, "else": {}})", R"(json_schema: unsupported keyword "if" at the root)"},
@@ -943,24 +956,26 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
       {R"({"properties": {"x": {"exclusiveMinimum": 1.2, "maximum": 1.9}}, "required": ["x"]})",
        R"(json_schema: keyword "exclusiveMinimum" at /properties/x: bounds that hold no integer, nor an interval from one integer to the next, are not supported)"},
       // Combinations that cannot be enforced together.
-      {R"({"type": "string", "pattern": "^[a-z]+[0-9]+$", "minLength": 3})",
-       R"(json_schema: keyword "minLength" at the root: with "pattern": the lengths of its strings cannot be bounded )"
-       R"(here (minLength/maxLength))"},
       {R"({"type": "string", "pattern": "^[a-z]+$", "maxLength": 20000})",
        R"(json_schema: keyword "maxLength" at the root: with "pattern": a length bound over limits.max_repetition )"
        R"((10000) with it)"},
       {R"({"type": "string", "pattern": "^a+$", "format": "date"})",
        R"(json_schema: keyword "format" at the root: not supported together with "pattern")"},
-      {R"({"type": "string", "format": "email", "maxLength": 20})",
-       R"(json_schema: keyword "maxLength" at the root: not supported together with "format" "email" unless its )"
-       R"(lengths imply it)"},
+      {R"({"type": "string", "format": "email", "minLength": 68})",
+       R"(json_schema: keyword "minLength" at the root: over 67 is not supported together with "format" "email")"},
       {R"({"type": "string", "format": "date-time", "minLength": 21})",
        R"(json_schema: keyword "minLength" at the root: not supported together with "format" "date-time" unless )"
        R"(its lengths imply it)"},
-      {R"({"enum": [1, 2], "minimum": 0})",
-       R"(json_schema: keyword "minimum" at the root: not supported beside "enum")"},
-      {R"({"const": "a", "pattern": "^a$"})",
-       R"(json_schema: keyword "pattern" at the root: not supported beside "const")"},
+      {R"({"enum": [1, {"a": 1}], "properties": {"a": {"type": "integer"}}})",
+       R"(json_schema: keyword "properties" at the root: not supported beside "enum" for an object value)"},
+      {R"({"enum": [[1], 2], "minItems": 1})",
+       R"(json_schema: keyword "minItems" at the root: not supported beside "enum" for an array value)"},
+      {R"({"const": "a@b.c", "format": "email"})",
+       R"(json_schema: keyword "format" at the root: not supported beside "const" for a string value)"},
+      {R"({"enum": [4, 9007199254740993], "minimum": 0})",
+       R"(json_schema: keyword "minimum" at the root: not supported beside "enum" for numbers past 2^53)"},
+      {R"({"enum": [4, 6], "multipleOf": 0.5})",
+       R"(json_schema: keyword "multipleOf" at the root: not supported beside "enum" but for whole numbers)"},
       {R"({"allOf": [{"type": "string"}, {"minLength": 1}, {"maxLength": 3}]})",
        R"(json_schema: keyword "allOf" at the root: merges only objects (properties, required, additionalProperties) or enums; the schema at /allOf/1 is neither)"},
       {R"({"anyOf": [{"minLength": 1}, {"type": "null"}], "maxLength": 2})",
@@ -1046,7 +1061,7 @@ TEST(JsonSchemaToGbnf, BadValuesAndEmptySchemasThrow) {
       {R"({"prefixItems": [{}], "minItems": 2})",
        R"(json_schema: keyword "minItems" at the root: more items than the tuple allows)"},
       {R"({"type": "string", "enum": [1, 2]})",
-       R"(json_schema: keyword "enum" at the root: no value is left with "type" and "const")"},
+       R"(json_schema: keyword "enum" at the root: no value is left with the keywords beside it)"},
       {R"({"type": "object", "required": ["x"], "additionalProperties": false})",
        R"(json_schema: keyword "required" at the root: property "x" is required but not in "properties" and additionalProperties is false)"},
       {R"({"properties": {"a": false}, "required": ["a"]})",
@@ -1201,6 +1216,66 @@ TEST(JsonSchemaToGbnf, CasesConvertToWellFormedGrammars) {
       EXPECT_TRUE(nlohmann::json::accept(t.get<std::string>())) << name << ": " << t;
     }
   }
+}
+
+// minLength/maxLength beside a pattern that no single variable part can
+// bound: the product of the pattern's minimal DFA with a count of the code
+// points read, one rule per state: "^[a-z]+/[a-z]+$" of at most 4 code
+// points is a/b, ab/c or a/bc, each state (DFA state, code points read).
+TEST(JsonSchemaToGbnf, PatternLengthsBeyondOneVariablePartAreAnAutomaton) {
+  EXPECT_EQ(convert(R"({"type": "string", "pattern": "^[a-z]+/[a-z]+$", "maxLength": 4})"),
+            grammar({R"(root ::= "\"" (pattern-len-0) "\"")", R"(pattern-len-0 ::= [a-z] pattern-len-1)",
+                     R"(pattern-len-1 ::= [a-z] pattern-len-2 | "/" pattern-len-3)",
+                     R"(pattern-len-2 ::= "/" pattern-len-4)", R"(pattern-len-3 ::= [a-z] pattern-len-5)",
+                     R"(pattern-len-4 ::= [a-z] pattern-len-6)", R"(pattern-len-5 ::= ([a-z] pattern-len-6)?)",
+                     R"(pattern-len-6 ::= "")"}));
+  // Unanchored, several variable parts, lengths 2..3: the digits anywhere.
+  const std::string g = convert(R"({"type": "string", "pattern": "\\d-?\\d", "minLength": 2, "maxLength": 3})");
+  EXPECT_EQ(check_gbnf(g), "") << g;
+  // No string of such a length; an automaton over its bound of states.
+  EXPECT_EQ(error_of(R"({"type": "string", "pattern": "^(ab|abc)(de|d)$", "minLength": 6})"),
+            R"(json_schema: keyword "minLength" at the root: no string the pattern matches has such a length)");
+  EXPECT_EQ(error_of(R"({"type": "string", "pattern": "^(a|b[a-z]*b)+$", "maxLength": 9000})"),
+            R"(json_schema: keyword "maxLength" at the root: with "pattern": the lengths of its strings need more )"
+            R"(than 4096 automaton states (minLength/maxLength))");
+  // Hostile patterns are bounded: a DFA of 2^13 states (the 13th symbol
+  // before the c's is an a); with limits.max_rules 256 (the automata's bound
+  // of states, and 256^2 / 4 steps for all of them), 200 distinct classes in a
+  // row (the atoms refined 200 times, 20,000 steps).
+  EXPECT_EQ(error_of(R"({"type": "string", "pattern": "^[ab]*a[ab]{12}c*$", "minLength": 20, "maxLength": 30})"),
+            R"(json_schema: keyword "minLength" at the root: with "pattern": the lengths of its strings need more )"
+            R"(than 4096 DFA states (minLength/maxLength))");
+  auto utf8 = [](uint32_t cp) {  // three bytes: U+0800 to U+FFFF
+    return std::string{static_cast<char>(0xE0 | (cp >> 12)), static_cast<char>(0x80 | ((cp >> 6) & 0x3F)),
+                       static_cast<char>(0x80 | (cp & 0x3F))};
+  };
+  std::string many = "^a*";
+  for (uint32_t cp = 0x4E00; cp < 0x4E00 + 200; ++cp) many += "[" + utf8(cp) + "]";
+  many += "b*$";
+  const std::string hostile = nlohmann::json{{"type", "string"}, {"pattern", many}, {"minLength", 200},
+                                             {"maxLength", 205}}.dump();
+  GrammarLimits small;
+  small.max_rules = 256;
+  EXPECT_EQ(error_of(hostile, small),
+            R"(json_schema: keyword "minLength" at the root: with "pattern": the schema's pattern automata need )"
+            R"(more than 16384 steps to build (minLength/maxLength))");
+}
+
+// enum and const beside keywords of a type: the values those keywords allow,
+// as a validator tests them (each keyword on values of its own type only).
+TEST(JsonSchemaToGbnf, EnumValuesAreFilteredByTheKeywordsBesideThem) {
+  EXPECT_EQ(convert(R"({"enum": ["ab", "abcd", "x1", "été", 3, 12, 12.5, null, true], "maxLength": 3,)"
+                    R"( "pattern": "^[a-zé]+$", "minimum": 5, "multipleOf": 4, "format": "uri",)"
+                    R"( "properties": {"a": {"type": "integer"}}, "minItems": 2})"),
+            convert(R"({"enum": ["ab", "été", 12, null, true]})"));
+  EXPECT_EQ(convert(R"({"enum": [0, 1, 2, 3], "exclusiveMinimum": 0, "exclusiveMaximum": 3})"),
+            convert(R"({"enum": [1, 2]})"));
+  EXPECT_EQ(convert(R"({"$schema": "http://json-schema.org/draft-04/schema#", "enum": [0, 1, 2, 3],)"
+                    R"( "minimum": 0, "exclusiveMinimum": true, "maximum": 3})"),
+            convert(R"({"enum": [1, 2, 3]})"));
+  EXPECT_EQ(convert(R"({"const": "abc", "minLength": 3})"), convert(R"({"const": "abc"})"));
+  EXPECT_EQ(error_of(R"({"const": "abc", "minLength": 4})"),
+            R"(json_schema: keyword "const" at the root: no value is left with the keywords beside it)");
 }
 
 TEST(JsonSchemaToGbnf, CheckGbnfCatchesFaults) {

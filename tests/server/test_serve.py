@@ -488,3 +488,25 @@ def test_port_is_reusable_at_once_and_never_shared():
     with Server("stories260K.gguf", port=port) as again:
         assert again.base.endswith(":%d" % port)
         assert again.post("/completion", {"prompt": "Once", "n_predict": 2}).status_code == 200
+
+
+def test_kv_cache_types():
+    # -ctk/-ctv: the startup line names the pool's types and their bytes a
+    # token (llama-server's llama_kv_cache line names them too: "K (q8_0)");
+    # a reply equals `synapse run` with the same types; a bad type is one
+    # error line before the server starts.
+    prompt = "Once upon a time"
+    with Server("tiny-llama-f32.gguf", "-np", "2", "-c", "256", "-ctk", "q8_0", "-ctv", "q4_0") as s:
+        r = s.post("/completion", {"prompt": prompt, "n_predict": 12, "temperature": 0})
+        assert r.status_code == 200, r.text
+        log = "".join(s.log)
+    assert "sharing a KV pool of 256 tokens (K q8_0, V q4_0: 416 bytes a token)" in log, log
+    run = subprocess.run([SYNAPSE, "run", "-m", model_path("tiny-llama-f32.gguf"), "-p", prompt, "-n", "12",
+                          "--temp", "0", "-ctk", "q8_0", "-ctv", "q4_0"], capture_output=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    # `synapse run` ends its output with a newline, as llama-completion does.
+    assert r.json()["content"] == run.stdout.decode("utf-8", "replace").removesuffix("\n")
+    bad = subprocess.run([SYNAPSE, "serve", "-m", model_path("tiny-llama-f32.gguf"), "-ctv", "q4_1"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0
+    assert "-ctv (--cache-type-v): unsupported KV cache type 'q4_1'" in bad.stderr, bad.stderr

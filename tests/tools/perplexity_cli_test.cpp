@@ -174,6 +174,37 @@ TEST(PerplexityCli, TolerancesCoverLlamaCppsOwnSpread) {
 
 // -b and -t change how the rows are batched and split over threads, never a
 // digit (DESIGN.md contract 2; the scoring sums in row order).
+// -ctk/-ctv: quantized KV caches against llama-perplexity with the same
+// types (golden/kv-types/README.md: tiny-llama-f32, 4 chunks of 256, -fa on,
+// which llama.cpp needs for a quantized V). The same stored rows (the type's
+// from_float after llama.cpp's Hadamard rotation) and flash attention's
+// mathematics give llama-perplexity's running PPL within 1e-4 (measured:
+// 1e-5; llama.cpp's own flash-attention on/off spread on this model: 2e-5),
+// while the type itself moves it by 4e-4 (q8_0) to 3.5% (q4_0) from the F16
+// cache: the tolerance tells the types apart.
+TEST(PerplexityCli, QuantizedKvCacheWithinLlamaPerplexitys) {
+  const std::string gold_dir = data_path("golden/kv-types/tiny-llama-f32.wikitext2-c256-4chunks.");
+  const std::vector<double> f16 = running_ppl(test::slurp(gold_dir + "f16.txt"));
+  ASSERT_EQ(f16.size(), 4u);
+  constexpr double kTol = 1e-4;
+  for (const char* type : {"q8_0", "q4_0"}) {
+    SCOPED_TRACE(type);
+    const std::string gold = test::slurp(gold_dir + type + ".txt");
+    const test::CliResult r = synapse_cli("perplexity -m " + model("tiny-llama-f32") + " -f " + kText +
+                                          " -c 256 -b 256 --chunks 4 -t 2 -ctk " + type + " -ctv " + type);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::vector<double> want = running_ppl(gold), got = running_ppl(r.out);
+    ASSERT_EQ(want.size(), 4u) << gold;
+    ASSERT_EQ(got.size(), 4u) << r.out;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_LE(std::fabs(got[i] / want[i] - 1), kTol) << "[" << i + 1 << "] " << got[i] << " vs " << want[i];
+      EXPECT_GT(std::fabs(want[i] / f16[i] - 1), 3 * kTol) << "the type moves chunk " << i + 1 << " too little";
+    }
+    const Figure fw = final_estimate(gold), fg = final_estimate(r.out);
+    EXPECT_LE(std::fabs(fg.value / fw.value - 1), kTol) << fg.value << " vs " << fw.value;
+  }
+}
+
 TEST(PerplexityCli, SameOutputForAnyBatchAndThreads) {
   const std::string base = "perplexity -m " + model("stories260K-q8_0") + " -f " + kText + " -c 128 --chunks 5";
   const test::CliResult a = synapse_cli(base + " -b 2048 -t 2");  // 5 chunks as 5 sequences of one batch

@@ -1,0 +1,158 @@
+// attend_block_typed (attention.hpp): attention over K/V rows of the
+// quantized and BF16 cache types. Each row's output is bit-identical
+// whatever rows share its block and whatever the V block length (G1), and
+// equals a double-precision attention over the same stored rows and the
+// same converted query (flash attention's mathematics) to float accuracy;
+// masked positions and sinks act as in attend_block.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "kernels/attention.hpp"
+#include "quant/kernel_table.hpp"
+#include "quant/quant.hpp"
+
+namespace synapse::kernels {
+namespace {
+
+constexpr int kShift = 3;  // pages of 8 positions, so ranges cross pages
+constexpr int64_t kPage = int64_t{1} << kShift;
+
+// n_pos positions of n_groups groups, K rows of k_type (hd values a group)
+// then V rows of v_type, in pages laid out as model::KvPool's (a page's K
+// rows, then its V rows), pages in reverse order in memory.
+struct TypedCache {
+  std::vector<quant::ggml_fp16_t> mem;
+  std::vector<const quant::ggml_fp16_t*> table;
+  int64_t k_words = 0, v_words = 0;
+  std::vector<float> k_f, v_f;  // the stored rows dequantized, [n_pos][row]
+  GgmlType k_type, v_type;
+  KvLayerView view(const float* sinks) const {
+    return {table.data(), 0, kPage * k_words, k_words, v_words, kShift, sinks, k_type, v_type};
+  }
+};
+
+TypedCache make_cache(GgmlType kt, GgmlType vt, int64_t hd, int64_t hd_v, int64_t n_groups, int64_t n_pos,
+                      std::mt19937& rng) {
+  TypedCache c;
+  c.k_type = kt;
+  c.v_type = vt;
+  const int64_t nk = hd * n_groups, nv = hd_v * n_groups;
+  c.k_words = static_cast<int64_t>(row_size(kt, nk) / 2);
+  c.v_words = static_cast<int64_t>(row_size(vt, nv) / 2);
+  const int64_t n_pages = (n_pos + kPage - 1) / kPage, page_words = kPage * (c.k_words + c.v_words);
+  c.mem.assign(static_cast<size_t>(n_pages * page_words), 0);
+  for (int64_t i = 0; i < n_pages; ++i) c.table.push_back(c.mem.data() + (n_pages - 1 - i) * page_words);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> k(static_cast<size_t>(nk)), v(static_cast<size_t>(nv));
+  c.k_f.resize(static_cast<size_t>(n_pos * nk));
+  c.v_f.resize(static_cast<size_t>(n_pos * nv));
+  for (int64_t p = 0; p < n_pos; ++p) {
+    for (auto& x : k) x = nd(rng) * 2.0f;
+    for (auto& x : v) x = nd(rng);
+    auto* base = const_cast<quant::ggml_fp16_t*>(c.table[static_cast<size_t>(p / kPage)]);
+    quant::ggml_fp16_t* kr = base + (p % kPage) * c.k_words;
+    quant::ggml_fp16_t* vr = base + kPage * c.k_words + (p % kPage) * c.v_words;
+    quant::quantize_row(kt, k.data(), kr, nk);
+    quant::quantize_row(vt, v.data(), vr, nv);
+    quant::dequantize_row(kt, kr, &c.k_f[p * nk], nk);
+    quant::dequantize_row(vt, vr, &c.v_f[p * nv], nv);
+  }
+  return c;
+}
+
+struct TypeCase {
+  GgmlType k, v;
+};
+
+class AttentionTyped : public ::testing::TestWithParam<TypeCase> {};
+
+TEST_P(AttentionTyped, RowsAreBlockInvariantAndEqualADoubleReference) {
+  const TypeCase tc = GetParam();
+  const int64_t hd = 64, hd_v = 64, n_gqa = 3, n_groups = 2, n_pos = 70, g = 1;
+  std::mt19937 rng(static_cast<uint32_t>(static_cast<int>(tc.k) * 37 + static_cast<int>(tc.v)));
+  const TypedCache c = make_cache(tc.k, tc.v, hd, hd_v, n_groups, n_pos, rng);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> sinks(static_cast<size_t>(n_gqa * n_groups));
+  for (auto& x : sinks) x = nd(rng) * 2.0f;
+  // Rows with their own ranges: a causal prefix, a window with masked
+  // positions, a single position, a range across pages.
+  struct R {
+    int64_t first, last, n_masked;
+  };
+  const R ranges[] = {{0, 40, 0}, {16, 69, 5}, {33, 33, 0}, {7, 60, 0}, {0, 0, 0}};
+  const int64_t n_rows = std::size(ranges);
+  std::vector<float> q(static_cast<size_t>(n_rows * n_gqa * hd));
+  for (auto& x : q) x = nd(rng);
+  const float scale = 0.125f;
+  for (const bool with_sinks : {false, true}) {
+    SCOPED_TRACE(with_sinks ? "sinks" : "no sinks");
+    const KvLayerView view = c.view(with_sinks ? sinks.data() : nullptr);
+    std::vector<float> block_out(static_cast<size_t>(n_rows * n_gqa * hd_v)), small_bk(block_out.size());
+    std::vector<QueryRow> rows;
+    for (int64_t r = 0; r < n_rows; ++r)
+      rows.push_back({&q[r * n_gqa * hd], &block_out[r * n_gqa * hd_v], ranges[r].first, ranges[r].last,
+                      ranges[r].n_masked});
+    AttentionScratch s;
+    attend_block_typed(view, g, rows.data(), n_rows, n_gqa, hd, hd_v, scale, 256, s);
+    for (int64_t r = 0; r < n_rows; ++r) rows[r].out = &small_bk[r * n_gqa * hd_v];
+    attend_block_typed(view, g, rows.data(), n_rows, n_gqa, hd, hd_v, scale, 8, s);
+    EXPECT_EQ(0, std::memcmp(block_out.data(), small_bk.data(), block_out.size() * sizeof(float))) << "bk 8 vs 256";
+    // attend_block dispatches to it for a typed view.
+    for (int64_t r = 0; r < n_rows; ++r) rows[r].out = &small_bk[r * n_gqa * hd_v];
+    attend_block(view, g, rows.data(), n_rows, n_gqa, hd, hd_v, scale, s);
+    EXPECT_EQ(0, std::memcmp(block_out.data(), small_bk.data(), block_out.size() * sizeof(float))) << "attend_block";
+
+    const quant::TypeKernels& kk = quant::active_kernels().row(tc.k);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      SCOPED_TRACE(::testing::Message() << "row " << r);
+      // Alone in its block: the same bits.
+      std::vector<float> alone(static_cast<size_t>(n_gqa * hd_v));
+      QueryRow one = rows[r];
+      one.out = alone.data();
+      attend_block_typed(view, g, &one, 1, n_gqa, hd, hd_v, scale, 16, s);
+      EXPECT_EQ(0, std::memcmp(alone.data(), &block_out[r * n_gqa * hd_v], alone.size() * sizeof(float)));
+      // Double reference over the stored rows and the converted query.
+      for (int64_t i = 0; i < n_gqa; ++i) {
+        std::vector<uint8_t> qc(row_size(kk.vec_dot_type, hd));
+        std::vector<float> qf(static_cast<size_t>(hd));
+        quant::quantize_row(kk.vec_dot_type, &q[(r * n_gqa + i) * hd], qc.data(), hd);
+        quant::dequantize_row(kk.vec_dot_type, qc.data(), qf.data(), hd);
+        std::vector<double> p;
+        double mx = with_sinks ? sinks[g * n_gqa + i] : -INFINITY;
+        for (int64_t j = ranges[r].first; j <= ranges[r].last; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < hd; ++d) dot += static_cast<double>(qf[d]) * c.k_f[j * hd * n_groups + g * hd + d];
+          p.push_back(j < ranges[r].first + ranges[r].n_masked ? -INFINITY : dot * scale);
+          mx = std::max(mx, p.back());
+        }
+        double sum = with_sinks ? std::exp(sinks[g * n_gqa + i] - mx) : 0.0;
+        for (double& x : p) sum += x = std::exp(x - mx);
+        for (int64_t d = 0; d < hd_v; ++d) {
+          double o = 0;
+          for (int64_t j = ranges[r].first; j <= ranges[r].last; ++j)
+            o += p[j - ranges[r].first] / sum * c.v_f[j * hd_v * n_groups + g * hd_v + d];
+          EXPECT_NEAR(block_out[(r * n_gqa + i) * hd_v + d], o, 1e-4 * (1 + std::fabs(o))) << "head " << i << " dim " << d;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, AttentionTyped,
+                         ::testing::Values(TypeCase{GgmlType::Q8_0, GgmlType::Q8_0},
+                                           TypeCase{GgmlType::Q4_0, GgmlType::Q4_0},
+                                           TypeCase{GgmlType::Q5_0, GgmlType::Q5_0},
+                                           TypeCase{GgmlType::IQ4_NL, GgmlType::IQ4_NL},
+                                           TypeCase{GgmlType::BF16, GgmlType::BF16},
+                                           TypeCase{GgmlType::F16, GgmlType::Q8_0},
+                                           TypeCase{GgmlType::Q4_0, GgmlType::F16}),
+                         [](const ::testing::TestParamInfo<TypeCase>& i) {
+                           return std::string(type_name(i.param.k)) + "_" + std::string(type_name(i.param.v));
+                         });
+
+}  // namespace
+}  // namespace synapse::kernels
