@@ -27,7 +27,7 @@ declare -A allowed=(
 declare -A public=(
   [error]=base [types]=base [version]=base [gguf]=gguf [quantize]=runtime [tokenizer]=tokenizer
   [sampling]=runtime [stop]=runtime [chat]=runtime [synapse]=runtime [generation]=runtime [scheduler]=runtime
-  [synth]=runtime [imatrix]=runtime [grammar]=grammar
+  [synth]=runtime [imatrix]=runtime [reply_format]=runtime [grammar]=grammar
 )
 
 # The layer of an included path ("quant/gemm.hpp", "synapse/chat.hpp"), or

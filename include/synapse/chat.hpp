@@ -234,6 +234,13 @@ class ChatSyntax {
   // option for a bad reasoning_format, tools_json or tool_choice_json.
   std::string parse_reply(std::string_view text, const ChatReplyOptions& options) const;
 
+  // The reply parsed as parse_reply does, as OpenAI's assistant message (JSON
+  // text): {"role": "assistant", "content" (null when empty beside calls),
+  // "reasoning_content" (when there is some), "tool_calls" (when there are
+  // some)}; the same object the server writes (synapse/reply_format.hpp).
+  // Throws as parse_reply.
+  std::string reply_message(std::string_view text, const ChatReplyOptions& options) const;
+
   // A parser fed the reply piece by piece (streaming); parse_reply's result
   // is its deltas put together, however the text was split. Throws as
   // parse_reply.

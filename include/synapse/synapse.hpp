@@ -192,6 +192,20 @@ class Sequence {
   // before they are written).
   int64_t kv_pages() const;
   int64_t kv_pages_needed(int64_t n_new) const;
+  // The token ids at positions [0, n_past()), as decoded (-1 where a
+  // position was decoded from an embedding row); clear, truncate and fork
+  // keep them in step with the cache. Valid until the next call that
+  // changes the sequence.
+  std::span<const token_id> tokens() const;
+  // Prompt-prefix reuse (llama-server's cache_prompt, llama-cpp-python's
+  // reuse of the context's tokens): keeps the longest prefix of tokens()
+  // that `prompt` starts with, at most prompt.size() - 1 positions (the last
+  // prompt token is always computed again, for its logits), and forgets the
+  // rest. When the cache cannot be cut back to it (truncate's rules: a
+  // sliding window has given back a position it needs, or a recurrent
+  // state holds the whole sequence) the sequence is cleared. Returns the
+  // positions kept: prompt[0, kept) need not be decoded again.
+  int64_t keep_common_prefix(std::span<const token_id> prompt);
 
  private:
   friend class Context;

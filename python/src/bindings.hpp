@@ -74,4 +74,8 @@ void bind_grammar(pybind11::module_& m);
 // tool-call grammar and reply parser of its family (chat.cpp).
 void bind_chat(pybind11::module_& m);
 
+// Replies: the library's OpenAI reply formatter in llama-cpp-python's dialect
+// (reply.cpp).
+void bind_reply(pybind11::module_& m);
+
 }  // namespace synapse::python

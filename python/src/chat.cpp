@@ -58,6 +58,18 @@ void bind_chat(py::module_& m) {
           py::arg("id_seed") = 0,
           "TEXT (str or UTF-8 bytes) as JSON text {\"content\", \"reasoning_content\", \"tool_calls\"}.")
       .def(
+          "reply_message",
+          [](const ChatSyntax& s, std::string_view text, std::string reasoning_format, bool thinking_open,
+             std::string tools_json, std::string tool_choice_json, bool parallel_tool_calls, uint64_t id_seed) {
+            return s.reply_message(text, reply_options(std::move(reasoning_format), thinking_open,
+                                                       std::move(tools_json), std::move(tool_choice_json),
+                                                       parallel_tool_calls, id_seed));
+          },
+          py::arg("text"), py::kw_only(), py::arg("reasoning_format") = "auto", py::arg("thinking_open") = false,
+          py::arg("tools_json") = "", py::arg("tool_choice_json") = "", py::arg("parallel_tool_calls") = true,
+          py::arg("id_seed") = 0,
+          "TEXT parsed as parse_reply does, as OpenAI's assistant message (JSON text): the server's message.")
+      .def(
           "stream",
           [](const ChatSyntax& s, std::string reasoning_format, bool thinking_open, std::string tools_json,
              std::string tool_choice_json, bool parallel_tool_calls, uint64_t id_seed) {

@@ -156,7 +156,20 @@ PYBIND11_MODULE(_synapse, m) {
       .def("clear", &Sequence::clear, "forget every position; the next token is position 0")
       .def("truncate", &Sequence::truncate, py::arg("n_keep"),
            "forget positions [n_keep, n_past); InvalidArgumentError outside [0, n_past]")
-      .def("fork", &Sequence::fork, py::arg("n_prefix"), "a new sequence sharing positions [0, n_prefix)");
+      .def("fork", &Sequence::fork, py::arg("n_prefix"), "a new sequence sharing positions [0, n_prefix)")
+      .def_property_readonly(
+          "tokens",
+          [](const Sequence& s) {
+            const std::span<const token_id> t = s.tokens();
+            return std::vector<token_id>(t.begin(), t.end());
+          },
+          "the token ids at positions [0, n_past) (-1: an embedding row), kept by the library")
+      .def(
+          "keep_common_prefix",
+          [](Sequence& s, const std::vector<token_id>& prompt) { return s.keep_common_prefix(prompt); },
+          py::arg("prompt"),
+          "keeps the longest prefix of tokens that PROMPT starts with (at most len(PROMPT) - 1; the\n"
+          "sequence is cleared when its cache cannot be cut back to it) and returns its length");
 
   py::class_<BoundContext>(m, "Context", "A thread pool and logits buffer over a model (synapse::Context).")
       .def(py::init<const Model&, int>(), py::arg("model"), py::arg("n_threads") = 0,
@@ -240,4 +253,5 @@ PYBIND11_MODULE(_synapse, m) {
   bind_generation(m);
   bind_grammar(m);
   bind_chat(m);
+  bind_reply(m);
 }

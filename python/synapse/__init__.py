@@ -55,7 +55,7 @@ from ._synapse import (  # noqa: F401  (re-exported)
     OutOfRangeError,
     UnsupportedError,
 )
-from .chat import Jinja2ChatFormatter, check_messages, reply_message, tool_choice_json
+from .chat import Jinja2ChatFormatter, check_messages, tool_choice_json
 from .hf_cache import find_cached_file
 from .llama_cache import BaseLlamaCache, LlamaCache, LlamaDiskCache, LlamaRAMCache, LlamaState, longest_token_prefix
 from .llama_grammar import LlamaGrammar
@@ -324,6 +324,7 @@ class Llama:
         self._logits_all = bool(logits_all)
         self._seed = seed
         self._stream: Optional[_synapse.Stream] = None
+        self._stream_prefix: List[int] = []  # the tokens the reply in progress started from
         self.cache: Optional[BaseLlamaCache] = None
         self._restored_logits: Optional[np.ndarray] = None  # load_state: the saved last row until the next decode
         self._model = _synapse.Model.load(self.model_path)
@@ -344,9 +345,6 @@ class Llama:
                                               n_threads=self.n_threads, n_threads_batch=self.n_threads,
                                               logits_all=self._logits_all, type_k=self._ctx.type_k,
                                               type_v=self._ctx.type_v)
-        self._tokens: List[int] = []  # the ids whose K/V the sequence holds, in order
-        self._pending: List[int] = []  # the prompt of the reply in progress, after the kept prefix
-        self._generated: List[int] = []  # its tokens so far (streaming)
         self._batch: Optional[_synapse.BatchRunner] = None  # create_completions' scheduler
         self.chat_format = _CHAT_FORMAT_ALIASES.get(chat_format, chat_format)
         self._jinja: Optional[Jinja2ChatFormatter] = None  # chat_format="jinja": Python's Jinja2
@@ -466,6 +464,16 @@ class Llama:
     # --- low level: eval and logits -------------------------------------------
 
     @property
+    def _tokens(self) -> List[int]:
+        """The ids whose K/V the sequence holds, in order: kept by the library
+        (Sequence.tokens), which every decode, truncate, clear and fork updates.
+        While a reply runs on its worker (which decodes into the sequence), the
+        prefix it started from: the sequence is read only once it is joined."""
+        if self._stream is not None:
+            return list(self._stream_prefix)
+        return self._seq.tokens
+
+    @property
     def n_tokens(self) -> int:
         """Tokens in the context (evaluated and kept)."""
         return len(self._tokens)
@@ -492,12 +500,11 @@ class Llama:
                        "positions are in use")
         for i in range(0, len(tokens), step):
             chunk = tokens[i:i + step]
+            n = self._seq.n_past
             self._ctx.decode(self._seq, chunk, self._logits_all)
             self._restored_logits = None
             if self._scores is not None:
-                n = len(self._tokens)
                 self._scores[n:n + len(chunk)] = self._ctx.logits
-            self._tokens.extend(chunk)
 
     @property
     def logits(self) -> np.ndarray:
@@ -533,7 +540,6 @@ class Llama:
         """Empties the context: the next token is position 0."""
         self._end_stream()
         self._seq.clear()
-        self._tokens = []
 
     def set_seed(self, seed: int) -> None:
         """The seed of later calls that pass none (-1: random each call)."""
@@ -583,8 +589,7 @@ class Llama:
         snapshot = state.llama_state
         if isinstance(snapshot, _KvSnapshot) and snapshot.model is self._model and \
                 snapshot.seq.n_past == len(ids) and snapshot.seq.n_ctx == self.n_ctx():
-            self._seq = snapshot.seq.fork(len(ids))  # a copy: the state can be loaded again
-            self._tokens = ids
+            self._seq = snapshot.seq.fork(len(ids))  # a copy (its tokens too): the state can be loaded again
             rows = np.asarray(state.scores, dtype=np.float32)
             if self._scores is not None:
                 self._scores[:] = np.nan
@@ -692,7 +697,7 @@ class Llama:
                                     presence_penalty, tfs_z, mirostat_mode, grammar)
             self._end_stream()
             if reset:
-                keep = self._truncate(min(longest_token_prefix(self._tokens, tokens), max(len(tokens) - 1, 0)))
+                keep = self._keep_prefix(tokens)
                 tokens = tokens[keep:]
         while True:
             with self._lock:
@@ -780,19 +785,12 @@ class Llama:
                               frequency_penalty, presence_penalty, repeat_penalty, top_k, seed, logit_bias,
                               _grammar_text(grammar))
         text_prompt = prompt if isinstance(prompt, str) else self.detokenize(ids).decode("utf-8", "ignore")
-        meta = _Meta("cmpl-", model or self.model_path)
+        meta = _Meta("cmpl-", model or self.model_path, self._model)
         if stream:
             return self._stream_completion(ids, params, meta, text_prompt if echo else "", logprobs, len(text_prompt))
         result = self._run(ids, params)
-        text = result.text.decode("utf-8", "ignore")
-        choice = {
-            "text": (text_prompt if echo else "") + text,
-            "index": 0,
-            "logprobs": self._logprobs(result.tokens, result.logprobs, result.top_logprobs, len(text_prompt))
-            if logprobs is not None else None,
-            "finish_reason": result.finish_reason,
-        }
-        return meta.completion([choice], len(ids), len(result.tokens))
+        return meta.completion((text_prompt.encode("utf-8") if echo else b"") + result.text, result, logprobs,
+                               len(text_prompt), len(ids))
 
     @_locked
     def create_completions(self, prompts: Sequence[Union[str, List[int]]], **kwargs: Any) -> List[Dict[str, Any]]:
@@ -817,14 +815,8 @@ class Llama:
         out = []
         for p, prompt_ids, r in zip(prompts, ids, results):
             text_prompt = p if isinstance(p, str) else self.detokenize(prompt_ids).decode("utf-8", "ignore")
-            choice = {
-                "text": r.text.decode("utf-8", "ignore"),
-                "index": 0,
-                "logprobs": self._logprobs(r.tokens, r.logprobs, r.top_logprobs, len(text_prompt))
-                if want_logprobs is not None else None,
-                "finish_reason": r.finish_reason,
-            }
-            out.append(_Meta("cmpl-", model or self.model_path).completion([choice], len(prompt_ids), len(r.tokens)))
+            meta = _Meta("cmpl-", model or self.model_path, self._model)
+            out.append(meta.completion(r.text, r, want_logprobs, len(text_prompt), len(prompt_ids)))
         return out
 
     @_locked
@@ -934,7 +926,7 @@ class Llama:
         params = self._params(max_tokens, temperature, top_p, min_p, typical_p, n_probs,
                               list(stop or []), frequency_penalty, presence_penalty,
                               repeat_penalty, top_k, seed, logit_bias, gbnf)
-        meta = _Meta("chatcmpl-", model or self.model_path)
+        meta = _Meta("chatcmpl-", model or self.model_path, self._model)
         if stream:
             return self._stream_chat(ids, params, meta, n_probs, reply)
         result = self._run(ids, params)
@@ -943,17 +935,10 @@ class Llama:
         if reply is None:
             message = {"role": "assistant", "content": text}
         else:
-            message = reply_message(json.loads(self._syntax.parse_reply(result.text, **reply)))
+            message = json.loads(self._syntax.reply_message(result.text, **reply))
             if "tool_calls" in message and finish == "stop":
                 finish = "tool_calls"
-        choice = {
-            "index": 0,
-            "message": message,
-            "logprobs": self._chat_logprobs(result.tokens, result.logprobs, result.top_logprobs)
-            if n_probs is not None else None,
-            "finish_reason": finish,
-        }
-        return meta.chat([choice], len(ids), len(result.tokens))
+        return meta.chat(message, result if n_probs is not None else None, finish, len(ids), len(result.tokens))
 
     # --- internals ---------------------------------------------------------------
 
@@ -1041,14 +1026,13 @@ class Llama:
         p.n_ubatch = min(self.n_batch, self.n_ubatch)
         return p
 
-    def _end_stream(self, generated: Optional[List[int]] = None) -> None:
+    def _end_stream(self) -> None:
         """Joins the reply in progress, if any (cancelling it unless it is
-        over) and records what the sequence holds."""
+        over); the sequence's tokens are what its cache holds."""
         stream = getattr(self, "_stream", None)
         if stream is not None:
             stream.stop()
             self._stream = None
-            self._sync_tokens(self._generated if generated is None else generated)
 
     def _start(self, ids: List[int], params, keep_steps: bool) -> "_synapse.Stream":
         """Starts the library's generate() on the context, reusing the longest
@@ -1058,27 +1042,25 @@ class Llama:
         if not ids:
             raise _bad("prompt: empty (no tokens and no BOS)")
         self._cache_lookup(ids)
-        keep = self._truncate(longest_token_prefix(self._tokens, ids[:-1]))
+        keep = self._keep_prefix(ids)
         self._restored_logits = None  # the generation loop overwrites the logits buffer
         if self._scores is not None:
             self._scores[keep:] = np.nan  # the loop keeps no rows
-        self._pending = ids[keep:]  # what the reply appends after the kept prefix
-        self._generated = []
+        self._stream_prefix = ids[:keep]
         self._stream = _synapse.Stream(self._ctx, self._seq, ids[keep:], params, keep_steps, ids[:keep])
         return self._stream
 
-    def _truncate(self, keep: int) -> int:
-        """Keeps the first `keep` tokens of the context and returns `keep`; or,
-        when the sequence cannot be cut back to them (a sliding window has
-        overwritten some, or a recurrent model's state, Qwen3.5's, holds the
-        whole sequence), none, and returns 0 (the scheduler does the same)."""
-        if keep < len(self._tokens):
-            try:
-                self._seq.truncate(keep)
-            except InvalidArgumentError:
-                self._seq.clear()
-                keep = 0
-            del self._tokens[keep:]
+    def _keep_prefix(self, ids: List[int]) -> int:
+        """Keeps the longest prefix of `ids` the context holds (at most all
+        but the last id, which is recomputed for its logits) and returns its
+        length: the library's prefix reuse (Sequence.keep_common_prefix),
+        which starts again from position 0 when the cache cannot be cut back
+        to it (a sliding window has overwritten some of it, or a recurrent
+        model's state, Qwen3.5's, holds the whole sequence), as the
+        scheduler does."""
+        n = self._seq.n_past
+        keep = self._seq.keep_common_prefix(ids)
+        if keep < n:
             self._restored_logits = None
         return keep
 
@@ -1100,22 +1082,12 @@ class Llama:
         if self.cache is not None and self._tokens:
             self.cache[list(self._tokens)] = self.save_state()
 
-    def _sync_tokens(self, generated: List[int]) -> None:
-        """After a reply: records what the sequence now holds (prompt, then the
-        reply's tokens that were fed back), dropping any position whose id is
-        not known here."""
-        known = self._tokens + getattr(self, "_pending", []) + list(generated)
-        self._pending = []
-        n = min(self._seq.n_past, len(known))
-        self._seq.truncate(n)
-        self._tokens = known[:n]
-
     def _run(self, ids: List[int], params) -> "_synapse.GenerationResult":
         stream = self._start(ids, params, keep_steps=False)
         # A KeyboardInterrupt raised here has cancelled the reply; the next
         # call joins its worker (_end_stream) before using the context.
         result = stream.result()
-        self._end_stream(result.tokens)
+        self._end_stream()
         self._cache_store()
         return result
 
@@ -1131,11 +1103,7 @@ class Llama:
                     if self._stream is not stream:
                         raise _bad(_STREAM_CANCELLED)
                     steps = stream.poll()
-                    if steps:
-                        for step in steps:
-                            if step[0] >= 0 and not step[1]:
-                                self._generated.append(step[0])
-                    else:
+                    if not steps:
                         self._end_stream()
                         self._cache_store()
                 if not steps:
@@ -1150,16 +1118,15 @@ class Llama:
 
     def _stream_completion(self, ids, params, meta, echo_text, logprobs, prompt_len) -> Iterator[Dict[str, Any]]:
         if echo_text:
-            yield meta.completion_chunk(echo_text, None, None)
+            yield meta.completion_chunk(echo_text, None, 0, None)
         offset = prompt_len
-        for tok, eog, text, lp, top, finish in self._steps(ids, params):
+        for step in self._steps(ids, params):
+            tok, eog, text, _, _, finish = step
             piece = text.decode("utf-8", "ignore")
-            chunk_lp = None
-            if logprobs is not None and tok >= 0 and not eog:
-                chunk_lp = self._logprobs([tok], [lp], [top], offset)
+            with_logprobs = logprobs is not None and tok >= 0 and not eog
+            if piece or finish is not None or with_logprobs:
+                yield meta.completion_chunk(text, [step] if with_logprobs else None, offset, finish)
             offset += len(piece)
-            if piece or finish is not None or chunk_lp is not None:
-                yield meta.completion_chunk(piece, chunk_lp, finish)
 
     def _stream_chat(self, ids, params, meta, n_probs, reply) -> Iterator[Dict[str, Any]]:
         """Chunks of the reply: with a Jinja template, the library's streaming
@@ -1169,10 +1136,9 @@ class Llama:
         yield meta.chat_chunk({"role": "assistant"}, None, None)
         parser = self._syntax.stream(**reply) if reply is not None else None
         called = False
-        for tok, eog, text, lp, top, finish in self._steps(ids, params):
-            chunk_lp = None
-            if n_probs is not None and tok >= 0 and not eog:
-                chunk_lp = self._chat_logprobs([tok], [lp], [top])
+        for step in self._steps(ids, params):
+            tok, eog, text, _, _, finish = step
+            chunk_lp = [step] if n_probs is not None and tok >= 0 and not eog else None
             if parser is None:
                 piece = text.decode("utf-8", "ignore")
                 deltas = [{"content": piece}] if piece else []
@@ -1188,40 +1154,6 @@ class Llama:
             if finish is not None:
                 yield meta.chat_chunk({}, None, "tool_calls" if called and finish == "stop" else finish)
 
-    def _piece(self, token: int) -> str:
-        return self._model.token_to_piece(token, False).decode("utf-8", "ignore")
-
-    def _logprobs(self, tokens, logprobs, top, offset: int) -> Dict[str, Any]:
-        """llama-cpp-python's completion logprobs: tokens, text_offset,
-        token_logprobs and top_logprobs ({piece: logprob}, the token included)."""
-        out = {"tokens": [], "text_offset": [], "token_logprobs": [], "top_logprobs": []}
-        for i, tok in enumerate(tokens):
-            piece = self._piece(tok)
-            lp = float(logprobs[i]) if i < len(logprobs) else None
-            alts = {self._piece(t): float(v) for t, v in (top[i] if i < len(top) else [])}
-            alts.setdefault(piece, lp)
-            out["tokens"].append(piece)
-            out["text_offset"].append(offset)
-            out["token_logprobs"].append(lp)
-            out["top_logprobs"].append(alts)
-            offset += len(piece)
-        return out
-
-    def _chat_logprobs(self, tokens, logprobs, top) -> Dict[str, Any]:
-        """OpenAI's chat logprobs: {"content": [{"token", "logprob", "bytes", "top_logprobs"}]}."""
-        content = []
-        for i, tok in enumerate(tokens):
-            raw = self._model.token_to_piece(tok, False)
-            content.append({
-                "token": raw.decode("utf-8", "ignore"),
-                "logprob": float(logprobs[i]) if i < len(logprobs) else None,
-                "bytes": list(raw),
-                "top_logprobs": [{"token": self._piece(t), "logprob": float(v),
-                                  "bytes": list(self._model.token_to_piece(t, False))}
-                                 for t, v in (top[i] if i < len(top) else [])],
-            })
-        return {"content": content}
-
 
 _COMPLETION_DEFAULTS = dict(max_tokens=16, temperature=0.8, top_p=0.95, min_p=0.05, typical_p=1.0, logprobs=None,
                             stop=[], frequency_penalty=0.0, presence_penalty=0.0, repeat_penalty=1.0, top_k=40,
@@ -1229,33 +1161,40 @@ _COMPLETION_DEFAULTS = dict(max_tokens=16, temperature=0.8, top_p=0.95, min_p=0.
 
 
 class _Meta:
-    """The id, creation time and model name shared by one response's dicts."""
+    """The id, creation time and model name shared by one response's dicts,
+    which the library's reply formatter writes in llama-cpp-python's dialect
+    (synapse/reply_format.hpp: the chosen token in top_logprobs, text_offset
+    in characters, invalid UTF-8 bytes dropped)."""
 
-    def __init__(self, prefix: str, model: str):
+    def __init__(self, prefix: str, name: str, model: "_synapse.Model"):
         self.id = prefix + str(uuid.uuid4())
         self.created = int(time.time())
-        self.model = model
+        self.name = name
+        self._model = model
 
-    def _head(self, obj: str) -> Dict[str, Any]:
-        return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
+    def completion(self, text: bytes, result, logprobs: Optional[int], text_offset: int,
+                   n_prompt: int) -> Dict[str, Any]:
+        """A whole text_completion reply; `result`'s logprobs (counted from
+        text_offset characters) when logprobs is not None."""
+        return json.loads(_synapse.completion_json(
+            self._model, self.id, self.created, self.name, text, result if logprobs is not None else None,
+            text_offset, result.finish_reason, n_prompt, len(result.tokens), False))
 
-    @staticmethod
-    def _usage(n_prompt: int, n_completion: int) -> Dict[str, int]:
-        return {"prompt_tokens": n_prompt, "completion_tokens": n_completion, "total_tokens": n_prompt + n_completion}
+    def completion_chunk(self, text: Union[str, bytes], steps, text_offset: int,
+                         finish: Optional[str]) -> Dict[str, Any]:
+        """One streamed chunk: `steps`' logprobs (Stream.poll() tuples), or None."""
+        return json.loads(_synapse.completion_json(self._model, self.id, self.created, self.name, text, steps,
+                                                   text_offset, finish, 0, 0, True))
 
-    def completion(self, choices, n_prompt: int, n_completion: int) -> Dict[str, Any]:
-        return {**self._head("text_completion"), "choices": choices, "usage": self._usage(n_prompt, n_completion)}
+    def chat(self, message: Dict[str, Any], result, finish: str, n_prompt: int, n_completion: int) -> Dict[str, Any]:
+        """A whole chat.completion reply; `result`'s logprobs unless it is None."""
+        return json.loads(_synapse.chat_json(self._model, self.id, self.created, self.name, json.dumps(message),
+                                             result, finish, n_prompt, n_completion, False))
 
-    def completion_chunk(self, text: str, logprobs, finish: Optional[str]) -> Dict[str, Any]:
-        return {**self._head("text_completion"),
-                "choices": [{"text": text, "index": 0, "logprobs": logprobs, "finish_reason": finish}]}
-
-    def chat(self, choices, n_prompt: int, n_completion: int) -> Dict[str, Any]:
-        return {**self._head("chat.completion"), "choices": choices, "usage": self._usage(n_prompt, n_completion)}
-
-    def chat_chunk(self, delta: Dict[str, Any], logprobs, finish: Optional[str]) -> Dict[str, Any]:
-        return {**self._head("chat.completion.chunk"),
-                "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]}
+    def chat_chunk(self, delta: Dict[str, Any], steps, finish: Optional[str]) -> Dict[str, Any]:
+        """One chat.completion.chunk: `steps`' logprobs (Stream.poll() tuples), or None."""
+        return json.loads(_synapse.chat_json(self._model, self.id, self.created, self.name, json.dumps(delta), steps,
+                                             finish, 0, 0, True))
 
 
 def chat_formats() -> List[str]:

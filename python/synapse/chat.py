@@ -105,17 +105,3 @@ def tool_choice_json(tool_choice: Any) -> str:
         raise InvalidArgumentError(f"tool_choice = {tool_choice!r}: must be 'auto', 'none', 'required' or "
                                    "{'type': 'function', 'function': {'name': ...}}")
     return json.dumps(tool_choice)
-
-
-def reply_message(parsed: Dict[str, Any]) -> Dict[str, Any]:
-    """An OpenAI assistant message from the library's parsed reply: content
-    (None when the reply is only tool calls), reasoning_content and
-    tool_calls when there are some."""
-    message: Dict[str, Any] = {"role": "assistant", "content": parsed["content"]}
-    if parsed["reasoning_content"]:
-        message["reasoning_content"] = parsed["reasoning_content"]
-    if parsed["tool_calls"]:
-        message["tool_calls"] = parsed["tool_calls"]
-        if not parsed["content"]:
-            message["content"] = None
-    return message

@@ -54,6 +54,7 @@ struct Model::Impl {
 struct Sequence::Impl {
   std::shared_ptr<const Model::Impl> model;  // the model its cache was sized for
   model::KvCache kv;
+  std::vector<token_id> tokens;  // the id at each position of kv, -1 for an embedding row
 };
 struct Context::Impl {
   Impl(std::shared_ptr<const Model::Impl> model, int n_threads) : model(std::move(model)), pool(n_threads) {}
@@ -107,10 +108,34 @@ Sequence::~Sequence() = default;
 int64_t Sequence::n_past() const { return impl_->kv.n_past(); }
 int64_t Sequence::n_ctx() const { return impl_->kv.n_ctx(); }
 int64_t Sequence::capacity() const { return impl_->kv.capacity(); }
-void Sequence::clear() { impl_->kv.clear(); }
-void Sequence::truncate(int64_t n_keep) { impl_->kv.truncate(n_keep); }
+void Sequence::clear() {
+  impl_->kv.clear();
+  impl_->tokens.clear();
+}
+void Sequence::truncate(int64_t n_keep) {
+  impl_->kv.truncate(n_keep);
+  impl_->tokens.resize(static_cast<size_t>(n_keep));
+}
 Sequence Sequence::fork(int64_t n_prefix) const {
-  return Sequence(std::make_unique<Impl>(Impl{impl_->model, impl_->kv.fork(n_prefix)}));
+  model::KvCache kv = impl_->kv.fork(n_prefix);  // checks n_prefix
+  std::vector<token_id> tokens(impl_->tokens.begin(), impl_->tokens.begin() + n_prefix);
+  return Sequence(std::make_unique<Impl>(Impl{impl_->model, std::move(kv), std::move(tokens)}));
+}
+std::span<const token_id> Sequence::tokens() const { return impl_->tokens; }
+int64_t Sequence::keep_common_prefix(std::span<const token_id> prompt) {
+  const std::vector<token_id>& have = impl_->tokens;
+  const size_t most = prompt.empty() ? 0 : prompt.size() - 1;
+  size_t keep = 0;
+  while (keep < most && keep < have.size() && have[keep] == prompt[keep]) ++keep;
+  if (keep == have.size()) return static_cast<int64_t>(keep);
+  try {
+    truncate(static_cast<int64_t>(keep));
+  } catch (const Error& e) {
+    if (e.code() != Errc::invalid_argument) throw;
+    clear();  // the cache cannot be cut back to the prefix: start again from position 0
+    keep = 0;
+  }
+  return static_cast<int64_t>(keep);
 }
 int64_t Sequence::kv_pages() const { return impl_->kv.n_pages(); }
 int64_t Sequence::kv_pages_needed(int64_t n_new) const { return impl_->kv.pages_needed(n_new); }
@@ -155,7 +180,7 @@ Sequence Context::new_sequence(int64_t n_ctx) const {
   const model::Model& m = *impl_->model->m;
   if (n_ctx <= 0) n_ctx = new_sequence_n_ctx(m);
   return Sequence(std::make_unique<Sequence::Impl>(
-      Sequence::Impl{impl_->model, model::make_kv_cache(m, n_ctx, impl_->kv_pool, impl_->kv_types)}));
+      Sequence::Impl{impl_->model, model::make_kv_cache(m, n_ctx, impl_->kv_pool, impl_->kv_types), {}}));
 }
 
 void Context::share_kv(int64_t n_positions) {
@@ -230,6 +255,7 @@ std::span<const float> Context::decode(const Batch& batch) {
   }
   model::forward_batch(m, seqs, rows, impl_->logits, impl_->pool, &impl_->scratch, model::ForwardOutput::logits,
                        impl_->observer);
+  for (const Batch::Row& r : batch.rows_) r.seq->impl_->tokens.push_back(r.embd_offset >= 0 ? -1 : r.token);
   return impl_->logits;
 }
 
@@ -237,6 +263,7 @@ std::span<const float> Context::decode(Sequence& seq, std::span<const token_id> 
   const model::Model& m = *impl_->model->m;
   check_same_model(m, *seq.impl_->model->m);
   model::forward(m, seq.impl_->kv, tokens, false, impl_->logits, impl_->pool, &impl_->scratch, impl_->observer);
+  seq.impl_->tokens.insert(seq.impl_->tokens.end(), tokens.begin(), tokens.end());
   return impl_->logits;
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/chat_output.hpp"
+#include "runtime/reply_format.hpp"
 #include "synapse/chat.hpp"
 #include "synapse/error.hpp"
 
@@ -91,24 +92,9 @@ runtime::ParseOptions parse_options(const ChatReplyOptions& o) {
   return p;
 }
 
-ojson delta_json(const Delta& d) {
-  switch (d.kind) {
-    case Delta::Kind::content: return {{"content", d.text}};
-    case Delta::Kind::reasoning: return {{"reasoning_content", d.text}};
-    case Delta::Kind::tool_call:
-      return {{"tool_calls", ojson::array({{{"index", d.index},
-                                             {"id", d.id},
-                                             {"type", "function"},
-                                             {"function", {{"name", d.name}, {"arguments", ""}}}}})}};
-    case Delta::Kind::arguments:
-      return {{"tool_calls", ojson::array({{{"index", d.index}, {"function", {{"arguments", d.text}}}}})}};
-  }
-  return ojson::object();
-}
-
 std::string deltas_json(const std::vector<Delta>& deltas) {
   ojson a = ojson::array();
-  for (const Delta& d : deltas) a.push_back(delta_json(d));
+  for (const Delta& d : deltas) a.push_back(runtime::chat_delta<ojson>(d));
   return a.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -139,11 +125,16 @@ std::string ChatSyntax::tool_call_grammar(std::string_view tools_json, std::stri
 std::string ChatSyntax::parse_reply(std::string_view text, const ChatReplyOptions& options) const {
   const runtime::ParsedOutput out =
       runtime::parse_output(static_cast<ToolCallFormat>(format_), text, parse_options(options));
-  ojson calls = ojson::array();
-  for (const runtime::ToolCall& c : out.tool_calls)
-    calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
-  const ojson j = {{"content", out.content}, {"reasoning_content", out.reasoning_content}, {"tool_calls", calls}};
+  const ojson j = {{"content", out.content},
+                   {"reasoning_content", out.reasoning_content},
+                   {"tool_calls", runtime::chat_tool_calls<ojson>(out.tool_calls)}};
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string ChatSyntax::reply_message(std::string_view text, const ChatReplyOptions& options) const {
+  const runtime::ParsedOutput out =
+      runtime::parse_output(static_cast<ToolCallFormat>(format_), text, parse_options(options));
+  return runtime::chat_message<ojson>(out).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 struct ChatReplyStream::State {

@@ -24,90 +24,17 @@ json error_body(int status, const std::string& message, const std::string& param
 
 namespace {
 
-// A token's bytes as OpenAI's "bytes" field gives them (the piece may be a
-// partial UTF-8 sequence; the "token" string then shows U+FFFD).
-json bytes_of(const std::string& piece) {
-  json b = json::array();
-  for (const unsigned char c : piece) b.push_back(static_cast<int>(c));
-  return b;
+constexpr ReplyDialect kDialect = ReplyDialect::llama_server;
+
+// llama-server's completion_probabilities (/completion): the chat entries
+// with each token's id.
+json completion_probabilities(std::span<const TokenProbs> tokens, const Tokenizer& tok) {
+  return runtime::token_entries<json>(kDialect, tokens, tok, true);
 }
 
-std::string piece(const Tokenizer& tok, token_id id) { return tok.token_to_piece(id, true); }
-
-// `s` with each invalid UTF-8 sequence replaced by U+FFFD (for object keys,
-// which the serializer's replace handler does not cover when it throws first).
-std::string valid_utf8(const std::string& s) { return json::parse(dump_json(json(s))).get<std::string>(); }
-
-// A token and its log-probabilities, from a finished reply or a streamed step.
-struct TokenEntry {
-  token_id id;
-  float logprob;
-  std::span<const TokenLogprob> top;
-};
-
-std::vector<TokenEntry> entries_of(const GenerationResult& r) {
-  std::vector<TokenEntry> out;
-  for (size_t i = 0; i < r.tokens.size(); ++i)
-    out.push_back({r.tokens[i], i < r.logprobs.size() ? r.logprobs[i] : 0.0f,
-                   i < r.top_logprobs.size() ? std::span<const TokenLogprob>(r.top_logprobs[i])
-                                             : std::span<const TokenLogprob>()});
-  return out;
-}
-
-// Steps that put a token in the reply (not closing steps, not end-of-generation).
-std::vector<TokenEntry> entries_of(std::span<const GeneratedToken> steps) {
-  std::vector<TokenEntry> out;
-  for (const GeneratedToken& g : steps)
-    if (g.id >= 0 && !g.eog) out.push_back({g.id, g.logprob, g.top_logprobs});
-  return out;
-}
-
-// One token's entry: OpenAI's {token, logprob, bytes}, plus llama-server's id.
-json prob_entry(const Tokenizer& tok, token_id id, float logprob, bool with_id) {
-  const std::string p = piece(tok, id);
-  json e = {{"token", p}, {"logprob", logprob}, {"bytes", bytes_of(p)}};
-  if (with_id) e["id"] = id;
-  return e;
-}
-
-// The entries of chat's logprobs.content (with_id false) and of
-// llama-server's completion_probabilities (true), each with its top_logprobs.
-json token_probs(std::span<const TokenEntry> tokens, const Tokenizer& tok, bool with_id) {
-  json out = json::array();
-  for (const TokenEntry& t : tokens) {
-    json e = prob_entry(tok, t.id, t.logprob, with_id);
-    json top = json::array();
-    for (const TokenLogprob& c : t.top) top.push_back(prob_entry(tok, c.id, c.logprob, with_id));
-    e["top_logprobs"] = std::move(top);
-    out.push_back(std::move(e));
-  }
-  return out;
-}
-
-json chat_logprobs(std::span<const TokenEntry> tokens, const Tokenizer& tok) {
-  return {{"content", token_probs(tokens, tok, false)}, {"refusal", nullptr}};
-}
-
-// OpenAI's legacy completions shape; text_offset counts bytes from the start
-// of the choice's text (`offset` for the first token of a streamed chunk).
-json completion_logprobs(std::span<const TokenEntry> tokens, const Tokenizer& tok, size_t offset) {
-  json toks = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
-  for (const TokenEntry& t : tokens) {
-    const std::string p = piece(tok, t.id);
-    toks.push_back(p);
-    lps.push_back(t.logprob);
-    json top = json::object();  // keyed by the candidates' texts, made valid UTF-8
-    for (const TokenLogprob& c : t.top) top[valid_utf8(piece(tok, c.id))] = c.logprob;
-    tops.push_back(std::move(top));
-    offs.push_back(offset);
-    offset += p.size();
-  }
-  return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
-}
-
-json token_ids(std::span<const TokenEntry> tokens) {
+json token_ids(std::span<const TokenProbs> tokens) {
   json ids = json::array();
-  for (const TokenEntry& t : tokens) ids.push_back(t.id);
+  for (const TokenProbs& t : tokens) ids.push_back(t.id);
   return ids;
 }
 
@@ -133,12 +60,12 @@ const char* stop_type_of(const GenerationResult& r) {
 
 // llama-server's native result object (tools/server/README.md, POST /completion).
 json native_result(const CompletionRequest& req, const ReplyMeta& meta, int index, const std::string& text,
-                   std::span<const TokenEntry> tokens, const Tokenizer& tok, const GenerationResult* fin) {
+                   std::span<const TokenProbs> tokens, const Tokenizer& tok, const GenerationResult* fin) {
   json j = {{"index", index}, {"content", text}, {"stop", fin != nullptr}, {"id_slot", fin ? fin->slot : -1}};
   // A streamed chunk always carries its token ids (llama-server); a whole
   // reply only with return_tokens.
   j["tokens"] = req.return_tokens || (req.stream && fin == nullptr) ? token_ids(tokens) : json::array();
-  if (req.logprobs) j["completion_probabilities"] = token_probs(tokens, tok, true);
+  if (req.logprobs) j["completion_probabilities"] = completion_probabilities(tokens, tok);
   if (fin) {
     j["model"] = meta.model;
     j["tokens_predicted"] = fin->tokens.size();
@@ -171,12 +98,20 @@ json native_result(const CompletionRequest& req, const ReplyMeta& meta, int inde
   return j;
 }
 
-json head(const ReplyMeta& meta, const char* object) {
-  return {{"id", meta.id},
-          {"object", object},
-          {"created", meta.created},
-          {"model", meta.model},
-          {"system_fingerprint", meta.system_fingerprint}};
+json head(const ReplyMeta& meta, const char* object) { return runtime::reply_head<json>(kDialect, meta, object); }
+
+// A choice of the reply or of a chunk: `tokens`' logprobs when `logprobs`,
+// finish_reason null while `finish` is null.
+ReplyChoice choice_of(int index, std::string text, bool logprobs, std::span<const TokenProbs> tokens,
+                      size_t text_offset, const char* finish) {
+  ReplyChoice c;
+  c.index = index;
+  c.text = std::move(text);
+  c.logprobs = logprobs;
+  c.tokens.assign(tokens.begin(), tokens.end());
+  c.text_offset = text_offset;
+  c.finish_reason = finish ? finish : "";
+  return c;
 }
 
 }  // namespace
@@ -186,32 +121,16 @@ const char* finish_reason_of(const GenerationResult& r, bool tool_calls) {
   return tool_calls ? "tool_calls" : "stop";
 }
 
-json chat_message(const runtime::ParsedOutput& p) {
-  json m = {{"role", "assistant"}};
-  m["content"] = p.content.empty() && !p.tool_calls.empty() ? json() : json(p.content);
-  if (!p.reasoning_content.empty()) m["reasoning_content"] = p.reasoning_content;
-  if (!p.tool_calls.empty()) {
-    json calls = json::array();
-    for (const runtime::ToolCall& c : p.tool_calls)
-      calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
-    m["tool_calls"] = std::move(calls);
-  }
-  return m;
-}
-
 json usage_of(const CompletionRequest& req, std::span<const GenerationResult> choices) {
-  int64_t prompt = 0, cached = 0, completion = 0;
+  ReplyUsage u;
   for (size_t i = 0; i < choices.size(); ++i) {
     if (i % static_cast<size_t>(req.n) == 0) {
-      prompt += choices[i].n_prompt;
-      cached += choices[i].n_cached;
+      u.prompt_tokens += choices[i].n_prompt;
+      u.cached_tokens += choices[i].n_cached;
     }
-    completion += static_cast<int64_t>(choices[i].tokens.size());
+    u.completion_tokens += static_cast<int64_t>(choices[i].tokens.size());
   }
-  return {{"prompt_tokens", prompt},
-          {"completion_tokens", completion},
-          {"total_tokens", prompt + completion},
-          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+  return runtime::reply_usage<json>(kDialect, u);
 }
 
 json completion_reply(const CompletionRequest& req, const ReplyMeta& meta, std::span<const GenerationResult> choices,
@@ -219,7 +138,7 @@ json completion_reply(const CompletionRequest& req, const ReplyMeta& meta, std::
   if (req.route == Route::completion) {
     json arr = json::array();
     for (size_t i = 0; i < choices.size(); ++i)
-      arr.push_back(native_result(req, meta, static_cast<int>(i), choices[i].text, entries_of(choices[i]), tok,
+      arr.push_back(native_result(req, meta, static_cast<int>(i), choices[i].text, token_probs(choices[i]), tok,
                                   &choices[i]));
     return choices.size() == 1 ? arr[0] : arr;
   }
@@ -228,22 +147,19 @@ json completion_reply(const CompletionRequest& req, const ReplyMeta& meta, std::
   json cs = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     const GenerationResult& c = choices[i];
-    json choice = {{"index", i}, {"finish_reason", finish_reason_of(c)}};
-    const std::vector<TokenEntry> tokens = entries_of(c);
+    const std::vector<TokenProbs> tokens = token_probs(c);
+    ReplyChoice choice = choice_of(static_cast<int>(i), c.text, req.logprobs, tokens, 0, finish_reason_of(c));
     if (chat && req.chat_output) {
       const runtime::ParsedOutput parsed =
           runtime::parse_output(req.chat_output->format, c.text, req.chat_output->for_choice(i));
-      choice["message"] = chat_message(parsed);
-      choice["finish_reason"] = finish_reason_of(c, !parsed.tool_calls.empty());
-      choice["logprobs"] = req.logprobs ? chat_logprobs(tokens, tok) : json();
+      choice.finish_reason = finish_reason_of(c, !parsed.tool_calls.empty());
+      cs.push_back(runtime::chat_choice<json>(kDialect, choice, "message", runtime::chat_message<json>(parsed), tok));
     } else if (chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-      choice["logprobs"] = req.logprobs ? chat_logprobs(tokens, tok) : json();
+      cs.push_back(runtime::chat_choice<json>(kDialect, choice, "message", {{"role", "assistant"}, {"content", c.text}},
+                                              tok));
     } else {
-      choice["text"] = c.text;
-      choice["logprobs"] = req.logprobs ? completion_logprobs(tokens, tok, 0) : json();
+      cs.push_back(runtime::completion_choice<json>(kDialect, choice, tok));
     }
-    cs.push_back(std::move(choice));
   }
   j["choices"] = std::move(cs);
   j["usage"] = usage_of(req, choices);
@@ -253,23 +169,20 @@ json completion_reply(const CompletionRequest& req, const ReplyMeta& meta, std::
 json stream_chunk(const CompletionRequest& req, const ReplyMeta& meta, int index, const std::string& text,
                   std::span<const GeneratedToken> steps, size_t text_offset, const Tokenizer& tok, bool first,
                   const GenerationResult* final_out, bool tool_calls) {
-  const std::vector<TokenEntry> tokens = entries_of(steps);
+  const std::vector<TokenProbs> tokens = token_probs(steps);
   if (req.route == Route::completion) return native_result(req, meta, index, text, tokens, tok, final_out);
   const bool chat = req.route == Route::chat_completions;
   json j = head(meta, chat ? "chat.completion.chunk" : "text_completion");
-  json choice = {{"index", index},
-                 {"finish_reason", final_out ? json(finish_reason_of(*final_out, tool_calls)) : json()}};
+  const ReplyChoice choice = choice_of(index, text, req.logprobs && !tokens.empty(), tokens, text_offset,
+                                       final_out ? finish_reason_of(*final_out, tool_calls) : nullptr);
   if (chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
     if (!text.empty() || first || !tokens.empty()) delta["content"] = text;
-    choice["delta"] = std::move(delta);
-    choice["logprobs"] = req.logprobs && !tokens.empty() ? chat_logprobs(tokens, tok) : json();
+    j["choices"] = json::array({runtime::chat_choice<json>(kDialect, choice, "delta", std::move(delta), tok)});
   } else {
-    choice["text"] = text;
-    choice["logprobs"] = req.logprobs && !tokens.empty() ? completion_logprobs(tokens, tok, text_offset) : json();
+    j["choices"] = json::array({runtime::completion_choice<json>(kDialect, choice, tok)});
   }
-  j["choices"] = json::array({std::move(choice)});
   if (req.include_usage) j["usage"] = nullptr;
   return j;
 }
@@ -277,33 +190,17 @@ json stream_chunk(const CompletionRequest& req, const ReplyMeta& meta, int index
 std::vector<json> delta_chunks(const CompletionRequest& req, const ReplyMeta& meta, int index,
                                std::span<const runtime::Delta> deltas, std::span<const GeneratedToken> steps,
                                const Tokenizer& tok) {
-  using Kind = runtime::Delta::Kind;
-  const std::vector<TokenEntry> tokens = entries_of(steps);
+  const std::vector<TokenProbs> tokens = token_probs(steps);
   std::vector<json> out;
   const auto chunk = [&](json delta) {
     json j = head(meta, "chat.completion.chunk");
-    json choice = {{"index", index}, {"finish_reason", nullptr}, {"delta", std::move(delta)}};
     // The step's logprobs ride on its first chunk.
-    choice["logprobs"] = req.logprobs && !tokens.empty() && out.empty() ? chat_logprobs(tokens, tok) : json();
-    j["choices"] = json::array({std::move(choice)});
+    const ReplyChoice choice = choice_of(index, {}, req.logprobs && !tokens.empty() && out.empty(), tokens, 0, nullptr);
+    j["choices"] = json::array({runtime::chat_choice<json>(kDialect, choice, "delta", std::move(delta), tok)});
     if (req.include_usage) j["usage"] = nullptr;
     out.push_back(std::move(j));
   };
-  for (const runtime::Delta& d : deltas) {
-    switch (d.kind) {
-      case Kind::content: chunk({{"content", d.text}}); break;
-      case Kind::reasoning: chunk({{"reasoning_content", d.text}}); break;
-      case Kind::tool_call:
-        chunk({{"tool_calls", json::array({{{"index", d.index},
-                                            {"id", d.id},
-                                            {"type", "function"},
-                                            {"function", {{"name", d.name}, {"arguments", ""}}}}})}});
-        break;
-      case Kind::arguments:
-        chunk({{"tool_calls", json::array({{{"index", d.index}, {"function", {{"arguments", d.text}}}}})}});
-        break;
-    }
-  }
+  for (const runtime::Delta& d : deltas) chunk(runtime::chat_delta<json>(d));
   if (out.empty() && req.logprobs && !tokens.empty()) chunk(json::object());
   return out;
 }

@@ -1,4 +1,5 @@
-// Replies in the shapes clients parse: OpenAI's chat.completion,
+// Replies in the shapes clients parse (OpenAI's fields through the shared
+// formatter, runtime/reply_format.hpp, in its llama_server dialect): OpenAI's chat.completion,
 // chat.completion.chunk, text_completion (with usage and
 // prompt_tokens_details.cached_tokens) and llama-server's native /completion
 // object; errors as {"error":{"message","type","param","code"}}; server-sent
@@ -15,19 +16,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/reply_format.hpp"
 #include "server/request.hpp"
 #include "synapse/generation.hpp"
 #include "synapse/tokenizer.hpp"
 
 namespace synapse::server {
 
-// The fields every reply of one request shares.
-struct ReplyMeta {
-  std::string id;                  // "chatcmpl-..." / "cmpl-..."
-  int64_t created = 0;             // Unix seconds
-  std::string model;               // the alias or file name served
-  std::string system_fingerprint;  // the build that answered
-};
+// The fields every reply of one request shares (id "chatcmpl-..." /
+// "cmpl-...", created, model: the alias or file name served,
+// system_fingerprint: the build that answered).
+using ReplyMeta = ReplyHead;
 
 // llama-server's error types by status: 400 invalid_request_error,
 // 401 authentication_error, 404 not_found_error, 413 invalid_request_error,
@@ -75,11 +74,6 @@ std::vector<nlohmann::json> delta_chunks(const CompletionRequest& req, const Rep
 // when the reply made calls, else "stop" (a cancelled reply, which no client
 // reads, is reported as "stop"). llama-server's rule.
 const char* finish_reason_of(const GenerationResult& r, bool tool_calls = false);
-
-// A parsed chat reply as OpenAI's message: role, content (null when empty
-// beside calls), reasoning_content (when there is some), tool_calls [{id,
-// type: "function", function: {name, arguments (a JSON string)}}].
-nlohmann::json chat_message(const runtime::ParsedOutput& parsed);
 
 // The usage object of all choices (OpenAI: prompt tokens counted once per prompt).
 nlohmann::json usage_of(const CompletionRequest& req, std::span<const GenerationResult> choices);

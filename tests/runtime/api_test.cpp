@@ -88,6 +88,41 @@ TEST(Api, ForkAndEmbeddingRows) {
   EXPECT_EQ(e.n_past(), 0);
 }
 
+// Sequence::tokens follows the cache through decode (single and batched,
+// embedding rows as -1), fork, truncate and clear; keep_common_prefix keeps
+// the longest common prefix but the prompt's last token, and clears a
+// recurrent model's sequence it cannot cut back (Qwen3.5).
+TEST(Api, SequenceKeepsItsTokensAndReusesTheCommonPrefix) {
+  const Model model = Model::load(data_path("models/stories260K.gguf"));
+  Context ctx(model, 1);
+  Sequence a = ctx.new_sequence(16);
+  const auto tokens = [](const Sequence& s) { return std::vector<token_id>(s.tokens().begin(), s.tokens().end()); };
+  ctx.decode(a, std::vector<token_id>{1, 403, 407});
+  Batch b;
+  b.add(a, 261, true);
+  b.add_embedding(a, std::vector<float>(64, 0.0f), true);
+  ctx.decode(b);
+  EXPECT_EQ(tokens(a), (std::vector<token_id>{1, 403, 407, 261, -1}));
+  EXPECT_EQ(tokens(a.fork(2)), (std::vector<token_id>{1, 403}));
+  // Prompt {1, 403, 407, 300}: the first three are kept, the last is computed again.
+  EXPECT_EQ(a.keep_common_prefix(std::vector<token_id>{1, 403, 407, 300}), 3);
+  EXPECT_EQ(a.n_past(), 3);
+  // The whole cache is the prompt: its last token is still recomputed.
+  EXPECT_EQ(a.keep_common_prefix(std::vector<token_id>{1, 403, 407}), 2);
+  EXPECT_EQ(tokens(a), (std::vector<token_id>{1, 403}));
+  EXPECT_EQ(a.keep_common_prefix(std::vector<token_id>{2}), 0);
+  EXPECT_EQ(a.n_past(), 0);
+  EXPECT_TRUE(a.tokens().empty());
+
+  const Model hybrid = Model::load(data_path("models/tiny-qwen35-q8_0.gguf"));
+  Context hctx(hybrid, 1);
+  Sequence h = hctx.new_sequence(16);
+  hctx.decode(h, std::vector<token_id>{1, 2, 3, 4});
+  EXPECT_EQ(h.keep_common_prefix(std::vector<token_id>{1, 2, 3, 4, 5}), 4);  // extends the whole sequence
+  EXPECT_EQ(h.keep_common_prefix(std::vector<token_id>{1, 2, 9}), 0);        // a state cannot be cut back to 2
+  EXPECT_EQ(h.n_past(), 0);
+}
+
 // A Sequence made for one model, decoded by another model's Context (whose
 // layers and heads differ): a clear Error, nothing written (it used to write
 // past the smaller model's KV cache). Even two loads of one file are two
