@@ -131,6 +131,12 @@ struct GenerationTimings {
   double predicted_ms = 0;   // wall time from the first sampled token to the end
   double prompt_per_second() const { return prompt_ms > 0 ? prompt_n * 1e3 / prompt_ms : 0; }
   double predicted_per_second() const { return predicted_ms > 0 ? predicted_n * 1e3 / predicted_ms : 0; }
+  // Milliseconds per token, 0 for none (llama-server's t_prompt_per_token_ms
+  // and t_gen_per_token_ms).
+  double prompt_per_token_ms() const { return prompt_n > 0 ? prompt_ms / static_cast<double>(prompt_n) : 0; }
+  double predicted_per_token_ms() const {
+    return predicted_n > 0 ? predicted_ms / static_cast<double>(predicted_n) : 0;
+  }
 };
 
 // A finished reply.

@@ -42,9 +42,11 @@ json timings(const GenerationResult& c) {
   const GenerationTimings& t = c.timings;
   return {{"prompt_n", t.prompt_n},
           {"prompt_ms", t.prompt_ms},
+          {"prompt_per_token_ms", t.prompt_per_token_ms()},
           {"prompt_per_second", t.prompt_per_second()},
           {"predicted_n", t.predicted_n},
           {"predicted_ms", t.predicted_ms},
+          {"predicted_per_token_ms", t.predicted_per_token_ms()},
           {"predicted_per_second", t.predicted_per_second()},
           {"cache_n", c.n_cached}};
 }

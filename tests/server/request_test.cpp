@@ -209,6 +209,31 @@ TEST_F(RequestTest, RepliesHaveOpenAIsShape) {
   EXPECT_EQ(dump_json(json(std::string("\xff"))), "\"\xEF\xBF\xBD\"");  // U+FFFD, no throw
 }
 
+// /completion's timings carry llama-server's nine fields (server-common.cpp
+// server_slot_stats::to_json: per-token milliseconds and rates, 0 for no
+// tokens; draft_n only with a draft model, which synapse has not).
+TEST_F(RequestTest, NativeTimingsAreLlamaServers) {
+  const CompletionRequest req = parse(Route::completion, {{"prompt", "a"}});
+  GenerationResult g;
+  g.text = "hi";
+  g.tokens = {300, 301};
+  g.n_prompt = 4;
+  g.n_cached = 1;
+  g.timings.prompt_n = 3;
+  g.timings.prompt_ms = 1.5;
+  g.timings.predicted_n = 2;
+  g.timings.predicted_ms = 5.0;
+  const ReplyMeta meta{"x", 1, "m", "fp"};
+  const json t = completion_reply(req, meta, std::span<const GenerationResult>(&g, 1), model_->tokenizer())["timings"];
+  EXPECT_EQ(t, json::parse(R"({"cache_n": 1, "prompt_n": 3, "prompt_ms": 1.5, "prompt_per_token_ms": 0.5,
+                               "prompt_per_second": 2000.0, "predicted_n": 2, "predicted_ms": 5.0,
+                               "predicted_per_token_ms": 2.5, "predicted_per_second": 400.0})"));
+  g.timings = {};
+  const json none = completion_reply(req, meta, std::span<const GenerationResult>(&g, 1), model_->tokenizer())["timings"];
+  EXPECT_EQ(none["prompt_per_token_ms"], 0.0);
+  EXPECT_EQ(none["predicted_per_token_ms"], 0.0);
+}
+
 // --- Chat with the model's Jinja template (issue 43) ---------------------------
 
 json with(json base, const json& extra) {
