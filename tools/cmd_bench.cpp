@@ -13,7 +13,7 @@
 // Each test runs -r times after one untimed warm-up decode step
 // (--no-warmup: none); the table gives the mean tokens/s ± the sample
 // standard deviation over the runs. The tokens are pseudo-random ids (speed
-// does not depend on them). -p, -n, -t, -d, -b and -ub take comma lists
+// does not depend on them). -p, -n, -t, -d, -b, -ub, -ctk and -ctv take comma lists
 // (-p 512,2048 -t 1,2) or repeat (-p 512 -p 2048), -pg and -m repeat; every
 // combination runs.
 //
@@ -109,7 +109,7 @@ struct BenchArgs {
   bool progress = false;
   bool warmup = true;
   int delay = 0;               // --delay: seconds between tests
-  KvTypeFlags kv_types;        // -ctk, -ctv (one type each)
+  std::vector<std::string> ctk{"f16"}, ctv{"f16"};  // -ctk, -ctv: comma lists, every pair run
 };
 
 struct Result {
@@ -280,9 +280,13 @@ double fraction_of_int8_peak(const Result& r) {
 }
 
 void print_table(FILE* out, const std::vector<Result>& rs, bool with_bound) {
-  std::fprintf(out, "| model | size | params | threads | test | t/s | GB/s | int8 %% |%s\n",
-              with_bound ? " bound t/s | % of bound |" : "");
-  std::fprintf(out, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |%s\n", with_bound ? " ---: | ---: |" : "");
+  // llama-bench's type_k/type_v columns, where a test ran with other than f16.
+  const bool kv_cols =
+      std::any_of(rs.begin(), rs.end(), [](const Result& r) { return r.type_k != "f16" || r.type_v != "f16"; });
+  std::fprintf(out, "| model | size | params | threads |%s test | t/s | GB/s | int8 %% |%s\n",
+               kv_cols ? " type_k | type_v |" : "", with_bound ? " bound t/s | % of bound |" : "");
+  std::fprintf(out, "| --- | ---: | ---: | ---: |%s ---: | ---: | ---: | ---: |%s\n", kv_cols ? " ---: | ---: |" : "",
+               with_bound ? " ---: | ---: |" : "");
   for (const Result& r : rs) {
     const bool tg = r.n_gen > 0;
     std::string gbps = "-", bound = "-", pct = "-";
@@ -295,9 +299,10 @@ void print_table(FILE* out, const std::vector<Result>& rs, bool with_bound) {
         pct = fmt("%.0f%%", 100.0 * fraction_of_bound(r));
       }
     }
-    std::fprintf(out, "| %s | %s | %s | %d | %s | %.2f ± %.2f | %s | %s |", r.model.c_str(),
-                 size_str(r.size_bytes).c_str(), params_str(r.params).c_str(), r.threads, r.test.c_str(), r.avg, r.sd,
-                 gbps.c_str(), int8.c_str());
+    std::fprintf(out, "| %s | %s | %s | %d |", r.model.c_str(), size_str(r.size_bytes).c_str(),
+                 params_str(r.params).c_str(), r.threads);
+    if (kv_cols) std::fprintf(out, " %s | %s |", r.type_k.c_str(), r.type_v.c_str());
+    std::fprintf(out, " %s | %.2f ± %.2f | %s | %s |", r.test.c_str(), r.avg, r.sd, gbps.c_str(), int8.c_str());
     if (with_bound) std::fprintf(out, " %s | %s |", bound.c_str(), pct.c_str());
     std::fprintf(out, "\n");
   }
@@ -549,13 +554,17 @@ int run(BenchArgs a) {
   };
 
   std::vector<Result> results;
+  // -ctk/-ctv pairs, as llama-bench runs them (every K type with every V type).
+  std::vector<std::pair<std::string, std::string>> kv_pairs;
+  for (const std::string& k : a.ctk)
+    for (const std::string& v : a.ctv) kv_pairs.emplace_back(k, v);
   // -b/-ub pairs for the prompt tests ({0, 0}: the whole prompt in one pass).
   std::vector<std::pair<int, int>> batch_pairs;
   for (int nb : a.n_batch.empty() ? std::vector<int>{0} : a.n_batch)
     for (int nub : a.n_ubatch.empty() ? std::vector<int>{0} : a.n_ubatch) batch_pairs.emplace_back(nb, nub);
   // Tests in all, for --progress's "benchmark i/N".
   const auto count_if = [](const std::vector<int>& v) { return static_cast<int>(std::count_if(v.begin(), v.end(), [](int x) { return x > 0; })); };
-  const int n_tests = static_cast<int>(a.models.size() * a.threads.size() * a.depth.size()) *
+  const int n_tests = static_cast<int>(a.models.size() * kv_pairs.size() * a.threads.size() * a.depth.size()) *
                       (count_if(a.n_prompt) * static_cast<int>(batch_pairs.size()) +
                        count_if(a.n_gen) * static_cast<int>(a.batch.size()) +
                        static_cast<int>(a.pg.size() * batch_pairs.size()));
@@ -586,175 +595,177 @@ int run(BenchArgs a) {
     int max_p = *std::max_element(a.n_prompt.begin(), a.n_prompt.end());
     const int max_n = *std::max_element(a.n_gen.begin(), a.n_gen.end());
     for (const std::string& v : a.pg) max_p = std::max(max_p, parse_pg(v).first + parse_pg(v).second);
-    const GgmlType type_k = kv_cache_type_from_name(a.kv_types.k), type_v = kv_cache_type_from_name(a.kv_types.v);
-    const uint64_t kv_row_bytes = m.kv_bytes_per_position(type_k, type_v);
-    base.type_k = kv_type_label(type_k);
-    base.type_v = kv_type_label(type_v);
-    if (!a.json && a.output == "md")
-      std::printf("%s: KV cache K %s, V %s: %llu bytes per token\n\n", base.model.c_str(), base.type_k.c_str(),
-                  base.type_v.c_str(), static_cast<unsigned long long>(kv_row_bytes));
-    TokenStream toks{.n_vocab = m.n_vocab()};
-    for (int threads : a.threads) {
-      // (No quantized matrix, no int8 share: nothing to measure the peak for.)
-      const double peak = any_pp && ops.per_token(1) > 0 ? int8_peak(threads) : 0.0;
-      Context ctx(m, threads);
-      ctx.set_kv_types(type_k, type_v);
-      for (int depth : a.depth) {
-        // Each run rewinds it to `depth` (Sequence::truncate; a sliding-window
-        // model whose window a run overruns cannot rewind, and says so; a
-        // model with recurrent layers, whose state cannot be cut back, takes
-        // a copy of the filled cache instead).
-        Sequence kv = ctx.new_sequence(static_cast<int64_t>(depth) + std::max(max_p, max_n) + 1);
-        std::optional<Sequence> at_depth;
-        const auto rewind = [&](Sequence& s) {
-          if (at_depth) s = at_depth->fork(depth);
-          else s.truncate(depth);
-        };
-        if (depth > 0) {
-          // Fill the cache to `depth` once (untimed); each run rewinds to it.
-          const auto t0 = std::chrono::steady_clock::now();
-          for (int done = 0; done < depth;) {
-            const int chunk = std::min(512, depth - done);
-            std::vector<token_id> batch(static_cast<size_t>(chunk));
-            for (token_id& t : batch) t = toks.next();
-            ctx.decode(kv, batch);
-            done += chunk;
-          }
-          std::fprintf(stderr, "synapse bench: %s: filled %d tokens of context in %.1f s\n", base.model.c_str(),
-                       depth, seconds_since(t0));
-          if (m.has_recurrent_layers()) at_depth = kv.fork(depth);
-        }
-        const auto warm_up = [&] {
-          if (!a.warmup) return;
-          if (a.progress) std::fprintf(stderr, "synapse bench: benchmark %d/%d: warmup run\n", test_no, n_tests);
-          rewind(kv);
-          const token_id one[1] = {toks.next()};
-          ctx.decode(kv, one);
-        };
-        // A prompt of p tokens after `depth`, in passes of `rows` rows.
-        const auto prompt = [&](int p, int rows) {
-          std::vector<token_id> batch(static_cast<size_t>(p));
-          for (token_id& t : batch) t = toks.next();
-          for (int done = 0; done < p; done += rows)
-            ctx.decode(kv, std::span<const token_id>(batch).subspan(static_cast<size_t>(done),
-                                                                     static_cast<size_t>(std::min(rows, p - done))));
-        };
-        for (int p : a.n_prompt) {
-          if (p == 0) continue;
-          for (const auto& [nb, nub] : batch_pairs) {
-          Result r = base;
-          r.threads = threads, r.n_prompt = p, r.depth = depth, r.bw_gbps = given_bw;
-          r.n_batch = nb > 0 ? nb : p, r.n_ubatch = nub > 0 ? nub : p;
-          r.test = "pp" + std::to_string(p) + (depth ? " @ d" + std::to_string(depth) : "");
-          r.gop_per_token = ops.per_token(p);
-          r.int8_peak_gops = r.gop_per_token > 0 ? peak : 0.0;
-          r.tokens_per_run = p;
-          begin_test(r);
-          warm_up();
-          const int rows = std::min(r.n_batch, r.n_ubatch);
-          for (int rep = 0; rep < a.reps; ++rep) {
-            if (a.progress) std::fprintf(stderr, "synapse bench: benchmark %d/%d: prompt run %d/%d\n", test_no, n_tests, rep + 1, a.reps);
-            rewind(kv);
+    for (const auto& [ctk, ctv] : kv_pairs) {
+      const GgmlType type_k = kv_cache_type_from_name(ctk), type_v = kv_cache_type_from_name(ctv);
+      const uint64_t kv_row_bytes = m.kv_bytes_per_position(type_k, type_v);
+      base.type_k = kv_type_label(type_k);
+      base.type_v = kv_type_label(type_v);
+      if (!a.json && a.output == "md")
+        std::printf("%s: KV cache K %s, V %s: %llu bytes per token\n\n", base.model.c_str(), base.type_k.c_str(),
+                    base.type_v.c_str(), static_cast<unsigned long long>(kv_row_bytes));
+      TokenStream toks{.n_vocab = m.n_vocab()};
+      for (int threads : a.threads) {
+        // (No quantized matrix, no int8 share: nothing to measure the peak for.)
+        const double peak = any_pp && ops.per_token(1) > 0 ? int8_peak(threads) : 0.0;
+        Context ctx(m, threads);
+        ctx.set_kv_types(type_k, type_v);
+        for (int depth : a.depth) {
+          // Each run rewinds it to `depth` (Sequence::truncate; a sliding-window
+          // model whose window a run overruns cannot rewind, and says so; a
+          // model with recurrent layers, whose state cannot be cut back, takes
+          // a copy of the filled cache instead).
+          Sequence kv = ctx.new_sequence(static_cast<int64_t>(depth) + std::max(max_p, max_n) + 1);
+          std::optional<Sequence> at_depth;
+          const auto rewind = [&](Sequence& s) {
+            if (at_depth) s = at_depth->fork(depth);
+            else s.truncate(depth);
+          };
+          if (depth > 0) {
+            // Fill the cache to `depth` once (untimed); each run rewinds to it.
             const auto t0 = std::chrono::steady_clock::now();
-            prompt(p, rows);
-            r.samples.push_back(p / std::max(seconds_since(t0), 1e-9));
+            for (int done = 0; done < depth;) {
+              const int chunk = std::min(512, depth - done);
+              std::vector<token_id> batch(static_cast<size_t>(chunk));
+              for (token_id& t : batch) t = toks.next();
+              ctx.decode(kv, batch);
+              done += chunk;
+            }
+            std::fprintf(stderr, "synapse bench: %s: filled %d tokens of context in %.1f s\n", base.model.c_str(),
+                         depth, seconds_since(t0));
+            if (m.has_recurrent_layers()) at_depth = kv.fork(depth);
           }
-          finish(r);
-          std::fprintf(stderr, "synapse bench: %s t=%d %s: %.2f t/s\n", r.model.c_str(), threads, r.test.c_str(), r.avg);
-          results.push_back(std::move(r));
-          }
-        }
-        // -pg P,N: a prompt and then N decode steps, timed together.
-        for (const std::string& v : a.pg) {
-          const auto [p, n] = parse_pg(v);
-          if (p == 0 && n == 0) continue;
-          for (const auto& [nb, nub] : batch_pairs) {
+          const auto warm_up = [&] {
+            if (!a.warmup) return;
+            if (a.progress) std::fprintf(stderr, "synapse bench: benchmark %d/%d: warmup run\n", test_no, n_tests);
+            rewind(kv);
+            const token_id one[1] = {toks.next()};
+            ctx.decode(kv, one);
+          };
+          // A prompt of p tokens after `depth`, in passes of `rows` rows.
+          const auto prompt = [&](int p, int rows) {
+            std::vector<token_id> batch(static_cast<size_t>(p));
+            for (token_id& t : batch) t = toks.next();
+            for (int done = 0; done < p; done += rows)
+              ctx.decode(kv, std::span<const token_id>(batch).subspan(static_cast<size_t>(done),
+                                                                       static_cast<size_t>(std::min(rows, p - done))));
+          };
+          for (int p : a.n_prompt) {
+            if (p == 0) continue;
+            for (const auto& [nb, nub] : batch_pairs) {
             Result r = base;
-            r.threads = threads, r.n_prompt = p, r.n_gen = n, r.depth = depth, r.bw_gbps = 0;
-            r.n_batch = nb > 0 ? nb : std::max(p, 1), r.n_ubatch = nub > 0 ? nub : std::max(p, 1);
-            r.test = "pp" + std::to_string(p) + "+tg" + std::to_string(n) + (depth ? " @ d" + std::to_string(depth) : "");
-            r.tokens_per_run = p + n;
+            r.threads = threads, r.n_prompt = p, r.depth = depth, r.bw_gbps = given_bw;
+            r.n_batch = nb > 0 ? nb : p, r.n_ubatch = nub > 0 ? nub : p;
+            r.test = "pp" + std::to_string(p) + (depth ? " @ d" + std::to_string(depth) : "");
+            r.gop_per_token = ops.per_token(p);
+            r.int8_peak_gops = r.gop_per_token > 0 ? peak : 0.0;
+            r.tokens_per_run = p;
             begin_test(r);
             warm_up();
             const int rows = std::min(r.n_batch, r.n_ubatch);
             for (int rep = 0; rep < a.reps; ++rep) {
-              if (a.progress) std::fprintf(stderr, "synapse bench: benchmark %d/%d: run %d/%d\n", test_no, n_tests, rep + 1, a.reps);
+              if (a.progress) std::fprintf(stderr, "synapse bench: benchmark %d/%d: prompt run %d/%d\n", test_no, n_tests, rep + 1, a.reps);
               rewind(kv);
               const auto t0 = std::chrono::steady_clock::now();
-              if (p > 0) prompt(p, rows);
-              for (int i = 0; i < n; ++i) {
-                const token_id one[1] = {toks.next()};
-                ctx.decode(kv, one);
-              }
-              r.samples.push_back((p + n) / std::max(seconds_since(t0), 1e-9));
+              prompt(p, rows);
+              r.samples.push_back(p / std::max(seconds_since(t0), 1e-9));
             }
             finish(r);
             std::fprintf(stderr, "synapse bench: %s t=%d %s: %.2f t/s\n", r.model.c_str(), threads, r.test.c_str(), r.avg);
             results.push_back(std::move(r));
-          }
-        }
-        for (int n : a.n_gen) {
-          if (n == 0) continue;
-          for (int b : a.batch) {
-          Result r = base;
-          r.threads = threads, r.n_gen = n, r.depth = depth, r.bw_gbps = given_bw, r.batch = b;
-          r.test = "tg" + std::to_string(n) + (depth ? " @ d" + std::to_string(depth) : "") +
-                   (b > 1 ? " x" + std::to_string(b) : "");
-          r.n_batch = r.n_ubatch = b;  // rows of each decode step
-          r.tokens_per_run = static_cast<double>(n) * b;
-          begin_test(r);
-          // With B sequences a step streams the weights once for B tokens.
-          r.weight_bytes_per_token = base.weight_bytes_per_token / static_cast<uint64_t>(b);
-          // Attention reads positions 0..n_past at each step: on average
-          // depth + (n + 1) / 2 rows (bounded by a sliding window's capacity).
-          const double rows = std::min<double>(depth + (n + 1) / 2.0, static_cast<double>(kv.capacity()));
-          r.kv_bytes_per_token = rows * static_cast<double>(kv_row_bytes);
-          // --bw auto: a probe before the first run and after each; the
-          // untimed warm-up step follows every probe but the last (a probe
-          // flushes the caches), else it runs once before the first run.
-          if (a.bw == "auto") r.bw_probes.push_back(probe(threads));
-          warm_up();
-          const auto probe_after = [&](int rep) {
-            if (a.bw != "auto") return;
-            r.bw_probes.push_back(probe(threads));
-            if (rep + 1 < a.reps) warm_up();
-          };
-          if (b == 1) {
-            for (int rep = 0; rep < a.reps; ++rep) {
-              if (a.progress)
-                std::fprintf(stderr, "synapse bench: benchmark %d/%d: generation run %d/%d\n", test_no, n_tests, rep + 1, a.reps);
-              rewind(kv);
-              const auto t0 = std::chrono::steady_clock::now();
-              for (int i = 0; i < n; ++i) {
-                const token_id one[1] = {toks.next()};
-                ctx.decode(kv, one);
-              }
-              r.samples.push_back(n / std::max(seconds_since(t0), 1e-9));
-              probe_after(rep);
-            }
-          } else {
-            // B sequences, each holding the same `depth` tokens (forks of the
-            // filled cache), decode one token each per batched decode step;
-            // t/s counts the tokens of all sequences (aggregate throughput).
-            std::vector<Sequence> seqs;
-            for (int s = 0; s < b; ++s) seqs.push_back(at_depth ? at_depth->fork(depth) : kv.fork(depth));
-            Batch step;
-            for (int rep = 0; rep < a.reps; ++rep) {
-              for (auto& sq : seqs) rewind(sq);
-              const auto t0 = std::chrono::steady_clock::now();
-              for (int i = 0; i < n; ++i) {
-                step.clear();
-                for (int s = 0; s < b; ++s) step.add(seqs[static_cast<size_t>(s)], toks.next(), true);
-                ctx.decode(step);
-              }
-              r.samples.push_back(static_cast<double>(n) * b / std::max(seconds_since(t0), 1e-9));
-              probe_after(rep);
             }
           }
-          if (a.bw == "auto") r.bw_gbps = mean_run_bandwidth(r.bw_probes);
-          finish(r);
-          std::fprintf(stderr, "synapse bench: %s t=%d %s: %.2f t/s\n", r.model.c_str(), threads, r.test.c_str(), r.avg);
-          results.push_back(std::move(r));
+          // -pg P,N: a prompt and then N decode steps, timed together.
+          for (const std::string& v : a.pg) {
+            const auto [p, n] = parse_pg(v);
+            if (p == 0 && n == 0) continue;
+            for (const auto& [nb, nub] : batch_pairs) {
+              Result r = base;
+              r.threads = threads, r.n_prompt = p, r.n_gen = n, r.depth = depth, r.bw_gbps = 0;
+              r.n_batch = nb > 0 ? nb : std::max(p, 1), r.n_ubatch = nub > 0 ? nub : std::max(p, 1);
+              r.test = "pp" + std::to_string(p) + "+tg" + std::to_string(n) + (depth ? " @ d" + std::to_string(depth) : "");
+              r.tokens_per_run = p + n;
+              begin_test(r);
+              warm_up();
+              const int rows = std::min(r.n_batch, r.n_ubatch);
+              for (int rep = 0; rep < a.reps; ++rep) {
+                if (a.progress) std::fprintf(stderr, "synapse bench: benchmark %d/%d: run %d/%d\n", test_no, n_tests, rep + 1, a.reps);
+                rewind(kv);
+                const auto t0 = std::chrono::steady_clock::now();
+                if (p > 0) prompt(p, rows);
+                for (int i = 0; i < n; ++i) {
+                  const token_id one[1] = {toks.next()};
+                  ctx.decode(kv, one);
+                }
+                r.samples.push_back((p + n) / std::max(seconds_since(t0), 1e-9));
+              }
+              finish(r);
+              std::fprintf(stderr, "synapse bench: %s t=%d %s: %.2f t/s\n", r.model.c_str(), threads, r.test.c_str(), r.avg);
+              results.push_back(std::move(r));
+            }
+          }
+          for (int n : a.n_gen) {
+            if (n == 0) continue;
+            for (int b : a.batch) {
+            Result r = base;
+            r.threads = threads, r.n_gen = n, r.depth = depth, r.bw_gbps = given_bw, r.batch = b;
+            r.test = "tg" + std::to_string(n) + (depth ? " @ d" + std::to_string(depth) : "") +
+                     (b > 1 ? " x" + std::to_string(b) : "");
+            r.n_batch = r.n_ubatch = b;  // rows of each decode step
+            r.tokens_per_run = static_cast<double>(n) * b;
+            begin_test(r);
+            // With B sequences a step streams the weights once for B tokens.
+            r.weight_bytes_per_token = base.weight_bytes_per_token / static_cast<uint64_t>(b);
+            // Attention reads positions 0..n_past at each step: on average
+            // depth + (n + 1) / 2 rows (bounded by a sliding window's capacity).
+            const double rows = std::min<double>(depth + (n + 1) / 2.0, static_cast<double>(kv.capacity()));
+            r.kv_bytes_per_token = rows * static_cast<double>(kv_row_bytes);
+            // --bw auto: a probe before the first run and after each; the
+            // untimed warm-up step follows every probe but the last (a probe
+            // flushes the caches), else it runs once before the first run.
+            if (a.bw == "auto") r.bw_probes.push_back(probe(threads));
+            warm_up();
+            const auto probe_after = [&](int rep) {
+              if (a.bw != "auto") return;
+              r.bw_probes.push_back(probe(threads));
+              if (rep + 1 < a.reps) warm_up();
+            };
+            if (b == 1) {
+              for (int rep = 0; rep < a.reps; ++rep) {
+                if (a.progress)
+                  std::fprintf(stderr, "synapse bench: benchmark %d/%d: generation run %d/%d\n", test_no, n_tests, rep + 1, a.reps);
+                rewind(kv);
+                const auto t0 = std::chrono::steady_clock::now();
+                for (int i = 0; i < n; ++i) {
+                  const token_id one[1] = {toks.next()};
+                  ctx.decode(kv, one);
+                }
+                r.samples.push_back(n / std::max(seconds_since(t0), 1e-9));
+                probe_after(rep);
+              }
+            } else {
+              // B sequences, each holding the same `depth` tokens (forks of the
+              // filled cache), decode one token each per batched decode step;
+              // t/s counts the tokens of all sequences (aggregate throughput).
+              std::vector<Sequence> seqs;
+              for (int s = 0; s < b; ++s) seqs.push_back(at_depth ? at_depth->fork(depth) : kv.fork(depth));
+              Batch step;
+              for (int rep = 0; rep < a.reps; ++rep) {
+                for (auto& sq : seqs) rewind(sq);
+                const auto t0 = std::chrono::steady_clock::now();
+                for (int i = 0; i < n; ++i) {
+                  step.clear();
+                  for (int s = 0; s < b; ++s) step.add(seqs[static_cast<size_t>(s)], toks.next(), true);
+                  ctx.decode(step);
+                }
+                r.samples.push_back(static_cast<double>(n) * b / std::max(seconds_since(t0), 1e-9));
+                probe_after(rep);
+              }
+            }
+            if (a.bw == "auto") r.bw_gbps = mean_run_bandwidth(r.bw_probes);
+            finish(r);
+            std::fprintf(stderr, "synapse bench: %s t=%d %s: %.2f t/s\n", r.model.c_str(), threads, r.test.c_str(), r.avg);
+            results.push_back(std::move(r));
+            }
           }
         }
       }
@@ -803,7 +814,14 @@ int run(BenchArgs a) {
 Runner add_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   app.add_option("-m,--model", a->models, "GGUF model file (repeat for several)")->required();
-  add_kv_type_flags(app, a->kv_types);
+  app.add_option("--cache-type-k", a->ctk,
+                 "KV cache type for K (-ctk), comma list: f16 (default), bf16, q8_0, q4_0, q5_0, iq4_nl")
+      ->delimiter(',')
+      ->check(kv_type_name());
+  app.add_option("--cache-type-v", a->ctv,
+                 "KV cache type for V (-ctv), comma list: f16 (default), bf16, q8_0, q4_0, q5_0, iq4_nl")
+      ->delimiter(',')
+      ->check(kv_type_name());
   app.add_option("-p,--n-prompt", a->n_prompt, "prompt tokens per pp test, comma list (default 512; 0 = none)")
       ->delimiter(',');
   app.add_option("-n,--n-gen", a->n_gen, "tokens per tg test, comma list (default 128; 0 = none)")->delimiter(',');

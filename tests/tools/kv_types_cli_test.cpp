@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -79,6 +81,8 @@ TEST(KvTypesCli, BenchReportsTheTypesAndTheirBytes) {
   const test::CliResult md = synapse_cli(cmd);
   ASSERT_EQ(md.exit_code, 0) << md.err;
   EXPECT_NE(md.out.find(": KV cache K q8_0, V q4_0: 416 bytes per token\n"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("| threads | type_k | type_v | test |"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find(" | 1 | q8_0 | q4_0 | tg2 | "), std::string::npos) << md.out;
   const test::CliResult js = synapse_cli(cmd + " -o json");
   ASSERT_EQ(js.exit_code, 0) << js.err;
   const nlohmann::json j = nlohmann::json::parse(js.out);
@@ -87,6 +91,16 @@ TEST(KvTypesCli, BenchReportsTheTypesAndTheirBytes) {
   EXPECT_EQ(j[0].at("type_v"), "q4_0");
   // tg2 reads on average 1.5 positions a step: 1.5 x 416 bytes.
   EXPECT_DOUBLE_EQ(j[0].at("kv_bytes_per_token").get<double>(), 1.5 * 416);
+  // Comma lists, as llama-bench takes them: every K type with every V type.
+  const test::CliResult lists = synapse_cli("bench -m " + kTiny + " -p 0 -n 1 -r 1 -t 1 -ctk f16,q8_0 -ctv q4_0,f16 -o json");
+  ASSERT_EQ(lists.exit_code, 0) << lists.err;
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (const nlohmann::json& r : nlohmann::json::parse(lists.out)) pairs.emplace_back(r.at("type_k"), r.at("type_v"));
+  EXPECT_EQ(pairs, (std::vector<std::pair<std::string, std::string>>{
+                       {"f16", "q4_0"}, {"f16", "f16"}, {"q8_0", "q4_0"}, {"q8_0", "f16"}}));
+  const test::CliResult bad = synapse_cli("bench -m " + kTiny + " -p 0 -n 1 -r 1 -ctk f16,q3_k");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("unsupported KV cache type 'q3_k'"), std::string::npos) << bad.err;
 }
 
 }  // namespace
