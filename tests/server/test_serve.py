@@ -175,11 +175,11 @@ def background_load(srv, n, results):
 
 MODELS = ["stories260K.gguf", "stories260K-q8_0.gguf", "tiny-llama-q4_k_m.gguf", "tiny-qwen2-q4_k_m.gguf",
           "tiny-phi3-q4_k_m.gguf"]
-# Under sanitizers (CMake sets SYNAPSE_TEST_SANITIZED) two of them: the
+# Under sanitizers (CMake sets SYNAPSE_TEST_SANITIZED) one of them: the
 # server's code is the same for each, and the per-model paths run under the
 # sanitizers in the C++ scheduler-invariance tests.
 if os.environ.get("SYNAPSE_TEST_SANITIZED") == "1":
-    MODELS = ["stories260K.gguf", "tiny-qwen2-q4_k_m.gguf"]
+    MODELS = ["tiny-qwen2-q4_k_m.gguf"]
 
 
 @pytest.mark.parametrize("model", MODELS)
