@@ -154,8 +154,6 @@ bool is_reserved(std::string_view name) {
 
 // --- keywords -----------------------------------------------------------------
 
-// Keywords that constrain nothing (JSON Schema's annotations), and those
-// that hold subschemas only reached through $ref.
 // The most states a pattern's automaton bounded by minLength/maxLength may
 // have (each a rule): the product of a few states with maxLength 255 fits,
 // a grammar of megabytes does not.
@@ -168,6 +166,8 @@ constexpr const char* kEmailPattern =
     R"([0-9A-Za-z]([0-9A-Za-z\-]*[0-9A-Za-z])?(\.[0-9A-Za-z]([0-9A-Za-z\-]*[0-9A-Za-z])?)+$)";
 constexpr uint64_t kEmailMaxLength = 67;
 
+// Keywords that constrain nothing (JSON Schema's annotations), and those
+// that hold subschemas only reached through $ref.
 constexpr std::string_view kAnnotations[] = {"title",     "description", "examples",         "default",
                                              "$schema",   "$id",         "$comment",         "readOnly",
                                              "writeOnly", "deprecated",  "contentMediaType", "contentEncoding"};
@@ -805,8 +805,7 @@ class Converter {
         const std::vector<std::string>& vs = *(*one)->values;
         return std::none_of(vs.begin(), vs.end(), [&](const std::string& v) {
           if (t.values && std::find(t.values->begin(), t.values->end(), v) == t.values->end()) return false;
-          size_t n = 0;
-          for (size_t pos = 0; pos < v.size(); ++n) schema::next_codepoint(v, pos);
+          const size_t n = schema::codepoint_count(v);
           return n >= t.min && n <= t.max && dfa.matches(v);
         });
       }
@@ -1175,11 +1174,8 @@ class Converter {
     if (in(kStringKeys, k)) {
       if (!v.is_string()) return true;
       const std::string& text = v.get_ref<const std::string&>();
-      if (k == "minLength" || k == "maxLength") {
-        size_t n = 0;
-        for (size_t pos = 0; pos < text.size(); ++n) schema::next_codepoint(text, pos);
-        return k == "minLength" ? n >= count(sub, "minLength") : n <= count(sub, "maxLength");
-      }
+      if (k == "minLength") return schema::codepoint_count(text) >= count(sub, "minLength");
+      if (k == "maxLength") return schema::codepoint_count(text) <= count(sub, "maxLength");
       if (k == "pattern") return dfa->matches(text);
       if (!s[k].is_string()) fail_keyword(k, sub.ptr, "must be a string");
       if (is_known_format(s[k])) refuse(" for a string value");
@@ -2524,6 +2520,12 @@ class Converter {
 
 namespace {
 
+// Appends `part` to the node's allOf (made when missing).
+void add_all_of(Json& s, Json part) {
+  if (!s.contains("allOf")) s["allOf"] = Json::array();
+  s["allOf"].push_back(std::move(part));
+}
+
 // The forms of `not` that are other keywords in disguise, rewritten in place
 // before conversion, at every schema position of the document (the
 // subschemas of its keywords and of $defs/definitions; not inside enum,
@@ -2539,12 +2541,6 @@ namespace {
 //     is one of these forms.
 // Other forms are left for the converter, which refuses `not` by name.
 // `depth` stops the walk past max_nesting (the converter refuses that).
-// Appends `part` to the node's allOf (made when missing).
-void add_all_of(Json& s, Json part) {
-  if (!s.contains("allOf")) s["allOf"] = Json::array();
-  s["allOf"].push_back(std::move(part));
-}
-
 void rewrite_not(Json& s, size_t depth, size_t max_depth) {
   if (!s.is_object() || depth > max_depth) return;
   for (const char* k : {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
@@ -2633,8 +2629,8 @@ void rewrite_not(Json& s, size_t depth, size_t max_depth) {
     return;
   }
   // De Morgan: not anyOf is allOf of the nots, not allOf an anyOf of them
-  // (in the node's allOf); each new not rewritten in turn, left for the
-  // converter to refuse where it is none of the forms above.
+  // (in the node's allOf); each new not rewritten in turn, and the node left
+  // as written (its not refused there) where one is none of these forms.
   const bool any = keys[0] == "anyOf", all = keys[0] == "allOf";
   if ((any || all) && n[keys[0]].is_array() && !n[keys[0]].empty()) {
     Json parts = Json::array();

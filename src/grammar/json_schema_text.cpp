@@ -101,6 +101,12 @@ uint32_t next_codepoint(std::string_view s, size_t& pos) {
   return cp;
 }
 
+size_t codepoint_count(std::string_view utf8) {
+  size_t n = 0;
+  for (size_t pos = 0; pos < utf8.size(); ++n) next_codepoint(utf8, pos);
+  return n;
+}
+
 void append_utf8(std::string& out, uint32_t cp) {
   if (cp < 0x80) {
     out += static_cast<char>(cp);

@@ -50,6 +50,9 @@ class CodepointSet {
 // valid UTF-8 (nlohmann's parser checks every string), so a bad byte is
 // taken as itself rather than reported.
 uint32_t next_codepoint(std::string_view s, size_t& pos);
+// The code points of `utf8` (a string's length as JSON Schema's
+// minLength/maxLength count it), decoded as next_codepoint decodes them.
+size_t codepoint_count(std::string_view utf8);
 void append_utf8(std::string& out, uint32_t cp);
 
 // A GBNF string literal ("...") matching exactly the bytes of `utf8`.
