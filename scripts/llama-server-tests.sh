@@ -30,11 +30,14 @@ export LLAMA_SERVER_BIN_PATH="$here/llama-server-tests/llama-server"
 export PYTHONPATH="$here/llama-server-tests${PYTHONPATH:+:$PYTHONPATH}"
 TESTS=(test_basic.py test_completion.py test_chat_completion.py test_tokenize.py test_ignore_eos.py
        test_security.py test_metrics.py test_ctx_shift.py)
-# A copy of the suite, so that its tmp/ and .pytest_cache stay out of the checkout.
+# A copy of the suite, so that its tmp/ and .pytest_cache stay out of the checkout, at the
+# depth it has in llama.cpp: its tests name Jinja templates as ../../../models/templates/*.jinja.
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cp -r "$tests" "$work/tests"
-cd "$work/tests"
+mkdir -p "$work/tools/server"
+cp -r "$tests" "$work/tools/server/tests"
+ln -s "$llama/models" "$work/models"
+cd "$work/tools/server/tests"
 # Debian's python3 (where python3-pytest is) rather than a pyenv shim's.
 py=python3
 [ -x /usr/bin/python3 ] && py=/usr/bin/python3
