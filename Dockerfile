@@ -2,7 +2,8 @@
 # tree in one stage, run from a slim one as an unprivileged user, the model
 # mounted read-only under /models.
 #
-#   docker build -t synapse --build-arg SYNAPSE_GIT_COMMIT=$(git describe --always --dirty) .
+#   docker build -t synapse --build-arg SYNAPSE_GIT_COMMIT=$(git describe --always --dirty) \
+#       --build-arg SYNAPSE_BUILD_NUMBER=$(git rev-list --count HEAD) .
 #   docker run --rm -p 8080:8080 -v "$PWD/models:/models:ro" synapse \
 #       -m /models/stories260K.gguf --alias stories -np 4 -t 4 --metrics
 
@@ -15,11 +16,13 @@ RUN apt-get update \
 WORKDIR /src
 # .dockerignore lets in only what the build reads.
 COPY . .
-# The commit synapse reports (/props build_info, system_fingerprint): the
-# context has no .git.
+# The commit and build number synapse reports (/props build_info,
+# system_fingerprint "b<number>-<commit>"): the context has no .git.
 ARG SYNAPSE_GIT_COMMIT=unknown
+ARG SYNAPSE_BUILD_NUMBER=0
 # One binary for any CPU of the architecture: kernels are picked at run time.
 RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSYNAPSE_GIT_COMMIT="$SYNAPSE_GIT_COMMIT" \
+      -DSYNAPSE_BUILD_NUMBER="$SYNAPSE_BUILD_NUMBER" \
       -DSYNAPSE_BUILD_TESTS=OFF -DSYNAPSE_BUILD_BENCHMARKS=OFF -DSYNAPSE_BUILD_EXAMPLES=OFF \
  && cmake --build build -j"$(nproc)" --target synapse \
  && strip build/synapse

@@ -26,15 +26,38 @@
 #include "common_flags.hpp"
 #include "sampler_flags.hpp"
 #include "server/http_server.hpp"
+#include "synapse/chat.hpp"
 #include "synapse/error.hpp"
 #include "synapse/scheduler.hpp"
 
 #ifndef SYNAPSE_GIT_COMMIT
 #define SYNAPSE_GIT_COMMIT "unknown"
 #endif
+#ifndef SYNAPSE_BUILD_NUMBER
+#define SYNAPSE_BUILD_NUMBER 0
+#endif
 
 namespace synapse::tools {
 namespace {
+
+// The format names llama.cpp's --chat-template takes without --jinja
+// (v0.5.0 src/llama-chat.cpp, LLM_CHAT_TEMPLATES), synapse's among them.
+bool is_llama_cpp_template_name(std::string_view name) {
+  static constexpr std::string_view kNames[] = {
+      "chatml", "llama2", "llama2-sys", "llama2-sys-bos", "llama2-sys-strip", "mistral-v1", "mistral-v3",
+      "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "phi3", "phi4", "falcon3", "zephyr", "monarch",
+      "gemma", "orion", "openchat", "vicuna", "vicuna-orca", "deepseek", "deepseek2", "deepseek3", "deepseek-ocr",
+      "command-r", "llama3", "chatglm3", "chatglm4", "glmedge", "minicpm", "exaone3", "exaone4", "exaone-moe",
+      "rwkv-world", "granite", "granite-4.0", "granite-4.1", "gigachat", "megrez", "yandex", "bailing",
+      "bailing-think", "bailing2", "llama4", "smolvlm", "hunyuan-moe", "gpt-oss", "hunyuan-dense", "hunyuan-vl",
+      "kimi-k2", "seed_oss", "grok-2", "pangu-embedded", "solar-open"};
+  for (const std::string_view n : kNames)
+    if (n == name) return true;
+  for (const std::string_view n : synapse::chat_template_names())
+    if (n == name) return true;
+  return false;
+}
+
 
 struct ServeArgs {
   server::ServerParams server;
@@ -156,8 +179,20 @@ int serve(ServeArgs& a) {
   }
   if (!a.api_key_file.empty())
     for (std::string& k : read_key_file(a.api_key_file)) sp.api_keys.push_back(std::move(k));
-  // The chat template's flags are checked before the model loads.
-  if (!sp.chat_template_file.empty()) {
+  // The chat template's flags are checked before the model loads. As
+  // llama-server's --chat-template with --jinja: a value that names no format
+  // of llama.cpp's is a Jinja template's text (a name synapse lacks stays an
+  // error, from the name's check at load).
+  if (!sp.chat_template.empty() && sp.jinja && !is_llama_cpp_template_name(sp.chat_template)) {
+    try {
+      server::check_chat_template(sp.chat_template);
+    } catch (const Error& e) {
+      throw Error(e.code(), "--chat-template (not a format's name, so a Jinja template): " + std::string(e.what()));
+    }
+    sp.chat_template_source = std::move(sp.chat_template);
+    sp.chat_template.clear();
+  }
+  if (!sp.chat_template_file.empty() && !sp.chat_template_source) {
     if (!sp.jinja) throw Error(Errc::invalid_argument, "--chat-template-file is a Jinja template: it cannot go with --no-jinja");
     sp.chat_template_source = read_text_file(sp.chat_template_file, "--chat-template-file");
     try {
@@ -168,7 +203,9 @@ int serve(ServeArgs& a) {
   }
   server::check_template_kwargs(sp.chat_template_kwargs);
   sp.model_name = a.alias.empty() ? sp.model_path : a.alias;
-  sp.system_fingerprint = std::string("synapse-") + SYNAPSE_GIT_COMMIT;
+  // llama-server's build_info, "b<build number>-<commit>" (clients and its test
+  // suite read the "b"), with synapse's build number and commit.
+  sp.system_fingerprint = "b" + std::to_string(SYNAPSE_BUILD_NUMBER) + "-" + SYNAPSE_GIT_COMMIT;
   if (sp.n_http_threads <= 0) sp.n_http_threads = server::defaults::http_threads(a.sched.n_parallel);
 
   // SIGINT / SIGTERM are taken by this thread (sigwait below), not by the
@@ -265,6 +302,9 @@ Runner add_serve(CLI::App& app) {
       ->check(CLI::Range(0, 65535));
   app.add_option("--api-key", a->api_keys, "API key clients must send (Bearer or x-api-key); repeatable or comma-separated");
   app.add_option("--api-key-file", a->api_key_file, "file of API keys, one per line");
+  app.add_flag("-v,--verbose", a->server.verbose,
+               "replies to /v1/chat/completions and /v1/completions carry llama-server's \"__verbose\" (the "
+               "/completion result); a request's \"verbose\" overrides");
   app.add_option("-a,--alias", a->alias, "model name in replies and /v1/models (default: the model path)");
   app.add_option("-n,--n-predict,--predict", a->server.n_predict,
                  "tokens per reply: the default and the ceiling of max_tokens (-1: until the end or a full context)")

@@ -27,16 +27,17 @@ std::string format_tm(const std::tm& tm, const char* fmt) {
   return std::string(buf, n);
 }
 
-// llama.cpp's concat_content_parts: text parts joined by "\n" (other part
-// types are refused before a request gets here).
-std::string join_text_parts(const ojson& parts) {
+// llama.cpp's concat_content_parts: text parts joined by `sep`, "\n" (other
+// part types are refused before a request gets here); a continued message's
+// prefill joins them as common_chat_msg::render_content does, by "\n\n".
+std::string join_text_parts(const ojson& parts, std::string_view sep = "\n") {
   std::string text;
   for (const ojson& part : parts) {
     if (!part.is_object()) continue;
     const auto t = part.find("type");
     if (t == part.end() || *t != "text") continue;
     const auto x = part.find("text");
-    if (!text.empty()) text += '\n';
+    if (!text.empty()) text += sep;
     if (x != part.end() && x->is_string()) text += x->get<std::string>();
   }
   return text;
@@ -217,7 +218,8 @@ RenderedChat ChatRenderer::render(const ChatInputs& in) const {
                   "messages[" + std::to_string(messages.size() - 1) +
                       "]: the conversation ends with an assistant message, which is continued (prefill); it cannot "
                       "have tool_calls");
-    prefill = content_text(last.value("content", ojson()));
+    const ojson content = last.value("content", ojson());
+    prefill = content.is_array() ? join_text_parts(content, "\n\n") : content_text(content);
     if (const auto rc = last.find("reasoning_content"); rc != last.end() && rc->is_string())
       prefill_reasoning = rc->get<std::string>();
     messages.erase(messages.end() - 1);

@@ -303,6 +303,31 @@ void check_builtin_chat_fields(const json& body) {
   }
 }
 
+void check_continuation(const json& body) {
+  const auto role_of = [](const json& m) {
+    const auto r = m.is_object() ? m.find("role") : m.end();
+    return m.is_object() && r != m.end() && r->is_string() ? r->get<std::string>() : std::string();
+  };
+  const auto msgs = body.find("messages");
+  const bool ends_with_assistant = msgs != body.end() && msgs->is_array() && !msgs->empty() &&
+                                   role_of(msgs->back()) == "assistant";
+  // common_chat_continuation_parse: true, "content" or "reasoning_content".
+  const auto c = body.find("continue_final_message");
+  bool continues = c != body.end() && ((c->is_boolean() && c->get<bool>()) ||
+                                       (c->is_string() && (*c == "content" || *c == "reasoning_content")));
+  const auto a = body.find("add_generation_prompt");
+  bool add_generation_prompt = a == body.end() || !a->is_boolean() || a->get<bool>();
+  if (!continues && ends_with_assistant) {
+    if (msgs->size() >= 2 && role_of((*msgs)[msgs->size() - 2]) == "assistant")
+      throw HttpError(400, "Cannot have 2 or more assistant messages at the end of the list.", "messages");
+    continues = true;
+    add_generation_prompt = false;
+  }
+  if (continues && add_generation_prompt)
+    throw HttpError(400, "Cannot set both add_generation_prompt and continue_final_message to true.",
+                    "add_generation_prompt");
+}
+
 json caps_json(const runtime::TemplateCaps& c) {
   return {{"supports_string_content", c.supports_string_content},
           {"supports_typed_content", c.supports_typed_content},

@@ -84,6 +84,15 @@ JinjaPrompt render_jinja_chat(const nlohmann::ordered_json& body, const JinjaCha
 // llama-server without --jinja ignores them).
 void check_builtin_chat_fields(const nlohmann::json& body);
 
+// llama-server's rules for a conversation that ends with an assistant message
+// (continued from its text, "prefill"), on both the Jinja and the built-in
+// path (its oaicompat_chat_params_parse): two assistant messages at the end
+// are a 400 naming `messages`, and `continue_final_message` (true, "content"
+// or "reasoning_content"; or implied by the last message) together with
+// `add_generation_prompt` (default true) a 400 naming `add_generation_prompt`.
+// Malformed messages are left to the path's own checks.
+void check_continuation(const nlohmann::json& body);
+
 // llama-server's /props "chat_template_caps" (common/jinja/caps.cpp's names).
 nlohmann::json caps_json(const runtime::TemplateCaps& caps);
 

@@ -430,7 +430,8 @@ void HttpServer::set_scheduler(std::unique_ptr<Scheduler> scheduler) {
   s.rc.tok = &model.tokenizer();
   // The model's Jinja template, unless a built-in format was asked for.
   std::optional<std::string> source;
-  std::string where = "--chat-template-file " + s.p.chat_template_file;
+  std::string where =
+      s.p.chat_template_file.empty() ? "--chat-template" : "--chat-template-file " + s.p.chat_template_file;
   if (s.p.chat_template_source) {
     source = s.p.chat_template_source;
   } else if (s.p.jinja && s.p.chat_template.empty() && model.gguf().find("tokenizer.chat_template") != nullptr) {
@@ -456,6 +457,7 @@ void HttpServer::set_scheduler(std::unique_ptr<Scheduler> scheduler) {
   s.rc.n_ctx = scheduler->n_ctx();
   s.rc.sampling = s.p.sampling;
   s.rc.n_predict = s.p.n_predict;
+  s.rc.verbose = s.p.verbose;
   s.infill = {scheduler->params().n_batch, s.p.n_predict, s.rc.n_ctx, s.p.spm_infill};
   OllamaServing serving;
   serving.model_name = s.p.model_name;
@@ -674,6 +676,7 @@ void HttpServer::Impl::install_routes() {
 
   http.Post("/apply-template", route([this](const httplib::Request& req, httplib::Response& res) {
     const json j = parse_json_object(req.body, rc.limits.max_json_depth);
+    check_continuation(j);
     if (rc.jinja) {
       // The prompt exactly as a chat request renders it (tools, tool_choice,
       // chat_template_kwargs included).
@@ -683,7 +686,9 @@ void HttpServer::Impl::install_routes() {
     }
     check_builtin_chat_fields(j);
     const std::vector<synapse::ChatMessage> msgs = parse_messages(j, rc.limits);
-    send_json(res, 200, {{"prompt", synapse::format_chat(rc.chat_template, msgs, true)}});
+    std::string prompt;
+    for (const synapse::ChatSegment& s : builtin_chat_segments(rc.chat_template, j, msgs)) prompt += s.text;
+    send_json(res, 200, {{"prompt", prompt}});
   }));
 
   auto completion = [this](Route r) {
@@ -998,6 +1003,12 @@ void HttpServer::Impl::install_api_routes() {
       throw renamed_error(e, responses_field);
     }
   }));
+  // llama-server's count of a chat request's prompt tokens (its
+  // handle_count_tokens): the chat route's own rendering of the body.
+  for (const char* path : {"/v1/chat/completions/input_tokens", "/chat/completions/input_tokens"})
+    http.Post(path, route([this](const httplib::Request& req, httplib::Response& res) {
+      send_json(res, 200, {{"object", "response.input_tokens"}, {"input_tokens", count_prompt_tokens(req.body)}});
+    }));
   http.Post("/v1/responses/input_tokens", route([this, chat_text](const httplib::Request& req, httplib::Response& res) {
     const ordered_json chat = responses_to_chat(parse_ordered_object(req.body, rc.limits.max_json_depth));
     try {

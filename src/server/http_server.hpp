@@ -60,7 +60,8 @@ struct ServerParams {
   // --no-jinja or --chat-template NAME, by the built-in formats (chatml
   // for a file without a template).
   bool jinja = true;
-  std::optional<std::string> chat_template_source;  // --chat-template-file's text (implies jinja)
+  std::optional<std::string> chat_template_source;  // --chat-template-file's text, or --chat-template's when it
+                                                    // names no format (llama-server's JINJA_TEMPLATE); implies jinja
   std::string chat_template_file;        // its path, for messages
   std::string chat_template_kwargs;      // --chat-template-kwargs: "" or a JSON object (template variables)
   std::string reasoning_format = "auto"; // --reasoning-format: none, deepseek, auto (requests may override)
@@ -74,6 +75,8 @@ struct ServerParams {
   std::vector<std::string> cors_origins; // --cors-origin: origins a browser may call from ("*": any; no
                                          // credentials ever); empty: no CORS headers at all
   bool metrics = false;                  // --metrics: enable GET /metrics
+  bool verbose = false;                  // -v/--verbose: OpenAI-shaped replies carry "__verbose" unless the
+                                         // request's "verbose" says otherwise (llama-server's default)
   bool slots = true;                     // --slots / --no-slots: GET /slots (else 501, as llama-server)
   bool props = false;                    // --props: POST /props answers (it changes nothing, as llama-server's)
   size_t max_body_bytes = defaults::kMaxBodyBytes;  // request body limit (413 above it)

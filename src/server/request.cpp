@@ -71,20 +71,29 @@ void read_float(const json& j, const char* field, double lo, double hi, float& o
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// logit_bias: OpenAI's {"token id": bias} or llama-server's [[id, bias], ...]
-// with bias a number or false (false forbids the token: -inf).
-std::vector<synapse::LogitBias> parse_logit_bias(const json& v, int32_t n_vocab, size_t max_entries) {
+// logit_bias: OpenAI's {"token id": bias} or llama-server's [[id, bias], ...];
+// as llama-server, a key or first element that is a string other than a token
+// id is a text, whose every token (tokenized without BOS or special tokens)
+// gets the bias; bias a number or false (false forbids the token: -inf).
+std::vector<synapse::LogitBias> parse_logit_bias(const json& v, const Tokenizer& tok, size_t max_entries) {
+  const int32_t n_vocab = tok.n_vocab();
   std::vector<synapse::LogitBias> out;
   if (v.size() > max_entries)
     throw HttpError(400, "'logit_bias' has " + std::to_string(v.size()) + " entries, more than " +
                              std::to_string(max_entries), "logit_bias");
-  auto token_of = [&](const std::string& field, const json& id) -> token_id {
-    return static_cast<token_id>(int_in(id, field, 0, n_vocab - 1));
+  const auto bias_of = [](const std::string& field, const json& b) {
+    if (!b.is_boolean()) return number_in(b, field, -kInf, kInf);
+    if (b.get<bool>()) bad(field, "must be a number or false", b);
+    return -std::numeric_limits<float>::infinity();
+  };
+  const auto add_text = [&](const std::string& text, float bias) {
+    for (const token_id id : tok.tokenize(text, false, false)) out.push_back({id, bias});
   };
   if (v.is_object()) {
     for (auto it = v.begin(); it != v.end(); ++it) {
       const std::string field = "logit_bias." + it.key();
       const std::string& k = it.key();
+      const float bias = bias_of(field, it.value());
       size_t used = 0;
       long long id = -1;
       try {
@@ -92,22 +101,24 @@ std::vector<synapse::LogitBias> parse_logit_bias(const json& v, int32_t n_vocab,
       } catch (const std::exception&) {
         used = 0;
       }
-      if (k.empty() || used != k.size() || id < 0 || id >= n_vocab)
-        bad(field, "must be keyed by a token id in [0, " + std::to_string(n_vocab - 1) + "]", json(k));
-      out.push_back({static_cast<token_id>(id), number_in(it.value(), field, -kInf, kInf)});
+      if (k.empty() || used != k.size()) {
+        add_text(k, bias);
+        continue;
+      }
+      if (id < 0 || id >= n_vocab)
+        bad(field, "must be keyed by a token id in [0, " + std::to_string(n_vocab - 1) + "] or a text", json(k));
+      out.push_back({static_cast<token_id>(id), bias});
     }
   } else if (v.is_array()) {
     for (size_t i = 0; i < v.size(); ++i) {
       const std::string field = "logit_bias[" + std::to_string(i) + "]";
       const json& e = v[i];
-      if (!e.is_array() || e.size() != 2) bad(field, "must be a pair [token id, bias]", e);
-      const token_id id = token_of(field + "[0]", e[0]);
-      if (e[1].is_boolean()) {
-        if (e[1].get<bool>()) bad(field + "[1]", "must be a number or false", e[1]);
-        out.push_back({id, -std::numeric_limits<float>::infinity()});
-      } else {
-        out.push_back({id, number_in(e[1], field + "[1]", -kInf, kInf)});
-      }
+      if (!e.is_array() || e.size() != 2) bad(field, "must be a pair [token id or text, bias]", e);
+      const float bias = bias_of(field + "[1]", e[1]);
+      if (e[0].is_string())
+        add_text(e[0].get<std::string>(), bias);
+      else
+        out.push_back({static_cast<token_id>(int_in(e[0], field + "[0]", 0, n_vocab - 1)), bias});
     }
   } else {
     bad("logit_bias", "must be an object {\"token id\": bias} or an array of [token id, bias]", v);
@@ -196,21 +207,43 @@ std::vector<std::vector<token_id>> parse_prompts(const json& v, const Tokenizer&
     }
     return ids;
   };
+  // tokenize_input_subprompt's JSON object: the text (or mixed array) under
+  // "prompt_string"; images or audio under "multimodal_data" need a
+  // multimodal model, which this server does not load.
+  auto object = [&](const json& o, const std::string& f) {
+    if (field_of(o, "multimodal_data"))
+      throw HttpError(400, "'" + f + ".multimodal_data': Multimodal data provided, but model does not support "
+                      "multimodal requests.", f + ".multimodal_data");
+    const json* s = field_of(o, "prompt_string");
+    if (s && s->is_string()) return from_string(*s, true);
+    if (s && s->is_array() && !s->empty()) return all_ints(*s) ? get_token_ids(*s, f + ".prompt_string", tok.n_vocab())
+                                                               : mixed(*s, f + ".prompt_string");
+    bad(f + ".prompt_string", "must be a string, or an array of strings and token ids", s ? *s : json());
+  };
   std::vector<std::vector<token_id>> out;
   if (v.is_string()) {
     out.push_back(from_string(v, true));
+  } else if (v.is_object()) {
+    out.push_back(object(v, field));
   } else if (v.is_array() && !v.empty() && all_ints(v)) {
     out.push_back(get_token_ids(v, field, tok.n_vocab()));
+  } else if (v.is_array() && has_string(v)) {
+    // json_is_array_and_contains_numbers: an array with a token id in it is one
+    // prompt, strings and token ids in sequence (tokenize_mixed).
+    out.push_back(mixed(v, field));
   } else if (v.is_array() && !v.empty()) {
     for (size_t i = 0; i < v.size(); ++i) {
       const std::string fi = field + "[" + std::to_string(i) + "]";
       if (v[i].is_string()) out.push_back(from_string(v[i], true));
       else if (v[i].is_array() && all_ints(v[i])) out.push_back(get_token_ids(v[i], fi, tok.n_vocab()));
       else if (v[i].is_array() && has_string(v[i])) out.push_back(mixed(v[i], fi));
-      else bad(fi, "must be a string, an array of token ids, or an array of strings and token ids", v[i]);
+      else if (v[i].is_object()) out.push_back(object(v[i], fi));
+      else bad(fi, "must be a string, an array of token ids, an array of strings and token ids, or an object "
+                   "{\"prompt_string\": ...}", v[i]);
     }
   } else {
-    bad(field, "must be a string, an array of token ids, or a non-empty array of those", v);
+    bad(field, "must be a string, an array of token ids, an object {\"prompt_string\": ...}, or a non-empty "
+               "array of those", v);
   }
   return out;
 }
@@ -277,6 +310,8 @@ std::vector<synapse::ChatMessage> parse_messages(const json& body, const Request
           bad(pf + ".type", "is not supported: this server reads text parts only (no image or audio input)", *type);
         const json* t = field_of(part, "text");
         if (!t || !t->is_string()) bad(pf + ".text", "must be a string", t ? *t : json());
+        // llama.cpp's concat_content_parts: the parts joined by "\n".
+        if (!content.empty()) content += '\n';
         content += t->get<std::string>();
       }
     } else {
@@ -285,6 +320,24 @@ std::vector<synapse::ChatMessage> parse_messages(const json& body, const Request
     msgs.push_back({std::move(r), std::move(content)});
   }
   return msgs;
+}
+
+std::vector<synapse::ChatSegment> builtin_chat_segments(synapse::ChatTemplate tmpl, const json& body,
+                                                        std::span<const synapse::ChatMessage> msgs) {
+  const json* c = field_of(body, "continue_final_message");
+  const bool asked = c && ((c->is_boolean() && c->get<bool>()) ||
+                            (c->is_string() && (*c == "content" || *c == "reasoning_content")));
+  const bool continues = !msgs.empty() && msgs.back().role == "assistant" && !msgs.back().content.empty();
+  if (!continues) {
+    const json* a = field_of(body, "add_generation_prompt");
+    const bool add = !(a && a->is_boolean() && !a->get<bool>()) && !asked;
+    return synapse::format_chat_segments(tmpl, msgs, add);
+  }
+  // The whole conversation without a generation prompt, cut after the last
+  // message's text: what follows it is the format's end of the turn.
+  std::vector<synapse::ChatSegment> segs = synapse::format_chat_segments(tmpl, msgs, false);
+  while (!segs.empty() && segs.back().special) segs.pop_back();
+  return segs;
 }
 
 // llama-server's structured output: `grammar` (GBNF), `json_schema`, or
@@ -418,9 +471,13 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
     sp.seed = s < 0 ? synapse::kDefaultSeed : static_cast<uint32_t>(s);
   }
   if (const json* v = field_of(j, "logit_bias")) {
-    std::vector<synapse::LogitBias> lb = parse_logit_bias(*v, tok.n_vocab(), lim.max_logit_bias);
+    std::vector<synapse::LogitBias> lb = parse_logit_bias(*v, tok, lim.max_logit_bias);
     sp.logit_bias.insert(sp.logit_bias.end(), lb.begin(), lb.end());
   }
+  // llama.cpp's adaptive-p sampler (a target probability in [0, 1]; negative:
+  // off, which generation_settings reports) is not here: asking for it is a 400.
+  if (const json* v = field_of(j, "adaptive_target"); v && number_in(*v, "adaptive_target", -kInf, kInf) >= 0)
+    bad("adaptive_target", "is not supported (llama.cpp's adaptive-p sampler; a negative value: off)", *v);
 
   // Choices.
   if (route != Route::completion) {
@@ -451,8 +508,16 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
     }
     r.cache_prompt = get_bool(j, "cache_prompt", true);
     r.return_tokens = get_bool(j, "return_tokens", false);
+    if (const json* v = field_of(j, "response_fields")) {
+      if (!v->is_array()) bad("response_fields", "must be an array of strings", *v);
+      for (size_t k = 0; k < v->size(); ++k) {
+        if (!(*v)[k].is_string()) bad("response_fields[" + std::to_string(k) + "]", "must be a string", (*v)[k]);
+        r.response_fields.push_back((*v)[k].get<std::string>());
+      }
+    }
   }
 
+  if (route != Route::completion) r.verbose = get_bool(j, "verbose", rc.verbose);
   // Streaming.
   r.stream = get_bool(j, "stream", false);
   if (const json* v = field_of(j, "stream_options")) {
@@ -472,6 +537,7 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
   const std::string request_grammar = parse_structured_output(j, body, tok);
   if (!request_grammar.empty()) sp.grammar = request_grammar;
 
+  if (route == Route::chat_completions) check_continuation(j);
   // The prompt(s) last: every cheap check has passed before text is tokenized.
   if (route == Route::chat_completions && rc.jinja) {
     // The model's template sees messages and tools in the client's key order.
@@ -488,7 +554,7 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
     r.prompts.push_back(tok.tokenize(jp.prompt, true, true));
   } else if (route == Route::chat_completions) {
     const std::vector<synapse::ChatMessage> msgs = parse_messages(j, lim);
-    r.prompts.push_back(synapse::tokenize_chat(tok, rc.chat_template, msgs, true, true));
+    r.prompts.push_back(synapse::tokenize_segments(tok, builtin_chat_segments(rc.chat_template, j, msgs), true));
   } else {
     const json* p = field_of(j, "prompt");
     if (!p) throw HttpError(400, "'prompt' is required", "prompt");

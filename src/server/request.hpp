@@ -81,6 +81,7 @@ struct RequestContext {
   int64_t n_ctx = 0;
   synapse::SamplerParams sampling;
   int32_t n_predict = -1;
+  bool verbose = false;  // -v: "verbose"'s default
   RequestLimits limits;
 };
 
@@ -108,7 +109,13 @@ struct CompletionRequest {
   // which the reply ends at its next newline (Request::t_max_predict_ms); <= 0: none.
   int64_t t_max_predict_ms = -1;
   bool return_tokens = false;                 // native: "tokens" in the reply
+  // native: llama-server's response_fields, the paths ("generation_settings/n_predict")
+  // the final result is cut down to, each a key of its own; empty: the whole result.
+  std::vector<std::string> response_fields;
   bool echo = false;                          // completions: prompt text before the reply
+  // llama-server's "verbose": an OpenAI-shaped reply also carries, as
+  // "__verbose", the native /completion result of its first choice.
+  bool verbose = false;
   // Chat with the model's Jinja template: how each choice's text is parsed
   // (server/chat.hpp); nullopt: the text is the content, as it came.
   std::optional<ChatOutput> chat_output;
@@ -135,7 +142,9 @@ std::string get_string(const nlohmann::json& j, const char* field, const std::st
 
 // "prompt" (llama-server's tokenize_input_prompts; field: the body's name for
 // it): a string, an array of token ids, or a non-empty array of strings,
-// token id arrays and mixed arrays of strings and token ids, one prompt each.
+// token id arrays and mixed arrays of strings and token ids, one prompt each;
+// a prompt may also be llama-server's object {"prompt_string": <one of those>}
+// (with "multimodal_data" a 400: this server reads text only).
 // Strings are tokenized as llama-server does: BOS/EOS added per the
 // vocabulary (in a mixed array only for a first string), special-token texts
 // parsed. Throws HttpError(400) naming the element for any other shape or a
@@ -153,6 +162,14 @@ std::vector<token_id> get_token_ids(const nlohmann::json& v, const std::string& 
 // tool_calls: they need the model's Jinja template; a part of another type:
 // messages[i].content[j].type).
 std::vector<synapse::ChatMessage> parse_messages(const nlohmann::json& body, const RequestLimits& limits);
+
+// The prompt of a chat body in a built-in format, as llama-server renders it:
+// a conversation that ends with an assistant message (or with
+// "continue_final_message") is continued from that message's text (the
+// format's closing of it left out), else the generation prompt is added unless
+// "add_generation_prompt" is false. Call after check_continuation (server/chat.hpp).
+std::vector<synapse::ChatSegment> builtin_chat_segments(synapse::ChatTemplate tmpl, const nlohmann::json& body,
+                                                        std::span<const synapse::ChatMessage> msgs);
 
 // A value quoted for an error message: its JSON text, cut to 64 bytes.
 std::string quote_value(const nlohmann::json& v);

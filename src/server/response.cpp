@@ -1,6 +1,7 @@
 #include "server/response.hpp"
 
 #include <algorithm>
+#include <limits>
 
 namespace synapse::server {
 
@@ -60,6 +61,38 @@ const char* stop_type_of(const GenerationResult& r) {
   }
 }
 
+// llama-server's generation_settings.logit_bias: the request's biases, then
+// with ignore_eos every end-of-generation token at -inf (which JSON writes
+// null), as llama-server adds them.
+json logit_bias_of(const CompletionRequest& req, const Tokenizer& tok) {
+  json out = json::array();
+  for (const LogitBias& b : req.sampling.logit_bias) out.push_back({{"bias", b.bias}, {"token", b.token}});
+  if (req.stop.ignore_eos)
+    for (token_id id = 0; id < tok.n_vocab(); ++id)
+      if (tok.is_eog(id)) out.push_back({{"bias", -std::numeric_limits<float>::infinity()}, {"token", id}});
+  return out;
+}
+
+// llama-server's json_get_nested_values: each "a/b/c" path that names a value
+// of `j`, as a key of its own; the others left out.
+json nested_values(const std::vector<std::string>& paths, const json& j) {
+  json out = json::object();
+  for (const std::string& path : paths) {
+    const json* at = &j;
+    size_t start = 0;
+    while (at) {
+      const size_t slash = path.find('/', start);
+      const std::string key = path.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+      const auto it = at->is_object() ? at->find(key) : at->end();
+      at = it != at->end() ? &*it : nullptr;
+      if (slash == std::string::npos) break;
+      start = slash + 1;
+    }
+    if (at) out[path] = *at;
+  }
+  return out;
+}
+
 // llama-server's native result object (tools/server/README.md, POST /completion).
 json native_result(const CompletionRequest& req, const ReplyMeta& meta, int index, const std::string& text,
                    std::span<const TokenProbs> tokens, const Tokenizer& tok, const GenerationResult* fin) {
@@ -75,7 +108,7 @@ json native_result(const CompletionRequest& req, const ReplyMeta& meta, int inde
     j["tokens_cached"] = fin->n_cached;
     j["stop_type"] = stop_type_of(*fin);
     j["stopping_word"] = fin->stopping_word;
-    j["truncated"] = false;
+    j["truncated"] = fin->context_full;  // llama-server: stopped by a full context
     j["has_new_line"] = fin->text.find('\n') != std::string::npos;  // anywhere in the reply
     j["timings"] = timings(*fin);
     // llama-server's "prompt": the prompt's tokens as text, special tokens
@@ -83,6 +116,8 @@ json native_result(const CompletionRequest& req, const ReplyMeta& meta, int inde
     const size_t prompt = static_cast<size_t>(index) / static_cast<size_t>(std::max(req.n, 1));
     if (prompt < req.prompts.size()) j["prompt"] = tok.detokenize(req.prompts[prompt], false, true);
     j["generation_settings"] = {{"n_predict", req.stop.n_predict},
+                                {"max_tokens", req.stop.n_predict},
+                                {"logit_bias", logit_bias_of(req, tok)},
                                 {"seed", fin->seed},
                                 {"temperature", req.sampling.temp},
                                 {"top_k", req.sampling.top_k},
@@ -95,7 +130,12 @@ json native_result(const CompletionRequest& req, const ReplyMeta& meta, int inde
                                 {"frequency_penalty", req.sampling.penalty_freq},
                                 {"n_probs", req.top_logprobs},
                                 {"ignore_eos", req.stop.ignore_eos},
-                                {"stop", req.stop.stops}};
+                                {"stop", req.stop.stops},
+                                // llama.cpp's adaptive-p sampler, which synapse does
+                                // not have: off, as llama-server reports it when off.
+                                {"adaptive_target", -1.0f},
+                                {"adaptive_decay", 0.9f}};
+    if (!req.response_fields.empty()) return nested_values(req.response_fields, j);
   }
   return j;
 }
@@ -165,6 +205,8 @@ json completion_reply(const CompletionRequest& req, const ReplyMeta& meta, std::
   }
   j["choices"] = std::move(cs);
   j["usage"] = usage_of(req, choices);
+  if (req.verbose && !choices.empty())
+    j["__verbose"] = native_result(req, meta, 0, choices[0].text, token_probs(choices[0]), tok, &choices[0]);
   return j;
 }
 
@@ -180,7 +222,11 @@ json stream_chunk(const CompletionRequest& req, const ReplyMeta& meta, int index
   if (chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
-    if (!text.empty() || first || !tokens.empty()) delta["content"] = text;
+    // llama-server's first chunk is the role with content null.
+    if (!text.empty() || !tokens.empty())
+      delta["content"] = text;
+    else if (first)
+      delta["content"] = nullptr;
     j["choices"] = json::array({runtime::chat_choice<json>(kDialect, choice, "delta", std::move(delta), tok)});
   } else {
     j["choices"] = json::array({runtime::completion_choice<json>(kDialect, choice, tok)});

@@ -50,7 +50,7 @@ nlohmann::json completion_reply(const CompletionRequest& req, const ReplyMeta& m
 // non-empty finish_reason marks the choice's last chunk (with its `out` for
 // the native route's final fields; `tool_calls`: the reply made calls, so a
 // chat reply that ended by itself says "tool_calls"). chat's first chunk
-// carries the role. A parsed chat reply (req.chat_output) sends only its
+// carries the role (content null when it has no text, as llama-server's). A parsed chat reply (req.chat_output) sends only its
 // first and last chunks here, its text through delta_chunks.
 nlohmann::json stream_chunk(const CompletionRequest& req, const ReplyMeta& meta, int index, const std::string& text,
                             std::span<const GeneratedToken> steps, size_t text_offset, const Tokenizer& tok,

@@ -221,6 +221,11 @@ TEST(ChatJinja, FinalAssistantMessageIsContinued) {
       R"([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Sure,"}])")));
   EXPECT_EQ(r.prompt, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nSure,");
   EXPECT_TRUE(r.continues_final);
+  // A prefill in text parts: joined by "\n\n" (common_chat_msg::render_content),
+  // as llama-server v0.5.0 renders it (its test_chat_template_assistant_prefill).
+  const RenderedChat parts = qwen3.render(inputs(ojson::parse(R"([{"role": "user", "content": "Hi"},
+    {"role": "assistant", "content": [{"type": "text", "text": "Wh"}, {"type": "text", "text": "ill"}]}])")));
+  EXPECT_EQ(parts.prompt, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nWh\n\nill");
   // A prefill cannot carry calls: the error names the message.
   try {
     qwen3.render(inputs(ojson::parse(R"([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "",

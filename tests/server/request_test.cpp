@@ -103,11 +103,50 @@ TEST_F(RequestTest, PromptForms) {
   EXPECT_EQ(parse(Route::completion, {{"prompt", {5, 6}}}).prompts[0], (std::vector<token_id>{5, 6}));
 }
 
+// llama-server's {"prompt_string": ...} object, alone or among the prompts;
+// the ids are llama-server v0.5.0's /tokenize of "Once upon" (BOS added), and
+// its multimodal_data is llama-server's 400 on a model without a projector.
+TEST_F(RequestTest, PromptObjects) {
+  const std::vector<token_id> once_upon = {1, 403, 407};
+  EXPECT_EQ(parse(Route::completion, {{"prompt", {{"prompt_string", "Once upon"}}}}).prompts,
+            (std::vector<std::vector<token_id>>{once_upon}));
+  const json both = json::array({json{{"prompt_string", "Once upon"}}, json::array({1, 403, 407})});
+  EXPECT_EQ(parse(Route::completion, {{"prompt", both}}).prompts,
+            (std::vector<std::vector<token_id>>{once_upon, once_upon}));
+  const auto [param, msg] =
+      error_of(Route::completion, R"({"prompt":{"prompt_string":"Once upon","multimodal_data":["aa"]}})");
+  EXPECT_EQ(param, "prompt.multimodal_data");
+  EXPECT_NE(msg.find("Multimodal data provided, but model does not support multimodal requests."), std::string::npos);
+  EXPECT_EQ(error_of(Route::completion, R"({"prompt":[{"prompt_string":5}]})").first, "prompt[0].prompt_string");
+  // Token ids and strings in one array are one prompt (llama-server: 5 tokens
+  // evaluated for [1, 5, "Once upon", 7]; a later string gets no BOS).
+  EXPECT_EQ(parse(Route::completion, {{"prompt", {1, 5, "Once upon", 7}}}).prompts,
+            (std::vector<std::vector<token_id>>{{1, 5, 403, 407, 7}}));
+}
+
 TEST_F(RequestTest, LlamaServerLogitBiasPairs) {
   const CompletionRequest r = parse(Route::completion, {{"prompt", "a"}, {"logit_bias", {{13, false}, {14, 1.5}}}});
   ASSERT_EQ(r.sampling.logit_bias.size(), 2u);
   EXPECT_TRUE(std::isinf(r.sampling.logit_bias[0].bias) && r.sampling.logit_bias[0].bias < 0);
   EXPECT_EQ(r.sampling.logit_bias[1].bias, 1.5f);
+}
+
+// llama-server takes a text where a token id goes (a key, or a pair's first
+// element) and biases each of its tokens (tokenized without BOS); the ids are
+// llama-server v0.5.0's /tokenize of " book " with add_special false.
+TEST_F(RequestTest, LogitBiasTextsBiasTheirTokens) {
+  const std::vector<token_id> book = {410, 268, 347, 433, 410};
+  for (const json& lb : {json{{" book ", -100}}, json::array({json::array({" book ", -100})})}) {
+    const CompletionRequest r = parse(Route::completion, {{"prompt", "a"}, {"logit_bias", lb}});
+    ASSERT_EQ(r.sampling.logit_bias.size(), book.size()) << lb;
+    for (size_t i = 0; i < book.size(); ++i) {
+      EXPECT_EQ(r.sampling.logit_bias[i].token, book[i]) << lb;
+      EXPECT_EQ(r.sampling.logit_bias[i].bias, -100.0f) << lb;
+    }
+  }
+  const CompletionRequest r = parse(Route::completion, {{"prompt", "a"}, {"logit_bias", {{"book", false}}}});
+  ASSERT_FALSE(r.sampling.logit_bias.empty());
+  EXPECT_TRUE(std::isinf(r.sampling.logit_bias[0].bias) && r.sampling.logit_bias[0].bias < 0);
 }
 
 TEST_F(RequestTest, ChatMessageContentIsNeverParsedAsSpecialTokens) {
@@ -133,7 +172,7 @@ TEST_F(RequestTest, BadFieldsAreNamed) {
   expect(c, R"({"prompt":"a","max_tokens":129})", "max_tokens", "[1, 128]");
   expect(c, R"({"prompt":"a","max_tokens":1.5})", "max_tokens", "integer");
   expect(c, R"({"prompt":"a","seed":-2})", "seed", "-2");
-  expect(c, R"({"prompt":"a","logit_bias":{"x":1}})", "logit_bias.x", "token id");
+  expect(c, R"({"prompt":"a","logit_bias":{"x":true}})", "logit_bias.x", "number or false");
   expect(c, R"({"prompt":"a","logit_bias":{"512":1}})", "logit_bias.512", "token id");
   expect(c, R"({"prompt":"a","stop":[1]})", "stop[0]", "string");
   expect(c, R"({"prompt":[0,512]})", "prompt[1]", "512");
@@ -221,17 +260,23 @@ TEST_F(RequestTest, NativeTimingsAreLlamaServers) {
   g.n_cached = 1;
   g.timings.prompt_n = 3;
   g.timings.prompt_ms = 1.5;
-  g.timings.predicted_n = 2;
+  g.timings.predicted_n = 3;  // two decode steps: the first token is the prompt's
   g.timings.predicted_ms = 5.0;
   const ReplyMeta meta{"x", 1, "m", "fp"};
   const json t = completion_reply(req, meta, std::span<const GenerationResult>(&g, 1), model_->tokenizer())["timings"];
   EXPECT_EQ(t, json::parse(R"({"cache_n": 1, "prompt_n": 3, "prompt_ms": 1.5, "prompt_per_token_ms": 0.5,
-                               "prompt_per_second": 2000.0, "predicted_n": 2, "predicted_ms": 5.0,
+                               "prompt_per_second": 2000.0, "predicted_n": 3, "predicted_ms": 5.0,
                                "predicted_per_token_ms": 2.5, "predicted_per_second": 400.0})"));
   g.timings = {};
   const json none = completion_reply(req, meta, std::span<const GenerationResult>(&g, 1), model_->tokenizer())["timings"];
   EXPECT_EQ(none["prompt_per_token_ms"], 0.0);
   EXPECT_EQ(none["predicted_per_token_ms"], 0.0);
+  // One token took no decode step: no rate (llama-server's 0, not a division by ~0).
+  g.timings.predicted_n = 1;
+  g.timings.predicted_ms = 0.01;
+  const json one = completion_reply(req, meta, std::span<const GenerationResult>(&g, 1), model_->tokenizer())["timings"];
+  EXPECT_EQ(one["predicted_per_second"], 0.0);
+  EXPECT_EQ(one["predicted_per_token_ms"], 0.0);
 }
 
 // --- Chat with the model's Jinja template (issue 43) ---------------------------

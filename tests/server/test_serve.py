@@ -347,6 +347,73 @@ def test_llama_server_routes(keyed):
     assert float(re.search(r"^llamacpp:tokens_predicted_total (\S+)", m, re.M).group(1)) > 0
 
 
+def test_llama_server_suite_shapes(keyed):
+    """Shapes llama.cpp's own server tests (scripts/llama-server-tests.sh) read, with
+    llama-server v0.5.0's values (tools/server/server-task.cpp, server-common.cpp)."""
+    h = auth()
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "seed": 1}
+    # system_fingerprint is llama-server's build_info, "b<build number>-<commit>".
+    r = keyed.post("/v1/chat/completions", chat, headers=h).json()
+    assert re.match(r"^b\d+-\S+$", r["system_fingerprint"]), r["system_fingerprint"]
+    assert "__verbose" not in r
+    # A stream opens with the role alone, content null.
+    events = [json.loads(l[6:]) for l in keyed.post("/v1/chat/completions", dict(chat, stream=True), headers=h,
+                                                    stream=True).iter_lines(decode_unicode=True)
+              if l.startswith("data: {")]
+    assert events[0]["choices"][0]["delta"] == {"role": "assistant", "content": None}
+    assert all("role" not in e["choices"][0]["delta"] for e in events[1:])
+    # The prompt's token count without generating; the chat reply's prompt_tokens.
+    n = keyed.post("/v1/chat/completions/input_tokens", chat, headers=h).json()
+    assert n == {"input_tokens": r["usage"]["prompt_tokens"], "object": "response.input_tokens"}
+    # "verbose": the native result beside the OpenAI one, its prompt as text.
+    v = keyed.post("/v1/chat/completions", dict(chat, verbose=True), headers=h).json()
+    assert v["__verbose"]["prompt"] == "<s> <|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert v["__verbose"]["content"] == v["choices"][0]["message"]["content"]
+    # Text parts of a message are joined by "\n" (llama.cpp's concat_content_parts).
+    parts = {"messages": [{"role": "user", "content": [{"type": "text", "text": "What is"},
+                                                       {"type": "text", "text": "the best book"}]}]}
+    assert keyed.post("/apply-template", parts, headers=h).json()["prompt"] == \
+        "<|im_start|>user\nWhat is\nthe best book<|im_end|>\n<|im_start|>assistant\n"
+    # llama-server's two 400s on a conversation continued from its last message.
+    two = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                        {"role": "assistant", "content": "c"}]}
+    expect_400(keyed, "/v1/chat/completions", two, "messages", "Cannot have 2 or more assistant messages at the end")
+    both = {"messages": [{"role": "user", "content": "a"}], "continue_final_message": True}
+    expect_400(keyed, "/v1/chat/completions", both, "add_generation_prompt",
+               "Cannot set both add_generation_prompt and continue_final_message to true.")
+    expect_400(keyed, "/apply-template", both, "add_generation_prompt", "Cannot set both")
+    ok = {"messages": two["messages"][:2], "continue_final_message": True, "add_generation_prompt": False}
+    assert keyed.post("/apply-template", ok, headers=h).json()["prompt"] == \
+        "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nb"
+    # response_fields: the paths asked, each a key; ignore_eos's end-of-generation
+    # biases (token 2, </s>) at -inf, which JSON writes null.
+    f = keyed.post("/completion", {"prompt": "Once", "n_predict": 3, "ignore_eos": True,
+                                   "response_fields": ["generation_settings/n_predict", "prompt",
+                                                       "generation_settings/logit_bias", "no/such"]}, headers=h).json()
+    assert f == {"generation_settings/n_predict": 3, "prompt": "<s> Once",
+                 "generation_settings/logit_bias": [{"bias": None, "token": 2}]}
+    g = keyed.post("/completion", {"prompt": "Once", "n_predict": 3, "logit_bias": {"Once": -2}}, headers=h).json()
+    assert g["generation_settings"]["logit_bias"] == [{"bias": -2.0, "token": 403}]
+    assert g["generation_settings"]["max_tokens"] == 3 and g["truncated"] is False
+    # llama.cpp's adaptive-p sampler is off here: reported as llama-server reports it off, refused when asked.
+    assert g["generation_settings"]["adaptive_target"] == -1.0
+    assert g["generation_settings"]["adaptive_decay"] == 0.8999999761581421  # float 0.9, as llama-server writes it
+    expect_400(keyed, "/completion", {"prompt": "Once", "adaptive_target": 0.5}, "adaptive_target", "not supported")
+    assert keyed.post("/completion", {"prompt": "Once", "n_predict": 1, "adaptive_target": -1},
+                      headers=h).status_code == 200
+    # A reply stopped by the full context (-c 64) is truncated.
+    t = keyed.post("/completion", {"prompt": "Once", "n_predict": -1, "ignore_eos": True}, headers=h).json()
+    assert t["truncated"] is True and t["stop_type"] == "limit"
+    # --chat-template with a value that names no format: a Jinja template's text
+    # (llama-server's JINJA_TEMPLATE); a llama.cpp format synapse lacks stays an error.
+    with Server("stories260K.gguf", "--chat-template", "Say {{ messages[0]['content'] }}!") as s:
+        assert s.post("/apply-template", {"messages": [{"role": "user", "content": "hi"}]}).json() == \
+            {"prompt": "Say hi!"}
+    r = subprocess.run([SYNAPSE, "serve", "-m", model_path("stories260K.gguf"), "--port", "0", "--chat-template",
+                        "command-r"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "unknown chat template 'command-r'" in r.stderr, r.stderr
+
+
 # llama-server's metric types (tools/server/server-task.cpp, to_metrics).
 LLAMA_COUNTERS = ["prompt_tokens_total", "prompt_tokens_cached_total", "prompt_seconds_total", "tokens_predicted_total",
                   "tokens_predicted_seconds_total", "n_decode_total", "n_tokens_max", "spec_decode_num_draft_tokens_total",

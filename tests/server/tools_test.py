@@ -99,7 +99,7 @@ def assemble(events):
     """A streamed chat reply put together as the OpenAI clients do: the
     message, the finish_reason, and the chunks' deltas in order."""
     assert events[-1] == "[DONE]"
-    assert events[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert events[0]["choices"][0]["delta"] == {"role": "assistant", "content": None}
     msg = {"role": "assistant", "content": None}
     content, reasoning, calls, finish = "", "", [], None
     for e in events[1:-1]:
