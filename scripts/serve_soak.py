@@ -106,7 +106,7 @@ def run_good(base, spec, cut_after=None):
                 finish = e["stop_type"]
         else:
             for c in e["choices"]:
-                piece = c["delta"].get("content", "")
+                piece = c["delta"].get("content") or ""  # the opening chunk: null
                 text += piece
                 n += 1 if piece else 0
                 finish = c["finish_reason"] or finish

@@ -17,6 +17,8 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +41,18 @@
 
 namespace synapse::tools {
 namespace {
+
+// llama.cpp's comma-separated --alias / --tags: each part stripped of
+// blanks, empty ones left out, sorted without repeats (its std::set).
+std::vector<std::string> comma_set(const std::string& value) {
+  std::set<std::string> out;
+  std::stringstream parts(value);
+  for (std::string part; std::getline(parts, part, ',');) {
+    const size_t b = part.find_first_not_of(" \t\r\n");
+    if (b != std::string::npos) out.insert(part.substr(b, part.find_last_not_of(" \t\r\n") - b + 1));
+  }
+  return {out.begin(), out.end()};
+}
 
 // The format names llama.cpp's --chat-template takes without --jinja
 // (v0.5.0 src/llama-chat.cpp, LLM_CHAT_TEMPLATES), synapse's among them.
@@ -65,6 +79,7 @@ struct ServeArgs {
   std::vector<std::string> api_keys;  // --api-key, each maybe "k1,k2"
   std::string api_key_file;
   std::string alias;
+  std::string tags;
   int shutdown_timeout_s = server::defaults::kShutdownTimeoutS;  // --shutdown-timeout
   KvTypeFlags kv_types;  // -ctk, -ctv
 };
@@ -202,7 +217,11 @@ int serve(ServeArgs& a) {
     }
   }
   server::check_template_kwargs(sp.chat_template_kwargs);
-  sp.model_name = a.alias.empty() ? sp.model_path : a.alias;
+  // llama-server's --alias and --tags: comma-separated names, kept as sorted
+  // sets; the first alias is the model's name.
+  sp.aliases = comma_set(a.alias);
+  sp.tags = comma_set(a.tags);
+  sp.model_name = sp.aliases.empty() ? sp.model_path : sp.aliases.front();
   // llama-server's build_info, "b<build number>-<commit>" (clients and its test
   // suite read the "b"), with synapse's build number and commit.
   sp.system_fingerprint = "b" + std::to_string(SYNAPSE_BUILD_NUMBER) + "-" + SYNAPSE_GIT_COMMIT;
@@ -305,7 +324,10 @@ Runner add_serve(CLI::App& app) {
   app.add_flag("-v,--verbose", a->server.verbose,
                "replies to /v1/chat/completions and /v1/completions carry llama-server's \"__verbose\" (the "
                "/completion result); a request's \"verbose\" overrides");
-  app.add_option("-a,--alias", a->alias, "model name in replies and /v1/models (default: the model path)");
+  app.add_option("-a,--alias", a->alias,
+                 "model names, comma-separated: the first in sorted order is the name in replies and /v1/models' id, "
+                 "all are /v1/models' aliases (default: the model path)");
+  app.add_option("--tags", a->tags, "informational model tags, comma-separated (/v1/models' tags)");
   app.add_option("-n,--n-predict,--predict", a->server.n_predict,
                  "tokens per reply: the default and the ceiling of max_tokens (-1: until the end or a full context)")
       ->check(int_range(-1, INT32_MAX));

@@ -26,18 +26,23 @@ ordered_json text_parts(const ordered_json& blocks, const std::string& path, con
   return parts;
 }
 
+// Text blocks run together into one text, as llama-server's
+// convert_anthropic_to_oai joins a system prompt's and a tool_result's blocks
+// (not parts, which a chat template would join by "\n").
+std::string concatenated_text(const ordered_json& blocks, const std::string& path, const char* what) {
+  std::string text;
+  for (const ordered_json& p : text_parts(blocks, path, what)) text += p["text"].get<std::string>();
+  return text;
+}
+
 // A tool_result's content (a string, text blocks, or absent) -> the tool
-// message's content string (its text blocks joined as the chat route joins
-// parts: concatenated).
+// message's content string.
 std::string tool_result_text(const ordered_json& block, const std::string& path) {
   const ordered_json* c = field(block, "content");
   if (!c) return "";
   if (c->is_string()) return c->get<std::string>();
   if (!c->is_array()) bad(at_key(path, "content"), "must be a string or an array of text blocks" + got(*c));
-  std::string text;
-  for (const ordered_json& p : text_parts(*c, at_key(path, "content"), "a tool_result"))
-    text += p["text"].get<std::string>();
-  return text;
+  return concatenated_text(*c, at_key(path, "content"), "a tool_result");
 }
 
 // The blocks Anthropic defines that this translation cannot carry, beside
@@ -177,8 +182,8 @@ ordered_json translate(const ordered_json& body, bool count_only) {
     if (s->is_string()) {
       if (!s->get_ref<const std::string&>().empty()) messages.push_back({{"role", "system"}, {"content", *s}});
     } else if (s->is_array()) {
-      ordered_json parts = text_parts(*s, "system", "system");
-      if (!parts.empty()) messages.push_back({{"role", "system"}, {"content", std::move(parts)}});
+      std::string text = concatenated_text(*s, "system", "system");
+      if (!text.empty()) messages.push_back({{"role", "system"}, {"content", std::move(text)}});
     } else {
       bad("system", "must be a string or an array of text blocks" + got(*s));
     }

@@ -541,6 +541,9 @@ void HttpServer::Impl::install_routes() {
     send_json(res, 200,
               {{"object", "list"},
                {"data", json::array({{{"id", p.model_name},
+                                      {"aliases", p.aliases.empty() ? std::vector<std::string>{p.model_name}
+                                                                    : p.aliases},
+                                      {"tags", p.tags},
                                       {"object", "model"},
                                       {"created", created},
                                       {"owned_by", "synapse"},

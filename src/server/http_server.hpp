@@ -52,7 +52,9 @@ struct ServerParams {
   std::string host = defaults::kHost;    // --host: loopback unless asked otherwise
   int port = defaults::kPort;            // --port (0: any free port; see HttpServer::port)
   std::vector<std::string> api_keys;     // --api-key / --api-key-file; empty: no authentication
-  std::string model_name;                // --alias, else the model path: "model" in replies, /v1/models id
+  std::string model_name;                // --alias's first name, else the model path: "model" in replies, /v1/models id
+  std::vector<std::string> aliases;      // --alias a,b,...: every name, sorted (llama-server's set); /v1/models
+  std::vector<std::string> tags;         // --tags a,b,...: informational, sorted; /v1/models
   std::string model_path;                // -m
   std::string chat_template;             // --chat-template NAME: a built-in format ("": the model's own)
   // --jinja (the default) / --no-jinja: chat is rendered by the model's Jinja

@@ -215,10 +215,13 @@ std::vector<std::vector<token_id>> parse_prompts(const json& v, const Tokenizer&
       throw HttpError(400, "'" + f + ".multimodal_data': Multimodal data provided, but model does not support "
                       "multimodal requests.", f + ".multimodal_data");
     const json* s = field_of(o, "prompt_string");
-    if (s && s->is_string()) return from_string(*s, true);
-    if (s && s->is_array() && !s->empty()) return all_ints(*s) ? get_token_ids(*s, f + ".prompt_string", tok.n_vocab())
-                                                               : mixed(*s, f + ".prompt_string");
-    bad(f + ".prompt_string", "must be a string, or an array of strings and token ids", s ? *s : json());
+    if (!s)
+      bad(f, "must be a string, an array of token ids, an array of strings and token ids, or an object "
+             "{\"prompt_string\": ...}", o);
+    if (s->is_string()) return from_string(*s, true);
+    if (s->is_array() && !s->empty())
+      return all_ints(*s) ? get_token_ids(*s, f + ".prompt_string", tok.n_vocab()) : mixed(*s, f + ".prompt_string");
+    bad(f + ".prompt_string", "must be a string, or an array of strings and token ids", *s);
   };
   std::vector<std::vector<token_id>> out;
   if (v.is_string()) {

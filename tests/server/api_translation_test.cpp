@@ -120,7 +120,7 @@ TEST(AnthropicRequest, EveryBlockTypeBecomesTheChatBody) {
   const ordered_json want = oj(R"({
     "model": "claude-x",
     "messages": [
-      {"role": "system", "content": [{"type": "text", "text": "You are terse."}]},
+      {"role": "system", "content": "You are terse."},
       {"role": "user", "content": "What is the weather in Paris and Rome?"},
       {"role": "assistant", "content": [{"type": "text", "text": "Checking both."}],
        "reasoning_content": "Two cities: two calls.",

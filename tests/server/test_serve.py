@@ -137,7 +137,7 @@ def streamed_chat(srv, body):
     content, lps, finish = "", [], None
     for e in events[:-2]:
         for c in e["choices"]:
-            content += c["delta"].get("content", "")
+            content += c["delta"].get("content") or ""  # null in the opening chunk, as llama-server
             if c["logprobs"]:
                 lps += c["logprobs"]["content"]
             if c["finish_reason"]:
@@ -409,6 +409,14 @@ def test_llama_server_suite_shapes(keyed):
     with Server("stories260K.gguf", "--chat-template", "Say {{ messages[0]['content'] }}!") as s:
         assert s.post("/apply-template", {"messages": [{"role": "user", "content": "hi"}]}).json() == \
             {"prompt": "Say hi!"}
+    # --alias and --tags as llama-server takes them: comma-separated sets, the first alias the name.
+    models = requests.get(keyed.url("/v1/models"), timeout=10).json()["data"][0]
+    assert models["aliases"] == [models["id"]] and models["tags"] == []
+    with Server("stories260K.gguf", "--alias", "tinyllama-2, fim,code", "--tags", "chat,fim,small") as s:
+        models = requests.get(s.url("/v1/models"), timeout=10).json()["data"][0]
+        assert (models["id"], models["aliases"], models["tags"]) == \
+            ("code", ["code", "fim", "tinyllama-2"], ["chat", "fim", "small"])
+        assert s.post("/completion", {"prompt": "Once", "n_predict": 1}).json()["model"] == "code"
     r = subprocess.run([SYNAPSE, "serve", "-m", model_path("stories260K.gguf"), "--port", "0", "--chat-template",
                         "command-r"], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "unknown chat template 'command-r'" in r.stderr, r.stderr
