@@ -135,10 +135,6 @@ struct Result {
   std::vector<double> bw_probes;
 };
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // llama.cpp's llama_ftype names (general.file_type), for the model column.
 std::string file_type_name(uint32_t ft) {
   static const std::map<uint32_t, const char*> names = {

@@ -81,10 +81,6 @@ struct ImatrixArgs {
   bool ppl = true;
 };
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // One llama.cpp ubatch: `tokens` consecutive tokens of each of the sequences
 // [0, n_seqs) from position `pos` of each chunk.
 struct Ubatch {

@@ -94,10 +94,6 @@ struct PplArgs {
   const CLI::Option* n_ctx_opt = nullptr;  // set when -c was given
 };
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // ---- scoring one row of logits ([n_vocab] floats) ----
 
 // Words of one base-file record (see the header comment).

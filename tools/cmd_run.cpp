@@ -49,10 +49,6 @@ struct RunArgs {
   ChatTemplateFlags tmpl;
 };
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 int run(RunArgs& a, const CLI::App& app) {
   std::string text;
   a.pf.reverse_prompts = &a.reverse_prompts;

@@ -22,6 +22,11 @@ namespace synapse::tools {
 
 inline bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
+// Wall-clock seconds from t0 to now (steady clock): the tools' timings.
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // "[ 12/201]  6% what detail", redrawn at most 10 times a second.
 class Progress {
  public:
