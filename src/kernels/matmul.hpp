@@ -103,6 +103,20 @@ class Activations {
  public:
   Activations(const float* x, int64_t n_rows, int64_t n_cols, ActivationBuffers* buffers = nullptr)
       : x_(x), n_rows_(n_rows), n_cols_(n_cols), buffers_(buffers) {}
+  // A gathered view of src (a mixture-of-experts layer's input, each row
+  // once per expert it is routed to, grouped by expert): row m is src's row
+  // rows[m]. Its conversions are src's (each made once, on first use, over
+  // src's rows) with their rows copied in this order, never converted again:
+  // the same bytes, as every conversion works row by row. src and rows must
+  // outlive this object; rows[m] in [0, src.n_rows()) (not checked: the
+  // caller made them).
+  Activations(Activations& src, std::span<const int64_t> rows, ActivationBuffers* buffers = nullptr)
+      : x_(nullptr),
+        n_rows_(static_cast<int64_t>(rows.size())),
+        n_cols_(src.n_cols()),
+        buffers_(buffers),
+        src_(&src),
+        src_rows_(rows.data()) {}
   ~Activations();
   Activations(const Activations&) = delete;
   Activations& operator=(const Activations&) = delete;
@@ -125,18 +139,27 @@ class Activations {
 
  private:
   std::vector<uint8_t>& buffer(std::vector<uint8_t>& slot, size_t bytes);
+  // A gathered view's rows of src's conversion `a` (stride bytes a row) into dst.
+  void gather(const uint8_t* a, size_t stride, uint8_t* dst, base::ThreadPool& pool) const;
 
   const float* x_;
   int64_t n_rows_, n_cols_;
   ActivationBuffers* buffers_;
+  Activations* src_ = nullptr;          // a gathered view's source, or null
+  const int64_t* src_rows_ = nullptr;   // its rows of src_
   std::map<GgmlType, std::vector<uint8_t>> cache_;   // by activation type
   std::map<std::pair<GgmlType, bool>, std::vector<uint8_t>> packed_;  // by weight type, interleaved
 };
 
-// One product of matmul_many: y = [x.n_rows()][w->n_out] floats.
+// One product of matmul_many: rows [row0, row0 + n_rows) of the input
+// (n_rows -1: all of them) times w, y = [n_rows][w->n_out] floats. A range
+// lets the experts of a mixture-of-experts layer, each over its own rows of
+// one gathered input, run in one job.
 struct MatmulOut {
   const WeightView* w;
   float* y;
+  int64_t row0 = 0;
+  int64_t n_rows = -1;
 };
 
 // y: [x.n_rows()][w.n_out] floats. Throws Error(invalid_argument) if
@@ -145,10 +168,13 @@ struct MatmulOut {
 // count or on the number of activation rows.
 void matmul(const WeightView& w, Activations& x, float* y, base::ThreadPool& pool);
 
-// Several products of the same input (Q, K and V; gate and up), each as
-// matmul computes it, bit for bit, in ONE parallel job over their rows laid
-// end to end: one hand-out and one wait instead of one per product. Throws
-// as matmul does (checked before anything is computed).
+// Several products of the same input (Q, K and V; gate and up; every
+// expert of a layer over its range of rows), each as matmul computes it over
+// its rows, bit for bit, in ONE parallel job over their weight rows laid end
+// to end: one hand-out and one wait instead of one per product. Throws as
+// matmul does, and Error(invalid_argument) for a range outside x's rows
+// (checked before anything is computed). Allocates nothing once a thread's
+// first call with as many products has run (its product list is kept).
 void matmul_many(std::span<const MatmulOut> outs, Activations& x, base::ThreadPool& pool);
 
 
