@@ -55,17 +55,31 @@ void ActivationBuffers::give(std::vector<uint8_t>&& buf) noexcept {
 
 Activations::~Activations() {
   if (buffers_ == nullptr) return;
-  for (auto& [type, buf] : cache_) buffers_->give(std::move(buf));
-  for (auto& [key, buf] : packed_) buffers_->give(std::move(buf));
+  for (int i = 0; i < n_conv_; ++i) buffers_->give(std::move(conv_[i].buf));
 }
 
-// The storage of one conversion: from buffers_ when there is one (its size
+std::vector<uint8_t>* Activations::find(GgmlType type, bool packed, bool interleaved) {
+  for (int i = 0; i < n_conv_; ++i)
+    if (conv_[i].type == type && conv_[i].packed == packed && conv_[i].interleaved == interleaved) return &conv_[i].buf;
+  return nullptr;
+}
+
+// The storage of a new conversion: from buffers_ when there is one (its size
 // may exceed `bytes`; only the first `bytes` are written and read), else
 // sized exactly.
-std::vector<uint8_t>& Activations::buffer(std::vector<uint8_t>& slot, size_t bytes) {
-  if (buffers_ != nullptr) slot = buffers_->take(bytes);
-  else slot.resize(bytes);
-  return slot;
+std::vector<uint8_t>& Activations::add(GgmlType type, bool packed, bool interleaved, size_t bytes) {
+  if (n_conv_ == kMaxConversions)
+    throw Error(Errc::invalid_argument, "an input converted for more than " + std::to_string(kMaxConversions) +
+                                            " activation types and packs (last: " + std::string(type_name(type)) +
+                                            ")");
+  Conversion& c = conv_[n_conv_];
+  c.type = type;
+  c.packed = packed;
+  c.interleaved = interleaved;
+  if (buffers_ != nullptr) c.buf = buffers_->take(bytes);
+  else c.buf.resize(bytes);
+  ++n_conv_;
+  return c.buf;
 }
 
 void Activations::gather(const uint8_t* a, size_t stride, uint8_t* dst, base::ThreadPool& pool) const {
@@ -77,16 +91,15 @@ void Activations::gather(const uint8_t* a, size_t stride, uint8_t* dst, base::Th
 
 const uint8_t* Activations::as(GgmlType vt, const quant::KernelTable& kt, size_t& stride, base::ThreadPool& pool) {
   stride = row_size(vt, n_cols_);
-  auto it = cache_.find(vt);
-  if (it != cache_.end()) return it->second.data();
+  if (const std::vector<uint8_t>* done = find(vt, false, false)) return done->data();
   if (src_ != nullptr) {
     size_t src_stride = 0;
     const uint8_t* a = src_->as(vt, kt, src_stride, pool);
-    std::vector<uint8_t>& buf = buffer(cache_[vt], stride * static_cast<size_t>(n_rows_));
+    std::vector<uint8_t>& buf = add(vt, false, false, stride * static_cast<size_t>(n_rows_));
     gather(a, stride, buf.data(), pool);
     return buf.data();
   }
-  std::vector<uint8_t>& buf = buffer(cache_[vt], stride * static_cast<size_t>(n_rows_));
+  std::vector<uint8_t>& buf = add(vt, false, false, stride * static_cast<size_t>(n_rows_));
   const size_t st = stride;
   pool.parallel_for(n_rows_, 1, [&](int64_t m0, int64_t m1) {  // row by row: any split gives the same bytes
     for (int64_t m = m0; m < m1; ++m)
@@ -101,19 +114,17 @@ const uint8_t* Activations::packed_for(GgmlType wt, bool interleaved, const quan
   const quant::GemmPackFn pack = interleaved ? k.x8_pack : k.gemm_pack;
   if (pack == nullptr) return as(quant::vec_dot_type(wt), kt, stride, pool);
   stride = interleaved ? quant::x8_packed_row_size(k, n_cols_) : quant::gemm_packed_row_size(k, n_cols_);
-  const auto key = std::make_pair(wt, interleaved);
-  auto it = packed_.find(key);
-  if (it != packed_.end()) return it->second.data();
+  if (const std::vector<uint8_t>* done = find(wt, true, interleaved)) return done->data();
   if (src_ != nullptr) {  // the packs are made row by row too
     size_t src_stride = 0;
     const uint8_t* a = src_->packed_for(wt, interleaved, kt, src_stride, pool);
-    std::vector<uint8_t>& buf = buffer(packed_[key], stride * static_cast<size_t>(n_rows_));
+    std::vector<uint8_t>& buf = add(wt, true, interleaved, stride * static_cast<size_t>(n_rows_));
     gather(a, stride, buf.data(), pool);
     return buf.data();
   }
   size_t src_stride = 0;
   const uint8_t* a = as(quant::vec_dot_type(wt), kt, src_stride, pool);
-  std::vector<uint8_t>& buf = buffer(packed_[key], stride * static_cast<size_t>(n_rows_));
+  std::vector<uint8_t>& buf = add(wt, true, interleaved, stride * static_cast<size_t>(n_rows_));
   const size_t ps = stride;
   pool.parallel_for(n_rows_, 1, [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) pack(n_cols_, a + m * src_stride, buf.data() + m * ps);

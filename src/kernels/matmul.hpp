@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <span>
 #include <string>
 #include <utility>
@@ -127,7 +126,8 @@ class Activations {
   // threads; every table's quantizers give the same bytes, so a conversion
   // is cached per type, not per table). Throws Error as
   // quant::quantize_row does (no quantizer for vt, n_cols not a multiple
-  // of its block size). One caller at a time (the cache is not locked).
+  // of its block size), Error(invalid_argument) for a 17th conversion of
+  // one input. One caller at a time (the cache is not locked).
   const uint8_t* as(GgmlType vt, const quant::KernelTable& kt, size_t& stride, base::ThreadPool& pool);
   // The rows as kt's multi-row kernels of weight type wt read them:
   // as(vec_dot_type(wt)) passed through kt.row(wt).gemm_pack, or for an
@@ -138,7 +138,6 @@ class Activations {
                             base::ThreadPool& pool);
 
  private:
-  std::vector<uint8_t>& buffer(std::vector<uint8_t>& slot, size_t bytes);
   // A gathered view's rows of src's conversion `a` (stride bytes a row) into dst.
   void gather(const uint8_t* a, size_t stride, uint8_t* dst, base::ThreadPool& pool) const;
 
@@ -147,8 +146,25 @@ class Activations {
   ActivationBuffers* buffers_;
   Activations* src_ = nullptr;          // a gathered view's source, or null
   const int64_t* src_rows_ = nullptr;   // its rows of src_
-  std::map<GgmlType, std::vector<uint8_t>> cache_;   // by activation type
-  std::map<std::pair<GgmlType, bool>, std::vector<uint8_t>> packed_;  // by weight type, interleaved
+  // One conversion of the rows: to activation type `type` (packed false),
+  // or packed for the kernels of weight type `type` (interleaved or not).
+  struct Conversion {
+    GgmlType type = GgmlType::F32;
+    bool packed = false, interleaved = false;
+    std::vector<uint8_t> buf;
+  };
+  // The conversion of that key, or null.
+  std::vector<uint8_t>* find(GgmlType type, bool packed, bool interleaved);
+  // A new conversion of that key with a buffer of `bytes`. Throws
+  // Error(invalid_argument) past kMaxConversions.
+  std::vector<uint8_t>& add(GgmlType type, bool packed, bool interleaved, size_t bytes);
+
+  // Kept in place, not in a map, so that a product allocates nothing: an
+  // input is read by a few weight types (Q/K/V's, gate/up's), each with an
+  // activation type and a pack or two.
+  static constexpr int kMaxConversions = 16;
+  Conversion conv_[kMaxConversions];
+  int n_conv_ = 0;
 };
 
 // One product of matmul_many: rows [row0, row0 + n_rows) of the input

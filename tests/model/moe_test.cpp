@@ -3,7 +3,7 @@
 // or shares it with rows routed to the same and to other experts, in any
 // order, on 1 or 2 threads (contract 2), with the scratch and conversion
 // buffers of earlier, larger calls reused; and a call like an earlier one
-// allocates no buffer.
+// allocates nothing.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -19,11 +19,11 @@
 
 namespace {
 
-// Allocations of 1 KiB or more while g_counting is set, on any thread:
-// this binary's operator new counts them (the replacement is the standard
-// one otherwise: malloc, std::bad_alloc when it fails).
+// Allocations while g_counting is set, on any thread: this binary's
+// operator new counts them (the replacement is the standard one otherwise:
+// malloc, std::bad_alloc when it fails).
 std::atomic<bool> g_counting{false};
-std::atomic<int64_t> g_buffers{0};
+std::atomic<int64_t> g_allocations{0};
 
 }  // namespace
 
@@ -32,7 +32,7 @@ std::atomic<int64_t> g_buffers{0};
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
 void* operator new(std::size_t bytes) {
-  if (bytes >= 1024 && g_counting.load(std::memory_order_relaxed)) g_buffers.fetch_add(1);
+  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1);
   if (void* p = std::malloc(bytes == 0 ? 1 : bytes)) return p;
   throw std::bad_alloc();
 }
@@ -100,10 +100,11 @@ TEST_P(Moe, AnExpertsRowsDoNotDependOnTheRowsBesideThem) {
   }
 }
 
-// The steady state: a call of no more rows than an earlier one takes every
-// buffer from the scratch and the conversion buffers (moe_ffn's own, the
-// gathered rows', the conversions'), in prefill and in decode.
-TEST_P(Moe, AStepLikeAnEarlierOneAllocatesNoBuffer) {
+// The steady state: a call like earlier ones takes every buffer from the
+// scratch and the conversion buffers (moe_ffn's own, the gathered rows',
+// the conversions') and allocates nothing else either (the conversions'
+// records, the thread pool's jobs), in prefill and in decode.
+TEST_P(Moe, AStepLikeAnEarlierOneAllocatesNothing) {
   auto m = model::load_model(data_path(std::string("models/") + GetParam()));
   base::ThreadPool pool(2);
   model::MoeScratch sc;
@@ -113,19 +114,19 @@ TEST_P(Moe, AStepLikeAnEarlierOneAllocatesNoBuffer) {
     const std::vector<float> h = input_rows(n, m->hp.n_embd, 9);
     std::vector<float> out(static_cast<size_t>(n * m->hp.n_embd));
     const model::Layer& L = m->layers[0];
-    g_buffers = 0;
+    g_allocations = 0;
     g_counting = true;  // the first call of a size sizes the scratch: the count sees it
     model::moe_ffn(m->hp, L, h.data(), out.data(), n, pool, sc, &act, nullptr);
     g_counting = false;
     if (n == 64) {
-      EXPECT_GT(g_buffers.load(), 0);
+      EXPECT_GT(g_allocations.load(), 0);
     }
     for (int warm = 0; warm < 3; ++warm) model::moe_ffn(m->hp, L, h.data(), out.data(), n, pool, sc, &act, nullptr);
-    g_buffers = 0;
+    g_allocations = 0;
     g_counting = true;
     model::moe_ffn(m->hp, L, h.data(), out.data(), n, pool, sc, &act, nullptr);
     g_counting = false;
-    EXPECT_EQ(g_buffers.load(), 0);
+    EXPECT_EQ(g_allocations.load(), 0);
   }
 }
 
