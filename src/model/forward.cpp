@@ -184,8 +184,10 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
   auto &block_rows = sc.block_rows, &block_begin = sc.block_begin;
   block_rows.assign(batched_rows.begin(), batched_rows.end());
   block_begin.clear();
-  std::stable_sort(block_rows.begin(), block_rows.end(),
-                   [&](int64_t a, int64_t b) { return rows[a].seq < rows[b].seq; });
+  // By sequence, then batch order: a stable sort's result, without the
+  // buffer std::stable_sort allocates on every call.
+  std::sort(block_rows.begin(), block_rows.end(),
+            [&](int64_t a, int64_t b) { return rows[a].seq != rows[b].seq ? rows[a].seq < rows[b].seq : a < b; });
   for (size_t j = 0; j < block_rows.size(); ++j)
     if (j == 0 || rows[block_rows[j]].seq != rows[block_rows[j - 1]].seq ||
         static_cast<int64_t>(j) - block_begin.back() == query_block(rows[block_rows[j]].seq))
@@ -295,7 +297,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
         pool.parallel_for(n_items, 1, [&](int64_t w0, int64_t w1) {
           // Per thread and kept: its score rows reach 2 MiB in a prefill block.
           thread_local kernels::AttentionScratch scratch;
-          std::vector<kernels::QueryRow> block;
+          thread_local std::vector<kernels::QueryRow> block;
           for (int64_t w = w0; w < w1; ++w) {
             const int64_t b = (n_items - 1 - w) / n_groups, g = (n_items - 1 - w) % n_groups;
             const int64_t* ids = row_ids + begin[b];
@@ -439,7 +441,8 @@ void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::s
   // each pool must give, summed over its sequences, checked first, so an
   // out-of-pages batch fails whole (Error out_of_range) and changes nothing.
   {
-    std::vector<std::pair<const model::KvPool*, int64_t>> need;
+    auto& need = s.pool_pages;
+    need.clear();
     for (size_t sq = 0; sq < seqs.size(); ++sq) {
       if (!s.n_new[sq]) continue;
       const int64_t n_pages = seqs[sq]->pages_needed(s.n_new[sq]);

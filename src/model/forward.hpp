@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "model/model.hpp"
@@ -45,6 +46,7 @@ struct ForwardScratch {
   std::vector<float> x, cur, q, k, v, att, tmp, gate, up, rope_cos, rope_sin, rope_cos_swa, rope_sin_swa, q_temp;
   std::vector<float> normed;  // [n_wanted][n_embd]: the final-normed rows whose logits are wanted
   std::vector<BatchRow> one_seq;  // forward's rows
+  std::vector<std::pair<const KvPool*, int64_t>> pool_pages;  // the KV pages a batch needs of each pool
   // Qwen3.5: the attention layers' q projection [n][2 x n_q] (per head q,
   // then its output gate), RoPE at position 0 (IMROPE's 4th section), the
   // DeltaNet layers' buffers.

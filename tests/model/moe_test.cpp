@@ -103,10 +103,11 @@ TEST_P(Moe, AnExpertsRowsDoNotDependOnTheRowsBesideThem) {
 // The steady state: a call like earlier ones takes every buffer from the
 // scratch and the conversion buffers (moe_ffn's own, the gathered rows',
 // the conversions') and allocates nothing else either (the conversions'
-// records, the thread pool's jobs), in prefill and in decode.
+// records, the thread pool's jobs), in prefill and in decode; on one thread
+// (see the next test).
 TEST_P(Moe, AStepLikeAnEarlierOneAllocatesNothing) {
   auto m = model::load_model(data_path(std::string("models/") + GetParam()));
-  base::ThreadPool pool(2);
+  base::ThreadPool pool(1);  // as below: which worker draws which chunk is timing
   model::MoeScratch sc;
   kernels::ActivationBuffers act;
   for (const int64_t n : {int64_t{64}, int64_t{3}}) {
@@ -127,6 +128,35 @@ TEST_P(Moe, AStepLikeAnEarlierOneAllocatesNothing) {
     model::moe_ffn(m->hp, L, h.data(), out.data(), n, pool, sc, &act, nullptr);
     g_counting = false;
     EXPECT_EQ(g_allocations.load(), 0);
+  }
+}
+
+// The whole forward pass in the steady state: a decode step of four
+// sequences together, once the scratch has seen such steps, allocates
+// nothing (no page of the KV pool is taken in these steps). On one thread:
+// with more, a worker sizes its thread-local buffers (attention's, a cut
+// group's) the first time it draws such a chunk, which timing decides.
+TEST_P(Moe, ADecodeStepOfSeveralSequencesAllocatesNothing) {
+  auto m = model::load_model(data_path(std::string("models/") + GetParam()));
+  base::ThreadPool pool(1);
+  model::ForwardScratch sc;
+  std::vector<model::KvCache> caches;
+  for (int b = 0; b < 4; ++b) caches.push_back(model::make_kv_cache(*m, 64));
+  std::vector<model::KvCache*> seqs;
+  for (auto& c : caches) seqs.push_back(&c);
+  std::vector<model::BatchRow> rows;
+  for (int32_t b = 0; b < 4; ++b)
+    for (int i = 0; i < 20; ++i) rows.push_back({static_cast<token_id>(3 + 7 * b + i), nullptr, b, i == 19});
+  std::vector<float> logits;
+  model::forward_batch(*m, seqs, rows, logits, pool, &sc);
+  rows.clear();
+  for (int32_t b = 0; b < 4; ++b) rows.push_back({static_cast<token_id>(11 + b), nullptr, b, true});
+  for (int step = 0; step < 6; ++step) {
+    g_allocations = 0;
+    g_counting = step >= 3;
+    model::forward_batch(*m, seqs, rows, logits, pool, &sc);
+    g_counting = false;
+    EXPECT_EQ(g_allocations.load(), 0) << "step " << step;
   }
 }
 
