@@ -107,7 +107,7 @@ void ThreadPool::worker() {
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::parallel_for(int64_t n, int64_t grain, RangeFn fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   const int64_t max_parts = (n + grain - 1) / grain;

@@ -8,7 +8,8 @@
 #include <condition_variable>
 #include <exception>
 #include <cstdint>
-#include <functional>
+#include <memory>
+#include <type_traits>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -19,6 +20,27 @@ namespace synapse::base {
 // is a typo or a misunderstanding, not a machine (and each thread costs a
 // stack and a process-table slot).
 inline constexpr int kMaxThreads = 512;
+
+// A reference to what parallel_for runs: any callable taking (begin, end),
+// not owned, never copied. Unlike a std::function it allocates nothing (a
+// std::function holds a lambda of more than two captures on the heap, and a
+// decode step runs hundreds of jobs). The callable must outlive the
+// reference: a temporary passed to parallel_for does, as the call returns
+// first.
+class RangeFn {
+ public:
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, RangeFn>>>
+  RangeFn(F&& fn) noexcept  // NOLINT(google-explicit-constructor): lambdas convert as to std::function
+      : obj_(const_cast<void*>(static_cast<const void*>(std::addressof(fn)))),
+        call_([](void* obj, int64_t begin, int64_t end) {
+          (*static_cast<std::remove_reference_t<F>*>(obj))(begin, end);
+        }) {}
+  void operator()(int64_t begin, int64_t end) const { call_(obj_, begin, end); }
+
+ private:
+  void* obj_;
+  void (*call_)(void*, int64_t, int64_t);
+};
 
 class ThreadPool {
  public:
@@ -42,7 +64,7 @@ class ThreadPool {
   // hold the others back and the threads finish close together. Which thread runs a range never changes
   // a result: callers split by output element. Exceptions from fn are
   // rethrown in the caller (the first one).
-  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  void parallel_for(int64_t n, int64_t grain, RangeFn fn);
 
  private:
   void worker();
@@ -58,7 +80,7 @@ class ThreadPool {
   std::atomic<int64_t> next_{0};    // first index not yet handed out
   std::atomic<int> running_{0};     // workers not yet done with the job
   std::atomic<bool> stop_{false};
-  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  const RangeFn* job_ = nullptr;
   int64_t job_n_ = 0, job_grain_ = 1, job_chunk_ = 0;  // job_chunk_: the smallest chunk
   std::mutex mu_;  // guards error_ and the sleeps on the condition variables
   std::condition_variable cv_work_, cv_done_;

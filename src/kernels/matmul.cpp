@@ -55,24 +55,51 @@ void ActivationBuffers::give(std::vector<uint8_t>&& buf) noexcept {
 
 Activations::~Activations() {
   if (buffers_ == nullptr) return;
-  for (auto& [type, buf] : cache_) buffers_->give(std::move(buf));
-  for (auto& [key, buf] : packed_) buffers_->give(std::move(buf));
+  for (int i = 0; i < n_conv_; ++i) buffers_->give(std::move(conv_[i].buf));
 }
 
-// The storage of one conversion: from buffers_ when there is one (its size
+std::vector<uint8_t>* Activations::find(GgmlType type, bool packed, bool interleaved) {
+  for (int i = 0; i < n_conv_; ++i)
+    if (conv_[i].type == type && conv_[i].packed == packed && conv_[i].interleaved == interleaved) return &conv_[i].buf;
+  return nullptr;
+}
+
+// The storage of a new conversion: from buffers_ when there is one (its size
 // may exceed `bytes`; only the first `bytes` are written and read), else
 // sized exactly.
-std::vector<uint8_t>& Activations::buffer(std::vector<uint8_t>& slot, size_t bytes) {
-  if (buffers_ != nullptr) slot = buffers_->take(bytes);
-  else slot.resize(bytes);
-  return slot;
+std::vector<uint8_t>& Activations::add(GgmlType type, bool packed, bool interleaved, size_t bytes) {
+  if (n_conv_ == kMaxConversions)
+    throw Error(Errc::invalid_argument, "an input converted for more than " + std::to_string(kMaxConversions) +
+                                            " activation types and packs (last: " + std::string(type_name(type)) +
+                                            ")");
+  Conversion& c = conv_[n_conv_];
+  c.type = type;
+  c.packed = packed;
+  c.interleaved = interleaved;
+  if (buffers_ != nullptr) c.buf = buffers_->take(bytes);
+  else c.buf.resize(bytes);
+  ++n_conv_;
+  return c.buf;
+}
+
+void Activations::gather(const uint8_t* a, size_t stride, uint8_t* dst, base::ThreadPool& pool) const {
+  pool.parallel_for(n_rows_, 16, [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m)
+      std::memcpy(dst + static_cast<size_t>(m) * stride, a + static_cast<size_t>(src_rows_[m]) * stride, stride);
+  });
 }
 
 const uint8_t* Activations::as(GgmlType vt, const quant::KernelTable& kt, size_t& stride, base::ThreadPool& pool) {
   stride = row_size(vt, n_cols_);
-  auto it = cache_.find(vt);
-  if (it != cache_.end()) return it->second.data();
-  std::vector<uint8_t>& buf = buffer(cache_[vt], stride * static_cast<size_t>(n_rows_));
+  if (const std::vector<uint8_t>* done = find(vt, false, false)) return done->data();
+  if (src_ != nullptr) {
+    size_t src_stride = 0;
+    const uint8_t* a = src_->as(vt, kt, src_stride, pool);
+    std::vector<uint8_t>& buf = add(vt, false, false, stride * static_cast<size_t>(n_rows_));
+    gather(a, stride, buf.data(), pool);
+    return buf.data();
+  }
+  std::vector<uint8_t>& buf = add(vt, false, false, stride * static_cast<size_t>(n_rows_));
   const size_t st = stride;
   pool.parallel_for(n_rows_, 1, [&](int64_t m0, int64_t m1) {  // row by row: any split gives the same bytes
     for (int64_t m = m0; m < m1; ++m)
@@ -83,16 +110,21 @@ const uint8_t* Activations::as(GgmlType vt, const quant::KernelTable& kt, size_t
 
 const uint8_t* Activations::packed_for(GgmlType wt, bool interleaved, const quant::KernelTable& kt, size_t& stride,
                                        base::ThreadPool& pool) {
-  const uint8_t* a = as(quant::vec_dot_type(wt), kt, stride, pool);
   const quant::TypeKernels& k = kt.row(wt);
   const quant::GemmPackFn pack = interleaved ? k.x8_pack : k.gemm_pack;
-  if (pack == nullptr) return a;
-  const size_t src_stride = stride;
+  if (pack == nullptr) return as(quant::vec_dot_type(wt), kt, stride, pool);
   stride = interleaved ? quant::x8_packed_row_size(k, n_cols_) : quant::gemm_packed_row_size(k, n_cols_);
-  const auto key = std::make_pair(wt, interleaved);
-  auto it = packed_.find(key);
-  if (it != packed_.end()) return it->second.data();
-  std::vector<uint8_t>& buf = buffer(packed_[key], stride * static_cast<size_t>(n_rows_));
+  if (const std::vector<uint8_t>* done = find(wt, true, interleaved)) return done->data();
+  if (src_ != nullptr) {  // the packs are made row by row too
+    size_t src_stride = 0;
+    const uint8_t* a = src_->packed_for(wt, interleaved, kt, src_stride, pool);
+    std::vector<uint8_t>& buf = add(wt, true, interleaved, stride * static_cast<size_t>(n_rows_));
+    gather(a, stride, buf.data(), pool);
+    return buf.data();
+  }
+  size_t src_stride = 0;
+  const uint8_t* a = as(quant::vec_dot_type(wt), kt, src_stride, pool);
+  std::vector<uint8_t>& buf = add(wt, true, interleaved, stride * static_cast<size_t>(n_rows_));
   const size_t ps = stride;
   pool.parallel_for(n_rows_, 1, [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) pack(n_cols_, a + m * src_stride, buf.data() + m * ps);
@@ -107,8 +139,9 @@ namespace {
 struct Product {
   const WeightView* w;
   float* y;
-  const uint8_t* a;
+  const uint8_t* a;  // the product's first activation row
   size_t stride;
+  int64_t n_rows;  // activation rows
   quant::VecDotFn dot;
   quant::GemvFn gemv;  // decode kernel (a few activation rows), or null
   quant::GemmFn gemm;  // multi-row kernel, or null
@@ -126,9 +159,13 @@ Product prepare(const MatmulOut& o, Activations& x, const quant::KernelTable& kt
   if (x.n_cols() != w.n_in)
     throw Error(Errc::invalid_argument, w.name + ": input of " + std::to_string(x.n_cols()) +
                                             " columns, the weight has " + std::to_string(w.n_in));
+  const int64_t n_rows = o.n_rows < 0 ? x.n_rows() - o.row0 : o.n_rows;
+  if (o.row0 < 0 || n_rows < 0 || o.row0 + n_rows > x.n_rows())
+    throw Error(Errc::invalid_argument, w.name + ": rows [" + std::to_string(o.row0) + ", " +
+                                            std::to_string(o.row0 + n_rows) + ") of an input of " +
+                                            std::to_string(x.n_rows()) + " rows");
   const quant::TypeKernels& k = kt.row(w.type);
-  Product p{&w, o.y, nullptr, 0, k.vec_dot, nullptr, nullptr, nullptr, 1, 1, false};
-  const int64_t n_rows = x.n_rows();
+  Product p{&w, o.y, nullptr, 0, n_rows, k.vec_dot, nullptr, nullptr, nullptr, 1, 1, false};
   if (w.interleaved) {
     // One kernel for any number of activation rows (quant/interleave.hpp).
     p.x8 = k.gemm_x8;
@@ -146,10 +183,12 @@ Product prepare(const MatmulOut& o, Activations& x, const quant::KernelTable& kt
     // x8_pack), once per input, weight type and layout.
     p.a = x.packed_for(w.type, p.x8 != nullptr, kt, p.stride, pool);
     if (p.x8 != nullptr && w.n_out % quant::kInterleave != 0)
-      p.tail_a = x.as(quant::vec_dot_type(w.type), kt, p.tail_stride, pool);
+      p.tail_a = x.as(quant::vec_dot_type(w.type), kt, p.tail_stride, pool) +
+                 static_cast<size_t>(o.row0) * p.tail_stride;
   } else {
     p.a = x.as(quant::vec_dot_type(w.type), kt, p.stride, pool);
   }
+  p.a += static_cast<size_t>(o.row0) * p.stride;
   // Blocked: a panel of weight rows (about kPanelBytes) against a tile of
   // activation rows (about kTileBytes), both resident in L2 while the
   // multi-row kernel unpacks each weight block once per few activation rows.
@@ -235,7 +274,8 @@ void run_interleaved(const Product& p, int64_t n_rows, int64_t r0, int64_t r1) {
       r += ng * G;
       continue;
     }
-    std::vector<float> part(static_cast<size_t>(n_rows * G));
+    thread_local std::vector<float> part;  // kept: a step allocates no buffer
+    part.resize(static_cast<size_t>(n_rows * G));
     run_groups(p, n_rows, g, 1, part.data(), G);
     const int64_t end = std::min(r1, (g + 1) * G);
     for (int64_t m = 0; m < n_rows; ++m)
@@ -285,24 +325,29 @@ void matmul_many(std::span<const MatmulOut> outs, Activations& x, base::ThreadPo
   // (quant::active_kernels); everything below takes it from here, and each
   // product's kernels are looked up once, not per row.
   const quant::KernelTable& kt = quant::active_kernels();
-  std::vector<Product> ps;
-  ps.reserve(outs.size());
+  // Kept per thread (a layer of experts has hundreds of products); nothing
+  // below calls matmul_many again on this thread before the job ends. Named
+  // through references: the job's workers must read this thread's copies.
+  thread_local std::vector<Product> kept_products;
+  thread_local std::vector<int64_t> kept_first;
+  std::vector<Product>& ps = kept_products;
+  std::vector<int64_t>& first = kept_first;
+  ps.clear();
   for (const MatmulOut& o : outs) ps.push_back(prepare(o, x, kt, pool));
   // One job over the products' rows laid end to end: one hand-out and one
   // wait for all of them (a decode step has hundreds of small products).
-  std::vector<int64_t> first(ps.size() + 1, 0);
+  first.assign(ps.size() + 1, 0);
   bool decode = true;
   for (size_t j = 0; j < ps.size(); ++j) {
     first[j + 1] = first[j] + ps[j].w->n_out;
     decode = decode && ps[j].decode;
   }
-  const int64_t n_rows = x.n_rows();
   // Weight rows per grain: a multiple of the kernels' 4-row groups.
   pool.parallel_for(first.back(), decode ? kGemvGrain : 16, [&](int64_t g0, int64_t g1) {
     for (size_t j = 0; j < ps.size() && g0 < g1; ++j) {
       if (g0 >= first[j + 1]) continue;
       const int64_t end = std::min(g1, first[j + 1]);
-      run_rows(ps[j], n_rows, g0 - first[j], end - first[j]);
+      run_rows(ps[j], ps[j].n_rows, g0 - first[j], end - first[j]);
       g0 = end;
     }
   });

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <span>
 #include <string>
 #include <utility>
@@ -103,6 +102,20 @@ class Activations {
  public:
   Activations(const float* x, int64_t n_rows, int64_t n_cols, ActivationBuffers* buffers = nullptr)
       : x_(x), n_rows_(n_rows), n_cols_(n_cols), buffers_(buffers) {}
+  // A gathered view of src (a mixture-of-experts layer's input, each row
+  // once per expert it is routed to, grouped by expert): row m is src's row
+  // rows[m]. Its conversions are src's (each made once, on first use, over
+  // src's rows) with their rows copied in this order, never converted again:
+  // the same bytes, as every conversion works row by row. src and rows must
+  // outlive this object; rows[m] in [0, src.n_rows()) (not checked: the
+  // caller made them).
+  Activations(Activations& src, std::span<const int64_t> rows, ActivationBuffers* buffers = nullptr)
+      : x_(nullptr),
+        n_rows_(static_cast<int64_t>(rows.size())),
+        n_cols_(src.n_cols()),
+        buffers_(buffers),
+        src_(&src),
+        src_rows_(rows.data()) {}
   ~Activations();
   Activations(const Activations&) = delete;
   Activations& operator=(const Activations&) = delete;
@@ -113,7 +126,8 @@ class Activations {
   // threads; every table's quantizers give the same bytes, so a conversion
   // is cached per type, not per table). Throws Error as
   // quant::quantize_row does (no quantizer for vt, n_cols not a multiple
-  // of its block size). One caller at a time (the cache is not locked).
+  // of its block size), Error(invalid_argument) for a 17th conversion of
+  // one input. One caller at a time (the cache is not locked).
   const uint8_t* as(GgmlType vt, const quant::KernelTable& kt, size_t& stride, base::ThreadPool& pool);
   // The rows as kt's multi-row kernels of weight type wt read them:
   // as(vec_dot_type(wt)) passed through kt.row(wt).gemm_pack, or for an
@@ -124,19 +138,44 @@ class Activations {
                             base::ThreadPool& pool);
 
  private:
-  std::vector<uint8_t>& buffer(std::vector<uint8_t>& slot, size_t bytes);
+  // A gathered view's rows of src's conversion `a` (stride bytes a row) into dst.
+  void gather(const uint8_t* a, size_t stride, uint8_t* dst, base::ThreadPool& pool) const;
 
   const float* x_;
   int64_t n_rows_, n_cols_;
   ActivationBuffers* buffers_;
-  std::map<GgmlType, std::vector<uint8_t>> cache_;   // by activation type
-  std::map<std::pair<GgmlType, bool>, std::vector<uint8_t>> packed_;  // by weight type, interleaved
+  Activations* src_ = nullptr;          // a gathered view's source, or null
+  const int64_t* src_rows_ = nullptr;   // its rows of src_
+  // One conversion of the rows: to activation type `type` (packed false),
+  // or packed for the kernels of weight type `type` (interleaved or not).
+  struct Conversion {
+    GgmlType type = GgmlType::F32;
+    bool packed = false, interleaved = false;
+    std::vector<uint8_t> buf;
+  };
+  // The conversion of that key, or null.
+  std::vector<uint8_t>* find(GgmlType type, bool packed, bool interleaved);
+  // A new conversion of that key with a buffer of `bytes`. Throws
+  // Error(invalid_argument) past kMaxConversions.
+  std::vector<uint8_t>& add(GgmlType type, bool packed, bool interleaved, size_t bytes);
+
+  // Kept in place, not in a map, so that a product allocates nothing: an
+  // input is read by a few weight types (Q/K/V's, gate/up's), each with an
+  // activation type and a pack or two.
+  static constexpr int kMaxConversions = 16;
+  Conversion conv_[kMaxConversions];
+  int n_conv_ = 0;
 };
 
-// One product of matmul_many: y = [x.n_rows()][w->n_out] floats.
+// One product of matmul_many: rows [row0, row0 + n_rows) of the input
+// (n_rows -1: all of them) times w, y = [n_rows][w->n_out] floats. A range
+// lets the experts of a mixture-of-experts layer, each over its own rows of
+// one gathered input, run in one job.
 struct MatmulOut {
   const WeightView* w;
   float* y;
+  int64_t row0 = 0;
+  int64_t n_rows = -1;
 };
 
 // y: [x.n_rows()][w.n_out] floats. Throws Error(invalid_argument) if
@@ -145,10 +184,13 @@ struct MatmulOut {
 // count or on the number of activation rows.
 void matmul(const WeightView& w, Activations& x, float* y, base::ThreadPool& pool);
 
-// Several products of the same input (Q, K and V; gate and up), each as
-// matmul computes it, bit for bit, in ONE parallel job over their rows laid
-// end to end: one hand-out and one wait instead of one per product. Throws
-// as matmul does (checked before anything is computed).
+// Several products of the same input (Q, K and V; gate and up; every
+// expert of a layer over its range of rows), each as matmul computes it over
+// its rows, bit for bit, in ONE parallel job over their weight rows laid end
+// to end: one hand-out and one wait instead of one per product. Throws as
+// matmul does, and Error(invalid_argument) for a range outside x's rows
+// (checked before anything is computed). Allocates nothing once a thread's
+// first call with as many products has run (its product list is kept).
 void matmul_many(std::span<const MatmulOut> outs, Activations& x, base::ThreadPool& pool);
 
 

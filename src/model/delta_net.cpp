@@ -112,7 +112,8 @@ void delta_net_layer(const Model& m, int64_t il, std::span<KvCache* const> seqs,
   // is held as ggml holds it, transposed: st[j * d + e] = S[e][j].
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   pool.parallel_for(n_v_heads, 1, [&](int64_t h0, int64_t h1) {
-    std::vector<float> delta(static_cast<size_t>(d));
+    thread_local std::vector<float> delta;  // kept: a step allocates nothing
+    delta.resize(static_cast<size_t>(d));
     for (int64_t h = h0; h < h1; ++h) {
       const int64_t hk = h % n_k_heads;
       for (int64_t i = 0; i < n; ++i) {

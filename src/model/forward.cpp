@@ -19,25 +19,18 @@
 #include "quant/quant.hpp"
 
 namespace synapse::model {
-namespace {
 
-using quant::fp32_to_fp16;
-
-// The GGUF tensor a view reads: its name without the "[part]" suffix of a
-// slice (Phi-3's fused q/k/v and gate/up, the experts of a merged tensor).
-std::string_view tensor_of(const kernels::WeightView& w) {
+std::string_view product_tensor(const kernels::WeightView& w) {
   const std::string_view name = w.name;
   return name.substr(0, name.find('['));
 }
 
-// Shows `obs` (if any) the input x [n][n_in] of the products of `ws`, once per
-// distinct tensor: views of one fused tensor are one product in llama.cpp.
-void observe(ProductObserver* obs, std::initializer_list<const kernels::WeightView*> ws, const float* x, int64_t n,
-             int64_t n_in) {
+void observe_products(ProductObserver* obs, std::initializer_list<const kernels::WeightView*> ws, const float* x,
+                      int64_t n, int64_t n_in) {
   if (!obs) return;
   std::string_view last;
   for (const kernels::WeightView* w : ws) {
-    const std::string_view t = tensor_of(*w);
+    const std::string_view t = product_tensor(*w);
     if (t == last) continue;
     last = t;
     ProductInput in;
@@ -49,172 +42,15 @@ void observe(ProductObserver* obs, std::initializer_list<const kernels::WeightVi
   }
 }
 
+namespace {
+
+using quant::fp32_to_fp16;
+
 void add_bias(std::vector<float>& y, int64_t n_rows, const std::vector<float>& bias) {
   if (bias.empty()) return;
   const int64_t w = static_cast<int64_t>(bias.size());
   for (int64_t m = 0; m < n_rows; ++m)
     for (int64_t i = 0; i < w; ++i) y[m * w + i] += bias[i];
-}
-
-// The sparse FFN of Mixtral, Qwen3-MoE and gpt-oss for n rows (llama.cpp
-// build_moe_ffn). Routing per row, by hp.expert_gating: softmax_norm
-// (Mixtral, Qwen3-MoE): router logits -> softmax -> top n_expert_used
-// (largest first, ties to the lower id) -> weights / their sum;
-// softmax_weight (gpt-oss): router logits + ffn_gate_inp.bias -> top
-// n_expert_used of the logits -> the weights the softmax of those. Then the
-// weighted sum of the selected experts' outputs in selection order, each
-// expert SwiGLU (or gpt-oss's swiglu_oai over gate + its bias and up + its
-// bias, then down + its bias).
-// h, out: [n][n_embd]. The rows routed to one expert go through its gate, up
-// and down matrices together (one product per expert per step, as ggml's
-// mul_mat_id groups them); each output element is still one vec_dot of its own
-// row (kernels::matmul), so the bits equal a row-at-a-time evaluation and do
-// not depend on which other rows share the batch (contract 2). Experts sum in
-// the dense products' order, not ggml_mul_mat_id's (issue 41: the fastest
-// order that keeps contract 2). buffers: the activation conversions' storage
-// (the ForwardScratch's), or null. obs: shown the router's and each
-// expert's inputs, or null.
-void moe_rows(const HParams& hp, const Layer& L, const float* h, float* out, int64_t n, base::ThreadPool& pool,
-              kernels::ActivationBuffers* buffers, ProductObserver* obs) {
-  const int64_t n_exp = hp.n_expert, n_used = hp.n_expert_used, n_embd = hp.n_embd, n_ff = hp.n_ff;
-  observe(obs, {&L.ffn_gate_inp}, h, n, n_embd);
-  std::vector<float> probs(static_cast<size_t>(n * n_exp));
-  kernels::Activations act(h, n, n_embd, buffers);
-  kernels::matmul(L.ffn_gate_inp, act, probs.data(), pool);
-  add_bias(probs, n, L.ffn_gate_inp_b);
-
-  // Routing: per row its experts in selection order and their weights.
-  std::vector<int64_t> chosen(static_cast<size_t>(n * n_used));
-  std::vector<float> weight(chosen.size());
-  std::vector<int64_t> order(static_cast<size_t>(n_exp));
-  const bool softmax_weight = hp.expert_gating == ExpertGating::softmax_weight;
-  for (int64_t i = 0; i < n; ++i) {
-    float* p = &probs[i * n_exp];
-    if (!softmax_weight) kernels::softmax(p, n_exp);
-    for (int64_t e = 0; e < n_exp; ++e) order[e] = e;
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
-    float* w = &weight[i * n_used];
-    for (int64_t s = 0; s < n_used; ++s) {
-      chosen[i * n_used + s] = order[s];
-      w[s] = p[order[s]];
-    }
-    if (softmax_weight) {
-      kernels::softmax(w, n_used);
-    } else {
-      double wsum = 0.0;
-      for (int64_t s = 0; s < n_used; ++s) wsum += w[s];
-      const float wsum_f = static_cast<float>(wsum);
-      for (int64_t s = 0; s < n_used; ++s) w[s] /= wsum_f;
-    }
-  }
-
-  // An expert's input rows x [m][n_in] (gathered: row r is slot slots[r]) for
-  // each matrix of `ws`. A slice of a merged [n_in, n_out, n_expert] tensor is
-  // a mul_mat_id product; a tensor of its own (the older blk.N.ffn_gate.E
-  // layout) a plain one.
-  const auto observe_expert = [&](ProductObserver* o, std::initializer_list<const kernels::WeightView*> ws, int64_t e,
-                                  const float* x, int64_t m, int64_t n_in, const int64_t* slots) {
-    if (!o) return;
-    for (const kernels::WeightView* w : ws) {
-      const std::string_view t = tensor_of(*w);
-      if (t.size() == w->name.size()) {
-        observe(o, {w}, x, m, n_in);
-        continue;
-      }
-      ProductInput in;
-      in.tensor = t;
-      in.x = x;
-      in.n_rows = m;
-      in.n_in = n_in;
-      in.expert = e;
-      in.n_expert = n_exp;
-      in.n_used = n_used;
-      in.slots = slots;
-      o->observe(in);
-    }
-  };
-
-  // Per expert: gather its rows, one product per matrix, scatter the results
-  // to y[i][s] (row i's s-th selected expert).
-  std::vector<float> y(static_cast<size_t>(n * n_used * n_embd));
-  std::vector<float> rows_in, gate, up, down;
-  std::vector<int64_t> slots;  // i * n_used + s of each gathered row
-  for (int64_t e = 0; e < n_exp; ++e) {
-    slots.clear();
-    for (int64_t j = 0; j < n * n_used; ++j)
-      if (chosen[j] == e) slots.push_back(j);
-    if (slots.empty()) continue;
-    const int64_t m = static_cast<int64_t>(slots.size());
-    rows_in.resize(static_cast<size_t>(m * n_embd));
-    for (int64_t r = 0; r < m; ++r)
-      std::copy_n(&h[(slots[r] / n_used) * n_embd], n_embd, &rows_in[r * n_embd]);
-    gate.resize(static_cast<size_t>(m * n_ff));
-    up.resize(gate.size());
-    down.resize(static_cast<size_t>(m * n_embd));
-    observe_expert(obs, {&L.gate_exps[e], &L.up_exps[e]}, e, rows_in.data(), m, n_embd, slots.data());
-    kernels::Activations ein(rows_in.data(), m, n_embd, buffers);
-    const kernels::MatmulOut gate_up[] = {{&L.gate_exps[e], gate.data()}, {&L.up_exps[e], up.data()}};
-    kernels::matmul_many(gate_up, ein, pool);
-    if (hp.swiglu_oai) {
-      // ggml_add_id of each expert's biases, then ggml_swiglu_oai (alpha and
-      // limit as llama.cpp v0.5.0's build_moe_ffn, LLM_FFN_SWIGLU_OAI_MOE).
-      constexpr float kAlpha = 1.702f, kLimit = 7.0f;
-      for (int64_t r = 0; r < m; ++r) {
-        float* g = &gate[r * n_ff];
-        float* u = &up[r * n_ff];
-        for (int64_t d = 0; d < n_ff; ++d) {
-          g[d] += L.gate_exps_b[e * n_ff + d];
-          u[d] += L.up_exps_b[e * n_ff + d];
-        }
-        kernels::swiglu_oai(g, u, g, n_ff, kAlpha, kLimit);
-      }
-    } else {
-      kernels::swiglu_rows(gate.data(), up.data(), gate.data(), m, n_ff);
-    }
-    observe_expert(obs, {&L.down_exps[e]}, e, gate.data(), m, n_ff, slots.data());
-    kernels::Activations par(gate.data(), m, n_ff, buffers);
-    kernels::matmul(L.down_exps[e], par, down.data(), pool);
-    if (!L.down_exps_b.empty())
-      for (int64_t r = 0; r < m; ++r)
-        for (int64_t d = 0; d < n_embd; ++d) down[r * n_embd + d] += L.down_exps_b[e * n_embd + d];
-    for (int64_t r = 0; r < m; ++r) std::copy_n(&down[r * n_embd], n_embd, &y[slots[r] * n_embd]);
-  }
-
-  // Weighted sum in selection order, as the row-at-a-time evaluation adds them.
-  for (int64_t i = 0; i < n; ++i) {
-    float* o = &out[i * n_embd];
-    for (int64_t s = 0; s < n_used; ++s) {
-      const float w = weight[i * n_used + s];
-      const float* ys = &y[(i * n_used + s) * n_embd];
-      for (int64_t d = 0; d < n_embd; ++d) o[d] = s == 0 ? ys[d] * w : o[d] + ys[d] * w;
-    }
-  }
-}
-
-// Qwen3.5-MoE's shared expert over n rows (llama.cpp v0.5.0
-// src/models/qwen35moe.cpp build_layer_ffn): out += down(silu(gate h) * up h)
-// * sigmoid(ffn_gate_inp_shexp h), the routed experts' sum first (ggml_add of
-// the MoE output and the gated shared one). h, out: [n][n_embd].
-void shared_expert_rows(const HParams& hp, const Layer& L, const float* h, float* out, int64_t n,
-                        base::ThreadPool& pool, kernels::ActivationBuffers* buffers, ProductObserver* obs) {
-  const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff_shexp;
-  std::vector<float> gate(static_cast<size_t>(n * n_ff)), up(gate.size()), logit(static_cast<size_t>(n)),
-      y(static_cast<size_t>(n * n_embd));
-  observe(obs, {&L.ffn_up_shexp, &L.ffn_gate_shexp, &L.ffn_gate_inp_shexp}, h, n, n_embd);
-  {
-    kernels::Activations act(h, n, n_embd, buffers);
-    const kernels::MatmulOut outs[] = {
-        {&L.ffn_gate_shexp, gate.data()}, {&L.ffn_up_shexp, up.data()}, {&L.ffn_gate_inp_shexp, logit.data()}};
-    kernels::matmul_many(outs, act, pool);
-  }
-  kernels::swiglu_rows(gate.data(), up.data(), gate.data(), n, n_ff);
-  observe(obs, {&L.ffn_down_shexp}, gate.data(), n, n_ff);
-  kernels::Activations par(gate.data(), n, n_ff, buffers);
-  kernels::matmul(L.ffn_down_shexp, par, y.data(), pool);
-  for (int64_t i = 0; i < n; ++i) {
-    const float s = kernels::sigmoid(logit[static_cast<size_t>(i)]);
-    for (int64_t d = i * n_embd; d < (i + 1) * n_embd; ++d) out[d] += y[d] * s;
-  }
 }
 
 }  // namespace
@@ -348,8 +184,10 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
   auto &block_rows = sc.block_rows, &block_begin = sc.block_begin;
   block_rows.assign(batched_rows.begin(), batched_rows.end());
   block_begin.clear();
-  std::stable_sort(block_rows.begin(), block_rows.end(),
-                   [&](int64_t a, int64_t b) { return rows[a].seq < rows[b].seq; });
+  // By sequence, then batch order: a stable sort's result, without the
+  // buffer std::stable_sort allocates on every call.
+  std::sort(block_rows.begin(), block_rows.end(),
+            [&](int64_t a, int64_t b) { return rows[a].seq != rows[b].seq ? rows[a].seq < rows[b].seq : a < b; });
   for (size_t j = 0; j < block_rows.size(); ++j)
     if (j == 0 || rows[block_rows[j]].seq != rows[block_rows[j - 1]].seq ||
         static_cast<int64_t>(j) - block_begin.back() == query_block(rows[block_rows[j]].seq))
@@ -395,7 +233,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
       delta_net_layer(m, il, seqs, rows.data(), n, cur.data(), tmp.data(), pool, sc.delta_net, &sc.act, obs);
     } else {  // attention, to the attn_output product and its bias
       {
-        observe(obs, {&L.wq, &L.wk, &L.wv}, cur.data(), n, n_embd);
+        observe_products(obs, {&L.wq, &L.wk, &L.wv}, cur.data(), n, n_embd);
         kernels::Activations act(cur.data(), n, n_embd, &sc.act);
         float* q_out = hp.attn_output_gate ? sc.attn_gate.data() : q.data();
         const kernels::MatmulOut qkv[] = {{&L.wq, q_out}, {&L.wk, k.data()}, {&L.wv, v.data()}};
@@ -459,7 +297,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
         pool.parallel_for(n_items, 1, [&](int64_t w0, int64_t w1) {
           // Per thread and kept: its score rows reach 2 MiB in a prefill block.
           thread_local kernels::AttentionScratch scratch;
-          std::vector<kernels::QueryRow> block;
+          thread_local std::vector<kernels::QueryRow> block;
           for (int64_t w = w0; w < w1; ++w) {
             const int64_t b = (n_items - 1 - w) / n_groups, g = (n_items - 1 - w) % n_groups;
             const int64_t* ids = row_ids + begin[b];
@@ -507,7 +345,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
               att[i * n_att + h * hd_v + d] *= kernels::sigmoid(sc.attn_gate[2 * i * n_q + (2 * h + 1) * hd + d]);
         });
       {
-        observe(obs, {&L.wo}, att.data(), n, n_att);
+        observe_products(obs, {&L.wo}, att.data(), n, n_att);
         kernels::Activations act(att.data(), n, n_att, &sc.act);
         kernels::matmul(L.wo, act, tmp.data(), pool);
       }
@@ -524,10 +362,10 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
       kernels::rms_norm(&x[i * n_embd], L.ffn_norm.data(), &cur[i * n_embd], n_embd, hp.f_norm_rms_eps);
     });
     if (hp.n_expert > 0) {
-      moe_rows(hp, L, cur.data(), tmp.data(), n, pool, &sc.act, obs);
-      if (hp.n_ff_shexp > 0) shared_expert_rows(hp, L, cur.data(), tmp.data(), n, pool, &sc.act, obs);
+      moe_ffn(hp, L, cur.data(), tmp.data(), n, pool, sc.moe, &sc.act, obs);
+      if (hp.n_ff_shexp > 0) shared_expert_ffn(hp, L, cur.data(), tmp.data(), n, pool, sc.moe, &sc.act, obs);
     } else {
-      observe(obs, {&L.ffn_gate, &L.ffn_up}, cur.data(), n, n_embd);
+      observe_products(obs, {&L.ffn_gate, &L.ffn_up}, cur.data(), n, n_embd);
       kernels::Activations act(cur.data(), n, n_embd, &sc.act);
       const kernels::MatmulOut gate_up[] = {{&L.ffn_gate, gate.data()}, {&L.ffn_up, up.data()}};
       kernels::matmul_many(gate_up, act, pool);
@@ -536,7 +374,7 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
         if (hp.gelu_ffn) kernels::geglu(gate.data() + o, up.data() + o, gate.data() + o, (r1 - r0) * hp.n_ff);
         else kernels::swiglu_rows(gate.data() + o, up.data() + o, gate.data() + o, r1 - r0, hp.n_ff);
       });
-      observe(obs, {&L.ffn_down}, gate.data(), n, hp.n_ff);
+      observe_products(obs, {&L.ffn_down}, gate.data(), n, hp.n_ff);
       kernels::Activations par(gate.data(), n, hp.n_ff, &sc.act);
       kernels::matmul(L.ffn_down, par, tmp.data(), pool);
     }
@@ -603,7 +441,8 @@ void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::s
   // each pool must give, summed over its sequences, checked first, so an
   // out-of-pages batch fails whole (Error out_of_range) and changes nothing.
   {
-    std::vector<std::pair<const model::KvPool*, int64_t>> need;
+    auto& need = s.pool_pages;
+    need.clear();
     for (size_t sq = 0; sq < seqs.size(); ++sq) {
       if (!s.n_new[sq]) continue;
       const int64_t n_pages = seqs[sq]->pages_needed(s.n_new[sq]);
@@ -641,7 +480,7 @@ void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::s
   // Output: the vocabulary projection of the wanted rows of every pass.
   logits.resize(static_cast<size_t>(n_wanted * hp.n_vocab));
   if (n_wanted == 0) return;
-  observe(observer, {&m.output}, s.normed.data(), n_wanted, hp.n_embd);
+  observe_products(observer, {&m.output}, s.normed.data(), n_wanted, hp.n_embd);
   kernels::Activations act(s.normed.data(), n_wanted, hp.n_embd, &s.act);
   kernels::matmul(m.output, act, logits.data(), pool);
   if (hp.f_final_logit_softcapping > 0.0f) {

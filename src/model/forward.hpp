@@ -2,12 +2,15 @@
 // HParams). Reading order: embed, the layer loop (attention then FFN), output.
 #pragma once
 
+#include <initializer_list>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "model/model.hpp"
 #include "model/delta_net.hpp"
+#include "model/moe.hpp"
 #include "kernels/matmul.hpp"
 #include "model/kv_cache.hpp"
 #include "base/thread_pool.hpp"
@@ -43,11 +46,13 @@ struct ForwardScratch {
   std::vector<float> x, cur, q, k, v, att, tmp, gate, up, rope_cos, rope_sin, rope_cos_swa, rope_sin_swa, q_temp;
   std::vector<float> normed;  // [n_wanted][n_embd]: the final-normed rows whose logits are wanted
   std::vector<BatchRow> one_seq;  // forward's rows
+  std::vector<std::pair<const KvPool*, int64_t>> pool_pages;  // the KV pages a batch needs of each pool
   // Qwen3.5: the attention layers' q projection [n][2 x n_q] (per head q,
   // then its output gate), RoPE at position 0 (IMROPE's 4th section), the
   // DeltaNet layers' buffers.
   std::vector<float> attn_gate, rope_cos0, rope_sin0;
   DeltaNetScratch delta_net;
+  MoeScratch moe;  // the MoE layers' (moe_ffn, shared_expert_ffn)
   kernels::ActivationBuffers act;  // the quantized and packed activation rows of every product
 };
 
@@ -82,12 +87,12 @@ struct ProductInput {
 // calling thread, in the forward pass's order (per pass of at most
 // kMaxPassRows rows: each layer's q/k/v, attn_output (a Gated DeltaNet
 // layer's instead: attn_qkv, attn_gate, ssm_beta, ssm_alpha, ssm_out), the
-// FFN's products (MoE: the router, then per expert in id order gate, up,
-// down; Qwen3.5-MoE's shared expert then up, gate and its gate's logit,
-// down), then, once
-// for the batch, the output over the rows whose logits are wanted). The
-// pointers are valid during the call only. An exception thrown by observe
-// leaves the caches of that batch's sequences in an unspecified state.
+// FFN's products (MoE: the router, then per expert in id order gate and
+// up, then per expert in id order down; Qwen3.5-MoE's shared expert then up,
+// gate and its gate's logit, down), then, once for the batch, the output
+// over the rows whose logits are wanted). The pointers are valid during the
+// call only. An exception thrown by observe leaves the caches of that
+// batch's sequences in an unspecified state.
 class ProductObserver {
  public:
   virtual void observe(const ProductInput& in) = 0;
@@ -95,6 +100,16 @@ class ProductObserver {
  protected:
   ~ProductObserver() = default;
 };
+
+// The GGUF tensor a view reads: its name without the "[part]" suffix of a
+// slice (Phi-3's fused q/k/v and gate/up, the experts of a merged tensor).
+std::string_view product_tensor(const kernels::WeightView& w);
+
+// Shows obs (if not null) the input x [n][n_in] of the products of ws, once
+// per distinct tensor (views of one fused tensor are one product in
+// llama.cpp), as plain products (ProductInput::expert -1).
+void observe_products(ProductObserver* obs, std::initializer_list<const kernels::WeightView*> ws, const float* x,
+                      int64_t n, int64_t n_in);
 
 // Runs a batch whose rows may belong to different sequences, each with its
 // own KV cache, mixing prefill chunks and decode steps (continuous batching).

@@ -1,5 +1,6 @@
 // The public API (include/synapse/synapse.hpp) over the model and runtime layers.
 #include <algorithm>
+#include <functional>
 #include <string_view>
 #include <utility>
 

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 
 #include "synapse/chat.hpp"
 #include "synapse/error.hpp"

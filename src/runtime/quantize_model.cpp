@@ -12,6 +12,7 @@
 #include <charconv>
 #include <cmath>
 #include <exception>
+#include <functional>
 #include <map>
 #include <span>
 #include <thread>

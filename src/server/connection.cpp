@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <string_view>
 
 // The header is the release CMake pinned (SYNAPSE_CPP_HTTPLIB_VERSION): Listener

@@ -213,6 +213,69 @@ TEST(Matmul, InterleavedQ4_KKeepsItsRowsAndProducts) {
   }
 }
 
+// A mixture-of-experts layer's products: a gathered view of the layer's
+// input (rows repeated and reordered, as rows are routed to experts) and
+// products over ranges of its rows (one expert each), in one matmul_many;
+// each output element is still the vec_dot of its weight row and its own
+// activation row, whichever rows the range holds (decode and prefill
+// kernels alike), with the source's conversions made once and copied.
+TEST(Matmul, GatheredRangesEqualVecDotPerElement) {
+  std::mt19937 rng(21);
+  const int64_t n_in = 512, n_src = 7;
+  std::vector<Weight> ws;
+  ws.push_back(make_weight(GgmlType::Q4_K, n_in, 40, rng));
+  ws.push_back(make_weight(GgmlType::Q6_K, n_in, 24, rng));  // a gate/up pair of two types
+  ws.push_back(make_weight(GgmlType::MXFP4, n_in, 32, rng));
+  ws.push_back(make_weight(GgmlType::F16, n_in, 9, rng));
+  Weight q8_plain = make_weight(GgmlType::Q8_0, n_in, 29, rng);  // 3 groups and 5 plain rows, interleaved
+  ws.emplace_back();
+  ws.back().view = interleave_copy(q8_plain.view, ws.back().bytes);
+  const std::vector<int64_t> rows = {3, 0, 3, 6, 1, 1, 5, 2, 4, 0, 6, 2, 2, 5, 3, 1, 0, 4, 6};
+  // Ranges of 1, 3, 5 and 10 rows: the decode kernels and the multi-row ones.
+  const std::pair<int64_t, int64_t> ranges[] = {{0, 1}, {1, 3}, {4, 5}, {9, 10}};
+  const std::vector<float> x = quant::test_rows::random_floats(n_src * n_in, rng, 0);
+  std::vector<float> gathered;
+  for (int64_t r : rows) gathered.insert(gathered.end(), x.begin() + r * n_in, x.begin() + (r + 1) * n_in);
+  ActivationBuffers kept;
+  for (int threads = 1; threads <= 3; ++threads) {
+    base::ThreadPool pool(threads);
+    Activations src(x.data(), n_src, n_in, &kept);
+    Activations view(src, rows, &kept);
+    std::vector<std::vector<float>> ys, want;
+    std::vector<MatmulOut> outs;
+    for (size_t j = 0; j < ws.size(); ++j) {
+      for (const auto& [row0, count] : ranges) {
+        const WeightView& plain = ws[j].view.interleaved ? q8_plain.view : ws[j].view;
+        want.push_back(reference(plain, std::vector<float>(gathered.begin() + row0 * n_in,
+                                                           gathered.begin() + (row0 + count) * n_in),
+                                 count));
+        ys.emplace_back(want.back().size(), -1.f);
+      }
+    }
+    size_t k = 0;
+    for (size_t j = 0; j < ws.size(); ++j)
+      for (const auto& [row0, count] : ranges) outs.push_back({&ws[j].view, ys[k++].data(), row0, count});
+    matmul_many(outs, view, pool);
+    for (k = 0; k < outs.size(); ++k)
+      ASSERT_EQ(std::memcmp(ys[k].data(), want[k].data(), ys[k].size() * sizeof(float)), 0)
+          << outs[k].w->name << " rows [" << outs[k].row0 << ", +" << outs[k].n_rows << ") threads " << threads;
+  }
+}
+
+TEST(Matmul, ManyRejectsARangeOutsideItsInput) {
+  std::mt19937 rng(4);
+  Weight a = make_weight(GgmlType::Q8_0, 256, 8, rng);
+  const std::vector<float> x = quant::test_rows::random_floats(3 * 256, rng, 0);
+  std::vector<float> y(16, -1.f);
+  base::ThreadPool pool(2);
+  Activations act(x.data(), 3, 256);
+  const MatmulOut past_end[] = {{&a.view, y.data(), 2, 2}};
+  EXPECT_THROW(matmul_many(past_end, act, pool), Error);
+  const MatmulOut negative[] = {{&a.view, y.data(), -1, 1}};
+  EXPECT_THROW(matmul_many(negative, act, pool), Error);
+  for (float v : y) EXPECT_EQ(v, -1.f);  // nothing computed
+}
+
 TEST(Matmul, ManyRejectsAMismatchedInputBeforeComputing) {
   std::mt19937 rng(3);
   Weight a = make_weight(GgmlType::Q8_0, 256, 8, rng), b = make_weight(GgmlType::Q8_0, 512, 8, rng);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 
 #include "golden_util.hpp"
 #include "server/embedding.hpp"
