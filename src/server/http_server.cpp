@@ -421,6 +421,12 @@ void HttpServer::start() {
       if (s.listening.fetch_sub(1) == 1) s.listen_done.set_value();
     });
   }
+  // Listening before start() returns: the library's stop() does nothing to a
+  // server that has not yet begun listen_after_bind (is_running() false), so
+  // a shutdown right after start() would otherwise be missed. A bound
+  // listener always begins.
+  for (const auto& http : s.listeners)
+    while (!http->is_running()) std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
 
 const std::vector<std::string>& HttpServer::urls() const { return impl_->urls; }
