@@ -238,8 +238,9 @@ int serve(ServeArgs& a) {
 
   server::HttpServer http(sp);
   http.start();
-  std::fprintf(stderr, "synapse serve: listening on http://%s:%d (loading %s)\n", sp.host.c_str(), http.port(),
-               sp.model_path.c_str());
+  std::string urls;
+  for (const std::string& url : http.urls()) urls += (urls.empty() ? "" : ", ") + url;
+  std::fprintf(stderr, "synapse serve: listening on %s (loading %s)\n", urls.c_str(), sp.model_path.c_str());
   std::optional<StopDuringLoad> stop_during_load(stop_signals);
   const Model model = load_model(sp.model_path);
   SchedulerParams sched_params = a.sched;
@@ -316,7 +317,8 @@ Runner add_serve(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   app.add_option("--max-queue", a->sched.max_queue, "requests waiting for a slot before 503 (default " + std::to_string(server::defaults::kMaxQueue) + ")")
       ->check(int_range(0, INT32_MAX));
-  app.add_option("--host", a->server.host, std::string("address to listen on (default ") + server::defaults::kHost + ")");
+  app.add_option("--host", a->server.host,
+                 std::string("addresses to listen on, comma-separated (default ") + server::defaults::kHost + ")");
   app.add_option("--port", a->server.port, "port to listen on (default " + std::to_string(server::defaults::kPort) + "; 0: any free port)")
       ->check(CLI::Range(0, 65535));
   app.add_option("--api-key", a->api_keys, "API key clients must send (Bearer or x-api-key); repeatable or comma-separated");

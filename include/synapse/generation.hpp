@@ -98,6 +98,26 @@ struct GenerationParams {
   int32_t n_ubatch = 512;
 };
 
+// llama-server's "timings" of one reply.
+struct GenerationTimings {
+  int64_t prompt_n = 0;      // prompt tokens computed (cached ones excluded)
+  double prompt_ms = 0;      // wall time from the start of the prefill to the first sampled token
+  int64_t predicted_n = 0;   // tokens sampled (EOG included)
+  double predicted_ms = 0;   // wall time from the first sampled token to the end
+  // The decode steps of the generation: the first token comes from the
+  // prompt's last logits, so it costs none (llama-server's n_gen_steps).
+  int64_t predicted_steps() const { return predicted_n > 0 ? predicted_n - 1 : 0; }
+  // Rates and milliseconds per token, 0 for none (llama-server's n_prompt_tps,
+  // n_gen_tps, t_prompt_per_token_ms and t_gen_per_token_ms; generation per
+  // decode step, as predicted_ms starts at the first token).
+  double prompt_per_second() const { return prompt_ms > 0 ? prompt_n * 1e3 / prompt_ms : 0; }
+  double predicted_per_second() const { return predicted_ms > 0 ? predicted_steps() * 1e3 / predicted_ms : 0; }
+  double prompt_per_token_ms() const { return prompt_n > 0 ? prompt_ms / static_cast<double>(prompt_n) : 0; }
+  double predicted_per_token_ms() const {
+    return predicted_steps() > 0 ? predicted_ms / static_cast<double>(predicted_steps()) : 0;
+  }
+};
+
 // What one step of a reply produced.
 struct GeneratedToken {
   // The sampled token; -1 on a closing step that only releases held-back
@@ -121,26 +141,13 @@ struct GeneratedToken {
   std::vector<TokenLogprob> top_logprobs;
   // Not none on the reply's last step: why it ended.
   FinishReason finish = FinishReason::none;
-};
-
-// llama-server's "timings" of one reply.
-struct GenerationTimings {
-  int64_t prompt_n = 0;      // prompt tokens computed (cached ones excluded)
-  double prompt_ms = 0;      // wall time from the start of the prefill to the first sampled token
-  int64_t predicted_n = 0;   // tokens sampled (EOG included)
-  double predicted_ms = 0;   // wall time from the first sampled token to the end
-  // The decode steps of the generation: the first token comes from the
-  // prompt's last logits, so it costs none (llama-server's n_gen_steps).
-  int64_t predicted_steps() const { return predicted_n > 0 ? predicted_n - 1 : 0; }
-  // Rates and milliseconds per token, 0 for none (llama-server's n_prompt_tps,
-  // n_gen_tps, t_prompt_per_token_ms and t_gen_per_token_ms; generation per
-  // decode step, as predicted_ms starts at the first token).
-  double prompt_per_second() const { return prompt_ms > 0 ? prompt_n * 1e3 / prompt_ms : 0; }
-  double predicted_per_second() const { return predicted_ms > 0 ? predicted_steps() * 1e3 / predicted_ms : 0; }
-  double prompt_per_token_ms() const { return prompt_n > 0 ? prompt_ms / static_cast<double>(prompt_n) : 0; }
-  double predicted_per_token_ms() const {
-    return predicted_steps() > 0 ? predicted_ms / static_cast<double>(predicted_steps()) : 0;
-  }
+  // The reply's timings as of this step, filled by the Scheduler (zero from
+  // Generation and generate()): prompt_n and prompt_ms as the final ones,
+  // predicted_n counting this step, predicted_ms from the first token to
+  // this step's report; and the prompt tokens found in the cache
+  // (GenerationResult::n_cached). llama-server's timings_per_token.
+  GenerationTimings timings;
+  int64_t n_cached = 0;
 };
 
 // A finished reply.

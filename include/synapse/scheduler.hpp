@@ -120,8 +120,8 @@ struct Request {
   // llama-server's STOP_TYPE_LIMIT). A cut at a line's end, for
   // fill-in-the-middle clients; <= 0: none. A hard limit is `deadline`.
   int64_t t_max_predict_ms = -1;
-  // Each step of the reply (synapse/generation.hpp); returning false cancels
-  // the request. May be empty.
+  // Each step of the reply (synapse/generation.hpp), with its timings and
+  // n_cached filled; returning false cancels the request. May be empty.
   TokenCallback on_token;
   // Called exactly once per accepted request, after its last on_token, also
   // when it is cancelled (while queued too) or the scheduler shuts down

@@ -394,8 +394,13 @@ std::unique_ptr<Job> Scheduler::Impl::admit(std::unique_ptr<Job> job) {
 bool Scheduler::Impl::call_on_token(Job& j, const GeneratedToken& t) {
   runtime::record_step(j.result, t, j.gen.params());
   if (!j.req.on_token) return true;
+  // The step as reported: with the reply's timings so far.
+  GeneratedToken step = t;
+  step.timings = j.result.timings;
+  step.timings.predicted_ms = j.t_first == Clock::time_point{} ? 0 : runtime::ms_between(j.t_first, Clock::now());
+  step.n_cached = j.result.n_cached;
   try {
-    return j.req.on_token(t);
+    return j.req.on_token(step);
   } catch (...) {
     return false;  // a throwing callback cancels its request
   }

@@ -12,6 +12,8 @@
 #include <functional>
 #include <string_view>
 
+#include "synapse/error.hpp"
+
 // The header is the release CMake pinned (SYNAPSE_CPP_HTTPLIB_VERSION): Listener
 // below relies on its internals (connection.hpp, docs/SERVING.md).
 static_assert(std::string_view(CPPHTTPLIB_VERSION) == SYNAPSE_CPP_HTTPLIB_VERSION,
@@ -175,6 +177,10 @@ bool wait_event_or_hangup(int sock, int event_fd) {
   }
 }
 
+Listener::~Listener() {
+  if (svr_sock_ != INVALID_SOCKET) ::close(svr_sock_);
+}
+
 void Listener::raise_backlog(int n) { ::listen(svr_sock_, n); }
 
 void Listener::close_connections() {
@@ -209,6 +215,42 @@ bool Listener::process_and_close_socket(int sock) {
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);
   return ok;
+}
+
+void PoolShare::enqueue(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++pending_;
+  }
+  pool_.enqueue([this, fn = std::move(fn)] {
+    fn();
+    // Notified under the lock: shutdown() cannot return (and this queue be
+    // destroyed) before the notification is over.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--pending_ == 0) done_.notify_all();
+  });
+}
+
+void PoolShare::shutdown() {
+  std::unique_lock<std::mutex> lock(mu_);
+  done_.wait(lock, [this] { return pending_ == 0; });
+}
+
+std::vector<std::string> host_addresses(const std::string& host) {
+  std::vector<std::string> out;
+  size_t begin = 0;
+  while (begin <= host.size()) {
+    size_t end = host.find(',', begin);
+    if (end == std::string::npos) end = host.size();
+    const size_t first = host.find_first_not_of(" \t", begin);
+    if (first != std::string::npos && first < end) {
+      const size_t last = host.find_last_not_of(" \t", end - 1);
+      out.push_back(host.substr(first, last + 1 - first));
+    }
+    begin = end + 1;
+  }
+  if (out.empty()) throw Error(Errc::invalid_argument, "--host requires at least one address");
+  return out;
 }
 
 }  // namespace synapse::server

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -108,6 +109,10 @@ class Listener : public httplib::Server {
  public:
   ConnectionLimits limits;  // set before listening
 
+  // Closes the listening socket when it was bound but never listened on (a
+  // later address of --host failed to bind); the library leaves it open.
+  ~Listener() override;
+
   // The library listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG,
   // compiled into Debian's .so): 16 clients connecting at once would have
   // their SYNs dropped and retried a second later. listen() again raises it.
@@ -123,5 +128,31 @@ class Listener : public httplib::Server {
   std::mutex open_mu_;
   std::unordered_set<int> open_;  // sockets being served (removed before they are closed)
 };
+
+// One Listener's share of a connection pool that several Listeners use
+// (`--host A,B`: --threads-http counts the connections of every address
+// together, as llama-server's one pool does). cpp-httplib gives each Server
+// its own task queue and shuts it down when that server stops listening: this
+// queue's shutdown() waits for the connections it handed to the pool (the
+// pool keeps running for the other listeners; its owner shuts it down).
+// Thread-safe.
+class PoolShare : public httplib::TaskQueue {
+ public:
+  explicit PoolShare(httplib::TaskQueue& pool) : pool_(pool) {}
+  void enqueue(std::function<void()> fn) override;
+  void shutdown() override;
+
+ private:
+  httplib::TaskQueue& pool_;
+  std::mutex mu_;
+  std::condition_variable done_;
+  size_t pending_ = 0;  // connections enqueued and not yet ended
+};
+
+// --host's addresses, as llama-server reads them: a comma-separated list,
+// each stripped of spaces and tabs, empty entries dropped. Throws
+// Error(invalid_argument) "--host requires at least one address" when none is
+// left.
+std::vector<std::string> host_addresses(const std::string& host);
 
 }  // namespace synapse::server

@@ -244,8 +244,12 @@ void send_error(httplib::Response& res, int status, const std::string& message, 
 
 struct HttpServer::Impl {
   ServerParams p;
-  Listener http;
-  std::thread thread;
+  // One listener per --host address, their connections served by one pool.
+  std::vector<std::unique_ptr<Listener>> listeners;
+  std::vector<std::string> urls;  // "http://HOST:PORT" of each listener, as bound
+  std::unique_ptr<httplib::ThreadPool> pool;
+  std::vector<std::thread> threads;  // one listening thread per listener
+  std::atomic<size_t> listening{0};  // threads not yet ended
   int bound_port = 0;
 
   // Set once by set_scheduler, read by every handler after `ready`.
@@ -311,10 +315,10 @@ struct HttpServer::Impl {
     const char* content_type = "text/event-stream";                  // of the stream
   };
 
-  void install_routes();
-  void install_api_routes();
-  void install_ollama_routes();
-  void install_embedding_routes();
+  void install_routes(Listener& http);
+  void install_api_routes(Listener& http);
+  void install_ollama_routes(Listener& http);
+  void install_embedding_routes(Listener& http);
   std::vector<Embedding> run_embeddings(std::vector<std::vector<token_id>> inputs, const EmbeddingParams& params);
   void handle_ollama(OllamaEndpoint ep, const std::string& body, httplib::Response& res);
   void handle_completion(Route route, std::string_view body, httplib::Response& res,
@@ -356,42 +360,76 @@ HttpServer::~HttpServer() { stop(); }
 
 int HttpServer::port() const { return impl_->bound_port; }
 
+namespace {
+
+// "HOST:PORT", an IPv6 address in brackets ("[::1]:8080").
+std::string host_port(const std::string& host, int port) {
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+}  // namespace
+
 void HttpServer::start() {
   Impl& s = *impl_;
-  s.install_routes();
-  // Each open connection (a streaming reply included) holds one thread.
+  const std::vector<std::string> hosts = host_addresses(s.p.host);
+  // Each open connection (a streaming reply included) holds one thread of
+  // the pool, whichever address it came to.
   const int n_threads = s.p.n_http_threads > 0 ? s.p.n_http_threads : defaults::http_threads(1);
-  s.http.new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
-  s.http.set_read_timeout(s.p.timeout_s);
-  s.http.set_write_timeout(s.p.timeout_s);
-  s.http.set_payload_max_length(s.p.max_body_bytes);
-  s.http.limits = ConnectionLimits{s.p.max_header_bytes, s.p.idle_timeout_s};
-  s.http.set_tcp_nodelay(true);  // one SSE chunk per token: no Nagle delay
-  // SO_REUSEADDR alone, in place of cpp-httplib's default SO_REUSEPORT: a
-  // restarted server binds its port while the connections the last one closed
-  // sit in TIME_WAIT, and a second server on a port in use fails to bind
-  // instead of silently sharing it (the kernel would split the connections
-  // between the two).
-  s.http.set_socket_options([](int sock) {
-    const int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
-  if (s.p.port == 0) {
-    s.bound_port = s.http.bind_to_any_port(s.p.host);
-  } else {
-    s.bound_port = s.http.bind_to_port(s.p.host, s.p.port) ? s.p.port : -1;
+  s.pool = std::make_unique<httplib::ThreadPool>(static_cast<size_t>(n_threads));
+  const bool several = hosts.size() > 1;
+  for (const std::string& host : hosts) {
+    Listener& http = *s.listeners.emplace_back(std::make_unique<Listener>());
+    s.install_routes(http);
+    httplib::TaskQueue* pool = s.pool.get();
+    http.new_task_queue = [pool] { return new PoolShare(*pool); };
+    http.set_read_timeout(s.p.timeout_s);
+    http.set_write_timeout(s.p.timeout_s);
+    http.set_payload_max_length(s.p.max_body_bytes);
+    http.limits = ConnectionLimits{s.p.max_header_bytes, s.p.idle_timeout_s};
+    http.set_tcp_nodelay(true);  // one SSE chunk per token: no Nagle delay
+    // SO_REUSEADDR alone, in place of cpp-httplib's default SO_REUSEPORT: a
+    // restarted server binds its port while the connections the last one
+    // closed sit in TIME_WAIT, and a second server on a port in use fails to
+    // bind instead of silently sharing it (the kernel would split the
+    // connections between the two). With several addresses, an IPv6 one
+    // (`::`) takes IPv6 alone, leaving IPv4 to the others (llama-server's
+    // rule).
+    http.set_socket_options([several](int sock) {
+      const int yes = 1;
+      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      int domain = 0;
+      socklen_t len = sizeof domain;
+      if (several && ::getsockopt(sock, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 && domain == AF_INET6)
+        ::setsockopt(sock, IPPROTO_IPV6, IPV6_V6ONLY, &yes, sizeof yes);
+    });
+    // --port 0: the first address takes any free port, the others the same.
+    const int want = s.listeners.size() > 1 ? s.bound_port : s.p.port;
+    const int port = want == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, want) ? want : -1);
+    if (port <= 0)
+      throw Error(Errc::io, "cannot listen on " + host_port(host, want) +
+                                " (address in use, or not an address of this host)");
+    s.bound_port = port;
+    http.raise_backlog(512);
+    s.urls.push_back("http://" + host_port(host, port));
   }
-  if (s.bound_port <= 0)
-    throw Error(Errc::io, "cannot listen on " + s.p.host + ":" + std::to_string(s.p.port) +
-                              " (address in use, or not an address of this host)");
-  s.http.raise_backlog(512);
-  s.thread = std::thread([&s] {
-    // Returns once the listening socket is closed and every connection's
-    // thread has ended (cpp-httplib's ThreadPool::shutdown joins them).
-    s.http.listen_after_bind();
-    s.listen_done.set_value();
-  });
+  s.listening.store(s.listeners.size());
+  for (const auto& http : s.listeners) {
+    s.threads.emplace_back([&s, l = http.get()] {
+      // Returns once the listening socket is closed and every connection
+      // this listener accepted has ended (PoolShare::shutdown waits for them).
+      l->listen_after_bind();
+      if (s.listening.fetch_sub(1) == 1) s.listen_done.set_value();
+    });
+  }
+  // Listening before start() returns: the library's stop() does nothing to a
+  // server that has not yet begun listen_after_bind (is_running() false), so
+  // a shutdown right after start() would otherwise be missed. A bound
+  // listener always begins.
+  for (const auto& http : s.listeners)
+    while (!http->is_running()) std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
+
+const std::vector<std::string>& HttpServer::urls() const { return impl_->urls; }
 
 void HttpServer::begin_shutdown(std::chrono::milliseconds grace) {
   Impl& s = *impl_;
@@ -399,25 +437,34 @@ void HttpServer::begin_shutdown(std::chrono::milliseconds grace) {
   // Requests first, then the socket: a handler in flight replies (and its
   // connection closes) as soon as its request ends.
   if (s.ready.load(std::memory_order_acquire)) s.sched->drain(std::chrono::steady_clock::now() + grace);
-  if (s.thread.joinable()) s.http.stop();
+  for (const auto& http : s.listeners) http->stop();
 }
 
 bool HttpServer::wait_stopped(std::chrono::milliseconds wait) {
   Impl& s = *impl_;
-  return !s.thread.joinable() || s.listening_over.wait_for(wait) == std::future_status::ready;
+  return s.threads.empty() || s.listening_over.wait_for(wait) == std::future_status::ready;
 }
 
-void HttpServer::close_connections() { impl_->http.close_connections(); }
+void HttpServer::close_connections() {
+  for (const auto& http : impl_->listeners) http->close_connections();
+}
 
 void HttpServer::stop() {
   Impl& s = *impl_;
   if (!s.draining.load()) begin_shutdown(std::chrono::milliseconds(0));
-  if (s.thread.joinable()) {
+  if (!s.threads.empty()) {
     // Every request has ended (or ends now); what is left is writing the
     // replies. A client that does not read its reply within a second has its
     // connection shut, which ends its handler.
     if (!wait_stopped(std::chrono::seconds(1))) close_connections();
-    s.thread.join();
+    for (std::thread& t : s.threads) t.join();
+    s.threads.clear();
+  }
+  // Every listener's connections have ended (PoolShare::shutdown): the pool
+  // is idle. (A start() that failed to bind leaves it without threads' work.)
+  if (s.pool) {
+    s.pool->shutdown();
+    s.pool.reset();
   }
   // No handler runs any more, so nothing calls the scheduler: destroying it
   // joins its worker (what is left ends with finish_reason cancelled).
@@ -492,7 +539,7 @@ json HttpServer::Impl::model_meta() const {
           {"size", m.weight_bytes()}};
 }
 
-void HttpServer::Impl::install_routes() {
+void HttpServer::Impl::install_routes(Listener& http) {
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (apply_cors(p.cors_origins, req, res)) return httplib::Server::HandlerResponse::Handled;
     if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
@@ -710,9 +757,9 @@ void HttpServer::Impl::install_routes() {
     body["prompt"] = infill_prompt(body, tok(), infill);
     handle_completion(Route::completion, body.dump(-1, ' ', false, json::error_handler_t::replace), res);
   }));
-  install_api_routes();
-  install_ollama_routes();
-  install_embedding_routes();
+  install_api_routes(http);
+  install_ollama_routes(http);
+  install_embedding_routes(http);
 }
 
 void HttpServer::Impl::handle_completion(Route route, std::string_view body, httplib::Response& res,
@@ -934,7 +981,7 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
             std::lock_guard<std::mutex> lock(ch->mu);
             for (auto& r : ch->results) results.push_back(*r);
           }
-          if (!write(usage_chunk(c, meta, results))) return give_up();
+          if (!write(usage_chunk(c, meta, results, last))) return give_up();
         }
         if (openai || reply_sink) {
           static constexpr char kDone[] = "data: [DONE]\n\n";
@@ -964,7 +1011,7 @@ size_t HttpServer::Impl::count_prompt_tokens(const std::string& chat_body) const
   return parse_completion_request(Route::chat_completions, chat_body, counting).prompts[0].size();
 }
 
-void HttpServer::Impl::install_api_routes() {
+void HttpServer::Impl::install_api_routes(Listener& http) {
   using nlohmann::ordered_json;
   auto chat_text = [](const ordered_json& chat) {
     return chat.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
@@ -1067,7 +1114,7 @@ void HttpServer::Impl::handle_ollama(OllamaEndpoint ep, const std::string& body,
   }
 }
 
-void HttpServer::Impl::install_ollama_routes() {
+void HttpServer::Impl::install_ollama_routes(Listener& http) {
   // Clients probe the root (GET and HEAD) and the version before anything else.
   http.Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("Ollama is running", "text/plain; charset=utf-8");
@@ -1134,7 +1181,7 @@ std::vector<Embedding> HttpServer::Impl::run_embeddings(std::vector<std::vector<
   return std::move(o.result);
 }
 
-void HttpServer::Impl::install_embedding_routes() {
+void HttpServer::Impl::install_embedding_routes(Listener& http) {
   auto embeddings = [this](bool oai) {
     return route([this, oai](const httplib::Request& req, httplib::Response& res) {
       if (!p.embeddings)

@@ -49,7 +49,7 @@
 namespace synapse::server {
 
 struct ServerParams {
-  std::string host = defaults::kHost;    // --host: loopback unless asked otherwise
+  std::string host = defaults::kHost;    // --host: loopback unless asked otherwise; "A,B,...": each of them
   int port = defaults::kPort;            // --port (0: any free port; see HttpServer::port)
   std::vector<std::string> api_keys;     // --api-key / --api-key-file; empty: no authentication
   std::string model_name;                // --alias's first name, else the model path: "model" in replies, /v1/models id
@@ -102,11 +102,18 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds host:port and starts answering on a background thread (every
-  // model route says 503 until set_scheduler). Throws Error(io) naming the
-  // address when it cannot bind.
+  // Binds port on every address of host (host_addresses: "A,B" listens on
+  // A and on B, as llama-server) and starts answering, one background
+  // thread per address and one pool of --threads-http connection threads for
+  // all (every model route says 503 until set_scheduler). Port 0: the first
+  // address takes a free port, the others the same one. With several
+  // addresses an IPv6 one binds IPv6 only (IPV6_V6ONLY), so "::,0.0.0.0"
+  // works. Throws Error(invalid_argument) for a --host without an address,
+  // Error(io) naming the first address it cannot bind ("cannot listen on
+  // [::1]:8080 ..."); the server then answers on none.
   void start();
   int port() const;  // the bound port (meaningful after start)
+  const std::vector<std::string>& urls() const;  // "http://HOST:PORT" of each address (after start)
 
   // The model is loaded: from now on requests go to `scheduler` (kept until
   // the server is destroyed). Throws Error(invalid_argument) for an unknown

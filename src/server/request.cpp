@@ -523,6 +523,7 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
   if (route != Route::completion) r.verbose = get_bool(j, "verbose", rc.verbose);
   // Streaming.
   r.stream = get_bool(j, "stream", false);
+  r.timings_per_token = get_bool(j, "timings_per_token", false);
   if (const json* v = field_of(j, "stream_options")) {
     if (!v->is_object()) bad("stream_options", "must be an object", *v);
     r.include_usage = get_bool(*v, "include_usage", false);

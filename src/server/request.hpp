@@ -104,6 +104,7 @@ struct CompletionRequest {
   int top_logprobs = 0;                       // alternatives per token (0..20)
   bool stream = false;
   bool include_usage = false;                 // stream_options.include_usage
+  bool timings_per_token = false;             // llama-server's: every streamed chunk with a token carries "timings"
   bool cache_prompt = true;                   // native: may reuse cached KV rows
   // llama-server's t_max_predict_ms (every route): generation time after
   // which the reply ends at its next newline (Request::t_max_predict_ms); <= 0: none.

@@ -39,8 +39,9 @@ json token_ids(std::span<const TokenProbs> tokens) {
   return ids;
 }
 
-json timings(const GenerationResult& c) {
-  const GenerationTimings& t = c.timings;
+// llama-server's timings object (result_timings::to_json): `t` with its
+// rates, and cache_n, the prompt tokens found in the cache.
+json timings_json(const GenerationTimings& t, int64_t cache_n) {
   return {{"prompt_n", t.prompt_n},
           {"prompt_ms", t.prompt_ms},
           {"prompt_per_token_ms", t.prompt_per_token_ms()},
@@ -49,7 +50,20 @@ json timings(const GenerationResult& c) {
           {"predicted_ms", t.predicted_ms},
           {"predicted_per_token_ms", t.predicted_per_token_ms()},
           {"predicted_per_second", t.predicted_per_second()},
-          {"cache_n", c.n_cached}};
+          {"cache_n", cache_n}};
+}
+
+json timings(const GenerationResult& c) { return timings_json(c.timings, c.n_cached); }
+
+// With timings_per_token, a streamed chunk's timings: those of its last step
+// that sampled a token (none when no step did).
+void add_step_timings(json& chunk, const CompletionRequest& req, std::span<const GeneratedToken> steps) {
+  if (!req.timings_per_token) return;
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it)
+    if (it->id >= 0) {
+      chunk["timings"] = timings_json(it->timings, it->n_cached);
+      return;
+    }
 }
 
 // llama-server's stop_type: "eos", "word" or "limit".
@@ -207,6 +221,7 @@ json completion_reply(const CompletionRequest& req, const ReplyMeta& meta, std::
   j["usage"] = usage_of(req, choices);
   if (req.verbose && !choices.empty())
     j["__verbose"] = native_result(req, meta, 0, choices[0].text, token_probs(choices[0]), tok, &choices[0]);
+  if (!choices.empty()) j["timings"] = timings(choices[0]);
   return j;
 }
 
@@ -214,7 +229,11 @@ json stream_chunk(const CompletionRequest& req, const ReplyMeta& meta, int index
                   std::span<const GeneratedToken> steps, size_t text_offset, const Tokenizer& tok, bool first,
                   const GenerationResult* final_out, bool tool_calls) {
   const std::vector<TokenProbs> tokens = token_probs(steps);
-  if (req.route == Route::completion) return native_result(req, meta, index, text, tokens, tok, final_out);
+  if (req.route == Route::completion) {
+    json j = native_result(req, meta, index, text, tokens, tok, final_out);
+    if (!final_out) add_step_timings(j, req, steps);
+    return j;
+  }
   const bool chat = req.route == Route::chat_completions;
   json j = head(meta, chat ? "chat.completion.chunk" : "text_completion");
   const ReplyChoice choice = choice_of(index, text, req.logprobs && !tokens.empty(), tokens, text_offset,
@@ -232,6 +251,10 @@ json stream_chunk(const CompletionRequest& req, const ReplyMeta& meta, int index
     j["choices"] = json::array({runtime::completion_choice<json>(kDialect, choice, tok)});
   }
   if (req.include_usage) j["usage"] = nullptr;
+  // The reply's timings ride on its last chunk: this one, unless the usage
+  // chunk follows (llama-server's rule).
+  if (final_out && !req.include_usage) j["timings"] = timings(*final_out);
+  if (!final_out) add_step_timings(j, req, steps);
   return j;
 }
 
@@ -250,13 +273,16 @@ std::vector<json> delta_chunks(const CompletionRequest& req, const ReplyMeta& me
   };
   for (const runtime::Delta& d : deltas) chunk(runtime::chat_delta<json>(d));
   if (out.empty() && req.logprobs && !tokens.empty()) chunk(json::object());
+  if (!out.empty()) add_step_timings(out.back(), req, steps);
   return out;
 }
 
-json usage_chunk(const CompletionRequest& req, const ReplyMeta& meta, std::span<const GenerationResult> choices) {
+json usage_chunk(const CompletionRequest& req, const ReplyMeta& meta, std::span<const GenerationResult> choices,
+                 const GenerationResult& last) {
   json j = head(meta, req.route == Route::chat_completions ? "chat.completion.chunk" : "text_completion");
   j["choices"] = json::array();
   j["usage"] = usage_of(req, choices);
+  j["timings"] = timings(last);
   return j;
 }
 

@@ -38,7 +38,9 @@ nlohmann::json error_body(int status, const std::string& message, const std::str
 // The whole non-streamed reply for `req` (choices in order prompts x n). A
 // chat reply with req.chat_output is parsed (runtime::parse_output, choice
 // i's call ids from chat_output->for_choice(i)) into chat_message's fields,
-// its logprobs still those of every generated token.
+// its logprobs still those of every generated token. An OpenAI-shaped reply
+// carries llama-server's "timings" of its first choice (wall-clock values:
+// the one part of the reply that depends on the load).
 nlohmann::json completion_reply(const CompletionRequest& req, const ReplyMeta& meta,
                                 std::span<const GenerationResult> choices, const Tokenizer& tok);
 
@@ -51,7 +53,10 @@ nlohmann::json completion_reply(const CompletionRequest& req, const ReplyMeta& m
 // the native route's final fields; `tool_calls`: the reply made calls, so a
 // chat reply that ended by itself says "tool_calls"). chat's first chunk
 // carries the role (content null when it has no text, as llama-server's). A parsed chat reply (req.chat_output) sends only its
-// first and last chunks here, its text through delta_chunks.
+// first and last chunks here, its text through delta_chunks. "timings"
+// (llama-server's): on an OpenAI-shaped last chunk unless usage_chunk
+// follows; with req.timings_per_token on every chunk of a step that sampled
+// a token (its GeneratedToken::timings), on any route.
 nlohmann::json stream_chunk(const CompletionRequest& req, const ReplyMeta& meta, int index, const std::string& text,
                             std::span<const GeneratedToken> steps, size_t text_offset, const Tokenizer& tok,
                             bool first, const GenerationResult* final_out, bool tool_calls = false);
@@ -65,7 +70,8 @@ nlohmann::json stream_chunk(const CompletionRequest& req, const ReplyMeta& meta,
 // on one with an empty delta when the parser holds the step's text (text
 // that may begin a marker, a call not yet complete): with parsing, logprobs
 // come with the step that sampled the token, not with the delta its text
-// ends up in.
+// ends up in. With req.timings_per_token the last chunk carries the step's
+// timings.
 std::vector<nlohmann::json> delta_chunks(const CompletionRequest& req, const ReplyMeta& meta, int index,
                                          std::span<const runtime::Delta> deltas,
                                          std::span<const GeneratedToken> steps, const Tokenizer& tok);
@@ -78,8 +84,10 @@ const char* finish_reason_of(const GenerationResult& r, bool tool_calls = false)
 // The usage object of all choices (OpenAI: prompt tokens counted once per prompt).
 nlohmann::json usage_of(const CompletionRequest& req, std::span<const GenerationResult> choices);
 
-// The chunk stream_options.include_usage adds before [DONE]: empty choices, usage.
-nlohmann::json usage_chunk(const CompletionRequest& req, const ReplyMeta& meta, std::span<const GenerationResult> choices);
+// The chunk stream_options.include_usage adds before [DONE]: empty choices,
+// usage, and the timings of `last` (the choice that ended last).
+nlohmann::json usage_chunk(const CompletionRequest& req, const ReplyMeta& meta, std::span<const GenerationResult> choices,
+                           const GenerationResult& last);
 
 // "data: " + JSON + "\n\n" (invalid UTF-8 in text replaced by U+FFFD).
 std::string sse_event(const nlohmann::json& j);

@@ -585,3 +585,81 @@ def test_kv_cache_types():
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0
     assert "-ctv (--cache-type-v): unsupported KV cache type 'q4_1'" in bad.stderr, bad.stderr
+
+
+def loopback_pair():
+    """Two loopback addresses of this host: 127.0.0.1 and ::1, or 127.0.0.2 where IPv6 is off."""
+    import socket
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+            probe.bind(("::1", 0))
+        return "127.0.0.1", "::1"
+    except OSError:
+        return "127.0.0.1", "127.0.0.2"
+
+
+def test_several_host_addresses():
+    # --host A,B listens on each address (llama-server's comma-separated
+    # list, spaces stripped, empty entries dropped), all on the one port; a
+    # bad address stops the server with an error naming it.
+    a, b = loopback_pair()
+    with Server("stories260K.gguf", "--host", " %s, ,%s " % (a, b), "--api-key", "k") as s:
+        urls = re.search(r"listening on (.*) \(loading", s.log[0]).group(1).split(", ")
+        port = s.base.rsplit(":", 1)[1]
+        assert urls == ["http://%s:%s" % (h if ":" not in h else "[%s]" % h, port) for h in (a, b)], s.log[0]
+        for url in urls:
+            assert requests.get(url + "/health", timeout=10).status_code == 200
+            assert requests.post(url + "/v1/completions", json={}, timeout=10).status_code == 401
+            events = sse(requests.post(url + "/v1/completions", json={"prompt": "Once upon a time", "max_tokens": 8,
+                                                                      "stream": True, "seed": 3},
+                                       headers={"Authorization": "Bearer k"}, stream=True, timeout=60))
+            assert len(events) > 2 and events[-1] == "[DONE]"
+            assert events[-2]["choices"][0]["finish_reason"] == "length"
+    # 192.0.2.1 (TEST-NET-1) is no address of this host.
+    for host, needle in (("127.0.0.1,192.0.2.1", "cannot listen on 192.0.2.1:"),
+                         (" , ", "--host requires at least one address")):
+        bad = subprocess.run([SYNAPSE, "serve", "-m", model_path("stories260K.gguf"), "--host", host, "--port", "0"],
+                             capture_output=True, text=True, timeout=60)
+        assert bad.returncode != 0 and needle in bad.stderr, (host, bad.stderr)
+
+
+TIMINGS = {"prompt_n", "prompt_ms", "prompt_per_token_ms", "prompt_per_second", "predicted_n", "predicted_ms",
+           "predicted_per_token_ms", "predicted_per_second", "cache_n"}
+
+
+def test_openai_timings():
+    # llama-server's "timings" in OpenAI-shaped replies: on the whole reply,
+    # on a stream's last chunk (the usage chunk when there is one), and with
+    # timings_per_token on every chunk that carries a token (on /completion
+    # too), never on the chat stream's opening chunk. Their counts agree with
+    # usage; the wall-clock values are the one part of a reply that depends
+    # on the load (test_reply_depends_on_the_request_alone compares the rest).
+    chat = {"messages": [{"role": "user", "content": "test"}], "max_tokens": 10, "seed": 5, "ignore_eos": True}
+    comp = {"prompt": "Once upon a time", "max_tokens": 10, "seed": 5, "ignore_eos": True}
+    with Server("stories260K.gguf", "-np", "1") as s:
+        for path, body in (("/v1/chat/completions", chat), ("/v1/completions", comp)):
+            for _ in range(2):  # cold, then with the prompt cached
+                r = s.post(path, body).json()
+                t, u = r["timings"], r["usage"]
+                assert set(t) == TIMINGS, t
+                assert t["predicted_n"] == u["completion_tokens"] == 10, r
+                assert t["cache_n"] == u["prompt_tokens_details"]["cached_tokens"]
+                assert t["prompt_n"] + t["cache_n"] == u["prompt_tokens"], r
+                assert t["predicted_ms"] > 0 and t["predicted_per_second"] > 0, t
+            events = sse(s.post(path, dict(body, stream=True), stream=True))[:-1]
+            assert ["timings" in e for e in events] == [False] * (len(events) - 1) + [True]
+            assert events[-1]["choices"][0]["finish_reason"] == "length"
+            assert events[-1]["timings"]["predicted_n"] == 10
+            events = sse(s.post(path, dict(body, stream=True, timings_per_token=True,
+                                           stream_options={"include_usage": True}), stream=True))[:-1]
+            opening = 1 if path == "/v1/chat/completions" else 0
+            assert all("timings" not in e for e in events[:opening])
+            steps = [e["timings"]["predicted_n"] for e in events[opening:-2]]
+            assert steps == list(range(1, 11)), events
+            assert "timings" not in events[-2]  # the finish chunk: usage follows
+            assert events[-1]["choices"] == [] and set(events[-1]["timings"]) == TIMINGS
+            assert events[-1]["timings"]["predicted_n"] == events[-1]["usage"]["completion_tokens"] == 10
+        events = sse(s.post("/completion", {"prompt": "Once", "n_predict": 4, "stream": True,
+                                            "timings_per_token": True}, stream=True))
+        assert [e["timings"]["predicted_n"] for e in events] == [1, 2, 3, 4, 4], events  # the last: the reply's
+        assert events[-1]["stop"] is True

@@ -300,6 +300,9 @@ def strip(reply):
     reply = dict(reply)
     del reply["id"], reply["created"]
     reply["usage"] = dict(reply["usage"], prompt_tokens_details=None)  # cached or not
+    # llama-server's timings: of those, only the count of tokens generated
+    # does not depend on the clock or the cache.
+    reply["timings"] = {"predicted_n": reply["timings"]["predicted_n"]}
     return json.dumps(reply, sort_keys=True, ensure_ascii=False)
 
 
