@@ -373,7 +373,14 @@ void convert_rows(const TensorPlan& p, const uint8_t* src, uint8_t* dst, int64_t
       if (!std::isfinite(x[j]))
         throw Error(Errc::format, "tensor " + p.name + ": non-finite value at row " + std::to_string(r) +
                                       ", column " + std::to_string(j));
-    quant::quantize_weights(p.to, x, dst + r * rs_out, n, imatrix ? imatrix + (r / p.ne[1]) * n : nullptr);
+    // A weighted search with no defined result (values or importances whose
+    // squares pass FLT_MAX) throws; the error names the tensor and row.
+    try {
+      quant::quantize_weights(p.to, x, dst + r * rs_out, n, imatrix ? imatrix + (r / p.ne[1]) * n : nullptr);
+    } catch (const Error& e) {
+      throw Error(e.code(), "tensor " + p.name + ", row " + std::to_string(r) + ", to " +
+                                std::string(type_name(p.to)) + ": " + e.what());
+    }
   }
 }
 
@@ -544,7 +551,9 @@ struct ImatrixData {
 };
 
 // tools/quantize/quantize.cpp load_imatrix and llama_model_quantize_impl's
-// check for non-finite values.
+// check for non-finite values; negative ones (a mean of squares cannot be
+// negative: only a damaged or made-up file has them) are refused too, as the
+// weighted searches have no defined result for them.
 ImatrixData read_imatrix_data(const std::string& path) {
   const Imatrix m = load_imatrix(path);
   if (!m.is_legacy && !m.has_metadata)
@@ -555,6 +564,9 @@ ImatrixData read_imatrix_data(const std::string& path) {
     for (float f : v)
       if (!std::isfinite(f))
         throw Error(Errc::format, "imatrix " + path + ": imatrix contains non-finite value " + std::to_string(f) +
+                                      " (entry " + name + ")");
+      else if (f < 0.0f)
+        throw Error(Errc::format, "imatrix " + path + ": imatrix contains negative value " + std::to_string(f) +
                                       " (entry " + name + ")");
     d.importance.emplace(name, std::move(v));
   }

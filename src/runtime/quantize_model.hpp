@@ -73,7 +73,10 @@ std::vector<TensorPlan> plan_quantization(const gguf::File& in, const QuantizeOp
 // set, is called after each tensor with its plan (progress output).
 // Throws Error(unsupported) naming a tensor whose input type synapse cannot
 // convert, Error(invalid_argument) for a quantized input tensor without
-// allow_requantize, Error(format) naming a tensor with a NaN or infinity.
+// allow_requantize, Error(format) naming a tensor with a NaN or infinity,
+// an imatrix with a non-finite or negative importance (naming the file and
+// entry), or a row the weighted search has no defined result for (values or
+// importances whose squares pass FLT_MAX; naming the tensor, row and type).
 gguf::Writer quantize_model(const gguf::File& in, const QuantizeOptions& opt,
                             const std::function<void(const TensorPlan&)>& on_tensor = {});
 

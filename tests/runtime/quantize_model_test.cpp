@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -397,6 +398,45 @@ TEST(QuantizeModel, ImatrixWriterGivesLlamaImatrixsBytes) {
   const std::string out = ::testing::TempDir() + "/rewritten.imatrix.gguf";
   write_imatrix(load_imatrix(ref), out);
   EXPECT_TRUE(read_file(out) == read_file(ref));
+}
+
+// Importance matrices no llama-imatrix run writes: a negative mean of
+// squares is refused at reading, naming the file and the entry; importances
+// near FLT_MAX (finite, so llama-quantize takes them) leave the lattice
+// search no grid point, and the error names the tensor, the row and the type.
+TEST(QuantizeModel, HostileImatrixIsAnErrorNamingWhatIsWrong) {
+  const gguf::File master = gguf::File::open(kModels + "tiny-llama-f32.gguf");
+  const std::string entry = "blk.0.attn_q.weight";
+  const auto quantize_with = [&](float value) {
+    Imatrix m = load_imatrix(kModels + "tiny-llama.imatrix.gguf");
+    ASSERT_TRUE(m.entries.count(entry));
+    for (float& f : m.entries[entry].sums) f = value;
+    for (int64_t& c : m.entries[entry].counts) c = 1;  // importance = the sum
+    const std::string path = ::testing::TempDir() + "/hostile.imatrix.gguf";
+    write_imatrix(m, path);
+    QuantizeOptions opt;
+    opt.ftype = FileType::MOSTLY_IQ2_XXS;
+    opt.pure = true;
+    opt.token_embedding_type = GgmlType::Q2_K;
+    opt.imatrix_file = path;
+    try {
+      quantize_in_memory(master, opt);
+      ADD_FAILURE() << "an imatrix of " << value << " was taken";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::format) << e.what();
+      const std::string what = e.what();
+      if (value < 0) {
+        EXPECT_NE(what.find("negative value"), std::string::npos) << what;
+        EXPECT_NE(what.find(path), std::string::npos) << what;
+      } else {
+        EXPECT_EQ(what.rfind("tensor " + entry + ", row ", 0), 0u) << what;
+        EXPECT_NE(what.find(", to IQ2_XXS: lattice quantizer"), std::string::npos) << what;
+      }
+      EXPECT_NE(what.find(entry), std::string::npos) << what;
+    }
+  };
+  quantize_with(-1.0f);
+  quantize_with(FLT_MAX);
 }
 
 // llama-imatrix's legacy .dat format: the same importances (written here
