@@ -16,17 +16,19 @@ def _text(out):
 
 def test_seed_minus_one_is_random(stories_path):
     # seed=-1 (llama-cpp-python's documented "random") at construction: each call draws a seed.
+    # 32 tokens: stories260K writes the same 12 tokens after PROMPT in ~40% of draws (four alike
+    # in a few % of runs), while 60 draws of 32 tokens were 60 different texts.
     llm = Llama(stories_path, n_threads=1, seed=-1, verbose=False)
-    texts = {_text(llm(PROMPT, max_tokens=12, temperature=1.0)) for _ in range(4)}
+    texts = {_text(llm(PROMPT, max_tokens=32, temperature=1.0)) for _ in range(4)}
     assert len(texts) > 1
     # Per call: -1 is random, a fixed seed repeats.
-    texts = {_text(llm(PROMPT, max_tokens=12, temperature=1.0, seed=-1)) for _ in range(4)}
+    texts = {_text(llm(PROMPT, max_tokens=32, temperature=1.0, seed=-1)) for _ in range(4)}
     assert len(texts) > 1
-    fixed = {_text(llm(PROMPT, max_tokens=12, temperature=1.0, seed=3)) for _ in range(2)}
+    fixed = {_text(llm(PROMPT, max_tokens=32, temperature=1.0, seed=3)) for _ in range(2)}
     assert len(fixed) == 1
     # set_seed: the seed of calls that pass none.
     llm.set_seed(3)
-    assert _text(llm(PROMPT, max_tokens=12, temperature=1.0)) == fixed.pop()
+    assert _text(llm(PROMPT, max_tokens=32, temperature=1.0)) == fixed.pop()
     for bad in (-2, 2**32, 1.5, True):
         with pytest.raises(ValueError, match="seed"):
             llm.set_seed(bad)
