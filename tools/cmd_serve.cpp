@@ -18,11 +18,11 @@
 #include <memory>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/strings.hpp"
 #include "commands.hpp"
 #include "progress.hpp"
 #include "common_flags.hpp"
@@ -42,15 +42,11 @@
 namespace synapse::tools {
 namespace {
 
-// llama.cpp's comma-separated --alias / --tags: each part stripped of
-// blanks, empty ones left out, sorted without repeats (its std::set).
+// llama.cpp's comma-separated --alias / --tags: split_stripped's parts,
+// sorted without repeats (its std::set).
 std::vector<std::string> comma_set(const std::string& value) {
-  std::set<std::string> out;
-  std::stringstream parts(value);
-  for (std::string part; std::getline(parts, part, ',');) {
-    const size_t b = part.find_first_not_of(" \t\r\n");
-    if (b != std::string::npos) out.insert(part.substr(b, part.find_last_not_of(" \t\r\n") - b + 1));
-  }
+  const std::vector<std::string> parts = split_stripped(value, ',');
+  const std::set<std::string> out(parts.begin(), parts.end());
   return {out.begin(), out.end()};
 }
 

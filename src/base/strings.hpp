@@ -1,8 +1,10 @@
 // Small string helpers shared by every layer (error messages, CLI output).
 #pragma once
 
+#include <cctype>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace synapse {
 
@@ -37,6 +39,27 @@ std::string join_in(std::string_view open, const Range& items, std::string_view 
   s += join(items, sep, show...);
   s += close;
   return s;
+}
+
+// The parts of `s` between `sep`s, each stripped of white space
+// (std::isspace), the empty ones left out, in order: llama.cpp's
+// string_split then string_strip, as its comma-separated flags (--host,
+// --alias, --tags) read their values. split_stripped(" a, ,b ", ',') is
+// {"a", "b"}.
+inline std::vector<std::string> split_stripped(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  const auto blank = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+  size_t begin = 0;
+  while (begin <= s.size()) {
+    size_t end = s.find(sep, begin);
+    if (end == std::string_view::npos) end = s.size();
+    size_t first = begin, last = end;
+    while (first < last && blank(s[first])) ++first;
+    while (last > first && blank(s[last - 1])) --last;
+    if (first < last) out.emplace_back(s.substr(first, last - first));
+    begin = end + 1;
+  }
+  return out;
 }
 
 }  // namespace synapse

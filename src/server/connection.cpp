@@ -12,6 +12,7 @@
 #include <functional>
 #include <string_view>
 
+#include "base/strings.hpp"
 #include "synapse/error.hpp"
 
 // The header is the release CMake pinned (SYNAPSE_CPP_HTTPLIB_VERSION): Listener
@@ -237,18 +238,7 @@ void PoolShare::shutdown() {
 }
 
 std::vector<std::string> host_addresses(const std::string& host) {
-  std::vector<std::string> out;
-  size_t begin = 0;
-  while (begin <= host.size()) {
-    size_t end = host.find(',', begin);
-    if (end == std::string::npos) end = host.size();
-    const size_t first = host.find_first_not_of(" \t", begin);
-    if (first != std::string::npos && first < end) {
-      const size_t last = host.find_last_not_of(" \t", end - 1);
-      out.push_back(host.substr(first, last + 1 - first));
-    }
-    begin = end + 1;
-  }
+  std::vector<std::string> out = split_stripped(host, ',');
   if (out.empty()) throw Error(Errc::invalid_argument, "--host requires at least one address");
   return out;
 }

@@ -150,7 +150,7 @@ class PoolShare : public httplib::TaskQueue {
 };
 
 // --host's addresses, as llama-server reads them: a comma-separated list,
-// each stripped of spaces and tabs, empty entries dropped. Throws
+// each stripped of white space, empty entries dropped (split_stripped). Throws
 // Error(invalid_argument) "--host requires at least one address" when none is
 // left.
 std::vector<std::string> host_addresses(const std::string& host);
