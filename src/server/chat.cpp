@@ -303,6 +303,17 @@ void check_builtin_chat_fields(const json& body) {
   }
 }
 
+bool asks_continuation(const json& body) {
+  const auto c = body.find("continue_final_message");
+  return c != body.end() && ((c->is_boolean() && c->get<bool>()) ||
+                             (c->is_string() && (*c == "content" || *c == "reasoning_content")));
+}
+
+bool asks_generation_prompt(const json& body) {
+  const auto a = body.find("add_generation_prompt");
+  return a == body.end() || !a->is_boolean() || a->get<bool>();
+}
+
 void check_continuation(const json& body) {
   const auto role_of = [](const json& m) {
     const auto r = m.is_object() ? m.find("role") : m.end();
@@ -311,12 +322,8 @@ void check_continuation(const json& body) {
   const auto msgs = body.find("messages");
   const bool ends_with_assistant = msgs != body.end() && msgs->is_array() && !msgs->empty() &&
                                    role_of(msgs->back()) == "assistant";
-  // common_chat_continuation_parse: true, "content" or "reasoning_content".
-  const auto c = body.find("continue_final_message");
-  bool continues = c != body.end() && ((c->is_boolean() && c->get<bool>()) ||
-                                       (c->is_string() && (*c == "content" || *c == "reasoning_content")));
-  const auto a = body.find("add_generation_prompt");
-  bool add_generation_prompt = a == body.end() || !a->is_boolean() || a->get<bool>();
+  bool continues = asks_continuation(body);
+  bool add_generation_prompt = asks_generation_prompt(body);
   if (!continues && ends_with_assistant) {
     if (msgs->size() >= 2 && role_of((*msgs)[msgs->size() - 2]) == "assistant")
       throw HttpError(400, "Cannot have 2 or more assistant messages at the end of the list.", "messages");

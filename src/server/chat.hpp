@@ -84,6 +84,15 @@ JinjaPrompt render_jinja_chat(const nlohmann::ordered_json& body, const JinjaCha
 // llama-server without --jinja ignores them).
 void check_builtin_chat_fields(const nlohmann::json& body);
 
+// `continue_final_message` as llama-server reads it
+// (common_chat_continuation_parse): true, "content" or "reasoning_content"
+// ask to continue the last message; anything else, or none, does not.
+bool asks_continuation(const nlohmann::json& body);
+
+// `add_generation_prompt` as llama-server reads it: true unless it is the
+// boolean false.
+bool asks_generation_prompt(const nlohmann::json& body);
+
 // llama-server's rules for a conversation that ends with an assistant message
 // (continued from its text, "prefill"), on both the Jinja and the built-in
 // path (its oaicompat_chat_params_parse): two assistant messages at the end

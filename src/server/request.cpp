@@ -327,15 +327,9 @@ std::vector<synapse::ChatMessage> parse_messages(const json& body, const Request
 
 std::vector<synapse::ChatSegment> builtin_chat_segments(synapse::ChatTemplate tmpl, const json& body,
                                                         std::span<const synapse::ChatMessage> msgs) {
-  const json* c = field_of(body, "continue_final_message");
-  const bool asked = c && ((c->is_boolean() && c->get<bool>()) ||
-                            (c->is_string() && (*c == "content" || *c == "reasoning_content")));
   const bool continues = !msgs.empty() && msgs.back().role == "assistant" && !msgs.back().content.empty();
-  if (!continues) {
-    const json* a = field_of(body, "add_generation_prompt");
-    const bool add = !(a && a->is_boolean() && !a->get<bool>()) && !asked;
-    return synapse::format_chat_segments(tmpl, msgs, add);
-  }
+  if (!continues)
+    return synapse::format_chat_segments(tmpl, msgs, asks_generation_prompt(body) && !asks_continuation(body));
   // The whole conversation without a generation prompt, cut after the last
   // message's text: what follows it is the format's end of the turn.
   std::vector<synapse::ChatSegment> segs = synapse::format_chat_segments(tmpl, msgs, false);
