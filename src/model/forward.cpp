@@ -42,16 +42,16 @@ void observe_products(ProductObserver* obs, std::initializer_list<const kernels:
   }
 }
 
-namespace {
-
-using quant::fp32_to_fp16;
-
 void add_bias(std::vector<float>& y, int64_t n_rows, const std::vector<float>& bias) {
   if (bias.empty()) return;
   const int64_t w = static_cast<int64_t>(bias.size());
   for (int64_t m = 0; m < n_rows; ++m)
     for (int64_t i = 0; i < w; ++i) y[m * w + i] += bias[i];
 }
+
+namespace {
+
+using quant::fp32_to_fp16;
 
 }  // namespace
 

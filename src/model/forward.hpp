@@ -101,6 +101,10 @@ class ProductObserver {
   ~ProductObserver() = default;
 };
 
+// y [n_rows][bias.size()] += bias, row by row (a product's bias, ggml_add
+// broadcasting it); nothing for an empty bias (a tensor the file lacks).
+void add_bias(std::vector<float>& y, int64_t n_rows, const std::vector<float>& bias);
+
 // The GGUF tensor a view reads: its name without the "[part]" suffix of a
 // slice (Phi-3's fused q/k/v and gate/up, the experts of a merged tensor).
 std::string_view product_tensor(const kernels::WeightView& w);

@@ -25,6 +25,7 @@ void moe_ffn(const HParams& hp, const Layer& L, const float* h, float* out, int6
   probs.resize(static_cast<size_t>(n * n_exp));
   kernels::Activations act(h, n, n_embd, buffers);
   kernels::matmul(L.ffn_gate_inp, act, probs.data(), pool);
+  add_bias(probs, n, L.ffn_gate_inp_b);
 
   // Routing: per row its experts in selection order and their weights. The
   // top n_used by repeated selection of the largest, ties to the lower id:
@@ -37,8 +38,6 @@ void moe_ffn(const HParams& hp, const Layer& L, const float* h, float* out, int6
   const bool softmax_weight = hp.expert_gating == ExpertGating::softmax_weight;
   by_rows(n, [&](int64_t i) {
     float* p = &probs[i * n_exp];
-    if (!L.ffn_gate_inp_b.empty())
-      for (int64_t e = 0; e < n_exp; ++e) p[e] += L.ffn_gate_inp_b[e];
     if (!softmax_weight) kernels::softmax(p, n_exp);
     int64_t* c = &chosen[i * n_used];
     float* w = &weight[i * n_used];
