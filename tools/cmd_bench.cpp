@@ -576,6 +576,12 @@ int run(BenchArgs a) {
     std::strftime(buf, sizeof buf, "%FT%TZ", &tm);
     r.test_time = buf;
   };
+  // A test's samples summed up, its line on stderr, and its row kept.
+  const auto end_test = [&](Result& r) {
+    finish(r);
+    std::fprintf(stderr, "synapse bench: %s t=%d %s: %.2f t/s\n", r.model.c_str(), r.threads, r.test.c_str(), r.avg);
+    results.push_back(std::move(r));
+  };
   // The kernel table in use (SYNAPSE_ISA / SYNAPSE_NO_SIMD and cpuid).
   if (!a.json && a.output == "md")
     std::printf("synapse bench, commit %s, %s\n\n", SYNAPSE_GIT_COMMIT, system_info().c_str());
@@ -630,12 +636,18 @@ int run(BenchArgs a) {
                          depth, seconds_since(t0));
             if (m.has_recurrent_layers()) at_depth = kv.fork(depth);
           }
+          // n decode steps of one token each on kv.
+          const auto decode_steps = [&](int n) {
+            for (int i = 0; i < n; ++i) {
+              const token_id one[1] = {toks.next()};
+              ctx.decode(kv, one);
+            }
+          };
           const auto warm_up = [&] {
             if (!a.warmup) return;
             if (a.progress) std::fprintf(stderr, "synapse bench: benchmark %d/%d: warmup run\n", test_no, n_tests);
             rewind(kv);
-            const token_id one[1] = {toks.next()};
-            ctx.decode(kv, one);
+            decode_steps(1);
           };
           // A prompt of p tokens after `depth`, in passes of `rows` rows.
           const auto prompt = [&](int p, int rows) {
@@ -665,9 +677,7 @@ int run(BenchArgs a) {
               prompt(p, rows);
               r.samples.push_back(p / std::max(seconds_since(t0), 1e-9));
             }
-            finish(r);
-            std::fprintf(stderr, "synapse bench: %s t=%d %s: %.2f t/s\n", r.model.c_str(), threads, r.test.c_str(), r.avg);
-            results.push_back(std::move(r));
+            end_test(r);
             }
           }
           // -pg P,N: a prompt and then N decode steps, timed together.
@@ -688,15 +698,10 @@ int run(BenchArgs a) {
                 rewind(kv);
                 const auto t0 = std::chrono::steady_clock::now();
                 if (p > 0) prompt(p, rows);
-                for (int i = 0; i < n; ++i) {
-                  const token_id one[1] = {toks.next()};
-                  ctx.decode(kv, one);
-                }
+                decode_steps(n);
                 r.samples.push_back((p + n) / std::max(seconds_since(t0), 1e-9));
               }
-              finish(r);
-              std::fprintf(stderr, "synapse bench: %s t=%d %s: %.2f t/s\n", r.model.c_str(), threads, r.test.c_str(), r.avg);
-              results.push_back(std::move(r));
+              end_test(r);
             }
           }
           for (int n : a.n_gen) {
@@ -731,10 +736,7 @@ int run(BenchArgs a) {
                   std::fprintf(stderr, "synapse bench: benchmark %d/%d: generation run %d/%d\n", test_no, n_tests, rep + 1, a.reps);
                 rewind(kv);
                 const auto t0 = std::chrono::steady_clock::now();
-                for (int i = 0; i < n; ++i) {
-                  const token_id one[1] = {toks.next()};
-                  ctx.decode(kv, one);
-                }
+                decode_steps(n);
                 r.samples.push_back(n / std::max(seconds_since(t0), 1e-9));
                 probe_after(rep);
               }
@@ -758,9 +760,7 @@ int run(BenchArgs a) {
               }
             }
             if (a.bw == "auto") r.bw_gbps = mean_run_bandwidth(r.bw_probes);
-            finish(r);
-            std::fprintf(stderr, "synapse bench: %s t=%d %s: %.2f t/s\n", r.model.c_str(), threads, r.test.c_str(), r.avg);
-            results.push_back(std::move(r));
+            end_test(r);
             }
           }
         }
