@@ -87,6 +87,9 @@ class Tokenizer {
   FimTokens fim() const;
   // End of generation: eos, eot, eom and the known end tokens of the vocabulary.
   bool is_eog(token_id id) const;
+  // Every id of [0, n_vocab()) that is_eog, ascending. Computed from the
+  // vocabulary's set at each call (a few ids): keep it where it is read often.
+  std::vector<token_id> eog_ids() const;
   TokenType type(token_id id) const;
   const std::string& text(token_id id) const;  // the raw vocabulary string
 

@@ -158,9 +158,7 @@ token_id Generation::sample_in_grammar(std::span<const float> logits) {
   if (!any) throw Error(Errc::invalid_argument, "grammar: no token of the vocabulary can continue the reply");
   if (s.p.ignore_eos && !s.grammar->is_finished()) {
     // ignore_eos: no end of generation while the grammar can go on.
-    if (s.eog_ids.empty())
-      for (token_id i = 0; i < s.tok.n_vocab(); ++i)
-        if (s.tok.is_eog(i)) s.eog_ids.push_back(i);
+    if (s.eog_ids.empty()) s.eog_ids = s.tok.eog_ids();
     for (const token_id e : s.eog_ids) s.mask[static_cast<size_t>(e) >> 6] &= ~(uint64_t{1} << (e & 63));
   }
   return s.sampler->sample(logits, s.mask);

@@ -82,8 +82,8 @@ json logit_bias_of(const CompletionRequest& req, const Tokenizer& tok) {
   json out = json::array();
   for (const LogitBias& b : req.sampling.logit_bias) out.push_back({{"bias", b.bias}, {"token", b.token}});
   if (req.stop.ignore_eos)
-    for (token_id id = 0; id < tok.n_vocab(); ++id)
-      if (tok.is_eog(id)) out.push_back({{"bias", -std::numeric_limits<float>::infinity()}, {"token", id}});
+    for (const token_id id : tok.eog_ids())
+      out.push_back({{"bias", -std::numeric_limits<float>::infinity()}, {"token", id}});
   return out;
 }
 

@@ -253,6 +253,14 @@ bool Tokenizer::is_eog(token_id id) const {
   return id != kNull && impl_->vocab.eog.count(id) > 0;
 }
 
+std::vector<token_id> Tokenizer::eog_ids() const {
+  const Vocab& v = impl_->vocab;
+  std::vector<token_id> out;
+  for (const token_id id : v.eog)  // a std::set: ascending
+    if (id >= 0 && id < v.n_vocab()) out.push_back(id);
+  return out;
+}
+
 TokenType Tokenizer::type(token_id id) const {
   const Vocab& v = impl_->vocab;
   if (id < 0 || id >= v.n_vocab())
