@@ -171,10 +171,10 @@ struct Scheduler::Impl {
   void cache_prefix(Slot& s, bool held);
   bool computing_prefix(const std::vector<token_id>& prompt, size_t have) const;
   void preempt(Slot& s);
-  void finish(Slot& s, const GeneratedToken& closing_step);
-  bool call_on_token(Job& j, const GeneratedToken& t);
+  void finish(Slot& s, GeneratedToken closing_step);
+  bool call_on_token(Job& j, GeneratedToken& t);
   void on_first_row(Job& j);
-  void on_step(Slot& s, const GeneratedToken& t);
+  void on_step(Slot& s, GeneratedToken& t);
   void end_reply(Slot& s, FinishReason why);
   void release(Slot& s);
   void fail_all(const std::string& what);
@@ -391,16 +391,15 @@ std::unique_ptr<Job> Scheduler::Impl::admit(std::unique_ptr<Job> job) {
   return nullptr;
 }
 
-bool Scheduler::Impl::call_on_token(Job& j, const GeneratedToken& t) {
+bool Scheduler::Impl::call_on_token(Job& j, GeneratedToken& t) {
   runtime::record_step(j.result, t, j.gen.params());
   if (!j.req.on_token) return true;
   // The step as reported: with the reply's timings so far.
-  GeneratedToken step = t;
-  step.timings = j.result.timings;
-  step.timings.predicted_ms = j.t_first == Clock::time_point{} ? 0 : runtime::ms_between(j.t_first, Clock::now());
-  step.n_cached = j.result.n_cached;
+  t.timings = j.result.timings;
+  t.timings.predicted_ms = j.t_first == Clock::time_point{} ? 0 : runtime::ms_between(j.t_first, Clock::now());
+  t.n_cached = j.result.n_cached;
   try {
-    return j.req.on_token(step);
+    return j.req.on_token(t);
   } catch (...) {
     return false;  // a throwing callback cancels its request
   }
@@ -408,7 +407,7 @@ bool Scheduler::Impl::call_on_token(Job& j, const GeneratedToken& t) {
 
 // The reply of slot s is over (its last step has been reported): on_done
 // runs now; the slot is released, or kept one more step for close_turn rows.
-void Scheduler::Impl::finish(Slot& s, const GeneratedToken& closing_step) {
+void Scheduler::Impl::finish(Slot& s, GeneratedToken closing_step) {
   Job& j = *s.job;
   if (closing_step.finish != FinishReason::none && closing_step.id < 0) call_on_token(j, closing_step);
   j.result.timings.predicted_ms =
@@ -455,7 +454,7 @@ void Scheduler::Impl::on_first_row(Job& j) {
 
 // Token t, drawn from slot s's logits row: report it and decide what the
 // slot feeds next.
-void Scheduler::Impl::on_step(Slot& s, const GeneratedToken& t) {
+void Scheduler::Impl::on_step(Slot& s, GeneratedToken& t) {
   Job& j = *s.job;
   ++j.result.timings.predicted_n;
   j.pending = t.id;
