@@ -223,8 +223,10 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
 // The AVX-512 F/BW/DQ/VL one (x86-64 only; attention_avx512.cpp): the
 // 16-lane orders in one zmm register, q.k as 4-head x 4-key register tiles
 // (each K and q load serving 4 products, hsum_float_16's tree for 16 dots
-// at once), the weighted V 4 heads x 64 outputs at a time. For hd or hd_v
-// not a multiple of 16 it calls attend_block_avx2.
+// at once), the weighted V 4 heads x 64 outputs at a time. For hd (hd_v)
+// not a multiple of 16 its scores (weighted V) are attend_scores_avx2's
+// (attend_values_avx2's). Each of the three is attend_block_with over its
+// table's pieces (below).
 void attend_block_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
                          int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& scratch);
 
@@ -236,17 +238,17 @@ void attend_block_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows,
 // ggml_v_expf(x - max) 16 at a time, each group's float horizontal sum
 // (hsum_float_16) added to a double per chunk of kAttendChunk, the chunks'
 // doubles added in order; one multiply by (float)(1/sum)) then rounded to
-// F16. Every kernel uses it (softmax_rows_with of the table's pieces). The AVX2 version is bit-equal to the
-// scalar one for all non-NaN scores: it takes the max 8 lanes wide (max is
-// exact in any order; +-0 ties do not change x - max's exp), runs
-// expf_ggml_avx2 on each group as two halves (the last one zero-masked), and
-// scales and rounds 8 wide.
+// F16: softmax_rows_with over the table's pieces. The AVX2 pieces are
+// bit-equal to the scalar ones for all non-NaN scores: the max 8 lanes wide
+// (max is exact in any order; +-0 ties do not change x - max's exp),
+// expf_ggml_avx2 on each group as two halves (the last one zero-masked),
+// scaling and rounding 8 wide.
 void softmax_f16_rows_scalar(float* x, int64_t ld, const int64_t* n, int64_t n_rows, const float* sinks,
                              int64_t n_sinks);
 void softmax_f16_rows_avx2(float* x, int64_t ld, const int64_t* n, int64_t n_rows, const float* sinks,
                            int64_t n_sinks);
 // AVX-512: the reference's loop itself (16 lanes, the last group masked,
-// ggml_v_expf's _mm512_scalef_ps form), then F16 rounding 16 wide.
+// ggml_v_expf's _mm512_scalef_ps form), F16 rounding 16 wide.
 void softmax_f16_rows_avx512(float* x, int64_t ld, const int64_t* n, int64_t n_rows, const float* sinks,
                              int64_t n_sinks);
 
