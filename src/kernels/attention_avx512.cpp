@@ -234,11 +234,8 @@ void attend_scores_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows
     return;
   }
   if (n_rows <= 0) return;
-  int64_t lo = rows[0].first, hi = rows[0].last;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    lo = min64(lo, rows[r].first);
-    hi = max64(hi, rows[r].last);
-  }
+  const RowSpan span = row_span(rows, n_rows);
+  const int64_t lo = span.lo, hi = span.hi;
   const int64_t n_q = n_rows * n_gqa;  // query vectors, row-major (row, head)
   const ScratchPtrs sp = size_scratch(s, n_q * hd, 0, 0, bk * hd, 0, 0);
   for (int64_t r = 0; r < n_rows; ++r)
@@ -294,11 +291,8 @@ void attend_values_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows
     return;
   }
   if (n_rows <= 0) return;
-  int64_t lo = rows[0].first, hi = rows[0].last;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    lo = min64(lo, rows[r].first);
-    hi = max64(hi, rows[r].last);
-  }
+  const RowSpan span = row_span(rows, n_rows);
+  const int64_t lo = span.lo, hi = span.hi;
   const int64_t n_q = n_rows * n_gqa;
   const ScratchPtrs sp = size_scratch(s, 0, hd_v, 0, bk * hd_v, 0, n_q * 16 * hd_v);
   for (int64_t i = 0; i < n_q * 16 * hd_v; i += 16) _mm512_storeu_ps(sp.vacc + i, _mm512_setzero_ps());

@@ -173,10 +173,11 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
   // 64 rows, fewer when the block's full score rows (rows x n_gqa x cached
   // positions floats) would pass 2 MiB, at least 2 (64 was the fastest
   // measured: docs/PERFORMANCE.md, "Measurements behind the tuning
-  // constants"). A block of one row (a decode step) takes the same kernel: its K/V blocks are dotted 8 keys at
-  // a time (attend_group, one key at a time, waits on each dot's chain).
-  // Block b is block_rows[block_begin[b] .. block_begin[b + 1]). Both
-  // kernels give the same bits for a row.
+  // constants"). A block of one row (a decode step) takes the same kernel
+  // (its K/V blocks dotted 8 keys at a time, where attend_group, one key at
+  // a time, waits on each dot's chain), cut into chunks at depth (attend
+  // below). Block b is block_rows[block_begin[b] .. block_begin[b + 1]).
+  // Every way gives the same bits for a row.
   auto query_block = [&](int seq) {
     const int64_t n_kv = seqs[seq]->n_past() + n_new[seq];
     return std::clamp<int64_t>((int64_t{1} << 19) / std::max<int64_t>(1, hp.n_gqa() * n_kv), 2, 64);

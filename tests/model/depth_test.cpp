@@ -11,6 +11,7 @@
 #include <string>
 
 #include "golden_util.hpp"
+#include "model/lcg_prompt.hpp"
 #include "kernels/attention.hpp"
 #include "model/forward.hpp"
 
@@ -18,16 +19,6 @@ namespace synapse {
 namespace {
 
 using test::data_path;
-
-std::vector<token_id> depth_ids(int64_t n, uint64_t seed, int64_t n_vocab) {
-  std::vector<token_id> ids{1};
-  uint64_t x = seed;
-  while (static_cast<int64_t>(ids.size()) < n) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    ids.push_back(static_cast<token_id>(3 + (x >> 33) % static_cast<uint64_t>(n_vocab - 3)));
-  }
-  return ids;
-}
 
 // Positions [kDecodeFrom, kPositions) are compared: their rows attend 2
 // chunks (the last ones exactly 2 full chunks), then 3 (the first of them
@@ -64,7 +55,7 @@ class DecodeAtDepth : public ::testing::TestWithParam<DepthCase> {
 TEST_P(DecodeAtDepth, PrefillDecodeBatchAndThreadsAreBitIdentical) {
   auto m = model::load_model(data_path(std::string("models/") + GetParam().file));
   const int64_t V = m->hp.n_vocab;
-  const std::vector<token_id> ids = depth_ids(kPositions, 5, V), other = depth_ids(kPositions + 40, 9, V);
+  const std::vector<token_id> ids = test::lcg_prompt(kPositions, 5, V), other = test::lcg_prompt(kPositions + 40, 9, V);
   // The reference: the whole prompt as one prefill (blocks of many rows).
   std::vector<float> want;
   {
