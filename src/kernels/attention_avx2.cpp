@@ -152,14 +152,7 @@ float row_max_avx2(const float* x, int64_t n) {
 
 // x[0 .. n) *= inv, then rounded through F16 (kernels::softmax's last step
 // and the probabilities' rounding).
-void scale_round_f16_avx2(float* x, int64_t n, float inv) {
-  const __m256 iv = _mm256_set1_ps(inv);
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    _mm256_storeu_ps(x + j, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(x + j), iv),
-                                                             _MM_FROUND_TO_NEAREST_INT)));
-  for (; j < n; ++j) x[j] = _cvtsh_ss(_cvtss_sh(x[j] * inv, _MM_FROUND_TO_NEAREST_INT));
-}
+void scale_round_f16_avx2(float* x, int64_t n, float inv) { scale_round_f16(x, n, inv); }
 
 double exp_sum_avx2(float* x, int64_t n, float m) {
   // kernels::exp_sum_pad16 (ggml_vec_soft_max_f32's AVX-512 loop over a row

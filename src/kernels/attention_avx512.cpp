@@ -190,19 +190,7 @@ double exp_sum_avx512(float* x, int64_t n, float m) {
   return sum;
 }
 
-void scale_round_f16_avx512(float* x, int64_t n, float inv_f) {
-  const __m512 inv = _mm512_set1_ps(inv_f);
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16)
-    _mm512_storeu_ps(x + j, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(_mm512_loadu_ps(x + j), inv),
-                                                            _MM_FROUND_TO_NEAREST_INT)));
-  if (j < n) {
-    const __mmask16 k = first_n(n - j);
-    _mm512_mask_storeu_ps(x + j, k,
-                          _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + j), inv),
-                                                          _MM_FROUND_TO_NEAREST_INT)));
-  }
-}
+void scale_round_f16_avx512(float* x, int64_t n, float inv) { scale_round_f16(x, n, inv); }
 
 namespace {
 
