@@ -35,8 +35,12 @@
 // most kAttendChunk positions is one chunk: exactly llama.cpp v0.5.0
 // AVX-512's order (tinyBLAS<16> along the positions for V, n_kv a multiple
 // of 256), so short contexts keep the golden files' bits; beyond it only
-// the summation order differs (a chunk of 1024 positions keeps the partial
-// sums as long as llama.cpp's own 16 lanes would).
+// the summation order differs (issue 41 keeps llama.cpp's formulas and
+// roundings, not its summation order). Why 1024: a multiple of 16 (lanes
+// and softmax groups stay aligned) and of 256 (ggml's KV padding), long
+// enough that a chunk item's fixed costs (q's rounding, its scratch, a
+// partial vector) stay small beside its K and V rows, short enough that a
+// 16k-32k context gives 16-32 items per KV group for the threads.
 #pragma once
 
 #include <cstdint>

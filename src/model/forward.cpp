@@ -289,8 +289,8 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
           quant::quantize_row(t.v, &v[i * n_v], vd, n_v);
         }
       };
-      // The cache view of KV group g's layer il_kv in kv, and the attention
-      // row of batch row i for group g.
+      // The view of layer il_kv in a sequence's cache, and the attention row
+      // (QueryRow) of batch row i for KV group g.
       auto layer_view = [&](const model::KvCache& kv) {
         return kernels::KvLayerView{kv.pages(),
                                     kv.pool().k_offset(il_kv),
