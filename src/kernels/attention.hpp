@@ -7,15 +7,40 @@
 //
 // Rounding follows llama.cpp's CPU path with flash attention off (seed 003
 // §8): q is rounded to F16 before q.k, the softmax probabilities are rounded
-// to F16 before they weight V. The reduction orders are those of llama.cpp
-// v0.5.0's AVX-512 build (the build of golden/perplexity), defined here (the
-// scalar reference) and reproduced bit for bit by the AVX2 and AVX-512 versions:
+// to F16 before they weight V. The reduction orders are defined here (the
+// scalar reference) and reproduced bit for bit by the AVX2 and AVX-512
+// versions (issue 41: llama.cpp's formulas and roundings, our own fixed
+// summation orders):
 //   q.k: dot_kq (ggml_mul_mat(K, q): tinyBLAS<16> for hd % 16 == 0, else
 //        ggml_vec_dot_f16).
-//   V:   ggml_mul_mat(V^T, p) runs tinyBLAS<16> along the positions (n_kv is
-//        a multiple of 256): out[d]'s lane l = (j - first) % 16 takes
-//        fma(p_j, V[j][d], lane) for its positions j in increasing order,
-//        and the 16 lanes are summed by quant::hsum_float_16.
+//   Chunks: a row's range [first, last] is cut into chunks of kAttendChunk
+//        positions from first (chunk c = [first + c C, first + (c+1) C - 1]
+//        within the range). The softmax's max is the row's (exact in any
+//        order); e_j = expf(s_j - max) per position; the denominator is the
+//        chunks' sums added in ascending chunk order (in double, from 0),
+//        each chunk's sum being llama.cpp's order over its positions
+//        (ggml_vec_soft_max_f32: groups of 16 from the chunk's start, each
+//        group's hsum_float_16 added to a double from 0), then the sink's
+//        expf; p_j = f16(e_j * (float)(1 / sum)).
+//   V:   per chunk, out[d]'s lane l = (j - first) % 16 takes fma(p_j,
+//        V[j][d], lane) for the chunk's positions j in increasing order (the
+//        lanes start at 0 in each chunk), the 16 lanes are summed by
+//        quant::hsum_float_16, and the chunks' vectors are added in
+//        ascending chunk order (out = ((P_0 + P_1) + P_2) + ...).
+// Why chunks: every sum of a row is then a fixed function of the row's own
+// range, yet the chunks of one row can run on different threads and be
+// combined afterwards in chunk order (flash decoding, Dao et al. 2023), so a
+// decode step at depth uses every thread with the same bits as prefill at
+// any thread count (contract G1; attend_chunk_scores below). A range of at
+// most kAttendChunk positions is one chunk: exactly llama.cpp v0.5.0
+// AVX-512's order (tinyBLAS<16> along the positions for V, n_kv a multiple
+// of 256), so short contexts keep the golden files' bits; beyond it only
+// the summation order differs (issue 41 keeps llama.cpp's formulas and
+// roundings, not its summation order). Why 1024: a multiple of 16 (lanes
+// and softmax groups stay aligned) and of 256 (ggml's KV padding), long
+// enough that a chunk item's fixed costs (q's rounding, its scratch, a
+// partial vector) stay small beside its K and V rows, short enough that a
+// 16k-32k context gives 16-32 items per KV group for the threads.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +50,13 @@
 #include "synapse/types.hpp"
 
 namespace synapse::kernels {
+
+struct OpsTable;
+
+// The chunk length of every attention row's reductions (the top of this
+// file): a multiple of 16 (the softmax's groups and V's lanes), fixed for
+// contract G1, never a function of threads or batch.
+constexpr int64_t kAttendChunk = 1024;
 
 // One layer of one sequence's cache, in pages of 2^page_shift positions
 // (model::KvCache): position p's K row starts at
@@ -77,8 +109,8 @@ void reduce_v_lanes(const float* acc, int64_t hd_v, float* out);
 //   q:   [n_gqa][hd] floats, the group's heads (F32, rounded to F16 here)
 //   out: [n_gqa][hd_v] floats
 //   scores_j = (f16(q) . K[j]) * kq_scale; p = softmax(scores) (ggml_soft_max,
-//   with the head's sink when kv.sinks is set);
-//   out = sum_j f16(p_j) V[j].
+//   with the head's sink when kv.sinks is set, the denominator by chunks);
+//   out = sum_j f16(p_j) V[j] (by chunks, the orders at the top).
 // No bounds checks beyond the documented preconditions (hot path). Two
 // implementations, tests only (the forward pass runs attend_block): the
 // scalar reference and its AVX2 version (x86-64 only), tested equal bit for
@@ -132,8 +164,10 @@ struct QueryRow {
 // the one attend_group uses); then V is streamed the same way.
 // The result is bit for bit attend_group's for each row on its own range:
 //   scores_j = dot_kq(f16(q), K[j]) * kq_scale;
-//   p = f16(softmax(scores over [first, last]));
-//   out[d] = the 16-lane weighted sum of V described at the top.
+//   p = f16(softmax(scores over [first, last])) (the chunked denominator);
+//   out[d] = the chunked 16-lane weighted sum of V described at the top.
+// Composed of the table's pieces (attend_block_with): attend_scores,
+// mask_scores, softmax_f16_rows, attend_values.
 // A row's range is its causal mask and sliding window. Every position in a
 // range must be present in the cache (its page held, kernels::KvLayerView).
 // Rows whose ranges barely overlap stay correct but gain nothing.
@@ -148,10 +182,13 @@ void attend_block(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_
 //   scores_j = vec_dot_K(from_float_vt(q), K[j]) * kq_scale, where vt is
 //     K's vec_dot_type (Q8_0 for the block types, BF16 for BF16, F16 for
 //     F16) and vec_dot_K quant's kernel for K's type (ggml_vec_dot_<t>_q8_0);
-//   p = softmax(scores over [first, last]) (softmax_pad16, with the sink),
-//     kept in F32 (ggml's F32 V path; no F16 rounding);
+//   p = softmax(scores over [first, last]) (softmax_pad16's arithmetic with
+//     the chunked denominator of the top, with the sink), kept in F32
+//     (ggml's F32 V path; no F16 rounding);
 //   out[d] = sum_j p_j * float(V[j][d]) (ggml_vec_mad_f32 of each row
-//     converted to float), one float accumulator per output, j increasing.
+//     converted to float): per chunk (kAttendChunk) one float accumulator
+//     per output from 0, j increasing; the chunks' sums added in ascending
+//     chunk order (the top's V combination).
 // Each output's reductions are fixed by its own query and range alone (not
 // by the other rows, bk or the thread), so results are the same in decode
 // and prefill and at any batch or thread count (contract G1). Masking
@@ -190,8 +227,10 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
 // The AVX-512 F/BW/DQ/VL one (x86-64 only; attention_avx512.cpp): the
 // 16-lane orders in one zmm register, q.k as 4-head x 4-key register tiles
 // (each K and q load serving 4 products, hsum_float_16's tree for 16 dots
-// at once), the weighted V 4 heads x 64 outputs at a time. For hd or hd_v
-// not a multiple of 16 it calls attend_block_avx2.
+// at once), the weighted V 4 heads x 64 outputs at a time. For hd (hd_v)
+// not a multiple of 16 its scores (weighted V) are attend_scores_avx2's
+// (attend_values_avx2's). Each of the three is attend_block_with over its
+// table's pieces (below).
 void attend_block_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
                          int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& scratch);
 
@@ -201,19 +240,111 @@ void attend_block_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows,
 // kernels above pass their group's n_gqa sinks for rows ordered (query, head)), i.e.
 // ggml_soft_max over the row padded with -inf to a multiple of 16 (max;
 // ggml_v_expf(x - max) 16 at a time, each group's float horizontal sum
-// (hsum_float_16) added to a double; one multiply by (float)(1/sum)) then
-// rounded to F16. Both kernels use it. The AVX2 version is bit-equal to the
-// scalar one for all non-NaN scores: it takes the max 8 lanes wide (max is
-// exact in any order; +-0 ties do not change x - max's exp), runs
-// expf_ggml_avx2 on each group as two halves (the last one zero-masked), and
-// scales and rounds 8 wide.
+// (hsum_float_16) added to a double per chunk of kAttendChunk, the chunks'
+// doubles added in order; one multiply by (float)(1/sum)) then rounded to
+// F16: softmax_rows_with over the table's pieces. The AVX2 pieces are
+// bit-equal to the scalar ones for all non-NaN scores: the max 8 lanes wide
+// (max is exact in any order; +-0 ties do not change x - max's exp),
+// expf_ggml_avx2 on each group as two halves (the last one zero-masked),
+// scaling and rounding 8 wide.
 void softmax_f16_rows_scalar(float* x, int64_t ld, const int64_t* n, int64_t n_rows, const float* sinks,
                              int64_t n_sinks);
 void softmax_f16_rows_avx2(float* x, int64_t ld, const int64_t* n, int64_t n_rows, const float* sinks,
                            int64_t n_sinks);
 // AVX-512: the reference's loop itself (16 lanes, the last group masked,
-// ggml_v_expf's _mm512_scalef_ps form), then F16 rounding 16 wide.
+// ggml_v_expf's _mm512_scalef_ps form), F16 rounding 16 wide.
 void softmax_f16_rows_avx512(float* x, int64_t ld, const int64_t* n, int64_t n_rows, const float* sinks,
                              int64_t n_sinks);
+
+// The pieces every attention kernel is made of, one set per instruction-set
+// table (OpsTable; *_scalar in attention.cpp, *_avx2, *_avx512), each bit
+// for bit the scalar one:
+//
+// attend_scores: the scores of n_rows rows of KV group g (QueryRow's q, the
+// ranges; out and n_masked unused): query vector (r, i) (row r, head i < n_gqa)
+// at position j of [rows[r].first, rows[r].last] gets
+//   scores[(r * n_gqa + i) * ld + (j - rows[r].first)] = dot_kq(f16(q), K[j]) * kq_scale,
+// K read in blocks of bk positions over the rows' union. A score is a
+// function of its query and position alone, whatever the rows' ranges.
+void attend_scores_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                          int64_t hd, float kq_scale, int64_t bk, float* scores, int64_t ld, AttentionScratch& s);
+void attend_scores_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                        int64_t hd, float kq_scale, int64_t bk, float* scores, int64_t ld, AttentionScratch& s);
+void attend_scores_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                          int64_t hd, float kq_scale, int64_t bk, float* scores, int64_t ld, AttentionScratch& s);
+// attend_values: rows[r].out + i * hd_v (hd_v floats) = the chunked weighted
+// V (the top) of query vector (r, i) with the probabilities p + (r * n_gqa +
+// i) * ld (element j - rows[r].first for position j), V read in blocks of bk
+// positions over the rows' union.
+void attend_values_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                          int64_t hd_v, int64_t bk, const float* p, int64_t ld, AttentionScratch& s);
+void attend_values_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                        int64_t hd_v, int64_t bk, const float* p, int64_t ld, AttentionScratch& s);
+void attend_values_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                          int64_t hd_v, int64_t bk, const float* p, int64_t ld, AttentionScratch& s);
+// The softmax's steps: row_max = max(x[0 .. n)), n >= 1 (exact in any
+// order); exp_sum: x[j] = expf_ggml(x[j] - mx) for j < n, returning the
+// groups of 16 from x[0] (the last one padded with zeros), each group's
+// hsum_float_16 added to a double from 0 in order (n <= kAttendChunk: one
+// chunk's sum; the scalar one is kernels::exp_sum_pad16); scale_round_f16:
+// x[j] = f16(x[j] * inv).
+float row_max_scalar(const float* x, int64_t n);
+float row_max_avx2(const float* x, int64_t n);
+float row_max_avx512(const float* x, int64_t n);
+double exp_sum_avx2(float* x, int64_t n, float mx);
+double exp_sum_avx512(float* x, int64_t n, float mx);
+void scale_round_f16_scalar(float* x, int64_t n, float inv);
+void scale_round_f16_avx2(float* x, int64_t n, float inv);
+void scale_round_f16_avx512(float* x, int64_t n, float inv);
+
+// The typed cache's pieces (attend_block_typed's scores and values; generic
+// code through quant's active table): scores as attend_scores with
+// vec_dot_K(from_float_vt(q), K[j]) * kq_scale; values as attend_values
+// with F32 probabilities and one accumulator per output and chunk.
+void attend_scores_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                         int64_t hd, float kq_scale, int64_t bk, float* scores, int64_t ld, AttentionScratch& s);
+void attend_values_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                         int64_t hd_v, int64_t bk, const float* p, int64_t ld, AttentionScratch& s);
+
+// The softmax of n_rows score rows with table t's pieces: row i (x + i * ld,
+// n[i] >= 1 values) becomes softmax_pad16's probabilities with the chunked
+// denominator (the top), sink_i = sinks[i % n_sinks] when sinks is set,
+// rounded to F16 when round_f16 (the F16 cache), else left in F32 (typed).
+void softmax_rows_with(const OpsTable& t, float* x, int64_t ld, const int64_t* n, int64_t n_rows,
+                       const float* sinks, int64_t n_sinks, bool round_f16);
+
+// attend_block (bk explicit) made of table t's pieces: what every table's
+// attend_block entry runs.
+void attend_block_with(const OpsTable& t, const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows,
+                       int64_t n_gqa, int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& s);
+
+// Decode at depth (flash decoding): one row's attention for KV group g split
+// into its chunks (kAttendChunk positions from row.first), each chunk a work
+// item any thread may take, in three phases with every item of a phase
+// finished before the next begins, then a combination in chunk order. The
+// result (row.out, [n_gqa][hd_v]) is bit for bit attend_block's for the row
+// (either cache type, the sinks of kv), whatever thread runs which item:
+//   1. attend_chunk_scores(c) for every chunk c: the chunk's scores into
+//      scores ([n_gqa][n_kv], n_kv = row.last - row.first + 1; the masked
+//      positions -inf) and their maxima into chunk_max[i * n_chunks + c];
+//   2. attend_chunk_exp(c): e_j of the chunk (over the row's max) in place
+//      and its sums into chunk_sum[i * n_chunks + c];
+//   3. attend_chunk_values(c): the chunk's probabilities (the denominator
+//      of all the chunk sums, in order) and its weighted V into
+//      partial + (c * n_gqa + i) * hd_v;
+//   4. attend_chunks_combine: row.out = the partials added in chunk order.
+// n_chunks = attend_chunk_count(row). The caller owns the buffers (sized as
+// above) and the phases' order; items of one phase touch disjoint parts of
+// them, so any number of threads may run a phase at once. s: the calling
+// thread's scratch. No bounds checks beyond these (hot path).
+int64_t attend_chunk_count(const QueryRow& row);
+void attend_chunk_scores(const KvLayerView& kv, int64_t g, const QueryRow& row, int64_t c, int64_t n_gqa, int64_t hd,
+                         int64_t hd_v, float kq_scale, float* scores, float* chunk_max, AttentionScratch& s);
+void attend_chunk_exp(const KvLayerView& kv, int64_t g, const QueryRow& row, int64_t c, int64_t n_gqa, float* scores,
+                      const float* chunk_max, double* chunk_sum);
+void attend_chunk_values(const KvLayerView& kv, int64_t g, const QueryRow& row, int64_t c, int64_t n_gqa, int64_t hd,
+                         int64_t hd_v, float* scores, const float* chunk_max, const double* chunk_sum,
+                         float* partial, AttentionScratch& s);
+void attend_chunks_combine(const QueryRow& row, int64_t n_gqa, int64_t hd_v, const float* partial);
 
 }  // namespace synapse::kernels

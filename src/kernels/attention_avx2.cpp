@@ -124,9 +124,11 @@ void weighted_v_heads(const float* const* p, const float* v, int64_t ld, int64_t
     for (int k = 0; k < NV; ++k) _mm256_storeu_ps(o[h] + 8 * k, acc[h][k]);
 }
 
+}  // namespace
+
 // max(x[0 .. n)), n >= 1, as kernels::softmax's std::max chain gives it for
 // non-NaN values (max is exact in any order).
-float max_row(const float* x, int64_t n) {
+float row_max_avx2(const float* x, int64_t n) {
   int64_t j = 0;
   float mx = -INFINITY;
   if (n >= 32) {
@@ -150,56 +152,37 @@ float max_row(const float* x, int64_t n) {
 
 // x[0 .. n) *= inv, then rounded through F16 (kernels::softmax's last step
 // and the probabilities' rounding).
-void scale_round_f16(float* x, int64_t n, float inv) {
-  const __m256 iv = _mm256_set1_ps(inv);
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    _mm256_storeu_ps(x + j, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(x + j), iv),
-                                                             _MM_FROUND_TO_NEAREST_INT)));
-  for (; j < n; ++j) x[j] = _cvtsh_ss(_cvtss_sh(x[j] * inv, _MM_FROUND_TO_NEAREST_INT));
-}
+void scale_round_f16_avx2(float* x, int64_t n, float inv) { scale_round_f16(x, n, inv); }
 
-}  // namespace
-
-void softmax_f16_rows_avx2(float* x, int64_t ld, const int64_t* n, int64_t n_rows, const float* sinks,
-                           int64_t n_sinks) {
-  // kernels::softmax_pad16 (ggml_vec_soft_max_f32's AVX-512 loop over a row
-  // padded with -inf to a multiple of 16, each group as two halves), then
-  // F16 rounding.
+double exp_sum_avx2(float* x, int64_t n, float m) {
+  // kernels::exp_sum_pad16 (ggml_vec_soft_max_f32's AVX-512 loop over a row
+  // padded with -inf to a multiple of 16), each group as two halves.
   const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  for (int64_t r = 0; r < n_rows; ++r) {
-    float* row = x + r * ld;
-    const int64_t nr = n[r];
-    const float* sink = sinks ? &sinks[r % n_sinks] : nullptr;
-    float m = max_row(row, nr);
-    if (sink) m = m > *sink ? m : *sink;  // ggml's MAX(max, sk[h])
-    const __m256 mx = _mm256_set1_ps(m);
-    double sum = 0.0;
-    for (int64_t j = 0; j < nr; j += 16) {
-      __m256 half[2];
-      for (int h = 0; h < 2; ++h) {
-        const int64_t jh = j + 8 * h;
-        if (jh + 8 <= nr) {
-          half[h] = expf_ggml_avx2(_mm256_sub_ps(_mm256_loadu_ps(row + jh), mx));
-          _mm256_storeu_ps(row + jh, half[h]);
-        } else if (jh >= nr) {
-          half[h] = _mm256_setzero_ps();
-        } else {
-          alignas(32) float t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-          for (int64_t l = 0; jh + l < nr; ++l) t[l] = row[jh + l];
-          __m256 val = expf_ggml_avx2(_mm256_sub_ps(_mm256_load_ps(t), mx));
-          val = _mm256_and_ps(
-              val, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr - jh)), idx)));
-          _mm256_store_ps(t, val);
-          for (int64_t l = 0; jh + l < nr; ++l) row[jh + l] = t[l];
-          half[h] = val;
-        }
+  const __m256 mx = _mm256_set1_ps(m);
+  double sum = 0.0;
+  for (int64_t j = 0; j < n; j += 16) {
+    __m256 half[2];
+    for (int h = 0; h < 2; ++h) {
+      const int64_t jh = j + 8 * h;
+      if (jh + 8 <= n) {
+        half[h] = expf_ggml_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + jh), mx));
+        _mm256_storeu_ps(x + jh, half[h]);
+      } else if (jh >= n) {
+        half[h] = _mm256_setzero_ps();
+      } else {
+        alignas(32) float t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int64_t l = 0; jh + l < n; ++l) t[l] = x[jh + l];
+        __m256 val = expf_ggml_avx2(_mm256_sub_ps(_mm256_load_ps(t), mx));
+        val = _mm256_and_ps(
+            val, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - jh)), idx)));
+        _mm256_store_ps(t, val);
+        for (int64_t l = 0; jh + l < n; ++l) x[jh + l] = t[l];
+        half[h] = val;
       }
-      sum += static_cast<double>(quant::avx2::hsum_float_8(_mm256_add_ps(half[1], half[0])));
     }
-    if (sink) sum += static_cast<double>(std::exp(*sink - m));
-    scale_round_f16(row, nr, static_cast<float>(1.0 / sum));
+    sum += static_cast<double>(quant::avx2::hsum_float_8(_mm256_add_ps(half[1], half[0])));
   }
+  return sum;
 }
 
 // out[d] = hsum_float_16 of the 16 lanes acc[l * hd_v + d] (reduce_v_lanes),
@@ -222,28 +205,46 @@ void reduce_v_lanes_avx2(const float* acc, int64_t hd_v, float* out) {
   }
 }
 
-void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
-                       int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& s) {
+namespace {
+
+// A row's weighted V at the end of one of its chunks (attention.hpp, top):
+// the 16 lanes acc ([16][hd_v]) summed into out (the first chunk) or into
+// tmp and added to out (later chunks), then cleared.
+void flush_v_lanes8(float* acc, int64_t hd_v, bool add, float* out, float* tmp) {
+  reduce_v_lanes_avx2(acc, hd_v, add ? tmp : out);
+  int64_t d = 0;
+  if (add) {
+    for (; d + 8 <= hd_v; d += 8)
+      _mm256_storeu_ps(out + d, _mm256_add_ps(_mm256_loadu_ps(out + d), _mm256_loadu_ps(tmp + d)));
+    for (; d < hd_v; ++d) out[d] += tmp[d];
+  }
+  for (d = 0; d < 16 * hd_v; ++d) acc[d] = 0.0f;
+}
+
+// True when some row attends a position of [j0, j1).
+bool block_used8(const QueryRow* rows, int64_t n_rows, int64_t j0, int64_t j1) {
+  for (int64_t r = 0; r < n_rows; ++r)
+    if (rows[r].first < j1 && rows[r].last >= j0) return true;
+  return false;
+}
+
+}  // namespace
+
+void attend_scores_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                        int64_t hd, float kq_scale, int64_t bk, float* scores, int64_t ld, AttentionScratch& s) {
   if (n_rows <= 0) return;
-  const auto [lo, hi, ld] = row_span(rows, n_rows);
+  const RowSpan span = row_span(rows, n_rows);
   const int64_t n_q = n_rows * n_gqa;  // query vectors, row-major (row, head)
-  const ScratchPtrs sp = size_scratch(s, n_q * hd, 0, n_q * ld, bk * std::max(hd, hd_v), n_q, n_q * 16 * hd_v);
+  const ScratchPtrs sp = size_scratch(s, n_q * hd, 0, 0, bk * hd, 0, 0);
   for (int64_t r = 0; r < n_rows; ++r)
     for (int64_t i = 0; i < n_gqa * hd; ++i) sp.q[r * n_gqa * hd + i] = rows[r].q[i];
   round_f16(sp.q, n_q * hd);
   float* blk = sp.kv_block;
   const bool wide = hd % 16 == 0;
-  // True when some row attends a position of [j0, j1).
-  auto used = [&](int64_t j0, int64_t j1) {
-    for (int64_t r = 0; r < n_rows; ++r)
-      if (rows[r].first < j1 && rows[r].last >= j0) return true;
-    return false;
-  };
-
-  // Scores, K block by K block (each score is its own dot product).
-  for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
-    const int64_t j1 = std::min(hi + 1, j0 + bk);
-    if (!used(j0, j1)) continue;
+  // K block by K block (each score is its own dot product).
+  for (int64_t j0 = span.lo; j0 <= span.hi; j0 += bk) {
+    const int64_t j1 = std::min(span.hi + 1, j0 + bk);
+    if (!block_used8(rows, n_rows, j0, j1)) continue;
     load_rows_f16(kv.pages, kv.page_shift, kv.k_offset + g * hd, kv.k_stride, j0, j1, hd, blk);
     for (int64_t r = 0; r < n_rows; ++r) {
       const int64_t a = std::max(j0, rows[r].first), b = std::min(j1 - 1, rows[r].last);
@@ -252,7 +253,7 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
       for (; wide && i + 4 <= n_gqa; i += 4) {  // four heads at a time: each K load serves 4 queries
         const float* qi = sp.q + (r * n_gqa + i) * hd;
         float* sc[4];
-        for (int h = 0; h < 4; ++h) sc[h] = sp.scores + (r * n_gqa + i + h) * ld + (a - rows[r].first);
+        for (int h = 0; h < 4; ++h) sc[h] = scores + (r * n_gqa + i + h) * ld + (a - rows[r].first);
         int64_t j = a;
         for (; j + 2 <= b + 1; j += 2) {
           dot4x2_kq16(qi, blk + (j - j0) * hd, hd, kq_scale, sc);
@@ -263,75 +264,87 @@ void attend_block_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, i
       }
       for (; i < n_gqa; ++i) {
         const float* qi = sp.q + (r * n_gqa + i) * hd;
-        float* sc = sp.scores + (r * n_gqa + i) * ld;
+        float* sc = scores + (r * n_gqa + i) * ld;
         int64_t j = a;
         for (; wide && j + 8 <= b + 1; j += 8) dot8_kq16(qi, blk + (j - j0) * hd, hd, kq_scale, sc + (j - rows[r].first));
         for (; j <= b; ++j) sc[j - rows[r].first] = dot_kq16(qi, blk + (j - j0) * hd, hd) * kq_scale;
       }
     }
   }
-  // Softmax of each full score row, probabilities rounded to F16.
-  for (int64_t r = 0; r < n_rows; ++r)
-    for (int64_t i = 0; i < n_gqa; ++i) sp.n_kv[r * n_gqa + i] = rows[r].last - rows[r].first + 1;
-  mask_scores(sp.scores, ld, rows, n_rows, n_gqa);
-  softmax_f16_rows_avx2(sp.scores, ld, sp.n_kv, n_q, kv.sinks ? kv.sinks + g * n_gqa : nullptr, n_gqa);
+}
+
+void attend_values_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                        int64_t hd_v, int64_t bk, const float* probs, int64_t ld, AttentionScratch& s) {
+  if (n_rows <= 0) return;
+  const RowSpan span = row_span(rows, n_rows);
+  const int64_t n_q = n_rows * n_gqa;
+  const ScratchPtrs sp = size_scratch(s, 0, hd_v, 0, bk * hd_v, 0, n_q * 16 * hd_v);
   for (int64_t i = 0; i < n_q * 16 * hd_v; ++i) sp.vacc[i] = 0.0f;
-  // Weighted V, V block by V block: lane l of each output element takes
-  // the positions j with (j - first) % 16 == l in increasing order, as in
-  // attend_group.
-  for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
-    const int64_t j1 = std::min(hi + 1, j0 + bk);
-    if (!used(j0, j1)) continue;
+  float* blk = sp.kv_block;
+  // V block by V block: lane l of each output element takes the positions j
+  // with (j - first) % 16 == l of each chunk in increasing order, as in
+  // attend_group; the lanes are summed at each chunk's end.
+  for (int64_t j0 = span.lo; j0 <= span.hi; j0 += bk) {
+    const int64_t j1 = std::min(span.hi + 1, j0 + bk);
+    if (!block_used8(rows, n_rows, j0, j1)) continue;
     load_rows_f16(kv.pages, kv.page_shift, kv.v_offset + g * hd_v, kv.v_stride, j0, j1, hd_v, blk);
     for (int64_t r = 0; r < n_rows; ++r) {
-      const int64_t a = std::max(j0, rows[r].first), b = std::min(j1 - 1, rows[r].last);
-      if (a > b) continue;
-      for (int64_t l = 0; l < 16; ++l) {
-        // The first position of [a, b] in lane l, and how many follow it.
-        const int64_t ja = a + ((l - (a - rows[r].first)) % 16 + 16) % 16;
-        if (ja > b) continue;
-        const int64_t n = b - ja + 1;
-        const float* vb = blk + (ja - j0) * hd_v;
-        int64_t i = 0;
-        // Four heads at a time, 16 elements of each: each V load serves the
-        // 4 heads, 8 accumulators in registers.
-        if (hd_v % 16 == 0) {
-          for (; i + 4 <= n_gqa; i += 4) {
-            const float* p[4];
-            float* o[4];
-            for (int h = 0; h < 4; ++h) {
-              p[h] = sp.scores + (r * n_gqa + i + h) * ld + (ja - rows[r].first);
-              o[h] = sp.vacc + ((r * n_gqa + i + h) * 16 + l) * hd_v;
-            }
-            for (int64_t d = 0; d < hd_v; d += 16) {
-              float* od[4] = {o[0] + d, o[1] + d, o[2] + d, o[3] + d};
-              weighted_v_heads<4, 2>(p, vb + d, hd_v, n, od);
+      const int64_t first = rows[r].first;
+      const int64_t a0 = std::max(j0, first), b0 = std::min(j1 - 1, rows[r].last);
+      // [a0, b0] cut at the row's chunk ends: [a, b] within one chunk.
+      for (int64_t a = a0; a <= b0;) {
+        const int64_t chunk_end = first + ((a - first) / kAttendChunk + 1) * kAttendChunk - 1;
+        const int64_t b = std::min(b0, chunk_end);
+        for (int64_t l = 0; l < 16; ++l) {
+          // The first position of [a, b] in lane l, and how many follow it.
+          const int64_t ja = a + ((l - (a - first)) % 16 + 16) % 16;
+          if (ja > b) continue;
+          const int64_t n = b - ja + 1;
+          const float* vb = blk + (ja - j0) * hd_v;
+          int64_t i = 0;
+          // Four heads at a time, 16 elements of each: each V load serves the
+          // 4 heads, 8 accumulators in registers.
+          if (hd_v % 16 == 0) {
+            for (; i + 4 <= n_gqa; i += 4) {
+              const float* p[4];
+              float* o[4];
+              for (int h = 0; h < 4; ++h) {
+                p[h] = probs + (r * n_gqa + i + h) * ld + (ja - first);
+                o[h] = sp.vacc + ((r * n_gqa + i + h) * 16 + l) * hd_v;
+              }
+              for (int64_t d = 0; d < hd_v; d += 16) {
+                float* od[4] = {o[0] + d, o[1] + d, o[2] + d, o[3] + d};
+                weighted_v_heads<4, 2>(p, vb + d, hd_v, n, od);
+              }
             }
           }
+          for (; i < n_gqa; ++i) {
+            const float* p = probs + (r * n_gqa + i) * ld + (ja - first);
+            float* o = sp.vacc + ((r * n_gqa + i) * 16 + l) * hd_v;
+            int64_t d = 0;
+            for (; d + 64 <= hd_v; d += 64) weighted_v<8>(p, vb + d, hd_v, n, o + d);
+            if (d + 32 <= hd_v) weighted_v<4>(p, vb + d, hd_v, n, o + d), d += 32;
+            if (d + 16 <= hd_v) weighted_v<2>(p, vb + d, hd_v, n, o + d), d += 16;
+            if (d + 8 <= hd_v) weighted_v<1>(p, vb + d, hd_v, n, o + d), d += 8;
+            for (; d < hd_v; ++d)
+              for (int64_t j = 0; j < n; j += 16) o[d] = std::fma(p[j], vb[j * hd_v + d], o[d]);
+          }
         }
-        for (; i < n_gqa; ++i) {
-          const float* p = sp.scores + (r * n_gqa + i) * ld + (ja - rows[r].first);
-          float* o = sp.vacc + ((r * n_gqa + i) * 16 + l) * hd_v;
-          int64_t d = 0;
-          for (; d + 64 <= hd_v; d += 64) weighted_v<8>(p, vb + d, hd_v, n, o + d);
-          if (d + 32 <= hd_v) weighted_v<4>(p, vb + d, hd_v, n, o + d), d += 32;
-          if (d + 16 <= hd_v) weighted_v<2>(p, vb + d, hd_v, n, o + d), d += 16;
-          if (d + 8 <= hd_v) weighted_v<1>(p, vb + d, hd_v, n, o + d), d += 8;
-          for (; d < hd_v; ++d)
-            for (int64_t j = 0; j < n; j += 16) o[d] = std::fma(p[j], vb[j * hd_v + d], o[d]);
-        }
+        if (b == chunk_end || b == rows[r].last)
+          for (int64_t i = 0; i < n_gqa; ++i)
+            flush_v_lanes8(sp.vacc + (r * n_gqa + i) * 16 * hd_v, hd_v, a - first >= kAttendChunk,
+                          rows[r].out + i * hd_v, sp.kv_row);
+        a = b + 1;
       }
     }
   }
-  for (int64_t q = 0; q < n_q; ++q)
-    reduce_v_lanes_avx2(sp.vacc + q * 16 * hd_v, hd_v, rows[q / n_gqa].out + (q % n_gqa) * hd_v);
 }
 
 void attend_group_avx2(const KvLayerView& kv, int64_t g, int64_t first, int64_t last, const float* q, int64_t n_gqa,
                        int64_t hd, int64_t hd_v, float kq_scale, float* out, AttentionScratch& s) {
   const int64_t n_kv = last - first + 1;
   const ScratchPtrs sp =
-      size_scratch(s, n_gqa * hd, std::max(hd, hd_v), n_gqa * n_kv, 0, n_gqa, n_gqa * 16 * hd_v);
+      size_scratch(s, n_gqa * hd, std::max(hd, hd_v) + hd_v, n_gqa * n_kv, 0, n_gqa, n_gqa * 16 * hd_v);
   for (int64_t i = 0; i < n_gqa * hd; ++i) sp.q[i] = q[i];
   round_f16(sp.q, n_gqa * hd);
   for (int64_t j = 0; j < n_kv; ++j) {
@@ -341,6 +354,7 @@ void attend_group_avx2(const KvLayerView& kv, int64_t g, int64_t first, int64_t 
   for (int64_t i = 0; i < n_gqa; ++i) sp.n_kv[i] = n_kv;
   softmax_f16_rows_avx2(sp.scores, n_kv, sp.n_kv, n_gqa, kv.sinks ? kv.sinks + g * n_gqa : nullptr, n_gqa);
   for (int64_t i = 0; i < n_gqa * 16 * hd_v; ++i) sp.vacc[i] = 0.0f;
+  float* tmp = sp.kv_row + std::max(hd, hd_v);
   for (int64_t j = 0; j < n_kv; ++j) {
     load_f16(kv_row(kv.pages, kv.page_shift, kv.v_offset, kv.v_stride, first + j) + g * hd_v, sp.kv_row, hd_v);
     for (int64_t i = 0; i < n_gqa; ++i) {
@@ -351,9 +365,10 @@ void attend_group_avx2(const KvLayerView& kv, int64_t g, int64_t first, int64_t 
       for (; d + 8 <= hd_v; d += 8)
         _mm256_storeu_ps(o + d, _mm256_fmadd_ps(pv, _mm256_loadu_ps(sp.kv_row + d), _mm256_loadu_ps(o + d)));
       for (; d < hd_v; ++d) o[d] = std::fma(p, sp.kv_row[d], o[d]);
+      if ((j + 1) % kAttendChunk == 0 || j == n_kv - 1)
+        flush_v_lanes8(sp.vacc + i * 16 * hd_v, hd_v, j >= kAttendChunk, out + i * hd_v, tmp);
     }
   }
-  for (int64_t i = 0; i < n_gqa; ++i) reduce_v_lanes_avx2(sp.vacc + i * 16 * hd_v, hd_v, out + i * hd_v);
 }
 
 }  // namespace synapse::kernels

@@ -6,8 +6,11 @@
 // reduction. No std:: templates or containers (scripts/check-isa-objects.sh).
 #if defined(__x86_64__) || defined(_M_X64)
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which
-// -Wmaybe-uninitialized reports as read uninitialized (GCC bug 105593).
+// -Wmaybe-uninitialized (-Wuninitialized where _mm512_reduce_max_ps is
+// inlined into an exported function) reports as read uninitialized (GCC bug
+// 105593).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <cmath>
@@ -157,84 +160,83 @@ void reduce_v_lanes16(const float* acc, int64_t hd_v, float* out) {
 
 }  // namespace
 
-void softmax_f16_rows_avx512(float* x, int64_t ld, const int64_t* n, int64_t n_rows, const float* sinks,
-                             int64_t n_sinks) {
-  // kernels::softmax_pad16: ggml_vec_soft_max_f32's AVX-512 loop is this
-  // loop (16 lanes, the last group masked: ggml_v_expf(-inf) = 0), then the
-  // probabilities' F16 rounding.
+float row_max_avx512(const float* x, int64_t n) {
+  // max is exact in any order; +-0 ties give the same exp(x - max)
   const __m512 ninf = _mm512_set1_ps(-INFINITY);
-  for (int64_t r = 0; r < n_rows; ++r) {
-    float* row = x + r * ld;
-    const int64_t nr = n[r];
-    __m512 m = ninf;  // max is exact in any order; +-0 ties give the same exp(x - max)
-    int64_t j = 0;
-    for (; j + 16 <= nr; j += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(row + j));
-    if (j < nr) m = _mm512_max_ps(m, _mm512_mask_loadu_ps(ninf, first_n(nr - j), row + j));
-    const float* sink = sinks ? &sinks[r % n_sinks] : nullptr;
-    float row_max = _mm512_reduce_max_ps(m);
-    if (sink) row_max = row_max > *sink ? row_max : *sink;  // ggml's MAX(max, sk[h])
-    const __m512 mx = _mm512_set1_ps(row_max);
-    double sum = 0.0;
-    for (j = 0; j + 16 <= nr; j += 16) {
-      const __m512 e = expf16(_mm512_sub_ps(_mm512_loadu_ps(row + j), mx));
-      _mm512_storeu_ps(row + j, e);
-      sum += static_cast<double>(hsum16(e));
-    }
-    if (j < nr) {
-      const __mmask16 k = first_n(nr - j);
-      const __m512 e = _mm512_maskz_mov_ps(k, expf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + j), mx)));
-      _mm512_mask_storeu_ps(row + j, k, e);
-      sum += static_cast<double>(hsum16(e));
-    }
-    if (sink) sum += static_cast<double>(std::exp(*sink - row_max));
-    const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / sum));
-    for (j = 0; j + 16 <= nr; j += 16)
-      _mm512_storeu_ps(row + j, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(_mm512_loadu_ps(row + j), inv),
-                                                                _MM_FROUND_TO_NEAREST_INT)));
-    if (j < nr) {
-      const __mmask16 k = first_n(nr - j);
-      _mm512_mask_storeu_ps(row + j, k,
-                            _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, row + j), inv),
-                                                            _MM_FROUND_TO_NEAREST_INT)));
-    }
-  }
+  __m512 m = ninf;
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(x + j));
+  if (j < n) m = _mm512_max_ps(m, _mm512_mask_loadu_ps(ninf, first_n(n - j), x + j));
+  return _mm512_reduce_max_ps(m);
 }
 
-void attend_block_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
-                         int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& s) {
-  // Head sizes off the 16-lane grid (vec_dot_f16's order for q.k, a V tail):
-  // the AVX2 kernel, which gives the same bits.
-  if (hd % 16 != 0 || hd_v % 16 != 0) {
-    attend_block_avx2(kv, g, rows, n_rows, n_gqa, hd, hd_v, kq_scale, bk, s);
+double exp_sum_avx512(float* x, int64_t n, float m) {
+  // kernels::exp_sum_pad16: ggml_vec_soft_max_f32's AVX-512 loop is this
+  // loop (16 lanes, the last group masked: ggml_v_expf(-inf) = 0).
+  const __m512 mx = _mm512_set1_ps(m);
+  double sum = 0.0;
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512 e = expf16(_mm512_sub_ps(_mm512_loadu_ps(x + j), mx));
+    _mm512_storeu_ps(x + j, e);
+    sum += static_cast<double>(hsum16(e));
+  }
+  if (j < n) {
+    const __mmask16 k = first_n(n - j);
+    const __m512 e = _mm512_maskz_mov_ps(k, expf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), mx)));
+    _mm512_mask_storeu_ps(x + j, k, e);
+    sum += static_cast<double>(hsum16(e));
+  }
+  return sum;
+}
+
+void scale_round_f16_avx512(float* x, int64_t n, float inv) { scale_round_f16(x, n, inv); }
+
+namespace {
+
+// True when some row attends a position of [j0, j1).
+bool block_used16(const QueryRow* rows, int64_t n_rows, int64_t j0, int64_t j1) {
+  for (int64_t r = 0; r < n_rows; ++r)
+    if (rows[r].first < j1 && rows[r].last >= j0) return true;
+  return false;
+}
+
+// A row's weighted V at the end of one of its chunks (attention.hpp, top):
+// the 16 lanes acc ([16][hd_v]) summed into out (the first chunk) or into
+// tmp and added to out (later chunks), then cleared.
+void flush_v_lanes16(float* acc, int64_t hd_v, bool add, float* out, float* tmp) {
+  reduce_v_lanes16(acc, hd_v, add ? tmp : out);
+  for (int64_t d = 0; add && d < hd_v; d += 16)
+    _mm512_storeu_ps(out + d, _mm512_add_ps(_mm512_loadu_ps(out + d), _mm512_loadu_ps(tmp + d)));
+  for (int64_t d = 0; d < 16 * hd_v; d += 16) _mm512_storeu_ps(acc + d, _mm512_setzero_ps());
+}
+
+}  // namespace
+
+void attend_scores_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                          int64_t hd, float kq_scale, int64_t bk, float* scores, int64_t ld, AttentionScratch& s) {
+  // Head sizes off the 16-lane grid (vec_dot_f16's order for q.k): the AVX2
+  // kernel, which gives the same bits.
+  if (hd % 16 != 0) {
+    attend_scores_avx2(kv, g, rows, n_rows, n_gqa, hd, kq_scale, bk, scores, ld, s);
     return;
   }
   if (n_rows <= 0) return;
-  int64_t lo = rows[0].first, hi = rows[0].last, ld = 0;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    lo = min64(lo, rows[r].first);
-    hi = max64(hi, rows[r].last);
-    ld = max64(ld, rows[r].last - rows[r].first + 1);
-  }
+  const RowSpan span = row_span(rows, n_rows);
+  const int64_t lo = span.lo, hi = span.hi;
   const int64_t n_q = n_rows * n_gqa;  // query vectors, row-major (row, head)
-  const ScratchPtrs sp = size_scratch(s, n_q * hd, 0, n_q * ld, bk * max64(hd, hd_v), n_q, n_q * 16 * hd_v);
+  const ScratchPtrs sp = size_scratch(s, n_q * hd, 0, 0, bk * hd, 0, 0);
   for (int64_t r = 0; r < n_rows; ++r)
     for (int64_t i = 0; i < n_gqa * hd; ++i) sp.q[r * n_gqa * hd + i] = rows[r].q[i];
   round_f16(sp.q, n_q * hd);
   float* blk = sp.kv_block;
-  // True when some row attends a position of [j0, j1).
-  auto used = [&](int64_t j0, int64_t j1) {
-    for (int64_t r = 0; r < n_rows; ++r)
-      if (rows[r].first < j1 && rows[r].last >= j0) return true;
-    return false;
-  };
-
-  // Scores, K block by K block (each score is its own dot product). Tiles of
-  // 4 heads x 4 keys; the keys past a row's range repeat its last key and the
+  // K block by K block (each score is its own dot product). Tiles of 4
+  // heads x 4 keys; the keys past a row's range repeat its last key and the
   // missing heads repeat the last head (computed, never stored).
   alignas(64) float t[16];
   for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
     const int64_t j1 = min64(hi + 1, j0 + bk);
-    if (!used(j0, j1)) continue;
+    if (!block_used16(rows, n_rows, j0, j1)) continue;
     load_rows_f16(kv.pages, kv.page_shift, kv.k_offset + g * hd, kv.k_stride, j0, j1, hd, blk);
     for (int64_t r = 0; r < n_rows; ++r) {
       const int64_t a = max64(j0, rows[r].first), b = min64(j1 - 1, rows[r].last);
@@ -245,7 +247,7 @@ void attend_block_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows,
         float* sc[4];
         for (int c = 0; c < 4; ++c) {
           q[c] = sp.q + (r * n_gqa + i + c) * hd;
-          sc[c] = sp.scores + (r * n_gqa + i + c) * ld + (a - rows[r].first);
+          sc[c] = scores + (r * n_gqa + i + c) * ld + (a - rows[r].first);
         }
         for (int64_t j = a; j <= b; j += 4) {
           const float* k[4];
@@ -258,7 +260,7 @@ void attend_block_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows,
       }
       for (int64_t i = n4; i < n_gqa; ++i) {  // the other heads: one query x 16 keys
         const float* q = sp.q + (r * n_gqa + i) * hd;
-        float* sc = sp.scores + (r * n_gqa + i) * ld + (a - rows[r].first);
+        float* sc = scores + (r * n_gqa + i) * ld + (a - rows[r].first);
         for (int64_t j = a; j <= b; j += 16) {
           const float* k[16];
           for (int e = 0; e < 16; ++e) k[e] = blk + (min64(j + e, b) - j0) * hd;
@@ -267,48 +269,66 @@ void attend_block_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows,
       }
     }
   }
-  // Softmax of each full score row, probabilities rounded to F16.
-  for (int64_t r = 0; r < n_rows; ++r)
-    for (int64_t i = 0; i < n_gqa; ++i) sp.n_kv[r * n_gqa + i] = rows[r].last - rows[r].first + 1;
-  mask_scores(sp.scores, ld, rows, n_rows, n_gqa);
-  softmax_f16_rows_avx512(sp.scores, ld, sp.n_kv, n_q, kv.sinks ? kv.sinks + g * n_gqa : nullptr, n_gqa);
+}
+
+void attend_values_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                          int64_t hd_v, int64_t bk, const float* probs, int64_t ld, AttentionScratch& s) {
+  // hd_v off the 16-lane grid (a V tail): the AVX2 kernel, the same bits.
+  if (hd_v % 16 != 0) {
+    attend_values_avx2(kv, g, rows, n_rows, n_gqa, hd_v, bk, probs, ld, s);
+    return;
+  }
+  if (n_rows <= 0) return;
+  const RowSpan span = row_span(rows, n_rows);
+  const int64_t lo = span.lo, hi = span.hi;
+  const int64_t n_q = n_rows * n_gqa;
+  const ScratchPtrs sp = size_scratch(s, 0, hd_v, 0, bk * hd_v, 0, n_q * 16 * hd_v);
   for (int64_t i = 0; i < n_q * 16 * hd_v; i += 16) _mm512_storeu_ps(sp.vacc + i, _mm512_setzero_ps());
-  // Weighted V, V block by V block: lane l of each output element takes the
-  // positions j with (j - first) % 16 == l in increasing order, as in
-  // attend_group.
+  float* blk = sp.kv_block;
+  // V block by V block: lane l of each output element takes the positions j
+  // with (j - first) % 16 == l of each chunk in increasing order, as in
+  // attend_group; the lanes are summed at each chunk's end.
   for (int64_t j0 = lo; j0 <= hi; j0 += bk) {
     const int64_t j1 = min64(hi + 1, j0 + bk);
-    if (!used(j0, j1)) continue;
+    if (!block_used16(rows, n_rows, j0, j1)) continue;
     load_rows_f16(kv.pages, kv.page_shift, kv.v_offset + g * hd_v, kv.v_stride, j0, j1, hd_v, blk);
     for (int64_t r = 0; r < n_rows; ++r) {
-      const int64_t a = max64(j0, rows[r].first), b = min64(j1 - 1, rows[r].last);
-      if (a > b) continue;
-      for (int64_t l = 0; l < 16; ++l) {
-        // The first position of [a, b] in lane l, and how many follow it.
-        const int64_t ja = a + ((l - (a - rows[r].first)) % 16 + 16) % 16;
-        if (ja > b) continue;
-        const int64_t n = b - ja + 1;
-        const float* vb = blk + (ja - j0) * hd_v;
-        const float* p[4];
-        float* o[4];
-        int64_t i = 0;
-        for (; i + 4 <= n_gqa; i += 4) {
-          for (int h = 0; h < 4; ++h) {
-            p[h] = sp.scores + (r * n_gqa + i + h) * ld + (ja - rows[r].first);
-            o[h] = sp.vacc + ((r * n_gqa + i + h) * 16 + l) * hd_v;
+      const int64_t first = rows[r].first;
+      const int64_t a0 = max64(j0, first), b0 = min64(j1 - 1, rows[r].last);
+      // [a0, b0] cut at the row's chunk ends: [a, b] within one chunk.
+      for (int64_t a = a0; a <= b0;) {
+        const int64_t chunk_end = first + ((a - first) / kAttendChunk + 1) * kAttendChunk - 1;
+        const int64_t b = min64(b0, chunk_end);
+        for (int64_t l = 0; l < 16; ++l) {
+          // The first position of [a, b] in lane l, and how many follow it.
+          const int64_t ja = a + ((l - (a - first)) % 16 + 16) % 16;
+          if (ja > b) continue;
+          const int64_t n = b - ja + 1;
+          const float* vb = blk + (ja - j0) * hd_v;
+          const float* p[4];
+          float* o[4];
+          int64_t i = 0;
+          for (; i + 4 <= n_gqa; i += 4) {
+            for (int h = 0; h < 4; ++h) {
+              p[h] = probs + (r * n_gqa + i + h) * ld + (ja - first);
+              o[h] = sp.vacc + ((r * n_gqa + i + h) * 16 + l) * hd_v;
+            }
+            weighted_v_all<4>(p, vb, hd_v, n, o);
           }
-          weighted_v_all<4>(p, vb, hd_v, n, o);
+          for (; i < n_gqa; ++i) {
+            p[0] = probs + (r * n_gqa + i) * ld + (ja - first);
+            o[0] = sp.vacc + ((r * n_gqa + i) * 16 + l) * hd_v;
+            weighted_v_all<1>(p, vb, hd_v, n, o);
+          }
         }
-        for (; i < n_gqa; ++i) {
-          p[0] = sp.scores + (r * n_gqa + i) * ld + (ja - rows[r].first);
-          o[0] = sp.vacc + ((r * n_gqa + i) * 16 + l) * hd_v;
-          weighted_v_all<1>(p, vb, hd_v, n, o);
-        }
+        if (b == chunk_end || b == rows[r].last)
+          for (int64_t i = 0; i < n_gqa; ++i)
+            flush_v_lanes16(sp.vacc + (r * n_gqa + i) * 16 * hd_v, hd_v, a - first >= kAttendChunk,
+                            rows[r].out + i * hd_v, sp.kv_row);
+        a = b + 1;
       }
     }
   }
-  for (int64_t q = 0; q < n_q; ++q)
-    reduce_v_lanes16(sp.vacc + q * 16 * hd_v, hd_v, rows[q / n_gqa].out + (q % n_gqa) * hd_v);
 }
 
 }  // namespace synapse::kernels

@@ -61,6 +61,30 @@ inline void round_f16(float* x, int64_t n) {
 #endif
 }
 
+// x[0 .. n) = f16(x * inv), a product and a rounding to nearest even per
+// value (the softmax's scaling and the probabilities' rounding).
+inline void scale_round_f16(float* x, int64_t n, float inv) {
+  int64_t d = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  const __m512 iv = _mm512_set1_ps(inv);
+  for (; d + 16 <= n; d += 16)
+    _mm512_storeu_ps(x + d, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(_mm512_loadu_ps(x + d), iv),
+                                                            _MM_FROUND_TO_NEAREST_INT)));
+  if (d < n) {
+    const __mmask16 m = first_n(n - d);
+    _mm512_mask_storeu_ps(x + d, m,
+                          _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + d), iv),
+                                                          _MM_FROUND_TO_NEAREST_INT)));
+  }
+#else
+  const __m256 iv = _mm256_set1_ps(inv);
+  for (; d + 8 <= n; d += 8)
+    _mm256_storeu_ps(x + d, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(x + d), iv),
+                                                             _MM_FROUND_TO_NEAREST_INT)));
+  for (; d < n; ++d) x[d] = _cvtsh_ss(_cvtss_sh(x[d] * inv, _MM_FROUND_TO_NEAREST_INT));
+#endif
+}
+
 // The cache rows of one KV group are hd F16 values every k_stride: a strided
 // stream, so the lines of the row kRowsAhead positions on are asked for
 // while this one is converted (a prefetch never changes a result).

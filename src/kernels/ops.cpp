@@ -147,15 +147,20 @@ void fwht(float* x, int64_t n_chunks, int64_t n) {
   }
 }
 
-void softmax_pad16(float* x, int64_t n, const float* sink) {
-  float mx = max_of(x, n);
-  if (sink) mx = mx > *sink ? mx : *sink;  // ggml's MAX(max, sk[h])
+double exp_sum_pad16(float* x, int64_t n, float mx) {
   double sum = 0.0;
   for (int64_t i = 0; i < n; i += 16) {
     float v[16] = {};  // masked lanes: ggml_v_expf(-inf) = 0
     for (int64_t l = 0; l < 16 && i + l < n; ++l) v[l] = x[i + l] = expf_ggml(x[i + l] - mx);
     sum += static_cast<double>(quant::hsum_float_16(v));
   }
+  return sum;
+}
+
+void softmax_pad16(float* x, int64_t n, const float* sink) {
+  float mx = max_of(x, n);
+  if (sink) mx = mx > *sink ? mx : *sink;  // ggml's MAX(max, sk[h])
+  double sum = exp_sum_pad16(x, n, mx);
   if (sink) sum += static_cast<double>(std::exp(*sink - mx));
   scale(x, n, sum);
 }

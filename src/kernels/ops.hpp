@@ -65,6 +65,12 @@ void softmax(float* x, int64_t n);
 // groups sum += (double)expf(sink - max) with libm expf.
 void softmax_pad16(float* x, int64_t n, const float* sink = nullptr);
 
+// softmax_pad16's middle step: x[i] = expf_ggml(x[i] - mx) for i < n, and
+// the return value: the groups of 16 from x[0] (the last padded with zeros),
+// each group's quant::hsum_float_16 added in order to a double from 0.
+// (kernels/attention.hpp's exp_sum, scalar.)
+double exp_sum_pad16(float* x, int64_t n, float mx);
+
 // The Walsh-Hadamard rotation llama.cpp v0.5.0 applies around a quantized
 // KV cache (llama_mul_mat_hadamard, computed by ggml_compute_forward_fwht):
 // each of the n_chunks consecutive chunks of n values (n a power of 2) of x

@@ -16,6 +16,11 @@ OpsTable make_scalar_ops() {
   t.attend_block = attend_block_scalar;
   t.attend_group = attend_group_scalar;
   t.softmax_f16_rows = softmax_f16_rows_scalar;
+  t.attend_scores = attend_scores_scalar;
+  t.attend_values = attend_values_scalar;
+  t.row_max = row_max_scalar;
+  t.exp_sum = exp_sum_pad16;
+  t.scale_round_f16 = scale_round_f16_scalar;
   t.swiglu_rows = swiglu_rows_scalar;
   t.expf_n = expf_n_scalar;
   return t;
@@ -30,6 +35,11 @@ OpsTable make_avx2_ops(quant::Isa isa) {
   t.attend_block = attend_block_avx2;
   t.attend_group = attend_group_avx2;
   t.softmax_f16_rows = softmax_f16_rows_avx2;
+  t.attend_scores = attend_scores_avx2;
+  t.attend_values = attend_values_avx2;
+  t.row_max = row_max_avx2;
+  t.exp_sum = exp_sum_avx2;
+  t.scale_round_f16 = scale_round_f16_avx2;
   t.swiglu_rows = swiglu_rows_avx2;
   t.expf_n = expf_ggml_avx2_n;
 #endif
@@ -43,6 +53,11 @@ OpsTable make_avx512_ops() {
 #if defined(__x86_64__) || defined(_M_X64)
   t.attend_block = attend_block_avx512;
   t.softmax_f16_rows = softmax_f16_rows_avx512;
+  t.attend_scores = attend_scores_avx512;
+  t.attend_values = attend_values_avx512;
+  t.row_max = row_max_avx512;
+  t.exp_sum = exp_sum_avx512;
+  t.scale_round_f16 = scale_round_f16_avx512;
 #endif
   return t;
 }

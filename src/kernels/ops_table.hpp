@@ -2,9 +2,8 @@
 // element-wise ops that have a SIMD version, chosen from the same decision
 // as quant's kernel table (quant::active_isa(), quant/kernel_table.hpp says
 // how the levels share kernels). x86 AVX2 has kernels of its own here; the
-// avx512 table has its own attend_block and softmax_f16_rows
-// (attention_avx512.cpp) and AVX2's other entries; the neon table the
-// scalar references.
+// avx512 table has its own attention pieces (attention_avx512.cpp) and
+// AVX2's other entries; the neon table the scalar references.
 //
 // Thread-safety: built once on first use, read-only after.
 #pragma once
@@ -28,6 +27,16 @@ struct OpsTable {
   // softmax_f16_rows_scalar / _avx2 / _avx512 (attention.hpp).
   void (*softmax_f16_rows)(float* x, int64_t ld, const int64_t* n, int64_t n_rows, const float* sinks,
                            int64_t n_sinks) = nullptr;
+  // The pieces of attend_block (attention.hpp): attend_scores_*, attend_values_*,
+  // row_max_*, exp_sum_* (scalar: exp_sum_pad16), scale_round_f16_*.
+  void (*attend_scores)(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                        int64_t hd, float kq_scale, int64_t bk, float* scores, int64_t ld,
+                        AttentionScratch& scratch) = nullptr;
+  void (*attend_values)(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                        int64_t hd_v, int64_t bk, const float* p, int64_t ld, AttentionScratch& scratch) = nullptr;
+  float (*row_max)(const float* x, int64_t n) = nullptr;
+  double (*exp_sum)(float* x, int64_t n, float mx) = nullptr;
+  void (*scale_round_f16)(float* x, int64_t n, float inv) = nullptr;
   // swiglu_rows_scalar / _avx2 (ops.hpp).
   void (*swiglu_rows)(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len) = nullptr;
   // y[0 .. n) = ggml_v_expf(x[0 .. n)) (ops.hpp expf_ggml, expf_ggml_avx2_n).

@@ -173,10 +173,11 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
   // 64 rows, fewer when the block's full score rows (rows x n_gqa x cached
   // positions floats) would pass 2 MiB, at least 2 (64 was the fastest
   // measured: docs/PERFORMANCE.md, "Measurements behind the tuning
-  // constants"). A block of one row (a decode step) takes the same kernel: its K/V blocks are dotted 8 keys at
-  // a time (attend_group, one key at a time, waits on each dot's chain).
-  // Block b is block_rows[block_begin[b] .. block_begin[b + 1]). Both
-  // kernels give the same bits for a row.
+  // constants"). A block of one row (a decode step) takes the same kernel
+  // (its K/V blocks dotted 8 keys at a time, where attend_group, one key at
+  // a time, waits on each dot's chain), cut into chunks at depth (attend
+  // below). Block b is block_rows[block_begin[b] .. block_begin[b + 1]).
+  // Every way gives the same bits for a row.
   auto query_block = [&](int seq) {
     const int64_t n_kv = seqs[seq]->n_past() + n_new[seq];
     return std::clamp<int64_t>((int64_t{1} << 19) / std::max<int64_t>(1, hp.n_gqa() * n_kv), 2, 64);
@@ -288,45 +289,134 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
           quant::quantize_row(t.v, &v[i * n_v], vd, n_v);
         }
       };
+      // The view of layer il_kv in a sequence's cache, and the attention row
+      // (QueryRow) of batch row i for KV group g.
+      auto layer_view = [&](const model::KvCache& kv) {
+        return kernels::KvLayerView{kv.pages(),
+                                    kv.pool().k_offset(il_kv),
+                                    kv.pool().v_offset(il_kv),
+                                    kv.pool().k_row_words(),
+                                    kv.pool().v_row_words(),
+                                    model::kPageShift,
+                                    L.attn_sinks.empty() ? nullptr : L.attn_sinks.data(),
+                                    kv.pool().types().k,
+                                    kv.pool().types().v};
+      };
+      auto query_row = [&](int64_t i, int64_t g) {
+        const model::KvCache& kv = *seqs[rows[i].seq];
+        // A window's start rounded down to a multiple of 16, the positions
+        // before it masked (QueryRow::n_masked), where the sequence keeps
+        // every position (n_ctx within the window, or beside gpt-oss's and
+        // Gemma 3's global layers); otherwise the window's own start, as the
+        // circular cache before pages read it (same bits as then).
+        const bool align_window = kv.capacity() >= kv.n_ctx();
+        const int64_t window_first = swa ? std::max<int64_t>(0, pos[i] - hp.n_swa + 1) : 0;
+        const int64_t n_masked = align_window ? window_first % 16 : 0;
+        return kernels::QueryRow{&q[i * n_q + g * hp.n_gqa() * hd], &att[i * n_att + g * hp.n_gqa() * hd_v],
+                                 window_first - n_masked, pos[i], n_masked};
+      };
       auto attend = [&](const int64_t* row_ids, const int64_t* begin, int64_t n_blocks) {
         // Work items are (query block, KV group) pairs, split across threads,
         // never inside a sum; handed out last block first (the longest, under
         // the causal mask) so the cheap ones even out the threads at the end.
         // Each reads its group's K/V rows once for all n_gqa heads of its rows.
-        const int64_t n_groups = hp.n_head_kv, n_gqa = hp.n_gqa(), n_items = n_blocks * n_groups;
-        pool.parallel_for(n_items, 1, [&](int64_t w0, int64_t w1) {
+        // A block of one row (a decode step) whose range spans several chunks
+        // (kernels::kAttendChunk) is split further, into (group, chunk) items
+        // (flash decoding, kernels::attend_chunk_scores), so one sequence at
+        // depth keeps every thread busy; the chunks combine in a fixed order,
+        // so the bits are those of attend_block whatever the split.
+        const int64_t n_groups = hp.n_head_kv, n_gqa = hp.n_gqa();
+        SplitAttention& sp = sc.split;
+        sp.jobs.clear();
+        sp.blocks.clear();
+        int64_t n_scores = 0, n_stats = 0, n_partial = 0, n_split_items = 0;
+        for (int64_t b = 0; b < n_blocks; ++b) {
+          const int64_t i = row_ids[begin[b]];
+          const int64_t n_chunks = begin[b + 1] - begin[b] == 1 ? kernels::attend_chunk_count(query_row(i, 0)) : 1;
+          if (n_chunks == 1) {
+            sp.blocks.push_back(b);
+            continue;
+          }
+          const int64_t n_kv = pos[i] - query_row(i, 0).first + 1;
+          sp.jobs.push_back({i, n_chunks, n_kv, n_scores, n_stats, n_partial, n_split_items});
+          n_scores += n_groups * n_gqa * n_kv;
+          n_stats += n_groups * n_gqa * n_chunks;
+          n_partial += n_groups * n_chunks * n_gqa * hd_v;
+          n_split_items += n_groups * n_chunks;
+        }
+        sp.scores.resize(static_cast<size_t>(n_scores));
+        sp.chunk_max.resize(static_cast<size_t>(n_stats));
+        sp.chunk_sum.resize(static_cast<size_t>(n_stats));
+        sp.partial.resize(static_cast<size_t>(n_partial));
+        // Split item w: its job (the last whose first item is at most w), group and chunk.
+        struct SplitItem {
+          const SplitAttention::Job* job;
+          int64_t g, c;
+          float* scores;
+          float* chunk_max;
+          double* chunk_sum;
+          float* partial;
+        };
+        auto split_item = [&](int64_t w) {
+          const SplitAttention::Job* job =
+              std::upper_bound(sp.jobs.data(), sp.jobs.data() + sp.jobs.size(), w,
+                               [](int64_t x, const SplitAttention::Job& j) { return x < j.first_item; }) - 1;
+          const int64_t g = (w - job->first_item) / job->n_chunks, c = (w - job->first_item) % job->n_chunks;
+          const int64_t stats = job->stats + g * n_gqa * job->n_chunks;
+          return SplitItem{job, g, c, &sp.scores[job->scores + g * n_gqa * job->n_kv], &sp.chunk_max[stats],
+                           &sp.chunk_sum[stats], &sp.partial[job->partial + g * job->n_chunks * n_gqa * hd_v]};
+        };
+        const int64_t n_items = static_cast<int64_t>(sp.blocks.size()) * n_groups;
+        // Phase 1 of the split rows (their scores) beside the whole blocks.
+        pool.parallel_for(n_split_items + n_items, 1, [&](int64_t w0, int64_t w1) {
           // Per thread and kept: its score rows reach 2 MiB in a prefill block.
           thread_local kernels::AttentionScratch scratch;
           thread_local std::vector<kernels::QueryRow> block;
           for (int64_t w = w0; w < w1; ++w) {
-            const int64_t b = (n_items - 1 - w) / n_groups, g = (n_items - 1 - w) % n_groups;
+            if (w < n_split_items) {
+              const SplitItem it = split_item(w);
+              const int64_t i = it.job->row;
+              kernels::attend_chunk_scores(layer_view(*seqs[rows[i].seq]), it.g, query_row(i, it.g), it.c, n_gqa, hd,
+                                           hd_v, kq_scale, it.scores, it.chunk_max, scratch);
+              continue;
+            }
+            const int64_t idx = n_items - 1 - (w - n_split_items);
+            const int64_t b = sp.blocks[static_cast<size_t>(idx / n_groups)], g = idx % n_groups;
             const int64_t* ids = row_ids + begin[b];
             const int64_t n_b = begin[b + 1] - begin[b];
-            const model::KvCache& kv = *seqs[rows[ids[0]].seq];
-            const kernels::KvLayerView view{kv.pages(),
-                                            kv.pool().k_offset(il_kv),
-                                            kv.pool().v_offset(il_kv),
-                                            kv.pool().k_row_words(),
-                                            kv.pool().v_row_words(),
-                                            model::kPageShift,
-                                            L.attn_sinks.empty() ? nullptr : L.attn_sinks.data(),
-                                            kv.pool().types().k,
-                                            kv.pool().types().v};
-            // A window's start rounded down to a multiple of 16, the positions
-            // before it masked (QueryRow::n_masked), where the sequence keeps
-            // every position (n_ctx within the window, or beside gpt-oss's and
-            // Gemma 3's global layers); otherwise the window's own start, as the
-            // circular cache before pages read it (same bits as then).
-            const bool align_window = kv.capacity() >= kv.n_ctx();
             block.resize(static_cast<size_t>(n_b));
-            for (int64_t r = 0; r < n_b; ++r) {
-              const int64_t i = ids[r];
-              const int64_t window_first = swa ? std::max<int64_t>(0, pos[i] - hp.n_swa + 1) : 0;
-              const int64_t n_masked = align_window ? window_first % 16 : 0;
-              block[r] = {&q[i * n_q + g * n_gqa * hd], &att[i * n_att + g * n_gqa * hd_v], window_first - n_masked,
-                          pos[i], n_masked};
-            }
-            kernels::attend_block(view, g, block.data(), n_b, n_gqa, hd, hd_v, kq_scale, scratch);
+            for (int64_t r = 0; r < n_b; ++r) block[r] = query_row(ids[r], g);
+            kernels::attend_block(layer_view(*seqs[rows[ids[0]].seq]), g, block.data(), n_b, n_gqa, hd, hd_v,
+                                  kq_scale, scratch);
+          }
+        });
+        if (n_split_items == 0) return;
+        // Phases 2 and 3 (the chunks' exponentials and sums; their
+        // probabilities and weighted V), then the chunks combined in order.
+        pool.parallel_for(n_split_items, 1, [&](int64_t w0, int64_t w1) {
+          for (int64_t w = w0; w < w1; ++w) {
+            const SplitItem it = split_item(w);
+            const int64_t i = it.job->row;
+            kernels::attend_chunk_exp(layer_view(*seqs[rows[i].seq]), it.g, query_row(i, it.g), it.c, n_gqa,
+                                      it.scores, it.chunk_max, it.chunk_sum);
+          }
+        });
+        pool.parallel_for(n_split_items, 1, [&](int64_t w0, int64_t w1) {
+          thread_local kernels::AttentionScratch scratch;
+          for (int64_t w = w0; w < w1; ++w) {
+            const SplitItem it = split_item(w);
+            const int64_t i = it.job->row;
+            kernels::attend_chunk_values(layer_view(*seqs[rows[i].seq]), it.g, query_row(i, it.g), it.c, n_gqa, hd,
+                                         hd_v, it.scores, it.chunk_max, it.chunk_sum, it.partial, scratch);
+          }
+        });
+        const int64_t n_combine = static_cast<int64_t>(sp.jobs.size()) * n_groups;
+        pool.parallel_for(n_combine, 1, [&](int64_t w0, int64_t w1) {
+          for (int64_t w = w0; w < w1; ++w) {
+            const SplitAttention::Job& job = sp.jobs[static_cast<size_t>(w / n_groups)];
+            const int64_t g = w % n_groups;
+            kernels::attend_chunks_combine(query_row(job.row, g), n_gqa, hd_v,
+                                           &sp.partial[job.partial + g * job.n_chunks * n_gqa * hd_v]);
           }
         });
       };

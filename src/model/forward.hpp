@@ -41,6 +41,22 @@ inline constexpr int64_t kMaxPassRows = 256;
 // fresh mmap, and every page of it a page fault and a page of zeroes, on each
 // call. Holds no state between calls besides the capacity; not thread-safe
 // (one call at a time per scratch).
+// The buffers of the decode rows whose attention a pass splits along the
+// positions (forward's attend; kernels::attend_chunk_scores), kept between
+// passes so a decode step allocates nothing.
+struct SplitAttention {
+  // One split row: its batch row, chunks, positions (n_kv), the offsets of
+  // its group 0 buffers in scores, chunk_max/chunk_sum and partial (group
+  // g's follow at g times their size), and its first work item.
+  struct Job {
+    int64_t row, n_chunks, n_kv, scores, stats, partial, first_item;
+  };
+  std::vector<Job> jobs;
+  std::vector<int64_t> blocks;  // the query blocks attended whole
+  std::vector<float> scores, chunk_max, partial;
+  std::vector<double> chunk_sum;
+};
+
 struct ForwardScratch {
   std::vector<int64_t> pos, n_new, batched_rows, block_rows, block_begin;
   std::vector<float> x, cur, q, k, v, att, tmp, gate, up, rope_cos, rope_sin, rope_cos_swa, rope_sin_swa, q_temp;
@@ -53,6 +69,7 @@ struct ForwardScratch {
   std::vector<float> attn_gate, rope_cos0, rope_sin0;
   DeltaNetScratch delta_net;
   MoeScratch moe;  // the MoE layers' (moe_ffn, shared_expert_ffn)
+  SplitAttention split;  // decode rows at depth (forward's attention)
   kernels::ActivationBuffers act;  // the quantized and packed activation rows of every product
 };
 

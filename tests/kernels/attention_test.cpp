@@ -11,6 +11,8 @@
 #include <random>
 
 #include "kernels/attention.hpp"
+#include "kernels/attention_split.hpp"
+#include "kernels/ops.hpp"
 #include "kernels/ops_tables.hpp"
 #include "quant/simd.hpp"
 
@@ -188,6 +190,16 @@ void expect_block_equals_group(const OpsTable& t, const BlockData& b,
       t.attend_group(view, g, ranges[r].first, ranges[r].second, &b.q[r * q_row + g * n_gqa * hd], n_gqa, hd, hd_v,
                      scale, &gv[r * o_row + g * n_gqa * hd_v], sg);
   EXPECT_EQ(0, std::memcmp(want.data(), gv.data(), bytes)) << quant::isa_name(t.isa) << " attend_group";
+  // So does each row split into its chunks (decode at depth), the chunks
+  // taken in any order.
+  std::fill(gv.begin(), gv.end(), NAN);
+  for (int64_t g = 0; g < n_groups; ++g)
+    for (int64_t r = 0; r < n_rows; ++r)
+      attend_split(view, g,
+                   {&b.q[r * q_row + g * n_gqa * hd], &gv[r * o_row + g * n_gqa * hd_v], ranges[r].first,
+                    ranges[r].second},
+                   n_gqa, hd, hd_v, scale);
+  EXPECT_EQ(0, std::memcmp(want.data(), gv.data(), bytes)) << "split into chunks";
 }
 
 TEST_P(AttentionBlock, EqualsAttendGroupBitForBit) {
@@ -377,6 +389,115 @@ TEST_P(OpsTables, AttentionEveryShortRangeEqualsAttendGroup) {
         }
       }
     }
+  }
+}
+
+// Rows longer than a chunk (kAttendChunk): ranges that cross one and
+// several chunk ends, end exactly at one, start after 0 (chunks count from
+// the row's first), and leave one position in the last chunk, in blocks
+// with rows of other lengths; several K/V block lengths, with and without
+// sinks, heads off the 16-lane grid. Every table's attend_block, the
+// dispatch and the split rows equal attend_group_scalar bit for bit.
+TEST_P(OpsTables, AttentionChunkedRowsEqualAttendGroup) {
+  constexpr int64_t C = kAttendChunk;
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {
+      {0, 2 * C + 300}, {0, C - 1}, {0, C}, {5, 2 * C + 4}, {17, 3 * C - 1}, {C + 3, 3 * C + 40}, {200, 260}};
+  const int64_t n_groups = 2, capacity = 3 * C + 64;
+  for (const auto& [hd, n_gqa] : {std::pair<int64_t, int64_t>{64, 4}, {40, 3}}) {
+    const BlockData b = make_block_data(static_cast<int64_t>(ranges.size()), n_gqa, hd, hd, n_groups, capacity,
+                                        static_cast<uint32_t>(hd + n_gqa));
+    std::vector<float> sinks(static_cast<size_t>(n_groups * n_gqa));
+    for (size_t h = 0; h < sinks.size(); ++h) sinks[h] = static_cast<float>(h % 3) * 2.5f - 1.0f;
+    for (const int64_t bk : {8, 56, 256}) {
+      expect_block_equals_group(table(), b, ranges, n_gqa, hd, hd, n_groups, capacity, bk);
+      expect_block_equals_group(table(), b, ranges, n_gqa, hd, hd, n_groups, capacity, bk, sinks.data());
+      if (HasFailure()) return;
+    }
+  }
+}
+
+// Sliding-window rows longer than a chunk, their windows' starts masked
+// (QueryRow::n_masked), chunks counted from the aligned start: every table's
+// attend_block equals the scalar one bit for bit, and so does each row split
+// into chunks; the result is the attention over the unmasked range (to
+// rounding).
+TEST_P(OpsTables, AttentionChunkedWindowRowsEqualScalar) {
+  const int64_t n_rows = 9, n_gqa = 4, hd = 64, hd_v = 64, n_groups = 2, n_swa = 2 * kAttendChunk + 37, p0 = 2500;
+  const int64_t capacity = p0 + n_rows;
+  const BlockData b = make_block_data(n_rows, n_gqa, hd, hd_v, n_groups, capacity, 321);
+  std::vector<float> sinks(static_cast<size_t>(n_groups * n_gqa));
+  for (size_t h = 0; h < sinks.size(); ++h) sinks[h] = 1.5f - static_cast<float>(h);
+  const float scale = 1.0f / 8.0f;
+  const int64_t q_row = n_groups * n_gqa * hd, o_row = n_groups * n_gqa * hd_v;
+  const Paged pg = paged(b.k, b.v, b.k_stride, b.v_stride, capacity, capacity);
+  for (const float* sk : {static_cast<const float*>(nullptr), static_cast<const float*>(sinks.data())}) {
+    const KvLayerView view = pg.view(sk);
+    const auto rows_of = [&](std::vector<float>& out) {
+      out.assign(static_cast<size_t>(n_rows * o_row), NAN);
+      std::vector<QueryRow> rows(static_cast<size_t>(n_groups * n_rows));
+      for (int64_t g = 0; g < n_groups; ++g)
+        for (int64_t r = 0; r < n_rows; ++r) {
+          const int64_t pos = p0 + r, w = pos - n_swa + 1;
+          rows[g * n_rows + r] = {&b.q[r * q_row + g * n_gqa * hd], &out[r * o_row + g * n_gqa * hd_v], w - w % 16,
+                                  pos, w % 16};
+        }
+      return rows;
+    };
+    std::vector<float> want, got, split;
+    AttentionScratch sc;
+    for (const auto& [t, out] : {std::pair<const OpsTable*, std::vector<float>*>{&ops_table(quant::Isa::scalar), &want},
+                                 {&table(), &got}}) {
+      const std::vector<QueryRow> rows = rows_of(*out);
+      for (int64_t g = 0; g < n_groups; ++g)
+        t->attend_block(view, g, &rows[g * n_rows], n_rows, n_gqa, hd, hd_v, scale, 40, sc);
+    }
+    ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << quant::isa_name(table().isa);
+    const std::vector<QueryRow> rows = rows_of(split);
+    for (int64_t g = 0; g < n_groups; ++g)
+      for (int64_t r = 0; r < n_rows; ++r) {
+        ASSERT_EQ(3, attend_chunk_count(rows[g * n_rows + r]));
+        attend_split(view, g, rows[g * n_rows + r], n_gqa, hd, hd_v, scale);
+      }
+    EXPECT_EQ(0, std::memcmp(want.data(), split.data(), want.size() * sizeof(float))) << "split into chunks";
+    // Against the per-position reference on the unmasked window (other
+    // chunk and lane boundaries: equal to rounding).
+    if (sk) continue;
+    std::vector<float> ref(static_cast<size_t>(n_gqa * hd_v));
+    AttentionScratch sg;
+    for (int64_t g = 0; g < n_groups; ++g)
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const int64_t pos = p0 + r;
+        attend_group_scalar(view, g, pos - n_swa + 1, pos, &b.q[r * q_row + g * n_gqa * hd], n_gqa, hd, hd_v, scale,
+                            ref.data(), sg);
+        for (int64_t d = 0; d < n_gqa * hd_v; ++d)
+          ASSERT_NEAR(ref[d], got[r * o_row + g * n_gqa * hd_v + d], 1e-5f * (1.0f + std::fabs(ref[d]))) << r << " " << d;
+      }
+  }
+}
+
+// The softmax's denominator is the per-chunk double sums added in chunk
+// order: every table's probabilities of a row of 2 chunks + 5 positions
+// equal exp_sum_pad16 over each chunk, the sums added in order (then the
+// sink), and the F16 rounding of e_j * (float)(1 / sum), bit for bit.
+TEST_P(OpsTables, AttentionSoftmaxSumsByChunks) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  const int64_t n = 2 * kAttendChunk + 5;
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = nd(rng);
+  const float sink = 2.0f;
+  for (const float* sk : {static_cast<const float*>(nullptr), &sink}) {
+    std::vector<float> got = x, want = x;
+    table().softmax_f16_rows(got.data(), n, &n, 1, sk, 1);
+    float mx = *std::max_element(x.begin(), x.end());
+    if (sk) mx = std::max(mx, *sk);
+    double sum = 0.0;
+    for (int64_t c0 = 0; c0 < n; c0 += kAttendChunk)
+      sum += exp_sum_pad16(want.data() + c0, std::min(kAttendChunk, n - c0), mx);
+    if (sk) sum += static_cast<double>(std::exp(*sk - mx));
+    const float inv = static_cast<float>(1.0 / sum);
+    for (float& v : want) v = quant::round_fp16(v * inv);
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << (sk ? "sink" : "no sink");
   }
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "kernels/attention.hpp"
+#include "kernels/attention_split.hpp"
 #include "quant/kernel_table.hpp"
 #include "quant/quant.hpp"
 
@@ -70,21 +71,22 @@ struct TypeCase {
 
 class AttentionTyped : public ::testing::TestWithParam<TypeCase> {};
 
-TEST_P(AttentionTyped, RowsAreBlockInvariantAndEqualADoubleReference) {
-  const TypeCase tc = GetParam();
-  const int64_t hd = 64, hd_v = 64, n_gqa = 3, n_groups = 2, n_pos = 70, g = 1;
+struct R {
+  int64_t first, last, n_masked;
+};
+
+// The rows `ranges` of a cache of n_pos positions of types tc, in one
+// block: the same bits with other V block lengths, alone in a block, through
+// attend_block's dispatch and split into chunks (attend_chunk_scores ..);
+// equal to a double-precision reference to float accuracy.
+void expect_rows_invariant_and_near_reference(const TypeCase tc, int64_t n_pos, const std::vector<R>& ranges) {
+  const int64_t hd = 64, hd_v = 64, n_gqa = 3, n_groups = 2, g = 1;
   std::mt19937 rng(static_cast<uint32_t>(static_cast<int>(tc.k) * 37 + static_cast<int>(tc.v)));
   const TypedCache c = make_cache(tc.k, tc.v, hd, hd_v, n_groups, n_pos, rng);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> sinks(static_cast<size_t>(n_gqa * n_groups));
   for (auto& x : sinks) x = nd(rng) * 2.0f;
-  // Rows with their own ranges: a causal prefix, a window with masked
-  // positions, a single position, a range across pages.
-  struct R {
-    int64_t first, last, n_masked;
-  };
-  const R ranges[] = {{0, 40, 0}, {16, 69, 5}, {33, 33, 0}, {7, 60, 0}, {0, 0, 0}};
-  const int64_t n_rows = std::size(ranges);
+  const int64_t n_rows = static_cast<int64_t>(ranges.size());
   std::vector<float> q(static_cast<size_t>(n_rows * n_gqa * hd));
   for (auto& x : q) x = nd(rng);
   const float scale = 0.125f;
@@ -115,6 +117,10 @@ TEST_P(AttentionTyped, RowsAreBlockInvariantAndEqualADoubleReference) {
       one.out = alone.data();
       attend_block_typed(view, g, &one, 1, n_gqa, hd, hd_v, scale, 16, s);
       EXPECT_EQ(0, std::memcmp(alone.data(), &block_out[r * n_gqa * hd_v], alone.size() * sizeof(float)));
+      // Split into its chunks (decode at depth): the same bits.
+      std::fill(alone.begin(), alone.end(), NAN);
+      attend_split(view, g, one, n_gqa, hd, hd_v, scale);
+      EXPECT_EQ(0, std::memcmp(alone.data(), &block_out[r * n_gqa * hd_v], alone.size() * sizeof(float))) << "split";
       // Double reference over the stored rows and the converted query.
       for (int64_t i = 0; i < n_gqa; ++i) {
         std::vector<uint8_t> qc(row_size(kk.vec_dot_type, hd));
@@ -140,6 +146,20 @@ TEST_P(AttentionTyped, RowsAreBlockInvariantAndEqualADoubleReference) {
       }
     }
   }
+}
+
+TEST_P(AttentionTyped, RowsAreBlockInvariantAndEqualADoubleReference) {
+  // Rows with their own ranges: a causal prefix, a window with masked
+  // positions, a single position, a range across pages.
+  expect_rows_invariant_and_near_reference(GetParam(), 70, {{0, 40, 0}, {16, 69, 5}, {33, 33, 0}, {7, 60, 0}, {0, 0, 0}});
+}
+
+// Rows longer than a chunk (kAttendChunk): across one and two chunk ends,
+// ending exactly at one, a masked window start, beside a short row.
+TEST_P(AttentionTyped, ChunkedRowsAreBlockInvariantAndEqualADoubleReference) {
+  constexpr int64_t C = kAttendChunk;
+  expect_rows_invariant_and_near_reference(
+      GetParam(), 2 * C + 100, {{0, 2 * C + 99, 0}, {0, C, 0}, {32, 2 * C + 31, 9}, {C - 5, 2 * C + 50, 0}, {40, 90, 3}});
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, AttentionTyped,

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "golden_util.hpp"
+#include "model/lcg_prompt.hpp"
 #include "kernels/ops.hpp"
 #include "model/forward.hpp"
 #include "quant/quant.hpp"
@@ -23,16 +24,6 @@ namespace {
 
 using test::data_path;
 using model::KvTypes;
-
-std::vector<token_id> prompt_of(int64_t n, uint64_t seed, int64_t n_vocab) {
-  std::vector<token_id> ids{1};
-  uint64_t x = seed;
-  while (static_cast<int64_t>(ids.size()) < n) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    ids.push_back(static_cast<token_id>(3 + (x >> 33) % static_cast<uint64_t>(n_vocab - 3)));
-  }
-  return ids;
-}
 
 // Every position's logits of `ids`, fed in chunks of `chunk` tokens.
 std::vector<float> run_chunks(const model::Model& m, KvTypes t, const std::vector<token_id>& ids, int64_t chunk,
@@ -88,7 +79,7 @@ TEST_P(KvTypesInvariance, SameBitsInEveryBatchingAndThreadCount) {
   auto m = model::load_model(data_path(std::string("models/") + c.file));
   const KvTypes t{c.k, c.v};
   // 80 positions: two pages, past tiny-mistral-swa's window of 32.
-  const std::vector<token_id> ids = prompt_of(80, 7, m->hp.n_vocab), other = prompt_of(40, 11, m->hp.n_vocab);
+  const std::vector<token_id> ids = test::lcg_prompt(80, 7, m->hp.n_vocab), other = test::lcg_prompt(40, 11, m->hp.n_vocab);
   base::ThreadPool one(1), two(2);
   const std::vector<float> prefill = run_chunks(*m, t, ids, 80, two);
   ASSERT_EQ(prefill.size(), ids.size() * static_cast<size_t>(m->hp.n_vocab));
@@ -163,7 +154,7 @@ TEST(KvTypes, RowsAreStoredInTheTypesBytes) {
 TEST(KvTypes, ForwardStoresQuantizedRows) {
   auto m = model::load_model(data_path("models/tiny-llama-f32.gguf"));
   base::ThreadPool pool(2);
-  const std::vector<token_id> ids = prompt_of(5, 3, m->hp.n_vocab);
+  const std::vector<token_id> ids = test::lcg_prompt(5, 3, m->hp.n_vocab);
   model::KvCache q8 = model::make_kv_cache(*m, 16, nullptr, {GgmlType::Q8_0, GgmlType::Q8_0});
   model::KvCache f16 = model::make_kv_cache(*m, 16);
   std::vector<float> logits;
