@@ -887,6 +887,22 @@ TEST(JsonSchemaToGbnf, Patterns) {
   EXPECT_EQ(pattern("[0-9]+"), grammar({R"(root ::= "\"" (char* [0-9]+ char*) "\"")"}, {"char"}));
   EXPECT_EQ(pattern("^A|B|C|D$"),
             grammar({R"(root ::= "\"" ("A" char* | char* "B" char* | char* "C" char* | char* "D") "\"")"}, {"char"}));
+  // Anchors inside groups: the alternative is the union of its variants,
+  // each anchored at the start, the end, both or neither (what must match ""
+  // before a '^' or after a '$' is dropped; a variant it cannot be is dead).
+  EXPECT_EQ(pattern("^$|(^(?:a+ )?b$)"), grammar({R"(root ::= "\"" ((("a"+ " ")? "b")?) "\"")"}));
+  EXPECT_EQ(pattern("^([^,]|$)"),
+            grammar({R"(root ::= "\"" ((([^\x00-\x1F",\\\x7F\uD800-\uDFFF] | "\\" ["\\bfnrt] | )"
+                     R"("\\u00" ("0" [0-7bef] | "1" [0-9a-f] | "7f")) char*)?) "\"")"},
+                    {"char"}));
+  EXPECT_EQ(pattern("(^a|b)c"), grammar({R"(root ::= "\"" ("ac" char* | char* "bc" char*) "\"")"}, {"char"}));
+  EXPECT_EQ(pattern("x?(^y|z$)"), grammar({R"(root ::= "\"" ("y" char* | char* "x"? "z") "\"")"}, {"char"}));
+  EXPECT_EQ(pattern("^(a|b$)?c$"), grammar({R"(root ::= "\"" (("a")? "c") "\"")"}));
+  // In x* and x+, one iteration anchored at the start (the first) and one at
+  // the end (the last).
+  EXPECT_EQ(pattern("^(a|^b)+$"), grammar({R"(root ::= "\"" ("a"+ | "b" "a"*) "\"")"}));
+  EXPECT_EQ(pattern("^(/?(x|y*)($|/))*$"),
+            grammar({R"(root ::= "\"" (("/"? ("x" | "y"*) "/")* | ("/"? ("x" | "y"*) "/")* "/"? ("x" | "y"*)) "\"")"}));
   // Repeated parts that can match nothing are rewritten (GBNF's x* of such
   // an x is left-recursive).
   EXPECT_EQ(pattern("^(a?)*b$"), grammar({R"(root ::= "\"" ("a"* "b") "\"")"}));
@@ -1000,12 +1016,17 @@ TEST(JsonSchemaToGbnf, UnsupportedPatternsThrow) {
   EXPECT_EQ(error(R"(^\ud83d\ude00$)"),
             at + "surrogate escapes are not supported (write the character itself) (at character 7)");
   EXPECT_EQ(error(R"(^\q$)"), at + "unknown escape \"\\q\" (at character 3)");
-  EXPECT_EQ(error("^a^b$"),
-            at + "'^' is supported only at the start of the pattern or of a top-level alternative (at character 2)");
-  EXPECT_EQ(error("^a$b$"),
-            at + "'$' is supported only at the end of the pattern or of a top-level alternative (at character 2)");
-  EXPECT_EQ(error("^(a$"),
-            at + "'$' is supported only at the end of the pattern or of a top-level alternative (at character 3)");
+  // Anchors anywhere; a pattern whose every alternative needs "" before a
+  // '^' or after a '$' that cannot be empty matches no string.
+  const std::string none = at + "no string matches the pattern (a '^' after what cannot be empty, or a '$' before it)";
+  EXPECT_EQ(error("^a^b$"), none);
+  EXPECT_EQ(error("^a$b$"), none);
+  EXPECT_EQ(error("(a|b)^c|d$e"), none);
+  const std::string repeated = at + "'^' or '$' inside a group repeated a bounded number of times or at least twice is "
+                                    "not supported (at character ";
+  EXPECT_EQ(error("^(a|^b){2}$"), repeated + "10)");
+  EXPECT_EQ(error("^(a$){2,}"), repeated + "9)");
+  EXPECT_EQ(error("^(a$"), at + "missing ')' (at character 4)");
   EXPECT_EQ(error("^(a"), at + "missing ')' (at character 3)");
   EXPECT_EQ(error("^a)$"), at + "unbalanced ')' (at character 2)");
   EXPECT_EQ(error("^[ab$"), at + "unterminated character class (at character 5)");
