@@ -1314,17 +1314,49 @@ class Converter {
 
   // multipleOf: a whole number m (0 when absent). Its multiples are
   // integers, so a number with it is written as an integer (m 1: the
-  // integers). Fractions throw: the grammar could write their multiples, but
-  // validators test them in floating point (0.07 / 0.01 is not 7 in IEEE
-  // doubles).
+  // integers). A fraction 1/k (0.5, 0.25, 0.1, 0.01, 0.001, ...:
+  // integers_are_multiples) is written as the integers, a sound subset:
+  // validators test fractions in floating point (0.07 / 0.01 is not 7 in
+  // IEEE doubles), so the grammar cannot promise the fractional multiples,
+  // but it can promise every integer. Other fractions throw.
   static uint64_t multiple_of(const Sub& sub) {
     if (!sub.s->contains("multipleOf")) return 0;
     const Json& m = (*sub.s)["multipleOf"];
     if (!m.is_number() || !(m.get<double>() > 0)) fail_keyword("multipleOf", sub.ptr, "must be a number over 0");
     const double v = m.get<double>();
-    if (std::floor(v) != v || v > 1e15)
-      fail_keyword("multipleOf", sub.ptr, "only whole numbers up to 10^15 are supported, not " + m.dump());
+    if (std::floor(v) != v && integers_are_multiples(v)) return 1;
+    if (std::floor(v) != v || v > 1e15) {
+      fail_keyword("multipleOf", sub.ptr,
+                   "only whole numbers up to 10^15 and fractions 1/k (0.5, 0.25, 0.1, 0.01, ..., 0.001) whose "
+                   "floating-point quotients are whole for every integer are supported, not " + m.dump());
+    }
     return static_cast<uint64_t>(v);
+  }
+
+  // Whether every integer n is a multiple of v as validators test it in
+  // IEEE doubles (python-jsonschema: int(n / v) == n / v; ajv likewise),
+  // proved for v the double nearest 1/k, k whole in 2..1000, from its
+  // relative error e = v*k - 1 (exact, in integers): the exact quotient
+  // n/v = nk/(1 + e) is within |nk| * 2^-54 of nk when 0 <= e <= 2^-54 or
+  // -2^-54 < e < 0, under half the spacing of doubles at nk, so it rounds
+  // to nk exactly while |nk| <= 2^53; past 2^53 every double is whole.
+  // Holds for 734 of those k, 0.1, 0.2, 0.05, 0.01 and 0.001 among them
+  // (not 1/3: its error is over 2^-54; 0.3 is no 1/k). A validator testing with fmod
+  // (7 mod 0.01 is not 0 in doubles) refuses most of them anyway.
+  static bool integers_are_multiples(double v) {
+    if (!(v >= 0.001 && v < 1)) return false;
+    const double kd = std::round(1 / v);
+    if (kd < 2 || kd > 1000) return false;
+    const auto k = static_cast<int64_t>(kd);
+    int e = 0;
+    const double frac = std::frexp(v, &e);  // v = frac * 2^e, frac in [0.5, 1); e in [-9, 0]
+    if (e < -9) return false;
+    const auto mant = static_cast<int64_t>(std::ldexp(frac, 53));  // v = mant * 2^(e - 53), exactly
+    // v*k - 1 = d * 2^(e - 53), and 2^-54 = t * 2^(e - 53): mant * k < 2^63, 2^(53 - e) <= 2^62.
+    const int64_t d = mant * k - (int64_t{1} << (53 - e));
+    if (e == 0) return d == 0;
+    const int64_t t = int64_t{1} << (-1 - e);
+    return d == 0 || (d > 0 && d <= t) || (d < 0 && -d < t);
   }
 
   std::string visit_integer(const Sub& sub, const std::string& name, bool exact, uint64_t multiple) {

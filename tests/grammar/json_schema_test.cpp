@@ -962,8 +962,14 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(json_schema: keyword "multipleOf" at the root: no multiple of 10 is within the bounds)"},
       {R"({"type": "integer", "multipleOf": 0})",
        R"(json_schema: keyword "multipleOf" at the root: must be a number over 0)"},
-      {R"({"type": ["number", "null"], "multipleOf": 0.01})",
-       R"(json_schema: keyword "multipleOf" at the root: only whole numbers up to 10^15 are supported, not 0.01)"},
+      {R"({"type": ["number", "null"], "multipleOf": 0.3})",
+       R"(json_schema: keyword "multipleOf" at the root: only whole numbers up to 10^15 and fractions 1/k (0.5, )"
+       R"(0.25, 0.1, 0.01, ..., 0.001) whose floating-point quotients are whole for every integer are supported, )"
+       R"(not 0.3)"},
+      {R"({"type": "number", "multipleOf": 0.0001})",
+       R"(json_schema: keyword "multipleOf" at the root: only whole numbers up to 10^15 and fractions 1/k (0.5, )"
+       R"(0.25, 0.1, 0.01, ..., 0.001) whose floating-point quotients are whole for every integer are supported, )"
+       R"(not 0.0001)"},
       {R"({"$defs": {"a": {"$dynamicRef": "#x"}}, "$ref": "#/$defs/a"})",
        R"(json_schema: unsupported keyword "$dynamicRef" at /$defs/a)"},
       // Bounds of numbers with no integer and no [I, I+1] between them.
