@@ -2,7 +2,7 @@
 // walks through each schema's grammar, for bench/validate_walks.py to check
 // with python3-jsonschema.
 //
-//   bench_schema_walks [--walks N] [--seed S] [--max-bytes B] SCHEMA.json... | -
+//   bench_schema_walks [--walks N] [--seed S] [--max-bytes B] [--gbnf] SCHEMA.json... | -
 //
 // ("-": the schema paths one per line on standard input.) For each schema
 // prints one JSON line: {"path": P, "compiled": true, "texts": [...],
@@ -15,7 +15,7 @@
 // when nothing else is allowed). A walk past --max-bytes (default 4000) is
 // dropped and counted as unfinished. The texts are what the grammar lets a
 // model write; every one must validate. Single-threaded; deterministic for a
-// given seed and file list.
+// given seed and file list. --gbnf adds each grammar ("gbnf").
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   int walks = 4;
   unsigned seed = 1;
   size_t max_bytes = 4000;
+  bool gbnf = false;
   std::vector<std::string> paths;
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
@@ -85,6 +86,8 @@ int main(int argc, char** argv) {
       seed = static_cast<unsigned>(std::atoi(argv[++i]));
     } else if (!std::strcmp(argv[i], "--max-bytes") && has_value) {
       max_bytes = static_cast<size_t>(std::atoll(argv[++i]));
+    } else if (!std::strcmp(argv[i], "--gbnf")) {
+      gbnf = true;
     } else if (!std::strcmp(argv[i], "-")) {
       for (std::string line; std::getline(std::cin, line);)
         if (!line.empty()) paths.push_back(line);
@@ -93,7 +96,7 @@ int main(int argc, char** argv) {
     }
   }
   if (paths.empty()) {
-    std::fprintf(stderr, "usage: %s [--walks N] [--seed S] [--max-bytes B] SCHEMA.json... | -\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--walks N] [--seed S] [--max-bytes B] [--gbnf] SCHEMA.json... | -\n", argv[0]);
     return 2;
   }
   const auto vocab = byte_vocabulary();
@@ -104,14 +107,16 @@ int main(int argc, char** argv) {
       std::ifstream f(path, std::ios::binary);
       std::stringstream ss;
       ss << f.rdbuf();
-      const auto g = Grammar::parse(json_schema_to_gbnf(ss.str()));
+      const std::string text = json_schema_to_gbnf(ss.str());
+      const auto g = Grammar::parse(text);
       out["compiled"] = true;
+      if (gbnf) out["gbnf"] = text;
       out["texts"] = nlohmann::json::array();
       int unfinished = 0;
-      std::string text;
+      std::string walked;
       for (int w = 0; w < walks; ++w) {
-        if (walk(g, vocab, rng, max_bytes, text)) {
-          out["texts"].push_back(text);
+        if (walk(g, vocab, rng, max_bytes, walked)) {
+          out["texts"].push_back(walked);
         } else {
           ++unfinished;
         }

@@ -2250,6 +2250,8 @@ class Converter {
       }
     }
     if (!types) fail_empty(why, ptr, "the \"type\"s of its parts have no type in common");
+    rest = without_excluded_types(std::move(rest), types, why, ptr);
+    if (!types) fail_empty(why, ptr, "the \"type\"s of its parts have no type in common");
     if (rest.empty()) {
       synthetic_.push_back(Json::object());
       for (const char* t : {"null", "boolean", "integer", "number", "string", "array", "object"})
@@ -2282,6 +2284,11 @@ class Converter {
       for (const Json* v : common) literals.push_back(gbnf_literal(v->dump()));
       return define(name, exact, literals.size() == 1 ? literals[0] : join_in("(", literals, " | ", ")", identity));
     }
+    const bool scalars = std::all_of(rest.begin(), rest.end(), [](const Sub& sub) {
+      return keys_within(sub, {"type", "enum", "const", "pattern", "minLength", "maxLength", "format", "minimum",
+                               "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"});
+    });
+    if (scalars) return visit(merge_scalars(rest, ptr, why, types), name, depth + 1, exact);
     const bool arrays = std::all_of(rest.begin(), rest.end(), [](const Sub& sub) {
       return keys_within(sub, {"type", "items", "minItems", "maxItems", "uniqueItems"}) &&
              (!sub.s->contains("type") || (type_mask((*sub.s)["type"], sub.ptr) & kArray));
@@ -2406,6 +2413,130 @@ class Converter {
       }
     }
     return out;
+  }
+
+  // The parts of a conjunction without the keywords of types no value of it
+  // has (exactly: {"minimum": 0} constrains only numbers, so beside
+  // {"type": "object"} it constrains nothing): `types` and each part's own
+  // "type" and const/enum values bound the types; a part left with nothing
+  // but "type" joins `types`, one left with nothing is dropped.
+  std::vector<Sub> without_excluded_types(std::vector<Sub> parts, unsigned& types, std::string_view why,
+                                         const std::string& ptr) {
+    unsigned within = types;
+    for (const Sub& p : parts) {
+      if (p.s->contains("type")) within &= type_mask((*p.s)["type"], p.ptr);
+      if (const auto values = finite_values(p)) {
+        unsigned t = 0;
+        for (const Json* v : *values) t |= json_type(*v);
+        within &= t;
+      }
+    }
+    if (!within) fail_empty(why, ptr, "the \"type\"s and values of its parts have no type in common");
+    auto key_types = [](const std::string& k) -> unsigned {
+      if (in(kObjectKeys, k)) return kObject;
+      if (in(kArrayKeys, k) || k == "uniqueItems") return kArray;
+      if (in(kStringKeys, k)) return kString;
+      if (in(kNumberKeys, k)) return kNumber;
+      return kAllTypes;
+    };
+    std::vector<Sub> out;
+    for (Sub& p : parts) {
+      std::vector<std::string> drop;
+      for (const std::string& k : own_keys(p))
+        if (!(key_types(k) & within)) drop.push_back(k);
+      if (drop.empty()) {
+        out.push_back(std::move(p));
+        continue;
+      }
+      Json copy = *p.s;
+      for (const std::string& k : drop) copy.erase(k);
+      synthetic_.push_back(std::move(copy));
+      const Sub q{&synthetic_.back(), p.ptr, p.skip};
+      const std::vector<std::string> left = own_keys(q);
+      if (left.size() == 1 && left[0] == "type") {
+        types &= type_mask((*q.s)["type"], q.ptr);
+      } else if (!left.empty()) {
+        out.push_back(q);
+      }
+    }
+    return out;
+  }
+
+  // Strings, numbers and enums merged (a $ref to a string beside maxLength,
+  // allOf [{"format": "uri"}, {"pattern": "^https?://"}], integer bounds
+  // split over parts): one schema, exactly: the types in common, the values
+  // in every enum/const, the largest minLength and lower bound, the smallest
+  // maxLength and upper bound, the one pattern, known format and multipleOf
+  // (two different ones throw naming the keyword: their conjunction is not
+  // written); formats the converter does not know are annotations.
+  Sub merge_scalars(const std::vector<Sub>& parts, const std::string& ptr, std::string_view why, unsigned types) {
+    Json merged = Json::object();
+    std::optional<std::vector<Json>> values;
+    const Json *lo = nullptr, *hi = nullptr, *min_len = nullptr, *max_len = nullptr;
+    bool lo_ex = false, hi_ex = false;
+    std::map<std::string, const Json*> single;  // pattern, format, multipleOf: one value each
+    auto number = [](const Json& v, const char* k, const std::string& at) -> long double {
+      if (!v.is_number()) fail_keyword(k, at, "must be a number");
+      return v.get<long double>();
+    };
+    auto bound = [&](const Json& v, bool exclusive, bool lower, const char* k, const std::string& at) {
+      const Json*& b = lower ? lo : hi;
+      bool& ex = lower ? lo_ex : hi_ex;
+      const long double x = number(v, k, at);
+      if (!b || (lower ? x > b->get<long double>() : x < b->get<long double>()) ||
+          (x == b->get<long double>() && exclusive)) {
+        b = &v;
+        ex = exclusive;
+      }
+    };
+    for (const Sub& p : parts) {
+      const Json& s = *p.s;
+      if (s.contains("type")) types &= type_mask(s["type"], p.ptr);
+      if (const auto fv = finite_values(p)) {
+        std::vector<Json> mine;
+        for (const Json* v : *fv) mine.push_back(*v);
+        if (s.contains("enum") && s.contains("const")) std::erase_if(mine, [&](const Json& v) { return !(v == s["const"]); });
+        if (values) std::erase_if(*values, [&](const Json& v) { return std::find(mine.begin(), mine.end(), v) == mine.end(); });
+        else values = std::move(mine);
+      }
+      auto draft4 = [&](const char* key) { return s.contains(key) && s[key].is_boolean() && s[key].get<bool>(); };
+      if (s.contains("minimum")) bound(s["minimum"], draft4("exclusiveMinimum"), true, "minimum", p.ptr);
+      if (s.contains("maximum")) bound(s["maximum"], draft4("exclusiveMaximum"), false, "maximum", p.ptr);
+      if (s.contains("exclusiveMinimum") && !s["exclusiveMinimum"].is_boolean())
+        bound(s["exclusiveMinimum"], true, true, "exclusiveMinimum", p.ptr);
+      if (s.contains("exclusiveMaximum") && !s["exclusiveMaximum"].is_boolean())
+        bound(s["exclusiveMaximum"], true, false, "exclusiveMaximum", p.ptr);
+      if (s.contains("minLength") && (!min_len || number(s["minLength"], "minLength", p.ptr) > min_len->get<long double>()))
+        min_len = &s["minLength"];
+      if (s.contains("maxLength") && (!max_len || number(s["maxLength"], "maxLength", p.ptr) < max_len->get<long double>()))
+        max_len = &s["maxLength"];
+      for (const char* k : {"pattern", "format", "multipleOf"}) {
+        if (!s.contains(k) || (k[0] == 'f' && !is_known_format(s[k]))) continue;
+        const Json*& one = single[k];
+        if (one && !(*one == s[k]))
+          fail_keyword(k, p.ptr, "two different values in one conjunction (\"" + std::string(why) + "\") are not supported");
+        one = &s[k];
+      }
+    }
+    if (!types) fail_empty(why, ptr, "the \"type\"s of its parts have no type in common");
+    if ((types & kFraction) && !(types & kInteger))
+      fail_keyword(why, ptr, "its parts' \"type\"s leave numbers that are not integers, which no type names");
+    if (types != kAllTypes) {
+      for (const char* t : {"null", "boolean", "integer", "number", "string", "array", "object"})
+        if ((types & type_bits(t)) == type_bits(t) && !(t[0] == 'i' && (types & kNumber) == kNumber))
+          merged["type"].push_back(t);
+    }
+    if (values) {
+      if (values->empty()) fail_empty(why, ptr, "no value is in every enum");
+      merged["enum"] = std::move(*values);
+    }
+    if (lo) merged[lo_ex ? "exclusiveMinimum" : "minimum"] = *lo;
+    if (hi) merged[hi_ex ? "exclusiveMaximum" : "maximum"] = *hi;
+    if (min_len) merged["minLength"] = *min_len;
+    if (max_len) merged["maxLength"] = *max_len;
+    for (const auto& [k, v] : single) merged[k] = *v;
+    synthetic_.push_back(std::move(merged));
+    return {&synthetic_.back(), ptr};
   }
 
   // Arrays merged (a $ref to an array beside maxItems, allOf of array

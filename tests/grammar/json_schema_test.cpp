@@ -480,10 +480,10 @@ TEST(JsonSchemaToGbnf, PatternProperties) {
             grammar({R"(root ::= "{" space ( x-a-kv )? space "}")", R"(x-a ::= "{" space x-a-p-kv space "}")",
                      R"(x-a-kv ::= "\"x-a\"" space ":" space x-a)", R"(x-a-p-kv ::= "\"p\"" space ":" space null)"},
                     {"null"}));
-  EXPECT_EQ(error_of(R"({"properties": {"x-a": {"type": "string", "minLength": 1}},
-                         "patternProperties": {"^x-": {"maxLength": 3}}})"),
-            R"(json_schema: keyword "allOf" at /properties/x-a: merges only objects (properties, required, )"
-            R"(additionalProperties) or enums; the schema at /properties/x-a is neither)");
+  EXPECT_EQ(error_of(R"({"properties": {"x-a": {"type": "string", "pattern": "a"}},
+                         "patternProperties": {"^x-": {"pattern": "b"}}})"),
+            R"(json_schema: keyword "pattern" at /patternProperties/^x-: two different values in one conjunction )"
+            R"(("allOf") are not supported)");
   // A required name not in "properties": the pattern's schema, not
   // additionalProperties'; false forbids it.
   EXPECT_EQ(convert(R"({"required": ["b"], "patternProperties": {"b": {"type": "null"}},
@@ -998,10 +998,14 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(json_schema: keyword "minimum" at the root: not supported beside "enum" for numbers past 2^53)"},
       {R"({"enum": [4, 6], "multipleOf": 0.5})",
        R"(json_schema: keyword "multipleOf" at the root: not supported beside "enum" but for whole numbers)"},
-      {R"({"allOf": [{"type": "string"}, {"minLength": 1}, {"maxLength": 3}]})",
-       R"(json_schema: keyword "allOf" at the root: merges only objects (properties, required, additionalProperties) or enums; the schema at /allOf/1 is neither)"},
-      {R"({"anyOf": [{"minLength": 1}, {"type": "null"}], "maxLength": 2})",
-       R"(json_schema: keyword "anyOf" at the root: merges only objects (properties, required, additionalProperties) or enums; the schema at the root is neither)"},
+      {R"({"allOf": [{"minLength": 1}, {"items": {}}]})",
+       R"(json_schema: keyword "allOf" at the root: merges only objects (properties, required, additionalProperties) or enums; the schema at /allOf/0 is neither)"},
+      {R"({"allOf": [{"type": "string", "pattern": "a"}, {"pattern": "b"}]})",
+       R"(json_schema: keyword "pattern" at /allOf/1: two different values in one conjunction ("allOf") are not supported)"},
+      {R"({"allOf": [{"type": "integer", "multipleOf": 2}, {"multipleOf": 3}]})",
+       R"(json_schema: keyword "multipleOf" at /allOf/1: two different values in one conjunction ("allOf") are not supported)"},
+      {R"({"allOf": [{"type": ["number", "string"]}, {"not": {"type": "integer"}}, {"minimum": 1}]})",
+       R"(json_schema: unsupported keyword "not" at /allOf/1)"},
   };
   for (const auto& [schema, message] : cases) EXPECT_EQ(error_of(schema), message) << schema;
 }
