@@ -470,6 +470,7 @@ class Converter {
     for (const auto& [k, v] : s.items()) {
       if (is_annotation(k) || is_container(k) || is_supported(k)) continue;
       if (k == "uniqueItems" && v.is_boolean()) continue;  // true: see visit_array
+      if (k == "not" && excluded_values(v)) continue;        // of enum/const: see visit_all_of
       throw Error(Errc::invalid_argument, "json_schema: unsupported keyword \"" + k + "\" at " + where(ptr));
     }
   }
@@ -1040,6 +1041,7 @@ class Converter {
       return visit_all_of({sub}, sub.ptr, has(sub, "anyOf") ? "anyOf" : "oneOf", name, depth, exact);
     }
     if (has(sub, "allOf")) return visit_all_of({sub}, sub.ptr, "allOf", name, depth, exact);
+    if (has(sub, "not")) return visit_all_of({sub}, sub.ptr, "not", name, depth, exact);
     if (s.contains("enum") || s.contains("const")) return visit_enum(sub, name, exact);
     return visit_types(sub, name, depth, exact);
   }
@@ -1054,7 +1056,7 @@ class Converter {
   }
   // An anyOf/oneOf with siblings: a conjunction to distribute.
   bool is_compound(const Sub& sub, size_t depth) {
-    return (has(sub, "anyOf") || has(sub, "oneOf")) && !plain_any_of(sub, depth);
+    return ((has(sub, "anyOf") || has(sub, "oneOf")) && !plain_any_of(sub, depth)) || has(sub, "not");
   }
 
   // Whether a "type" beside anyOf/oneOf `key` constrains nothing: every
@@ -2240,6 +2242,7 @@ class Converter {
       }
     }
 
+    unique = without_excluded_values(std::move(unique), why, ptr);
     unsigned types = kAllTypes;
     std::vector<Sub> rest;
     for (const Sub& sub : unique) {
@@ -2262,6 +2265,7 @@ class Converter {
       std::set<std::string> open;
       const unsigned narrowed = value_types(rest[0], depth + 1, open);
       if (!(narrowed & types)) fail_empty(why, ptr, "its \"type\" excludes the schema at " + where(rest[0].ptr));
+      if ((narrowed & ~types) && scalar_keys(rest[0])) return visit(merge_scalars(rest, ptr, why, types), name, depth + 1, exact);
       if (narrowed & ~types) {
         fail_keyword(why, ptr, "a \"type\" that narrows the schema at " + where(rest[0].ptr) + " is not supported");
       }
@@ -2284,11 +2288,7 @@ class Converter {
       for (const Json* v : common) literals.push_back(gbnf_literal(v->dump()));
       return define(name, exact, literals.size() == 1 ? literals[0] : join_in("(", literals, " | ", ")", identity));
     }
-    const bool scalars = std::all_of(rest.begin(), rest.end(), [](const Sub& sub) {
-      return keys_within(sub, {"type", "enum", "const", "pattern", "minLength", "maxLength", "format", "minimum",
-                               "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"});
-    });
-    if (scalars) return visit(merge_scalars(rest, ptr, why, types), name, depth + 1, exact);
+    if (std::all_of(rest.begin(), rest.end(), scalar_keys)) return visit(merge_scalars(rest, ptr, why, types), name, depth + 1, exact);
     const bool arrays = std::all_of(rest.begin(), rest.end(), [](const Sub& sub) {
       return keys_within(sub, {"type", "items", "minItems", "maxItems", "uniqueItems"}) &&
              (!sub.s->contains("type") || (type_mask((*sub.s)["type"], sub.ptr) & kArray));
@@ -2415,6 +2415,57 @@ class Converter {
     return out;
   }
 
+  // The values `not` excludes where it is of enum/const ({"not": {"enum":
+  // [...]}} or {"not": {"const": x}}, annotations aside), else nullopt.
+  static std::optional<std::vector<const Json*>> excluded_values(const Json& n) {
+    if (!n.is_object()) return std::nullopt;
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : n.items())
+      if (!is_annotation(k)) keys.push_back(k);
+    if (keys.size() != 1) return std::nullopt;
+    if (keys[0] == "const") return std::vector<const Json*>{&n["const"]};
+    if (keys[0] != "enum" || !n["enum"].is_array()) return std::nullopt;
+    std::vector<const Json*> out;
+    for (const Json& v : n["enum"]) out.push_back(&v);
+    return out;
+  }
+
+  // `not` of enum/const in a conjunction, exactly: the values of the parts
+  // that list them (enum/const) without the excluded ones, the `not`s
+  // removed. Where no part lists values the grammar cannot write "any value
+  // but these": unsatisfiable for the grammar (a sound subset: nothing
+  // written; an anyOf branch is dropped, elsewhere a 400 naming not).
+  std::vector<Sub> without_excluded_values(std::vector<Sub> parts, std::string_view why, const std::string& ptr) {
+    std::vector<Json> excluded;
+    for (Sub& p : parts) {
+      if (!has(p, "not")) continue;
+      const auto ex = excluded_values((*p.s)["not"]);
+      if (!ex) continue;  // (check_keywords refused other forms)
+      for (const Json* v : *ex) excluded.push_back(*v);
+      Json copy = *p.s;
+      copy.erase("not");
+      synthetic_.push_back(std::move(copy));
+      p.s = &synthetic_.back();
+    }
+    if (excluded.empty()) return parts;
+    std::erase_if(parts, [](const Sub& p) { return own_keys(p).empty(); });
+    auto listed = std::find_if(parts.begin(), parts.end(), [](const Sub& p) { return finite_values(p).has_value(); });
+    if (listed == parts.end()) {
+      fail_empty("not", ptr, "of enum/const beside no enum/const that lists the values allowed (" + std::string(why) +
+                                 "): the grammar writes no value but these only where it lists them");
+    }
+    Json copy = *listed->s;
+    Json kept = Json::array();
+    for (const Json* v : enum_values(*listed))
+      if (std::find(excluded.begin(), excluded.end(), *v) == excluded.end()) kept.push_back(*v);
+    if (kept.empty()) fail_empty("not", ptr, "excludes every value the enum/const beside it allows");
+    copy.erase("const");
+    copy["enum"] = std::move(kept);
+    synthetic_.push_back(std::move(copy));
+    listed->s = &synthetic_.back();
+    return parts;
+  }
+
   // The parts of a conjunction without the keywords of types no value of it
   // has (exactly: {"minimum": 0} constrains only numbers, so beside
   // {"type": "object"} it constrains nothing): `types` and each part's own
@@ -2460,6 +2511,11 @@ class Converter {
       }
     }
     return out;
+  }
+
+  static bool scalar_keys(const Sub& sub) {
+    return keys_within(sub, {"type", "enum", "const", "pattern", "minLength", "maxLength", "format", "minimum", "maximum",
+                             "exclusiveMinimum", "exclusiveMaximum", "multipleOf"});
   }
 
   // Strings, numbers and enums merged (a $ref to a string beside maxLength,
@@ -2812,6 +2868,94 @@ void rewrite_not(Json& s, size_t depth, size_t max_depth) {
   }
 }
 
+// if/then/else, rewritten before `not` at every schema position (as
+// rewrite_not walks them), as what they mean: a value is valid iff it is
+// valid against if and then, or against not-if and else. Written as
+//   allOf += anyOf [allOf [if, then], allOf [anyOf [N...], else]]
+// where each N is a schema every value of which fails `if` (a sound subset
+// of not-if: values of none of them are not written), one per keyword of
+// `if` that can be negated: "type" T (the other types), "required" [r...]
+// (an object lacking r), "properties" {p: S} (an object with p whose value
+// fails S: S's negation in rewrite_not's forms, or `not` of its enum/const
+// values, which the converter writes beside an enum that lists p's values).
+// With no N, only allOf [if, then]. A missing then or else is true; an if of
+// true or false picks one.
+void rewrite_if(Json& s, size_t depth, size_t max_depth) {
+  if (!s.is_object() || depth > max_depth) return;
+  for (const char* k : {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
+                        "dependencies"}) {
+    if (s.contains(k) && s[k].is_object())
+      for (auto& [name, sub] : s[k].items()) rewrite_if(sub, depth + 1, max_depth);
+  }
+  for (const char* k : {"additionalProperties", "items", "additionalItems", "not", "contains", "propertyNames", "if",
+                        "then", "else", "unevaluatedItems", "unevaluatedProperties"}) {
+    if (s.contains(k)) rewrite_if(s[k], depth + 1, max_depth);
+  }
+  for (const char* k : {"allOf", "anyOf", "oneOf", "prefixItems", "items"}) {
+    if (s.contains(k) && s[k].is_array())
+      for (Json& sub : s[k]) rewrite_if(sub, depth + 1, max_depth);
+  }
+  if (!s.contains("if")) {  // then and else without if constrain nothing
+    s.erase("then");
+    s.erase("else");
+    return;
+  }
+  if (s.contains("allOf") && !s["allOf"].is_array()) return;  // malformed: the converter says so
+  const Json cond = s["if"];
+  if (!cond.is_boolean() && !cond.is_object()) return;
+  const Json then = s.contains("then") ? s["then"] : Json(true);
+  const Json other = s.contains("else") ? s["else"] : Json(true);
+  s.erase("if");
+  s.erase("then");
+  s.erase("else");
+  if (cond.is_boolean()) {
+    add_all_of(s, cond.get<bool>() ? then : other);
+    return;
+  }
+  Json negations = Json::array();
+  if (cond.contains("type")) {
+    Json n = Json{{"not", Json{{"type", cond["type"]}}}};
+    rewrite_not(n, depth + 1, max_depth);
+    if (!n.is_object() || !n.contains("not")) negations.push_back(std::move(n));
+  }
+  if (cond.contains("required") && cond["required"].is_array())
+    for (const Json& r : cond["required"])
+      if (r.is_string()) negations.push_back(Json{{"type", "object"}, {"properties", Json{{r.get<std::string>(), false}}}});
+  if (cond.contains("properties") && cond["properties"].is_object()) {
+    for (const auto& [name, sp] : cond["properties"].items()) {
+      Json n = Json{{"not", sp}};
+      // Enum/const (with a "type" their values have): `not` of those values.
+      if (sp.is_object() && (sp.contains("enum") || sp.contains("const"))) {
+        Json values = Json::array();
+        bool plain = true;
+        for (const auto& [k, v] : sp.items())
+          if (!is_annotation(k) && k != "enum" && k != "const" && k != "type") plain = false;
+        unsigned types = kAllTypes;
+        if (sp.contains("type") && sp["type"].is_string()) types = type_bits(sp["type"].get<std::string>());
+        if (sp.contains("type") && !sp["type"].is_string()) plain = false;
+        if (sp.contains("enum") && !sp["enum"].is_array()) plain = false;
+        if (plain) {
+          const Json& list = sp.contains("enum") ? sp["enum"] : Json::array({sp["const"]});
+          for (const Json& v : list)
+            if ((json_type(v) & types) && (!sp.contains("const") || v == sp["const"])) values.push_back(v);
+          n = Json{{"not", Json{{"enum", std::move(values)}}}};
+        }
+      } else {
+        rewrite_not(n, depth + 1, max_depth);
+        if (n.is_object() && n.contains("not")) continue;  // not negatable here: no such values written
+      }
+      negations.push_back(Json{{"type", "object"}, {"required", Json::array({name})}, {"properties", Json{{name, std::move(n)}}}});
+    }
+  }
+  Json yes = Json{{"allOf", Json::array({cond, then})}};
+  if (negations.empty()) {
+    add_all_of(s, std::move(yes));
+    return;
+  }
+  Json no_if = negations.size() == 1 ? std::move(negations[0]) : Json{{"anyOf", std::move(negations)}};
+  add_all_of(s, Json{{"anyOf", Json::array({std::move(yes), Json{{"allOf", Json::array({std::move(no_if), other})}}})}});
+}
+
 }  // namespace
 
 std::string json_schema_to_gbnf(std::string_view schema_json, const GrammarLimits& limits) {
@@ -2825,6 +2969,7 @@ std::string json_schema_to_gbnf(std::string_view schema_json, const GrammarLimit
     if (const size_t tag = what.find("] "); tag != std::string::npos) what = what.substr(tag + 2);
     throw Error(Errc::invalid_argument, "json_schema: the schema is not valid JSON: " + what);
   }
+  rewrite_if(root, 0, limits.max_nesting);
   rewrite_not(root, 0, limits.max_nesting);
   return Converter(root, limits).run();
 }

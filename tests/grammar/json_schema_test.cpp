@@ -930,7 +930,11 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(json_schema: unsupported keyword "not" at the root)"},
       {R"({"type": "null", "not": {"type": "null"}})",
        R"(json_schema: the schema false (no value is valid) at the root)"},
-      {R"({"if": {}, "then": {}, "else": {}})", R"(json_schema: unsupported keyword "if" at the root)"},
+      {R"({"if": {"properties": {"a": {"const": 1}}}, "then": {"contains": {}}})",
+       R"(json_schema: unsupported keyword "contains" at /allOf/0/anyOf/0/allOf/1)"},
+      {R"({"not": {"enum": [1, 2]}})",
+       R"(json_schema: keyword "not" at the root: of enum/const beside no enum/const that lists the values allowed )"
+       R"((not): the grammar writes no value but these only where it lists them)"},
       // dependencies in their sound forms; what they cannot be.
       {R"({"type": "object", "dependentRequired": {"a": "b"}})",
        R"(json_schema: keyword "dependentRequired" at /dependentRequired: "a" must be an array of property names)"},
