@@ -38,7 +38,10 @@
 // of at most one item under uniqueItems true, oneOf's
 // branches narrowed so that each value matches one alternative only
 // (one_of_guards: a tag property made required, or a property another
-// alternative requires left out; a oneOf with no such guard throws).
+// alternative requires left out; a oneOf with no such guard throws),
+// numbers under a fractional multipleOf 1/k as integers
+// (integers_are_multiples), if/then/else's not-if as the negations of the
+// keywords of if that negate (rewrite_if).
 //
 // Thread-safety: each call builds its own Converter; no shared state. Stack:
 // the visitor recurses once per level of schema nesting, about 3 KB a level
