@@ -685,12 +685,35 @@ class Converter {
           if (!key || (a_requires.count(*key) && !a_requires.count(r.get<std::string>()))) key = r.get<std::string>();
         }
       }
-      if (!key) return std::nullopt;
+      if (!key) return array_guard(pa, pb, common, depth);
       g["properties"] = Json::object({{*key, false}});
     }
     if (common & ~kObject) g["type"] = "object";
     synthetic_.push_back(std::move(g));
     return Sub{&synthetic_.back(), a.ptr};
+  }
+
+  // The guard of a branch of arrays against an alternative of arrays whose
+  // items are exclusive with its own: {"minItems": 1} (with {"type":
+  // "array"} where the two meet in other types too): the branch's first item
+  // then fails the other's items. (The empty array, valid against both, is
+  // invalid against the oneOf: dropping it loses nothing.)
+  std::optional<Sub> array_guard(const std::vector<Sub>& pa, const std::vector<Sub>& pb, unsigned common, size_t depth) {
+    if (!(common & kArray)) return std::nullopt;
+    for (const Sub& x : pa) {
+      if (!x.s->contains("items") || (*x.s)["items"].is_array()) continue;
+      for (const Sub& y : pb) {
+        if (!y.s->contains("items") || (*y.s)["items"].is_array()) continue;
+        if (!schemas_exclusive({&(*x.s)["items"], pointer_child(x.ptr, "items")},
+                               {&(*y.s)["items"], pointer_child(y.ptr, "items")}, kExclusiveLevels - 1, depth))
+          continue;
+        Json g = Json::object({{"minItems", 1}});
+        if (common & ~kArray) g["type"] = "array";
+        synthetic_.push_back(std::move(g));
+        return Sub{&synthetic_.back(), x.ptr};
+      }
+    }
+    return std::nullopt;
   }
 
   // Whether no value validates both a and b, whose types meet in `common`:
@@ -725,6 +748,8 @@ class Converter {
             (excludes_by_property(x, y, levels, depth) || excludes_by_property(y, x, levels, depth)))
           return true;
         if (common == kString && strings_disjoint(x, y)) return true;
+        if (!(common & ~kNumber) && numbers_disjoint(x, y)) return true;
+        if (common == kArray && arrays_disjoint(x, y, levels, depth)) return true;
       }
     for (const auto& [parts, other] : {std::pair{&pa, &b}, std::pair{&pb, &a}})
       for (const Sub& x : *parts)
@@ -820,6 +845,54 @@ class Converter {
     } catch (const schema::PatternError&) {
       return false;  // the converter names the pattern where it writes it
     }
+  }
+
+  // A node's own bounds on numbers, as (value, exclusive) (draft 4's boolean
+  // exclusiveMinimum/exclusiveMaximum included); nullopt sides are open.
+  struct Interval {
+    std::optional<std::pair<long double, bool>> lo, hi;
+  };
+  static std::optional<Interval> interval(const Json& s) {
+    Interval out;
+    auto side = [&](const char* key, bool lower, bool exclusive) {
+      if (!s.contains(key) || s[key].is_boolean()) return true;
+      if (!s[key].is_number()) return false;
+      const long double x = s[key].get<long double>();
+      auto& b = lower ? out.lo : out.hi;
+      if (!b || (lower ? x > b->first : x < b->first) || (x == b->first && exclusive)) b = {x, exclusive};
+      return true;
+    };
+    auto draft4 = [&](const char* key) { return s.contains(key) && s[key].is_boolean() && s[key].get<bool>(); };
+    if (!side("minimum", true, draft4("exclusiveMinimum")) || !side("maximum", false, draft4("exclusiveMaximum")) ||
+        !side("exclusiveMinimum", true, true) || !side("exclusiveMaximum", false, true))
+      return std::nullopt;
+    return out;
+  }
+  // Whether no number is within both x's and y's own bounds.
+  static bool numbers_disjoint(const Sub& x, const Sub& y) {
+    const auto a = interval(*x.s), b = interval(*y.s);
+    if (!a || !b) return false;
+    auto below = [](const Interval& u, const Interval& w) {  // u entirely below w
+      return u.hi && w.lo && (u.hi->first < w.lo->first || (u.hi->first == w.lo->first && (u.hi->second || w.lo->second)));
+    };
+    return below(*a, *b) || below(*b, *a);
+  }
+  // Whether no array is valid against both x's and y's own array keywords:
+  // their minItems/maxItems leave no count in common, or both admit only
+  // arrays of at least one item and their items (schemas) are exclusive.
+  bool arrays_disjoint(const Sub& x, const Sub& y, int levels, size_t depth) {
+    auto count = [](const Json& s, const char* k, uint64_t absent) {
+      if (!s.contains(k) || !s[k].is_number() || s[k].get<double>() < 0) return absent;
+      return static_cast<uint64_t>(std::min(s[k].get<double>(), 1e18));
+    };
+    const Json &sx = *x.s, &sy = *y.s;
+    const uint64_t lo = std::max(count(sx, "minItems", 0), count(sy, "minItems", 0));
+    const uint64_t hi = std::min(count(sx, "maxItems", UINT64_MAX), count(sy, "maxItems", UINT64_MAX));
+    if (lo > hi) return true;
+    if (lo == 0 || !sx.contains("items") || !sy.contains("items")) return false;
+    if (sx["items"].is_array() || sy["items"].is_array()) return false;  // tuples (draft 4's items array)
+    return schemas_exclusive({&sx["items"], pointer_child(x.ptr, "items")}, {&sy["items"], pointer_child(y.ptr, "items")},
+                             levels - 1, depth);
   }
 
   // The values a schema's own const or enum allows (an over-estimate), or
