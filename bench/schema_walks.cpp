@@ -27,21 +27,13 @@
 #include <string>
 #include <vector>
 
+#include "grammar_util.hpp"  // tests/: byte_vocab(), the 256 bytes and end of generation (256)
 #include "synapse/error.hpp"
 #include "synapse/grammar.hpp"
 
 using namespace synapse;
 
 namespace {
-
-std::shared_ptr<const TokenVocabulary> byte_vocabulary() {
-  std::vector<std::string> pieces;
-  for (int b = 0; b < 256; ++b) pieces.emplace_back(1, static_cast<char>(b));
-  pieces.emplace_back("");
-  std::vector<bool> eog(257, false);
-  eog[256] = true;
-  return std::make_shared<const TokenVocabulary>(std::move(pieces), std::move(eog));
-}
 
 // One walk; false when it passed max_bytes.
 bool walk(const std::shared_ptr<const Grammar>& g, const std::shared_ptr<const TokenVocabulary>& vocab,
@@ -99,7 +91,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s [--walks N] [--seed S] [--max-bytes B] [--gbnf] SCHEMA.json... | -\n", argv[0]);
     return 2;
   }
-  const auto vocab = byte_vocabulary();
+  const auto vocab = test::byte_vocab();
   std::mt19937 rng(seed);
   for (const std::string& path : paths) {
     nlohmann::json out = {{"path", path}};

@@ -2836,21 +2836,28 @@ void add_all_of(Json& s, Json part) {
 //     is one of these forms.
 // Other forms are left for the converter, which refuses `not` by name.
 // `depth` stops the walk past max_nesting (the converter refuses that).
-void rewrite_not(Json& s, size_t depth, size_t max_depth) {
-  if (!s.is_object() || depth > max_depth) return;
+// Calls f on every subschema of the node s (its keywords' schemas and those
+// of $defs/definitions; not inside enum, const or annotations).
+template <typename F>
+void for_each_subschema(Json& s, F&& f) {
   for (const char* k : {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
                         "dependencies"}) {
     if (s.contains(k) && s[k].is_object())
-      for (auto& [name, sub] : s[k].items()) rewrite_not(sub, depth + 1, max_depth);
+      for (auto& [name, sub] : s[k].items()) f(sub);
   }
   for (const char* k : {"additionalProperties", "items", "additionalItems", "not", "contains", "propertyNames", "if",
                         "then", "else", "unevaluatedItems", "unevaluatedProperties"}) {
-    if (s.contains(k)) rewrite_not(s[k], depth + 1, max_depth);
+    if (s.contains(k)) f(s[k]);
   }
   for (const char* k : {"allOf", "anyOf", "oneOf", "prefixItems", "items"}) {
     if (s.contains(k) && s[k].is_array())
-      for (Json& sub : s[k]) rewrite_not(sub, depth + 1, max_depth);
+      for (Json& sub : s[k]) f(sub);
   }
+}
+
+void rewrite_not(Json& s, size_t depth, size_t max_depth) {
+  if (!s.is_object() || depth > max_depth) return;
+  for_each_subschema(s, [&](Json& sub) { rewrite_not(sub, depth + 1, max_depth); });
   if (!s.contains("not")) return;
   const Json& n = s["not"];
   if (n.is_boolean() ? n.get<bool>() : is_trivial(n)) {
@@ -2958,19 +2965,7 @@ void rewrite_not(Json& s, size_t depth, size_t max_depth) {
 // true or false picks one.
 void rewrite_if(Json& s, size_t depth, size_t max_depth) {
   if (!s.is_object() || depth > max_depth) return;
-  for (const char* k : {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
-                        "dependencies"}) {
-    if (s.contains(k) && s[k].is_object())
-      for (auto& [name, sub] : s[k].items()) rewrite_if(sub, depth + 1, max_depth);
-  }
-  for (const char* k : {"additionalProperties", "items", "additionalItems", "not", "contains", "propertyNames", "if",
-                        "then", "else", "unevaluatedItems", "unevaluatedProperties"}) {
-    if (s.contains(k)) rewrite_if(s[k], depth + 1, max_depth);
-  }
-  for (const char* k : {"allOf", "anyOf", "oneOf", "prefixItems", "items"}) {
-    if (s.contains(k) && s[k].is_array())
-      for (Json& sub : s[k]) rewrite_if(sub, depth + 1, max_depth);
-  }
+  for_each_subschema(s, [&](Json& sub) { rewrite_if(sub, depth + 1, max_depth); });
   if (!s.contains("if")) {  // then and else without if constrain nothing
     s.erase("then");
     s.erase("else");
