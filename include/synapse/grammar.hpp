@@ -103,11 +103,13 @@ class Grammar {
 // minProperties and maxProperties (where the required properties decide
 // them, or one more of the others: at least or at most one), items, prefixItems, minItems, maxItems, additionalItems (it constrains
 // only items past an items array, and none are written), enum, const,
-// anyOf, oneOf, allOf (objects merged, arrays merged, enums intersected, over anyOf
+// anyOf, oneOf, allOf (objects merged, arrays merged, strings, numbers and
+// enums merged, keywords of types the parts exclude dropped, over anyOf
 // distributed), $ref to
 // "#/..." ($defs, definitions; recursion included; siblings are a
 // conjunction), pattern (ECMA-262 where Python's re reads it the same:
-// literals, escapes, classes, \d \w \s \S, ., groups, |, ? * + {m,n}),
+// literals, escapes, classes, \d \w \s \S, ., groups, |, ? * + {m,n}, ^ and $
+// anywhere but in a group repeated a bounded number of times),
 // dependencies, dependentRequired and dependentSchemas (exactly: an object
 // lacks the property or has what it needs; at most 4 such properties of an
 // object that does not require them),
@@ -119,21 +121,25 @@ class Grammar {
 // integers; between bounds holding at most 256 multiples, those written
 // out; else a divisor of 1000 (2, 4, 5, 8, 10, 20, 25, ...) by the last
 // digits, unbounded or with one bound within m of 0; a number with it is
-// written as an integer; fractions refused), format (date, time, date-time, uuid,
+// written as an integer; a fraction 1/k (0.5, 0.1, 0.01, ...) as the
+// integers, which IEEE division finds whole; other fractions refused), format (date, time, date-time, uuid,
 // email), uniqueItems (true: arrays of at most one item; beside minItems
 // over 1 refused), propertyNames (type, enum, const, pattern, minLength,
 // maxLength, through $ref: named properties whose name fails it are
 // forbidden; additional keys are its strings, or none where a named
 // property's name or patternProperties would overlap them), not in the forms
 // that are other keywords (not {} : no value; not {"type": T}: the other
-// types; not {"required": [names]}: an object lacking one of them).
+// types; not {"required": [names]}: an object lacking one of them; not of
+// enum/const beside an enum/const that lists the values), if/then/else (as
+// (if and then) or (not-if and else), not-if from the keywords of if that
+// negate: a sound subset).
 // Annotations (title, description, examples, default, $schema, $id,
 // $comment, readOnly, writeOnly, deprecated, contentMediaType,
 // contentEncoding), every keyword outside JSON Schema's vocabulary (draft 4's
 // id, OpenAPI's nullable, x-... extensions) and formats other than those five
 // are ignored, as the specification has it: they constrain nothing.
 // Throws Error(invalid_argument) naming the keyword and its JSON pointer for
-// a validation keyword it cannot enforce (not in other forms, if/then/else,
+// a validation keyword it cannot enforce (not in other forms,
 // contains, multipleOf beyond the cases above, propertyNames with other
 // keywords, oneOf whose alternatives cannot be kept apart, ...;
 // patternProperties, minProperties, maxProperties and number bounds beyond

@@ -38,7 +38,10 @@
 // of at most one item under uniqueItems true, oneOf's
 // branches narrowed so that each value matches one alternative only
 // (one_of_guards: a tag property made required, or a property another
-// alternative requires left out; a oneOf with no such guard throws).
+// alternative requires left out; a oneOf with no such guard throws),
+// numbers under a fractional multipleOf 1/k as integers
+// (integers_are_multiples), if/then/else's not-if as the negations of the
+// keywords of if that negate (rewrite_if).
 //
 // Thread-safety: each call builds its own Converter; no shared state. Stack:
 // the visitor recurses once per level of schema nesting, about 3 KB a level
@@ -470,6 +473,7 @@ class Converter {
     for (const auto& [k, v] : s.items()) {
       if (is_annotation(k) || is_container(k) || is_supported(k)) continue;
       if (k == "uniqueItems" && v.is_boolean()) continue;  // true: see visit_array
+      if (k == "not" && excluded_values(v)) continue;        // of enum/const: see visit_all_of
       throw Error(Errc::invalid_argument, "json_schema: unsupported keyword \"" + k + "\" at " + where(ptr));
     }
   }
@@ -681,12 +685,35 @@ class Converter {
           if (!key || (a_requires.count(*key) && !a_requires.count(r.get<std::string>()))) key = r.get<std::string>();
         }
       }
-      if (!key) return std::nullopt;
+      if (!key) return array_guard(pa, pb, common, depth);
       g["properties"] = Json::object({{*key, false}});
     }
     if (common & ~kObject) g["type"] = "object";
     synthetic_.push_back(std::move(g));
     return Sub{&synthetic_.back(), a.ptr};
+  }
+
+  // The guard of a branch of arrays against an alternative of arrays whose
+  // items are exclusive with its own: {"minItems": 1} (with {"type":
+  // "array"} where the two meet in other types too): the branch's first item
+  // then fails the other's items. (The empty array, valid against both, is
+  // invalid against the oneOf: dropping it loses nothing.)
+  std::optional<Sub> array_guard(const std::vector<Sub>& pa, const std::vector<Sub>& pb, unsigned common, size_t depth) {
+    if (!(common & kArray)) return std::nullopt;
+    for (const Sub& x : pa) {
+      if (!x.s->contains("items") || (*x.s)["items"].is_array()) continue;
+      for (const Sub& y : pb) {
+        if (!y.s->contains("items") || (*y.s)["items"].is_array()) continue;
+        if (!schemas_exclusive({&(*x.s)["items"], pointer_child(x.ptr, "items")},
+                               {&(*y.s)["items"], pointer_child(y.ptr, "items")}, kExclusiveLevels - 1, depth))
+          continue;
+        Json g = Json::object({{"minItems", 1}});
+        if (common & ~kArray) g["type"] = "array";
+        synthetic_.push_back(std::move(g));
+        return Sub{&synthetic_.back(), x.ptr};
+      }
+    }
+    return std::nullopt;
   }
 
   // Whether no value validates both a and b, whose types meet in `common`:
@@ -721,6 +748,8 @@ class Converter {
             (excludes_by_property(x, y, levels, depth) || excludes_by_property(y, x, levels, depth)))
           return true;
         if (common == kString && strings_disjoint(x, y)) return true;
+        if (!(common & ~kNumber) && numbers_disjoint(x, y)) return true;
+        if (common == kArray && arrays_disjoint(x, y, levels, depth)) return true;
       }
     for (const auto& [parts, other] : {std::pair{&pa, &b}, std::pair{&pb, &a}})
       for (const Sub& x : *parts)
@@ -816,6 +845,54 @@ class Converter {
     } catch (const schema::PatternError&) {
       return false;  // the converter names the pattern where it writes it
     }
+  }
+
+  // A node's own bounds on numbers, as (value, exclusive) (draft 4's boolean
+  // exclusiveMinimum/exclusiveMaximum included); nullopt sides are open.
+  struct Interval {
+    std::optional<std::pair<long double, bool>> lo, hi;
+  };
+  static std::optional<Interval> interval(const Json& s) {
+    Interval out;
+    auto side = [&](const char* key, bool lower, bool exclusive) {
+      if (!s.contains(key) || s[key].is_boolean()) return true;
+      if (!s[key].is_number()) return false;
+      const long double x = s[key].get<long double>();
+      auto& b = lower ? out.lo : out.hi;
+      if (!b || (lower ? x > b->first : x < b->first) || (x == b->first && exclusive)) b = {x, exclusive};
+      return true;
+    };
+    auto draft4 = [&](const char* key) { return s.contains(key) && s[key].is_boolean() && s[key].get<bool>(); };
+    if (!side("minimum", true, draft4("exclusiveMinimum")) || !side("maximum", false, draft4("exclusiveMaximum")) ||
+        !side("exclusiveMinimum", true, true) || !side("exclusiveMaximum", false, true))
+      return std::nullopt;
+    return out;
+  }
+  // Whether no number is within both x's and y's own bounds.
+  static bool numbers_disjoint(const Sub& x, const Sub& y) {
+    const auto a = interval(*x.s), b = interval(*y.s);
+    if (!a || !b) return false;
+    auto below = [](const Interval& u, const Interval& w) {  // u entirely below w
+      return u.hi && w.lo && (u.hi->first < w.lo->first || (u.hi->first == w.lo->first && (u.hi->second || w.lo->second)));
+    };
+    return below(*a, *b) || below(*b, *a);
+  }
+  // Whether no array is valid against both x's and y's own array keywords:
+  // their minItems/maxItems leave no count in common, or both admit only
+  // arrays of at least one item and their items (schemas) are exclusive.
+  bool arrays_disjoint(const Sub& x, const Sub& y, int levels, size_t depth) {
+    auto count = [](const Json& s, const char* k, uint64_t absent) {
+      if (!s.contains(k) || !s[k].is_number() || s[k].get<double>() < 0) return absent;
+      return static_cast<uint64_t>(std::min(s[k].get<double>(), 1e18));
+    };
+    const Json &sx = *x.s, &sy = *y.s;
+    const uint64_t lo = std::max(count(sx, "minItems", 0), count(sy, "minItems", 0));
+    const uint64_t hi = std::min(count(sx, "maxItems", UINT64_MAX), count(sy, "maxItems", UINT64_MAX));
+    if (lo > hi) return true;
+    if (lo == 0 || !sx.contains("items") || !sy.contains("items")) return false;
+    if (sx["items"].is_array() || sy["items"].is_array()) return false;  // tuples (draft 4's items array)
+    return schemas_exclusive({&sx["items"], pointer_child(x.ptr, "items")}, {&sy["items"], pointer_child(y.ptr, "items")},
+                             levels - 1, depth);
   }
 
   // The values a schema's own const or enum allows (an over-estimate), or
@@ -1040,6 +1117,7 @@ class Converter {
       return visit_all_of({sub}, sub.ptr, has(sub, "anyOf") ? "anyOf" : "oneOf", name, depth, exact);
     }
     if (has(sub, "allOf")) return visit_all_of({sub}, sub.ptr, "allOf", name, depth, exact);
+    if (has(sub, "not")) return visit_all_of({sub}, sub.ptr, "not", name, depth, exact);
     if (s.contains("enum") || s.contains("const")) return visit_enum(sub, name, exact);
     return visit_types(sub, name, depth, exact);
   }
@@ -1054,7 +1132,7 @@ class Converter {
   }
   // An anyOf/oneOf with siblings: a conjunction to distribute.
   bool is_compound(const Sub& sub, size_t depth) {
-    return (has(sub, "anyOf") || has(sub, "oneOf")) && !plain_any_of(sub, depth);
+    return ((has(sub, "anyOf") || has(sub, "oneOf")) && !plain_any_of(sub, depth)) || has(sub, "not");
   }
 
   // Whether a "type" beside anyOf/oneOf `key` constrains nothing: every
@@ -1314,17 +1392,49 @@ class Converter {
 
   // multipleOf: a whole number m (0 when absent). Its multiples are
   // integers, so a number with it is written as an integer (m 1: the
-  // integers). Fractions throw: the grammar could write their multiples, but
-  // validators test them in floating point (0.07 / 0.01 is not 7 in IEEE
-  // doubles).
+  // integers). A fraction 1/k (0.5, 0.25, 0.1, 0.01, 0.001, ...:
+  // integers_are_multiples) is written as the integers, a sound subset:
+  // validators test fractions in floating point (0.07 / 0.01 is not 7 in
+  // IEEE doubles), so the grammar cannot promise the fractional multiples,
+  // but it can promise every integer. Other fractions throw.
   static uint64_t multiple_of(const Sub& sub) {
     if (!sub.s->contains("multipleOf")) return 0;
     const Json& m = (*sub.s)["multipleOf"];
     if (!m.is_number() || !(m.get<double>() > 0)) fail_keyword("multipleOf", sub.ptr, "must be a number over 0");
     const double v = m.get<double>();
-    if (std::floor(v) != v || v > 1e15)
-      fail_keyword("multipleOf", sub.ptr, "only whole numbers up to 10^15 are supported, not " + m.dump());
+    if (std::floor(v) != v && integers_are_multiples(v)) return 1;
+    if (std::floor(v) != v || v > 1e15) {
+      fail_keyword("multipleOf", sub.ptr,
+                   "only whole numbers up to 10^15 and fractions 1/k (0.5, 0.25, 0.1, 0.01, ..., 0.001) whose "
+                   "floating-point quotients are whole for every integer are supported, not " + m.dump());
+    }
     return static_cast<uint64_t>(v);
+  }
+
+  // Whether every integer n is a multiple of v as validators test it in
+  // IEEE doubles (python-jsonschema: int(n / v) == n / v; ajv likewise),
+  // proved for v the double nearest 1/k, k whole in 2..1000, from its
+  // relative error e = v*k - 1 (exact, in integers): the exact quotient
+  // n/v = nk/(1 + e) is within |nk| * 2^-54 of nk when 0 <= e <= 2^-54 or
+  // -2^-54 < e < 0, under half the spacing of doubles at nk, so it rounds
+  // to nk exactly while |nk| <= 2^53; past 2^53 every double is whole.
+  // Holds for 734 of those k, 0.1, 0.2, 0.05, 0.01 and 0.001 among them
+  // (not 1/3: its error is over 2^-54; 0.3 is no 1/k). A validator testing with fmod
+  // (7 mod 0.01 is not 0 in doubles) refuses most of them anyway.
+  static bool integers_are_multiples(double v) {
+    if (!(v >= 0.001 && v < 1)) return false;
+    const double kd = std::round(1 / v);
+    if (kd < 2 || kd > 1000) return false;
+    const auto k = static_cast<int64_t>(kd);
+    int e = 0;
+    const double frac = std::frexp(v, &e);  // v = frac * 2^e, frac in [0.5, 1); e in [-9, 0]
+    if (e < -9) return false;
+    const auto mant = static_cast<int64_t>(std::ldexp(frac, 53));  // v = mant * 2^(e - 53), exactly
+    // v*k - 1 = d * 2^(e - 53), and 2^-54 = t * 2^(e - 53): mant * k < 2^63, 2^(53 - e) <= 2^62.
+    const int64_t d = mant * k - (int64_t{1} << (53 - e));
+    if (e == 0) return d == 0;
+    const int64_t t = int64_t{1} << (-1 - e);
+    return d == 0 || (d > 0 && d <= t) || (d < 0 && -d < t);
   }
 
   std::string visit_integer(const Sub& sub, const std::string& name, bool exact, uint64_t multiple) {
@@ -2208,6 +2318,7 @@ class Converter {
       }
     }
 
+    unique = without_excluded_values(std::move(unique), why, ptr);
     unsigned types = kAllTypes;
     std::vector<Sub> rest;
     for (const Sub& sub : unique) {
@@ -2217,6 +2328,8 @@ class Converter {
         rest.push_back(sub);
       }
     }
+    if (!types) fail_empty(why, ptr, "the \"type\"s of its parts have no type in common");
+    rest = without_excluded_types(std::move(rest), types, why, ptr);
     if (!types) fail_empty(why, ptr, "the \"type\"s of its parts have no type in common");
     if (rest.empty()) {
       synthetic_.push_back(Json::object());
@@ -2228,6 +2341,7 @@ class Converter {
       std::set<std::string> open;
       const unsigned narrowed = value_types(rest[0], depth + 1, open);
       if (!(narrowed & types)) fail_empty(why, ptr, "its \"type\" excludes the schema at " + where(rest[0].ptr));
+      if ((narrowed & ~types) && scalar_keys(rest[0])) return visit(merge_scalars(rest, ptr, why, types), name, depth + 1, exact);
       if (narrowed & ~types) {
         fail_keyword(why, ptr, "a \"type\" that narrows the schema at " + where(rest[0].ptr) + " is not supported");
       }
@@ -2250,6 +2364,7 @@ class Converter {
       for (const Json* v : common) literals.push_back(gbnf_literal(v->dump()));
       return define(name, exact, literals.size() == 1 ? literals[0] : join_in("(", literals, " | ", ")", identity));
     }
+    if (std::all_of(rest.begin(), rest.end(), scalar_keys)) return visit(merge_scalars(rest, ptr, why, types), name, depth + 1, exact);
     const bool arrays = std::all_of(rest.begin(), rest.end(), [](const Sub& sub) {
       return keys_within(sub, {"type", "items", "minItems", "maxItems", "uniqueItems"}) &&
              (!sub.s->contains("type") || (type_mask((*sub.s)["type"], sub.ptr) & kArray));
@@ -2374,6 +2489,186 @@ class Converter {
       }
     }
     return out;
+  }
+
+  // The values `not` excludes where it is of enum/const ({"not": {"enum":
+  // [...]}} or {"not": {"const": x}}, annotations aside), else nullopt.
+  static std::optional<std::vector<const Json*>> excluded_values(const Json& n) {
+    if (!n.is_object()) return std::nullopt;
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : n.items())
+      if (!is_annotation(k)) keys.push_back(k);
+    if (keys.size() != 1) return std::nullopt;
+    if (keys[0] == "const") return std::vector<const Json*>{&n["const"]};
+    if (keys[0] != "enum" || !n["enum"].is_array()) return std::nullopt;
+    std::vector<const Json*> out;
+    for (const Json& v : n["enum"]) out.push_back(&v);
+    return out;
+  }
+
+  // `not` of enum/const in a conjunction, exactly: the values of the parts
+  // that list them (enum/const) without the excluded ones, the `not`s
+  // removed. Where no part lists values the grammar cannot write "any value
+  // but these": unsatisfiable for the grammar (a sound subset: nothing
+  // written; an anyOf branch is dropped, elsewhere a 400 naming not).
+  std::vector<Sub> without_excluded_values(std::vector<Sub> parts, std::string_view why, const std::string& ptr) {
+    std::vector<Json> excluded;
+    for (Sub& p : parts) {
+      if (!has(p, "not")) continue;
+      const auto ex = excluded_values((*p.s)["not"]);
+      if (!ex) continue;  // (check_keywords refused other forms)
+      for (const Json* v : *ex) excluded.push_back(*v);
+      Json copy = *p.s;
+      copy.erase("not");
+      synthetic_.push_back(std::move(copy));
+      p.s = &synthetic_.back();
+    }
+    if (excluded.empty()) return parts;
+    std::erase_if(parts, [](const Sub& p) { return own_keys(p).empty(); });
+    auto listed = std::find_if(parts.begin(), parts.end(), [](const Sub& p) { return finite_values(p).has_value(); });
+    if (listed == parts.end()) {
+      fail_empty("not", ptr, "of enum/const beside no enum/const that lists the values allowed (" + std::string(why) +
+                                 "): the grammar writes no value but these only where it lists them");
+    }
+    Json copy = *listed->s;
+    Json kept = Json::array();
+    for (const Json* v : enum_values(*listed))
+      if (std::find(excluded.begin(), excluded.end(), *v) == excluded.end()) kept.push_back(*v);
+    if (kept.empty()) fail_empty("not", ptr, "excludes every value the enum/const beside it allows");
+    copy.erase("const");
+    copy["enum"] = std::move(kept);
+    synthetic_.push_back(std::move(copy));
+    listed->s = &synthetic_.back();
+    return parts;
+  }
+
+  // The parts of a conjunction without the keywords of types no value of it
+  // has (exactly: {"minimum": 0} constrains only numbers, so beside
+  // {"type": "object"} it constrains nothing): `types` and each part's own
+  // "type" and const/enum values bound the types; a part left with nothing
+  // but "type" joins `types`, one left with nothing is dropped.
+  std::vector<Sub> without_excluded_types(std::vector<Sub> parts, unsigned& types, std::string_view why,
+                                         const std::string& ptr) {
+    unsigned within = types;
+    for (const Sub& p : parts) {
+      if (p.s->contains("type")) within &= type_mask((*p.s)["type"], p.ptr);
+      if (const auto values = finite_values(p)) {
+        unsigned t = 0;
+        for (const Json* v : *values) t |= json_type(*v);
+        within &= t;
+      }
+    }
+    if (!within) fail_empty(why, ptr, "the \"type\"s and values of its parts have no type in common");
+    auto key_types = [](const std::string& k) -> unsigned {
+      if (in(kObjectKeys, k)) return kObject;
+      if (in(kArrayKeys, k) || k == "uniqueItems") return kArray;
+      if (in(kStringKeys, k)) return kString;
+      if (in(kNumberKeys, k)) return kNumber;
+      return kAllTypes;
+    };
+    std::vector<Sub> out;
+    for (Sub& p : parts) {
+      std::vector<std::string> drop;
+      for (const std::string& k : own_keys(p))
+        if (!(key_types(k) & within)) drop.push_back(k);
+      if (drop.empty()) {
+        out.push_back(std::move(p));
+        continue;
+      }
+      Json copy = *p.s;
+      for (const std::string& k : drop) copy.erase(k);
+      synthetic_.push_back(std::move(copy));
+      const Sub q{&synthetic_.back(), p.ptr, p.skip};
+      const std::vector<std::string> left = own_keys(q);
+      if (left.size() == 1 && left[0] == "type") {
+        types &= type_mask((*q.s)["type"], q.ptr);
+      } else if (!left.empty()) {
+        out.push_back(q);
+      }
+    }
+    return out;
+  }
+
+  static bool scalar_keys(const Sub& sub) {
+    return keys_within(sub, {"type", "enum", "const", "pattern", "minLength", "maxLength", "format", "minimum", "maximum",
+                             "exclusiveMinimum", "exclusiveMaximum", "multipleOf"});
+  }
+
+  // Strings, numbers and enums merged (a $ref to a string beside maxLength,
+  // allOf [{"format": "uri"}, {"pattern": "^https?://"}], integer bounds
+  // split over parts): one schema, exactly: the types in common, the values
+  // in every enum/const, the largest minLength and lower bound, the smallest
+  // maxLength and upper bound, the one pattern, known format and multipleOf
+  // (two different ones throw naming the keyword: their conjunction is not
+  // written); formats the converter does not know are annotations.
+  Sub merge_scalars(const std::vector<Sub>& parts, const std::string& ptr, std::string_view why, unsigned types) {
+    Json merged = Json::object();
+    std::optional<std::vector<Json>> values;
+    const Json *lo = nullptr, *hi = nullptr, *min_len = nullptr, *max_len = nullptr;
+    bool lo_ex = false, hi_ex = false;
+    std::map<std::string, const Json*> single;  // pattern, format, multipleOf: one value each
+    auto number = [](const Json& v, const char* k, const std::string& at) -> long double {
+      if (!v.is_number()) fail_keyword(k, at, "must be a number");
+      return v.get<long double>();
+    };
+    auto bound = [&](const Json& v, bool exclusive, bool lower, const char* k, const std::string& at) {
+      const Json*& b = lower ? lo : hi;
+      bool& ex = lower ? lo_ex : hi_ex;
+      const long double x = number(v, k, at);
+      if (!b || (lower ? x > b->get<long double>() : x < b->get<long double>()) ||
+          (x == b->get<long double>() && exclusive)) {
+        b = &v;
+        ex = exclusive;
+      }
+    };
+    for (const Sub& p : parts) {
+      const Json& s = *p.s;
+      if (s.contains("type")) types &= type_mask(s["type"], p.ptr);
+      if (const auto fv = finite_values(p)) {
+        std::vector<Json> mine;
+        for (const Json* v : *fv) mine.push_back(*v);
+        if (s.contains("enum") && s.contains("const")) std::erase_if(mine, [&](const Json& v) { return !(v == s["const"]); });
+        if (values) std::erase_if(*values, [&](const Json& v) { return std::find(mine.begin(), mine.end(), v) == mine.end(); });
+        else values = std::move(mine);
+      }
+      auto draft4 = [&](const char* key) { return s.contains(key) && s[key].is_boolean() && s[key].get<bool>(); };
+      if (s.contains("minimum")) bound(s["minimum"], draft4("exclusiveMinimum"), true, "minimum", p.ptr);
+      if (s.contains("maximum")) bound(s["maximum"], draft4("exclusiveMaximum"), false, "maximum", p.ptr);
+      if (s.contains("exclusiveMinimum") && !s["exclusiveMinimum"].is_boolean())
+        bound(s["exclusiveMinimum"], true, true, "exclusiveMinimum", p.ptr);
+      if (s.contains("exclusiveMaximum") && !s["exclusiveMaximum"].is_boolean())
+        bound(s["exclusiveMaximum"], true, false, "exclusiveMaximum", p.ptr);
+      if (s.contains("minLength") && (!min_len || number(s["minLength"], "minLength", p.ptr) > min_len->get<long double>()))
+        min_len = &s["minLength"];
+      if (s.contains("maxLength") && (!max_len || number(s["maxLength"], "maxLength", p.ptr) < max_len->get<long double>()))
+        max_len = &s["maxLength"];
+      for (const char* k : {"pattern", "format", "multipleOf"}) {
+        if (!s.contains(k) || (k[0] == 'f' && !is_known_format(s[k]))) continue;
+        const Json*& one = single[k];
+        if (one && !(*one == s[k]))
+          fail_keyword(k, p.ptr, "two different values in one conjunction (\"" + std::string(why) + "\") are not supported");
+        one = &s[k];
+      }
+    }
+    if (!types) fail_empty(why, ptr, "the \"type\"s of its parts have no type in common");
+    if ((types & kFraction) && !(types & kInteger))
+      fail_keyword(why, ptr, "its parts' \"type\"s leave numbers that are not integers, which no type names");
+    if (types != kAllTypes) {
+      for (const char* t : {"null", "boolean", "integer", "number", "string", "array", "object"})
+        if ((types & type_bits(t)) == type_bits(t) && !(t[0] == 'i' && (types & kNumber) == kNumber))
+          merged["type"].push_back(t);
+    }
+    if (values) {
+      if (values->empty()) fail_empty(why, ptr, "no value is in every enum");
+      merged["enum"] = std::move(*values);
+    }
+    if (lo) merged[lo_ex ? "exclusiveMinimum" : "minimum"] = *lo;
+    if (hi) merged[hi_ex ? "exclusiveMaximum" : "maximum"] = *hi;
+    if (min_len) merged["minLength"] = *min_len;
+    if (max_len) merged["maxLength"] = *max_len;
+    for (const auto& [k, v] : single) merged[k] = *v;
+    synthetic_.push_back(std::move(merged));
+    return {&synthetic_.back(), ptr};
   }
 
   // Arrays merged (a $ref to an array beside maxItems, allOf of array
@@ -2541,21 +2836,28 @@ void add_all_of(Json& s, Json part) {
 //     is one of these forms.
 // Other forms are left for the converter, which refuses `not` by name.
 // `depth` stops the walk past max_nesting (the converter refuses that).
-void rewrite_not(Json& s, size_t depth, size_t max_depth) {
-  if (!s.is_object() || depth > max_depth) return;
+// Calls f on every subschema of the node s (its keywords' schemas and those
+// of $defs/definitions; not inside enum, const or annotations).
+template <typename F>
+void for_each_subschema(Json& s, F&& f) {
   for (const char* k : {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
                         "dependencies"}) {
     if (s.contains(k) && s[k].is_object())
-      for (auto& [name, sub] : s[k].items()) rewrite_not(sub, depth + 1, max_depth);
+      for (auto& [name, sub] : s[k].items()) f(sub);
   }
   for (const char* k : {"additionalProperties", "items", "additionalItems", "not", "contains", "propertyNames", "if",
                         "then", "else", "unevaluatedItems", "unevaluatedProperties"}) {
-    if (s.contains(k)) rewrite_not(s[k], depth + 1, max_depth);
+    if (s.contains(k)) f(s[k]);
   }
   for (const char* k : {"allOf", "anyOf", "oneOf", "prefixItems", "items"}) {
     if (s.contains(k) && s[k].is_array())
-      for (Json& sub : s[k]) rewrite_not(sub, depth + 1, max_depth);
+      for (Json& sub : s[k]) f(sub);
   }
+}
+
+void rewrite_not(Json& s, size_t depth, size_t max_depth) {
+  if (!s.is_object() || depth > max_depth) return;
+  for_each_subschema(s, [&](Json& sub) { rewrite_not(sub, depth + 1, max_depth); });
   if (!s.contains("not")) return;
   const Json& n = s["not"];
   if (n.is_boolean() ? n.get<bool>() : is_trivial(n)) {
@@ -2649,6 +2951,82 @@ void rewrite_not(Json& s, size_t depth, size_t max_depth) {
   }
 }
 
+// if/then/else, rewritten before `not` at every schema position (as
+// rewrite_not walks them), as what they mean: a value is valid iff it is
+// valid against if and then, or against not-if and else. Written as
+//   allOf += anyOf [allOf [if, then], allOf [anyOf [N...], else]]
+// where each N is a schema every value of which fails `if` (a sound subset
+// of not-if: values of none of them are not written), one per keyword of
+// `if` that can be negated: "type" T (the other types), "required" [r...]
+// (an object lacking r), "properties" {p: S} (an object with p whose value
+// fails S: S's negation in rewrite_not's forms, or `not` of its enum/const
+// values, which the converter writes beside an enum that lists p's values).
+// With no N, only allOf [if, then]. A missing then or else is true; an if of
+// true or false picks one.
+void rewrite_if(Json& s, size_t depth, size_t max_depth) {
+  if (!s.is_object() || depth > max_depth) return;
+  for_each_subschema(s, [&](Json& sub) { rewrite_if(sub, depth + 1, max_depth); });
+  if (!s.contains("if")) {  // then and else without if constrain nothing
+    s.erase("then");
+    s.erase("else");
+    return;
+  }
+  if (s.contains("allOf") && !s["allOf"].is_array()) return;  // malformed: the converter says so
+  const Json cond = s["if"];
+  if (!cond.is_boolean() && !cond.is_object()) return;
+  const Json then = s.contains("then") ? s["then"] : Json(true);
+  const Json other = s.contains("else") ? s["else"] : Json(true);
+  s.erase("if");
+  s.erase("then");
+  s.erase("else");
+  if (cond.is_boolean()) {
+    add_all_of(s, cond.get<bool>() ? then : other);
+    return;
+  }
+  Json negations = Json::array();
+  if (cond.contains("type")) {
+    Json n = Json{{"not", Json{{"type", cond["type"]}}}};
+    rewrite_not(n, depth + 1, max_depth);
+    if (!n.is_object() || !n.contains("not")) negations.push_back(std::move(n));
+  }
+  if (cond.contains("required") && cond["required"].is_array())
+    for (const Json& r : cond["required"])
+      if (r.is_string()) negations.push_back(Json{{"type", "object"}, {"properties", Json{{r.get<std::string>(), false}}}});
+  if (cond.contains("properties") && cond["properties"].is_object()) {
+    for (const auto& [name, sp] : cond["properties"].items()) {
+      Json n = Json{{"not", sp}};
+      // Enum/const (with a "type" their values have): `not` of those values.
+      if (sp.is_object() && (sp.contains("enum") || sp.contains("const"))) {
+        Json values = Json::array();
+        bool plain = true;
+        for (const auto& [k, v] : sp.items())
+          if (!is_annotation(k) && k != "enum" && k != "const" && k != "type") plain = false;
+        unsigned types = kAllTypes;
+        if (sp.contains("type") && sp["type"].is_string()) types = type_bits(sp["type"].get<std::string>());
+        if (sp.contains("type") && !sp["type"].is_string()) plain = false;
+        if (sp.contains("enum") && !sp["enum"].is_array()) plain = false;
+        if (plain) {
+          const Json& list = sp.contains("enum") ? sp["enum"] : Json::array({sp["const"]});
+          for (const Json& v : list)
+            if ((json_type(v) & types) && (!sp.contains("const") || v == sp["const"])) values.push_back(v);
+          n = Json{{"not", Json{{"enum", std::move(values)}}}};
+        }
+      } else {
+        rewrite_not(n, depth + 1, max_depth);
+        if (n.is_object() && n.contains("not")) continue;  // not negatable here: no such values written
+      }
+      negations.push_back(Json{{"type", "object"}, {"required", Json::array({name})}, {"properties", Json{{name, std::move(n)}}}});
+    }
+  }
+  Json yes = Json{{"allOf", Json::array({cond, then})}};
+  if (negations.empty()) {
+    add_all_of(s, std::move(yes));
+    return;
+  }
+  Json no_if = negations.size() == 1 ? std::move(negations[0]) : Json{{"anyOf", std::move(negations)}};
+  add_all_of(s, Json{{"anyOf", Json::array({std::move(yes), Json{{"allOf", Json::array({std::move(no_if), other})}}})}});
+}
+
 }  // namespace
 
 std::string json_schema_to_gbnf(std::string_view schema_json, const GrammarLimits& limits) {
@@ -2662,6 +3040,7 @@ std::string json_schema_to_gbnf(std::string_view schema_json, const GrammarLimit
     if (const size_t tag = what.find("] "); tag != std::string::npos) what = what.substr(tag + 2);
     throw Error(Errc::invalid_argument, "json_schema: the schema is not valid JSON: " + what);
   }
+  rewrite_if(root, 0, limits.max_nesting);
   rewrite_not(root, 0, limits.max_nesting);
   return Converter(root, limits).run();
 }

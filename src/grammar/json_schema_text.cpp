@@ -579,6 +579,9 @@ struct Re {
   std::vector<Re> kids;  // kSeq, kAlt; kRepeat: one, the body
   uint32_t min = 0;      // kRepeat
   uint32_t max = 0;      // kRepeat; kInf for no bound
+  // kEmpty inside PatternParser only: an anchor, '^' (kStart) or '$' (kEnd),
+  // before parse() resolves it into its branches' anchored ends.
+  enum Anchor : uint8_t { kNone, kStart, kEnd } anchor = kNone;
 };
 
 Re chars_node(CodepointSet s) {
@@ -698,6 +701,8 @@ std::string show_cp(uint32_t cp) {
   return s;
 }
 
+bool nullable(const Re& re);
+
 class PatternParser {
  public:
   struct Branch {
@@ -711,18 +716,19 @@ class PatternParser {
     for (size_t pos = 0; pos < pattern.size();) p_.push_back(next_codepoint(pattern, pos));
   }
 
+  // The pattern's top-level alternatives, each as the branches its anchors
+  // make (anchors resolved: see Variant), in order.
   std::vector<Branch> parse() {
     std::vector<Branch> branches;
     do {
-      Branch b;
-      if (peek('^')) {
-        b.anchored_start = true;
-        ++i_;
+      for (Variant& v : variants(parse_sequence(0))) {
+        branches.push_back({list_node(Re::kSeq, std::move(v.items)), v.start, v.end});
       }
-      b.re = parse_sequence(0, &b.anchored_end);
-      branches.push_back(std::move(b));
     } while (eat('|'));
     if (i_ < p_.size()) fail("unbalanced ')'");
+    if (branches.empty()) {
+      throw PatternError("no string matches the pattern (a '^' after what cannot be empty, or a '$' before it)");
+    }
     return branches;
   }
 
@@ -740,29 +746,156 @@ class PatternParser {
   Re parse_alternatives(size_t depth) {
     std::vector<Re> alts;
     do {
-      alts.push_back(parse_sequence(depth, nullptr));
+      alts.push_back(parse_sequence(depth));
     } while (eat('|'));
     return list_node(Re::kAlt, std::move(alts));
   }
 
-  // end_anchor: set where a top-level '$' ends the alternative (null inside
-  // groups, where anchors are not supported).
-  Re parse_sequence(size_t depth, bool* end_anchor) {
+  // Anchors are kept as nodes (Re::anchor) wherever they are; parse()
+  // resolves them.
+  Re parse_sequence(size_t depth) {
     std::vector<Re> items;
     while (i_ < p_.size() && p_[i_] != '|' && p_[i_] != ')') {
-      if (p_[i_] == '$') {
-        if (end_anchor && (i_ + 1 == p_.size() || p_[i_ + 1] == '|')) {
-          *end_anchor = true;
-          ++i_;
-          break;
-        }
-        fail("'$' is supported only at the end of the pattern or of a top-level alternative");
+      if (p_[i_] == '^' || p_[i_] == '$') {
+        Re anchor;
+        anchor.anchor = p_[i_] == '^' ? Re::kStart : Re::kEnd;
+        items.push_back(std::move(anchor));
+        ++i_;
+        continue;
       }
-      if (p_[i_] == '^') fail("'^' is supported only at the start of the pattern or of a top-level alternative");
       Re atom = parse_atom(depth);
       items.push_back(parse_quantifier(std::move(atom)));
     }
     return list_node(Re::kSeq, std::move(items));
+  }
+
+  // --- anchors ---
+  // A regular expression with anchors inside is, as a search (ECMA-262's and
+  // Python's re.search without flags), the union of up to four anchor-free
+  // variants: those whose match must start at the string's start (`start`),
+  // end at its end (`end`), both or neither. Exactly: in a sequence, what
+  // comes before a '^' must match "" (the match is at position 0 there), so
+  // it is dropped where it can be empty and the variant is dead where it
+  // cannot (a^b matches nothing); what comes after a '$' likewise; an
+  // alternation is the union of its alternatives' variants; x? is "" | x;
+  // x* and x+ allow one iteration anchored at the start (the first) and one
+  // at the end (the last); other counts of anchors are refused
+  // (parse_quantifier).
+  // So ^$|(^(?:\S+\s+){0,99}\S+$) is "" anchored at both ends or the group
+  // anchored at both ends, and ^([^,]|$) is [^,] anchored at the start or ""
+  // anchored at both ends.
+  struct Variant {
+    bool start = false, end = false;
+    std::vector<Re> items;  // a sequence
+  };
+  static bool has_anchor(const Re& re) {
+    if (re.anchor != Re::kNone) return true;
+    return std::any_of(re.kids.begin(), re.kids.end(), [](const Re& k) { return has_anchor(k); });
+  }
+  // Variants of one kind (start, end) made one: an alternation of their sequences.
+  static std::vector<Variant> merged(std::vector<Variant> vs) {
+    std::vector<Variant> out;
+    for (Variant& v : vs) {
+      auto same = std::find_if(out.begin(), out.end(), [&](const Variant& o) { return o.start == v.start && o.end == v.end; });
+      if (same == out.end()) {
+        out.push_back(std::move(v));
+        continue;
+      }
+      std::vector<Re> alts;
+      alts.push_back(list_node(Re::kSeq, std::move(same->items)));
+      alts.push_back(list_node(Re::kSeq, std::move(v.items)));
+      same->items.clear();
+      same->items.push_back(list_node(Re::kAlt, std::move(alts)));
+    }
+    return out;
+  }
+  static bool all_nullable(const std::vector<Re>& items) {
+    return std::all_of(items.begin(), items.end(), [](const Re& k) { return nullable(k); });
+  }
+  static std::vector<Variant> variants(Re re) {
+    if (!has_anchor(re)) {
+      Variant v;
+      v.items.push_back(std::move(re));
+      return {std::move(v)};
+    }
+    switch (re.kind) {
+      case Re::kEmpty: {  // an anchor
+        Variant v;
+        (re.anchor == Re::kStart ? v.start : v.end) = true;
+        return {std::move(v)};
+      }
+      case Re::kAlt: {
+        std::vector<Variant> all;
+        for (Re& k : re.kids)
+          for (Variant& v : variants(std::move(k))) all.push_back(std::move(v));
+        return merged(std::move(all));
+      }
+      case Re::kSeq: {
+        std::vector<Variant> acc(1);
+        for (Re& k : re.kids) {
+          const std::vector<Variant> next = variants(std::move(k));
+          std::vector<Variant> out;
+          for (const Variant& a : acc)
+            for (const Variant& v : next) {
+              Variant c{a.start || v.start, a.end || v.end, a.items};
+              if (v.start) {  // before it: only ""
+                if (!all_nullable(c.items)) continue;
+                c.items.clear();
+              }
+              if (a.end) {  // after it: only ""
+                if (!all_nullable(v.items)) continue;
+              } else {
+                c.items.insert(c.items.end(), v.items.begin(), v.items.end());
+              }
+              out.push_back(std::move(c));
+            }
+          acc = merged(std::move(out));
+        }
+        return acc;
+      }
+      case Re::kRepeat: {  // x{0}, x?, x{1}, x* or x+ (parse_quantifier refuses others)
+        if (re.max == 0) return {Variant{}};
+        const uint32_t min = re.min, max = re.max;
+        std::vector<Variant> body = variants(std::move(re.kids[0]));
+        std::vector<Variant> out;
+        if (max == 1) {
+          out = std::move(body);
+        } else {
+          // x* and x+: at most one iteration anchored at the start (the first
+          // that is not empty, so the first) and one at the end (the last):
+          // F{min,} | S F* | F* E | S F* E | SE, F, S, E, SE being the body's
+          // variants (an iteration counts towards min whatever its kind).
+          std::optional<Re> f;
+          for (Variant& v : body)
+            if (!v.start && !v.end) f = list_node(Re::kSeq, std::move(v.items));
+          auto f_star = [&] { return f ? std::vector<Re>{repeat_node(*f, 0, kInf)} : std::vector<Re>{}; };
+          if (f) out.push_back({false, false, {repeat_node(*f, min, kInf)}});
+          for (const Variant& v : body) {
+            if (!v.start && !v.end) continue;
+            Variant c{v.start, v.end, {}};  // SE alone; F* E; S F*
+            if (!v.start) c.items = f_star();
+            c.items.insert(c.items.end(), v.items.begin(), v.items.end());
+            if (!v.end) {
+              for (Re& r : f_star()) c.items.push_back(std::move(r));
+            }
+            out.push_back(std::move(c));
+            if (v.start && !v.end) {
+              for (const Variant& e : body) {
+                if (!e.end || e.start) continue;
+                Variant se{true, true, v.items};
+                for (Re& r : f_star()) se.items.push_back(std::move(r));
+                se.items.insert(se.items.end(), e.items.begin(), e.items.end());
+                out.push_back(std::move(se));
+              }
+            }
+          }
+        }
+        if (min == 0 && (max == 1 || out.empty() || out[0].start || out[0].end)) out.push_back(Variant{});
+        return merged(std::move(out));
+      }
+      case Re::kChars: break;
+    }
+    return {};
   }
 
   Re parse_atom(size_t depth) {
@@ -822,6 +955,8 @@ class PatternParser {
     }
     if (max != kInf && min > max)
       fail("repetition {" + std::to_string(min) + "," + std::to_string(max) + "} out of order");
+    if (max > 1 && !(max == kInf && min <= 1) && has_anchor(atom))
+      fail("'^' or '$' inside a group repeated a bounded number of times or at least twice is not supported");
     const uint32_t biggest = max == kInf ? min : max;
     if (biggest > max_repetition_) {
       fail("repetition count " + std::to_string(biggest) + " over limits.max_repetition (" +

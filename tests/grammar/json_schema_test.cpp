@@ -480,10 +480,10 @@ TEST(JsonSchemaToGbnf, PatternProperties) {
             grammar({R"(root ::= "{" space ( x-a-kv )? space "}")", R"(x-a ::= "{" space x-a-p-kv space "}")",
                      R"(x-a-kv ::= "\"x-a\"" space ":" space x-a)", R"(x-a-p-kv ::= "\"p\"" space ":" space null)"},
                     {"null"}));
-  EXPECT_EQ(error_of(R"({"properties": {"x-a": {"type": "string", "minLength": 1}},
-                         "patternProperties": {"^x-": {"maxLength": 3}}})"),
-            R"(json_schema: keyword "allOf" at /properties/x-a: merges only objects (properties, required, )"
-            R"(additionalProperties) or enums; the schema at /properties/x-a is neither)");
+  EXPECT_EQ(error_of(R"({"properties": {"x-a": {"type": "string", "pattern": "a"}},
+                         "patternProperties": {"^x-": {"pattern": "b"}}})"),
+            R"(json_schema: keyword "pattern" at /patternProperties/^x-: two different values in one conjunction )"
+            R"(("allOf") are not supported)");
   // A required name not in "properties": the pattern's schema, not
   // additionalProperties'; false forbids it.
   EXPECT_EQ(convert(R"({"required": ["b"], "patternProperties": {"b": {"type": "null"}},
@@ -887,6 +887,22 @@ TEST(JsonSchemaToGbnf, Patterns) {
   EXPECT_EQ(pattern("[0-9]+"), grammar({R"(root ::= "\"" (char* [0-9]+ char*) "\"")"}, {"char"}));
   EXPECT_EQ(pattern("^A|B|C|D$"),
             grammar({R"(root ::= "\"" ("A" char* | char* "B" char* | char* "C" char* | char* "D") "\"")"}, {"char"}));
+  // Anchors inside groups: the alternative is the union of its variants,
+  // each anchored at the start, the end, both or neither (what must match ""
+  // before a '^' or after a '$' is dropped; a variant it cannot be is dead).
+  EXPECT_EQ(pattern("^$|(^(?:a+ )?b$)"), grammar({R"(root ::= "\"" ((("a"+ " ")? "b")?) "\"")"}));
+  EXPECT_EQ(pattern("^([^,]|$)"),
+            grammar({R"(root ::= "\"" ((([^\x00-\x1F",\\\x7F\uD800-\uDFFF] | "\\" ["\\bfnrt] | )"
+                     R"("\\u00" ("0" [0-7bef] | "1" [0-9a-f] | "7f")) char*)?) "\"")"},
+                    {"char"}));
+  EXPECT_EQ(pattern("(^a|b)c"), grammar({R"(root ::= "\"" ("ac" char* | char* "bc" char*) "\"")"}, {"char"}));
+  EXPECT_EQ(pattern("x?(^y|z$)"), grammar({R"(root ::= "\"" ("y" char* | char* "x"? "z") "\"")"}, {"char"}));
+  EXPECT_EQ(pattern("^(a|b$)?c$"), grammar({R"(root ::= "\"" (("a")? "c") "\"")"}));
+  // In x* and x+, one iteration anchored at the start (the first) and one at
+  // the end (the last).
+  EXPECT_EQ(pattern("^(a|^b)+$"), grammar({R"(root ::= "\"" ("a"+ | "b" "a"*) "\"")"}));
+  EXPECT_EQ(pattern("^(/?(x|y*)($|/))*$"),
+            grammar({R"(root ::= "\"" (("/"? ("x" | "y"*) "/")* | ("/"? ("x" | "y"*) "/")* "/"? ("x" | "y"*)) "\"")"}));
   // Repeated parts that can match nothing are rewritten (GBNF's x* of such
   // an x is left-recursive).
   EXPECT_EQ(pattern("^(a?)*b$"), grammar({R"(root ::= "\"" ("a"* "b") "\"")"}));
@@ -914,7 +930,11 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(json_schema: unsupported keyword "not" at the root)"},
       {R"({"type": "null", "not": {"type": "null"}})",
        R"(json_schema: the schema false (no value is valid) at the root)"},
-      {R"({"if": {}, "then": {}, "else": {}})", R"(json_schema: unsupported keyword "if" at the root)"},
+      {R"({"if": {"properties": {"a": {"const": 1}}}, "then": {"contains": {}}})",
+       R"(json_schema: unsupported keyword "contains" at /allOf/0/anyOf/0/allOf/1)"},
+      {R"({"not": {"enum": [1, 2]}})",
+       R"(json_schema: keyword "not" at the root: of enum/const beside no enum/const that lists the values allowed )"
+       R"((not): the grammar writes no value but these only where it lists them)"},
       // dependencies in their sound forms; what they cannot be.
       {R"({"type": "object", "dependentRequired": {"a": "b"}})",
        R"(json_schema: keyword "dependentRequired" at /dependentRequired: "a" must be an array of property names)"},
@@ -946,8 +966,14 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(json_schema: keyword "multipleOf" at the root: no multiple of 10 is within the bounds)"},
       {R"({"type": "integer", "multipleOf": 0})",
        R"(json_schema: keyword "multipleOf" at the root: must be a number over 0)"},
-      {R"({"type": ["number", "null"], "multipleOf": 0.01})",
-       R"(json_schema: keyword "multipleOf" at the root: only whole numbers up to 10^15 are supported, not 0.01)"},
+      {R"({"type": ["number", "null"], "multipleOf": 0.3})",
+       R"(json_schema: keyword "multipleOf" at the root: only whole numbers up to 10^15 and fractions 1/k (0.5, )"
+       R"(0.25, 0.1, 0.01, ..., 0.001) whose floating-point quotients are whole for every integer are supported, )"
+       R"(not 0.3)"},
+      {R"({"type": "number", "multipleOf": 0.0001})",
+       R"(json_schema: keyword "multipleOf" at the root: only whole numbers up to 10^15 and fractions 1/k (0.5, )"
+       R"(0.25, 0.1, 0.01, ..., 0.001) whose floating-point quotients are whole for every integer are supported, )"
+       R"(not 0.0001)"},
       {R"({"$defs": {"a": {"$dynamicRef": "#x"}}, "$ref": "#/$defs/a"})",
        R"(json_schema: unsupported keyword "$dynamicRef" at /$defs/a)"},
       // Bounds of numbers with no integer and no [I, I+1] between them.
@@ -976,10 +1002,14 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(json_schema: keyword "minimum" at the root: not supported beside "enum" for numbers past 2^53)"},
       {R"({"enum": [4, 6], "multipleOf": 0.5})",
        R"(json_schema: keyword "multipleOf" at the root: not supported beside "enum" but for whole numbers)"},
-      {R"({"allOf": [{"type": "string"}, {"minLength": 1}, {"maxLength": 3}]})",
-       R"(json_schema: keyword "allOf" at the root: merges only objects (properties, required, additionalProperties) or enums; the schema at /allOf/1 is neither)"},
-      {R"({"anyOf": [{"minLength": 1}, {"type": "null"}], "maxLength": 2})",
-       R"(json_schema: keyword "anyOf" at the root: merges only objects (properties, required, additionalProperties) or enums; the schema at the root is neither)"},
+      {R"({"allOf": [{"minLength": 1}, {"items": {}}]})",
+       R"(json_schema: keyword "allOf" at the root: merges only objects (properties, required, additionalProperties) or enums; the schema at /allOf/0 is neither)"},
+      {R"({"allOf": [{"type": "string", "pattern": "a"}, {"pattern": "b"}]})",
+       R"(json_schema: keyword "pattern" at /allOf/1: two different values in one conjunction ("allOf") are not supported)"},
+      {R"({"allOf": [{"type": "integer", "multipleOf": 2}, {"multipleOf": 3}]})",
+       R"(json_schema: keyword "multipleOf" at /allOf/1: two different values in one conjunction ("allOf") are not supported)"},
+      {R"({"allOf": [{"type": ["number", "string"]}, {"not": {"type": "integer"}}, {"minimum": 1}]})",
+       R"(json_schema: unsupported keyword "not" at /allOf/1)"},
   };
   for (const auto& [schema, message] : cases) EXPECT_EQ(error_of(schema), message) << schema;
 }
@@ -1000,12 +1030,17 @@ TEST(JsonSchemaToGbnf, UnsupportedPatternsThrow) {
   EXPECT_EQ(error(R"(^\ud83d\ude00$)"),
             at + "surrogate escapes are not supported (write the character itself) (at character 7)");
   EXPECT_EQ(error(R"(^\q$)"), at + "unknown escape \"\\q\" (at character 3)");
-  EXPECT_EQ(error("^a^b$"),
-            at + "'^' is supported only at the start of the pattern or of a top-level alternative (at character 2)");
-  EXPECT_EQ(error("^a$b$"),
-            at + "'$' is supported only at the end of the pattern or of a top-level alternative (at character 2)");
-  EXPECT_EQ(error("^(a$"),
-            at + "'$' is supported only at the end of the pattern or of a top-level alternative (at character 3)");
+  // Anchors anywhere; a pattern whose every alternative needs "" before a
+  // '^' or after a '$' that cannot be empty matches no string.
+  const std::string none = at + "no string matches the pattern (a '^' after what cannot be empty, or a '$' before it)";
+  EXPECT_EQ(error("^a^b$"), none);
+  EXPECT_EQ(error("^a$b$"), none);
+  EXPECT_EQ(error("(a|b)^c|d$e"), none);
+  const std::string repeated = at + "'^' or '$' inside a group repeated a bounded number of times or at least twice is "
+                                    "not supported (at character ";
+  EXPECT_EQ(error("^(a|^b){2}$"), repeated + "10)");
+  EXPECT_EQ(error("^(a$){2,}"), repeated + "9)");
+  EXPECT_EQ(error("^(a$"), at + "missing ')' (at character 4)");
   EXPECT_EQ(error("^(a"), at + "missing ')' (at character 3)");
   EXPECT_EQ(error("^a)$"), at + "unbalanced ')' (at character 2)");
   EXPECT_EQ(error("^[ab$"), at + "unterminated character class (at character 5)");
