@@ -170,6 +170,7 @@ struct SchedulerMetrics {
   int64_t kv_pages_used = 0;              // pages held (running requests and prompt caches)
   int64_t prefix_cache_pages = 0;         // pages the prefix tree owns, each once (also held by the requests and slots reading them)
   uint64_t preemptions_total = 0;         // requests preempted for lack of pages (requeued, resumed later)
+  uint64_t snapshot_bytes = 0;            // recurrent state the slots' snapshots hold (Sequence::snapshot_bytes; hybrid models)
 };
 
 // One slot as llama-server's GET /slots shows it (server_slot::to_json's

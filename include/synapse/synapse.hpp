@@ -118,7 +118,8 @@ class Model {
   uint64_t kv_bytes_per_position(GgmlType type_k, GgmlType type_v) const;
   // Whether the model has recurrent layers (Qwen3.5's Gated DeltaNet): its
   // sequences then keep a state that Sequence::truncate/fork cannot cut back
-  // to an earlier position (only to n_past() or 0).
+  // to an earlier position (only to n_past(), 0, or a snapshot's position:
+  // Sequence::rewind_point).
   bool has_recurrent_layers() const;
   // tokenizer.chat_template, if the file has one.
   std::optional<std::string> chat_template() const;
@@ -170,23 +171,57 @@ class Sequence {
   int64_t n_ctx() const;   // the most positions this sequence may reach
   // Positions of the past its cache keeps at least: n_ctx(), or fewer for a
   // sliding-window model (the window; pages wholly before it go back to the
-  // pool, so it holds at most the window and two pages).
+  // pool, so it holds at most the window and two pages, and the pages its
+  // snapshots keep: see rewind_point).
   int64_t capacity() const;
   void clear();            // forget everything; the next token is position 0
   // Forgets positions [n_keep, n_past()): the next token is position n_keep
   // and the rows before it are kept as they are (reusing a cached prefix
-  // without copying it). Throws Error(invalid_argument) if n_keep is outside
-  // [0, n_past()], or if a sliding-window cache has already given back a
-  // position the kept prefix would need (as fork()), or if the model has
+  // without copying it); a recurrent state goes back to the snapshot at
+  // n_keep, and snapshots past n_keep are forgotten. Decoding on gives the
+  // bits a fresh sequence fed the same tokens gives. Throws
+  // Error(invalid_argument) if n_keep is outside [0, n_past()], or if a
+  // sliding-window cache has already given back a position the kept prefix
+  // would need and no snapshot kept it (as fork()), or if the model has
   // recurrent layers (Qwen3.5's DeltaNet: a state that folds in the whole
-  // prefix and cannot be cut back) and n_keep is neither n_past() nor 0.
+  // prefix and cannot be cut back) and n_keep is neither n_past(), 0 nor a
+  // snapshot's position. rewind_point(n) gives the largest accepted n_keep.
   void truncate(int64_t n_keep);
   // A new sequence sharing positions [0, n_prefix) of this one, in the same
   // pool (whole pages shared, never written while shared; a partial last
-  // page copied). Error(invalid_argument) if n_prefix > n_past(), or under
+  // page copied), with the snapshots at or before n_prefix (shared, not
+  // copied). Error(invalid_argument) if n_prefix > n_past(), or under
   // truncate()'s rules for sliding windows and recurrent layers;
   // Error(out_of_range) when the pool has no page for the copy.
   Sequence fork(int64_t n_prefix) const;
+
+  // Snapshots (hybrid and sliding-window models; every call below does
+  // nothing, or answers as if every position were a snapshot, for a model
+  // whose cache can be cut anywhere). What a cache cannot rewind (the
+  // recurrent state; the pages a sliding window would give back) is kept at
+  // chosen positions: when a decode reaches the position request_snapshot
+  // asked for, and every 256 positions (multiples of 256). At most 4 are
+  // kept, the oldest periodic one dropped first, then the oldest. A snapshot
+  // holds a copy of the recurrent state (snapshot_bytes) and keeps the
+  // window's pages before its position out of the pool (kv_pages counts them).
+  //
+  // The largest n <= n_most (clamped to [0, n_past()]) that truncate and fork
+  // accept: n_most itself when they can, else the latest snapshot before it,
+  // else 0.
+  int64_t rewind_point(int64_t n_most) const;
+  // Asks for a snapshot when a decode brings the sequence to `pos`
+  // positions (one request; a later call replaces it; pos == n_past() takes
+  // it now; an earlier pos asks for none). The decode cuts its pass there:
+  // the rows' bits are the same.
+  void request_snapshot(int64_t pos);
+  // The snapshots' positions, ascending.
+  std::vector<int64_t> snapshot_positions() const;
+  // Bytes of recurrent state the snapshots hold (one shared with a fork
+  // counts in each).
+  size_t snapshot_bytes() const;
+  // Forgets every snapshot (a sliding window's pages they kept go back to the
+  // pool); true when there was one.
+  bool drop_snapshots();
   // Pages of its pool it holds, and the pages a decode of n_new more
   // positions would take from the pool (new pages, and shared ones copied
   // before they are written).
@@ -203,8 +238,11 @@ class Sequence {
   // prompt token is always computed again, for its logits), and forgets the
   // rest. When the cache cannot be cut back to it (truncate's rules: a
   // sliding window has given back a position it needs, or a recurrent
-  // state holds the whole sequence) the sequence is cleared. Returns the
-  // positions kept: prompt[0, kept) need not be decoded again.
+  // state holds the whole sequence) it goes back to the latest snapshot
+  // before it (rewind_point), else to 0. Then asks for a snapshot at
+  // prompt.size() - 1 (request_snapshot), the prefix a later prompt that
+  // starts with this one keeps. Returns the positions kept: prompt[0, kept)
+  // need not be decoded again.
   int64_t keep_common_prefix(std::span<const token_id> prompt);
 
  private:

@@ -155,7 +155,8 @@ PYBIND11_MODULE(_synapse, m) {
                              "positions its KV cache stores (n_ctx, or the sliding window)")
       .def("clear", &Sequence::clear, "forget every position; the next token is position 0")
       .def("truncate", &Sequence::truncate, py::arg("n_keep"),
-           "forget positions [n_keep, n_past); InvalidArgumentError outside [0, n_past]")
+           "forget positions [n_keep, n_past); InvalidArgumentError outside [0, n_past], or where the\n"
+           "cache cannot be cut back to n_keep (rewind_point)")
       .def("fork", &Sequence::fork, py::arg("n_prefix"), "a new sequence sharing positions [0, n_prefix)")
       .def_property_readonly(
           "tokens",
@@ -168,8 +169,14 @@ PYBIND11_MODULE(_synapse, m) {
           "keep_common_prefix",
           [](Sequence& s, const std::vector<token_id>& prompt) { return s.keep_common_prefix(prompt); },
           py::arg("prompt"),
-          "keeps the longest prefix of tokens that PROMPT starts with (at most len(PROMPT) - 1; the\n"
-          "sequence is cleared when its cache cannot be cut back to it) and returns its length");
+          "keeps the longest prefix of tokens that PROMPT starts with (at most len(PROMPT) - 1; when\n"
+          "the cache cannot be cut back to it, the latest snapshot before it, else nothing), asks for a\n"
+          "snapshot at len(PROMPT) - 1, and returns the positions kept")
+      .def("rewind_point", &Sequence::rewind_point, py::arg("n_most"),
+           "the largest n <= n_most that truncate(n) and fork(n) accept (a snapshot's position on a\n"
+           "hybrid or sliding-window model)")
+      .def_property_readonly("snapshot_positions", &Sequence::snapshot_positions,
+                             "positions of the snapshots kept (hybrid and sliding-window models)");
 
   py::class_<BoundContext>(m, "Context", "A thread pool and logits buffer over a model (synapse::Context).")
       .def(py::init<const Model&, int>(), py::arg("model"), py::arg("n_threads") = 0,

@@ -1053,11 +1053,12 @@ class Llama:
     def _keep_prefix(self, ids: List[int]) -> int:
         """Keeps the longest prefix of `ids` the context holds (at most all
         but the last id, which is recomputed for its logits) and returns its
-        length: the library's prefix reuse (Sequence.keep_common_prefix),
-        which starts again from position 0 when the cache cannot be cut back
-        to it (a sliding window has overwritten some of it, or a recurrent
-        model's state, Qwen3.5's, holds the whole sequence), as the
-        scheduler does."""
+        length: the library's prefix reuse (Sequence.keep_common_prefix).
+        Where the cache cannot be cut back to it (a sliding window has given
+        back some of it, or a recurrent model's state, Qwen3.5's, holds the
+        whole sequence) it goes back to the latest snapshot before it (one
+        is kept at the end of each prompt and every 256 positions), else to
+        position 0, as the scheduler does."""
         n = self._seq.n_past
         keep = self._seq.keep_common_prefix(ids)
         if keep < n:

@@ -69,17 +69,28 @@ def test_prompt_cache_gives_the_same_text(llm):
     assert again == first
 
 
-def test_hybrid_model_reuses_only_the_whole_context():
-    # tiny-qwen35 (Qwen3.5's DeltaNet layers): their recurrent state cannot be cut back, so a prompt that
-    # shares only part of the context starts from position 0; either way the text is a fresh model's.
+def test_hybrid_model_reuses_the_snapshot_of_the_last_prompt():
+    # tiny-qwen35 (Qwen3.5's DeltaNet layers): their recurrent state cannot be cut back to any position, so
+    # the context keeps a snapshot of it at the end of each prompt (Sequence.keep_common_prefix asks for
+    # one); a prompt sharing the previous prompt goes back to it instead of position 0. Either way the
+    # text is a fresh model's.
     from synapse import Llama
     path = str(Path(__file__).resolve().parents[2] / "tests" / "data" / "models" / "tiny-qwen35-q8_0.gguf")
     with Llama(path, n_ctx=256, n_threads=1, verbose=False) as fresh:
         want = fresh(PROMPT + ", there", max_tokens=12, temperature=0)["choices"][0]["text"]
     with Llama(path, n_ctx=256, n_threads=1, verbose=False) as llm:
+        kept = []
+        keep_prefix = llm._keep_prefix
+        llm._keep_prefix = lambda ids: kept.append(keep_prefix(ids)) or kept[-1]
+        first = llm.tokenize((PROMPT + " a").encode())
+        second = llm.tokenize((PROMPT + ", there").encode())
+        assert first[:-1] == second[:len(first) - 1] and first[-1] != second[len(first) - 1]
         llm(PROMPT + " a", max_tokens=4, temperature=0)  # shares PROMPT only
         assert llm(PROMPT + ", there", max_tokens=12, temperature=0)["choices"][0]["text"] == want
         assert llm(PROMPT + ", there", max_tokens=12, temperature=0)["choices"][0]["text"] == want
+        # Nothing, then the snapshot at the end of the first prompt (all but its last token), then
+        # the second prompt's own (the same prompt again: all but its last token).
+        assert kept == [0, len(first) - 1, len(second) - 1]
 
 
 def test_token_prompt_and_long_prompt_error(llm):

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -486,6 +487,26 @@ void forward_pass(const Model& m, std::span<model::KvCache* const> seqs, std::sp
   }
 }
 
+// The rows of `rows` (a pass, at most kMaxPassRows) up to and including the
+// first that brings its sequence to that sequence's next snapshot position;
+// all of them when none does.
+int64_t rows_before_snapshot(std::span<KvCache* const> seqs, std::span<const BatchRow> rows, ForwardScratch& sc) {
+  auto& at = sc.snapshot_at;
+  auto& pos = sc.snapshot_pos;
+  at.resize(seqs.size());
+  pos.resize(seqs.size());
+  for (size_t sq = 0; sq < seqs.size(); ++sq) {
+    at[sq] = seqs[sq] ? seqs[sq]->next_snapshot() : std::numeric_limits<int64_t>::max();
+    pos[sq] = seqs[sq] ? seqs[sq]->n_past() : 0;
+  }
+  const int64_t n = static_cast<int64_t>(rows.size());
+  for (int64_t i = 0; i < n; ++i) {
+    const auto sq = static_cast<size_t>(rows[i].seq);
+    if (++pos[sq] == at[sq]) return i + 1;
+  }
+  return n;
+}
+
 }  // namespace
 
 void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::span<const BatchRow> rows,
@@ -554,13 +575,25 @@ void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::s
   // not depend on the rows beside it (contract 2), and the rows of a sequence
   // cut between two passes find the earlier ones in its cache. What a pass
   // touches (activations, their quantized copies) then stays in cache.
+  // A pass also ends after the row that brings a sequence to a snapshot
+  // position (KvCache::next_snapshot: the end of a prompt, every
+  // kSnapshotInterval positions), which is taken then; the cut changes no
+  // row's bits, for the same reason.
   s.normed.resize(static_cast<size_t>(n_wanted * hp.n_embd));
+  const bool snapshots = std::any_of(seqs.begin(), seqs.end(), [](const KvCache* kv) {
+    return kv && kv->keeps_snapshots();
+  });
   int64_t done_wanted = 0;
-  for (int64_t i0 = 0; i0 < n; i0 += kMaxPassRows) {
-    const std::span<const BatchRow> pass =
-        rows.subspan(static_cast<size_t>(i0), static_cast<size_t>(std::min(kMaxPassRows, n - i0)));
+  for (int64_t i0 = 0; i0 < n;) {
+    int64_t len = std::min(kMaxPassRows, n - i0);
+    if (snapshots) len = rows_before_snapshot(seqs, rows.subspan(static_cast<size_t>(i0), static_cast<size_t>(len)), s);
+    const std::span<const BatchRow> pass = rows.subspan(static_cast<size_t>(i0), static_cast<size_t>(len));
     forward_pass(m, seqs, pass, s.normed.data() + done_wanted * hp.n_embd, pool, s, observer);
     for (const BatchRow& r : pass) done_wanted += r.logits ? 1 : 0;
+    if (snapshots)
+      for (KvCache* kv : seqs)
+        if (kv) kv->take_due_snapshot();
+    i0 += len;
   }
 
   if (what == ForwardOutput::hidden) {

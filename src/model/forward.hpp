@@ -59,6 +59,7 @@ struct SplitAttention {
 
 struct ForwardScratch {
   std::vector<int64_t> pos, n_new, batched_rows, block_rows, block_begin;
+  std::vector<int64_t> snapshot_at, snapshot_pos;  // per sequence: its next snapshot position, its position
   std::vector<float> x, cur, q, k, v, att, tmp, gate, up, rope_cos, rope_sin, rope_cos_swa, rope_sin_swa, q_temp;
   std::vector<float> normed;  // [n_wanted][n_embd]: the final-normed rows whose logits are wanted
   std::vector<BatchRow> one_seq;  // forward's rows

@@ -149,8 +149,11 @@ KvCache::KvCache(KvCache&& o) noexcept
       capacity_(o.capacity_),
       n_past_(o.n_past_),
       pages_(std::move(o.pages_)),
-      recurrent_(std::move(o.recurrent_)) {
+      recurrent_(std::move(o.recurrent_)),
+      snapshots_(std::move(o.snapshots_)),
+      requested_(o.requested_) {
   o.pages_.clear();
+  o.snapshots_.clear();
   o.n_past_ = 0;
 }
 
@@ -164,7 +167,10 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
     n_past_ = o.n_past_;
     pages_ = std::move(o.pages_);
     recurrent_ = std::move(o.recurrent_);
+    snapshots_ = std::move(o.snapshots_);
+    requested_ = o.requested_;
     o.pages_.clear();
+    o.snapshots_.clear();
     o.n_past_ = 0;
   }
   return *this;
@@ -180,15 +186,21 @@ void KvCache::drop_pages_from(int64_t first_page) {
 
 // The next row (position n_past) reads from n_past - window + 1 on (rounded
 // down to a multiple of 16 at most, which stays in the same page): a page
-// wholly before that is read by no row to come.
+// wholly before that is read by no row to come, unless a snapshot at P keeps
+// it (P's next row reads [P - window + 1, P)).
 void KvCache::release_window() {
   if (window_ <= 0) return;
   const int64_t first_read = n_past_ - window_ + 1;
-  for (int64_t i = 0; (i + 1) * kPageSize <= first_read && i < static_cast<int64_t>(pages_.size()); ++i)
-    if (pages_[static_cast<size_t>(i)]) {
-      pool_->give_back(pages_[static_cast<size_t>(i)]);
-      pages_[static_cast<size_t>(i)] = nullptr;
-    }
+  for (int64_t i = 0; (i + 1) * kPageSize <= first_read && i < static_cast<int64_t>(pages_.size()); ++i) {
+    quant::ggml_fp16_t*& p = pages_[static_cast<size_t>(i)];
+    if (!p) continue;
+    const bool kept = std::any_of(snapshots_.begin(), snapshots_.end(), [&](const Snapshot& s) {
+      return s.pos > i * kPageSize && (i + 1) * kPageSize > s.pos - window_ + 1;
+    });
+    if (kept) continue;
+    pool_->give_back(p);
+    p = nullptr;
+  }
 }
 
 void KvCache::set_n_past(int64_t n) {
@@ -197,6 +209,8 @@ void KvCache::set_n_past(int64_t n) {
 }
 
 void KvCache::clear() {
+  snapshots_.clear();
+  requested_ = -1;
   drop_pages_from(0);
   n_past_ = 0;
   recurrent_.clear();
@@ -210,7 +224,7 @@ void KvCache::check_prefix(const char* what, int64_t n_prefix) const {
   if (n_prefix < 0 || n_prefix > n_past_)
     throw Error(Errc::invalid_argument, std::string(what) + ": prefix of " + std::to_string(n_prefix) +
                                             " positions, the sequence has " + std::to_string(n_past_));
-  recurrent_.check_keep(what, n_prefix, n_past_);
+  if (!has_snapshot(n_prefix)) recurrent_.check_keep(what, n_prefix, n_past_);
   if (n_prefix == 0 || n_prefix == n_past_ || window_ <= 0) return;
   // The rows the next position (n_prefix) reads, from n_prefix - window + 1
   // (rounded down to 16, the same page).
@@ -243,17 +257,102 @@ KvCache KvCache::fork(int64_t n_prefix) const {
     }
   }
   copy.n_past_ = n_prefix;
+  for (const Snapshot& sn : snapshots_)
+    if (sn.pos <= n_prefix) copy.snapshots_.push_back(sn);
+  if (requested_ > n_prefix) copy.requested_ = requested_;
   copy.release_window();
-  copy.recurrent_ = recurrent_;
-  if (n_prefix == 0) copy.recurrent_.clear();
+  copy.recurrent_ = recurrent_;  // its shape, and the state at n_past_
+  if (n_prefix == 0)
+    copy.recurrent_.clear();
+  else if (n_prefix < n_past_ && !recurrent_.empty())
+    copy.recurrent_ = *copy.snapshots_.back().state;  // check_prefix: the snapshot at n_prefix
   return copy;
 }
 
 void KvCache::truncate(int64_t n_keep) {
   check_prefix("truncate", n_keep);
+  if (n_keep == n_past_) return;
+  while (!snapshots_.empty() && snapshots_.back().pos > n_keep) snapshots_.pop_back();
+  if (n_keep == 0) {
+    recurrent_.clear();
+  } else if (!recurrent_.empty()) {
+    recurrent_ = *snapshots_.back().state;  // check_prefix: the snapshot at n_keep
+  }
   n_past_ = n_keep;
-  if (n_keep == 0) recurrent_.clear();
   drop_pages_from(n_page_slots(n_keep));
+  release_window();
+}
+
+bool KvCache::has_snapshot(int64_t pos) const {
+  return std::any_of(snapshots_.begin(), snapshots_.end(), [&](const Snapshot& s) { return s.pos == pos; });
+}
+
+int64_t KvCache::rewind_point(int64_t n_most) const {
+  const int64_t n = std::clamp<int64_t>(n_most, 0, n_past_);
+  const auto ok = [&](int64_t at) {
+    try {
+      check_prefix("rewind", at);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  };
+  if (!keeps_snapshots() || ok(n)) return n;
+  for (auto it = snapshots_.rbegin(); it != snapshots_.rend(); ++it)
+    if (it->pos <= n && ok(it->pos)) return it->pos;
+  return 0;
+}
+
+void KvCache::request_snapshot(int64_t pos) {
+  if (!keeps_snapshots()) return;
+  requested_ = pos > n_past_ ? pos : -1;
+  if (pos == n_past_ && pos > 0 && !has_snapshot(pos)) add_snapshot(false);
+}
+
+int64_t KvCache::next_snapshot() const {
+  if (!keeps_snapshots()) return std::numeric_limits<int64_t>::max();
+  const int64_t periodic = (n_past_ / kSnapshotInterval + 1) * kSnapshotInterval;
+  return requested_ > n_past_ ? std::min(requested_, periodic) : periodic;
+}
+
+void KvCache::take_due_snapshot() {
+  if (!keeps_snapshots() || n_past_ == 0) return;
+  const bool requested = n_past_ == requested_;
+  if (requested) requested_ = -1;
+  if (!requested && n_past_ % kSnapshotInterval != 0) return;
+  if (has_snapshot(n_past_)) return;
+  add_snapshot(!requested);
+}
+
+void KvCache::add_snapshot(bool periodic) {
+  Snapshot sn{n_past_, periodic, nullptr};
+  if (!recurrent_.empty()) sn.state = std::make_shared<const RecurrentState>(recurrent_);
+  snapshots_.push_back(std::move(sn));  // n_past_ is past every other one
+  if (snapshots_.size() > kMaxSnapshots) {
+    // The oldest periodic one but the new one, else the oldest.
+    auto drop = std::find_if(snapshots_.begin(), snapshots_.end() - 1, [](const Snapshot& s) { return s.periodic; });
+    snapshots_.erase(drop != snapshots_.end() - 1 ? drop : snapshots_.begin());
+    release_window();
+  }
+}
+
+bool KvCache::drop_snapshots() {
+  if (snapshots_.empty()) return false;
+  snapshots_.clear();
+  release_window();
+  return true;
+}
+
+std::vector<int64_t> KvCache::snapshot_positions() const {
+  std::vector<int64_t> out;
+  for (const Snapshot& s : snapshots_) out.push_back(s.pos);
+  return out;
+}
+
+size_t KvCache::snapshot_bytes() const {
+  size_t n = 0;
+  for (const Snapshot& s : snapshots_) n += s.state ? s.state->bytes() : 0;
+  return n;
 }
 
 int64_t KvCache::pages_needed(int64_t n_new) const {

@@ -23,14 +23,28 @@
 // Sliding-window models (HParams::kv_window > 0) give a page back to the pool
 // once every position in it is out of the window of every position still to
 // come: a sequence holds at most window + 2 pages' worth of positions however
-// long it runs (seed 000 "Sliding Window"). A model whose layers mix windowed
+// long it runs (seed 000 "Sliding Window"), plus the pages its snapshots keep
+// (below: at most kMaxSnapshots windows). A model whose layers mix windowed
 // and full attention (gpt-oss, Gemma 3) keeps every position in every layer:
 // its windowed layers read only their window, but their rows are not stored
 // apart (llama.cpp's llama_kv_cache_iswa does).
+//
+// Snapshots (issue 50 item 4): a recurrent state (Qwen3.5) folds the whole
+// prefix in, and a sliding window gives back rows a shorter prefix needs, so
+// neither can be cut back to an arbitrary position. A sequence with either
+// keeps snapshots of what cannot be rewound at chosen positions P: a copy of
+// the recurrent state after P positions, and (sliding window) the pages
+// holding [P - window + 1, P), which release_window then does not give back
+// while the snapshot lives. truncate and fork accept any snapshot position.
+// A snapshot is taken when the sequence reaches a requested position
+// (request_snapshot: the scheduler and keep_common_prefix ask for the end of
+// each prompt) and every kSnapshotInterval positions; at most kMaxSnapshots
+// are kept, the oldest periodic one dropped first, then the oldest.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -77,6 +91,18 @@ int64_t kv_rotation_v(GgmlType type_v, int64_t head_size_v) noexcept;
 // Positions per page, and its log2 (kernels::KvLayerView::page_shift).
 inline constexpr int kPageShift = 6;
 inline constexpr int64_t kPageSize = int64_t{1} << kPageShift;
+
+// Snapshots (see the top): one every kSnapshotInterval positions (position
+// multiples of it), so that a prompt diverging from the cached sequence past
+// its last requested snapshot recomputes at most that many positions more
+// than it must; 256 is forward_batch's pass (kMaxPassRows), so a prefill from
+// a multiple of it takes them at pass boundaries it cuts anyway. At most
+// kMaxSnapshots per sequence: a real hybrid's state is tens of MiB (a
+// DeltaNet layer with 32 value heads of 128 x 128 floats holds 2 MiB) and a
+// window's snapshot keeps up to the window's pages, so few; 4 keeps the end of
+// the last prompts of a chat beside the latest periodic one.
+inline constexpr int64_t kSnapshotInterval = 256;
+inline constexpr size_t kMaxSnapshots = 4;
 
 // A pool of pages of one model's shapes. Pages are allocated when first
 // needed (memory grows to the most pages ever in use at once, never past
@@ -170,15 +196,48 @@ class KvCache {
 
   // A sequence holding positions [0, n_prefix) of this one, in the same pool:
   // full pages shared, a partial last page copied, the recurrent state
-  // copied. Throws Error(invalid_argument) if n_prefix > n_past(), if a
-  // sliding window has given back a page the copy would need to read, or if
-  // the sequence has a recurrent state and n_prefix is neither n_past() nor
-  // 0 (RecurrentState::check_keep: such a state cannot be cut back);
+  // copied (from the snapshot at n_prefix when n_prefix < n_past()), the
+  // snapshots at or before n_prefix shared. Throws Error(invalid_argument)
+  // if n_prefix > n_past(), if a sliding window has given back a page the
+  // copy would need to read (no snapshot keeps it), or if the sequence has a
+  // recurrent state and n_prefix is neither n_past(), 0 nor a snapshot's
+  // position (RecurrentState::check_keep: such a state cannot be cut back);
   // Error(out_of_range) when the pool has no page for the copy.
   KvCache fork(int64_t n_prefix) const;
   // Keeps positions [0, n_keep) (the next row is position n_keep); pages
-  // past them go back to the pool. Throws Error(invalid_argument) as fork().
+  // past them go back to the pool, and so do snapshots past n_keep. A
+  // recurrent state is restored from the snapshot at n_keep. Throws
+  // Error(invalid_argument) as fork().
   void truncate(int64_t n_keep);
+
+  // Whether this cache has state that cannot be cut back to any position
+  // (a recurrent state, or a sliding window shorter than n_ctx), so that it
+  // keeps snapshots; false: truncate and fork accept any prefix, and the
+  // snapshot calls below do nothing.
+  bool keeps_snapshots() const { return !recurrent_.empty() || (window_ > 0 && window_ < n_ctx_); }
+  // The largest n <= n_most that truncate(n) and fork(n) accept: n_most
+  // itself when possible, else the latest snapshot at or before it, else 0.
+  // n_most is clamped to [0, n_past()].
+  int64_t rewind_point(int64_t n_most) const;
+  // Asks for a snapshot when the sequence reaches `pos` positions (one
+  // request at a time: a later call replaces it; pos <= n_past() takes one
+  // now if pos == n_past(), else nothing). No-op unless keeps_snapshots().
+  void request_snapshot(int64_t pos);
+  // The next position > n_past() at which a forward pass takes a snapshot
+  // (the requested one or the next multiple of kSnapshotInterval); the
+  // largest int64_t when this cache keeps none.
+  int64_t next_snapshot() const;
+  // Takes the snapshot due at n_past() (forward_batch calls it after a pass
+  // that ends there; nothing when none is due or one is already there).
+  void take_due_snapshot();
+  // Forgets every snapshot (their pages go back to the pool when no position
+  // to come reads them); true when there was one.
+  bool drop_snapshots();
+  // The snapshot positions, ascending.
+  std::vector<int64_t> snapshot_positions() const;
+  // Bytes of the recurrent-state copies the snapshots hold (a copy shared
+  // with a fork counts in each holder); their pinned pages are in n_pages().
+  size_t snapshot_bytes() const;
 
   // Pages the pool must provide for positions [n_past, n_past + n_new) to be
   // writable (missing pages, and shared pages to copy).
@@ -219,12 +278,22 @@ class KvCache {
   // Error(invalid_argument) unless positions [0, n_prefix) can be kept.
   void check_prefix(const char* what, int64_t n_prefix) const;
   void drop_pages_from(int64_t first_page);  // gives back pages [first_page, ...)
-  void release_window();                     // gives back pages no future row reads
+  // Gives back pages no future row reads and no snapshot keeps.
+  void release_window();
+  bool has_snapshot(int64_t pos) const;
+  void add_snapshot(bool periodic);  // at n_past_
+  struct Snapshot {
+    int64_t pos = 0;
+    bool periodic = false;  // taken at a multiple of kSnapshotInterval, not requested
+    std::shared_ptr<const RecurrentState> state;  // null for a cache without one; shared with forks
+  };
   std::shared_ptr<KvPool> pool_;
   int64_t n_ctx_ = 0, window_ = 0, capacity_ = 0;
   int64_t n_past_ = 0;
   std::vector<quant::ggml_fp16_t*> pages_;  // ceil(n_ctx / kPageSize) entries
   RecurrentState recurrent_;
+  std::vector<Snapshot> snapshots_;  // ascending pos, all <= n_past_
+  int64_t requested_ = -1;           // request_snapshot's position, -1: none
 };
 
 }  // namespace synapse::model

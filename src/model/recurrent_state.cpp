@@ -26,7 +26,7 @@ void RecurrentState::check_keep(const char* what, int64_t n_keep, int64_t n_past
   throw Error(Errc::invalid_argument,
               std::string(what) + ": cannot keep " + std::to_string(n_keep) + " of " + std::to_string(n_past) +
                   " positions: the model's recurrent (DeltaNet) state holds the whole prefix and cannot be cut "
-                  "back; keep all positions or none (0) and process the prefix again");
+                  "back; keep all positions, none (0) or a snapshot's position, and process the rest again");
 }
 
 }  // namespace synapse::model

@@ -6,11 +6,10 @@
 //
 // Unlike K/V rows a recurrent state cannot be cut back to an earlier position:
 // it holds the whole prefix folded into a fixed size. So a sequence holding one
-// keeps either everything (n_keep == n_past) or nothing (n_keep == 0, the
-// state zeroed); any other truncate or fork is refused with
-// Error(invalid_argument) (check_keep), and callers re-process the prefix
-// (the scheduler's prompt cache then starts from position 0). Snapshots that
-// would allow more are not kept (issue 50 item 4).
+// keeps everything (n_keep == n_past), nothing (n_keep == 0, the state
+// zeroed), or goes back to a snapshot (a copy of this state taken at that
+// position: KvCache's snapshots, issue 50 item 4); any other truncate or fork
+// is refused with Error(invalid_argument) (check_keep).
 //
 // Not thread-safe; one sequence's state is written by one forward call at a time.
 #pragma once
@@ -37,8 +36,9 @@ class RecurrentState {
   // Zeroes every state (a sequence back at position 0).
   void clear();
   // Throws Error(invalid_argument) naming `what` ("truncate", "fork") unless
-  // the state can follow the sequence to n_keep positions: n_keep == n_past
-  // or 0, or the state is empty.
+  // the state itself can follow the sequence to n_keep positions: n_keep ==
+  // n_past or 0, or the state is empty (KvCache accepts its snapshots'
+  // positions before asking).
   void check_keep(const char* what, int64_t n_keep, int64_t n_past) const;
   size_t bytes() const { return (conv_.size() + ssm_.size()) * sizeof(float); }
 

@@ -128,16 +128,16 @@ int64_t Sequence::keep_common_prefix(std::span<const token_id> prompt) {
   const size_t most = prompt.empty() ? 0 : prompt.size() - 1;
   size_t keep = 0;
   while (keep < most && keep < have.size() && have[keep] == prompt[keep]) ++keep;
-  if (keep == have.size()) return static_cast<int64_t>(keep);
-  try {
-    truncate(static_cast<int64_t>(keep));
-  } catch (const Error& e) {
-    if (e.code() != Errc::invalid_argument) throw;
-    clear();  // the cache cannot be cut back to the prefix: start again from position 0
-    keep = 0;
-  }
-  return static_cast<int64_t>(keep);
+  truncate(rewind_point(static_cast<int64_t>(keep)));
+  // A follow-up prompt that starts with this one keeps at least this.
+  request_snapshot(static_cast<int64_t>(most));
+  return n_past();
 }
+int64_t Sequence::rewind_point(int64_t n_most) const { return impl_->kv.rewind_point(n_most); }
+void Sequence::request_snapshot(int64_t pos) { impl_->kv.request_snapshot(pos); }
+std::vector<int64_t> Sequence::snapshot_positions() const { return impl_->kv.snapshot_positions(); }
+size_t Sequence::snapshot_bytes() const { return impl_->kv.snapshot_bytes(); }
+bool Sequence::drop_snapshots() { return impl_->kv.drop_snapshots(); }
 int64_t Sequence::kv_pages() const { return impl_->kv.n_pages(); }
 int64_t Sequence::kv_pages_needed(int64_t n_new) const { return impl_->kv.pages_needed(n_new); }
 

@@ -202,8 +202,16 @@ bool Scheduler::Impl::evict_cache(const Slot* keep) {
 
 // Frees pages for rows to come: a free slot's prompt cache (not `keep`'s),
 // else the prefix tree's least recently used leaf that no running request
-// holds; false when neither is left.
-bool Scheduler::Impl::evict(const Slot* keep) { return evict_cache(keep) || (tree && tree->evict_one()); }
+// holds; false when none is left.
+// Last, the snapshots of running requests on a sliding-window model (the
+// window's pages they keep).
+bool Scheduler::Impl::evict(const Slot* keep) {
+  if (evict_cache(keep) || (tree && tree->evict_one())) return true;
+  const int64_t before = pages_free();
+  for (Slot& s : slots)
+    if (&s != keep && s.seq.capacity() < s.seq.n_ctx()) s.seq.drop_snapshots();
+  return pages_free() > before;
+}
 
 // Slot s's running request holds `node` (null: nothing) in the tree.
 void Scheduler::Impl::hold(Slot& s, runtime::PrefixTree::Node* node) {
@@ -290,9 +298,13 @@ void Scheduler::Impl::preempt(Slot& s) {
 std::unique_ptr<Job> Scheduler::Impl::admit(std::unique_ptr<Job> job) {
   const std::vector<token_id>& prompt = job->feed();
   const size_t page = static_cast<size_t>(ctx.kv_pool().page_size);
-  // The last row is always recomputed: its logits start (or continue) the reply.
-  const auto reusable = [&](const Slot& s) {
-    return job->req.cache_prompt ? std::min(common_prefix(s.tokens, prompt), prompt.size() - 1) : 0;
+  // The last row is always recomputed: its logits start (or continue) the
+  // reply. A hybrid or sliding-window cache goes back to its latest snapshot
+  // at or before the common prefix (Sequence::rewind_point).
+  const auto reusable = [&](const Slot& s) -> size_t {
+    if (!job->req.cache_prompt) return 0;
+    const size_t common = std::min(common_prefix(s.tokens, prompt), prompt.size() - 1);
+    return static_cast<size_t>(s.seq.rewind_point(static_cast<int64_t>(common)));
   };
   Slot* best = nullptr;
   Slot* lru = nullptr;
@@ -334,15 +346,7 @@ std::unique_ptr<Job> Scheduler::Impl::admit(std::unique_ptr<Job> job) {
     }
     if (tree && computing_prefix(prompt, std::max({best_len, donor_len, static_cast<size_t>(cached.n)}))) return job;
   }
-  try {
-    best->seq.truncate(static_cast<int64_t>(best_len));
-  } catch (const Error&) {
-    // A sliding window has given back the prefix's pages, or the model's
-    // recurrent state (Qwen3.5) cannot be cut back to it: only a prompt that
-    // extends the whole cached sequence reuses it; any other starts again from 0.
-    best->seq.clear();
-    best_len = 0;
-  }
+  best->seq.truncate(static_cast<int64_t>(best_len));  // a rewind_point: accepted
   best->tokens.resize(best_len);
   // Worth a fork when it saves at least a page of rows.
   const Sequence* from = nullptr;
@@ -362,9 +366,7 @@ std::unique_ptr<Job> Scheduler::Impl::admit(std::unique_ptr<Job> job) {
       best_len = from_len;
       hold(*best, cached.node);
     } catch (const Error&) {
-      // No page for the copy of a partial last page, or (without a tree) a
-      // window gave the prefix back or a recurrent state cannot be cut
-      // there: computed as usual.
+      // No page for the copy of a partial last page: computed as usual.
     }
   }
   const int64_t need = best->seq.kv_pages_needed(static_cast<int64_t>(prompt.size() - best_len)) + n_running;
@@ -374,6 +376,9 @@ std::unique_ptr<Job> Scheduler::Impl::admit(std::unique_ptr<Job> job) {
     hold(*best, nullptr);  // what it forked stays as its prompt cache
     return job;
   }
+  // The end of the prompt (but its last row): where a follow-up that starts
+  // with this prompt goes back to on a hybrid or sliding-window model.
+  best->seq.request_snapshot(static_cast<int64_t>(prompt.size() - 1));
   best->last_used = ++clock;
   job->n_done = best_len;
   job->result.slot = best->id;
@@ -534,6 +539,8 @@ void Scheduler::Impl::update_metrics() {
   }
   m.requests_deferred = static_cast<int32_t>(queue.size());
   m.kv_pages_used = ctx.kv_pool().n_used;
+  m.snapshot_bytes = 0;
+  for (const Slot& s : slots) m.snapshot_bytes += s.seq.snapshot_bytes();
   m.prefix_cache_pages = tree ? tree->n_pages() : 0;
   busy = n_free < static_cast<int32_t>(slots.size());
   if (!busy && queue.empty() && embed_queue.empty()) idle.notify_all();

@@ -120,6 +120,9 @@ std::string metrics_text(const SchedulerMetrics& m, const ServerMetrics& sm) {
   metric("synapse:preemptions_total", "counter",
          "Requests preempted for lack of KV pages (requeued, resumed with the same reply).",
          static_cast<double>(m.preemptions_total));
+  metric("synapse:snapshot_bytes", "gauge",
+         "Bytes of recurrent state the slots' prompt-cache snapshots hold (hybrid models; Sequence::snapshot_bytes).",
+         static_cast<double>(m.snapshot_bytes));
   metric("synapse:cached_tokens_total", "counter", "Prompt tokens served from the prompt cache.",
          static_cast<double>(m.cached_tokens_total));
   metric("synapse:requests_total", "counter", "Requests accepted.", static_cast<double>(m.requests_total));

@@ -147,10 +147,15 @@ TEST(SlidingWindow, CacheHoldsWindowRowsForALongSequence) {
     model::forward(*m, kv, std::span<const token_id>(ids.data() + i, 512), false, logits, pool);
   EXPECT_EQ(kv.n_past(), 4096);
   EXPECT_EQ(kv.capacity(), 32);
-  // The next position reads 4065 .. 4096: only the last page is held, and
-  // the pool never held more than a pass of 512 rows and its window.
+  // The next position reads 4065 .. 4096: the last page, and one page for
+  // each periodic snapshot's window (3297 .. 3327 and so on) are held, and
+  // the pool never held more than a pass of 512 rows, its window and the
+  // snapshots' pages. Without the snapshots only the last page is.
+  EXPECT_EQ(kv.snapshot_positions(), (std::vector<int64_t>{3328, 3584, 3840, 4096}));
+  EXPECT_EQ(kv.bytes(), 4 * page);
+  EXPECT_LE(kv.pool().n_allocated(), (512 + 32) / 64 + 2 + static_cast<int64_t>(model::kMaxSnapshots));
+  EXPECT_TRUE(kv.drop_snapshots());
   EXPECT_EQ(kv.bytes(), page);
-  EXPECT_LE(kv.pool().n_allocated(), (512 + 32) / 64 + 2);
   for (float v : logits) ASSERT_TRUE(std::isfinite(v));
   // The last position sees only the window: the same 32 tokens at the same
   // positions, decoded in a fresh cache after a different history, give the

@@ -806,28 +806,36 @@ TEST(Scheduler, PromptCacheAndCloseTurnAndMetrics) {
 }
 
 // A hybrid model (Qwen3.5's DeltaNet layers, whose recurrent state cannot be
-// cut back): the next turn of a conversation, which extends the whole cached
-// sequence, reuses all of it and replies as a cold run does; a prompt that
-// shares only part of it starts again from position 0 (n_cached 0), and
-// replies as a cold run too.
-TEST(Scheduler, HybridModelReusesOnlyTheWholeCachedSequence) {
+// cut back to any position): the next turn of a conversation, which extends
+// the whole cached sequence, reuses all of it; a prompt that shares only the
+// first prompt (a branch, or a template that re-renders the reply) goes back
+// to the snapshot taken at the end of that prompt (issue 50 item 4), all but
+// its last token; a prompt sharing less than that starts from 0. Each
+// replies as a cold run does, byte for byte. The snapshots' state is in the
+// metrics.
+TEST(Scheduler, HybridModelReusesTheSnapshotAtTheEndOfThePrompt) {
   const Model m = Model::load(data_path("models/tiny-qwen35-q8_0.gguf"));
   Scheduler s(m, sched_params(1, 1));
   const FirstTurn f = first_turn(s, m);
   const Request& r1 = f.req;
   const Reply& a = f.reply;
   const std::vector<token_id>& turn2 = f.next;
-  // Shares r1's prompt but not the reply: the cached sequence cannot be cut back to it.
+  // 4 DeltaNet layers x (3 x 256 conv inputs + 4 heads x 32 x 32) floats: the one snapshot.
+  EXPECT_EQ(s.metrics().snapshot_bytes, uint64_t{4} * (3 * 256 + 4 * 32 * 32) * sizeof(float));
   std::vector<token_id> branch = r1.prompt;
   for (token_id t : prompt_of(m, "The dog")) branch.push_back(t);
+  std::vector<token_id> early(r1.prompt.begin(), r1.prompt.begin() + 3);
+  for (token_id t : prompt_of(m, "A bird")) early.push_back(t);
+  ASSERT_GT(r1.prompt.size(), 4u);
   for (const auto& [prompt, want_cached] :
        {std::make_pair(turn2, static_cast<int64_t>(r1.prompt.size() + a.tokens.size() + 1)),
-        std::make_pair(branch, int64_t{0})}) {
+        std::make_pair(branch, static_cast<int64_t>(r1.prompt.size() - 1)), std::make_pair(early, int64_t{0})}) {
     const WarmCold r2 = warm_then_cold(s, prompt, true);
     EXPECT_EQ(r2.warm.n_cached, want_cached);
     EXPECT_EQ(r2.cold.n_cached, 0);
+    EXPECT_FALSE(r2.warm.tokens.empty());
     expect_same_bytes(r2.cold, r2.warm, "hybrid: cache against cold");
-    // Back to r1's conversation for the branch.
+    // Back to r1's conversation for the next prompt.
     Collector again;
     Request r1b = r1;
     r1b.cache_prompt = false;
