@@ -56,23 +56,18 @@ TEST_P(DecodeAtDepth, PrefillDecodeBatchAndThreadsAreBitIdentical) {
   auto m = model::load_model(data_path(std::string("models/") + GetParam().file));
   const int64_t V = m->hp.n_vocab;
   const std::vector<token_id> ids = test::lcg_prompt(kPositions, 5, V), other = test::lcg_prompt(kPositions + 40, 9, V);
-  // The reference: the whole prompt as one prefill (blocks of many rows).
+  // The reference: the whole prompt as one prefill (blocks of many rows), in
+  // a pool the runs below share: each decodes on a fork of its first
+  // kDecodeFrom positions (one prefill of the depth in all: under sanitizers
+  // it is most of the test's time).
+  auto shared = model::make_kv_pool(*m, 0, types());
+  model::KvCache prompt = model::make_kv_cache(*m, kPositions + 40, shared);
   std::vector<float> want;
   {
-    base::ThreadPool pool(1);
-    model::KvCache kv = model::make_kv_cache(*m, kPositions, nullptr, types());
-    model::forward(*m, kv, ids, true, want, pool);
+    base::ThreadPool pool(2);
+    model::forward(*m, prompt, ids, true, want, pool);
     want.erase(want.begin(), want.begin() + kDecodeFrom * V);
     ASSERT_EQ(want.size(), static_cast<size_t>((kPositions - kDecodeFrom) * V));
-  }
-  // The prompt before the decoded positions, prefilled once in a pool the
-  // runs below share (each decodes on a fork of it).
-  auto shared = model::make_kv_pool(*m, 0, types());
-  model::KvCache prompt = model::make_kv_cache(*m, kPositions, shared);
-  {
-    base::ThreadPool pool(2);
-    std::vector<float> logits;
-    model::forward(*m, prompt, std::span(ids).first(kDecodeFrom), false, logits, pool);
   }
   for (int threads : {1, 2, 3, 4}) {
     const std::vector<float> got = decode(*m, prompt, ids, threads);
@@ -83,11 +78,13 @@ TEST_P(DecodeAtDepth, PrefillDecodeBatchAndThreadsAreBitIdentical) {
   // sequence decoding at depth (so a pass splits two rows) and a third one's
   // short prefill (3 rows a step, a block attended whole), on 3 threads.
   base::ThreadPool pool(3);
-  model::KvCache a = prompt.fork(kDecodeFrom), b = model::make_kv_cache(*m, kPositions + 40, shared),
+  // The other sequence at depth: the same first kDecodeFrom positions, then
+  // 40 of its own, so its rows cross the chunk ends at other steps.
+  model::KvCache a = prompt.fork(kDecodeFrom), b = prompt.fork(kDecodeFrom),
                  c = model::make_kv_cache(*m, kPositions, shared);
   model::KvCache* seqs[3] = {&c, &b, &a};
   std::vector<float> logits, got;
-  model::forward(*m, b, std::span(other).first(kDecodeFrom + 40), false, logits, pool);
+  model::forward(*m, b, std::span(other).subspan(static_cast<size_t>(kDecodeFrom), 40), false, logits, pool);
   size_t next_c = 0;
   for (int64_t p = kDecodeFrom; p < kPositions; ++p) {
     std::vector<model::BatchRow> rows;
