@@ -226,15 +226,27 @@ void KvCache::check_prefix(const char* what, int64_t n_prefix) const {
                                             " positions, the sequence has " + std::to_string(n_past_));
   if (!has_snapshot(n_prefix)) recurrent_.check_keep(what, n_prefix, n_past_);
   if (n_prefix == 0 || n_prefix == n_past_ || window_ <= 0) return;
-  // The rows the next position (n_prefix) reads, from n_prefix - window + 1
-  // (rounded down to 16, the same page).
+  if (const int64_t i = first_missing_window_page(n_prefix); i >= 0)
+    throw Error(Errc::invalid_argument, std::string(what) + ": positions before " +
+                                            std::to_string((i + 1) * kPageSize) +
+                                            " have left the sliding-window cache; cannot keep a prefix of " +
+                                            std::to_string(n_prefix));
+}
+
+// The rows the next position (n_prefix) reads, from n_prefix - window + 1
+// (rounded down to 16, the same page).
+int64_t KvCache::first_missing_window_page(int64_t n_prefix) const {
   const int64_t first_read = std::max<int64_t>(0, n_prefix - window_ + 1);
   for (int64_t i = first_read >> kPageShift; i <= (n_prefix - 1) >> kPageShift; ++i)
-    if (!pages_[static_cast<size_t>(i)])
-      throw Error(Errc::invalid_argument, std::string(what) + ": positions before " +
-                                              std::to_string((i + 1) * kPageSize) +
-                                              " have left the sliding-window cache; cannot keep a prefix of " +
-                                              std::to_string(n_prefix));
+    if (!pages_[static_cast<size_t>(i)]) return i;
+  return -1;
+}
+
+bool KvCache::can_keep(int64_t n_prefix) const {
+  if (n_prefix < 0 || n_prefix > n_past_) return false;
+  if (!has_snapshot(n_prefix) && !recurrent_.can_keep(n_prefix, n_past_)) return false;
+  if (n_prefix == 0 || n_prefix == n_past_ || window_ <= 0) return true;
+  return first_missing_window_page(n_prefix) < 0;
 }
 
 KvCache KvCache::fork(int64_t n_prefix) const {
@@ -289,17 +301,9 @@ bool KvCache::has_snapshot(int64_t pos) const {
 
 int64_t KvCache::rewind_point(int64_t n_most) const {
   const int64_t n = std::clamp<int64_t>(n_most, 0, n_past_);
-  const auto ok = [&](int64_t at) {
-    try {
-      check_prefix("rewind", at);
-      return true;
-    } catch (const Error&) {
-      return false;
-    }
-  };
-  if (!keeps_snapshots() || ok(n)) return n;
+  if (!keeps_snapshots() || can_keep(n)) return n;
   for (auto it = snapshots_.rbegin(); it != snapshots_.rend(); ++it)
-    if (it->pos <= n && ok(it->pos)) return it->pos;
+    if (it->pos <= n && can_keep(it->pos)) return it->pos;
   return 0;
 }
 

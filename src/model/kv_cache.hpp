@@ -277,6 +277,11 @@ class KvCache {
   quant::ggml_fp16_t* row(int64_t pos) { return pages_[static_cast<size_t>(pos >> kPageShift)]; }
   // Error(invalid_argument) unless positions [0, n_prefix) can be kept.
   void check_prefix(const char* what, int64_t n_prefix) const;
+  // Whether check_prefix(_, n_prefix) would pass, without building its error.
+  bool can_keep(int64_t n_prefix) const;
+  // The first page a row at position n_prefix reads (its sliding window) that
+  // has gone back to the pool, or -1 when every one is held (0 < n_prefix < n_past_).
+  int64_t first_missing_window_page(int64_t n_prefix) const;
   void drop_pages_from(int64_t first_page);  // gives back pages [first_page, ...)
   // Gives back pages no future row reads and no snapshot keeps.
   void release_window();

@@ -22,7 +22,7 @@ void RecurrentState::clear() {
 }
 
 void RecurrentState::check_keep(const char* what, int64_t n_keep, int64_t n_past) const {
-  if (empty() || n_keep == n_past || n_keep == 0) return;
+  if (can_keep(n_keep, n_past)) return;
   throw Error(Errc::invalid_argument,
               std::string(what) + ": cannot keep " + std::to_string(n_keep) + " of " + std::to_string(n_past) +
                   " positions: the model's recurrent (DeltaNet) state holds the whole prefix and cannot be cut "

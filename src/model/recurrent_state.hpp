@@ -40,6 +40,8 @@ class RecurrentState {
   // n_past or 0, or the state is empty (KvCache accepts its snapshots'
   // positions before asking).
   void check_keep(const char* what, int64_t n_keep, int64_t n_past) const;
+  // The same test without the error: whether check_keep would pass.
+  bool can_keep(int64_t n_keep, int64_t n_past) const { return empty() || n_keep == n_past || n_keep == 0; }
   size_t bytes() const { return (conv_.size() + ssm_.size()) * sizeof(float); }
 
  private:
