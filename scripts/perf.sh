@@ -26,6 +26,11 @@
 # OUT (docs/PERFORMANCE.md), FORCE_SYNTH (0), SKIP_DEPTH (0: set 1 to skip
 # the d4096 row, whose 4096-token fill is the slowest step), SKIP_LONG (0:
 # set 1 to skip the pp2048 section), LONG_REPS (2: its runs per test);
+# SKIP_MOE (0: set 1 to skip the sparse models of issue 44, qwen3-30b-a3b
+# Q4_K_M and gpt-oss-20b MXFP4_MOE: files of 17 and 11 GiB, whose synthesis
+# takes minutes and whose runs need their size in free memory), MOE_REPS (2:
+# its runs per test), NB (16: sequences decoding together in its batched row),
+# LLAMA_BATCHED_BENCH (llama.cpp's llama-batched-bench, for that row's peer);
 # PP, NG, DEPTH, PP_LONG (512, 128, 4096, 2048) change the test sizes for a
 # quick smoke run of the script
 # (the llama.cpp column then reads n/a). REPORT_ONLY=1 only rewrites $OUT from
@@ -48,6 +53,10 @@ DEPTH=${DEPTH:-4096}
 SKIP_LONG=${SKIP_LONG:-0}
 LONG_REPS=${LONG_REPS:-2}
 PP_LONG=${PP_LONG:-2048}
+SKIP_MOE=${SKIP_MOE:-0}
+MOE_REPS=${MOE_REPS:-2}
+NB=${NB:-16}
+LLAMA_BATCHED_BENCH=${LLAMA_BATCHED_BENCH:-}
 RAW="$BUILD/perf"
 REPORT_ONLY=${REPORT_ONLY:-0}
 LLAMA_BENCH=${LLAMA_BENCH:-}
@@ -151,6 +160,38 @@ if [ "$SKIP_LONG" != 1 ]; then
   done
 fi
 
+# The sparse models (issue 44), 2 threads: pp and tg as above (ik_llama.cpp
+# with its fused MoE, -fmoe 1), the peak RSS of synapse's run (against the
+# file's size: issue 44's <= 1.1x), and NB sequences decoding together
+# against one (synapse bench --batch 1,NB; llama-batched-bench -npl 1,NB: its
+# S_TG is the same aggregate of generated tokens per second).
+if [ "$SKIP_MOE" != 1 ]; then
+  for spec in "qwen3moe-q4km qwen3-30b-a3b Q4_K_M" "gptoss-mxfp4 gpt-oss-20b MXFP4_MOE"; do
+    set -- $spec
+    f=$(model "$2" "$3")
+    echo "perf.sh: $2 $3 pp$PP tg$NG t=2" >&2
+    /usr/bin/time -f %M -o "$RAW/$1-rss-kib.txt" \
+      "$SYN" bench -m "$f" -p "$PP" -n "$NG" -t 2 -r "$MOE_REPS" --bw "$(bw_arg "$bw2")" --json > "$RAW/$1-moe-t2.json"
+    echo "perf.sh: $2 $3 tg32 x1,$NB t=2" >&2
+    "$SYN" bench -m "$f" -p 0 -n 32 --batch "1,$NB" -t 2 -r "$MOE_REPS" --json > "$RAW/$1-batch-t2.json"
+    if [ -n "$LLAMA_BENCH" ]; then
+      echo "perf.sh: llama-bench $2 $3 t=2" >&2
+      "$LLAMA_BENCH" -m "$f" -t 2 -p "$PP" -n "$NG" -r "$MOE_REPS" -fa 0 -b 2048 -ub 512 -o jsonl 2>/dev/null \
+        > "$RAW/$1-moe-llama.jsonl"
+    fi
+    if [ -n "$IK_LLAMA_BENCH" ]; then
+      echo "perf.sh: ik_llama.cpp llama-bench $2 $3 t=2" >&2
+      "$IK_LLAMA_BENCH" -m "$f" -t 2 -p "$PP" -n "$NG" -r "$MOE_REPS" -fa 0 -b 2048 -ub 512 -rtr 1 -fmoe 1 -o json \
+        2>/dev/null > "$RAW/$1-moe-ik.jsonl"
+    fi
+    if [ -n "$LLAMA_BATCHED_BENCH" ]; then
+      echo "perf.sh: llama-batched-bench $2 $3 tg32 x1,$NB t=2" >&2
+      "$LLAMA_BATCHED_BENCH" -m "$f" -t 2 -c $((NB * 64)) -b 2048 -ub 512 -npp 0 -ntg 32 -npl "1,$NB" \
+        --output-format jsonl 2>/dev/null | grep '^{' > "$RAW/$1-batch-llama.jsonl" || true
+    fi
+  done
+fi
+
 load_after="$(uptime)"
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
 python3 - "$RAW/meta.json" "$bw1" "$bw2" "$REPS" "$started" "$cpu" "$load_before" "$load_after" "$top_before" "$LLAMA_BENCH" \
@@ -198,6 +239,8 @@ def llama_results(f):  # the result objects of a llama-bench -o jsonl (or -o jso
     text = open(f).read()
     if text.lstrip().startswith("["):  # -o json: one array (ik_llama.cpp's llama-bench has no jsonl)
         return json.loads(text)
+    # llama-batched-bench prints C's "-nan" for the speed of an empty prompt: JSON's NaN to Python.
+    text = text.replace(": -nan", ": NaN").replace(": nan", ": NaN")
     return [json.loads(line) for line in text.splitlines() if line.strip().startswith("{")]
 
 # llama-bench on this machine in this run (LLAMA_BENCH; ik_llama.cpp's:
@@ -374,6 +417,58 @@ if long_rows:
     first_syn = long_rows[0][1]
     w(f"Runs per test in this section: {len(first_syn[min(first_syn)]['samples_ts'])}.")
     w("")
+# The sparse models of issue 44 (2 threads).
+moe = [("qwen3moe-q4km", "qwen3-30b-a3b Q4_K_M"), ("gptoss-mxfp4", "gpt-oss-20b MXFP4_MOE")]
+moe = [m for m in moe if os.path.exists(f"{raw}/{m[0]}-moe-t2.json")]
+if moe:
+    w("## Sparse models: qwen3-30b-a3b and gpt-oss-20b (issue 44; 2 threads)")
+    w("")
+    w("`synapse bench -p 512 -n 128 -t 2`, llama-bench the same with `-fa 0 -b 2048 -ub 512`, ik_llama.cpp's")
+    w("with `-rtr 1 -fmoe 1`, each model's engines back to back. The bound counts the bytes a token reads:")
+    w("attention, router and shared tensors, and expert_used_count of expert_count experts. Issue 44's targets:")
+    w("tg128 >= 1.0x the faster peer and >= 90% of the bound; pp512 >= 2x llama.cpp and >= 1.1x ik_llama.cpp.")
+    w("")
+    w("| model | test | synapse t/s | llama.cpp t/s | ratio | ik_llama.cpp t/s | ratio vs ik | GB/s | bound t/s | % of bound |")
+    w("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for n, label in moe:
+        lla = {(f"pp{j['n_prompt']}" if j["n_prompt"] else f"tg{j['n_gen']}"): j for j in llama_results(f"{raw}/{n}-moe-llama.jsonl")}
+        ikl = {(f"pp{j['n_prompt']}" if j["n_prompt"] else f"tg{j['n_gen']}"): j for j in llama_results(f"{raw}/{n}-moe-ik.jsonl")}
+        for r in json.load(open(f"{raw}/{n}-moe-t2.json"))["results"]:
+            t = r["test"]
+            cells = [label, t, f"{r['avg_ts']:.2f} ± {r['stddev_ts']:.2f}"]
+            for peer in (lla.get(t), ikl.get(t)):
+                cells += ([f"{peer['avg_ts']:.2f} ± {peer['stddev_ts']:.2f}", f"**{r['avg_ts'] / peer['avg_ts']:.2f}**"]
+                          if peer and peer["avg_ts"] > 0 else ["n/a", "-"])
+            cells += [f"{r['gbps']:.2f}" if "gbps" in r else "-", f"{r['bound_ts']:.2f}" if "bound_ts" in r else "-",
+                      f"{100 * r['fraction_of_bound']:.0f}%" if "fraction_of_bound" in r else "-"]
+            w("| " + " | ".join(cells) + " |")
+    w("")
+    w("Sequences decoding together (`synapse bench -p 0 -n 32 --batch 1,NB -t 2`; llama.cpp's")
+    w("`llama-batched-bench -npp 0 -ntg 32 -npl 1,NB -t 2`, its S_TG): aggregate generated tokens per second,")
+    w("and synapse's peak RSS in its pp/tg run (`/usr/bin/time -f %M`) against the file's size (target <= 1.1x).")
+    w("")
+    w("| model | synapse x1 t/s | synapse xNB t/s | NB | scale | llama.cpp x1 | llama.cpp xNB | ratio xNB | peak RSS | file | RSS / file |")
+    w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for n, label in moe:
+        f = f"{raw}/{n}-batch-t2.json"
+        if not os.path.exists(f):
+            continue
+        res = json.load(open(f))["results"]
+        by = {r.get("batch", 1): r for r in res}
+        nb = max(by)
+        one, many = by.get(1), by[nb]
+        lb = {j["pl"]: j for j in llama_results(f"{raw}/{n}-batch-llama.jsonl")}
+        rss = open(f"{raw}/{n}-rss-kib.txt").read().split()[-1] if os.path.exists(f"{raw}/{n}-rss-kib.txt") else ""
+        size = res[0]["size_bytes"] if res and "size_bytes" in res[0] else 0
+        rss_b = int(rss) * 1024 if rss.isdigit() else 0
+        cells = [label, f"{one['avg_ts']:.2f}" if one else "-", f"{many['avg_ts']:.2f}", str(nb),
+                 f"{many['avg_ts'] / one['avg_ts']:.2f}x" if one else "-",
+                 f"{lb[1]['speed_tg']:.2f}" if 1 in lb else "n/a", f"{lb[nb]['speed_tg']:.2f}" if nb in lb else "n/a",
+                 f"**{many['avg_ts'] / lb[nb]['speed_tg']:.2f}**" if nb in lb and lb[nb]["speed_tg"] > 0 else "-",
+                 mib(rss_b) if rss_b else "-", mib(size) if size else "-",
+                 f"{rss_b / size:.2f}" if rss_b and size else "-"]
+        w("| " + " | ".join(cells) + " |")
+    w("")
 w("## How to reproduce")
 w("")
 w("```sh")
@@ -385,6 +480,7 @@ w("build-perf/bench/bench_bandwidth --threads 1,2")
 w("build-perf/synapse bench -m build/models/llama-3.2-1b-Q4_K_M.gguf -p 512 -n 128 -t 2 -r 3 --bw auto")
 w("build-perf/synapse bench -m build/models/llama-3.2-1b-Q4_K_M.gguf -p 0 -n 128 -d 4096 -t 2 -r 3 --bw auto")
 w("build-perf/synapse bench -m build/models/llama-3.2-1b-Q4_K_M.gguf -p 512,2048 -n 0 -t 2 -r 2")
+w("build-perf/synapse bench -m build/models/qwen3-30b-a3b-Q4_K_M.gguf -p 0 -n 32 --batch 1,16 -t 2 -r 2")
 w("```")
 w("")
 w("## Machine state at the start (`top -bn2 -d 1`, second frame, first 15 lines)")
