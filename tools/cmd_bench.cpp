@@ -33,7 +33,9 @@
 // KV-cache bytes read per token) x t/s, and with --bw the bound
 // t/s = bandwidth / bytes per token and the fraction of it reached (issue 6).
 // Weight bytes per token: every tensor's data, except that an untied
-// token_embd contributes one row only (the embedding lookup). KV bytes per
+// token_embd contributes one row only (the embedding lookup) and a MoE
+// layer's expert tensors their expert_used_count of expert_count (a token
+// reads the experts the router picks: issue 44's bound). KV bytes per
 // token: the K and V rows attention reads (of the -ctk/-ctv types),
 // averaged over the N steps.
 // --bw auto measures the read bandwidth with the thread count of each test
@@ -166,17 +168,38 @@ std::string model_label(const Model& m, const std::string& path) {
   return ft ? name + " " + file_type_name(*ft) : name;
 }
 
+// The share of a MoE layer's experts a token goes through,
+// expert_used_count / expert_count (1 for a dense model).
+double expert_share(const Model& m) {
+  try {
+    const std::string arch = m.gguf().get_string("general.architecture").value_or("");
+    const auto n_used = m.gguf().get_u32(arch + ".expert_used_count");
+    const auto n_all = m.gguf().get_u32(arch + ".expert_count");
+    if (n_used && n_all && *n_all > 0) return static_cast<double>(*n_used) / *n_all;
+  } catch (const Error&) {
+  }
+  return 1;
+}
+
+// A tensor holding every expert of a layer (ffn_gate_exps and the like, or
+// Mixtral's older per-expert blk.N.ffn_gate.E).
+bool is_expert_tensor(const std::string& name) {
+  return name.find("_exps.") != std::string::npos ||
+         (name.find(".ffn_") != std::string::npos && std::count(name.begin(), name.end(), '.') == 4);
+}
+
 // Weight bytes a decode step reads (see the header comment).
 uint64_t weight_bytes_per_token(const Model& m) {
-  uint64_t n = 0;
+  const double share = expert_share(m);
+  double n = 0;
   const bool untied = m.gguf().find_tensor("output.weight") != nullptr;
   for (const auto& t : m.gguf().tensors()) {
     if (untied && t.name == "token_embd.weight")
-      n += t.n_bytes / static_cast<uint64_t>(std::max<int64_t>(1, t.ne[1]));
+      n += static_cast<double>(t.n_bytes / static_cast<uint64_t>(std::max<int64_t>(1, t.ne[1])));
     else
-      n += t.n_bytes;
+      n += static_cast<double>(t.n_bytes) * (is_expert_tensor(t.name) ? share : 1.0);
   }
-  return n;
+  return static_cast<uint64_t>(n);
 }
 
 // The int8 operations (2 per multiply-add, in units of 1e9) of the
@@ -190,14 +213,7 @@ struct Int8Ops {
 
 Int8Ops int8_ops(const Model& m) {
   const bool untied = m.gguf().find_tensor("output.weight") != nullptr;
-  double used = 1;
-  try {
-    const std::string arch = m.gguf().get_string("general.architecture").value_or("");
-    const auto n_used = m.gguf().get_u32(arch + ".expert_used_count");
-    const auto n_all = m.gguf().get_u32(arch + ".expert_count");
-    if (n_used && n_all && *n_all > 0) used = static_cast<double>(*n_used) / *n_all;
-  } catch (const Error&) {
-  }
+  const double used = expert_share(m);
   Int8Ops ops;
   for (const auto& t : m.gguf().tensors()) {
     if (t.ne[1] <= 1 || !t.name.ends_with(".weight")) continue;  // norms, biases, vectors
@@ -206,9 +222,7 @@ Int8Ops int8_ops(const Model& m) {
     if (t.name == "token_embd.weight" && untied) continue;  // a lookup, not a product
     double elems = 1;
     for (int64_t d : t.ne) elems *= static_cast<double>(std::max<int64_t>(d, 1));
-    const bool expert = t.name.find("_exps.") != std::string::npos ||
-                        (t.name.find(".ffn_") != std::string::npos && std::count(t.name.begin(), t.name.end(), '.') == 4);
-    (output ? ops.output : ops.layers) += 2 * (expert ? elems * used : elems) / 1e9;
+    (output ? ops.output : ops.layers) += 2 * (is_expert_tensor(t.name) ? elems * used : elems) / 1e9;
   }
   return ops;
 }

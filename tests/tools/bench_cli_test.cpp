@@ -98,6 +98,20 @@ TEST(BenchCli, JsonParsesWithOneResultPerTestAndRun) {
   EXPECT_FALSE(res[0].contains("gbps"));
 }
 
+TEST(BenchCli, MoeDecodeReadsTheChosenExperts) {
+  // tiny-gpt-oss-f32: 4 of 8 experts per token, so its expert tensors
+  // (ffn_{gate,up,down}_exps weights and biases: 3170304 bytes) count half;
+  // the rest 1065056 bytes, of which the untied token_embd (512 x 128 F32)
+  // one 512-byte row (sizes read with gguf-py's GGUFReader).
+  const Result r = synapse_cli("bench -m " + data_path("models/tiny-gpt-oss-f32.gguf") +
+                               " -p 0 -n 2 -r 1 -t 1 --bw 10 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const auto& tg = j.at("results").at(0);
+  EXPECT_EQ(tg.at("size_bytes"), 4496992);
+  EXPECT_EQ(tg.at("weight_bytes_per_token"), 1065056 + 3170304 / 2);
+}
+
 TEST(BenchCli, BwAutoProbesAroundEveryRun) {
   // Three runs: a probe before the first and after each; each run's bound
   // from the mean of its two probes, the fraction the mean over the runs.
