@@ -60,8 +60,9 @@ int run(const SynthArgs& a) {
 Runner add_synth(CLI::App& app) {
   auto a = std::make_shared<SynthArgs>();
   app.add_option("--preset", a->preset,
-                 "model shape: smollm2-135m, qwen2.5-0.5b, llama-3.2-1b, llama-3.1-8b, qwen3-30b-a3b, gpt-oss-20b, gemma-3-4b");
-  app.add_option("--type", a->type, "file type: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q6_K, Q4_K_M, Q5_K_M, MXFP4_MOE, "
+                 "model shape: smollm2-135m, qwen2.5-0.5b, llama-3.2-1b, llama-3.1-8b, qwen3-30b-a3b, gpt-oss-20b, gemma-3-4b, "
+                 "qwen3.5-4b, qwen3.5-35b-a3b");
+  app.add_option("--type", a->type, "file type: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q6_K, Q4_K_M, Q5_K_M, IQ4_NL, IQ4_XS, MXFP4_MOE, "
                  "IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M, IQ3_XXS, IQ3_XS, IQ3_S, IQ3_M, IQ1_S, IQ1_M (IQ1-IQ3 tensors: random blocks)");
   app.add_option("-o,--output", a->out, "output GGUF file");
   add_threads_flag(app, a->threads);
