@@ -3,7 +3,8 @@
 // synapse/synth.hpp), for benchmarking without downloads. Prints the tensor
 // count, parameters, tensor bytes and time to stderr.
 //
-// Hidden flags for tests: --layers N and --vocab N shrink the preset.
+// Hidden flags for tests: --layers N, --vocab N and --experts N shrink the
+// preset.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -26,6 +27,7 @@ struct SynthArgs {
   uint64_t seed = 42;
   int64_t layers = 0;
   int64_t vocab = 0;
+  int64_t experts = 0;
   bool list = false;
 };
 
@@ -40,12 +42,13 @@ int run(const SynthArgs& a) {
   }
   if (a.preset.empty()) throw Error(Errc::invalid_argument, "synth: --preset is required (--list shows the presets)");
   if (a.out.empty()) throw Error(Errc::invalid_argument, "synth: -o FILE.gguf is required");
-  if (a.layers < 0 || a.vocab < 0) throw Error(Errc::invalid_argument, "synth: --layers and --vocab must be positive");
+  if (a.layers < 0 || a.vocab < 0 || a.experts < 0)
+    throw Error(Errc::invalid_argument, "synth: --layers, --vocab and --experts must be positive");
   const int threads = a.threads > 0 ? a.threads : default_thread_count();
   Ticker ticker("synapse synth: writing " + a.out);  // on a terminal
   const SynthStats r = write_synthetic_model(
       a.out, {.preset = a.preset, .type = a.type, .seed = a.seed, .n_layer = a.layers, .n_vocab = a.vocab,
-              .n_threads = threads});
+              .n_expert = a.experts, .n_threads = threads});
   ticker.stop();
   std::fprintf(stderr,
                "synapse synth: %s %s -> %s: %llu params, %.1f MB tensor data (%.2f MiB), %.1f MB file, "
@@ -70,6 +73,7 @@ Runner add_synth(CLI::App& app) {
   app.add_flag("--list", a->list, "list the presets and types");
   app.add_option("--layers", a->layers, "override the layer count (tests)")->group("");
   app.add_option("--vocab", a->vocab, "override the vocabulary size (tests)")->group("");
+  app.add_option("--experts", a->experts, "override an MoE preset's expert count (tests)")->group("");
   return [a] { return run(*a); };
 }
 

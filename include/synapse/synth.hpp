@@ -44,6 +44,7 @@ struct SynthParams {
   uint64_t seed = 42;         // the values depend only on it (never on n_threads)
   int64_t n_layer = 0;        // > 0: replaces the preset's layer count
   int64_t n_vocab = 0;        // > 0: replaces the preset's vocabulary size
+  int64_t n_expert = 0;       // > 0: replaces an MoE preset's expert count (at least its experts used)
   int n_threads = 0;          // <= 0: default_thread_count() (synapse.hpp)
 };
 
@@ -57,7 +58,8 @@ struct SynthStats {
 // Writes the synthetic model `params` describes to `path`, streaming tensor
 // by tensor (memory: the largest tensor once), generating and quantizing
 // rows on n_threads threads. Throws Error(invalid_argument) for an unknown
-// preset or type (naming the known ones), a negative n_layer or n_vocab, a
+// preset or type (naming the known ones), a negative n_layer, n_vocab or
+// n_expert, n_expert on a dense preset or below its experts used, a
 // thread count above max_threads, or a shape the type cannot hold (a row
 // length not a multiple of its block); Error(io) when the file cannot be
 // written.
