@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -638,6 +639,36 @@ TEST(Synth, Qwen35ShapesLoadAndRun) {
     EXPECT_EQ(e.code(), Errc::invalid_argument);
     EXPECT_NE(std::string(e.what()).find("at least 4 layers"), std::string::npos) << e.what();
   }
+}
+
+// At the real models' DeltaNet head size (128, which the AVX2 and AVX-512
+// delta-rule steps take; the golden tiny models' 32 runs the scalar one), a
+// prefill of 70 tokens and the same tokens decoded one at a time leave
+// bit-identical logits and recurrent states (G1).
+TEST(Synth, Qwen35Head128PrefillEqualsDecode) {
+  SynthPreset p = synth_preset("qwen3.5-4b");
+  p.n_layer = 4, p.n_vocab = 512, p.n_embd = 256, p.n_head = 2, p.n_head_kv = 1, p.head_dim = 64, p.n_rot = 16;
+  p.rope_sections = {3, 3, 2, 0};
+  p.ssm_state = 128, p.ssm_groups = 1, p.ssm_v_heads = 2, p.n_ff = 512;
+  const std::string path = tmp_path("qwen35_d128.gguf");
+  base::ThreadPool pool(2);
+  synth_write(p, "Q8_0", 3, path, pool);
+  const auto m = load_model(path);
+  ASSERT_EQ(m->hp.ssm_d_state, 128);
+  std::vector<token_id> ids(70);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<token_id>(3 + i * 11 % 500);
+  KvCache a = make_kv_cache(*m, 128), b = make_kv_cache(*m, 128);
+  std::vector<float> la, lb;
+  forward(*m, a, ids, false, la, pool);
+  for (token_id t : ids) forward(*m, b, std::vector<token_id>{t}, false, lb, pool);
+  ASSERT_EQ(la.size(), 512u);
+  ASSERT_EQ(la.size(), lb.size());
+  EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)), 0);
+  for (int il = 0; il < 3; ++il) {
+    const size_t n = static_cast<size_t>(2 * 128 * 128);
+    EXPECT_EQ(std::memcmp(a.recurrent().ssm(il), b.recurrent().ssm(il), n * sizeof(float)), 0) << il;
+  }
+  std::remove(path.c_str());
 }
 
 // Llama 3 frequency factors (convert_hf_to_gguf.py, factor 32, low 1, high 4,
