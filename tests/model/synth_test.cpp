@@ -484,6 +484,18 @@ std::unique_ptr<Model> write_and_load(const SynthPreset& p, const char* type, co
   return m;
 }
 
+// A prefill of n_tokens (a 512-token vocabulary) leaves finite logits.
+void expect_prefill_finite(const Model& m, size_t n_tokens) {
+  base::ThreadPool pool(2);
+  KvCache kv = make_kv_cache(m, static_cast<int64_t>(n_tokens) + 28);
+  std::vector<token_id> ids(n_tokens);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<token_id>(3 + i * 7 % 500);
+  std::vector<float> logits;
+  forward(m, kv, ids, false, logits, pool);
+  ASSERT_EQ(logits.size(), 512u);
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+}
+
 TEST(Synth, SmolLM2ShapeLoadsAndRuns) {
   SynthPreset p = synth_preset("smollm2-135m");
   p.n_layer = 2, p.n_vocab = 1024;
@@ -559,14 +571,7 @@ TEST(Synth, Gemma3ShapeLoadsAndRuns) {
   EXPECT_EQ(m->hp.rope_freq_base_swa, 10000.0f);
   EXPECT_EQ(m->layers[5].ffn_post_norm.size(), 256u);
   EXPECT_EQ(m->layers[0].attn_q_norm.size(), 64u);
-  base::ThreadPool pool(2);
-  KvCache kv = make_kv_cache(*m, 64);
-  std::vector<token_id> ids(40);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<token_id>(3 + i * 7 % 500);
-  std::vector<float> logits;
-  forward(*m, kv, ids, false, logits, pool);
-  ASSERT_EQ(logits.size(), 512u);
-  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  expect_prefill_finite(*m, 40);
   std::remove(path.c_str());
 }
 
@@ -618,15 +623,7 @@ TEST(Synth, Qwen35ShapesLoadAndRun) {
       EXPECT_EQ(m->layers[2].ffn_down.type, GgmlType::Q6_K);
       EXPECT_EQ(m->layers[3].wv.type, GgmlType::Q6_K);
     }
-    // A prefill past the conv kernel and a DeltaNet chunk: finite logits.
-    base::ThreadPool pool(2);
-    KvCache kv = make_kv_cache(*m, 128);
-    std::vector<token_id> ids(100);
-    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<token_id>(3 + i * 7 % 500);
-    std::vector<float> logits;
-    forward(*m, kv, ids, false, logits, pool);
-    ASSERT_EQ(logits.size(), 512u);
-    for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+    expect_prefill_finite(*m, 100);  // past the conv kernel and a DeltaNet chunk
     std::remove(path.c_str());
   }
   // Fewer layers than the attention interval: no attention layer, refused.
