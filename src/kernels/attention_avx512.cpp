@@ -17,22 +17,13 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/attention_f16.hpp"
+#include "kernels/avx512_util.hpp"
 
 namespace synapse::kernels {
 namespace {
 
 inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int64_t max64(int64_t a, int64_t b) { return a < b ? b : a; }
-
-// quant::hsum_float_16 of one register: high 8 + low 8, then hsum_float_8's
-// tree ((r0 + r2) + (r1 + r3) with r_i = h_{i+4} + h_i).
-inline float hsum16(__m512 x) {
-  const __m256 h = _mm256_add_ps(_mm512_extractf32x8_ps(x, 1), _mm512_castps512_ps256(x));
-  __m128 r = _mm_add_ps(_mm256_extractf128_ps(h, 1), _mm256_castps256_ps128(h));
-  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-  r = _mm_add_ss(r, _mm_movehdup_ps(r));
-  return _mm_cvtss_f32(r);
-}
 
 // kernels::expf_ggml in 16 lanes: ggml_v_expf's AVX-512 form itself
 // (_mm512_scalef_ps is the reference's std::ldexp, one rounding).

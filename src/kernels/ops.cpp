@@ -173,11 +173,29 @@ float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 float softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
 
-void silu_row(float* x, int64_t n) {
+void delta_rule_step_scalar(float* st, const float* q, const float* k, const float* v, float decay, float beta,
+                            float scale, int64_t d, float* o) {
+  for (int64_t j = 0; j < d; ++j) {
+    float* s = st + j * d;
+    for (int64_t e = 0; e < d; ++e) s[e] *= decay;
+    const float delta = (v[j] - quant::vec_dot_f32_ggml(d, s, k)) * beta;
+    for (int64_t e = 0; e < d; ++e) s[e] = std::fma(k[e], delta, s[e]);
+    o[j] = quant::vec_dot_f32_ggml(d, s, q) * scale;
+  }
+}
+
+void delta_rule_step(float* st, const float* q, const float* k, const float* v, float decay, float beta, float scale,
+                     int64_t d, float* o) {
+  active_ops().delta_rule_step(st, q, k, v, decay, beta, scale, d, o);
+}
+
+void silu_row_scalar(float* x, int64_t n) {
   const int64_t n16 = n - n % 16;
   for (int64_t i = 0; i < n16; ++i) x[i] = silu_ggml(x[i]);
   for (int64_t i = n16; i < n; ++i) x[i] = silu(x[i]);
 }
+
+void silu_row(float* x, int64_t n) { active_ops().silu_row(x, n); }
 
 void swiglu_oai(const float* gate, const float* up, float* y, int64_t n, float alpha, float limit) {
   for (int64_t k = 0; k < n; ++k) {

@@ -129,8 +129,35 @@ void geglu(const float* gate, const float* up, float* y, int64_t n);
 
 // In place, silu of a row of n floats as ggml_vec_silu_f32 (AVX-512) runs a
 // row of ggml_silu: silu_ggml for the first n - n % 16, silu (libm expf) for
-// the rest. Thread-safe (pure).
+// the rest. Runs active_ops().silu_row: the AVX2 form (8 lanes of
+// expf_ggml_avx2) on the avx2 and avx512 tables, bit-equal to
+// silu_row_scalar (tests/kernels/ops_test.cpp). Thread-safe (pure).
 void silu_row(float* x, int64_t n);
+void silu_row_scalar(float* x, int64_t n);
+void silu_row_avx2(float* x, int64_t n);
+
+// One step of the gated delta rule on one head: the inner loop of
+// ggml_compute_forward_gated_delta_net_one_chunk (llama.cpp v0.5.0) for one
+// token. st: the head's state [d][d], held as ggml holds it, transposed
+// (st[j * d + e] = S[e][j]); q, k, v: [d]; o: [d] out. For each row j:
+// st_j *= decay (rounded products), delta = (v[j] - dot(st_j, k)) * beta,
+// st_j[e] = fma(k[e], delta, st_j[e]), o[j] = dot(st_j, q) * scale, the dots
+// in quant::vec_dot_f32_ggml's order (ggml_vec_dot_f32, AVX-512 build). The
+// rows are independent, so this row-by-row order gives the reference's bits
+// (which decays every row, then finds every delta, then updates). decay:
+// exp(g) of the token's gate; beta: sigmoid of its ssm_beta row; scale
+// 1/sqrt(d). Runs active_ops().delta_rule_step (kernels/ops_table.hpp): AVX2
+// and AVX-512 forms for d a multiple of 64 (the scalar one else), bit-equal
+// to the scalar one (tests/kernels/ops_test.cpp). Thread-safe on distinct
+// states.
+void delta_rule_step(float* st, const float* q, const float* k, const float* v, float decay, float beta, float scale,
+                     int64_t d, float* o);
+void delta_rule_step_scalar(float* st, const float* q, const float* k, const float* v, float decay, float beta,
+                            float scale, int64_t d, float* o);
+void delta_rule_step_avx2(float* st, const float* q, const float* k, const float* v, float decay, float beta,
+                          float scale, int64_t d, float* o);
+void delta_rule_step_avx512(float* st, const float* q, const float* k, const float* v, float decay, float beta,
+                            float scale, int64_t d, float* o);
 
 // The two implementations behind swiglu_rows (the _avx2 one defined on
 // x86-64 only; tests reach both through the tables).

@@ -19,6 +19,16 @@ void expf_ggml_avx2_n(const float* x, float* y, int64_t n) {
   }
 }
 
+void silu_row_avx2(float* x, int64_t n) {
+  const int64_t nv = n - n % 16;  // ggml_vec_silu_f32's AVX-512 groups of 16
+  const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
+  for (int64_t i = 0; i < nv; i += 8) {  // silu_ggml: z / (1 + expf_ggml(0 - z))
+    const __m256 z = _mm256_loadu_ps(x + i);
+    _mm256_storeu_ps(x + i, _mm256_div_ps(z, _mm256_add_ps(one, expf_ggml_avx2(_mm256_sub_ps(zero, z)))));
+  }
+  for (int64_t i = nv; i < n; ++i) x[i] = silu(x[i]);
+}
+
 void swiglu_rows_avx2(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len) {
   const int64_t nv = row_len - row_len % 16;  // ggml_vec_swiglu_f32's AVX-512 groups of 16
   const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);

@@ -23,10 +23,12 @@ OpsTable make_scalar_ops() {
   t.scale_round_f16 = scale_round_f16_scalar;
   t.swiglu_rows = swiglu_rows_scalar;
   t.expf_n = expf_n_scalar;
+  t.delta_rule_step = delta_rule_step_scalar;
+  t.silu_row = silu_row_scalar;
   return t;
 }
 
-// x86-64 AVX2 (attention_avx2.cpp, ops_avx2.cpp); elsewhere the scalar
+// x86-64 AVX2 (attention_avx2.cpp, ops_avx2.cpp, delta_rule_avx2.cpp); elsewhere the scalar
 // table under this name.
 OpsTable make_avx2_ops(quant::Isa isa) {
   OpsTable t = make_scalar_ops();
@@ -42,12 +44,15 @@ OpsTable make_avx2_ops(quant::Isa isa) {
   t.scale_round_f16 = scale_round_f16_avx2;
   t.swiglu_rows = swiglu_rows_avx2;
   t.expf_n = expf_ggml_avx2_n;
+  t.delta_rule_step = delta_rule_step_avx2;
+  t.silu_row = silu_row_avx2;
 #endif
   return t;
 }
 
-// x86-64 AVX-512 (attention_avx512.cpp): its attention kernels; the rest,
-// and attend_group (tests only), AVX2's.
+// x86-64 AVX-512 (attention_avx512.cpp, delta_rule_avx512.cpp): its
+// attention kernels and delta-rule step; the rest, and attend_group (tests
+// only), AVX2's.
 OpsTable make_avx512_ops() {
   OpsTable t = make_avx2_ops(quant::Isa::avx512);
 #if defined(__x86_64__) || defined(_M_X64)
@@ -58,6 +63,7 @@ OpsTable make_avx512_ops() {
   t.row_max = row_max_avx512;
   t.exp_sum = exp_sum_avx512;
   t.scale_round_f16 = scale_round_f16_avx512;
+  t.delta_rule_step = delta_rule_step_avx512;
 #endif
   return t;
 }

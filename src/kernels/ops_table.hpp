@@ -41,6 +41,11 @@ struct OpsTable {
   void (*swiglu_rows)(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len) = nullptr;
   // y[0 .. n) = ggml_v_expf(x[0 .. n)) (ops.hpp expf_ggml, expf_ggml_avx2_n).
   void (*expf_n)(const float* x, float* y, int64_t n) = nullptr;
+  // silu_row_scalar / _avx2 (ops.hpp).
+  void (*silu_row)(float* x, int64_t n) = nullptr;
+  // delta_rule_step_scalar / _avx2 / _avx512 (ops.hpp).
+  void (*delta_rule_step)(float* st, const float* q, const float* k, const float* v, float decay, float beta,
+                          float scale, int64_t d, float* o) = nullptr;
 };
 
 // The table of `isa` (every level has one; see above). Its entries may need

@@ -6,7 +6,6 @@
 
 #include "kernels/ops.hpp"
 #include "model/forward.hpp"
-#include "quant/formats.hpp"
 
 namespace synapse::model {
 
@@ -112,8 +111,6 @@ void delta_net_layer(const Model& m, int64_t il, std::span<KvCache* const> seqs,
   // is held as ggml holds it, transposed: st[j * d + e] = S[e][j].
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   pool.parallel_for(n_v_heads, 1, [&](int64_t h0, int64_t h1) {
-    thread_local std::vector<float> delta;  // kept: a step allocates nothing
-    delta.resize(static_cast<size_t>(d));
     for (int64_t h = h0; h < h1; ++h) {
       const int64_t hk = h % n_k_heads;
       for (int64_t i = 0; i < n; ++i) {
@@ -124,12 +121,7 @@ void delta_net_layer(const Model& m, int64_t il, std::span<KvCache* const> seqs,
         const float* v = row + 2 * n_k_heads * d + h * d;
         const float decay = std::exp(g[static_cast<size_t>(i * n_v_heads + h)]);
         const float b = beta[static_cast<size_t>(i * n_v_heads + h)];
-        for (int64_t e = 0; e < d * d; ++e) st[e] *= decay;
-        for (int64_t j = 0; j < d; ++j) delta[j] = (v[j] - quant::vec_dot_f32_ggml(d, st + j * d, k)) * b;
-        for (int64_t j = 0; j < d; ++j)
-          for (int64_t e = 0; e < d; ++e) st[j * d + e] = std::fma(k[e], delta[j], st[j * d + e]);
-        float* o = &core[static_cast<size_t>(i * d_inner + h * d)];
-        for (int64_t j = 0; j < d; ++j) o[j] = quant::vec_dot_f32_ggml(d, st + j * d, q) * scale;
+        kernels::delta_rule_step(st, q, k, v, decay, b, scale, d, &core[static_cast<size_t>(i * d_inner + h * d)]);
       }
     }
   });

@@ -49,6 +49,7 @@ constexpr FileType kFileTypes[] = {
     {"Q5_1", GgmlType::Q5_1, 9, false},   {"Q8_0", GgmlType::Q8_0, 7, false},
     {"Q6_K", GgmlType::Q6_K, 18, false},  {"Q4_K_M", GgmlType::Q4_K, 15, true},
     {"Q5_K_M", GgmlType::Q5_K, 17, true},
+    {"IQ4_NL", GgmlType::IQ4_NL, 25, false}, {"IQ4_XS", GgmlType::IQ4_XS, 30, false},
     {"MXFP4_MOE", GgmlType::MXFP4, 38, false},
     // The IQ file types and their default tensor types (llama-quant.cpp,
     // llama_ftype_get_default_type: IQ2_S means IQ2_XS tensors, IQ2_M IQ2_S,
@@ -200,7 +201,7 @@ struct Sink {
 
 // Metadata values of the kinds a synthetic file holds.
 struct Meta {
-  enum Kind { u32, f32, boolean, string, str_array, f32_array, i32_array };
+  enum Kind { u32, f32, boolean, string, str_array, f32_array, i32_array, bool_array };
   Meta(Kind k, std::string name, uint64_t v = 0) : kind(k), key(std::move(name)), u(v) {}
   Kind kind;
   std::string key;
@@ -209,7 +210,7 @@ struct Meta {
   std::string s;
   std::vector<std::string> strs;
   std::vector<float> floats;
-  std::vector<int32_t> ints;
+  std::vector<int32_t> ints;  // i32_array; bool_array: 0 / 1
 };
 
 void put_meta(Sink& o, const Meta& m) {
@@ -238,6 +239,12 @@ void put_meta(Sink& o, const Meta& m) {
       o.put<uint64_t>(m.ints.size());
       o.raw(m.ints.data(), m.ints.size() * sizeof(int32_t));
       break;
+    case Meta::bool_array:
+      o.put<uint32_t>(static_cast<uint32_t>(ValueType::ARRAY));
+      o.put<uint32_t>(static_cast<uint32_t>(ValueType::BOOL));
+      o.put<uint64_t>(m.ints.size());
+      for (int32_t b : m.ints) o.put<uint8_t>(b != 0 ? 1 : 0);
+      break;
   }
 }
 
@@ -263,10 +270,10 @@ std::vector<Meta> metadata(const SynthPreset& p, const FileType& ft) {
   u32(a + ".context_length", static_cast<uint64_t>(p.n_ctx_train));
   u32(a + ".embedding_length", static_cast<uint64_t>(p.n_embd));
   u32(a + ".block_count", static_cast<uint64_t>(p.n_layer));
-  u32(a + ".feed_forward_length", static_cast<uint64_t>(p.n_ff));
+  if (p.n_ff > 0) u32(a + ".feed_forward_length", static_cast<uint64_t>(p.n_ff));
   u32(a + ".attention.head_count", static_cast<uint64_t>(p.n_head));
   u32(a + ".attention.head_count_kv", static_cast<uint64_t>(p.n_head_kv));
-  u32(a + ".rope.dimension_count", static_cast<uint64_t>(p.head_size()));
+  u32(a + ".rope.dimension_count", static_cast<uint64_t>(p.rope_dims()));
   if (p.head_dim > 0) {
     u32(a + ".attention.key_length", static_cast<uint64_t>(p.head_dim));
     u32(a + ".attention.value_length", static_cast<uint64_t>(p.head_dim));
@@ -277,6 +284,27 @@ std::vector<Meta> metadata(const SynthPreset& p, const FileType& ft) {
     u32(a + ".expert_count", static_cast<uint64_t>(p.n_expert));
     u32(a + ".expert_used_count", static_cast<uint64_t>(p.n_expert_used));
     u32(a + ".expert_feed_forward_length", static_cast<uint64_t>(p.n_ff_exp));
+  }
+  if (p.n_ff_shexp > 0) u32(a + ".expert_shared_feed_forward_length", static_cast<uint64_t>(p.n_ff_shexp));
+  if (p.rope_sections != std::array<int32_t, 4>{0, 0, 0, 0}) {
+    Meta m{Meta::i32_array, a + ".rope.dimension_sections"};
+    m.ints.assign(p.rope_sections.begin(), p.rope_sections.end());
+    md.push_back(std::move(m));
+  }
+  if (p.full_attention_interval > 0) {
+    // As llama.cpp v0.5.0's converter writes them (conversion/qwen.py,
+    // Qwen3NextModel.set_gguf_parameters): the five ssm.* sizes, the layer
+    // types from config.json's layer_types as attention.recurrent_layers,
+    // and full_attention_interval.
+    u32(a + ".ssm.conv_kernel", static_cast<uint64_t>(p.ssm_conv));
+    u32(a + ".ssm.state_size", static_cast<uint64_t>(p.ssm_state));
+    u32(a + ".ssm.group_count", static_cast<uint64_t>(p.ssm_groups));
+    u32(a + ".ssm.time_step_rank", static_cast<uint64_t>(p.ssm_v_heads));
+    u32(a + ".ssm.inner_size", static_cast<uint64_t>(p.ssm_state * p.ssm_v_heads));
+    Meta layers{Meta::bool_array, a + ".attention.recurrent_layers"};
+    for (int64_t il = 0; il < p.n_layer; ++il) layers.ints.push_back(p.is_recurrent(il) ? 1 : 0);
+    md.push_back(std::move(layers));
+    u32(a + ".full_attention_interval", static_cast<uint64_t>(p.full_attention_interval));
   }
   if (p.sliding_window > 0) u32(a + ".attention.sliding_window", static_cast<uint64_t>(p.sliding_window));
   if (p.yarn_factor != 0.0f) {
@@ -319,10 +347,13 @@ std::vector<Meta> metadata(const SynthPreset& p, const FileType& ft) {
 }
 
 void check_preset(const SynthPreset& p) {
-  if (p.arch != "llama" && p.arch != "qwen2" && p.arch != "qwen3moe" && p.arch != "gpt-oss" && p.arch != "gemma3")
-    bad_arg(p.name + ": architecture '" + p.arch + "' (llama, qwen2, qwen3moe, gpt-oss or gemma3)");
-  if (p.n_layer < 1 || p.n_embd < 1 || p.n_head < 1 || p.n_head_kv < 1 || p.n_ff < 1 || p.n_ctx_train < 1)
-    bad_arg(p.name + ": layers, n_embd, heads, n_ff and context must be positive");
+  const bool qwen35 = p.arch == "qwen35" || p.arch == "qwen35moe";
+  if (p.arch != "llama" && p.arch != "qwen2" && p.arch != "qwen3moe" && p.arch != "gpt-oss" && p.arch != "gemma3" &&
+      !qwen35)
+    bad_arg(p.name + ": architecture '" + p.arch + "' (llama, qwen2, qwen3moe, gpt-oss, gemma3, qwen35 or qwen35moe)");
+  if (p.n_layer < 1 || p.n_embd < 1 || p.n_head < 1 || p.n_head_kv < 1 || p.n_ff < 0 ||
+      (p.n_ff == 0 && p.n_expert == 0) || p.n_ctx_train < 1)
+    bad_arg(p.name + ": layers, n_embd, heads, n_ff (but in an MoE model) and context must be positive");
   if ((p.head_dim == 0 && p.n_embd % p.n_head != 0) || p.n_head % p.n_head_kv != 0 || p.head_size() % 2 != 0 ||
       p.head_dim < 0 || p.head_dim > 1024)
     bad_arg(p.name + ": n_embd must be a multiple of n_head (or head_dim given), n_head of n_head_kv, the head size "
@@ -333,6 +364,31 @@ void check_preset(const SynthPreset& p) {
     bad_arg(p.name + ": gpt-oss has experts, q/k/v biases, its own output and a sliding window");
   if (p.arch == "gemma3" && (p.n_expert > 0 || !p.qk_norm || p.qkv_bias || !p.tied))
     bad_arg(p.name + ": gemma3 is dense, with q/k norms, no biases and a tied output");
+  if (qwen35) {
+    // llama.cpp v0.5.0's qwen35 graph: q/k norms, no biases, the gated delta
+    // rule's asserts (v heads a multiple of the k heads), the IMROPE sections.
+    if (!p.qk_norm || p.qkv_bias || (p.arch == "qwen35") != (p.n_expert == 0))
+      bad_arg(p.name + ": qwen35 is dense and qwen35moe has experts, both with q/k norms and no biases");
+    if (p.full_attention_interval < 1 || p.full_attention_interval > p.n_layer)
+      bad_arg(p.name + ": full_attention_interval " + std::to_string(p.full_attention_interval) +
+              " leaves no attention layer in " + std::to_string(p.n_layer) + " (every Qwen3.5 has some: give at least " +
+              std::to_string(std::max<int64_t>(p.full_attention_interval, 1)) + " layers)");
+    if (p.ssm_conv < 1 || p.ssm_conv > 64 || p.ssm_state < 1 || p.ssm_state > 4096 || p.ssm_groups < 1 ||
+        p.ssm_v_heads < 1 || p.ssm_v_heads % p.ssm_groups != 0)
+      bad_arg(p.name + ": DeltaNet needs a conv kernel in [1, 64], a state size in [1, 4096] and v heads a positive "
+                       "multiple of the k heads");
+    int64_t sections = 0;
+    for (int32_t s : p.rope_sections) {
+      if (s < 0) bad_arg(p.name + ": negative rope section");
+      sections += s;
+    }
+    if (sections == 0 || p.rope_dims() % 2 != 0 || p.rope_dims() > p.head_size())
+      bad_arg(p.name + ": qwen35 needs rope sections and an even rope dimension count up to the head size");
+    if (p.arch == "qwen35moe" && p.n_ff_shexp < 1) bad_arg(p.name + ": qwen35moe has a shared expert");
+  } else if (p.full_attention_interval != 0 || p.n_ff_shexp != 0 || p.n_rot != 0) {
+    bad_arg(p.name + ": DeltaNet layers, a shared expert and partial RoPE are qwen35 / qwen35moe only");
+  }
+  if (p.n_ff_shexp < 0 || p.n_ff_shexp > (1 << 18)) bad_arg(p.name + ": shared expert width out of range");
   if (p.linear_factor != 0.0f && (p.linear_factor < 1.0f || p.yarn_factor != 0.0f))
     bad_arg(p.name + ": linear rope scaling needs factor >= 1 and no YaRN");
   if (p.yarn_factor != 0.0f && (p.yarn_factor < 1.0f || p.yarn_orig_ctx < 1))
@@ -415,6 +471,33 @@ SynthPreset synth_preset(std::string_view name) {
     p.n_ctx_train = 131072, p.tied = true, p.rope_theta = 1000000.0f, p.rms_eps = 1e-6f;
     p.head_dim = 256, p.qk_norm = true;
     p.sliding_window = 1024, p.linear_factor = 8.0f;
+  } else if (name == "qwen3.5-4b" || name == "qwen3.5-35b-a3b") {
+    // Qwen/Qwen3.5-4B and Qwen/Qwen3.5-35B-A3B config.json (text_config) as
+    // llama.cpp v0.5.0's converter writes them (conversion/qwen.py,
+    // Qwen3_5TextModel / Qwen3_5MoeTextModel), without the MTP layer
+    // (mtp_num_hidden_layers 1: llama.cpp skips it, and the common GGUFs
+    // have none). Both: head_dim 256 with partial_rotary_factor 0.25 (rope
+    // dimension count 64), mrope_section [11, 11, 10] (IMROPE), rope_theta
+    // 1e7, rms eps 1e-6, context 262144, vocab 248320, layer_types three
+    // linear_attention then one full_attention (full_attention_interval 4),
+    // DeltaNet linear_conv_kernel_dim 4, linear_key_head_dim =
+    // linear_value_head_dim 128, 16 key heads, 32 value heads.
+    p.rope_theta = 10000000.0f, p.rms_eps = 1e-6f, p.n_ctx_train = 262144, p.n_vocab = 248320;
+    p.head_dim = 256, p.n_rot = 64, p.rope_sections = {11, 11, 10, 0}, p.qk_norm = true;
+    p.full_attention_interval = 4, p.ssm_conv = 4, p.ssm_state = 128, p.ssm_groups = 16, p.ssm_v_heads = 32;
+    if (name == "qwen3.5-4b") {
+      // 32 layers, hidden 2560, 16/4 heads, intermediate_size 9216, tied
+      // embedding (Qwen3.5-4B's lm_head is embed_tokens).
+      p.arch = "qwen35";
+      p.n_layer = 32, p.n_embd = 2560, p.n_head = 16, p.n_head_kv = 4, p.n_ff = 9216, p.tied = true;
+    } else {
+      // 40 layers, hidden 2048, 16/2 heads, 256 experts of
+      // moe_intermediate_size 512, 8 used, shared_expert_intermediate_size
+      // 512, no intermediate_size (so no feed_forward_length), untied.
+      p.arch = "qwen35moe";
+      p.n_layer = 40, p.n_embd = 2048, p.n_head = 16, p.n_head_kv = 2, p.n_ff = 0, p.tied = false;
+      p.n_expert = 256, p.n_expert_used = 8, p.n_ff_exp = 512, p.n_ff_shexp = 512;
+    }
   } else {
     std::string known;
     for (const std::string& n : synth_preset_names()) known += (known.empty() ? "" : ", ") + n;
@@ -424,7 +507,8 @@ SynthPreset synth_preset(std::string_view name) {
 }
 
 std::vector<std::string> synth_preset_names() {
-  return {"smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b", "llama-3.1-8b", "qwen3-30b-a3b", "gpt-oss-20b", "gemma-3-4b"};
+  return {"smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b",  "llama-3.1-8b",   "qwen3-30b-a3b",
+          "gpt-oss-20b",  "gemma-3-4b",   "qwen3.5-4b",    "qwen3.5-35b-a3b"};
 }
 
 std::vector<std::string> synth_type_names() {
@@ -438,26 +522,32 @@ std::vector<SynthTensor> synth_plan(const SynthPreset& p, std::string_view ftype
   const FileType& ft = file_type(ftype);
   const int64_t head = p.head_size(), n_q = head * p.n_head, n_kv = head * p.n_head_kv;
   std::vector<SynthTensor> plan;
-  int64_t i_attn_v = 0;
+  int64_t i_attn_v = 0, i_ffn_down = 0;
+  const bool iq4 = ft.type == GgmlType::IQ4_NL || ft.type == GgmlType::IQ4_XS;
   // kind: 0 other weight, 1 output (or tied embedding), 2 attn_v, 3 ffn_down
   // (ffn_down_exps: llama-quantize reads its layer from the name); role: the
   // IQ rules' finer one. ne2: experts of a merged 3-D expert tensor, else 1.
-  // No preset has exactly 8 experts, for which llama-quantize has rules of
-  // its own (Mixtral 8x).
+  // attn_v and the DeltaNet layers' attn_qkv are one role (llama-quantize's
+  // category_is_attn_v), once per layer. No preset has exactly 8 experts,
+  // for which llama-quantize has rules of its own (Mixtral 8x).
   const auto matrix = [&](std::string name, int64_t ne0, int64_t ne1, int kind, int64_t layer, Role role,
                           int64_t ne2 = 1) {
     GgmlType t = ft.type;
+    const int64_t ffn_down_before = i_ffn_down;
+    if (role == Role::ffn_down) ++i_ffn_down;
     if (is_iq_ftype(ft)) {
       // With an importance matrix (llama-quantize refuses IQ2_XXS, IQ2_XS,
       // IQ2_S, IQ1_S and IQ1_M without one, and the files users download
-      // have one); every preset's FFN roles come once per layer, so the
-      // running counts are the layer.
+      // have one). The FFN's layer is the layer (llama-quantize's running
+      // count in a dense model, the name's with experts); the low-bit types
+      // read the running count of ffn_down matrices (two a layer with a
+      // shared expert: ffn_down_exps, then ffn_down_shexp as names sort).
       IqMixModel m;
       m.llama_ftype = ft.llama_ftype;
       m.n_layer = p.n_layer;
       m.n_gqa = p.n_head / p.n_head_kv;
       m.n_expert = p.n_expert;
-      t = fallback(iq_mix_type(m, ft.type, kind == 1 ? Role::output : role, ne0, layer, layer), ne0);
+      t = fallback(iq_mix_type(m, ft.type, kind == 1 ? Role::output : role, ne0, layer, ffn_down_before), ne0);
     } else if (ft.type == GgmlType::MXFP4) {
       // llama-quantize's MXFP4_MOE: the merged experts (3-D) MXFP4, every
       // other matrix Q8_0, the output included.
@@ -469,9 +559,14 @@ std::vector<SynthTensor> synth_plan(const SynthPreset& p, std::string_view ftype
       if (kind == 1) {
         t = ne0 % 256 != 0 ? GgmlType::Q8_0 : (ft.type == GgmlType::Q8_0 ? GgmlType::Q8_0 : GgmlType::Q6_K);
       } else if (kind == 2) {
+        // n_attention_wv: one attn_v-like matrix a layer in every preset.
         if (ft.km_mixture && use_more_bits(i_attn_v, p.n_layer)) t = GgmlType::Q6_K;
+        else if (iq4 && p.n_head / p.n_head_kv >= 4) t = GgmlType::Q5_K;
         ++i_attn_v;
       } else if (kind == 3) {
+        // IQ4_NL / IQ4_XS: llama-quantize's Q5_K for the first eighth applies
+        // only without an importance matrix; synth follows the files made
+        // with one, as for the other IQ types.
         if (ft.km_mixture && use_more_bits(layer, p.n_layer)) t = GgmlType::Q6_K;
       }
       t = fallback(t, ne0);
@@ -491,28 +586,42 @@ std::vector<SynthTensor> synth_plan(const SynthPreset& p, std::string_view ftype
     plan.push_back(SynthTensor{std::move(name), {n}, GgmlType::F32, static_cast<uint64_t>(n) * 4});
   };
   const bool gpt_oss = p.arch == "gpt-oss", gemma3 = p.arch == "gemma3";
+  const bool qwen35 = p.arch == "qwen35" || p.arch == "qwen35moe";
+  const int64_t key_dim = p.ssm_state * p.ssm_groups, value_dim = p.ssm_state * p.ssm_v_heads;
   matrix("token_embd.weight", p.n_embd, p.n_vocab, p.tied ? 1 : 0, -1, Role::token_embd);
   if (p.rope_factor != 0.0f) vec("rope_freqs.weight", head / 2);
   for (int64_t il = 0; il < p.n_layer; ++il) {
     const std::string b = "blk." + std::to_string(il) + ".";
     vec(b + "attn_norm.weight", p.n_embd);
-    matrix(b + "attn_q.weight", p.n_embd, n_q, 0, il, Role::attn_q);
-    if (p.qkv_bias) vec(b + "attn_q.bias", n_q);
-    matrix(b + "attn_k.weight", p.n_embd, n_kv, 0, il, Role::attn_k);
-    if (p.qkv_bias) vec(b + "attn_k.bias", n_kv);
-    matrix(b + "attn_v.weight", p.n_embd, n_kv, 2, il, Role::attn_v);
-    if (p.qkv_bias) vec(b + "attn_v.bias", n_kv);
-    if (p.qk_norm) {
-      vec(b + "attn_q_norm.weight", head);
-      vec(b + "attn_k_norm.weight", head);
-    }
-    matrix(b + "attn_output.weight", n_q, p.n_embd, 0, il, Role::attn_output);
-    if (gpt_oss) {
-      vec(b + "attn_output.bias", p.n_embd);
-      vec(b + "attn_sinks.weight", p.n_head);
+    if (p.is_recurrent(il)) {  // Gated DeltaNet (SynthPreset's comment)
+      matrix(b + "attn_qkv.weight", p.n_embd, 2 * key_dim + value_dim, 2, il, Role::attn_v);
+      matrix(b + "attn_gate.weight", p.n_embd, value_dim, 0, il, Role::other);
+      f32_matrix(b + "ssm_conv1d.weight", p.ssm_conv, 2 * key_dim + value_dim);
+      vec(b + "ssm_dt.bias", p.ssm_v_heads);
+      vec(b + "ssm_a", p.ssm_v_heads);
+      matrix(b + "ssm_beta.weight", p.n_embd, p.ssm_v_heads, 0, il, Role::other);
+      matrix(b + "ssm_alpha.weight", p.n_embd, p.ssm_v_heads, 0, il, Role::other);
+      vec(b + "ssm_norm.weight", p.ssm_state);
+      matrix(b + "ssm_out.weight", value_dim, p.n_embd, 0, il, Role::other);
+    } else {
+      matrix(b + "attn_q.weight", p.n_embd, qwen35 ? 2 * n_q : n_q, 0, il, Role::attn_q);
+      if (p.qkv_bias) vec(b + "attn_q.bias", n_q);
+      matrix(b + "attn_k.weight", p.n_embd, n_kv, 0, il, Role::attn_k);
+      if (p.qkv_bias) vec(b + "attn_k.bias", n_kv);
+      matrix(b + "attn_v.weight", p.n_embd, n_kv, 2, il, Role::attn_v);
+      if (p.qkv_bias) vec(b + "attn_v.bias", n_kv);
+      if (p.qk_norm) {
+        vec(b + "attn_q_norm.weight", head);
+        vec(b + "attn_k_norm.weight", head);
+      }
+      matrix(b + "attn_output.weight", n_q, p.n_embd, 0, il, Role::attn_output);
+      if (gpt_oss) {
+        vec(b + "attn_output.bias", p.n_embd);
+        vec(b + "attn_sinks.weight", p.n_head);
+      }
     }
     if (gemma3) vec(b + "post_attention_norm.weight", p.n_embd);
-    vec(b + (gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), p.n_embd);
+    vec(b + (gpt_oss || qwen35 ? "post_attention_norm.weight" : "ffn_norm.weight"), p.n_embd);
     if (p.n_expert > 0) {
       f32_matrix(b + "ffn_gate_inp.weight", p.n_embd, p.n_expert);
       if (gpt_oss) vec(b + "ffn_gate_inp.bias", p.n_expert);
@@ -523,6 +632,12 @@ std::vector<SynthTensor> synth_plan(const SynthPreset& p, std::string_view ftype
         f32_matrix(b + "ffn_gate_exps.bias", p.n_ff_exp, p.n_expert);
         f32_matrix(b + "ffn_up_exps.bias", p.n_ff_exp, p.n_expert);
         f32_matrix(b + "ffn_down_exps.bias", p.n_embd, p.n_expert);
+      }
+      if (p.n_ff_shexp > 0) {  // qwen35moe's shared expert and its 1-D gate
+        vec(b + "ffn_gate_inp_shexp.weight", p.n_embd);
+        matrix(b + "ffn_gate_shexp.weight", p.n_embd, p.n_ff_shexp, 0, il, Role::ffn_gate);
+        matrix(b + "ffn_up_shexp.weight", p.n_embd, p.n_ff_shexp, 0, il, Role::ffn_up);
+        matrix(b + "ffn_down_shexp.weight", p.n_ff_shexp, p.n_embd, 3, il, Role::ffn_down);
       }
     } else {
       matrix(b + "ffn_gate.weight", p.n_embd, p.n_ff, 0, il, Role::ffn_gate);
@@ -632,11 +747,15 @@ SynthResult write_file(const SynthPreset& p, std::string_view ftype, uint64_t se
     const uint64_t tseed = seed ^ fnv1a(t.name);
     const bool is_norm = t.name.find("_norm.weight") != std::string::npos;
     const bool is_rope = t.name == "rope_freqs.weight";
+    // DeltaNet's A (= -exp(A_log)) must be negative for the state to decay,
+    // as in every trained model: -1 (A_log 0), so a long benchmark prompt
+    // keeps the state finite.
+    const bool is_ssm_a = t.name.size() > 6 && t.name.compare(t.name.size() - 6, 6, ".ssm_a") == 0;
     pool.parallel_for(rows, 8, [&](int64_t r0, int64_t r1) {
       std::vector<float> row(static_cast<size_t>(ne0));
       for (int64_t r = r0; r < r1; ++r) {
-        if (is_norm) {
-          std::fill(row.begin(), row.end(), 1.0f);
+        if (is_norm || is_ssm_a) {
+          std::fill(row.begin(), row.end(), is_norm ? 1.0f : -1.0f);
         } else if (is_rope) {
           std::copy(rope_factors.begin(), rope_factors.end(), row.begin());
         } else {

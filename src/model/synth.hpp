@@ -6,8 +6,8 @@
 //
 // What a file holds:
 //   - the architecture's hyperparameters as GGUF metadata (llama.* / qwen2.* /
-//     qwen3moe.* / gpt-oss.*), with the real model's context length, rope
-//     theta (and YaRN) and RMSNorm epsilon;
+//     qwen3moe.* / gpt-oss.* / gemma3.* / qwen35.* / qwen35moe.*), with the
+//     real model's context length, rope theta (and YaRN) and RMSNorm epsilon;
 //   - a synthetic SentencePiece-style vocabulary at the real size: <unk>, <s>,
 //     </s>, the 256 byte tokens <0x00>..<0xFF>, then generated unique pieces;
 //   - every tensor the real model has, at its shape: token_embd, output (when
@@ -15,17 +15,21 @@
 //     Qwen2, q/k norms for Qwen3), attn_output, ffn_norm, ffn_gate/up/down
 //     (or, for an MoE model, the router ffn_gate_inp and the merged 3-D
 //     ffn_gate/up/down_exps), and rope_freqs for Llama 3 (frequency factors
-//     computed as convert_hf_to_gguf.py does);
+//     computed as convert_hf_to_gguf.py does); Qwen3.5's Gated DeltaNet
+//     layers (attn_qkv, attn_gate, ssm_*) and shared expert (SynthPreset);
 //   - weights drawn from an approximately normal distribution (Irwin-Hall sum
-//     of four uniforms, sd 0.02), norms 1, so activations stay finite;
+//     of four uniforms, sd 0.02), norms 1, DeltaNet's ssm_a -1, so
+//     activations stay finite;
 //   - tensor types chosen as llama-quantize chooses them for the file type
-//     (e.g. Q4_K_M: Q6_K for the output / tied embedding and for attn_v and
-//     ffn_down (ffn_down_exps) in the use_more_bits layers, Q4_K elsewhere,
+//     (e.g. Q4_K_M: Q6_K for the output / tied embedding and for attn_v
+//     (and DeltaNet's attn_qkv) and ffn_down (ffn_down_exps, ffn_down_shexp)
+//     in the use_more_bits layers, Q4_K elsewhere, ssm_conv1d and
 //     the router F32, with the block-size fallbacks Q4_K -> Q5_0, Q6_K ->
 //     Q8_0 for rows not a multiple of 256; llama.cpp src/llama-quant.cpp,
 //     llama_tensor_get_type).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -39,12 +43,12 @@ namespace synapse::model {
 // The hyperparameters of one real model (from its config.json / GGUF).
 struct SynthPreset {
   std::string name;           // "llama-3.2-1b"
-  std::string arch;           // general.architecture: "llama", "qwen2", "qwen3moe", "gpt-oss" or "gemma3"
+  std::string arch;           // general.architecture: "llama", "qwen2", "qwen3moe", "gpt-oss", "gemma3", "qwen35" or "qwen35moe"
   int64_t n_layer = 0;
   int64_t n_embd = 0;
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
-  int64_t n_ff = 0;
+  int64_t n_ff = 0;           // feed_forward_length; 0 (MoE only): no such key
   int64_t n_vocab = 0;
   int64_t n_ctx_train = 0;
   bool tied = true;           // output shares token_embd
@@ -80,18 +84,49 @@ struct SynthPreset {
   // also get per layer post_attention_norm and post_ffw_norm, and their
   // sliding window slides on five layers of six (llama.cpp's default pattern).
   float linear_factor = 0.0f;
+  // Qwen3.5 (qwen35, qwen35moe; llama.cpp v0.5.0 src/models/qwen35.cpp,
+  // qwen35moe.cpp): Gated DeltaNet layers, with gated full attention on every
+  // full_attention_interval-th layer ((il + 1) % interval == 0; 0 = no
+  // DeltaNet layer). A DeltaNet layer has attn_qkv [n_embd -> 2 * key_dim +
+  // value_dim] (key_dim = ssm_state * ssm_groups, value_dim = ssm_state *
+  // ssm_v_heads), attn_gate [n_embd -> value_dim], ssm_conv1d [ssm_conv,
+  // channels] (F32: llama-quantize never quantizes it), ssm_dt.bias and
+  // ssm_a [ssm_v_heads], ssm_beta / ssm_alpha [n_embd -> ssm_v_heads],
+  // ssm_norm [ssm_state] and ssm_out [value_dim -> n_embd]; an attention
+  // layer's attn_q is twice n_head * head_dim wide (each head's q, then its
+  // output gate). Both name their FFN norm post_attention_norm.
+  int64_t full_attention_interval = 0;
+  int64_t ssm_conv = 0;       // ssm.conv_kernel (linear_conv_kernel_dim)
+  int64_t ssm_state = 0;      // ssm.state_size (linear_key_head_dim = linear_value_head_dim)
+  int64_t ssm_groups = 0;     // ssm.group_count (linear_num_key_heads)
+  int64_t ssm_v_heads = 0;    // ssm.time_step_rank (linear_num_value_heads)
+  // Partial RoPE: rope.dimension_count when not the head size (0 = the head
+  // size); rope.dimension_sections of the interleaved M-RoPE (written when
+  // any is non-zero).
+  int64_t n_rot = 0;
+  std::array<int32_t, 4> rope_sections = {0, 0, 0, 0};
+  // qwen35moe's shared expert (expert_shared_feed_forward_length; 0 = none):
+  // per layer ffn_gate_inp_shexp [n_embd] (F32, 1-D) and
+  // ffn_{gate,up}_shexp [n_embd -> n_ff_shexp], ffn_down_shexp back.
+  int64_t n_ff_shexp = 0;
 
   int64_t head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
+  int64_t rope_dims() const { return n_rot > 0 ? n_rot : head_size(); }
+  // A Gated DeltaNet layer (qwen35 / qwen35moe), else attention.
+  bool is_recurrent(int64_t il) const {
+    return full_attention_interval > 0 && (il + 1) % full_attention_interval != 0;
+  }
 };
 
 // The preset called `name` (smollm2-135m, qwen2.5-0.5b, llama-3.2-1b,
-// llama-3.1-8b, qwen3-30b-a3b, gpt-oss-20b). Throws Error(invalid_argument) naming the known presets for
+// llama-3.1-8b, qwen3-30b-a3b, gpt-oss-20b, gemma-3-4b, qwen3.5-4b,
+// qwen3.5-35b-a3b). Throws Error(invalid_argument) naming the known presets for
 // any other name.
 SynthPreset synth_preset(std::string_view name);
 std::vector<std::string> synth_preset_names();
 
 // File types `synth` writes: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
-// Q6_K, Q4_K_M, Q5_K_M, MXFP4_MOE, and the IQ file types IQ2_XXS, IQ2_XS,
+// Q6_K, Q4_K_M, Q5_K_M, IQ4_NL, IQ4_XS, MXFP4_MOE, and the IQ file types IQ2_XXS, IQ2_XS,
 // IQ2_S, IQ2_M, IQ3_XXS, IQ3_XS, IQ3_S, IQ3_M, IQ1_S, IQ1_M with
 // llama-quantize's per-tensor mixes as it makes them with an importance
 // matrix (llama-quantize's names, case-insensitive). The lattice formats

@@ -259,5 +259,71 @@ TEST_P(OpsTables, SwigluEqualsScalar) {
   }
 }
 
+// Every table's silu_row equals the scalar one bit for bit (the groups of 16,
+// then the libm tail), including inputs that take expf's special paths; no
+// write past the row.
+TEST_P(OpsTables, SiluRowEqualsScalar) {
+  std::mt19937 rng(22);
+  std::normal_distribution<float> nd(0.0f, 30.0f);
+  for (int64_t n : {0, 5, 16, 8 * 40 + 5, 8192}) {
+    std::vector<float> a(static_cast<size_t>(n) + 8, -7.0f);
+    for (int64_t i = 0; i < n; ++i) a[static_cast<size_t>(i)] = nd(rng);
+    const float special[] = {0.0f, -0.0f, 87.0f, -87.0f, 88.7f, -88.7f, 100.0f, -100.0f, 134.0f, -134.0f, 200.0f, -200.0f};
+    for (size_t k = 0; k < sizeof special / sizeof special[0] && 3 * k < static_cast<size_t>(n); ++k) a[3 * k] = special[k];
+    std::vector<float> b = a;
+    silu_row_scalar(a.data(), n);
+    table().silu_row(b.data(), n);
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << n;
+    EXPECT_EQ(b[static_cast<size_t>(n)], -7.0f) << "wrote past the row";
+  }
+}
+
+// The gated delta rule's step (the reference's row order, with the dots of
+// quant::vec_dot_f32_ggml) on a hand-checkable state: d = 2, st = S^T with
+// S = [[1, 2], [3, 4]] (st = [1, 3, 2, 4]), decay 0.5, beta 2, k = [1, 0],
+// v = [1, 1], q = [0, 1], scale 1: decayed rows [0.5, 1.5] and [1, 2];
+// dot(row, k) = 0.5 and 1, delta = (1 - 0.5) * 2 = 1 and 0, rows updated to
+// [1.5, 1.5] and [1, 2]; o = dot(row, q) = 1.5 and 2.
+TEST(DeltaRule, StepByHand) {
+  float st[4] = {1, 3, 2, 4};
+  const float q[2] = {0, 1}, k[2] = {1, 0}, v[2] = {1, 1};
+  float o[2] = {};
+  delta_rule_step_scalar(st, q, k, v, 0.5f, 2.0f, 1.0f, 2, o);
+  EXPECT_EQ(st[0], 1.5f);
+  EXPECT_EQ(st[1], 1.5f);
+  EXPECT_EQ(st[2], 1.0f);
+  EXPECT_EQ(st[3], 2.0f);
+  EXPECT_EQ(o[0], 1.5f);
+  EXPECT_EQ(o[1], 2.0f);
+}
+
+// Every table's delta_rule_step equals the scalar one bit for bit (memcmp of
+// the state and the output) over several steps, for the head sizes of the
+// SIMD forms (64, 128, 256: Qwen3.5 has 128) and ones they hand to the
+// scalar form (32, 72); and writes nothing past the state or the output.
+TEST_P(OpsTables, DeltaRuleEqualsScalar) {
+  std::mt19937 rng(50);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> ud(0.0f, 1.0f);
+  for (int64_t d : {32, 64, 72, 128, 256}) {
+    SCOPED_TRACE(d);
+    std::vector<float> st(static_cast<size_t>(d * d + 8), -3.0f);
+    for (int64_t e = 0; e < d * d; ++e) st[static_cast<size_t>(e)] = 0.1f * nd(rng);
+    std::vector<float> mine = st, o_ref(static_cast<size_t>(d + 8), -5.0f), o_mine = o_ref;
+    std::vector<float> q(static_cast<size_t>(d)), k(q.size()), v(q.size());
+    for (int step = 0; step < 6; ++step) {
+      for (auto* x : {&q, &k, &v})
+        for (float& f : *x) f = nd(rng) / std::sqrt(static_cast<float>(d));
+      const float decay = ud(rng), beta = ud(rng), scale = 1.0f / std::sqrt(static_cast<float>(d));
+      delta_rule_step_scalar(st.data(), q.data(), k.data(), v.data(), decay, beta, scale, d, o_ref.data());
+      table().delta_rule_step(mine.data(), q.data(), k.data(), v.data(), decay, beta, scale, d, o_mine.data());
+      ASSERT_EQ(std::memcmp(st.data(), mine.data(), st.size() * sizeof(float)), 0) << "state, step " << step;
+      ASSERT_EQ(std::memcmp(o_ref.data(), o_mine.data(), o_ref.size() * sizeof(float)), 0) << "output, step " << step;
+    }
+    EXPECT_EQ(mine[static_cast<size_t>(d * d)], -3.0f) << "wrote past the state";
+    EXPECT_EQ(o_mine[static_cast<size_t>(d)], -5.0f) << "wrote past the output";
+  }
+}
+
 }  // namespace
 }  // namespace synapse::kernels

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -192,6 +193,150 @@ TEST(Synth, Gemma3_4bPlan) {
   EXPECT_EQ(find(km, "blk.0.attn_q.weight").type, GgmlType::Q4_K);
 }
 
+// qwen3.5-4b: Qwen3.5-4B's text model without its MTP layer, 24 Gated
+// DeltaNet layers (0-2, 4-6, ...) and 8 gated-attention layers (3, 7, ...,
+// 31). Parameters: the tied 248320 x 2560 embedding 635,699,200; a DeltaNet
+// layer 112,923,840 (attn_qkv 2560 x 8192, attn_gate 2560 x 4096, ssm_out
+// 4096 x 2560, ssm_beta/alpha 2560 x 32 each, ssm_conv1d 4 x 8192, 64 + 128
+// vector values, two norms, FFN 3 x 2560 x 9216); an attention layer
+// 107,484,672 (attn_q 2560 x 8192: q and its gate, k and v 2560 x 1024 each,
+// attn_output 4096 x 2560, q/k norms 2 x 256, two norms, the FFN); the
+// output norm 2560. Q4_K_M as llama-quantize v0.5.0 makes it: attn_qkv is an
+// attn_v (category_is_attn_v), so the use_more_bits layers (0-3, 28-31,
+// every third from 6) take Q6_K for attn_qkv / attn_v and ffn_down;
+// ssm_conv1d and the vectors stay F32, the tied embedding (the output) Q6_K.
+// The byte totals (here and below) were summed from the row sizes by a
+// script of their own, not by synth_plan; llama-quantize v0.5.0 --dry-run of
+// width-shrunk files of both presets (8 layers) gave every tensor the type
+// the plan gives it.
+TEST(Synth, Qwen35_4bPlan) {
+  const SynthPreset p = synth_preset("qwen3.5-4b");
+  EXPECT_EQ(totals(synth_plan(p, "F32")).params, 635699200ull + 24ull * 112923840ull + 8ull * 107484672ull + 2560ull);
+  const auto km = synth_plan(p, "Q4_K_M");
+  EXPECT_EQ(km.size(), 2u + 24u * 14u + 8u * 11u);
+  EXPECT_EQ(totals(km).bytes, 2697836544u);
+  EXPECT_EQ(find(km, "token_embd.weight").type, GgmlType::Q6_K);
+  EXPECT_THROW(find(km, "output.weight"), std::runtime_error);
+  int n_attention = 0;
+  for (int il = 0; il < 32; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    const bool more = il < 4 || il >= 28 || (il - 4) % 3 == 2;
+    const GgmlType hi = more ? GgmlType::Q6_K : GgmlType::Q4_K;
+    EXPECT_EQ(find(km, b + "ffn_down.weight").type, hi) << il;
+    EXPECT_EQ(find(km, b + "ffn_up.weight").type, GgmlType::Q4_K) << il;
+    EXPECT_EQ(find(km, b + "post_attention_norm.weight").type, GgmlType::F32) << il;
+    if (il % 4 == 3) {
+      ++n_attention;
+      EXPECT_EQ(find(km, b + "attn_v.weight").type, hi) << il;
+      EXPECT_EQ(find(km, b + "attn_q.weight").ne, (std::vector<int64_t>{2560, 8192})) << il;
+      EXPECT_EQ(find(km, b + "attn_k.weight").ne, (std::vector<int64_t>{2560, 1024})) << il;
+      EXPECT_EQ(find(km, b + "attn_output.weight").ne, (std::vector<int64_t>{4096, 2560})) << il;
+      EXPECT_EQ(find(km, b + "attn_q_norm.weight").ne, std::vector<int64_t>{256}) << il;
+      EXPECT_THROW(find(km, b + "attn_qkv.weight"), std::runtime_error) << il;
+    } else {
+      EXPECT_EQ(find(km, b + "attn_qkv.weight").type, hi) << il;
+      EXPECT_EQ(find(km, b + "attn_qkv.weight").ne, (std::vector<int64_t>{2560, 8192})) << il;
+      EXPECT_EQ(find(km, b + "attn_gate.weight").ne, (std::vector<int64_t>{2560, 4096})) << il;
+      EXPECT_EQ(find(km, b + "ssm_conv1d.weight").ne, (std::vector<int64_t>{4, 8192})) << il;
+      EXPECT_EQ(find(km, b + "ssm_conv1d.weight").type, GgmlType::F32) << il;
+      EXPECT_EQ(find(km, b + "ssm_out.weight").ne, (std::vector<int64_t>{4096, 2560})) << il;
+      EXPECT_EQ(find(km, b + "ssm_a").ne, std::vector<int64_t>{32}) << il;
+      EXPECT_EQ(find(km, b + "ssm_norm.weight").ne, std::vector<int64_t>{128}) << il;
+      for (const char* n : {"attn_gate", "ssm_out", "ssm_beta", "ssm_alpha"})
+        EXPECT_EQ(find(km, b + n + ".weight").type, GgmlType::Q4_K) << il << " " << n;
+      EXPECT_THROW(find(km, b + "attn_q.weight"), std::runtime_error) << il;
+    }
+  }
+  EXPECT_EQ(n_attention, 8);
+}
+
+// qwen3.5-35b-a3b: Qwen3.5-35B-A3B's text model without its MTP layer, 30
+// DeltaNet and 10 attention layers at n_embd 2048, every FFN 256 experts of
+// 512 (8 used) and a shared expert of 512. Parameters: the untied 248320 x
+// 2048 embedding and output 1,017,118,720; a DeltaNet layer 33,718,464
+// (attn_qkv 2048 x 8192, attn_gate 2048 x 4096, ssm_out 4096 x 2048,
+// ssm_beta/alpha 2048 x 32 each, ssm_conv1d 4 x 8192, 64 + 128 vector
+// values); an attention layer 27,263,488 (attn_q 2048 x 8192, k and v 2048 x
+// 512 each, attn_output 4096 x 2048, q/k norms); every layer's FFN 808,982,528
+// (the experts 256 x 3 x 2048 x 512, the router 2048 x 256, the shared
+// expert 3 x 2048 x 512 and its gate 2048, two norms); the output norm.
+// IQ4_XS as llama-quantize v0.5.0 makes it with an importance matrix: every
+// matrix IQ4_XS but attn_qkv and attn_v (Q5_K: n_gqa 8 >= 4) and the output
+// (Q6_K); the routers, ssm_conv1d and the vectors F32. About 18 GiB: it fits
+// a 23 GB machine.
+TEST(Synth, Qwen35_35bA3bPlan) {
+  const SynthPreset p = synth_preset("qwen3.5-35b-a3b");
+  EXPECT_EQ(totals(synth_plan(p, "F32")).params,
+            1017118720ull + 30ull * (33718464ull + 808982528ull) + 10ull * (27263488ull + 808982528ull) + 2048ull);
+  const auto xs = synth_plan(p, "IQ4_XS");
+  // token_embd, output_norm, output; a DeltaNet layer 11 tensors and an
+  // attention layer 8 before the FFN: the router, 3 experts, the shared
+  // expert's gate and 3 matrices.
+  EXPECT_EQ(xs.size(), 3u + 30u * (11u + 8u) + 10u * (8u + 8u));
+  EXPECT_EQ(totals(xs).bytes, 18717788672u);
+  EXPECT_LT(totals(xs).bytes, 20ull << 30);
+  EXPECT_EQ(find(xs, "token_embd.weight").type, GgmlType::IQ4_XS);
+  EXPECT_EQ(find(xs, "output.weight").type, GgmlType::Q6_K);
+  std::map<GgmlType, int> count;
+  for (const SynthTensor& t : xs) ++count[t.type];
+  EXPECT_EQ(count[GgmlType::Q5_K], 40);  // 30 attn_qkv, 10 attn_v
+  EXPECT_EQ(count[GgmlType::Q6_K], 1);
+  // IQ4_XS: token_embd, 30 x (attn_gate, ssm_beta, ssm_alpha, ssm_out), 10 x
+  // (attn_q, attn_k, attn_output), 40 x 3 experts and 3 shared-expert matrices.
+  EXPECT_EQ(count[GgmlType::IQ4_XS], 1 + 30 * 4 + 10 * 3 + 40 * 6);
+  // F32: output_norm; a DeltaNet layer's two norms, ssm_conv1d, ssm_dt.bias,
+  // ssm_a, ssm_norm; an attention layer's two norms and q/k norms; every
+  // layer's router and shared-expert gate.
+  EXPECT_EQ(count[GgmlType::F32], 1 + 30 * 8 + 10 * 6);
+  for (const char* n : {"blk.0.ffn_gate_inp.weight", "blk.0.ssm_conv1d.weight", "blk.3.ffn_gate_inp_shexp.weight",
+                        "blk.3.attn_k_norm.weight", "blk.0.ssm_dt.bias"})
+    EXPECT_EQ(find(xs, n).type, GgmlType::F32) << n;
+  EXPECT_EQ(find(xs, "blk.0.attn_qkv.weight").type, GgmlType::Q5_K);
+  EXPECT_EQ(find(xs, "blk.3.attn_v.weight").type, GgmlType::Q5_K);
+  EXPECT_EQ(find(xs, "blk.0.ffn_down_exps.weight").type, GgmlType::IQ4_XS);  // with an imatrix: no Q5_K
+  EXPECT_EQ(find(xs, "blk.0.ffn_down_exps.weight").ne, (std::vector<int64_t>{512, 2048, 256}));
+  EXPECT_EQ(find(xs, "blk.0.ffn_gate_exps.weight").ne, (std::vector<int64_t>{2048, 512, 256}));
+  EXPECT_EQ(find(xs, "blk.0.ffn_gate_inp.weight").ne, (std::vector<int64_t>{2048, 256}));
+  EXPECT_EQ(find(xs, "blk.3.ffn_gate_inp_shexp.weight").ne, std::vector<int64_t>{2048});
+  EXPECT_EQ(find(xs, "blk.3.ffn_down_shexp.weight").ne, (std::vector<int64_t>{512, 2048}));
+  EXPECT_EQ(find(xs, "blk.39.attn_q.weight").ne, (std::vector<int64_t>{2048, 8192}));
+  EXPECT_EQ(find(xs, "blk.39.attn_v.weight").ne, (std::vector<int64_t>{2048, 512}));
+  // Q4_K_M: ffn_down_exps and ffn_down_shexp share their layer's
+  // use_more_bits (the layer read from the name, as for any MoE model).
+  const auto km = synth_plan(p, "Q4_K_M");
+  EXPECT_EQ(totals(km).bytes, 21155768832u);
+  // use_more_bits(il, 40): il < 5, il >= 35, (il - 5) % 3 == 2.
+  for (const auto& [il, more] : std::map<int, bool>{{0, true}, {4, true}, {6, false}, {7, true}, {20, false}, {39, true}}) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    const GgmlType hi = more ? GgmlType::Q6_K : GgmlType::Q4_K;
+    EXPECT_EQ(find(km, b + "ffn_down_exps.weight").type, hi) << il;
+    EXPECT_EQ(find(km, b + "ffn_down_shexp.weight").type, hi) << il;
+    EXPECT_EQ(find(km, b + "ffn_up_shexp.weight").type, GgmlType::Q4_K) << il;
+  }
+}
+
+// IQ4_NL and IQ4_XS on a dense model with n_gqa 4 (Llama-3.1-8B): attn_v
+// Q5_K, the output Q6_K, everything else the file type's own.
+TEST(Synth, Iq4MixesFollowLlamaQuantize) {
+  for (const char* type : {"IQ4_NL", "IQ4_XS"}) {
+    const GgmlType t = std::string(type) == "IQ4_NL" ? GgmlType::IQ4_NL : GgmlType::IQ4_XS;
+    for (const SynthTensor& s : synth_plan(synth_preset("llama-3.1-8b"), type)) {
+      const GgmlType want = s.ne.size() == 1 ? GgmlType::F32
+                            : s.name == "output.weight" ? GgmlType::Q6_K
+                            : s.name.find("attn_v") != std::string::npos ? GgmlType::Q5_K
+                                                                          : t;
+      EXPECT_EQ(s.type, want) << type << " " << s.name;
+    }
+  }
+  // n_gqa 3 (SmolLM2, 9/3 heads): attn_v keeps IQ4_XS, which rows of 576
+  // cannot hold: IQ4_NL (llama-quantize's fallback).
+  const auto smol = synth_plan(synth_preset("smollm2-135m"), "IQ4_XS");
+  EXPECT_EQ(find(smol, "blk.0.attn_v.weight").type, GgmlType::IQ4_NL);
+  EXPECT_EQ(find(smol, "blk.0.attn_q.weight").type, GgmlType::IQ4_NL);
+  EXPECT_EQ(find(smol, "blk.0.ffn_down.weight").type, GgmlType::IQ4_XS);  // rows of 1536
+  EXPECT_EQ(find(smol, "token_embd.weight").type, GgmlType::Q8_0);        // the tied output, rows of 576
+}
+
 // Rows of 896 (Qwen2.5-0.5B) are no multiple of 256: llama-quantize falls
 // back Q4_K -> Q5_0 and Q6_K -> Q8_0 and writes the output as Q8_0.
 TEST(Synth, RowsThatNoKQuantBlockFitsFallBackAsLlamaQuantizeDoes) {
@@ -339,6 +484,18 @@ std::unique_ptr<Model> write_and_load(const SynthPreset& p, const char* type, co
   return m;
 }
 
+// A prefill of n_tokens (a 512-token vocabulary) leaves finite logits.
+void expect_prefill_finite(const Model& m, size_t n_tokens) {
+  base::ThreadPool pool(2);
+  KvCache kv = make_kv_cache(m, static_cast<int64_t>(n_tokens) + 28);
+  std::vector<token_id> ids(n_tokens);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<token_id>(3 + i * 7 % 500);
+  std::vector<float> logits;
+  forward(m, kv, ids, false, logits, pool);
+  ASSERT_EQ(logits.size(), 512u);
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+}
+
 TEST(Synth, SmolLM2ShapeLoadsAndRuns) {
   SynthPreset p = synth_preset("smollm2-135m");
   p.n_layer = 2, p.n_vocab = 1024;
@@ -414,14 +571,100 @@ TEST(Synth, Gemma3ShapeLoadsAndRuns) {
   EXPECT_EQ(m->hp.rope_freq_base_swa, 10000.0f);
   EXPECT_EQ(m->layers[5].ffn_post_norm.size(), 256u);
   EXPECT_EQ(m->layers[0].attn_q_norm.size(), 64u);
+  expect_prefill_finite(*m, 40);
+  std::remove(path.c_str());
+}
+
+// qwen3.5-4b and qwen3.5-35b-a3b at 4 layers (three DeltaNet, one attention)
+// and n_embd 256 load with every Qwen3.5 feature and run a prefill.
+TEST(Synth, Qwen35ShapesLoadAndRun) {
+  for (const char* name : {"qwen3.5-4b", "qwen3.5-35b-a3b"}) {
+    SCOPED_TRACE(name);
+    SynthPreset p = synth_preset(name);
+    p.n_layer = 4, p.n_vocab = 512, p.n_embd = 256, p.n_head = 4, p.n_head_kv = 1, p.head_dim = 64, p.n_rot = 16;
+    p.rope_sections = {3, 3, 2, 0};
+    p.ssm_state = 32, p.ssm_groups = 2, p.ssm_v_heads = 4;
+    const bool moe = p.n_expert > 0;
+    if (moe) p.n_expert = 16, p.n_ff_exp = 256, p.n_ff_shexp = 256;
+    else p.n_ff = 512;
+    const std::string path = tmp_path(std::string(name) + ".gguf");
+    const char* type = moe ? "IQ4_XS" : "Q4_K_M";
+    const auto m = write_and_load(p, type, path);
+    EXPECT_EQ(m->hp.arch, moe ? Arch::qwen35moe : Arch::qwen35);
+    EXPECT_EQ(m->file.get_u32("general.file_type"), moe ? 30u : 15u);
+    EXPECT_EQ(m->hp.recurrent_layers, (std::vector<uint8_t>{1, 1, 1, 0}));
+    EXPECT_EQ(m->hp.ssm_d_conv, 4);
+    EXPECT_EQ(m->hp.ssm_d_state, 32);
+    EXPECT_EQ(m->hp.ssm_n_group, 2);
+    EXPECT_EQ(m->hp.ssm_dt_rank, 4);
+    EXPECT_EQ(m->hp.ssm_d_inner, 128);
+    EXPECT_EQ(m->hp.n_rot, 16);
+    EXPECT_EQ(m->hp.rope_sections[0], 3);
+    EXPECT_EQ(m->hp.rope_sections[2], 2);
+    EXPECT_TRUE(m->hp.attn_output_gate);
+    EXPECT_EQ(m->layers[0].wqkv.n_out, 2 * 2 * 32 + 128);
+    EXPECT_EQ(m->layers[2].ssm_conv1d.size(), 4u * 256u);
+    EXPECT_EQ(m->layers[2].ssm_a, std::vector<float>(4, -1.0f));
+    EXPECT_EQ(m->layers[3].wq.n_out, 2 * 4 * 64);
+    if (moe) {
+      EXPECT_FALSE(m->file.find("qwen35moe.feed_forward_length"));
+      EXPECT_EQ(m->hp.n_ff_shexp, 256);
+      EXPECT_EQ(m->layers[1].down_exps[15].type, GgmlType::IQ4_XS);
+      EXPECT_EQ(m->layers[1].ffn_down_shexp.type, GgmlType::IQ4_XS);
+      EXPECT_EQ(m->layers[0].wqkv.type, GgmlType::Q5_K);  // n_gqa 4
+      EXPECT_EQ(m->layers[3].wv.type, GgmlType::Q5_K);
+      EXPECT_EQ(m->layers[3].wk.type, GgmlType::IQ4_XS);
+    } else {
+      // use_more_bits(il, 4): layers 2 ((2 - 0) % 3 == 2) and 3 (>= 7 * 4 / 8).
+      EXPECT_EQ(m->layers[0].wqkv.type, GgmlType::Q4_K);
+      EXPECT_EQ(m->layers[2].wqkv.type, GgmlType::Q6_K);
+      EXPECT_EQ(m->layers[1].ssm_out.type, GgmlType::Q5_0);  // rows of 128: Q4_K falls back
+      EXPECT_EQ(m->layers[1].ffn_down.type, GgmlType::Q4_K);
+      EXPECT_EQ(m->layers[2].ffn_down.type, GgmlType::Q6_K);
+      EXPECT_EQ(m->layers[3].wv.type, GgmlType::Q6_K);
+    }
+    expect_prefill_finite(*m, 100);  // past the conv kernel and a DeltaNet chunk
+    std::remove(path.c_str());
+  }
+  // Fewer layers than the attention interval: no attention layer, refused.
+  SynthPreset p = synth_preset("qwen3.5-4b");
+  p.n_layer = 2;
+  try {
+    synth_plan(p, "Q8_0");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("at least 4 layers"), std::string::npos) << e.what();
+  }
+}
+
+// At the real models' DeltaNet head size (128, which the AVX2 and AVX-512
+// delta-rule steps take; the golden tiny models' 32 runs the scalar one), a
+// prefill of 70 tokens and the same tokens decoded one at a time leave
+// bit-identical logits and recurrent states (G1).
+TEST(Synth, Qwen35Head128PrefillEqualsDecode) {
+  SynthPreset p = synth_preset("qwen3.5-4b");
+  p.n_layer = 4, p.n_vocab = 512, p.n_embd = 256, p.n_head = 2, p.n_head_kv = 1, p.head_dim = 64, p.n_rot = 16;
+  p.rope_sections = {3, 3, 2, 0};
+  p.ssm_state = 128, p.ssm_groups = 1, p.ssm_v_heads = 2, p.n_ff = 512;
+  const std::string path = tmp_path("qwen35_d128.gguf");
   base::ThreadPool pool(2);
-  KvCache kv = make_kv_cache(*m, 64);
-  std::vector<token_id> ids(40);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<token_id>(3 + i * 7 % 500);
-  std::vector<float> logits;
-  forward(*m, kv, ids, false, logits, pool);
-  ASSERT_EQ(logits.size(), 512u);
-  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  synth_write(p, "Q8_0", 3, path, pool);
+  const auto m = load_model(path);
+  ASSERT_EQ(m->hp.ssm_d_state, 128);
+  std::vector<token_id> ids(70);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<token_id>(3 + i * 11 % 500);
+  KvCache a = make_kv_cache(*m, 128), b = make_kv_cache(*m, 128);
+  std::vector<float> la, lb;
+  forward(*m, a, ids, false, la, pool);
+  for (token_id t : ids) forward(*m, b, std::vector<token_id>{t}, false, lb, pool);
+  ASSERT_EQ(la.size(), 512u);
+  ASSERT_EQ(la.size(), lb.size());
+  EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)), 0);
+  for (int il = 0; il < 3; ++il) {
+    const size_t n = static_cast<size_t>(2 * 128 * 128);
+    EXPECT_EQ(std::memcmp(a.recurrent().ssm(il), b.recurrent().ssm(il), n * sizeof(float)), 0) << il;
+  }
   std::remove(path.c_str());
 }
 

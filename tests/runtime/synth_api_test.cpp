@@ -51,11 +51,33 @@ TEST(SynthApi, WritesALoadableModelOfTheRequestedShape) {
   std::filesystem::remove(p2);
 }
 
+// n_expert shrinks an MoE preset's expert count (the 3-D expert tensors and
+// the router with it), for files small enough to test llama.cpp on.
+TEST(SynthApi, ExpertCountOverride) {
+  const std::string p = tmp("experts.gguf");
+  const SynthStats s = write_synthetic_model(
+      p, {.preset = "qwen3-30b-a3b", .type = "Q4_0", .n_layer = 1, .n_vocab = 512, .n_expert = 8, .n_threads = 2});
+  const Model m = Model::load(p);
+  // Qwen3-30B-A3B's layer at 8 experts: attention 2048 x (4096 + 512 + 512)
+  // and 4096 x 2048, q/k norms 2 x 128, two norms 2 x 2048, the router
+  // 2048 x 8, the experts 8 x 3 x 2048 x 768; the embedding and output
+  // 2 x 512 x 2048 and the output norm 2048.
+  EXPECT_EQ(m.n_params(), 2048u * 5120u + 4096u * 2048u + 256u + 4096u + 2048u * 8u + 8u * 3u * 2048u * 768u +
+                              2u * 512u * 2048u + 2048u);
+  EXPECT_EQ(m.n_params(), s.n_params);
+  std::filesystem::remove(p);
+}
+
 TEST(SynthApi, RejectsBadParameters) {
   const std::string p = tmp("bad.gguf");
   EXPECT_THROW(write_synthetic_model(p, {.preset = "gpt-5"}), Error);
   EXPECT_THROW(write_synthetic_model(p, {.preset = "smollm2-135m", .type = "Q3_XYZ", .n_layer = 1}), Error);
   EXPECT_THROW(write_synthetic_model(p, {.preset = "smollm2-135m", .n_layer = -1}), Error);
+  // n_expert: only on an MoE preset, positive, and at least its experts used (8).
+  EXPECT_THROW(write_synthetic_model(p, {.preset = "smollm2-135m", .n_layer = 1, .n_expert = 8}), Error);
+  EXPECT_THROW(write_synthetic_model(p, {.preset = "qwen3-30b-a3b", .n_layer = 1, .n_expert = -1}), Error);
+  EXPECT_THROW(write_synthetic_model(p, {.preset = "qwen3-30b-a3b", .n_layer = 1, .n_expert = 4}), Error);
+  EXPECT_FALSE(std::filesystem::exists(p));
   EXPECT_EQ(synth_preset_names().front(), "smollm2-135m");
 }
 
