@@ -418,8 +418,15 @@ def test_llama_server_suite_shapes(keyed):
             ("code", ["code", "fim", "tinyllama-2"], ["chat", "fim", "small"])
         assert s.post("/completion", {"prompt": "Once", "n_predict": 1}).json()["model"] == "code"
     r = subprocess.run([SYNAPSE, "serve", "-m", model_path("stories260K.gguf"), "--port", "0", "--chat-template",
-                        "command-r"], capture_output=True, text=True, timeout=60)
-    assert r.returncode != 0 and "unknown chat template 'command-r'" in r.stderr, r.stderr
+                        "vicuna"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "unknown chat template 'vicuna'" in r.stderr, r.stderr
+    # command-r, a built-in format by name (llama.cpp's test_apply_chat_template).
+    with Server("stories260K.gguf", "--chat-template", "command-r") as s:
+        assert s.post("/apply-template", {"messages": [{"role": "system", "content": "You are a test."},
+                                                       {"role": "user", "content": "Hi there"}]}).json() == {
+            "prompt": "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>You are a test.<|END_OF_TURN_TOKEN|>"
+                      "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Hi there<|END_OF_TURN_TOKEN|>"
+                      "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"}
 
 
 # llama-server's metric types (tools/server/server-task.cpp, to_metrics).
