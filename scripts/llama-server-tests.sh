@@ -18,14 +18,17 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-llama=${1:-/work/ref/llama.cpp}
-[ $# -gt 0 ] && shift
+llama=/work/ref/llama.cpp
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then llama=$1; shift; fi
 [ "${1:-}" = "--" ] && shift
 tests="$llama/tools/server/tests"
 [ -d "$tests/unit" ] || { echo "llama-server-tests.sh: no $tests/unit (give a llama.cpp checkout)" >&2; exit 2; }
 export SYNAPSE_BIN=${SYNAPSE_BIN:-$root/build/synapse}
 export SYNAPSE_TEST_MODEL=${SYNAPSE_TEST_MODEL:-$root/tests/data/models/stories260K.gguf}
 [ -x "$SYNAPSE_BIN" ] || { echo "llama-server-tests.sh: no synapse binary at $SYNAPSE_BIN" >&2; exit 2; }
+# Absolute paths: the suite runs from a copy elsewhere.
+SYNAPSE_BIN=$(realpath "$SYNAPSE_BIN")
+SYNAPSE_TEST_MODEL=$(realpath "$SYNAPSE_TEST_MODEL")
 export LLAMA_SERVER_BIN_PATH="$here/llama-server-tests/llama-server"
 export PYTHONPATH="$here/llama-server-tests${PYTHONPATH:+:$PYTHONPATH}"
 TESTS=(test_basic.py test_completion.py test_chat_completion.py test_tokenize.py test_ignore_eos.py

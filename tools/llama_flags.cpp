@@ -291,8 +291,11 @@ LlamaArgs normalize_llama_flags(const CLI::App& sub, const std::vector<std::stri
       value = a.substr(eq + 1);
       attached = true;
     }
+    // llama.cpp's parse_cli_args: a long flag's '_' are read as '-'
+    // (--backend_sampling is --backend-sampling); the value is left as it is.
+    if (name.compare(0, 2, "--") == 0) std::replace(name.begin(), name.end(), '_', '-');
     if (const CLI::Option* o = native_option(sub, name)) {
-      out.args.push_back(a);
+      out.args.push_back(attached ? name + "=" + value : name);
       // Its value, whatever it looks like (-p "-ngl"), is not a flag.
       if (!attached && o->get_items_expected_min() > 0 && i + 1 < args.size()) out.args.push_back(args[++i]);
       continue;

@@ -45,6 +45,7 @@ enum class ChatTemplate {
   zephyr,             // "zephyr"            <|role|>\n...<|endoftext|>\n
   llama3,             // "llama3"            <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
   gemma,              // "gemma"             <start_of_turn>role\n...<end_of_turn>\n
+  command_r,          // "command-r"         <|START_OF_TURN_TOKEN|><|USER_TOKEN|>...<|END_OF_TURN_TOKEN|>
 };
 
 // A message. Roles are "system", "user", "assistant" (others are written as
@@ -74,7 +75,7 @@ ChatTemplate chat_template_from_name(std::string_view name);
 // llm_chat_detect_template: a family name is accepted as is, otherwise the
 // Jinja source is matched by llama.cpp's substring rules in llama.cpp's order.
 // Throws Error(unsupported) naming the family when the rules select one that
-// is not implemented here (e.g. "command-r", "vicuna", "deepseek3"), and
+// is not implemented here (e.g. "vicuna", "deepseek3"), and
 // Error(unsupported) quoting the start of the template when no rule matches;
 // both messages list the known names (use --chat-template NAME).
 ChatTemplate detect_chat_template(std::string_view tmpl);

@@ -83,6 +83,11 @@ struct GenerationParams {
   // n_probs / top_logprobs: also report this many most likely alternatives per
   // position (0 none). Values > 0 imply logprobs.
   int32_t n_probs = 0;
+  // llama-server's post_sampling_probs: logprob and top_logprobs are those of
+  // the distribution the token was drawn from (the candidates the sampler
+  // chain left, after temperature, with the draw's probabilities), not of the
+  // raw row. See GeneratedToken::logprob.
+  bool post_sampling_probs = false;
   // Close the turn in the KV cache whatever ended the reply (llama.cpp's
   // need_insert_eot, PR #8296): when the reply ends by max_tokens, a stop
   // string, a full context or a cancel instead of an end-of-generation token,
@@ -135,9 +140,16 @@ struct GeneratedToken {
   // the row id was sampled from (before logit bias, penalties and
   // temperature: what the model says, as OpenAI reports logprobs). Computed
   // when params.logprobs or n_probs > 0, else 0; 0 on a closing step.
+  // With params.post_sampling_probs: log p(id) of the draw instead, p as the
+  // sampler's last stage computed it (softmax of the surviving candidates'
+  // logits after temperature, in float; 1 for the one candidate of a greedy
+  // chain): llama-server's populate_token_probs with post_sampling.
   float logprob = 0;
   // The n_probs highest-logit tokens of that row with their log-probabilities,
-  // most likely first, ties to the lower id (may or may not contain id).
+  // most likely first, ties to the lower id (may or may not contain id). With
+  // params.post_sampling_probs: the n_probs most probable candidates of the
+  // draw with log p, highest p first, ties to the lower id, those of p = 0
+  // left out (fewer than n_probs when the chain kept fewer).
   std::vector<TokenLogprob> top_logprobs;
   // Not none on the reply's last step: why it ended.
   FinishReason finish = FinishReason::none;

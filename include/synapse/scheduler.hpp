@@ -102,6 +102,18 @@ struct SchedulerParams {
   float slot_prompt_similarity = 0.5f;
 };
 
+// llama-server's prompt_progress (a request's return_progress): how far its
+// prompt is in the cache.
+struct PromptProgress {
+  int64_t total = 0;      // the prompt's tokens
+  int64_t cache = 0;      // of them found in the cache (GenerationResult::n_cached)
+  int64_t processed = 0;  // in the cache now, `cache` included (total at the last report)
+  int64_t time_ms = 0;    // whole milliseconds since the request took its slot
+  // The reply's timings as of now: prompt_n = processed - cache, prompt_ms
+  // since the slot was taken, both 0 at the first report; predicted_* 0.
+  GenerationTimings timings;
+};
+
 // One request. The callbacks run on the scheduler's worker thread, one
 // request's calls in order; they must be quick (the whole batch waits) and
 // may call Scheduler::cancel / try_submit / metrics. An exception thrown by
@@ -123,6 +135,15 @@ struct Request {
   // Each step of the reply (synapse/generation.hpp), with its timings and
   // n_cached filled; returning false cancels the request. May be empty.
   TokenCallback on_token;
+  // Prompt progress (llama-server's return_progress, send_partial_response
+  // with is_progress): once when the request takes its slot (processed ==
+  // cache), then after each step that computed rows of its prompt, the last
+  // (processed == total) before the step's on_token. How many reports a
+  // prompt gets and their counts depend on the rows each step had for it
+  // (n_ubatch, the other requests' rows): like timings, not a function of
+  // the request alone. A request preempted while prefilling reports again
+  // from what its cache then holds. May be empty.
+  std::function<void(const PromptProgress&)> on_progress;
   // Called exactly once per accepted request, after its last on_token, also
   // when it is cancelled (while queued too) or the scheduler shuts down
   // (finish_reason cancelled), or its deadline passed (see the top). The

@@ -11,10 +11,10 @@ namespace synapse {
 
 namespace {
 
-constexpr std::array<std::string_view, 16> kNames = {
+constexpr std::array<std::string_view, 17> kNames = {
     "chatml",     "llama2",     "llama2-sys",        "llama2-sys-bos", "llama2-sys-strip", "mistral-v1",
     "mistral-v3", "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "phi3",          "phi4",
-    "falcon3",    "zephyr",     "llama3",            "gemma",
+    "falcon3",    "zephyr",     "llama3",            "gemma",          "command-r",
 };
 
 std::string known_names() {
@@ -233,7 +233,7 @@ ChatTemplate detect_chat_template(std::string_view tmpl) {
   if (has("GPT4 Correct ")) throw unsupported_family("openchat");
   if (has("USER: ") && has("ASSISTANT: ")) throw unsupported_family(has("SYSTEM: ") ? "vicuna-orca" : "vicuna");
   if (has("### Instruction:") && has("<|EOT|>")) throw unsupported_family("deepseek");
-  if (has("<|START_OF_TURN_TOKEN|>") && has("<|USER_TOKEN|>")) throw unsupported_family("command-r");
+  if (has("<|START_OF_TURN_TOKEN|>") && has("<|USER_TOKEN|>")) return ChatTemplate::command_r;
   if (has("<|start_header_id|>") && has("<|end_header_id|>")) return ChatTemplate::llama3;
   if (has("[gMASK]sop")) throw unsupported_family("chatglm3");
   if (has("<\xE7\x94\xA8\xE6\x88\xB7>")) throw unsupported_family("minicpm");  // "<用户>"
@@ -310,6 +310,19 @@ std::vector<ChatSegment> format_chat_segments(ChatTemplate tmpl, std::span<const
       break;
     case ChatTemplate::gemma:
       format_gemma(o, msgs, add_ass);
+      break;
+    case ChatTemplate::command_r:
+      // llama.cpp's LLM_CHAT_TEMPLATE_COMMAND_R: contents trimmed, roles other
+      // than these three left out.
+      for (const ChatMessage& m : msgs) {
+        const char* token = m.role == "system"      ? "<|SYSTEM_TOKEN|>"
+                            : m.role == "user"      ? "<|USER_TOKEN|>"
+                            : m.role == "assistant" ? "<|CHATBOT_TOKEN|>"
+                                                    : nullptr;
+        if (token == nullptr) continue;
+        o.t("<|START_OF_TURN_TOKEN|>"), o.t(token), o.c(trim(m.content)), o.t("<|END_OF_TURN_TOKEN|>");
+      }
+      if (add_ass) o.t("<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>");
       break;
   }
   return o.take();

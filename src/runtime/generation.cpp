@@ -60,6 +60,22 @@ void fill_logprobs(GeneratedToken& t, std::span<const float> logits, int32_t n_p
     t.top_logprobs.push_back({ids[i], static_cast<float>(logits[static_cast<size_t>(ids[i])] - lse)});
 }
 
+// post_sampling_probs: the draw's distribution (Sampler::last_candidates, p
+// normalized by the last stage) instead of the raw row's; llama-server's
+// populate_token_probs(post_sampling = true), with its sort by p made total
+// (ties to the lower id) so that the entries depend on the row alone.
+void fill_post_sampling_probs(GeneratedToken& t, const Candidates& c, int32_t n_probs) {
+  for (const TokenData& d : c.data)
+    if (d.id == t.id) t.logprob = std::log(d.p);
+  if (n_probs <= 0) return;
+  std::vector<TokenData> by_p(c.data.begin(), c.data.end());
+  const size_t n = std::min(static_cast<size_t>(n_probs), by_p.size());
+  std::partial_sort(by_p.begin(), by_p.begin() + static_cast<std::ptrdiff_t>(n), by_p.end(),
+                    [](const TokenData& a, const TokenData& b) { return a.p > b.p || (a.p == b.p && a.id < b.id); });
+  t.top_logprobs.reserve(n);
+  for (size_t i = 0; i < n && by_p[i].p > 0.0f; ++i) t.top_logprobs.push_back({by_p[i].id, std::log(by_p[i].p)});
+}
+
 }  // namespace
 
 struct Generation::State {
@@ -121,7 +137,10 @@ GeneratedToken Generation::next(std::span<const float> logits) {
   }
   s.sampler->accept(t.id);
   s.last = t.id;
-  if (s.p.logprobs || s.p.n_probs > 0) fill_logprobs(t, logits, s.p.n_probs);
+  if (s.p.post_sampling_probs && (s.p.logprobs || s.p.n_probs > 0))
+    fill_post_sampling_probs(t, s.sampler->last_candidates(), s.p.n_probs);
+  else if (s.p.logprobs || s.p.n_probs > 0)
+    fill_logprobs(t, logits, s.p.n_probs);
   t.text = s.stopper.on_token(t.id);
   t.eog = s.stopper.reason() == StopReason::eog;
   if (s.stopper.done()) {

@@ -164,6 +164,7 @@ struct Scheduler::Impl {
   void run();
   void run_embeddings(std::deque<EmbeddingRequest> jobs);
   std::unique_ptr<Job> admit(std::unique_ptr<Job> job);
+  void report_progress(Job& j, bool first);
   int64_t pages_free() const;
   bool evict_cache(const Slot* keep);
   bool evict(const Slot* keep);
@@ -387,13 +388,37 @@ std::unique_ptr<Job> Scheduler::Impl::admit(std::unique_ptr<Job> job) {
     job->result.n_cached = static_cast<int64_t>(best_len);
     job->result.timings.prompt_n = static_cast<int64_t>(prompt.size() - best_len);
   }
-  if (!job->admitted) {
+  const bool first_admission = !job->admitted;
+  if (first_admission) {
     job->admitted = true;
     job->t_admit = Clock::now();
     job->gen.accept_prompt(prompt);
   }
   best->job = std::move(job);
+  if (first_admission) report_progress(*best->job, true);
   return nullptr;
+}
+
+// llama-server's is_progress result: job j's prompt rows in the cache now
+// (Request::on_progress). A throwing callback cancels the request, as a
+// throwing on_token does.
+void Scheduler::Impl::report_progress(Job& j, bool first) {
+  if (!j.req.on_progress || !j.resume.empty()) return;
+  PromptProgress pp;
+  pp.total = static_cast<int64_t>(j.req.prompt.size());
+  pp.cache = j.result.n_cached;
+  pp.processed = static_cast<int64_t>(j.n_done);
+  if (!first) {
+    pp.timings.prompt_n = pp.processed - pp.cache;
+    pp.timings.prompt_ms = runtime::ms_between(j.t_admit, Clock::now());
+    pp.time_ms = static_cast<int64_t>(pp.timings.prompt_ms);
+  }
+  try {
+    j.req.on_progress(pp);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu);
+    cancels.insert(j.id);
+  }
 }
 
 bool Scheduler::Impl::call_on_token(Job& j, GeneratedToken& t) {
@@ -792,6 +817,8 @@ void Scheduler::Impl::run() {
       for (Slot* s : closing) release(*s);
       for (const size_t i : order)
         if (slots[i].job && slots[i].job->phase == Phase::prefill && n_rows[i] > 0) cache_prefix(slots[i], true);
+      for (const size_t i : order)
+        if (slots[i].job && slots[i].job->phase == Phase::prefill && n_rows[i] > 0) report_progress(*slots[i].job, false);
       // Each row's draw touches its own Generation only (sampler, RNG,
       // stopper; the Tokenizer is read-only), so the rows are drawn on the
       // Context's threads at once, a row's token the same as drawn alone;

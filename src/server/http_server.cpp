@@ -144,7 +144,8 @@ struct Channel {
   struct Event {
     int index;
     bool done;
-    GeneratedToken step;  // when !done
+    GeneratedToken step;                    // when !done and no progress
+    std::optional<PromptProgress> progress = {};  // a prompt-progress report (return_progress)
   };
   std::mutex mu;
   std::deque<Event> events;  // streaming only
@@ -799,6 +800,7 @@ void HttpServer::Impl::handle_completion(Route route, std::string_view body, htt
     r.params.ignore_eos = c.stop.ignore_eos;
     r.params.logprobs = c.logprobs;
     r.params.n_probs = c.top_logprobs;
+    r.params.post_sampling_probs = c.post_sampling_probs;
     r.params.preserved_tokens = c.preserved_tokens;  // the chat format's markers, as text
     // A chat reply always ends its turn in the cache (also when cut by
     // max_tokens or a disconnect), so the next turn's prompt finds it there.
@@ -815,6 +817,13 @@ void HttpServer::Impl::handle_completion(Route route, std::string_view body, htt
       }
       return !ch->cancelled.load();
     };
+    // A plain stream only: an Anthropic or Responses stream (a ReplySink) has no such event.
+    if (c.stream && c.return_progress && !sink)
+      r.on_progress = [ch, index](const PromptProgress& pp) {
+        std::lock_guard<std::mutex> lock(ch->mu);
+        ch->events.push_back({index, false, {}, pp});
+        ch->notify();
+      };
     r.on_done = [hangups = hangups, ch, index](const GenerationResult& result) {
       // A hang-up seen after the step that ended the request freed nothing: 0 steps.
       if (const int64_t at = ch->hangup_step.load(); at >= 0)
@@ -950,6 +959,10 @@ void HttpServer::Impl::stream_reply(std::shared_ptr<const CompletionRequest> cre
             }
           }
           const size_t i = static_cast<size_t>(ev.index);
+          if (ev.progress) {
+            if (!write(progress_chunk(c, meta, ev.index, *ev.progress, tok()))) return give_up();
+            continue;
+          }
           if (ev.done) {
             ++n_closed;
             // The status line (200) is already sent: an error is an event of the stream.

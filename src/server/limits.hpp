@@ -17,8 +17,12 @@ struct Response;
 namespace synapse::server {
 
 // True when a browser page of `origin` may read replies: `origin` is one of
-// `allowed` (exact, scheme://host[:port] as the Origin header spells it) or
-// `allowed` holds "*". Empty `allowed` or empty `origin`: false.
+// `allowed` (exact, scheme://host[:port] as the Origin header spells it),
+// `allowed` holds "*", or `allowed` holds "localhost" and `origin` is an
+// http(s) URL whose host is localhost, 127.0.0.1 or ::1, any port
+// (llama-server's --cors-origins localhost, origin_is_localhost in
+// tools/server/server-http.cpp, with common_http_parse_url's reading of the
+// URL). Empty `allowed` or empty `origin`: false. Thread-safe (pure).
 bool cors_origin_allowed(const std::vector<std::string>& allowed, std::string_view origin);
 
 // Adds the CORS reply headers for an allowed Origin (the origin itself, never

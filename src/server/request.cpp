@@ -514,6 +514,12 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
     }
   }
 
+  r.post_sampling_probs = get_bool(j, "post_sampling_probs", false);
+  r.return_progress = get_bool(j, "return_progress", false);
+  // llama-server's backend_sampling (sampling on a GPU backend, with the same
+  // draws): a CPU engine has no other backend, so only its type is checked.
+  (void)get_bool(j, "backend_sampling", false);
+
   if (route != Route::completion) r.verbose = get_bool(j, "verbose", rc.verbose);
   // Streaming.
   r.stream = get_bool(j, "stream", false);

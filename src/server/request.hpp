@@ -102,6 +102,13 @@ struct CompletionRequest {
   synapse::StopParams stop;                   // n_predict already capped by -n
   bool logprobs = false;                      // the chosen token's logprob per token
   int top_logprobs = 0;                       // alternatives per token (0..20)
+  // llama-server's post_sampling_probs (every route): the probabilities of
+  // the distribution each token was drawn from (GenerationParams::post_sampling_probs);
+  // /completion's completion_probabilities then spell them "prob" / "top_probs".
+  bool post_sampling_probs = false;
+  // llama-server's return_progress (every route; a stream only): chunks with
+  // "prompt_progress" while the prompt is prefilled (Request::on_progress).
+  bool return_progress = false;
   bool stream = false;
   bool include_usage = false;                 // stream_options.include_usage
   bool timings_per_token = false;             // llama-server's: every streamed chunk with a token carries "timings"

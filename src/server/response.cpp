@@ -1,6 +1,7 @@
 #include "server/response.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace synapse::server {
@@ -27,10 +28,30 @@ namespace {
 
 constexpr ReplyDialect kDialect = ReplyDialect::llama_server;
 
+// An entry's "logprob" as llama-server's post_sampling_probs spells it:
+// "prob", the probability (exp of the stored log, within float rounding).
+void to_prob(json& e) {
+  const auto lp = e.find("logprob");
+  if (lp == e.end()) return;
+  const float p = static_cast<float>(std::exp(lp->get<double>()));
+  e.erase(lp);
+  e["prob"] = p;
+}
+
 // llama-server's completion_probabilities (/completion): the chat entries
-// with each token's id.
-json completion_probabilities(std::span<const TokenProbs> tokens, const Tokenizer& tok) {
-  return runtime::token_entries<json>(kDialect, tokens, tok, true);
+// with each token's id; with post_sampling_probs "prob" and "top_probs" for
+// "logprob" and "top_logprobs" (completion_token_output::probs_vector_to_json).
+json completion_probabilities(const CompletionRequest& req, std::span<const TokenProbs> tokens, const Tokenizer& tok) {
+  json out = runtime::token_entries<json>(kDialect, tokens, tok, true);
+  if (!req.post_sampling_probs) return out;
+  for (json& e : out) {
+    to_prob(e);
+    json top = std::move(e["top_logprobs"]);
+    e.erase("top_logprobs");
+    for (json& t : top) to_prob(t);
+    e["top_probs"] = std::move(top);
+  }
+  return out;
 }
 
 json token_ids(std::span<const TokenProbs> tokens) {
@@ -114,7 +135,7 @@ json native_result(const CompletionRequest& req, const ReplyMeta& meta, int inde
   // A streamed chunk always carries its token ids (llama-server); a whole
   // reply only with return_tokens.
   j["tokens"] = req.return_tokens || (req.stream && fin == nullptr) ? token_ids(tokens) : json::array();
-  if (req.logprobs) j["completion_probabilities"] = completion_probabilities(tokens, tok);
+  if (req.logprobs) j["completion_probabilities"] = completion_probabilities(req, tokens, tok);
   if (fin) {
     j["model"] = meta.model;
     j["tokens_predicted"] = fin->tokens.size();
@@ -143,6 +164,7 @@ json native_result(const CompletionRequest& req, const ReplyMeta& meta, int inde
                                 {"presence_penalty", req.sampling.penalty_present},
                                 {"frequency_penalty", req.sampling.penalty_freq},
                                 {"n_probs", req.top_logprobs},
+                                {"post_sampling_probs", req.post_sampling_probs},
                                 {"ignore_eos", req.stop.ignore_eos},
                                 {"stop", req.stop.stops},
                                 // llama.cpp's adaptive-p sampler, which synapse does
@@ -255,6 +277,14 @@ json stream_chunk(const CompletionRequest& req, const ReplyMeta& meta, int index
   // chunk follows (llama-server's rule).
   if (final_out && !req.include_usage) j["timings"] = timings(*final_out);
   if (!final_out) add_step_timings(j, req, steps);
+  return j;
+}
+
+json progress_chunk(const CompletionRequest& req, const ReplyMeta& meta, int index, const PromptProgress& pp,
+                    const Tokenizer& tok) {
+  json j = stream_chunk(req, meta, index, "", {}, 0, tok, req.route == Route::chat_completions, nullptr);
+  j["prompt_progress"] = {{"total", pp.total}, {"cache", pp.cache}, {"processed", pp.processed}, {"time_ms", pp.time_ms}};
+  if (req.timings_per_token) j["timings"] = timings_json(pp.timings, pp.cache);
   return j;
 }
 

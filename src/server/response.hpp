@@ -19,6 +19,7 @@
 #include "runtime/reply_format.hpp"
 #include "server/request.hpp"
 #include "synapse/generation.hpp"
+#include "synapse/scheduler.hpp"
 #include "synapse/tokenizer.hpp"
 
 namespace synapse::server {
@@ -60,6 +61,14 @@ nlohmann::json completion_reply(const CompletionRequest& req, const ReplyMeta& m
 nlohmann::json stream_chunk(const CompletionRequest& req, const ReplyMeta& meta, int index, const std::string& text,
                             std::span<const GeneratedToken> steps, size_t text_offset, const Tokenizer& tok,
                             bool first, const GenerationResult* final_out, bool tool_calls = false);
+
+// llama-server's prompt-progress chunk (return_progress) for choice `index`:
+// the route's empty chunk (chat's the role with content null, as
+// llama-server sends one with each report) with "prompt_progress" {total,
+// cache, processed, time_ms}, and with req.timings_per_token the timings so
+// far (prompt_n and prompt_ms 0 at the first report).
+nlohmann::json progress_chunk(const CompletionRequest& req, const ReplyMeta& meta, int index, const PromptProgress& pp,
+                              const Tokenizer& tok);
 
 // The chat.completion.chunk objects of one step of a parsed chat reply
 // (req.chat_output; the deltas of its runtime::OutputStream), one per delta

@@ -34,7 +34,8 @@ struct Expected {
 
 // The expected outputs: llama.cpp's test-chat-template expectations for its
 // built-in formatter where it lists one (chatml, llama2, llama2-sys-bos,
-// llama2-sys-strip, mistral-v1/v3/v3-tekken/v7, llama3, phi3, phi4, gemma),
+// llama2-sys-strip, mistral-v1/v3/v3-tekken/v7, llama3, phi3, phi4, gemma,
+// command-r: CohereForAI/c4ai-command-r-plus),
 // and the documented format of the others (llama2-sys, mistral-v7-tekken,
 // falcon3, zephyr).
 const Expected kExpected[] = {
@@ -96,6 +97,12 @@ const Expected kExpected[] = {
      "<start_of_turn>user\nYou are a helpful assistant\n\nHello<end_of_turn>\n<start_of_turn>model\nHi "
      "there<end_of_turn>\n<start_of_turn>user\nWho are you<end_of_turn>\n<start_of_turn>model\nI am an "
      "assistant<end_of_turn>\n<start_of_turn>user\nAnother question<end_of_turn>\n<start_of_turn>model\n"},
+    {"command-r",
+     "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>You are a helpful assistant<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|>"
+     "<|USER_TOKEN|>Hello<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>Hi there<|END_OF_TURN_TOKEN|>"
+     "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Who are you<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"
+     "I am an assistant<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|USER_TOKEN|>Another question"
+     "<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"},
 };
 
 TEST(ChatTemplate, EveryFamilyMatchesLlamaCpp) {
@@ -199,6 +206,8 @@ TEST(ChatTemplate, DetectsLlamaCppTestTemplates) {
       {"{{ '<|user|>\\n' + message['content'] + '<|endoftext|>' }}", ChatTemplate::zephyr},
       {"{{ '<|user|>\\n' + message['content'] + '</s>' }}{{ '<|assistant|>\\n' }}", ChatTemplate::falcon3},
       {"{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}", ChatTemplate::gemma},
+      {"{{ '<|START_OF_TURN_TOKEN|><|USER_TOKEN|>' + content.strip() + '<|END_OF_TURN_TOKEN|>' }}",
+       ChatTemplate::command_r},
       {"mistral-v7-tekken", ChatTemplate::mistral_v7_tekken},  // a name is accepted as is
   };
   for (const Case& c : cases) EXPECT_EQ(detect_chat_template(c.tmpl), c.want) << c.tmpl;
@@ -241,11 +250,11 @@ TEST(ChatTemplate, UnknownNamesAndTemplatesAreErrors) {
     EXPECT_NE(std::string(e.what()).find("chatml"), std::string::npos) << e.what();
   }
   try {  // recognised by llama.cpp's rules, but a family not formatted here
-    detect_chat_template("{{ '<|START_OF_TURN_TOKEN|><|USER_TOKEN|>' + content }}");
+    detect_chat_template("{{ 'USER: ' + content + '\\nASSISTANT: ' }}");
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::unsupported);
-    EXPECT_NE(std::string(e.what()).find("'command-r'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'vicuna'"), std::string::npos) << e.what();
   }
   const gguf::File f = gguf::File::open(test::data_path("tokenizer/vocab/ggml-vocab-qwen2.gguf"));
   EXPECT_THROW(chat_template_for_model(f, "qwen"), Error);

@@ -9,6 +9,7 @@
 
 #include "runtime/chat_output.hpp"
 #include "server/chat.hpp"
+#include "server/limits.hpp"
 #include "server/request.hpp"
 #include "server/response.hpp"
 #include "synapse/synapse.hpp"
@@ -616,6 +617,22 @@ TEST_F(JinjaRequestTest, StreamedChunksAreOpenAIsDeltas) {
   fin.finish_reason = FinishReason::stop;
   EXPECT_EQ(stream_chunk(req, meta, 0, "", {}, 0, tok, false, &fin, true)["choices"][0]["finish_reason"], "tool_calls");
   EXPECT_EQ(stream_chunk(req, meta, 0, "", {}, 0, tok, false, &fin, false)["choices"][0]["finish_reason"], "stop");
+}
+
+// --cors-origins localhost: llama-server's special value, an origin whose host
+// is localhost, 127.0.0.1 or ::1, any port (llama.cpp's
+// test_cors_origins_localhost_reflects / _rejects, which need its router mode).
+TEST(Cors, LocalhostAllowsLocalOriginsOnly) {
+  const std::vector<std::string> local = {"localhost"};
+  for (const char* o : {"http://localhost", "http://localhost:8080", "http://127.0.0.1", "http://127.0.0.1:3000",
+                        "http://[::1]", "http://[::1]:3000", "https://localhost/"})
+    EXPECT_TRUE(cors_origin_allowed(local, o)) << o;
+  for (const char* o : {"http://web.mydomain.fr", "http://evil.com", "http://notlocalhost", "http://localhost.evil.com",
+                        "localhost", "file://localhost", "http://localhost:x", "http://[::1", "http://127.0.0.2", ""})
+    EXPECT_FALSE(cors_origin_allowed(local, o)) << o;
+  // Other entries stay exact.
+  EXPECT_TRUE(cors_origin_allowed({"http://app.example", "localhost"}, "http://app.example"));
+  EXPECT_FALSE(cors_origin_allowed({"http://app.example"}, "http://localhost"));
 }
 
 }  // namespace

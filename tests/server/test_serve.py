@@ -13,6 +13,7 @@ so equal floats are equal bytes). Registered in CTest by the top
 CMakeLists.txt (serve.*), with SYNAPSE_BINARY and SYNAPSE_TEST_DATA set.
 """
 import json
+import math
 import os
 import re
 import signal
@@ -418,8 +419,15 @@ def test_llama_server_suite_shapes(keyed):
             ("code", ["code", "fim", "tinyllama-2"], ["chat", "fim", "small"])
         assert s.post("/completion", {"prompt": "Once", "n_predict": 1}).json()["model"] == "code"
     r = subprocess.run([SYNAPSE, "serve", "-m", model_path("stories260K.gguf"), "--port", "0", "--chat-template",
-                        "command-r"], capture_output=True, text=True, timeout=60)
-    assert r.returncode != 0 and "unknown chat template 'command-r'" in r.stderr, r.stderr
+                        "vicuna"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "unknown chat template 'vicuna'" in r.stderr, r.stderr
+    # command-r, a built-in format by name (llama.cpp's test_apply_chat_template).
+    with Server("stories260K.gguf", "--chat-template", "command-r") as s:
+        assert s.post("/apply-template", {"messages": [{"role": "system", "content": "You are a test."},
+                                                       {"role": "user", "content": "Hi there"}]}).json() == {
+            "prompt": "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>You are a test.<|END_OF_TURN_TOKEN|>"
+                      "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Hi there<|END_OF_TURN_TOKEN|>"
+                      "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"}
 
 
 # llama-server's metric types (tools/server/server-task.cpp, to_metrics).
@@ -663,3 +671,74 @@ def test_openai_timings():
                                             "timings_per_token": True}, stream=True))
         assert [e["timings"]["predicted_n"] for e in events] == [1, 2, 3, 4, 4], events  # the last: the reply's
         assert events[-1]["stop"] is True
+
+
+def test_post_sampling_probs():
+    # llama-server's post_sampling_probs (populate_token_probs with post_sampling):
+    # the probabilities of the draw, "prob" / "top_probs" for "logprob" /
+    # "top_logprobs". With top_k 3 and no other stage (top_p 1, min_p 0, temp 1),
+    # the draw is the three highest-logit tokens renormalized: each p is the raw
+    # row's exp(logprob) over their sum, the same tokens in the same order.
+    body = {"prompt": "Once upon a time", "n_predict": 6, "n_probs": 3, "seed": 9, "temperature": 1.0,
+            "top_k": 3, "top_p": 1.0, "min_p": 0.0}
+    with Server("stories260K.gguf", "-np", "1") as s:
+        pre = s.post("/completion", body).json()
+        post = s.post("/completion", dict(body, post_sampling_probs=True, backend_sampling=True)).json()
+        assert post["content"] == pre["content"] and post["generation_settings"]["post_sampling_probs"] is True
+        assert pre["generation_settings"]["post_sampling_probs"] is False
+        assert len(post["completion_probabilities"]) == 6
+        for a, b in zip(pre["completion_probabilities"], post["completion_probabilities"]):
+            assert set(b) == {"id", "token", "bytes", "prob", "top_probs"}, b
+            assert [t["id"] for t in b["top_probs"]] == [t["id"] for t in a["top_logprobs"]]
+            mass = sum(math.exp(t["logprob"]) for t in a["top_logprobs"])
+            for ta, tb in zip(a["top_logprobs"], b["top_probs"]):
+                assert set(tb) == {"id", "token", "bytes", "prob"} and tb["token"] == ta["token"]
+                assert tb["prob"] == pytest.approx(math.exp(ta["logprob"]) / mass, rel=1e-4)
+            assert sum(t["prob"] for t in b["top_probs"]) == pytest.approx(1.0, abs=1e-5)
+            assert b["prob"] == pytest.approx(math.exp(a["logprob"]) / mass, rel=1e-4)
+        # Greedy: the draw has one candidate of probability 1; n_probs 10 gives that one only.
+        g = s.post("/completion", dict(body, temperature=0, n_probs=10, post_sampling_probs=True)).json()
+        for t in g["completion_probabilities"]:
+            assert t["prob"] == 1.0 and [(c["id"], c["prob"]) for c in t["top_probs"]] == [(t["id"], 1.0)]
+        expect_400(s, "/completion", dict(body, backend_sampling="yes"), "backend_sampling", "boolean")
+        expect_400(s, "/completion", dict(body, post_sampling_probs=1), "post_sampling_probs", "boolean")
+
+
+def test_return_progress():
+    # llama-server's return_progress (send_partial_response with is_progress): a
+    # stream reports its prompt's progress, once when it takes its slot (processed
+    # == cache) and after each prefill step (-b 8 rows), the last with processed ==
+    # total, before the first token; the chat route's reports are role chunks.
+    prompt = "Once upon a time, there was a little girl who liked to play in the park with her dog"
+    with Server("stories260K.gguf", "-np", "1", "-b", "8") as s:
+        n = s.post("/completion", {"prompt": prompt, "n_predict": 1}).json()["tokens_evaluated"]
+        assert n == 29, n  # four steps of 8 rows
+        body = {"prompt": prompt, "n_predict": 3, "seed": 1, "stream": True, "return_progress": True,
+                "timings_per_token": True}
+        for cached in (False, True):
+            events = sse(s.post("/completion", dict(body, cache_prompt=cached), stream=True))
+            progress = [e for e in events if "prompt_progress" in e]
+            assert events[:len(progress)] == progress  # before any token
+            pp = [e["prompt_progress"] for e in progress]
+            cache = n - 1 if cached else 0
+            want = [cache] + ([8, 16, 24, n] if not cached else [n])
+            assert [p["processed"] for p in pp] == want, pp
+            assert all(p["total"] == n and p["cache"] == cache and p["time_ms"] >= 0 for p in pp), pp
+            assert all(e["content"] == "" and e["tokens"] == [] and e["stop"] is False for e in progress)
+            first = progress[0]["timings"]
+            assert (first["prompt_n"], first["prompt_ms"], first["predicted_n"], first["predicted_ms"]) == (0, 0, 0, 0)
+            assert [e["timings"]["prompt_n"] for e in progress] == [p - cache for p in want]
+            assert "".join(e["content"] for e in events) == \
+                s.post("/completion", dict(body, stream=False, return_progress=False)).json()["content"]
+        # Not asked, or not streamed: no report.
+        assert not any("prompt_progress" in e for e in sse(s.post("/completion", dict(body, return_progress=False),
+                                                                    stream=True)))
+        assert "prompt_progress" not in s.post("/completion", dict(body, stream=False)).json()
+        chat = {"messages": [{"role": "user", "content": prompt}], "max_tokens": 2, "stream": True,
+                "return_progress": True}
+        events = sse(s.post("/v1/chat/completions", chat, stream=True))[:-1]
+        progress = [e for e in events if "prompt_progress" in e]
+        assert len(progress) >= 2 and progress[-1]["prompt_progress"]["processed"] == \
+            progress[-1]["prompt_progress"]["total"]
+        assert all(e["choices"][0]["delta"] == {"role": "assistant", "content": None} for e in progress)
+        assert all("timings" not in e for e in progress)

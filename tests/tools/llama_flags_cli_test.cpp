@@ -207,6 +207,20 @@ TEST(LlamaFlags, FlagsWithNoEffectAreIgnoredWithOneWarning) {
       << b.err;
 }
 
+// llama.cpp reads a long flag's '_' as '-' (common/arg.cpp, parse_cli_args):
+// llama.cpp's server tests start llama-server with --backend_sampling.
+TEST(LlamaFlags, UnderscoresInALongFlagAreDashes) {
+  const CliResult base = synapse_cli(run_cmd(""));
+  const CliResult r = synapse_cli(run_cmd("--backend_sampling --top_k 40 --ubatch_size=3"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, base.out);
+  EXPECT_EQ(lines_of(r.err)[0],
+            "synapse run: ignoring llama.cpp flags that have no effect here (CPU only, no network): --backend-sampling")
+      << r.err;
+  // A short flag keeps its spelling: -b_s is no flag.
+  EXPECT_NE(synapse_cli(run_cmd("-b_s")).exit_code, 0);
+}
+
 TEST(LlamaFlags, DownloadsAndMissingFeaturesAreRefusedNamingTheFlag) {
   for (const char* flags : {"-hf ggml-org/gemma-3-1b-it-GGUF", "-hfr a/b", "-hff x.gguf", "-mu http://x/y.gguf",
                             "--model-url http://x/y.gguf"}) {
