@@ -86,6 +86,8 @@ struct AttentionScratch {
   std::vector<int64_t> n_kv;
   std::vector<float> vacc;  // [query vector][16 lanes][hd_v] partial sums of the weighted V
   std::vector<uint8_t> q_typed;  // attend_block_typed: queries converted to K's vec_dot_type
+  std::vector<float> q_scales;   // typed_queries: the Q8_0 queries' block scales as floats
+  std::vector<int32_t> q_sums;   // typed_queries: their sums of 4 and of 32 bytes
 };
 
 // The q.k order (F16-rounded values as floats, n = hd): n % 16 == 0,
@@ -297,14 +299,64 @@ void scale_round_f16_scalar(float* x, int64_t n, float inv);
 void scale_round_f16_avx2(float* x, int64_t n, float inv);
 void scale_round_f16_avx512(float* x, int64_t n, float inv);
 
-// The typed cache's pieces (attend_block_typed's scores and values; generic
-// code through quant's active table): scores as attend_scores with
+// The typed cache's pieces (attend_block_typed's scores and values), one
+// per table (OpsTable::attend_scores_typed, attend_values_typed), each bit
+// for bit the generic one: scores as attend_scores with
 // vec_dot_K(from_float_vt(q), K[j]) * kq_scale; values as attend_values
-// with F32 probabilities and one accumulator per output and chunk.
+// with F32 probabilities and one accumulator per output and chunk
+// (o = o + p_j * float(V[j][d]), a product and a sum, two roundings).
+//   attend_scores_typed, attend_values_typed: generic code through quant's
+//     active table (every type; the scalar table's entries).
+//   _avx512 (attention_typed_avx512.cpp): K of Q8_0, Q4_0, Q5_0 and IQ4_NL
+//     by 16 keys at a time: the 16 keys' blocks transposed so that lane l
+//     of a register holds key l's 4 bytes of one group, each query's 4
+//     bytes broadcast (vpdpbusd, K's values offset to unsigned bytes and
+//     the offset times the query's sums taken off: exact integers), then
+//     quant's float steps per block in the same order (Q8_0, Q4_0, Q5_0:
+//     acc = fma(float(isum), d_k * d_q, acc); IQ4_NL: 8 lanes of 4 bytes,
+//     hsum_float_8). V of those types and F16 / BF16 dequantized 16 values
+//     at a time, 4 heads x 64 outputs in registers. Other types, or hd
+//     (hd_v) not a multiple of 32 (16 for F16 / BF16 V), or hd above
+//     kTypedMaxHead: the generic pieces.
+//   _avx2 (attention_typed_avx2.cpp): the same types, 8 keys at a time
+//     (vpmaddubsw with K's magnitudes and the query's bytes signed by K, as
+//     ggml's AVX2 dots), V 8 values at a time.
 void attend_scores_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
                          int64_t hd, float kq_scale, int64_t bk, float* scores, int64_t ld, AttentionScratch& s);
 void attend_values_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
                          int64_t hd_v, int64_t bk, const float* p, int64_t ld, AttentionScratch& s);
+void attend_scores_typed_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                              int64_t hd, float kq_scale, int64_t bk, float* scores, int64_t ld, AttentionScratch& s);
+void attend_values_typed_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                              int64_t hd_v, int64_t bk, const float* p, int64_t ld, AttentionScratch& s);
+void attend_scores_typed_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows,
+                                int64_t n_gqa, int64_t hd, float kq_scale, int64_t bk, float* scores, int64_t ld,
+                                AttentionScratch& s);
+void attend_values_typed_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows,
+                                int64_t n_gqa, int64_t hd_v, int64_t bk, const float* p, int64_t ld,
+                                AttentionScratch& s);
+
+// The largest head size the SIMD typed scores take (their per-tile blocks
+// sit on the stack); larger ones run the generic piece.
+constexpr int64_t kTypedMaxHead = 512;
+
+// The queries of n_rows rows converted for a cache whose K is k_type, in
+// s (generic code, so the instruction-set kernels touch no std::vector):
+// query vector v = r * n_gqa + i (row r, head i) becomes the row of hd
+// values of K's vec_dot_type that ggml's flash attention makes of it
+// (q_to_vec_dot: quant's from_float of that type), at q + v * q_bytes.
+// When that type is Q8_0 and with_sums, also block b's scale as a float,
+// scales[v * nb + b] (nb = hd / 32), and its sums of signed bytes:
+// sums[(v * nb + b) * 9 + w] for w < 8 the 4 bytes 4w .. 4w + 3, w = 8 all
+// 32. Pointers stay valid until s is next resized.
+struct TypedQueries {
+  const uint8_t* q;
+  int64_t q_bytes;
+  const float* scales;
+  const int32_t* sums;
+};
+TypedQueries typed_queries(GgmlType k_type, const QueryRow* rows, int64_t n_rows, int64_t n_gqa, int64_t hd,
+                           bool with_sums, AttentionScratch& s);
 
 // The softmax of n_rows score rows with table t's pieces: row i (x + i * ld,
 // n[i] >= 1 values) becomes softmax_pad16's probabilities with the chunked
