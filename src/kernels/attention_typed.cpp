@@ -16,8 +16,8 @@ namespace {
 // Start of KV group g's slice of position p's K (or V) row: the row's words
 // (KvLayerView), then row_size(type, g * head) bytes on (whole blocks, the
 // head size a multiple of the type's block).
-const uint8_t* group_slice(const KvLayerView& kv, int64_t offset, int64_t stride, int64_t p, GgmlType type,
-                           int64_t g, int64_t head) {
+const uint8_t* group_slice(const KvLayerView& kv, int64_t offset, int64_t stride, int64_t p, GgmlType type, int64_t g,
+                           int64_t head) {
   const quant::ggml_fp16_t* row =
       kv.pages[p >> kv.page_shift] + offset + (p & ((int64_t{1} << kv.page_shift) - 1)) * stride;
   return reinterpret_cast<const uint8_t*>(row) + row_size(type, g * head);

@@ -19,46 +19,11 @@
 #include <cstring>
 
 #include "kernels/attention.hpp"
+#include "kernels/attention_typed_isa.hpp"
 #include "quant/formats.hpp"
 
 namespace synapse::kernels {
 namespace {
-
-inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-inline int64_t max64(int64_t a, int64_t b) { return a < b ? b : a; }
-
-// The cache formats these kernels read (K: the first four; V: all).
-enum class Fmt { q8_0, q4_0, q5_0, iq4_nl, f16, bf16 };
-
-bool fmt_of(GgmlType t, Fmt& f) {
-  switch (t) {
-    case GgmlType::Q8_0: f = Fmt::q8_0; return true;
-    case GgmlType::Q4_0: f = Fmt::q4_0; return true;
-    case GgmlType::Q5_0: f = Fmt::q5_0; return true;
-    case GgmlType::IQ4_NL: f = Fmt::iq4_nl; return true;
-    case GgmlType::F16: f = Fmt::f16; return true;
-    case GgmlType::BF16: f = Fmt::bf16; return true;
-    default: return false;
-  }
-}
-
-// Bytes of a block of 32 values (F16 / BF16: 32 values too).
-constexpr int64_t block_bytes(Fmt f) {
-  return f == Fmt::q8_0     ? int64_t{sizeof(quant::block_q8_0)}
-         : f == Fmt::q4_0   ? int64_t{sizeof(quant::block_q4_0)}
-         : f == Fmt::q5_0   ? int64_t{sizeof(quant::block_q5_0)}
-         : f == Fmt::iq4_nl ? int64_t{sizeof(quant::block_iq4_nl)}
-                            : int64_t{64};
-}
-
-// Where position p's slice of the group starts (KvLayerView's pages; the
-// group's first byte group_bytes into the row).
-inline const uint8_t* slice_at(const KvLayerView& kv, int64_t offset, int64_t stride, int64_t p,
-                               int64_t group_bytes) {
-  return reinterpret_cast<const uint8_t*>(kv.pages[p >> kv.page_shift] + offset +
-                                          (p & ((int64_t{1} << kv.page_shift) - 1)) * stride) +
-         group_bytes;
-}
 
 inline __m256i load2x16(const uint8_t* a, const uint8_t* b) {
   return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
@@ -78,9 +43,9 @@ inline void transpose4(const __m256i in[4], __m256i* out) {
 
 // The 32 bits of m (bit 16p + e: lane p's byte e) as bytes 0x10 or 0.
 inline __m256i bits_to_0x10(uint32_t m) {
-  const __m256i x = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(m)),
-                                        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                                          0x0101010101010101, 0x0000000000000000));
+  const __m256i x = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(m)),
+      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000));
   const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(x, bit), bit), _mm256_set1_epi8(0x10));
 }
@@ -135,12 +100,6 @@ inline void load_k_tile(const uint8_t* const kp[8], int64_t boff, __m256i* t, __
 constexpr bool k_signed(Fmt f) { return f == Fmt::q8_0 || f == Fmt::iq4_nl; }
 constexpr int32_t k_offset(Fmt f) { return f == Fmt::q4_0 ? 8 : f == Fmt::q5_0 ? 16 : 0; }
 
-inline int32_t load_i32(const uint8_t* p) {
-  int32_t x;
-  std::memcpy(&x, p, 4);
-  return x;
-}
-
 // The int32 dot of t (8 keys' 4 values, unsigned levels or signed) with
 // the query's 4 bytes q4 broadcast, per lane.
 template <Fmt F>
@@ -172,8 +131,8 @@ inline void dot_tile(const __m256i* tk, const __m256* dk, int64_t nb, const Type
     for (int w = 0; w < 8; ++w) {
       const __m256i t = _mm256_load_si256(tk + b * 8 + w);
       for (int h = 0; h < G; ++h)
-        is[h] = _mm256_add_epi32(
-            is[h], dot4<F>(t, _mm256_set1_epi32(load_i32(q[h] + b * sizeof(quant::block_q8_0) + 4 * w))));
+        is[h] = _mm256_add_epi32(is[h],
+                                 dot4<F>(t, _mm256_set1_epi32(load_i32(q[h] + b * sizeof(quant::block_q8_0) + 4 * w))));
     }
     for (int h = 0; h < G; ++h)
       acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[h]), _mm256_mul_ps(dk[b], _mm256_set1_ps(qd[h][b])), acc[h]);
@@ -219,12 +178,8 @@ void scores_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_
   for (int64_t j = span.lo; j <= span.hi; j += 8) {
     // The tile's positions some row reads: [a_min, b_max]; the other lanes
     // repeat its ends (computed, never stored).
-    int64_t a_min = j + 8, b_max = j - 1;
-    for (int64_t r = 0; r < n_rows; ++r) {
-      if (rows[r].first > j + 7 || rows[r].last < j) continue;
-      a_min = min64(a_min, max64(rows[r].first, j));
-      b_max = max64(b_max, min64(rows[r].last, j + 7));
-    }
+    const ReadRange rr = read_range(rows, n_rows, j, j + 8);
+    const int64_t a_min = rr.lo, b_max = rr.hi;
     if (a_min > b_max) continue;
     for (int l = 0; l < 8; ++l)
       kp[l] = slice_at(kv, kv.k_offset, kv.k_stride, min64(max64(j + l, a_min), b_max), group_bytes);
@@ -251,13 +206,20 @@ void scores_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_
           __m256 acc[4];
           const int64_t n_h = min64(4, n_gqa - i);
           switch (n_h) {
-            case 1: dot_tile<F, 1>(tk, dk, nb, tq, v, acc); break;
-            case 2: dot_tile<F, 2>(tk, dk, nb, tq, v, acc); break;
-            case 3: dot_tile<F, 3>(tk, dk, nb, tq, v, acc); break;
-            default: dot_tile<F, 4>(tk, dk, nb, tq, v, acc); break;
+            case 1:
+              dot_tile<F, 1>(tk, dk, nb, tq, v, acc);
+              break;
+            case 2:
+              dot_tile<F, 2>(tk, dk, nb, tq, v, acc);
+              break;
+            case 3:
+              dot_tile<F, 3>(tk, dk, nb, tq, v, acc);
+              break;
+            default:
+              dot_tile<F, 4>(tk, dk, nb, tq, v, acc);
+              break;
           }
-          for (int64_t h = 0; h < n_h; ++h)
-            store_lanes(sc + v[h] * ld, _mm256_mul_ps(acc[h], scale), a - j, e - a + 1);
+          for (int64_t h = 0; h < n_h; ++h) store_lanes(sc + v[h] * ld, _mm256_mul_ps(acc[h], scale), a - j, e - a + 1);
         }
       }
     }
@@ -292,12 +254,13 @@ inline __m256 dequant8(const uint8_t* x, int64_t d) {
       } else if constexpr (F == Fmt::q5_0) {
         uint32_t qh;
         std::memcpy(&qh, blk + 2, 4);
-        const __m256i bits = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(qh >> o)),
-                                                                _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0)),
-                                              _mm256_set1_epi32(1));
+        const __m256i bits = _mm256_and_si256(
+            _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(qh >> o)), _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0)),
+            _mm256_set1_epi32(1));
         q = _mm256_sub_epi32(_mm256_or_si256(q, _mm256_slli_epi32(bits, 4)), _mm256_set1_epi32(16));
       } else {
-        const __m256i lo = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(quant::kvalues_iq4nl)));
+        const __m256i lo =
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(quant::kvalues_iq4nl)));
         const __m256i hi =
             _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(quant::kvalues_iq4nl + 8)));
         // Levels 0-7 from lo, 8-15 from hi, by the nibble's low 3 bits.
@@ -345,39 +308,30 @@ void weighted_v_all(const float* const* p, const float* v, int64_t hd_v, int64_t
 }
 
 template <Fmt F>
-void values_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
-                  int64_t hd_v, int64_t bk, const float* probs, int64_t ld, AttentionScratch& s) {
+void values_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa, int64_t hd_v,
+                  int64_t bk, const float* probs, int64_t ld, AttentionScratch& s) {
   const RowSpan span = row_span(rows, n_rows);
   const int64_t n_q = n_rows * n_gqa;
-  const int64_t slice_bytes = F == Fmt::f16 || F == Fmt::bf16 ? 2 * hd_v : (hd_v / 32) * block_bytes(F);
-  const int64_t group_bytes = g * slice_bytes;
+  const int64_t sb = slice_bytes<F>(hd_v), group_bytes = g * sb;
   const ScratchPtrs sp = size_scratch(s, 0, 0, 0, bk * hd_v, 0, n_q * hd_v);
   for (int64_t i = 0; i < n_q * hd_v; i += 8) _mm256_storeu_ps(sp.vacc + i, _mm256_setzero_ps());
   float* blk = sp.kv_block;
   for (int64_t j0 = span.lo; j0 <= span.hi; j0 += bk) {
     const int64_t j1 = min64(span.hi + 1, j0 + bk);
     // The block's positions some row reads, converted to floats once.
-    int64_t a_min = j1, b_max = j0 - 1;
-    for (int64_t r = 0; r < n_rows; ++r) {
-      if (rows[r].first >= j1 || rows[r].last < j0) continue;
-      a_min = min64(a_min, max64(rows[r].first, j0));
-      b_max = max64(b_max, min64(rows[r].last, j1 - 1));
-    }
+    const ReadRange rr = read_range(rows, n_rows, j0, j1);
+    const int64_t a_min = rr.lo, b_max = rr.hi;
     for (int64_t j = a_min; j <= b_max; ++j) {
       const uint8_t* x = slice_at(kv, kv.v_offset, kv.v_stride, j, group_bytes);
       const char* ahead =
           reinterpret_cast<const char*>(slice_at(kv, kv.v_offset, kv.v_stride, min64(j + 8, b_max), group_bytes));
       _mm_prefetch(ahead, _MM_HINT_T0);
-      _mm_prefetch(ahead + slice_bytes - 1, _MM_HINT_T0);
+      _mm_prefetch(ahead + sb - 1, _MM_HINT_T0);
       for (int64_t d = 0; d < hd_v; d += 8) _mm256_storeu_ps(blk + (j - j0) * hd_v + d, dequant8<F>(x, d));
     }
     for (int64_t r = 0; r < n_rows; ++r) {
       const int64_t first = rows[r].first;
-      const int64_t a0 = max64(j0, first), b0 = min64(j1 - 1, rows[r].last);
-      // [a0, b0] cut at the row's chunk ends: [a, b] within one chunk.
-      for (int64_t a = a0; a <= b0;) {
-        const int64_t chunk_end = first + ((a - first) / kAttendChunk + 1) * kAttendChunk - 1;
-        const int64_t b = min64(b0, chunk_end);
+      for_chunk_pieces(rows[r], max64(j0, first), min64(j1 - 1, rows[r].last), [&](int64_t a, int64_t b, bool end) {
         const float* vb = blk + (a - j0) * hd_v;
         const float* p[4];
         float* o[4];
@@ -394,7 +348,7 @@ void values_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_
           o[0] = sp.vacc + (r * n_gqa + i) * hd_v;
           weighted_v_all<1>(p, vb, hd_v, b - a + 1, o);
         }
-        if (b == chunk_end || b == rows[r].last) {
+        if (end) {
           // The chunk's sums into the output (the first chunk) or added to it, in chunk order.
           const bool add = a - first >= kAttendChunk;
           for (int64_t h = 0; h < n_gqa; ++h) {
@@ -407,48 +361,36 @@ void values_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_
             }
           }
         }
-        a = b + 1;
-      }
+      });
     }
   }
 }
+
+// This width's kernels for scores_entry / values_entry.
+struct Kernels {
+  static constexpr int64_t v_fp_step = 8;
+  template <Fmt F>
+  static void scores(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa, int64_t hd,
+                     float kq_scale, float* scores, int64_t ld, const TypedQueries& tq) {
+    scores_typed<F>(kv, g, rows, n_rows, n_gqa, hd, kq_scale, scores, ld, tq);
+  }
+  template <Fmt F>
+  static void values(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                     int64_t hd_v, int64_t bk, const float* p, int64_t ld, AttentionScratch& s) {
+    values_typed<F>(kv, g, rows, n_rows, n_gqa, hd_v, bk, p, ld, s);
+  }
+};
 
 }  // namespace
 
 void attend_scores_typed_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
                               int64_t hd, float kq_scale, int64_t bk, float* scores, int64_t ld, AttentionScratch& s) {
-  Fmt f;
-  if (!fmt_of(kv.k_type, f) || f == Fmt::f16 || f == Fmt::bf16 || hd % 32 != 0 || hd > kTypedMaxHead) {
-    attend_scores_typed(kv, g, rows, n_rows, n_gqa, hd, kq_scale, bk, scores, ld, s);
-    return;
-  }
-  if (n_rows <= 0) return;
-  const TypedQueries tq = typed_queries(kv.k_type, rows, n_rows, n_gqa, hd, true, s);
-  switch (f) {
-    case Fmt::q8_0: scores_typed<Fmt::q8_0>(kv, g, rows, n_rows, n_gqa, hd, kq_scale, scores, ld, tq); break;
-    case Fmt::q4_0: scores_typed<Fmt::q4_0>(kv, g, rows, n_rows, n_gqa, hd, kq_scale, scores, ld, tq); break;
-    case Fmt::q5_0: scores_typed<Fmt::q5_0>(kv, g, rows, n_rows, n_gqa, hd, kq_scale, scores, ld, tq); break;
-    default: scores_typed<Fmt::iq4_nl>(kv, g, rows, n_rows, n_gqa, hd, kq_scale, scores, ld, tq); break;
-  }
+  scores_entry<Kernels>(kv, g, rows, n_rows, n_gqa, hd, kq_scale, bk, scores, ld, s);
 }
 
 void attend_values_typed_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
                               int64_t hd_v, int64_t bk, const float* p, int64_t ld, AttentionScratch& s) {
-  Fmt f;
-  const bool fp = kv.v_type == GgmlType::F16 || kv.v_type == GgmlType::BF16;
-  if (!fmt_of(kv.v_type, f) || hd_v % (fp ? 8 : 32) != 0) {
-    attend_values_typed(kv, g, rows, n_rows, n_gqa, hd_v, bk, p, ld, s);
-    return;
-  }
-  if (n_rows <= 0) return;
-  switch (f) {
-    case Fmt::q8_0: values_typed<Fmt::q8_0>(kv, g, rows, n_rows, n_gqa, hd_v, bk, p, ld, s); break;
-    case Fmt::q4_0: values_typed<Fmt::q4_0>(kv, g, rows, n_rows, n_gqa, hd_v, bk, p, ld, s); break;
-    case Fmt::q5_0: values_typed<Fmt::q5_0>(kv, g, rows, n_rows, n_gqa, hd_v, bk, p, ld, s); break;
-    case Fmt::iq4_nl: values_typed<Fmt::iq4_nl>(kv, g, rows, n_rows, n_gqa, hd_v, bk, p, ld, s); break;
-    case Fmt::f16: values_typed<Fmt::f16>(kv, g, rows, n_rows, n_gqa, hd_v, bk, p, ld, s); break;
-    default: values_typed<Fmt::bf16>(kv, g, rows, n_rows, n_gqa, hd_v, bk, p, ld, s); break;
-  }
+  values_entry<Kernels>(kv, g, rows, n_rows, n_gqa, hd_v, bk, p, ld, s);
 }
 
 }  // namespace synapse::kernels

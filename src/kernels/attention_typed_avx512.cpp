@@ -4,16 +4,22 @@
 // attention_typed.cpp). Built with -mavx512f/bw/dq/vl/vnni, chosen at run
 // time. No std:: templates or containers (scripts/check-isa-objects.sh).
 //
-// Scores: 16 keys at a time, one per lane. Block b of the 16 keys is
-// transposed into 8 registers t[w] (lane l = key l's values 4w .. 4w + 3,
-// offset to unsigned bytes), so each query's 4 bytes of group w, broadcast,
-// take one vpdpbusd for all 16 keys: the exact integer dot of each group
-// or block, whatever the order of its additions. The float steps are
+// Scores: 16 keys at a time. Q8_0, Q4_0 and Q5_0: register t[4c + r]
+// holds half c (values 16c .. 16c + 15) of keys r, 4 + r, 8 + r, 12 + r
+// in its 4 lanes of 128 bits, offset to unsigned bytes; the query's half,
+// repeated in the 4 lanes, meets it in one vpdpbusd per half, and a 4 x 4
+// transpose-and-add (reduce4) leaves key l's block sum in lane l: exact
+// integers, so the order of their additions is free. IQ4_NL, whose float
+// order keeps 8 lanes of 4 values per key, has the blocks transposed
+// instead (t[w] lane l = key l's values 4w .. 4w + 3). The float steps are
 // quant's (legacy.cpp): per block acc = fma(float(isum), d_k * d_q, acc)
-// for Q8_0, Q4_0, Q5_0; IQ4_NL 8 lanes of 4 bytes, each
-// fma(d_k * d_q, float(lane), acc_w), then hsum_float_8's tree.
-// A tile's transposed blocks are built once and serve every query vector
-// of every row that attends its keys.
+// for Q8_0, Q4_0, Q5_0; IQ4_NL each lane fma(d_k * d_q, float(lane),
+// acc_w), then hsum_float_8's tree. A tile's K registers are built once
+// and serve every query vector of every row that attends its keys.
+// Values: V rows converted 16 values at a time (quant's dequantize, the
+// same floats), acc = fma(p_j, v, acc) with 4 heads x 64 outputs in
+// registers; one row converts its V rows as it reads them, several rows
+// share a block of bk rows converted once.
 #if defined(__x86_64__) || defined(_M_X64)
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() (GCC bug
 // 105593; attention_avx512.cpp).
@@ -22,50 +28,14 @@
 #include <immintrin.h>
 
 #include <cstring>
-#include <type_traits>
 
 #include "kernels/attention.hpp"
 #include "kernels/attention_f16.hpp"
+#include "kernels/attention_typed_isa.hpp"
 #include "quant/formats.hpp"
 
 namespace synapse::kernels {
 namespace {
-
-inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-inline int64_t max64(int64_t a, int64_t b) { return a < b ? b : a; }
-
-// The cache formats these kernels read (K: the first four; V: all).
-enum class Fmt { q8_0, q4_0, q5_0, iq4_nl, f16, bf16 };
-
-bool fmt_of(GgmlType t, Fmt& f) {
-  switch (t) {
-    case GgmlType::Q8_0: f = Fmt::q8_0; return true;
-    case GgmlType::Q4_0: f = Fmt::q4_0; return true;
-    case GgmlType::Q5_0: f = Fmt::q5_0; return true;
-    case GgmlType::IQ4_NL: f = Fmt::iq4_nl; return true;
-    case GgmlType::F16: f = Fmt::f16; return true;
-    case GgmlType::BF16: f = Fmt::bf16; return true;
-    default: return false;
-  }
-}
-
-// Bytes of a block of 32 values (F16 / BF16: 32 values too).
-constexpr int64_t block_bytes(Fmt f) {
-  return f == Fmt::q8_0     ? int64_t{sizeof(quant::block_q8_0)}
-         : f == Fmt::q4_0   ? int64_t{sizeof(quant::block_q4_0)}
-         : f == Fmt::q5_0   ? int64_t{sizeof(quant::block_q5_0)}
-         : f == Fmt::iq4_nl ? int64_t{sizeof(quant::block_iq4_nl)}
-                            : int64_t{64};
-}
-
-// Where position p's slice of the group starts (KvLayerView's pages; the
-// group's first byte group_bytes into the row).
-inline const uint8_t* slice_at(const KvLayerView& kv, int64_t offset, int64_t stride, int64_t p,
-                               int64_t group_bytes) {
-  return reinterpret_cast<const uint8_t*>(kv.pages[p >> kv.page_shift] + offset +
-                                          (p & ((int64_t{1} << kv.page_shift) - 1)) * stride) +
-         group_bytes;
-}
 
 inline __m512i load4x16(const uint8_t* a, const uint8_t* b, const uint8_t* c, const uint8_t* d) {
   __m512i r = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)));
@@ -85,53 +55,47 @@ inline void transpose4(const __m512i in[4], __m512i* out) {
   out[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
-// The 16 fp16 values at the addresses kpv (two registers of 8 pointers)
-// plus off, as floats (a dword is read at each: the block scale and the
-// two bytes after it).
-inline __m512 gather_f16(__m512i kpv0, __m512i kpv1, int64_t off) {
-  const __m512i o = _mm512_set1_epi64(off);
-  const __m256i lo = _mm512_i64gather_epi32(_mm512_add_epi64(kpv0, o), nullptr, 1);
-  const __m256i hi = _mm512_i64gather_epi32(_mm512_add_epi64(kpv1, o), nullptr, 1);
-  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1)));
+// The 16 fp16 values at kp[l] + off, as floats: scalar loads through the
+// stack (a gather is slower on the cores this was written for).
+inline __m512 load_scales16(const uint8_t* const kp[16], int64_t off) {
+  alignas(32) quant::ggml_fp16_t d[16];
+  for (int l = 0; l < 16; ++l) std::memcpy(&d[l], kp[l] + off, 2);
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d)));
 }
 
-// Block b (at byte boff of each key's slice) of the 16 keys kp[l]: t[w]
-// lane l = key l's values 4w .. 4w + 3 plus the format's offset (Q8_0,
-// IQ4_NL: 128; Q4_0: 8; Q5_0: 16) as unsigned bytes; *dk = the 16 block
-// scales.
+// Block b (at byte boff of each key's slice) of the 16 keys kp[l], its
+// values plus the format's offset (Q8_0, IQ4_NL: 128; Q4_0: 8; Q5_0: 16) as
+// unsigned bytes: for Q8_0, Q4_0 and Q5_0 t[4c + r] 128-bit lane p = key
+// 4p + r's values 16c .. 16c + 15; for IQ4_NL transposed, t[w] lane l =
+// key l's values 4w .. 4w + 3. *dk = the 16 block scales.
 template <Fmt F>
-inline void load_k_tile(const uint8_t* const kp[16], __m512i kpv0, __m512i kpv1, int64_t boff, __m512i* t,
-                        __m512* dk) {
+inline void load_k_tile(const uint8_t* const kp[16], int64_t boff, __m512i* t, __m512* dk) {
   if constexpr (F == Fmt::q8_0) {
-    *dk = gather_f16(kpv0, kpv1, boff);
+    *dk = load_scales16(kp, boff);
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
     for (int c = 0; c < 2; ++c) {
-      __m512i in[4];
       const int64_t o = boff + 2 + 16 * c;
-      for (int r = 0; r < 4; ++r) in[r] = _mm512_xor_si512(load4x16(kp[r] + o, kp[4 + r] + o, kp[8 + r] + o, kp[12 + r] + o), flip);
-      transpose4(in, t + 4 * c);
+      for (int r = 0; r < 4; ++r)
+        t[4 * c + r] = _mm512_xor_si512(load4x16(kp[r] + o, kp[4 + r] + o, kp[8 + r] + o, kp[12 + r] + o), flip);
     }
   } else {
     const int64_t qs = F == Fmt::q5_0 ? 6 : 2;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512i lo[4], hi[4];
     for (int r = 0; r < 4; ++r) {
-      const __m512i x = load4x16(kp[r] + boff + qs, kp[4 + r] + boff + qs, kp[8 + r] + boff + qs, kp[12 + r] + boff + qs);
+      const __m512i x =
+          load4x16(kp[r] + boff + qs, kp[4 + r] + boff + qs, kp[8 + r] + boff + qs, kp[12 + r] + boff + qs);
       lo[r] = _mm512_and_si512(x, m4);
       hi[r] = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
     }
     if constexpr (F == Fmt::q5_0) {
-      // The scale and qh of each key in one qword; qh's bit e is value e's
-      // fifth bit. Words rearranged so that qword r (4 + r) is the 64-bit
-      // mask of lo[r] (hi[r]): bit 16p + e = bit e (16 + e) of key 4p + r.
-      const __m512i o = _mm512_set1_epi64(boff);
-      const __m512i g0 = _mm512_i64gather_epi64(_mm512_add_epi64(kpv0, o), nullptr, 1);
-      const __m512i g1 = _mm512_i64gather_epi64(_mm512_add_epi64(kpv1, o), nullptr, 1);
-      const __m256i d16 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi64_epi16(g0)),
-                                                  _mm512_cvtepi64_epi16(g1), 1);
-      *dk = _mm512_cvtph_ps(d16);
-      const __m512i qh = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(_mm512_srli_epi64(g0, 16))),
-                                            _mm512_cvtepi64_epi32(_mm512_srli_epi64(g1, 16)), 1);
+      // qh of each key (lane l = key l); its bit e is value e's fifth bit.
+      // Words rearranged so that qword r (4 + r) is the 64-bit mask of
+      // lo[r] (hi[r]): bit 16p + e = bit e (16 + e) of key 4p + r.
+      *dk = load_scales16(kp, boff);
+      alignas(64) uint32_t qh32[16];
+      for (int l = 0; l < 16; ++l) std::memcpy(&qh32[l], kp[l] + boff + 2, 4);
+      const __m512i qh = _mm512_load_si512(qh32);
       // word t < 16: r = t / 4, p = t % 4 -> word 2 (4p + r); t >= 16: the word after it.
       const __m512i idx = _mm512_set_epi16(31, 23, 15, 7, 29, 21, 13, 5, 27, 19, 11, 3, 25, 17, 9, 1,  //
                                            30, 22, 14, 6, 28, 20, 12, 4, 26, 18, 10, 2, 24, 16, 8, 0);
@@ -143,7 +107,7 @@ inline void load_k_tile(const uint8_t* const kp[16], __m512i kpv0, __m512i kpv1,
         hi[r] = _mm512_or_si512(hi[r], _mm512_maskz_mov_epi8(_cvtu64_mask64(m[4 + r]), b4));
       }
     } else {
-      *dk = gather_f16(kpv0, kpv1, boff);
+      *dk = load_scales16(kp, boff);
     }
     if constexpr (F == Fmt::iq4_nl) {
       // The levels plus 128 (each level's sign bit flipped), looked up by nibble.
@@ -155,22 +119,34 @@ inline void load_k_tile(const uint8_t* const kp[16], __m512i kpv0, __m512i kpv1,
         hi[r] = _mm512_shuffle_epi8(tbl, hi[r]);
       }
     }
-    transpose4(lo, t);
-    transpose4(hi, t + 4);
+    if constexpr (F == Fmt::iq4_nl) {
+      transpose4(lo, t);
+      transpose4(hi, t + 4);
+    } else {
+      for (int r = 0; r < 4; ++r) {
+        t[r] = lo[r];
+        t[4 + r] = hi[r];
+      }
+    }
   }
 }
 
 constexpr int32_t k_offset(Fmt f) { return f == Fmt::q4_0 ? 8 : f == Fmt::q5_0 ? 16 : 128; }
 
-inline int32_t load_i32(const uint8_t* p) {
-  int32_t x;
-  std::memcpy(&x, p, 4);
-  return x;
+// The 16 keys' block sums from a[r] (r < 4), whose lane 4p + e holds a
+// part of key 4p + r's: lane 4p + r of the result = the sum of a[r]'s
+// lanes 4p .. 4p + 3 (exact integers, so in any order).
+inline __m512i reduce4(const __m512i a[4]) {
+  const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]), _mm512_unpackhi_epi32(a[0], a[1]));
+  const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]), _mm512_unpackhi_epi32(a[2], a[3]));
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
 }
 
 // Query vectors v[0 .. G) (TypedQueries rows) against a tile's nb blocks:
 // the 16 keys' scores (before kq_scale) of each, Q8_0 / Q4_0 / Q5_0's
-// block order.
+// block order. Each query's 16-value halves, repeated in the 4 lanes, meet
+// t[4c + r]: lane 4p + e gets key 4p + r's 4 values 16c + 4e .. against
+// the query's; reduce4 sums each key's 4 lanes.
 template <Fmt F, int G>
 inline void dot_tile(const __m512i* tk, const __m512* dk, int64_t nb, const TypedQueries& tq, const int64_t* v,
                      __m512* acc) {
@@ -184,15 +160,20 @@ inline void dot_tile(const __m512i* tk, const __m512* dk, int64_t nb, const Type
     acc[h] = _mm512_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b) {
-    __m512i is[G];
-    for (int h = 0; h < G; ++h) is[h] = _mm512_set1_epi32(-k_offset(F) * qs[h][b * 9 + 8]);
-    for (int w = 0; w < 8; ++w) {
-      const __m512i t = _mm512_load_si512(tk + b * 8 + w);
-      for (int h = 0; h < G; ++h)
-        is[h] = _mm512_dpbusd_epi32(is[h], t, _mm512_set1_epi32(load_i32(q[h] + b * sizeof(quant::block_q8_0) + 4 * w)));
-    }
+    __m512i qv[G][2], a[G][4];
     for (int h = 0; h < G; ++h)
-      acc[h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[h]), _mm512_mul_ps(dk[b], _mm512_set1_ps(qd[h][b])), acc[h]);
+      for (int c = 0; c < 2; ++c)
+        qv[h][c] = _mm512_broadcast_i32x4(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(q[h] + b * sizeof(quant::block_q8_0) + 16 * c)));
+    for (int r = 0; r < 4; ++r) {
+      const __m512i t0 = _mm512_load_si512(tk + b * 8 + r), t1 = _mm512_load_si512(tk + b * 8 + 4 + r);
+      for (int h = 0; h < G; ++h)
+        a[h][r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), t0, qv[h][0]), t1, qv[h][1]);
+    }
+    for (int h = 0; h < G; ++h) {
+      const __m512i is = _mm512_sub_epi32(reduce4(a[h]), _mm512_set1_epi32(k_offset(F) * qs[h][b * 9 + 8]));
+      acc[h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(dk[b], _mm512_set1_ps(qd[h][b])), acc[h]);
+    }
   }
 }
 
@@ -219,9 +200,10 @@ inline __m512 dot_tile_iq4_nl(const __m512i* tk, const __m512* dk, int64_t nb, c
 
 // Lanes from .. from + n - 1 of x into dst[0 .. n).
 inline void store_lanes(float* dst, __m512 x, int64_t from, int64_t n) {
-  if (from) x = _mm512_permutexvar_ps(_mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                                       _mm512_set1_epi32(static_cast<int>(from))),
-                                      x);
+  if (from)
+    x = _mm512_permutexvar_ps(_mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                               _mm512_set1_epi32(static_cast<int>(from))),
+                              x);
   _mm512_mask_storeu_ps(dst, first_n(n), x);
 }
 
@@ -237,32 +219,20 @@ void scores_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_
   for (int64_t j = span.lo; j <= span.hi; j += 16) {
     // The tile's positions some row reads: [a_min, b_max]; the other lanes
     // repeat its ends (computed, never stored).
-    int64_t a_min = j + 16, b_max = j - 1;
-    for (int64_t r = 0; r < n_rows; ++r) {
-      if (rows[r].first > j + 15 || rows[r].last < j) continue;
-      a_min = min64(a_min, max64(rows[r].first, j));
-      b_max = max64(b_max, min64(rows[r].last, j + 15));
-    }
+    const ReadRange rr = read_range(rows, n_rows, j, j + 16);
+    const int64_t a_min = rr.lo, b_max = rr.hi;
     if (a_min > b_max) continue;
     // The keys' slices: in one page (the tile's rows consecutive, the usual
     // case: rows and chunks start at multiples of 16, pages hold 64), else
     // one by one.
-    __m512i kpv0, kpv1;
     if (a_min == j && b_max == j + 15 && (j >> kv.page_shift) == ((j + 15) >> kv.page_shift)) {
       const uint8_t* k0 = slice_at(kv, kv.k_offset, kv.k_stride, j, group_bytes);
-      const __m512i base = _mm512_set1_epi64(reinterpret_cast<int64_t>(k0));
-      const __m512i step = _mm512_set1_epi64(2 * kv.k_stride);
-      kpv0 = _mm512_add_epi64(base, _mm512_mullo_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), step));
-      kpv1 = _mm512_add_epi64(base, _mm512_mullo_epi64(_mm512_set_epi64(15, 14, 13, 12, 11, 10, 9, 8), step));
-      _mm512_store_si512(kp, kpv0);
-      _mm512_store_si512(kp + 8, kpv1);
+      for (int l = 0; l < 16; ++l) kp[l] = k0 + l * 2 * kv.k_stride;
     } else {
       for (int l = 0; l < 16; ++l)
         kp[l] = slice_at(kv, kv.k_offset, kv.k_stride, min64(max64(j + l, a_min), b_max), group_bytes);
-      kpv0 = _mm512_load_si512(kp);
-      kpv1 = _mm512_load_si512(kp + 8);
     }
-    for (int64_t b = 0; b < nb; ++b) load_k_tile<F>(kp, kpv0, kpv1, b * block_bytes(F), tk + b * 8, dk + b);
+    for (int64_t b = 0; b < nb; ++b) load_k_tile<F>(kp, b * block_bytes(F), tk + b * 8, dk + b);
     for (int64_t r = 0; r < n_rows; ++r) {
       const int64_t a = max64(rows[r].first, j), e = min64(rows[r].last, j + 15);
       if (a > e) continue;
@@ -270,7 +240,8 @@ void scores_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_
       float* sc = scores + (a - rows[r].first);
       if constexpr (F == Fmt::iq4_nl) {
         for (int64_t i = 0; i < n_gqa; ++i)
-          store_lanes(sc + (v0 + i) * ld, _mm512_mul_ps(dot_tile_iq4_nl(tk, dk, nb, tq, v0 + i), scale), a - j, e - a + 1);
+          store_lanes(sc + (v0 + i) * ld, _mm512_mul_ps(dot_tile_iq4_nl(tk, dk, nb, tq, v0 + i), scale), a - j,
+                      e - a + 1);
       } else {
         for (int64_t i = 0; i < n_gqa; i += 4) {
           const int64_t v[4] = {v0 + i, v0 + min64(i + 1, n_gqa - 1), v0 + min64(i + 2, n_gqa - 1),
@@ -278,10 +249,18 @@ void scores_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_
           __m512 acc[4];
           const int64_t n_h = min64(4, n_gqa - i);
           switch (n_h) {
-            case 1: dot_tile<F, 1>(tk, dk, nb, tq, v, acc); break;
-            case 2: dot_tile<F, 2>(tk, dk, nb, tq, v, acc); break;
-            case 3: dot_tile<F, 3>(tk, dk, nb, tq, v, acc); break;
-            default: dot_tile<F, 4>(tk, dk, nb, tq, v, acc); break;
+            case 1:
+              dot_tile<F, 1>(tk, dk, nb, tq, v, acc);
+              break;
+            case 2:
+              dot_tile<F, 2>(tk, dk, nb, tq, v, acc);
+              break;
+            case 3:
+              dot_tile<F, 3>(tk, dk, nb, tq, v, acc);
+              break;
+            default:
+              dot_tile<F, 4>(tk, dk, nb, tq, v, acc);
+              break;
           }
           for (int64_t h = 0; h < n_h; ++h) store_lanes(sc + v[h] * ld, _mm512_mul_ps(acc[h], scale), a - j, e - a + 1);
         }
@@ -309,7 +288,8 @@ inline __m512 dequant16(const uint8_t* x, int64_t d) {
     if constexpr (F == Fmt::q8_0) {
       q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2 + 16 * half)));
     } else {
-      const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + (F == Fmt::q5_0 ? 6 : 2))));
+      const __m512i b =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + (F == Fmt::q5_0 ? 6 : 2))));
       q = _mm512_and_si512(half ? _mm512_srli_epi32(b, 4) : b, _mm512_set1_epi32(15));
       if constexpr (F == Fmt::q4_0) {
         q = _mm512_sub_epi32(q, _mm512_set1_epi32(8));
@@ -319,7 +299,8 @@ inline __m512 dequant16(const uint8_t* x, int64_t d) {
         q = _mm512_mask_or_epi32(q, static_cast<__mmask16>(qh >> (16 * half)), q, _mm512_set1_epi32(16));
         q = _mm512_sub_epi32(q, _mm512_set1_epi32(16));
       } else {
-        const __m512i lv = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kvalues_iq4nl)));
+        const __m512i lv =
+            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kvalues_iq4nl)));
         q = _mm512_permutexvar_epi32(q, lv);
       }
     }
@@ -353,7 +334,7 @@ inline void weighted_v(const float* const* p, int64_t n, float* const* o, Src sr
 // cache as they are read (one row attends them: no block to share).
 template <Fmt F, int G>
 void weighted_v_all(const float* const* p, int64_t n, float* const* o, int64_t hd_v, const float* blk,
-                    const KvLayerView& kv, int64_t a, int64_t group_bytes, int64_t slice_bytes) {
+                    const KvLayerView& kv, int64_t a, int64_t group_bytes, int64_t sb) {
   float* od[G];
   for (int64_t d = 0; d < hd_v;) {
     const int64_t w = hd_v - d >= 64 ? 64 : hd_v - d >= 32 ? 32 : 16;
@@ -370,25 +351,27 @@ void weighted_v_all(const float* const* p, int64_t n, float* const* o, int64_t h
           const char* ahead = reinterpret_cast<const char*>(
               slice_at(kv, kv.v_offset, kv.v_stride, a + (j + 8 < n ? j + 8 : n - 1), group_bytes));
           _mm_prefetch(ahead, _MM_HINT_T0);
-          _mm_prefetch(ahead + slice_bytes - 1, _MM_HINT_T0);
+          _mm_prefetch(ahead + sb - 1, _MM_HINT_T0);
           for (int k = 0; k < NV; ++k) vv[k] = dequant16<F>(x, d + 16 * k);
         });
       }
     };
-    if (w == 64) run(std::integral_constant<int, 4>{});
-    else if (w == 32) run(std::integral_constant<int, 2>{});
-    else run(std::integral_constant<int, 1>{});
+    if (w == 64)
+      run(std::integral_constant<int, 4>{});
+    else if (w == 32)
+      run(std::integral_constant<int, 2>{});
+    else
+      run(std::integral_constant<int, 1>{});
     d += w;
   }
 }
 
 template <Fmt F>
-void values_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
-                  int64_t hd_v, int64_t bk, const float* probs, int64_t ld, AttentionScratch& s) {
+void values_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa, int64_t hd_v,
+                  int64_t bk, const float* probs, int64_t ld, AttentionScratch& s) {
   const RowSpan span = row_span(rows, n_rows);
   const int64_t n_q = n_rows * n_gqa;
-  const int64_t slice_bytes = F == Fmt::f16 || F == Fmt::bf16 ? 2 * hd_v : (hd_v / 32) * block_bytes(F);
-  const int64_t group_bytes = g * slice_bytes;
+  const int64_t sb = slice_bytes<F>(hd_v), group_bytes = g * sb;
   // One row (a decode step, a chunk of one): its V rows converted as they
   // are read; several: each block of bk positions converted once for all.
   const bool shared = n_rows > 1;
@@ -399,28 +382,20 @@ void values_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_
     const int64_t j1 = min64(span.hi + 1, j0 + step);
     if (shared) {
       // The block's positions some row reads, converted to floats once.
-      int64_t a_min = j1, b_max = j0 - 1;
-      for (int64_t r = 0; r < n_rows; ++r) {
-        if (rows[r].first >= j1 || rows[r].last < j0) continue;
-        a_min = min64(a_min, max64(rows[r].first, j0));
-        b_max = max64(b_max, min64(rows[r].last, j1 - 1));
-      }
+      const ReadRange rr = read_range(rows, n_rows, j0, j1);
+      const int64_t a_min = rr.lo, b_max = rr.hi;
       for (int64_t j = a_min; j <= b_max; ++j) {
         const uint8_t* x = slice_at(kv, kv.v_offset, kv.v_stride, j, group_bytes);
         const char* ahead =
             reinterpret_cast<const char*>(slice_at(kv, kv.v_offset, kv.v_stride, min64(j + 8, b_max), group_bytes));
         _mm_prefetch(ahead, _MM_HINT_T0);
-        _mm_prefetch(ahead + slice_bytes - 1, _MM_HINT_T0);
+        _mm_prefetch(ahead + sb - 1, _MM_HINT_T0);
         for (int64_t d = 0; d < hd_v; d += 16) _mm512_storeu_ps(sp.kv_block + (j - j0) * hd_v + d, dequant16<F>(x, d));
       }
     }
     for (int64_t r = 0; r < n_rows; ++r) {
       const int64_t first = rows[r].first;
-      const int64_t a0 = max64(j0, first), b0 = min64(j1 - 1, rows[r].last);
-      // [a0, b0] cut at the row's chunk ends: [a, b] within one chunk.
-      for (int64_t a = a0; a <= b0;) {
-        const int64_t chunk_end = first + ((a - first) / kAttendChunk + 1) * kAttendChunk - 1;
-        const int64_t b = min64(b0, chunk_end);
+      for_chunk_pieces(rows[r], max64(j0, first), min64(j1 - 1, rows[r].last), [&](int64_t a, int64_t b, bool end) {
         const float* vb = shared ? sp.kv_block + (a - j0) * hd_v : nullptr;
         const float* p[4];
         float* o[4];
@@ -430,14 +405,14 @@ void values_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_
             p[h] = probs + (r * n_gqa + i + h) * ld + (a - first);
             o[h] = sp.vacc + (r * n_gqa + i + h) * hd_v;
           }
-          weighted_v_all<F, 4>(p, b - a + 1, o, hd_v, vb, kv, a, group_bytes, slice_bytes);
+          weighted_v_all<F, 4>(p, b - a + 1, o, hd_v, vb, kv, a, group_bytes, sb);
         }
         for (; i < n_gqa; ++i) {
           p[0] = probs + (r * n_gqa + i) * ld + (a - first);
           o[0] = sp.vacc + (r * n_gqa + i) * hd_v;
-          weighted_v_all<F, 1>(p, b - a + 1, o, hd_v, vb, kv, a, group_bytes, slice_bytes);
+          weighted_v_all<F, 1>(p, b - a + 1, o, hd_v, vb, kv, a, group_bytes, sb);
         }
-        if (b == chunk_end || b == rows[r].last) {
+        if (end) {
           // The chunk's sums into the output (the first chunk) or added to it, in chunk order.
           const bool add = a - first >= kAttendChunk;
           for (int64_t h = 0; h < n_gqa; ++h) {
@@ -450,50 +425,37 @@ void values_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_
             }
           }
         }
-        a = b + 1;
-      }
+      });
     }
   }
 }
 
+// This width's kernels for scores_entry / values_entry.
+struct Kernels {
+  static constexpr int64_t v_fp_step = 16;
+  template <Fmt F>
+  static void scores(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa, int64_t hd,
+                     float kq_scale, float* scores, int64_t ld, const TypedQueries& tq) {
+    scores_typed<F>(kv, g, rows, n_rows, n_gqa, hd, kq_scale, scores, ld, tq);
+  }
+  template <Fmt F>
+  static void values(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                     int64_t hd_v, int64_t bk, const float* p, int64_t ld, AttentionScratch& s) {
+    values_typed<F>(kv, g, rows, n_rows, n_gqa, hd_v, bk, p, ld, s);
+  }
+};
+
 }  // namespace
 
-void attend_scores_typed_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows,
-                                int64_t n_gqa, int64_t hd, float kq_scale, int64_t bk, float* scores, int64_t ld,
+void attend_scores_typed_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                                int64_t hd, float kq_scale, int64_t bk, float* scores, int64_t ld,
                                 AttentionScratch& s) {
-  Fmt f;
-  if (!fmt_of(kv.k_type, f) || f == Fmt::f16 || f == Fmt::bf16 || hd % 32 != 0 || hd > kTypedMaxHead) {
-    attend_scores_typed(kv, g, rows, n_rows, n_gqa, hd, kq_scale, bk, scores, ld, s);
-    return;
-  }
-  if (n_rows <= 0) return;
-  const TypedQueries tq = typed_queries(kv.k_type, rows, n_rows, n_gqa, hd, true, s);
-  switch (f) {
-    case Fmt::q8_0: scores_typed<Fmt::q8_0>(kv, g, rows, n_rows, n_gqa, hd, kq_scale, scores, ld, tq); break;
-    case Fmt::q4_0: scores_typed<Fmt::q4_0>(kv, g, rows, n_rows, n_gqa, hd, kq_scale, scores, ld, tq); break;
-    case Fmt::q5_0: scores_typed<Fmt::q5_0>(kv, g, rows, n_rows, n_gqa, hd, kq_scale, scores, ld, tq); break;
-    default: scores_typed<Fmt::iq4_nl>(kv, g, rows, n_rows, n_gqa, hd, kq_scale, scores, ld, tq); break;
-  }
+  scores_entry<Kernels>(kv, g, rows, n_rows, n_gqa, hd, kq_scale, bk, scores, ld, s);
 }
 
-void attend_values_typed_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows,
-                                int64_t n_gqa, int64_t hd_v, int64_t bk, const float* p, int64_t ld,
-                                AttentionScratch& s) {
-  Fmt f;
-  const bool fp = kv.v_type == GgmlType::F16 || kv.v_type == GgmlType::BF16;
-  if (!fmt_of(kv.v_type, f) || hd_v % (fp ? 16 : 32) != 0) {
-    attend_values_typed(kv, g, rows, n_rows, n_gqa, hd_v, bk, p, ld, s);
-    return;
-  }
-  if (n_rows <= 0) return;
-  switch (f) {
-    case Fmt::q8_0: values_typed<Fmt::q8_0>(kv, g, rows, n_rows, n_gqa, hd_v, bk, p, ld, s); break;
-    case Fmt::q4_0: values_typed<Fmt::q4_0>(kv, g, rows, n_rows, n_gqa, hd_v, bk, p, ld, s); break;
-    case Fmt::q5_0: values_typed<Fmt::q5_0>(kv, g, rows, n_rows, n_gqa, hd_v, bk, p, ld, s); break;
-    case Fmt::iq4_nl: values_typed<Fmt::iq4_nl>(kv, g, rows, n_rows, n_gqa, hd_v, bk, p, ld, s); break;
-    case Fmt::f16: values_typed<Fmt::f16>(kv, g, rows, n_rows, n_gqa, hd_v, bk, p, ld, s); break;
-    default: values_typed<Fmt::bf16>(kv, g, rows, n_rows, n_gqa, hd_v, bk, p, ld, s); break;
-  }
+void attend_values_typed_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                                int64_t hd_v, int64_t bk, const float* p, int64_t ld, AttentionScratch& s) {
+  values_entry<Kernels>(kv, g, rows, n_rows, n_gqa, hd_v, bk, p, ld, s);
 }
 
 }  // namespace synapse::kernels
