@@ -169,42 +169,20 @@ inline void store_lanes(float* dst, __m256 x, int64_t from, int64_t n) {
 template <Fmt F>
 void scores_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa, int64_t hd,
                   float kq_scale, float* scores, int64_t ld, const TypedQueries& tq) {
-  const int64_t nb = hd / 32, group_bytes = g * nb * block_bytes(F);
-  const RowSpan span = row_span(rows, n_rows);
+  const int64_t nb = hd / 32;
   alignas(32) __m256i tk[kTypedMaxHead / 32 * 8];
   __m256 dk[kTypedMaxHead / 32];
-  const uint8_t* kp[8];
   const __m256 scale = _mm256_set1_ps(kq_scale);
-  for (int64_t j = span.lo; j <= span.hi; j += 8) {
-    // The tile's positions some row reads: [a_min, b_max]; the other lanes
-    // repeat its ends (computed, never stored).
-    const ReadRange rr = read_range(rows, n_rows, j, j + 8);
-    const int64_t a_min = rr.lo, b_max = rr.hi;
-    if (a_min > b_max) continue;
-    for (int l = 0; l < 8; ++l)
-      kp[l] = slice_at(kv, kv.k_offset, kv.k_stride, min64(max64(j + l, a_min), b_max), group_bytes);
-    for (int64_t l = 0; l < 8; ++l) {  // the next tile's rows, asked for while this one is computed
-      const char* p =
-          reinterpret_cast<const char*>(slice_at(kv, kv.k_offset, kv.k_stride, min64(j + 8 + l, span.hi), group_bytes));
-      _mm_prefetch(p, _MM_HINT_T0);
-      _mm_prefetch(p + nb * block_bytes(F) - 1, _MM_HINT_T0);
-    }
-    for (int64_t b = 0; b < nb; ++b) load_k_tile<F>(kp, b * block_bytes(F), tk + b * 8, dk + b);
-    for (int64_t r = 0; r < n_rows; ++r) {
-      const int64_t a = max64(rows[r].first, j), e = min64(rows[r].last, j + 7);
-      if (a > e) continue;
-      const int64_t v0 = r * n_gqa;
-      float* sc = scores + (a - rows[r].first);
-      if constexpr (F == Fmt::iq4_nl) {
-        for (int64_t i = 0; i < n_gqa; ++i)
-          store_lanes(sc + (v0 + i) * ld, _mm256_mul_ps(dot_tile_iq4_nl(tk, dk, nb, tq, v0 + i), scale), a - j,
-                      e - a + 1);
-      } else {
-        for (int64_t i = 0; i < n_gqa; i += 4) {
-          const int64_t v[4] = {v0 + i, v0 + min64(i + 1, n_gqa - 1), v0 + min64(i + 2, n_gqa - 1),
-                                v0 + min64(i + 3, n_gqa - 1)};
-          __m256 acc[4];
-          const int64_t n_h = min64(4, n_gqa - i);
+  score_tiles<8>(
+      kv, rows, n_rows, n_gqa, g * nb * block_bytes(F), F == Fmt::iq4_nl ? 1 : 4, scores,
+      [&](const uint8_t* const* kp) {
+        for (int64_t b = 0; b < nb; ++b) load_k_tile<F>(kp, b * block_bytes(F), tk + b * 8, dk + b);
+      },
+      [&](int64_t n_h, const int64_t* v, float* sc, int64_t from, int64_t count) {
+        __m256 acc[4];
+        if constexpr (F == Fmt::iq4_nl) {
+          acc[0] = dot_tile_iq4_nl(tk, dk, nb, tq, v[0]);
+        } else {
           switch (n_h) {
             case 1:
               dot_tile<F, 1>(tk, dk, nb, tq, v, acc);
@@ -219,11 +197,9 @@ void scores_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_
               dot_tile<F, 4>(tk, dk, nb, tq, v, acc);
               break;
           }
-          for (int64_t h = 0; h < n_h; ++h) store_lanes(sc + v[h] * ld, _mm256_mul_ps(acc[h], scale), a - j, e - a + 1);
         }
-      }
-    }
-  }
+        for (int64_t h = 0; h < n_h; ++h) store_lanes(sc + v[h] * ld, _mm256_mul_ps(acc[h], scale), from, count);
+      });
 }
 
 // 8 values of row x (a slice of format F) starting at value d (a multiple
@@ -329,40 +305,18 @@ void values_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_
       _mm_prefetch(ahead + sb - 1, _MM_HINT_T0);
       for (int64_t d = 0; d < hd_v; d += 8) _mm256_storeu_ps(blk + (j - j0) * hd_v + d, dequant8<F>(x, d));
     }
-    for (int64_t r = 0; r < n_rows; ++r) {
-      const int64_t first = rows[r].first;
-      for_chunk_pieces(rows[r], max64(j0, first), min64(j1 - 1, rows[r].last), [&](int64_t a, int64_t b, bool end) {
-        const float* vb = blk + (a - j0) * hd_v;
-        const float* p[4];
-        float* o[4];
-        int64_t i = 0;
-        for (; i + 4 <= n_gqa; i += 4) {
-          for (int h = 0; h < 4; ++h) {
-            p[h] = probs + (r * n_gqa + i + h) * ld + (a - first);
-            o[h] = sp.vacc + (r * n_gqa + i + h) * hd_v;
+    value_rows(
+        rows, n_rows, n_gqa, hd_v, j0, j1, probs, ld, sp.vacc,
+        [&](auto group, const float* const* p, float* const* o, int64_t a, int64_t b) {
+          weighted_v_all<decltype(group)::value>(p, blk + (a - j0) * hd_v, hd_v, b - a + 1, o);
+        },
+        [&](float* acc, float* out, bool add) {
+          for (int64_t d = 0; d < hd_v; d += 8) {
+            const __m256 x = _mm256_loadu_ps(acc + d);
+            _mm256_storeu_ps(out + d, add ? _mm256_add_ps(_mm256_loadu_ps(out + d), x) : x);
+            _mm256_storeu_ps(acc + d, _mm256_setzero_ps());
           }
-          weighted_v_all<4>(p, vb, hd_v, b - a + 1, o);
-        }
-        for (; i < n_gqa; ++i) {
-          p[0] = probs + (r * n_gqa + i) * ld + (a - first);
-          o[0] = sp.vacc + (r * n_gqa + i) * hd_v;
-          weighted_v_all<1>(p, vb, hd_v, b - a + 1, o);
-        }
-        if (end) {
-          // The chunk's sums into the output (the first chunk) or added to it, in chunk order.
-          const bool add = a - first >= kAttendChunk;
-          for (int64_t h = 0; h < n_gqa; ++h) {
-            float* acc = sp.vacc + (r * n_gqa + h) * hd_v;
-            float* out = rows[r].out + h * hd_v;
-            for (int64_t d = 0; d < hd_v; d += 8) {
-              const __m256 x = _mm256_loadu_ps(acc + d);
-              _mm256_storeu_ps(out + d, add ? _mm256_add_ps(_mm256_loadu_ps(out + d), x) : x);
-              _mm256_storeu_ps(acc + d, _mm256_setzero_ps());
-            }
-          }
-        }
-      });
-    }
+        });
   }
 }
 

@@ -113,6 +113,78 @@ void for_chunk_pieces(const QueryRow& row, int64_t a0, int64_t b0, Fn&& fn) {
   }
 }
 
+// The score tiles of L keys (L = a register's lanes) over the rows' span,
+// for a K of format F (hd = nb blocks): for each tile [j, j + L) that some
+// row reads, kp[l] = the slice of position j + l clamped to the positions
+// read (the other lanes computed, never stored; in one page, the usual
+// case as rows and chunks start at multiples of 16 and pages hold 64, by
+// stride), load(kp) builds the tile's K registers once, then for every
+// row reading it and its query vectors in groups of up to max_group,
+// dots(n, v, sc, from, count): query vectors v[0 .. n) (the group's last
+// repeated to 4), their scores to store at sc + v[h] * ld from lane from,
+// count lanes.
+template <int L, class Load, class Dots>
+void score_tiles(const KvLayerView& kv, const QueryRow* rows, int64_t n_rows, int64_t n_gqa, int64_t group_bytes,
+                 int64_t max_group, float* scores, Load&& load, Dots&& dots) {
+  const RowSpan span = row_span(rows, n_rows);
+  alignas(64) const uint8_t* kp[L];
+  for (int64_t j = span.lo; j <= span.hi; j += L) {
+    const ReadRange rr = read_range(rows, n_rows, j, j + L);
+    if (rr.lo > rr.hi) continue;
+    if (rr.lo == j && rr.hi == j + L - 1 && (j >> kv.page_shift) == ((j + L - 1) >> kv.page_shift)) {
+      const uint8_t* k0 = slice_at(kv, kv.k_offset, kv.k_stride, j, group_bytes);
+      for (int l = 0; l < L; ++l) kp[l] = k0 + l * 2 * kv.k_stride;
+    } else {
+      for (int l = 0; l < L; ++l)
+        kp[l] = slice_at(kv, kv.k_offset, kv.k_stride, min64(max64(j + l, rr.lo), rr.hi), group_bytes);
+    }
+    load(static_cast<const uint8_t* const*>(kp));
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const int64_t a = max64(rows[r].first, j), e = min64(rows[r].last, j + L - 1);
+      if (a > e) continue;
+      const int64_t v0 = r * n_gqa;
+      for (int64_t i = 0; i < n_gqa; i += max_group) {
+        const int64_t v[4] = {v0 + i, v0 + min64(i + 1, n_gqa - 1), v0 + min64(i + 2, n_gqa - 1),
+                              v0 + min64(i + 3, n_gqa - 1)};
+        dots(min64(max_group, n_gqa - i), v, scores + (a - rows[r].first), a - j, e - a + 1);
+      }
+    }
+  }
+}
+
+// The weighted V of every row over its positions in [j0, j1), cut at its
+// chunk ends: weighted(group, p, o, a, b) for each group of up to 4 heads
+// (p: their probabilities from position a, o: their accumulators in vacc,
+// [n_q][hd_v]), then at a chunk's end flush(acc, out, add) per head (the
+// chunk's sums into the output, or added to it after the first chunk).
+template <class Weighted, class Flush>
+void value_rows(const QueryRow* rows, int64_t n_rows, int64_t n_gqa, int64_t hd_v, int64_t j0, int64_t j1,
+                const float* probs, int64_t ld, float* vacc, Weighted&& weighted, Flush&& flush) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const int64_t first = rows[r].first;
+    for_chunk_pieces(rows[r], max64(j0, first), min64(j1 - 1, rows[r].last), [&](int64_t a, int64_t b, bool end) {
+      const float* p[4];
+      float* o[4];
+      int64_t i = 0;
+      for (; i + 4 <= n_gqa; i += 4) {
+        for (int h = 0; h < 4; ++h) {
+          p[h] = probs + (r * n_gqa + i + h) * ld + (a - first);
+          o[h] = vacc + (r * n_gqa + i + h) * hd_v;
+        }
+        weighted(std::integral_constant<int, 4>{}, p, o, a, b);
+      }
+      for (; i < n_gqa; ++i) {
+        p[0] = probs + (r * n_gqa + i) * ld + (a - first);
+        o[0] = vacc + (r * n_gqa + i) * hd_v;
+        weighted(std::integral_constant<int, 1>{}, p, o, a, b);
+      }
+      if (end)
+        for (int64_t h = 0; h < n_gqa; ++h)
+          flush(vacc + (r * n_gqa + h) * hd_v, rows[r].out + h * hd_v, a - first >= kAttendChunk);
+    });
+  }
+}
+
 // The table entries' bodies (attend_scores_typed_<isa>,
 // attend_values_typed_<isa>): K of a block format with hd a multiple of
 // 32 up to kTypedMaxHead runs K::template scores<F>(..., queries) on the
