@@ -252,14 +252,14 @@ void attend_block_with(const OpsTable& t, const KvLayerView& kv, int64_t g, cons
   s.n_kv.resize(static_cast<size_t>(n_q));
   float* scores = s.scores.data();  // the pieces below leave s.scores as it is
   if (f16) t.attend_scores(kv, g, rows, n_rows, n_gqa, hd, kq_scale, bk, scores, ld, s);
-  else attend_scores_typed(kv, g, rows, n_rows, n_gqa, hd, kq_scale, bk, scores, ld, s);
+  else t.attend_scores_typed(kv, g, rows, n_rows, n_gqa, hd, kq_scale, bk, scores, ld, s);
   // Softmax of each full score row (probabilities rounded to F16 for the F16 cache).
   mask_scores(scores, ld, rows, n_rows, n_gqa);
   for (int64_t r = 0; r < n_rows; ++r)
     for (int64_t i = 0; i < n_gqa; ++i) s.n_kv[r * n_gqa + i] = rows[r].last - rows[r].first + 1;
   softmax_rows_with(t, scores, ld, s.n_kv.data(), n_q, kv.sinks ? kv.sinks + g * n_gqa : nullptr, n_gqa, f16);
   if (f16) t.attend_values(kv, g, rows, n_rows, n_gqa, hd_v, bk, scores, ld, s);
-  else attend_values_typed(kv, g, rows, n_rows, n_gqa, hd_v, bk, scores, ld, s);
+  else t.attend_values_typed(kv, g, rows, n_rows, n_gqa, hd_v, bk, scores, ld, s);
 }
 
 void attend_block_scalar(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
@@ -329,7 +329,7 @@ void attend_chunk_scores(const KvLayerView& kv, int64_t g, const QueryRow& row, 
   float* sc = scores + (ch.first - row.first);
   const int64_t bk = attend_block_bk(hd, hd_v);
   if (f16_cache(kv)) t.attend_scores(kv, g, &ch, 1, n_gqa, hd, kq_scale, bk, sc, n_kv, s);
-  else attend_scores_typed(kv, g, &ch, 1, n_gqa, hd, kq_scale, bk, sc, n_kv, s);
+  else t.attend_scores_typed(kv, g, &ch, 1, n_gqa, hd, kq_scale, bk, sc, n_kv, s);
   if (c == 0) mask_scores(scores, n_kv, &row, 1, n_gqa);
   for (int64_t i = 0; i < n_gqa; ++i) chunk_max[i * n_chunks + c] = t.row_max(sc + i * n_kv, ch.last - ch.first + 1);
 }
@@ -368,7 +368,7 @@ void attend_chunk_values(const KvLayerView& kv, int64_t g, const QueryRow& row, 
   }
   const int64_t bk = attend_block_bk(hd, hd_v);
   if (f16) t.attend_values(kv, g, &ch, 1, n_gqa, hd_v, bk, p, n_kv, s);
-  else attend_values_typed(kv, g, &ch, 1, n_gqa, hd_v, bk, p, n_kv, s);
+  else t.attend_values_typed(kv, g, &ch, 1, n_gqa, hd_v, bk, p, n_kv, s);
 }
 
 void attend_chunks_combine(const QueryRow& row, int64_t n_gqa, int64_t hd_v, const float* partial) {

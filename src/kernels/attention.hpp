@@ -86,6 +86,8 @@ struct AttentionScratch {
   std::vector<int64_t> n_kv;
   std::vector<float> vacc;  // [query vector][16 lanes][hd_v] partial sums of the weighted V
   std::vector<uint8_t> q_typed;  // attend_block_typed: queries converted to K's vec_dot_type
+  std::vector<float> q_scales;   // typed_queries: the Q8_0 queries' block scales as floats
+  std::vector<int32_t> q_sums;   // typed_queries: their sums of 4 and of 32 bytes
 };
 
 // The q.k order (F16-rounded values as floats, n = hd): n % 16 == 0,
@@ -187,15 +189,19 @@ void attend_block(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_
 //     (ggml's F32 V path; no F16 rounding);
 //   out[d] = sum_j p_j * float(V[j][d]) (ggml_vec_mad_f32 of each row
 //     converted to float): per chunk (kAttendChunk) one float accumulator
-//     per output from 0, j increasing; the chunks' sums added in ascending
-//     chunk order (the top's V combination).
+//     per output from 0, acc = fma(p_j, float(V[j][d]), acc) for j
+//     increasing (ggml_vec_mad_f32's fused multiply-add); the chunks' sums
+//     added in ascending chunk order (the top's V combination).
 // Each output's reductions are fixed by its own query and range alone (not
 // by the other rows, bk or the thread), so results are the same in decode
 // and prefill and at any batch or thread count (contract G1). Masking
 // (QueryRow::n_masked) as attend_block. hd (hd_v) must be a multiple of
 // k_type's (v_type's) block size (model::check_kv_type). bk: positions per
-// V block converted to floats at once. Generic code (one version for every
-// instruction-set level; the dots are quant's table's).
+// V block converted to floats at once (several rows; one row converts
+// its V rows as it reads them). The active table's pieces
+// (attend_block_with; OpsTable::attend_scores_typed, attend_values_typed:
+// SIMD for the block types, the generic pieces otherwise), every table
+// bit for bit the scalar one.
 void attend_block_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
                         int64_t hd, int64_t hd_v, float kq_scale, int64_t bk, AttentionScratch& scratch);
 
@@ -297,14 +303,62 @@ void scale_round_f16_scalar(float* x, int64_t n, float inv);
 void scale_round_f16_avx2(float* x, int64_t n, float inv);
 void scale_round_f16_avx512(float* x, int64_t n, float inv);
 
-// The typed cache's pieces (attend_block_typed's scores and values; generic
-// code through quant's active table): scores as attend_scores with
+// The typed cache's pieces (attend_block_typed's scores and values), one
+// per table (OpsTable::attend_scores_typed, attend_values_typed), each bit
+// for bit the generic one: scores as attend_scores with
 // vec_dot_K(from_float_vt(q), K[j]) * kq_scale; values as attend_values
-// with F32 probabilities and one accumulator per output and chunk.
+// with F32 probabilities and one accumulator per output and chunk
+// (o = fma(p_j, float(V[j][d]), o), attend_block_typed).
+//   attend_scores_typed, attend_values_typed: generic code through quant's
+//     active table (every type; the scalar table's entries).
+//   _avx512 (attention_typed_avx512.cpp): K of Q8_0, Q4_0, Q5_0 and IQ4_NL
+//     16 keys at a time, one key per lane of the results: exact integer
+//     dots by vpdpbusd (K's values offset to unsigned bytes, the offset
+//     times the query's sums taken off), then quant's float steps per
+//     block in quant's order (Q8_0, Q4_0, Q5_0: acc = fma(float(isum),
+//     d_k * d_q, acc); IQ4_NL: 8 lanes of 4 values, hsum_float_8). V of
+//     those types and F16 / BF16 converted 16 values at a time, 4 heads x
+//     64 outputs in registers. Other types, hd (hd_v) not a multiple of 32
+//     (16 for F16 / BF16 V), or hd above kTypedMaxHead: the generic pieces.
+//   _avx2 (attention_typed_avx2.cpp): the same types, 8 keys at a time
+//     (vpmaddubsw with K's levels, or K's magnitudes against the query's
+//     bytes signed by K as ggml's AVX2 dots), V 8 values at a time.
 void attend_scores_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
                          int64_t hd, float kq_scale, int64_t bk, float* scores, int64_t ld, AttentionScratch& s);
 void attend_values_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
                          int64_t hd_v, int64_t bk, const float* p, int64_t ld, AttentionScratch& s);
+void attend_scores_typed_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                              int64_t hd, float kq_scale, int64_t bk, float* scores, int64_t ld, AttentionScratch& s);
+void attend_values_typed_avx2(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                              int64_t hd_v, int64_t bk, const float* p, int64_t ld, AttentionScratch& s);
+void attend_scores_typed_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows,
+                                int64_t n_gqa, int64_t hd, float kq_scale, int64_t bk, float* scores, int64_t ld,
+                                AttentionScratch& s);
+void attend_values_typed_avx512(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows,
+                                int64_t n_gqa, int64_t hd_v, int64_t bk, const float* p, int64_t ld,
+                                AttentionScratch& s);
+
+// The largest head size the SIMD typed scores take (their per-tile blocks
+// sit on the stack); larger ones run the generic piece.
+constexpr int64_t kTypedMaxHead = 512;
+
+// The queries of n_rows rows converted for a cache whose K is k_type, in
+// s (generic code, so the instruction-set kernels touch no std::vector):
+// query vector v = r * n_gqa + i (row r, head i) becomes the row of hd
+// values of K's vec_dot_type that ggml's flash attention makes of it
+// (q_to_vec_dot: quant's from_float of that type), at q + v * q_bytes.
+// When that type is Q8_0 and with_sums, also block b's scale as a float,
+// scales[v * nb + b] (nb = hd / 32), and its sums of signed bytes:
+// sums[(v * nb + b) * 9 + w] for w < 8 the 4 bytes 4w .. 4w + 3, w = 8 all
+// 32. Pointers stay valid until s is next resized.
+struct TypedQueries {
+  const uint8_t* q;
+  int64_t q_bytes;
+  const float* scales;
+  const int32_t* sums;
+};
+TypedQueries typed_queries(GgmlType k_type, const QueryRow* rows, int64_t n_rows, int64_t n_gqa, int64_t hd,
+                           bool with_sums, AttentionScratch& s);
 
 // The softmax of n_rows score rows with table t's pieces: row i (x + i * ld,
 // n[i] >= 1 values) becomes softmax_pad16's probabilities with the chunked

@@ -18,6 +18,8 @@ OpsTable make_scalar_ops() {
   t.softmax_f16_rows = softmax_f16_rows_scalar;
   t.attend_scores = attend_scores_scalar;
   t.attend_values = attend_values_scalar;
+  t.attend_scores_typed = attend_scores_typed;
+  t.attend_values_typed = attend_values_typed;
   t.row_max = row_max_scalar;
   t.exp_sum = exp_sum_pad16;
   t.scale_round_f16 = scale_round_f16_scalar;
@@ -39,6 +41,8 @@ OpsTable make_avx2_ops(quant::Isa isa) {
   t.softmax_f16_rows = softmax_f16_rows_avx2;
   t.attend_scores = attend_scores_avx2;
   t.attend_values = attend_values_avx2;
+  t.attend_scores_typed = attend_scores_typed_avx2;
+  t.attend_values_typed = attend_values_typed_avx2;
   t.row_max = row_max_avx2;
   t.exp_sum = exp_sum_avx2;
   t.scale_round_f16 = scale_round_f16_avx2;
@@ -60,6 +64,8 @@ OpsTable make_avx512_ops() {
   t.softmax_f16_rows = softmax_f16_rows_avx512;
   t.attend_scores = attend_scores_avx512;
   t.attend_values = attend_values_avx512;
+  t.attend_scores_typed = attend_scores_typed_avx512;
+  t.attend_values_typed = attend_values_typed_avx512;
   t.row_max = row_max_avx512;
   t.exp_sum = exp_sum_avx512;
   t.scale_round_f16 = scale_round_f16_avx512;

@@ -34,6 +34,14 @@ struct OpsTable {
                         AttentionScratch& scratch) = nullptr;
   void (*attend_values)(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
                         int64_t hd_v, int64_t bk, const float* p, int64_t ld, AttentionScratch& scratch) = nullptr;
+  // attend_scores_typed(_avx2, _avx512), attend_values_typed(...): the
+  // pieces for a cache whose K or V is not F16 (attention.hpp).
+  void (*attend_scores_typed)(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows, int64_t n_gqa,
+                              int64_t hd, float kq_scale, int64_t bk, float* scores, int64_t ld,
+                              AttentionScratch& scratch) = nullptr;
+  void (*attend_values_typed)(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_t n_rows,
+                              int64_t n_gqa, int64_t hd_v, int64_t bk, const float* p, int64_t ld,
+                              AttentionScratch& scratch) = nullptr;
   float (*row_max)(const float* x, int64_t n) = nullptr;
   double (*exp_sum)(float* x, int64_t n, float mx) = nullptr;
   void (*scale_round_f16)(float* x, int64_t n, float inv) = nullptr;

@@ -3,7 +3,10 @@
 // whatever rows share its block and whatever the V block length (G1), and
 // equals a double-precision attention over the same stored rows and the
 // same converted query (flash attention's mathematics) to float accuracy;
-// masked positions and sinks act as in attend_block.
+// masked positions and sinks act as in attend_block. Every ops table's
+// typed pieces (OpsTable::attend_scores_typed, attend_values_typed) equal
+// the scalar table's bit for bit, for head sizes on and off the SIMD
+// kernels' grids.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +16,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/attention_split.hpp"
+#include "kernels/ops_tables.hpp"
 #include "quant/kernel_table.hpp"
 #include "quant/quant.hpp"
 
@@ -173,6 +177,92 @@ INSTANTIATE_TEST_SUITE_P(Types, AttentionTyped,
                          [](const ::testing::TestParamInfo<TypeCase>& i) {
                            return std::string(type_name(i.param.k)) + "_" + std::string(type_name(i.param.v));
                          });
+
+// A table against the scalar one: K / V types, head sizes, heads per group.
+struct TableCase {
+  GgmlType k, v;
+  int64_t hd, hd_v, n_gqa;
+};
+
+using AttentionTypedTables = OpsTablesWith<TableCase>;
+
+// Rows crossing chunk ends, masked window starts off the 16-key tiles,
+// single positions, short rows inside one tile and a row ending on a chunk
+// end, in one block (through the table's attend_block), with and without
+// sinks and for two V block lengths: memcmp against the scalar table; each
+// row alone in its block and split into chunks (the active table, as the
+// forward pass runs decode at depth) gives the same bits.
+TEST_P(AttentionTypedTables, EqualScalarBitForBit) {
+  const TableCase tc = shape();
+  constexpr int64_t C = kAttendChunk;
+  const int64_t n_groups = 3, g = 2, n_pos = 2 * C + 100, hd = tc.hd, hd_v = tc.hd_v, n_gqa = tc.n_gqa;
+  std::mt19937 rng(static_cast<uint32_t>(static_cast<int>(tc.k) * 131 + static_cast<int>(tc.v) * 7 + hd + n_gqa));
+  const TypedCache c = make_cache(tc.k, tc.v, hd, hd_v, n_groups, n_pos, rng);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> sinks(static_cast<size_t>(n_gqa * n_groups));
+  for (auto& x : sinks) x = nd(rng) * 2.0f;
+  const std::vector<R> ranges = {{0, n_pos - 1, 0},   {0, C - 1, 0},     {37, 2 * C + 31, 9}, {C - 5, 2 * C + 50, 0},
+                                 {40, 90, 3},         {33, 33, 0},       {5, 20, 0},          {C - 16, C + 15, 0},
+                                 {17, 2 * C + 2, 13}, {n_pos - 3, n_pos - 1, 0}};
+  const int64_t n_rows = static_cast<int64_t>(ranges.size());
+  std::vector<float> q(static_cast<size_t>(n_rows * n_gqa * hd));
+  for (auto& x : q) x = nd(rng);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const size_t n_out = static_cast<size_t>(n_rows * n_gqa * hd_v);
+  auto run = [&](const OpsTable& t, const KvLayerView& view, int64_t bk) {
+    std::vector<float> out(n_out, NAN);
+    std::vector<QueryRow> rows;
+    for (int64_t r = 0; r < n_rows; ++r)
+      rows.push_back({&q[r * n_gqa * hd], &out[r * n_gqa * hd_v], ranges[r].first, ranges[r].last, ranges[r].n_masked});
+    AttentionScratch s;
+    t.attend_block(view, g, rows.data(), n_rows, n_gqa, hd, hd_v, scale, bk, s);
+    return out;
+  };
+  for (const bool with_sinks : {false, true}) {
+    SCOPED_TRACE(with_sinks ? "sinks" : "no sinks");
+    const KvLayerView view = c.view(with_sinks ? sinks.data() : nullptr);
+    const std::vector<float> want = run(ops_table(quant::Isa::scalar), view, 64);
+    for (const float x : want) ASSERT_TRUE(std::isfinite(x));
+    for (const int64_t bk : {8, 64, 256}) {
+      const std::vector<float> got = run(table(), view, bk);
+      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), n_out * sizeof(float))) << "bk " << bk;
+    }
+    AttentionScratch s;
+    for (int64_t r = 0; r < n_rows; ++r) {
+      SCOPED_TRACE(::testing::Message() << "row " << r);
+      std::vector<float> alone(static_cast<size_t>(n_gqa * hd_v), NAN);
+      const QueryRow one{&q[r * n_gqa * hd], alone.data(), ranges[r].first, ranges[r].last, ranges[r].n_masked};
+      table().attend_block(view, g, &one, 1, n_gqa, hd, hd_v, scale, 32, s);
+      EXPECT_EQ(0, std::memcmp(alone.data(), &want[r * n_gqa * hd_v], alone.size() * sizeof(float)));
+      std::fill(alone.begin(), alone.end(), NAN);
+      attend_split(view, g, one, n_gqa, hd, hd_v, scale);
+      EXPECT_EQ(0, std::memcmp(alone.data(), &want[r * n_gqa * hd_v], alone.size() * sizeof(float))) << "split";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tables, AttentionTypedTables,
+    ::testing::Combine(
+        ::testing::ValuesIn(compiled_ops_isas()),
+        ::testing::Values(TableCase{GgmlType::Q8_0, GgmlType::Q8_0, 64, 64, 4},
+                          TableCase{GgmlType::Q8_0, GgmlType::Q8_0, 128, 128, 1},
+                          TableCase{GgmlType::Q8_0, GgmlType::Q8_0, 96, 96, 5},
+                          TableCase{GgmlType::Q4_0, GgmlType::Q4_0, 64, 64, 3},
+                          TableCase{GgmlType::Q4_0, GgmlType::Q4_0, 128, 128, 8},
+                          TableCase{GgmlType::Q5_0, GgmlType::Q5_0, 64, 64, 2},
+                          TableCase{GgmlType::Q5_0, GgmlType::Q5_0, 128, 128, 4},
+                          TableCase{GgmlType::IQ4_NL, GgmlType::IQ4_NL, 64, 64, 3},
+                          TableCase{GgmlType::IQ4_NL, GgmlType::IQ4_NL, 256, 256, 2},
+                          TableCase{GgmlType::BF16, GgmlType::BF16, 64, 64, 4},
+                          TableCase{GgmlType::BF16, GgmlType::BF16, 40, 40, 2},
+                          TableCase{GgmlType::F16, GgmlType::Q8_0, 64, 64, 4},
+                          TableCase{GgmlType::Q4_0, GgmlType::F16, 64, 64, 4},
+                          TableCase{GgmlType::Q8_0, GgmlType::F16, 64, 48, 3},
+                          TableCase{GgmlType::Q8_0, GgmlType::BF16, 32, 40, 2},
+                          TableCase{GgmlType::Q5_0, GgmlType::Q8_0, 64, 128, 6},
+                          TableCase{GgmlType::IQ4_NL, GgmlType::Q4_0, 128, 64, 4})),
+    table_and_index<TableCase>);
 
 }  // namespace
 }  // namespace synapse::kernels
