@@ -327,7 +327,7 @@ Runner add_serve(CLI::App& app) {
                  "all are /v1/models' aliases (default: the model path)");
   app.add_option("--tags", a->tags, "informational model tags, comma-separated (/v1/models' tags)");
   app.add_option("-n,--n-predict,--predict", a->server.n_predict,
-                 "tokens per reply: the default and the ceiling of max_tokens (-1: until the end or a full context)")
+                 "tokens per reply when a request gives no max_tokens / n_predict (-1: until the end or a full context)")
       ->check(int_range(-1, INT32_MAX));
   add_sampler_flags(app, a->server.sampling);
   app.add_flag("--jinja,!--no-jinja", a->server.jinja,

@@ -84,7 +84,7 @@ struct ServerParams {
   size_t max_body_bytes = defaults::kMaxBodyBytes;  // request body limit (413 above it)
   int n_http_threads = 0;                // --threads-http: connections served at once (<= 0:
                                          // defaults::http_threads of one slot)
-  int32_t n_predict = -1;                // -n: default and ceiling of tokens per reply (< 0: none)
+  int32_t n_predict = -1;                // -n: tokens per reply where a request gives none (< 0: none)
   bool spm_infill = false;               // --spm-infill: /infill puts the suffix before the prefix
   SamplerParams sampling;                // --temp, --top-k, ...: defaults of every request
   std::string system_fingerprint;        // the build, in every OpenAI reply

@@ -428,7 +428,9 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
   r.sampling = rc.sampling;
   synapse::SamplerParams& sp = r.sampling;
 
-  // How many tokens to generate: the request's count, capped by -n.
+  // How many tokens to generate: the request's count, else -n (llama-server
+  // v0.5.0, server-context.cpp: n_predict_max is the task's n_predict unless
+  // that is -1, then the server's). The context bounds it either way.
   int32_t n_predict = rc.n_predict;
   const char* len_field = route == Route::completion ? "n_predict" : "max_tokens";
   if (route == Route::chat_completions && field_of(j, "max_completion_tokens")) len_field = "max_completion_tokens";
@@ -436,7 +438,7 @@ CompletionRequest parse_completion_request(Route route, std::string_view body, c
   if (const json* v = field_of(j, len_field)) {
     const int64_t lo = route == Route::completion ? -1 : 1;
     const int32_t asked = static_cast<int32_t>(int_in(*v, len_field, lo, rc.n_ctx));
-    if (asked >= 0 && (n_predict < 0 || asked < n_predict)) n_predict = asked;
+    if (asked >= 0) n_predict = asked;
   }
   r.stop.n_predict = n_predict;
   if (const json* v = field_of(j, "stop")) r.stop.stops = parse_stop(*v, lim);

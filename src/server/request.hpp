@@ -99,7 +99,7 @@ struct CompletionRequest {
   std::vector<std::vector<token_id>> prompts; // tokenized, each 1..n_ctx tokens
   int n = 1;
   synapse::SamplerParams sampling;
-  synapse::StopParams stop;                   // n_predict already capped by -n
+  synapse::StopParams stop;                   // n_predict: the request's, else -n
   bool logprobs = false;                      // the chosen token's logprob per token
   int top_logprobs = 0;                       // alternatives per token (0..20)
   // llama-server's post_sampling_probs (every route): the probabilities of

@@ -209,12 +209,18 @@ def test_t_max_predict_ms_ends_at_a_newline():
         is_error(s.post("/completion", dict(b, t_max_predict_ms="1")), 400)
 
 
-def test_n_predict_is_a_ceiling():
+def test_n_predict_is_the_default():
+    # llama-server v0.5.0: -n is the length of a reply whose request gives
+    # none (n_predict -1 or absent); a request's own count wins, above -n too.
     with Server(MODEL, "-n", "5", "-c", "256") as s:
-        r = s.post("/v1/completions", {"prompt": "Once", "max_tokens": 200, "ignore_eos": True}).json()
+        r = s.post("/v1/completions", {"prompt": "Once", "max_tokens": 20, "ignore_eos": True}).json()
+        assert r["usage"]["completion_tokens"] == 20
+        r = s.post("/v1/completions", {"prompt": "Once", "ignore_eos": True}).json()
         assert r["usage"]["completion_tokens"] == 5
         r = s.post("/completion", {"prompt": "Once", "n_predict": -1, "ignore_eos": True}).json()
         assert r["tokens_predicted"] == 5
+        r = s.post("/completion", {"prompt": "Once", "n_predict": 3, "ignore_eos": True}).json()
+        assert r["tokens_predicted"] == 3
 
 
 def read_reply(c):
