@@ -9,7 +9,10 @@
 # test and command-line files at -O0, see SYNAPSE_DRIVER_OPT in CMakeLists.txt;
 # warnings are errors only in the Release build: -O1 with sanitizers gives gcc's
 # false maybe-uninitialized positives) and runs it there (issue 9); any
-# sanitizer report fails its test.
+# sanitizer report fails its test. There each test binary runs as
+# SYNAPSE_SANITIZED_SHARDS gtest shards rather than a process per case, and the
+# executables are linked -no-pie: both cut the sanitizers' cost per process
+# start (CMakeLists.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh

@@ -156,7 +156,10 @@ def test_idle_server_exits_0_at_once():
             t0 = time.monotonic()
             s.proc.send_signal(sig)
             assert s.proc.wait(timeout=10) == 0, "".join(s.log)
-            assert time.monotonic() - t0 < 1.0
+            # Not held by the keep-alive connection (5 s idle limit) nor the
+            # 30 s shutdown timeout; 3 s leaves room for a loaded machine and
+            # the sanitizers' leak check at exit (1.1 s seen under ASan at load 12).
+            assert time.monotonic() - t0 < 3.0
 
 
 def test_signal_while_loading_exits_at_once():
