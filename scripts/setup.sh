@@ -13,7 +13,7 @@ case "${1:-}" in
   "") ;;
   *) echo "usage: scripts/setup.sh [--build]" >&2; exit 2 ;;
 esac
-pkgs=(cmake g++ make pkg-config git libpcre2-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev)
+pkgs=(cmake g++ make ninja-build pkg-config git libpcre2-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev)
 if ((!build_only)); then
   pkgs+=(python3 libgtest-dev libgmock-dev libbenchmark-dev
          python3-dev python3-pybind11 pybind11-dev python3-numpy python3-jinja2 python3-pytest

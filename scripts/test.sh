@@ -39,7 +39,9 @@ g++ -std=c++20 examples/chat.cpp -o "$prefix/example_chat_pc" \
     $(PKG_CONFIG_PATH="$pcdir" pkg-config --cflags --libs synapse)
 asan=${ASAN_BUILD_DIR:-build-asan}
 # (no benchmarks or examples there: nothing in the suite runs them)
-cmake -S . -B "$asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+gen=()  # Ninja for a new folder, as scripts/build.sh
+if [ ! -f "$asan/CMakeCache.txt" ] && command -v ninja >/dev/null; then gen=(-G Ninja); fi
+cmake -S . -B "$asan" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
       -DSYNAPSE_SANITIZE=ON -DSYNAPSE_BUILD_BENCHMARKS=OFF -DSYNAPSE_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build "$asan" -j "$(nproc)"
 scripts/check-isa-objects.sh "$asan"  # (-O1 inlines less: helpers must stay local there too)
