@@ -197,6 +197,54 @@ void silu_row_scalar(float* x, int64_t n) {
 
 void silu_row(float* x, int64_t n) { active_ops().silu_row(x, n); }
 
+void ssm_conv_scalar(float* x, int64_t ld, int64_t n_rows, float* const* states, const float* w, int64_t c0,
+                     int64_t c1, int64_t d_conv) {
+  for (int64_t c = c0; c < c1; ++c) {
+    const float* wc = w + c * d_conv;
+    for (int64_t i = 0; i < n_rows; ++i) {
+      float* st = states[i] + c * (d_conv - 1);
+      float& xi = x[i * ld + c];
+      float sum = 0.0f;
+      for (int64_t t = 0; t + 1 < d_conv; ++t) sum = std::fma(st[t], wc[t], sum);
+      sum = std::fma(xi, wc[d_conv - 1], sum);
+      for (int64_t t = 0; t + 2 < d_conv; ++t) st[t] = st[t + 1];
+      if (d_conv > 1) st[d_conv - 2] = xi;
+      xi = sum;
+    }
+  }
+}
+
+void ssm_conv(float* x, int64_t ld, int64_t n_rows, float* const* states, const float* w, int64_t c0, int64_t c1,
+              int64_t d_conv) {
+  active_ops().ssm_conv(x, ld, n_rows, states, w, c0, c1, d_conv);
+}
+
+void l2_norm_heads_scalar(float* x, int64_t n_heads, int64_t d, float eps, float scale) {
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* p = x + h * d;
+    rms_norm(p, nullptr, p, d, eps);
+    for (int64_t e = 0; e < d; ++e) p[e] *= scale;
+  }
+}
+
+void l2_norm_heads(float* x, int64_t n_heads, int64_t d, float eps, float scale) {
+  active_ops().l2_norm_heads(x, n_heads, d, eps, scale);
+}
+
+void gated_norm_heads_scalar(float* x, float* z, const float* w, int64_t n_heads, int64_t d, float eps) {
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* o = x + h * d;
+    float* zh = z + h * d;
+    rms_norm(o, w, o, d, eps);
+    silu_row_scalar(zh, d);
+    for (int64_t e = 0; e < d; ++e) o[e] *= zh[e];
+  }
+}
+
+void gated_norm_heads(float* x, float* z, const float* w, int64_t n_heads, int64_t d, float eps) {
+  active_ops().gated_norm_heads(x, z, w, n_heads, d, eps);
+}
+
 void swiglu_oai(const float* gate, const float* up, float* y, int64_t n, float alpha, float limit) {
   for (int64_t k = 0; k < n; ++k) {
     const float x = std::min(gate[k], limit);

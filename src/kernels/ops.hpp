@@ -159,6 +159,52 @@ void delta_rule_step_avx2(float* st, const float* q, const float* k, const float
 void delta_rule_step_avx512(float* st, const float* q, const float* k, const float* v, float decay, float beta,
                             float scale, int64_t d, float* o);
 
+// The Gated DeltaNet layer's short causal convolution (ggml_ssm_conv over
+// the conv state and the new inputs; llama.cpp v0.5.0 qwen35.cpp), in place,
+// for the channels [c0, c1): x [n_rows][ld], channel c of row i at
+// x[i * ld + c]; states[i]: row i's sequence's conv state, channel c's last
+// d_conv - 1 inputs (oldest first) at states[i] + c * (d_conv - 1); w:
+// ssm_conv1d [channels][d_conv]. Rows run in order (rows of one sequence see
+// each other's inputs through the state). Per channel and row: sum =
+// fma(state[t], w[t], sum) over the taps in order from 0, then
+// fma(x, w[d_conv - 1], sum) (the reference build's `sumf += s * c`
+// contracted), x = sum, the input shifted into the state. Runs
+// active_ops().ssm_conv: AVX2 and AVX-512 forms for d_conv 4 (vectors of
+// channels; the scalar form else), bit-equal to ssm_conv_scalar
+// (tests/kernels/ops_test.cpp). Thread-safe on disjoint channel ranges.
+void ssm_conv(float* x, int64_t ld, int64_t n_rows, float* const* states, const float* w, int64_t c0, int64_t c1,
+              int64_t d_conv);
+void ssm_conv_scalar(float* x, int64_t ld, int64_t n_rows, float* const* states, const float* w, int64_t c0,
+                     int64_t c1, int64_t d_conv);
+void ssm_conv_avx2(float* x, int64_t ld, int64_t n_rows, float* const* states, const float* w, int64_t c0,
+                   int64_t c1, int64_t d_conv);
+void ssm_conv_avx512(float* x, int64_t ld, int64_t n_rows, float* const* states, const float* w, int64_t c0,
+                     int64_t c1, int64_t d_conv);
+
+// The DeltaNet q/k L2 norm (build_gdn_l2_norm: ggml_rms_norm with eps, then
+// ggml_scale), in place on n_heads heads of d floats, head h at x[h * d]:
+// each head as rms_norm(head, nullptr, head, d, eps) (squares summed in
+// double in element order), then every value times `scale`. Runs
+// active_ops().l2_norm_heads: AVX2 and AVX-512 forms that run 8 / 16 heads
+// in the lanes, each lane's sum in the scalar order, bit-equal to
+// l2_norm_heads_scalar (tests/kernels/ops_test.cpp). Thread-safe (pure).
+void l2_norm_heads(float* x, int64_t n_heads, int64_t d, float eps, float scale);
+void l2_norm_heads_scalar(float* x, int64_t n_heads, int64_t d, float eps, float scale);
+void l2_norm_heads_avx2(float* x, int64_t n_heads, int64_t d, float eps, float scale);
+void l2_norm_heads_avx512(float* x, int64_t n_heads, int64_t d, float eps, float scale);
+
+// The DeltaNet gated output norm (build_norm_gated), in place on n_heads
+// heads of d floats (head h at x[h * d] and z[h * d]): x = rms_norm(x, w,
+// eps) * silu(z), w [d] shared by the heads, silu over each head's d values
+// as silu_row (z is overwritten with it). Runs active_ops().gated_norm_heads:
+// AVX2 and AVX-512 forms (heads in the lanes for the sums, as
+// l2_norm_heads), bit-equal to gated_norm_heads_scalar
+// (tests/kernels/ops_test.cpp). Thread-safe on distinct x and z.
+void gated_norm_heads(float* x, float* z, const float* w, int64_t n_heads, int64_t d, float eps);
+void gated_norm_heads_scalar(float* x, float* z, const float* w, int64_t n_heads, int64_t d, float eps);
+void gated_norm_heads_avx2(float* x, float* z, const float* w, int64_t n_heads, int64_t d, float eps);
+void gated_norm_heads_avx512(float* x, float* z, const float* w, int64_t n_heads, int64_t d, float eps);
+
 // The two implementations behind swiglu_rows (the _avx2 one defined on
 // x86-64 only; tests reach both through the tables).
 void swiglu_rows_scalar(const float* gate, const float* up, float* y, int64_t n_rows, int64_t row_len);

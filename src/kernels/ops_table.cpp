@@ -27,6 +27,9 @@ OpsTable make_scalar_ops() {
   t.expf_n = expf_n_scalar;
   t.delta_rule_step = delta_rule_step_scalar;
   t.silu_row = silu_row_scalar;
+  t.ssm_conv = ssm_conv_scalar;
+  t.l2_norm_heads = l2_norm_heads_scalar;
+  t.gated_norm_heads = gated_norm_heads_scalar;
   return t;
 }
 
@@ -50,12 +53,16 @@ OpsTable make_avx2_ops(quant::Isa isa) {
   t.expf_n = expf_ggml_avx2_n;
   t.delta_rule_step = delta_rule_step_avx2;
   t.silu_row = silu_row_avx2;
+  t.ssm_conv = ssm_conv_avx2;
+  t.l2_norm_heads = l2_norm_heads_avx2;
+  t.gated_norm_heads = gated_norm_heads_avx2;
 #endif
   return t;
 }
 
 // x86-64 AVX-512 (attention_avx512.cpp, delta_rule_avx512.cpp): its
-// attention kernels and delta-rule step; the rest, and attend_group (tests
+// attention kernels and the DeltaNet kernels (delta-rule step, conv, norms);
+// the rest, and attend_group (tests
 // only), AVX2's.
 OpsTable make_avx512_ops() {
   OpsTable t = make_avx2_ops(quant::Isa::avx512);
@@ -70,6 +77,9 @@ OpsTable make_avx512_ops() {
   t.exp_sum = exp_sum_avx512;
   t.scale_round_f16 = scale_round_f16_avx512;
   t.delta_rule_step = delta_rule_step_avx512;
+  t.ssm_conv = ssm_conv_avx512;
+  t.l2_norm_heads = l2_norm_heads_avx512;
+  t.gated_norm_heads = gated_norm_heads_avx512;
 #endif
   return t;
 }

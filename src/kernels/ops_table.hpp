@@ -54,6 +54,13 @@ struct OpsTable {
   // delta_rule_step_scalar / _avx2 / _avx512 (ops.hpp).
   void (*delta_rule_step)(float* st, const float* q, const float* k, const float* v, float decay, float beta,
                           float scale, int64_t d, float* o) = nullptr;
+  // ssm_conv_scalar / _avx2 / _avx512 (ops.hpp).
+  void (*ssm_conv)(float* x, int64_t ld, int64_t n_rows, float* const* states, const float* w, int64_t c0,
+                   int64_t c1, int64_t d_conv) = nullptr;
+  // l2_norm_heads_scalar / _avx2 / _avx512 (ops.hpp).
+  void (*l2_norm_heads)(float* x, int64_t n_heads, int64_t d, float eps, float scale) = nullptr;
+  // gated_norm_heads_scalar / _avx2 / _avx512 (ops.hpp).
+  void (*gated_norm_heads)(float* x, float* z, const float* w, int64_t n_heads, int64_t d, float eps) = nullptr;
 };
 
 // The table of `isa` (every level has one; see above). Its entries may need

@@ -71,24 +71,14 @@ void delta_net_layer(const Model& m, int64_t il, std::span<KvCache* const> seqs,
     }
 
   // The causal depthwise convolution (ggml_ssm_conv over the concatenation of
-  // the conv state and the new inputs): per channel, the rows in batch order,
-  // each against its sequence's last d_conv - 1 inputs, the taps summed in
-  // order with fused multiply-adds as the reference build compiles
-  // `sumf += s * c`; in place, the input then shifted into the state.
+  // the conv state and the new inputs; kernels::ssm_conv): per channel, the
+  // rows in batch order, each against its sequence's last d_conv - 1 inputs;
+  // in place, the input then shifted into the state.
+  auto& states = sc.conv_states;
+  states.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) states[static_cast<size_t>(i)] = seqs[rows[i].seq]->recurrent().conv(il);
   pool.parallel_for(n_ch, 64, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      const float* w = &L.ssm_conv1d[static_cast<size_t>(c * d_conv)];
-      for (int64_t i = 0; i < n; ++i) {
-        float* st = seqs[rows[i].seq]->recurrent().conv(il) + c * (d_conv - 1);
-        float& xi = qkv[static_cast<size_t>(i * n_ch + c)];
-        float sum = 0.0f;
-        for (int64_t t = 0; t + 1 < d_conv; ++t) sum = std::fma(st[t], w[t], sum);
-        sum = std::fma(xi, w[d_conv - 1], sum);
-        for (int64_t t = 0; t + 2 < d_conv; ++t) st[t] = st[t + 1];
-        if (d_conv > 1) st[d_conv - 2] = xi;
-        xi = sum;
-      }
-    }
+    kernels::ssm_conv(qkv.data(), n_ch, n, states.data(), L.ssm_conv1d.data(), c0, c1, d_conv);
   });
   // SiLU over each row's channels, then q and k L2-normed per head
   // (build_gdn_l2_norm: ggml_rms_norm with eps / d, then ggml_scale by 1/sqrt(d)).
@@ -98,11 +88,7 @@ void delta_net_layer(const Model& m, int64_t il, std::span<KvCache* const> seqs,
     for (int64_t i = r0; i < r1; ++i) {
       float* row = &qkv[static_cast<size_t>(i * n_ch)];
       kernels::silu_row(row, n_ch);
-      for (int64_t h = 0; h < 2 * n_k_heads; ++h) {
-        float* p = row + h * d;
-        kernels::rms_norm(p, nullptr, p, d, l2_eps);
-        for (int64_t e = 0; e < d; ++e) p[e] *= l2_scale;
-      }
+      kernels::l2_norm_heads(row, 2 * n_k_heads, d, l2_eps, l2_scale);
     }
   });
 
@@ -130,13 +116,8 @@ void delta_net_layer(const Model& m, int64_t il, std::span<KvCache* const> seqs,
   // ssm_norm, times silu(z) (rows of d, as ggml_silu sees z reshaped).
   pool.parallel_for(n, 8, [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0; i < r1; ++i)
-      for (int64_t h = 0; h < n_v_heads; ++h) {
-        float* o = &core[static_cast<size_t>(i * d_inner + h * d)];
-        float* zh = &z[static_cast<size_t>(i * d_inner + h * d)];
-        kernels::rms_norm(o, L.ssm_norm.data(), o, d, hp.f_norm_rms_eps);
-        kernels::silu_row(zh, d);
-        for (int64_t e = 0; e < d; ++e) o[e] *= zh[e];
-      }
+      kernels::gated_norm_heads(&core[static_cast<size_t>(i * d_inner)], &z[static_cast<size_t>(i * d_inner)],
+                                L.ssm_norm.data(), n_v_heads, d, hp.f_norm_rms_eps);
   });
   show({&L.ssm_out}, core.data(), d_inner);
   kernels::Activations a(core.data(), n, d_inner, act);

@@ -23,6 +23,7 @@ class ProductObserver;   // forward.hpp
 // one); nothing in them survives a call that matters. Not thread-safe.
 struct DeltaNetScratch {
   std::vector<float> qkv, z, beta, alpha, core;
+  std::vector<float*> conv_states;  // per row: its sequence's conv state of the layer
 };
 
 // One Gated DeltaNet layer (layer il of m, hp.is_recurrent(il)) over the

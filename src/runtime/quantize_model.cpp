@@ -1,7 +1,7 @@
 // Requantizing a GGUF model as llama-quantize does (see quantize_model.hpp).
-// Rules: llama.cpp c392e509 src/llama-quant.cpp (llama_tensor_get_type, the
-// `quantize` filter and the loop of llama_model_quantize_impl; MXFP4_MOE,
-// which c392e509 lacks: v0.5.0's llama_tensor_get_type_impl); file type
+// Rules: llama.cpp c392e509 src/llama-quant.cpp (the `quantize` filter and
+// the loop of llama_model_quantize_impl) and v0.5.0's
+// llama_tensor_get_type_impl (the per-tensor types: mixed_type); file type
 // names: tools/quantize/quantize.cpp (QUANT_OPTIONS); LLAMA_FTYPE values:
 // include/llama.h.
 #include "runtime/quantize_model.hpp"
@@ -216,22 +216,32 @@ GgmlType fallback_type(GgmlType t, int64_t ncols, bool& fell_back) {
   return ncols % block_size(r) == 0 ? r : GgmlType::F16;
 }
 
+// tensor_get_category (llama-quant.cpp v0.5.0), in its order: the output
+// (and a tied token_embd or per_layer_token_embd, which llama-quantize types
+// as the output), token_embd, then the first name fragment that matches;
+// attn_qkv (a fused QKV projection, Qwen3.5's DeltaNet input among them) and
+// attn_kv_b count as attn_v (category_is_attn_v).
+model::TensorRole tensor_role(const QuantizeState& qs, const std::string& name) {
+  using R = model::TensorRole;
+  if (name == "output.weight") return R::output;
+  if (name == "token_embd.weight" || name == "per_layer_token_embd.weight") return qs.has_output ? R::token_embd : R::output;
+  if (contains(name, "attn_qkv.weight") || contains(name, "attn_kv_b.weight") || contains(name, "attn_v.weight")) return R::attn_v;
+  if (contains(name, "attn_k.weight")) return R::attn_k;
+  if (contains(name, "attn_q.weight")) return R::attn_q;
+  if (contains(name, "attn_output.weight")) return R::attn_output;
+  if (contains(name, "ffn_up")) return R::ffn_up;
+  if (contains(name, "ffn_gate")) return R::ffn_gate;
+  if (contains(name, "ffn_down")) return R::ffn_down;
+  return R::other;
+}
+
 // llama_tensor_get_type for the IQ file types (v0.5.0): the tensor's
-// category (tensor_get_category, in its order), llama-quantize's running
-// counts, then the shared rules of model/iq_mix.hpp.
+// role, llama-quantize's running counts, then the shared rules of
+// model/iq_mix.hpp.
 GgmlType iq_mixed_type(QuantizeState& qs, GgmlType new_type, const std::string& name, const std::array<int64_t, 4>& ne,
                        FileType ft, std::optional<GgmlType> output_type) {
   using R = model::TensorRole;
-  R role = R::other;
-  if (name == "output.weight") role = R::output;
-  else if (name == "token_embd.weight" || name == "per_layer_token_embd.weight") role = qs.has_output ? R::token_embd : R::output;
-  else if (contains(name, "attn_qkv.weight") || contains(name, "attn_kv_b.weight") || contains(name, "attn_v.weight")) role = R::attn_v;
-  else if (contains(name, "attn_k.weight")) role = R::attn_k;
-  else if (contains(name, "attn_q.weight")) role = R::attn_q;
-  else if (contains(name, "attn_output.weight")) role = R::attn_output;
-  else if (contains(name, "ffn_up")) role = R::ffn_up;
-  else if (contains(name, "ffn_gate")) role = R::ffn_gate;
-  else if (contains(name, "ffn_down")) role = R::ffn_down;
+  const R role = tensor_role(qs, name);
   if (role == R::output && output_type) return *output_type;
 
   model::IqMixModel m;
@@ -254,99 +264,97 @@ GgmlType iq_mixed_type(QuantizeState& qs, GgmlType new_type, const std::string& 
   return model::iq_mix_type(m, new_type, role, ne[0], layer, i_ffn_down);
 }
 
-// llama_tensor_get_type without its fallback step, restricted to the file
-// types synapse writes (the IQ file types: iq_mixed_type).
+// llama_tensor_get_type_impl (v0.5.0) without its fallback step, restricted
+// to the file types synapse writes (the IQ file types: iq_mixed_type).
 GgmlType mixed_type(QuantizeState& qs, GgmlType new_type, const std::string& name, const std::array<int64_t, 4>& ne,
                     FileType ft, std::optional<GgmlType> output_type) {
   using F = FileType;
   using T = GgmlType;
+  using R = model::TensorRole;
   if (model::is_iq_ftype(static_cast<uint32_t>(ft))) return iq_mixed_type(qs, new_type, name, ne, ft, output_type);
   const int64_t ncols = ne[0];
-  if (name == "output.weight" || (!qs.has_output && name == "token_embd.weight")) {
-    // The output (and a tied token_embd, which serves as the output).
+  const R role = tensor_role(qs, name);
+  if (role == R::output) {
     if (output_type) return *output_type;
     if (ft == F::MOSTLY_MXFP4_MOE || qs.falcon() || ncols % block_size(new_type) != 0) return T::Q8_0;
     return new_type != T::Q8_0 ? T::Q6_K : new_type;
   }
   if (ft == F::MOSTLY_MXFP4_MOE) {
-    // v0.5.0: the merged experts (a third dimension above 1) MXFP4, every
-    // other matrix Q8_0; bailingmoe3's 3-D MLA projections are not experts,
-    // so there only the FFN roles (tensor_get_category's "ffn_up",
-    // "ffn_gate", "ffn_down", after the attention names) qualify.
-    const bool ffn = !contains(name, "attn_qkv.weight") && !contains(name, "attn_kv_b.weight") &&
-                     !contains(name, "attn_v.weight") && !contains(name, "attn_k.weight") &&
-                     !contains(name, "attn_q.weight") && !contains(name, "attn_output.weight") &&
-                     (contains(name, "ffn_up") || contains(name, "ffn_gate") || contains(name, "ffn_down"));
+    // The merged experts (a third dimension above 1) MXFP4, every other
+    // matrix Q8_0; bailingmoe3's 3-D MLA projections are not experts, so
+    // there only the FFN roles qualify.
+    const bool ffn = role == R::ffn_up || role == R::ffn_gate || role == R::ffn_down;
     return ne[2] > 1 && (qs.arch != "bailingmoe3" || ffn) ? T::MXFP4 : T::Q8_0;
   }
-  if (name == "token_embd.weight" || name == "per_layer_token_embd.weight") {
-    return ft == F::MOSTLY_TQ1_0 || ft == F::MOSTLY_TQ2_0 ? T::Q4_K : new_type;
-  }
-  if (contains(name, "attn_v.weight")) {
-    if (ft == F::MOSTLY_Q2_K) new_type = qs.n_gqa() >= 4 ? T::Q4_K : T::Q3_K;
-    else if (ft == F::MOSTLY_Q3_K_M) new_type = qs.i_attention_wv < 2 ? T::Q5_K : T::Q4_K;
-    else if (ft == F::MOSTLY_Q3_K_L) new_type = T::Q5_K;
-    else if ((ft == F::MOSTLY_IQ4_NL || ft == F::MOSTLY_IQ4_XS) && qs.n_gqa() >= 4) new_type = T::Q5_K;
-    else if ((ft == F::MOSTLY_Q4_K_M || ft == F::MOSTLY_Q5_K_M) && use_more_bits(qs.i_attention_wv, qs.n_attention_wv))
-      new_type = T::Q6_K;
-    else if (ft == F::MOSTLY_Q4_K_S && qs.i_attention_wv < 4) new_type = T::Q5_K;
-    // 70B: 8 heads share attn_v, so a few more bits cost little.
-    if (qs.is_70b && (new_type == T::Q3_K || new_type == T::Q4_K)) new_type = T::Q5_K;
-    if (qs.n_expert == 8) new_type = T::Q8_0;
-    ++qs.i_attention_wv;
-    return new_type;
-  }
-  if (contains(name, "attn_k.weight")) return qs.n_expert == 8 ? T::Q8_0 : new_type;
-  if (contains(name, "attn_q.weight")) return new_type;
-  if (contains(name, "ffn_down")) {
-    const int i_layer = ffn_layer(qs, qs.i_ffn_down, name);
-    const int n_layer = qs.n_layer;
-    if (ft == F::MOSTLY_Q2_K) new_type = T::Q3_K;
-    else if (ft == F::MOSTLY_Q3_K_M)
-      new_type = i_layer < n_layer / 16 ? T::Q5_K
-                 : !qs.falcon() || use_more_bits(i_layer, n_layer) ? T::Q4_K
-                                                                   : T::Q3_K;
-    else if (ft == F::MOSTLY_Q3_K_L) new_type = qs.falcon() ? T::Q4_K : T::Q5_K;
-    else if (ft == F::MOSTLY_Q4_K_M) {
-      if (qs.falcon())
-        new_type = i_layer < n_layer / 16 ? T::Q6_K : use_more_bits(i_layer, n_layer) ? T::Q5_K : T::Q4_K;
-      else if (use_more_bits(i_layer, n_layer))
+  switch (role) {
+    case R::token_embd: return ft == F::MOSTLY_TQ1_0 || ft == F::MOSTLY_TQ2_0 ? T::Q4_K : new_type;
+    case R::attn_v: {
+      // attn_v, attn_qkv and attn_kv_b share one counter (n_attention_wv
+      // counts all three), so a hybrid's DeltaNet attn_qkv and its attention
+      // layers' attn_v take use_more_bits turns in layer order.
+      if (ft == F::MOSTLY_Q2_K) new_type = qs.n_gqa() >= 4 ? T::Q4_K : T::Q3_K;
+      else if (ft == F::MOSTLY_Q3_K_M) new_type = qs.i_attention_wv < 2 ? T::Q5_K : T::Q4_K;
+      else if (ft == F::MOSTLY_Q3_K_L) new_type = T::Q5_K;
+      else if ((ft == F::MOSTLY_IQ4_NL || ft == F::MOSTLY_IQ4_XS) && qs.n_gqa() >= 4) new_type = T::Q5_K;
+      else if ((ft == F::MOSTLY_Q4_K_M || ft == F::MOSTLY_Q5_K_M) && use_more_bits(qs.i_attention_wv, qs.n_attention_wv))
         new_type = T::Q6_K;
-    } else if (i_layer < n_layer / 8 && (ft == F::MOSTLY_IQ4_NL || ft == F::MOSTLY_IQ4_XS)) {
-      new_type = T::Q5_K;  // llama.cpp: only without an importance matrix, which synapse never has
-    } else if (ft == F::MOSTLY_Q5_K_M && use_more_bits(i_layer, n_layer)) {
-      new_type = T::Q6_K;
-    } else if (ft == F::MOSTLY_Q4_K_S && !qs.falcon() && i_layer < n_layer / 8) {
-      new_type = T::Q5_K;
+      else if (ft == F::MOSTLY_Q4_K_S && qs.i_attention_wv < 4) new_type = T::Q5_K;
+      // 70B: 8 heads share attn_v, so a few more bits cost little.
+      if (qs.is_70b && (new_type == T::Q3_K || new_type == T::Q4_K)) new_type = T::Q5_K;
+      if (qs.n_expert == 8) new_type = T::Q8_0;
+      ++qs.i_attention_wv;
+      return new_type;
     }
-    ++qs.i_ffn_down;
-    return new_type;
-  }
-  if (contains(name, "attn_output.weight")) {
-    if (!qs.falcon()) {
-      if (qs.n_expert == 8) {
-        if (ft == F::MOSTLY_Q2_K || ft == F::MOSTLY_Q3_K_S || ft == F::MOSTLY_Q3_K_M || ft == F::MOSTLY_IQ4_NL ||
-            ft == F::MOSTLY_Q4_K_S || ft == F::MOSTLY_Q4_K_M || ft == F::MOSTLY_IQ4_XS)
-          new_type = T::Q5_K;
-      } else if (ft == F::MOSTLY_Q2_K) {
-        new_type = T::Q3_K;
-      } else if (ft == F::MOSTLY_Q3_K_M) {
-        new_type = T::Q4_K;
-      } else if (ft == F::MOSTLY_Q3_K_L) {
+    case R::attn_k: return qs.n_expert == 8 ? T::Q8_0 : new_type;
+    case R::ffn_down: {
+      const int i_layer = ffn_layer(qs, qs.i_ffn_down, name);
+      const int n_layer = qs.n_layer;
+      if (ft == F::MOSTLY_Q2_K) new_type = T::Q3_K;
+      else if (ft == F::MOSTLY_Q3_K_M)
+        new_type = i_layer < n_layer / 16 ? T::Q5_K
+                   : !qs.falcon() || use_more_bits(i_layer, n_layer) ? T::Q4_K
+                                                                     : T::Q3_K;
+      else if (ft == F::MOSTLY_Q3_K_L) new_type = qs.falcon() ? T::Q4_K : T::Q5_K;
+      else if (ft == F::MOSTLY_Q4_K_M) {
+        if (qs.falcon())
+          new_type = i_layer < n_layer / 16 ? T::Q6_K : use_more_bits(i_layer, n_layer) ? T::Q5_K : T::Q4_K;
+        else if (use_more_bits(i_layer, n_layer))
+          new_type = T::Q6_K;
+      } else if (i_layer < n_layer / 8 && (ft == F::MOSTLY_IQ4_NL || ft == F::MOSTLY_IQ4_XS) && !qs.has_imatrix) {
         new_type = T::Q5_K;
+      } else if (ft == F::MOSTLY_Q5_K_M && use_more_bits(i_layer, n_layer)) {
+        new_type = T::Q6_K;
+      } else if (ft == F::MOSTLY_Q4_K_S && !qs.falcon() && i_layer < n_layer / 8) {
+        new_type = T::Q5_K;
+      } else if ((ft == F::MOSTLY_Q4_0 || ft == F::MOSTLY_Q5_0) && qs.has_imatrix && i_layer < n_layer / 8) {
+        // llama.cpp guards the first ffn_down layers of Q4_0 / Q5_0 with
+        // the 1-variants, only with an imatrix (so that a plain run keeps
+        // its old types).
+        new_type = ft == F::MOSTLY_Q4_0 ? T::Q4_1 : T::Q5_1;
       }
-    } else if (ft == F::MOSTLY_Q3_K_L) {
-      new_type = T::Q4_K;
+      ++qs.i_ffn_down;
+      return new_type;
     }
-    return new_type;
+    case R::attn_output:
+      if (!qs.falcon()) {
+        if (qs.n_expert == 8) {
+          if (ft == F::MOSTLY_Q2_K || ft == F::MOSTLY_Q3_K_S || ft == F::MOSTLY_Q3_K_M || ft == F::MOSTLY_IQ4_NL ||
+              ft == F::MOSTLY_Q4_K_S || ft == F::MOSTLY_Q4_K_M || ft == F::MOSTLY_IQ4_XS)
+            new_type = T::Q5_K;
+        } else if (ft == F::MOSTLY_Q2_K) {
+          new_type = T::Q3_K;
+        } else if (ft == F::MOSTLY_Q3_K_M) {
+          new_type = T::Q4_K;
+        } else if (ft == F::MOSTLY_Q3_K_L) {
+          new_type = T::Q5_K;
+        }
+      } else if (ft == F::MOSTLY_Q3_K_L) {
+        new_type = T::Q4_K;
+      }
+      return new_type;
+    // attn_q, ffn_gate and ffn_up only change for the IQ file types.
+    default: return new_type;
   }
-  if (contains(name, "attn_qkv.weight")) {
-    if (ft == F::MOSTLY_Q3_K_M || ft == F::MOSTLY_Q3_K_L) return T::Q4_K;
-    if (ft == F::MOSTLY_Q4_K_M) return T::Q5_K;
-    if (ft == F::MOSTLY_Q5_K_M) return T::Q6_K;
-  }
-  // ffn_gate / ffn_up only change for IQ3_XS, which synapse does not write.
-  return new_type;
 }
 
 uint64_t tensor_bytes(GgmlType t, const std::array<int64_t, 4>& ne) {

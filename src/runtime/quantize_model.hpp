@@ -11,8 +11,11 @@
 // converted with quant::quantize_weights, ggml_quantize_chunk with the
 // imatrix entry of each matrix (llama-quantize v0.5.0's lookup by tensor
 // name, one slice of ne[0] per expert of a 3-D tensor), so the tensor data
-// is byte-identical too. The IQ file types' mixes follow v0.5.0
-// (model/iq_mix.hpp).
+// is byte-identical too. The per-tensor types follow v0.5.0's
+// llama_tensor_get_type_impl for every file type (the IQ ones through
+// model/iq_mix.hpp): a fused attn_qkv (Phi-3, the Qwen3.5 DeltaNet layers)
+// and attn_kv_b are typed as attn_v, where c392e509 gave attn_qkv a rule of
+// its own (Q5_K under Q4_K_M).
 //
 // Where llama-quantize aborts, synapse does something useful instead (both
 // noted at the code): a row length that fits no block of the chosen type

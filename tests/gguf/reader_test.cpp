@@ -88,6 +88,7 @@ const Expected kFiles[] = {
     {"models/tiny-phi3-f32.gguf", 3, 27, 9, 12992, 2637504, 2624512, 65203866u},
     {"models/tiny-phi3-longrope-f32.gguf", 3, 28, 11, 13184, 2637952, 2624768, 65203866u},
     {"models/tiny-phi3-q4_k_m.gguf", 3, 28, 9, 13056, 451840, 438784, 9513046u},
+    {"models/tiny-phi3-q4_k_m-v050.gguf", 3, 28, 9, 13056, 469248, 456192, 9513046u},
     {"models/tiny-phi3-swa48-f32.gguf", 3, 27, 9, 13024, 2637536, 2624512, 65203866u},
     {"models/tiny-qwen2-f32.gguf", 3, 24, 14, 11936, 2114208, 2102272, 112651u},
     {"models/tiny-qwen2-q4_k_m.gguf", 3, 25, 14, 12000, 371168, 359168, 4769103u},

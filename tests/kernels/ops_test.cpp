@@ -325,5 +325,105 @@ TEST_P(OpsTables, DeltaRuleEqualsScalar) {
   }
 }
 
+// The short convolution by hand: d_conv 4, one channel, state [1, 2, 3],
+// taps [1, 10, 100, 1000]: input 4 gives 1 + 20 + 300 + 4000 = 4321 and
+// leaves the state [2, 3, 4]; the next input 5 (the same sequence) gives
+// 2 + 30 + 400 + 5000 = 5432, state [3, 4, 5].
+TEST(SsmConv, ByHand) {
+  float st[3] = {1, 2, 3};
+  const float w[4] = {1, 10, 100, 1000};
+  float x[2] = {4, 5};
+  float* const states[2] = {st, st};
+  ssm_conv_scalar(x, 1, 2, states, w, 0, 1, 4);
+  EXPECT_EQ(x[0], 4321.0f);
+  EXPECT_EQ(x[1], 5432.0f);
+  EXPECT_EQ(st[0], 3.0f);
+  EXPECT_EQ(st[1], 4.0f);
+  EXPECT_EQ(st[2], 5.0f);
+}
+
+// Every table's ssm_conv equals the scalar one bit for bit (memcmp of the
+// outputs and of the states): channel counts around the 8- and 16-lane
+// blocks, a channel range that starts unaligned, rows of two sequences
+// interleaved (each row's state must carry the previous row of its
+// sequence), d_conv 4 (the SIMD forms) and 3 (handed to the scalar form);
+// nothing written outside the range or past the arrays.
+TEST_P(OpsTables, SsmConvEqualsScalar) {
+  std::mt19937 rng(77);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (const int64_t d_conv : {4, 3}) {
+    for (const int64_t n_ch : {5, 16, 24, 40, 8192 + 8 + 3}) {
+      for (const int64_t c0 : {int64_t{0}, int64_t{3}}) {
+        SCOPED_TRACE(testing::Message() << "d_conv " << d_conv << " channels " << n_ch << " from " << c0);
+        const int64_t c1 = n_ch - (c0 > 0 ? 1 : 0), n = 7;
+        const int seq_of[n] = {0, 0, 1, 0, 1, 1, 0};
+        const size_t n_state = static_cast<size_t>(n_ch * (d_conv - 1));
+        std::vector<float> w(static_cast<size_t>(n_ch * d_conv)), x(static_cast<size_t>(n * n_ch) + 8, -9.0f);
+        std::vector<float> st[2] = {std::vector<float>(n_state + 8, -9.0f), std::vector<float>(n_state + 8, -9.0f)};
+        for (float& f : w) f = nd(rng);
+        for (int64_t i = 0; i < n * n_ch; ++i) x[static_cast<size_t>(i)] = nd(rng);
+        for (auto& v : st)
+          for (size_t i = 0; i < n_state; ++i) v[i] = nd(rng);
+        std::vector<float> x2 = x;
+        std::vector<float> st2[2] = {st[0], st[1]};
+        float* ref[n];
+        float* mine[n];
+        for (int64_t i = 0; i < n; ++i) {
+          ref[i] = st[seq_of[i]].data();
+          mine[i] = st2[seq_of[i]].data();
+        }
+        ssm_conv_scalar(x.data(), n_ch, n, ref, w.data(), c0, c1, d_conv);
+        table().ssm_conv(x2.data(), n_ch, n, mine, w.data(), c0, c1, d_conv);
+        ASSERT_EQ(std::memcmp(x.data(), x2.data(), x.size() * sizeof(float)), 0);
+        for (int q = 0; q < 2; ++q) {
+          ASSERT_EQ(std::memcmp(st[q].data(), st2[q].data(), st[q].size() * sizeof(float)), 0) << "state " << q;
+          EXPECT_EQ(st2[q][n_state], -9.0f) << "wrote past the state";
+        }
+        EXPECT_EQ(x2[static_cast<size_t>(n * n_ch)], -9.0f) << "wrote past the rows";
+        if (c0 > 0) {
+          EXPECT_EQ(x2[0], x[0]);
+        }
+      }
+    }
+  }
+}
+
+// Every table's l2_norm_heads and gated_norm_heads equal the scalar ones bit
+// for bit (memcmp of x, and of z which the gated norm overwrites with
+// silu(z)): head counts around the 8- and 16-lane blocks, head sizes of
+// Qwen3.5 (128), the golden tiny models (32) and ones with a tail (72, 5);
+// values spread over several magnitudes; nothing written past the heads.
+TEST_P(OpsTables, DeltaNetNormsEqualScalar) {
+  std::mt19937 rng(91);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> mag(-6.0f, 6.0f);
+  for (const int64_t d : {128, 32, 72, 5}) {
+    for (const int64_t n_heads : {1, 4, 8, 9, 16, 17, 32, 33}) {
+      SCOPED_TRACE(testing::Message() << "d " << d << " heads " << n_heads);
+      const size_t len = static_cast<size_t>(n_heads * d);
+      std::vector<float> x(len + 8, -9.0f), z(len + 8, -9.0f), w(static_cast<size_t>(d));
+      for (size_t i = 0; i < len; ++i) {
+        x[i] = nd(rng) * std::exp2(mag(rng));
+        z[i] = 4.0f * nd(rng);
+      }
+      for (float& f : w) f = 1.0f + 0.1f * nd(rng);
+      const float eps = 1e-6f / static_cast<float>(d), scale = 1.0f / std::sqrt(static_cast<float>(d));
+      std::vector<float> a = x, b = x;
+      l2_norm_heads_scalar(a.data(), n_heads, d, eps, scale);
+      table().l2_norm_heads(b.data(), n_heads, d, eps, scale);
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "l2";
+      EXPECT_EQ(b[len], -9.0f) << "l2 wrote past the heads";
+      a = x, b = x;
+      std::vector<float> za = z, zb = z;
+      gated_norm_heads_scalar(a.data(), za.data(), w.data(), n_heads, d, 1e-6f);
+      table().gated_norm_heads(b.data(), zb.data(), w.data(), n_heads, d, 1e-6f);
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "gated";
+      ASSERT_EQ(std::memcmp(za.data(), zb.data(), za.size() * sizeof(float)), 0) << "gated z";
+      EXPECT_EQ(b[len], -9.0f) << "gated wrote past the heads";
+      EXPECT_EQ(zb[len], -9.0f) << "gated wrote past z";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace synapse::kernels

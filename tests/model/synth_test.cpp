@@ -14,6 +14,7 @@
 #include <iterator>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "model/forward.hpp"
 #include "model/synth.hpp"
@@ -641,31 +642,39 @@ TEST(Synth, Qwen35ShapesLoadAndRun) {
 // At the real models' DeltaNet head size (128, which the AVX2 and AVX-512
 // delta-rule steps take; the golden tiny models' 32 runs the scalar one), a
 // prefill of 70 tokens and the same tokens decoded one at a time leave
-// bit-identical logits and recurrent states (G1).
+// bit-identical logits and recurrent states (G1): with 1 key head and 2
+// value heads (the norms' scalar forms) and with 8 and 16 (Qwen3.5-4B's
+// 16 value heads: the norms' SIMD forms, 8 / 16 heads in the lanes; the
+// convolution's over 4096 channels).
 TEST(Synth, Qwen35Head128PrefillEqualsDecode) {
-  SynthPreset p = synth_preset("qwen3.5-4b");
-  p.n_layer = 4, p.n_vocab = 512, p.n_embd = 256, p.n_head = 2, p.n_head_kv = 1, p.head_dim = 64, p.n_rot = 16;
-  p.rope_sections = {3, 3, 2, 0};
-  p.ssm_state = 128, p.ssm_groups = 1, p.ssm_v_heads = 2, p.n_ff = 512;
-  const std::string path = tmp_path("qwen35_d128.gguf");
-  base::ThreadPool pool(2);
-  synth_write(p, "Q8_0", 3, path, pool);
-  const auto m = load_model(path);
-  ASSERT_EQ(m->hp.ssm_d_state, 128);
-  std::vector<token_id> ids(70);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<token_id>(3 + i * 11 % 500);
-  KvCache a = make_kv_cache(*m, 128), b = make_kv_cache(*m, 128);
-  std::vector<float> la, lb;
-  forward(*m, a, ids, false, la, pool);
-  for (token_id t : ids) forward(*m, b, std::vector<token_id>{t}, false, lb, pool);
-  ASSERT_EQ(la.size(), 512u);
-  ASSERT_EQ(la.size(), lb.size());
-  EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)), 0);
-  for (int il = 0; il < 3; ++il) {
-    const size_t n = static_cast<size_t>(2 * 128 * 128);
-    EXPECT_EQ(std::memcmp(a.recurrent().ssm(il), b.recurrent().ssm(il), n * sizeof(float)), 0) << il;
+  for (const auto& [groups, v_heads] : {std::pair<int64_t, int64_t>{1, 2}, std::pair<int64_t, int64_t>{8, 16}}) {
+    SCOPED_TRACE(testing::Message() << groups << " key heads, " << v_heads << " value heads");
+    SynthPreset p = synth_preset("qwen3.5-4b");
+    p.n_layer = 4, p.n_vocab = 512, p.n_embd = 256, p.n_head = 2, p.n_head_kv = 1, p.head_dim = 64, p.n_rot = 16;
+    p.rope_sections = {3, 3, 2, 0};
+    p.ssm_state = 128, p.ssm_groups = groups, p.ssm_v_heads = v_heads, p.n_ff = 512;
+    const std::string path = tmp_path("qwen35_d128.gguf");
+    base::ThreadPool pool(2);
+    synth_write(p, "Q8_0", 3, path, pool);
+    const auto m = load_model(path);
+    ASSERT_EQ(m->hp.ssm_d_state, 128);
+    std::vector<token_id> ids(70);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<token_id>(3 + i * 11 % 500);
+    KvCache a = make_kv_cache(*m, 128), b = make_kv_cache(*m, 128);
+    std::vector<float> la, lb;
+    forward(*m, a, ids, false, la, pool);
+    for (token_id t : ids) forward(*m, b, std::vector<token_id>{t}, false, lb, pool);
+    ASSERT_EQ(la.size(), 512u);
+    ASSERT_EQ(la.size(), lb.size());
+    EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)), 0);
+    for (int il = 0; il < 3; ++il) {
+      const size_t n = static_cast<size_t>(v_heads * 128 * 128);
+      EXPECT_EQ(std::memcmp(a.recurrent().ssm(il), b.recurrent().ssm(il), n * sizeof(float)), 0) << il;
+      const size_t n_conv = static_cast<size_t>(3 * (2 * groups * 128 + v_heads * 128));
+      EXPECT_EQ(std::memcmp(a.recurrent().conv(il), b.recurrent().conv(il), n_conv * sizeof(float)), 0) << il;
+    }
+    std::remove(path.c_str());
   }
-  std::remove(path.c_str());
 }
 
 // Llama 3 frequency factors (convert_hf_to_gguf.py, factor 32, low 1, high 4,

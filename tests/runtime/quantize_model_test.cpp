@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cctype>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +24,7 @@
 #include <iterator>
 #include <map>
 #include <span>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -503,21 +506,26 @@ TEST(QuantizeModel, LegacyImatrixFileGivesTheSameTensors) {
 
 // The Q4_K_M mixes of the other architectures: tied embeddings (token_embd
 // takes the output's Q6_K), rope_freqs and biases kept F32, Phi-3's fused
-// attn_qkv (Q5_K), Mixtral's merged experts (ffn_down_exps: Q6_K falls back
-// to Q8_0 on 128 columns) and router (kept F32).
+// attn_qkv (an attn_v in v0.5.0: its one layer's use_more_bits Q6_K; the
+// reference is v0.5.0's, tiny-phi3-q4_k_m-v050.gguf, where c392e509's
+// tiny-phi3-q4_k_m.gguf has Q5_K), Mixtral's merged experts (ffn_down_exps:
+// Q6_K falls back to Q8_0 on 128 columns) and router (kept F32).
 TEST(QuantizeModel, Q4_K_MMixesMatchLlamaQuantize) {
-  for (const char* m : {"tiny-llama3", "tiny-qwen2", "tiny-phi3", "tiny-mixtral"}) {
+  for (const std::string m : {"tiny-llama3", "tiny-qwen2", "tiny-phi3", "tiny-mixtral"}) {
     const gguf::File master = gguf::File::open(kModels + m + "-f32.gguf");
     QuantizeOptions opt;
     opt.ftype = FileType::MOSTLY_Q4_K_M;
     const gguf::File mine = quantize_in_memory(master, opt);
-    const gguf::File ref = gguf::File::open(kModels + m + "-q4_k_m.gguf");
+    const gguf::File ref = gguf::File::open(kModels + m + (m == "tiny-phi3" ? "-q4_k_m-v050.gguf" : "-q4_k_m.gguf"));
+    if (m == "tiny-phi3") {
+      EXPECT_EQ(mine.find_tensor("blk.0.attn_qkv.weight")->type, GgmlType::Q6_K);
+    }
     expect_same_metadata(mine, ref, m);
     const Comparison c = compare_files(mine, ref, master, m);
     EXPECT_EQ(static_cast<size_t>(c.n_tensors), ref.tensors().size()) << m;
     EXPECT_EQ(c.n_identical, c.n_tensors) << m;
     EXPECT_EQ(mine.file_size(), ref.file_size()) << m;
-    std::printf("[ quantize ] %-14s Q4_K_M %2d/%2d tensors byte-identical, worst rms ratio %.6f\n", m,
+    std::printf("[ quantize ] %-14s Q4_K_M %2d/%2d tensors byte-identical, worst rms ratio %.6f\n", m.c_str(),
                 c.n_identical, c.n_tensors, c.worst_ratio);
   }
 }
@@ -909,6 +917,133 @@ TEST(QuantizeModel, SynthTypesAgreeWithThePlan) {
       std::remove(path.c_str());
     }
   }
+}
+
+// The width-shrunk 8-layer Qwen3.5 models of
+// scripts/golden/qwen35_dry_run_input.cpp (the same shrink): n_embd 256,
+// 4/1 attention heads of 64, DeltaNet 2 key heads and 4 value heads of 64,
+// FFN 512 (dense) or 8 experts of 256 and a shared expert of 256.
+model::SynthPreset qwen35_shape(const std::string& preset) {
+  model::SynthPreset p = model::synth_preset(preset);
+  p.n_layer = 8, p.n_vocab = 512, p.n_embd = 256, p.n_head = 4, p.n_head_kv = 1, p.head_dim = 64, p.n_rot = 16;
+  p.rope_sections = {3, 3, 2, 0};
+  p.ssm_state = 64, p.ssm_groups = 2, p.ssm_v_heads = 4;
+  if (p.n_expert > 0) p.n_expert = 8, p.n_expert_used = 2, p.n_ff_exp = 256, p.n_ff_shexp = 256;
+  else p.n_ff = 512;
+  return p;
+}
+
+// Every tensor's type for every file type synapse writes, without and with
+// an importance matrix, equals llama-quantize v0.5.0 --dry-run's on the
+// Qwen3.5 hybrids (tests/data/quant/qwen35-dry-run.txt,
+// scripts/golden/make_qwen35_dry_run.py): the DeltaNet layers' attn_qkv is
+// an attn_v (category_is_attn_v), so under Q4_K_M the use_more_bits turns of
+// the 8 attn_v-like matrices (0, 3, 6, 7: attn_qkv of layers 0 and 6, attn_v
+// of layers 3 and 7) take Q6_K and the others Q4_K (no Q5_K); the MoE model's
+// 8 experts give attn_qkv, attn_v and attn_k Q8_0.
+TEST(QuantizeModel, Qwen35TypesMatchLlamaQuantizeDryRun) {
+  std::ifstream in(std::string(SYNAPSE_TEST_DATA) + "/quant/qwen35-dry-run.txt");
+  ASSERT_TRUE(in) << "tests/data/quant/qwen35-dry-run.txt";
+  struct Tensor {
+    std::string name;
+    std::array<int64_t, 3> ne;
+  };
+  struct Case {
+    std::string preset, ftype;
+    bool imatrix;
+    std::vector<std::string> types;
+  };
+  std::map<std::string, std::vector<Tensor>> tensors;
+  std::vector<Case> cases;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string kind;
+    ls >> kind;
+    if (kind == "tensors") {
+      std::string preset;
+      size_t n = 0;
+      ls >> preset >> n;
+      auto& list = tensors[preset];
+      for (size_t i = 0; i < n && std::getline(in, line); ++i) {
+        std::istringstream ts(line);
+        Tensor t;
+        ts >> t.name >> t.ne[0] >> t.ne[1] >> t.ne[2];
+        list.push_back(t);
+      }
+      ASSERT_EQ(list.size(), n) << preset;
+    } else if (kind == "types") {
+      Case c;
+      std::string tag, t;
+      ls >> c.preset >> tag >> c.ftype;
+      c.imatrix = tag == "imatrix";
+      while (ls >> t) c.types.push_back(t);
+      cases.push_back(c);
+    }
+  }
+  ASSERT_EQ(tensors.size(), 2u);
+  ASSERT_EQ(cases.size(), 2u * 2u * 32u);
+  const std::string imatrix = kModels + "tiny-llama.imatrix.gguf";
+  int n_qkv_q6 = 0, n_qkv_q4 = 0;
+  for (const auto& [preset, list] : tensors) {
+    const std::string path =
+        ::testing::TempDir() + "synapse_quantize_qwen35_" + std::to_string(::getpid()) + "_f32.gguf";
+    base::ThreadPool pool(2);
+    model::synth_write(qwen35_shape(preset), "F32", 3, path, pool);
+    const gguf::File f = gguf::File::open(path);
+    for (const Case& c : cases) {
+      if (c.preset != preset) continue;
+      SCOPED_TRACE(preset + " " + c.ftype + (c.imatrix ? " with an imatrix" : ""));
+      QuantizeOptions opt;
+      opt.ftype = parse_file_type(c.ftype);
+      if (c.imatrix) opt.imatrix_file = imatrix;
+      const auto plan = plan_quantization(f, opt);
+      ASSERT_EQ(plan.size(), list.size());
+      ASSERT_EQ(c.types.size(), list.size());
+      for (size_t k = 0; k < plan.size(); ++k) {
+        ASSERT_EQ(plan[k].name, list[k].name) << k;
+        for (int d = 0; d < 3; ++d) ASSERT_EQ(plan[k].ne[static_cast<size_t>(d)], list[k].ne[static_cast<size_t>(d)]) << list[k].name;
+        std::string mine(type_name(plan[k].to));
+        std::string theirs = c.types[k];
+        std::transform(mine.begin(), mine.end(), mine.begin(), ::tolower);
+        std::transform(theirs.begin(), theirs.end(), theirs.begin(), ::tolower);
+        EXPECT_EQ(mine, theirs) << list[k].name;
+        if (c.ftype == "Q4_K_M" && !c.imatrix && preset == "qwen3.5-4b" &&
+            list[k].name.find("attn_qkv") != std::string::npos)
+          ++(plan[k].to == GgmlType::Q6_K ? n_qkv_q6 : n_qkv_q4);
+      }
+    }
+    std::remove(path.c_str());
+  }
+  EXPECT_EQ(n_qkv_q6, 2);  // layers 0 and 6
+  EXPECT_EQ(n_qkv_q4, 4);  // layers 1, 2, 4, 5
+
+  // synth's own plans (model::synth_plan) of the dense shape agree for every
+  // type synth writes: the IQ types as llama-quantize makes them with an
+  // importance matrix (what synth models), the others without. (The MoE
+  // shape's 8 experts take llama-quantize's Mixtral rules, which synth, whose
+  // presets never have exactly 8 experts, leaves out.)
+  int n_synth_types = 0;
+  for (const std::string& type : model::synth_type_names()) {
+    const bool iq = type.rfind("IQ", 0) == 0;
+    const Case* ref = nullptr;
+    for (const Case& c : cases)
+      if (c.preset == "qwen3.5-4b" && c.ftype == type && c.imatrix == iq) ref = &c;
+    ASSERT_NE(ref, nullptr) << type;
+    std::map<std::string, std::string> theirs;
+    const auto& list = tensors.at("qwen3.5-4b");
+    for (size_t k = 0; k < list.size(); ++k) theirs[list[k].name] = ref->types[k];
+    const auto mine = model::synth_plan(qwen35_shape("qwen3.5-4b"), type);
+    ASSERT_EQ(mine.size(), theirs.size()) << type;
+    for (const model::SynthTensor& t : mine) {
+      std::string a(type_name(t.type)), b = theirs.at(t.name);
+      std::transform(a.begin(), a.end(), a.begin(), ::tolower);
+      std::transform(b.begin(), b.end(), b.begin(), ::tolower);
+      EXPECT_EQ(a, b) << "synth " << type << " " << t.name;
+    }
+    ++n_synth_types;
+  }
+  EXPECT_EQ(n_synth_types, 24);
 }
 
 }  // namespace
