@@ -24,6 +24,18 @@ uint32_t load_u32(const uint8_t* p) {
          (static_cast<uint32_t>(p[3]) << 24);
 }
 
+// The 4-bit formats (Q4_0, IQ4_NL, MXFP4; block_q4_0x8's byte placement):
+// row l's nibble of element e (0..31), and row l's 16 plain bytes of
+// nibbles written to their interleaved places.
+template <class X8>
+int nibble(const X8& b, int l, int e) {
+  const uint8_t v = b.qs[x8_byte(l, e % 16)];
+  return e < 16 ? (v & 0x0F) : (v >> 4);
+}
+void put_nibbles(const uint8_t* qs, int l, uint8_t* x8qs) {
+  for (int c = 0; c < 4; ++c) std::memcpy(x8qs + x8_byte(l, 4 * c), qs + 4 * c, 4);
+}
+
 // Per type: the plain and interleaved blocks, q(b, l, e), the integer
 // value (digit minus offset, or table value) of row l's element e (0..31),
 // and dw(b, l), row l's block scale as a float; put() places row l's plain
@@ -32,13 +44,10 @@ struct Q4 {
   using Plain = block_q4_0;
   using X8 = block_q4_0x8;
   static float dw(const X8& b, int l) { return fp16_to_fp32(b.d[l]); }
-  static int q(const X8& b, int l, int e) {
-    const uint8_t v = b.qs[x8_byte(l, e % 16)];
-    return (e < 16 ? (v & 0x0F) : (v >> 4)) - 8;
-  }
+  static int q(const X8& b, int l, int e) { return nibble(b, l, e) - 8; }
   static void put(const Plain& p, int l, X8& b) {
     b.d[l] = p.d;
-    for (int c = 0; c < 4; ++c) std::memcpy(b.qs + x8_byte(l, 4 * c), p.qs + 4 * c, 4);
+    put_nibbles(p.qs, l, b.qs);
   }
 };
 
@@ -82,22 +91,14 @@ struct Q8 {
   }
 };
 
-// IQ4_NL and MXFP4: Q4_0's byte placement, the nibbles indices into their
-// tables.
-template <class X8>
-int table_nibble(const X8& b, int l, int e) {
-  const uint8_t v = b.qs[x8_byte(l, e % 16)];
-  return e < 16 ? (v & 0x0F) : (v >> 4);
-}
-
 struct IQ4NL {
   using Plain = block_iq4_nl;
   using X8 = block_iq4_nlx8;
   static float dw(const X8& b, int l) { return fp16_to_fp32(b.d[l]); }
-  static int q(const X8& b, int l, int e) { return kvalues_iq4nl[table_nibble(b, l, e)]; }
+  static int q(const X8& b, int l, int e) { return kvalues_iq4nl[nibble(b, l, e)]; }
   static void put(const Plain& p, int l, X8& b) {
     b.d[l] = p.d;
-    for (int c = 0; c < 4; ++c) std::memcpy(b.qs + x8_byte(l, 4 * c), p.qs + 4 * c, 4);
+    put_nibbles(p.qs, l, b.qs);
   }
 };
 
@@ -105,10 +106,10 @@ struct MXFP4 {
   using Plain = block_mxfp4;
   using X8 = block_mxfp4x8;
   static float dw(const X8& b, int l) { return kE8M0Half.v[b.e[l]]; }
-  static int q(const X8& b, int l, int e) { return kvalues_mxfp4[table_nibble(b, l, e)]; }
+  static int q(const X8& b, int l, int e) { return kvalues_mxfp4[nibble(b, l, e)]; }
   static void put(const Plain& p, int l, X8& b) {
     b.e[l] = p.e;
-    for (int c = 0; c < 4; ++c) std::memcpy(b.qs + x8_byte(l, 4 * c), p.qs + 4 * c, 4);
+    put_nibbles(p.qs, l, b.qs);
   }
 };
 

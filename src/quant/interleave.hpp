@@ -42,6 +42,8 @@
 // kernel looks up the levels plus 12 (0..24, unsigned) and takes 12 * (sum
 // of the activation bytes) off, as Q4_0's takes 8; the AVX2 IQ4_NL kernel
 // multiplies the signed levels with Q8_0's sign trick (no level is -128).
+// The AVX-512 kernels look up the levels plus 12 (MXFP4) or plus 128
+// (IQ4_NL, taken off as Q8_0's bytes plus 128 are) for vpdpbusd.
 //
 // block_q8_0x8 (272 bytes, the size of 8 block_q8_0): d[l] row l's block
 // scale; for chunk c = 0..7, qs[32c + 4l + j] = row l's byte 4c + j. Q8_0
@@ -233,26 +235,20 @@ inline constexpr size_t kPackQ4_0x8 = 40, kPackQ8_0x8 = 72, kPackQ4_Kx8 = 288, k
   void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, \
                         int64_t n_rows, float* y, size_t y_stride);                                         \
   void gemm_q6_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, \
-                        int64_t n_rows, float* y, size_t y_stride);
-
-// The kernels of interleaved IQ4_NL and MXFP4, declared apart from the
-// others only because they came later.
-#define SYNAPSE_DECLARE_X8_TABLE4_KERNELS()                                                                   \
+                        int64_t n_rows, float* y, size_t y_stride);                                         \
   void gemm_iq4_nlx8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, \
-                          int64_t n_rows, float* y, size_t y_stride);                                         \
+                          int64_t n_rows, float* y, size_t y_stride);                                       \
   void gemm_mxfp4x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,  \
                          int64_t n_rows, float* y, size_t y_stride);
 
 namespace scalar {
 SYNAPSE_DECLARE_X8_KERNELS()
-SYNAPSE_DECLARE_X8_TABLE4_KERNELS()
 }  // namespace scalar
 namespace avx2 {
 // interleave_avx2.cpp: activation rows in x8_pack_kernel(t, avx2)'s
 // layout (pack_q8_0_for_q4_0x8 / _q5_0x8, 40 bytes per block;
 // pack_q8_0_for_q8_0x8, 72, also for IQ4_NL; pack_q8_0_for_mxfp4x8, 40).
 SYNAPSE_DECLARE_X8_KERNELS()
-SYNAPSE_DECLARE_X8_TABLE4_KERNELS()
 void pack_q8_0_for_q4_0x8(int64_t n, const void* src, void* dst);
 void pack_q8_0_for_mxfp4x8(int64_t n, const void* src, void* dst);
 void pack_q8_0_for_q5_0x8(int64_t n, const void* src, void* dst);
@@ -267,7 +263,6 @@ namespace avx512 {
 // interleave_avx512.cpp: the AVX-512 VNNI kernels, reading the AVX2 packs
 // (x8_pack_kernel(t, Isa::avx512) is x8_pack_kernel(t, Isa::avx2)).
 SYNAPSE_DECLARE_X8_KERNELS()
-SYNAPSE_DECLARE_X8_TABLE4_KERNELS()
 }  // namespace avx512
 
 }  // namespace synapse::quant
