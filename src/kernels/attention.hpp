@@ -315,8 +315,8 @@ void scale_round_f16_avx512(float* x, int64_t n, float inv);
 //     16 keys at a time, one key per lane of the results: exact integer
 //     dots by vpdpbusd (K's values offset to unsigned bytes, the offset
 //     times the query's sums taken off), then quant's float steps per
-//     block in quant's order (Q8_0, Q4_0, Q5_0: acc = fma(float(isum),
-//     d_k * d_q, acc); IQ4_NL: 8 lanes of 4 values, hsum_float_8). V of
+//     block in quant's order (legacy.cpp's Q4_0 order for all four:
+//     acc = fma(float(isum), d_k * d_q, acc)). V of
 //     those types and F16 / BF16 converted 16 values at a time, 4 heads x
 //     64 outputs in registers. Other types, hd (hd_v) not a multiple of 32
 //     (16 for F16 / BF16 V), or hd above kTypedMaxHead: the generic pieces.

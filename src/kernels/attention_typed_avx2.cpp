@@ -112,7 +112,8 @@ inline __m256i dot4(__m256i t, __m256i q4) {
 }
 
 // Query vectors v[0 .. G) against a tile's nb blocks: the 8 keys' scores
-// (before kq_scale) of each, Q8_0 / Q4_0 / Q5_0's block order.
+// (before kq_scale) of each, the block order of Q8_0, Q4_0, Q5_0 and
+// IQ4_NL (legacy.cpp's Q4_0 order).
 template <Fmt F, int G>
 inline void dot_tile(const __m256i* tk, const __m256* dk, int64_t nb, const TypedQueries& tq, const int64_t* v,
                      __m256* acc) {
@@ -139,26 +140,6 @@ inline void dot_tile(const __m256i* tk, const __m256* dk, int64_t nb, const Type
   }
 }
 
-// IQ4_NL's order for one query vector: 8 lanes per key (groups of 4
-// values), then hsum_float_8's tree.
-inline __m256 dot_tile_iq4_nl(const __m256i* tk, const __m256* dk, int64_t nb, const TypedQueries& tq, int64_t v) {
-  const uint8_t* q = tq.q + v * tq.q_bytes + 2;
-  const float* qd = tq.scales + v * nb;
-  __m256 a[8];
-  for (int w = 0; w < 8; ++w) a[w] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m256 d = _mm256_mul_ps(dk[b], _mm256_set1_ps(qd[b]));
-    for (int w = 0; w < 8; ++w) {
-      const __m256i is = dot4<Fmt::iq4_nl>(_mm256_load_si256(tk + b * 8 + w),
-                                           _mm256_set1_epi32(load_i32(q + b * sizeof(quant::block_q8_0) + 4 * w)));
-      a[w] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(is), a[w]);
-    }
-  }
-  const __m256 r0 = _mm256_add_ps(a[4], a[0]), r1 = _mm256_add_ps(a[5], a[1]);
-  const __m256 r2 = _mm256_add_ps(a[6], a[2]), r3 = _mm256_add_ps(a[7], a[3]);
-  return _mm256_add_ps(_mm256_add_ps(r0, r2), _mm256_add_ps(r1, r3));
-}
-
 // Lanes from .. from + n - 1 of x into dst[0 .. n).
 inline void store_lanes(float* dst, __m256 x, int64_t from, int64_t n) {
   alignas(32) float t[8];
@@ -174,29 +155,25 @@ void scores_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_
   __m256 dk[kTypedMaxHead / 32];
   const __m256 scale = _mm256_set1_ps(kq_scale);
   score_tiles<8>(
-      kv, rows, n_rows, n_gqa, g * nb * block_bytes(F), F == Fmt::iq4_nl ? 1 : 4, scores,
+      kv, rows, n_rows, n_gqa, g * nb * block_bytes(F), 4, scores,
       [&](const uint8_t* const* kp) {
         for (int64_t b = 0; b < nb; ++b) load_k_tile<F>(kp, b * block_bytes(F), tk + b * 8, dk + b);
       },
       [&](int64_t n_h, const int64_t* v, float* sc, int64_t from, int64_t count) {
         __m256 acc[4];
-        if constexpr (F == Fmt::iq4_nl) {
-          acc[0] = dot_tile_iq4_nl(tk, dk, nb, tq, v[0]);
-        } else {
-          switch (n_h) {
-            case 1:
-              dot_tile<F, 1>(tk, dk, nb, tq, v, acc);
-              break;
-            case 2:
-              dot_tile<F, 2>(tk, dk, nb, tq, v, acc);
-              break;
-            case 3:
-              dot_tile<F, 3>(tk, dk, nb, tq, v, acc);
-              break;
-            default:
-              dot_tile<F, 4>(tk, dk, nb, tq, v, acc);
-              break;
-          }
+        switch (n_h) {
+          case 1:
+            dot_tile<F, 1>(tk, dk, nb, tq, v, acc);
+            break;
+          case 2:
+            dot_tile<F, 2>(tk, dk, nb, tq, v, acc);
+            break;
+          case 3:
+            dot_tile<F, 3>(tk, dk, nb, tq, v, acc);
+            break;
+          default:
+            dot_tile<F, 4>(tk, dk, nb, tq, v, acc);
+            break;
         }
         for (int64_t h = 0; h < n_h; ++h) store_lanes(sc + v[h] * ld, _mm256_mul_ps(acc[h], scale), from, count);
       });

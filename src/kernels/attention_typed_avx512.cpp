@@ -4,17 +4,14 @@
 // attention_typed.cpp). Built with -mavx512f/bw/dq/vl/vnni, chosen at run
 // time. No std:: templates or containers (scripts/check-isa-objects.sh).
 //
-// Scores: 16 keys at a time. Q8_0, Q4_0 and Q5_0: register t[4c + r]
+// Scores: 16 keys at a time. Q8_0, Q4_0, Q5_0 and IQ4_NL: register t[4c + r]
 // holds half c (values 16c .. 16c + 15) of keys r, 4 + r, 8 + r, 12 + r
 // in its 4 lanes of 128 bits, offset to unsigned bytes; the query's half,
 // repeated in the 4 lanes, meets it in one vpdpbusd per half, and a 4 x 4
 // transpose-and-add (reduce4) leaves key l's block sum in lane l: exact
-// integers, so the order of their additions is free. IQ4_NL, whose float
-// order keeps 8 lanes of 4 values per key, has the blocks transposed
-// instead (t[w] lane l = key l's values 4w .. 4w + 3). The float steps are
-// quant's (legacy.cpp): per block acc = fma(float(isum), d_k * d_q, acc)
-// for Q8_0, Q4_0, Q5_0; IQ4_NL each lane fma(d_k * d_q, float(lane),
-// acc_w), then hsum_float_8's tree. A tile's K registers are built once
+// integers, so the order of their additions is free. The float steps are
+// quant's (legacy.cpp's Q4_0 order): per block
+// acc = fma(float(isum), d_k * d_q, acc). A tile's K registers are built once
 // and serve every query vector of every row that attends its keys.
 // Values: V rows converted 16 values at a time (quant's dequantize, the
 // same floats), acc = fma(p_j, v, acc) with 4 heads x 64 outputs in
@@ -44,17 +41,6 @@ inline __m512i load4x16(const uint8_t* a, const uint8_t* b, const uint8_t* c, co
   return _mm512_inserti32x4(r, _mm_loadu_si128(reinterpret_cast<const __m128i*>(d)), 3);
 }
 
-// In each 128-bit lane p, a 4 x 4 transpose of dwords: out[w] lane p =
-// [in[0] dword w, in[1] dword w, in[2] dword w, in[3] dword w].
-inline void transpose4(const __m512i in[4], __m512i* out) {
-  const __m512i t0 = _mm512_unpacklo_epi32(in[0], in[1]), t1 = _mm512_unpackhi_epi32(in[0], in[1]);
-  const __m512i t2 = _mm512_unpacklo_epi32(in[2], in[3]), t3 = _mm512_unpackhi_epi32(in[2], in[3]);
-  out[0] = _mm512_unpacklo_epi64(t0, t2);
-  out[1] = _mm512_unpackhi_epi64(t0, t2);
-  out[2] = _mm512_unpacklo_epi64(t1, t3);
-  out[3] = _mm512_unpackhi_epi64(t1, t3);
-}
-
 // The 16 fp16 values at kp[l] + off, as floats: scalar loads through the
 // stack (a gather is slower on the cores this was written for).
 inline __m512 load_scales16(const uint8_t* const kp[16], int64_t off) {
@@ -65,9 +51,8 @@ inline __m512 load_scales16(const uint8_t* const kp[16], int64_t off) {
 
 // Block b (at byte boff of each key's slice) of the 16 keys kp[l], its
 // values plus the format's offset (Q8_0, IQ4_NL: 128; Q4_0: 8; Q5_0: 16) as
-// unsigned bytes: for Q8_0, Q4_0 and Q5_0 t[4c + r] 128-bit lane p = key
-// 4p + r's values 16c .. 16c + 15; for IQ4_NL transposed, t[w] lane l =
-// key l's values 4w .. 4w + 3. *dk = the 16 block scales.
+// unsigned bytes: t[4c + r] 128-bit lane p = key 4p + r's values
+// 16c .. 16c + 15. *dk = the 16 block scales.
 template <Fmt F>
 inline void load_k_tile(const uint8_t* const kp[16], int64_t boff, __m512i* t, __m512* dk) {
   if constexpr (F == Fmt::q8_0) {
@@ -119,14 +104,9 @@ inline void load_k_tile(const uint8_t* const kp[16], int64_t boff, __m512i* t, _
         hi[r] = _mm512_shuffle_epi8(tbl, hi[r]);
       }
     }
-    if constexpr (F == Fmt::iq4_nl) {
-      transpose4(lo, t);
-      transpose4(hi, t + 4);
-    } else {
-      for (int r = 0; r < 4; ++r) {
-        t[r] = lo[r];
-        t[4 + r] = hi[r];
-      }
+    for (int r = 0; r < 4; ++r) {
+      t[r] = lo[r];
+      t[4 + r] = hi[r];
     }
   }
 }
@@ -143,8 +123,8 @@ inline __m512i reduce4(const __m512i a[4]) {
 }
 
 // Query vectors v[0 .. G) (TypedQueries rows) against a tile's nb blocks:
-// the 16 keys' scores (before kq_scale) of each, Q8_0 / Q4_0 / Q5_0's
-// block order. Each query's 16-value halves, repeated in the 4 lanes, meet
+// the 16 keys' scores (before kq_scale) of each, the block order of Q8_0,
+// Q4_0, Q5_0 and IQ4_NL. Each query's 16-value halves, repeated in the 4 lanes, meet
 // t[4c + r]: lane 4p + e gets key 4p + r's 4 values 16c + 4e .. against
 // the query's; reduce4 sums each key's 4 lanes.
 template <Fmt F, int G>
@@ -177,27 +157,6 @@ inline void dot_tile(const __m512i* tk, const __m512* dk, int64_t nb, const Type
   }
 }
 
-// IQ4_NL's order for one query vector: 8 lanes per key (groups of 4
-// values), then hsum_float_8's tree.
-inline __m512 dot_tile_iq4_nl(const __m512i* tk, const __m512* dk, int64_t nb, const TypedQueries& tq, int64_t v) {
-  const uint8_t* q = tq.q + v * tq.q_bytes + 2;
-  const float* qd = tq.scales + v * nb;
-  const int32_t* qs = tq.sums + v * nb * 9;
-  __m512 a[8];
-  for (int w = 0; w < 8; ++w) a[w] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m512 d = _mm512_mul_ps(dk[b], _mm512_set1_ps(qd[b]));
-    for (int w = 0; w < 8; ++w) {
-      const __m512i is = _mm512_dpbusd_epi32(_mm512_set1_epi32(-128 * qs[b * 9 + w]), _mm512_load_si512(tk + b * 8 + w),
-                                             _mm512_set1_epi32(load_i32(q + b * sizeof(quant::block_q8_0) + 4 * w)));
-      a[w] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(is), a[w]);
-    }
-  }
-  const __m512 r0 = _mm512_add_ps(a[4], a[0]), r1 = _mm512_add_ps(a[5], a[1]);
-  const __m512 r2 = _mm512_add_ps(a[6], a[2]), r3 = _mm512_add_ps(a[7], a[3]);
-  return _mm512_add_ps(_mm512_add_ps(r0, r2), _mm512_add_ps(r1, r3));
-}
-
 // Lanes from .. from + n - 1 of x into dst[0 .. n).
 inline void store_lanes(float* dst, __m512 x, int64_t from, int64_t n) {
   if (from)
@@ -215,29 +174,25 @@ void scores_typed(const KvLayerView& kv, int64_t g, const QueryRow* rows, int64_
   __m512 dk[kTypedMaxHead / 32];
   const __m512 scale = _mm512_set1_ps(kq_scale);
   score_tiles<16>(
-      kv, rows, n_rows, n_gqa, g * nb * block_bytes(F), F == Fmt::iq4_nl ? 1 : 4, scores,
+      kv, rows, n_rows, n_gqa, g * nb * block_bytes(F), 4, scores,
       [&](const uint8_t* const* kp) {
         for (int64_t b = 0; b < nb; ++b) load_k_tile<F>(kp, b * block_bytes(F), tk + b * 8, dk + b);
       },
       [&](int64_t n_h, const int64_t* v, float* sc, int64_t from, int64_t count) {
         __m512 acc[4];
-        if constexpr (F == Fmt::iq4_nl) {
-          acc[0] = dot_tile_iq4_nl(tk, dk, nb, tq, v[0]);
-        } else {
-          switch (n_h) {
-            case 1:
-              dot_tile<F, 1>(tk, dk, nb, tq, v, acc);
-              break;
-            case 2:
-              dot_tile<F, 2>(tk, dk, nb, tq, v, acc);
-              break;
-            case 3:
-              dot_tile<F, 3>(tk, dk, nb, tq, v, acc);
-              break;
-            default:
-              dot_tile<F, 4>(tk, dk, nb, tq, v, acc);
-              break;
-          }
+        switch (n_h) {
+          case 1:
+            dot_tile<F, 1>(tk, dk, nb, tq, v, acc);
+            break;
+          case 2:
+            dot_tile<F, 2>(tk, dk, nb, tq, v, acc);
+            break;
+          case 3:
+            dot_tile<F, 3>(tk, dk, nb, tq, v, acc);
+            break;
+          default:
+            dot_tile<F, 4>(tk, dk, nb, tq, v, acc);
+            break;
         }
         for (int64_t h = 0; h < n_h; ++h) store_lanes(sc + v[h] * ld, _mm512_mul_ps(acc[h], scale), from, count);
       });

@@ -60,7 +60,8 @@ struct WeightView {
 using WeightStore = std::vector<std::vector<uint8_t, base::HugePageAllocator<uint8_t>>>;
 
 // When the kernels of `isa` read interleaved matrices of w's type
-// (quant::interleave_pays: Q4_0, Q5_0, Q8_0, Q4_K and Q6_K under AVX2), w has at
+// (quant::interleave_pays: Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4, Q4_K and Q6_K under
+// AVX2 and AVX-512; MoE experts alike, one view each), w has at
 // least one group of 8 rows and they interleave exactly
 // (quant::rows_interleave_exactly: no Q8_0 byte of -128), copies w's rows into a new buffer of `store`, its
 // whole groups interleaved and the rest plain after them, and points w at

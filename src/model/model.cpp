@@ -146,7 +146,8 @@ void bind_delta_net(const Binder& b, const HParams& hp, int il, Layer& L) {
 }
 
 // Every matrix the active ISA runs faster interleaved
-// (kernels::interleave_weight: Q4_0, Q5_0, Q8_0, Q4_K and Q6_K under AVX2) gets its
+// (kernels::interleave_weight: Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4, Q4_K and Q6_K
+// under AVX2 and AVX-512; each MoE expert's view too) gets its
 // interleaved copy (the views of one file never share rows, except a tied
 // token_embd, which takes the output's copy). The speed-ups are in the
 // commits that added each type and in docs/PERFORMANCE.md.

@@ -35,9 +35,9 @@ using GemmFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_
 // Isa::avx2 kernels exist on x86-64 for every weight type but BF16, TQ1_0
 // and the interleaved formats Q4_0, Q5_0 and Q4_K (their matrices run
 // interleave.hpp's gemm_x8_kernel; a plain row of theirs loops the
-// vec_dot; Q8_0 and Q6_K matrices are interleaved too, but keep these
-// kernels for the matrices that stay plain); Isa::avx512 has the AVX2 ones,
-// with its own for Q4_1, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q5_K and IQ4_XS
+// vec_dot; Q8_0, Q6_K, IQ4_NL and MXFP4 matrices are interleaved too, but
+// keep these kernels for the matrices that stay plain); Isa::avx512 has the
+// AVX2 ones, with its own for Q4_1, Q5_1, Q2_K, Q3_K, Q5_K and IQ4_XS
 // (gemm_avx512.cpp) and the lattice formats (iq_gemm_avx512.cpp); Isa::scalar
 // has none (the scalar vec_dot loop is the reference).
 GemmFn gemm_kernel(GgmlType t, Isa isa) noexcept;
@@ -142,7 +142,7 @@ void gemv_q5_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, c
 void gemv_q6_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, float* y);
 }  // namespace avx2
 namespace avx512 {
-// gemm_avx512.cpp: plain Q4_1 / Q5_1 / IQ4_NL / MXFP4 / Q2_K / Q3_K / Q5_K / IQ4_XS
+// gemm_avx512.cpp: plain Q4_1 / Q5_1 / Q2_K / Q3_K / Q5_K / IQ4_XS
 // rows two at a time per 512-bit register, the same contract and bits as
 // the avx2:: kernels of the type.
 void gemm_q2_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
@@ -153,10 +153,6 @@ void gemm_q4_1_q8_1(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, c
                     int64_t n_rows, float* y, size_t y_stride);
 void gemm_q5_1_q8_1(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
                     int64_t n_rows, float* y, size_t y_stride);
-void gemm_iq4_nl_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
-                      int64_t n_rows, float* y, size_t y_stride);
-void gemm_mxfp4_q8_0(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
-                     int64_t n_rows, float* y, size_t y_stride);
 void gemm_q5_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
                     int64_t n_rows, float* y, size_t y_stride);
 void gemm_iq4_xs_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,

@@ -1,6 +1,8 @@
 // AVX-512 VNNI multi-row dots (gemm.hpp GemmFn) of plain (not interleaved)
-// matrices for prefill: Q4_1 / Q5_1 (Q8_1 activations), IQ4_NL and MXFP4
-// (Q8_0), Q2_K, Q3_K, Q5_K and IQ4_XS (Q8_K). Each keeps the 8-lane order of
+// matrices for prefill: Q4_1 / Q5_1 (Q8_1 activations), Q2_K, Q3_K, Q5_K
+// and IQ4_XS (Q8_K). (IQ4_NL and MXFP4 take legacy.cpp's Q4_0 order, one
+// integer per block and row: their matrices run interleaved, and the few
+// plain rows left take the AVX2 kernel.) Each keeps the 8-lane order of
 // its AVX2 kernel (legacy_dot_avx2.cpp, gemm_k_avx2.cpp, k_quants_avx2.cpp:
 // ggml's AVX2 orders) on 512-bit registers holding two weight rows side by
 // side (lanes 0..7 row r, 8..15 row r + 1), so every activation load and
@@ -378,52 +380,6 @@ struct Q1Kernel {
   }
 };
 
-// IQ4_NL and MXFP4 with Q8_0 activations: the table values are signed, so
-// vpdpbusd takes them as v + 128 (xor 0x80) and the lanes lose 128 * (the 4
-// activation bytes' sum), itself a vpdpbusd of bytes 128 against them: the
-// exact dot, as legacy_dot_avx2.cpp's lanes give it. F: the block, its
-// table and the two rows' scales (F16 d, or MXFP4's 2^(e - 128)).
-struct IQ4NLFormat {
-  using Block = block_iq4_nl;
-  static const int8_t* table() { return kvalues_iq4nl; }
-  static __m512 scales(const Block& b0, const Block& b1) { return f16_rows(b0.d, b1.d); }
-};
-struct MXFP4Format {
-  using Block = block_mxfp4;
-  static const int8_t* table() { return kvalues_mxfp4; }
-  static __m512 scales(const Block& b0, const Block& b1) {
-    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(kE8M0Half.v[b0.e])),
-                              _mm256_set1_ps(kE8M0Half.v[b1.e]), 1);
-  }
-};
-
-template <class F>
-struct Table4 {
-  using Block = typename F::Block;
-  static constexpr int64_t kBlock = 32;
-  template <int A>
-  static void run(int64_t nb, const Block* w0, const Block* w1, const uint8_t* a, size_t as, float* y, size_t ys) {
-    const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(F::table())));
-    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-    __m512 acc[A];
-    for (int m = 0; m < A; ++m) acc[m] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nb; ++i) {
-      const __m512i u = _mm512_xor_si512(_mm512_shuffle_epi8(table, nibbles_rows(w0[i].qs, w1[i].qs)), flip);
-      const __m512 dw = F::scales(w0[i], w1[i]);
-      for (int m = 0; m < A; ++m) {
-        const block_q8_0& x = reinterpret_cast<const block_q8_0*>(a + static_cast<size_t>(m) * as)[i];
-        const __m512i xa = act32(x.qs);
-        const __m512i lanes = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u, xa),
-                                               _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, xa));
-        acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(x.d))), _mm512_cvtepi32_ps(lanes), acc[m]);
-      }
-    }
-    store_rows<A>(acc, nullptr, y, ys);
-  }
-};
-using IQ4NL = Table4<IQ4NLFormat>;
-using MXFP4 = Table4<MXFP4Format>;
-
 // K::run<A> for rem (< kActs) activation rows.
 template <class K, int A>
 void rest(int64_t rem, int64_t nb, const typename K::Block* w0, const typename K::Block* w1, const uint8_t* a,
@@ -479,16 +435,6 @@ void gemm_q4_1_q8_1(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const u
 void gemm_q5_1_q8_1(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows,
                     float* y, size_t ys) {
   by_row_pairs<Q1Kernel<block_q5_1, true>>(n, w, ws, n_w, a, as, n_rows, y, ys, avx2::gemm_q5_1_q8_1);
-}
-
-void gemm_iq4_nl_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
-                      int64_t n_rows, float* y, size_t ys) {
-  by_row_pairs<IQ4NL>(n, w, ws, n_w, a, as, n_rows, y, ys, avx2::gemm_iq4_nl_q8_0);
-}
-
-void gemm_mxfp4_q8_0(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
-                     int64_t n_rows, float* y, size_t ys) {
-  by_row_pairs<MXFP4>(n, w, ws, n_w, a, as, n_rows, y, ys, avx2::gemm_mxfp4_q8_0);
 }
 
 void gemm_iq4_xs_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,

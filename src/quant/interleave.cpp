@@ -1,4 +1,5 @@
-// Interleaved Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K matrices (interleave.hpp):
+// Interleaved Q4_0 / Q5_0 / Q8_0 / IQ4_NL / MXFP4 / Q4_K / Q6_K matrices
+// (interleave.hpp):
 // the repack, the row lookup, the scalar reference kernels and the dispatch.
 #include "quant/interleave.hpp"
 
@@ -23,25 +24,37 @@ uint32_t load_u32(const uint8_t* p) {
          (static_cast<uint32_t>(p[3]) << 24);
 }
 
-// Per type: the plain and interleaved blocks, and q(b, l, e), the integer
-// value (digit minus offset) of row l's element e (0..31);
-// put() places row l's plain block in the interleaved one.
+// The 4-bit formats (Q4_0, IQ4_NL, MXFP4; block_q4_0x8's byte placement):
+// row l's nibble of element e (0..31), and row l's 16 plain bytes of
+// nibbles written to their interleaved places.
+template <class X8>
+int nibble(const X8& b, int l, int e) {
+  const uint8_t v = b.qs[x8_byte(l, e % 16)];
+  return e < 16 ? (v & 0x0F) : (v >> 4);
+}
+void put_nibbles(const uint8_t* qs, int l, uint8_t* x8qs) {
+  for (int c = 0; c < 4; ++c) std::memcpy(x8qs + x8_byte(l, 4 * c), qs + 4 * c, 4);
+}
+
+// Per type: the plain and interleaved blocks, q(b, l, e), the integer
+// value (digit minus offset, or table value) of row l's element e (0..31),
+// and dw(b, l), row l's block scale as a float; put() places row l's plain
+// block in the interleaved one.
 struct Q4 {
   using Plain = block_q4_0;
   using X8 = block_q4_0x8;
-  static int q(const X8& b, int l, int e) {
-    const uint8_t v = b.qs[x8_byte(l, e % 16)];
-    return (e < 16 ? (v & 0x0F) : (v >> 4)) - 8;
-  }
+  static float dw(const X8& b, int l) { return fp16_to_fp32(b.d[l]); }
+  static int q(const X8& b, int l, int e) { return nibble(b, l, e) - 8; }
   static void put(const Plain& p, int l, X8& b) {
     b.d[l] = p.d;
-    for (int c = 0; c < 4; ++c) std::memcpy(b.qs + x8_byte(l, 4 * c), p.qs + 4 * c, 4);
+    put_nibbles(p.qs, l, b.qs);
   }
 };
 
 struct Q5 {
   using Plain = block_q5_0;
   using X8 = block_q5_0x8;
+  static float dw(const X8& b, int l) { return fp16_to_fp32(b.d[l]); }
   // Row l's byte at k (0..15) of chunk c = k / 4: the whole 5-bit digit of
   // element k in bits 0..4, the low 3 bits of element 16 + k's above them;
   // that digit's top 2 bits in bits 2c, 2c + 1 of qh[4l + k % 4]
@@ -70,10 +83,33 @@ struct Q5 {
 struct Q8 {
   using Plain = block_q8_0;
   using X8 = block_q8_0x8;
+  static float dw(const X8& b, int l) { return fp16_to_fp32(b.d[l]); }
   static int q(const X8& b, int l, int e) { return b.qs[x8_byte(l, e)]; }
   static void put(const Plain& p, int l, X8& b) {
     b.d[l] = p.d;
     for (int c = 0; c < 8; ++c) std::memcpy(b.qs + x8_byte(l, 4 * c), p.qs + 4 * c, 4);
+  }
+};
+
+struct IQ4NL {
+  using Plain = block_iq4_nl;
+  using X8 = block_iq4_nlx8;
+  static float dw(const X8& b, int l) { return fp16_to_fp32(b.d[l]); }
+  static int q(const X8& b, int l, int e) { return kvalues_iq4nl[nibble(b, l, e)]; }
+  static void put(const Plain& p, int l, X8& b) {
+    b.d[l] = p.d;
+    put_nibbles(p.qs, l, b.qs);
+  }
+};
+
+struct MXFP4 {
+  using Plain = block_mxfp4;
+  using X8 = block_mxfp4x8;
+  static float dw(const X8& b, int l) { return kE8M0Half.v[b.e[l]]; }
+  static int q(const X8& b, int l, int e) { return kvalues_mxfp4[nibble(b, l, e)]; }
+  static void put(const Plain& p, int l, X8& b) {
+    b.e[l] = p.e;
+    put_nibbles(p.qs, l, b.qs);
   }
 };
 
@@ -102,12 +138,12 @@ void dequantize(const uint8_t* data, int64_t r, float* y, int64_t n) {
   const auto* b = group_blocks<T>(data, n / 32, r / kInterleave);
   const int l = static_cast<int>(r % kInterleave);
   for (int64_t i = 0; i < n / 32; ++i, y += 32) {
-    const float d = fp16_to_fp32(b[i].d[l]);
+    const float d = T::dw(b[i], l);
     for (int e = 0; e < 32; ++e) y[e] = static_cast<float>(T::q(b[i], l, e)) * d;
   }
 }
 
-// The reference of Q4_0, Q5_0 and Q8_0: per output, vec_dot_<t>_q8_0's
+// The reference of Q4_0, Q5_0, Q8_0, IQ4_NL and MXFP4: per output, vec_dot_<t>_q8_0's
 // steps (legacy.cpp's Q4_0 order) with the weight bits read from their
 // interleaved places.
 template <class T>
@@ -123,7 +159,7 @@ void gemm_ref(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, s
         for (int64_t i = 0; i < nb; ++i) {
           int32_t isum = 0;
           for (int e = 0; e < 32; ++e) isum += T::q(b[i], l, e) * x[i].qs[e];
-          acc = std::fma(static_cast<float>(isum), fp16_to_fp32(b[i].d[l]) * fp16_to_fp32(x[i].d), acc);
+          acc = std::fma(static_cast<float>(isum), T::dw(b[i], l) * fp16_to_fp32(x[i].d), acc);
         }
         y[static_cast<size_t>(m) * y_stride + static_cast<size_t>(8 * g + l)] = acc;
       }
@@ -289,8 +325,8 @@ size_t interleaved_group_bytes(GgmlType t, int64_t n) noexcept {
 
 namespace {
 bool interleaved_type(GgmlType t) {
-  return t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || t == GgmlType::Q8_0 || t == GgmlType::Q4_K ||
-         t == GgmlType::Q6_K;
+  return t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || t == GgmlType::Q8_0 || t == GgmlType::IQ4_NL ||
+         t == GgmlType::MXFP4 || t == GgmlType::Q4_K || t == GgmlType::Q6_K;
 }
 }  // namespace
 
@@ -326,7 +362,8 @@ bool interleave_rows(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes
   if (!can_interleave(t, n_out))
     throw Error(Errc::invalid_argument, "interleave_rows: " + std::to_string(n_out) + " rows of " +
                                             std::string(type_name(t)) +
-                                            " (only Q4_0, Q5_0, Q8_0, Q4_K and Q6_K matrices with a multiple of 8 rows are interleaved)");
+                                            " (only Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4, Q4_K and Q6_K matrices with a multiple of 8 rows"
+                                            " are interleaved)");
   if (n <= 0 || n % type_traits(t).block_size != 0 || row_bytes != row_size(t, n))
     throw Error(Errc::invalid_argument, "interleave_rows: rows of " + std::to_string(n) + " elements in " +
                                             std::to_string(row_bytes) + " bytes are not " +
@@ -336,6 +373,8 @@ bool interleave_rows(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes
     case GgmlType::Q4_0: interleave<Q4>(n / 32, src, row_bytes, n_out, dst); break;
     case GgmlType::Q5_0: interleave<Q5>(n / 32, src, row_bytes, n_out, dst); break;
     case GgmlType::Q8_0: interleave<Q8>(n / 32, src, row_bytes, n_out, dst); break;
+    case GgmlType::IQ4_NL: interleave<IQ4NL>(n / 32, src, row_bytes, n_out, dst); break;
+    case GgmlType::MXFP4: interleave<MXFP4>(n / 32, src, row_bytes, n_out, dst); break;
     case GgmlType::Q6_K: interleave<Q6K>(n / QK_K, src, row_bytes, n_out, dst); break;
     default: interleave<Q4K>(n / QK_K, src, row_bytes, n_out, dst); break;
   }
@@ -347,6 +386,8 @@ void dequantize_interleaved_row(GgmlType t, const uint8_t* data, int64_t r, floa
     case GgmlType::Q4_0: return dequantize<Q4>(data, r, y, n);
     case GgmlType::Q5_0: return dequantize<Q5>(data, r, y, n);
     case GgmlType::Q8_0: return dequantize<Q8>(data, r, y, n);
+    case GgmlType::IQ4_NL: return dequantize<IQ4NL>(data, r, y, n);
+    case GgmlType::MXFP4: return dequantize<MXFP4>(data, r, y, n);
     case GgmlType::Q4_K: return dequantize_q4_K(data, r, y, n);
     case GgmlType::Q6_K: return dequantize_q6_K(data, r, y, n);
     default:
@@ -368,6 +409,16 @@ void scalar::gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, con
 void scalar::gemm_q8_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
                               int64_t n_rows, float* y, size_t y_stride) {
   gemm_ref<Q8>(n, w, n_groups, a, a_stride, n_rows, y, y_stride);
+}
+
+void scalar::gemm_iq4_nlx8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
+                                int64_t n_rows, float* y, size_t y_stride) {
+  gemm_ref<IQ4NL>(n, w, n_groups, a, a_stride, n_rows, y, y_stride);
+}
+
+void scalar::gemm_mxfp4x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
+                               int64_t n_rows, float* y, size_t y_stride) {
+  gemm_ref<MXFP4>(n, w, n_groups, a, a_stride, n_rows, y, y_stride);
 }
 
 GemmX8Fn gemm_x8_kernel(GgmlType t, Isa isa) noexcept { return kernel_table(isa).row(t).gemm_x8; }

@@ -1,10 +1,12 @@
-// Q4_0, Q5_0, Q8_0, Q4_K and Q6_K matrices kept as groups of 8 interleaved
-// rows (block_q4_0x8, block_q5_0x8, block_q8_0x8, block_q4_Kx8,
-// block_q6_Kx8), made once when a model is loaded, and the matrix-product
-// kernels that read them.
+// Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4, Q4_K and Q6_K matrices kept as groups of
+// 8 interleaved rows (block_q4_0x8, block_q5_0x8, block_q8_0x8,
+// block_iq4_nlx8, block_mxfp4x8, block_q4_Kx8, block_q6_Kx8), made once
+// when a model is loaded (MoE experts included: each expert's matrix is
+// interleaved on its own), and the matrix-product kernels that read them.
 //
-// Why: in the block order Q4_0, Q5_0, Q8_0 and Q4_K use (legacy.cpp for
-// Q4_0 / Q5_0 / Q8_0, k_quants.cpp for Q4_K) each output takes, per block,
+// Why: in the block order Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4 and Q4_K use
+// (legacy.cpp's Q4_0 order for the 32-element formats, k_quants.cpp for
+// Q4_K) each output takes, per block,
 // the block's whole exact integer dot and one fused multiply-add (Q4_K:
 // two, the scales' and the mins'; Q6_K keeps 8 lanes: chunk c of a block
 // is then lane c of the 8 rows, one cvt + mul + fma per chunk). With 8 rows
@@ -32,6 +34,16 @@
 // gives a chunk's first 16 digits, a shift, two masks and an or its other
 // 16 (the layout before, nibbles in qs and the fifth bits in qh, took 4 and
 // 5 operations).
+//
+// block_iq4_nlx8 (144 bytes, the size of 8 block_iq4_nl) and block_mxfp4x8
+// (136 bytes, the size of 8 block_mxfp4): block_q4_0x8's layout, the
+// nibbles indices into kvalues_iq4nl / kvalues_mxfp4; d[l] row l's F16
+// scale, e[l] row l's E8M0 exponent (scale 2^(e - 128)). The AVX2 MXFP4
+// kernel looks up the levels plus 12 (0..24, unsigned) and takes 12 * (sum
+// of the activation bytes) off, as Q4_0's takes 8; the AVX2 IQ4_NL kernel
+// multiplies the signed levels with Q8_0's sign trick (no level is -128).
+// The AVX-512 kernels look up the levels plus 12 (MXFP4) or plus 128
+// (IQ4_NL, taken off as Q8_0's bytes plus 128 are) for vpdpbusd.
 //
 // block_q8_0x8 (272 bytes, the size of 8 block_q8_0): d[l] row l's block
 // scale; for chunk c = 0..7, qs[32c + 4l + j] = row l's byte 4c + j. Q8_0
@@ -79,6 +91,18 @@ struct block_q8_0x8 {
 };
 static_assert(sizeof(block_q8_0x8) == 8 * sizeof(block_q8_0));
 
+struct block_iq4_nlx8 {
+  ggml_fp16_t d[8];
+  uint8_t qs[128];
+};
+static_assert(sizeof(block_iq4_nlx8) == 8 * sizeof(block_iq4_nl));
+
+struct block_mxfp4x8 {
+  uint8_t e[8];
+  uint8_t qs[128];
+};
+static_assert(sizeof(block_mxfp4x8) == 8 * sizeof(block_mxfp4));
+
 // block_q4_Kx8 (1184 bytes, 32 more than 8 block_q4_K: the 6-bit scales
 // and mins unpacked to bytes): d[l], dmin[l] row l's super-block scales;
 // sc[s][l] row l's scale of sub-block s (0..7); mp[t][l] = row l's mins of
@@ -123,13 +147,15 @@ constexpr int q6x8_half(int q) { return (q % 4) / 2; }
 constexpr int q6x8_digit(int q) { return q % 2 + 2 * (q / 4); }
 
 // Bytes of one interleaved group of 8 rows of n elements of type t: 8 *
-// row_size(t, n) for Q4_0, Q5_0, Q8_0 and Q6_K, n / 256 * 1184 for Q4_K. An
+// row_size(t, n) for Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4 and Q6_K, n / 256 *
+// 1184 for Q4_K. An
 // interleaved matrix of n_out rows takes (n_out / 8) groups, then its
 // n_out % 8 last rows plain (row_size(t, n) each).
 size_t interleaved_group_bytes(GgmlType t, int64_t n) noexcept;
 
 // True when a matrix of weight type t with n_out rows can be interleaved:
-// t is Q4_0, Q5_0, Q8_0, Q4_K or Q6_K and n_out is a positive multiple of 8.
+// t is Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4, Q4_K or Q6_K and n_out is a
+// positive multiple of 8.
 bool can_interleave(GgmlType t, int64_t n_out) noexcept;
 
 // True when the interleaved kernels of every ISA give vec_dot's bits for
@@ -140,7 +166,8 @@ bool can_interleave(GgmlType t, int64_t n_out) noexcept;
 bool rows_interleave_exactly(GgmlType t, int64_t n, const uint8_t* src, size_t row_bytes, int64_t n_rows) noexcept;
 
 // True when `isa` has a kernel of its own for interleaved matrices of type t
-// (AVX2 and AVX-512 for Q4_0, Q5_0, Q8_0, Q4_K and Q6_K): model loading interleaves only then, since elsewhere the
+// (AVX2 and AVX-512 for Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4, Q4_K and Q6_K):
+// model loading interleaves only then, since elsewhere the
 // plain rows run as fast through the vec_dot kernels and need no copy.
 bool interleave_pays(GgmlType t, Isa isa) noexcept;
 
@@ -188,8 +215,9 @@ GemmPackFn x8_pack_kernel(GgmlType t, Isa isa) noexcept;
 size_t x8_packed_row_size(GgmlType t, Isa isa, int64_t n) noexcept;
 
 // The AVX2 packs' bytes per block (x8_packs.hpp asserts its structs'
-// sizes against these): Q4_0 / Q5_0 40 per 32 elements (PackedQ8x8: the
-// bytes, the float scale, the offset term), Q8_0 72 (PackedQ8x8 with the
+// sizes against these): Q4_0 / Q5_0 / MXFP4 40 per 32 elements
+// (PackedQ8x8: the bytes, the float scale, the offset term), Q8_0 and
+// IQ4_NL 72 (PackedQ8x8 with the
 // offset 128, then PackedQ8x8m: |bytes|), Q4_K 288 per 256 (PackedQ8Kx8: the float scale,
 // the int16 sums of 32 bytes, the bytes), Q6_K 528 per 256 (PackedQ8Kx8o:
 // the float scale, the bytes, the offset term 32 * (a0 + a1) per byte pair).
@@ -207,7 +235,11 @@ inline constexpr size_t kPackQ4_0x8 = 40, kPackQ8_0x8 = 72, kPackQ4_Kx8 = 288, k
   void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, \
                         int64_t n_rows, float* y, size_t y_stride);                                         \
   void gemm_q6_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, \
-                        int64_t n_rows, float* y, size_t y_stride);
+                        int64_t n_rows, float* y, size_t y_stride);                                         \
+  void gemm_iq4_nlx8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride, \
+                          int64_t n_rows, float* y, size_t y_stride);                                       \
+  void gemm_mxfp4x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,  \
+                         int64_t n_rows, float* y, size_t y_stride);
 
 namespace scalar {
 SYNAPSE_DECLARE_X8_KERNELS()
@@ -215,9 +247,10 @@ SYNAPSE_DECLARE_X8_KERNELS()
 namespace avx2 {
 // interleave_avx2.cpp: activation rows in x8_pack_kernel(t, avx2)'s
 // layout (pack_q8_0_for_q4_0x8 / _q5_0x8, 40 bytes per block;
-// pack_q8_0_for_q8_0x8, 72).
+// pack_q8_0_for_q8_0x8, 72, also for IQ4_NL; pack_q8_0_for_mxfp4x8, 40).
 SYNAPSE_DECLARE_X8_KERNELS()
 void pack_q8_0_for_q4_0x8(int64_t n, const void* src, void* dst);
+void pack_q8_0_for_mxfp4x8(int64_t n, const void* src, void* dst);
 void pack_q8_0_for_q5_0x8(int64_t n, const void* src, void* dst);
 void pack_q8_0_for_q8_0x8(int64_t n, const void* src, void* dst);
 // Q8_K rows for gemm_q4_Kx8_q8_K: 288 bytes per 256 elements (the float d,

@@ -1,5 +1,6 @@
-// AVX2 kernels of interleaved Q4_0 / Q5_0 matrices (interleave.hpp) against
-// Q8_0 activation rows, of interleaved Q8_0 (q8_0x8_tile, below), of
+// AVX2 kernels of interleaved Q4_0 / Q5_0 / MXFP4 matrices (interleave.hpp)
+// against Q8_0 activation rows, of interleaved Q8_0 (q8_0x8_tile, below)
+// and IQ4_NL (iq4_nlx8_tile), of
 // interleaved Q4_K against Q8_K (q4_Kx8_tile) and of interleaved
 // Q6_K (the 8-lane order), one kernel per type for decode (one
 // activation row) and prefill alike, but for Q6_K (q6_Kx8_tile decodes,
@@ -11,17 +12,20 @@
 // the low nibbles are the rows' elements 4c..4c+3, the high nibbles their
 // elements 16+4c..16+4c+3 (Q5_0: the whole 5-bit digits of the first four
 // and the low 3 bits of the others, whose top bits lie in the qh byte in
-// the same place: block_q5_0x8). Against the activation's bytes
+// the same place: block_q5_0x8; MXFP4: its levels plus 12 by pshufb,
+// block_mxfp4x8). Against the activation's bytes
 // 4c..4c+3 and 16+4c..16+4c+3, each broadcast to all lanes,
 // _mm256_maddubs_epi16 gives per row two int16 sums of 2 products. Those of
 // a block are added in int16 while they cannot saturate (digits <= 15,
 // bytes -128..127: all 4 chunks, |sum| <= 4 * 2 * 2 * 15 * 128 = 30720;
-// Q5_0 digits <= 31: 2 chunks at a time, <= 31744), _mm256_madd_epi16 by 1
+// Q5_0 digits <= 31: 2 chunks at a time, <= 31744; MXFP4 digits <= 24: 2
+// chunks, <= 24576), _mm256_madd_epi16 by 1
 // adds each row's words into int32, and subtracting offset * (sum of the
 // activation block's bytes) leaves row l's exact isum = sum (q - offset) * a
 // in lane l. Then, as legacy.cpp's Q4_0 order has it,
 // acc = fma(float(isum), d_w * d_a, acc) lane by lane: the same integer and
-// the same two roundings as vec_dot_q4_0_q8_0 / vec_dot_q5_0_q8_0.
+// the same two roundings as vec_dot_q4_0_q8_0 / vec_dot_q5_0_q8_0 /
+// vec_dot_mxfp4_q8_0 (d_w: MXFP4's 2^(e - 128), exact).
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
@@ -61,6 +65,7 @@ inline __m256i bcast4(const int8_t* p) {
 struct Q4x8 {
   using X8 = block_q4_0x8;
   static constexpr bool kTwoStep = false;  // int16 sums of all 4 chunks cannot saturate
+  static __m256 scales(const X8& b) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.d))); }
   template <int c>
   static __m256i lo(const X8&, __m256i q, __m256i m4) { return _mm256_and_si256(q, m4); }
   template <int c>
@@ -82,12 +87,43 @@ inline __m256i top_bits_to_3(__m256i v) {
 struct Q5x8 {
   using X8 = block_q5_0x8;
   static constexpr bool kTwoStep = true;  // int16 sums of 2 chunks at a time
+  static __m256 scales(const X8& b) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.d))); }
   template <int c>
   static __m256i lo(const X8&, __m256i q, __m256i) { return _mm256_and_si256(q, _mm256_set1_epi8(0x1F)); }
   template <int c>
   static __m256i hi(const X8& b, __m256i q, __m256i) {
     return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 5), _mm256_set1_epi8(0x07)),
                            _mm256_and_si256(top_bits_to_3<c>(load32(b.qh)), _mm256_set1_epi8(0x18)));
+  }
+};
+
+// kvalues_mxfp4 plus 12: the levels as unsigned digits 0..24.
+alignas(16) constexpr int8_t kMxfp4Plus12[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+
+// The 8 rows' scales 2^(e - 128) from their E8M0 bytes, kE8M0Half's
+// values: (e - 1) << 23 as float bits for e >= 2, the subnormals
+// 0x00200000 << e for e = 0, 1.
+inline __m256 e8m0_half8(const uint8_t* e) {
+  const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(e)));
+  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(v, _mm256_set1_epi32(1)), 23);
+  const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), v);
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(sub, normal, _mm256_cmpgt_epi32(v, _mm256_set1_epi32(1))));
+}
+
+// block_mxfp4x8 (interleave.hpp): the nibbles look up the levels plus 12
+// (digits <= 24, so the offset pack's term 12 * sum(a) is taken off as
+// Q4_0's 8 * sum(a) is); int16 sums of 2 chunks at a time (<= 2 * 2 * 2 *
+// 24 * 128 = 24576).
+struct MXFP4x8 {
+  using X8 = block_mxfp4x8;
+  static constexpr bool kTwoStep = true;
+  static __m256 scales(const X8& b) { return e8m0_half8(b.e); }
+  static __m256i table() { return _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kMxfp4Plus12))); }
+  template <int c>
+  static __m256i lo(const X8&, __m256i q, __m256i m4) { return _mm256_shuffle_epi8(table(), _mm256_and_si256(q, m4)); }
+  template <int c>
+  static __m256i hi(const X8&, __m256i q, __m256i m4) {
+    return _mm256_shuffle_epi8(table(), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
   }
 };
 
@@ -125,7 +161,7 @@ void x8_tile(int64_t nb, const typename T::X8* w, const uint8_t* a, size_t as, f
       }
     };
     unrolled<4>(chunk);
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.d)));
+    const __m256 dw = T::scales(b);
     for (int m = 0; m < A; ++m) {
       const PackedQ8x8& x = act_row<PackedQ8x8>(a, as, m)[i];
       __m256i dot = _mm256_madd_epi16(s[m], ones);
@@ -154,6 +190,64 @@ struct NibbleTile {
 };
 using Q4Tile = NibbleTile<Q4x8, 2>;
 using Q5Tile = NibbleTile<Q5x8, 4>;
+// MXFP4 with Q5_0's tile: its digits cost a lookup, as Q5_0's fifth bits do.
+using MXFP4Tile = NibbleTile<MXFP4x8, 4>;
+
+// A group's IQ4_NL blocks (block_iq4_nlx8) by A activation rows, in
+// legacy.cpp's Q4_0 order. Chunk c's load holds bytes 4c..4c+3 of the 8
+// rows' nibbles; one pshufb of each half gives the signed levels of
+// elements 4c..4c+3 and 16+4c..16+4c+3 (lane l = row l). Against the
+// activation packed as for Q8_0 (PackedQ8x8, PackedQ8x8m), each is
+// multiplied as q8_0x8_tile does: _mm256_sign_epi8 gives level * sign(a)
+// (exact: no level is -128), _mm256_maddubs_epi16 against the broadcast
+// |a| the int16 sums of 2 products (<= 2 * 128 * 127), _mm256_madd_epi16 by
+// 1 the exact int32 of 4; the chunks' sums make each row's exact block
+// dot, and acc = fma(float(isum), d_w * d_a, acc) serves the 8 rows.
+template <int A, bool kStream>
+void iq4_nlx8_tile(int64_t nb, const block_iq4_nlx8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kvalues_iq4nl)));
+  __m256 acc[A];
+  for (int m = 0; m < A; ++m) acc[m] = _mm256_setzero_ps();
+  const PrefetchDistances pf = kStream ? prefetch_distances() : PrefetchDistances{};
+  for (int64_t i = 0; i < nb; ++i) {
+    const block_iq4_nlx8& b = w[i];
+    if constexpr (kStream) prefetch_ahead(&b, pf);
+    __m256i s[A];
+    unrolled<4>([&]<int c>() {
+      const __m256i q = load32(b.qs + 32 * c);
+      const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(q, m4));
+      const __m256i hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+      for (int m = 0; m < A; ++m) {
+        const PackedQ8x8* x = act_row<PackedQ8x8>(a, as, m);
+        const int8_t* mag = reinterpret_cast<const int8_t*>(reinterpret_cast<const PackedQ8x8m*>(x + nb)[i].mag);
+        const __m256i pl = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(bcast4(mag + 4 * c), _mm256_sign_epi8(lo, bcast4(x[i].qs + 4 * c))), ones);
+        const __m256i ph = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(bcast4(mag + 16 + 4 * c), _mm256_sign_epi8(hi, bcast4(x[i].qs + 16 + 4 * c))), ones);
+        const __m256i p = _mm256_add_epi32(pl, ph);
+        if constexpr (c == 0) s[m] = p;
+        else s[m] = nc(_mm256_add_epi32(s[m], p));
+      }
+    });
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.d)));
+    for (int m = 0; m < A; ++m)
+      acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[m]),
+                               _mm256_mul_ps(dw, _mm256_broadcast_ss(&act_row<PackedQ8x8>(a, as, m)[i].d)), acc[m]);
+  }
+  for (int m = 0; m < A; ++m) _mm256_storeu_ps(y + static_cast<size_t>(m) * ys, acc[m]);
+}
+
+// Four activation rows per tile share each weight unpack, as Q8_0's.
+struct IQ4NLTile {
+  using X8 = block_iq4_nlx8;
+  static constexpr int kActs = 4;
+  static constexpr int kBlock = 32;
+  template <int A, bool kStream>
+  static void tile(int64_t nb, const X8* w, const uint8_t* a, size_t as, float* y, size_t ys) {
+    iq4_nlx8_tile<A, kStream>(nb, w, a, as, y, ys);
+  }
+};
 
 // The 8-lane order's last step (Q6_K) for 8 rows at once: lane l of r[q] is row
 // l's accumulator of lane q, and hsum_float_8's sum ((a0+a4)+(a2+a6)) +
@@ -606,6 +700,18 @@ void pack_q8_K_for_q4_Kx8(int64_t n, const void* src, void* dst) {
 }
 
 void pack_q8_0_for_q4_0x8(int64_t n, const void* src, void* dst) { pack_offset<8>(n, src, dst); }
+
+void pack_q8_0_for_mxfp4x8(int64_t n, const void* src, void* dst) { pack_offset<12>(n, src, dst); }
+
+void gemm_iq4_nlx8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
+                        float* y, size_t ys) {
+  gemm_x8<IQ4NLTile>(n, w, n_groups, a, as, n_rows, y, ys);
+}
+
+void gemm_mxfp4x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
+                       float* y, size_t ys) {
+  gemm_x8<MXFP4Tile>(n, w, n_groups, a, as, n_rows, y, ys);
+}
 
 void pack_q8_0_for_q5_0x8(int64_t n, const void* src, void* dst) { pack_offset<16>(n, src, dst); }
 

@@ -1,4 +1,4 @@
-// AVX-512 VNNI kernels of interleaved Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K
+// AVX-512 VNNI kernels of interleaved Q4_0 / Q5_0 / Q8_0 / IQ4_NL / MXFP4 / Q4_K / Q6_K
 // matrices (interleave.hpp) for prefill: the AVX2 kernels' steps
 // (interleave_avx2.cpp) on 512-bit registers that hold two groups, 16 weight
 // rows side by side (lanes 0..7 group g, 8..15 group g + 1), so every
@@ -12,7 +12,8 @@
 // products added into each int32 lane without saturation) replaces
 // maddubs + madd + add: the same exact int32 sums, as no int16 step is left
 // to saturate. The weight digits are the unsigned operand (Q4_0 0..15,
-// Q5_0 0..31, Q4_K 0..15; Q8_0 its bytes + 128), the activation bytes the
+// Q5_0 0..31, Q4_K 0..15; Q8_0 its bytes + 128, IQ4_NL its levels + 128,
+// MXFP4 its levels + 12), the activation bytes the
 // signed one, and the digit offset comes off as the packs' offset term
 // (x8_packs.hpp). Q4_K multiplies its int32 sub-block sums by the
 // scales with vpmulld (sums up to 32 * 15 * 128 do not fit the int16 of
@@ -139,6 +140,7 @@ void gemm_pairs(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a,
 // bytes of both groups (block_q4_0x8 / block_q5_0x8).
 struct Q4Digits {
   using X8 = block_q4_0x8;
+  static __m512 scales(const X8& b0, const X8& b1) { return f16_pair(b0.d, b1.d); }
   template <int c>
   static void get(const X8&, const X8&, __m512i q, __m512i& lo, __m512i& hi) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -159,6 +161,7 @@ inline __m512i top_bits_to_3(__m512i v) {
 
 struct Q5Digits {
   using X8 = block_q5_0x8;
+  static __m512 scales(const X8& b0, const X8& b1) { return f16_pair(b0.d, b1.d); }
   template <int c>
   static void get(const X8& b0, const X8& b1, __m512i q, __m512i& lo, __m512i& hi) {
     lo = _mm512_and_si512(q, _mm512_set1_epi8(0x1F));
@@ -167,7 +170,53 @@ struct Q5Digits {
   }
 };
 
-// The integer sums of a Q4_0 / Q5_0 block of W pairs of groups (b[2p],
+// IQ4_NL and MXFP4 (block_iq4_nlx8, block_mxfp4x8): the nibbles look up
+// the levels as unsigned digits, IQ4_NL's plus 128 (sign bit flipped:
+// 1..241) against Q8_0's pack (offset term 128 * sum(a)), MXFP4's plus 12
+// (0..24) against the offset pack of 12, as the AVX2 kernels read them.
+// Table: the 16 digits.
+struct Digits16 {
+  alignas(16) int8_t v[16];
+};
+// levels[k] + off as the byte pshufb looks up (+ 128: the sign bit flipped).
+constexpr Digits16 offset_levels(const int8_t (&levels)[16], int off) {
+  Digits16 t{};
+  for (int k = 0; k < 16; ++k) t.v[k] = static_cast<int8_t>(static_cast<uint8_t>(levels[k] + off));
+  return t;
+}
+constexpr Digits16 kIQ4NLPlus128 = offset_levels(kvalues_iq4nl, 128);
+constexpr Digits16 kMxfp4Plus12 = offset_levels(kvalues_mxfp4, 12);
+
+template <class B, const Digits16& Table>
+struct TableDigits {
+  using X8 = B;
+  template <int c>
+  static void get(const X8&, const X8&, __m512i q, __m512i& lo, __m512i& hi) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i t = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(Table.v)));
+    lo = _mm512_shuffle_epi8(t, _mm512_and_si512(q, m4));
+    hi = _mm512_shuffle_epi8(t, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+  }
+};
+
+struct IQ4NLDigits : TableDigits<block_iq4_nlx8, kIQ4NLPlus128> {
+  static __m512 scales(const X8& b0, const X8& b1) { return f16_pair(b0.d, b1.d); }
+};
+
+// The 16 rows' 2^(e - 128) from their E8M0 bytes, as kE8M0Half has them:
+// (e - 1) << 23 as float bits for e >= 2, the subnormals 0x00200000 << e
+// for e = 0, 1.
+struct MXFP4Digits : TableDigits<block_mxfp4x8, kMxfp4Plus12> {
+  static __m512 scales(const X8& b0, const X8& b1) {
+    const __m512i v = _mm512_cvtepu8_epi32(load_pair8(b0.e, b1.e));
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(v, _mm512_set1_epi32(1)), 23);
+    const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), v);
+    return _mm512_castsi512_ps(
+        _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(v, _mm512_set1_epi32(1)), sub, normal));
+  }
+};
+
+// The integer sums of a Q4_0 / Q5_0 / IQ4_NL / MXFP4 block of W pairs of groups (b[2p],
 // b[2p + 1]) against A activation rows, added into s[p][m] (one int32 chain
 // per row and pair: the chains are independent, enough to cover
 // vpdpbusd's latency); each activation broadcast serves the W pairs.
@@ -175,6 +224,7 @@ template <class D>
 struct NibbleSums {
   using X8 = typename D::X8;
   using Pack = PackedQ8x8;
+  static __m512 scales(const X8& b0, const X8& b1) { return D::scales(b0, b1); }
   template <int A, int W>
   static void add(const X8* const* b, const uint8_t* a, size_t as, int64_t i, __m512i (*s)[A]) {
     unrolled<4>([&]<int c>() {
@@ -200,6 +250,7 @@ struct NibbleSums {
 struct Q8Sums {
   using X8 = block_q8_0x8;
   using Pack = PackedQ8x8;
+  static __m512 scales(const X8& b0, const X8& b1) { return f16_pair(b0.d, b1.d); }
   template <int A, int W>
   static void add(const X8* const* b, const uint8_t* a, size_t as, int64_t i, __m512i (*s)[A]) {
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
@@ -240,7 +291,7 @@ struct Block32Kernel {
       }
       S::template add<A, Pairs>(w, a, as, i, s);
       for (int p = 0; p < Pairs; ++p) {
-        const __m512 dw = f16_pair(w[2 * p][i].d, w[2 * p + 1][i].d);
+        const __m512 dw = S::scales(w[2 * p][i], w[2 * p + 1][i]);
         for (int m = 0; m < A; ++m) {
           const __m512 da = _mm512_set1_ps(act<Pack>(a, as, m, i).d);
           acc[p][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[p][m]), _mm512_mul_ps(dw, da), acc[p][m]);
@@ -502,6 +553,18 @@ void gemm_q5_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8
 void gemm_q8_0x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
                       float* y, size_t ys) {
   gemm_pairs<Block32Kernel<Q8Sums, 2, 5>, Block32Kernel<Q8Sums, 1, 8>>(n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_q8_0x8_q8_0);
+}
+
+void gemm_iq4_nlx8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
+                        float* y, size_t ys) {
+  gemm_pairs<Block32Kernel<NibbleSums<IQ4NLDigits>, 2, 5>, Block32Kernel<NibbleSums<IQ4NLDigits>, 1, 8>>(
+      n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_iq4_nlx8_q8_0);
+}
+
+void gemm_mxfp4x8_q8_0(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,
+                       float* y, size_t ys) {
+  gemm_pairs<Block32Kernel<NibbleSums<MXFP4Digits>, 2, 5>, Block32Kernel<NibbleSums<MXFP4Digits>, 1, 8>>(
+      n, w, n_groups, a, as, n_rows, y, ys, avx2::gemm_mxfp4x8_q8_0);
 }
 
 void gemm_q4_Kx8_q8_K(int64_t n, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, int64_t n_rows,

@@ -13,7 +13,7 @@
 // avx512 on x86-64; scalar < neon on ARM64. The AVX-512 table keeps the
 // AVX2 dots, decode kernels, quantizers and packs, and replaces the prefill
 // GEMMs: the interleaved ones (interleave_avx512.cpp: two 8-row groups
-// per zmm register, across outputs, with vpdpbusd) and the plain ones of Q4_1, Q5_1, IQ4_NL, MXFP4, Q2_K,
+// per zmm register, across outputs, with vpdpbusd) and the plain ones of Q4_1, Q5_1, Q2_K,
 // Q3_K, Q5_K and IQ4_XS (gemm_avx512.cpp: two weight rows per zmm register)
 // and of the lattice formats IQ1_S ... IQ3_S (iq_gemm_avx512.cpp: rows
 // decoded to int8 by the AVX2 decoder, 4 x 4 vpdpwssd tiles). Those are

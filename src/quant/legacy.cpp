@@ -33,17 +33,21 @@
 // accumulator per output), so SIMD kernels reproduce it exactly and the order
 // depends on nothing but the row (DESIGN.md contract 2).
 //
-// Q4_0, Q5_0 and Q8_0 are the exception: per block the whole exact integer
-// dot isum = sum_k (q_k - offset) * a_k (offset 8 or 16; Q8_0 none) is one
-// int32, and the row's one float accumulator takes
+// Q4_0, Q5_0, Q8_0, IQ4_NL and MXFP4 are the exception: per block the whole
+// exact integer dot isum = sum_k (q_k - offset) * a_k (offset 8 or 16; Q8_0
+// none; IQ4_NL and MXFP4 q_k their table values) is one int32, and the
+// row's one float accumulator takes
 // acc = fma(float(isum), d_w * d_a, acc) block after block (acc starts at
 // 0). That is the order of ggml's repacked q4_0_8x8 GEMM and GEMV
 // (ggml-cpu/repack.cpp: 8 weight rows interleaved, one lane per row), and
 // it is what lets synapse keep these matrices as 8 interleaved rows
 // (interleave.hpp): one fused multiply-add then serves 8 outputs instead of
-// each output doing one per 4 elements. For Q4_0 it is llama.cpp's own
-// order on AVX2; for Q5_0 and Q8_0 llama.cpp v0.5.0 sums in another order
-// (Q8_0: tinyBLAS_Q0_AVX's 8 lanes), and the block order is kept because it
+// each output doing one per 4 elements (IQ4_NL and MXFP4: d_w * d_a is
+// fp16(d_w) * fp16(d_a), and fp16(d_a) * 2^(e - 128)). For Q4_0 it is
+// llama.cpp's own order on AVX2; for Q5_0, Q8_0, IQ4_NL and MXFP4 llama.cpp
+// v0.5.0's AVX2 paths sum in other orders (Q8_0: tinyBLAS_Q0_AVX's 8 lanes;
+// IQ4_NL and MXFP4 ggml's scalar vec_dots take this one, unfused), and the
+// block order is kept because it
 // is the fastest that keeps contract 2: synapse promises llama.cpp's
 // roundings (the Q8_0 activation bytes, the F16 scales), not its float
 // summation order (DESIGN.md contract 1; fidelity is checked with
@@ -640,24 +644,25 @@ void dequantize_row_iq4_nl(const void* vx, float* y, int64_t n) {
   }
 }
 
-// ggml_vec_dot_iq4_nl_q8_0: w [n/32] block_iq4_nl, a [n/32] block_q8_0.
-// One accumulator over all blocks (tinyBLAS_Q0_AVX's order; ggml's own AVX2
-// vec_dot splits even and odd blocks over two accumulators).
+// ggml_vec_dot_iq4_nl_q8_0: w [n/32] block_iq4_nl, a [n/32] block_q8_0,
+// in the Q4_0 order (the top of this file): per block the exact integer dot
+// of the table values with the activation bytes, then
+// acc = fma(float(isum), d_w * d_a, acc). That is ggml's own scalar
+// ggml_vec_dot_iq4_nl_q8_0 (which adds d * isum unfused) and the order of
+// its repacked iq4_nl_8x8 kernels; ggml's AVX2 vec_dot keeps lanes instead
+// (not promised: DESIGN.md contract 1). It lets IQ4_NL matrices be kept as
+// 8 interleaved rows (block_iq4_nlx8, interleave.hpp).
 float vec_dot_iq4_nl_q8_0(int64_t n, const void* vw, const void* va) {
   const auto* w = static_cast<const block_iq4_nl*>(vw);
   const auto* a = static_cast<const block_q8_0*>(va);
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int q[32];
-  int32_t lane[8];
+  float acc = 0.0f;
   for (int64_t i = 0; i < n / QK4_NL; ++i) {
-    for (int j = 0; j < 16; ++j) {
-      q[j] = kvalues_iq4nl[w[i].qs[j] & 0x0F];
-      q[j + 16] = kvalues_iq4nl[w[i].qs[j] >> 4];
-    }
-    int_lanes(q, a[i].qs, lane);
-    fma_lanes(acc, fp16_to_fp32(w[i].d) * fp16_to_fp32(a[i].d), lane);
+    int32_t isum = 0;
+    for (int j = 0; j < 16; ++j)
+      isum += kvalues_iq4nl[w[i].qs[j] & 0x0F] * a[i].qs[j] + kvalues_iq4nl[w[i].qs[j] >> 4] * a[i].qs[j + 16];
+    acc = std::fma(static_cast<float>(isum), fp16_to_fp32(w[i].d) * fp16_to_fp32(a[i].d), acc);
   }
-  return hsum_float_8(acc);
+  return acc;
 }
 
 // ---------------------------------------------------------------- MXFP4
@@ -722,28 +727,27 @@ void dequantize_row_mxfp4(const void* vx, float* y, int64_t n) {
   }
 }
 
-// ggml_vec_dot_mxfp4_q8_0: w [n/32] block_mxfp4, a [n/32] block_q8_0; per
-// block d = fp16(d_a) * 2^(e - 128) (GGML_E8M0_TO_FP32_HALF), times the exact
-// integer dot with the table values. IQ4_NL's order (one accumulator of 8
-// lanes over all blocks, hsum_float_8); ggml's own AVX2 vec_dot splits even
-// and odd blocks over two accumulators, and its repacked 8-row GEMM (the
-// path llama.cpp v0.5.0 takes for dense MXFP4 matrices on AVX2) sums each
-// block to one integer first: neither is promised (DESIGN.md contract 1).
+// ggml_vec_dot_mxfp4_q8_0: w [n/32] block_mxfp4, a [n/32] block_q8_0, in
+// the Q4_0 order as IQ4_NL above: per block the exact integer dot with the
+// table values, then acc = fma(float(isum), d, acc) with d = fp16(d_a) *
+// 2^(e - 128) (GGML_E8M0_TO_FP32_HALF). ggml's scalar
+// ggml_vec_dot_mxfp4_q8_0 takes the same integers and scale (adding d *
+// isum unfused), as does its repacked 8-row GEMM (the path llama.cpp v0.5.0
+// takes for dense MXFP4 matrices on AVX2); its AVX2 vec_dot splits even
+// and odd blocks over two accumulators (not promised: DESIGN.md contract 1).
+// It lets MXFP4 matrices, gpt-oss's experts above all, be kept as 8
+// interleaved rows (block_mxfp4x8, interleave.hpp).
 float vec_dot_mxfp4_q8_0(int64_t n, const void* vw, const void* va) {
   const auto* w = static_cast<const block_mxfp4*>(vw);
   const auto* a = static_cast<const block_q8_0*>(va);
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int q[32];
-  int32_t lane[8];
+  float acc = 0.0f;
   for (int64_t i = 0; i < n / QK_MXFP4; ++i) {
-    for (int j = 0; j < 16; ++j) {
-      q[j] = kvalues_mxfp4[w[i].qs[j] & 0x0F];
-      q[j + 16] = kvalues_mxfp4[w[i].qs[j] >> 4];
-    }
-    int_lanes(q, a[i].qs, lane);
-    fma_lanes(acc, fp16_to_fp32(a[i].d) * kE8M0Half.v[w[i].e], lane);
+    int32_t isum = 0;
+    for (int j = 0; j < 16; ++j)
+      isum += kvalues_mxfp4[w[i].qs[j] & 0x0F] * a[i].qs[j] + kvalues_mxfp4[w[i].qs[j] >> 4] * a[i].qs[j + 16];
+    acc = std::fma(static_cast<float>(isum), fp16_to_fp32(a[i].d) * kE8M0Half.v[w[i].e], acc);
   }
-  return hsum_float_8(acc);
+  return acc;
 }
 
 }  // namespace synapse::quant

@@ -4,9 +4,10 @@
 // 8 int32 lanes, lane l = the exact integer dot of elements 4l..4l+3; each
 // lane converted to float and accumulated with one fused multiply-add by
 // d_w * d_a; the lanes reduced as hsum_float_8; for Q4_1/Q5_1 a separate
-// float summs = fma(m_w, s_a, summs) per block, added last. Q4_0, Q5_0 and
-// Q8_0 instead sum each block's lanes to one exact integer and take one
-// scalar fused multiply-add per block (legacy.cpp's Q4_0 order).
+// float summs = fma(m_w, s_a, summs) per block, added last. Q4_0, Q5_0,
+// Q8_0, IQ4_NL and MXFP4 instead sum each block's lanes to one exact
+// integer and take one scalar fused multiply-add per block (legacy.cpp's
+// Q4_0 order).
 //
 // The integer lanes are exact for every byte value: unsigned weight digits
 // go through _mm256_maddubs_epi16 only where no pair can saturate (digits
@@ -102,22 +103,26 @@ struct MXFP4Format {
   static __m256i lanes(__m256i w, __m256i a) { return lanes_small_signed(w, a); }
 };
 
-// Per block and activation row: acc = fma(d_w * d_a, lanes, acc), d_w the
-// fp16 d (IQ4_NL) or 2^(e - 128) (MXFP4).
+// Per block and activation row legacy.cpp's Q4_0 order: the lanes summed
+// to the block's exact integer dot, then acc = fma(float(isum), d_w * d_a,
+// acc), d_w the fp16 d (IQ4_NL) or 2^(e - 128) (MXFP4). (Matrices with
+// whole groups of 8 rows run interleave_avx2.cpp instead; this is for rows
+// that are not interleaved.)
 template <int T, class F>
 void table4_tile(int64_t nb, const typename F::Block* w, const uint8_t* a, size_t as, float* y, size_t ys) {
   const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(F::table())));
-  __m256 acc[T];
-  for (int m = 0; m < T; ++m) acc[m] = _mm256_setzero_ps();
+  float acc[T];
+  for (int m = 0; m < T; ++m) acc[m] = 0.0f;
   for (int64_t i = 0; i < nb; ++i) {
     const __m256i q = _mm256_shuffle_epi8(table, unpack_nibbles(w[i].qs));
     const float dw = F::scale(w[i]);
     for (int m = 0; m < T; ++m) {
       const block_q8_0& b = reinterpret_cast<const block_q8_0*>(a + static_cast<size_t>(m) * as)[i];
-      acc[m] = scale_fma(dw * h2f(b.d), F::lanes(q, load32(b.qs)), acc[m]);
+      const int isum = hsum_i32_8(F::lanes(q, load32(b.qs)));
+      acc[m] = std::fma(static_cast<float>(isum), dw * h2f(b.d), acc[m]);
     }
   }
-  for (int m = 0; m < T; ++m) y[m * ys] = hsum_float_8(acc[m]);
+  for (int m = 0; m < T; ++m) y[m * ys] = acc[m];
 }
 
 struct Q4_1Tile {

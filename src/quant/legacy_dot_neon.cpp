@@ -5,9 +5,9 @@
 // elements 4l..4l+3; each lane converted to float and accumulated with one
 // fused multiply-add by d_w * d_a (the product rounded to float first); the
 // lanes reduced as hsum_float_8; for Q4_1/Q5_1 a separate float
-// summs = fma(m_w, s_a, summs) per block, added last. Q4_0, Q5_0 and Q8_0
-// instead sum each block's lanes to one exact integer and take one scalar
-// fused multiply-add per block (legacy.cpp's Q4_0 order).
+// summs = fma(m_w, s_a, summs) per block, added last. Q4_0, Q5_0, Q8_0,
+// IQ4_NL and MXFP4 instead sum each block's lanes to one exact integer and
+// take one scalar fused multiply-add per block (legacy.cpp's Q4_0 order).
 //
 // Block layout to lanes: the weight digits of elements 0..15 (low nibbles)
 // and 16..31 (high nibbles) are two int8x16_t; SDOT (vdotq_s32) of each with
@@ -138,33 +138,39 @@ float vec_dot_q8_0_q8_0(int64_t n, const void* vw, const void* va) {
   return acc;
 }
 
-// ggml_vec_dot_iq4_nl_q8_0: w [n/32] block_iq4_nl, a [n/32] block_q8_0; the
-// nibbles index kvalues_iq4nl (TBL), one accumulator over all blocks as the
-// scalar reference.
+// ggml_vec_dot_iq4_nl_q8_0 in legacy.cpp's Q4_0 order: w [n/32]
+// block_iq4_nl, a [n/32] block_q8_0; the nibbles index kvalues_iq4nl (TBL),
+// the block's SDOT lanes summed to its exact integer dot, one scalar fused
+// multiply-add per block by fp16(d_w) * fp16(d_a).
 float vec_dot_iq4_nl_q8_0(int64_t n, const void* vw, const void* va) {
   const auto* w = static_cast<const block_iq4_nl*>(vw);
   const auto* a = static_cast<const block_q8_0*>(va);
   const int8x16_t table = vld1q_s8(kvalues_iq4nl);
-  F8 acc = f8_zero();
+  float acc = 0.0f;
   for (int64_t i = 0; i < n / QK4_NL; ++i) {
     const Nibbles q = unpack_nibbles(w[i].qs);
-    acc = block_fma(acc, h2f(w[i].d) * h2f(a[i].d), vqtbl1q_s8(table, q.lo), vqtbl1q_s8(table, q.hi), a[i].qs);
+    const int32x4_t l = vaddq_s32(dot4(vqtbl1q_s8(table, q.lo), vld1q_s8(a[i].qs)),
+                                  dot4(vqtbl1q_s8(table, q.hi), vld1q_s8(a[i].qs + 16)));
+    acc = std::fma(static_cast<float>(vaddvq_s32(l)), h2f(w[i].d) * h2f(a[i].d), acc);
   }
-  return hsum_float_8(acc);
+  return acc;
 }
 
-// ggml_vec_dot_mxfp4_q8_0 in IQ4_NL's order (legacy.cpp): the nibbles
-// index kvalues_mxfp4 (TBL), d = fp16(d_a) * 2^(e - 128).
+// ggml_vec_dot_mxfp4_q8_0 in legacy.cpp's Q4_0 order: the nibbles index
+// kvalues_mxfp4 (TBL), one scalar fused multiply-add per block by
+// fp16(d_a) * 2^(e - 128).
 float vec_dot_mxfp4_q8_0(int64_t n, const void* vw, const void* va) {
   const auto* w = static_cast<const block_mxfp4*>(vw);
   const auto* a = static_cast<const block_q8_0*>(va);
   const int8x16_t table = vld1q_s8(kvalues_mxfp4);
-  F8 acc = f8_zero();
+  float acc = 0.0f;
   for (int64_t i = 0; i < n / QK_MXFP4; ++i) {
     const Nibbles q = unpack_nibbles(w[i].qs);
-    acc = block_fma(acc, h2f(a[i].d) * kE8M0Half.v[w[i].e], vqtbl1q_s8(table, q.lo), vqtbl1q_s8(table, q.hi), a[i].qs);
+    const int32x4_t l = vaddq_s32(dot4(vqtbl1q_s8(table, q.lo), vld1q_s8(a[i].qs)),
+                                  dot4(vqtbl1q_s8(table, q.hi), vld1q_s8(a[i].qs + 16)));
+    acc = std::fma(static_cast<float>(vaddvq_s32(l)), h2f(a[i].d) * kE8M0Half.v[w[i].e], acc);
   }
-  return hsum_float_8(acc);
+  return acc;
 }
 
 }  // namespace synapse::quant::neon

@@ -48,7 +48,7 @@ constexpr ScalarRow kScalarRows[] = {
     {G::Q5_1, G::Q8_1, dequantize_row_q5_1, quantize_row_q5_1, vec_dot_q5_1_q8_1, nullptr},
     {G::Q8_0, G::Q8_0, dequantize_row_q8_0, quantize_row_q8_0, vec_dot_q8_0_q8_0, scalar::gemm_q8_0x8_q8_0},
     {G::Q8_1, G::Q8_1, dequantize_row_q8_1, quantize_row_q8_1, nullptr, nullptr},
-    {G::IQ4_NL, G::Q8_0, dequantize_row_iq4_nl, quantize_row_iq4_nl, vec_dot_iq4_nl_q8_0, nullptr},
+    {G::IQ4_NL, G::Q8_0, dequantize_row_iq4_nl, quantize_row_iq4_nl, vec_dot_iq4_nl_q8_0, scalar::gemm_iq4_nlx8_q8_0},
     {G::Q2_K, G::Q8_K, dequantize_row_q2_K, quantize_row_q2_K, vec_dot_q2_K_q8_K, nullptr},
     {G::Q3_K, G::Q8_K, dequantize_row_q3_K, quantize_row_q3_K, vec_dot_q3_K_q8_K, nullptr},
     {G::Q4_K, G::Q8_K, dequantize_row_q4_K, quantize_row_q4_K, vec_dot_q4_K_q8_K, scalar::gemm_q4_Kx8_q8_K},
@@ -58,7 +58,7 @@ constexpr ScalarRow kScalarRows[] = {
     {G::IQ4_XS, G::Q8_K, dequantize_row_iq4_xs, quantize_row_iq4_xs, vec_dot_iq4_xs_q8_K, nullptr},
     {G::TQ1_0, G::Q8_K, dequantize_row_tq1_0, quantize_row_tq1_0, vec_dot_tq1_0_q8_K, nullptr},
     {G::TQ2_0, G::Q8_K, dequantize_row_tq2_0, quantize_row_tq2_0, vec_dot_tq2_0_q8_K, nullptr},
-    {G::MXFP4, G::Q8_0, dequantize_row_mxfp4, quantize_row_mxfp4, vec_dot_mxfp4_q8_0, nullptr},
+    {G::MXFP4, G::Q8_0, dequantize_row_mxfp4, quantize_row_mxfp4, vec_dot_mxfp4_q8_0, scalar::gemm_mxfp4x8_q8_0},
     // The lattice formats (iq_quants.cpp): no row quantizer here (ggml's
     // needs an importance matrix for most of them); quantize_weights runs
     // them (iq_quantize.cpp).
@@ -161,7 +161,16 @@ KernelTable make_avx2_table() {
            .interleave = true,
            .x8_group_step = 2});
   overlay(k, G::Q8_1, {.quantize = avx2::quantize_row_q8_1});
-  overlay(k, G::IQ4_NL, {.vec_dot = avx2::vec_dot_iq4_nl_q8_0, .gemm = avx2::gemm_iq4_nl_q8_0});
+  // IQ4_NL and MXFP4 matrices left plain (a number of rows that is not a
+  // multiple of 8) run the plain GEMM; the interleaved kernels read Q8_0's
+  // pack (IQ4_NL: the sign trick's magnitudes) and the offset pack of 12.
+  overlay(k, G::IQ4_NL,
+          {.vec_dot = avx2::vec_dot_iq4_nl_q8_0,
+           .gemm = avx2::gemm_iq4_nl_q8_0,
+           .gemm_x8 = avx2::gemm_iq4_nlx8_q8_0,
+           .x8_pack = avx2::pack_q8_0_for_q8_0x8,
+           .x8_pack_bytes = kPackQ8_0x8,
+           .interleave = true});
   overlay(k, G::Q2_K, {.vec_dot = avx2::vec_dot_q2_K_q8_K, .gemm = avx2::gemm_q2_K_q8_K});
   overlay(k, G::Q3_K, {.vec_dot = avx2::vec_dot_q3_K_q8_K, .gemm = avx2::gemm_q3_K_q8_K});
   overlay(k, G::Q4_K,
@@ -188,7 +197,13 @@ KernelTable make_avx2_table() {
   overlay(k, G::IQ4_XS, {.vec_dot = avx2::vec_dot_iq4_xs_q8_K, .gemm = avx2::gemm_iq4_xs_q8_K});
   overlay(k, G::TQ1_0, {.vec_dot = avx2::vec_dot_tq1_0_q8_K});
   overlay(k, G::TQ2_0, {.vec_dot = avx2::vec_dot_tq2_0_q8_K, .gemm = avx2::gemm_tq2_0_q8_K});
-  overlay(k, G::MXFP4, {.vec_dot = avx2::vec_dot_mxfp4_q8_0, .gemm = avx2::gemm_mxfp4_q8_0});
+  overlay(k, G::MXFP4,
+          {.vec_dot = avx2::vec_dot_mxfp4_q8_0,
+           .gemm = avx2::gemm_mxfp4_q8_0,
+           .gemm_x8 = avx2::gemm_mxfp4x8_q8_0,
+           .x8_pack = avx2::pack_q8_0_for_mxfp4x8,
+           .x8_pack_bytes = kPackQ4_0x8,
+           .interleave = true});
   overlay(k, G::IQ2_XXS, {.vec_dot = avx2::vec_dot_iq2_xxs_q8_K, .gemm = avx2::gemm_iq2_xxs_q8_K, .gemm_rows = 64});
   overlay(k, G::IQ2_XS, {.vec_dot = avx2::vec_dot_iq2_xs_q8_K, .gemm = avx2::gemm_iq2_xs_q8_K, .gemm_rows = 64});
   overlay(k, G::IQ2_S, {.vec_dot = avx2::vec_dot_iq2_s_q8_K, .gemm = avx2::gemm_iq2_s_q8_K, .gemm_rows = 64});
@@ -204,7 +219,7 @@ KernelTable make_avx2_table() {
 // plain prefill GEMMs of gemm_avx512.cpp (plain activation rows, as the
 // AVX2 ones read). Its dots, decode kernels and quantizers are AVX2's
 // (kernel_table.hpp says why). The interleaved kernels' tiles: Q4_0 / Q5_0 /
-// Q8_0 two pairs of groups by 5 rows, Q4_K two pairs by 3, Q6_K one pair by
+// Q8_0 / IQ4_NL / MXFP4 two pairs of groups by 5 rows, Q4_K two pairs by 3, Q6_K one pair by
 // 32 rows (q6_many, for the reason make_avx2_table gives).
 KernelTable make_avx512_table() {
   KernelTable k = make_avx2_table();
@@ -214,14 +229,14 @@ KernelTable make_avx512_table() {
   overlay(k, G::Q5_0, {.gemm_x8 = avx512::gemm_q5_0x8_q8_0, .x8_group_step = 4, .x8_tile_step = 5});
   overlay(k, G::Q5_1, {.gemm = avx512::gemm_q5_1_q8_1});
   overlay(k, G::Q8_0, {.gemm_x8 = avx512::gemm_q8_0x8_q8_0, .x8_group_step = 4, .x8_tile_step = 5});
-  overlay(k, G::IQ4_NL, {.gemm = avx512::gemm_iq4_nl_q8_0});
+  overlay(k, G::IQ4_NL, {.gemm_x8 = avx512::gemm_iq4_nlx8_q8_0, .x8_group_step = 4, .x8_tile_step = 5});
   overlay(k, G::Q2_K, {.gemm = avx512::gemm_q2_K_q8_K});
   overlay(k, G::Q3_K, {.gemm = avx512::gemm_q3_K_q8_K});
   overlay(k, G::Q4_K, {.gemm_x8 = avx512::gemm_q4_Kx8_q8_K, .x8_group_step = 4, .x8_tile_step = 3});
   overlay(k, G::Q5_K, {.gemm = avx512::gemm_q5_K_q8_K});
   overlay(k, G::Q6_K, {.gemm_x8 = avx512::gemm_q6_Kx8_q8_K, .x8_group_step = 2, .x8_tile_step = 32});
+  overlay(k, G::MXFP4, {.gemm_x8 = avx512::gemm_mxfp4x8_q8_0, .x8_group_step = 4, .x8_tile_step = 5});
   overlay(k, G::IQ4_XS, {.gemm = avx512::gemm_iq4_xs_q8_K});
-  overlay(k, G::MXFP4, {.gemm = avx512::gemm_mxfp4_q8_0});
   overlay(k, G::IQ2_XXS, {.gemm = avx512::gemm_iq2_xxs_q8_K});
   overlay(k, G::IQ2_XS, {.gemm = avx512::gemm_iq2_xs_q8_K});
   overlay(k, G::IQ2_S, {.gemm = avx512::gemm_iq2_s_q8_K});

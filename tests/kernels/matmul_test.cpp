@@ -230,6 +230,9 @@ TEST(Matmul, GatheredRangesEqualVecDotPerElement) {
   Weight q8_plain = make_weight(GgmlType::Q8_0, n_in, 29, rng);  // 3 groups and 5 plain rows, interleaved
   ws.emplace_back();
   ws.back().view = interleave_copy(q8_plain.view, ws.back().bytes);
+  Weight mx_plain = make_weight(GgmlType::MXFP4, n_in, 29, rng);  // likewise: gpt-oss's experts
+  ws.emplace_back();
+  ws.back().view = interleave_copy(mx_plain.view, ws.back().bytes);
   const std::vector<int64_t> rows = {3, 0, 3, 6, 1, 1, 5, 2, 4, 0, 6, 2, 2, 5, 3, 1, 0, 4, 6};
   // Ranges of 1, 3, 5 and 10 rows: the decode kernels and the multi-row ones.
   const std::pair<int64_t, int64_t> ranges[] = {{0, 1}, {1, 3}, {4, 5}, {9, 10}};
@@ -245,7 +248,9 @@ TEST(Matmul, GatheredRangesEqualVecDotPerElement) {
     std::vector<MatmulOut> outs;
     for (size_t j = 0; j < ws.size(); ++j) {
       for (const auto& [row0, count] : ranges) {
-        const WeightView& plain = ws[j].view.interleaved ? q8_plain.view : ws[j].view;
+        const WeightView& plain = !ws[j].view.interleaved               ? ws[j].view
+                                  : ws[j].view.type == GgmlType::Q8_0 ? q8_plain.view
+                                                                      : mx_plain.view;
         want.push_back(reference(plain, std::vector<float>(gathered.begin() + row0 * n_in,
                                                            gathered.begin() + (row0 + count) * n_in),
                                  count));

@@ -1,4 +1,4 @@
-// Interleaved Q4_0, Q5_0, Q8_0, Q4_K and Q6_K matrices
+// Interleaved Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4, Q4_K and Q6_K matrices
 // (src/quant/interleave*.cpp): the repack keeps every row (dequantized rows
 // memcmp-equal to the plain ones), and the kernels of every ISA give, per
 // output, the scalar vec_dot_<t>_<vt> of the plain row bit for bit (DESIGN.md contract
@@ -55,7 +55,8 @@ std::vector<uint8_t> weight_rows_of(GgmlType t, int64_t n, int64_t count, std::m
   return out;
 }
 
-const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K};
+const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q5_0,  GgmlType::Q8_0, GgmlType::IQ4_NL,
+                           GgmlType::MXFP4, GgmlType::Q4_K, GgmlType::Q6_K};
 
 std::vector<int64_t> lengths_of(GgmlType t) {
   if (type_traits(t).block_size == 32) return {32, 96, 2048};
@@ -95,6 +96,12 @@ TEST(Interleave, RefusesWhatItCannotInterleave) {
   EXPECT_TRUE(can_interleave(GgmlType::Q4_K, 16));
   EXPECT_TRUE(can_interleave(GgmlType::Q6_K, 16));
   EXPECT_FALSE(can_interleave(GgmlType::Q5_K, 16));
+  EXPECT_TRUE(can_interleave(GgmlType::IQ4_NL, 16));
+  EXPECT_TRUE(can_interleave(GgmlType::MXFP4, 8));
+  EXPECT_FALSE(can_interleave(GgmlType::MXFP4, 20));
+  EXPECT_FALSE(can_interleave(GgmlType::IQ4_XS, 16));
+  EXPECT_EQ(interleaved_group_bytes(GgmlType::MXFP4, 64), 8 * row_size(GgmlType::MXFP4, 64));
+  EXPECT_EQ(interleaved_group_bytes(GgmlType::IQ4_NL, 64), 8 * row_size(GgmlType::IQ4_NL, 64));
   EXPECT_EQ(interleaved_group_bytes(GgmlType::Q4_0, 64), 8 * row_size(GgmlType::Q4_0, 64));
   EXPECT_EQ(interleaved_group_bytes(GgmlType::Q4_K, 512), 2 * sizeof(block_q4_Kx8));
   for (GgmlType t : kTypes) EXPECT_FALSE(interleave_pays(t, Isa::scalar)) << type_name(t);
@@ -251,12 +258,16 @@ TEST_P(KernelTables, X8ExtremeBlocksEqualScalarDot) {
       for (size_t off = 0; off < plain.size(); off += bb) {
         uint8_t* blk = plain.data() + off;
         // Digits 15 (Q5_0: 31; Q4_K scales and mins 63; Q8_0 bytes -127 or
-        // 127) or all 0.
+        // 127; IQ4_NL level 113, MXFP4 -12) or all 0 (IQ4_NL: level -127).
         const int fill = t != GgmlType::Q8_0 ? 0xFF : pattern == 0 ? 0x81 : 0x7F;
         std::memset(blk, pattern == 1 ? 0x00 : fill, bb);
         const ggml_fp16_t one = fp32_to_fp16(pattern == 2 ? 1e-3f : 1.0f);
-        // d (Q4_K: dmin next to it; Q6_K: d last, its int8 scales -1 here)
-        std::memcpy(blk + (t == GgmlType::Q6_K ? offsetof(block_q6_K, d) : 0), &one, sizeof one);
+        if (t == GgmlType::MXFP4) {
+          blk[0] = pattern == 2 ? 118 : 128;  // the exponent: scale 2^-10 or 1
+        } else {
+          // d (Q4_K: dmin next to it; Q6_K: d last, its int8 scales -1 here)
+          std::memcpy(blk + (t == GgmlType::Q6_K ? offsetof(block_q6_K, d) : 0), &one, sizeof one);
+        }
         if (t == GgmlType::Q4_K) std::memcpy(blk + 2, &one, sizeof one);
       }
       std::vector<uint8_t> x8(2 * interleaved_group_bytes(t, n));
@@ -372,13 +383,13 @@ TEST_P(KernelTables, X8Q6KExtremeDigitsAndScalesEqualScalarDot) {
   }
 }
 
-// The Q4_0 order itself (legacy.cpp), Q5_0's and Q8_0's too: one exact
-// integer per block, one fused multiply-add per block; every table's dot
-// gives it.
+// The Q4_0 order itself (legacy.cpp), that of Q5_0, Q8_0, IQ4_NL and MXFP4
+// too: one exact integer per block, one fused multiply-add per block by
+// d_w * d_a (MXFP4: 2^(e - 128) * d_a); every table's dot gives it.
 TEST_P(KernelTables, DotIsOneFmaPerBlock) {
   std::mt19937 rng(13);
   const int64_t n = 96;
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0}) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::MXFP4}) {
     const std::vector<uint8_t> w = rows_of(t, n, 1, rng, true);
     const std::vector<uint8_t> a = rows_of(GgmlType::Q8_0, n, 1, rng, true);
     std::vector<float> values(n);  // the integer times d_w, so value / d_w is the integer
@@ -388,8 +399,8 @@ TEST_P(KernelTables, DotIsOneFmaPerBlock) {
     float acc = 0.0f;
     for (int i = 0; i < 3; ++i) {
       ggml_fp16_t dh;
-      std::memcpy(&dh, w.data() + i * bb, sizeof dh);  // d is the first field of both blocks
-      const float d = fp16_to_fp32(dh);
+      std::memcpy(&dh, w.data() + i * bb, sizeof dh);  // d is the first field of the blocks but MXFP4's
+      const float d = t == GgmlType::MXFP4 ? kE8M0Half.v[w[i * bb]] : fp16_to_fp32(dh);
       int32_t isum = 0;
       for (int k = 0; k < 32 && d != 0.0f; ++k)  // (d = 0: any isum adds 0)
         isum += static_cast<int32_t>(std::lround(values[32 * i + k] / d)) * ab[i].qs[k];

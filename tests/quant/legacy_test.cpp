@@ -432,7 +432,7 @@ TEST(LegacyActivation, Avx2EqualsScalar) {
 // Independent model of the documented dot: the integer values are recovered
 // from the dequantized floats (value / d is exact for these formats), summed
 // per lane of 4, fused-multiply-added per lane, lanes reduced as
-// hsum_float_8; or, for Q4_0, Q5_0 and Q8_0 (block_order), summed per block and
+// hsum_float_8; or, for Q4_0, Q5_0, Q8_0 and IQ4_NL (block_order), summed per block and
 // fused-multiply-added into one accumulator block after block.
 float model_dot(const std::vector<float>& wq, const std::vector<float>& wd, const std::vector<float>& aq,
                 const std::vector<float>& ad, const std::vector<float>& extra, bool block_order) {
@@ -524,7 +524,8 @@ TEST_P(LegacyDot, MatchesModelAndFloatDot) {
       }
     }
   }
-  const bool block_order = c.w_type == GgmlType::Q4_0 || c.w_type == GgmlType::Q5_0 || c.w_type == GgmlType::Q8_0;
+  const bool block_order = c.w_type == GgmlType::Q4_0 || c.w_type == GgmlType::Q5_0 || c.w_type == GgmlType::Q8_0 ||
+                           c.w_type == GgmlType::IQ4_NL;
   EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(model_dot(wq, wd, aq, ad, extra, block_order)));
 
   // Against the float dot of the dequantized rows. Q4_1/Q5_1 take the
