@@ -978,10 +978,14 @@ TEST(Scheduler, RunningPastItsDeadlineEndsWithLength) {
   EXPECT_TRUE(got.deadline_passed);
   EXPECT_FALSE(got.context_full);
   EXPECT_EQ(got.slot, 0);
-  EXPECT_GE(got.tokens.size(), 1u);
+  // Cut by the deadline: at 2 ms a token about 50 come before it, where a
+  // request that ran on would fill its 256 positions (context_full; a
+  // prefill crossing the deadline on a loaded machine may leave none). The
+  // time is the deadline, then one step; 2 s leaves a loaded sanitized run
+  // its slow steps.
   EXPECT_LT(got.tokens.size(), 200u);
   EXPECT_GE(took, std::chrono::milliseconds(100));
-  EXPECT_LT(took, std::chrono::milliseconds(400));  // the deadline, then one step
+  EXPECT_LT(took, std::chrono::milliseconds(2000));
   s.wait_idle();
   EXPECT_EQ(s.metrics().kv_cells_used, 0);
 }
