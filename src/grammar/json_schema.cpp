@@ -339,7 +339,8 @@ std::string repeat(const std::string& atom, size_t min, size_t max) {
 // A subschema and where it is. `skip`: keywords of the node already taken
 // apart into other parts of a conjunction (the node's own keywords beside its
 // allOf, $ref or anyOf are one part, each of those the others).
-constexpr unsigned kSkipRef = 1, kSkipAllOf = 2, kSkipAnyOf = 4, kSkipOneOf = 8, kSkipDependencies = 16;
+constexpr unsigned kSkipRef = 1, kSkipAllOf = 2, kSkipAnyOf = 4, kSkipOneOf = 8, kSkipDependencies = 16,
+                   kSkipNot = 32;
 
 struct Sub {
   const Json* s;
@@ -350,7 +351,7 @@ struct Sub {
 bool is_skipped(const Sub& sub, std::string_view k) {
   return (k == "$ref" && (sub.skip & kSkipRef)) || (k == "allOf" && (sub.skip & kSkipAllOf)) ||
          (k == "anyOf" && (sub.skip & kSkipAnyOf)) || (k == "oneOf" && (sub.skip & kSkipOneOf)) ||
-         (in(kDependencyKeys, k) && (sub.skip & kSkipDependencies));
+         (in(kDependencyKeys, k) && (sub.skip & kSkipDependencies)) || (k == "not" && (sub.skip & kSkipNot));
 }
 // Whether the node has `k` and it is not skipped.
 bool has(const Sub& sub, std::string_view k) { return sub.s->is_object() && sub.s->contains(k) && !is_skipped(sub, k); }
@@ -474,7 +475,7 @@ class Converter {
     for (const auto& [k, v] : s.items()) {
       if (is_annotation(k) || is_container(k) || is_supported(k)) continue;
       if (k == "uniqueItems" && v.is_boolean()) continue;  // true: see visit_array
-      if (k == "not" && excluded_values(v)) continue;        // of enum/const: see visit_all_of
+      if (k == "not") continue;  // of enum/const: see visit_all_of; other forms: flatten
       throw Error(Errc::invalid_argument, "json_schema: unsupported keyword \"" + k + "\" at " + where(ptr));
     }
   }
@@ -2557,6 +2558,25 @@ class Converter {
     if (std::any_of(std::begin(kDependencyKeys), std::end(kDependencyKeys), [&](std::string_view k) { return has(sub, k); })) {
       for (const Sub& part : dependency_parts(sub, depth)) flatten(part, out, depth + 1, through_refs, expanding);
       flatten({sub.s, sub.ptr, sub.skip | kSkipDependencies}, out, depth, through_refs, expanding);
+      return;
+    }
+    if (has(sub, "not") && !excluded_values(s["not"])) {
+      // not S, other than of enum/const: a sound subset, the values of
+      // negations(S) (each fails S), beside the node's other keywords.
+      // Those of types the node's other keywords exclude are left out: where
+      // none is left, `not` is what cannot be written.
+      std::vector<Json> ns;
+      negations({&s["not"], pointer_child(sub.ptr, "not")}, ns, kNegationLevels, depth + 1);
+      std::set<std::string> open;
+      const unsigned types = value_types({sub.s, sub.ptr, sub.skip | kSkipNot}, depth + 1, open, false);
+      std::erase_if(ns, [&](const Json& n) {
+        std::set<std::string> seen;
+        return !(value_types({&n, sub.ptr}, depth + 1, seen, false) & types);
+      });
+      if (ns.empty()) throw Error(Errc::invalid_argument, "json_schema: unsupported keyword \"not\" at " + where(sub.ptr));
+      synthetic_.push_back(ns.size() == 1 ? std::move(ns[0]) : Json{{"anyOf", std::move(ns)}});
+      flatten({&synthetic_.back(), sub.ptr}, out, depth + 1, through_refs, expanding);
+      flatten({sub.s, sub.ptr, sub.skip | kSkipNot}, out, depth, through_refs, expanding);
       return;
     }
     const bool ref = has(sub, "$ref"), all = has(sub, "allOf");

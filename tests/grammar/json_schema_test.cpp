@@ -1025,7 +1025,7 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(json_schema: keyword "pattern" at /allOf/1: two different values in one conjunction ("allOf") are not supported)"},
       {R"({"allOf": [{"type": "integer", "multipleOf": 2}, {"multipleOf": 3}]})",
        R"(json_schema: keyword "multipleOf" at /allOf/1: two different values in one conjunction ("allOf") are not supported)"},
-      {R"({"allOf": [{"type": ["number", "string"]}, {"not": {"type": "integer"}}, {"minimum": 1}]})",
+      {R"({"allOf": [{"type": "string"}, {"not": {"format": "date"}}]})",
        R"(json_schema: unsupported keyword "not" at /allOf/1)"},
   };
   for (const auto& [schema, message] : cases) EXPECT_EQ(error_of(schema), message) << schema;
