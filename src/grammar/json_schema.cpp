@@ -2527,11 +2527,12 @@ class Converter {
     if (arrays) return visit(merge_arrays(rest, ptr, why, types), name, depth + 1, exact);
     for (const Sub& sub : rest) {
       const Json& s = *sub.s;
-      const bool object = keys_within(sub, {"properties", "required", "additionalProperties", "type"}) &&
+      const bool object = keys_within(sub, {"properties", "required", "additionalProperties", "patternProperties", "type"}) &&
                           (!s.contains("type") || (type_mask(s["type"], sub.ptr) & kObject));
       if (!object) {
         fail_keyword(why, ptr,
-                     "merges only objects (properties, required, additionalProperties) or enums; the schema at " +
+                     "merges only objects (properties, required, additionalProperties, patternProperties) or enums; "
+                     "the schema at " +
                          where(sub.ptr) + " is neither");
       }
     }
@@ -2888,10 +2889,13 @@ class Converter {
   }
 
   // Objects merged: a property's schemas are those of the parts that
-  // declare it, and the additionalProperties of the parts that do not (a
-  // false one forbids it); extra properties need every part's consent. With
-  // no additionalProperties anywhere, llama.cpp's default: none beside the
-  // declared properties.
+  // declare it or have patternProperties it matches, and the
+  // additionalProperties of the parts that do neither (a false one forbids
+  // it); extra properties need every part's consent. With no
+  // additionalProperties anywhere, llama.cpp's default: none beside the
+  // declared properties; with patternProperties in any part, none either (a
+  // sound subset: an extra key might match a pattern whose schema it would
+  // then need).
   ObjectSpec merge_objects(const std::vector<Sub>& parts, const std::string& ptr, std::string_view why) {
     std::vector<std::string> names;
     auto add_name = [&](const std::string& n) {
@@ -2933,11 +2937,20 @@ class Converter {
         fail_keyword("additionalProperties", parts[i].ptr, "must be a boolean or a schema");
       }
     }
+    std::vector<std::vector<PatternProperty>> patterns;
+    bool any_patterns = false;
+    for (const Sub& p : parts) {
+      patterns.push_back(pattern_properties(p));
+      any_patterns = any_patterns || !patterns.back().empty();
+    }
     ObjectSpec spec;
     for (const std::string& n : names) {
       PropSpec prop{n, {}, std::find(required.begin(), required.end(), n) != required.end(), false};
       for (size_t i = 0; i < parts.size(); ++i) {
         const Json& s = *parts[i].s;
+        const std::vector<const PatternProperty*> matches = matching(patterns[i], n, parts[i]);
+        add_pattern_schemas(prop, matches, parts[i]);
+        if (!matches.empty() && !(s.contains("properties") && s["properties"].contains(n))) continue;
         if (s.contains("properties") && s["properties"].contains(n)) {
           const Json& v = s["properties"][n];
           if (v.is_boolean() && !v.get<bool>()) {
@@ -2958,7 +2971,7 @@ class Converter {
       }
       spec.props.push_back(std::move(prop));
     }
-    if (extra_forbidden) {
+    if (extra_forbidden || any_patterns) {
       spec.extra = ObjectSpec::kNone;
     } else {
       for (const auto& e : extra)
