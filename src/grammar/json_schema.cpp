@@ -2527,11 +2527,13 @@ class Converter {
     if (arrays) return visit(merge_arrays(rest, ptr, why, types), name, depth + 1, exact);
     for (const Sub& sub : rest) {
       const Json& s = *sub.s;
-      const bool object = keys_within(sub, {"properties", "required", "additionalProperties", "patternProperties", "type"}) &&
+      const bool object = keys_within(sub, {"properties", "required", "additionalProperties", "patternProperties",
+                                            "minProperties", "maxProperties", "type"}) &&
                           (!s.contains("type") || (type_mask(s["type"], sub.ptr) & kObject));
       if (!object) {
         fail_keyword(why, ptr,
-                     "merges only objects (properties, required, additionalProperties, patternProperties) or enums; "
+                     "merges only objects (properties, required, additionalProperties, patternProperties, "
+                     "minProperties, maxProperties) or enums; "
                      "the schema at " +
                          where(sub.ptr) + " is neither");
       }
@@ -2970,6 +2972,13 @@ class Converter {
         fail_empty(why, ptr, "property \"" + n + "\" is required by one part and forbidden by another");
       }
       spec.props.push_back(std::move(prop));
+    }
+    // The largest minProperties and smallest maxProperties, enforced as
+    // emit_object enforces one object's.
+    spec.ptr = ptr;
+    for (const Sub& p : parts) {
+      if (p.s->contains("minProperties")) spec.min_props = std::max(spec.min_props, count(p, "minProperties"));
+      if (p.s->contains("maxProperties")) spec.max_props = std::min(spec.max_props, count(p, "maxProperties"));
     }
     if (extra_forbidden || any_patterns) {
       spec.extra = ObjectSpec::kNone;

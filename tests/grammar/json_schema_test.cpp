@@ -1020,7 +1020,7 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
       {R"({"enum": [4, 6], "multipleOf": 0.5})",
        R"(json_schema: keyword "multipleOf" at the root: not supported beside "enum" but for whole numbers)"},
       {R"({"allOf": [{"minLength": 1}, {"items": {}}]})",
-       R"(json_schema: keyword "allOf" at the root: merges only objects (properties, required, additionalProperties, patternProperties) or enums; the schema at /allOf/0 is neither)"},
+       R"(json_schema: keyword "allOf" at the root: merges only objects (properties, required, additionalProperties, patternProperties, minProperties, maxProperties) or enums; the schema at /allOf/0 is neither)"},
       {R"({"allOf": [{"type": "string", "pattern": "a"}, {"pattern": "b"}]})",
        R"(json_schema: keyword "pattern" at /allOf/1: two different values in one conjunction ("allOf") are not supported)"},
       {R"({"allOf": [{"type": "integer", "multipleOf": 2}, {"multipleOf": 3}]})",
