@@ -212,6 +212,7 @@ bool is_annotation(std::string_view k) {
 constexpr unsigned kNull = 1, kBoolean = 2, kInteger = 4, kFraction = 8, kString = 16, kArray = 32, kObject = 64;
 constexpr unsigned kNumber = kInteger | kFraction;
 constexpr unsigned kAllTypes = 127;
+const Json kFalseSchema = false;  // a guard that drops a oneOf branch
 
 unsigned type_bits(std::string_view name) {
   if (name == "null") return kNull;
@@ -338,7 +339,8 @@ std::string repeat(const std::string& atom, size_t min, size_t max) {
 // A subschema and where it is. `skip`: keywords of the node already taken
 // apart into other parts of a conjunction (the node's own keywords beside its
 // allOf, $ref or anyOf are one part, each of those the others).
-constexpr unsigned kSkipRef = 1, kSkipAllOf = 2, kSkipAnyOf = 4, kSkipOneOf = 8, kSkipDependencies = 16;
+constexpr unsigned kSkipRef = 1, kSkipAllOf = 2, kSkipAnyOf = 4, kSkipOneOf = 8, kSkipDependencies = 16,
+                   kSkipNot = 32;
 
 struct Sub {
   const Json* s;
@@ -349,7 +351,7 @@ struct Sub {
 bool is_skipped(const Sub& sub, std::string_view k) {
   return (k == "$ref" && (sub.skip & kSkipRef)) || (k == "allOf" && (sub.skip & kSkipAllOf)) ||
          (k == "anyOf" && (sub.skip & kSkipAnyOf)) || (k == "oneOf" && (sub.skip & kSkipOneOf)) ||
-         (in(kDependencyKeys, k) && (sub.skip & kSkipDependencies));
+         (in(kDependencyKeys, k) && (sub.skip & kSkipDependencies)) || (k == "not" && (sub.skip & kSkipNot));
 }
 // Whether the node has `k` and it is not skipped.
 bool has(const Sub& sub, std::string_view k) { return sub.s->is_object() && sub.s->contains(k) && !is_skipped(sub, k); }
@@ -473,7 +475,7 @@ class Converter {
     for (const auto& [k, v] : s.items()) {
       if (is_annotation(k) || is_container(k) || is_supported(k)) continue;
       if (k == "uniqueItems" && v.is_boolean()) continue;  // true: see visit_array
-      if (k == "not" && excluded_values(v)) continue;        // of enum/const: see visit_all_of
+      if (k == "not") continue;  // of enum/const: see visit_all_of; other forms: flatten
       throw Error(Errc::invalid_argument, "json_schema: unsupported keyword \"" + k + "\" at " + where(ptr));
     }
   }
@@ -628,6 +630,14 @@ class Converter {
         const unsigned common = types[i] & types[j];
         if (!common || exclusive(subs[i], subs[j], common, kExclusiveLevels, depth + 1)) continue;
         std::optional<Sub> gi = guard(subs[i], subs[j], common, depth), gj = guard(subs[j], subs[i], common, depth);
+        // Else the values of i that fail j, by j's negations; none: i is
+        // dropped (a guard `false`), unless j would be dropped too.
+        if (!gi) gi = negation_guard(subs[j], types[i], types[j], subs[i].ptr, depth);
+        if (!gj) gj = negation_guard(subs[i], types[j], types[i], subs[j].ptr, depth);
+        if (gi || gj) {
+          if (!gi) gi = Sub{&kFalseSchema, subs[i].ptr};
+          if (!gj) gj = Sub{&kFalseSchema, subs[j].ptr};
+        }
         if (!gi || !gj) {
           fail_keyword("oneOf", ptr,
                        "alternatives " + std::to_string(i) + " and " + std::to_string(j) +
@@ -691,6 +701,151 @@ class Converter {
     if (common & ~kObject) g["type"] = "object";
     synthetic_.push_back(std::move(g));
     return Sub{&synthetic_.back(), a.ptr};
+  }
+
+  // The guard of a branch (of types `ta`, as value_types over-estimates
+  // them) against an alternative b (of types `tb`) that no proof tells
+  // apart: {"anyOf": [N...]}, each N a schema whose every value fails b
+  // (negations()), with {"type": ta less tb} where that is nameable; nullopt
+  // when there is none. The branch's values then fail b; those it loses
+  // (valid against both, or failing b in a way no N states) are not written.
+  std::optional<Sub> negation_guard(const Sub& b, unsigned ta, unsigned tb, const std::string& ptr, size_t depth) {
+    std::vector<Json> ns;
+    negations(b, ns, kNegationLevels, depth + 1);
+    Json alts = Json::array();
+    for (Json& n : ns) {
+      std::set<std::string> open;
+      if (value_types({&n, ptr}, depth + 1, open, false) & ta) alts.push_back(std::move(n));
+    }
+    if (const std::optional<Json> other = type_schema(ta & ~tb)) alts.push_back(*other);
+    if (alts.empty()) return std::nullopt;
+    synthetic_.push_back(alts.size() == 1 ? std::move(alts[0]) : Json{{"anyOf", std::move(alts)}});
+    return Sub{&synthetic_.back(), ptr};
+  }
+
+  // {"type": [...]} naming exactly the types of `bits`, or nullopt where
+  // they are none or not nameable (numbers that are not integers).
+  static std::optional<Json> type_schema(unsigned bits) {
+    if (!bits || ((bits & kFraction) && !(bits & kInteger))) return std::nullopt;
+    Json names = Json::array();
+    for (const auto& [name, bit] : {std::pair<const char*, unsigned>{"null", kNull}, {"boolean", kBoolean},
+                                    {"number", kNumber}, {"integer", kInteger}, {"string", kString},
+                                    {"array", kArray}, {"object", kObject}}) {
+      if ((bits & bit) == bit && !(bit == kInteger && (bits & kNumber) == kNumber)) names.push_back(name);
+    }
+    return Json{{"type", names.size() == 1 ? names[0] : names}};
+  }
+
+  // Appends to `out` schemas each of whose values fails `b` (a sound subset
+  // of not-b, in JSON Schema's reading: no type implied by keywords). A value
+  // failing one part of b (b itself, what its $ref and allOf name) fails b;
+  // per keyword of a part:
+  //   type T: the other types (an integer-less number has no name: none);
+  //   enum/const: the types none of its values has;
+  //   required [r...]: an object without r;
+  //   properties {p: S}: an object with p whose value is in a negation of S
+  //     (S false: any value), `levels` properties deep at most;
+  //   minimum m (maximum, exclusive forms, draft 4's boolean ones): a number
+  //     below (above) the bound, its end the bound's complement;
+  //   minLength/maxLength, minItems/maxItems: a string (array) of a length
+  //     (count) outside them;
+  //   anyOf/oneOf [A...]: allOf [one negation of each A] (failing every
+  //     alternative fails both keywords), where every A has one;
+  //   not S: S itself (as a $ref to it).
+  // Other keywords (pattern, format, additionalProperties, items, ...) add
+  // nothing: values failing them only are not written. At most
+  // kMaxNegations schemas.
+  static constexpr int kNegationLevels = 3;
+  static constexpr size_t kMaxNegations = 16;
+  void negations(const Sub& b, std::vector<Json>& out, int levels, size_t depth) {
+    if (levels <= 0) return;
+    if (b.s->is_boolean()) {
+      if (b.s->get<bool>()) return;
+      out.push_back(Json::object());  // every value fails false
+      return;
+    }
+    std::vector<Sub> parts;
+    std::set<const Json*> seen;
+    parts_of(b, parts, depth, seen);
+    auto add = [&](Json n) {
+      if (out.size() < kMaxNegations && std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
+    };
+    auto count = [](const Json& v) -> std::optional<uint64_t> {
+      if (v.is_number_unsigned()) return v.get<uint64_t>();
+      if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
+      if (v.is_number_float() && v.get<double>() >= 0 && v.get<double>() < 1e15 && std::floor(v.get<double>()) == v.get<double>())
+        return static_cast<uint64_t>(v.get<double>());
+      return std::nullopt;
+    };
+    for (const Sub& x : parts) {
+      const Json& s = *x.s;
+      if (s.contains("type")) {
+        unsigned t = 0;
+        try {
+          t = type_mask(s["type"], x.ptr);
+        } catch (const Error&) {
+          t = 0;  // malformed: the converter says so where it writes it
+        }
+        if (t) {
+          if (const auto n = type_schema(kAllTypes & ~t & ~((t & kInteger) ? kFraction : 0U))) add(*n);
+        }
+      }
+      if (const auto values = finite_values(x)) {
+        unsigned t = 0;
+        for (const Json* v : *values) t |= (json_type(*v) & kNumber) ? kNumber : json_type(*v);
+        if (const auto n = type_schema(kAllTypes & ~t)) add(*n);
+      }
+      if (s.contains("required") && s["required"].is_array())
+        for (const Json& r : s["required"])
+          if (r.is_string()) add(Json{{"type", "object"}, {"properties", Json{{r.get<std::string>(), false}}}});
+      if (s.contains("properties") && s["properties"].is_object()) {
+        for (const auto& item : s["properties"].items()) {
+          std::vector<Json> inner;
+          negations({&item.value(), pointer_child(pointer_child(x.ptr, "properties"), item.key())}, inner, levels - 1,
+                    depth + 1);
+          if (inner.empty()) continue;
+          Json n = Json{{"type", "object"}, {"required", Json::array({item.key()})}};
+          const bool any = std::any_of(inner.begin(), inner.end(), [](const Json& u) { return u.empty(); });
+          if (!any) n["properties"][item.key()] = inner.size() == 1 ? std::move(inner[0]) : Json{{"anyOf", std::move(inner)}};
+          add(std::move(n));
+        }
+      }
+      const auto draft4 = [&](const char* k) { return s.contains(k) && s[k].is_boolean() && s[k].get<bool>(); };
+      for (const auto& [key, lower, excl] :
+           {std::tuple{"minimum", true, draft4("exclusiveMinimum")}, {"maximum", false, draft4("exclusiveMaximum")},
+            {"exclusiveMinimum", true, true}, {"exclusiveMaximum", false, true}}) {
+        if (!s.contains(key) || !s[key].is_number()) continue;
+        // Below a lower bound: < m where m is allowed, <= m where it is not.
+        const char* beyond = lower ? (excl ? "maximum" : "exclusiveMaximum") : (excl ? "minimum" : "exclusiveMinimum");
+        add(Json{{"type", "number"}, {beyond, s[key]}});
+      }
+      for (const auto& [lo, hi, type] : {std::tuple{"minLength", "maxLength", "string"}, {"minItems", "maxItems", "array"}}) {
+        if (s.contains(lo))
+          if (const auto n = count(s[lo]); n && *n > 0) add(Json{{"type", type}, {hi, *n - 1}});
+        if (s.contains(hi))
+          if (const auto n = count(s[hi])) add(Json{{"type", type}, {lo, *n + 1}});
+      }
+      for (const char* key : {"anyOf", "oneOf"}) {
+        if (!s.contains(key) || !s[key].is_array() || s[key].empty()) continue;
+        Json all = Json::array();
+        for (size_t i = 0; i < s[key].size(); ++i) {
+          std::vector<Json> inner;
+          negations({&s[key][i], pointer_child(pointer_child(x.ptr, key), i)}, inner, levels - 1, depth + 1);
+          if (inner.empty()) break;
+          all.push_back(std::move(inner[0]));
+        }
+        if (all.size() == s[key].size()) add(all.size() == 1 ? std::move(all[0]) : Json{{"allOf", std::move(all)}});
+      }
+      if (s.contains("not")) {
+        const std::string at = pointer_child(x.ptr, "not");
+        try {
+          if (at.find('%') == std::string::npos && resolve(Json("#" + at), x.ptr).first == &s["not"])
+            add(Json{{"$ref", "#" + at}});
+        } catch (const Error&) {
+          // not where the pointer says (a schema made here): no negation from it
+        }
+      }
+    }
   }
 
   // The guard of a branch of arrays against an alternative of arrays whose
@@ -2372,11 +2527,14 @@ class Converter {
     if (arrays) return visit(merge_arrays(rest, ptr, why, types), name, depth + 1, exact);
     for (const Sub& sub : rest) {
       const Json& s = *sub.s;
-      const bool object = keys_within(sub, {"properties", "required", "additionalProperties", "type"}) &&
+      const bool object = keys_within(sub, {"properties", "required", "additionalProperties", "patternProperties",
+                                            "minProperties", "maxProperties", "type"}) &&
                           (!s.contains("type") || (type_mask(s["type"], sub.ptr) & kObject));
       if (!object) {
         fail_keyword(why, ptr,
-                     "merges only objects (properties, required, additionalProperties) or enums; the schema at " +
+                     "merges only objects (properties, required, additionalProperties, patternProperties, "
+                     "minProperties, maxProperties) or enums; "
+                     "the schema at " +
                          where(sub.ptr) + " is neither");
       }
     }
@@ -2403,6 +2561,25 @@ class Converter {
     if (std::any_of(std::begin(kDependencyKeys), std::end(kDependencyKeys), [&](std::string_view k) { return has(sub, k); })) {
       for (const Sub& part : dependency_parts(sub, depth)) flatten(part, out, depth + 1, through_refs, expanding);
       flatten({sub.s, sub.ptr, sub.skip | kSkipDependencies}, out, depth, through_refs, expanding);
+      return;
+    }
+    if (has(sub, "not") && !excluded_values(s["not"])) {
+      // not S, other than of enum/const: a sound subset, the values of
+      // negations(S) (each fails S), beside the node's other keywords.
+      // Those of types the node's other keywords exclude are left out: where
+      // none is left, `not` is what cannot be written.
+      std::vector<Json> ns;
+      negations({&s["not"], pointer_child(sub.ptr, "not")}, ns, kNegationLevels, depth + 1);
+      std::set<std::string> open;
+      const unsigned types = value_types({sub.s, sub.ptr, sub.skip | kSkipNot}, depth + 1, open, false);
+      std::erase_if(ns, [&](const Json& n) {
+        std::set<std::string> seen;
+        return !(value_types({&n, sub.ptr}, depth + 1, seen, false) & types);
+      });
+      if (ns.empty()) throw Error(Errc::invalid_argument, "json_schema: unsupported keyword \"not\" at " + where(sub.ptr));
+      synthetic_.push_back(ns.size() == 1 ? std::move(ns[0]) : Json{{"anyOf", std::move(ns)}});
+      flatten({&synthetic_.back(), sub.ptr}, out, depth + 1, through_refs, expanding);
+      flatten({sub.s, sub.ptr, sub.skip | kSkipNot}, out, depth, through_refs, expanding);
       return;
     }
     const bool ref = has(sub, "$ref"), all = has(sub, "allOf");
@@ -2714,10 +2891,13 @@ class Converter {
   }
 
   // Objects merged: a property's schemas are those of the parts that
-  // declare it, and the additionalProperties of the parts that do not (a
-  // false one forbids it); extra properties need every part's consent. With
-  // no additionalProperties anywhere, llama.cpp's default: none beside the
-  // declared properties.
+  // declare it or have patternProperties it matches, and the
+  // additionalProperties of the parts that do neither (a false one forbids
+  // it); extra properties need every part's consent. With no
+  // additionalProperties anywhere, llama.cpp's default: none beside the
+  // declared properties; with patternProperties in any part, none either (a
+  // sound subset: an extra key might match a pattern whose schema it would
+  // then need).
   ObjectSpec merge_objects(const std::vector<Sub>& parts, const std::string& ptr, std::string_view why) {
     std::vector<std::string> names;
     auto add_name = [&](const std::string& n) {
@@ -2759,11 +2939,20 @@ class Converter {
         fail_keyword("additionalProperties", parts[i].ptr, "must be a boolean or a schema");
       }
     }
+    std::vector<std::vector<PatternProperty>> patterns;
+    bool any_patterns = false;
+    for (const Sub& p : parts) {
+      patterns.push_back(pattern_properties(p));
+      any_patterns = any_patterns || !patterns.back().empty();
+    }
     ObjectSpec spec;
     for (const std::string& n : names) {
       PropSpec prop{n, {}, std::find(required.begin(), required.end(), n) != required.end(), false};
       for (size_t i = 0; i < parts.size(); ++i) {
         const Json& s = *parts[i].s;
+        const std::vector<const PatternProperty*> matches = matching(patterns[i], n, parts[i]);
+        add_pattern_schemas(prop, matches, parts[i]);
+        if (!matches.empty() && !(s.contains("properties") && s["properties"].contains(n))) continue;
         if (s.contains("properties") && s["properties"].contains(n)) {
           const Json& v = s["properties"][n];
           if (v.is_boolean() && !v.get<bool>()) {
@@ -2784,7 +2973,14 @@ class Converter {
       }
       spec.props.push_back(std::move(prop));
     }
-    if (extra_forbidden) {
+    // The largest minProperties and smallest maxProperties, enforced as
+    // emit_object enforces one object's.
+    spec.ptr = ptr;
+    for (const Sub& p : parts) {
+      if (p.s->contains("minProperties")) spec.min_props = std::max(spec.min_props, count(p, "minProperties"));
+      if (p.s->contains("maxProperties")) spec.max_props = std::min(spec.max_props, count(p, "maxProperties"));
+    }
+    if (extra_forbidden || any_patterns) {
       spec.extra = ObjectSpec::kNone;
     } else {
       for (const auto& e : extra)
