@@ -157,7 +157,7 @@ def grammar_seeds(out):
         put(d, b'\x00' + open(p, 'rb').read())
     cases = os.path.join(DATA, 'grammar', 'schema_cases.json')
     if os.path.exists(cases):
-        for c in json.load(open(cases)):
+        for c in json.load(open(cases))['cases']:
             if isinstance(c, dict) and 'schema' in c:
                 put(d, b'\x01' + json.dumps(c['schema']).encode())
     put(d, b'\x00root ::= ' + b'(' * 300 + b'"a"' + b')' * 300 + b'\n')
