@@ -86,9 +86,11 @@ TEST_F(RequestTest, FieldsReachTheParameters) {
   EXPECT_TRUE(r.include_usage);
 }
 
-TEST_F(RequestTest, MaxTokensIsCappedByTheServersN) {
+// -n (100 here) is the count of a request that gives none, as llama-server
+// v0.5.0's n_predict_max; a request's own count wins, above -n too.
+TEST_F(RequestTest, TheServersNIsTheDefaultMaxTokens) {
   EXPECT_EQ(parse(Route::completions, {{"prompt", "a"}}).stop.n_predict, 100);
-  EXPECT_EQ(parse(Route::completions, {{"prompt", "a"}, {"max_tokens", 128}}).stop.n_predict, 100);
+  EXPECT_EQ(parse(Route::completions, {{"prompt", "a"}, {"max_tokens", 128}}).stop.n_predict, 128);
   EXPECT_EQ(parse(Route::chat_completions, {{"messages", {{{"role", "user"}, {"content", "a"}}}},
                                             {"max_completion_tokens", 5}})
                 .stop.n_predict,
