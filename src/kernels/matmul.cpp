@@ -369,6 +369,37 @@ void get_row(const WeightView& w, int64_t r, float* out) {
   quant::dequantize_row(w.type, w.row(r), out, w.n_in);
 }
 
+WeightStore::~WeightStore() {
+  for (const Chunk& c : chunks_) base::huge_page_free(c.data, c.size);
+}
+
+uint8_t* WeightStore::take(size_t bytes) {
+  constexpr size_t kAlign = 64;
+  const size_t need = (bytes + kAlign - 1) / kAlign * kAlign;
+  if (chunks_.empty() || chunks_.back().size - chunks_.back().used < need) {
+    const size_t size = std::max(need, kChunkBytes);
+    chunks_.reserve(chunks_.size() + 1);  // so that push_back cannot throw and leak the block
+    auto* data = static_cast<uint8_t*>(base::huge_page_alloc(size));
+    chunks_.push_back({data, size, 0});
+  }
+  Chunk& c = chunks_.back();
+  uint8_t* p = c.data + c.used;
+  c.used += need;
+  bytes_ += bytes;
+  last_bytes_ = bytes;
+  return p;
+}
+
+void WeightStore::give_back_last(const uint8_t* p) noexcept {
+  if (chunks_.empty()) return;
+  Chunk& c = chunks_.back();
+  const size_t need = (last_bytes_ + 63) / 64 * 64;
+  if (need > c.used || p != c.data + (c.used - need)) return;
+  c.used -= need;
+  bytes_ -= last_bytes_;
+  last_bytes_ = 0;
+}
+
 bool interleave_weight(WeightView& w, WeightStore& store, quant::Isa isa) {
   const int64_t n_grouped = w.grouped_rows();
   if (w.interleaved || !w.present() || !quant::interleave_pays(w.type, isa) || !quant::can_interleave(w.type, n_grouped))
@@ -376,13 +407,13 @@ bool interleave_weight(WeightView& w, WeightStore& store, quant::Isa isa) {
   const size_t group_bytes = quant::interleaved_group_bytes(w.type, w.n_in);
   const size_t grouped_bytes = static_cast<size_t>(n_grouped / quant::kInterleave) * group_bytes;
   const size_t tail_bytes = static_cast<size_t>(w.n_out - n_grouped) * w.row_bytes;
-  auto& buf = store.emplace_back(grouped_bytes + tail_bytes);
-  if (!quant::interleave_rows(w.type, w.n_in, w.data, w.row_bytes, n_grouped, buf.data())) {
-    store.pop_back();  // rows the kernels cannot take exactly (quant::rows_interleave_exactly)
+  uint8_t* buf = store.take(grouped_bytes + tail_bytes);
+  if (!quant::interleave_rows(w.type, w.n_in, w.data, w.row_bytes, n_grouped, buf)) {
+    store.give_back_last(buf);  // rows the kernels cannot take exactly (quant::rows_interleave_exactly)
     return false;
   }
-  std::memcpy(buf.data() + grouped_bytes, w.row(n_grouped), tail_bytes);  // the plain last rows
-  w.data = buf.data();
+  std::memcpy(buf + grouped_bytes, w.row(n_grouped), tail_bytes);  // the plain last rows
+  w.data = buf;
   w.interleaved = true;
   w.group_bytes = group_bytes;
   return true;

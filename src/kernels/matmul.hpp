@@ -55,9 +55,39 @@ struct WeightView {
   WeightView rows(int64_t first, int64_t count, const std::string& view_name) const;
 };
 
-// The memory of interleaved weight copies (2 MiB pages where large; kept
-// by the model as long as its views).
-using WeightStore = std::vector<std::vector<uint8_t, base::HugePageAllocator<uint8_t>>>;
+// The memory of interleaved weight copies, kept by the model as long as its
+// views. Copies are placed one after another, each 64-byte aligned, in
+// chunks of at least kChunkBytes on 2 MiB pages (base::huge_page_alloc); a
+// copy larger than that has a chunk of its own. Why chunks: a MoE model has
+// thousands of expert copies of a few MB (gpt-oss-20b: 2304 of 4.4 MB), and
+// each one rounded up to whole 2 MiB pages held a third more memory than the
+// file. Not thread-safe (the loader fills it from one thread).
+class WeightStore {
+ public:
+  static constexpr size_t kChunkBytes = size_t{64} << 20;
+  WeightStore() = default;
+  WeightStore(const WeightStore&) = delete;
+  WeightStore& operator=(const WeightStore&) = delete;
+  WeightStore(WeightStore&&) noexcept = default;
+  WeightStore& operator=(WeightStore&&) noexcept = default;
+  ~WeightStore();
+  // `bytes` (> 0) bytes, 64-byte aligned, valid as long as the store.
+  // Throws std::bad_alloc.
+  uint8_t* take(size_t bytes);
+  // Gives the block the last take() returned back, unused (p must be it).
+  void give_back_last(const uint8_t* p) noexcept;
+  // Bytes held by copies (not counting chunk ends left unused).
+  size_t bytes() const noexcept { return bytes_; }
+  bool empty() const noexcept { return bytes_ == 0; }
+
+ private:
+  struct Chunk {
+    uint8_t* data;
+    size_t size, used;
+  };
+  std::vector<Chunk> chunks_;
+  size_t bytes_ = 0, last_bytes_ = 0;
+};
 
 // When the kernels of `isa` read interleaved matrices of w's type
 // (quant::interleave_pays: Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4, Q4_K and Q6_K under

@@ -182,6 +182,31 @@ TEST(Matmul, InterleavedWeightKeepsItsRows) {
 // The same for Q4_K, whose groups are larger than 8 plain rows
 // (interleaved_group_bytes): interleave_weight itself, its plain last rows,
 // views, and the product against the plain matrix.
+// Copies smaller than a chunk are placed back to back (64-byte aligned), not
+// each on whole 2 MiB pages; a larger one has a chunk of its own; the block
+// given back is taken again.
+TEST(WeightStore, CopiesSharePagesAndStayAligned) {
+  WeightStore store;
+  EXPECT_TRUE(store.empty());
+  const size_t expert = 4423680 + 8;  // a gpt-oss expert copy's size, off 64
+  uint8_t* a = store.take(expert);
+  uint8_t* b = store.take(expert);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 64, 0u);
+  EXPECT_EQ(b, a + (expert + 56));  // the next 64-byte boundary
+  std::memset(a, 1, expert);
+  std::memset(b, 2, expert);
+  uint8_t* c = store.take(100);
+  store.give_back_last(c);
+  EXPECT_EQ(store.bytes(), 2 * expert);
+  EXPECT_EQ(store.take(100), c);
+  uint8_t* big = store.take(WeightStore::kChunkBytes + 1);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big) % (size_t{2} << 20), 0u);  // a chunk of its own
+  std::memset(big, 3, WeightStore::kChunkBytes + 1);
+  EXPECT_EQ(store.bytes(), 2 * expert + 100 + WeightStore::kChunkBytes + 1);
+  EXPECT_EQ(a[expert - 1], 1);
+  EXPECT_EQ(b[0], 2);
+}
+
 TEST(Matmul, InterleavedQ4_KKeepsItsRowsAndProducts) {
   std::mt19937 rng(12);
   const int64_t n_in = 512;
