@@ -369,21 +369,14 @@ void get_row(const WeightView& w, int64_t r, float* out) {
   quant::dequantize_row(w.type, w.row(r), out, w.n_in);
 }
 
-WeightStore::~WeightStore() {
-  for (const Chunk& c : chunks_) base::huge_page_free(c.data, c.size);
-}
-
 uint8_t* WeightStore::take(size_t bytes) {
-  constexpr size_t kAlign = 64;
   const size_t need = (bytes + kAlign - 1) / kAlign * kAlign;
-  if (chunks_.empty() || chunks_.back().size - chunks_.back().used < need) {
+  if (chunks_.empty() || chunks_.back().size() - chunks_.back().used < need) {
     const size_t size = std::max(need, kChunkBytes);
-    chunks_.reserve(chunks_.size() + 1);  // so that push_back cannot throw and leak the block
-    auto* data = static_cast<uint8_t*>(base::huge_page_alloc(size));
-    chunks_.push_back({data, size, 0});
+    chunks_.push_back({std::unique_ptr<uint8_t, Free>(static_cast<uint8_t*>(base::huge_page_alloc(size)), Free{size}), 0});
   }
   Chunk& c = chunks_.back();
-  uint8_t* p = c.data + c.used;
+  uint8_t* p = c.data.get() + c.used;
   c.used += need;
   bytes_ += bytes;
   last_bytes_ = bytes;
@@ -391,11 +384,10 @@ uint8_t* WeightStore::take(size_t bytes) {
 }
 
 void WeightStore::give_back_last(const uint8_t* p) noexcept {
-  if (chunks_.empty()) return;
+  if (chunks_.empty() || last_bytes_ == 0) return;
   Chunk& c = chunks_.back();
-  const size_t need = (last_bytes_ + 63) / 64 * 64;
-  if (need > c.used || p != c.data + (c.used - need)) return;
-  c.used -= need;
+  if (p < c.data.get() || p >= c.data.get() + c.used) return;
+  c.used = static_cast<size_t>(p - c.data.get());
   bytes_ -= last_bytes_;
   last_bytes_ = 0;
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -65,14 +66,9 @@ struct WeightView {
 class WeightStore {
  public:
   static constexpr size_t kChunkBytes = size_t{64} << 20;
-  WeightStore() = default;
-  WeightStore(const WeightStore&) = delete;
-  WeightStore& operator=(const WeightStore&) = delete;
-  WeightStore(WeightStore&&) noexcept = default;
-  WeightStore& operator=(WeightStore&&) noexcept = default;
-  ~WeightStore();
-  // `bytes` (> 0) bytes, 64-byte aligned, valid as long as the store.
-  // Throws std::bad_alloc.
+  static constexpr size_t kAlign = 64;
+  // `bytes` (> 0) bytes, kAlign-aligned, valid as long as the store (moves
+  // keep them). Throws std::bad_alloc.
   uint8_t* take(size_t bytes);
   // Gives the block the last take() returned back, unused (p must be it).
   void give_back_last(const uint8_t* p) noexcept;
@@ -81,9 +77,14 @@ class WeightStore {
   bool empty() const noexcept { return bytes_ == 0; }
 
  private:
+  struct Free {
+    size_t size;
+    void operator()(uint8_t* p) const noexcept { base::huge_page_free(p, size); }
+  };
   struct Chunk {
-    uint8_t* data;
-    size_t size, used;
+    std::unique_ptr<uint8_t, Free> data;
+    size_t used;
+    size_t size() const noexcept { return data.get_deleter().size; }
   };
   std::vector<Chunk> chunks_;
   size_t bytes_ = 0, last_bytes_ = 0;
