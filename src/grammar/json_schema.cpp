@@ -41,7 +41,10 @@
 // alternative requires left out; a oneOf with no such guard throws),
 // numbers under a fractional multipleOf 1/k as integers
 // (integers_are_multiples), if/then/else's not-if as the negations of the
-// keywords of if that negate (rewrite_if).
+// keywords of if that negate (rewrite_if), strings other than a string
+// enum's values also without each value followed by '\n' (literal_pattern's
+// wide reading). `not` of patterns is exact: the complement of each
+// pattern's wide reading (json_schema_text.hpp's StringLanguage).
 //
 // Thread-safety: each call builds its own Converter; no shared state. Stack:
 // the visitor recurses once per level of schema nesting, about 3 KB a level
@@ -812,14 +815,18 @@ class Converter {
   //     below (above) the bound, its end the bound's complement;
   //   minLength/maxLength, minItems/maxItems: a string (array) of a length
   //     (count) outside them;
-  //   anyOf/oneOf [A...]: allOf [one negation of each A] (failing every
-  //     alternative fails both keywords), where every A has one;
+  //   anyOf/oneOf [A...]: allOf [negations of each A] (failing every
+  //     alternative fails both keywords), where every A has one: an anyOf
+  //     of all of A's where the branches stay within kMaxNegationBranches
+  //     (each a conjunction to write: more would grow grammars past their
+  //     limits), else the first;
   //   not S: S itself (as a $ref to it).
   // Other keywords (format, additionalProperties, items, ...) add nothing:
   // values failing them only are not written. At most
   // kMaxNegations schemas.
   static constexpr int kNegationLevels = 3;
   static constexpr size_t kMaxNegations = 16;
+  static constexpr size_t kMaxNegationBranches = 4;
   void negations(const Sub& b, std::vector<Json>& out, int levels, size_t depth, bool strings) {
     if (levels <= 0) return;
     if (b.s->is_boolean()) {
@@ -906,14 +913,29 @@ class Converter {
       }
       for (const char* key : {"anyOf", "oneOf"}) {
         if (!s.contains(key) || !s[key].is_array() || s[key].empty()) continue;
-        Json all = Json::array();
+        std::vector<std::vector<Json>> each;
+        size_t product = 1;
         for (size_t i = 0; i < s[key].size(); ++i) {
           std::vector<Json> inner;
           negations({&s[key][i], pointer_child(pointer_child(x.ptr, key), i)}, inner, levels - 1, depth + 1, strings);
           if (inner.empty()) break;
-          all.push_back(std::move(inner[0]));
+          product = std::min(product * inner.size(), kMaxNegationBranches + 1);
+          each.push_back(std::move(inner));
         }
-        if (all.size() == s[key].size()) add(all.size() == 1 ? std::move(all[0]) : Json{{"allOf", std::move(all)}});
+        if (each.size() != s[key].size()) continue;
+        // Every negation of each alternative (an anyOf) where the branches
+        // they make stay within kMaxNegationBranches, else the first of each.
+        Json all = Json::array();
+        for (std::vector<Json>& inner : each) {
+          if (inner.size() == 1 || product > kMaxNegationBranches) {
+            all.push_back(std::move(inner[0]));
+          } else {
+            Json any = Json::array();
+            for (Json& n : inner) any.push_back(std::move(n));
+            all.push_back(Json{{"anyOf", std::move(any)}});
+          }
+        }
+        add(all.size() == 1 ? std::move(all[0]) : Json{{"allOf", std::move(all)}});
       }
       if (s.contains("not")) {
         const std::string at = pointer_child(x.ptr, "not");
