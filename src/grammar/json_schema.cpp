@@ -41,7 +41,10 @@
 // alternative requires left out; a oneOf with no such guard throws),
 // numbers under a fractional multipleOf 1/k as integers
 // (integers_are_multiples), if/then/else's not-if as the negations of the
-// keywords of if that negate (rewrite_if).
+// keywords of if that negate (rewrite_if), strings other than a string
+// enum's values also without each value followed by '\n' (literal_pattern's
+// wide reading). `not` of patterns is exact: the complement of each
+// pattern's wide reading (json_schema_text.hpp's StringLanguage).
 //
 // Thread-safety: each call builds its own Converter; no shared state. Stack:
 // the visitor recurses once per level of schema nesting, about 3 KB a level
@@ -168,6 +171,9 @@ constexpr const char* kEmailPattern =
     R"(^[0-9A-Za-z!#$%&'*+/=?^_`{|}~\-]+(\.[0-9A-Za-z!#$%&'*+/=?^_`{|}~\-]+)*@)"
     R"([0-9A-Za-z]([0-9A-Za-z\-]*[0-9A-Za-z])?(\.[0-9A-Za-z]([0-9A-Za-z\-]*[0-9A-Za-z])?)+$)";
 constexpr uint64_t kEmailMaxLength = 67;
+// The `uuid` rule's language as a pattern (for a `not` of patterns beside
+// format uuid).
+constexpr const char* kUuidPattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
 
 // Keywords that constrain nothing (JSON Schema's annotations), and those
 // that hold subschemas only reached through $ref.
@@ -241,11 +247,39 @@ unsigned json_type(const Json& v) {
   }
 }
 
+// The patterns `not` excludes where it is of patterns only ({"not":
+// {"pattern": P}}, or an anyOf of such schemas, annotations aside), else
+// nullopt. Such a `not` admits exactly the strings none of them matches
+// (a value of another type satisfies {"pattern": P}, so fails the `not`):
+// the converter writes it as a string keyword (schema::StringLanguage's
+// excluded patterns), not through negations.
+std::optional<std::vector<std::string>> excluded_patterns(const Json& n) {
+  if (!n.is_object()) return std::nullopt;
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : n.items())
+    if (!is_annotation(k)) keys.push_back(k);
+  if (keys.size() != 1) return std::nullopt;
+  if (keys[0] == "pattern") {
+    if (!n["pattern"].is_string()) return std::nullopt;
+    return std::vector<std::string>{n["pattern"].get<std::string>()};
+  }
+  if (keys[0] != "anyOf" || !n["anyOf"].is_array() || n["anyOf"].empty()) return std::nullopt;
+  std::vector<std::string> out;
+  for (const Json& alt : n["anyOf"]) {
+    const auto inner = excluded_patterns(alt);
+    if (!inner) return std::nullopt;
+    out.insert(out.end(), inner->begin(), inner->end());
+  }
+  return out;
+}
+
 // Types a schema without "type" constrains, from its keywords (llama.cpp
 // reads {"properties": ...} as an object, {"items": ...} as an array,
-// {"pattern": ...} as a string); kAllTypes when none.
+// {"pattern": ...} as a string; a `not` of patterns only admits strings);
+// kAllTypes when none.
 unsigned implied_types(const Json& s) {
   unsigned t = 0;
+  if (s.contains("not") && excluded_patterns(s["not"])) return kString;
   for (const auto& [k, v] : s.items()) {
     if (in(kObjectKeys, k)) t |= kObject;
     if (in(kArrayKeys, k) || (k == "uniqueItems" && v == true)) t |= kArray;
@@ -355,6 +389,9 @@ bool is_skipped(const Sub& sub, std::string_view k) {
 }
 // Whether the node has `k` and it is not skipped.
 bool has(const Sub& sub, std::string_view k) { return sub.s->is_object() && sub.s->contains(k) && !is_skipped(sub, k); }
+// Whether the node has a `not` of patterns only (excluded_patterns): a
+// string keyword, which visit_string writes.
+bool has_string_not(const Sub& sub) { return has(sub, "not") && excluded_patterns((*sub.s)["not"]).has_value(); }
 
 // The keywords of a node that constrain: not annotations, not skipped.
 std::vector<std::string> own_keys(const Sub& sub) {
@@ -442,12 +479,23 @@ class Converter {
   }
 
   // Runs `f`, an alternative; nullopt, and the rules it made undone, when
-  // its schema accepts no value.
+  // its schema accepts no value, or (any_error) on any error: a oneOf branch
+  // guarded by a string negation, which was dropped before there were such
+  // negations (dropping one is sound: the other branches' guards keep their
+  // values out of it), so a branch whose own keywords the converter cannot
+  // write is dropped as before, not refused.
   template <typename F>
-  std::optional<std::string> attempt(F&& f) {
+  std::optional<std::string> attempt(F&& f, bool any_error = false) {
     const size_t n_rules = added_.size(), n_refs = added_refs_.size(), depth = struct_depth_;
     try {
-      return f();
+      try {
+        return f();
+      } catch (const Unsatisfiable&) {
+        throw;
+      } catch (const Error&) {
+        if (!any_error) throw;
+        throw Unsatisfiable("json_schema: a guarded oneOf branch dropped");
+      }
     } catch (const Unsatisfiable&) {
       for (; added_.size() > n_rules; added_.pop_back()) rules_.erase(added_.back());
       for (; added_refs_.size() > n_refs; added_refs_.pop_back()) {
@@ -596,6 +644,7 @@ class Converter {
       t &= e;
     }
     if (s.contains("const")) t &= json_type(s["const"]);
+    if (has_string_not(sub)) t &= kString;
     t &= s.contains("type") ? type_mask(s["type"], sub.ptr) : implied ? implied_types(s) : kAllTypes;
     return t;
   }
@@ -651,6 +700,11 @@ class Converter {
         guards[j].push_back(*gj);
       }
     return guards;
+  }
+
+  // Whether a branch's guards include one of string negations (attempt).
+  bool by_string_guard(const std::vector<Sub>& guards) const {
+    return std::any_of(guards.begin(), guards.end(), [&](const Sub& g) { return string_guards_.count(g.s) > 0; });
   }
 
   // The guard for the branch of alternative a against alternative b, whose
@@ -710,16 +764,22 @@ class Converter {
   // when there is none. The branch's values then fail b; those it loses
   // (valid against both, or failing b in a way no N states) are not written.
   std::optional<Sub> negation_guard(const Sub& b, unsigned ta, unsigned tb, const std::string& ptr, size_t depth) {
-    std::vector<Json> ns;
-    negations(b, ns, kNegationLevels, depth + 1);
     Json alts = Json::array();
-    for (Json& n : ns) {
-      std::set<std::string> open;
-      if (value_types({&n, ptr}, depth + 1, open, false) & ta) alts.push_back(std::move(n));
+    bool by_strings = false;
+    for (const bool strings : {false, true}) {  // (strings: see negations)
+      by_strings = strings;
+      std::vector<Json> ns;
+      negations(b, ns, kNegationLevels, depth + 1, strings);
+      for (Json& n : ns) {
+        std::set<std::string> open;
+        if (value_types({&n, ptr}, depth + 1, open, false) & ta) alts.push_back(std::move(n));
+      }
+      if (const std::optional<Json> other = type_schema(ta & ~tb)) alts.push_back(*other);
+      if (!alts.empty()) break;
     }
-    if (const std::optional<Json> other = type_schema(ta & ~tb)) alts.push_back(*other);
     if (alts.empty()) return std::nullopt;
     synthetic_.push_back(alts.size() == 1 ? std::move(alts[0]) : Json{{"anyOf", std::move(alts)}});
+    if (by_strings) string_guards_.insert(&synthetic_.back());
     return Sub{&synthetic_.back(), ptr};
   }
 
@@ -741,7 +801,13 @@ class Converter {
   // failing one part of b (b itself, what its $ref and allOf name) fails b;
   // per keyword of a part:
   //   type T: the other types (an integer-less number has no name: none);
-  //   enum/const: the types none of its values has;
+  //   enum/const: the types none of its values has, and the strings none
+  //     of its string values is (a `not` of their literal_pattern);
+  //   pattern P: the strings P does not match ({"type": "string", "not":
+  //     {"pattern": P}}, which visit_string writes through P's complement);
+  //     this and the strings of enum/const only where `strings` is set, and
+  //     only for patterns whose complement can be built (callers ask for
+  //     them where no other negation is left: an automaton costs states);
   //   required [r...]: an object without r;
   //   properties {p: S}: an object with p whose value is in a negation of S
   //     (S false: any value), `levels` properties deep at most;
@@ -749,15 +815,19 @@ class Converter {
   //     below (above) the bound, its end the bound's complement;
   //   minLength/maxLength, minItems/maxItems: a string (array) of a length
   //     (count) outside them;
-  //   anyOf/oneOf [A...]: allOf [one negation of each A] (failing every
-  //     alternative fails both keywords), where every A has one;
+  //   anyOf/oneOf [A...]: allOf [negations of each A] (failing every
+  //     alternative fails both keywords), where every A has one: an anyOf
+  //     of all of A's where the branches stay within kMaxNegationBranches
+  //     (each a conjunction to write: more would grow grammars past their
+  //     limits), else the first;
   //   not S: S itself (as a $ref to it).
-  // Other keywords (pattern, format, additionalProperties, items, ...) add
-  // nothing: values failing them only are not written. At most
+  // Other keywords (format, additionalProperties, items, ...) add nothing:
+  // values failing them only are not written. At most
   // kMaxNegations schemas.
   static constexpr int kNegationLevels = 3;
   static constexpr size_t kMaxNegations = 16;
-  void negations(const Sub& b, std::vector<Json>& out, int levels, size_t depth) {
+  static constexpr size_t kMaxNegationBranches = 4;
+  void negations(const Sub& b, std::vector<Json>& out, int levels, size_t depth, bool strings) {
     if (levels <= 0) return;
     if (b.s->is_boolean()) {
       if (b.s->get<bool>()) return;
@@ -769,6 +839,15 @@ class Converter {
     parts_of(b, parts, depth, seen);
     auto add = [&](Json n) {
       if (out.size() < kMaxNegations && std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
+    };
+    auto add_not_pattern = [&](const std::string& pattern) {
+      schema::AutomatonBudget trial{automata_.max_states, automata_.max_work, 0};  // the schema's own is not spent
+      try {
+        schema::pattern_dfa(pattern, limits_.max_nesting, limits_.max_repetition, trial, schema::PatternReading::kWide);
+      } catch (const schema::PatternError&) {
+        return;  // no complement here: the pattern adds no negation
+      }
+      add(not_pattern(pattern));
     };
     auto count = [](const Json& v) -> std::optional<uint64_t> {
       if (v.is_number_unsigned()) return v.get<uint64_t>();
@@ -792,9 +871,16 @@ class Converter {
       }
       if (const auto values = finite_values(x)) {
         unsigned t = 0;
-        for (const Json* v : *values) t |= (json_type(*v) & kNumber) ? kNumber : json_type(*v);
+        std::vector<std::string> values_text;
+        for (const Json* v : *values) {
+          t |= (json_type(*v) & kNumber) ? kNumber : json_type(*v);
+          if (v->is_string()) values_text.push_back(v->get<std::string>());
+        }
         if (const auto n = type_schema(kAllTypes & ~t)) add(*n);
+        if (strings && !values_text.empty()) add_not_pattern(schema::literal_pattern(values_text));
       }
+      if (strings && s.contains("pattern") && s["pattern"].is_string())
+        add_not_pattern(s["pattern"].get<std::string>());
       if (s.contains("required") && s["required"].is_array())
         for (const Json& r : s["required"])
           if (r.is_string()) add(Json{{"type", "object"}, {"properties", Json{{r.get<std::string>(), false}}}});
@@ -802,7 +888,7 @@ class Converter {
         for (const auto& item : s["properties"].items()) {
           std::vector<Json> inner;
           negations({&item.value(), pointer_child(pointer_child(x.ptr, "properties"), item.key())}, inner, levels - 1,
-                    depth + 1);
+                    depth + 1, strings);
           if (inner.empty()) continue;
           Json n = Json{{"type", "object"}, {"required", Json::array({item.key()})}};
           const bool any = std::any_of(inner.begin(), inner.end(), [](const Json& u) { return u.empty(); });
@@ -827,14 +913,29 @@ class Converter {
       }
       for (const char* key : {"anyOf", "oneOf"}) {
         if (!s.contains(key) || !s[key].is_array() || s[key].empty()) continue;
-        Json all = Json::array();
+        std::vector<std::vector<Json>> each;
+        size_t product = 1;
         for (size_t i = 0; i < s[key].size(); ++i) {
           std::vector<Json> inner;
-          negations({&s[key][i], pointer_child(pointer_child(x.ptr, key), i)}, inner, levels - 1, depth + 1);
+          negations({&s[key][i], pointer_child(pointer_child(x.ptr, key), i)}, inner, levels - 1, depth + 1, strings);
           if (inner.empty()) break;
-          all.push_back(std::move(inner[0]));
+          product = std::min(product * inner.size(), kMaxNegationBranches + 1);
+          each.push_back(std::move(inner));
         }
-        if (all.size() == s[key].size()) add(all.size() == 1 ? std::move(all[0]) : Json{{"allOf", std::move(all)}});
+        if (each.size() != s[key].size()) continue;
+        // Every negation of each alternative (an anyOf) where the branches
+        // they make stay within kMaxNegationBranches, else the first of each.
+        Json all = Json::array();
+        for (std::vector<Json>& inner : each) {
+          if (inner.size() == 1 || product > kMaxNegationBranches) {
+            all.push_back(std::move(inner[0]));
+          } else {
+            Json any = Json::array();
+            for (Json& n : inner) any.push_back(std::move(n));
+            all.push_back(Json{{"anyOf", std::move(any)}});
+          }
+        }
+        add(all.size() == 1 ? std::move(all[0]) : Json{{"allOf", std::move(all)}});
       }
       if (s.contains("not")) {
         const std::string at = pointer_child(x.ptr, "not");
@@ -846,6 +947,12 @@ class Converter {
         }
       }
     }
+  }
+
+  // The strings `pattern` does not match: {"type": "string", "not":
+  // {"pattern": pattern}}.
+  static Json not_pattern(const std::string& pattern) {
+    return Json{{"type", "string"}, {"not", Json{{"pattern", pattern}}}};
   }
 
   // The guard of a branch of arrays against an alternative of arrays whose
@@ -984,8 +1091,9 @@ class Converter {
       for (const auto& [one, other] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
         if (!(*one)->values) continue;
         const Strings& t = **other;
-        const schema::PatternDfa dfa =
-            schema::pattern_dfa(t.pattern, limits_.max_nesting, limits_.max_repetition, automata_);
+        // (Wide: a value the grammar writes must fail the pattern in every dialect.)
+        const schema::PatternDfa dfa = schema::pattern_dfa(t.pattern, limits_.max_nesting, limits_.max_repetition,
+                                                           automata_, schema::PatternReading::kWide);
         const std::vector<std::string>& vs = *(*one)->values;
         return std::none_of(vs.begin(), vs.end(), [&](const std::string& v) {
           if (t.values && std::find(t.values->begin(), t.values->end(), v) == t.values->end()) return false;
@@ -1272,7 +1380,7 @@ class Converter {
       return visit_all_of({sub}, sub.ptr, has(sub, "anyOf") ? "anyOf" : "oneOf", name, depth, exact);
     }
     if (has(sub, "allOf")) return visit_all_of({sub}, sub.ptr, "allOf", name, depth, exact);
-    if (has(sub, "not")) return visit_all_of({sub}, sub.ptr, "not", name, depth, exact);
+    if (has(sub, "not") && !has_string_not(sub)) return visit_all_of({sub}, sub.ptr, "not", name, depth, exact);
     if (s.contains("enum") || s.contains("const")) return visit_enum(sub, name, exact);
     return visit_types(sub, name, depth, exact);
   }
@@ -1287,7 +1395,8 @@ class Converter {
   }
   // An anyOf/oneOf with siblings: a conjunction to distribute.
   bool is_compound(const Sub& sub, size_t depth) {
-    return ((has(sub, "anyOf") || has(sub, "oneOf")) && !plain_any_of(sub, depth)) || has(sub, "not");
+    return ((has(sub, "anyOf") || has(sub, "oneOf")) && !plain_any_of(sub, depth)) ||
+           (has(sub, "not") && !has_string_not(sub));
   }
 
   // Whether a "type" beside anyOf/oneOf `key` constrains nothing: every
@@ -1322,12 +1431,14 @@ class Converter {
     for (size_t i = 0; i < alts.size(); ++i) {
       if (alts[i].is_boolean() && !alts[i].get<bool>()) continue;  // accepts nothing: adds nothing
       const Sub alt{&alts[i], pointer_child(pointer_child(sub.ptr, key), i)};
-      const auto rule = attempt([&] {
-        if (guards[i].empty()) return visit(alt, alternative_name(name, i), depth + 1, false);
-        std::vector<Sub> parts{alt};
-        parts.insert(parts.end(), guards[i].begin(), guards[i].end());
-        return visit_all_of(parts, alt.ptr, "oneOf", alternative_name(name, i), depth + 1, false);
-      });
+      const auto rule = attempt(
+          [&] {
+            if (guards[i].empty()) return visit(alt, alternative_name(name, i), depth + 1, false);
+            std::vector<Sub> parts{alt};
+            parts.insert(parts.end(), guards[i].begin(), guards[i].end());
+            return visit_all_of(parts, alt.ptr, "oneOf", alternative_name(name, i), depth + 1, false);
+          },
+          by_string_guard(guards[i]));
       if (rule && std::find(rules.begin(), rules.end(), *rule) == rules.end()) rules.push_back(*rule);
     }
     if (rules.empty()) fail_empty(key, sub.ptr, "no alternative accepts a value");
@@ -1372,8 +1483,23 @@ class Converter {
       const unsigned mask = type_mask(s["type"], sub.ptr);
       std::erase_if(values, [&](const Json* v) { return !(json_type(*v) & mask); });
     }
+    if (has_string_not(sub)) {
+      // Strings none of the patterns matches in either dialect (their wide
+      // readings); values of other types satisfy the patterns, so fail it.
+      const std::vector<std::string> excluded = *excluded_patterns(s["not"]);
+      for (const std::string& x : excluded) {
+        std::optional<schema::PatternDfa> dfa;
+        try {
+          dfa = schema::pattern_dfa(x, limits_.max_nesting, limits_.max_repetition, automata_,
+                                    schema::PatternReading::kWide);
+        } catch (const schema::PatternError& e) {
+          fail_keyword("not", sub.ptr, std::string("of \"pattern\": ") + e.what());
+        }
+        std::erase_if(values, [&](const Json* v) { return !v->is_string() || dfa->matches(v->get<std::string>()); });
+      }
+    }
     for (const std::string& k : own_keys(sub)) {
-      if (k == "type" || k == "enum" || k == "const") continue;
+      if (k == "type" || k == "enum" || k == "const" || (k == "not" && has_string_not(sub))) continue;
       std::optional<schema::PatternDfa> dfa;  // built once for the values
       if (k == "pattern" && std::any_of(values.begin(), values.end(), [](const Json* v) { return v->is_string(); })) {
         if (!s[k].is_string()) fail_keyword(k, sub.ptr, "must be a string");
@@ -1474,6 +1600,10 @@ class Converter {
         if (implied & t) types.push_back(t);
     }
     if (std::find(types.begin(), types.end(), kNumber) != types.end()) std::erase(types, kInteger);
+    if (has_string_not(sub)) {  // every value of another type satisfies the patterns, so fails the `not`
+      std::erase_if(types, [](unsigned t) { return t != kString; });
+      if (types.empty()) fail_empty("not", sub.ptr, "of patterns admits only strings, which \"type\" excludes");
+    }
     if (types.size() == 1) return visit_type(sub, types[0], name, depth, exact);
     std::vector<std::string> rules;
     for (size_t i = 0; i < types.size(); ++i) {
@@ -1738,24 +1868,26 @@ class Converter {
     return v == "date" || v == "time" || v == "date-time" || v == "uuid" || v == "email";
   }
 
-  // The strings of `pattern` of min..max code points as rules, one per state
-  // of schema::pattern_automaton (named pattern-len-N): each state's edges
-  // are a JSON character of the edge's set and the target state's rule, an
-  // accepting state may end there. The same pattern and lengths get the same
-  // rules in one schema. nullopt when no string is left; throws naming
-  // `length_key` when the automaton would be over its states' bound.
-  std::optional<std::string> bounded_pattern(const std::string& pattern, uint64_t min, uint64_t max,
-                                             const char* length_key, const std::string& ptr) {
-    const std::string key = std::to_string(min) + "," + std::to_string(max) + "," + pattern;
-    if (auto it = bounded_patterns_.find(key); it != bounded_patterns_.end()) {
+  // The strings of `lang` (the content of a JSON string: each code point as
+  // a JSON character, escapes included) as rules, one per state of
+  // schema::string_automaton (named pattern-len-N): each state's edges are a
+  // JSON character of the edge's set and the target state's rule, an
+  // accepting state may end there. The same language gets the same rules in
+  // one schema. nullopt when no string is left; throws naming `key` when the
+  // automaton would be over its states' bound.
+  std::optional<std::string> bounded_pattern(const schema::StringLanguage& lang, const char* key,
+                                             const std::string& ptr) {
+    Json id = Json::array({lang.min_len, lang.max_len, lang.patterns, lang.excluded});
+    const std::string cache_key = id.dump();
+    if (auto it = bounded_patterns_.find(cache_key); it != bounded_patterns_.end()) {
       const auto rule = rules_.find(it->second.first);
       if (rule != rules_.end() && rule->second == it->second.second) return it->second.first;
     }
     std::optional<schema::PatternAutomaton> a;
     try {
-      a = schema::pattern_automaton(pattern, limits_.max_nesting, limits_.max_repetition, min, max, automata_);
+      a = schema::string_automaton(lang, limits_.max_nesting, limits_.max_repetition, automata_);
     } catch (const schema::PatternError& e) {
-      fail_keyword(length_key, ptr, std::string("with \"pattern\": ") + e.what());
+      fail_keyword(key, ptr, std::string(key == std::string_view("not") ? "of" : "with") + " \"pattern\": " + e.what());
     }
     if (!a) return std::nullopt;
     std::vector<std::string> names;
@@ -1772,7 +1904,7 @@ class Converter {
       if (st.accepting) body = alts.empty() ? R"("")" : "(" + body + ")?";
       rules_[names[i]] = body;
     }
-    bounded_patterns_[key] = {names[0], rules_[names[0]]};
+    bounded_patterns_[cache_key] = {names[0], rules_[names[0]]};
     return names[0];
   }
 
@@ -1781,6 +1913,7 @@ class Converter {
     const bool lengths = s.contains("minLength") || s.contains("maxLength");
     const char* length_key = s.contains("minLength") ? "minLength" : "maxLength";
     if (s.contains("format") && !s["format"].is_string()) fail_keyword("format", sub.ptr, "must be a string");
+    if (has_string_not(sub)) return visit_string_not(sub, name, exact);
     if (s.contains("pattern")) {
       if (s.contains("format") && is_known_format(s["format"]))
         fail_keyword("format", sub.ptr, "not supported together with \"pattern\"");
@@ -1808,7 +1941,7 @@ class Converter {
           // Where one rewriting of the pattern cannot bound the lengths, the
           // product of its automaton with a count of code points can.
           uses_char = false;
-          within = bounded_pattern(p.get<std::string>(), min, max, length_key, sub.ptr);
+          within = bounded_pattern({{p.get<std::string>()}, {}, min, max}, length_key, sub.ptr);
         } catch (const schema::PatternError& e) {
           fail_keyword(length_key, sub.ptr, std::string("with \"pattern\": ") + e.what());
         }
@@ -1848,7 +1981,7 @@ class Converter {
                              format + "\"");
           }
           const std::optional<std::string> rule =
-              bounded_pattern(kEmailPattern, min, std::min<uint64_t>(max, kEmailMaxLength), length_key, sub.ptr);
+              bounded_pattern({{kEmailPattern}, {}, min, std::min<uint64_t>(max, kEmailMaxLength)}, length_key, sub.ptr);
           if (!rule) fail_empty(length_key, sub.ptr, "no email has such a length");
           return define(name, exact, R"("\"" )" + *rule + R"( "\"")");
         }
@@ -1867,6 +2000,39 @@ class Converter {
     const std::string chars = repetition("char", min, max, "char");
     if (!chars.empty()) add_primitive("char");
     return define(name, exact, chars.empty() ? R"("\"" "\"")" : R"("\"" )" + chars + R"( "\"")");
+  }
+
+  // A string with a `not` of patterns (excluded_patterns): the strings of
+  // the node's pattern (a known format uuid or email as its pattern: the
+  // uuid rule's, kEmailPattern up to kEmailMaxLength code points) and
+  // lengths that none of the excluded patterns matches, through
+  // bounded_pattern (the excluded patterns' complements, exact).
+  std::string visit_string_not(const Sub& sub, const std::string& name, bool exact) {
+    const Json& s = *sub.s;
+    schema::StringLanguage lang;
+    lang.excluded = *excluded_patterns(s["not"]);
+    if (s.contains("minLength")) lang.min_len = count(sub, "minLength");
+    if (s.contains("maxLength")) lang.max_len = count(sub, "maxLength");
+    if (lang.max_len < lang.min_len) fail_empty("minLength", sub.ptr, "greater than maxLength");
+    if (s.contains("pattern")) {
+      if (!s["pattern"].is_string()) fail_keyword("pattern", sub.ptr, "must be a string");
+      lang.patterns.push_back(s["pattern"].get<std::string>());
+    }
+    if (s.contains("format") && is_known_format(s["format"])) {
+      const std::string& format = s["format"].get_ref<const std::string&>();
+      if (!lang.patterns.empty()) fail_keyword("format", sub.ptr, "not supported together with \"pattern\"");
+      if (format == "uuid") {
+        lang.patterns.push_back(kUuidPattern);
+      } else if (format == "email") {
+        lang.patterns.push_back(kEmailPattern);
+        lang.max_len = std::min<uint64_t>(lang.max_len, kEmailMaxLength);
+      } else {
+        fail_keyword("not", sub.ptr, "of \"pattern\" beside \"format\" \"" + format + "\" is not supported");
+      }
+    }
+    const std::optional<std::string> rule = bounded_pattern(lang, "not", sub.ptr);
+    if (!rule) fail_empty("not", sub.ptr, "no string the keywords beside it allow is left");
+    return define(name, exact, R"("\"" )" + *rule + R"( "\"")");
   }
 
   // items, prefixItems (or the older items array), minItems, maxItems. As in
@@ -2464,8 +2630,8 @@ class Converter {
           branch[i] = self;
           branch.push_back({&alts[a], pointer_child(pointer_child(unique[i].ptr, key), a)});
           branch.insert(branch.end(), guards[a].begin(), guards[a].end());
-          const auto rule =
-              attempt([&] { return visit_all_of(branch, ptr, why, alternative_name(name, a), depth + 1, false); });
+          const auto rule = attempt([&] { return visit_all_of(branch, ptr, why, alternative_name(name, a), depth + 1, false); },
+                                    by_string_guard(guards[a]));
           if (rule && std::find(rules.begin(), rules.end(), *rule) == rules.end()) rules.push_back(*rule);
         }
         if (rules.empty()) fail_empty(key, unique[i].ptr, "no alternative accepts a value");
@@ -2563,19 +2729,24 @@ class Converter {
       flatten({sub.s, sub.ptr, sub.skip | kSkipDependencies}, out, depth, through_refs, expanding);
       return;
     }
-    if (has(sub, "not") && !excluded_values(s["not"])) {
+    if (has(sub, "not") && !excluded_values(s["not"]) && !excluded_patterns(s["not"])) {
       // not S, other than of enum/const: a sound subset, the values of
       // negations(S) (each fails S), beside the node's other keywords.
       // Those of types the node's other keywords exclude are left out: where
       // none is left, `not` is what cannot be written.
+      // (Strings told apart by a pattern or value only where no other
+      // negation is left: see negations.)
       std::vector<Json> ns;
-      negations({&s["not"], pointer_child(sub.ptr, "not")}, ns, kNegationLevels, depth + 1);
       std::set<std::string> open;
       const unsigned types = value_types({sub.s, sub.ptr, sub.skip | kSkipNot}, depth + 1, open, false);
-      std::erase_if(ns, [&](const Json& n) {
-        std::set<std::string> seen;
-        return !(value_types({&n, sub.ptr}, depth + 1, seen, false) & types);
-      });
+      for (const bool strings : {false, true}) {
+        negations({&s["not"], pointer_child(sub.ptr, "not")}, ns, kNegationLevels, depth + 1, strings);
+        std::erase_if(ns, [&](const Json& n) {
+          std::set<std::string> seen;
+          return !(value_types({&n, sub.ptr}, depth + 1, seen, false) & types);
+        });
+        if (!ns.empty()) break;
+      }
       if (ns.empty()) throw Error(Errc::invalid_argument, "json_schema: unsupported keyword \"not\" at " + where(sub.ptr));
       synthetic_.push_back(ns.size() == 1 ? std::move(ns[0]) : Json{{"anyOf", std::move(ns)}});
       flatten({&synthetic_.back(), sub.ptr}, out, depth + 1, through_refs, expanding);
@@ -2768,7 +2939,8 @@ class Converter {
 
   static bool scalar_keys(const Sub& sub) {
     return keys_within(sub, {"type", "enum", "const", "pattern", "minLength", "maxLength", "format", "minimum", "maximum",
-                             "exclusiveMinimum", "exclusiveMaximum", "multipleOf"});
+                             "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "not"}) &&
+           (!has(sub, "not") || has_string_not(sub));
   }
 
   // Strings, numbers and enums merged (a $ref to a string beside maxLength,
@@ -2777,13 +2949,15 @@ class Converter {
   // in every enum/const, the largest minLength and lower bound, the smallest
   // maxLength and upper bound, the one pattern, known format and multipleOf
   // (two different ones throw naming the keyword: their conjunction is not
-  // written); formats the converter does not know are annotations.
+  // written), every `not` of patterns (one `not` of all their patterns);
+  // formats the converter does not know are annotations.
   Sub merge_scalars(const std::vector<Sub>& parts, const std::string& ptr, std::string_view why, unsigned types) {
     Json merged = Json::object();
     std::optional<std::vector<Json>> values;
     const Json *lo = nullptr, *hi = nullptr, *min_len = nullptr, *max_len = nullptr;
     bool lo_ex = false, hi_ex = false;
     std::map<std::string, const Json*> single;  // pattern, format, multipleOf: one value each
+    Json excluded = Json::array();              // the `not`s' patterns
     auto number = [](const Json& v, const char* k, const std::string& at) -> long double {
       if (!v.is_number()) fail_keyword(k, at, "must be a number");
       return v.get<long double>();
@@ -2819,6 +2993,10 @@ class Converter {
         min_len = &s["minLength"];
       if (s.contains("maxLength") && (!max_len || number(s["maxLength"], "maxLength", p.ptr) < max_len->get<long double>()))
         max_len = &s["maxLength"];
+      if (const auto ex = has(p, "not") ? excluded_patterns(s["not"]) : std::nullopt)
+        for (const std::string& x : *ex)
+          if (Json e{{"pattern", x}}; std::find(excluded.begin(), excluded.end(), e) == excluded.end())
+            excluded.push_back(std::move(e));
       for (const char* k : {"pattern", "format", "multipleOf"}) {
         if (!s.contains(k) || (k[0] == 'f' && !is_known_format(s[k]))) continue;
         const Json*& one = single[k];
@@ -2844,6 +3022,7 @@ class Converter {
     if (min_len) merged["minLength"] = *min_len;
     if (max_len) merged["maxLength"] = *max_len;
     for (const auto& [k, v] : single) merged[k] = *v;
+    if (!excluded.empty()) merged["not"] = excluded.size() == 1 ? excluded[0] : Json{{"anyOf", std::move(excluded)}};
     synthetic_.push_back(std::move(merged));
     return {&synthetic_.back(), ptr};
   }
@@ -3001,6 +3180,7 @@ class Converter {
   mutable schema::AutomatonBudget automata_;  // (spent by const proofs too)
   // bounded_pattern's rules: "min,max,pattern" -> its first rule's name and body
   std::map<std::string, std::pair<std::string, std::string>> bounded_patterns_;
+  std::set<const Json*> string_guards_;  // negation_guard's guards of string negations
   std::vector<std::string> added_refs_;           // ref_rules_ keys in the order made
   std::deque<Json> synthetic_;                    // schemas made for allOf (stable addresses)
   size_t struct_depth_ = 0;                       // objects and arrays entered

@@ -680,11 +680,17 @@ CodepointSet class_escape(uint32_t c, bool wide) {
   }
 }
 
-// `.` without the s flag: anything but a LineTerminator.
+// `.` without the s flag: anything but a LineTerminator (ECMA-262's; Python's
+// is anything but '\n', wide_dot_set).
 CodepointSet dot_set() {
   CodepointSet s(0x0A, 0x0A);
   s.add(0x0D, 0x0D);
   s.add(0x2028, 0x2029);
+  return s.complement();
+}
+
+CodepointSet wide_dot_set() {
+  CodepointSet s(0x0A, 0x0A);
   return s.complement();
 }
 
@@ -711,8 +717,10 @@ class PatternParser {
     bool anchored_end = false;
   };
 
-  PatternParser(std::string_view pattern, size_t max_nesting, size_t max_repetition)
-      : max_nesting_(max_nesting), max_repetition_(max_repetition) {
+  // wide: the wide reading (PatternReading::kWide): every set its wide one
+  // (class escapes, `.`) and a '$' followed by what cannot be empty refused.
+  PatternParser(std::string_view pattern, size_t max_nesting, size_t max_repetition, bool wide = false)
+      : max_nesting_(max_nesting), max_repetition_(max_repetition), wide_(wide) {
     for (size_t pos = 0; pos < pattern.size();) p_.push_back(next_codepoint(pattern, pos));
   }
 
@@ -721,7 +729,7 @@ class PatternParser {
   std::vector<Branch> parse() {
     std::vector<Branch> branches;
     do {
-      for (Variant& v : variants(parse_sequence(0))) {
+      for (Variant& v : variants(parse_sequence(0), wide_)) {
         branches.push_back({list_node(Re::kSeq, std::move(v.items)), v.start, v.end});
       }
     } while (eat('|'));
@@ -812,7 +820,10 @@ class PatternParser {
   static bool all_nullable(const std::vector<Re>& items) {
     return std::all_of(items.begin(), items.end(), [](const Re& k) { return nullable(k); });
   }
-  static std::vector<Variant> variants(Re re) {
+  // wide: what follows a '$' and cannot be empty throws instead of killing
+  // the variant (Python's '$' also matches before a final '\n', which it
+  // could match).
+  static std::vector<Variant> variants(Re re, bool wide) {
     if (!has_anchor(re)) {
       Variant v;
       v.items.push_back(std::move(re));
@@ -827,13 +838,13 @@ class PatternParser {
       case Re::kAlt: {
         std::vector<Variant> all;
         for (Re& k : re.kids)
-          for (Variant& v : variants(std::move(k))) all.push_back(std::move(v));
+          for (Variant& v : variants(std::move(k), wide)) all.push_back(std::move(v));
         return merged(std::move(all));
       }
       case Re::kSeq: {
         std::vector<Variant> acc(1);
         for (Re& k : re.kids) {
-          const std::vector<Variant> next = variants(std::move(k));
+          const std::vector<Variant> next = variants(std::move(k), wide);
           std::vector<Variant> out;
           for (const Variant& a : acc)
             for (const Variant& v : next) {
@@ -843,7 +854,10 @@ class PatternParser {
                 c.items.clear();
               }
               if (a.end) {  // after it: only ""
-                if (!all_nullable(v.items)) continue;
+                if (!all_nullable(v.items)) {
+                  if (wide) throw PatternError("a '$' followed by what cannot match \"\" is not supported here");
+                  continue;
+                }
               } else {
                 c.items.insert(c.items.end(), v.items.begin(), v.items.end());
               }
@@ -856,7 +870,7 @@ class PatternParser {
       case Re::kRepeat: {  // x{0}, x?, x{1}, x* or x+ (parse_quantifier refuses others)
         if (re.max == 0) return {Variant{}};
         const uint32_t min = re.min, max = re.max;
-        std::vector<Variant> body = variants(std::move(re.kids[0]));
+        std::vector<Variant> body = variants(std::move(re.kids[0]), wide);
         std::vector<Variant> out;
         if (max == 1) {
           out = std::move(body);
@@ -927,8 +941,8 @@ class PatternParser {
         if (set.empty()) fail("a character class that matches no character");
         return chars_node(std::move(set));
       }
-      case '.': ++i_; return chars_node(dot_set());
-      case '\\': return chars_node(parse_escape(false));
+      case '.': ++i_; return chars_node(wide_ ? wide_dot_set() : dot_set());
+      case '\\': return chars_node(parse_escape(false, wide_));
       case '*':
       case '+':
       case '?':
@@ -1009,7 +1023,7 @@ class PatternParser {
   }
 
   CodepointSet class_atom(bool negated) {
-    if (peek('\\')) return parse_escape(true, negated);
+    if (peek('\\')) return parse_escape(true, negated != wide_);
     const uint32_t c = p_[i_++];
     return CodepointSet(c, c);
   }
@@ -1026,7 +1040,7 @@ class PatternParser {
   }
 
   // i_ is at the backslash. wide: a class escape's wide set (in a negated
-  // class, class_escape).
+  // class of the narrow reading, or outside one of the wide: class_escape).
   CodepointSet parse_escape(bool in_class, bool wide = false) {
     ++i_;
     if (i_ >= p_.size()) fail("'\\' at the end of the pattern");
@@ -1074,6 +1088,7 @@ class PatternParser {
   size_t i_ = 0;
   size_t max_nesting_;
   size_t max_repetition_;
+  bool wide_;
 };
 
 // --- rewriting repetitions of what can match the empty string ---------------
@@ -1519,6 +1534,27 @@ std::optional<std::string> pattern_to_gbnf(std::string_view pattern, std::string
   return translate(pattern, char_rule, max_nesting, max_repetition, uses_char_rule, min_len, max_len);
 }
 
+std::string literal_pattern(const std::vector<std::string>& values) {
+  std::string out = "^(?:";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) out += '|';
+    for (size_t pos = 0; pos < values[i].size();) {
+      const uint32_t cp = next_codepoint(values[i], pos);
+      const bool alnum = (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z');
+      if (cp < 0x20 || cp == 0x7F) {
+        out += "\\u";
+        append_hex(out, cp, 4, true);
+      } else if (cp < 0x7F && !alnum) {
+        out += '\\';
+        out += static_cast<char>(cp);
+      } else {
+        append_utf8(out, cp);
+      }
+    }
+  }
+  return out + ")$";
+}
+
 // ---------------------------------------------------------------------------
 // pattern automata
 
@@ -1635,9 +1671,10 @@ void spend(AutomatonBudget& budget, size_t n) {
 }  // namespace
 
 PatternDfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_repetition,
-                       AutomatonBudget& budget) {
+                       AutomatonBudget& budget, PatternReading reading) {
   const size_t max_states = budget.max_states;
-  PatternParser parser(pattern, max_nesting, max_repetition);
+  const bool wide = reading == PatternReading::kWide;
+  PatternParser parser(pattern, max_nesting, max_repetition, wide);
   std::vector<PatternParser::Branch> branches = parser.parse();
   Nfa nfa{{}, {}, max_states};
   const uint32_t start = nfa.add();
@@ -1652,6 +1689,10 @@ PatternDfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_
       nfa.epsilon(e, tail);
       nfa.edge(tail, any, tail);
       e = tail;
+    } else if (wide) {  // Python's '$' also matches before a final '\n'
+      const uint32_t newline = nfa.add();
+      nfa.edge(e, CodepointSet('\n', '\n'), newline);
+      nfa.accepting[newline] = true;
     }
     nfa.accepting[e] = true;
   }
@@ -1801,42 +1842,97 @@ bool PatternDfa::matches(std::string_view utf8) const {
   return q >= 0 && accepting[static_cast<size_t>(q)];
 }
 
-std::optional<PatternAutomaton> pattern_automaton(std::string_view pattern, size_t max_nesting,
-                                                  size_t max_repetition, uint64_t min_len, uint64_t max_len,
+namespace {
+
+// string_automaton, the patterns of `lang` read as `reading` says (the
+// excluded ones always kWide).
+std::optional<PatternAutomaton> product_automaton(const StringLanguage& lang, PatternReading reading,
+                                                  size_t max_nesting, size_t max_repetition,
                                                   AutomatonBudget& budget) {
-  const PatternDfa dfa = pattern_dfa(pattern, max_nesting, max_repetition, budget);
-  if (dfa.next.empty()) return std::nullopt;
+  // The factors: each pattern's DFA, and each excluded one's, flipped.
+  struct Factor {
+    PatternDfa dfa;
+    bool flipped = false;
+    std::vector<int32_t> atom_of;  // the factor's atom of each common atom, -1: none
+  };
+  std::vector<Factor> factors;
+  for (const std::string& p : lang.patterns) {
+    factors.push_back({pattern_dfa(p, max_nesting, max_repetition, budget, reading), false, {}});
+    if (factors.back().dfa.next.empty()) return std::nullopt;
+  }
+  for (const std::string& p : lang.excluded)
+    factors.push_back({pattern_dfa(p, max_nesting, max_repetition, budget, PatternReading::kWide), true, {}});
   const size_t max_states = budget.max_states;
-  // The product's states (q, n): n code points read, up to max_len, or up to
-  // min_len and staying there when max_len is unbounded.
-  const bool bounded = max_len != UINT64_MAX;
-  const uint64_t cap = bounded ? max_len : min_len;
+
+  // The common atoms: the scalar values split by every factor's atoms.
+  std::vector<CodepointSet> atoms{scalar_values()};
+  for (const Factor& f : factors) {
+    for (const CodepointSet& a : f.dfa.atoms) {
+      spend(budget, atoms.size() + 1);
+      std::vector<CodepointSet> refined;
+      for (const CodepointSet& c : atoms) {
+        CodepointSet in = c.intersect(a), out = c.minus(a);
+        if (!in.empty()) refined.push_back(std::move(in));
+        if (!out.empty()) refined.push_back(std::move(out));
+      }
+      atoms = std::move(refined);
+      if (atoms.size() > max_states) Nfa::too_many("character class", max_states);
+    }
+  }
+  for (Factor& f : factors) {
+    f.atom_of.assign(atoms.size(), -1);
+    for (size_t c = 0; c < atoms.size(); ++c)
+      for (size_t a = 0; a < f.dfa.atoms.size(); ++a)
+        if (f.dfa.atoms[a].contains(atoms[c].ranges()[0].first)) f.atom_of[c] = static_cast<int32_t>(a);
+  }
+
+  // The product's states: each factor's state (-1: a flipped factor's dead
+  // state, which accepts every continuation) and n code points read, up to
+  // max_len, or up to min_len and staying there when max_len is unbounded.
+  const bool bounded = lang.max_len != UINT64_MAX;
+  const uint64_t cap = bounded ? lang.max_len : lang.min_len;
   auto after = [&](uint64_t n) { return bounded ? n + 1 : std::min(n + 1, cap); };
-  std::map<std::pair<int32_t, uint64_t>, size_t> ids;
-  std::vector<std::pair<int32_t, uint64_t>> states{{0, 0}};
+  using Key = std::pair<std::vector<int32_t>, uint64_t>;
+  Key first{{}, 0};
+  for (const Factor& f : factors) first.first.push_back(f.dfa.next.empty() ? -1 : 0);
+  std::map<Key, size_t> ids;
+  std::vector<Key> states{first};
   ids[states[0]] = 0;
-  std::vector<std::vector<std::pair<size_t, size_t>>> moves;  // (atom, target)
+  std::vector<std::vector<std::pair<size_t, size_t>>> moves;  // (common atom, target)
   for (size_t i = 0; i < states.size(); ++i) {
-    spend(budget, dfa.atoms.size() + 1);
-    const auto [q, n] = states[i];
+    spend(budget, atoms.size() * (factors.size() + 1) + 1);
+    const uint64_t n = states[i].second;
     std::vector<std::pair<size_t, size_t>> row;
     if (!bounded || n < cap) {
-      for (size_t a = 0; a < dfa.atoms.size(); ++a) {
-        const int32_t t = dfa.next[static_cast<size_t>(q)][a];
-        if (t < 0) continue;
-        const std::pair<int32_t, uint64_t> key{t, after(n)};
+      for (size_t c = 0; c < atoms.size(); ++c) {
+        Key key{{}, after(n)};
+        bool dead = false;
+        for (size_t k = 0; k < factors.size() && !dead; ++k) {
+          const Factor& f = factors[k];
+          const int32_t q = states[i].first[k], a = f.atom_of[c];
+          const int32_t t = q < 0 || a < 0 ? -1 : f.dfa.next[static_cast<size_t>(q)][static_cast<size_t>(a)];
+          dead = t < 0 && !f.flipped;
+          key.first.push_back(t);
+        }
+        if (dead) continue;
         auto [it, added] = ids.emplace(key, states.size());
         if (added) {
           if (states.size() >= max_states) Nfa::too_many("automaton", max_states);
-          states.push_back(key);
+          states.push_back(std::move(key));
         }
-        row.emplace_back(a, it->second);
+        row.emplace_back(c, it->second);
       }
     }
     moves.push_back(std::move(row));
   }
   auto accepts = [&](size_t i) {
-    return dfa.accepting[static_cast<size_t>(states[i].first)] && states[i].second >= min_len;
+    if (states[i].second < lang.min_len) return false;
+    for (size_t k = 0; k < factors.size(); ++k) {
+      const int32_t q = states[i].first[k];
+      const bool in = q >= 0 && factors[k].dfa.accepting[static_cast<size_t>(q)];
+      if (in == factors[k].flipped) return false;
+    }
+    return true;
   };
   std::vector<std::vector<size_t>> edges(states.size());
   std::vector<bool> final(states.size());
@@ -1855,20 +1951,38 @@ std::optional<PatternAutomaton> pattern_automaton(std::string_view pattern, size
   for (size_t i = 0; i < states.size(); ++i) {
     if (!live[i]) continue;
     PatternAutomaton::State& st = out.states[index[i]];
-    st.accepting = accepts(i);
+    st.accepting = final[i];
     std::map<size_t, CodepointSet> by_target;
-    for (const auto& [a, t] : moves[i])
-      if (live[t]) by_target[index[t]].add(dfa.atoms[a]);
+    for (const auto& [c, t] : moves[i])
+      if (live[t]) by_target[index[t]].add(atoms[c]);
     for (auto& [t, chars] : by_target) st.edges.push_back({std::move(chars), t});
   }
   return out;
 }
 
-bool patterns_disjoint(std::string_view a, std::string_view b, uint64_t min_len, uint64_t max_len,
-                       size_t max_nesting, size_t max_repetition, AutomatonBudget& budget) {
-  const auto x = pattern_automaton(a, max_nesting, max_repetition, min_len, max_len, budget);
+}  // namespace
+
+std::optional<PatternAutomaton> string_automaton(const StringLanguage& lang, size_t max_nesting,
+                                                 size_t max_repetition, AutomatonBudget& budget) {
+  return product_automaton(lang, PatternReading::kNarrow, max_nesting, max_repetition, budget);
+}
+
+std::optional<PatternAutomaton> pattern_automaton(std::string_view pattern, size_t max_nesting,
+                                                  size_t max_repetition, uint64_t min_len, uint64_t max_len,
+                                                  AutomatonBudget& budget) {
+  return string_automaton({{std::string(pattern)}, {}, min_len, max_len}, max_nesting, max_repetition, budget);
+}
+
+namespace {
+
+// Whether no string of the lengths is in a's language read as `ra` and in
+// b's read as `rb` (patterns_disjoint).
+bool readings_disjoint(std::string_view a, PatternReading ra, std::string_view b, PatternReading rb,
+                       uint64_t min_len, uint64_t max_len, size_t max_nesting, size_t max_repetition,
+                       AutomatonBudget& budget) {
+  const auto x = product_automaton({{std::string(a)}, {}, min_len, max_len}, ra, max_nesting, max_repetition, budget);
   if (!x) return true;
-  const auto y = pattern_automaton(b, max_nesting, max_repetition, min_len, max_len, budget);
+  const auto y = product_automaton({{std::string(b)}, {}, min_len, max_len}, rb, max_nesting, max_repetition, budget);
   const size_t max_states = budget.max_states;
   if (!y) return true;
   std::set<std::pair<size_t, size_t>> seen{{0, 0}};
@@ -1887,6 +2001,21 @@ bool patterns_disjoint(std::string_view a, std::string_view b, uint64_t min_len,
     }
   }
   return true;
+}
+
+}  // namespace
+
+bool patterns_disjoint(std::string_view a, std::string_view b, uint64_t min_len, uint64_t max_len,
+                       size_t max_nesting, size_t max_repetition, AutomatonBudget& budget) {
+  constexpr PatternReading kNarrow = PatternReading::kNarrow, kWide = PatternReading::kWide;
+  try {
+    return readings_disjoint(a, kNarrow, b, kWide, min_len, max_len, max_nesting, max_repetition, budget) &&
+           readings_disjoint(a, kWide, b, kNarrow, min_len, max_len, max_nesting, max_repetition, budget);
+  } catch (const PatternError&) {
+    // The narrow readings were taken (so the patterns are ones the converter
+    // writes): the wide one's '$' or the budget; not proven.
+    return false;
+  }
 }
 
 

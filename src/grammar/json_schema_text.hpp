@@ -152,6 +152,13 @@ std::optional<std::string> pattern_to_gbnf(std::string_view pattern, std::string
                                            size_t max_repetition, bool& uses_char_rule, uint64_t min_len,
                                            uint64_t max_len);
 
+// A pattern (as pattern_to_gbnf reads it) whose matches are exactly the
+// strings of `values` (UTF-8), anchored at both ends: ^(?:v1|v2|...)$ with
+// ASCII punctuation and space escaped by a backslash, controls and U+007F
+// as \uHHHH, the rest itself. (Its wide reading also matches each value
+// followed by '\n'.) For `not` of a string enum as an excluded pattern.
+std::string literal_pattern(const std::vector<std::string>& values);
+
 // What building pattern automata may take: states per automaton, and steps
 // (an atom or a state visited) over every automaton built with the one
 // budget (a schema's conversion has one: a bound on hostile schemas as a
@@ -177,25 +184,54 @@ struct PatternAutomaton {
   std::vector<State> states;
 };
 
-// The strings `pattern` matches (read as pattern_to_gbnf reads it, unanchored
-// ends taking any Unicode scalar values) of min_len to max_len code points
-// (max_len UINT64_MAX: no bound), as the product of the pattern's minimal
-// DFA (Thompson NFA, subset construction over the classes' common atoms,
-// Moore's minimization) with a count of the code points read (saturating at
-// min_len when max_len is unbounded). Exact for any pattern pattern_to_gbnf
-// takes; nullopt when no string is left. Throws PatternError as
-// pattern_dfa does, and when the product would need more than the budget's
-// states or steps.
+// How a pattern is read where ECMA-262 and Python's re part. kNarrow: the
+// strings both dialects match (what pattern_to_gbnf writes: each class
+// escape its narrow set, `.` ECMA-262's). kWide: every string either
+// dialect matches, and maybe more (each class escape its wide set, `.`
+// anything but '\n', and a '$' at the end also before a final '\n', as
+// Python's is), so a string outside it matches in neither: what a pattern's
+// complement is built from. The wide reading throws PatternError for a '$'
+// followed by what cannot match "".
+enum class PatternReading { kNarrow, kWide };
+
+// A set of strings, as JSON Schema's string keywords make it: those of
+// min_len to max_len code points (max_len UINT64_MAX: no bound) that every
+// pattern of `patterns` matches (kNarrow) and no pattern of `excluded`
+// matches (kWide: neither dialect finds a match, so `not {"pattern": P}` is
+// exact for what is written). Patterns are searched (unanchored ends take any
+// scalar value).
+struct StringLanguage {
+  std::vector<std::string> patterns;
+  std::vector<std::string> excluded;
+  uint64_t min_len = 0;
+  uint64_t max_len = UINT64_MAX;
+};
+
+// The strings of `lang` (scalar values only: never a surrogate), as the
+// product of the patterns' minimal DFAs (Thompson NFA, subset construction
+// over the classes' common atoms, Moore's minimization), the excluded
+// patterns' DFAs with their accepting states flipped (and a missing
+// transition, the dead state, made an accepting sink) and a count of the
+// code points read (saturating at min_len when max_len is unbounded), over
+// the common refinement of their atoms and of the scalar values; states that
+// cannot reach an accepting one dropped. Exact for any patterns
+// pattern_to_gbnf takes; nullopt when no string is left. Throws PatternError
+// as pattern_dfa does, and when the product would need more than the
+// budget's states or steps.
+std::optional<PatternAutomaton> string_automaton(const StringLanguage& lang, size_t max_nesting,
+                                                 size_t max_repetition, AutomatonBudget& budget);
+// string_automaton of the one pattern and lengths.
 std::optional<PatternAutomaton> pattern_automaton(std::string_view pattern, size_t max_nesting,
                                                   size_t max_repetition, uint64_t min_len, uint64_t max_len,
                                                   AutomatonBudget& budget);
 
-// Whether no string of min_len to max_len code points is in the languages
-// of both patterns (as pattern_automaton reads them; "" for no pattern: an
-// unanchored empty pattern matches every string): a search of the product of
-// their automata for a pair of accepting states. False (not proven) where the
-// pairs visited would be more than the budget's states; throws as
-// pattern_automaton.
+// Whether no string of min_len to max_len code points that one pattern
+// matches (kNarrow: what the grammar writes) is matched by the other in
+// either dialect (kWide), both ways ("" for no pattern: an unanchored empty
+// pattern matches every string): a search of the products of their automata
+// for a pair of accepting states. False (not proven) where the pairs visited
+// would be more than the budget's states, or the wide reading throws; throws
+// as pattern_automaton.
 bool patterns_disjoint(std::string_view a, std::string_view b, uint64_t min_len, uint64_t max_len,
                        size_t max_nesting, size_t max_repetition, AutomatonBudget& budget);
 
@@ -215,10 +251,11 @@ struct PatternDfa {
   bool matches(std::string_view utf8) const;
 };
 
-// Throws PatternError as pattern_to_gbnf does for the pattern itself, and
-// when the NFA or the DFA would need more than the budget's states, or the
-// budget's steps run out.
+// Throws PatternError as pattern_to_gbnf does for the pattern itself (and
+// the wide reading's '$'), and when the NFA or the DFA would need more than
+// the budget's states, or the budget's steps run out. matches() of a kWide
+// DFA is false only where neither dialect matches.
 PatternDfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_repetition,
-                       AutomatonBudget& budget);
+                       AutomatonBudget& budget, PatternReading reading = PatternReading::kNarrow);
 
 }  // namespace synapse::grammar::schema

@@ -704,7 +704,15 @@ TEST(JsonSchemaToGbnf, OneOfOnlyWhereExclusive) {
                          {"type": "string", "maxLength": 0}, {"type": "string", "pattern": "^a", "enum": ["ab", "b"]}]})",
            // Not exclusive ({} matches both) but guarded: each branch requires its own property.
            R"({"type": "object", "oneOf": [{"additionalProperties": false, "properties": {"next": {"type": "string"}}},
-                                           {"additionalProperties": false, "properties": {"prev": {"type": "string"}}}]})"}) {
+                                           {"additionalProperties": false, "properties": {"prev": {"type": "string"}}}]})",
+           // Not exclusive but guarded by a pattern's complement: each
+           // branch's strings fail the other's pattern (or value).
+           R"({"oneOf": [{"type": "string", "pattern": "^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$"},
+                         {"type": "string", "pattern": "^[0-9A-F]{8}-([0-9A-F]{4}-){3}[0-9A-F]{12}$"}]})",
+           R"({"oneOf": [{"type": "string", "pattern": "customer"}, {"type": "string", "pattern": "maker"}]})",
+           R"({"oneOf": [{"type": "string", "pattern": "^a"}, {"enum": ["b", "ab"]}]})",
+           R"({"oneOf": [{"enum": ["linux"]}, {"type": "string"}]})",
+           R"({"oneOf": [{"pattern": "customer"}, {"pattern": "maker"}]})"}) {
     EXPECT_NO_THROW(convert(ok)) << ok;
   }
   // Not provably exclusive: refused, naming oneOf and the two alternatives.
@@ -716,17 +724,10 @@ TEST(JsonSchemaToGbnf, OneOfOnlyWhereExclusive) {
             "schemas)");
   for (const char* bad : {
            R"({"oneOf": [{"const": 1}, {"enum": [2, 1.0]}]})",
-           // Strings: "00000000-0000-0000-0000-000000000000" matches both
-           // cases; "customermaker" both unanchored words; "ab" both lengths.
-           R"({"oneOf": [{"type": "string", "pattern": "^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$"},
-                         {"type": "string", "pattern": "^[0-9A-F]{8}-([0-9A-F]{4}-){3}[0-9A-F]{12}$"}]})",
-           R"({"oneOf": [{"type": "string", "pattern": "customer"}, {"type": "string", "pattern": "maker"}]})",
-           R"({"oneOf": [{"type": "string", "pattern": "^a"}, {"enum": ["b", "ab"]}]})",
-           // No negation of either side within the other's types: a pattern,
-           // a format, an enum beside its own type, integers beside numbers.
-           R"({"oneOf": [{"enum": ["linux"]}, {"type": "string"}]})",
-           R"({"oneOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "date-time"}]})",
-           R"({"oneOf": [{"pattern": "customer"}, {"pattern": "maker"}]})"}) {
+           // No negation of either side within the other's types: a format
+           // (an annotation to validators by default: every string is valid
+           // against both), integers beside numbers.
+           R"({"oneOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "date-time"}]})"}) {
     EXPECT_NE(error_of(bad).find(overlap), std::string::npos) << bad;
   }
   // Negations that leave neither branch anything: no value is valid.
@@ -941,7 +942,11 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
       {R"({"type": "object", "required": ["A"], "propertyNames": {"pattern": "^[a-z]+$"}})",
        R"(json_schema: keyword "propertyNames" at the root: property "A" is required but its name does not )"
        R"(satisfy it)"},
-      {R"({"not": {"pattern": "x"}})", R"(json_schema: unsupported keyword "not" at the root)"},
+      {R"j({"not": {"pattern": "(?=x)"}})j",
+       R"(json_schema: keyword "not" at the root: of "pattern": lookaround assertions are not supported (at character 2))"},
+      {R"({"not": {"pattern": "a$\\n"}})",
+       R"(json_schema: keyword "not" at the root: of "pattern": a '$' followed by what cannot match "" is not )"
+       R"(supported here)"},
       {R"({"type": "number", "not": {"type": "integer"}})", R"(json_schema: unsupported keyword "not" at the root)"},
       {R"({"not": {"anyOf": [{"required": ["a"]}, {"pattern": "x"}]}})",
        R"(json_schema: unsupported keyword "not" at the root)"},
@@ -1311,6 +1316,31 @@ TEST(JsonSchemaToGbnf, PatternLengthsBeyondOneVariablePartAreAnAutomaton) {
   EXPECT_EQ(error_of(hostile, small),
             R"(json_schema: keyword "minLength" at the root: with "pattern": the schema's pattern automata need )"
             R"(more than 16384 steps to build (minLength/maxLength))");
+}
+
+// `not` of patterns: the strings none of them matches, in either dialect
+// (the wide reading's complement: Python's '$' also before a final '\n'), as
+// one rule per state of the product automaton.
+TEST(JsonSchemaToGbnf, NotPatternIsTheComplementAutomaton) {
+  const std::string ch = R"([^\x00-\x1F"\\\x7F\uD800-\uDFFF] | "\\" ["\\bfnrt] | "\\u00" ("0" [0-7bef] | "1" [0-9a-f] | "7f"))";
+  const std::string no_newline =
+      R"([^\x00-\x1F"\\\x7F\uD800-\uDFFF] | "\\" ["\\bfrt] | "\\u00" ("0" [0-7bef] | "1" [0-9a-f] | "7f"))";
+  EXPECT_EQ(convert(R"({"type": "string", "not": {"pattern": "^a$"}})"),
+            grammar({R"(pattern-len-0 ::= ("a" pattern-len-1 | ([^\x00-\x1F"\\a\x7F\uD800-\uDFFF] | "\\" ["\\bfnrt] | )"
+                     R"("\\u00" ("0" [0-7bef] | "1" [0-9a-f] | "7f")) pattern-len-2)?)",
+                     "pattern-len-1 ::= (" + no_newline + R"() pattern-len-2 | "\\n" pattern-len-3)",
+                     "pattern-len-2 ::= ((" + ch + ") pattern-len-2)?", "pattern-len-3 ::= (" + ch + ") pattern-len-2",
+                     R"(root ::= "\"" pattern-len-0 "\"")"}));
+  // Beside a pattern, lengths and another `not`: one product automaton.
+  const std::string g = convert(R"({"type": "string", "pattern": "^[a-z]+$", "maxLength": 8,
+                                    "allOf": [{"not": {"pattern": "plugin"}}, {"not": {"pattern": "^x"}}]})");
+  EXPECT_EQ(check_gbnf(g), "") << g;
+  // Nothing left; a complement over the automata's bound of states.
+  EXPECT_EQ(error_of(R"({"type": "string", "pattern": "^ab", "not": {"pattern": "^a"}})"),
+            R"(json_schema: keyword "not" at the root: no string the keywords beside it allow is left)");
+  EXPECT_EQ(error_of(R"({"type": "string", "not": {"pattern": "^[ab]*a[ab]{12}$"}})"),
+            R"(json_schema: keyword "not" at the root: of "pattern": the lengths of its strings need more than 4096 )"
+            R"(DFA states (minLength/maxLength))");
 }
 
 // enum and const beside keywords of a type: the values those keywords allow,

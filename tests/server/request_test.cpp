@@ -541,7 +541,7 @@ TEST_F(JinjaRequestTest, BadChatFieldsAreNamed) {
          "messages[1].tool_calls", "prefill");
   // A parameters schema the tool-call grammar cannot take is the tool's 400 when a call is required.
   expect({{"tools", {kWeather, {{"type", "function"}, {"function", {{"name", "g"}, {"parameters",
-          {{"type", "object"}, {"properties", {{"x", {{"not", {{"pattern", "a"}}}}}}}}}}}}}},
+          {{"type", "object"}, {"properties", {{"x", {{"not", {{"format", "date"}}}}}}}}}}}}}},
           {"tool_choice", "required"}},
          "tools[1]", "not");
 }

@@ -253,7 +253,7 @@ def test_bad_tools_and_histories_are_400s(srv):
     # A schema the call grammar cannot take: fine while no call is forced,
     # the tool's 400 when one is; never a 500, and later requests are served.
     odd = {"type": "function", "function": {"name": "odd", "parameters": {
-        "type": "object", "properties": {"x": {"not": {"pattern": "a"}}}}}}
+        "type": "object", "properties": {"x": {"not": {"format": "date"}}}}}}
     r = srv.post("/v1/chat/completions", chat(tools=[WEATHER, odd], max_tokens=8, seed=1))
     assert r.status_code == 200, r.text
     expect_400(srv, chat(tools=[WEATHER, odd], tool_choice="required"), "tools[1]", "not")
