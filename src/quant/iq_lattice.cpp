@@ -45,9 +45,10 @@ int grid_value(const LatticeSpec& s, int j, int i) {
 // runs below n, the length of the caller's vectors) and compiled at -O2 in
 // sanitized builds too (CMakeLists.txt), where the checks otherwise stop
 // their vectorization and each process's first IQ quantization spent
-// seconds here. Without sanitizers the attribute changes nothing.
+// seconds here. (gcc does not inline them into an instrumented caller.)
+// Without sanitizers the attribute changes nothing.
 // d2[j] += (c[j] - p)^2 for j < n (a squared distance: at most 784, below).
-__attribute__((no_sanitize("address", "undefined"), noinline))
+__attribute__((no_sanitize("address", "undefined")))
 void add_squared_distances(const int16_t* c, int16_t p, int16_t* d2, size_t n) {
   for (size_t j = 0; j < n; ++j) {
     const auto diff = static_cast<int16_t>(c[j] - p);
@@ -56,7 +57,7 @@ void add_squared_distances(const int16_t* c, int16_t p, int16_t* d2, size_t n) {
 }
 
 // The smallest d[j] (j < n) greater than `below`; INT16_MAX if none.
-__attribute__((no_sanitize("address", "undefined"), noinline))
+__attribute__((no_sanitize("address", "undefined")))
 int16_t smallest_above(const int16_t* d, size_t n, int below) {
   int16_t m = INT16_MAX;
   for (size_t j = 0; j < n; ++j) m = d[j] > below && d[j] < m ? d[j] : m;
