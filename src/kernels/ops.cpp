@@ -254,13 +254,70 @@ void swiglu_oai(const float* gate, const float* up, float* y, int64_t n, float a
   }
 }
 
+namespace {
+
+// e^y - 1 in double for 0 <= y <= 20, relative error a few units in 2^-53:
+// below 0.5 the Taylor series itself (no cancellation), above it
+// 2^k e^r - 1 with r = y - k ln 2 in [-ln2/2, ln2/2] (Cody-Waite: ln 2 split
+// so that k * kLn2Hi is exact for k <= 29) and e^r by its Taylor series to
+// degree 13 (remainder below 2^-57). Plain double operations only, in a fixed
+// order (the build has -ffp-contract=off), so every IEEE-754 machine gives
+// the same bits.
+double expm1_0_20(double y) {
+  constexpr double kInvFact[] = {1.0,
+                                 1.0,
+                                 1.0 / 2,
+                                 1.0 / 6,
+                                 1.0 / 24,
+                                 1.0 / 120,
+                                 1.0 / 720,
+                                 1.0 / 5040,
+                                 1.0 / 40320,
+                                 1.0 / 362880,
+                                 1.0 / 3628800,
+                                 1.0 / 39916800,
+                                 1.0 / 479001600,
+                                 1.0 / 6227020800.0,
+                                 1.0 / 87178291200.0,
+                                 1.0 / 1307674368000.0};
+  if (y < 0.5) {  // y (1 + y/2 + ... + y^14/15!): the next term is below 2^-60 y
+    double p = kInvFact[15];
+    for (int k = 14; k >= 1; --k) p = p * y + kInvFact[k];
+    return p * y;
+  }
+  constexpr double kLn2Hi = 0x1.62e42fefa3800p-1;  // ln 2 to 43 bits: k * kLn2Hi exact
+  constexpr double kLn2Lo = 0x1.ef35793c76730p-45;  // ln 2 - kLn2Hi
+  constexpr double kLog2E = 0x1.71547652b82fep0;
+  const double k = std::nearbyint(y * kLog2E);
+  const double r = (y - k * kLn2Hi) - k * kLn2Lo;
+  double p = kInvFact[13];
+  for (int j = 12; j >= 0; --j) p = p * r + kInvFact[j];
+  return std::ldexp(p, static_cast<int>(k)) - 1.0;  // >= e^0.5 - 1: the subtraction loses under 2 bits
+}
+
+}  // namespace
+
+float tanh_f32(float x) {
+  if (std::isnan(x)) return x;
+  const double a = std::fabs(static_cast<double>(x));
+  // tanh(a) = 1 - 2 / (e^2a + 1) rounds to 1.0f from a = 9.01 on.
+  if (a >= 10.0) return std::copysign(1.0f, x);
+  const double e = expm1_0_20(2.0 * a);
+  return std::copysign(static_cast<float>(e / (e + 2.0)), x);
+}
+
+void softcap(float* x, int64_t n, float cap) {
+  const float inv_cap = 1.0f / cap;
+  for (int64_t i = 0; i < n; ++i) x[i] = tanh_f32(x[i] * inv_cap) * cap;
+}
+
 float gelu(float x) {
   constexpr float kCoefA = 0.044715f;
   constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
   // 1 + A x x as one fma: GCC contracts it so in the reference build's table
   // (ggml_cpu_init, -O3 -march=native), and the table is what ggml reads.
   const float inner = std::fma(kCoefA * x, x, 1.0f);
-  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * inner));
+  return 0.5f * x * (1.0f + tanh_f32(kSqrt2OverPi * x * inner));
 }
 
 void geglu(const float* gate, const float* up, float* y, int64_t n) {

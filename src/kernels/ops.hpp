@@ -111,6 +111,22 @@ void swiglu_rows(const float* gate, const float* up, float* y, int64_t n_rows, i
 // Thread-safe (pure).
 void swiglu_oai(const float* gate, const float* up, float* y, int64_t n, float alpha, float limit);
 
+// tanh(x) for a float, evaluated in double (e^2|x| - 1 by its own series,
+// not libm's) and rounded once to float: within 0.5 ulp plus 2^-45 relative
+// of the exact value, so it is the correctly rounded tanh except where that
+// value lies within 2^-45 of a midpoint between two floats. It replaces
+// libm's tanhf where the bits must not depend on the machine: glibc's tanhf
+// gives different last bits on x86-64 and ARM64 for about 0.3% of arguments,
+// and llama.cpp's ggml_tanh calls tanhf. Odd; NaN gives NaN, |x| >= 10 gives
+// +-1. Thread-safe (pure).
+float tanh_f32(float x);
+
+// In place, x = tanh_f32(x * (1 / cap)) * cap over n floats: Gemma's final
+// logit soft-capping as llama.cpp v0.5.0 builds it (src/models/gemma3.cpp:
+// ggml_scale by 1 / cap, ggml_tanh, ggml_scale by cap), with tanh_f32 for
+// tanhf. cap > 0. Thread-safe (pure).
+void softcap(float* x, int64_t n, float cap);
+
 // GELU, tanh form (Hendrycks & Gimpel 2016), as ggml_gelu_f32 computes it in
 // float: 0.5 x (1 + tanhf(sqrt(2/pi) x (1 + 0.044715 x^2))), with
 // 1 + 0.044715 x x one fma, as the reference build (llama.cpp v0.5.0, GCC

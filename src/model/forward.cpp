@@ -607,9 +607,7 @@ void forward_batch(const Model& m, std::span<model::KvCache* const> seqs, std::s
   kernels::Activations act(s.normed.data(), n_wanted, hp.n_embd, &s.act);
   kernels::matmul(m.output, act, logits.data(), pool);
   if (hp.f_final_logit_softcapping > 0.0f) {
-    // ggml_scale by 1 / cap, ggml_tanh (tanhf), ggml_scale by cap (llama.cpp v0.5.0 src/models/gemma3.cpp).
-    const float cap = hp.f_final_logit_softcapping, inv_cap = 1.0f / cap;
-    for (float& l : logits) l = std::tanh(l * inv_cap) * cap;
+    kernels::softcap(logits.data(), static_cast<int64_t>(logits.size()), hp.f_final_logit_softcapping);
   }
 }
 

@@ -170,6 +170,46 @@ TEST(Swiglu, OaiClampsAndAddsOne) {
   EXPECT_GT(y[5], -1e-30f);           // a very negative gate is not clamped: silu -> 0
 }
 
+// tanh_f32 is the correctly rounded tanh (its error bound leaves out only
+// values within 2^-45 of a midpoint): every 1021st float of [0, 10) against
+// tanhl rounded to float (x86-64's 64-bit and ARM64's 113-bit long double
+// both put the double rounding far below that), odd, and the edges. An
+// exhaustive run over all of [0, 10) found no difference (commit message).
+TEST(TanhF32, CorrectlyRoundedOverASweep) {
+  long n = 0;
+  for (uint32_t u = 0; u < bits(10.0f); u += 1021) {
+    const float x = std::bit_cast<float>(u);
+    const float want = static_cast<float>(std::tanh(static_cast<long double>(x)));
+    ASSERT_EQ(bits(want), bits(tanh_f32(x))) << std::hexfloat << x;
+    ASSERT_EQ(bits(-want), bits(tanh_f32(-x))) << std::hexfloat << x;
+    ++n;
+  }
+  EXPECT_GT(n, 1000000);
+  EXPECT_EQ(bits(tanh_f32(0.0f)), bits(0.0f));
+  EXPECT_EQ(bits(tanh_f32(-0.0f)), bits(-0.0f));
+  EXPECT_EQ(tanh_f32(std::numeric_limits<float>::denorm_min()), std::numeric_limits<float>::denorm_min());
+  EXPECT_EQ(tanh_f32(9.0f), std::nextafter(1.0f, 0.0f));
+  EXPECT_EQ(tanh_f32(10.0f), 1.0f);
+  EXPECT_EQ(tanh_f32(-1e30f), -1.0f);
+  EXPECT_EQ(tanh_f32(std::numeric_limits<float>::infinity()), 1.0f);
+  EXPECT_TRUE(std::isnan(tanh_f32(std::numeric_limits<float>::quiet_NaN())));
+}
+
+// Gemma's soft-capping: tanh_f32(x * (1 / cap)) * cap in place, so |y| <= cap
+// and small logits pass through almost unchanged.
+TEST(TanhF32, Softcap) {
+  std::vector<float> x = {0.0f, 1.0f, -3.5f, 29.0f, 300.0f, -1e6f, 1e-3f};
+  const std::vector<float> in = x;
+  softcap(x.data(), static_cast<int64_t>(x.size()), 30.0f);
+  for (size_t k = 0; k < x.size(); ++k) {
+    EXPECT_EQ(bits(x[k]), bits(tanh_f32(in[k] * (1.0f / 30.0f)) * 30.0f)) << k;
+    EXPECT_LE(std::fabs(x[k]), 30.0f) << k;
+  }
+  EXPECT_EQ(x[4], 30.0f);
+  EXPECT_EQ(x[5], -30.0f);
+  EXPECT_NEAR(x[1], 1.0f, 1e-3f);
+}
+
 // geglu's table against ggml's: every entry ggml_vec_geglu_f32 reads (the F16
 // gates h with -10 < h < 10), recovered from geglu(h, 1) (exact: an F16 value
 // times 1), hashed as scripts/golden/gelu_table_ref.cpp hashes llama.cpp

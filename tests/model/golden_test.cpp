@@ -25,6 +25,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -174,11 +177,28 @@ TEST_P(Golden, LogitsAndGreedyMatch) {
   // kernels/attention.hpp, kernels/ops.hpp), so they are equal bit for bit.
   // Not for MoE models: ggml_mul_mat_id sums expert rows in another order
   // than its dense products, which synapse does not copy (issue 41; the bounds
-  // above hold them).
+  // above hold them). Gemma's final soft-capping takes tanh_f32 (correctly
+  // rounded, the same bits on every machine) where ggml calls glibc's tanhf
+  // (one ulp off for about 5% of arguments, and other bits on ARM64): there
+  // every logit is within 2 ulps of llama.cpp's (one ulp of tanh, scaled by
+  // the cap), and everything before it is bit-identical.
   if (j.value("producer", std::string()).starts_with("llama.cpp v0.5.0") && c.kind == Kind::f32 &&
       m->hp.n_expert == 0) {
-    EXPECT_EQ(std::memcmp(logits.data(), gold.data(), gold.size() * sizeof(float)), 0)
-        << "not bit-identical to llama.cpp v0.5.0's logits";
+    if (m->hp.f_final_logit_softcapping > 0.0f) {
+      int64_t worst_ulps = 0, differ = 0;
+      for (size_t i = 0; i < gold.size(); ++i) {
+        const int64_t u = std::llabs(static_cast<int64_t>(std::bit_cast<int32_t>(logits[i])) -
+                                     static_cast<int64_t>(std::bit_cast<int32_t>(gold[i])));
+        worst_ulps = std::max(worst_ulps, u);
+        differ += u != 0;
+      }
+      std::printf("[ golden   ] %s: %lld of %zu logits differ from llama.cpp's, by at most %lld ulps (tanhf)\n",
+                  name.c_str(), static_cast<long long>(differ), gold.size(), static_cast<long long>(worst_ulps));
+      EXPECT_LE(worst_ulps, 2) << "soft-capped logits further than tanh's rounding from llama.cpp v0.5.0's";
+    } else {
+      EXPECT_EQ(std::memcmp(logits.data(), gold.data(), gold.size() * sizeof(float)), 0)
+          << "not bit-identical to llama.cpp v0.5.0's logits";
+    }
   }
 
   // Greedy continuation, one token at a time, as llama.cpp produced it.
