@@ -43,7 +43,8 @@ const int64_t kRows = kCols > 0 ? 2048 * 8192 / kCols : 0;
 const GgmlType kTypes[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0,  GgmlType::Q4_0, GgmlType::Q5_K,
                            GgmlType::F16,  GgmlType::F32,  GgmlType::BF16,  GgmlType::Q5_0, GgmlType::Q4_1,
                            GgmlType::Q5_1, GgmlType::Q3_K, GgmlType::Q2_K,  GgmlType::IQ4_NL, GgmlType::IQ4_XS,
-                           GgmlType::TQ1_0, GgmlType::TQ2_0, GgmlType::MXFP4};
+                           GgmlType::TQ1_0, GgmlType::TQ2_0, GgmlType::MXFP4, GgmlType::IQ2_XXS, GgmlType::IQ2_XS,
+                           GgmlType::IQ2_S, GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ1_S, GgmlType::IQ1_M};
 
 // A weight matrix of type t: random bytes, and every 16-bit word a finite
 // F16 (so scales and F16/BF16 elements are finite). The activation row is

@@ -157,12 +157,14 @@ void gemm_q5_K_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, c
                     int64_t n_rows, float* y, size_t y_stride);
 void gemm_iq4_xs_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a, size_t a_stride,
                       int64_t n_rows, float* y, size_t y_stride);
-// iq_gemm_avx512.cpp: the lattice formats' prefill GEMMs (8 activation rows
-// or more: weight rows decoded by avx2::decode_<t>_rows, 4 x 4 VNNI tiles;
-// fewer: the avx2:: kernel).
+// iq_gemm_avx512.cpp: the lattice formats' GEMMs (8 activation rows or
+// more: weight rows decoded by avx2::decode_<t>_rows, 4 x 4 VNNI tiles;
+// fewer: IQ2/IQ3 a block's signs as masks and 64 values a step, IQ1 the
+// avx2:: kernel), and the IQ2/IQ3 dots (the few-rows kernel on one row).
 #define SYNAPSE_DECLARE_IQ_GEMM512(t)                                                                         \
   void gemm_##t##_q8_K(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a,          \
                        size_t a_stride, int64_t n_rows, float* y, size_t y_stride);
+#define SYNAPSE_DECLARE_IQ_DOT512(t) float vec_dot_##t##_q8_K(int64_t n, const void* w, const void* a);
 SYNAPSE_DECLARE_IQ_GEMM512(iq2_xxs)
 SYNAPSE_DECLARE_IQ_GEMM512(iq2_xs)
 SYNAPSE_DECLARE_IQ_GEMM512(iq2_s)
@@ -170,7 +172,13 @@ SYNAPSE_DECLARE_IQ_GEMM512(iq3_xxs)
 SYNAPSE_DECLARE_IQ_GEMM512(iq3_s)
 SYNAPSE_DECLARE_IQ_GEMM512(iq1_s)
 SYNAPSE_DECLARE_IQ_GEMM512(iq1_m)
+SYNAPSE_DECLARE_IQ_DOT512(iq2_xxs)
+SYNAPSE_DECLARE_IQ_DOT512(iq2_xs)
+SYNAPSE_DECLARE_IQ_DOT512(iq2_s)
+SYNAPSE_DECLARE_IQ_DOT512(iq3_xxs)
+SYNAPSE_DECLARE_IQ_DOT512(iq3_s)
 #undef SYNAPSE_DECLARE_IQ_GEMM512
+#undef SYNAPSE_DECLARE_IQ_DOT512
 }  // namespace avx512
 
 }  // namespace synapse::quant

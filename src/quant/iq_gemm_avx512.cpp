@@ -14,7 +14,11 @@
 // Blocks are decoded kChunk at a time for a group of weight rows (a few KiB,
 // in L1), and every activation tile of the call runs over them before the
 // next chunk: each output's blocks still go in order, its running sum kept
-// between chunks. Fewer than 8 activation rows take the AVX2 kernel.
+// between chunks.
+//
+// Fewer than 8 activation rows (decode), and the dots: IQ2/IQ3 blocks read
+// in place, 64 values a step, the signs applied to the activations under a
+// mask (few_rows_tile below); IQ1_S and IQ1_M take the AVX2 kernel.
 //
 // No STL and no inline function of a shared header with external linkage
 // here (LAYERS.md); scratch from quant::thread_scratch.
@@ -34,6 +38,7 @@
 #include "quant/formats.hpp"
 #include "quant/gemm.hpp"
 #include "quant/iq_decoded.hpp"
+#include "quant/iq_grids.hpp"
 #include "quant/simd.hpp"
 
 namespace synapse::quant::avx512 {
@@ -140,6 +145,210 @@ void tiles_of_rows(int64_t kb, const IqDecoded* dec, const uint8_t* a, size_t as
   _mm512_store_ps(sums + 16 * t, s);
 }
 
+// ---------------------------------------------------------------- few rows
+// Fewer than 8 activation rows (decode): each weight block's magnitudes,
+// signs and scales prepared once and multiplied with every activation row of
+// the tile: vpdpwssd(acc, vpmaddubsw(|w|, a negated where w < 0), scales),
+// 64 values a step. The signs go onto the activations as a 64-bit mask
+// (vpsubb under the mask): exact while a != -128, which quantize_row_q8_K
+// never writes (its values lie in [-127, 127]). Per block the exact sum of
+// each output (a reduction of int32 lanes: any order), then the reference's
+// scalar fma: the same bits as the scalar and AVX2 kernels.
+
+// Per block: sign bits (bit j: value j negative) and the scale of every 16
+// values as two int16 halves of a dword (the pair vpdpwssd multiplies).
+struct Prepared {
+  alignas(32) uint8_t signs[QK_K / 8];
+  __m512i scales;
+};
+
+// b | parity(b) << 7 for 32 bytes b < 128: ksigns_iq2xs[b] (the eighth sign
+// of a group makes the count of negatives even).
+inline __m256i ksigns_bytes(__m256i b) {
+  const __m256i parity = _mm256_setr_epi8(0, 1, 1, 0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0, 0, 1, 1, 0, 1, 0, 0, 1, 1, 0,
+                                          0, 1, 0, 1, 1, 0);
+  const __m256i lo = _mm256_set1_epi8(0x0F);
+  const __m256i x = _mm256_xor_si256(_mm256_and_si256(b, lo), _mm256_and_si256(_mm256_srli_epi16(b, 4), lo));
+  return _mm256_or_si256(b, _mm256_slli_epi16(_mm256_shuffle_epi8(parity, x), 7));
+}
+
+// 8 words, each 4 7-bit fields (bits 7l..7l+6) -> their 32 fields as bytes.
+inline __m256i fields4(__m256i w) {
+  const __m256i m = _mm256_set1_epi32(127);
+  __m256i r = _mm256_and_si256(w, m);
+  r = _mm256_or_si256(r, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w, 7), m), 8));
+  r = _mm256_or_si256(r, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w, 14), m), 16));
+  return _mm256_or_si256(r, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(w, 21), m), 24));
+}
+
+// 2 v + 1 in both int16 halves of each dword.
+inline __m512i odd_pairs(__m512i v) {
+  v = _mm512_or_si512(_mm512_slli_epi32(v, 1), _mm512_set1_epi32(1));
+  return _mm512_or_si512(v, _mm512_slli_epi32(v, 16));
+}
+
+// Scales of the 8 chunks of 32 (dwords 0-7 of v) spread to the 16 groups of 16.
+inline __m512i per32(__m512i v) {
+  return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), v);
+}
+
+// Scales of the 16 groups of 16 from 8 bytes of nibbles (low: first 16 of
+// chunk c, high: the second).
+inline __m512i nibble_scales16(const uint8_t* sc) {
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc));
+  const __m128i lo = _mm_and_si128(b, _mm_set1_epi8(0x0F)), hi = _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(0x0F));
+  return odd_pairs(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi)));
+}
+
+// Each format: Block, kOut, prepare(b, p), magnitudes(b, k) (the unsigned
+// values of chunks 2k and 2k + 1), d(b).
+struct IQ2_XXS {
+  using Block = block_iq2_xxs;
+  static constexpr float kOut = 0.125f;
+  static void prepare(const Block& b, Prepared& p) {
+    // Chunk c: 4 grid indices (bytes 8c..8c+3 of qs), then a word of 4 7-bit
+    // ksigns indices and the 4-bit scale.
+    const __m256i w = _mm512_cvtepi64_epi32(_mm512_srli_epi64(_mm512_loadu_si512(b.qs), 32));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(p.signs), ksigns_bytes(fields4(w)));
+    p.scales = per32(odd_pairs(_mm512_castsi256_si512(_mm256_srli_epi32(w, 28))));
+  }
+  static __m512i magnitudes(const Block& b, int k) {
+    const uint8_t* q = reinterpret_cast<const uint8_t*>(b.qs) + 16 * k;
+    return _mm512_setr_epi64(static_cast<int64_t>(iq2xxs_grid[q[0]]), static_cast<int64_t>(iq2xxs_grid[q[1]]),
+                             static_cast<int64_t>(iq2xxs_grid[q[2]]), static_cast<int64_t>(iq2xxs_grid[q[3]]),
+                             static_cast<int64_t>(iq2xxs_grid[q[8]]), static_cast<int64_t>(iq2xxs_grid[q[9]]),
+                             static_cast<int64_t>(iq2xxs_grid[q[10]]), static_cast<int64_t>(iq2xxs_grid[q[11]]));
+  }
+};
+
+struct IQ2_XS {
+  using Block = block_iq2_xs;
+  static constexpr float kOut = 0.125f;
+  static void prepare(const Block& b, Prepared& p) {
+    // Each 16-bit word: a 9-bit grid index, a 7-bit ksigns index.
+    const __m256i f = _mm512_cvtepi16_epi8(_mm512_srli_epi16(_mm512_loadu_si512(b.qs), 9));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(p.signs), ksigns_bytes(f));
+    p.scales = nibble_scales16(b.scales);
+  }
+  static __m512i magnitudes(const Block& b, int k) {
+    const uint16_t* q = b.qs + 8 * k;
+    return _mm512_setr_epi64(static_cast<int64_t>(iq2xs_grid[q[0] & 511]), static_cast<int64_t>(iq2xs_grid[q[1] & 511]),
+                             static_cast<int64_t>(iq2xs_grid[q[2] & 511]), static_cast<int64_t>(iq2xs_grid[q[3] & 511]),
+                             static_cast<int64_t>(iq2xs_grid[q[4] & 511]), static_cast<int64_t>(iq2xs_grid[q[5] & 511]),
+                             static_cast<int64_t>(iq2xs_grid[q[6] & 511]), static_cast<int64_t>(iq2xs_grid[q[7] & 511]));
+  }
+};
+
+struct IQ2_S {
+  using Block = block_iq2_s;
+  static constexpr float kOut = 0.125f;
+  static void prepare(const Block& b, Prepared& p) {
+    std::memcpy(p.signs, b.qs + QK_K / 8, sizeof p.signs);  // the sign bits as they are
+    p.scales = nibble_scales16(b.scales);
+  }
+  static __m512i magnitudes(const Block& b, int k) {
+    const auto g = [&](int c, int l) {
+      return static_cast<int64_t>(iq2s_grid[b.qs[4 * c + l] | ((static_cast<uint32_t>(b.qh[c]) << (8 - 2 * l)) & 0x300)]);
+    };
+    const int c = 2 * k;
+    return _mm512_setr_epi64(g(c, 0), g(c, 1), g(c, 2), g(c, 3), g(c + 1, 0), g(c + 1, 1), g(c + 1, 2), g(c + 1, 3));
+  }
+};
+
+struct IQ3_XXS {
+  using Block = block_iq3_xxs;
+  static constexpr float kOut = 0.25f;
+  static void prepare(const Block& b, Prepared& p) {
+    // qs: 64 grid indices, then per chunk a word of 4 ksigns indices and the scale.
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + QK_K / 4));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(p.signs), ksigns_bytes(fields4(w)));
+    p.scales = per32(odd_pairs(_mm512_castsi256_si512(_mm256_srli_epi32(w, 28))));
+  }
+  static __m512i magnitudes(const Block& b, int k) {
+    const uint8_t* q = b.qs + 16 * k;
+    alignas(64) uint32_t g[16];
+    for (int j = 0; j < 16; ++j) g[j] = iq3xxs_grid[q[j]];
+    return _mm512_load_si512(g);
+  }
+};
+
+struct IQ3_S {
+  using Block = block_iq3_s;
+  static constexpr float kOut = 1.0f;
+  static void prepare(const Block& b, Prepared& p) {
+    std::memcpy(p.signs, b.signs, sizeof p.signs);
+    // Chunk c's scale: nibble c % 2 of scales[c / 2].
+    const __m128i s = _mm_cvtsi32_si128(static_cast<int>(b.scales[0] | b.scales[1] << 8 | b.scales[2] << 16 |
+                                                         static_cast<uint32_t>(b.scales[3]) << 24));
+    const __m128i lo = _mm_and_si128(s, _mm_set1_epi8(0x0F)), hi = _mm_and_si128(_mm_srli_epi16(s, 4), _mm_set1_epi8(0x0F));
+    p.scales = per32(odd_pairs(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi))));
+  }
+  static __m512i magnitudes(const Block& b, int k) {
+    // Index j of chunk c: qs[8c + j] | bit j of qh[c] as bit 8.
+    const __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * k)));
+    const __m512i qh = _mm512_inserti64x4(_mm512_set1_epi32(b.qh[2 * k]), _mm256_set1_epi32(b.qh[2 * k + 1]), 1);
+    const __m512i sh = _mm512_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1, 8, 7, 6, 5, 4, 3, 2, 1);
+    const __m512i idx = _mm512_or_si512(lo, _mm512_and_si512(_mm512_sllv_epi32(qh, sh), _mm512_set1_epi32(256)));
+    return _mm512_i32gather_epi32(idx, iq3s_grid, 4);  // the indices are built in a vector
+  }
+};
+
+// T activation rows against one weight row.
+template <typename F, int T>
+void few_rows_tile(int64_t nb, const typename F::Block* x, const uint8_t* a, size_t as, float* y, size_t ys) {
+  float sumf[T];
+  for (int m = 0; m < T; ++m) sumf[m] = 0.0f;
+  Prepared p;
+  for (int64_t i = 0; i < nb; ++i) {
+    F::prepare(x[i], p);
+    __m512i acc[T];
+    for (int m = 0; m < T; ++m) acc[m] = _mm512_setzero_si512();
+    for (int k = 0; k < QK_K / 64; ++k) {
+      const __m512i q = F::magnitudes(x[i], k);
+      uint64_t bits;
+      std::memcpy(&bits, p.signs + 8 * k, sizeof bits);
+      const __mmask64 neg = _cvtu64_mask64(bits);
+      const __m512i sc = _mm512_permutexvar_epi32(
+          _mm512_setr_epi32(4 * k, 4 * k, 4 * k, 4 * k, 4 * k + 1, 4 * k + 1, 4 * k + 1, 4 * k + 1, 4 * k + 2, 4 * k + 2,
+                            4 * k + 2, 4 * k + 2, 4 * k + 3, 4 * k + 3, 4 * k + 3, 4 * k + 3),
+          p.scales);
+      for (int m = 0; m < T; ++m) {
+        const block_q8_K& ab = reinterpret_cast<const block_q8_K*>(a + static_cast<size_t>(m) * as)[i];
+        __m512i av = _mm512_loadu_si512(ab.qs + 64 * k);
+        av = _mm512_mask_sub_epi8(av, neg, _mm512_setzero_si512(), av);
+        acc[m] = _mm512_dpwssd_epi32(acc[m], _mm512_maddubs_epi16(q, av), sc);
+      }
+    }
+    const float dw = _cvtsh_ss(x[i].d);
+    for (int m = 0; m < T; ++m) {
+      const block_q8_K& ab = reinterpret_cast<const block_q8_K*>(a + static_cast<size_t>(m) * as)[i];
+      sumf[m] = __builtin_fmaf(dw * ab.d, static_cast<float>(_mm512_reduce_add_epi32(acc[m])), sumf[m]);
+    }
+  }
+  for (int m = 0; m < T; ++m) y[static_cast<size_t>(m) * ys] = F::kOut * sumf[m];
+}
+
+// Every weight row against the n_rows (< 8) activation rows, in tiles of up
+// to 4 activation rows.
+template <typename F>
+void few_rows(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows,
+              float* y, size_t ys) {
+  const int64_t nb = n / QK_K;
+  for (int64_t r = 0; r < n_w; ++r) {
+    const auto* x = reinterpret_cast<const typename F::Block*>(w + static_cast<size_t>(r) * ws);
+    for (int64_t m = 0; m < n_rows; m += 4) {
+      const uint8_t* am = a + static_cast<size_t>(m) * as;
+      float* ym = y + static_cast<size_t>(m) * ys + r;
+      switch (n_rows - m) {
+        case 1: few_rows_tile<F, 1>(nb, x, am, as, ym, ys); break;
+        case 2: few_rows_tile<F, 2>(nb, x, am, as, ym, ys); break;
+        case 3: few_rows_tile<F, 3>(nb, x, am, as, ym, ys); break;
+        default: few_rows_tile<F, 4>(nb, x, am, as, ym, ys); break;
+      }
+    }
+  }
+}
+
 using DecodeFn = void (*)(const uint8_t* w, size_t w_stride, int64_t n_w, int64_t nb, IqDecoded* out);
 
 template <int K>
@@ -178,23 +387,40 @@ void gemm_decoded(DecodeFn decode, size_t block_bytes, float out, int64_t n, con
 
 }  // namespace
 
-#define SYNAPSE_IQ_GEMM(t, K, out)                                                                                \
+// FEW: the few-rows kernel (fewer than 8 activation rows) of this file, or
+// the AVX2 one (IQ1_S, IQ1_M).
+#define SYNAPSE_IQ_GEMM(t, K, out, FEW)                                                                           \
   void gemm_##t##_q8_K(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,        \
                        int64_t n_rows, float* y, size_t ys) {                                                    \
     if (n_rows < kDecodeRows) {                                                                                   \
-      avx2::gemm_##t##_q8_K(n, w, ws, n_w, a, as, n_rows, y, ys);                                                 \
+      FEW(n, w, ws, n_w, a, as, n_rows, y, ys);                                                                   \
       return;                                                                                                     \
     }                                                                                                             \
     gemm_decoded<K>(avx2::decode_##t##_rows, sizeof(block_##t), out, n, w, ws, n_w, a, as, n_rows, y, ys);       \
   }
 
-SYNAPSE_IQ_GEMM(iq2_xxs, kPlain, 0.125f)
-SYNAPSE_IQ_GEMM(iq2_xs, kPlain, 0.125f)
-SYNAPSE_IQ_GEMM(iq2_s, kPlain, 0.125f)
-SYNAPSE_IQ_GEMM(iq3_xxs, kPlain, 0.25f)
-SYNAPSE_IQ_GEMM(iq3_s, kPlain, 1.0f)
-SYNAPSE_IQ_GEMM(iq1_s, kIq1s, 1.0f)
-SYNAPSE_IQ_GEMM(iq1_m, kIq1m, 1.0f)
+SYNAPSE_IQ_GEMM(iq2_xxs, kPlain, 0.125f, few_rows<IQ2_XXS>)
+SYNAPSE_IQ_GEMM(iq2_xs, kPlain, 0.125f, few_rows<IQ2_XS>)
+SYNAPSE_IQ_GEMM(iq2_s, kPlain, 0.125f, few_rows<IQ2_S>)
+SYNAPSE_IQ_GEMM(iq3_xxs, kPlain, 0.25f, few_rows<IQ3_XXS>)
+SYNAPSE_IQ_GEMM(iq3_s, kPlain, 1.0f, few_rows<IQ3_S>)
+SYNAPSE_IQ_GEMM(iq1_s, kIq1s, 1.0f, avx2::gemm_iq1_s_q8_K)
+SYNAPSE_IQ_GEMM(iq1_m, kIq1m, 1.0f, avx2::gemm_iq1_m_q8_K)
+
+#define SYNAPSE_IQ_DOT(t, F)                                                                                      \
+  float vec_dot_##t##_q8_K(int64_t n, const void* w, const void* a) {                                            \
+    float y = 0.0f;                                                                                               \
+    few_rows_tile<F, 1>(n / QK_K, static_cast<const block_##t*>(w), static_cast<const uint8_t*>(a), 0, &y, 0);    \
+    return y;                                                                                                     \
+  }
+
+SYNAPSE_IQ_DOT(iq2_xxs, IQ2_XXS)
+SYNAPSE_IQ_DOT(iq2_xs, IQ2_XS)
+SYNAPSE_IQ_DOT(iq2_s, IQ2_S)
+SYNAPSE_IQ_DOT(iq3_xxs, IQ3_XXS)
+SYNAPSE_IQ_DOT(iq3_s, IQ3_S)
+
+#undef SYNAPSE_IQ_DOT
 
 #undef SYNAPSE_IQ_GEMM
 

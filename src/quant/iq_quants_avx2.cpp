@@ -11,8 +11,12 @@
 // integers, so both give the reference's bits:
 //   * the dots and the multi-row kernel for a few activation rows (a tile
 //     of 1-4 rows per weight row, gemm_tiles.hpp by_tiles): each chunk
-//     decoded in registers, madd(maddubs(|a|, sign(w, a)), scales) (|a| <=
-//     128 as an unsigned byte, |w| <= 62: no pair saturates);
+//     decoded in registers; IQ2/IQ3 as magnitudes and signs, the signs
+//     moved onto the activations: madd(maddubs(|w|, sign(a, s)), scales)
+//     (|w| <= 62, |a| <= 127: no pair saturates; exact while no activation
+//     is -128, which quantize_row_q8_K never writes), the IQ2_XXS/IQ2_XS/
+//     IQ3_XXS signs one table load per 8 values (kSignBytes); IQ1 as
+//     madd(maddubs(|a|, sign(w, a)), scales), exact for every byte;
 //   * the prefill GEMM (8 activation rows or more): 2 weight rows decoded
 //     8 blocks at a time into IqDecoded blocks (iq_decoded.hpp, 13 KiB: in
 //     L1), every activation tile of the call run over them (register tiles
@@ -61,12 +65,26 @@ inline __m256i sign_bytes(uint32_t bits) {
   return _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(b, bit), bit), _mm256_set1_epi8(1));
 }
 
-// The 4 ksigns_iq2xs bytes of a word of 7-bit sign indices (IQ2_XXS,
-// IQ3_XXS: bits 7l..7l+6), as 32 sign bits.
-inline uint32_t ksigns4(uint32_t w) {
-  return ksigns_iq2xs[w & 127] | static_cast<uint32_t>(ksigns_iq2xs[(w >> 7) & 127]) << 8 |
-         static_cast<uint32_t>(ksigns_iq2xs[(w >> 14) & 127]) << 16 |
-         static_cast<uint32_t>(ksigns_iq2xs[(w >> 21) & 127]) << 24;
+// ksigns_iq2xs[i] as 8 bytes, 0xFF where bit k of it is set (value k
+// negative), else 0x01: one load per group of 8 instead of expanding bits.
+struct SignBytes {
+  uint64_t v[128];
+};
+constexpr SignBytes make_sign_bytes() {
+  SignBytes t{};
+  for (int i = 0; i < 128; ++i)
+    for (int k = 0; k < 8; ++k) t.v[i] |= static_cast<uint64_t>((ksigns_iq2xs[i] >> k) & 1 ? 0xFF : 0x01) << (8 * k);
+  return t;
+}
+constexpr SignBytes kSignBytes = make_sign_bytes();
+
+// The sign operand of 4 groups of 8 from a word of 7-bit ksigns indices
+// (IQ2_XXS, IQ3_XXS: bits 7l..7l+6).
+inline __m256i ksigns4(uint32_t w) {
+  return _mm256_set_epi64x(static_cast<int64_t>(kSignBytes.v[(w >> 21) & 127]),
+                           static_cast<int64_t>(kSignBytes.v[(w >> 14) & 127]),
+                           static_cast<int64_t>(kSignBytes.v[(w >> 7) & 127]),
+                           static_cast<int64_t>(kSignBytes.v[w & 127]));
 }
 
 inline __m256i grid4(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3) {
@@ -91,12 +109,11 @@ struct IQ2_XXS {
   using Block = block_iq2_xxs;
   static constexpr float kOut = 0.125f;
   static constexpr int kKind = kPlain;
-  static __m256i values(const Block& b, int c) {
-    const uint32_t idx = load_u32(b.qs + 4 * c), sgn = load_u32(b.qs + 4 * c + 2);
-    const __m256i q = grid4(iq2xxs_grid[idx & 255], iq2xxs_grid[(idx >> 8) & 255], iq2xxs_grid[(idx >> 16) & 255],
-                            iq2xxs_grid[idx >> 24]);
-    return _mm256_sign_epi8(q, sign_bytes(ksigns4(sgn)));
+  static __m256i magnitudes(const Block& b, int c) {
+    const uint8_t* idx = reinterpret_cast<const uint8_t*>(b.qs + 4 * c);
+    return grid4(iq2xxs_grid[idx[0]], iq2xxs_grid[idx[1]], iq2xxs_grid[idx[2]], iq2xxs_grid[idx[3]]);
   }
+  static __m256i signs(const Block& b, int c) { return ksigns4(load_u32(b.qs + 4 * c + 2)); }
   static __m256i scales(const Block& b, int c) { return scale32(static_cast<int>(2 * (load_u32(b.qs + 4 * c + 2) >> 28) + 1)); }
   static float d(const Block& b) { return h2f(b.d); }
 };
@@ -105,13 +122,14 @@ struct IQ2_XS {
   using Block = block_iq2_xs;
   static constexpr float kOut = 0.125f;
   static constexpr int kKind = kPlain;
-  static __m256i values(const Block& b, int c) {
+  static __m256i magnitudes(const Block& b, int c) {
     const uint16_t* q = b.qs + 4 * c;
-    const uint32_t signs = ksigns_iq2xs[q[0] >> 9] | static_cast<uint32_t>(ksigns_iq2xs[q[1] >> 9]) << 8 |
-                           static_cast<uint32_t>(ksigns_iq2xs[q[2] >> 9]) << 16 |
-                           static_cast<uint32_t>(ksigns_iq2xs[q[3] >> 9]) << 24;
-    const __m256i g = grid4(iq2xs_grid[q[0] & 511], iq2xs_grid[q[1] & 511], iq2xs_grid[q[2] & 511], iq2xs_grid[q[3] & 511]);
-    return _mm256_sign_epi8(g, sign_bytes(signs));
+    return grid4(iq2xs_grid[q[0] & 511], iq2xs_grid[q[1] & 511], iq2xs_grid[q[2] & 511], iq2xs_grid[q[3] & 511]);
+  }
+  static __m256i signs(const Block& b, int c) {
+    const uint16_t* q = b.qs + 4 * c;
+    return _mm256_set_epi64x(static_cast<int64_t>(kSignBytes.v[q[3] >> 9]), static_cast<int64_t>(kSignBytes.v[q[2] >> 9]),
+                             static_cast<int64_t>(kSignBytes.v[q[1] >> 9]), static_cast<int64_t>(kSignBytes.v[q[0] >> 9]));
   }
   static __m256i scales(const Block& b, int c) { return scale16(2 * (b.scales[c] & 0xf) + 1, 2 * (b.scales[c] >> 4) + 1); }
   static float d(const Block& b) { return h2f(b.d); }
@@ -121,13 +139,13 @@ struct IQ2_S {
   using Block = block_iq2_s;
   static constexpr float kOut = 0.125f;
   static constexpr int kKind = kPlain;
-  static __m256i values(const Block& b, int c) {
+  static __m256i magnitudes(const Block& b, int c) {
     const uint8_t* qs = b.qs + 4 * c;
     const uint32_t qh = b.qh[c];
-    const __m256i g = grid4(iq2s_grid[qs[0] | ((qh << 8) & 0x300)], iq2s_grid[qs[1] | ((qh << 6) & 0x300)],
-                            iq2s_grid[qs[2] | ((qh << 4) & 0x300)], iq2s_grid[qs[3] | ((qh << 2) & 0x300)]);
-    return _mm256_sign_epi8(g, sign_bytes(load_u32(b.qs + QK_K / 8 + 4 * c)));
+    return grid4(iq2s_grid[qs[0] | ((qh << 8) & 0x300)], iq2s_grid[qs[1] | ((qh << 6) & 0x300)],
+                 iq2s_grid[qs[2] | ((qh << 4) & 0x300)], iq2s_grid[qs[3] | ((qh << 2) & 0x300)]);
   }
+  static __m256i signs(const Block& b, int c) { return sign_bytes(load_u32(b.qs + QK_K / 8 + 4 * c)); }
   static __m256i scales(const Block& b, int c) { return scale16(2 * (b.scales[c] & 0xf) + 1, 2 * (b.scales[c] >> 4) + 1); }
   static float d(const Block& b) { return h2f(b.d); }
 };
@@ -136,15 +154,15 @@ struct IQ3_XXS {
   using Block = block_iq3_xxs;
   static constexpr float kOut = 0.25f;
   static constexpr int kKind = kPlain;
-  static __m256i values(const Block& b, int c) {
+  static __m256i magnitudes(const Block& b, int c) {
     const uint8_t* q3 = b.qs + 8 * c;
-    const __m256i q = _mm256_setr_epi32(
+    return _mm256_setr_epi32(
         static_cast<int>(iq3xxs_grid[q3[0]]), static_cast<int>(iq3xxs_grid[q3[1]]),
         static_cast<int>(iq3xxs_grid[q3[2]]), static_cast<int>(iq3xxs_grid[q3[3]]),
         static_cast<int>(iq3xxs_grid[q3[4]]), static_cast<int>(iq3xxs_grid[q3[5]]),
         static_cast<int>(iq3xxs_grid[q3[6]]), static_cast<int>(iq3xxs_grid[q3[7]]));
-    return _mm256_sign_epi8(q, sign_bytes(ksigns4(load_u32(b.qs + QK_K / 4 + 4 * c))));
   }
+  static __m256i signs(const Block& b, int c) { return ksigns4(load_u32(b.qs + QK_K / 4 + 4 * c)); }
   static __m256i scales(const Block& b, int c) {
     return scale32(static_cast<int>(2 * (load_u32(b.qs + QK_K / 4 + 4 * c) >> 28) + 1));
   }
@@ -155,13 +173,13 @@ struct IQ3_S {
   using Block = block_iq3_s;
   static constexpr float kOut = 1.0f;
   static constexpr int kKind = kPlain;
-  static __m256i values(const Block& b, int c) {
+  static __m256i magnitudes(const Block& b, int c) {
     const uint8_t* qs = b.qs + 8 * c;
     const uint32_t qh = b.qh[c];
     const auto g = [&](int k) { return static_cast<int>(iq3s_grid[qs[k] | ((qh << (8 - k)) & 256)]); };
-    const __m256i q = _mm256_setr_epi32(g(0), g(1), g(2), g(3), g(4), g(5), g(6), g(7));
-    return _mm256_sign_epi8(q, sign_bytes(load_u32(b.signs + 4 * c)));
+    return _mm256_setr_epi32(g(0), g(1), g(2), g(3), g(4), g(5), g(6), g(7));
   }
+  static __m256i signs(const Block& b, int c) { return sign_bytes(load_u32(b.signs + 4 * c)); }
   static __m256i scales(const Block& b, int c) { return scale32(2 * ((b.scales[c / 2] >> 4 * (c % 2)) & 0xf) + 1); }
   static float d(const Block& b) { return h2f(b.d); }
 };
@@ -223,6 +241,17 @@ struct IQ1_M {
   }
 };
 
+// The signed int8 values of chunk c: the magnitudes with their signs (plain
+// kinds), or the IQ1 grids as they are.
+template <typename F>
+inline __m256i values(const typename F::Block& b, int c) {
+  if constexpr (F::kKind == kPlain) {
+    return _mm256_sign_epi8(F::magnitudes(b, c), F::signs(b, c));
+  } else {
+    return F::values(b, c);
+  }
+}
+
 // The reference's float step for one block of one (weight, activation)
 // row pair: d = fp16(w.d) * a.d, sum the exact integer (sum2 the second
 // one: IQ1_S's bsums term, IQ1_M's shift term, scaled by 1/8).
@@ -236,8 +265,11 @@ inline float block_step(float sumf, float d, int32_t sum, int32_t sum2) {
 }
 
 // ---------------------------------------------------------------- few rows
-// One weight row against T activation rows: exact products as
-// maddubs(|a|, sign(w, a)).
+// One weight row against T activation rows. Plain kinds: the weights'
+// signs moved onto the activations, madd(maddubs(|w|, sign(a, s)), sc):
+// exact while a != -128, which quantize_row_q8_K never writes (its values
+// lie in [-127, 127]; ggml's own AVX2 dots rely on the same). IQ1 kinds:
+// maddubs(|a|, sign(w, a)), exact for every byte.
 inline __m256i signed_lanes(__m256i w, __m256i av, __m256i sc) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(av), _mm256_sign_epi8(w, av)), sc);
 }
@@ -252,8 +284,14 @@ struct FewRows {
       __m256i acc[T], acc2[T];
       for (int m = 0; m < T; ++m) acc[m] = acc2[m] = _mm256_setzero_si256();
       for (int c = 0; c < QK_K / 32; ++c) {
-        const __m256i w = F::values(x[i], c), sc = F::scales(x[i], c);
-        if constexpr (F::kKind == kIq1m) {
+        if constexpr (F::kKind == kPlain) {
+          const __m256i q = F::magnitudes(x[i], c), s = F::signs(x[i], c), sc = F::scales(x[i], c);
+          for (int m = 0; m < T; ++m) {
+            const __m256i av = _mm256_sign_epi8(load32(act_row<block_q8_K>(a, as, m)[i].qs + 32 * c), s);
+            acc[m] = _mm256_add_epi32(acc[m], _mm256_madd_epi16(_mm256_maddubs_epi16(q, av), sc));
+          }
+        } else if constexpr (F::kKind == kIq1m) {
+          const __m256i w = F::values(x[i], c), sc = F::scales(x[i], c);
           const __m256i w2 = F::shifts(x[i], c);
           for (int m = 0; m < T; ++m) {
             const __m256i av = load32(act_row<block_q8_K>(a, as, m)[i].qs + 32 * c);
@@ -261,6 +299,7 @@ struct FewRows {
             acc2[m] = _mm256_add_epi32(acc2[m], signed_lanes(w2, av, sc));
           }
         } else {
+          const __m256i w = F::values(x[i], c), sc = F::scales(x[i], c);
           for (int m = 0; m < T; ++m) {
             const __m256i av = load32(act_row<block_q8_K>(a, as, m)[i].qs + 32 * c);
             acc[m] = _mm256_add_epi32(acc[m], signed_lanes(w, av, sc));
@@ -291,7 +330,7 @@ void decode_row(const typename F::Block* x, int64_t nb, IqDecoded* out) {
     IqDecoded& o = out[i];
     __m256i bias = _mm256_setzero_si256(), bias2 = _mm256_setzero_si256();
     for (int c = 0; c < QK_K / 32; ++c) {
-      const __m256i w = F::values(x[i], c), sc = F::scales(x[i], c);
+      const __m256i w = values<F>(x[i], c), sc = F::scales(x[i], c);
       _mm256_store_si256(reinterpret_cast<__m256i*>(o.w + 32 * c), w);
       _mm256_store_si256(reinterpret_cast<__m256i*>(o.sc[c]), sc);
       bias = _mm256_add_epi32(bias, _mm256_madd_epi16(_mm256_maddubs_epi16(k128, w), sc));

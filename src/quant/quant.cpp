@@ -237,11 +237,11 @@ KernelTable make_avx512_table() {
   overlay(k, G::Q6_K, {.gemm_x8 = avx512::gemm_q6_Kx8_q8_K, .x8_group_step = 2, .x8_tile_step = 32});
   overlay(k, G::MXFP4, {.gemm_x8 = avx512::gemm_mxfp4x8_q8_0, .x8_group_step = 4, .x8_tile_step = 5});
   overlay(k, G::IQ4_XS, {.gemm = avx512::gemm_iq4_xs_q8_K});
-  overlay(k, G::IQ2_XXS, {.gemm = avx512::gemm_iq2_xxs_q8_K});
-  overlay(k, G::IQ2_XS, {.gemm = avx512::gemm_iq2_xs_q8_K});
-  overlay(k, G::IQ2_S, {.gemm = avx512::gemm_iq2_s_q8_K});
-  overlay(k, G::IQ3_XXS, {.gemm = avx512::gemm_iq3_xxs_q8_K});
-  overlay(k, G::IQ3_S, {.gemm = avx512::gemm_iq3_s_q8_K});
+  overlay(k, G::IQ2_XXS, {.vec_dot = avx512::vec_dot_iq2_xxs_q8_K, .gemm = avx512::gemm_iq2_xxs_q8_K});
+  overlay(k, G::IQ2_XS, {.vec_dot = avx512::vec_dot_iq2_xs_q8_K, .gemm = avx512::gemm_iq2_xs_q8_K});
+  overlay(k, G::IQ2_S, {.vec_dot = avx512::vec_dot_iq2_s_q8_K, .gemm = avx512::gemm_iq2_s_q8_K});
+  overlay(k, G::IQ3_XXS, {.vec_dot = avx512::vec_dot_iq3_xxs_q8_K, .gemm = avx512::gemm_iq3_xxs_q8_K});
+  overlay(k, G::IQ3_S, {.vec_dot = avx512::vec_dot_iq3_s_q8_K, .gemm = avx512::gemm_iq3_s_q8_K});
   overlay(k, G::IQ1_S, {.gemm = avx512::gemm_iq1_s_q8_K});
   overlay(k, G::IQ1_M, {.gemm = avx512::gemm_iq1_m_q8_K});
   return k;

@@ -183,8 +183,8 @@ TEST(IqQuants, DequantizeEqualsGgmlBitForBit) {
 
 // Q8_K rows from quantize_row_q8_K: the scalar reference is ggml's generic
 // dot bit for bit, and so is every table's kernel; ggml's x86 dot (8 float
-// lanes) agrees to its rounding. (Any activation bytes: IqExtremesEqualScalar
-// and the sign corner below.)
+// lanes) agrees to its rounding. (Any activation bytes in [-127, 127]:
+// IqExtremesEqualScalar and the sign corner below.)
 TEST(IqQuants, VecDotEqualsGgmlGenericBitForBit) {
   size_t n_isa = 0;
   const Isa* isas = compiled_isas(&n_isa);
@@ -302,11 +302,12 @@ TEST(IqQuants, IQ1HandBuilt) {
 // ------------------------------------------------ SIMD corners
 
 // Every byte 0xFF or 0x00 (largest and smallest indices, every sign set or
-// none, the largest scales) against activations all -128 (where a sign trick
-// with _mm256_sign_epi8 on the activations would leave a negated -128 at
-// -128) or all 127, with bsums of 16 * a or the int16 extremes: bit-equal
-// to the scalar reference on every table; for the sign corner also ggml's
-// exact value.
+// none, the largest scales) against activations all -127 or all 127 (the
+// ends of quantize_row_q8_K's range; -128 never occurs, and the SIMD dots of
+// IQ2/IQ3 move the weights' signs onto the activations, where a negated
+// -128 would stay -128), with bsums of 16 * a or the int16 extremes:
+// bit-equal to the scalar reference on every table; for the sign corner
+// also ggml's exact value.
 TEST_P(KernelTables, IqExtremesEqualScalar) {
   const int64_t n = 2 * QK_K;
   for (GgmlType t : kIqTypes) {
@@ -323,7 +324,7 @@ TEST_P(KernelTables, IqExtremesEqualScalar) {
           std::memcpy(w.data() + off, &one, sizeof one);
         }
       }
-      for (int8_t v : {int8_t{-128}, int8_t{127}}) {
+      for (int8_t v : {int8_t{-127}, int8_t{127}}) {
         for (int bsum_case = 0; bsum_case < 3; ++bsum_case) {
           std::vector<block_q8_K> a(n / QK_K);
           for (auto& b : a) {
@@ -352,23 +353,24 @@ TEST_P(KernelTables, IqExtremesEqualScalar) {
     }
   }
   // IQ2_XXS all 0xFF: grid entry 255, sign index 127 (ksigns 255: every
-  // value negative), scale 15 (31); against -128 every product is
-  // -|g| * -128 = 128 * |g|: per 32, the entry's bytes (8 25 8 8 25 43 43 43:
+  // value negative), scale 15 (31); against -127 every product is
+  // -|g| * -127 = 127 * |g|: per 32, the entry's bytes (8 25 8 8 25 43 43 43:
   // 203) four times.
   std::vector<uint8_t> w(row_size(GgmlType::IQ2_XXS, QK_K), 0xFF);
   const ggml_fp16_t one = fp32_to_fp16(1.0f);
   std::memcpy(w.data(), &one, sizeof one);
   block_q8_K a{};
   a.d = 1.0f;
-  std::memset(a.qs, 0x80, sizeof a.qs);
-  EXPECT_EQ(vec_dot_kernel(GgmlType::IQ2_XXS, isa())(QK_K, w.data(), &a), 0.125f * (8 * 31 * 4 * 203 * 128.0f));
+  std::memset(a.qs, 0x81, sizeof a.qs);
+  EXPECT_EQ(vec_dot_kernel(GgmlType::IQ2_XXS, isa())(QK_K, w.data(), &a), 0.125f * (8 * 31 * 4 * 203 * 127.0f));
 }
 
-// Hostile blocks: every byte random, F16 scales infinite or NaN included
-// (a file's blocks are whatever it holds). Every table's dot and multi-row
-// kernel give the scalar reference's float (NaN where it is NaN); the
-// indices cannot leave their tables (iq_grids.hpp: each is masked to its
-// table's width), which the sanitizer build checks on these reads.
+// Hostile blocks: every weight byte random, F16 scales infinite or NaN
+// included (a file's blocks are whatever it holds). Against activation bytes
+// in [-127, 127], every table's dot and multi-row kernel give the scalar
+// reference's float (NaN where it is NaN); the indices cannot leave their
+// tables (iq_grids.hpp: each is masked to its table's width), which the
+// sanitizer build checks on these reads.
 TEST_P(KernelTables, IqAnyBytesEqualScalar) {
   std::mt19937 rng(4242);
   for (GgmlType t : kIqTypes) {
@@ -381,7 +383,7 @@ TEST_P(KernelTables, IqAnyBytesEqualScalar) {
         std::vector<block_q8_K> a(static_cast<size_t>(n / QK_K) * 2);
         for (auto& b : a) {
           b.d = std::ldexp(static_cast<float>(static_cast<int>(rng() % 2001) - 1000), -12);
-          for (auto& q : b.qs) q = static_cast<int8_t>(rng());
+          for (auto& q : b.qs) q = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);  // q8_K range
           for (auto& s : b.bsums) s = static_cast<int16_t>(rng());
         }
         // 2 activation rows (the few-rows tiles) and 10 (decoded once), 3 weight rows.

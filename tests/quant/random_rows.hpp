@@ -94,6 +94,12 @@ inline std::vector<uint8_t> random_row_bytes(GgmlType t, int64_t n, std::mt19937
     for (size_t off = 0; off < row.size(); off += sizeof(block_q8_K)) {
       const float d = std::ldexp(static_cast<float>(static_cast<int32_t>(rng() % 2001) - 1000), -12);
       std::memcpy(row.data() + off, &d, sizeof d);
+      // quantize_row_q8_K's values lie in [-127, 127]; the lattice kernels
+      // rely on it (they move the weights' signs onto the activations).
+      for (size_t j = 0; j < QK_K; ++j) {
+        uint8_t& q = row[off + offsetof(block_q8_K, qs) + j];
+        if (q == 0x80) q = 0x81;
+      }
     }
   } else if (t == GgmlType::MXFP4) {
     for (size_t off = 0; off < row.size(); off += sizeof(block_mxfp4)) row[off] = static_cast<uint8_t>(rng() % 216);

@@ -58,7 +58,7 @@ TEST_P(KernelTables, EveryReferenceEntryIsFilled) {
   for (GgmlType t : kDotTypes) EXPECT_NE(table().row(t).vec_dot, nullptr) << type_name(t);
 }
 
-// Random bytes (any digit, any int8 activation including -128, any finite
+// Random bytes (any digit, any int8 activation in [-127, 127], any finite
 // scale) and real quantized rows from floats of every kind.
 TEST_P(KernelTables, VecDotEqualsScalarBitForBit) {
   std::mt19937 rng(1234);
