@@ -29,7 +29,9 @@
 # SKIP_MOE (0: set 1 to skip the sparse models of issue 44, qwen3-30b-a3b
 # Q4_K_M and gpt-oss-20b MXFP4_MOE: files of 17 and 11 GiB, whose synthesis
 # takes minutes and whose runs need their size in free memory), MOE_REPS (2:
-# its runs per test), NB (16: sequences decoding together in its batched row),
+# its runs per test); SKIP_IQ (0: set 1 to skip the lattice formats of
+# issue 45, llama-3.1-8b with llama-quantize's IQ2_XXS, IQ3_XXS and IQ3_S
+# mixes, files of 2.2-3.4 GiB), IQ_REPS (2: its runs per test), NB (16: sequences decoding together in its batched row),
 # LLAMA_BATCHED_BENCH (llama.cpp's llama-batched-bench, for that row's peer);
 # PP, NG, DEPTH, PP_LONG (512, 128, 4096, 2048) change the test sizes for a
 # quick smoke run of the script
@@ -55,6 +57,8 @@ LONG_REPS=${LONG_REPS:-2}
 PP_LONG=${PP_LONG:-2048}
 SKIP_MOE=${SKIP_MOE:-0}
 MOE_REPS=${MOE_REPS:-2}
+SKIP_IQ=${SKIP_IQ:-0}
+IQ_REPS=${IQ_REPS:-2}
 NB=${NB:-16}
 LLAMA_BATCHED_BENCH=${LLAMA_BATCHED_BENCH:-}
 RAW="$BUILD/perf"
@@ -188,6 +192,27 @@ if [ "$SKIP_MOE" != 1 ]; then
       echo "perf.sh: llama-batched-bench $2 $3 tg32 x1,$NB t=2" >&2
       "$LLAMA_BATCHED_BENCH" -m "$f" -t 2 -c $((NB * 64)) -b 2048 -ub 512 -npp 0 -ntg 32 -npl "1,$NB" \
         --output-format jsonl 2>/dev/null | grep '^{' > "$RAW/$1-batch-llama.jsonl" || true
+    fi
+  done
+fi
+
+# The lattice formats (issue 45): llama-3.1-8b with llama-quantize's
+# IQ2_XXS, IQ3_XXS and IQ3_S mixes, 2 threads, pp and tg as above.
+if [ "$SKIP_IQ" != 1 ]; then
+  for t in IQ2_XXS IQ3_XXS IQ3_S; do
+    n="llama8b-${t,,}"
+    f=$(model llama-3.1-8b "$t")
+    echo "perf.sh: llama-3.1-8b $t pp$PP tg$NG t=2" >&2
+    "$SYN" bench -m "$f" -p "$PP" -n "$NG" -t 2 -r "$IQ_REPS" --bw "$(bw_arg "$bw2")" --json > "$RAW/$n-iq-t2.json"
+    if [ -n "$LLAMA_BENCH" ]; then
+      echo "perf.sh: llama-bench llama-3.1-8b $t t=2" >&2
+      "$LLAMA_BENCH" -m "$f" -t 2 -p "$PP" -n "$NG" -r "$IQ_REPS" -fa 0 -b 2048 -ub 512 -o jsonl 2>/dev/null \
+        > "$RAW/$n-iq-llama.jsonl"
+    fi
+    if [ -n "$IK_LLAMA_BENCH" ]; then
+      echo "perf.sh: ik_llama.cpp llama-bench llama-3.1-8b $t t=2" >&2
+      "$IK_LLAMA_BENCH" -m "$f" -t 2 -p "$PP" -n "$NG" -r "$IQ_REPS" -fa 0 -b 2048 -ub 512 -rtr 1 -o json \
+        2>/dev/null > "$RAW/$n-iq-ik.jsonl"
     fi
   done
 fi
@@ -417,6 +442,39 @@ if long_rows:
     first_syn = long_rows[0][1]
     w(f"Runs per test in this section: {len(first_syn[min(first_syn)]['samples_ts'])}.")
     w("")
+# pp/tg rows of models run by the three engines at 2 threads
+# ($raw/NAME-SUFFIX-t2.json, -llama.jsonl, -ik.jsonl): t/s, the ratios, the
+# share of the bound.
+def three_engine_table(models, suffix):
+    w("| model | test | synapse t/s | llama.cpp t/s | ratio | ik_llama.cpp t/s | ratio vs ik | GB/s | bound t/s | % of bound |")
+    w("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for n, label in models:
+        lla = {(f"pp{j['n_prompt']}" if j["n_prompt"] else f"tg{j['n_gen']}"): j for j in llama_results(f"{raw}/{n}-{suffix}-llama.jsonl")}
+        ikl = {(f"pp{j['n_prompt']}" if j["n_prompt"] else f"tg{j['n_gen']}"): j for j in llama_results(f"{raw}/{n}-{suffix}-ik.jsonl")}
+        for r in json.load(open(f"{raw}/{n}-{suffix}-t2.json"))["results"]:
+            t = r["test"]
+            cells = [label, t, f"{r['avg_ts']:.2f} ± {r['stddev_ts']:.2f}"]
+            for peer in (lla.get(t), ikl.get(t)):
+                cells += ([f"{peer['avg_ts']:.2f} ± {peer['stddev_ts']:.2f}", f"**{r['avg_ts'] / peer['avg_ts']:.2f}**"]
+                          if peer and peer["avg_ts"] > 0 else ["n/a", "-"])
+            cells += [f"{r['gbps']:.2f}" if "gbps" in r else "-", f"{r['bound_ts']:.2f}" if "bound_ts" in r else "-",
+                      f"{100 * r['fraction_of_bound']:.0f}%" if "fraction_of_bound" in r else "-"]
+            w("| " + " | ".join(cells) + " |")
+    w("")
+
+# The lattice formats of issue 45 (2 threads).
+iq = [(f"llama8b-{t.lower()}", f"llama-3.1-8b {t}") for t in ("IQ2_XXS", "IQ3_XXS", "IQ3_S")]
+iq = [m for m in iq if os.path.exists(f"{raw}/{m[0]}-iq-t2.json")]
+if iq:
+    w("## Lattice formats at llama-3.1-8b shapes: IQ2_XXS, IQ3_XXS, IQ3_S mixes (issue 45; 2 threads)")
+    w("")
+    w("`synapse synth --preset llama-3.1-8b --type T` (llama-quantize's per-tensor mix for the file type, random")
+    w("blocks), `synapse bench -p 512 -n 128 -t 2`, llama-bench the same with `-fa 0 -b 2048 -ub 512`,")
+    w("ik_llama.cpp's with `-rtr 1`, each model's engines back to back. Issue 45's targets: pp512 >= 2x llama.cpp")
+    w("and >= 1.1x ik_llama.cpp; tg128 >= 1.0x both and >= 90% of the bound.")
+    w("")
+    three_engine_table(iq, "iq")
+
 # The sparse models of issue 44 (2 threads).
 moe = [("qwen3moe-q4km", "qwen3-30b-a3b Q4_K_M"), ("gptoss-mxfp4", "gpt-oss-20b MXFP4_MOE")]
 moe = [m for m in moe if os.path.exists(f"{raw}/{m[0]}-moe-t2.json")]
@@ -428,21 +486,7 @@ if moe:
     w("attention, router and shared tensors, and expert_used_count of expert_count experts. Issue 44's targets:")
     w("tg128 >= 1.0x the faster peer and >= 90% of the bound; pp512 >= 2x llama.cpp and >= 1.1x ik_llama.cpp.")
     w("")
-    w("| model | test | synapse t/s | llama.cpp t/s | ratio | ik_llama.cpp t/s | ratio vs ik | GB/s | bound t/s | % of bound |")
-    w("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for n, label in moe:
-        lla = {(f"pp{j['n_prompt']}" if j["n_prompt"] else f"tg{j['n_gen']}"): j for j in llama_results(f"{raw}/{n}-moe-llama.jsonl")}
-        ikl = {(f"pp{j['n_prompt']}" if j["n_prompt"] else f"tg{j['n_gen']}"): j for j in llama_results(f"{raw}/{n}-moe-ik.jsonl")}
-        for r in json.load(open(f"{raw}/{n}-moe-t2.json"))["results"]:
-            t = r["test"]
-            cells = [label, t, f"{r['avg_ts']:.2f} ± {r['stddev_ts']:.2f}"]
-            for peer in (lla.get(t), ikl.get(t)):
-                cells += ([f"{peer['avg_ts']:.2f} ± {peer['stddev_ts']:.2f}", f"**{r['avg_ts'] / peer['avg_ts']:.2f}**"]
-                          if peer and peer["avg_ts"] > 0 else ["n/a", "-"])
-            cells += [f"{r['gbps']:.2f}" if "gbps" in r else "-", f"{r['bound_ts']:.2f}" if "bound_ts" in r else "-",
-                      f"{100 * r['fraction_of_bound']:.0f}%" if "fraction_of_bound" in r else "-"]
-            w("| " + " | ".join(cells) + " |")
-    w("")
+    three_engine_table(moe, "moe")
     w("Sequences decoding together (`synapse bench -p 0 -n 32 --batch 1,NB -t 2`; llama.cpp's")
     w("`llama-batched-bench -npp 0 -ntg 32 -npl 1,NB -t 2`, its S_TG): aggregate generated tokens per second,")
     w("and synapse's peak RSS in its pp/tg run (`/usr/bin/time -f %M`) against the file's size (target <= 1.1x).")
@@ -481,6 +525,8 @@ w("build-perf/synapse bench -m build/models/llama-3.2-1b-Q4_K_M.gguf -p 512 -n 1
 w("build-perf/synapse bench -m build/models/llama-3.2-1b-Q4_K_M.gguf -p 0 -n 128 -d 4096 -t 2 -r 3 --bw auto")
 w("build-perf/synapse bench -m build/models/llama-3.2-1b-Q4_K_M.gguf -p 512,2048 -n 0 -t 2 -r 2")
 w("build-perf/synapse bench -m build/models/qwen3-30b-a3b-Q4_K_M.gguf -p 0 -n 32 --batch 1,16 -t 2 -r 2")
+w("build-perf/synapse synth --preset llama-3.1-8b --type IQ3_S -o build/models/llama-3.1-8b-IQ3_S.gguf")
+w("build-perf/synapse bench -m build/models/llama-3.1-8b-IQ3_S.gguf -p 512 -n 128 -t 2 -r 2 --bw auto")
 w("```")
 w("")
 w("## Machine state at the start (`top -bn2 -d 1`, second frame, first 15 lines)")
