@@ -89,6 +89,15 @@ bool cpu_has_avx512_vnni() noexcept {
 #endif
 }
 
+bool cpu_has_avx512_vbmi() noexcept {
+#if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)
+  static const bool has = cpu_has_avx512_vnni() && __builtin_cpu_supports("avx512vbmi");
+  return has;
+#else
+  return false;
+#endif
+}
+
 bool cpu_has_neon_dotprod() noexcept {
 #if defined(__aarch64__) && defined(__linux__)
 #ifndef HWCAP_ASIMDDP

@@ -36,6 +36,10 @@ bool cpu_has_avx2() noexcept;
 // True when this CPU (and OS) runs the AVX-512 VNNI kernels: AVX2, FMA,
 // F16C, AVX-512 F, BW, DQ, VL and VNNI (cpuid and XCR0).
 bool cpu_has_avx512_vnni() noexcept;
+// True when cpu_has_avx512_vnni and the CPU has AVX-512 VBMI (byte
+// permutes): the avx512 table then takes the IQ3 kernels that look up their
+// grids with vpermi2b (same results). Thread-safe (cached on first use).
+bool cpu_has_avx512_vbmi() noexcept;
 // True when this CPU can run the NEON kernels (ARM64 with the ASIMD
 // dot-product instructions, HWCAP_ASIMDDP); false on every other target.
 bool cpu_has_neon_dotprod() noexcept;

@@ -177,6 +177,14 @@ SYNAPSE_DECLARE_IQ_DOT512(iq2_xs)
 SYNAPSE_DECLARE_IQ_DOT512(iq2_s)
 SYNAPSE_DECLARE_IQ_DOT512(iq3_xxs)
 SYNAPSE_DECLARE_IQ_DOT512(iq3_s)
+// The IQ3 forms for CPUs with AVX-512 VBMI (cpu_has_avx512_vbmi): the grid
+// entries of a block looked up with vpermi2b; the same results.
+void gemm_iq3_xxs_q8_K_vbmi(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a,
+                            size_t a_stride, int64_t n_rows, float* y, size_t y_stride);
+void gemm_iq3_s_q8_K_vbmi(int64_t n, const uint8_t* w, size_t w_stride, int64_t n_w, const uint8_t* a,
+                          size_t a_stride, int64_t n_rows, float* y, size_t y_stride);
+float vec_dot_iq3_xxs_q8_K_vbmi(int64_t n, const void* w, const void* a);
+float vec_dot_iq3_s_q8_K_vbmi(int64_t n, const void* w, const void* a);
 #undef SYNAPSE_DECLARE_IQ_GEMM512
 #undef SYNAPSE_DECLARE_IQ_DOT512
 }  // namespace avx512

@@ -157,9 +157,11 @@ void tiles_of_rows(int64_t kb, const IqDecoded* dec, const uint8_t* a, size_t as
 
 // Per block: sign bits (bit j: value j negative) and the scale of every 16
 // values as two int16 halves of a dword (the pair vpdpwssd multiplies).
+// The VBMI forms also keep the block's 256 magnitudes (mag).
 struct Prepared {
   alignas(32) uint8_t signs[QK_K / 8];
   __m512i scales;
+  alignas(64) uint8_t mag[QK_K];
 };
 
 // b | parity(b) << 7 for 32 bytes b < 128: ksigns_iq2xs[b] (the eighth sign
@@ -294,6 +296,105 @@ struct IQ3_S {
 };
 
 // T activation rows against one weight row.
+// ---------------------------------------------------------------- VBMI
+// With AVX-512 VBMI (cpu_has_avx512_vbmi) the IQ3 grids are looked up 64
+// entries at a time: each grid as 4 byte planes (plane p: byte p of every
+// entry), each plane's 256 or 512 bytes indexed with vpermi2b (128 bytes a
+// lookup, the index's bit 7 and IQ3_S's bit 8 choosing between lookups
+// under a mask), and the planes interleaved back into entry order with
+// vpermt2b. Only these functions carry the VBMI target; the table calls them
+// only when the CPU has it.
+template <int B, size_t N>
+struct Planes {
+  alignas(64) uint8_t p[B][N];
+};
+template <int B, typename G, size_t N>
+constexpr Planes<B, N> make_planes(const G (&grid)[N]) {
+  Planes<B, N> t{};
+  for (size_t e = 0; e < N; ++e)
+    for (int b = 0; b < B; ++b) t.p[b][e] = static_cast<uint8_t>(grid[e] >> (8 * b));
+  return t;
+}
+constexpr Planes<4, 256> kIq3xxsPlanes = make_planes<4>(iq3xxs_grid);
+constexpr Planes<4, 512> kIq3sPlanes = make_planes<4>(iq3s_grid);
+
+// Byte-permute indices, built at compile time (see their users).
+struct Bytes64 {
+  alignas(64) uint8_t v[4][64];
+};
+constexpr Bytes64 make_interleave4() {  // out byte 4j + b of step k: plane b's entry 16k + j
+  Bytes64 t{};
+  for (int k = 0; k < 4; ++k)
+    for (int j = 0; j < 16; ++j)
+      for (int b = 0; b < 4; ++b) t.v[k][4 * j + b] = static_cast<uint8_t>((b % 2 ? 64 : 0) + 16 * k + j);
+  return t;
+}
+constexpr Bytes64 kInterleave4 = make_interleave4();
+
+// The 4 planes of 64 entries -> 256 bytes in entry order (out[4e + b] =
+// plane b's byte e).
+__attribute__((target("avx512vbmi"))) void interleave_planes(const __m512i* pl, uint8_t* out) {
+  for (int k = 0; k < 4; ++k) {
+    // Even planes from the first source, odd ones (index bit 6) from the second.
+    const __m512i ix = _mm512_load_si512(kInterleave4.v[k]);
+    const __m512i lo = _mm512_permutex2var_epi8(pl[0], ix, pl[1]), hi = _mm512_permutex2var_epi8(pl[2], ix, pl[3]);
+    _mm512_store_si512(out + 64 * k, _mm512_mask_blend_epi8(0xCCCCCCCCCCCCCCCCull, lo, hi));
+  }
+}
+
+// IQ3_XXS: 64 8-bit indices (qs[0..63]).
+__attribute__((target("avx512vbmi"))) void iq3xxs_magnitudes_vbmi(const uint8_t* qs, uint8_t* out) {
+  const __m512i idx = _mm512_loadu_si512(qs);
+  const __mmask64 high = _mm512_movepi8_mask(idx);  // entries 128-255
+  __m512i pl[4];
+  for (int b = 0; b < 4; ++b) {
+    const uint8_t* t = kIq3xxsPlanes.p[b];
+    const __m512i lo = _mm512_permutex2var_epi8(_mm512_load_si512(t), idx, _mm512_load_si512(t + 64));
+    const __m512i hi = _mm512_permutex2var_epi8(_mm512_load_si512(t + 128), idx, _mm512_load_si512(t + 192));
+    pl[b] = _mm512_mask_blend_epi8(high, lo, hi);
+  }
+  interleave_planes(pl, out);
+}
+
+// IQ3_S: 64 9-bit indices, the low 8 bits in qs[0..63], bit 8 of entry e bit
+// e of the 64 qh bits.
+__attribute__((target("avx512vbmi"))) void iq3s_magnitudes_vbmi(const uint8_t* qs, const uint8_t* qh, uint8_t* out) {
+  const __m512i idx = _mm512_loadu_si512(qs);
+  const __mmask64 b7 = _mm512_movepi8_mask(idx);
+  uint64_t h;
+  std::memcpy(&h, qh, sizeof h);
+  const __mmask64 b8 = _cvtu64_mask64(h);
+  __m512i pl[4];
+  for (int b = 0; b < 4; ++b) {
+    const uint8_t* t = kIq3sPlanes.p[b];
+    __m512i quarter[4];  // entries 128q .. 128q + 127
+    for (int q = 0; q < 4; ++q)
+      quarter[q] = _mm512_permutex2var_epi8(_mm512_load_si512(t + 128 * q), idx, _mm512_load_si512(t + 128 * q + 64));
+    const __m512i low = _mm512_mask_blend_epi8(b7, quarter[0], quarter[1]);
+    const __m512i high = _mm512_mask_blend_epi8(b7, quarter[2], quarter[3]);
+    pl[b] = _mm512_mask_blend_epi8(b8, low, high);
+  }
+  interleave_planes(pl, out);
+}
+
+struct IQ3_XXS_VBMI : IQ3_XXS {
+  static constexpr bool kPreparedMagnitudes = true;
+  static void prepare(const Block& b, Prepared& p) {
+    IQ3_XXS::prepare(b, p);
+    iq3xxs_magnitudes_vbmi(b.qs, p.mag);
+  }
+};
+
+struct IQ3_S_VBMI : IQ3_S {
+  static constexpr bool kPreparedMagnitudes = true;
+  static void prepare(const Block& b, Prepared& p) {
+    IQ3_S::prepare(b, p);
+    iq3s_magnitudes_vbmi(b.qs, b.qh, p.mag);
+  }
+};
+
+// T activation rows against one weight row. F::magnitudes(b, k) or, for the
+// VBMI forms, the prepared p.mag.
 template <typename F, int T>
 void few_rows_tile(int64_t nb, const typename F::Block* x, const uint8_t* a, size_t as, float* y, size_t ys) {
   float sumf[T];
@@ -304,7 +405,12 @@ void few_rows_tile(int64_t nb, const typename F::Block* x, const uint8_t* a, siz
     __m512i acc[T];
     for (int m = 0; m < T; ++m) acc[m] = _mm512_setzero_si512();
     for (int k = 0; k < QK_K / 64; ++k) {
-      const __m512i q = F::magnitudes(x[i], k);
+      __m512i q;
+      if constexpr (requires { F::kPreparedMagnitudes; }) {
+        q = _mm512_load_si512(p.mag + 64 * k);
+      } else {
+        q = F::magnitudes(x[i], k);
+      }
       uint64_t bits;
       std::memcpy(&bits, p.signs + 8 * k, sizeof bits);
       const __mmask64 neg = _cvtu64_mask64(bits);
@@ -419,6 +525,35 @@ SYNAPSE_IQ_DOT(iq2_xs, IQ2_XS)
 SYNAPSE_IQ_DOT(iq2_s, IQ2_S)
 SYNAPSE_IQ_DOT(iq3_xxs, IQ3_XXS)
 SYNAPSE_IQ_DOT(iq3_s, IQ3_S)
+
+
+// The VBMI forms (the table takes them when cpu_has_avx512_vbmi).
+float vec_dot_iq3_xxs_q8_K_vbmi(int64_t n, const void* w, const void* a) {
+  float y = 0.0f;
+  few_rows_tile<IQ3_XXS_VBMI, 1>(n / QK_K, static_cast<const block_iq3_xxs*>(w), static_cast<const uint8_t*>(a), 0, &y, 0);
+  return y;
+}
+float vec_dot_iq3_s_q8_K_vbmi(int64_t n, const void* w, const void* a) {
+  float y = 0.0f;
+  few_rows_tile<IQ3_S_VBMI, 1>(n / QK_K, static_cast<const block_iq3_s*>(w), static_cast<const uint8_t*>(a), 0, &y, 0);
+  return y;
+}
+void gemm_iq3_xxs_q8_K_vbmi(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
+                            int64_t n_rows, float* y, size_t ys) {
+  if (n_rows < kDecodeRows) {
+    few_rows<IQ3_XXS_VBMI>(n, w, ws, n_w, a, as, n_rows, y, ys);
+    return;
+  }
+  gemm_iq3_xxs_q8_K(n, w, ws, n_w, a, as, n_rows, y, ys);
+}
+void gemm_iq3_s_q8_K_vbmi(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
+                          int64_t n_rows, float* y, size_t ys) {
+  if (n_rows < kDecodeRows) {
+    few_rows<IQ3_S_VBMI>(n, w, ws, n_w, a, as, n_rows, y, ys);
+    return;
+  }
+  gemm_iq3_s_q8_K(n, w, ws, n_w, a, as, n_rows, y, ys);
+}
 
 #undef SYNAPSE_IQ_DOT
 

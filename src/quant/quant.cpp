@@ -244,6 +244,10 @@ KernelTable make_avx512_table() {
   overlay(k, G::IQ3_S, {.vec_dot = avx512::vec_dot_iq3_s_q8_K, .gemm = avx512::gemm_iq3_s_q8_K});
   overlay(k, G::IQ1_S, {.gemm = avx512::gemm_iq1_s_q8_K});
   overlay(k, G::IQ1_M, {.gemm = avx512::gemm_iq1_m_q8_K});
+  if (cpu_has_avx512_vbmi()) {
+    overlay(k, G::IQ3_XXS, {.vec_dot = avx512::vec_dot_iq3_xxs_q8_K_vbmi, .gemm = avx512::gemm_iq3_xxs_q8_K_vbmi});
+    overlay(k, G::IQ3_S, {.vec_dot = avx512::vec_dot_iq3_s_q8_K_vbmi, .gemm = avx512::gemm_iq3_s_q8_K_vbmi});
+  }
   return k;
 }
 #endif

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "quant/cpu.hpp"
 #include "quant/formats.hpp"
 #include "quant/gemm.hpp"
 #include "quant/iq_grids.hpp"
@@ -364,6 +365,67 @@ TEST_P(KernelTables, IqExtremesEqualScalar) {
   std::memset(a.qs, 0x81, sizeof a.qs);
   EXPECT_EQ(vec_dot_kernel(GgmlType::IQ2_XXS, isa())(QK_K, w.data(), &a), 0.125f * (8 * 31 * 4 * 203 * 127.0f));
 }
+
+// The avx512 table takes the IQ3 kernels that look up their grids with
+// vpermi2b when the CPU has AVX-512 VBMI, so the table tests above run only
+// one of the two forms on a given machine: both, called directly, against
+// the scalar reference (dots and 1-7 activation rows), wherever the CPU runs
+// them (on a CPU without AVX-512 VNNI there is none to run, and the test
+// says so).
+#if defined(__x86_64__)
+TEST(IqQuants, Avx512VbmiFormsEqualScalar) {
+  struct Form {
+    GgmlType t;
+    VecDotFn dot;
+    GemmFn gemm;
+    bool vbmi;
+  };
+  const Form forms[] = {
+      {GgmlType::IQ3_XXS, avx512::vec_dot_iq3_xxs_q8_K, avx512::gemm_iq3_xxs_q8_K, false},
+      {GgmlType::IQ3_S, avx512::vec_dot_iq3_s_q8_K, avx512::gemm_iq3_s_q8_K, false},
+      {GgmlType::IQ3_XXS, avx512::vec_dot_iq3_xxs_q8_K_vbmi, avx512::gemm_iq3_xxs_q8_K_vbmi, true},
+      {GgmlType::IQ3_S, avx512::vec_dot_iq3_s_q8_K_vbmi, avx512::gemm_iq3_s_q8_K_vbmi, true},
+  };
+  std::mt19937 rng(77);
+  int checked = 0, forms_run = 0;
+  for (const Form& f : forms) {
+    if (!cpu_has_avx512_vnni() || (f.vbmi && !cpu_has_avx512_vbmi())) continue;
+    ++forms_run;
+    const int64_t n = 3 * QK_K;
+    for (int trial = 0; trial < 6; ++trial) {
+      std::vector<uint8_t> w(row_size(f.t, n) * 2);
+      for (auto& b : w) b = static_cast<uint8_t>(rng());
+      for (size_t off = 0; off < w.size(); off += type_traits(f.t).type_size) {
+        const ggml_fp16_t d = fp32_to_fp16(std::ldexp(1.0f, static_cast<int>(rng() % 8) - 4));
+        std::memcpy(w.data() + off, &d, sizeof d);
+      }
+      std::vector<block_q8_K> a(static_cast<size_t>(n / QK_K) * 7);
+      for (auto& b : a) {
+        b.d = std::ldexp(static_cast<float>(static_cast<int>(rng() % 2001) - 1000), -12);
+        for (auto& q : b.qs) q = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);  // q8_K range
+      }
+      const size_t ws = row_size(f.t, n), as = n / QK_K * sizeof(block_q8_K);
+      for (int64_t rows = 1; rows <= 7; ++rows) {
+        std::vector<float> y(static_cast<size_t>(rows) * 2, -1.0f);
+        f.gemm(n, w.data(), ws, 2, reinterpret_cast<const uint8_t*>(a.data()), as, rows, y.data(), 2);
+        for (int64_t m = 0; m < rows; ++m) {
+          for (int r = 0; r < 2; ++r) {
+            const float want = vec_dot_kernel(f.t, Isa::scalar)(n, w.data() + r * ws, a.data() + m * (n / QK_K));
+            ASSERT_TRUE(same_bits(want, y[m * 2 + r])) << type_name(f.t) << (f.vbmi ? " vbmi" : "") << " rows " << rows;
+            if (rows == 1) {
+              ASSERT_TRUE(same_bits(want, f.dot(n, w.data() + r * ws, a.data() + m * (n / QK_K))))
+                  << type_name(f.t) << (f.vbmi ? " vbmi" : "") << " dot";
+            }
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, forms_run * 6 * 56);  // 6 trials x (1 + ... + 7 rows) x 2 weight rows
+  std::printf("[ avx512   ] %d of 4 IQ3 forms run on this CPU, %d results compared\n", forms_run, checked);
+}
+#endif
 
 // Hostile blocks: every weight byte random, F16 scales infinite or NaN
 // included (a file's blocks are whatever it holds). Against activation bytes
