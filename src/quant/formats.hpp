@@ -227,7 +227,11 @@ SYNAPSE_DECLARE_FORMAT(tq2_0)
 float vec_dot_tq1_0_q8_K(int64_t n, const void* w, const void* a);
 float vec_dot_tq2_0_q8_K(int64_t n, const void* w, const void* a);
 
-// iq_quants.cpp: the IQ1/IQ2/IQ3 formats (no quantizer: dequantize and dot)
+// iq_quants.cpp: the IQ1/IQ2/IQ3 formats (no quantizer: dequantize and dot).
+// The activation rows are quantize_row_q8_K's, whose values lie in
+// [-127, 127]: the SIMD dots of IQ2/IQ3 (AVX2, AVX-512) move the weights'
+// signs onto the activations and equal these references only there (a
+// negated -128 stays -128); the IQ1 ones are exact for every byte.
 void dequantize_row_iq2_xxs(const void* x, float* y, int64_t n);
 void dequantize_row_iq2_xs(const void* x, float* y, int64_t n);
 void dequantize_row_iq2_s(const void* x, float* y, int64_t n);
