@@ -164,6 +164,24 @@ if [ "$SKIP_LONG" != 1 ]; then
   done
 fi
 
+# The two references on one file at 2 threads, pp$PP and tg$NG:
+# $RAW/NAME-SUFFIX-llama.jsonl and -ik.jsonl (ik_llama.cpp with -rtr 1 and
+# the extra flags). Arguments: name file reps suffix [ik flags...].
+peer_runs() {
+  local n=$1 f=$2 reps=$3 suffix=$4
+  shift 4
+  if [ -n "$LLAMA_BENCH" ]; then
+    echo "perf.sh: llama-bench $(basename "$f") t=2" >&2
+    "$LLAMA_BENCH" -m "$f" -t 2 -p "$PP" -n "$NG" -r "$reps" -fa 0 -b 2048 -ub 512 -o jsonl 2>/dev/null \
+      > "$RAW/$n-$suffix-llama.jsonl"
+  fi
+  if [ -n "$IK_LLAMA_BENCH" ]; then
+    echo "perf.sh: ik_llama.cpp llama-bench $(basename "$f") t=2" >&2
+    "$IK_LLAMA_BENCH" -m "$f" -t 2 -p "$PP" -n "$NG" -r "$reps" -fa 0 -b 2048 -ub 512 -rtr 1 "$@" -o json \
+      2>/dev/null > "$RAW/$n-$suffix-ik.jsonl"
+  fi
+}
+
 # The sparse models (issue 44), 2 threads: pp and tg as above (ik_llama.cpp
 # with its fused MoE, -fmoe 1), the peak RSS of synapse's run (against the
 # file's size: issue 44's <= 1.1x), and NB sequences decoding together
@@ -178,16 +196,7 @@ if [ "$SKIP_MOE" != 1 ]; then
       "$SYN" bench -m "$f" -p "$PP" -n "$NG" -t 2 -r "$MOE_REPS" --bw "$(bw_arg "$bw2")" --json > "$RAW/$1-moe-t2.json"
     echo "perf.sh: $2 $3 tg32 x1,$NB t=2" >&2
     "$SYN" bench -m "$f" -p 0 -n 32 --batch "1,$NB" -t 2 -r "$MOE_REPS" --json > "$RAW/$1-batch-t2.json"
-    if [ -n "$LLAMA_BENCH" ]; then
-      echo "perf.sh: llama-bench $2 $3 t=2" >&2
-      "$LLAMA_BENCH" -m "$f" -t 2 -p "$PP" -n "$NG" -r "$MOE_REPS" -fa 0 -b 2048 -ub 512 -o jsonl 2>/dev/null \
-        > "$RAW/$1-moe-llama.jsonl"
-    fi
-    if [ -n "$IK_LLAMA_BENCH" ]; then
-      echo "perf.sh: ik_llama.cpp llama-bench $2 $3 t=2" >&2
-      "$IK_LLAMA_BENCH" -m "$f" -t 2 -p "$PP" -n "$NG" -r "$MOE_REPS" -fa 0 -b 2048 -ub 512 -rtr 1 -fmoe 1 -o json \
-        2>/dev/null > "$RAW/$1-moe-ik.jsonl"
-    fi
+    peer_runs "$1" "$f" "$MOE_REPS" moe -fmoe 1
     if [ -n "$LLAMA_BATCHED_BENCH" ]; then
       echo "perf.sh: llama-batched-bench $2 $3 tg32 x1,$NB t=2" >&2
       "$LLAMA_BATCHED_BENCH" -m "$f" -t 2 -c $((NB * 64)) -b 2048 -ub 512 -npp 0 -ntg 32 -npl "1,$NB" \
@@ -204,16 +213,7 @@ if [ "$SKIP_IQ" != 1 ]; then
     f=$(model llama-3.1-8b "$t")
     echo "perf.sh: llama-3.1-8b $t pp$PP tg$NG t=2" >&2
     "$SYN" bench -m "$f" -p "$PP" -n "$NG" -t 2 -r "$IQ_REPS" --bw "$(bw_arg "$bw2")" --json > "$RAW/$n-iq-t2.json"
-    if [ -n "$LLAMA_BENCH" ]; then
-      echo "perf.sh: llama-bench llama-3.1-8b $t t=2" >&2
-      "$LLAMA_BENCH" -m "$f" -t 2 -p "$PP" -n "$NG" -r "$IQ_REPS" -fa 0 -b 2048 -ub 512 -o jsonl 2>/dev/null \
-        > "$RAW/$n-iq-llama.jsonl"
-    fi
-    if [ -n "$IK_LLAMA_BENCH" ]; then
-      echo "perf.sh: ik_llama.cpp llama-bench llama-3.1-8b $t t=2" >&2
-      "$IK_LLAMA_BENCH" -m "$f" -t 2 -p "$PP" -n "$NG" -r "$IQ_REPS" -fa 0 -b 2048 -ub 512 -rtr 1 -o json \
-        2>/dev/null > "$RAW/$n-iq-ik.jsonl"
-    fi
+    peer_runs "$n" "$f" "$IQ_REPS" iq
   done
 fi
 

@@ -198,7 +198,8 @@ inline __m512i per32(__m512i v) {
 // chunk c, high: the second).
 inline __m512i nibble_scales16(const uint8_t* sc) {
   const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc));
-  const __m128i lo = _mm_and_si128(b, _mm_set1_epi8(0x0F)), hi = _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(0x0F));
+  const __m128i m = _mm_set1_epi8(0x0F);
+  const __m128i lo = _mm_and_si128(b, m), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
   return odd_pairs(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi)));
 }
 
@@ -234,10 +235,8 @@ struct IQ2_XS {
   }
   static __m512i magnitudes(const Block& b, int k) {
     const uint16_t* q = b.qs + 8 * k;
-    return _mm512_setr_epi64(static_cast<int64_t>(iq2xs_grid[q[0] & 511]), static_cast<int64_t>(iq2xs_grid[q[1] & 511]),
-                             static_cast<int64_t>(iq2xs_grid[q[2] & 511]), static_cast<int64_t>(iq2xs_grid[q[3] & 511]),
-                             static_cast<int64_t>(iq2xs_grid[q[4] & 511]), static_cast<int64_t>(iq2xs_grid[q[5] & 511]),
-                             static_cast<int64_t>(iq2xs_grid[q[6] & 511]), static_cast<int64_t>(iq2xs_grid[q[7] & 511]));
+    const auto g = [&](int j) { return static_cast<int64_t>(iq2xs_grid[q[j] & 511]); };
+    return _mm512_setr_epi64(g(0), g(1), g(2), g(3), g(4), g(5), g(6), g(7));
   }
 };
 
@@ -250,7 +249,8 @@ struct IQ2_S {
   }
   static __m512i magnitudes(const Block& b, int k) {
     const auto g = [&](int c, int l) {
-      return static_cast<int64_t>(iq2s_grid[b.qs[4 * c + l] | ((static_cast<uint32_t>(b.qh[c]) << (8 - 2 * l)) & 0x300)]);
+      const uint32_t high = (static_cast<uint32_t>(b.qh[c]) << (8 - 2 * l)) & 0x300;
+      return static_cast<int64_t>(iq2s_grid[b.qs[4 * c + l] | high]);
     };
     const int c = 2 * k;
     return _mm512_setr_epi64(g(c, 0), g(c, 1), g(c, 2), g(c, 3), g(c + 1, 0), g(c + 1, 1), g(c + 1, 2), g(c + 1, 3));
@@ -282,7 +282,8 @@ struct IQ3_S {
     // Chunk c's scale: nibble c % 2 of scales[c / 2].
     const __m128i s = _mm_cvtsi32_si128(static_cast<int>(b.scales[0] | b.scales[1] << 8 | b.scales[2] << 16 |
                                                          static_cast<uint32_t>(b.scales[3]) << 24));
-    const __m128i lo = _mm_and_si128(s, _mm_set1_epi8(0x0F)), hi = _mm_and_si128(_mm_srli_epi16(s, 4), _mm_set1_epi8(0x0F));
+    const __m128i m = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_and_si128(s, m), hi = _mm_and_si128(_mm_srli_epi16(s, 4), m);
     p.scales = per32(odd_pairs(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi))));
   }
   static __m512i magnitudes(const Block& b, int k) {
@@ -295,15 +296,14 @@ struct IQ3_S {
   }
 };
 
-// T activation rows against one weight row.
 // ---------------------------------------------------------------- VBMI
-// With AVX-512 VBMI (cpu_has_avx512_vbmi) the IQ3 grids are looked up 64
-// entries at a time: each grid as 4 byte planes (plane p: byte p of every
-// entry), each plane's 256 or 512 bytes indexed with vpermi2b (128 bytes a
-// lookup, the index's bit 7 and IQ3_S's bit 8 choosing between lookups
-// under a mask), and the planes interleaved back into entry order with
-// vpermt2b. Only these functions carry the VBMI target; the table calls them
-// only when the CPU has it.
+// With AVX-512 VBMI (cpu_has_avx512_vbmi) the IQ3 grids are looked up a
+// block (64 entries) at a time: each grid as 4 byte planes (plane p: byte p
+// of every entry), each plane's 256 or 512 bytes indexed with vpermi2b (128
+// bytes a lookup, the index's bit 7 and IQ3_S's bit 8 choosing between
+// lookups under a mask), and the planes interleaved back into entry order
+// with vpermt2b. Only these functions carry the VBMI target; the table calls
+// them only when the CPU has it.
 template <int B, size_t N>
 struct Planes {
   alignas(64) uint8_t p[B][N];
@@ -414,9 +414,10 @@ void few_rows_tile(int64_t nb, const typename F::Block* x, const uint8_t* a, siz
       uint64_t bits;
       std::memcpy(&bits, p.signs + 8 * k, sizeof bits);
       const __mmask64 neg = _cvtu64_mask64(bits);
+      const int g = 4 * k;  // the step's 4 groups of 16, one per 128-bit lane
       const __m512i sc = _mm512_permutexvar_epi32(
-          _mm512_setr_epi32(4 * k, 4 * k, 4 * k, 4 * k, 4 * k + 1, 4 * k + 1, 4 * k + 1, 4 * k + 1, 4 * k + 2, 4 * k + 2,
-                            4 * k + 2, 4 * k + 2, 4 * k + 3, 4 * k + 3, 4 * k + 3, 4 * k + 3),
+          _mm512_setr_epi32(g, g, g, g, g + 1, g + 1, g + 1, g + 1, g + 2, g + 2, g + 2, g + 2, g + 3, g + 3, g + 3,
+                            g + 3),
           p.scales);
       for (int m = 0; m < T; ++m) {
         const block_q8_K& ab = reinterpret_cast<const block_q8_K*>(a + static_cast<size_t>(m) * as)[i];
@@ -513,50 +514,37 @@ SYNAPSE_IQ_GEMM(iq3_s, kPlain, 1.0f, few_rows<IQ3_S>)
 SYNAPSE_IQ_GEMM(iq1_s, kIq1s, 1.0f, avx2::gemm_iq1_s_q8_K)
 SYNAPSE_IQ_GEMM(iq1_m, kIq1m, 1.0f, avx2::gemm_iq1_m_q8_K)
 
-#define SYNAPSE_IQ_DOT(t, F)                                                                                      \
-  float vec_dot_##t##_q8_K(int64_t n, const void* w, const void* a) {                                            \
+#define SYNAPSE_IQ_DOT(name, t, F)                                                                                \
+  float name(int64_t n, const void* w, const void* a) {                                                          \
     float y = 0.0f;                                                                                               \
     few_rows_tile<F, 1>(n / QK_K, static_cast<const block_##t*>(w), static_cast<const uint8_t*>(a), 0, &y, 0);    \
     return y;                                                                                                     \
   }
 
-SYNAPSE_IQ_DOT(iq2_xxs, IQ2_XXS)
-SYNAPSE_IQ_DOT(iq2_xs, IQ2_XS)
-SYNAPSE_IQ_DOT(iq2_s, IQ2_S)
-SYNAPSE_IQ_DOT(iq3_xxs, IQ3_XXS)
-SYNAPSE_IQ_DOT(iq3_s, IQ3_S)
+SYNAPSE_IQ_DOT(vec_dot_iq2_xxs_q8_K, iq2_xxs, IQ2_XXS)
+SYNAPSE_IQ_DOT(vec_dot_iq2_xs_q8_K, iq2_xs, IQ2_XS)
+SYNAPSE_IQ_DOT(vec_dot_iq2_s_q8_K, iq2_s, IQ2_S)
+SYNAPSE_IQ_DOT(vec_dot_iq3_xxs_q8_K, iq3_xxs, IQ3_XXS)
+SYNAPSE_IQ_DOT(vec_dot_iq3_s_q8_K, iq3_s, IQ3_S)
 
-
-// The VBMI forms (the table takes them when cpu_has_avx512_vbmi).
-float vec_dot_iq3_xxs_q8_K_vbmi(int64_t n, const void* w, const void* a) {
-  float y = 0.0f;
-  few_rows_tile<IQ3_XXS_VBMI, 1>(n / QK_K, static_cast<const block_iq3_xxs*>(w), static_cast<const uint8_t*>(a), 0, &y, 0);
-  return y;
-}
-float vec_dot_iq3_s_q8_K_vbmi(int64_t n, const void* w, const void* a) {
-  float y = 0.0f;
-  few_rows_tile<IQ3_S_VBMI, 1>(n / QK_K, static_cast<const block_iq3_s*>(w), static_cast<const uint8_t*>(a), 0, &y, 0);
-  return y;
-}
-void gemm_iq3_xxs_q8_K_vbmi(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
-                            int64_t n_rows, float* y, size_t ys) {
-  if (n_rows < kDecodeRows) {
-    few_rows<IQ3_XXS_VBMI>(n, w, ws, n_w, a, as, n_rows, y, ys);
-    return;
+// The VBMI forms (the table takes them when cpu_has_avx512_vbmi): the few
+// rows with the grids looked up by vpermi2b, 8 rows or more as above.
+#define SYNAPSE_IQ_VBMI(t, F)                                                                                     \
+  SYNAPSE_IQ_DOT(vec_dot_##t##_q8_K_vbmi, t, F)                                                                   \
+  void gemm_##t##_q8_K_vbmi(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,   \
+                            int64_t n_rows, float* y, size_t ys) {                                               \
+    if (n_rows < kDecodeRows) {                                                                                   \
+      few_rows<F>(n, w, ws, n_w, a, as, n_rows, y, ys);                                                           \
+      return;                                                                                                     \
+    }                                                                                                             \
+    gemm_##t##_q8_K(n, w, ws, n_w, a, as, n_rows, y, ys);                                                         \
   }
-  gemm_iq3_xxs_q8_K(n, w, ws, n_w, a, as, n_rows, y, ys);
-}
-void gemm_iq3_s_q8_K_vbmi(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as,
-                          int64_t n_rows, float* y, size_t ys) {
-  if (n_rows < kDecodeRows) {
-    few_rows<IQ3_S_VBMI>(n, w, ws, n_w, a, as, n_rows, y, ys);
-    return;
-  }
-  gemm_iq3_s_q8_K(n, w, ws, n_w, a, as, n_rows, y, ys);
-}
 
+SYNAPSE_IQ_VBMI(iq3_xxs, IQ3_XXS_VBMI)
+SYNAPSE_IQ_VBMI(iq3_s, IQ3_S_VBMI)
+
+#undef SYNAPSE_IQ_VBMI
 #undef SYNAPSE_IQ_DOT
-
 #undef SYNAPSE_IQ_GEMM
 
 }  // namespace synapse::quant::avx512

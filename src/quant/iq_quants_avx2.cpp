@@ -128,8 +128,8 @@ struct IQ2_XS {
   }
   static __m256i signs(const Block& b, int c) {
     const uint16_t* q = b.qs + 4 * c;
-    return _mm256_set_epi64x(static_cast<int64_t>(kSignBytes.v[q[3] >> 9]), static_cast<int64_t>(kSignBytes.v[q[2] >> 9]),
-                             static_cast<int64_t>(kSignBytes.v[q[1] >> 9]), static_cast<int64_t>(kSignBytes.v[q[0] >> 9]));
+    const auto s = [&](int j) { return static_cast<int64_t>(kSignBytes.v[q[j] >> 9]); };
+    return _mm256_set_epi64x(s(3), s(2), s(1), s(0));
   }
   static __m256i scales(const Block& b, int c) { return scale16(2 * (b.scales[c] & 0xf) + 1, 2 * (b.scales[c] >> 4) + 1); }
   static float d(const Block& b) { return h2f(b.d); }
