@@ -1,5 +1,7 @@
 // Tiling helpers of the AVX2 multi-row kernels (gemm_avx2.cpp for the
-// 32-element and float formats, gemm_k_avx2.cpp for the K-quants): they
+// 32-element and float formats, gemm_k_avx2.cpp for the K-quants,
+// iq_quants_avx2.cpp) and of the AVX-512 lattice few-rows kernel
+// (iq_gemm_avx512.cpp, compiled with its flags): they
 // only decide which rows a kernel instance handles and what is prefetched,
 // never an order of operations inside an output element.
 #pragma once

@@ -18,7 +18,7 @@
 //
 // Fewer than 8 activation rows (decode), and the dots: IQ2/IQ3 blocks read
 // in place, 64 values a step, the signs applied to the activations under a
-// mask (few_rows_tile below); IQ1_S and IQ1_M take the AVX2 kernel.
+// mask (FewRows below); IQ1_S and IQ1_M take the AVX2 kernel.
 //
 // No STL and no inline function of a shared header with external linkage
 // here (LAYERS.md); scratch from quant::thread_scratch.
@@ -37,12 +37,15 @@
 
 #include "quant/formats.hpp"
 #include "quant/gemm.hpp"
+#include "quant/gemm_tiles.hpp"
 #include "quant/iq_decoded.hpp"
 #include "quant/iq_grids.hpp"
 #include "quant/simd.hpp"
 
 namespace synapse::quant::avx512 {
 namespace {
+
+namespace tiles = avx2::tiles;  // the row tiling of the AVX2 kernels (internal linkage, this file's flags)
 
 enum Kind { kPlain = 0, kIq1s = 1, kIq1m = 2 };
 
@@ -194,26 +197,35 @@ inline __m512i per32(__m512i v) {
   return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), v);
 }
 
-// Scales of the 16 groups of 16 from 8 bytes of nibbles (low: first 16 of
-// chunk c, high: the second).
-inline __m512i nibble_scales16(const uint8_t* sc) {
-  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc));
+// The nibbles of the low 8 bytes of b, low then high nibble of each byte,
+// as 16 scales 2 v + 1 (odd_pairs).
+inline __m512i nibble_scales(__m128i b) {
   const __m128i m = _mm_set1_epi8(0x0F);
   const __m128i lo = _mm_and_si128(b, m), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
   return odd_pairs(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi)));
 }
 
+// Scales of the 16 groups of 16 from 8 bytes of nibbles (low: first 16 of
+// chunk c, high: the second).
+inline __m512i nibble_scales16(const uint8_t* sc) {
+  return nibble_scales(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)));
+}
+
+// IQ2_XXS and IQ3_XXS: per chunk a word of 4 7-bit ksigns indices and, in
+// bits 28-31, the chunk's scale.
+inline void prepare_ksigns_words(__m256i w, Prepared& p) {
+  _mm256_store_si256(reinterpret_cast<__m256i*>(p.signs), ksigns_bytes(fields4(w)));
+  p.scales = per32(odd_pairs(_mm512_castsi256_si512(_mm256_srli_epi32(w, 28))));
+}
+
 // Each format: Block, kOut, prepare(b, p), magnitudes(b, k) (the unsigned
-// values of chunks 2k and 2k + 1), d(b).
+// values of chunks 2k and 2k + 1).
 struct IQ2_XXS {
   using Block = block_iq2_xxs;
   static constexpr float kOut = 0.125f;
   static void prepare(const Block& b, Prepared& p) {
-    // Chunk c: 4 grid indices (bytes 8c..8c+3 of qs), then a word of 4 7-bit
-    // ksigns indices and the 4-bit scale.
-    const __m256i w = _mm512_cvtepi64_epi32(_mm512_srli_epi64(_mm512_loadu_si512(b.qs), 32));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(p.signs), ksigns_bytes(fields4(w)));
-    p.scales = per32(odd_pairs(_mm512_castsi256_si512(_mm256_srli_epi32(w, 28))));
+    // Chunk c: 4 grid indices (bytes 8c..8c+3 of qs), then its word.
+    prepare_ksigns_words(_mm512_cvtepi64_epi32(_mm512_srli_epi64(_mm512_loadu_si512(b.qs), 32)), p);
   }
   static __m512i magnitudes(const Block& b, int k) {
     const uint8_t* q = reinterpret_cast<const uint8_t*>(b.qs) + 16 * k;
@@ -261,10 +273,8 @@ struct IQ3_XXS {
   using Block = block_iq3_xxs;
   static constexpr float kOut = 0.25f;
   static void prepare(const Block& b, Prepared& p) {
-    // qs: 64 grid indices, then per chunk a word of 4 ksigns indices and the scale.
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + QK_K / 4));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(p.signs), ksigns_bytes(fields4(w)));
-    p.scales = per32(odd_pairs(_mm512_castsi256_si512(_mm256_srli_epi32(w, 28))));
+    // qs: 64 grid indices, then the 8 chunks' words.
+    prepare_ksigns_words(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + QK_K / 4)), p);
   }
   static __m512i magnitudes(const Block& b, int k) {
     const uint8_t* q = b.qs + 16 * k;
@@ -279,12 +289,10 @@ struct IQ3_S {
   static constexpr float kOut = 1.0f;
   static void prepare(const Block& b, Prepared& p) {
     std::memcpy(p.signs, b.signs, sizeof p.signs);
-    // Chunk c's scale: nibble c % 2 of scales[c / 2].
-    const __m128i s = _mm_cvtsi32_si128(static_cast<int>(b.scales[0] | b.scales[1] << 8 | b.scales[2] << 16 |
-                                                         static_cast<uint32_t>(b.scales[3]) << 24));
-    const __m128i m = _mm_set1_epi8(0x0F);
-    const __m128i lo = _mm_and_si128(s, m), hi = _mm_and_si128(_mm_srli_epi16(s, 4), m);
-    p.scales = per32(odd_pairs(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi))));
+    // Chunk c's scale: nibble c % 2 of scales[c / 2] (4 bytes: the block's last).
+    uint32_t sc;
+    std::memcpy(&sc, b.scales, sizeof sc);
+    p.scales = per32(nibble_scales(_mm_cvtsi32_si128(static_cast<int>(sc))));
   }
   static __m512i magnitudes(const Block& b, int k) {
     // Index j of chunk c: qs[8c + j] | bit j of qh[c] as bit 8.
@@ -393,67 +401,58 @@ struct IQ3_S_VBMI : IQ3_S {
   }
 };
 
-// T activation rows against one weight row. F::magnitudes(b, k) or, for the
-// VBMI forms, the prepared p.mag.
-template <typename F, int T>
-void few_rows_tile(int64_t nb, const typename F::Block* x, const uint8_t* a, size_t as, float* y, size_t ys) {
-  float sumf[T];
-  for (int m = 0; m < T; ++m) sumf[m] = 0.0f;
-  Prepared p;
-  for (int64_t i = 0; i < nb; ++i) {
-    F::prepare(x[i], p);
-    __m512i acc[T];
-    for (int m = 0; m < T; ++m) acc[m] = _mm512_setzero_si512();
-    for (int k = 0; k < QK_K / 64; ++k) {
-      __m512i q;
-      if constexpr (requires { F::kPreparedMagnitudes; }) {
-        q = _mm512_load_si512(p.mag + 64 * k);
-      } else {
-        q = F::magnitudes(x[i], k);
+// T activation rows against one weight row (tiles::by_tiles and
+// dot_by_tile run it). F::magnitudes(b, k) or, for the VBMI forms, the
+// prepared p.mag.
+template <typename F>
+struct FewRows {
+  template <int T>
+  void run(int64_t nb, const typename F::Block* x, const uint8_t* a, size_t as, float* y, size_t ys) {
+    float sumf[T];
+    for (int m = 0; m < T; ++m) sumf[m] = 0.0f;
+    Prepared p;
+    for (int64_t i = 0; i < nb; ++i) {
+      F::prepare(x[i], p);
+      __m512i acc[T];
+      for (int m = 0; m < T; ++m) acc[m] = _mm512_setzero_si512();
+      for (int k = 0; k < QK_K / 64; ++k) {
+        __m512i q;
+        if constexpr (requires { F::kPreparedMagnitudes; }) {
+          q = _mm512_load_si512(p.mag + 64 * k);
+        } else {
+          q = F::magnitudes(x[i], k);
+        }
+        uint64_t bits;
+        std::memcpy(&bits, p.signs + 8 * k, sizeof bits);
+        const __mmask64 neg = _cvtu64_mask64(bits);
+        const int g = 4 * k;  // the step's 4 groups of 16, one per 128-bit lane
+        const __m512i sc = _mm512_permutexvar_epi32(
+            _mm512_setr_epi32(g, g, g, g, g + 1, g + 1, g + 1, g + 1, g + 2, g + 2, g + 2, g + 2, g + 3, g + 3, g + 3,
+                              g + 3),
+            p.scales);
+        for (int m = 0; m < T; ++m) {
+          const block_q8_K& ab = tiles::act_row<block_q8_K>(a, as, m)[i];
+          __m512i av = _mm512_loadu_si512(ab.qs + 64 * k);
+          av = _mm512_mask_sub_epi8(av, neg, _mm512_setzero_si512(), av);
+          acc[m] = _mm512_dpwssd_epi32(acc[m], _mm512_maddubs_epi16(q, av), sc);
+        }
       }
-      uint64_t bits;
-      std::memcpy(&bits, p.signs + 8 * k, sizeof bits);
-      const __mmask64 neg = _cvtu64_mask64(bits);
-      const int g = 4 * k;  // the step's 4 groups of 16, one per 128-bit lane
-      const __m512i sc = _mm512_permutexvar_epi32(
-          _mm512_setr_epi32(g, g, g, g, g + 1, g + 1, g + 1, g + 1, g + 2, g + 2, g + 2, g + 2, g + 3, g + 3, g + 3,
-                            g + 3),
-          p.scales);
+      const float dw = _cvtsh_ss(x[i].d);
       for (int m = 0; m < T; ++m) {
-        const block_q8_K& ab = reinterpret_cast<const block_q8_K*>(a + static_cast<size_t>(m) * as)[i];
-        __m512i av = _mm512_loadu_si512(ab.qs + 64 * k);
-        av = _mm512_mask_sub_epi8(av, neg, _mm512_setzero_si512(), av);
-        acc[m] = _mm512_dpwssd_epi32(acc[m], _mm512_maddubs_epi16(q, av), sc);
+        const block_q8_K& ab = tiles::act_row<block_q8_K>(a, as, m)[i];
+        sumf[m] = __builtin_fmaf(dw * ab.d, static_cast<float>(_mm512_reduce_add_epi32(acc[m])), sumf[m]);
       }
     }
-    const float dw = _cvtsh_ss(x[i].d);
-    for (int m = 0; m < T; ++m) {
-      const block_q8_K& ab = reinterpret_cast<const block_q8_K*>(a + static_cast<size_t>(m) * as)[i];
-      sumf[m] = __builtin_fmaf(dw * ab.d, static_cast<float>(_mm512_reduce_add_epi32(acc[m])), sumf[m]);
-    }
+    for (int m = 0; m < T; ++m) y[static_cast<size_t>(m) * ys] = F::kOut * sumf[m];
   }
-  for (int m = 0; m < T; ++m) y[static_cast<size_t>(m) * ys] = F::kOut * sumf[m];
-}
+};
 
 // Every weight row against the n_rows (< 8) activation rows, in tiles of up
 // to 4 activation rows.
 template <typename F>
 void few_rows(int64_t n, const uint8_t* w, size_t ws, int64_t n_w, const uint8_t* a, size_t as, int64_t n_rows,
               float* y, size_t ys) {
-  const int64_t nb = n / QK_K;
-  for (int64_t r = 0; r < n_w; ++r) {
-    const auto* x = reinterpret_cast<const typename F::Block*>(w + static_cast<size_t>(r) * ws);
-    for (int64_t m = 0; m < n_rows; m += 4) {
-      const uint8_t* am = a + static_cast<size_t>(m) * as;
-      float* ym = y + static_cast<size_t>(m) * ys + r;
-      switch (n_rows - m) {
-        case 1: few_rows_tile<F, 1>(nb, x, am, as, ym, ys); break;
-        case 2: few_rows_tile<F, 2>(nb, x, am, as, ym, ys); break;
-        case 3: few_rows_tile<F, 3>(nb, x, am, as, ym, ys); break;
-        default: few_rows_tile<F, 4>(nb, x, am, as, ym, ys); break;
-      }
-    }
-  }
+  tiles::by_tiles<FewRows<F>, typename F::Block>(FewRows<F>{}, n / QK_K, w, ws, n_w, a, as, n_rows, y, ys);
 }
 
 using DecodeFn = void (*)(const uint8_t* w, size_t w_stride, int64_t n_w, int64_t nb, IqDecoded* out);
@@ -516,9 +515,7 @@ SYNAPSE_IQ_GEMM(iq1_m, kIq1m, 1.0f, avx2::gemm_iq1_m_q8_K)
 
 #define SYNAPSE_IQ_DOT(name, t, F)                                                                                \
   float name(int64_t n, const void* w, const void* a) {                                                          \
-    float y = 0.0f;                                                                                               \
-    few_rows_tile<F, 1>(n / QK_K, static_cast<const block_##t*>(w), static_cast<const uint8_t*>(a), 0, &y, 0);    \
-    return y;                                                                                                     \
+    return tiles::dot_by_tile<FewRows<F>, block_##t>(n / QK_K, w, a);                                             \
   }
 
 SYNAPSE_IQ_DOT(vec_dot_iq2_xxs_q8_K, iq2_xxs, IQ2_XXS)

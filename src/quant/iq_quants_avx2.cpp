@@ -290,19 +290,14 @@ struct FewRows {
             const __m256i av = _mm256_sign_epi8(load32(act_row<block_q8_K>(a, as, m)[i].qs + 32 * c), s);
             acc[m] = _mm256_add_epi32(acc[m], _mm256_madd_epi16(_mm256_maddubs_epi16(q, av), sc));
           }
-        } else if constexpr (F::kKind == kIq1m) {
-          const __m256i w = F::values(x[i], c), sc = F::scales(x[i], c);
-          const __m256i w2 = F::shifts(x[i], c);
-          for (int m = 0; m < T; ++m) {
-            const __m256i av = load32(act_row<block_q8_K>(a, as, m)[i].qs + 32 * c);
-            acc[m] = _mm256_add_epi32(acc[m], signed_lanes(w, av, sc));
-            acc2[m] = _mm256_add_epi32(acc2[m], signed_lanes(w2, av, sc));
-          }
         } else {
           const __m256i w = F::values(x[i], c), sc = F::scales(x[i], c);
+          [[maybe_unused]] __m256i w2;
+          if constexpr (F::kKind == kIq1m) w2 = F::shifts(x[i], c);
           for (int m = 0; m < T; ++m) {
             const __m256i av = load32(act_row<block_q8_K>(a, as, m)[i].qs + 32 * c);
             acc[m] = _mm256_add_epi32(acc[m], signed_lanes(w, av, sc));
+            if constexpr (F::kKind == kIq1m) acc2[m] = _mm256_add_epi32(acc2[m], signed_lanes(w2, av, sc));
           }
         }
       }

@@ -29,6 +29,7 @@
 #include "quant/kernel_table.hpp"
 #include "quant/kernel_tables.hpp"
 #include "quant/quant.hpp"
+#include "quant/random_rows.hpp"
 #include "quant/simd.hpp"
 #include "synapse/types.hpp"
 
@@ -393,27 +394,20 @@ TEST(IqQuants, Avx512VbmiFormsEqualScalar) {
     ++forms_run;
     const int64_t n = 3 * QK_K;
     for (int trial = 0; trial < 6; ++trial) {
-      std::vector<uint8_t> w(row_size(f.t, n) * 2);
-      for (auto& b : w) b = static_cast<uint8_t>(rng());
-      for (size_t off = 0; off < w.size(); off += type_traits(f.t).type_size) {
-        const ggml_fp16_t d = fp32_to_fp16(std::ldexp(1.0f, static_cast<int>(rng() % 8) - 4));
-        std::memcpy(w.data() + off, &d, sizeof d);
-      }
-      std::vector<block_q8_K> a(static_cast<size_t>(n / QK_K) * 7);
-      for (auto& b : a) {
-        b.d = std::ldexp(static_cast<float>(static_cast<int>(rng() % 2001) - 1000), -12);
-        for (auto& q : b.qs) q = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);  // q8_K range
-      }
+      // 2 weight rows and 7 activation rows, each set one row of their total length.
+      const std::vector<uint8_t> w = test_rows::random_row_bytes(f.t, 2 * n, rng);
+      const std::vector<uint8_t> a_bytes = test_rows::random_row_bytes(GgmlType::Q8_K, 7 * n, rng);
+      const auto* a = reinterpret_cast<const block_q8_K*>(a_bytes.data());
       const size_t ws = row_size(f.t, n), as = n / QK_K * sizeof(block_q8_K);
       for (int64_t rows = 1; rows <= 7; ++rows) {
         std::vector<float> y(static_cast<size_t>(rows) * 2, -1.0f);
-        f.gemm(n, w.data(), ws, 2, reinterpret_cast<const uint8_t*>(a.data()), as, rows, y.data(), 2);
+        f.gemm(n, w.data(), ws, 2, a_bytes.data(), as, rows, y.data(), 2);
         for (int64_t m = 0; m < rows; ++m) {
           for (int r = 0; r < 2; ++r) {
-            const float want = vec_dot_kernel(f.t, Isa::scalar)(n, w.data() + r * ws, a.data() + m * (n / QK_K));
+            const float want = vec_dot_kernel(f.t, Isa::scalar)(n, w.data() + r * ws, a + m * (n / QK_K));
             ASSERT_TRUE(same_bits(want, y[m * 2 + r])) << type_name(f.t) << (f.vbmi ? " vbmi" : "") << " rows " << rows;
             if (rows == 1) {
-              ASSERT_TRUE(same_bits(want, f.dot(n, w.data() + r * ws, a.data() + m * (n / QK_K))))
+              ASSERT_TRUE(same_bits(want, f.dot(n, w.data() + r * ws, a + m * (n / QK_K))))
                   << type_name(f.t) << (f.vbmi ? " vbmi" : "") << " dot";
             }
             ++checked;
@@ -442,12 +436,10 @@ TEST_P(KernelTables, IqAnyBytesEqualScalar) {
       for (int trial = 0; trial < 8; ++trial) {
         std::vector<uint8_t> w(row_size(t, n) * 3);
         for (auto& b : w) b = static_cast<uint8_t>(rng());
+        // 2 activation rows (random bytes in quantize_row_q8_K's range, finite d).
+        const std::vector<uint8_t> a_bytes = test_rows::random_row_bytes(GgmlType::Q8_K, 2 * n, rng);
         std::vector<block_q8_K> a(static_cast<size_t>(n / QK_K) * 2);
-        for (auto& b : a) {
-          b.d = std::ldexp(static_cast<float>(static_cast<int>(rng() % 2001) - 1000), -12);
-          for (auto& q : b.qs) q = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);  // q8_K range
-          for (auto& s : b.bsums) s = static_cast<int16_t>(rng());
-        }
+        std::memcpy(a.data(), a_bytes.data(), a_bytes.size());
         // 2 activation rows (the few-rows tiles) and 10 (decoded once), 3 weight rows.
         std::vector<block_q8_K> a10;
         for (int k = 0; k < 5; ++k) a10.insert(a10.end(), a.begin(), a.end());
