@@ -15,6 +15,8 @@
 // a fresh matcher that has replayed the walk's tokens (no mask cached, no
 // transition computed yet): the cost of a state's first visit. --why prints
 // the refused schemas' reasons, counted (the message up to its JSON pointer).
+// --slowest K prints the K slowest masks: the grammar's file, the step and
+// the walk's last 60 bytes before it (what the slow parser state is).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -43,6 +45,7 @@ int main(int argc, char** argv) {
   int steps = 200, runs = 20;
   unsigned seed = 1;
   bool cold = false, why = false;
+  size_t slowest = 0;
   for (int i = 3; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--cold")) cold = true;
     if (!std::strcmp(argv[i], "--why")) why = true;
@@ -50,6 +53,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--runs")) runs = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--seed")) seed = static_cast<unsigned>(std::atoi(argv[i + 1]));
+    else if (!std::strcmp(argv[i], "--slowest")) slowest = static_cast<size_t>(std::atoi(argv[i + 1]));
   }
   try {
     const auto file = gguf::File::open(argv[1]);
@@ -71,6 +75,7 @@ int main(int argc, char** argv) {
     }
     const auto t0 = Clock::now();
     std::vector<std::shared_ptr<const Grammar>> grammars;
+    std::vector<std::string> grammar_files;
     size_t refused = 0, n_rules = 0;
     std::map<std::string, int> reasons;
     for (const auto& p : inputs) {
@@ -78,6 +83,7 @@ int main(int argc, char** argv) {
         const std::string text = read(p);
         grammars.push_back(Grammar::parse(p.extension() == ".json" ? json_schema_to_gbnf(text) : text));
         n_rules += grammars.back()->n_rules();
+        grammar_files.push_back(p.string());
       } catch (const Error& e) {
         if (inputs.size() == 1) throw;
         ++refused;
@@ -103,7 +109,15 @@ int main(int argc, char** argv) {
     std::vector<double> us;
     std::vector<uint64_t> mask;
     std::vector<int32_t> allowed;
-    for (const auto& grammar : grammars) {
+    struct Slow {
+      double us;
+      size_t grammar;
+      int step;
+      std::string text;
+    };
+    std::vector<Slow> slow;
+    for (size_t gi = 0; gi < grammars.size(); ++gi) {
+      const auto& grammar = grammars[gi];
       for (int r = 0; r < runs; ++r) {
         GrammarMatcher m(grammar, vocab);
         std::vector<int32_t> taken;
@@ -121,6 +135,14 @@ int main(int argc, char** argv) {
             b = Clock::now();
           }
           us.push_back(std::chrono::duration<double, std::micro>(b - a).count());
+          if (slowest > 0) {
+            std::string text;
+            for (const int32_t t : taken) text += tok.token_to_piece(t, false);
+            if (text.size() > 60) text = text.substr(text.size() - 60);
+            slow.push_back({us.back(), gi, s, std::move(text)});
+            std::sort(slow.begin(), slow.end(), [](const Slow& x, const Slow& y) { return x.us > y.us; });
+            if (slow.size() > slowest) slow.pop_back();
+          }
           allowed.clear();
           for (int32_t t = 0; t < n; ++t)
             if (((mask[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1) && !tok.is_eog(t)) allowed.push_back(t);
@@ -137,6 +159,8 @@ int main(int argc, char** argv) {
       std::sort(by.rbegin(), by.rend());
       for (const auto& [k, m] : by) std::printf("%6d  %s\n", k, m.c_str());
     }
+    for (const Slow& x : slow)
+      std::printf("%9.1f us  %s step %d after: %s\n", x.us, grammar_files[x.grammar].c_str(), x.step, x.text.c_str());
     std::sort(us.begin(), us.end());
     auto q = [&](double f) { return us[std::min(us.size() - 1, static_cast<size_t>(f * static_cast<double>(us.size())))]; };
     std::printf("vocabulary %d tokens; %zu grammars (%zu rules) compiled in %.2f ms, %zu refused; trie built in %.1f ms\n",

@@ -24,6 +24,7 @@
 // and the nesting of groups is bounded (GrammarLimits) and reported with its
 // line and column instead of crashing or silently widening a repetition.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -732,6 +733,25 @@ class Parser {
     }
     g->rule_names = std::move(names_);
     g->byte_sets = std::move(sets_);
+    // Bytes by membership: refine one class by each set in turn (class ids
+    // stay below 256: at most one class per byte).
+    std::array<uint16_t, 256> cls{};
+    for (const ByteSet& set : g->byte_sets) {
+      std::array<int16_t, 512> split;
+      split.fill(-1);
+      int16_t n_cls = 0;
+      for (int b = 0; b < 256; ++b) {
+        int16_t& id = split[cls[b] * 2u + (set.has(static_cast<uint8_t>(b)) ? 1 : 0)];
+        if (id < 0) id = n_cls++;
+        cls[b] = static_cast<uint16_t>(id);
+      }
+    }
+    std::array<int16_t, 256> first_of;
+    first_of.fill(-1);
+    for (int b = 0; b < 256; ++b) {
+      if (first_of[cls[b]] < 0) first_of[cls[b]] = static_cast<int16_t>(b);
+      g->byte_rep[b] = static_cast<uint8_t>(first_of[cls[b]]);
+    }
     g->token_refs = std::move(token_refs_);
     g->root = root;
     g->max_matcher_states = std::max<size_t>(lim_.max_matcher_states, 2);

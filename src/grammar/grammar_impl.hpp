@@ -49,6 +49,11 @@ struct Grammar::Impl {
   std::vector<uint32_t> rule_start;     // rule id -> index in elems of its first alternative
   std::vector<std::string> rule_names;  // rule id -> its name (generated rules: "name-N")
   std::vector<grammar::ByteSet> byte_sets;
+  // byte_rep[b]: the smallest byte in exactly the same byte sets as b. Two
+  // such bytes step every parser state to the same state, so the matcher
+  // computes one transition per class of bytes (a JSON grammar has a few
+  // dozen) instead of one per byte.
+  std::array<uint8_t, 256> byte_rep{};
   std::vector<GrammarTokenRef> token_refs;  // each <[id]> and <text> once, in order of first use
   uint32_t root = 0;
   size_t max_matcher_states = 1u << 16;  // GrammarLimits::max_matcher_states

@@ -21,6 +21,7 @@
 // Everything a matcher computes is a function of the grammar and the tokens it
 // accepted, never of timing or other requests (contract G1).
 #include <algorithm>
+#include <array>
 #include <iterator>
 #include <cstring>
 #include <numeric>
@@ -50,7 +51,17 @@ struct TokenVocabulary::Impl {
   std::vector<char> eog;
   std::vector<int32_t> eog_ids;
   std::vector<Node> nodes;
-  std::vector<uint64_t> classes;  // per node: byte_class bits of every byte of its subtree, its own included
+  // Per node, its subtree's bytes read as UTF-8 from a character boundary at
+  // the node (a boundary on its token's path, or after an invalid byte):
+  // kinds, the kinds of the characters started in it (byte_class of an ASCII
+  // byte; a 2-, 3- or 4-byte lead's class for a character of that length;
+  // the invalid class for a byte invalid there); chars, the most characters
+  // one of its paths starts; at, the characters its path starts before it,
+  // and whether it is at a boundary at all (a continuation byte is not).
+  std::vector<uint64_t> kinds;
+  std::vector<uint16_t> chars;
+  std::vector<uint16_t> at;
+  std::vector<char> boundary;
   std::vector<int32_t> tokens;
   size_t max_depth = 0;
 
@@ -130,12 +141,72 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> pieces, std::vector<bo
     v.nodes[path.back()].skip = static_cast<uint32_t>(v.nodes.size());
     path.pop_back();
   }
-  // Subtree classes, children before parents (reverse depth-first order).
-  v.classes.assign(v.nodes.size(), 0);
-  for (size_t i = v.nodes.size(); i-- > 0;) {
-    uint64_t c = uint64_t{1} << Impl::byte_class(v.nodes[i].byte);
-    for (size_t j = i + 1; j < v.nodes[i].skip; j = v.nodes[j].skip) c |= v.classes[j];
-    v.classes[i] = c;
+  // UTF-8 on each path, parents before children (depth-first order): the
+  // bytes the next one may be (a boundary: lo > hi) and the continuation
+  // bytes still due, per depth.
+  const size_t n_nodes = v.nodes.size();
+  v.kinds.assign(n_nodes, 0);
+  v.chars.assign(n_nodes, 0);
+  v.at.assign(n_nodes, 0);
+  v.boundary.assign(n_nodes, 0);
+  struct Utf8 {
+    uint8_t lo = 1, hi = 0, due = 0;  // the next byte's range while due > 0
+    uint16_t started = 0;             // characters started on the path
+  };
+  std::vector<Utf8> dec(v.max_depth + 2);
+  std::vector<char> own_invalid(n_nodes, 0);
+  for (size_t i = 0; i < n_nodes; ++i) {
+    const size_t d = v.nodes[i].depth;
+    const Utf8 in = dec[d - 1];
+    const uint8_t b = v.nodes[i].byte;
+    Utf8 out = in;
+    v.at[i] = in.started;
+    if (in.due > 0) {
+      if (b >= in.lo && b <= in.hi) {
+        out.due = static_cast<uint8_t>(in.due - 1);
+        out.lo = 0x80;
+        out.hi = 0xBF;
+      } else {
+        own_invalid[i] = 1;
+        out = {1, 0, 0, in.started};  // read on from a boundary
+      }
+    } else {
+      v.boundary[i] = 1;
+      out.started = static_cast<uint16_t>(std::min<int>(in.started + 1, UINT16_MAX));
+      if (b < 0x80) {
+        out.due = 0;
+      } else if (b >= 0xC2 && b <= 0xDF) {
+        out = {0x80, 0xBF, 1, out.started};
+      } else if (b >= 0xE0 && b <= 0xEF) {
+        out = {static_cast<uint8_t>(b == 0xE0 ? 0xA0 : 0x80), static_cast<uint8_t>(b == 0xED ? 0x9F : 0xBF), 2,
+               out.started};
+      } else if (b >= 0xF0 && b <= 0xF4) {
+        out = {static_cast<uint8_t>(b == 0xF0 ? 0x90 : 0x80), static_cast<uint8_t>(b == 0xF4 ? 0x8F : 0xBF), 3,
+               out.started};
+      } else {
+        own_invalid[i] = 1;
+        out = {1, 0, 0, in.started};
+      }
+    }
+    dec[d] = out;
+  }
+  // Subtree summaries, children before parents (reverse depth-first order).
+  constexpr int kInvalid = 12;
+  for (size_t i = n_nodes; i-- > 0;) {
+    const uint8_t b = v.nodes[i].byte;
+    uint64_t k = 0;
+    if (own_invalid[i]) {
+      k = uint64_t{1} << kInvalid;
+    } else if (v.boundary[i]) {
+      k = uint64_t{1} << Impl::byte_class(b);
+    }
+    uint16_t c = 0;
+    for (size_t j = i + 1; j < v.nodes[i].skip; j = v.nodes[j].skip) {
+      k |= v.kinds[j];
+      c = std::max(c, v.chars[j]);
+    }
+    v.kinds[i] = k;
+    v.chars[i] = static_cast<uint16_t>(std::min<int>(c + (v.boundary[i] ? 1 : 0), UINT16_MAX));
   }
 }
 
@@ -157,7 +228,16 @@ struct GrammarMatcher::State {
   std::vector<char> accepting{0};           // holds the empty stack
   std::vector<char> has_tokens{0};          // some stack's top is a token terminal
   std::vector<int32_t> trans;               // [state * 256 + byte]: next state, -1 unknown
-  std::vector<int64_t> loops;               // per state: classes whose every byte leads back to it; -1 unknown
+  // Per state: the byte classes (TokenVocabulary::Impl::byte_class) all of
+  // whose bytes step to one live state, uni_next, the same for all of them
+  // (of the candidates, the one most classes lead to); -1 unknown.
+  std::vector<int64_t> uni;
+  std::vector<uint32_t> uni_next;
+  std::vector<uint64_t> mb_known;  // the multi-byte kinds uni[state] has been tested for
+  static constexpr uint64_t kMultiByte = 0xE00;  // byte_class 9, 10, 11: 2-, 3-, 4-byte characters
+  // Per state: its byte representatives (state_rep), an index into reps; -1 not yet needed.
+  std::vector<int32_t> reps_of;
+  std::vector<std::array<uint8_t, 256>> reps;
   struct VecHash {
     size_t operator()(const std::vector<uint32_t>& s) const {
       uint64_t h = 1469598103934665603ull;
@@ -198,6 +278,10 @@ struct GrammarMatcher::State {
   uint32_t epoch = 0;
   std::vector<uint32_t> work, out;
   std::vector<uint32_t> walk;  // state per trie depth
+  // fill_mask's chain from cur: chain[j] = uni_next of chain[j - 1]; when
+  // chain_fixed, the last one is its own uni_next (and so every later one).
+  std::vector<uint32_t> chain;
+  bool chain_fixed = false;
 
   uint32_t node(uint32_t pos, uint32_t rest) {
     const uint64_t key = (uint64_t{pos} << 32) | rest;
@@ -279,7 +363,10 @@ struct GrammarMatcher::State {
     accepting.push_back(acc ? 1 : 0);
     has_tokens.push_back(tok ? 1 : 0);
     trans.resize(trans.size() + 256, -1);
-    loops.push_back(-1);
+    uni.push_back(-1);
+    uni_next.push_back(0);
+    mb_known.push_back(0);
+    reps_of.push_back(-1);
     return it->second;
   }
 
@@ -296,29 +383,196 @@ struct GrammarMatcher::State {
     return closure();
   }
 
+  // The representative of byte's class at `state`: the first byte of the
+  // grammar's byte classes (Grammar::Impl::byte_rep) in exactly the same of
+  // state's stack tops as byte. Those step alike from this state, so one
+  // transition is computed per class of this state's tops (inside a string:
+  // its characters, '"', '\\', the rest), not per class of the grammar.
+  uint8_t state_rep(uint32_t state, uint8_t byte) {
+    if (reps_of[state] < 0) {
+      std::vector<uint32_t> sets;  // the byte sets atop state's stacks
+      for (const uint32_t n : stacks[state]) {
+        if (n == 0) continue;
+        const grammar::Elem e = g->elems[nodes[n].first];
+        if (e.type == ElemType::kBytes) sets.push_back(e.value);
+      }
+      std::sort(sets.begin(), sets.end());
+      sets.erase(std::unique(sets.begin(), sets.end()), sets.end());
+      std::array<uint8_t, 256> rep;
+      if (sets.size() > 64) {
+        rep = g->byte_rep;
+      } else {
+        // Signatures of the grammar's representatives; bytes take theirs.
+        std::array<uint64_t, 256> sig{};
+        std::vector<uint8_t> firsts;  // representatives with a new signature, in byte order
+        std::array<uint8_t, 256> own{};
+        for (int b = 0; b < 256; ++b) {
+          const uint8_t r = g->byte_rep[b];
+          if (r == b) {
+            uint64_t x = 0;
+            for (size_t k = 0; k < sets.size(); ++k)
+              if (g->byte_sets[sets[k]].has(r)) x |= uint64_t{1} << k;
+            sig[r] = x;
+            own[r] = r;
+            for (const uint8_t f : firsts)
+              if (sig[f] == x) {
+                own[r] = f;
+                break;
+              }
+            if (own[r] == r) firsts.push_back(r);
+          }
+          rep[b] = own[r];
+        }
+      }
+      reps_of[state] = static_cast<int32_t>(reps.size());
+      reps.push_back(rep);
+    }
+    return reps[static_cast<size_t>(reps_of[state])][byte];
+  }
+
   uint32_t step(uint32_t state, uint8_t byte) {
     if (!allowed[state].has(byte)) return 0;
     const size_t k = size_t{state} * 256 + byte;
     if (trans[k] < 0) {
-      const uint32_t next = step_uncached(state, byte);
-      trans[k] = static_cast<int32_t>(next);  // `trans` may have grown: index again
+      // Bytes in the same of this state's byte sets step alike.
+      const uint8_t rb = state_rep(state, byte);
+      const size_t r = size_t{state} * 256 + rb;
+      if (trans[r] < 0) {
+        const uint32_t next = step_uncached(state, rb);
+        trans[r] = static_cast<int32_t>(next);  // `trans` may have grown: index again
+      }
+      trans[k] = trans[r];
     }
     return static_cast<uint32_t>(trans[k]);
   }
 
-  // The classes (TokenVocabulary::Impl::byte_class) all of whose bytes step
-  // from `state` back to `state`: inside a JSON string, every ASCII class but
-  // '"', '\\' and the control bytes.
-  uint64_t loop_classes(uint32_t state) {
-    if (loops[state] >= 0) return static_cast<uint64_t>(loops[state]);
-    uint64_t seen = 0, bad = 0;
-    for (int b = 0; b < 256; ++b) {
-      const uint64_t bit = uint64_t{1} << TokenVocabulary::Impl::byte_class(static_cast<uint8_t>(b));
-      seen |= bit;
-      if ((bad & bit) == 0 && step(state, static_cast<uint8_t>(b)) != state) bad |= bit;
+  // The one state every valid UTF-8 character of `len` bytes leads to from
+  // `state` (each of its prefixes then leads to a live state); 0 if none.
+  // The states after each prefix are few: searched as sets, not per byte.
+  uint32_t char_target(uint32_t state, int len) {
+    struct Item {
+      uint32_t s;
+      uint8_t lo, hi;
+    };
+    std::vector<Item> level, next;
+    const uint8_t first = len == 2 ? 0xC2 : len == 3 ? 0xE0 : 0xF0;
+    const uint8_t last = len == 2 ? 0xDF : len == 3 ? 0xEF : 0xF4;
+    const auto add = [](std::vector<Item>& to, Item it) {
+      for (const Item& x : to)
+        if (x.s == it.s && x.lo == it.lo && x.hi == it.hi) return;
+      to.push_back(it);
+    };
+    for (int b = first; b <= last; ++b) {
+      const uint32_t m = step(state, static_cast<uint8_t>(b));
+      if (m == 0) return 0;
+      const uint8_t lo = b == 0xE0 ? 0xA0 : b == 0xF0 ? 0x90 : 0x80;
+      const uint8_t hi = b == 0xED ? 0x9F : b == 0xF4 ? 0x8F : 0xBF;
+      add(level, {m, lo, hi});
     }
-    loops[state] = static_cast<int64_t>(seen & ~bad);
-    return seen & ~bad;
+    uint32_t target = 0;
+    for (int k = 1; k < len; ++k) {
+      next.clear();
+      for (const Item& it : level) {
+        for (int b = it.lo; b <= it.hi; ++b) {
+          const uint32_t m = step(it.s, static_cast<uint8_t>(b));
+          if (m == 0) return 0;
+          if (k + 1 < len) {
+            add(next, {m, 0x80, 0xBF});
+          } else if (target == 0 || target == m) {
+            target = m;
+          } else {
+            return 0;
+          }
+        }
+      }
+      level.swap(next);
+    }
+    return target;
+  }
+
+  // uni[state] (and uni_next[state]): inside a JSON string, every character
+  // kind but '"', '\\' and the control bytes, to the state after one more
+  // character (the same state unless the string's length is bounded).
+  // Kinds are TokenVocabulary::Impl::byte_class's ASCII classes and its 2-,
+  // 3- and 4-byte lead classes standing for every character of that length.
+  // The target is the one most ASCII classes share (ties to the smaller
+  // state id); the multi-byte kinds in `need` are tested against it on first
+  // use (most tokens that run long are ASCII: a chain far ahead is tested
+  // for those alone).
+  uint64_t uniform(uint32_t state, uint64_t need = 0) {
+    if (uni[state] < 0) {
+      constexpr uint32_t kUnset = UINT32_MAX;
+      std::array<uint32_t, 64> to;
+      to.fill(kUnset);
+      uint64_t bad = 0;
+      for (int b = 0; b < 0x80; ++b) {
+        const int c = TokenVocabulary::Impl::byte_class(static_cast<uint8_t>(b));
+        const uint64_t bit = uint64_t{1} << c;
+        if (bad & bit) continue;
+        const uint32_t next = step(state, static_cast<uint8_t>(b));
+        if (next == 0 || (to[c] != kUnset && to[c] != next)) {
+          bad |= bit;
+        } else {
+          to[c] = next;
+        }
+      }
+      uint32_t best = 0;
+      int best_n = 0;
+      for (int c = 0; c < 64; ++c) {
+        if (to[c] == kUnset || (bad >> c) & 1) continue;
+        int n = 0;
+        for (int d = 0; d < 64; ++d) n += to[d] == to[c] && !((bad >> d) & 1) ? 1 : 0;
+        if (n > best_n || (n == best_n && to[c] < best)) {
+          best = to[c];
+          best_n = n;
+        }
+      }
+      uint64_t set = 0;
+      for (int c = 0; c < 64; ++c)
+        if (best_n > 0 && to[c] == best && !((bad >> c) & 1)) set |= uint64_t{1} << c;
+      uni[state] = static_cast<int64_t>(set);
+      uni_next[state] = best;
+      // Without an ASCII target no multi-byte kind is tested.
+      mb_known[state] = set == 0 ? kMultiByte : 0;
+    }
+    if (const uint64_t todo = need & kMultiByte & ~mb_known[state]) {
+      for (const int len : {2, 3, 4}) {
+        const uint64_t bit = uint64_t{1} << TokenVocabulary::Impl::byte_class(len == 2 ? 0xC2 : len == 3 ? 0xE0 : 0xF0);
+        if (!(todo & bit)) continue;
+        if (char_target(state, len) == uni_next[state]) uni[state] |= static_cast<int64_t>(bit);
+        mb_known[state] |= bit;
+      }
+    }
+    return static_cast<uint64_t>(uni[state]);
+  }
+
+  // chain[j], extending the chain as needed; 0 where it ends before j (a
+  // state with no uniform step).
+  uint32_t chain_at(size_t j) {
+    while (j >= chain.size() && !chain_fixed) {
+      const uint32_t last = chain.back();
+      if (uniform(last) == 0) return 0;
+      const uint32_t next = uni_next[last];
+      if (next == last) {
+        chain_fixed = true;
+      } else {
+        chain.push_back(next);
+      }
+    }
+    return chain[std::min(j, chain.size() - 1)];
+  }
+
+  // Whether every character of kinds `cls` steps along the chain at
+  // characters from + 1 .. from + h (chain[j] being the state after j
+  // uniform steps from cur): then every path of up to h such characters from
+  // chain[from], a last one cut short included, stays live.
+  bool chain_takes(size_t from, uint64_t cls, size_t h) {
+    for (size_t j = from; j < from + h; ++j) {
+      const uint32_t s = chain_at(j);
+      if (s == 0 || (cls & ~uniform(s, cls))) return false;
+      if (chain_fixed && j + 1 >= chain.size()) return true;  // the rest is the same state
+    }
+    return true;
   }
 
   // Drops every table (stack nodes, states, transitions, cached masks) but
@@ -340,7 +594,11 @@ struct GrammarMatcher::State {
     accepting.assign(1, 0);
     has_tokens.assign(1, 0);
     trans.assign(256, -1);
-    loops.assign(1, 0);
+    uni.assign(1, 0);
+    uni_next.assign(1, 0);
+    mb_known.assign(1, kMultiByte);
+    reps_of.assign(1, -1);
+    reps.clear();
     state_ids.clear();
     stack_entries = 0;
     mask_cache.clear();
@@ -426,7 +684,10 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shar
   s.g = &s.grammar->impl();
   s.v = &s.vocab->impl();
   s.trans.assign(256, -1);
-  s.loops.assign(1, 0);
+  s.uni.assign(1, 0);
+  s.uni_next.assign(1, 0);
+  s.mb_known.assign(1, State::kMultiByte);
+  s.reps_of.assign(1, -1);
   s.walk.resize(s.v->max_depth + 1);
   const auto& refs = s.g->token_refs;
   if (!token_ids.empty() && token_ids.size() != refs.size())
@@ -504,19 +765,26 @@ void GrammarMatcher::fill_mask(std::vector<uint64_t>& words) {
   if (s.accepting[s.cur])
     for (const int32_t t : s.v->eog_ids) words[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
   const auto& nodes = s.v->nodes;
-  const uint64_t* classes = s.v->classes.data();
+  const uint64_t* kinds = s.v->kinds.data();
+  const uint16_t* chars = s.v->chars.data();
+  const uint16_t* at = s.v->at.data();
+  const char* boundary = s.v->boundary.data();
   const int32_t* tokens = s.v->tokens.data();
   const auto n_tokens = static_cast<uint32_t>(s.v->tokens.size());
   uint32_t* st = s.walk.data();
   st[0] = s.cur;
-  // A subtree reached from the start state whose every byte loops back to it
-  // is allowed whole, without walking it (a string's characters).
-  const uint64_t loop = s.allowed[s.cur].w[0] | s.allowed[s.cur].w[1] ? s.loop_classes(s.cur) : 0;
+  // A subtree whose characters all step along the chain of uniform steps
+  // from cur (a string's characters: back to the same state, or to the next
+  // count of a bounded length) is allowed whole, without walking it. Its
+  // path's characters index the chain; any index whose state is the parent's
+  // is sound (the chain from a state is a function of the state).
+  s.chain.assign(1, s.cur);
+  s.chain_fixed = false;
   const size_t n = nodes.size();
   for (size_t i = 0; i < n;) {
     const auto& nd = nodes[i];
     const uint32_t ps = st[nd.depth - 1];
-    if (ps == s.cur && (classes[i] & ~loop) == 0) {
+    if (boundary[i] && s.chain_at(at[i]) == ps && s.chain_takes(at[i], kinds[i], chars[i])) {
       const uint32_t end = nd.skip < n ? nodes[nd.skip].tok_begin : n_tokens;
       for (uint32_t k = nd.tok_begin; k < end; ++k)
         words[static_cast<size_t>(tokens[k]) >> 6] |= uint64_t{1} << (tokens[k] & 63);

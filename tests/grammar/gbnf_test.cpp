@@ -204,6 +204,65 @@ TEST(Gbnf, MaskEqualsTokenByTokenChecks) {
   }
 }
 
+// The mask takes whole the subtrees of the vocabulary trie whose characters
+// all step along a chain of uniform steps (a string's characters, counted
+// when its length is bounded). A vocabulary of the 256 single bytes, ASCII
+// runs up to 40 characters, 2-, 3- and 4-byte characters whole, cut short
+// and mixed with ASCII, escapes, quotes and invalid UTF-8: in every state of
+// random walks through bounded, unbounded and patterned strings, the mask
+// equals allows() per token.
+TEST(Gbnf, MaskOfCountedStringsEqualsTokenByTokenChecks) {
+  std::vector<std::string> pieces;
+  for (int b = 0; b < 256; ++b) pieces.emplace_back(1, static_cast<char>(b));
+  const std::vector<std::string> chars = {"a", "Z", "7", " ", "-", "\xc3\xa9", "\xd0\xbf", "\xe6\x97\xa5",
+                                          "\xe0\xa4\x85", "\xed\x9f\xbf", "\xf0\x9f\x98\x80",
+                                          "\xf4\x8f\xbf\xbf"};
+  std::mt19937 gen(3);
+  for (int i = 0; i < 400; ++i) {
+    std::string p;
+    const size_t len = 2 + gen() % (i < 40 ? 40 : 8);
+    for (size_t k = 0; k < len; ++k) p += chars[gen() % (i < 40 ? 5 : chars.size())];
+    pieces.push_back(p);
+  }
+  for (const char* p : {"\xe6", "\xe6\x97", "a\xf0\x9f", "\xc3\xa9\xc3", "\"", "\",", "ab\"", "\\", "\\n", "\\u00e9x",
+                        "\\ud83d", "\xc0\x80", "\xed\xa0\x80", "a\x80", "\x80" "a", "\xff", "\t", "\n", "}", "{\""})
+    pieces.emplace_back(p);
+  std::vector<bool> eog(pieces.size() + 1, false);
+  pieces.emplace_back("");
+  eog.back() = true;
+  const int32_t n = static_cast<int32_t>(pieces.size());
+  auto vocab = std::make_shared<TokenVocabulary>(pieces, eog);
+  const char* schemas[] = {
+      R"({"type": "object", "properties": {"s": {"type": "string", "maxLength": 30}, "t": {"type": "string",
+          "minLength": 3, "maxLength": 5}}, "required": ["s", "t"]})",
+      R"({"type": "string", "minLength": 20, "maxLength": 40})",
+      R"({"type": "array", "items": {"type": "string"}})",
+      R"({"type": "string", "pattern": "^[a-z -]{2,30}$"})",
+  };
+  for (const char* schema : schemas) {
+    SCOPED_TRACE(schema);
+    const auto g = Grammar::parse(json_schema_to_gbnf(schema));
+    std::mt19937 rng(5);
+    for (int run = 0; run < 12; ++run) {
+      GrammarMatcher m(g, vocab);
+      for (int step = 0; step < 30; ++step) {
+        std::vector<uint64_t> mask;
+        m.fill_mask(mask);
+        std::vector<int32_t> allowed;
+        for (int32_t t = 0; t < n; ++t) {
+          const bool bit = (mask[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1;
+          ASSERT_EQ(bit, m.allows(t)) << "run " << run << " step " << step << " token " << t;
+          if (bit && t != n - 1) allowed.push_back(t);
+        }
+        if (allowed.empty()) break;
+        // Long tokens half the time, so that walks reach the ends of the counts.
+        const int32_t t = allowed[rng() % allowed.size()];
+        m.accept(rng() % 2 && pieces[static_cast<size_t>(allowed.back())].size() > 8 ? allowed.back() : t);
+      }
+    }
+  }
+}
+
 // A matcher that drops its caches every few states answers exactly as one
 // that keeps them (they are caches of pure functions of the grammar).
 TEST(Gbnf, CompactedMatcherAnswersTheSame) {
