@@ -100,8 +100,11 @@ class Grammar {
 // patternProperties (a named property takes the schemas of the patterns it
 // matches too; no other properties but, with one pattern no name matches,
 // the keys it matches),
-// minProperties and maxProperties (where the required properties decide
-// them, or one more of the others: at least or at most one), items, prefixItems, minItems, maxItems, additionalItems (it constrains
+// minProperties and maxProperties (exact counts of the optional properties
+// written, in order, and the additional ones; a repeated additional key
+// counts once, so additional ones make up at most one property of a
+// minimum; refused over limits.max_rules), items, prefixItems, minItems,
+// maxItems, additionalItems (it constrains
 // only items past an items array, and none are written), enum, const,
 // anyOf, oneOf, allOf (objects merged, arrays merged, strings, numbers and
 // enums merged, keywords of types the parts exclude dropped, over anyOf

@@ -2447,11 +2447,13 @@ class Converter {
     return emit_object(spec, name, depth, exact);
   }
 
-  // minProperties and maxProperties are enforced where the required
-  // properties decide them, or one more: the grammar writes every required
-  // property (distinct keys), and any optional or additional one it writes
-  // is one more key (additional keys leave out the declared names; a repeated
-  // additional key counts once, as parsers keep one).
+  // minProperties and maxProperties: the grammar writes every required
+  // property (distinct keys), then optional and additional ones, each one
+  // more key (additional keys leave out the declared names) except that a
+  // repeated additional key counts once, as parsers keep one: the additional
+  // ones count at most one toward a minimum, each one toward a maximum.
+  // At least one or at most one of them: the form below; other counts:
+  // counted_properties.
   std::string emit_object(const ObjectSpec& spec, const std::string& name, size_t depth, bool exact) {
     const bool any_prop =
         std::any_of(spec.props.begin(), spec.props.end(), [](const PropSpec& p) { return !p.forbidden; });
@@ -2517,24 +2519,29 @@ class Converter {
     }
     --struct_depth_;
 
-    // One more than the required properties, at least or at most.
-    const bool at_least_one = spec.min_props > n_required;
-    if (at_least_one && (spec.min_props > n_required + 1 || (optional.empty() && extra_kv.empty()))) {
-      fail_keyword("minProperties", spec.ptr,
-                   "more properties than the required ones and one more, or more than the grammar writes (the "
-                   "declared ones and those additionalProperties allows), are not supported");
-    }
-    const bool at_most_one = spec.max_props != SIZE_MAX && !only_required &&
-                             (!extra_kv.empty() || spec.max_props < n_required + optional.size());
-    if (at_most_one && spec.max_props != n_required + 1) {
-      fail_keyword("maxProperties", spec.ptr,
-                   "a maximum other than the required properties, one more, or all the grammar writes is not "
-                   "supported");
-    }
-
+    // The optional and additional properties written: lo..hi of them (hi
+    // kNoMax where maxProperties is absent or the grammar cannot exceed it).
+    const size_t lo = spec.min_props > n_required ? spec.min_props - n_required : 0;
+    const bool bounded = spec.max_props != SIZE_MAX && !only_required &&
+                         (!extra_kv.empty() || spec.max_props < n_required + optional.size());
+    const size_t hi = bounded ? spec.max_props - n_required : kNoMax;
     const std::string comma = "\",\" space ";
     std::string body = R"("{" space )";
     body += join(required_kvs, " " + comma, identity);
+    if (lo > optional.size() + (extra_kv.empty() ? 0 : 1)) {
+      fail_keyword("minProperties", spec.ptr,
+                   "more properties than the grammar writes with distinct keys (the required and optional ones "
+                   "it writes, and one additional key: a repeated one counts once) are not supported");
+    }
+    if (lo > 1 || (bounded && hi > 1)) {
+      const std::string rest = counted_properties(optional, extra_kv, !required_kvs.empty(), lo, hi, spec, name);
+      if (rest.empty() && required_kvs.empty()) return define(name, exact, R"("{" space "}")");
+      if (!rest.empty()) body += (required_kvs.empty() ? "" : " ") + rest;
+      return define(name, exact, body + R"( space "}")");
+    }
+    // One more than the required properties, at least or at most.
+    const bool at_least_one = lo == 1;
+    const bool at_most_one = bounded;
     // The optional properties in order, any subset, then the extra ones:
     // each alternative starts at one of them; `<key>-rest` is what may
     // follow key (llama.cpp's get_recursive_refs). At most one: each alone.
@@ -2571,6 +2578,93 @@ class Converter {
     }
     body += R"( space "}")";
     return define(name, exact, body);
+  }
+
+  // The optional properties `optional` (key, kv rule) in order, any subset,
+  // then additional ones (`extra_kv`, none when empty), such that lo..hi of
+  // them are written (hi kNoMax: no bound), additional ones counting as
+  // emit_object says; after_required: a comma before the first one. Returns
+  // the GBNF text that follows the required properties ("" when it is
+  // empty). A state (i, c) is "items 0..i-1 decided, c written" (c capped at
+  // max(lo, 1) without a bound, as only c >= lo and c > 0 then matter):
+  //   R(i, c) ::= ( "," o_i R(i + 1, c + 1) )  [c < hi]  |  R(i + 1, c)
+  // and R(m, c), the additional ones: none where c >= lo, or one (where
+  // lo <= c + 1 <= hi) and up to hi - c - 1 more. The comma is left out
+  // before the first property written. States from which lo cannot be
+  // reached are dropped; R(i, c) is a rule `<key of i-1>-rest-<c>` unless
+  // it is empty, a rule's name or one property to write: at most
+  // m x (min(m, cap) + 1) rules.
+  // Where those would pass limits.max_rules (beside the rules already made)
+  // or, estimated, limits.max_bytes, it throws naming the keyword that
+  // bounds the count (maxProperties, else minProperties).
+  std::string counted_properties(const std::vector<std::pair<std::string, std::string>>& optional,
+                                 const std::string& extra_kv, bool after_required, size_t lo, size_t hi,
+                                 const ObjectSpec& spec, const std::string& name) {
+    const size_t m = optional.size();
+    const size_t cap = hi == kNoMax ? std::max<size_t>(lo, 1) : hi;
+    const size_t width = std::min(m, cap) + 1;  // counts c a state can have
+    const size_t n_rules = m * width + (extra_kv.empty() ? 0 : width);
+    // Each rule: its name, two references and a kv rule's name.
+    size_t longest = 0;
+    for (const auto& [key, kv] : optional) longest = std::max(longest, kv.size());
+    const size_t n_bytes = n_rules * (4 * (name.size() + longest + 8) + 40);
+    if (n_rules > limits_.max_rules - std::min(limits_.max_rules, rules_.size()) || n_bytes > limits_.max_bytes) {
+      fail_keyword(hi == kNoMax ? "minProperties" : "maxProperties", spec.ptr,
+                   "counting " + std::to_string(m) + " optional properties up to " + std::to_string(cap) +
+                       " needs up to " + std::to_string(n_rules) + " rules (about " + std::to_string(n_bytes) +
+                       " bytes), over limits.max_rules (" + std::to_string(limits_.max_rules) +
+                       ", those already made included) or limits.max_bytes (" + std::to_string(limits_.max_bytes) +
+                       ")");
+    }
+    const std::string comma = "\",\" space ";
+    const auto lead = [&](size_t c) { return after_required || c > 0 ? comma : std::string(); };
+    // The states of column i + 1 (nullopt: lo cannot be reached), built from the end.
+    std::vector<std::optional<std::string>> next(width), cur(width);
+    for (size_t c = 0; c < width; ++c) {
+      const bool done = c >= lo;
+      std::string more;  // one additional property and what may follow it
+      if (!extra_kv.empty() && c + 1 >= lo && c + 1 <= hi) {
+        const size_t after = hi == kNoMax ? kNoMax : hi - c - 1;
+        more = seq(lead(c) + extra_kv,
+                   repetition("( " + comma + extra_kv + " )", 0, after, child_name(name, "additional-more")));
+      }
+      if (more.empty()) {
+        next[c] = done ? std::optional<std::string>("") : std::nullopt;
+      } else {
+        next[c] = done ? "( " + more + " )?" : more;
+      }
+    }
+    for (size_t i = m; i-- > 0;) {
+      for (size_t c = 0; c < width && c <= i; ++c) {
+        std::vector<std::string> alts;
+        bool empty = false;  // nothing more may be written
+        const size_t up = hi == kNoMax ? std::min(c + 1, cap) : c + 1;
+        if (up <= hi && up < width && next[up]) alts.push_back(seq(lead(c) + optional[i].second, *next[up]));
+        if (next[c]) {
+          if (next[c]->empty()) {
+            empty = true;
+          } else {
+            alts.push_back(*next[c]);
+          }
+        }
+        if (alts.empty()) {
+          cur[c] = empty ? std::optional<std::string>("") : std::nullopt;
+          continue;
+        }
+        std::string body = join(alts, " | ", identity);
+        if (empty) body = "( " + body + " )?";
+        if (i == 0) {
+          cur[c] = alts.size() > 1 && !empty ? "( " + body + " )" : body;
+        } else if (alts.size() == 1 && !empty && std::count(alts[0].begin(), alts[0].end(), ' ') <= 2) {
+          cur[c] = alts[0];  // a rule's name, or a comma and one property
+        } else {
+          cur[c] = add_rule(child_name(name, optional[i - 1].first) + "-rest-" + std::to_string(c), body);
+        }
+      }
+      std::swap(next, cur);
+      std::fill(cur.begin(), cur.end(), std::nullopt);
+    }
+    return *next[0];  // emit_object checked that lo is reachable
   }
 
   // --- conjunctions ---

@@ -380,9 +380,11 @@ TEST(JsonSchemaToGbnf, UnsatisfiableOptionalPartsAreLeftOut) {
             R"(prefix)");
 }
 
-// minProperties and maxProperties where the required properties decide them
-// or one more does: at least one, or at most one, of the optional and
-// additional properties.
+// minProperties and maxProperties: where the required properties decide them
+// or one more does (at least one, or at most one, of the optional and
+// additional properties) a choice among them; other counts as the states
+// "c written after the first i" (SchemaCounts.PropertiesExactAtEveryCount
+// checks the counts).
 TEST(JsonSchemaToGbnf, MinAndMaxProperties) {
   const std::string ab = R"("properties": {"a": {"type": "null"}, "b": {"type": "null"}})";
   const std::vector<std::string> kvs = {R"(a-kv ::= "\"a\"" space ":" space null)",
@@ -418,18 +420,45 @@ TEST(JsonSchemaToGbnf, MinAndMaxProperties) {
                      R"(root ::= "{" space ( additional-kv )? space "}")"},
                     {"char", "null", "string"}));
   EXPECT_EQ(convert(R"({"type": "object", "maxProperties": 0})"), grammar({R"(root ::= "{" space "}")"}));
-  // Otherwise refused.
-  EXPECT_EQ(error_of("{" + ab + R"(, "minProperties": 2})"),
-            R"(json_schema: keyword "minProperties" at the root: more properties than the required ones and one )"
-            R"(more, or more than the grammar writes (the declared ones and those additionalProperties allows), )"
-            R"(are not supported)");
+  // Counted: all of them; two of three (states a-rest-c: c after "a"); up to
+  // two additional ones.
+  EXPECT_EQ(convert("{" + ab + R"(, "minProperties": 2})"),
+            with({R"(root ::= "{" space a-kv "," space b-kv space "}")"}));
+  const std::string abc = R"("properties": {"a": {"type": "null"}, "b": {"type": "null"}, "c": {"type": "null"}})";
+  EXPECT_EQ(convert("{" + abc + R"(, "minProperties": 2})"),
+            with({R"(a-rest-0 ::= b-kv "," space c-kv)", R"(a-rest-1 ::= "," space b-kv b-rest-2 | "," space c-kv)",
+                  R"(b-rest-2 ::= ( "," space c-kv )?)", R"(c-kv ::= "\"c\"" space ":" space null)",
+                  R"(root ::= "{" space ( a-kv a-rest-1 | a-rest-0 ) space "}")"}));
+  EXPECT_EQ(convert(R"({"type": "object", "maxProperties": 2})"),
+            grammar({R"(additional-kv ::= string space ":" space value)",
+                     R"(root ::= "{" space ( additional-kv ( "," space additional-kv )? )? space "}")"},
+                    {"array", "boolean", "char", "decimal-part", "integral-part", "null", "number", "object", "string",
+                     "value"}));
+  // Refused: more than the grammar writes with distinct keys (a repeated
+  // additional key counts once), or more rules than the limits allow.
+  const std::string distinct =
+      R"(more properties than the grammar writes with distinct keys (the required and optional ones it writes, )"
+      R"(and one additional key: a repeated one counts once) are not supported)";
   EXPECT_EQ(error_of(R"({"properties": {"a": {}}, "required": ["a"], "minProperties": 2})"),
-            R"(json_schema: keyword "minProperties" at the root: more properties than the required ones and one )"
-            R"(more, or more than the grammar writes (the declared ones and those additionalProperties allows), )"
-            R"(are not supported)");
-  EXPECT_EQ(error_of(R"({"type": "object", "maxProperties": 2})"),
-            R"(json_schema: keyword "maxProperties" at the root: a maximum other than the required properties, one )"
-            R"(more, or all the grammar writes is not supported)");
+            R"(json_schema: keyword "minProperties" at the root: )" + distinct);
+  EXPECT_EQ(error_of(R"({"type": "object", "minProperties": 2})"),
+            R"(json_schema: keyword "minProperties" at the root: )" + distinct);
+  EXPECT_EQ(error_of("{" + ab + R"(, "additionalProperties": true, "minProperties": 4})"),
+            R"(json_schema: keyword "minProperties" at the root: )" + distinct);
+  std::string many = R"({"properties": {)";
+  for (int i = 0; i < 30; ++i) many += std::string(i ? ", " : "") + "\"p" + std::to_string(i) + "\": {}";
+  many += "}, ";
+  GrammarLimits small;
+  small.max_rules = 200;
+  EXPECT_EQ(error_of(many + R"("maxProperties": 15})", small),
+            R"(json_schema: keyword "maxProperties" at the root: counting 30 optional properties up to 15 needs )"
+            R"(up to 480 rules (about 53760 bytes), over limits.max_rules (200, those already made included) or )"
+            R"(limits.max_bytes (1048576))");
+  EXPECT_EQ(error_of(many + R"("minProperties": 15})", small),
+            R"(json_schema: keyword "minProperties" at the root: counting 30 optional properties up to 15 needs )"
+            R"(up to 480 rules (about 53760 bytes), over limits.max_rules (200, those already made included) or )"
+            R"(limits.max_bytes (1048576))");
+  EXPECT_EQ(check_gbnf(convert(many + R"("minProperties": 2, "maxProperties": 15})")), "");
   EXPECT_EQ(error_of(R"({"required": ["a", "b"], "maxProperties": 1})"),
             R"(json_schema: keyword "maxProperties" at the root: fewer than the required properties)");
   EXPECT_EQ(error_of(R"({"type": "object", "minProperties": 2, "maxProperties": 1})"),

@@ -104,6 +104,74 @@ TEST(SchemaCounts, DecomposedBoundsExactAtEveryCount) {
   }
 }
 
+// minProperties/maxProperties at every count: each object of the required
+// properties, any subset of the optional ones (in order) and 0 to 4
+// additional ones (distinct keys x0, x1, ..., or one key repeated) is
+// accepted exactly when s optional and k additional ones make
+// s + min(k, 1) >= lo (a repeated additional key counts once toward the
+// minimum) and s + k <= hi, lo and hi counted beyond the required ones; the
+// keys it then holds, distinct ones counted, are always within the bounds.
+TEST(SchemaCounts, PropertiesExactAtEveryCount) {
+  constexpr size_t kNone = SIZE_MAX;
+  struct Case {
+    size_t n_required, n_optional;
+    bool extra;
+    size_t min, max;
+  };
+  const Case cases[] = {{0, 3, false, 2, kNone}, {0, 3, false, 0, 2},     {0, 3, false, 2, 2},
+                        {0, 5, false, 2, 3},     {0, 4, true, 0, 2},      {0, 4, true, 2, 3},
+                        {0, 2, true, 3, kNone},  {1, 3, true, 3, 4},      {2, 3, true, 2, 3},
+                        {2, 2, false, 4, 4},     {1, 0, true, 1, 5},      {0, 0, true, 0, 3},
+                        {0, 0, true, 1, 3},      {0, 3, false, 1, kNone}, {0, 3, true, 0, 1},
+                        {1, 2, true, 2, 2}};
+  for (const Case& t : cases) {
+    std::string props, required;
+    for (size_t i = 0; i < t.n_required + t.n_optional; ++i) {
+      const std::string key(1, static_cast<char>('a' + i));
+      props += std::string(i ? ", " : "") + "\"" + key + "\": {\"type\": \"null\"}";
+      if (i < t.n_required) required += std::string(i ? ", " : "") + "\"" + key + "\"";
+    }
+    std::string schema = R"({"type": "object", "properties": {)" + props + R"(}, "required": [)" + required +
+                         R"(], "additionalProperties": )" + (t.extra ? R"({"type": "integer"})" : "false") +
+                         R"(, "minProperties": )" + std::to_string(t.min) +
+                         (t.max == kNone ? "" : R"(, "maxProperties": )" + std::to_string(t.max)) + "}";
+    SCOPED_TRACE(schema);
+    const auto g = Grammar::parse(json_schema_to_gbnf(schema));
+    const size_t lo = t.min > t.n_required ? t.min - t.n_required : 0;
+    const size_t hi = t.max == kNone ? kNone : t.max - t.n_required;
+    size_t n_accepted = 0;
+    for (size_t subset = 0; subset < (size_t{1} << t.n_optional); ++subset) {
+      for (size_t k = 0; k <= (t.extra ? 4 : 0); ++k) {
+        for (const bool repeated : {false, true}) {
+          if (repeated && k < 2) continue;
+          std::vector<std::string> kvs;
+          for (size_t i = 0; i < t.n_required; ++i) kvs.push_back("\"" + std::string(1, 'a' + i) + "\":null");
+          size_t s = 0;
+          for (size_t i = 0; i < t.n_optional; ++i) {
+            if (!((subset >> i) & 1)) continue;
+            kvs.push_back("\"" + std::string(1, 'a' + t.n_required + i) + "\":null");
+            ++s;
+          }
+          for (size_t j = 0; j < k; ++j)
+            kvs.push_back("\"x" + std::to_string(repeated ? 0 : j) + "\":" + std::to_string(j));
+          std::string text = "{";
+          for (size_t i = 0; i < kvs.size(); ++i) text += (i ? "," : "") + kvs[i];
+          text += "}";
+          const bool expected = s + std::min<size_t>(k, 1) >= lo && s + k <= hi;
+          const bool accepted = test::accepts(g, text);
+          EXPECT_EQ(accepted, expected) << text;
+          if (accepted) {
+            const size_t distinct = t.n_required + s + (repeated ? 1 : k);
+            EXPECT_TRUE(distinct >= t.min && distinct <= t.max) << text;
+            ++n_accepted;
+          }
+        }
+      }
+    }
+    EXPECT_GT(n_accepted, 0u);
+  }
+}
+
 // Exact comparison of two decimal numerals (-?D+(.D+)?): -1, 0 or 1.
 int compare_decimal(std::string a, std::string b) {
   auto split = [](std::string& s, bool& neg, std::string& i, std::string& f) {
