@@ -223,7 +223,7 @@ int main(int argc, char** argv) {
     synapse::SchedulerParams p;
     p.n_parallel = n;
     p.n_threads = threads;
-    p.n_ctx = 256;
+    p.n_ctx = 256 * static_cast<int64_t>(n);  // the pool all slots share: 256 positions each
     synapse::Scheduler s(model, p);
     const Run one = serve(s, 1, n_tokens);
     const Run many = serve(s, n, n_tokens);
