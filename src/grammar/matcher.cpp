@@ -221,7 +221,55 @@ struct GrammarMatcher::State {
 
   // Stack nodes: id 0 is the empty stack.
   std::vector<std::pair<uint32_t, uint32_t>> nodes{{0, 0}};  // (position, rest)
-  std::unordered_map<uint64_t, uint32_t> node_ids;
+  // (position << 32 | rest) -> node id, open addressing (a closure looks up
+  // tens of nodes; std::unordered_map's allocation per new key cost more than
+  // the rest of it). kEmpty is no key: positions are below 2^32 - 1.
+  struct NodeIds {
+    static constexpr uint64_t kEmpty = ~uint64_t{0};
+    std::vector<uint64_t> keys;
+    std::vector<uint32_t> ids;
+    size_t used = 0;
+    void clear() {
+      keys.assign(1024, kEmpty);
+      ids.assign(1024, 0);
+      used = 0;
+    }
+    static size_t slot_of(uint64_t key, size_t mask) { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 20) & mask; }
+    // The id of key, inserting next_id when new; fresh tells which.
+    uint32_t find_or_add(uint64_t key, uint32_t next_id, bool& fresh) {
+      if (keys.empty()) clear();
+      if ((used + 1) * 2 > keys.size()) grow();
+      const size_t mask = keys.size() - 1;
+      for (size_t i = slot_of(key, mask);; i = (i + 1) & mask) {
+        if (keys[i] == key) {
+          fresh = false;
+          return ids[i];
+        }
+        if (keys[i] == kEmpty) {
+          keys[i] = key;
+          ids[i] = next_id;
+          ++used;
+          fresh = true;
+          return next_id;
+        }
+      }
+    }
+    void grow() {
+      std::vector<uint64_t> old_keys(keys.size() * 2, kEmpty);
+      std::vector<uint32_t> old_ids(keys.size() * 2, 0);
+      old_keys.swap(keys);
+      old_ids.swap(ids);
+      const size_t mask = keys.size() - 1;
+      for (size_t k = 0; k < old_keys.size(); ++k) {
+        if (old_keys[k] == kEmpty) continue;
+        size_t i = slot_of(old_keys[k], mask);
+        while (keys[i] != kEmpty) i = (i + 1) & mask;
+        keys[i] = old_keys[k];
+        ids[i] = old_ids[k];
+      }
+    }
+  };
+  NodeIds node_ids;
   // States: id 0 is the dead state (no stack).
   std::vector<std::vector<uint32_t>> stacks{{}};
   std::vector<ByteSet> allowed{ByteSet{}};  // bytes some stack's top accepts
@@ -285,9 +333,10 @@ struct GrammarMatcher::State {
 
   uint32_t node(uint32_t pos, uint32_t rest) {
     const uint64_t key = (uint64_t{pos} << 32) | rest;
-    const auto [it, fresh] = node_ids.emplace(key, static_cast<uint32_t>(nodes.size()));
+    bool fresh = false;
+    const uint32_t id = node_ids.find_or_add(key, static_cast<uint32_t>(nodes.size()), fresh);
     if (fresh) nodes.emplace_back(pos, rest);
-    return it->second;
+    return id;
   }
 
   // The stacks reached from `work` by expanding rule references until every
@@ -516,14 +565,22 @@ struct GrammarMatcher::State {
           to[c] = next;
         }
       }
-      uint32_t best = 0;
-      int best_n = 0;
+      // Distinct targets are few (a string: its next state alone).
+      std::array<std::pair<uint32_t, int>, 64> counts;
+      size_t n_targets = 0;
       for (int c = 0; c < 64; ++c) {
         if (to[c] == kUnset || (bad >> c) & 1) continue;
-        int n = 0;
-        for (int d = 0; d < 64; ++d) n += to[d] == to[c] && !((bad >> d) & 1) ? 1 : 0;
-        if (n > best_n || (n == best_n && to[c] < best)) {
-          best = to[c];
+        size_t k = 0;
+        while (k < n_targets && counts[k].first != to[c]) ++k;
+        if (k == n_targets) counts[n_targets++] = {to[c], 0};
+        ++counts[k].second;
+      }
+      uint32_t best = 0;
+      int best_n = 0;
+      for (size_t k = 0; k < n_targets; ++k) {
+        const auto [t, n] = counts[k];
+        if (n > best_n || (n == best_n && t < best)) {
+          best = t;
           best_n = n;
         }
       }
