@@ -58,6 +58,7 @@ struct TokenVocabulary::Impl {
   // the invalid class for a byte invalid there); chars, the most characters
   // one of its paths starts; at, the characters its path starts before it,
   // and whether it is at a boundary at all (a continuation byte is not).
+  std::vector<uint64_t> trie_tokens;  // a mask of every token in the trie (not EOG, not empty)
   std::vector<uint64_t> kinds;
   std::vector<uint16_t> chars;
   std::vector<uint16_t> at;
@@ -141,6 +142,8 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> pieces, std::vector<bo
     v.nodes[path.back()].skip = static_cast<uint32_t>(v.nodes.size());
     path.pop_back();
   }
+  v.trie_tokens.assign((static_cast<size_t>(v.n_vocab) + 63) / 64, 0);
+  for (const int32_t t : v.tokens) v.trie_tokens[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
   // UTF-8 on each path, parents before children (depth-first order): the
   // bytes the next one may be (a boundary: lo > hi) and the continuation
   // bytes still due, per depth.
@@ -330,6 +333,7 @@ struct GrammarMatcher::State {
   // chain_fixed, the last one is its own uni_next (and so every later one).
   std::vector<uint32_t> chain;
   bool chain_fixed = false;
+  std::vector<std::pair<uint32_t, uint32_t>> runs_on, runs_off;  // fill_mask's intervals of `tokens`
 
   uint32_t node(uint32_t pos, uint32_t rest) {
     const uint64_t key = (uint64_t{pos} << 32) | rest;
@@ -818,9 +822,6 @@ void GrammarMatcher::fill_mask(std::vector<uint64_t>& words) {
   }
   words.assign(n_words, 0);
   s.begin_call();
-  if (s.has_tokens[s.cur]) s.token_terminal_mask(words);
-  if (s.accepting[s.cur])
-    for (const int32_t t : s.v->eog_ids) words[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
   const auto& nodes = s.v->nodes;
   const uint64_t* kinds = s.v->kinds.data();
   const uint16_t* chars = s.v->chars.data();
@@ -830,6 +831,23 @@ void GrammarMatcher::fill_mask(std::vector<uint64_t>& words) {
   const auto n_tokens = static_cast<uint32_t>(s.v->tokens.size());
   uint32_t* st = s.walk.data();
   st[0] = s.cur;
+  // The walk splits the trie's tokens (an interval of `tokens` per subtree,
+  // depth-first order) into allowed and refused runs; the cheaper side is
+  // written: the allowed bits, or every trie token's bit less the refused
+  // (inside a string nearly every token is allowed).
+  auto& on = s.runs_on;
+  auto& off = s.runs_off;
+  on.clear();
+  off.clear();
+  size_t n_on = 0;
+  const auto run = [](std::vector<std::pair<uint32_t, uint32_t>>& to, uint32_t b, uint32_t e) {
+    if (b == e) return;
+    if (!to.empty() && to.back().second == b) {
+      to.back().second = e;
+    } else {
+      to.emplace_back(b, e);
+    }
+  };
   // A subtree whose characters all step along the chain of uniform steps
   // from cur (a string's characters: back to the same state, or to the next
   // count of a bounded length) is allowed whole, without walking it. Its
@@ -841,23 +859,38 @@ void GrammarMatcher::fill_mask(std::vector<uint64_t>& words) {
   for (size_t i = 0; i < n;) {
     const auto& nd = nodes[i];
     const uint32_t ps = st[nd.depth - 1];
+    const uint32_t end = nd.skip < n ? nodes[nd.skip].tok_begin : n_tokens;
     if (boundary[i] && s.chain_at(at[i]) == ps && s.chain_takes(at[i], kinds[i], chars[i])) {
-      const uint32_t end = nd.skip < n ? nodes[nd.skip].tok_begin : n_tokens;
-      for (uint32_t k = nd.tok_begin; k < end; ++k)
-        words[static_cast<size_t>(tokens[k]) >> 6] |= uint64_t{1} << (tokens[k] & 63);
+      run(on, nd.tok_begin, end);
+      n_on += end - nd.tok_begin;
       i = nd.skip;
       continue;
     }
     const uint32_t ns = s.step(ps, nd.byte);
     if (ns == 0) {
+      run(off, nd.tok_begin, end);
       i = nd.skip;
       continue;
     }
     st[nd.depth] = ns;
-    for (uint32_t k = nd.tok_begin; k < nd.tok_end; ++k)
-      words[static_cast<size_t>(tokens[k]) >> 6] |= uint64_t{1} << (tokens[k] & 63);
+    run(on, nd.tok_begin, nd.tok_end);
+    n_on += nd.tok_end - nd.tok_begin;
     ++i;
   }
+  if (n_on * 2 <= n_tokens) {
+    for (const auto& [b, e] : on)
+      for (uint32_t k = b; k < e; ++k) words[static_cast<size_t>(tokens[k]) >> 6] |= uint64_t{1} << (tokens[k] & 63);
+  } else {
+    const uint64_t* all = s.v->trie_tokens.data();
+    for (size_t w = 0; w < n_words; ++w) words[w] = all[w];
+    for (const auto& [b, e] : off)
+      for (uint32_t k = b; k < e; ++k) words[static_cast<size_t>(tokens[k]) >> 6] &= ~(uint64_t{1} << (tokens[k] & 63));
+  }
+  // Token terminals and the end of generation after the trie's bits (the
+  // refused runs clear only trie tokens' bits, before these are set).
+  if (s.has_tokens[s.cur]) s.token_terminal_mask(words);
+  if (s.accepting[s.cur])
+    for (const int32_t t : s.v->eog_ids) words[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
   // A reply revisits few states (inside a string, the same one each token);
   // keep up to 64 MiB of their masks.
   if ((s.mask_cache_words + n_words) * 8 <= (size_t{64} << 20)) {
