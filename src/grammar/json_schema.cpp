@@ -1872,7 +1872,8 @@ class Converter {
   // a JSON character, escapes included) as rules, one per state of
   // schema::string_automaton (named pattern-len-N): each state's edges are a
   // JSON character of the edge's set and the target state's rule, an
-  // accepting state may end there. The same language gets the same rules in
+  // accepting state may end there; a counted tail is its set (a rule
+  // `pattern-char`) repeated its counts, through repetition(). The same language gets the same rules in
   // one schema. nullopt when no string is left; throws naming `key` when the
   // automaton would be over its states' bound.
   std::optional<std::string> bounded_pattern(const schema::StringLanguage& lang, const char* key,
@@ -1898,6 +1899,14 @@ class Converter {
     }
     for (size_t i = 0; i < a->states.size(); ++i) {
       const schema::PatternAutomaton::State& st = a->states[i];
+      if (st.counted) {  // a counted tail: its set as a rule, repeated (O(K log n) rules for any count)
+        const std::string atom = add_rule("pattern-char", schema::json_char_expr(st.loop));
+        const std::string body =
+            repetition(atom, static_cast<size_t>(st.loop_min),
+                       st.loop_max == UINT64_MAX ? kNoMax : static_cast<size_t>(st.loop_max), atom);
+        rules_[names[i]] = body.empty() ? R"("")" : body;
+        continue;
+      }
       std::vector<std::string> alts;
       for (const auto& e : st.edges) alts.push_back(schema::json_char_expr(e.chars) + " " + names[e.to]);
       std::string body = join(alts, " | ", identity);
