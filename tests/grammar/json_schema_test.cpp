@@ -1033,9 +1033,6 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
       {R"({"properties": {"x": {"exclusiveMinimum": 1.2, "maximum": 1.9}}, "required": ["x"]})",
        R"(json_schema: keyword "exclusiveMinimum" at /properties/x: bounds that hold no integer, nor an interval from one integer to the next, are not supported)"},
       // Combinations that cannot be enforced together.
-      {R"({"type": "string", "pattern": "^[a-z]+$", "maxLength": 20000})",
-       R"(json_schema: keyword "maxLength" at the root: with "pattern": a length bound over limits.max_repetition )"
-       R"((10000) with it)"},
       {R"({"type": "string", "pattern": "^a+$", "format": "date"})",
        R"(json_schema: keyword "format" at the root: not supported together with "pattern")"},
       {R"({"type": "string", "format": "email", "minLength": 68})",
@@ -1302,6 +1299,48 @@ TEST(JsonSchemaToGbnf, CasesConvertToWellFormedGrammars) {
       EXPECT_TRUE(nlohmann::json::accept(t.get<std::string>())) << name << ": " << t;
     }
   }
+}
+
+// The automaton of a pattern's lengths counts code points only where that
+// decides something. A state whose every move returns to itself is a counted
+// tail, its set repeated through repetition(): ^[a-z]+$ of at most 20000
+// (over limits.max_repetition for the rewriting) is one [a-z] and then 0 to
+// 19999 more in base 16; ^(a|bc)d?:[a-z]*$ of 3 to 70 enters its tail after
+// "a:" (1 to 68 more), "ad:" or "bc:" (0 to 67), "bcd:" (0 to 66). A count
+// that cannot bind is dropped: ^[a-z]{1,2}(\.[a-z]{1,2}){1,2}$ reads at most
+// 8, so of at most 7 only the states that can still reach 8 keep a count.
+TEST(JsonSchemaToGbnf, PatternLengthsCountOnlyWhereTheyBind) {
+  EXPECT_EQ(convert(R"({"type": "string", "pattern": "^[a-z]+$", "maxLength": 20000})"),
+            grammar({R"(root ::= "\"" (pattern-len-0) "\"")", R"(pattern-len-0 ::= [a-z] pattern-len-1)",
+                     R"(pattern-len-1 ::= pattern-char-0-19999)", R"(pattern-char ::= [a-z])",
+                     R"(pattern-char-0-19999 ::= (((pattern-char-x4096{0,3} pattern-char-x256{0,15} | )"
+                     R"(pattern-char-x4096{4} pattern-char-x256{0,13}) pattern-char-x16{0,15} | )"
+                     R"(pattern-char-x4096{4} pattern-char-x256{14}) pattern-char{0,15} | pattern-char-x4096{4} )"
+                     R"(pattern-char-x256{14} pattern-char-x16 pattern-char{0,15}))",
+                     R"(pattern-char-x16 ::= pattern-char{16})", R"(pattern-char-x256 ::= pattern-char-x16{16})",
+                     R"(pattern-char-x4096 ::= pattern-char-x256{16})"}));
+  EXPECT_EQ(convert(R"({"type": "string", "pattern": "^(a|bc)d?:[a-z]*$", "minLength": 3, "maxLength": 70})"),
+            grammar({R"(root ::= "\"" (pattern-len-0) "\"")", R"(pattern-char ::= [a-z])",
+                     R"(pattern-char-0-66 ::= pattern-char{0,66})", R"(pattern-char-0-67 ::= pattern-char{0,67})",
+                     R"(pattern-char-1-68 ::= pattern-char{1,68})",
+                     R"(pattern-len-0 ::= "a" pattern-len-1 | "b" pattern-len-2)",
+                     R"(pattern-len-1 ::= ":" pattern-len-3 | "d" pattern-len-4)",
+                     R"(pattern-len-2 ::= "c" pattern-len-5)", R"(pattern-len-3 ::= pattern-char-1-68)",
+                     R"(pattern-len-4 ::= ":" pattern-len-6)", R"(pattern-len-5 ::= ":" pattern-len-6 | "d" pattern-len-7)",
+                     R"(pattern-len-6 ::= pattern-char-0-67)", R"(pattern-len-7 ::= ":" pattern-len-8)",
+                     R"(pattern-len-8 ::= pattern-char-0-66)"}));
+  // 14 states: the count is kept only on paths that could reach 8.
+  EXPECT_EQ(convert(R"({"type": "string", "pattern": "^[a-z]{1,2}(\\.[a-z]{1,2}){1,2}$", "maxLength": 7})"),
+            grammar({R"(root ::= "\"" (pattern-len-0) "\"")", R"(pattern-len-0 ::= [a-z] pattern-len-1)",
+                     R"(pattern-len-1 ::= [a-z] pattern-len-2 | "." pattern-len-3)",
+                     R"(pattern-len-2 ::= "." pattern-len-4)", R"(pattern-len-3 ::= [a-z] pattern-len-5)",
+                     R"(pattern-len-4 ::= [a-z] pattern-len-6)",
+                     R"(pattern-len-5 ::= ([a-z] pattern-len-7 | "." pattern-len-8)?)",
+                     R"(pattern-len-6 ::= ("." pattern-len-8 | [a-z] pattern-len-9)?)",
+                     R"(pattern-len-7 ::= ("." pattern-len-8)?)", R"(pattern-len-8 ::= [a-z] pattern-len-10)",
+                     R"(pattern-len-9 ::= ("." pattern-len-11)?)", R"(pattern-len-10 ::= ([a-z] pattern-len-12)?)",
+                     R"(pattern-len-11 ::= [a-z] pattern-len-13)", R"(pattern-len-12 ::= "")",
+                     R"(pattern-len-13 ::= "")"}));
 }
 
 // minLength/maxLength beside a pattern that no single variable part can

@@ -319,6 +319,9 @@ TEST(SchemaPatterns, LengthsBesidePatternExactOnEveryShortString) {
       {"^(ab)*c?d+$", 0, 1, "abcd", 4},
       {"^a|b$", 3, 3, "abc", 5},
       {"^[0-9]{2}[a-z]*-[0-9]{2}$", 6, 7, "0a-", 8},
+      // The count dropped where the pattern cannot read past maxLength.
+      {"^[ab]{1,2}(-[ab]{1,2}){1,2}$", 0, 7, "a-b", 9},
+      {"^[ab]{1,3}(-a{1,2})?$", 2, 5, "ab-", 8},
   };
   for (const Case& c : cases) {
     nlohmann::json schema{{"type", "string"}, {"pattern", c.pattern}, {"minLength", c.min}};
