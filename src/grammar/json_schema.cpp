@@ -161,9 +161,16 @@ bool is_reserved(std::string_view name) {
 // --- keywords -----------------------------------------------------------------
 
 // The most states a pattern's automaton bounded by minLength/maxLength may
-// have (each a rule): the product of a few states with maxLength 255 fits,
-// a grammar of megabytes does not.
-constexpr size_t kMaxPatternStates = 4096;
+// have (each a rule of tens of bytes, long sets named: kInlineSetBytes): the
+// product of a few states with maxLength 1024 fits, a grammar of megabytes
+// does not (and limits.max_rules and max_bytes bound it too).
+constexpr size_t kMaxPatternStates = 8192;
+// The most states of an exact automaton where word_count_automaton's subset
+// is there instead (the bound before kMaxPatternStates was raised).
+constexpr size_t kMaxExactBesideSubset = 4096;
+// The longest JSON text of a set an automaton's edge writes in place; a
+// longer one is a rule (`pattern-char`) the edges name.
+constexpr size_t kInlineSetBytes = 32;
 // The `email` rule's language as a pattern, without its labels' bound of 63
 // characters: for minLength/maxLength beside format email, where emails are
 // kept within kEmailMaxLength code points (so no label is over 63).
@@ -1884,12 +1891,29 @@ class Converter {
       const auto rule = rules_.find(it->second.first);
       if (rule != rules_.end() && rule->second == it->second.second) return it->second.first;
     }
-    std::optional<schema::PatternAutomaton> a;
+    // A pattern of at most K + 1 words has a stated subset
+    // (word_count_automaton), taken where the exact product would be over
+    // kMaxExactBesideSubset states (several such properties make a grammar
+    // of megabytes); any other pattern over the bound is refused.
+    std::optional<schema::PatternAutomaton> a, subset;
+    try {
+      subset = schema::word_count_automaton(lang, limits_.max_nesting, limits_.max_repetition, automata_);
+    } catch (const schema::PatternError&) {
+      subset.reset();
+    }
+    const size_t max_states = automata_.max_states;
+    if (subset) automata_.max_states = std::min(max_states, kMaxExactBesideSubset);
     try {
       a = schema::string_automaton(lang, limits_.max_nesting, limits_.max_repetition, automata_);
     } catch (const schema::PatternError& e) {
-      fail_keyword(key, ptr, std::string(key == std::string_view("not") ? "of" : "with") + " \"pattern\": " + e.what());
+      automata_.max_states = max_states;
+      if (!subset) {
+        fail_keyword(key, ptr,
+                     std::string(key == std::string_view("not") ? "of" : "with") + " \"pattern\": " + e.what());
+      }
+      a = std::move(subset);
     }
+    automata_.max_states = max_states;
     if (!a) return std::nullopt;
     std::vector<std::string> names;
     for (size_t i = 0; i < a->states.size(); ++i) {
@@ -1897,6 +1921,17 @@ class Converter {
       rules_[names.back()] = "";
       added_.push_back(names.back());
     }
+    // A set whose JSON text is long (\S, a negated class: escapes and
+    // alternatives) is a rule of its own, so each state's rule stays short.
+    std::map<std::string, std::string> sets;
+    auto set_expr = [&](const schema::CodepointSet& chars) {
+      std::string expr = schema::json_char_expr(chars);
+      if (expr.size() <= kInlineSetBytes) return expr;
+      auto [it, added] = sets.emplace(expr, "");
+      if (added) it->second = add_rule("pattern-char", expr);
+      return it->second;
+    };
+    size_t bytes = 0;
     for (size_t i = 0; i < a->states.size(); ++i) {
       const schema::PatternAutomaton::State& st = a->states[i];
       if (st.counted) {  // a counted tail: its set as a rule, repeated (O(K log n) rules for any count)
@@ -1908,9 +1943,16 @@ class Converter {
         continue;
       }
       std::vector<std::string> alts;
-      for (const auto& e : st.edges) alts.push_back(schema::json_char_expr(e.chars) + " " + names[e.to]);
+      for (const auto& e : st.edges) alts.push_back(set_expr(e.chars) + " " + names[e.to]);
       std::string body = join(alts, " | ", identity);
       if (st.accepting) body = alts.empty() ? R"("")" : "(" + body + ")?";
+      bytes += names[i].size() + body.size() + 6;  // "name ::= body\n"
+      if (bytes > limits_.max_bytes) {
+        fail_keyword(key, ptr,
+                     std::string(key == std::string_view("not") ? "of" : "with") + " \"pattern\": its automaton of " +
+                         std::to_string(a->states.size()) + " states is over limits.max_bytes (" +
+                         std::to_string(limits_.max_bytes) + ")");
+      }
       rules_[names[i]] = body;
     }
     bounded_patterns_[cache_key] = {names[0], rules_[names[0]]};

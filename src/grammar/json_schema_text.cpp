@@ -2065,6 +2065,102 @@ std::optional<PatternAutomaton> string_automaton(const StringLanguage& lang, siz
   return product_automaton(lang, PatternReading::kNarrow, max_nesting, max_repetition, budget, true);
 }
 
+std::optional<PatternAutomaton> word_count_automaton(const StringLanguage& lang, size_t max_nesting,
+                                                     size_t max_repetition, AutomatonBudget& budget) {
+  if (lang.patterns.size() != 1 || !lang.excluded.empty() || lang.max_len == UINT64_MAX || lang.min_len > 1) {
+    return std::nullopt;
+  }
+  // The shape: ^(?:X+Y+){0,K}X+$ (X, Y disjoint sets), and maybe ^$ beside it.
+  PatternParser parser(lang.patterns[0], max_nesting, max_repetition);
+  std::vector<PatternParser::Branch> branches = parser.parse();
+  const Re* words = nullptr;
+  bool empty = false;
+  for (const PatternParser::Branch& b : branches) {
+    if (!b.anchored_start || !b.anchored_end) return std::nullopt;
+    if (b.re.kind == Re::kEmpty) {
+      empty = true;
+    } else if (words) {
+      return std::nullopt;
+    } else {
+      words = &b.re;
+    }
+  }
+  auto run = [](const Re& r) {  // the set of a one-or-more repetition of one set, or null
+    return r.kind == Re::kRepeat && r.min == 1 && r.max == kInf && r.kids[0].kind == Re::kChars ? &r.kids[0].chars
+                                                                                              : nullptr;
+  };
+  if (!words || words->kind != Re::kSeq || words->kids.size() != 2) return std::nullopt;
+  const Re& rep = words->kids[0];
+  if (rep.kind != Re::kRepeat || rep.min != 0 || rep.max == kInf || rep.kids[0].kind != Re::kSeq ||
+      rep.kids[0].kids.size() != 2) {
+    return std::nullopt;
+  }
+  const CodepointSet* x = run(rep.kids[0].kids[0]);
+  const CodepointSet* y = run(rep.kids[0].kids[1]);
+  const CodepointSet* last = run(words->kids[1]);
+  if (!x || !y || !last || !(*x == *last) || !x->intersect(*y).empty()) return std::nullopt;
+  // x and y as scalar values (the grammar writes no surrogate).
+  const CodepointSet xs = x->intersect(scalar_values()), ys = y->intersect(scalar_values());
+  if (xs.empty() || ys.empty()) return std::nullopt;
+
+  // Units (a word and the run after it; the last word alone) at most
+  // K + 1 = `units`; the counter c rounds up to a multiple of m where a unit
+  // starts, so the u-th unit starts at c >= (u - 1) m, and c <= units * m
+  // bounds both the units and the length. Where maxLength <= 2K + 1 no
+  // string has more units than allowed: c counts code points (m = 1).
+  const uint64_t units = uint64_t{rep.max} + 1;
+  const uint64_t m = lang.max_len <= 2 * units - 1 ? 1 : lang.max_len / units;
+  const uint64_t cap = m == 1 ? lang.max_len : units * m;
+  // States: 0 the start; 2c - 1 in a word after c (c >= 1); 2c in a run of y
+  // after c. Edges only up to c = cap; the states past the last edge into
+  // them are left out below (co-reachability).
+  if (cap == 0) {
+    if (!empty) return std::nullopt;
+    PatternAutomaton out;
+    out.states.resize(1);
+    out.states[0].accepting = true;
+    return out;
+  }
+  if (cap >= budget.max_states / 2) return std::nullopt;
+  const size_t n = static_cast<size_t>(2 * cap + 1);
+  spend(budget, 4 * n);
+  std::vector<std::vector<std::pair<CodepointSet, size_t>>> moves(n);
+  std::vector<bool> final(n, false);
+  auto word = [](uint64_t c) { return static_cast<size_t>(2 * c - 1); };
+  auto gap = [](uint64_t c) { return static_cast<size_t>(2 * c); };
+  final[0] = empty && lang.min_len == 0;
+  moves[0].push_back({xs, word(1)});
+  for (uint64_t c = 1; c <= cap; ++c) {
+    final[word(c)] = true;  // every string here has a code point: min_len <= 1
+    if (c == cap) continue;
+    moves[word(c)].push_back({xs, word(c + 1)});
+    moves[word(c)].push_back({ys, gap(c + 1)});
+    moves[gap(c)].push_back({ys, gap(c + 1)});
+    const uint64_t start = (c + m - 1) / m * m + 1;  // the next unit's first code point
+    if (start <= cap) moves[gap(c)].push_back({xs, word(start)});
+  }
+  std::vector<std::vector<size_t>> edges(n);
+  for (size_t q = 0; q < n; ++q)
+    for (const auto& [set, t] : moves[q]) edges[q].push_back(t);
+  const std::vector<bool> live = co_reachable(edges, final);
+  if (!live[0]) return std::nullopt;
+  // Renumbered in order of first reach from the start.
+  std::vector<size_t> index(n, SIZE_MAX), order{0};
+  index[0] = 0;
+  for (size_t i = 0; i < order.size(); ++i)
+    for (const auto& [set, t] : moves[order[i]])
+      if (live[t] && index[t] == SIZE_MAX) index[t] = order.size(), order.push_back(t);
+  PatternAutomaton out;
+  out.states.resize(order.size());
+  for (size_t q : order) {
+    PatternAutomaton::State& st = out.states[index[q]];
+    st.accepting = final[q];
+    for (const auto& [set, t] : moves[q])
+      if (live[t]) st.edges.push_back({set, index[t]});
+  }
+  return out;
+}
+
 std::optional<PatternAutomaton> pattern_automaton(std::string_view pattern, size_t max_nesting,
                                                   size_t max_repetition, uint64_t min_len, uint64_t max_len,
                                                   AutomatonBudget& budget) {

@@ -231,7 +231,21 @@ struct StringLanguage {
 // budget's states or steps.
 std::optional<PatternAutomaton> string_automaton(const StringLanguage& lang, size_t max_nesting,
                                                  size_t max_repetition, AutomatonBudget& budget);
-// string_automaton of the one pattern and lengths.
+// A sound subset of string_automaton's strings for one pattern of the shape
+// ^(?:X+Y+){0,K}X+$ (X and Y disjoint sets, such as \S and \s: at most K + 1
+// words), maybe beside ^$, where the exact product (words read x code points
+// read) is too large, as long as min_len <= 1: the strings in which each
+// word with the run after it, rounded up to a multiple of
+// m = floor(max_len / (K + 1)) code points, takes at most K + 1 such slots
+// in all, so at most K + 1 words and max_len code points (a word of up to m
+// code points with its run takes one slot; a longer one takes more). Exact
+// where max_len <= 2K + 1 (no string that short has more words). About
+// 2 max_len states. nullopt for another shape or lengths, over the budget's
+// states, or when no string is left. Throws PatternError as pattern_to_gbnf
+// does for the pattern, and when the budget's steps run out.
+std::optional<PatternAutomaton> word_count_automaton(const StringLanguage& lang, size_t max_nesting,
+                                                     size_t max_repetition, AutomatonBudget& budget);
+// string_automaton of the one pattern and lengths.// string_automaton of the one pattern and lengths.
 std::optional<PatternAutomaton> pattern_automaton(std::string_view pattern, size_t max_nesting,
                                                   size_t max_repetition, uint64_t min_len, uint64_t max_len,
                                                   AutomatonBudget& budget);

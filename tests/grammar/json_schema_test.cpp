@@ -1343,6 +1343,25 @@ TEST(JsonSchemaToGbnf, PatternLengthsCountOnlyWhereTheyBind) {
                      R"(pattern-len-13 ::= "")"}));
 }
 
+// A pattern of at most K + 1 words whose exact automaton would be over 4096
+// states is word_count_automaton's subset (its strings:
+// SchemaPatterns.WordCountSubsetAsDocumented): ^(?:[a-z]+ +){0,9}[a-z]+$ of
+// at most 300 code points, 10 slots of 30, 570 states. An automaton whose
+// rules would pass limits.max_bytes is refused naming the keyword.
+TEST(JsonSchemaToGbnf, WordCountPatternsBeyondTheExactBoundAreASubset) {
+  const std::string g = convert(R"({"type": "string", "pattern": "^(?:[a-z]+ +){0,9}[a-z]+$", "maxLength": 300})");
+  EXPECT_EQ(check_gbnf(g), "") << g;
+  std::istringstream lines(g);
+  size_t n_states = 0;
+  for (std::string line; std::getline(lines, line);) n_states += line.rfind("pattern-len-", 0) == 0;
+  EXPECT_EQ(n_states, 570u);
+  GrammarLimits small;
+  small.max_bytes = 4000;
+  EXPECT_EQ(error_of(R"({"type": "string", "pattern": "^[a-z]+/[a-z]+$", "maxLength": 60})", small),
+            R"(json_schema: keyword "maxLength" at the root: with "pattern": its automaton of 175 states is over )"
+            R"(limits.max_bytes (4000))");
+}
+
 // minLength/maxLength beside a pattern that no single variable part can
 // bound: the product of the pattern's minimal DFA with a count of the code
 // points read, one rule per state: "^[a-z]+/[a-z]+$" of at most 4 code
@@ -1362,14 +1381,14 @@ TEST(JsonSchemaToGbnf, PatternLengthsBeyondOneVariablePartAreAnAutomaton) {
             R"(json_schema: keyword "minLength" at the root: no string the pattern matches has such a length)");
   EXPECT_EQ(error_of(R"({"type": "string", "pattern": "^(a|b[a-z]*b)+$", "maxLength": 9000})"),
             R"(json_schema: keyword "maxLength" at the root: with "pattern": the lengths of its strings need more )"
-            R"(than 4096 automaton states (minLength/maxLength))");
+            R"(than 8192 automaton states (minLength/maxLength))");
   // Hostile patterns are bounded: a DFA of 2^13 states (the 13th symbol
   // before the c's is an a); with limits.max_rules 256 (the automata's bound
   // of states, and 256^2 / 4 steps for all of them), 200 distinct classes in a
   // row (the atoms refined 200 times, 20,000 steps).
   EXPECT_EQ(error_of(R"({"type": "string", "pattern": "^[ab]*a[ab]{12}c*$", "minLength": 20, "maxLength": 30})"),
             R"(json_schema: keyword "minLength" at the root: with "pattern": the lengths of its strings need more )"
-            R"(than 4096 DFA states (minLength/maxLength))");
+            R"(than 8192 DFA states (minLength/maxLength))");
   auto utf8 = [](uint32_t cp) {  // three bytes: U+0800 to U+FFFF
     return std::string{static_cast<char>(0xE0 | (cp >> 12)), static_cast<char>(0x80 | ((cp >> 6) & 0x3F)),
                        static_cast<char>(0x80 | (cp & 0x3F))};
@@ -1393,11 +1412,14 @@ TEST(JsonSchemaToGbnf, NotPatternIsTheComplementAutomaton) {
   const std::string ch = R"([^\x00-\x1F"\\\x7F\uD800-\uDFFF] | "\\" ["\\bfnrt] | "\\u00" ("0" [0-7bef] | "1" [0-9a-f] | "7f"))";
   const std::string no_newline =
       R"([^\x00-\x1F"\\\x7F\uD800-\uDFFF] | "\\" ["\\bfrt] | "\\u00" ("0" [0-7bef] | "1" [0-9a-f] | "7f"))";
+  // (Each set of a long JSON text is a rule of its own, pattern-char*.)
   EXPECT_EQ(convert(R"({"type": "string", "not": {"pattern": "^a$"}})"),
-            grammar({R"(pattern-len-0 ::= ("a" pattern-len-1 | ([^\x00-\x1F"\\a\x7F\uD800-\uDFFF] | "\\" ["\\bfnrt] | )"
-                     R"("\\u00" ("0" [0-7bef] | "1" [0-9a-f] | "7f")) pattern-len-2)?)",
-                     "pattern-len-1 ::= (" + no_newline + R"() pattern-len-2 | "\\n" pattern-len-3)",
-                     "pattern-len-2 ::= ((" + ch + ") pattern-len-2)?", "pattern-len-3 ::= (" + ch + ") pattern-len-2",
+            grammar({R"(pattern-char ::= ([^\x00-\x1F"\\a\x7F\uD800-\uDFFF] | "\\" ["\\bfnrt] | )"
+                     R"("\\u00" ("0" [0-7bef] | "1" [0-9a-f] | "7f")))",
+                     "pattern-char0 ::= (" + no_newline + ")", "pattern-char1 ::= (" + ch + ")",
+                     R"(pattern-len-0 ::= ("a" pattern-len-1 | pattern-char pattern-len-2)?)",
+                     R"(pattern-len-1 ::= pattern-char0 pattern-len-2 | "\\n" pattern-len-3)",
+                     "pattern-len-2 ::= (pattern-char1 pattern-len-2)?", "pattern-len-3 ::= pattern-char1 pattern-len-2",
                      R"(root ::= "\"" pattern-len-0 "\"")"}));
   // Beside a pattern, lengths and another `not`: one product automaton.
   const std::string g = convert(R"({"type": "string", "pattern": "^[a-z]+$", "maxLength": 8,
@@ -1407,7 +1429,7 @@ TEST(JsonSchemaToGbnf, NotPatternIsTheComplementAutomaton) {
   EXPECT_EQ(error_of(R"({"type": "string", "pattern": "^ab", "not": {"pattern": "^a"}})"),
             R"(json_schema: keyword "not" at the root: no string the keywords beside it allow is left)");
   EXPECT_EQ(error_of(R"({"type": "string", "not": {"pattern": "^[ab]*a[ab]{12}$"}})"),
-            R"(json_schema: keyword "not" at the root: of "pattern": the lengths of its strings need more than 4096 )"
+            R"(json_schema: keyword "not" at the root: of "pattern": the lengths of its strings need more than 8192 )"
             R"(DFA states (minLength/maxLength))");
 }
 

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <regex>
 #include <string>
 #include <vector>
@@ -349,6 +350,40 @@ TEST(SchemaPatterns, LengthsBesidePatternExactOnEveryShortString) {
     }
     EXPECT_GT(n_accepted, 0u);
   }
+}
+
+// ^(?:\S+\s+){0,29}\S+$ of at most 300 code points: the exact product of
+// words and code points read is over 4096 states, so the converter writes
+// word_count_automaton's subset: each word with the run after it takes
+// ceil(length / 10) slots of 10 (300 / 30), the last word its length, and
+// the text at most 300. Random texts of 1 to 34 words (1 to 14 letters, 1 or
+// 2 spaces between) are accepted exactly when that holds, and every one
+// accepted has at most 30 words and 300 code points (valid).
+TEST(SchemaPatterns, WordCountSubsetAsDocumented) {
+  const auto g = Grammar::parse(json_schema_to_gbnf(
+      R"({"type": "string", "pattern": "^(?:\\S+\\s+){0,29}\\S+$", "minLength": 1, "maxLength": 300})"));
+  std::mt19937 rng(7);
+  size_t n_accepted = 0, n_valid_left_out = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const size_t n_words = 1 + rng() % 34;
+    std::string text;
+    size_t slots = 0;  // tens taken by the words before the last, with their runs
+    for (size_t w = 0; w < n_words; ++w) {
+      const size_t len = 1 + rng() % 14, run = w + 1 < n_words ? 1 + rng() % 2 : 0;
+      text += std::string(len, 'a') + std::string(run, ' ');
+      if (w + 1 < n_words) slots += (len + run + 9) / 10;
+    }
+    const size_t last = text.size() - text.find_last_of(' ') - 1;
+    const bool in_subset = n_words == 1 ? text.size() <= 300 : slots * 10 + last <= 300;
+    const bool valid = n_words <= 30 && text.size() <= 300;
+    const bool accepted = accepts(g, "\"" + text + "\"");
+    EXPECT_EQ(accepted, in_subset) << text;
+    EXPECT_TRUE(!accepted || valid) << text;
+    n_accepted += accepted;
+    n_valid_left_out += valid && !accepted;
+  }
+  EXPECT_GT(n_accepted, 50u);
+  EXPECT_GT(n_valid_left_out, 0u);
 }
 
 // The largest maxLength of JSONSchemaBench's Github_medium: a small grammar.
