@@ -1495,10 +1495,9 @@ class Converter {
       // readings); values of other types satisfy the patterns, so fail it.
       const std::vector<std::string> excluded = *excluded_patterns(s["not"]);
       for (const std::string& x : excluded) {
-        std::optional<schema::PatternDfa> dfa;
+        const schema::PatternDfa* dfa = nullptr;
         try {
-          dfa = schema::pattern_dfa(x, limits_.max_nesting, limits_.max_repetition, automata_,
-                                    schema::PatternReading::kWide);
+          dfa = &cached_dfa(x, schema::PatternReading::kWide);
         } catch (const schema::PatternError& e) {
           fail_keyword("not", sub.ptr, std::string("of \"pattern\": ") + e.what());
         }
@@ -1507,21 +1506,30 @@ class Converter {
     }
     for (const std::string& k : own_keys(sub)) {
       if (k == "type" || k == "enum" || k == "const" || (k == "not" && has_string_not(sub))) continue;
-      std::optional<schema::PatternDfa> dfa;  // built once for the values
+      const schema::PatternDfa* dfa = nullptr;  // built once for the values
       if (k == "pattern" && std::any_of(values.begin(), values.end(), [](const Json* v) { return v->is_string(); })) {
         if (!s[k].is_string()) fail_keyword(k, sub.ptr, "must be a string");
         try {
-          dfa = schema::pattern_dfa(s[k].get<std::string>(), limits_.max_nesting, limits_.max_repetition, automata_);
+          dfa = &cached_dfa(s[k].get<std::string>(), schema::PatternReading::kNarrow);
         } catch (const schema::PatternError& e) {
           fail_keyword(k, sub.ptr, e.what());
         }
       }
-      std::erase_if(values, [&](const Json* v) { return !value_satisfies(sub, k, *v, dfa ? &*dfa : nullptr); });
+      std::erase_if(values, [&](const Json* v) { return !value_satisfies(sub, k, *v, dfa); });
     }
     if (values.empty()) {
       fail_empty(s.contains("enum") ? "enum" : "const", sub.ptr, "no value is left with the keywords beside it");
     }
     return values;
+  }
+
+  // pattern_dfa(pattern, reading) over the schema's budget, built once per
+  // conversion (dfas_). Throws PatternError as pattern_dfa does.
+  const schema::PatternDfa& cached_dfa(const std::string& pattern, schema::PatternReading reading) const {
+    const std::pair<std::string, int> key{pattern, reading == schema::PatternReading::kWide ? 1 : 0};
+    if (auto it = dfas_.find(key); it != dfas_.end()) return it->second;
+    schema::PatternDfa dfa = schema::pattern_dfa(pattern, limits_.max_nesting, limits_.max_repetition, automata_, reading);
+    return dfas_.emplace(key, std::move(dfa)).first->second;
   }
 
   // Whether the enum/const value `v` satisfies keyword `k` of the node (as
@@ -3325,6 +3333,10 @@ class Converter {
   mutable schema::AutomatonBudget automata_;  // (spent by const proofs too)
   // bounded_pattern's rules: "min,max,pattern" -> its first rule's name and body
   std::map<std::string, std::pair<std::string, std::string>> bounded_patterns_;
+  // pattern_dfa's results for enum values, by pattern and reading (kWide 1):
+  // each built once, so the same patterns across a distributed anyOf spend
+  // the budget once.
+  mutable std::map<std::pair<std::string, int>, schema::PatternDfa> dfas_;
   std::set<const Json*> string_guards_;  // negation_guard's guards of string negations
   std::vector<std::string> added_refs_;           // ref_rules_ keys in the order made
   std::deque<Json> synthetic_;                    // schemas made for allOf (stable addresses)

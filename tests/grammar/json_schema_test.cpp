@@ -1448,6 +1448,18 @@ TEST(JsonSchemaToGbnf, EnumValuesAreFilteredByTheKeywordsBesideThem) {
   EXPECT_EQ(convert(R"({"const": "abc", "minLength": 3})"), convert(R"({"const": "abc"})"));
   EXPECT_EQ(error_of(R"({"const": "abc", "minLength": 4})"),
             R"(json_schema: keyword "const" at the root: no value is left with the keywords beside it)");
+  // One pattern beside the enums of many alternatives is built once: with
+  // limits.max_rules 256 (256^2 / 4 steps for all automata) 200 alternatives
+  // fit, as one does.
+  nlohmann::json alts = nlohmann::json::array();
+  for (int i = 0; i < 200; ++i) {
+    alts.push_back({{"enum", {"ab" + std::to_string(100 + i), "x" + std::to_string(i)}},
+                    {"pattern", "^(ab|cd)[0-9]{3}$"}});
+  }
+  GrammarLimits small;
+  small.max_rules = 256;
+  EXPECT_EQ(check_gbnf(convert(nlohmann::json{{"anyOf", {alts[0]}}}.dump(), small)), "");
+  EXPECT_EQ(check_gbnf(convert(nlohmann::json{{"anyOf", alts}}.dump(), small)), "");
 }
 
 TEST(JsonSchemaToGbnf, CheckGbnfCatchesFaults) {
