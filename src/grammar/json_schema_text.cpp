@@ -2121,7 +2121,7 @@ std::optional<PatternAutomaton> word_count_automaton(const StringLanguage& lang,
     out.states[0].accepting = true;
     return out;
   }
-  if (cap >= budget.max_states / 2) return std::nullopt;
+  if (cap >= budget.max_states) return std::nullopt;  // 2 cap + 1 states of two edges (a product state has more)
   const size_t n = static_cast<size_t>(2 * cap + 1);
   spend(budget, 4 * n);
   std::vector<std::vector<std::pair<CodepointSet, size_t>>> moves(n);

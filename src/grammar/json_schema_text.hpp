@@ -240,8 +240,8 @@ std::optional<PatternAutomaton> string_automaton(const StringLanguage& lang, siz
 // in all, so at most K + 1 words and max_len code points (a word of up to m
 // code points with its run takes one slot; a longer one takes more). Exact
 // where max_len <= 2K + 1 (no string that short has more words). About
-// 2 max_len states. nullopt for another shape or lengths, over the budget's
-// states, or when no string is left. Throws PatternError as pattern_to_gbnf
+// 2 max_len states (two edges each), max_len under the budget's states.
+// nullopt for another shape or lengths, or when no string is left. Throws PatternError as pattern_to_gbnf
 // does for the pattern, and when the budget's steps run out.
 std::optional<PatternAutomaton> word_count_automaton(const StringLanguage& lang, size_t max_nesting,
                                                      size_t max_repetition, AutomatonBudget& budget);

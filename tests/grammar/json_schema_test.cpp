@@ -1355,6 +1355,14 @@ TEST(JsonSchemaToGbnf, WordCountPatternsBeyondTheExactBoundAreASubset) {
   size_t n_states = 0;
   for (std::string line; std::getline(lines, line);) n_states += line.rfind("pattern-len-", 0) == 0;
   EXPECT_EQ(n_states, 570u);
+  // JSONSchemaBench's largest (o21053): 100 words, 5000 code points, 9950
+  // states (the subset's maxLength is under the automata's 8192).
+  const std::string large = convert(
+      R"x({"type": "string", "pattern": "^$|(^(?:\\S+\\s+){0,99}\\S+$)", "minLength": 1, "maxLength": 5000})x");
+  std::istringstream large_lines(large);
+  n_states = 0;
+  for (std::string line; std::getline(large_lines, line);) n_states += line.rfind("pattern-len-", 0) == 0;
+  EXPECT_EQ(n_states, 9950u);
   GrammarLimits small;
   small.max_bytes = 4000;
   EXPECT_EQ(error_of(R"({"type": "string", "pattern": "^[a-z]+/[a-z]+$", "maxLength": 60})", small),
