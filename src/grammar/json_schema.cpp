@@ -178,6 +178,15 @@ constexpr const char* kEmailPattern =
     R"(^[0-9A-Za-z!#$%&'*+/=?^_`{|}~\-]+(\.[0-9A-Za-z!#$%&'*+/=?^_`{|}~\-]+)*@)"
     R"([0-9A-Za-z]([0-9A-Za-z\-]*[0-9A-Za-z])?(\.[0-9A-Za-z]([0-9A-Za-z\-]*[0-9A-Za-z])?)+$)";
 constexpr uint64_t kEmailMaxLength = 67;
+// The `date` and `time` rules' languages as patterns (unanchored bodies),
+// for a pattern beside those formats and date-time (date "T" time).
+constexpr const char* kDateBody =
+    "(?:(?:[1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])-"
+    "(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|"
+    "02-(?:0[1-9]|1[0-9]|2[0-8]))|"
+    "(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)-02-29)";
+constexpr const char* kTimeBody =
+    "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{3})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])";
 // The `uuid` rule's language as a pattern (for a `not` of patterns beside
 // format uuid).
 constexpr const char* kUuidPattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
@@ -1876,6 +1885,15 @@ class Converter {
            seq(exactly(b, q, k, base, scale * k), repeat(atom, 0, r)) + ")";
   }
 
+  // The language of a known format's rule (primitive_table) as a pattern.
+  static std::string format_pattern(const std::string& format) {
+    if (format == "date") return std::string("^") + kDateBody + "$";
+    if (format == "time") return std::string("^") + kTimeBody + "$";
+    if (format == "date-time") return std::string("^") + kDateBody + "T" + kTimeBody + "$";
+    if (format == "uuid") return kUuidPattern;
+    return kEmailPattern;
+  }
+
   // date, time, date-time, uuid, email: the formats written as grammars.
   static bool is_known_format(const Json& f) {
     if (!f.is_string()) return false;
@@ -1974,10 +1992,25 @@ class Converter {
     if (s.contains("format") && !s["format"].is_string()) fail_keyword("format", sub.ptr, "must be a string");
     if (has_string_not(sub)) return visit_string_not(sub, name, exact);
     if (s.contains("pattern")) {
-      if (s.contains("format") && is_known_format(s["format"]))
-        fail_keyword("format", sub.ptr, "not supported together with \"pattern\"");
       const Json& p = s["pattern"];
       if (!p.is_string()) fail_keyword("pattern", sub.ptr, "must be a string");
+      if (s.contains("format") && is_known_format(s["format"])) {
+        // The strings of both: the format's rule as a pattern (the same
+        // language; email within kEmailMaxLength code points, as beside
+        // lengths) in one product automaton with the pattern and lengths.
+        const std::string& format = s["format"].get_ref<const std::string&>();
+        schema::StringLanguage lang{{p.get<std::string>(), format_pattern(format)}, {}, 0, UINT64_MAX};
+        if (s.contains("minLength")) lang.min_len = count(sub, "minLength");
+        if (s.contains("maxLength")) lang.max_len = count(sub, "maxLength");
+        if (lang.max_len < lang.min_len) fail_empty("minLength", sub.ptr, "greater than maxLength");
+        if (format == "email") lang.max_len = std::min<uint64_t>(lang.max_len, kEmailMaxLength);
+        const std::optional<std::string> rule = bounded_pattern(lang, "format", sub.ptr);
+        if (!rule) {
+          fail_empty("format", sub.ptr,
+                     "no string the pattern matches is a " + format + (lengths ? " of such a length" : ""));
+        }
+        return define(name, exact, R"("\"" )" + *rule + R"( "\"")");
+      }
       std::string expr;
       bool uses_char = false;
       try {
@@ -2062,10 +2095,10 @@ class Converter {
   }
 
   // A string with a `not` of patterns (excluded_patterns): the strings of
-  // the node's pattern (a known format uuid or email as its pattern: the
-  // uuid rule's, kEmailPattern up to kEmailMaxLength code points) and
-  // lengths that none of the excluded patterns matches, through
-  // bounded_pattern (the excluded patterns' complements, exact).
+  // the node's pattern, its known format (format_pattern; email up to
+  // kEmailMaxLength code points) and lengths that none of the excluded
+  // patterns matches, through bounded_pattern (the excluded patterns'
+  // complements, exact).
   std::string visit_string_not(const Sub& sub, const std::string& name, bool exact) {
     const Json& s = *sub.s;
     schema::StringLanguage lang;
@@ -2079,15 +2112,8 @@ class Converter {
     }
     if (s.contains("format") && is_known_format(s["format"])) {
       const std::string& format = s["format"].get_ref<const std::string&>();
-      if (!lang.patterns.empty()) fail_keyword("format", sub.ptr, "not supported together with \"pattern\"");
-      if (format == "uuid") {
-        lang.patterns.push_back(kUuidPattern);
-      } else if (format == "email") {
-        lang.patterns.push_back(kEmailPattern);
-        lang.max_len = std::min<uint64_t>(lang.max_len, kEmailMaxLength);
-      } else {
-        fail_keyword("not", sub.ptr, "of \"pattern\" beside \"format\" \"" + format + "\" is not supported");
-      }
+      lang.patterns.push_back(format_pattern(format));
+      if (format == "email") lang.max_len = std::min<uint64_t>(lang.max_len, kEmailMaxLength);
     }
     const std::optional<std::string> rule = bounded_pattern(lang, "not", sub.ptr);
     if (!rule) fail_empty("not", sub.ptr, "no string the keywords beside it allow is left");

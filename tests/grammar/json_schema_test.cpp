@@ -1034,7 +1034,9 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(json_schema: keyword "exclusiveMinimum" at /properties/x: bounds that hold no integer, nor an interval from one integer to the next, are not supported)"},
       // Combinations that cannot be enforced together.
       {R"({"type": "string", "pattern": "^a+$", "format": "date"})",
-       R"(json_schema: keyword "format" at the root: not supported together with "pattern")"},
+       R"(json_schema: keyword "format" at the root: no string the pattern matches is a date)"},
+      {R"({"type": "string", "pattern": "^[0-9-]+$", "format": "date", "maxLength": 9})",
+       R"(json_schema: keyword "format" at the root: no string the pattern matches is a date of such a length)"},
       {R"({"type": "string", "format": "email", "minLength": 68})",
        R"(json_schema: keyword "minLength" at the root: over 67 is not supported together with "format" "email")"},
       {R"({"type": "string", "format": "date-time", "minLength": 21})",

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -384,6 +385,49 @@ TEST(SchemaPatterns, WordCountSubsetAsDocumented) {
   }
   EXPECT_GT(n_accepted, 50u);
   EXPECT_GT(n_valid_left_out, 0u);
+}
+
+// A known format beside a pattern is the format's rule written as a pattern
+// (format_pattern) in the pattern's automaton: beside "" (every string) it
+// accepts exactly what the format's own rule does, over dates of edge years,
+// months 00-13 and days 00-32, times of edge fields, and date-times of both.
+TEST(SchemaPatterns, FormatsAsPatternsAreTheirRules) {
+  auto both = [](const char* format) {
+    const std::string own = nlohmann::json{{"type", "string"}, {"format", format}}.dump();
+    const std::string with = nlohmann::json{{"type", "string"}, {"format", format}, {"pattern", ""}}.dump();
+    return std::pair{Grammar::parse(json_schema_to_gbnf(own)), Grammar::parse(json_schema_to_gbnf(with))};
+  };
+  std::vector<std::string> dates, times;
+  for (const char* y : {"0000", "0001", "0099", "0400", "1900", "2000", "2023", "2024", "9999", "199"})
+    for (int m = 0; m <= 13; ++m)
+      for (int d = 0; d <= 32; ++d) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%s-%02d-%02d", y, m, d);
+        dates.push_back(buf);
+      }
+  for (const char* h : {"00", "09", "19", "20", "23", "24"})
+    for (const char* mi : {"00", "59", "60"})
+      for (const char* sec : {"00", "59", "60"})
+        for (const char* frac : {"", ".123", ".12"})
+          for (const char* off : {"Z", "+00:00", "-23:59", "+24:00", "z", ""})
+            times.push_back(std::string(h) + ":" + mi + ":" + sec + frac + off);
+  size_t n_accepted = 0;
+  for (const char* format : {"date", "time", "date-time"}) {
+    SCOPED_TRACE(format);
+    const auto [own, with] = both(format);
+    std::vector<std::string> texts;
+    if (std::string(format) == "date") texts = dates;
+    if (std::string(format) == "time") texts = times;
+    if (std::string(format) == "date-time")
+      for (size_t i = 0; i < dates.size(); i += 37)
+        for (size_t j = 0; j < times.size(); j += 13) texts.push_back(dates[i] + "T" + times[j]);
+    for (const std::string& t : texts) {
+      const bool a = accepts(own, "\"" + t + "\"");
+      EXPECT_EQ(accepts(with, "\"" + t + "\""), a) << t;
+      n_accepted += a;
+    }
+  }
+  EXPECT_GT(n_accepted, 1000u);
 }
 
 // The largest maxLength of JSONSchemaBench's Github_medium: a small grammar.
