@@ -172,8 +172,9 @@ constexpr size_t kMaxExactBesideSubset = 4096;
 // longer one is a rule (`pattern-char`) the edges name.
 constexpr size_t kInlineSetBytes = 32;
 // The `email` rule's language as a pattern, without its labels' bound of 63
-// characters: for minLength/maxLength beside format email, where emails are
-// kept within kEmailMaxLength code points (so no label is over 63).
+// characters: for minLength/maxLength or a pattern beside format email,
+// where emails are kept within kEmailMaxLength code points (so no label is
+// over 63).
 constexpr const char* kEmailPattern =
     R"(^[0-9A-Za-z!#$%&'*+/=?^_`{|}~\-]+(\.[0-9A-Za-z!#$%&'*+/=?^_`{|}~\-]+)*@)"
     R"([0-9A-Za-z]([0-9A-Za-z\-]*[0-9A-Za-z])?(\.[0-9A-Za-z]([0-9A-Za-z\-]*[0-9A-Za-z])?)+$)";
@@ -1906,9 +1907,10 @@ class Converter {
   // schema::string_automaton (named pattern-len-N): each state's edges are a
   // JSON character of the edge's set and the target state's rule, an
   // accepting state may end there; a counted tail is its set (a rule
-  // `pattern-char`) repeated its counts, through repetition(). The same language gets the same rules in
-  // one schema. nullopt when no string is left; throws naming `key` when the
-  // automaton would be over its states' bound.
+  // `pattern-char`) repeated its counts, through repetition(). The same
+  // language gets the same rules in one schema. nullopt when no string is
+  // left; throws naming `key` when the automaton would be over its states'
+  // bound or its rules over limits.max_bytes.
   std::optional<std::string> bounded_pattern(const schema::StringLanguage& lang, const char* key,
                                              const std::string& ptr) {
     Json id = Json::array({lang.min_len, lang.max_len, lang.patterns, lang.excluded});
