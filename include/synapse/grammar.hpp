@@ -117,16 +117,20 @@ class Grammar {
 // lacks the property or has what it needs; at most 4 such properties of an
 // object that does not require them),
 // minLength, maxLength (like minItems and maxItems, exact at any count below
-// 10^18: counts over 256 are written in base 16; beside pattern where its
-// lengths imply them, or one variable part of it can take them; beside
-// format where its lengths imply them), minimum/maximum/
+// 10^18: counts over 256 are written in base 16; beside pattern exactly,
+// through the product of its automaton with a count of code points (kept
+// only where it can bind, a trailing loop as a counted repetition), within
+// 8192 states, and for ^(?:X+Y+){0,K}X+$ (at most K+1 words) beyond 4096 a
+// sound subset: each word with its run rounded up to slots of
+// maxLength/(K+1) code points, at most K+1 slots; beside format where its
+// lengths imply them, email within 67 code points), minimum/maximum/
 // exclusiveMinimum/exclusiveMaximum, multipleOf (a whole number m: 1 the
 // integers; between bounds holding at most 256 multiples, those written
 // out; else a divisor of 1000 (2, 4, 5, 8, 10, 20, 25, ...) by the last
 // digits, unbounded or with one bound within m of 0; a number with it is
 // written as an integer; a fraction 1/k (0.5, 0.1, 0.01, ...) as the
 // integers, which IEEE division finds whole; other fractions refused), format (date, time, date-time, uuid,
-// email), uniqueItems (true: arrays of at most one item; beside minItems
+// email; beside a pattern the strings of both, email within 67 code points), uniqueItems (true: arrays of at most one item; beside minItems
 // over 1 refused), propertyNames (type, enum, const, pattern, minLength,
 // maxLength, through $ref: named properties whose name fails it are
 // forbidden; additional keys are its strings, or none where a named

@@ -161,16 +161,33 @@ bool is_reserved(std::string_view name) {
 // --- keywords -----------------------------------------------------------------
 
 // The most states a pattern's automaton bounded by minLength/maxLength may
-// have (each a rule): the product of a few states with maxLength 255 fits,
-// a grammar of megabytes does not.
-constexpr size_t kMaxPatternStates = 4096;
+// have (each a rule of tens of bytes, long sets named: kInlineSetBytes): the
+// product of a few states with maxLength 1024 fits, a grammar of megabytes
+// does not (and limits.max_rules and max_bytes bound it too).
+constexpr size_t kMaxPatternStates = 8192;
+// The most states of an exact automaton where word_count_automaton's subset
+// is there instead (the bound before kMaxPatternStates was raised).
+constexpr size_t kMaxExactBesideSubset = 4096;
+// The longest JSON text of a set an automaton's edge writes in place; a
+// longer one is a rule (`pattern-char`) the edges name.
+constexpr size_t kInlineSetBytes = 32;
 // The `email` rule's language as a pattern, without its labels' bound of 63
-// characters: for minLength/maxLength beside format email, where emails are
-// kept within kEmailMaxLength code points (so no label is over 63).
+// characters: for minLength/maxLength or a pattern beside format email,
+// where emails are kept within kEmailMaxLength code points (so no label is
+// over 63).
 constexpr const char* kEmailPattern =
     R"(^[0-9A-Za-z!#$%&'*+/=?^_`{|}~\-]+(\.[0-9A-Za-z!#$%&'*+/=?^_`{|}~\-]+)*@)"
     R"([0-9A-Za-z]([0-9A-Za-z\-]*[0-9A-Za-z])?(\.[0-9A-Za-z]([0-9A-Za-z\-]*[0-9A-Za-z])?)+$)";
 constexpr uint64_t kEmailMaxLength = 67;
+// The `date` and `time` rules' languages as patterns (unanchored bodies),
+// for a pattern beside those formats and date-time (date "T" time).
+constexpr const char* kDateBody =
+    "(?:(?:[1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])-"
+    "(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|"
+    "02-(?:0[1-9]|1[0-9]|2[0-8]))|"
+    "(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)-02-29)";
+constexpr const char* kTimeBody =
+    "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{3})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])";
 // The `uuid` rule's language as a pattern (for a `not` of patterns beside
 // format uuid).
 constexpr const char* kUuidPattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
@@ -1488,10 +1505,9 @@ class Converter {
       // readings); values of other types satisfy the patterns, so fail it.
       const std::vector<std::string> excluded = *excluded_patterns(s["not"]);
       for (const std::string& x : excluded) {
-        std::optional<schema::PatternDfa> dfa;
+        const schema::PatternDfa* dfa = nullptr;
         try {
-          dfa = schema::pattern_dfa(x, limits_.max_nesting, limits_.max_repetition, automata_,
-                                    schema::PatternReading::kWide);
+          dfa = &cached_dfa(x, schema::PatternReading::kWide);
         } catch (const schema::PatternError& e) {
           fail_keyword("not", sub.ptr, std::string("of \"pattern\": ") + e.what());
         }
@@ -1500,21 +1516,30 @@ class Converter {
     }
     for (const std::string& k : own_keys(sub)) {
       if (k == "type" || k == "enum" || k == "const" || (k == "not" && has_string_not(sub))) continue;
-      std::optional<schema::PatternDfa> dfa;  // built once for the values
+      const schema::PatternDfa* dfa = nullptr;  // built once for the values
       if (k == "pattern" && std::any_of(values.begin(), values.end(), [](const Json* v) { return v->is_string(); })) {
         if (!s[k].is_string()) fail_keyword(k, sub.ptr, "must be a string");
         try {
-          dfa = schema::pattern_dfa(s[k].get<std::string>(), limits_.max_nesting, limits_.max_repetition, automata_);
+          dfa = &cached_dfa(s[k].get<std::string>(), schema::PatternReading::kNarrow);
         } catch (const schema::PatternError& e) {
           fail_keyword(k, sub.ptr, e.what());
         }
       }
-      std::erase_if(values, [&](const Json* v) { return !value_satisfies(sub, k, *v, dfa ? &*dfa : nullptr); });
+      std::erase_if(values, [&](const Json* v) { return !value_satisfies(sub, k, *v, dfa); });
     }
     if (values.empty()) {
       fail_empty(s.contains("enum") ? "enum" : "const", sub.ptr, "no value is left with the keywords beside it");
     }
     return values;
+  }
+
+  // pattern_dfa(pattern, reading) over the schema's budget, built once per
+  // conversion (dfas_). Throws PatternError as pattern_dfa does.
+  const schema::PatternDfa& cached_dfa(const std::string& pattern, schema::PatternReading reading) const {
+    const std::pair<std::string, int> key{pattern, reading == schema::PatternReading::kWide ? 1 : 0};
+    if (auto it = dfas_.find(key); it != dfas_.end()) return it->second;
+    schema::PatternDfa dfa = schema::pattern_dfa(pattern, limits_.max_nesting, limits_.max_repetition, automata_, reading);
+    return dfas_.emplace(key, std::move(dfa)).first->second;
   }
 
   // Whether the enum/const value `v` satisfies keyword `k` of the node (as
@@ -1861,6 +1886,15 @@ class Converter {
            seq(exactly(b, q, k, base, scale * k), repeat(atom, 0, r)) + ")";
   }
 
+  // The language of a known format's rule (primitive_table) as a pattern.
+  static std::string format_pattern(const std::string& format) {
+    if (format == "date") return std::string("^") + kDateBody + "$";
+    if (format == "time") return std::string("^") + kTimeBody + "$";
+    if (format == "date-time") return std::string("^") + kDateBody + "T" + kTimeBody + "$";
+    if (format == "uuid") return kUuidPattern;
+    return kEmailPattern;
+  }
+
   // date, time, date-time, uuid, email: the formats written as grammars.
   static bool is_known_format(const Json& f) {
     if (!f.is_string()) return false;
@@ -1872,9 +1906,11 @@ class Converter {
   // a JSON character, escapes included) as rules, one per state of
   // schema::string_automaton (named pattern-len-N): each state's edges are a
   // JSON character of the edge's set and the target state's rule, an
-  // accepting state may end there. The same language gets the same rules in
-  // one schema. nullopt when no string is left; throws naming `key` when the
-  // automaton would be over its states' bound.
+  // accepting state may end there; a counted tail is its set (a rule
+  // `pattern-char`) repeated its counts, through repetition(). The same
+  // language gets the same rules in one schema. nullopt when no string is
+  // left; throws naming `key` when the automaton would be over its states'
+  // bound or its rules over limits.max_bytes.
   std::optional<std::string> bounded_pattern(const schema::StringLanguage& lang, const char* key,
                                              const std::string& ptr) {
     Json id = Json::array({lang.min_len, lang.max_len, lang.patterns, lang.excluded});
@@ -1883,12 +1919,29 @@ class Converter {
       const auto rule = rules_.find(it->second.first);
       if (rule != rules_.end() && rule->second == it->second.second) return it->second.first;
     }
-    std::optional<schema::PatternAutomaton> a;
+    // A pattern of at most K + 1 words has a stated subset
+    // (word_count_automaton), taken where the exact product would be over
+    // kMaxExactBesideSubset states (several such properties make a grammar
+    // of megabytes); any other pattern over the bound is refused.
+    std::optional<schema::PatternAutomaton> a, subset;
+    try {
+      subset = schema::word_count_automaton(lang, limits_.max_nesting, limits_.max_repetition, automata_);
+    } catch (const schema::PatternError&) {
+      subset.reset();
+    }
+    const size_t max_states = automata_.max_states;
+    if (subset) automata_.max_states = std::min(max_states, kMaxExactBesideSubset);
     try {
       a = schema::string_automaton(lang, limits_.max_nesting, limits_.max_repetition, automata_);
     } catch (const schema::PatternError& e) {
-      fail_keyword(key, ptr, std::string(key == std::string_view("not") ? "of" : "with") + " \"pattern\": " + e.what());
+      automata_.max_states = max_states;
+      if (!subset) {
+        fail_keyword(key, ptr,
+                     std::string(key == std::string_view("not") ? "of" : "with") + " \"pattern\": " + e.what());
+      }
+      a = std::move(subset);
     }
+    automata_.max_states = max_states;
     if (!a) return std::nullopt;
     std::vector<std::string> names;
     for (size_t i = 0; i < a->states.size(); ++i) {
@@ -1896,12 +1949,38 @@ class Converter {
       rules_[names.back()] = "";
       added_.push_back(names.back());
     }
+    // A set whose JSON text is long (\S, a negated class: escapes and
+    // alternatives) is a rule of its own, so each state's rule stays short.
+    std::map<std::string, std::string> sets;
+    auto set_expr = [&](const schema::CodepointSet& chars) {
+      std::string expr = schema::json_char_expr(chars);
+      if (expr.size() <= kInlineSetBytes) return expr;
+      auto [it, added] = sets.emplace(expr, "");
+      if (added) it->second = add_rule("pattern-char", expr);
+      return it->second;
+    };
+    size_t bytes = 0;
     for (size_t i = 0; i < a->states.size(); ++i) {
       const schema::PatternAutomaton::State& st = a->states[i];
+      if (st.counted) {  // a counted tail: its set as a rule, repeated (O(K log n) rules for any count)
+        const std::string atom = add_rule("pattern-char", schema::json_char_expr(st.loop));
+        const std::string body =
+            repetition(atom, static_cast<size_t>(st.loop_min),
+                       st.loop_max == UINT64_MAX ? kNoMax : static_cast<size_t>(st.loop_max), atom);
+        rules_[names[i]] = body.empty() ? R"("")" : body;
+        continue;
+      }
       std::vector<std::string> alts;
-      for (const auto& e : st.edges) alts.push_back(schema::json_char_expr(e.chars) + " " + names[e.to]);
+      for (const auto& e : st.edges) alts.push_back(set_expr(e.chars) + " " + names[e.to]);
       std::string body = join(alts, " | ", identity);
       if (st.accepting) body = alts.empty() ? R"("")" : "(" + body + ")?";
+      bytes += names[i].size() + body.size() + 6;  // "name ::= body\n"
+      if (bytes > limits_.max_bytes) {
+        fail_keyword(key, ptr,
+                     std::string(key == std::string_view("not") ? "of" : "with") + " \"pattern\": its automaton of " +
+                         std::to_string(a->states.size()) + " states is over limits.max_bytes (" +
+                         std::to_string(limits_.max_bytes) + ")");
+      }
       rules_[names[i]] = body;
     }
     bounded_patterns_[cache_key] = {names[0], rules_[names[0]]};
@@ -1915,10 +1994,25 @@ class Converter {
     if (s.contains("format") && !s["format"].is_string()) fail_keyword("format", sub.ptr, "must be a string");
     if (has_string_not(sub)) return visit_string_not(sub, name, exact);
     if (s.contains("pattern")) {
-      if (s.contains("format") && is_known_format(s["format"]))
-        fail_keyword("format", sub.ptr, "not supported together with \"pattern\"");
       const Json& p = s["pattern"];
       if (!p.is_string()) fail_keyword("pattern", sub.ptr, "must be a string");
+      if (s.contains("format") && is_known_format(s["format"])) {
+        // The strings of both: the format's rule as a pattern (the same
+        // language; email within kEmailMaxLength code points, as beside
+        // lengths) in one product automaton with the pattern and lengths.
+        const std::string& format = s["format"].get_ref<const std::string&>();
+        schema::StringLanguage lang{{p.get<std::string>(), format_pattern(format)}, {}, 0, UINT64_MAX};
+        if (s.contains("minLength")) lang.min_len = count(sub, "minLength");
+        if (s.contains("maxLength")) lang.max_len = count(sub, "maxLength");
+        if (lang.max_len < lang.min_len) fail_empty("minLength", sub.ptr, "greater than maxLength");
+        if (format == "email") lang.max_len = std::min<uint64_t>(lang.max_len, kEmailMaxLength);
+        const std::optional<std::string> rule = bounded_pattern(lang, "format", sub.ptr);
+        if (!rule) {
+          fail_empty("format", sub.ptr,
+                     "no string the pattern matches is a " + format + (lengths ? " of such a length" : ""));
+        }
+        return define(name, exact, R"("\"" )" + *rule + R"( "\"")");
+      }
       std::string expr;
       bool uses_char = false;
       try {
@@ -2003,10 +2097,10 @@ class Converter {
   }
 
   // A string with a `not` of patterns (excluded_patterns): the strings of
-  // the node's pattern (a known format uuid or email as its pattern: the
-  // uuid rule's, kEmailPattern up to kEmailMaxLength code points) and
-  // lengths that none of the excluded patterns matches, through
-  // bounded_pattern (the excluded patterns' complements, exact).
+  // the node's pattern, its known format (format_pattern; email up to
+  // kEmailMaxLength code points) and lengths that none of the excluded
+  // patterns matches, through bounded_pattern (the excluded patterns'
+  // complements, exact).
   std::string visit_string_not(const Sub& sub, const std::string& name, bool exact) {
     const Json& s = *sub.s;
     schema::StringLanguage lang;
@@ -2020,15 +2114,8 @@ class Converter {
     }
     if (s.contains("format") && is_known_format(s["format"])) {
       const std::string& format = s["format"].get_ref<const std::string&>();
-      if (!lang.patterns.empty()) fail_keyword("format", sub.ptr, "not supported together with \"pattern\"");
-      if (format == "uuid") {
-        lang.patterns.push_back(kUuidPattern);
-      } else if (format == "email") {
-        lang.patterns.push_back(kEmailPattern);
-        lang.max_len = std::min<uint64_t>(lang.max_len, kEmailMaxLength);
-      } else {
-        fail_keyword("not", sub.ptr, "of \"pattern\" beside \"format\" \"" + format + "\" is not supported");
-      }
+      lang.patterns.push_back(format_pattern(format));
+      if (format == "email") lang.max_len = std::min<uint64_t>(lang.max_len, kEmailMaxLength);
     }
     const std::optional<std::string> rule = bounded_pattern(lang, "not", sub.ptr);
     if (!rule) fail_empty("not", sub.ptr, "no string the keywords beside it allow is left");
@@ -3274,6 +3361,10 @@ class Converter {
   mutable schema::AutomatonBudget automata_;  // (spent by const proofs too)
   // bounded_pattern's rules: "min,max,pattern" -> its first rule's name and body
   std::map<std::string, std::pair<std::string, std::string>> bounded_patterns_;
+  // pattern_dfa's results for enum values, by pattern and reading (kWide 1):
+  // each built once, so the same patterns across a distributed anyOf spend
+  // the budget once.
+  mutable std::map<std::pair<std::string, int>, schema::PatternDfa> dfas_;
   std::set<const Json*> string_guards_;  // negation_guard's guards of string negations
   std::vector<std::string> added_refs_;           // ref_rules_ keys in the order made
   std::deque<Json> synthetic_;                    // schemas made for allOf (stable addresses)

@@ -1405,8 +1405,10 @@ Narrowed narrow(Parts& parts, uint64_t min_len, uint64_t max_len, size_t max_rep
     const Span s{std::max(lo, need), std::min(hi, room)};
     if (s.lo > s.hi) return std::nullopt;
     if (s.lo > max_repetition || (s.hi != kInf64 && s.hi > max_repetition)) {
-      throw PatternError("a length bound over limits.max_repetition (" + std::to_string(max_repetition) +
-                         ") with it");
+      // (the automaton of the lengths may still write it: its counted tails
+      // take any count)
+      throw PatternUnbounded("a length bound over limits.max_repetition (" + std::to_string(max_repetition) +
+                             ") with it");
     }
     return s;
   };
@@ -1844,24 +1846,54 @@ bool PatternDfa::matches(std::string_view utf8) const {
 
 namespace {
 
+// The most code points `dfa` can read from each state until it accepts (its
+// longest path to an accepting state), kInf64 where it can reach a cycle.
+// Every state of pattern_dfa's DFAs can reach an accepting one. Kahn's order
+// on the reversed edges: a state is done once all its targets are.
+std::vector<uint64_t> longest_to_accept(const PatternDfa& dfa) {
+  const size_t n = dfa.next.size();
+  std::vector<std::vector<size_t>> preds(n);
+  std::vector<size_t> pending(n, 0);  // edges to targets not yet done
+  for (size_t q = 0; q < n; ++q)
+    for (int32_t t : dfa.next[q])
+      if (t >= 0) preds[static_cast<size_t>(t)].push_back(q), ++pending[q];
+  std::vector<uint64_t> longest(n, kInf64);
+  std::vector<uint64_t> best(n, 0);  // over the targets done; live states accept or have one
+  std::vector<size_t> todo;
+  for (size_t q = 0; q < n; ++q)
+    if (pending[q] == 0) todo.push_back(q);
+  while (!todo.empty()) {
+    const size_t q = todo.back();
+    todo.pop_back();
+    longest[q] = best[q];
+    for (size_t p : preds[q]) {
+      best[p] = std::max(best[p], longest[q] + 1);
+      if (--pending[p] == 0) todo.push_back(p);
+    }
+  }
+  return longest;
+}
+
 // string_automaton, the patterns of `lang` read as `reading` says (the
-// excluded ones always kWide).
+// excluded ones always kWide); counted tails only where `tails` is set.
 std::optional<PatternAutomaton> product_automaton(const StringLanguage& lang, PatternReading reading,
                                                   size_t max_nesting, size_t max_repetition,
-                                                  AutomatonBudget& budget) {
+                                                  AutomatonBudget& budget, bool tails = false) {
   // The factors: each pattern's DFA, and each excluded one's, flipped.
   struct Factor {
     PatternDfa dfa;
     bool flipped = false;
     std::vector<int32_t> atom_of;  // the factor's atom of each common atom, -1: none
+    std::vector<uint64_t> longest;  // longest_to_accept, for a factor not flipped
   };
   std::vector<Factor> factors;
   for (const std::string& p : lang.patterns) {
-    factors.push_back({pattern_dfa(p, max_nesting, max_repetition, budget, reading), false, {}});
+    factors.push_back({pattern_dfa(p, max_nesting, max_repetition, budget, reading), false, {}, {}});
     if (factors.back().dfa.next.empty()) return std::nullopt;
+    factors.back().longest = longest_to_accept(factors.back().dfa);
   }
   for (const std::string& p : lang.excluded)
-    factors.push_back({pattern_dfa(p, max_nesting, max_repetition, budget, PatternReading::kWide), true, {}});
+    factors.push_back({pattern_dfa(p, max_nesting, max_repetition, budget, PatternReading::kWide), true, {}, {}});
   const size_t max_states = budget.max_states;
 
   // The common atoms: the scalar values split by every factor's atoms.
@@ -1888,51 +1920,109 @@ std::optional<PatternAutomaton> product_automaton(const StringLanguage& lang, Pa
 
   // The product's states: each factor's state (-1: a flipped factor's dead
   // state, which accepts every continuation) and n code points read, up to
-  // max_len, or up to min_len and staying there when max_len is unbounded.
+  // max_len, or up to min_len and staying there when max_len is unbounded;
+  // kFree once n >= min_len and the factors not flipped cannot read past
+  // max_len (the count decides nothing more).
+  constexpr uint64_t kFree = kInf64;
   const bool bounded = lang.max_len != UINT64_MAX;
   const uint64_t cap = bounded ? lang.max_len : lang.min_len;
-  auto after = [&](uint64_t n) { return bounded ? n + 1 : std::min(n + 1, cap); };
-  using Key = std::pair<std::vector<int32_t>, uint64_t>;
-  Key first{{}, 0};
-  for (const Factor& f : factors) first.first.push_back(f.dfa.next.empty() ? -1 : 0);
-  std::map<Key, size_t> ids;
-  std::vector<Key> states{first};
-  ids[states[0]] = 0;
-  std::vector<std::vector<std::pair<size_t, size_t>>> moves;  // (common atom, target)
-  for (size_t i = 0; i < states.size(); ++i) {
-    spend(budget, atoms.size() * (factors.size() + 1) + 1);
-    const uint64_t n = states[i].second;
-    std::vector<std::pair<size_t, size_t>> row;
-    if (!bounded || n < cap) {
-      for (size_t c = 0; c < atoms.size(); ++c) {
-        Key key{{}, after(n)};
-        bool dead = false;
-        for (size_t k = 0; k < factors.size() && !dead; ++k) {
-          const Factor& f = factors[k];
-          const int32_t q = states[i].first[k], a = f.atom_of[c];
-          const int32_t t = q < 0 || a < 0 ? -1 : f.dfa.next[static_cast<size_t>(q)][static_cast<size_t>(a)];
-          dead = t < 0 && !f.flipped;
-          key.first.push_back(t);
-        }
-        if (dead) continue;
-        auto [it, added] = ids.emplace(key, states.size());
-        if (added) {
-          if (states.size() >= max_states) Nfa::too_many("automaton", max_states);
-          states.push_back(std::move(key));
-        }
-        row.emplace_back(c, it->second);
-      }
-    }
-    moves.push_back(std::move(row));
-  }
-  auto accepts = [&](size_t i) {
-    if (states[i].second < lang.min_len) return false;
+  using Tuple = std::vector<int32_t>;
+  auto count_of = [&](const Tuple& t, uint64_t n) {
+    if (!bounded || n < lang.min_len) return n;
+    uint64_t most = kInf64;  // the longest any factor not flipped still reads
+    for (size_t k = 0; k < factors.size(); ++k)
+      if (!factors[k].flipped) most = std::min(most, factors[k].longest[static_cast<size_t>(t[k])]);
+    return add(n, most) <= lang.max_len ? kFree : n;
+  };
+  auto after = [&](uint64_t n) { return n == kFree ? kFree : bounded ? n + 1 : std::min(n + 1, cap); };
+  auto factors_accept = [&](const Tuple& t) {
     for (size_t k = 0; k < factors.size(); ++k) {
-      const int32_t q = states[i].first[k];
+      const int32_t q = t[k];
       const bool in = q >= 0 && factors[k].dfa.accepting[static_cast<size_t>(q)];
       if (in == factors[k].flipped) return false;
     }
     return true;
+  };
+  using Key = std::pair<Tuple, uint64_t>;
+  Key first{{}, 0};
+  for (const Factor& f : factors) first.first.push_back(f.dfa.next.empty() ? -1 : 0);
+  first.second = count_of(first.first, 0);
+  std::map<Key, size_t> ids;
+  std::vector<Key> states{first};
+  ids[states[0]] = 0;
+  std::vector<std::vector<std::pair<size_t, size_t>>> moves(1);  // (common atom, target)
+  // Counted tails: a tuple whose every move returns to itself (a sink over
+  // the set `loop`) is written as that set repeated, the lengths left, in
+  // place of a state per count; entered at more than kMaxTailEntries counts
+  // the states per count are cheaper (each tail is rules of its own), so
+  // the tuple's states are expanded after all; and so are tails of fewer
+  // than kMinTailSpan counts (a state per count is as small).
+  constexpr size_t kMaxTailEntries = 16;
+  constexpr uint64_t kMinTailSpan = 64;
+  struct Tail {
+    CodepointSet loop;
+    std::vector<size_t> entries;  // its states, while counted
+    bool expanded = false;
+  };
+  std::map<Tuple, Tail> sinks;
+  std::vector<char> counted(1, 0);
+  std::vector<size_t> todo{0};
+  // Expands state i: its moves, or a counted tail.
+  auto expand = [&](size_t i) {
+    spend(budget, atoms.size() * (factors.size() + 1) + 1);
+    const uint64_t n = states[i].second;
+    std::vector<std::pair<size_t, Tuple>> targets;
+    if (n == kFree || !bounded || n < cap) {
+      for (size_t c = 0; c < atoms.size(); ++c) {
+        Tuple t;
+        bool dead = false;
+        for (size_t k = 0; k < factors.size() && !dead; ++k) {
+          const Factor& f = factors[k];
+          const int32_t q = states[i].first[k], a = f.atom_of[c];
+          const int32_t to = q < 0 || a < 0 ? -1 : f.dfa.next[static_cast<size_t>(q)][static_cast<size_t>(a)];
+          dead = to < 0 && !f.flipped;
+          t.push_back(to);
+        }
+        if (!dead) targets.emplace_back(c, std::move(t));
+      }
+    }
+    const uint64_t span = n == kFree ? 0 : bounded ? lang.max_len - n : lang.min_len - n;
+    if (tails && span >= kMinTailSpan && !targets.empty() &&
+        std::all_of(targets.begin(), targets.end(), [&](const auto& x) { return x.second == states[i].first; })) {
+      Tail& tail = sinks[states[i].first];
+      if (tail.loop.empty())
+        for (const auto& x : targets) tail.loop.add(atoms[x.first]);
+      if (!tail.expanded && tail.entries.size() < kMaxTailEntries) {
+        tail.entries.push_back(i);
+        counted[i] = 1;
+        return;
+      }
+      if (!tail.expanded) {  // too many entries: the earlier ones expanded too
+        tail.expanded = true;
+        for (size_t e : tail.entries) counted[e] = 0, todo.push_back(e);
+        tail.entries.clear();
+      }
+    }
+    std::vector<std::pair<size_t, size_t>> row;
+    for (auto& [c, t] : targets) {
+      const uint64_t m = count_of(t, after(n));
+      auto [it, added] = ids.emplace(Key{std::move(t), m}, states.size());
+      if (added) {
+        if (states.size() >= max_states) Nfa::too_many("automaton", max_states);
+        states.push_back(it->first);
+        moves.emplace_back();
+        counted.push_back(0);
+        todo.push_back(states.size() - 1);
+      }
+      row.emplace_back(c, it->second);
+    }
+    moves[i] = std::move(row);
+  };
+  for (size_t next = 0; next < todo.size(); ++next) expand(todo[next]);
+
+  auto accepts = [&](size_t i) {
+    if (states[i].second != kFree && states[i].second < lang.min_len && !counted[i]) return false;
+    return factors_accept(states[i].first);
   };
   std::vector<std::vector<size_t>> edges(states.size());
   std::vector<bool> final(states.size());
@@ -1952,6 +2042,14 @@ std::optional<PatternAutomaton> product_automaton(const StringLanguage& lang, Pa
     if (!live[i]) continue;
     PatternAutomaton::State& st = out.states[index[i]];
     st.accepting = final[i];
+    if (counted[i]) {  // the loop's set, from n to max_len code points in all (at least min_len)
+      const uint64_t n = states[i].second;
+      st.counted = true;
+      st.loop = sinks[states[i].first].loop;
+      st.loop_min = n < lang.min_len ? lang.min_len - n : 0;
+      st.loop_max = bounded ? lang.max_len - n : kInf64;
+      continue;
+    }
     std::map<size_t, CodepointSet> by_target;
     for (const auto& [c, t] : moves[i])
       if (live[t]) by_target[index[t]].add(atoms[c]);
@@ -1964,7 +2062,103 @@ std::optional<PatternAutomaton> product_automaton(const StringLanguage& lang, Pa
 
 std::optional<PatternAutomaton> string_automaton(const StringLanguage& lang, size_t max_nesting,
                                                  size_t max_repetition, AutomatonBudget& budget) {
-  return product_automaton(lang, PatternReading::kNarrow, max_nesting, max_repetition, budget);
+  return product_automaton(lang, PatternReading::kNarrow, max_nesting, max_repetition, budget, true);
+}
+
+std::optional<PatternAutomaton> word_count_automaton(const StringLanguage& lang, size_t max_nesting,
+                                                     size_t max_repetition, AutomatonBudget& budget) {
+  if (lang.patterns.size() != 1 || !lang.excluded.empty() || lang.max_len == UINT64_MAX || lang.min_len > 1) {
+    return std::nullopt;
+  }
+  // The shape: ^(?:X+Y+){0,K}X+$ (X, Y disjoint sets), and maybe ^$ beside it.
+  PatternParser parser(lang.patterns[0], max_nesting, max_repetition);
+  std::vector<PatternParser::Branch> branches = parser.parse();
+  const Re* words = nullptr;
+  bool empty = false;
+  for (const PatternParser::Branch& b : branches) {
+    if (!b.anchored_start || !b.anchored_end) return std::nullopt;
+    if (b.re.kind == Re::kEmpty) {
+      empty = true;
+    } else if (words) {
+      return std::nullopt;
+    } else {
+      words = &b.re;
+    }
+  }
+  auto run = [](const Re& r) {  // the set of a one-or-more repetition of one set, or null
+    return r.kind == Re::kRepeat && r.min == 1 && r.max == kInf && r.kids[0].kind == Re::kChars ? &r.kids[0].chars
+                                                                                              : nullptr;
+  };
+  if (!words || words->kind != Re::kSeq || words->kids.size() != 2) return std::nullopt;
+  const Re& rep = words->kids[0];
+  if (rep.kind != Re::kRepeat || rep.min != 0 || rep.max == kInf || rep.kids[0].kind != Re::kSeq ||
+      rep.kids[0].kids.size() != 2) {
+    return std::nullopt;
+  }
+  const CodepointSet* x = run(rep.kids[0].kids[0]);
+  const CodepointSet* y = run(rep.kids[0].kids[1]);
+  const CodepointSet* last = run(words->kids[1]);
+  if (!x || !y || !last || !(*x == *last) || !x->intersect(*y).empty()) return std::nullopt;
+  // x and y as scalar values (the grammar writes no surrogate).
+  const CodepointSet xs = x->intersect(scalar_values()), ys = y->intersect(scalar_values());
+  if (xs.empty() || ys.empty()) return std::nullopt;
+
+  // Units (a word and the run after it; the last word alone) at most
+  // K + 1 = `units`; the counter c rounds up to a multiple of m where a unit
+  // starts, so the u-th unit starts at c >= (u - 1) m, and c <= units * m
+  // bounds both the units and the length. Where maxLength <= 2K + 1 no
+  // string has more units than allowed: c counts code points (m = 1).
+  const uint64_t units = uint64_t{rep.max} + 1;
+  const uint64_t m = lang.max_len <= 2 * units - 1 ? 1 : lang.max_len / units;
+  const uint64_t cap = m == 1 ? lang.max_len : units * m;
+  // States: 0 the start; 2c - 1 in a word after c (c >= 1); 2c in a run of y
+  // after c. Edges only up to c = cap; the states past the last edge into
+  // them are left out below (co-reachability).
+  if (cap == 0) {
+    if (!empty) return std::nullopt;
+    PatternAutomaton out;
+    out.states.resize(1);
+    out.states[0].accepting = true;
+    return out;
+  }
+  if (cap >= budget.max_states) return std::nullopt;  // 2 cap + 1 states of two edges (a product state has more)
+  const size_t n = static_cast<size_t>(2 * cap + 1);
+  spend(budget, 4 * n);
+  std::vector<std::vector<std::pair<CodepointSet, size_t>>> moves(n);
+  std::vector<bool> final(n, false);
+  auto word = [](uint64_t c) { return static_cast<size_t>(2 * c - 1); };
+  auto gap = [](uint64_t c) { return static_cast<size_t>(2 * c); };
+  final[0] = empty && lang.min_len == 0;
+  moves[0].push_back({xs, word(1)});
+  for (uint64_t c = 1; c <= cap; ++c) {
+    final[word(c)] = true;  // every string here has a code point: min_len <= 1
+    if (c == cap) continue;
+    moves[word(c)].push_back({xs, word(c + 1)});
+    moves[word(c)].push_back({ys, gap(c + 1)});
+    moves[gap(c)].push_back({ys, gap(c + 1)});
+    const uint64_t start = (c + m - 1) / m * m + 1;  // the next unit's first code point
+    if (start <= cap) moves[gap(c)].push_back({xs, word(start)});
+  }
+  std::vector<std::vector<size_t>> edges(n);
+  for (size_t q = 0; q < n; ++q)
+    for (const auto& [set, t] : moves[q]) edges[q].push_back(t);
+  const std::vector<bool> live = co_reachable(edges, final);
+  if (!live[0]) return std::nullopt;
+  // Renumbered in order of first reach from the start.
+  std::vector<size_t> index(n, SIZE_MAX), order{0};
+  index[0] = 0;
+  for (size_t i = 0; i < order.size(); ++i)
+    for (const auto& [set, t] : moves[order[i]])
+      if (live[t] && index[t] == SIZE_MAX) index[t] = order.size(), order.push_back(t);
+  PatternAutomaton out;
+  out.states.resize(order.size());
+  for (size_t q : order) {
+    PatternAutomaton::State& st = out.states[index[q]];
+    st.accepting = final[q];
+    for (const auto& [set, t] : moves[q])
+      if (live[t]) st.edges.push_back({set, index[t]});
+  }
+  return out;
 }
 
 std::optional<PatternAutomaton> pattern_automaton(std::string_view pattern, size_t max_nesting,

@@ -171,7 +171,10 @@ struct AutomatonBudget {
 
 // A deterministic automaton over code points: states[0] is the start, every
 // state is reachable from it and can reach an accepting one, and from each
-// state the edges' sets are disjoint (one target per code point).
+// state the edges' sets are disjoint (one target per code point). A state
+// may instead be a counted tail: its strings are exactly `loop` repeated
+// loop_min to loop_max times (loop_max UINT64_MAX: no bound), with no edges
+// (what a grammar writes as one counted repetition, not a state per count).
 struct PatternAutomaton {
   struct Edge {
     CodepointSet chars;
@@ -180,6 +183,9 @@ struct PatternAutomaton {
   struct State {
     std::vector<Edge> edges;
     bool accepting = false;
+    bool counted = false;
+    CodepointSet loop;
+    uint64_t loop_min = 0, loop_max = 0;
   };
   std::vector<State> states;
 };
@@ -214,13 +220,32 @@ struct StringLanguage {
 // transition, the dead state, made an accepting sink) and a count of the
 // code points read (saturating at min_len when max_len is unbounded), over
 // the common refinement of their atoms and of the scalar values; states that
-// cannot reach an accepting one dropped. Exact for any patterns
+// cannot reach an accepting one dropped. The count is kept only where it
+// decides something: it is dropped once min_len is reached and the
+// patterns' automata cannot read more than max_len in all (their longest
+// path to acceptance), and a state whose every continuation loops on itself
+// over one set (a trailing [a-z]*, an unanchored end reached) becomes a
+// counted tail of that set and the lengths left. Exact for any patterns
 // pattern_to_gbnf takes; nullopt when no string is left. Throws PatternError
 // as pattern_dfa does, and when the product would need more than the
 // budget's states or steps.
 std::optional<PatternAutomaton> string_automaton(const StringLanguage& lang, size_t max_nesting,
                                                  size_t max_repetition, AutomatonBudget& budget);
-// string_automaton of the one pattern and lengths.
+// A sound subset of string_automaton's strings for one pattern of the shape
+// ^(?:X+Y+){0,K}X+$ (X and Y disjoint sets, such as \S and \s: at most K + 1
+// words), maybe beside ^$, where the exact product (words read x code points
+// read) is too large, as long as min_len <= 1: the strings in which each
+// word with the run after it, rounded up to a multiple of
+// m = floor(max_len / (K + 1)) code points, takes at most K + 1 such slots
+// in all, so at most K + 1 words and max_len code points (a word of up to m
+// code points with its run takes one slot; a longer one takes more). Exact
+// where max_len <= 2K + 1 (no string that short has more words). About
+// 2 max_len states (two edges each), max_len under the budget's states.
+// nullopt for another shape or lengths, or when no string is left. Throws PatternError as pattern_to_gbnf
+// does for the pattern, and when the budget's steps run out.
+std::optional<PatternAutomaton> word_count_automaton(const StringLanguage& lang, size_t max_nesting,
+                                                     size_t max_repetition, AutomatonBudget& budget);
+// string_automaton of the one pattern and lengths.// string_automaton of the one pattern and lengths.
 std::optional<PatternAutomaton> pattern_automaton(std::string_view pattern, size_t max_nesting,
                                                   size_t max_repetition, uint64_t min_len, uint64_t max_len,
                                                   AutomatonBudget& budget);

@@ -1033,11 +1033,10 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
       {R"({"properties": {"x": {"exclusiveMinimum": 1.2, "maximum": 1.9}}, "required": ["x"]})",
        R"(json_schema: keyword "exclusiveMinimum" at /properties/x: bounds that hold no integer, nor an interval from one integer to the next, are not supported)"},
       // Combinations that cannot be enforced together.
-      {R"({"type": "string", "pattern": "^[a-z]+$", "maxLength": 20000})",
-       R"(json_schema: keyword "maxLength" at the root: with "pattern": a length bound over limits.max_repetition )"
-       R"((10000) with it)"},
       {R"({"type": "string", "pattern": "^a+$", "format": "date"})",
-       R"(json_schema: keyword "format" at the root: not supported together with "pattern")"},
+       R"(json_schema: keyword "format" at the root: no string the pattern matches is a date)"},
+      {R"({"type": "string", "pattern": "^[0-9-]+$", "format": "date", "maxLength": 9})",
+       R"(json_schema: keyword "format" at the root: no string the pattern matches is a date of such a length)"},
       {R"({"type": "string", "format": "email", "minLength": 68})",
        R"(json_schema: keyword "minLength" at the root: over 67 is not supported together with "format" "email")"},
       {R"({"type": "string", "format": "date-time", "minLength": 21})",
@@ -1304,6 +1303,75 @@ TEST(JsonSchemaToGbnf, CasesConvertToWellFormedGrammars) {
   }
 }
 
+// The automaton of a pattern's lengths counts code points only where that
+// decides something. A state whose every move returns to itself is a counted
+// tail, its set repeated through repetition(): ^[a-z]+$ of at most 20000
+// (over limits.max_repetition for the rewriting) is one [a-z] and then 0 to
+// 19999 more in base 16; ^(a|bc)d?:[a-z]*$ of 3 to 70 enters its tail after
+// "a:" (1 to 68 more), "ad:" or "bc:" (0 to 67), "bcd:" (0 to 66). A count
+// that cannot bind is dropped: ^[a-z]{1,2}(\.[a-z]{1,2}){1,2}$ reads at most
+// 8, so of at most 7 only the states that can still reach 8 keep a count.
+TEST(JsonSchemaToGbnf, PatternLengthsCountOnlyWhereTheyBind) {
+  EXPECT_EQ(convert(R"({"type": "string", "pattern": "^[a-z]+$", "maxLength": 20000})"),
+            grammar({R"(root ::= "\"" (pattern-len-0) "\"")", R"(pattern-len-0 ::= [a-z] pattern-len-1)",
+                     R"(pattern-len-1 ::= pattern-char-0-19999)", R"(pattern-char ::= [a-z])",
+                     R"(pattern-char-0-19999 ::= (((pattern-char-x4096{0,3} pattern-char-x256{0,15} | )"
+                     R"(pattern-char-x4096{4} pattern-char-x256{0,13}) pattern-char-x16{0,15} | )"
+                     R"(pattern-char-x4096{4} pattern-char-x256{14}) pattern-char{0,15} | pattern-char-x4096{4} )"
+                     R"(pattern-char-x256{14} pattern-char-x16 pattern-char{0,15}))",
+                     R"(pattern-char-x16 ::= pattern-char{16})", R"(pattern-char-x256 ::= pattern-char-x16{16})",
+                     R"(pattern-char-x4096 ::= pattern-char-x256{16})"}));
+  EXPECT_EQ(convert(R"({"type": "string", "pattern": "^(a|bc)d?:[a-z]*$", "minLength": 3, "maxLength": 70})"),
+            grammar({R"(root ::= "\"" (pattern-len-0) "\"")", R"(pattern-char ::= [a-z])",
+                     R"(pattern-char-0-66 ::= pattern-char{0,66})", R"(pattern-char-0-67 ::= pattern-char{0,67})",
+                     R"(pattern-char-1-68 ::= pattern-char{1,68})",
+                     R"(pattern-len-0 ::= "a" pattern-len-1 | "b" pattern-len-2)",
+                     R"(pattern-len-1 ::= ":" pattern-len-3 | "d" pattern-len-4)",
+                     R"(pattern-len-2 ::= "c" pattern-len-5)", R"(pattern-len-3 ::= pattern-char-1-68)",
+                     R"(pattern-len-4 ::= ":" pattern-len-6)", R"(pattern-len-5 ::= ":" pattern-len-6 | "d" pattern-len-7)",
+                     R"(pattern-len-6 ::= pattern-char-0-67)", R"(pattern-len-7 ::= ":" pattern-len-8)",
+                     R"(pattern-len-8 ::= pattern-char-0-66)"}));
+  // 14 states: the count is kept only on paths that could reach 8.
+  EXPECT_EQ(convert(R"({"type": "string", "pattern": "^[a-z]{1,2}(\\.[a-z]{1,2}){1,2}$", "maxLength": 7})"),
+            grammar({R"(root ::= "\"" (pattern-len-0) "\"")", R"(pattern-len-0 ::= [a-z] pattern-len-1)",
+                     R"(pattern-len-1 ::= [a-z] pattern-len-2 | "." pattern-len-3)",
+                     R"(pattern-len-2 ::= "." pattern-len-4)", R"(pattern-len-3 ::= [a-z] pattern-len-5)",
+                     R"(pattern-len-4 ::= [a-z] pattern-len-6)",
+                     R"(pattern-len-5 ::= ([a-z] pattern-len-7 | "." pattern-len-8)?)",
+                     R"(pattern-len-6 ::= ("." pattern-len-8 | [a-z] pattern-len-9)?)",
+                     R"(pattern-len-7 ::= ("." pattern-len-8)?)", R"(pattern-len-8 ::= [a-z] pattern-len-10)",
+                     R"(pattern-len-9 ::= ("." pattern-len-11)?)", R"(pattern-len-10 ::= ([a-z] pattern-len-12)?)",
+                     R"(pattern-len-11 ::= [a-z] pattern-len-13)", R"(pattern-len-12 ::= "")",
+                     R"(pattern-len-13 ::= "")"}));
+}
+
+// A pattern of at most K + 1 words whose exact automaton would be over 4096
+// states is word_count_automaton's subset (its strings:
+// SchemaPatterns.WordCountSubsetAsDocumented): ^(?:[a-z]+ +){0,9}[a-z]+$ of
+// at most 300 code points, 10 slots of 30, 570 states. An automaton whose
+// rules would pass limits.max_bytes is refused naming the keyword.
+TEST(JsonSchemaToGbnf, WordCountPatternsBeyondTheExactBoundAreASubset) {
+  const std::string g = convert(R"({"type": "string", "pattern": "^(?:[a-z]+ +){0,9}[a-z]+$", "maxLength": 300})");
+  EXPECT_EQ(check_gbnf(g), "") << g;
+  std::istringstream lines(g);
+  size_t n_states = 0;
+  for (std::string line; std::getline(lines, line);) n_states += line.rfind("pattern-len-", 0) == 0;
+  EXPECT_EQ(n_states, 570u);
+  // JSONSchemaBench's largest (o21053): 100 words, 5000 code points, 9950
+  // states (the subset's maxLength is under the automata's 8192).
+  const std::string large = convert(
+      R"x({"type": "string", "pattern": "^$|(^(?:\\S+\\s+){0,99}\\S+$)", "minLength": 1, "maxLength": 5000})x");
+  std::istringstream large_lines(large);
+  n_states = 0;
+  for (std::string line; std::getline(large_lines, line);) n_states += line.rfind("pattern-len-", 0) == 0;
+  EXPECT_EQ(n_states, 9950u);
+  GrammarLimits small;
+  small.max_bytes = 4000;
+  EXPECT_EQ(error_of(R"({"type": "string", "pattern": "^[a-z]+/[a-z]+$", "maxLength": 60})", small),
+            R"(json_schema: keyword "maxLength" at the root: with "pattern": its automaton of 175 states is over )"
+            R"(limits.max_bytes (4000))");
+}
+
 // minLength/maxLength beside a pattern that no single variable part can
 // bound: the product of the pattern's minimal DFA with a count of the code
 // points read, one rule per state: "^[a-z]+/[a-z]+$" of at most 4 code
@@ -1323,14 +1391,14 @@ TEST(JsonSchemaToGbnf, PatternLengthsBeyondOneVariablePartAreAnAutomaton) {
             R"(json_schema: keyword "minLength" at the root: no string the pattern matches has such a length)");
   EXPECT_EQ(error_of(R"({"type": "string", "pattern": "^(a|b[a-z]*b)+$", "maxLength": 9000})"),
             R"(json_schema: keyword "maxLength" at the root: with "pattern": the lengths of its strings need more )"
-            R"(than 4096 automaton states (minLength/maxLength))");
+            R"(than 8192 automaton states (minLength/maxLength))");
   // Hostile patterns are bounded: a DFA of 2^13 states (the 13th symbol
   // before the c's is an a); with limits.max_rules 256 (the automata's bound
   // of states, and 256^2 / 4 steps for all of them), 200 distinct classes in a
   // row (the atoms refined 200 times, 20,000 steps).
   EXPECT_EQ(error_of(R"({"type": "string", "pattern": "^[ab]*a[ab]{12}c*$", "minLength": 20, "maxLength": 30})"),
             R"(json_schema: keyword "minLength" at the root: with "pattern": the lengths of its strings need more )"
-            R"(than 4096 DFA states (minLength/maxLength))");
+            R"(than 8192 DFA states (minLength/maxLength))");
   auto utf8 = [](uint32_t cp) {  // three bytes: U+0800 to U+FFFF
     return std::string{static_cast<char>(0xE0 | (cp >> 12)), static_cast<char>(0x80 | ((cp >> 6) & 0x3F)),
                        static_cast<char>(0x80 | (cp & 0x3F))};
@@ -1354,11 +1422,14 @@ TEST(JsonSchemaToGbnf, NotPatternIsTheComplementAutomaton) {
   const std::string ch = R"([^\x00-\x1F"\\\x7F\uD800-\uDFFF] | "\\" ["\\bfnrt] | "\\u00" ("0" [0-7bef] | "1" [0-9a-f] | "7f"))";
   const std::string no_newline =
       R"([^\x00-\x1F"\\\x7F\uD800-\uDFFF] | "\\" ["\\bfrt] | "\\u00" ("0" [0-7bef] | "1" [0-9a-f] | "7f"))";
+  // (Each set of a long JSON text is a rule of its own, pattern-char*.)
   EXPECT_EQ(convert(R"({"type": "string", "not": {"pattern": "^a$"}})"),
-            grammar({R"(pattern-len-0 ::= ("a" pattern-len-1 | ([^\x00-\x1F"\\a\x7F\uD800-\uDFFF] | "\\" ["\\bfnrt] | )"
-                     R"("\\u00" ("0" [0-7bef] | "1" [0-9a-f] | "7f")) pattern-len-2)?)",
-                     "pattern-len-1 ::= (" + no_newline + R"() pattern-len-2 | "\\n" pattern-len-3)",
-                     "pattern-len-2 ::= ((" + ch + ") pattern-len-2)?", "pattern-len-3 ::= (" + ch + ") pattern-len-2",
+            grammar({R"(pattern-char ::= ([^\x00-\x1F"\\a\x7F\uD800-\uDFFF] | "\\" ["\\bfnrt] | )"
+                     R"("\\u00" ("0" [0-7bef] | "1" [0-9a-f] | "7f")))",
+                     "pattern-char0 ::= (" + no_newline + ")", "pattern-char1 ::= (" + ch + ")",
+                     R"(pattern-len-0 ::= ("a" pattern-len-1 | pattern-char pattern-len-2)?)",
+                     R"(pattern-len-1 ::= pattern-char0 pattern-len-2 | "\\n" pattern-len-3)",
+                     "pattern-len-2 ::= (pattern-char1 pattern-len-2)?", "pattern-len-3 ::= pattern-char1 pattern-len-2",
                      R"(root ::= "\"" pattern-len-0 "\"")"}));
   // Beside a pattern, lengths and another `not`: one product automaton.
   const std::string g = convert(R"({"type": "string", "pattern": "^[a-z]+$", "maxLength": 8,
@@ -1368,7 +1439,7 @@ TEST(JsonSchemaToGbnf, NotPatternIsTheComplementAutomaton) {
   EXPECT_EQ(error_of(R"({"type": "string", "pattern": "^ab", "not": {"pattern": "^a"}})"),
             R"(json_schema: keyword "not" at the root: no string the keywords beside it allow is left)");
   EXPECT_EQ(error_of(R"({"type": "string", "not": {"pattern": "^[ab]*a[ab]{12}$"}})"),
-            R"(json_schema: keyword "not" at the root: of "pattern": the lengths of its strings need more than 4096 )"
+            R"(json_schema: keyword "not" at the root: of "pattern": the lengths of its strings need more than 8192 )"
             R"(DFA states (minLength/maxLength))");
 }
 
@@ -1387,6 +1458,18 @@ TEST(JsonSchemaToGbnf, EnumValuesAreFilteredByTheKeywordsBesideThem) {
   EXPECT_EQ(convert(R"({"const": "abc", "minLength": 3})"), convert(R"({"const": "abc"})"));
   EXPECT_EQ(error_of(R"({"const": "abc", "minLength": 4})"),
             R"(json_schema: keyword "const" at the root: no value is left with the keywords beside it)");
+  // One pattern beside the enums of many alternatives is built once: with
+  // limits.max_rules 256 (256^2 / 4 steps for all automata) 200 alternatives
+  // fit, as one does.
+  nlohmann::json alts = nlohmann::json::array();
+  for (int i = 0; i < 200; ++i) {
+    alts.push_back({{"enum", {"ab" + std::to_string(100 + i), "x" + std::to_string(i)}},
+                    {"pattern", "^(ab|cd)[0-9]{3}$"}});
+  }
+  GrammarLimits small;
+  small.max_rules = 256;
+  EXPECT_EQ(check_gbnf(convert(nlohmann::json{{"anyOf", {alts[0]}}}.dump(), small)), "");
+  EXPECT_EQ(check_gbnf(convert(nlohmann::json{{"anyOf", alts}}.dump(), small)), "");
 }
 
 TEST(JsonSchemaToGbnf, CheckGbnfCatchesFaults) {

@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <regex>
 #include <string>
 #include <vector>
@@ -319,6 +321,9 @@ TEST(SchemaPatterns, LengthsBesidePatternExactOnEveryShortString) {
       {"^(ab)*c?d+$", 0, 1, "abcd", 4},
       {"^a|b$", 3, 3, "abc", 5},
       {"^[0-9]{2}[a-z]*-[0-9]{2}$", 6, 7, "0a-", 8},
+      // The count dropped where the pattern cannot read past maxLength.
+      {"^[ab]{1,2}(-[ab]{1,2}){1,2}$", 0, 7, "a-b", 9},
+      {"^[ab]{1,3}(-a{1,2})?$", 2, 5, "ab-", 8},
   };
   for (const Case& c : cases) {
     nlohmann::json schema{{"type", "string"}, {"pattern", c.pattern}, {"minLength", c.min}};
@@ -346,6 +351,83 @@ TEST(SchemaPatterns, LengthsBesidePatternExactOnEveryShortString) {
     }
     EXPECT_GT(n_accepted, 0u);
   }
+}
+
+// ^(?:\S+\s+){0,29}\S+$ of at most 300 code points: the exact product of
+// words and code points read is over 4096 states, so the converter writes
+// word_count_automaton's subset: each word with the run after it takes
+// ceil(length / 10) slots of 10 (300 / 30), the last word its length, and
+// the text at most 300. Random texts of 1 to 34 words (1 to 14 letters, 1 or
+// 2 spaces between) are accepted exactly when that holds, and every one
+// accepted has at most 30 words and 300 code points (valid).
+TEST(SchemaPatterns, WordCountSubsetAsDocumented) {
+  const auto g = Grammar::parse(json_schema_to_gbnf(
+      R"({"type": "string", "pattern": "^(?:\\S+\\s+){0,29}\\S+$", "minLength": 1, "maxLength": 300})"));
+  std::mt19937 rng(7);
+  size_t n_accepted = 0, n_valid_left_out = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const size_t n_words = 1 + rng() % 34;
+    std::string text;
+    size_t slots = 0;  // tens taken by the words before the last, with their runs
+    for (size_t w = 0; w < n_words; ++w) {
+      const size_t len = 1 + rng() % 14, run = w + 1 < n_words ? 1 + rng() % 2 : 0;
+      text += std::string(len, 'a') + std::string(run, ' ');
+      if (w + 1 < n_words) slots += (len + run + 9) / 10;
+    }
+    const size_t last = text.size() - text.find_last_of(' ') - 1;
+    const bool in_subset = n_words == 1 ? text.size() <= 300 : slots * 10 + last <= 300;
+    const bool valid = n_words <= 30 && text.size() <= 300;
+    const bool accepted = accepts(g, "\"" + text + "\"");
+    EXPECT_EQ(accepted, in_subset) << text;
+    EXPECT_TRUE(!accepted || valid) << text;
+    n_accepted += accepted;
+    n_valid_left_out += valid && !accepted;
+  }
+  EXPECT_GT(n_accepted, 50u);
+  EXPECT_GT(n_valid_left_out, 0u);
+}
+
+// A known format beside a pattern is the format's rule written as a pattern
+// (format_pattern) in the pattern's automaton: beside "" (every string) it
+// accepts exactly what the format's own rule does, over dates of edge years,
+// months 00-13 and days 00-32, times of edge fields, and date-times of both.
+TEST(SchemaPatterns, FormatsAsPatternsAreTheirRules) {
+  auto both = [](const char* format) {
+    const std::string own = nlohmann::json{{"type", "string"}, {"format", format}}.dump();
+    const std::string with = nlohmann::json{{"type", "string"}, {"format", format}, {"pattern", ""}}.dump();
+    return std::pair{Grammar::parse(json_schema_to_gbnf(own)), Grammar::parse(json_schema_to_gbnf(with))};
+  };
+  std::vector<std::string> dates, times;
+  for (const char* y : {"0000", "0001", "0099", "0400", "1900", "2000", "2023", "2024", "9999", "199"})
+    for (int m = 0; m <= 13; ++m)
+      for (int d = 0; d <= 32; ++d) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%s-%02d-%02d", y, m, d);
+        dates.push_back(buf);
+      }
+  for (const char* h : {"00", "09", "19", "20", "23", "24"})
+    for (const char* mi : {"00", "59", "60"})
+      for (const char* sec : {"00", "59", "60"})
+        for (const char* frac : {"", ".123", ".12"})
+          for (const char* off : {"Z", "+00:00", "-23:59", "+24:00", "z", ""})
+            times.push_back(std::string(h) + ":" + mi + ":" + sec + frac + off);
+  size_t n_accepted = 0;
+  for (const char* format : {"date", "time", "date-time"}) {
+    SCOPED_TRACE(format);
+    const auto [own, with] = both(format);
+    std::vector<std::string> texts;
+    if (std::string(format) == "date") texts = dates;
+    if (std::string(format) == "time") texts = times;
+    if (std::string(format) == "date-time")
+      for (size_t i = 0; i < dates.size(); i += 37)
+        for (size_t j = 0; j < times.size(); j += 13) texts.push_back(dates[i] + "T" + times[j]);
+    for (const std::string& t : texts) {
+      const bool a = accepts(own, "\"" + t + "\"");
+      EXPECT_EQ(accepts(with, "\"" + t + "\""), a) << t;
+      n_accepted += a;
+    }
+  }
+  EXPECT_GT(n_accepted, 1000u);
 }
 
 // The largest maxLength of JSONSchemaBench's Github_medium: a small grammar.
