@@ -172,6 +172,34 @@ TEST(Gbnf, EndOfGenerationExactlyWhenComplete) {
   EXPECT_THROW(m.allows(257), Error);
 }
 
+// Random walks of `runs` x up to `steps` tokens through g over a vocabulary
+// whose last piece is its end of generation: in every state the mask equals
+// allows() token by token. Each step takes a uniform allowed token, or with
+// long_half the last allowed one half the time when it is over 8 bytes (so
+// that walks reach the ends of bounded counts).
+void expect_mask_equals_allows(const std::shared_ptr<const Grammar>& g, const std::shared_ptr<TokenVocabulary>& vocab,
+                               const std::vector<std::string>& pieces, std::mt19937& rng, int runs, int steps,
+                               bool long_half) {
+  const int32_t n = static_cast<int32_t>(pieces.size());
+  for (int run = 0; run < runs; ++run) {
+    GrammarMatcher m(g, vocab);
+    for (int step = 0; step < steps; ++step) {
+      std::vector<uint64_t> mask;
+      m.fill_mask(mask);
+      std::vector<int32_t> allowed;
+      for (int32_t t = 0; t < n; ++t) {
+        const bool bit = (mask[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1;
+        ASSERT_EQ(bit, m.allows(t)) << "run " << run << " step " << step << " token " << t;
+        if (bit && t != n - 1) allowed.push_back(t);
+      }
+      if (allowed.empty()) break;
+      const int32_t t = allowed[rng() % allowed.size()];
+      const bool take_long = long_half && rng() % 2 && pieces[static_cast<size_t>(allowed.back())].size() > 8;
+      m.accept(take_long ? allowed.back() : t);
+    }
+  }
+}
+
 // A vocabulary of multi-byte tokens (pieces that split UTF-8 characters,
 // duplicates, prefixes of each other): the mask equals allows() per token in
 // every state of a random walk through the JSON grammar.
@@ -184,24 +212,9 @@ TEST(Gbnf, MaskEqualsTokenByTokenChecks) {
   std::vector<bool> eog(pieces.size() + 1, false);
   pieces.emplace_back("");
   eog.back() = true;
-  const int32_t n = static_cast<int32_t>(pieces.size());
   auto vocab = std::make_shared<TokenVocabulary>(pieces, eog);
   std::mt19937 rng(7);
-  for (int run = 0; run < 20; ++run) {
-    GrammarMatcher m(g, vocab);
-    for (int step = 0; step < 40; ++step) {
-      std::vector<uint64_t> mask;
-      m.fill_mask(mask);
-      std::vector<int32_t> allowed;
-      for (int32_t t = 0; t < n; ++t) {
-        const bool bit = (mask[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1;
-        ASSERT_EQ(bit, m.allows(t)) << "run " << run << " step " << step << " token " << t;
-        if (bit && t != n - 1) allowed.push_back(t);
-      }
-      if (allowed.empty()) break;
-      m.accept(allowed[rng() % allowed.size()]);
-    }
-  }
+  expect_mask_equals_allows(g, vocab, pieces, rng, 20, 40, false);
 }
 
 // The mask takes whole the subtrees of the vocabulary trie whose characters
@@ -230,7 +243,6 @@ TEST(Gbnf, MaskOfCountedStringsEqualsTokenByTokenChecks) {
   std::vector<bool> eog(pieces.size() + 1, false);
   pieces.emplace_back("");
   eog.back() = true;
-  const int32_t n = static_cast<int32_t>(pieces.size());
   auto vocab = std::make_shared<TokenVocabulary>(pieces, eog);
   const char* schemas[] = {
       R"({"type": "object", "properties": {"s": {"type": "string", "maxLength": 30}, "t": {"type": "string",
@@ -243,23 +255,7 @@ TEST(Gbnf, MaskOfCountedStringsEqualsTokenByTokenChecks) {
     SCOPED_TRACE(schema);
     const auto g = Grammar::parse(json_schema_to_gbnf(schema));
     std::mt19937 rng(5);
-    for (int run = 0; run < 12; ++run) {
-      GrammarMatcher m(g, vocab);
-      for (int step = 0; step < 30; ++step) {
-        std::vector<uint64_t> mask;
-        m.fill_mask(mask);
-        std::vector<int32_t> allowed;
-        for (int32_t t = 0; t < n; ++t) {
-          const bool bit = (mask[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1;
-          ASSERT_EQ(bit, m.allows(t)) << "run " << run << " step " << step << " token " << t;
-          if (bit && t != n - 1) allowed.push_back(t);
-        }
-        if (allowed.empty()) break;
-        // Long tokens half the time, so that walks reach the ends of the counts.
-        const int32_t t = allowed[rng() % allowed.size()];
-        m.accept(rng() % 2 && pieces[static_cast<size_t>(allowed.back())].size() > 8 ? allowed.back() : t);
-      }
-    }
+    expect_mask_equals_allows(g, vocab, pieces, rng, 12, 30, true);
   }
 }
 
