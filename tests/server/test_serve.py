@@ -447,11 +447,19 @@ def test_slots_props_lora_and_metric_types(keyed):
     # While a stream runs: its request's counts (prompt: BOS + 4 tokens, none cached).
     body = {"prompt": "Once upon a time", "n_predict": 40, "seed": 5, "ignore_eos": True, "cache_prompt": False,
             "stream": True}
-    with keyed.post("/completion", body, headers=h, stream=True) as r:
+    # stories260K writes the 40 tokens in a few milliseconds, so on a fast machine the reply may be over before
+    # GET /slots arrives (no slot busy): then the stream is read to its end and started again, at most 20 times.
+    for attempt in range(20):
+        r = keyed.post("/completion", body, headers=h, stream=True)
         lines = r.iter_lines()
         next(line for line in lines if line)  # generating
         busy = [s for s in requests.get(keyed.url("/slots"), headers=h, timeout=10).json() if s["is_processing"]]
-        assert len(busy) == 1
+        if busy:
+            break
+        list(lines)
+        r.close()
+    with r:
+        assert len(busy) == 1, "the reply was over before GET /slots in 20 attempts"
         slot = busy[0]
         assert (slot["n_prompt_tokens"], slot["n_prompt_tokens_cache"], slot["n_prompt_tokens_processed"]) == (5, 0, 5)
         nt = slot["next_token"][0]
