@@ -225,9 +225,13 @@ class Parser {
     return it->second;
   }
 
-  uint32_t new_rule(const std::string& name, size_t pos) {
-    if (rules_.size() >= lim_.max_rules)
+  // limits.max_rules counts the rules a grammar names, its groups and
+  // repetitions, and one per character class; a class's continuation rules
+  // (code_point_set) are not counted (limits.max_elements bounds them).
+  uint32_t new_rule(const std::string& name, size_t pos, bool counted = true) {
+    if (counted && rules_.size() - n_uncounted_ >= lim_.max_rules)
       fail(pos, "more than " + std::to_string(lim_.max_rules) + " rules (groups and repetitions count)");
+    if (!counted) ++n_uncounted_;
     rules_.emplace_back();
     names_.push_back(name);
     defined_.push_back(false);
@@ -235,8 +239,8 @@ class Parser {
     return static_cast<uint32_t>(rules_.size() - 1);
   }
 
-  uint32_t generated(const std::string& base, size_t pos) {
-    const uint32_t id = new_rule(base + "-" + std::to_string(rules_.size()), pos);
+  uint32_t generated(const std::string& base, size_t pos, bool counted = true) {
+    const uint32_t id = new_rule(base + "-" + std::to_string(rules_.size()), pos, counted);
     defined_[id] = true;
     return id;
   }
@@ -276,7 +280,46 @@ class Parser {
     if (const auto it = class_rules_.find(key); it != class_rules_.end()) return {ElemType::kRuleRef, it->second};
     std::vector<std::vector<std::pair<uint8_t, uint8_t>>> seqs;
     for (const Range& r : ranges) utf8_sequences(r.lo, r.hi, seqs);
-    // One alternative for all single bytes, then one per multi-byte sequence.
+    // One alternative for all single bytes, then the multi-byte sequences
+    // as a tree of their byte ranges: sequences with the same first ranges
+    // share them, each continuation a rule of its own. A large class (a
+    // script's letters) is then tens of alternatives at its first byte, not
+    // one per sequence, so a parser state at it holds tens of stacks.
+    struct Node {
+      std::vector<std::pair<std::pair<uint8_t, uint8_t>, size_t>> kids;  // (range, node index)
+    };
+    std::vector<Node> tree(1);
+    for (const auto& seq : seqs) {
+      if (seq.size() == 1) continue;
+      size_t at = 0;
+      for (const auto& range : seq) {
+        size_t next = 0;
+        for (const auto& [r, k] : tree[at].kids)
+          if (r == range) next = k;
+        if (next == 0) {
+          next = tree.size();
+          tree[at].kids.emplace_back(range, next);
+          tree.emplace_back();
+        }
+        at = next;
+      }
+    }
+    // A node's alternatives: each range, then the rule of what follows it.
+    const auto alternatives = [&](const auto& self, size_t at, std::vector<Elem>& body) -> void {
+      for (const auto& [r, k] : tree[at].kids) {
+        if (!body.empty()) body.push_back({ElemType::kAlt, 0});
+        ByteSet b;
+        b.set_range(r.first, r.second);
+        body.push_back({ElemType::kBytes, byte_set(b)});
+        if (tree[k].kids.empty()) continue;
+        std::vector<Elem> sub;
+        self(self, k, sub);
+        sub.push_back({ElemType::kEnd, 0});
+        const uint32_t sub_id = generated("char", pos, /*counted=*/false);
+        set_rule(sub_id, std::move(sub), pos);
+        body.push_back({ElemType::kRuleRef, sub_id});
+      }
+    };
     std::vector<Elem> body;
     ByteSet ascii;
     bool any_ascii = false;
@@ -286,17 +329,9 @@ class Parser {
         any_ascii = true;
       }
     if (any_ascii) body.push_back({ElemType::kBytes, byte_set(ascii)});
-    for (const auto& seq : seqs) {
-      if (seq.size() == 1) continue;
-      if (!body.empty()) body.push_back({ElemType::kAlt, 0});
-      for (const auto& [a, b] : seq) {
-        ByteSet s;
-        s.set_range(a, b);
-        body.push_back({ElemType::kBytes, byte_set(s)});
-      }
-    }
-    body.push_back({ElemType::kEnd, 0});
     const uint32_t id = generated("char", pos);
+    alternatives(alternatives, 0, body);
+    body.push_back({ElemType::kEnd, 0});
     set_rule(id, std::move(body), pos);
     class_rules_.emplace(std::move(key), id);
     return {ElemType::kRuleRef, id};
@@ -772,6 +807,7 @@ class Parser {
   std::vector<GrammarTokenRef> token_refs_;
   std::map<std::pair<int32_t, std::string>, uint32_t> token_ids_;
   size_t n_elems_ = 0;
+  size_t n_uncounted_ = 0;  // class continuation rules, outside limits.max_rules
 };
 
 }  // namespace
