@@ -32,7 +32,8 @@ namespace synapse {
 // (llama.cpp #26600: 60k nested groups overflowed its stack).
 struct GrammarLimits {
   size_t max_bytes = 1u << 20;     // GBNF text
-  size_t max_rules = 20000;        // rules, those made for groups and repetitions included
+  size_t max_rules = 20000;        // rules, those made for groups, repetitions and classes included (a
+                                   // class's UTF-8 continuation rules are not: max_elements bounds them)
   size_t max_elements = 1u << 21;  // elements over all rules after repetitions are expanded
   size_t max_nesting = 256;        // nested parentheses (and schema nesting in the converter)
   size_t max_repetition = 10000;   // m and n of {m,n}
