@@ -38,6 +38,24 @@ namespace synapse {
 using grammar::ByteSet;
 using grammar::ElemType;
 
+// A byte at a character boundary in UTF-8 (RFC 3629: no overlong forms, no
+// surrogates, nothing past U+10FFFF): the continuation bytes it calls for
+// (0 for ASCII, -1 for a byte no character starts with) and the range of the
+// first of them (the rest are 0x80-0xBF).
+struct Utf8Lead {
+  int due;
+  uint8_t lo, hi;
+};
+constexpr Utf8Lead utf8_lead(uint8_t b) {
+  if (b < 0x80) return {0, 0, 0};
+  if (b >= 0xC2 && b <= 0xDF) return {1, 0x80, 0xBF};
+  if (b >= 0xE0 && b <= 0xEF)
+    return {2, static_cast<uint8_t>(b == 0xE0 ? 0xA0 : 0x80), static_cast<uint8_t>(b == 0xED ? 0x9F : 0xBF)};
+  if (b >= 0xF0 && b <= 0xF4)
+    return {3, static_cast<uint8_t>(b == 0xF0 ? 0x90 : 0x80), static_cast<uint8_t>(b == 0xF4 ? 0x8F : 0xBF)};
+  return {-1, 0, 0};
+}
+
 struct TokenVocabulary::Impl {
   struct Node {
     uint8_t byte;
@@ -175,20 +193,13 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> pieces, std::vector<bo
       }
     } else {
       v.boundary[i] = 1;
-      out.started = static_cast<uint16_t>(std::min<int>(in.started + 1, UINT16_MAX));
-      if (b < 0x80) {
-        out.due = 0;
-      } else if (b >= 0xC2 && b <= 0xDF) {
-        out = {0x80, 0xBF, 1, out.started};
-      } else if (b >= 0xE0 && b <= 0xEF) {
-        out = {static_cast<uint8_t>(b == 0xE0 ? 0xA0 : 0x80), static_cast<uint8_t>(b == 0xED ? 0x9F : 0xBF), 2,
-               out.started};
-      } else if (b >= 0xF0 && b <= 0xF4) {
-        out = {static_cast<uint8_t>(b == 0xF0 ? 0x90 : 0x80), static_cast<uint8_t>(b == 0xF4 ? 0x8F : 0xBF), 3,
-               out.started};
-      } else {
+      const Utf8Lead lead = utf8_lead(b);
+      if (lead.due < 0) {
         own_invalid[i] = 1;
         out = {1, 0, 0, in.started};
+      } else {
+        out = {lead.lo, lead.hi, static_cast<uint8_t>(lead.due),
+               static_cast<uint16_t>(std::min<int>(in.started + 1, UINT16_MAX))};
       }
     }
     dec[d] = out;
@@ -237,7 +248,9 @@ struct GrammarMatcher::State {
       ids.assign(1024, 0);
       used = 0;
     }
-    static size_t slot_of(uint64_t key, size_t mask) { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 20) & mask; }
+    static size_t slot_of(uint64_t key, size_t mask) {
+      return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
+    }
     // The id of key, inserting next_id when new; fresh tells which.
     uint32_t find_or_add(uint64_t key, uint32_t next_id, bool& fresh) {
       if (keys.empty()) clear();
@@ -282,12 +295,12 @@ struct GrammarMatcher::State {
   // Per state: the byte classes (TokenVocabulary::Impl::byte_class) all of
   // whose bytes step to one live state, uni_next, the same for all of them
   // (of the candidates, the one most classes lead to); -1 unknown.
-  std::vector<int64_t> uni;
-  std::vector<uint32_t> uni_next;
-  std::vector<uint64_t> mb_known;  // the multi-byte kinds uni[state] has been tested for
   static constexpr uint64_t kMultiByte = 0xE00;  // byte_class 9, 10, 11: 2-, 3-, 4-byte characters
+  std::vector<int64_t> uni{0};
+  std::vector<uint32_t> uni_next{0};
+  std::vector<uint64_t> mb_known{kMultiByte};  // the multi-byte kinds uni[state] has been tested for
   // Per state: its byte representatives (state_rep), an index into reps; -1 not yet needed.
-  std::vector<int32_t> reps_of;
+  std::vector<int32_t> reps_of{-1};
   std::vector<std::array<uint8_t, 256>> reps;
   struct VecHash {
     size_t operator()(const std::vector<uint32_t>& s) const {
@@ -508,19 +521,17 @@ struct GrammarMatcher::State {
       uint8_t lo, hi;
     };
     std::vector<Item> level, next;
-    const uint8_t first = len == 2 ? 0xC2 : len == 3 ? 0xE0 : 0xF0;
-    const uint8_t last = len == 2 ? 0xDF : len == 3 ? 0xEF : 0xF4;
     const auto add = [](std::vector<Item>& to, Item it) {
       for (const Item& x : to)
         if (x.s == it.s && x.lo == it.lo && x.hi == it.hi) return;
       to.push_back(it);
     };
-    for (int b = first; b <= last; ++b) {
+    for (int b = 0x80; b < 0x100; ++b) {
+      const Utf8Lead lead = utf8_lead(static_cast<uint8_t>(b));
+      if (lead.due != len - 1) continue;
       const uint32_t m = step(state, static_cast<uint8_t>(b));
       if (m == 0) return 0;
-      const uint8_t lo = b == 0xE0 ? 0xA0 : b == 0xF0 ? 0x90 : 0x80;
-      const uint8_t hi = b == 0xED ? 0x9F : b == 0xF4 ? 0x8F : 0xBF;
-      add(level, {m, lo, hi});
+      add(level, {m, lead.lo, lead.hi});
     }
     uint32_t target = 0;
     for (int k = 1; k < len; ++k) {
@@ -745,10 +756,6 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shar
   s.g = &s.grammar->impl();
   s.v = &s.vocab->impl();
   s.trans.assign(256, -1);
-  s.uni.assign(1, 0);
-  s.uni_next.assign(1, 0);
-  s.mb_known.assign(1, State::kMultiByte);
-  s.reps_of.assign(1, -1);
   s.walk.resize(s.v->max_depth + 1);
   const auto& refs = s.g->token_refs;
   if (!token_ids.empty() && token_ids.size() != refs.size())
