@@ -113,7 +113,8 @@ class Grammar {
 // "#/..." ($defs, definitions; recursion included; siblings are a
 // conjunction), pattern (ECMA-262 where Python's re reads it the same:
 // literals, escapes, classes, \d \w \s \S, ., groups, |, ? * + {m,n}, ^ and $
-// anywhere but in a group repeated a bounded number of times),
+// anywhere but in a group repeated a bounded number of times, lookaheads
+// (?=...) and (?!...) but not nested, through the pattern's automaton),
 // dependencies, dependentRequired and dependentSchemas (exactly: an object
 // lacks the property or has what it needs; at most 4 such properties of an
 // object that does not require them),

@@ -1911,6 +1911,13 @@ class Converter {
   // language gets the same rules in one schema. nullopt when no string is
   // left; throws naming `key` when the automaton would be over its states'
   // bound or its rules over limits.max_bytes.
+  // How an error of bounded_pattern's automaton names the pattern after
+  // `key`, the keyword blamed.
+  static std::string about_pattern(std::string_view key) {
+    if (key == "pattern") return "";
+    return std::string(key == "not" ? "of" : "with") + " \"pattern\": ";
+  }
+
   std::optional<std::string> bounded_pattern(const schema::StringLanguage& lang, const char* key,
                                              const std::string& ptr) {
     Json id = Json::array({lang.min_len, lang.max_len, lang.patterns, lang.excluded});
@@ -1936,8 +1943,7 @@ class Converter {
     } catch (const schema::PatternError& e) {
       automata_.max_states = max_states;
       if (!subset) {
-        fail_keyword(key, ptr,
-                     std::string(key == std::string_view("not") ? "of" : "with") + " \"pattern\": " + e.what());
+        fail_keyword(key, ptr, about_pattern(key) + e.what());
       }
       a = std::move(subset);
     }
@@ -1977,9 +1983,8 @@ class Converter {
       bytes += names[i].size() + body.size() + 6;  // "name ::= body\n"
       if (bytes > limits_.max_bytes) {
         fail_keyword(key, ptr,
-                     std::string(key == std::string_view("not") ? "of" : "with") + " \"pattern\": its automaton of " +
-                         std::to_string(a->states.size()) + " states is over limits.max_bytes (" +
-                         std::to_string(limits_.max_bytes) + ")");
+                     about_pattern(key) + "its automaton of " + std::to_string(a->states.size()) +
+                         " states is over limits.max_bytes (" + std::to_string(limits_.max_bytes) + ")");
       }
       rules_[names[i]] = body;
     }
@@ -2015,18 +2020,28 @@ class Converter {
       }
       std::string expr;
       bool uses_char = false;
+      const uint64_t min = s.contains("minLength") ? count(sub, "minLength") : 0;
+      const uint64_t max = s.contains("maxLength") ? count(sub, "maxLength") : UINT64_MAX;
+      if (max < min) fail_empty("minLength", sub.ptr, "greater than maxLength");
       try {
         expr = schema::pattern_to_gbnf(p.get<std::string>(), "char", limits_.max_nesting, limits_.max_repetition,
                                        uses_char);
+      } catch (const schema::PatternNeedsAutomaton&) {
+        // A lookahead: only the pattern's automaton writes it (with the
+        // lengths, if any, in the same product).
+        const std::optional<std::string> rule =
+            bounded_pattern({{p.get<std::string>()}, {}, min, max}, lengths ? length_key : "pattern", sub.ptr);
+        if (!rule) {
+          fail_empty(lengths ? length_key : "pattern", sub.ptr,
+                     lengths ? "no string the pattern matches has such a length" : "no string matches the pattern");
+        }
+        return define(name, exact, R"("\"" )" + *rule + R"( "\"")");
       } catch (const schema::PatternError& e) {
         fail_keyword("pattern", sub.ptr, e.what());
       }
       // minLength/maxLength beside it: pattern_to_gbnf's rewriting where
       // that bounds them, else the pattern's automaton (bounded_pattern).
       if (lengths) {
-        const uint64_t min = s.contains("minLength") ? count(sub, "minLength") : 0;
-        const uint64_t max = s.contains("maxLength") ? count(sub, "maxLength") : UINT64_MAX;
-        if (max < min) fail_empty("minLength", sub.ptr, "greater than maxLength");
         std::optional<std::string> within;
         try {
           within = schema::pattern_to_gbnf(p.get<std::string>(), "char", limits_.max_nesting, limits_.max_repetition,

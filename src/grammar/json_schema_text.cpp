@@ -573,12 +573,19 @@ constexpr uint32_t kInf = UINT32_MAX;
 
 // A regular expression over code points.
 struct Re {
-  enum Kind { kEmpty, kChars, kSeq, kAlt, kRepeat };
+  enum Kind { kEmpty, kChars, kSeq, kAlt, kRepeat, kLook };
   Kind kind = kEmpty;
   CodepointSet chars;    // kChars (never empty)
-  std::vector<Re> kids;  // kSeq, kAlt; kRepeat: one, the body
+  std::vector<Re> kids;  // kSeq, kAlt; kRepeat: one, the body; kLook: the body's anchor-free branches
   uint32_t min = 0;      // kRepeat
   uint32_t max = 0;      // kRepeat; kInf for no bound
+  // kLook, a lookahead (?=...) or (?!...): matches "" where a branch of the
+  // body matches from here (negative: where none does). Per branch, whether
+  // it is anchored at the string's start (it can match only at position 0)
+  // and end (it must reach the string's end); wide: the body read wide (a
+  // negative lookahead's is the other reading's, see parse_atom).
+  bool negative = false, look_wide = false;
+  std::vector<std::pair<bool, bool>> look_anchors;
   // kEmpty inside PatternParser only: an anchor, '^' (kStart) or '$' (kEnd),
   // before parse() resolves it into its branches' anchored ends.
   enum Anchor : uint8_t { kNone, kStart, kEnd } anchor = kNone;
@@ -709,6 +716,17 @@ std::string show_cp(uint32_t cp) {
 
 bool nullable(const Re& re);
 
+// What pattern_to_gbnf throws for a lookahead: GBNF has no assertions, the
+// pattern's automaton (pattern_dfa) does them.
+PatternNeedsAutomaton needs_automaton() {
+  return PatternNeedsAutomaton("lookaround assertions are written only through the pattern's automaton");
+}
+
+bool has_lookahead(const Re& re) {
+  if (re.kind == Re::kLook) return true;
+  return std::any_of(re.kids.begin(), re.kids.end(), [](const Re& k) { return has_lookahead(k); });
+}
+
 class PatternParser {
  public:
   struct Branch {
@@ -798,6 +816,7 @@ class PatternParser {
   };
   static bool has_anchor(const Re& re) {
     if (re.anchor != Re::kNone) return true;
+    if (re.kind == Re::kLook) return false;  // resolved into its branches (parse_lookahead)
     return std::any_of(re.kids.begin(), re.kids.end(), [](const Re& k) { return has_anchor(k); });
   }
   // Variants of one kind (start, end) made one: an alternation of their sequences.
@@ -814,6 +833,20 @@ class PatternParser {
       alts.push_back(list_node(Re::kSeq, std::move(v.items)));
       same->items.clear();
       same->items.push_back(list_node(Re::kAlt, std::move(alts)));
+    }
+    return out;
+  }
+  // Of items that match "" before a '^' or after a '$', what still asserts
+  // there: the lookaheads among them. One inside another item (a group that
+  // may match "" several ways) is refused.
+  static std::vector<Re> lookaheads(std::vector<Re> items) {
+    std::vector<Re> out;
+    for (Re& k : items) {
+      if (k.kind == Re::kLook) {
+        out.push_back(std::move(k));
+      } else if (has_lookahead(k)) {
+        throw PatternError("a lookaround assertion inside a group before a '^' or after a '$' is not supported");
+      }
     }
     return out;
   }
@@ -849,15 +882,16 @@ class PatternParser {
           for (const Variant& a : acc)
             for (const Variant& v : next) {
               Variant c{a.start || v.start, a.end || v.end, a.items};
-              if (v.start) {  // before it: only ""
+              if (v.start) {  // before it: only "", at position 0
                 if (!all_nullable(c.items)) continue;
-                c.items.clear();
+                c.items = lookaheads(std::move(c.items));
               }
-              if (a.end) {  // after it: only ""
+              if (a.end) {  // after it: only "", at the end
                 if (!all_nullable(v.items)) {
                   if (wide) throw PatternError("a '$' followed by what cannot match \"\" is not supported here");
                   continue;
                 }
+                for (Re& k : lookaheads(v.items)) c.items.push_back(std::move(k));
               } else {
                 c.items.insert(c.items.end(), v.items.begin(), v.items.end());
               }
@@ -907,7 +941,8 @@ class PatternParser {
         if (min == 0 && (max == 1 || out.empty() || out[0].start || out[0].end)) out.push_back(Variant{});
         return merged(std::move(out));
       }
-      case Re::kChars: break;
+      case Re::kChars:
+      case Re::kLook: break;  // has_anchor: false
     }
     return {};
   }
@@ -920,9 +955,10 @@ class PatternParser {
         if (eat('?')) {
           if (eat(':')) {
             // non-capturing group
-          } else if (peek('=') || peek('!') ||
-                     (peek('<') && i_ + 1 < p_.size() && (p_[i_ + 1] == '=' || p_[i_ + 1] == '!'))) {
-            fail("lookaround assertions are not supported");
+          } else if (peek('=') || peek('!')) {
+            return parse_lookahead(depth);
+          } else if (peek('<') && i_ + 1 < p_.size() && (p_[i_ + 1] == '=' || p_[i_ + 1] == '!')) {
+            fail("lookbehind assertions are not supported");
           } else if (peek('<')) {
             fail("named groups are not supported (Python's re writes them (?P<name>...))");
           } else {
@@ -951,6 +987,41 @@ class PatternParser {
       case '}': fail("unescaped '" + show_cp(c) + "'");
       default: ++i_; return chars_node(CodepointSet(c, c));
     }
+  }
+
+  // (?=X) or (?!X); i_ is at '=' or '!'. ECMA-262 and Python's re agree on
+  // what one asserts: whether X matches from this position (any way, to any
+  // length), which reads only what follows. The narrow reading (the strings
+  // both dialects match) needs X matched in both dialects for (?=X), so
+  // narrow, and in neither for (?!X), so wide; the wide reading the other
+  // way round. The body's anchors are resolved into its own branches
+  // (variants). Inside a lookahead another is refused, and so is a
+  // quantifier after one (ECMA-262 with the u flag refuses it too).
+  Re parse_lookahead(size_t depth) {
+    const bool negative = p_[i_++] == '!';
+    if (in_look_) fail("a lookaround assertion inside another is not supported");
+    if (depth + 1 > max_nesting_) {
+      fail("groups nested deeper than limits.max_nesting (" + std::to_string(max_nesting_) + ")");
+    }
+    const bool outer_wide = wide_;
+    wide_ = negative ? !outer_wide : outer_wide;
+    in_look_ = true;
+    Re body = parse_alternatives(depth + 1);
+    in_look_ = false;
+    if (!eat(')')) fail("missing ')'");
+    Re look;
+    look.kind = Re::kLook;
+    look.negative = negative;
+    look.look_wide = wide_;
+    for (Variant& v : variants(std::move(body), wide_)) {
+      look.kids.push_back(list_node(Re::kSeq, std::move(v.items)));
+      look.look_anchors.emplace_back(v.start, v.end);
+    }
+    wide_ = outer_wide;
+    if (i_ < p_.size() && (p_[i_] == '*' || p_[i_] == '+' || p_[i_] == '?' || p_[i_] == '{')) {
+      fail("a quantifier after a lookaround assertion is not supported");
+    }
+    return look;
   }
 
   Re parse_quantifier(Re atom) {
@@ -1089,6 +1160,7 @@ class PatternParser {
   size_t max_nesting_;
   size_t max_repetition_;
   bool wide_;
+  bool in_look_ = false;
 };
 
 // --- rewriting repetitions of what can match the empty string ---------------
@@ -1106,6 +1178,7 @@ bool nullable(const Re& re) {
     case Re::kSeq: return std::all_of(re.kids.begin(), re.kids.end(), [](const Re& k) { return nullable(k); });
     case Re::kAlt: return std::any_of(re.kids.begin(), re.kids.end(), [](const Re& k) { return nullable(k); });
     case Re::kRepeat: return re.min == 0 || nullable(re.kids[0]);
+    case Re::kLook: return true;  // it reads nothing
   }
   return false;
 }
@@ -1119,6 +1192,7 @@ class Rewriter {
     switch (re.kind) {
       case Re::kEmpty:
       case Re::kChars: return re;
+      case Re::kLook: throw needs_automaton();
       case Re::kSeq:
       case Re::kAlt: {
         std::vector<Re> kids;
@@ -1156,6 +1230,7 @@ class Rewriter {
     switch (re.kind) {
       case Re::kEmpty: return std::nullopt;
       case Re::kChars: return re;
+      case Re::kLook: throw needs_automaton();
       case Re::kAlt: {
         std::vector<Re> alts;
         for (const Re& k : re.kids)
@@ -1237,6 +1312,7 @@ bool one_char_literal(const std::string& s) {
 Text render(const Re& re) {
   switch (re.kind) {
     case Re::kEmpty: return {};
+    case Re::kLook: throw needs_automaton();
     case Re::kChars: {
       if (const int64_t one = re.chars.single(); one >= 0) {
         std::string lit = gbnf_literal(json_char_text(static_cast<uint32_t>(one)));
@@ -1307,7 +1383,8 @@ uint64_t add(uint64_t a, uint64_t b) { return a > kInf64 - b ? kInf64 : a + b; }
 uint64_t mul(uint64_t a, uint64_t b) { return a != 0 && b > kInf64 / a ? kInf64 : a * b; }
 Span lengths(const Re& re) {
   switch (re.kind) {
-    case Re::kEmpty: return {0, 0};
+    case Re::kEmpty:
+    case Re::kLook: return {0, 0};
     case Re::kChars: return {1, 1};
     case Re::kSeq: {
       Span s;
@@ -1456,6 +1533,8 @@ std::optional<std::string> translate(std::string_view pattern, std::string_view 
   uses_char_rule = false;
   PatternParser parser(pattern, max_nesting, max_repetition);
   std::vector<PatternParser::Branch> branches = parser.parse();
+  for (const PatternParser::Branch& b : branches)
+    if (has_lookahead(b.re)) throw needs_automaton();
   Rewriter rewriter(size_t{1} << 20);
   std::vector<std::string> alts;
   bool empty_alt = false;
@@ -1563,20 +1642,32 @@ std::string literal_pattern(const std::vector<std::string>& values) {
 namespace {
 
 // Thompson's NFA of the pattern's branches; an edge with an empty set is an
-// epsilon move.
+// epsilon move. A lookahead's body is an automaton of its own in the same
+// states, entered by no edge: the epsilon move over the lookahead (`look`
+// set) starts it beside the pattern's path, as an obligation that path
+// carries (pattern_dfa).
 struct Nfa {
   struct Edge {
     CodepointSet chars;
     uint32_t to;
+    int32_t look = -1;  // an epsilon move that starts lookahead `look`
+  };
+  struct Look {
+    bool negative = false;
+    std::vector<uint32_t> starts;      // its body's branches' first states
+    std::vector<uint32_t> starts_at0;  // those of branches anchored at the start: only at position 0
   };
   std::vector<std::vector<Edge>> out;
-  std::vector<bool> accepting;
-  size_t max_states;
+  std::vector<bool> accepting;  // accepts at the string's end
+  std::vector<bool> done;       // a lookahead's body matched, whatever follows
+  std::vector<Look> looks;
+  size_t max_states = 0;
 
   uint32_t add() {
     if (out.size() >= max_states) too_many("NFA", max_states);
     out.emplace_back();
     accepting.push_back(false);
+    done.push_back(false);
     return static_cast<uint32_t>(out.size() - 1);
   }
   void edge(uint32_t from, CodepointSet chars, uint32_t to) { out[from].push_back({std::move(chars), to}); }
@@ -1594,6 +1685,29 @@ struct Nfa {
       case Re::kChars: {
         const uint32_t to = add();
         edge(from, re.chars, to);
+        return to;
+      }
+      case Re::kLook: {
+        Look look{re.negative, {}, {}};
+        for (size_t i = 0; i < re.kids.size(); ++i) {
+          const uint32_t s = add();
+          const uint32_t e = build(re.kids[i], s);
+          const auto [at_start, at_end] = re.look_anchors[i];
+          if (!at_end) {
+            done[e] = true;
+          } else {
+            accepting[e] = true;
+            if (re.look_wide) {  // Python's '$' also matches before a final '\n'
+              const uint32_t newline = add();
+              edge(e, CodepointSet('\n', '\n'), newline);
+              accepting[newline] = true;
+            }
+          }
+          (at_start ? look.starts_at0 : look.starts).push_back(s);
+        }
+        looks.push_back(std::move(look));
+        const uint32_t to = add();
+        out[from].push_back({CodepointSet(), to, static_cast<int32_t>(looks.size() - 1)});
         return to;
       }
       case Re::kSeq:
@@ -1661,6 +1775,19 @@ std::vector<bool> co_reachable(const std::vector<std::vector<size_t>>& edges, co
   return live;
 }
 
+// pattern_dfa's subset construction: a lookahead a path has passed and not
+// yet decided (its body's states), and a path with those.
+struct NfaObligation {
+  uint32_t look = 0;
+  std::vector<uint32_t> states;
+  auto operator<=>(const NfaObligation&) const = default;
+};
+struct NfaThread {
+  uint32_t q = 0;
+  std::vector<NfaObligation> pending;  // sorted, each once
+  auto operator<=>(const NfaThread&) const = default;
+};
+
 // More steps of building automata, within the budget.
 void spend(AutomatonBudget& budget, size_t n) {
   budget.work += n;
@@ -1678,7 +1805,8 @@ PatternDfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_
   const bool wide = reading == PatternReading::kWide;
   PatternParser parser(pattern, max_nesting, max_repetition, wide);
   std::vector<PatternParser::Branch> branches = parser.parse();
-  Nfa nfa{{}, {}, max_states};
+  Nfa nfa;
+  nfa.max_states = max_states;
   const uint32_t start = nfa.add();
   const CodepointSet any = scalar_values();
   for (const PatternParser::Branch& b : branches) {
@@ -1730,7 +1858,16 @@ PatternDfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_
       edge_atoms[q].push_back(std::move(in));
     }
   }
-  auto closure = [&](std::vector<uint32_t> set) {
+  // Subset construction over threads: a thread is a state of the pattern's
+  // path and the lookaheads it has passed and that are still undecided, each
+  // the set of its body's states. A lookahead is decided when its body
+  // reaches `done` (met, or failed when negative) or runs out of states
+  // (failed, or met when negative); a failed one ends its thread. So a DFA
+  // state is a set of threads, and one without lookaheads the usual set of
+  // NFA states.
+  using Obligation = NfaObligation;
+  using Thread = NfaThread;
+  auto body_closure = [&](std::vector<uint32_t> set) {
     std::vector<bool> seen(nfa.out.size(), false);
     for (uint32_t q : set) seen[q] = true;
     for (size_t i = 0; i < set.size(); ++i) {
@@ -1744,26 +1881,89 @@ PatternDfa pattern_dfa(std::string_view pattern, size_t max_nesting, size_t max_
     std::sort(set.begin(), set.end());
     return set;
   };
+  // Adds `o` to `pending` while undecided; false when it failed.
+  auto settle = [&](std::vector<Obligation>& pending, Obligation o) {
+    const bool hit = std::any_of(o.states.begin(), o.states.end(), [&](uint32_t q) { return nfa.done[q]; });
+    const bool negative = nfa.looks[o.look].negative;
+    if (hit || o.states.empty()) return hit != negative;
+    auto at = std::lower_bound(pending.begin(), pending.end(), o);
+    if (at == pending.end() || *at != o) pending.insert(at, std::move(o));
+    return true;
+  };
+  // The threads reachable by epsilon moves (at_start: at position 0, where
+  // branches of lookaheads anchored at the start may match).
+  auto closure = [&](std::vector<Thread> todo, bool at_start) {
+    std::set<Thread> seen;
+    while (!todo.empty()) {
+      Thread t = std::move(todo.back());
+      todo.pop_back();
+      const uint32_t q = t.q;
+      auto [at, added] = seen.insert(std::move(t));
+      if (!added) continue;
+      for (const Nfa::Edge& ed : nfa.out[q]) {
+        if (!ed.chars.empty()) continue;
+        Thread n{ed.to, at->pending};
+        if (ed.look >= 0) {
+          const Nfa::Look& look = nfa.looks[static_cast<size_t>(ed.look)];
+          std::vector<uint32_t> starts = look.starts;
+          if (at_start) starts.insert(starts.end(), look.starts_at0.begin(), look.starts_at0.end());
+          if (!settle(n.pending, {static_cast<uint32_t>(ed.look), body_closure(std::move(starts))})) continue;
+        }
+        todo.push_back(std::move(n));
+      }
+    }
+    return std::vector<Thread>(seen.begin(), seen.end());
+  };
+  // Whether a thread accepts at the string's end: its state accepts, every
+  // positive lookahead's body can end here and no negative one's can.
+  auto accepts = [&](const Thread& t) {
+    if (!nfa.accepting[t.q]) return false;
+    return std::all_of(t.pending.begin(), t.pending.end(), [&](const Obligation& o) {
+      const bool end = std::any_of(o.states.begin(), o.states.end(), [&](uint32_t q) { return nfa.accepting[q]; });
+      return end != nfa.looks[o.look].negative;
+    });
+  };
+  // A thread's lookaheads after one more code point of atom `a`; false when
+  // one failed.
+  auto step_pending = [&](const std::vector<Obligation>& pending, uint32_t a, std::vector<Obligation>& out) {
+    for (const Obligation& o : pending) {
+      std::vector<uint32_t> moved;
+      for (uint32_t q : o.states)
+        for (size_t k = 0; k < nfa.out[q].size(); ++k)
+          for (uint32_t b : edge_atoms[q][k])
+            if (b == a) moved.push_back(nfa.out[q][k].to);
+      if (!settle(out, {o.look, body_closure(std::move(moved))})) return false;
+    }
+    return true;
+  };
 
-  // Subset construction.
-  std::map<std::vector<uint32_t>, int32_t> ids;
-  std::vector<std::vector<uint32_t>> subsets{closure({start})};
+  std::map<std::vector<Thread>, int32_t> ids;
+  std::vector<std::vector<Thread>> subsets{closure({Thread{start, {}}}, true)};
   ids[subsets[0]] = 0;
   std::vector<std::vector<int32_t>> next;
   std::vector<bool> accepting;
   for (size_t i = 0; i < subsets.size(); ++i) {
     spend(budget, n_atoms + subsets[i].size());
-    std::vector<std::vector<uint32_t>> moves(n_atoms);
+    std::vector<std::vector<Thread>> moves(n_atoms);
     bool acc = false;
-    for (uint32_t q : subsets[i]) {
-      acc = acc || nfa.accepting[q];
-      for (size_t k = 0; k < nfa.out[q].size(); ++k)
-        for (uint32_t a : edge_atoms[q][k]) moves[a].push_back(nfa.out[q][k].to);
+    for (const Thread& t : subsets[i]) {
+      acc = acc || accepts(t);
+      for (size_t k = 0; k < nfa.out[t.q].size(); ++k) {
+        for (uint32_t a : edge_atoms[t.q][k]) {
+          Thread n{nfa.out[t.q][k].to, {}};
+          if (!t.pending.empty()) {
+            spend(budget, t.pending.size());
+            if (!step_pending(t.pending, a, n.pending)) continue;
+          }
+          moves[a].push_back(std::move(n));
+        }
+      }
     }
     std::vector<int32_t> row(n_atoms, -1);
     for (size_t a = 0; a < n_atoms; ++a) {
       if (moves[a].empty()) continue;
-      std::vector<uint32_t> target = closure(std::move(moves[a]));
+      std::vector<Thread> target = closure(std::move(moves[a]), false);
+      if (target.empty()) continue;
       auto [it, added] = ids.emplace(target, static_cast<int32_t>(subsets.size()));
       if (added) {
         if (subsets.size() >= max_states) Nfa::too_many("DFA", max_states);

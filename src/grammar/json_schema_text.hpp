@@ -113,11 +113,17 @@ class PatternError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-// pattern_to_gbnf's error where its rewriting cannot bound the lengths
-// (pattern_automaton may).
-class PatternUnbounded : public PatternError {
+// pattern_to_gbnf's error for what its rewriting cannot write but the
+// pattern's automaton (string_automaton) can: a lookahead.
+class PatternNeedsAutomaton : public PatternError {
  public:
   using PatternError::PatternError;
+};
+// pattern_to_gbnf's error where its rewriting cannot bound the lengths
+// (pattern_automaton may).
+class PatternUnbounded : public PatternNeedsAutomaton {
+ public:
+  using PatternNeedsAutomaton::PatternNeedsAutomaton;
 };
 
 // Translates `pattern`, a regular expression, into a GBNF expression
@@ -131,11 +137,13 @@ class PatternUnbounded : public PatternError {
 // surrogate, escaped punctuation), classes [...] [^...] with ranges, \d \w
 // \s \S, `.`, groups (...) (?:...), alternation, ? * + {n}
 // {n,} {n,m} (lazy forms too: the language is the same), ^ at the start and
-// $ at the end of a top-level alternative. Throws PatternError for the rest
-// (backreferences, lookaround, named groups, \b, \p{..}, \D, \W, \c, \u{..}, anchors
-// elsewhere, an empty class), for a pattern that is not a valid regular
-// expression, for a repetition count over `max_repetition` and for groups
-// nested deeper than `max_nesting`.
+// $ at the end of a top-level alternative. Throws PatternNeedsAutomaton for
+// a lookahead (?=...) (?!...), which only the automaton (pattern_dfa)
+// writes; PatternError for the rest (backreferences, lookbehind, named
+// groups, \b, \p{..}, \D, \W, \c, \u{..}, anchors elsewhere, an empty class),
+// for a pattern that is not a valid regular expression, for a repetition
+// count over `max_repetition` and for groups nested deeper than
+// `max_nesting`.
 // uses_char_rule: set when the expression refers to `char_rule`.
 std::string pattern_to_gbnf(std::string_view pattern, std::string_view char_rule, size_t max_nesting,
                             size_t max_repetition, bool& uses_char_rule);
@@ -261,7 +269,9 @@ bool patterns_disjoint(std::string_view a, std::string_view b, uint64_t min_len,
                        size_t max_nesting, size_t max_repetition, AutomatonBudget& budget);
 
 // A pattern's minimal DFA over code points (read as pattern_to_gbnf reads
-// it, unanchored ends taking any scalar value): transitions over `atoms`,
+// it, unanchored ends taking any scalar value; lookaheads too, but not one
+// inside another, nor one inside a group that matches "" before a '^' or
+// after a '$', nor a quantifier after one): transitions over `atoms`,
 // disjoint sets covering every class of the pattern, -1 for the dead state
 // (left out); empty when the pattern matches nothing. Built once, matched
 // against many strings (enum values beside a pattern).

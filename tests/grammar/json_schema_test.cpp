@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "synapse/error.hpp"
 #include "synapse/grammar.hpp"
+#include "grammar_util.hpp"
 
 namespace synapse {
 namespace {
@@ -971,8 +973,9 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
       {R"({"type": "object", "required": ["A"], "propertyNames": {"pattern": "^[a-z]+$"}})",
        R"(json_schema: keyword "propertyNames" at the root: property "A" is required but its name does not )"
        R"(satisfy it)"},
-      {R"j({"not": {"pattern": "(?=x)"}})j",
-       R"(json_schema: keyword "not" at the root: of "pattern": lookaround assertions are not supported (at character 2))"},
+      {R"j({"not": {"pattern": "(?=(?!x))"}})j",
+       R"(json_schema: keyword "not" at the root: of "pattern": a lookaround assertion inside another is not )"
+       R"(supported (at character 6))"},
       {R"({"not": {"pattern": "a$\\n"}})",
        R"(json_schema: keyword "not" at the root: of "pattern": a '$' followed by what cannot match "" is not )"
        R"(supported here)"},
@@ -1069,8 +1072,11 @@ TEST(JsonSchemaToGbnf, UnsupportedPatternsThrow) {
     return error_of(nlohmann::json{{"properties", {{"p", {{"type", "string"}, {"pattern", p}}}}}}.dump());
   };
   const std::string at = R"(json_schema: keyword "pattern" at /properties/p: )";
-  EXPECT_EQ(error("^(?=a)a$"), at + "lookaround assertions are not supported (at character 3)");
-  EXPECT_EQ(error("^(?<!a)b$"), at + "lookaround assertions are not supported (at character 3)");
+  EXPECT_EQ(error("^(?=(?=a))a$"), at + "a lookaround assertion inside another is not supported (at character 7)");
+  EXPECT_EQ(error("^(?=a)*a$"), at + "a quantifier after a lookaround assertion is not supported (at character 6)");
+  EXPECT_EQ(error("(a|(?=b))^b"),
+            at + "a lookaround assertion inside a group before a '^' or after a '$' is not supported");
+  EXPECT_EQ(error("^(?<!a)b$"), at + "lookbehind assertions are not supported (at character 3)");
   EXPECT_EQ(error("^(?<n>a)$"),
             at + "named groups are not supported (Python's re writes them (?P<name>...)) (at character 3)");
   EXPECT_EQ(error("^(?i)a$"), at + "unsupported group syntax \"(?\" (at character 3)");
@@ -1441,6 +1447,56 @@ TEST(JsonSchemaToGbnf, NotPatternIsTheComplementAutomaton) {
   EXPECT_EQ(error_of(R"({"type": "string", "not": {"pattern": "^[ab]*a[ab]{12}$"}})"),
             R"(json_schema: keyword "not" at the root: of "pattern": the lengths of its strings need more than 8192 )"
             R"(DFA states (minLength/maxLength))");
+}
+
+// Lookaheads, (?=X) and (?!X) anywhere but inside another, through the
+// pattern's automaton: a grammar accepts exactly the strings ECMA-262
+// (std::regex's ECMAScript grammar) matches, every string of up to six
+// characters over an alphabet the patterns tell apart (plain JSON
+// characters, so the JSON text is the string). `not` of one is its
+// complement.
+TEST(JsonSchemaToGbnf, LookaheadsMatchAsEcmaScript) {
+  const std::vector<std::string> patterns = {
+      "^(?!ab)[ab.-]*$",             // at the start
+      "^(?=.*a)(?=.*b)[ab.-]{2,}$",  // two, to the end
+      "^((?!ab).)*$",                // at every character: no "ab" anywhere
+      "^[a-]((?!.*--)[a-]*b)?$",     // in a group, reading to the end
+      "a(?=b)",                      // unanchored, at the end
+      "-(?!a)",                      // a "-" at the end too
+      "^(?!^a|b)",                   // a '^' inside, at position 0
+      "^(?=[^-]+$)(?!\\.+$).+$",     // '$' inside both kinds
+      "b(?!a$)",                     // unanchored, '$' inside a negative one
+      "(?=a.)^[ab]",                 // before a '^': at position 0
+      "^a$(?!b)|^b(?=$)",            // after a '$', and '$' alone: at the end
+      "^(a(?=b)|b(?!a))+$",          // inside a repetition
+      "^(?:(?!-)[ab-])*-$",          // a repeated body that may not start with '-'
+  };
+  std::vector<std::string> texts{""};
+  for (size_t i = 0; i < texts.size() && texts[i].size() < 6; ++i)
+    for (const char c : std::string("ab.-")) texts.push_back(texts[i] + c);
+  for (const std::string& p : patterns) {
+    const std::regex re(p, std::regex::ECMAScript);
+    const auto yes = Grammar::parse(convert(nlohmann::json{{"type", "string"}, {"pattern", p}}.dump()));
+    const auto no = Grammar::parse(convert(nlohmann::json{{"type", "string"}, {"not", {{"pattern", p}}}}.dump()));
+    size_t matched = 0;
+    for (const std::string& t : texts) {
+      const bool m = std::regex_search(t, re);
+      matched += m;
+      EXPECT_EQ(test::accepts(yes, "\"" + t + "\""), m) << p << " on \"" << t << "\"";
+      EXPECT_EQ(test::accepts(no, "\"" + t + "\""), !m) << "not " << p << " on \"" << t << "\"";
+    }
+    EXPECT_GT(matched, 0u) << p;
+    EXPECT_LT(matched, texts.size()) << p;
+  }
+  // Beside lengths: one product automaton.
+  const auto g = Grammar::parse(convert(R"({"type": "string", "pattern": "^(?!a)[ab]*$", "minLength": 2, "maxLength": 3})"));
+  EXPECT_TRUE(test::accepts(g, "\"ba\""));
+  EXPECT_TRUE(test::accepts(g, "\"bab\""));
+  EXPECT_FALSE(test::accepts(g, "\"ab\""));
+  EXPECT_FALSE(test::accepts(g, "\"b\""));
+  EXPECT_FALSE(test::accepts(g, "\"baba\""));
+  EXPECT_EQ(error_of(R"({"type": "string", "pattern": "^(?=a)b"})"),
+            R"(json_schema: keyword "pattern" at the root: no string matches the pattern)");
 }
 
 // enum and const beside keywords of a type: the values those keywords allow,
