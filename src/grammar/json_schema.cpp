@@ -58,6 +58,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <string_view>
 #include <vector>
 
@@ -427,6 +428,105 @@ bool keys_within(const Sub& sub, std::initializer_list<std::string_view> allowed
   return true;
 }
 
+// Rules with the same body, once the rules they name are merged, made one
+// (the first by name; `root` stays root), and every reference to them the
+// one kept: the same language, since a rule is its body. Repeated until
+// nothing merges (a merge can make the bodies that name its rules equal).
+// Rules whose languages are equal but bodies differ are left apart. A body
+// is read as GBNF's tokens: "..." and [...] (backslash escapes inside),
+// names ([A-Za-z0-9_-]), anything else one byte; a name that is no rule's
+// (a word inside nothing: none in the converter's output) is kept as is.
+void merge_same_rules(std::map<std::string, std::string>& rules) {
+  const size_t n = rules.size();
+  std::vector<std::string> names;
+  std::unordered_map<std::string, uint32_t> index;
+  for (const auto& [name, body] : rules) {
+    index.emplace(name, static_cast<uint32_t>(names.size()));
+    names.push_back(name);
+  }
+  // Each body as pieces of text between references (-1: text, else a rule).
+  struct Piece {
+    int64_t rule = -1;
+    std::string text;
+  };
+  std::vector<std::vector<Piece>> bodies(n);
+  auto word = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+  };
+  {
+    size_t r = 0;
+    for (const auto& [name, body] : rules) {
+      std::vector<Piece>& out = bodies[r++];
+      auto text = [&](std::string_view t) {
+        if (out.empty() || out.back().rule >= 0) out.push_back({});
+        out.back().text += t;
+      };
+      for (size_t i = 0; i < body.size();) {
+        const char c = body[i];
+        size_t j = i + 1;
+        if (c == '"' || c == '[') {
+          const char close = c == '"' ? '"' : ']';
+          while (j < body.size() && body[j] != close) j += body[j] == '\\' ? 2 : 1;
+          j = std::min(j + 1, body.size());
+          text(std::string_view(body).substr(i, j - i));
+        } else if (word(c)) {
+          while (j < body.size() && word(body[j])) ++j;
+          const std::string w = body.substr(i, j - i);
+          if (auto it = index.find(w); it != index.end()) {
+            out.push_back({static_cast<int64_t>(it->second), {}});
+          } else {
+            text(w);
+          }
+        } else {
+          text(std::string_view(body).substr(i, 1));
+        }
+        i = j;
+      }
+    }
+  }
+  std::vector<uint32_t> rep(n);
+  for (uint32_t r = 0; r < n; ++r) rep[r] = r;
+  const auto root = index.find("root");
+  for (bool merged = true; merged;) {
+    merged = false;
+    std::unordered_map<std::string, uint32_t> first;  // body, references as their kept rules' numbers
+    // root first, so it is the one kept.
+    std::vector<uint32_t> order;
+    if (root != index.end()) order.push_back(root->second);
+    for (uint32_t r = 0; r < n; ++r)
+      if (root == index.end() || r != root->second) order.push_back(r);
+    for (uint32_t r : order) {
+      if (rep[r] != r) continue;
+      std::string key;
+      for (const Piece& p : bodies[r]) {
+        if (p.rule < 0) {
+          key += '\x01';
+          key += p.text;
+        } else {
+          key += '\x02';
+          key += std::to_string(rep[static_cast<size_t>(p.rule)]);
+        }
+      }
+      auto [it, added] = first.emplace(std::move(key), r);
+      if (!added) {
+        rep[r] = it->second;
+        merged = true;
+      }
+    }
+    // Chains (a merged into b merged into c) point at the last.
+    for (uint32_t r = 0; r < n; ++r)
+      while (rep[rep[r]] != rep[r]) rep[r] = rep[rep[r]];
+  }
+  std::map<std::string, std::string> out;
+  for (uint32_t r = 0; r < n; ++r) {
+    if (rep[r] != r) continue;
+    std::string body;
+    for (const Piece& p : bodies[r]) body += p.rule < 0 ? p.text : names[rep[static_cast<size_t>(p.rule)]];
+    out.emplace(names[r], std::move(body));
+  }
+  rules = std::move(out);
+}
+
 // An object to write: its properties in order and what else it may hold.
 struct PropSpec {
   std::string key;
@@ -453,6 +553,12 @@ class Converter {
 
   std::string run() {
     visit({&root_, ""}, "root", 0, true);
+    // A large grammar has its same rules merged: schemas that repeat a
+    // subschema inline (dereferenced ones) shrink about tenfold, within the
+    // limits (the parser counts groups and repetitions as rules too, hence
+    // a quarter of each bound). A small one keeps a rule per place, as
+    // llama.cpp's converter writes it.
+    if (rules_.size() > limits_.max_rules / 4 || text_bytes() > limits_.max_bytes / 4) merge_same_rules(rules_);
     if (rules_.size() > limits_.max_rules) {
       throw Error(Errc::invalid_argument, "json_schema: the grammar needs " + std::to_string(rules_.size()) +
                                               " rules, over limits.max_rules (" + std::to_string(limits_.max_rules) +
@@ -474,6 +580,13 @@ class Converter {
   }
 
  private:
+  // The grammar's text size as run() writes it.
+  size_t text_bytes() const {
+    size_t n = 0;
+    for (const auto& [name, body] : rules_) n += name.size() + body.size() + 6;  // "name ::= body\n"
+    return n;
+  }
+
   // --- errors ---
   [[noreturn]] static void fail(const std::string& ptr, const std::string& what) {
     throw Error(Errc::invalid_argument, "json_schema: " + what + " at " + where(ptr));

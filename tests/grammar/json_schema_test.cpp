@@ -1221,6 +1221,55 @@ TEST(JsonSchemaToGbnf, DeepNestingThrowsWithoutOverflowingTheStack) {
   EXPECT_EQ(check_gbnf(convert(nested(200, R"({"items": )", "}"))), "");
 }
 
+// A large grammar (over a quarter of limits.max_bytes or of max_rules) has
+// rules of the same body merged, repeatedly: the same language in fewer
+// rules; a small one keeps a rule per place.
+TEST(JsonSchemaToGbnf, LargeGrammarsMergeTheirSameRules) {
+  const std::string two = R"({"type": "object", "properties": {"a": {"type": "string", "maxLength": 30},
+                              "b": {"type": "string", "maxLength": 30}}, "required": ["a", "b"]})";
+  const std::vector<std::string> apart = {R"(a ::= "\"" char-0-30 "\"")", R"(a-kv ::= "\"a\"" space ":" space a)",
+                                          R"(b ::= "\"" char-0-30 "\"")", R"(b-kv ::= "\"b\"" space ":" space b)",
+                                          R"(char-0-30 ::= char{0,30})",
+                                          R"(root ::= "{" space a-kv "," space b-kv space "}")"};
+  EXPECT_EQ(convert(two), grammar(apart, {"char"}));
+  GrammarLimits limits;
+  limits.max_bytes = 4 * convert(two).size() - 4;
+  EXPECT_EQ(convert(two, limits),
+            grammar({R"(a ::= "\"" char-0-30 "\"")", R"(a-kv ::= "\"a\"" space ":" space a)",
+                     R"(b-kv ::= "\"b\"" space ":" space a)", R"(char-0-30 ::= char{0,30})",
+                     R"(root ::= "{" space a-kv "," space b-kv space "}")"},
+                    {"char"}));
+  // Forty properties of one inline shape (as dereferenced schemas repeat
+  // them): its rules once, so the grammar fits a bound it was over.
+  nlohmann::json many = {{"type", "object"}, {"required", nlohmann::json::array()}};
+  for (int i = 0; i < 40; ++i) {
+    const std::string key = "p" + std::to_string(i);
+    many["properties"][key] = {{"type", "object"},
+                               {"properties", {{"x", {{"type", "array"}, {"items", {{"enum", {"on", "off"}}}}}}}},
+                               {"required", {"x"}}};
+    many["required"].push_back(key);
+  }
+  const std::string whole = convert(many.dump());
+  limits.max_bytes = whole.size() - 1;
+  const std::string merged = convert(many.dump(), limits);
+  EXPECT_LT(merged.size() * 2, whole.size()) << merged;
+  EXPECT_EQ(check_gbnf(merged), "") << merged;
+  std::string doc = "{";  // in the dump's order of keys: p0, p1, p10, ...
+  for (const auto& [key, value] : many["properties"].items())
+    doc += std::string(doc.size() > 1 ? "," : "") + "\"" + key + R"(":{"x":["on","off"]})";
+  const std::string bad = doc.substr(0, doc.size() - 6) + R"("of"]})";
+  doc += "}";
+  for (const std::string& g : {whole, merged}) {
+    const auto parsed = Grammar::parse(g);
+    EXPECT_TRUE(test::accepts(parsed, doc));
+    EXPECT_FALSE(test::accepts(parsed, bad + "}"));
+  }
+  limits.max_bytes = merged.size() - 1;
+  EXPECT_EQ(error_of(many.dump(), limits), "json_schema: the grammar is " + std::to_string(merged.size()) +
+                                                " bytes, over limits.max_bytes (" + std::to_string(merged.size() - 1) +
+                                                ")");
+}
+
 TEST(JsonSchemaToGbnf, LimitsAreTheCallers) {
   GrammarLimits limits;
   limits.max_nesting = 3;
