@@ -129,7 +129,9 @@ class Grammar {
 // exclusiveMinimum/exclusiveMaximum, multipleOf (a whole number m: 1 the
 // integers; between bounds holding at most 256 multiples, those written
 // out; else a divisor of 1000 (2, 4, 5, 8, 10, 20, 25, ...) by the last
-// digits, unbounded or with one bound within m of 0; a number with it is
+// digits, unbounded or with one bound within m of 0; else the numerals
+// digit by digit with the remainder still needed, within the bounds or 16
+// digits (at most 1024 rules: any m up to 64); a number with it is
 // written as an integer; a fraction 1/k (0.5, 0.1, 0.01, ...) as the
 // integers, which IEEE division finds whole; other fractions refused), format (date, time, date-time, uuid,
 // email; beside a pattern the strings of both, email within 67 code points), uniqueItems (true: arrays of at most one item; beside minItems

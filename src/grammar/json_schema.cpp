@@ -52,6 +52,7 @@
 
 #include <cmath>
 #include <deque>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -166,6 +167,14 @@ bool is_reserved(std::string_view name) {
 // product of a few states with maxLength 1024 fits, a grammar of megabytes
 // does not (and limits.max_rules and max_bytes bound it too).
 constexpr size_t kMaxPatternStates = 8192;
+// The most rules multiples_by_digits writes for one multipleOf (16 digits
+// times m remainders at worst: m up to 64 always fits).
+constexpr size_t kMaxMultipleRules = 1024;
+uint64_t power_of_10(int n) {
+  uint64_t p = 1;
+  while (n-- > 0) p *= 10;
+  return p;
+}
 // The most states of an exact automaton where word_count_automaton's subset
 // is there instead (the bound before kMaxPatternStates was raised).
 constexpr size_t kMaxExactBesideSubset = 4096;
@@ -1876,8 +1885,8 @@ class Converter {
   // 100, 125, ..., 1000) where no bound or only one within m of 0 (the sign
   // then fixed), the numerals of at most 16 digits (the integer rule's
   // convention) whose last d digits are a multiple of m (10^d is one, so
-  // divisibility by m depends on them alone). Other cases throw naming
-  // multipleOf.
+  // divisibility by m depends on them alone). Other cases:
+  // multiples_by_digits.
   std::string multiples(const Sub& sub, std::optional<int64_t> lo, std::optional<int64_t> hi, int64_t m) {
     const std::string ms = std::to_string(m);
     if (lo && hi) {
@@ -1893,22 +1902,13 @@ class Converter {
     }
     const bool non_negative = lo && !hi && *lo <= 0 && *lo > -m;
     const bool non_positive = hi && !lo && *hi >= 0 && *hi < m;
-    if ((lo || hi) && !non_negative && !non_positive) {
-      fail_keyword("multipleOf", sub.ptr,
-                   "beside bounds only where they hold at most 256 multiples or are one bound within " + ms +
-                       " of 0");
-    }
     int d = 1;
     uint64_t p = 10;
     while (d <= 3 && p % static_cast<uint64_t>(m) != 0) {
       ++d;
       p *= 10;
     }
-    if (d > 3) {
-      fail_keyword("multipleOf", sub.ptr,
-                   "only 1 and the divisors of 1000 (2, 4, 5, 8, 10, 20, 25, 40, 50, ...) are supported without "
-                   "bounds that hold at most 256 multiples, not " + ms);
-    }
+    if (((lo || hi) && !non_negative && !non_positive) || d > 3) return multiples_by_digits(sub, lo, hi, m);
     std::vector<std::string> alts, endings;
     for (uint64_t k = 0; k < p; k += static_cast<uint64_t>(m)) {
       std::string digits = std::to_string(k);
@@ -1922,6 +1922,129 @@ class Converter {
     if (non_negative) return "\"0\" | " + positive;
     if (non_positive) return "\"0\" | \"-\" " + positive;
     return "\"0\" | \"-\"? " + positive;
+  }
+
+  // The multiples of m > 1 in [lo, hi] as multiples() writes them where
+  // neither of its forms applies: the numerals read digit by digit, tracking
+  // the value still needed modulo m (a number's remainder is that of its
+  // digits, each times its power of 10) and, along the bounds' own digits,
+  // whether the prefix equals theirs (the usual digit-by-digit range test),
+  // per numeral length; magnitudes of at most 16 digits where a side is
+  // unbounded (the integer rule's convention), no leading zeros, no -0.
+  // Exact. A rule per (digits left, remainder needed) once off the bounds,
+  // named multiple-M-K-T, and per position on them; refused naming
+  // multipleOf where that passes kMaxMultipleRules.
+  std::string multiples_by_digits(const Sub& sub, std::optional<int64_t> lo, std::optional<int64_t> hi, int64_t m) {
+    const std::string ms = std::to_string(m);
+    const auto um = static_cast<uint64_t>(m);
+    constexpr uint64_t kCap = 9999999999999999;  // 16 digits
+    std::vector<uint64_t> pow10_mod{1 % um};     // 10^k mod m
+    for (int k = 1; k <= 16; ++k) pow10_mod.push_back(pow10_mod.back() * 10 % um);
+    size_t made = 0;
+    auto spend = [&] {
+      if (++made > kMaxMultipleRules) {
+        fail_keyword("multipleOf", sub.ptr,
+                     "the numerals of the multiples of " + ms + " within the bounds need more than " +
+                         std::to_string(kMaxMultipleRules) + " rules");
+      }
+    };
+    // Digits that take a numeral from needing t (mod m) with k digits left
+    // to needing (t - digit * 10^(k-1)) mod m, grouped by that target.
+    auto by_target = [&](uint64_t t, int k, int d_lo, int d_hi) {
+      std::map<uint64_t, std::string> classes;
+      for (int dg = d_lo; dg <= d_hi; ++dg) {
+        const uint64_t step = static_cast<uint64_t>(dg) * pow10_mod[static_cast<size_t>(k - 1)] % um;
+        const uint64_t target = (t + um - step) % um;
+        classes[target] += static_cast<char>('0' + dg);
+      }
+      return classes;
+    };
+    auto digit_class = [](const std::string& digits) {
+      if (digits.size() == 1) return "\"" + digits + "\"";
+      if (digits.size() == 10) return std::string("[0-9]");
+      std::string c = "[";
+      for (size_t i = 0; i < digits.size();) {
+        size_t j = i;
+        while (j + 1 < digits.size() && digits[j + 1] == digits[j] + 1) ++j;
+        c += digits[i];
+        if (j > i + 1) c += '-';
+        if (j > i) c += digits[j];
+        i = j + 1;
+      }
+      return c + "]";
+    };
+    // Any k digits whose value is t modulo m ("" when k is 0 and t is 0;
+    // nullopt when none).
+    std::map<std::pair<int, uint64_t>, std::optional<std::string>> free_rules;
+    std::function<std::optional<std::string>(int, uint64_t)> any_digits = [&](int k, uint64_t t) {
+      if (k == 0) return t == 0 ? std::optional<std::string>(R"("")") : std::nullopt;
+      auto it = free_rules.find({k, t});
+      if (it != free_rules.end()) return it->second;
+      std::vector<std::string> alts;
+      for (const auto& [target, digits] : by_target(t, k, 0, 9)) {
+        const std::optional<std::string> rest = any_digits(k - 1, target);
+        if (rest) alts.push_back(digit_class(digits) + (k == 1 ? "" : " " + *rest));
+      }
+      std::optional<std::string> rule;
+      if (!alts.empty()) {
+        spend();
+        rule = add_rule("multiple-" + ms + "-" + std::to_string(k) + "-" + std::to_string(t), join(alts, " | ", identity));
+      }
+      free_rules[{k, t}] = rule;
+      return rule;
+    };
+    // Numerals of magnitudes in [a, b] (a <= b), multiples of m.
+    auto magnitudes = [&](uint64_t a, uint64_t b, std::vector<std::string>& out) {
+      for (int len = 1; len <= 16; ++len) {
+        const uint64_t first = len == 1 ? 0 : power_of_10(len - 1), last = power_of_10(len) - 1;
+        const uint64_t x = std::max(a, first), y = std::min(b, last);
+        if (x > y) continue;
+        const std::string xs = std::to_string(x), ys = std::to_string(y);  // both len digits
+        // Position i with the prefix equal to x's (tl) and/or y's (th), t
+        // needed; a first digit of several is 1 to 9.
+        std::function<std::optional<std::string>(size_t, bool, bool, uint64_t)> on_bounds =
+            [&](size_t i, bool tl, bool th, uint64_t t) -> std::optional<std::string> {
+          const int k = len - static_cast<int>(i);
+          if (!tl && !th && (i > 0 || len == 1)) return any_digits(k, t);
+          if (k == 0) return t == 0 ? std::optional<std::string>(R"("")") : std::nullopt;
+          const int d_lo = tl ? xs[i] - '0' : (i == 0 && len > 1 ? 1 : 0), d_hi = th ? ys[i] - '0' : 9;
+          std::vector<std::string> alts;
+          for (int dg = d_lo; dg <= d_hi;) {
+            // A run of digits with the same tightness: the bounds' own digits alone.
+            const bool ntl = tl && dg == d_lo, nth = th && dg == d_hi;
+            int end = dg;
+            if (!ntl && !nth) end = (th ? d_hi - 1 : d_hi);
+            for (const auto& [target, digits] : by_target(t, k, dg, end)) {
+              const std::optional<std::string> rest = on_bounds(i + 1, ntl, nth, target);
+              if (rest) alts.push_back(digit_class(digits) + (k == 1 ? "" : " " + *rest));
+            }
+            dg = end + 1;
+          }
+          if (alts.empty()) return std::nullopt;
+          if (alts.size() == 1 && k == len) return alts[0];
+          spend();
+          return add_rule("multiple-" + ms + "-len" + std::to_string(len) + "-" + std::to_string(i),
+                          join(alts, " | ", identity));
+        };
+        // A bound at the length's own end (10...0, 9...9) is no bound on its digits.
+        if (const std::optional<std::string> r = on_bounds(0, x != first || len == 1, y != last, 0)) out.push_back(*r);
+      }
+    };
+    std::vector<std::string> alts;
+    const uint64_t top = std::min<uint64_t>(hi ? (*hi < 0 ? 0 : static_cast<uint64_t>(*hi)) : kCap, kCap);
+    if (!hi || *hi >= 0) {  // 0 and up
+      const uint64_t from = lo && *lo > 0 ? static_cast<uint64_t>(*lo) : 0;
+      if (from <= top) magnitudes(from, top, alts);
+    }
+    if (!lo || *lo < 0) {  // below 0: "-" and magnitudes
+      const uint64_t from = hi && *hi < 0 ? static_cast<uint64_t>(-(*hi + 1)) + 1 : 1;
+      const uint64_t to = std::min<uint64_t>(lo ? static_cast<uint64_t>(-(*lo + 1)) + 1 : kCap, kCap);
+      std::vector<std::string> negative;
+      if (from <= to) magnitudes(from, to, negative);
+      for (const std::string& n : negative) alts.push_back("\"-\" " + (n.find(" | ") != std::string::npos ? "(" + n + ")" : n));
+    }
+    if (alts.empty()) fail_empty("multipleOf", sub.ptr, "no multiple of " + ms + " is within the bounds");
+    return join(alts, " | ", identity);
   }
 
   // Bounded: number_range's subset (integers, and decimals whose value is

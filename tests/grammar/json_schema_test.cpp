@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -1010,12 +1011,9 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(json_schema: unsupported keyword "contains" at the root)"},
       {R"({"type": "array", "unevaluatedItems": false})",
        R"(json_schema: unsupported keyword "unevaluatedItems" at the root)"},
-      {R"({"type": "integer", "multipleOf": 3})",
-       R"(json_schema: keyword "multipleOf" at the root: only 1 and the divisors of 1000 (2, 4, 5, 8, 10, 20, 25, )"
-       R"(40, 50, ...) are supported without bounds that hold at most 256 multiples, not 3)"},
-      {R"({"type": "integer", "multipleOf": 5, "minimum": 1})",
-       R"(json_schema: keyword "multipleOf" at the root: beside bounds only where they hold at most 256 multiples )"
-       R"(or are one bound within 5 of 0)"},
+      {R"({"type": "integer", "multipleOf": 997})",
+       R"(json_schema: keyword "multipleOf" at the root: the numerals of the multiples of 997 within the bounds )"
+       R"(need more than 1024 rules)"},
       {R"({"type": "integer", "multipleOf": 10, "minimum": 1, "maximum": 9})",
        R"(json_schema: keyword "multipleOf" at the root: no multiple of 10 is within the bounds)"},
       {R"({"type": "integer", "multipleOf": 0})",
@@ -1496,6 +1494,42 @@ TEST(JsonSchemaToGbnf, NotPatternIsTheComplementAutomaton) {
   EXPECT_EQ(error_of(R"({"type": "string", "not": {"pattern": "^[ab]*a[ab]{12}$"}})"),
             R"(json_schema: keyword "not" at the root: of "pattern": the lengths of its strings need more than 8192 )"
             R"(DFA states (minLength/maxLength))");
+}
+
+// multipleOf where neither a list of the multiples nor the last digits
+// (divisors of 1000 with no bound, or one near 0) write it: the numerals
+// digit by digit with the remainder still needed and the bounds' digits.
+// Every integer around the bounds, and 16- and 17-digit ones where a side
+// is open (the integer rule's 16 digits), against the arithmetic.
+TEST(JsonSchemaToGbnf, MultiplesDigitByDigitAreExact) {
+  struct Case {
+    int64_t m;
+    std::optional<int64_t> lo, hi;
+  };
+  const std::vector<Case> cases = {
+      {3, {}, {}},         {12, 0, {}},         {16, -2032, 4096}, {16, 0, 4096},     {10, {}, 99},
+      {7, -1000, -13},     {256, 1024, 70000},  {9, 1, {}},        {11, {}, -5},      {64, -99999, 99999},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json schema = {{"type", "integer"}, {"multipleOf", c.m}};
+    if (c.lo) schema["minimum"] = *c.lo;
+    if (c.hi) schema["maximum"] = *c.hi;
+    const std::string text = convert(schema.dump());
+    const auto g = Grammar::parse(text);
+    std::vector<int64_t> values;
+    for (int64_t edge : {c.lo.value_or(0), c.hi.value_or(0), int64_t{0}})
+      for (int64_t v = edge - 300; v <= edge + 300; ++v) values.push_back(v);
+    for (int64_t v : {int64_t{9999999999999998}, int64_t{9999999999999999}, int64_t{1000000000000002},
+                      int64_t{123456789012345}})
+      values.insert(values.end(), {v, -v});
+    for (int64_t v : values) {
+      const bool in = (!c.lo || v >= *c.lo) && (!c.hi || v <= *c.hi) && v % c.m == 0;
+      EXPECT_EQ(test::accepts(g, std::to_string(v)), in) << schema.dump() << " on " << v;
+    }
+    // Past 16 digits, leading zeros, -0: never.
+    for (const char* bad : {"10000000000000002", "-10000000000000002", "012", "-0", "00"})
+      EXPECT_FALSE(test::accepts(g, bad)) << schema.dump() << " on " << bad;
+  }
 }
 
 // Lookaheads, (?=X) and (?!X) anywhere but inside another, through the
