@@ -110,7 +110,12 @@ class Grammar {
 // anyOf, oneOf, allOf (objects merged, arrays merged, strings, numbers and
 // enums merged, keywords of types the parts exclude dropped, over anyOf
 // distributed), $ref to
-// "#/..." ($defs, definitions; recursion included; siblings are a
+// any subschema of the document (a JSON pointer, a plain name: draft 4's
+// "id": "#name", drafts 6/7's "$id": "#name", $anchor, 2020-12's
+// $dynamicAnchor; an embedded resource's URI; each resolved against the
+// base URI its resource's id sets, "id" in draft 4 and "$id" later, in the
+// dialect $schema names, 2020-12 without one; as written, before if/then/else
+// and not are rewritten; recursion included; siblings are a
 // conjunction), pattern (ECMA-262 where Python's re reads it the same:
 // literals, escapes, classes, \d \w \s \S, ., groups, |, ? * + {m,n}, ^ and $
 // anywhere but in a group repeated a bounded number of times, lookaheads
@@ -157,7 +162,8 @@ class Grammar {
 // the sound subsets above), a regular expression feature outside the subset, a bad value, a
 // schema no value satisfies (an optional property, additional properties or
 // items past a prefix no value satisfies are left out, as no valid value has
-// them), an unresolvable or remote $ref, a schema that is not JSON (with its
+// them), a $ref that names nothing in the document (another document, a
+// missing pointer or name, an id two subschemas declare), a schema that is not JSON (with its
 // line and column), nesting deeper than limits.max_nesting, a pattern's count
 // over limits.max_repetition, a schema that expands to more than
 // limits.max_elements subschemas, or a grammar over limits.max_rules or

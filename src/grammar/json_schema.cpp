@@ -64,6 +64,7 @@
 #include <vector>
 
 #include "base/strings.hpp"
+#include "grammar/json_schema_refs.hpp"
 #include "grammar/json_schema_text.hpp"
 #include "synapse/error.hpp"
 #include "synapse/grammar.hpp"
@@ -554,7 +555,10 @@ struct ObjectSpec {
 
 class Converter {
  public:
-  Converter(const Json& root, const GrammarLimits& limits) : root_(root), limits_(limits) {
+  // unresolved and moved: see resolve().
+  Converter(const Json& root, const GrammarLimits& limits, const schema::RefIndex& refs,
+            const std::map<std::string, Json>& moved)
+      : root_(root), limits_(limits), refs_(refs), moved_(moved) {
     rules_["space"] = kSpaceRule;
     automata_.max_states = std::min<size_t>(limits_.max_rules, kMaxPatternStates);
     automata_.max_work = automata_.max_states * automata_.max_states / 4;
@@ -1359,118 +1363,45 @@ class Converter {
   }
 
   // --- $ref ---
-  // The schema a local reference names, and its pointer.
+  // The schema a reference names, and its pointer. References were resolved
+  // before the rewrites (schema::resolve_refs): each that resolved is a
+  // pointer from the root, read in the rewritten document unless its
+  // target moved there (moved_: the target rewritten on its own); the
+  // converter's own references (negations(), to a `not`) point into the
+  // rewritten document.
   std::pair<const Json*, std::string> resolve(const Json& ref, const std::string& ptr) const {
     if (!ref.is_string()) fail_keyword("$ref", ptr, "must be a string");
     const std::string r = ref.get<std::string>();
+    // As the user wrote it, where resolve_refs rewrote it to the URI it names.
+    const auto it = refs_.written.find(r);
+    const std::string as_written = it == refs_.written.end() ? r : it->second;
+    const std::string what = "cannot resolve \"" + as_written + "\"" + (as_written == r ? "" : " (\"" + r + "\")");
     if (r.empty() || r[0] != '#') {
-      fail_keyword("$ref", ptr, "only references inside the schema (\"#/...\") are supported, not \"" + r + "\"");
+      fail_keyword("$ref", ptr, what + " within the document (other documents are not read)");
     }
-    // The fragment is a JSON pointer, percent-encoded as URIs are.
-    std::string frag;
-    for (size_t i = 1; i < r.size(); ++i) {
-      const int h1 = i + 2 < r.size() && r[i] == '%' ? hex(r[i + 1]) : -1;
-      const int h2 = h1 >= 0 ? hex(r[i + 2]) : -1;
-      if (h1 >= 0 && h2 >= 0) {
-        frag += static_cast<char>(h1 * 16 + h2);
-        i += 2;
-      } else {
-        frag += r[i];
+    const std::string frag = schema::percent_decode(std::string_view(r).substr(1));
+    if (!frag.empty() && frag[0] != '/') fail_keyword("$ref", ptr, what + ": no subschema is named \"" + frag + "\"");
+    if (refs_.unresolved.count(frag)) fail_keyword("$ref", ptr, what);
+    // The longest prefix of the pointer that names a moved target.
+    for (size_t end = frag.size();; end = frag.rfind('/', end - 1)) {
+      if (auto it = moved_.find(frag.substr(0, end)); it != moved_.end()) {
+        std::string rest;
+        const Json* target = schema::walk_pointer(it->second, std::string_view(frag).substr(end), rest);
+        if (!target) fail_keyword("$ref", ptr, what);
+        return {target, it->first + rest};
       }
+      if (end == 0 || end == std::string::npos) break;
     }
-    if (!frag.empty() && frag[0] != '/') {
-      fail_keyword("$ref", ptr, "anchors (\"" + r + "\") are not supported, only JSON pointers (\"#/...\")");
-    }
-    const Json* cur = &root_;
     std::string tptr;
-    size_t pos = 0;
-    while (pos < frag.size()) {
-      const size_t end = std::min(frag.find('/', pos + 1), frag.size());
-      std::string token;
-      for (size_t i = pos + 1; i < end; ++i) {
-        if (frag[i] == '~' && i + 1 < end && (frag[i + 1] == '0' || frag[i + 1] == '1')) {
-          token += frag[i + 1] == '0' ? '~' : '/';
-          ++i;
-        } else {
-          token += frag[i];
-        }
-      }
-      pos = end;
-      if (cur->is_object() && cur->contains(token)) {
-        cur = &(*cur)[token];
-        tptr = pointer_child(tptr, token);
-      } else if (cur->is_array() && !token.empty() && token.size() < 10 &&
-                 token.find_first_not_of("0123456789") == std::string::npos && std::stoul(token) < cur->size()) {
-        const size_t index = std::stoul(token);
-        cur = &(*cur)[index];
-        tptr = pointer_child(tptr, index);
-      } else {
-        fail_keyword("$ref", ptr, "cannot resolve \"" + r + "\"");
-      }
-    }
-    return {cur, tptr};
-  }
-  static int hex(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  }
-
-  // Whether a subschema on the way from the root to `ptr` (or at it) has its
-  // own "$id": references under it are relative to that id, which this
-  // converter does not follow. The pointer alternates schemas and keywords;
-  // keywords holding maps or arrays of schemas take one more token.
-  bool under_nested_id(const std::string& ptr) const {
-    const Json* cur = &root_;
-    size_t pos = 0;
-    auto next_token = [&](std::string& token) {
-      if (pos >= ptr.size()) return false;
-      const size_t end = std::min(ptr.find('/', pos + 1), ptr.size());
-      token.clear();
-      for (size_t i = pos + 1; i < end; ++i) {
-        if (ptr[i] == '~' && i + 1 < end) {
-          token += ptr[i + 1] == '0' ? '~' : '/';
-          ++i;
-        } else {
-          token += ptr[i];
-        }
-      }
-      pos = end;
-      return true;
-    };
-    auto step = [&](const std::string& token) {
-      if (cur->is_object() && cur->contains(token)) {
-        cur = &(*cur)[token];
-        return true;
-      }
-      if (cur->is_array() && !token.empty() && token.find_first_not_of("0123456789") == std::string::npos &&
-          token.size() < 10 && std::stoul(token) < cur->size()) {
-        cur = &(*cur)[std::stoul(token)];
-        return true;
-      }
-      return false;
-    };
-    std::string keyword, member;
-    while (next_token(keyword)) {
-      if (!cur->is_object() || !step(keyword)) return false;
-      constexpr std::string_view holders[] = {"properties", "$defs", "definitions", "anyOf",
-                                              "oneOf",      "allOf", "prefixItems"};
-      if (in(holders, keyword) || (keyword == "items" && cur->is_array())) {
-        if (!next_token(member) || !step(member)) return false;
-      }
-      if (cur->is_object() && cur->contains("$id")) return true;
-    }
-    return false;
+    const Json* target = schema::walk_pointer(root_, frag, tptr);
+    if (!target) fail_keyword("$ref", ptr, what);
+    return {target, tptr};
   }
 
   // The rule for the schema a $ref names: one rule per target, made on first
   // use (so recursive schemas refer to it while it is being made).
   std::string ref_rule(const Sub& site, size_t depth) {
     const Json& ref = (*site.s)["$ref"];
-    if (under_nested_id(site.ptr)) {
-      fail_keyword("$ref", site.ptr, "not supported inside a subschema with its own \"$id\"");
-    }
     const auto [target, tptr] = resolve(ref, site.ptr);
     if (auto it = ref_rules_.find(tptr); it != ref_rules_.end()) {
       if (auto open = refs_open_.find(tptr); open != refs_open_.end() && open->second == struct_depth_) {
@@ -3191,9 +3122,6 @@ class Converter {
       return;
     }
     if (ref) {
-      if (under_nested_id(sub.ptr)) {
-        fail_keyword("$ref", sub.ptr, "not supported inside a subschema with its own \"$id\"");
-      }
       const auto [target, tptr] = resolve(s["$ref"], sub.ptr);
       if (!expanding.insert(tptr).second) {
         fail_keyword("$ref", sub.ptr, "\"" + s["$ref"].get<std::string>() + "\" is part of its own conjunction");
@@ -3603,6 +3531,8 @@ class Converter {
 
   const Json& root_;
   const GrammarLimits& limits_;
+  const schema::RefIndex& refs_;              // what resolve_refs found (for errors and unresolved fragments)
+  const std::map<std::string, Json>& moved_;  // resolved targets not in root_ as written, rewritten alone
   std::map<std::string, std::string> rules_;      // name -> body, written in name order
   std::map<std::string, std::string> ref_rules_;  // a $ref's target pointer -> its rule
   std::map<std::string, size_t> refs_open_;       // targets being converted -> struct_depth_ then
@@ -3652,16 +3582,14 @@ void add_all_of(Json& s, Json part) {
 // of $defs/definitions; not inside enum, const or annotations).
 template <typename F>
 void for_each_subschema(Json& s, F&& f) {
-  for (const char* k : {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
-                        "dependencies"}) {
+  for (const char* k : schema::kSubschemaMaps) {
     if (s.contains(k) && s[k].is_object())
       for (auto& [name, sub] : s[k].items()) f(sub);
   }
-  for (const char* k : {"additionalProperties", "items", "additionalItems", "not", "contains", "propertyNames", "if",
-                        "then", "else", "unevaluatedItems", "unevaluatedProperties"}) {
+  for (const char* k : schema::kSubschemaValues) {
     if (s.contains(k)) f(s[k]);
   }
-  for (const char* k : {"allOf", "anyOf", "oneOf", "prefixItems", "items"}) {
+  for (const char* k : schema::kSubschemaArrays) {
     if (s.contains(k) && s[k].is_array())
       for (Json& sub : s[k]) f(sub);
   }
@@ -3852,9 +3780,24 @@ std::string json_schema_to_gbnf(std::string_view schema_json, const GrammarLimit
     if (const size_t tag = what.find("] "); tag != std::string::npos) what = what.substr(tag + 2);
     throw Error(Errc::invalid_argument, "json_schema: the schema is not valid JSON: " + what);
   }
+  // References resolve in the document as written; the rewrites below move
+  // or replace some subschemas (a `then` into an allOf, a property beside
+  // `not required` to false), so a target not found as it would be
+  // rewritten alone is kept apart, rewritten alone.
+  const schema::RefIndex refs = schema::resolve_refs(root, limits.max_nesting);
+  const Json written = refs.resolved.empty() ? Json() : root;
   rewrite_if(root, 0, limits.max_nesting);
   rewrite_not(root, 0, limits.max_nesting);
-  return Converter(root, limits).run();
+  std::map<std::string, Json> moved;
+  for (const std::string& frag : refs.resolved) {
+    std::string canonical;
+    Json alone = *schema::walk_pointer(written, frag, canonical);
+    rewrite_if(alone, 0, limits.max_nesting);
+    rewrite_not(alone, 0, limits.max_nesting);
+    const Json* now = schema::walk_pointer(root, frag, canonical);
+    if (!now || *now != alone) moved.emplace(frag, std::move(alone));
+  }
+  return Converter(root, limits, refs, moved).run();
 }
 
 }  // namespace synapse

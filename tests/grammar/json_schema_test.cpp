@@ -855,6 +855,122 @@ TEST(JsonSchemaToGbnf, References) {
             grammar({R"(ref-defs-a-1b-c ::= "null")", "root ::= ref-defs-a-1b-c"}));
 }
 
+// A schema whose resource http://e/x/ (/$defs/x, its id spelled `id`)
+// holds a string /$defs/x/$defs/s (with `decl`'s members) and a resource
+// y.json (a boolean), and whose root holds an integer /$defs/s: an object
+// with one property p, {"$ref": ref}. `dialect` is the $schema ("" none).
+std::string id_doc(const std::string& dialect, const std::string& id, const std::string& decl, const std::string& ref) {
+  return std::string("{") + (dialect.empty() ? "" : R"("$schema": ")" + dialect + R"(", )") +
+         R"("$defs": {"s": {"type": "integer"}, "x": {")" + id + R"(": "http://e/x/", "$defs": {"s": {"type": "string")" +
+         (decl.empty() ? "" : ", " + decl) + R"(}, "y": {")" + id + R"(": "y.json", "type": "boolean"}},
+          "type": "object", "properties": {"p": {"$ref": ")" + ref + R"("}}, "required": ["p"],
+          "additionalProperties": false}}, "$ref": "#/$defs/x"})";
+}
+// id_doc's grammar where p's reference reads `target` ("s": /$defs/x/$defs/s,
+// "y": /$defs/x/$defs/y, "root s": the root's /$defs/s).
+std::string id_doc_grammar(const std::string& target) {
+  const std::string rule = target == "root s" ? "ref-defs-s" : "ref-defs-x-defs-" + target;
+  const std::string body = target == "s"   ? R"("\"" char* "\"")"
+                           : target == "y" ? R"(("true" | "false"))"
+                                           : R"(("-"? integral-part))";
+  return grammar({R"(ref-defs-x ::= "{" space ref-defs-x-p-kv space "}")", rule + " ::= " + body,
+                  R"(ref-defs-x-p-kv ::= "\"p\"" space ":" space )" + rule, "root ::= ref-defs-x"},
+                 {target == "s" ? "char" : target == "y" ? "space" : "integral-part"});
+}
+
+// JSON Schema core, drafts 4 to 2020-12: a reference resolves against the
+// base URI its resource's id sets (draft 4 spells it "id"), a URI names an
+// embedded resource, a plain-name fragment names a schema by its anchor in
+// each draft's spelling; what does not resolve within the document throws.
+TEST(JsonSchemaToGbnf, ReferencesByIdAndAnchor) {
+  const std::string d4 = "http://json-schema.org/draft-04/schema#", d7 = "http://json-schema.org/draft-07/schema#",
+                    d2019 = "https://json-schema.org/draft/2019-09/schema",
+                    d2020 = "https://json-schema.org/draft/2020-12/schema";
+  // "#/..." inside http://e/x/ is a pointer from /$defs/x, not from the root.
+  for (const std::string& dialect : {d7, d2019, d2020, std::string()})
+    EXPECT_EQ(convert(id_doc(dialect, "$id", "", "#/$defs/s")), id_doc_grammar("s")) << dialect;
+  EXPECT_EQ(convert(id_doc(d4, "id", "", "#/$defs/s")), id_doc_grammar("s"));
+  // Draft 4 reads "id" only, drafts 6 on "$id" only: the other is an
+  // annotation, and the pointer reads from the root.
+  EXPECT_EQ(convert(id_doc(d4, "$id", "", "#/$defs/s")), id_doc_grammar("root s"));
+  EXPECT_EQ(convert(id_doc(d7, "id", "", "#/$defs/s")), id_doc_grammar("root s"));
+  // Absolute and relative URIs of the embedded resources, with and without
+  // a fragment.
+  for (const std::string ref : {"http://e/x/#/$defs/s", "http://e/x/y.json", "y.json", "y.json#", "/x/y.json",
+                                "../x/y.json", "./y.json"})
+    EXPECT_EQ(convert(id_doc(d2020, "$id", "", ref)),
+              id_doc_grammar(ref.find("y.json") != std::string::npos ? "y" : "s"))
+        << ref;
+  // Plain names, in each draft's spelling.
+  EXPECT_EQ(convert(id_doc(d4, "id", R"("id": "#name")", "#name")), id_doc_grammar("s"));
+  EXPECT_EQ(convert(id_doc(d7, "$id", R"("$id": "#name")", "#name")), id_doc_grammar("s"));
+  EXPECT_EQ(convert(id_doc(d7, "$id", R"("$id": "http://e/x/#name")", "http://e/x/#name")), id_doc_grammar("s"));
+  EXPECT_EQ(convert(id_doc(d7, "$id", R"("$id": "z.json#name")", "z.json#name")), id_doc_grammar("s"));
+  EXPECT_EQ(convert(id_doc(d2019, "$id", R"("$anchor": "name")", "#name")), id_doc_grammar("s"));
+  EXPECT_EQ(convert(id_doc(d2020, "$id", R"("$anchor": "name")", "#name")), id_doc_grammar("s"));
+  EXPECT_EQ(convert(id_doc(d2020, "$id", R"("$dynamicAnchor": "name")", "#name")), id_doc_grammar("s"));
+  EXPECT_EQ(convert(id_doc("", "$id", R"("$anchor": "name")", "http://e/x/#name")), id_doc_grammar("s"));
+  // Drafts 4 to 7 ignore an id beside $ref (and so resolve it from the
+  // parent's base); 2019-09 on resolve it against that id.
+  const std::string beside = R"({"$schema": "D", "$defs": {"s": {"type": "integer"}, "x": {"$id": "http://e/x/",
+      "$defs": {"s": {"type": "string"}}, "$ref": "#/$defs/s"}}, "$ref": "#/$defs/x"})";
+  auto with = [](std::string s, const std::string& dialect) {
+    return s.replace(s.find("\"D\""), 3, "\"" + dialect + "\"");
+  };
+  EXPECT_EQ(convert(with(beside, d7)), grammar({R"(ref-defs-s ::= ("-"? integral-part))", "ref-defs-x ::= ref-defs-s",
+                                                "root ::= ref-defs-x"},
+                                               {"integral-part"}));
+  EXPECT_EQ(convert(with(beside, d2020)),
+            grammar({R"(ref-defs-x ::= ref-defs-x-defs-s)", R"(ref-defs-x-defs-s ::= "\"" char* "\"")",
+                     "root ::= ref-defs-x"},
+                    {"char"}));
+
+  // Not resolvable within the document.
+  const std::string at = R"(json_schema: keyword "$ref" at /$defs/x/properties/p: )";
+  EXPECT_EQ(error_of(id_doc(d2020, "$id", "", "#/$defs/missing")),
+            at + R"(cannot resolve "#/$defs/missing" ("http://e/x/#/$defs/missing") within the document (other documents are not read))");
+  EXPECT_EQ(error_of(id_doc(d2020, "$id", "", "z.json")),
+            at + R"(cannot resolve "z.json" ("http://e/x/z.json") within the document (other documents are not read))");
+  // A name in another draft's spelling, or in another resource, names nothing.
+  for (const std::string& schema : {id_doc(d7, "$id", R"("$anchor": "name")", "#name"),
+                                    id_doc(d2020, "$id", R"("$id": "#name")", "#name"),
+                                    id_doc(d2019, "$id", R"("$dynamicAnchor": "name")", "#name"),
+                                    id_doc(d4, "id", R"("$id": "#name")", "#name")})
+    EXPECT_EQ(error_of(schema), at + R"(cannot resolve "#name" ("http://e/x/#name") within the document (other documents are not read))")
+        << schema;
+  EXPECT_EQ(error_of(R"({"$defs": {"x": {"$id": "http://e/x/", "type": "object", "properties": {"p": {"$ref": "#name"}}},
+                                   "s": {"$anchor": "name"}}, "$ref": "#/$defs/x"})"),
+            at + R"(cannot resolve "#name" ("http://e/x/#name") within the document (other documents are not read))");
+  // In the root resource (no base URI): a name no schema has, or two have.
+  EXPECT_EQ(error_of(R"({"$ref": "#name", "$defs": {"n": {"$anchor": "other"}}})"),
+            R"(json_schema: keyword "$ref" at the root: cannot resolve "#name": no subschema is named "name")");
+  EXPECT_EQ(error_of(R"({"$ref": "#dup", "$defs": {"a": {"$anchor": "dup"}, "b": {"$anchor": "dup", "type": "null"}}})"),
+            R"(json_schema: keyword "$ref" at the root: cannot resolve "#dup": no subschema is named "dup")");
+  EXPECT_EQ(convert(R"({"$ref": "#one", "$defs": {"a": {"$anchor": "one", "type": "null"}}})"),
+            grammar({R"(ref-defs-a ::= "null")", "root ::= ref-defs-a"}));
+}
+
+// References read the document as written, not as the converter rewrites
+// if/then/else and `not` before converting it.
+TEST(JsonSchemaToGbnf, ReferencesIntoRewrittenSubschemas) {
+  // `then` becomes part of an allOf: its pointer still names it.
+  EXPECT_EQ(convert(R"({"type": "object", "properties": {"b": {"$ref": "#/then/properties/a"}},
+                        "additionalProperties": false, "if": {"required": ["b"]},
+                        "then": {"properties": {"a": {"type": "integer"}}}})"),
+            grammar({R"(alternative-0 ::= "{" space alternative-0-b-kv space "}")",
+                     R"(alternative-0-b-kv ::= "\"b\"" space ":" space ref-then-properties-a)",
+                     R"(alternative-1 ::= "{" space "}")", R"(ref-then-properties-a ::= ("-"? integral-part))",
+                     "root ::= alternative-0 | alternative-1"},
+                    {"integral-part"}));
+  // not {"required": ["a"]} makes a's schema false where it is; b still
+  // reads a's string.
+  EXPECT_EQ(convert(R"({"type": "object", "properties": {"a": {"type": "string"}, "b": {"$ref": "#/properties/a"}},
+                        "not": {"required": ["a"]}})"),
+            grammar({R"(b-kv ::= "\"b\"" space ":" space ref-properties-a)", R"(ref-properties-a ::= "\"" char* "\"")",
+                     R"(root ::= "{" space ( b-kv )? space "}")"},
+                    {"char"}));
+}
+
 // minLength and maxLength beside a pattern: implied by its lengths, or
 // taken by its one variable part, or every variable part at its least.
 TEST(JsonSchemaToGbnf, PatternsWithLengths) {
@@ -1132,13 +1248,13 @@ TEST(JsonSchemaToGbnf, BadValuesAndEmptySchemasThrow) {
       {R"({"type": "string", "pattern": 1})", R"(json_schema: keyword "pattern" at the root: must be a string)"},
       {R"({"$ref": 1})", R"(json_schema: keyword "$ref" at the root: must be a string)"},
       {R"({"$ref": "other.json#/a"})",
-       R"(json_schema: keyword "$ref" at the root: only references inside the schema ("#/...") are supported, not "other.json#/a")"},
+       R"(json_schema: keyword "$ref" at the root: cannot resolve "other.json#/a" within the document (other documents are not read))"},
       {R"({"$ref": "#/$defs/missing"})",
        R"(json_schema: keyword "$ref" at the root: cannot resolve "#/$defs/missing")"},
-      {R"({"$ref": "#node", "$defs": {"n": {"$anchor": "node"}}})",
-       R"(json_schema: keyword "$ref" at the root: anchors ("#node") are not supported, only JSON pointers ("#/..."))"},
+      {R"({"$ref": "#node", "$defs": {"n": {"$anchor": "other"}}})",
+       R"(json_schema: keyword "$ref" at the root: cannot resolve "#node": no subschema is named "node")"},
       {R"({"$defs": {"x": {"$id": "http://e/x", "properties": {"y": {"$ref": "#/$defs/z"}}}}, "$ref": "#/$defs/x"})",
-       R"(json_schema: keyword "$ref" at /$defs/x/properties/y: not supported inside a subschema with its own "$id")"},
+       R"(json_schema: keyword "$ref" at /$defs/x/properties/y: cannot resolve "#/$defs/z" ("http://e/x#/$defs/z") within the document (other documents are not read))"},
       // Schemas no value satisfies.
       {"false", "json_schema: the schema false (no value is valid) at the root"},
       {R"({"type": "integer", "minimum": 5, "maximum": 4})",
