@@ -983,8 +983,9 @@ class PatternParser {
       case '+':
       case '?':
       case '{': fail("nothing to repeat before '" + show_cp(c) + "'");
-      case ']':
-      case '}': fail("unescaped '" + show_cp(c) + "'");
+      // A ']' or '}' that closes nothing stands for itself in Python's re
+      // and in ECMA-262 without the u flag (Annex B); with it the pattern is
+      // a syntax error, so such a validator refuses the schema, not a string.
       default: ++i_; return chars_node(CodepointSet(c, c));
     }
   }

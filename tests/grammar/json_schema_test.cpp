@@ -1221,7 +1221,11 @@ TEST(JsonSchemaToGbnf, UnsupportedPatternsThrow) {
   EXPECT_EQ(error("^a{2,1}$"), at + "repetition {2,1} out of order (at character 7)");
   EXPECT_EQ(error("^a{,3}$"), at + "'{' that does not start a quantifier {n}, {n,} or {n,m} (at character 3)");
   EXPECT_EQ(error("^a{20000}$"), at + "repetition count 20000 over limits.max_repetition (10000) (at character 9)");
-  EXPECT_EQ(error("^a]$"), at + "unescaped ']' (at character 2)");
+  // A ']' or '}' that closes nothing is itself (Python's re, ECMA-262's Annex B).
+  EXPECT_EQ(check_gbnf(convert(R"({"type": "string", "pattern": "^[[a-z]*]*\\{d}$"})")), "");
+  const auto closing = Grammar::parse(convert(R"({"type": "string", "pattern": "^[[a-z]*]*\\{d}$"})"));
+  EXPECT_TRUE(test::accepts(closing, R"("[ab]]{d}")"));
+  EXPECT_FALSE(test::accepts(closing, R"("[ab]]d}")"));
 }
 
 TEST(JsonSchemaToGbnf, BadValuesAndEmptySchemasThrow) {
