@@ -3307,9 +3307,10 @@ class Converter {
   // allOf [{"format": "uri"}, {"pattern": "^https?://"}], integer bounds
   // split over parts): one schema, exactly: the types in common, the values
   // in every enum/const, the largest minLength and lower bound, the smallest
-  // maxLength and upper bound, the one pattern, known format and multipleOf
-  // (two different ones throw naming the keyword: their conjunction is not
-  // written), every `not` of patterns (one `not` of all their patterns);
+  // maxLength and upper bound, every pattern (several: one pattern of
+  // their lookaheads), the one known format and multipleOf (two different
+  // ones throw naming the keyword: their conjunction is not written), every
+  // `not` of patterns (one `not` of all their patterns);
   // formats the converter does not know are annotations.
   Sub merge_scalars(const std::vector<Sub>& parts, const std::string& ptr, std::string_view why, unsigned types) {
     Json merged = Json::object();
@@ -3318,6 +3319,8 @@ class Converter {
     bool lo_ex = false, hi_ex = false;
     std::map<std::string, const Json*> single;  // pattern, format, multipleOf: one value each
     Json excluded = Json::array();              // the `not`s' patterns
+    std::vector<std::string> patterns;          // every part's, each once
+    std::optional<std::string> with_lookahead;  // where a pattern with a lookahead is
     auto number = [](const Json& v, const char* k, const std::string& at) -> long double {
       if (!v.is_number()) fail_keyword(k, at, "must be a number");
       return v.get<long double>();
@@ -3357,8 +3360,26 @@ class Converter {
         for (const std::string& x : *ex)
           if (Json e{{"pattern", x}}; std::find(excluded.begin(), excluded.end(), e) == excluded.end())
             excluded.push_back(std::move(e));
+      if (s.contains("pattern") && s["pattern"].is_string() &&
+          std::find(patterns.begin(), patterns.end(), s["pattern"].get<std::string>()) == patterns.end()) {
+        bool look = false;
+        try {
+          look = schema::check_pattern(s["pattern"].get<std::string>(), limits_.max_nesting, limits_.max_repetition);
+        } catch (const schema::PatternError& e) {
+          fail_keyword("pattern", p.ptr, e.what());
+        }
+        if (look) with_lookahead = p.ptr;
+        patterns.push_back(s["pattern"].get<std::string>());
+        if (patterns.size() > 1 && with_lookahead) {
+          // Their conjunction is itself lookaheads, which do not nest.
+          fail_keyword("pattern", *with_lookahead,
+                       "with a lookahead, beside other patterns in one conjunction (\"" + std::string(why) +
+                           "\"), is not supported");
+        }
+      }
       for (const char* k : {"pattern", "format", "multipleOf"}) {
         if (!s.contains(k) || (k[0] == 'f' && !is_known_format(s[k]))) continue;
+        if (k[0] == 'p' && s[k].is_string()) continue;  // patterns: all of them, below
         const Json*& one = single[k];
         if (one && !(*one == s[k]))
           fail_keyword(k, p.ptr, "two different values in one conjunction (\"" + std::string(why) + "\") are not supported");
@@ -3382,6 +3403,17 @@ class Converter {
     if (min_len) merged["minLength"] = *min_len;
     if (max_len) merged["maxLength"] = *max_len;
     for (const auto& [k, v] : single) merged[k] = *v;
+    if (patterns.size() == 1) merged["pattern"] = patterns[0];
+    if (patterns.size() > 1) {
+      // Several: one pattern that asserts each from the start (a lookahead
+      // searching the whole string for it: `[^]` is every code point), so
+      // every reader of "pattern" (the string's automaton, enum values,
+      // oneOf's proofs) takes their conjunction. Each parsed alone first,
+      // so no pattern's text can pair with another's.
+      std::string all = "^";
+      for (const std::string& pt : patterns) all += "(?=[^]*?(?:" + pt + "))";
+      merged["pattern"] = all;
+    }
     if (!excluded.empty()) merged["not"] = excluded.size() == 1 ? excluded[0] : Json{{"anyOf", std::move(excluded)}};
     synthetic_.push_back(std::move(merged));
     return {&synthetic_.back(), ptr};

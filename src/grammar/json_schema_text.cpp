@@ -1616,6 +1616,11 @@ std::optional<std::string> pattern_to_gbnf(std::string_view pattern, std::string
   return translate(pattern, char_rule, max_nesting, max_repetition, uses_char_rule, min_len, max_len);
 }
 
+bool check_pattern(std::string_view pattern, size_t max_nesting, size_t max_repetition) {
+  const std::vector<PatternParser::Branch> branches = PatternParser(pattern, max_nesting, max_repetition).parse();
+  return std::any_of(branches.begin(), branches.end(), [](const PatternParser::Branch& b) { return has_lookahead(b.re); });
+}
+
 std::string literal_pattern(const std::vector<std::string>& values) {
   std::string out = "^(?:";
   for (size_t i = 0; i < values.size(); ++i) {

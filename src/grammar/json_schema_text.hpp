@@ -160,6 +160,11 @@ std::optional<std::string> pattern_to_gbnf(std::string_view pattern, std::string
                                            size_t max_repetition, bool& uses_char_rule, uint64_t min_len,
                                            uint64_t max_len);
 
+// Throws PatternError where pattern_dfa would for the pattern's text (its
+// syntax, counts over max_repetition, groups deeper than max_nesting), no
+// automaton built; else whether it has a lookahead. Thread-safe.
+bool check_pattern(std::string_view pattern, size_t max_nesting, size_t max_repetition);
+
 // A pattern (as pattern_to_gbnf reads it) whose matches are exactly the
 // strings of `values` (UTF-8), anchored at both ends: ^(?:v1|v2|...)$ with
 // ASCII punctuation and space escaped by a backslash, controls and U+007F

@@ -512,10 +512,11 @@ TEST(JsonSchemaToGbnf, PatternProperties) {
             grammar({R"(root ::= "{" space ( x-a-kv )? space "}")", R"(x-a ::= "{" space x-a-p-kv space "}")",
                      R"(x-a-kv ::= "\"x-a\"" space ":" space x-a)", R"(x-a-p-kv ::= "\"p\"" space ":" space null)"},
                     {"null"}));
-  EXPECT_EQ(error_of(R"({"properties": {"x-a": {"type": "string", "pattern": "a"}},
-                         "patternProperties": {"^x-": {"pattern": "b"}}})"),
-            R"(json_schema: keyword "pattern" at /patternProperties/^x-: two different values in one conjunction )"
-            R"(("allOf") are not supported)");
+  // Two patterns: both (their conjunction, see PatternsInOneConjunction).
+  const auto both = Grammar::parse(convert(R"({"properties": {"x-a": {"type": "string", "pattern": "a"}},
+                                                "patternProperties": {"^x-": {"pattern": "b"}}})"));
+  EXPECT_TRUE(test::accepts(both, R"({"x-a": "ba"})"));
+  EXPECT_FALSE(test::accepts(both, R"({"x-a": "aa"})"));
   // A required name not in "properties": the pattern's schema, not
   // additionalProperties'; false forbids it.
   EXPECT_EQ(convert(R"({"required": ["b"], "patternProperties": {"b": {"type": "null"}},
@@ -1171,8 +1172,11 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(json_schema: keyword "multipleOf" at the root: not supported beside "enum" but for whole numbers)"},
       {R"({"allOf": [{"minLength": 1}, {"items": {}}]})",
        R"(json_schema: keyword "allOf" at the root: merges only objects (properties, required, additionalProperties, patternProperties, minProperties, maxProperties) or enums; the schema at /allOf/0 is neither)"},
-      {R"({"allOf": [{"type": "string", "pattern": "a"}, {"pattern": "b"}]})",
-       R"(json_schema: keyword "pattern" at /allOf/1: two different values in one conjunction ("allOf") are not supported)"},
+      {R"j({"allOf": [{"type": "string", "pattern": "a"}, {"pattern": "^(?!b)"}, {"pattern": "c"}]})j",
+       R"(json_schema: keyword "pattern" at /allOf/1: with a lookahead, beside other patterns in one conjunction )"
+       R"(("allOf"), is not supported)"},
+      {R"j({"allOf": [{"type": "string", "pattern": "a"}, {"pattern": "b)(c"}]})j",
+       R"(json_schema: keyword "pattern" at /allOf/1: unbalanced ')' (at character 1))"},
       {R"({"allOf": [{"type": "integer", "multipleOf": 2}, {"multipleOf": 3}]})",
        R"(json_schema: keyword "multipleOf" at /allOf/1: two different values in one conjunction ("allOf") are not supported)"},
       {R"({"allOf": [{"type": "string"}, {"not": {"format": "date"}}]})",
@@ -1614,6 +1618,28 @@ TEST(JsonSchemaToGbnf, NotPatternIsTheComplementAutomaton) {
   EXPECT_EQ(error_of(R"({"type": "string", "not": {"pattern": "^[ab]*a[ab]{12}$"}})"),
             R"(json_schema: keyword "not" at the root: of "pattern": the lengths of its strings need more than 8192 )"
             R"(DFA states (minLength/maxLength))");
+}
+
+// Patterns of the parts of one conjunction (allOf, $ref beside keywords,
+// patternProperties beside a property): every string matches each,
+// anywhere, as a validator tests them one by one.
+TEST(JsonSchemaToGbnf, PatternsInOneConjunction) {
+  const std::vector<std::string> a = {"^[ab.-]*$", "^[^-]", "ab|ba", "-$"};
+  const std::vector<std::regex> re = {std::regex(a[0]), std::regex(a[1]), std::regex(a[2]), std::regex(a[3])};
+  nlohmann::json parts = nlohmann::json::array();
+  for (const std::string& p : a) parts.push_back({{"type", "string"}, {"pattern", p}});
+  const auto g = Grammar::parse(convert(nlohmann::json{{"allOf", parts}, {"maxLength", 5}}.dump()));
+  std::vector<std::string> texts{""};
+  for (size_t i = 0; i < texts.size() && texts[i].size() < 6; ++i)
+    for (const char c : std::string("ab.-")) texts.push_back(texts[i] + c);
+  size_t matched = 0;
+  for (const std::string& t : texts) {
+    bool m = t.size() <= 5;
+    for (const std::regex& r : re) m = m && std::regex_search(t, r);
+    matched += m;
+    EXPECT_EQ(test::accepts(g, "\"" + t + "\""), m) << t;
+  }
+  EXPECT_GT(matched, 10u);
 }
 
 // multipleOf where neither a list of the multiples nor the last digits
