@@ -48,7 +48,9 @@
 //
 // Thread-safety: each call builds its own Converter; no shared state. Stack:
 // the visitor recurses once per level of schema nesting, about 3 KB a level
-// (under 1 MB at the default limits.max_nesting of 256).
+// (under 1 MB at the default limits.max_nesting of 256). Recursion in the
+// schema is not nesting: a $ref (ref_rule) and a conjunction met again
+// inside itself (merge) are rules, made once and referred to.
 
 #include <cmath>
 #include <deque>
@@ -629,7 +631,7 @@ class Converter {
   // write is dropped as before, not refused.
   template <typename F>
   std::optional<std::string> attempt(F&& f, bool any_error = false) {
-    const size_t n_rules = added_.size(), n_refs = added_refs_.size(), depth = struct_depth_;
+    const Mark mark = this->mark();
     try {
       try {
         return f();
@@ -640,14 +642,25 @@ class Converter {
         throw Unsatisfiable("json_schema: a guarded oneOf branch dropped");
       }
     } catch (const Unsatisfiable&) {
-      for (; added_.size() > n_rules; added_.pop_back()) rules_.erase(added_.back());
-      for (; added_refs_.size() > n_refs; added_refs_.pop_back()) {
-        ref_rules_.erase(added_refs_.back());
-        refs_open_.erase(added_refs_.back());
-      }
-      struct_depth_ = depth;
+      undo(mark);
       return std::nullopt;
     }
+  }
+
+  // What undo takes the conversion back to: the rules, $ref rules and
+  // merge rules made by then, and the objects and arrays entered.
+  struct Mark {
+    size_t rules, refs, merges, struct_depth;
+  };
+  Mark mark() const { return {added_.size(), added_refs_.size(), added_merges_.size(), struct_depth_}; }
+  void undo(const Mark& m) {
+    for (; added_.size() > m.rules; added_.pop_back()) rules_.erase(added_.back());
+    for (; added_refs_.size() > m.refs; added_refs_.pop_back()) {
+      ref_rules_.erase(added_refs_.back());
+      refs_open_.erase(added_refs_.back());
+    }
+    for (; added_merges_.size() > m.merges; added_merges_.pop_back()) merge_rules_.erase(added_merges_.back());
+    struct_depth_ = m.struct_depth;
   }
 
   // Counts one step of work at nesting `depth`; both are bounded.
@@ -896,8 +909,7 @@ class Converter {
       g["properties"] = Json::object({{*key, false}});
     }
     if (common & ~kObject) g["type"] = "object";
-    synthetic_.push_back(std::move(g));
-    return Sub{&synthetic_.back(), a.ptr};
+    return Sub{&interned(std::move(g)), a.ptr};
   }
 
   // The guard of a branch (of types `ta`, as value_types over-estimates
@@ -921,9 +933,9 @@ class Converter {
       if (!alts.empty()) break;
     }
     if (alts.empty()) return std::nullopt;
-    synthetic_.push_back(alts.size() == 1 ? std::move(alts[0]) : Json{{"anyOf", std::move(alts)}});
-    if (by_strings) string_guards_.insert(&synthetic_.back());
-    return Sub{&synthetic_.back(), ptr};
+    const Json& g = interned(alts.size() == 1 ? std::move(alts[0]) : Json{{"anyOf", std::move(alts)}});
+    if (by_strings) string_guards_.insert(&g);
+    return Sub{&g, ptr};
   }
 
   // {"type": [...]} naming exactly the types of `bits`, or nullopt where
@@ -1114,8 +1126,7 @@ class Converter {
           continue;
         Json g = Json::object({{"minItems", 1}});
         if (common & ~kArray) g["type"] = "array";
-        synthetic_.push_back(std::move(g));
-        return Sub{&synthetic_.back(), x.ptr};
+        return Sub{&interned(std::move(g)), x.ptr};
       }
     }
     return std::nullopt;
@@ -2969,7 +2980,99 @@ class Converter {
     }
     if (unique.empty()) return use_primitive("value", name, exact);
     if (unique.size() == 1 && !is_compound(unique[0], depth + 1)) return visit(unique[0], name, depth + 1, exact);
+    return merge(std::move(unique), ptr, why, name, depth, exact);
+  }
 
+  // The conjunction of `unique` (visit_all_of's parts, references read
+  // through) as a rule. A conjunction met again inside its own conversion,
+  // with no $ref made a rule in between (a recursive definition merged
+  // with its siblings: allOf [{"$ref": "#"}, {...}] in an object's
+  // property), would be expanded the same way again, without end; it
+  // becomes a rule of its own, made once and referred to (as ref_rule does
+  // for a $ref), when an object or array lies in between, and is refused
+  // when none does (it would refer to itself before reading any input).
+  // Met again after a $ref was made a rule, it is written in place again:
+  // that $ref is a rule reference now, so the expansion differs and ends
+  // (within the references' count). Conjunctions never met again inside
+  // themselves are written in place as well (the inner use throws
+  // RecursiveMerge up to the outer one, which starts over as a rule).
+  std::string merge(std::vector<Sub> unique, const std::string& ptr, std::string_view why, const std::string& name,
+                    size_t depth, bool exact) {
+    // Keyed by its parts but those of a bare "type", which are one mask (as
+    // merge_parts reads them): the same conjunction beside different
+    // "type"-only siblings ({"type": "object", "$ref": "#"} at many
+    // properties) is one.
+    MergeKey key;
+    unsigned types = kAllTypes;
+    for (const Sub& sub : unique) {
+      if (keys_within(sub, {"type"})) {
+        types &= type_mask((*sub.s)["type"], sub.ptr);
+      } else {
+        key.parts.emplace_back(sub.s, sub.skip);
+      }
+    }
+    key.types = types;
+    std::sort(key.parts.begin(), key.parts.end());
+    const OpenMerge now{struct_depth_, added_refs_.size()};
+    auto again = [&](const OpenMerge& outer) {
+      if (outer.refs != now.refs) return false;
+      if (outer.struct_depth == now.struct_depth) {
+        fail_keyword(why, ptr,
+                     "refers back to the same conjunction without an object or array in between (it would never end)");
+      }
+      return true;
+    };
+    if (auto it = merge_rules_.find(key); it != merge_rules_.end()) {
+      if (auto open = merges_open_.find(key); open != merges_open_.end()) again(open->second);
+      return exact ? define(name, true, it->second) : it->second;
+    }
+    if (auto open = merges_open_.find(key); open != merges_open_.end() && again(open->second)) {
+      throw RecursiveMerge{key};
+    }
+    // Open while converted (the innermost use where nested), restored
+    // however it ends.
+    struct Open {
+      std::map<MergeKey, OpenMerge>& open;
+      const MergeKey& key;
+      std::optional<OpenMerge> outer;
+      Open(std::map<MergeKey, OpenMerge>& o, const MergeKey& k, OpenMerge now) : open(o), key(k) {
+        if (auto it = open.find(key); it != open.end()) outer = it->second;
+        open[key] = now;
+      }
+      ~Open() {
+        if (outer) {
+          open[key] = *outer;
+        } else {
+          open.erase(key);
+        }
+      }
+    };
+    if (merges_recursive_.count(key)) {
+      const std::string rule = exact ? name : fresh_name(name);
+      if (!exact) {
+        rules_[rule] = "";  // reserved while its schema is converted
+        added_.push_back(rule);
+      }
+      merge_rules_[key] = rule;
+      added_merges_.push_back(key);
+      const Open open(merges_open_, key, now);
+      merge_parts(unique, ptr, why, rule, depth, true);
+      return rule;
+    }
+    const Mark before = mark();
+    try {
+      const Open open(merges_open_, key, now);
+      return merge_parts(unique, ptr, why, name, depth, exact);
+    } catch (const RecursiveMerge& r) {
+      if (r.key != key) throw;
+    }
+    undo(before);
+    merges_recursive_.insert(key);
+    return merge(std::move(unique), ptr, why, name, depth, exact);
+  }
+
+  std::string merge_parts(std::vector<Sub> unique, const std::string& ptr, std::string_view why,
+                          const std::string& name, size_t depth, bool exact) {
     for (size_t i = 0; i < unique.size(); ++i) {
       for (const char* key : {"anyOf", "oneOf"}) {
         if (!has(unique[i], key)) continue;
@@ -3111,8 +3214,8 @@ class Converter {
         if (!ns.empty()) break;
       }
       if (ns.empty()) throw Error(Errc::invalid_argument, "json_schema: unsupported keyword \"not\" at " + where(sub.ptr));
-      synthetic_.push_back(ns.size() == 1 ? std::move(ns[0]) : Json{{"anyOf", std::move(ns)}});
-      flatten({&synthetic_.back(), sub.ptr}, out, depth + 1, through_refs, expanding);
+      flatten({&interned(ns.size() == 1 ? std::move(ns[0]) : Json{{"anyOf", std::move(ns)}}), sub.ptr}, out, depth + 1,
+              through_refs, expanding);
       flatten({sub.s, sub.ptr, sub.skip | kSkipNot}, out, depth, through_refs, expanding);
       return;
     }
@@ -3184,16 +3287,17 @@ class Converter {
         } else {
           then["allOf"] = Json::array({Json::object({{"required", Json::array({t})}}), d});
         }
+        const Json* part = nullptr;
         if (required.count(t)) {
-          synthetic_.push_back(std::move(then));
+          part = &interned(std::move(then));
         } else {
           if (++n_optional > kMaxDependencies)
             fail_keyword(key, sub.ptr, "more than " + std::to_string(kMaxDependencies) +
                                            " optional properties whose presence requires more are not supported");
-          synthetic_.push_back(Json::object(
+          part = &interned(Json::object(
               {{"anyOf", Json::array({Json::object({{"properties", Json::object({{t, false}})}}), std::move(then)})}}));
         }
-        out.push_back({&synthetic_.back(), pointer_child(kptr, t)});
+        out.push_back({part, pointer_child(kptr, t)});
       }
     }
     return out;
@@ -3228,8 +3332,7 @@ class Converter {
       for (const Json* v : *ex) excluded.push_back(*v);
       Json copy = *p.s;
       copy.erase("not");
-      synthetic_.push_back(std::move(copy));
-      p.s = &synthetic_.back();
+      p.s = &interned(std::move(copy));
     }
     if (excluded.empty()) return parts;
     std::erase_if(parts, [](const Sub& p) { return own_keys(p).empty(); });
@@ -3245,8 +3348,7 @@ class Converter {
     if (kept.empty()) fail_empty("not", ptr, "excludes every value the enum/const beside it allows");
     copy.erase("const");
     copy["enum"] = std::move(kept);
-    synthetic_.push_back(std::move(copy));
-    listed->s = &synthetic_.back();
+    listed->s = &interned(std::move(copy));
     return parts;
   }
 
@@ -3285,8 +3387,7 @@ class Converter {
       }
       Json copy = *p.s;
       for (const std::string& k : drop) copy.erase(k);
-      synthetic_.push_back(std::move(copy));
-      const Sub q{&synthetic_.back(), p.ptr, p.skip};
+      const Sub q{&interned(std::move(copy)), p.ptr, p.skip};
       const std::vector<std::string> left = own_keys(q);
       if (left.size() == 1 && left[0] == "type") {
         types &= type_mask((*q.s)["type"], q.ptr);
@@ -3457,8 +3558,20 @@ class Converter {
     if (lo) merged["minItems"] = *lo;
     if (hi) merged["maxItems"] = *hi;
     if (lo && hi && *lo > *hi) fail_empty(why, ptr, "minItems over maxItems among the arrays it merges");
-    synthetic_.push_back(std::move(merged));
-    return {&synthetic_.back(), ptr};
+    return {&interned(std::move(merged)), ptr};
+  }
+
+  // `s` kept among the synthetic schemas, at the address an equal schema
+  // got before: a merge met again inside its own items (a recursive array
+  // merged with its siblings) then has the same parts as the outer one, as
+  // merge's recursion check needs.
+  const Json& interned(Json s) {
+    auto [it, added] = interned_.try_emplace(s.dump(), nullptr);
+    if (added) {
+      synthetic_.push_back(std::move(s));
+      it->second = &synthetic_.back();
+    }
+    return *it->second;
   }
 
   // Objects merged: a property's schemas are those of the parts that
@@ -3580,7 +3693,24 @@ class Converter {
   mutable std::map<std::pair<std::string, int>, schema::PatternDfa> dfas_;
   std::set<const Json*> string_guards_;  // negation_guard's guards of string negations
   std::vector<std::string> added_refs_;           // ref_rules_ keys in the order made
+  // merge's conjunctions, by their parts (node and skipped keywords), sorted.
+  struct MergeKey {
+    std::vector<std::pair<const Json*, unsigned>> parts;  // but those of a bare "type"
+    unsigned types;                                       // theirs
+    auto operator<=>(const MergeKey&) const = default;
+  };
+  struct RecursiveMerge {  // not an Error: attempt lets it through
+    MergeKey key;
+  };
+  std::map<MergeKey, std::string> merge_rules_;  // conjunctions made rules -> the rule
+  struct OpenMerge {
+    size_t struct_depth, refs;  // struct_depth_ and added_refs_.size() when opened
+  };
+  std::map<MergeKey, OpenMerge> merges_open_;    // conjunctions being converted
+  std::set<MergeKey> merges_recursive_;          // conjunctions met inside themselves (kept by undo)
+  std::vector<MergeKey> added_merges_;           // merge_rules_ keys in the order made
   std::deque<Json> synthetic_;                    // schemas made for allOf (stable addresses)
+  std::map<std::string, const Json*> interned_;   // interned's schemas, by their text
   size_t struct_depth_ = 0;                       // objects and arrays entered
   size_t work_ = 0;
 };

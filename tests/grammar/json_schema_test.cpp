@@ -972,6 +972,68 @@ TEST(JsonSchemaToGbnf, ReferencesIntoRewrittenSubschemas) {
                     {"char"}));
 }
 
+// A recursive definition merged with its siblings (allOf, a $ref beside
+// other keywords) is expanded once and then referred to as a rule: before,
+// each expansion met the same conjunction again and nested until
+// max_nesting (corpus: Github_easy/o17683, Github_hard/o61026,
+// JsonSchemaStore/resjson, renovate-schema).
+TEST(JsonSchemaToGbnf, RecursiveConjunctionsAreRules) {
+  // allOf [$ref to the enclosing definition, more]: the conjunction is
+  // met again inside its own "child" property and refers to itself.
+  EXPECT_EQ(convert(R"({"$ref": "#/$defs/node", "$defs": {"node": {"type": "object", "properties": {
+                        "name": {"type": "string"},
+                        "child": {"allOf": [{"$ref": "#/$defs/node"}, {"required": ["name"]}]}}}}})"),
+            grammar({R"(ref-defs-node ::= "{" space ( ref-defs-node-name-kv ref-defs-node-name-rest | )"
+                     R"(ref-defs-node-child-kv )? space "}")",
+                     R"(ref-defs-node-child ::= "{" space ref-defs-node-child-name-kv ( "," space ( )"
+                     R"(ref-defs-node-child-child-kv ) )? space "}")",
+                     R"(ref-defs-node-child-child-kv ::= "\"child\"" space ":" space ref-defs-node-child)",
+                     R"(ref-defs-node-child-kv ::= "\"child\"" space ":" space ref-defs-node-child)",
+                     R"(ref-defs-node-child-name-kv ::= "\"name\"" space ":" space string)",
+                     R"(ref-defs-node-name-kv ::= "\"name\"" space ":" space string)",
+                     R"(ref-defs-node-name-rest ::= ( "," space ref-defs-node-child-kv )?)", "root ::= ref-defs-node"},
+                    {"char", "string"}));
+  // A oneOf's guard is made anew at every use: equal guards are one schema,
+  // so the conjunction of a branch and its guard is met again too.
+  EXPECT_EQ(convert(R"({"$ref": "#/$defs/not", "$defs": {
+                        "pat": {"type": "object", "properties": {"p": {"type": "string"}}, "required": ["p"]},
+                        "not": {"type": "object", "required": ["not"], "properties": {
+                          "not": {"oneOf": [{"$ref": "#/$defs/pat"}, {"$ref": "#/$defs/not"}]}}}}})"),
+            grammar({R"(ref-defs-not ::= "{" space ref-defs-not-not-kv space "}")",
+                     "ref-defs-not-not ::= ref-defs-not-not-0 | ref-defs-not-not-1",
+                     R"(ref-defs-not-not-0 ::= "{" space ref-defs-not-not-0-p-kv space "}")",
+                     R"(ref-defs-not-not-0-p-kv ::= "\"p\"" space ":" space string)",
+                     R"(ref-defs-not-not-1 ::= "{" space ref-defs-not-not-1-not-kv space "}")",
+                     "ref-defs-not-not-1-not ::= ref-defs-not-not-1-not-0 | ref-defs-not-not-1",
+                     R"(ref-defs-not-not-1-not-0 ::= "{" space ref-defs-not-not-1-not-0-p-kv space "}")",
+                     R"(ref-defs-not-not-1-not-0-p-kv ::= "\"p\"" space ":" space string)",
+                     R"(ref-defs-not-not-1-not-kv ::= "\"not\"" space ":" space ref-defs-not-not-1-not)",
+                     R"(ref-defs-not-not-kv ::= "\"not\"" space ":" space ref-defs-not-not)",
+                     "root ::= ref-defs-not"},
+                    {"char", "string"}));
+  // Arrays merged with a recursive array: the merged items are one schema
+  // at every depth.
+  const std::string arrays = convert(R"({"$ref": "#/$defs/params", "$defs": {"params": {"type": "array",
+      "items": {"type": "object", "additionalProperties": false, "properties": {"name": {"type": "string"},
+        "callback": {"$ref": "#/$defs/params", "type": "array", "minItems": 0}}}}}})");
+  EXPECT_EQ(check_gbnf(arrays), "");
+  EXPECT_NE(arrays.find(R"(ref-defs-params-item-callback-item-callback-item-callback-kv ::= "\"callback\"" space ":" )"
+                        R"(space ref-defs-params-item-callback-item-callback)" "\n"),
+            std::string::npos)
+      << arrays;
+  // {"type": "object", "$ref": "#"} at 40 properties is one conjunction (a
+  // "type" beside it is part of its key), made once: not one per property
+  // inside each other (40! of them).
+  std::string props;
+  for (int i = 0; i < 40; ++i) props += "\"p" + std::to_string(i) + R"(": {"type": "object", "$ref": "#"}, )";
+  const std::string many = convert(R"({"type": "object", "additionalProperties": false, "properties": {)" + props +
+                                   R"("leaf": {"type": "null"}}})");
+  EXPECT_EQ(check_gbnf(many), "");
+  EXPECT_NE(many.find(R"(p0-p39-kv ::= "\"p39\"" space ":" space p0)" "\n"), std::string::npos) << many;
+  EXPECT_NE(many.find(R"(p39-kv ::= "\"p39\"" space ":" space p0)" "\n"), std::string::npos) << many;
+  EXPECT_EQ(many.find("p1 ::="), std::string::npos) << many;
+}
+
 // minLength and maxLength beside a pattern: implied by its lengths, or
 // taken by its one variable part, or every variable part at its least.
 TEST(JsonSchemaToGbnf, PatternsWithLengths) {
@@ -1294,6 +1356,14 @@ TEST(JsonSchemaToGbnf, BadValuesAndEmptySchemasThrow) {
        R"(json_schema: keyword "$ref" at /$defs/a/anyOf/0: "#/$defs/a" refers back to itself without an object or array in between (it would never end))"},
       {R"({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/a"}, {"type": "object"}]}}, "$ref": "#/$defs/a"})",
        R"(json_schema: keyword "$ref" at /$defs/a/allOf/0: "#/$defs/a" is part of its own conjunction)"},
+      // A conjunction that is part of itself through an anyOf, with no
+      // object or array in between.
+      {R"({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/b"}, {"minProperties": 1}]},
+                     "b": {"anyOf": [{"type": "object", "properties": {"x": {"type": "null"}}},
+                                     {"$ref": "#/$defs/a"}]}},
+           "$ref": "#/$defs/a"})",
+       R"(json_schema: keyword "allOf" at /$defs/a: refers back to the same conjunction without an object or array in )"
+       R"(between (it would never end))"},
   };
   for (const auto& [schema, message] : cases) EXPECT_EQ(error_of(schema), message) << schema;
 }
