@@ -539,6 +539,107 @@ void merge_same_rules(std::map<std::string, std::string>& rules) {
   rules = std::move(out);
 }
 
+// Whether rule `root` of `rules` (GBNF bodies as the converter writes them:
+// "..." literals, [...] classes, names, ( ), |, ? * + {m,n}) derives some
+// finite text: the least fixed point of "a sequence derives text when each
+// of its parts that must appear does, an alternation when one of its
+// alternatives does", in linear time (each sequence counts its parts still
+// open; a part that may be left out, a literal or a class, is none). A name
+// that is no rule's counts as deriving text.
+bool derives_text(const std::map<std::string, std::string>& rules) {
+  struct Node {
+    bool any = false;  // an alternation (one part suffices), else a sequence (all)
+    size_t open = 0;   // parts not yet known to derive text
+    bool done = false;
+    std::vector<uint32_t> parents;
+  };
+  std::vector<Node> nodes;
+  std::unordered_map<std::string, uint32_t> rule_node;
+  auto add = [&](bool any) {
+    nodes.push_back({any, 0, false, {}});
+    return static_cast<uint32_t>(nodes.size() - 1);
+  };
+  for (const auto& [name, body] : rules) rule_node.emplace(name, add(true));
+  auto link = [&](uint32_t parent, uint32_t child) {
+    nodes[child].parents.push_back(parent);
+    ++nodes[parent].open;
+  };
+  auto word = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+  };
+  for (const auto& [name, body] : rules) {
+    size_t i = 0;
+    auto skip_space = [&] {
+      while (i < body.size() && (body[i] == ' ' || body[i] == '\t' || body[i] == '\n')) ++i;
+    };
+    // Whether a quantifier follows that allows zero repetitions (consumed).
+    auto optional_after = [&] {
+      skip_space();
+      if (i >= body.size()) return false;
+      if (body[i] == '*' || body[i] == '?') return ++i, true;
+      if (body[i] == '+') return ++i, false;
+      if (body[i] != '{') return false;
+      const bool zero = i + 2 < body.size() && body[i + 1] == '0' && (body[i + 2] == ',' || body[i + 2] == '}');
+      while (i < body.size() && body[i] != '}') ++i;
+      ++i;
+      return zero;
+    };
+    std::function<uint32_t()> alternation = [&]() -> uint32_t {
+      const uint32_t alt = add(true);
+      for (;;) {
+        const uint32_t seq = add(false);
+        link(alt, seq);
+        for (;;) {
+          skip_space();
+          if (i >= body.size() || body[i] == '|' || body[i] == ')') break;
+          std::optional<uint32_t> part;
+          const char c = body[i];
+          if (c == '"' || c == '[') {
+            const char close = c == '"' ? '"' : ']';
+            ++i;
+            while (i < body.size() && body[i] != close) i += body[i] == '\\' ? 2 : 1;
+            ++i;
+          } else if (c == '(') {
+            ++i;
+            part = alternation();
+            ++i;  // ')'
+          } else if (word(c)) {
+            size_t j = i;
+            while (j < body.size() && word(body[j])) ++j;
+            if (auto it = rule_node.find(body.substr(i, j - i)); it != rule_node.end()) part = it->second;
+            i = j;
+          } else {
+            ++i;
+          }
+          if (!optional_after() && part) link(seq, *part);
+        }
+        if (i < body.size() && body[i] == '|') {
+          ++i;
+          continue;
+        }
+        return alt;
+      }
+    };
+    link(rule_node.at(name), alternation());
+  }
+  std::vector<uint32_t> ready;
+  for (uint32_t n = 0; n < nodes.size(); ++n)
+    if (!nodes[n].any && nodes[n].open == 0) ready.push_back(n);
+  while (!ready.empty()) {
+    const uint32_t n = ready.back();
+    ready.pop_back();
+    if (nodes[n].done) continue;
+    nodes[n].done = true;
+    for (uint32_t p : nodes[n].parents) {
+      Node& up = nodes[p];
+      if (up.done) continue;
+      if (up.any || --up.open == 0) ready.push_back(p);
+    }
+  }
+  const auto root = rule_node.find("root");
+  return root == rule_node.end() || nodes[root->second].done;
+}
+
 // An object to write: its properties in order and what else it may hold.
 struct PropSpec {
   std::string key;
@@ -574,6 +675,12 @@ class Converter {
     // a quarter of each bound). A small one keeps a rule per place, as
     // llama.cpp's converter writes it.
     if (rules_.size() > limits_.max_rules / 4 || text_bytes() > limits_.max_bytes / 4) merge_same_rules(rules_);
+    // A required part that requires itself again (an object whose required
+    // property is that object) has no finite value: a reply could only be
+    // cut, never complete.
+    if (!derives_text(rules_)) {
+      fail_empty("", "", "no finite value satisfies the schema (a part it requires requires itself again)");
+    }
     if (rules_.size() > limits_.max_rules) {
       throw Error(Errc::invalid_argument, "json_schema: the grammar needs " + std::to_string(rules_.size()) +
                                               " rules, over limits.max_rules (" + std::to_string(limits_.max_rules) +
@@ -2689,7 +2796,12 @@ class Converter {
       }
     }
     if (!s.contains("additionalProperties")) {
-      spec.extra = s.contains("properties") ? ObjectSpec::kNone : ObjectSpec::kAny;  // llama.cpp's default
+      // llama.cpp's default: no other keys beside "properties"; but where
+      // minProperties asks for more than the properties named, the other
+      // keys the schema allows (additionalProperties absent: any).
+      const bool short_of_min = s.contains("minProperties") && !s.contains("patternProperties") &&
+                                count(sub, "minProperties") > spec.props.size();
+      spec.extra = s.contains("properties") && !short_of_min ? ObjectSpec::kNone : ObjectSpec::kAny;
     } else if (const Json& a = s["additionalProperties"]; is_trivial(a)) {
       spec.extra = ObjectSpec::kAny;
     } else if (a.is_boolean()) {

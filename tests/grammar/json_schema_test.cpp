@@ -442,8 +442,17 @@ TEST(JsonSchemaToGbnf, MinAndMaxProperties) {
   const std::string distinct =
       R"(more properties than the grammar writes with distinct keys (the required and optional ones it writes, )"
       R"(and one additional key: a repeated one counts once) are not supported)";
-  EXPECT_EQ(error_of(R"({"properties": {"a": {}}, "required": ["a"], "minProperties": 2})"),
+  EXPECT_EQ(error_of(R"({"properties": {"a": {}}, "required": ["a"], "minProperties": 3})"),
             R"(json_schema: keyword "minProperties" at the root: )" + distinct);
+  // Without additionalProperties (any other key), llama.cpp's convention
+  // writes no other key beside "properties", except where minProperties
+  // needs one.
+  const auto one_more = Grammar::parse(convert(R"({"properties": {"a": {}}, "required": ["a"], "minProperties": 2})"));
+  EXPECT_TRUE(test::accepts(one_more, R"({"a": 1, "b": 2})"));
+  EXPECT_FALSE(test::accepts(one_more, R"({"a": 1})"));
+  EXPECT_FALSE(test::accepts(
+      Grammar::parse(convert(R"({"properties": {"a": {}}, "required": ["a"], "minProperties": 1})")),
+      R"({"a": 1, "b": 2})"));
   EXPECT_EQ(error_of(R"({"type": "object", "minProperties": 2})"),
             R"(json_schema: keyword "minProperties" at the root: )" + distinct);
   EXPECT_EQ(error_of("{" + ab + R"(, "additionalProperties": true, "minProperties": 4})"),
@@ -1688,6 +1697,30 @@ TEST(JsonSchemaToGbnf, NotPatternIsTheComplementAutomaton) {
   EXPECT_EQ(error_of(R"({"type": "string", "not": {"pattern": "^[ab]*a[ab]{12}$"}})"),
             R"(json_schema: keyword "not" at the root: of "pattern": the lengths of its strings need more than 8192 )"
             R"(DFA states (minLength/maxLength))");
+}
+
+// A schema whose required parts require themselves again has no finite
+// value: refused, not a grammar whose replies can only be cut.
+TEST(JsonSchemaToGbnf, NoFiniteValueIsRefused) {
+  const std::string message =
+      "json_schema: no finite value satisfies the schema (a part it requires requires itself again) at the root";
+  EXPECT_EQ(error_of(R"({"$defs": {"n": {"type": "object", "properties": {"next": {"$ref": "#/$defs/n"}},
+                                       "required": ["next"]}}, "$ref": "#/$defs/n"})"),
+            message);
+  EXPECT_EQ(error_of(R"({"$defs": {"a": {"type": "array", "items": {"$ref": "#/$defs/a"}, "minItems": 1}},
+                       "$ref": "#/$defs/a"})"),
+            message);
+  // Optional, or an alternative that ends: fine.
+  EXPECT_EQ(check_gbnf(convert(R"({"$defs": {"n": {"type": "object", "properties": {"next": {"$ref": "#/$defs/n"}}}},
+                                   "$ref": "#/$defs/n"})")),
+            "");
+  EXPECT_EQ(check_gbnf(convert(R"({"$defs": {"a": {"type": "array", "items": {"$ref": "#/$defs/a"}}},
+                                   "$ref": "#/$defs/a"})")),
+            "");
+  EXPECT_EQ(check_gbnf(convert(R"({"$defs": {"n": {"anyOf": [{"type": "null"}, {"type": "object",
+                                   "properties": {"next": {"$ref": "#/$defs/n"}}, "required": ["next"]}]}},
+                                   "$ref": "#/$defs/n"})")),
+            "");
 }
 
 // Patterns of the parts of one conjunction (allOf, $ref beside keywords,
