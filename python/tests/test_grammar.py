@@ -117,7 +117,7 @@ def test_from_json_schema():
 # (needs json_schema_to_gbnf)
 def test_from_json_schema_errors():
     with pytest.raises(ValueError, match="multipleOf") as e:
-        LlamaGrammar.from_json_schema(json.dumps({"type": "integer", "multipleOf": 3}))
+        LlamaGrammar.from_json_schema(json.dumps({"type": "integer", "multipleOf": 997}))
     assert isinstance(e.value, synapse.InvalidArgumentError)
     with pytest.raises(ValueError):
         LlamaGrammar.from_json_schema("{not json")
@@ -302,7 +302,7 @@ def test_response_format_and_grammar(llm):
 # (needs json_schema_to_gbnf)
 def test_response_format_unsupported_schema(llm):
     rf = {"type": "json_object", "schema": {"type": "object", "properties": {"n": {"type": "integer",
-                                                                                   "multipleOf": 3}}}}
+                                                                                   "multipleOf": 997}}}}
     with pytest.raises(ValueError, match=r"response_format\.schema: .*multipleOf") as e:
         llm.create_chat_completion(MESSAGES, response_format=rf, max_tokens=4)
     assert isinstance(e.value, synapse.InvalidArgumentError)

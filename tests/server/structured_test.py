@@ -141,7 +141,7 @@ def test_bad_grammars_and_schemas_are_400s(srv):
                "response_format.json_schema.schema", "not")
     expect_400(srv, c, chat_body(1, response_format={"type": "json_schema", "json_schema": {
         "schema": {"$ref": "#/$defs/missing"}}}), "response_format.json_schema.schema", "missing")
-    expect_400(srv, "/completion", {"prompt": "x", "json_schema": {"type": "integer", "multipleOf": 3}},
+    expect_400(srv, "/completion", {"prompt": "x", "json_schema": {"type": "integer", "multipleOf": 997}},
                "json_schema", "multipleOf")
     expect_400(srv, "/completion", {"prompt": "x", "grammar": "root ::= <foo>\n"}, "grammar",
                "invalid token '<foo>': the model's tokenizer makes 5 tokens of it, not one")
