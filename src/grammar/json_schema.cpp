@@ -332,19 +332,7 @@ bool is_trivial(const Json& s) {
 
 std::string where(const std::string& ptr) { return ptr.empty() ? "the root" : ptr; }
 
-std::string pointer_child(const std::string& ptr, std::string_view token) {
-  std::string out = ptr + "/";
-  for (char c : token) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+using schema::pointer_child;
 std::string pointer_child(const std::string& ptr, size_t index) { return ptr + "/" + std::to_string(index); }
 
 // GBNF rule names are [a-zA-Z0-9-]+: other runs become one '-'.

@@ -16,19 +16,6 @@ int hex(char c) {
   return -1;
 }
 
-std::string pointer_child(const std::string& ptr, std::string_view token) {
-  std::string out = ptr + "/";
-  for (char c : token) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
 
 // --- RFC 3986 ---------------------------------------------------------------
 
@@ -262,6 +249,20 @@ class RefResolver {
 };
 
 }  // namespace
+
+std::string pointer_child(const std::string& ptr, std::string_view token) {
+  std::string out = ptr + "/";
+  for (char c : token) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 
 std::string percent_decode(std::string_view fragment) {
   std::string out;

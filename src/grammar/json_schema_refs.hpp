@@ -75,4 +75,8 @@ struct RefIndex {
 };
 RefIndex resolve_refs(Json& doc, size_t max_depth);
 
+// The JSON pointer `ptr` with one more reference token, `token` escaped
+// (RFC 6901: '~' as ~0, '/' as ~1). Thread-safe.
+std::string pointer_child(const std::string& ptr, std::string_view token);
+
 }  // namespace synapse::grammar::schema
