@@ -104,7 +104,10 @@ class Grammar {
 // minProperties and maxProperties (exact counts of the optional properties
 // written, in order, and the additional ones; a repeated additional key
 // counts once, so additional ones make up at most one property of a
-// minimum; refused over limits.max_rules), items, prefixItems, minItems,
+// minimum, except, as a stated subset, where free keys (no pattern or name
+// constraint) and no maximum: then the minimum's additional keys start with
+// distinct letters or digits; without additionalProperties, other keys
+// only where the minimum needs them; refused over limits.max_rules), items, prefixItems, minItems,
 // maxItems, additionalItems (it constrains
 // only items past an items array, and none are written), enum, const,
 // anyOf, oneOf, allOf (objects merged, arrays merged, strings, numbers and

@@ -2908,6 +2908,18 @@ class Converter {
     const std::string comma = "\",\" space ";
     std::string body = R"("{" space )";
     body += join(required_kvs, " " + comma, identity);
+    if (lo > optional.size() + (extra_kv.empty() ? 0 : 1) && !extra_kv.empty() && spec.extra_key.empty() &&
+        !bounded) {
+      if (const auto distinct = distinct_additional(spec, name, *extra_value, lo)) {
+        // A stated subset: lo additional properties whose keys start with
+        // distinct characters (so a parser keeps lo of them), after the
+        // required ones; then the optional ones and any more additional ones.
+        body += (required_kvs.empty() ? "" : " " + comma) + join(*distinct, " " + comma, identity);
+        for (const auto& [key, kv] : optional) body += " ( " + comma + kv + " )?";
+        body += " ( " + comma + extra_kv + " )*";
+        return define(name, exact, body + R"( space "}")");
+      }
+    }
     if (lo > optional.size() + (extra_kv.empty() ? 0 : 1)) {
       fail_keyword("minProperties", spec.ptr,
                    "more properties than the grammar writes with distinct keys (the required and optional ones "
@@ -2958,6 +2970,28 @@ class Converter {
     }
     body += R"( space "}")";
     return define(name, exact, body);
+  }
+
+  // `count` additional properties (any key but the named ones, values
+  // `value`) as kv rules whose keys start with distinct ASCII letters or
+  // digits that start no named property's key, so every key differs from
+  // the others and from the named ones; nullopt when fewer than `count`
+  // such characters are left (62 at most).
+  std::optional<std::vector<std::string>> distinct_additional(const ObjectSpec& spec, const std::string& name,
+                                                              const std::string& value, size_t count) {
+    std::vector<std::string> kvs;
+    const std::string firsts = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    for (const char c : firsts) {
+      if (kvs.size() == count) break;
+      const bool taken = std::any_of(spec.props.begin(), spec.props.end(),
+                                     [&](const PropSpec& p) { return !p.key.empty() && p.key[0] == c; });
+      if (taken) continue;
+      add_primitive("char");
+      kvs.push_back(add_rule(child_name(name, std::string("additional-") + c + "-kv"),
+                             gbnf_literal(std::string("\"") + c) + R"( char* "\"" space ":" space )" + value));
+    }
+    if (kvs.size() < count) return std::nullopt;
+    return kvs;
   }
 
   // The optional properties `optional` (key, kv rule) in order, any subset,

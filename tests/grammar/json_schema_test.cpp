@@ -442,7 +442,7 @@ TEST(JsonSchemaToGbnf, MinAndMaxProperties) {
   const std::string distinct =
       R"(more properties than the grammar writes with distinct keys (the required and optional ones it writes, )"
       R"(and one additional key: a repeated one counts once) are not supported)";
-  EXPECT_EQ(error_of(R"({"properties": {"a": {}}, "required": ["a"], "minProperties": 3})"),
+  EXPECT_EQ(error_of(R"({"type": "object", "minProperties": 2, "maxProperties": 3})"),
             R"(json_schema: keyword "minProperties" at the root: )" + distinct);
   // Without additionalProperties (any other key), llama.cpp's convention
   // writes no other key beside "properties", except where minProperties
@@ -453,10 +453,25 @@ TEST(JsonSchemaToGbnf, MinAndMaxProperties) {
   EXPECT_FALSE(test::accepts(
       Grammar::parse(convert(R"({"properties": {"a": {}}, "required": ["a"], "minProperties": 1})")),
       R"({"a": 1, "b": 2})"));
-  EXPECT_EQ(error_of(R"({"type": "object", "minProperties": 2})"),
-            R"(json_schema: keyword "minProperties" at the root: )" + distinct);
-  EXPECT_EQ(error_of("{" + ab + R"(, "additionalProperties": true, "minProperties": 4})"),
-            R"(json_schema: keyword "minProperties" at the root: )" + distinct);
+  // More than one additional property needed, no maximum: a stated subset,
+  // that many additional keys starting with distinct letters or digits
+  // that start no named key, after the required ones.
+  EXPECT_EQ(convert(R"({"properties": {"a": {"type": "null"}}, "required": ["a"], "minProperties": 3,
+                        "additionalProperties": {"type": "integer"}})"),
+            grammar({R"(a-kv ::= "\"a\"" space ":" space null)",
+                     R"(additional-b-kv ::= "\"b" char* "\"" space ":" space integer)",
+                     R"(additional-c-kv ::= "\"c" char* "\"" space ":" space integer)",
+                     R"(additional-k ::= "\"" ("a" char+ | ([^\x00-\x1F"\\a\x7F\uD800-\uDFFF] | "\\" ["/\\bfnrt]) char*)? "\"")",
+                     R"(additional-kv ::= additional-k space ":" space integer)",
+                     R"(root ::= "{" space a-kv "," space additional-b-kv "," space additional-c-kv )"
+                     R"(( "," space additional-kv )* space "}")"},
+                    {"char", "integer", "integral-part", "null"}));
+  const auto six = Grammar::parse(convert(R"({"type": "object", "minProperties": 6})"));
+  EXPECT_TRUE(test::accepts(six, R"({"aa": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "a": 7})"));
+  EXPECT_FALSE(test::accepts(six, R"({"a": 1, "b": 2, "c": 3, "d": 4, "e": 5})"));
+  EXPECT_FALSE(test::accepts(six, R"({"a": 1, "a": 2, "c": 3, "d": 4, "e": 5, "f": 6})"));
+  const auto four = Grammar::parse(convert("{" + ab + R"(, "additionalProperties": true, "minProperties": 4})"));
+  EXPECT_TRUE(test::accepts(four, R"({"c": 1, "d": 2, "e": 3, "f": 4})"));
   std::string many = R"({"properties": {)";
   for (int i = 0; i < 30; ++i) many += std::string(i ? ", " : "") + "\"p" + std::to_string(i) + "\": {}";
   many += "}, ";
