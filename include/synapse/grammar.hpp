@@ -140,13 +140,19 @@ class Grammar {
 // written as an integer; a fraction 1/k (0.5, 0.1, 0.01, ...) as the
 // integers, which IEEE division finds whole; other fractions refused), format (date, time, date-time, uuid,
 // email; beside a pattern the strings of both, email within 67 code points), uniqueItems (true: arrays of at most one item; beside minItems
-// over 1 refused), propertyNames (type, enum, const, pattern, minLength,
+// over 1 refused), contains and minContains (exactly: items before, between
+// and after the matching ones are any items, a matching one is valid under
+// items and contains; not beside prefixItems; minContains over 1 only
+// where minItems/maxItems do not bind; within minItems/maxItems, fewer than
+// 32 other items around the match; maxContains only where maxItems is no
+// more; in a merge, one part's), propertyNames (type, enum, const, pattern, minLength,
 // maxLength, through $ref: named properties whose name fails it are
 // forbidden; additional keys are its strings, or none where a named
 // property's name or patternProperties would overlap them), not in the forms
 // that are other keywords (not {} : no value; not {"type": T}: the other
-// types; not {"required": [names]}: an object lacking one of them; not of
-// enum/const beside an enum/const that lists the values), if/then/else (as
+// types; not {"required": [names]}: an object lacking one of them; not
+// {"contains": C}: an array of items {not C}, where that not is one of these
+// forms; not of enum/const beside an enum/const that lists the values), if/then/else (as
 // (if and then) or (not-if and else), not-if from the keywords of if that
 // negate: a sound subset).
 // Annotations (title, description, examples, default, $schema, $id,
@@ -156,7 +162,7 @@ class Grammar {
 // are ignored, as the specification has it: they constrain nothing.
 // Throws Error(invalid_argument) naming the keyword and its JSON pointer for
 // a validation keyword it cannot enforce (not in other forms,
-// contains, multipleOf beyond the cases above, propertyNames with other
+// contains, minContains and maxContains beyond the cases above, multipleOf beyond the cases above, propertyNames with other
 // keywords, oneOf whose alternatives cannot be kept apart, ...;
 // patternProperties, minProperties, maxProperties and number bounds beyond
 // the sound subsets above), a regular expression feature outside the subset, a bad value, a

@@ -215,7 +215,8 @@ constexpr std::string_view kObjectKeys[] = {"properties",       "required",     
                                             "dependencies",     "dependentRequired", "dependentSchemas",
                                             "propertyNames"};
 constexpr std::string_view kDependencyKeys[] = {"dependencies", "dependentRequired", "dependentSchemas"};
-constexpr std::string_view kArrayKeys[] = {"items", "prefixItems", "minItems", "maxItems", "additionalItems"};
+constexpr std::string_view kArrayKeys[] = {"items",           "prefixItems", "minItems",   "maxItems",
+                                           "additionalItems", "contains",    "minContains", "maxContains"};
 constexpr std::string_view kStringKeys[] = {"pattern", "minLength", "maxLength", "format"};
 constexpr std::string_view kNumberKeys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
 constexpr std::string_view kGeneralKeys[] = {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref"};
@@ -232,7 +233,7 @@ bool in(const std::string_view (&set)[N], std::string_view k) {
 constexpr std::string_view kUnenforceable[] = {
     "not",           "if",          "then",        "else",
     "unevaluatedProperties",
-    "uniqueItems",   "contains",    "minContains", "maxContains", "unevaluatedItems",
+    "uniqueItems",   "unevaluatedItems",
     "$dynamicRef", "$recursiveRef"};
 bool is_container(std::string_view k) { return in(kContainers, k); }
 bool is_supported(std::string_view k) {
@@ -298,6 +299,21 @@ std::optional<std::vector<std::string>> excluded_patterns(const Json& n) {
     if (!inner) return std::nullopt;
     out.insert(out.end(), inner->begin(), inner->end());
   }
+  return out;
+}
+
+// The values `not` excludes where it is of enum/const ({"not": {"enum":
+// [...]}} or {"not": {"const": x}}, annotations aside), else nullopt.
+std::optional<std::vector<const Json*>> excluded_values(const Json& n) {
+  if (!n.is_object()) return std::nullopt;
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : n.items())
+    if (!is_annotation(k)) keys.push_back(k);
+  if (keys.size() != 1) return std::nullopt;
+  if (keys[0] == "const") return std::vector<const Json*>{&n["const"]};
+  if (keys[0] != "enum" || !n["enum"].is_array()) return std::nullopt;
+  std::vector<const Json*> out;
+  for (const Json& v : n["enum"]) out.push_back(&v);
   return out;
 }
 
@@ -2355,6 +2371,21 @@ class Converter {
       fail_empty("minItems", sub.ptr,
                  s.contains("maxItems") ? "greater than maxItems" : "more items than the tuple allows");
     }
+    if (s.contains("contains")) {
+      const size_t least = s.contains("minContains") ? count(sub, "minContains") : 1;
+      // maxContains holds where the array has no more items than it allows.
+      if (s.contains("maxContains") && count(sub, "maxContains") < max)
+        fail_keyword("maxContains", sub.ptr, "below maxItems is not supported (the other items would have to fail "
+                                             "contains)");
+      if (least > 0) {
+        if (prefix)
+          fail_keyword("contains", sub.ptr, "beside prefixItems (or an items array) is not supported");
+        if (unique && least > 1)
+          fail_keyword("uniqueItems", sub.ptr, "true beside minContains over 1 is not supported (only arrays of at "
+                                               "most one item are written, which are unique)");
+        return contains_array(sub, rest, rest_any, min, max, least, name, depth, exact);
+      }
+    }
     if (!prefix && rest_any && min == 0 && max == kNoMax) return use_primitive("array", name, exact);
 
     // Required prefix items [0, qk), optional ones [qk, kk), then the rest
@@ -2410,6 +2441,59 @@ class Converter {
       if (rest_min == 0) inner = "(" + inner + ")?";
     }
     return define(name, exact, inner.empty() ? R"("[" space "]")" : R"("[" space )" + inner + R"( space "]")");
+  }
+
+  // contains with minContains `least` >= 1 (maxContains vacuous: see
+  // visit_array), without a prefix: min..max items, each valid under
+  // `rest` (items; any value when rest_any), `least` of them also under
+  // contains (the item rule: allOf [items, contains], visit_all_of's merge).
+  // As items before, between and after the matching ones are any items:
+  //   pre match (mid "," match){least - 1} mid
+  // (pre = (item ",")*, mid = ("," item)*). Where minItems/maxItems bind,
+  // only least 1, written as one alternative per count a of items before
+  // the match: (item ","){a} match ("," item){lo - a, hi - a} (lo..hi: the
+  // other items' counts), a up to hi (or lo when unbounded, the last
+  // alternative's prefix then unbounded), at most kMaxContainsSpread of them.
+  static constexpr size_t kMaxContainsSpread = 32;
+  std::string contains_array(const Sub& sub, const std::optional<Sub>& rest, bool rest_any, size_t min, size_t max,
+                             size_t least, const std::string& name, size_t depth, bool exact) {
+    const Json& s = *sub.s;
+    if (max < least) fail_empty("contains", sub.ptr, "minContains over maxItems");
+    if (!rest && !rest_any) fail_empty("contains", sub.ptr, "no item is allowed (items false)");
+    const size_t lo = min > least ? min - least : 0;
+    const size_t hi = max == kNoMax ? kNoMax : max - least;
+    const size_t spread = hi == kNoMax ? lo : hi;
+    if ((lo > 0 || hi != kNoMax) && least > 1)
+      fail_keyword("minContains", sub.ptr, "over 1 beside minItems or maxItems is not supported");
+    if ((lo > 0 || hi != kNoMax) && spread >= kMaxContainsSpread)
+      fail_keyword("contains", sub.ptr, "beside minItems/maxItems that leave " + std::to_string(kMaxContainsSpread) +
+                                            " or more items around the matching one is not supported");
+    const Sub c{&s["contains"], pointer_child(sub.ptr, "contains")};
+    ++struct_depth_;
+    const std::string match = rest ? visit_all_of({*rest, c}, c.ptr, "contains", child_name(name, "contains"), depth + 1, false)
+                                   : visit(c, child_name(name, "contains"), depth + 1, false);
+    const std::string item = rest ? visit(*rest, child_name(name, "item"), depth + 1, false) : use_primitive("value", "", false);
+    --struct_depth_;
+    const std::string comma = "\",\" space ";
+    const std::string base = child_name(name, "items");
+    const std::string before = "(" + item + " " + comma + ")", after = "(" + comma + item + ")";
+    std::string inner;
+    if (lo == 0 && hi == kNoMax) {
+      const std::string mid = after + "*";
+      inner = before + "* " + match;
+      if (least > 1) inner += " " + repetition("(" + mid + " " + comma + match + ")", least - 1, least - 1, base);
+      inner += " " + mid;
+    } else {
+      std::vector<std::string> alts;
+      for (size_t a = 0; a <= spread; ++a) {
+        const bool open = hi == kNoMax && a == lo;
+        const std::string pre = repetition(before, a, open ? kNoMax : a, base);
+        const std::string post = repetition(after, lo > a ? lo - a : 0, hi == kNoMax ? kNoMax : hi - a, base);
+        alts.push_back(seq(seq(pre, match), post));
+      }
+      inner = alts.size() == 1 ? alts[0] : join_in("(", alts, " | ", ")", identity);
+    }
+    return define(name, exact, R"("[" space )" + inner + R"( space "]")");
   }
 
   // patternProperties: each pattern with its schema. Names are matched with
@@ -3050,7 +3134,8 @@ class Converter {
     }
     if (std::all_of(rest.begin(), rest.end(), scalar_keys)) return visit(merge_scalars(rest, ptr, why, types), name, depth + 1, exact);
     const bool arrays = std::all_of(rest.begin(), rest.end(), [](const Sub& sub) {
-      return keys_within(sub, {"type", "items", "minItems", "maxItems", "uniqueItems"}) &&
+      return keys_within(sub, {"type", "items", "minItems", "maxItems", "uniqueItems", "contains", "minContains",
+                               "maxContains"}) &&
              (!sub.s->contains("type") || (type_mask((*sub.s)["type"], sub.ptr) & kArray));
     });
     if (arrays) return visit(merge_arrays(rest, ptr, why, types), name, depth + 1, exact);
@@ -3196,21 +3281,6 @@ class Converter {
         out.push_back({&synthetic_.back(), pointer_child(kptr, t)});
       }
     }
-    return out;
-  }
-
-  // The values `not` excludes where it is of enum/const ({"not": {"enum":
-  // [...]}} or {"not": {"const": x}}, annotations aside), else nullopt.
-  static std::optional<std::vector<const Json*>> excluded_values(const Json& n) {
-    if (!n.is_object()) return std::nullopt;
-    std::vector<std::string> keys;
-    for (const auto& [k, v] : n.items())
-      if (!is_annotation(k)) keys.push_back(k);
-    if (keys.size() != 1) return std::nullopt;
-    if (keys[0] == "const") return std::vector<const Json*>{&n["const"]};
-    if (keys[0] != "enum" || !n["enum"].is_array()) return std::nullopt;
-    std::vector<const Json*> out;
-    for (const Json& v : n["enum"]) out.push_back(&v);
     return out;
   }
 
@@ -3420,6 +3490,16 @@ class Converter {
     }
     if (items.size() == 1) merged["items"] = items[0];
     if (items.size() > 1) merged["items"] = Json::object({{"allOf", std::move(items)}});
+    // One part's contains (with its minContains/maxContains, which constrain
+    // nothing without it); two would need two matching items' placements.
+    const Sub* with_contains = nullptr;
+    for (const Sub& p : parts) {
+      if (!p.s->contains("contains")) continue;
+      if (with_contains) fail_keyword("contains", p.ptr, "in more than one part of " + std::string(why) + " is not supported");
+      with_contains = &p;
+      for (const char* k : {"contains", "minContains", "maxContains"})
+        if (p.s->contains(k)) merged[k] = (*p.s)[k];
+    }
     if (std::any_of(parts.begin(), parts.end(), [](const Sub& p) { return p.s->contains("uniqueItems") && (*p.s)["uniqueItems"] == true; }))
       merged["uniqueItems"] = true;
     if (lo) merged["minItems"] = *lo;
@@ -3667,6 +3747,24 @@ void rewrite_not(Json& s, size_t depth, size_t max_depth) {
       for (const Json& x : names) alts.push_back(Json{{"properties", Json{{x.get<std::string>(), false}}}});
       add_all_of(s, Json{{"anyOf", std::move(alts)}});
     }
+    s.erase("not");
+    return;
+  }
+  // not {"contains": C}: an array none of whose items is valid against C
+  // (every value that is not an array satisfies contains), written as items
+  // {not C} where that `not` is one of these forms or one the converter
+  // writes (of enum/const, of patterns); else left as written.
+  if (keys[0] == "contains") {
+    if (!(types & kArray)) {
+      s = false;
+      return;
+    }
+    Json items = Json{{"not", n["contains"]}};
+    rewrite_not(items, depth + 1, max_depth);
+    if (items.is_object() && items.contains("not") && !excluded_values(items["not"]) && !excluded_patterns(items["not"]))
+      return;
+    set_types(kArray);
+    add_all_of(s, Json{{"items", std::move(items)}});
     s.erase("not");
     return;
   }

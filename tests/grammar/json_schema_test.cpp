@@ -5,7 +5,9 @@
 // well-formed here; their instances are for the GBNF matcher).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -1101,8 +1103,8 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(json_schema: unsupported keyword "not" at the root)"},
       {R"({"type": "null", "not": {"type": "null"}})",
        R"(json_schema: the schema false (no value is valid) at the root)"},
-      {R"({"if": {"properties": {"a": {"const": 1}}}, "then": {"contains": {}}})",
-       R"(json_schema: unsupported keyword "contains" at /allOf/0/anyOf/0/allOf/1)"},
+      {R"({"if": {"properties": {"a": {"const": 1}}}, "then": {"unevaluatedItems": {}}})",
+       R"(json_schema: unsupported keyword "unevaluatedItems" at /allOf/0/anyOf/0/allOf/1)"},
       {R"({"not": {"enum": [1, 2]}})",
        R"(json_schema: keyword "not" at the root: of enum/const beside no enum/const that lists the values allowed )"
        R"((not): the grammar writes no value but these only where it lists them)"},
@@ -1123,8 +1125,24 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
       {R"({"items": {"type": "array", "uniqueItems": true, "minItems": 2}})",
        R"(json_schema: keyword "uniqueItems" at /items: true beside minItems over 1 is not supported (only arrays )"
        R"(of at most one item are written, which are unique))"},
-      {R"({"type": "array", "contains": {"type": "null"}})",
-       R"(json_schema: unsupported keyword "contains" at the root)"},
+      // contains where the grammar cannot place the matching items exactly.
+      {R"({"type": "array", "contains": {"type": "null"}, "maxContains": 2})",
+       R"(json_schema: keyword "maxContains" at the root: below maxItems is not supported (the other items would )"
+       R"(have to fail contains))"},
+      {R"({"prefixItems": [{"type": "null"}], "items": {}, "contains": {"type": "null"}})",
+       R"(json_schema: keyword "contains" at the root: beside prefixItems (or an items array) is not supported)"},
+      {R"({"type": "array", "contains": {"type": "null"}, "minContains": 2, "maxItems": 5})",
+       R"(json_schema: keyword "minContains" at the root: over 1 beside minItems or maxItems is not supported)"},
+      {R"({"type": "array", "contains": {"type": "null"}, "minItems": 40})",
+       R"(json_schema: keyword "contains" at the root: beside minItems/maxItems that leave 32 or more items )"
+       R"(around the matching one is not supported)"},
+      {R"({"type": "array", "contains": {"type": "null"}, "minContains": 2, "uniqueItems": true})",
+       R"(json_schema: keyword "uniqueItems" at the root: true beside minContains over 1 is not supported (only )"
+       R"(arrays of at most one item are written, which are unique))"},
+      {R"({"allOf": [{"contains": {"type": "null"}}, {"contains": {"type": "string"}}]})",
+       R"(json_schema: keyword "contains" at /allOf/1: in more than one part of allOf is not supported)"},
+      {R"({"type": "array", "not": {"contains": {"type": "array", "items": {"format": "date"}}}})",
+       R"(json_schema: unsupported keyword "not" at the root)"},
       {R"({"type": "array", "unevaluatedItems": false})",
        R"(json_schema: unsupported keyword "unevaluatedItems" at the root)"},
       {R"({"type": "integer", "multipleOf": 997})",
@@ -1725,6 +1743,72 @@ TEST(JsonSchemaToGbnf, EnumValuesAreFilteredByTheKeywordsBesideThem) {
   small.max_rules = 256;
   EXPECT_EQ(check_gbnf(convert(nlohmann::json{{"anyOf", {alts[0]}}}.dump(), small)), "");
   EXPECT_EQ(check_gbnf(convert(nlohmann::json{{"anyOf", alts}}.dump(), small)), "");
+}
+
+// contains: the grammar accepts exactly the arrays a validator does, every
+// array of up to six items of "x", "y" (and 1) checked.
+TEST(JsonSchemaToGbnf, ContainsIsExact) {
+  EXPECT_EQ(convert(R"({"type": "array", "items": {"type": "boolean"}, "contains": {"const": true}})"),
+            grammar({R"(contains ::= "true")",
+                     R"(root ::= "[" space (boolean "," space )* contains ("," space boolean)* space "]")"},
+                    {"boolean"}));
+  struct Case {
+    std::string schema;
+    std::function<bool(const std::vector<std::string>&)> valid;
+  };
+  auto xs = [](const std::vector<std::string>& a) { return std::count(a.begin(), a.end(), "\"x\""); };
+  const std::vector<Case> cases = {
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}})", [&](auto& a) { return xs(a) >= 1; }},
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}, "minContains": 2})",
+       [&](auto& a) { return xs(a) >= 2; }},
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}, "minContains": 0})",
+       [&](auto&) { return true; }},
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}, "minItems": 2, "maxItems": 4})",
+       [&](auto& a) { return xs(a) >= 1 && a.size() >= 2 && a.size() <= 4; }},
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}, "minItems": 3})",
+       [&](auto& a) { return xs(a) >= 1 && a.size() >= 3; }},
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}, "maxItems": 3, "maxContains": 3})",
+       [&](auto& a) { return xs(a) >= 1 && a.size() <= 3; }},
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}, "uniqueItems": true})",
+       [&](auto& a) { return a.size() == 1 && xs(a) == 1; }},
+      // Merged: items from one part, contains from the other.
+      {R"({"allOf": [{"items": {"enum": ["x", "y"]}}, {"contains": {"enum": ["x", 1]}, "maxItems": 2}]})",
+       [&](auto& a) { return xs(a) >= 1 && a.size() <= 2; }},
+      // not contains (as if/then/else writes it): no item matches.
+      {R"({"type": "array", "items": {"enum": ["x", "y"]}, "not": {"contains": {"const": "x"}}})",
+       [&](auto& a) { return xs(a) == 0; }},
+  };
+  for (const Case& c : cases) {
+    const auto g = Grammar::parse(convert(c.schema));
+    std::vector<std::vector<std::string>> arrays = {{}};
+    for (size_t n = 0; n < arrays.size(); ++n) {
+      if (arrays[n].size() < 6)
+        for (const char* v : {"\"x\"", "\"y\""}) {
+          arrays.push_back(arrays[n]);
+          arrays.back().push_back(v);
+        }
+    }
+    for (const auto& a : arrays) {
+      std::string text = "[";
+      for (size_t i = 0; i < a.size(); ++i) text += (i ? ", " : "") + a[i];
+      text += "]";
+      EXPECT_EQ(test::accepts(g, text), c.valid(a)) << c.schema << " on " << text;
+    }
+  }
+  // A value of the items only, not of contains, is no match.
+  EXPECT_FALSE(test::accepts(Grammar::parse(convert(R"({"items": {"enum": ["x", 1]}, "contains": {"type": "integer"}})")),
+                             R"(["x"])"));
+  EXPECT_TRUE(test::accepts(Grammar::parse(convert(R"({"items": {"enum": ["x", 1]}, "contains": {"type": "integer"}})")),
+                            R"(["x", 1, "x"])"));
+  // if contains then required, else forbidden.
+  const auto g = Grammar::parse(convert(
+      R"({"type": "object", "properties": {"a": {"type": "array", "items": {"enum": ["p", "q"]}}, "b": {"type": "null"}},)"
+      R"( "if": {"properties": {"a": {"contains": {"const": "p"}}}}, "then": {"required": ["b"]},)"
+      R"( "else": {"properties": {"b": false}}})"));
+  EXPECT_TRUE(test::accepts(g, R"({"b": null, "a": ["q", "p"]})"));
+  EXPECT_TRUE(test::accepts(g, R"({"a": ["q", "q"]})"));
+  EXPECT_FALSE(test::accepts(g, R"({"a": ["q", "p"]})"));
+  EXPECT_FALSE(test::accepts(g, R"({"b": null, "a": ["q"]})"));
 }
 
 TEST(JsonSchemaToGbnf, CheckGbnfCatchesFaults) {
