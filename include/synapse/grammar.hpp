@@ -121,8 +121,12 @@ class Grammar {
 // anywhere but in a group repeated a bounded number of times, lookaheads
 // (?=...) and (?!...) but not nested, through the pattern's automaton),
 // dependencies, dependentRequired and dependentSchemas (exactly: an object
-// lacks the property or has what it needs; at most 4 such properties of an
-// object that does not require them),
+// lacks the property or has what it needs; for more than 4 such properties
+// of an object that does not require them, cases of which properties are
+// present (and which value of a property that lists its values), each
+// dependency's names, required, properties false or of values, allOf and
+// anyOf of those read as clauses, other schemas a part of the cases where
+// their property is present; at most 64 cases),
 // minLength, maxLength (like minItems and maxItems, exact at any count below
 // 10^18: counts over 256 are written in base 16; beside pattern exactly,
 // through the product of its automaton with a count of code points (kept

@@ -3233,7 +3233,8 @@ class Converter {
   //   {"anyOf": [{"properties": {t: false}}, {"required": [t, D...]}]}
   //   {"anyOf": [{"properties": {t: false}}, {"allOf": [{"required": [t]}, S]}]}
   // and where the node requires t itself, only {"required": D} (or S). Each
-  // anyOf doubles the branches, so at most kMaxDependencies of them.
+  // anyOf doubles the branches, so at most kMaxDependencies of them; with
+  // more, dependency_cases.
   static constexpr size_t kMaxDependencies = 4;
   std::vector<Sub> dependency_parts(const Sub& sub, size_t depth) {
     std::vector<Sub> out;
@@ -3243,6 +3244,11 @@ class Converter {
       for (const Json& r : s["required"])
         if (r.is_string()) required.insert(r.get<std::string>());
     size_t n_optional = 0;
+    for (const std::string_view key : kDependencyKeys)
+      if (s.contains(key) && s[key].is_object())
+        for (const auto& [t, d] : s[key].items()) n_optional += !required.count(t);
+    if (n_optional > kMaxDependencies) return {dependency_cases(sub, required, depth)};
+    n_optional = 0;
     for (const std::string_view key : kDependencyKeys) {
       if (!s.contains(key)) continue;
       const Json& deps = s[key];
@@ -3282,6 +3288,264 @@ class Converter {
       }
     }
     return out;
+  }
+
+  // Dependencies of more than kMaxDependencies optional properties, exactly,
+  // as one anyOf of cases instead of an anyOf per property (2^n branches):
+  // each dependency "t needs X" is clauses over literals (a property
+  // present, absent, or absent or of values E: what {"properties": {p:
+  // {"enum": E}}} says where the node's own p lists its values), "t absent
+  // or C" for each clause C of X: names are one clause each; a schema of
+  // required, properties false or of values, allOf and anyOf of those (anyOf
+  // distributed into clauses, at most kMaxDependencyClauses), "type"
+  // "object" aside; any other schema is kept whole, a part of the cases
+  // where t is present. Cases split on one property at a time (present or
+  // absent; absent or each value it lists), each clause dropped once true,
+  // its last open literal made true; a case with no open clause and every
+  // kept schema's t decided is written: its present properties required,
+  // absent ones false, values as an enum, the kept schemas of present ts.
+  // Every object valid against the dependencies is in exactly the cases
+  // its properties decide, and only such objects are: exact. At most
+  // kMaxDependencyCases cases.
+  static constexpr size_t kMaxDependencyCases = 64;
+  static constexpr size_t kMaxDependencyClauses = 64;
+  struct DepLiteral {
+    std::string prop;
+    int kind;                 // 0 present, 1 absent, 2 absent or one of `values`
+    std::vector<size_t> values;  // indexes into the property's values
+  };
+  using DepClause = std::vector<DepLiteral>;
+  // The clauses a schema S is (a conjunction of them), or nullopt where it
+  // is none of the forms above. `values`: the listed values of the node's
+  // properties that list them.
+  std::optional<std::vector<DepClause>> dependency_clauses(
+      const Json& x, const std::map<std::string, std::vector<const Json*>>& values) const {
+    if (x.is_boolean()) return x.get<bool>() ? std::optional<std::vector<DepClause>>(std::vector<DepClause>{})
+                                             : std::optional<std::vector<DepClause>>(std::vector<DepClause>{{}});
+    if (!x.is_object()) return std::nullopt;
+    std::vector<DepClause> out;
+    for (const auto& [k, v] : x.items()) {
+      if (is_annotation(k)) continue;
+      if (k == "type") {
+        if (v != "object") return std::nullopt;
+      } else if (k == "required") {
+        if (!v.is_array()) return std::nullopt;
+        for (const Json& r : v) {
+          if (!r.is_string()) return std::nullopt;
+          out.push_back({DepLiteral{r.get<std::string>(), 0, {}}});
+        }
+      } else if (k == "properties") {
+        if (!v.is_object()) return std::nullopt;
+        for (const auto& [name, ps] : v.items()) {
+          if (ps == false) {
+            out.push_back({DepLiteral{name, 1, {}}});
+            continue;
+          }
+          auto listed = values.find(name);
+          if (listed == values.end() || !ps.is_object()) return std::nullopt;
+          std::vector<const Json*> allowed;
+          for (const auto& [pk, pv] : ps.items()) {
+            if (is_annotation(pk)) continue;
+            if (pk == "const") {
+              allowed.push_back(&pv);
+            } else if (pk == "enum" && pv.is_array()) {
+              for (const Json& e : pv) allowed.push_back(&e);
+            } else {
+              return std::nullopt;
+            }
+          }
+          if (ps.contains("const") && ps.contains("enum")) return std::nullopt;
+          DepLiteral lit{name, 2, {}};
+          for (size_t i = 0; i < listed->second.size(); ++i)
+            if (std::any_of(allowed.begin(), allowed.end(), [&](const Json* a) { return *a == *listed->second[i]; }))
+              lit.values.push_back(i);
+          out.push_back({std::move(lit)});
+        }
+      } else if (k == "allOf" || k == "anyOf") {
+        if (!v.is_array() || v.empty()) return std::nullopt;
+        std::vector<DepClause> acc = k == "allOf" ? std::vector<DepClause>{} : std::vector<DepClause>{{}};
+        bool first = true;
+        for (const Json& part : v) {
+          const auto cs = dependency_clauses(part, values);
+          if (!cs) return std::nullopt;
+          if (k == "allOf") {
+            acc.insert(acc.end(), cs->begin(), cs->end());
+          } else {
+            // (A1 & A2) | (B1 & B2) = (A1 | B1) & (A1 | B2) & (A2 | B1) & (A2 | B2)
+            std::vector<DepClause> product;
+            for (const DepClause& a : first ? std::vector<DepClause>{{}} : acc)
+              for (const DepClause& b : *cs) {
+                DepClause c = a;
+                c.insert(c.end(), b.begin(), b.end());
+                product.push_back(std::move(c));
+              }
+            if (cs->empty()) product.clear();  // an alternative that always holds
+            acc = std::move(product);
+            if (cs->empty()) break;
+          }
+          first = false;
+          if (acc.size() > kMaxDependencyClauses) return std::nullopt;
+        }
+        out.insert(out.end(), acc.begin(), acc.end());
+      } else {
+        return std::nullopt;
+      }
+      if (out.size() > kMaxDependencyClauses) return std::nullopt;
+    }
+    return out;
+  }
+
+  Sub dependency_cases(const Sub& sub, const std::set<std::string>& required, size_t depth) {
+    const Json& s = *sub.s;
+    // The values of the node's own properties that list them.
+    std::map<std::string, std::vector<const Json*>> values;
+    if (s.contains("properties") && s["properties"].is_object())
+      for (const auto& [name, ps] : s["properties"].items())
+        if (const auto v = finite_values({&ps, sub.ptr})) values[name] = *v;
+    std::vector<DepClause> clauses;
+    std::vector<std::pair<std::string, const Json*>> kept;  // t, a schema kept whole
+    const char* first_key = nullptr;
+    for (const std::string_view key : kDependencyKeys) {
+      if (!s.contains(key)) continue;
+      const Json& deps = s[key];
+      const std::string kptr = pointer_child(sub.ptr, key);
+      if (!deps.is_object()) fail_keyword(key, sub.ptr, "must be an object");
+      if (!first_key) first_key = key.data();
+      for (const auto& [t, d] : deps.items()) {
+        enter(kptr, depth + 1);
+        const bool names = d.is_array();
+        if (names ? key == "dependentSchemas" : key == "dependentRequired")
+          fail_keyword(key, kptr, "\"" + t + "\" must be " + (names ? "a schema" : "an array of property names"));
+        if (!names && !d.is_object() && !d.is_boolean())
+          fail_keyword(key, kptr, "\"" + t + "\" must be an array of property names or a schema");
+        std::optional<std::vector<DepClause>> cs;
+        if (names) {
+          cs.emplace();
+          for (const Json& n : d) {
+            if (!n.is_string()) fail_keyword(key, kptr, "\"" + t + "\" must be an array of property names");
+            cs->push_back({DepLiteral{n.get<std::string>(), 0, {}}});
+          }
+        } else {
+          cs = dependency_clauses(d, values);
+        }
+        if (!cs) {
+          kept.emplace_back(t, &d);
+          continue;
+        }
+        for (DepClause& c : *cs) {
+          c.push_back(DepLiteral{t, 1, {}});
+          clauses.push_back(std::move(c));
+        }
+      }
+    }
+    // A case: each property's state: -2 unknown, -1 absent, 0 present (value
+    // unknown), 1 + i present with values[prop][i].
+    using State = std::map<std::string, long>;
+    auto state_of = [](const State& st, const std::string& p) {
+      auto it = st.find(p);
+      return it == st.end() ? -2L : it->second;
+    };
+    // A literal's truth in a case: 1 true, 0 false, -1 open.
+    auto truth = [&](const DepLiteral& l, const State& st) -> int {
+      const long v = state_of(st, l.prop);
+      if (v == -2) return -1;
+      if (l.kind == 0) return v >= 0 ? 1 : 0;
+      if (l.kind == 1) return v == -1 ? 1 : 0;
+      if (v == -1) return 1;
+      if (v == 0) return -1;
+      return std::find(l.values.begin(), l.values.end(), static_cast<size_t>(v - 1)) != l.values.end() ? 1 : 0;
+    };
+    Json cases = Json::array();
+    State start;
+    for (const std::string& r : required) start[r] = 0;
+    std::function<void(State)> split = [&](State st) {
+      enter(sub.ptr, depth + 1);  // bounds the cases tried, dead ends included
+      // Unit literals made true until nothing changes; a false clause ends the case.
+      for (bool changed = true; changed;) {
+        changed = false;
+        for (const DepClause& c : clauses) {
+          const DepLiteral* open = nullptr;
+          size_t n_open = 0;
+          bool holds = false;
+          for (const DepLiteral& l : c) {
+            const int v = truth(l, st);
+            if (v == 1) holds = true;
+            if (v == -1) ++n_open, open = &l;
+          }
+          if (holds) continue;
+          if (n_open == 0) return;  // no object of this case satisfies the dependencies
+          if (n_open == 1 && open->kind != 2) {
+            st[open->prop] = open->kind == 0 ? 0 : -1;
+            changed = true;
+          } else if (n_open == 1 && open->values.empty()) {
+            st[open->prop] = -1;
+            changed = true;
+          }
+        }
+      }
+      // The property to split on: of the first open clause, else a kept schema's t.
+      std::string prop;
+      bool by_value = false;
+      for (const DepClause& c : clauses) {
+        if (std::any_of(c.begin(), c.end(), [&](const DepLiteral& l) { return truth(l, st) == 1; })) continue;
+        for (const DepLiteral& l : c) {
+          if (truth(l, st) != -1) continue;
+          prop = l.prop;
+          by_value = l.kind == 2;
+          break;
+        }
+        break;
+      }
+      if (prop.empty())
+        for (const auto& [t, x] : kept)
+          if (state_of(st, t) == -2) {
+            prop = t;
+            break;
+          }
+      if (prop.empty()) {
+        if (cases.size() >= kMaxDependencyCases)
+          fail_keyword(first_key, sub.ptr, "more than " + std::to_string(kMaxDependencyCases) +
+                                               " cases of the properties whose presence requires more are not supported");
+        Json part = Json::object();
+        Json all = Json::array();
+        for (const auto& [p, v] : st) {
+          if (v >= 0 && !required.count(p)) part["required"].push_back(p);
+          if (v == -1) part["properties"][p] = false;
+          if (v >= 1) part["properties"][p] = Json::object({{"enum", Json::array({*values.at(p)[static_cast<size_t>(v - 1)]})}});
+        }
+        for (const auto& [t, x] : kept)
+          if (state_of(st, t) >= 0) all.push_back(*x);
+        if (!all.empty()) {
+          all.insert(all.begin(), std::move(part));
+          part = Json::object({{"allOf", std::move(all)}});
+        }
+        cases.push_back(std::move(part));
+        return;
+      }
+      const long now = state_of(st, prop);
+      if (by_value) {
+        if (now == -2) {
+          State absent = st;
+          absent[prop] = -1;
+          split(std::move(absent));
+        }
+        for (size_t i = 0; i < values.at(prop).size(); ++i) {
+          State one = st;
+          one[prop] = static_cast<long>(i) + 1;
+          split(std::move(one));
+        }
+        return;
+      }
+      for (const long v : {0L, -1L}) {
+        State next = st;
+        next[prop] = v;
+        split(std::move(next));
+      }
+    };
+    split(start);
+    if (cases.empty()) fail_empty(first_key, sub.ptr, "no object satisfies the dependencies");
+    synthetic_.push_back(cases.size() == 1 ? std::move(cases[0]) : Json::object({{"anyOf", std::move(cases)}}));
+    return {&synthetic_.back(), pointer_child(sub.ptr, first_key)};
   }
 
   // `not` of enum/const in a conjunction, exactly: the values of the parts

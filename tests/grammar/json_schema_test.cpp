@@ -1115,9 +1115,11 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(json_schema: keyword "dependentSchemas" at /dependentSchemas: "a" must be a schema)"},
       {R"({"type": "object", "dependencies": {"a": 1}})",
        R"(json_schema: keyword "dependencies" at /dependencies: "a" must be an array of property names or a schema)"},
-      {R"({"type": "object", "dependencies": {"a": ["x"], "b": ["x"], "c": ["x"], "d": ["x"], "e": ["x"]}})",
-       R"(json_schema: keyword "dependencies" at the root: more than 4 optional properties whose presence requires )"
-       R"(more are not supported)"},
+      {R"({"type": "object", "dependencies": {"a": {"minProperties": 2}, "b": {"minProperties": 2}, )"
+       R"("c": {"minProperties": 2}, "d": {"minProperties": 2}, "e": {"minProperties": 2}, )"
+       R"("f": {"minProperties": 2}, "g": {"minProperties": 2}}})",
+       R"(json_schema: keyword "dependencies" at the root: more than 64 cases of the properties whose presence )"
+       R"(requires more are not supported)"},
       {R"({"type": "object", "unevaluatedProperties": false})",
        R"(json_schema: unsupported keyword "unevaluatedProperties" at the root)"},
       {R"({"items": {"type": "array", "uniqueItems": "yes"}})",
@@ -1809,6 +1811,80 @@ TEST(JsonSchemaToGbnf, ContainsIsExact) {
   EXPECT_TRUE(test::accepts(g, R"({"a": ["q", "q"]})"));
   EXPECT_FALSE(test::accepts(g, R"({"a": ["q", "p"]})"));
   EXPECT_FALSE(test::accepts(g, R"({"b": null, "a": ["q"]})"));
+}
+
+// Dependencies of more than 4 optional properties, as cases: the grammar
+// accepts an object (in some order of its properties) exactly where a
+// validator does, every set of the properties checked.
+TEST(JsonSchemaToGbnf, ManyDependenciesAreExact) {
+  struct Case {
+    std::string schema;
+    std::vector<std::string> keys;
+    std::vector<std::vector<std::string>> kinds;  // values of "kind" tried (absent: none)
+    std::function<bool(const std::set<std::string>&, const std::string&)> valid;
+  };
+  const std::string nulls = R"("a": {"type": "null"}, "b": {"type": "null"}, "c": {"type": "null"}, )"
+                            R"("d": {"type": "null"}, "e": {"type": "null"})";
+  const std::vector<Case> cases = {
+      // Clauses (not required, names, anyOf of required) and a schema kept whole.
+      {R"({"type": "object", "additionalProperties": false, "properties": {)" + nulls + R"(},)"
+       R"( "dependencies": {"a": {"not": {"required": ["b", "c"]}}, "b": ["c"],)"
+       R"( "c": {"anyOf": [{"required": ["d"]}, {"required": ["e"]}]}, "d": {"not": {"required": ["a"]}},)"
+       R"( "e": {"required": ["a"], "minProperties": 3}}})",
+       {"a", "b", "c", "d", "e"},
+       {{}},
+       [](const std::set<std::string>& s, const std::string&) {
+         auto in = [&](const char* k) { return s.count(k) > 0; };
+         return (!in("a") || !(in("b") && in("c"))) && (!in("b") || in("c")) && (!in("c") || in("d") || in("e")) &&
+                (!in("d") || !in("a")) && (!in("e") || (in("a") && s.size() >= 3));
+       }},
+      // One property named by all: two cases, not 32.
+      {R"({"type": "object", "additionalProperties": false, "properties": {"x": {"type": "null"}, )" + nulls + R"(},)"
+       R"( "dependencies": {"a": ["x"], "b": ["x"], "c": ["x"], "d": ["x"], "e": ["x"]}})",
+       {"x", "a", "b", "c", "d", "e"},
+       {{}},
+       [](const std::set<std::string>& s, const std::string&) { return s.count("x") || s.size() == 0; }},
+      // Values of a property that lists them.
+      {R"({"type": "object", "additionalProperties": false, "properties": {"kind": {"enum": ["p", "q", "r"]}, )" +
+           nulls + R"(}, "dependentSchemas": {"a": {"properties": {"kind": {"enum": ["p"]}}},)"
+                   R"( "b": {"properties": {"kind": {"const": "q"}}}, "c": {"properties": {"kind": {"enum": ["p", "q"]}}},)"
+                   R"( "d": {"properties": {"kind": {"enum": ["r", "s"]}}},)"
+                   R"( "e": {"properties": {"kind": {"enum": ["q", "r"]}}, "required": ["kind"]}}})",
+       {"a", "b", "c", "d", "e"},
+       {{}, {"p"}, {"q"}, {"r"}},
+       [](const std::set<std::string>& s, const std::string& kind) {
+         auto in = [&](const char* k) { return s.count(k) > 0; };
+         auto is = [&](std::initializer_list<const char*> v) {
+           return kind.empty() || std::any_of(v.begin(), v.end(), [&](const char* x) { return kind == x; });
+         };
+         return (!in("a") || is({"p"})) && (!in("b") || is({"q"})) && (!in("c") || is({"p", "q"})) &&
+                (!in("d") || is({"r"})) && (!in("e") || (!kind.empty() && is({"q", "r"})));
+       }},
+  };
+  for (const Case& c : cases) {
+    const auto g = Grammar::parse(convert(c.schema));
+    for (const auto& kind : c.kinds) {
+      for (unsigned mask = 0; mask < (1u << c.keys.size()); ++mask) {
+        std::vector<std::string> keys;
+        for (size_t i = 0; i < c.keys.size(); ++i)
+          if (mask & (1u << i)) keys.push_back(c.keys[i]);
+        const std::set<std::string> present(keys.begin(), keys.end());
+        if (!kind.empty()) keys.push_back("kind");
+        std::sort(keys.begin(), keys.end());
+        bool accepted = false;
+        std::string shown;
+        do {
+          std::string text = "{";
+          for (size_t i = 0; i < keys.size(); ++i)
+            text += (i ? ", \"" : "\"") + keys[i] + "\": " + (keys[i] == "kind" ? "\"" + kind[0] + "\"" : "null");
+          text += "}";
+          if (shown.empty()) shown = text;
+          accepted = accepted || test::accepts(g, text);
+        } while (!accepted && std::next_permutation(keys.begin(), keys.end()));
+        EXPECT_EQ(accepted, c.valid(present, kind.empty() ? "" : kind[0])) << c.schema << " on " << shown;
+      }
+    }
+  }
 }
 
 TEST(JsonSchemaToGbnf, CheckGbnfCatchesFaults) {
