@@ -149,10 +149,11 @@ class Grammar {
 // items and contains; not beside prefixItems; minContains over 1 only
 // where minItems/maxItems do not bind; within minItems/maxItems, fewer than
 // 32 other items around the match; maxContains only where maxItems is no
-// more; in a merge, one part's), propertyNames (type, enum, const, pattern, minLength,
-// maxLength, through $ref: named properties whose name fails it are
-// forbidden; additional keys are its strings, or none where a named
-// property's name or patternProperties would overlap them), not in the forms
+// more; in a merge, one part's), propertyNames (type, enum, const, pattern,
+// minLength, maxLength, through $ref; in a merge, each part's on the merged
+// object: named properties whose name fails it are forbidden; additional
+// keys are its strings, or none where a named property's name or
+// patternProperties would overlap them), not in the forms
 // that are other keywords (not {} : no value; not {"type": T}: the other
 // types; not {"required": [names]}: an object lacking one of them; not
 // {"contains": C}: an array of items {not C}, where that not is one of these

@@ -3142,18 +3142,22 @@ class Converter {
     for (const Sub& sub : rest) {
       const Json& s = *sub.s;
       const bool object = keys_within(sub, {"properties", "required", "additionalProperties", "patternProperties",
-                                            "minProperties", "maxProperties", "type"}) &&
+                                            "minProperties", "maxProperties", "propertyNames", "type"}) &&
                           (!s.contains("type") || (type_mask(s["type"], sub.ptr) & kObject));
       if (!object) {
         fail_keyword(why, ptr,
                      "merges only objects (properties, required, additionalProperties, patternProperties, "
-                     "minProperties, maxProperties) or enums; "
+                     "minProperties, maxProperties, propertyNames) or enums; "
                      "the schema at " +
                          where(sub.ptr) + " is neither");
       }
     }
     if (!(types & kObject)) fail_empty(why, ptr, "its \"type\" excludes the objects it merges");
-    return emit_object(merge_objects(rest, ptr, why), name, depth, exact);
+    // Each part's propertyNames on the merged object, as visit_object applies one.
+    ObjectSpec spec = merge_objects(rest, ptr, why);
+    for (const Sub& sub : rest)
+      if (sub.s->contains("propertyNames")) property_names(spec, sub, name);
+    return emit_object(spec, name, depth, exact);
   }
 
   // The parts of a conjunction: allOf items opened, a $ref with siblings

@@ -1190,7 +1190,7 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
       {R"({"enum": [4, 6], "multipleOf": 0.5})",
        R"(json_schema: keyword "multipleOf" at the root: not supported beside "enum" but for whole numbers)"},
       {R"({"allOf": [{"minLength": 1}, {"items": {}}]})",
-       R"(json_schema: keyword "allOf" at the root: merges only objects (properties, required, additionalProperties, patternProperties, minProperties, maxProperties) or enums; the schema at /allOf/0 is neither)"},
+       R"(json_schema: keyword "allOf" at the root: merges only objects (properties, required, additionalProperties, patternProperties, minProperties, maxProperties, propertyNames) or enums; the schema at /allOf/0 is neither)"},
       {R"({"allOf": [{"type": "string", "pattern": "a"}, {"pattern": "b"}]})",
        R"(json_schema: keyword "pattern" at /allOf/1: two different values in one conjunction ("allOf") are not supported)"},
       {R"({"allOf": [{"type": "integer", "multipleOf": 2}, {"multipleOf": 3}]})",
@@ -1885,6 +1885,24 @@ TEST(JsonSchemaToGbnf, ManyDependenciesAreExact) {
       }
     }
   }
+}
+
+// propertyNames beside parts merged: the merged object's names satisfy it.
+TEST(JsonSchemaToGbnf, PropertyNamesInAMerge) {
+  const auto g = Grammar::parse(convert(
+      R"({"type": "object", "propertyNames": {"enum": ["a", "b"]}, "allOf": [{"properties": )"
+      R"({"a": {"type": "null"}, "c": {"type": "null"}}}, {"properties": {"b": {"type": "boolean"}}}]})"));
+  EXPECT_TRUE(test::accepts(g, R"({"a": null, "b": true})"));
+  EXPECT_TRUE(test::accepts(g, R"({"b": false})"));
+  EXPECT_FALSE(test::accepts(g, R"({"c": null})"));
+  EXPECT_FALSE(test::accepts(g, R"({"a": null, "c": null})"));
+  const auto extra = Grammar::parse(convert(
+      R"({"propertyNames": {"enum": ["x", "y"]}, "allOf": [{"additionalProperties": {"type": "integer"}},)"
+      R"( {"properties": {"x": {"minimum": 0}}}]})"));
+  EXPECT_TRUE(test::accepts(extra, R"({"x": 1, "y": -5})"));
+  EXPECT_TRUE(test::accepts(extra, R"({"y": 5})"));
+  EXPECT_FALSE(test::accepts(extra, R"({"z": 5})"));
+  EXPECT_FALSE(test::accepts(extra, R"({"x": -1})"));
 }
 
 TEST(JsonSchemaToGbnf, CheckGbnfCatchesFaults) {
