@@ -148,8 +148,10 @@ class Grammar {
 // and after the matching ones are any items, a matching one is valid under
 // items and contains; not beside prefixItems; minContains over 1 only
 // where minItems/maxItems do not bind; within minItems/maxItems, fewer than
-// 32 other items around the match; maxContains only where maxItems is no
-// more; in a merge, one part's), propertyNames (type, enum, const, pattern,
+// 32 other items around the match; maxContains where maxItems is no more,
+// else where contains is an enum/const, items lists its values (the other
+// items are those values but contains') and minItems/maxItems do not
+// bind; in a merge, one part's), propertyNames (type, enum, const, pattern,
 // minLength, maxLength, through $ref; in a merge, each part's on the merged
 // object: named properties whose name fails it are forbidden; additional
 // keys are its strings, or none where a named property's name or

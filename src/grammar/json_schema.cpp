@@ -2373,17 +2373,16 @@ class Converter {
     }
     if (s.contains("contains")) {
       const size_t least = s.contains("minContains") ? count(sub, "minContains") : 1;
-      // maxContains holds where the array has no more items than it allows.
-      if (s.contains("maxContains") && count(sub, "maxContains") < max)
-        fail_keyword("maxContains", sub.ptr, "below maxItems is not supported (the other items would have to fail "
-                                             "contains)");
-      if (least > 0) {
+      // maxContains binds only below the count of items allowed.
+      const size_t most =
+          s.contains("maxContains") && count(sub, "maxContains") < max ? count(sub, "maxContains") : kNoMax;
+      if (least > 0 || most != kNoMax) {
         if (prefix)
           fail_keyword("contains", sub.ptr, "beside prefixItems (or an items array) is not supported");
         if (unique && least > 1)
           fail_keyword("uniqueItems", sub.ptr, "true beside minContains over 1 is not supported (only arrays of at "
                                                "most one item are written, which are unique)");
-        return contains_array(sub, rest, rest_any, min, max, least, name, depth, exact);
+        return contains_array(sub, rest, rest_any, min, max, least, most, name, depth, exact);
       }
     }
     if (!prefix && rest_any && min == 0 && max == kNoMax) return use_primitive("array", name, exact);
@@ -2443,21 +2442,29 @@ class Converter {
     return define(name, exact, inner.empty() ? R"("[" space "]")" : R"("[" space )" + inner + R"( space "]")");
   }
 
-  // contains with minContains `least` >= 1 (maxContains vacuous: see
-  // visit_array), without a prefix: min..max items, each valid under
-  // `rest` (items; any value when rest_any), `least` of them also under
-  // contains (the item rule: allOf [items, contains], visit_all_of's merge).
-  // As items before, between and after the matching ones are any items:
+  // contains with minContains `least` and maxContains `most` (kNoMax where
+  // it cannot bind: see visit_array), least or most binding, without a
+  // prefix: min..max items, each valid under `rest` (items; any value when
+  // rest_any), `least` of them also under contains (the item rule: allOf
+  // [items, contains], visit_all_of's merge). Without most, items before,
+  // between and after the matching ones are any items:
   //   pre match (mid "," match){least - 1} mid
   // (pre = (item ",")*, mid = ("," item)*). Where minItems/maxItems bind,
   // only least 1, written as one alternative per count a of items before
   // the match: (item ","){a} match ("," item){lo - a, hi - a} (lo..hi: the
   // other items' counts), a up to hi (or lo when unbounded, the last
   // alternative's prefix then unbounded), at most kMaxContainsSpread of them.
+  // With most, the other items are those of items that fail contains,
+  // written exactly only where contains is an enum/const and items lists
+  // its values (allOf [items, not contains]: those values without
+  // contains'), and minItems/maxItems do not bind:
+  //   pre match mid ("," match mid){least - 1, most - 1}
+  // (pre and mid of the other items), or with least 0 also (other ("," other)*)?.
   static constexpr size_t kMaxContainsSpread = 32;
   std::string contains_array(const Sub& sub, const std::optional<Sub>& rest, bool rest_any, size_t min, size_t max,
-                             size_t least, const std::string& name, size_t depth, bool exact) {
+                             size_t least, size_t most, const std::string& name, size_t depth, bool exact) {
     const Json& s = *sub.s;
+    if (most != kNoMax) return contains_at_most(sub, rest, min, max, least, most, name, depth, exact);
     if (max < least) fail_empty("contains", sub.ptr, "minContains over maxItems");
     if (!rest && !rest_any) fail_empty("contains", sub.ptr, "no item is allowed (items false)");
     const size_t lo = min > least ? min - least : 0;
@@ -2494,6 +2501,43 @@ class Converter {
       inner = alts.size() == 1 ? alts[0] : join_in("(", alts, " | ", ")", identity);
     }
     return define(name, exact, R"("[" space )" + inner + R"( space "]")");
+  }
+
+  std::string contains_at_most(const Sub& sub, const std::optional<Sub>& rest, size_t min, size_t max, size_t least,
+                               size_t most, const std::string& name, size_t depth, bool exact) {
+    const Json& s = *sub.s;
+    if (most < least) fail_empty("maxContains", sub.ptr, "below minContains");
+    if (!excluded_values(s["contains"]) || !rest || !finite_values(*rest) || min > least || max != kNoMax)
+      fail_keyword("maxContains", sub.ptr, "below maxItems is supported only where contains is an enum/const, items "
+                                           "lists its values and minItems/maxItems do not bind");
+    const Sub c{&s["contains"], pointer_child(sub.ptr, "contains")};
+    synthetic_.push_back(Json::object({{"not", s["contains"]}}));
+    const Sub not_c{&synthetic_.back(), c.ptr};
+    ++struct_depth_;
+    const auto match = attempt([&] {
+      return visit_all_of({*rest, c}, c.ptr, "contains", child_name(name, "contains"), depth + 1, false);
+    });
+    const auto other = attempt([&] {
+      return visit_all_of({*rest, not_c}, c.ptr, "maxContains", child_name(name, "item"), depth + 1, false);
+    });
+    --struct_depth_;
+    if (!match && least > 0) fail_empty("contains", sub.ptr, "no item is valid against items and contains");
+    const std::string comma = "\",\" space ";
+    // Some matches (1..most of them, least at least), and where least is 0
+    // none: only other items, or the empty array.
+    std::string some, none;
+    if (match && most > 0) {
+      const std::string pre = other ? "(" + *other + " " + comma + ")* " : "";
+      const std::string mid = other ? " (" + comma + *other + ")*" : "";
+      const std::string more = repetition("(" + comma + *match + mid + ")", least > 0 ? least - 1 : 0, most - 1,
+                                          child_name(name, "matches"));
+      some = pre + *match + mid + (more.empty() ? "" : " " + more);
+    }
+    if (least == 0 && other) none = "(" + *other + " (" + comma + *other + ")*)?";
+    std::string inner = some;
+    if (least == 0 && !some.empty()) inner = none.empty() ? "(" + some + ")?" : "(" + none + " | " + some + ")";
+    if (least == 0 && some.empty()) inner = none;
+    return define(name, exact, inner.empty() ? R"("[" space "]")" : R"("[" space )" + inner + R"( space "]")");
   }
 
   // patternProperties: each pattern with its schema. Names are matched with

@@ -1129,8 +1129,11 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(of at most one item are written, which are unique))"},
       // contains where the grammar cannot place the matching items exactly.
       {R"({"type": "array", "contains": {"type": "null"}, "maxContains": 2})",
-       R"(json_schema: keyword "maxContains" at the root: below maxItems is not supported (the other items would )"
-       R"(have to fail contains))"},
+       R"(json_schema: keyword "maxContains" at the root: below maxItems is supported only where contains is an )"
+       R"(enum/const, items lists its values and minItems/maxItems do not bind)"},
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}, "maxContains": 2, "minItems": 3})",
+       R"(json_schema: keyword "maxContains" at the root: below maxItems is supported only where contains is an )"
+       R"(enum/const, items lists its values and minItems/maxItems do not bind)"},
       {R"({"prefixItems": [{"type": "null"}], "items": {}, "contains": {"type": "null"}})",
        R"(json_schema: keyword "contains" at the root: beside prefixItems (or an items array) is not supported)"},
       {R"({"type": "array", "contains": {"type": "null"}, "minContains": 2, "maxItems": 5})",
@@ -1773,6 +1776,19 @@ TEST(JsonSchemaToGbnf, ContainsIsExact) {
        [&](auto& a) { return xs(a) >= 1 && a.size() <= 3; }},
       {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}, "uniqueItems": true})",
        [&](auto& a) { return a.size() == 1 && xs(a) == 1; }},
+      // maxContains: the other items fail contains.
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}, "maxContains": 2})",
+       [&](auto& a) { return xs(a) >= 1 && xs(a) <= 2; }},
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}, "minContains": 2, "maxContains": 3})",
+       [&](auto& a) { return xs(a) >= 2 && xs(a) <= 3; }},
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}, "minContains": 0, "maxContains": 1})",
+       [&](auto& a) { return xs(a) <= 1; }},
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"enum": ["x", "z"]}, "minContains": 0, "maxContains": 0})",
+       [&](auto& a) { return xs(a) == 0; }},
+      {R"({"items": {"const": "x"}, "contains": {"const": "x"}, "maxContains": 2})",
+       [&](auto& a) { return xs(a) >= 1 && xs(a) <= 2 && xs(a) == static_cast<long>(a.size()); }},
+      {R"({"items": {"const": "x"}, "contains": {"const": "x"}, "minContains": 0, "maxContains": 2})",
+       [&](auto& a) { return xs(a) <= 2 && xs(a) == static_cast<long>(a.size()); }},
       // Merged: items from one part, contains from the other.
       {R"({"allOf": [{"items": {"enum": ["x", "y"]}}, {"contains": {"enum": ["x", 1]}, "maxItems": 2}]})",
        [&](auto& a) { return xs(a) >= 1 && a.size() <= 2; }},
