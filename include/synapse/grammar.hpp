@@ -169,8 +169,9 @@ class Grammar {
 // are ignored, as the specification has it: they constrain nothing.
 // Throws Error(invalid_argument) naming the keyword and its JSON pointer for
 // a validation keyword it cannot enforce (not in other forms,
-// contains, minContains and maxContains beyond the cases above, multipleOf beyond the cases above, propertyNames with other
-// keywords, oneOf whose alternatives cannot be kept apart, ...;
+// contains, minContains and maxContains beyond the cases above, more than
+// 64 cases of dependencies, multipleOf beyond the cases above,
+// propertyNames with other keywords, oneOf whose alternatives cannot be kept apart, ...;
 // patternProperties, minProperties, maxProperties and number bounds beyond
 // the sound subsets above), a regular expression feature outside the subset, a bad value, a
 // schema no value satisfies (an optional property, additional properties or

@@ -2477,9 +2477,11 @@ class Converter {
                                             " or more items around the matching one is not supported");
     const Sub c{&s["contains"], pointer_child(sub.ptr, "contains")};
     ++struct_depth_;
-    const std::string match = rest ? visit_all_of({*rest, c}, c.ptr, "contains", child_name(name, "contains"), depth + 1, false)
-                                   : visit(c, child_name(name, "contains"), depth + 1, false);
-    const std::string item = rest ? visit(*rest, child_name(name, "item"), depth + 1, false) : use_primitive("value", "", false);
+    const std::string match =
+        rest ? visit_all_of({*rest, c}, c.ptr, "contains", child_name(name, "contains"), depth + 1, false)
+             : visit(c, child_name(name, "contains"), depth + 1, false);
+    const std::string item =
+        rest ? visit(*rest, child_name(name, "item"), depth + 1, false) : use_primitive("value", "", false);
     --struct_depth_;
     const std::string comma = "\",\" space ";
     const std::string base = child_name(name, "items");
@@ -3559,7 +3561,10 @@ class Converter {
         for (const auto& [p, v] : st) {
           if (v >= 0 && !required.count(p)) part["required"].push_back(p);
           if (v == -1) part["properties"][p] = false;
-          if (v >= 1) part["properties"][p] = Json::object({{"enum", Json::array({*values.at(p)[static_cast<size_t>(v - 1)]})}});
+          if (v >= 1) {
+            const Json& value = *values.at(p)[static_cast<size_t>(v - 1)];
+            part["properties"][p] = Json::object({{"enum", Json::array({value})}});
+          }
         }
         for (const auto& [t, x] : kept)
           if (state_of(st, t) >= 0) all.push_back(*x);
@@ -3807,7 +3812,8 @@ class Converter {
     const Sub* with_contains = nullptr;
     for (const Sub& p : parts) {
       if (!p.s->contains("contains")) continue;
-      if (with_contains) fail_keyword("contains", p.ptr, "in more than one part of " + std::string(why) + " is not supported");
+      if (with_contains)
+        fail_keyword("contains", p.ptr, "in more than one part of " + std::string(why) + " is not supported");
       with_contains = &p;
       for (const char* k : {"contains", "minContains", "maxContains"})
         if (p.s->contains(k)) merged[k] = (*p.s)[k];
@@ -4073,8 +4079,9 @@ void rewrite_not(Json& s, size_t depth, size_t max_depth) {
     }
     Json items = Json{{"not", n["contains"]}};
     rewrite_not(items, depth + 1, max_depth);
-    if (items.is_object() && items.contains("not") && !excluded_values(items["not"]) && !excluded_patterns(items["not"]))
-      return;
+    const bool written = !items.is_object() || !items.contains("not") || excluded_values(items["not"]) ||
+                         excluded_patterns(items["not"]);
+    if (!written) return;
     set_types(kArray);
     add_all_of(s, Json{{"items", std::move(items)}});
     s.erase("not");
