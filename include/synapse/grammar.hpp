@@ -124,8 +124,12 @@ class Grammar {
 // anywhere but in a group repeated a bounded number of times, lookaheads
 // (?=...) and (?!...) but not nested, through the pattern's automaton),
 // dependencies, dependentRequired and dependentSchemas (exactly: an object
-// lacks the property or has what it needs; at most 4 such properties of an
-// object that does not require them),
+// lacks the property or has what it needs; for more than 4 such properties
+// of an object that does not require them, cases of which properties are
+// present (and which value of a property that lists its values), each
+// dependency's names, required, properties false or of values, allOf and
+// anyOf of those read as clauses, other schemas a part of the cases where
+// their property is present; at most 64 cases),
 // minLength, maxLength (like minItems and maxItems, exact at any count below
 // 10^18: counts over 256 are written in base 16; beside pattern exactly,
 // through the product of its automaton with a count of code points (kept
@@ -143,13 +147,22 @@ class Grammar {
 // written as an integer; a fraction 1/k (0.5, 0.1, 0.01, ...) as the
 // integers, which IEEE division finds whole; other fractions refused), format (date, time, date-time, uuid,
 // email; beside a pattern the strings of both, email within 67 code points), uniqueItems (true: arrays of at most one item; beside minItems
-// over 1 refused), propertyNames (type, enum, const, pattern, minLength,
-// maxLength, through $ref: named properties whose name fails it are
-// forbidden; additional keys are its strings, or none where a named
-// property's name or patternProperties would overlap them), not in the forms
+// over 1 refused), contains and minContains (exactly: items before, between
+// and after the matching ones are any items, a matching one is valid under
+// items and contains; not beside prefixItems; minContains over 1 only
+// where minItems/maxItems do not bind; within minItems/maxItems, fewer than
+// 32 other items around the match; maxContains where maxItems is no more,
+// else where contains is an enum/const, items lists its values (the other
+// items are those values but contains') and minItems/maxItems do not
+// bind; in a merge, one part's), propertyNames (type, enum, const, pattern,
+// minLength, maxLength, through $ref; in a merge, each part's on the merged
+// object: named properties whose name fails it are forbidden; additional
+// keys are its strings, or none where a named property's name or
+// patternProperties would overlap them), not in the forms
 // that are other keywords (not {} : no value; not {"type": T}: the other
-// types; not {"required": [names]}: an object lacking one of them; not of
-// enum/const beside an enum/const that lists the values), if/then/else (as
+// types; not {"required": [names]}: an object lacking one of them; not
+// {"contains": C}: an array of items {not C}, where that not is one of these
+// forms; not of enum/const beside an enum/const that lists the values), if/then/else (as
 // (if and then) or (not-if and else), not-if from the keywords of if that
 // negate: a sound subset).
 // Annotations (title, description, examples, default, $schema, $id,
@@ -159,8 +172,9 @@ class Grammar {
 // are ignored, as the specification has it: they constrain nothing.
 // Throws Error(invalid_argument) naming the keyword and its JSON pointer for
 // a validation keyword it cannot enforce (not in other forms,
-// contains, multipleOf beyond the cases above, propertyNames with other
-// keywords, oneOf whose alternatives cannot be kept apart, ...;
+// contains, minContains and maxContains beyond the cases above, more than
+// 64 cases of dependencies, multipleOf beyond the cases above,
+// propertyNames with other keywords, oneOf whose alternatives cannot be kept apart, ...;
 // patternProperties, minProperties, maxProperties and number bounds beyond
 // the sound subsets above), a regular expression feature outside the subset, a bad value, a
 // schema no value satisfies (an optional property, additional properties or

@@ -217,7 +217,8 @@ constexpr std::string_view kObjectKeys[] = {"properties",       "required",     
                                             "dependencies",     "dependentRequired", "dependentSchemas",
                                             "propertyNames"};
 constexpr std::string_view kDependencyKeys[] = {"dependencies", "dependentRequired", "dependentSchemas"};
-constexpr std::string_view kArrayKeys[] = {"items", "prefixItems", "minItems", "maxItems", "additionalItems"};
+constexpr std::string_view kArrayKeys[] = {"items",           "prefixItems", "minItems",   "maxItems",
+                                           "additionalItems", "contains",    "minContains", "maxContains"};
 constexpr std::string_view kStringKeys[] = {"pattern", "minLength", "maxLength", "format"};
 constexpr std::string_view kNumberKeys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
 constexpr std::string_view kGeneralKeys[] = {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref"};
@@ -234,7 +235,7 @@ bool in(const std::string_view (&set)[N], std::string_view k) {
 constexpr std::string_view kUnenforceable[] = {
     "not",           "if",          "then",        "else",
     "unevaluatedProperties",
-    "uniqueItems",   "contains",    "minContains", "maxContains", "unevaluatedItems",
+    "uniqueItems",   "unevaluatedItems",
     "$dynamicRef", "$recursiveRef"};
 bool is_container(std::string_view k) { return in(kContainers, k); }
 bool is_supported(std::string_view k) {
@@ -300,6 +301,21 @@ std::optional<std::vector<std::string>> excluded_patterns(const Json& n) {
     if (!inner) return std::nullopt;
     out.insert(out.end(), inner->begin(), inner->end());
   }
+  return out;
+}
+
+// The values `not` excludes where it is of enum/const ({"not": {"enum":
+// [...]}} or {"not": {"const": x}}, annotations aside), else nullopt.
+std::optional<std::vector<const Json*>> excluded_values(const Json& n) {
+  if (!n.is_object()) return std::nullopt;
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : n.items())
+    if (!is_annotation(k)) keys.push_back(k);
+  if (keys.size() != 1) return std::nullopt;
+  if (keys[0] == "const") return std::vector<const Json*>{&n["const"]};
+  if (keys[0] != "enum" || !n["enum"].is_array()) return std::nullopt;
+  std::vector<const Json*> out;
+  for (const Json& v : n["enum"]) out.push_back(&v);
   return out;
 }
 
@@ -2461,6 +2477,20 @@ class Converter {
       fail_empty("minItems", sub.ptr,
                  s.contains("maxItems") ? "greater than maxItems" : "more items than the tuple allows");
     }
+    if (s.contains("contains")) {
+      const size_t least = s.contains("minContains") ? count(sub, "minContains") : 1;
+      // maxContains binds only below the count of items allowed.
+      const size_t most =
+          s.contains("maxContains") && count(sub, "maxContains") < max ? count(sub, "maxContains") : kNoMax;
+      if (least > 0 || most != kNoMax) {
+        if (prefix)
+          fail_keyword("contains", sub.ptr, "beside prefixItems (or an items array) is not supported");
+        if (unique && least > 1)
+          fail_keyword("uniqueItems", sub.ptr, "true beside minContains over 1 is not supported (only arrays of at "
+                                               "most one item are written, which are unique)");
+        return contains_array(sub, rest, rest_any, min, max, least, most, name, depth, exact);
+      }
+    }
     if (!prefix && rest_any && min == 0 && max == kNoMax) return use_primitive("array", name, exact);
 
     // Required prefix items [0, qk), optional ones [qk, kk), then the rest
@@ -2515,6 +2545,106 @@ class Converter {
       inner = rest_rule + (tail.empty() ? "" : " " + tail);
       if (rest_min == 0) inner = "(" + inner + ")?";
     }
+    return define(name, exact, inner.empty() ? R"("[" space "]")" : R"("[" space )" + inner + R"( space "]")");
+  }
+
+  // contains with minContains `least` and maxContains `most` (kNoMax where
+  // it cannot bind: see visit_array), least or most binding, without a
+  // prefix: min..max items, each valid under `rest` (items; any value when
+  // rest_any), `least` of them also under contains (the item rule: allOf
+  // [items, contains], visit_all_of's merge). Without most, items before,
+  // between and after the matching ones are any items:
+  //   pre match (mid "," match){least - 1} mid
+  // (pre = (item ",")*, mid = ("," item)*). Where minItems/maxItems bind,
+  // only least 1, written as one alternative per count a of items before
+  // the match: (item ","){a} match ("," item){lo - a, hi - a} (lo..hi: the
+  // other items' counts), a up to hi (or lo when unbounded, the last
+  // alternative's prefix then unbounded), at most kMaxContainsSpread of them.
+  // With most, the other items are those of items that fail contains,
+  // written exactly only where contains is an enum/const and items lists
+  // its values (allOf [items, not contains]: those values without
+  // contains'), and minItems/maxItems do not bind:
+  //   pre match mid ("," match mid){least - 1, most - 1}
+  // (pre and mid of the other items), or with least 0 also (other ("," other)*)?.
+  static constexpr size_t kMaxContainsSpread = 32;
+  std::string contains_array(const Sub& sub, const std::optional<Sub>& rest, bool rest_any, size_t min, size_t max,
+                             size_t least, size_t most, const std::string& name, size_t depth, bool exact) {
+    const Json& s = *sub.s;
+    if (most != kNoMax) return contains_at_most(sub, rest, min, max, least, most, name, depth, exact);
+    if (max < least) fail_empty("contains", sub.ptr, "minContains over maxItems");
+    if (!rest && !rest_any) fail_empty("contains", sub.ptr, "no item is allowed (items false)");
+    const size_t lo = min > least ? min - least : 0;
+    const size_t hi = max == kNoMax ? kNoMax : max - least;
+    const size_t spread = hi == kNoMax ? lo : hi;
+    if ((lo > 0 || hi != kNoMax) && least > 1)
+      fail_keyword("minContains", sub.ptr, "over 1 beside minItems or maxItems is not supported");
+    if ((lo > 0 || hi != kNoMax) && spread >= kMaxContainsSpread)
+      fail_keyword("contains", sub.ptr, "beside minItems/maxItems that leave " + std::to_string(kMaxContainsSpread) +
+                                            " or more items around the matching one is not supported");
+    const Sub c{&s["contains"], pointer_child(sub.ptr, "contains")};
+    ++struct_depth_;
+    const std::string match =
+        rest ? visit_all_of({*rest, c}, c.ptr, "contains", child_name(name, "contains"), depth + 1, false)
+             : visit(c, child_name(name, "contains"), depth + 1, false);
+    const std::string item =
+        rest ? visit(*rest, child_name(name, "item"), depth + 1, false) : use_primitive("value", "", false);
+    --struct_depth_;
+    const std::string comma = "\",\" space ";
+    const std::string base = child_name(name, "items");
+    const std::string before = "(" + item + " " + comma + ")", after = "(" + comma + item + ")";
+    std::string inner;
+    if (lo == 0 && hi == kNoMax) {
+      const std::string mid = after + "*";
+      inner = before + "* " + match;
+      if (least > 1) inner += " " + repetition("(" + mid + " " + comma + match + ")", least - 1, least - 1, base);
+      inner += " " + mid;
+    } else {
+      std::vector<std::string> alts;
+      for (size_t a = 0; a <= spread; ++a) {
+        const bool open = hi == kNoMax && a == lo;
+        const std::string pre = repetition(before, a, open ? kNoMax : a, base);
+        const std::string post = repetition(after, lo > a ? lo - a : 0, hi == kNoMax ? kNoMax : hi - a, base);
+        alts.push_back(seq(seq(pre, match), post));
+      }
+      inner = alts.size() == 1 ? alts[0] : join_in("(", alts, " | ", ")", identity);
+    }
+    return define(name, exact, R"("[" space )" + inner + R"( space "]")");
+  }
+
+  std::string contains_at_most(const Sub& sub, const std::optional<Sub>& rest, size_t min, size_t max, size_t least,
+                               size_t most, const std::string& name, size_t depth, bool exact) {
+    const Json& s = *sub.s;
+    if (most < least) fail_empty("maxContains", sub.ptr, "below minContains");
+    if (!excluded_values(s["contains"]) || !rest || !finite_values(*rest) || min > least || max != kNoMax)
+      fail_keyword("maxContains", sub.ptr, "below maxItems is supported only where contains is an enum/const, items "
+                                           "lists its values and minItems/maxItems do not bind");
+    const Sub c{&s["contains"], pointer_child(sub.ptr, "contains")};
+    synthetic_.push_back(Json::object({{"not", s["contains"]}}));
+    const Sub not_c{&synthetic_.back(), c.ptr};
+    ++struct_depth_;
+    const auto match = attempt([&] {
+      return visit_all_of({*rest, c}, c.ptr, "contains", child_name(name, "contains"), depth + 1, false);
+    });
+    const auto other = attempt([&] {
+      return visit_all_of({*rest, not_c}, c.ptr, "maxContains", child_name(name, "item"), depth + 1, false);
+    });
+    --struct_depth_;
+    if (!match && least > 0) fail_empty("contains", sub.ptr, "no item is valid against items and contains");
+    const std::string comma = "\",\" space ";
+    // Some matches (1..most of them, least at least), and where least is 0
+    // none: only other items, or the empty array.
+    std::string some, none;
+    if (match && most > 0) {
+      const std::string pre = other ? "(" + *other + " " + comma + ")* " : "";
+      const std::string mid = other ? " (" + comma + *other + ")*" : "";
+      const std::string more = repetition("(" + comma + *match + mid + ")", least > 0 ? least - 1 : 0, most - 1,
+                                          child_name(name, "matches"));
+      some = pre + *match + mid + (more.empty() ? "" : " " + more);
+    }
+    if (least == 0 && other) none = "(" + *other + " (" + comma + *other + ")*)?";
+    std::string inner = some;
+    if (least == 0 && !some.empty()) inner = none.empty() ? "(" + some + ")?" : "(" + none + " | " + some + ")";
+    if (least == 0 && some.empty()) inner = none;
     return define(name, exact, inner.empty() ? R"("[" space "]")" : R"("[" space )" + inner + R"( space "]")");
   }
 
@@ -3287,25 +3417,30 @@ class Converter {
     }
     if (std::all_of(rest.begin(), rest.end(), scalar_keys)) return visit(merge_scalars(rest, ptr, why, types), name, depth + 1, exact);
     const bool arrays = std::all_of(rest.begin(), rest.end(), [](const Sub& sub) {
-      return keys_within(sub, {"type", "items", "minItems", "maxItems", "uniqueItems"}) &&
+      return keys_within(sub, {"type", "items", "minItems", "maxItems", "uniqueItems", "contains", "minContains",
+                               "maxContains"}) &&
              (!sub.s->contains("type") || (type_mask((*sub.s)["type"], sub.ptr) & kArray));
     });
     if (arrays) return visit(merge_arrays(rest, ptr, why, types), name, depth + 1, exact);
     for (const Sub& sub : rest) {
       const Json& s = *sub.s;
       const bool object = keys_within(sub, {"properties", "required", "additionalProperties", "patternProperties",
-                                            "minProperties", "maxProperties", "type"}) &&
+                                            "minProperties", "maxProperties", "propertyNames", "type"}) &&
                           (!s.contains("type") || (type_mask(s["type"], sub.ptr) & kObject));
       if (!object) {
         fail_keyword(why, ptr,
                      "merges only objects (properties, required, additionalProperties, patternProperties, "
-                     "minProperties, maxProperties) or enums; "
+                     "minProperties, maxProperties, propertyNames) or enums; "
                      "the schema at " +
                          where(sub.ptr) + " is neither");
       }
     }
     if (!(types & kObject)) fail_empty(why, ptr, "its \"type\" excludes the objects it merges");
-    return emit_object(merge_objects(rest, ptr, why), name, depth, exact);
+    // Each part's propertyNames on the merged object, as visit_object applies one.
+    ObjectSpec spec = merge_objects(rest, ptr, why);
+    for (const Sub& sub : rest)
+      if (sub.s->contains("propertyNames")) property_names(spec, sub, name);
+    return emit_object(spec, name, depth, exact);
   }
 
   // The parts of a conjunction: allOf items opened, a $ref with siblings
@@ -3385,7 +3520,8 @@ class Converter {
   //   {"anyOf": [{"properties": {t: false}}, {"required": [t, D...]}]}
   //   {"anyOf": [{"properties": {t: false}}, {"allOf": [{"required": [t]}, S]}]}
   // and where the node requires t itself, only {"required": D} (or S). Each
-  // anyOf doubles the branches, so at most kMaxDependencies of them.
+  // anyOf doubles the branches, so at most kMaxDependencies of them; with
+  // more, dependency_cases.
   static constexpr size_t kMaxDependencies = 4;
   std::vector<Sub> dependency_parts(const Sub& sub, size_t depth) {
     std::vector<Sub> out;
@@ -3395,6 +3531,11 @@ class Converter {
       for (const Json& r : s["required"])
         if (r.is_string()) required.insert(r.get<std::string>());
     size_t n_optional = 0;
+    for (const std::string_view key : kDependencyKeys)
+      if (s.contains(key) && s[key].is_object())
+        for (const auto& [t, d] : s[key].items()) n_optional += !required.count(t);
+    if (n_optional > kMaxDependencies) return {dependency_cases(sub, required, depth)};
+    n_optional = 0;
     for (const std::string_view key : kDependencyKeys) {
       if (!s.contains(key)) continue;
       const Json& deps = s[key];
@@ -3437,19 +3578,265 @@ class Converter {
     return out;
   }
 
-  // The values `not` excludes where it is of enum/const ({"not": {"enum":
-  // [...]}} or {"not": {"const": x}}, annotations aside), else nullopt.
-  static std::optional<std::vector<const Json*>> excluded_values(const Json& n) {
-    if (!n.is_object()) return std::nullopt;
-    std::vector<std::string> keys;
-    for (const auto& [k, v] : n.items())
-      if (!is_annotation(k)) keys.push_back(k);
-    if (keys.size() != 1) return std::nullopt;
-    if (keys[0] == "const") return std::vector<const Json*>{&n["const"]};
-    if (keys[0] != "enum" || !n["enum"].is_array()) return std::nullopt;
-    std::vector<const Json*> out;
-    for (const Json& v : n["enum"]) out.push_back(&v);
+  // Dependencies of more than kMaxDependencies optional properties, exactly,
+  // as one anyOf of cases instead of an anyOf per property (2^n branches):
+  // each dependency "t needs X" is clauses over literals (a property
+  // present, absent, or absent or of values E: what {"properties": {p:
+  // {"enum": E}}} says where the node's own p lists its values), "t absent
+  // or C" for each clause C of X: names are one clause each; a schema of
+  // required, properties false or of values, allOf and anyOf of those (anyOf
+  // distributed into clauses, at most kMaxDependencyClauses), "type"
+  // "object" aside; any other schema is kept whole, a part of the cases
+  // where t is present. Cases split on one property at a time (present or
+  // absent; absent or each value it lists), each clause dropped once true,
+  // its last open literal made true; a case with no open clause and every
+  // kept schema's t decided is written: its present properties required,
+  // absent ones false, values as an enum, the kept schemas of present ts.
+  // Every object valid against the dependencies is in exactly the cases
+  // its properties decide, and only such objects are: exact. At most
+  // kMaxDependencyCases cases.
+  static constexpr size_t kMaxDependencyCases = 64;
+  static constexpr size_t kMaxDependencyClauses = 64;
+  struct DepLiteral {
+    std::string prop;
+    int kind;                 // 0 present, 1 absent, 2 absent or one of `values`
+    std::vector<size_t> values;  // indexes into the property's values
+  };
+  using DepClause = std::vector<DepLiteral>;
+  // The clauses a schema S is (a conjunction of them), or nullopt where it
+  // is none of the forms above. `values`: the listed values of the node's
+  // properties that list them.
+  std::optional<std::vector<DepClause>> dependency_clauses(
+      const Json& x, const std::map<std::string, std::vector<const Json*>>& values) const {
+    if (x.is_boolean()) return x.get<bool>() ? std::optional<std::vector<DepClause>>(std::vector<DepClause>{})
+                                             : std::optional<std::vector<DepClause>>(std::vector<DepClause>{{}});
+    if (!x.is_object()) return std::nullopt;
+    std::vector<DepClause> out;
+    for (const auto& [k, v] : x.items()) {
+      if (is_annotation(k)) continue;
+      if (k == "type") {
+        if (v != "object") return std::nullopt;
+      } else if (k == "required") {
+        if (!v.is_array()) return std::nullopt;
+        for (const Json& r : v) {
+          if (!r.is_string()) return std::nullopt;
+          out.push_back({DepLiteral{r.get<std::string>(), 0, {}}});
+        }
+      } else if (k == "properties") {
+        if (!v.is_object()) return std::nullopt;
+        for (const auto& [name, ps] : v.items()) {
+          if (ps == false) {
+            out.push_back({DepLiteral{name, 1, {}}});
+            continue;
+          }
+          auto listed = values.find(name);
+          if (listed == values.end() || !ps.is_object()) return std::nullopt;
+          std::vector<const Json*> allowed;
+          for (const auto& [pk, pv] : ps.items()) {
+            if (is_annotation(pk)) continue;
+            if (pk == "const") {
+              allowed.push_back(&pv);
+            } else if (pk == "enum" && pv.is_array()) {
+              for (const Json& e : pv) allowed.push_back(&e);
+            } else {
+              return std::nullopt;
+            }
+          }
+          if (ps.contains("const") && ps.contains("enum")) return std::nullopt;
+          DepLiteral lit{name, 2, {}};
+          for (size_t i = 0; i < listed->second.size(); ++i)
+            if (std::any_of(allowed.begin(), allowed.end(), [&](const Json* a) { return *a == *listed->second[i]; }))
+              lit.values.push_back(i);
+          out.push_back({std::move(lit)});
+        }
+      } else if (k == "allOf" || k == "anyOf") {
+        if (!v.is_array() || v.empty()) return std::nullopt;
+        std::vector<DepClause> acc = k == "allOf" ? std::vector<DepClause>{} : std::vector<DepClause>{{}};
+        bool first = true;
+        for (const Json& part : v) {
+          const auto cs = dependency_clauses(part, values);
+          if (!cs) return std::nullopt;
+          if (k == "allOf") {
+            acc.insert(acc.end(), cs->begin(), cs->end());
+          } else {
+            // (A1 & A2) | (B1 & B2) = (A1 | B1) & (A1 | B2) & (A2 | B1) & (A2 | B2)
+            std::vector<DepClause> product;
+            for (const DepClause& a : first ? std::vector<DepClause>{{}} : acc)
+              for (const DepClause& b : *cs) {
+                DepClause c = a;
+                c.insert(c.end(), b.begin(), b.end());
+                product.push_back(std::move(c));
+              }
+            if (cs->empty()) product.clear();  // an alternative that always holds
+            acc = std::move(product);
+            if (cs->empty()) break;
+          }
+          first = false;
+          if (acc.size() > kMaxDependencyClauses) return std::nullopt;
+        }
+        out.insert(out.end(), acc.begin(), acc.end());
+      } else {
+        return std::nullopt;
+      }
+      if (out.size() > kMaxDependencyClauses) return std::nullopt;
+    }
     return out;
+  }
+
+  Sub dependency_cases(const Sub& sub, const std::set<std::string>& required, size_t depth) {
+    const Json& s = *sub.s;
+    // The values of the node's own properties that list them.
+    std::map<std::string, std::vector<const Json*>> values;
+    if (s.contains("properties") && s["properties"].is_object())
+      for (const auto& [name, ps] : s["properties"].items())
+        if (const auto v = finite_values({&ps, sub.ptr})) values[name] = *v;
+    std::vector<DepClause> clauses;
+    std::vector<std::pair<std::string, const Json*>> kept;  // t, a schema kept whole
+    const char* first_key = nullptr;
+    for (const std::string_view key : kDependencyKeys) {
+      if (!s.contains(key)) continue;
+      const Json& deps = s[key];
+      const std::string kptr = pointer_child(sub.ptr, key);
+      if (!deps.is_object()) fail_keyword(key, sub.ptr, "must be an object");
+      if (!first_key) first_key = key.data();
+      for (const auto& [t, d] : deps.items()) {
+        enter(kptr, depth + 1);
+        const bool names = d.is_array();
+        if (names ? key == "dependentSchemas" : key == "dependentRequired")
+          fail_keyword(key, kptr, "\"" + t + "\" must be " + (names ? "a schema" : "an array of property names"));
+        if (!names && !d.is_object() && !d.is_boolean())
+          fail_keyword(key, kptr, "\"" + t + "\" must be an array of property names or a schema");
+        std::optional<std::vector<DepClause>> cs;
+        if (names) {
+          cs.emplace();
+          for (const Json& n : d) {
+            if (!n.is_string()) fail_keyword(key, kptr, "\"" + t + "\" must be an array of property names");
+            cs->push_back({DepLiteral{n.get<std::string>(), 0, {}}});
+          }
+        } else {
+          cs = dependency_clauses(d, values);
+        }
+        if (!cs) {
+          kept.emplace_back(t, &d);
+          continue;
+        }
+        for (DepClause& c : *cs) {
+          c.push_back(DepLiteral{t, 1, {}});
+          clauses.push_back(std::move(c));
+        }
+      }
+    }
+    // A case: each property's state: -2 unknown, -1 absent, 0 present (value
+    // unknown), 1 + i present with values[prop][i].
+    using State = std::map<std::string, long>;
+    auto state_of = [](const State& st, const std::string& p) {
+      auto it = st.find(p);
+      return it == st.end() ? -2L : it->second;
+    };
+    // A literal's truth in a case: 1 true, 0 false, -1 open.
+    auto truth = [&](const DepLiteral& l, const State& st) -> int {
+      const long v = state_of(st, l.prop);
+      if (v == -2) return -1;
+      if (l.kind == 0) return v >= 0 ? 1 : 0;
+      if (l.kind == 1) return v == -1 ? 1 : 0;
+      if (v == -1) return 1;
+      if (v == 0) return -1;
+      return std::find(l.values.begin(), l.values.end(), static_cast<size_t>(v - 1)) != l.values.end() ? 1 : 0;
+    };
+    Json cases = Json::array();
+    State start;
+    for (const std::string& r : required) start[r] = 0;
+    std::function<void(State)> split = [&](State st) {
+      enter(sub.ptr, depth + 1);  // bounds the cases tried, dead ends included
+      // Unit literals made true until nothing changes; a false clause ends the case.
+      for (bool changed = true; changed;) {
+        changed = false;
+        for (const DepClause& c : clauses) {
+          const DepLiteral* open = nullptr;
+          size_t n_open = 0;
+          bool holds = false;
+          for (const DepLiteral& l : c) {
+            const int v = truth(l, st);
+            if (v == 1) holds = true;
+            if (v == -1) ++n_open, open = &l;
+          }
+          if (holds) continue;
+          if (n_open == 0) return;  // no object of this case satisfies the dependencies
+          if (n_open == 1 && open->kind != 2) {
+            st[open->prop] = open->kind == 0 ? 0 : -1;
+            changed = true;
+          } else if (n_open == 1 && open->values.empty()) {
+            st[open->prop] = -1;
+            changed = true;
+          }
+        }
+      }
+      // The property to split on: of the first open clause, else a kept schema's t.
+      std::string prop;
+      bool by_value = false;
+      for (const DepClause& c : clauses) {
+        if (std::any_of(c.begin(), c.end(), [&](const DepLiteral& l) { return truth(l, st) == 1; })) continue;
+        for (const DepLiteral& l : c) {
+          if (truth(l, st) != -1) continue;
+          prop = l.prop;
+          by_value = l.kind == 2;
+          break;
+        }
+        break;
+      }
+      if (prop.empty())
+        for (const auto& [t, x] : kept)
+          if (state_of(st, t) == -2) {
+            prop = t;
+            break;
+          }
+      if (prop.empty()) {
+        if (cases.size() >= kMaxDependencyCases)
+          fail_keyword(first_key, sub.ptr, "more than " + std::to_string(kMaxDependencyCases) +
+                                               " cases of the properties whose presence requires more are not supported");
+        Json part = Json::object();
+        Json all = Json::array();
+        for (const auto& [p, v] : st) {
+          if (v >= 0 && !required.count(p)) part["required"].push_back(p);
+          if (v == -1) part["properties"][p] = false;
+          if (v >= 1) {
+            const Json& value = *values.at(p)[static_cast<size_t>(v - 1)];
+            part["properties"][p] = Json::object({{"enum", Json::array({value})}});
+          }
+        }
+        for (const auto& [t, x] : kept)
+          if (state_of(st, t) >= 0) all.push_back(*x);
+        if (!all.empty()) {
+          all.insert(all.begin(), std::move(part));
+          part = Json::object({{"allOf", std::move(all)}});
+        }
+        cases.push_back(std::move(part));
+        return;
+      }
+      const long now = state_of(st, prop);
+      if (by_value) {
+        if (now == -2) {
+          State absent = st;
+          absent[prop] = -1;
+          split(std::move(absent));
+        }
+        for (size_t i = 0; i < values.at(prop).size(); ++i) {
+          State one = st;
+          one[prop] = static_cast<long>(i) + 1;
+          split(std::move(one));
+        }
+        return;
+      }
+      for (const long v : {0L, -1L}) {
+        State next = st;
+        next[prop] = v;
+        split(std::move(next));
+      }
+    };
+    split(start);
+    if (cases.empty()) fail_empty(first_key, sub.ptr, "no object satisfies the dependencies");
+    synthetic_.push_back(cases.size() == 1 ? std::move(cases[0]) : Json::object({{"anyOf", std::move(cases)}}));
+    return {&synthetic_.back(), pointer_child(sub.ptr, first_key)};
   }
 
   // `not` of enum/const in a conjunction, exactly: the values of the parts
@@ -3687,6 +4074,17 @@ class Converter {
     }
     if (items.size() == 1) merged["items"] = items[0];
     if (items.size() > 1) merged["items"] = Json::object({{"allOf", std::move(items)}});
+    // One part's contains (with its minContains/maxContains, which constrain
+    // nothing without it); two would need two matching items' placements.
+    const Sub* with_contains = nullptr;
+    for (const Sub& p : parts) {
+      if (!p.s->contains("contains")) continue;
+      if (with_contains)
+        fail_keyword("contains", p.ptr, "in more than one part of " + std::string(why) + " is not supported");
+      with_contains = &p;
+      for (const char* k : {"contains", "minContains", "maxContains"})
+        if (p.s->contains(k)) merged[k] = (*p.s)[k];
+    }
     if (std::any_of(parts.begin(), parts.end(), [](const Sub& p) { return p.s->contains("uniqueItems") && (*p.s)["uniqueItems"] == true; }))
       merged["uniqueItems"] = true;
     if (lo) merged["minItems"] = *lo;
@@ -3963,6 +4361,25 @@ void rewrite_not(Json& s, size_t depth, size_t max_depth) {
       for (const Json& x : names) alts.push_back(Json{{"properties", Json{{x.get<std::string>(), false}}}});
       add_all_of(s, Json{{"anyOf", std::move(alts)}});
     }
+    s.erase("not");
+    return;
+  }
+  // not {"contains": C}: an array none of whose items is valid against C
+  // (every value that is not an array satisfies contains), written as items
+  // {not C} where that `not` is one of these forms or one the converter
+  // writes (of enum/const, of patterns); else left as written.
+  if (keys[0] == "contains") {
+    if (!(types & kArray)) {
+      s = false;
+      return;
+    }
+    Json items = Json{{"not", n["contains"]}};
+    rewrite_not(items, depth + 1, max_depth);
+    const bool written = !items.is_object() || !items.contains("not") || excluded_values(items["not"]) ||
+                         excluded_patterns(items["not"]);
+    if (!written) return;
+    set_types(kArray);
+    add_all_of(s, Json{{"items", std::move(items)}});
     s.erase("not");
     return;
   }

@@ -5,7 +5,9 @@
 // well-formed here; their instances are for the GBNF matcher).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -1188,8 +1190,8 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(json_schema: unsupported keyword "not" at the root)"},
       {R"({"type": "null", "not": {"type": "null"}})",
        R"(json_schema: the schema false (no value is valid) at the root)"},
-      {R"({"if": {"properties": {"a": {"const": 1}}}, "then": {"contains": {}}})",
-       R"(json_schema: unsupported keyword "contains" at /allOf/0/anyOf/0/allOf/1)"},
+      {R"({"if": {"properties": {"a": {"const": 1}}}, "then": {"unevaluatedItems": {}}})",
+       R"(json_schema: unsupported keyword "unevaluatedItems" at /allOf/0/anyOf/0/allOf/1)"},
       {R"({"not": {"enum": [1, 2]}})",
        R"(json_schema: keyword "not" at the root: of enum/const beside no enum/const that lists the values allowed )"
        R"((not): the grammar writes no value but these only where it lists them)"},
@@ -1200,9 +1202,11 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
        R"(json_schema: keyword "dependentSchemas" at /dependentSchemas: "a" must be a schema)"},
       {R"({"type": "object", "dependencies": {"a": 1}})",
        R"(json_schema: keyword "dependencies" at /dependencies: "a" must be an array of property names or a schema)"},
-      {R"({"type": "object", "dependencies": {"a": ["x"], "b": ["x"], "c": ["x"], "d": ["x"], "e": ["x"]}})",
-       R"(json_schema: keyword "dependencies" at the root: more than 4 optional properties whose presence requires )"
-       R"(more are not supported)"},
+      {R"({"type": "object", "dependencies": {"a": {"minProperties": 2}, "b": {"minProperties": 2}, )"
+       R"("c": {"minProperties": 2}, "d": {"minProperties": 2}, "e": {"minProperties": 2}, )"
+       R"("f": {"minProperties": 2}, "g": {"minProperties": 2}}})",
+       R"(json_schema: keyword "dependencies" at the root: more than 64 cases of the properties whose presence )"
+       R"(requires more are not supported)"},
       {R"({"type": "object", "unevaluatedProperties": false})",
        R"(json_schema: unsupported keyword "unevaluatedProperties" at the root)"},
       {R"({"items": {"type": "array", "uniqueItems": "yes"}})",
@@ -1210,8 +1214,27 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
       {R"({"items": {"type": "array", "uniqueItems": true, "minItems": 2}})",
        R"(json_schema: keyword "uniqueItems" at /items: true beside minItems over 1 is not supported (only arrays )"
        R"(of at most one item are written, which are unique))"},
-      {R"({"type": "array", "contains": {"type": "null"}})",
-       R"(json_schema: unsupported keyword "contains" at the root)"},
+      // contains where the grammar cannot place the matching items exactly.
+      {R"({"type": "array", "contains": {"type": "null"}, "maxContains": 2})",
+       R"(json_schema: keyword "maxContains" at the root: below maxItems is supported only where contains is an )"
+       R"(enum/const, items lists its values and minItems/maxItems do not bind)"},
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}, "maxContains": 2, "minItems": 3})",
+       R"(json_schema: keyword "maxContains" at the root: below maxItems is supported only where contains is an )"
+       R"(enum/const, items lists its values and minItems/maxItems do not bind)"},
+      {R"({"prefixItems": [{"type": "null"}], "items": {}, "contains": {"type": "null"}})",
+       R"(json_schema: keyword "contains" at the root: beside prefixItems (or an items array) is not supported)"},
+      {R"({"type": "array", "contains": {"type": "null"}, "minContains": 2, "maxItems": 5})",
+       R"(json_schema: keyword "minContains" at the root: over 1 beside minItems or maxItems is not supported)"},
+      {R"({"type": "array", "contains": {"type": "null"}, "minItems": 40})",
+       R"(json_schema: keyword "contains" at the root: beside minItems/maxItems that leave 32 or more items )"
+       R"(around the matching one is not supported)"},
+      {R"({"type": "array", "contains": {"type": "null"}, "minContains": 2, "uniqueItems": true})",
+       R"(json_schema: keyword "uniqueItems" at the root: true beside minContains over 1 is not supported (only )"
+       R"(arrays of at most one item are written, which are unique))"},
+      {R"({"allOf": [{"contains": {"type": "null"}}, {"contains": {"type": "string"}}]})",
+       R"(json_schema: keyword "contains" at /allOf/1: in more than one part of allOf is not supported)"},
+      {R"({"type": "array", "not": {"contains": {"type": "array", "items": {"format": "date"}}}})",
+       R"(json_schema: unsupported keyword "not" at the root)"},
       {R"({"type": "array", "unevaluatedItems": false})",
        R"(json_schema: unsupported keyword "unevaluatedItems" at the root)"},
       {R"({"type": "integer", "multipleOf": 997})",
@@ -1257,7 +1280,7 @@ TEST(JsonSchemaToGbnf, UnsupportedKeywordsThrowNamingKeywordAndPointer) {
       {R"({"enum": [4, 6], "multipleOf": 0.5})",
        R"(json_schema: keyword "multipleOf" at the root: not supported beside "enum" but for whole numbers)"},
       {R"({"allOf": [{"minLength": 1}, {"items": {}}]})",
-       R"(json_schema: keyword "allOf" at the root: merges only objects (properties, required, additionalProperties, patternProperties, minProperties, maxProperties) or enums; the schema at /allOf/0 is neither)"},
+       R"(json_schema: keyword "allOf" at the root: merges only objects (properties, required, additionalProperties, patternProperties, minProperties, maxProperties, propertyNames) or enums; the schema at /allOf/0 is neither)"},
       {R"j({"allOf": [{"type": "string", "pattern": "a"}, {"pattern": "^(?!b)"}, {"pattern": "c"}]})j",
        R"(json_schema: keyword "pattern" at /allOf/1: with a lookahead, beside other patterns in one conjunction )"
        R"(("allOf"), is not supported)"},
@@ -1873,6 +1896,177 @@ TEST(JsonSchemaToGbnf, EnumValuesAreFilteredByTheKeywordsBesideThem) {
   small.max_rules = 256;
   EXPECT_EQ(check_gbnf(convert(nlohmann::json{{"anyOf", {alts[0]}}}.dump(), small)), "");
   EXPECT_EQ(check_gbnf(convert(nlohmann::json{{"anyOf", alts}}.dump(), small)), "");
+}
+
+// contains: the grammar accepts exactly the arrays a validator does, every
+// array of up to six items of "x", "y" (and 1) checked.
+TEST(JsonSchemaToGbnf, ContainsIsExact) {
+  EXPECT_EQ(convert(R"({"type": "array", "items": {"type": "boolean"}, "contains": {"const": true}})"),
+            grammar({R"(contains ::= "true")",
+                     R"(root ::= "[" space (boolean "," space )* contains ("," space boolean)* space "]")"},
+                    {"boolean"}));
+  struct Case {
+    std::string schema;
+    std::function<bool(const std::vector<std::string>&)> valid;
+  };
+  auto xs = [](const std::vector<std::string>& a) { return std::count(a.begin(), a.end(), "\"x\""); };
+  const std::vector<Case> cases = {
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}})", [&](auto& a) { return xs(a) >= 1; }},
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}, "minContains": 2})",
+       [&](auto& a) { return xs(a) >= 2; }},
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}, "minContains": 0})",
+       [&](auto&) { return true; }},
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}, "minItems": 2, "maxItems": 4})",
+       [&](auto& a) { return xs(a) >= 1 && a.size() >= 2 && a.size() <= 4; }},
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}, "minItems": 3})",
+       [&](auto& a) { return xs(a) >= 1 && a.size() >= 3; }},
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}, "maxItems": 3, "maxContains": 3})",
+       [&](auto& a) { return xs(a) >= 1 && a.size() <= 3; }},
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}, "uniqueItems": true})",
+       [&](auto& a) { return a.size() == 1 && xs(a) == 1; }},
+      // maxContains: the other items fail contains.
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}, "maxContains": 2})",
+       [&](auto& a) { return xs(a) >= 1 && xs(a) <= 2; }},
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}, "minContains": 2, "maxContains": 3})",
+       [&](auto& a) { return xs(a) >= 2 && xs(a) <= 3; }},
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"const": "x"}, "minContains": 0, "maxContains": 1})",
+       [&](auto& a) { return xs(a) <= 1; }},
+      {R"({"items": {"enum": ["x", "y"]}, "contains": {"enum": ["x", "z"]}, "minContains": 0, "maxContains": 0})",
+       [&](auto& a) { return xs(a) == 0; }},
+      {R"({"items": {"const": "x"}, "contains": {"const": "x"}, "maxContains": 2})",
+       [&](auto& a) { return xs(a) >= 1 && xs(a) <= 2 && xs(a) == static_cast<long>(a.size()); }},
+      {R"({"items": {"const": "x"}, "contains": {"const": "x"}, "minContains": 0, "maxContains": 2})",
+       [&](auto& a) { return xs(a) <= 2 && xs(a) == static_cast<long>(a.size()); }},
+      // Merged: items from one part, contains from the other.
+      {R"({"allOf": [{"items": {"enum": ["x", "y"]}}, {"contains": {"enum": ["x", 1]}, "maxItems": 2}]})",
+       [&](auto& a) { return xs(a) >= 1 && a.size() <= 2; }},
+      // not contains (as if/then/else writes it): no item matches.
+      {R"({"type": "array", "items": {"enum": ["x", "y"]}, "not": {"contains": {"const": "x"}}})",
+       [&](auto& a) { return xs(a) == 0; }},
+  };
+  for (const Case& c : cases) {
+    const auto g = Grammar::parse(convert(c.schema));
+    std::vector<std::vector<std::string>> arrays = {{}};
+    for (size_t n = 0; n < arrays.size(); ++n) {
+      if (arrays[n].size() < 6)
+        for (const char* v : {"\"x\"", "\"y\""}) {
+          arrays.push_back(arrays[n]);
+          arrays.back().push_back(v);
+        }
+    }
+    for (const auto& a : arrays) {
+      std::string text = "[";
+      for (size_t i = 0; i < a.size(); ++i) text += (i ? ", " : "") + a[i];
+      text += "]";
+      EXPECT_EQ(test::accepts(g, text), c.valid(a)) << c.schema << " on " << text;
+    }
+  }
+  // A value of the items only, not of contains, is no match.
+  EXPECT_FALSE(test::accepts(Grammar::parse(convert(R"({"items": {"enum": ["x", 1]}, "contains": {"type": "integer"}})")),
+                             R"(["x"])"));
+  EXPECT_TRUE(test::accepts(Grammar::parse(convert(R"({"items": {"enum": ["x", 1]}, "contains": {"type": "integer"}})")),
+                            R"(["x", 1, "x"])"));
+  // if contains then required, else forbidden.
+  const auto g = Grammar::parse(convert(
+      R"({"type": "object", "properties": {"a": {"type": "array", "items": {"enum": ["p", "q"]}}, "b": {"type": "null"}},)"
+      R"( "if": {"properties": {"a": {"contains": {"const": "p"}}}}, "then": {"required": ["b"]},)"
+      R"( "else": {"properties": {"b": false}}})"));
+  EXPECT_TRUE(test::accepts(g, R"({"b": null, "a": ["q", "p"]})"));
+  EXPECT_TRUE(test::accepts(g, R"({"a": ["q", "q"]})"));
+  EXPECT_FALSE(test::accepts(g, R"({"a": ["q", "p"]})"));
+  EXPECT_FALSE(test::accepts(g, R"({"b": null, "a": ["q"]})"));
+}
+
+// Dependencies of more than 4 optional properties, as cases: the grammar
+// accepts an object (in some order of its properties) exactly where a
+// validator does, every set of the properties checked.
+TEST(JsonSchemaToGbnf, ManyDependenciesAreExact) {
+  struct Case {
+    std::string schema;
+    std::vector<std::string> keys;
+    std::vector<std::vector<std::string>> kinds;  // values of "kind" tried (absent: none)
+    std::function<bool(const std::set<std::string>&, const std::string&)> valid;
+  };
+  const std::string nulls = R"("a": {"type": "null"}, "b": {"type": "null"}, "c": {"type": "null"}, )"
+                            R"("d": {"type": "null"}, "e": {"type": "null"})";
+  const std::vector<Case> cases = {
+      // Clauses (not required, names, anyOf of required) and a schema kept whole.
+      {R"({"type": "object", "additionalProperties": false, "properties": {)" + nulls + R"(},)"
+       R"( "dependencies": {"a": {"not": {"required": ["b", "c"]}}, "b": ["c"],)"
+       R"( "c": {"anyOf": [{"required": ["d"]}, {"required": ["e"]}]}, "d": {"not": {"required": ["a"]}},)"
+       R"( "e": {"required": ["a"], "minProperties": 3}}})",
+       {"a", "b", "c", "d", "e"},
+       {{}},
+       [](const std::set<std::string>& s, const std::string&) {
+         auto in = [&](const char* k) { return s.count(k) > 0; };
+         return (!in("a") || !(in("b") && in("c"))) && (!in("b") || in("c")) && (!in("c") || in("d") || in("e")) &&
+                (!in("d") || !in("a")) && (!in("e") || (in("a") && s.size() >= 3));
+       }},
+      // One property named by all: two cases, not 32.
+      {R"({"type": "object", "additionalProperties": false, "properties": {"x": {"type": "null"}, )" + nulls + R"(},)"
+       R"( "dependencies": {"a": ["x"], "b": ["x"], "c": ["x"], "d": ["x"], "e": ["x"]}})",
+       {"x", "a", "b", "c", "d", "e"},
+       {{}},
+       [](const std::set<std::string>& s, const std::string&) { return s.count("x") || s.size() == 0; }},
+      // Values of a property that lists them.
+      {R"({"type": "object", "additionalProperties": false, "properties": {"kind": {"enum": ["p", "q", "r"]}, )" +
+           nulls + R"(}, "dependentSchemas": {"a": {"properties": {"kind": {"enum": ["p"]}}},)"
+                   R"( "b": {"properties": {"kind": {"const": "q"}}}, "c": {"properties": {"kind": {"enum": ["p", "q"]}}},)"
+                   R"( "d": {"properties": {"kind": {"enum": ["r", "s"]}}},)"
+                   R"( "e": {"properties": {"kind": {"enum": ["q", "r"]}}, "required": ["kind"]}}})",
+       {"a", "b", "c", "d", "e"},
+       {{}, {"p"}, {"q"}, {"r"}},
+       [](const std::set<std::string>& s, const std::string& kind) {
+         auto in = [&](const char* k) { return s.count(k) > 0; };
+         auto is = [&](std::initializer_list<const char*> v) {
+           return kind.empty() || std::any_of(v.begin(), v.end(), [&](const char* x) { return kind == x; });
+         };
+         return (!in("a") || is({"p"})) && (!in("b") || is({"q"})) && (!in("c") || is({"p", "q"})) &&
+                (!in("d") || is({"r"})) && (!in("e") || (!kind.empty() && is({"q", "r"})));
+       }},
+  };
+  for (const Case& c : cases) {
+    const auto g = Grammar::parse(convert(c.schema));
+    for (const auto& kind : c.kinds) {
+      for (unsigned mask = 0; mask < (1u << c.keys.size()); ++mask) {
+        std::vector<std::string> keys;
+        for (size_t i = 0; i < c.keys.size(); ++i)
+          if (mask & (1u << i)) keys.push_back(c.keys[i]);
+        const std::set<std::string> present(keys.begin(), keys.end());
+        if (!kind.empty()) keys.push_back("kind");
+        std::sort(keys.begin(), keys.end());
+        bool accepted = false;
+        std::string shown;
+        do {
+          std::string text = "{";
+          for (size_t i = 0; i < keys.size(); ++i)
+            text += (i ? ", \"" : "\"") + keys[i] + "\": " + (keys[i] == "kind" ? "\"" + kind[0] + "\"" : "null");
+          text += "}";
+          if (shown.empty()) shown = text;
+          accepted = accepted || test::accepts(g, text);
+        } while (!accepted && std::next_permutation(keys.begin(), keys.end()));
+        EXPECT_EQ(accepted, c.valid(present, kind.empty() ? "" : kind[0])) << c.schema << " on " << shown;
+      }
+    }
+  }
+}
+
+// propertyNames beside parts merged: the merged object's names satisfy it.
+TEST(JsonSchemaToGbnf, PropertyNamesInAMerge) {
+  const auto g = Grammar::parse(convert(
+      R"({"type": "object", "propertyNames": {"enum": ["a", "b"]}, "allOf": [{"properties": )"
+      R"({"a": {"type": "null"}, "c": {"type": "null"}}}, {"properties": {"b": {"type": "boolean"}}}]})"));
+  EXPECT_TRUE(test::accepts(g, R"({"a": null, "b": true})"));
+  EXPECT_TRUE(test::accepts(g, R"({"b": false})"));
+  EXPECT_FALSE(test::accepts(g, R"({"c": null})"));
+  EXPECT_FALSE(test::accepts(g, R"({"a": null, "c": null})"));
+  const auto extra = Grammar::parse(convert(
+      R"({"propertyNames": {"enum": ["x", "y"]}, "allOf": [{"additionalProperties": {"type": "integer"}},)"
+      R"( {"properties": {"x": {"minimum": 0}}}]})"));
+  EXPECT_TRUE(test::accepts(extra, R"({"x": 1, "y": -5})"));
+  EXPECT_TRUE(test::accepts(extra, R"({"y": 5})"));
+  EXPECT_FALSE(test::accepts(extra, R"({"z": 5})"));
+  EXPECT_FALSE(test::accepts(extra, R"({"x": -1})"));
 }
 
 TEST(JsonSchemaToGbnf, CheckGbnfCatchesFaults) {
