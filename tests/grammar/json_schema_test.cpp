@@ -1002,6 +1002,18 @@ TEST(JsonSchemaToGbnf, IfThenOnOneDiscriminatorIsNotExponential) {
   EXPECT_FALSE(test::accepts(g, R"({"kind": "k3"})"));  // then's v3 is required
   EXPECT_FALSE(test::accepts(g, R"({"kind": "k3", "v4": 5})"));  // v4 is k4's, not k3's
   EXPECT_FALSE(test::accepts(g, R"({"kind": "k3", "v3": "x"})"));  // not an integer
+  // ifs of "type" object and "required" too: not-if is an anyOf of a
+  // non-object (whose type no part shares), an object without "kind" and
+  // one whose "kind" is another.
+  std::string typed = all_of;
+  for (size_t at = 0; (at = typed.find(R"("if": {)", at)) != std::string::npos; ++at)
+    typed.insert(at + 7, R"("type": "object", "required": ["kind"], )");
+  const auto h = Grammar::parse(convert(R"({"type": "object", "properties": {"kind": {"type": "string"}},
+                                            "allOf": [)" + typed + "]}"));
+  EXPECT_TRUE(test::accepts(h, R"({"kind": "k5", "v5": 1})"));
+  EXPECT_TRUE(test::accepts(h, R"({})"));  // no kind: no then applies
+  EXPECT_FALSE(test::accepts(h, R"({"kind": "k5"})"));
+  EXPECT_FALSE(test::accepts(h, R"({"kind": "k5", "v6": 1})"));
 }
 
 // A recursive definition merged with its siblings (allOf, a $ref beside
