@@ -3335,8 +3335,118 @@ class Converter {
     return merge(std::move(unique), ptr, why, name, depth, exact);
   }
 
+  // Why the conjunction `parts` provably accepts no value from its
+  // discriminators alone, else nullopt: its "type"s have no type in common,
+  // or they leave objects only and some property is required (a "required"
+  // of a part) yet absent ("false" in a part's "properties") or with no
+  // value left: the values its const/enum schemas in the parts'
+  // "properties" all list, less those a `not` of enum/const there excludes.
+  // merge_parts asks it before distributing an anyOf, so that of the 2^k
+  // branches of k if/then (each an anyOf of if and not-if testing one
+  // property's const) the contradictory ones end as soon as they are: at
+  // most about k are live at each level of the distribution.
+  // Exact: each fact read holds of every value of the conjunction (the
+  // property schemas' other keywords only narrow more); value lists with an
+  // object, array or fraction are not read (JSON Schema's equality is not
+  // Json's there), excluded ones of those kinds are not excluded.
+  static std::optional<std::string> property_contradiction(const std::vector<Sub>& parts) {
+    unsigned types = kAllTypes;
+    for (const Sub& p : parts) {
+      if (!has(p, "type")) continue;
+      const Json& t = (*p.s)["type"];
+      // (a name that is not a type: no fact; parse_types reports it)
+      auto bits = [](const Json& n) {
+        const unsigned b = n.is_string() ? type_bits(n.get<std::string>()) : 0;
+        return b ? b : kAllTypes;
+      };
+      unsigned m = 0;
+      if (t.is_array()) {
+        for (const Json& n : t) m |= bits(n);
+      } else {
+        m = bits(t);
+      }
+      types &= m;
+    }
+    if (!types) return "the \"type\"s of its parts have no type in common";
+    if (types != kObject) return std::nullopt;
+    auto comparable = [](const Json* v) {
+      return v->is_string() || v->is_boolean() || v->is_null() || v->is_number_integer();
+    };
+    struct Facts {
+      bool required = false, absent = false;
+      std::optional<std::vector<const Json*>> allowed;  // nullopt: any value
+      std::vector<const Json*> excluded;
+    };
+    std::map<std::string, Facts> facts;
+    for (const Sub& p : parts) {
+      if (has(p, "required") && (*p.s)["required"].is_array())
+        for (const Json& r : (*p.s)["required"])
+          if (r.is_string()) facts[r.get<std::string>()].required = true;
+      if (!has(p, "properties") || !(*p.s)["properties"].is_object()) continue;
+      for (const auto& [prop, ps] : (*p.s)["properties"].items()) {
+        if (ps.is_boolean()) {
+          if (!ps.get<bool>()) facts[prop].absent = true;
+          continue;
+        }
+        if (!ps.is_object()) continue;
+        Facts& f = facts[prop];
+        for (const char* key : {"const", "enum"}) {
+          if (!ps.contains(key)) continue;
+          std::vector<const Json*> values;
+          if (key[0] == 'c') {
+            values.push_back(&ps[key]);
+          } else if (ps[key].is_array()) {
+            for (const Json& v : ps[key]) values.push_back(&v);
+          } else {
+            continue;
+          }
+          if (!std::all_of(values.begin(), values.end(), comparable)) continue;
+          if (f.allowed) {
+            std::erase_if(*f.allowed, [&](const Json* a) {
+              return std::none_of(values.begin(), values.end(), [&](const Json* v) { return *v == *a; });
+            });
+          } else {
+            f.allowed = std::move(values);
+          }
+        }
+        if (ps.contains("not"))
+          if (const auto ex = excluded_values(ps["not"]))
+            for (const Json* v : *ex)
+              if (comparable(v)) f.excluded.push_back(v);
+      }
+    }
+    for (auto& [prop, f] : facts) {
+      if (!f.required) continue;
+      if (f.absent) return "property \"" + prop + "\" is required and not allowed";
+      if (!f.allowed) continue;
+      std::erase_if(*f.allowed, [&](const Json* a) {
+        return std::any_of(f.excluded.begin(), f.excluded.end(), [&](const Json* e) { return *e == *a; });
+      });
+      if (f.allowed->empty()) return "property \"" + prop + "\" is required and no value of it is allowed";
+    }
+    return std::nullopt;
+  }
+
+  // property_contradiction of `branch` with the allOfs of its parts opened
+  // (up to kOpenedLevels deep; $refs not read: fewer facts, still exact),
+  // so that merge_parts drops a contradictory alternative before
+  // visit_all_of flattens all of its parts again.
+  static constexpr size_t kOpenedLevels = 8;
+  static bool opened_contradiction(const std::vector<Sub>& branch) {
+    std::vector<Sub> parts;
+    std::function<void(const Sub&, size_t)> open = [&](const Sub& sub, size_t level) {
+      if (!sub.s->is_object()) return;
+      parts.push_back(sub);
+      if (level == kOpenedLevels || !has(sub, "allOf") || !(*sub.s)["allOf"].is_array()) return;
+      for (const Json& item : (*sub.s)["allOf"]) open({&item, sub.ptr}, level + 1);
+    };
+    for (const Sub& sub : branch) open(sub, 0);
+    return property_contradiction(parts).has_value();
+  }
+
   std::string merge_parts(std::vector<Sub> unique, const std::string& ptr, std::string_view why,
                           const std::string& name, size_t depth, bool exact) {
+    if (const auto contradiction = property_contradiction(unique)) fail_empty(why, ptr, *contradiction);
     for (size_t i = 0; i < unique.size(); ++i) {
       for (const char* key : {"anyOf", "oneOf"}) {
         if (!has(unique[i], key)) continue;
@@ -3360,6 +3470,7 @@ class Converter {
           branch[i] = self;
           branch.push_back({&alts[a], pointer_child(pointer_child(unique[i].ptr, key), a)});
           branch.insert(branch.end(), guards[a].begin(), guards[a].end());
+          if (opened_contradiction(branch)) continue;  // as attempt would find, without distributing it
           const auto rule = attempt([&] { return visit_all_of(branch, ptr, why, alternative_name(name, a), depth + 1, false); },
                                     by_string_guard(guards[a]));
           if (rule && std::find(rules.begin(), rules.end(), *rule) == rules.end()) rules.push_back(*rule);

@@ -998,6 +998,41 @@ TEST(JsonSchemaToGbnf, ReferencesIntoRewrittenSubschemas) {
                     {"char"}));
 }
 
+// An allOf of k if/then on one property's const distributes into 2^k
+// branches, all but about k of them contradictory (two ifs want two values
+// of "kind", a not-if of a const excludes the one an if wants): those end
+// as soon as the property's allowed values are none (merge_parts'
+// property_contradiction), where the 2^30 of them passed limits.max_elements.
+TEST(JsonSchemaToGbnf, IfThenOnOneDiscriminatorIsNotExponential) {
+  std::string all_of;
+  for (int i = 0; i < 30; ++i) {
+    const std::string k = std::to_string(i);
+    all_of += std::string(i ? ", " : "") + R"({"if": {"properties": {"kind": {"const": "k)" + k +
+              R"("}}}, "then": {"required": ["v)" + k + R"("], "properties": {"v)" + k +
+              R"(": {"type": "integer"}}}})";
+  }
+  const std::string schema = R"({"type": "object", "required": ["kind"], "properties": {"kind": {"type": "string"}},
+                                 "allOf": [)" + all_of + "]}";
+  const auto g = Grammar::parse(convert(schema));
+  EXPECT_TRUE(test::accepts(g, R"({"kind": "k3", "v3": 5})"));
+  EXPECT_TRUE(test::accepts(g, R"({"kind": "k29", "v29": -1})"));
+  EXPECT_FALSE(test::accepts(g, R"({"kind": "k3"})"));  // then's v3 is required
+  EXPECT_FALSE(test::accepts(g, R"({"kind": "k3", "v4": 5})"));  // v4 is k4's, not k3's
+  EXPECT_FALSE(test::accepts(g, R"({"kind": "k3", "v3": "x"})"));  // not an integer
+  // ifs of "type" object and "required" too: not-if is an anyOf of a
+  // non-object (whose type no part shares), an object without "kind" and
+  // one whose "kind" is another.
+  std::string typed = all_of;
+  for (size_t at = 0; (at = typed.find(R"("if": {)", at)) != std::string::npos; ++at)
+    typed.insert(at + 7, R"("type": "object", "required": ["kind"], )");
+  const auto h = Grammar::parse(convert(R"({"type": "object", "properties": {"kind": {"type": "string"}},
+                                            "allOf": [)" + typed + "]}"));
+  EXPECT_TRUE(test::accepts(h, R"({"kind": "k5", "v5": 1})"));
+  EXPECT_TRUE(test::accepts(h, R"({})"));  // no kind: no then applies
+  EXPECT_FALSE(test::accepts(h, R"({"kind": "k5"})"));
+  EXPECT_FALSE(test::accepts(h, R"({"kind": "k5", "v6": 1})"));
+}
+
 // A recursive definition merged with its siblings (allOf, a $ref beside
 // other keywords) is expanded once and then referred to as a rule: before,
 // each expansion met the same conjunction again and nested until
