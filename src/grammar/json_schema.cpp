@@ -2773,6 +2773,8 @@ class Converter {
     if (!ns.is_object()) fail_keyword("propertyNames", sub.ptr, "must be a schema");
     for (const std::string& k : own_keys(n)) {
       constexpr std::string_view ok[] = {"type", "enum", "const", "pattern", "minLength", "maxLength"};
+      // A format outside the five written ones is an annotation here too.
+      if (k == "format" && ns[k].is_string() && !is_known_format(ns[k])) continue;
       if (!in(ok, k)) fail_keyword("propertyNames", n.ptr, "\"" + k + "\" is not supported in it");
     }
     if (ns.contains("type") && !(type_mask(ns["type"], n.ptr) & kString)) {

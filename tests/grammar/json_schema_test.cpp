@@ -2131,6 +2131,8 @@ TEST(JsonSchema, UnknownKeywordsAndFormatsAreAnnotations) {
       {R"({"type": "string", "format": "ipv4"})", R"({"type": "string"})"},
       {R"({"type": "string", "format": "uri", "maxLength": 5})", R"({"type": "string", "maxLength": 5})"},
       {R"({"type": "string", "format": "hostname", "pattern": "^a+$"})", R"({"type": "string", "pattern": "^a+$"})"},
+      {R"({"type": "object", "propertyNames": {"format": "regex", "maxLength": 3}})",
+       R"({"type": "object", "propertyNames": {"maxLength": 3}})"},
   };
   for (const auto& [with, without] : same) EXPECT_EQ(json_schema_to_gbnf(with), json_schema_to_gbnf(without)) << with;
 }
