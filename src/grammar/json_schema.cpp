@@ -4055,7 +4055,7 @@ class Converter {
     std::map<std::string, const Json*> single;  // pattern, format, multipleOf: one value each
     Json excluded = Json::array();              // the `not`s' patterns
     std::vector<std::string> patterns;          // every part's, each once
-    std::optional<std::string> with_lookahead;  // where a pattern with a lookahead is
+    std::optional<std::string> with_lookahead;  // the one pattern with lookaheads of its own
     auto number = [](const Json& v, const char* k, const std::string& at) -> long double {
       if (!v.is_number()) fail_keyword(k, at, "must be a number");
       return v.get<long double>();
@@ -4103,13 +4103,18 @@ class Converter {
         } catch (const schema::PatternError& e) {
           fail_keyword("pattern", p.ptr, e.what());
         }
-        if (look) with_lookahead = p.ptr;
-        patterns.push_back(s["pattern"].get<std::string>());
-        if (patterns.size() > 1 && with_lookahead) {
-          // Their conjunction is itself lookaheads, which do not nest.
-          fail_keyword("pattern", *with_lookahead,
-                       "with a lookahead, beside other patterns in one conjunction (\"" + std::string(why) +
+        if (look && with_lookahead) {
+          // Their conjunction asserts all but one pattern as lookaheads,
+          // which do not nest: one pattern with lookaheads of its own, the
+          // one left as it is, at most.
+          fail_keyword("pattern", p.ptr,
+                       "with a lookahead, beside another with one in one conjunction (\"" + std::string(why) +
                            "\"), is not supported");
+        }
+        if (look) {
+          with_lookahead = s["pattern"].get<std::string>();
+        } else {
+          patterns.push_back(s["pattern"].get<std::string>());
         }
       }
       for (const char* k : {"pattern", "format", "multipleOf"}) {
@@ -4138,16 +4143,18 @@ class Converter {
     if (min_len) merged["minLength"] = *min_len;
     if (max_len) merged["maxLength"] = *max_len;
     for (const auto& [k, v] : single) merged[k] = *v;
+    if (with_lookahead) patterns.push_back(*with_lookahead);  // last: searched, not asserted
     if (patterns.size() == 1) merged["pattern"] = patterns[0];
     if (patterns.size() > 1) {
-      // Several: one pattern that asserts each from the start (a lookahead
-      // searching the whole string for it: `[^]` is every code point), so
-      // every reader of "pattern" (the string's automaton, enum values,
-      // oneOf's proofs) takes their conjunction. Each parsed alone first,
-      // so no pattern's text can pair with another's.
+      // Several: one pattern that asserts each but the last from the start
+      // (a lookahead searching the whole string for it: `[^]` is every code
+      // point) and then searches for the last, so every reader of
+      // "pattern" (the string's automaton, enum values, oneOf's proofs)
+      // takes their conjunction. Each parsed alone first, so no pattern's
+      // text can pair with another's.
       std::string all = "^";
-      for (const std::string& pt : patterns) all += "(?=[^]*?(?:" + pt + "))";
-      merged["pattern"] = all;
+      for (size_t i = 0; i + 1 < patterns.size(); ++i) all += "(?=[^]*?(?:" + patterns[i] + "))";
+      merged["pattern"] = all + "[^]*?(?:" + patterns.back() + ")";
     }
     if (!excluded.empty()) merged["not"] = excluded.size() == 1 ? excluded[0] : Json{{"anyOf", std::move(excluded)}};
     synthetic_.push_back(std::move(merged));
