@@ -3530,8 +3530,13 @@ class Converter {
     }
     if (std::all_of(rest.begin(), rest.end(), scalar_keys)) return visit(merge_scalars(rest, ptr, why, types), name, depth + 1, exact);
     const bool arrays = std::all_of(rest.begin(), rest.end(), [](const Sub& sub) {
-      return keys_within(sub, {"type", "items", "minItems", "maxItems", "uniqueItems", "contains", "minContains",
-                               "maxContains"}) &&
+      // additionalItems constrains only items past an items array: beside a
+      // schema or no items it is nothing (merge_arrays ignores it).
+      const bool inert_additional = !sub.s->contains("items") || !(*sub.s)["items"].is_array();
+      return (keys_within(sub, {"type", "items", "minItems", "maxItems", "uniqueItems", "contains", "minContains",
+                                "maxContains"}) ||
+              (inert_additional && keys_within(sub, {"type", "items", "minItems", "maxItems", "uniqueItems", "contains",
+                                                     "minContains", "maxContains", "additionalItems"}))) &&
              (!sub.s->contains("type") || (type_mask((*sub.s)["type"], sub.ptr) & kArray));
     });
     if (arrays) return visit(merge_arrays(rest, ptr, why, types), name, depth + 1, exact);

@@ -853,6 +853,16 @@ TEST(JsonSchemaToGbnf, AllOf) {
             grammar({R"(root ::= "{" space x-kv ( "," space ( y-kv ) )? space "}")",
                      R"(x-kv ::= "\"x\"" space ":" space null)", R"(y-kv ::= "\"y\"" space ":" space null)"},
                     {"null"}));
+  // Arrays merged; additionalItems beside a schema of items (or none)
+  // constrains nothing; beside an items array it is refused in a merge.
+  const auto arrays = Grammar::parse(convert(R"({"allOf": [{"type": "array", "items": {"type": "integer"},
+                                                            "additionalItems": false}, {"minItems": 1}]})"));
+  EXPECT_TRUE(test::accepts(arrays, "[1,2]"));
+  EXPECT_FALSE(test::accepts(arrays, "[]"));
+  EXPECT_FALSE(test::accepts(arrays, R"(["a"])"));
+  EXPECT_NE(error_of(R"({"allOf": [{"type": "array", "items": [{"type": "integer"}], "additionalItems": false},
+                                   {"minItems": 1}]})"),
+            "");
 }
 
 TEST(JsonSchemaToGbnf, References) {
