@@ -3661,11 +3661,7 @@ class Converter {
       if (!deps.is_object()) fail_keyword(key, sub.ptr, "must be an object");
       for (const auto& [t, d] : deps.items()) {
         enter(kptr, depth + 1);
-        const bool names = d.is_array();
-        if (names ? key == "dependentSchemas" : key == "dependentRequired")
-          fail_keyword(key, kptr, "\"" + t + "\" must be " + (names ? "a schema" : "an array of property names"));
-        if (!names && !d.is_object() && !d.is_boolean())
-          fail_keyword(key, kptr, "\"" + t + "\" must be an array of property names or a schema");
+        const bool names = dependency_is_names(key, kptr, t, d);
         Json then = Json::object();
         if (names) {
           Json r = Json::array();
@@ -3819,11 +3815,7 @@ class Converter {
       if (!first_key) first_key = key.data();
       for (const auto& [t, d] : deps.items()) {
         enter(kptr, depth + 1);
-        const bool names = d.is_array();
-        if (names ? key == "dependentSchemas" : key == "dependentRequired")
-          fail_keyword(key, kptr, "\"" + t + "\" must be " + (names ? "a schema" : "an array of property names"));
-        if (!names && !d.is_object() && !d.is_boolean())
-          fail_keyword(key, kptr, "\"" + t + "\" must be an array of property names or a schema");
+        const bool names = dependency_is_names(key, kptr, t, d);
         std::optional<std::vector<DepClause>> cs;
         if (names) {
           cs.emplace();
@@ -3955,6 +3947,18 @@ class Converter {
     if (cases.empty()) fail_empty(first_key, sub.ptr, "no object satisfies the dependencies");
     synthetic_.push_back(cases.size() == 1 ? std::move(cases[0]) : Json::object({{"anyOf", std::move(cases)}}));
     return {&synthetic_.back(), pointer_child(sub.ptr, first_key)};
+  }
+
+  // Whether dependency `t` of keyword `key` (dependencies, dependentRequired,
+  // dependentSchemas, at kptr) lists property names (else it is a schema);
+  // throws naming the keyword where its form does not fit the keyword.
+  static bool dependency_is_names(std::string_view key, const std::string& kptr, const std::string& t, const Json& d) {
+    const bool names = d.is_array();
+    if (names ? key == "dependentSchemas" : key == "dependentRequired")
+      fail_keyword(key, kptr, "\"" + t + "\" must be " + (names ? "a schema" : "an array of property names"));
+    if (!names && !d.is_object() && !d.is_boolean())
+      fail_keyword(key, kptr, "\"" + t + "\" must be an array of property names or a schema");
+    return names;
   }
 
   // `not` of enum/const in a conjunction, exactly: the values of the parts
