@@ -444,6 +444,26 @@ bool keys_within(const Sub& sub, std::initializer_list<std::string_view> allowed
   return true;
 }
 
+// A character of a GBNF rule name.
+bool gbnf_word_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+// The end of the GBNF token of a rule body as the converter writes it that
+// starts at `i`: a "..." literal or [...] class (backslash escapes inside),
+// a name, else one byte.
+size_t gbnf_token_end(std::string_view body, size_t i) {
+  size_t j = i + 1;
+  if (body[i] == '"' || body[i] == '[') {
+    const char close = body[i] == '"' ? '"' : ']';
+    while (j < body.size() && body[j] != close) j += body[j] == '\\' ? 2 : 1;
+    return std::min(j + 1, body.size());
+  }
+  if (gbnf_word_char(body[i]))
+    while (j < body.size() && gbnf_word_char(body[j])) ++j;
+  return j;
+}
+
 // Rules with the same body, once the rules they name are merged, made one
 // (the first by name; `root` stays root), and every reference to them the
 // one kept: the same language, since a rule is its body. Repeated until
@@ -466,9 +486,6 @@ void merge_same_rules(std::map<std::string, std::string>& rules) {
     std::string text;
   };
   std::vector<std::vector<Piece>> bodies(n);
-  auto word = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
-  };
   {
     size_t r = 0;
     for (const auto& [name, body] : rules) {
@@ -478,23 +495,12 @@ void merge_same_rules(std::map<std::string, std::string>& rules) {
         out.back().text += t;
       };
       for (size_t i = 0; i < body.size();) {
-        const char c = body[i];
-        size_t j = i + 1;
-        if (c == '"' || c == '[') {
-          const char close = c == '"' ? '"' : ']';
-          while (j < body.size() && body[j] != close) j += body[j] == '\\' ? 2 : 1;
-          j = std::min(j + 1, body.size());
-          text(std::string_view(body).substr(i, j - i));
-        } else if (word(c)) {
-          while (j < body.size() && word(body[j])) ++j;
-          const std::string w = body.substr(i, j - i);
-          if (auto it = index.find(w); it != index.end()) {
-            out.push_back({static_cast<int64_t>(it->second), {}});
-          } else {
-            text(w);
-          }
+        const size_t j = gbnf_token_end(body, i);
+        auto it = gbnf_word_char(body[i]) ? index.find(body.substr(i, j - i)) : index.end();
+        if (it != index.end()) {
+          out.push_back({static_cast<int64_t>(it->second), {}});
         } else {
-          text(std::string_view(body).substr(i, 1));
+          text(std::string_view(body).substr(i, j - i));
         }
         i = j;
       }
@@ -568,9 +574,6 @@ bool derives_text(const std::map<std::string, std::string>& rules) {
     nodes[child].parents.push_back(parent);
     ++nodes[parent].open;
   };
-  auto word = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
-  };
   for (const auto& [name, body] : rules) {
     size_t i = 0;
     auto skip_space = [&] {
@@ -597,23 +600,15 @@ bool derives_text(const std::map<std::string, std::string>& rules) {
           skip_space();
           if (i >= body.size() || body[i] == '|' || body[i] == ')') break;
           std::optional<uint32_t> part;
-          const char c = body[i];
-          if (c == '"' || c == '[') {
-            const char close = c == '"' ? '"' : ']';
-            ++i;
-            while (i < body.size() && body[i] != close) i += body[i] == '\\' ? 2 : 1;
-            ++i;
-          } else if (c == '(') {
+          if (body[i] == '(') {
             ++i;
             part = alternation();
             ++i;  // ')'
-          } else if (word(c)) {
-            size_t j = i;
-            while (j < body.size() && word(body[j])) ++j;
-            if (auto it = rule_node.find(body.substr(i, j - i)); it != rule_node.end()) part = it->second;
-            i = j;
           } else {
-            ++i;
+            const size_t j = gbnf_token_end(body, i);
+            if (gbnf_word_char(body[i]))
+              if (auto it = rule_node.find(body.substr(i, j - i)); it != rule_node.end()) part = it->second;
+            i = j;
           }
           if (!optional_after() && part) link(seq, *part);
         }
